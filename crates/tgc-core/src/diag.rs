@@ -1,0 +1,171 @@
+//! User-facing diagnostics: an error name, a message and a source position.
+//!
+//! Every error a user can cause (bad graph text, bad shapes, bad JSON, unbound
+//! symbols) is a [`Diagnostic`]. Internal invariant violations (a verifier
+//! failing after a pass) are bugs and are reported as [`ErrorName::Internal`].
+
+use std::fmt;
+
+/// A position in a source text: 1-based line and column, and the byte range.
+///
+/// Inside `tgc::kernel!` the token index lets the macro map the span back to
+/// the Rust token so that rustc underlines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub col: u32,
+    /// Byte offset of the first byte.
+    pub start: u32,
+    /// Byte offset one past the last byte.
+    pub end: u32,
+    /// Index of the first token of the construct in the token stream it was
+    /// parsed from, when the source came as tokens (`kernel!`).
+    pub token: Option<u32>,
+}
+
+/// The names of user-facing errors (`spec/002` §4, `spec/000` §13, `DSL.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorName {
+    /// Right-aligned broadcast with both sizes > 1 and different (`002` §4).
+    BroadcastMismatch,
+    /// Element counts or sizes that must agree do not (`002` §4, `RESHAPE`).
+    AxisSizeMismatch,
+    /// A permutation with repeated or missing axes (`002` §4).
+    InvalidPermutation,
+    /// `REDUCE` without an accumulator dtype (`002` §4).
+    AccDtypeMissing,
+    /// A value's access needs more pieces than the stated limit (`002` §4).
+    ExcessivePiecewise,
+    /// Operand dtypes disagree with no explicit cast (`002` §3).
+    DTypeMismatch,
+    /// An operation name that does not exist.
+    UnknownOp,
+    /// A name (value, graph, symbol, tensor) that is not defined.
+    UnknownName,
+    /// A call with the wrong number of arguments.
+    ArityMismatch,
+    /// A `SHRINK`/`VIEW` step ≤ 0 (`spec/README.md` decision 5).
+    NegativeStride,
+    /// Subgraph calls nested deeper than the limit (`DSL.md`).
+    RecursionLimit,
+    /// An axis index out of range, or a name that does not pick exactly one axis.
+    InvalidAxis,
+    /// A symbolic dimension with no value where one is needed.
+    UnboundSymbol,
+    /// Text that does not follow the grammar.
+    SyntaxError,
+    /// Well-formed input that tgc does not support.
+    Unsupported,
+    /// Input/output problems (files, tensors given to `run`).
+    Io,
+    /// A tgc bug: an IR verifier failed after a pass.
+    Internal,
+}
+
+impl ErrorName {
+    /// The name as written in messages, e.g. `BroadcastMismatch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorName::BroadcastMismatch => "BroadcastMismatch",
+            ErrorName::AxisSizeMismatch => "AxisSizeMismatch",
+            ErrorName::InvalidPermutation => "InvalidPermutation",
+            ErrorName::AccDtypeMissing => "AccDtypeMissing",
+            ErrorName::ExcessivePiecewise => "ExcessivePiecewise",
+            ErrorName::DTypeMismatch => "DTypeMismatch",
+            ErrorName::UnknownOp => "UnknownOp",
+            ErrorName::UnknownName => "UnknownName",
+            ErrorName::ArityMismatch => "ArityMismatch",
+            ErrorName::NegativeStride => "NegativeStride",
+            ErrorName::RecursionLimit => "RecursionLimit",
+            ErrorName::InvalidAxis => "InvalidAxis",
+            ErrorName::UnboundSymbol => "UnboundSymbol",
+            ErrorName::SyntaxError => "SyntaxError",
+            ErrorName::Unsupported => "Unsupported",
+            ErrorName::Io => "Io",
+            ErrorName::Internal => "Internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A user-facing error: name, message, and where it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub name: ErrorName,
+    pub message: String,
+    /// Source position, when the construct came from text.
+    pub span: Option<Span>,
+    /// The Tiny IR node the error is about (its JSON id), when there is one.
+    pub node: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn new(name: ErrorName, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { name, message: message.into(), span: None, node: None }
+    }
+
+    pub fn at(mut self, span: Span) -> Diagnostic {
+        self.span = Some(span);
+        self
+    }
+
+    /// Sets the span only if none is set yet.
+    pub fn or_at(mut self, span: Option<Span>) -> Diagnostic {
+        if self.span.is_none() {
+            self.span = span;
+        }
+        self
+    }
+
+    pub fn on_node(mut self, node: impl Into<String>) -> Diagnostic {
+        self.node = Some(node.into());
+        self
+    }
+
+    /// Renders as `file:line:col: error[Name]: message (node n3)`.
+    pub fn render(&self, file: &str) -> String {
+        let mut s = String::new();
+        match self.span {
+            Some(sp) => s.push_str(&format!("{file}:{}:{}: ", sp.line, sp.col)),
+            None => s.push_str(&format!("{file}: ")),
+        }
+        s.push_str(&format!("error[{}]: {}", self.name, self.message));
+        if let Some(n) = &self.node {
+            s.push_str(&format!(" (node {n})"));
+        }
+        s
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(sp) = self.span {
+            write!(f, "{}:{}: ", sp.line, sp.col)?;
+        }
+        write!(f, "error[{}]: {}", self.name, self.message)?;
+        if let Some(n) = &self.node {
+            write!(f, " (node {n})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+/// Shorthand for results carrying a [`Diagnostic`].
+pub type DResult<T> = Result<T, Diagnostic>;
+
+/// Builds a [`Diagnostic`] with a formatted message: `diag!(DTypeMismatch, "…{}", x)`.
+#[macro_export]
+macro_rules! diag {
+    ($name:ident, $($fmt:tt)+) => {
+        $crate::diag::Diagnostic::new($crate::diag::ErrorName::$name, format!($($fmt)+))
+    };
+}
