@@ -3,6 +3,7 @@
 
 pub mod diag;
 pub mod dtype;
+pub mod frontend;
 
 pub use diag::{DResult, Diagnostic, ErrorName, Span};
 pub use dtype::DType;

@@ -1,0 +1,3 @@
+//! Frontend: the graph language (`DSL.md`) and its lowering to Tiny IR.
+
+pub mod ast;
