@@ -2,8 +2,8 @@
 //! interpreter and the code generators. See `ARCHITECTURE.md` for the map.
 
 pub mod diag;
-pub mod dtype;
 pub mod frontend;
 
 pub use diag::{DResult, Diagnostic, ErrorName, Span};
-pub use dtype::DType;
+pub use tgc_runtime::dtype;
+pub use tgc_runtime::DType;
