@@ -1,8 +1,11 @@
 //! tgc-core: every IR of tgc, the lowerings between them, the reference
 //! interpreter and the code generators. See `ARCHITECTURE.md` for the map.
 
+pub mod affine;
 pub mod diag;
 pub mod frontend;
+pub mod sym;
+pub mod tiny;
 
 pub use diag::{DResult, Diagnostic, ErrorName, Span};
 pub use tgc_runtime::dtype;

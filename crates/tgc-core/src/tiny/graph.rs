@@ -1,0 +1,360 @@
+//! The Tiny IR graph: an arena of nodes in topological order, and the builder
+//! that checks every node as it is added.
+
+use std::collections::BTreeMap;
+
+use crate::affine::AffExpr;
+use crate::diag::{DResult, Span};
+use crate::diag;
+use crate::sym::Dim;
+use crate::DType;
+
+use super::infer::{infer, Constraint, TensorType};
+use super::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+
+/// Index of a node in its [`Graph`]; sources always have smaller ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One node: an op, its sources, and its result type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub src: Vec<NodeId>,
+    pub ty: TensorType,
+    /// The node's name in JSON (`"id"`) and dumps; unique in the graph.
+    pub label: String,
+    /// Where the node came from in the source text, if anywhere.
+    pub span: Option<Span>,
+}
+
+/// A declared symbolic dimension.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub default: Option<i64>,
+}
+
+/// A named graph output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub name: String,
+    pub node: NodeId,
+}
+
+/// A [`Constraint`] and the node that raised it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeConstraint {
+    pub node: NodeId,
+    pub constraint: Constraint,
+}
+
+/// A Tiny IR graph (see the module doc of [`crate::tiny`] for its invariants).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Graph {
+    pub name: String,
+    /// Symbols in declaration order: the order of `dims` in generated code.
+    pub symbols: Vec<Symbol>,
+    nodes: Vec<Node>,
+    pub outputs: Vec<Output>,
+    /// Shape facts to check when symbols are bound.
+    pub constraints: Vec<NodeConstraint>,
+    /// Span given to nodes added from now on (set by the frontend).
+    pub cur_span: Option<Span>,
+}
+
+impl Graph {
+    pub fn new(name: &str) -> Graph {
+        Graph { name: name.to_string(), ..Graph::default() }
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> {
+        (0..self.nodes.len() as u32).map(NodeId)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn ty(&self, id: NodeId) -> &TensorType {
+        &self.nodes[id.index()].ty
+    }
+
+    pub fn shape(&self, id: NodeId) -> &[Dim] {
+        &self.nodes[id.index()].ty.shape
+    }
+
+    pub fn dtype(&self, id: NodeId) -> DType {
+        self.nodes[id.index()].ty.dtype
+    }
+
+    /// `INPUT` nodes in arena order: the order of inputs in generated code.
+    pub fn inputs(&self) -> Vec<NodeId> {
+        self.ids().filter(|&i| matches!(self.node(i).op, Op::Input { .. })).collect()
+    }
+
+    /// The node ids that read each node.
+    pub fn consumers(&self) -> Vec<Vec<NodeId>> {
+        let mut out = vec![Vec::new(); self.nodes.len()];
+        for id in self.ids() {
+            for &s in &self.node(id).src {
+                if !out[s.index()].contains(&id) {
+                    out[s.index()].push(id);
+                }
+            }
+        }
+        out
+    }
+
+    /// Finds a node by label.
+    pub fn find(&self, label: &str) -> Option<NodeId> {
+        self.ids().find(|&i| self.node(i).label == label)
+    }
+
+    /// Renames a node; the label must not be in use.
+    pub fn set_label(&mut self, id: NodeId, label: &str) -> DResult<()> {
+        if let Some(other) = self.find(label) {
+            if other != id {
+                return Err(diag!(SyntaxError, "node id `{label}` is used twice"));
+            }
+        }
+        self.nodes[id.index()].label = label.to_string();
+        Ok(())
+    }
+
+    /// Adds a node after checking it with the rules of [`infer`]; errors carry
+    /// the new node's label and the current span.
+    pub fn push(&mut self, op: Op, src: Vec<NodeId>, dtype: Option<DType>, shape: Option<&[Dim]>) -> DResult<NodeId> {
+        let label = format!("n{}", self.nodes.len());
+        for s in &src {
+            if s.index() >= self.nodes.len() {
+                return Err(diag!(Internal, "source {} of a new node does not exist", s.0).on_node(label));
+            }
+        }
+        let tys: Vec<&TensorType> = src.iter().map(|s| &self.nodes[s.index()].ty).collect();
+        let (ty, cons) = infer(&op, &tys, dtype, shape).map_err(|e| e.or_at(self.cur_span).on_node(label.clone()))?;
+        let id = NodeId(self.nodes.len() as u32);
+        let label = if self.find(&label).is_some() { format!("n{}_{}", self.nodes.len(), self.nodes.len()) } else { label };
+        self.constraints.extend(cons.into_iter().map(|constraint| NodeConstraint { node: id, constraint }));
+        self.nodes.push(Node { op, src, ty, label, span: self.cur_span });
+        Ok(id)
+    }
+
+    // --- typed constructors, one per op -------------------------------------
+
+    pub fn input(&mut self, name: &str, dtype: DType, shape: &[Dim]) -> DResult<NodeId> {
+        self.push(Op::Input { name: name.to_string() }, vec![], Some(dtype), Some(shape))
+    }
+
+    pub fn constant(&mut self, value: f64, dtype: DType) -> DResult<NodeId> {
+        self.push(Op::Const { value }, vec![], Some(dtype), None)
+    }
+
+    pub fn unary(&mut self, op: UnaryOp, x: NodeId) -> DResult<NodeId> {
+        self.push(Op::Unary(op), vec![x], None, None)
+    }
+
+    pub fn cast(&mut self, x: NodeId, to: DType) -> DResult<NodeId> {
+        self.push(Op::Cast, vec![x], Some(to), None)
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, a: NodeId, b: NodeId) -> DResult<NodeId> {
+        self.push(Op::Binary(op), vec![a, b], None, None)
+    }
+
+    pub fn where_(&mut self, cond: NodeId, a: NodeId, b: NodeId) -> DResult<NodeId> {
+        self.push(Op::Where, vec![cond, a, b], None, None)
+    }
+
+    /// `REDUCE` of `axes` (removed) accumulating in `acc`.
+    pub fn reduce(&mut self, op: ReduceOp, x: NodeId, axes: &[usize], acc: DType) -> DResult<NodeId> {
+        self.push(Op::Reduce { op, axes: axes.to_vec() }, vec![x], Some(acc), None)
+    }
+
+    pub fn reshape(&mut self, x: NodeId, shape: &[Dim]) -> DResult<NodeId> {
+        self.push(Op::Reshape, vec![x], None, Some(shape))
+    }
+
+    pub fn permute(&mut self, x: NodeId, perm: &[usize]) -> DResult<NodeId> {
+        self.push(Op::Permute { perm: perm.to_vec() }, vec![x], None, None)
+    }
+
+    pub fn expand(&mut self, x: NodeId, shape: &[Dim]) -> DResult<NodeId> {
+        self.push(Op::Expand, vec![x], None, Some(shape))
+    }
+
+    pub fn pad(&mut self, x: NodeId, pads: &[(Dim, Dim)], value: f64) -> DResult<NodeId> {
+        self.push(Op::Pad { pads: pads.to_vec(), value }, vec![x], None, None)
+    }
+
+    pub fn shrink(&mut self, x: NodeId, lo: &[Dim], hi: &[Dim], step: &[Dim]) -> DResult<NodeId> {
+        self.push(Op::Shrink { lo: lo.to_vec(), hi: hi.to_vec(), step: step.to_vec() }, vec![x], None, None)
+    }
+
+    pub fn flip(&mut self, x: NodeId, axes: &[usize]) -> DResult<NodeId> {
+        self.push(Op::Flip { axes: axes.to_vec() }, vec![x], None, None)
+    }
+
+    pub fn view(&mut self, x: NodeId, shape: &[Dim], map: &[AffExpr]) -> DResult<NodeId> {
+        self.push(Op::View { map: map.to_vec() }, vec![x], None, Some(shape))
+    }
+
+    /// Declares every symbol used in input shapes that is not declared yet,
+    /// in order of first use.
+    pub fn declare_input_symbols(&mut self) {
+        let mut names: Vec<String> = Vec::new();
+        for id in self.inputs() {
+            for d in self.shape(id) {
+                for s in d.symbols() {
+                    if !names.contains(&s) {
+                        names.push(s);
+                    }
+                }
+            }
+        }
+        for id in self.ids() {
+            for d in &self.node(id).ty.shape {
+                for s in d.symbols() {
+                    if !names.contains(&s) {
+                        names.push(s);
+                    }
+                }
+            }
+        }
+        for n in names {
+            if !self.symbols.iter().any(|s| s.name == n) {
+                self.symbols.push(Symbol { name: n, default: None });
+            }
+        }
+    }
+
+    /// Values for the symbols: `given` first, then inferred from the shapes of
+    /// the inputs (`inputs[k]` is the shape of the k-th `INPUT`), then
+    /// defaults. Every symbol must end up with a value ≥ 1.
+    ///
+    /// Errors: `AxisSizeMismatch` when an input's rank or a size disagrees
+    /// with the graph, `UnboundSymbol` when a symbol has no value.
+    pub fn resolve_dims(&self, given: &BTreeMap<String, i64>, inputs: Option<&[Vec<usize>]>) -> DResult<BTreeMap<String, i64>> {
+        let mut out: BTreeMap<String, i64> = BTreeMap::new();
+        for (k, v) in given {
+            if !self.symbols.iter().any(|s| &s.name == k) {
+                let names: Vec<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
+                return Err(diag!(UnknownName, "graph `{}` has no symbol `{k}` (symbols: {})", self.name, names.join(", ")));
+            }
+            if *v < 1 {
+                return Err(diag!(AxisSizeMismatch, "symbol `{k}` = {v}: sizes must be at least 1"));
+            }
+            out.insert(k.clone(), *v);
+        }
+        if let Some(shapes) = inputs {
+            let ins = self.inputs();
+            for (id, got) in ins.iter().zip(shapes) {
+                let want = self.shape(*id);
+                let name = match &self.node(*id).op {
+                    Op::Input { name } => name.clone(),
+                    _ => self.node(*id).label.clone(),
+                };
+                if want.len() != got.len() {
+                    return Err(diag!(AxisSizeMismatch, "input `{name}` has rank {} but the graph declares {}", got.len(), super::infer::fmt_shape(want)));
+                }
+                for (d, &g) in want.iter().zip(got) {
+                    if let Some(s) = d.as_sym() {
+                        match out.get(s) {
+                            Some(&v) if v != g as i64 => {
+                                return Err(diag!(AxisSizeMismatch, "input `{name}` has size {g} where symbol `{s}` = {v}"));
+                            }
+                            _ => {
+                                out.insert(s.to_string(), g as i64);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for s in &self.symbols {
+            if !out.contains_key(&s.name) {
+                match s.default {
+                    Some(v) => {
+                        out.insert(s.name.clone(), v);
+                    }
+                    None => return Err(diag!(UnboundSymbol, "symbol `{}` has no value: give it with --dim {}=N", s.name, s.name)),
+                }
+            }
+        }
+        if let Some(shapes) = inputs {
+            for (id, got) in self.inputs().iter().zip(shapes) {
+                let want = self.shape(*id);
+                for (d, &g) in want.iter().zip(got) {
+                    let v = d.eval(&|s| out.get(s).copied()).map_err(|m| diag!(UnboundSymbol, "{m}"))?;
+                    if v != g as i64 {
+                        return Err(diag!(AxisSizeMismatch, "an input has size {g} where the graph needs {d} = {v}").on_node(self.node(*id).label.clone()));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Substitutes values for symbols and re-checks every node, returning the
+    /// specialised graph (bound symbols are removed from `symbols`).
+    ///
+    /// Errors: the node's own error when a bound size breaks a rule (a
+    /// violated [`Constraint`] of a `RESHAPE` is `AxisSizeMismatch`).
+    pub fn bind(&self, values: &BTreeMap<String, i64>) -> DResult<Graph> {
+        let map: BTreeMap<String, Dim> = values.iter().map(|(k, v)| (k.clone(), Dim::int(*v))).collect();
+        let sub = |d: &Dim| d.substitute(&map);
+        let mut g = Graph::new(&self.name);
+        g.symbols = self.symbols.iter().filter(|s| !values.contains_key(&s.name)).cloned().collect();
+        for id in self.ids() {
+            let n = self.node(id);
+            let err = |m: String| diag!(AxisSizeMismatch, "{m}").on_node(n.label.clone()).or_at(n.span);
+            let shape: Vec<Dim> = n.ty.shape.iter().map(sub).collect::<Result<_, _>>().map_err(err)?;
+            let op = match &n.op {
+                Op::Pad { pads, value } => Op::Pad {
+                    pads: pads.iter().map(|(a, b)| Ok((sub(a)?, sub(b)?))).collect::<Result<_, String>>().map_err(err)?,
+                    value: *value,
+                },
+                Op::Shrink { lo, hi, step } => Op::Shrink {
+                    lo: lo.iter().map(sub).collect::<Result<_, _>>().map_err(err)?,
+                    hi: hi.iter().map(sub).collect::<Result<_, _>>().map_err(err)?,
+                    step: step.iter().map(sub).collect::<Result<_, _>>().map_err(err)?,
+                },
+                Op::View { map: m } => Op::View { map: m.iter().map(|e| e.map_dims(&sub)).collect::<Result<_, _>>().map_err(err)? },
+                other => other.clone(),
+            };
+            g.cur_span = n.span;
+            let src = n.src.clone();
+            let dtype = Some(n.ty.dtype);
+            let needs_shape = matches!(op, Op::Input { .. } | Op::Reshape | Op::Expand | Op::View { .. });
+            let nid = g.push(op, src, dtype, needs_shape.then_some(shape.as_slice())).map_err(|e| {
+                let mut e = e;
+                e.node = Some(n.label.clone());
+                e
+            })?;
+            g.nodes[nid.index()].label = n.label.clone();
+        }
+        g.cur_span = None;
+        g.outputs = self.outputs.clone();
+        // Rebuilding through `push` re-derived the constraints: decided ones
+        // were checked there, the rest are still open.
+        Ok(g)
+    }
+}

@@ -1,0 +1,170 @@
+//! The Tiny IR vocabulary (`spec/README.md` decision 6, `spec/002` §2).
+
+use crate::affine::AffExpr;
+use crate::sym::Dim;
+
+/// Unary operations. Transcendentals are base-2 (`EXP2`, `LOG2`) as in
+/// tinygrad; the frontend decomposes `exp`, `log`, `gelu`, … into these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Relu,
+    Exp2,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Recip,
+}
+
+/// Binary operations on operands of identical shape and dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Floating-point division.
+    Fdiv,
+    Max,
+    Min,
+    /// `a < b`, result `bool`.
+    Cmplt,
+    /// `a == b`, result `bool`.
+    Cmpeq,
+}
+
+/// Reduction operators of `REDUCE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+/// One Tiny IR operation. The result's dtype and shape live on the node;
+/// ops whose result shape is an argument (`RESHAPE`, `EXPAND`, `VIEW`) read it
+/// from there.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    // --- I/O
+    /// An external tensor (`INPUT{tensor_id}`), named `name`.
+    Input { name: String },
+    /// A scalar constant of shape `[]`.
+    Const { value: f64 },
+    // --- unary, cast
+    Unary(UnaryOp),
+    /// Conversion to the node's dtype (round to nearest even for floats,
+    /// truncation toward zero for i32, `x != 0` for bool).
+    Cast,
+    // --- binary, ternary
+    Binary(BinaryOp),
+    /// `where(cond, a, b)`.
+    Where,
+    // --- reduce
+    /// Reduces `axes` (removed from the shape, keepdim=false) accumulating in
+    /// the node's dtype.
+    Reduce { op: ReduceOp, axes: Vec<usize> },
+    // --- movement (never materialized)
+    /// Row-major re-layout to the node's shape; element counts must agree.
+    Reshape,
+    /// Output axis `k` is input axis `perm[k]`.
+    Permute { perm: Vec<usize> },
+    /// Broadcasts size-1 axes to the node's shape (same rank).
+    Expand,
+    /// Pads axis `k` with `pads[k].0` elements before and `pads[k].1` after,
+    /// filled with `value`.
+    Pad { pads: Vec<(Dim, Dim)>, value: f64 },
+    /// Keeps `lo[k] + j·step[k]` for `lo[k] + j·step[k] < hi[k]` on every axis.
+    Shrink { lo: Vec<Dim>, hi: Vec<Dim>, step: Vec<Dim> },
+    /// Reverses the listed axes: `out[i] = in[D-1-i]`.
+    Flip { axes: Vec<usize> },
+    /// General affine re-mapping: input index `k` is `map[k]` evaluated at the
+    /// output index (variables `i0, i1, …` are output axes).
+    View { map: Vec<AffExpr> },
+}
+
+impl Op {
+    /// The upper-case op name used in JSON and dumps (`ADD`, `REDUCE`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "INPUT",
+            Op::Const { .. } => "CONST",
+            Op::Unary(u) => match u {
+                UnaryOp::Neg => "NEG",
+                UnaryOp::Relu => "RELU",
+                UnaryOp::Exp2 => "EXP2",
+                UnaryOp::Log2 => "LOG2",
+                UnaryOp::Sqrt => "SQRT",
+                UnaryOp::Rsqrt => "RSQRT",
+                UnaryOp::Recip => "RECIP",
+            },
+            Op::Cast => "CAST",
+            Op::Binary(b) => match b {
+                BinaryOp::Add => "ADD",
+                BinaryOp::Sub => "SUB",
+                BinaryOp::Mul => "MUL",
+                BinaryOp::Fdiv => "FDIV",
+                BinaryOp::Max => "MAX",
+                BinaryOp::Min => "MIN",
+                BinaryOp::Cmplt => "CMPLT",
+                BinaryOp::Cmpeq => "CMPEQ",
+            },
+            Op::Where => "WHERE",
+            Op::Reduce { .. } => "REDUCE",
+            Op::Reshape => "RESHAPE",
+            Op::Permute { .. } => "PERMUTE",
+            Op::Expand => "EXPAND",
+            Op::Pad { .. } => "PAD",
+            Op::Shrink { .. } => "SHRINK",
+            Op::Flip { .. } => "FLIP",
+            Op::View { .. } => "VIEW",
+        }
+    }
+
+    /// Number of sources the op takes.
+    pub fn arity(&self) -> usize {
+        match self {
+            Op::Input { .. } | Op::Const { .. } => 0,
+            Op::Binary(_) => 2,
+            Op::Where => 3,
+            _ => 1,
+        }
+    }
+
+    /// True for the movement ops, which only re-index their source.
+    pub fn is_movement(&self) -> bool {
+        matches!(
+            self,
+            Op::Reshape | Op::Permute { .. } | Op::Expand | Op::Pad { .. } | Op::Shrink { .. } | Op::Flip { .. } | Op::View { .. }
+        )
+    }
+
+    /// True for element-wise ops (unary, cast, binary, where): same index
+    /// space in and out.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(self, Op::Unary(_) | Op::Cast | Op::Binary(_) | Op::Where)
+    }
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "SUM",
+            ReduceOp::Max => "MAX",
+            ReduceOp::Min => "MIN",
+        }
+    }
+
+    /// The identity element: 0 for SUM, -inf for MAX, +inf for MIN (for
+    /// integer accumulators the dtype's extreme values).
+    pub fn identity(self, acc: crate::DType) -> f64 {
+        match (self, acc) {
+            (ReduceOp::Sum, _) => 0.0,
+            (ReduceOp::Max, crate::DType::I32) => i32::MIN as f64,
+            (ReduceOp::Min, crate::DType::I32) => i32::MAX as f64,
+            (ReduceOp::Max, crate::DType::Bool) => 0.0,
+            (ReduceOp::Min, crate::DType::Bool) => 1.0,
+            (ReduceOp::Max, _) => f64::NEG_INFINITY,
+            (ReduceOp::Min, _) => f64::INFINITY,
+        }
+    }
+}

@@ -1,0 +1,99 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::affine::AffExpr;
+use crate::diag::ErrorName;
+use crate::sym::Dim;
+use crate::DType;
+
+fn d(s: &str) -> Dim {
+    Dim::parse(s).unwrap()
+}
+
+fn shape(s: &[&str]) -> Vec<Dim> {
+    s.iter().map(|x| d(x)).collect()
+}
+
+/// `spec/002` §5.1 built through the builder.
+fn gemm() -> Graph {
+    let mut g = Graph::new("gemm");
+    let a = g.input("A", DType::F16, &shape(&["M", "K"])).unwrap();
+    let b = g.input("B", DType::F16, &shape(&["K", "N"])).unwrap();
+    let a2 = g.reshape(a, &shape(&["M", "1", "K"])).unwrap();
+    let bt = g.permute(b, &[1, 0]).unwrap();
+    let b2 = g.reshape(bt, &shape(&["1", "N", "K"])).unwrap();
+    let ae = g.expand(a2, &shape(&["M", "N", "K"])).unwrap();
+    let be = g.expand(b2, &shape(&["M", "N", "K"])).unwrap();
+    let p = g.binary(BinaryOp::Mul, ae, be).unwrap();
+    let r = g.reduce(ReduceOp::Sum, p, &[2], DType::F32).unwrap();
+    let c = g.cast(r, DType::F16).unwrap();
+    g.outputs.push(Output { name: "C".into(), node: c });
+    g.declare_input_symbols();
+    g
+}
+
+#[test]
+fn gemm_builds_verifies_and_binds() {
+    let g = gemm();
+    assert!(verify::verify(&g).is_empty());
+    assert_eq!(g.shape(NodeId(9)), &shape(&["M", "N"])[..]);
+    assert_eq!(g.symbols.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["M", "K", "N"]);
+    let vals: BTreeMap<String, i64> = [("M", 2), ("N", 3), ("K", 4)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let b = g.bind(&vals).unwrap();
+    assert_eq!(b.shape(NodeId(9)), &[Dim::int(2), Dim::int(3)][..]);
+    assert!(b.symbols.is_empty());
+    assert!(verify::verify(&b).is_empty());
+}
+
+#[test]
+fn rule_violations_have_their_names() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", DType::F32, &shape(&["4", "3"])).unwrap();
+    let y = g.input("y", DType::F32, &shape(&["4", "5"])).unwrap();
+    let i = g.input("i", DType::I32, &shape(&["4", "3"])).unwrap();
+    let name = |r: Result<NodeId, crate::Diagnostic>| r.unwrap_err().name;
+    assert_eq!(name(g.binary(BinaryOp::Add, x, y)), ErrorName::BroadcastMismatch);
+    assert_eq!(name(g.binary(BinaryOp::Add, x, i)), ErrorName::DTypeMismatch);
+    assert_eq!(name(g.permute(x, &[0, 0])), ErrorName::InvalidPermutation);
+    assert_eq!(name(g.reshape(x, &shape(&["5"]))), ErrorName::AxisSizeMismatch);
+    assert_eq!(name(g.push(Op::Reduce { op: ReduceOp::Sum, axes: vec![0] }, vec![x], None, None)), ErrorName::AccDtypeMissing);
+    assert_eq!(name(g.shrink(x, &shape(&["0", "0"]), &shape(&["4", "3"]), &shape(&["1", "0"]))), ErrorName::NegativeStride);
+    let neg = AffExpr::parse("3 - i1").unwrap();
+    assert_eq!(name(g.view(x, &shape(&["4", "3"]), &[AffExpr::var(0), neg])), ErrorName::NegativeStride);
+    let far = AffExpr::parse("i1 + 1").unwrap();
+    assert_eq!(name(g.view(x, &shape(&["4", "3"]), &[AffExpr::var(0), far])), ErrorName::AxisSizeMismatch);
+    assert_eq!(name(g.unary(UnaryOp::Exp2, i)), ErrorName::DTypeMismatch);
+}
+
+#[test]
+fn undecidable_reshape_becomes_a_constraint_checked_at_bind() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", DType::F32, &shape(&["C"])).unwrap();
+    let r = g.reshape(x, &shape(&["G", "R"])).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: r });
+    g.declare_input_symbols();
+    assert_eq!(g.constraints.len(), 1);
+    let vals = |c, gg, r| -> BTreeMap<String, i64> { [("C", c), ("G", gg), ("R", r)].iter().map(|(k, v)| (k.to_string(), *v)).collect() };
+    assert!(g.bind(&vals(6, 2, 3)).is_ok());
+    let e = g.bind(&vals(6, 2, 2)).unwrap_err();
+    assert_eq!(e.name, ErrorName::AxisSizeMismatch);
+    assert_eq!(e.node.as_deref(), Some("n1"));
+}
+
+#[test]
+fn dims_are_inferred_from_inputs_and_checked() {
+    let g = gemm();
+    let got = g.resolve_dims(&BTreeMap::new(), Some(&[vec![2, 4], vec![4, 3]])).unwrap();
+    assert_eq!(got.get("N"), Some(&3));
+    let e = g.resolve_dims(&BTreeMap::new(), Some(&[vec![2, 4], vec![5, 3]])).unwrap_err();
+    assert_eq!(e.name, ErrorName::AxisSizeMismatch);
+    let e = g.resolve_dims(&BTreeMap::new(), None).unwrap_err();
+    assert_eq!(e.name, ErrorName::UnboundSymbol);
+}
+
+#[test]
+fn dump_lists_every_node() {
+    let text = text::dump(&gemm());
+    assert!(text.contains("n8 = REDUCE(n7) SUM axes=[2] : fp32[M, N]"), "{text}");
+    assert!(text.contains("output C = n9"));
+}
