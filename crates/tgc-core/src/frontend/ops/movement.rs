@@ -1,0 +1,118 @@
+//! Movement ops of the DSL on top of the Tiny movement vocabulary; all are
+//! exact re-indexings (no arithmetic, no copies).
+//!
+//! `reshape` (one `-1` inferred) → RESHAPE; `permute`/`transpose` → PERMUTE;
+//! `expand` (right-aligned, `-1` keeps) → RESHAPE + EXPAND; `unsqueeze`/
+//! `squeeze` → RESHAPE; `pad` → PAD; `shrink`/`slice` → SHRINK; `flip` → FLIP.
+
+use crate::diag::DResult;
+use crate::diag;
+use crate::frontend::ir::Movement;
+use crate::sym::Dim;
+use crate::tiny::infer::fmt_shape;
+use crate::tiny::{Graph, NodeId};
+
+use super::{axes, axis, broadcast_to, fail};
+
+/// Applies a movement op to `x` (its dimensions already substituted).
+///
+/// Errors: `AxisSizeMismatch` (reshape counts, squeeze of a size ≠ 1, shrink
+/// bounds), `InvalidPermutation`, `BroadcastMismatch` (expand),
+/// `InvalidAxis`, `NegativeStride` (slice step ≤ 0), `ArityMismatch` (one
+/// pad/bound entry per axis).
+pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
+    let shape = g.shape(x).to_vec();
+    let rank = shape.len();
+    match m {
+        Movement::Reshape { shape: to } => reshape(g, x, to),
+        Movement::Permute { perm } => {
+            let r = rank as i64;
+            let mut p = Vec::with_capacity(perm.len());
+            for &a in perm {
+                if a < -r || a >= r {
+                    return Err(fail(g, diag!(InvalidPermutation, "{perm:?} is not a permutation of the {rank} axes of {}", fmt_shape(&shape))));
+                }
+                p.push(if a < 0 { (a + r) as usize } else { a as usize });
+            }
+            g.permute(x, &p)
+        }
+        Movement::Transpose { a, b } => {
+            let (a, b) = (axis(g, *a, rank)?, axis(g, *b, rank)?);
+            let mut p: Vec<usize> = (0..rank).collect();
+            p.swap(a, b);
+            g.permute(x, &p)
+        }
+        Movement::Expand { shape: to } => {
+            if to.len() < rank {
+                return Err(fail(g, diag!(BroadcastMismatch, "cannot expand {} to the lower rank {}", fmt_shape(&shape), to.len())));
+            }
+            let lead = to.len() - rank;
+            let target: Vec<Dim> = to
+                .iter()
+                .enumerate()
+                .map(|(k, d)| if d.as_int() == Some(-1) && k >= lead { shape[k - lead].clone() } else { d.clone() })
+                .collect();
+            broadcast_to(g, x, &target)
+        }
+        Movement::Unsqueeze { axis: a } => {
+            let k = axis(g, *a, rank + 1)?;
+            let mut to = shape.clone();
+            to.insert(k, Dim::int(1));
+            g.reshape(x, &to)
+        }
+        Movement::Squeeze { axis: a } => {
+            let k = axis(g, *a, rank)?;
+            if !shape[k].is_one() {
+                return Err(fail(g, diag!(AxisSizeMismatch, "cannot squeeze axis {k} of {}: its size is not 1", fmt_shape(&shape))));
+            }
+            let mut to = shape.clone();
+            to.remove(k);
+            g.reshape(x, &to)
+        }
+        Movement::Pad { pads, value } => g.pad(x, pads, *value),
+        Movement::Shrink { bounds } => {
+            let lo: Vec<Dim> = bounds.iter().map(|b| b.0.clone()).collect();
+            let hi: Vec<Dim> = bounds.iter().map(|b| b.1.clone()).collect();
+            g.shrink(x, &lo, &hi, &vec![Dim::int(1); bounds.len()])
+        }
+        Movement::Slice { bounds } => {
+            let lo: Vec<Dim> = bounds.iter().map(|b| b.0.clone()).collect();
+            let hi: Vec<Dim> = bounds.iter().map(|b| b.1.clone()).collect();
+            let step: Vec<Dim> = bounds.iter().map(|b| b.2.clone()).collect();
+            g.shrink(x, &lo, &hi, &step)
+        }
+        Movement::Flip { axes: list } => {
+            let ax = axes(g, list, rank)?;
+            g.flip(x, &ax)
+        }
+    }
+}
+
+/// `RESHAPE` to `to`, where one entry may be `-1`: it becomes the element
+/// count divided by the product of the others.
+///
+/// Errors: `AxisSizeMismatch` for counts that differ, a second `-1`, or
+/// another non-positive size.
+pub fn reshape(g: &mut Graph, x: NodeId, to: &[Dim]) -> DResult<NodeId> {
+    let holes: Vec<usize> = (0..to.len()).filter(|&k| to[k].as_int() == Some(-1)).collect();
+    let mut to = to.to_vec();
+    match holes.as_slice() {
+        [] => {}
+        [k] => {
+            let rest: Vec<Dim> = to.iter().enumerate().filter(|(j, _)| j != k).map(|(_, d)| d.clone()).collect();
+            let total = Dim::product(g.shape(x));
+            let known = Dim::product(&rest);
+            let bad = || diag!(AxisSizeMismatch, "cannot infer -1 in {}: {total} elements", fmt_shape(&to));
+            if known.as_int().is_some_and(|v| v < 1) {
+                return Err(fail(g, bad()));
+            }
+            let q = total.floordiv(&known).ok_or_else(|| fail(g, bad()))?;
+            to[*k] = q;
+        }
+        _ => return Err(fail(g, diag!(AxisSizeMismatch, "reshape to {} has more than one -1", fmt_shape(&to)))),
+    }
+    if g.shape(x) == to.as_slice() {
+        return Ok(x);
+    }
+    g.reshape(x, &to)
+}

@@ -1,0 +1,9 @@
+//! Tests of the frontend: resolution, lowering of every op family, error
+//! names and positions, and numeric checks of the decompositions against
+//! f64 references (through the small evaluator in `eval.rs`).
+
+mod ast_build;
+mod errors;
+mod eval;
+mod lowering;
+mod numeric;

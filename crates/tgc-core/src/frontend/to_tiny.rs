@@ -1,0 +1,397 @@
+//! Lowering: Frontend IR → Tiny IR (`spec/000` §2).
+//!
+//! The entry graph becomes one [`Graph`]: its symbols (with defaults) are
+//! `Graph::symbols`, its parameters `INPUT` nodes in parameter order, its
+//! results `Graph::outputs` under the declared result names. Subgraph calls
+//! are inlined at the call site, at most [`MAX_DEPTH`] deep; the callee's
+//! symbols are bound to the caller's sizes by matching its parameter shapes
+//! against the arguments (then to their defaults). Each statement's nodes
+//! carry its source span (`Graph::cur_span`), and so do its errors.
+//!
+//! Checks made here (the shape and dtype rules themselves are those of the
+//! Tiny builder and of the decompositions in [`super::ops`]):
+//! - a literal takes the dtype of the tensor it meets; a float literal
+//!   meeting an integer tensor (or any literal meeting the wrong kind) is
+//!   `DTypeMismatch` at the literal;
+//! - call arguments match the callee's parameter dtypes (`DTypeMismatch`)
+//!   and shapes (`AxisSizeMismatch`) at the argument; a callee symbol that no
+//!   argument fixes and that has no default is `UnboundSymbol`;
+//! - returned values match the declared result dtypes (`DTypeMismatch`) and
+//!   shapes (`AxisSizeMismatch`) at the returned name;
+//! - a call nested deeper than [`MAX_DEPTH`] is `RecursionLimit` at the call.
+//!
+//! Sizes that can only be compared once symbols have values (a declared
+//! `OH` against a computed `(H - 3)/2 + 1`) become `Graph::constraints`,
+//! checked by `Graph::bind`.
+
+use std::collections::BTreeMap;
+
+use crate::diag;
+use crate::diag::{DResult, Span};
+use crate::frontend::ast;
+use crate::frontend::ir::*;
+use crate::frontend::ops::{conv, contraction, elementwise, movement, nn, reduce};
+use crate::sym::Dim;
+use crate::tiny::{Constraint, Graph, NodeConstraint, NodeId, Output, Rel, Symbol};
+use crate::DType;
+
+/// Deepest subgraph nesting allowed (`DSL.md`): the entry graph is depth 0.
+pub const MAX_DEPTH: usize = 10;
+
+/// Resolves and lowers `program`; `entry` picks the entry graph, else the
+/// only graph, else the one named `main`.
+///
+/// Errors: those of [`super::resolve::resolve`] and of [`lower_program`].
+pub fn lower(program: &ast::Program, entry: Option<&str>) -> DResult<Graph> {
+    let p = super::resolve::resolve(program)?;
+    lower_program(&p, entry)
+}
+
+/// The index of the entry graph: `entry` if given, else the only graph, else
+/// `main`.
+///
+/// Errors: `UnknownName` when there is no such graph.
+pub fn entry_index(p: &FProgram, entry: Option<&str>) -> DResult<usize> {
+    let names: Vec<&str> = p.graphs.iter().map(|g| g.name.as_str()).collect();
+    let find = |n: &str| p.graphs.iter().position(|g| g.name == n);
+    match (entry, p.graphs.len()) {
+        (Some(e), _) => find(e).ok_or_else(|| diag!(UnknownName, "no graph named `{e}` (graphs: {})", names.join(", "))),
+        (None, 0) => Err(diag!(UnknownName, "the program defines no graph")),
+        (None, 1) => Ok(0),
+        (None, _) => find("main").ok_or_else(|| {
+            diag!(UnknownName, "several graphs ({}) and none is named `main`; pick one with --entry NAME", names.join(", "))
+        }),
+    }
+}
+
+/// Lowers the entry graph of a resolved program, inlining its calls.
+///
+/// Errors: see the module doc, plus every error of the op decompositions
+/// (`BroadcastMismatch`, `AxisSizeMismatch`, `InvalidPermutation`,
+/// `InvalidAxis`, `DTypeMismatch`, `NegativeStride`, …) at the statement.
+pub fn lower_program(p: &FProgram, entry: Option<&str>) -> DResult<Graph> {
+    let ei = entry_index(p, entry)?;
+    let fg = &p.graphs[ei];
+    let mut g = Graph::new(&fg.name);
+    g.symbols = fg.syms.iter().map(|(name, default)| Symbol { name: name.clone(), default: *default }).collect();
+    let mut args = Vec::new();
+    for prm in &fg.params {
+        g.cur_span = Some(prm.span);
+        let id = g.input(&prm.name, prm.dtype, &prm.shape)?;
+        label(&mut g, id, &prm.name);
+        args.push(id);
+    }
+    let mut lw = Lowerer { p, g };
+    let outs = lw.inline(ei, args, &BTreeMap::new(), 0)?;
+    let mut g = lw.g;
+    for (r, node) in fg.results.iter().zip(outs) {
+        g.outputs.push(Output { name: r.name.clone(), node });
+    }
+    g.cur_span = None;
+    Ok(g)
+}
+
+/// Names a node after its source value when the label is free.
+fn label(g: &mut Graph, id: NodeId, name: &str) {
+    if g.find(name).is_none() {
+        // The label is free, so renaming cannot fail.
+        let _ = g.set_label(id, name);
+    }
+}
+
+/// Symbol values of an inlined graph (empty for the entry graph, whose
+/// symbols stay symbolic).
+type Subst = BTreeMap<String, Dim>;
+
+struct Lowerer<'p> {
+    p: &'p FProgram,
+    g: Graph,
+}
+
+impl Lowerer<'_> {
+    /// Lowers graph `gi` with parameter `k` bound to `args[k]`; returns the
+    /// nodes of its results.
+    fn inline(&mut self, gi: usize, args: Vec<NodeId>, subst: &Subst, depth: usize) -> DResult<Vec<NodeId>> {
+        let fg = &self.p.graphs[gi];
+        let mut vals: Vec<Option<NodeId>> = vec![None; fg.values.len()];
+        for (k, a) in args.into_iter().enumerate() {
+            vals[k] = Some(a);
+        }
+        for st in &fg.body {
+            self.g.cur_span = Some(st.span);
+            let before = self.g.len();
+            let outs = self.stmt(st, &vals, subst, depth)?;
+            for (v, n) in st.results.iter().zip(outs) {
+                vals[v.0 as usize] = Some(n);
+                let name = fg.values[v.0 as usize].name.as_deref();
+                if let (0, Some(name), true) = (depth, name, n.index() >= before) {
+                    label(&mut self.g, n, name);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for ((o, sp), decl) in fg.ret.iter().zip(&fg.results) {
+            self.g.cur_span = Some(*sp);
+            let want: Vec<Dim> = decl.shape.iter().map(|d| dim(d, subst, *sp)).collect::<DResult<_>>()?;
+            let node = match o {
+                Operand::Value(_) => self.node(o, &vals)?,
+                Operand::Lit(l) => {
+                    let c = self.meet(l, decl.dtype)?;
+                    crate::frontend::ops::broadcast_to(&mut self.g, c, &want)?
+                }
+            };
+            let got = self.g.dtype(node);
+            if got != decl.dtype {
+                return Err(diag!(DTypeMismatch, "result `{}` is declared {} but the returned value is {got}", decl.name, decl.dtype).at(*sp));
+            }
+            let what = format!("result `{}` of graph `{}`", decl.name, fg.name);
+            self.require_shape(node, &want, &what, *sp)?;
+            out.push(node);
+        }
+        Ok(out)
+    }
+
+    /// Checks that `node` has shape `want`: decided differences are
+    /// `AxisSizeMismatch` at `span`, undecided ones become constraints.
+    fn require_shape(&mut self, node: NodeId, want: &[Dim], what: &str, span: Span) -> DResult<()> {
+        let got = self.g.shape(node).to_vec();
+        let fmt = crate::tiny::infer::fmt_shape;
+        if got.len() != want.len() {
+            return Err(diag!(AxisSizeMismatch, "{what} has shape {} but {} is declared", fmt(&got), fmt(want)).at(span));
+        }
+        for (a, b) in got.iter().zip(want) {
+            if a == b {
+                continue;
+            }
+            if a.as_int().is_some() && b.as_int().is_some() {
+                return Err(diag!(AxisSizeMismatch, "{what} has shape {} but {} is declared", fmt(&got), fmt(want)).at(span));
+            }
+            let constraint = Constraint { lhs: a.clone(), rel: Rel::Eq, rhs: b.clone(), what: format!("{what}: {a} == {b}") };
+            self.g.constraints.push(NodeConstraint { node, constraint });
+        }
+        Ok(())
+    }
+
+    /// The node of an operand; a literal alone takes its default dtype.
+    fn node(&mut self, o: &Operand, vals: &[Option<NodeId>]) -> DResult<NodeId> {
+        match o {
+            Operand::Value(v) => vals
+                .get(v.0 as usize)
+                .copied()
+                .flatten()
+                .ok_or_else(|| diag!(Internal, "value %{} is used before it is defined", v.0)),
+            Operand::Lit(l) => self.meet(l, l.default_dtype()),
+        }
+    }
+
+    /// A literal as a `CONST` of `dtype` (shape `[]`).
+    ///
+    /// Errors: `DTypeMismatch` at the literal when it does not fit `dtype`.
+    fn meet(&mut self, l: &Literal, dtype: DType) -> DResult<NodeId> {
+        if !l.fits(dtype) {
+            let kind = match l.kind {
+                LitKind::Int => "an integer",
+                LitKind::Float => "a float",
+                LitKind::Bool => "a bool",
+            };
+            return Err(diag!(DTypeMismatch, "{kind} literal cannot meet a {dtype} tensor; cast the tensor or change the literal").at(l.span));
+        }
+        let saved = self.g.cur_span.replace(l.span);
+        let c = self.g.constant(l.value, dtype);
+        self.g.cur_span = saved;
+        c
+    }
+
+    /// Operands that meet each other: tensors as they are, literals in the
+    /// dtype of the first tensor operand (of `f32` if a float literal and no
+    /// tensor, else of the first literal's default).
+    fn meet_all(&mut self, ops: &[Operand], vals: &[Option<NodeId>]) -> DResult<Vec<NodeId>> {
+        let mut dt = None;
+        for o in ops {
+            if let Operand::Value(_) = o {
+                let n = self.node(o, vals)?;
+                dt = Some(self.g.dtype(n));
+                break;
+            }
+        }
+        let dt = dt.unwrap_or_else(|| {
+            let float = ops.iter().any(|o| matches!(o, Operand::Lit(l) if l.kind == LitKind::Float));
+            match ops.first() {
+                Some(Operand::Lit(l)) if !float => l.default_dtype(),
+                _ => DType::F32,
+            }
+        });
+        ops.iter()
+            .map(|o| match o {
+                Operand::Lit(l) => self.meet(l, dt),
+                Operand::Value(_) => self.node(o, vals),
+            })
+            .collect()
+    }
+
+    fn stmt(&mut self, st: &FStmt, vals: &[Option<NodeId>], subst: &Subst, depth: usize) -> DResult<Vec<NodeId>> {
+        let sp = st.span;
+        if let FOp::Call { graph, name } = &st.op {
+            return self.call(*graph, name, st, vals, depth);
+        }
+        let arg = |k: usize| st.args.get(k).ok_or_else(|| diag!(Internal, "`{}` is missing operand {k}", st.op.name()));
+        let out = match &st.op {
+            FOp::Binary(f) => {
+                let ab = self.meet_all(&st.args, vals)?;
+                elementwise::binary(&mut self.g, *f, ab[0], ab[1])?
+            }
+            FOp::Where => {
+                let c = match arg(0)? {
+                    Operand::Lit(l) => self.meet(l, DType::Bool)?,
+                    o => self.node(o, vals)?,
+                };
+                let ab = self.meet_all(&st.args[1..], vals)?;
+                elementwise::where_(&mut self.g, c, ab[0], ab[1])?
+            }
+            _ => {
+                let x = self.node(arg(0)?, vals)?;
+                let mut rest = Vec::new();
+                for o in &st.args[1..] {
+                    rest.push(self.node(o, vals)?);
+                }
+                self.simple(&st.op, x, &rest, subst, sp)?
+            }
+        };
+        Ok(vec![out])
+    }
+
+    /// Ops whose operands are all tensors (literals take their default dtype).
+    fn simple(&mut self, op: &FOp, x: NodeId, rest: &[NodeId], subst: &Subst, sp: Span) -> DResult<NodeId> {
+        let g = &mut self.g;
+        let more = |k: usize| rest.get(k).copied().ok_or_else(|| diag!(Internal, "missing operand {}", k + 1));
+        match op {
+            FOp::Unary(f) => elementwise::unary(g, *f, x),
+            FOp::Cast { to } => crate::frontend::ops::cast_to(g, x, *to),
+            FOp::Reduce { op, axes, keepdim, acc } => {
+                let dim_of = |n: &str| dim(&Dim::sym(n), subst, sp);
+                let ax = reduce::resolve_axes(g, x, axes.as_deref(), &dim_of)?;
+                reduce::reduce(g, *op, x, &ax, *keepdim, *acc)
+            }
+            FOp::Movement(m) => movement::movement(g, x, &subst_movement(m, subst, sp)?),
+            FOp::Matmul => contraction::matmul(g, x, more(0)?),
+            FOp::Conv2d { window, groups, bias } => {
+                let b = if *bias { Some(more(1)?) } else { None };
+                conv::conv2d(g, x, more(0)?, b, &subst_window(window, subst, sp)?, *groups)
+            }
+            FOp::MaxPool2d { kernel, window } => conv::maxpool2d(g, x, &subst2(kernel, subst, sp)?, &subst_window(window, subst, sp)?),
+            FOp::AvgPool2d { kernel, window, count_include_pad } => {
+                conv::avgpool2d(g, x, &subst2(kernel, subst, sp)?, &subst_window(window, subst, sp)?, *count_include_pad)
+            }
+            FOp::Softmax { axis } => nn::softmax(g, x, *axis),
+            FOp::LogSoftmax { axis } => nn::log_softmax(g, x, *axis),
+            FOp::LayerNorm { axes, eps } => nn::layernorm(g, x, more(0)?, more(1)?, axes, *eps),
+            FOp::Attention { mask, causal, scale } => {
+                let m = if *mask { Some(more(2)?) } else { None };
+                nn::attention(g, x, more(0)?, more(1)?, m, *causal, *scale)
+            }
+            FOp::Binary(_) | FOp::Where | FOp::Call { .. } => Err(diag!(Internal, "`{}` is not a simple op", op.name())),
+        }
+    }
+
+    /// Inlines a call of graph `gi`.
+    fn call(&mut self, gi: usize, name: &str, st: &FStmt, vals: &[Option<NodeId>], depth: usize) -> DResult<Vec<NodeId>> {
+        if depth + 1 > MAX_DEPTH {
+            return Err(diag!(RecursionLimit, "calling `{name}` would nest subgraphs deeper than {MAX_DEPTH}; is the recursion unbounded?").at(st.span));
+        }
+        let callee = &self.p.graphs[gi];
+        let mut map = Subst::new();
+        let mut args: Vec<Option<NodeId>> = vec![None; callee.params.len()];
+        for (k, (o, prm)) in st.args.iter().zip(&callee.params).enumerate() {
+            let Operand::Value(_) = o else { continue };
+            let asp = st.arg_spans.get(k).copied().unwrap_or(st.span);
+            let n = self.node(o, vals)?;
+            let got = self.g.dtype(n);
+            if got != prm.dtype {
+                return Err(diag!(DTypeMismatch, "argument `{}` of `{name}` is declared {} but {got} is passed", prm.name, prm.dtype).at(asp));
+            }
+            let shape = self.g.shape(n).to_vec();
+            let what = format!("argument `{}` of `{name}`", prm.name);
+            if shape.len() != prm.shape.len() {
+                let fmt = crate::tiny::infer::fmt_shape;
+                return Err(diag!(AxisSizeMismatch, "{what} is declared {} but {} is passed", fmt(&prm.shape), fmt(&shape)).at(asp));
+            }
+            let mut want = Vec::new();
+            for (pd, ad) in prm.shape.iter().zip(&shape) {
+                match pd.as_sym() {
+                    Some(s) if !map.contains_key(s) => {
+                        map.insert(s.to_string(), ad.clone());
+                        want.push(ad.clone());
+                    }
+                    _ => want.push(dim(pd, &map, asp)?),
+                }
+            }
+            self.require_shape(n, &want, &what, asp)?;
+            args[k] = Some(n);
+        }
+        for (s, d) in &callee.syms {
+            if map.contains_key(s) {
+                continue;
+            }
+            match d {
+                Some(v) => {
+                    map.insert(s.clone(), Dim::int(*v));
+                }
+                None => {
+                    return Err(diag!(UnboundSymbol, "symbol `{s}` of `{name}` is not fixed by the arguments and has no default").at(st.span))
+                }
+            }
+        }
+        for (k, (o, prm)) in st.args.iter().zip(&callee.params).enumerate() {
+            if let Operand::Lit(l) = o {
+                let shape: Vec<Dim> = prm.shape.iter().map(|d| dim(d, &map, st.span)).collect::<DResult<_>>()?;
+                let c = self.meet(l, prm.dtype)?;
+                args[k] = Some(crate::frontend::ops::broadcast_to(&mut self.g, c, &shape)?);
+            }
+        }
+        let args: Vec<NodeId> = args.into_iter().collect::<Option<_>>().ok_or_else(|| diag!(Internal, "call of `{name}` misses an argument"))?;
+        let outs = self.inline(gi, args, &map, depth + 1)?;
+        self.g.cur_span = Some(st.span);
+        Ok(outs)
+    }
+}
+
+/// `d` with the callee's symbols replaced by their values.
+fn dim(d: &Dim, subst: &Subst, sp: Span) -> DResult<Dim> {
+    if subst.is_empty() {
+        return Ok(d.clone());
+    }
+    d.substitute(subst).map_err(|m| diag!(AxisSizeMismatch, "{m}").at(sp))
+}
+
+fn subst2(v: &[Dim; 2], subst: &Subst, sp: Span) -> DResult<[Dim; 2]> {
+    Ok([dim(&v[0], subst, sp)?, dim(&v[1], subst, sp)?])
+}
+
+fn subst_window(w: &Window, subst: &Subst, sp: Span) -> DResult<Window> {
+    let d = |x: &Dim| dim(x, subst, sp);
+    Ok(Window {
+        stride: subst2(&w.stride, subst, sp)?,
+        pad: [d(&w.pad[0])?, d(&w.pad[1])?, d(&w.pad[2])?, d(&w.pad[3])?],
+        dilation: subst2(&w.dilation, subst, sp)?,
+    })
+}
+
+fn subst_movement(m: &Movement, subst: &Subst, sp: Span) -> DResult<Movement> {
+    if subst.is_empty() {
+        return Ok(m.clone());
+    }
+    let d = |x: &Dim| dim(x, subst, sp);
+    let list = |v: &[Dim]| v.iter().map(d).collect::<DResult<Vec<Dim>>>();
+    Ok(match m {
+        Movement::Reshape { shape } => Movement::Reshape { shape: list(shape)? },
+        Movement::Expand { shape } => Movement::Expand { shape: list(shape)? },
+        Movement::Pad { pads, value } => {
+            Movement::Pad { pads: pads.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()?, value: *value }
+        }
+        Movement::Shrink { bounds } => Movement::Shrink { bounds: bounds.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()? },
+        Movement::Slice { bounds } => {
+            Movement::Slice { bounds: bounds.iter().map(|(a, b, c)| Ok((d(a)?, d(b)?, d(c)?))).collect::<DResult<_>>()? }
+        }
+        other => other.clone(),
+    })
+}
