@@ -183,14 +183,15 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
     b.outputs.iter().map(|o| out[o.node.index()].clone()).collect()
 }
 
-/// A deterministic pseudo-random tensor with values in `[lo, hi)`.
+/// A deterministic pseudo-random tensor with f32-representable values in
+/// `[lo, hi]` (so references see the values an f32 input holds).
 pub fn random(shape: &[usize], seed: u64, lo: f64, hi: f64) -> Tensor {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     let total: usize = shape.iter().product();
     let data = (0..total)
         .map(|_| {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+            (lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)) as f32 as f64
         })
         .collect();
     Tensor::new(shape, data)

@@ -57,6 +57,9 @@ fn run(f: UnaryFn, xs: &[f64]) -> (Vec<f64>, Vec<f64>) {
     (exact, f32)
 }
 
+/// 2^-24, the unit roundoff of f32.
+const U: f64 = 1.0 / 16_777_216.0;
+
 fn grid(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     (0..=n).map(|i| lo + (hi - lo) * i as f64 / n as f64).collect()
 }
@@ -77,7 +80,6 @@ fn reference_erf_is_accurate() {
 #[test]
 fn unary_decompositions_meet_their_stated_error_bounds() {
     type Bound = fn(f64) -> f64;
-    const U: f64 = 1.0 / 16_777_216.0; // 2^-24
     let none: Bound = |_| f64::INFINITY;
     let cases: [(UnaryFn, f64, f64, Bound, Bound, Bound); 8] = [
         (UnaryFn::Exp, -88.0, 88.0, none, none, |x| (2.0 * x.abs() + 2.0) * U),
@@ -113,4 +115,266 @@ fn saturation_gives_no_nan() {
             assert!(v == &r || (v - r).abs() <= 1e-6 * r.abs().max(1.0), "{} at {x}: {v} vs {r}", f.name());
         }
     }
+}
+
+// --- whole ops against naive f64 loops ------------------------------------
+
+use super::ast_build::*;
+use super::eval::unravel;
+use crate::frontend::ast::{BinOp, Expr, TensorDecl};
+use crate::frontend::to_tiny::lower;
+
+/// Lowers `main(params) -> (y: f32[ys]) { y = value }` and evaluates it in
+/// f32 with `inputs`.
+fn run_graph(params: Vec<TensorDecl>, ys: &[&str], value: Expr, inputs: &[(&str, Tensor)]) -> Tensor {
+    let p = single(&[], params, t("y", F32, ys), value);
+    let g = lower(&p, None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(crate::tiny::verify::verify(&g).is_empty());
+    eval(&g, &[], inputs, true).remove(0)
+}
+
+fn dims(shape: &[usize]) -> Vec<String> {
+    shape.iter().map(|d| d.to_string()).collect()
+}
+
+fn decl(name: &str, shape: &[usize]) -> TensorDecl {
+    let d = dims(shape);
+    let r: Vec<&str> = d.iter().map(|s| s.as_str()).collect();
+    t(name, F32, &r)
+}
+
+fn assert_close(got: &Tensor, want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.data.len(), want.len(), "{what}: element count");
+    for (k, (a, b)) in got.data.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{what}[{k}] = {a}, want {b}");
+    }
+}
+
+#[test]
+fn matmul_matches_naive_batched_product() {
+    let (b, m, k, nc) = (2, 3, 5, 4);
+    let a = random(&[b, m, k], 1, -1.0, 1.0);
+    let w = random(&[k, nc], 2, -1.0, 1.0);
+    let y = run_graph(vec![decl("a", &[b, m, k]), decl("w", &[k, nc])], &["2", "3", "4"], call("matmul", vec![n("a"), n("w")]), &[("a", a.clone()), ("w", w.clone())]);
+    let mut want = Vec::new();
+    for i in 0..b * m * nc {
+        let ix = unravel(i, &[b, m, nc]);
+        want.push((0..k).map(|kk| a.at(&[ix[0], ix[1], kk]) * w.at(&[kk, ix[2]])).sum());
+    }
+    assert_close(&y, &want, 1e-6, "matmul");
+    let v = random(&[k], 3, -1.0, 1.0);
+    let y = run_graph(vec![decl("v", &[k]), decl("w", &[k, nc])], &["4"], call("matmul", vec![n("v"), n("w")]), &[("v", v.clone()), ("w", w.clone())]);
+    let want: Vec<f64> = (0..nc).map(|j| (0..k).map(|kk| v.at(&[kk]) * w.at(&[kk, j])).sum()).collect();
+    assert_close(&y, &want, 1e-6, "vector·matrix");
+}
+
+/// Naive NCHW/OIHW convolution with asymmetric padding.
+#[allow(clippy::too_many_arguments)]
+fn conv_ref(x: &Tensor, w: &Tensor, bias: &[f64], s: [usize; 2], p: [usize; 4], d: [usize; 2], groups: usize, out: &[usize]) -> Vec<f64> {
+    let (cin_g, kh, kw) = (w.shape[1], w.shape[2], w.shape[3]);
+    let rcout = w.shape[0] / groups;
+    let mut y = Vec::new();
+    for i in 0..out.iter().product() {
+        let [nn, o, oy, ox] = unravel(i, out)[..] else { unreachable!() };
+        let gi = o / rcout;
+        let mut acc = bias[o];
+        for c in 0..cin_g {
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let iy = (oy * s[0] + ky * d[0]) as i64 - p[0] as i64;
+                    let ix = (ox * s[1] + kx * d[1]) as i64 - p[2] as i64;
+                    if iy >= 0 && ix >= 0 && (iy as usize) < x.shape[2] && (ix as usize) < x.shape[3] {
+                        acc += x.at(&[nn, gi * cin_g + c, iy as usize, ix as usize]) * w.at(&[o, c, ky, kx]);
+                    }
+                }
+            }
+        }
+        y.push(acc);
+    }
+    y
+}
+
+#[test]
+fn conv2d_matches_naive_convolution() {
+    let x = random(&[2, 4, 9, 8], 4, -1.0, 1.0);
+    let w = random(&[6, 2, 3, 3], 5, -1.0, 1.0);
+    let b = random(&[6], 6, -1.0, 1.0);
+    let out = [2, 6, 4, 4];
+    let kw = vec![("bias", n("b")), ("stride", ints(&[2, 2])), ("pad", ints(&[1, 0, 2, 1])), ("dilation", ints(&[1, 2])), ("groups", int(2))];
+    let y = run_graph(
+        vec![decl("x", &x.shape), decl("w", &w.shape), decl("b", &b.shape)],
+        &["2", "6", "4", "4"],
+        call_kw("conv2d", vec![n("x"), n("w")], kw),
+        &[("x", x.clone()), ("w", w.clone()), ("b", b.clone())],
+    );
+    assert_close(&y, &conv_ref(&x, &w, &b.data, [2, 2], [1, 0, 2, 1], [1, 2], 2, &out), 1e-5, "conv2d");
+    let y = run_graph(vec![decl("x", &x.shape), decl("w", &[3, 4, 2, 2])], &["2", "3", "8", "7"], call("conv2d", vec![n("x"), n("w")]), &[
+        ("x", x.clone()),
+        ("w", random(&[3, 4, 2, 2], 7, -1.0, 1.0)),
+    ]);
+    let w2 = random(&[3, 4, 2, 2], 7, -1.0, 1.0);
+    assert_close(&y, &conv_ref(&x, &w2, &[0.0; 3], [1, 1], [0; 4], [1, 1], 1, &[2, 3, 8, 7]), 1e-5, "conv2d plain");
+}
+
+/// Naive pooling; `avg` with `cip` (count_include_pad) or real-element counts.
+fn pool_ref(x: &Tensor, k: [usize; 2], s: [usize; 2], p: [usize; 2], out: &[usize], avg: Option<bool>) -> Vec<f64> {
+    let mut y = Vec::new();
+    for i in 0..out.iter().product() {
+        let [nn, c, oy, ox] = unravel(i, out)[..] else { unreachable!() };
+        let (mut acc, mut cnt) = (if avg.is_some() { 0.0 } else { f64::NEG_INFINITY }, 0.0);
+        for ky in 0..k[0] {
+            for kx in 0..k[1] {
+                let iy = (oy * s[0] + ky) as i64 - p[0] as i64;
+                let ix = (ox * s[1] + kx) as i64 - p[1] as i64;
+                if iy >= 0 && ix >= 0 && (iy as usize) < x.shape[2] && (ix as usize) < x.shape[3] {
+                    let v = x.at(&[nn, c, iy as usize, ix as usize]);
+                    acc = if avg.is_some() { acc + v } else { acc.max(v) };
+                    cnt += 1.0;
+                }
+            }
+        }
+        y.push(match avg {
+            Some(true) => acc / (k[0] * k[1]) as f64,
+            Some(false) => acc / cnt,
+            None => acc,
+        });
+    }
+    y
+}
+
+#[test]
+fn pools_match_naive_pooling() {
+    let x = random(&[1, 2, 7, 6], 8, -3.0, -1.0);
+    let out = [1, 2, 4, 4];
+    let kw = |extra: Option<bool>| {
+        let mut v = vec![("kernel", ints(&[3, 2])), ("stride", ints(&[2, 2])), ("pad", ints(&[1, 1]))];
+        if let Some(c) = extra {
+            v.push(("count_include_pad", Expr::Bool(c, Default::default())));
+        }
+        v
+    };
+    let go = |f: &str, extra| run_graph(vec![decl("x", &x.shape)], &["1", "2", "4", "4"], call_kw(f, vec![n("x")], kw(extra)), &[("x", x.clone())]);
+    // All inputs are negative, so a zero from the padding would win a max.
+    assert_close(&go("maxpool2d", None), &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, None), 1e-6, "maxpool2d");
+    assert_close(&go("avgpool2d", Some(true)), &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, Some(true)), 1e-6, "avgpool2d cip");
+    assert_close(&go("avgpool2d", Some(false)), &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, Some(false)), 1e-6, "avgpool2d");
+}
+
+fn softmax_rows(x: &Tensor) -> (Vec<f64>, Vec<f64>) {
+    let n = *x.shape.last().unwrap();
+    let (mut p, mut l) = (Vec::new(), Vec::new());
+    for row in x.data.chunks(n) {
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let z: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        p.extend(row.iter().map(|v| (v - m).exp() / z));
+        l.extend(row.iter().map(|v| v - m - z.ln()));
+    }
+    (p, l)
+}
+
+#[test]
+fn softmax_and_log_softmax_match_within_their_bounds() {
+    let x = random(&[4, 1024], 9, -30.0, 30.0);
+    let (p, l) = softmax_rows(&x);
+    let y = run_graph(vec![decl("x", &x.shape)], &["4", "1024"], call("softmax", vec![n("x")]), &[("x", x.clone())]);
+    for (k, (a, b)) in y.data.iter().zip(&p).enumerate() {
+        let row = &x.data[k / 1024 * 1024..][..1024];
+        let d = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - x.data[k];
+        assert!((a - b).abs() <= b * (4.0 * d + 4.0) * U, "softmax {a} vs {b}");
+    }
+    let y = run_graph(vec![decl("x", &x.shape)], &["4", "1024"], call_kw("log_softmax", vec![n("x")], vec![("axis", int(-1))]), &[("x", x.clone())]);
+    for (a, b) in y.data.iter().zip(&l) {
+        assert!((a - b).abs() <= (2.0 * b.abs() + 2.0) * U, "log_softmax {a} vs {b}");
+    }
+}
+
+#[test]
+fn layernorm_matches_two_pass_reference() {
+    let d = 1024;
+    let ga = random(&[d], 11, 0.5, 1.5);
+    let be = random(&[d], 12, -1.0, 1.0);
+    // A large mean (one-pass variance would cancel) and a centred row.
+    for (lo, hi) in [(100.0, 101.0), (-3.0, 3.0)] {
+        let x = random(&[2, d], 10, lo, hi);
+        let y = run_graph(
+            vec![decl("x", &x.shape), decl("g", &[d]), decl("b", &[d])],
+            &["2", "1024"],
+            call_kw("layernorm", vec![n("x"), n("g"), n("b")], vec![("eps", float(1e-5))]),
+            &[("x", x.clone()), ("g", ga.clone()), ("b", be.clone())],
+        );
+        for (r, row) in x.data.chunks(d).enumerate() {
+            let mean = row.iter().sum::<f64>() / d as f64;
+            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / d as f64;
+            let sd = (var + 1e-5).sqrt();
+            for (j, v) in row.iter().enumerate() {
+                let want = (v - mean) / sd * ga.data[j] + be.data[j];
+                let got = y.data[r * d + j];
+                let bound = (2.0 * mean.abs() / sd + 8.0) * U * ga.data[j] + 2.0 * U * (want.abs() + 1.0);
+                assert!((got - want).abs() <= bound, "layernorm {got} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_matches_naive_with_causal_and_mask() {
+    for (b, h, m, nn, d) in [(1, 2, 3, 5, 4), (1, 1, 16, 128, 64)] {
+        attention_case(b, h, m, nn, d);
+    }
+}
+
+fn attention_case(b: usize, h: usize, m: usize, nn: usize, d: usize) {
+    let q = random(&[b, h, m, d], 13, -1.0, 1.0);
+    let k = random(&[b, h, nn, d], 14, -1.0, 1.0);
+    let v = random(&[b, h, nn, d], 15, -1.0, 1.0);
+    let mask = random(&[m, nn], 16, -2.0, 0.0);
+    let kw = vec![("mask", n("mask")), ("causal", Expr::Bool(true, Default::default()))];
+    let ys = dims(&[b, h, m, d]);
+    let ys: Vec<&str> = ys.iter().map(|s| s.as_str()).collect();
+    let y = run_graph(
+        vec![decl("q", &q.shape), decl("k", &k.shape), decl("v", &v.shape), decl("mask", &mask.shape)],
+        &ys,
+        call_kw("attention", vec![n("q"), n("k"), n("v")], kw),
+        &[("q", q.clone()), ("k", k.clone()), ("v", v.clone()), ("mask", mask.clone())],
+    );
+    let mut want = Vec::new();
+    for hh in 0..h {
+        for i in 0..m {
+            let s: Vec<f64> = (0..nn)
+                .map(|j| {
+                    let dot: f64 = (0..d).map(|c| q.at(&[0, hh, i, c]) * k.at(&[0, hh, j, c])).sum();
+                    if j <= i { dot / (d as f64).sqrt() + mask.at(&[i, j]) } else { f64::NEG_INFINITY }
+                })
+                .collect();
+            let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = s.iter().map(|x| (x - mx).exp()).sum();
+            for c in 0..d {
+                want.push((0..nn).map(|j| (s[j] - mx).exp() / z * v.at(&[0, hh, j, c])).sum());
+            }
+        }
+    }
+    assert_close(&y, &want, 1e-5, "attention");
+}
+
+#[test]
+fn reductions_comparisons_and_movement_compute_the_right_values() {
+    let x = Tensor::new(&[2, 3], vec![1.0, f64::NAN, 3.0, -4.0, 5.0, 6.0]);
+    let ones = Tensor::new(&[3], vec![1.0, 5.0, 3.0]);
+    let cmp = |op: BinOp| {
+        let e = call("cast", vec![bin(op, n("x"), n("o")), n("f32")]);
+        run_graph(vec![decl("x", &[2, 3]), decl("o", &[3])], &["2", "3"], e, &[("x", x.clone()), ("o", ones.clone())]).data
+    };
+    assert_eq!(cmp(BinOp::Le), [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]);
+    assert_eq!(cmp(BinOp::Ge), [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]);
+    assert_eq!(cmp(BinOp::Gt), [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+    assert_eq!(cmp(BinOp::Ne), [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]);
+    let y = Tensor::new(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let one = |e: Expr, ys: &[&str]| run_graph(vec![decl("x", &[2, 3])], ys, e, &[("x", y.clone())]).data;
+    assert_eq!(one(call_kw("mean", vec![n("x")], vec![("axes", ints(&[1]))]), &["2"]), [2.0, 5.0]);
+    assert_eq!(one(call_kw("max", vec![n("x")], vec![("axes", ints(&[0])), ("keepdim", Expr::Bool(true, Default::default()))]), &["1", "3"]), [4.0, 5.0, 6.0]);
+    assert_eq!(one(call("flip", vec![n("x"), ints(&[1])]), &["2", "3"]), [3.0, 2.0, 1.0, 6.0, 5.0, 4.0]);
+    assert_eq!(one(call("slice", vec![n("x"), list(vec![ints(&[0, 2]), ints(&[0, 3, 2])])]), &["2", "2"]), [1.0, 3.0, 4.0, 6.0]);
+    assert_eq!(one(call("transpose", vec![n("x"), int(0), int(1)]), &["3", "2"]), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    assert_eq!(one(call("reshape", vec![n("x"), ints(&[3, -1])]), &["3", "2"]), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(one(call("abs", vec![bin(BinOp::Sub, int(3), n("x"))]), &["2", "3"]), [2.0, 1.0, 0.0, 1.0, 2.0, 3.0]);
 }
