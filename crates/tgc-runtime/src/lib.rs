@@ -1,5 +1,17 @@
 //! tgc-runtime: what generated code and the `tgc` tool need at run time.
+//!
+//! - [`error`]: `tgc::Error`, the error of every generated function and runtime call.
+//! - [`dtype`]: element types and their rounding.
+//! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
+//!
+//! This crate does not depend on `tgc-core`: generated code links only this.
+
+#![warn(missing_docs)]
 
 pub mod dtype;
+pub mod error;
+pub mod tensor;
 
 pub use dtype::DType;
+pub use error::{Error, Result};
+pub use tensor::HostTensor;
