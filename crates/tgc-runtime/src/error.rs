@@ -97,6 +97,13 @@ pub enum Error {
 /// `std::result::Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// An [`Error::Io`] naming `path` and the operation that failed.
+    pub(crate) fn io(action: &str, path: &std::path::Path, err: std::io::Error) -> Error {
+        Error::Io(format!("cannot {action} `{}`: {err}", path.display()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +125,15 @@ mod tests {
             got: DType::F32,
         };
         assert_eq!(e.to_string(), "argument `w` has dtype f32, expected bf16");
+        let e = Error::io(
+            "read",
+            std::path::Path::new("/no/such.npy"),
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        );
+        assert!(
+            e.to_string()
+                .starts_with("I/O error: cannot read `/no/such.npy`: "),
+            "{e}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! - [`error`]: `tgc::Error`, the error of every generated function and runtime call.
 //! - [`dtype`]: element types and their rounding.
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
+//! - [`npy`]: reading and writing NumPy `.npy` files.
 //!
 //! This crate does not depend on `tgc-core`: generated code links only this.
 
@@ -10,7 +11,11 @@
 
 pub mod dtype;
 pub mod error;
+pub mod npy;
 pub mod tensor;
+
+#[cfg(test)]
+mod test_util;
 
 pub use dtype::DType;
 pub use error::{Error, Result};

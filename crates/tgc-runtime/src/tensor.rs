@@ -187,6 +187,31 @@ impl HostTensor {
     }
 }
 
+/// Little-endian f64 elements rounded to little-endian f32 (nearest even):
+/// how files' f64 data is read.
+pub(crate) fn f64_le_to_f32_le(data: &[u8]) -> Vec<u8> {
+    data.chunks_exact(8)
+        .flat_map(|c| {
+            (f64::from_le_bytes(c.try_into().expect("chunks_exact(8)")) as f32).to_le_bytes()
+        })
+        .collect()
+}
+
+/// Little-endian i64 elements as little-endian i32: how files' i64 data is read.
+///
+/// Errors: [`Error::Format`] naming the first element outside the i32 range.
+pub(crate) fn i64_le_to_i32_le(data: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len() / 2);
+    for (i, c) in data.chunks_exact(8).enumerate() {
+        let v = i64::from_le_bytes(c.try_into().expect("chunks_exact(8)"));
+        let v = i32::try_from(v).map_err(|_| {
+            Error::Format(format!("i64 element {i} is {v}, which does not fit in i32"))
+        })?;
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    Ok(out)
+}
+
 /// Writes `x` rounded to `dtype` into `out` (`dtype.size_bytes()` bytes).
 fn encode(dtype: DType, x: f64, out: &mut [u8]) {
     match dtype {
