@@ -3,7 +3,7 @@
 //! - [`error`]: `tgc::Error`, the error of every generated function and runtime call.
 //! - [`dtype`]: element types and their rounding.
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
-//! - [`npy`]: reading and writing NumPy `.npy` files.
+//! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
 //!
 //! This crate does not depend on `tgc-core`: generated code links only this.
 
@@ -12,6 +12,7 @@
 pub mod dtype;
 pub mod error;
 pub mod npy;
+pub mod safetensors_io;
 pub mod tensor;
 
 #[cfg(test)]
