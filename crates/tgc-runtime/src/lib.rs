@@ -4,11 +4,13 @@
 //! - [`dtype`]: element types and their rounding.
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
+//! - [`cpu`]: compiling generated C kernels and calling them.
 //!
 //! This crate does not depend on `tgc-core`: generated code links only this.
 
 #![warn(missing_docs)]
 
+pub mod cpu;
 pub mod dtype;
 pub mod error;
 pub mod npy;
