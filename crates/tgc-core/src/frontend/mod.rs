@@ -1,3 +1,7 @@
 //! Frontend: the graph language (`DSL.md`) and its lowering to Tiny IR.
+//!
+//! Pipeline: [`lexer::lex`] (text to tokens; `kernel!` builds the tokens
+//! itself) → parser (tokens to [`ast::Program`], syntax only) → lowering.
 
 pub mod ast;
+pub mod lexer;
