@@ -47,6 +47,16 @@ pub fn lower(program: &ast::Program, entry: Option<&str>) -> DResult<Graph> {
     lower_program(&p, entry)
 }
 
+/// [`lower`] that also returns the `frontend` dump stage ([`super::ir::dump`]
+/// of the resolved program), for the pipeline driver.
+///
+/// Errors: those of [`lower`].
+pub fn lower_with_dump(program: &ast::Program, entry: Option<&str>) -> DResult<(Graph, String)> {
+    let p = super::resolve::resolve(program)?;
+    let g = lower_program(&p, entry)?;
+    Ok((g, dump(&p)))
+}
+
 /// The index of the entry graph: `entry` if given, else the only graph, else
 /// `main`.
 ///
