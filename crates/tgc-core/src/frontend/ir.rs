@@ -306,26 +306,58 @@ pub enum FOp {
     Binary(BinaryFn),
     /// `where(cond, a, b)`.
     Where,
-    Cast { to: DType },
+    Cast {
+        to: DType,
+    },
     /// `axes: None` reduces every axis; `acc: None` is the default
     /// accumulator (f32 for floats, i32 for i32, i32 for a bool sum).
-    Reduce { op: ReduceFn, axes: Option<Vec<AxisRef>>, keepdim: bool, acc: Option<DType> },
+    Reduce {
+        op: ReduceFn,
+        axes: Option<Vec<AxisRef>>,
+        keepdim: bool,
+        acc: Option<DType>,
+    },
     Movement(Movement),
     /// NumPy/tinygrad `matmul` (`spec/001` §0).
     Matmul,
     /// NCHW input, OIHW weight; operands `x, w[, bias]`.
-    Conv2d { window: Window, groups: i64, bias: bool },
+    Conv2d {
+        window: Window,
+        groups: i64,
+        bias: bool,
+    },
     /// `kernel` is `[kh, kw]`.
-    MaxPool2d { kernel: [Dim; 2], window: Window },
-    AvgPool2d { kernel: [Dim; 2], window: Window, count_include_pad: bool },
-    Softmax { axis: i64 },
-    LogSoftmax { axis: i64 },
+    MaxPool2d {
+        kernel: [Dim; 2],
+        window: Window,
+    },
+    AvgPool2d {
+        kernel: [Dim; 2],
+        window: Window,
+        count_include_pad: bool,
+    },
+    Softmax {
+        axis: i64,
+    },
+    LogSoftmax {
+        axis: i64,
+    },
     /// Normalises over `axes`; operands `x, gamma, beta`.
-    LayerNorm { axes: Vec<i64>, eps: f64 },
+    LayerNorm {
+        axes: Vec<i64>,
+        eps: f64,
+    },
     /// Operands `q, k, v[, mask]`; `scale: None` is `1/sqrt(D)`.
-    Attention { mask: bool, causal: bool, scale: Option<f64> },
+    Attention {
+        mask: bool,
+        causal: bool,
+        scale: Option<f64>,
+    },
     /// Inlined call of graph `graph` (an index into [`FProgram::graphs`]).
-    Call { graph: usize, name: String },
+    Call {
+        graph: usize,
+        name: String,
+    },
 }
 
 fn dims(v: &[Dim]) -> String {
@@ -478,7 +510,15 @@ pub fn dump(p: &FProgram) -> String {
             let res: Vec<String> = st.results.iter().map(|v| value_name(g, *v)).collect();
             let args: Vec<String> = st.args.iter().map(|a| operand(g, a)).collect();
             let lhs = if res.len() == 1 { res[0].clone() } else { format!("({})", res.join(", ")) };
-            let _ = writeln!(s, "  {lhs} = {}({}){}  @{}:{}", st.op.name(), args.join(", "), st.op.attrs(), st.span.line, st.span.col);
+            let _ = writeln!(
+                s,
+                "  {lhs} = {}({}){}  @{}:{}",
+                st.op.name(),
+                args.join(", "),
+                st.op.attrs(),
+                st.span.line,
+                st.span.col
+            );
         }
         let ret: Vec<String> = g.ret.iter().map(|(o, _)| operand(g, o)).collect();
         let _ = writeln!(s, "  return {}", ret.join(", "));

@@ -4,7 +4,9 @@
 //! - value, graph and symbol names exist (`UnknownName`, with the closest
 //!   name when one is near);
 //! - callees are builtin ops or graphs of the program (`UnknownOp`, with the
-//!   closest op name);
+//!   closest op name); a builtin name always means the builtin, so a graph
+//!   named `attention` can wrap the `attention` op (it can still be the
+//!   entry graph, but not be called);
 //! - argument counts, keyword names and attribute kinds: too many or missing
 //!   arguments and destructuring counts are `ArityMismatch`; an unknown or
 //!   repeated keyword and an attribute of the wrong kind (a list where an
@@ -80,9 +82,32 @@ fn builtin_sig(name: &str) -> Option<(&'static [&'static str], usize)> {
 fn builtin_names() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = UnaryFn::ALL.iter().map(|u| u.name()).collect();
     v.extend([
-        "maximum", "minimum", "matmul", "where", "cast", "sum", "max", "min", "mean", "reshape", "expand", "permute", "transpose",
-        "unsqueeze", "squeeze", "pad", "shrink", "slice", "flip", "conv2d", "maxpool2d", "avgpool2d", "softmax", "log_softmax",
-        "layernorm", "attention",
+        "maximum",
+        "minimum",
+        "matmul",
+        "where",
+        "cast",
+        "sum",
+        "max",
+        "min",
+        "mean",
+        "reshape",
+        "expand",
+        "permute",
+        "transpose",
+        "unsqueeze",
+        "squeeze",
+        "pad",
+        "shrink",
+        "slice",
+        "flip",
+        "conv2d",
+        "maxpool2d",
+        "avgpool2d",
+        "softmax",
+        "log_softmax",
+        "layernorm",
+        "attention",
     ]);
     v
 }
@@ -119,14 +144,24 @@ fn resolve_graph(gd: &ast::GraphDef, sigs: &[Sig]) -> DResult<FGraph> {
             return Err(diag!(SyntaxError, "symbol `{}` is declared twice", s.name.name).at(s.name.span));
         }
         if let Some(v) = s.default.filter(|v| *v < 1) {
-            return Err(diag!(AxisSizeMismatch, "symbol `{}` defaults to {v}: sizes must be at least 1", s.name.name).at(s.name.span));
+            return Err(diag!(AxisSizeMismatch, "symbol `{}` defaults to {v}: sizes must be at least 1", s.name.name)
+                .at(s.name.span));
         }
         syms.push((s.name.name.clone(), s.default));
     }
     let mut r = Resolver {
         sigs,
         syms: syms.iter().map(|(n, _)| n.clone()).collect(),
-        g: FGraph { name: gd.name.name.clone(), span: gd.span, syms, params: vec![], results: vec![], values: vec![], body: vec![], ret: vec![] },
+        g: FGraph {
+            name: gd.name.name.clone(),
+            span: gd.span,
+            syms,
+            params: vec![],
+            results: vec![],
+            values: vec![],
+            body: vec![],
+            ret: vec![],
+        },
         env: HashMap::new(),
     };
     for t in &gd.params {
@@ -144,8 +179,14 @@ fn resolve_graph(gd: &ast::GraphDef, sigs: &[Sig]) -> DResult<FGraph> {
         r.stmt(s)?;
     }
     if gd.ret.len() != gd.results.len() {
-        return Err(diag!(ArityMismatch, "graph `{}` declares {} result(s) but returns {}", gd.name.name, gd.results.len(), gd.ret.len())
-            .at(gd.ret_span));
+        return Err(diag!(
+            ArityMismatch,
+            "graph `{}` declares {} result(s) but returns {}",
+            gd.name.name,
+            gd.results.len(),
+            gd.ret.len()
+        )
+        .at(gd.ret_span));
     }
     for id in &gd.ret {
         let o = r.lookup(id)?;
@@ -172,7 +213,9 @@ impl Resolver<'_> {
         for d in &t.shape {
             shape.push(match d {
                 ast::DimExpr::Int(v, sp) if *v < 1 => {
-                    return Err(diag!(AxisSizeMismatch, "dimension {v} of `{}`: sizes must be at least 1", t.name.name).at(*sp))
+                    return Err(
+                        diag!(AxisSizeMismatch, "dimension {v} of `{}`: sizes must be at least 1", t.name.name).at(*sp)
+                    )
                 }
                 ast::DimExpr::Int(v, _) => Dim::int(*v),
                 ast::DimExpr::Sym(id) => self.sym(id)?,
@@ -205,8 +248,13 @@ impl Resolver<'_> {
             match &s.value {
                 Expr::Call { callee, args, kwargs, span } => self.call(callee, args, kwargs, *span, s.targets.len())?,
                 other => {
-                    return Err(diag!(ArityMismatch, "{} targets need a call that returns {} values", s.targets.len(), s.targets.len())
-                        .at(other.span()))
+                    return Err(diag!(
+                        ArityMismatch,
+                        "{} targets need a call that returns {} values",
+                        s.targets.len(),
+                        s.targets.len()
+                    )
+                    .at(other.span()))
                 }
             }
         } else {
@@ -242,10 +290,14 @@ impl Resolver<'_> {
         Ok(match e {
             Expr::Int(v, sp) => Operand::Lit(Literal { value: *v as f64, kind: LitKind::Int, span: *sp }),
             Expr::Float(v, sp) => Operand::Lit(Literal { value: *v, kind: LitKind::Float, span: *sp }),
-            Expr::Bool(v, sp) => Operand::Lit(Literal { value: f64::from(u8::from(*v)), kind: LitKind::Bool, span: *sp }),
+            Expr::Bool(v, sp) => {
+                Operand::Lit(Literal { value: f64::from(u8::from(*v)), kind: LitKind::Bool, span: *sp })
+            }
             Expr::Name(id) => self.lookup(id)?,
             Expr::Neg(x, sp) => match self.expr(x)? {
-                Operand::Lit(l) if l.kind == LitKind::Bool => return Err(diag!(DTypeMismatch, "cannot negate a bool").at(*sp)),
+                Operand::Lit(l) if l.kind == LitKind::Bool => {
+                    return Err(diag!(DTypeMismatch, "cannot negate a bool").at(*sp))
+                }
                 Operand::Lit(l) => Operand::Lit(Literal { value: -l.value, kind: l.kind, span: *sp }),
                 o => Operand::Value(self.push(FOp::Unary(UnaryFn::Neg), vec![(o, x.span())], *sp, 1)[0]),
             },
@@ -254,7 +306,9 @@ impl Resolver<'_> {
                 if let (Operand::Lit(x), Operand::Lit(y)) = (a, b) {
                     return Ok(Operand::Lit(fold(*op, x, y, *span)?));
                 }
-                Operand::Value(self.push(FOp::Binary(binary_fn(*op)), vec![(a, lhs.span()), (b, rhs.span())], *span, 1)[0])
+                Operand::Value(
+                    self.push(FOp::Binary(binary_fn(*op)), vec![(a, lhs.span()), (b, rhs.span())], *span, 1)[0],
+                )
             }
             Expr::Call { callee, args, kwargs, span } => self.call(callee, args, kwargs, *span, 1)?[0],
             Expr::List(_, sp) => return Err(diag!(SyntaxError, "a list is not a tensor").at(*sp)),
@@ -266,11 +320,24 @@ impl Resolver<'_> {
     }
 
     /// Matches positional and keyword arguments to `names`.
-    fn bind<'e>(&self, callee: &Ident, names: &[&str], required: usize, args: &'e [Expr], kwargs: &'e [(Ident, Expr)]) -> DResult<Slots<'e>> {
+    fn bind<'e>(
+        &self,
+        callee: &Ident,
+        names: &[&str],
+        required: usize,
+        args: &'e [Expr],
+        kwargs: &'e [(Ident, Expr)],
+    ) -> DResult<Slots<'e>> {
         let f = &callee.name;
         if args.len() > names.len() {
-            return Err(diag!(ArityMismatch, "`{f}` takes at most {} argument(s) ({}), got {}", names.len(), names.join(", "), args.len())
-                .at(callee.span));
+            return Err(diag!(
+                ArityMismatch,
+                "`{f}` takes at most {} argument(s) ({}), got {}",
+                names.len(),
+                names.join(", "),
+                args.len()
+            )
+            .at(callee.span));
         }
         let mut slots: Slots<'e> = vec![None; names.len()];
         for (k, a) in args.iter().enumerate() {
@@ -279,7 +346,13 @@ impl Resolver<'_> {
         for (key, v) in kwargs {
             let Some(k) = names.iter().position(|n| *n == key.name) else {
                 let hint = suggest(&key.name, names.iter().copied());
-                return Err(diag!(SyntaxError, "`{f}` has no argument `{}`{hint} (arguments: {})", key.name, names.join(", ")).at(key.span));
+                return Err(diag!(
+                    SyntaxError,
+                    "`{f}` has no argument `{}`{hint} (arguments: {})",
+                    key.name,
+                    names.join(", ")
+                )
+                .at(key.span));
             };
             if slots[k].is_some() {
                 return Err(diag!(SyntaxError, "argument `{}` of `{f}` is given twice", key.name).at(key.span));
@@ -287,18 +360,39 @@ impl Resolver<'_> {
             slots[k] = Some(v);
         }
         if let Some(k) = (0..required).find(|&k| slots[k].is_none()) {
-            return Err(diag!(ArityMismatch, "`{f}` needs argument `{}` ({} required: {})", names[k], required, names[..required].join(", "))
-                .at(callee.span));
+            return Err(diag!(
+                ArityMismatch,
+                "`{f}` needs argument `{}` ({} required: {})",
+                names[k],
+                required,
+                names[..required].join(", ")
+            )
+            .at(callee.span));
         }
         Ok(slots)
     }
 
     /// Resolves a call expecting `want` results.
-    fn call(&mut self, callee: &Ident, args: &[Expr], kwargs: &[(Ident, Expr)], span: Span, want: usize) -> DResult<Vec<Operand>> {
-        if let Some(gi) = self.sigs.iter().position(|s| s.name == callee.name) {
+    fn call(
+        &mut self,
+        callee: &Ident,
+        args: &[Expr],
+        kwargs: &[(Ident, Expr)],
+        span: Span,
+        want: usize,
+    ) -> DResult<Vec<Operand>> {
+        let graph =
+            self.sigs.iter().position(|s| s.name == callee.name).filter(|_| builtin_sig(&callee.name).is_none());
+        if let Some(gi) = graph {
             let sig = &self.sigs[gi];
             if sig.results != want {
-                return Err(diag!(ArityMismatch, "graph `{}` returns {} value(s) but {want} are expected here", sig.name, sig.results).at(span));
+                return Err(diag!(
+                    ArityMismatch,
+                    "graph `{}` returns {} value(s) but {want} are expected here",
+                    sig.name,
+                    sig.results
+                )
+                .at(span));
             }
             let names: Vec<&str> = sig.params.iter().map(|s| s.as_str()).collect();
             let slots = self.bind(callee, &names, names.len(), args, kwargs)?;
@@ -316,7 +410,9 @@ impl Resolver<'_> {
             return Err(diag!(UnknownOp, "unknown operation `{}`{hint}", callee.name).at(callee.span));
         };
         if want != 1 {
-            return Err(diag!(ArityMismatch, "`{}` returns one value but {want} are expected here", callee.name).at(span));
+            return Err(
+                diag!(ArityMismatch, "`{}` returns one value but {want} are expected here", callee.name).at(span)
+            );
         }
         let s = self.bind(callee, names, required, args, kwargs)?;
         let (op, tensors) = self.builtin(&callee.name, &s)?;
@@ -332,7 +428,11 @@ impl Resolver<'_> {
     fn builtin<'e>(&self, name: &str, s: &Slots<'e>) -> DResult<(FOp, Vec<Option<&'e Expr>>)> {
         let x = vec![s[0]];
         // The stride defaults to the kernel for pools and to 1 for conv2d.
-        let window = |stride: Option<&Expr>, pad: Option<&Expr>, dilation: Option<&Expr>, default_stride: &[Dim; 2]| -> DResult<Window> {
+        let window = |stride: Option<&Expr>,
+                      pad: Option<&Expr>,
+                      dilation: Option<&Expr>,
+                      default_stride: &[Dim; 2]|
+         -> DResult<Window> {
             Ok(Window {
                 stride: match stride {
                     Some(e) => self.dims2(e)?,
@@ -443,7 +543,9 @@ impl Resolver<'_> {
                     BinOp::Add => Ok(&a + &b),
                     BinOp::Sub => Ok(&a - &b),
                     BinOp::Mul => Ok(&a * &b),
-                    BinOp::Div => a.floordiv(&b).ok_or_else(|| diag!(AxisSizeMismatch, "division by {b} in a dimension").at(*span)),
+                    BinOp::Div => a
+                        .floordiv(&b)
+                        .ok_or_else(|| diag!(AxisSizeMismatch, "division by {b} in a dimension").at(*span)),
                     _ => Err(expected(e, "a dimension (integer or symbol)")),
                 }
             }
@@ -511,7 +613,8 @@ impl Resolver<'_> {
         for item in self.list(e)? {
             let parts = self.list(item)?;
             if !(2..=3).contains(&parts.len()) {
-                return Err(diag!(SyntaxError, "expected [lo, hi] or [lo, hi, step], got {} entries", parts.len()).at(item.span()));
+                return Err(diag!(SyntaxError, "expected [lo, hi] or [lo, hi, step], got {} entries", parts.len())
+                    .at(item.span()));
             }
             let step = match parts.get(2) {
                 Some(p) => self.dim(p)?,
@@ -519,7 +622,9 @@ impl Resolver<'_> {
             };
             if let (Some(v), Some(p)) = (step.as_int(), parts.get(2)) {
                 if v <= 0 {
-                    return Err(diag!(NegativeStride, "slice step {v} must be positive; use flip to reverse").at(p.span()));
+                    return Err(
+                        diag!(NegativeStride, "slice step {v} must be positive; use flip to reverse").at(p.span())
+                    );
                 }
             }
             out.push((self.dim(&parts[0])?, self.dim(&parts[1])?, step));
@@ -550,7 +655,10 @@ impl Resolver<'_> {
                     Ok([h.clone(), h, w.clone(), w])
                 }
                 [t, b, l, r] => Ok([self.dim(t)?, self.dim(b)?, self.dim(l)?, self.dim(r)?]),
-                _ => Err(diag!(SyntaxError, "expected [ph, pw] or [top, bottom, left, right], got {} entries", v.len()).at(*sp)),
+                _ => {
+                    Err(diag!(SyntaxError, "expected [ph, pw] or [top, bottom, left, right], got {} entries", v.len())
+                        .at(*sp))
+                }
             },
             _ => {
                 let d = self.dim(e)?;
@@ -611,7 +719,11 @@ fn fold(op: BinOp, a: Literal, b: Literal, span: Span) -> DResult<Literal> {
     }
     let (x, y) = (a.value, b.value);
     let cmp = |c: bool| Literal { value: f64::from(u8::from(c)), kind: LitKind::Bool, span };
-    let kind = if a.kind == LitKind::Float || b.kind == LitKind::Float || op == BinOp::Div { LitKind::Float } else { LitKind::Int };
+    let kind = if a.kind == LitKind::Float || b.kind == LitKind::Float || op == BinOp::Div {
+        LitKind::Float
+    } else {
+        LitKind::Int
+    };
     let num = |v: f64| Literal { value: v, kind, span };
     Ok(match op {
         BinOp::Add => num(x + y),

@@ -30,7 +30,7 @@ use crate::diag;
 use crate::diag::{DResult, Span};
 use crate::frontend::ast;
 use crate::frontend::ir::*;
-use crate::frontend::ops::{conv, contraction, elementwise, movement, nn, reduce};
+use crate::frontend::ops::{contraction, conv, elementwise, movement, nn, reduce};
 use crate::sym::Dim;
 use crate::tiny::{Constraint, Graph, NodeConstraint, NodeId, Output, Rel, Symbol};
 use crate::DType;
@@ -65,11 +65,17 @@ pub fn entry_index(p: &FProgram, entry: Option<&str>) -> DResult<usize> {
     let names: Vec<&str> = p.graphs.iter().map(|g| g.name.as_str()).collect();
     let find = |n: &str| p.graphs.iter().position(|g| g.name == n);
     match (entry, p.graphs.len()) {
-        (Some(e), _) => find(e).ok_or_else(|| diag!(UnknownName, "no graph named `{e}` (graphs: {})", names.join(", "))),
+        (Some(e), _) => {
+            find(e).ok_or_else(|| diag!(UnknownName, "no graph named `{e}` (graphs: {})", names.join(", ")))
+        }
         (None, 0) => Err(diag!(UnknownName, "the program defines no graph")),
         (None, 1) => Ok(0),
         (None, _) => find("main").ok_or_else(|| {
-            diag!(UnknownName, "several graphs ({}) and none is named `main`; pick one with --entry NAME", names.join(", "))
+            diag!(
+                UnknownName,
+                "several graphs ({}) and none is named `main`; pick one with --entry NAME",
+                names.join(", ")
+            )
         }),
     }
 }
@@ -152,7 +158,13 @@ impl Lowerer<'_> {
             };
             let got = self.g.dtype(node);
             if got != decl.dtype {
-                return Err(diag!(DTypeMismatch, "result `{}` is declared {} but the returned value is {got}", decl.name, decl.dtype).at(*sp));
+                return Err(diag!(
+                    DTypeMismatch,
+                    "result `{}` is declared {} but the returned value is {got}",
+                    decl.name,
+                    decl.dtype
+                )
+                .at(*sp));
             }
             let what = format!("result `{}` of graph `{}`", decl.name, fg.name);
             self.require_shape(node, &want, &what, *sp)?;
@@ -167,16 +179,21 @@ impl Lowerer<'_> {
         let got = self.g.shape(node).to_vec();
         let fmt = crate::tiny::infer::fmt_shape;
         if got.len() != want.len() {
-            return Err(diag!(AxisSizeMismatch, "{what} has shape {} but {} is declared", fmt(&got), fmt(want)).at(span));
+            return Err(
+                diag!(AxisSizeMismatch, "{what} has shape {} but {} is declared", fmt(&got), fmt(want)).at(span)
+            );
         }
         for (a, b) in got.iter().zip(want) {
             if a == b {
                 continue;
             }
             if a.as_int().is_some() && b.as_int().is_some() {
-                return Err(diag!(AxisSizeMismatch, "{what} has shape {} but {} is declared", fmt(&got), fmt(want)).at(span));
+                return Err(
+                    diag!(AxisSizeMismatch, "{what} has shape {} but {} is declared", fmt(&got), fmt(want)).at(span)
+                );
             }
-            let constraint = Constraint { lhs: a.clone(), rel: Rel::Eq, rhs: b.clone(), what: format!("{what}: {a} == {b}") };
+            let constraint =
+                Constraint { lhs: a.clone(), rel: Rel::Eq, rhs: b.clone(), what: format!("{what}: {a} == {b}") };
             self.g.constraints.push(NodeConstraint { node, constraint });
         }
         Ok(())
@@ -204,7 +221,11 @@ impl Lowerer<'_> {
                 LitKind::Float => "a float",
                 LitKind::Bool => "a bool",
             };
-            return Err(diag!(DTypeMismatch, "{kind} literal cannot meet a {dtype} tensor; cast the tensor or change the literal").at(l.span));
+            return Err(diag!(
+                DTypeMismatch,
+                "{kind} literal cannot meet a {dtype} tensor; cast the tensor or change the literal"
+            )
+            .at(l.span));
         }
         let saved = self.g.cur_span.replace(l.span);
         let c = self.g.constant(l.value, dtype);
@@ -288,10 +309,16 @@ impl Lowerer<'_> {
                 let b = if *bias { Some(more(1)?) } else { None };
                 conv::conv2d(g, x, more(0)?, b, &subst_window(window, subst, sp)?, *groups)
             }
-            FOp::MaxPool2d { kernel, window } => conv::maxpool2d(g, x, &subst2(kernel, subst, sp)?, &subst_window(window, subst, sp)?),
-            FOp::AvgPool2d { kernel, window, count_include_pad } => {
-                conv::avgpool2d(g, x, &subst2(kernel, subst, sp)?, &subst_window(window, subst, sp)?, *count_include_pad)
+            FOp::MaxPool2d { kernel, window } => {
+                conv::maxpool2d(g, x, &subst2(kernel, subst, sp)?, &subst_window(window, subst, sp)?)
             }
+            FOp::AvgPool2d { kernel, window, count_include_pad } => conv::avgpool2d(
+                g,
+                x,
+                &subst2(kernel, subst, sp)?,
+                &subst_window(window, subst, sp)?,
+                *count_include_pad,
+            ),
             FOp::Softmax { axis } => nn::softmax(g, x, *axis),
             FOp::LogSoftmax { axis } => nn::log_softmax(g, x, *axis),
             FOp::LayerNorm { axes, eps } => nn::layernorm(g, x, more(0)?, more(1)?, axes, *eps),
@@ -299,14 +326,27 @@ impl Lowerer<'_> {
                 let m = if *mask { Some(more(2)?) } else { None };
                 nn::attention(g, x, more(0)?, more(1)?, m, *causal, *scale)
             }
-            FOp::Binary(_) | FOp::Where | FOp::Call { .. } => Err(diag!(Internal, "`{}` is not a simple op", op.name())),
+            FOp::Binary(_) | FOp::Where | FOp::Call { .. } => {
+                Err(diag!(Internal, "`{}` is not a simple op", op.name()))
+            }
         }
     }
 
     /// Inlines a call of graph `gi`.
-    fn call(&mut self, gi: usize, name: &str, st: &FStmt, vals: &[Option<NodeId>], depth: usize) -> DResult<Vec<NodeId>> {
+    fn call(
+        &mut self,
+        gi: usize,
+        name: &str,
+        st: &FStmt,
+        vals: &[Option<NodeId>],
+        depth: usize,
+    ) -> DResult<Vec<NodeId>> {
         if depth + 1 > MAX_DEPTH {
-            return Err(diag!(RecursionLimit, "calling `{name}` would nest subgraphs deeper than {MAX_DEPTH}; is the recursion unbounded?").at(st.span));
+            return Err(diag!(
+                RecursionLimit,
+                "calling `{name}` would nest subgraphs deeper than {MAX_DEPTH}; is the recursion unbounded?"
+            )
+            .at(st.span));
         }
         let callee = &self.p.graphs[gi];
         let mut map = Subst::new();
@@ -317,13 +357,25 @@ impl Lowerer<'_> {
             let n = self.node(o, vals)?;
             let got = self.g.dtype(n);
             if got != prm.dtype {
-                return Err(diag!(DTypeMismatch, "argument `{}` of `{name}` is declared {} but {got} is passed", prm.name, prm.dtype).at(asp));
+                return Err(diag!(
+                    DTypeMismatch,
+                    "argument `{}` of `{name}` is declared {} but {got} is passed",
+                    prm.name,
+                    prm.dtype
+                )
+                .at(asp));
             }
             let shape = self.g.shape(n).to_vec();
             let what = format!("argument `{}` of `{name}`", prm.name);
             if shape.len() != prm.shape.len() {
                 let fmt = crate::tiny::infer::fmt_shape;
-                return Err(diag!(AxisSizeMismatch, "{what} is declared {} but {} is passed", fmt(&prm.shape), fmt(&shape)).at(asp));
+                return Err(diag!(
+                    AxisSizeMismatch,
+                    "{what} is declared {} but {} is passed",
+                    fmt(&prm.shape),
+                    fmt(&shape)
+                )
+                .at(asp));
             }
             let mut want = Vec::new();
             for (pd, ad) in prm.shape.iter().zip(&shape) {
@@ -347,7 +399,11 @@ impl Lowerer<'_> {
                     map.insert(s.clone(), Dim::int(*v));
                 }
                 None => {
-                    return Err(diag!(UnboundSymbol, "symbol `{s}` of `{name}` is not fixed by the arguments and has no default").at(st.span))
+                    return Err(diag!(
+                        UnboundSymbol,
+                        "symbol `{s}` of `{name}` is not fixed by the arguments and has no default"
+                    )
+                    .at(st.span))
                 }
             }
         }
@@ -358,7 +414,10 @@ impl Lowerer<'_> {
                 args[k] = Some(crate::frontend::ops::broadcast_to(&mut self.g, c, &shape)?);
             }
         }
-        let args: Vec<NodeId> = args.into_iter().collect::<Option<_>>().ok_or_else(|| diag!(Internal, "call of `{name}` misses an argument"))?;
+        let args: Vec<NodeId> = args
+            .into_iter()
+            .collect::<Option<_>>()
+            .ok_or_else(|| diag!(Internal, "call of `{name}` misses an argument"))?;
         let outs = self.inline(gi, args, &map, depth + 1)?;
         self.g.cur_span = Some(st.span);
         Ok(outs)
@@ -398,10 +457,12 @@ fn subst_movement(m: &Movement, subst: &Subst, sp: Span) -> DResult<Movement> {
         Movement::Pad { pads, value } => {
             Movement::Pad { pads: pads.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()?, value: *value }
         }
-        Movement::Shrink { bounds } => Movement::Shrink { bounds: bounds.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()? },
-        Movement::Slice { bounds } => {
-            Movement::Slice { bounds: bounds.iter().map(|(a, b, c)| Ok((d(a)?, d(b)?, d(c)?))).collect::<DResult<_>>()? }
+        Movement::Shrink { bounds } => {
+            Movement::Shrink { bounds: bounds.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()? }
         }
+        Movement::Slice { bounds } => Movement::Slice {
+            bounds: bounds.iter().map(|(a, b, c)| Ok((d(a)?, d(b)?, d(c)?))).collect::<DResult<_>>()?,
+        },
         other => other.clone(),
     })
 }

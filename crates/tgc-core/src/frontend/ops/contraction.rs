@@ -1,8 +1,8 @@
 //! `matmul` with tinygrad's explicit-broadcast semantics (`spec/001` §0,
 //! `spec/002` §5.1): no contraction op, only movement + `MUL` + `REDUCE SUM`.
 
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::sym::Dim;
 use crate::tiny::infer::fmt_shape;
 use crate::tiny::{BinaryOp, Graph, NodeId, ReduceOp};
@@ -39,17 +39,30 @@ pub fn matmul_acc(g: &mut Graph, a: NodeId, b: NodeId) -> DResult<NodeId> {
     let (sa, sb) = (g.shape(a).to_vec(), g.shape(b).to_vec());
     let (na, nb) = (sa.len(), sb.len());
     if na == 0 || nb == 0 {
-        return Err(fail(g, diag!(AxisSizeMismatch, "matmul needs operands of rank ≥ 1, got {} and {}", fmt_shape(&sa), fmt_shape(&sb))));
+        return Err(fail(
+            g,
+            diag!(AxisSizeMismatch, "matmul needs operands of rank ≥ 1, got {} and {}", fmt_shape(&sa), fmt_shape(&sb)),
+        ));
     }
     let (da, db) = (g.dtype(a), g.dtype(b));
     if da != db || da == DType::Bool {
-        return Err(fail(g, diag!(DTypeMismatch, "matmul operands have dtypes {da} and {db}; they must be the same numeric dtype")));
+        return Err(fail(
+            g,
+            diag!(DTypeMismatch, "matmul operands have dtypes {da} and {db}; they must be the same numeric dtype"),
+        ));
     }
     let kw = nb - nb.min(2);
     if sa[na - 1] != sb[kw] {
         return Err(fail(
             g,
-            diag!(AxisSizeMismatch, "matmul inner sizes differ: {} has K = {} but {} has {}", fmt_shape(&sa), sa[na - 1], fmt_shape(&sb), sb[kw]),
+            diag!(
+                AxisSizeMismatch,
+                "matmul inner sizes differ: {} has K = {} but {} has {}",
+                fmt_shape(&sa),
+                sa[na - 1],
+                fmt_shape(&sb),
+                sb[kw]
+            ),
         ));
     }
     let ins = (na - 1).min(nb - 1).min(1);

@@ -6,8 +6,8 @@
 //! (`spec/003`, `spec/002` §5.2). Nothing is materialised: no im2col.
 
 use crate::affine::AffExpr;
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::frontend::ir::Window;
 use crate::sym::Dim;
 use crate::tiny::infer::fmt_shape;
@@ -53,7 +53,14 @@ pub fn window(g: &mut Graph, x: NodeId, kernel: &[Dim; 2], w: &Window, pad_value
             _ => {
                 return Err(fail(
                     g,
-                    diag!(AxisSizeMismatch, "a {}x{} window (dilation {}) does not fit the padded input {}", kernel[0], kernel[1], w.dilation[k], fmt_shape(&padded)),
+                    diag!(
+                        AxisSizeMismatch,
+                        "a {}x{} window (dilation {}) does not fit the padded input {}",
+                        kernel[0],
+                        kernel[1],
+                        w.dilation[k],
+                        fmt_shape(&padded)
+                    ),
                 ))
             }
         }
@@ -84,12 +91,27 @@ pub fn window(g: &mut Graph, x: NodeId, kernel: &[Dim; 2], w: &Window, pad_value
 pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &Window, groups: i64) -> DResult<NodeId> {
     let (sx, sw) = (g.shape(x).to_vec(), g.shape(w).to_vec());
     if sx.len() != 4 || sw.len() != 4 {
-        return Err(fail(g, diag!(AxisSizeMismatch, "conv2d needs x [N, Cin, H, W] and w [Cout, Cin/groups, Kh, Kw], got {} and {}", fmt_shape(&sx), fmt_shape(&sw))));
+        return Err(fail(
+            g,
+            diag!(
+                AxisSizeMismatch,
+                "conv2d needs x [N, Cin, H, W] and w [Cout, Cin/groups, Kh, Kw], got {} and {}",
+                fmt_shape(&sx),
+                fmt_shape(&sw)
+            ),
+        ));
     }
     let dt = g.dtype(x);
     for o in [Some(w), bias].into_iter().flatten() {
         if g.dtype(o) != dt || dt == DType::Bool {
-            return Err(fail(g, diag!(DTypeMismatch, "conv2d operands have dtypes {dt} and {}; they must be the same numeric dtype", g.dtype(o))));
+            return Err(fail(
+                g,
+                diag!(
+                    DTypeMismatch,
+                    "conv2d operands have dtypes {dt} and {}; they must be the same numeric dtype",
+                    g.dtype(o)
+                ),
+            ));
         }
     }
     let gd = Dim::int(groups);
@@ -99,12 +121,20 @@ pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &W
             return Err(fail(g, diag!(AxisSizeMismatch, "{what} channels {c} are not divisible by groups = {groups}")));
         }
     }
-    let cin_g = cin.floordiv(&gd).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))?;
-    let rcout = cout.floordiv(&gd).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))?;
+    let cin_g =
+        cin.floordiv(&gd).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))?;
+    let rcout =
+        cout.floordiv(&gd).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))?;
     if cin_g != sw[1] && cin_g.as_int().is_some() && sw[1].as_int().is_some() {
         return Err(fail(
             g,
-            diag!(AxisSizeMismatch, "weight {} has {} input channels per group but x {} has {cin} / {groups} = {cin_g}", fmt_shape(&sw), sw[1], fmt_shape(&sx)),
+            diag!(
+                AxisSizeMismatch,
+                "weight {} has {} input channels per group but x {} has {cin} / {groups} = {cin_g}",
+                fmt_shape(&sw),
+                sw[1],
+                fmt_shape(&sx)
+            ),
         ));
     }
     let kernel = [sw[2].clone(), sw[3].clone()];
@@ -112,11 +142,20 @@ pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &W
     let (oy, ox) = (g.shape(xw)[2].clone(), g.shape(xw)[3].clone());
     let (kh, kw) = (kernel[0].clone(), kernel[1].clone());
     let one = Dim::int(1);
-    let x1 = g.reshape(xw, &[n.clone(), gd.clone(), cin_g.clone(), one.clone(), oy.clone(), ox.clone(), kh.clone(), kw.clone()])?;
-    let x2 = g.expand(x1, &[n.clone(), gd.clone(), cin_g.clone(), rcout.clone(), oy.clone(), ox.clone(), kh.clone(), kw.clone()])?;
+    let x1 = g.reshape(
+        xw,
+        &[n.clone(), gd.clone(), cin_g.clone(), one.clone(), oy.clone(), ox.clone(), kh.clone(), kw.clone()],
+    )?;
+    let x2 = g.expand(
+        x1,
+        &[n.clone(), gd.clone(), cin_g.clone(), rcout.clone(), oy.clone(), ox.clone(), kh.clone(), kw.clone()],
+    )?;
     let x3 = g.permute(x2, &[0, 1, 3, 4, 5, 2, 6, 7])?;
     let full = g.shape(x3).to_vec();
-    let w1 = g.reshape(w, &[one.clone(), gd.clone(), rcout.clone(), one.clone(), one.clone(), cin_g.clone(), kh.clone(), kw.clone()])?;
+    let w1 = g.reshape(
+        w,
+        &[one.clone(), gd.clone(), rcout.clone(), one.clone(), one.clone(), cin_g.clone(), kh.clone(), kw.clone()],
+    )?;
     let w2 = g.expand(w1, &full)?;
     let p = g.binary(BinaryOp::Mul, x3, w2)?;
     let acc = if dt.is_float() { DType::F32 } else { DType::I32 };

@@ -38,7 +38,8 @@ pub fn binary(g: &mut Graph, f: BinaryFn, a: NodeId, b: NodeId) -> DResult<NodeI
         BinaryFn::Gt => g.binary(BinaryOp::Cmplt, b, a),
         BinaryFn::Eq => g.binary(BinaryOp::Cmpeq, a, b),
         BinaryFn::Le | BinaryFn::Ge => {
-            let lt = if f == BinaryFn::Le { g.binary(BinaryOp::Cmplt, a, b)? } else { g.binary(BinaryOp::Cmplt, b, a)? };
+            let lt =
+                if f == BinaryFn::Le { g.binary(BinaryOp::Cmplt, a, b)? } else { g.binary(BinaryOp::Cmplt, b, a)? };
             let eq = g.binary(BinaryOp::Cmpeq, a, b)?;
             g.binary(BinaryOp::Max, lt, eq)
         }

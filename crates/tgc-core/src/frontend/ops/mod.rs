@@ -15,8 +15,8 @@
 //!   exactly and rounded to f32 (the reference interpreter's model); the
 //!   tests in `frontend/tests/numeric.rs` measure them on grids of inputs.
 
-use crate::diag::{DResult, Diagnostic};
 use crate::diag;
+use crate::diag::{DResult, Diagnostic};
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId, ReduceOp};
 use crate::DType;
@@ -164,7 +164,8 @@ pub fn count(g: &mut Graph, dims: &[Dim]) -> DResult<NodeId> {
 
 /// `x` (reduced over `axes` of `full`) reshaped to `full` with 1s at `axes`.
 pub fn keep_dims(g: &mut Graph, x: NodeId, full: &[Dim], axes: &[usize]) -> DResult<NodeId> {
-    let shape: Vec<Dim> = full.iter().enumerate().map(|(k, d)| if axes.contains(&k) { Dim::int(1) } else { d.clone() }).collect();
+    let shape: Vec<Dim> =
+        full.iter().enumerate().map(|(k, d)| if axes.contains(&k) { Dim::int(1) } else { d.clone() }).collect();
     if g.shape(x) == shape.as_slice() {
         return Ok(x);
     }

@@ -5,8 +5,8 @@
 //! `expand` (right-aligned, `-1` keeps) → RESHAPE + EXPAND; `unsqueeze`/
 //! `squeeze` → RESHAPE; `pad` → PAD; `shrink`/`slice` → SHRINK; `flip` → FLIP.
 
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::frontend::ir::Movement;
 use crate::sym::Dim;
 use crate::tiny::infer::fmt_shape;
@@ -30,7 +30,14 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
             let mut p = Vec::with_capacity(perm.len());
             for &a in perm {
                 if a < -r || a >= r {
-                    return Err(fail(g, diag!(InvalidPermutation, "{perm:?} is not a permutation of the {rank} axes of {}", fmt_shape(&shape))));
+                    return Err(fail(
+                        g,
+                        diag!(
+                            InvalidPermutation,
+                            "{perm:?} is not a permutation of the {rank} axes of {}",
+                            fmt_shape(&shape)
+                        ),
+                    ));
                 }
                 p.push(if a < 0 { (a + r) as usize } else { a as usize });
             }
@@ -44,7 +51,10 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
         }
         Movement::Expand { shape: to } => {
             if to.len() < rank {
-                return Err(fail(g, diag!(BroadcastMismatch, "cannot expand {} to the lower rank {}", fmt_shape(&shape), to.len())));
+                return Err(fail(
+                    g,
+                    diag!(BroadcastMismatch, "cannot expand {} to the lower rank {}", fmt_shape(&shape), to.len()),
+                ));
             }
             let lead = to.len() - rank;
             let target: Vec<Dim> = to
@@ -63,7 +73,10 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
         Movement::Squeeze { axis: a } => {
             let k = axis(g, *a, rank)?;
             if !shape[k].is_one() {
-                return Err(fail(g, diag!(AxisSizeMismatch, "cannot squeeze axis {k} of {}: its size is not 1", fmt_shape(&shape))));
+                return Err(fail(
+                    g,
+                    diag!(AxisSizeMismatch, "cannot squeeze axis {k} of {}: its size is not 1", fmt_shape(&shape)),
+                ));
             }
             let mut to = shape.clone();
             to.remove(k);

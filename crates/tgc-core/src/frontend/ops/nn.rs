@@ -2,8 +2,8 @@
 //! `attention`, decomposed into reductions and element-wise ops computed in
 //! f32 (f16/bf16 inputs are cast up first and the result cast back).
 
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::sym::Dim;
 use crate::tiny::infer::fmt_shape;
 use crate::tiny::{BinaryOp, Graph, NodeId, ReduceOp, UnaryOp};
@@ -11,7 +11,10 @@ use crate::DType;
 
 use super::contraction::matmul_acc;
 use super::reduce::divide_by_count;
-use super::{axes as norm_axes, axis as norm_axis, broadcast_to, cast_to, const_like, fail, keep_dims, require_float, upcast, LN_2, LOG2_E};
+use super::{
+    axes as norm_axes, axis as norm_axis, broadcast_to, cast_to, const_like, fail, keep_dims, require_float, upcast,
+    LN_2, LOG2_E,
+};
 
 /// `REDUCE op` of f32 `x` over `axes`, reshaped with 1s and expanded back to
 /// the shape of `x`.
@@ -148,7 +151,15 @@ pub fn causal_bias(g: &mut Graph, m: &Dim, n: &Dim) -> DResult<NodeId> {
 /// Errors: `AxisSizeMismatch` for D or N that differ or ranks < 2;
 /// `BroadcastMismatch` for batch axes or a mask that do not broadcast;
 /// `DTypeMismatch` for non-float or mixed dtypes.
-pub fn attention(g: &mut Graph, q: NodeId, k: NodeId, v: NodeId, mask: Option<NodeId>, causal: bool, scale: Option<f64>) -> DResult<NodeId> {
+pub fn attention(
+    g: &mut Graph,
+    q: NodeId,
+    k: NodeId,
+    v: NodeId,
+    mask: Option<NodeId>,
+    causal: bool,
+    scale: Option<f64>,
+) -> DResult<NodeId> {
     require_float(g, q, "attention")?;
     let dt = g.dtype(q);
     for (name, t) in [("k", k), ("v", v)] {
@@ -158,7 +169,10 @@ pub fn attention(g: &mut Graph, q: NodeId, k: NodeId, v: NodeId, mask: Option<No
     }
     for t in [q, k, v] {
         if g.shape(t).len() < 2 {
-            return Err(fail(g, diag!(AxisSizeMismatch, "attention operands need rank ≥ 2, got {}", fmt_shape(g.shape(t)))));
+            return Err(fail(
+                g,
+                diag!(AxisSizeMismatch, "attention operands need rank ≥ 2, got {}", fmt_shape(g.shape(t))),
+            ));
         }
     }
     let rk = g.shape(k).len();

@@ -7,8 +7,8 @@
 //! count of [`super::count`]); max error one rounding of `1/n` and one of
 //! the product, relative 2^-23 beyond the accumulation itself.
 
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::frontend::ir::{AxisRef, ReduceFn};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, NodeId, ReduceOp, UnaryOp};
@@ -23,7 +23,12 @@ use super::{broadcast_to, cast_to, count, fail, keep_dims};
 ///
 /// Errors: `InvalidAxis` for an index out of range, a repeated axis, or a
 /// name that sizes no axis or several.
-pub fn resolve_axes(g: &Graph, x: NodeId, axes: Option<&[AxisRef]>, dim_of: &dyn Fn(&str) -> DResult<Dim>) -> DResult<Vec<usize>> {
+pub fn resolve_axes(
+    g: &Graph,
+    x: NodeId,
+    axes: Option<&[AxisRef]>,
+    dim_of: &dyn Fn(&str) -> DResult<Dim>,
+) -> DResult<Vec<usize>> {
     let shape = g.shape(x).to_vec();
     let Some(axes) = axes else {
         return Ok((0..shape.len()).collect());
@@ -37,8 +42,22 @@ pub fn resolve_axes(g: &Graph, x: NodeId, axes: Option<&[AxisRef]>, dim_of: &dyn
                 let hits: Vec<usize> = (0..shape.len()).filter(|&k| shape[k] == d).collect();
                 match hits.as_slice() {
                     [k] => *k,
-                    [] => return Err(fail(g, diag!(InvalidAxis, "no axis has size `{n}` in {}", crate::tiny::infer::fmt_shape(&shape)))),
-                    _ => return Err(fail(g, diag!(InvalidAxis, "several axes have size `{n}` in {}; use an index", crate::tiny::infer::fmt_shape(&shape)))),
+                    [] => {
+                        return Err(fail(
+                            g,
+                            diag!(InvalidAxis, "no axis has size `{n}` in {}", crate::tiny::infer::fmt_shape(&shape)),
+                        ))
+                    }
+                    _ => {
+                        return Err(fail(
+                            g,
+                            diag!(
+                                InvalidAxis,
+                                "several axes have size `{n}` in {}; use an index",
+                                crate::tiny::infer::fmt_shape(&shape)
+                            ),
+                        ))
+                    }
                 }
             }
         };
@@ -67,7 +86,14 @@ pub fn default_acc(f: ReduceFn, dt: DType) -> DType {
 ///
 /// Errors: `DTypeMismatch` for `mean` of a non-float input or an
 /// accumulator that does not fit the input (`REDUCE` rules).
-pub fn reduce(g: &mut Graph, f: ReduceFn, x: NodeId, axes: &[usize], keepdim: bool, acc: Option<DType>) -> DResult<NodeId> {
+pub fn reduce(
+    g: &mut Graph,
+    f: ReduceFn,
+    x: NodeId,
+    axes: &[usize],
+    keepdim: bool,
+    acc: Option<DType>,
+) -> DResult<NodeId> {
     let dt = g.dtype(x);
     let full = g.shape(x).to_vec();
     let acc = acc.unwrap_or_else(|| default_acc(f, dt));

@@ -1,14 +1,9 @@
-//! Builders for syntax trees, standing in for the parser in tests.
-//!
-//! Positions: `at(line, col)` gives a span; builders without one use line 0.
+//! Builders for syntax trees, for tests that construct programs directly
+//! (positions are tested from source text in `errors.rs`); spans are 0:0.
 
 use crate::diag::Span;
 use crate::frontend::ast::*;
 use crate::DType;
-
-pub fn at(line: u32, col: u32) -> Span {
-    Span { line, col, ..Span::default() }
-}
 
 pub fn ident(name: &str, sp: Span) -> Ident {
     Ident { name: name.to_string(), span: sp }
@@ -16,10 +11,6 @@ pub fn ident(name: &str, sp: Span) -> Ident {
 
 pub fn n(name: &str) -> Expr {
     Expr::Name(ident(name, Span::default()))
-}
-
-pub fn n_at(name: &str, sp: Span) -> Expr {
-    Expr::Name(ident(name, sp))
 }
 
 pub fn int(v: i64) -> Expr {
@@ -43,11 +34,7 @@ pub fn pairs(v: &[[i64; 2]]) -> Expr {
 }
 
 pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
-    bin_at(op, a, b, Span::default())
-}
-
-pub fn bin_at(op: BinOp, a: Expr, b: Expr, sp: Span) -> Expr {
-    Expr::Binary { op, lhs: Box::new(a), rhs: Box::new(b), span: sp }
+    Expr::Binary { op, lhs: Box::new(a), rhs: Box::new(b), span: Span::default() }
 }
 
 pub fn call(f: &str, args: Vec<Expr>) -> Expr {
@@ -55,18 +42,11 @@ pub fn call(f: &str, args: Vec<Expr>) -> Expr {
 }
 
 pub fn call_kw(f: &str, args: Vec<Expr>, kw: Vec<(&str, Expr)>) -> Expr {
-    call_kw_at(f, args, kw, Span::default())
-}
-
-pub fn call_at(f: &str, args: Vec<Expr>, sp: Span) -> Expr {
-    call_kw_at(f, args, vec![], sp)
-}
-
-pub fn call_kw_at(f: &str, args: Vec<Expr>, kw: Vec<(&str, Expr)>, sp: Span) -> Expr {
+    let sp = Span::default();
     Expr::Call {
         callee: ident(f, sp),
         args,
-        kwargs: kw.into_iter().map(|(k, v)| (ident(k, Span::default()), v)).collect(),
+        kwargs: kw.into_iter().map(|(k, v)| (ident(k, sp), v)).collect(),
         span: sp,
     }
 }
@@ -92,7 +72,14 @@ pub fn destructure(targets: &[&str], value: Expr) -> Stmt {
 }
 
 /// A graph definition; `syms` are `(name, default)`.
-pub fn graph(name: &str, syms: &[(&str, Option<i64>)], params: Vec<TensorDecl>, results: Vec<TensorDecl>, body: Vec<Stmt>, ret: &[&str]) -> GraphDef {
+pub fn graph(
+    name: &str,
+    syms: &[(&str, Option<i64>)],
+    params: Vec<TensorDecl>,
+    results: Vec<TensorDecl>,
+    body: Vec<Stmt>,
+    ret: &[&str],
+) -> GraphDef {
     GraphDef {
         name: ident(name, Span::default()),
         syms: syms.iter().map(|(s, d)| SymDecl { name: ident(s, Span::default()), default: *d }).collect(),

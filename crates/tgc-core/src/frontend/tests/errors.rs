@@ -1,0 +1,154 @@
+//! Every error name the frontend emits, from source text, with the position
+//! it is reported at.
+
+use crate::diag::ErrorName::{self, *};
+use crate::frontend::parser::parse;
+use crate::frontend::to_tiny::lower;
+
+/// Lowers `src` and checks that it fails with `name` at the first occurrence
+/// of `at` in the source (1-based line and column); returns the message.
+fn expect_err(src: &str, name: ErrorName, at: &str) -> String {
+    let program = parse(src).unwrap_or_else(|e| panic!("parse: {e}"));
+    let e = match lower(&program, None) {
+        Ok(_) => panic!("expected {name} at `{at}`, but the program lowered"),
+        Err(e) => e,
+    };
+    let off = src.find(at).unwrap_or_else(|| panic!("`{at}` is not in the source"));
+    let line = src[..off].matches('\n').count() as u32 + 1;
+    let col = src[..off].rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+    let sp = e.span.unwrap_or_else(|| panic!("{e} has no span"));
+    assert_eq!((e.name, sp.line, sp.col), (name, line, col), "{e}");
+    e.message
+}
+
+#[test]
+fn broadcast_mismatch_is_at_the_operator() {
+    let src = "graph main(x: f32[4, 3], y: f32[4, 5]) -> (z: f32[4, 3]) {\n    z = x + y\n    return z\n}\n";
+    expect_err(src, BroadcastMismatch, "+ y");
+    let src = "graph<M, N> main(x: f32[M], y: f32[N]) -> (z: f32[M]) {\n    z = maximum(x, y)\n    return z\n}\n";
+    expect_err(src, BroadcastMismatch, "maximum");
+    let src = "graph main(x: f32[2, 3, 4]) -> (z: f32[2, 3, 4]) {\n    z = expand(x, [2, 5, 4])\n    return z\n}\n";
+    expect_err(src, BroadcastMismatch, "expand");
+}
+
+#[test]
+fn axis_size_mismatch_is_at_the_call_or_the_return() {
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[5, 2]) {\n    z = reshape(x, [5, 2])\n    return z\n}\n";
+    expect_err(src, AxisSizeMismatch, "reshape");
+    let src = "graph main(a: f32[2, 3], b: f32[4, 5]) -> (z: f32[2, 5]) {\n    z = matmul(a, b)\n    return z\n}\n";
+    let m = expect_err(src, AxisSizeMismatch, "matmul");
+    assert!(m.contains("inner"), "{m}");
+    let src = "graph main(x: f32[1, 4, 8, 8], w: f32[2, 3, 3, 3]) -> (z: f32[1, 2, 6, 6]) {\n    z = conv2d(x, w)\n    return z\n}\n";
+    expect_err(src, AxisSizeMismatch, "conv2d");
+    let src = "graph main(x: f32[1, 6, 8, 8], w: f32[4, 2, 3, 3]) -> (z: f32[1, 4, 6, 6]) {\n    z = conv2d(x, w, groups=4)\n    return z\n}\n";
+    expect_err(src, AxisSizeMismatch, "conv2d");
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[4, 4]) {\n    z = relu(x)\n    return z\n}\n";
+    expect_err(src, AxisSizeMismatch, "z\n}");
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[4, 3]) {\n    z = squeeze(x, 0)\n    return z\n}\n";
+    expect_err(src, AxisSizeMismatch, "squeeze");
+    let src = "graph main(x: f32[0]) -> (z: f32[1]) {\n    return x\n}\n";
+    expect_err(src, AxisSizeMismatch, "0]");
+}
+
+#[test]
+fn invalid_permutation_is_at_the_call() {
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[3, 4]) {\n    z = permute(x, [1, 1])\n    return z\n}\n";
+    expect_err(src, InvalidPermutation, "permute");
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[3, 4]) {\n    z = permute(x, [1, 0, 2])\n    return z\n}\n";
+    expect_err(src, InvalidPermutation, "permute");
+}
+
+#[test]
+fn dtype_mismatch_is_at_the_operator_literal_or_return() {
+    let src = "graph main(x: f32[4], y: f16[4]) -> (z: f32[4]) {\n    z = x * y\n    return z\n}\n";
+    expect_err(src, DTypeMismatch, "* y");
+    let src = "graph main(x: i32[4]) -> (z: i32[4]) {\n    z = x + 0.5\n    return z\n}\n";
+    let m = expect_err(src, DTypeMismatch, "0.5");
+    assert!(m.contains("float literal"), "{m}");
+    let src = "graph main(x: f32[4]) -> (z: f16[4]) {\n    z = relu(x)\n    return z\n}\n";
+    expect_err(src, DTypeMismatch, "z\n}");
+    let src = "graph main(x: i32[4]) -> (z: i32[4]) {\n    z = exp(x)\n    return z\n}\n";
+    expect_err(src, DTypeMismatch, "exp");
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = where(x, x, x)\n    return z\n}\n";
+    expect_err(src, DTypeMismatch, "where");
+    let src = "graph main(x: i32[4]) -> (z: i32[4]) {\n    z = x / 2\n    return z\n}\n";
+    expect_err(src, DTypeMismatch, "/ 2");
+    let src = "graph f(a: f16[4]) -> (b: f16[4]) {\n    b = neg(a)\n    return b\n}\ngraph main(x: f32[4]) -> (z: f16[4]) {\n    z = f(x)\n    return z\n}\n";
+    expect_err(src, DTypeMismatch, "x)\n");
+}
+
+#[test]
+fn unknown_op_is_at_the_callee_with_a_suggestion() {
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = frobnicate(x)\n    return z\n}\n";
+    expect_err(src, UnknownOp, "frobnicate");
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = softmaxx(x)\n    return z\n}\n";
+    let m = expect_err(src, UnknownOp, "softmaxx");
+    assert!(m.contains("did you mean `softmax`"), "{m}");
+}
+
+#[test]
+fn unknown_name_is_at_the_name() {
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = relu(q)\n    return z\n}\n";
+    expect_err(src, UnknownName, "q)");
+    let src = "graph main(xs: f32[4]) -> (z: f32[4]) {\n    z = relu(x)\n    return z\n}\n";
+    let m = expect_err(src, UnknownName, "x)");
+    assert!(m.contains("did you mean `xs`"), "{m}");
+    let src = "graph<M> main(x: f32[M, K]) -> (z: f32[M]) {\n    z = sum(x, axes=[1])\n    return z\n}\n";
+    expect_err(src, UnknownName, "K]");
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = relu(x)\n    return w\n}\n";
+    expect_err(src, UnknownName, "w\n");
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = reshape(x, [M])\n    return z\n}\n";
+    expect_err(src, UnknownName, "M]");
+}
+
+#[test]
+fn arity_mismatch_is_at_the_call_or_return() {
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = relu(x, x)\n    return z\n}\n";
+    expect_err(src, ArityMismatch, "relu");
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    z = where(x > 0, x)\n    return z\n}\n";
+    expect_err(src, ArityMismatch, "where");
+    let two = "graph two(a: f32[4]) -> (b: f32[4], c: f32[4]) {\n    b = relu(a)\n    c = neg(a)\n    return b, c\n}\n";
+    let src = format!("{two}graph main(x: f32[4]) -> (z: f32[4]) {{\n    (p, q, r) = two(x)\n    return p\n}}\n");
+    expect_err(&src, ArityMismatch, "two(x)");
+    let src = format!("{two}graph main(x: f32[4]) -> (z: f32[4]) {{\n    z = relu(two(x))\n    return z\n}}\n");
+    expect_err(&src, ArityMismatch, "two(x)");
+    let src = "graph main(x: f32[4]) -> (z: f32[4]) {\n    (a, b) = relu(x)\n    return a\n}\n";
+    expect_err(src, ArityMismatch, "relu");
+    let src = "graph main(x: f32[4]) -> (z: f32[4], y: f32[4]) {\n    z = relu(x)\n    return z\n}\n";
+    expect_err(src, ArityMismatch, "return");
+}
+
+#[test]
+fn negative_stride_is_at_the_step() {
+    let src = "graph main(x: f32[4]) -> (z: f32[2]) {\n    z = slice(x, [[0, 4, 0]])\n    return z\n}\n";
+    expect_err(src, NegativeStride, "0]]");
+    let src = "graph main(x: f32[4]) -> (z: f32[2]) {\n    z = slice(x, [[3, 0, -1]])\n    return z\n}\n";
+    expect_err(src, NegativeStride, "-1]]");
+    let src = "graph main(x: f32[1, 1, 8, 8]) -> (z: f32[1, 1, 4, 4]) {\n    z = maxpool2d(x, kernel=2, stride=0)\n    return z\n}\n";
+    expect_err(src, NegativeStride, "maxpool2d");
+}
+
+#[test]
+fn recursion_without_a_base_case_stops_at_the_limit() {
+    let src = "graph f(a: f32[4]) -> (b: f32[4]) {\n    b = f(a)\n    return b\n}\ngraph main(x: f32[4]) -> (z: f32[4]) {\n    z = f(x)\n    return z\n}\n";
+    expect_err(src, RecursionLimit, "f(a)");
+    let src = "graph f(a: f32[4]) -> (b: f32[4]) {\n    b = g(a) + g(a)\n    return b\n}\ngraph g(a: f32[4]) -> (b: f32[4]) {\n    b = f(a)\n    return b\n}\ngraph main(x: f32[4]) -> (z: f32[4]) {\n    z = f(x)\n    return z\n}\n";
+    expect_err(src, RecursionLimit, "f(a)\n");
+}
+
+#[test]
+fn other_names_have_positions_too() {
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[4, 3]) {\n    z = softmax(x, axis=2)\n    return z\n}\n";
+    expect_err(src, InvalidAxis, "softmax");
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[4, 3]) {\n    z = softmax(x, axes=1)\n    return z\n}\n";
+    let m = expect_err(src, SyntaxError, "axes");
+    assert!(m.contains("did you mean `axis`"), "{m}");
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[4, 3]) {\n    z = cast(x, f64)\n    return z\n}\n";
+    expect_err(src, SyntaxError, "f64");
+    let src = "graph main(x: f32[4, 3]) -> (z: f32[4, 3]) {\n    z = transpose(x, [0], 1)\n    return z\n}\n";
+    expect_err(src, SyntaxError, "[0]");
+    let src = "graph<S> f(a: f32[4]) -> (b: f32[S]) {\n    b = reshape(a, [S])\n    return b\n}\ngraph main(x: f32[4]) -> (z: f32[4]) {\n    z = f(x)\n    return z\n}\n";
+    expect_err(src, UnboundSymbol, "f(x)");
+    let src = "graph<M> main(x: f32[M, M]) -> (z: f32[M]) {\n    z = sum(x, axes=[M])\n    return z\n}\n";
+    expect_err(src, InvalidAxis, "sum");
+}

@@ -104,12 +104,15 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
                     rnd(dt, y, round)
                 })
                 .collect(),
-            Op::Where => (0..total).map(|i| if src[0].data[i] != 0.0 { src[1].data[i] } else { src[2].data[i] }).collect(),
+            Op::Where => {
+                (0..total).map(|i| if src[0].data[i] != 0.0 { src[1].data[i] } else { src[2].data[i] }).collect()
+            }
             Op::Reduce { op, axes } => {
                 let mut acc = vec![op.identity(dt); total];
                 for (i, &x) in src[0].data.iter().enumerate() {
                     let idx = unravel(i, &src[0].shape);
-                    let kept: Vec<usize> = idx.iter().enumerate().filter(|(k, _)| !axes.contains(k)).map(|(_, v)| *v).collect();
+                    let kept: Vec<usize> =
+                        idx.iter().enumerate().filter(|(k, _)| !axes.contains(k)).map(|(_, v)| *v).collect();
                     let j = ravel(&kept, &shape);
                     acc[j] = match op {
                         ReduceOp::Sum => acc[j] + x,
@@ -132,7 +135,8 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
             ),
             Op::Expand => gather(
                 &|o| {
-                    let i: Vec<usize> = o.iter().zip(&src[0].shape).map(|(&v, &d)| if d == 1 { 0 } else { v }).collect();
+                    let i: Vec<usize> =
+                        o.iter().zip(&src[0].shape).map(|(&v, &d)| if d == 1 { 0 } else { v }).collect();
                     Some(ravel(&i, &src[0].shape))
                 },
                 0.0,
@@ -164,7 +168,11 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
             ),
             Op::Flip { axes } => gather(
                 &|o| {
-                    let i: Vec<usize> = o.iter().enumerate().map(|(k, &v)| if axes.contains(&k) { src[0].shape[k] - 1 - v } else { v }).collect();
+                    let i: Vec<usize> = o
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &v)| if axes.contains(&k) { src[0].shape[k] - 1 - v } else { v })
+                        .collect();
                     Some(ravel(&i, &src[0].shape))
                 },
                 0.0,

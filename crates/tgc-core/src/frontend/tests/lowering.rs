@@ -73,7 +73,12 @@ fn dsl_example_lowers_to_tinygrad_matmul() {
 fn frontend_dump_lists_statements() {
     let p = resolve::resolve(&gemm_bias_relu()).unwrap();
     let text = ir::dump(&p);
-    assert!(text.starts_with("graph gemm_bias_relu<M=128, N=256, K=64>(x: f16[M, K], w: f16[K, N], bias: f16[N]) -> (y: f16[M, N])"), "{text}");
+    assert!(
+        text.starts_with(
+            "graph gemm_bias_relu<M=128, N=256, K=64>(x: f16[M, K], w: f16[K, N], bias: f16[N]) -> (y: f16[M, N])"
+        ),
+        "{text}"
+    );
     assert!(text.contains("  acc = matmul(x, w)"), "{text}");
     assert!(text.contains("  %4 = add(acc, bias)"), "{text}");
     assert!(text.contains("  y = relu(%4)"), "{text}");
@@ -157,12 +162,27 @@ fn movement_ops_have_their_shapes() {
         (call("reshape", vec![n("x"), list(vec![n("M"), int(-1)])]), &["M", "12"]),
         (call("permute", vec![n("x"), ints(&[2, 0, 1])]), &["4", "M", "3"]),
         (call("transpose", vec![n("x"), int(-1), int(0)]), &["4", "3", "M"]),
-        (call("expand", vec![call("unsqueeze", vec![n("x"), int(0)]), list(vec![int(2), int(-1), int(-1), int(-1)])]), &["2", "M", "3", "4"]),
+        (
+            call(
+                "expand",
+                vec![call("unsqueeze", vec![n("x"), int(0)]), list(vec![int(2), int(-1), int(-1), int(-1)])],
+            ),
+            &["2", "M", "3", "4"],
+        ),
         (call("unsqueeze", vec![n("x"), int(-1)]), &["M", "3", "4", "1"]),
         (call("squeeze", vec![call("unsqueeze", vec![n("x"), int(1)]), int(1)]), &["M", "3", "4"]),
-        (call_kw("pad", vec![n("x"), pairs(&[[0, 0], [1, 2], [0, 1]])], vec![("value", float(-1.0))]), &["M", "6", "5"]),
-        (call("shrink", vec![n("x"), list(vec![list(vec![int(0), n("M")]), ints(&[1, 3]), ints(&[0, 4])])]), &["M", "2", "4"]),
-        (call("slice", vec![n("x"), list(vec![list(vec![int(0), n("M")]), ints(&[0, 3, 2]), ints(&[1, 4])])]), &["M", "2", "3"]),
+        (
+            call_kw("pad", vec![n("x"), pairs(&[[0, 0], [1, 2], [0, 1]])], vec![("value", float(-1.0))]),
+            &["M", "6", "5"],
+        ),
+        (
+            call("shrink", vec![n("x"), list(vec![list(vec![int(0), n("M")]), ints(&[1, 3]), ints(&[0, 4])])]),
+            &["M", "2", "4"],
+        ),
+        (
+            call("slice", vec![n("x"), list(vec![list(vec![int(0), n("M")]), ints(&[0, 3, 2]), ints(&[1, 4])])]),
+            &["M", "2", "3"],
+        ),
         (call("flip", vec![n("x"), ints(&[0, -1])]), &["M", "3", "4"]),
     ];
     for (e, shape) in cases {
@@ -182,7 +202,13 @@ fn conv2d_lowers_with_groups_stride_pad_dilation_and_bias() {
             call_kw(
                 "conv2d",
                 vec![n("x"), n("w")],
-                vec![("bias", n("b")), ("stride", ints(&[2, 2])), ("pad", ints(&[1, 0, 2, 1])), ("dilation", ints(&[1, 2])), ("groups", int(2))],
+                vec![
+                    ("bias", n("b")),
+                    ("stride", ints(&[2, 2])),
+                    ("pad", ints(&[1, 0, 2, 1])),
+                    ("dilation", ints(&[1, 2])),
+                    ("groups", int(2)),
+                ],
             ),
         )],
         &["y"],
@@ -220,13 +246,20 @@ fn conv2d_with_symbolic_sizes_keeps_the_output_formula() {
 #[test]
 fn pools_lower() {
     let kw = |k: &[i64]| vec![("kernel", ints(k)), ("stride", ints(&[2, 2])), ("pad", ints(&[1, 1]))];
-    let g = one(&["N", "C", "8", "8"], F16, call_kw("maxpool2d", vec![n("x")], kw(&[3, 3])), F16, &["N", "C", "4", "4"]);
+    let g =
+        one(&["N", "C", "8", "8"], F16, call_kw("maxpool2d", vec![n("x")], kw(&[3, 3])), F16, &["N", "C", "4", "4"]);
     assert!(g.nodes().iter().any(|n| matches!(&n.op, Op::Pad { value, .. } if *value == f64::NEG_INFINITY)));
     one(&["N", "C", "8", "8"], F32, call_kw("avgpool2d", vec![n("x")], kw(&[3, 3])), F32, &["N", "C", "4", "4"]);
     let mut k = kw(&[2, 2]);
     k.push(("count_include_pad", Expr::Bool(true, Default::default())));
     one(&["C", "8", "8"], F32, call_kw("avgpool2d", vec![n("x")], k), F32, &["C", "5", "5"]);
-    one(&["N", "C", "8", "8"], F32, call_kw("maxpool2d", vec![n("x")], vec![("kernel", int(2))]), F32, &["N", "C", "4", "4"]);
+    one(
+        &["N", "C", "8", "8"],
+        F32,
+        call_kw("maxpool2d", vec![n("x")], vec![("kernel", int(2))]),
+        F32,
+        &["N", "C", "4", "4"],
+    );
 }
 
 #[test]
@@ -243,10 +276,19 @@ fn normalisations_and_attention_lower() {
     )]);
     lower_ok(&p);
     let att = |kw: Vec<(&str, Expr)>, extra: Vec<crate::frontend::ast::TensorDecl>| {
-        let mut params = vec![t("q", F16, &["B", "H", "M", "D"]), t("k", F16, &["B", "H", "N", "D"]), t("v", F16, &["B", "H", "N", "D"])];
+        let mut params = vec![
+            t("q", F16, &["B", "H", "M", "D"]),
+            t("k", F16, &["B", "H", "N", "D"]),
+            t("v", F16, &["B", "H", "N", "D"]),
+        ];
         params.extend(extra);
         let syms: Vec<(&str, Option<i64>)> = ["B", "H", "M", "N", "D"].iter().map(|s| (*s, None)).collect();
-        lower_ok(&single(&syms, params, t("o", F16, &["B", "H", "M", "D"]), call_kw("attention", vec![n("q"), n("k"), n("v")], kw)))
+        lower_ok(&single(
+            &syms,
+            params,
+            t("o", F16, &["B", "H", "M", "D"]),
+            call_kw("attention", vec![n("q"), n("k"), n("v")], kw),
+        ))
     };
     att(vec![], vec![]);
     att(vec![("causal", Expr::Bool(true, Default::default())), ("scale", float(0.125))], vec![]);
@@ -262,18 +304,34 @@ fn subgraphs_inline_with_symbol_binding_and_destructuring() {
         vec![t("x", F32, &["R", "4"])],
         vec![t("lo", F32, &["R", "S"]), t("hi", F32, &["R", "S"])],
         vec![
-            assign("lo", call("shrink", vec![n("x"), list(vec![list(vec![int(0), n("R")]), list(vec![int(0), n("S")])])])),
-            assign("hi", call("shrink", vec![n("x"), list(vec![list(vec![int(0), n("R")]), list(vec![n("S"), int(4)])])])),
+            assign(
+                "lo",
+                call("shrink", vec![n("x"), list(vec![list(vec![int(0), n("R")]), list(vec![int(0), n("S")])])]),
+            ),
+            assign(
+                "hi",
+                call("shrink", vec![n("x"), list(vec![list(vec![int(0), n("R")]), list(vec![n("S"), int(4)])])]),
+            ),
         ],
         &["lo", "hi"],
     );
-    let twice = graph("twice", &[], vec![t("z", F32, &["3", "2"])], vec![t("r", F32, &["3", "2"])], vec![assign("r", bin(BinOp::Mul, n("z"), int(2)))], &["r"]);
+    let twice = graph(
+        "twice",
+        &[],
+        vec![t("z", F32, &["3", "2"])],
+        vec![t("r", F32, &["3", "2"])],
+        vec![assign("r", bin(BinOp::Mul, n("z"), int(2)))],
+        &["r"],
+    );
     let main = graph(
         "main",
         &[],
         vec![t("x", F32, &["3", "4"])],
         vec![t("y", F32, &["3", "2"])],
-        vec![destructure(&["a", "b"], call("split", vec![n("x")])), assign("y", bin(BinOp::Add, call("twice", vec![n("a")]), n("b")))],
+        vec![
+            destructure(&["a", "b"], call("split", vec![n("x")])),
+            assign("y", bin(BinOp::Add, call("twice", vec![n("a")]), n("b"))),
+        ],
         &["y"],
     );
     let g = lower_ok(&program(vec![split, twice, main]));
@@ -285,8 +343,22 @@ fn subgraphs_inline_with_symbol_binding_and_destructuring() {
 
 #[test]
 fn entry_is_main_or_named() {
-    let a = graph("a", &[], vec![t("x", F32, &["2"])], vec![t("y", F32, &["2"])], vec![assign("y", call("relu", vec![n("x")]))], &["y"]);
-    let main = graph("main", &[], vec![t("x", F32, &["2"])], vec![t("y", F32, &["2"])], vec![assign("y", call("a", vec![n("x")]))], &["y"]);
+    let a = graph(
+        "a",
+        &[],
+        vec![t("x", F32, &["2"])],
+        vec![t("y", F32, &["2"])],
+        vec![assign("y", call("relu", vec![n("x")]))],
+        &["y"],
+    );
+    let main = graph(
+        "main",
+        &[],
+        vec![t("x", F32, &["2"])],
+        vec![t("y", F32, &["2"])],
+        vec![assign("y", call("a", vec![n("x")]))],
+        &["y"],
+    );
     let p = program(vec![a, main]);
     assert_eq!(lower(&p, None).unwrap().name, "main");
     assert_eq!(lower(&p, Some("a")).unwrap().name, "a");
@@ -300,7 +372,11 @@ fn literals_alone_and_returned_take_dtypes() {
         &[],
         vec![t("x", F16, &["2"])],
         vec![t("y", F16, &["2"]), t("c", F32, &["3"])],
-        vec![assign("k", bin(BinOp::Div, int(1), int(4))), assign("y", bin(BinOp::Mul, n("x"), n("k"))), assign("c", float(1.5))],
+        vec![
+            assign("k", bin(BinOp::Div, int(1), int(4))),
+            assign("y", bin(BinOp::Mul, n("x"), n("k"))),
+            assign("c", float(1.5)),
+        ],
         &["y", "c"],
     )]);
     let g = lower_ok(&p);
@@ -308,4 +384,3 @@ fn literals_alone_and_returned_take_dtypes() {
     assert_eq!(fmt_shape(g.shape(g.outputs[1].node)), "[3]");
     assert!(g.nodes().iter().any(|n| n.op == Op::Const { value: 0.25 } && n.ty.dtype == F16));
 }
-

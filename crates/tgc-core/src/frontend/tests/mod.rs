@@ -5,5 +5,6 @@
 mod ast_build;
 mod errors;
 mod eval;
+mod examples;
 mod lowering;
 mod numeric;

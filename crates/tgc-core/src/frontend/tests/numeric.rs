@@ -5,8 +5,8 @@
 use super::eval::{eval, random, Tensor};
 use crate::frontend::ir::UnaryFn;
 use crate::frontend::ops::elementwise;
-use crate::tiny::{Graph, Output};
 use crate::sym::Dim;
+use crate::tiny::{Graph, Output};
 use crate::DType::F32;
 
 /// erf by its everywhere-convergent series
@@ -40,7 +40,9 @@ fn reference(f: UnaryFn, x: f64) -> f64 {
         UnaryFn::Silu => x * sigmoid_ref(x),
         UnaryFn::Erf => erf_ref(x),
         UnaryFn::Gelu => 0.5 * x * (1.0 + erf_ref(x / std::f64::consts::SQRT_2)),
-        UnaryFn::GeluTanh => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
+        UnaryFn::GeluTanh => {
+            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }
         _ => f64::NAN,
     }
 }
@@ -155,7 +157,12 @@ fn matmul_matches_naive_batched_product() {
     let (b, m, k, nc) = (2, 3, 5, 4);
     let a = random(&[b, m, k], 1, -1.0, 1.0);
     let w = random(&[k, nc], 2, -1.0, 1.0);
-    let y = run_graph(vec![decl("a", &[b, m, k]), decl("w", &[k, nc])], &["2", "3", "4"], call("matmul", vec![n("a"), n("w")]), &[("a", a.clone()), ("w", w.clone())]);
+    let y = run_graph(
+        vec![decl("a", &[b, m, k]), decl("w", &[k, nc])],
+        &["2", "3", "4"],
+        call("matmul", vec![n("a"), n("w")]),
+        &[("a", a.clone()), ("w", w.clone())],
+    );
     let mut want = Vec::new();
     for i in 0..b * m * nc {
         let ix = unravel(i, &[b, m, nc]);
@@ -163,14 +170,28 @@ fn matmul_matches_naive_batched_product() {
     }
     assert_close(&y, &want, 1e-6, "matmul");
     let v = random(&[k], 3, -1.0, 1.0);
-    let y = run_graph(vec![decl("v", &[k]), decl("w", &[k, nc])], &["4"], call("matmul", vec![n("v"), n("w")]), &[("v", v.clone()), ("w", w.clone())]);
+    let y = run_graph(
+        vec![decl("v", &[k]), decl("w", &[k, nc])],
+        &["4"],
+        call("matmul", vec![n("v"), n("w")]),
+        &[("v", v.clone()), ("w", w.clone())],
+    );
     let want: Vec<f64> = (0..nc).map(|j| (0..k).map(|kk| v.at(&[kk]) * w.at(&[kk, j])).sum()).collect();
     assert_close(&y, &want, 1e-6, "vector·matrix");
 }
 
 /// Naive NCHW/OIHW convolution with asymmetric padding.
 #[allow(clippy::too_many_arguments)]
-fn conv_ref(x: &Tensor, w: &Tensor, bias: &[f64], s: [usize; 2], p: [usize; 4], d: [usize; 2], groups: usize, out: &[usize]) -> Vec<f64> {
+fn conv_ref(
+    x: &Tensor,
+    w: &Tensor,
+    bias: &[f64],
+    s: [usize; 2],
+    p: [usize; 4],
+    d: [usize; 2],
+    groups: usize,
+    out: &[usize],
+) -> Vec<f64> {
     let (cin_g, kh, kw) = (w.shape[1], w.shape[2], w.shape[3]);
     let rcout = w.shape[0] / groups;
     let mut y = Vec::new();
@@ -200,7 +221,13 @@ fn conv2d_matches_naive_convolution() {
     let w = random(&[6, 2, 3, 3], 5, -1.0, 1.0);
     let b = random(&[6], 6, -1.0, 1.0);
     let out = [2, 6, 4, 4];
-    let kw = vec![("bias", n("b")), ("stride", ints(&[2, 2])), ("pad", ints(&[1, 0, 2, 1])), ("dilation", ints(&[1, 2])), ("groups", int(2))];
+    let kw = vec![
+        ("bias", n("b")),
+        ("stride", ints(&[2, 2])),
+        ("pad", ints(&[1, 0, 2, 1])),
+        ("dilation", ints(&[1, 2])),
+        ("groups", int(2)),
+    ];
     let y = run_graph(
         vec![decl("x", &x.shape), decl("w", &w.shape), decl("b", &b.shape)],
         &["2", "6", "4", "4"],
@@ -208,10 +235,12 @@ fn conv2d_matches_naive_convolution() {
         &[("x", x.clone()), ("w", w.clone()), ("b", b.clone())],
     );
     assert_close(&y, &conv_ref(&x, &w, &b.data, [2, 2], [1, 0, 2, 1], [1, 2], 2, &out), 1e-5, "conv2d");
-    let y = run_graph(vec![decl("x", &x.shape), decl("w", &[3, 4, 2, 2])], &["2", "3", "8", "7"], call("conv2d", vec![n("x"), n("w")]), &[
-        ("x", x.clone()),
-        ("w", random(&[3, 4, 2, 2], 7, -1.0, 1.0)),
-    ]);
+    let y = run_graph(
+        vec![decl("x", &x.shape), decl("w", &[3, 4, 2, 2])],
+        &["2", "3", "8", "7"],
+        call("conv2d", vec![n("x"), n("w")]),
+        &[("x", x.clone()), ("w", random(&[3, 4, 2, 2], 7, -1.0, 1.0))],
+    );
     let w2 = random(&[3, 4, 2, 2], 7, -1.0, 1.0);
     assert_close(&y, &conv_ref(&x, &w2, &[0.0; 3], [1, 1], [0; 4], [1, 1], 1, &[2, 3, 8, 7]), 1e-5, "conv2d plain");
 }
@@ -253,11 +282,28 @@ fn pools_match_naive_pooling() {
         }
         v
     };
-    let go = |f: &str, extra| run_graph(vec![decl("x", &x.shape)], &["1", "2", "4", "4"], call_kw(f, vec![n("x")], kw(extra)), &[("x", x.clone())]);
+    let go = |f: &str, extra| {
+        run_graph(
+            vec![decl("x", &x.shape)],
+            &["1", "2", "4", "4"],
+            call_kw(f, vec![n("x")], kw(extra)),
+            &[("x", x.clone())],
+        )
+    };
     // All inputs are negative, so a zero from the padding would win a max.
     assert_close(&go("maxpool2d", None), &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, None), 1e-6, "maxpool2d");
-    assert_close(&go("avgpool2d", Some(true)), &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, Some(true)), 1e-6, "avgpool2d cip");
-    assert_close(&go("avgpool2d", Some(false)), &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, Some(false)), 1e-6, "avgpool2d");
+    assert_close(
+        &go("avgpool2d", Some(true)),
+        &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, Some(true)),
+        1e-6,
+        "avgpool2d cip",
+    );
+    assert_close(
+        &go("avgpool2d", Some(false)),
+        &pool_ref(&x, [3, 2], [2, 2], [1, 1], &out, Some(false)),
+        1e-6,
+        "avgpool2d",
+    );
 }
 
 fn softmax_rows(x: &Tensor) -> (Vec<f64>, Vec<f64>) {
@@ -282,7 +328,12 @@ fn softmax_and_log_softmax_match_within_their_bounds() {
         let d = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - x.data[k];
         assert!((a - b).abs() <= b * (4.0 * d + 4.0) * U, "softmax {a} vs {b}");
     }
-    let y = run_graph(vec![decl("x", &x.shape)], &["4", "1024"], call_kw("log_softmax", vec![n("x")], vec![("axis", int(-1))]), &[("x", x.clone())]);
+    let y = run_graph(
+        vec![decl("x", &x.shape)],
+        &["4", "1024"],
+        call_kw("log_softmax", vec![n("x")], vec![("axis", int(-1))]),
+        &[("x", x.clone())],
+    );
     for (a, b) in y.data.iter().zip(&l) {
         assert!((a - b).abs() <= (2.0 * b.abs() + 2.0) * U, "log_softmax {a} vs {b}");
     }
@@ -343,7 +394,11 @@ fn attention_case(b: usize, h: usize, m: usize, nn: usize, d: usize) {
             let s: Vec<f64> = (0..nn)
                 .map(|j| {
                     let dot: f64 = (0..d).map(|c| q.at(&[0, hh, i, c]) * k.at(&[0, hh, j, c])).sum();
-                    if j <= i { dot / (d as f64).sqrt() + mask.at(&[i, j]) } else { f64::NEG_INFINITY }
+                    if j <= i {
+                        dot / (d as f64).sqrt() + mask.at(&[i, j])
+                    } else {
+                        f64::NEG_INFINITY
+                    }
                 })
                 .collect();
             let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -362,7 +417,8 @@ fn reductions_comparisons_and_movement_compute_the_right_values() {
     let ones = Tensor::new(&[3], vec![1.0, 5.0, 3.0]);
     let cmp = |op: BinOp| {
         let e = call("cast", vec![bin(op, n("x"), n("o")), n("f32")]);
-        run_graph(vec![decl("x", &[2, 3]), decl("o", &[3])], &["2", "3"], e, &[("x", x.clone()), ("o", ones.clone())]).data
+        run_graph(vec![decl("x", &[2, 3]), decl("o", &[3])], &["2", "3"], e, &[("x", x.clone()), ("o", ones.clone())])
+            .data
     };
     assert_eq!(cmp(BinOp::Le), [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]);
     assert_eq!(cmp(BinOp::Ge), [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]);
@@ -371,9 +427,18 @@ fn reductions_comparisons_and_movement_compute_the_right_values() {
     let y = Tensor::new(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let one = |e: Expr, ys: &[&str]| run_graph(vec![decl("x", &[2, 3])], ys, e, &[("x", y.clone())]).data;
     assert_eq!(one(call_kw("mean", vec![n("x")], vec![("axes", ints(&[1]))]), &["2"]), [2.0, 5.0]);
-    assert_eq!(one(call_kw("max", vec![n("x")], vec![("axes", ints(&[0])), ("keepdim", Expr::Bool(true, Default::default()))]), &["1", "3"]), [4.0, 5.0, 6.0]);
+    assert_eq!(
+        one(
+            call_kw("max", vec![n("x")], vec![("axes", ints(&[0])), ("keepdim", Expr::Bool(true, Default::default()))]),
+            &["1", "3"]
+        ),
+        [4.0, 5.0, 6.0]
+    );
     assert_eq!(one(call("flip", vec![n("x"), ints(&[1])]), &["2", "3"]), [3.0, 2.0, 1.0, 6.0, 5.0, 4.0]);
-    assert_eq!(one(call("slice", vec![n("x"), list(vec![ints(&[0, 2]), ints(&[0, 3, 2])])]), &["2", "2"]), [1.0, 3.0, 4.0, 6.0]);
+    assert_eq!(
+        one(call("slice", vec![n("x"), list(vec![ints(&[0, 2]), ints(&[0, 3, 2])])]), &["2", "2"]),
+        [1.0, 3.0, 4.0, 6.0]
+    );
     assert_eq!(one(call("transpose", vec![n("x"), int(0), int(1)]), &["3", "2"]), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     assert_eq!(one(call("reshape", vec![n("x"), ints(&[3, -1])]), &["3", "2"]), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     assert_eq!(one(call("abs", vec![bin(BinOp::Sub, int(3), n("x"))]), &["2", "3"]), [2.0, 1.0, 0.0, 1.0, 2.0, 3.0]);
