@@ -31,8 +31,8 @@
 //!
 //! Errors: `Io` for a wrong number of inputs or a data length that is not
 //! the product of the shape, `DTypeMismatch` for an input of the wrong dtype,
-//! and the errors of `resolve_dims`/`bind` (`AxisSizeMismatch`,
-//! `UnboundSymbol`, …).
+//! `Unsupported` for a tensor of more than [`MAX_ELEMENTS`] elements, and the
+//! errors of `resolve_dims`/`bind` (`AxisSizeMismatch`, `UnboundSymbol`, …).
 
 use std::collections::BTreeMap;
 
@@ -41,6 +41,14 @@ use crate::diag;
 use crate::diag::DResult;
 use crate::tiny::{BinaryOp, Graph, Node, Op, ReduceOp, UnaryOp};
 use crate::DType;
+
+/// The most elements one tensor may have in the interpreter (8 GiB of f64).
+pub const MAX_ELEMENTS: usize = 1 << 30;
+
+/// The element count of `shape`, if it is at most [`MAX_ELEMENTS`].
+fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|&n| n <= MAX_ELEMENTS)
+}
 
 /// A concrete tensor: row-major `data` of `shape`, each value one the dtype
 /// can hold (`DType::round(v) == v`; the interpreter rounds inputs anyway).
@@ -54,18 +62,19 @@ pub struct Tensor {
 impl Tensor {
     /// A tensor whose values are `data` rounded to `dtype`.
     ///
-    /// Errors: `Io` when `data.len()` is not the product of `shape`.
+    /// Errors: `Io` when `data.len()` is not the product of `shape` or that
+    /// exceeds [`MAX_ELEMENTS`].
     pub fn new(dtype: DType, shape: &[usize], data: Vec<f64>) -> DResult<Tensor> {
-        let n: usize = shape.iter().product();
+        let n = checked_numel(shape).ok_or_else(|| diag!(Io, "a tensor of shape {shape:?} has more than {MAX_ELEMENTS} elements"))?;
         if data.len() != n {
             return Err(diag!(Io, "a tensor of shape {shape:?} has {n} elements, got {}", data.len()));
         }
         Ok(Tensor { dtype, shape: shape.to_vec(), data: data.into_iter().map(|v| dtype.round(v)).collect() })
     }
 
-    /// Number of elements.
+    /// Number of elements (saturating at `usize::MAX`).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
 }
 
@@ -83,7 +92,7 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
         if t.dtype != g.dtype(id) {
             return Err(diag!(DTypeMismatch, "input `{label}` is {} but got a {} tensor", g.dtype(id), t.dtype).on_node(label.clone()));
         }
-        if t.data.len() != t.numel() {
+        if checked_numel(&t.shape).is_none_or(|n| n != t.data.len()) {
             return Err(diag!(Io, "input `{label}` of shape {:?} has {} values", t.shape, t.data.len()).on_node(label.clone()));
         }
     }
@@ -91,11 +100,15 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
     let values = g.resolve_dims(dims, Some(&shapes))?;
     let g = g.bind(&values)?;
     let shape_of = |n: &Node| -> DResult<Vec<usize>> {
-        n.ty.shape
+        let shape = n.ty.shape
             .iter()
             .map(|d| d.as_int().and_then(|v| usize::try_from(v).ok()))
             .collect::<Option<Vec<usize>>>()
-            .ok_or_else(|| diag!(UnboundSymbol, "shape {} is not concrete after binding", crate::tiny::infer::fmt_shape(&n.ty.shape)).on_node(n.label.clone()))
+            .ok_or_else(|| diag!(UnboundSymbol, "shape {} is not concrete after binding", crate::tiny::infer::fmt_shape(&n.ty.shape)).on_node(n.label.clone()))?;
+        match checked_numel(&shape) {
+            Some(_) => Ok(shape),
+            None => Err(diag!(Unsupported, "shape {shape:?} has more than {MAX_ELEMENTS} elements, too many for the interpreter").on_node(n.label.clone())),
+        }
     };
     let shapes: Vec<Vec<usize>> = g.nodes().iter().map(shape_of).collect::<DResult<_>>()?;
     // The last node that reads each node; outputs live to the end.

@@ -237,7 +237,7 @@ fn conv2d_002_matches_a_naive_convolution() {
 }
 
 #[test]
-fn conv2d_002_rejects_an_output_size_that_disagrees_with_the_window() {
+fn conv2d_002_needs_every_symbol_and_a_consistent_output_size() {
     let g = load("002_conv2d.json");
     let c = Conv { n: 1, g: 1, cin: 1, rcout: 1, h: 5, w: 5, k: 3, s: 2, d: 1, p: 1 };
     let mut d = c.dims();
@@ -245,8 +245,14 @@ fn conv2d_002_rejects_an_output_size_that_disagrees_with_the_window() {
     let x = tensor(DType::F16, &[1, 1, 5, 5], 1);
     let w = tensor(DType::F16, &[1, 1, 3, 3], 2);
     let b = tensor(DType::F16, &[1], 3);
-    let e = run(&g, &d, &[x, w, b]).unwrap_err();
+    let e = run(&g, &d, &[x.clone(), w.clone(), b.clone()]).unwrap_err();
     assert_eq!(e.name, tgc_core::ErrorName::AxisSizeMismatch, "{e}");
+    // Symbols that no input shape determines must be given.
+    let mut d = c.dims();
+    d.remove("Sh");
+    let e = run(&g, &d, &[x, w, b]).unwrap_err();
+    assert_eq!(e.name, tgc_core::ErrorName::UnboundSymbol, "{e}");
+    assert!(e.message.contains("Sh"), "{e}");
 }
 
 /// The immediate of node `n11` in `002` §5.3 (log2 e to 7 digits).

@@ -141,5 +141,20 @@ fn bad_inputs_are_clear_errors() {
     let m3: BTreeMap<String, i64> = [("M".to_string(), 3)].into();
     assert_eq!(name(run(&g, &m3, &[x.clone(), y.clone()])), ErrorName::AxisSizeMismatch);
     assert!(Tensor::new(DType::F16, &[2], vec![1.0]).is_err());
+    assert!(Tensor::new(DType::F16, &[1 << 40, 1 << 40], vec![]).is_err());
+    let huge: BTreeMap<String, i64> = [("M".to_string(), 1 << 40)].into();
+    let big = Tensor { shape: vec![1 << 40, 4], ..x.clone() };
+    assert_eq!(name(run(&g, &huge, &[big, y.clone()])), ErrorName::Io);
     assert_eq!(run(&g, &none, &[x, y]).unwrap().len(), 2, "outputs are the sinks `y` and `n`");
+}
+
+#[test]
+fn a_node_too_large_to_hold_is_unsupported_not_a_crash() {
+    let text = r#"{"uops":[
+        {"id":"x","uop":"INPUT","arg":{"tensor_id":"X","dtype":"fp32","shape":[1,2]}},
+        {"id":"e","uop":"EXPAND","src":["x"],"arg":{"result_shape":["M",2]}}]}"#;
+    let g = load_json(text).unwrap();
+    let m: BTreeMap<String, i64> = [("M".to_string(), 1 << 40)].into();
+    let e = run(&g, &m, &[Tensor::new(DType::F32, &[1, 2], vec![1., 2.]).unwrap()]).unwrap_err();
+    assert_eq!((e.name, e.node.as_deref()), (ErrorName::Unsupported, Some("e")));
 }

@@ -77,16 +77,19 @@ impl Builder {
     }
 
     /// An element-wise node (unary, binary, `WHERE`) after the loader's
-    /// normalisations: immediates become constants, float operands of different
-    /// widths are cast to the wider, shapes are broadcast.
+    /// normalisations: immediates become constants, float operands of
+    /// different dtypes are cast to fp32, shapes are broadcast.
     pub(super) fn elementwise(&mut self, label: &str, op: Op, operands: &[Operand]) -> DResult<NodeId> {
         let is_where = matches!(op, Op::Where);
         let is_value = |k: usize| !is_where || k > 0;
-        let dtypes: Vec<DType> =
-            operands.iter().enumerate().filter_map(|(k, o)| match o {
+        let dtypes: Vec<DType> = operands
+            .iter()
+            .enumerate()
+            .filter_map(|(k, o)| match o {
                 Operand::Node(n) if is_value(k) => Some(self.g.dtype(*n)),
-                _ => None,
-            }).collect();
+                Operand::Node(_) | Operand::Imm(_) => None,
+            })
+            .collect();
         let common = promote(&dtypes);
         let mut ids = Vec::with_capacity(operands.len());
         for (k, o) in operands.iter().enumerate() {
