@@ -4,6 +4,7 @@
 pub mod affine;
 pub mod diag;
 pub mod frontend;
+pub mod interp;
 pub mod sym;
 pub mod tiny;
 
