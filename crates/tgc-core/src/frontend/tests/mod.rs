@@ -6,5 +6,6 @@ mod ast_build;
 mod errors;
 mod eval;
 mod examples;
+mod interp;
 mod lowering;
 mod numeric;

@@ -182,7 +182,7 @@ fn matmul_matches_naive_batched_product() {
 
 /// Naive NCHW/OIHW convolution with asymmetric padding.
 #[allow(clippy::too_many_arguments)]
-fn conv_ref(
+pub(super) fn conv_ref(
     x: &Tensor,
     w: &Tensor,
     bias: &[f64],
