@@ -526,7 +526,7 @@ impl Resolver<'_> {
         match e {
             Expr::Int(v, _) => Ok(*v),
             Expr::Neg(x, _) => match x.as_ref() {
-                Expr::Int(v, _) => Ok(-v),
+                Expr::Int(v, _) => v.checked_neg().ok_or_else(|| expected(e, "an integer that fits 64 bits")),
                 _ => Err(expected(e, "an integer")),
             },
             _ => Err(expected(e, "an integer")),

@@ -18,7 +18,10 @@
 //!   argument fixes and that has no default is `UnboundSymbol`;
 //! - returned values match the declared result dtypes (`DTypeMismatch`) and
 //!   shapes (`AxisSizeMismatch`) at the returned name;
-//! - a call nested deeper than [`MAX_DEPTH`] is `RecursionLimit` at the call.
+//! - a call nested deeper than [`MAX_DEPTH`] is `RecursionLimit` at the call;
+//!   an entry graph that would inline more than [`MAX_INLINED_STATEMENTS`]
+//!   statements is `Unsupported`, before anything is built, at its first call
+//!   that alone is too big (else at the `graph` keyword).
 //!
 //! Sizes that can only be compared once symbols have values (a declared
 //! `OH` against a computed `(H - 3)/2 + 1`) become `Graph::constraints`,
@@ -37,6 +40,12 @@ use crate::DType;
 
 /// Deepest subgraph nesting allowed (`DSL.md`): the entry graph is depth 0.
 pub const MAX_DEPTH: usize = 10;
+
+/// Most statements one lowering may inline: subgraphs that call others
+/// several times grow exponentially with depth, and this rejects such a
+/// program (`Unsupported`) before building anything, instead of exhausting
+/// time and memory.
+pub const MAX_INLINED_STATEMENTS: usize = 1 << 16;
 
 /// Resolves and lowers `program`; `entry` picks the entry graph, else the
 /// only graph, else the one named `main`.
@@ -97,6 +106,17 @@ pub fn lower_program(p: &FProgram, entry: Option<&str>) -> DResult<Graph> {
         label(&mut g, id, &prm.name);
         args.push(id);
     }
+    let sizes = inlined_sizes(p);
+    if sizes[ei][0] > MAX_INLINED_STATEMENTS {
+        let big = |st: &&FStmt| matches!(st.op, FOp::Call { graph, .. } if sizes.get(graph).map_or(0, |s| s[1]) > MAX_INLINED_STATEMENTS);
+        let at = fg.body.iter().find(big).map_or(fg.span, |st| st.span);
+        return Err(diag!(
+            Unsupported,
+            "lowering `{}` would inline more than {MAX_INLINED_STATEMENTS} statements (subgraph calls multiply)",
+            fg.name
+        )
+        .at(at));
+    }
     let mut lw = Lowerer { p, g };
     let outs = lw.inline(ei, args, &BTreeMap::new(), 0)?;
     let mut g = lw.g;
@@ -119,6 +139,27 @@ fn label(g: &mut Graph, id: NodeId, name: &str) {
 /// symbols stay symbolic).
 type Subst = BTreeMap<String, Dim>;
 
+/// `sizes[g][d]`: how many statements inlining graph `g` at depth `d`
+/// executes, counting nested calls down to [`MAX_DEPTH`] (deeper ones fail
+/// with `RecursionLimit` anyway); saturating.
+fn inlined_sizes(p: &FProgram) -> Vec<Vec<usize>> {
+    let mut sizes = vec![vec![0usize; MAX_DEPTH + 2]; p.graphs.len()];
+    for d in (0..=MAX_DEPTH).rev() {
+        for (gi, fg) in p.graphs.iter().enumerate() {
+            let mut n = 0usize;
+            for st in &fg.body {
+                let inner = match st.op {
+                    FOp::Call { graph, .. } => sizes.get(graph).map_or(0, |s| s[d + 1]),
+                    _ => 0,
+                };
+                n = n.saturating_add(1).saturating_add(inner);
+            }
+            sizes[gi][d] = n;
+        }
+    }
+    sizes
+}
+
 struct Lowerer<'p> {
     p: &'p FProgram,
     g: Graph,
@@ -128,7 +169,16 @@ impl Lowerer<'_> {
     /// Lowers graph `gi` with parameter `k` bound to `args[k]`; returns the
     /// nodes of its results.
     fn inline(&mut self, gi: usize, args: Vec<NodeId>, subst: &Subst, depth: usize) -> DResult<Vec<NodeId>> {
-        let fg = &self.p.graphs[gi];
+        let fg = self.p.graphs.get(gi).ok_or_else(|| diag!(Internal, "call of graph {gi}, which does not exist"))?;
+        if args.len() > fg.values.len() {
+            return Err(diag!(
+                Internal,
+                "graph `{}` gets {} arguments but has {} values",
+                fg.name,
+                args.len(),
+                fg.values.len()
+            ));
+        }
         let mut vals: Vec<Option<NodeId>> = vec![None; fg.values.len()];
         for (k, a) in args.into_iter().enumerate() {
             vals[k] = Some(a);
@@ -138,8 +188,12 @@ impl Lowerer<'_> {
             let before = self.g.len();
             let outs = self.stmt(st, &vals, subst, depth)?;
             for (v, n) in st.results.iter().zip(outs) {
-                vals[v.0 as usize] = Some(n);
-                let name = fg.values[v.0 as usize].name.as_deref();
+                let k = v.0 as usize;
+                let slot = vals
+                    .get_mut(k)
+                    .ok_or_else(|| diag!(Internal, "statement result %{k} is not a value of `{}`", fg.name))?;
+                *slot = Some(n);
+                let name = fg.values[k].name.as_deref();
                 if let (0, Some(name), true) = (depth, name, n.index() >= before) {
                     label(&mut self.g, n, name);
                 }
@@ -267,22 +321,24 @@ impl Lowerer<'_> {
         }
         let arg = |k: usize| st.args.get(k).ok_or_else(|| diag!(Internal, "`{}` is missing operand {k}", st.op.name()));
         let out = match &st.op {
-            FOp::Binary(f) => {
-                let ab = self.meet_all(&st.args, vals)?;
-                elementwise::binary(&mut self.g, *f, ab[0], ab[1])?
-            }
+            FOp::Binary(f) => match self.meet_all(&st.args, vals)?[..] {
+                [a, b] => elementwise::binary(&mut self.g, *f, a, b)?,
+                _ => return Err(diag!(Internal, "`{}` needs two operands", f.name())),
+            },
             FOp::Where => {
                 let c = match arg(0)? {
                     Operand::Lit(l) => self.meet(l, DType::Bool)?,
                     o => self.node(o, vals)?,
                 };
-                let ab = self.meet_all(&st.args[1..], vals)?;
-                elementwise::where_(&mut self.g, c, ab[0], ab[1])?
+                match self.meet_all(st.args.get(1..).unwrap_or_default(), vals)?[..] {
+                    [a, b] => elementwise::where_(&mut self.g, c, a, b)?,
+                    _ => return Err(diag!(Internal, "`where` needs three operands")),
+                }
             }
             _ => {
                 let x = self.node(arg(0)?, vals)?;
                 let mut rest = Vec::new();
-                for o in &st.args[1..] {
+                for o in st.args.iter().skip(1) {
                     rest.push(self.node(o, vals)?);
                 }
                 self.simple(&st.op, x, &rest, subst, sp)?
@@ -348,7 +404,8 @@ impl Lowerer<'_> {
             )
             .at(st.span));
         }
-        let callee = &self.p.graphs[gi];
+        let callee =
+            self.p.graphs.get(gi).ok_or_else(|| diag!(Internal, "call of graph {gi}, which does not exist"))?;
         let mut map = Subst::new();
         let mut args: Vec<Option<NodeId>> = vec![None; callee.params.len()];
         for (k, (o, prm)) in st.args.iter().zip(&callee.params).enumerate() {

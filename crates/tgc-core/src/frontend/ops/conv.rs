@@ -114,6 +114,9 @@ pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &W
             ));
         }
     }
+    if groups < 1 {
+        return Err(fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be at least 1")));
+    }
     let gd = Dim::int(groups);
     let (n, cin, cout) = (&sx[0], &sx[1], &sw[0]);
     for (what, c) in [("input", cin), ("output", cout)] {

@@ -152,3 +152,24 @@ fn other_names_have_positions_too() {
     let src = "graph<M> main(x: f32[M, M]) -> (z: f32[M]) {\n    z = sum(x, axes=[M])\n    return z\n}\n";
     expect_err(src, InvalidAxis, "sum");
 }
+
+#[test]
+fn unsupported_constructs_are_reported() {
+    let src = "graph<M> main(x: f32[M]) -> (z: f32[M]) {\n    z = x * M\n    return z\n}\n";
+    expect_err(src, Unsupported, "M\n");
+    let src = "graph main(x: f32[1, 1, 8, 8]) -> (z: f32[1, 1, 5, 5]) {\n    z = maxpool2d(x, kernel=2, pad=2)\n    return z\n}\n";
+    expect_err(src, Unsupported, "maxpool2d");
+}
+
+#[test]
+fn exponential_inlining_is_refused_before_it_starts() {
+    let mut src = String::from("graph f9(a: f32[2]) -> (b: f32[2]) {\n    b = relu(a)\n    return b\n}\n");
+    for k in (0..9).rev() {
+        let c = format!("f{}(a)", k + 1);
+        src.push_str(&format!(
+            "graph f{k}(a: f32[2]) -> (b: f32[2]) {{\n    b = {c} + {c} + {c} + {c}\n    return b\n}}\n"
+        ));
+    }
+    src.push_str("graph main(x: f32[2]) -> (z: f32[2]) {\n    z = f0(x)\n    return z\n}\n");
+    expect_err(&src, Unsupported, "f0(x)");
+}
