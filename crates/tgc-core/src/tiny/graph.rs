@@ -1,7 +1,7 @@
 //! The Tiny IR graph: an arena of nodes in topological order, and the builder
 //! that checks every node as it is added.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::affine::AffExpr;
 use crate::diag::{DResult, Span};
@@ -67,6 +67,8 @@ pub struct Graph {
     pub constraints: Vec<NodeConstraint>,
     /// Span given to nodes added from now on (set by the frontend).
     pub cur_span: Option<Span>,
+    /// Label → node, kept in step with the nodes' labels.
+    by_label: HashMap<String, NodeId>,
 }
 
 impl Graph {
@@ -126,7 +128,7 @@ impl Graph {
 
     /// Finds a node by label.
     pub fn find(&self, label: &str) -> Option<NodeId> {
-        self.ids().find(|&i| self.node(i).label == label)
+        self.by_label.get(label).copied()
     }
 
     /// Renames a node; the label must not be in use.
@@ -136,7 +138,9 @@ impl Graph {
                 return Err(diag!(SyntaxError, "node id `{label}` is used twice"));
             }
         }
-        self.nodes[id.index()].label = label.to_string();
+        let old = std::mem::replace(&mut self.nodes[id.index()].label, label.to_string());
+        self.by_label.remove(&old);
+        self.by_label.insert(label.to_string(), id);
         Ok(())
     }
 
@@ -152,7 +156,11 @@ impl Graph {
         let tys: Vec<&TensorType> = src.iter().map(|s| &self.nodes[s.index()].ty).collect();
         let (ty, cons) = infer(&op, &tys, dtype, shape).map_err(|e| e.or_at(self.cur_span).on_node(label.clone()))?;
         let id = NodeId(self.nodes.len() as u32);
-        let label = if self.find(&label).is_some() { format!("n{}_{}", self.nodes.len(), self.nodes.len()) } else { label };
+        let mut label = label;
+        while self.find(&label).is_some() {
+            label.push('_');
+        }
+        self.by_label.insert(label.clone(), id);
         self.constraints.extend(cons.into_iter().map(|constraint| NodeConstraint { node: id, constraint }));
         self.nodes.push(Node { op, src, ty, label, span: self.cur_span });
         Ok(id)
@@ -357,7 +365,7 @@ impl Graph {
                 e.node = Some(n.label.clone());
                 e
             })?;
-            g.nodes[nid.index()].label = n.label.clone();
+            g.set_label(nid, &n.label)?;
         }
         g.cur_span = None;
         g.outputs = self.outputs.clone();
