@@ -4,8 +4,12 @@
 pub mod affine;
 pub mod diag;
 pub mod frontend;
+pub mod index_book;
 pub mod sym;
 pub mod tiny;
+
+#[cfg(test)]
+mod test_graphs;
 
 pub use diag::{DResult, Diagnostic, ErrorName, Span};
 pub use tgc_runtime::dtype;
