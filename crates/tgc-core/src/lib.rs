@@ -2,6 +2,7 @@
 //! interpreter and the code generators. See `ARCHITECTURE.md` for the map.
 
 pub mod affine;
+pub mod cpu;
 pub mod diag;
 pub mod frontend;
 pub mod index_book;
