@@ -4,6 +4,7 @@
 pub mod affine;
 pub mod cpu;
 pub mod diag;
+pub mod emit;
 pub mod frontend;
 pub mod index_book;
 pub mod sym;

@@ -1,0 +1,273 @@
+//! Generated C and Rust, compiled and run against naive computations written
+//! here.
+
+mod harness;
+
+use harness::{assert_close, compile, data};
+
+use crate::diag::ErrorName;
+use crate::sym::Dim;
+use crate::test_graphs::{gemm_bias_relu, shape, splat};
+use crate::tiny::{BinaryOp, Graph, Output, ReduceOp, UnaryOp};
+use crate::DType;
+
+/// `relu(round(X·W) + bias)` with every rounding of the graph.
+fn gemm_ref(x: &[f64], w: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), dt: DType) -> Vec<f64> {
+    let mut out = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let acc: f64 = (0..k).map(|l| x[i * k + l] * w[l * n + j]).sum();
+            let c = dt.round(acc);
+            out.push(dt.round((c + b[j]).max(0.0)));
+        }
+    }
+    out
+}
+
+fn check_gemm(dt: DType, sizes: &[(usize, usize, usize)]) {
+    let g = gemm_bias_relu(dt, "M", "N", "K");
+    assert_eq!(g.symbols.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["M", "K", "N"]);
+    let lib = compile(&g);
+    for (t, &(m, k, n)) in sizes.iter().enumerate() {
+        let x = data(3 * t as u64 + 1, m * k, -1.0, 1.0, dt);
+        let w = data(3 * t as u64 + 2, k * n, -1.0, 1.0, dt);
+        let b = data(3 * t as u64 + 3, n, -0.5, 0.5, dt);
+        let want = gemm_ref(&x, &w, &b, (m, k, n), dt);
+        let (c, r) = lib.run(&[x, w, b], &[m as i64, k as i64, n as i64]);
+        for (run, who) in [(c, "C"), (r, "Rust")] {
+            assert_eq!(run.rc, 0, "{who}");
+            assert_close(&run.outputs[0], &want, dt, &format!("{who} {dt} gemm {m}x{k}x{n}"));
+        }
+    }
+}
+
+const GEMM_SIZES: [(usize, usize, usize); 5] = [(1, 1, 1), (7, 3, 5), (129, 7, 33), (5, 129, 1), (1, 17, 129)];
+
+#[test]
+fn gemm_bias_relu_f32_with_symbolic_dims() {
+    check_gemm(DType::F32, &GEMM_SIZES);
+}
+
+#[test]
+fn gemm_bias_relu_f16_with_symbolic_dims() {
+    check_gemm(DType::F16, &GEMM_SIZES);
+}
+
+#[test]
+fn gemm_bias_relu_with_fixed_sizes_is_one_fused_kernel() {
+    for dt in [DType::F32, DType::BF16] {
+        let g = gemm_bias_relu(dt, "7", "129", "1");
+        let lib = compile(&g);
+        assert_eq!(lib.c_src.matches("#pragma scop").count(), 1, "{}", lib.c_src);
+        assert!(lib.c_src.contains("float acc = 0.0f;"), "{}", lib.c_src);
+        assert!(lib.rust_src.contains("let mut acc: f32 = 0.0f32;"), "{}", lib.rust_src);
+        let x = data(11, 7, -1.0, 1.0, dt);
+        let w = data(12, 129, -1.0, 1.0, dt);
+        let b = data(13, 129, -0.5, 0.5, dt);
+        let want = gemm_ref(&x, &w, &b, (7, 1, 129), dt);
+        let (c, r) = lib.run(&[x, w, b], &[]);
+        assert_close(&c.outputs[0], &want, dt, "C");
+        assert_close(&r.outputs[0], &want, dt, "Rust");
+    }
+}
+
+/// `x[R,C]` with `y[C]` broadcast: a shared product (materialised), `WHERE`,
+/// a cast to i32, a bool comparison.
+#[test]
+fn elementwise_chain_with_broadcast() {
+    let mut g = Graph::new("ew");
+    let rc = shape(&["R", "C"]);
+    let x = g.input("x", DType::F32, &rc).unwrap();
+    let y = g.input("y", DType::F32, &shape(&["C"])).unwrap();
+    let y1 = g.reshape(y, &shape(&["1", "C"])).unwrap();
+    let yb = g.expand(y1, &rc).unwrap();
+    let p = g.binary(BinaryOp::Mul, x, yb).unwrap();
+    let half = splat(&mut g, 0.5, DType::F32, &rc);
+    let lt = g.binary(BinaryOp::Cmplt, p, half).unwrap();
+    let e = g.unary(UnaryOp::Exp2, p).unwrap();
+    let sq = g.unary(UnaryOp::Sqrt, p).unwrap();
+    let q = g.where_(lt, e, sq).unwrap();
+    let out0 = g.binary(BinaryOp::Sub, q, yb).unwrap();
+    let four = splat(&mut g, 4.0, DType::F32, &rc);
+    let p4 = g.binary(BinaryOp::Mul, p, four).unwrap();
+    let pi = g.cast(p4, DType::I32).unwrap();
+    let out1 = g.unary(UnaryOp::Relu, pi).unwrap();
+    let out2 = g.binary(BinaryOp::Cmplt, x, yb).unwrap();
+    for (name, node) in [("q", out0), ("i", out1), ("b", out2)] {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    assert!(lib.c_src.contains("malloc"), "the shared product is materialised:\n{}", lib.c_src);
+    for (r, c) in [(1, 1), (3, 7), (4, 129)] {
+        let xs = data(21, r * c, -2.0, 2.0, DType::F32);
+        let ys = data(22, c, -2.0, 2.0, DType::F32);
+        let mut want = [Vec::new(), Vec::new(), Vec::new()];
+        for i in 0..r {
+            for j in 0..c {
+                let (xv, yv) = (xs[i * c + j] as f32, ys[j] as f32);
+                let pv = xv * yv;
+                let qv = if pv < 0.5 { pv.exp2() } else { pv.sqrt() };
+                want[0].push((qv - yv) as f64);
+                want[1].push(((pv * 4.0) as i64 as i32).max(0) as f64);
+                want[2].push(if xv < yv { 1.0 } else { 0.0 });
+            }
+        }
+        let (cr, rr) = lib.run(&[xs, ys], &[r as i64, c as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &want[0], DType::F32, "where");
+            assert_eq!(run.outputs[1], want[1], "i32 cast");
+            assert_eq!(run.outputs[2], want[2], "bool");
+        }
+    }
+}
+
+/// Row softmax in base 2: `REDUCE MAX`, `SUB`, `EXP2`, `REDUCE SUM`, `FDIV`;
+/// the exponentials feed both the sum and the division.
+#[test]
+fn softmax_like_reduce_with_fan_out() {
+    let mut g = Graph::new("softmax");
+    let rc = shape(&["R", "C"]);
+    let x = g.input("x", DType::F32, &rc).unwrap();
+    let m = g.reduce(ReduceOp::Max, x, &[1], DType::F32).unwrap();
+    let m1 = g.reshape(m, &shape(&["R", "1"])).unwrap();
+    let mb = g.expand(m1, &rc).unwrap();
+    let d = g.binary(BinaryOp::Sub, x, mb).unwrap();
+    let e = g.unary(UnaryOp::Exp2, d).unwrap();
+    let s = g.reduce(ReduceOp::Sum, e, &[1], DType::F32).unwrap();
+    let s1 = g.reshape(s, &shape(&["R", "1"])).unwrap();
+    let sb = g.expand(s1, &rc).unwrap();
+    let y = g.binary(BinaryOp::Fdiv, e, sb).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: y });
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    assert_eq!(lib.c_src.matches("#pragma scop").count(), 4, "max, exp2, sum, div:\n{}", lib.c_src);
+    for (r, c) in [(1, 1), (3, 7), (5, 129)] {
+        let xs = data(31, r * c, -4.0, 4.0, DType::F32);
+        let mut want = Vec::new();
+        for i in 0..r {
+            let row = &xs[i * c..(i + 1) * c];
+            let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = row.iter().map(|v| (v - mx).exp2()).sum();
+            want.extend(row.iter().map(|v| (v - mx).exp2() / z));
+        }
+        let (cr, rr) = lib.run(&[xs], &[r as i64, c as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &want, DType::F32, "softmax");
+        }
+    }
+}
+
+/// `permute(flip(shrink(pad(x), step 2)))` read by a `MUL`, a `REDUCE` and
+/// stored as it is; the pad guards end up inside the reduce loop.
+#[test]
+fn pad_shrink_flip_permute_chain_feeds_binary_and_reduce() {
+    let mut g = Graph::new("chain");
+    let x = g.input("x", DType::F32, &shape(&["H", "W"])).unwrap();
+    let p = g.pad(x, &[(Dim::int(1), Dim::int(2)), (Dim::int(2), Dim::int(0))], 0.25).unwrap();
+    let s = g.shrink(p, &shape(&["0", "1"]), &shape(&["H + 3", "W + 2"]), &shape(&["2", "1"])).unwrap();
+    let f = g.flip(s, &[1]).unwrap();
+    let t = g.permute(f, &[1, 0]).unwrap();
+    let ts = g.shape(t).to_vec();
+    assert_eq!(ts, shape(&["W + 1", "(H + 4)/2"]));
+    let y = g.input("y", DType::F32, &ts).unwrap();
+    let prod = g.binary(BinaryOp::Mul, t, y).unwrap();
+    let sum = g.reduce(ReduceOp::Sum, t, &[1], DType::F32).unwrap();
+    for (name, node) in [("prod", prod), ("sum", sum), ("t", t)] {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    for (h, w) in [(1, 1), (4, 3), (7, 6)] {
+        let (a_n, b_n) = (w + 1, (h + 4) / 2);
+        let xs = data(41, h * w, -1.0, 1.0, DType::F32);
+        let ys = data(42, a_n * b_n, -1.0, 1.0, DType::F32);
+        let tv = |a: usize, b: usize| -> f64 {
+            let (i, j) = (2 * b, w - a + 1);
+            if (1..h + 1).contains(&i) && (2..w + 2).contains(&j) {
+                xs[(i - 1) * w + (j - 2)]
+            } else {
+                0.25
+            }
+        };
+        let t_want: Vec<f64> = (0..a_n).flat_map(|a| (0..b_n).map(move |b| (a, b))).map(|(a, b)| tv(a, b)).collect();
+        let prod_want: Vec<f64> = t_want.iter().zip(&ys).map(|(a, b)| a * b).collect();
+        let sum_want: Vec<f64> = (0..a_n).map(|a| (0..b_n).map(|b| tv(a, b)).sum()).collect();
+        let (cr, rr) = lib.run(&[xs.clone(), ys.clone()], &[h as i64, w as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &prod_want, DType::F32, "prod");
+            assert_close(&run.outputs[1], &sum_want, DType::F32, "sum");
+            assert_close(&run.outputs[2], &t_want, DType::F32, "t");
+        }
+    }
+}
+
+/// Copies of inputs, one node under two names, a scalar reduce, integer and
+/// bool reductions, a bf16 output.
+#[test]
+fn outputs_copies_scalars_and_integer_reductions() {
+    let mut g = Graph::new("misc");
+    let x = g.input("x", DType::F32, &shape(&["N"])).unwrap();
+    let xi = g.input("xi", DType::I32, &shape(&["N"])).unwrap();
+    let total = g.reduce(ReduceOp::Sum, x, &[0], DType::F32).unwrap();
+    let top = g.reduce(ReduceOp::Max, xi, &[0], DType::I32).unwrap();
+    let zero = splat(&mut g, 0.0, DType::I32, &shape(&["N"]));
+    let neg = g.binary(BinaryOp::Cmplt, xi, zero).unwrap();
+    let count = g.reduce(ReduceOp::Sum, neg, &[0], DType::I32).unwrap();
+    let xb = g.cast(x, DType::BF16).unwrap();
+    let outs = [("a", x), ("b", x), ("total", total), ("top", top), ("count", count), ("xb", xb)];
+    for (name, node) in outs {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    for n in [1usize, 9] {
+        let xs = data(51, n, -3.0, 3.0, DType::F32);
+        let is: Vec<f64> = data(52, n, -100.0, 100.0, DType::F32).iter().map(|v| v.trunc()).collect();
+        let (cr, rr) = lib.run(&[xs.clone(), is.clone()], &[n as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_eq!(run.outputs[0], xs);
+            assert_eq!(run.outputs[1], xs);
+            assert_close(&run.outputs[2], &[xs.iter().sum()], DType::F32, "total");
+            assert_eq!(run.outputs[3], vec![is.iter().cloned().fold(f64::MIN, f64::max)]);
+            assert_eq!(run.outputs[4], vec![is.iter().filter(|v| **v < 0.0).count() as f64]);
+            assert_eq!(run.outputs[5], xs.iter().map(|v| DType::BF16.round(*v)).collect::<Vec<_>>());
+        }
+    }
+}
+
+/// Sizes that break an undecided constraint (`C = G·R` of a `RESHAPE`) are
+/// refused before anything is written: 2 from C, `Err` from Rust.
+#[test]
+fn dims_breaking_a_constraint_are_refused() {
+    let mut g = Graph::new("split");
+    let x = g.input("x", DType::F32, &shape(&["C"])).unwrap();
+    let r = g.reshape(x, &shape(&["G", "R"])).unwrap();
+    let n = g.unary(UnaryOp::Neg, r).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: n });
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    let xs = data(61, 6, -1.0, 1.0, DType::F32);
+    let (c, r) = lib.run(std::slice::from_ref(&xs), &[6, 2, 3]);
+    assert_eq!((c.rc, r.rc), (0, 0));
+    assert_eq!(c.outputs[0], xs.iter().map(|v| -v).collect::<Vec<_>>());
+    let (c, r) = lib.run(std::slice::from_ref(&xs), &[6, 3, 3]);
+    assert_eq!((c.rc, r.rc), (2, 2));
+    let (c, r) = lib.run(&[xs], &[6, 0, 3]);
+    assert_eq!((c.rc, r.rc), (2, 2));
+}
+
+#[test]
+fn bad_symbols_and_crate_paths_are_refused() {
+    let g = gemm_bias_relu(DType::F32, "M", "N", "K");
+    for s in ["1abc", "for", "a-b", "", "tgc_f16_to_f32"] {
+        assert_eq!(super::c::emit_c(&g, s).unwrap_err().name, ErrorName::Unsupported, "{s}");
+    }
+    assert_eq!(super::rust::emit_rust(&g, "::tgc;").unwrap_err().name, ErrorName::Unsupported);
+    assert!(super::rust::emit_rust(&g, "::tgc").is_ok());
+}
+
