@@ -31,18 +31,23 @@ use super::{aff, bare, comment_text, dim, guard, kernel_summary, sym_name, Lang}
 pub fn emit_c(g: &Graph, symbol: &str) -> Result<String, Diagnostic> {
     let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) || symbol.starts_with("s_") {
+    if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
         return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
     }
     let p = lower(g)?;
     Ok(print(g, &p, symbol))
 }
 
-/// C keywords and names of the headers the unit includes that a symbol must not take.
+/// C keywords, and names from the included headers the unit uses, that the
+/// exported function must not take. Kernels are `tgc_k<n>_SYMBOL`, longer than
+/// `SYMBOL` and unlike every helper; locals (`s_*`, `in*`, `out*`, `tmp*`)
+/// may shadow `SYMBOL` inside its own body, harmlessly.
 const C_RESERVED: &[&str] = &[
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto",
     "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch",
-    "typedef", "union", "unsigned", "void", "volatile", "while", "floord", "malloc", "free", "memcpy", "main",
+    "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool", "floord", "malloc", "free", "memcpy", "main", "exp2f",
+    "log2f", "sqrtf", "fmaxf", "fminf", "NAN", "INFINITY", "INT32_MIN", "INT64_MAX", "INT64_MIN", "int32_t", "int64_t",
+    "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t",
 ];
 
 /// Helper functions, emitted when used, in this order.
@@ -317,7 +322,7 @@ impl Printer<'_> {
         params.push(format!("{}* restrict {}", storage_ty(out.dtype), out.name));
         let used = k.symbols();
         params.extend(p.symbols.iter().filter(|x| used.contains(*x)).map(|x| format!("const int64_t {}", sym_name(x))));
-        let _ = writeln!(s, "static void {symbol}_{}({})\n{{\n#pragma scop", k.name, params.join(", "));
+        let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
         let mut depth = 1;
         let open = |s: &mut String, depth: &mut usize, var: usize, extent: &crate::sym::Dim| {
             let _ = writeln!(s, "{:w$}for (int64_t i{var} = 0; i{var} < {}; i{var} += 1) {{", "", dim(extent, Lang::C), w = *depth * 4);
@@ -456,7 +461,7 @@ fn entry(p: &Program, symbol: &str) -> String {
         args.push(p.buffer(k.out).name.clone());
         let syms = k.symbols();
         args.extend(p.symbols.iter().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
-        let _ = writeln!(s, "    {symbol}_{}({});", k.name, args.join(", "));
+        let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
     }
     if !temps.is_empty() {
         let _ = writeln!(s, "    {}", frees.trim_end());
