@@ -1,1 +1,33 @@
-//! tgc facade
+//! # tgc — a build-time deep-learning kernel compiler for Rust
+//!
+//! Write a tensor graph in the tgc graph language; at `cargo build` time
+//! [`kernel!`] validates it, lowers it through tgc's IRs (Frontend IR → Tiny
+//! IR → IndexBook → loop nests) and emits a module of typed functions.
+//! Shape errors are compile errors on the offending tokens.
+//!
+//! ```
+//! tgc::kernel!(scale_add:
+//!     graph<N=4> main(x: f32[N], y: f32[N]) -> (z: f32[N]) {
+//!         z = x * 2.0 + y
+//!         return z
+//!     }
+//! );
+//!
+//! let x = [1.0f32, 2.0, 3.0, 4.0];
+//! let y = [0.5f32; 4];
+//! let mut z = [0.0f32; 4];
+//! scale_add::run(&x, &y, &mut z, 4).unwrap();
+//! assert_eq!(z, [2.5, 4.5, 6.5, 8.5]);
+//!
+//! // Lengths are checked before anything runs.
+//! assert!(scale_add::run(&x, &y, &mut z, 3).is_err());
+//! ```
+//!
+//! The `tgc` command-line tool runs the same pipeline on files (`tgc check`,
+//! `tgc run`, `tgc compile --dump …`).
+
+pub use tgc_macros::kernel;
+pub use tgc_runtime::{DType, Error, Result};
+
+/// Half-precision types used in generated signatures (`f16`, `bf16`).
+pub use half;

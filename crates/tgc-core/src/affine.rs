@@ -180,6 +180,19 @@ impl AffExpr {
         Ok(acc)
     }
 
+    /// Symbols mentioned by coefficients, constants and divisors.
+    pub fn symbols(&self) -> std::collections::BTreeSet<String> {
+        let mut out = self.constant.symbols();
+        for (a, c) in &self.terms {
+            out.extend(c.symbols());
+            if let AffAtom::FloorDiv(e, q) = a {
+                out.extend(e.symbols());
+                out.extend(q.symbols());
+            }
+        }
+        out
+    }
+
     /// Largest variable index used plus one (0 for a constant).
     pub fn arity(&self) -> u32 {
         self.terms

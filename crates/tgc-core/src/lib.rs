@@ -7,6 +7,7 @@ pub mod diag;
 pub mod emit;
 pub mod frontend;
 pub mod index_book;
+pub mod interp;
 pub mod sym;
 pub mod tiny;
 

@@ -215,6 +215,34 @@ impl Dim {
         Ok(d)
     }
 
+    /// Prints the dimension as an expression of a target language: `sym`
+    /// names a symbol's variable, `floordiv(n, d)` spells a floor division.
+    /// Products and sums are written with `*`, `+` and `-`, fully
+    /// parenthesised where needed, so the text is valid C and Rust for integer types.
+    pub fn to_code(&self, sym: &dyn Fn(&str) -> String, floordiv: &dyn Fn(String, String) -> String) -> String {
+        if self.terms.is_empty() {
+            return "0".to_string();
+        }
+        let mut parts = Vec::new();
+        for (m, c) in &self.terms {
+            let mut factors: Vec<String> = m
+                .iter()
+                .map(|a| match a {
+                    Atom::Sym(s) => sym(s),
+                    Atom::FloorDiv(n, d) => floordiv(n.to_code(sym, floordiv), d.to_code(sym, floordiv)),
+                })
+                .collect();
+            if *c != 1 || factors.is_empty() {
+                factors.insert(0, c.to_string());
+            }
+            parts.push(factors.join(" * "));
+        }
+        match parts.as_slice() {
+            [one] if !one.starts_with('-') => one.clone(),
+            _ => format!("({})", parts.join(" + ")),
+        }
+    }
+
     /// The product of a shape's dimensions.
     pub fn product(dims: &[Dim]) -> Dim {
         dims.iter().fold(Dim::int(1), |a, b| &a * b)
@@ -436,6 +464,13 @@ mod tests {
             let x = d(s);
             assert_eq!(d(&x.to_string()), x, "{s} printed as {x}");
         }
+    }
+
+    #[test]
+    fn code_evaluates_like_the_dim() {
+        let x = d("2*M*K - (M + 3)/2 + 1");
+        let code = x.to_code(&|s| s.to_lowercase(), &|n, q| format!("fd({n}, {q})"));
+        assert_eq!(code, "(1 + 2 * k * m + -1 * fd((3 + m), 2))");
     }
 
     #[test]

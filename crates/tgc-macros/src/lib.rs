@@ -1,1 +1,25 @@
-//! tgc macros
+//! `tgc::kernel!`: compiles a tensor graph at `cargo build` time into a
+//! module of typed Rust functions. A thin layer: it reads the invocation,
+//! calls `tgc-core`'s pipeline, and turns diagnostics into `compile_error!`
+//! on the offending tokens. It never panics on any input.
+//!
+//! Invocation:
+//!
+//! ```text
+//! tgc::kernel!(NAME: GRAPH [, shapes(SYM = INT, ...)]*)
+//! ```
+//!
+//! `GRAPH` is the graph-language text inline, or a string literal naming a
+//! `.tgc` or `.json` file relative to the crate's `Cargo.toml`. Each
+//! `shapes(...)` is one point of the ShapeSet: a body specialised for those
+//! dims is generated and `run` dispatches to it when the dims match.
+
+mod expand;
+mod source;
+
+/// Compiles a graph into a module `NAME` with `run(inputs…, outputs…, dims…)`;
+/// see the crate documentation of `tgc` for the generated API.
+#[proc_macro]
+pub fn kernel(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    expand::expand(input.into()).into()
+}

@@ -11,10 +11,15 @@ use std::fmt;
 /// `fp16`/`bf16`/`fp32`/`i32`/`bool` in Tiny IR JSON; [`DType::parse`] accepts both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// IEEE 754 binary16: 1 sign, 5 exponent, 10 mantissa bits.
     F16,
+    /// bfloat16: the upper 16 bits of an f32 (8 exponent, 7 mantissa bits).
     BF16,
+    /// IEEE 754 binary32.
     F32,
+    /// Two's-complement 32-bit integer.
     I32,
+    /// Boolean, stored as one byte 0 or 1.
     Bool,
 }
 
@@ -76,8 +81,8 @@ impl DType {
     /// in-range values, `x != 0` for bool).
     pub fn round(self, x: f64) -> f64 {
         match self {
-            DType::F16 => half::f16::from_f64(x).to_f64(),
-            DType::BF16 => half::bf16::from_f64(x).to_f64(),
+            DType::F16 => f16_from_f64(x).to_f64(),
+            DType::BF16 => bf16_from_f64(x).to_f64(),
             DType::F32 => x as f32 as f64,
             DType::I32 => {
                 if x.is_nan() {
@@ -95,6 +100,40 @@ impl DType {
             }
         }
     }
+}
+
+/// Rounds `x` to the nearest f16, ties to even, with a single rounding.
+///
+/// `half::f16::from_f64` goes through f32 on x86 with F16C (two roundings) and
+/// `half::bf16::from_f64` drops the low 32 mantissa bits before rounding, so
+/// both can be off by one ulp on ties; rounding to f32 with round-to-odd first
+/// is exact (Boldo and Melquiond, "When double rounding is odd", 2005: an odd
+/// intermediate with at least two more bits than the target never changes the
+/// result).
+pub(crate) fn f16_from_f64(x: f64) -> half::f16 {
+    half::f16::from_f32(f32_round_to_odd(x))
+}
+
+/// Rounds `x` to the nearest bf16, ties to even, with a single rounding
+/// (see [`f16_from_f64`]).
+pub(crate) fn bf16_from_f64(x: f64) -> half::bf16 {
+    half::bf16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded to f32 with round-to-odd: exact values stay, inexact ones take
+/// the neighbour toward zero with its lowest mantissa bit forced to one.
+fn f32_round_to_odd(x: f64) -> f32 {
+    let nearest = x as f32;
+    if !x.is_finite() || nearest as f64 == x {
+        return nearest;
+    }
+    let toward_zero = if (nearest as f64).abs() > x.abs() {
+        // One step toward zero; also turns an overflowed infinity into MAX.
+        f32::from_bits(nearest.to_bits() - 1)
+    } else {
+        nearest
+    };
+    f32::from_bits(toward_zero.to_bits() | 1)
 }
 
 impl fmt::Display for DType {
@@ -122,5 +161,38 @@ mod tests {
         assert_eq!(DType::BF16.round(1.0 + 1.0 / 512.0), 1.0);
         assert_eq!(DType::I32.round(-2.7), -2.0);
         assert_eq!(DType::Bool.round(0.5), 1.0);
+    }
+
+    #[test]
+    fn f64_rounding_to_half_precision_is_a_single_rounding() {
+        // Just above a tie: the bit that breaks it is below f32 precision.
+        let above = 2f64.powi(-40);
+        assert_eq!(
+            DType::F16.round(1.0 + 2f64.powi(-11) + above),
+            1.0 + 2f64.powi(-10)
+        );
+        assert_eq!(
+            DType::BF16.round(1.0 + 2f64.powi(-8) + above),
+            1.0 + 2f64.powi(-7)
+        );
+        assert_eq!(
+            DType::BF16.round(-(1.0 + 2f64.powi(-8) + above)),
+            -(1.0 + 2f64.powi(-7))
+        );
+        // Exact ties still go to even.
+        assert_eq!(DType::F16.round(1.0 + 2f64.powi(-11)), 1.0);
+        assert_eq!(
+            DType::BF16.round(1.0 + 3.0 * 2f64.powi(-8)),
+            1.0 + 2f64.powi(-6)
+        );
+        // Overflow, underflow and non-finite values.
+        assert_eq!(DType::F16.round(1e300), f64::INFINITY);
+        assert_eq!(DType::BF16.round(-1e300), f64::NEG_INFINITY);
+        assert_eq!(DType::F16.round(1e-300), 0.0);
+        assert_eq!(
+            DType::BF16.round(2f64.powi(-134) + above * 2f64.powi(-134)),
+            2f64.powi(-133)
+        );
+        assert!(DType::BF16.round(f64::NAN).is_nan());
     }
 }

@@ -1,5 +1,25 @@
 //! tgc-runtime: what generated code and the `tgc` tool need at run time.
+//!
+//! - [`error`]: `tgc::Error`, the error of every generated function and runtime call.
+//! - [`dtype`]: element types and their rounding.
+//! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
+//! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
+//! - [`cpu`]: compiling generated C kernels and calling them.
+//!
+//! This crate does not depend on `tgc-core`: generated code links only this.
 
+#![warn(missing_docs)]
+
+pub mod cpu;
 pub mod dtype;
+pub mod error;
+pub mod npy;
+pub mod safetensors_io;
+pub mod tensor;
+
+#[cfg(test)]
+mod test_util;
 
 pub use dtype::DType;
+pub use error::{Error, Result};
+pub use tensor::HostTensor;

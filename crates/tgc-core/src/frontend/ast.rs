@@ -112,6 +112,7 @@ impl BinOp {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
+    /// An integer literal; `-1` is one literal (negative), `-(1)` and `-x` are [`Expr::Neg`].
     Int(i64, Span),
     Float(f64, Span),
     Bool(bool, Span),

@@ -217,8 +217,9 @@ impl Graph {
         self.push(Op::View { map: map.to_vec() }, vec![x], None, Some(shape))
     }
 
-    /// Declares every symbol used in input shapes that is not declared yet,
-    /// in order of first use.
+    /// Declares every symbol that is not declared yet, in order of first use:
+    /// input shapes first, then every node's shape, then the symbols that
+    /// appear only in op arguments (`PAD` widths, `SHRINK` bounds, `VIEW` maps).
     pub fn declare_input_symbols(&mut self) {
         let mut names: Vec<String> = Vec::new();
         for id in self.inputs() {
@@ -236,6 +237,13 @@ impl Graph {
                     if !names.contains(&s) {
                         names.push(s);
                     }
+                }
+            }
+        }
+        for id in self.ids() {
+            for s in op_arg_symbols(&self.node(id).op) {
+                if !names.contains(&s) {
+                    names.push(s);
                 }
             }
         }
@@ -357,4 +365,16 @@ impl Graph {
         // were checked there, the rest are still open.
         Ok(g)
     }
+}
+
+/// Symbols mentioned by an op's own arguments (not its result shape).
+fn op_arg_symbols(op: &Op) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    match op {
+        Op::Pad { pads, .. } => pads.iter().for_each(|(a, b)| out.extend(a.symbols().into_iter().chain(b.symbols()))),
+        Op::Shrink { lo, hi, step } => lo.iter().chain(hi).chain(step).for_each(|d| out.extend(d.symbols())),
+        Op::View { map } => map.iter().for_each(|e| out.extend(e.symbols())),
+        _ => {}
+    }
+    out
 }

@@ -80,6 +80,13 @@ fn require_le(a: &Dim, b: &Dim, what: String, out: &mut Vec<Constraint>, err: im
     }
 }
 
+/// True when `a = c·b` or `b = c·a` for an integer `c ≠ 1`: such sizes can
+/// never be equal (all sizes are ≥ 1).
+fn differ_by_constant_factor(a: &Dim, b: &Dim) -> bool {
+    let factor = |x: &Dim, y: &Dim| x.floordiv(y).and_then(|q| q.as_int()).filter(|&c| &(y * &Dim::int(c)) == x && c != 1);
+    factor(a, b).is_some() || factor(b, a).is_some()
+}
+
 /// Checks that every known dimension of a declared shape is ≥ 1.
 pub fn check_shape(shape: &[Dim]) -> DResult<()> {
     for d in shape {
@@ -180,6 +187,9 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
             check_shape(&to)?;
             let (a, b) = (Dim::product(&x.shape), Dim::product(&to));
             let msg = || diag!(AxisSizeMismatch, "RESHAPE from {} ({} elements) to {} ({} elements)", shape_str(&x.shape), a, shape_str(&to), b);
+            if differ_by_constant_factor(&a, &b) {
+                return Err(msg());
+            }
             require_eq(&a, &b, format!("RESHAPE {} -> {} keeps the element count", shape_str(&x.shape), shape_str(&to)), &mut cons, msg)?;
             TensorType { dtype: x.dtype, shape: to }
         }

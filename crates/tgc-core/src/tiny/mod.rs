@@ -22,12 +22,14 @@
 
 pub mod graph;
 pub mod infer;
+pub mod json;
 pub mod op;
 pub mod text;
 pub mod verify;
 
 pub use graph::{Graph, Node, NodeConstraint, NodeId, Output, Symbol};
 pub use infer::{Constraint, Rel, TensorType};
+pub use json::{load_json, to_json};
 pub use op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
 #[cfg(test)]

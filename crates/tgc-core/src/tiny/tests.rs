@@ -56,6 +56,8 @@ fn rule_violations_have_their_names() {
     assert_eq!(name(g.binary(BinaryOp::Add, x, i)), ErrorName::DTypeMismatch);
     assert_eq!(name(g.permute(x, &[0, 0])), ErrorName::InvalidPermutation);
     assert_eq!(name(g.reshape(x, &shape(&["5"]))), ErrorName::AxisSizeMismatch);
+    let s = g.input("s", DType::F32, &shape(&["M", "K"])).unwrap();
+    assert_eq!(name(g.reshape(s, &shape(&["M", "K", "2"]))), ErrorName::AxisSizeMismatch);
     assert_eq!(name(g.push(Op::Reduce { op: ReduceOp::Sum, axes: vec![0] }, vec![x], None, None)), ErrorName::AccDtypeMissing);
     assert_eq!(name(g.shrink(x, &shape(&["0", "0"]), &shape(&["4", "3"]), &shape(&["1", "0"]))), ErrorName::NegativeStride);
     let neg = AffExpr::parse("3 - i1").unwrap();

@@ -1,0 +1,82 @@
+//! Command-line syntax (`DESIGN.md`, "Command-line tool").
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// tgc: a build-time deep-learning kernel compiler.
+///
+/// GRAPH is a `.tgc` file in the graph language or a `.json` Tiny IR file
+/// (node format, or the op-list import format).
+#[derive(Parser, Debug)]
+#[command(name = "tgc", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Parse, lower and verify a graph; print its signature.
+    Check {
+        /// A `.tgc` or `.json` graph file.
+        graph: PathBuf,
+        /// The graph to use when the file has several (default: `main`).
+        #[arg(long)]
+        entry: Option<String>,
+    },
+    /// Run a graph on input tensors and write every output as `.npy`.
+    ///
+    /// Symbolic dims come from `--dim`, then from the input shapes, then from
+    /// the graph's defaults.
+    Run {
+        graph: PathBuf,
+        #[arg(long)]
+        entry: Option<String>,
+        /// `cpu` (generated C), `interp` (the reference interpreter) or `cuda`.
+        #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+        backend: Backend,
+        /// A symbolic dimension's value, e.g. `--dim M=128` (repeatable).
+        #[arg(long = "dim", value_name = "SYM=INT")]
+        dims: Vec<String>,
+        /// An input tensor: `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR` (repeatable).
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Where to write `<output name>.npy` (created if missing).
+        #[arg(long, default_value = ".")]
+        output_dir: PathBuf,
+    },
+    /// Compile a graph for a target and print or write the requested stages.
+    Compile {
+        graph: PathBuf,
+        #[arg(long)]
+        entry: Option<String>,
+        #[arg(long, value_enum, default_value_t = Target::Cpu)]
+        target: Target,
+        /// A symbolic dimension's value to specialise for (repeatable).
+        #[arg(long = "dim", value_name = "SYM=INT")]
+        dims: Vec<String>,
+        /// Comma-separated stages to dump: frontend, tiny, indexbook, c
+        /// (poly_view, region, plan, gpu, cu, ptx, sass are later stages).
+        #[arg(long, value_delimiter = ',')]
+        dump: Vec<String>,
+        /// Write the artifacts (generated source, Tiny IR JSON, dumps) here
+        /// instead of printing the dumps.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Cpu,
+    Interp,
+    Cuda,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    Cpu,
+    Sm80,
+    Sm90,
+}

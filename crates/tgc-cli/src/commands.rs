@@ -1,0 +1,176 @@
+//! The three commands. Every user error becomes a [`Failure`] with exit
+//! code 1 and a `file:line:col: error[Name]: message` line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tgc_core::pipeline::{self, Loaded};
+use tgc_core::{Diagnostic, ErrorName};
+use tgc_runtime::HostTensor;
+
+use crate::cli::{Backend, Cli, Command, Target};
+
+/// Why a command failed: the message for stderr and the exit code.
+pub struct Failure {
+    pub message: String,
+    pub code: u8,
+}
+
+impl Failure {
+    fn user(message: impl Into<String>) -> Failure {
+        Failure { message: format!("tgc: {}", message.into()), code: 1 }
+    }
+
+    fn diag(file: &Path, d: &Diagnostic) -> Failure {
+        let code = if d.name == ErrorName::Internal { 2 } else { 1 };
+        Failure { message: d.render(&file.display().to_string()), code }
+    }
+}
+
+impl From<tgc_runtime::Error> for Failure {
+    fn from(e: tgc_runtime::Error) -> Failure {
+        Failure::user(e.to_string())
+    }
+}
+
+type Result<T> = std::result::Result<T, Failure>;
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Check { graph, entry } => check(&graph, entry.as_deref()),
+        Command::Run { graph, entry, backend, dims, inputs, output_dir } => {
+            run_graph(&graph, entry.as_deref(), backend, &dims, &inputs, &output_dir)
+        }
+        Command::Compile { graph, entry, target, dims, dump, out } => {
+            compile(&graph, entry.as_deref(), target, &dims, &dump, out.as_deref())
+        }
+    }
+}
+
+fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
+    let text = std::fs::read_to_string(path).map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?;
+    pipeline::load(&text, pipeline::Format::of(path, &text), entry).map_err(|d| Failure::diag(path, &d))
+}
+
+fn parse_dims(dims: &[String]) -> Result<BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
+    for d in dims {
+        let (k, v) = d.split_once('=').ok_or_else(|| Failure::user(format!("--dim `{d}`: expected SYM=INT")))?;
+        let v: i64 = v.trim().parse().map_err(|_| Failure::user(format!("--dim `{d}`: `{v}` is not an integer")))?;
+        if out.insert(k.trim().to_string(), v).is_some() {
+            return Err(Failure::user(format!("--dim {k} is given twice")));
+        }
+    }
+    Ok(out)
+}
+
+fn check(path: &Path, entry: Option<&str>) -> Result<()> {
+    let loaded = load(path, entry)?;
+    println!("{}", pipeline::signature(&loaded.graph));
+    Ok(())
+}
+
+/// Reads `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR`.
+fn read_input(spec: &str) -> Result<(String, HostTensor)> {
+    let (name, file) = spec.split_once('=').ok_or_else(|| Failure::user(format!("--input `{spec}`: expected NAME=FILE.npy or NAME=FILE.safetensors:TENSOR")))?;
+    let tensor = if let Some((f, t)) = file.rsplit_once(':').filter(|(f, _)| f.ends_with(".safetensors")) {
+        tgc_runtime::safetensors_io::read_safetensors_tensor(Path::new(f), t)?
+    } else if file.ends_with(".npy") {
+        tgc_runtime::npy::read_npy(Path::new(file))?
+    } else {
+        return Err(Failure::user(format!("--input `{spec}`: the file must be .npy or .safetensors:TENSOR")));
+    };
+    Ok((name.to_string(), tensor))
+}
+
+fn run_graph(path: &Path, entry: Option<&str>, backend: Backend, dims: &[String], inputs: &[String], out_dir: &Path) -> Result<()> {
+    let loaded = load(path, entry)?;
+    let g = &loaded.graph;
+    let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
+    for spec in inputs {
+        let (name, t) = read_input(spec)?;
+        if given.insert(name.clone(), t).is_some() {
+            return Err(Failure::user(format!("input `{name}` is given twice")));
+        }
+    }
+    let names = pipeline::input_names(g);
+    for name in given.keys() {
+        if !names.contains(name) {
+            return Err(Failure::user(format!("the graph has no input `{name}` (inputs: {})", names.join(", "))));
+        }
+    }
+    let mut ordered = Vec::new();
+    for (name, id) in names.iter().zip(g.inputs()) {
+        let t = given.remove(name).ok_or_else(|| Failure::user(format!("missing --input {name}=FILE (inputs: {})", names.join(", "))))?;
+        let want = g.dtype(id);
+        let t = match (t.dtype(), want) {
+            (a, b) if a == b => t,
+            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => tgc_runtime::npy::convert(&t, want),
+            (a, b) => return Err(Failure::user(format!("input `{name}` is {a} but the graph wants {b}"))),
+        };
+        ordered.push(t);
+    }
+    let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.shape().to_vec()).collect();
+    let values = g.resolve_dims(&parse_dims(dims)?, Some(&shapes)).map_err(|d| Failure::diag(path, &d))?;
+    let bound = g.bind(&values).map_err(|d| Failure::diag(path, &d))?;
+    let outputs = match backend {
+        Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
+        Backend::Cpu => {
+            let work = scratch_dir()?;
+            pipeline::run_cpu(&bound, &ordered, &work).map_err(|e| match e {
+                pipeline::RunError::Diag(d) => Failure::diag(path, &d),
+                pipeline::RunError::Runtime(e) => Failure::from(e),
+            })?
+        }
+        Backend::Cuda => {
+            return Err(Failure::user("the cuda backend is not available in this build: use --backend cpu or interp"));
+        }
+    };
+    std::fs::create_dir_all(out_dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", out_dir.display())))?;
+    for (o, t) in g.outputs.iter().zip(&outputs) {
+        let file = out_dir.join(format!("{}.npy", o.name));
+        tgc_runtime::npy::write_npy(&file, t)?;
+        println!("wrote {} ({}{:?})", file.display(), t.dtype(), t.shape());
+    }
+    Ok(())
+}
+
+/// A private directory for compiled kernels of this run.
+fn scratch_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("tgc-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+fn compile(path: &Path, entry: Option<&str>, target: Target, dims: &[String], dump: &[String], out: Option<&Path>) -> Result<()> {
+    if target != Target::Cpu {
+        return Err(Failure::user(format!("target {target:?} is not available in this build: GPU code generation is not implemented yet (use --target cpu)").to_lowercase()));
+    }
+    for s in dump {
+        pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
+    }
+    let loaded = load(path, entry)?;
+    let given = parse_dims(dims)?;
+    let graph = if given.is_empty() { loaded.graph.clone() } else { loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))? };
+    let artifacts = pipeline::compile_cpu(&loaded, &graph).map_err(|d| Failure::diag(path, &d))?;
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))?;
+        for (file, text) in &artifacts.files {
+            let p = dir.join(file);
+            std::fs::write(&p, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
+            println!("wrote {}", p.display());
+        }
+    }
+    for s in dump {
+        let text = pipeline::dump_stage(s, &loaded, &graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;
+        match out {
+            Some(dir) => {
+                let p = dir.join(format!("{s}.txt"));
+                std::fs::write(&p, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
+                println!("wrote {}", p.display());
+            }
+            None => print!("=== {s} ===\n{text}"),
+        }
+    }
+    Ok(())
+}

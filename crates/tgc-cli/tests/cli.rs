@@ -1,0 +1,180 @@
+//! The `tgc` command-line contract (`DESIGN.md`): `check`, `run` and
+//! `compile` on the spec's example graphs and the example graphs, the CPU
+//! backend against the reference interpreter, exit codes and diagnostics.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tgc_runtime::{npy, DType, HostTensor};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tgc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tgc")).args(args).current_dir(repo()).output().expect("the tgc binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tgc-cli-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Deterministic values in [-1, 1).
+fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Writes random inputs, runs the graph on the CPU backend and on the
+/// interpreter, and compares every output within rtol = atol = 1e-3.
+fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &[(&str, i64)]) {
+    let dir = temp(&format!("{}-{}", graph.replace(['/', '.'], "_"), dims.iter().map(|d| d.1.to_string()).collect::<Vec<_>>().join("x")));
+    let mut args: Vec<String> = Vec::new();
+    for (k, (name, dtype, shape)) in inputs.iter().enumerate() {
+        let n = shape.iter().product();
+        let t = HostTensor::from_f32(*dtype, shape, &values(k as u64 + 1, n)).unwrap();
+        let file = dir.join(format!("{name}.npy"));
+        npy::write_npy(&file, &t).unwrap();
+        args.push("--input".into());
+        args.push(format!("{name}={}", file.display()));
+    }
+    for (s, v) in dims {
+        args.push("--dim".into());
+        args.push(format!("{s}={v}"));
+    }
+    let mut outs = Vec::new();
+    for backend in ["cpu", "interp"] {
+        let out_dir = dir.join(backend);
+        let mut a: Vec<String> = vec!["run".into(), graph.into(), "--backend".into(), backend.into(), "--output-dir".into(), out_dir.display().to_string()];
+        a.extend(args.iter().cloned());
+        let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+        let o = tgc(&refs);
+        assert!(o.status.success(), "tgc {refs:?} failed: {}", stderr(&o));
+        outs.push(out_dir);
+    }
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&outs[1]).unwrap() {
+        let p = entry.unwrap().path();
+        let want = npy::read_npy(&p).unwrap();
+        let got = npy::read_npy(outs[0].join(p.file_name().unwrap())).unwrap();
+        assert_eq!(got.shape(), want.shape());
+        for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+            assert!((g - w).abs() <= 1e-3 + 1e-3 * w.abs(), "{graph} {dims:?}: element {i}: cpu {g} vs interp {w}");
+        }
+        compared += 1;
+    }
+    assert!(compared > 0, "no outputs were written");
+}
+
+#[test]
+fn spec_gemm_runs_on_cpu_like_the_interpreter_for_odd_sizes() {
+    for s in [1usize, 7, 129] {
+        let ins = [("A", DType::F16, vec![s, s]), ("B", DType::F16, vec![s, s])];
+        cpu_matches_interp("tests/spec/002_gemm.json", &ins, &[]);
+    }
+    let ins = [("A", DType::F16, vec![5, 3]), ("B", DType::F16, vec![3, 9])];
+    cpu_matches_interp("tests/spec/002_gemm.json", &ins, &[("M", 5)]);
+}
+
+#[test]
+fn spec_gemm_bias_relu_op_list_runs() {
+    let ins = [("A", DType::F16, vec![7, 5]), ("B", DType::F16, vec![5, 3]), ("bias", DType::F16, vec![3])];
+    cpu_matches_interp("tests/spec/000_gemm_bias_relu.json", &ins, &[]);
+}
+
+#[test]
+fn spec_conv2d_with_pool_view_runs_with_dims_given_at_run_time() {
+    // N=2, G=1, Cin=3, H=W=9, Cout=4, 3x3, stride 2, pad 1 -> Oy = Ox = 5.
+    let ins = [("X", DType::F16, vec![2, 3, 9, 9]), ("W", DType::F16, vec![4, 3, 3, 3]), ("bias", DType::F16, vec![4])];
+    let dims = [("G", 1), ("Rcout", 4), ("Sh", 2), ("Sw", 2), ("Dh", 1), ("Dw", 1), ("pt", 1), ("pb", 1), ("pl", 1), ("pr", 1), ("Oy", 5), ("Ox", 5)];
+    cpu_matches_interp("tests/spec/002_conv2d.json", &ins, &dims);
+}
+
+#[test]
+fn spec_attention_softmax_runs() {
+    let ins = [("Q", DType::F16, vec![1, 2, 5, 8]), ("K", DType::F16, vec![1, 2, 7, 8])];
+    cpu_matches_interp("tests/spec/002_attention.json", &ins, &[]);
+}
+
+#[test]
+fn spec_001_matmuls_run() {
+    cpu_matches_interp("tests/spec/001_matmul_2dx2d.json", &[("X", DType::F16, vec![6, 4]), ("W", DType::F16, vec![4, 5])], &[]);
+    cpu_matches_interp("tests/spec/001_matmul_1dx2d.json", &[("x", DType::F16, vec![4]), ("W", DType::F16, vec![4, 5])], &[]);
+    cpu_matches_interp("tests/spec/001_matmul_2dx1d.json", &[("X", DType::F16, vec![6, 4]), ("w", DType::F16, vec![4])], &[]);
+}
+
+#[test]
+fn example_graphs_run_on_cpu_like_the_interpreter() {
+    for (m, n, k) in [(1, 1, 1), (7, 7, 7), (129, 33, 17)] {
+        let ins = [("x", DType::F16, vec![m, k]), ("w", DType::F16, vec![k, n]), ("bias", DType::F16, vec![n])];
+        cpu_matches_interp("examples/graphs/gemm_bias_relu.tgc", &ins, &[]);
+    }
+    let ins = [("x", DType::F32, vec![2, 3, 32, 32]), ("w", DType::F32, vec![8, 3, 3, 3]), ("b", DType::F32, vec![8])];
+    cpu_matches_interp("examples/graphs/conv_relu_pool.tgc", &ins, &[]);
+    let ins = [
+        ("q", DType::F32, vec![1, 2, 5, 4]),
+        ("k", DType::F32, vec![1, 2, 6, 4]),
+        ("v", DType::F32, vec![1, 2, 6, 4]),
+        ("mask", DType::F32, vec![5, 6]),
+    ];
+    cpu_matches_interp("examples/graphs/attention.tgc", &ins, &[]);
+}
+
+#[test]
+fn check_prints_the_signature() {
+    let o = tgc(&["check", "examples/graphs/gemm_bias_relu.tgc"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("x: f16[M, K]") && out.contains("y: f16[M, N]"), "{out}");
+}
+
+#[test]
+fn user_errors_exit_1_with_a_position_and_no_panic() {
+    let dir = temp("errors");
+    let bad = dir.join("bad.tgc");
+    std::fs::write(&bad, "graph main(x: f32[4], y: f32[5]) -> (z: f32[4]) {\n    z = x + y\n    return z\n}\n").unwrap();
+    let o = tgc(&["check", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("bad.tgc:2:11: error[BroadcastMismatch]"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+
+    for args in [
+        vec!["check", "no/such/file.tgc"],
+        vec!["run", "examples/graphs/gemm_bias_relu.tgc"],
+        vec!["run", "tests/spec/002_gemm.json", "--dim", "M=zero"],
+        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "poly_view"],
+        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
+        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--target", "sm80"],
+        vec!["frobnicate"],
+    ] {
+        let o = tgc(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+    }
+}
+
+#[test]
+fn compile_dumps_the_stages_that_exist() {
+    let o = tgc(&["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "frontend,tiny,indexbook,c"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for stage in ["=== frontend ===", "=== tiny ===", "=== indexbook ===", "=== c ===", "#pragma scop"] {
+        assert!(out.contains(stage), "missing {stage} in\n{out}");
+    }
+    let dir = temp("compile-out");
+    let o = tgc(&["compile", "tests/spec/002_gemm.json", "--dim", "M=8", "--out", dir.to_str().unwrap(), "--dump", "tiny"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("tiny.json").exists() && dir.join("tiny.txt").exists());
+}

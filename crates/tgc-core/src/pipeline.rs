@@ -1,0 +1,235 @@
+//! The pipeline driver: runs the passes in their visible order, names each
+//! stage (for `--dump`), and re-verifies the IR after each lowering. The CLI
+//! and `tgc::kernel!` both go through here.
+//!
+//! Stages, in order: `frontend` (parse + resolve the graph language),
+//! `tiny` (lower to Tiny IR, or load Tiny IR JSON), `indexbook` (axis maps),
+//! `c` (CPU loop nests as C). Later stages (`poly_view`, `region`, `plan`,
+//! `gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can say they are not
+//! built yet.
+
+use std::path::Path;
+
+use crate::diag::DResult;
+use crate::tiny::{self, Graph, Op};
+use crate::{diag, emit, frontend, index_book, interp};
+use tgc_runtime::HostTensor;
+
+/// Every stage `--dump` knows, in pipeline order, and whether this build has it.
+pub const STAGES: &[(&str, bool)] = &[
+    ("frontend", true),
+    ("tiny", true),
+    ("indexbook", true),
+    ("poly_view", false),
+    ("region", false),
+    ("plan", false),
+    ("gpu", false),
+    ("cu", false),
+    ("ptx", false),
+    ("sass", false),
+    ("c", true),
+];
+
+/// The two source formats (`spec/README.md` decision 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The graph language of `DSL.md`.
+    Dsl,
+    /// Tiny IR JSON: the node format, or the op-list import format.
+    Json,
+}
+
+impl Format {
+    /// By extension (`.json` → JSON, `.tgc` → DSL); otherwise JSON when the
+    /// text starts with `{`.
+    pub fn of(path: &Path, text: &str) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("json") => Format::Json,
+            Some("tgc") => Format::Dsl,
+            _ if text.trim_start().starts_with('{') => Format::Json,
+            _ => Format::Dsl,
+        }
+    }
+}
+
+/// A loaded graph and what the front of the pipeline produced.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub graph: Graph,
+    /// The `frontend` dump (graph-language sources only).
+    pub frontend: Option<String>,
+}
+
+/// Parses and lowers (DSL) or loads (JSON) a graph, then verifies the Tiny
+/// IR and builds its IndexBook so that every user error surfaces here.
+///
+/// `entry` picks the graph of a multi-graph DSL file (default `main`).
+pub fn load(text: &str, format: Format, entry: Option<&str>) -> DResult<Loaded> {
+    let (graph, frontend) = match format {
+        Format::Dsl => {
+            let program = frontend::parser::parse(text)?;
+            let (graph, fir) = frontend::to_tiny::lower_with_dump(&program, entry)?;
+            (graph, Some(fir))
+        }
+        Format::Json => {
+            if entry.is_some() {
+                return Err(diag!(Unsupported, "--entry applies to graph-language files; a JSON file holds one graph"));
+            }
+            (tiny::json::load_json(text)?, None)
+        }
+    };
+    verify_tiny(&graph)?;
+    let book = index_book::build(&graph)?;
+    verify_book(&graph, &book)?;
+    Ok(Loaded { graph, frontend })
+}
+
+fn verify_tiny(g: &Graph) -> DResult<()> {
+    match tiny::verify::verify(g).into_iter().next() {
+        None => Ok(()),
+        Some(e) => Err(diag!(Internal, "Tiny IR verifier: {e}")),
+    }
+}
+
+fn verify_book(g: &Graph, book: &index_book::IndexBook) -> DResult<()> {
+    match index_book::verify::verify(g, book).into_iter().next() {
+        None => Ok(()),
+        Some(e) => Err(diag!(Internal, "IndexBook verifier: {e}")),
+    }
+}
+
+/// Checks that `stage` is a known stage built in this version.
+pub fn check_stage(stage: &str) -> DResult<()> {
+    let available: Vec<&str> = STAGES.iter().filter(|s| s.1).map(|s| s.0).collect();
+    match STAGES.iter().find(|s| s.0 == stage) {
+        Some((_, true)) => Ok(()),
+        Some((_, false)) => Err(diag!(Unsupported, "stage `{stage}` is not built yet (available: {})", available.join(", "))),
+        None => Err(diag!(UnknownName, "no stage `{stage}` (available: {})", available.join(", "))),
+    }
+}
+
+/// Canonical Tiny IR JSON of a graph.
+pub fn to_json(g: &Graph) -> String {
+    tiny::json::to_json(g)
+}
+
+/// The names of the graph's inputs, in argument order.
+pub fn input_names(g: &Graph) -> Vec<String> {
+    g.inputs()
+        .into_iter()
+        .map(|id| match &g.node(id).op {
+            Op::Input { name } => name.clone(),
+            _ => g.node(id).label.clone(),
+        })
+        .collect()
+}
+
+/// `name<syms>(x: f16[M, K], …) -> (y: f16[M, N])`, for `tgc check`.
+pub fn signature(g: &Graph) -> String {
+    let ty = |id| format!("{}{}", g.dtype(id), tiny::infer::fmt_shape(g.shape(id)));
+    let ins: Vec<String> = input_names(g).iter().zip(g.inputs()).map(|(n, id)| format!("{n}: {}", ty(id))).collect();
+    let outs: Vec<String> = g.outputs.iter().map(|o| format!("{}: {}", o.name, ty(o.node))).collect();
+    let syms: Vec<String> = g
+        .symbols
+        .iter()
+        .map(|s| match s.default {
+            Some(v) => format!("{}={v}", s.name),
+            None => s.name.clone(),
+        })
+        .collect();
+    format!("ok: graph {}<{}>({}) -> ({}), {} Tiny IR nodes", g.name, syms.join(", "), ins.join(", "), outs.join(", "), g.len())
+}
+
+/// The Rust loop-nest body the proc-macro compiles into a kernel module.
+pub fn rust_body(g: &Graph, crate_path: &str) -> DResult<String> {
+    emit::rust::emit_rust(g, crate_path)
+}
+
+/// What `compile --target cpu` produces: file name → contents.
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    pub files: Vec<(String, String)>,
+    pub c_source: String,
+}
+
+/// Generates the CPU artifacts of `g` (which may still have symbols).
+pub fn compile_cpu(loaded: &Loaded, g: &Graph) -> DResult<Artifacts> {
+    let _ = loaded;
+    let symbol = c_symbol(&g.name);
+    let c_source = emit::c::emit_c(g, &symbol)?;
+    let files = vec![(format!("{symbol}.c"), c_source.clone()), ("tiny.json".to_string(), to_json(g))];
+    Ok(Artifacts { files, c_source })
+}
+
+/// A C identifier for a graph name.
+fn c_symbol(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("tgc_{s}")
+}
+
+/// One stage's dump.
+pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts) -> DResult<String> {
+    check_stage(stage)?;
+    Ok(match stage {
+        "frontend" => loaded.frontend.clone().unwrap_or_else(|| "(a JSON graph has no frontend stage)\n".to_string()),
+        "tiny" => tiny::text::dump(g),
+        "indexbook" => index_book::dump(g, &index_book::build(g)?),
+        "c" => artifacts.c_source.clone(),
+        _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),
+    })
+}
+
+fn to_interp(t: &HostTensor) -> interp::Tensor {
+    interp::Tensor { dtype: t.dtype(), shape: t.shape().to_vec(), data: t.to_f64_vec() }
+}
+
+fn from_interp(t: &interp::Tensor) -> DResult<HostTensor> {
+    HostTensor::from_f64(t.dtype, &t.shape, &t.data).map_err(|e| diag!(Internal, "interpreter output: {e}"))
+}
+
+/// Runs a fully bound graph on the reference interpreter.
+pub fn run_interp(g: &Graph, inputs: &[HostTensor]) -> DResult<Vec<HostTensor>> {
+    let ins: Vec<interp::Tensor> = inputs.iter().map(to_interp).collect();
+    let outs = interp::run(g, &Default::default(), &ins)?;
+    outs.iter().map(from_interp).collect()
+}
+
+/// Why a CPU run failed: a diagnosed graph problem or a runtime failure
+/// (C compiler, loading, allocation).
+#[derive(Debug)]
+pub enum RunError {
+    Diag(crate::Diagnostic),
+    Runtime(tgc_runtime::Error),
+}
+
+/// Generates C for a fully bound graph, compiles it in `work_dir`, and runs it.
+pub fn run_cpu(g: &Graph, inputs: &[HostTensor], work_dir: &Path) -> Result<Vec<HostTensor>, RunError> {
+    if !g.symbols.is_empty() {
+        return Err(RunError::Diag(diag!(Internal, "run_cpu needs a bound graph")));
+    }
+    let symbol = c_symbol(&g.name);
+    let src = emit::c::emit_c(g, &symbol).map_err(RunError::Diag)?;
+    let stem = format!("{symbol}_{:016x}", fnv1a(src.as_bytes()));
+    let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
+    let mut outputs = Vec::new();
+    for o in &g.outputs {
+        let shape: Vec<usize> = g.shape(o.node).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
+        outputs.push(HostTensor::zeros(g.dtype(o.node), &shape).map_err(RunError::Runtime)?);
+    }
+    let in_bytes: Vec<&[u8]> = inputs.iter().map(|t| t.bytes()).collect();
+    // SAFETY: the library was generated from `g` with the ABI of
+    // `tgc_runtime::cpu`; input and output buffers have the shapes and dtypes
+    // of the bound graph (checked by `Graph::resolve_dims`/`bind` and built
+    // above), and the graph has no symbols, so `dims` is empty.
+    unsafe {
+        let lib = tgc_runtime::cpu::CpuLibrary::load(&lib_path).map_err(RunError::Runtime)?;
+        let mut out_bytes: Vec<&mut [u8]> = outputs.iter_mut().map(|t| t.bytes_mut()).collect();
+        lib.call(&symbol, &in_bytes, &mut out_bytes, &[]).map_err(RunError::Runtime)?;
+    }
+    Ok(outputs)
+}
+
+/// FNV-1a, to name compiled libraries by their source.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}

@@ -1,0 +1,259 @@
+//! Running generated C kernels on the CPU: compile C source to a shared
+//! library, load it, call its entry points.
+//!
+//! # The kernel ABI (the contract with the C code generator)
+//!
+//! Every entry point of a generated C library has this signature:
+//!
+//! ```c
+//! int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims);
+//! ```
+//!
+//! - `inputs[i]` points to the i-th graph input, in graph-input order;
+//!   `outputs[i]` to the i-th graph output, in graph-output order.
+//! - Each buffer is dense and row-major in its dtype's storage (f32, i32,
+//!   f16/bf16 as 16-bit patterns, bool as one byte 0/1, see [`HostTensor`](crate::HostTensor)),
+//!   aligned to its element size, and holds exactly the elements its shape
+//!   needs once the symbolic dims are bound.
+//! - `dims[j]` is the value of the j-th symbolic dimension, in the graph's
+//!   symbol order; the kernel derives every shape from them.
+//! - Output buffers do not overlap each other or any input; inputs may
+//!   overlap each other (they are only read).
+//! - The return value is 0 on success, 1 when the kernel could not allocate
+//!   scratch memory, and any other value for another failure; the kernel
+//!   reports through this value only (no printing, no `exit`).
+//!
+//! The caller checks lengths, dtypes and alignment before calling (the
+//! generated Rust functions do, reporting [`Error`]); [`CpuLibrary::call`]
+//! cannot, which is why it is `unsafe`.
+
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::{Error, Result};
+
+/// Flags for every kernel library. No `-march=native`: a library built on one
+/// machine behaves the same on another. `-ffp-contract=off` keeps the C
+/// compiler from fusing `a*b+c` into an FMA, so results match the reference
+/// interpreter; generated code calls `fmaf` where it wants a fused operation.
+const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off"];
+
+/// The C type of a kernel entry point (see the module doc).
+type KernelFn = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64) -> i32;
+
+/// Writes `c_source` to `dir/stem.c` and compiles it into the shared library
+/// `dir/stem.<so|dylib|dll>`, whose path is returned.
+///
+/// The compiler is `$CC` when set (split on whitespace, so `ccache gcc` works),
+/// else `cc`. The library is built under a temporary name and renamed into
+/// place, so a process that already mapped an older library of the same name
+/// keeps a valid mapping. A process that already loaded `dir/stem.so` gets the
+/// old library back from the dynamic loader when it loads the path again:
+/// give different sources different stems (a hash of the source, say).
+///
+/// Errors: [`Error::Io`] when `dir` cannot be written; [`Error::Kernel`] when
+/// the compiler cannot be run or fails (the message holds its stderr).
+pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    let source = dir.join(format!("{stem}.c"));
+    std::fs::write(&source, c_source).map_err(|e| Error::io("write", &source, e))?;
+    let library = dir.join(format!("{stem}.{}", std::env::consts::DLL_EXTENSION));
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let partial = dir.join(format!("{stem}.{}-{n}.partial", std::process::id()));
+
+    let cc = std::env::var("CC").ok().filter(|cc| !cc.trim().is_empty());
+    let cc = cc.as_deref().unwrap_or("cc");
+    let mut words = cc.split_whitespace();
+    let program = words.next().unwrap_or("cc");
+    let output = Command::new(program)
+        .args(words)
+        .args(CFLAGS)
+        .arg("-o")
+        .arg(&partial)
+        .arg(&source)
+        .arg("-lm")
+        .output()
+        .map_err(|e| {
+            Error::Kernel(format!(
+                "cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"
+            ))
+        })?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&partial);
+        return Err(Error::Kernel(format!(
+            "the C compiler `{cc}` failed ({}) on `{}`:\n{}",
+            output.status,
+            source.display(),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        )));
+    }
+    std::fs::rename(&partial, &library).map_err(|e| Error::io("create", &library, e))?;
+    Ok(library)
+}
+
+/// A loaded shared library of generated C kernels (see the module doc for
+/// the ABI of its entry points). Unloaded when dropped.
+#[derive(Debug)]
+pub struct CpuLibrary {
+    library: libloading::Library,
+    path: PathBuf,
+}
+
+impl CpuLibrary {
+    /// Loads the shared library at `path`.
+    ///
+    /// Errors: [`Error::Kernel`] when the dynamic loader fails (its message
+    /// included).
+    ///
+    /// # Safety
+    ///
+    /// Loading runs the library's initialisation code: `path` must be a library
+    /// built by [`compile_shared`] from tgc-generated C (or other code whose
+    /// initialisers are sound to run).
+    pub unsafe fn load(path: impl AsRef<Path>) -> Result<CpuLibrary> {
+        let path = path.as_ref();
+        // SAFETY: the caller vouches for the library's initialisers.
+        let library = unsafe { libloading::Library::new(path) }.map_err(|e| {
+            Error::Kernel(format!(
+                "cannot load kernel library `{}`: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(CpuLibrary {
+            library,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path the library was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Calls the entry point `symbol` with the kernel ABI of the module doc:
+    /// `inputs` in graph-input order, `outputs` in graph-output order, `dims`
+    /// in the graph's symbol order.
+    ///
+    /// Errors: [`Error::Kernel`] when `symbol` is missing, when the kernel
+    /// returns 1 ("out of memory") or another non-zero status.
+    ///
+    /// # Safety
+    ///
+    /// `symbol` must be a kernel entry point with the ABI of the module doc,
+    /// and every buffer must have the length, dtype and alignment that this
+    /// kernel derives from `dims`: the kernel trusts them and reads and writes
+    /// through raw pointers.
+    pub unsafe fn call(
+        &self,
+        symbol: &str,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        dims: &[i64],
+    ) -> Result<()> {
+        // SAFETY: the caller guarantees that `symbol` has the type `KernelFn`.
+        let kernel = unsafe { self.library.get::<KernelFn>(symbol.as_bytes()) }.map_err(|e| {
+            Error::Kernel(format!(
+                "no kernel `{symbol}` in `{}`: {e}",
+                self.path.display()
+            ))
+        })?;
+        let input_ptrs: Vec<*const c_void> = inputs.iter().map(|b| b.as_ptr().cast()).collect();
+        let output_ptrs: Vec<*mut c_void> =
+            outputs.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
+        // SAFETY: the pointer arrays and `dims` live across the call; the
+        // caller guarantees the ABI and the buffers' sizes; `outputs` are
+        // exclusive borrows, so no output overlaps another buffer.
+        let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr()) };
+        match status {
+            0 => Ok(()),
+            1 => Err(Error::Kernel(format!(
+                "kernel `{symbol}` ran out of memory allocating its scratch buffers"
+            ))),
+            s => Err(Error::Kernel(format!(
+                "kernel `{symbol}` failed with status {s}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::TempDir;
+    use crate::{DType, HostTensor};
+
+    /// Two kernels with the tgc ABI: `add` (out = a + b over dims[0] f32s) and
+    /// `fail` (returns dims[0]).
+    const ADD_C: &str = r#"
+#include <stdint.h>
+#include <stdlib.h>
+
+int32_t add(const void* const* inputs, void* const* outputs, const int64_t* dims) {
+    const float* a = (const float*)inputs[0];
+    const float* b = (const float*)inputs[1];
+    float* out = (float*)outputs[0];
+    for (int64_t i = 0; i < dims[0]; i++) out[i] = a[i] + b[i];
+    return 0;
+}
+
+int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dims) {
+    (void)inputs; (void)outputs;
+    return (int32_t)dims[0];
+}
+"#;
+
+    #[test]
+    fn compiles_loads_and_calls_a_kernel() {
+        let dir = TempDir::new("cpu");
+        let path = compile_shared(ADD_C, dir.path(), "add").unwrap();
+        assert!(path.exists() && dir.path().join("add.c").exists());
+        let lib = unsafe { CpuLibrary::load(&path) }.unwrap();
+        assert_eq!(lib.path(), path);
+
+        let a = HostTensor::from_f32(DType::F32, &[3], &[1.0, 2.0, 3.0]).unwrap();
+        let b = HostTensor::from_f32(DType::F32, &[3], &[0.5, -2.0, 10.0]).unwrap();
+        let mut out = HostTensor::zeros(DType::F32, &[3]).unwrap();
+        unsafe { lib.call("add", &[a.bytes(), b.bytes()], &mut [out.bytes_mut()], &[3]) }.unwrap();
+        assert_eq!(out.to_f32_vec(), [1.5, 0.0, 13.0]);
+
+        let status = |s| {
+            unsafe { lib.call("fail", &[], &mut [], &[s]) }
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(status(1).contains("out of memory"), "{}", status(1));
+        assert!(status(7).contains("failed with status 7"), "{}", status(7));
+        let missing = unsafe { lib.call("nope", &[], &mut [], &[]) }.unwrap_err();
+        assert!(
+            matches!(&missing, Error::Kernel(m) if m.contains("no kernel `nope`")),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn compiler_errors_carry_the_compiler_output() {
+        let dir = TempDir::new("cpu-bad");
+        let e = compile_shared("int f( { return 0; }", dir.path(), "bad").unwrap_err();
+        let Error::Kernel(msg) = &e else {
+            panic!("expected a kernel error, got {e:?}")
+        };
+        assert!(msg.contains("bad.c") && msg.contains("error"), "{msg}");
+        assert!(!dir
+            .path()
+            .join(format!("bad.{}", std::env::consts::DLL_EXTENSION))
+            .exists());
+    }
+
+    #[test]
+    fn loading_a_missing_library_is_a_kernel_error() {
+        let dir = TempDir::new("cpu-missing");
+        let e = unsafe { CpuLibrary::load(dir.path().join("none.so")) }.unwrap_err();
+        assert!(
+            matches!(&e, Error::Kernel(m) if m.contains("none.so")),
+            "{e}"
+        );
+    }
+}

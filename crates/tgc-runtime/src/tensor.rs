@@ -1,0 +1,317 @@
+//! `HostTensor`: a dense tensor in host memory, the unit of data the `tgc`
+//! tool reads from files, hands to kernels and writes back.
+//!
+//! Invariants:
+//! - `data` is row-major (C order) and holds exactly `product(shape) *
+//!   dtype.size_bytes()` bytes; a shape of `[]` is a scalar (one element).
+//! - Elements are little-endian; f16 and bf16 are stored as their 16-bit
+//!   patterns; bool is one byte, 0 or 1.
+
+use crate::dtype::{bf16_from_f64, f16_from_f64};
+use crate::{DType, Error, Result};
+
+/// A dense, row-major tensor in host memory (see the module doc for the layout).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+/// Number of elements of a tensor of `shape` (1 for `[]`), or `None` when it
+/// overflows `usize`.
+pub fn num_elements(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// Number of bytes of a dense tensor of `dtype` and `shape`, or an error when
+/// it overflows `usize`.
+fn num_bytes(dtype: DType, shape: &[usize]) -> Result<usize> {
+    num_elements(shape)
+        .and_then(|n| n.checked_mul(dtype.size_bytes()))
+        .ok_or_else(|| Error::ShapeMismatch {
+            what: format!("size of a {dtype} tensor"),
+            expected: "at most usize::MAX bytes".into(),
+            got: format!("shape {shape:?}"),
+        })
+}
+
+impl HostTensor {
+    /// A tensor of `dtype` and `shape` filled with zeros (false for bool).
+    ///
+    /// Errors: [`Error::ShapeMismatch`] when the byte size overflows `usize`.
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Result<HostTensor> {
+        let n = num_bytes(dtype, shape)?;
+        Ok(HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            data: vec![0; n],
+        })
+    }
+
+    /// A tensor of `dtype` and `shape` from row-major f32 values, each rounded
+    /// to `dtype` as [`DType::round`] does (nearest even for f16/bf16,
+    /// truncation toward zero for i32, `x != 0` for bool).
+    ///
+    /// Errors: [`Error::LengthMismatch`] when `values.len()` is not the
+    /// product of `shape`.
+    pub fn from_f32(dtype: DType, shape: &[usize], values: &[f32]) -> Result<HostTensor> {
+        let mut t = HostTensor::with_len(dtype, shape, values.len())?;
+        let size = dtype.size_bytes();
+        for (chunk, &x) in t.data.chunks_exact_mut(size).zip(values) {
+            encode(dtype, x as f64, chunk);
+        }
+        Ok(t)
+    }
+
+    /// A tensor of `dtype` and `shape` from row-major f64 values, each rounded
+    /// to `dtype` once, as [`DType::round`] does.
+    ///
+    /// Errors: [`Error::LengthMismatch`] when `values.len()` is not the
+    /// product of `shape`.
+    pub fn from_f64(dtype: DType, shape: &[usize], values: &[f64]) -> Result<HostTensor> {
+        let mut t = HostTensor::with_len(dtype, shape, values.len())?;
+        let size = dtype.size_bytes();
+        for (chunk, &x) in t.data.chunks_exact_mut(size).zip(values) {
+            encode(dtype, x, chunk);
+        }
+        Ok(t)
+    }
+
+    /// A tensor over raw little-endian bytes in the layout of the module doc.
+    ///
+    /// Errors: [`Error::ShapeMismatch`] when `data.len()` is not
+    /// `product(shape) * dtype.size_bytes()`; [`Error::Format`] when a bool
+    /// byte is neither 0 nor 1.
+    pub fn from_bytes(dtype: DType, shape: &[usize], data: Vec<u8>) -> Result<HostTensor> {
+        let n = num_bytes(dtype, shape)?;
+        if data.len() != n {
+            return Err(Error::ShapeMismatch {
+                what: format!("byte length of a {dtype} tensor of shape {shape:?}"),
+                expected: n.to_string(),
+                got: data.len().to_string(),
+            });
+        }
+        if dtype == DType::Bool {
+            if let Some(i) = data.iter().position(|&b| b > 1) {
+                return Err(Error::Format(format!(
+                    "bool element {i} is stored as byte {}; bool elements must be 0 or 1",
+                    data[i]
+                )));
+            }
+        }
+        Ok(HostTensor {
+            dtype,
+            shape: shape.to_vec(),
+            data,
+        })
+    }
+
+    /// A zero tensor after checking that `len` values fill `shape`.
+    fn with_len(dtype: DType, shape: &[usize], len: usize) -> Result<HostTensor> {
+        let t = HostTensor::zeros(dtype, shape)?;
+        if t.len() != len {
+            return Err(Error::LengthMismatch {
+                arg: "values".into(),
+                expected: t.len(),
+                got: len,
+            });
+        }
+        Ok(t)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape, outermost dimension first; `[]` for a scalar.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The number of elements (the product of the shape).
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dtype.size_bytes()
+    }
+
+    /// True when the tensor has no elements (some dimension is 0).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The raw bytes, `len() * dtype().size_bytes()` of them.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The raw bytes, for a kernel to write into; bool bytes must stay 0 or 1.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.data
+    }
+
+    /// The elements as f64, row-major; every dtype converts exactly.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        self.data
+            .chunks_exact(self.dtype.size_bytes())
+            .map(|c| decode(self.dtype, c))
+            .collect()
+    }
+
+    /// The elements as f32, row-major; exact except for i32 values beyond
+    /// 2^24 in magnitude, which round to nearest even.
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        self.data
+            .chunks_exact(self.dtype.size_bytes())
+            .map(|c| decode(self.dtype, c) as f32)
+            .collect()
+    }
+
+    /// This tensor's values rounded to `dtype` as [`DType::round`] does (an
+    /// f32 tensor converted to bf16 rounds to nearest even); same shape.
+    pub fn convert(&self, dtype: DType) -> HostTensor {
+        if dtype == self.dtype {
+            return self.clone();
+        }
+        let size = dtype.size_bytes();
+        let mut data = vec![0; self.len() * size];
+        let src = self.data.chunks_exact(self.dtype.size_bytes());
+        for (dst, src) in data.chunks_exact_mut(size).zip(src) {
+            encode(dtype, decode(self.dtype, src), dst);
+        }
+        HostTensor {
+            dtype,
+            shape: self.shape.clone(),
+            data,
+        }
+    }
+}
+
+/// Little-endian f64 elements rounded to little-endian f32 (nearest even):
+/// how files' f64 data is read.
+pub(crate) fn f64_le_to_f32_le(data: &[u8]) -> Vec<u8> {
+    data.chunks_exact(8)
+        .flat_map(|c| {
+            (f64::from_le_bytes(c.try_into().expect("chunks_exact(8)")) as f32).to_le_bytes()
+        })
+        .collect()
+}
+
+/// Little-endian i64 elements as little-endian i32: how files' i64 data is read.
+///
+/// Errors: [`Error::Format`] naming the first element outside the i32 range.
+pub(crate) fn i64_le_to_i32_le(data: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len() / 2);
+    for (i, c) in data.chunks_exact(8).enumerate() {
+        let v = i64::from_le_bytes(c.try_into().expect("chunks_exact(8)"));
+        let v = i32::try_from(v).map_err(|_| {
+            Error::Format(format!("i64 element {i} is {v}, which does not fit in i32"))
+        })?;
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// Writes `x` rounded to `dtype` into `out` (`dtype.size_bytes()` bytes).
+fn encode(dtype: DType, x: f64, out: &mut [u8]) {
+    match dtype {
+        DType::F16 => out.copy_from_slice(&f16_from_f64(x).to_le_bytes()),
+        DType::BF16 => out.copy_from_slice(&bf16_from_f64(x).to_le_bytes()),
+        DType::F32 => out.copy_from_slice(&(x as f32).to_le_bytes()),
+        DType::I32 => out.copy_from_slice(&(DType::I32.round(x) as i32).to_le_bytes()),
+        DType::Bool => out[0] = (x != 0.0) as u8,
+    }
+}
+
+/// Reads one element of `dtype` from `bytes` (`dtype.size_bytes()` bytes).
+fn decode(dtype: DType, bytes: &[u8]) -> f64 {
+    match dtype {
+        DType::F16 => half::f16::from_le_bytes([bytes[0], bytes[1]]).to_f64(),
+        DType::BF16 => half::bf16::from_le_bytes([bytes[0], bytes[1]]).to_f64(),
+        DType::F32 => f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64,
+        DType::I32 => i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64,
+        DType::Bool => (bytes[0] != 0) as u8 as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_f32_rounds_to_the_dtype() {
+        let v = [1.0 + 1.0 / 4096.0, -2.7, 0.0, 0.5];
+        let t = |d| HostTensor::from_f32(d, &[2, 2], &v).unwrap();
+        assert_eq!(t(DType::F16).to_f64_vec(), [1.0, -2.69921875, 0.0, 0.5]);
+        assert_eq!(t(DType::BF16).to_f64_vec(), [1.0, -2.703125, 0.0, 0.5]);
+        assert_eq!(t(DType::F32).to_f32_vec(), v);
+        assert_eq!(t(DType::I32).to_f64_vec(), [1.0, -2.0, 0.0, 0.0]);
+        assert_eq!(t(DType::Bool).bytes(), [1, 1, 0, 1]);
+        for d in DType::ALL {
+            let want: Vec<f64> = v.iter().map(|&x| d.round(x as f64)).collect();
+            assert_eq!(t(d).to_f64_vec(), want, "{d}");
+            assert_eq!(t(d).bytes().len(), 4 * d.size_bytes());
+        }
+    }
+
+    #[test]
+    fn storage_is_little_endian_bit_patterns() {
+        let t = HostTensor::from_f64(DType::BF16, &[2], &[1.0, -2.0]).unwrap();
+        assert_eq!(t.bytes(), [0x80, 0x3f, 0x00, 0xc0]);
+        let t = HostTensor::from_f64(DType::F16, &[1], &[1.0]).unwrap();
+        assert_eq!(t.bytes(), [0x00, 0x3c]);
+        let t = HostTensor::from_f64(DType::I32, &[], &[-2.0]).unwrap();
+        assert_eq!((t.len(), t.bytes()), (1, &[0xfe, 0xff, 0xff, 0xff][..]));
+    }
+
+    #[test]
+    fn from_f64_rounds_once() {
+        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+        let t = HostTensor::from_f64(DType::BF16, &[1], &[x]).unwrap();
+        assert_eq!(t.to_f64_vec(), [1.0 + 2f64.powi(-7)]);
+    }
+
+    #[test]
+    fn lengths_are_checked() {
+        let e = HostTensor::from_f32(DType::F32, &[2, 3], &[0.0; 5]).unwrap_err();
+        assert_eq!(
+            e,
+            Error::LengthMismatch {
+                arg: "values".into(),
+                expected: 6,
+                got: 5
+            }
+        );
+        let e = HostTensor::from_bytes(DType::F16, &[3], vec![0; 5]).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+        let e = HostTensor::from_bytes(DType::Bool, &[2], vec![0, 2]).unwrap_err();
+        assert!(matches!(e, Error::Format(_)), "{e}");
+        let e = HostTensor::zeros(DType::F32, &[usize::MAX, 2]).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+        let t = HostTensor::from_bytes(DType::I32, &[2, 0], vec![]).unwrap();
+        assert!(t.is_empty() && t.to_f64_vec().is_empty());
+    }
+
+    #[test]
+    fn convert_rounds_f32_to_bf16_to_nearest_even() {
+        // 1 + 2^-8 is a tie between bf16 1.0 and 1 + 2^-7: even wins.
+        let tie = 1.0 + 2f32.powi(-8);
+        let above = 1.0 + 2f32.powi(-8) + 2f32.powi(-20);
+        let t = HostTensor::from_f32(DType::F32, &[3], &[tie, above, 3.0]).unwrap();
+        let b = t.convert(DType::BF16);
+        assert_eq!((b.dtype(), b.shape()), (DType::BF16, &[3][..]));
+        assert_eq!(b.to_f32_vec(), [1.0, 1.0 + 2f32.powi(-7), 3.0]);
+        assert_eq!(
+            b.convert(DType::F32).convert(DType::I32).to_f64_vec(),
+            [1.0, 1.0, 3.0]
+        );
+        assert_eq!(t.convert(DType::F32), t);
+    }
+
+    #[test]
+    fn bytes_mut_writes_through() {
+        let mut t = HostTensor::zeros(DType::F32, &[1]).unwrap();
+        t.bytes_mut().copy_from_slice(&2.5f32.to_le_bytes());
+        assert_eq!(t.to_f32_vec(), [2.5]);
+    }
+}

@@ -1,0 +1,3 @@
+tgc::kernel!(bad: "no/such/graph.tgc");
+
+fn main() {}
