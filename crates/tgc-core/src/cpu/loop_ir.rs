@@ -14,9 +14,12 @@
 //! - values are computed in a compute type: `f32` for f16/bf16/f32 (f16 and
 //!   bf16 are storage, converted on load and store, and rounded at a `CAST`),
 //!   `i32` for i32 (wrapping arithmetic), `u8`/`bool` for bool;
-//! - an accumulator has the `REDUCE`'s dtype: after each update it is
-//!   rounded to that dtype (a no-op but for f16/bf16); the update combines
-//!   it with [`Reduction::value`], already cast to that dtype;
+//! - an accumulator has the `REDUCE`'s dtype, held in its compute type: the
+//!   update combines it with [`Reduction::value`] (already cast to that
+//!   dtype) without rounding, and reading it ([`Expr::Acc`]) rounds it to the
+//!   dtype — a no-op but for f16/bf16 (the interpreter's rule: accumulate
+//!   wide, round the result);
+//! - `MAX`, `MIN` (binary and reduce) propagate NaN; `RELU` is `x < 0 ? 0 : x`;
 //! - a kernel never reads the buffer it writes, and reads only buffers that
 //!   are inputs or written by earlier kernels.
 
@@ -62,7 +65,7 @@ pub enum Expr {
     Load { buf: BufId, index: AffExpr, dtype: DType },
     /// A literal, already rounded to `dtype`.
     Const { value: f64, dtype: DType },
-    /// The kernel's accumulator.
+    /// The kernel's accumulator, rounded to `dtype`.
     Acc { dtype: DType },
     Unary { op: UnaryOp, x: Box<Expr> },
     Binary { op: BinaryOp, a: Box<Expr>, b: Box<Expr> },

@@ -2,7 +2,7 @@
 //! SCoP-clean style of `spec/003` — one `static` function per kernel with
 //! `restrict` pointers, `#pragma scop` / `#pragma endscop` around each loop
 //! nest, affine `int64_t` subscripts, `floord` for floor division as isl and
-//! CLooG print it, min/max through helper functions.
+//! CLooG print it, min/max through helper functions (NaN-propagating, as the interpreter).
 //!
 //! The exported function is
 //! `int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims)`:
@@ -136,6 +136,9 @@ static inline int32_t tgc_f32_to_i32(float x)
     return (int32_t)(uint32_t)(uint64_t)v;
 }",
     ),
+    ("tgc_max_f32", "/* NaN if either is NaN, as the interpreter. */\nstatic inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }"),
+    ("tgc_min_f32", "/* NaN if either is NaN, as the interpreter. */\nstatic inline float tgc_min_f32(float a, float b) { return (a != a || b != b) ? NAN : fminf(a, b); }"),
+    ("tgc_relu_f32", "static inline float tgc_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }"),
     ("tgc_add_i32", "static inline int32_t tgc_add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }"),
     ("tgc_sub_i32", "static inline int32_t tgc_sub_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }"),
     ("tgc_mul_i32", "static inline int32_t tgc_mul_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }"),
@@ -242,7 +245,7 @@ impl Printer<'_> {
         }
         match op {
             UnaryOp::Neg => format!("(-{x})"),
-            UnaryOp::Relu => format!("fmaxf({x}, 0.0f)"),
+            UnaryOp::Relu => self.call("tgc_relu_f32", &[x]),
             UnaryOp::Exp2 => format!("exp2f({x})"),
             UnaryOp::Log2 => format!("log2f({x})"),
             UnaryOp::Sqrt => format!("sqrtf({x})"),
@@ -268,8 +271,8 @@ impl Printer<'_> {
             (BinaryOp::Sub, _) => infix("-"),
             (BinaryOp::Mul, _) => infix("*"),
             (BinaryOp::Fdiv, _) => infix("/"),
-            (BinaryOp::Max, _) => format!("fmaxf({a}, {b})"),
-            (BinaryOp::Min, _) => format!("fminf({a}, {b})"),
+            (BinaryOp::Max, _) => self.call("tgc_max_f32", &[a, b]),
+            (BinaryOp::Min, _) => self.call("tgc_min_f32", &[a, b]),
         }
     }
 
@@ -286,7 +289,7 @@ impl Printer<'_> {
                 }
             }
             Expr::Const { value, dtype } => self.literal(*value, *dtype),
-            Expr::Acc { .. } => "acc".into(),
+            Expr::Acc { dtype } => self.round_to("acc".into(), *dtype),
             Expr::Unary { op, x } => {
                 let xs = self.expr(x);
                 self.unary(*op, xs, x.dtype())
@@ -344,8 +347,7 @@ impl Printer<'_> {
                 ReduceOp::Max => BinaryOp::Max,
                 ReduceOp::Min => BinaryOp::Min,
             };
-            let combined = self.binary(bop, "acc".into(), x, r.dtype);
-            let update = self.round_to(combined, r.dtype);
+            let update = self.binary(bop, "acc".into(), x, r.dtype);
             let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
             while depth > body_depth {
                 depth -= 1;
@@ -451,7 +453,7 @@ fn entry(p: &Program, symbol: &str) -> String {
     if !uses(|r| matches!(r, Role::Output(_))) {
         s.push_str("    (void)outputs;\n");
     }
-    let frees: String = temps.iter().map(|t| format!("free({t}); ")).collect();
+    let frees = temps.iter().map(|t| format!("free({t});")).collect::<Vec<_>>().join(" ");
     if !temps.is_empty() {
         let any_null: Vec<String> = temps.iter().map(|t| format!("!{t}")).collect();
         let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
@@ -464,7 +466,7 @@ fn entry(p: &Program, symbol: &str) -> String {
         let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
     }
     if !temps.is_empty() {
-        let _ = writeln!(s, "    {}", frees.trim_end());
+        let _ = writeln!(s, "    {frees}");
     }
     s.push_str("    return 0;\n}\n");
     s

@@ -96,16 +96,28 @@ fn aff(e: &AffExpr, lang: Lang) -> String {
             Some(1) => parts.push((false, body)),
             Some(-1) => parts.push((true, body)),
             Some(v) => parts.push((v < 0, format!("{}*{body}", v.unsigned_abs()))),
-            None => parts.push((false, format!("{}*{body}", dim(c, lang)))),
+            None => {
+                let (neg, mag) = signed(c);
+                parts.push((neg, format!("{}*{body}", dim(&mag, lang))));
+            }
         }
     }
     let k = e.constant_part();
-    match k.as_int() {
-        Some(0) => {}
-        Some(v) => parts.push((v < 0, v.unsigned_abs().to_string())),
-        None => parts.push((false, dim(k, lang))),
+    if k.as_int() != Some(0) {
+        let (neg, mag) = signed(k);
+        parts.push((neg, dim(&mag, lang)));
     }
     join_signed(parts)
+}
+
+/// `(true, -d)` when every monomial of `d` is negative, else `(false, d)`:
+/// so that `i0 - pt` prints as a subtraction.
+fn signed(d: &Dim) -> (bool, Dim) {
+    if d.monomials().all(|(_, c)| c < 0) {
+        (true, &Dim::int(0) - d)
+    } else {
+        (false, d.clone())
+    }
 }
 
 /// True when the `(` at the start of `s` is closed by its last character.

@@ -124,7 +124,7 @@ fn unary(op: UnaryOp, x: String, dt: DType) -> String {
     }
     match op {
         UnaryOp::Neg => format!("(-{x})"),
-        UnaryOp::Relu => format!("{x}.max(0.0f32)"),
+        UnaryOp::Relu => format!("relu_f32({x})"),
         UnaryOp::Exp2 => format!("{x}.exp2()"),
         UnaryOp::Log2 => format!("{x}.log2()"),
         UnaryOp::Sqrt => format!("{x}.sqrt()"),
@@ -150,8 +150,8 @@ fn binary(op: BinaryOp, a: String, b: String, dt: DType) -> String {
         (BinaryOp::Sub, _) => infix("-"),
         (BinaryOp::Mul, _) => infix("*"),
         (BinaryOp::Fdiv, _) => infix("/"),
-        (BinaryOp::Max, _) => format!("{a}.max({b})"),
-        (BinaryOp::Min, _) => format!("{a}.min({b})"),
+        (BinaryOp::Max, _) => format!("max_f32({a}, {b})"),
+        (BinaryOp::Min, _) => format!("min_f32({a}, {b})"),
     }
 }
 
@@ -168,7 +168,7 @@ fn expr(p: &Program, e: &Expr) -> String {
             }
         }
         Expr::Const { value, dtype } => literal(*value, *dtype),
-        Expr::Acc { .. } => "acc".into(),
+        Expr::Acc { dtype } => round_to("acc".into(), *dtype),
         Expr::Unary { op, x } => unary(*op, expr(p, x), x.dtype()),
         Expr::Binary { op, a, b } => binary(*op, expr(p, a), expr(p, b), a.dtype()),
         Expr::Cast { to, x } => cast(expr(p, x), x.dtype(), *to),
@@ -225,7 +225,7 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
             ReduceOp::Max => BinaryOp::Max,
             ReduceOp::Min => BinaryOp::Min,
         };
-        let update = round_to(binary(bop, "acc".into(), expr(p, &r.value), r.dtype), r.dtype);
+        let update = binary(bop, "acc".into(), expr(p, &r.value), r.dtype);
         let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
         while depth > body_depth {
             depth -= 1;
@@ -243,6 +243,48 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
         let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
     }
     s
+}
+
+/// Nested helper functions, emitted when used: NaN-propagating max/min and
+/// `RELU` as the interpreter defines them.
+const FLOAT_HELPERS: [(&str, &str); 3] = [
+    ("max_f32", "fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) } }"),
+    ("min_f32", "fn min_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) } }"),
+    ("relu_f32", "fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }"),
+];
+
+/// The helpers of [`FLOAT_HELPERS`] the program calls.
+fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    let float = |dt: DType| matches!(dt, DType::F16 | DType::BF16 | DType::F32);
+    for k in &p.kernels {
+        let mut visit = |e: &Expr| match e {
+            Expr::Unary { op: UnaryOp::Relu, x } if float(x.dtype()) => {
+                out.insert("relu_f32");
+            }
+            Expr::Binary { op: BinaryOp::Max, a, .. } if float(a.dtype()) => {
+                out.insert("max_f32");
+            }
+            Expr::Binary { op: BinaryOp::Min, a, .. } if float(a.dtype()) => {
+                out.insert("min_f32");
+            }
+            _ => {}
+        };
+        k.value.walk(&mut visit);
+        if let Some(r) = &k.reduce {
+            r.value.walk(&mut visit);
+            match r.op {
+                ReduceOp::Max if float(r.dtype) => {
+                    out.insert("max_f32");
+                }
+                ReduceOp::Min if float(r.dtype) => {
+                    out.insert("min_f32");
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// `s` as a Rust string literal.
@@ -326,6 +368,11 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
         }
         many => {
             let _ = writeln!(s, "    use {cp}::half::{{{}}};", many.join(", "));
+        }
+    }
+    for (name, code) in FLOAT_HELPERS {
+        if float_helpers(p).contains(name) {
+            let _ = writeln!(s, "    {code}");
         }
     }
     for k in &p.kernels {

@@ -271,3 +271,56 @@ fn bad_symbols_and_crate_paths_are_refused() {
     assert!(super::rust::emit_rust(&g, "::tgc").is_ok());
 }
 
+
+/// Every example graph of the specification (`tests/spec/`), generated as C
+/// and Rust and compared with the interpreter (inside `Compiled::run`).
+#[test]
+fn spec_graphs_match_the_interpreter() {
+    let files = [
+        "000_gemm_bias_relu.json",
+        "001_matmul_2dx2d.json",
+        "001_matmul_1dx2d.json",
+        "001_matmul_2dx1d.json",
+        "002_gemm.json",
+        "002_conv2d.json",
+        "002_attention.json",
+    ];
+    // Conv2D: N G Cin Rcout H W K S D P, output size (H + 2P - D(K-1) - 1)/S + 1.
+    let convs = [(1, 1, 2, 3, 5, 5, 3, 2, 1, 1), (2, 2, 2, 2, 6, 7, 3, 1, 2, 2)];
+    for name in files {
+        let path = format!("{}/../../tests/spec/{name}", env!("CARGO_MANIFEST_DIR"));
+        let g = crate::tiny::load_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let lib = compile(&g);
+        let points: Vec<Vec<(&str, i64)>> = if name.contains("conv") {
+            convs
+                .iter()
+                .map(|&(n, gr, cin, rc, h, w, k, s, d, p)| {
+                    let out = |x: i64| (x + 2 * p - d * (k - 1) - 1) / s + 1;
+                    vec![
+                        ("N", n), ("G", gr), ("Cin", cin), ("Rcout", rc), ("Cin_total", gr * cin), ("Cout", gr * rc), ("H", h), ("W", w),
+                        ("Kh", k), ("Kw", k), ("Sh", s), ("Sw", s), ("Dh", d), ("Dw", d), ("pt", p), ("pb", p), ("pl", p), ("pr", p),
+                        ("Oy", out(h)), ("Ox", out(w)),
+                    ]
+                })
+                .collect()
+        } else {
+            vec![vec![("M", 3), ("K", 5), ("N", 4), ("B", 2), ("H", 2), ("D", 3)], vec![("M", 1), ("K", 1), ("N", 1), ("B", 1), ("H", 1), ("D", 1)]]
+        };
+        for (t, point) in points.iter().enumerate() {
+            let val = |s: &str| point.iter().find(|(k, _)| *k == s).map(|(_, v)| *v).unwrap_or(3);
+            let dims: Vec<i64> = g.symbols.iter().map(|s| val(&s.name)).collect();
+            let inputs: Vec<Vec<f64>> = g
+                .inputs()
+                .into_iter()
+                .enumerate()
+                .map(|(k, id)| {
+                    let n: i64 = g.shape(id).iter().map(|d| d.eval(&|s| Some(val(s))).unwrap()).product();
+                    data(100 * t as u64 + k as u64 + 1, n as usize, -1.0, 1.0, g.dtype(id))
+                })
+                .collect();
+            assert!(lib.interp(&inputs, &dims).is_some(), "{name}: the interpreter refuses {point:?}");
+            let (c, r) = lib.run(&inputs, &dims);
+            assert_eq!((c.rc, r.rc), (0, 0), "{name} at {point:?}");
+        }
+    }
+}

@@ -2,11 +2,13 @@
 //! Rust with `rustc` against the `half` rlib of this test build; both loaded
 //! with `libloading`.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::interp;
 use crate::tiny::Graph;
 use crate::DType;
 
@@ -176,7 +178,8 @@ pub struct Run {
 
 impl Compiled {
     /// Runs the C and the Rust code on the same inputs (values per input, in
-    /// `Graph::inputs()` order) and dims.
+    /// `Graph::inputs()` order) and dims; where the reference interpreter
+    /// accepts the dims, asserts that both agree with it.
     pub fn run(&self, inputs: &[Vec<f64>], dims: &[i64]) -> (Run, Run) {
         assert_eq!(inputs.len(), self.ins.len(), "one value list per input");
         let ins: Vec<Vec<u8>> = inputs.iter().zip(&self.ins).map(|(v, dt)| encode(v, *dt)).collect();
@@ -200,7 +203,29 @@ impl Compiled {
             f(in_ptrs.as_ptr(), in_lens.as_ptr(), r_ptrs.as_ptr(), lens.as_ptr(), dims.as_ptr(), dims.len())
         };
         let dec = |bufs: Vec<Vec<u8>>| bufs.iter().zip(&self.outs).map(|(b, dt)| decode(b, *dt)).collect();
-        (Run { rc: c_rc, outputs: dec(c_out) }, Run { rc: r_rc, outputs: dec(r_out) })
+        let (c, r) = (Run { rc: c_rc, outputs: dec(c_out) }, Run { rc: r_rc, outputs: dec(r_out) });
+        if let Some(want) = self.interp(inputs, dims) {
+            for (run, who) in [(&c, "C"), (&r, "Rust")] {
+                assert_eq!(run.rc, 0, "{who}: the interpreter accepts dims {dims:?}");
+                for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+                    assert_close(got, want, self.outs[k], &format!("{who} output {k} vs the interpreter at dims {dims:?}"));
+                }
+            }
+        }
+        (c, r)
+    }
+
+    /// The reference interpreter's outputs, or `None` when it refuses the dims.
+    pub fn interp(&self, inputs: &[Vec<f64>], dims: &[i64]) -> Option<Vec<Vec<f64>>> {
+        let g = &self.graph;
+        let map: BTreeMap<String, i64> = g.symbols.iter().zip(dims).map(|(s, v)| (s.name.clone(), *v)).collect();
+        let bind = |s: &str| map.get(s).copied();
+        let mut tensors = Vec::new();
+        for (id, v) in g.inputs().into_iter().zip(inputs) {
+            let shape: Option<Vec<usize>> = g.shape(id).iter().map(|d| d.eval(&bind).ok().and_then(|x| usize::try_from(x).ok())).collect();
+            tensors.push(interp::Tensor::new(g.dtype(id), &shape?, v.clone()).ok()?);
+        }
+        Some(interp::run(g, &map, &tensors).ok()?.into_iter().map(|t| t.data).collect())
     }
 }
 
