@@ -59,6 +59,10 @@ fn dim(d: &Dim, lang: Lang) -> String {
         }
         parts.push((c < 0, factors.join("*")));
     }
+    // The constant monomial comes first in canonical order; print it last.
+    if d.monomials().next().is_some_and(|(atoms, _)| atoms.is_empty()) && parts.len() > 1 {
+        parts.rotate_left(1);
+    }
     join_signed(parts)
 }
 
@@ -147,9 +151,9 @@ fn bare(s: String) -> String {
     }
 }
 
-/// A conjunction of guards, `(e0 >= 0) && (e1 >= 0)`.
+/// A conjunction of guards, `e0 >= 0 && e1 >= 0`.
 fn guard(cs: &[Constr], lang: Lang) -> String {
-    let v: Vec<String> = cs.iter().map(|c| format!("({} >= 0)", aff(&c.expr, lang))).collect();
+    let v: Vec<String> = cs.iter().map(|c| format!("{} >= 0", bare(aff(&c.expr, lang)))).collect();
     v.join(" && ")
 }
 
