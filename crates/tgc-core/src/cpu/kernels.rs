@@ -11,6 +11,10 @@
 //! - movement nodes never materialise unless they are outputs: they are index
 //!   maps, composed into the accesses of their readers;
 //! - a `CONST` never materialises unless it is an output: it is a literal;
+//! - an element-wise value also materialises when inlining it would make a
+//!   chain of more than [`MAX_INLINE_DEPTH`] element-wise nodes (movement
+//!   nodes between them do not count): expressions, and the recursion of the
+//!   lowering and the printers over them, stay shallow;
 //! - every other element-wise value has exactly one reader and is inlined into
 //!   it (recomputed where a movement broadcasts it);
 //! - a `REDUCE` that is not an output and has exactly one reader is **fused**
@@ -24,6 +28,9 @@
 //!   in node order (a topological order).
 
 use crate::tiny::{Graph, NodeId, Op};
+
+/// The deepest chain of element-wise nodes inlined into one expression.
+pub const MAX_INLINE_DEPTH: usize = 64;
 
 /// One kernel: the value it stores and the `REDUCE` it accumulates, if any
 /// (the root itself when the root is a `REDUCE`).
@@ -78,6 +85,22 @@ pub fn form_kernels(g: &Graph) -> Formation {
             live[i] && (is_output[i] || matches!(op, Op::Input { .. }) || (op.is_elementwise() && readers[i] > 1))
         })
         .collect();
+    // Inlined element-wise chains stay at most MAX_INLINE_DEPTH deep.
+    let mut depth = vec![0usize; n];
+    for id in g.ids() {
+        let (i, node) = (id.index(), g.node(id));
+        let below = node.src.iter().map(|s| depth[s.index()]).max().unwrap_or(0);
+        depth[i] = match &node.op {
+            _ if materialised[i] => 0,
+            Op::Input { .. } | Op::Const { .. } | Op::Reduce { .. } => 0,
+            op if op.is_movement() => below,
+            _ if below >= MAX_INLINE_DEPTH && live[i] => {
+                materialised[i] = true;
+                0
+            }
+            _ => below + 1,
+        };
+    }
     // The single live reader of a non-materialised value, when it reads it directly.
     let consumers = g.consumers();
     let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
@@ -137,5 +160,17 @@ mod tests {
         let sum = g.ids().find(|&i| matches!(g.node(i).op, Op::Reduce { .. }));
         assert_eq!(f.kernels, vec![KernelPlan { root: relu, reduce: sum }]);
         assert_eq!(f.materialised.iter().filter(|m| **m).count(), 4);
+    }
+
+    #[test]
+    fn long_chains_are_cut_into_kernels() {
+        let mut g = crate::tiny::Graph::new("chain");
+        let mut x = g.input("x", DType::F32, &crate::test_graphs::shape(&["N"])).unwrap();
+        for _ in 0..200 {
+            x = g.unary(crate::tiny::UnaryOp::Neg, x).unwrap();
+        }
+        g.outputs.push(crate::tiny::Output { name: "y".into(), node: x });
+        let f = form_kernels(&g);
+        assert_eq!(f.kernels.len(), 4, "{:?}", f.kernels);
     }
 }
