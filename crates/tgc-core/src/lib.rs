@@ -2,11 +2,17 @@
 //! interpreter and the code generators. See `ARCHITECTURE.md` for the map.
 
 pub mod affine;
+pub mod cpu;
 pub mod diag;
+pub mod emit;
 pub mod frontend;
+pub mod index_book;
 pub mod interp;
 pub mod sym;
 pub mod tiny;
+
+#[cfg(test)]
+mod test_graphs;
 
 pub use diag::{DResult, Diagnostic, ErrorName, Span};
 pub use tgc_runtime::dtype;

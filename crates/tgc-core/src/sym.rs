@@ -247,6 +247,13 @@ impl Dim {
     pub fn product(dims: &[Dim]) -> Dim {
         dims.iter().fold(Dim::int(1), |a, b| &a * b)
     }
+
+    /// The monomials as `(atoms, coefficient)`, in canonical order (the
+    /// constant, if any, first, with no atoms); for printers that need a
+    /// syntax other than [`fmt::Display`]'s (C, Rust).
+    pub fn monomials(&self) -> impl Iterator<Item = (&[Atom], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
 }
 
 impl From<i64> for Dim {

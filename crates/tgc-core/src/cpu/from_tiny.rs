@@ -1,0 +1,251 @@
+//! Tiny IR → CPU loop-nest IR: buffers, one kernel per root of kernel
+//! formation, scalar expressions whose subscripts and guards come from the
+//! IndexBook by composition ([`index_book::chase`], [`index_book::compose`]),
+//! and the run-time checks on the sizes.
+
+use crate::affine::AffExpr;
+use crate::diag::DResult;
+use crate::diag;
+use crate::index_book::{self, simplify::is_nonneg, IndexBook};
+use crate::sym::Dim;
+use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
+use crate::DType;
+
+use super::kernels::{form_kernels, Formation, KernelPlan};
+use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
+
+/// Lowers a graph to loop nests.
+///
+/// Errors: the first violation when the graph or its IndexBook fails its
+/// verifier (`Internal`, or the graph's own error); `ExcessivePiecewise` when
+/// a chain of `PAD`s needs more than [`index_book::MAX_PIECES`] guards.
+pub fn lower(g: &Graph) -> DResult<Program> {
+    if let Some(e) = tiny::verify::verify(g).into_iter().next() {
+        return Err(e);
+    }
+    let book = index_book::build(g)?;
+    if let Some(e) = index_book::verify::verify(g, &book).into_iter().next() {
+        return Err(e);
+    }
+    let form = form_kernels(g);
+    let mut buffers = Vec::new();
+    let mut buf_of: Vec<Option<BufId>> = vec![None; g.len()];
+    let add = |buffers: &mut Vec<Buffer>, name: String, label: String, node: NodeId, role: Role| {
+        let t = g.ty(node);
+        buffers.push(Buffer { name, label, dtype: t.dtype, shape: t.shape.clone(), role });
+        BufId(buffers.len() as u32 - 1)
+    };
+    for (k, id) in g.inputs().into_iter().enumerate() {
+        let label = match &g.node(id).op {
+            Op::Input { name } => name.clone(),
+            _ => g.node(id).label.clone(),
+        };
+        buf_of[id.index()] = Some(add(&mut buffers, format!("in{k}"), label, id, Role::Input(k)));
+    }
+    let mut out_bufs = Vec::new();
+    for (k, o) in g.outputs.iter().enumerate() {
+        let b = add(&mut buffers, format!("out{k}"), o.name.clone(), o.node, Role::Output(k));
+        buf_of[o.node.index()].get_or_insert(b);
+        out_bufs.push(b);
+    }
+    let mut temps = 0;
+    for kp in &form.kernels {
+        if buf_of[kp.root.index()].is_none() {
+            let label = g.node(kp.root).label.clone();
+            buf_of[kp.root.index()] = Some(add(&mut buffers, format!("tmp{temps}"), label, kp.root, Role::Temp));
+            temps += 1;
+        }
+    }
+    let lw = Lowerer { g, book: &book, form: &form, buf_of: &buf_of, buffers: &buffers };
+    let mut kernels = Vec::new();
+    for kp in &form.kernels {
+        kernels.push(lw.kernel(kp, kernels.len())?);
+    }
+    for (o, &out) in g.outputs.iter().zip(&out_bufs) {
+        let src = lw.buf(o.node)?;
+        if src != out {
+            kernels.push(lw.copy(o.node, src, out, kernels.len()));
+        }
+    }
+    let symbols: Vec<String> = g.symbols.iter().map(|s| s.name.clone()).collect();
+    let checks = checks(g, &symbols, &buffers, &kernels);
+    Ok(Program { name: g.name.clone(), symbols, checks, buffers, kernels })
+}
+
+struct Lowerer<'a> {
+    g: &'a Graph,
+    book: &'a IndexBook,
+    form: &'a Formation,
+    buf_of: &'a [Option<BufId>],
+    buffers: &'a [Buffer],
+}
+
+/// What one kernel is being built from.
+struct KernelCx {
+    root: NodeId,
+    reduce: Option<NodeId>,
+    /// Extents of all loop variables: outputs, then reduce loops.
+    extents: Vec<Dim>,
+    /// Nodes met so far, in order of first visit.
+    nodes: Vec<NodeId>,
+}
+
+fn vars(n: usize) -> Vec<AffExpr> {
+    (0..n as u32).map(AffExpr::var).collect()
+}
+
+/// Row-major subscript of `idx` in a buffer of shape `shape`.
+fn linear(idx: &[AffExpr], shape: &[Dim]) -> AffExpr {
+    let mut acc = AffExpr::int(0);
+    let mut stride = Dim::int(1);
+    for (e, d) in idx.iter().zip(shape).rev() {
+        acc = &acc + &e.scale(&stride);
+        stride = &stride * d;
+    }
+    acc
+}
+
+impl Lowerer<'_> {
+    fn buf(&self, v: NodeId) -> DResult<BufId> {
+        self.buf_of[v.index()].ok_or_else(|| diag!(Internal, "node {} has no buffer", self.g.node(v).label))
+    }
+
+    fn kernel(&self, kp: &KernelPlan, n: usize) -> DResult<Kernel> {
+        let g = self.g;
+        let loops = g.shape(kp.root).to_vec();
+        let r = loops.len();
+        let mut cx = KernelCx { root: kp.root, reduce: kp.reduce, extents: loops.clone(), nodes: Vec::new() };
+        let reduce = match kp.reduce {
+            None => None,
+            Some(rd) => {
+                let (Op::Reduce { op, .. }, Some(info), Some(&src)) = (&g.node(rd).op, self.book.get(rd), g.node(rd).src.first()) else {
+                    return Err(diag!(Internal, "kernel {n} accumulates {}, which is not a REDUCE", g.node(rd).label));
+                };
+                let red_loops: Vec<Dim> = info.reduce_axes.iter().map(|a| a.size.clone()).collect();
+                cx.extents.extend(red_loops.iter().cloned());
+                let access = info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", g.node(rd).label))?;
+                let idx = index_book::compose(&vars(r + red_loops.len()), access, &cx.extents)?.index;
+                let dtype = g.dtype(rd);
+                let value = cast(self.value(&mut cx, src, &idx)?, dtype);
+                Some(Reduction { node: rd, op: *op, dtype, loops: red_loops, value })
+            }
+        };
+        let out = self.buf(kp.root)?;
+        let value = self.value(&mut cx, kp.root, &vars(r))?;
+        let mut nodes = vec![kp.root];
+        let mut rest: Vec<NodeId> = cx.nodes.into_iter().filter(|&v| v != kp.root && Some(v) != kp.reduce).collect();
+        rest.sort_by(|a, b| b.cmp(a));
+        nodes.extend(rest);
+        Ok(Kernel { name: format!("k{n}"), nodes, store_index: linear(&vars(r), &loops), loops, reduce, out, value })
+    }
+
+    /// A kernel copying buffer `src` (holding `node`) to `out`.
+    fn copy(&self, node: NodeId, src: BufId, out: BufId, n: usize) -> Kernel {
+        let loops = self.g.shape(node).to_vec();
+        let index = linear(&vars(loops.len()), &loops);
+        let value = Expr::Load { buf: src, index: index.clone(), dtype: self.buffers[src.0 as usize].dtype };
+        Kernel { name: format!("k{n}"), nodes: vec![node], loops, reduce: None, out, store_index: index, value }
+    }
+
+    /// The value of `v` at `idx` (expressions over the kernel's loop variables).
+    fn value(&self, cx: &mut KernelCx, v: NodeId, idx: &[AffExpr]) -> DResult<Expr> {
+        let g = self.g;
+        let n = g.node(v);
+        let dtype = n.ty.dtype;
+        if Some(v) == cx.reduce {
+            return Ok(Expr::Acc { dtype });
+        }
+        if v != cx.root && self.form.materialised[v.index()] {
+            let buf = self.buf(v)?;
+            return Ok(Expr::Load { buf, index: linear(idx, &n.ty.shape), dtype });
+        }
+        if !cx.nodes.contains(&v) {
+            cx.nodes.push(v);
+        }
+        let info = self.book.get(v).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
+        let operand = |cx: &mut KernelCx, k: usize| -> DResult<Expr> {
+            let s = *n.src.get(k).ok_or_else(|| diag!(Internal, "{} lacks source {k}", n.label))?;
+            let access = info.access(s).ok_or_else(|| diag!(Internal, "{} has no access to its source {k}", n.label))?;
+            let si = index_book::compose(idx, access, &cx.extents)?.index;
+            self.value(cx, s, &si)
+        };
+        Ok(match &n.op {
+            Op::Const { value } => Expr::Const { value: dtype.round(*value), dtype },
+            Op::Unary(op) => Expr::Unary { op: *op, x: Box::new(operand(cx, 0)?) },
+            Op::Cast => cast(operand(cx, 0)?, dtype),
+            Op::Binary(op) => Expr::Binary { op: *op, a: Box::new(operand(cx, 0)?), b: Box::new(operand(cx, 1)?) },
+            Op::Where => Expr::Where { cond: Box::new(operand(cx, 0)?), a: Box::new(operand(cx, 1)?), b: Box::new(operand(cx, 2)?) },
+            _ if n.op.is_movement() => {
+                let c = index_book::chase(g, self.book, v, idx.to_vec(), &cx.extents)?;
+                let mut e = self.value(cx, c.src, &c.index)?;
+                for p in c.guard.into_iter().rev() {
+                    let otherwise = Expr::Const { value: dtype.round(p.otherwise), dtype };
+                    e = Expr::Select { valid: p.valid, then: Box::new(e), otherwise: Box::new(otherwise) };
+                }
+                e
+            }
+            Op::Input { .. } | Op::Reduce { .. } => {
+                return Err(diag!(Internal, "{} {} is neither materialised nor the kernel's accumulator", n.op.name(), n.label));
+            }
+            _ => return Err(diag!(Internal, "{} {} cannot be lowered", n.op.name(), n.label)),
+        })
+    }
+}
+
+/// `x` converted to `to` (no node when the dtypes agree).
+fn cast(x: Expr, to: DType) -> Expr {
+    if x.dtype() == to {
+        x
+    } else {
+        Expr::Cast { to, x: Box::new(x) }
+    }
+}
+
+/// True when `d ≥ 1` follows from every symbol being ≥ 1.
+fn evidently_positive(d: &Dim) -> bool {
+    d.as_int().is_some_and(|v| v >= 1) || (is_nonneg(d) && d.monomials().any(|(atoms, _)| atoms.iter().all(|a| matches!(a, crate::sym::Atom::Sym(_)))))
+}
+
+/// The run-time checks of [`Program::checks`], in order.
+fn checks(g: &Graph, symbols: &[String], buffers: &[Buffer], kernels: &[Kernel]) -> Vec<Constraint> {
+    let at_least_one = |d: &Dim, what: String| Constraint { lhs: Dim::int(1), rel: Rel::Le, rhs: d.clone(), what };
+    let mut out: Vec<Constraint> = symbols.iter().map(|s| at_least_one(&Dim::sym(s), format!("symbol {s} ≥ 1"))).collect();
+    let mut divisors = Vec::new();
+    let mut sizes: Vec<Dim> = Vec::new();
+    for b in buffers {
+        sizes.extend(b.shape.iter().cloned());
+    }
+    for k in kernels {
+        sizes.extend(k.loops.iter().cloned());
+        sizes.extend(k.reduce.iter().flat_map(|r| r.loops.iter().cloned()));
+        aff_divisors(&k.store_index, &mut divisors);
+        let mut visit = |e: &Expr| match e {
+            Expr::Load { index, .. } => aff_divisors(index, &mut divisors),
+            Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_divisors(&c.expr, &mut divisors)),
+            _ => {}
+        };
+        k.value.walk(&mut visit);
+        if let Some(r) = &k.reduce {
+            r.value.walk(&mut visit);
+        }
+    }
+    for d in &sizes {
+        dim_divisors(d, &mut divisors);
+    }
+    for c in &g.constraints {
+        dim_divisors(&c.constraint.lhs, &mut divisors);
+        dim_divisors(&c.constraint.rhs, &mut divisors);
+    }
+    for d in divisors.iter().filter(|d| !evidently_positive(d)) {
+        out.push(at_least_one(d, format!("divisor {d} ≥ 1")));
+    }
+    out.extend(g.constraints.iter().map(|c| c.constraint.clone()));
+    let mut seen = Vec::new();
+    for d in sizes {
+        if !evidently_positive(&d) && !seen.contains(&d) {
+            out.push(at_least_one(&d, format!("size {d} ≥ 1")));
+            seen.push(d);
+        }
+    }
+    out
+}

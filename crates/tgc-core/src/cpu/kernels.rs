@@ -1,0 +1,176 @@
+//! Kernel formation for the CPU path (`000` §7.1, `001` §8): which values get
+//! a buffer, and which kernel computes each of them.
+//!
+//! The rule (to be replaced by Region formation, `000` §4):
+//! - only live values (those an output depends on) are considered;
+//! - a value is **materialised** (has a buffer) when it is an `INPUT`, a graph
+//!   output, an element-wise value with more than one reader, or a `REDUCE`
+//!   that is not fused (below). Readers are counted with multiplicity and
+//!   through movement nodes: a value read by a `RESHAPE` that two nodes read
+//!   has two readers;
+//! - movement nodes never materialise unless they are outputs: they are index
+//!   maps, composed into the accesses of their readers;
+//! - a `CONST` never materialises unless it is an output: it is a literal;
+//! - an element-wise value also materialises when inlining it would make a
+//!   chain of more than [`MAX_INLINE_DEPTH`] element-wise nodes (movement
+//!   nodes between them do not count): expressions, and the recursion of the
+//!   lowering and the printers over them, stay shallow;
+//! - every other element-wise value has exactly one reader and is inlined into
+//!   it (recomputed where a movement broadcasts it);
+//! - a `REDUCE` that is not an output and has exactly one reader is **fused**
+//!   into the kernel of the element-wise chain that consumes it when it is
+//!   reached from that kernel's root through element-wise nodes only (identity
+//!   index, no movement in between) and that kernel has no fused `REDUCE` yet
+//!   (reduces are considered in node order). That kernel keeps the accumulator
+//!   in a register over the reduce loops and applies the epilogue (e.g. GEMM →
+//!   `CAST` → `+ bias` → `RELU`) before its one store;
+//! - each materialised value other than an `INPUT` is the root of one kernel,
+//!   in node order (a topological order).
+
+use crate::tiny::{Graph, NodeId, Op};
+
+/// The deepest chain of element-wise nodes inlined into one expression.
+pub const MAX_INLINE_DEPTH: usize = 64;
+
+/// One kernel: the value it stores and the `REDUCE` it accumulates, if any
+/// (the root itself when the root is a `REDUCE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelPlan {
+    pub root: NodeId,
+    pub reduce: Option<NodeId>,
+}
+
+/// The result of kernel formation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Formation {
+    /// Per node: whether it has a buffer.
+    pub materialised: Vec<bool>,
+    /// Kernels in execution order.
+    pub kernels: Vec<KernelPlan>,
+}
+
+/// Applies the rule of the module doc to a verified graph.
+pub fn form_kernels(g: &Graph) -> Formation {
+    let n = g.len();
+    let mut live = vec![false; n];
+    for o in &g.outputs {
+        if o.node.index() < n {
+            live[o.node.index()] = true;
+        }
+    }
+    for id in (0..n as u32).rev().map(NodeId) {
+        if live[id.index()] {
+            for s in &g.node(id).src {
+                live[s.index()] = true;
+            }
+        }
+    }
+    let is_output: Vec<bool> = (0..n).map(|i| g.outputs.iter().any(|o| o.node.index() == i)).collect();
+    // Readers with multiplicity, through movement nodes (consumers come later).
+    let mut readers = vec![0usize; n];
+    for id in (0..n as u32).rev().map(NodeId) {
+        if !live[id.index()] {
+            continue;
+        }
+        let through = if g.node(id).op.is_movement() { readers[id.index()] } else { 1 };
+        for s in &g.node(id).src {
+            readers[s.index()] = readers[s.index()].saturating_add(through);
+        }
+    }
+    let mut materialised: Vec<bool> = g
+        .ids()
+        .map(|id| {
+            let i = id.index();
+            let op = &g.node(id).op;
+            live[i] && (is_output[i] || matches!(op, Op::Input { .. }) || (op.is_elementwise() && readers[i] > 1))
+        })
+        .collect();
+    // Inlined element-wise chains stay at most MAX_INLINE_DEPTH deep.
+    let mut depth = vec![0usize; n];
+    for id in g.ids() {
+        let (i, node) = (id.index(), g.node(id));
+        let below = node.src.iter().map(|s| depth[s.index()]).max().unwrap_or(0);
+        depth[i] = match &node.op {
+            _ if materialised[i] => 0,
+            Op::Input { .. } | Op::Const { .. } | Op::Reduce { .. } => 0,
+            op if op.is_movement() => below,
+            _ if below >= MAX_INLINE_DEPTH && live[i] => {
+                materialised[i] = true;
+                0
+            }
+            _ => below + 1,
+        };
+    }
+    // The single live reader of a non-materialised value, when it reads it directly.
+    let consumers = g.consumers();
+    let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
+    let mut fused_into: Vec<Option<NodeId>> = vec![None; n];
+    for r in g.ids() {
+        let i = r.index();
+        if !live[i] || !matches!(g.node(r).op, Op::Reduce { .. }) {
+            continue;
+        }
+        let root = if is_output[i] || readers[i] != 1 { None } else { fusion_root(g, &materialised, r, &reader_of) };
+        match root {
+            Some(root) if !fused_into.contains(&Some(root)) => fused_into[i] = Some(root),
+            _ => materialised[i] = true,
+        }
+    }
+    let kernels = g
+        .ids()
+        .filter(|id| materialised[id.index()] && !matches!(g.node(*id).op, Op::Input { .. }))
+        .map(|root| {
+            let reduce = if matches!(g.node(root).op, Op::Reduce { .. }) {
+                Some(root)
+            } else {
+                g.ids().find(|r| fused_into[r.index()] == Some(root))
+            };
+            KernelPlan { root, reduce }
+        })
+        .collect();
+    Formation { materialised, kernels }
+}
+
+/// The materialised element-wise value reached from `r` upward through
+/// element-wise readers only, if any.
+fn fusion_root(g: &Graph, materialised: &[bool], r: NodeId, reader_of: &dyn Fn(NodeId) -> Option<NodeId>) -> Option<NodeId> {
+    let mut c = reader_of(r)?;
+    loop {
+        if !g.node(c).op.is_elementwise() {
+            return None;
+        }
+        if materialised[c.index()] {
+            return Some(c);
+        }
+        c = reader_of(c)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_graphs::gemm_bias_relu;
+    use crate::DType;
+
+    #[test]
+    fn gemm_epilogue_is_one_kernel() {
+        let g = gemm_bias_relu(DType::F32, "M", "N", "K");
+        let f = form_kernels(&g);
+        let relu = g.outputs[0].node;
+        let sum = g.ids().find(|&i| matches!(g.node(i).op, Op::Reduce { .. }));
+        assert_eq!(f.kernels, vec![KernelPlan { root: relu, reduce: sum }]);
+        assert_eq!(f.materialised.iter().filter(|m| **m).count(), 4);
+    }
+
+    #[test]
+    fn long_chains_are_cut_into_kernels() {
+        let mut g = crate::tiny::Graph::new("chain");
+        let mut x = g.input("x", DType::F32, &crate::test_graphs::shape(&["N"])).unwrap();
+        for _ in 0..200 {
+            x = g.unary(crate::tiny::UnaryOp::Neg, x).unwrap();
+        }
+        g.outputs.push(crate::tiny::Output { name: "y".into(), node: x });
+        let f = form_kernels(&g);
+        assert_eq!(f.kernels.len(), 4, "{:?}", f.kernels);
+    }
+}

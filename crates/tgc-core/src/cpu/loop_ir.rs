@@ -1,0 +1,249 @@
+//! The CPU loop-nest IR: what the C and Rust printers (`emit::c`,
+//! `emit::rust`) print, one kernel per materialised value.
+//!
+//! A kernel is a perfect nest of loops `i0..i{r-1}` over its root's shape,
+//! optionally containing an accumulator initialised to the `REDUCE`
+//! identity and reduce loops `i{r}..` that update it, then one store of a
+//! scalar expression to `out[Σ i_k·stride_k]` (row-major).
+//!
+//! Invariants (established by [`super::from_tiny::lower`]):
+//! - loop extents, subscripts and guards are affine (+ floordiv) over the
+//!   loop variables, with [`Dim`] coefficients whose symbols are read from
+//!   the `dims` array at run time; every subscript is in bounds once
+//!   [`Program::checks`] hold;
+//! - values are computed in a compute type: `f32` for f16/bf16/f32 (f16 and
+//!   bf16 are storage, converted on load and store, and rounded at a `CAST`),
+//!   `i32` for i32 (wrapping arithmetic), `u8`/`bool` for bool;
+//! - an accumulator has the `REDUCE`'s dtype, held in its compute type: the
+//!   update combines it with [`Reduction::value`] (already cast to that
+//!   dtype) without rounding, and reading it ([`Expr::Acc`]) rounds it to the
+//!   dtype — a no-op but for f16/bf16 (the interpreter's rule: accumulate
+//!   wide, round the result);
+//! - `MAX`, `MIN` (binary and reduce) propagate NaN; `RELU` is `x < 0 ? 0 : x`;
+//! - a kernel never reads the buffer it writes, and reads only buffers that
+//!   are inputs or written by earlier kernels.
+
+use std::collections::BTreeSet;
+
+use crate::affine::{AffAtom, AffExpr};
+use crate::index_book::Constr;
+use crate::sym::{Atom, Dim};
+use crate::tiny::{BinaryOp, Constraint, NodeId, ReduceOp, UnaryOp};
+use crate::DType;
+
+/// Index of a [`Buffer`] in [`Program::buffers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(pub u32);
+
+/// Where a buffer comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `inputs[k]` of the generated function.
+    Input(usize),
+    /// `outputs[k]` of the generated function.
+    Output(usize),
+    /// Allocated and freed by the generated function.
+    Temp,
+}
+
+/// A dense row-major buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    /// Identifier in generated code: `in<k>`, `out<k>`, `tmp<k>`.
+    pub name: String,
+    /// What it holds, for comments: an input or output name, or a node label.
+    pub label: String,
+    pub dtype: DType,
+    pub shape: Vec<Dim>,
+    pub role: Role,
+}
+
+/// A scalar expression over the loop variables.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// `buf[index]`, converted from storage to the compute type.
+    Load { buf: BufId, index: AffExpr, dtype: DType },
+    /// A literal, already rounded to `dtype`.
+    Const { value: f64, dtype: DType },
+    /// The kernel's accumulator, rounded to `dtype`.
+    Acc { dtype: DType },
+    Unary { op: UnaryOp, x: Box<Expr> },
+    Binary { op: BinaryOp, a: Box<Expr>, b: Box<Expr> },
+    /// Conversion to `to` (Tiny `CAST` semantics, `tiny::Op::Cast`).
+    Cast { to: DType, x: Box<Expr> },
+    Where { cond: Box<Expr>, a: Box<Expr>, b: Box<Expr> },
+    /// `then` where every constraint holds, else `otherwise` (a `PAD` piece);
+    /// `then` is evaluated only where the constraints hold.
+    Select { valid: Vec<Constr>, then: Box<Expr>, otherwise: Box<Expr> },
+}
+
+impl Expr {
+    /// The Tiny dtype of the value (its compute type follows from it).
+    pub fn dtype(&self) -> DType {
+        match self {
+            Expr::Load { dtype, .. } | Expr::Const { dtype, .. } | Expr::Acc { dtype } => *dtype,
+            Expr::Unary { x, .. } => x.dtype(),
+            Expr::Binary { op: BinaryOp::Cmplt | BinaryOp::Cmpeq, .. } => DType::Bool,
+            Expr::Binary { a, .. } => a.dtype(),
+            Expr::Cast { to, .. } => *to,
+            Expr::Where { a, .. } => a.dtype(),
+            Expr::Select { then, .. } => then.dtype(),
+        }
+    }
+
+    /// Calls `f` on this expression and every sub-expression, parents first.
+    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Load { .. } | Expr::Const { .. } | Expr::Acc { .. } => {}
+            Expr::Unary { x, .. } | Expr::Cast { x, .. } => x.walk(f),
+            Expr::Binary { a, b, .. } => {
+                a.walk(f);
+                b.walk(f);
+            }
+            Expr::Where { cond, a, b } => {
+                cond.walk(f);
+                a.walk(f);
+                b.walk(f);
+            }
+            Expr::Select { then, otherwise, .. } => {
+                then.walk(f);
+                otherwise.walk(f);
+            }
+        }
+    }
+}
+
+/// The reduction of a kernel: `acc = identity; for i{r}.. { acc = op(acc, value) }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reduction {
+    /// The `REDUCE` node.
+    pub node: NodeId,
+    pub op: ReduceOp,
+    /// The accumulator's dtype.
+    pub dtype: DType,
+    /// Extents of the reduce loops `i{r}, i{r+1}, …`.
+    pub loops: Vec<Dim>,
+    /// The reduced value at the current point, of dtype `dtype`.
+    pub value: Expr,
+}
+
+/// One loop nest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// Identifier suffix: `k<n>`.
+    pub name: String,
+    /// The Tiny nodes it computes in place: the root, then the nodes inlined
+    /// into it, latest first (not a fused `REDUCE`, see [`Reduction::node`]).
+    pub nodes: Vec<NodeId>,
+    /// Extents of the output loops `i0..i{r-1}`.
+    pub loops: Vec<Dim>,
+    pub reduce: Option<Reduction>,
+    pub out: BufId,
+    /// Row-major subscript of the store.
+    pub store_index: AffExpr,
+    /// The stored value, of the output buffer's dtype.
+    pub value: Expr,
+}
+
+impl Kernel {
+    /// Buffers the kernel loads, in id order.
+    pub fn reads(&self) -> Vec<BufId> {
+        let mut out = BTreeSet::new();
+        let mut visit = |e: &Expr| {
+            if let Expr::Load { buf, .. } = e {
+                out.insert(*buf);
+            }
+        };
+        self.value.walk(&mut visit);
+        if let Some(r) = &self.reduce {
+            r.value.walk(&mut visit);
+        }
+        out.into_iter().collect()
+    }
+
+    /// Every symbol the kernel's extents, subscripts and guards mention.
+    pub fn symbols(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let loops = self.loops.iter().chain(self.reduce.iter().flat_map(|r| &r.loops));
+        for d in loops {
+            out.extend(d.symbols());
+        }
+        aff_symbols(&self.store_index, &mut out);
+        let mut visit = |e: &Expr| match e {
+            Expr::Load { index, .. } => aff_symbols(index, &mut out),
+            Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_symbols(&c.expr, &mut out)),
+            _ => {}
+        };
+        self.value.walk(&mut visit);
+        if let Some(r) = &self.reduce {
+            r.value.walk(&mut visit);
+        }
+        out
+    }
+}
+
+/// A whole graph as loop nests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// The graph's name.
+    pub name: String,
+    /// Symbol names, in the order of the `dims` array.
+    pub symbols: Vec<String>,
+    /// Facts the sizes must satisfy, checked in order before anything runs:
+    /// every symbol ≥ 1, every divisor ≥ 1, the graph's undecided shape
+    /// constraints, every buffer and loop extent ≥ 1.
+    pub checks: Vec<Constraint>,
+    pub buffers: Vec<Buffer>,
+    pub kernels: Vec<Kernel>,
+}
+
+impl Program {
+    /// The buffer `id`.
+    pub fn buffer(&self, id: BufId) -> &Buffer {
+        &self.buffers[id.0 as usize]
+    }
+}
+
+/// Adds the symbols of `e` (coefficients, constant, divisors) to `out`.
+pub fn aff_symbols(e: &AffExpr, out: &mut BTreeSet<String>) {
+    out.extend(e.constant_part().symbols());
+    for (a, c) in e.terms() {
+        out.extend(c.symbols());
+        if let AffAtom::FloorDiv(inner, q) = a {
+            out.extend(q.symbols());
+            aff_symbols(inner, out);
+        }
+    }
+}
+
+/// Every divisor in `d`, innermost first.
+pub fn dim_divisors(d: &Dim, out: &mut Vec<Dim>) {
+    for (atoms, _) in d.monomials() {
+        for a in atoms {
+            if let Atom::FloorDiv(n, q) = a {
+                dim_divisors(n, out);
+                dim_divisors(q, out);
+                if !out.contains(q) {
+                    out.push((**q).clone());
+                }
+            }
+        }
+    }
+}
+
+/// Every divisor in `e` (of its floor divisions and inside its [`Dim`]s),
+/// innermost first.
+pub fn aff_divisors(e: &AffExpr, out: &mut Vec<Dim>) {
+    dim_divisors(e.constant_part(), out);
+    for (a, c) in e.terms() {
+        dim_divisors(c, out);
+        if let AffAtom::FloorDiv(inner, q) = a {
+            aff_divisors(inner, out);
+            dim_divisors(q, out);
+            if !out.contains(q) {
+                out.push(q.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! The Rust printer: the same loop nests as [`super::c`], as Rust source text
+//! for the `tgc::kernel!` proc-macro (which must work in crates without a
+//! build script). The text is one item:
+//!
+//! ```text
+//! pub fn body(inputs: (&[T0], &[T1], …), outputs: (&mut [U0], …), dims: &[i64])
+//!     -> ::core::result::Result<(), ::std::string::String>
+//! ```
+//!
+//! - `inputs` in `Graph::inputs()` order, `outputs` in `Graph::outputs` order
+//!   (1-tuples as `(&[T],)`, none as `()`), `dims` in `Graph::symbols` order;
+//! - element types `f32`, `i32`, `bool`, `{crate_path}::half::f16` and
+//!   `{crate_path}::half::bf16`; slices are dense row-major;
+//! - it returns `Err` (writing nothing) when `dims` has the wrong length, the
+//!   sizes break a check of [`crate::cpu::Program::checks`], or a slice's
+//!   length is not its shape's element count; then it runs the kernels
+//!   (nested `fn`s) and cannot fail.
+//!
+//! The item carries `#[allow(unused_parens, unused_variables, unused_mut,
+//! non_snake_case, clippy::all)]`: generated expressions are fully
+//! parenthesised, unused inputs keep their names, symbols keep their case.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Program, Role};
+use crate::cpu::lower;
+use crate::diag::Diagnostic;
+use crate::diag;
+use crate::sym::Dim;
+use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
+use crate::DType;
+
+use super::{aff, comment_text, dim, guard, kernel_summary, sym_name, Lang};
+
+/// Generates the Rust text of `g`; `crate_path` is the path of the facade
+/// crate that re-exports `half` (e.g. `::tgc`).
+///
+/// Errors: `Unsupported` when `crate_path` is not a path; any error of
+/// [`lower`].
+pub fn emit_rust(g: &Graph, crate_path: &str) -> Result<String, Diagnostic> {
+    let segs: Vec<&str> = crate_path.strip_prefix("::").unwrap_or(crate_path).split("::").collect();
+    let ident = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !segs.iter().all(|s| ident(s)) {
+        return Err(diag!(Unsupported, "`{crate_path}` is not a Rust path"));
+    }
+    let p = lower(g)?;
+    Ok(print(g, &p, crate_path))
+}
+
+/// The Rust type a buffer of `dt` stores (after `use {crate}::half::{f16, bf16}`).
+fn storage_ty(dt: DType) -> &'static str {
+    match dt {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::F32 => "f32",
+        DType::I32 => "i32",
+        DType::Bool => "bool",
+    }
+}
+
+/// The Rust type a value of `dt` is computed in.
+fn compute_ty(dt: DType) -> &'static str {
+    match dt {
+        DType::F16 | DType::BF16 | DType::F32 => "f32",
+        DType::I32 => "i32",
+        DType::Bool => "bool",
+    }
+}
+
+fn literal(value: f64, dt: DType) -> String {
+    match dt {
+        DType::F16 | DType::BF16 | DType::F32 => {
+            let v = value as f32;
+            if v.is_nan() {
+                "f32::NAN".into()
+            } else if v.is_infinite() {
+                if v > 0.0 { "f32::INFINITY".into() } else { "f32::NEG_INFINITY".into() }
+            } else if v.is_sign_negative() {
+                format!("({v:?}f32)")
+            } else {
+                format!("{v:?}f32")
+            }
+        }
+        DType::I32 => match value as i32 {
+            i32::MIN => "i32::MIN".into(),
+            v if v < 0 => format!("({v}i32)"),
+            v => format!("{v}i32"),
+        },
+        DType::Bool => (value != 0.0).to_string(),
+    }
+}
+
+/// `x` rounded to the precision of `to`.
+fn round_to(x: String, to: DType) -> String {
+    match to {
+        DType::F16 | DType::BF16 => format!("{}::from_f32({x}).to_f32()", storage_ty(to)),
+        _ => x,
+    }
+}
+
+fn cast(x: String, from: DType, to: DType) -> String {
+    use DType::*;
+    match (from, to) {
+        _ if from == to => x,
+        (F16 | BF16 | F32, F32) => x,
+        (F16 | BF16 | F32, F16 | BF16) => round_to(x, to),
+        (F16 | BF16 | F32, I32) => format!("({x} as i64 as i32)"),
+        (F16 | BF16 | F32, Bool) => format!("({x} != 0.0f32)"),
+        (I32, F16 | BF16 | F32) => round_to(format!("({x} as f32)"), to),
+        (I32, Bool) => format!("({x} != 0i32)"),
+        (Bool, F16 | BF16 | F32) => format!("({x} as u8 as f32)"),
+        (Bool, I32) => format!("({x} as i32)"),
+        (I32 | Bool, _) => x,
+    }
+}
+
+fn unary(op: UnaryOp, x: String, dt: DType) -> String {
+    if dt == DType::I32 {
+        return match op {
+            UnaryOp::Neg => format!("{x}.wrapping_neg()"),
+            _ => format!("::core::cmp::max({x}, 0i32)"),
+        };
+    }
+    match op {
+        UnaryOp::Neg => format!("(-{x})"),
+        UnaryOp::Relu => format!("relu_f32({x})"),
+        UnaryOp::Exp2 => format!("{x}.exp2()"),
+        UnaryOp::Log2 => format!("{x}.log2()"),
+        UnaryOp::Sqrt => format!("{x}.sqrt()"),
+        UnaryOp::Rsqrt => format!("(1.0f32 / {x}.sqrt())"),
+        UnaryOp::Recip => format!("(1.0f32 / {x})"),
+    }
+}
+
+/// `op(a, b)` on operands of dtype `dt` (also the accumulator updates).
+fn binary(op: BinaryOp, a: String, b: String, dt: DType) -> String {
+    let infix = |o: &str| format!("({a} {o} {b})");
+    match (op, dt) {
+        (BinaryOp::Cmplt, _) => infix("<"),
+        (BinaryOp::Cmpeq, _) => infix("=="),
+        (BinaryOp::Add, DType::I32) => format!("{a}.wrapping_add({b})"),
+        (BinaryOp::Sub, DType::I32) => format!("{a}.wrapping_sub({b})"),
+        (BinaryOp::Mul, DType::I32) => format!("{a}.wrapping_mul({b})"),
+        (BinaryOp::Max, DType::I32) => format!("::core::cmp::max({a}, {b})"),
+        (BinaryOp::Min, DType::I32) => format!("::core::cmp::min({a}, {b})"),
+        (BinaryOp::Add | BinaryOp::Max, DType::Bool) => infix("|"),
+        (BinaryOp::Min | BinaryOp::Mul, DType::Bool) => infix("&"),
+        (BinaryOp::Add, _) => infix("+"),
+        (BinaryOp::Sub, _) => infix("-"),
+        (BinaryOp::Mul, _) => infix("*"),
+        (BinaryOp::Fdiv, _) => infix("/"),
+        (BinaryOp::Max, _) => format!("max_f32({a}, {b})"),
+        (BinaryOp::Min, _) => format!("min_f32({a}, {b})"),
+    }
+}
+
+/// An expression. Every printed expression is a primary or postfix
+/// expression (names, literals, calls, method calls, indexing) or wrapped in
+/// parentheses, so it is safe as an operand and as a method receiver.
+fn expr(p: &Program, e: &Expr) -> String {
+    match e {
+        Expr::Load { buf, index, dtype } => {
+            let at = format!("{}[{} as usize]", p.buffer(*buf).name, paren(aff(index, Lang::Rust)));
+            match dtype {
+                DType::F16 | DType::BF16 => format!("{at}.to_f32()"),
+                _ => at,
+            }
+        }
+        Expr::Const { value, dtype } => literal(*value, *dtype),
+        Expr::Acc { dtype } => round_to("acc".into(), *dtype),
+        Expr::Unary { op, x } => unary(*op, expr(p, x), x.dtype()),
+        Expr::Binary { op, a, b } => binary(*op, expr(p, a), expr(p, b), a.dtype()),
+        Expr::Cast { to, x } => cast(expr(p, x), x.dtype(), *to),
+        Expr::Where { cond, a, b } => format!("(if {} {{ {} }} else {{ {} }})", expr(p, cond), expr(p, a), expr(p, b)),
+        Expr::Select { valid, then, otherwise } => {
+            format!("(if {} {{ {} }} else {{ {} }})", guard(valid, Lang::Rust), expr(p, then), expr(p, otherwise))
+        }
+    }
+}
+
+/// `s` wrapped in parentheses unless it is a plain name or already one
+/// parenthesised group (for `… as usize`, which binds tighter than `*`).
+fn paren(s: String) -> String {
+    let simple = s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if simple || (s.starts_with('(') && super::encloses(&s)) {
+        s
+    } else {
+        format!("({s})")
+    }
+}
+
+fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
+    let out = p.buffer(k.out);
+    let mut s = String::new();
+    let _ = writeln!(s, "    // {}", kernel_summary(g, p, k));
+    let mut params: Vec<String> = k
+        .reads()
+        .into_iter()
+        .map(|b| {
+            let b = p.buffer(b);
+            format!("{}: &[{}]", b.name, storage_ty(b.dtype))
+        })
+        .collect();
+    params.push(format!("{}: &mut [{}]", out.name, storage_ty(out.dtype)));
+    let used = k.symbols();
+    params.extend(p.symbols.iter().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
+    let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
+    let mut depth = 2;
+    let open = |s: &mut String, depth: &mut usize, var: usize, extent: &Dim| {
+        let _ = writeln!(s, "{:w$}for i{var} in 0i64..{} {{", "", dim(extent, Lang::Rust), w = *depth * 4);
+        *depth += 1;
+    };
+    for (v, d) in k.loops.iter().enumerate() {
+        open(&mut s, &mut depth, v, d);
+    }
+    if let Some(r) = &k.reduce {
+        let _ = writeln!(s, "{:w$}let mut acc: {} = {};", "", compute_ty(r.dtype), literal(r.op.identity(r.dtype), r.dtype), w = depth * 4);
+        let body_depth = depth;
+        for (j, d) in r.loops.iter().enumerate() {
+            open(&mut s, &mut depth, k.loops.len() + j, d);
+        }
+        let bop = match r.op {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+        };
+        let update = binary(bop, "acc".into(), expr(p, &r.value), r.dtype);
+        let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
+        while depth > body_depth {
+            depth -= 1;
+            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+        }
+    }
+    let v = expr(p, &k.value);
+    let stored = match out.dtype {
+        DType::F16 | DType::BF16 => format!("{}::from_f32({v})", storage_ty(out.dtype)),
+        _ => v,
+    };
+    let _ = writeln!(s, "{:w$}{}[{} as usize] = {stored};", "", out.name, paren(aff(&k.store_index, Lang::Rust)), w = depth * 4);
+    while depth > 1 {
+        depth -= 1;
+        let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+    }
+    s
+}
+
+/// Nested helper functions, emitted when used: NaN-propagating max/min and
+/// `RELU` as the interpreter defines them.
+const FLOAT_HELPERS: [(&str, &str); 3] = [
+    ("max_f32", "fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) } }"),
+    ("min_f32", "fn min_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) } }"),
+    ("relu_f32", "fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }"),
+];
+
+/// The helpers of [`FLOAT_HELPERS`] the program calls.
+fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    let float = |dt: DType| matches!(dt, DType::F16 | DType::BF16 | DType::F32);
+    for k in &p.kernels {
+        let mut visit = |e: &Expr| match e {
+            Expr::Unary { op: UnaryOp::Relu, x } if float(x.dtype()) => {
+                out.insert("relu_f32");
+            }
+            Expr::Binary { op: BinaryOp::Max, a, .. } if float(a.dtype()) => {
+                out.insert("max_f32");
+            }
+            Expr::Binary { op: BinaryOp::Min, a, .. } if float(a.dtype()) => {
+                out.insert("min_f32");
+            }
+            _ => {}
+        };
+        k.value.walk(&mut visit);
+        if let Some(r) = &k.reduce {
+            r.value.walk(&mut visit);
+            match r.op {
+                ReduceOp::Max if float(r.dtype) => {
+                    out.insert("max_f32");
+                }
+                ReduceOp::Min if float(r.dtype) => {
+                    out.insert("min_f32");
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// `s` as a Rust string literal.
+fn lit(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// The `half` types the body names in kernels and temporaries: dtypes of
+/// used buffers, targets of rounding casts, f16/bf16 accumulators.
+fn half_types(p: &Program, used: &BTreeSet<BufId>) -> Vec<&'static str> {
+    let mut out = BTreeSet::new();
+    let mut add = |dt: DType| {
+        if matches!(dt, DType::F16 | DType::BF16) {
+            out.insert(storage_ty(dt));
+        }
+    };
+    for b in used {
+        add(p.buffer(*b).dtype);
+    }
+    for k in &p.kernels {
+        let mut visit = |e: &Expr| {
+            if let Expr::Cast { to, x } = e {
+                if x.dtype() != *to && x.dtype() != DType::Bool {
+                    add(*to);
+                }
+            }
+        };
+        k.value.walk(&mut visit);
+        if let Some(r) = &k.reduce {
+            r.value.walk(&mut visit);
+            add(r.dtype);
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// `[d0, d1]` as a Rust array of `i64` sizes.
+fn size_array(shape: &[Dim]) -> String {
+    let v: Vec<String> = shape.iter().map(|d| dim(d, Lang::Rust)).collect();
+    format!("[{}]", v.join(", "))
+}
+
+fn print(g: &Graph, p: &Program, cp: &str) -> String {
+    let ins: Vec<&crate::cpu::Buffer> = p.buffers.iter().filter(|b| matches!(b.role, Role::Input(_))).collect();
+    let outs: Vec<&crate::cpu::Buffer> = p.buffers.iter().filter(|b| matches!(b.role, Role::Output(_))).collect();
+    let full_ty = |dt: DType| match dt {
+        DType::F16 | DType::BF16 => format!("{cp}::half::{}", storage_ty(dt)),
+        _ => storage_ty(dt).to_string(),
+    };
+    let tuple = |v: Vec<String>| match v.len() {
+        1 => format!("({},)", v[0]),
+        _ => format!("({})", v.join(", ")),
+    };
+    let describe = |bs: &[&crate::cpu::Buffer]| {
+        let v: Vec<String> = bs
+            .iter()
+            .map(|b| {
+                let d: Vec<String> = b.shape.iter().map(|x| x.to_string()).collect();
+                format!("{}: {}[{}]", comment_text(&b.label), b.dtype.json_name(), d.join(", "))
+            })
+            .collect();
+        v.join(", ")
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "// Generated by tgc from graph `{}`: Rust, one kernel per loop nest. Do not edit.", comment_text(&p.name));
+    let _ = writeln!(s, "// inputs: ({}); outputs: ({}); dims: [{}].", describe(&ins), describe(&outs), p.symbols.join(", "));
+    let _ = writeln!(s, "// Returns Err, writing nothing, when the dims or the slice lengths do not fit the graph.");
+    s.push_str("#[allow(unused_parens, unused_variables, unused_mut, non_snake_case, clippy::all)]\n");
+    let in_tys = tuple(ins.iter().map(|b| format!("&[{}]", full_ty(b.dtype))).collect());
+    let out_tys = tuple(outs.iter().map(|b| format!("&mut [{}]", full_ty(b.dtype))).collect());
+    let _ = writeln!(
+        s,
+        "pub fn body(inputs: {in_tys}, outputs: {out_tys}, dims: &[i64]) -> ::core::result::Result<(), ::std::string::String> {{"
+    );
+    let used: BTreeSet<BufId> = p.kernels.iter().flat_map(|k| k.reads().into_iter().chain([k.out])).collect();
+    let halves = half_types(p, &used);
+    match halves.as_slice() {
+        [] => {}
+        [one] => {
+            let _ = writeln!(s, "    use {cp}::half::{one};");
+        }
+        many => {
+            let _ = writeln!(s, "    use {cp}::half::{{{}}};", many.join(", "));
+        }
+    }
+    for (name, code) in FLOAT_HELPERS {
+        if float_helpers(p).contains(name) {
+            let _ = writeln!(s, "    {code}");
+        }
+    }
+    for k in &p.kernels {
+        s.push_str(&kernel(g, p, k));
+    }
+    let n = p.symbols.len();
+    let _ = writeln!(
+        s,
+        "    if dims.len() != {n} {{\n        return Err(::std::format!(\"graph {{}} takes {n} dims ({{}}), got {{}}\", {}, {}, dims.len()));\n    }}",
+        lit(&p.name),
+        lit(&p.symbols.join(", "))
+    );
+    for (k, name) in p.symbols.iter().enumerate() {
+        let _ = writeln!(s, "    let {}: i64 = dims[{k}];", sym_name(name));
+    }
+    for c in &p.checks {
+        let rel = match c.rel {
+            Rel::Eq => "==",
+            Rel::Le => "<=",
+        };
+        let _ = writeln!(
+            s,
+            "    if !({} {rel} {}) {{\n        return Err(::std::string::String::from({}));\n    }}",
+            dim(&c.lhs, Lang::Rust),
+            dim(&c.rhs, Lang::Rust),
+            lit(&format!("the dims break the requirement {}", c.what))
+        );
+    }
+    let names = |bs: &[&crate::cpu::Buffer]| tuple(bs.iter().map(|b| b.name.clone()).collect());
+    let _ = writeln!(s, "    let {} = inputs;\n    let {} = outputs;", names(&ins), names(&outs));
+    s.push_str("    let len = |sizes: &[i64]| -> ::core::option::Option<i64> { sizes.iter().try_fold(1i64, |a, &d| a.checked_mul(d)) };\n");
+    for b in ins.iter().chain(&outs) {
+        let _ = writeln!(
+            s,
+            "    if len(&{}) != ::core::option::Option::Some({}.len() as i64) {{\n        return Err(::std::format!(\"{{}} has {{}} elements, its shape needs {{:?}}\", {}, {}.len(), len(&{})));\n    }}",
+            size_array(&b.shape),
+            b.name,
+            lit(&b.label),
+            b.name,
+            size_array(&b.shape)
+        );
+    }
+    for (i, b) in p.buffers.iter().enumerate() {
+        if b.role != Role::Temp || !used.contains(&BufId(i as u32)) {
+            continue;
+        }
+        let zero = match b.dtype {
+            DType::F16 | DType::BF16 => format!("{}::ZERO", storage_ty(b.dtype)),
+            DType::F32 => "0.0f32".into(),
+            DType::I32 => "0i32".into(),
+            DType::Bool => "false".into(),
+        };
+        let _ = writeln!(
+            s,
+            "    let mut {}: ::std::vec::Vec<{}> = ::std::vec![{zero}; len(&{}).ok_or_else(|| ::std::string::String::from(\"a size overflows i64\"))? as usize]; // {}",
+            b.name,
+            storage_ty(b.dtype),
+            size_array(&b.shape),
+            comment_text(&b.label)
+        );
+    }
+    for k in &p.kernels {
+        let mut args: Vec<String> = k.reads().into_iter().map(|b| format!("&{}[..]", p.buffer(b).name)).collect();
+        args.push(format!("&mut {}[..]", p.buffer(k.out).name));
+        let syms = k.symbols();
+        args.extend(p.symbols.iter().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
+        let _ = writeln!(s, "    {}({});", k.name, args.join(", "));
+    }
+    s.push_str("    Ok(())\n}\n");
+    s
+}

@@ -1,0 +1,410 @@
+//! Generated C and Rust, compiled and run against naive computations written
+//! here.
+
+mod harness;
+
+use harness::{assert_close, compile, data};
+
+use crate::diag::ErrorName;
+use crate::sym::Dim;
+use crate::test_graphs::{gemm_bias_relu, shape, splat};
+use crate::tiny::{BinaryOp, Graph, Output, ReduceOp, UnaryOp};
+use crate::DType;
+
+/// `relu(round(X·W) + bias)` with every rounding of the graph.
+fn gemm_ref(x: &[f64], w: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), dt: DType) -> Vec<f64> {
+    let mut out = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let acc: f64 = (0..k).map(|l| x[i * k + l] * w[l * n + j]).sum();
+            let c = dt.round(acc);
+            out.push(dt.round((c + b[j]).max(0.0)));
+        }
+    }
+    out
+}
+
+fn check_gemm(dt: DType, sizes: &[(usize, usize, usize)]) {
+    let g = gemm_bias_relu(dt, "M", "N", "K");
+    assert_eq!(g.symbols.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["M", "K", "N"]);
+    let lib = compile(&g);
+    for (t, &(m, k, n)) in sizes.iter().enumerate() {
+        let x = data(3 * t as u64 + 1, m * k, -1.0, 1.0, dt);
+        let w = data(3 * t as u64 + 2, k * n, -1.0, 1.0, dt);
+        let b = data(3 * t as u64 + 3, n, -0.5, 0.5, dt);
+        let want = gemm_ref(&x, &w, &b, (m, k, n), dt);
+        let (c, r) = lib.run(&[x, w, b], &[m as i64, k as i64, n as i64]);
+        for (run, who) in [(c, "C"), (r, "Rust")] {
+            assert_eq!(run.rc, 0, "{who}");
+            assert_close(&run.outputs[0], &want, dt, &format!("{who} {dt} gemm {m}x{k}x{n}"));
+        }
+    }
+}
+
+const GEMM_SIZES: [(usize, usize, usize); 5] = [(1, 1, 1), (7, 3, 5), (129, 7, 33), (5, 129, 1), (1, 17, 129)];
+
+#[test]
+fn gemm_bias_relu_f32_with_symbolic_dims() {
+    check_gemm(DType::F32, &GEMM_SIZES);
+}
+
+#[test]
+fn gemm_bias_relu_f16_with_symbolic_dims() {
+    check_gemm(DType::F16, &GEMM_SIZES);
+}
+
+#[test]
+fn gemm_bias_relu_with_fixed_sizes_is_one_fused_kernel() {
+    for dt in [DType::F32, DType::BF16] {
+        let g = gemm_bias_relu(dt, "7", "129", "1");
+        let lib = compile(&g);
+        assert_eq!(lib.c_src.matches("#pragma scop").count(), 1, "{}", lib.c_src);
+        assert!(lib.c_src.contains("float acc = 0.0f;"), "{}", lib.c_src);
+        assert!(lib.rust_src.contains("let mut acc: f32 = 0.0f32;"), "{}", lib.rust_src);
+        let x = data(11, 7, -1.0, 1.0, dt);
+        let w = data(12, 129, -1.0, 1.0, dt);
+        let b = data(13, 129, -0.5, 0.5, dt);
+        let want = gemm_ref(&x, &w, &b, (7, 1, 129), dt);
+        let (c, r) = lib.run(&[x, w, b], &[]);
+        assert_close(&c.outputs[0], &want, dt, "C");
+        assert_close(&r.outputs[0], &want, dt, "Rust");
+    }
+}
+
+/// `x[R,C]` with `y[C]` broadcast: a shared product (materialised), `WHERE`,
+/// a cast to i32, a bool comparison.
+#[test]
+fn elementwise_chain_with_broadcast() {
+    let mut g = Graph::new("ew");
+    let rc = shape(&["R", "C"]);
+    let x = g.input("x", DType::F32, &rc).unwrap();
+    let y = g.input("y", DType::F32, &shape(&["C"])).unwrap();
+    let y1 = g.reshape(y, &shape(&["1", "C"])).unwrap();
+    let yb = g.expand(y1, &rc).unwrap();
+    let p = g.binary(BinaryOp::Mul, x, yb).unwrap();
+    let half = splat(&mut g, 0.5, DType::F32, &rc);
+    let lt = g.binary(BinaryOp::Cmplt, p, half).unwrap();
+    let e = g.unary(UnaryOp::Exp2, p).unwrap();
+    let sq = g.unary(UnaryOp::Sqrt, p).unwrap();
+    let q = g.where_(lt, e, sq).unwrap();
+    let out0 = g.binary(BinaryOp::Sub, q, yb).unwrap();
+    let four = splat(&mut g, 4.0, DType::F32, &rc);
+    let p4 = g.binary(BinaryOp::Mul, p, four).unwrap();
+    let pi = g.cast(p4, DType::I32).unwrap();
+    let out1 = g.unary(UnaryOp::Relu, pi).unwrap();
+    let out2 = g.binary(BinaryOp::Cmplt, x, yb).unwrap();
+    for (name, node) in [("q", out0), ("i", out1), ("b", out2)] {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    assert!(lib.c_src.contains("malloc"), "the shared product is materialised:\n{}", lib.c_src);
+    for (r, c) in [(1, 1), (3, 7), (4, 129)] {
+        let xs = data(21, r * c, -2.0, 2.0, DType::F32);
+        let ys = data(22, c, -2.0, 2.0, DType::F32);
+        let mut want = [Vec::new(), Vec::new(), Vec::new()];
+        for i in 0..r {
+            for j in 0..c {
+                let (xv, yv) = (xs[i * c + j] as f32, ys[j] as f32);
+                let pv = xv * yv;
+                let qv = if pv < 0.5 { pv.exp2() } else { pv.sqrt() };
+                want[0].push((qv - yv) as f64);
+                want[1].push(((pv * 4.0) as i64 as i32).max(0) as f64);
+                want[2].push(if xv < yv { 1.0 } else { 0.0 });
+            }
+        }
+        let (cr, rr) = lib.run(&[xs, ys], &[r as i64, c as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &want[0], DType::F32, "where");
+            assert_eq!(run.outputs[1], want[1], "i32 cast");
+            assert_eq!(run.outputs[2], want[2], "bool");
+        }
+    }
+}
+
+/// Row softmax in base 2: `REDUCE MAX`, `SUB`, `EXP2`, `REDUCE SUM`, `FDIV`;
+/// the exponentials feed both the sum and the division.
+#[test]
+fn softmax_like_reduce_with_fan_out() {
+    let mut g = Graph::new("softmax");
+    let rc = shape(&["R", "C"]);
+    let x = g.input("x", DType::F32, &rc).unwrap();
+    let m = g.reduce(ReduceOp::Max, x, &[1], DType::F32).unwrap();
+    let m1 = g.reshape(m, &shape(&["R", "1"])).unwrap();
+    let mb = g.expand(m1, &rc).unwrap();
+    let d = g.binary(BinaryOp::Sub, x, mb).unwrap();
+    let e = g.unary(UnaryOp::Exp2, d).unwrap();
+    let s = g.reduce(ReduceOp::Sum, e, &[1], DType::F32).unwrap();
+    let s1 = g.reshape(s, &shape(&["R", "1"])).unwrap();
+    let sb = g.expand(s1, &rc).unwrap();
+    let y = g.binary(BinaryOp::Fdiv, e, sb).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: y });
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    assert_eq!(lib.c_src.matches("#pragma scop").count(), 4, "max, exp2, sum, div:\n{}", lib.c_src);
+    for (r, c) in [(1, 1), (3, 7), (5, 129)] {
+        let xs = data(31, r * c, -4.0, 4.0, DType::F32);
+        let mut want = Vec::new();
+        for i in 0..r {
+            let row = &xs[i * c..(i + 1) * c];
+            let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = row.iter().map(|v| (v - mx).exp2()).sum();
+            want.extend(row.iter().map(|v| (v - mx).exp2() / z));
+        }
+        let (cr, rr) = lib.run(&[xs], &[r as i64, c as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &want, DType::F32, "softmax");
+        }
+    }
+}
+
+/// `permute(flip(shrink(pad(x), step 2)))` read by a `MUL`, a `REDUCE` and
+/// stored as it is; the pad guards end up inside the reduce loop.
+#[test]
+fn pad_shrink_flip_permute_chain_feeds_binary_and_reduce() {
+    let mut g = Graph::new("chain");
+    let x = g.input("x", DType::F32, &shape(&["H", "W"])).unwrap();
+    let p = g.pad(x, &[(Dim::int(1), Dim::int(2)), (Dim::int(2), Dim::int(0))], 0.25).unwrap();
+    let s = g.shrink(p, &shape(&["0", "1"]), &shape(&["H + 3", "W + 2"]), &shape(&["2", "1"])).unwrap();
+    let f = g.flip(s, &[1]).unwrap();
+    let t = g.permute(f, &[1, 0]).unwrap();
+    let ts = g.shape(t).to_vec();
+    assert_eq!(ts, shape(&["W + 1", "(H + 4)/2"]));
+    let y = g.input("y", DType::F32, &ts).unwrap();
+    let prod = g.binary(BinaryOp::Mul, t, y).unwrap();
+    let sum = g.reduce(ReduceOp::Sum, t, &[1], DType::F32).unwrap();
+    for (name, node) in [("prod", prod), ("sum", sum), ("t", t)] {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    for (h, w) in [(1, 1), (4, 3), (7, 6)] {
+        let (a_n, b_n) = (w + 1, (h + 4) / 2);
+        let xs = data(41, h * w, -1.0, 1.0, DType::F32);
+        let ys = data(42, a_n * b_n, -1.0, 1.0, DType::F32);
+        let tv = |a: usize, b: usize| -> f64 {
+            let (i, j) = (2 * b, w - a + 1);
+            if (1..h + 1).contains(&i) && (2..w + 2).contains(&j) {
+                xs[(i - 1) * w + (j - 2)]
+            } else {
+                0.25
+            }
+        };
+        let t_want: Vec<f64> = (0..a_n).flat_map(|a| (0..b_n).map(move |b| (a, b))).map(|(a, b)| tv(a, b)).collect();
+        let prod_want: Vec<f64> = t_want.iter().zip(&ys).map(|(a, b)| a * b).collect();
+        let sum_want: Vec<f64> = (0..a_n).map(|a| (0..b_n).map(|b| tv(a, b)).sum()).collect();
+        let (cr, rr) = lib.run(&[xs.clone(), ys.clone()], &[h as i64, w as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &prod_want, DType::F32, "prod");
+            assert_close(&run.outputs[1], &sum_want, DType::F32, "sum");
+            assert_close(&run.outputs[2], &t_want, DType::F32, "t");
+        }
+    }
+}
+
+/// Copies of inputs, one node under two names, a scalar reduce, integer and
+/// bool reductions, a bf16 output.
+#[test]
+fn outputs_copies_scalars_and_integer_reductions() {
+    let mut g = Graph::new("misc");
+    let x = g.input("x", DType::F32, &shape(&["N"])).unwrap();
+    let xi = g.input("xi", DType::I32, &shape(&["N"])).unwrap();
+    let total = g.reduce(ReduceOp::Sum, x, &[0], DType::F32).unwrap();
+    let top = g.reduce(ReduceOp::Max, xi, &[0], DType::I32).unwrap();
+    let zero = splat(&mut g, 0.0, DType::I32, &shape(&["N"]));
+    let neg = g.binary(BinaryOp::Cmplt, xi, zero).unwrap();
+    let count = g.reduce(ReduceOp::Sum, neg, &[0], DType::I32).unwrap();
+    let xb = g.cast(x, DType::BF16).unwrap();
+    let outs = [("a", x), ("b", x), ("total", total), ("top", top), ("count", count), ("xb", xb)];
+    for (name, node) in outs {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    for n in [1usize, 9] {
+        let xs = data(51, n, -3.0, 3.0, DType::F32);
+        let is: Vec<f64> = data(52, n, -100.0, 100.0, DType::F32).iter().map(|v| v.trunc()).collect();
+        let (cr, rr) = lib.run(&[xs.clone(), is.clone()], &[n as i64]);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_eq!(run.outputs[0], xs);
+            assert_eq!(run.outputs[1], xs);
+            assert_close(&run.outputs[2], &[xs.iter().sum()], DType::F32, "total");
+            assert_eq!(run.outputs[3], vec![is.iter().cloned().fold(f64::MIN, f64::max)]);
+            assert_eq!(run.outputs[4], vec![is.iter().filter(|v| **v < 0.0).count() as f64]);
+            assert_eq!(run.outputs[5], xs.iter().map(|v| DType::BF16.round(*v)).collect::<Vec<_>>());
+        }
+    }
+}
+
+/// Sizes that break an undecided constraint (`C = G·R` of a `RESHAPE`) are
+/// refused before anything is written: 2 from C, `Err` from Rust.
+#[test]
+fn dims_breaking_a_constraint_are_refused() {
+    let mut g = Graph::new("split");
+    let x = g.input("x", DType::F32, &shape(&["C"])).unwrap();
+    let r = g.reshape(x, &shape(&["G", "R"])).unwrap();
+    let n = g.unary(UnaryOp::Neg, r).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: n });
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    let xs = data(61, 6, -1.0, 1.0, DType::F32);
+    let (c, r) = lib.run(std::slice::from_ref(&xs), &[6, 2, 3]);
+    assert_eq!((c.rc, r.rc), (0, 0));
+    assert_eq!(c.outputs[0], xs.iter().map(|v| -v).collect::<Vec<_>>());
+    let (c, r) = lib.run(std::slice::from_ref(&xs), &[6, 3, 3]);
+    assert_eq!((c.rc, r.rc), (2, 2));
+    let (c, r) = lib.run(&[xs], &[6, 0, 3]);
+    assert_eq!((c.rc, r.rc), (2, 2));
+}
+
+#[test]
+fn bad_symbols_and_crate_paths_are_refused() {
+    let g = gemm_bias_relu(DType::F32, "M", "N", "K");
+    for s in ["1abc", "for", "a-b", "", "tgc_f16_to_f32"] {
+        assert_eq!(super::c::emit_c(&g, s).unwrap_err().name, ErrorName::Unsupported, "{s}");
+    }
+    assert_eq!(super::rust::emit_rust(&g, "::tgc;").unwrap_err().name, ErrorName::Unsupported);
+    assert!(super::rust::emit_rust(&g, "::tgc").is_ok());
+}
+
+
+/// Every example graph of the specification (`tests/spec/`), generated as C
+/// and Rust and compared with the interpreter (inside `Compiled::run`).
+#[test]
+fn spec_graphs_match_the_interpreter() {
+    let files = [
+        "000_gemm_bias_relu.json",
+        "001_matmul_2dx2d.json",
+        "001_matmul_1dx2d.json",
+        "001_matmul_2dx1d.json",
+        "002_gemm.json",
+        "002_conv2d.json",
+        "002_attention.json",
+    ];
+    // Conv2D: N G Cin Rcout H W K S D P, output size (H + 2P - D(K-1) - 1)/S + 1.
+    let convs = [(1, 1, 2, 3, 5, 5, 3, 2, 1, 1), (2, 2, 2, 2, 6, 7, 3, 1, 2, 2)];
+    for name in files {
+        let path = format!("{}/../../tests/spec/{name}", env!("CARGO_MANIFEST_DIR"));
+        let g = crate::tiny::load_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let lib = compile(&g);
+        let points: Vec<Vec<(&str, i64)>> = if name.contains("conv") {
+            convs
+                .iter()
+                .map(|&(n, gr, cin, rc, h, w, k, s, d, p)| {
+                    let out = |x: i64| (x + 2 * p - d * (k - 1) - 1) / s + 1;
+                    vec![
+                        ("N", n), ("G", gr), ("Cin", cin), ("Rcout", rc), ("Cin_total", gr * cin), ("Cout", gr * rc), ("H", h), ("W", w),
+                        ("Kh", k), ("Kw", k), ("Sh", s), ("Sw", s), ("Dh", d), ("Dw", d), ("pt", p), ("pb", p), ("pl", p), ("pr", p),
+                        ("Oy", out(h)), ("Ox", out(w)),
+                    ]
+                })
+                .collect()
+        } else {
+            vec![vec![("M", 3), ("K", 5), ("N", 4), ("B", 2), ("H", 2), ("D", 3)], vec![("M", 1), ("K", 1), ("N", 1), ("B", 1), ("H", 1), ("D", 1)]]
+        };
+        for (t, point) in points.iter().enumerate() {
+            let val = |s: &str| point.iter().find(|(k, _)| *k == s).map(|(_, v)| *v).unwrap_or(3);
+            let dims: Vec<i64> = g.symbols.iter().map(|s| val(&s.name)).collect();
+            let inputs: Vec<Vec<f64>> = g
+                .inputs()
+                .into_iter()
+                .enumerate()
+                .map(|(k, id)| {
+                    let n: i64 = g.shape(id).iter().map(|d| d.eval(&|s| Some(val(s))).unwrap()).product();
+                    data(100 * t as u64 + k as u64 + 1, n as usize, -1.0, 1.0, g.dtype(id))
+                })
+                .collect();
+            assert!(lib.interp(&inputs, &dims).is_some(), "{name}: the interpreter refuses {point:?}");
+            let (c, r) = lib.run(&inputs, &dims);
+            assert_eq!((c.rc, r.rc), (0, 0), "{name} at {point:?}");
+        }
+    }
+}
+
+/// A padded row maximum: the pad's guard inside the reduce loop, the `RELU`
+/// epilogue fused. Snapshots of both printers (`UPDATE_EXPECT=1` regenerates).
+#[test]
+fn padded_row_max_snapshots() {
+    let mut g = Graph::new("rowmax");
+    let x = g.input("x", DType::F16, &shape(&["M", "K"])).unwrap();
+    let p = g.pad(x, &[(Dim::int(0), Dim::int(0)), (Dim::int(1), Dim::int(0))], -1.0).unwrap();
+    let r = g.reduce(ReduceOp::Max, p, &[1], DType::F32).unwrap();
+    let y = g.unary(UnaryOp::Relu, r).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: y });
+    g.declare_input_symbols();
+    let c = super::c::emit_c(&g, "rowmax").unwrap();
+    expect_test::expect![[r#"
+        /* k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register */
+        static void tgc_k0_rowmax(const uint16_t* restrict in0, float* restrict out0, const int64_t s_M, const int64_t s_K)
+        {
+        #pragma scop
+            for (int64_t i0 = 0; i0 < s_M; i0 += 1) {
+                float acc = (-INFINITY);
+                for (int64_t i1 = 0; i1 < (s_K + 1); i1 += 1) {
+                    acc = tgc_max_f32(acc, ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
+                }
+                out0[i0] = tgc_relu_f32(acc);
+            }
+        #pragma endscop
+        }
+
+        int32_t rowmax(const void* const* inputs, void* const* outputs, const int64_t* dims)
+        {
+            const int64_t s_M = dims[0];
+            const int64_t s_K = dims[1];
+            if (!(1 <= s_M)) return 2; /* symbol M ≥ 1 */
+            if (!(1 <= s_K)) return 2; /* symbol K ≥ 1 */
+            const uint16_t* in0 = (const uint16_t*)inputs[0];
+            float* out0 = (float*)outputs[0];
+            tgc_k0_rowmax(in0, out0, s_M, s_K);
+            return 0;
+        }
+    "#]].assert_eq(&c[c.find("/* k0").unwrap()..]);
+    expect_test::expect![[r#"
+        // Generated by tgc from graph `rowmax`: Rust, one kernel per loop nest. Do not edit.
+        // inputs: (x: fp16[M, K]); outputs: (y: fp32[M]); dims: [M, K].
+        // Returns Err, writing nothing, when the dims or the slice lengths do not fit the graph.
+        #[allow(unused_parens, unused_variables, unused_mut, non_snake_case, clippy::all)]
+        pub fn body(inputs: (&[::tgc::half::f16],), outputs: (&mut [f32],), dims: &[i64]) -> ::core::result::Result<(), ::std::string::String> {
+            use ::tgc::half::f16;
+            fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) } }
+            fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }
+            // k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register
+            fn k0(in0: &[f16], out0: &mut [f32], s_M: i64, s_K: i64) {
+                for i0 in 0i64..s_M {
+                    let mut acc: f32 = f32::NEG_INFINITY;
+                    for i1 in 0i64..(s_K + 1) {
+                        acc = max_f32(acc, (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
+                    }
+                    out0[i0 as usize] = relu_f32(acc);
+                }
+            }
+            if dims.len() != 2 {
+                return Err(::std::format!("graph {} takes 2 dims ({}), got {}", "rowmax", "M, K", dims.len()));
+            }
+            let s_M: i64 = dims[0];
+            let s_K: i64 = dims[1];
+            if !(1 <= s_M) {
+                return Err(::std::string::String::from("the dims break the requirement symbol M ≥ 1"));
+            }
+            if !(1 <= s_K) {
+                return Err(::std::string::String::from("the dims break the requirement symbol K ≥ 1"));
+            }
+            let (in0,) = inputs;
+            let (out0,) = outputs;
+            let len = |sizes: &[i64]| -> ::core::option::Option<i64> { sizes.iter().try_fold(1i64, |a, &d| a.checked_mul(d)) };
+            if len(&[s_M, s_K]) != ::core::option::Option::Some(in0.len() as i64) {
+                return Err(::std::format!("{} has {} elements, its shape needs {:?}", "x", in0.len(), len(&[s_M, s_K])));
+            }
+            if len(&[s_M]) != ::core::option::Option::Some(out0.len() as i64) {
+                return Err(::std::format!("{} has {} elements, its shape needs {:?}", "y", out0.len(), len(&[s_M])));
+            }
+            k0(&in0[..], &mut out0[..], s_M, s_K);
+            Ok(())
+        }
+    "#]].assert_eq(&super::rust::emit_rust(&g, "::tgc").unwrap());
+}

@@ -1,0 +1,258 @@
+//! Compiles generated code and runs it on test data: C with the system `cc`,
+//! Rust with `rustc` against the `half` rlib of this test build; both loaded
+//! with `libloading`.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::interp;
+use crate::tiny::Graph;
+use crate::DType;
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!("tgc-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Values as f64, stored in a buffer of `dtype`.
+pub fn encode(values: &[f64], dt: DType) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &v in values {
+        match dt {
+            DType::F16 => out.extend(half::f16::from_f64(v).to_bits().to_le_bytes()),
+            DType::BF16 => out.extend(half::bf16::from_f64(v).to_bits().to_le_bytes()),
+            DType::F32 => out.extend((v as f32).to_le_bytes()),
+            DType::I32 => out.extend((v as i32).to_le_bytes()),
+            DType::Bool => out.push((v != 0.0) as u8),
+        }
+    }
+    out
+}
+
+pub fn decode(bytes: &[u8], dt: DType) -> Vec<f64> {
+    let n = dt.size_bytes();
+    bytes
+        .chunks(n)
+        .map(|c| match dt {
+            DType::F16 => half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64(),
+            DType::BF16 => half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64(),
+            DType::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            DType::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            DType::Bool => c[0] as f64,
+        })
+        .collect()
+}
+
+/// Element counts of the outputs at `dims` (in `g.symbols` order).
+fn output_lens(g: &Graph, dims: &[i64]) -> Vec<usize> {
+    let bind = |s: &str| g.symbols.iter().position(|x| x.name == s).map(|k| dims[k]);
+    g.outputs.iter().map(|o| g.shape(o.node).iter().map(|d| d.eval(&bind).unwrap()).product::<i64>().max(0) as usize).collect()
+}
+
+fn input_dtypes(g: &Graph) -> Vec<DType> {
+    g.inputs().into_iter().map(|i| g.dtype(i)).collect()
+}
+
+/// A compiled graph: the C library and the Rust library.
+pub struct Compiled {
+    c: libloading::Library,
+    rust: libloading::Library,
+    symbol: String,
+    pub c_src: String,
+    pub rust_src: String,
+    ins: Vec<DType>,
+    outs: Vec<DType>,
+    graph: Graph,
+    _dir: Scratch,
+}
+
+type CEntry = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64) -> i32;
+type RustEntry = unsafe extern "C" fn(*const *const u8, *const usize, *const *mut u8, *const usize, *const i64, usize) -> i32;
+
+/// The `half` rlib this test binary was built with, and its dependency folder.
+fn half_rlib() -> (PathBuf, PathBuf) {
+    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    let mut rlibs: Vec<PathBuf> = std::fs::read_dir(&deps)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libhalf-") && n.ends_with(".rlib")))
+        .collect();
+    rlibs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    (rlibs.pop().expect("the half rlib of this build"), deps)
+}
+
+/// The test wrapper: an `extern "C"` entry calling the generated `body`.
+fn rust_wrapper(g: &Graph) -> String {
+    let ty = |dt: DType| match dt {
+        DType::F16 => "tgc::half::f16",
+        DType::BF16 => "tgc::half::bf16",
+        DType::F32 => "f32",
+        DType::I32 => "i32",
+        DType::Bool => "bool",
+    };
+    let tuple = |v: Vec<String>| if v.len() == 1 { format!("({},)", v[0]) } else { format!("({})", v.join(", ")) };
+    let ins: Vec<String> = input_dtypes(g)
+        .iter()
+        .enumerate()
+        .map(|(k, dt)| format!("std::slice::from_raw_parts(*ins.add({k}) as *const {}, *in_lens.add({k}))", ty(*dt)))
+        .collect();
+    let outs: Vec<String> = g
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| format!("std::slice::from_raw_parts_mut(*outs.add({k}) as *mut {}, *out_lens.add({k}))", ty(g.dtype(o.node))))
+        .collect();
+    format!(
+        "#[allow(unused_imports)]\nmod tgc {{ pub use ::half; }}\n\
+         #[no_mangle]\n\
+         pub unsafe extern \"C\" fn run(ins: *const *const u8, in_lens: *const usize, outs: *const *mut u8, out_lens: *const usize, dims: *const i64, ndims: usize) -> i32 {{\n\
+         \x20   match body({}, {}, std::slice::from_raw_parts(dims, ndims)) {{ Ok(()) => 0, Err(_) => 2 }}\n\
+         }}\n",
+        tuple(ins),
+        tuple(outs)
+    )
+}
+
+/// Emits, compiles and loads both printers' output for `g`.
+pub fn compile(g: &Graph) -> Compiled {
+    let dir = Scratch::new("emit");
+    let symbol = format!("tgc_test_{}", g.name);
+    let c_src = super::super::c::emit_c(g, &symbol).unwrap();
+    let c_path = dir.0.join("k.c");
+    std::fs::write(&c_path, &c_src).unwrap();
+    let c_lib = dir.0.join("libk.so");
+    let cc = Command::new("cc")
+        .args(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Werror", "-o"])
+        .arg(&c_lib)
+        .arg(&c_path)
+        .arg("-lm")
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "cc failed:\n{}\n{c_src}", String::from_utf8_lossy(&cc.stderr));
+
+    let rust_src = super::super::rust::emit_rust(g, "crate::tgc").unwrap();
+    let rs_path = dir.0.join("k.rs");
+    std::fs::write(&rs_path, format!("{rust_src}\n{}", rust_wrapper(g))).unwrap();
+    let (half, deps) = half_rlib();
+    let rs_lib = dir.0.join("libkr.so");
+    let rc = Command::new("rustc")
+        .args(["--edition", "2021", "--crate-type", "cdylib", "-C", "opt-level=1", "-D", "warnings", "-o"])
+        .arg(&rs_lib)
+        .arg("-L")
+        .arg(format!("dependency={}", deps.display()))
+        .arg("--extern")
+        .arg(format!("half={}", half.display()))
+        .arg(&rs_path)
+        .output()
+        .unwrap();
+    assert!(rc.status.success(), "rustc failed:\n{}\n{rust_src}", String::from_utf8_lossy(&rc.stderr));
+
+    // SAFETY: the libraries were just built from generated code; loading runs no initialisers of ours.
+    let (c, rust) = unsafe { (libloading::Library::new(&c_lib).unwrap(), libloading::Library::new(&rs_lib).unwrap()) };
+    let outs = g.outputs.iter().map(|o| g.dtype(o.node)).collect();
+    Compiled { c, rust, symbol, c_src, rust_src, ins: input_dtypes(g), outs, graph: g.clone(), _dir: dir }
+}
+
+/// What one run returns: status and output values.
+#[derive(Debug)]
+pub struct Run {
+    pub rc: i32,
+    pub outputs: Vec<Vec<f64>>,
+}
+
+impl Compiled {
+    /// Runs the C and the Rust code on the same inputs (values per input, in
+    /// `Graph::inputs()` order) and dims; where the reference interpreter
+    /// accepts the dims, asserts that both agree with it.
+    pub fn run(&self, inputs: &[Vec<f64>], dims: &[i64]) -> (Run, Run) {
+        assert_eq!(inputs.len(), self.ins.len(), "one value list per input");
+        let ins: Vec<Vec<u8>> = inputs.iter().zip(&self.ins).map(|(v, dt)| encode(v, *dt)).collect();
+        let lens = output_lens(&self.graph, dims);
+        let fresh = || -> Vec<Vec<u8>> { lens.iter().zip(&self.outs).map(|(n, dt)| vec![0u8; n * dt.size_bytes()]).collect() };
+        let in_ptrs: Vec<*const u8> = ins.iter().map(|b| b.as_ptr()).collect();
+        let in_lens: Vec<usize> = inputs.iter().map(|v| v.len()).collect();
+
+        let mut c_out = fresh();
+        let c_ptrs: Vec<*mut u8> = c_out.iter_mut().map(|b| b.as_mut_ptr()).collect();
+        // SAFETY: buffers have the sizes of the graph's shapes at `dims`, as the entry requires.
+        let c_rc = unsafe {
+            let f: libloading::Symbol<CEntry> = self.c.get(self.symbol.as_bytes()).unwrap();
+            f(in_ptrs.as_ptr() as *const *const c_void, c_ptrs.as_ptr() as *const *mut c_void, dims.as_ptr())
+        };
+        let mut r_out = fresh();
+        let r_ptrs: Vec<*mut u8> = r_out.iter_mut().map(|b| b.as_mut_ptr()).collect();
+        // SAFETY: as above; the wrapper builds slices of the given lengths.
+        let r_rc = unsafe {
+            let f: libloading::Symbol<RustEntry> = self.rust.get(b"run").unwrap();
+            f(in_ptrs.as_ptr(), in_lens.as_ptr(), r_ptrs.as_ptr(), lens.as_ptr(), dims.as_ptr(), dims.len())
+        };
+        let dec = |bufs: Vec<Vec<u8>>| bufs.iter().zip(&self.outs).map(|(b, dt)| decode(b, *dt)).collect();
+        let (c, r) = (Run { rc: c_rc, outputs: dec(c_out) }, Run { rc: r_rc, outputs: dec(r_out) });
+        if let Some(want) = self.interp(inputs, dims) {
+            for (run, who) in [(&c, "C"), (&r, "Rust")] {
+                assert_eq!(run.rc, 0, "{who}: the interpreter accepts dims {dims:?}");
+                for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+                    assert_close(got, want, self.outs[k], &format!("{who} output {k} vs the interpreter at dims {dims:?}"));
+                }
+            }
+        }
+        (c, r)
+    }
+
+    /// The reference interpreter's outputs, or `None` when it refuses the dims.
+    pub fn interp(&self, inputs: &[Vec<f64>], dims: &[i64]) -> Option<Vec<Vec<f64>>> {
+        let g = &self.graph;
+        let map: BTreeMap<String, i64> = g.symbols.iter().zip(dims).map(|(s, v)| (s.name.clone(), *v)).collect();
+        let bind = |s: &str| map.get(s).copied();
+        let mut tensors = Vec::new();
+        for (id, v) in g.inputs().into_iter().zip(inputs) {
+            let shape: Option<Vec<usize>> = g.shape(id).iter().map(|d| d.eval(&bind).ok().and_then(|x| usize::try_from(x).ok())).collect();
+            tensors.push(interp::Tensor::new(g.dtype(id), &shape?, v.clone()).ok()?);
+        }
+        Some(interp::run(g, &map, &tensors).ok()?.into_iter().map(|t| t.data).collect())
+    }
+}
+
+/// Asserts `got ≈ want` elementwise: `|g - w| ≤ 1e-3 + rtol·|w|` with `rtol`
+/// 1e-3, or two units in the last place of `dt` when coarser.
+pub fn assert_close(got: &[f64], want: &[f64], dt: DType, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let rtol = match dt {
+        DType::F16 => 2.0 * 2f64.powi(-10),
+        DType::BF16 => 2.0 * 2f64.powi(-7),
+        _ => 1e-3,
+    };
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= 1e-3 + rtol * w.abs() || (g.is_nan() && w.is_nan()) || g == w;
+        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+/// Deterministic pseudo-random values in `[lo, hi)`, rounded to `dt`.
+pub fn data(seed: u64, n: usize, lo: f64, hi: f64, dt: DType) -> Vec<f64> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            dt.round(lo + (hi - lo) * ((x >> 11) as f64 / (1u64 << 53) as f64))
+        })
+        .collect()
+}

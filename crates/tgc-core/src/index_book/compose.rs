@@ -1,0 +1,94 @@
+//! Composition of accesses (`000` §3.2 "Movement chains are composed one
+//! step at a time"): a consumer's index, given over some loop variables,
+//! pulled back through an [`Access`] to the source's index, with the access's
+//! guards restated over the same variables.
+//!
+//! [`chase`] repeats this through a chain of movement nodes, so that the chain
+//! collapses to one affine access into the first non-movement value — a
+//! materialised buffer or a value computed in place.
+
+use crate::affine::AffExpr;
+use crate::diag::DResult;
+use crate::diag;
+use crate::sym::Dim;
+use crate::tiny::{Graph, NodeId};
+
+use super::simplify::{always_holds, simplify};
+use super::{Access, Constr, IndexBook, Piece, MAX_PIECES};
+
+/// A source index and the guards under which the source is read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Composed {
+    /// One expression per source axis, over the caller's variables.
+    pub index: Vec<AffExpr>,
+    /// The access's pieces over the caller's variables, outermost first;
+    /// constraints that always hold are dropped, and so are pieces left empty.
+    pub guard: Vec<Piece>,
+}
+
+/// The result of [`chase`]: the first non-movement value on the chain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chased {
+    pub src: NodeId,
+    pub index: Vec<AffExpr>,
+    /// Every guard met on the way, consumer side first.
+    pub guard: Vec<Piece>,
+}
+
+/// Pulls `index` (a point of the reading value's space, as expressions over
+/// variables of extents `extents`) back through `access`.
+///
+/// Errors: `Internal` when the access uses a variable `index` does not give.
+pub fn compose(index: &[AffExpr], access: &Access, extents: &[Dim]) -> DResult<Composed> {
+    let pull = |e: &AffExpr| -> DResult<AffExpr> {
+        let s = e.substitute(index).map_err(|m| diag!(Internal, "composing an access: {m}"))?;
+        Ok(simplify(&s, extents))
+    };
+    let index = access.map.iter().map(pull).collect::<DResult<Vec<_>>>()?;
+    let mut guard = Vec::new();
+    for p in &access.guard {
+        let mut valid = Vec::new();
+        for c in &p.valid {
+            let c = Constr::ge0(pull(&c.expr)?);
+            if !always_holds(&c, extents) && !valid.contains(&c) {
+                valid.push(c);
+            }
+        }
+        if !valid.is_empty() {
+            guard.push(Piece { valid, otherwise: p.otherwise });
+        }
+    }
+    Ok(Composed { index, guard })
+}
+
+/// Follows the movement nodes from `node`, read at `index`, down to the first
+/// value that is not a movement, composing maps and accumulating guards.
+///
+/// Errors: `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up
+/// (named on the movement node that crossed the limit); `Internal` when the
+/// book lacks a node or a movement node has no access.
+pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, extents: &[Dim]) -> DResult<Chased> {
+    let mut cur = Chased { src: node, index, guard: Vec::new() };
+    while cur.src.index() < g.len() && g.node(cur.src).op.is_movement() {
+        let n = g.node(cur.src);
+        let access = book
+            .get(cur.src)
+            .and_then(|i| i.inputs.first())
+            .ok_or_else(|| diag!(Internal, "the IndexBook has no access for movement node {}", n.label))?;
+        let step = compose(&cur.index, access, extents)?;
+        cur.guard.extend(step.guard);
+        if cur.guard.len() > MAX_PIECES {
+            return Err(diag!(
+                ExcessivePiecewise,
+                "reading through this {} needs {} guarded pieces, more than the limit of {MAX_PIECES}",
+                n.op.name(),
+                cur.guard.len()
+            )
+            .on_node(n.label.clone())
+            .or_at(n.span));
+        }
+        cur.src = access.src;
+        cur.index = step.index;
+    }
+    Ok(cur)
+}
