@@ -48,7 +48,8 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
-    let text = std::fs::read_to_string(path).map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?;
     pipeline::load(&text, pipeline::Format::of(path, &text), entry).map_err(|d| Failure::diag(path, &d))
 }
 
@@ -72,7 +73,9 @@ fn check(path: &Path, entry: Option<&str>) -> Result<()> {
 
 /// Reads `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR`.
 fn read_input(spec: &str) -> Result<(String, HostTensor)> {
-    let (name, file) = spec.split_once('=').ok_or_else(|| Failure::user(format!("--input `{spec}`: expected NAME=FILE.npy or NAME=FILE.safetensors:TENSOR")))?;
+    let (name, file) = spec.split_once('=').ok_or_else(|| {
+        Failure::user(format!("--input `{spec}`: expected NAME=FILE.npy or NAME=FILE.safetensors:TENSOR"))
+    })?;
     let tensor = if let Some((f, t)) = file.rsplit_once(':').filter(|(f, _)| f.ends_with(".safetensors")) {
         tgc_runtime::safetensors_io::read_safetensors_tensor(Path::new(f), t)?
     } else if file.ends_with(".npy") {
@@ -83,7 +86,14 @@ fn read_input(spec: &str) -> Result<(String, HostTensor)> {
     Ok((name.to_string(), tensor))
 }
 
-fn run_graph(path: &Path, entry: Option<&str>, backend: Backend, dims: &[String], inputs: &[String], out_dir: &Path) -> Result<()> {
+fn run_graph(
+    path: &Path,
+    entry: Option<&str>,
+    backend: Backend,
+    dims: &[String],
+    inputs: &[String],
+    out_dir: &Path,
+) -> Result<()> {
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
     let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
@@ -101,11 +111,13 @@ fn run_graph(path: &Path, entry: Option<&str>, backend: Backend, dims: &[String]
     }
     let mut ordered = Vec::new();
     for (name, id) in names.iter().zip(g.inputs()) {
-        let t = given.remove(name).ok_or_else(|| Failure::user(format!("missing --input {name}=FILE (inputs: {})", names.join(", "))))?;
+        let t = given
+            .remove(name)
+            .ok_or_else(|| Failure::user(format!("missing --input {name}=FILE (inputs: {})", names.join(", "))))?;
         let want = g.dtype(id);
         let t = match (t.dtype(), want) {
             (a, b) if a == b => t,
-            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => tgc_runtime::npy::convert(&t, want),
+            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => t.convert(want),
             (a, b) => return Err(Failure::user(format!("input `{name}` is {a} but the graph wants {b}"))),
         };
         ordered.push(t);
@@ -142,7 +154,14 @@ fn scratch_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn compile(path: &Path, entry: Option<&str>, target: Target, dims: &[String], dump: &[String], out: Option<&Path>) -> Result<()> {
+fn compile(
+    path: &Path,
+    entry: Option<&str>,
+    target: Target,
+    dims: &[String],
+    dump: &[String],
+    out: Option<&Path>,
+) -> Result<()> {
     if target != Target::Cpu {
         return Err(Failure::user(format!("target {target:?} is not available in this build: GPU code generation is not implemented yet (use --target cpu)").to_lowercase()));
     }
@@ -151,7 +170,11 @@ fn compile(path: &Path, entry: Option<&str>, target: Target, dims: &[String], du
     }
     let loaded = load(path, entry)?;
     let given = parse_dims(dims)?;
-    let graph = if given.is_empty() { loaded.graph.clone() } else { loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))? };
+    let graph = if given.is_empty() {
+        loaded.graph.clone()
+    } else {
+        loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
+    };
     let artifacts = pipeline::compile_cpu(&loaded, &graph).map_err(|d| Failure::diag(path, &d))?;
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))?;

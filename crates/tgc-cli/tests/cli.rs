@@ -39,7 +39,11 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
 /// Writes random inputs, runs the graph on the CPU backend and on the
 /// interpreter, and compares every output within rtol = atol = 1e-3.
 fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &[(&str, i64)]) {
-    let dir = temp(&format!("{}-{}", graph.replace(['/', '.'], "_"), dims.iter().map(|d| d.1.to_string()).collect::<Vec<_>>().join("x")));
+    let dir = temp(&format!(
+        "{}-{}",
+        graph.replace(['/', '.'], "_"),
+        dims.iter().map(|d| d.1.to_string()).collect::<Vec<_>>().join("x")
+    ));
     let mut args: Vec<String> = Vec::new();
     for (k, (name, dtype, shape)) in inputs.iter().enumerate() {
         let n = shape.iter().product();
@@ -56,7 +60,14 @@ fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &
     let mut outs = Vec::new();
     for backend in ["cpu", "interp"] {
         let out_dir = dir.join(backend);
-        let mut a: Vec<String> = vec!["run".into(), graph.into(), "--backend".into(), backend.into(), "--output-dir".into(), out_dir.display().to_string()];
+        let mut a: Vec<String> = vec![
+            "run".into(),
+            graph.into(),
+            "--backend".into(),
+            backend.into(),
+            "--output-dir".into(),
+            out_dir.display().to_string(),
+        ];
         a.extend(args.iter().cloned());
         let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
         let o = tgc(&refs);
@@ -97,7 +108,20 @@ fn spec_gemm_bias_relu_op_list_runs() {
 fn spec_conv2d_with_pool_view_runs_with_dims_given_at_run_time() {
     // N=2, G=1, Cin=3, H=W=9, Cout=4, 3x3, stride 2, pad 1 -> Oy = Ox = 5.
     let ins = [("X", DType::F16, vec![2, 3, 9, 9]), ("W", DType::F16, vec![4, 3, 3, 3]), ("bias", DType::F16, vec![4])];
-    let dims = [("G", 1), ("Rcout", 4), ("Sh", 2), ("Sw", 2), ("Dh", 1), ("Dw", 1), ("pt", 1), ("pb", 1), ("pl", 1), ("pr", 1), ("Oy", 5), ("Ox", 5)];
+    let dims = [
+        ("G", 1),
+        ("Rcout", 4),
+        ("Sh", 2),
+        ("Sw", 2),
+        ("Dh", 1),
+        ("Dw", 1),
+        ("pt", 1),
+        ("pb", 1),
+        ("pl", 1),
+        ("pr", 1),
+        ("Oy", 5),
+        ("Ox", 5),
+    ];
     cpu_matches_interp("tests/spec/002_conv2d.json", &ins, &dims);
 }
 
@@ -109,9 +133,21 @@ fn spec_attention_softmax_runs() {
 
 #[test]
 fn spec_001_matmuls_run() {
-    cpu_matches_interp("tests/spec/001_matmul_2dx2d.json", &[("X", DType::F16, vec![6, 4]), ("W", DType::F16, vec![4, 5])], &[]);
-    cpu_matches_interp("tests/spec/001_matmul_1dx2d.json", &[("x", DType::F16, vec![4]), ("W", DType::F16, vec![4, 5])], &[]);
-    cpu_matches_interp("tests/spec/001_matmul_2dx1d.json", &[("X", DType::F16, vec![6, 4]), ("w", DType::F16, vec![4])], &[]);
+    cpu_matches_interp(
+        "tests/spec/001_matmul_2dx2d.json",
+        &[("X", DType::F16, vec![6, 4]), ("W", DType::F16, vec![4, 5]), ("bias", DType::F16, vec![5])],
+        &[],
+    );
+    cpu_matches_interp(
+        "tests/spec/001_matmul_1dx2d.json",
+        &[("x", DType::F16, vec![4]), ("W", DType::F16, vec![4, 5])],
+        &[],
+    );
+    cpu_matches_interp(
+        "tests/spec/001_matmul_2dx1d.json",
+        &[("X", DType::F16, vec![6, 4]), ("w", DType::F16, vec![4])],
+        &[],
+    );
 }
 
 #[test]
@@ -143,7 +179,8 @@ fn check_prints_the_signature() {
 fn user_errors_exit_1_with_a_position_and_no_panic() {
     let dir = temp("errors");
     let bad = dir.join("bad.tgc");
-    std::fs::write(&bad, "graph main(x: f32[4], y: f32[5]) -> (z: f32[4]) {\n    z = x + y\n    return z\n}\n").unwrap();
+    std::fs::write(&bad, "graph main(x: f32[4], y: f32[5]) -> (z: f32[4]) {\n    z = x + y\n    return z\n}\n")
+        .unwrap();
     let o = tgc(&["check", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
@@ -174,7 +211,8 @@ fn compile_dumps_the_stages_that_exist() {
         assert!(out.contains(stage), "missing {stage} in\n{out}");
     }
     let dir = temp("compile-out");
-    let o = tgc(&["compile", "tests/spec/002_gemm.json", "--dim", "M=8", "--out", dir.to_str().unwrap(), "--dump", "tiny"]);
+    let o =
+        tgc(&["compile", "tests/spec/002_gemm.json", "--dim", "M=8", "--out", dir.to_str().unwrap(), "--dump", "tiny"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.join("tiny.json").exists() && dir.join("tiny.txt").exists());
 }

@@ -82,11 +82,8 @@ impl AffExpr {
 
     /// `c · self`.
     pub fn scale(&self, c: &Dim) -> AffExpr {
-        AffExpr {
-            terms: self.terms.iter().map(|(a, k)| (a.clone(), k * c)).collect(),
-            constant: &self.constant * c,
-        }
-        .normalized()
+        AffExpr { terms: self.terms.iter().map(|(a, k)| (a.clone(), k * c)).collect(), constant: &self.constant * c }
+            .normalized()
     }
 
     /// `floor(self / q)`; `None` when `q` is a known integer ≤ 0.
@@ -138,8 +135,12 @@ impl AffExpr {
         let mut acc = AffExpr::constant(self.constant.clone());
         for (a, c) in &self.terms {
             let v = match a {
-                AffAtom::Var(k) => vals.get(*k as usize).cloned().ok_or_else(|| format!("index variable i{k} is out of range"))?,
-                AffAtom::FloorDiv(e, q) => e.substitute(vals)?.floordiv(q, &none).ok_or("division by a non-positive number")?,
+                AffAtom::Var(k) => {
+                    vals.get(*k as usize).cloned().ok_or_else(|| format!("index variable i{k} is out of range"))?
+                }
+                AffAtom::FloorDiv(e, q) => {
+                    e.substitute(vals)?.floordiv(q, &none).ok_or("division by a non-positive number")?
+                }
             };
             acc = &acc + &v.scale(c);
         }
@@ -154,7 +155,9 @@ impl AffExpr {
         for (a, c) in &self.terms {
             let v = match a {
                 AffAtom::Var(k) => AffExpr::var(*k),
-                AffAtom::FloorDiv(e, q) => e.map_dims(f)?.floordiv(&f(q)?, &none).ok_or("division by a non-positive number")?,
+                AffAtom::FloorDiv(e, q) => {
+                    e.map_dims(f)?.floordiv(&f(q)?, &none).ok_or("division by a non-positive number")?
+                }
             };
             acc = &acc + &v.scale(&f(c)?);
         }
@@ -166,7 +169,9 @@ impl AffExpr {
         let mut acc = self.constant.eval(bind)?;
         for (a, c) in &self.terms {
             let v = match a {
-                AffAtom::Var(k) => *vars.get(*k as usize).ok_or_else(|| format!("index variable i{k} is out of range"))?,
+                AffAtom::Var(k) => {
+                    *vars.get(*k as usize).ok_or_else(|| format!("index variable i{k} is out of range"))?
+                }
                 AffAtom::FloorDiv(e, q) => {
                     let q = q.eval(bind)?;
                     if q <= 0 {
@@ -265,7 +270,8 @@ impl fmt::Display for Shown<'_> {
                 f.write_str(if neg { " - " } else { " + " })?;
             }
             first = false;
-            let coef = if mag.as_int().is_some() || mag.as_sym().is_some() { mag.to_string() } else { format!("({mag})") };
+            let coef =
+                if mag.as_int().is_some() || mag.as_sym().is_some() { mag.to_string() } else { format!("({mag})") };
             match body {
                 None => f.write_str(&coef),
                 Some(b) if mag.is_one() => f.write_str(&b),
@@ -276,7 +282,8 @@ impl fmt::Display for Shown<'_> {
             let body = match a {
                 AffAtom::Var(k) => (self.name)(*k),
                 AffAtom::FloorDiv(e, q) => {
-                    let qs = if q.as_int().is_some() || q.as_sym().is_some() { q.to_string() } else { format!("({q})") };
+                    let qs =
+                        if q.as_int().is_some() || q.as_sym().is_some() { q.to_string() } else { format!("({q})") };
                     format!("floor(({}) / {qs})", e.display_with(self.name))
                 }
             };
@@ -407,7 +414,9 @@ mod parse {
                     let k = t[1..].parse::<u32>().map_err(|_| format!("bad variable `{t}`"))?;
                     Ok(AffExpr::var(k))
                 }
-                _ if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => Ok(AffExpr::constant(Dim::sym(&t))),
+                _ if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                    Ok(AffExpr::constant(Dim::sym(&t)))
+                }
                 _ => Err(format!("unexpected `{t}` in index expression")),
             }
         }

@@ -65,7 +65,8 @@ impl Tensor {
     /// Errors: `Io` when `data.len()` is not the product of `shape` or that
     /// exceeds [`MAX_ELEMENTS`].
     pub fn new(dtype: DType, shape: &[usize], data: Vec<f64>) -> DResult<Tensor> {
-        let n = checked_numel(shape).ok_or_else(|| diag!(Io, "a tensor of shape {shape:?} has more than {MAX_ELEMENTS} elements"))?;
+        let n = checked_numel(shape)
+            .ok_or_else(|| diag!(Io, "a tensor of shape {shape:?} has more than {MAX_ELEMENTS} elements"))?;
         if data.len() != n {
             return Err(diag!(Io, "a tensor of shape {shape:?} has {n} elements, got {}", data.len()));
         }
@@ -90,24 +91,39 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
     for (&id, t) in ins.iter().zip(inputs) {
         let label = &g.node(id).label;
         if t.dtype != g.dtype(id) {
-            return Err(diag!(DTypeMismatch, "input `{label}` is {} but got a {} tensor", g.dtype(id), t.dtype).on_node(label.clone()));
+            return Err(diag!(DTypeMismatch, "input `{label}` is {} but got a {} tensor", g.dtype(id), t.dtype)
+                .on_node(label.clone()));
         }
         if checked_numel(&t.shape).is_none_or(|n| n != t.data.len()) {
-            return Err(diag!(Io, "input `{label}` of shape {:?} has {} values", t.shape, t.data.len()).on_node(label.clone()));
+            return Err(
+                diag!(Io, "input `{label}` of shape {:?} has {} values", t.shape, t.data.len()).on_node(label.clone())
+            );
         }
     }
     let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape.clone()).collect();
     let values = g.resolve_dims(dims, Some(&shapes))?;
     let g = g.bind(&values)?;
     let shape_of = |n: &Node| -> DResult<Vec<usize>> {
-        let shape = n.ty.shape
-            .iter()
-            .map(|d| d.as_int().and_then(|v| usize::try_from(v).ok()))
-            .collect::<Option<Vec<usize>>>()
-            .ok_or_else(|| diag!(UnboundSymbol, "shape {} is not concrete after binding", crate::tiny::infer::fmt_shape(&n.ty.shape)).on_node(n.label.clone()))?;
+        let shape =
+            n.ty.shape
+                .iter()
+                .map(|d| d.as_int().and_then(|v| usize::try_from(v).ok()))
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| {
+                    diag!(
+                        UnboundSymbol,
+                        "shape {} is not concrete after binding",
+                        crate::tiny::infer::fmt_shape(&n.ty.shape)
+                    )
+                    .on_node(n.label.clone())
+                })?;
         match checked_numel(&shape) {
             Some(_) => Ok(shape),
-            None => Err(diag!(Unsupported, "shape {shape:?} has more than {MAX_ELEMENTS} elements, too many for the interpreter").on_node(n.label.clone())),
+            None => Err(diag!(
+                Unsupported,
+                "shape {shape:?} has more than {MAX_ELEMENTS} elements, too many for the interpreter"
+            )
+            .on_node(n.label.clone())),
         }
     };
     let shapes: Vec<Vec<usize>> = g.nodes().iter().map(shape_of).collect::<DResult<_>>()?;
@@ -127,7 +143,9 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
         let n = g.node(id);
         let mut srcs = Vec::with_capacity(n.src.len());
         for s in &n.src {
-            let d = data[s.index()].as_deref().ok_or_else(|| diag!(Internal, "source `{}` was freed or not computed", g.node(*s).label))?;
+            let d = data[s.index()]
+                .as_deref()
+                .ok_or_else(|| diag!(Internal, "source `{}` was freed or not computed", g.node(*s).label))?;
             srcs.push(Src { data: d, shape: &shapes[s.index()] });
         }
         let input = if matches!(n.op, Op::Input { .. }) { next_input.next() } else { None };
@@ -142,7 +160,8 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
     g.outputs
         .iter()
         .map(|o| {
-            let v = data[o.node.index()].clone().ok_or_else(|| diag!(Internal, "output `{}` was not computed", o.name))?;
+            let v =
+                data[o.node.index()].clone().ok_or_else(|| diag!(Internal, "output `{}` was not computed", o.name))?;
             Ok(Tensor { dtype: g.dtype(o.node), shape: shapes[o.node.index()].clone(), data: v })
         })
         .collect()
@@ -165,7 +184,12 @@ fn strides(shape: &[usize]) -> Vec<i64> {
 
 /// Calls `f(index, offset)` for every index of `shape` in row-major order,
 /// where `offset = base + Σ index[k]·strides[k]`.
-fn for_each_index(shape: &[usize], strides: &[i64], base: i64, mut f: impl FnMut(&[usize], i64) -> DResult<()>) -> DResult<()> {
+fn for_each_index(
+    shape: &[usize],
+    strides: &[i64],
+    base: i64,
+    mut f: impl FnMut(&[usize], i64) -> DResult<()>,
+) -> DResult<()> {
     if shape.contains(&0) {
         return Ok(());
     }
@@ -191,7 +215,11 @@ fn for_each_index(shape: &[usize], strides: &[i64], base: i64, mut f: impl FnMut
 }
 
 fn read(x: &[f64], off: i64) -> DResult<f64> {
-    usize::try_from(off).ok().and_then(|o| x.get(o)).copied().ok_or_else(|| diag!(Internal, "read at offset {off} outside a source of {} elements", x.len()))
+    usize::try_from(off)
+        .ok()
+        .and_then(|o| x.get(o))
+        .copied()
+        .ok_or_else(|| diag!(Internal, "read at offset {off} outside a source of {} elements", x.len()))
 }
 
 /// `out[i] = x[base + Σ i_k·strides_k]` over the output shape.
@@ -279,7 +307,8 @@ fn eval(n: &Node, out: &[usize], srcs: &[Src], input: Option<&Tensor>) -> DResul
         }
         Op::Expand => {
             let x = x()?;
-            let st: Vec<i64> = strides(x.shape).iter().zip(x.shape).map(|(&s, &d)| if d == 1 { 0 } else { s }).collect();
+            let st: Vec<i64> =
+                strides(x.shape).iter().zip(x.shape).map(|(&s, &d)| if d == 1 { 0 } else { s }).collect();
             gather(x.data, out, &st, 0)?
         }
         Op::Shrink { lo, hi: _, step } => {
@@ -347,7 +376,10 @@ fn reduce(op: ReduceOp, acc: DType, axes: &[usize], x: &Src, out: &[usize]) -> D
     let mut src = x.data.iter();
     for_each_index(x.shape, &in_to_out, 0, |_, off| {
         let v = *src.next().ok_or_else(|| diag!(Internal, "REDUCE source is shorter than its shape"))?;
-        let a = usize::try_from(off).ok().and_then(|o| r.get_mut(o)).ok_or_else(|| diag!(Internal, "REDUCE writes outside its result"))?;
+        let a = usize::try_from(off)
+            .ok()
+            .and_then(|o| r.get_mut(o))
+            .ok_or_else(|| diag!(Internal, "REDUCE writes outside its result"))?;
         *a = match op {
             ReduceOp::Sum => *a + v,
             ReduceOp::Max => nan_max(*a, v),
@@ -363,14 +395,16 @@ fn reduce(op: ReduceOp, acc: DType, axes: &[usize], x: &Src, out: &[usize]) -> D
 fn view(map: &[AffExpr], x: &Src, out: &[usize]) -> DResult<Vec<f64>> {
     let st = strides(x.shape);
     let none = |_: &str| None;
-    let linear = map.iter().all(|e| e.terms().all(|(a, c)| matches!(a, crate::affine::AffAtom::Var(_)) && c.as_int().is_some()));
+    let linear =
+        map.iter().all(|e| e.terms().all(|(a, c)| matches!(a, crate::affine::AffAtom::Var(_)) && c.as_int().is_some()));
     if linear {
         let mut ost = vec![0i64; out.len()];
         let mut base = 0;
         for (k, e) in map.iter().enumerate() {
             base += int(e.constant_part())? * st[k];
             for (v, c) in e.var_coeffs() {
-                *ost.get_mut(v as usize).ok_or_else(|| diag!(Internal, "VIEW map uses i{v} beyond the output rank"))? += int(c)? * st[k];
+                *ost.get_mut(v as usize)
+                    .ok_or_else(|| diag!(Internal, "VIEW map uses i{v} beyond the output rank"))? += int(c)? * st[k];
             }
         }
         return gather(x.data, out, &ost, base);

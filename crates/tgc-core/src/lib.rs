@@ -8,6 +8,7 @@ pub mod emit;
 pub mod frontend;
 pub mod index_book;
 pub mod interp;
+pub mod pipeline;
 pub mod sym;
 pub mod tiny;
 

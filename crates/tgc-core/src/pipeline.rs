@@ -103,7 +103,9 @@ pub fn check_stage(stage: &str) -> DResult<()> {
     let available: Vec<&str> = STAGES.iter().filter(|s| s.1).map(|s| s.0).collect();
     match STAGES.iter().find(|s| s.0 == stage) {
         Some((_, true)) => Ok(()),
-        Some((_, false)) => Err(diag!(Unsupported, "stage `{stage}` is not built yet (available: {})", available.join(", "))),
+        Some((_, false)) => {
+            Err(diag!(Unsupported, "stage `{stage}` is not built yet (available: {})", available.join(", ")))
+        }
         None => Err(diag!(UnknownName, "no stage `{stage}` (available: {})", available.join(", "))),
     }
 }
@@ -137,7 +139,14 @@ pub fn signature(g: &Graph) -> String {
             None => s.name.clone(),
         })
         .collect();
-    format!("ok: graph {}<{}>({}) -> ({}), {} Tiny IR nodes", g.name, syms.join(", "), ins.join(", "), outs.join(", "), g.len())
+    format!(
+        "ok: graph {}<{}>({}) -> ({}), {} Tiny IR nodes",
+        g.name,
+        syms.join(", "),
+        ins.join(", "),
+        outs.join(", "),
+        g.len()
+    )
 }
 
 /// The Rust loop-nest body the proc-macro compiles into a kernel module.

@@ -296,9 +296,14 @@ fn fmt_atom(a: &Atom, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match a {
         Atom::Sym(s) => f.write_str(s),
         Atom::FloorDiv(n, d) => {
-            let paren = |x: &Dim| x.terms.len() > 1 || x.terms.keys().any(|m| m.len() > 1) || x.terms.values().any(|c| *c < 0);
+            let paren =
+                |x: &Dim| x.terms.len() > 1 || x.terms.keys().any(|m| m.len() > 1) || x.terms.values().any(|c| *c < 0);
             let ns = if paren(n) { format!("({n})") } else { n.to_string() };
-            let ds = if paren(d) || d.terms.keys().any(|m| !m.is_empty()) && d.terms.len() > 1 { format!("({d})") } else { d.to_string() };
+            let ds = if paren(d) || d.terms.keys().any(|m| !m.is_empty()) && d.terms.len() > 1 {
+                format!("({d})")
+            } else {
+                d.to_string()
+            };
             write!(f, "({ns}/{ds})")
         }
     }

@@ -193,7 +193,8 @@ impl Conv {
                                     if yy < 0 || xx < 0 || yy >= self.h as i64 || xx >= self.w as i64 {
                                         continue;
                                     }
-                                    let xv = x[((n * ct + g * self.cin + c) * self.h + yy as usize) * self.w + xx as usize];
+                                    let xv =
+                                        x[((n * ct + g * self.cin + c) * self.h + yy as usize) * self.w + xx as usize];
                                     acc += xv * w[((co * self.cin + c) * self.k + ky) * self.k + kx];
                                 }
                             }
@@ -210,9 +211,28 @@ impl Conv {
         let v = |x: usize| x as i64;
         let (oy, ox) = (self.out(self.h), self.out(self.w));
         let mut d = dims(&[("N", v(self.n)), ("G", v(self.g)), ("Cin", v(self.cin)), ("Rcout", v(self.rcout))]);
-        d.extend(dims(&[("Cin_total", v(self.g * self.cin)), ("Cout", v(self.g * self.rcout)), ("H", v(self.h)), ("W", v(self.w))]));
-        d.extend(dims(&[("Kh", v(self.k)), ("Kw", v(self.k)), ("Sh", v(self.s)), ("Sw", v(self.s)), ("Dh", v(self.d)), ("Dw", v(self.d))]));
-        d.extend(dims(&[("pt", v(self.p)), ("pb", v(self.p)), ("pl", v(self.p)), ("pr", v(self.p)), ("Oy", v(oy)), ("Ox", v(ox))]));
+        d.extend(dims(&[
+            ("Cin_total", v(self.g * self.cin)),
+            ("Cout", v(self.g * self.rcout)),
+            ("H", v(self.h)),
+            ("W", v(self.w)),
+        ]));
+        d.extend(dims(&[
+            ("Kh", v(self.k)),
+            ("Kw", v(self.k)),
+            ("Sh", v(self.s)),
+            ("Sw", v(self.s)),
+            ("Dh", v(self.d)),
+            ("Dw", v(self.d)),
+        ]));
+        d.extend(dims(&[
+            ("pt", v(self.p)),
+            ("pb", v(self.p)),
+            ("pl", v(self.p)),
+            ("pr", v(self.p)),
+            ("Oy", v(oy)),
+            ("Ox", v(ox)),
+        ]));
         d
     }
 }

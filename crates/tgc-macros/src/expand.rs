@@ -121,6 +121,8 @@ fn load(inv: &Invocation) -> Result<(Graph, Option<String>), TokenStream> {
             let src = SourceText::from_tokens(toks);
             let g = pipeline::load(&src.text, Format::Dsl, None).map_err(|d| {
                 let span = d.span.and_then(|s| src.span_at(s.start as usize)).unwrap_or_else(Span::call_site);
+                // rustc shows where; the text position of the rebuilt source would only mislead.
+                let d = Diagnostic { span: None, ..d };
                 error(span, &d.to_string())
             })?;
             Ok((g.graph, None))
@@ -128,8 +130,10 @@ fn load(inv: &Invocation) -> Result<(Graph, Option<String>), TokenStream> {
         GraphSource::File { path, span } => {
             let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
             let full = std::path::Path::new(&dir).join(path);
-            let text = std::fs::read_to_string(&full).map_err(|e| error(*span, &format!("cannot read {}: {e}", full.display())))?;
-            let g = pipeline::load(&text, Format::of(&full, &text), None).map_err(|d: Diagnostic| error(*span, &d.render(path)))?;
+            let text = std::fs::read_to_string(&full)
+                .map_err(|e| error(*span, &format!("cannot read {}: {e}", full.display())))?;
+            let g = pipeline::load(&text, Format::of(&full, &text), None)
+                .map_err(|d: Diagnostic| error(*span, &d.render(path)))?;
             Ok((g.graph, Some(full.display().to_string())))
         }
     }
@@ -147,7 +151,9 @@ fn rust_type(d: DType) -> TokenStream {
 
 /// `dims[k]` for symbol `s` in generated code.
 fn dim_code(d: &tgc_core::sym::Dim, g: &Graph) -> TokenStream {
-    let idx = |s: &str| g.symbols.iter().position(|x| x.name == s).map(|k| format!("__dims[{k}]")).unwrap_or_else(|| "0".into());
+    let idx = |s: &str| {
+        g.symbols.iter().position(|x| x.name == s).map(|k| format!("__dims[{k}]")).unwrap_or_else(|| "0".into())
+    };
     let text = d.to_code(&idx, &|n, q| format!("i64::div_euclid({n}, {q})"));
     text.parse().unwrap_or_else(|_| quote!(0))
 }
@@ -159,7 +165,9 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
     let fail = |d: Diagnostic| error(span, &d.to_string());
     let tiny_json = pipeline::to_json(&g);
     let generic_src = pipeline::rust_body(&g, "::tgc").map_err(fail)?;
-    let generic: TokenStream = generic_src.parse().map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
+    let generic: TokenStream = generic_src
+        .parse()
+        .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
 
     // Specialised bodies, one per ShapeSet point.
     let mut special = Vec::new();
@@ -171,7 +179,9 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         }
         let bound = g.bind(point).map_err(fail)?;
         let src = pipeline::rust_body(&bound, "::tgc").map_err(fail)?;
-        let body: TokenStream = src.parse().map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
+        let body: TokenStream = src
+            .parse()
+            .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
         let m = format_ident!("shape_{}", k);
         let conds: Vec<TokenStream> = point
             .iter()
@@ -181,7 +191,8 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
             })
             .collect();
         // The specialised body takes the dims that stay symbolic.
-        let rest: Vec<usize> = g.symbols.iter().enumerate().filter(|(_, s)| !point.contains_key(&s.name)).map(|(i, _)| i).collect();
+        let rest: Vec<usize> =
+            g.symbols.iter().enumerate().filter(|(_, s)| !point.contains_key(&s.name)).map(|(i, _)| i).collect();
         special.push((m, body, conds, rest));
     }
 
@@ -258,15 +269,23 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
             quote! {
                 if true #(&& #conds)* {
                     let __rest: [i64; #n] = [#(__dims[#rest]),*];
-                    #m::body((#(#in_args,)*), (#(#out_args,)*), &__rest);
+                    #m::body((#(#in_args,)*), (#(#out_args,)*), &__rest).map_err(::tgc::Error::Kernel)?;
                     return Ok(());
                 }
             }
         })
         .collect();
     let special_mods = special.iter().map(|(m, body, _, _)| quote!(mod #m { #body }));
-    let doc = format!("Runs kernel `{}`. Arguments: the inputs, the outputs, then the dims ({}).", name, g.symbols.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "));
-    let track = file.map(|f| quote!(const _: &[u8] = include_bytes!(#f);));
+    let doc = format!(
+        "Runs kernel `{}`. Arguments: the inputs, the outputs, then the dims ({}).",
+        name,
+        g.symbols.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    let track = file.map(|f| {
+        quote!(
+            const _: &[u8] = include_bytes!(#f);
+        )
+    });
     Ok(quote! {
         #[allow(non_snake_case, clippy::all)]
         pub mod #name {
@@ -285,7 +304,7 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
                 let __dims: [i64; #nd] = [#(#dim_vals),*];
                 #(#checks)*
                 #(#dispatch)*
-                generic::body((#(#in_args,)*), (#(#out_args,)*), &__dims);
+                generic::body((#(#in_args,)*), (#(#out_args,)*), &__dims).map_err(::tgc::Error::Kernel)?;
                 Ok(())
             }
             mod generic { #generic }

@@ -77,9 +77,7 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
         .arg("-lm")
         .output()
         .map_err(|e| {
-            Error::Kernel(format!(
-                "cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"
-            ))
+            Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"))
         })?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&partial);
@@ -116,16 +114,9 @@ impl CpuLibrary {
     pub unsafe fn load(path: impl AsRef<Path>) -> Result<CpuLibrary> {
         let path = path.as_ref();
         // SAFETY: the caller vouches for the library's initialisers.
-        let library = unsafe { libloading::Library::new(path) }.map_err(|e| {
-            Error::Kernel(format!(
-                "cannot load kernel library `{}`: {e}",
-                path.display()
-            ))
-        })?;
-        Ok(CpuLibrary {
-            library,
-            path: path.to_path_buf(),
-        })
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|e| Error::Kernel(format!("cannot load kernel library `{}`: {e}", path.display())))?;
+        Ok(CpuLibrary { library, path: path.to_path_buf() })
     }
 
     /// The path the library was loaded from.
@@ -146,35 +137,20 @@ impl CpuLibrary {
     /// and every buffer must have the length, dtype and alignment that this
     /// kernel derives from `dims`: the kernel trusts them and reads and writes
     /// through raw pointers.
-    pub unsafe fn call(
-        &self,
-        symbol: &str,
-        inputs: &[&[u8]],
-        outputs: &mut [&mut [u8]],
-        dims: &[i64],
-    ) -> Result<()> {
+    pub unsafe fn call(&self, symbol: &str, inputs: &[&[u8]], outputs: &mut [&mut [u8]], dims: &[i64]) -> Result<()> {
         // SAFETY: the caller guarantees that `symbol` has the type `KernelFn`.
-        let kernel = unsafe { self.library.get::<KernelFn>(symbol.as_bytes()) }.map_err(|e| {
-            Error::Kernel(format!(
-                "no kernel `{symbol}` in `{}`: {e}",
-                self.path.display()
-            ))
-        })?;
+        let kernel = unsafe { self.library.get::<KernelFn>(symbol.as_bytes()) }
+            .map_err(|e| Error::Kernel(format!("no kernel `{symbol}` in `{}`: {e}", self.path.display())))?;
         let input_ptrs: Vec<*const c_void> = inputs.iter().map(|b| b.as_ptr().cast()).collect();
-        let output_ptrs: Vec<*mut c_void> =
-            outputs.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
+        let output_ptrs: Vec<*mut c_void> = outputs.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
         // SAFETY: the pointer arrays and `dims` live across the call; the
         // caller guarantees the ABI and the buffers' sizes; `outputs` are
         // exclusive borrows, so no output overlaps another buffer.
         let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr()) };
         match status {
             0 => Ok(()),
-            1 => Err(Error::Kernel(format!(
-                "kernel `{symbol}` ran out of memory allocating its scratch buffers"
-            ))),
-            s => Err(Error::Kernel(format!(
-                "kernel `{symbol}` failed with status {s}"
-            ))),
+            1 => Err(Error::Kernel(format!("kernel `{symbol}` ran out of memory allocating its scratch buffers"))),
+            s => Err(Error::Kernel(format!("kernel `{symbol}` failed with status {s}"))),
         }
     }
 }
@@ -219,41 +195,26 @@ int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dim
         unsafe { lib.call("add", &[a.bytes(), b.bytes()], &mut [out.bytes_mut()], &[3]) }.unwrap();
         assert_eq!(out.to_f32_vec(), [1.5, 0.0, 13.0]);
 
-        let status = |s| {
-            unsafe { lib.call("fail", &[], &mut [], &[s]) }
-                .unwrap_err()
-                .to_string()
-        };
+        let status = |s| unsafe { lib.call("fail", &[], &mut [], &[s]) }.unwrap_err().to_string();
         assert!(status(1).contains("out of memory"), "{}", status(1));
         assert!(status(7).contains("failed with status 7"), "{}", status(7));
         let missing = unsafe { lib.call("nope", &[], &mut [], &[]) }.unwrap_err();
-        assert!(
-            matches!(&missing, Error::Kernel(m) if m.contains("no kernel `nope`")),
-            "{missing}"
-        );
+        assert!(matches!(&missing, Error::Kernel(m) if m.contains("no kernel `nope`")), "{missing}");
     }
 
     #[test]
     fn compiler_errors_carry_the_compiler_output() {
         let dir = TempDir::new("cpu-bad");
         let e = compile_shared("int f( { return 0; }", dir.path(), "bad").unwrap_err();
-        let Error::Kernel(msg) = &e else {
-            panic!("expected a kernel error, got {e:?}")
-        };
+        let Error::Kernel(msg) = &e else { panic!("expected a kernel error, got {e:?}") };
         assert!(msg.contains("bad.c") && msg.contains("error"), "{msg}");
-        assert!(!dir
-            .path()
-            .join(format!("bad.{}", std::env::consts::DLL_EXTENSION))
-            .exists());
+        assert!(!dir.path().join(format!("bad.{}", std::env::consts::DLL_EXTENSION)).exists());
     }
 
     #[test]
     fn loading_a_missing_library_is_a_kernel_error() {
         let dir = TempDir::new("cpu-missing");
         let e = unsafe { CpuLibrary::load(dir.path().join("none.so")) }.unwrap_err();
-        assert!(
-            matches!(&e, Error::Kernel(m) if m.contains("none.so")),
-            "{e}"
-        );
+        assert!(matches!(&e, Error::Kernel(m) if m.contains("none.so")), "{e}");
     }
 }

@@ -167,32 +167,17 @@ mod tests {
     fn f64_rounding_to_half_precision_is_a_single_rounding() {
         // Just above a tie: the bit that breaks it is below f32 precision.
         let above = 2f64.powi(-40);
-        assert_eq!(
-            DType::F16.round(1.0 + 2f64.powi(-11) + above),
-            1.0 + 2f64.powi(-10)
-        );
-        assert_eq!(
-            DType::BF16.round(1.0 + 2f64.powi(-8) + above),
-            1.0 + 2f64.powi(-7)
-        );
-        assert_eq!(
-            DType::BF16.round(-(1.0 + 2f64.powi(-8) + above)),
-            -(1.0 + 2f64.powi(-7))
-        );
+        assert_eq!(DType::F16.round(1.0 + 2f64.powi(-11) + above), 1.0 + 2f64.powi(-10));
+        assert_eq!(DType::BF16.round(1.0 + 2f64.powi(-8) + above), 1.0 + 2f64.powi(-7));
+        assert_eq!(DType::BF16.round(-(1.0 + 2f64.powi(-8) + above)), -(1.0 + 2f64.powi(-7)));
         // Exact ties still go to even.
         assert_eq!(DType::F16.round(1.0 + 2f64.powi(-11)), 1.0);
-        assert_eq!(
-            DType::BF16.round(1.0 + 3.0 * 2f64.powi(-8)),
-            1.0 + 2f64.powi(-6)
-        );
+        assert_eq!(DType::BF16.round(1.0 + 3.0 * 2f64.powi(-8)), 1.0 + 2f64.powi(-6));
         // Overflow, underflow and non-finite values.
         assert_eq!(DType::F16.round(1e300), f64::INFINITY);
         assert_eq!(DType::BF16.round(-1e300), f64::NEG_INFINITY);
         assert_eq!(DType::F16.round(1e-300), 0.0);
-        assert_eq!(
-            DType::BF16.round(2f64.powi(-134) + above * 2f64.powi(-134)),
-            2f64.powi(-133)
-        );
+        assert_eq!(DType::BF16.round(2f64.powi(-134) + above * 2f64.powi(-134)), 2f64.powi(-133));
         assert!(DType::BF16.round(f64::NAN).is_nan());
     }
 }

@@ -110,30 +110,12 @@ mod tests {
 
     #[test]
     fn messages_name_what_went_wrong() {
-        let e = Error::LengthMismatch {
-            arg: "x".into(),
-            expected: 6,
-            got: 5,
-        };
-        assert_eq!(
-            e.to_string(),
-            "argument `x` has 5 elements, but its shape needs 6"
-        );
-        let e = Error::DTypeMismatch {
-            arg: "w".into(),
-            expected: DType::BF16,
-            got: DType::F32,
-        };
+        let e = Error::LengthMismatch { arg: "x".into(), expected: 6, got: 5 };
+        assert_eq!(e.to_string(), "argument `x` has 5 elements, but its shape needs 6");
+        let e = Error::DTypeMismatch { arg: "w".into(), expected: DType::BF16, got: DType::F32 };
         assert_eq!(e.to_string(), "argument `w` has dtype f32, expected bf16");
-        let e = Error::io(
-            "read",
-            std::path::Path::new("/no/such.npy"),
-            std::io::Error::from(std::io::ErrorKind::NotFound),
-        );
-        assert!(
-            e.to_string()
-                .starts_with("I/O error: cannot read `/no/such.npy`: "),
-            "{e}"
-        );
+        let e =
+            Error::io("read", std::path::Path::new("/no/such.npy"), std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert!(e.to_string().starts_with("I/O error: cannot read `/no/such.npy`: "), "{e}");
     }
 }

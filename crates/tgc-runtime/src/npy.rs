@@ -110,8 +110,7 @@ fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut dict =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_repr}, }}");
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_repr}, }}");
     if let Some(first) = dims.first() {
         dict.push_str(&" ".repeat(GROWTH_AXIS_MAX_DIGITS.saturating_sub(first.len())));
     }
@@ -140,9 +139,7 @@ fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
 /// Splits a file into its header dict text and its data.
 fn split_header(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
     if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(Error::Format(
-            "not a .npy file (missing the \\x93NUMPY magic)".into(),
-        ));
+        return Err(Error::Format("not a .npy file (missing the \\x93NUMPY magic)".into()));
     }
     let (major, minor) = (bytes[6], bytes[7]);
     let len_bytes = match major {
@@ -157,16 +154,11 @@ fn split_header(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
     let start = 8 + len_bytes;
     let truncated = || Error::Format("truncated .npy header".into());
     let len_field = bytes.get(8..start).ok_or_else(truncated)?;
-    let len = len_field
-        .iter()
-        .rev()
-        .fold(0usize, |acc, &b| acc << 8 | b as usize);
+    let len = len_field.iter().rev().fold(0usize, |acc, &b| acc << 8 | b as usize);
     let end = start.checked_add(len).ok_or_else(truncated)?;
     let header = bytes.get(start..end).ok_or_else(truncated)?;
     if major == 3 && std::str::from_utf8(header).is_err() {
-        return Err(Error::Format(
-            "a version 3.0 .npy header must be UTF-8".into(),
-        ));
+        return Err(Error::Format("a version 3.0 .npy header must be UTF-8".into()));
     }
     Ok((header, &bytes[end..]))
 }
@@ -184,10 +176,7 @@ fn parse_header(text: &[u8]) -> Result<Header> {
     let value = parser.value(0).map_err(bad)?;
     parser.skip_space();
     if parser.pos != text.len() {
-        return Err(bad(format!(
-            "unexpected text after the dict at byte {}",
-            parser.pos
-        )));
+        return Err(bad(format!("unexpected text after the dict at byte {}", parser.pos)));
     }
     let Py::Dict(entries) = value else {
         return Err(bad("the header is not a dict".into()));
@@ -218,11 +207,7 @@ fn parse_header(text: &[u8]) -> Result<Header> {
         })
         .collect::<Option<Vec<usize>>>()
         .ok_or_else(|| bad("'shape' is not a tuple of non-negative integers".into()))?;
-    Ok(Header {
-        descr,
-        fortran_order,
-        shape,
-    })
+    Ok(Header { descr, fortran_order, shape })
 }
 
 /// A supported `descr`: the file's element type and byte order.
@@ -271,12 +256,7 @@ impl Descr {
             '|' if size == 1 => false,
             _ => return Err(unsupported()),
         };
-        Ok(Descr {
-            text: text.to_string(),
-            kind,
-            size,
-            big_endian,
-        })
+        Ok(Descr { text: text.to_string(), kind, size, big_endian })
     }
 
     /// Converts file elements to the dtype they are read as, in that dtype's
@@ -343,11 +323,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn skip_space(&mut self) {
-        while self
-            .text
-            .get(self.pos)
-            .is_some_and(|c| c.is_ascii_whitespace())
-        {
+        while self.text.get(self.pos).is_some_and(|c| c.is_ascii_whitespace()) {
             self.pos += 1;
         }
     }
@@ -364,14 +340,8 @@ impl Parser<'_> {
                 self.pos += 1;
                 Ok(())
             }
-            Some(found) => Err(format!(
-                "expected '{}' at byte {}, found '{}'",
-                c as char, self.pos, found as char
-            )),
-            None => Err(format!(
-                "expected '{}', found the end of the header",
-                c as char
-            )),
+            Some(found) => Err(format!("expected '{}' at byte {}, found '{}'", c as char, self.pos, found as char)),
+            None => Err(format!("expected '{}', found the end of the header", c as char)),
         }
     }
 
@@ -410,20 +380,14 @@ impl Parser<'_> {
             Some(quote @ (b'\'' | b'"')) => {
                 self.pos += 1;
                 let start = self.pos;
-                while self
-                    .text
-                    .get(self.pos)
-                    .is_some_and(|&c| c != quote && c != b'\\')
-                {
+                while self.text.get(self.pos).is_some_and(|&c| c != quote && c != b'\\') {
                     self.pos += 1;
                 }
                 if self.text.get(self.pos) != Some(&quote) {
                     return Err(format!("unterminated or escaped string at byte {start}"));
                 }
                 self.pos += 1;
-                Ok(Py::Str(
-                    String::from_utf8_lossy(&self.text[start..self.pos - 1]).into_owned(),
-                ))
+                Ok(Py::Str(String::from_utf8_lossy(&self.text[start..self.pos - 1]).into_owned()))
             }
             Some(c) if c.is_ascii_digit() || c == b'-' => {
                 let start = self.pos;
@@ -432,9 +396,7 @@ impl Parser<'_> {
                     self.pos += 1;
                 }
                 let digits = std::str::from_utf8(&self.text[start..self.pos]).unwrap_or("");
-                let n = digits
-                    .parse()
-                    .map_err(|_| format!("bad integer `{digits}` at byte {start}"))?;
+                let n = digits.parse().map_err(|_| format!("bad integer `{digits}` at byte {start}"))?;
                 // Python 2 wrote long integers with an `L` suffix.
                 if matches!(self.text.get(self.pos), Some(b'L' | b'l')) {
                     self.pos += 1;
@@ -443,21 +405,14 @@ impl Parser<'_> {
             }
             Some(c) if c.is_ascii_alphabetic() => {
                 let start = self.pos;
-                while self
-                    .text
-                    .get(self.pos)
-                    .is_some_and(u8::is_ascii_alphanumeric)
-                {
+                while self.text.get(self.pos).is_some_and(u8::is_ascii_alphanumeric) {
                     self.pos += 1;
                 }
                 match &self.text[start..self.pos] {
                     b"True" => Ok(Py::Bool(true)),
                     b"False" => Ok(Py::Bool(false)),
                     b"None" => Ok(Py::None),
-                    word => Err(format!(
-                        "unexpected name `{}` at byte {start}",
-                        String::from_utf8_lossy(word)
-                    )),
+                    word => Err(format!("unexpected name `{}` at byte {start}", String::from_utf8_lossy(word))),
                 }
             }
             Some(c) => Err(format!("unexpected '{}' at byte {}", c as char, self.pos)),
@@ -532,17 +487,10 @@ mod tests {
             for shape in [&[6][..], &[2, 3], &[3, 1, 2]] {
                 let t = HostTensor::from_f64(dtype, shape, &values).unwrap();
                 let bytes = write_npy_bytes(&t);
-                assert_eq!(
-                    bytes.iter().position(|&b| b == b'\n').unwrap() % ALIGN,
-                    ALIGN - 1
-                );
+                assert_eq!(bytes.iter().position(|&b| b == b'\n').unwrap() % ALIGN, ALIGN - 1);
                 let back = read_npy_bytes(&bytes).unwrap();
                 // bf16 comes back as the f32 it was written as, same values.
-                let want_dtype = if dtype == DType::BF16 {
-                    DType::F32
-                } else {
-                    dtype
-                };
+                let want_dtype = if dtype == DType::BF16 { DType::F32 } else { dtype };
                 assert_eq!(back.dtype(), want_dtype);
                 assert_eq!(back.shape(), shape);
                 assert_eq!(back.to_f64_vec(), t.to_f64_vec(), "{dtype} {shape:?}");
@@ -553,13 +501,7 @@ mod tests {
         // A header over 64 KiB needs format version 2.0.
         let high_rank = HostTensor::zeros(DType::F16, &[1; 30_000]).unwrap();
         let bytes = write_npy_bytes(&high_rank);
-        assert_eq!(
-            (
-                bytes[6],
-                bytes.iter().position(|&b| b == b'\n').unwrap() % ALIGN
-            ),
-            (2, ALIGN - 1)
-        );
+        assert_eq!((bytes[6], bytes.iter().position(|&b| b == b'\n').unwrap() % ALIGN), (2, ALIGN - 1));
         assert_eq!(read_npy_bytes(&bytes).unwrap(), high_rank);
     }
 
@@ -572,10 +514,7 @@ mod tests {
         assert_eq!(read_npy(&path).unwrap(), t);
         let missing = dir.path().join("missing.npy");
         let e = read_npy(&missing).unwrap_err();
-        assert!(
-            matches!(&e, Error::Io(m) if m.contains("missing.npy")),
-            "{e}"
-        );
+        assert!(matches!(&e, Error::Io(m) if m.contains("missing.npy")), "{e}");
         std::fs::write(&path, b"garbage").unwrap();
         let e = read_npy(&path).unwrap_err();
         assert!(matches!(&e, Error::Format(m) if m.contains("x.npy")), "{e}");
@@ -592,15 +531,9 @@ mod tests {
         assert_eq!((t.dtype(), t.to_f32_vec()), (DType::F32, vec![0.1f32]));
 
         let dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (2L,), }";
-        let data: Vec<u8> = [-7i64, 1 << 30]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
+        let data: Vec<u8> = [-7i64, 1 << 30].iter().flat_map(|v| v.to_le_bytes()).collect();
         let t = read_npy_bytes(&npy_with(1, dict, &data)).unwrap();
-        assert_eq!(
-            (t.dtype(), t.to_f64_vec()),
-            (DType::I32, vec![-7.0, (1 << 30) as f64])
-        );
+        assert_eq!((t.dtype(), t.to_f64_vec()), (DType::I32, vec![-7.0, (1 << 30) as f64]));
 
         let dict = "{'descr': '>i8', 'fortran_order': False, 'shape': (1,), }";
         let msg = format_error(&npy_with(1, dict, &(1i64 << 40).to_be_bytes()));
@@ -644,8 +577,18 @@ mod tests {
             (npy_with(1, "['descr']", &[]), "not a dict"),
             (npy_with(1, "{'descr': '<f4', 'fortran_order': Nope, 'shape': ()}", &[]), "`Nope`"),
             (npy_with(1, "{'descr': '<f4} ", &[]), "unterminated"),
-            (npy_with(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", &[]), "bad integer"),
-            (npy_with(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296)}", &[]), "too large"),
+            (
+                npy_with(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", &[]),
+                "bad integer",
+            ),
+            (
+                npy_with(
+                    1,
+                    "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296)}",
+                    &[],
+                ),
+                "too large",
+            ),
             (npy_with(1, &format!("{}{}", "(".repeat(100), ")".repeat(100)), &[]), "nested"),
             (npy_with(1, "{} x", &[]), "after the dict"),
             (npy_with(3, "{'descr': '', }", &[]), "unsupported dtype ''"),

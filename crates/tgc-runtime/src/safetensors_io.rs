@@ -35,8 +35,8 @@ pub fn read_safetensors_tensor(path: impl AsRef<Path>, tensor_name: &str) -> Res
 /// Reads the tensor `tensor_name` from the bytes of a whole `.safetensors`
 /// file, as [`read_safetensors_tensor`] does.
 pub fn read_safetensors_tensor_bytes(bytes: &[u8], tensor_name: &str) -> Result<HostTensor> {
-    let file = SafeTensors::deserialize(bytes)
-        .map_err(|e| Error::Format(format!("not a valid .safetensors file: {e}")))?;
+    let file =
+        SafeTensors::deserialize(bytes).map_err(|e| Error::Format(format!("not a valid .safetensors file: {e}")))?;
     let Ok(view) = file.tensor(tensor_name) else {
         return Err(Error::Format(missing_tensor_message(&file, tensor_name)));
     };
@@ -72,21 +72,10 @@ fn missing_tensor_message(file: &SafeTensors<'_>, tensor_name: &str) -> String {
     if names.is_empty() {
         return format!("no tensor `{tensor_name}`; the file holds no tensors");
     }
-    let listed: Vec<&str> = names
-        .iter()
-        .take(MAX_LISTED_NAMES)
-        .map(|s| s.as_str())
-        .collect();
+    let listed: Vec<&str> = names.iter().take(MAX_LISTED_NAMES).map(|s| s.as_str()).collect();
     let more = names.len() - listed.len();
-    let more = if more > 0 {
-        format!(", and {more} more")
-    } else {
-        String::new()
-    };
-    format!(
-        "no tensor `{tensor_name}`; the file has: {}{more}",
-        listed.join(", ")
-    )
+    let more = if more > 0 { format!(", and {more} more") } else { String::new() };
+    format!("no tensor `{tensor_name}`; the file has: {}{more}", listed.join(", "))
 }
 
 #[cfg(test)]
@@ -98,10 +87,7 @@ mod tests {
     /// A `.safetensors` file with the given (name, dtype, shape, data) tensors.
     fn file(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
         let views = tensors.iter().map(|(name, dtype, shape, data)| {
-            (
-                name.to_string(),
-                TensorView::new(*dtype, shape.clone(), data).unwrap(),
-            )
+            (name.to_string(), TensorView::new(*dtype, shape.clone(), data).unwrap())
         });
         safetensors::serialize(views, &None).unwrap()
     }
@@ -120,89 +106,46 @@ mod tests {
     #[test]
     fn reads_supported_dtypes() {
         let bytes = file(&[
-            (
-                "w",
-                Dtype::BF16,
-                vec![2, 1],
-                le([[0x80, 0x3f], [0x00, 0xc0]]),
-            ),
+            ("w", Dtype::BF16, vec![2, 1], le([[0x80, 0x3f], [0x00, 0xc0]])),
             ("h", Dtype::F16, vec![1], le([[0x00, 0x3c]])),
             ("f", Dtype::F32, vec![], le([2.5f32.to_le_bytes()])),
-            (
-                "i",
-                Dtype::I32,
-                vec![2],
-                le([(-3i32).to_le_bytes(), 7i32.to_le_bytes()]),
-            ),
+            ("i", Dtype::I32, vec![2], le([(-3i32).to_le_bytes(), 7i32.to_le_bytes()])),
             ("b", Dtype::BOOL, vec![3], vec![1, 0, 1]),
             ("d", Dtype::F64, vec![1], le([0.1f64.to_le_bytes()])),
             ("l", Dtype::I64, vec![1], le([(-9i64).to_le_bytes()])),
         ]);
         let read = |name| read_safetensors_tensor_bytes(&bytes, name).unwrap();
         let w = read("w");
-        assert_eq!(
-            (w.dtype(), w.shape(), w.to_f32_vec()),
-            (DType::BF16, &[2, 1][..], vec![1.0, -2.0])
-        );
-        assert_eq!(
-            (read("h").dtype(), read("h").to_f32_vec()),
-            (DType::F16, vec![1.0])
-        );
-        assert_eq!(
-            (read("f").shape(), read("f").to_f32_vec()),
-            (&[][..], vec![2.5])
-        );
+        assert_eq!((w.dtype(), w.shape(), w.to_f32_vec()), (DType::BF16, &[2, 1][..], vec![1.0, -2.0]));
+        assert_eq!((read("h").dtype(), read("h").to_f32_vec()), (DType::F16, vec![1.0]));
+        assert_eq!((read("f").shape(), read("f").to_f32_vec()), (&[][..], vec![2.5]));
         assert_eq!(read("i").to_f64_vec(), [-3.0, 7.0]);
-        assert_eq!(
-            (read("b").dtype(), read("b").bytes()),
-            (DType::Bool, &[1, 0, 1][..])
-        );
-        assert_eq!(
-            (read("d").dtype(), read("d").to_f32_vec()),
-            (DType::F32, vec![0.1f32])
-        );
-        assert_eq!(
-            (read("l").dtype(), read("l").to_f64_vec()),
-            (DType::I32, vec![-9.0])
-        );
+        assert_eq!((read("b").dtype(), read("b").bytes()), (DType::Bool, &[1, 0, 1][..]));
+        assert_eq!((read("d").dtype(), read("d").to_f32_vec()), (DType::F32, vec![0.1f32]));
+        assert_eq!((read("l").dtype(), read("l").to_f64_vec()), (DType::I32, vec![-9.0]));
     }
 
     #[test]
     fn reads_from_a_file() {
         let dir = TempDir::new("safetensors");
         let path = dir.path().join("m.safetensors");
-        std::fs::write(
-            &path,
-            file(&[("x", Dtype::F32, vec![1], le([1f32.to_le_bytes()]))]),
-        )
-        .unwrap();
-        assert_eq!(
-            read_safetensors_tensor(&path, "x").unwrap().to_f32_vec(),
-            [1.0]
-        );
+        std::fs::write(&path, file(&[("x", Dtype::F32, vec![1], le([1f32.to_le_bytes()]))])).unwrap();
+        assert_eq!(read_safetensors_tensor(&path, "x").unwrap().to_f32_vec(), [1.0]);
         let e = read_safetensors_tensor(&path, "y").unwrap_err();
-        assert!(
-            matches!(&e, Error::Format(m) if m.contains("m.safetensors")),
-            "{e}"
-        );
+        assert!(matches!(&e, Error::Format(m) if m.contains("m.safetensors")), "{e}");
         let e = read_safetensors_tensor(dir.path().join("none.safetensors"), "x").unwrap_err();
-        assert!(
-            matches!(&e, Error::Io(m) if m.contains("none.safetensors")),
-            "{e}"
-        );
+        assert!(matches!(&e, Error::Io(m) if m.contains("none.safetensors")), "{e}");
     }
 
     #[test]
     fn unknown_names_list_what_the_file_has() {
-        let tensors: Vec<_> = (0..12)
-            .map(|i| (format!("t{i:02}"), Dtype::BOOL, vec![1], vec![0]))
-            .collect();
-        let refs: Vec<_> = tensors
-            .iter()
-            .map(|(n, d, s, b)| (n.as_str(), *d, s.clone(), b.clone()))
-            .collect();
+        let tensors: Vec<_> = (0..12).map(|i| (format!("t{i:02}"), Dtype::BOOL, vec![1], vec![0])).collect();
+        let refs: Vec<_> = tensors.iter().map(|(n, d, s, b)| (n.as_str(), *d, s.clone(), b.clone())).collect();
         let msg = format_error(&file(&refs), "weight");
-        assert_eq!(msg, "no tensor `weight`; the file has: t00, t01, t02, t03, t04, t05, t06, t07, t08, t09, and 2 more");
+        assert_eq!(
+            msg,
+            "no tensor `weight`; the file has: t00, t01, t02, t03, t04, t05, t06, t07, t08, t09, and 2 more"
+        );
         let msg = format_error(&file(&refs[..2]), "weight");
         assert_eq!(msg, "no tensor `weight`; the file has: t00, t01");
     }
@@ -213,15 +156,9 @@ mod tests {
         assert!(msg.starts_with("not a valid .safetensors file"), "{msg}");
         let bytes = file(&[("u", Dtype::U16, vec![1], vec![0, 0])]);
         let msg = format_error(&bytes, "u");
-        assert!(
-            msg.contains("unsupported dtype U16") && msg.contains("BF16"),
-            "{msg}"
-        );
+        assert!(msg.contains("unsupported dtype U16") && msg.contains("BF16"), "{msg}");
         let bytes = file(&[("l", Dtype::I64, vec![1], le([(1i64 << 40).to_le_bytes()]))]);
         let msg = format_error(&bytes, "l");
-        assert!(
-            msg.contains("tensor `l`") && msg.contains("does not fit in i32"),
-            "{msg}"
-        );
+        assert!(msg.contains("tensor `l`") && msg.contains("does not fit in i32"), "{msg}");
     }
 }

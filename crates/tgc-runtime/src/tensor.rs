@@ -27,13 +27,11 @@ pub fn num_elements(shape: &[usize]) -> Option<usize> {
 /// Number of bytes of a dense tensor of `dtype` and `shape`, or an error when
 /// it overflows `usize`.
 fn num_bytes(dtype: DType, shape: &[usize]) -> Result<usize> {
-    num_elements(shape)
-        .and_then(|n| n.checked_mul(dtype.size_bytes()))
-        .ok_or_else(|| Error::ShapeMismatch {
-            what: format!("size of a {dtype} tensor"),
-            expected: "at most usize::MAX bytes".into(),
-            got: format!("shape {shape:?}"),
-        })
+    num_elements(shape).and_then(|n| n.checked_mul(dtype.size_bytes())).ok_or_else(|| Error::ShapeMismatch {
+        what: format!("size of a {dtype} tensor"),
+        expected: "at most usize::MAX bytes".into(),
+        got: format!("shape {shape:?}"),
+    })
 }
 
 impl HostTensor {
@@ -42,11 +40,7 @@ impl HostTensor {
     /// Errors: [`Error::ShapeMismatch`] when the byte size overflows `usize`.
     pub fn zeros(dtype: DType, shape: &[usize]) -> Result<HostTensor> {
         let n = num_bytes(dtype, shape)?;
-        Ok(HostTensor {
-            dtype,
-            shape: shape.to_vec(),
-            data: vec![0; n],
-        })
+        Ok(HostTensor { dtype, shape: shape.to_vec(), data: vec![0; n] })
     }
 
     /// A tensor of `dtype` and `shape` from row-major f32 values, each rounded
@@ -100,22 +94,14 @@ impl HostTensor {
                 )));
             }
         }
-        Ok(HostTensor {
-            dtype,
-            shape: shape.to_vec(),
-            data,
-        })
+        Ok(HostTensor { dtype, shape: shape.to_vec(), data })
     }
 
     /// A zero tensor after checking that `len` values fill `shape`.
     fn with_len(dtype: DType, shape: &[usize], len: usize) -> Result<HostTensor> {
         let t = HostTensor::zeros(dtype, shape)?;
         if t.len() != len {
-            return Err(Error::LengthMismatch {
-                arg: "values".into(),
-                expected: t.len(),
-                got: len,
-            });
+            return Err(Error::LengthMismatch { arg: "values".into(), expected: t.len(), got: len });
         }
         Ok(t)
     }
@@ -152,19 +138,13 @@ impl HostTensor {
 
     /// The elements as f64, row-major; every dtype converts exactly.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        self.data
-            .chunks_exact(self.dtype.size_bytes())
-            .map(|c| decode(self.dtype, c))
-            .collect()
+        self.data.chunks_exact(self.dtype.size_bytes()).map(|c| decode(self.dtype, c)).collect()
     }
 
     /// The elements as f32, row-major; exact except for i32 values beyond
     /// 2^24 in magnitude, which round to nearest even.
     pub fn to_f32_vec(&self) -> Vec<f32> {
-        self.data
-            .chunks_exact(self.dtype.size_bytes())
-            .map(|c| decode(self.dtype, c) as f32)
-            .collect()
+        self.data.chunks_exact(self.dtype.size_bytes()).map(|c| decode(self.dtype, c) as f32).collect()
     }
 
     /// This tensor's values rounded to `dtype` as [`DType::round`] does (an
@@ -179,11 +159,7 @@ impl HostTensor {
         for (dst, src) in data.chunks_exact_mut(size).zip(src) {
             encode(dtype, decode(self.dtype, src), dst);
         }
-        HostTensor {
-            dtype,
-            shape: self.shape.clone(),
-            data,
-        }
+        HostTensor { dtype, shape: self.shape.clone(), data }
     }
 }
 
@@ -191,9 +167,7 @@ impl HostTensor {
 /// how files' f64 data is read.
 pub(crate) fn f64_le_to_f32_le(data: &[u8]) -> Vec<u8> {
     data.chunks_exact(8)
-        .flat_map(|c| {
-            (f64::from_le_bytes(c.try_into().expect("chunks_exact(8)")) as f32).to_le_bytes()
-        })
+        .flat_map(|c| (f64::from_le_bytes(c.try_into().expect("chunks_exact(8)")) as f32).to_le_bytes())
         .collect()
 }
 
@@ -204,9 +178,8 @@ pub(crate) fn i64_le_to_i32_le(data: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(data.len() / 2);
     for (i, c) in data.chunks_exact(8).enumerate() {
         let v = i64::from_le_bytes(c.try_into().expect("chunks_exact(8)"));
-        let v = i32::try_from(v).map_err(|_| {
-            Error::Format(format!("i64 element {i} is {v}, which does not fit in i32"))
-        })?;
+        let v = i32::try_from(v)
+            .map_err(|_| Error::Format(format!("i64 element {i} is {v}, which does not fit in i32")))?;
         out.extend_from_slice(&v.to_le_bytes());
     }
     Ok(out)
@@ -274,14 +247,7 @@ mod tests {
     #[test]
     fn lengths_are_checked() {
         let e = HostTensor::from_f32(DType::F32, &[2, 3], &[0.0; 5]).unwrap_err();
-        assert_eq!(
-            e,
-            Error::LengthMismatch {
-                arg: "values".into(),
-                expected: 6,
-                got: 5
-            }
-        );
+        assert_eq!(e, Error::LengthMismatch { arg: "values".into(), expected: 6, got: 5 });
         let e = HostTensor::from_bytes(DType::F16, &[3], vec![0; 5]).unwrap_err();
         assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
         let e = HostTensor::from_bytes(DType::Bool, &[2], vec![0, 2]).unwrap_err();
@@ -301,10 +267,7 @@ mod tests {
         let b = t.convert(DType::BF16);
         assert_eq!((b.dtype(), b.shape()), (DType::BF16, &[3][..]));
         assert_eq!(b.to_f32_vec(), [1.0, 1.0 + 2f32.powi(-7), 3.0]);
-        assert_eq!(
-            b.convert(DType::F32).convert(DType::I32).to_f64_vec(),
-            [1.0, 1.0, 3.0]
-        );
+        assert_eq!(b.convert(DType::F32).convert(DType::I32).to_f64_vec(), [1.0, 1.0, 3.0]);
         assert_eq!(t.convert(DType::F32), t);
     }
 

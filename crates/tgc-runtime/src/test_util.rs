@@ -11,8 +11,7 @@ impl TempDir {
     pub(crate) fn new(label: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("tgc-runtime-{}-{n}-{label}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("tgc-runtime-{}-{n}-{label}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
     }

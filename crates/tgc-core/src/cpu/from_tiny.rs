@@ -4,8 +4,8 @@
 //! and the run-time checks on the sizes.
 
 use crate::affine::AffExpr;
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::index_book::{self, simplify::is_nonneg, IndexBook};
 use crate::sym::Dim;
 use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
@@ -118,12 +118,15 @@ impl Lowerer<'_> {
         let reduce = match kp.reduce {
             None => None,
             Some(rd) => {
-                let (Op::Reduce { op, .. }, Some(info), Some(&src)) = (&g.node(rd).op, self.book.get(rd), g.node(rd).src.first()) else {
+                let (Op::Reduce { op, .. }, Some(info), Some(&src)) =
+                    (&g.node(rd).op, self.book.get(rd), g.node(rd).src.first())
+                else {
                     return Err(diag!(Internal, "kernel {n} accumulates {}, which is not a REDUCE", g.node(rd).label));
                 };
                 let red_loops: Vec<Dim> = info.reduce_axes.iter().map(|a| a.size.clone()).collect();
                 cx.extents.extend(red_loops.iter().cloned());
-                let access = info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", g.node(rd).label))?;
+                let access =
+                    info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", g.node(rd).label))?;
                 let idx = index_book::compose(&vars(r + red_loops.len()), access, &cx.extents)?.index;
                 let dtype = g.dtype(rd);
                 let value = cast(self.value(&mut cx, src, &idx)?, dtype);
@@ -165,7 +168,8 @@ impl Lowerer<'_> {
         let info = self.book.get(v).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
         let operand = |cx: &mut KernelCx, k: usize| -> DResult<Expr> {
             let s = *n.src.get(k).ok_or_else(|| diag!(Internal, "{} lacks source {k}", n.label))?;
-            let access = info.access(s).ok_or_else(|| diag!(Internal, "{} has no access to its source {k}", n.label))?;
+            let access =
+                info.access(s).ok_or_else(|| diag!(Internal, "{} has no access to its source {k}", n.label))?;
             let si = index_book::compose(idx, access, &cx.extents)?.index;
             self.value(cx, s, &si)
         };
@@ -174,7 +178,11 @@ impl Lowerer<'_> {
             Op::Unary(op) => Expr::Unary { op: *op, x: Box::new(operand(cx, 0)?) },
             Op::Cast => cast(operand(cx, 0)?, dtype),
             Op::Binary(op) => Expr::Binary { op: *op, a: Box::new(operand(cx, 0)?), b: Box::new(operand(cx, 1)?) },
-            Op::Where => Expr::Where { cond: Box::new(operand(cx, 0)?), a: Box::new(operand(cx, 1)?), b: Box::new(operand(cx, 2)?) },
+            Op::Where => Expr::Where {
+                cond: Box::new(operand(cx, 0)?),
+                a: Box::new(operand(cx, 1)?),
+                b: Box::new(operand(cx, 2)?),
+            },
             _ if n.op.is_movement() => {
                 let c = index_book::chase(g, self.book, v, idx.to_vec(), &cx.extents)?;
                 let mut e = self.value(cx, c.src, &c.index)?;
@@ -185,7 +193,12 @@ impl Lowerer<'_> {
                 e
             }
             Op::Input { .. } | Op::Reduce { .. } => {
-                return Err(diag!(Internal, "{} {} is neither materialised nor the kernel's accumulator", n.op.name(), n.label));
+                return Err(diag!(
+                    Internal,
+                    "{} {} is neither materialised nor the kernel's accumulator",
+                    n.op.name(),
+                    n.label
+                ));
             }
             _ => return Err(diag!(Internal, "{} {} cannot be lowered", n.op.name(), n.label)),
         })
@@ -203,13 +216,15 @@ fn cast(x: Expr, to: DType) -> Expr {
 
 /// True when `d ≥ 1` follows from every symbol being ≥ 1.
 fn evidently_positive(d: &Dim) -> bool {
-    d.as_int().is_some_and(|v| v >= 1) || (is_nonneg(d) && d.monomials().any(|(atoms, _)| atoms.iter().all(|a| matches!(a, crate::sym::Atom::Sym(_)))))
+    d.as_int().is_some_and(|v| v >= 1)
+        || (is_nonneg(d) && d.monomials().any(|(atoms, _)| atoms.iter().all(|a| matches!(a, crate::sym::Atom::Sym(_)))))
 }
 
 /// The run-time checks of [`Program::checks`], in order.
 fn checks(g: &Graph, symbols: &[String], buffers: &[Buffer], kernels: &[Kernel]) -> Vec<Constraint> {
     let at_least_one = |d: &Dim, what: String| Constraint { lhs: Dim::int(1), rel: Rel::Le, rhs: d.clone(), what };
-    let mut out: Vec<Constraint> = symbols.iter().map(|s| at_least_one(&Dim::sym(s), format!("symbol {s} ≥ 1"))).collect();
+    let mut out: Vec<Constraint> =
+        symbols.iter().map(|s| at_least_one(&Dim::sym(s), format!("symbol {s} ≥ 1"))).collect();
     let mut divisors = Vec::new();
     let mut sizes: Vec<Dim> = Vec::new();
     for b in buffers {

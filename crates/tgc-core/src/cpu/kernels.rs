@@ -133,7 +133,12 @@ pub fn form_kernels(g: &Graph) -> Formation {
 
 /// The materialised element-wise value reached from `r` upward through
 /// element-wise readers only, if any.
-fn fusion_root(g: &Graph, materialised: &[bool], r: NodeId, reader_of: &dyn Fn(NodeId) -> Option<NodeId>) -> Option<NodeId> {
+fn fusion_root(
+    g: &Graph,
+    materialised: &[bool],
+    r: NodeId,
+    reader_of: &dyn Fn(NodeId) -> Option<NodeId>,
+) -> Option<NodeId> {
     let mut c = reader_of(r)?;
     loop {
         if !g.node(c).op.is_elementwise() {

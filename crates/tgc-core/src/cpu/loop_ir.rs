@@ -62,19 +62,46 @@ pub struct Buffer {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// `buf[index]`, converted from storage to the compute type.
-    Load { buf: BufId, index: AffExpr, dtype: DType },
+    Load {
+        buf: BufId,
+        index: AffExpr,
+        dtype: DType,
+    },
     /// A literal, already rounded to `dtype`.
-    Const { value: f64, dtype: DType },
+    Const {
+        value: f64,
+        dtype: DType,
+    },
     /// The kernel's accumulator, rounded to `dtype`.
-    Acc { dtype: DType },
-    Unary { op: UnaryOp, x: Box<Expr> },
-    Binary { op: BinaryOp, a: Box<Expr>, b: Box<Expr> },
+    Acc {
+        dtype: DType,
+    },
+    Unary {
+        op: UnaryOp,
+        x: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        a: Box<Expr>,
+        b: Box<Expr>,
+    },
     /// Conversion to `to` (Tiny `CAST` semantics, `tiny::Op::Cast`).
-    Cast { to: DType, x: Box<Expr> },
-    Where { cond: Box<Expr>, a: Box<Expr>, b: Box<Expr> },
+    Cast {
+        to: DType,
+        x: Box<Expr>,
+    },
+    Where {
+        cond: Box<Expr>,
+        a: Box<Expr>,
+        b: Box<Expr>,
+    },
     /// `then` where every constraint holds, else `otherwise` (a `PAD` piece);
     /// `then` is evaluated only where the constraints hold.
-    Select { valid: Vec<Constr>, then: Box<Expr>, otherwise: Box<Expr> },
+    Select {
+        valid: Vec<Constr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+    },
 }
 
 impl Expr {

@@ -168,7 +168,12 @@ fn kernel_summary(g: &Graph, p: &Program, k: &Kernel) -> String {
         s.push_str(&format!("; inlines {}", rest.join(", ")));
     }
     if let Some(r) = &k.reduce {
-        s.push_str(&format!("; accumulates {} {} in {} in a register", label(r.node), r.op.name(), r.dtype.json_name()));
+        s.push_str(&format!(
+            "; accumulates {} {} in {} in a register",
+            label(r.node),
+            r.op.name(),
+            r.dtype.json_name()
+        ));
     }
     s
 }

@@ -271,7 +271,6 @@ fn bad_symbols_and_crate_paths_are_refused() {
     assert!(super::rust::emit_rust(&g, "::tgc").is_ok());
 }
 
-
 /// Every example graph of the specification (`tests/spec/`), generated as C
 /// and Rust and compared with the interpreter (inside `Compiled::run`).
 #[test]
@@ -297,14 +296,34 @@ fn spec_graphs_match_the_interpreter() {
                 .map(|&(n, gr, cin, rc, h, w, k, s, d, p)| {
                     let out = |x: i64| (x + 2 * p - d * (k - 1) - 1) / s + 1;
                     vec![
-                        ("N", n), ("G", gr), ("Cin", cin), ("Rcout", rc), ("Cin_total", gr * cin), ("Cout", gr * rc), ("H", h), ("W", w),
-                        ("Kh", k), ("Kw", k), ("Sh", s), ("Sw", s), ("Dh", d), ("Dw", d), ("pt", p), ("pb", p), ("pl", p), ("pr", p),
-                        ("Oy", out(h)), ("Ox", out(w)),
+                        ("N", n),
+                        ("G", gr),
+                        ("Cin", cin),
+                        ("Rcout", rc),
+                        ("Cin_total", gr * cin),
+                        ("Cout", gr * rc),
+                        ("H", h),
+                        ("W", w),
+                        ("Kh", k),
+                        ("Kw", k),
+                        ("Sh", s),
+                        ("Sw", s),
+                        ("Dh", d),
+                        ("Dw", d),
+                        ("pt", p),
+                        ("pb", p),
+                        ("pl", p),
+                        ("pr", p),
+                        ("Oy", out(h)),
+                        ("Ox", out(w)),
                     ]
                 })
                 .collect()
         } else {
-            vec![vec![("M", 3), ("K", 5), ("N", 4), ("B", 2), ("H", 2), ("D", 3)], vec![("M", 1), ("K", 1), ("N", 1), ("B", 1), ("H", 1), ("D", 1)]]
+            vec![
+                vec![("M", 3), ("K", 5), ("N", 4), ("B", 2), ("H", 2), ("D", 3)],
+                vec![("M", 1), ("K", 1), ("N", 1), ("B", 1), ("H", 1), ("D", 1)],
+            ]
         };
         for (t, point) in points.iter().enumerate() {
             let val = |s: &str| point.iter().find(|(k, _)| *k == s).map(|(_, v)| *v).unwrap_or(3);

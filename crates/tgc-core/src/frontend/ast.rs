@@ -122,9 +122,19 @@ pub enum Expr {
     /// `-x`
     Neg(Box<Expr>, Span),
     /// `a op b`; the span is the operator's.
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr>, span: Span },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        span: Span,
+    },
     /// `f(args, key=value)`; the span is the callee name's.
-    Call { callee: Ident, args: Vec<Expr>, kwargs: Vec<(Ident, Expr)>, span: Span },
+    Call {
+        callee: Ident,
+        args: Vec<Expr>,
+        kwargs: Vec<(Ident, Expr)>,
+        span: Span,
+    },
     /// `[a, b]`; the span is the `[`.
     List(Vec<Expr>, Span),
 }

@@ -8,8 +8,8 @@
 //! materialised buffer or a value computed in place.
 
 use crate::affine::AffExpr;
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId};
 

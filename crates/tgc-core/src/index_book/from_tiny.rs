@@ -15,8 +15,8 @@
 //! | `REDUCE` | kept axes `i0..i{r-1}` in order, reduced axes `i{r}..` in order |
 
 use crate::affine::AffExpr;
-use crate::diag::DResult;
 use crate::diag;
+use crate::diag::DResult;
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId, Op};
 
@@ -94,7 +94,11 @@ fn node_info(g: &Graph, done: &[IndexInfo], id: NodeId) -> DResult<IndexInfo> {
             one(map, Vec::new())?
         }
         Op::Expand => {
-            let map = src_shape(0)?.iter().enumerate().map(|(k, d)| if d.is_one() { AffExpr::int(0) } else { var(k) }).collect();
+            let map = src_shape(0)?
+                .iter()
+                .enumerate()
+                .map(|(k, d)| if d.is_one() { AffExpr::int(0) } else { var(k) })
+                .collect();
             one(map, Vec::new())?
         }
         Op::Pad { pads, value } => {
@@ -110,7 +114,12 @@ fn node_info(g: &Graph, done: &[IndexInfo], id: NodeId) -> DResult<IndexInfo> {
             one(map, guard)?
         }
         Op::Shrink { lo, step, .. } => {
-            let map = lo.iter().zip(step).enumerate().map(|(k, (l, s))| &AffExpr::constant(l.clone()) + &var(k).scale(s)).collect();
+            let map = lo
+                .iter()
+                .zip(step)
+                .enumerate()
+                .map(|(k, (l, s))| &AffExpr::constant(l.clone()) + &var(k).scale(s))
+                .collect();
             one(map, Vec::new())?
         }
         Op::Flip { axes } => {
@@ -125,7 +134,8 @@ fn node_info(g: &Graph, done: &[IndexInfo], id: NodeId) -> DResult<IndexInfo> {
     };
     let src_kind = |s: NodeId, j: usize| done.get(s.index()).and_then(|i| i.axes.get(j)).map(|a| a.kind);
     let kinds = axis_kinds(matches!(n.op, Op::Input { .. } | Op::Const { .. }), r, &inputs, &src_kind);
-    let axes: Vec<AxisVar> = shape.iter().zip(kinds).enumerate().map(|(k, (d, kind))| AxisVar::new(k as u32, d.clone(), kind)).collect();
+    let axes: Vec<AxisVar> =
+        shape.iter().zip(kinds).enumerate().map(|(k, (d, kind))| AxisVar::new(k as u32, d.clone(), kind)).collect();
     let mut constraints = Vec::new();
     for a in axes.iter().chain(&reduce_axes) {
         constraints.extend(Constr::between(&AffExpr::var(a.id), &Dim::int(0), &(&a.size - &Dim::int(1))));
@@ -147,14 +157,22 @@ fn node_info(g: &Graph, done: &[IndexInfo], id: NodeId) -> DResult<IndexInfo> {
 /// `broadcast` source axis.
 ///
 /// `src_kind(s, j)` is the kind of axis `j` of source `s`.
-pub(crate) fn axis_kinds(leaf: bool, rank: usize, inputs: &[Access], src_kind: &dyn Fn(NodeId, usize) -> Option<AxisKind>) -> Vec<AxisKind> {
+pub(crate) fn axis_kinds(
+    leaf: bool,
+    rank: usize,
+    inputs: &[Access],
+    src_kind: &dyn Fn(NodeId, usize) -> Option<AxisKind>,
+) -> Vec<AxisKind> {
     (0..rank as u32)
         .map(|k| {
             let independent = !leaf
                 && inputs.iter().all(|a| {
                     let guarded = a.guard.iter().flat_map(|p| &p.valid).any(|c| mentions(&c.expr, k));
                     !guarded
-                        && a.map.iter().enumerate().all(|(j, e)| !mentions(e, k) || src_kind(a.src, j) == Some(AxisKind::Broadcast))
+                        && a.map
+                            .iter()
+                            .enumerate()
+                            .all(|(j, e)| !mentions(e, k) || src_kind(a.src, j) == Some(AxisKind::Broadcast))
                 });
             if independent {
                 AxisKind::Broadcast

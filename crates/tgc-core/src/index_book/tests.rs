@@ -95,9 +95,15 @@ fn chased_gemm_operands_are_plain_affine_reads() {
     let ext = shape(&["M", "N", "K"]);
     let idx: Vec<AffExpr> = (0..3).map(AffExpr::var).collect();
     let a = chase(&g, &b, crate::tiny::NodeId(5), idx.clone(), &ext).unwrap();
-    assert_eq!((a.src.0, a.index.iter().map(|e| e.to_string()).collect::<Vec<_>>()), (0, vec!["i0".into(), "i2".into()]));
+    assert_eq!(
+        (a.src.0, a.index.iter().map(|e| e.to_string()).collect::<Vec<_>>()),
+        (0, vec!["i0".into(), "i2".into()])
+    );
     let w = chase(&g, &b, crate::tiny::NodeId(6), idx, &ext).unwrap();
-    assert_eq!((w.src.0, w.index.iter().map(|e| e.to_string()).collect::<Vec<_>>()), (1, vec!["i2".into(), "i1".into()]));
+    assert_eq!(
+        (w.src.0, w.index.iter().map(|e| e.to_string()).collect::<Vec<_>>()),
+        (1, vec!["i2".into(), "i1".into()])
+    );
     assert!(a.guard.is_empty() && w.guard.is_empty());
 }
 

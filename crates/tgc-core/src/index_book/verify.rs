@@ -3,8 +3,8 @@
 //! violation (an `Internal` diagnostic) with its node.
 
 use crate::affine::{AffAtom, AffExpr};
-use crate::diag::Diagnostic;
 use crate::diag;
+use crate::diag::Diagnostic;
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId, Op};
 
@@ -41,7 +41,8 @@ pub fn verify(g: &Graph, book: &IndexBook) -> Vec<Diagnostic> {
         }
         let kinds: Vec<AxisKind> = info.axes.iter().map(|a| a.kind).collect();
         let src_kind = |s: NodeId, j: usize| if s < id { infos[s.index()].axes.get(j).map(|a| a.kind) } else { None };
-        let want = axis_kinds(matches!(n.op, Op::Input { .. } | Op::Const { .. }), shape.len(), &info.inputs, &src_kind);
+        let want =
+            axis_kinds(matches!(n.op, Op::Input { .. } | Op::Const { .. }), shape.len(), &info.inputs, &src_kind);
         if kinds != want {
             err(diag!(Internal, "axis kinds {:?} should be {:?}", kinds, want));
         }
@@ -61,7 +62,13 @@ pub fn verify(g: &Graph, book: &IndexBook) -> Vec<Diagnostic> {
         for (p, (a, &pos)) in info.reduce_axes.iter().zip(&reduced).enumerate() {
             let id_want = (shape.len() + p) as u32;
             if a.id != id_want || a.name != format!("i{id_want}") || a.kind != AxisKind::Reduce {
-                err(diag!(Internal, "reduce axis {p} is {} (id {}, {}), not reduce axis i{id_want}", a.name, a.id, a.kind.name()));
+                err(diag!(
+                    Internal,
+                    "reduce axis {p} is {} (id {}, {}), not reduce axis i{id_want}",
+                    a.name,
+                    a.id,
+                    a.kind.name()
+                ));
             }
             let src_size = n.src.first().and_then(|s| g.shape(*s).get(pos));
             if src_size != Some(&a.size) {
@@ -88,7 +95,12 @@ pub fn verify(g: &Graph, book: &IndexBook) -> Vec<Diagnostic> {
         for a in &info.inputs {
             let rank = g.ty(a.src).shape.len();
             if a.map.len() != rank {
-                err(diag!(Internal, "the map to {} has {} components for rank {rank}", g.node(a.src).label, a.map.len()));
+                err(diag!(
+                    Internal,
+                    "the map to {} has {} components for rank {rank}",
+                    g.node(a.src).label,
+                    a.map.len()
+                ));
             }
             for e in a.map.iter().chain(a.guard.iter().flat_map(|p| p.valid.iter().map(|c| &c.expr))) {
                 if e.arity() > nvars {
@@ -106,7 +118,12 @@ pub fn verify(g: &Graph, book: &IndexBook) -> Vec<Diagnostic> {
                 }
             }
             if a.guard.len() > MAX_PIECES {
-                err(diag!(ExcessivePiecewise, "the access to {} has {} pieces (limit {MAX_PIECES})", g.node(a.src).label, a.guard.len()));
+                err(diag!(
+                    ExcessivePiecewise,
+                    "the access to {} has {} pieces (limit {MAX_PIECES})",
+                    g.node(a.src).label,
+                    a.guard.len()
+                ));
             }
         }
         if matches!(n.op, Op::Expand) {

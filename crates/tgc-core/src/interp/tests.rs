@@ -30,13 +30,20 @@ fn movement_ops_follow_their_definitions() {
     assert_eq!((t.shape.as_slice(), t.data.as_slice()), (&[3, 2][..], &[0., 3., 1., 4., 2., 5.][..]));
     let t = run1("fp32", "[2,3]", x(), &[r#"{"id":"y","uop":"RESHAPE","src":["x"],"arg":{"result_shape":[3,1,2]}}"#]);
     assert_eq!((t.shape.as_slice(), t.data), (&[3, 1, 2][..], x()));
-    let t = run1("fp32", "[2,1]", vec![7., 8.], &[r#"{"id":"y","uop":"EXPAND","src":["x"],"arg":{"result_shape":[2,3]}}"#]);
+    let t =
+        run1("fp32", "[2,1]", vec![7., 8.], &[r#"{"id":"y","uop":"EXPAND","src":["x"],"arg":{"result_shape":[2,3]}}"#]);
     assert_eq!(t.data, [7., 7., 7., 8., 8., 8.]);
     let t = run1("fp32", "[2,3]", x(), &[r#"{"id":"y","uop":"FLIP","src":["x"],"arg":{"axes":[0,1]}}"#]);
     assert_eq!(t.data, [5., 4., 3., 2., 1., 0.]);
-    let t = run1("fp32", "[2,3]", x(), &[r#"{"id":"y","uop":"SHRINK","src":["x"],"arg":{"lo":[1,0],"hi":[2,3],"step":[1,2]}}"#]);
+    let t = run1(
+        "fp32",
+        "[2,3]",
+        x(),
+        &[r#"{"id":"y","uop":"SHRINK","src":["x"],"arg":{"lo":[1,0],"hi":[2,3],"step":[1,2]}}"#],
+    );
     assert_eq!((t.shape.as_slice(), t.data.as_slice()), (&[1, 2][..], &[3., 5.][..]));
-    let t = run1("fp32", "[2,3]", x(), &[r#"{"id":"y","uop":"PAD","src":["x"],"arg":{"pad":[[1,0],[0,1]],"value":-1}}"#]);
+    let t =
+        run1("fp32", "[2,3]", x(), &[r#"{"id":"y","uop":"PAD","src":["x"],"arg":{"pad":[[1,0],[0,1]],"value":-1}}"#]);
     assert_eq!(t.shape, [3, 4]);
     assert_eq!(t.data, [-1., -1., -1., -1., 0., 1., 2., -1., 3., 4., 5., -1.]);
 }
@@ -44,10 +51,20 @@ fn movement_ops_follow_their_definitions() {
 #[test]
 fn views_gather_by_their_index_map() {
     // Affine: sliding windows of 2 over [0,1,2,3] with stride 1.
-    let t = run1("fp32", "[4]", iota(4), &[r#"{"id":"y","uop":"VIEW","src":["x"],"arg":{"result_shape":[3,2],"index_map":["i0 + i1"]}}"#]);
+    let t = run1(
+        "fp32",
+        "[4]",
+        iota(4),
+        &[r#"{"id":"y","uop":"VIEW","src":["x"],"arg":{"result_shape":[3,2],"index_map":["i0 + i1"]}}"#],
+    );
     assert_eq!(t.data, [0., 1., 1., 2., 2., 3.]);
     // With a floor division: every element twice.
-    let t = run1("fp32", "[3]", iota(3), &[r#"{"id":"y","uop":"VIEW","src":["x"],"arg":{"result_shape":[6],"index_map":["floor(i0 / 2)"]}}"#]);
+    let t = run1(
+        "fp32",
+        "[3]",
+        iota(3),
+        &[r#"{"id":"y","uop":"VIEW","src":["x"],"arg":{"result_shape":[6],"index_map":["floor(i0 / 2)"]}}"#],
+    );
     assert_eq!(t.data, [0., 0., 1., 1., 2., 2.]);
     // POOL 2x2 stride 2 over a 4x4 image, then max over the window.
     let t = run1(
@@ -64,13 +81,28 @@ fn views_gather_by_their_index_map() {
 
 #[test]
 fn reduce_accumulates_exactly_then_rounds_to_the_accumulator() {
-    let t = run1("fp32", "[2,3]", iota(6), &[r#"{"id":"y","uop":"REDUCE","src":["x"],"arg":{"op":"SUM","axes":[0],"dtype":"fp32"}}"#]);
+    let t = run1(
+        "fp32",
+        "[2,3]",
+        iota(6),
+        &[r#"{"id":"y","uop":"REDUCE","src":["x"],"arg":{"op":"SUM","axes":[0],"dtype":"fp32"}}"#],
+    );
     assert_eq!(t.data, [3., 5., 7.]);
-    let t = run1("fp32", "[2,3]", iota(6), &[r#"{"id":"y","uop":"REDUCE","src":["x"],"arg":{"op":"MIN","axes":[1],"dtype":"fp32"}}"#]);
+    let t = run1(
+        "fp32",
+        "[2,3]",
+        iota(6),
+        &[r#"{"id":"y","uop":"REDUCE","src":["x"],"arg":{"op":"MIN","axes":[1],"dtype":"fp32"}}"#],
+    );
     assert_eq!(t.data, [0., 3.]);
     // 2048 + 1 + 1: fp16 holds 2048 and 2050 but not 2049; the sum is exact in
     // f64 and rounded once at the end.
-    let t = run1("fp16", "[3]", vec![2048., 1., 1.], &[r#"{"id":"y","uop":"REDUCE","src":["x"],"arg":{"op":"SUM","axes":[0],"dtype":"fp16"}}"#]);
+    let t = run1(
+        "fp16",
+        "[3]",
+        vec![2048., 1., 1.],
+        &[r#"{"id":"y","uop":"REDUCE","src":["x"],"arg":{"op":"SUM","axes":[0],"dtype":"fp16"}}"#],
+    );
     assert_eq!((t.dtype, t.shape.len(), t.data.as_slice()), (DType::F16, 0, &[2050.][..]));
 }
 
@@ -80,14 +112,29 @@ fn elementwise_ops_compute_in_f64_and_round_only_at_cast() {
     assert_eq!(t.data, [0.25, 2f64.powf(0.25), 2., 16.]);
     let t = run1("fp32", "[3]", vec![0.25, 1., 4.], &[r#"{"id":"y","uop":"RSQRT","src":["x"]}"#]);
     assert_eq!(t.data, [2., 1., 0.5]);
-    let t = run1("fp32", "[3]", vec![-1.5, 0., 2.], &[r#"{"id":"y","uop":"RELU","src":["x"]}"#, r#"{"id":"z","uop":"NEG","src":["y"]}"#]);
+    let t = run1(
+        "fp32",
+        "[3]",
+        vec![-1.5, 0., 2.],
+        &[r#"{"id":"y","uop":"RELU","src":["x"]}"#, r#"{"id":"z","uop":"NEG","src":["y"]}"#],
+    );
     assert_eq!(t.data, [0., 0., -2.]);
     // RECIP is not rounded to fp16: (1/3)·3 is exactly 1.
-    let t = run1("fp16", "[1]", vec![3.], &[r#"{"id":"r","uop":"RECIP","src":["x"]}"#, r#"{"id":"m","uop":"MUL","src":["r",3]}"#]);
+    let t = run1(
+        "fp16",
+        "[1]",
+        vec![3.],
+        &[r#"{"id":"r","uop":"RECIP","src":["x"]}"#, r#"{"id":"m","uop":"MUL","src":["r",3]}"#],
+    );
     assert_eq!(t.data, [1.0]);
     let t = run1("fp32", "[3]", vec![-2.7, 0.5, 3.9], &[r#"{"id":"y","uop":"CAST","src":["x"],"arg":{"to":"i32"}}"#]);
     assert_eq!((t.dtype, t.data.as_slice()), (DType::I32, &[-2., 0., 3.][..]));
-    let t = run1("fp32", "[3]", vec![1., 1.0 + 1.0 / 4096.0, 3.], &[r#"{"id":"y","uop":"CAST","src":["x"],"arg":{"to":"fp16"}}"#]);
+    let t = run1(
+        "fp32",
+        "[3]",
+        vec![1., 1.0 + 1.0 / 4096.0, 3.],
+        &[r#"{"id":"y","uop":"CAST","src":["x"],"arg":{"to":"fp16"}}"#],
+    );
     assert_eq!(t.data, [1., 1., 3.]);
 }
 

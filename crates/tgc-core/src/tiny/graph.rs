@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::affine::AffExpr;
-use crate::diag::{DResult, Span};
 use crate::diag;
+use crate::diag::{DResult, Span};
 use crate::sym::Dim;
 use crate::DType;
 
@@ -268,12 +268,21 @@ impl Graph {
     ///
     /// Errors: `AxisSizeMismatch` when an input's rank or a size disagrees
     /// with the graph, `UnboundSymbol` when a symbol has no value.
-    pub fn resolve_dims(&self, given: &BTreeMap<String, i64>, inputs: Option<&[Vec<usize>]>) -> DResult<BTreeMap<String, i64>> {
+    pub fn resolve_dims(
+        &self,
+        given: &BTreeMap<String, i64>,
+        inputs: Option<&[Vec<usize>]>,
+    ) -> DResult<BTreeMap<String, i64>> {
         let mut out: BTreeMap<String, i64> = BTreeMap::new();
         for (k, v) in given {
             if !self.symbols.iter().any(|s| &s.name == k) {
                 let names: Vec<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
-                return Err(diag!(UnknownName, "graph `{}` has no symbol `{k}` (symbols: {})", self.name, names.join(", ")));
+                return Err(diag!(
+                    UnknownName,
+                    "graph `{}` has no symbol `{k}` (symbols: {})",
+                    self.name,
+                    names.join(", ")
+                ));
             }
             if *v < 1 {
                 return Err(diag!(AxisSizeMismatch, "symbol `{k}` = {v}: sizes must be at least 1"));
@@ -289,13 +298,21 @@ impl Graph {
                     _ => self.node(*id).label.clone(),
                 };
                 if want.len() != got.len() {
-                    return Err(diag!(AxisSizeMismatch, "input `{name}` has rank {} but the graph declares {}", got.len(), super::infer::fmt_shape(want)));
+                    return Err(diag!(
+                        AxisSizeMismatch,
+                        "input `{name}` has rank {} but the graph declares {}",
+                        got.len(),
+                        super::infer::fmt_shape(want)
+                    ));
                 }
                 for (d, &g) in want.iter().zip(got) {
                     if let Some(s) = d.as_sym() {
                         match out.get(s) {
                             Some(&v) if v != g as i64 => {
-                                return Err(diag!(AxisSizeMismatch, "input `{name}` has size {g} where symbol `{s}` = {v}"));
+                                return Err(diag!(
+                                    AxisSizeMismatch,
+                                    "input `{name}` has size {g} where symbol `{s}` = {v}"
+                                ));
                             }
                             _ => {
                                 out.insert(s.to_string(), g as i64);
@@ -311,7 +328,14 @@ impl Graph {
                     Some(v) => {
                         out.insert(s.name.clone(), v);
                     }
-                    None => return Err(diag!(UnboundSymbol, "symbol `{}` has no value: give it with --dim {}=N", s.name, s.name)),
+                    None => {
+                        return Err(diag!(
+                            UnboundSymbol,
+                            "symbol `{}` has no value: give it with --dim {}=N",
+                            s.name,
+                            s.name
+                        ))
+                    }
                 }
             }
         }
@@ -321,7 +345,8 @@ impl Graph {
                 for (d, &g) in want.iter().zip(got) {
                     let v = d.eval(&|s| out.get(s).copied()).map_err(|m| diag!(UnboundSymbol, "{m}"))?;
                     if v != g as i64 {
-                        return Err(diag!(AxisSizeMismatch, "an input has size {g} where the graph needs {d} = {v}").on_node(self.node(*id).label.clone()));
+                        return Err(diag!(AxisSizeMismatch, "an input has size {g} where the graph needs {d} = {v}")
+                            .on_node(self.node(*id).label.clone()));
                     }
                 }
             }
@@ -345,7 +370,11 @@ impl Graph {
             let shape: Vec<Dim> = n.ty.shape.iter().map(sub).collect::<Result<_, _>>().map_err(err)?;
             let op = match &n.op {
                 Op::Pad { pads, value } => Op::Pad {
-                    pads: pads.iter().map(|(a, b)| Ok((sub(a)?, sub(b)?))).collect::<Result<_, String>>().map_err(err)?,
+                    pads: pads
+                        .iter()
+                        .map(|(a, b)| Ok((sub(a)?, sub(b)?)))
+                        .collect::<Result<_, String>>()
+                        .map_err(err)?,
                     value: *value,
                 },
                 Op::Shrink { lo, hi, step } => Op::Shrink {
@@ -353,7 +382,9 @@ impl Graph {
                     hi: hi.iter().map(sub).collect::<Result<_, _>>().map_err(err)?,
                     step: step.iter().map(sub).collect::<Result<_, _>>().map_err(err)?,
                 },
-                Op::View { map: m } => Op::View { map: m.iter().map(|e| e.map_dims(&sub)).collect::<Result<_, _>>().map_err(err)? },
+                Op::View { map: m } => {
+                    Op::View { map: m.iter().map(|e| e.map_dims(&sub)).collect::<Result<_, _>>().map_err(err)? }
+                }
                 other => other.clone(),
             };
             g.cur_span = n.span;

@@ -2,8 +2,8 @@
 //! function, used by the builder when a node is added and by the verifier.
 
 use crate::affine::AffExpr;
-use crate::diag::{DResult, Diagnostic};
 use crate::diag;
+use crate::diag::{DResult, Diagnostic};
 use crate::sym::Dim;
 use crate::DType;
 
@@ -83,7 +83,8 @@ fn require_le(a: &Dim, b: &Dim, what: String, out: &mut Vec<Constraint>, err: im
 /// True when `a = c·b` or `b = c·a` for an integer `c ≠ 1`: such sizes can
 /// never be equal (all sizes are ≥ 1).
 fn differ_by_constant_factor(a: &Dim, b: &Dim) -> bool {
-    let factor = |x: &Dim, y: &Dim| x.floordiv(y).and_then(|q| q.as_int()).filter(|&c| &(y * &Dim::int(c)) == x && c != 1);
+    let factor =
+        |x: &Dim, y: &Dim| x.floordiv(y).and_then(|q| q.as_int()).filter(|&c| &(y * &Dim::int(c)) == x && c != 1);
     factor(a, b).is_some() || factor(b, a).is_some()
 }
 
@@ -105,7 +106,12 @@ pub fn check_shape(shape: &[Dim]) -> DResult<()> {
 /// accumulator of `REDUCE` (`None` there is `AccDtypeMissing`); `shape` is the
 /// requested result shape for `INPUT`, `RESHAPE`, `EXPAND` and `VIEW`.
 /// Undecidable symbolic facts are returned as constraints.
-pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<&[Dim]>) -> DResult<(TensorType, Vec<Constraint>)> {
+pub fn infer(
+    op: &Op,
+    srcs: &[&TensorType],
+    dtype: Option<DType>,
+    shape: Option<&[Dim]>,
+) -> DResult<(TensorType, Vec<Constraint>)> {
     if srcs.len() != op.arity() {
         return Err(diag!(ArityMismatch, "{} takes {} operand(s), got {}", op.name(), op.arity(), srcs.len()));
     }
@@ -136,12 +142,21 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
             }
             x.clone()
         }
-        Op::Cast => TensorType { dtype: dtype.ok_or_else(|| diag!(Internal, "CAST needs a target dtype"))?, shape: srcs[0].shape.clone() },
+        Op::Cast => TensorType {
+            dtype: dtype.ok_or_else(|| diag!(Internal, "CAST needs a target dtype"))?,
+            shape: srcs[0].shape.clone(),
+        },
         Op::Binary(b) => {
             let (x, y) = (srcs[0], srcs[1]);
             same_shape(op, &x.shape, &y.shape)?;
             if x.dtype != y.dtype {
-                return Err(diag!(DTypeMismatch, "{} operands have dtypes {} and {}; insert an explicit cast", op.name(), x.dtype, y.dtype));
+                return Err(diag!(
+                    DTypeMismatch,
+                    "{} operands have dtypes {} and {}; insert an explicit cast",
+                    op.name(),
+                    x.dtype,
+                    y.dtype
+                ));
             }
             let ok = match b {
                 BinaryOp::Fdiv => x.dtype.is_float(),
@@ -169,7 +184,9 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
         Op::Reduce { axes, .. } => {
             let x = srcs[0];
             check_axes(axes, x.shape.len(), "REDUCE")?;
-            let acc = dtype.ok_or_else(|| diag!(AccDtypeMissing, "REDUCE needs an accumulator dtype (e.g. \"dtype\": \"fp32\")"))?;
+            let acc = dtype.ok_or_else(|| {
+                diag!(AccDtypeMissing, "REDUCE needs an accumulator dtype (e.g. \"dtype\": \"fp32\")")
+            })?;
             let ok = match x.dtype {
                 DType::F16 | DType::BF16 | DType::F32 => acc.is_float(),
                 DType::I32 => acc == DType::I32,
@@ -186,11 +203,26 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
             let to = need_shape()?;
             check_shape(&to)?;
             let (a, b) = (Dim::product(&x.shape), Dim::product(&to));
-            let msg = || diag!(AxisSizeMismatch, "RESHAPE from {} ({} elements) to {} ({} elements)", shape_str(&x.shape), a, shape_str(&to), b);
+            let msg = || {
+                diag!(
+                    AxisSizeMismatch,
+                    "RESHAPE from {} ({} elements) to {} ({} elements)",
+                    shape_str(&x.shape),
+                    a,
+                    shape_str(&to),
+                    b
+                )
+            };
             if differ_by_constant_factor(&a, &b) {
                 return Err(msg());
             }
-            require_eq(&a, &b, format!("RESHAPE {} -> {} keeps the element count", shape_str(&x.shape), shape_str(&to)), &mut cons, msg)?;
+            require_eq(
+                &a,
+                &b,
+                format!("RESHAPE {} -> {} keeps the element count", shape_str(&x.shape), shape_str(&to)),
+                &mut cons,
+                msg,
+            )?;
             TensorType { dtype: x.dtype, shape: to }
         }
         Op::Permute { perm } => {
@@ -198,7 +230,12 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
             let mut sorted = perm.clone();
             sorted.sort_unstable();
             if sorted != (0..x.shape.len()).collect::<Vec<_>>() {
-                return Err(diag!(InvalidPermutation, "{perm:?} is not a permutation of the {} axes of {}", x.shape.len(), shape_str(&x.shape)));
+                return Err(diag!(
+                    InvalidPermutation,
+                    "{perm:?} is not a permutation of the {} axes of {}",
+                    x.shape.len(),
+                    shape_str(&x.shape)
+                ));
             }
             TensorType { dtype: x.dtype, shape: perm.iter().map(|&p| x.shape[p].clone()).collect() }
         }
@@ -207,11 +244,21 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
             let to = need_shape()?;
             check_shape(&to)?;
             if to.len() != x.shape.len() {
-                return Err(diag!(BroadcastMismatch, "EXPAND keeps the rank: {} to {}", shape_str(&x.shape), shape_str(&to)));
+                return Err(diag!(
+                    BroadcastMismatch,
+                    "EXPAND keeps the rank: {} to {}",
+                    shape_str(&x.shape),
+                    shape_str(&to)
+                ));
             }
             for (a, b) in x.shape.iter().zip(&to) {
                 if a != b && !a.is_one() {
-                    return Err(diag!(BroadcastMismatch, "EXPAND {} to {}: size {a} is neither 1 nor {b}", shape_str(&x.shape), shape_str(&to)));
+                    return Err(diag!(
+                        BroadcastMismatch,
+                        "EXPAND {} to {}: size {a} is neither 1 nor {b}",
+                        shape_str(&x.shape),
+                        shape_str(&to)
+                    ));
                 }
             }
             TensorType { dtype: x.dtype, shape: to }
@@ -246,12 +293,22 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
                 if step[k].as_int().is_some_and(|s| s <= 0) {
                     return Err(diag!(NegativeStride, "SHRINK step {} on axis {k} must be positive", step[k]));
                 }
-                let bad = || diag!(AxisSizeMismatch, "SHRINK bounds [{}, {}) on axis {k} do not fit size {}", lo[k], hi[k], x.shape[k]);
+                let bad = || {
+                    diag!(
+                        AxisSizeMismatch,
+                        "SHRINK bounds [{}, {}) on axis {k} do not fit size {}",
+                        lo[k],
+                        hi[k],
+                        x.shape[k]
+                    )
+                };
                 require_le(&Dim::int(0), &lo[k], format!("SHRINK lo ≥ 0 on axis {k}"), &mut cons, bad)?;
                 require_le(&(&lo[k] + &Dim::int(1)), &hi[k], format!("SHRINK lo < hi on axis {k}"), &mut cons, bad)?;
                 require_le(&hi[k], &x.shape[k], format!("SHRINK hi ≤ size on axis {k}"), &mut cons, bad)?;
                 let span = &(&(&hi[k] - &lo[k]) + &step[k]) - &Dim::int(1);
-                let n = span.floordiv(&step[k]).ok_or_else(|| diag!(NegativeStride, "SHRINK step {} must be positive", step[k]))?;
+                let n = span
+                    .floordiv(&step[k])
+                    .ok_or_else(|| diag!(NegativeStride, "SHRINK step {} must be positive", step[k]))?;
                 shape.push(n);
             }
             TensorType { dtype: x.dtype, shape }
@@ -266,11 +323,20 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
             let to = need_shape()?;
             check_shape(&to)?;
             if map.len() != x.shape.len() {
-                return Err(diag!(ArityMismatch, "VIEW index_map needs {} expressions (one per input axis), got {}", x.shape.len(), map.len()));
+                return Err(diag!(
+                    ArityMismatch,
+                    "VIEW index_map needs {} expressions (one per input axis), got {}",
+                    x.shape.len(),
+                    map.len()
+                ));
             }
             for (k, e) in map.iter().enumerate() {
                 if e.arity() as usize > to.len() {
-                    return Err(diag!(InvalidAxis, "VIEW index_map[{k}] = {e} uses an axis beyond the {} output axes", to.len()));
+                    return Err(diag!(
+                        InvalidAxis,
+                        "VIEW index_map[{k}] = {e} uses an axis beyond the {} output axes",
+                        to.len()
+                    ));
                 }
                 check_view_monotone(e, k)?;
                 let lo = e.substitute(&vec![AffExpr::int(0); to.len()]).map_err(|m| diag!(InvalidAxis, "{m}"))?;
@@ -279,7 +345,13 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
                 let (Some(lo), Some(hi)) = (lo.as_constant(), hi.as_constant()) else {
                     return Err(diag!(Internal, "VIEW bound did not fold to a constant"));
                 };
-                let bad = || diag!(AxisSizeMismatch, "VIEW index_map[{k}] = {e} reads [{lo}, {hi}] outside axis {k} of size {}", x.shape[k]);
+                let bad = || {
+                    diag!(
+                        AxisSizeMismatch,
+                        "VIEW index_map[{k}] = {e} reads [{lo}, {hi}] outside axis {k} of size {}",
+                        x.shape[k]
+                    )
+                };
                 require_le(&Dim::int(0), lo, format!("VIEW index_map[{k}] ≥ 0"), &mut cons, bad)?;
                 require_le(&(hi + &Dim::int(1)), &x.shape[k], format!("VIEW index_map[{k}] < size"), &mut cons, bad)?;
             }
@@ -294,7 +366,10 @@ pub fn infer(op: &Op, srcs: &[&TensorType], dtype: Option<DType>, shape: Option<
 fn check_view_monotone(e: &AffExpr, k: usize) -> DResult<()> {
     for (atom, c) in e.terms() {
         if c.as_int().is_some_and(|v| v < 0) {
-            return Err(diag!(NegativeStride, "VIEW index_map[{k}] = {e} has a negative step; use FLIP to reverse an axis"));
+            return Err(diag!(
+                NegativeStride,
+                "VIEW index_map[{k}] = {e} has a negative step; use FLIP to reverse an axis"
+            ));
         }
         if let crate::affine::AffAtom::FloorDiv(inner, _) = atom {
             check_view_monotone(inner, k)?;
@@ -307,7 +382,13 @@ fn same_shape(op: &Op, a: &[Dim], b: &[Dim]) -> DResult<()> {
     if a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y) {
         return Ok(());
     }
-    Err(diag!(BroadcastMismatch, "{} operands have shapes {} and {}; Tiny IR needs identical shapes (insert EXPAND)", op.name(), shape_str(a), shape_str(b)))
+    Err(diag!(
+        BroadcastMismatch,
+        "{} operands have shapes {} and {}; Tiny IR needs identical shapes (insert EXPAND)",
+        op.name(),
+        shape_str(a),
+        shape_str(b)
+    ))
 }
 
 /// `[d0, d1, …]` as text.

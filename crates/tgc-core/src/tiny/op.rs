@@ -47,9 +47,13 @@ pub enum ReduceOp {
 pub enum Op {
     // --- I/O
     /// An external tensor (`INPUT{tensor_id}`), named `name`.
-    Input { name: String },
+    Input {
+        name: String,
+    },
     /// A scalar constant of shape `[]`.
-    Const { value: f64 },
+    Const {
+        value: f64,
+    },
     // --- unary, cast
     Unary(UnaryOp),
     /// Conversion to the node's dtype (round to nearest even for floats,
@@ -62,24 +66,40 @@ pub enum Op {
     // --- reduce
     /// Reduces `axes` (removed from the shape, keepdim=false) accumulating in
     /// the node's dtype.
-    Reduce { op: ReduceOp, axes: Vec<usize> },
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+    },
     // --- movement (never materialized)
     /// Row-major re-layout to the node's shape; element counts must agree.
     Reshape,
     /// Output axis `k` is input axis `perm[k]`.
-    Permute { perm: Vec<usize> },
+    Permute {
+        perm: Vec<usize>,
+    },
     /// Broadcasts size-1 axes to the node's shape (same rank).
     Expand,
     /// Pads axis `k` with `pads[k].0` elements before and `pads[k].1` after,
     /// filled with `value`.
-    Pad { pads: Vec<(Dim, Dim)>, value: f64 },
+    Pad {
+        pads: Vec<(Dim, Dim)>,
+        value: f64,
+    },
     /// Keeps `lo[k] + j·step[k]` for `lo[k] + j·step[k] < hi[k]` on every axis.
-    Shrink { lo: Vec<Dim>, hi: Vec<Dim>, step: Vec<Dim> },
+    Shrink {
+        lo: Vec<Dim>,
+        hi: Vec<Dim>,
+        step: Vec<Dim>,
+    },
     /// Reverses the listed axes: `out[i] = in[D-1-i]`.
-    Flip { axes: Vec<usize> },
+    Flip {
+        axes: Vec<usize>,
+    },
     /// General affine re-mapping: input index `k` is `map[k]` evaluated at the
     /// output index (variables `i0, i1, …` are output axes).
-    View { map: Vec<AffExpr> },
+    View {
+        map: Vec<AffExpr>,
+    },
 }
 
 impl Op {
@@ -134,7 +154,13 @@ impl Op {
     pub fn is_movement(&self) -> bool {
         matches!(
             self,
-            Op::Reshape | Op::Permute { .. } | Op::Expand | Op::Pad { .. } | Op::Shrink { .. } | Op::Flip { .. } | Op::View { .. }
+            Op::Reshape
+                | Op::Permute { .. }
+                | Op::Expand
+                | Op::Pad { .. }
+                | Op::Shrink { .. }
+                | Op::Flip { .. }
+                | Op::View { .. }
         )
     }
 

@@ -58,8 +58,14 @@ fn rule_violations_have_their_names() {
     assert_eq!(name(g.reshape(x, &shape(&["5"]))), ErrorName::AxisSizeMismatch);
     let s = g.input("s", DType::F32, &shape(&["M", "K"])).unwrap();
     assert_eq!(name(g.reshape(s, &shape(&["M", "K", "2"]))), ErrorName::AxisSizeMismatch);
-    assert_eq!(name(g.push(Op::Reduce { op: ReduceOp::Sum, axes: vec![0] }, vec![x], None, None)), ErrorName::AccDtypeMissing);
-    assert_eq!(name(g.shrink(x, &shape(&["0", "0"]), &shape(&["4", "3"]), &shape(&["1", "0"]))), ErrorName::NegativeStride);
+    assert_eq!(
+        name(g.push(Op::Reduce { op: ReduceOp::Sum, axes: vec![0] }, vec![x], None, None)),
+        ErrorName::AccDtypeMissing
+    );
+    assert_eq!(
+        name(g.shrink(x, &shape(&["0", "0"]), &shape(&["4", "3"]), &shape(&["1", "0"]))),
+        ErrorName::NegativeStride
+    );
     let neg = AffExpr::parse("3 - i1").unwrap();
     assert_eq!(name(g.view(x, &shape(&["4", "3"]), &[AffExpr::var(0), neg])), ErrorName::NegativeStride);
     let far = AffExpr::parse("i1 + 1").unwrap();
@@ -75,7 +81,9 @@ fn undecidable_reshape_becomes_a_constraint_checked_at_bind() {
     g.outputs.push(Output { name: "y".into(), node: r });
     g.declare_input_symbols();
     assert_eq!(g.constraints.len(), 1);
-    let vals = |c, gg, r| -> BTreeMap<String, i64> { [("C", c), ("G", gg), ("R", r)].iter().map(|(k, v)| (k.to_string(), *v)).collect() };
+    let vals = |c, gg, r| -> BTreeMap<String, i64> {
+        [("C", c), ("G", gg), ("R", r)].iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    };
     assert!(g.bind(&vals(6, 2, 3)).is_ok());
     let e = g.bind(&vals(6, 2, 2)).unwrap_err();
     assert_eq!(e.name, ErrorName::AxisSizeMismatch);

@@ -44,7 +44,14 @@ pub fn dump(g: &Graph) -> String {
             super::Rel::Eq => "==",
             super::Rel::Le => "<=",
         };
-        let _ = writeln!(s, "  assume {} {rel} {}  ({}, at {})", c.constraint.lhs, c.constraint.rhs, c.constraint.what, g.node(c.node).label);
+        let _ = writeln!(
+            s,
+            "  assume {} {rel} {}  ({}, at {})",
+            c.constraint.lhs,
+            c.constraint.rhs,
+            c.constraint.what,
+            g.node(c.node).label
+        );
     }
     s
 }

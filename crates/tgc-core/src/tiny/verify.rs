@@ -3,8 +3,8 @@
 
 use std::collections::HashSet;
 
-use crate::diag::Diagnostic;
 use crate::diag;
+use crate::diag::Diagnostic;
 
 use super::graph::Graph;
 use super::infer::{infer, TensorType};
@@ -27,7 +27,9 @@ pub fn verify(g: &Graph) -> Vec<Diagnostic> {
         let tys: Vec<&TensorType> = n.src.iter().map(|s| g.ty(*s)).collect();
         let shape_arg = matches!(n.op, Op::Input { .. } | Op::Reshape | Op::Expand | Op::View { .. });
         match infer(&n.op, &tys, Some(n.ty.dtype), shape_arg.then_some(n.ty.shape.as_slice())) {
-            Ok((ty, _)) if ty != n.ty => errs.push(at(diag!(Internal, "stored type {:?} differs from the inferred {:?}", n.ty, ty))),
+            Ok((ty, _)) if ty != n.ty => {
+                errs.push(at(diag!(Internal, "stored type {:?} differs from the inferred {:?}", n.ty, ty)))
+            }
             Ok(_) => {}
             Err(e) => errs.push(at(e)),
         }

@@ -18,7 +18,11 @@ pub struct Scratch(pub PathBuf);
 impl Scratch {
     pub fn new(tag: &str) -> Scratch {
         static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!("tgc-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let dir = std::env::temp_dir().join(format!(
+            "tgc-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
     }
@@ -62,7 +66,10 @@ pub fn decode(bytes: &[u8], dt: DType) -> Vec<f64> {
 /// Element counts of the outputs at `dims` (in `g.symbols` order).
 fn output_lens(g: &Graph, dims: &[i64]) -> Vec<usize> {
     let bind = |s: &str| g.symbols.iter().position(|x| x.name == s).map(|k| dims[k]);
-    g.outputs.iter().map(|o| g.shape(o.node).iter().map(|d| d.eval(&bind).unwrap()).product::<i64>().max(0) as usize).collect()
+    g.outputs
+        .iter()
+        .map(|o| g.shape(o.node).iter().map(|d| d.eval(&bind).unwrap()).product::<i64>().max(0) as usize)
+        .collect()
 }
 
 fn input_dtypes(g: &Graph) -> Vec<DType> {
@@ -83,7 +90,8 @@ pub struct Compiled {
 }
 
 type CEntry = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64) -> i32;
-type RustEntry = unsafe extern "C" fn(*const *const u8, *const usize, *const *mut u8, *const usize, *const i64, usize) -> i32;
+type RustEntry =
+    unsafe extern "C" fn(*const *const u8, *const usize, *const *mut u8, *const usize, *const i64, usize) -> i32;
 
 /// The `half` rlib this test binary was built with, and its dependency folder.
 fn half_rlib() -> (PathBuf, PathBuf) {
@@ -91,7 +99,9 @@ fn half_rlib() -> (PathBuf, PathBuf) {
     let mut rlibs: Vec<PathBuf> = std::fs::read_dir(&deps)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libhalf-") && n.ends_with(".rlib")))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libhalf-") && n.ends_with(".rlib"))
+        })
         .collect();
     rlibs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     (rlibs.pop().expect("the half rlib of this build"), deps)
@@ -116,7 +126,12 @@ fn rust_wrapper(g: &Graph) -> String {
         .outputs
         .iter()
         .enumerate()
-        .map(|(k, o)| format!("std::slice::from_raw_parts_mut(*outs.add({k}) as *mut {}, *out_lens.add({k}))", ty(g.dtype(o.node))))
+        .map(|(k, o)| {
+            format!(
+                "std::slice::from_raw_parts_mut(*outs.add({k}) as *mut {}, *out_lens.add({k}))",
+                ty(g.dtype(o.node))
+            )
+        })
         .collect();
     format!(
         "#[allow(unused_imports)]\nmod tgc {{ pub use ::half; }}\n\
@@ -184,7 +199,8 @@ impl Compiled {
         assert_eq!(inputs.len(), self.ins.len(), "one value list per input");
         let ins: Vec<Vec<u8>> = inputs.iter().zip(&self.ins).map(|(v, dt)| encode(v, *dt)).collect();
         let lens = output_lens(&self.graph, dims);
-        let fresh = || -> Vec<Vec<u8>> { lens.iter().zip(&self.outs).map(|(n, dt)| vec![0u8; n * dt.size_bytes()]).collect() };
+        let fresh =
+            || -> Vec<Vec<u8>> { lens.iter().zip(&self.outs).map(|(n, dt)| vec![0u8; n * dt.size_bytes()]).collect() };
         let in_ptrs: Vec<*const u8> = ins.iter().map(|b| b.as_ptr()).collect();
         let in_lens: Vec<usize> = inputs.iter().map(|v| v.len()).collect();
 
@@ -208,7 +224,12 @@ impl Compiled {
             for (run, who) in [(&c, "C"), (&r, "Rust")] {
                 assert_eq!(run.rc, 0, "{who}: the interpreter accepts dims {dims:?}");
                 for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
-                    assert_close(got, want, self.outs[k], &format!("{who} output {k} vs the interpreter at dims {dims:?}"));
+                    assert_close(
+                        got,
+                        want,
+                        self.outs[k],
+                        &format!("{who} output {k} vs the interpreter at dims {dims:?}"),
+                    );
                 }
             }
         }
@@ -222,7 +243,8 @@ impl Compiled {
         let bind = |s: &str| map.get(s).copied();
         let mut tensors = Vec::new();
         for (id, v) in g.inputs().into_iter().zip(inputs) {
-            let shape: Option<Vec<usize>> = g.shape(id).iter().map(|d| d.eval(&bind).ok().and_then(|x| usize::try_from(x).ok())).collect();
+            let shape: Option<Vec<usize>> =
+                g.shape(id).iter().map(|d| d.eval(&bind).ok().and_then(|x| usize::try_from(x).ok())).collect();
             tensors.push(interp::Tensor::new(g.dtype(id), &shape?, v.clone()).ok()?);
         }
         Some(interp::run(g, &map, &tensors).ok()?.into_iter().map(|t| t.data).collect())

@@ -37,7 +37,14 @@ impl Builder {
     }
 
     /// Adds a node labelled `label`.
-    pub(super) fn add(&mut self, label: &str, op: Op, src: Vec<NodeId>, dtype: Option<DType>, shape: Option<&[Dim]>) -> DResult<NodeId> {
+    pub(super) fn add(
+        &mut self,
+        label: &str,
+        op: Op,
+        src: Vec<NodeId>,
+        dtype: Option<DType>,
+        shape: Option<&[Dim]>,
+    ) -> DResult<NodeId> {
         let id = self.g.push(op, src, dtype, shape)?;
         self.g.set_label(id, label)?;
         self.taken.insert(label.to_string());
@@ -57,7 +64,15 @@ impl Builder {
     }
 
     /// Adds a helper node labelled `{base}.{what}` (made unique).
-    fn helper(&mut self, base: &str, what: &str, op: Op, src: Vec<NodeId>, dtype: Option<DType>, shape: Option<&[Dim]>) -> DResult<NodeId> {
+    fn helper(
+        &mut self,
+        base: &str,
+        what: &str,
+        op: Op,
+        src: Vec<NodeId>,
+        dtype: Option<DType>,
+        shape: Option<&[Dim]>,
+    ) -> DResult<NodeId> {
         let label = self.fresh(base, what);
         self.add(&label, op, src, dtype, shape)
     }
@@ -95,7 +110,9 @@ impl Builder {
         for (k, o) in operands.iter().enumerate() {
             let id = match *o {
                 Operand::Node(n) => match common {
-                    Some(t) if is_value(k) && self.g.dtype(n) != t => self.helper(label, &format!("{k}.cast"), Op::Cast, vec![n], Some(t), None)?,
+                    Some(t) if is_value(k) && self.g.dtype(n) != t => {
+                        self.helper(label, &format!("{k}.cast"), Op::Cast, vec![n], Some(t), None)?
+                    }
                     _ => n,
                 },
                 Operand::Imm(v) => {
@@ -103,7 +120,11 @@ impl Builder {
                         DType::Bool
                     } else {
                         common.or(dtypes.first().copied()).ok_or_else(|| {
-                            diag!(SyntaxError, "{} has only immediate operands: one must be a node to give the dtype", op.name())
+                            diag!(
+                                SyntaxError,
+                                "{} has only immediate operands: one must be a node to give the dtype",
+                                op.name()
+                            )
                         })?
                     };
                     self.helper(label, &format!("{k}.const"), Op::Const { value: v }, vec![], Some(dtype), None)?
@@ -124,13 +145,21 @@ impl Builder {
         }
         // (1) keepdim: an operand that is a reduce result of another's shape.
         for target in &shapes {
-            let plan: Option<Vec<Option<Vec<usize>>>> =
-                ids.iter().zip(&shapes).map(|(&x, s)| if s == target { Some(None) } else { self.reduced_from(x, target).map(Some) }).collect();
+            let plan: Option<Vec<Option<Vec<usize>>>> = ids
+                .iter()
+                .zip(&shapes)
+                .map(|(&x, s)| if s == target { Some(None) } else { self.reduced_from(x, target).map(Some) })
+                .collect();
             if let Some(plan) = plan {
                 for (k, axes) in plan.into_iter().enumerate() {
                     if let Some(axes) = axes {
-                        let keep: Vec<Dim> = target.iter().enumerate().map(|(a, d)| if axes.contains(&a) { Dim::int(1) } else { d.clone() }).collect();
-                        let r = self.helper(label, &format!("{k}.keepdim"), Op::Reshape, vec![ids[k]], None, Some(&keep))?;
+                        let keep: Vec<Dim> = target
+                            .iter()
+                            .enumerate()
+                            .map(|(a, d)| if axes.contains(&a) { Dim::int(1) } else { d.clone() })
+                            .collect();
+                        let r =
+                            self.helper(label, &format!("{k}.keepdim"), Op::Reshape, vec![ids[k]], None, Some(&keep))?;
                         ids[k] = self.helper(label, &format!("{k}.expand"), Op::Expand, vec![r], None, Some(target))?;
                     }
                 }
@@ -143,7 +172,11 @@ impl Builder {
             if shapes[k] != out {
                 let base = format!("{label}.{k}");
                 let r = self.lift_rank(&base, ids[k], out.len())?;
-                ids[k] = if self.g.shape(r) == out.as_slice() { r } else { self.helper(label, &format!("{k}.expand"), Op::Expand, vec![r], None, Some(&out))? };
+                ids[k] = if self.g.shape(r) == out.as_slice() {
+                    r
+                } else {
+                    self.helper(label, &format!("{k}.expand"), Op::Expand, vec![r], None, Some(&out))?
+                };
             }
         }
         Ok(())
@@ -166,19 +199,37 @@ impl Builder {
     /// axes that are not broadcast) must agree with the shapes.
     pub(super) fn expand(&mut self, label: &str, x: NodeId, to: &[Dim], bdims: Option<&[i64]>) -> DResult<NodeId> {
         if self.g.shape(x).len() > to.len() {
-            return Err(diag!(BroadcastMismatch, "EXPAND cannot lower the rank: {} to {}", fmt_shape(self.g.shape(x)), fmt_shape(to)));
+            return Err(diag!(
+                BroadcastMismatch,
+                "EXPAND cannot lower the rank: {} to {}",
+                fmt_shape(self.g.shape(x)),
+                fmt_shape(to)
+            ));
         }
         let x = self.lift_rank(label, x, to.len())?;
         if let Some(bd) = bdims {
             let from = self.shape(x);
-            let listed = resolve_axes(&from, &bd.iter().map(|&i| AxisRef::Index(i)).collect::<Vec<_>>(), "broadcast_dimensions")?;
+            let listed = resolve_axes(
+                &from,
+                &bd.iter().map(|&i| AxisRef::Index(i)).collect::<Vec<_>>(),
+                "broadcast_dimensions",
+            )?;
             for (k, (a, b)) in from.iter().zip(to).enumerate() {
                 let kept = listed.contains(&k);
                 if kept && a != b {
-                    return Err(diag!(BroadcastMismatch, "broadcast_dimensions lists axis {k}, but EXPAND {} to {} broadcasts it", fmt_shape(&from), fmt_shape(to)));
+                    return Err(diag!(
+                        BroadcastMismatch,
+                        "broadcast_dimensions lists axis {k}, but EXPAND {} to {} broadcasts it",
+                        fmt_shape(&from),
+                        fmt_shape(to)
+                    ));
                 }
                 if !kept && !a.is_one() {
-                    return Err(diag!(BroadcastMismatch, "broadcast_dimensions omits axis {k}, but it has size {a} in {}, not 1", fmt_shape(&from)));
+                    return Err(diag!(
+                        BroadcastMismatch,
+                        "broadcast_dimensions omits axis {k}, but it has size {a} in {}, not 1",
+                        fmt_shape(&from)
+                    ));
                 }
             }
         }
@@ -186,7 +237,14 @@ impl Builder {
     }
 
     /// `REDUCE` with axes given by index or name.
-    pub(super) fn reduce(&mut self, label: &str, op: ReduceOp, x: NodeId, axes: &[AxisRef], acc: Option<DType>) -> DResult<NodeId> {
+    pub(super) fn reduce(
+        &mut self,
+        label: &str,
+        op: ReduceOp,
+        x: NodeId,
+        axes: &[AxisRef],
+        acc: Option<DType>,
+    ) -> DResult<NodeId> {
         let axes = resolve_axes(self.g.shape(x), axes, "REDUCE")?;
         self.add(label, Op::Reduce { op, axes }, vec![x], acc, None)
     }
@@ -194,7 +252,14 @@ impl Builder {
     /// `POOL` (decision 2): a sliding window over the last `kernel.len()`
     /// axes, lowered to a `VIEW` of shape `[.., O_1..O_n, K_1..K_n]` with
     /// `O_j = (D_j - dil_j*(K_j-1) - 1)/S_j + 1` reading `o_j*S_j + k_j*dil_j`.
-    pub(super) fn pool(&mut self, label: &str, x: NodeId, kernel: &[Dim], stride: &[Dim], dilation: &[Dim]) -> DResult<NodeId> {
+    pub(super) fn pool(
+        &mut self,
+        label: &str,
+        x: NodeId,
+        kernel: &[Dim],
+        stride: &[Dim],
+        dilation: &[Dim],
+    ) -> DResult<NodeId> {
         let s = self.shape(x);
         let (r, n) = (s.len(), kernel.len());
         if n == 0 || n > r {
@@ -212,7 +277,9 @@ impl Builder {
         let mut map: Vec<AffExpr> = (0..(r - n) as u32).map(AffExpr::var).collect();
         for j in 0..n {
             let span = &(&s[r - n + j] - &(&dilation[j] * &(&kernel[j] - &Dim::int(1)))) - &Dim::int(1);
-            let o = span.floordiv(&stride[j]).ok_or_else(|| diag!(NegativeStride, "POOL stride {} must be positive", stride[j]))?;
+            let o = span
+                .floordiv(&stride[j])
+                .ok_or_else(|| diag!(NegativeStride, "POOL stride {} must be positive", stride[j]))?;
             shape.push(&o + &Dim::int(1));
             let (oj, kj) = (AffExpr::var((r - n + j) as u32), AffExpr::var((r + j) as u32));
             map.push(&oj.scale(&stride[j]) + &kj.scale(&dilation[j]));
@@ -272,7 +339,11 @@ pub(super) fn resolve_axes(shape: &[Dim], axes: &[AxisRef], what: &str) -> DResu
                 match hits.as_slice() {
                     [k] => Ok(*k),
                     [] => Err(diag!(InvalidAxis, "{what} axis `{name}` names no axis of {}", fmt_shape(shape))),
-                    _ => Err(diag!(InvalidAxis, "{what} axis `{name}` names axes {hits:?} of {}; use an index", fmt_shape(shape))),
+                    _ => Err(diag!(
+                        InvalidAxis,
+                        "{what} axis `{name}` names axes {hits:?} of {}; use an index",
+                        fmt_shape(shape)
+                    )),
                 }
             }
         })

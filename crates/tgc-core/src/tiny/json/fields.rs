@@ -124,9 +124,9 @@ impl<'a> Fields<'a> {
     pub(super) fn opt_dtype(&self, key: &str) -> DResult<Option<DType>> {
         match self.opt_str(key)? {
             None => Ok(None),
-            Some(s) => DType::parse(s)
-                .map(Some)
-                .ok_or_else(|| diag!(SyntaxError, "`{}`: unknown dtype `{s}` (fp16, bf16, fp32, i32, bool)", self.path(key))),
+            Some(s) => DType::parse(s).map(Some).ok_or_else(|| {
+                diag!(SyntaxError, "`{}`: unknown dtype `{s}` (fp16, bf16, fp32, i32, bool)", self.path(key))
+            }),
         }
     }
 
@@ -171,8 +171,13 @@ impl<'a> Fields<'a> {
         l.iter()
             .enumerate()
             .map(|(i, v)| match v {
-                Value::Number(n) => n.as_i64().map(AxisRef::Index).ok_or_else(|| bad(&format!("{}[{i}]", self.path(key)), "an integer", v)),
-                Value::String(s) => Ok(s.trim().parse::<i64>().map_or_else(|_| AxisRef::Name(s.clone()), AxisRef::Index)),
+                Value::Number(n) => n
+                    .as_i64()
+                    .map(AxisRef::Index)
+                    .ok_or_else(|| bad(&format!("{}[{i}]", self.path(key)), "an integer", v)),
+                Value::String(s) => {
+                    Ok(s.trim().parse::<i64>().map_or_else(|_| AxisRef::Name(s.clone()), AxisRef::Index))
+                }
                 _ => Err(bad(&format!("{}[{i}]", self.path(key)), "an axis index or name", v)),
             })
             .collect()

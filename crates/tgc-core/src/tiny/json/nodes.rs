@@ -65,11 +65,14 @@ fn read_node<'a>(v: &'a Value, k: usize, spans: &KeySpans, seen: &HashMap<String
     let uop = f.str("uop").map_err(at)?;
     let mut src = Vec::new();
     if let Some(s) = f.get("src") {
-        let list = s.as_array().ok_or_else(|| at(diag!(SyntaxError, "`src` must be a list of node ids and numbers")))?;
+        let list =
+            s.as_array().ok_or_else(|| at(diag!(SyntaxError, "`src` must be a list of node ids and numbers")))?;
         for (i, x) in list.iter().enumerate() {
             src.push(match x {
                 Value::String(r) => Src::Ref(r.clone()),
-                Value::Number(n) => Src::Imm(n.as_f64().ok_or_else(|| at(diag!(SyntaxError, "`src[{i}]` is not a finite number")))?),
+                Value::Number(n) => {
+                    Src::Imm(n.as_f64().ok_or_else(|| at(diag!(SyntaxError, "`src[{i}]` is not a finite number")))?)
+                }
                 _ => return Err(at(diag!(SyntaxError, "`src[{i}]` must be a node id or a number, got {x}"))),
             });
         }
@@ -115,7 +118,9 @@ fn kind(uop: &str) -> Option<Kind> {
         "CMPEQ" => bin(Cmpeq),
         "WHERE" => Kind::Elementwise(Op::Where),
         "INPUT" | "CONST" => Kind::Other(0),
-        "CAST" | "REDUCE" | "RESHAPE" | "EXPAND" | "PERMUTE" | "PAD" | "SHRINK" | "FLIP" | "VIEW" | "POOL" => Kind::Other(1),
+        "CAST" | "REDUCE" | "RESHAPE" | "EXPAND" | "PERMUTE" | "PAD" | "SHRINK" | "FLIP" | "VIEW" | "POOL" => {
+            Kind::Other(1)
+        }
         _ => return None,
     })
 }
@@ -133,7 +138,10 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
     for s in &n.src {
         operands.push(match s {
             Src::Ref(r) => Operand::Node(*env.get(r.as_str()).ok_or_else(|| {
-                diag!(UnknownName, "source `{r}` is not the id of an earlier node (nodes are listed in topological order)")
+                diag!(
+                    UnknownName,
+                    "source `{r}` is not the id of an earlier node (nodes are listed in topological order)"
+                )
             })?),
             Src::Imm(v) => Operand::Imm(*v),
         });
@@ -176,7 +184,10 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
             };
             let (axes, acc) = (a.axes("axes")?, a.opt_dtype("dtype")?);
             if a.get("init").is_some() {
-                return Err(diag!(Unsupported, "REDUCE `init` is not supported: the identity of the op is the initial value"));
+                return Err(diag!(
+                    Unsupported,
+                    "REDUCE `init` is not supported: the identity of the op is the initial value"
+                ));
             }
             a.finish(n.uop)?;
             b.reduce(id, op, x()?, &axes, acc)
@@ -196,7 +207,9 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
             a.finish(n.uop)?;
             let perm = perm
                 .iter()
-                .map(|&p| usize::try_from(p).map_err(|_| diag!(InvalidPermutation, "permutation entry {p} is negative")))
+                .map(|&p| {
+                    usize::try_from(p).map_err(|_| diag!(InvalidPermutation, "permutation entry {p} is negative"))
+                })
                 .collect::<DResult<Vec<_>>>()?;
             b.add(id, Op::Permute { perm }, vec![x()?], None, None)
         }
@@ -244,7 +257,9 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
 /// graph uses must be in it), else every symbol in order of first use.
 fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
     if let Some(list) = root.get("symbols") {
-        let list = list.as_array().ok_or_else(|| diag!(SyntaxError, "`symbols` must be a list of {{\"name\", \"default\"?}}"))?;
+        let list = list
+            .as_array()
+            .ok_or_else(|| diag!(SyntaxError, "`symbols` must be a list of {{\"name\", \"default\"?}}"))?;
         for (k, v) in list.iter().enumerate() {
             let f = Fields::of(v, format!("symbols[{k}]"))?;
             let name = f.str("name")?;
@@ -253,7 +268,11 @@ fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
             }
             let default = match f.get("default") {
                 None => None,
-                Some(d) => Some(d.as_i64().filter(|&v| v >= 1).ok_or_else(|| diag!(SyntaxError, "`symbols[{k}].default` must be an integer ≥ 1, got {d}"))?),
+                Some(d) => Some(
+                    d.as_i64()
+                        .filter(|&v| v >= 1)
+                        .ok_or_else(|| diag!(SyntaxError, "`symbols[{k}].default` must be an integer ≥ 1, got {d}"))?,
+                ),
             };
             f.finish("a symbol")?;
             if g.symbols.iter().any(|s| s.name == name) {
@@ -277,7 +296,11 @@ fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
 fn outputs(g: &Graph, root: &Fields, env: &HashMap<&str, NodeId>) -> DResult<Vec<Output>> {
     let Some(list) = root.get("outputs") else {
         let consumers = g.consumers();
-        return Ok(g.ids().filter(|i| consumers[i.index()].is_empty()).map(|node| Output { name: g.node(node).label.clone(), node }).collect());
+        return Ok(g
+            .ids()
+            .filter(|i| consumers[i.index()].is_empty())
+            .map(|node| Output { name: g.node(node).label.clone(), node })
+            .collect());
     };
     let list = list.as_array().ok_or_else(|| diag!(SyntaxError, "`outputs` must be a list of {{\"name\", \"id\"}}"))?;
     let mut names = HashSet::new();
@@ -286,7 +309,9 @@ fn outputs(g: &Graph, root: &Fields, env: &HashMap<&str, NodeId>) -> DResult<Vec
         let f = Fields::of(v, format!("outputs[{k}]"))?;
         let (name, id) = (f.str("name")?, f.str("id")?);
         f.finish("an output")?;
-        let node = *env.get(id).ok_or_else(|| diag!(UnknownName, "output `{name}` names node `{id}`, which does not exist").on_node(id))?;
+        let node = *env
+            .get(id)
+            .ok_or_else(|| diag!(UnknownName, "output `{name}` names node `{id}`, which does not exist").on_node(id))?;
         if !names.insert(name) {
             return Err(diag!(SyntaxError, "output name `{name}` is used twice"));
         }

@@ -79,7 +79,9 @@ pub(super) fn load(root: &Fields, spans: &KeySpans) -> DResult<Graph> {
     let mut env: HashMap<&str, NodeId> = HashMap::new();
     for (v, dtype, shape) in &values {
         if !produced.contains_key(v) {
-            let id = b.add(v, Op::Input { name: v.to_string() }, vec![], Some(*dtype), Some(shape)).map_err(|e| e.on_node(*v))?;
+            let id = b
+                .add(v, Op::Input { name: v.to_string() }, vec![], Some(*dtype), Some(shape))
+                .map_err(|e| e.on_node(*v))?;
             env.insert(v, id);
         }
     }
@@ -92,7 +94,9 @@ pub(super) fn load(root: &Fields, spans: &KeySpans) -> DResult<Graph> {
             let id = env.get(i).copied().ok_or_else(|| {
                 at(match produced.get(i) {
                     Some(_) => diag!(UnknownName, "`{}` reads `{i}` before the op that computes it", o.name),
-                    None => diag!(UnknownName, "`{}` reads `{i}`, which is neither an op output nor in `values`", o.name),
+                    None => {
+                        diag!(UnknownName, "`{}` reads `{i}`, which is neither an op output nor in `values`", o.name)
+                    }
                 })
             })?;
             consumed.insert(*i);
@@ -106,7 +110,11 @@ pub(super) fn load(root: &Fields, spans: &KeySpans) -> DResult<Graph> {
     }
     b.g.cur_span = None;
     let mut g = b.g;
-    g.outputs = ops.iter().filter(|o| !consumed.contains(o.output)).map(|o| Output { name: o.output.to_string(), node: env[o.output] }).collect();
+    g.outputs = ops
+        .iter()
+        .filter(|o| !consumed.contains(o.output))
+        .map(|o| Output { name: o.output.to_string(), node: env[o.output] })
+        .collect();
     g.declare_input_symbols();
     Ok(g)
 }
@@ -128,9 +136,21 @@ fn read_values<'a>(root: &Fields<'a>) -> DResult<Vec<(&'a str, DType, Vec<Dim>)>
 fn check_value(g: &mut Graph, id: NodeId, name: &str, dtype: DType, shape: &[Dim]) -> DResult<()> {
     let ty = g.ty(id).clone();
     if ty.dtype != dtype {
-        return Err(diag!(DTypeMismatch, "`values.{name}` declares {} but the op computes {}", dtype.json_name(), ty.dtype.json_name()));
+        return Err(diag!(
+            DTypeMismatch,
+            "`values.{name}` declares {} but the op computes {}",
+            dtype.json_name(),
+            ty.dtype.json_name()
+        ));
     }
-    let mismatch = || diag!(AxisSizeMismatch, "`values.{name}` declares {} but the op computes {}", fmt_shape(shape), fmt_shape(&ty.shape));
+    let mismatch = || {
+        diag!(
+            AxisSizeMismatch,
+            "`values.{name}` declares {} but the op computes {}",
+            fmt_shape(shape),
+            fmt_shape(&ty.shape)
+        )
+    };
     if ty.shape.len() != shape.len() {
         return Err(mismatch());
     }
@@ -140,7 +160,10 @@ fn check_value(g: &mut Graph, id: NodeId, name: &str, dtype: DType, shape: &[Dim
                 return Err(mismatch());
             }
             let what = format!("`values.{name}` declares {}", fmt_shape(shape));
-            g.constraints.push(NodeConstraint { node: id, constraint: Constraint { lhs: a.clone(), rel: Rel::Eq, rhs: b.clone(), what } });
+            g.constraints.push(NodeConstraint {
+                node: id,
+                constraint: Constraint { lhs: a.clone(), rel: Rel::Eq, rhs: b.clone(), what },
+            });
         }
     }
     Ok(())
@@ -175,7 +198,9 @@ fn build(b: &mut Builder, o: &RawOp, xs: &[NodeId]) -> DResult<NodeId> {
                 "max" => Op::Binary(BinaryOp::Max),
                 "min" => Op::Binary(BinaryOp::Min),
                 "where" => Op::Where,
-                other => return Err(diag!(UnknownOp, "unknown Binary fn `{other}` (add, sub, mul, div, max, min, where)")),
+                other => {
+                    return Err(diag!(UnknownOp, "unknown Binary fn `{other}` (add, sub, mul, div, max, min, where)"))
+                }
             };
             let operands: Vec<Operand> = xs.iter().map(|&x| Operand::Node(x)).collect();
             b.elementwise(label, op, &operands)?
@@ -223,7 +248,12 @@ fn movement(b: &mut Builder, label: &str, kind: &str, x: NodeId, a: &Fields) -> 
         "expand" => b.expand(label, x, &new_shape(a)?, None),
         "permute" => {
             let perm = a.ints("perm")?;
-            let perm = perm.iter().map(|&p| usize::try_from(p).map_err(|_| diag!(InvalidPermutation, "permutation entry {p} is negative"))).collect::<DResult<Vec<_>>>()?;
+            let perm = perm
+                .iter()
+                .map(|&p| {
+                    usize::try_from(p).map_err(|_| diag!(InvalidPermutation, "permutation entry {p} is negative"))
+                })
+                .collect::<DResult<Vec<_>>>()?;
             b.add(label, Op::Permute { perm }, vec![x], None, None)
         }
         "pad" => {
@@ -249,7 +279,9 @@ fn movement(b: &mut Builder, label: &str, kind: &str, x: NodeId, a: &Fields) -> 
                 .collect::<DResult<Vec<_>>>()?;
             b.add(label, Op::View { map }, vec![x], None, Some(&to))
         }
-        other => Err(diag!(UnknownOp, "unknown Movement kind `{other}` (reshape, expand, permute, pad, shrink, flip, view)")),
+        other => {
+            Err(diag!(UnknownOp, "unknown Movement kind `{other}` (reshape, expand, permute, pad, shrink, flip, view)"))
+        }
     }
 }
 
@@ -274,7 +306,11 @@ fn unary(b: &mut Builder, label: &str, fn_name: &str, x: NodeId) -> DResult<Node
     }
     if fn_name == "exp" {
         let scaled = b.fresh(label, "log2e");
-        let s = b.elementwise(&scaled, Op::Binary(BinaryOp::Mul), &[Operand::Node(x), Operand::Imm(std::f64::consts::LOG2_E)])?;
+        let s = b.elementwise(
+            &scaled,
+            Op::Binary(BinaryOp::Mul),
+            &[Operand::Node(x), Operand::Imm(std::f64::consts::LOG2_E)],
+        )?;
         b.elementwise(label, Op::Unary(UnaryOp::Exp2), &[Operand::Node(s)])
     } else {
         let l2 = b.fresh(label, "log2");

@@ -36,7 +36,11 @@ fn dims(s: &[&str]) -> Vec<Dim> {
 #[test]
 fn a_duplicate_id_is_reported_at_its_second_use() {
     let e = err(&doc(&[A, B, A], ""));
-    assert_eq!((e.name, e.node.as_deref(), e.span.map(|s| s.line)), (ErrorName::SyntaxError, Some("a"), Some(4)), "{e}");
+    assert_eq!(
+        (e.name, e.node.as_deref(), e.span.map(|s| s.line)),
+        (ErrorName::SyntaxError, Some("a"), Some(4)),
+        "{e}"
+    );
 }
 
 #[test]
@@ -55,26 +59,76 @@ fn node_errors_carry_their_name_and_node() {
     check(&c(r#"{"id":"x","uop":"CONTRACT","src":["a","b"]}"#), UnknownOp, "x", "CONTRACT");
     check(&c(r#"{"id":"x","uop":"ADD","src":["a"]}"#), ArityMismatch, "x", "2 source");
     check(&c(r#"{"id":"x","uop":"RESHAPE","src":["a"],"arg":{}}"#), SyntaxError, "x", "arg.result_shape");
-    check(&c(r#"{"id":"x","uop":"RESHAPE","src":["a"],"arg":{"result_shape":["M",true]}}"#), SyntaxError, "x", "arg.result_shape[1]");
-    check(&c(r#"{"id":"x","uop":"RESHAPE","src":["a"],"arg":{"result_shape":["M+"]}}"#), SyntaxError, "x", "arg.result_shape[0]");
-    check(&c(r#"{"id":"x","uop":"PERMUTE","src":["a"],"arg":{"perm":[1,0],"prem":[0]}}"#), SyntaxError, "x", "arg.prem");
+    check(
+        &c(r#"{"id":"x","uop":"RESHAPE","src":["a"],"arg":{"result_shape":["M",true]}}"#),
+        SyntaxError,
+        "x",
+        "arg.result_shape[1]",
+    );
+    check(
+        &c(r#"{"id":"x","uop":"RESHAPE","src":["a"],"arg":{"result_shape":["M+"]}}"#),
+        SyntaxError,
+        "x",
+        "arg.result_shape[0]",
+    );
+    check(
+        &c(r#"{"id":"x","uop":"PERMUTE","src":["a"],"arg":{"perm":[1,0],"prem":[0]}}"#),
+        SyntaxError,
+        "x",
+        "arg.prem",
+    );
     check(&c(r#"{"id":"x","uop":"CAST","src":["a"],"arg":{"to":"fp64"}}"#), SyntaxError, "x", "arg.to");
     check(&c(r#"{"id":"x","uop":"ADD","src":["a","zz"]}"#), UnknownName, "x", "zz");
     check(&c(r#"{"id":"x","uop":"ADD","src":["a","b"]}"#), BroadcastMismatch, "x", "[M, K]");
-    check(&c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"SUM","axes":["K"]}}"#), AccDtypeMissing, "x", "dtype");
-    check(&c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"SUM","axes":["N"],"dtype":"fp32"}}"#), InvalidAxis, "x", "`N`");
-    check(&c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"SUM","axes":[2],"dtype":"fp32"}}"#), InvalidAxis, "x", "2");
-    check(&c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"PROD","axes":[0],"dtype":"fp32"}}"#), UnknownOp, "x", "PROD");
+    check(
+        &c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"SUM","axes":["K"]}}"#),
+        AccDtypeMissing,
+        "x",
+        "dtype",
+    );
+    check(
+        &c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"SUM","axes":["N"],"dtype":"fp32"}}"#),
+        InvalidAxis,
+        "x",
+        "`N`",
+    );
+    check(
+        &c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"SUM","axes":[2],"dtype":"fp32"}}"#),
+        InvalidAxis,
+        "x",
+        "2",
+    );
+    check(
+        &c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"PROD","axes":[0],"dtype":"fp32"}}"#),
+        UnknownOp,
+        "x",
+        "PROD",
+    );
     check(&c(r#"{"id":"x","uop":"PERMUTE","src":["a"],"arg":{"perm":[0,0]}}"#), InvalidPermutation, "x", "permutation");
-    check(&c(r#"{"id":"x","uop":"POOL","src":["a"],"arg":{"kernel":[2],"stride":[0]}}"#), NegativeStride, "x", "stride");
-    check(&c(r#"{"id":"x","uop":"VIEW","src":["a"],"arg":{"result_shape":["M"],"index_map":["i0*i0","0"]}}"#), SyntaxError, "x", "index_map[0]");
+    check(
+        &c(r#"{"id":"x","uop":"POOL","src":["a"],"arg":{"kernel":[2],"stride":[0]}}"#),
+        NegativeStride,
+        "x",
+        "stride",
+    );
+    check(
+        &c(r#"{"id":"x","uop":"VIEW","src":["a"],"arg":{"result_shape":["M"],"index_map":["i0*i0","0"]}}"#),
+        SyntaxError,
+        "x",
+        "index_map[0]",
+    );
     check(&c(r#"{"id":"x","uop":"CONST","arg":{"value":1.5,"dtype":"i32"}}"#), DTypeMismatch, "x", "1.5");
 }
 
 #[test]
 fn a_reshape_that_cannot_keep_the_count_is_axis_size_mismatch() {
     let sq = r#"{"id":"s","uop":"INPUT","arg":{"tensor_id":"S","dtype":"fp32","shape":[2,3]}}"#;
-    check(&doc(&[sq, r#"{"id":"x","uop":"RESHAPE","src":["s"],"arg":{"result_shape":[5]}}"#], ""), ErrorName::AxisSizeMismatch, "x", "RESHAPE");
+    check(
+        &doc(&[sq, r#"{"id":"x","uop":"RESHAPE","src":["s"],"arg":{"result_shape":[5]}}"#], ""),
+        ErrorName::AxisSizeMismatch,
+        "x",
+        "RESHAPE",
+    );
 }
 
 #[test]
@@ -90,10 +144,13 @@ fn a_reduce_axis_name_must_pick_exactly_one_axis() {
 #[test]
 fn broadcast_dimensions_must_agree_with_the_shapes() {
     let x = r#"{"id":"x","uop":"INPUT","arg":{"tensor_id":"X","dtype":"fp16","shape":["M",1,"K"]}}"#;
-    let ok = r#"{"id":"e","uop":"EXPAND","src":["x"],"arg":{"result_shape":["M","N","K"],"broadcast_dimensions":[0,2]}}"#;
+    let ok =
+        r#"{"id":"e","uop":"EXPAND","src":["x"],"arg":{"result_shape":["M","N","K"],"broadcast_dimensions":[0,2]}}"#;
     assert!(load_json(&doc(&[x, ok], "")).is_ok());
     for bd in ["[0]", "[0,1,2]", "[1,2]"] {
-        let bad = format!(r#"{{"id":"e","uop":"EXPAND","src":["x"],"arg":{{"result_shape":["M","N","K"],"broadcast_dimensions":{bd}}}}}"#);
+        let bad = format!(
+            r#"{{"id":"e","uop":"EXPAND","src":["x"],"arg":{{"result_shape":["M","N","K"],"broadcast_dimensions":{bd}}}}}"#
+        );
         check(&doc(&[x, &bad], ""), ErrorName::BroadcastMismatch, "e", "broadcast_dimensions");
     }
 }
@@ -157,7 +214,8 @@ fn pool_is_a_sliding_window_view() {
     // O = (9 - 2*2 - 1)/2 + 1 = 3 and (8 - 1 - 1)/3 + 1 = 3.
     assert_eq!(g.shape(p), &dims(&["2", "3", "3", "3", "2"])[..]);
     let Op::View { map } = &g.node(p).op else { panic!("POOL lowers to VIEW") };
-    let want: Vec<_> = ["i0", "2*i1 + 2*i3", "3*i2 + i4"].iter().map(|s| crate::affine::AffExpr::parse(s).unwrap()).collect();
+    let want: Vec<_> =
+        ["i0", "2*i1 + 2*i3", "3*i2 + i4"].iter().map(|s| crate::affine::AffExpr::parse(s).unwrap()).collect();
     assert_eq!(map, &want);
 }
 
@@ -176,7 +234,10 @@ fn outputs_are_sinks_unless_listed_and_must_exist() {
 #[test]
 fn declared_symbols_keep_defaults_and_must_cover_the_graph() {
     let g = load_json(&doc(&[A], r#", "symbols": [{"name":"K","default":8},{"name":"M"}]"#)).unwrap();
-    assert_eq!(g.symbols.iter().map(|s| (s.name.as_str(), s.default)).collect::<Vec<_>>(), [("K", Some(8)), ("M", None)]);
+    assert_eq!(
+        g.symbols.iter().map(|s| (s.name.as_str(), s.default)).collect::<Vec<_>>(),
+        [("K", Some(8)), ("M", None)]
+    );
     let e = err(&doc(&[A], r#", "symbols": [{"name":"M"}]"#));
     assert_eq!(e.name, ErrorName::UnknownName);
     assert!(e.message.contains("`K`"), "{e}");

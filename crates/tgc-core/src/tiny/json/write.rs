@@ -89,7 +89,10 @@ pub fn to_json(g: &Graph) -> String {
         m.insert("id".into(), Value::from(n.label.as_str()));
         m.insert("uop".into(), Value::from(n.op.name()));
         if !n.src.is_empty() {
-            m.insert("src".into(), Value::Array(n.src.iter().map(|s| Value::from(g.node(*s).label.as_str())).collect()));
+            m.insert(
+                "src".into(),
+                Value::Array(n.src.iter().map(|s| Value::from(g.node(*s).label.as_str())).collect()),
+            );
         }
         let a = arg(g, n);
         if !a.is_empty() {
@@ -97,7 +100,8 @@ pub fn to_json(g: &Graph) -> String {
         }
         nodes.push(format!("    {}", line(Value::Object(m))));
     }
-    let block = |items: Vec<String>| if items.is_empty() { "[]".to_string() } else { format!("[\n{}\n  ]", items.join(",\n")) };
+    let block =
+        |items: Vec<String>| if items.is_empty() { "[]".to_string() } else { format!("[\n{}\n  ]", items.join(",\n")) };
     let list = |items: Vec<Value>| block(items.into_iter().map(|v| format!("    {}", line(v))).collect());
     let outputs = g.outputs.iter().map(|o| {
         let mut m = Map::new();
