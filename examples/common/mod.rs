@@ -1,0 +1,40 @@
+//! Shared by the examples: deterministic inputs and the check against the
+//! reference interpreter (`tgc_core::interp`), run on the kernel's own Tiny IR.
+
+use std::collections::BTreeMap;
+
+use tgc_core::interp::{self, Tensor};
+use tgc_core::DType;
+
+/// Deterministic values in [-1, 1) (a linear congruential generator).
+pub fn values(seed: u64, n: usize) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Runs `tiny_json` on the interpreter and compares output `k` with `got`
+/// within rtol = atol = 1e-3 (`spec/000` §9); returns the max abs error.
+pub fn check(tiny_json: &str, dims: &[(&str, i64)], inputs: Vec<Tensor>, got: &[f64], k: usize) -> f64 {
+    let g = tgc_core::tiny::json::load_json(tiny_json).expect("the kernel's Tiny IR loads");
+    let dims: BTreeMap<String, i64> = dims.iter().map(|(s, v)| (s.to_string(), *v)).collect();
+    let want = interp::run(&g, &dims, &inputs).expect("the interpreter runs");
+    let want = &want[k].data;
+    assert_eq!(want.len(), got.len());
+    let mut max_err = 0.0f64;
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let err = (g - w).abs();
+        assert!(err <= 1e-3 + 1e-3 * w.abs(), "element {i}: kernel {g} vs interpreter {w}");
+        max_err = max_err.max(err);
+    }
+    max_err
+}
+
+/// An interpreter tensor from f64 values (rounded to `dtype`).
+pub fn tensor(dtype: DType, shape: &[usize], data: &[f64]) -> Tensor {
+    Tensor::new(dtype, shape, data.to_vec()).expect("valid tensor")
+}
