@@ -8,3 +8,7 @@ cd "$(dirname "$0")/.."
 command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is required" >&2; exit 1; }
 cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
+# The examples check their own results against the reference interpreter.
+for ex in gemm_bias_relu conv_relu_pool attention; do
+    cargo run --locked --quiet --example "$ex"
+done
