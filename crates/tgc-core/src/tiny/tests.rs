@@ -4,33 +4,8 @@ use super::*;
 use crate::affine::AffExpr;
 use crate::diag::ErrorName;
 use crate::sym::Dim;
+use crate::test_graphs::{gemm, shape};
 use crate::DType;
-
-fn d(s: &str) -> Dim {
-    Dim::parse(s).unwrap()
-}
-
-fn shape(s: &[&str]) -> Vec<Dim> {
-    s.iter().map(|x| d(x)).collect()
-}
-
-/// `spec/002` §5.1 built through the builder.
-fn gemm() -> Graph {
-    let mut g = Graph::new("gemm");
-    let a = g.input("A", DType::F16, &shape(&["M", "K"])).unwrap();
-    let b = g.input("B", DType::F16, &shape(&["K", "N"])).unwrap();
-    let a2 = g.reshape(a, &shape(&["M", "1", "K"])).unwrap();
-    let bt = g.permute(b, &[1, 0]).unwrap();
-    let b2 = g.reshape(bt, &shape(&["1", "N", "K"])).unwrap();
-    let ae = g.expand(a2, &shape(&["M", "N", "K"])).unwrap();
-    let be = g.expand(b2, &shape(&["M", "N", "K"])).unwrap();
-    let p = g.binary(BinaryOp::Mul, ae, be).unwrap();
-    let r = g.reduce(ReduceOp::Sum, p, &[2], DType::F32).unwrap();
-    let c = g.cast(r, DType::F16).unwrap();
-    g.outputs.push(Output { name: "C".into(), node: c });
-    g.declare_input_symbols();
-    g
-}
 
 #[test]
 fn gemm_builds_verifies_and_binds() {
