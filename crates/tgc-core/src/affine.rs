@@ -316,36 +316,13 @@ mod parse {
     use super::*;
 
     pub fn parse(s: &str) -> Result<AffExpr, String> {
-        let toks = lex(s)?;
+        let toks = crate::sym::tokenize(s, "+-*/%()", "index expression")?;
         let mut p = P { t: &toks, i: 0 };
         let e = p.sum(0)?;
         if p.i != toks.len() {
             return Err(format!("unexpected `{}` in index expression `{s}`", toks[p.i]));
         }
         Ok(e)
-    }
-
-    fn lex(s: &str) -> Result<Vec<String>, String> {
-        let cs: Vec<char> = s.chars().collect();
-        let (mut i, mut out) = (0, Vec::new());
-        while i < cs.len() {
-            let c = cs[i];
-            if c.is_whitespace() {
-                i += 1;
-            } else if c.is_ascii_alphanumeric() || c == '_' {
-                let st = i;
-                while i < cs.len() && (cs[i].is_ascii_alphanumeric() || cs[i] == '_') {
-                    i += 1;
-                }
-                out.push(cs[st..i].iter().collect());
-            } else if "+-*/%()".contains(c) {
-                out.push(c.to_string());
-                i += 1;
-            } else {
-                return Err(format!("unexpected character `{c}` in index expression `{s}`"));
-            }
-        }
-        Ok(out)
     }
 
     struct P<'a> {

@@ -206,7 +206,7 @@ impl Dim {
 
     /// Parses the text form (see the module doc).
     pub fn parse(s: &str) -> Result<Dim, String> {
-        let toks = tokenize(s)?;
+        let toks = tokenize(s, "+-*/()", "dimension")?;
         let mut p = Parser { toks: &toks, pos: 0 };
         let d = p.sum(0)?;
         if p.pos != toks.len() {
@@ -346,7 +346,10 @@ impl fmt::Display for Dim {
 
 const EMPTY: &Monomial = &Vec::new();
 
-fn tokenize(s: &str) -> Result<Vec<String>, String> {
+/// Splits `s` into identifiers/integers and the single-character operators
+/// in `ops`; `what` names the kind of text for errors. Shared with
+/// `AffExpr::parse`.
+pub(crate) fn tokenize(s: &str, ops: &str, what: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let cs: Vec<char> = s.chars().collect();
     let mut i = 0;
@@ -360,11 +363,11 @@ fn tokenize(s: &str) -> Result<Vec<String>, String> {
                 i += 1;
             }
             out.push(cs[st..i].iter().collect());
-        } else if "+-*/()".contains(c) {
+        } else if ops.contains(c) {
             out.push(c.to_string());
             i += 1;
         } else {
-            return Err(format!("unexpected character `{c}` in dimension `{s}`"));
+            return Err(format!("unexpected character `{c}` in {what} `{s}`"));
         }
     }
     Ok(out)
