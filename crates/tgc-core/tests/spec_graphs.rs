@@ -51,6 +51,7 @@ fn assert_close(got: &Tensor, want: &[f64], shape: &[usize], what: &str) {
     }
 }
 
+/// The spec's example graphs (the list); `tests/spec/` holds exactly these.
 const FILES: [&str; 7] = [
     "000_gemm_bias_relu.json",
     "001_matmul_2dx2d.json",
@@ -60,6 +61,17 @@ const FILES: [&str; 7] = [
     "002_conv2d.json",
     "002_attention.json",
 ];
+
+#[test]
+fn tests_spec_holds_every_spec_example() {
+    let dir = format!("{}/../../tests/spec", env!("CARGO_MANIFEST_DIR"));
+    let mut present: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    present.sort();
+    let mut want: Vec<&str> = FILES.to_vec();
+    want.sort();
+    assert_eq!(present, want);
+}
 
 #[test]
 fn every_spec_graph_round_trips_through_json() {
