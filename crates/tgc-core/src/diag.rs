@@ -65,6 +65,27 @@ pub enum ErrorName {
 }
 
 impl ErrorName {
+    /// Every error name, in declaration order (keep in step with the enum).
+    pub const ALL: [ErrorName; 17] = [
+        ErrorName::BroadcastMismatch,
+        ErrorName::AxisSizeMismatch,
+        ErrorName::InvalidPermutation,
+        ErrorName::AccDtypeMissing,
+        ErrorName::ExcessivePiecewise,
+        ErrorName::DTypeMismatch,
+        ErrorName::UnknownOp,
+        ErrorName::UnknownName,
+        ErrorName::ArityMismatch,
+        ErrorName::NegativeStride,
+        ErrorName::RecursionLimit,
+        ErrorName::InvalidAxis,
+        ErrorName::UnboundSymbol,
+        ErrorName::SyntaxError,
+        ErrorName::Unsupported,
+        ErrorName::Io,
+        ErrorName::Internal,
+    ];
+
     /// The name as written in messages, e.g. `BroadcastMismatch`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -127,6 +148,12 @@ impl Diagnostic {
     pub fn on_node(mut self, node: impl Into<String>) -> Diagnostic {
         self.node = Some(node.into());
         self
+    }
+
+    /// Points at a Tiny IR node: its label, and its source span unless a
+    /// span is set already.
+    pub fn at_node(self, node: &crate::tiny::Node) -> Diagnostic {
+        self.on_node(node.label.clone()).or_at(node.span)
     }
 
     /// Renders as `file:line:col: error[Name]: message (node n3)`.

@@ -89,15 +89,15 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
         return Err(diag!(Io, "graph `{}` takes {} input(s), got {}", g.name, ins.len(), inputs.len()));
     }
     for (&id, t) in ins.iter().zip(inputs) {
-        let label = &g.node(id).label;
+        let node = g.node(id);
+        let label = &node.label;
         if t.dtype != g.dtype(id) {
-            return Err(diag!(DTypeMismatch, "input `{label}` is {} but got a {} tensor", g.dtype(id), t.dtype)
-                .on_node(label.clone()));
+            return Err(
+                diag!(DTypeMismatch, "input `{label}` is {} but got a {} tensor", g.dtype(id), t.dtype).at_node(node)
+            );
         }
         if checked_numel(&t.shape).is_none_or(|n| n != t.data.len()) {
-            return Err(
-                diag!(Io, "input `{label}` of shape {:?} has {} values", t.shape, t.data.len()).on_node(label.clone())
-            );
+            return Err(diag!(Io, "input `{label}` of shape {:?} has {} values", t.shape, t.data.len()).at_node(node));
         }
     }
     let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape.clone()).collect();
@@ -149,7 +149,7 @@ pub fn run(g: &Graph, dims: &BTreeMap<String, i64>, inputs: &[Tensor]) -> DResul
             srcs.push(Src { data: d, shape: &shapes[s.index()] });
         }
         let input = if matches!(n.op, Op::Input { .. }) { next_input.next() } else { None };
-        let v = eval(n, &shapes[id.index()], &srcs, input).map_err(|e| e.on_node(n.label.clone()).or_at(n.span))?;
+        let v = eval(n, &shapes[id.index()], &srcs, input).map_err(|e| e.at_node(n))?;
         data[id.index()] = Some(v);
         for s in &n.src {
             if last_use[s.index()] == id.index() {

@@ -64,8 +64,8 @@ pub fn compose(index: &[AffExpr], access: &Access, extents: &[Dim]) -> DResult<C
 /// Follows the movement nodes from `node`, read at `index`, down to the first
 /// value that is not a movement, composing maps and accumulating guards.
 ///
-/// Errors: `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up
-/// (named on the movement node that crossed the limit); `Internal` when the
+/// Errors: `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up,
+/// reported at `node` (the value whose access is too fragmented); `Internal` when the
 /// book lacks a node or a movement node has no access.
 pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, extents: &[Dim]) -> DResult<Chased> {
     let mut cur = Chased { src: node, index, guard: Vec::new() };
@@ -80,12 +80,12 @@ pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, ext
         if cur.guard.len() > MAX_PIECES {
             return Err(diag!(
                 ExcessivePiecewise,
-                "reading through this {} needs {} guarded pieces, more than the limit of {MAX_PIECES}",
+                "reading this {} needs more than {MAX_PIECES} guarded pieces (the limit), through the {} `{}`",
+                g.node(node).op.name(),
                 n.op.name(),
-                cur.guard.len()
+                n.label
             )
-            .on_node(n.label.clone())
-            .or_at(n.span));
+            .at_node(g.node(node)));
         }
         cur.src = access.src;
         cur.index = step.index;

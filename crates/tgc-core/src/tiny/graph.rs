@@ -303,7 +303,8 @@ impl Graph {
                         "input `{name}` has rank {} but the graph declares {}",
                         got.len(),
                         super::infer::fmt_shape(want)
-                    ));
+                    )
+                    .at_node(self.node(*id)));
                 }
                 for (d, &g) in want.iter().zip(got) {
                     if let Some(s) = d.as_sym() {
@@ -312,7 +313,8 @@ impl Graph {
                                 return Err(diag!(
                                     AxisSizeMismatch,
                                     "input `{name}` has size {g} where symbol `{s}` = {v}"
-                                ));
+                                )
+                                .at_node(self.node(*id)));
                             }
                             _ => {
                                 out.insert(s.to_string(), g as i64);
@@ -329,12 +331,14 @@ impl Graph {
                         out.insert(s.name.clone(), v);
                     }
                     None => {
-                        return Err(diag!(
-                            UnboundSymbol,
-                            "symbol `{}` has no value: give it with --dim {}=N",
-                            s.name,
-                            s.name
-                        ))
+                        let e =
+                            diag!(UnboundSymbol, "symbol `{}` has no value: give it with --dim {}=N", s.name, s.name);
+                        // Point at the first node whose shape needs the symbol.
+                        let user = self.nodes.iter().find(|n| n.ty.shape.iter().any(|d| d.symbols().contains(&s.name)));
+                        return Err(match user {
+                            Some(n) => e.at_node(n),
+                            None => e,
+                        });
                     }
                 }
             }
@@ -346,7 +350,7 @@ impl Graph {
                     let v = d.eval(&|s| out.get(s).copied()).map_err(|m| diag!(UnboundSymbol, "{m}"))?;
                     if v != g as i64 {
                         return Err(diag!(AxisSizeMismatch, "an input has size {g} where the graph needs {d} = {v}")
-                            .on_node(self.node(*id).label.clone()));
+                            .at_node(self.node(*id)));
                     }
                 }
             }
@@ -366,7 +370,7 @@ impl Graph {
         g.symbols = self.symbols.iter().filter(|s| !values.contains_key(&s.name)).cloned().collect();
         for id in self.ids() {
             let n = self.node(id);
-            let err = |m: String| diag!(AxisSizeMismatch, "{m}").on_node(n.label.clone()).or_at(n.span);
+            let err = |m: String| diag!(AxisSizeMismatch, "{m}").at_node(n);
             let shape: Vec<Dim> = n.ty.shape.iter().map(sub).collect::<Result<_, _>>().map_err(err)?;
             let op = match &n.op {
                 Op::Pad { pads, value } => Op::Pad {

@@ -16,7 +16,7 @@ pub fn verify(g: &Graph) -> Vec<Diagnostic> {
     let mut labels = HashSet::new();
     for id in g.ids() {
         let n = g.node(id);
-        let at = |e: Diagnostic| e.on_node(n.label.clone()).or_at(n.span);
+        let at = |e: Diagnostic| e.at_node(n);
         if !labels.insert(n.label.as_str()) {
             errs.push(at(diag!(Internal, "label `{}` is used twice", n.label)));
         }
