@@ -180,7 +180,8 @@ impl AffExpr {
                     e.eval(vars, bind)?.div_euclid(q)
                 }
             };
-            acc += c.eval(bind)? * v;
+            let term = c.eval(bind)?.checked_mul(v).ok_or("index expression overflows i64")?;
+            acc = acc.checked_add(term).ok_or("index expression overflows i64")?;
         }
         Ok(acc)
     }

@@ -9,11 +9,21 @@
 //!   (`(2*M)/2 = M`, `(M*K)/K = M`), and one of two integers is evaluated;
 //!   anything else stays an atom `(a)/(b)`.
 //!
+//! - coefficient arithmetic saturates at the ends of `i64` instead of
+//!   overflowing: no input makes it panic, and a saturated size is caught by
+//!   the element-count limit of `tiny::infer` ([`MAX_ELEMENTS`]);
+//!   [`Dim::eval`] reports overflow as an error.
+//!
 //! The text form is parsed by [`Dim::parse`]: integers, symbol names, `+ - *`,
 //! `/` (floor division, divisor > 0) and parentheses. Display prints that form.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+
+/// The most elements a tensor may have, and so the largest size of an axis
+/// (2^48: far beyond any real tensor, and small enough that index arithmetic
+/// on such sizes — strides times indices plus offsets — stays inside `i64`).
+pub const MAX_ELEMENTS: i64 = 1 << 48;
 
 /// An atom of a monomial: a symbol or a floor division that did not fold.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -76,7 +86,8 @@ impl Dim {
     fn from_terms(terms: impl IntoIterator<Item = (Monomial, i64)>) -> Dim {
         let mut out: BTreeMap<Monomial, i64> = BTreeMap::new();
         for (m, c) in terms {
-            *out.entry(m).or_insert(0) += c;
+            let e = out.entry(m).or_insert(0);
+            *e = e.saturating_add(c);
         }
         out.retain(|_, c| *c != 0);
         Dim { terms: out }
@@ -118,7 +129,7 @@ impl Dim {
         let (dm, dc) = d.terms.iter().next()?;
         let mut out = Vec::new();
         for (m, c) in &self.terms {
-            if c % dc != 0 {
+            if c.checked_rem(*dc) != Some(0) {
                 return None;
             }
             let mut rest = m.clone();
@@ -272,7 +283,7 @@ impl std::ops::Add for &Dim {
 impl std::ops::Sub for &Dim {
     type Output = Dim;
     fn sub(self, o: &Dim) -> Dim {
-        let neg = o.terms.iter().map(|(m, c)| (m.clone(), -c));
+        let neg = o.terms.iter().map(|(m, c)| (m.clone(), c.saturating_neg()));
         Dim::from_terms(self.terms.iter().map(|(m, c)| (m.clone(), *c)).chain(neg))
     }
 }
@@ -285,7 +296,7 @@ impl std::ops::Mul for &Dim {
             for (mb, cb) in &o.terms {
                 let mut m: Monomial = ma.iter().chain(mb.iter()).cloned().collect();
                 m.sort();
-                out.push((m, ca * cb));
+                out.push((m, ca.saturating_mul(*cb)));
             }
         }
         Dim::from_terms(out)
@@ -325,7 +336,7 @@ impl fmt::Display for Dim {
             } else if c < 0 {
                 f.write_str("-")?;
             }
-            let a = c.abs();
+            let a = c.unsigned_abs();
             if m.is_empty() {
                 write!(f, "{a}")?;
                 continue;
@@ -438,6 +449,17 @@ mod tests {
 
     fn d(s: &str) -> Dim {
         Dim::parse(s).unwrap()
+    }
+
+    #[test]
+    fn huge_coefficients_saturate_and_evaluation_reports_overflow() {
+        let big = Dim::int(i64::MAX);
+        assert_eq!((&big * &big).as_int(), Some(i64::MAX));
+        assert_eq!((&Dim::int(i64::MIN) - &big).as_int(), Some(i64::MIN));
+        assert_eq!((&(&big + &big) * &d("M")).to_string(), format!("{}*M", i64::MAX));
+        assert_eq!(Dim::int(i64::MIN).to_string(), i64::MIN.to_string());
+        assert!(d("M*N*K").eval(&|_| Some(1 << 31)).is_err());
+        assert_eq!(Dim::int(i64::MIN).floordiv(&Dim::int(-1)), None);
     }
 
     #[test]

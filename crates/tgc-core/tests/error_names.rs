@@ -173,6 +173,8 @@ fn cases(name: ErrorName) -> Vec<Case> {
         ],
         Unsupported => vec![
             dsl(&main("<M> main(x: f32[M]) -> (z: f32[M])", "z = x * M"), "M\n"),
+            // More elements than one tensor may have (`sym::MAX_ELEMENTS`).
+            dsl(&main(" main(x: f32[9223372036854775807, 4]) -> (z: f32[4])", "z = sum(x, axes=[0])"), "x: f32"),
             // The op-list import names its ops by `"name"`.
             Case {
                 format: Format::Json,

@@ -100,6 +100,24 @@ pub fn check_shape(shape: &[Dim]) -> DResult<()> {
     Ok(())
 }
 
+/// Checks a result shape against the element-count limit
+/// ([`MAX_ELEMENTS`](crate::sym::MAX_ELEMENTS)): every coefficient of its
+/// element count, which for a concrete shape is the count itself. Symbolic
+/// counts are checked again once the symbols are bound ([`Graph::bind`](super::Graph::bind)
+/// re-infers every node).
+fn check_size(shape: &[Dim]) -> DResult<()> {
+    let numel = Dim::product(shape);
+    if numel.monomials().any(|(_, c)| c.unsigned_abs() > crate::sym::MAX_ELEMENTS as u64) {
+        return Err(diag!(
+            Unsupported,
+            "shape {} has more than {} elements, the limit for one tensor",
+            shape_str(shape),
+            crate::sym::MAX_ELEMENTS
+        ));
+    }
+    Ok(())
+}
+
 /// Infers the result of `op` applied to sources of type `srcs`.
 ///
 /// `dtype` is the requested result dtype for `INPUT`, `CONST`, `CAST` and the
@@ -358,6 +376,7 @@ pub fn infer(
             TensorType { dtype: x.dtype, shape: to }
         }
     };
+    check_size(&ty.shape)?;
     Ok((ty, cons))
 }
 
