@@ -24,7 +24,9 @@
 //! ```
 //!
 //! The `tgc` command-line tool runs the same pipeline on files (`tgc check`,
-//! `tgc run`, `tgc compile --dump …`).
+//! `tgc run`, `tgc compile --dump …`), and `tgc_core::build` compiles graph
+//! files from a build script into C and modules with the same API as
+//! [`kernel!`]'s.
 
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};

@@ -1,7 +1,9 @@
 //! tgc-core: every IR of tgc, the lowerings between them, the reference
-//! interpreter and the code generators. See `ARCHITECTURE.md` for the map.
+//! interpreter, the code generators and the build-script helper
+//! ([`build`]). See `ARCHITECTURE.md` for the map.
 
 pub mod affine;
+pub mod build;
 pub mod cpu;
 pub mod diag;
 pub mod emit;

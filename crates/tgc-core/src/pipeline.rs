@@ -1,6 +1,6 @@
 //! The pipeline driver: runs the passes in their visible order, names each
-//! stage (for `--dump`), and re-verifies the IR after each lowering. The CLI
-//! and `tgc::kernel!` both go through here.
+//! stage (for `--dump`), and re-verifies the IR after each lowering. The CLI,
+//! `tgc::kernel!` and the build-script helper all go through here.
 //!
 //! Stages, in order: `frontend` (parse + resolve the graph language),
 //! `tiny` (lower to Tiny IR, or load Tiny IR JSON), `indexbook` (axis maps),
@@ -147,11 +147,6 @@ pub fn signature(g: &Graph) -> String {
         outs.join(", "),
         g.len()
     )
-}
-
-/// The Rust loop-nest body the proc-macro compiles into a kernel module.
-pub fn rust_body(g: &Graph, crate_path: &str) -> DResult<String> {
-    emit::rust::emit_rust(g, crate_path)
 }
 
 /// What `compile --target cpu` produces: file name → contents.

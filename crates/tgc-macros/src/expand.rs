@@ -1,12 +1,14 @@
-//! Reading a `kernel!` invocation and generating its module.
+//! Reading a `kernel!` invocation and generating its module (the text of
+//! `tgc_core::emit::api`, shared with the build-script helper).
 
 use std::collections::BTreeMap;
 
 use proc_macro2::{Delimiter, Literal, Span, TokenStream, TokenTree};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
+use tgc_core::emit::api::{self, Backend};
 use tgc_core::pipeline::{self, Format};
-use tgc_core::tiny::{Graph, Op, Rel};
-use tgc_core::{DType, Diagnostic};
+use tgc_core::tiny::Graph;
+use tgc_core::Diagnostic;
 
 use crate::source::SourceText;
 
@@ -139,176 +141,28 @@ fn load(inv: &Invocation) -> Result<(Graph, Option<String>), TokenStream> {
     }
 }
 
-fn rust_type(d: DType) -> TokenStream {
-    match d {
-        DType::F16 => quote!(::tgc::half::f16),
-        DType::BF16 => quote!(::tgc::half::bf16),
-        DType::F32 => quote!(f32),
-        DType::I32 => quote!(i32),
-        DType::Bool => quote!(bool),
-    }
-}
-
-/// `dims[k]` for symbol `s` in generated code.
-fn dim_code(d: &tgc_core::sym::Dim, g: &Graph) -> TokenStream {
-    let idx = |s: &str| {
-        g.symbols.iter().position(|x| x.name == s).map(|k| format!("__dims[{k}]")).unwrap_or_else(|| "0".into())
-    };
-    let text = d.to_code(&idx, &|n, q| format!("i64::div_euclid({n}, {q})"));
-    text.parse().unwrap_or_else(|_| quote!(0))
-}
-
+/// The module: the typed API of `tgc_core::emit::api` over Rust loop nests,
+/// named by the invocation's identifier (so rustc points there).
 fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
     let (g, file) = load(inv)?;
     let name = &inv.name;
     let span = name.span();
-    let fail = |d: Diagnostic| error(span, &d.to_string());
-    let tiny_json = pipeline::to_json(&g);
-    let generic_src = pipeline::rust_body(&g, "::tgc").map_err(fail)?;
-    let generic: TokenStream = generic_src
+    let module = api::kernel_module(&name.to_string(), &g, &inv.shapes, &Backend::Rust)
+        .map_err(|d| error(span, &d.to_string()))?;
+    let items: TokenStream = module
+        .items
         .parse()
         .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
-
-    // Specialised bodies, one per ShapeSet point.
-    let mut special = Vec::new();
-    for (k, point) in inv.shapes.iter().enumerate() {
-        for sym in point.keys() {
-            if !g.symbols.iter().any(|s| &s.name == sym) {
-                return Err(error(span, &format!("shapes(): the graph has no symbol `{sym}`")));
-            }
-        }
-        let bound = g.bind(point).map_err(fail)?;
-        let src = pipeline::rust_body(&bound, "::tgc").map_err(fail)?;
-        let body: TokenStream = src
-            .parse()
-            .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
-        let m = format_ident!("shape_{}", k);
-        let conds: Vec<TokenStream> = point
-            .iter()
-            .map(|(s, v)| {
-                let i = g.symbols.iter().position(|x| &x.name == s).unwrap_or(0);
-                quote!(__dims[#i] == #v)
-            })
-            .collect();
-        // The specialised body takes the dims that stay symbolic.
-        let rest: Vec<usize> =
-            g.symbols.iter().enumerate().filter(|(_, s)| !point.contains_key(&s.name)).map(|(i, _)| i).collect();
-        special.push((m, body, conds, rest));
-    }
-
-    let ins = g.inputs();
-    let in_names: Vec<String> = ins
-        .iter()
-        .map(|&id| match &g.node(id).op {
-            Op::Input { name } => name.clone(),
-            _ => g.node(id).label.clone(),
-        })
-        .collect();
-    let mut params = Vec::new();
-    let mut checks = Vec::new();
-    let mut in_args = Vec::new();
-    for (id, n) in ins.iter().zip(&in_names) {
-        let ident = format_ident!("{}", n);
-        let ty = rust_type(g.dtype(*id));
-        params.push(quote!(#ident: &[#ty]));
-        let len = dim_code(&tgc_core::sym::Dim::product(g.shape(*id)), &g);
-        checks.push(quote! {
-            let __want = (#len) as usize;
-            if #ident.len() != __want {
-                return Err(::tgc::Error::LengthMismatch { arg: #n.to_string(), expected: __want, got: #ident.len() });
-            }
-        });
-        in_args.push(quote!(#ident));
-    }
-    let mut out_args = Vec::new();
-    for o in &g.outputs {
-        let ident = format_ident!("{}", o.name);
-        let ty = rust_type(g.dtype(o.node));
-        params.push(quote!(#ident: &mut [#ty]));
-        let len = dim_code(&tgc_core::sym::Dim::product(g.shape(o.node)), &g);
-        let n = &o.name;
-        checks.push(quote! {
-            let __want = (#len) as usize;
-            if #ident.len() != __want {
-                return Err(::tgc::Error::LengthMismatch { arg: #n.to_string(), expected: __want, got: #ident.len() });
-            }
-        });
-        out_args.push(quote!(#ident));
-    }
-    let mut dim_vals = Vec::new();
-    for s in &g.symbols {
-        let ident = format_ident!("{}", s.name);
-        params.push(quote!(#ident: usize));
-        let sname = &s.name;
-        dim_vals.push(quote! {{
-            let v = #ident as i64;
-            if v < 1 || #ident > i32::MAX as usize {
-                return Err(::tgc::Error::InvalidDim { dim: #sname.to_string(), value: v });
-            }
-            v
-        }});
-    }
-    let nd = g.symbols.len();
-    for c in &g.constraints {
-        let (l, r) = (dim_code(&c.constraint.lhs, &g), dim_code(&c.constraint.rhs, &g));
-        let what = format!("{} ({} vs {})", c.constraint.what, c.constraint.lhs, c.constraint.rhs);
-        let holds = match c.constraint.rel {
-            Rel::Eq => quote!((#l) == (#r)),
-            Rel::Le => quote!((#l) <= (#r)),
-        };
-        checks.push(quote! {
-            if !(#holds) {
-                return Err(::tgc::Error::DimMismatch { dim: #what.to_string(), expected: #r, got: #l });
-            }
-        });
-    }
-    let dispatch: Vec<TokenStream> = special
-        .iter()
-        .map(|(m, _, conds, rest)| {
-            let n = rest.len();
-            quote! {
-                if true #(&& #conds)* {
-                    let __rest: [i64; #n] = [#(__dims[#rest]),*];
-                    #m::body((#(#in_args,)*), (#(#out_args,)*), &__rest).map_err(::tgc::Error::Kernel)?;
-                    return Ok(());
-                }
-            }
-        })
-        .collect();
-    let special_mods = special.iter().map(|(m, body, _, _)| quote!(mod #m { #body }));
-    let doc = format!(
-        "Runs kernel `{}`. Arguments: the inputs, the outputs, then the dims ({}).",
-        name,
-        g.symbols.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-    );
+    // Rebuild the crate when the graph file changes.
     let track = file.map(|f| {
         quote!(
             const _: &[u8] = include_bytes!(#f);
         )
     });
     Ok(quote! {
-        #[allow(non_snake_case, clippy::all)]
         pub mod #name {
+            #items
             #track
-            /// The kernel's Tiny IR, canonical JSON.
-            pub const TINY_IR: &str = #tiny_json;
-            /// The generated loop-nest code (generic over the dims) compiled into this module.
-            pub const GENERATED_SOURCE: &str = #generic_src;
-            #[doc = #doc]
-            ///
-            /// # Errors
-            /// `InvalidDim` for a dim < 1, `DimMismatch` for dims that break a
-            /// shape fact of the graph, `LengthMismatch` for a slice whose length
-            /// is not its shape's element count. Nothing runs when a check fails.
-            pub fn run(#(#params),*) -> ::core::result::Result<(), ::tgc::Error> {
-                let __dims: [i64; #nd] = [#(#dim_vals),*];
-                #(#checks)*
-                #(#dispatch)*
-                generic::body((#(#in_args,)*), (#(#out_args,)*), &__dims).map_err(::tgc::Error::Kernel)?;
-                Ok(())
-            }
-            mod generic { #generic }
-            #(#special_mods)*
         }
     })
 }

@@ -1,7 +1,9 @@
 //! `tgc::kernel!`: compiles a tensor graph at `cargo build` time into a
 //! module of typed Rust functions. A thin layer: it reads the invocation,
 //! calls `tgc-core`'s pipeline, and turns diagnostics into `compile_error!`
-//! on the offending tokens. It never panics on any input.
+//! on the offending tokens. It never panics on any input. The module it
+//! emits is printed by `tgc_core::emit::api`, as the build-script helper's
+//! modules are.
 //!
 //! Invocation:
 //!

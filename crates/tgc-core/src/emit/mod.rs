@@ -1,5 +1,6 @@
 //! Source printers of the CPU loop-nest IR ([`crate::cpu::loop_ir`]): C11
-//! ([`c`]) and Rust ([`rust`]). Both print the same [`crate::cpu::Program`];
+//! ([`c`]) and Rust ([`rust`]), and the typed Rust API around either body
+//! ([`api`]). Both printers print the same [`crate::cpu::Program`];
 //! this module holds what they share: the printing of sizes, subscripts and
 //! guards, and the names used in generated code.
 //!
@@ -8,6 +9,7 @@
 //! clear of keywords and of every other generated name), the accumulator
 //! `acc`.
 
+pub mod api;
 pub mod c;
 pub mod rust;
 

@@ -1,0 +1,416 @@
+//! The build-script helper: compiles graph files (`.tgc` or Tiny IR `.json`)
+//! at `cargo build` time into C, builds the C into one static library with
+//! the system C compiler (through the [`cc`] crate), and writes a Rust file
+//! of typed kernel modules to `include!`.
+//!
+//! Each module has the API of a `tgc::kernel!` module (`TINY_IR`,
+//! `GENERATED_SOURCE` — here the C source — and `run`), printed by the same
+//! generator, [`crate::emit::api`], so the two check their arguments the same
+//! way; only the bodies differ (C called through `extern "C"` here, Rust loop
+//! nests in the macro). The user crate depends on `tgc` and has `tgc-core`
+//! as a build-dependency only.
+//!
+//! ```no_run
+//! // build.rs, in `fn main()`:
+//! let result = tgc_core::build::Kernels::new()
+//!     // A path relative to the crate's Cargo.toml; `.tgc` or `.json`.
+//!     .kernel("gemm_bias_relu", "graphs/gemm_bias_relu.tgc")
+//!     // Optional ShapeSet points of the last kernel: specialised bodies
+//!     // that `run` dispatches to when the dims match.
+//!     .shapes(&[("M", 64), ("N", 64), ("K", 64)])
+//!     // Writes $OUT_DIR/tgc_kernels.rs and links libtgc_kernels.a.
+//!     .compile("tgc_kernels");
+//! if let Err(e) = result {
+//!     eprintln!("{e}");
+//!     std::process::exit(1);
+//! }
+//! ```
+//!
+//! and in `src/lib.rs`:
+//!
+//! ```text
+//! include!(concat!(env!("OUT_DIR"), "/tgc_kernels.rs"));
+//! // gemm_bias_relu::run(&x, &w, &bias, &mut y, m, n, k)?;
+//! ```
+//!
+//! C symbols are `tgc_<package>_<version>_<kernel>` (plus `_shape<k>` for
+//! ShapeSet points), from `CARGO_PKG_NAME` and `CARGO_PKG_VERSION`, so two
+//! crates — or two versions of one crate — that use the helper link into one
+//! binary without clashes.
+//!
+//! Outside a build script (tests, tools) give the output directory with
+//! [`Kernels::out_dir`] and turn off the `cargo:` lines with
+//! [`Kernels::cargo_metadata`]; the target and host default to the triple
+//! `rustc -vV` reports and the optimisation level to 2 when Cargo's
+//! variables are absent.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::emit::api::{self, Backend};
+use crate::pipeline::{self, Format};
+use crate::Diagnostic;
+
+/// A set of kernels to compile from a build script; see the module doc.
+///
+/// The builder records mistakes (such as [`Kernels::shapes`] before any
+/// [`Kernels::kernel`]) and reports them from [`Kernels::compile`]: nothing
+/// here panics.
+#[derive(Clone, Debug, Default)]
+#[must_use = "nothing is compiled until `compile` is called"]
+pub struct Kernels {
+    kernels: Vec<KernelSpec>,
+    out_dir: Option<PathBuf>,
+    manifest_dir: Option<PathBuf>,
+    target: Option<String>,
+    host: Option<String>,
+    opt_level: Option<u32>,
+    cargo_metadata: Option<bool>,
+    misuse: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct KernelSpec {
+    name: String,
+    path: PathBuf,
+    entry: Option<String>,
+    shapes: Vec<Vec<(String, i64)>>,
+}
+
+/// What [`Kernels::compile`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generated {
+    /// `OUT_DIR/<lib>.rs`: the kernel modules, to `include!`.
+    pub rust_file: PathBuf,
+    /// `OUT_DIR/<lib>/<symbol>.c`: one C unit per kernel and ShapeSet point,
+    /// compiled into the static library `lib<lib>.a` (`<lib>.lib` with MSVC)
+    /// in `OUT_DIR`.
+    pub c_files: Vec<PathBuf>,
+}
+
+/// Why [`Kernels::compile`] failed. The `Display` text is meant for a build
+/// script's stderr.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A graph file has an error (or a ShapeSet point breaks it); shown as
+    /// `FILE:LINE:COL: error[Name]: message` ([`Diagnostic::render`]).
+    Graph {
+        /// The graph file, as read (manifest directory joined).
+        file: PathBuf,
+        /// What is wrong, with its position in the file when known.
+        diagnostic: Diagnostic,
+    },
+    /// The helper was used wrongly: a bad kernel or library name, `shapes`
+    /// before any kernel, no `OUT_DIR`, colliding symbols.
+    Config(String),
+    /// A file could not be read or written.
+    Io {
+        /// What was being done: `read`, `write`, `create directory`.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The C compiler could not be run, or failed (its message included).
+    CCompiler(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Graph { file, diagnostic } => f.write_str(&diagnostic.render(&file.display().to_string())),
+            BuildError::Config(m) => write!(f, "tgc build: {m}"),
+            BuildError::Io { action, path, source } => {
+                write!(f, "tgc build: cannot {action} `{}`: {source}", path.display())
+            }
+            BuildError::CCompiler(m) => write!(f, "tgc build: the C compiler failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Graph { diagnostic, .. } => Some(diagnostic),
+            BuildError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl Kernels {
+    /// An empty set.
+    pub fn new() -> Kernels {
+        Kernels::default()
+    }
+
+    /// Adds kernel `name` (the module name in the generated file; a Rust
+    /// identifier) from the graph file `path`, relative to the manifest
+    /// directory. The format follows the extension (`.tgc`, `.json`; else
+    /// JSON when the text starts with `{`).
+    pub fn kernel(mut self, name: &str, path: impl AsRef<Path>) -> Kernels {
+        self.kernels.push(KernelSpec {
+            name: name.to_string(),
+            path: path.as_ref().to_path_buf(),
+            entry: None,
+            shapes: Vec::new(),
+        });
+        self
+    }
+
+    /// Picks the graph of the last kernel's file (`main` by default; graph
+    /// language files only), like the CLI's `--entry`.
+    pub fn entry(mut self, graph: &str) -> Kernels {
+        match self.kernels.last_mut() {
+            Some(k) => k.entry = Some(graph.to_string()),
+            None => self.misuse.push(format!("entry(\"{graph}\") comes before any kernel()")),
+        }
+        self
+    }
+
+    /// Adds a ShapeSet point to the last kernel: a body specialised for
+    /// these values (`("M", 64)`…; symbols not named stay open), which `run`
+    /// calls when its dims match. Call it once per point.
+    pub fn shapes(mut self, point: &[(&str, i64)]) -> Kernels {
+        match self.kernels.last_mut() {
+            Some(k) => k.shapes.push(point.iter().map(|(s, v)| (s.to_string(), *v)).collect()),
+            None => self.misuse.push("shapes(…) comes before any kernel()".into()),
+        }
+        self
+    }
+
+    /// The directory to write into; default `$OUT_DIR` (set by Cargo for
+    /// build scripts).
+    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Kernels {
+        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// The directory graph paths are relative to; default
+    /// `$CARGO_MANIFEST_DIR`, else the current directory.
+    pub fn manifest_dir(mut self, dir: impl AsRef<Path>) -> Kernels {
+        self.manifest_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// The target triple to compile C for; default `$TARGET`, else the host
+    /// of `rustc -vV`.
+    pub fn target(mut self, triple: &str) -> Kernels {
+        self.target = Some(triple.to_string());
+        self
+    }
+
+    /// The host triple; default `$HOST`, else the host of `rustc -vV`.
+    pub fn host(mut self, triple: &str) -> Kernels {
+        self.host = Some(triple.to_string());
+        self
+    }
+
+    /// The C optimisation level; default `$OPT_LEVEL` (Cargo's profile),
+    /// else 2.
+    pub fn opt_level(mut self, level: u32) -> Kernels {
+        self.opt_level = Some(level);
+        self
+    }
+
+    /// Whether to print `cargo:` lines (`rerun-if-changed` for each graph
+    /// file, the link flags of the library, the C compiler's warnings);
+    /// default: when `$OUT_DIR` is set, that is in a build script.
+    pub fn cargo_metadata(mut self, on: bool) -> Kernels {
+        self.cargo_metadata = Some(on);
+        self
+    }
+
+    /// Compiles every kernel and writes, in the output directory:
+    /// `<lib>.rs` (one `pub mod <kernel>` per kernel), `<lib>/<symbol>.c`
+    /// (the C units) and the static library `<lib>` (`lib<lib>.a`), which
+    /// Cargo links into the crate when this runs in a build script.
+    ///
+    /// Errors: [`BuildError::Config`] for a `lib` or kernel name that is not
+    /// an identifier, a kernel given twice, no kernels, no output directory,
+    /// or misuse recorded by the builder; [`BuildError::Io`] for a graph file
+    /// that cannot be read or an output that cannot be written;
+    /// [`BuildError::Graph`] for any diagnostic of the graph (parse, shapes,
+    /// ShapeSet points), rendered `file:line:col`; [`BuildError::CCompiler`]
+    /// when `cc` fails.
+    pub fn compile(self, lib: &str) -> Result<Generated, BuildError> {
+        if let Some(m) = self.misuse.first() {
+            return Err(BuildError::Config(m.clone()));
+        }
+        if lib.is_empty() || !lib.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(BuildError::Config(format!("`{lib}` cannot name the library: use letters, digits and `_`")));
+        }
+        if self.kernels.is_empty() {
+            return Err(BuildError::Config("no kernels: add one with kernel(NAME, PATH)".into()));
+        }
+        let out_dir = match self.out_dir.clone().or_else(|| std::env::var_os("OUT_DIR").map(PathBuf::from)) {
+            Some(d) => d,
+            None => {
+                return Err(BuildError::Config(
+                    "OUT_DIR is not set: run from a build script, or give out_dir(DIR)".into(),
+                ))
+            }
+        };
+        let metadata = self.cargo_metadata.unwrap_or_else(|| std::env::var_os("OUT_DIR").is_some());
+        let manifest_dir = self
+            .manifest_dir
+            .clone()
+            .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("."));
+        let prefix = symbol_prefix();
+
+        let mut modules = Vec::new();
+        let mut files = Vec::new();
+        for (i, k) in self.kernels.iter().enumerate() {
+            api::check_module_name(&k.name).map_err(|d| BuildError::Config(d.message))?;
+            if self.kernels[..i].iter().any(|o| o.name == k.name) {
+                return Err(BuildError::Config(format!("kernel `{}` is given twice", k.name)));
+            }
+            let file = manifest_dir.join(&k.path);
+            if metadata {
+                println!("cargo:rerun-if-changed={}", file.display());
+            }
+            let module = compile_kernel(k, &file, &format!("tgc_{prefix}_{}", k.name))?;
+            files.push(file);
+            modules.push(module);
+        }
+        let mut symbols: Vec<&str> = modules.iter().flat_map(|m| m.c_units.iter().map(|u| u.symbol.as_str())).collect();
+        symbols.sort_unstable();
+        if let Some(w) = symbols.windows(2).find(|w| w[0] == w[1]) {
+            return Err(BuildError::Config(format!("two kernels would export the C symbol `{}`: rename one", w[0])));
+        }
+
+        let c_dir = out_dir.join(lib);
+        std::fs::create_dir_all(&c_dir).map_err(|source| BuildError::Io {
+            action: "create directory",
+            path: c_dir.clone(),
+            source,
+        })?;
+        let mut c_files = Vec::new();
+        for unit in modules.iter().flat_map(|m| &m.c_units) {
+            let path = c_dir.join(format!("{}.c", unit.symbol));
+            write(&path, &unit.source)?;
+            c_files.push(path);
+        }
+        self.run_cc(lib, &out_dir, &c_files, metadata)?;
+
+        let mut rust = format!(
+            "// Generated by tgc's build helper (tgc_core::build) from:\n{}// Do not edit; include with\n// `include!(concat!(env!(\"OUT_DIR\"), \"/{lib}.rs\"));`.\n",
+            files.iter().map(|f| format!("//   {}\n", f.display())).collect::<String>()
+        );
+        for m in &modules {
+            rust.push('\n');
+            rust.push_str(&m.to_module_text());
+        }
+        let rust_file = out_dir.join(format!("{lib}.rs"));
+        write(&rust_file, &rust)?;
+        Ok(Generated { rust_file, c_files })
+    }
+
+    /// Builds the C units into the static library `lib` in `out_dir`.
+    fn run_cc(&self, lib: &str, out_dir: &Path, c_files: &[PathBuf], metadata: bool) -> Result<(), BuildError> {
+        let env = |k: &str| std::env::var(k).ok();
+        let rustc_host = || rustc_host().map_err(BuildError::Config);
+        let target = match self.target.clone().or_else(|| env("TARGET")) {
+            Some(t) => t,
+            None => rustc_host()?,
+        };
+        let host = match self.host.clone().or_else(|| env("HOST")) {
+            Some(h) => h,
+            None => rustc_host()?,
+        };
+        let mut build = cc::Build::new();
+        build
+            .files(c_files)
+            .out_dir(out_dir)
+            .target(&target)
+            .host(&host)
+            .cargo_metadata(metadata)
+            .cargo_warnings(metadata)
+            .std("c11")
+            // As in `tgc_runtime::cpu`: no FMA contraction, so results match
+            // the reference interpreter.
+            .flag_if_supported("-ffp-contract=off")
+            // Generated code: unused loop variables and parameters are normal.
+            .warnings(false)
+            .extra_warnings(false);
+        match (self.opt_level, env("OPT_LEVEL")) {
+            (Some(level), _) => {
+                build.opt_level(level);
+            }
+            (None, None) => {
+                build.opt_level(2);
+            }
+            (None, Some(_)) => {}
+        }
+        if env("DEBUG").is_none() {
+            build.debug(false);
+        }
+        build.try_compile(lib).map_err(|e| BuildError::CCompiler(e.to_string()))?;
+        // The kernels call libm (`expf`, `sqrtf`, …).
+        if metadata && env("CARGO_CFG_TARGET_FAMILY").is_some_and(|f| f.split(',').any(|f| f == "unix")) {
+            println!("cargo:rustc-link-lib=m");
+        }
+        Ok(())
+    }
+}
+
+/// Loads one kernel's graph and generates its module.
+fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<api::KernelModule, BuildError> {
+    let graph_err = |diagnostic: Diagnostic| BuildError::Graph { file: file.to_path_buf(), diagnostic };
+    let text = std::fs::read_to_string(file).map_err(|source| BuildError::Io {
+        action: "read",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let loaded = pipeline::load(&text, Format::of(file, &text), k.entry.as_deref()).map_err(graph_err)?;
+    let mut points = Vec::new();
+    for p in &k.shapes {
+        let mut point = BTreeMap::new();
+        for (sym, v) in p {
+            if point.insert(sym.clone(), *v).is_some() {
+                return Err(BuildError::Config(format!("kernel `{}`: shapes() gives `{sym}` twice", k.name)));
+            }
+        }
+        if point.is_empty() {
+            return Err(BuildError::Config(format!("kernel `{}`: shapes() needs at least one (SYM, INT)", k.name)));
+        }
+        points.push(point);
+    }
+    api::kernel_module(&k.name, &loaded.graph, &points, &Backend::C { symbol: symbol.to_string() }).map_err(graph_err)
+}
+
+/// `<package>_<version>` from Cargo's variables, as C identifier characters.
+fn symbol_prefix() -> String {
+    let name = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "crate".into());
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_else(|_| "0".into());
+    format!("{name}_{version}").chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// The host triple of `$RUSTC` (or `rustc`), from `rustc -vV`.
+fn rustc_host() -> Result<String, String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = std::process::Command::new(&rustc)
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("cannot run `{rustc} -vV` to find the target ({e}); set TARGET or give target(TRIPLE)"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .ok_or_else(|| format!("`{rustc} -vV` names no host; set TARGET or give target(TRIPLE)"))
+}
+
+/// Writes `text` to `path` unless it already holds exactly that (so Cargo
+/// and `cc` see unchanged files as unchanged).
+fn write(path: &Path, text: &str) -> Result<(), BuildError> {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return Ok(());
+    }
+    std::fs::write(path, text).map_err(|source| BuildError::Io { action: "write", path: path.to_path_buf(), source })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,614 @@
+//! The typed Rust API of a kernel module: the one generator behind both
+//! `tgc::kernel!` and the build-script helper ([`crate::build`]), so the two
+//! expose the same functions and check their arguments the same way.
+//!
+//! For a kernel `NAME` it prints the items of `pub mod NAME { … }`:
+//!
+//! - `TINY_IR: &str`, the graph as canonical Tiny IR JSON;
+//! - `GENERATED_SOURCE: &str`, the generic (all dims symbolic) body: Rust for
+//!   [`Backend::Rust`], the C translation unit for [`Backend::C`];
+//! - `run(inputs…, outputs…, dims…) -> Result<(), ::tgc::Error>`: inputs as
+//!   `&[T]` in `Graph::inputs()` order, outputs as `&mut [T]` in
+//!   `Graph::outputs` order, then one `usize` per symbol in `Graph::symbols`
+//!   order; `T` is the dtype's storage type (`f32`, `i32`, `bool`,
+//!   `::tgc::half::f16`, `::tgc::half::bf16`).
+//!
+//! `run` checks, in this order, before anything runs (so a failed check
+//! writes nothing):
+//!
+//! 1. every dim is in `1..=i32::MAX` (`Error::InvalidDim`);
+//! 2. the checks of the loop-nest program ([`crate::cpu::Program::checks`])
+//!    hold: the graph's open shape facts ([`crate::tiny::NodeConstraint`],
+//!    `Error::DimMismatch`) and every size and divisor it uses is ≥ 1
+//!    (`Error::InvalidDim` naming the size, e.g. `H - 2`);
+//! 3. every slice has its shape's element count (`Error::LengthMismatch`);
+//! 4. every scratch buffer the kernels allocate fits in `isize::MAX` bytes
+//!    (`Error::ShapeMismatch`).
+//!
+//! Sizes are evaluated with checked `i64` arithmetic, so no overflow can
+//! make a wrong length pass: an overflow is `Error::ShapeMismatch`. Once the
+//! checks pass, every subscript of the loop nests is in bounds (the
+//! invariant of [`crate::cpu::loop_ir`]), which is what makes the
+//! `extern "C"` calls of [`Backend::C`] sound.
+//!
+//! Then it dispatches: the first ShapeSet point whose dims all match runs
+//! the body specialised for it (with the dims that stay symbolic), otherwise
+//! the generic body runs. A body's own failure is `Error::Kernel`.
+//!
+//! Generated code names only `::core::…`, `::std::…` and `::tgc::…` paths
+//! (the facade re-exports `Error` and `half`), so a user crate needs the
+//! `tgc` crate as its only dependency. Parameter names are the graph's names,
+//! made into distinct Rust identifiers (see [`param_names`]); error messages
+//! keep the graph's own names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use crate::cpu::Role;
+use crate::diag;
+use crate::diag::DResult;
+use crate::sym::{Atom, Dim};
+use crate::tiny::{Graph, Rel};
+use crate::DType;
+
+/// The path of the facade crate in generated code.
+pub const FACADE: &str = "::tgc";
+
+/// How `run` reaches the loop nests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Bodies printed as Rust by [`super::rust`] into private submodules
+    /// (`generic`, `shape_<k>`): what `tgc::kernel!` compiles.
+    Rust,
+    /// Bodies printed as C by [`super::c`] and called through `extern "C"`:
+    /// the generic body exports `symbol`, ShapeSet point `k` exports
+    /// `{symbol}_shape{k}`. The caller compiles [`KernelModule::c_units`] and
+    /// links them into the crate (the build helper does).
+    C {
+        /// The C symbol of the generic body; unique in the final binary.
+        symbol: String,
+    },
+}
+
+/// One C translation unit of a [`Backend::C`] module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CUnit {
+    /// The entry point it exports (ABI of `tgc_runtime::cpu`).
+    pub symbol: String,
+    /// The C11 source.
+    pub source: String,
+}
+
+/// A generated kernel module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelModule {
+    /// The module's name (a Rust identifier).
+    pub name: String,
+    /// Its items, starting with the inner attributes `#![doc]` and
+    /// `#![allow]`: the text between `pub mod NAME {` and `}`.
+    pub items: String,
+    /// The C units `run` calls ([`Backend::C`] only; empty for Rust).
+    pub c_units: Vec<CUnit>,
+}
+
+impl KernelModule {
+    /// The whole item, `pub mod NAME { … }`.
+    pub fn to_module_text(&self) -> String {
+        format!("pub mod {} {{\n{}}}\n", self.name, self.items)
+    }
+}
+
+/// Generates the module `name` for `g`, with one specialised body per
+/// ShapeSet point of `shapes` (symbol → value; a point may leave symbols
+/// open).
+///
+/// Errors: `Unsupported` when `name` is not a Rust identifier; `UnknownName`
+/// when a point names a symbol the graph does not have; `AxisSizeMismatch`
+/// when a point's value is out of `1..=i32::MAX`, or the graph's own error
+/// when it breaks a shape fact; any error of the printers.
+pub fn kernel_module(
+    name: &str,
+    g: &Graph,
+    shapes: &[BTreeMap<String, i64>],
+    backend: &Backend,
+) -> DResult<KernelModule> {
+    check_module_name(name)?;
+    let points: Vec<(&BTreeMap<String, i64>, Graph)> =
+        shapes.iter().map(|p| Ok((p, bind_point(g, p)?))).collect::<DResult<_>>()?;
+    let mut printer = Printer { g, uses: BTreeSet::new() };
+    let params = param_names(g);
+    let checks = printer.checks(&params)?;
+    let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
+    let args = Args { inputs: &params[..n_in], outputs: &params[n_in..n_in + n_out] };
+    let (bodies, lang, via) = match backend {
+        Backend::Rust => (rust_bodies(g, &points, &args)?, "Rust", "the loop nests printed as Rust in this module"),
+        Backend::C { symbol } => {
+            printer.uses.insert("__status");
+            let via = "the loop nests printed as C, compiled by the build helper and linked statically";
+            (c_bodies(g, symbol, &points, &args)?, "C", via)
+        }
+    };
+
+    let mut s = String::new();
+    let doc = format!("Kernel `{name}`: graph `{}` compiled by tgc; [`run`] calls {via}.", g.name);
+    let _ = writeln!(s, "#![doc = {}]", lit(&doc));
+    s.push_str("#![allow(non_snake_case, clippy::all)]\n");
+    let _ = writeln!(s, "/// The kernel's Tiny IR, canonical JSON.");
+    let _ = writeln!(s, "pub const TINY_IR: &str = {};", lit(&crate::tiny::json::to_json(g)));
+    let _ = writeln!(s, "/// The generated {lang} source of the generic body (every dim symbolic) that [`run`] calls.");
+    let _ = writeln!(s, "pub const GENERATED_SOURCE: &str = {};", lit(&bodies.generic_source));
+    let _ = writeln!(s, "#[doc = {}]", lit(&run_doc(name, g)));
+    s.push_str(RUN_ERRORS_DOC);
+    let types = g
+        .inputs()
+        .into_iter()
+        .map(|id| format!("&[{}]", rust_type(g.dtype(id))))
+        .chain(g.outputs.iter().map(|o| format!("&mut [{}]", rust_type(g.dtype(o.node)))))
+        .chain(g.symbols.iter().map(|_| "usize".to_string()));
+    let sig: Vec<String> = params.iter().zip(types).map(|(p, t)| format!("{p}: {t}")).collect();
+    let _ = writeln!(s, "pub fn run({}) -> ::core::result::Result<(), {FACADE}::Error> {{", sig.join(", "));
+    for (helper, code) in HELPERS {
+        if printer.uses.contains(helper) {
+            let _ = writeln!(s, "{code}");
+        }
+    }
+    s.push_str(&checks);
+    s.push_str(&bodies.run_tail);
+    s.push_str("}\n");
+    s.push_str(&bodies.items);
+    Ok(KernelModule { name: name.to_string(), items: s, c_units: bodies.c_units })
+}
+
+/// The parameter names of the input and output slices.
+struct Args<'a> {
+    inputs: &'a [String],
+    outputs: &'a [String],
+}
+
+/// What a backend adds after `run`'s checks.
+struct Bodies {
+    /// The statements of `run` after the checks: the dispatch and the call.
+    run_tail: String,
+    /// Items after `run`: body modules or the `extern "C"` block.
+    items: String,
+    /// The C units ([`Backend::C`]).
+    c_units: Vec<CUnit>,
+    /// The generic body's source, for `GENERATED_SOURCE`.
+    generic_source: String,
+}
+
+/// [`Backend::Rust`]: `mod generic` and `mod shape_<k>`, each with the
+/// `body` of [`super::rust`].
+fn rust_bodies(g: &Graph, points: &[(&BTreeMap<String, i64>, Graph)], args: &Args) -> DResult<Bodies> {
+    let (ins, outs) = (tuple(args.inputs), tuple(args.outputs));
+    let call = |module: &str, dims: &str| {
+        format!("self::{module}::body({ins}, {outs}, &{dims}).map_err({FACADE}::Error::Kernel)")
+    };
+    let (mut run_tail, mut items) = (String::new(), String::new());
+    for (k, (point, bound)) in points.iter().enumerate() {
+        run_tail.push_str(&dispatch(g, point, &format!("        return {};\n", call(&format!("shape_{k}"), "__rest"))));
+        let _ = write!(items, "mod shape_{k} {{\n{}}}\n", super::rust::emit_rust(bound, FACADE)?);
+    }
+    let generic = super::rust::emit_rust(g, FACADE)?;
+    let _ = writeln!(run_tail, "    {}", call("generic", "__dims"));
+    let _ = write!(items, "mod generic {{\n{generic}}}\n");
+    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic })
+}
+
+/// [`Backend::C`]: the units of [`super::c`] and an `extern "C"` block
+/// declaring their entry points, called with the pointer arrays of the ABI.
+fn c_bodies(g: &Graph, symbol: &str, points: &[(&BTreeMap<String, i64>, Graph)], args: &Args) -> DResult<Bodies> {
+    let ptrs = |names: &[String], method: &str| -> String {
+        names.iter().map(|n| format!("{n}.{method}().cast()")).collect::<Vec<_>>().join(", ")
+    };
+    let mut run_tail = String::new();
+    let (n_in, n_out) = (args.inputs.len(), args.outputs.len());
+    let in_ptrs = ptrs(args.inputs, "as_ptr");
+    let _ = writeln!(run_tail, "    let __inputs: [*const ::core::ffi::c_void; {n_in}] = [{in_ptrs}];");
+    let out_ptrs = ptrs(args.outputs, "as_mut_ptr");
+    let _ = writeln!(run_tail, "    let __outputs: [*mut ::core::ffi::c_void; {n_out}] = [{out_ptrs}];");
+    // The `// SAFETY:` comment and `{ret}__status(…)`, as lines indented by `indent`.
+    let call = |sym: &str, dims: &str, indent: &str, ret: &str| {
+        let mut s = String::new();
+        for line in safety_comment(sym) {
+            let _ = writeln!(s, "{indent}{line}");
+        }
+        let call = format!("self::{sym}(__inputs.as_ptr(), __outputs.as_ptr(), {dims}.as_ptr())");
+        let end = if ret.is_empty() { "" } else { ";" };
+        let _ = writeln!(s, "{indent}{ret}__status({}, unsafe {{ {call} }}){end}", lit(sym));
+        s
+    };
+    let mut c_units = vec![CUnit { symbol: symbol.to_string(), source: super::c::emit_c(g, symbol)? }];
+    for (k, (point, bound)) in points.iter().enumerate() {
+        let sym = format!("{symbol}_shape{k}");
+        run_tail.push_str(&dispatch(g, point, &call(&sym, "__rest", "        ", "return ")));
+        c_units.push(CUnit { source: super::c::emit_c(bound, &sym)?, symbol: sym });
+    }
+    run_tail.push_str(&call(symbol, "__dims", "    ", ""));
+    let mut items = String::from("unsafe extern \"C\" {\n");
+    for u in &c_units {
+        let _ = writeln!(
+            items,
+            "    fn {}(inputs: *const *const ::core::ffi::c_void, outputs: *const *mut ::core::ffi::c_void, dims: *const i64) -> i32;",
+            u.symbol
+        );
+    }
+    items.push_str("}\n");
+    let generic_source = c_units[0].source.clone();
+    Ok(Bodies { run_tail, items, c_units, generic_source })
+}
+
+/// `g` with `point` bound, after checking the point names only the graph's
+/// symbols with values in `1..=i32::MAX`.
+fn bind_point(g: &Graph, point: &BTreeMap<String, i64>) -> DResult<Graph> {
+    for (sym, &v) in point {
+        if !g.symbols.iter().any(|s| &s.name == sym) {
+            return Err(diag!(UnknownName, "shapes(): the graph has no symbol `{sym}`"));
+        }
+        if !(1..=i32::MAX as i64).contains(&v) {
+            return Err(diag!(AxisSizeMismatch, "shapes(): `{sym}` = {v} is not in 1..={}", i32::MAX));
+        }
+    }
+    g.bind(point)
+}
+
+/// `if __dims[i] == v && … { let __rest = [the open dims]; ACTION }`, where
+/// `action` is whole lines.
+fn dispatch(g: &Graph, point: &BTreeMap<String, i64>, action: &str) -> String {
+    let conds: Vec<String> = g
+        .symbols
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| point.get(&s.name).map(|v| format!("__dims[{i}] == {v}")))
+        .collect();
+    let rest: Vec<String> = g
+        .symbols
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !point.contains_key(&s.name))
+        .map(|(i, _)| format!("__dims[{i}]"))
+        .collect();
+    format!(
+        "    if {} {{\n        let __rest: [i64; {}] = [{}];\n{action}    }}\n",
+        conds.join(" && "),
+        rest.len(),
+        rest.join(", ")
+    )
+}
+
+/// The lines of the `// SAFETY:` comment of an extern call.
+fn safety_comment(sym: &str) -> [String; 7] {
+    [
+        format!("// SAFETY: `{sym}` is the entry point tgc printed for this graph with the kernel ABI"),
+        "// of `tgc_runtime::cpu` (inputs and outputs in graph order, dims in symbol order). The checks".into(),
+        "// above passed: the dims meet every requirement of the loop nests, under which every subscript".into(),
+        "// is in bounds; every slice has exactly the element count its shape needs; every scratch buffer".into(),
+        "// fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the".into(),
+        "// pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are".into(),
+        "// `&mut` borrows, so they overlap no input and no other output while the kernel runs.".into(),
+    ]
+}
+
+fn run_doc(name: &str, g: &Graph) -> String {
+    let ty = |id| format!("{}{}", g.dtype(id), crate::tiny::infer::fmt_shape(g.shape(id)));
+    let ins: Vec<String> =
+        crate::pipeline::input_names(g).iter().zip(g.inputs()).map(|(n, id)| format!("`{n}: {}`", ty(id))).collect();
+    let outs: Vec<String> = g.outputs.iter().map(|o| format!("`{}: {}`", o.name, ty(o.node))).collect();
+    let dims: Vec<String> = g.symbols.iter().map(|s| format!("`{}`", s.name)).collect();
+    let list = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    format!(
+        "Runs kernel `{name}`. Arguments: the inputs ({}), the outputs ({}), then the dims ({}). \
+         Slices are dense and row-major.",
+        list(ins),
+        list(outs),
+        list(dims)
+    )
+}
+
+const RUN_ERRORS_DOC: &str = "///
+/// # Errors
+///
+/// `InvalidDim` for a dim outside `1..=i32::MAX`, or a size of the graph
+/// that these dims make < 1; `DimMismatch` for dims that break a shape fact
+/// of the graph; `LengthMismatch` for a slice whose length is not its
+/// shape's element count; `ShapeMismatch` when a size overflows or a scratch
+/// buffer would not fit in memory; `Kernel` when the kernel fails (a scratch
+/// allocation). Nothing is written when a check fails.
+";
+
+/// Helpers nested in `run`, printed when used.
+const HELPERS: [(&str, &str); 9] = [
+    (
+        "__dim",
+        "    fn __dim(name: &str, v: usize) -> ::core::result::Result<i64, ::tgc::Error> {
+        match i64::try_from(v) {
+            Ok(d) if (1..=i32::MAX as i64).contains(&d) => Ok(d),
+            _ => Err(::tgc::Error::InvalidDim { dim: name.into(), value: i64::try_from(v).unwrap_or(i64::MAX) }),
+        }
+    }",
+    ),
+    ("__add", "    fn __add(a: Option<i64>, b: Option<i64>) -> Option<i64> { a?.checked_add(b?) }"),
+    ("__mul", "    fn __mul(a: Option<i64>, b: Option<i64>) -> Option<i64> { a?.checked_mul(b?) }"),
+    (
+        "__fdiv",
+        "    fn __fdiv(n: Option<i64>, q: Option<i64>) -> Option<i64> { let q = q.filter(|&q| q >= 1)?; Some(n?.div_euclid(q)) }",
+    ),
+    (
+        "__positive",
+        "    fn __positive(size: &str, v: Option<i64>) -> ::core::result::Result<(), ::tgc::Error> {
+        match v {
+            Some(v) if v >= 1 => Ok(()),
+            Some(v) => Err(::tgc::Error::InvalidDim { dim: size.into(), value: v }),
+            None => Err(::tgc::Error::ShapeMismatch {
+                what: ::std::format!(\"size {size}\"),
+                expected: \"a value that fits in i64\".into(),
+                got: \"an overflow\".into(),
+            }),
+        }
+    }",
+    ),
+    (
+        "__require",
+        "    fn __require(what: &str, lhs: Option<i64>, rhs: Option<i64>, le: bool) -> ::core::result::Result<(), ::tgc::Error> {
+        match (lhs, rhs) {
+            (Some(l), Some(r)) if (le && l <= r) || (!le && l == r) => Ok(()),
+            (Some(l), Some(r)) => Err(::tgc::Error::DimMismatch { dim: what.into(), expected: r, got: l }),
+            _ => Err(::tgc::Error::ShapeMismatch {
+                what: ::std::format!(\"the sizes in {what}\"),
+                expected: \"values that fit in i64\".into(),
+                got: \"an overflow\".into(),
+            }),
+        }
+    }",
+    ),
+    (
+        "__size",
+        "    fn __size(what: &str, shape: &[Option<i64>], elem_bytes: usize) -> ::core::result::Result<usize, ::tgc::Error> {
+        let n = shape.iter().try_fold(1usize, |n, d| n.checked_mul(usize::try_from(d.filter(|&d| d >= 1)?).ok()?));
+        match n.and_then(|n| Some((n, n.checked_mul(elem_bytes)?))) {
+            Some((n, bytes)) if bytes <= isize::MAX as usize => Ok(n),
+            _ => {
+                let sizes: ::std::vec::Vec<::std::string::String> = shape
+                    .iter()
+                    .map(|d| d.map_or_else(|| \"overflow\".into(), |d| d.to_string()))
+                    .collect();
+                Err(::tgc::Error::ShapeMismatch {
+                    what: ::std::format!(\"shape of {what}\"),
+                    expected: ::std::format!(\"sizes >= 1 of at most {} bytes in all\", isize::MAX),
+                    got: ::std::format!(\"[{}] of {elem_bytes}-byte elements\", sizes.join(\", \")),
+                })
+            }
+        }
+    }",
+    ),
+    (
+        "__len",
+        "    fn __len(arg: &str, got: usize, shape: &[Option<i64>], elem_bytes: usize) -> ::core::result::Result<(), ::tgc::Error> {
+        let expected = __size(&::std::format!(\"argument `{arg}`\"), shape, elem_bytes)?;
+        if got == expected { Ok(()) } else { Err(::tgc::Error::LengthMismatch { arg: arg.into(), expected, got }) }
+    }",
+    ),
+    (
+        "__status",
+        "    fn __status(symbol: &str, status: i32) -> ::core::result::Result<(), ::tgc::Error> {
+        match status {
+            0 => Ok(()),
+            1 => Err(::tgc::Error::Kernel(::std::format!(\"kernel `{symbol}` ran out of memory allocating its scratch buffers\"))),
+            s => Err(::tgc::Error::Kernel(::std::format!(\"kernel `{symbol}` failed with status {s}\"))),
+        }
+    }",
+    ),
+];
+
+/// Prints `run`'s checks and records the helpers they call.
+struct Printer<'g> {
+    g: &'g Graph,
+    uses: BTreeSet<&'static str>,
+}
+
+impl Printer<'_> {
+    /// The checks of the module doc, steps 1–4, as statements of `run`.
+    fn checks(&mut self, params: &[String]) -> DResult<String> {
+        let g = self.g;
+        let ins = g.inputs();
+        let dims_at = ins.len() + g.outputs.len();
+        let mut s = String::new();
+        let dims: Vec<String> = g
+            .symbols
+            .iter()
+            .enumerate()
+            .map(|(k, sym)| format!("__dim({}, {})?", lit(&sym.name), params[dims_at + k]))
+            .collect();
+        if !dims.is_empty() {
+            self.uses.insert("__dim");
+        }
+        let _ = writeln!(s, "    let __dims: [i64; {}] = [{}];", dims.len(), dims.join(", "));
+        // The program's checks: the graph's open shape facts, and sizes and
+        // divisors ≥ 1 (`symbol ≥ 1` is `__dim`'s already).
+        let program = crate::cpu::lower(g)?;
+        for c in &program.checks {
+            let at_least_one = c.rel == Rel::Le && c.lhs.as_int() == Some(1);
+            if at_least_one && c.rhs.as_sym().is_some() {
+                continue;
+            }
+            if at_least_one {
+                self.uses.insert("__positive");
+                let _ = writeln!(s, "    __positive({}, {})?;", lit(&c.rhs.to_string()), self.checked(&c.rhs)?);
+            } else {
+                self.uses.insert("__require");
+                let what = format!("{} ({} vs {})", c.what, c.lhs, c.rhs);
+                let (l, r) = (self.checked(&c.lhs)?, self.checked(&c.rhs)?);
+                let _ = writeln!(s, "    __require({}, {l}, {r}, {})?;", lit(&what), c.rel == Rel::Le);
+            }
+        }
+        self.uses.insert("__size");
+        self.uses.insert("__len");
+        let names = crate::pipeline::input_names(g);
+        let io = ins
+            .iter()
+            .zip(&names)
+            .map(|(id, n)| (*id, n.as_str()))
+            .chain(g.outputs.iter().map(|o| (o.node, o.name.as_str())));
+        for (k, (id, name)) in io.enumerate() {
+            let (shape, bytes) = (g.shape(id), g.dtype(id).size_bytes());
+            let _ = writeln!(s, "    __len({}, {}.len(), &{}, {bytes})?;", lit(name), params[k], self.shape(shape)?);
+        }
+        // The scratch buffers the kernels allocate, unless fixed and small
+        // enough for any target.
+        for b in program.buffers.iter().filter(|b| b.role == Role::Temp) {
+            let bytes = b.dtype.size_bytes();
+            let fixed: Option<i64> =
+                b.shape.iter().try_fold(1i64, |n, d| n.checked_mul(d.as_int().filter(|&v| v >= 1)?));
+            if fixed.and_then(|n| n.checked_mul(bytes as i64)).is_some_and(|b| b <= i32::MAX as i64) {
+                continue;
+            }
+            let what = format!("tensor `{}` ({}{})", b.label, b.dtype, crate::tiny::infer::fmt_shape(&b.shape));
+            let _ = writeln!(s, "    __size({}, &{}, {bytes})?;", lit(&what), self.shape(&b.shape)?);
+        }
+        Ok(s)
+    }
+
+    /// `[e0, e1, …]`, each a checked size expression.
+    fn shape(&mut self, shape: &[Dim]) -> DResult<String> {
+        let v: Vec<String> = shape.iter().map(|d| self.checked(d)).collect::<DResult<_>>()?;
+        Ok(format!("[{}]", v.join(", ")))
+    }
+
+    /// `d` as an expression of type `Option<i64>` over `__dims`: `None` when
+    /// a step overflows `i64` or divides by a value < 1.
+    fn checked(&mut self, d: &Dim) -> DResult<String> {
+        let mut sum: Option<String> = None;
+        for (atoms, c) in d.monomials() {
+            let mut term: Option<String> = (c != 1 || atoms.is_empty()).then(|| format!("Some({c}i64)"));
+            for a in atoms {
+                let factor = match a {
+                    Atom::Sym(s) => {
+                        let k = self.g.symbols.iter().position(|x| &x.name == s).ok_or_else(|| {
+                            diag!(Internal, "size {d} names `{s}`, which is not a symbol of graph `{}`", self.g.name)
+                        })?;
+                        format!("Some(__dims[{k}])")
+                    }
+                    Atom::FloorDiv(n, q) => {
+                        self.uses.insert("__fdiv");
+                        format!("__fdiv({}, {})", self.checked(n)?, self.checked(q)?)
+                    }
+                };
+                term = Some(match term {
+                    None => factor,
+                    Some(t) => {
+                        self.uses.insert("__mul");
+                        format!("__mul({t}, {factor})")
+                    }
+                });
+            }
+            let term = term.unwrap_or_else(|| "Some(1i64)".into());
+            sum = Some(match sum {
+                None => term,
+                Some(acc) => {
+                    self.uses.insert("__add");
+                    format!("__add({acc}, {term})")
+                }
+            });
+        }
+        Ok(sum.unwrap_or_else(|| "Some(0i64)".into()))
+    }
+}
+
+/// The Rust type of a slice element of dtype `d`.
+fn rust_type(d: DType) -> String {
+    match d {
+        DType::F16 => format!("{FACADE}::half::f16"),
+        DType::BF16 => format!("{FACADE}::half::bf16"),
+        DType::F32 => "f32".into(),
+        DType::I32 => "i32".into(),
+        DType::Bool => "bool".into(),
+    }
+}
+
+/// `(a, b,)`, or `()`.
+fn tuple(names: &[String]) -> String {
+    if names.is_empty() {
+        "()".into()
+    } else {
+        format!("({},)", names.join(", "))
+    }
+}
+
+/// `s` as a Rust string literal.
+fn lit(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// The parameter names of `run`: inputs, outputs, then dims, each the
+/// graph's name made a Rust identifier that is distinct from the others and
+/// from every name `run` uses itself. Characters other than ASCII letters,
+/// digits and `_` become `_`; keywords, the prelude's variants (`Some`,
+/// `None`, `Ok`, `Err`), the module's constants and names starting with `__`
+/// (kept for generated locals) get a `_` suffix (`type` → `type_`); a name
+/// already taken gets `_2`, `_3`, ….
+pub fn param_names(g: &Graph) -> Vec<String> {
+    let raw = crate::pipeline::input_names(g)
+        .into_iter()
+        .chain(g.outputs.iter().map(|o| o.name.clone()))
+        .chain(g.symbols.iter().map(|s| s.name.clone()));
+    let mut taken = BTreeSet::new();
+    let mut out = Vec::new();
+    for name in raw {
+        let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+        if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+            s.insert(0, '_');
+        }
+        if s == "_" || s.starts_with("__") || is_keyword(&s) || RESERVED.contains(&s.as_str()) {
+            s.push('_');
+        }
+        let mut unique = s.clone();
+        let mut n = 2;
+        while !taken.insert(unique.clone()) {
+            unique = format!("{s}_{n}");
+            n += 1;
+        }
+        out.push(unique);
+    }
+    out
+}
+
+/// Names a parameter must not take: they would be read as patterns.
+const RESERVED: &[&str] = &["Some", "None", "Ok", "Err", "TINY_IR", "GENERATED_SOURCE"];
+
+/// True for `[A-Za-z_][A-Za-z0-9_]*` other than `_`.
+fn is_rust_ident(s: &str) -> bool {
+    s != "_"
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Rust's strict and reserved keywords, all editions.
+fn is_keyword(s: &str) -> bool {
+    const KEYWORDS: &[&str] = &[
+        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn",
+        "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self",
+        "Self", "static", "struct", "super", "trait", "true", "try", "type", "unsafe", "use", "where", "while",
+        "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual",
+        "yield",
+    ];
+    KEYWORDS.contains(&s)
+}
+
+/// Checks that `name` can name a kernel module: a Rust identifier, not a
+/// keyword (a raw identifier `r#type` is accepted).
+///
+/// Errors: `Unsupported` otherwise.
+pub fn check_module_name(name: &str) -> DResult<()> {
+    let ok = match name.strip_prefix("r#") {
+        Some(raw) => is_rust_ident(raw) && !matches!(raw, "crate" | "self" | "super" | "Self"),
+        None => is_rust_ident(name) && !is_keyword(name),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(diag!(Unsupported, "`{name}` cannot name a kernel module: it is not a Rust identifier"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,14 @@
+//! Compiles the graphs of `graphs/` to C with the system C compiler and
+//! writes their typed Rust modules to `$OUT_DIR/tgc_kernels.rs`.
+
+fn main() {
+    let result = tgc_core::build::Kernels::new()
+        .kernel("gemm_bias_relu", "graphs/gemm_bias_relu.tgc")
+        .shapes(&[("M", 64), ("N", 64), ("K", 64)])
+        .kernel("softmax_rows", "graphs/softmax_rows.tgc")
+        .compile("tgc_kernels");
+    if let Err(e) = result {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+}
