@@ -33,3 +33,10 @@ pub use tgc_runtime::{DType, Error, Result};
 
 /// Half-precision types used in generated signatures (`f16`, `bf16`).
 pub use half;
+
+/// Support code for the modules `kernel!` and the build helper generate; not
+/// an API for users (it changes with the generator).
+#[doc(hidden)]
+pub mod __private {
+    pub use tgc_runtime::checks;
+}

@@ -5,11 +5,13 @@
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
 //! - [`cpu`]: compiling generated C kernels and calling them.
+//! - [`checks`]: the argument checks generated `run` functions call.
 //!
 //! This crate does not depend on `tgc-core`: generated code links only this.
 
 #![warn(missing_docs)]
 
+pub mod checks;
 pub mod cpu;
 pub mod dtype;
 pub mod error;

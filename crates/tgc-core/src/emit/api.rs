@@ -25,7 +25,10 @@
 //! 4. every scratch buffer the kernels allocate fits in `isize::MAX` bytes
 //!    (`Error::ShapeMismatch`).
 //!
-//! Sizes are evaluated with checked `i64` arithmetic, so no overflow can
+//! The checks are calls into `tgc_runtime::checks` (reached as
+//! `::tgc::__private::checks`), compiled and unit-tested code rather than
+//! text printed into every module. Sizes are evaluated with checked `i64`
+//! arithmetic, so no overflow can
 //! make a wrong length pass: an overflow is `Error::ShapeMismatch`. Once the
 //! checks pass, every subscript of the loop nests is in bounds (the
 //! invariant of [`crate::cpu::loop_ir`]), which is what makes the
@@ -53,6 +56,9 @@ use crate::DType;
 
 /// The path of the facade crate in generated code.
 pub const FACADE: &str = "::tgc";
+
+/// The path of the argument checks (`tgc_runtime::checks`) in generated code.
+pub const CHECKS: &str = "::tgc::__private::checks";
 
 /// How `run` reaches the loop nests.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,7 +121,7 @@ pub fn kernel_module(
     check_module_name(name)?;
     let points: Vec<(&BTreeMap<String, i64>, Graph)> =
         shapes.iter().map(|p| Ok((p, bind_point(g, p)?))).collect::<DResult<_>>()?;
-    let mut printer = Printer { g, uses: BTreeSet::new() };
+    let printer = Printer { g };
     let params = param_names(g);
     let checks = printer.checks(&params)?;
     let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
@@ -123,7 +129,6 @@ pub fn kernel_module(
     let (bodies, lang, via) = match backend {
         Backend::Rust => (rust_bodies(g, &points, &args)?, "Rust", "the loop nests printed as Rust in this module"),
         Backend::C { symbol } => {
-            printer.uses.insert("__status");
             let via = "the loop nests printed as C, compiled by the build helper and linked statically";
             (c_bodies(g, symbol, &points, &args)?, "C", via)
         }
@@ -147,11 +152,7 @@ pub fn kernel_module(
         .chain(g.symbols.iter().map(|_| "usize".to_string()));
     let sig: Vec<String> = params.iter().zip(types).map(|(p, t)| format!("{p}: {t}")).collect();
     let _ = writeln!(s, "pub fn run({}) -> ::core::result::Result<(), {FACADE}::Error> {{", sig.join(", "));
-    for (helper, code) in HELPERS {
-        if printer.uses.contains(helper) {
-            let _ = writeln!(s, "{code}");
-        }
-    }
+    let _ = writeln!(s, "    use {CHECKS} as __c;");
     s.push_str(&checks);
     s.push_str(&bodies.run_tail);
     s.push_str("}\n");
@@ -207,7 +208,7 @@ fn c_bodies(g: &Graph, symbol: &str, points: &[(&BTreeMap<String, i64>, Graph)],
     let _ = writeln!(run_tail, "    let __inputs: [*const ::core::ffi::c_void; {n_in}] = [{in_ptrs}];");
     let out_ptrs = ptrs(args.outputs, "as_mut_ptr");
     let _ = writeln!(run_tail, "    let __outputs: [*mut ::core::ffi::c_void; {n_out}] = [{out_ptrs}];");
-    // The `// SAFETY:` comment and `{ret}__status(…)`, as lines indented by `indent`.
+    // The `// SAFETY:` comment and `{ret}__c::status(…)`, as lines indented by `indent`.
     let call = |sym: &str, dims: &str, indent: &str, ret: &str| {
         let mut s = String::new();
         for line in safety_comment(sym) {
@@ -215,7 +216,7 @@ fn c_bodies(g: &Graph, symbol: &str, points: &[(&BTreeMap<String, i64>, Graph)],
         }
         let call = format!("self::{sym}(__inputs.as_ptr(), __outputs.as_ptr(), {dims}.as_ptr())");
         let end = if ret.is_empty() { "" } else { ";" };
-        let _ = writeln!(s, "{indent}{ret}__status({}, unsafe {{ {call} }}){end}", lit(sym));
+        let _ = writeln!(s, "{indent}{ret}__c::status({}, unsafe {{ {call} }}){end}", lit(sym));
         s
     };
     let mut c_units = vec![CUnit { symbol: symbol.to_string(), source: super::c::emit_c(g, symbol)? }];
@@ -316,99 +317,14 @@ const RUN_ERRORS_DOC: &str = "///
 /// allocation). Nothing is written when a check fails.
 ";
 
-/// Helpers nested in `run`, printed when used.
-const HELPERS: [(&str, &str); 9] = [
-    (
-        "__dim",
-        "    fn __dim(name: &str, v: usize) -> ::core::result::Result<i64, ::tgc::Error> {
-        match i64::try_from(v) {
-            Ok(d) if (1..=i32::MAX as i64).contains(&d) => Ok(d),
-            _ => Err(::tgc::Error::InvalidDim { dim: name.into(), value: i64::try_from(v).unwrap_or(i64::MAX) }),
-        }
-    }",
-    ),
-    ("__add", "    fn __add(a: Option<i64>, b: Option<i64>) -> Option<i64> { a?.checked_add(b?) }"),
-    ("__mul", "    fn __mul(a: Option<i64>, b: Option<i64>) -> Option<i64> { a?.checked_mul(b?) }"),
-    (
-        "__fdiv",
-        "    fn __fdiv(n: Option<i64>, q: Option<i64>) -> Option<i64> { let q = q.filter(|&q| q >= 1)?; Some(n?.div_euclid(q)) }",
-    ),
-    (
-        "__positive",
-        "    fn __positive(size: &str, v: Option<i64>) -> ::core::result::Result<(), ::tgc::Error> {
-        match v {
-            Some(v) if v >= 1 => Ok(()),
-            Some(v) => Err(::tgc::Error::InvalidDim { dim: size.into(), value: v }),
-            None => Err(::tgc::Error::ShapeMismatch {
-                what: ::std::format!(\"size {size}\"),
-                expected: \"a value that fits in i64\".into(),
-                got: \"an overflow\".into(),
-            }),
-        }
-    }",
-    ),
-    (
-        "__require",
-        "    fn __require(what: &str, lhs: Option<i64>, rhs: Option<i64>, le: bool) -> ::core::result::Result<(), ::tgc::Error> {
-        match (lhs, rhs) {
-            (Some(l), Some(r)) if (le && l <= r) || (!le && l == r) => Ok(()),
-            (Some(l), Some(r)) => Err(::tgc::Error::DimMismatch { dim: what.into(), expected: r, got: l }),
-            _ => Err(::tgc::Error::ShapeMismatch {
-                what: ::std::format!(\"the sizes in {what}\"),
-                expected: \"values that fit in i64\".into(),
-                got: \"an overflow\".into(),
-            }),
-        }
-    }",
-    ),
-    (
-        "__size",
-        "    fn __size(what: &str, shape: &[Option<i64>], elem_bytes: usize) -> ::core::result::Result<usize, ::tgc::Error> {
-        let n = shape.iter().try_fold(1usize, |n, d| n.checked_mul(usize::try_from(d.filter(|&d| d >= 1)?).ok()?));
-        match n.and_then(|n| Some((n, n.checked_mul(elem_bytes)?))) {
-            Some((n, bytes)) if bytes <= isize::MAX as usize => Ok(n),
-            _ => {
-                let sizes: ::std::vec::Vec<::std::string::String> = shape
-                    .iter()
-                    .map(|d| d.map_or_else(|| \"overflow\".into(), |d| d.to_string()))
-                    .collect();
-                Err(::tgc::Error::ShapeMismatch {
-                    what: ::std::format!(\"shape of {what}\"),
-                    expected: ::std::format!(\"sizes >= 1 of at most {} bytes in all\", isize::MAX),
-                    got: ::std::format!(\"[{}] of {elem_bytes}-byte elements\", sizes.join(\", \")),
-                })
-            }
-        }
-    }",
-    ),
-    (
-        "__len",
-        "    fn __len(arg: &str, got: usize, shape: &[Option<i64>], elem_bytes: usize) -> ::core::result::Result<(), ::tgc::Error> {
-        let expected = __size(&::std::format!(\"argument `{arg}`\"), shape, elem_bytes)?;
-        if got == expected { Ok(()) } else { Err(::tgc::Error::LengthMismatch { arg: arg.into(), expected, got }) }
-    }",
-    ),
-    (
-        "__status",
-        "    fn __status(symbol: &str, status: i32) -> ::core::result::Result<(), ::tgc::Error> {
-        match status {
-            0 => Ok(()),
-            1 => Err(::tgc::Error::Kernel(::std::format!(\"kernel `{symbol}` ran out of memory allocating its scratch buffers\"))),
-            s => Err(::tgc::Error::Kernel(::std::format!(\"kernel `{symbol}` failed with status {s}\"))),
-        }
-    }",
-    ),
-];
-
-/// Prints `run`'s checks and records the helpers they call.
+/// Prints `run`'s checks (calls into [`CHECKS`]).
 struct Printer<'g> {
     g: &'g Graph,
-    uses: BTreeSet<&'static str>,
 }
 
 impl Printer<'_> {
     /// The checks of the module doc, steps 1–4, as statements of `run`.
-    fn checks(&mut self, params: &[String]) -> DResult<String> {
+    fn checks(&self, params: &[String]) -> DResult<String> {
         let g = self.g;
         let ins = g.inputs();
         let dims_at = ins.len() + g.outputs.len();
@@ -417,14 +333,11 @@ impl Printer<'_> {
             .symbols
             .iter()
             .enumerate()
-            .map(|(k, sym)| format!("__dim({}, {})?", lit(&sym.name), params[dims_at + k]))
+            .map(|(k, sym)| format!("__c::dim({}, {})?", lit(&sym.name), params[dims_at + k]))
             .collect();
-        if !dims.is_empty() {
-            self.uses.insert("__dim");
-        }
         let _ = writeln!(s, "    let __dims: [i64; {}] = [{}];", dims.len(), dims.join(", "));
         // The program's checks: the graph's open shape facts, and sizes and
-        // divisors ≥ 1 (`symbol ≥ 1` is `__dim`'s already).
+        // divisors ≥ 1 (`symbol ≥ 1` is `dim`'s already).
         let program = crate::cpu::lower(g)?;
         for c in &program.checks {
             let at_least_one = c.rel == Rel::Le && c.lhs.as_int() == Some(1);
@@ -432,17 +345,13 @@ impl Printer<'_> {
                 continue;
             }
             if at_least_one {
-                self.uses.insert("__positive");
-                let _ = writeln!(s, "    __positive({}, {})?;", lit(&c.rhs.to_string()), self.checked(&c.rhs)?);
+                let _ = writeln!(s, "    __c::positive({}, {})?;", lit(&c.rhs.to_string()), self.checked(&c.rhs)?);
             } else {
-                self.uses.insert("__require");
                 let what = format!("{} ({} vs {})", c.what, c.lhs, c.rhs);
                 let (l, r) = (self.checked(&c.lhs)?, self.checked(&c.rhs)?);
-                let _ = writeln!(s, "    __require({}, {l}, {r}, {})?;", lit(&what), c.rel == Rel::Le);
+                let _ = writeln!(s, "    __c::require({}, {l}, {r}, {})?;", lit(&what), c.rel == Rel::Le);
             }
         }
-        self.uses.insert("__size");
-        self.uses.insert("__len");
         let names = crate::pipeline::input_names(g);
         let io = ins
             .iter()
@@ -451,7 +360,7 @@ impl Printer<'_> {
             .chain(g.outputs.iter().map(|o| (o.node, o.name.as_str())));
         for (k, (id, name)) in io.enumerate() {
             let (shape, bytes) = (g.shape(id), g.dtype(id).size_bytes());
-            let _ = writeln!(s, "    __len({}, {}.len(), &{}, {bytes})?;", lit(name), params[k], self.shape(shape)?);
+            let _ = writeln!(s, "    __c::len({}, {}.len(), &{}, {bytes})?;", lit(name), params[k], self.shape(shape)?);
         }
         // The scratch buffers the kernels allocate, unless fixed and small
         // enough for any target.
@@ -463,20 +372,20 @@ impl Printer<'_> {
                 continue;
             }
             let what = format!("tensor `{}` ({}{})", b.label, b.dtype, crate::tiny::infer::fmt_shape(&b.shape));
-            let _ = writeln!(s, "    __size({}, &{}, {bytes})?;", lit(&what), self.shape(&b.shape)?);
+            let _ = writeln!(s, "    __c::size({}, &{}, {bytes})?;", lit(&what), self.shape(&b.shape)?);
         }
         Ok(s)
     }
 
     /// `[e0, e1, …]`, each a checked size expression.
-    fn shape(&mut self, shape: &[Dim]) -> DResult<String> {
+    fn shape(&self, shape: &[Dim]) -> DResult<String> {
         let v: Vec<String> = shape.iter().map(|d| self.checked(d)).collect::<DResult<_>>()?;
         Ok(format!("[{}]", v.join(", ")))
     }
 
     /// `d` as an expression of type `Option<i64>` over `__dims`: `None` when
     /// a step overflows `i64` or divides by a value < 1.
-    fn checked(&mut self, d: &Dim) -> DResult<String> {
+    fn checked(&self, d: &Dim) -> DResult<String> {
         let mut sum: Option<String> = None;
         for (atoms, c) in d.monomials() {
             let mut term: Option<String> = (c != 1 || atoms.is_empty()).then(|| format!("Some({c}i64)"));
@@ -489,25 +398,18 @@ impl Printer<'_> {
                         format!("Some(__dims[{k}])")
                     }
                     Atom::FloorDiv(n, q) => {
-                        self.uses.insert("__fdiv");
-                        format!("__fdiv({}, {})", self.checked(n)?, self.checked(q)?)
+                        format!("__c::floordiv({}, {})", self.checked(n)?, self.checked(q)?)
                     }
                 };
                 term = Some(match term {
                     None => factor,
-                    Some(t) => {
-                        self.uses.insert("__mul");
-                        format!("__mul({t}, {factor})")
-                    }
+                    Some(t) => format!("__c::mul({t}, {factor})"),
                 });
             }
             let term = term.unwrap_or_else(|| "Some(1i64)".into());
             sum = Some(match sum {
                 None => term,
-                Some(acc) => {
-                    self.uses.insert("__add");
-                    format!("__add({acc}, {term})")
-                }
+                Some(acc) => format!("__c::add({acc}, {term})"),
             });
         }
         Ok(sum.unwrap_or_else(|| "Some(0i64)".into()))

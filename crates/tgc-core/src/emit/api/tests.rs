@@ -43,31 +43,31 @@ fn run_checks_dims_facts_and_lengths_then_dispatches() {
     let g = load(ROWS);
     let m = kernel_module("rows", &g, &[point(&[("R", 4), ("C", 8)])], &c("tgc_t_rows")).unwrap();
     expect_test::expect![[r#"
-            let __dims: [i64; 3] = [__dim("R", R)?, __dim("C", C)?, __dim("L", L)?];
-            __require("RESHAPE [L] -> [R, C] keeps the element count (L vs C*R)", Some(__dims[2]), __mul(Some(__dims[1]), Some(__dims[0])), false)?;
-            __len("logits", logits.len(), &[Some(__dims[2])], 4)?;
-            __len("p", p.len(), &[Some(__dims[0]), Some(__dims[1])], 4)?;
-            let __inputs: [*const ::core::ffi::c_void; 1] = [logits.as_ptr().cast()];
-            let __outputs: [*mut ::core::ffi::c_void; 1] = [p.as_mut_ptr().cast()];
-            if __dims[0] == 4 && __dims[1] == 8 {
-                let __rest: [i64; 1] = [__dims[2]];
-                // SAFETY: `tgc_t_rows_shape0` is the entry point tgc printed for this graph with the kernel ABI
-                // of `tgc_runtime::cpu` (inputs and outputs in graph order, dims in symbol order). The checks
-                // above passed: the dims meet every requirement of the loop nests, under which every subscript
-                // is in bounds; every slice has exactly the element count its shape needs; every scratch buffer
-                // fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the
-                // pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are
-                // `&mut` borrows, so they overlap no input and no other output while the kernel runs.
-                return __status("tgc_t_rows_shape0", unsafe { self::tgc_t_rows_shape0(__inputs.as_ptr(), __outputs.as_ptr(), __rest.as_ptr()) });
-            }
-            // SAFETY: `tgc_t_rows` is the entry point tgc printed for this graph with the kernel ABI
+        let __dims: [i64; 3] = [__c::dim("R", R)?, __c::dim("C", C)?, __c::dim("L", L)?];
+        __c::require("RESHAPE [L] -> [R, C] keeps the element count (L vs C*R)", Some(__dims[2]), __c::mul(Some(__dims[1]), Some(__dims[0])), false)?;
+        __c::len("logits", logits.len(), &[Some(__dims[2])], 4)?;
+        __c::len("p", p.len(), &[Some(__dims[0]), Some(__dims[1])], 4)?;
+        let __inputs: [*const ::core::ffi::c_void; 1] = [logits.as_ptr().cast()];
+        let __outputs: [*mut ::core::ffi::c_void; 1] = [p.as_mut_ptr().cast()];
+        if __dims[0] == 4 && __dims[1] == 8 {
+            let __rest: [i64; 1] = [__dims[2]];
+            // SAFETY: `tgc_t_rows_shape0` is the entry point tgc printed for this graph with the kernel ABI
             // of `tgc_runtime::cpu` (inputs and outputs in graph order, dims in symbol order). The checks
             // above passed: the dims meet every requirement of the loop nests, under which every subscript
             // is in bounds; every slice has exactly the element count its shape needs; every scratch buffer
             // fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the
             // pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are
             // `&mut` borrows, so they overlap no input and no other output while the kernel runs.
-            __status("tgc_t_rows", unsafe { self::tgc_t_rows(__inputs.as_ptr(), __outputs.as_ptr(), __dims.as_ptr()) })
+            return __c::status("tgc_t_rows_shape0", unsafe { self::tgc_t_rows_shape0(__inputs.as_ptr(), __outputs.as_ptr(), __rest.as_ptr()) });
+        }
+        // SAFETY: `tgc_t_rows` is the entry point tgc printed for this graph with the kernel ABI
+        // of `tgc_runtime::cpu` (inputs and outputs in graph order, dims in symbol order). The checks
+        // above passed: the dims meet every requirement of the loop nests, under which every subscript
+        // is in bounds; every slice has exactly the element count its shape needs; every scratch buffer
+        // fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the
+        // pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are
+        // `&mut` borrows, so they overlap no input and no other output while the kernel runs.
+        __c::status("tgc_t_rows", unsafe { self::tgc_t_rows(__inputs.as_ptr(), __outputs.as_ptr(), __dims.as_ptr()) })
     "#]]
     // (expect-test strips the common indentation of the snapshot)
     .assert_eq(&run_body(&m.items).lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect::<String>());
@@ -105,15 +105,13 @@ fn sizes_are_checked_arithmetic_and_sizes_below_one_are_invalid_dims() {
     g.declare_input_symbols();
     let m = kernel_module("trim", &g, &[], &Backend::Rust).unwrap();
     let checks = checks(&m.items);
-    assert!(checks.contains("__positive(\"H - 2\", __add(Some(-2i64), Some(__dims[0])))?;"), "{checks}");
-    assert!(m.items.contains("fn __add(") && m.items.contains("fn __positive("), "helpers printed when used");
-    assert!(!m.items.contains("fn __fdiv("), "helpers not printed when unused");
+    assert!(checks.contains("__c::positive(\"H - 2\", __c::add(Some(-2i64), Some(__dims[0])))?;"), "{checks}");
 
-    let mut p = Printer { g: &g, uses: BTreeSet::new() };
+    let p = Printer { g: &g };
     let d = Dim::parse("(H - 3)/2 * 3 + 1").unwrap();
     assert_eq!(
         p.checked(&d).unwrap(),
-        "__add(Some(1i64), __mul(Some(3i64), __fdiv(__add(Some(-3i64), Some(__dims[0])), Some(2i64))))"
+        "__c::add(Some(1i64), __c::mul(Some(3i64), __c::floordiv(__c::add(Some(-3i64), Some(__dims[0])), Some(2i64))))"
     );
     assert!(p.checked(&Dim::sym("Q")).unwrap_err().to_string().contains("not a symbol"));
 }
@@ -148,5 +146,5 @@ fn parameter_names_are_distinct_rust_identifiers() {
     assert_eq!(param_names(&g), ["type_", "__dims_", "Some_", "x_0", "N", "TINY_IR_", "N_2", "N_3"]);
     let m = kernel_module("names", &g, &[], &Backend::Rust).unwrap();
     assert!(m.items.contains("pub fn run(type_: &[f32], __dims_: &[f32],"), "{}", m.items);
-    assert!(m.items.contains("__len(\"x.0\", x_0.len()"), "errors keep the graph's names");
+    assert!(m.items.contains("__c::len(\"x.0\", x_0.len()"), "errors keep the graph's names");
 }
