@@ -208,29 +208,50 @@ pub enum RunError {
 
 /// Generates C for a fully bound graph, compiles it in `work_dir`, and runs it.
 pub fn run_cpu(g: &Graph, inputs: &[HostTensor], work_dir: &Path) -> Result<Vec<HostTensor>, RunError> {
-    if !g.symbols.is_empty() {
-        return Err(RunError::Diag(diag!(Internal, "run_cpu needs a bound graph")));
+    let mut outs = run_cpu_batch(&[(g, inputs)], work_dir)?;
+    Ok(outs.remove(0))
+}
+
+/// [`run_cpu`] for several fully bound graphs, each with its inputs, compiled
+/// together into one library (one C compiler run instead of one per graph);
+/// result `k` holds the outputs of `runs[k]`. The graphs' names must give
+/// distinct C symbols.
+///
+/// Errors: the first graph that is not bound or fails to lower (as
+/// [`emit::c::emit_c_units`] reports it), or the first runtime failure; no
+/// graph's outputs are returned then.
+pub fn run_cpu_batch(runs: &[(&Graph, &[HostTensor])], work_dir: &Path) -> Result<Vec<Vec<HostTensor>>, RunError> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
     }
-    let symbol = c_symbol(&g.name);
-    let src = emit::c::emit_c(g, &symbol).map_err(RunError::Diag)?;
-    let stem = format!("{symbol}_{:016x}", fnv1a(src.as_bytes()));
+    if let Some((g, _)) = runs.iter().find(|(g, _)| !g.symbols.is_empty()) {
+        return Err(RunError::Diag(diag!(Internal, "run_cpu needs a bound graph, `{}` is not", g.name)));
+    }
+    let symbols: Vec<String> = runs.iter().map(|(g, _)| c_symbol(&g.name)).collect();
+    let units: Vec<(&Graph, &str)> = runs.iter().zip(&symbols).map(|((g, _), s)| (*g, s.as_str())).collect();
+    let src = emit::c::emit_c_units(&units).map_err(RunError::Diag)?;
+    let stem = format!("{}_{:016x}", symbols[0], fnv1a(src.as_bytes()));
     let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
-    let mut outputs = Vec::new();
-    for o in &g.outputs {
-        let shape: Vec<usize> = g.shape(o.node).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
-        outputs.push(HostTensor::zeros(g.dtype(o.node), &shape).map_err(RunError::Runtime)?);
-    }
-    let in_bytes: Vec<&[u8]> = inputs.iter().map(|t| t.bytes()).collect();
-    // SAFETY: the library was generated from `g` with the ABI of
-    // `tgc_runtime::cpu`; input and output buffers have the shapes and dtypes
-    // of the bound graph (checked by `Graph::resolve_dims`/`bind` and built
-    // above), and the graph has no symbols, so `dims` is empty.
-    unsafe {
-        let lib = tgc_runtime::cpu::CpuLibrary::load(&lib_path).map_err(RunError::Runtime)?;
+    // SAFETY: the library was generated from these graphs with the ABI of
+    // `tgc_runtime::cpu`.
+    let lib = unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)?;
+    let mut results = Vec::new();
+    for ((g, inputs), symbol) in runs.iter().zip(&symbols) {
+        let mut outputs = Vec::new();
+        for o in &g.outputs {
+            let shape: Vec<usize> = g.shape(o.node).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
+            outputs.push(HostTensor::zeros(g.dtype(o.node), &shape).map_err(RunError::Runtime)?);
+        }
+        let in_bytes: Vec<&[u8]> = inputs.iter().map(|t| t.bytes()).collect();
         let mut out_bytes: Vec<&mut [u8]> = outputs.iter_mut().map(|t| t.bytes_mut()).collect();
-        lib.call(&symbol, &in_bytes, &mut out_bytes, &[]).map_err(RunError::Runtime)?;
+        // SAFETY: `symbol` is the entry point generated from `g`; input and
+        // output buffers have the shapes and dtypes of the bound graph
+        // (checked by `Graph::resolve_dims`/`bind` and built above), and the
+        // graph has no symbols, so `dims` is empty.
+        unsafe { lib.call(symbol, &in_bytes, &mut out_bytes, &[]) }.map_err(RunError::Runtime)?;
+        results.push(outputs);
     }
-    Ok(outputs)
+    Ok(results)
 }
 
 /// FNV-1a, to name compiled libraries by their source.

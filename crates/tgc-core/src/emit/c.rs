@@ -1,8 +1,9 @@
-//! The C11 printer: one self-contained translation unit per graph, in the
-//! SCoP-clean style of `spec/003` — one `static` function per kernel with
-//! `restrict` pointers, `#pragma scop` / `#pragma endscop` around each loop
-//! nest, affine `int64_t` subscripts, `floord` for floor division as isl and
-//! CLooG print it, min/max through helper functions (NaN-propagating, as the interpreter).
+//! The C11 printer: one self-contained translation unit per graph (or per
+//! batch of graphs, [`emit_c_units`]), in the SCoP-clean style of `spec/003`
+//! — one `static` function per kernel with `restrict` pointers,
+//! `#pragma scop` / `#pragma endscop` around each loop nest, affine `int64_t`
+//! subscripts, `floord` for floor division as isl and CLooG print it, min/max
+//! through helper functions (NaN-propagating, as the interpreter).
 //!
 //! The exported function is
 //! `int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims)`:
@@ -29,13 +30,42 @@ use super::{aff, bare, comment_text, dim, guard, kernel_summary, sym_name, Lang}
 /// Errors: `Unsupported` when `symbol` is not a C identifier or collides with
 /// a generated name; any error of [`lower`].
 pub fn emit_c(g: &Graph, symbol: &str) -> Result<String, Diagnostic> {
-    let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
-        return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
+    emit_c_units(&[(g, symbol)])
+}
+
+/// Generates one C translation unit exporting every `(graph, symbol)` pair,
+/// so that one compiler run builds them all: the comment blocks of the
+/// graphs, the includes and the helpers once, then each graph's kernels and
+/// entry point in order. With one pair it is [`emit_c`].
+///
+/// Errors: `Unsupported` when a symbol is not a C identifier, or when two
+/// functions of the unit (entry points, kernels `tgc_k<n>_SYMBOL`) would have
+/// the same name; the first error of [`lower`], naming its graph when there
+/// are several.
+pub fn emit_c_units(units: &[(&Graph, &str)]) -> Result<String, Diagnostic> {
+    let mut programs = Vec::new();
+    let mut names = BTreeSet::new();
+    for &(g, symbol) in units {
+        let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
+            return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
+        }
+        let p = lower(g).map_err(|mut e| {
+            if units.len() > 1 {
+                e.message = format!("graph `{}`: {}", g.name, e.message);
+            }
+            e
+        })?;
+        let kernels = p.kernels.iter().map(|k| format!("tgc_{}_{symbol}", k.name));
+        for name in kernels.chain([symbol.to_string()]) {
+            if !names.insert(name.clone()) {
+                return Err(diag!(Unsupported, "two functions of the C unit would be named `{name}`"));
+            }
+        }
+        programs.push((g, p, symbol));
     }
-    let p = lower(g)?;
-    Ok(print(g, &p, symbol))
+    Ok(print(&programs))
 }
 
 /// C keywords, and names from the included headers the unit uses, that the
@@ -432,10 +462,42 @@ impl Printer<'_> {
     }
 }
 
-/// The whole translation unit.
-fn print(g: &Graph, p: &Program, symbol: &str) -> String {
-    let mut pr = Printer { g, p, used: BTreeSet::new() };
-    let kernels: Vec<String> = p.kernels.iter().map(|k| pr.kernel(k, symbol)).collect();
+/// The whole translation unit: one comment block per graph, the includes
+/// and helpers, then each graph's kernels and entry point.
+fn print(units: &[(&Graph, Program, &str)]) -> String {
+    let mut used = BTreeSet::new();
+    let mut bodies = Vec::new();
+    for &(g, ref p, symbol) in units {
+        let mut pr = Printer { g, p, used: BTreeSet::new() };
+        let mut body = String::new();
+        for k in &p.kernels {
+            let _ = writeln!(body, "{}", pr.kernel(k, symbol));
+        }
+        body.push_str(&entry(p, symbol));
+        used.extend(pr.used);
+        bodies.push(body);
+    }
+    let mut s = String::new();
+    for (_, p, symbol) in units {
+        s.push_str(&header(p, symbol));
+    }
+    s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
+    s.push_str("#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))\n\n");
+    let mut needed: BTreeSet<&str> = used.clone();
+    for h in &used {
+        needed.extend(helper_deps(h));
+    }
+    for (name, code) in HELPERS {
+        if needed.contains(name) {
+            let _ = writeln!(s, "{code}\n");
+        }
+    }
+    s.push_str(&bodies.join("\n"));
+    s
+}
+
+/// The comment block that documents one graph's entry point.
+fn header(p: &Program, symbol: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -464,21 +526,6 @@ fn print(g: &Graph, p: &Program, symbol: &str) -> String {
         let _ = writeln!(s, " *   {}", syms.join(", "));
     }
     s.push_str(" * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.\n */\n");
-    s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
-    s.push_str("#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))\n\n");
-    let mut needed: BTreeSet<&str> = pr.used.clone();
-    for h in &pr.used {
-        needed.extend(helper_deps(h));
-    }
-    for (name, code) in HELPERS {
-        if needed.contains(name) {
-            let _ = writeln!(s, "{code}\n");
-        }
-    }
-    for k in &kernels {
-        let _ = writeln!(s, "{k}");
-    }
-    s.push_str(&entry(p, symbol));
     s
 }
 

@@ -3,13 +3,14 @@
 
 mod harness;
 
-use harness::{assert_close, compile, data};
+use harness::{assert_close, compile, data, Scratch};
 
 use crate::diag::ErrorName;
 use crate::sym::Dim;
 use crate::test_graphs::{gemm_bias_relu, shape, splat};
 use crate::tiny::{BinaryOp, Graph, Output, ReduceOp, UnaryOp};
 use crate::DType;
+use tgc_runtime::HostTensor;
 
 /// `relu(round(X·W) + bias)` with every rounding of the graph.
 fn gemm_ref(x: &[f64], w: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), dt: DType) -> Vec<f64> {
@@ -269,6 +270,38 @@ fn bad_symbols_and_crate_paths_are_refused() {
     }
     assert_eq!(super::rust::emit_rust(&g, "::tgc;").unwrap_err().name, ErrorName::Unsupported);
     assert!(super::rust::emit_rust(&g, "::tgc").is_ok());
+}
+
+#[test]
+fn one_c_unit_runs_several_graphs() {
+    let gemm = gemm_bias_relu(DType::F32, "2", "3", "4");
+    let mut neg = Graph::new("neg");
+    let x = neg.input("x", DType::I32, &shape(&["3"])).unwrap();
+    let y = neg.unary(UnaryOp::Neg, x).unwrap();
+    neg.outputs.push(Output { name: "y".into(), node: y });
+    let unit = super::c::emit_c_units(&[(&gemm, "gemm"), (&neg, "neg")]).unwrap();
+    assert_eq!(unit.matches("#include <math.h>").count(), 1, "{unit}");
+    assert!(unit.contains("int32_t gemm(") && unit.contains("int32_t neg("), "{unit}");
+
+    let (xv, wv, bv) =
+        (data(1, 8, -1.0, 1.0, DType::F32), data(2, 12, -1.0, 1.0, DType::F32), data(3, 3, -0.5, 0.5, DType::F32));
+    let t = |shape: &[usize], v: &[f64]| HostTensor::from_f64(DType::F32, shape, v).unwrap();
+    let gemm_in = [t(&[2, 4], &xv), t(&[4, 3], &wv), t(&[3], &bv)];
+    let neg_in = [HostTensor::from_f64(DType::I32, &[3], &[1.0, -2.0, 7.0]).unwrap()];
+    let dir = Scratch::new("batch");
+    let outs = crate::pipeline::run_cpu_batch(&[(&gemm, &gemm_in), (&neg, &neg_in)], &dir.0).unwrap();
+    assert_close(&outs[0][0].to_f64_vec(), &gemm_ref(&xv, &wv, &bv, (2, 4, 3), DType::F32), DType::F32, "gemm");
+    assert_eq!(outs[1][0].to_f64_vec(), [-1.0, 2.0, -7.0]);
+}
+
+#[test]
+fn a_c_unit_refuses_functions_of_the_same_name() {
+    let g = gemm_bias_relu(DType::F32, "M", "N", "K");
+    // `tgc_k0_a` is the first kernel of the entry point `a`.
+    for pair in [["a", "a"], ["a", "tgc_k0_a"]] {
+        let e = super::c::emit_c_units(&[(&g, pair[0]), (&g, pair[1])]).unwrap_err();
+        assert_eq!(e.name, ErrorName::Unsupported, "{pair:?}: {e}");
+    }
 }
 
 /// Every example graph of the specification (`tests/spec/`), generated as C

@@ -1,0 +1,290 @@
+//! Property test: random graphs of movement ops (`RESHAPE`, `PERMUTE`,
+//! `EXPAND`, `PAD` with zero and non-zero values, `SHRINK` with steps,
+//! `FLIP`, sliding-window and floor-division `VIEW`s) feeding a binary op or
+//! `CMPLT` + `WHERE`, an optional `REDUCE` (SUM, MAX, MIN over random axes)
+//! and an optional movement tail. For every graph three evaluators must
+//! agree: the CPU backend (generated C compiled with the system compiler,
+//! [`BATCH`] cases to one library through `pipeline::run_cpu_batch`), the
+//! reference interpreter (`pipeline::run_interp`) and the naive evaluator of
+//! `naive.rs`. i32 graphs must agree exactly; f32 graphs within
+//! `1e-5·(1 + m)`, where `m` bounds the absolute values that went into the
+//! element (`Σ|x|` of a sum), since the backends order and round sums
+//! differently.
+//!
+//! The naive evaluator is independent of what it checks: it reads only the
+//! graph's nodes and maps each output index back through each op by the
+//! op's definition (`tiny/op.rs`), without `interp.rs`, the IndexBook or
+//! `AffExpr::eval`. The generator (`gen.rs`) predicts every node's shape from
+//! the op definitions too, so it also checks the shape rules of `tiny::infer`.
+//!
+//! Cases are drawn from a fixed seed, so every run checks the same graphs.
+//! `TGC_PROP_SEED` (decimal or `0x…`) picks another seed, `TGC_PROP_CASES`
+//! another count; a failure prints its seed and case index, and
+//! `TGC_PROP_SEED=<seed> TGC_PROP_CASE=<index> cargo test -p tgc-core --test
+//! movement_prop` replays that one case (each case depends only on the pair).
+
+mod gen;
+mod naive;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tgc_core::affine::{AffAtom, AffExpr};
+use tgc_core::pipeline::{self, RunError};
+use tgc_core::tiny::text::dump;
+use tgc_core::tiny::{Graph, Op};
+use tgc_core::DType;
+use tgc_runtime::HostTensor;
+
+const DEFAULT_SEED: u64 = 0x7467_6370_726f_7030;
+const DEFAULT_CASES: u64 = 500;
+/// Cases compiled into one C library: one compiler run per batch.
+const BATCH: usize = 30;
+/// Relative and absolute tolerance of f32 results, scaled by the magnitude.
+const F32_TOL: f64 = 1e-5;
+/// How many failing cases are printed in full.
+const SHOWN_FAILURES: usize = 3;
+/// What a run of at least [`COVERAGE_CASES`] cases must have exercised (see
+/// [`tally`]), so that the generator cannot quietly stop making something.
+const MUST_COVER: &[&str] = &[
+    "i32",
+    "f32",
+    "RESHAPE",
+    "PERMUTE",
+    "EXPAND",
+    "PAD",
+    "PAD value≠0",
+    "SHRINK",
+    "SHRINK step>1",
+    "FLIP",
+    "VIEW window",
+    "VIEW floordiv",
+    "VIEW general",
+    "CONST",
+    "ADD",
+    "SUB",
+    "MUL",
+    "MAX",
+    "MIN",
+    "CMPLT",
+    "WHERE",
+    "REDUCE SUM",
+    "REDUCE MAX",
+    "REDUCE MIN",
+    "two outputs",
+    "fan-out",
+];
+const COVERAGE_CASES: usize = 100;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    Some(parsed.unwrap_or_else(|e| panic!("{name}={v} is not an integer: {e}")))
+}
+
+#[test]
+fn cpu_backend_interpreter_and_naive_evaluation_agree_on_random_movement_graphs() {
+    let seed = env_u64("TGC_PROP_SEED").unwrap_or(DEFAULT_SEED);
+    let cases: Vec<u64> = match env_u64("TGC_PROP_CASE") {
+        Some(i) => vec![i],
+        None => (0..env_u64("TGC_PROP_CASES").unwrap_or(DEFAULT_CASES)).collect(),
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("movement_prop-{}", std::process::id()));
+    let mut failed = Vec::new();
+    let mut fail = |i: u64, report: String| {
+        if failed.len() < SHOWN_FAILURES {
+            eprintln!("---- seed {seed:#x}, case {i} ----\n{report}");
+        }
+        failed.push(i);
+    };
+    let mut counts = BTreeMap::new();
+    for batch in cases.chunks(BATCH) {
+        let mut checked = Vec::new();
+        for &i in batch {
+            match Checked::new(seed, i, &mut counts) {
+                Ok(c) => checked.push(c),
+                Err(report) => fail(i, report),
+            }
+        }
+        for (c, cpu) in checked.iter().zip(run_cpu(&checked, &dir)) {
+            if let Err(report) = c.check(cpu) {
+                fail(c.index, report);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{} cases (seed {seed:#x}) exercised {counts:?}", cases.len());
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases failed (seed {seed:#x}): {failed:?}; the first {} are printed above. Replay one with \
+         TGC_PROP_SEED={seed:#x} TGC_PROP_CASE={} cargo test -p tgc-core --test movement_prop",
+        failed.len(),
+        cases.len(),
+        failed.len().min(SHOWN_FAILURES),
+        failed[0]
+    );
+    if cases.len() >= COVERAGE_CASES {
+        let missing: Vec<&str> = MUST_COVER.iter().copied().filter(|k| !counts.contains_key(*k)).collect();
+        assert!(missing.is_empty(), "{} cases never exercised {missing:?}", cases.len());
+    }
+}
+
+/// Whether `e` uses the index variable `i<j>`.
+fn mentions(e: &AffExpr, j: u32) -> bool {
+    e.terms().any(|(a, _)| match a {
+        AffAtom::Var(k) => *k == j,
+        AffAtom::FloorDiv(inner, _) => mentions(inner, j),
+    })
+}
+
+/// A generated case with its naive and interpreted results.
+struct Checked {
+    index: u64,
+    case: gen::Case,
+    inputs: Vec<HostTensor>,
+    want: Vec<naive::Value>,
+    interp: Result<Vec<HostTensor>, String>,
+}
+
+impl Checked {
+    /// Generates case `index`, tallies it, and evaluates it naively and on
+    /// the interpreter.
+    ///
+    /// Errors: a report when generation or the naive evaluation fails.
+    fn new(seed: u64, index: u64, counts: &mut BTreeMap<&'static str, usize>) -> Result<Checked, String> {
+        let case = gen::case(seed, index)?;
+        let g = &case.graph;
+        tally(g, case.dtype, counts);
+        let want = naive::evaluate(g, &case.inputs).map_err(|e| with_graph(g, format!("naive evaluator: {e}")))?;
+        let inputs: Vec<HostTensor> = g
+            .inputs()
+            .iter()
+            .zip(&case.inputs)
+            .map(|(&id, data)| {
+                let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
+                HostTensor::from_f64(case.dtype, &shape, data).expect("input data has the input's shape")
+            })
+            .collect();
+        let interp = pipeline::run_interp(g, &inputs).map_err(|e| e.to_string());
+        Ok(Checked { index, case, inputs, want, interp })
+    }
+
+    /// Compares the interpreter's and the CPU backend's outputs with the
+    /// naive evaluation.
+    ///
+    /// Errors: a report with every evaluator that fails or differs (so one
+    /// sees whether the two backends agree with each other), and the Tiny IR.
+    fn check(&self, cpu: Result<Vec<HostTensor>, String>) -> Result<(), String> {
+        let g = &self.case.graph;
+        let mut errors = Vec::new();
+        for (who, outs) in [("interpreter", &self.interp), ("CPU backend", &cpu)] {
+            match outs {
+                Err(e) => errors.push(format!("{who}: {e}")),
+                Ok(outs) => {
+                    for ((o, got), want) in g.outputs.iter().zip(outs).zip(&self.want) {
+                        if let Err(e) = compare(got, want) {
+                            errors.push(format!("{who}, output `{}`: {e}", o.name));
+                        }
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(with_graph(g, errors.join("\n")))
+        }
+    }
+}
+
+fn with_graph(g: &Graph, what: String) -> String {
+    format!("{what}\n{}", dump(g))
+}
+
+/// The CPU backend's outputs for each case: one library for the whole batch,
+/// or, when that fails, one per case to find the failing ones.
+fn run_cpu(cases: &[Checked], dir: &Path) -> Vec<Result<Vec<HostTensor>, String>> {
+    let runs: Vec<(&Graph, &[HostTensor])> = cases.iter().map(|c| (&c.case.graph, c.inputs.as_slice())).collect();
+    if let Ok(outs) = pipeline::run_cpu_batch(&runs, dir) {
+        return outs.into_iter().map(Ok).collect();
+    }
+    let describe = |e: RunError| match e {
+        RunError::Diag(d) => d.to_string(),
+        RunError::Runtime(e) => e.to_string(),
+    };
+    runs.iter().map(|&(g, inputs)| pipeline::run_cpu(g, inputs, dir).map_err(describe)).collect()
+}
+
+/// Counts what `g` exercises into `counts`: its dtype and whether it has two
+/// outputs once per case, each node's op name and the argument features of
+/// [`MUST_COVER`] once per node.
+fn tally(g: &Graph, dtype: DType, counts: &mut BTreeMap<&'static str, usize>) {
+    let mut seen = vec![if dtype == DType::I32 { "i32" } else { "f32" }];
+    if g.outputs.len() > 1 {
+        seen.push("two outputs");
+    }
+    let readers = g.consumers();
+    if g.ids().any(|id| readers[id.index()].len() > 1 && !matches!(g.node(id).op, Op::Input { .. })) {
+        seen.push("fan-out");
+    }
+    for n in g.nodes() {
+        seen.push(n.op.name());
+        match &n.op {
+            Op::Pad { value, .. } if *value != 0.0 => seen.push("PAD value≠0"),
+            Op::Shrink { step, .. } if step.iter().any(|s| !s.is_one()) => seen.push("SHRINK step>1"),
+            Op::View { map } => {
+                let floordiv = map.iter().any(|e| e.terms().any(|(a, _)| matches!(a, AffAtom::FloorDiv(..))));
+                seen.push(if floordiv { "VIEW floordiv" } else { "VIEW window" });
+                // An output axis read by no input axis or by several.
+                let uses = |j: u32| map.iter().filter(|e| mentions(e, j)).count();
+                if (0..n.ty.shape.len() as u32).any(|j| uses(j) != 1) {
+                    seen.push("VIEW general");
+                }
+            }
+            Op::Reduce { op, .. } => seen.push(match op.name() {
+                "SUM" => "REDUCE SUM",
+                "MAX" => "REDUCE MAX",
+                _ => "REDUCE MIN",
+            }),
+            _ => {}
+        }
+    }
+    for k in seen {
+        *counts.entry(k).or_insert(0) += 1;
+    }
+}
+
+/// Exact equality for integers; for f32, `|got - want| ≤ 1e-5·(1 + mag)`.
+fn compare(got: &HostTensor, want: &naive::Value) -> Result<(), String> {
+    if got.shape() != want.shape.as_slice() {
+        return Err(format!("shape {:?}, the naive evaluator gives {:?}", got.shape(), want.shape));
+    }
+    let exact = got.dtype() != DType::F32;
+    let got = got.to_f64_vec();
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&l| {
+            let (g, w, m) = (got[l], want.data[l], want.mag[l]);
+            if exact {
+                g != w
+            } else {
+                g.is_nan() || (g - w).abs() > F32_TOL * (1.0 + m)
+            }
+        })
+        .collect();
+    match bad.first() {
+        None => Ok(()),
+        Some(&l) => Err(format!(
+            "{} of {} elements differ; first at {:?}: got {}, naive evaluation {} (magnitude {})",
+            bad.len(),
+            got.len(),
+            naive::unravel(l, &want.shape),
+            got[l],
+            want.data[l],
+            want.mag[l]
+        )),
+    }
+}
