@@ -35,7 +35,10 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
     let params = Params::new(&symbols(g));
     let mut names: Vec<String> = Vec::with_capacity(g.len());
     for id in g.ids() {
-        let name = isl_name(&g.node(id).label, &|n| names.iter().any(|m| m == n));
+        // `S_…` names statements: a tensor must not look like one.
+        let label = &g.node(id).label;
+        let base = if label.starts_with("S_") { format!("T{label}") } else { label.clone() };
+        let name = isl_name(&base, &|n| names.iter().any(|m| m == n));
         names.push(name);
     }
     let context = ctx.set(&context_text(g, &params)).map_err(internal)?;
@@ -46,7 +49,7 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
         let texts = ScopText::new(info, &names[id.index()], &names, &params);
         let body = match texts {
             Ok(t) => Body::Scop(t.parse(ctx)?),
-            Err(reason) => Body::NonScop(reason),
+            Err(reason) => Body::NonScop(shorten(reason)),
         };
         if let Body::Scop(s) = &body {
             let pieces = count_pieces(s)?;
@@ -81,6 +84,15 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
     }
     view.edges = edges(g, book, &view)?;
     Ok(view)
+}
+
+/// A reason cut to a readable length (symbolic reshapes print long terms).
+fn shorten(reason: String) -> String {
+    const MAX: usize = 160;
+    match reason.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &reason[..at]),
+        None => reason,
+    }
 }
 
 /// The graph's symbols in declaration order, then any symbol a shape or an

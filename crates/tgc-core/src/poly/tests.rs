@@ -286,12 +286,13 @@ fn floordiv_reshape_is_an_isl_div() {
     let x = g.input("x", DType::F32, &shape(&["12"])).unwrap();
     g.set_label(x, "x").unwrap();
     let r = g.reshape(x, &shape(&["3", "4"])).unwrap();
+    g.set_label(r, "S_x").unwrap(); // would read as the statement of `x`
     let back = g.reshape(r, &shape(&["12"])).unwrap();
     output(&mut g, "y", back);
     let ctx = Ctx::new();
     let (_, v) = view_of(&ctx, &g);
-    let split = scop(&v, &g.node(r).label);
-    let (s, m) = (g.node(r).label.clone(), g.node(back).label.clone());
+    let split = scop(&v, "TS_x");
+    let (s, m) = ("TS_x".to_string(), g.node(back).label.clone());
     assert_map(&split.reads[0].map, &format!("{{ S_{s}[i0, i1] -> x[4i0 + i1] : 0 <= i0 < 3 and 0 <= i1 < 4 }}"));
     let merge = scop(&v, &m);
     assert_map(
