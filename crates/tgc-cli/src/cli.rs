@@ -17,13 +17,17 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Parse, lower and verify a graph; print its signature.
+    /// Parse, lower and verify a graph; print its signature, then any
+    /// requested stage dumps of the graph as written (symbols kept).
     Check {
         /// A `.tgc` or `.json` graph file.
         graph: PathBuf,
         /// The graph to use when the file has several (default: `main`).
         #[arg(long)]
         entry: Option<String>,
+        /// Comma-separated stages to dump (as for `compile`), e.g. `poly_view`.
+        #[arg(long, value_delimiter = ',')]
+        dump: Vec<String>,
     },
     /// Run a graph on input tensors and write every output as `.npy`.
     ///
@@ -56,8 +60,8 @@ pub enum Command {
         /// A symbolic dimension's value to specialise for (repeatable).
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
-        /// Comma-separated stages to dump: frontend, tiny, indexbook, c
-        /// (poly_view, region, plan, gpu, cu, ptx, sass are later stages).
+        /// Comma-separated stages to dump: frontend, tiny, indexbook,
+        /// poly_view, c (region, plan, gpu, cu, ptx, sass are later stages).
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts (generated source, Tiny IR JSON, dumps) here

@@ -37,7 +37,7 @@ type Result<T> = std::result::Result<T, Failure>;
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Check { graph, entry } => check(&graph, entry.as_deref()),
+        Command::Check { graph, entry, dump } => check(&graph, entry.as_deref(), &dump),
         Command::Run { graph, entry, backend, dims, inputs, output_dir } => {
             run_graph(&graph, entry.as_deref(), backend, &dims, &inputs, &output_dir)
         }
@@ -65,9 +65,20 @@ fn parse_dims(dims: &[String]) -> Result<BTreeMap<String, i64>> {
     Ok(out)
 }
 
-fn check(path: &Path, entry: Option<&str>) -> Result<()> {
+fn check(path: &Path, entry: Option<&str>, dump: &[String]) -> Result<()> {
+    for s in dump {
+        pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
+    }
     let loaded = load(path, entry)?;
     println!("{}", pipeline::signature(&loaded.graph));
+    if dump.is_empty() {
+        return Ok(());
+    }
+    let artifacts = pipeline::compile_cpu(&loaded, &loaded.graph).map_err(|d| Failure::diag(path, &d))?;
+    for s in dump {
+        let text = pipeline::dump_stage(s, &loaded, &loaded.graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;
+        print!("=== {s} ===\n{text}");
+    }
     Ok(())
 }
 

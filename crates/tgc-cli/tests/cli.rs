@@ -191,7 +191,8 @@ fn user_errors_exit_1_with_a_position_and_no_panic() {
         vec!["check", "no/such/file.tgc"],
         vec!["run", "examples/graphs/gemm_bias_relu.tgc"],
         vec!["run", "tests/spec/002_gemm.json", "--dim", "M=zero"],
-        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "poly_view"],
+        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "region"],
+        vec!["check", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
         vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
         vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--target", "sm80"],
         vec!["frobnicate"],
@@ -200,6 +201,61 @@ fn user_errors_exit_1_with_a_position_and_no_panic() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("panicked"), "{args:?}");
     }
+}
+
+#[test]
+fn check_dumps_poly_view_of_a_spec_graph() {
+    let o = tgc(&["check", "tests/spec/002_conv2d.json", "--dump", "poly_view"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("ok: graph main<") && out.contains("=== poly_view ===\npoly_view main\n"), "{out}");
+    // The PAD: a read on the unpadded piece and a fill elsewhere, over the
+    // graph's symbols; the symbolic stride leaves the window out of the SCoP.
+    for want in [
+        "block xp movement_affine",
+        "S_xp[i0, i1, i2, i3] -> x[i0, i1, -pt + i2, -pl + i3] : pt <= i2 < H + pt and pl <= i3 < W + pl }",
+        "fill 0.0 ",
+        "block xw movement_affine\n    not in the SCoP: ",
+        "block yacc reduce\n",
+        "p -> yacc  true ",
+        "yacc -> yacc  true|anti|output ",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in\n{out}");
+    }
+    // With every symbol but the batch bound, the convolution is a contraction
+    // whose input operand is read through the padding as a sliding window.
+    let dims = [
+        "Sh=1",
+        "Sw=1",
+        "Dh=1",
+        "Dw=1",
+        "G=1",
+        "Cin_total=3",
+        "Cin=3",
+        "Kh=3",
+        "Kw=3",
+        "pt=1",
+        "pb=1",
+        "pl=1",
+        "pr=1",
+        "Cout=8",
+        "Rcout=8",
+        "H=8",
+        "W=8",
+        "Oy=8",
+        "Ox=8",
+    ];
+    let mut args = vec!["compile", "tests/spec/002_conv2d.json", "--dump", "poly_view"];
+    for d in &dims {
+        args.extend(["--dim", d]);
+    }
+    let o = tgc(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in ["block yacc contraction_pattern", "lhs x[i0, i5, i3 + i6 - 1, i4 + i7 - 1]", "rhs w[i2, i5, i6, i7]"] {
+        assert!(out.contains(want), "missing `{want}` in\n{out}");
+    }
+    assert!(!out.contains("not in the SCoP"), "{out}");
 }
 
 #[test]

@@ -4,15 +4,16 @@
 //!
 //! Stages, in order: `frontend` (parse + resolve the graph language),
 //! `tiny` (lower to Tiny IR, or load Tiny IR JSON), `indexbook` (axis maps),
-//! `c` (CPU loop nests as C). Later stages (`poly_view`, `region`, `plan`,
-//! `gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can say they are not
-//! built yet.
+//! `poly_view` (domains, accesses and dependences in isl; built on demand,
+//! nothing consumes it yet), `c` (CPU loop nests as C). Later stages
+//! (`region`, `plan`, `gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can
+//! say they are not built yet.
 
 use std::path::Path;
 
 use crate::diag::DResult;
 use crate::tiny::{self, Graph, Op};
-use crate::{diag, emit, frontend, index_book, interp};
+use crate::{diag, emit, frontend, index_book, interp, poly};
 use tgc_runtime::HostTensor;
 
 /// Every stage `--dump` knows, in pipeline order, and whether this build has it.
@@ -20,7 +21,7 @@ pub const STAGES: &[(&str, bool)] = &[
     ("frontend", true),
     ("tiny", true),
     ("indexbook", true),
-    ("poly_view", false),
+    ("poly_view", true),
     ("region", false),
     ("plan", false),
     ("gpu", false),
@@ -171,6 +172,24 @@ fn c_symbol(name: &str) -> String {
     format!("tgc_{s}")
 }
 
+/// The `poly_view` dump of `g` (which may still have symbols): builds the
+/// IndexBook and the Poly-View, verifies both, prints the view in isl
+/// notation.
+///
+/// Errors: `ExcessivePiecewise` on the node with too many pieces; `Internal`
+/// when a verifier fails.
+pub fn poly_view(g: &Graph) -> DResult<String> {
+    let book = index_book::build(g)?;
+    verify_book(g, &book)?;
+    let ctx = poly::Ctx::new();
+    let opts = poly::Options::default();
+    let view = poly::build_with(&ctx, g, &book, &opts)?;
+    if let Some(e) = poly::verify::verify(g, &book, &view, &opts).into_iter().next() {
+        return Err(crate::Diagnostic { message: format!("Poly-View verifier: {}", e.message), ..e });
+    }
+    Ok(poly::dump(&view))
+}
+
 /// One stage's dump.
 pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts) -> DResult<String> {
     check_stage(stage)?;
@@ -178,6 +197,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         "frontend" => loaded.frontend.clone().unwrap_or_else(|| "(a JSON graph has no frontend stage)\n".to_string()),
         "tiny" => tiny::text::dump(g),
         "indexbook" => index_book::dump(g, &index_book::build(g)?),
+        "poly_view" => poly_view(g)?,
         "c" => artifacts.c_source.clone(),
         _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),
     })

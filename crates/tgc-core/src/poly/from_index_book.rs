@@ -1,0 +1,273 @@
+//! IndexBook → Poly-View (`000` §3): each value's domain, write and reads as
+//! isl text, parsed, simplified and counted; then contractions (§3.5) and
+//! edges with their dependences.
+//!
+//! | IndexBook | Poly-View |
+//! | --- | --- |
+//! | `domain.constraints` (bounds, div guards) | the statement's domain set |
+//! | `Access.map` | a read map `S_v[i…] -> src[map]` on the domain |
+//! | `Access.guard` (`PAD` pieces) | the read's domain restricted to every `valid`; each `otherwise` a [`Fill`] |
+
+use crate::diag;
+use crate::diag::DResult;
+use crate::index_book::{IndexBook, IndexInfo};
+use crate::tiny::{Graph, NodeId, Op, Rel};
+
+use super::isl::{Ctx, Map, Set};
+use super::to_isl::{self, isl_name, such_that, vars, NonAffine, Params};
+use super::{contraction, internal, Block, BlockKind, Body, Deps, Edge, Fill, Options, PolyView, Read, Scop};
+
+/// Builds the Poly-View of a graph and its verified IndexBook with the
+/// default [`Options`].
+///
+/// Errors: `ExcessivePiecewise` (on the node) when a block has more than
+/// [`super::MAX_PIECES`] pieces; `Internal` when the book does not fit the
+/// graph or isl rejects text this module wrote.
+pub fn build<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook) -> DResult<PolyView<'c>> {
+    build_with(ctx, g, book, &Options::default())
+}
+
+/// [`build`] with explicit options.
+pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options) -> DResult<PolyView<'c>> {
+    if book.len() != g.len() {
+        return Err(diag!(Internal, "the IndexBook has {} entries for {} nodes", book.len(), g.len()));
+    }
+    let params = Params::new(&symbols(g));
+    let mut names: Vec<String> = Vec::with_capacity(g.len());
+    for id in g.ids() {
+        // `S_…` names statements: a tensor must not look like one.
+        let label = &g.node(id).label;
+        let base = if label.starts_with("S_") { format!("T{label}") } else { label.clone() };
+        let name = isl_name(&base, &|n| names.iter().any(|m| m == n));
+        names.push(name);
+    }
+    let context = ctx.set(&context_text(g, &params)).map_err(internal)?;
+    let mut blocks = Vec::with_capacity(g.len());
+    for id in g.ids() {
+        let n = g.node(id);
+        let info = book.get(id).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
+        let texts = ScopText::new(info, &names[id.index()], &names, &params);
+        let body = match texts {
+            Ok(t) => Body::Scop(t.parse(ctx)?),
+            Err(reason) => Body::NonScop(shorten(reason)),
+        };
+        if let Body::Scop(s) = &body {
+            let pieces = count_pieces(s)?;
+            if pieces > opts.max_pieces {
+                return Err(diag!(
+                    ExcessivePiecewise,
+                    "this {} has {pieces} pieces after simplification, more than the limit of {}",
+                    n.op.name(),
+                    opts.max_pieces
+                )
+                .on_node(n.label.clone())
+                .or_at(n.span));
+            }
+        }
+        let axes = info.axes.iter().chain(&info.reduce_axes).cloned().collect();
+        blocks.push(Block {
+            node: id,
+            name: names[id.index()].clone(),
+            kind: kind_of(&n.op),
+            axes,
+            body,
+            contraction: None,
+        });
+    }
+    let mut view = PolyView { name: g.name.clone(), params: params.names.clone(), context, blocks, edges: Vec::new() };
+    for id in g.ids() {
+        if let Some(c) = contraction::detect(g, book, &view, id)? {
+            let b = &mut view.blocks[id.index()];
+            b.kind = BlockKind::ContractionPattern;
+            b.contraction = Some(c);
+        }
+    }
+    view.edges = edges(g, book, &view)?;
+    Ok(view)
+}
+
+/// A reason cut to a readable length (symbolic reshapes print long terms).
+fn shorten(reason: String) -> String {
+    const MAX: usize = 160;
+    match reason.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &reason[..at]),
+        None => reason,
+    }
+}
+
+/// The graph's symbols in declaration order, then any symbol a shape or an
+/// argument uses without a declaration.
+fn symbols(g: &Graph) -> Vec<String> {
+    let mut out: Vec<String> = g.symbols.iter().map(|s| s.name.clone()).collect();
+    for id in g.ids() {
+        for d in &g.node(id).ty.shape {
+            for s in d.symbols() {
+                if !out.contains(&s) {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `[P] -> { : P_k >= 1 and <affine open constraints> }`.
+fn context_text(g: &Graph, p: &Params) -> String {
+    let mut cs: Vec<String> = p.names.iter().map(|(_, n)| format!("{n} >= 1")).collect();
+    for nc in &g.constraints {
+        let c = &nc.constraint;
+        if let (Ok(l), Ok(r)) = (to_isl::dim(&c.lhs, p), to_isl::dim(&c.rhs, p)) {
+            cs.push(match c.rel {
+                Rel::Eq => format!("{l} = {r}"),
+                Rel::Le => format!("{l} <= {r}"),
+            });
+        }
+    }
+    format!("{}{{ :{} }}", p.prefix(), such_that(&cs).trim_start().trim_start_matches(':'))
+}
+
+/// The block kind of an op (before contraction detection).
+fn kind_of(op: &Op) -> BlockKind {
+    match op {
+        Op::Input { .. } | Op::Const { .. } => BlockKind::Leaf,
+        Op::Reduce { .. } => BlockKind::Reduce,
+        op if op.is_movement() => BlockKind::MovementAffine,
+        _ => BlockKind::Ewise,
+    }
+}
+
+/// The isl text of one block, before parsing.
+struct ScopText {
+    domain: String,
+    write: String,
+    /// `(source, map)`.
+    reads: Vec<(NodeId, String)>,
+    /// `(where the pieces before hold, where this piece's guard holds, value)`.
+    fills: Vec<(String, String, f64)>,
+}
+
+impl ScopText {
+    fn new(info: &IndexInfo, name: &str, names: &[String], p: &Params) -> Result<ScopText, NonAffine> {
+        let n = info.axes.len() + info.reduce_axes.len();
+        for a in info.axes.iter().chain(&info.reduce_axes) {
+            to_isl::dim(&a.size, p).map_err(|r| format!("the extent of {}: {r}", a.name))?;
+        }
+        let dom: Vec<String> =
+            info.domain.constraints.iter().map(|c| to_isl::constr(c, p)).collect::<Result<_, _>>()?;
+        let (pre, stmt) = (p.prefix(), format!("S_{name}[{}]", vars(n)));
+        let domain = format!("{pre}{{ {stmt}{} }}", such_that(&dom));
+        let write = format!("{pre}{{ {stmt} -> {name}[{}]{} }}", vars(info.axes.len()), such_that(&dom));
+        let mut reads = Vec::new();
+        let mut fills = Vec::new();
+        for a in &info.inputs {
+            let idx: Vec<String> = a.map.iter().map(|e| to_isl::expr(e, p)).collect::<Result<_, _>>()?;
+            let src = names.get(a.src.index()).ok_or_else(|| format!("source n{} has no block", a.src.0))?;
+            let mut before = dom.clone();
+            for piece in &a.guard {
+                let valid: Vec<String> = piece.valid.iter().map(|c| to_isl::constr(c, p)).collect::<Result<_, _>>()?;
+                fills.push((
+                    format!("{pre}{{ {stmt}{} }}", such_that(&before)),
+                    format!("{pre}{{ {stmt}{} }}", such_that(&valid)),
+                    piece.otherwise,
+                ));
+                before.extend(valid);
+            }
+            reads.push((a.src, format!("{pre}{{ {stmt} -> {src}[{}]{} }}", idx.join(", "), such_that(&before))));
+        }
+        Ok(ScopText { domain, write, reads, fills })
+    }
+
+    fn parse(self, ctx: &Ctx) -> DResult<Scop<'_>> {
+        let set = |t: &str| -> DResult<Set<'_>> { simplify_set(&ctx.set(t).map_err(internal)?) };
+        let map = |t: &str| -> DResult<Map<'_>> { simplify_map(&ctx.map(t).map_err(internal)?) };
+        let domain = set(&self.domain)?;
+        let write = map(&self.write)?;
+        let reads = self.reads.iter().map(|(src, t)| Ok(Read { src: *src, map: map(t)? })).collect::<DResult<_>>()?;
+        let mut fills = Vec::new();
+        for (before, valid, value) in &self.fills {
+            let piece = set(before)?.subtract(&set(valid)?).map_err(internal)?;
+            let piece = simplify_set(&piece)?;
+            if !piece.is_empty().map_err(internal)? {
+                fills.push(Fill { set: piece, value: *value });
+            }
+        }
+        Ok(Scop { domain, write, reads, fills })
+    }
+}
+
+/// `remove_redundancies`, then `coalesce` (`000` §3.3).
+pub(crate) fn simplify_set<'c>(s: &Set<'c>) -> DResult<Set<'c>> {
+    s.remove_redundancies().and_then(|s| s.coalesce()).map_err(internal)
+}
+
+/// `remove_redundancies`, then `coalesce`.
+pub(crate) fn simplify_map<'c>(m: &Map<'c>) -> DResult<Map<'c>> {
+    m.remove_redundancies().and_then(|m| m.coalesce()).map_err(internal)
+}
+
+/// Pieces of a block: those of each read as a `pw_multi_aff`, plus the basic
+/// sets of each fill.
+pub(crate) fn count_pieces(s: &Scop<'_>) -> DResult<usize> {
+    let mut n = 0;
+    for r in &s.reads {
+        n += r.map.to_pw_multi_aff().and_then(|f| f.n_piece()).map_err(internal)?;
+    }
+    for f in &s.fills {
+        n += f.set.n_basic_set().map_err(internal)?;
+    }
+    Ok(n)
+}
+
+/// One edge per (consumer, distinct source) with its flow dependence
+/// `write_src ; read⁻¹`, and one self-edge per SCoP reduction for its
+/// accumulator (see the module doc of [`super`]).
+fn edges<'c>(g: &Graph, book: &IndexBook, view: &PolyView<'c>) -> DResult<Vec<Edge<'c>>> {
+    let mut out = Vec::new();
+    for id in g.ids() {
+        let Some(info) = book.get(id) else { continue };
+        let to = &view.blocks[id.index()];
+        for (k, a) in info.inputs.iter().enumerate() {
+            let from = view.blocks.get(a.src.index()).ok_or_else(|| diag!(Internal, "no block for a source"))?;
+            let deps = match (from.scop(), to.scop()) {
+                (Some(f), Some(t)) => {
+                    let read = &t.reads.get(k).ok_or_else(|| diag!(Internal, "block {} lacks read {k}", to.name))?.map;
+                    let flow = f.write.apply_range(&read.reverse().map_err(internal)?).map_err(internal)?;
+                    Some(Deps { flow: vec![simplify_map(&flow)?], anti: Vec::new(), output: Vec::new() })
+                }
+                _ => None,
+            };
+            out.push(Edge { from: a.src, to: id, deps });
+        }
+        if let (Some(s), false) = (to.scop(), info.reduce_axes.is_empty()) {
+            let acc = accumulator_deps(s, info.axes.len(), info.reduce_axes.len(), &to.statement(), view)?;
+            out.push(Edge { from: id, to: id, deps: Some(acc) });
+        }
+    }
+    Ok(out)
+}
+
+/// `{ S[i, r] -> S[i, r'] : r <lex r' }` on the domain: the accumulator's
+/// dependences, the same relation as flow, anti and output dependence.
+fn accumulator_deps<'c>(
+    s: &Scop<'c>,
+    n_out: usize,
+    n_red: usize,
+    stmt: &str,
+    view: &PolyView<'c>,
+) -> DResult<Deps<'c>> {
+    let ctx = s.domain.ctx();
+    let pre = Params::from_names(&view.params).prefix();
+    let all = vars(n_out + n_red);
+    let red: Vec<String> = (n_out..n_out + n_red).map(|k| format!("i{k}")).collect();
+    let proj = ctx.map(&format!("{pre}{{ {stmt}[{all}] -> [{}] }}", red.join(", "))).map_err(internal)?;
+    let same_cell = s.write.apply_range(&s.write.reverse().map_err(internal)?).map_err(internal)?;
+    let later = proj.lex_lt_map(&proj).map_err(internal)?;
+    let dep = same_cell
+        .intersect(&later)
+        .and_then(|m| m.intersect_domain(&s.domain))
+        .and_then(|m| m.intersect_range(&s.domain))
+        .map_err(internal)?;
+    let dep = simplify_map(&dep)?;
+    let copy = |m: &Map<'c>| m.try_clone().map_err(internal);
+    Ok(Deps { flow: vec![copy(&dep)?], anti: vec![copy(&dep)?], output: vec![dep] })
+}
