@@ -11,6 +11,7 @@ pub mod frontend;
 pub mod index_book;
 pub mod interp;
 pub mod pipeline;
+#[cfg(feature = "poly")]
 pub mod poly;
 pub mod sym;
 pub mod tiny;

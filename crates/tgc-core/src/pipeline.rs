@@ -12,8 +12,10 @@
 use std::path::Path;
 
 use crate::diag::DResult;
+#[cfg(feature = "poly")]
+use crate::poly;
 use crate::tiny::{self, Graph, Op};
-use crate::{diag, emit, frontend, index_book, interp, poly};
+use crate::{diag, emit, frontend, index_book, interp};
 use tgc_runtime::HostTensor;
 
 /// Every stage `--dump` knows, in pipeline order, and whether this build has it.
@@ -21,7 +23,7 @@ pub const STAGES: &[(&str, bool)] = &[
     ("frontend", true),
     ("tiny", true),
     ("indexbook", true),
-    ("poly_view", true),
+    ("poly_view", cfg!(feature = "poly")),
     ("region", false),
     ("plan", false),
     ("gpu", false),
@@ -105,7 +107,8 @@ pub fn check_stage(stage: &str) -> DResult<()> {
     match STAGES.iter().find(|s| s.0 == stage) {
         Some((_, true)) => Ok(()),
         Some((_, false)) => {
-            Err(diag!(Unsupported, "stage `{stage}` is not built yet (available: {})", available.join(", ")))
+            let why = if stage == "poly_view" { "needs tgc-core's feature `poly`" } else { "is not built yet" };
+            Err(diag!(Unsupported, "stage `{stage}` {why} (available: {})", available.join(", ")))
         }
         None => Err(diag!(UnknownName, "no stage `{stage}` (available: {})", available.join(", "))),
     }
@@ -172,12 +175,13 @@ fn c_symbol(name: &str) -> String {
     format!("tgc_{s}")
 }
 
-/// The `poly_view` dump of `g` (which may still have symbols): builds the
+/// The `poly_view` dump of `g` (feature `poly`) (which may still have symbols): builds the
 /// IndexBook and the Poly-View, verifies both, prints the view in isl
 /// notation.
 ///
 /// Errors: `ExcessivePiecewise` on the node with too many pieces; `Internal`
 /// when a verifier fails.
+#[cfg(feature = "poly")]
 pub fn poly_view(g: &Graph) -> DResult<String> {
     let book = index_book::build(g)?;
     verify_book(g, &book)?;
@@ -197,6 +201,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         "frontend" => loaded.frontend.clone().unwrap_or_else(|| "(a JSON graph has no frontend stage)\n".to_string()),
         "tiny" => tiny::text::dump(g),
         "indexbook" => index_book::dump(g, &index_book::build(g)?),
+        #[cfg(feature = "poly")]
         "poly_view" => poly_view(g)?,
         "c" => artifacts.c_source.clone(),
         _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),
