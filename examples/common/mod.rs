@@ -6,16 +6,7 @@ use std::collections::BTreeMap;
 use tgc_core::interp::{self, Tensor};
 use tgc_core::DType;
 
-/// Deterministic values in [-1, 1) (a linear congruential generator).
-pub fn values(seed: u64, n: usize) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
-        })
-        .collect()
-}
+pub use tgc_runtime::tensor::sample_values as values;
 
 /// Runs `tiny_json` on the interpreter and compares output `k` with `got`
 /// within rtol = atol = 1e-3 (`spec/000` §9); returns the max abs error.

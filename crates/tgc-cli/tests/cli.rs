@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use tgc_runtime::tensor::sample_values;
 use tgc_runtime::{npy, DType, HostTensor};
 
 fn repo() -> PathBuf {
@@ -25,17 +26,6 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
-/// Deterministic values in [-1, 1).
-fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
 /// Writes random inputs, runs the graph on the CPU backend and on the
 /// interpreter, and compares every output within rtol = atol = 1e-3.
 fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &[(&str, i64)]) {
@@ -47,7 +37,7 @@ fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &
     let mut args: Vec<String> = Vec::new();
     for (k, (name, dtype, shape)) in inputs.iter().enumerate() {
         let n = shape.iter().product();
-        let t = HostTensor::from_f32(*dtype, shape, &values(k as u64 + 1, n)).unwrap();
+        let t = HostTensor::from_f64(*dtype, shape, &sample_values(k as u64 + 1, n)).unwrap();
         let file = dir.join(format!("{name}.npy"));
         npy::write_npy(&file, &t).unwrap();
         args.push("--input".into());

@@ -18,6 +18,22 @@ pub struct HostTensor {
     data: Vec<u8>,
 }
 
+/// `n` deterministic pseudo-random values in [-1, 1), the same for the same
+/// `seed` on every machine: inputs for tests, examples and benchmarks (a
+/// linear congruential generator, Knuth's MMIX constants; not for anything
+/// that needs statistical quality).
+pub fn sample_values(seed: u64, n: usize) -> Vec<f64> {
+    const A: u64 = 6364136223846793005;
+    const C: u64 = 1442695040888963407;
+    let mut s = seed.wrapping_mul(A).wrapping_add(C);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(A).wrapping_add(C);
+            ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
 /// Number of elements of a tensor of `shape` (1 for `[]`), or `None` when it
 /// overflows `usize`.
 pub fn num_elements(shape: &[usize]) -> Option<usize> {
