@@ -69,6 +69,7 @@
 //! against the block's domain.
 
 pub mod contraction;
+pub mod core;
 pub mod from_index_book;
 pub mod isl;
 pub mod json;
@@ -280,6 +281,8 @@ pub(crate) fn internal(e: IslError) -> Diagnostic {
     diag!(Internal, "Poly-View: {e}")
 }
 
+#[cfg(test)]
+mod core_tests;
 #[cfg(test)]
 mod pattern_tests;
 #[cfg(test)]
