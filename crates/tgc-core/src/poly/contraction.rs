@@ -11,11 +11,25 @@
 //! Detection needs the reduction, the `MUL` and every node of both chains in
 //! the SCoP; otherwise the block stays a plain `reduce`.
 //!
-//! **Extension point:** [`pattern`] decides `matmul` or `conv` from the
-//! traced operands. It answers `None` for now: telling a convolution (an
-//! affine offset `h + rh` in an operand index) from a matrix product, and
-//! batched or grouped variants, is the next task of the polyhedral core, and
-//! `algo_choice` (`000` §4.1 step 7) will read the answer.
+//! [`pattern`] decides `matmul` or `conv` by comparing the two operands'
+//! index expressions (`000` §3.5 "二入力 AxisMap の比較"); `algo_choice`
+//! (`000` §4.1 step 7) will read the answer. The rule, per operand index
+//! component (an [`AffExpr`] over the reduction's variables):
+//! - a component with a floor division, or a non-integer or zero
+//!   coefficient, is not recognised: no pattern;
+//! - a component that mixes output and reduce variables must be exactly
+//!   `S·o + D·r + c` with one output variable `o`, one reduce variable `r`
+//!   and `S, D > 0`: a [`Window`] (`003`'s `h*S + rh`; `D` is the dilation).
+//!   Any other mix is not recognised;
+//! - every reduce variable must index both operands (else the sum is not a
+//!   binary contraction: no pattern);
+//! - an output variable that indexes both operands is a batch axis
+//!   (`batch_idx`: attention's `B, H`, a convolution's group axis);
+//! - a window whose output variable indexes only its own operand slides
+//!   (a spatial axis): `conv`. A window whose output variable also indexes
+//!   the other operand is a group (`g·Cin + c`): it does not make a `conv`
+//!   by itself. Without sliding windows the pattern is `matmul` (plain,
+//!   batched, `1D×2D`, `2D×1D`).
 
 use crate::affine::AffExpr;
 use crate::diag;
@@ -66,8 +80,39 @@ pub struct Contraction<'c> {
     /// Operand index components that add two or more variables, e.g.
     /// `("lhs[2]", "i3 + i6")`: the sliding windows a convolution has.
     pub affine_offsets: Vec<(String, String)>,
-    /// `matmul` or `conv`; see [`pattern`].
-    pub pattern: Option<Pattern>,
+    /// `matmul` or `conv` with its roles; `None` when [`pattern`] does not
+    /// recognise the operands.
+    pub pattern: Option<PatternInfo>,
+}
+
+/// What [`pattern`] found (`000` §1.4 `attrs.pattern` and the roles behind
+/// it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatternInfo {
+    pub kind: Pattern,
+    /// Output variables that index both operands (batch or group axes).
+    pub batch_idx: Vec<String>,
+    /// Operand components `S·o + D·r + c`, in lhs then rhs component order.
+    pub windows: Vec<Window>,
+}
+
+/// An operand index component `stride·out + dilation·reduce + offset`: a
+/// sliding window (`conv`) or, when `grouped`, a group's block of channels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// `"lhs[2]"`: the operand and the component.
+    pub at: String,
+    /// The output variable `i<k>`.
+    pub out: u32,
+    /// The reduce variable `i<k>`.
+    pub reduce: u32,
+    /// The output variable's coefficient (the convolution stride), > 0.
+    pub stride: i64,
+    /// The reduce variable's coefficient (the dilation), > 0.
+    pub dilation: i64,
+    /// The output variable also indexes the other operand: a group axis, not
+    /// a spatial one.
+    pub grouped: bool,
 }
 
 /// The contraction of block `id`, if it is a `REDUCE(SUM)` of a `MUL` whose
@@ -151,8 +196,52 @@ fn offsets(side: &str, idx: &[AffExpr]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `matmul` or `conv` for a detected contraction: the extension point of the
-/// module doc. Not decided yet, so always `None`.
-pub fn pattern(_c: &Contraction<'_>) -> Option<Pattern> {
-    None
+/// `matmul` or `conv` for a detected contraction, by the rule of the module
+/// doc; `None` when an operand index is not of a recognised shape. Reads
+/// only `lhs.idx`, `rhs.idx`, `out_idx` and `reduce_idx`.
+pub fn pattern(c: &Contraction<'_>) -> Option<PatternInfo> {
+    let r_out = c.out_idx.len() as u32;
+    let n_vars = r_out + c.reduce_idx.len() as u32;
+    let is_out = |k: u32| k < r_out;
+    // Which variables index each operand, and its mixed components.
+    let mut uses = [vec![false; n_vars as usize], vec![false; n_vars as usize]];
+    let mut windows: Vec<Window> = Vec::new();
+    for (side, (name, op)) in [("lhs", &c.lhs), ("rhs", &c.rhs)].into_iter().enumerate() {
+        for (k, e) in op.idx.iter().enumerate() {
+            if e.terms().count() != e.var_coeffs().count() {
+                return None; // a floor division
+            }
+            let mut vars = Vec::new();
+            for (v, coeff) in e.var_coeffs() {
+                let coeff = coeff.as_int().filter(|&x| x != 0)?;
+                if v >= n_vars {
+                    return None;
+                }
+                uses[side][v as usize] = true;
+                vars.push((v, coeff));
+            }
+            let (outs, reds): (Vec<_>, Vec<_>) = vars.into_iter().partition(|&(v, _)| is_out(v));
+            match (outs.as_slice(), reds.as_slice()) {
+                (_, []) | ([], _) => {}
+                ([o], [r]) if o.1 > 0 && r.1 > 0 => windows.push(Window {
+                    at: format!("{name}[{k}]"),
+                    out: o.0,
+                    reduce: r.0,
+                    stride: o.1,
+                    dilation: r.1,
+                    grouped: false,
+                }),
+                _ => return None,
+            }
+        }
+    }
+    if (r_out..n_vars).any(|v| !(uses[0][v as usize] && uses[1][v as usize])) {
+        return None;
+    }
+    let both = |v: u32| uses[0][v as usize] && uses[1][v as usize];
+    for w in &mut windows {
+        w.grouped = both(w.out);
+    }
+    let kind = if windows.iter().any(|w| !w.grouped) { Pattern::Conv } else { Pattern::Matmul };
+    Some(PatternInfo { kind, batch_idx: (0..r_out).filter(|&v| both(v)).map(|v| format!("i{v}")).collect(), windows })
 }

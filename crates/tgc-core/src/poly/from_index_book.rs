@@ -69,6 +69,7 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
             node: id,
             name: names[id.index()].clone(),
             kind: kind_of(&n.op),
+            dtype: g.dtype(id),
             axes,
             body,
             contraction: None,

@@ -340,6 +340,42 @@ impl<'c> Set<'c> {
     pub fn to_union_set(&self) -> IslResult<UnionSet<'c>> {
         self.wrap(self.raw_copy()?.to_union_set(), "to_union_set")
     }
+
+    /// `{ x -> x : x in self }`.
+    pub fn identity(&self) -> IslResult<Map<'c>> {
+        self.wrap(self.raw_copy()?.identity(), "identity")
+    }
+
+    /// The image of the set under `map` (`isl_set_apply`).
+    pub fn apply(&self, map: &Map<'c>) -> IslResult<Set<'c>> {
+        self.wrap(self.raw_copy()?.apply(map.raw_copy()?), "apply")
+    }
+
+    /// The least value set dimension `pos` takes, over every parameter value
+    /// (`isl_set_dim_min_val`); `None` when it is unbounded below or the set
+    /// is empty.
+    pub fn dim_min(&self, pos: usize) -> IslResult<Option<i64>> {
+        let v = self.ctx.check(self.raw_copy()?.dim_min_val(pos as i32), "dim_min_val")?;
+        self.int_val(v)
+    }
+
+    /// The greatest value of set dimension `pos` over every parameter value
+    /// (`isl_set_dim_max_val`); `None` when unbounded above or empty.
+    pub fn dim_max(&self, pos: usize) -> IslResult<Option<i64>> {
+        let v = self.ctx.check(self.raw_copy()?.dim_max_val(pos as i32), "dim_max_val")?;
+        self.int_val(v)
+    }
+
+    fn int_val(&self, v: isl_rs::Val) -> IslResult<Option<i64>> {
+        if v.ptr == 0 {
+            self.ctx.raw.reset_error();
+            return Err(IslError("dim_min/max_val returned no value".into()));
+        }
+        if !self.ctx.check(v.is_int(), "is_int")? {
+            return Ok(None); // ±infinity (unbounded) or NaN (empty)
+        }
+        self.ctx.check(v.get_num_si(), "get_num_si").map(Some)
+    }
 }
 
 impl<'c> Map<'c> {
@@ -418,6 +454,16 @@ impl<'c> Map<'c> {
     /// Number of basic maps in the current representation.
     pub fn n_basic_map(&self) -> IslResult<usize> {
         self.ctx.check(self.raw.n_basic_map(), "n_basic_map").map(|n| n.max(0) as usize)
+    }
+
+    /// True when no two domain points share an image.
+    pub fn is_injective(&self) -> IslResult<bool> {
+        self.ctx.check(self.raw.is_injective(), "is_injective")
+    }
+
+    /// `{ y - x : x -> y in self }` (domain and range of the same space).
+    pub fn deltas(&self) -> IslResult<Set<'c>> {
+        self.wrap(self.raw_copy()?.deltas(), "deltas")
     }
 
     /// The map as a piecewise quasi-affine function (it must be single-valued).
@@ -511,5 +557,20 @@ mod tests {
         assert!(m.is_single_valued().unwrap());
         assert_eq!(m.to_pw_multi_aff().unwrap().n_piece().unwrap(), 1);
         assert!(m.range().unwrap().is_equal(&ctx.set("{ T[a, b] : 0 <= a < 3 and 0 <= b < 4 }").unwrap()).unwrap());
+    }
+
+    #[test]
+    fn bounds_images_and_deltas() {
+        let ctx = Ctx::new();
+        let s = ctx.set("[N] -> { S[i, j] : 0 <= i < N and 2 <= j < 5 }").unwrap();
+        assert_eq!((s.dim_min(0).unwrap(), s.dim_max(0).unwrap()), (Some(0), None), "N is unbounded");
+        assert_eq!((s.dim_min(1).unwrap(), s.dim_max(1).unwrap()), (Some(2), Some(4)));
+        let shift = ctx.map("[N] -> { S[i, j] -> T[i, j + 1] }").unwrap();
+        assert_eq!(s.apply(&shift).unwrap().dim_max(1).unwrap(), Some(5));
+        let later = ctx.map("{ S[i, j] -> S[i, j'] : 0 <= i < 4 and 0 <= j < j' < 3 }").unwrap();
+        let d = later.deltas().unwrap();
+        assert_eq!((d.dim_min(0).unwrap(), d.dim_max(0).unwrap(), d.dim_min(1).unwrap()), (Some(0), Some(0), Some(1)));
+        assert!(!later.is_injective().unwrap() && shift.is_injective().unwrap());
+        assert_eq!(ctx.set("{ S[i] : 1 = 0 }").unwrap().dim_max(0).unwrap(), None);
     }
 }

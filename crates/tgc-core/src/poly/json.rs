@@ -29,8 +29,9 @@ use crate::diag::DResult;
 use crate::index_book::{AxisKind, AxisVar};
 use crate::sym::Dim;
 use crate::tiny::NodeId;
+use crate::DType;
 
-use super::contraction::{Contraction, Operand, Pattern};
+use super::contraction::{Contraction, Operand, Window};
 use super::from_index_book::{simplify_map, simplify_set};
 use super::isl::{Ctx, IslResult};
 use super::text::{on_domain, set_on_domain};
@@ -59,6 +60,8 @@ pub struct ViewJson {
 pub struct BlockJson {
     pub name: String,
     pub kind: String,
+    /// The element type (`fp32`, …; beyond §12.3).
+    pub dtype: String,
     /// `axis → [lower, upper]` (inclusive), in axis order.
     pub domain: serde_json::Map<String, serde_json::Value>,
     pub axis_kinds: Vec<String>,
@@ -90,6 +93,12 @@ pub struct FillJson {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttrsJson {
     pub pattern: Option<String>,
+    /// Output axes that index both operands (`contraction::PatternInfo`).
+    #[serde(default)]
+    pub batch_idx: Vec<String>,
+    /// `{"at", "out", "reduce", "stride", "dilation", "grouped"}` per window.
+    #[serde(default)]
+    pub windows: Vec<serde_json::Value>,
     pub mul: String,
     pub lhs: String,
     pub rhs: String,
@@ -131,6 +140,7 @@ pub fn to_document(view: &PolyView<'_>) -> IslResult<Document> {
         let mut j = BlockJson {
             name: b.name.clone(),
             kind: b.kind.name().to_string(),
+            dtype: b.dtype.json_name().to_string(),
             domain,
             axis_kinds: b.axes.iter().map(|a| a.kind.name().to_string()).collect(),
             domain_isl: None,
@@ -154,7 +164,9 @@ pub fn to_document(view: &PolyView<'_>) -> IslResult<Document> {
                 if let Some(c) = &b.contraction {
                     let idx = |o: &Operand<'_>| o.idx.iter().map(|e| e.to_string()).collect();
                     j.attrs = Some(AttrsJson {
-                        pattern: c.pattern.map(|p| p.name().to_string()),
+                        pattern: c.pattern.as_ref().map(|p| p.kind.name().to_string()),
+                        batch_idx: c.pattern.as_ref().map(|p| p.batch_idx.clone()).unwrap_or_default(),
+                        windows: c.pattern.iter().flat_map(|p| &p.windows).map(window_json).collect(),
                         mul: name(c.mul),
                         lhs: name(c.lhs.src),
                         rhs: name(c.rhs.src),
@@ -247,13 +259,7 @@ pub fn from_json<'c>(ctx: &'c Ctx, text: &str) -> DResult<PolyView<'c>> {
             (Some(a), Some(domain)) => {
                 let on = |t: &str| simplify_map(&ctx.map(t).and_then(|m| m.intersect_domain(domain)).map_err(isl)?);
                 let idx = |v: &[String]| v.iter().map(|s| AffExpr::parse(s).map_err(&bad)).collect::<DResult<Vec<_>>>();
-                let pattern = match a.pattern.as_deref() {
-                    None => None,
-                    Some("matmul") => Some(Pattern::Matmul),
-                    Some("conv") => Some(Pattern::Conv),
-                    Some(p) => return Err(bad(format!("unknown pattern `{p}`"))),
-                };
-                Some(Contraction {
+                let mut c = Contraction {
                     mul: id_of(&a.mul)?,
                     lhs: Operand { src: id_of(&a.lhs)?, idx: idx(&a.lhs_idx)?, map: on(&a.lhs_map)? },
                     rhs: Operand { src: id_of(&a.rhs)?, idx: idx(&a.rhs_idx)?, map: on(&a.rhs_map)? },
@@ -264,12 +270,24 @@ pub fn from_json<'c>(ctx: &'c Ctx, text: &str) -> DResult<PolyView<'c>> {
                         .iter()
                         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
                         .collect(),
-                    pattern,
-                })
+                    pattern: None,
+                };
+                // Derived from the indices: recomputed, and checked against
+                // the document.
+                c.pattern = super::contraction::pattern(&c);
+                if c.pattern.as_ref().map(|p| p.kind.name()) != a.pattern.as_deref() {
+                    return Err(bad(format!(
+                        "block `{}`: pattern {:?} does not follow its indices",
+                        b.name, a.pattern
+                    )));
+                }
+                Some(c)
             }
             _ => None,
         };
-        blocks.push(Block { node: NodeId(k as u32), name: b.name.clone(), kind, axes, body, contraction });
+        let dtype =
+            DType::parse(&b.dtype).ok_or_else(|| bad(format!("block `{}`: unknown dtype `{}`", b.name, b.dtype)))?;
+        blocks.push(Block { node: NodeId(k as u32), name: b.name.clone(), kind, dtype, axes, body, contraction });
     }
     let mut edges = Vec::new();
     for e in &v.edges {
@@ -320,4 +338,11 @@ fn axes(b: &BlockJson) -> Result<Vec<AxisVar>, String> {
         out.push(AxisVar::new(k as u32, size, kind));
     }
     Ok(out)
+}
+
+fn window_json(w: &Window) -> serde_json::Value {
+    serde_json::json!({
+        "at": w.at, "out": format!("i{}", w.out), "reduce": format!("i{}", w.reduce),
+        "stride": w.stride, "dilation": w.dilation, "grouped": w.grouped,
+    })
 }

@@ -69,6 +69,7 @@
 //! against the block's domain.
 
 pub mod contraction;
+pub mod core;
 pub mod from_index_book;
 pub mod isl;
 pub mod json;
@@ -80,8 +81,9 @@ use crate::diag;
 use crate::diag::Diagnostic;
 use crate::index_book::AxisVar;
 use crate::tiny::NodeId;
+use crate::DType;
 
-pub use contraction::{Contraction, Operand, Pattern};
+pub use contraction::{Contraction, Operand, Pattern, PatternInfo, Window};
 pub use from_index_book::{build, build_with};
 pub use isl::{Ctx, IslError, Map, Set, UnionMap, UnionSet};
 pub use text::dump;
@@ -156,6 +158,8 @@ pub struct Block<'c> {
     /// statement is `S_<name>`.
     pub name: String,
     pub kind: BlockKind,
+    /// The value's element type (its size gives halo and buffer bytes).
+    pub dtype: DType,
     /// The IndexBook variables: output axes, then reduce axes.
     pub axes: Vec<AxisVar>,
     pub body: Body<'c>,
@@ -277,5 +281,9 @@ pub(crate) fn internal(e: IslError) -> Diagnostic {
     diag!(Internal, "Poly-View: {e}")
 }
 
+#[cfg(test)]
+mod core_tests;
+#[cfg(test)]
+mod pattern_tests;
 #[cfg(test)]
 mod tests;

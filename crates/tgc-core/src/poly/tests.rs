@@ -15,7 +15,7 @@ use crate::tiny::{Graph, Output, ReduceOp, UnaryOp};
 use crate::DType;
 
 /// Builds and verifies the view of `g`.
-fn view_of<'c>(ctx: &'c Ctx, g: &Graph) -> (IndexBook, PolyView<'c>) {
+pub(super) fn view_of<'c>(ctx: &'c Ctx, g: &Graph) -> (IndexBook, PolyView<'c>) {
     let book = index_book::build(g).unwrap();
     let view = build(ctx, g, &book).unwrap();
     let errs = verify::verify(g, &book, &view, &Options::default());
@@ -45,14 +45,14 @@ fn image<'c>(m: &Map<'c>, stmt: &str, point: &[i64]) -> Set<'c> {
     m.intersect_domain(&at).and_then(|x| x.range()).unwrap()
 }
 
-fn load_spec(file: &str, dims: &[(&str, i64)]) -> Graph {
+pub(super) fn load_spec(file: &str, dims: &[(&str, i64)]) -> Graph {
     let path = format!("{}/../../tests/spec/{file}", env!("CARGO_MANIFEST_DIR"));
     let g = crate::tiny::json::load_json(&std::fs::read_to_string(path).unwrap()).unwrap();
     let values: BTreeMap<String, i64> = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     g.bind(&values).unwrap()
 }
 
-fn output(g: &mut Graph, name: &str, node: crate::tiny::NodeId) {
+pub(super) fn output(g: &mut Graph, name: &str, node: crate::tiny::NodeId) {
     g.outputs.push(Output { name: name.into(), node });
     g.declare_input_symbols();
 }
@@ -70,7 +70,9 @@ fn gemm_is_a_contraction_with_plain_operands() {
         (c.out_idx.clone(), c.reduce_idx.clone()),
         (vec!["i0".to_string(), "i1".into()], vec!["i2".to_string()])
     );
-    assert!(c.affine_offsets.is_empty() && c.pattern.is_none());
+    assert!(c.affine_offsets.is_empty());
+    let p = c.pattern.as_ref().unwrap();
+    assert_eq!((p.kind, p.batch_idx.len(), p.windows.len()), (Pattern::Matmul, 0, 0));
     let dom = "0 <= i0 < M and 0 <= i1 < N and 0 <= i2 < K";
     assert_map(&c.lhs.map, &format!("[M, K, N] -> {{ S_n8[i0, i1, i2] -> n0[i0, i2] : {dom} }}"));
     assert_map(&c.rhs.map, &format!("[M, K, N] -> {{ S_n8[i0, i1, i2] -> n1[i2, i1] : {dom} }}"));
@@ -139,7 +141,8 @@ fn gemm_dump() {
             read   [M, K, N] -> { S_n8[i0, i1, i2] -> n7[i0, i1, i2] }
             lhs n0[i0, i2]  [M, K, N] -> { S_n8[i0, i1, i2] -> n0[i0, i2] }
             rhs n1[i2, i1]  [M, K, N] -> { S_n8[i0, i1, i2] -> n1[i2, i1] }
-            out [i0, i1] reduce [i2]  pattern undecided
+            out [i0, i1] reduce [i2]
+            pattern matmul  batch []
           block n9 ewise
             domain [M, K, N] -> { S_n9[i0, i1] : 0 <= i0 < M and 0 <= i1 < N }
             write  [M, K, N] -> { S_n9[i0, i1] -> n9[i0, i1] }

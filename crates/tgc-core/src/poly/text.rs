@@ -10,7 +10,8 @@
 //!     write  [M, K, N] -> { S_n8[i0, i1, i2] -> n8[i0, i1] }
 //!     read   [M, K, N] -> { S_n8[i0, i1, i2] -> n7[i0, i1, i2] }
 //!     lhs A[i0, i2]  [M, K, N] -> { S_n8[i0, i1, i2] -> A[i0, i2] }
-//!     …
+//!     out [i0, i1] reduce [i2]
+//!     pattern matmul  batch []
 //!   edges
 //!     n7 -> n8  true [M, K, N] -> { S_n7[i0, i1, i2] -> S_n8[i0' = i0, i1' = i1, i2' = i2] : … }
 //!     n8 -> n8  true|anti|output [M, K, N] -> { S_n8[i0, i1, i2] -> S_n8[i0' = i0, i1' = i1, i2'] : … }
@@ -95,8 +96,20 @@ fn block(s: &mut String, view: &PolyView<'_>, b: &Block<'_>) -> IslResult<()> {
         for (at, e) in &c.affine_offsets {
             let _ = write!(s, "  {at} = {e}");
         }
-        let pattern = c.pattern.map_or("undecided", |p| p.name());
-        let _ = writeln!(s, "  pattern {pattern}");
+        let _ = writeln!(s);
+        match &c.pattern {
+            None => {
+                let _ = writeln!(s, "    pattern none");
+            }
+            Some(p) => {
+                let _ = write!(s, "    pattern {}  batch [{}]", p.kind.name(), p.batch_idx.join(", "));
+                for w in &p.windows {
+                    let role = if w.grouped { "group" } else { "window" };
+                    let _ = write!(s, "  {role} {} = {}·i{} + {}·i{}", w.at, w.stride, w.out, w.dilation, w.reduce);
+                }
+                let _ = writeln!(s);
+            }
+        }
     }
     Ok(())
 }
