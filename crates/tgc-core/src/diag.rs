@@ -58,6 +58,9 @@ pub enum ErrorName {
     SyntaxError,
     /// Well-formed input that tgc does not support.
     Unsupported,
+    /// A schedule that needs more of a hardware resource (shared memory,
+    /// threads per block) than the target has (`000` §5).
+    ResourceExceeded,
     /// Input/output problems (files, tensors given to `run`).
     Io,
     /// A tgc bug: an IR verifier failed after a pass.
@@ -66,7 +69,7 @@ pub enum ErrorName {
 
 impl ErrorName {
     /// Every error name, in declaration order (keep in step with the enum).
-    pub const ALL: [ErrorName; 17] = [
+    pub const ALL: [ErrorName; 18] = [
         ErrorName::BroadcastMismatch,
         ErrorName::AxisSizeMismatch,
         ErrorName::InvalidPermutation,
@@ -82,6 +85,7 @@ impl ErrorName {
         ErrorName::UnboundSymbol,
         ErrorName::SyntaxError,
         ErrorName::Unsupported,
+        ErrorName::ResourceExceeded,
         ErrorName::Io,
         ErrorName::Internal,
     ];
@@ -104,6 +108,7 @@ impl ErrorName {
             ErrorName::UnboundSymbol => "UnboundSymbol",
             ErrorName::SyntaxError => "SyntaxError",
             ErrorName::Unsupported => "Unsupported",
+            ErrorName::ResourceExceeded => "ResourceExceeded",
             ErrorName::Io => "Io",
             ErrorName::Internal => "Internal",
         }

@@ -11,6 +11,7 @@ pub mod frontend;
 pub mod index_book;
 pub mod interp;
 pub mod pipeline;
+pub mod plan;
 #[cfg(feature = "poly")]
 pub mod poly;
 pub mod sym;

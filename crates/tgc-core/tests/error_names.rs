@@ -2,6 +2,8 @@
 //! (what the CLI and `kernel!` call), at the right position: from the graph
 //! language with the line and column of the offending construct, and from
 //! Tiny IR JSON with the node's id and the position of its `"id"` pair.
+//! Errors only a Schedule Plan can cause (`ResourceExceeded`) are raised by
+//! `plan::validate` on plan DSL and plan JSON text (`Step::Plan`).
 //!
 //! The per-module tests (`frontend/tests/errors.rs`, `tiny/json/tests.rs`)
 //! cover the variants of each rule; this table makes sure no name is left
@@ -14,6 +16,7 @@ use std::collections::BTreeMap;
 use tgc_core::diag::{Diagnostic, ErrorName};
 use tgc_core::interp::{self, Tensor};
 use tgc_core::pipeline::{self, Format};
+use tgc_core::plan;
 use tgc_core::DType;
 
 /// Where in the pipeline a case fails.
@@ -25,6 +28,9 @@ enum Step {
     Compile,
     /// `interp::run` with one f32 input of the given shape, and no dims.
     Run(&'static [usize]),
+    /// The text is a Schedule Plan (DSL or JSON by the case's format),
+    /// validated for sm80 and a 4096³ f16 GEMM.
+    Plan,
 }
 
 /// One failing input: it must fail with the case's name at the first
@@ -188,6 +194,17 @@ fn cases(name: ErrorName) -> Vec<Case> {
                 step: Step::Load,
             },
         ],
+        // 3 stages × (256·64 + 64·256) × 2 B of shared memory > sm80's 163 KiB per block.
+        ResourceExceeded => vec![
+            dsl("split m 256;\nsplit n 256;\nsplit k 64;\npipeline k.i stages=3;\n", "split m").step(Step::Plan),
+            Case {
+                format: Format::Json,
+                text: "{\"tile\": [256, 256, 64],\n \"stages\": 3}\n".to_string(),
+                at: "[256".to_string(),
+                node: None,
+                step: Step::Plan,
+            },
+        ],
         // A tensor handed to a run that does not fit its input.
         Io => vec![
             dsl(&main(" main(x: f32[4, 3]) -> (z: f32[4, 3])", "z = relu(x)"), "x: f32").step(Step::Run(&[])),
@@ -201,6 +218,9 @@ fn cases(name: ErrorName) -> Vec<Case> {
 
 /// Runs `case` to its step and returns the error it must fail with.
 fn fail(case: &Case) -> Diagnostic {
+    if let Step::Plan = case.step {
+        return fail_plan(case);
+    }
     let loaded = match pipeline::load(&case.text, case.format, None) {
         Ok(l) => l,
         Err(e) => return e,
@@ -208,6 +228,7 @@ fn fail(case: &Case) -> Diagnostic {
     let result = match case.step {
         Step::Load => panic_ok(case, "loaded"),
         Step::Compile => pipeline::compile_cpu(&loaded, &loaded.graph).map(drop),
+        Step::Plan => unreachable!("plan cases return above"),
         Step::Run(shape) => {
             let n: usize = shape.iter().product();
             // An empty shape stands for "a tensor that does not fit": 7 values for a scalar.
@@ -220,6 +241,20 @@ fn fail(case: &Case) -> Diagnostic {
         }
     };
     result.err().unwrap_or_else(|| panic_ok(case, "ran"))
+}
+
+fn fail_plan(case: &Case) -> Diagnostic {
+    let read = match case.format {
+        Format::Dsl => plan::parse_dsl(&case.text),
+        Format::Json => plan::from_json(&case.text),
+    };
+    let p = match read {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let problem = plan::Problem::gemm(4096, 4096, 4096, DType::F16);
+    let errs = plan::validate(&p, &plan::target::SM80, &problem);
+    errs.into_iter().next().unwrap_or_else(|| panic_ok(case, "validated"))
 }
 
 fn panic_ok(case: &Case, what: &str) -> ! {

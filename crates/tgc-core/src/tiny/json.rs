@@ -78,7 +78,7 @@ mod build;
 mod fields;
 mod nodes;
 mod oplist;
-mod source;
+pub(crate) mod source;
 mod write;
 
 use serde_json::Value;

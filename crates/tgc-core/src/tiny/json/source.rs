@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use crate::diag::Span;
 
 /// Replaces every `//` comment outside string literals by spaces.
-pub(super) fn strip_comments(text: &str) -> String {
+pub(crate) fn strip_comments(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
     let (mut i, mut in_str) = (0, false);
@@ -33,7 +33,7 @@ pub(super) fn strip_comments(text: &str) -> String {
 }
 
 /// The span of bytes `start..end` of `text` (1-based line, column in characters).
-pub(super) fn span_of(text: &str, start: usize, end: usize) -> Span {
+pub(crate) fn span_of(text: &str, start: usize, end: usize) -> Span {
     let start = start.min(text.len());
     let before = text.get(..start).unwrap_or("");
     let line = before.matches('\n').count() + 1;
@@ -43,7 +43,7 @@ pub(super) fn span_of(text: &str, start: usize, end: usize) -> Span {
 }
 
 /// The span of serde_json's 1-based `line` and byte `column` in `text`.
-pub(super) fn span_at_line_col(text: &str, line: usize, column: usize) -> Span {
+pub(crate) fn span_at_line_col(text: &str, line: usize, column: usize) -> Span {
     let mut offset = 0;
     for (k, l) in text.split_inclusive('\n').enumerate() {
         if k + 1 == line {

@@ -1,0 +1,270 @@
+//! Schedule Plan (`000` §1.7, §12.5, §12.6): the thin parameter set the GPU
+//! dialect IR's single MMA template is instantiated with.
+//!
+//! A [`Plan`] has two text forms that carry the same information:
+//!
+//! - JSON (`000` §12.5; [`from_json`], [`to_json`]): the keys of §12.5
+//!   (`tile`, `stages`, `bind`, `warp_tile`, `cache`, `vectorize`,
+//!   `predicate_tail`, `epilogue`, `arch`, `layout_hints`, `algo_choice`,
+//!   `local_edges`) plus two keys for what only the DSL states: `loops`
+//!   (the `split`/`reorder`/`fuse`/`unroll` steps, in order) and
+//!   `pipeline_axis` (the axis of `pipeline`). Any other key is a
+//!   `SyntaxError` at the key; so is a key given twice.
+//! - The Schedule DSL (`000` §12.6; [`parse_dsl`], [`print_dsl`]): exactly
+//!   the statements of §12.6, plus statements for the §12.5 fields the
+//!   minimal grammar leaves out: `arch sm80`, `tile BM BN BK`,
+//!   `warp_tile 64x64`, `layout_hint KEY VALUE`,
+//!   `local_edge FROM TO BUFFER [depth=N]`; and `pipeline` may omit its axis
+//!   (a JSON plan with `stages` and no `pipeline_axis`).
+//!
+//! Invariants (what both readers guarantee; [`validate`] checks the rest):
+//!
+//! 1. Axis names match `[a-z.]+` (§12.6 `axis`), algorithm values
+//!    `[a-z0-9_]+` (§12.6 `value`), tensor and hint names are identifiers;
+//!    so every plan prints to DSL text that parses back.
+//! 2. `arch`, `tile`, `warp_tile`, `pipeline` and `vectorize` appear at most
+//!    once (JSON has one key for each).
+//! 3. Loop steps keep their order (a `fuse` may use an axis a `split` made).
+//! 4. Every element read from text carries its span; spans take no part in
+//!    equality, so a plan read from DSL equals the same plan read from JSON.
+//!
+//! Round trips: `parse_dsl(print_dsl(p)) == p` and
+//! `from_json(to_json(p)) == p` for every plan the readers produce; the
+//! printers are canonical (a fixed statement and key order), so printing
+//! what was parsed gives the canonical text. A plan that binds one axis
+//! twice (which [`validate`] rejects) loses the repeat in JSON, whose
+//! `bind` is an object.
+//!
+//! [`validate`] checks a plan against a [`Target`] row and the caller's
+//! loop axes, with positioned errors; see `validate.rs`.
+
+mod dsl;
+mod json;
+pub mod target;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use crate::diag::Span;
+
+pub use dsl::{parse_dsl, print_dsl};
+pub use json::{from_json, to_json};
+pub use target::{MmaShape, Target};
+pub use validate::{validate, LoopAxis, Problem};
+
+/// A value with the span of the text it was read from. Equality and hashing
+/// ignore the span (invariant 4).
+#[derive(Clone, Debug)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Option<Span>,
+}
+
+impl<T> Spanned<T> {
+    /// A value with no source position (built in code).
+    pub fn new(value: T) -> Spanned<T> {
+        Spanned { value, span: None }
+    }
+
+    pub fn at(value: T, span: Span) -> Spanned<T> {
+        Spanned { value, span: Some(span) }
+    }
+}
+
+impl<T: PartialEq> PartialEq for Spanned<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl<T: Eq> Eq for Spanned<T> {}
+
+/// A loop axis name such as `m`, `m.o` or `n.i.i` (§12.6 `axis := [a-z.]+`).
+pub type Axis = Spanned<String>;
+
+/// The whole plan. Empty lists and `None` mean "not given".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// `arch`: the target name, `sm80` or `sm90`.
+    pub arch: Option<Spanned<String>>,
+    /// `tile = [BM, BN, BK]`: the block tile.
+    pub tile: Option<Spanned<[u64; 3]>>,
+    /// `warp_tile = WMxWN` (`64x64` or `64x32` in §1.7).
+    pub warp_tile: Option<Spanned<[u64; 2]>>,
+    /// `split`/`reorder`/`fuse`/`unroll`, in order.
+    pub loops: Vec<Spanned<LoopStep>>,
+    /// `bind axis target`, in order.
+    pub bind: Vec<Spanned<Bind>>,
+    /// `pipeline [axis] stages=N`, JSON `stages` and `pipeline_axis`.
+    pub pipeline: Option<Spanned<Pipeline>>,
+    /// `cache_read` / JSON `cache`.
+    pub cache: Vec<Spanned<CacheRead>>,
+    pub vectorize: Option<Spanned<Vectorize>>,
+    pub predicate_tail: Vec<Axis>,
+    /// Epilogue op names (`bias`, `relu`, …), applied to the accumulator in order.
+    pub epilogue: Vec<Spanned<String>>,
+    pub algo_choice: Vec<Spanned<AlgoChoice>>,
+    pub layout_hints: Vec<Spanned<LayoutHint>>,
+    pub local_edges: Vec<Spanned<LocalEdge>>,
+}
+
+/// A loop transformation (§12.6 `split`, `reorder`, `fuse`, `unroll`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoopStep {
+    /// `split a F`: `a` becomes `a.o` (outer) and `a.i` (inner, extent `F`).
+    Split { axis: Axis, factor: Spanned<u64> },
+    /// `reorder a b …`: the loop order, outermost first.
+    Reorder { axes: Vec<Axis> },
+    /// `fuse a b -> c`: `a` and `b` become one axis `c`.
+    Fuse { outer: Axis, inner: Axis, into: Axis },
+    /// `unroll a F`.
+    Unroll { axis: Axis, factor: Spanned<u64> },
+}
+
+/// `bind axis target` / JSON `"bind": {"m.o": "block.y"}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bind {
+    pub axis: Axis,
+    pub target: Spanned<BindTarget>,
+}
+
+/// §12.6 `target`: a block or warp index dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BindTarget {
+    BlockX,
+    BlockY,
+    BlockZ,
+    WarpX,
+    WarpY,
+    WarpZ,
+}
+
+impl BindTarget {
+    pub const ALL: [BindTarget; 6] = [
+        BindTarget::BlockX,
+        BindTarget::BlockY,
+        BindTarget::BlockZ,
+        BindTarget::WarpX,
+        BindTarget::WarpY,
+        BindTarget::WarpZ,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindTarget::BlockX => "block.x",
+            BindTarget::BlockY => "block.y",
+            BindTarget::BlockZ => "block.z",
+            BindTarget::WarpX => "warp.x",
+            BindTarget::WarpY => "warp.y",
+            BindTarget::WarpZ => "warp.z",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<BindTarget> {
+        BindTarget::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for BindTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `pipeline axis stages=N`: software pipelining of `axis` over `N` buffers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    pub axis: Option<Axis>,
+    pub stages: Spanned<u64>,
+}
+
+/// `cache_read T smem at=axis [pingpong=B]` / JSON
+/// `{"tensor": T, "where": "smem", "at": axis, "pingpong": B}`.
+/// `where` is always `smem` (the only place §12.6 names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheRead {
+    pub tensor: Spanned<String>,
+    pub at: Axis,
+    /// `None` when not given (the DSL's optional `pingpong=`).
+    pub pingpong: Option<bool>,
+}
+
+/// `vectorize axis W`: `W` elements per access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vectorize {
+    pub axis: Axis,
+    pub width: Spanned<u64>,
+}
+
+/// `algo_choice key value`, e.g. `matmul implicit_gemm`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlgoChoice {
+    pub key: Spanned<String>,
+    pub value: Spanned<String>,
+}
+
+/// One entry of `layout_hints`, e.g. `A_swizzle: true`, `C_stride: "row"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayoutHint {
+    pub key: String,
+    pub value: HintValue,
+}
+
+/// A layout hint's value: a flag or a word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HintValue {
+    Bool(bool),
+    Word(String),
+}
+
+/// `local_edges` entry: how a value moves from one region op to the next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalEdge {
+    pub from: String,
+    pub to: String,
+    pub buffer: Buffer,
+    /// Ring depth (2 or 3), for `smem_ring`.
+    pub depth: Option<u64>,
+}
+
+/// `local_edges[].buffer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    Reg,
+    SmemRing,
+    Gmem,
+}
+
+impl Buffer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Buffer::Reg => "reg",
+            Buffer::SmemRing => "smem_ring",
+            Buffer::Gmem => "gmem",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Buffer> {
+        [Buffer::Reg, Buffer::SmemRing, Buffer::Gmem].into_iter().find(|b| b.as_str() == s)
+    }
+}
+
+/// `[a-z.]+` (§12.6 `axis`).
+pub(crate) fn is_axis_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'.')
+}
+
+/// `[a-z0-9_]+` (§12.6 `value`).
+pub(crate) fn is_value_word(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`: tensor names, hint keys, region op names.
+pub(crate) fn is_ident(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}

@@ -1,0 +1,198 @@
+//! GPU targets: the hardware numbers plans are checked and costed against.
+//!
+//! One row per target (`sm80` = A100-SXM4-80GB, `sm90` = H100-SXM5). The
+//! validator and, later, the cost model of `000` §5/§6 read these rows and
+//! never write a hardware number as a literal. Each value names its source.
+//! Sources, as consulted for this table:
+//!
+//! - [CCG]: NVIDIA, *CUDA C++ Programming Guide*, "Compute Capabilities",
+//!   table "Technical Specifications per Compute Capability"
+//!   (<https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabilities.html>).
+//! - [A100]: NVIDIA A100 datasheet / *NVIDIA Ampere GA100 Architecture*
+//!   whitepaper (as summarised at <https://glennklockwood.com/garden/processors/A100>
+//!   and <https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide>).
+//! - [H100]: NVIDIA H100 datasheet / *NVIDIA H100 Tensor Core GPU
+//!   Architecture* whitepaper (as tabulated at
+//!   <https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html> and
+//!   <https://glennklockwood.com/garden/processors/h100>).
+//! - [PTX]: NVIDIA, *PTX ISA*, "Warp-level matrix multiply-accumulate
+//!   instructions" (`mma.sync` shapes) and "Asynchronous warpgroup level
+//!   matrix multiply-accumulate" (`wgmma` shapes).
+//!
+//! Where a number could not be confirmed from a retrieved copy of its
+//! source while writing this table, its doc says so.
+
+use crate::diag;
+use crate::diag::DResult;
+use crate::DType;
+
+/// A tensor-core instruction shape `m×n×k` and the operand dtypes it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaShape {
+    /// The PTX instruction family: `mma.sync` (one warp) or `wgmma` (a
+    /// warpgroup of four warps).
+    pub instr: &'static str,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// Operand (A/B) dtypes; accumulation is in f32.
+    pub dtypes: &'static [DType],
+}
+
+/// One GPU target. Sizes are in bytes, bandwidth in GB/s (10⁹ bytes/s),
+/// throughput in TFLOP/s (10¹² FLOP/s, an FMA counted as 2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// The name plans use (`"arch"` of `000` §12.5): `sm80` or `sm90`.
+    pub name: &'static str,
+    /// The part the per-product numbers (SM count, bandwidth, peak) are for.
+    pub part: &'static str,
+    /// Compute capability (major, minor).
+    pub compute_capability: (u32, u32),
+    pub sm_count: u64,
+    /// Shared memory per SM (the largest carve-out).
+    pub smem_per_sm: u64,
+    /// Largest dynamic shared memory one block may use (opt-in through
+    /// `cudaFuncAttributeMaxDynamicSharedMemorySize`); the default without
+    /// opt-in is 48 KiB.
+    pub smem_per_block_max: u64,
+    /// 32-bit registers per SM.
+    pub regs_per_sm: u64,
+    /// Most registers one thread may use.
+    pub regs_per_thread_max: u64,
+    pub max_threads_per_block: u64,
+    pub max_warps_per_sm: u64,
+    pub max_blocks_per_sm: u64,
+    pub warp_size: u64,
+    pub l2_bytes: u64,
+    /// Peak dense (no sparsity) f16/bf16 tensor-core throughput, f32 accumulate.
+    pub peak_tensor_tflops: f64,
+    /// Peak DRAM (HBM) bandwidth.
+    pub dram_gbps: f64,
+    /// Tensor-core shapes, the one the MMA template uses first.
+    pub mma_shapes: &'static [MmaShape],
+}
+
+const F16_BF16: &[DType] = &[DType::F16, DType::BF16];
+
+/// `mma.sync.aligned.m16n8k16` for f16/bf16 operands [PTX].
+const MMA_M16N8K16: MmaShape = MmaShape { instr: "mma.sync", m: 16, n: 8, k: 16, dtypes: F16_BF16 };
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+
+/// NVIDIA A100-SXM4-80GB, compute capability 8.0.
+pub const SM80: Target = Target {
+    name: "sm80",
+    part: "A100-SXM4-80GB",
+    compute_capability: (8, 0),
+    // 108 SMs [A100] (7 GPCs, 54 TPCs, 2 SMs per TPC).
+    sm_count: 108,
+    // 164 KiB per SM [CCG] (also [A100]: "up to 164KB of shared memory per SM").
+    smem_per_sm: 164 * KIB,
+    // 163 KiB per block with opt-in [CCG]. Not confirmed from a retrieved
+    // copy of the table while writing this row (the search excerpt omitted
+    // it); it is the CCG value as generally quoted.
+    smem_per_block_max: 163 * KIB,
+    // 64 K 32-bit registers per SM [CCG] (256 KB register file [A100]).
+    regs_per_sm: 64 * 1024,
+    // 255 [CCG] (the Ampere tuning guide repeats it).
+    regs_per_thread_max: 255,
+    // 1024 [CCG].
+    max_threads_per_block: 1024,
+    // 64 warps (2048 threads) per SM for 8.0 [CCG].
+    max_warps_per_sm: 64,
+    // 32 blocks per SM for 8.0 [CCG].
+    max_blocks_per_sm: 32,
+    // 32 [CCG].
+    warp_size: 32,
+    // 40 MB L2 [A100] (deviceQuery on an A100 reports 41943040 bytes).
+    l2_bytes: 40 * MIB,
+    // 312 TFLOP/s dense FP16 and BF16 tensor (624 with sparsity) [A100].
+    peak_tensor_tflops: 312.0,
+    // 2039 GB/s HBM2e on the 80 GB SXM4 part (1555 GB/s on the 40 GB) [A100].
+    dram_gbps: 2039.0,
+    mma_shapes: &[MMA_M16N8K16],
+};
+
+/// NVIDIA H100-SXM5-80GB, compute capability 9.0.
+pub const SM90: Target = Target {
+    name: "sm90",
+    part: "H100-SXM5-80GB",
+    compute_capability: (9, 0),
+    // 132 SMs [H100] (66 TPCs, 2 SMs per TPC).
+    sm_count: 132,
+    // "Configurable up to 228 KB" per SM [H100], [CCG].
+    smem_per_sm: 228 * KIB,
+    // 227 KiB per block with opt-in [CCG]. Not confirmed from a retrieved
+    // copy of the table while writing this row; it is the CCG value as
+    // generally quoted (228 KiB per SM less 1 KiB reserved per block).
+    smem_per_block_max: 227 * KIB,
+    // 64 K 32-bit registers per SM [CCG] ("Register File Size / SM 256 KB" [H100]).
+    regs_per_sm: 64 * 1024,
+    // 255 [CCG].
+    regs_per_thread_max: 255,
+    // 1024 [CCG].
+    max_threads_per_block: 1024,
+    // 64 warps per SM [CCG].
+    max_warps_per_sm: 64,
+    // 32 blocks per SM [CCG].
+    max_blocks_per_sm: 32,
+    // 32 [CCG].
+    warp_size: 32,
+    // 50 MB L2 [H100].
+    l2_bytes: 50 * MIB,
+    // 989.4 TFLOP/s dense FP16 and BF16 tensor (1979 with sparsity) [H100].
+    peak_tensor_tflops: 989.4,
+    // 3350 GB/s HBM3 [H100].
+    dram_gbps: 3350.0,
+    // `mma.sync` m16n8k16 still runs on sm_90; `wgmma` takes m64nNk16 with
+    // N a multiple of 8 up to 256 for f16/bf16 [PTX]; N = 8 is the smallest.
+    mma_shapes: &[MMA_M16N8K16, MmaShape { instr: "wgmma", m: 64, n: 8, k: 16, dtypes: F16_BF16 }],
+};
+
+/// Every known target, in name order.
+pub const TARGETS: [&Target; 2] = [&SM80, &SM90];
+
+impl Target {
+    /// The target called `name` (`sm80`, `sm90`).
+    ///
+    /// Errors: `UnknownName`, listing the known targets.
+    pub fn by_name(name: &str) -> DResult<&'static Target> {
+        TARGETS.iter().copied().find(|t| t.name == name).ok_or_else(|| {
+            let known: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
+            diag!(UnknownName, "unknown target `{name}`; known targets: {}", known.join(", "))
+        })
+    }
+
+    /// The first `mma.sync` shape for operands of `dtype`, if the target has one.
+    pub fn mma_sync_shape(&self, dtype: DType) -> Option<&'static MmaShape> {
+        self.mma_shapes.iter().find(|s| s.instr == "mma.sync" && s.dtypes.contains(&dtype))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_by_name() {
+        assert_eq!(Target::by_name("sm80").unwrap().sm_count, 108);
+        assert_eq!(Target::by_name("sm90").unwrap().part, "H100-SXM5-80GB");
+        let e = Target::by_name("sm75").unwrap_err();
+        assert_eq!(e.name, crate::ErrorName::UnknownName);
+        assert!(e.message.contains("sm80, sm90"), "{e}");
+    }
+
+    #[test]
+    fn rows_are_consistent() {
+        for t in TARGETS {
+            assert!(t.smem_per_block_max <= t.smem_per_sm, "{}", t.name);
+            assert_eq!(t.max_threads_per_block % t.warp_size, 0);
+            let m = t.mma_sync_shape(DType::F16).unwrap();
+            assert_eq!((m.m, m.n, m.k), (16, 8, 16));
+            assert!(t.mma_sync_shape(DType::F32).is_none());
+        }
+        assert!(TARGETS.iter().all(|t| t.peak_tensor_tflops > 0.0 && t.dram_gbps > 0.0));
+    }
+}
