@@ -147,11 +147,7 @@ impl CpuLibrary {
         // caller guarantees the ABI and the buffers' sizes; `outputs` are
         // exclusive borrows, so no output overlaps another buffer.
         let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr()) };
-        match status {
-            0 => Ok(()),
-            1 => Err(Error::Kernel(format!("kernel `{symbol}` ran out of memory allocating its scratch buffers"))),
-            s => Err(Error::Kernel(format!("kernel `{symbol}` failed with status {s}"))),
-        }
+        crate::checks::status(symbol, status)
     }
 }
 
