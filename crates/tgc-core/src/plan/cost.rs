@@ -29,6 +29,9 @@
 //!   elements, `residual`: M·N) are read once. All in the problem's dtype.
 //!   There is no cache model: every re-read is charged at DRAM bandwidth,
 //!   which overstates the memory term where L2 serves the re-reads.
+//! - Because §5's `occ` divides both terms and re-reads have no cache
+//!   model, the absolute estimate is pessimistic for large tiles (a CTA of
+//!   4–16 warps gives `occ` well below 1); it is meant for ranking.
 //! - The vector width does not enter §6's formula; ties in the estimate go
 //!   to the wider vector (§4.2 counts narrowing it as a loss), then to the
 //!   earlier candidate.

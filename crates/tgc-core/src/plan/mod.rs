@@ -54,6 +54,8 @@ pub mod target;
 mod validate;
 
 #[cfg(test)]
+mod choice_tests;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;
