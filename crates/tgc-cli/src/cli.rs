@@ -61,7 +61,9 @@ pub enum Command {
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, indexbook,
-        /// poly_view, c (region, plan, gpu, cu, ptx, sass are later stages).
+        /// poly_view, plan (estimated GEMM plans for sm80; needs concrete
+        /// M/N/K, e.g. from `--dim`), c (region, gpu, cu, ptx, sass are
+        /// later stages).
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts (generated source, Tiny IR JSON, dumps) here

@@ -262,3 +262,20 @@ fn compile_dumps_the_stages_that_exist() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.join("tiny.json").exists() && dir.join("tiny.txt").exists());
 }
+
+#[test]
+fn compile_dumps_the_plan_of_a_bound_gemm() {
+    let args = ["compile", "tests/spec/002_gemm.json", "--dump", "plan"];
+    let dims = ["--dim", "M=4096", "--dim", "N=4096", "--dim", "K=4096"];
+    let o = tgc(&[&args[..], &dims[..]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in ["=== plan ===", "GEMM M=4096 N=4096 K=4096 f16 on sm80", "estimate", "chosen plan (Schedule DSL):"] {
+        assert!(out.contains(want), "missing {want} in\n{out}");
+    }
+    assert_eq!(out.lines().filter(|l| l.starts_with('*')).count(), 1, "{out}");
+    // Unbound, the dump says why there is nothing to plan.
+    let o = tgc(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no concrete GEMM"));
+}

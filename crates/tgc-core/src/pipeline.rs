@@ -5,17 +5,18 @@
 //! Stages, in order: `frontend` (parse + resolve the graph language),
 //! `tiny` (lower to Tiny IR, or load Tiny IR JSON), `indexbook` (axis maps),
 //! `poly_view` (domains, accesses and dependences in isl; built on demand,
-//! nothing consumes it yet), `c` (CPU loop nests as C). Later stages
-//! (`region`, `plan`, `gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can
-//! say they are not built yet.
+//! nothing consumes it yet), `plan` (the ranked plan space of each GEMM,
+//! [`plan_dump`]), `c` (CPU loop nests as C). Later stages (`region`, `gpu`,
+//! `cu`, `ptx`, `sass`) are named so `--dump` can say they are not built
+//! yet.
 
 use std::path::Path;
 
 use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
-use crate::tiny::{self, Graph, Op};
-use crate::{diag, emit, frontend, index_book, interp};
+use crate::tiny::{self, BinaryOp, Graph, Op, ReduceOp};
+use crate::{diag, emit, frontend, index_book, interp, plan};
 use tgc_runtime::HostTensor;
 
 /// Every stage `--dump` knows, in pipeline order, and whether this build has it.
@@ -25,7 +26,7 @@ pub const STAGES: &[(&str, bool)] = &[
     ("indexbook", true),
     ("poly_view", cfg!(feature = "poly")),
     ("region", false),
-    ("plan", false),
+    ("plan", true),
     ("gpu", false),
     ("cu", false),
     ("ptx", false),
@@ -194,6 +195,62 @@ pub fn poly_view(g: &Graph) -> DResult<String> {
     Ok(poly::dump(&view))
 }
 
+/// The GEMM a contraction node computes, or why it is not planned.
+///
+/// Recognition is structural, not `poly`'s: a `REDUCE SUM` over one axis
+/// whose source is a `MUL`, with a rank-2 result `[M, N]` and
+/// `K` the reduced extent; the operand dtype is the `MUL`'s. Batched and
+/// matrix-vector contractions (other result ranks) are not planned yet.
+fn gemm_problem(g: &Graph, id: tiny::NodeId) -> Option<Result<plan::Problem, String>> {
+    let node = g.node(id);
+    let Op::Reduce { op: ReduceOp::Sum, axes } = &node.op else { return None };
+    let mul = *node.src.first()?;
+    if !matches!(g.node(mul).op, Op::Binary(BinaryOp::Mul)) || axes.len() != 1 {
+        return None;
+    }
+    let shape = g.shape(id);
+    if shape.len() != 2 {
+        return Some(Err(format!("result rank {} (only rank-2 [M, N] is planned)", shape.len())));
+    }
+    let dims = [&shape[0], &shape[1], &g.shape(mul)[axes[0]]];
+    let concrete: Vec<u64> = dims.iter().filter_map(|d| d.as_int().and_then(|v| u64::try_from(v).ok())).collect();
+    let &[m, n, k] = concrete.as_slice() else {
+        let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        return Some(Err(format!(
+            "no concrete GEMM (M={}, N={}, K={}; give them with --dim)",
+            dims[0], dims[1], dims[2]
+        )));
+    };
+    Some(Ok(plan::Problem::gemm(m, n, k, g.dtype(mul))))
+}
+
+/// The `plan` dump of `g` for `target`: for each GEMM contraction
+/// ([`gemm_problem`]'s recognition) the ranked plan space of
+/// [`plan::cost::choose`] as [`plan::dump`] prints it, or why it is not
+/// planned; a graph with none says so. [`dump_stage`] uses `sm80` until the
+/// CLI takes a GPU target.
+pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
+    let mut out = String::new();
+    for id in g.ids() {
+        let Some(problem) = gemm_problem(g, id) else { continue };
+        let label = &g.node(id).label;
+        let problem = match problem {
+            Ok(p) if target.mma_sync_shape(p.dtype).is_none() => {
+                Err(format!("{} has no tensor-core MMA for {} operands", target.name, p.dtype))
+            }
+            r => r,
+        };
+        match problem.and_then(|p| plan::cost::choose(&p, target).map(|c| (p, c)).map_err(|d| d.message)) {
+            Ok((p, choice)) => out.push_str(&format!("contraction `{label}`: {}", plan::dump(&p, target, &choice))),
+            Err(why) => out.push_str(&format!("contraction `{label}`: not planned: {why}\n")),
+        }
+    }
+    if out.is_empty() {
+        out.push_str("no GEMM contraction (REDUCE SUM of MUL) in this graph\n");
+    }
+    out
+}
+
 /// One stage's dump.
 pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts) -> DResult<String> {
     check_stage(stage)?;
@@ -203,6 +260,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         "indexbook" => index_book::dump(g, &index_book::build(g)?),
         #[cfg(feature = "poly")]
         "poly_view" => poly_view(g)?,
+        "plan" => plan_dump(g, &plan::target::SM80),
         "c" => artifacts.c_source.clone(),
         _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),
     })

@@ -37,12 +37,24 @@
 //!
 //! [`validate`] checks a plan against a [`Target`] row and the caller's
 //! loop axes, with positioned errors; see `validate.rs`.
+//!
+//! Plan choice (`000` §5, §6): [`resources`] holds §5's formulas, [`space`]
+//! enumerates §6's MVP search space, [`cost`] ranks it through the
+//! [`cost::Estimator`] seam ([`cost::Analytic`] for now; measured tuning
+//! later) and [`cost::choose`] picks the best estimate; [`dump()`] prints the
+//! ranked table (the `plan` stage).
 
+pub mod cost;
 mod dsl;
+mod dump;
 mod json;
+pub mod resources;
+pub mod space;
 pub mod target;
 mod validate;
 
+#[cfg(test)]
+mod choice_tests;
 #[cfg(test)]
 mod tests;
 
@@ -51,6 +63,7 @@ use std::fmt;
 use crate::diag::Span;
 
 pub use dsl::{parse_dsl, print_dsl};
+pub use dump::dump;
 pub use json::{from_json, to_json};
 pub use target::{MmaShape, Target};
 pub use validate::{validate, LoopAxis, Problem};

@@ -1,0 +1,160 @@
+//! The resource formulas of `000` §5: what one CTA of the MMA template uses
+//! (shared memory, registers, threads) and how many CTAs fit on one SM.
+//!
+//! These are estimates from the plan's parameters, not what a compiler
+//! allocates: `ptxas` decides the real register count. Every hardware
+//! number comes from the [`Target`] row.
+
+use crate::DType;
+
+use super::{LoopStep, Plan, Target};
+
+/// Registers per thread the model counts besides the accumulator and
+/// operand fragments: addresses, loop counters, predicates. §5 writes
+/// `base` without a value; 32 is this model's assumption, not a spec or
+/// hardware number.
+pub const BASE_REGS: u64 = 32;
+
+/// What limits the CTAs per SM ([`ctas_per_sm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtaLimit {
+    /// `SMEM_lim / smem_per_CTA`.
+    Smem,
+    /// `REG_lim / (regs_thr · thr_per_CTA)`.
+    Regs,
+    /// Warps per SM / warps per CTA.
+    Threads,
+    /// `BLK_lim`, the target's most CTAs per SM.
+    Blocks,
+}
+
+impl CtaLimit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CtaLimit::Smem => "smem",
+            CtaLimit::Regs => "regs",
+            CtaLimit::Threads => "threads",
+            CtaLimit::Blocks => "blocks",
+        }
+    }
+}
+
+/// The §5 resources of one plan on one target.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Resources {
+    /// Shared memory per CTA in bytes ([`smem_per_cta`]).
+    pub smem_per_cta: u64,
+    /// Estimated 32-bit registers per thread ([`regs_per_thread`]).
+    pub regs_per_thread: u64,
+    /// Warps per CTA ([`warps_per_cta`]).
+    pub warps_per_cta: u64,
+    pub threads_per_cta: u64,
+    /// CTAs resident on one SM (0: the CTA does not fit).
+    pub ctas_per_sm: u64,
+    /// The term that gave `ctas_per_sm`.
+    pub cta_limit: CtaLimit,
+    /// §5 `occ`, in `[0, 1]`.
+    pub occupancy: f64,
+}
+
+/// `smem_per_CTA = (BM*BK + BK*BN) * sizeof(T) * stages` (`000` §5), in
+/// bytes; the template keeps the epilogue in registers (§1.7: the epilogue
+/// is applied to the accumulator fragments), so `epilogue_smem` is 0.
+pub fn smem_per_cta(tile: [u64; 3], stages: u64, dtype: DType) -> u64 {
+    let [bm, bn, bk] = tile;
+    (bm * bk + bk * bn) * dtype.size_bytes() as u64 * stages
+}
+
+/// Warps per CTA: one warp per warp tile, `(BM/WM)·(BN/WN)` (§1.7's
+/// `m.i.o → warp.y`, `n.i.o → warp.x`).
+pub fn warps_per_cta(tile: [u64; 3], warp_tile: [u64; 2]) -> u64 {
+    (tile[0] / warp_tile[0].max(1)) * (tile[1] / warp_tile[1].max(1))
+}
+
+/// §5 `acc_regs(BM, BN, warp_tile)`: the warp's `WM×WN` f32 accumulator
+/// spread over its lanes, `WM·WN / warp_size` registers per thread (one
+/// f32 a register). The block tile enters only through the warp count.
+pub fn acc_regs(warp_tile: [u64; 2], target: &Target) -> u64 {
+    (warp_tile[0] * warp_tile[1]).div_ceil(target.warp_size)
+}
+
+/// Operand fragment registers per thread: one MMA `k` step of the warp's
+/// A (`WM×k`) and B (`k×WN`) fragments in `dtype`, packed into 32-bit
+/// registers and spread over the warp's lanes (the `ldmatrix` →
+/// `mma.sync` operands of §5). 0 when the target has no MMA shape for
+/// `dtype`.
+pub fn operand_regs(warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
+    let Some(mma) = target.mma_sync_shape(dtype) else { return 0 };
+    let bytes = (warp_tile[0] + warp_tile[1]) * mma.k * dtype.size_bytes() as u64;
+    bytes.div_ceil(4 * target.warp_size)
+}
+
+/// `regs_per_thr ≈ base + acc_regs(BM,BN,warp_tile) + epilogue_regs`
+/// (`000` §5) plus the operand fragments: [`BASE_REGS`] + [`acc_regs`] +
+/// [`operand_regs`]. `epilogue_regs` is 0: the epilogue ops of §12.6 work
+/// in place on the accumulator.
+pub fn regs_per_thread(warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
+    BASE_REGS + acc_regs(warp_tile, target) + operand_regs(warp_tile, dtype, target)
+}
+
+/// `cta_per_SM = min(SMEM_lim/smem_per_CTA, REG_lim/(regs_thr*thr_per_CTA),
+/// BLK_lim)` (`000` §5), with the warp limit (`max_warps_per_sm /
+/// warps_per_CTA`) as a fourth term; each quotient rounded down. Ties name
+/// the first term in that order. The per-block reservation the CUDA driver
+/// keeps from shared memory is not modelled.
+pub fn ctas_per_sm(target: &Target, smem: u64, regs_per_thread: u64, warps: u64) -> (u64, CtaLimit) {
+    let threads = warps * target.warp_size;
+    let terms = [
+        (target.smem_per_sm.checked_div(smem).unwrap_or(u64::MAX), CtaLimit::Smem),
+        (target.regs_per_sm.checked_div(regs_per_thread * threads).unwrap_or(u64::MAX), CtaLimit::Regs),
+        (target.max_warps_per_sm.checked_div(warps).unwrap_or(u64::MAX), CtaLimit::Threads),
+        (target.max_blocks_per_sm, CtaLimit::Blocks),
+    ];
+    terms.into_iter().fold((u64::MAX, CtaLimit::Blocks), |best, t| if t.0 < best.0 { t } else { best })
+}
+
+/// `occ = min(1.0, cta_per_SM * warps_per_CTA / max_warps_SM)` (`000` §5).
+pub fn occupancy(target: &Target, ctas_per_sm: u64, warps_per_cta: u64) -> f64 {
+    (ctas_per_sm as f64 * warps_per_cta as f64 / target.max_warps_per_sm as f64).min(1.0)
+}
+
+/// The block tile `[BM, BN, BK]`: `tile`, else the `split` factors of `m`,
+/// `n`, `k` (as [`super::validate`] reads it).
+pub fn block_tile(plan: &Plan) -> Option<[u64; 3]> {
+    if let Some(t) = &plan.tile {
+        return Some(t.value);
+    }
+    let split = |root: &str| {
+        plan.loops.iter().find_map(|s| match &s.value {
+            LoopStep::Split { axis, factor } if axis.value == root => Some(factor.value),
+            _ => None,
+        })
+    };
+    Some([split("m")?, split("n")?, split("k")?])
+}
+
+/// The pipeline depth: `stages`, or 1 for a plan with no `pipeline` (a
+/// synchronous plan holds one tile of A and B).
+pub fn stages(plan: &Plan) -> u64 {
+    plan.pipeline.as_ref().map_or(1, |p| p.value.stages.value)
+}
+
+/// All of §5 for `plan`. `None` when the plan has no block tile or no
+/// `warp_tile` (the template needs both).
+pub fn of(plan: &Plan, dtype: DType, target: &Target) -> Option<Resources> {
+    let tile = block_tile(plan)?;
+    let warp_tile = plan.warp_tile.as_ref()?.value;
+    let smem_per_cta = smem_per_cta(tile, stages(plan), dtype);
+    let regs_per_thread = regs_per_thread(warp_tile, dtype, target);
+    let warps_per_cta = warps_per_cta(tile, warp_tile);
+    let (ctas_per_sm, cta_limit) = ctas_per_sm(target, smem_per_cta, regs_per_thread, warps_per_cta);
+    Some(Resources {
+        smem_per_cta,
+        regs_per_thread,
+        warps_per_cta,
+        threads_per_cta: warps_per_cta * target.warp_size,
+        ctas_per_sm,
+        cta_limit,
+        occupancy: occupancy(target, ctas_per_sm, warps_per_cta),
+    })
+}
