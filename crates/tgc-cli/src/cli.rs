@@ -61,7 +61,7 @@ pub enum Command {
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, indexbook,
-        /// poly_view, c (region, plan, gpu, cu, ptx, sass are later stages).
+        /// poly_view, region, c (plan, gpu, cu, ptx, sass are later stages).
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts (generated source, Tiny IR JSON, dumps) here

@@ -13,6 +13,7 @@ pub mod interp;
 pub mod pipeline;
 #[cfg(feature = "poly")]
 pub mod poly;
+pub mod region;
 pub mod sym;
 pub mod tiny;
 

@@ -4,10 +4,11 @@
 //!
 //! Stages, in order: `frontend` (parse + resolve the graph language),
 //! `tiny` (lower to Tiny IR, or load Tiny IR JSON), `indexbook` (axis maps),
-//! `poly_view` (domains, accesses and dependences in isl; built on demand,
-//! nothing consumes it yet), `c` (CPU loop nests as C). Later stages
-//! (`region`, `plan`, `gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can
-//! say they are not built yet.
+//! `poly_view` (domains, accesses and dependences in isl, for the dump),
+//! `region` (Region Buffer SSA: region formation, with Poly Core when
+//! feature `poly` is on), `c` (CPU loop nests as C, one kernel per region).
+//! Later stages (`plan`, `gpu`, `cu`, `ptx`, `sass`) are named so `--dump`
+//! can say they are not built yet.
 
 use std::path::Path;
 
@@ -15,7 +16,7 @@ use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
 use crate::tiny::{self, Graph, Op};
-use crate::{diag, emit, frontend, index_book, interp};
+use crate::{diag, emit, frontend, index_book, interp, region};
 use tgc_runtime::HostTensor;
 
 /// Every stage `--dump` knows, in pipeline order, and whether this build has it.
@@ -24,7 +25,7 @@ pub const STAGES: &[(&str, bool)] = &[
     ("tiny", true),
     ("indexbook", true),
     ("poly_view", cfg!(feature = "poly")),
-    ("region", false),
+    ("region", true),
     ("plan", false),
     ("gpu", false),
     ("cu", false),
@@ -194,6 +195,21 @@ pub fn poly_view(g: &Graph) -> DResult<String> {
     Ok(poly::dump(&view))
 }
 
+/// The `region` dump of `g` (which may still have symbols): forms the
+/// regions (`000` §4), verifies them, prints them.
+///
+/// Errors: those of building the IndexBook; `Internal` when the Region
+/// verifier fails.
+pub fn regions(g: &Graph) -> DResult<String> {
+    let book = index_book::build(g)?;
+    verify_book(g, &book)?;
+    let rs = region::form(g, &book)?;
+    if let Some(e) = region::verify::verify(g, &rs).into_iter().next() {
+        return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
+    }
+    Ok(region::dump(g, &rs))
+}
+
 /// One stage's dump.
 pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts) -> DResult<String> {
     check_stage(stage)?;
@@ -203,6 +219,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         "indexbook" => index_book::dump(g, &index_book::build(g)?),
         #[cfg(feature = "poly")]
         "poly_view" => poly_view(g)?,
+        "region" => regions(g)?,
         "c" => artifacts.c_source.clone(),
         _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),
     })
