@@ -167,4 +167,35 @@ mod tests {
         assert!(r.regions[0].accumulator().is_some());
         assert!(super::super::verify::verify(&g, &r).is_empty());
     }
+
+    #[test]
+    fn the_verifier_rejects_corrupted_regions() {
+        let g = gemm_bias_relu(DType::F32, "M", "N", "K");
+        let good = form(&g, &index_book::build(&g).unwrap()).unwrap();
+        let mut r = good.clone();
+        r.regions[0].body.last_mut().unwrap().materialize = Materialize::Deferred;
+        assert!(!super::super::verify::verify(&g, &r).is_empty());
+        let mut r = good.clone();
+        r.regions[0].inputs.clear();
+        assert!(!super::super::verify::verify(&g, &r).is_empty());
+        let mut r = good.clone();
+        r.regions[0].outputs[0].memref.alignment = 3;
+        assert!(!super::super::verify::verify(&g, &r).is_empty());
+        let mut r = good;
+        r.regions[0].body[0].how = How::ComputeAt;
+        assert!(!super::super::verify::verify(&g, &r).is_empty());
+    }
+
+    /// Softmax's sum feeds every column of the next GEMM: Poly Core says
+    /// `gmem`, so it stays stored, and the dump says why.
+    #[cfg(feature = "poly")]
+    #[test]
+    fn a_reduction_broadcast_is_not_computed_at() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/graphs/attention.tgc"))
+            .unwrap();
+        let g = crate::pipeline::load(&text, crate::pipeline::Format::Dsl, None).unwrap().graph;
+        let r = form(&g, &index_book::build(&g).unwrap()).unwrap();
+        assert!(r.regions.iter().all(|x| x.local_edges.is_empty()));
+        assert!(r.stops.iter().any(|s| matches!(s.reason, super::super::StopReason::NeedsGmem(_))), "{:?}", r.stops);
+    }
 }

@@ -16,6 +16,13 @@
 //!   every point where the accumulator's value reads it; a [`LocalEdge`]
 //!   records the edge, its Poly Core buffer and halo for the plan
 //!   (`000` §4.1 step 6). Every other let is inlined ([`How::Inline`]).
+//!
+//!   Trade-off of compute-at by recompute: the producer's buffer and its
+//!   write-back and read-back are gone, but every read re-runs its
+//!   reduction — a 2×2 stride-2 pool re-runs each conv point once (each
+//!   feeds one window), a 3×3 stride-2 pool up to 4 times, a stride-1 pool
+//!   k_h·k_w times. A tiled plan keeps the overlap in the `smem_ring` the
+//!   local edge names instead; the CPU backend does not tile yet.
 //! - **copy**: no body; copies a value already in memory (a graph input, or
 //!   a value another region stored) to a graph output.
 //!
