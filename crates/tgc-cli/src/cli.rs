@@ -61,8 +61,8 @@ pub enum Command {
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, indexbook,
-        /// poly_view, plan (estimated GEMM plans for sm80; needs concrete
-        /// M/N/K, e.g. from `--dim`), c (region, gpu, cu, ptx, sass are
+        /// poly_view, region, plan (estimated GEMM plans for sm80; needs
+        /// concrete M/N/K, e.g. from `--dim`), c (gpu, cu, ptx, sass are
         /// later stages).
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,

@@ -181,7 +181,7 @@ fn user_errors_exit_1_with_a_position_and_no_panic() {
         vec!["check", "no/such/file.tgc"],
         vec!["run", "examples/graphs/gemm_bias_relu.tgc"],
         vec!["run", "tests/spec/002_gemm.json", "--dim", "M=zero"],
-        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "region"],
+        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "gpu"],
         vec!["check", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
         vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
         vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--target", "sm80"],
@@ -191,6 +191,14 @@ fn user_errors_exit_1_with_a_position_and_no_panic() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("panicked"), "{args:?}");
     }
+}
+
+#[test]
+fn compile_dumps_the_regions_of_conv_relu_pool() {
+    let o = tgc(&["compile", "examples/graphs/conv_relu_pool.tgc", "--dump", "region"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("compute_at") && out.contains("local_edge"), "{out}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod plan;
 #[cfg(feature = "poly")]
 pub mod poly;
+pub mod region;
 pub mod sym;
 pub mod tiny;
 

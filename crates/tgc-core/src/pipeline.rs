@@ -4,11 +4,12 @@
 //!
 //! Stages, in order: `frontend` (parse + resolve the graph language),
 //! `tiny` (lower to Tiny IR, or load Tiny IR JSON), `indexbook` (axis maps),
-//! `poly_view` (domains, accesses and dependences in isl; built on demand,
-//! nothing consumes it yet), `plan` (the ranked plan space of each GEMM,
-//! [`plan_dump`]), `c` (CPU loop nests as C). Later stages (`region`, `gpu`,
-//! `cu`, `ptx`, `sass`) are named so `--dump` can say they are not built
-//! yet.
+//! `poly_view` (domains, accesses and dependences in isl, for the dump),
+//! `region` (Region Buffer SSA: region formation, with Poly Core when
+//! feature `poly` is on), `plan` (the ranked plan space of each GEMM,
+//! [`plan_dump`]), `c` (CPU loop nests as C, one kernel per region). Later
+//! stages (`gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can say they
+//! are not built yet.
 
 use std::path::Path;
 
@@ -16,7 +17,7 @@ use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
 use crate::tiny::{self, BinaryOp, Graph, Op, ReduceOp};
-use crate::{diag, emit, frontend, index_book, interp, plan};
+use crate::{diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
 
 /// Every stage `--dump` knows, in pipeline order, and whether this build has it.
@@ -25,7 +26,7 @@ pub const STAGES: &[(&str, bool)] = &[
     ("tiny", true),
     ("indexbook", true),
     ("poly_view", cfg!(feature = "poly")),
-    ("region", false),
+    ("region", true),
     ("plan", true),
     ("gpu", false),
     ("cu", false),
@@ -195,6 +196,21 @@ pub fn poly_view(g: &Graph) -> DResult<String> {
     Ok(poly::dump(&view))
 }
 
+/// The `region` dump of `g` (which may still have symbols): forms the
+/// regions (`000` §4), verifies them, prints them.
+///
+/// Errors: those of building the IndexBook; `Internal` when the Region
+/// verifier fails.
+pub fn regions(g: &Graph) -> DResult<String> {
+    let book = index_book::build(g)?;
+    verify_book(g, &book)?;
+    let rs = region::form(g, &book)?;
+    if let Some(e) = region::verify::verify(g, &rs).into_iter().next() {
+        return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
+    }
+    Ok(region::dump(g, &rs))
+}
+
 /// The GEMM a contraction node computes, or why it is not planned.
 ///
 /// Recognition is structural, not `poly`'s: a `REDUCE SUM` over one axis
@@ -260,6 +276,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         "indexbook" => index_book::dump(g, &index_book::build(g)?),
         #[cfg(feature = "poly")]
         "poly_view" => poly_view(g)?,
+        "region" => regions(g)?,
         "plan" => plan_dump(g, &plan::target::SM80),
         "c" => artifacts.c_source.clone(),
         _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),

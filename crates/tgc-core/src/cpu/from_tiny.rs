@@ -6,15 +6,16 @@
 use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
-use crate::index_book::{self, simplify::is_nonneg, IndexBook};
+use crate::index_book::{self, simplify::is_nonneg, Constr, IndexBook};
 use crate::sym::Dim;
 use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
 use crate::DType;
 
-use super::kernels::{form_kernels, Formation, KernelPlan};
 use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
+use crate::region::{self, Dest, Region, Regions};
 
-/// Lowers a graph to loop nests.
+/// Lowers a graph to loop nests: forms its regions ([`region::form`]) and
+/// lowers them ([`lower_regions`]).
 ///
 /// Errors: the first violation when the graph or its IndexBook fails its
 /// verifier (`Internal`, or the graph's own error); `ExcessivePiecewise` when
@@ -27,7 +28,18 @@ pub fn lower(g: &Graph) -> DResult<Program> {
     if let Some(e) = index_book::verify::verify(g, &book).into_iter().next() {
         return Err(e);
     }
-    let form = form_kernels(g);
+    let regions = region::form(g, &book)?;
+    if let Some(e) = region::verify::verify(g, &regions).into_iter().next() {
+        return Err(diag!(Internal, "Region verifier: {}", e.message));
+    }
+    lower_regions(g, &book, &regions)
+}
+
+/// Lowers verified regions to loop nests: one kernel per region, in order.
+///
+/// Errors: `ExcessivePiecewise` as [`lower`]; `Internal` when the regions
+/// ask for what the loop-nest IR cannot express.
+pub fn lower_regions(g: &Graph, book: &IndexBook, regions: &Regions) -> DResult<Program> {
     let mut buffers = Vec::new();
     let mut buf_of: Vec<Option<BufId>> = vec![None; g.len()];
     let add = |buffers: &mut Vec<Buffer>, name: String, label: String, node: NodeId, role: Role| {
@@ -44,28 +56,28 @@ pub fn lower(g: &Graph) -> DResult<Program> {
     }
     let mut out_bufs = Vec::new();
     for (k, o) in g.outputs.iter().enumerate() {
-        let b = add(&mut buffers, format!("out{k}"), o.name.clone(), o.node, Role::Output(k));
-        buf_of[o.node.index()].get_or_insert(b);
-        out_bufs.push(b);
+        out_bufs.push(add(&mut buffers, format!("out{k}"), o.name.clone(), o.node, Role::Output(k)));
     }
     let mut temps = 0;
-    for kp in &form.kernels {
-        if buf_of[kp.root.index()].is_none() {
-            let label = g.node(kp.root).label.clone();
-            buf_of[kp.root.index()] = Some(add(&mut buffers, format!("tmp{temps}"), label, kp.root, Role::Temp));
-            temps += 1;
-        }
+    for r in regions.regions.iter().filter(|r| !r.is_copy()) {
+        let root = r.root();
+        buf_of[root.index()] = Some(match r.outputs[0].dest {
+            Dest::GraphOutput(k) => out_bufs[k],
+            Dest::Temp => {
+                temps += 1;
+                add(&mut buffers, format!("tmp{}", temps - 1), g.node(root).label.clone(), root, Role::Temp)
+            }
+        });
     }
-    let lw = Lowerer { g, book: &book, form: &form, buf_of: &buf_of, buffers: &buffers };
+    let lw = Lowerer { g, book, buf_of: &buf_of, buffers: &buffers };
     let mut kernels = Vec::new();
-    for kp in &form.kernels {
-        kernels.push(lw.kernel(kp, kernels.len())?);
-    }
-    for (o, &out) in g.outputs.iter().zip(&out_bufs) {
-        let src = lw.buf(o.node)?;
-        if src != out {
-            kernels.push(lw.copy(o.node, src, out, kernels.len()));
-        }
+    for r in &regions.regions {
+        let n = kernels.len();
+        let k = match r.outputs[0].dest {
+            Dest::GraphOutput(k) if r.is_copy() => lw.copy(r.root(), lw.buf(r.root())?, out_bufs[k], n),
+            _ => lw.kernel(r, n)?,
+        };
+        kernels.push(k);
     }
     let symbols: Vec<String> = g.symbols.iter().map(|s| s.name.clone()).collect();
     let checks = checks(g, &symbols, &buffers, &kernels);
@@ -75,15 +87,23 @@ pub fn lower(g: &Graph) -> DResult<Program> {
 struct Lowerer<'a> {
     g: &'a Graph,
     book: &'a IndexBook,
-    form: &'a Formation,
     buf_of: &'a [Option<BufId>],
     buffers: &'a [Buffer],
 }
 
 /// What one kernel is being built from.
-struct KernelCx {
+struct KernelCx<'r> {
+    region: &'r Region,
     root: NodeId,
     reduce: Option<NodeId>,
+    /// The conditions of the `Select`s the current value is under.
+    guard: Vec<Constr>,
+    /// Where the current value is: in the reduction's value, in an
+    /// `Expr::Reduce`'s value.
+    in_reduction: bool,
+    in_compute_at: bool,
+    /// `Expr::Reduce`s made so far.
+    computed_at: u32,
     /// Extents of all loop variables: outputs, then reduce loops.
     extents: Vec<Dim>,
     /// Nodes met so far, in order of first visit.
@@ -110,12 +130,23 @@ impl Lowerer<'_> {
         self.buf_of[v.index()].ok_or_else(|| diag!(Internal, "node {} has no buffer", self.g.node(v).label))
     }
 
-    fn kernel(&self, kp: &KernelPlan, n: usize) -> DResult<Kernel> {
+    fn kernel(&self, region: &Region, n: usize) -> DResult<Kernel> {
         let g = self.g;
-        let loops = g.shape(kp.root).to_vec();
+        let root = region.root();
+        let loops = g.shape(root).to_vec();
         let r = loops.len();
-        let mut cx = KernelCx { root: kp.root, reduce: kp.reduce, extents: loops.clone(), nodes: Vec::new() };
-        let reduce = match kp.reduce {
+        let mut cx = KernelCx {
+            region,
+            root,
+            reduce: region.accumulator(),
+            guard: Vec::new(),
+            in_reduction: false,
+            in_compute_at: false,
+            computed_at: 0,
+            extents: loops.clone(),
+            nodes: Vec::new(),
+        };
+        let reduce = match cx.reduce {
             None => None,
             Some(rd) => {
                 let (Op::Reduce { op, .. }, Some(info), Some(&src)) =
@@ -129,14 +160,17 @@ impl Lowerer<'_> {
                     info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", g.node(rd).label))?;
                 let idx = index_book::compose(&vars(r + red_loops.len()), access, &cx.extents)?.index;
                 let dtype = g.dtype(rd);
+                cx.in_reduction = true;
                 let value = cast(self.value(&mut cx, src, &idx)?, dtype);
+                cx.in_reduction = false;
                 Some(Reduction { node: rd, op: *op, dtype, loops: red_loops, value })
             }
         };
-        let out = self.buf(kp.root)?;
-        let value = self.value(&mut cx, kp.root, &vars(r))?;
-        let mut nodes = vec![kp.root];
-        let mut rest: Vec<NodeId> = cx.nodes.into_iter().filter(|&v| v != kp.root && Some(v) != kp.reduce).collect();
+        let out = self.buf(root)?;
+        let value = self.value(&mut cx, root, &vars(r))?;
+        let mut nodes = vec![root];
+        let mut rest: Vec<NodeId> =
+            cx.nodes.into_iter().filter(|&v| v != root && Some(v) != cx.reduce && !region.computes_at(v)).collect();
         rest.sort_by(|a, b| b.cmp(a));
         nodes.extend(rest);
         Ok(Kernel { name: format!("k{n}"), nodes, store_index: linear(&vars(r), &loops), loops, reduce, out, value })
@@ -151,14 +185,14 @@ impl Lowerer<'_> {
     }
 
     /// The value of `v` at `idx` (expressions over the kernel's loop variables).
-    fn value(&self, cx: &mut KernelCx, v: NodeId, idx: &[AffExpr]) -> DResult<Expr> {
+    fn value(&self, cx: &mut KernelCx<'_>, v: NodeId, idx: &[AffExpr]) -> DResult<Expr> {
         let g = self.g;
         let n = g.node(v);
         let dtype = n.ty.dtype;
         if Some(v) == cx.reduce {
             return Ok(Expr::Acc { dtype });
         }
-        if v != cx.root && self.form.materialised[v.index()] {
+        if v != cx.root && self.buf_of[v.index()].is_some() {
             let buf = self.buf(v)?;
             return Ok(Expr::Load { buf, index: linear(idx, &n.ty.shape), dtype });
         }
@@ -166,7 +200,7 @@ impl Lowerer<'_> {
             cx.nodes.push(v);
         }
         let info = self.book.get(v).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
-        let operand = |cx: &mut KernelCx, k: usize| -> DResult<Expr> {
+        let operand = |cx: &mut KernelCx<'_>, k: usize| -> DResult<Expr> {
             let s = *n.src.get(k).ok_or_else(|| diag!(Internal, "{} lacks source {k}", n.label))?;
             let access =
                 info.access(s).ok_or_else(|| diag!(Internal, "{} has no access to its source {k}", n.label))?;
@@ -185,12 +219,33 @@ impl Lowerer<'_> {
             },
             _ if n.op.is_movement() => {
                 let c = index_book::chase(g, self.book, v, idx.to_vec(), &cx.extents)?;
-                let mut e = self.value(cx, c.src, &c.index)?;
+                let outer = cx.guard.len();
+                cx.guard.extend(c.guard.iter().flat_map(|p| p.valid.iter().cloned()));
+                let e = self.value(cx, c.src, &c.index);
+                cx.guard.truncate(outer);
+                let mut e = e?;
                 for p in c.guard.into_iter().rev() {
                     let otherwise = Expr::Const { value: dtype.round(p.otherwise), dtype };
                     e = Expr::Select { valid: p.valid, then: Box::new(e), otherwise: Box::new(otherwise) };
                 }
                 e
+            }
+            Op::Reduce { op, .. } if cx.region.computes_at(v) && cx.in_reduction && !cx.in_compute_at => {
+                let src = *n.src.first().ok_or_else(|| diag!(Internal, "REDUCE {} has no source", n.label))?;
+                let access = info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", n.label))?;
+                let first = cx.extents.len();
+                let loops: Vec<Dim> = info.reduce_axes.iter().map(|a| a.size.clone()).collect();
+                cx.extents.extend(loops.iter().cloned());
+                let mut full = idx.to_vec();
+                full.extend((first..first + loops.len()).map(|k| AffExpr::var(k as u32)));
+                let si = index_book::compose(&full, access, &cx.extents)?.index;
+                cx.in_compute_at = true;
+                let value = self.value(cx, src, &si);
+                cx.in_compute_at = false;
+                let value = Box::new(cast(value?, dtype));
+                cx.computed_at += 1;
+                let (id, guard) = (cx.computed_at - 1, cx.guard.clone());
+                Expr::Reduce { id, node: v, op: *op, dtype, first: first as u32, loops, guard, value }
             }
             Op::Input { .. } | Op::Reduce { .. } => {
                 return Err(diag!(
@@ -234,15 +289,18 @@ fn checks(g: &Graph, symbols: &[String], buffers: &[Buffer], kernels: &[Kernel])
         sizes.extend(k.loops.iter().cloned());
         sizes.extend(k.reduce.iter().flat_map(|r| r.loops.iter().cloned()));
         aff_divisors(&k.store_index, &mut divisors);
+        let mut inner = Vec::new();
         let mut visit = |e: &Expr| match e {
             Expr::Load { index, .. } => aff_divisors(index, &mut divisors),
             Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_divisors(&c.expr, &mut divisors)),
+            Expr::Reduce { loops, .. } => inner.extend(loops.iter().cloned()),
             _ => {}
         };
         k.value.walk(&mut visit);
         if let Some(r) = &k.reduce {
             r.value.walk(&mut visit);
         }
+        sizes.extend(inner);
     }
     for d in &sizes {
         dim_divisors(d, &mut divisors);

@@ -21,7 +21,14 @@
 //!   wide, round the result);
 //! - `MAX`, `MIN` (binary and reduce) propagate NaN; `RELU` is `x < 0 ? 0 : x`;
 //! - a kernel never reads the buffer it writes, and reads only buffers that
-//!   are inputs or written by earlier kernels.
+//!   are inputs or written by earlier kernels;
+//! - an [`Expr::Reduce`] (a producer computed at its reads, `003`'s
+//!   consumer-driven nest) occurs only in a kernel's [`Reduction::value`],
+//!   never inside another `Reduce`; its loop variables are numbered after
+//!   every other variable of the kernel, its `id`s are distinct within the
+//!   kernel, and its `guard` is the conjunction of the [`Expr::Select`]
+//!   conditions it is under — printers hoist it to a statement that runs,
+//!   under that guard, before the accumulator's update.
 
 use std::collections::BTreeSet;
 
@@ -102,13 +109,34 @@ pub enum Expr {
         then: Box<Expr>,
         otherwise: Box<Expr>,
     },
+    /// A reduction re-run at this point (a `REDUCE` computed at its reader,
+    /// [`crate::region::How::ComputeAt`]): `r = identity; for i{first}..
+    /// { r = op(r, value) }`, read rounded to `dtype`. Printed as local
+    /// `acc<id>`.
+    Reduce {
+        id: u32,
+        /// The `REDUCE` node.
+        node: NodeId,
+        op: ReduceOp,
+        dtype: DType,
+        /// Index of its first loop variable.
+        first: u32,
+        /// Extents of its loops `i{first}, i{first+1}, …`.
+        loops: Vec<Dim>,
+        /// Where it is needed (outside, its value is not used).
+        guard: Vec<Constr>,
+        /// The reduced value at the current point, of dtype `dtype`.
+        value: Box<Expr>,
+    },
 }
 
 impl Expr {
     /// The Tiny dtype of the value (its compute type follows from it).
     pub fn dtype(&self) -> DType {
         match self {
-            Expr::Load { dtype, .. } | Expr::Const { dtype, .. } | Expr::Acc { dtype } => *dtype,
+            Expr::Load { dtype, .. } | Expr::Const { dtype, .. } | Expr::Acc { dtype } | Expr::Reduce { dtype, .. } => {
+                *dtype
+            }
             Expr::Unary { x, .. } => x.dtype(),
             Expr::Binary { op: BinaryOp::Cmplt | BinaryOp::Cmpeq, .. } => DType::Bool,
             Expr::Binary { a, .. } => a.dtype(),
@@ -123,7 +151,7 @@ impl Expr {
         f(self);
         match self {
             Expr::Load { .. } | Expr::Const { .. } | Expr::Acc { .. } => {}
-            Expr::Unary { x, .. } | Expr::Cast { x, .. } => x.walk(f),
+            Expr::Unary { x, .. } | Expr::Cast { x, .. } | Expr::Reduce { value: x, .. } => x.walk(f),
             Expr::Binary { a, b, .. } => {
                 a.walk(f);
                 b.walk(f);
@@ -174,6 +202,16 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The [`Expr::Reduce`]s of the kernel, in the order their values are
+    /// needed (the order of [`Expr::walk`] over the reduction's value).
+    pub fn computed_at(&self) -> Vec<&Expr> {
+        let mut out = Vec::new();
+        if let Some(r) = &self.reduce {
+            collect_reduces(&r.value, &mut out);
+        }
+        out
+    }
+
     /// Buffers the kernel loads, in id order.
     pub fn reads(&self) -> Vec<BufId> {
         let mut out = BTreeSet::new();
@@ -200,6 +238,10 @@ impl Kernel {
         let mut visit = |e: &Expr| match e {
             Expr::Load { index, .. } => aff_symbols(index, &mut out),
             Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_symbols(&c.expr, &mut out)),
+            Expr::Reduce { loops, guard, .. } => {
+                loops.iter().for_each(|d| out.extend(d.symbols()));
+                guard.iter().for_each(|c| aff_symbols(&c.expr, &mut out));
+            }
             _ => {}
         };
         self.value.walk(&mut visit);
@@ -271,6 +313,30 @@ pub fn aff_divisors(e: &AffExpr, out: &mut Vec<Dim>) {
             if !out.contains(q) {
                 out.push(q.clone());
             }
+        }
+    }
+}
+
+fn collect_reduces<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    if let Expr::Reduce { .. } = e {
+        out.push(e);
+        return;
+    }
+    match e {
+        Expr::Load { .. } | Expr::Const { .. } | Expr::Acc { .. } | Expr::Reduce { .. } => {}
+        Expr::Unary { x, .. } | Expr::Cast { x, .. } => collect_reduces(x, out),
+        Expr::Binary { a, b, .. } => {
+            collect_reduces(a, out);
+            collect_reduces(b, out);
+        }
+        Expr::Where { cond, a, b } => {
+            collect_reduces(cond, out);
+            collect_reduces(a, out);
+            collect_reduces(b, out);
+        }
+        Expr::Select { then, otherwise, .. } => {
+            collect_reduces(then, out);
+            collect_reduces(otherwise, out);
         }
     }
 }

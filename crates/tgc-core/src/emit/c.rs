@@ -376,6 +376,7 @@ impl Printer<'_> {
             }
             Expr::Const { value, dtype } => self.literal(*value, *dtype),
             Expr::Acc { dtype } => self.round_to("acc".into(), *dtype),
+            Expr::Reduce { id, dtype, .. } => self.round_to(format!("acc{id}"), *dtype),
             Expr::Unary { op, x } => {
                 let xs = self.expr(x);
                 self.unary(*op, xs, x.dtype())
@@ -433,13 +434,28 @@ impl Printer<'_> {
             for (j, d) in r.loops.iter().enumerate() {
                 open(&mut s, &mut depth, k.loops.len() + j, d);
             }
+            for e in k.computed_at() {
+                let Expr::Reduce { id, op, dtype, first, loops, guard: cond, value, .. } = e else { continue };
+                let init = self.literal(op.identity(*dtype), *dtype);
+                let _ = writeln!(s, "{:w$}{} acc{id} = {init};", "", compute_ty(*dtype), w = depth * 4);
+                let outer = depth;
+                if !cond.is_empty() {
+                    let _ = writeln!(s, "{:w$}if ({}) {{", "", bare(guard(cond, Lang::C)), w = depth * 4);
+                    depth += 1;
+                }
+                for (j, d) in loops.iter().enumerate() {
+                    open(&mut s, &mut depth, *first as usize + j, d);
+                }
+                let x = self.expr(value);
+                let update = self.binary(update_op(*op), format!("acc{id}"), x, *dtype);
+                let _ = writeln!(s, "{:w$}acc{id} = {update};", "", w = depth * 4);
+                while depth > outer {
+                    depth -= 1;
+                    let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+                }
+            }
             let x = self.expr(&r.value);
-            let bop = match r.op {
-                ReduceOp::Sum => BinaryOp::Add,
-                ReduceOp::Max => BinaryOp::Max,
-                ReduceOp::Min => BinaryOp::Min,
-            };
-            let update = self.binary(bop, "acc".into(), x, r.dtype);
+            let update = self.binary(update_op(r.op), "acc".into(), x, r.dtype);
             let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
             while depth > body_depth {
                 depth -= 1;
@@ -459,6 +475,15 @@ impl Printer<'_> {
         }
         s.push_str("#pragma endscop\n}\n");
         s
+    }
+}
+
+/// The binary op that folds one value into a `REDUCE` accumulator.
+fn update_op(op: ReduceOp) -> BinaryOp {
+    match op {
+        ReduceOp::Sum => BinaryOp::Add,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Min => BinaryOp::Min,
     }
 }
 

@@ -177,6 +177,11 @@ fn kernel_summary(g: &Graph, p: &Program, k: &Kernel) -> String {
             r.dtype.json_name()
         ));
     }
+    for e in k.computed_at() {
+        if let crate::cpu::Expr::Reduce { id, node, op, .. } = e {
+            s.push_str(&format!("; recomputes {} {} at each read (acc{id}, no buffer)", label(*node), op.name()));
+        }
+    }
     s
 }
 

@@ -176,6 +176,7 @@ fn expr(p: &Program, e: &Expr) -> String {
         }
         Expr::Const { value, dtype } => literal(*value, *dtype),
         Expr::Acc { dtype } => round_to("acc".into(), *dtype),
+        Expr::Reduce { id, dtype, .. } => round_to(format!("acc{id}"), *dtype),
         Expr::Unary { op, x } => unary(*op, expr(p, x), x.dtype()),
         Expr::Binary { op, a, b } => binary(*op, expr(p, a), expr(p, b), a.dtype()),
         Expr::Cast { to, x } => cast(expr(p, x), x.dtype(), *to),
@@ -234,12 +235,26 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
         for (j, d) in r.loops.iter().enumerate() {
             open(&mut s, &mut depth, k.loops.len() + j, d);
         }
-        let bop = match r.op {
-            ReduceOp::Sum => BinaryOp::Add,
-            ReduceOp::Max => BinaryOp::Max,
-            ReduceOp::Min => BinaryOp::Min,
-        };
-        let update = binary(bop, "acc".into(), expr(p, &r.value), r.dtype);
+        for e in k.computed_at() {
+            let Expr::Reduce { id, op, dtype, first, loops, guard: cond, value, .. } = e else { continue };
+            let init = literal(op.identity(*dtype), *dtype);
+            let _ = writeln!(s, "{:w$}let mut acc{id}: {} = {init};", "", compute_ty(*dtype), w = depth * 4);
+            let outer = depth;
+            if !cond.is_empty() {
+                let _ = writeln!(s, "{:w$}if {} {{", "", guard(cond, Lang::Rust), w = depth * 4);
+                depth += 1;
+            }
+            for (j, d) in loops.iter().enumerate() {
+                open(&mut s, &mut depth, *first as usize + j, d);
+            }
+            let update = binary(update_op(*op), format!("acc{id}"), expr(p, value), *dtype);
+            let _ = writeln!(s, "{:w$}acc{id} = {update};", "", w = depth * 4);
+            while depth > outer {
+                depth -= 1;
+                let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+            }
+        }
+        let update = binary(update_op(r.op), "acc".into(), expr(p, &r.value), r.dtype);
         let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
         while depth > body_depth {
             depth -= 1;
@@ -266,6 +281,15 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
     s
 }
 
+/// The binary op that folds one value into a `REDUCE` accumulator.
+fn update_op(op: ReduceOp) -> BinaryOp {
+    match op {
+        ReduceOp::Sum => BinaryOp::Add,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Min => BinaryOp::Min,
+    }
+}
+
 /// Nested helper functions, emitted when used: NaN-propagating max/min and
 /// `RELU` as the interpreter defines them.
 const FLOAT_HELPERS: [(&str, &str); 3] = [
@@ -287,6 +311,12 @@ fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
                 out.insert("max_f32");
             }
             Expr::Binary { op: BinaryOp::Min, a, .. } if float(a.dtype()) => {
+                out.insert("min_f32");
+            }
+            Expr::Reduce { op: ReduceOp::Max, dtype, .. } if float(*dtype) => {
+                out.insert("max_f32");
+            }
+            Expr::Reduce { op: ReduceOp::Min, dtype, .. } if float(*dtype) => {
                 out.insert("min_f32");
             }
             _ => {}
@@ -326,12 +356,10 @@ fn half_types(p: &Program, used: &BTreeSet<BufId>) -> Vec<&'static str> {
         add(p.buffer(*b).dtype);
     }
     for k in &p.kernels {
-        let mut visit = |e: &Expr| {
-            if let Expr::Cast { to, x } = e {
-                if x.dtype() != *to && x.dtype() != DType::Bool {
-                    add(*to);
-                }
-            }
+        let mut visit = |e: &Expr| match e {
+            Expr::Cast { to, x } if x.dtype() != *to && x.dtype() != DType::Bool => add(*to),
+            Expr::Reduce { dtype, .. } => add(*dtype),
+            _ => {}
         };
         k.value.walk(&mut visit);
         if let Some(r) = &k.reduce {

@@ -20,34 +20,8 @@ static inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? 
 
 static inline float tgc_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
 
-/* k0 -> tmp0 (n11): n11 REDUCE; inlines n10 MUL, n9 EXPAND, n7 PERMUTE; accumulates n11 REDUCE SUM in fp32 in a register */
-static void tgc_k0_tgc_conv_relu_pool(const float* restrict in0, const float* restrict in1, float* restrict tmp0, const int64_t s_N)
-{
-#pragma scop
-    for (int64_t i0 = 0; i0 < s_N; i0 += 1) {
-        for (int64_t i1 = 0; i1 < 1; i1 += 1) {
-            for (int64_t i2 = 0; i2 < 8; i2 += 1) {
-                for (int64_t i3 = 0; i3 < 32; i3 += 1) {
-                    for (int64_t i4 = 0; i4 < 32; i4 += 1) {
-                        float acc = 0.0f;
-                        for (int64_t i5 = 0; i5 < 3; i5 += 1) {
-                            for (int64_t i6 = 0; i6 < 3; i6 += 1) {
-                                for (int64_t i7 = 0; i7 < 3; i7 += 1) {
-                                    acc = (acc + (((i3 + i6 - 1 >= 0 && -i3 - i6 + 32 >= 0 && i4 + i7 - 1 >= 0 && -i4 - i7 + 32 >= 0) ? in0[3072*i0 + 32*i3 + i4 + 1024*i5 + 32*i6 + i7 - 33] : 0.0f) * in1[27*i2 + 9*i5 + 3*i6 + i7]));
-                                }
-                            }
-                        }
-                        tmp0[8192*i0 + 8192*i1 + 1024*i2 + 32*i3 + i4] = acc;
-                    }
-                }
-            }
-        }
-    }
-#pragma endscop
-}
-
-/* k1 -> out0 (y): y REDUCE; inlines n17 VIEW, r RELU, c ADD, n14 EXPAND, n12 RESHAPE; accumulates y REDUCE MAX in fp32 in a register */
-static void tgc_k1_tgc_conv_relu_pool(const float* restrict in2, const float* restrict tmp0, float* restrict out0, const int64_t s_N)
+/* k0 -> out0 (y): y REDUCE; inlines n17 VIEW, r RELU, c ADD, n14 EXPAND, n12 RESHAPE, n10 MUL, n9 EXPAND, n7 PERMUTE; accumulates y REDUCE MAX in fp32 in a register; recomputes n11 REDUCE SUM at each read (acc0, no buffer) */
+static void tgc_k0_tgc_conv_relu_pool(const float* restrict in0, const float* restrict in1, const float* restrict in2, float* restrict out0, const int64_t s_N)
 {
 #pragma scop
     for (int64_t i0 = 0; i0 < s_N; i0 += 1) {
@@ -57,7 +31,15 @@ static void tgc_k1_tgc_conv_relu_pool(const float* restrict in2, const float* re
                     float acc = (-INFINITY);
                     for (int64_t i4 = 0; i4 < 2; i4 += 1) {
                         for (int64_t i5 = 0; i5 < 2; i5 += 1) {
-                            acc = tgc_max_f32(acc, tgc_relu_f32((tmp0[8192*i0 + 1024*i1 + 64*i2 + 2*i3 + 32*i4 + i5] + in2[i1])));
+                            float acc0 = 0.0f;
+                            for (int64_t i6 = 0; i6 < 3; i6 += 1) {
+                                for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                                    for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                                        acc0 = (acc0 + (((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f) * in1[27*i1 + 9*i6 + 3*i7 + i8]));
+                                    }
+                                }
+                            }
+                            acc = tgc_max_f32(acc, tgc_relu_f32((acc0 + in2[i1])));
                         }
                     }
                     out0[2048*i0 + 256*i1 + 16*i2 + i3] = acc;
@@ -76,13 +58,6 @@ int32_t tgc_conv_relu_pool(const void* const* inputs, void* const* outputs, cons
     const float* in1 = (const float*)inputs[1];
     const float* in2 = (const float*)inputs[2];
     float* out0 = (float*)outputs[0];
-    float* tmp0 = (float*)malloc((size_t)8192*s_N * sizeof(float)); /* n11 */
-    if (!tmp0) {
-        free(tmp0);
-        return 1;
-    }
-    tgc_k0_tgc_conv_relu_pool(in0, in1, tmp0, s_N);
-    tgc_k1_tgc_conv_relu_pool(in2, tmp0, out0, s_N);
-    free(tmp0);
+    tgc_k0_tgc_conv_relu_pool(in0, in1, in2, out0, s_N);
     return 0;
 }

@@ -1,7 +1,9 @@
-//! Kernel formation for the CPU path (`000` §7.1, `001` §8): which values get
-//! a buffer, and which kernel computes each of them.
+//! The foundation's grouping (`000` §7.1, `001` §8): which values get a
+//! buffer, and which region computes each of them. Region formation
+//! ([`super::from_tiny`]) starts from it; without feature `poly` it is the
+//! whole of region formation.
 //!
-//! The rule (to be replaced by Region formation, `000` §4):
+//! The rule:
 //! - only live values (those an output depends on) are considered;
 //! - a value is **materialised** (has a buffer) when it is an `INPUT`, a graph
 //!   output, an element-wise value with more than one reader, or a `REDUCE`
@@ -32,7 +34,7 @@ use crate::tiny::{Graph, NodeId, Op};
 /// The deepest chain of element-wise nodes inlined into one expression.
 pub const MAX_INLINE_DEPTH: usize = 64;
 
-/// One kernel: the value it stores and the `REDUCE` it accumulates, if any
+/// One group: the value it stores and the `REDUCE` it accumulates, if any
 /// (the root itself when the root is a `REDUCE`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelPlan {
@@ -40,17 +42,22 @@ pub struct KernelPlan {
     pub reduce: Option<NodeId>,
 }
 
-/// The result of kernel formation.
+/// The result of the grouping.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Formation {
     /// Per node: whether it has a buffer.
     pub materialised: Vec<bool>,
-    /// Kernels in execution order.
+    /// Groups in execution order.
     pub kernels: Vec<KernelPlan>,
+    /// Per node: whether a graph output depends on it.
+    pub live: Vec<bool>,
+    /// Per node: its live readers, with multiplicity and through movement
+    /// nodes (the rule of the module doc).
+    pub readers: Vec<usize>,
 }
 
 /// Applies the rule of the module doc to a verified graph.
-pub fn form_kernels(g: &Graph) -> Formation {
+pub fn group(g: &Graph) -> Formation {
     let n = g.len();
     let mut live = vec![false; n];
     for o in &g.outputs {
@@ -128,7 +135,7 @@ pub fn form_kernels(g: &Graph) -> Formation {
             KernelPlan { root, reduce }
         })
         .collect();
-    Formation { materialised, kernels }
+    Formation { materialised, kernels, live, readers }
 }
 
 /// The materialised element-wise value reached from `r` upward through
@@ -160,7 +167,7 @@ mod tests {
     #[test]
     fn gemm_epilogue_is_one_kernel() {
         let g = gemm_bias_relu(DType::F32, "M", "N", "K");
-        let f = form_kernels(&g);
+        let f = group(&g);
         let relu = g.outputs[0].node;
         let sum = g.ids().find(|&i| matches!(g.node(i).op, Op::Reduce { .. }));
         assert_eq!(f.kernels, vec![KernelPlan { root: relu, reduce: sum }]);
@@ -175,7 +182,7 @@ mod tests {
             x = g.unary(crate::tiny::UnaryOp::Neg, x).unwrap();
         }
         g.outputs.push(crate::tiny::Output { name: "y".into(), node: x });
-        let f = form_kernels(&g);
+        let f = group(&g);
         assert_eq!(f.kernels.len(), 4, "{:?}", f.kernels);
     }
 }

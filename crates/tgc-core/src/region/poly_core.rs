@@ -1,0 +1,130 @@
+//! The compute-at fusions of region formation v1, decided by Poly Core
+//! (`000` §1.6, §4.1 steps 3 and 5; `003` "Consumer の反復空間を主軸とし…").
+//!
+//! A candidate is a stored `REDUCE` `p` (a group of its own) whose unique
+//! reader chain (element-wise and movement nodes, none stored) ends at a
+//! `REDUCE` `c` that is another group's accumulator. The consumer point is
+//! the tile with 1 on every output axis of `c` and the whole of its reduce
+//! axes. `p` is fused into `c`'s region when
+//! - [`poly::core::can_compute_at`] accepts that tile (the pre-image of one
+//!   consumer point is a bounded box of `p`; legality, `003` rule 1), and
+//! - [`poly::core::min_buffer_for_edge`] for that tile is `reg` or
+//!   `smem_ring`, not `gmem` (a reduce-to-broadcast such as softmax's sum
+//!   feeding every column of the next GEMM would re-run the whole reduction
+//!   per consumer point);
+//! - neither region already has a compute-at (one level per region).
+//!
+//! **Extension point (`000` §4.1 step 4, §6):** a profitability test
+//! `Δtime = cost − benefit < 0` (recompute FLOPs per consumer point from the
+//! halo against the saved write-back and read-back bytes) and the §4.2
+//! thresholds go after these legality answers, before a fusion is taken.
+
+use crate::diag::DResult;
+use crate::index_book::IndexBook;
+use crate::poly::{self, core::BufferKind};
+use crate::tiny::{Graph, NodeId, Op};
+
+use super::from_tiny::Fusion;
+use super::grouping::Formation;
+use super::{EdgeBuffer, LocalEdge, Stop, StopReason};
+
+/// The fusions to take, in node order of the producers; rejected candidates
+/// are pushed to `stops`.
+///
+/// Errors: `Internal` when isl fails on the view's own objects.
+pub(super) fn compute_at_fusions(
+    g: &Graph,
+    book: &IndexBook,
+    f: &Formation,
+    stops: &mut Vec<Stop>,
+) -> DResult<Vec<Fusion>> {
+    let consumers = g.consumers();
+    let mut asks = Vec::new();
+    for p in candidates(g, f) {
+        let readers = f.readers[p.index()];
+        if readers != 1 {
+            stops.push(Stop { producer: p, consumer: None, reason: StopReason::NotUcc(readers) });
+            continue;
+        }
+        let Some(c) = chain_end(g, f, &consumers, p) else { continue };
+        let reason = if !matches!(g.node(c).op, Op::Reduce { .. }) {
+            Some(if f.materialised[c.index()] { StopReason::StoredOnTheWay(c) } else { StopReason::NotAtAReduction })
+        } else if !f.kernels.iter().any(|kp| kp.reduce == Some(c)) {
+            Some(StopReason::NotAtAReduction)
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => stops.push(Stop { producer: p, consumer: Some(c), reason }),
+            None => asks.push((p, c)),
+        }
+    }
+    if asks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ctx = poly::Ctx::new();
+    let view = match poly::build(&ctx, g, book) {
+        Ok(v) => v,
+        Err(e) => {
+            for (p, c) in asks {
+                let reason = StopReason::NoPolyView(e.message.clone());
+                stops.push(Stop { producer: p, consumer: Some(c), reason });
+            }
+            return Ok(Vec::new());
+        }
+    };
+    let mut fusions: Vec<Fusion> = Vec::new();
+    for (p, c) in asks {
+        // p's own region computes something at its reads, or c's already does.
+        let nested = fusions.iter().any(|x| x.consumer == p || x.consumer == c);
+        let stop = |reason| Stop { producer: p, consumer: Some(c), reason };
+        if nested {
+            stops.push(stop(StopReason::Nested));
+            continue;
+        }
+        let tile = vec![1; g.shape(c).len()];
+        if let Err(why) = poly::core::can_compute_at(&view, p, c, &tile)? {
+            stops.push(stop(StopReason::ComputeAt(why.to_string())));
+            continue;
+        }
+        let b = poly::core::min_buffer_for_edge(&view, p, c, &tile)?;
+        let buffer = match b.kind {
+            BufferKind::Reg => EdgeBuffer::Reg,
+            BufferKind::SmemRing { depth } => EdgeBuffer::SmemRing { depth },
+            BufferKind::Gmem => {
+                stops.push(stop(StopReason::NeedsGmem(b.why.to_string())));
+                continue;
+            }
+        };
+        let edge = LocalEdge { producer: p, consumer: c, buffer, bytes: b.bytes };
+        fusions.push(Fusion { producer: p, consumer: c, edge });
+    }
+    Ok(fusions)
+}
+
+/// The live reader chain of `p` up to the first node that is stored or is
+/// neither element-wise nor movement: that node, when `p`'s readers form a
+/// unique chain (`readers[p] == 1`, so every node on the way has one live
+/// reader).
+fn chain_end(g: &Graph, f: &Formation, consumers: &[Vec<NodeId>], p: NodeId) -> Option<NodeId> {
+    let reader = |v: NodeId| consumers[v.index()].iter().copied().find(|c| f.live[c.index()]);
+    let mut c = reader(p)?;
+    loop {
+        let op = &g.node(c).op;
+        if f.materialised[c.index()] || !(op.is_elementwise() || op.is_movement()) || matches!(op, Op::Reduce { .. }) {
+            return Some(c);
+        }
+        c = reader(c)?;
+    }
+}
+
+/// The stops and fusions every graph gets regardless of Poly Core: `p` is
+/// a candidate producer when it is a group's stored `REDUCE` root.
+fn candidates(g: &Graph, f: &Formation) -> Vec<NodeId> {
+    f.kernels
+        .iter()
+        .filter(|kp| kp.reduce == Some(kp.root) && f.live[kp.root.index()])
+        .filter(|kp| !g.outputs.iter().any(|o| o.node == kp.root) && f.readers[kp.root.index()] > 0)
+        .map(|kp| kp.root)
+        .collect()
+}
