@@ -19,7 +19,7 @@
 //! - Nothing here panics on a missing or broken toolchain: every failure is
 //!   an [`Error`] (a missing toolchain names the places searched and the
 //!   set-up command). cudarc panics when it cannot load `libnvrtc`, so
-//!   [`nvrtc`] loads the library by its full path first and checks with
+//!   `nvrtc.rs` loads the library by its full path first and checks with
 //!   cudarc's non-panicking probe before any cudarc call.
 //! - NVRTC is loaded at most once per process (cudarc keeps one library);
 //!   a second [`Toolchain`] with another root is refused rather than
