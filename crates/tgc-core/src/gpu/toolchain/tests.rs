@@ -1,0 +1,110 @@
+//! The output parsers on text captured from the CUDA 13.0 tools (the sm_80
+//! kernel of `tests/toolchain.rs`), and the toolchain search's errors.
+
+use super::*;
+
+/// `ptxas -v -arch=sm_80` on that kernel's PTX (ptxas 13.0.88).
+const PTXAS_SM80: &str = "\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'mma_m16n8k16' for 'sm_80'
+ptxas info    : Function properties for mma_m16n8k16
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 20 registers, used 0 barriers, 512 bytes smem, 376 bytes cmem[0]
+ptxas info    : Compile time = 3.439 ms
+";
+
+/// NVRTC's program log with `-Xptxas=-v`: the same lines, another prefix;
+/// a second, made-up kernel that spills and has no shared memory.
+const NVRTC_LOG: &str = "\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'mma_m16n8k16' for 'sm_80'
+ptxas info    : Function properties for mma_m16n8k16
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 20 registers, used 0 barriers, 512 bytes smem, 376 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z5spillPf' for 'sm_80'
+ptxas info    : Function properties for _Z5spillPf
+ptxas         .     48 bytes stack frame, 40 bytes spill stores, 36 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 360 bytes cmem[0]
+ptxas info    : Compile time = 2.712 ms
+";
+
+/// `cuobjdump -sass` of that kernel, cut.
+const SASS_SM80: &str = "
+\tcode for sm_80
+\t\tFunction : mma_m16n8k16
+\t.headerflags\t@\"EF_CUDA_SM80 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM80)\"
+        /*0000*/                   IMAD.MOV.U32 R1, RZ, RZ, c[0x0][0x28] ;       /* 0x00000a00ff017624 */
+                                                                                 /* 0x000fe400078e00ff */
+        /*00a0*/                   LDGSTS.E.BYPASS.128 [R7], [R4.64] ;           /* 0x0000000004077fae */
+                                                                                 /* 0x0003e8000b901c44 */
+        /*00b0*/                   LDGDEPBAR ;                                   /* 0x00000000000079af */
+        /*0150*/                   LDSM.16.M88.4 R8, [R0] ;                      /* 0x000000000008783b */
+        /*0160*/                   HMMA.16816.F32 R8, R8, R12, RZ ;              /* 0x0000000c0808723c */
+        /*0170*/                   @!UPT UIADD3 URZ, URZ, URZ, URZ ;             /* 0x0000003f3f3ff290 */
+        /*01e0*/                   EXIT ;                                        /* 0x000000000000794d */
+        /*01f0*/                   BRA 0x1f0;                                    /* 0xfffffff000007947 */
+\t\t..........
+";
+
+#[test]
+fn ptxas_verbose_output_reads_as_resources() {
+    let expected = Resources {
+        function: "mma_m16n8k16".to_string(),
+        registers: 20,
+        shared_bytes: 512,
+        barriers: 0,
+        constant_bytes: 376,
+        ..Resources::default()
+    };
+    assert_eq!(parse_ptxas_verbose(PTXAS_SM80).unwrap(), vec![expected.clone()]);
+    let spill = Resources {
+        function: "_Z5spillPf".to_string(),
+        registers: 255,
+        barriers: 1,
+        constant_bytes: 360,
+        stack_frame: 48,
+        spill_stores: 40,
+        spill_loads: 36,
+        shared_bytes: 0,
+    };
+    assert_eq!(parse_ptxas_verbose(NVRTC_LOG).unwrap(), vec![expected, spill]);
+}
+
+#[test]
+fn ptxas_output_without_a_kernel_is_an_error() {
+    let err = parse_ptxas_verbose("ptxas info    : 0 bytes gmem\n").unwrap_err();
+    assert!(matches!(err, Error::Parse { tool: "ptxas", .. }), "{err}");
+}
+
+#[test]
+fn sass_opcodes_skip_addresses_encodings_and_predicates() {
+    let opcodes: Vec<String> = sass_opcodes(SASS_SM80).into_iter().collect();
+    assert_eq!(
+        opcodes,
+        [
+            "BRA",
+            "EXIT",
+            "HMMA.16816.F32",
+            "IMAD.MOV.U32",
+            "LDGDEPBAR",
+            "LDGSTS.E.BYPASS.128",
+            "LDSM.16.M88.4",
+            "UIADD3"
+        ]
+    );
+}
+
+#[test]
+fn a_folder_without_nvrtc_is_missing_with_the_setup_command() {
+    let err = Toolchain::at("/nonexistent/cu13").unwrap_err();
+    let Error::Missing { missing, searched } = &err else { panic!("{err}") };
+    assert_eq!(missing, "/nonexistent/cu13/lib/libnvrtc.so.13");
+    assert_eq!(searched, &[PathBuf::from("/nonexistent/cu13")]);
+    assert!(err.to_string().contains(SETUP_COMMAND), "{err}");
+}
+
+#[test]
+fn arch_names_are_ptxas_names() {
+    assert_eq!(Arch::Sm80.to_string(), "sm_80");
+    assert_eq!(Arch::Sm90a.sm(), "sm_90a");
+}
