@@ -50,6 +50,8 @@ pub mod grouping;
 mod poly_core;
 #[cfg(feature = "poly")]
 pub mod select;
+#[cfg(all(test, feature = "poly"))]
+mod tests;
 pub mod text;
 pub mod verify;
 
