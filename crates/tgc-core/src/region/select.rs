@@ -195,6 +195,28 @@ mod tests {
         assert_eq!(value(&cands, &e), brute_force(&cands));
     }
 
+    /// A chain of 31 fusions spans 32 nodes: past the exact window, the
+    /// greedy decides, and its choice is conflict-free.
+    #[test]
+    fn a_window_past_30_nodes_goes_to_greedy() {
+        let cands: Vec<Candidate> = (0..31).map(|k| c(k, k + 1, -1.0 - f64::from(k % 3))).collect();
+        assert_eq!(node_count(&cands), 32);
+        let chosen = select(&cands);
+        assert_eq!(chosen, greedy(&cands));
+        assert!(is_consistent(&cands, &chosen));
+        let small = &cands[..29];
+        assert_eq!(value(small, &select(small)), best_on_a_chain(small));
+    }
+
+    /// The best value of a chain by dynamic programming (no two adjacent).
+    fn best_on_a_chain(cands: &[Candidate]) -> f64 {
+        let (mut take, mut skip) = (0.0f64, 0.0f64);
+        for x in cands {
+            (take, skip) = (skip + x.delta.min(0.0), take.min(skip));
+        }
+        take.min(skip)
+    }
+
     #[test]
     fn independent_windows_are_all_taken() {
         let cands = [c(0, 1, -1.0), c(5, 6, -1.0)];

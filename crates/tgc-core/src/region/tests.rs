@@ -85,3 +85,17 @@ fn the_exact_choice_takes_the_better_conflict_free_set() {
         "#]],
     );
 }
+
+/// A pool with a symbolic stride is outside the SCoP: a region boundary
+/// (§4.1 step 1), whatever the cost.
+#[test]
+fn a_non_scop_block_is_a_region_boundary() {
+    let src = "graph<S=2> g(x: f32[1, 1, 16, 16], w: f32[1, 1, 3, 3]) -> (y: f32[1, 1, 8, 8]) {\n    \
+               c = conv2d(x, w, pad=[1, 1])\n    y = maxpool2d(c, kernel=[2, 2], stride=[S, S])\n    return y\n}\n";
+    check(
+        src,
+        expect![[r#"
+            stop n10 -> y: non_scop: block n12 is outside the SCoP (a region boundary)
+        "#]],
+    );
+}
