@@ -30,6 +30,11 @@ fn check(src: &str) {
     // One kernel, and no scratch buffer for the conv or ReLU values.
     assert!(!c.contains("malloc") && !c.contains("tmp0"), "a scratch buffer:\n{c}");
     assert!(c.contains("tgc_k0_") && !c.contains("tgc_k1_"), "more than one kernel:\n{c}");
+    compare(g);
+}
+
+/// Runs the generated C and the interpreter on the same sample inputs.
+fn compare(g: &tgc_core::tiny::Graph) {
     let inputs: Vec<HostTensor> = g
         .inputs()
         .into_iter()
@@ -102,4 +107,18 @@ fn odd_sizes_asymmetric_padding_and_strides() {
         ", kernel=[3, 2], stride=[2, 1], pad=[1, 0], dilation=[1, 2]",
         "[3, 3, 3, 1]",
     ));
+}
+
+/// conv → pool → conv → pool: the exact choice of region formation takes
+/// both conv → pool fusions and leaves the middle pool stored (two
+/// kernels, one buffer between them).
+#[test]
+fn two_fused_stages_with_a_stored_pool_between() {
+    let src = "graph g(x: f32[1, 1, 16, 16], w1: f32[1, 1, 3, 3], w2: f32[1, 1, 3, 3]) -> (y: f32[1, 1, 4, 4]) {\n    \
+               c1 = conv2d(x, w1, pad=[1, 1])\n    p1 = maxpool2d(c1, kernel=[2, 2], stride=[2, 2])\n    \
+               c2 = conv2d(p1, w2, pad=[1, 1])\n    y = maxpool2d(c2, kernel=[2, 2], stride=[2, 2])\n    return y\n}\n";
+    let g = pipeline::load(src, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("graph"))).graph;
+    let regions = pipeline::regions(&g).unwrap();
+    assert_eq!(regions.matches("compute_at").count(), 2, "{regions}");
+    compare(&g);
 }

@@ -10,11 +10,11 @@
 //!    when `can_compute_at` accepts one consumer point and
 //!    `min_buffer_for_edge` is not global memory (`003`'s Conv → ReLU →
 //!    MaxPool). Every candidate it rejects is a [`Stop`] with its reason.
-//!    **Extension point:** the cost model and ILP/greedy selection of
-//!    `000` §4.1 steps 4–5 (benefit = saved bytes / BW against recompute
-//!    and occupancy, §4.2 thresholds) go between Poly Core's answer and the
-//!    fusion, in `poly_core`; v1 fuses every legal candidate whose buffer
-//!    is not `gmem`.
+//!    Legal candidates then pass the §4.2 threshold and the differential
+//!    cost `Δtime < 0` of §4.1 step 4 / §6 (`region::cost`, on the CPU
+//!    row: regions are lowered by the CPU backend), and `region::select`
+//!    chooses among them (exact ILP on windows of up to 30 nodes, backward
+//!    greedy with one-step rollback beyond).
 //! 3. Each group becomes a compute region whose body is its root and every
 //!    deferred value it reads (closure over the sources), and each graph
 //!    output not stored by its own region becomes a copy region.
@@ -44,7 +44,7 @@ pub fn form(g: &Graph, book: &IndexBook) -> DResult<Regions> {
     #[cfg(feature = "poly")]
     let (former, fusions, stops) = {
         let mut stops = Vec::new();
-        let fusions = super::poly_core::compute_at_fusions(g, book, &f, &mut stops)?;
+        let fusions = super::poly_core::compute_at_fusions(g, book, &f, &super::cost::CPU, &mut stops)?;
         (Former::PolyCore, fusions, stops)
     };
     #[cfg(not(feature = "poly"))]

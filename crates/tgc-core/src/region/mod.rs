@@ -42,10 +42,16 @@
 //! - a [`MemRef`] has its node's shape, row-major strides, an alignment that
 //!   is a power of two and at least the element size, and `noalias`.
 
+#[cfg(feature = "poly")]
+pub mod cost;
 pub mod from_tiny;
 pub mod grouping;
 #[cfg(feature = "poly")]
 mod poly_core;
+#[cfg(feature = "poly")]
+pub mod select;
+#[cfg(all(test, feature = "poly"))]
+mod tests;
 pub mod text;
 pub mod verify;
 
@@ -194,8 +200,8 @@ impl Region {
 }
 
 /// Why region formation did not fuse a producer into a consumer (`000`
-/// §4.1 step 5 STOP conditions).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// §4.1 step 5 STOP conditions, §4.2 thresholds).
+#[derive(Clone, Debug, PartialEq)]
 pub enum StopReason {
     /// The producer is a graph output: it is stored anyway.
     GraphOutput,
@@ -209,12 +215,29 @@ pub enum StopReason {
     /// The consumer region already computes a producer at its reads, or the
     /// producer's region does (one level per region in v1).
     Nested,
+    /// A block on the way (named) is outside the SCoP (Poly-View
+    /// `non_scop`): a region boundary (`000` §4.1 step 1).
+    NonScop(String),
     /// ② `can_compute_at` says no (Poly Core's reason).
     ComputeAt(String),
     /// ② the smallest buffer is global memory (Poly Core's reason).
     NeedsGmem(String),
     /// Poly Core could not be asked (the Poly-View failed to build).
     NoPolyView(String),
+    /// §4.2: the local edge buffer (`bytes`) is over `limit`, 80% of the
+    /// machine's per-kernel fast memory (`machine` names the row).
+    OverThreshold { bytes: u64, limit: u64, machine: &'static str },
+    /// ③ `Δtime = cost − benefit ≥ 0` (seconds; `000` §4.1 step 4, §6) with
+    /// the producer recomputed `recompute` times per element.
+    Cost { delta: f64, benefit: f64, cost: f64, recompute: f64 },
+    /// Backward greedy: taken, then undone (one-step rollback, §4.1 step 5)
+    /// for the better fusion of this producer.
+    Rollback(NodeId),
+    /// Backward greedy: the fusion of this producer, already taken,
+    /// conflicts (one compute-at level and one producer per region).
+    Conflict(NodeId),
+    /// The exact choice (ILP) over a window of this many nodes left it out.
+    NotChosen(usize),
 }
 
 impl fmt::Display for StopReason {
@@ -228,12 +251,23 @@ impl fmt::Display for StopReason {
             StopReason::ComputeAt(why) => write!(f, "can_compute_at: {why}"),
             StopReason::NeedsGmem(why) => write!(f, "min_buffer_for_edge: gmem ({why})"),
             StopReason::NoPolyView(why) => write!(f, "no Poly-View: {why}"),
+            StopReason::NonScop(b) => write!(f, "non_scop: block {b} is outside the SCoP (a region boundary)"),
+            StopReason::OverThreshold { bytes, limit, machine } => {
+                write!(f, "threshold: local buffer {bytes} bytes > {limit} (80% of {machine}'s per-kernel fast memory)")
+            }
+            StopReason::Cost { delta, benefit, cost, recompute } => write!(
+                f,
+                "cost: Δtime {delta:+.3e} s >= 0 (benefit {benefit:.3e} s, cost {cost:.3e} s, recompute x{recompute:.2})"
+            ),
+            StopReason::Rollback(_) => write!(f, "rollback: undone for the next step's better fusion"),
+            StopReason::Conflict(_) => write!(f, "conflict: a fusion already taken nests with it"),
+            StopReason::NotChosen(n) => write!(f, "not chosen: the exact choice over a window of {n} nodes"),
         }
     }
 }
 
 /// A fusion region formation considered and rejected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Stop {
     pub producer: NodeId,
     /// The consumer the producer's chain reaches, when there is one.

@@ -14,28 +14,37 @@
 //!   per consumer point);
 //! - neither region already has a compute-at (one level per region).
 //!
-//! **Extension point (`000` §4.1 step 4, §6):** a profitability test
-//! `Δtime = cost − benefit < 0` (recompute FLOPs per consumer point from the
-//! halo against the saved write-back and read-back bytes) and the §4.2
-//! thresholds go after these legality answers, before a fusion is taken.
+//! Then, for each legal candidate (`000` §4.1 steps 4–5):
+//! - the §4.2 threshold on the local edge buffer and the differential cost
+//!   `Δtime` of [`super::cost`] (recompute factor from Poly Core's box);
+//!   a candidate over the threshold or with `Δtime ≥ 0` is a stop;
+//! - [`super::select`] chooses among the rest (exact ILP on windows of up
+//!   to 30 nodes, backward greedy with one-step rollback beyond).
+//!
+//! A block outside the SCoP on the way is a region boundary
+//! ([`StopReason::NonScop`]).
 
 use crate::diag::DResult;
 use crate::index_book::IndexBook;
-use crate::poly::{self, core::BufferKind};
+use crate::poly::{self, core::BufferKind, core::Reason};
+use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId, Op};
 
+use super::cost::{self, EdgeFacts, Machine};
 use super::from_tiny::Fusion;
 use super::grouping::Formation;
+use super::select::{self, Candidate, Left};
 use super::{EdgeBuffer, LocalEdge, Stop, StopReason};
 
-/// The fusions to take, in node order of the producers; rejected candidates
-/// are pushed to `stops`.
+/// The fusions to take on machine `m`, in node order of the producers;
+/// rejected candidates are pushed to `stops`.
 ///
 /// Errors: `Internal` when isl fails on the view's own objects.
 pub(super) fn compute_at_fusions(
     g: &Graph,
     book: &IndexBook,
     f: &Formation,
+    m: &Machine,
     stops: &mut Vec<Stop>,
 ) -> DResult<Vec<Fusion>> {
     let consumers = g.consumers();
@@ -73,20 +82,21 @@ pub(super) fn compute_at_fusions(
             return Ok(Vec::new());
         }
     };
-    let mut fusions: Vec<Fusion> = Vec::new();
+    let mut legal: Vec<(Candidate, Fusion)> = Vec::new();
     for (p, c) in asks {
-        // p's own region computes something at its reads, or c's already does.
-        let nested = fusions.iter().any(|x| x.consumer == p || x.consumer == c);
         let stop = |reason| Stop { producer: p, consumer: Some(c), reason };
-        if nested {
-            stops.push(stop(StopReason::Nested));
-            continue;
-        }
         let tile = vec![1; g.shape(c).len()];
-        if let Err(why) = poly::core::can_compute_at(&view, p, c, &tile)? {
-            stops.push(stop(StopReason::ComputeAt(why.to_string())));
-            continue;
-        }
+        let at = match poly::core::can_compute_at(&view, p, c, &tile)? {
+            Ok(at) => at,
+            Err(Reason::NotInScop(block)) => {
+                stops.push(stop(StopReason::NonScop(block)));
+                continue;
+            }
+            Err(why) => {
+                stops.push(stop(StopReason::ComputeAt(why.to_string())));
+                continue;
+            }
+        };
         let b = poly::core::min_buffer_for_edge(&view, p, c, &tile)?;
         let buffer = match b.kind {
             BufferKind::Reg => EdgeBuffer::Reg,
@@ -96,10 +106,57 @@ pub(super) fn compute_at_fusions(
                 continue;
             }
         };
+        let facts = edge_facts(g, p, c, at.halo.bytes, b.bytes);
+        if let Err(over) = cost::check_thresholds(m, &facts) {
+            stops.push(stop(StopReason::OverThreshold { bytes: over.bytes, limit: over.limit, machine: m.name }));
+            continue;
+        }
+        let d = cost::delta(m, &facts);
+        if d.time() >= 0.0 {
+            let reason = StopReason::Cost { delta: d.time(), benefit: d.benefit, cost: d.cost, recompute: d.recompute };
+            stops.push(stop(reason));
+            continue;
+        }
         let edge = LocalEdge { producer: p, consumer: c, buffer, bytes: b.bytes };
-        fusions.push(Fusion { producer: p, consumer: c, edge });
+        legal
+            .push((Candidate { producer: p, consumer: c, delta: d.time() }, Fusion { producer: p, consumer: c, edge }));
+    }
+    let cands: Vec<Candidate> = legal.iter().map(|(x, _)| *x).collect();
+    let mut fusions = Vec::new();
+    for ((x, fusion), chosen) in legal.into_iter().zip(select::select(&cands)) {
+        let reason = match chosen {
+            Ok(()) => {
+                fusions.push(fusion);
+                continue;
+            }
+            Err(Left::Conflict(v)) => StopReason::Conflict(v),
+            Err(Left::RolledBack(v)) => StopReason::Rollback(v),
+            Err(Left::NotChosen(n)) => StopReason::NotChosen(n),
+        };
+        stops.push(Stop { producer: x.producer, consumer: Some(x.consumer), reason });
     }
     Ok(fusions)
+}
+
+/// The cost model's view of edge `p → c` (`needed_bytes`: Poly Core's box
+/// for one consumer point; `buffer_bytes`: its `min_buffer_for_edge`).
+/// Symbolic extents count as [`cost::SYMBOLIC_EXTENT`].
+fn edge_facts(g: &Graph, p: NodeId, c: NodeId, needed_bytes: u64, buffer_bytes: Option<u64>) -> EdgeFacts {
+    let count = |v: NodeId| {
+        let n = Dim::product(g.shape(v)).eval(&|_| Some(cost::SYMBOLIC_EXTENT)).unwrap_or(cost::SYMBOLIC_EXTENT);
+        n.max(1) as f64
+    };
+    let producer_elems = count(p);
+    let reduced = g.node(p).src.first().map_or(1.0, |&s| count(s) / producer_elems);
+    let elem_bytes = g.dtype(p).size_bytes() as f64;
+    EdgeFacts {
+        producer_elems,
+        flops_per_elem: 2.0 * reduced,
+        elem_bytes,
+        consumer_points: count(c),
+        needed_per_point: needed_bytes as f64 / elem_bytes,
+        buffer_bytes,
+    }
 }
 
 /// The live reader chain of `p` up to the first node that is stored or is

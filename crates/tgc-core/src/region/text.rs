@@ -16,7 +16,7 @@ use std::fmt::Write;
 
 use crate::tiny::{infer::fmt_shape, Graph};
 
-use super::{Dest, EdgeBuffer, Former, How, Materialize, MemRef, Regions};
+use super::{Dest, EdgeBuffer, Former, How, Materialize, MemRef, Regions, StopReason};
 
 /// Renders the regions as text (the `--dump region` stage).
 pub fn dump(g: &Graph, rs: &Regions) -> String {
@@ -70,7 +70,11 @@ pub fn dump(g: &Graph, rs: &Regions) -> String {
     }
     for st in &rs.stops {
         let c = st.consumer.map_or_else(String::new, |c| format!(" -> {}", label(c)));
-        let _ = writeln!(s, "stop {}{c}: {}", label(st.producer), st.reason);
+        let by = match st.reason {
+            StopReason::Rollback(v) | StopReason::Conflict(v) => format!(" (by {})", label(v)),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "stop {}{c}: {}{by}", label(st.producer), st.reason);
     }
     s
 }
