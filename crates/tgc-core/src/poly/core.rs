@@ -204,6 +204,45 @@ fn compute_at(
     Ok(Ok(ComputeAt { needed: inner, step, halo: Halo { bytes, per_axis } }))
 }
 
+/// The producer elements the tile of `consumer` at position `pos` needs
+/// (the tile pushed through the access relation, module doc): the set whose
+/// box [`can_compute_at`] measures. `tile` and `pos` are per statement axis
+/// of the consumer; missing entries are [`WHOLE`] and 0.
+///
+/// Not ok: no dependence, a block on the way outside the SCoP, a bad tile.
+/// Errors: `Internal` when isl fails on the view's own objects.
+pub fn footprint<'c>(
+    view: &PolyView<'c>,
+    producer: NodeId,
+    consumer: NodeId,
+    tile: &[i64],
+    pos: &[i64],
+) -> DResult<Result<Set<'c>, Reason>> {
+    needed_set(view, producer, consumer, tile, pos).map_err(internal)
+}
+
+fn needed_set<'c>(
+    view: &PolyView<'c>,
+    producer: NodeId,
+    consumer: NodeId,
+    tile: &[i64],
+    pos: &[i64],
+) -> IslResult<Result<Set<'c>, Reason>> {
+    let access = match access(view, producer, consumer)? {
+        Ok(a) => a,
+        Err(r) => return Ok(Err(r)),
+    };
+    let Some(c) = view.block(consumer) else { return Ok(Err(Reason::NoDependence)) };
+    let Some(cs) = c.scop() else { return Ok(Err(Reason::NotInScop(c.name.clone()))) };
+    let rank = cs.domain.n_dim()?;
+    if tile.len() > rank || pos.len() > rank || tile.iter().chain(pos).any(|&t| t < 0) {
+        return Ok(Err(Reason::BadTile(format!("{tile:?} at {pos:?} for the {rank} axes of S_{}", c.name))));
+    }
+    let tile: Vec<i64> = (0..rank).map(|k| tile.get(k).copied().unwrap_or(WHOLE)).collect();
+    let pos: Vec<i64> = (0..rank).map(|k| pos.get(k).copied().unwrap_or(0)).collect();
+    Ok(Ok(tile_set(c, &cs.domain, &tile, &pos)?.apply(&access)?))
+}
+
 /// Where a producer's values live between producer and consumer (`000`
 /// §1.6 `MinBuffer`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -166,7 +166,7 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> (f64, f64) 
 /// op's definition; `None` where `PAD` fills in its value.
 ///
 /// Errors: the index falls outside the source of shape `src`.
-fn source_index(op: &Op, idx: &[usize], out: &[usize], src: &[usize]) -> Result<Option<Vec<usize>>, String> {
+pub fn source_index(op: &Op, idx: &[usize], out: &[usize], src: &[usize]) -> Result<Option<Vec<usize>>, String> {
     let at = |k: usize| idx[k] as i64;
     let j: Vec<i64> = match op {
         Op::Reshape => {
