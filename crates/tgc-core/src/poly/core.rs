@@ -58,6 +58,9 @@ pub enum Reason {
     /// The producer elements one tile needs are unbounded along `axis` (a
     /// symbolic extent the tile does not cover).
     Unbounded { axis: usize },
+    /// The tile at `position` needs no producer element (it reads only a
+    /// `PAD`'s fill), so the halo cannot be measured there.
+    NothingNeeded { position: Vec<i64> },
     /// More tile entries than consumer axes, or a negative one.
     BadTile(String),
 }
@@ -72,6 +75,9 @@ impl fmt::Display for Reason {
                 write!(f, "the tile splits reduction axis i{axis} ({tile} of {e})")
             }
             Reason::Unbounded { axis } => write!(f, "the needed producer elements are unbounded along axis {axis}"),
+            Reason::NothingNeeded { position } => {
+                write!(f, "the tile at {position:?} needs no producer element (it reads only padding)")
+            }
             Reason::BadTile(why) => write!(f, "bad tile: {why}"),
         }
     }
@@ -123,7 +129,8 @@ impl ComputeAt {
 ///
 /// Not ok: a tile that cuts a reduction axis of the consumer (axes that
 /// carry its self-dependence, [`analyze`]), a block on the way outside the
-/// SCoP, no dependence, an unbounded needed range. Errors: `Internal` when
+/// SCoP, no dependence (also when every read on the way lands in a `PAD`'s
+/// fill), an unbounded needed range, a measured tile that needs nothing. Errors: `Internal` when
 /// isl fails on the view's own objects.
 pub fn can_compute_at(
     view: &PolyView<'_>,
@@ -164,8 +171,12 @@ fn compute_at(
         (0..rank).map(|k| i64::from(tile[k] != WHOLE && extents[k].is_none_or(|e| e >= 3 * tile[k]))).collect();
     let origin = vec![0; rank];
     let at = |pos: &[i64]| -> IslResult<Result<Vec<(i64, i64)>, Reason>> {
-        let t = tile_set(c, &cs.domain, &tile, pos)?;
-        bounds(&t.apply(&access)?)
+        let needed = tile_set(c, &cs.domain, &tile, pos)?.apply(&access)?;
+        // isl bounds an empty set by NaN: say so rather than "unbounded".
+        if needed.is_empty()? {
+            return Ok(Err(Reason::NothingNeeded { position: pos.to_vec() }));
+        }
+        bounds(&needed)
     };
     let inner = match at(&interior)? {
         Ok(b) => b,
@@ -601,5 +612,9 @@ fn access<'c>(view: &PolyView<'c>, producer: NodeId, consumer: NodeId) -> IslRes
         }
         rel[k] = Some(here);
     }
-    Ok(to_producer.map(|m| m.coalesce()).transpose()?.ok_or(Reason::NoDependence))
+    match to_producer {
+        // Paths whose reads all land in a `PAD`'s fill carry no dependence.
+        Some(m) if !m.is_empty()? => Ok(Ok(m.coalesce()?)),
+        _ => Ok(Err(Reason::NoDependence)),
+    }
 }

@@ -18,7 +18,9 @@
 //!   `core::footprint` at the origin and at the interior tile is exactly
 //!   the set of producer elements those tiles need, and `can_compute_at`
 //!   answers what `poly::core`'s definition gives on the brute-force sets:
-//!   a split reduction axis, or the needed box of the interior tile, the
+//!   a split reduction axis, no dependence when every read on the way
+//!   lands in a `PAD`'s fill, `NothingNeeded` when a measured tile needs no
+//!   element, or else the needed box of the interior tile, the
 //!   step per producer axis, the halo per axis and
 //!   `bytes = max(|box(origin)|, |box(interior)|) × element size`.
 //!
@@ -276,6 +278,15 @@ fn check_halo(
     let out_rank = brute::shape(g, c).len();
     let ext: Vec<i64> = brute::shape(g, c).into_iter().chain(brute::reduce_extents(g, c)).map(|x| x as i64).collect();
     let got = core::can_compute_at(view, p, c, tile).map_err(|d| d.message)?;
+    // No consumer point reads the producer (every read lands in a PAD's
+    // fill): no dependence.
+    if brute::footprint(g, p, c, &brute::statement(g, c)).is_empty() {
+        tally("no element dependence");
+        return match got {
+            Err(Reason::NoDependence) => Ok(()),
+            other => Err(format!("no consumer point reads the producer; can_compute_at says {other:?}")),
+        };
+    }
     // A reduction axis (one with more than one point) cut by the tile.
     let split = (out_rank..ext.len()).find(|&k| ext[k] > 1 && tile[k] != WHOLE && tile[k] < ext[k]);
     if let Some(axis) = split {
@@ -316,23 +327,23 @@ fn check_halo(
         }
     }
     tally("footprint compared");
-    // A tile that needs nothing (it reads only padding) has no box.
-    let empty = |tally: &mut dyn FnMut(&'static str), got: Result<core::ComputeAt, Reason>| {
-        tally("empty footprint");
+    // A measured tile that needs nothing has no box.
+    let empty = |tally: &mut dyn FnMut(&'static str), got: Result<core::ComputeAt, Reason>, at: &[i64]| {
+        tally("tile needs nothing");
         match got {
-            Err(Reason::Unbounded { .. }) => Ok(()),
-            other => Err(format!("an empty footprint; can_compute_at says {other:?}")),
+            Err(Reason::NothingNeeded { position }) if position == at => Ok(()),
+            other => Err(format!("the tile at {at:?} needs nothing; can_compute_at says {other:?}")),
         }
     };
-    let (Some(inner), Some(first)) = (bounding_box(&inner_set, p_rank), bounding_box(&first_set, p_rank)) else {
-        return empty(tally, got);
-    };
+    // Measured in can_compute_at's order: interior, origin, then each move.
+    let Some(inner) = bounding_box(&inner_set, p_rank) else { return empty(tally, got, &interior) };
+    let Some(first) = bounding_box(&first_set, p_rank) else { return empty(tally, got, &origin) };
     let mut step = vec![0; p_rank];
     let mut share_at = vec![0; p_rank];
     for k in (0..ext.len()).filter(|&k| interior[k] == 1) {
         let mut next = interior.clone();
         next[k] += 1;
-        let Some(moved) = bounding_box(&need(&next), p_rank) else { return empty(tally, got) };
+        let Some(moved) = bounding_box(&need(&next), p_rank) else { return empty(tally, got, &next) };
         for d in 0..p_rank {
             let delta = moved[d].0 - inner[d].0;
             if step[d] == 0 && delta != 0 {
