@@ -8,6 +8,8 @@
 //! (inputs arrive representable). Next to each value it keeps a magnitude,
 //! a bound on the absolute values that went into it (`Σ|x|` for a sum): the
 //! scale of the rounding error an f32 evaluation may make.
+//!
+//! `poly_core_prop` includes this file too, for [`source_index`].
 
 use tgc_core::affine::{AffAtom, AffExpr};
 use tgc_core::sym::Dim;
