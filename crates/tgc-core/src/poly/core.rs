@@ -58,6 +58,9 @@ pub enum Reason {
     /// The producer elements one tile needs are unbounded along `axis` (a
     /// symbolic extent the tile does not cover).
     Unbounded { axis: usize },
+    /// The tile at `position` needs no producer element (it reads only a
+    /// `PAD`'s fill), so the halo cannot be measured there.
+    NothingNeeded { position: Vec<i64> },
     /// More tile entries than consumer axes, or a negative one.
     BadTile(String),
 }
@@ -72,6 +75,9 @@ impl fmt::Display for Reason {
                 write!(f, "the tile splits reduction axis i{axis} ({tile} of {e})")
             }
             Reason::Unbounded { axis } => write!(f, "the needed producer elements are unbounded along axis {axis}"),
+            Reason::NothingNeeded { position } => {
+                write!(f, "the tile at {position:?} needs no producer element (it reads only padding)")
+            }
             Reason::BadTile(why) => write!(f, "bad tile: {why}"),
         }
     }
@@ -123,7 +129,8 @@ impl ComputeAt {
 ///
 /// Not ok: a tile that cuts a reduction axis of the consumer (axes that
 /// carry its self-dependence, [`analyze`]), a block on the way outside the
-/// SCoP, no dependence, an unbounded needed range. Errors: `Internal` when
+/// SCoP, no dependence (also when every read on the way lands in a `PAD`'s
+/// fill), an unbounded needed range, a measured tile that needs nothing. Errors: `Internal` when
 /// isl fails on the view's own objects.
 pub fn can_compute_at(
     view: &PolyView<'_>,
@@ -164,8 +171,12 @@ fn compute_at(
         (0..rank).map(|k| i64::from(tile[k] != WHOLE && extents[k].is_none_or(|e| e >= 3 * tile[k]))).collect();
     let origin = vec![0; rank];
     let at = |pos: &[i64]| -> IslResult<Result<Vec<(i64, i64)>, Reason>> {
-        let t = tile_set(c, &cs.domain, &tile, pos)?;
-        bounds(&t.apply(&access)?)
+        let needed = tile_set(c, &cs.domain, &tile, pos)?.apply(&access)?;
+        // isl bounds an empty set by NaN: say so rather than "unbounded".
+        if needed.is_empty()? {
+            return Ok(Err(Reason::NothingNeeded { position: pos.to_vec() }));
+        }
+        bounds(&needed)
     };
     let inner = match at(&interior)? {
         Ok(b) => b,
@@ -202,6 +213,45 @@ fn compute_at(
     let count = |b: &[(i64, i64)]| b.iter().map(|(lo, hi)| (hi - lo + 1).max(0) as u64).product::<u64>();
     let bytes = count(&inner).max(count(&first)) * p.dtype.size_bytes() as u64;
     Ok(Ok(ComputeAt { needed: inner, step, halo: Halo { bytes, per_axis } }))
+}
+
+/// The producer elements the tile of `consumer` at position `pos` needs
+/// (the tile pushed through the access relation, module doc): the set whose
+/// box [`can_compute_at`] measures. `tile` and `pos` are per statement axis
+/// of the consumer; missing entries are [`WHOLE`] and 0.
+///
+/// Not ok: no dependence, a block on the way outside the SCoP, a bad tile.
+/// Errors: `Internal` when isl fails on the view's own objects.
+pub fn footprint<'c>(
+    view: &PolyView<'c>,
+    producer: NodeId,
+    consumer: NodeId,
+    tile: &[i64],
+    pos: &[i64],
+) -> DResult<Result<Set<'c>, Reason>> {
+    needed_set(view, producer, consumer, tile, pos).map_err(internal)
+}
+
+fn needed_set<'c>(
+    view: &PolyView<'c>,
+    producer: NodeId,
+    consumer: NodeId,
+    tile: &[i64],
+    pos: &[i64],
+) -> IslResult<Result<Set<'c>, Reason>> {
+    let access = match access(view, producer, consumer)? {
+        Ok(a) => a,
+        Err(r) => return Ok(Err(r)),
+    };
+    let Some(c) = view.block(consumer) else { return Ok(Err(Reason::NoDependence)) };
+    let Some(cs) = c.scop() else { return Ok(Err(Reason::NotInScop(c.name.clone()))) };
+    let rank = cs.domain.n_dim()?;
+    if tile.len() > rank || pos.len() > rank || tile.iter().chain(pos).any(|&t| t < 0) {
+        return Ok(Err(Reason::BadTile(format!("{tile:?} at {pos:?} for the {rank} axes of S_{}", c.name))));
+    }
+    let tile: Vec<i64> = (0..rank).map(|k| tile.get(k).copied().unwrap_or(WHOLE)).collect();
+    let pos: Vec<i64> = (0..rank).map(|k| pos.get(k).copied().unwrap_or(0)).collect();
+    Ok(Ok(tile_set(c, &cs.domain, &tile, &pos)?.apply(&access)?))
 }
 
 /// Where a producer's values live between producer and consumer (`000`
@@ -562,5 +612,9 @@ fn access<'c>(view: &PolyView<'c>, producer: NodeId, consumer: NodeId) -> IslRes
         }
         rel[k] = Some(here);
     }
-    Ok(to_producer.map(|m| m.coalesce()).transpose()?.ok_or(Reason::NoDependence))
+    match to_producer {
+        // Paths whose reads all land in a `PAD`'s fill carry no dependence.
+        Some(m) if !m.is_empty()? => Ok(Ok(m.coalesce()?)),
+        _ => Ok(Err(Reason::NoDependence)),
+    }
 }

@@ -7,8 +7,9 @@ use super::core::*;
 use super::pattern_tests::{dsl, example};
 use super::tests::view_of;
 use super::*;
+use crate::sym::Dim;
 use crate::test_graphs::gemm_bias_relu;
-use crate::tiny::Graph;
+use crate::tiny::{Graph, Output};
 
 const W: i64 = WHOLE;
 
@@ -209,4 +210,25 @@ fn fusable_groups_follow_legal_compute_at() {
     let names: Vec<Vec<&str>> =
         groups.iter().map(|g| g.iter().map(|&b| v.blocks[b.index()].name.as_str()).collect()).collect();
     assert_eq!(groups.len(), 1, "{names:?}");
+}
+
+/// A tile whose reads all land in a `PAD`'s fill needs no producer element:
+/// `NothingNeeded` at that tile (isl bounds an empty set by NaN, which was
+/// read as "unbounded"), and `NoDependence` when no consumer point reads the
+/// producer at all (found by `tests/poly_core_prop`).
+#[test]
+fn a_tile_that_reads_only_padding_needs_nothing() {
+    let mut g = Graph::new("pad_only");
+    let x = g.input("x", DType::F32, &[Dim::int(6)]).unwrap();
+    let p = g.pad(x, &[(Dim::int(3), Dim::int(0))], 0.0).unwrap();
+    let s = g.shrink(p, &[Dim::int(0)], &[Dim::int(2)], &[Dim::int(1)]).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: s });
+    let ctx = Ctx::new();
+    let (_, v) = view_of(&ctx, &g);
+    // Tile 2 of 9: the interior tile [2, 4) reads x[0]; the origin [0, 2) only padding.
+    assert_eq!(can_compute_at(&v, x, p, &[2]).unwrap(), Err(Reason::NothingNeeded { position: vec![0] }));
+    assert_eq!(ok(&v, x, p, &[4]).needed, [(0, 0)], "one tile, which reads x[0]");
+    // The SHRINK keeps only the padding.
+    assert_eq!(can_compute_at(&v, x, s, &[]).unwrap(), Err(Reason::NoDependence));
+    assert_eq!(min_buffer_for_edge(&v, x, s, &[]).unwrap().kind, BufferKind::Gmem);
 }

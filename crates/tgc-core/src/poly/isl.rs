@@ -24,6 +24,11 @@
 //! isl's own message on stderr). `to_string` copies the text isl allocates
 //! and frees it (isl-rs's `to_str` would leak it).
 //!
+//! One isl function is declared here rather than taken from isl-rs, which
+//! does not bind callbacks: `isl_set_foreach_point`, behind [`Set::points`]
+//! and [`Map::pairs`] (point enumeration, for tests that check isl's
+//! answers by brute force).
+//!
 //! Text is isl's notation (`[N] -> { S[i0, i1] : 0 <= i0 < N }`), the
 //! notation of `003`.
 
@@ -366,6 +371,34 @@ impl<'c> Set<'c> {
         self.int_val(v)
     }
 
+    /// Every point of a set without parameters, as coordinates in isl's
+    /// order (lexicographic), through `isl_set_foreach_point`. For tests
+    /// that compare isl's answers with brute-force enumeration.
+    ///
+    /// Errors: the set has parameters or is unbounded, or has more than
+    /// `limit` points.
+    pub fn points(&self, limit: usize) -> IslResult<Vec<Vec<i64>>> {
+        if !self.param_names()?.is_empty() {
+            return Err(IslError(format!("points of a set with parameters: {self}")));
+        }
+        let mut acc = Points { dims: self.n_dim()?, limit, out: Vec::new(), err: None };
+        // SAFETY: `isl_set_foreach_point` keeps its set argument (the
+        // wrapper's own reference stays valid during the call) and hands each
+        // point to `collect_point` with `user` as given, on this thread,
+        // before it returns; `acc` outlives the call.
+        let status =
+            unsafe { isl_set_foreach_point(self.raw.ptr, collect_point, &mut acc as *mut Points as *mut libc::c_void) };
+        if let Some(e) = acc.err {
+            self.ctx.raw.reset_error();
+            return Err(IslError(e));
+        }
+        if status < 0 {
+            self.ctx.raw.reset_error();
+            return Err(IslError(format!("foreach_point failed (an unbounded set?): {self}")));
+        }
+        Ok(acc.out)
+    }
+
     fn int_val(&self, v: isl_rs::Val) -> IslResult<Option<i64>> {
         if v.ptr == 0 {
             self.ctx.raw.reset_error();
@@ -378,7 +411,61 @@ impl<'c> Set<'c> {
     }
 }
 
+extern "C" {
+    // `isl_stat isl_set_foreach_point(__isl_keep isl_set *set,
+    //     isl_stat (*fn)(__isl_take isl_point *pnt, void *user), void *user)`
+    // of `isl/set.h`, which isl-rs does not bind (it takes a callback).
+    fn isl_set_foreach_point(
+        set: libc::uintptr_t,
+        f: extern "C" fn(libc::uintptr_t, *mut libc::c_void) -> i32,
+        user: *mut libc::c_void,
+    ) -> i32;
+}
+
+/// What [`Set::points`] collects.
+struct Points {
+    dims: usize,
+    limit: usize,
+    out: Vec<Vec<i64>>,
+    err: Option<String>,
+}
+
+/// The callback of [`Set::points`]: takes the point (isl passes ownership),
+/// appends its coordinates; `-1` (`isl_stat_error`) stops the walk.
+extern "C" fn collect_point(pnt: libc::uintptr_t, user: *mut libc::c_void) -> i32 {
+    // SAFETY: isl hands over one reference to a valid point, which the
+    // wrapper frees on drop; `user` is the `&mut Points` of `Set::points`,
+    // not otherwise borrowed during the walk.
+    let (p, acc) = unsafe { (isl_rs::Point { ptr: pnt, should_free_on_drop: true }, &mut *(user as *mut Points)) };
+    if acc.out.len() >= acc.limit {
+        acc.err = Some(format!("more than {} points", acc.limit));
+        return -1;
+    }
+    let mut coords = Vec::with_capacity(acc.dims);
+    for k in 0..acc.dims {
+        match p.get_coordinate_val(DimType::Set, k as i32).and_then(|v| v.get_num_si()) {
+            Ok(c) => coords.push(c),
+            Err(e) => {
+                acc.err = Some(format!("point coordinate {k}: {e}"));
+                return -1;
+            }
+        }
+    }
+    acc.out.push(coords);
+    0
+}
+
 impl<'c> Map<'c> {
+    /// Every pair `(x, y)` of a map without parameters (see
+    /// [`Set::points`]; the map is wrapped into a set of `[x -> y]`).
+    ///
+    /// Errors: those of [`Set::points`].
+    pub fn pairs(&self, limit: usize) -> IslResult<Vec<(Vec<i64>, Vec<i64>)>> {
+        let n_in = self.ctx.check(self.raw.dim(DimType::In), "dim")?.max(0) as usize;
+        let wrapped: Set<'c> = self.wrap(self.raw_copy()?.wrap(), "wrap")?;
+        Ok(wrapped.points(limit)?.into_iter().map(|mut p| (p.drain(..n_in).collect(), p)).collect())
+    }
+
     pub fn is_equal(&self, other: &Map<'c>) -> IslResult<bool> {
         self.ctx.check(self.raw.is_equal(&other.raw), "map is_equal")
     }
@@ -557,6 +644,19 @@ mod tests {
         assert!(m.is_single_valued().unwrap());
         assert_eq!(m.to_pw_multi_aff().unwrap().n_piece().unwrap(), 1);
         assert!(m.range().unwrap().is_equal(&ctx.set("{ T[a, b] : 0 <= a < 3 and 0 <= b < 4 }").unwrap()).unwrap());
+    }
+
+    #[test]
+    fn points_and_pairs_are_enumerated_in_lexicographic_order() {
+        let ctx = Ctx::new();
+        let s = ctx.set("{ S[i, j] : 0 <= i < 2 and i <= j < 3 and j % 2 = 0 }").unwrap();
+        assert_eq!(s.points(10).unwrap(), [[0, 0], [0, 2], [1, 2]]);
+        assert!(s.points(2).is_err(), "over the limit");
+        assert!(ctx.set("[N] -> { S[i] : 0 <= i < N }").unwrap().points(10).is_err());
+        assert!(ctx.set("{ S[i] : i >= 0 }").unwrap().points(10).is_err(), "unbounded");
+        assert_eq!(ctx.set("{ S[] }").unwrap().points(10).unwrap(), [Vec::<i64>::new()]);
+        let m = ctx.map("{ A[i] -> B[i + 1, 2i] : 0 <= i < 2 }").unwrap();
+        assert_eq!(m.pairs(10).unwrap(), [(vec![0], vec![1, 0]), (vec![1], vec![2, 2])]);
     }
 
     #[test]

@@ -10,12 +10,16 @@
 //!     write  [M, K, N] -> { S_n8[i0, i1, i2] -> n8[i0, i1] }
 //!     read   [M, K, N] -> { S_n8[i0, i1, i2] -> n7[i0, i1, i2] }
 //!     lhs A[i0, i2]  [M, K, N] -> { S_n8[i0, i1, i2] -> A[i0, i2] }
+//!       no halo (one output point): the needed producer elements are unbounded along axis 1
 //!     out [i0, i1] reduce [i2]
 //!     pattern matmul  batch []
 //!   edges
 //!     n7 -> n8  true [M, K, N] -> { S_n7[i0, i1, i2] -> S_n8[i0' = i0, i1' = i1, i2' = i2] : … }
 //!     n8 -> n8  true|anti|output [M, K, N] -> { S_n8[i0, i1, i2] -> S_n8[i0' = i0, i1' = i1, i2'] : … }
 //! ```
+//!
+//! Each contraction operand shows its halo for one output point (with
+//! concrete extents; a symbolic reduce extent leaves it unbounded).
 //!
 //! Writes, reads, fills and contraction maps are printed gisted against the
 //! block's domain (they mean nothing outside it); domains and dependences in
@@ -91,6 +95,7 @@ fn block(s: &mut String, view: &PolyView<'_>, b: &Block<'_>) -> IslResult<()> {
             let idx: Vec<String> = op.idx.iter().map(|e| e.to_string()).collect();
             let map = on_domain(&op.map, &scop.domain)?;
             let _ = writeln!(s, "    {side} {}[{}]  {map}", name(view, op.src), idx.join(", "));
+            let _ = writeln!(s, "      {}", halo(view, op.src, b, c.out_idx.len()));
         }
         let _ = write!(s, "    out [{}] reduce [{}]", c.out_idx.join(", "), c.reduce_idx.join(", "));
         for (at, e) in &c.affine_offsets {
@@ -112,6 +117,17 @@ fn block(s: &mut String, view: &PolyView<'_>, b: &Block<'_>) -> IslResult<()> {
         }
     }
     Ok(())
+}
+
+/// The operand's halo for one output point of the contraction (1 on every
+/// output axis, the reduce axes whole; [`super::core::can_compute_at`]), or
+/// why there is none.
+fn halo(view: &PolyView<'_>, src: crate::tiny::NodeId, b: &Block<'_>, n_out: usize) -> String {
+    match super::core::can_compute_at(view, src, b.node, &vec![1; n_out]) {
+        Ok(Ok(at)) => format!("halo {:?} box {} bytes (one output point)", at.halo.per_axis, at.halo.bytes),
+        Ok(Err(why)) => format!("no halo (one output point): {why}"),
+        Err(d) => format!("no halo (one output point): {}", d.message),
+    }
 }
 
 fn name<'a>(view: &'a PolyView<'_>, id: crate::tiny::NodeId) -> &'a str {

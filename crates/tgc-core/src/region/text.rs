@@ -1,5 +1,8 @@
 //! The `region` dump: the regions in execution order, then the fusions
-//! region formation rejected.
+//! region formation rejected. A local edge shows its buffer and, with
+//! feature `poly`, Poly Core's `can_compute_at` answer for one consumer
+//! point (the tile region formation asks about): the halo per producer axis
+//! and the bytes of the needed box.
 //!
 //! ```text
 //! regions conv_relu_pool (grouping + poly core)
@@ -8,7 +11,7 @@
 //!   let n11 = REDUCE(n10)  deferred compute_at
 //!   let y = REDUCE(n17)  gmem accumulate
 //!   yield y -> output 0 fp32[N, 8, 16, 16] strides=[2048, 256, 16, 1] align=4 noalias
-//!   local_edge n11 -> y: reg 16 bytes
+//!   local_edge n11 -> y: reg 16 bytes, halo [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0)] box 16 bytes
 //! stop n11 -> y: can_compute_at: …
 //! ```
 
@@ -16,7 +19,7 @@ use std::fmt::Write;
 
 use crate::tiny::{infer::fmt_shape, Graph};
 
-use super::{Dest, EdgeBuffer, Former, How, Materialize, MemRef, Regions, StopReason};
+use super::{Dest, EdgeBuffer, Former, How, LocalEdge, Materialize, MemRef, Regions, StopReason};
 
 /// Renders the regions as text (the `--dump region` stage).
 pub fn dump(g: &Graph, rs: &Regions) -> String {
@@ -65,7 +68,8 @@ pub fn dump(g: &Graph, rs: &Regions) -> String {
                 EdgeBuffer::SmemRing { depth } => format!("smem_ring depth {depth}"),
             };
             let bytes = e.bytes.map_or_else(|| "? bytes".to_string(), |b| format!("{b} bytes"));
-            let _ = writeln!(s, "  local_edge {} -> {}: {b} {bytes}", label(e.producer), label(e.consumer));
+            let _ =
+                writeln!(s, "  local_edge {} -> {}: {b} {bytes}{}", label(e.producer), label(e.consumer), halo(g, e));
         }
     }
     for st in &rs.stops {
@@ -77,4 +81,29 @@ pub fn dump(g: &Graph, rs: &Regions) -> String {
         let _ = writeln!(s, "stop {}{c}: {}{by}", label(st.producer), st.reason);
     }
     s
+}
+
+/// `, halo [(lo, hi), …] box N bytes`: [`crate::poly::core::can_compute_at`]
+/// for one point of the consumer (1 on every output axis, its reduce axes
+/// whole), or why there is no answer.
+#[cfg(feature = "poly")]
+fn halo(g: &Graph, e: &LocalEdge) -> String {
+    use crate::poly;
+    let tile = vec![1; g.shape(e.consumer).len()];
+    let ctx = poly::Ctx::new();
+    let answer = crate::index_book::build(g).and_then(|book| {
+        let view = poly::build(&ctx, g, &book)?;
+        poly::core::can_compute_at(&view, e.producer, e.consumer, &tile)
+    });
+    match answer {
+        Ok(Ok(at)) => format!(", halo {:?} box {} bytes", at.halo.per_axis, at.halo.bytes),
+        Ok(Err(why)) => format!(", no halo: {why}"),
+        Err(d) => format!(", no halo: {}", d.message),
+    }
+}
+
+/// Without Poly Core there is no halo to show.
+#[cfg(not(feature = "poly"))]
+fn halo(_: &Graph, _: &LocalEdge) -> String {
+    String::new()
 }

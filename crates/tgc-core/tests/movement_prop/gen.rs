@@ -10,6 +10,9 @@
 //! both operands meet in one shape; the tail is drawn forwards. Every move
 //! predicts its result shape from the op's definition, and [`Move::build`]
 //! checks the builder's shape rules against that prediction.
+//!
+//! `poly_core_prop` includes this file too: the same graphs, checked against
+//! the Poly-View and Poly Core.
 
 use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};

@@ -8,6 +8,8 @@
 //! (inputs arrive representable). Next to each value it keeps a magnitude,
 //! a bound on the absolute values that went into it (`Σ|x|` for a sum): the
 //! scale of the rounding error an f32 evaluation may make.
+//!
+//! `poly_core_prop` includes this file too, for [`source_index`].
 
 use tgc_core::affine::{AffAtom, AffExpr};
 use tgc_core::sym::Dim;
@@ -166,7 +168,7 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> (f64, f64) 
 /// op's definition; `None` where `PAD` fills in its value.
 ///
 /// Errors: the index falls outside the source of shape `src`.
-fn source_index(op: &Op, idx: &[usize], out: &[usize], src: &[usize]) -> Result<Option<Vec<usize>>, String> {
+pub fn source_index(op: &Op, idx: &[usize], out: &[usize], src: &[usize]) -> Result<Option<Vec<usize>>, String> {
     let at = |k: usize| idx[k] as i64;
     let j: Vec<i64> = match op {
         Op::Reshape => {
