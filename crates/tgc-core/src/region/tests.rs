@@ -79,8 +79,8 @@ fn the_exact_choice_takes_the_better_conflict_free_set() {
     check(
         src,
         expect![[r#"
-              local_edge n11 -> p1: reg 16 bytes
-              local_edge n23 -> y: reg 16 bytes
+              local_edge n11 -> p1: reg 16 bytes, halo [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0)] box 16 bytes
+              local_edge n23 -> y: reg 16 bytes, halo [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0)] box 16 bytes
             stop p1 -> n23: not chosen: the exact choice over a window of 4 nodes
         "#]],
     );
