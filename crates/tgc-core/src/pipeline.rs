@@ -20,6 +20,8 @@ use crate::tiny::{self, BinaryOp, Graph, Op, ReduceOp};
 use crate::{diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
 
+pub use crate::cpu::{Options, TilePlan};
+
 /// Every stage `--dump` knows, in pipeline order, and whether this build has it.
 pub const STAGES: &[(&str, bool)] = &[
     ("frontend", true),
@@ -357,4 +359,78 @@ pub fn run_cpu_batch(runs: &[(&Graph, &[HostTensor])], work_dir: &Path) -> Resul
 /// FNV-1a, to name compiled libraries by their source.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A fully bound graph compiled once to C under [`Options`] and loaded,
+/// callable with any run-time tile sizes (symbolic tiling, `003`).
+pub struct CompiledCpu {
+    lib: tgc_runtime::cpu::CpuLibrary,
+    symbol: String,
+    inputs: Vec<(tgc_runtime::DType, Vec<usize>)>,
+    outputs: Vec<(tgc_runtime::DType, Vec<usize>)>,
+    tiles: usize,
+}
+
+impl CompiledCpu {
+    /// Generates C for the bound graph `g` under `opts`, compiles it in
+    /// `work_dir` and loads it.
+    ///
+    /// Errors: as [`run_cpu`].
+    pub fn new(g: &Graph, opts: &Options, work_dir: &Path) -> Result<CompiledCpu, RunError> {
+        if !g.symbols.is_empty() {
+            return Err(RunError::Diag(diag!(Internal, "CompiledCpu needs a bound graph, `{}` is not", g.name)));
+        }
+        let shape = |id| -> Vec<usize> { g.shape(id).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect() };
+        let inputs = g.inputs().into_iter().map(|id| (g.dtype(id), shape(id))).collect();
+        let outputs = g.outputs.iter().map(|o| (g.dtype(o.node), shape(o.node))).collect();
+        let tiles = crate::cpu::lower_with(g, opts).map_err(RunError::Diag)?.tiles.len();
+        let symbol = c_symbol(&g.name);
+        let src = emit::c::emit_c_units_with(&[(g, &symbol)], opts).map_err(RunError::Diag)?;
+        let stem = format!("{symbol}_{:016x}", fnv1a(src.as_bytes()));
+        let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
+        // SAFETY: the library was generated from `g` with the ABI of
+        // `tgc_runtime::cpu`.
+        let lib = unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)?;
+        Ok(CompiledCpu { lib, symbol, inputs, outputs, tiles })
+    }
+
+    /// How many tile sizes [`CompiledCpu::run`] takes (those of the plan's
+    /// axes the kernels have).
+    pub fn tiles(&self) -> usize {
+        self.tiles
+    }
+
+    /// Runs the kernel on `inputs` with `tiles` (one per
+    /// [`CompiledCpu::tiles`]), returning new outputs.
+    ///
+    /// Errors: as [`CompiledCpu::run_into`].
+    pub fn run(&self, inputs: &[HostTensor], tiles: &[i64]) -> Result<Vec<HostTensor>, RunError> {
+        let mut outputs = Vec::new();
+        for (dt, shape) in &self.outputs {
+            outputs.push(HostTensor::zeros(*dt, shape).map_err(RunError::Runtime)?);
+        }
+        self.run_into(inputs, &mut outputs, tiles)?;
+        Ok(outputs)
+    }
+
+    /// Runs the kernel writing into `outputs`.
+    ///
+    /// Errors: `Internal` when the tensors' dtypes or shapes, or the number
+    /// of tile sizes, are not the graph's; [`tgc_runtime::Error::Kernel`]
+    /// (status 2) when a tile size is below 1.
+    pub fn run_into(&self, inputs: &[HostTensor], outputs: &mut [HostTensor], tiles: &[i64]) -> Result<(), RunError> {
+        let fits = |ts: &[HostTensor], want: &[(tgc_runtime::DType, Vec<usize>)]| {
+            ts.len() == want.len() && ts.iter().zip(want).all(|(t, (dt, s))| t.dtype() == *dt && t.shape() == &s[..])
+        };
+        if !fits(inputs, &self.inputs) || !fits(outputs, &self.outputs) || tiles.len() != self.tiles {
+            return Err(RunError::Diag(diag!(Internal, "tensors or tile sizes do not fit `{}`", self.symbol)));
+        }
+        let in_bytes: Vec<&[u8]> = inputs.iter().map(|t| t.bytes()).collect();
+        let mut out_bytes: Vec<&mut [u8]> = outputs.iter_mut().map(|t| t.bytes_mut()).collect();
+        // SAFETY: `symbol` is the entry point generated from the bound graph,
+        // the buffers have its dtypes and shapes (checked above), and `dims`
+        // is the tile sizes alone (the graph has no symbols), which the
+        // kernel checks.
+        unsafe { self.lib.call(&self.symbol, &in_bytes, &mut out_bytes, tiles) }.map_err(RunError::Runtime)
+    }
 }

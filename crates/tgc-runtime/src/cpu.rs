@@ -17,6 +17,13 @@
 //!   needs once the symbolic dims are bound.
 //! - `dims[j]` is the value of the j-th symbolic dimension, in the graph's
 //!   symbol order; the kernel derives every shape from them.
+//! - A kernel compiled with a tile plan (symbolic tiling, `spec/003`) reads
+//!   its run-time tile sizes from `dims` after the symbols:
+//!   `dims[symbols + j]` is tile size `j` (named in the generated C's header
+//!   comment, `dims[k] = tile<j>`), and it returns 2 (writing nothing) when
+//!   one is below 1. Results do not depend on the tile sizes. A kernel
+//!   compiled without one (every kernel of `tgc compile`, the build helper
+//!   and `kernel!`) reads exactly the symbols, as before.
 //! - Output buffers do not overlap each other or any input; inputs may
 //!   overlap each other (they are only read).
 //! - The return value is 0 on success, 1 when the kernel could not allocate
@@ -126,7 +133,7 @@ impl CpuLibrary {
 
     /// Calls the entry point `symbol` with the kernel ABI of the module doc:
     /// `inputs` in graph-input order, `outputs` in graph-output order, `dims`
-    /// in the graph's symbol order.
+    /// in the graph's symbol order, then any tile sizes.
     ///
     /// Errors: [`Error::Kernel`] when `symbol` is missing, when the kernel
     /// returns 1 ("out of memory") or another non-zero status.

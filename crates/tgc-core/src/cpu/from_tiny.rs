@@ -12,6 +12,7 @@ use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
 use crate::DType;
 
 use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
+use super::tile::{strip_mine, TilePlan};
 use crate::region::{self, Dest, Region, Regions};
 
 /// Lowers a graph to loop nests: forms its regions ([`region::form`]) and
@@ -21,6 +22,32 @@ use crate::region::{self, Dest, Region, Regions};
 /// verifier (`Internal`, or the graph's own error); `ExcessivePiecewise` when
 /// a chain of `PAD`s needs more than [`index_book::MAX_PIECES`] guards.
 pub fn lower(g: &Graph) -> DResult<Program> {
+    lower_with(g, &Options::default())
+}
+
+/// How the CPU path lowers a graph (the default is [`lower`]'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Whether region formation may fuse across stored values with Poly
+    /// Core (feature `poly`, [`region::form_with`]); `false` keeps the
+    /// grouping's kernels (e.g. Conv, then ReLU → MaxPool, with the conv
+    /// stored).
+    pub fuse: bool,
+    /// Output loops to strip-mine by run-time tile sizes ([`strip_mine`]).
+    pub tiles: TilePlan,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { fuse: true, tiles: TilePlan::default() }
+    }
+}
+
+/// [`lower`] under `opts`: regions formed with or without fusion, then the
+/// planned loops strip-mined.
+///
+/// Errors: those of [`lower`].
+pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
     if let Some(e) = tiny::verify::verify(g).into_iter().next() {
         return Err(e);
     }
@@ -28,11 +55,13 @@ pub fn lower(g: &Graph) -> DResult<Program> {
     if let Some(e) = index_book::verify::verify(g, &book).into_iter().next() {
         return Err(e);
     }
-    let regions = region::form(g, &book)?;
+    let regions = region::form_with(g, &book, opts.fuse)?;
     if let Some(e) = region::verify::verify(g, &regions).into_iter().next() {
         return Err(diag!(Internal, "Region verifier: {}", e.message));
     }
-    lower_regions(g, &book, &regions)
+    let mut p = lower_regions(g, &book, &regions)?;
+    strip_mine(&mut p, &opts.tiles);
+    Ok(p)
 }
 
 /// Lowers verified regions to loop nests: one kernel per region, in order.
@@ -81,7 +110,7 @@ pub fn lower_regions(g: &Graph, book: &IndexBook, regions: &Regions) -> DResult<
     }
     let symbols: Vec<String> = g.symbols.iter().map(|s| s.name.clone()).collect();
     let checks = checks(g, &symbols, &buffers, &kernels);
-    Ok(Program { name: g.name.clone(), symbols, checks, buffers, kernels })
+    Ok(Program { name: g.name.clone(), symbols, tiles: Vec::new(), checks, buffers, kernels })
 }
 
 struct Lowerer<'a> {
@@ -173,7 +202,16 @@ impl Lowerer<'_> {
             cx.nodes.into_iter().filter(|&v| v != root && Some(v) != cx.reduce && !region.computes_at(v)).collect();
         rest.sort_by(|a, b| b.cmp(a));
         nodes.extend(rest);
-        Ok(Kernel { name: format!("k{n}"), nodes, store_index: linear(&vars(r), &loops), loops, reduce, out, value })
+        Ok(Kernel {
+            name: format!("k{n}"),
+            nodes,
+            store_index: linear(&vars(r), &loops),
+            loops,
+            reduce,
+            out,
+            value,
+            strips: Vec::new(),
+        })
     }
 
     /// A kernel copying buffer `src` (holding `node`) to `out`.
@@ -181,7 +219,16 @@ impl Lowerer<'_> {
         let loops = self.g.shape(node).to_vec();
         let index = linear(&vars(loops.len()), &loops);
         let value = Expr::Load { buf: src, index: index.clone(), dtype: self.buffers[src.0 as usize].dtype };
-        Kernel { name: format!("k{n}"), nodes: vec![node], loops, reduce: None, out, store_index: index, value }
+        Kernel {
+            name: format!("k{n}"),
+            nodes: vec![node],
+            loops,
+            reduce: None,
+            out,
+            store_index: index,
+            value,
+            strips: Vec::new(),
+        }
     }
 
     /// The value of `v` at `idx` (expressions over the kernel's loop variables).

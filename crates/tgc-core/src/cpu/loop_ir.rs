@@ -28,7 +28,16 @@
 //!   every other variable of the kernel, its `id`s are distinct within the
 //!   kernel, and its `guard` is the conjunction of the [`Expr::Select`]
 //!   conditions it is under — printers hoist it to a statement that runs,
-//!   under that guard, before the accumulator's update.
+//!   under that guard, before the accumulator's update;
+//! - a kernel's [`Strip`]s (strip-mining, `003`'s symbolic tiles; added by
+//!   [`super::tile::strip_mine`]) name distinct output loops in increasing
+//!   order and tile sizes in [`Program::tiles`]; they change only the order
+//!   in which output points are visited ([`Kernel::nest`]), never what a
+//!   point computes or the order of its reduction, so a tiled kernel's
+//!   results are bit-identical to the untiled kernel's for every tile size;
+//! - in a [`Kernel::nest`], a full tile's point loop runs `io..io + T` with
+//!   no `min` and no guard; the one partial tile of an axis runs
+//!   `floor(E/T)*T..E` (empty when `T` divides `E`).
 
 use std::collections::BTreeSet;
 
@@ -199,6 +208,42 @@ pub struct Kernel {
     pub store_index: AffExpr,
     /// The stored value, of the output buffer's dtype.
     pub value: Expr,
+    /// Output loops strip-mined by run-time tile sizes, by increasing axis
+    /// (empty: the plain nest).
+    pub strips: Vec<Strip>,
+}
+
+/// Output loop `axis` (extent `E`) strip-mined by the run-time tile size
+/// `tile` (`T`, a name of [`Program::tiles`]): full tiles `io = 0, T, …`
+/// below `floor(E/T)*T`, then one partial tile (`003`: strip-mining at code
+/// generation, not in the polyhedral model).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Strip {
+    pub axis: usize,
+    pub tile: String,
+}
+
+/// One loop of a printed nest: `for var = lo; var < hi; var += step`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loop {
+    /// Printed `i{var}`: an output loop's index, or a tile-start variable
+    /// numbered after every variable of the kernel.
+    pub var: u32,
+    pub lo: AffExpr,
+    /// Exclusive upper bound.
+    pub hi: AffExpr,
+    /// 1, or a tile size for a tile loop.
+    pub step: Dim,
+}
+
+/// The output loops of a kernel as printers print them ([`Kernel::nest`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Nest {
+    Loop(Loop, Box<Nest>),
+    /// These nests, one after the other (full tiles, then the partial tile).
+    Seq(Vec<Nest>),
+    /// One output point: the reduction (if any) and the store at `i0..`.
+    Point,
 }
 
 impl Kernel {
@@ -227,9 +272,79 @@ impl Kernel {
         out.into_iter().collect()
     }
 
-    /// Every symbol the kernel's extents, subscripts and guards mention.
+    /// The first loop-variable number no loop of the kernel uses (tile-start
+    /// variables of [`Kernel::nest`] are numbered from it).
+    pub fn free_var(&self) -> u32 {
+        let mut n = self.loops.len() + self.reduce.as_ref().map_or(0, |r| r.loops.len());
+        for e in self.computed_at() {
+            if let Expr::Reduce { first, loops, .. } = e {
+                n = n.max(*first as usize + loops.len());
+            }
+        }
+        n as u32
+    }
+
+    /// The output loops as printed. Without strips: `for i_v in 0..E_v`, in
+    /// order. With strips on axes `a_0 < a_1 < …`: the loops before `a_0`,
+    /// then for each strip (outermost first) its full tiles `for io in
+    /// (0..floor(E/T)*T).step_by(T)` followed by its partial tile, and
+    /// inside the last strip the remaining output loops in order — a
+    /// strip-mined axis scanning `io..io + T` in a full tile and
+    /// `floor(E/T)*T..E` in the partial one. Every output point is visited
+    /// exactly once.
+    pub fn nest(&self) -> Nest {
+        let first = self.strips.first().map_or(self.loops.len(), |s| s.axis);
+        let mut ranges = Vec::new();
+        let inner = self.tiles(0, &mut ranges);
+        (0..first).rev().fold(inner, |body, v| {
+            Nest::Loop(
+                Loop {
+                    var: v as u32,
+                    lo: AffExpr::int(0),
+                    hi: AffExpr::constant(self.loops[v].clone()),
+                    step: Dim::int(1),
+                },
+                Box::new(body),
+            )
+        })
+    }
+
+    /// Strips `j..` around the point loops, the strips before `j` having
+    /// chosen `ranges` for their axes.
+    fn tiles(&self, j: usize, ranges: &mut Vec<(AffExpr, AffExpr)>) -> Nest {
+        let Some(s) = self.strips.get(j) else { return self.points(ranges) };
+        let e = &self.loops[s.axis];
+        let t = Dim::sym(&s.tile);
+        let full_end = &e.floordiv(&t).unwrap_or_else(|| Dim::int(0)) * &t;
+        let io = self.free_var() + j as u32;
+        ranges.push((AffExpr::var(io), &AffExpr::var(io) + &AffExpr::constant(t.clone())));
+        let full = self.tiles(j + 1, ranges);
+        ranges.pop();
+        ranges.push((AffExpr::constant(full_end.clone()), AffExpr::constant(e.clone())));
+        let partial = self.tiles(j + 1, ranges);
+        ranges.pop();
+        let tile_loop = Loop { var: io, lo: AffExpr::int(0), hi: AffExpr::constant(full_end), step: t };
+        Nest::Seq(vec![Nest::Loop(tile_loop, Box::new(full)), partial])
+    }
+
+    /// The output loops from the first strip's axis on, strip-mined axes
+    /// scanning `ranges` (one per strip).
+    fn points(&self, ranges: &[(AffExpr, AffExpr)]) -> Nest {
+        let first = self.strips.first().map_or(self.loops.len(), |s| s.axis);
+        (first..self.loops.len()).rev().fold(Nest::Point, |body, v| {
+            let (lo, hi) = match self.strips.iter().position(|s| s.axis == v) {
+                Some(j) => ranges[j].clone(),
+                None => (AffExpr::int(0), AffExpr::constant(self.loops[v].clone())),
+            };
+            Nest::Loop(Loop { var: v as u32, lo, hi, step: Dim::int(1) }, Box::new(body))
+        })
+    }
+
+    /// Every symbol the kernel's extents, subscripts and guards mention,
+    /// and its tile sizes.
     pub fn symbols(&self) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
+        out.extend(self.strips.iter().map(|s| s.tile.clone()));
         let loops = self.loops.iter().chain(self.reduce.iter().flat_map(|r| &r.loops));
         for d in loops {
             out.extend(d.symbols());
@@ -259,6 +374,10 @@ pub struct Program {
     pub name: String,
     /// Symbol names, in the order of the `dims` array.
     pub symbols: Vec<String>,
+    /// Run-time tile sizes ([`Strip::tile`]), read from `dims` after the
+    /// symbols: `dims[symbols.len() + j]` is `tiles[j]`. Empty unless
+    /// [`super::tile::strip_mine`] ran.
+    pub tiles: Vec<String>,
     /// Facts the sizes must satisfy, checked in order before anything runs:
     /// every symbol ≥ 1, every divisor ≥ 1, the graph's undecided shape
     /// constraints, every buffer and loop extent ≥ 1.
@@ -271,6 +390,12 @@ impl Program {
     /// The buffer `id`.
     pub fn buffer(&self, id: BufId) -> &Buffer {
         &self.buffers[id.0 as usize]
+    }
+
+    /// The names of the `dims` array's entries, in order: the symbols, then
+    /// the tile sizes.
+    pub fn dims(&self) -> impl Iterator<Item = &String> {
+        self.symbols.iter().chain(&self.tiles)
     }
 }
 

@@ -9,6 +9,8 @@
 
 pub mod from_tiny;
 pub mod loop_ir;
+pub mod tile;
 
-pub use from_tiny::{lower, lower_regions};
-pub use loop_ir::{BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
+pub use from_tiny::{lower, lower_regions, lower_with, Options};
+pub use loop_ir::{BufId, Buffer, Expr, Kernel, Loop, Nest, Program, Reduction, Role, Strip};
+pub use tile::{strip_mine, TilePlan};

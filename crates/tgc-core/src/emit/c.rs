@@ -16,14 +16,14 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Program, Role};
-use crate::cpu::lower;
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
+use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
 use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
 
-use super::{aff, bare, comment_text, dim, guard, kernel_summary, sym_name, Lang};
+use super::{aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang};
 
 /// Generates the C translation unit of `g`, exporting `symbol`.
 ///
@@ -43,6 +43,13 @@ pub fn emit_c(g: &Graph, symbol: &str) -> Result<String, Diagnostic> {
 /// the same name; the first error of [`lower`], naming its graph when there
 /// are several.
 pub fn emit_c_units(units: &[(&Graph, &str)]) -> Result<String, Diagnostic> {
+    emit_c_units_with(units, &Options::default())
+}
+
+/// [`emit_c_units`], lowering under `opts` ([`lower_with`]): with a tile
+/// plan, each entry point reads its tile sizes from `dims` after the
+/// graph's symbols ([`Program::tiles`]).
+pub fn emit_c_units_with(units: &[(&Graph, &str)], opts: &Options) -> Result<String, Diagnostic> {
     let mut programs = Vec::new();
     let mut names = BTreeSet::new();
     for &(g, symbol) in units {
@@ -51,7 +58,7 @@ pub fn emit_c_units(units: &[(&Graph, &str)]) -> Result<String, Diagnostic> {
         if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
             return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
         }
-        let p = lower(g).map_err(|mut e| {
+        let p = lower_with(g, opts).map_err(|mut e| {
             if units.len() > 1 {
                 e.message = format!("graph `{}`: {}", g.name, e.message);
             }
@@ -411,9 +418,40 @@ impl Printer<'_> {
             .collect();
         params.push(format!("{}* restrict {}", storage_ty(out.dtype), out.name));
         let used = k.symbols();
-        params.extend(p.symbols.iter().filter(|x| used.contains(*x)).map(|x| format!("const int64_t {}", sym_name(x))));
+        params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("const int64_t {}", sym_name(x))));
         let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
-        let mut depth = 1;
+        self.nest(&mut s, k, &k.nest(), 1);
+        s.push_str("#pragma endscop\n}\n");
+        s
+    }
+
+    /// Prints `nest` at indentation `depth`, its points as [`Printer::point`].
+    fn nest(&mut self, s: &mut String, k: &Kernel, nest: &Nest, depth: usize) {
+        match nest {
+            Nest::Loop(l, body) => {
+                let step = dim(&l.step, Lang::C);
+                let _ = writeln!(
+                    s,
+                    "{:w$}for (int64_t i{v} = {}; i{v} < {}; i{v} += {step}) {{",
+                    "",
+                    bound(&l.lo, Lang::C),
+                    bound(&l.hi, Lang::C),
+                    v = l.var,
+                    w = depth * 4
+                );
+                self.nest(s, k, body, depth + 1);
+                let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+            }
+            Nest::Seq(parts) => parts.iter().for_each(|n| self.nest(s, k, n, depth)),
+            Nest::Point => self.point(s, k, depth),
+        }
+    }
+
+    /// One output point at indentation `depth`: the reduction, then the store.
+    fn point(&mut self, s: &mut String, k: &Kernel, depth: usize) {
+        let p = self.p;
+        let out = p.buffer(k.out);
+        let mut depth = depth;
         let open = |s: &mut String, depth: &mut usize, var: usize, extent: &crate::sym::Dim| {
             let _ = writeln!(
                 s,
@@ -424,15 +462,12 @@ impl Printer<'_> {
             );
             *depth += 1;
         };
-        for (v, d) in k.loops.iter().enumerate() {
-            open(&mut s, &mut depth, v, d);
-        }
         if let Some(r) = &k.reduce {
             let init = self.literal(r.op.identity(r.dtype), r.dtype);
             let _ = writeln!(s, "{:w$}{} acc = {init};", "", compute_ty(r.dtype), w = depth * 4);
             let body_depth = depth;
             for (j, d) in r.loops.iter().enumerate() {
-                open(&mut s, &mut depth, k.loops.len() + j, d);
+                open(s, &mut depth, k.loops.len() + j, d);
             }
             for e in k.computed_at() {
                 let Expr::Reduce { id, op, dtype, first, loops, guard: cond, value, .. } = e else { continue };
@@ -444,7 +479,7 @@ impl Printer<'_> {
                     depth += 1;
                 }
                 for (j, d) in loops.iter().enumerate() {
-                    open(&mut s, &mut depth, *first as usize + j, d);
+                    open(s, &mut depth, *first as usize + j, d);
                 }
                 let x = self.expr(value);
                 let update = self.binary(update_op(*op), format!("acc{id}"), x, *dtype);
@@ -469,12 +504,6 @@ impl Printer<'_> {
             _ => v,
         };
         let _ = writeln!(s, "{:w$}{}[{}] = {stored};", "", out.name, bare(aff(&k.store_index, Lang::C)), w = depth * 4);
-        while depth > 1 {
-            depth -= 1;
-            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-        }
-        s.push_str("#pragma endscop\n}\n");
-        s
     }
 }
 
@@ -546,7 +575,7 @@ fn header(p: &Program, symbol: &str) -> String {
             comment_text(&dims.join(", "))
         );
     }
-    let syms: Vec<String> = p.symbols.iter().enumerate().map(|(k, n)| format!("dims[{k}] = {n}")).collect();
+    let syms: Vec<String> = p.dims().enumerate().map(|(k, n)| format!("dims[{k}] = {n}")).collect();
     if !syms.is_empty() {
         let _ = writeln!(s, " *   {}", syms.join(", "));
     }
@@ -557,10 +586,10 @@ fn header(p: &Program, symbol: &str) -> String {
 /// The exported function: dims, checks, buffers, kernel calls, frees.
 fn entry(p: &Program, symbol: &str) -> String {
     let mut s = format!("int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims)\n{{\n");
-    if p.symbols.is_empty() {
+    if p.symbols.is_empty() && p.tiles.is_empty() {
         s.push_str("    (void)dims;\n");
     }
-    for (k, n) in p.symbols.iter().enumerate() {
+    for (k, n) in p.dims().enumerate() {
         let _ = writeln!(s, "    const int64_t {} = dims[{k}];", sym_name(n));
     }
     for c in &p.checks {
@@ -619,7 +648,7 @@ fn entry(p: &Program, symbol: &str) -> String {
         let mut args: Vec<String> = k.reads().into_iter().map(|b| p.buffer(b).name.clone()).collect();
         args.push(p.buffer(k.out).name.clone());
         let syms = k.symbols();
-        args.extend(p.symbols.iter().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
+        args.extend(p.dims().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
         let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
     }
     if !temps.is_empty() {

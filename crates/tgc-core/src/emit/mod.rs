@@ -39,6 +39,15 @@ fn floordiv(n: String, q: String, lang: Lang) -> String {
     }
 }
 
+/// A loop bound ([`crate::cpu::Loop`]): a size as [`dim`] prints it, else
+/// the affine expression without outer parentheses.
+fn bound(e: &AffExpr, lang: Lang) -> String {
+    match e.as_constant() {
+        Some(d) => dim(d, lang),
+        None => bare(aff(e, lang)),
+    }
+}
+
 /// A size as an `int64_t` / `i64` expression.
 fn dim(d: &Dim, lang: Lang) -> String {
     let mut parts: Vec<(bool, String)> = Vec::new();

@@ -23,15 +23,15 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Program, Role};
-use crate::cpu::lower;
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
+use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
 
-use super::{aff, comment_text, dim, guard, kernel_summary, sym_name, Lang};
+use super::{aff, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang};
 
 /// Generates the Rust text of `g`; `crate_path` is the path of the facade
 /// crate that re-exports `half` (e.g. `::tgc`).
@@ -39,6 +39,13 @@ use super::{aff, comment_text, dim, guard, kernel_summary, sym_name, Lang};
 /// Errors: `Unsupported` when `crate_path` is not a path; any error of
 /// [`lower`].
 pub fn emit_rust(g: &Graph, crate_path: &str) -> Result<String, Diagnostic> {
+    emit_rust_with(g, crate_path, &Options::default())
+}
+
+/// [`emit_rust`], lowering under `opts` ([`lower_with`]): with a tile plan,
+/// `body` takes the tile sizes in `dims` after the graph's symbols and
+/// returns `Err` for one below 1.
+pub fn emit_rust_with(g: &Graph, crate_path: &str, opts: &Options) -> Result<String, Diagnostic> {
     let segs: Vec<&str> = crate_path.strip_prefix("::").unwrap_or(crate_path).split("::").collect();
     let ident = |s: &str| {
         s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
@@ -47,7 +54,7 @@ pub fn emit_rust(g: &Graph, crate_path: &str) -> Result<String, Diagnostic> {
     if !segs.iter().all(|s| ident(s)) {
         return Err(diag!(Unsupported, "`{crate_path}` is not a Rust path"));
     }
-    let p = lower(g)?;
+    let p = lower_with(g, opts)?;
     Ok(print(g, &p, crate_path))
 }
 
@@ -212,16 +219,45 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
         .collect();
     params.push(format!("{}: &mut [{}]", out.name, storage_ty(out.dtype)));
     let used = k.symbols();
-    params.extend(p.symbols.iter().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
+    params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
     let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
-    let mut depth = 2;
+    nest(&mut s, p, k, &k.nest(), 2);
+    let _ = writeln!(s, "    }}");
+    s
+}
+
+/// Prints `n` at indentation `depth`, its points as [`point`]. A tile loop
+/// (step `T`, checked ≥ 1 by `body`) is a `step_by`.
+fn nest(s: &mut String, p: &Program, k: &Kernel, n: &Nest, depth: usize) {
+    match n {
+        Nest::Loop(l, body) => {
+            // An integer lower bound is typed, so that `i{var}` is an `i64`.
+            let lo = match l.lo.as_constant().and_then(|d| d.as_int()) {
+                Some(v) => format!("{v}i64"),
+                None => bound(&l.lo, Lang::Rust),
+            };
+            let range = format!("{lo}..{}", bound(&l.hi, Lang::Rust));
+            let range = match l.step.as_int() {
+                Some(1) => range,
+                _ => format!("({range}).step_by({} as usize)", dim(&l.step, Lang::Rust)),
+            };
+            let _ = writeln!(s, "{:w$}for i{} in {range} {{", "", l.var, w = depth * 4);
+            nest(s, p, k, body, depth + 1);
+            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+        }
+        Nest::Seq(parts) => parts.iter().for_each(|n| nest(s, p, k, n, depth)),
+        Nest::Point => point(s, p, k, depth),
+    }
+}
+
+/// One output point at indentation `depth`: the reduction, then the store.
+fn point(s: &mut String, p: &Program, k: &Kernel, depth: usize) {
+    let out = p.buffer(k.out);
+    let mut depth = depth;
     let open = |s: &mut String, depth: &mut usize, var: usize, extent: &Dim| {
         let _ = writeln!(s, "{:w$}for i{var} in 0i64..{} {{", "", dim(extent, Lang::Rust), w = *depth * 4);
         *depth += 1;
     };
-    for (v, d) in k.loops.iter().enumerate() {
-        open(&mut s, &mut depth, v, d);
-    }
     if let Some(r) = &k.reduce {
         let _ = writeln!(
             s,
@@ -233,7 +269,7 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
         );
         let body_depth = depth;
         for (j, d) in r.loops.iter().enumerate() {
-            open(&mut s, &mut depth, k.loops.len() + j, d);
+            open(s, &mut depth, k.loops.len() + j, d);
         }
         for e in k.computed_at() {
             let Expr::Reduce { id, op, dtype, first, loops, guard: cond, value, .. } = e else { continue };
@@ -245,7 +281,7 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
                 depth += 1;
             }
             for (j, d) in loops.iter().enumerate() {
-                open(&mut s, &mut depth, *first as usize + j, d);
+                open(s, &mut depth, *first as usize + j, d);
             }
             let update = binary(update_op(*op), format!("acc{id}"), expr(p, value), *dtype);
             let _ = writeln!(s, "{:w$}acc{id} = {update};", "", w = depth * 4);
@@ -274,11 +310,6 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
         paren(aff(&k.store_index, Lang::Rust)),
         w = depth * 4
     );
-    while depth > 1 {
-        depth -= 1;
-        let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-    }
-    s
 }
 
 /// The binary op that folds one value into a `REDUCE` accumulator.
@@ -397,19 +428,15 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
             .collect();
         v.join(", ")
     };
+    let dims: Vec<&str> = p.dims().map(String::as_str).collect();
     let mut s = String::new();
     let _ = writeln!(
         s,
         "// Generated by tgc from graph `{}`: Rust, one kernel per loop nest. Do not edit.",
         comment_text(&p.name)
     );
-    let _ = writeln!(
-        s,
-        "// inputs: ({}); outputs: ({}); dims: [{}].",
-        describe(&ins),
-        describe(&outs),
-        p.symbols.join(", ")
-    );
+    let _ =
+        writeln!(s, "// inputs: ({}); outputs: ({}); dims: [{}].", describe(&ins), describe(&outs), dims.join(", "));
     let _ = writeln!(s, "// Returns Err, writing nothing, when the dims or the slice lengths do not fit the graph.");
     s.push_str("#[allow(unused_parens, unused_variables, unused_mut, non_snake_case, clippy::all)]\n");
     let in_tys = tuple(ins.iter().map(|b| format!("&[{}]", full_ty(b.dtype))).collect());
@@ -437,14 +464,14 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
     for k in &p.kernels {
         s.push_str(&kernel(g, p, k));
     }
-    let n = p.symbols.len();
+    let n = dims.len();
     let _ = writeln!(
         s,
         "    if dims.len() != {n} {{\n        return Err(::std::format!(\"graph {{}} takes {n} dims ({{}}), got {{}}\", {}, {}, dims.len()));\n    }}",
         lit(&p.name),
-        lit(&p.symbols.join(", "))
+        lit(&dims.join(", "))
     );
-    for (k, name) in p.symbols.iter().enumerate() {
+    for (k, name) in dims.iter().enumerate() {
         let _ = writeln!(s, "    let {}: i64 = dims[{k}];", sym_name(name));
     }
     for c in &p.checks {
@@ -497,7 +524,7 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
         let mut args: Vec<String> = k.reads().into_iter().map(|b| format!("&{}[..]", p.buffer(b).name)).collect();
         args.push(format!("&mut {}[..]", p.buffer(k.out).name));
         let syms = k.symbols();
-        args.extend(p.symbols.iter().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
+        args.extend(p.dims().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
         let _ = writeln!(s, "    {}({});", k.name, args.join(", "));
     }
     s.push_str("    Ok(())\n}\n");

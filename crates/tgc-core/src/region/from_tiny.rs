@@ -40,16 +40,25 @@ pub(super) struct Fusion {
 /// falls back to the grouping and records why); `Internal` when isl fails
 /// on the view's own objects.
 pub fn form(g: &Graph, book: &IndexBook) -> DResult<Regions> {
+    form_with(g, book, true)
+}
+
+/// [`form`], with step 2 (Poly Core's compute-at fusions) skipped when
+/// `fuse` is false: the regions are then the grouping's alone, as without
+/// feature `poly` (the unfused baseline of `examples/bench_conv_pool.rs`).
+pub fn form_with(g: &Graph, book: &IndexBook, fuse: bool) -> DResult<Regions> {
     let f = grouping::group(g);
     #[cfg(feature = "poly")]
-    let (former, fusions, stops) = {
+    let (former, fusions, stops) = if !fuse {
+        (Former::Grouping, Vec::<Fusion>::new(), Vec::new())
+    } else {
         let mut stops = Vec::new();
         let fusions = super::poly_core::compute_at_fusions(g, book, &f, &super::cost::CPU, &mut stops)?;
         (Former::PolyCore, fusions, stops)
     };
     #[cfg(not(feature = "poly"))]
     let (former, fusions, stops) = {
-        let _ = book;
+        let _ = (book, fuse);
         (Former::Grouping, Vec::<Fusion>::new(), Vec::new())
     };
     let mut regions = Vec::new();

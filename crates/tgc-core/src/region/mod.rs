@@ -60,7 +60,7 @@ use std::fmt;
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId};
 
-pub use from_tiny::form;
+pub use from_tiny::{form, form_with};
 pub use text::dump;
 
 /// A region's index in [`Regions::regions`] (its execution position).

@@ -146,9 +146,15 @@ fn rust_wrapper(g: &Graph) -> String {
 
 /// Emits, compiles and loads both printers' output for `g`.
 pub fn compile(g: &Graph) -> Compiled {
+    compile_with(g, &crate::cpu::Options::default())
+}
+
+/// [`compile`], lowering under `opts` (tile sizes then follow the symbols
+/// in the `dims` of [`Compiled::run`]).
+pub fn compile_with(g: &Graph, opts: &crate::cpu::Options) -> Compiled {
     let dir = Scratch::new("emit");
     let symbol = format!("tgc_test_{}", g.name);
-    let c_src = super::super::c::emit_c(g, &symbol).unwrap();
+    let c_src = super::super::c::emit_c_units_with(&[(g, &symbol)], opts).unwrap();
     let c_path = dir.0.join("k.c");
     std::fs::write(&c_path, &c_src).unwrap();
     let c_lib = dir.0.join("libk.so");
@@ -161,7 +167,7 @@ pub fn compile(g: &Graph) -> Compiled {
         .unwrap();
     assert!(cc.status.success(), "cc failed:\n{}\n{c_src}", String::from_utf8_lossy(&cc.stderr));
 
-    let rust_src = super::super::rust::emit_rust(g, "crate::tgc").unwrap();
+    let rust_src = super::super::rust::emit_rust_with(g, "crate::tgc", opts).unwrap();
     let rs_path = dir.0.join("k.rs");
     std::fs::write(&rs_path, format!("{rust_src}\n{}", rust_wrapper(g))).unwrap();
     let (half, deps) = half_rlib();
