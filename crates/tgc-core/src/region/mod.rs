@@ -212,9 +212,6 @@ pub enum StopReason {
     /// The consumer is not a region's accumulator: the CPU backend computes
     /// a producer only at the reads of a reduction.
     NotAtAReduction,
-    /// The consumer region already computes a producer at its reads, or the
-    /// producer's region does (one level per region in v1).
-    Nested,
     /// A block on the way (named) is outside the SCoP (Poly-View
     /// `non_scop`): a region boundary (`000` §4.1 step 1).
     NonScop(String),
@@ -247,7 +244,6 @@ impl fmt::Display for StopReason {
             StopReason::NotUcc(n) => write!(f, "not a unique consumer chain ({n} readers)"),
             StopReason::StoredOnTheWay(_) => write!(f, "a stored value lies between producer and consumer"),
             StopReason::NotAtAReduction => write!(f, "the consumer is not a reduction's accumulator"),
-            StopReason::Nested => write!(f, "a compute-at is already on one side (one level per region)"),
             StopReason::ComputeAt(why) => write!(f, "can_compute_at: {why}"),
             StopReason::NeedsGmem(why) => write!(f, "min_buffer_for_edge: gmem ({why})"),
             StopReason::NoPolyView(why) => write!(f, "no Poly-View: {why}"),

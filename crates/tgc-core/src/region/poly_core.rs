@@ -11,15 +11,16 @@
 //! - [`poly::core::min_buffer_for_edge`] for that tile is `reg` or
 //!   `smem_ring`, not `gmem` (a reduce-to-broadcast such as softmax's sum
 //!   feeding every column of the next GEMM would re-run the whole reduction
-//!   per consumer point);
-//! - neither region already has a compute-at (one level per region).
+//!   per consumer point).
 //!
 //! Then, for each legal candidate (`000` §4.1 steps 4–5):
 //! - the §4.2 threshold on the local edge buffer and the differential cost
 //!   `Δtime` of [`super::cost`] (recompute factor from Poly Core's box);
 //!   a candidate over the threshold or with `Δtime ≥ 0` is a stop;
 //! - [`super::select`] chooses among the rest (exact ILP on windows of up
-//!   to 30 nodes, backward greedy with one-step rollback beyond).
+//!   to 30 nodes, backward greedy with one-step rollback beyond), so that
+//!   no region computes two producers at its reads and no fused producer
+//!   has one of its own (one compute-at level per region in v1).
 //!
 //! A block outside the SCoP on the way is a region boundary
 //! ([`StopReason::NonScop`]).
