@@ -140,7 +140,9 @@ fn gemm_dump() {
             write  [M, K, N] -> { S_n8[i0, i1, i2] -> n8[i0, i1] }
             read   [M, K, N] -> { S_n8[i0, i1, i2] -> n7[i0, i1, i2] }
             lhs n0[i0, i2]  [M, K, N] -> { S_n8[i0, i1, i2] -> n0[i0, i2] }
+              no halo (one output point): the needed producer elements are unbounded along axis 1
             rhs n1[i2, i1]  [M, K, N] -> { S_n8[i0, i1, i2] -> n1[i2, i1] }
+              no halo (one output point): the needed producer elements are unbounded along axis 0
             out [i0, i1] reduce [i2]
             pattern matmul  batch []
           block n9 ewise
