@@ -1,10 +1,11 @@
 //! The CPU loop-nest IR: what the C and Rust printers (`emit::c`,
 //! `emit::rust`) print, one kernel per materialised value.
 //!
-//! A kernel is a perfect nest of loops `i0..i{r-1}` over its root's shape,
-//! optionally containing an accumulator initialised to the `REDUCE`
-//! identity and reduce loops `i{r}..` that update it, then one store of a
-//! scalar expression to `out[Σ i_k·stride_k]` (row-major).
+//! A kernel is a nest of loops `i0..i{r-1}` over its root's shape — perfect,
+//! or strip-mined by run-time tile sizes ([`Strip`], [`Kernel::nest`]) —
+//! whose point optionally contains an accumulator initialised to the
+//! `REDUCE` identity and reduce loops `i{r}..` that update it, then one
+//! store of a scalar expression to `out[Σ i_k·stride_k]` (row-major).
 //!
 //! Invariants (established by [`super::from_tiny::lower`]):
 //! - loop extents, subscripts and guards are affine (+ floordiv) over the

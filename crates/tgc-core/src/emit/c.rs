@@ -8,7 +8,8 @@
 //! The exported function is
 //! `int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims)`:
 //! `inputs` in `Graph::inputs()` order, `outputs` in `Graph::outputs` order,
-//! `dims` in `Graph::symbols` order; buffers are dense row-major, f16 and
+//! `dims` in `Graph::symbols` order, then the run-time tile sizes of a tile
+//! plan ([`Program::tiles`], [`emit_c_units_with`]; none by default); buffers are dense row-major, f16 and
 //! bf16 as `uint16_t` bit patterns, bool as `uint8_t`. It returns 0, 1 when
 //! an allocation fails, 2 when the dims break a check of
 //! [`Program::checks`] (nothing is written then).

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! - `inputs` in `Graph::inputs()` order, `outputs` in `Graph::outputs` order
-//!   (1-tuples as `(&[T],)`, none as `()`), `dims` in `Graph::symbols` order;
+//!   (1-tuples as `(&[T],)`, none as `()`), `dims` in `Graph::symbols` order,
+//!   then the run-time tile sizes of a tile plan ([`emit_rust_with`]; the
+//!   macro has none), each checked ≥ 1; a tile loop is a `step_by`;
 //! - element types `f32`, `i32`, `bool`, `{crate_path}::half::f16` and
 //!   `{crate_path}::half::bf16`; slices are dense row-major;
 //! - it returns `Err` (writing nothing) when `dims` has the wrong length, the
