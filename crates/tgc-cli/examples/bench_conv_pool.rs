@@ -18,7 +18,6 @@
 use std::time::Instant;
 
 use tgc_core::pipeline::{self, CompiledCpu, Format, Options, TilePlan};
-use tgc_runtime::tensor::sample_values;
 use tgc_runtime::HostTensor;
 
 /// One benchmark shape: input `[1, c, hw, hw]`, `k` 3×3 filters (stride 1,
@@ -78,16 +77,7 @@ fn main() {
     for s in &shapes {
         let src = graph(s);
         let g = pipeline::load(&src, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("bench"))).graph;
-        let inputs: Vec<HostTensor> = g
-            .inputs()
-            .into_iter()
-            .enumerate()
-            .map(|(k, id)| {
-                let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
-                let n = shape.iter().product();
-                HostTensor::from_f64(g.dtype(id), &shape, &sample_values(k as u64 + 1, n)).expect("input")
-            })
-            .collect();
+        let inputs: Vec<HostTensor> = pipeline::sample_inputs(&g).expect("inputs");
         let compile = |opts: &Options| CompiledCpu::new(&g, opts, &dir).unwrap_or_else(|e| panic!("{e:?}"));
         let fused = compile(&Options::default());
         let unfused = compile(&Options { fuse: false, ..Options::default() });

@@ -293,6 +293,31 @@ fn from_interp(t: &interp::Tensor) -> DResult<HostTensor> {
     HostTensor::from_f64(t.dtype, &t.shape, &t.data).map_err(|e| diag!(Internal, "interpreter output: {e}"))
 }
 
+/// Deterministic inputs for the bound graph `g`: input `k` holds
+/// [`tgc_runtime::tensor::sample_values`] with seed `k + 1`, in its dtype and
+/// shape. For tests, examples and benchmarks.
+///
+/// Errors: `UnboundSymbol` when an input's shape is not concrete; the
+/// runtime's error (as `Io`) for a tensor that cannot be allocated.
+pub fn sample_inputs(g: &Graph) -> DResult<Vec<HostTensor>> {
+    g.inputs()
+        .into_iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let shape = g
+                .shape(id)
+                .iter()
+                .map(|d| d.as_int().and_then(|v| usize::try_from(v).ok()))
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| diag!(UnboundSymbol, "input `{}` has no concrete shape", g.node(id).label))?;
+            let n = shape.iter().product();
+            let values = tgc_runtime::tensor::sample_values(k as u64 + 1, n);
+            HostTensor::from_f64(g.dtype(id), &shape, &values)
+                .map_err(|e| diag!(Io, "input `{}`: {e}", g.node(id).label))
+        })
+        .collect()
+}
+
 /// Runs a fully bound graph on the reference interpreter.
 pub fn run_interp(g: &Graph, inputs: &[HostTensor]) -> DResult<Vec<HostTensor>> {
     let ins: Vec<interp::Tensor> = inputs.iter().map(to_interp).collect();
@@ -320,40 +345,38 @@ pub fn run_cpu(g: &Graph, inputs: &[HostTensor], work_dir: &Path) -> Result<Vec<
 /// distinct C symbols.
 ///
 /// Errors: the first graph that is not bound or fails to lower (as
-/// [`emit::c::emit_c_units`] reports it), or the first runtime failure; no
-/// graph's outputs are returned then.
+/// [`emit::c::emit_c_units`] reports it), `Internal` for inputs whose dtypes
+/// or shapes are not the graph's, or the first runtime failure; no graph's
+/// outputs are returned then.
 pub fn run_cpu_batch(runs: &[(&Graph, &[HostTensor])], work_dir: &Path) -> Result<Vec<Vec<HostTensor>>, RunError> {
     if runs.is_empty() {
         return Ok(Vec::new());
     }
-    if let Some((g, _)) = runs.iter().find(|(g, _)| !g.symbols.is_empty()) {
-        return Err(RunError::Diag(diag!(Internal, "run_cpu needs a bound graph, `{}` is not", g.name)));
+    let mut entries = Vec::new();
+    let mut programs = Vec::new();
+    for (g, _) in runs {
+        let program = crate::cpu::lower(g).map_err(RunError::Diag)?;
+        entries.push(Entry::of(g, &program)?);
+        programs.push((*g, program));
     }
-    let symbols: Vec<String> = runs.iter().map(|(g, _)| c_symbol(&g.name)).collect();
-    let units: Vec<(&Graph, &str)> = runs.iter().zip(&symbols).map(|((g, _), s)| (*g, s.as_str())).collect();
-    let src = emit::c::emit_c_units(&units).map_err(RunError::Diag)?;
-    let stem = format!("{}_{:016x}", symbols[0], fnv1a(src.as_bytes()));
+    let units: Vec<(&Graph, crate::cpu::Program, &str)> =
+        programs.into_iter().zip(&entries).map(|((g, p), e)| (g, p, e.symbol.as_str())).collect();
+    let lib = compile_and_load(&units, work_dir)?;
+    runs.iter().zip(&entries).map(|((_, inputs), e)| e.run(&lib, inputs, &[])).collect()
+}
+
+/// Prints `units` as one C unit, compiles it in `work_dir` (named by the
+/// first symbol and a hash of the source) and loads it.
+fn compile_and_load(
+    units: &[(&Graph, crate::cpu::Program, &str)],
+    work_dir: &Path,
+) -> Result<tgc_runtime::cpu::CpuLibrary, RunError> {
+    let src = emit::c::emit_c_programs(units).map_err(RunError::Diag)?;
+    let stem = format!("{}_{:016x}", units[0].2, fnv1a(src.as_bytes()));
     let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
     // SAFETY: the library was generated from these graphs with the ABI of
     // `tgc_runtime::cpu`.
-    let lib = unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)?;
-    let mut results = Vec::new();
-    for ((g, inputs), symbol) in runs.iter().zip(&symbols) {
-        let mut outputs = Vec::new();
-        for o in &g.outputs {
-            let shape: Vec<usize> = g.shape(o.node).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
-            outputs.push(HostTensor::zeros(g.dtype(o.node), &shape).map_err(RunError::Runtime)?);
-        }
-        let in_bytes: Vec<&[u8]> = inputs.iter().map(|t| t.bytes()).collect();
-        let mut out_bytes: Vec<&mut [u8]> = outputs.iter_mut().map(|t| t.bytes_mut()).collect();
-        // SAFETY: `symbol` is the entry point generated from `g`; input and
-        // output buffers have the shapes and dtypes of the bound graph
-        // (checked by `Graph::resolve_dims`/`bind` and built above), and the
-        // graph has no symbols, so `dims` is empty.
-        unsafe { lib.call(symbol, &in_bytes, &mut out_bytes, &[]) }.map_err(RunError::Runtime)?;
-        results.push(outputs);
-    }
-    Ok(results)
+    unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)
 }
 
 /// FNV-1a, to name compiled libraries by their source.
@@ -361,64 +384,54 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// A fully bound graph compiled once to C under [`Options`] and loaded,
-/// callable with any run-time tile sizes (symbolic tiling, `003`).
-pub struct CompiledCpu {
-    lib: tgc_runtime::cpu::CpuLibrary,
+/// One entry point of a compiled library: its symbol and the dtypes and
+/// shapes of the bound graph it was generated from.
+struct Entry {
     symbol: String,
     inputs: Vec<(tgc_runtime::DType, Vec<usize>)>,
     outputs: Vec<(tgc_runtime::DType, Vec<usize>)>,
     tiles: usize,
 }
 
-impl CompiledCpu {
-    /// Generates C for the bound graph `g` under `opts`, compiles it in
-    /// `work_dir` and loads it.
-    ///
-    /// Errors: as [`run_cpu`].
-    pub fn new(g: &Graph, opts: &Options, work_dir: &Path) -> Result<CompiledCpu, RunError> {
+impl Entry {
+    /// The entry point of the bound graph `g`, lowered to `program`.
+    fn of(g: &Graph, program: &crate::cpu::Program) -> Result<Entry, RunError> {
         if !g.symbols.is_empty() {
-            return Err(RunError::Diag(diag!(Internal, "CompiledCpu needs a bound graph, `{}` is not", g.name)));
+            return Err(RunError::Diag(diag!(Internal, "the CPU runner needs a bound graph, `{}` is not", g.name)));
         }
         let shape = |id| -> Vec<usize> { g.shape(id).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect() };
-        let inputs = g.inputs().into_iter().map(|id| (g.dtype(id), shape(id))).collect();
-        let outputs = g.outputs.iter().map(|o| (g.dtype(o.node), shape(o.node))).collect();
-        let tiles = crate::cpu::lower_with(g, opts).map_err(RunError::Diag)?.tiles.len();
-        let symbol = c_symbol(&g.name);
-        let src = emit::c::emit_c_units_with(&[(g, &symbol)], opts).map_err(RunError::Diag)?;
-        let stem = format!("{symbol}_{:016x}", fnv1a(src.as_bytes()));
-        let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
-        // SAFETY: the library was generated from `g` with the ABI of
-        // `tgc_runtime::cpu`.
-        let lib = unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)?;
-        Ok(CompiledCpu { lib, symbol, inputs, outputs, tiles })
+        Ok(Entry {
+            symbol: c_symbol(&g.name),
+            inputs: g.inputs().into_iter().map(|id| (g.dtype(id), shape(id))).collect(),
+            outputs: g.outputs.iter().map(|o| (g.dtype(o.node), shape(o.node))).collect(),
+            tiles: program.tiles.len(),
+        })
     }
 
-    /// How many tile sizes [`CompiledCpu::run`] takes (those of the plan's
-    /// axes the kernels have).
-    pub fn tiles(&self) -> usize {
-        self.tiles
-    }
-
-    /// Runs the kernel on `inputs` with `tiles` (one per
-    /// [`CompiledCpu::tiles`]), returning new outputs.
-    ///
-    /// Errors: as [`CompiledCpu::run_into`].
-    pub fn run(&self, inputs: &[HostTensor], tiles: &[i64]) -> Result<Vec<HostTensor>, RunError> {
+    /// Runs the entry point of `lib` on `inputs`, returning new outputs.
+    fn run(
+        &self,
+        lib: &tgc_runtime::cpu::CpuLibrary,
+        inputs: &[HostTensor],
+        tiles: &[i64],
+    ) -> Result<Vec<HostTensor>, RunError> {
         let mut outputs = Vec::new();
         for (dt, shape) in &self.outputs {
             outputs.push(HostTensor::zeros(*dt, shape).map_err(RunError::Runtime)?);
         }
-        self.run_into(inputs, &mut outputs, tiles)?;
+        self.run_into(lib, inputs, &mut outputs, tiles)?;
         Ok(outputs)
     }
 
-    /// Runs the kernel writing into `outputs`.
-    ///
-    /// Errors: `Internal` when the tensors' dtypes or shapes, or the number
-    /// of tile sizes, are not the graph's; [`tgc_runtime::Error::Kernel`]
-    /// (status 2) when a tile size is below 1.
-    pub fn run_into(&self, inputs: &[HostTensor], outputs: &mut [HostTensor], tiles: &[i64]) -> Result<(), RunError> {
+    /// Runs the entry point of `lib` writing into `outputs`, after checking
+    /// every tensor's dtype and shape and the number of tile sizes.
+    fn run_into(
+        &self,
+        lib: &tgc_runtime::cpu::CpuLibrary,
+        inputs: &[HostTensor],
+        outputs: &mut [HostTensor],
+        tiles: &[i64],
+    ) -> Result<(), RunError> {
         let fits = |ts: &[HostTensor], want: &[(tgc_runtime::DType, Vec<usize>)]| {
             ts.len() == want.len() && ts.iter().zip(want).all(|(t, (dt, s))| t.dtype() == *dt && t.shape() == &s[..])
         };
@@ -431,6 +444,49 @@ impl CompiledCpu {
         // the buffers have its dtypes and shapes (checked above), and `dims`
         // is the tile sizes alone (the graph has no symbols), which the
         // kernel checks.
-        unsafe { self.lib.call(&self.symbol, &in_bytes, &mut out_bytes, tiles) }.map_err(RunError::Runtime)
+        unsafe { lib.call(&self.symbol, &in_bytes, &mut out_bytes, tiles) }.map_err(RunError::Runtime)
+    }
+}
+
+/// A fully bound graph compiled once to C under [`Options`] and loaded,
+/// callable with any run-time tile sizes (symbolic tiling, `003`).
+pub struct CompiledCpu {
+    lib: tgc_runtime::cpu::CpuLibrary,
+    entry: Entry,
+}
+
+impl CompiledCpu {
+    /// Generates C for the bound graph `g` under `opts`, compiles it in
+    /// `work_dir` and loads it.
+    ///
+    /// Errors: as [`run_cpu`].
+    pub fn new(g: &Graph, opts: &Options, work_dir: &Path) -> Result<CompiledCpu, RunError> {
+        let program = crate::cpu::lower_with(g, opts).map_err(RunError::Diag)?;
+        let entry = Entry::of(g, &program)?;
+        let lib = compile_and_load(&[(g, program, entry.symbol.as_str())], work_dir)?;
+        Ok(CompiledCpu { lib, entry })
+    }
+
+    /// How many tile sizes [`CompiledCpu::run`] takes (those of the plan's
+    /// axes the kernels have).
+    pub fn tiles(&self) -> usize {
+        self.entry.tiles
+    }
+
+    /// Runs the kernel on `inputs` with `tiles` (one per
+    /// [`CompiledCpu::tiles`]), returning new outputs.
+    ///
+    /// Errors: as [`CompiledCpu::run_into`].
+    pub fn run(&self, inputs: &[HostTensor], tiles: &[i64]) -> Result<Vec<HostTensor>, RunError> {
+        self.entry.run(&self.lib, inputs, tiles)
+    }
+
+    /// Runs the kernel writing into `outputs`.
+    ///
+    /// Errors: `Internal` when the tensors' dtypes or shapes, or the number
+    /// of tile sizes, are not the graph's; [`tgc_runtime::Error::Kernel`]
+    /// (status 2) when a tile size is below 1.
+    pub fn run_into(&self, inputs: &[HostTensor], outputs: &mut [HostTensor], tiles: &[i64]) -> Result<(), RunError> {
+        self.entry.run_into(&self.lib, inputs, outputs, tiles)
     }
 }

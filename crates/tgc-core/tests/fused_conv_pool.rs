@@ -11,7 +11,6 @@ use tgc_core::index_book;
 use tgc_core::pipeline::{self, Format};
 use tgc_core::region::{self, Dest, How, Materialize};
 use tgc_core::tiny::{Graph, Op};
-use tgc_runtime::tensor::sample_values;
 use tgc_runtime::HostTensor;
 
 /// One fused graph: `(x, w[, b]) -> y`, with the conv and pool attributes.
@@ -66,17 +65,9 @@ fn assert_fused(g: &Graph, allow_cost: bool) -> bool {
     true
 }
 
-/// Inputs of `g` from `sample_values`.
+/// Inputs of `g` from `pipeline::sample_inputs`.
 fn inputs(g: &Graph) -> Vec<HostTensor> {
-    g.inputs()
-        .into_iter()
-        .enumerate()
-        .map(|(k, id)| {
-            let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
-            let n = shape.iter().product();
-            HostTensor::from_f64(g.dtype(id), &shape, &sample_values(k as u64 + 1, n)).unwrap()
-        })
-        .collect()
+    pipeline::sample_inputs(g).unwrap()
 }
 
 /// Loads every graph, checks each is fused, runs them all as one C library

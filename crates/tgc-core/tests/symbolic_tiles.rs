@@ -10,7 +10,6 @@ use tgc_core::cpu::{self, Nest};
 use tgc_core::pipeline::{self, CompiledCpu, Format, Options, TilePlan};
 use tgc_core::sym::Dim;
 use tgc_core::tiny::Graph;
-use tgc_runtime::tensor::sample_values;
 use tgc_runtime::HostTensor;
 
 const GEMM: &str = "graph gemm_tiles(x: f32[13, 7], w: f32[7, 11], bias: f32[11]) -> (y: f32[13, 11]) {\n    \
@@ -26,15 +25,7 @@ fn load(src: &str) -> Graph {
 }
 
 fn inputs(g: &Graph) -> Vec<HostTensor> {
-    g.inputs()
-        .into_iter()
-        .enumerate()
-        .map(|(k, id)| {
-            let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
-            let n = shape.iter().product();
-            HostTensor::from_f64(g.dtype(id), &shape, &sample_values(k as u64 + 1, n)).unwrap()
-        })
-        .collect()
+    pipeline::sample_inputs(g).unwrap()
 }
 
 fn work_dir(tag: &str) -> std::path::PathBuf {

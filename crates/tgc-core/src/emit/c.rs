@@ -52,28 +52,47 @@ pub fn emit_c_units(units: &[(&Graph, &str)]) -> Result<String, Diagnostic> {
 /// graph's symbols ([`Program::tiles`]).
 pub fn emit_c_units_with(units: &[(&Graph, &str)], opts: &Options) -> Result<String, Diagnostic> {
     let mut programs = Vec::new();
-    let mut names = BTreeSet::new();
     for &(g, symbol) in units {
-        let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
-            return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
-        }
+        check_symbol(symbol)?;
         let p = lower_with(g, opts).map_err(|mut e| {
             if units.len() > 1 {
                 e.message = format!("graph `{}`: {}", g.name, e.message);
             }
             e
         })?;
+        programs.push((g, p, symbol));
+    }
+    emit_c_programs(&programs)
+}
+
+/// `Unsupported` unless `symbol` can name the generated entry point.
+fn check_symbol(symbol: &str) -> Result<(), Diagnostic> {
+    let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
+        return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
+    }
+    Ok(())
+}
+
+/// [`emit_c_units_with`] for programs the caller has lowered already
+/// (`programs[k].1` must be the lowering of `programs[k].0`), so a caller
+/// that needs the [`Program`] too lowers once.
+///
+/// Errors: `Unsupported` as [`emit_c_units`] says.
+pub fn emit_c_programs(programs: &[(&Graph, Program, &str)]) -> Result<String, Diagnostic> {
+    let mut names = BTreeSet::new();
+    for (_, p, symbol) in programs {
+        let symbol = *symbol;
+        check_symbol(symbol)?;
         let kernels = p.kernels.iter().map(|k| format!("tgc_{}_{symbol}", k.name));
         for name in kernels.chain([symbol.to_string()]) {
             if !names.insert(name.clone()) {
                 return Err(diag!(Unsupported, "two functions of the C unit would be named `{name}`"));
             }
         }
-        programs.push((g, p, symbol));
     }
-    Ok(print(&programs))
+    Ok(print(programs))
 }
 
 /// C keywords, and names from the included headers the unit uses, that the

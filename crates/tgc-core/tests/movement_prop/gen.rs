@@ -562,3 +562,26 @@ impl Gen {
         })
     }
 }
+
+/// The seed and the case indices of a run: `TGC_PROP_SEED` (else
+/// `default_seed`), and `TGC_PROP_CASE` (that one case, to replay it) or
+/// `TGC_PROP_CASES` cases (else `default_cases`). Values are decimal or
+/// `0x` hex.
+pub fn seed_and_cases(default_seed: u64, default_cases: u64) -> (u64, Vec<u64>) {
+    let seed = env_u64("TGC_PROP_SEED").unwrap_or(default_seed);
+    let cases = match env_u64("TGC_PROP_CASE") {
+        Some(i) => vec![i],
+        None => (0..env_u64("TGC_PROP_CASES").unwrap_or(default_cases)).collect(),
+    };
+    (seed, cases)
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    Some(parsed.unwrap_or_else(|e| panic!("{name}={v} is not an integer: {e}")))
+}

@@ -76,23 +76,9 @@ const MUST_COVER: &[&str] = &[
 ];
 const COVERAGE_CASES: usize = 100;
 
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    let v = v.trim();
-    let parsed = match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => v.parse(),
-    };
-    Some(parsed.unwrap_or_else(|e| panic!("{name}={v} is not an integer: {e}")))
-}
-
 #[test]
 fn cpu_backend_interpreter_and_naive_evaluation_agree_on_random_movement_graphs() {
-    let seed = env_u64("TGC_PROP_SEED").unwrap_or(DEFAULT_SEED);
-    let cases: Vec<u64> = match env_u64("TGC_PROP_CASE") {
-        Some(i) => vec![i],
-        None => (0..env_u64("TGC_PROP_CASES").unwrap_or(DEFAULT_CASES)).collect(),
-    };
+    let (seed, cases) = gen::seed_and_cases(DEFAULT_SEED, DEFAULT_CASES);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("movement_prop-{}", std::process::id()));
     let mut failed = Vec::new();
     let mut fail = |i: u64, report: String| {

@@ -60,23 +60,9 @@ const PAIRS_PER_CASE: usize = 3;
 /// How many failing cases are printed in full.
 const SHOWN_FAILURES: usize = 3;
 
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    let v = v.trim();
-    let parsed = match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => v.parse(),
-    };
-    Some(parsed.unwrap_or_else(|e| panic!("{name}={v} is not an integer: {e}")))
-}
-
 #[test]
 fn poly_view_and_poly_core_agree_with_brute_force_enumeration() {
-    let seed = env_u64("TGC_PROP_SEED").unwrap_or(DEFAULT_SEED);
-    let cases: Vec<u64> = match env_u64("TGC_PROP_CASE") {
-        Some(i) => vec![i],
-        None => (0..env_u64("TGC_PROP_CASES").unwrap_or(DEFAULT_CASES)).collect(),
-    };
+    let (seed, cases) = gen::seed_and_cases(DEFAULT_SEED, DEFAULT_CASES);
     let mut failed = Vec::new();
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for &i in &cases {
