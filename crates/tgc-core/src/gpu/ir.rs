@@ -335,6 +335,21 @@ impl Swizzle {
     }
 }
 
+impl Swizzle {
+    /// [`Swizzle::apply`]'s formula as an integer expression of the
+    /// unswizzled byte offset `off`: `off ^ ((off >> shift) & mask)`, or
+    /// `off` itself for the identity. Printers (the CUDA C printer) print
+    /// this expression, so the swizzle has one definition.
+    pub fn expr(self, off: Expr) -> Expr {
+        if self.bits == 0 {
+            return off;
+        }
+        let mask = (((1u64 << self.bits) - 1) << self.base) as i64;
+        let shifted = Expr::bin(BinOp::Shr, off.clone(), Expr::c(self.shift as i64));
+        off.xor(Expr::bin(BinOp::And, shifted, Expr::c(mask)))
+    }
+}
+
 impl fmt::Display for Swizzle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.bits == 0 {
