@@ -9,5 +9,6 @@
 //!   the checks DESIGN.md asks of generated kernels on a machine without a
 //!   GPU.
 
+pub mod cuda;
 pub mod ir;
 pub mod toolchain;

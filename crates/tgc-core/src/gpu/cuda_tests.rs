@@ -1,0 +1,416 @@
+//! The CUDA C printer on hand-built IR kernels: the printed text (snapshot),
+//! its statement tags, and what NVRTC, ptxas and cuobjdump make of it. No
+//! GPU is needed (NVRTC compiles without one); nothing here runs a kernel.
+
+use super::*;
+use crate::gpu::toolchain::sass_opcodes;
+
+fn v(i: u32) -> Expr {
+    Expr::Var(VarId(i))
+}
+
+fn p(i: u32) -> Expr {
+    Expr::Param(ParamId(i))
+}
+
+fn reg(r: u32, i: i64) -> RegRef {
+    RegRef { reg: RegId(r), index: Expr::c(i) }
+}
+
+fn ptr(name: &str, dtype: DType, writable: bool) -> Param {
+    Param { name: name.into(), kind: ParamKind::Ptr { dtype, writable } }
+}
+
+/// One warp computes `C[16, 8] = relu(A[16, 16] · B[16, 8] + bias)` in f16
+/// with rows past `M` predicated: A through a swizzled shared tile with
+/// `cp.async` (zero fill past `M`), B with `cp.async` by half the warp,
+/// `ldmatrix.x4` for A, `ldmatrix.x2.trans` for B, one `mma.sync`, the
+/// epilogue per accumulator and two `st.global.v2` per lane.
+fn mini_gemm(ab: DType) -> Kernel {
+    let a_swz = Swizzle::for_rows(32).unwrap();
+    let (lane, row, chunk, j) = (0, 1, 2, 3);
+    let m = p(4);
+    let a_tile = SmemRef { buf: SmemId(0), offset: v(row) * 32 + v(chunk) * 16, swizzle: a_swz };
+    let mut body = vec![
+        Stmt::Let { var: VarId(lane), value: Expr::ThreadIdx(Dim::X) },
+        Stmt::Let { var: VarId(row), value: v(lane) / 2 },
+        Stmt::Let { var: VarId(chunk), value: v(lane) % 2 },
+        Stmt::CpAsync {
+            dst: a_tile,
+            src: GlobalRef { param: ParamId(0), offset: v(row).min(m.clone() - 1).max(0) * 16 + v(chunk) * 8 },
+            bytes: 16,
+            src_bytes: v(row).lt(m.clone()).select(16, 0),
+        },
+        Stmt::If {
+            cond: v(lane).lt(16),
+            then: vec![Stmt::CpAsync {
+                dst: SmemRef { buf: SmemId(1), offset: v(lane) * 16, swizzle: Swizzle::IDENTITY },
+                src: GlobalRef { param: ParamId(1), offset: v(lane) * 8 },
+                bytes: 16,
+                src_bytes: Expr::c(16),
+            }],
+            otherwise: vec![],
+        },
+        Stmt::CommitGroup,
+        Stmt::WaitGroup { pending: 0 },
+        Stmt::Barrier,
+        Stmt::LdMatrix {
+            num: LdMatrixNum::X4,
+            trans: false,
+            dst: (0..4).map(|i| reg(0, i)).collect(),
+            src: SmemRef { buf: SmemId(0), offset: (v(lane) % 16) * 32 + (v(lane) / 16) * 16, swizzle: a_swz },
+        },
+        Stmt::LdMatrix {
+            num: LdMatrixNum::X2,
+            trans: true,
+            dst: (0..2).map(|i| reg(1, i)).collect(),
+            src: SmemRef { buf: SmemId(1), offset: (v(lane) % 16) * 16, swizzle: Swizzle::IDENTITY },
+        },
+        Stmt::For {
+            var: VarId(j),
+            start: Expr::c(0),
+            end: Expr::c(4),
+            step: 1,
+            unroll: true,
+            body: vec![Stmt::MovF32 { dst: RegRef { reg: RegId(2), index: v(j) }, value: 0.0 }],
+        },
+        Stmt::MmaSync {
+            ab,
+            d: (0..4).map(|i| reg(2, i)).collect(),
+            a: (0..4).map(|i| reg(0, i)).collect(),
+            b: (0..2).map(|i| reg(1, i)).collect(),
+            c: (0..4).map(|i| reg(2, i)).collect(),
+        },
+    ];
+    for i in 0..4i64 {
+        let row = v(lane) / 4 + 8 * (i / 2);
+        body.push(Stmt::Epilogue {
+            acc: reg(2, i),
+            row: row.clone(),
+            col: (v(lane) % 4) * 2 + i % 2,
+            pred: row.lt(m.clone()),
+            ops: vec![EpilogueOp::Bias(ParamId(2)), EpilogueOp::Relu],
+        });
+    }
+    for half in 0..2i64 {
+        let row = v(lane) / 4 + 8 * half;
+        body.push(Stmt::StGlobalVec {
+            dst: GlobalRef { param: ParamId(3), offset: row.clone() * 8 + (v(lane) % 4) * 2 },
+            src: vec![reg(2, 2 * half), reg(2, 2 * half + 1)],
+            dtype: ab,
+            pred: row.lt(m.clone()),
+        });
+    }
+    Kernel {
+        name: format!("mini_gemm_{}", ab.dsl_name()),
+        arch: Arch::Sm80,
+        params: vec![
+            ptr("a", ab, false),
+            ptr("b", ab, false),
+            ptr("bias", ab, false),
+            ptr("c", ab, true),
+            Param { name: "M".into(), kind: ParamKind::I32 },
+        ],
+        grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
+        block: [32, 1, 1],
+        smem_bytes: 768,
+        smem: vec![
+            SmemBuffer { name: "a".into(), offset: 0, size: 512, swizzle: a_swz },
+            SmemBuffer { name: "b".into(), offset: 512, size: 256, swizzle: Swizzle::IDENTITY },
+        ],
+        regs: vec![
+            RegArray { name: "afrag".into(), kind: RegKind::B16x2, len: 4 },
+            RegArray { name: "bfrag".into(), kind: RegKind::B16x2, len: 2 },
+            RegArray { name: "acc".into(), kind: RegKind::F32, len: 4 },
+        ],
+        vars: vec!["lane".into(), "row".into(), "chunk".into(), "j".into()],
+        body,
+    }
+}
+
+/// The statements the GEMM does not use: a synchronous copy, a non-unrolled
+/// loop with `if`/`else`, the other epilogue ops, an f32 `v4` store, a
+/// 16-bit single store, a bf16 `v4` store packed into words, names that
+/// collide with C words.
+fn misc_kernel() -> Kernel {
+    let (t, i, int) = (0, 1, 2);
+    let body = vec![
+        Stmt::Let { var: VarId(t), value: Expr::ThreadIdx(Dim::X) + Expr::BlockIdx(Dim::X) * 64 },
+        Stmt::CopySync {
+            dst: SmemRef { buf: SmemId(0), offset: v(t) * 8, swizzle: Swizzle::IDENTITY },
+            src: GlobalRef { param: ParamId(0), offset: v(t) * 4 },
+            bytes: 8,
+            src_bytes: (p(3) - v(t) * 4).min(4).max(0) * 2,
+        },
+        Stmt::Barrier,
+        Stmt::For {
+            var: VarId(i),
+            start: Expr::c(0),
+            end: p(3),
+            step: 2,
+            unroll: false,
+            body: vec![Stmt::If {
+                cond: v(i).eq(0),
+                then: vec![Stmt::MovF32 { dst: reg(0, 0), value: f32::INFINITY }],
+                otherwise: vec![Stmt::Let { var: VarId(int), value: Expr::c(1 << 40) * 3 }],
+            }],
+        },
+        Stmt::MovF32 { dst: reg(0, 1), value: -1.5 },
+        Stmt::MovF32 { dst: reg(0, 2), value: 1e-3 },
+        Stmt::MovF32 { dst: reg(0, 3), value: 3.0 },
+        Stmt::Epilogue {
+            acc: reg(0, 1),
+            row: v(t),
+            col: Expr::c(0),
+            pred: Expr::c(1),
+            ops: vec![
+                EpilogueOp::Residual { param: ParamId(1), ld: p(3) },
+                EpilogueOp::Silu,
+                EpilogueOp::Gelu,
+                EpilogueOp::Cast(DType::BF16),
+                EpilogueOp::Cast(DType::F16),
+            ],
+        },
+        Stmt::StGlobalVec {
+            dst: GlobalRef { param: ParamId(2), offset: v(t) * 4 },
+            src: (0..4).map(|k| reg(0, k)).collect(),
+            dtype: DType::F32,
+            pred: v(t).lt(p(3)),
+        },
+        Stmt::StGlobalVec {
+            dst: GlobalRef { param: ParamId(1), offset: v(t) * 4 },
+            src: (0..4).map(|k| reg(0, k)).collect(),
+            dtype: DType::BF16,
+            pred: Expr::c(1),
+        },
+        Stmt::StGlobalVec {
+            dst: GlobalRef { param: ParamId(4), offset: v(t) },
+            src: vec![reg(0, 0)],
+            dtype: DType::F16,
+            pred: Expr::c(1),
+        },
+    ];
+    Kernel {
+        name: "misc-kernel".into(),
+        arch: Arch::Sm80,
+        params: vec![
+            ptr("x", DType::F16, false),
+            ptr("res", DType::BF16, true),
+            ptr("out", DType::F32, true),
+            Param { name: "n".into(), kind: ParamKind::I64 },
+            ptr("out16", DType::F16, true),
+        ],
+        grid: [p(3) / 64 + 1, Expr::c(1), Expr::c(1)],
+        block: [64, 1, 1],
+        smem_bytes: 512,
+        smem: vec![SmemBuffer { name: "stage".into(), offset: 0, size: 512, swizzle: Swizzle::IDENTITY }],
+        regs: vec![RegArray { name: "float".into(), kind: RegKind::F32, len: 4 }],
+        vars: vec!["t".into(), "i".into(), "int".into()],
+        body,
+    }
+}
+
+fn toolchain() -> Toolchain {
+    Toolchain::locate().unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn mini_gemm_prints_readable_cuda_with_inline_ptx() {
+    let src = print(&mini_gemm(DType::F16)).unwrap();
+    let kernel = &src[src.find("// kernel").unwrap()..];
+    expect_test::expect![[r#"
+        // kernel mini_gemm_f16 (sm_80): grid (1, 1, 1), block (32, 1, 1), 768 bytes of dynamic shared memory
+        // shared `a` (a_smem): bytes [0, 512), swizzle Swizzle<1,4,3>
+        // shared `b` (b_smem): bytes [512, 768), swizzle none
+        extern "C" __global__ void __launch_bounds__(32) mini_gemm_f16(
+            const tgc_f16* __restrict__ a,
+            const tgc_f16* __restrict__ b,
+            const tgc_f16* __restrict__ bias,
+            tgc_f16* __restrict__ c,
+            int M
+        ) {
+            extern __shared__ __align__(128) unsigned char tgc_smem[];
+            const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);
+            const unsigned a_smem = tgc_smem_base + 0u;
+            const unsigned b_smem = tgc_smem_base + 512u;
+            unsigned afrag[4];
+            unsigned bfrag[2];
+            float acc[4];
+            /* s0 */ const long long lane = (long long)threadIdx.x;
+            /* s1 */ const long long row = (lane / 2);
+            /* s2 */ const long long chunk = (lane % 2);
+            /* s3 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a_smem + tgc_swizzle_1_4_3((unsigned)((row * 32) + (chunk * 16)))), "l"(a + ((tgc_max(tgc_min(row, ((long long)M - 1)), 0) * 16) + (chunk * 8))), "r"((unsigned)((row < (long long)M) ? 16 : 0)) : "memory");
+            /* s4 */ if (lane < 16) {
+                /* s5 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(b_smem + (unsigned)(lane * 16)), "l"(b + (lane * 8)) : "memory");
+            }
+            /* s6 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
+            /* s7 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+            /* s8 */ __syncthreads(); // bar.sync 0
+            /* s9 */ asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n" : "=r"(afrag[0]), "=r"(afrag[1]), "=r"(afrag[2]), "=r"(afrag[3]) : "r"(a_smem + tgc_swizzle_1_4_3((unsigned)(((lane % 16) * 32) + ((lane / 16) * 16)))));
+            /* s10 */ asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(bfrag[0]), "=r"(bfrag[1]) : "r"(b_smem + (unsigned)((lane % 16) * 16)));
+            #pragma unroll
+            /* s11 */ for (long long j = 0; j < 4; j += 1) {
+                /* s12 */ acc[j] = 0.0f;
+            }
+            /* s13 */ asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+                : "=f"(acc[0]), "=f"(acc[1]), "=f"(acc[2]), "=f"(acc[3])
+                : "r"(afrag[0]), "r"(afrag[1]), "r"(afrag[2]), "r"(afrag[3]), "r"(bfrag[0]), "r"(bfrag[1]), "f"(acc[0]), "f"(acc[1]), "f"(acc[2]), "f"(acc[3]));
+            /* s14 */ if (((lane / 4) + 0) < (long long)M) { // epilogue: bias, relu
+                const long long tgc_row = ((lane / 4) + 0), tgc_col = (((lane % 4) * 2) + 0);
+                float tgc_v = acc[0];
+                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v = fmaxf(tgc_v, 0.0f);
+                acc[0] = tgc_v;
+            }
+            /* s15 */ if (((lane / 4) + 0) < (long long)M) { // epilogue: bias, relu
+                const long long tgc_row = ((lane / 4) + 0), tgc_col = (((lane % 4) * 2) + 1);
+                float tgc_v = acc[1];
+                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v = fmaxf(tgc_v, 0.0f);
+                acc[1] = tgc_v;
+            }
+            /* s16 */ if (((lane / 4) + 8) < (long long)M) { // epilogue: bias, relu
+                const long long tgc_row = ((lane / 4) + 8), tgc_col = (((lane % 4) * 2) + 0);
+                float tgc_v = acc[2];
+                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v = fmaxf(tgc_v, 0.0f);
+                acc[2] = tgc_v;
+            }
+            /* s17 */ if (((lane / 4) + 8) < (long long)M) { // epilogue: bias, relu
+                const long long tgc_row = ((lane / 4) + 8), tgc_col = (((lane % 4) * 2) + 1);
+                float tgc_v = acc[3];
+                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v = fmaxf(tgc_v, 0.0f);
+                acc[3] = tgc_v;
+            }
+            /* s18 */ if (((lane / 4) + 0) < (long long)M) asm volatile("st.global.b32 [%0], %1;\n" :: "l"(c + ((((lane / 4) + 0) * 8) + ((lane % 4) * 2))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[0]), tgc_f32_to_f16(acc[1]))) : "memory");
+            /* s19 */ if (((lane / 4) + 8) < (long long)M) asm volatile("st.global.b32 [%0], %1;\n" :: "l"(c + ((((lane / 4) + 8) * 8) + ((lane % 4) * 2))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[2]), tgc_f32_to_f16(acc[3]))) : "memory");
+        }
+    "#]].assert_eq(kernel);
+}
+
+#[test]
+fn every_statement_is_tagged_once_in_pre_order() {
+    for k in [mini_gemm(DType::F16), misc_kernel()] {
+        let src = print(&k).unwrap();
+        let want: Vec<u32> = (0..count_stmts(&k.body)).collect();
+        assert_eq!(tagged_ids(&src), want, "{src}");
+    }
+}
+
+/// Evaluates the integer expressions a swizzle is made of.
+fn eval(e: &Expr, off: i64) -> i64 {
+    match e {
+        Expr::Const(c) => *c,
+        Expr::Var(_) => off,
+        Expr::Bin(op, a, b) => {
+            let (a, b) = (eval(a, off), eval(b, off));
+            match op {
+                BinOp::Xor => a ^ b,
+                BinOp::And => a & b,
+                BinOp::Shr => a >> b,
+                other => panic!("{other:?} in a swizzle"),
+            }
+        }
+        other => panic!("{other:?} in a swizzle"),
+    }
+}
+
+#[test]
+fn the_printed_swizzle_is_the_irs() {
+    for row_bytes in [32, 64, 128, 256] {
+        let s = Swizzle::for_rows(row_bytes).unwrap();
+        let e = s.expr(Expr::Var(VarId(0)));
+        for off in 0..8192u64 {
+            assert_eq!(eval(&e, off as i64) as u64, s.apply(off), "{s} at {off}");
+        }
+    }
+    let src = print(&mini_gemm(DType::F16)).unwrap();
+    assert!(src.contains("unsigned tgc_swizzle_1_4_3(unsigned off) { return (off ^ ((off >> 3) & 16)); }"), "{src}");
+}
+
+#[test]
+fn misc_statements_print_with_c_names_and_wide_integers() {
+    let src = print(&misc_kernel()).unwrap();
+    for want in [
+        "extern \"C\" __global__ void __launch_bounds__(64) misc_kernel(",
+        "tgc_bf16* __restrict__ res,",
+        "long long n,",
+        "float float_[4];",
+        "#pragma unroll 1",
+        "for (long long i = 0; i < n; i += 2) {",
+        "const long long int_ = ((1099511627776LL) * 3);",
+        "float_[0] = __uint_as_float(0x7f800000u);",
+        "float_[1] = -1.5f;",
+        "float_[2] = 0.001f;",
+        "float_[3] = 3.0f;",
+        "tgc_copy_sync(stage_smem + (unsigned)(t * 8), x + (t * 4), 8u, (unsigned)(tgc_max(tgc_min((n - (t * 4)), 4), 0) * 2));",
+        "tgc_v += tgc_bf16_to_f32(res[tgc_row * n + tgc_col]);",
+        "st.global.v4.f32 [%0], {%1, %2, %3, %4};",
+        "st.global.v2.b32 [%0], {%1, %2};",
+        "\"r\"(tgc_pack_b16x2(tgc_f32_to_bf16(float_[0]), tgc_f32_to_bf16(float_[1])))",
+        "st.global.b16 [%0], %1;",
+    ] {
+        assert!(src.contains(want), "no `{want}` in\n{src}");
+    }
+}
+
+#[test]
+fn both_kernels_compile_in_one_unit_to_sm80_cubin_without_spills() {
+    let tc = toolchain();
+    let kernels = [mini_gemm(DType::F16), mini_gemm(DType::BF16), misc_kernel()];
+    let (_, compiled) = compile(&tc, &kernels, "hand.cu").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&compiled.cubin[..4], b"\x7fELF");
+    assert!(compiled.ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), "{}", compiled.ptx);
+    let resources = parse_ptxas(&compiled.log);
+    let names: Vec<&str> = resources.iter().map(|r| r.function.as_str()).collect();
+    assert_eq!(names.len(), 3, "{}", compiled.log);
+    for k in &kernels {
+        assert!(names.contains(&symbol(k).as_str()), "{} not in {names:?}", symbol(k));
+    }
+    for r in &resources {
+        assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "{r:?}");
+    }
+    let sass = tc.sass(&compiled.cubin).unwrap_or_else(|e| panic!("{e}"));
+    let ops = sass_opcodes(&sass);
+    for want in ["HMMA.16816.F32", "HMMA.16816.F32.BF16", "LDGSTS.E.BYPASS.128", "LDSM.16.M88.4", "LDSM.16.MT88.2"] {
+        assert!(ops.contains(want), "no {want} in {ops:?}");
+    }
+}
+
+fn parse_ptxas(log: &str) -> Vec<toolchain::Resources> {
+    toolchain::parse_ptxas_verbose(log).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_griddepcontrol_kernel_compiles_for_sm90a() {
+    let mut k = misc_kernel();
+    k.arch = Arch::Sm90;
+    k.body.insert(0, Stmt::GridDepControlWait);
+    let (src, compiled) = compile(&toolchain(), &[k], "pdl.cu").unwrap_or_else(|e| panic!("{e}"));
+    assert!(src.contains("/* s0 */ asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");"), "{src}");
+    assert!(compiled.ptx.contains("griddepcontrol.wait"), "{}", compiled.ptx);
+}
+
+#[test]
+fn what_cannot_be_printed_names_the_statement() {
+    let mut k = mini_gemm(DType::F16);
+    let Stmt::MmaSync { b, .. } = &mut k.body[11] else { panic!("not the mma: {:?}", k.body[11]) };
+    b.pop();
+    let err = print(&k).unwrap_err();
+    let CudaError::Print(e) = &err else { panic!("{err}") };
+    assert_eq!((e.fault, e.stmt), (Fault::FragmentShape, Some(13)), "{err}");
+
+    let mut k = misc_kernel();
+    let Stmt::StGlobalVec { src, .. } = &mut k.body[9] else { panic!("{:?}", k.body[9]) };
+    src.pop();
+    let err = print(&k).unwrap_err();
+    assert!(err.to_string().contains("a store of 3 bf16 elements"), "{err}");
+
+    let err = print_unit(&[misc_kernel(), misc_kernel()]).unwrap_err();
+    assert!(err.to_string().contains("two kernels named `misc_kernel`"), "{err}");
+
+    let err = compile(&toolchain(), &[], "none.cu").unwrap_err();
+    assert!(err.to_string().contains("no kernel"), "{err}");
+}
