@@ -9,5 +9,10 @@
 //!   the checks DESIGN.md asks of generated kernels on a machine without a
 //!   GPU.
 
+pub mod emulate;
 pub mod ir;
+pub mod sm80;
 pub mod toolchain;
+
+#[cfg(test)]
+mod tests;
