@@ -13,6 +13,7 @@ pub mod emulate;
 pub mod ir;
 pub mod sm80;
 pub mod toolchain;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use super::emulate::{self, Arg};
 use super::ir::*;
 use super::sm80::{self, BLayout, Gemm, GemmParams};
+use super::verify;
 use crate::plan::{self, space, Plan, Spanned};
 use crate::DType;
 
@@ -75,6 +76,9 @@ impl Case {
 /// Runs the kernel of `plan` for `g` on `case`; returns `C`.
 fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
     let (kernel, p) = sm80::build(plan, g).expect("the template builds");
+    if let Err(errs) = verify::verify(&kernel) {
+        panic!("the built kernel fails the verifier: {errs:#?}\n{kernel}");
+    }
     run_kernel(&kernel, &p, g, case)
 }
 
