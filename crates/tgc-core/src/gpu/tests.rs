@@ -101,7 +101,7 @@ fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<
     Ok(args[p.c.0 as usize].values(g.out))
 }
 
-/// The f64 reference: the sum rounded to `ab` (the graph's `CAST`), the
+/// The f64 reference: the sum rounded to `ab` when `round_sum` (the graph's `CAST`), the
 /// plan's epilogue exactly, then the rounding to `out` of the store.
 fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
@@ -109,7 +109,10 @@ fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     let mut c = vec![0.0; m * n];
     for i in 0..m {
         for j in 0..n {
-            let mut v = r((0..k).map(|x| r(case.a[i * k + x]) * r(case.b[x * n + j])).sum::<f64>());
+            let mut v = (0..k).map(|x| r(case.a[i * k + x]) * r(case.b[x * n + j])).sum::<f64>();
+            if g.round_sum {
+                v = r(v);
+            }
             for op in &plan.epilogue {
                 v = match op.value.as_str() {
                     "bias" => v + r(case.bias[j]),
@@ -180,5 +183,231 @@ fn gemm_bias_relu_matches_interp() {
             assert_close(&got, &interp_gemm_bias_relu(dt, &case), &what);
             assert_close(&got, &reference(&plan, &g, &case), &what);
         }
+    }
+}
+
+/// Every plan of the §6 search space that the plan checks accept builds a
+/// kernel that verifies and computes the right result on one small shape
+/// with a tail on every axis, B `[K,N]` and `[N,K]`.
+#[test]
+fn every_valid_plan_of_the_space_runs() {
+    let (m, n, k) = (72, 40, 48);
+    let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, DType::F16);
+    let space = space::candidates(&problem, &plan::target::SM80);
+    assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
+    let case = Case::new(m, n, k);
+    for (i, p) in space.valid.iter().enumerate() {
+        let mut p = p.clone();
+        p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+        let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
+        let g = gemm(DType::F16, DType::F16, layout, n, k);
+        let what = format!("plan {i} ({layout:?}):\n{}", plan::print_dsl(&p));
+        let got = run(&p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_close(&got, &reference(&p, &g, &case), &what);
+    }
+}
+
+/// B `[N,K]` (plain `ldmatrix`), bf16 operands, f32 output, bias, SiLU
+/// and a residual, without rounding the sum.
+#[test]
+fn nk_layout_f32_output_silu_residual() {
+    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "silu", "residual"]);
+    for (m, n, k) in [(65, 40, 96), (7, 64, 130)] {
+        let case = Case::new(m, n, k);
+        let mut g = gemm(DType::BF16, DType::F32, BLayout::NK, n, k);
+        g.round_sum = false;
+        let got = run(&plan, &g, &case).unwrap();
+        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k}"));
+    }
+}
+
+/// Removes, everywhere in `body`, the statements `drop` selects.
+fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
+    body.retain(|s| !drop(s));
+    for s in body.iter_mut() {
+        match s {
+            Stmt::For { body, .. } => remove(body, drop),
+            Stmt::If { then, otherwise, .. } => {
+                remove(then, drop);
+                remove(otherwise, drop);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Applies `f` to every statement of `body`, nested ones included.
+fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
+    for s in body.iter_mut() {
+        f(s);
+        match s {
+            Stmt::For { body, .. } => edit(body, f),
+            Stmt::If { then, otherwise, .. } => {
+                edit(then, f);
+                edit(otherwise, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The pre-order id of the first statement `pick` selects.
+fn first(k: &Kernel, pick: impl Fn(&Stmt) -> bool) -> u32 {
+    let mut found = None;
+    k.walk(&mut |id, s| {
+        if found.is_none() && pick(s) {
+            found = Some(id);
+        }
+    });
+    found.expect("the kernel has such a statement")
+}
+
+/// A 3-stage kernel, f16, B `[K,N]`, bias + ReLU, and a shape with tails.
+fn broken_setup() -> (Plan, Gemm, Case, Kernel, GemmParams) {
+    let plan = plan_with([64, 64, 32], [64, 32], 3, 8, &["bias", "relu"]);
+    let case = Case::new(40, 64, 128);
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
+    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    verify::verify(&kernel).unwrap();
+    (plan, g, case, kernel, p)
+}
+
+fn is_ldmatrix_of(buf: u32) -> impl Fn(&Stmt) -> bool {
+    move |s| matches!(s, Stmt::LdMatrix { src, .. } if src.buf.0 == buf)
+}
+
+#[test]
+fn removed_wait_group_is_caught_by_verifier_and_emulator() {
+    let (_, g, case, mut kernel, p) = broken_setup();
+    // Drop the main loop's wait (pending = stages - 2), keep the final drain.
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::WaitGroup { pending: 1 }));
+    let ld = first(&kernel, is_ldmatrix_of(0));
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::IncompleteRead, Some(ld)), "{errs:?}");
+    assert!(errs[0].message.contains("no cp.async.wait_group"), "{}", errs[0]);
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::IncompleteRead, Some(ld)), "{e}");
+    assert!(e.message.contains("in flight"), "{e}");
+}
+
+/// A wait that leaves one group too many in flight passes the verifier's
+/// path check; the emulator finds the stage read before its group lands.
+#[test]
+fn wait_group_count_off_by_one_is_caught_by_emulator() {
+    let (_, g, case, mut kernel, p) = broken_setup();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::WaitGroup { pending: pending @ 1 } = s {
+            *pending = 2;
+        }
+    });
+    verify::verify(&kernel).unwrap();
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::IncompleteRead, Some(first(&kernel, is_ldmatrix_of(0)))), "{e}");
+}
+
+#[test]
+fn missing_barrier_after_wait_is_caught() {
+    let (_, g, case, mut kernel, p) = broken_setup();
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Barrier));
+    let ld = first(&kernel, is_ldmatrix_of(0));
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::IncompleteRead, Some(ld)), "{errs:?}");
+    assert!(errs[0].message.contains("bar.sync after the wait"), "{}", errs[0]);
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::Race, Some(ld)), "{e}");
+}
+
+#[test]
+fn swizzle_mismatch_is_caught_by_verifier_and_gives_wrong_results() {
+    let (plan, g, case, mut kernel, p) = broken_setup();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::LdMatrix { src, .. } = s {
+            if src.buf.0 == 0 {
+                src.swizzle = Swizzle::IDENTITY;
+            }
+        }
+    });
+    let ld = first(&kernel, is_ldmatrix_of(0));
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::Swizzle, Some(ld)), "{errs:?}");
+    assert!(errs[0].message.contains("`As`"), "{}", errs[0]);
+    let got = run_kernel(&kernel, &p, &g, &case).unwrap();
+    let want = reference(&plan, &g, &case);
+    let wrong = got.iter().zip(&want).filter(|(a, b)| (*a - *b).abs() > 1e-3 + 1e-3 * b.abs()).count();
+    assert!(wrong > got.len() / 2, "only {wrong} of {} elements differ", got.len());
+}
+
+/// Without `m.i.i` in `predicate_tail`, rows of A past M are copied: an
+/// out-of-bounds global read at A's `cp.async`.
+#[test]
+fn dropped_tail_predicate_reads_out_of_bounds() {
+    let (mut plan, g, case, _, _) = broken_setup();
+    plan.predicate_tail.retain(|a| a.value != "m.i.i");
+    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    verify::verify(&kernel).unwrap();
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    let copy_a = first(&kernel, |s| matches!(s, Stmt::CpAsync { src, .. } if src.param == p.a));
+    assert_eq!((e.fault, e.stmt), (Fault::OutOfBounds, Some(copy_a)), "{e}");
+    assert!(e.message.contains("outside `A`"), "{e}");
+}
+
+#[test]
+fn divergent_barrier_is_caught() {
+    let (_, g, case, mut kernel, p) = broken_setup();
+    let tid = Expr::ThreadIdx(Dim::X);
+    kernel.body.insert(0, Stmt::If { cond: tid.lt(32), then: vec![Stmt::Barrier], otherwise: Vec::new() });
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::Divergence, Some(1)), "{errs:?}");
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::Divergence, Some(1)), "{e}");
+}
+
+/// `griddepcontrol.wait` is sm_90: rejected in an sm80 kernel, accepted
+/// (and a no-op) in the same kernel for sm90.
+#[test]
+fn sm90_statement_in_sm80_kernel_is_caught() {
+    let (plan, g, case, mut kernel, p) = broken_setup();
+    kernel.body.insert(0, Stmt::GridDepControlWait);
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::Arch, Some(0)), "{errs:?}");
+    assert_eq!(run_kernel(&kernel, &p, &g, &case).unwrap_err().fault, Fault::Arch);
+    kernel.arch = Arch::Sm90;
+    verify::verify(&kernel).unwrap();
+    assert_close(&run_kernel(&kernel, &p, &g, &case).unwrap(), &reference(&plan, &g, &case), "sm90");
+}
+
+#[test]
+fn fragment_shape_errors_name_the_statement() {
+    let (_, _, _, mut kernel, _) = broken_setup();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::MmaSync { b, .. } = s {
+            b.pop();
+        }
+    });
+    let mma = first(&kernel, |s| matches!(s, Stmt::MmaSync { .. }));
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
+    assert!(errs[0].message.contains("2 B registers, not 1"), "{}", errs[0]);
+}
+
+/// The swizzle of each row size the template uses sends the 8 rows of one
+/// `ldmatrix` 8×8 matrix (same 16-byte column, consecutive rows) to 8
+/// distinct 16-byte bank groups of a 128-byte line, for every column.
+#[test]
+fn swizzle_makes_ldmatrix_rows_conflict_free() {
+    for row_bytes in [32u64, 64, 128, 256, 512] {
+        let sw = Swizzle::for_rows(row_bytes).unwrap();
+        for row0 in (0..64).step_by(8) {
+            for col in (0..row_bytes).step_by(16) {
+                let groups: std::collections::BTreeSet<u64> =
+                    (row0..row0 + 8).map(|r| sw.apply(r * row_bytes + col) / 16 % 8).collect();
+                assert_eq!(groups.len(), 8, "rows of {row_bytes} bytes, row {row0}, column {col}");
+                // The swizzle moves whole 16-byte chunks and stays in the row.
+                let off = sw.apply(row0 * row_bytes + col);
+                assert_eq!((off % 16, off / row_bytes), (0, row0), "{sw}");
+            }
+        }
+        let plain: std::collections::BTreeSet<u64> = (0..8).map(|r| r * row_bytes / 16 % 8).collect();
+        assert!(plain.len() < 8, "without the swizzle rows of {row_bytes} bytes conflict");
     }
 }
