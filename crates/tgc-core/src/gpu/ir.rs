@@ -538,6 +538,23 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// A kernel with no parameters, buffers, registers or statements, one
+    /// block of one warp.
+    pub fn empty(name: &str, arch: Arch) -> Kernel {
+        Kernel {
+            name: name.into(),
+            arch,
+            params: Vec::new(),
+            grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
+            block: [32, 1, 1],
+            smem_bytes: 0,
+            smem: Vec::new(),
+            regs: Vec::new(),
+            vars: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         self.block.iter().map(|&b| b as u64).product()

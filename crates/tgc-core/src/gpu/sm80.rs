@@ -174,7 +174,7 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
         return Err(diag!(UnknownOp, "epilogue op `{bad}`; known: {}", crate::plan::EPILOGUE_OPS.join(" ")));
     }
-    let mut b = Builder { k: Kernel::empty(arch), sh, gemm: gemm.clone() };
+    let mut b = Builder { k: Kernel::empty("gemm_sm80", arch), sh, gemm: gemm.clone() };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let a = b.param("A", ptr(gemm.ab, false));
     let bp = b.param("B", ptr(gemm.ab, false));
@@ -198,24 +198,6 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     }
     b.body(&p, ops);
     Ok((b.k, p))
-}
-
-impl Kernel {
-    /// A kernel with no parameters, buffers, registers or statements.
-    pub fn empty(arch: Arch) -> Kernel {
-        Kernel {
-            name: "gemm_sm80".into(),
-            arch,
-            params: Vec::new(),
-            grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
-            block: [32, 1, 1],
-            smem_bytes: 0,
-            smem: Vec::new(),
-            regs: Vec::new(),
-            vars: Vec::new(),
-            body: Vec::new(),
-        }
-    }
 }
 
 struct Builder {
