@@ -19,10 +19,10 @@
 //!    and used only inside the scope that defines it.
 //! 2. Each statement kind runs on the architectures [`Stmt::min_arch`]
 //!    names; the kernel's `arch` is at least that.
-//! 3. `Barrier` is not under `If` or a `For` whose condition or bounds
-//!    depend on the thread (`bar.sync` needs every thread of the CTA; PTX
-//!    ISA "bar.sync"). Warp-collective statements (`LdMatrix`, `MmaSync`) are
-//!    not under conditions that depend on the lane.
+//! 3. `Barrier`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
+//!    whose condition or bounds depend on the thread (`bar.sync` needs
+//!    every thread of the CTA, `ldmatrix`/`mma.sync` are `.aligned`: every
+//!    lane of the warp; PTX ISA "bar.sync", "ldmatrix", "mma").
 //! 4. Fragments: `LdMatrix.xN` writes `N` `.b32` registers; `MmaSync`
 //!    m16n8k16 takes four A, two B (packed `f16x2`/`bf16x2`) and four C/D
 //!    (`f32`) registers (PTX ISA "Matrix Fragments for mma.m16n8k16 with
@@ -30,9 +30,11 @@
 //! 5. Every shared-memory access of a buffer uses the buffer's [`Swizzle`]:
 //!    the stores (`CpAsync`, `CopySync`) and the reads (`LdMatrix`) of one
 //!    buffer apply one function.
-//! 6. `LdMatrix` reads only bytes whose `cp.async` group a preceding
-//!    `WaitGroup` completed (checked along the static program order,
-//!    including a loop's back edge).
+//! 6. `LdMatrix` reads only bytes whose `cp.async` group a `WaitGroup`
+//!    completed, with a `Barrier` after it (the bytes are other threads'
+//!    copies). The verifier checks the path structure (a wait and then a
+//!    barrier before every such read, in every loop iteration that issues
+//!    new copies); the emulator checks the group counts byte by byte.
 //!
 //! Units: global offsets ([`GlobalRef::offset`]) are in elements of the
 //! pointer's dtype; shared offsets ([`SmemRef::offset`]) are in bytes from
@@ -551,6 +553,23 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// A kernel with no parameters, buffers, registers or statements, one
+    /// block of one warp.
+    pub fn empty(name: &str, arch: Arch) -> Kernel {
+        Kernel {
+            name: name.into(),
+            arch,
+            params: Vec::new(),
+            grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
+            block: [32, 1, 1],
+            smem_bytes: 0,
+            smem: Vec::new(),
+            regs: Vec::new(),
+            vars: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         self.block.iter().map(|&b| b as u64).product()
