@@ -62,12 +62,14 @@ pub enum Command {
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, indexbook,
         /// poly_view, region, plan (estimated GEMM plans for sm80; needs
-        /// concrete M/N/K, e.g. from `--dim`), c (gpu, cu, ptx, sass are
-        /// later stages).
+        /// concrete M/N/K, e.g. from `--dim`), c; with `--target sm80`
+        /// also gpu (the GPU dialect IR), cu (CUDA C), ptx, sass.
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
-        /// Write the artifacts (generated source, Tiny IR JSON, dumps) here
-        /// instead of printing the dumps.
+        /// Write the artifacts here instead of printing the dumps: for
+        /// `cpu` the C source and Tiny IR JSON; for `sm80` (a GEMM +
+        /// epilogue graph with concrete M/N/K) `<name>.cu`, `<name>.ptx`,
+        /// `<name>.cubin` and `plan.json`; and the dumps as `<stage>.txt`.
         #[arg(long)]
         out: Option<PathBuf>,
     },

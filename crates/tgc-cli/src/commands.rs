@@ -173,8 +173,10 @@ fn compile(
     dump: &[String],
     out: Option<&Path>,
 ) -> Result<()> {
-    if target != Target::Cpu {
-        return Err(Failure::user(format!("target {target:?} is not available in this build: GPU code generation is not implemented yet (use --target cpu)").to_lowercase()));
+    if target == Target::Sm90 {
+        return Err(Failure::user(
+            "target sm90 is not available in this build: GPU code generation exists for sm80 only",
+        ));
     }
     for s in dump {
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
@@ -186,25 +188,73 @@ fn compile(
     } else {
         loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
     };
+    if target == Target::Sm80 {
+        return compile_sm80(path, &loaded, &graph, dump, out);
+    }
     let artifacts = pipeline::compile_cpu(&loaded, &graph).map_err(|d| Failure::diag(path, &d))?;
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))?;
+        create_dir(dir)?;
         for (file, text) in &artifacts.files {
-            let p = dir.join(file);
-            std::fs::write(&p, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
-            println!("wrote {}", p.display());
+            write_file(&dir.join(file), text.as_bytes())?;
         }
     }
     for s in dump {
         let text = pipeline::dump_stage(s, &loaded, &graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;
-        match out {
-            Some(dir) => {
-                let p = dir.join(format!("{s}.txt"));
-                std::fs::write(&p, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
-                println!("wrote {}", p.display());
-            }
-            None => print!("=== {s} ===\n{text}"),
-        }
+        emit_dump(s, &text, out)?;
     }
     Ok(())
+}
+
+/// `compile --target sm80`: the GEMM kernel's `.cu`, `.ptx`, `.cubin` and
+/// `plan.json` into `out`, and the dumps (the GPU stages from the compiled
+/// kernel, the others as for the CPU target).
+fn compile_sm80(
+    path: &Path,
+    loaded: &Loaded,
+    graph: &tgc_core::tiny::Graph,
+    dump: &[String],
+    out: Option<&Path>,
+) -> Result<()> {
+    let gpu = pipeline::compile_gpu(graph, "sm80").map_err(|d| Failure::diag(path, &d))?;
+    if let Some(dir) = out {
+        create_dir(dir)?;
+        for (file, bytes) in gpu.files() {
+            write_file(&dir.join(file), &bytes)?;
+        }
+    }
+    let mut cpu = None;
+    for s in dump {
+        let text = if pipeline::is_gpu_stage(s) {
+            pipeline::dump_gpu_stage(s, &gpu)
+        } else {
+            if cpu.is_none() {
+                cpu = Some(pipeline::compile_cpu(loaded, graph).map_err(|d| Failure::diag(path, &d))?);
+            }
+            pipeline::dump_stage(s, loaded, graph, cpu.as_ref().expect("set above"))
+        }
+        .map_err(|d| Failure::diag(path, &d))?;
+        emit_dump(s, &text, out)?;
+    }
+    Ok(())
+}
+
+fn create_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))
+}
+
+fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(p, bytes).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
+    println!("wrote {}", p.display());
+    Ok(())
+}
+
+/// Prints a stage's dump, or writes it to `<out>/<stage>.txt`.
+fn emit_dump(s: &str, text: &str, out: Option<&Path>) -> Result<()> {
+    match out {
+        Some(dir) => write_file(&dir.join(format!("{s}.txt")), text.as_bytes()),
+        None => {
+            print!("=== {s} ===\n{text}");
+            Ok(())
+        }
+    }
 }

@@ -7,9 +7,11 @@
 //! `poly_view` (domains, accesses and dependences in isl, for the dump),
 //! `region` (Region Buffer SSA: region formation, with Poly Core when
 //! feature `poly` is on), `plan` (the ranked plan space of each GEMM,
-//! [`plan_dump`]), `c` (CPU loop nests as C, one kernel per region). Later
-//! stages (`gpu`, `cu`, `ptx`, `sass`) are named so `--dump` can say they
-//! are not built yet.
+//! [`plan_dump`]), `c` (CPU loop nests as C, one kernel per region), and
+//! for a GPU target ([`compile_gpu`], a graph that is one GEMM + epilogue
+//! with concrete M/N/K): `gpu` (the GPU dialect IR of the chosen plan's
+//! kernel), `cu` (its CUDA C with inline PTX), `ptx` and `sass` (NVRTC's
+//! PTX, cuobjdump's disassembly of the cubin).
 
 use std::path::Path;
 
@@ -30,10 +32,10 @@ pub const STAGES: &[(&str, bool)] = &[
     ("poly_view", cfg!(feature = "poly")),
     ("region", true),
     ("plan", true),
-    ("gpu", false),
-    ("cu", false),
-    ("ptx", false),
-    ("sass", false),
+    ("gpu", true),
+    ("cu", true),
+    ("ptx", true),
+    ("sass", true),
     ("c", true),
 ];
 
@@ -281,7 +283,97 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         "region" => regions(g)?,
         "plan" => plan_dump(g, &plan::target::SM80),
         "c" => artifacts.c_source.clone(),
+        "gpu" | "cu" | "ptx" | "sass" => {
+            return Err(diag!(Unsupported, "stage `{stage}` is made by `tgc compile --target sm80` (a GPU target)"))
+        }
         _ => return Err(diag!(Internal, "stage `{stage}` has no dump")),
+    })
+}
+
+/// Whether `stage` is one of the GPU stages [`compile_gpu`] makes.
+pub fn is_gpu_stage(stage: &str) -> bool {
+    matches!(stage, "gpu" | "cu" | "ptx" | "sass")
+}
+
+/// What `compile --target sm80` produces for a GEMM + epilogue graph.
+#[derive(Clone, Debug)]
+pub struct GpuArtifacts {
+    /// The kernel's `extern "C"` symbol, `tgc_<graph name>`; also the
+    /// stem of the `.cu`, `.ptx` and `.cubin` files.
+    pub symbol: String,
+    /// The recognised GEMM, the chosen plan and the kernel.
+    pub kernel: crate::gpu::lower::GpuKernel,
+    /// The `cu` stage: CUDA C++ with inline PTX.
+    pub cu: String,
+    /// NVRTC's PTX (`.target sm_80`).
+    pub ptx: String,
+    /// The sm_80 ELF cubin.
+    pub cubin: Vec<u8>,
+    /// What ptxas reported for the kernel (registers, shared memory, spills).
+    pub resources: crate::gpu::toolchain::Resources,
+}
+
+impl GpuArtifacts {
+    /// The files `compile --out` writes: `<symbol>.cu`, `<symbol>.ptx`,
+    /// `<symbol>.cubin` and `plan.json` (the chosen plan, [`plan::to_json`]).
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
+        vec![
+            (format!("{}.cu", self.symbol), self.cu.clone().into_bytes()),
+            (format!("{}.ptx", self.symbol), self.ptx.clone().into_bytes()),
+            (format!("{}.cubin", self.symbol), self.cubin.clone()),
+            ("plan.json".to_string(), plan::to_json(&self.kernel.plan).into_bytes()),
+        ]
+    }
+}
+
+/// Compiles the GEMM + epilogue graph `g` for the GPU target `target`
+/// (`sm80`): recognises it ([`crate::gpu::lower::match_gemm`]), chooses its
+/// plan, builds the SM80 template's kernel, checks it with the GPU
+/// verifier, prints it as CUDA C and compiles that with NVRTC.
+///
+/// Errors: `Unsupported` for a target other than `sm80` and for a graph
+/// that is not one GEMM + epilogue (at the node); `UnboundSymbol` at the
+/// contraction when M, N or K is symbolic; `Internal` when the verifier
+/// or the printer rejects the kernel; `Io` when the CUDA toolchain is
+/// missing or NVRTC fails (the toolchain's message says what to install).
+pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
+    if target != "sm80" {
+        return Err(diag!(Unsupported, "GPU target `{target}` is not built yet (sm80 is)"));
+    }
+    let symbol = c_symbol(&g.name);
+    let kernel = crate::gpu::lower::build(g, &plan::target::SM80, &symbol)?;
+    if let Err(errors) = crate::gpu::verify::verify(&kernel.kernel) {
+        let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+        return Err(diag!(Internal, "GPU dialect verifier: {first}"));
+    }
+    let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
+    let (cu, compiled) = crate::gpu::cuda::compile(&tc, std::slice::from_ref(&kernel.kernel), &format!("{symbol}.cu"))
+        .map_err(|e| match e {
+            crate::gpu::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
+            crate::gpu::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
+        })?;
+    let resources = crate::gpu::toolchain::parse_ptxas_verbose(&compiled.log)
+        .map_err(|e| diag!(Internal, "{e}"))?
+        .into_iter()
+        .find(|r| r.function == symbol)
+        .ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{symbol}`"))?;
+    Ok(GpuArtifacts { symbol, kernel, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources })
+}
+
+/// One GPU stage's dump (`gpu`, `cu`, `ptx`, `sass`) of `gpu`.
+///
+/// Errors: `Io` when cuobjdump fails (`sass`); `Internal` for a stage
+/// that is not a GPU stage.
+pub fn dump_gpu_stage(stage: &str, gpu: &GpuArtifacts) -> DResult<String> {
+    Ok(match stage {
+        "gpu" => gpu.kernel.kernel.to_string(),
+        "cu" => gpu.cu.clone(),
+        "ptx" => gpu.ptx.clone(),
+        "sass" => {
+            let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
+            tc.sass(&gpu.cubin).map_err(|e| diag!(Io, "{e}"))?
+        }
+        _ => return Err(diag!(Internal, "stage `{stage}` is not a GPU stage")),
     })
 }
 

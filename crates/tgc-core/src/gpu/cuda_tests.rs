@@ -414,3 +414,48 @@ fn what_cannot_be_printed_names_the_statement() {
     let err = compile(&toolchain(), &[], "none.cu").unwrap_err();
     assert!(err.to_string().contains("no kernel"), "{err}");
 }
+
+mod template {
+    use super::*;
+    use crate::gpu::sm80::{self, BLayout, Gemm};
+    use crate::plan::{self, resources, space, Plan, Spanned};
+
+    pub fn gemm() -> Gemm {
+        Gemm {
+            ab: DType::F16,
+            out: DType::F16,
+            b_layout: BLayout::KN,
+            round_sum: true,
+            align_a: 8,
+            align_b: 8,
+            align_c: 8,
+        }
+    }
+
+    /// A kernel name that says which plan it is.
+    pub fn plan_name(p: &Plan) -> String {
+        let [bm, bn, bk] = resources::block_tile(p).unwrap();
+        let [wm, wn] = p.warp_tile.as_ref().unwrap().value;
+        let vec = p.vectorize.as_ref().map_or(0, |v| v.value.width.value);
+        format!("gemm_{bm}x{bn}x{bk}_w{wm}x{wn}_s{}_v{vec}", resources::stages(p))
+    }
+
+    #[test]
+    fn space_numbers() {
+        let problem = plan::Problem::gemm(1024, 1024, 1024, DType::F16);
+        let sp = space::candidates(&problem, &plan::target::SM80);
+        let mut kernels = Vec::new();
+        for p in &sp.valid {
+            let mut p = p.clone();
+            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            let (mut k, _) = sm80::build(&p, &gemm()).unwrap();
+            k.name = plan_name(&p);
+            let r = resources::of(&p, DType::F16, &plan::target::SM80).unwrap();
+            eprintln!("{} smem ir {} plan {} regs est {}", k.name, k.smem_bytes, r.smem_per_cta, r.regs_per_thread);
+            kernels.push(k);
+        }
+        let t = std::time::Instant::now();
+        let (_, c) = compile(&toolchain(), &kernels, "space.cu").unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("{:?}\n{}", t.elapsed(), c.log);
+    }
+}

@@ -24,6 +24,7 @@
 pub mod cuda;
 pub mod emulate;
 pub mod ir;
+pub mod lower;
 pub mod sm80;
 pub mod toolchain;
 pub mod verify;
