@@ -352,3 +352,7 @@ pub fn build(g: &Graph, target: &Target, symbol: &str) -> DResult<GpuKernel> {
     kernel.name = symbol.to_string();
     Ok(GpuKernel { graph, plan, kernel, params })
 }
+
+#[cfg(test)]
+#[path = "lower_tests.rs"]
+mod tests;
