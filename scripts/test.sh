@@ -11,6 +11,8 @@ command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is requir
 bash scripts/setup.sh
 cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
+# kernel! with feature sm80 embeds a GEMM's cubin and PTX (NVRTC at build time).
+cargo test -p tgc --locked --features sm80 --test sm80_kernel
 # The examples check their own results against the reference interpreter.
 for ex in gemm_bias_relu conv_relu_pool attention; do
     cargo run --locked --quiet --example "$ex"

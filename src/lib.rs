@@ -27,6 +27,16 @@
 //! `tgc run`, `tgc compile --dump …`), and `tgc_core::build` compiles graph
 //! files from a build script into C and modules with the same API as
 //! [`kernel!`]'s.
+//!
+//! With feature `sm80`, a [`kernel!`] graph that is one GEMM + epilogue
+//! (`matmul`, then `+ bias`, `+ residual`, `relu`) with concrete shapes
+//! (no symbols, one `shapes(...)` point, or the symbols' defaults) also
+//! gets a submodule `sm80` with `CUBIN: &[u8]` and `PTX: &str`, compiled by
+//! NVRTC while the crate builds (the CUDA toolchain of `scripts/setup.sh`,
+//! or `$TGC_CUDA_ROOT`; without it that is a compile error), and `SYMBOL`,
+//! `THREADS`, `SMEM_BYTES`, `PLAN_JSON`. Other graphs get a constant
+//! `SM80_SKIPPED` saying why. Launching is not in this version, and these
+//! kernels have not been run on a GPU.
 
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};

@@ -153,6 +153,7 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         .items
         .parse()
         .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
+    let gpu = sm80_items(&g, &inv.shapes, cfg!(feature = "sm80")).map_err(|m| error(span, &m))?;
     // Rebuild the crate when the graph file changes.
     let track = file.map(|f| {
         quote!(
@@ -163,6 +164,122 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         pub mod #name {
             #items
             #track
+            #gpu
         }
     })
+}
+
+/// The graph `kernel!` compiles for sm80: the graph itself when it has no
+/// symbols, else bound to the one `shapes(...)` point (or none) with the
+/// symbols' defaults for what it leaves out; `Err` says why not.
+fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<Graph, String> {
+    // The symbols' defaults, overridden by the point.
+    let mut values: BTreeMap<String, i64> =
+        g.symbols.iter().filter_map(|s| s.default.map(|v| (s.name.clone(), v))).collect();
+    match shapes {
+        _ if g.symbols.is_empty() => return Ok(g.clone()),
+        [one] => values.extend(one.clone()),
+        [] => {}
+        _ => return Err(format!("{} `shapes(...)` points; the sm80 kernel is built for one", shapes.len())),
+    }
+    if let Some(s) = g.symbols.iter().find(|s| !values.contains_key(&s.name)) {
+        return Err(format!("symbol `{}` has no default and no `shapes(...)` point gives it", s.name));
+    }
+    g.bind(&values).map_err(|d| d.to_string())
+}
+
+/// With feature `sm80`: for a graph that is one GEMM + epilogue with
+/// concrete shapes ([`sm80_graph`]), a submodule `sm80` with the kernel
+/// compiled by NVRTC now (`CUBIN`, `PTX`, `SYMBOL`, `THREADS`,
+/// `SMEM_BYTES`, `PLAN_JSON`); for any other graph a constant
+/// `SM80_SKIPPED` saying why there is none. `Err` (a compile error) when
+/// the GEMM does not compile, e.g. without the CUDA toolchain.
+fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Result<TokenStream, String> {
+    if !enabled {
+        return Ok(TokenStream::new());
+    }
+    let skipped = |why: String| {
+        let why = format!("no sm80 kernel: {why}");
+        quote! {
+            /// Why this graph has no embedded sm80 kernel (feature `sm80`).
+            pub const SM80_SKIPPED: &str = #why;
+        }
+    };
+    let bound = match sm80_graph(g, shapes) {
+        Ok(b) => b,
+        Err(why) => return Ok(skipped(why)),
+    };
+    if let Err(d) = tgc_core::gpu::lower::match_gemm(&bound) {
+        return Ok(skipped(d.message));
+    }
+    let gpu = pipeline::compile_gpu(&bound, "sm80").map_err(|d| format!("tgc (feature `sm80`): {d}"))?;
+    let symbol = gpu.symbol.as_str();
+    let cubin = Literal::byte_string(&gpu.cubin);
+    let ptx = gpu.ptx.as_str();
+    let threads = gpu.kernel.kernel.threads() as u32;
+    let smem = gpu.kernel.kernel.smem_bytes as u32;
+    let plan = tgc_core::plan::to_json(&gpu.kernel.plan);
+    Ok(quote! {
+        /// The graph's GEMM + epilogue compiled for sm_80 when this crate
+        /// was built (feature `sm80`): NVRTC's cubin and PTX of the CUDA C
+        /// that `tgc compile --target sm80 --dump cu` prints. Launching it
+        /// is not part of this version; the kernel takes `A`, `B`, then
+        /// `bias` and `residual` when the epilogue has them, `C`, and the
+        /// `i32`s `M, N, K, lda, ldb, ldc`.
+        pub mod sm80 {
+            /// The kernel's `extern "C"` name in [`CUBIN`] and [`PTX`].
+            pub const SYMBOL: &str = #symbol;
+            /// The ELF cubin for `sm_80`.
+            pub static CUBIN: &[u8] = #cubin;
+            /// The PTX (`.target sm_80`), which a driver can JIT for newer GPUs.
+            pub static PTX: &str = #ptx;
+            /// Threads per block (one dimension).
+            pub const THREADS: u32 = #threads;
+            /// Dynamic shared memory per block, in bytes.
+            pub const SMEM_BYTES: u32 = #smem;
+            /// The chosen Schedule Plan as JSON (`000` §12.5).
+            pub const PLAN_JSON: &str = #plan;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(text: &str) -> Graph {
+        pipeline::load(text, Format::Dsl, None).unwrap().graph
+    }
+
+    const GEMM: &str = "graph<M, N=64, K=32> g(x: f16[M, K], w: f16[K, N], b: f16[N]) -> (y: f16[M, N]) {
+        y = relu(matmul(x, w) + b)
+        return y
+    }";
+
+    #[test]
+    fn a_gemm_with_one_shape_point_embeds_its_cubin_and_ptx() {
+        let point: BTreeMap<String, i64> = [("M".to_string(), 100)].into();
+        let ts = sm80_items(&graph(GEMM), &[point], true).unwrap_or_else(|e| panic!("{e}"));
+        let text = ts.to_string();
+        for want in [
+            "pub mod sm80",
+            "pub static CUBIN : & [u8] = b\"\\x7FELF",
+            "pub static PTX",
+            "\"tgc_g\"",
+            "THREADS : u32 = 64u32",
+        ] {
+            let at = text.find("pub static CUBIN").unwrap_or(0);
+            assert!(text.contains(want), "no `{want}` in {}", &text[at..(at + 300).min(text.len())]);
+        }
+        assert!(sm80_items(&graph(GEMM), &[], false).unwrap().is_empty());
+    }
+
+    #[test]
+    fn other_graphs_say_why_they_have_no_kernel() {
+        let ts = sm80_items(&graph(GEMM), &[], true).unwrap().to_string();
+        assert!(ts.contains("SM80_SKIPPED") && ts.contains("no default"), "{ts}");
+        let scale = graph("graph<N=4> main(x: f32[N]) -> (y: f32[N]) {\n y = x * 2.0\n return y\n}");
+        let ts = sm80_items(&scale, &[], true).unwrap().to_string();
+        assert!(ts.contains("SM80_SKIPPED") && ts.contains("no GEMM contraction"), "{ts}");
+    }
 }

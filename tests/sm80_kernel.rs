@@ -1,0 +1,39 @@
+//! `tgc::kernel!` with feature `sm80` embeds the GEMM's sm_80 cubin and PTX,
+//! compiled by NVRTC while this test crate was built (no GPU; nothing is
+//! launched). Run by `scripts/test.sh` as
+//! `cargo test -p tgc --features sm80 --test sm80_kernel`.
+#![cfg(feature = "sm80")]
+
+tgc::kernel!(gemm:
+    graph<M, N=128, K=64> gemm(x: f16[M, K], w: f16[K, N], bias: f16[N]) -> (y: f16[M, N]) {
+        y = relu(matmul(x, w) + bias)
+        return y
+    },
+    shapes(M = 200)
+);
+
+tgc::kernel!(scale:
+    graph<N=4> main(x: f32[N]) -> (y: f32[N]) {
+        y = x * 2.0
+        return y
+    }
+);
+
+#[test]
+fn the_gemm_module_holds_its_cubin_and_ptx() {
+    assert_eq!(&gemm::sm80::CUBIN[..4], b"\x7fELF");
+    assert_eq!(gemm::sm80::SYMBOL, "tgc_gemm");
+    assert!(gemm::sm80::PTX.contains(".target sm_80"));
+    assert!(gemm::sm80::PTX.contains(".entry tgc_gemm("));
+    assert!(gemm::sm80::PTX.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
+    assert!(gemm::sm80::THREADS % 32 == 0 && gemm::sm80::SMEM_BYTES > 0);
+    assert!(gemm::sm80::PLAN_JSON.contains("\"relu\""));
+}
+
+#[test]
+fn a_graph_without_a_gemm_says_why() {
+    assert!(scale::SM80_SKIPPED.contains("no GEMM contraction"), "{}", scale::SM80_SKIPPED);
+    let mut y = [0.0f32; 4];
+    scale::run(&[1.0, 2.0, 3.0, 4.0], &mut y, 4).unwrap();
+    assert_eq!(y, [2.0, 4.0, 6.0, 8.0]);
+}
