@@ -227,10 +227,11 @@ fn compile_sm80(
         let text = if pipeline::is_gpu_stage(s) {
             pipeline::dump_gpu_stage(s, &gpu)
         } else {
-            if cpu.is_none() {
-                cpu = Some(pipeline::compile_cpu(loaded, graph).map_err(|d| Failure::diag(path, &d))?);
-            }
-            pipeline::dump_stage(s, loaded, graph, cpu.as_ref().expect("set above"))
+            let artifacts = match &cpu {
+                Some(a) => a,
+                None => cpu.insert(pipeline::compile_cpu(loaded, graph).map_err(|d| Failure::diag(path, &d))?),
+            };
+            pipeline::dump_stage(s, loaded, graph, artifacts)
         }
         .map_err(|d| Failure::diag(path, &d))?;
         emit_dump(s, &text, out)?;

@@ -120,7 +120,7 @@ pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
         .map(|s| (s.bits, s.base, s.shift))
         .collect();
     for (bits, base, shift) in swizzles {
-        out.push_str(&swizzle_function(Swizzle { bits, base, shift }));
+        out.push_str(&swizzle_function(Swizzle { bits, base, shift })?);
     }
     for k in kernels {
         out.push('\n');
@@ -211,17 +211,16 @@ fn swizzle_name(s: Swizzle) -> String {
 
 /// A swizzle as a device function on 32-bit shared offsets, its body
 /// printed from [`Swizzle::expr`].
-fn swizzle_function(s: Swizzle) -> String {
+fn swizzle_function(s: Swizzle) -> Result<String, GpuError> {
     let expr = s.expr(Expr::Var(VarId(0)));
-    let names = vec!["off".to_string()];
     let mut body = String::new();
-    write_c_expr(&mut body, &expr, &|v| names[v.0 as usize].clone(), &|_| Ok(String::new()), false)
-        .expect("a swizzle expression has no parameter");
-    format!(
+    write_c_expr(&mut body, &expr, &|_| "off".to_string(), &|p| Err(format!("parameter {} in a swizzle", p.0)), false)
+        .map_err(|m| GpuError::new(Fault::Swizzle, None, m))?;
+    Ok(format!(
         "\n// {s} (ir::Swizzle::expr): XOR of the 16-byte chunk index with higher offset bits.\n\
          __device__ __forceinline__ unsigned {}(unsigned off) {{ return {body}; }}\n",
         swizzle_name(s)
-    )
+    ))
 }
 
 /// Writes `e` as C. `var` names variables; `param` prints a scalar

@@ -132,7 +132,7 @@ fn input_name(g: &Graph, id: NodeId) -> String {
 
 /// The largest of 8, 4, 2, 1 elements dividing `x` (a leading dimension).
 fn align(x: u64) -> u32 {
-    [8u32, 4, 2, 1].into_iter().find(|&a| x % a as u64 == 0).unwrap_or(1)
+    [8u32, 4, 2, 1].into_iter().find(|&a| x.is_multiple_of(a as u64)).unwrap_or(1)
 }
 
 /// Recognises `g` as GEMM + epilogue (module doc).
@@ -168,7 +168,9 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
     };
     let rn = g.node(r);
     let mul = rn.src[0];
-    let Op::Reduce { axes, .. } = &rn.op else { unreachable!("checked by is_contraction") };
+    let Op::Reduce { axes, .. } = &rn.op else {
+        return Err(diag!(Internal, "contraction `{}` is not a REDUCE", rn.label));
+    };
     let k_ax = axes[0];
     let ms = g.shape(mul);
     if ms.len() != 3 || g.shape(r).len() != 2 {
