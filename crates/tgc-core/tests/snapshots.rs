@@ -43,7 +43,13 @@ fn check_stages(path: &Path) {
         // Region formation asks Poly Core only with feature `poly`; the
         // `region` and `c` snapshots are those of that build.
         let formed = matches!(stage, "region" | "c");
-        if !built || (stage == "frontend" && format == Format::Json) || (formed && !cfg!(feature = "poly")) {
+        // The GPU stages need a concrete GEMM and a GPU target
+        // (`pipeline::compile_gpu`; gpu/lower_tests.rs and the CLI test).
+        if !built
+            || pipeline::is_gpu_stage(stage)
+            || (stage == "frontend" && format == Format::Json)
+            || (formed && !cfg!(feature = "poly"))
+        {
             continue;
         }
         let dump = pipeline::dump_stage(stage, &loaded, &loaded.graph, &artifacts)
