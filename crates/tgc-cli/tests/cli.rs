@@ -335,4 +335,18 @@ fn compile_sm80_writes_cuda_ptx_cubin_and_plan_and_dumps_the_gpu_stages() {
     let o = tgc(&["compile", "examples/graphs/conv_relu_pool.tgc", "--target", "sm80"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("conv_relu_pool.tgc:6:9: error[Unsupported]"), "{}", stderr(&o));
+
+    // Without the CUDA toolchain: an error that says how to install it.
+    let mut args = vec!["compile", graph, "--target", "sm80"];
+    args.extend(dims);
+    let o = Command::new(env!("CARGO_BIN_EXE_tgc"))
+        .args(&args)
+        .current_dir(repo())
+        .env("TGC_CUDA_ROOT", "/nonexistent/cuda")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("error[Io]: CUDA toolchain not found") && e.contains("bash scripts/setup.sh"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
 }

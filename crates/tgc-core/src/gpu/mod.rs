@@ -17,6 +17,9 @@
 //!   the checks DESIGN.md asks of generated kernels on a machine without a
 //!   GPU.
 //!
+//! - [`lower`]: a Tiny IR graph that is one GEMM + epilogue with concrete
+//!   M/N/K → its chosen plan and [`sm80`] kernel (`pipeline::compile_gpu`
+//!   adds the verifier, the printer and NVRTC).
 //! - [`cuda`]: the CUDA C printer: a kernel as CUDA C++ with inline PTX
 //!   (the `cu` stage), compiled to PTX and cubin with [`toolchain`]'s
 //!   NVRTC.
