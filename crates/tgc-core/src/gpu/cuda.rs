@@ -102,7 +102,7 @@ pub fn print(kernel: &Kernel) -> Result<String, CudaError> {
 /// Several kernels in one translation unit, sharing one prelude (one NVRTC
 /// compilation for all of them). Their symbols must differ.
 ///
-/// Errors: as [`print`]; [`CudaError::Print`] for two kernels with one
+/// Errors: as [`print()`]; [`CudaError::Print`] for two kernels with one
 /// symbol.
 pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
     let mut seen = HashSet::new();
