@@ -137,6 +137,10 @@ struct KernelCx<'r> {
     extents: Vec<Dim>,
     /// Nodes met so far, in order of first visit.
     nodes: Vec<NodeId>,
+    /// Where the root's value reads the accumulator: its output index as
+    /// expressions over the root's loop variables (the identity unless the
+    /// epilogue reads it through a `RESHAPE` or `PERMUTE`).
+    acc_index: Option<Vec<AffExpr>>,
 }
 
 fn vars(n: usize) -> Vec<AffExpr> {
@@ -174,8 +178,12 @@ impl Lowerer<'_> {
             computed_at: 0,
             extents: loops.clone(),
             nodes: Vec::new(),
+            acc_index: None,
         };
-        let reduce = match cx.reduce {
+        // The accumulator's reduce loops nest inside the root's loops; the
+        // root's value is built first, so that it records where it reads the
+        // accumulator (`acc_index`), and the reduction runs at that point.
+        let accumulator = match cx.reduce {
             None => None,
             Some(rd) => {
                 let (Op::Reduce { op, .. }, Some(info), Some(&src)) =
@@ -187,16 +195,26 @@ impl Lowerer<'_> {
                 cx.extents.extend(red_loops.iter().cloned());
                 let access =
                     info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", g.node(rd).label))?;
-                let idx = index_book::compose(&vars(r + red_loops.len()), access, &cx.extents)?.index;
-                let dtype = g.dtype(rd);
-                cx.in_reduction = true;
-                let value = cast(self.value(&mut cx, src, &idx)?, dtype);
-                cx.in_reduction = false;
-                Some(Reduction { node: rd, op: *op, dtype, loops: red_loops, value })
+                Some((rd, *op, src, access, red_loops))
             }
         };
         let out = self.buf(root)?;
         let value = self.value(&mut cx, root, &vars(r))?;
+        let reduce = match accumulator {
+            None => None,
+            Some((rd, op, src, access, red_loops)) => {
+                let mut at = cx.acc_index.take().ok_or_else(|| {
+                    diag!(Internal, "kernel {n}'s root does not read its accumulator {}", g.node(rd).label)
+                })?;
+                at.extend((r..r + red_loops.len()).map(|k| AffExpr::var(k as u32)));
+                let idx = index_book::compose(&at, access, &cx.extents)?.index;
+                let dtype = g.dtype(rd);
+                cx.in_reduction = true;
+                let value = cast(self.value(&mut cx, src, &idx)?, dtype);
+                cx.in_reduction = false;
+                Some(Reduction { node: rd, op, dtype, loops: red_loops, value })
+            }
+        };
         let mut nodes = vec![root];
         let mut rest: Vec<NodeId> =
             cx.nodes.into_iter().filter(|&v| v != root && Some(v) != cx.reduce && !region.computes_at(v)).collect();
@@ -237,6 +255,12 @@ impl Lowerer<'_> {
         let n = g.node(v);
         let dtype = n.ty.dtype;
         if Some(v) == cx.reduce {
+            // One read per root point, unguarded: the grouping reaches the
+            // accumulator through element-wise nodes and bijective movements.
+            if !cx.guard.is_empty() || cx.acc_index.as_deref().is_some_and(|at| at != idx) {
+                return Err(diag!(Internal, "{} is read at more than one point of its kernel's root", n.label));
+            }
+            cx.acc_index = Some(idx.to_vec());
             return Ok(Expr::Acc { dtype });
         }
         if v != cx.root && self.buf_of[v.index()].is_some() {
