@@ -194,6 +194,9 @@ fn compile(
             std::fs::write(&p, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
             println!("wrote {}", p.display());
         }
+        for note in &artifacts.notes {
+            eprintln!("note: {note}");
+        }
     }
     for s in dump {
         let text = pipeline::dump_stage(s, &loaded, &graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;

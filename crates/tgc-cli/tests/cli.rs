@@ -271,6 +271,30 @@ fn compile_dumps_the_stages_that_exist() {
     assert!(dir.join("tiny.json").exists() && dir.join("tiny.txt").exists());
 }
 
+/// `compile --out` writes the regions (`000` §12.4) and the Poly-View
+/// (§12.3) as JSON beside the C source; conv→relu→maxpool is one region
+/// whose conv is computed at the pool's reads.
+#[test]
+fn compile_writes_region_and_poly_view_json() {
+    let dir = temp("compile-json");
+    let o = tgc(&["compile", "examples/graphs/conv_relu_pool.tgc", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap_or_else(|e| panic!("{f}: {e}"))
+    };
+    let regions = read("region.json");
+    let rs = regions["regions"].as_array().unwrap();
+    assert_eq!(rs.len(), 1, "{regions:#}");
+    let r = &rs[0]["region"];
+    assert_eq!(r["outputs"][0]["materialize"], "gmem");
+    let hows: Vec<&str> = r["body"].as_array().unwrap().iter().filter_map(|l| l["how"].as_str()).collect();
+    assert!(hows.contains(&"compute_at") && hows.contains(&"accumulate"), "{hows:?}");
+    assert_eq!(r["local_edges"].as_array().map(Vec::len), Some(1), "{r:#}");
+    let view = read("poly_view.json");
+    let blocks = view["poly_view"]["blocks"].as_array().unwrap();
+    assert!(blocks.iter().any(|b| b["kind"] == "contraction_pattern"), "{view:#}");
+}
+
 #[test]
 fn compile_dumps_the_plan_of_a_bound_gemm() {
     let args = ["compile", "tests/spec/002_gemm.json", "--dump", "plan"];

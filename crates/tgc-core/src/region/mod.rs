@@ -46,6 +46,7 @@
 pub mod cost;
 pub mod from_tiny;
 pub mod grouping;
+pub mod json;
 #[cfg(feature = "poly")]
 mod poly_core;
 #[cfg(feature = "poly")]
