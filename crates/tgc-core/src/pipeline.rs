@@ -506,8 +506,7 @@ impl CompiledCpu {
         Ok(CompiledCpu { lib, entry })
     }
 
-    /// How many tile sizes [`CompiledCpu::run`] takes (those of the plan's
-    /// axes the kernels have).
+    /// How many tile sizes [`CompiledCpu::run`] takes: one per planned axis.
     pub fn tiles(&self) -> usize {
         self.entry.tiles
     }

@@ -46,7 +46,8 @@ impl Default for Options {
 /// [`lower`] under `opts`: regions formed with or without fusion, then the
 /// planned loops strip-mined.
 ///
-/// Errors: those of [`lower`].
+/// Errors: those of [`lower`]; `InvalidAxis` when a planned axis is not an
+/// output loop of any kernel, or the plan's axes are not increasing.
 pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
     if let Some(e) = tiny::verify::verify(g).into_iter().next() {
         return Err(e);
@@ -60,6 +61,14 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
         return Err(diag!(Internal, "Region verifier: {}", e.message));
     }
     let mut p = lower_regions(g, &book, &regions)?;
+    let axes = &opts.tiles.axes;
+    if axes.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(diag!(InvalidAxis, "the tiled loops {axes:?} are not increasing"));
+    }
+    let rank = p.kernels.iter().map(|k| k.loops.len()).max().unwrap_or(0);
+    if let Some(a) = axes.iter().find(|&&a| a >= rank) {
+        return Err(diag!(InvalidAxis, "no kernel of the graph has an output loop {a} (the deepest has {rank})"));
+    }
     strip_mine(&mut p, &opts.tiles);
     Ok(p)
 }
