@@ -11,6 +11,9 @@ command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is requir
 bash scripts/setup.sh
 cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
+# The GPU runtime (feature `cuda`): without a driver its tests check the
+# NoDevice path and say that the GPU half was skipped.
+cargo test -p tgc-runtime --locked --features cuda
 # The examples check their own results against the reference interpreter.
 for ex in gemm_bias_relu conv_relu_pool attention; do
     cargo run --locked --quiet --example "$ex"
