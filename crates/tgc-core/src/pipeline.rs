@@ -178,14 +178,23 @@ pub fn compile_cpu(loaded: &Loaded, g: &Graph) -> DResult<Artifacts> {
         ("tiny.json".to_string(), to_json(g)),
         ("region.json".to_string(), regions_json(g)?),
     ];
-    #[allow(unused_mut)] // only feature `poly` adds notes
-    let mut notes = Vec::new();
-    #[cfg(feature = "poly")]
-    match poly_view_json(g) {
-        Ok(text) => files.push(("poly_view.json".to_string(), text)),
-        Err(e) => notes.push(format!("no poly_view.json: {e}")),
-    }
+    let (poly, notes) = poly_view_artifact(g);
+    files.extend(poly);
     Ok(Artifacts { files, c_source, notes })
+}
+
+/// `poly_view.json` (feature `poly`), or why there is none.
+#[cfg(feature = "poly")]
+fn poly_view_artifact(g: &Graph) -> (Option<(String, String)>, Vec<String>) {
+    match poly_view_json(g) {
+        Ok(text) => (Some(("poly_view.json".to_string(), text)), Vec::new()),
+        Err(e) => (None, vec![format!("no poly_view.json: {e}")]),
+    }
+}
+
+#[cfg(not(feature = "poly"))]
+fn poly_view_artifact(_: &Graph) -> (Option<(String, String)>, Vec<String>) {
+    (None, Vec::new())
 }
 
 /// A C identifier for a graph name.

@@ -291,7 +291,11 @@ mod tests {
 
     #[test]
     fn launches_over_the_limits_are_refused_with_the_limit() {
-        let limits = Limits { max_threads_per_block: 1024, max_smem_per_block_optin: 232_448, max_grid: [1 << 31, 65535, 65535] };
+        let limits = Limits {
+            max_threads_per_block: 1024,
+            max_smem_per_block_optin: 232_448,
+            max_grid: [1 << 31, 65535, 65535],
+        };
         let ok = Launch { grid: [10, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 100_000 };
         assert_eq!(ok.check("k", &limits), Ok(()));
         for (launch, want) in [
