@@ -82,6 +82,24 @@ fn load(dtype: DType, c: &[u8]) -> f64 {
     }
 }
 
+/// The bytes of a vector access of `len` elements of `dtype`, when it is
+/// one PTX can do: a power-of-two count, 1 to 16 bytes, a float dtype.
+fn vector_bytes(len: usize, dtype: DType) -> Option<u64> {
+    let n = (len * dtype.size_bytes()) as u64;
+    (len.is_power_of_two() && n <= 16 && dtype.is_float()).then_some(n)
+}
+
+/// Appends `v` rounded to `dtype` (a float dtype) as little-endian bytes.
+fn store_bytes(dtype: DType, v: f32, out: &mut Vec<u8>) -> Option<()> {
+    match dtype {
+        DType::F16 => out.extend(f16::from_f32(v).to_le_bytes()),
+        DType::BF16 => out.extend(bf16::from_f32(v).to_le_bytes()),
+        DType::F32 => out.extend(v.to_le_bytes()),
+        _ => return None,
+    }
+    Some(())
+}
+
 fn round_to(dtype: DType, v: f32) -> f32 {
     match dtype {
         DType::F16 => f16::from_f32(v).to_f32(),
@@ -763,14 +781,7 @@ impl<'k> Frame<'k> {
                 }
             }
             Stmt::StGlobalVec { dst, src, dtype, pred } => {
-                let n = src.len() as u64 * dtype.size_bytes() as u64;
-                if !matches!(n, 1 | 2 | 4 | 8 | 16) || !src.len().is_power_of_two() {
-                    return Err(self.err(
-                        Fault::BadValue,
-                        s,
-                        format!("a store of {} {} elements ({n} bytes)", src.len(), dtype.dsl_name()),
-                    ));
-                }
+                let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {
                         continue;
@@ -786,21 +797,48 @@ impl<'k> Frame<'k> {
                     let mut bytes = Vec::with_capacity(n as usize);
                     for r in src {
                         let v = f32::from_bits(self.get_reg(r, t, s)?);
-                        match dtype {
-                            DType::F16 => bytes.extend(f16::from_f32(v).to_le_bytes()),
-                            DType::BF16 => bytes.extend(bf16::from_f32(v).to_le_bytes()),
-                            DType::F32 => bytes.extend(v.to_le_bytes()),
-                            _ => return Err(self.err(Fault::BadValue, s, format!("stores {}", dtype.dsl_name()))),
-                        }
+                        store_bytes(*dtype, v, &mut bytes).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                     }
                     if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
                         b[g..g + n as usize].copy_from_slice(&bytes);
                     }
                 }
             }
+            Stmt::StShared { dst, src, dtype } => {
+                let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                for t in Self::active(mask) {
+                    let a = self.smem_addr(dst, t, n, n, s)?;
+                    let mut bytes = Vec::with_capacity(n as usize);
+                    for r in src {
+                        let v = f32::from_bits(self.get_reg(r, t, s)?);
+                        store_bytes(*dtype, v, &mut bytes).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                    }
+                    self.check_write(a, n as usize, t, s)?;
+                    self.land(&Copy { dst: a, data: bytes }, t, false);
+                }
+            }
+            Stmt::LdShared { dst, src, dtype } => {
+                let n = vector_bytes(dst.len(), *dtype).ok_or_else(|| self.bad_vector(s, dst.len(), *dtype))?;
+                let es = dtype.size_bytes();
+                for t in Self::active(mask) {
+                    let a = self.smem_addr(src, t, n, n, s)?;
+                    let bytes = self.read_smem(a, n as usize, t, s)?;
+                    for (r, c) in dst.iter().zip(bytes.chunks_exact(es)) {
+                        self.set_reg(r, t, (load(*dtype, c) as f32).to_bits(), s)?;
+                    }
+                }
+            }
             Stmt::GridDepControlWait => {}
         }
         Ok(())
+    }
+
+    fn bad_vector(&self, s: Option<u32>, len: usize, dtype: DType) -> GpuError {
+        self.err(
+            Fault::BadValue,
+            s,
+            format!("a vector of {len} {} elements (1, 2, 4, 8 or 16 bytes of f16/bf16/f32)", dtype.dsl_name()),
+        )
     }
 
     fn load_elem(&self, p: ParamId, offset: Expr, t: usize, args: &[Arg], s: Option<u32>) -> R<f32> {

@@ -9,7 +9,9 @@
 //! `CpAsync`/`CommitGroup`/`WaitGroup`/`LdMatrix`/`MmaSync`/`Epilogue`/
 //! `StGlobalVec` plus the control around them: `For`, `If`, `Let`,
 //! `Barrier`, a synchronous global→shared copy for operands too misaligned
-//! for `cp.async`, an accumulator initialiser, and `griddepcontrol.wait`.
+//! for `cp.async`, an accumulator initialiser, shared loads and stores of
+//! registers (the epilogue's staging of C for 16-byte global stores), and
+//! `griddepcontrol.wait`.
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
 //! the statement's id):
@@ -479,6 +481,13 @@ pub enum Stmt {
     /// `dtype` to consecutive elements at `dst` when `pred`; the access
     /// (`src.len() × sizeof(dtype)` bytes, at most 16) is aligned to its size.
     StGlobalVec { dst: GlobalRef, src: Vec<RegRef>, dtype: DType, pred: Expr },
+    /// `st.shared[.v2|.v4]`: stores `src` (f32 registers) rounded to
+    /// `dtype` to consecutive elements at `dst` (the epilogue's staging of
+    /// the C tile); at most 16 bytes, aligned to their size.
+    StShared { dst: SmemRef, src: Vec<RegRef>, dtype: DType },
+    /// `ld.shared[.v2|.v4]`: loads `dst.len()` consecutive elements of
+    /// `dtype` at `src` into f32 registers; at most 16 bytes, aligned.
+    LdShared { dst: Vec<RegRef>, src: SmemRef, dtype: DType },
     /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
     /// one depends on; a no-op for a kernel launched alone.
     GridDepControlWait,
@@ -513,6 +522,8 @@ impl Stmt {
             Stmt::MovF32 { .. } => "mov.b32".into(),
             Stmt::Epilogue { .. } => "epilogue".into(),
             Stmt::StGlobalVec { src, .. } => format!("st.global.v{}", src.len()),
+            Stmt::StShared { src, .. } => format!("st.shared.v{}", src.len()),
+            Stmt::LdShared { dst, .. } => format!("ld.shared.v{}", dst.len()),
             Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
         }
     }
@@ -856,6 +867,22 @@ impl Kernel {
                     self.global_text(dst),
                     self.regs_text(src),
                     self.expr(pred)
+                )?,
+                Stmt::StShared { dst, src, dtype } => writeln!(
+                    f,
+                    "st.shared.v{}.{} {}, {}",
+                    src.len(),
+                    dtype.dsl_name(),
+                    self.smem_text(dst),
+                    self.regs_text(src)
+                )?,
+                Stmt::LdShared { dst, src, dtype } => writeln!(
+                    f,
+                    "ld.shared.v{}.{} {}, {}",
+                    dst.len(),
+                    dtype.dsl_name(),
+                    self.regs_text(dst),
+                    self.smem_text(src)
                 )?,
                 Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
             }

@@ -12,7 +12,7 @@
 //!     if kt+stages-1 < ktiles { copy tile kt+stages-1 → its stage }; commit
 //!     for each k16 step: ldmatrix.x4 A, ldmatrix.x4(.trans) B, mma.sync m16n8k16
 //! wait_group 0
-//! epilogue on the accumulator fragments; st.global (v2 where the pair fits)
+//! epilogue on the accumulator fragments; st.global.v{vs} (staged through shared memory)
 //! ```
 //!
 //! - Block: `(BM/WM)·(BN/WN)` warps, warp `w` at `(w / (BN/WN), w % (BN/WN))`
@@ -32,9 +32,13 @@
 //! - Epilogue (§8 of `001`): on each accumulator register, in f32: an
 //!   optional rounding to the operand dtype (the graph's `CAST` of the sum,
 //!   `001` §0), then the plan's `epilogue` ops in order; the store rounds to
-//!   the output dtype. Each thread holds pairs of adjacent columns, stored
-//!   with one `st.global.v2` when both are inside `N` and the output is
-//!   2-element aligned, else element by element.
+//!   the output dtype. Stores are `vs = min(16 bytes, vectorize width,
+//!   C's alignment)` elements wide: for `vs > 2` each warp stages its
+//!   16-row slices of C in shared memory (`Cs`, over the dead operand
+//!   buffers when it fits; `000` §5's `epilogue_smem`) and reads them back
+//!   as `vs`-element rows for one `st.global` each; else each thread stores
+//!   its fragment's pairs of adjacent columns. A vector that would cross
+//!   the `N` tail falls back to predicated single-element stores.
 //!
 //! Not built here (errors `Unsupported`): split-K (`algo_choice matmul
 //! splitk_*`) and warp tiles whose `WN` is not a multiple of 16.
@@ -210,6 +214,7 @@ struct Builder {
 struct Ids {
     tid: Expr,
     lane: Expr,
+    warp: Expr,
     wm: Expr,
     wn: Expr,
     bm: Expr,
@@ -283,11 +288,12 @@ impl Builder {
         let lane = self.let_(&mut out, "lane", tid.clone() % 32);
         let warp = self.let_(&mut out, "warp", tid.clone() / 32);
         let wm_e = self.let_(&mut out, "warp_m", warp.clone() / warps_n);
-        let wn_e = self.let_(&mut out, "warp_n", warp % warps_n);
+        let wn_e = self.let_(&mut out, "warp_n", warp.clone() % warps_n);
         let bm_e = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
         let bn_e = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
         let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
-        let ids = Ids { tid, lane, wm: wm_e, wn: wn_e, bm: bm_e, bn: bn_e, ktiles, a_smem, b_smem, acc, afrag, bfrag };
+        let ids =
+            Ids { tid, lane, warp, wm: wm_e, wn: wn_e, bm: bm_e, bn: bn_e, ktiles, a_smem, b_smem, acc, afrag, bfrag };
         self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
             vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
         });
@@ -468,18 +474,31 @@ impl Builder {
         out
     }
 
-    /// The epilogue on `acc` and the stores of `C`.
+    /// The epilogue on `acc` and the stores of `C`: staged through shared
+    /// memory for stores of `vs > 2` elements, else straight from the
+    /// fragments (pairs of adjacent columns).
     fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: Vec<EpilogueOp>) -> Vec<Stmt> {
         let (wm, wn) = (self.sh.wm, self.sh.wn);
         let (mi_n, ni_n) = (wm / 16, wn / 8);
-        let [pm, pn, _] = self.sh.pred;
-        let out_dtype = self.gemm.out;
-        let pair = self.gemm.align_c.is_multiple_of(2);
+        let eo = self.gemm.out.size_bytes() as i64;
+        let vs = [8, 4, 2, 1]
+            .into_iter()
+            .find(|&v| v * eo <= 16 && v <= self.gemm.align_c as i64 && v <= self.sh.vec && wn % v == 0)
+            .unwrap_or(1);
+        let staged = vs > 2;
+        let cs = staged.then(|| {
+            let size = self.k.threads() as i64 / 32 * 16 * wn * eo;
+            self.staging_buffer(size)
+        });
         let lane = ids.lane.clone();
         let mut out = Vec::new();
+        if staged {
+            // Every warp is done reading the operand tiles the staging buffer may overlay.
+            out.push(Stmt::Barrier);
+        }
         self.for_unrolled(&mut out, "em", mi_n, |b, mi| {
-            let mut l1 = Vec::new();
-            b.for_unrolled(&mut l1, "en", ni_n, |b, ni| {
+            let mut slice = Vec::new();
+            b.for_unrolled(&mut slice, "en", ni_n, |b, ni| {
                 let mut l2 = Vec::new();
                 b.for_unrolled(&mut l2, "eh", 2, |b, h| {
                     let mut body = Vec::new();
@@ -494,48 +513,108 @@ impl Builder {
                         ids.bn.clone() + ids.wn.clone() * wn + ni.clone() * 8 + lane.clone() % 4 * 2,
                     );
                     let reg0 = (mi.clone() * ni_n + ni.clone()) * 4 + h.clone() * 2;
-                    let in_m = if pm { row.clone().lt(Expr::Param(p.m)) } else { Expr::c(1) };
-                    let in_n = |j: i64| if pn { (col.clone() + j).lt(Expr::Param(p.n)) } else { Expr::c(1) };
                     let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
                     for (j, r) in regs.iter().enumerate() {
                         body.push(Stmt::Epilogue {
                             acc: r.clone(),
                             row: row.clone(),
                             col: col.clone() + j as i64,
-                            pred: in_m.clone().and(in_n(j as i64)),
+                            pred: b.in_c(p, &row, &col, j as i64, 1),
                             ops: ops.clone(),
                         });
                     }
-                    let at =
-                        |j: i64| GlobalRef { param: p.c, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
-                    let single = |j: usize| Stmt::StGlobalVec {
-                        dst: at(j as i64),
-                        src: vec![regs[j].clone()],
-                        dtype: out_dtype,
-                        pred: in_m.clone().and(in_n(j as i64)),
-                    };
-                    if pair {
-                        body.push(Stmt::If {
-                            cond: in_m.clone().and(in_n(1)),
-                            then: vec![Stmt::StGlobalVec {
-                                dst: at(0),
-                                src: regs.clone(),
-                                dtype: out_dtype,
-                                pred: Expr::c(1),
-                            }],
-                            otherwise: vec![single(0)],
-                        });
-                    } else {
-                        body.push(single(0));
-                        body.push(single(1));
+                    match &cs {
+                        Some(cs) => {
+                            let at = ids.warp.clone() * (16 * wn)
+                                + (lane.clone() / 4 + h.clone() * 8) * wn
+                                + ni.clone() * 8
+                                + lane.clone() % 4 * 2;
+                            let dst = SmemRef { offset: at * eo, ..cs.clone() };
+                            body.push(Stmt::StShared { dst, src: regs, dtype: b.gemm.out });
+                        }
+                        None => body.extend(b.store(p, &row, &col, &regs)),
                     }
                     body
                 });
                 l2
             });
-            l1
+            if let Some(cs) = &cs {
+                slice.push(Stmt::Barrier);
+                slice.extend(b.store_slice(p, ids, cs, mi.clone(), vs));
+                slice.push(Stmt::Barrier);
+            }
+            slice
         });
         out
+    }
+
+    /// `row < M && col + j < N` for the `n` columns from `col + j`, as
+    /// `predicate_tail` asks (a dropped axis checks nothing).
+    fn in_c(&self, p: &GemmParams, row: &Expr, col: &Expr, j: i64, n: i64) -> Expr {
+        let [pm, pn, _] = self.sh.pred;
+        let in_m = if pm { row.clone().lt(Expr::Param(p.m)) } else { Expr::c(1) };
+        let in_n = if pn { (col.clone() + (j + n)).le(Expr::Param(p.n)) } else { Expr::c(1) };
+        in_m.and(in_n)
+    }
+
+    /// Stores of `regs` (adjacent columns from `(row, col)`): one vector
+    /// store when all are inside `C` and aligned, else one per element.
+    fn store(&mut self, p: &GemmParams, row: &Expr, col: &Expr, regs: &[RegRef]) -> Vec<Stmt> {
+        let n = regs.len() as i64;
+        let at = |j: i64| GlobalRef { param: p.c, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
+        let dtype = self.gemm.out;
+        let singles: Vec<Stmt> = (0..n)
+            .map(|j| Stmt::StGlobalVec {
+                dst: at(j),
+                src: vec![regs[j as usize].clone()],
+                dtype,
+                pred: self.in_c(p, row, col, j, 1),
+            })
+            .collect();
+        if n > 1 && self.gemm.align_c as i64 >= n {
+            let vector = Stmt::StGlobalVec { dst: at(0), src: regs.to_vec(), dtype, pred: Expr::c(1) };
+            vec![Stmt::If { cond: self.in_c(p, row, col, 0, n), then: vec![vector], otherwise: singles }]
+        } else {
+            singles
+        }
+    }
+
+    /// Each warp reads back its staged 16-row slice `mi` in chunks of `vs`
+    /// elements and stores them to `C`.
+    fn store_slice(&mut self, p: &GemmParams, ids: &Ids, cs: &SmemRef, mi: Expr, vs: i64) -> Vec<Stmt> {
+        let (wm, wn) = (self.sh.wm, self.sh.wn);
+        let eo = self.gemm.out.size_bytes() as i64;
+        let per_row = wn / vs;
+        let cfrag = self.regs("cfrag", RegKind::F32, vs);
+        let regs: Vec<RegRef> = (0..vs).map(|j| RegRef { reg: cfrag, index: Expr::c(j) }).collect();
+        let mut out = Vec::new();
+        self.for_unrolled(&mut out, "ci", 16 * per_row / 32, |b, it| {
+            let mut body = Vec::new();
+            let c = b.let_(&mut body, "c_chunk", it * 32 + ids.lane.clone());
+            let r = b.let_(&mut body, "c_row", c.clone() / per_row);
+            let cc = b.let_(&mut body, "c_col", c % per_row * vs);
+            let at = ids.warp.clone() * (16 * wn) + r.clone() * wn + cc.clone();
+            body.push(Stmt::LdShared {
+                dst: regs.clone(),
+                src: SmemRef { offset: at * eo, ..cs.clone() },
+                dtype: b.gemm.out,
+            });
+            let row = b.let_(&mut body, "c_grow", ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + r);
+            let col = b.let_(&mut body, "c_gcol", ids.bn.clone() + ids.wn.clone() * wn + cc);
+            body.extend(b.store(p, &row, &col, &regs));
+            body
+        });
+        out
+    }
+
+    /// The buffer the epilogue stages C in: over the operand buffers when
+    /// it fits in them (they are dead after the main loop), else after them.
+    fn staging_buffer(&mut self, size: i64) -> SmemRef {
+        let size = size as u64;
+        let offset = if size <= self.k.smem_bytes { 0 } else { self.k.smem_bytes.div_ceil(128) * 128 };
+        self.k.smem.push(SmemBuffer { name: "Cs".into(), offset, size, swizzle: Swizzle::IDENTITY });
+        self.k.smem_bytes = self.k.smem_bytes.max(offset + size);
+        SmemRef { buf: SmemId(self.k.smem.len() as u32 - 1), offset: Expr::c(0), swizzle: Swizzle::IDENTITY }
     }
 }
 

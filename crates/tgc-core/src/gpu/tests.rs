@@ -411,3 +411,26 @@ fn swizzle_makes_ldmatrix_rows_conflict_free() {
         assert!(plain.len() < 8, "without the swizzle rows of {row_bytes} bytes conflict");
     }
 }
+
+/// C is stored 16 bytes at a time (staged through shared memory) when `N`
+/// allows it, and in pairs or single elements when it does not.
+#[test]
+fn c_stores_are_16_bytes_when_aligned() {
+    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
+    let widths = |out: DType, n: i64| {
+        let (k, _) = sm80::build(&plan, &gemm(DType::F16, out, BLayout::KN, n, 64)).unwrap();
+        let mut w = std::collections::BTreeSet::new();
+        k.walk(&mut |_, s| {
+            if let Stmt::StGlobalVec { src, .. } = s {
+                w.insert(src.len());
+            }
+        });
+        (w.into_iter().collect::<Vec<_>>(), k.smem.iter().any(|b| b.name == "Cs"))
+    };
+    assert_eq!(widths(DType::F16, 64), (vec![1, 8], true));
+    assert_eq!(widths(DType::F32, 64), (vec![1, 4], true));
+    assert_eq!(widths(DType::F16, 66), (vec![1, 2], false));
+    assert_eq!(widths(DType::F16, 17), (vec![1], false));
+    let (k, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
+    assert!(k.to_string().contains("st.global.v8.f16 C[(((c_grow * ldc) + c_gcol) + 0)]"), "{k}");
+}

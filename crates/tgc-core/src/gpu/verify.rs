@@ -330,6 +330,12 @@ impl Verifier<'_> {
                     }
                 }
             }
+            Stmt::StShared { dst, src: regs, .. } | Stmt::LdShared { dst: regs, src: dst, .. } => {
+                self.smem(dst, scope, s);
+                for r in regs {
+                    self.reg(r, RegKind::F32, scope, s, "shared store/load");
+                }
+            }
             Stmt::StGlobalVec { dst, src, pred, .. } => {
                 self.global(dst, scope, s);
                 for r in src {
