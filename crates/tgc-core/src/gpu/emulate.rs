@@ -27,6 +27,10 @@
 //!   `a2:(g, 2t+8..)`, `a3:(g+8, 2t+8..)`; B `b0:(k=2t.., n=g)`,
 //!   `b1:(k=2t+8.., n=g)`; C/D `c0,c1:(g, 2t..)`, `c2,c3:(g+8, 2t..)`).
 //!   Products and sums are in `f32`, summed in `k` order onto `c`.
+//! - Semaphores (split-K): a `SemaphoreWait` whose lock does not yet hold
+//!   its value would spin forever in this order (every CTA it could wait
+//!   for has a smaller `blockIdx` in the orders the template uses) and is
+//!   a `Deadlock`.
 //! - Every global and shared access is checked against its tensor or
 //!   buffer (`OutOfBounds`) and its alignment (`Misaligned`; tensors are
 //!   taken as 256-byte aligned, as `cudaMalloc` gives).
@@ -828,9 +832,44 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
+            Stmt::SemaphoreWait { lock, value } => {
+                for t in Self::active(mask) {
+                    let want = self.eval(value, t, s)?;
+                    let have = self.lock(lock, t, args, s)?.1;
+                    if have != want {
+                        return Err(self.err(
+                            Fault::Deadlock,
+                            s,
+                            format!("thread {t} waits for the lock to read {want}; it reads {have} after every earlier CTA ran"),
+                        ));
+                    }
+                }
+            }
+            Stmt::SemaphoreRelease { lock, value } => {
+                for t in Self::active(mask) {
+                    let v = self.eval(value, t, s)?;
+                    let v = i32::try_from(v).map_err(|_| self.err(Fault::BadValue, s, format!("lock value {v}")))?;
+                    let (at, _) = self.lock(lock, t, args, s)?;
+                    if let Some(Arg::Tensor(b)) = args.get_mut(lock.param.0 as usize) {
+                        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
             Stmt::GridDepControlWait => {}
         }
         Ok(())
+    }
+
+    /// The byte offset and value of the `i32` lock at `g`.
+    fn lock(&self, g: &GlobalRef, t: usize, args: &[Arg], s: Option<u32>) -> R<(usize, i64)> {
+        let (at, dtype) = self.global_addr(g, t, 4, 4, args, s)?;
+        if dtype != DType::I32 {
+            return Err(self.err(Fault::BadValue, s, format!("a lock in a {} tensor", dtype.dsl_name())));
+        }
+        match args.get(g.param.0 as usize) {
+            Some(Arg::Tensor(b)) => Ok((at, i32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as i64)),
+            _ => Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", g.param.0))),
+        }
     }
 
     fn bad_vector(&self, s: Option<u32>, len: usize, dtype: DType) -> GpuError {

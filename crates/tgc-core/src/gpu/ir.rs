@@ -488,6 +488,13 @@ pub enum Stmt {
     /// `ld.shared[.v2|.v4]`: loads `dst.len()` consecutive elements of
     /// `dtype` at `src` into f32 registers; at most 16 bytes, aligned.
     LdShared { dst: Vec<RegRef>, src: SmemRef, dtype: DType },
+    /// Spins until the `i32` at `lock` equals `value`
+    /// (`ld.acquire.gpu` in a loop; CUTLASS `Semaphore::wait`): orders a
+    /// CTA after the one that released `value`.
+    SemaphoreWait { lock: GlobalRef, value: Expr },
+    /// `fence.acq_rel.gpu` then `st.relaxed.gpu` of `value` to the `i32` at
+    /// `lock` (CUTLASS `Semaphore::release`).
+    SemaphoreRelease { lock: GlobalRef, value: Expr },
     /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
     /// one depends on; a no-op for a kernel launched alone.
     GridDepControlWait,
@@ -524,6 +531,8 @@ impl Stmt {
             Stmt::StGlobalVec { src, .. } => format!("st.global.v{}", src.len()),
             Stmt::StShared { src, .. } => format!("st.shared.v{}", src.len()),
             Stmt::LdShared { dst, .. } => format!("ld.shared.v{}", dst.len()),
+            Stmt::SemaphoreWait { .. } => "semaphore.wait".into(),
+            Stmt::SemaphoreRelease { .. } => "semaphore.release".into(),
             Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
         }
     }
@@ -622,6 +631,9 @@ pub enum Fault {
     OutOfBounds,
     /// An access not aligned to its size.
     Misaligned,
+    /// A `SemaphoreWait` that no CTA still to run can satisfy (the
+    /// emulator runs CTAs one at a time in `blockIdx` order).
+    Deadlock,
     /// A bad operand value: a size out of range, division by zero, a
     /// register index out of its array, a wrong launch argument.
     BadValue,
@@ -884,6 +896,12 @@ impl Kernel {
                     self.regs_text(dst),
                     self.smem_text(src)
                 )?,
+                Stmt::SemaphoreWait { lock, value } => {
+                    writeln!(f, "semaphore.wait {} == {}", self.global_text(lock), self.expr(value))?
+                }
+                Stmt::SemaphoreRelease { lock, value } => {
+                    writeln!(f, "semaphore.release {} = {}", self.global_text(lock), self.expr(value))?
+                }
                 Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
             }
         }

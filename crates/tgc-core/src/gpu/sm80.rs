@@ -40,8 +40,15 @@
 //!   its fragment's pairs of adjacent columns. A vector that would cross
 //!   the `N` tail falls back to predicated single-element stores.
 //!
-//! Not built here (errors `Unsupported`): split-K (`algo_choice matmul
-//! splitk_*`) and warp tiles whose `WN` is not a multiple of 16.
+//! - Split-K (`algo_choice matmul splitk_serial`, [`Gemm::split_k`]
+//!   slices, `000` §5): slice `blockIdx.z` runs its share of the k tiles;
+//!   the slices of one output tile then meet in order through a lock and
+//!   an f32 workspace (CUTLASS's serial reduction), the last one running
+//!   the epilogue.
+//!
+//! Not built here (errors `Unsupported`): parallel split-K
+//! (`splitk_parallel`, which needs a second reduction kernel for a
+//! non-linear epilogue) and warp tiles whose `WN` is not a multiple of 16.
 
 use crate::diag;
 use crate::diag::DResult;
@@ -75,6 +82,9 @@ pub struct Gemm {
     pub align_a: u32,
     pub align_b: u32,
     pub align_c: u32,
+    /// Serial split-K slices (`blockIdx.z`); 1 is none. More than 1 needs
+    /// the plan's `algo_choice matmul splitk_serial`.
+    pub split_k: u32,
 }
 
 /// The kernel's parameters, in ABI order, as [`ParamId`]s.
@@ -85,6 +95,10 @@ pub struct GemmParams {
     pub bias: Option<ParamId>,
     pub residual: Option<ParamId>,
     pub c: ParamId,
+    /// Split-K only: the f32 partial sums `[M, ldc]` and the i32 locks, one
+    /// per output tile (`⌈M/BM⌉·⌈N/BN⌉`), zeroed before the launch.
+    pub workspace: Option<ParamId>,
+    pub locks: Option<ParamId>,
     pub m: ParamId,
     pub n: ParamId,
     pub k: ParamId,
@@ -107,7 +121,7 @@ struct Shape {
     swizzle: [bool; 2],
 }
 
-fn shape(plan: &Plan) -> DResult<Shape> {
+fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
     let unsupported = |m: &str| diag!(Unsupported, "the SM80 template needs {m}");
     let [bm, bn, bk] = plan.tile.as_ref().ok_or_else(|| unsupported("a `tile`"))?.value;
     let [wm, wn] = plan.warp_tile.as_ref().ok_or_else(|| unsupported("a `warp_tile`"))?.value;
@@ -122,10 +136,13 @@ fn shape(plan: &Plan) -> DResult<Shape> {
              (tile {bm}x{bn}x{bk}, warp tile {wm}x{wn})"
         ));
     }
-    if let Some(a) = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul") {
-        if a.value.value.value != "implicit_gemm" {
-            return Err(diag!(Unsupported, "the SM80 template does not build `{}` yet", a.value.value.value));
+    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
+    match (algo.unwrap_or("implicit_gemm"), split_k) {
+        ("implicit_gemm", 1) | ("splitk_serial", _) => {}
+        ("implicit_gemm", _) => {
+            return Err(diag!(Unsupported, "split-K over {split_k} slices needs `algo_choice matmul splitk_serial`"))
         }
+        (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
     }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
     let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
@@ -148,14 +165,17 @@ fn shape(plan: &Plan) -> DResult<Shape> {
 /// for `sm80` or `sm90`) and `gemm`, and its parameter ids.
 ///
 /// Parameters: `A`, `B`, then `bias` when the epilogue has `bias`,
-/// `residual` when it has `residual`, then `C`, and the `i32` scalars `M`,
-/// `N`, `K`, `lda`, `ldb`, `ldc`.
+/// `residual` when it has `residual`, then `C`, `workspace` and `locks`
+/// under split-K, and the `i32` scalars `M`, `N`, `K`, `lda`, `ldb`, `ldc`.
 ///
 /// Errors: `Unsupported` for what the module doc lists and for operand or
 /// output dtypes other than those [`Gemm`] names; `UnknownOp` for an
 /// epilogue op outside `bias relu silu gelu residual`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
-    let sh = shape(plan)?;
+    if gemm.split_k == 0 {
+        return Err(diag!(Unsupported, "split-K over 0 slices"));
+    }
+    let sh = shape(plan, gemm.split_k)?;
     if !matches!(gemm.ab, DType::F16 | DType::BF16) || !matches!(gemm.out, DType::F16 | DType::BF16 | DType::F32) {
         return Err(diag!(
             Unsupported,
@@ -185,8 +205,13 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     let bias = names.contains(&"bias").then(|| b.param("bias", ptr(gemm.ab, false)));
     let residual = names.contains(&"residual").then(|| b.param("residual", ptr(gemm.ab, false)));
     let c = b.param("C", ptr(gemm.out, true));
+    let (workspace, locks) = if gemm.split_k > 1 {
+        (Some(b.param("workspace", ptr(DType::F32, true))), Some(b.param("locks", ptr(DType::I32, true))))
+    } else {
+        (None, None)
+    };
     let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
-    let p = GemmParams { a, b: bp, bias, residual, c, m, n, k, lda, ldb, ldc };
+    let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, m, n, k, lda, ldb, ldc };
     let mut ops = Vec::new();
     if gemm.round_sum {
         ops.push(EpilogueOp::Cast(gemm.ab));
@@ -219,6 +244,8 @@ struct Ids {
     wn: Expr,
     bm: Expr,
     bn: Expr,
+    /// The first k tile of this CTA (`blockIdx.z`'s slice under split-K) and how many.
+    kt0: Expr,
     ktiles: Expr,
     a_smem: SmemRef,
     b_smem: SmemRef,
@@ -275,7 +302,7 @@ impl Builder {
         let (mi_n, ni_n) = (wm / 16, wn / 8);
         self.k.block = [threads as u32, 1, 1];
         let param = Expr::Param;
-        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(1)];
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(self.gemm.split_k as i64)];
         let a_smem = self.smem("As", stages * bm * bk * es, bk * es, self.sh.swizzle[0]);
         let b_row = if self.gemm.b_layout == BLayout::KN { bn } else { bk };
         let b_smem = self.smem("Bs", stages * bn * bk * es, b_row * es, self.sh.swizzle[1]);
@@ -291,29 +318,55 @@ impl Builder {
         let wn_e = self.let_(&mut out, "warp_n", warp.clone() % warps_n);
         let bm_e = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
         let bn_e = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
-        let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
-        let ids =
-            Ids { tid, lane, warp, wm: wm_e, wn: wn_e, bm: bm_e, bn: bn_e, ktiles, a_smem, b_smem, acc, afrag, bfrag };
+        let split = self.gemm.split_k as i64;
+        let (kt0, ktiles) = if split > 1 {
+            // Slice blockIdx.z takes k tiles [kt_begin, kt_begin + ktiles).
+            let total = self.let_(&mut out, "ktiles_total", (param(p.k) + (bk - 1)) / bk);
+            let per = self.let_(&mut out, "ktiles_per_split", (total.clone() + (split - 1)) / split);
+            let kt0 = self.let_(&mut out, "kt_begin", Expr::BlockIdx(Dim::Z) * per.clone());
+            (kt0.clone(), self.let_(&mut out, "ktiles", (total - kt0).max(0).min(per)))
+        } else {
+            (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk))
+        };
+        let ids = Ids {
+            tid,
+            lane,
+            warp,
+            wm: wm_e,
+            wn: wn_e,
+            bm: bm_e,
+            bn: bn_e,
+            kt0,
+            ktiles,
+            a_smem,
+            b_smem,
+            acc,
+            afrag,
+            bfrag,
+        };
         self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
             vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
         });
         // Prologue: tiles 0..stages-1.
         self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
-            let loads = b.load_tiles(p, &ids, s.clone(), s.clone());
+            let loads = b.load_tiles(p, &ids, s.clone(), ids.kt0.clone() + s.clone());
             vec![Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() }, Stmt::CommitGroup]
         });
         let kt = self.var("kt");
         let kt_e = Expr::Var(kt);
         let mut main = vec![Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::Barrier];
         let pf = self.let_(&mut main, "kt_next", kt_e.clone() + (stages - 1));
-        let loads = self.load_tiles(p, &ids, pf.clone() % stages, pf.clone());
+        let loads = self.load_tiles(p, &ids, pf.clone() % stages, ids.kt0.clone() + pf.clone());
         main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
         main.push(Stmt::CommitGroup);
         let stage = self.let_(&mut main, "stage", kt_e % stages);
         main.extend(self.compute(&ids, stage));
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
-        out.extend(self.epilogue(p, &ids, ops));
+        match (p.workspace, p.locks) {
+            (Some(ws), Some(locks)) if split > 1 => out.extend(self.split_k_epilogue(p, &ids, ops, ws, locks)),
+            _ => out.extend(self.epilogue(p, &ids, ops)),
+        }
         self.k.body = out;
     }
 
@@ -532,7 +585,7 @@ impl Builder {
                             let dst = SmemRef { offset: at * eo, ..cs.clone() };
                             body.push(Stmt::StShared { dst, src: regs, dtype: b.gemm.out });
                         }
-                        None => body.extend(b.store(p, &row, &col, &regs)),
+                        None => body.extend(b.store(p, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs)),
                     }
                     body
                 });
@@ -559,10 +612,21 @@ impl Builder {
 
     /// Stores of `regs` (adjacent columns from `(row, col)`): one vector
     /// store when all are inside `C` and aligned, else one per element.
-    fn store(&mut self, p: &GemmParams, row: &Expr, col: &Expr, regs: &[RegRef]) -> Vec<Stmt> {
+    /// `dst` is `C` or the split-K workspace (`[M, ldc]` of `dtype`, whose
+    /// leading dimension is a multiple of `align` elements).
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        p: &GemmParams,
+        dst: ParamId,
+        dtype: DType,
+        align: i64,
+        row: &Expr,
+        col: &Expr,
+        regs: &[RegRef],
+    ) -> Vec<Stmt> {
         let n = regs.len() as i64;
-        let at = |j: i64| GlobalRef { param: p.c, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
-        let dtype = self.gemm.out;
+        let at = |j: i64| GlobalRef { param: dst, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
         let singles: Vec<Stmt> = (0..n)
             .map(|j| Stmt::StGlobalVec {
                 dst: at(j),
@@ -571,7 +635,7 @@ impl Builder {
                 pred: self.in_c(p, row, col, j, 1),
             })
             .collect();
-        if n > 1 && self.gemm.align_c as i64 >= n {
+        if n > 1 && align >= n {
             let vector = Stmt::StGlobalVec { dst: at(0), src: regs.to_vec(), dtype, pred: Expr::c(1) };
             vec![Stmt::If { cond: self.in_c(p, row, col, 0, n), then: vec![vector], otherwise: singles }]
         } else {
@@ -601,8 +665,102 @@ impl Builder {
             });
             let row = b.let_(&mut body, "c_grow", ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + r);
             let col = b.let_(&mut body, "c_gcol", ids.bn.clone() + ids.wn.clone() * wn + cc);
-            body.extend(b.store(p, &row, &col, &regs));
+            body.extend(b.store(p, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs));
             body
+        });
+        out
+    }
+
+    /// Serial split-K (CUTLASS's semaphore reduction): slice `z` waits
+    /// until the tile's lock reads `z`, adds slice `z-1`'s partial sums from
+    /// the f32 workspace (`[M, ldc]`), then either stores its partial sums
+    /// there and sets the lock to `z+1` (`z < splits-1`) or runs the
+    /// epilogue and stores C (the last slice). The lock array (one i32 per
+    /// output tile, `blockIdx.y · gridDim.x + blockIdx.x`) starts zeroed.
+    fn split_k_epilogue(
+        &mut self,
+        p: &GemmParams,
+        ids: &Ids,
+        ops: Vec<EpilogueOp>,
+        ws: ParamId,
+        locks: ParamId,
+    ) -> Vec<Stmt> {
+        let z = Expr::BlockIdx(Dim::Z);
+        let last = self.gemm.split_k as i64 - 1;
+        let grid_x = self.k.grid[0].clone();
+        let lock = GlobalRef { param: locks, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
+        let thread0 = ids.tid.clone().eq(0);
+        let add = vec![EpilogueOp::Residual { param: ws, ld: Expr::Param(p.ldc) }];
+        let mut gather = vec![
+            Stmt::If {
+                cond: thread0.clone(),
+                then: vec![Stmt::SemaphoreWait { lock: lock.clone(), value: z.clone() }],
+                otherwise: Vec::new(),
+            },
+            Stmt::Barrier,
+        ];
+        gather.extend(self.for_fragments(ids, |b, row, col, regs| {
+            regs.iter()
+                .enumerate()
+                .map(|(j, r)| Stmt::Epilogue {
+                    acc: r.clone(),
+                    row: row.clone(),
+                    col: col.clone() + j as i64,
+                    pred: b.in_c(p, row, col, j as i64, 1),
+                    ops: add.clone(),
+                })
+                .collect()
+        }));
+        let mut partial = self.for_fragments(ids, |b, row, col, regs| {
+            b.store(p, ws, DType::F32, (b.gemm.align_c as i64).min(2), row, col, regs)
+        });
+        partial.push(Stmt::Barrier);
+        partial.push(Stmt::If {
+            cond: thread0,
+            then: vec![Stmt::SemaphoreRelease { lock, value: z.clone() + 1 }],
+            otherwise: Vec::new(),
+        });
+        vec![
+            Stmt::If { cond: Expr::c(0).lt(z.clone()), then: gather, otherwise: Vec::new() },
+            Stmt::If { cond: z.lt(last), then: partial, otherwise: self.epilogue(p, ids, ops) },
+        ]
+    }
+
+    /// `f(row, col, [acc pair])` for each pair of adjacent columns of this
+    /// thread's accumulator fragments, inside unrolled loops.
+    fn for_fragments(
+        &mut self,
+        ids: &Ids,
+        mut f: impl FnMut(&mut Self, &Expr, &Expr, &[RegRef]) -> Vec<Stmt>,
+    ) -> Vec<Stmt> {
+        let (wm, wn) = (self.sh.wm, self.sh.wn);
+        let (mi_n, ni_n) = (wm / 16, wn / 8);
+        let lane = ids.lane.clone();
+        let mut out = Vec::new();
+        self.for_unrolled(&mut out, "fm", mi_n, |b, mi| {
+            let mut l1 = Vec::new();
+            b.for_unrolled(&mut l1, "fn", ni_n, |b, ni| {
+                let mut l2 = Vec::new();
+                b.for_unrolled(&mut l2, "fh", 2, |b, h| {
+                    let mut body = Vec::new();
+                    let row = b.let_(
+                        &mut body,
+                        "frow",
+                        ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + lane.clone() / 4 + h.clone() * 8,
+                    );
+                    let col = b.let_(
+                        &mut body,
+                        "fcol",
+                        ids.bn.clone() + ids.wn.clone() * wn + ni.clone() * 8 + lane.clone() % 4 * 2,
+                    );
+                    let reg0 = (mi * ni_n + ni) * 4 + h * 2;
+                    let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
+                    body.extend(f(b, &row, &col, &regs));
+                    body
+                });
+                l2
+            });
+            l1
         });
         out
     }

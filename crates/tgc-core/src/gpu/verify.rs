@@ -336,6 +336,10 @@ impl Verifier<'_> {
                     self.reg(r, RegKind::F32, scope, s, "shared store/load");
                 }
             }
+            Stmt::SemaphoreWait { lock, value } | Stmt::SemaphoreRelease { lock, value } => {
+                self.global(lock, scope, s);
+                self.expr(value, scope, Some(s));
+            }
             Stmt::StGlobalVec { dst, src, pred, .. } => {
                 self.global(dst, scope, s);
                 for r in src {
