@@ -153,7 +153,11 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
     if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
         return Err(bad(format!("{threads} threads per block: not a positive multiple of 32 up to 1024")));
     }
-    if let Some(b) = kernel.smem.iter().find(|b| b.offset + b.size > kernel.smem_bytes) {
+    let smem_max = crate::plan::target::TARGETS.iter().map(|t| t.smem_per_block_max).max().unwrap_or(0);
+    if kernel.smem_bytes > smem_max {
+        return Err(bad(format!("{} bytes of shared memory exceed any target's {smem_max}", kernel.smem_bytes)));
+    }
+    if let Some(b) = kernel.smem.iter().find(|b| b.offset.saturating_add(b.size) > kernel.smem_bytes) {
         return Err(bad(format!(
             "shared buffer `{}` ends past the {} bytes of shared memory",
             b.name, kernel.smem_bytes
@@ -239,6 +243,8 @@ struct Frame<'k> {
     /// Per thread: the open group and the committed groups, oldest first.
     open: Vec<Vec<Copy>>,
     committed: Vec<VecDeque<Vec<Copy>>>,
+    /// The variables of the enclosing `For`s (a `Let` may not assign them).
+    loop_vars: Vec<VarId>,
     stats: Stats,
 }
 
@@ -266,6 +272,7 @@ impl<'k> Frame<'k> {
             epoch: 1,
             open: (0..threads).map(|_| Vec::new()).collect(),
             committed: (0..threads).map(|_| VecDeque::new()).collect(),
+            loop_vars: Vec::new(),
             stats: Stats::default(),
         }
     }
@@ -556,6 +563,10 @@ impl<'k> Frame<'k> {
         }
         match st {
             Stmt::Let { var, value } => {
+                if self.loop_vars.contains(var) {
+                    let msg = format!("assigns the loop variable `{}`", self.k.vars[var.0 as usize]);
+                    return Err(self.err(Fault::BadId, s, msg));
+                }
                 for t in Self::active(mask) {
                     let x = self.eval(value, t, s)?;
                     self.set_var(*var, t, x, s)?;
@@ -569,6 +580,11 @@ impl<'k> Frame<'k> {
                     let x = self.eval(start, t, s)?;
                     self.set_var(*var, t, x, s)?;
                 }
+                if self.loop_vars.contains(var) {
+                    let msg = format!("reuses the enclosing loop's variable `{}`", self.k.vars[var.0 as usize]);
+                    return Err(self.err(Fault::BadId, s, msg));
+                }
+                self.loop_vars.push(*var);
                 let mut live = mask.to_vec();
                 loop {
                     for (t, l) in live.iter_mut().enumerate() {
@@ -583,9 +599,10 @@ impl<'k> Frame<'k> {
                     self.exec(body, &live, args)?;
                     for t in Self::active(&live).collect::<Vec<_>>() {
                         let i = self.eval(&Expr::Var(*var), t, s)?;
-                        self.set_var(*var, t, i + step, s)?;
+                        self.set_var(*var, t, i.saturating_add(*step), s)?;
                     }
                 }
+                self.loop_vars.pop();
             }
             Stmt::If { cond, then, otherwise } => {
                 let mut yes = vec![false; self.threads];

@@ -28,7 +28,9 @@
 //! 4. Fragments: `LdMatrix.xN` writes `N` `.b32` registers; `MmaSync`
 //!    m16n8k16 takes four A, two B (packed `f16x2`/`bf16x2`) and four C/D
 //!    (`f32`) registers (PTX ISA "Matrix Fragments for mma.m16n8k16 with
-//!    floating point type").
+//!    floating point type"). Register indices are constants once the
+//!    enclosing `unroll` loops are unrolled (so the printed arrays stay in
+//!    registers) and lie inside their arrays.
 //! 5. Every shared-memory access of a buffer uses the buffer's [`Swizzle`]:
 //!    the stores (`CpAsync`, `CopySync`) and the reads (`LdMatrix`) of one
 //!    buffer apply one function.

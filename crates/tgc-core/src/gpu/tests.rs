@@ -393,6 +393,23 @@ fn fragment_shape_errors_name_the_statement() {
     let errs = verify::verify(&kernel).unwrap_err();
     assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
     assert!(errs[0].message.contains("2 B registers, not 1"), "{}", errs[0]);
+
+    // A register index past its array, and one that depends on the lane.
+    let (_, _, _, mut kernel, _) = broken_setup();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::MmaSync { a, .. } = s {
+            a[3].index = a[3].index.clone() + 1;
+        }
+        if let Stmt::MovF32 { dst, .. } = s {
+            dst.index = Expr::ThreadIdx(Dim::X) % 32;
+        }
+    });
+    let errs = verify::verify(&kernel).unwrap_err();
+    let mov = first(&kernel, |s| matches!(s, Stmt::MovF32 { .. }));
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mov)), "{errs:?}");
+    assert!(errs[0].message.contains("not a constant"), "{}", errs[0]);
+    assert_eq!((errs[1].fault, errs[1].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
+    assert!(errs[1].message.contains("`afrag[4..=16]` outside its 16 registers"), "{}", errs[1]);
 }
 
 /// The swizzle of each row size the template uses sends the 8 rows of one

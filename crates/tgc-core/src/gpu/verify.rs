@@ -16,7 +16,10 @@
 //!   `LdMatrix` and `MmaSync` must not be (conservatively also for
 //!   collectives: a warp-uniform condition counts as divergent) (`Divergence`).
 //! - Fragments (invariant 4): register counts and kinds of `LdMatrix` and
-//!   `MmaSync`; `MmaSync` operands f16 or bf16 (`FragmentShape`).
+//!   `MmaSync`; `MmaSync` operands f16 or bf16; every register index is a
+//!   constant once the enclosing unrolled loops (constant bounds) are
+//!   unrolled, and lies inside its array over all their iterations
+//!   (`FragmentShape`).
 //! - Swizzle (invariant 5): every [`SmemRef`] carries its buffer's swizzle
 //!   (`Swizzle`).
 //! - Completion (invariant 6), the static part: along every path, an
@@ -34,7 +37,14 @@ use super::ir::*;
 
 /// Every violation in `k`, in pre-order of the statements; `Ok` when none.
 pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
-    let mut v = Verifier { k, errs: Vec::new(), next: 0, defined: HashSet::new(), thread_vars: Vec::new() };
+    let mut v = Verifier {
+        k,
+        errs: Vec::new(),
+        next: 0,
+        defined: HashSet::new(),
+        thread_vars: Vec::new(),
+        unrolled: Vec::new(),
+    };
     for (d, e) in k.grid.iter().enumerate() {
         e.visit(&mut |x| {
             if matches!(x, Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_)) {
@@ -68,6 +78,48 @@ struct Verifier<'k> {
     defined: HashSet<VarId>,
     /// Variables whose value may differ between threads.
     thread_vars: Vec<VarId>,
+    /// The enclosing unrolled loops with constant bounds: variable, start, end, step.
+    unrolled: Vec<(VarId, i64, i64, i64)>,
+}
+
+/// `e` with the variables of `env`, when it reads nothing else and
+/// divides by no zero.
+fn eval_const(e: &Expr, env: &[(VarId, i64)]) -> Option<i64> {
+    Some(match e {
+        Expr::Const(c) => *c,
+        Expr::Var(v) => env.iter().find(|x| x.0 == *v)?.1,
+        Expr::Select(c, a, b) => {
+            if eval_const(c, env)? != 0 {
+                eval_const(a, env)?
+            } else {
+                eval_const(b, env)?
+            }
+        }
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (eval_const(a, env)?, eval_const(b, env)?);
+            match op {
+                BinOp::Add => x.checked_add(y)?,
+                BinOp::Sub => x.checked_sub(y)?,
+                BinOp::Mul => x.checked_mul(y)?,
+                BinOp::Div => x.checked_div(y)?,
+                BinOp::Rem => x.checked_rem(y)?,
+                BinOp::Min => x.min(y),
+                BinOp::Max => x.max(y),
+                BinOp::And => x & y,
+                BinOp::Or => x | y,
+                BinOp::Xor => x ^ y,
+                BinOp::Shl => x.checked_shl(u32::try_from(y).ok()?)?,
+                BinOp::Shr => x.checked_shr(u32::try_from(y).ok()?)?,
+                BinOp::Lt => (x < y) as i64,
+                BinOp::Le => (x <= y) as i64,
+                BinOp::Eq => (x == y) as i64,
+                BinOp::Ne => (x != y) as i64,
+                BinOp::LAnd => (x != 0 && y != 0) as i64,
+                BinOp::LOr => (x != 0 || y != 0) as i64,
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// Per shared buffer, how far the last `cp.async` into it is synchronised
@@ -134,16 +186,70 @@ impl Verifier<'_> {
     }
 
     fn reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
-        match self.k.regs.get(r.reg.0 as usize) {
-            None => self.err(Fault::BadId, s, format!("register array {} does not exist", r.reg.0)),
-            Some(a) if a.kind != kind => self.err(
+        self.expr(&r.index, scope, Some(s));
+        let Some(a) = self.k.regs.get(r.reg.0 as usize) else {
+            return self.err(Fault::BadId, s, format!("register array {} does not exist", r.reg.0));
+        };
+        if a.kind != kind {
+            let msg = format!("{what} register `{}` is {:?}, the instruction takes {kind:?}", a.name, a.kind);
+            self.err(Fault::FragmentShape, s, msg);
+        }
+        let (name, len) = (a.name.clone(), a.len as i64);
+        match self.index_range(&r.index) {
+            None => self.err(
                 Fault::FragmentShape,
                 s,
-                format!("{what} register `{}` is {:?}, the instruction takes {kind:?}", a.name, a.kind),
+                format!("the index of register `{name}` is not a constant once unrolled loops are unrolled"),
             ),
+            Some((lo, hi)) if lo < 0 || hi >= len => {
+                self.err(Fault::FragmentShape, s, format!("register `{name}[{lo}..={hi}]` outside its {len} registers"))
+            }
             Some(_) => {}
         }
-        self.expr(&r.index, scope, Some(s));
+    }
+
+    /// The least and greatest value of a register index over the
+    /// iterations of the enclosing unrolled loops; `None` when it reads
+    /// anything else (a thread index, a parameter, a rolled loop's
+    /// variable). Unbounded enumerations are cut at 2^16 points.
+    fn index_range(&self, e: &Expr) -> Option<(i64, i64)> {
+        let mut vars = Vec::new();
+        let mut constant = true;
+        e.visit(&mut |x| match x {
+            Expr::Var(v) => match self.unrolled.iter().find(|u| u.0 == *v) {
+                Some(u) if !vars.contains(u) => vars.push(*u),
+                Some(_) => {}
+                None => constant = false,
+            },
+            Expr::Const(_) | Expr::Bin(..) | Expr::Select(..) => {}
+            _ => constant = false,
+        });
+        if !constant {
+            return None;
+        }
+        let mut env: Vec<(VarId, i64)> = vars.iter().map(|&(v, start, _, _)| (v, start)).collect();
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for _ in 0..1 << 16 {
+            if vars.iter().zip(&env).any(|(&(_, start, end, _), _)| start >= end) {
+                return Some((0, -1));
+            }
+            let v = eval_const(e, &env)?;
+            (lo, hi) = (lo.min(v), hi.max(v));
+            // Next point of the product of the loops' ranges, like an odometer.
+            let mut i = 0;
+            loop {
+                let Some(&(_, start, end, step)) = vars.get(i) else {
+                    return Some((lo, hi));
+                };
+                env[i].1 += step;
+                if env[i].1 < end {
+                    break;
+                }
+                env[i].1 = start;
+                i += 1;
+            }
+        }
+        Some((lo, hi))
     }
 
     fn smem(&mut self, r: &SmemRef, scope: &[VarId], s: u32) {
@@ -207,7 +313,7 @@ impl Verifier<'_> {
                 self.define(*var, s, thread);
                 scope.push(*var);
             }
-            Stmt::For { var, start, end, step, body, .. } => {
+            Stmt::For { var, start, end, step, body, unroll } => {
                 self.expr(start, scope, Some(s));
                 self.expr(end, scope, Some(s));
                 if *step <= 0 {
@@ -228,7 +334,18 @@ impl Verifier<'_> {
                     }
                 }
                 scope.push(*var);
+                let bounds = (eval_const(start, &[]), eval_const(end, &[]));
+                let pushed = match bounds {
+                    (Some(a), Some(b)) if *unroll && *step > 0 => {
+                        self.unrolled.push((*var, a, b, *step));
+                        true
+                    }
+                    _ => false,
+                };
                 self.body(body, scope, divergent || thread, sync);
+                if pushed {
+                    self.unrolled.pop();
+                }
                 scope.pop();
                 // Zero trips keep `before`; some trips end with the body's state.
                 for (x, b) in sync.iter_mut().zip(before) {
