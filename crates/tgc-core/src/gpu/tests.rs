@@ -500,3 +500,12 @@ fn split_k_lock_not_advanced_deadlocks() {
     let wait = first(&kernel, |s| matches!(s, Stmt::SemaphoreWait { .. }));
     assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
 }
+
+/// The text dump of one SM80 kernel (the future `gpu` dump stage):
+/// `UPDATE_EXPECT=1` regenerates it; review the diff.
+#[test]
+fn dump_of_an_sm80_kernel() {
+    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
+    let (kernel, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
+    expect_test::expect_file!["snapshots/gemm_sm80_f16_64x64x32_2stage.gpu"].assert_eq(&kernel.to_string());
+}
