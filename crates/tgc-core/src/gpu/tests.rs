@@ -124,6 +124,9 @@ fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
                     "relu" => v.max(0.0),
                     "residual" => v + r(case.residual[i * n + j]),
                     "silu" => v / (1.0 + (-v).exp()),
+                    "gelu" => {
+                        0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+                    }
                     other => panic!("no reference for {other}"),
                 };
             }
@@ -212,12 +215,13 @@ fn every_valid_plan_of_the_space_runs() {
     }
 }
 
-/// B `[N,K]` (plain `ldmatrix`), bf16 operands, f32 output, bias, SiLU
-/// and a residual, without rounding the sum.
+/// B `[N,K]` (plain `ldmatrix`), bf16 operands, f32 output, bias, SiLU or
+/// GELU and a residual, without rounding the sum.
 #[test]
-fn nk_layout_f32_output_silu_residual() {
-    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "silu", "residual"]);
-    for (m, n, k) in [(65, 40, 96), (7, 64, 130)] {
+fn nk_layout_f32_output_silu_gelu_residual() {
+    let silu = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "silu", "residual"]);
+    let gelu = plan_with([64, 64, 32], [64, 64], 3, 4, &["residual", "gelu"]);
+    for (plan, (m, n, k)) in [(&silu, (65, 40, 96)), (&silu, (7, 64, 130)), (&gelu, (33, 72, 40))] {
         let case = Case::new(m, n, k);
         let mut g = gemm(DType::BF16, DType::F32, BLayout::NK, n, k);
         g.round_sum = false;
