@@ -144,6 +144,13 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         }
         (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
     }
+    let threads = (bm / wm) * (bn / wn) * 32;
+    if threads > 1024 {
+        return Err(diag!(
+            ResourceExceeded,
+            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed 1024"
+        ));
+    }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
     let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
     let hint =
@@ -168,9 +175,11 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
 /// `residual` when it has `residual`, then `C`, `workspace` and `locks`
 /// under split-K, and the `i32` scalars `M`, `N`, `K`, `lda`, `ldb`, `ldc`.
 ///
-/// Errors: `Unsupported` for what the module doc lists and for operand or
-/// output dtypes other than those [`Gemm`] names; `UnknownOp` for an
-/// epilogue op outside `bias relu silu gelu residual`.
+/// Errors: `Unsupported` for what the module doc lists, for a plan without
+/// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
+/// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
+/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
+/// silu gelu residual`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if gemm.split_k == 0 {
         return Err(diag!(Unsupported, "split-K over 0 slices"));
