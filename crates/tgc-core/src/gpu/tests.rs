@@ -225,8 +225,8 @@ fn nk_layout_f32_output_silu_gelu_residual() {
         let case = Case::new(m, n, k);
         let mut g = gemm(DType::BF16, DType::F32, BLayout::NK, n, k);
         g.round_sum = false;
-        let got = run(&plan, &g, &case).unwrap();
-        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k}"));
+        let got = run(plan, &g, &case).unwrap();
+        assert_close(&got, &reference(plan, &g, &case), &format!("{m}x{n}x{k}"));
     }
 }
 
