@@ -136,6 +136,17 @@ pub struct Stats {
 /// `BadValue` without a statement for arguments that do not fit the
 /// parameters or a grid or block that cannot launch.
 pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
+    launch(kernel, args).map(|(stats, _)| stats)
+}
+
+/// [`run`], also returning the register arrays of the last CTA run (per
+/// [`RegId`], `len` registers per thread, thread-major; `f32` registers as
+/// their bits): what a fragment holds, for tests and debugging.
+pub fn run_keeping_registers(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
+    launch(kernel, args)
+}
+
+fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
     let bad = |m: String| GpuError::new(Fault::BadValue, None, m);
     if args.len() != kernel.params.len() {
         return Err(bad(format!("{} arguments for {} parameters", args.len(), kernel.params.len())));
@@ -176,6 +187,7 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
         }
     }
     let mut stats = Stats::default();
+    let mut regs = Vec::new();
     for z in 0..grid[2] {
         for y in 0..grid[1] {
             for x in 0..grid[0] {
@@ -187,10 +199,11 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
                 stats.ldmatrix += f.stats.ldmatrix;
                 stats.mma += f.stats.mma;
                 stats.barriers += f.stats.barriers;
+                regs = f.regs;
             }
         }
     }
-    Ok(stats)
+    Ok((stats, regs))
 }
 
 fn index(body: &[Stmt], next: &mut u32, ids: &mut HashMap<*const Stmt, u32>) {

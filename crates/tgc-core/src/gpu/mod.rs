@@ -26,4 +26,6 @@ pub mod toolchain;
 pub mod verify;
 
 #[cfg(test)]
+mod emulate_tests;
+#[cfg(test)]
 mod tests;
