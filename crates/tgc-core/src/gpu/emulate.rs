@@ -27,6 +27,8 @@
 //!   `a2:(g, 2t+8..)`, `a3:(g+8, 2t+8..)`; B `b0:(k=2t.., n=g)`,
 //!   `b1:(k=2t+8.., n=g)`; C/D `c0,c1:(g, 2t..)`, `c2,c3:(g+8, 2t..)`).
 //!   Products and sums are in `f32`, summed in `k` order onto `c`.
+//! - Atomics: `red.add.f32` and `AtomicArrive` act at once (CTAs run one
+//!   at a time, so every order of their effects is this one).
 //! - Semaphores (split-K): a `SemaphoreWait` whose lock does not yet hold
 //!   its value would spin forever in this order (every CTA it could wait
 //!   for has a smaller `blockIdx` in the orders the template uses) and is
@@ -884,6 +886,48 @@ impl<'k> Frame<'k> {
                         b[at..at + 4].copy_from_slice(&v.to_le_bytes());
                     }
                 }
+            }
+            Stmt::RedAddF32 { dst, src, pred } => {
+                for t in Self::active(mask) {
+                    if self.eval(pred, t, s)? == 0 {
+                        continue;
+                    }
+                    let (at, dtype) = self.global_addr(dst, t, 4, 4, args, s)?;
+                    if dtype != DType::F32 {
+                        return Err(self.err(
+                            Fault::BadValue,
+                            s,
+                            format!("red.add.f32 into a {} tensor", dtype.dsl_name()),
+                        ));
+                    }
+                    let v = f32::from_bits(self.get_reg(src, t, s)?);
+                    if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
+                        let old = f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+                        b[at..at + 4].copy_from_slice(&(old + v).to_le_bytes());
+                    }
+                }
+            }
+            Stmt::AtomicArrive { var, counter } => {
+                let n = mask.iter().filter(|&&m| m).count();
+                if n != self.threads {
+                    return Err(self.err(
+                        Fault::Divergence,
+                        s,
+                        format!("atomic.arrive reached by {n} of {} threads", self.threads),
+                    ));
+                }
+                let (at, old) = self.lock(counter, 0, args, s)?;
+                let new = i32::try_from(old + 1)
+                    .map_err(|_| self.err(Fault::BadValue, s, format!("counter {old} overflows")))?;
+                if let Some(Arg::Tensor(b)) = args.get_mut(counter.param.0 as usize) {
+                    b[at..at + 4].copy_from_slice(&new.to_le_bytes());
+                }
+                for t in 0..self.threads {
+                    self.set_var(*var, t, old, s)?;
+                }
+                // Its two barriers.
+                self.epoch += 2;
+                self.stats.barriers += 2;
             }
             Stmt::GridDepControlWait => {}
         }

@@ -17,11 +17,12 @@
 //! the statement's id):
 //!
 //! 1. Ids index their tables: every [`ParamId`], [`VarId`], [`RegId`],
-//!    [`SmemId`] is in range; a variable is defined once (`Let` or `For`)
+//!    [`SmemId`] is in range; a variable is defined once (`Let`, `For` or
+//!    `AtomicArrive`)
 //!    and used only inside the scope that defines it.
 //! 2. Each statement kind runs on the architectures [`Stmt::min_arch`]
 //!    names; the kernel's `arch` is at least that.
-//! 3. `Barrier`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
+//! 3. `Barrier`, `AtomicArrive`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
 //!    whose condition or bounds depend on the thread (`bar.sync` needs
 //!    every thread of the CTA, `ldmatrix`/`mma.sync` are `.aligned`: every
 //!    lane of the warp; PTX ISA "bar.sync", "ldmatrix", "mma").
@@ -497,6 +498,15 @@ pub enum Stmt {
     /// `fence.acq_rel.gpu` then `st.relaxed.gpu` of `value` to the `i32` at
     /// `lock` (CUTLASS `Semaphore::release`).
     SemaphoreRelease { lock: GlobalRef, value: Expr },
+    /// `red.global.add.f32 [dst], src` when `pred` (PTX ISA "red"): an
+    /// atomic add of an f32 register to an f32 tensor element.
+    RedAddF32 { dst: GlobalRef, src: RegRef, pred: Expr },
+    /// The CTA arrives at a counter: `bar.sync`, then thread 0 runs
+    /// `fence.acq_rel.gpu` and `atom.global.add.u32 old, [counter], 1` and
+    /// shares `old` through shared memory, `bar.sync`; every thread's `var`
+    /// is `old` (so `var` is the same in the whole CTA). Needs the whole CTA
+    /// like `Barrier`.
+    AtomicArrive { var: VarId, counter: GlobalRef },
     /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
     /// one depends on; a no-op for a kernel launched alone.
     GridDepControlWait,
@@ -535,6 +545,8 @@ impl Stmt {
             Stmt::LdShared { dst, .. } => format!("ld.shared.v{}", dst.len()),
             Stmt::SemaphoreWait { .. } => "semaphore.wait".into(),
             Stmt::SemaphoreRelease { .. } => "semaphore.release".into(),
+            Stmt::RedAddF32 { .. } => "red.global.add.f32".into(),
+            Stmt::AtomicArrive { .. } => "atomic.arrive".into(),
             Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
         }
     }
@@ -903,6 +915,16 @@ impl Kernel {
                 }
                 Stmt::SemaphoreRelease { lock, value } => {
                     writeln!(f, "semaphore.release {} = {}", self.global_text(lock), self.expr(value))?
+                }
+                Stmt::RedAddF32 { dst, src, pred } => writeln!(
+                    f,
+                    "red.global.add.f32 {}, {} if {}",
+                    self.global_text(dst),
+                    self.reg_text(src),
+                    self.expr(pred)
+                )?,
+                Stmt::AtomicArrive { var, counter } => {
+                    writeln!(f, "let {} = atomic.arrive {}", self.expr(&Expr::Var(*var)), self.global_text(counter))?
                 }
                 Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
             }

@@ -40,15 +40,18 @@
 //!   its fragment's pairs of adjacent columns. A vector that would cross
 //!   the `N` tail falls back to predicated single-element stores.
 //!
-//! - Split-K (`algo_choice matmul splitk_serial`, [`Gemm::split_k`]
+//! - Split-K (`algo_choice matmul splitk_serial|splitk_parallel`, [`Gemm::split_k`]
 //!   slices, `000` §5): slice `blockIdx.z` runs its share of the k tiles;
 //!   the slices of one output tile then meet in order through a lock and
 //!   an f32 workspace (CUTLASS's serial reduction), the last one running
 //!   the epilogue.
 //!
-//! Not built here (errors `Unsupported`): parallel split-K
-//! (`splitk_parallel`, which needs a second reduction kernel for a
-//! non-linear epilogue) and warp tiles whose `WN` is not a multiple of 16.
+//!   With `splitk_parallel` the slices add their partial sums to the
+//!   workspace with f32 atomics (`red.global.add.f32`) in any order and
+//!   arrive at a per-tile counter; the last to arrive runs the epilogue.
+//!
+//! Not built here (errors `Unsupported`): warp tiles whose `WN` is not a
+//! multiple of 16.
 
 use crate::diag;
 use crate::diag::DResult;
@@ -82,8 +85,8 @@ pub struct Gemm {
     pub align_a: u32,
     pub align_b: u32,
     pub align_c: u32,
-    /// Serial split-K slices (`blockIdx.z`); 1 is none. More than 1 needs
-    /// the plan's `algo_choice matmul splitk_serial`.
+    /// Split-K slices (`blockIdx.z`); 1 is none. More than 1 needs the
+    /// plan's `algo_choice matmul splitk_serial` or `splitk_parallel`.
     pub split_k: u32,
 }
 
@@ -95,8 +98,9 @@ pub struct GemmParams {
     pub bias: Option<ParamId>,
     pub residual: Option<ParamId>,
     pub c: ParamId,
-    /// Split-K only: the f32 partial sums `[M, ldc]` and the i32 locks, one
-    /// per output tile (`⌈M/BM⌉·⌈N/BN⌉`), zeroed before the launch.
+    /// Split-K only: the f32 partial sums `[M, ldc]` and the i32 locks or
+    /// counters, one per output tile (`⌈M/BM⌉·⌈N/BN⌉`); `splitk_parallel`
+    /// needs both zeroed before the launch, `splitk_serial` the locks.
     pub workspace: Option<ParamId>,
     pub locks: Option<ParamId>,
     pub m: ParamId,
@@ -119,6 +123,8 @@ struct Shape {
     vec: i64,
     pred: [bool; 3],
     swizzle: [bool; 2],
+    /// `splitk_parallel` rather than `splitk_serial`.
+    parallel_split: bool,
 }
 
 fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
@@ -138,9 +144,12 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
     }
     let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
     match (algo.unwrap_or("implicit_gemm"), split_k) {
-        ("implicit_gemm", 1) | ("splitk_serial", _) => {}
+        ("implicit_gemm", 1) | ("splitk_serial" | "splitk_parallel", _) => {}
         ("implicit_gemm", _) => {
-            return Err(diag!(Unsupported, "split-K over {split_k} slices needs `algo_choice matmul splitk_serial`"))
+            return Err(diag!(
+                Unsupported,
+                "split-K over {split_k} slices needs `algo_choice matmul splitk_serial` or `splitk_parallel`"
+            ))
         }
         (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
     }
@@ -164,6 +173,7 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         stages: stages as i64,
         vec,
         pred: [tail("m"), tail("n"), tail("k")],
+        parallel_split: algo == Some("splitk_parallel"),
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
     })
 }
@@ -373,6 +383,9 @@ impl Builder {
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
         match (p.workspace, p.locks) {
+            (Some(ws), Some(locks)) if split > 1 && self.sh.parallel_split => {
+                out.extend(self.parallel_split_k_epilogue(p, &ids, ops, ws, locks))
+            }
             (Some(ws), Some(locks)) if split > 1 => out.extend(self.split_k_epilogue(p, &ids, ops, ws, locks)),
             _ => out.extend(self.epilogue(p, &ids, ops)),
         }
@@ -733,6 +746,53 @@ impl Builder {
             Stmt::If { cond: Expr::c(0).lt(z.clone()), then: gather, otherwise: Vec::new() },
             Stmt::If { cond: z.lt(last), then: partial, otherwise: self.epilogue(p, ids, ops) },
         ]
+    }
+
+    /// Parallel split-K: every slice adds its partial sums to the zeroed
+    /// f32 workspace with `red.global.add.f32` and arrives at the tile's
+    /// counter; the slice that arrives last (whichever it is) reads the
+    /// full sums back and runs the epilogue. The counters (one i32 per
+    /// output tile) start zeroed.
+    fn parallel_split_k_epilogue(
+        &mut self,
+        p: &GemmParams,
+        ids: &Ids,
+        ops: Vec<EpilogueOp>,
+        ws: ParamId,
+        counters: ParamId,
+    ) -> Vec<Stmt> {
+        let grid_x = self.k.grid[0].clone();
+        let counter = GlobalRef { param: counters, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
+        let mut out = self.for_fragments(ids, |b, row, col, regs| {
+            regs.iter()
+                .enumerate()
+                .map(|(j, r)| Stmt::RedAddF32 {
+                    dst: GlobalRef { param: ws, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j as i64 },
+                    src: r.clone(),
+                    pred: b.in_c(p, row, col, j as i64, 1),
+                })
+                .collect()
+        });
+        let var = self.var("arrived");
+        out.push(Stmt::AtomicArrive { var, counter });
+        let mut last = self.for_fragments(ids, |b, row, col, regs| {
+            let mut v = Vec::new();
+            for (j, r) in regs.iter().enumerate() {
+                v.push(Stmt::MovF32 { dst: r.clone(), value: 0.0 });
+                v.push(Stmt::Epilogue {
+                    acc: r.clone(),
+                    row: row.clone(),
+                    col: col.clone() + j as i64,
+                    pred: b.in_c(p, row, col, j as i64, 1),
+                    ops: vec![EpilogueOp::Residual { param: ws, ld: Expr::Param(p.ldc) }],
+                });
+            }
+            v
+        });
+        last.extend(self.epilogue(p, ids, ops));
+        let n = self.gemm.split_k as i64;
+        out.push(Stmt::If { cond: Expr::Var(var).eq(n - 1), then: last, otherwise: Vec::new() });
+        out
     }
 
     /// `f(row, col, [acc pair])` for each pair of adjacent columns of this

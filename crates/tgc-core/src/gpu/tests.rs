@@ -95,7 +95,7 @@ fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<
     }
     args[p.c.0 as usize] = Arg::tensor(g.out, &vec![f64::NAN; (case.m * case.n) as usize]);
     if let (Some(ws), Some(locks)) = (p.workspace, p.locks) {
-        args[ws.0 as usize] = Arg::tensor(DType::F32, &vec![f64::NAN; (case.m * case.n) as usize]);
+        args[ws.0 as usize] = Arg::tensor(DType::F32, &vec![0.0; (case.m * case.n) as usize]);
         // At least one lock per output tile (tiles are at least 1×1).
         args[locks.0 as usize] = Arg::tensor(DType::I32, &vec![0.0; (case.m * case.n) as usize]);
     }
@@ -462,9 +462,30 @@ fn c_stores_are_16_bytes_when_aligned() {
 }
 
 fn split_k_plan(stages: u64) -> Plan {
-    let mut plan = plan_with([64, 64, 32], [64, 32], stages, 8, &["bias", "relu"]);
-    plan.algo_choice[0].value.value = Spanned::new("splitk_serial".to_string());
+    algo(plan_with([64, 64, 32], [64, 32], stages, 8, &["bias", "relu"]), "splitk_serial")
+}
+
+fn algo(mut plan: Plan, matmul: &str) -> Plan {
+    plan.algo_choice[0].value.value = Spanned::new(matmul.to_string());
     plan
+}
+
+/// Parallel split-K: f32 atomics into the workspace, the last slice to
+/// arrive runs the epilogue (here the last in `blockIdx.z` order).
+#[test]
+fn split_k_parallel_matches_reference() {
+    for (m, n, k, split, tile, warp) in
+        [(70, 40, 300, 3, [64, 64, 32], [64, 32]), (130, 17, 100, 2, [128, 64, 64], [64, 64])]
+    {
+        let plan = algo(plan_with(tile, warp, 3, 8, &["bias", "relu"]), "splitk_parallel");
+        let case = Case::new(m, n, k);
+        let mut g = gemm(DType::BF16, DType::BF16, BLayout::NK, n, k);
+        g.split_k = split;
+        let (kernel, _) = sm80::build(&plan, &g).unwrap();
+        assert!(kernel.to_string().contains("red.global.add.f32 workspace["), "{kernel}");
+        let got = run(&plan, &g, &case).unwrap();
+        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k} split {split}"));
+    }
 }
 
 /// Serial split-K: slices of K (uneven, some empty) meet through the
