@@ -407,7 +407,7 @@ impl<'k> Frame<'k> {
             return Err(self.err(Fault::BadId, s, format!("shared buffer {} is not declared", r.buf.0)));
         };
         let off = self.eval(&r.offset, t, s)?;
-        if off < 0 || off as u64 + bytes > buf.size {
+        if off < 0 || (off as u64).saturating_add(bytes) > buf.size {
             return Err(self.err(
                 Fault::OutOfBounds,
                 s,
@@ -418,7 +418,7 @@ impl<'k> Frame<'k> {
             ));
         }
         let sw = r.swizzle.apply(off as u64);
-        if sw + bytes > buf.size {
+        if sw.saturating_add(bytes) > buf.size {
             return Err(self.err(
                 Fault::OutOfBounds,
                 s,
@@ -457,7 +457,7 @@ impl<'k> Frame<'k> {
         let off = self.eval(&g.offset, t, s)?;
         let es = dtype.size_bytes() as i64;
         let start = off.wrapping_mul(es);
-        if bytes > 0 && (off < 0 || start as u64 + bytes > data.len() as u64) {
+        if bytes > 0 && (off < 0 || start < 0 || (start as u64).saturating_add(bytes) > data.len() as u64) {
             return Err(self.err(
                 Fault::OutOfBounds,
                 s,

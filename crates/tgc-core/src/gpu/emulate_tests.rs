@@ -139,3 +139,18 @@ fn write_after_read_race_names_the_write() {
     let k = kernel(8, vec![read, Stmt::Barrier, write]);
     run(&k, &mut args(8)).unwrap();
 }
+
+/// Hostile field values give errors, not panics: a swizzle shifting past
+/// 64 bits, offsets that overflow when scaled to bytes.
+#[test]
+fn hostile_values_are_errors() {
+    let wild = Swizzle { bits: 70, base: 66, shift: 99 };
+    assert_eq!(wild.apply(12345), 12345);
+    let k = kernel(8, vec![copy_row(lane() % 8, 16, Expr::c(i64::MAX / 2 + 7))]);
+    assert_eq!(run(&k, &mut args(8)).unwrap_err().fault, Fault::OutOfBounds);
+    let mut k = kernel(8, vec![copy_row(lane() % 8, 16, Expr::c(0))]);
+    if let Some(Stmt::CpAsync { dst, .. }) = k.body.last_mut() {
+        dst.offset = Expr::c(i64::MAX);
+    }
+    assert_eq!(run(&k, &mut args(8)).unwrap_err().fault, Fault::OutOfBounds);
+}

@@ -322,10 +322,12 @@ pub struct Swizzle {
 impl Swizzle {
     pub const IDENTITY: Swizzle = Swizzle { bits: 0, base: 0, shift: 0 };
 
-    /// The swizzled byte offset.
+    /// The swizzled byte offset. Shifts of 64 or more give zero bits (no
+    /// panic on any field values).
     pub fn apply(self, off: u64) -> u64 {
-        let mask = ((1u64 << self.bits) - 1) << self.base;
-        off ^ ((off >> self.shift) & mask)
+        let ones = 1u64.checked_shl(self.bits).map_or(u64::MAX, |b| b - 1);
+        let mask = ones.checked_shl(self.base).unwrap_or(0);
+        off ^ (off.checked_shr(self.shift).unwrap_or(0) & mask)
     }
 
     /// The swizzle that makes 8 consecutive rows of `row_bytes` (a power of
