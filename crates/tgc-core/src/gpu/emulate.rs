@@ -129,6 +129,10 @@ pub struct Stats {
     pub ldmatrix: u64,
     pub mma: u64,
     pub barriers: u64,
+    /// Extra shared-memory wavefronts of `ldmatrix` bank conflicts: per
+    /// 8×8 matrix (one phase, 8 rows of 16 bytes), the most rows that fall
+    /// in the same 16-byte group of the 32 four-byte banks, less one.
+    pub ldmatrix_bank_conflicts: u64,
 }
 
 /// Runs `kernel` over its whole grid with `args` (one per parameter; the
@@ -201,6 +205,7 @@ fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), G
                 stats.ldmatrix += f.stats.ldmatrix;
                 stats.mma += f.stats.mma;
                 stats.barriers += f.stats.barriers;
+                stats.ldmatrix_bank_conflicts += f.stats.ldmatrix_bank_conflicts;
                 regs = f.regs;
             }
         }
@@ -715,14 +720,17 @@ impl<'k> Frame<'k> {
                     for (i, reg) in dst.iter().enumerate() {
                         // rows[r][c]: matrix i, 8 rows of 8 16-bit elements.
                         let mut rows = [[0u16; 8]; 8];
+                        let mut groups = [0u64; 8];
                         for (r, row) in rows.iter_mut().enumerate() {
                             let t = w * 32 + i * 8 + r;
                             let a = self.smem_addr(src, t, 16, 16, s)?;
+                            groups[a / 16 % 8] += 1;
                             let bytes = self.read_smem(a, 16, t, s)?;
                             for (c, e) in row.iter_mut().enumerate() {
                                 *e = u16::from_le_bytes([bytes[2 * c], bytes[2 * c + 1]]);
                             }
                         }
+                        self.stats.ldmatrix_bank_conflicts += groups.iter().max().map_or(0, |m| m - 1);
                         for l in 0..32 {
                             let (lo, hi) = if *trans {
                                 (rows[2 * (l % 4)][l / 4], rows[2 * (l % 4) + 1][l / 4])

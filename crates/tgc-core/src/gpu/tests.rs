@@ -83,6 +83,15 @@ fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
 }
 
 fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
+    run_with_stats(kernel, p, g, case).map(|(c, _)| c)
+}
+
+fn run_with_stats(
+    kernel: &Kernel,
+    p: &GemmParams,
+    g: &Gemm,
+    case: &Case,
+) -> Result<(Vec<f64>, emulate::Stats), GpuError> {
     let mut args = vec![Arg::Int(0); kernel.params.len()];
     let ldb = if g.b_layout == BLayout::KN { case.n } else { case.k };
     args[p.a.0 as usize] = Arg::tensor(g.ab, &case.a);
@@ -102,8 +111,8 @@ fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<
     for (id, v) in [(p.m, case.m), (p.n, case.n), (p.k, case.k), (p.lda, case.k), (p.ldb, ldb), (p.ldc, case.n)] {
         args[id.0 as usize] = Arg::Int(v);
     }
-    emulate::run(kernel, &mut args)?;
-    Ok(args[p.c.0 as usize].values(g.out))
+    let stats = emulate::run(kernel, &mut args)?;
+    Ok((args[p.c.0 as usize].values(g.out), stats))
 }
 
 /// The f64 reference: the sum rounded to `ab` when `round_sum` (the graph's `CAST`), the
@@ -533,4 +542,34 @@ fn dump_of_an_sm80_kernel() {
     let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
     let (kernel, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
     expect_test::expect_file!["snapshots/gemm_sm80_f16_64x64x32_2stage.gpu"].assert_eq(&kernel.to_string());
+}
+
+/// The template's swizzle makes every `ldmatrix` phase conflict-free, for
+/// both B layouts and every row size of the space's tiles; without it (the
+/// `A_swizzle`/`B_swizzle` hints false) the same kernel has conflicts and
+/// still computes the same result.
+#[test]
+fn swizzled_ldmatrix_has_no_bank_conflicts() {
+    let case = Case::new(64, 128, 64);
+    for (tile, warp) in [([64, 64, 32], [64, 32]), ([128, 128, 32], [64, 64]), ([128, 64, 64], [64, 32])] {
+        for layout in [BLayout::KN, BLayout::NK] {
+            let g = gemm(DType::F16, DType::F16, layout, case.n, case.k);
+            let mut plan = plan_with(tile, warp, 2, 8, &["relu"]);
+            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap();
+            let what = format!("{tile:?} {layout:?}");
+            assert!(stats.ldmatrix > 0, "{what}");
+            assert_eq!(stats.ldmatrix_bank_conflicts, 0, "{what}");
+            for h in plan.layout_hints.iter_mut() {
+                if h.value.key.ends_with("_swizzle") {
+                    h.value.value = plan::HintValue::Bool(false);
+                }
+            }
+            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            assert!(kernel.smem.iter().all(|b| b.swizzle == Swizzle::IDENTITY));
+            let (plain, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap();
+            assert!(stats.ldmatrix_bank_conflicts > 0, "{what}");
+            assert_eq!(plain, got, "{what}");
+        }
+    }
 }
