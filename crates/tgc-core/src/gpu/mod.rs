@@ -24,6 +24,7 @@ pub mod ir;
 pub mod sm80;
 pub mod toolchain;
 pub mod verify;
+mod write;
 
 #[cfg(test)]
 mod emulate_tests;
