@@ -205,22 +205,25 @@ fn gemm_bias_relu_matches_interp() {
 
 /// Every plan of the §6 search space that the plan checks accept builds a
 /// kernel that verifies and computes the right result on one small shape
-/// with a tail on every axis, B `[K,N]` and `[N,K]`.
+/// with a tail on every axis, B `[K,N]` and `[N,K]` alternately: the sm80
+/// space in f16, the sm90 space (the same template, `arch sm90`) in bf16.
 #[test]
 fn every_valid_plan_of_the_space_runs() {
     let (m, n, k) = (72, 40, 48);
-    let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, DType::F16);
-    let space = space::candidates(&problem, &plan::target::SM80);
-    assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
     let case = Case::new(m, n, k);
-    for (i, p) in space.valid.iter().enumerate() {
-        let mut p = p.clone();
-        p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
-        let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
-        let g = gemm(DType::F16, DType::F16, layout, n, k);
-        let what = format!("plan {i} ({layout:?}):\n{}", plan::print_dsl(&p));
-        let got = run(&p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_close(&got, &reference(&p, &g, &case), &what);
+    for (target, dt) in [(&plan::target::SM80, DType::F16), (&plan::target::SM90, DType::BF16)] {
+        let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, dt);
+        let space = space::candidates(&problem, target);
+        assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
+        for (i, p) in space.valid.iter().enumerate() {
+            let mut p = p.clone();
+            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
+            let g = gemm(dt, dt, layout, n, k);
+            let what = format!("{} plan {i} ({layout:?}):\n{}", target.name, plan::print_dsl(&p));
+            let got = run(&p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_close(&got, &reference(&p, &g, &case), &what);
+        }
     }
 }
 
