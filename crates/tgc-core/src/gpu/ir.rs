@@ -457,9 +457,11 @@ pub enum Stmt {
     If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
     /// `bar.sync 0`: every thread of the CTA.
     Barrier,
-    /// `cp.async.cg.shared.global [dst], [src], bytes, src_bytes` (PTX ISA
-    /// "cp.async"): copies `src_bytes` (0..=`bytes`) bytes and zero-fills
-    /// the rest; `bytes` ∈ {4, 8, 16}, both addresses aligned to `bytes`.
+    /// `cp.async.{cg|ca}.shared.global [dst], [src], bytes, src_bytes` (PTX
+    /// ISA "cp.async"): copies `src_bytes` (0..=`bytes`) bytes and
+    /// zero-fills the rest; `bytes` ∈ {4, 8, 16}, both addresses aligned to
+    /// `bytes`. 16 bytes print as `.cg` (L2 only), 4 and 8 as `.ca` (`.cg`
+    /// takes only 16).
     /// With `src_bytes = 0` nothing is read. The data become visible to the
     /// issuing thread at the `WaitGroup` that completes its group.
     CpAsync { dst: SmemRef, src: GlobalRef, bytes: u32, src_bytes: Expr },

@@ -157,7 +157,8 @@ impl Kernel {
                 Stmt::Barrier => writeln!(f, "bar.sync 0")?,
                 Stmt::CpAsync { dst, src, bytes, src_bytes } => writeln!(
                     f,
-                    "cp.async.cg.shared.global {}, {}, {bytes}, src_bytes={}",
+                    "cp.async.{}.shared.global {}, {}, {bytes}, src_bytes={}",
+                    if *bytes == 16 { "cg" } else { "ca" },
                     self.smem_text(dst),
                     self.global_text(src),
                     self.expr(src_bytes)
