@@ -1,7 +1,32 @@
-//! The NVIDIA GPU backend. So far only its [`toolchain`]: NVRTC, ptxas and
-//! cuobjdump from the pinned CUDA 13.0 wheels, which compile CUDA C++ to PTX
-//! and cubin and report what the compiled code uses (registers, shared
-//! memory, spills, SASS opcodes) — the checks DESIGN.md asks of generated
-//! kernels on a machine without a GPU. Code generation comes later.
+//! The NVIDIA GPU backend.
+//!
+//! - [`ir`]: the GPU dialect IR (`000` §1.8): a kernel as PTX-level
+//!   statements (`cp.async`, `ldmatrix`, `mma.sync`, epilogue, vector
+//!   stores) inside loops, conditions and barriers, with its text dump.
+//! - [`verify`]: the static checks of `ir`'s invariants, each error naming
+//!   the statement.
+//! - [`sm80`]: the SM80 instance of the single MMA template: a Schedule
+//!   Plan and a GEMM problem → a [`ir::Kernel`].
+//! - [`emulate`]: runs a kernel on the CPU with the PTX ISA's fragment
+//!   layouts and `cp.async` group semantics, reporting out-of-bounds,
+//!   incomplete, racing and divergent accesses; the proof of a schedule
+//!   on a machine without a GPU, compared with the reference interpreter.
+//! - [`toolchain`]: NVRTC, ptxas and cuobjdump from the pinned CUDA 13.0
+//!   wheels, which compile CUDA C++ to PTX and cubin and report what the
+//!   compiled code uses (registers, shared memory, spills, SASS opcodes) —
+//!   the checks DESIGN.md asks of generated kernels on a machine without a
+//!   GPU.
+//!
+//! The CUDA C printer (from [`ir`]) comes next.
 
+pub mod emulate;
+pub mod ir;
+pub mod sm80;
 pub mod toolchain;
+pub mod verify;
+mod write;
+
+#[cfg(test)]
+mod emulate_tests;
+#[cfg(test)]
+mod tests;

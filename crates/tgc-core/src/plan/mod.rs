@@ -66,7 +66,7 @@ pub use dsl::{parse_dsl, print_dsl};
 pub use dump::dump;
 pub use json::{from_json, to_json};
 pub use target::{MmaShape, Target};
-pub use validate::{validate, LoopAxis, Problem};
+pub use validate::{validate, LoopAxis, Problem, EPILOGUE_OPS};
 
 /// A value with the span of the text it was read from. Equality and hashing
 /// ignore the span (invariant 4).

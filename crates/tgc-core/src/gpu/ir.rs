@@ -1,0 +1,689 @@
+//! The GPU dialect IR (`000` §1.8): one CUDA kernel as a tree of statements
+//! close to PTX, from which the CUDA C printer writes C with inline PTX and
+//! which the emulator ([`super::emulate`]) runs on the CPU.
+//!
+//! A [`Kernel`] has typed parameters, a grid (expressions over the scalar
+//! parameters) and a block shape, shared-memory buffers with byte offsets
+//! and a swizzle, per-thread register arrays (fragments), named integer
+//! variables and a body. The statements are §1.8's
+//! `CpAsync`/`CommitGroup`/`WaitGroup`/`LdMatrix`/`MmaSync`/`Epilogue`/
+//! `StGlobalVec` plus the control around them: `For`, `If`, `Let`,
+//! `Barrier`, a synchronous global→shared copy for operands too misaligned
+//! for `cp.async`, an accumulator initialiser, shared loads and stores of
+//! registers (the epilogue's staging of C for 16-byte global stores), and
+//! `griddepcontrol.wait`.
+//!
+//! Invariants ([`super::verify`] checks them and reports each violation with
+//! the statement's id):
+//!
+//! 1. Ids index their tables: every [`ParamId`], [`VarId`], [`RegId`],
+//!    [`SmemId`] is in range; a variable is defined once (`Let`, `For` or
+//!    `AtomicArrive`)
+//!    and used only inside the scope that defines it.
+//! 2. Each statement kind runs on the architectures [`Stmt::min_arch`]
+//!    names; the kernel's `arch` is at least that.
+//! 3. `Barrier`, `AtomicArrive`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
+//!    whose condition or bounds depend on the thread (`bar.sync` needs
+//!    every thread of the CTA, `ldmatrix`/`mma.sync` are `.aligned`: every
+//!    lane of the warp; PTX ISA "bar.sync", "ldmatrix", "mma").
+//! 4. Fragments: `LdMatrix.xN` writes `N` `.b32` registers; `MmaSync`
+//!    m16n8k16 takes four A, two B (packed `f16x2`/`bf16x2`) and four C/D
+//!    (`f32`) registers (PTX ISA "Matrix Fragments for mma.m16n8k16 with
+//!    floating point type"). Register indices are constants once the
+//!    enclosing `unroll` loops are unrolled (so the printed arrays stay in
+//!    registers) and lie inside their arrays.
+//! 5. Every shared-memory access of a buffer uses the buffer's [`Swizzle`]:
+//!    the stores (`CpAsync`, `CopySync`) and the reads (`LdMatrix`) of one
+//!    buffer apply one function.
+//! 6. `LdMatrix` reads only bytes whose `cp.async` group a `WaitGroup`
+//!    completed, with a `Barrier` after it (the bytes are other threads'
+//!    copies). The verifier checks the path structure (a wait and then a
+//!    barrier before every such read, in every loop iteration that issues
+//!    new copies); the emulator checks the group counts byte by byte.
+//!
+//! Units: global offsets ([`GlobalRef::offset`]) are in elements of the
+//! pointer's dtype; shared offsets ([`SmemRef::offset`]) are in bytes from
+//! the buffer's start before the swizzle; copy sizes are in bytes. Integer
+//! expressions are evaluated in `i64` with C semantics (`/` and `%`
+//! truncate); comparisons give 0 or 1.
+//!
+//! The text form (`Display` of [`Kernel`], the future `gpu` dump stage) is
+//! in `write.rs`.
+//!
+//! Statement ids: statements are numbered in pre-order (a `For` before its
+//! body, an `If`'s `then` before its `else`) from 0; the text dump prints
+//! `sN:` before each, and verifier and emulator errors name `sN`.
+
+use std::fmt;
+
+use crate::DType;
+
+/// The GPU architecture a kernel is compiled for (PTX `.target`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    /// `sm_80` (Ampere): `cp.async`, `ldmatrix`, `mma.sync`.
+    Sm80,
+    /// `sm_90` (Hopper): adds `griddepcontrol`, TMA, `wgmma`.
+    Sm90,
+}
+
+impl Arch {
+    /// `sm80` / `sm90`, as plans and targets spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Sm80 => "sm80",
+            Arch::Sm90 => "sm90",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Arch> {
+        [Arch::Sm80, Arch::Sm90].into_iter().find(|a| a.name() == s)
+    }
+}
+
+/// Index into [`Kernel::params`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(pub u32);
+/// Index into [`Kernel::vars`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VarId(pub u32);
+/// Index into [`Kernel::regs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RegId(pub u32);
+/// Index into [`Kernel::smem`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SmemId(pub u32);
+
+/// A kernel parameter's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A global-memory pointer to elements of `dtype`; `writable` false
+    /// prints as `const T* __restrict__`.
+    Ptr { dtype: DType, writable: bool },
+    /// A 32-bit signed integer (`int`).
+    I32,
+    /// A 64-bit signed integer (`long long`).
+    I64,
+}
+
+/// One kernel parameter, in ABI order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+/// A thread or block index dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    X,
+    Y,
+    Z,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 3] = [Dim::X, Dim::Y, Dim::Z];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dim::X => "x",
+            Dim::Y => "y",
+            Dim::Z => "z",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Binary integer operators, with C meaning on `i64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    /// Truncating division; division by zero is an error.
+    Div,
+    /// Remainder with the sign of the dividend; by zero is an error.
+    Rem,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    /// Comparisons give 0 or 1.
+    Lt,
+    Le,
+    Eq,
+    Ne,
+    /// Logical and/or of two truth values (non-zero is true), giving 0 or 1.
+    LAnd,
+    LOr,
+}
+
+impl BinOp {
+    /// The C spelling (`min`/`max` print as calls).
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Min => "min",
+            BinOp::Max => "max",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+            BinOp::Xor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::LAnd => "&&",
+            BinOp::LOr => "||",
+        }
+    }
+}
+
+/// An integer expression: addresses, loop bounds, predicates.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    Const(i64),
+    /// A scalar (`I32`/`I64`) parameter's value.
+    Param(ParamId),
+    /// A `Let` or `For` variable.
+    Var(VarId),
+    /// `threadIdx.{x,y,z}`.
+    ThreadIdx(Dim),
+    /// `blockIdx.{x,y,z}`.
+    BlockIdx(Dim),
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+    /// `cond ? a : b`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    pub fn c(v: i64) -> Expr {
+        Expr::Const(v)
+    }
+
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    pub fn min(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::Min, self, b.into())
+    }
+
+    pub fn max(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::Max, self, b.into())
+    }
+
+    pub fn lt(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::Lt, self, b.into())
+    }
+
+    pub fn le(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::Le, self, b.into())
+    }
+
+    pub fn eq(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::Eq, self, b.into())
+    }
+
+    pub fn and(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::LAnd, self, b.into())
+    }
+
+    pub fn xor(self, b: impl Into<Expr>) -> Expr {
+        Expr::bin(BinOp::Xor, self, b.into())
+    }
+
+    /// `self ? a : b`.
+    pub fn select(self, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
+        Expr::Select(Box::new(self), Box::new(a.into()), Box::new(b.into()))
+    }
+
+    /// Calls `f` on every sub-expression, this one first.
+    pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Bin(_, a, b) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.visit(f);
+                a.visit(f);
+                b.visit(f);
+            }
+            _ => {}
+        }
+    }
+
+    /// True when the value may differ between threads of one block (it
+    /// reads `threadIdx` or a variable in `thread_vars`).
+    pub fn depends_on_thread(&self, thread_vars: &[VarId]) -> bool {
+        let mut dep = false;
+        self.visit(&mut |e| match e {
+            Expr::ThreadIdx(_) => dep = true,
+            Expr::Var(v) if thread_vars.contains(v) => dep = true,
+            _ => {}
+        });
+        dep
+    }
+}
+
+impl From<i64> for Expr {
+    fn from(v: i64) -> Expr {
+        Expr::Const(v)
+    }
+}
+
+impl From<VarId> for Expr {
+    fn from(v: VarId) -> Expr {
+        Expr::Var(v)
+    }
+}
+
+macro_rules! expr_op {
+    ($tr:ident, $f:ident, $op:ident) => {
+        impl<T: Into<Expr>> std::ops::$tr<T> for Expr {
+            type Output = Expr;
+            fn $f(self, rhs: T) -> Expr {
+                Expr::bin(BinOp::$op, self, rhs.into())
+            }
+        }
+    };
+}
+expr_op!(Add, add, Add);
+expr_op!(Sub, sub, Sub);
+expr_op!(Mul, mul, Mul);
+expr_op!(Div, div, Div);
+expr_op!(Rem, rem, Rem);
+
+/// An XOR swizzle of shared-memory byte offsets, CUTLASS `Swizzle<B, M, S>`
+/// applied to bytes: `off ^ ((off >> shift) & (((1 << bits) - 1) << base))`.
+///
+/// With `base = 4` it permutes the 16-byte chunks of a row by higher
+/// offset bits, so the eight 16-byte rows one `ldmatrix` 8×8 matrix reads
+/// fall in distinct bank groups; it keeps every 16-byte chunk whole, so
+/// `cp.async`'s 16-byte copies and `ldmatrix`'s row reads stay aligned.
+/// `bits = 0` is the identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Swizzle {
+    pub bits: u32,
+    pub base: u32,
+    pub shift: u32,
+}
+
+impl Swizzle {
+    pub const IDENTITY: Swizzle = Swizzle { bits: 0, base: 0, shift: 0 };
+
+    /// The swizzled byte offset. Shifts of 64 or more give zero bits (no
+    /// panic on any field values).
+    pub fn apply(self, off: u64) -> u64 {
+        let ones = 1u64.checked_shl(self.bits).map_or(u64::MAX, |b| b - 1);
+        let mask = ones.checked_shl(self.base).unwrap_or(0);
+        off ^ (off.checked_shr(self.shift).unwrap_or(0) & mask)
+    }
+
+    /// The swizzle that makes 8 consecutive rows of `row_bytes` (a power of
+    /// two ≥ 32) read at one 16-byte column hit 8 distinct 16-byte bank
+    /// groups: XOR the chunk index (offset bits 4..) with the row's
+    /// 128-byte line index. `None` for rows that are not a power of two of
+    /// at least 32 bytes.
+    pub fn for_rows(row_bytes: u64) -> Option<Swizzle> {
+        if row_bytes < 32 || !row_bytes.is_power_of_two() {
+            return None;
+        }
+        let log = row_bytes.trailing_zeros();
+        Some(Swizzle { bits: (log - 4).min(3), base: 4, shift: log.max(7) - 4 })
+    }
+}
+
+impl fmt::Display for Swizzle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.bits == 0 {
+            f.write_str("none")
+        } else {
+            write!(f, "Swizzle<{},{},{}>", self.bits, self.base, self.shift)
+        }
+    }
+}
+
+/// One dynamic shared-memory buffer: `size` bytes at byte `offset` of the
+/// kernel's `extern __shared__` array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmemBuffer {
+    pub name: String,
+    pub offset: u64,
+    pub size: u64,
+    pub swizzle: Swizzle,
+}
+
+/// What a register array's 32-bit registers hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RegKind {
+    /// One `f32` per register (accumulators, `.f32`).
+    F32,
+    /// Two 16-bit values per `.b32` register (`ldmatrix` results, `mma`
+    /// A/B operands), low half first.
+    B16x2,
+}
+
+/// A per-thread array of 32-bit registers (a fragment), `len` long.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegArray {
+    pub name: String,
+    pub kind: RegKind,
+    pub len: u32,
+}
+
+/// A register: array and index (an expression that is constant once
+/// unrolled loops are unrolled).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegRef {
+    pub reg: RegId,
+    pub index: Expr,
+}
+
+/// A global-memory address: `param + offset` elements of its dtype.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalRef {
+    pub param: ParamId,
+    pub offset: Expr,
+}
+
+/// A shared-memory address: byte `offset` of buffer `buf` before
+/// `swizzle` (which must be the buffer's; invariant 5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmemRef {
+    pub buf: SmemId,
+    pub offset: Expr,
+    pub swizzle: Swizzle,
+}
+
+/// `ldmatrix` `.x1`/`.x2`/`.x4`: how many 8×8 16-bit matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LdMatrixNum {
+    X1,
+    X2,
+    X4,
+}
+
+impl LdMatrixNum {
+    pub fn count(self) -> usize {
+        match self {
+            LdMatrixNum::X1 => 1,
+            LdMatrixNum::X2 => 2,
+            LdMatrixNum::X4 => 4,
+        }
+    }
+}
+
+/// One epilogue operation on an `f32` accumulator value `v` at output
+/// position `(row, col)` (`000` §1.7 `epilogue`, §8 of `001`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EpilogueOp {
+    /// `v += bias[col]`.
+    Bias(ParamId),
+    /// `v = max(v, 0)`.
+    Relu,
+    /// `v = v / (1 + exp(-v))`.
+    Silu,
+    /// `v = 0.5 v (1 + tanh(√(2/π)(v + 0.044715 v³)))` (the tanh form).
+    Gelu,
+    /// `v += residual[row * ld + col]`.
+    Residual { param: ParamId, ld: Expr },
+    /// Round `v` to `dtype` (stays an `f32` register).
+    Cast(DType),
+}
+
+/// A statement. See the module doc for ids and units.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `const long long var = value;`.
+    Let { var: VarId, value: Expr },
+    /// `for (var = start; var < end; var += step)`, `step > 0`;
+    /// `unroll` prints `#pragma unroll` (register indices may then use `var`).
+    For { var: VarId, start: Expr, end: Expr, step: i64, unroll: bool, body: Vec<Stmt> },
+    /// `if (cond) { then } else { otherwise }`.
+    If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
+    /// `bar.sync 0`: every thread of the CTA.
+    Barrier,
+    /// `cp.async.{cg|ca}.shared.global [dst], [src], bytes, src_bytes` (PTX
+    /// ISA "cp.async"): copies `src_bytes` (0..=`bytes`) bytes and
+    /// zero-fills the rest; `bytes` ∈ {4, 8, 16}, both addresses aligned to
+    /// `bytes`. 16 bytes print as `.cg` (L2 only), 4 and 8 as `.ca` (`.cg`
+    /// takes only 16).
+    /// With `src_bytes = 0` nothing is read. The data become visible to the
+    /// issuing thread at the `WaitGroup` that completes its group.
+    CpAsync { dst: SmemRef, src: GlobalRef, bytes: u32, src_bytes: Expr },
+    /// `cp.async.commit_group`: closes this thread's open group.
+    CommitGroup,
+    /// `cp.async.wait_group pending`: waits until at most `pending` of this
+    /// thread's committed groups are incomplete.
+    WaitGroup { pending: u32 },
+    /// A synchronous copy through a register (`ld.global` then
+    /// `st.shared`), same operands as `CpAsync`; `bytes` ∈ {2, 4, 8, 16}.
+    /// Used when operands are not aligned for `cp.async`.
+    CopySync { dst: SmemRef, src: GlobalRef, bytes: u32, src_bytes: Expr },
+    /// `ldmatrix.sync.aligned.m8n8.{num}{.trans}.shared.b16`: lane `l`
+    /// gives the address of row `l % 8` of matrix `l / 8` (16 bytes,
+    /// 16-byte aligned); `dst[i]` receives matrix `i`'s fragment.
+    LdMatrix { num: LdMatrixNum, trans: bool, dst: Vec<RegRef>, src: SmemRef },
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 d, a, b, c`
+    /// with `ab` f16 or bf16: `d` and `c` are four `f32` registers, `a`
+    /// four and `b` two `B16x2` registers (invariant 4).
+    MmaSync { ab: DType, d: Vec<RegRef>, a: Vec<RegRef>, b: Vec<RegRef>, c: Vec<RegRef> },
+    /// `mov.b32 dst, value` on an `f32` register.
+    MovF32 { dst: RegRef, value: f32 },
+    /// Applies `ops` in order to the accumulator `acc`, the output element
+    /// at `(row, col)`; when `pred` is false, nothing (no operand load).
+    Epilogue { acc: RegRef, row: Expr, col: Expr, pred: Expr, ops: Vec<EpilogueOp> },
+    /// `st.global[.v2|.v4]`: stores `src` (f32 registers) rounded to
+    /// `dtype` to consecutive elements at `dst` when `pred`; the access
+    /// (`src.len() × sizeof(dtype)` bytes, at most 16) is aligned to its size.
+    StGlobalVec { dst: GlobalRef, src: Vec<RegRef>, dtype: DType, pred: Expr },
+    /// `st.shared[.v2|.v4]`: stores `src` (f32 registers) rounded to
+    /// `dtype` to consecutive elements at `dst` (the epilogue's staging of
+    /// the C tile); at most 16 bytes, aligned to their size.
+    StShared { dst: SmemRef, src: Vec<RegRef>, dtype: DType },
+    /// `ld.shared[.v2|.v4]`: loads `dst.len()` consecutive elements of
+    /// `dtype` at `src` into f32 registers; at most 16 bytes, aligned.
+    LdShared { dst: Vec<RegRef>, src: SmemRef, dtype: DType },
+    /// Spins until the `i32` at `lock` equals `value`
+    /// (`ld.acquire.gpu` in a loop; CUTLASS `Semaphore::wait`): orders a
+    /// CTA after the one that released `value`.
+    SemaphoreWait { lock: GlobalRef, value: Expr },
+    /// `fence.acq_rel.gpu` then `st.relaxed.gpu` of `value` to the `i32` at
+    /// `lock` (CUTLASS `Semaphore::release`).
+    SemaphoreRelease { lock: GlobalRef, value: Expr },
+    /// `red.global.add.f32 [dst], src` when `pred` (PTX ISA "red"): an
+    /// atomic add of an f32 register to an f32 tensor element.
+    RedAddF32 { dst: GlobalRef, src: RegRef, pred: Expr },
+    /// The CTA arrives at a counter: `bar.sync`, then thread 0 runs
+    /// `fence.acq_rel.gpu` and `atom.global.add.u32 old, [counter], 1` and
+    /// shares `old` through shared memory, `bar.sync`; every thread's `var`
+    /// is `old` (so `var` is the same in the whole CTA). Needs the whole CTA
+    /// like `Barrier`.
+    AtomicArrive { var: VarId, counter: GlobalRef },
+    /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
+    /// one depends on; a no-op for a kernel launched alone.
+    GridDepControlWait,
+}
+
+impl Stmt {
+    /// The oldest architecture that has this statement (PTX ISA target
+    /// requirements of each instruction).
+    pub fn min_arch(&self) -> Arch {
+        match self {
+            Stmt::GridDepControlWait => Arch::Sm90,
+            // cp.async, ldmatrix and mma.m16n8k16 need sm_80; the others any.
+            _ => Arch::Sm80,
+        }
+    }
+
+    /// The PTX mnemonic or C keyword of this statement, for errors.
+    pub fn head(&self) -> String {
+        match self {
+            Stmt::Let { .. } => "let".into(),
+            Stmt::For { .. } => "for".into(),
+            Stmt::If { .. } => "if".into(),
+            Stmt::Barrier => "bar.sync".into(),
+            Stmt::CpAsync { .. } => "cp.async".into(),
+            Stmt::CommitGroup => "cp.async.commit_group".into(),
+            Stmt::WaitGroup { pending } => format!("cp.async.wait_group {pending}"),
+            Stmt::CopySync { .. } => "copy.sync".into(),
+            Stmt::LdMatrix { num, trans, .. } => {
+                format!("ldmatrix.x{}{}", num.count(), if *trans { ".trans" } else { "" })
+            }
+            Stmt::MmaSync { .. } => "mma.sync.m16n8k16".into(),
+            Stmt::MovF32 { .. } => "mov.b32".into(),
+            Stmt::Epilogue { .. } => "epilogue".into(),
+            Stmt::StGlobalVec { src, .. } => format!("st.global.v{}", src.len()),
+            Stmt::StShared { src, .. } => format!("st.shared.v{}", src.len()),
+            Stmt::LdShared { dst, .. } => format!("ld.shared.v{}", dst.len()),
+            Stmt::SemaphoreWait { .. } => "semaphore.wait".into(),
+            Stmt::SemaphoreRelease { .. } => "semaphore.release".into(),
+            Stmt::RedAddF32 { .. } => "red.global.add.f32".into(),
+            Stmt::AtomicArrive { .. } => "atomic.arrive".into(),
+            Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
+        }
+    }
+}
+
+/// A whole kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub arch: Arch,
+    pub params: Vec<Param>,
+    /// Blocks per grid dimension, over scalar parameters.
+    pub grid: [Expr; 3],
+    /// Threads per block dimension.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes (every buffer lies within).
+    pub smem_bytes: u64,
+    pub smem: Vec<SmemBuffer>,
+    pub regs: Vec<RegArray>,
+    /// Variable names, indexed by [`VarId`].
+    pub vars: Vec<String>,
+    pub body: Vec<Stmt>,
+}
+
+impl Kernel {
+    /// A kernel with no parameters, buffers, registers or statements, one
+    /// block of one warp.
+    pub fn empty(name: &str, arch: Arch) -> Kernel {
+        Kernel {
+            name: name.into(),
+            arch,
+            params: Vec::new(),
+            grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
+            block: [32, 1, 1],
+            smem_bytes: 0,
+            smem: Vec::new(),
+            regs: Vec::new(),
+            vars: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> u64 {
+        self.block.iter().map(|&b| b as u64).product()
+    }
+
+    /// Calls `f(id, stmt)` on every statement in pre-order.
+    pub fn walk(&self, f: &mut impl FnMut(u32, &Stmt)) {
+        let mut next = 0;
+        walk(&self.body, &mut next, f);
+    }
+}
+
+fn walk(body: &[Stmt], next: &mut u32, f: &mut impl FnMut(u32, &Stmt)) {
+    for s in body {
+        f(*next, s);
+        *next += 1;
+        match s {
+            Stmt::For { body, .. } => walk(body, next, f),
+            Stmt::If { then, otherwise, .. } => {
+                walk(then, next, f);
+                walk(otherwise, next, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The number of statements in `body`, nested ones included (how far the
+/// pre-order ids advance over it).
+pub fn count_stmts(body: &[Stmt]) -> u32 {
+    let mut n = 0;
+    walk(body, &mut n, &mut |_, _| {});
+    n
+}
+
+/// What kind of fault a verifier or emulator error is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// An id out of its table, or a variable used outside its scope.
+    BadId,
+    /// A statement the kernel's arch does not have (invariant 2).
+    Arch,
+    /// A barrier or warp-collective statement under divergent control.
+    Divergence,
+    /// Fragment register counts or kinds that do not fit the instruction.
+    FragmentShape,
+    /// A shared access whose swizzle is not its buffer's.
+    Swizzle,
+    /// A shared read of bytes whose `cp.async` group is not complete.
+    IncompleteRead,
+    /// A shared access that races with another thread's (no barrier between).
+    Race,
+    /// A global or shared access outside its tensor or buffer.
+    OutOfBounds,
+    /// An access not aligned to its size.
+    Misaligned,
+    /// A `SemaphoreWait` that no CTA still to run can satisfy (the
+    /// emulator runs CTAs one at a time in `blockIdx` order).
+    Deadlock,
+    /// A bad operand value: a size out of range, division by zero, a
+    /// register index out of its array, a wrong launch argument.
+    BadValue,
+}
+
+/// A verifier or emulator error, naming the statement (pre-order id) it is
+/// about when there is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuError {
+    pub fault: Fault,
+    pub stmt: Option<u32>,
+    pub message: String,
+}
+
+impl GpuError {
+    pub fn new(fault: Fault, stmt: Option<u32>, message: impl Into<String>) -> GpuError {
+        GpuError { fault, stmt, message: message.into() }
+    }
+}
+
+impl fmt::Display for GpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.stmt {
+            Some(s) => write!(f, "{:?} at s{s}: {}", self.fault, self.message),
+            None => write!(f, "{:?}: {}", self.fault, self.message),
+        }
+    }
+}
+
+impl std::error::Error for GpuError {}
+
+pub use super::write::ExprText;

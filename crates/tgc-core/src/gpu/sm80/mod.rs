@@ -1,0 +1,572 @@
+//! The SM80 instance of the single MMA template (`000` §1.8, `001` §6,
+//! §12): from a Schedule [`Plan`] and a [`Gemm`] problem, a [`Kernel`] for
+//! `C[M,N] = epilogue(A[M,K] · B)` with `B` stored `[K,N]` or `[N,K]`.
+//!
+//! Skeleton (CUTLASS's multistage SM80 GEMM):
+//!
+//! ```text
+//! acc = 0
+//! for s in 0..stages-1: if s < ktiles { copy tile s → stage s }; commit
+//! for kt in 0..ktiles:
+//!     wait_group(stages-2); bar.sync          // tile kt landed, stage kt-1 free
+//!     if kt+stages-1 < ktiles { copy tile kt+stages-1 → its stage }; commit
+//!     for each k16 step: ldmatrix.x4 A, ldmatrix.x4(.trans) B, mma.sync m16n8k16
+//! wait_group 0
+//! epilogue on the accumulator fragments; st.global.v{vs} (staged through shared memory)
+//! ```
+//!
+//! - Block: `(BM/WM)·(BN/WN)` warps, warp `w` at `(w / (BN/WN), w % (BN/WN))`
+//!   (`bind m.i.o warp.y`, `n.i.o warp.x`); grid `(⌈N/BN⌉, ⌈M/BM⌉)`
+//!   (`bind n.o block.x`, `m.o block.y`).
+//! - Operands go to shared memory in `stages` ring buffers, one row of the
+//!   tile per row of the buffer, swizzled by [`Swizzle::for_rows`] (when the
+//!   plan's `A_swizzle`/`B_swizzle` hint is not `false`) so each `ldmatrix`
+//!   phase touches 8 distinct 16-byte bank groups.
+//! - Copies are `cp.async` of `min(vectorize width, 8, alignment)` elements
+//!   when that is at least 4 bytes, else synchronous (`CopySync`); a tail
+//!   (rows past `M`/`N`, columns past `K`) is zero-filled through
+//!   `src_bytes` when the axis is in `predicate_tail`, and the source
+//!   address is clamped to the tensor's start when nothing is read.
+//! - Fragments: per warp `MI = WM/16` A tiles (`afrag[4·MI]`), `NI = WN/8`
+//!   B tiles (`bfrag[2·NI]`, two per `ldmatrix.x4`), `acc[4·MI·NI]` in f32.
+//! - Epilogue (§8 of `001`): on each accumulator register, in f32: an
+//!   optional rounding to the operand dtype (the graph's `CAST` of the sum,
+//!   `001` §0), then the plan's `epilogue` ops in order; the store rounds to
+//!   the output dtype. Stores are `vs = min(16 bytes, vectorize width,
+//!   C's alignment)` elements wide: for `vs > 2` each warp stages its
+//!   16-row slices of C in shared memory (`Cs`, over the dead operand
+//!   buffers when it fits; `000` §5's `epilogue_smem`) and reads them back
+//!   as `vs`-element rows for one `st.global` each; else each thread stores
+//!   its fragment's pairs of adjacent columns. A vector that would cross
+//!   the `N` tail falls back to predicated single-element stores.
+//!
+//! - Split-K (`algo_choice matmul splitk_serial|splitk_parallel`, [`Gemm::split_k`]
+//!   slices, `000` §5): slice `blockIdx.z` runs its share of the k tiles;
+//!   the slices of one output tile then meet in order through a lock and
+//!   an f32 workspace (CUTLASS's serial reduction), the last one running
+//!   the epilogue.
+//!
+//!   With `splitk_parallel` the slices add their partial sums to the
+//!   workspace with f32 atomics (`red.global.add.f32`) in any order and
+//!   arrive at a per-tile counter; the last to arrive runs the epilogue.
+//!
+//! Not built here (errors `Unsupported`): warp tiles whose `WN` is not a
+//! multiple of 16.
+
+use crate::diag;
+use crate::diag::DResult;
+use crate::plan::{HintValue, Plan};
+use crate::DType;
+
+use super::ir::*;
+
+mod epilogue;
+
+/// How `B` is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BLayout {
+    /// `B[K,N]` row-major (`ldb ≥ N`); read with `ldmatrix.trans`.
+    KN,
+    /// `B[N,K]` row-major, i.e. `Bᵀ` (`ldb ≥ K`); read with `ldmatrix`.
+    NK,
+}
+
+/// The GEMM a kernel computes, beyond what the plan says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gemm {
+    /// Operand dtype of `A` and `B` (f16 or bf16); bias and residual have it too.
+    pub ab: DType,
+    /// Output dtype (f16, bf16 or f32).
+    pub out: DType,
+    pub b_layout: BLayout,
+    /// Round the f32 sum to `ab` before the epilogue (`001` §0's `CAST`).
+    pub round_sum: bool,
+    /// Elements that the leading dimensions `lda`, `ldb` (and `ldc` for
+    /// `align_c`) are known to be multiples of (1, 2, 4 or 8); tensors
+    /// start 256-byte aligned.
+    pub align_a: u32,
+    pub align_b: u32,
+    pub align_c: u32,
+    /// Split-K slices (`blockIdx.z`); 1 is none. More than 1 needs the
+    /// plan's `algo_choice matmul splitk_serial` or `splitk_parallel`.
+    pub split_k: u32,
+}
+
+/// The kernel's parameters, in ABI order, as [`ParamId`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmParams {
+    pub a: ParamId,
+    pub b: ParamId,
+    pub bias: Option<ParamId>,
+    pub residual: Option<ParamId>,
+    pub c: ParamId,
+    /// Split-K only: the f32 partial sums `[M, ldc]` and the i32 locks or
+    /// counters, one per output tile (`⌈M/BM⌉·⌈N/BN⌉`); `splitk_parallel`
+    /// needs both zeroed before the launch, `splitk_serial` the locks.
+    pub workspace: Option<ParamId>,
+    pub locks: Option<ParamId>,
+    pub m: ParamId,
+    pub n: ParamId,
+    pub k: ParamId,
+    pub lda: ParamId,
+    pub ldb: ParamId,
+    /// The leading dimension of `C` and of the residual.
+    pub ldc: ParamId,
+}
+
+/// The plan's numbers the template reads.
+struct Shape {
+    bm: i64,
+    bn: i64,
+    bk: i64,
+    wm: i64,
+    wn: i64,
+    stages: i64,
+    vec: i64,
+    pred: [bool; 3],
+    swizzle: [bool; 2],
+    /// `splitk_parallel` rather than `splitk_serial`.
+    parallel_split: bool,
+}
+
+fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
+    let unsupported = |m: &str| diag!(Unsupported, "the SM80 template needs {m}");
+    let [bm, bn, bk] = plan.tile.as_ref().ok_or_else(|| unsupported("a `tile`"))?.value;
+    let [wm, wn] = plan.warp_tile.as_ref().ok_or_else(|| unsupported("a `warp_tile`"))?.value;
+    let stages = plan.pipeline.as_ref().ok_or_else(|| unsupported("`pipeline ... stages=2|3`"))?.value.stages.value;
+    if !(2..=3).contains(&stages) {
+        return Err(unsupported("2 or 3 stages"));
+    }
+    if bm % wm != 0 || bn % wn != 0 || wm % 16 != 0 || wn % 16 != 0 || bk % 16 != 0 || bm == 0 || bn == 0 || bk == 0 {
+        return Err(diag!(
+            Unsupported,
+            "the SM80 template needs BM, BN multiples of the warp tile, WM and BK multiples of 16 and WN of 16 \
+             (tile {bm}x{bn}x{bk}, warp tile {wm}x{wn})"
+        ));
+    }
+    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
+    match (algo.unwrap_or("implicit_gemm"), split_k) {
+        ("implicit_gemm", 1) | ("splitk_serial" | "splitk_parallel", _) => {}
+        ("implicit_gemm", _) => {
+            return Err(diag!(
+                Unsupported,
+                "split-K over {split_k} slices needs `algo_choice matmul splitk_serial` or `splitk_parallel`"
+            ))
+        }
+        (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
+    }
+    let threads = (bm / wm) * (bn / wn) * 32;
+    if threads > 1024 {
+        return Err(diag!(
+            ResourceExceeded,
+            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed 1024"
+        ));
+    }
+    let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
+    let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
+    let hint =
+        |key: &str| !plan.layout_hints.iter().any(|h| h.value.key == key && h.value.value == HintValue::Bool(false));
+    Ok(Shape {
+        bm: bm as i64,
+        bn: bn as i64,
+        bk: bk as i64,
+        wm: wm as i64,
+        wn: wn as i64,
+        stages: stages as i64,
+        vec,
+        pred: [tail("m"), tail("n"), tail("k")],
+        parallel_split: algo == Some("splitk_parallel"),
+        swizzle: [hint("A_swizzle"), hint("B_swizzle")],
+    })
+}
+
+/// Builds the kernel for `plan` (validated by [`crate::plan::validate`]
+/// for `sm80` or `sm90`) and `gemm`, and its parameter ids.
+///
+/// Parameters: `A`, `B`, then `bias` when the epilogue has `bias`,
+/// `residual` when it has `residual`, then `C`, `workspace` and `locks`
+/// under split-K, and the `i32` scalars `M`, `N`, `K`, `lda`, `ldb`, `ldc`.
+///
+/// Errors: `Unsupported` for what the module doc lists, for a plan without
+/// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
+/// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
+/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
+/// silu gelu residual`.
+pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
+    if gemm.split_k == 0 {
+        return Err(diag!(Unsupported, "split-K over 0 slices"));
+    }
+    let sh = shape(plan, gemm.split_k)?;
+    if !matches!(gemm.ab, DType::F16 | DType::BF16) || !matches!(gemm.out, DType::F16 | DType::BF16 | DType::F32) {
+        return Err(diag!(
+            Unsupported,
+            "the SM80 template takes f16/bf16 operands and f16/bf16/f32 output, not {} → {}",
+            gemm.ab.dsl_name(),
+            gemm.out.dsl_name()
+        ));
+    }
+    for al in [gemm.align_a, gemm.align_b, gemm.align_c] {
+        if !matches!(al, 1 | 2 | 4 | 8) {
+            return Err(diag!(Unsupported, "alignment {al}: not 1, 2, 4 or 8 elements"));
+        }
+    }
+    let arch = match plan.arch.as_ref().map(|a| a.value.as_str()) {
+        None | Some("sm80") => Arch::Sm80,
+        Some("sm90") => Arch::Sm90,
+        Some(a) => return Err(diag!(Unsupported, "the SM80 template does not target `{a}`")),
+    };
+    let names: Vec<&str> = plan.epilogue.iter().map(|e| e.value.as_str()).collect();
+    if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
+        return Err(diag!(UnknownOp, "epilogue op `{bad}`; known: {}", crate::plan::EPILOGUE_OPS.join(" ")));
+    }
+    let mut b = Builder { k: Kernel::empty("gemm_sm80", arch), sh, gemm: gemm.clone() };
+    let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
+    let a = b.param("A", ptr(gemm.ab, false));
+    let bp = b.param("B", ptr(gemm.ab, false));
+    let bias = names.contains(&"bias").then(|| b.param("bias", ptr(gemm.ab, false)));
+    let residual = names.contains(&"residual").then(|| b.param("residual", ptr(gemm.ab, false)));
+    let c = b.param("C", ptr(gemm.out, true));
+    let (workspace, locks) = if gemm.split_k > 1 {
+        (Some(b.param("workspace", ptr(DType::F32, true))), Some(b.param("locks", ptr(DType::I32, true))))
+    } else {
+        (None, None)
+    };
+    let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
+    let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, m, n, k, lda, ldb, ldc };
+    let mut ops = Vec::new();
+    if gemm.round_sum {
+        ops.push(EpilogueOp::Cast(gemm.ab));
+    }
+    for name in names {
+        ops.push(match name {
+            "bias" => EpilogueOp::Bias(bias.unwrap_or(p.c)),
+            "relu" => EpilogueOp::Relu,
+            "silu" => EpilogueOp::Silu,
+            "gelu" => EpilogueOp::Gelu,
+            _ => EpilogueOp::Residual { param: residual.unwrap_or(p.c), ld: Expr::Param(ldc) },
+        });
+    }
+    b.body(&p, ops);
+    Ok((b.k, p))
+}
+
+struct Builder {
+    k: Kernel,
+    sh: Shape,
+    gemm: Gemm,
+}
+
+/// The per-thread values every part of the kernel uses.
+struct Ids {
+    tid: Expr,
+    lane: Expr,
+    warp: Expr,
+    wm: Expr,
+    wn: Expr,
+    bm: Expr,
+    bn: Expr,
+    /// The first k tile of this CTA (`blockIdx.z`'s slice under split-K) and how many.
+    kt0: Expr,
+    ktiles: Expr,
+    a_smem: SmemRef,
+    b_smem: SmemRef,
+    acc: RegId,
+    afrag: RegId,
+    bfrag: RegId,
+}
+
+impl Builder {
+    fn param(&mut self, name: &str, kind: ParamKind) -> ParamId {
+        self.k.params.push(Param { name: name.into(), kind });
+        ParamId(self.k.params.len() as u32 - 1)
+    }
+
+    fn var(&mut self, name: &str) -> VarId {
+        self.k.vars.push(name.into());
+        VarId(self.k.vars.len() as u32 - 1)
+    }
+
+    fn let_(&mut self, out: &mut Vec<Stmt>, name: &str, value: Expr) -> Expr {
+        let var = self.var(name);
+        out.push(Stmt::Let { var, value });
+        Expr::Var(var)
+    }
+
+    fn regs(&mut self, name: &str, kind: RegKind, len: i64) -> RegId {
+        self.k.regs.push(RegArray { name: name.into(), kind, len: len as u32 });
+        RegId(self.k.regs.len() as u32 - 1)
+    }
+
+    fn smem(&mut self, name: &str, size: i64, row_bytes: i64, swizzle: bool) -> SmemRef {
+        // Buffers start 128-byte aligned (a whole swizzle line).
+        let offset = self.k.smem_bytes.div_ceil(128) * 128;
+        let swizzle =
+            if swizzle { Swizzle::for_rows(row_bytes as u64).unwrap_or(Swizzle::IDENTITY) } else { Swizzle::IDENTITY };
+        self.k.smem.push(SmemBuffer { name: name.into(), offset, size: size as u64, swizzle });
+        self.k.smem_bytes = offset + size as u64;
+        SmemRef { buf: SmemId(self.k.smem.len() as u32 - 1), offset: Expr::c(0), swizzle }
+    }
+
+    /// `for v in 0..n unroll { f(v) }`.
+    fn for_unrolled(&mut self, out: &mut Vec<Stmt>, name: &str, n: i64, f: impl FnOnce(&mut Self, Expr) -> Vec<Stmt>) {
+        let var = self.var(name);
+        let body = f(self, Expr::Var(var));
+        out.push(Stmt::For { var, start: Expr::c(0), end: Expr::c(n), step: 1, unroll: true, body });
+    }
+
+    fn body(&mut self, p: &GemmParams, ops: Vec<EpilogueOp>) {
+        let sh = &self.sh;
+        let (bm, bn, bk, wm, wn, stages) = (sh.bm, sh.bn, sh.bk, sh.wm, sh.wn, sh.stages);
+        let warps_n = bn / wn;
+        let threads = (bm / wm) * warps_n * 32;
+        let es = self.gemm.ab.size_bytes() as i64;
+        let (mi_n, ni_n) = (wm / 16, wn / 8);
+        self.k.block = [threads as u32, 1, 1];
+        let param = Expr::Param;
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(self.gemm.split_k as i64)];
+        let a_smem = self.smem("As", stages * bm * bk * es, bk * es, self.sh.swizzle[0]);
+        let b_row = if self.gemm.b_layout == BLayout::KN { bn } else { bk };
+        let b_smem = self.smem("Bs", stages * bn * bk * es, b_row * es, self.sh.swizzle[1]);
+        let acc = self.regs("acc", RegKind::F32, mi_n * ni_n * 4);
+        let afrag = self.regs("afrag", RegKind::B16x2, mi_n * 4);
+        let bfrag = self.regs("bfrag", RegKind::B16x2, ni_n * 2);
+
+        let mut out = Vec::new();
+        let tid = self.let_(&mut out, "tid", Expr::ThreadIdx(Dim::X));
+        let lane = self.let_(&mut out, "lane", tid.clone() % 32);
+        let warp = self.let_(&mut out, "warp", tid.clone() / 32);
+        let wm_e = self.let_(&mut out, "warp_m", warp.clone() / warps_n);
+        let wn_e = self.let_(&mut out, "warp_n", warp.clone() % warps_n);
+        let bm_e = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
+        let bn_e = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+        let split = self.gemm.split_k as i64;
+        let (kt0, ktiles) = if split > 1 {
+            // Slice blockIdx.z takes k tiles [kt_begin, kt_begin + ktiles).
+            let total = self.let_(&mut out, "ktiles_total", (param(p.k) + (bk - 1)) / bk);
+            let per = self.let_(&mut out, "ktiles_per_split", (total.clone() + (split - 1)) / split);
+            let kt0 = self.let_(&mut out, "kt_begin", Expr::BlockIdx(Dim::Z) * per.clone());
+            (kt0.clone(), self.let_(&mut out, "ktiles", (total - kt0).max(0).min(per)))
+        } else {
+            (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk))
+        };
+        let ids = Ids {
+            tid,
+            lane,
+            warp,
+            wm: wm_e,
+            wn: wn_e,
+            bm: bm_e,
+            bn: bn_e,
+            kt0,
+            ktiles,
+            a_smem,
+            b_smem,
+            acc,
+            afrag,
+            bfrag,
+        };
+        self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
+            vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
+        });
+        // Prologue: tiles 0..stages-1.
+        self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
+            let loads = b.load_tiles(p, &ids, s.clone(), ids.kt0.clone() + s.clone());
+            vec![Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() }, Stmt::CommitGroup]
+        });
+        let kt = self.var("kt");
+        let kt_e = Expr::Var(kt);
+        let mut main = vec![Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::Barrier];
+        let pf = self.let_(&mut main, "kt_next", kt_e.clone() + (stages - 1));
+        let loads = self.load_tiles(p, &ids, pf.clone() % stages, ids.kt0.clone() + pf.clone());
+        main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
+        main.push(Stmt::CommitGroup);
+        let stage = self.let_(&mut main, "stage", kt_e % stages);
+        main.extend(self.compute(&ids, stage));
+        out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
+        out.push(Stmt::WaitGroup { pending: 0 });
+        match (p.workspace, p.locks) {
+            (Some(ws), Some(locks)) if split > 1 && self.sh.parallel_split => {
+                out.extend(self.parallel_split_k_epilogue(p, &ids, ops, ws, locks))
+            }
+            (Some(ws), Some(locks)) if split > 1 => out.extend(self.split_k_epilogue(p, &ids, ops, ws, locks)),
+            _ => out.extend(self.epilogue(p, &ids, ops)),
+        }
+        self.k.body = out;
+    }
+
+    /// Copies of the A and B tiles of k-tile `kt` into ring stage `stage`.
+    fn load_tiles(&mut self, p: &GemmParams, ids: &Ids, stage: Expr, kt: Expr) -> Vec<Stmt> {
+        let (bm, bn, bk) = (self.sh.bm, self.sh.bn, self.sh.bk);
+        let es = self.gemm.ab.size_bytes() as i64;
+        let [pm, pn, pk] = self.sh.pred;
+        let k0 = kt * bk;
+        let mut out = Vec::new();
+        // A: BM rows (m) of BK columns (k).
+        let a = Operand {
+            param: p.a,
+            ld: Expr::Param(p.lda),
+            rows: bm,
+            cols: bk,
+            row0: ids.bm.clone(),
+            col0: k0.clone(),
+            row_end: Expr::Param(p.m),
+            col_end: Expr::Param(p.k),
+            pred: [pm, pk],
+            align: self.gemm.align_a,
+            smem: ids.a_smem.clone(),
+            stage_bytes: bm * bk * es,
+        };
+        out.extend(self.copy_tile(&a, ids, stage.clone(), "a"));
+        let b = match self.gemm.b_layout {
+            BLayout::KN => Operand {
+                param: p.b,
+                ld: Expr::Param(p.ldb),
+                rows: bk,
+                cols: bn,
+                row0: k0,
+                col0: ids.bn.clone(),
+                row_end: Expr::Param(p.k),
+                col_end: Expr::Param(p.n),
+                pred: [pk, pn],
+                align: self.gemm.align_b,
+                smem: ids.b_smem.clone(),
+                stage_bytes: bk * bn * es,
+            },
+            BLayout::NK => Operand {
+                param: p.b,
+                ld: Expr::Param(p.ldb),
+                rows: bn,
+                cols: bk,
+                row0: ids.bn.clone(),
+                col0: k0,
+                row_end: Expr::Param(p.n),
+                col_end: Expr::Param(p.k),
+                pred: [pn, pk],
+                align: self.gemm.align_b,
+                smem: ids.b_smem.clone(),
+                stage_bytes: bn * bk * es,
+            },
+        };
+        out.extend(self.copy_tile(&b, ids, stage, "b"));
+        out
+    }
+
+    /// The copies of one operand tile: each thread copies chunks of `v`
+    /// elements, chunk `i·threads + tid` of the tile in row-major order.
+    fn copy_tile(&mut self, o: &Operand, ids: &Ids, stage: Expr, tag: &str) -> Vec<Stmt> {
+        let es = self.gemm.ab.size_bytes() as i64;
+        let threads = self.k.threads() as i64;
+        let v =
+            [8, 4, 2, 1].into_iter().find(|&v| v <= self.sh.vec && v <= o.align as i64 && o.cols % v == 0).unwrap_or(1);
+        let per_row = o.cols / v;
+        let chunks = o.rows * per_row;
+        let iters = (chunks + threads - 1) / threads;
+        let bytes = (v * es) as u32;
+        let var = self.var(&format!("{tag}_i"));
+        let mut body = Vec::new();
+        let ch = self.let_(&mut body, &format!("{tag}_chunk"), Expr::Var(var) * threads + ids.tid.clone());
+        let row = self.let_(&mut body, &format!("{tag}_row"), ch.clone() / per_row);
+        let col = self.let_(&mut body, &format!("{tag}_col"), ch.clone() % per_row * v);
+        let g_row = o.row0.clone() + row.clone();
+        let g_col = o.col0.clone() + col.clone();
+        // Elements of the chunk inside the tensor (the tail is zero-filled).
+        let cols_in = if o.pred[1] { (o.col_end.clone() - g_col.clone()).max(0).min(v) } else { Expr::c(v) };
+        let valid = if o.pred[0] { g_row.clone().lt(o.row_end.clone()).select(cols_in, 0) } else { cols_in };
+        let src_bytes = self.let_(&mut body, &format!("{tag}_bytes"), valid * es);
+        let offset = Expr::c(0).lt(src_bytes.clone()).select(g_row * o.ld.clone() + g_col, 0);
+        let dst = SmemRef { offset: stage * o.stage_bytes + row * (o.cols * es) + col * es, ..o.smem.clone() };
+        let src = GlobalRef { param: o.param, offset };
+        let copy = if bytes >= 4 {
+            Stmt::CpAsync { dst, src, bytes, src_bytes }
+        } else {
+            Stmt::CopySync { dst, src, bytes, src_bytes }
+        };
+        if chunks % threads == 0 {
+            body.push(copy);
+        } else {
+            body.push(Stmt::If { cond: ch.lt(chunks), then: vec![copy], otherwise: Vec::new() });
+        }
+        vec![Stmt::For { var, start: Expr::c(0), end: Expr::c(iters), step: 1, unroll: true, body }]
+    }
+
+    /// The k16 steps on ring stage `stage`: ldmatrix A and B, then mma.
+    fn compute(&mut self, ids: &Ids, stage: Expr) -> Vec<Stmt> {
+        let (bn, bk, wm, wn) = (self.sh.bn, self.sh.bk, self.sh.wm, self.sh.wn);
+        let es = self.gemm.ab.size_bytes() as i64;
+        let (mi_n, ni_n) = (wm / 16, wn / 8);
+        let lane = ids.lane.clone();
+        let layout = self.gemm.b_layout;
+        let ab = self.gemm.ab;
+        let a_stage = self.sh.bm * bk * es;
+        let b_stage = bn * bk * es;
+        let mut out = Vec::new();
+        self.for_unrolled(&mut out, "ks", bk / 16, |b, ks| {
+            let mut step = Vec::new();
+            // A fragments: matrix l/8 is (rows +8·((l/8)%2), k +8·(l/16)).
+            b.for_unrolled(&mut step, "mi", mi_n, |_, mi| {
+                let row = ids.wm.clone() * wm + mi.clone() * 16 + lane.clone() % 8 + lane.clone() / 8 % 2 * 8;
+                let col = ks.clone() * 16 + lane.clone() / 16 * 8;
+                let src =
+                    SmemRef { offset: stage.clone() * a_stage + row * (bk * es) + col * es, ..ids.a_smem.clone() };
+                let dst = (0..4).map(|j| RegRef { reg: ids.afrag, index: mi.clone() * 4 + j }).collect();
+                vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
+            });
+            // B fragments, two n8 tiles per ldmatrix.x4: matrices (b0, b1) of tile 2nj, then of 2nj+1.
+            b.for_unrolled(&mut step, "nj", ni_n / 2, |_, nj| {
+                let (offset, trans) = match layout {
+                    BLayout::KN => {
+                        let krow = ks.clone() * 16 + lane.clone() % 8 + lane.clone() / 8 % 2 * 8;
+                        let ncol = ids.wn.clone() * wn + nj.clone() * 16 + lane.clone() / 16 * 8;
+                        (krow * (bn * es) + ncol * es, true)
+                    }
+                    BLayout::NK => {
+                        let nrow = ids.wn.clone() * wn + nj.clone() * 16 + lane.clone() % 8 + lane.clone() / 16 * 8;
+                        let kcol = ks.clone() * 16 + lane.clone() / 8 % 2 * 8;
+                        (nrow * (bk * es) + kcol * es, false)
+                    }
+                };
+                let src = SmemRef { offset: stage.clone() * b_stage + offset, ..ids.b_smem.clone() };
+                let dst = (0..4).map(|j| RegRef { reg: ids.bfrag, index: nj.clone() * 4 + j }).collect();
+                vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src }]
+            });
+            b.for_unrolled(&mut step, "mma_m", mi_n, |b, mi| {
+                let mut inner = Vec::new();
+                b.for_unrolled(&mut inner, "mma_n", ni_n, |_, ni| {
+                    let reg = |r: RegId, base: Expr, n: i64| -> Vec<RegRef> {
+                        (0..n).map(|j| RegRef { reg: r, index: base.clone() + j }).collect()
+                    };
+                    let c = reg(ids.acc, (mi.clone() * ni_n + ni.clone()) * 4, 4);
+                    vec![Stmt::MmaSync {
+                        ab,
+                        d: c.clone(),
+                        a: reg(ids.afrag, mi.clone() * 4, 4),
+                        b: reg(ids.bfrag, ni * 2, 2),
+                        c,
+                    }]
+                });
+                inner
+            });
+            step
+        });
+        out
+    }
+}
+
+/// One operand tile's copy parameters: a `rows × cols` tile of a row-major
+/// tensor with leading dimension `ld`, starting at `(row0, col0)`, inside
+/// the tensor while `row < row_end` and `col < col_end`.
+struct Operand {
+    param: ParamId,
+    ld: Expr,
+    rows: i64,
+    cols: i64,
+    row0: Expr,
+    col0: Expr,
+    row_end: Expr,
+    col_end: Expr,
+    /// Predicate rows, columns (`predicate_tail`).
+    pred: [bool; 2],
+    align: u32,
+    smem: SmemRef,
+    stage_bytes: i64,
+}

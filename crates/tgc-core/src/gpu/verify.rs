@@ -1,0 +1,488 @@
+//! The verifier of the GPU dialect IR: checks the invariants of
+//! [`super::ir`]'s module doc statically and reports every violation with
+//! the statement's pre-order id (`sN` in the text dump):
+//!
+//! - Ids (invariant 1): parameters, variables, register arrays and shared
+//!   buffers exist; a variable is defined once and used inside the scope of
+//!   its `Let` (the rest of the enclosing body) or `For` (its body); the
+//!   grid uses scalar parameters and constants only; a [`GlobalRef`] and an
+//!   epilogue operand name a pointer parameter, an expression's `Param` a
+//!   scalar one (`BadId`).
+//! - Architecture (invariant 2): each statement's [`Stmt::min_arch`] is at
+//!   most the kernel's `arch` (`Arch`).
+//! - Divergence (invariant 3): a statement is under divergent control when
+//!   an enclosing `If` condition or `For` bound depends on the thread
+//!   (`threadIdx`, or a variable whose value does, transitively; an
+//!   `AtomicArrive` variable is the same in the whole CTA). `Barrier`,
+//!   `AtomicArrive`, `LdMatrix` and `MmaSync` must not be (conservatively also for
+//!   collectives: a warp-uniform condition counts as divergent) (`Divergence`).
+//! - Fragments (invariant 4): register counts and kinds of `LdMatrix` and
+//!   `MmaSync`; `MmaSync` operands f16 or bf16; every register index is a
+//!   constant once the enclosing unrolled loops (constant bounds) are
+//!   unrolled, and lies inside its array over all their iterations
+//!   (`FragmentShape`).
+//! - Swizzle (invariant 5): every [`SmemRef`] carries its buffer's swizzle
+//!   (`Swizzle`).
+//! - Completion (invariant 6), the static part: along every path, an
+//!   `LdMatrix` of a buffer that `cp.async` writes is preceded by a
+//!   `WaitGroup` and then a `Barrier`, counted from the kernel's start and
+//!   afresh at the head of every loop whose body both issues `cp.async`
+//!   into that buffer and reads it (each iteration reads new data)
+//!   (`IncompleteRead`). Whether
+//!   the `WaitGroup`'s count completes exactly the group that wrote the
+//!   stage read is the emulator's check (per byte, [`super::emulate`]).
+
+use std::collections::{BTreeSet, HashSet};
+
+use super::ir::*;
+
+/// Every violation in `k`, in pre-order of the statements; `Ok` when none.
+pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
+    let mut v = Verifier {
+        k,
+        errs: Vec::new(),
+        next: 0,
+        defined: HashSet::new(),
+        thread_vars: Vec::new(),
+        unrolled: Vec::new(),
+    };
+    for (d, e) in k.grid.iter().enumerate() {
+        e.visit(&mut |x| {
+            if matches!(x, Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_)) {
+                v.errs.push(GpuError::new(Fault::BadId, None, format!("grid dimension {d} uses more than parameters")));
+            }
+        });
+        v.expr(e, &[], None);
+    }
+    for b in &k.smem {
+        if b.offset + b.size > k.smem_bytes {
+            v.errs.push(GpuError::new(
+                Fault::OutOfBounds,
+                None,
+                format!("shared buffer `{}` ends at {} past the {} bytes", b.name, b.offset + b.size, k.smem_bytes),
+            ));
+        }
+    }
+    let mut sync = Sync::entry(k);
+    v.body(&k.body, &mut Vec::new(), false, &mut sync);
+    if v.errs.is_empty() {
+        Ok(())
+    } else {
+        Err(v.errs)
+    }
+}
+
+struct Verifier<'k> {
+    k: &'k Kernel,
+    errs: Vec<GpuError>,
+    next: u32,
+    defined: HashSet<VarId>,
+    /// Variables whose value may differ between threads.
+    thread_vars: Vec<VarId>,
+    /// The enclosing unrolled loops with constant bounds: variable, start, end, step.
+    unrolled: Vec<(VarId, i64, i64, i64)>,
+}
+
+/// `e` with the variables of `env`, when it reads nothing else and
+/// divides by no zero.
+fn eval_const(e: &Expr, env: &[(VarId, i64)]) -> Option<i64> {
+    Some(match e {
+        Expr::Const(c) => *c,
+        Expr::Var(v) => env.iter().find(|x| x.0 == *v)?.1,
+        Expr::Select(c, a, b) => {
+            if eval_const(c, env)? != 0 {
+                eval_const(a, env)?
+            } else {
+                eval_const(b, env)?
+            }
+        }
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (eval_const(a, env)?, eval_const(b, env)?);
+            match op {
+                BinOp::Add => x.checked_add(y)?,
+                BinOp::Sub => x.checked_sub(y)?,
+                BinOp::Mul => x.checked_mul(y)?,
+                BinOp::Div => x.checked_div(y)?,
+                BinOp::Rem => x.checked_rem(y)?,
+                BinOp::Min => x.min(y),
+                BinOp::Max => x.max(y),
+                BinOp::And => x & y,
+                BinOp::Or => x | y,
+                BinOp::Xor => x ^ y,
+                BinOp::Shl => x.checked_shl(u32::try_from(y).ok()?)?,
+                BinOp::Shr => x.checked_shr(u32::try_from(y).ok()?)?,
+                BinOp::Lt => (x < y) as i64,
+                BinOp::Le => (x <= y) as i64,
+                BinOp::Eq => (x == y) as i64,
+                BinOp::Ne => (x != y) as i64,
+                BinOp::LAnd => (x != 0 && y != 0) as i64,
+                BinOp::LOr => (x != 0 || y != 0) as i64,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// Per shared buffer, how far the last `cp.async` into it is synchronised
+/// on the current path (invariant 6): ordered, the meet of two paths is the min.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Sync {
+    /// No `WaitGroup` yet since the data may have changed.
+    Unsynced,
+    /// A `WaitGroup`, no `Barrier` after it yet.
+    Waited,
+    /// `WaitGroup` then `Barrier`.
+    Synced,
+}
+
+impl Sync {
+    fn entry(k: &Kernel) -> Vec<Sync> {
+        vec![Sync::Unsynced; k.smem.len()]
+    }
+}
+
+/// The buffers `cp.async` writes (`reads` false) or `ldmatrix` reads
+/// (`reads` true) anywhere in `body`.
+fn buffers(body: &[Stmt], reads: bool, out: &mut BTreeSet<u32>) {
+    for s in body {
+        match s {
+            Stmt::CpAsync { dst, .. } if !reads => {
+                out.insert(dst.buf.0);
+            }
+            Stmt::LdMatrix { src, .. } if reads => {
+                out.insert(src.buf.0);
+            }
+            Stmt::For { body, .. } => buffers(body, reads, out),
+            Stmt::If { then, otherwise, .. } => {
+                buffers(then, reads, out);
+                buffers(otherwise, reads, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Verifier<'_> {
+    fn err(&mut self, fault: Fault, s: u32, msg: String) {
+        self.errs.push(GpuError::new(fault, Some(s), msg));
+    }
+
+    fn expr(&mut self, e: &Expr, scope: &[VarId], s: Option<u32>) {
+        let mut errs = Vec::new();
+        e.visit(&mut |x| match x {
+            Expr::Var(v) if !scope.contains(v) => {
+                let name = self.k.vars.get(v.0 as usize).cloned().unwrap_or_else(|| format!("v{}", v.0));
+                errs.push(format!("variable `{name}` used outside its scope"));
+            }
+            Expr::Param(p) => match self.k.params.get(p.0 as usize) {
+                Some(Param { kind: ParamKind::I32 | ParamKind::I64, .. }) => {}
+                Some(p) => errs.push(format!("pointer parameter `{}` used as an integer", p.name)),
+                None => errs.push(format!("parameter {} does not exist", p.0)),
+            },
+            _ => {}
+        });
+        for m in errs {
+            self.errs.push(GpuError::new(Fault::BadId, s, m));
+        }
+    }
+
+    fn reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
+        self.expr(&r.index, scope, Some(s));
+        let Some(a) = self.k.regs.get(r.reg.0 as usize) else {
+            return self.err(Fault::BadId, s, format!("register array {} does not exist", r.reg.0));
+        };
+        if a.kind != kind {
+            let msg = format!("{what} register `{}` is {:?}, the instruction takes {kind:?}", a.name, a.kind);
+            self.err(Fault::FragmentShape, s, msg);
+        }
+        let (name, len) = (a.name.clone(), a.len as i64);
+        match self.index_range(&r.index) {
+            None => self.err(
+                Fault::FragmentShape,
+                s,
+                format!("the index of register `{name}` is not a constant once unrolled loops are unrolled"),
+            ),
+            Some((lo, hi)) if lo < 0 || hi >= len => {
+                self.err(Fault::FragmentShape, s, format!("register `{name}[{lo}..={hi}]` outside its {len} registers"))
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The least and greatest value of a register index over the
+    /// iterations of the enclosing unrolled loops; `None` when it reads
+    /// anything else (a thread index, a parameter, a rolled loop's
+    /// variable). Unbounded enumerations are cut at 2^16 points.
+    fn index_range(&self, e: &Expr) -> Option<(i64, i64)> {
+        let mut vars = Vec::new();
+        let mut constant = true;
+        e.visit(&mut |x| match x {
+            Expr::Var(v) => match self.unrolled.iter().find(|u| u.0 == *v) {
+                Some(u) if !vars.contains(u) => vars.push(*u),
+                Some(_) => {}
+                None => constant = false,
+            },
+            Expr::Const(_) | Expr::Bin(..) | Expr::Select(..) => {}
+            _ => constant = false,
+        });
+        if !constant {
+            return None;
+        }
+        let mut env: Vec<(VarId, i64)> = vars.iter().map(|&(v, start, _, _)| (v, start)).collect();
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for _ in 0..1 << 16 {
+            if vars.iter().zip(&env).any(|(&(_, start, end, _), _)| start >= end) {
+                return Some((0, -1));
+            }
+            let v = eval_const(e, &env)?;
+            (lo, hi) = (lo.min(v), hi.max(v));
+            // Next point of the product of the loops' ranges, like an odometer.
+            let mut i = 0;
+            loop {
+                let Some(&(_, start, end, step)) = vars.get(i) else {
+                    return Some((lo, hi));
+                };
+                env[i].1 += step;
+                if env[i].1 < end {
+                    break;
+                }
+                env[i].1 = start;
+                i += 1;
+            }
+        }
+        Some((lo, hi))
+    }
+
+    fn smem(&mut self, r: &SmemRef, scope: &[VarId], s: u32) {
+        match self.k.smem.get(r.buf.0 as usize) {
+            None => self.err(Fault::BadId, s, format!("shared buffer {} does not exist", r.buf.0)),
+            Some(b) if b.swizzle != r.swizzle => {
+                let msg = format!("accesses `{}` with swizzle {} but the buffer's is {}", b.name, r.swizzle, b.swizzle);
+                self.err(Fault::Swizzle, s, msg)
+            }
+            Some(_) => {}
+        }
+        self.expr(&r.offset, scope, Some(s));
+    }
+
+    fn global(&mut self, g: &GlobalRef, scope: &[VarId], s: u32) {
+        self.pointer(g.param, s);
+        self.expr(&g.offset, scope, Some(s));
+    }
+
+    fn pointer(&mut self, p: ParamId, s: u32) {
+        if !matches!(self.k.params.get(p.0 as usize), Some(Param { kind: ParamKind::Ptr { .. }, .. })) {
+            self.err(Fault::BadId, s, format!("parameter {} is not a pointer", p.0));
+        }
+    }
+
+    fn define(&mut self, var: VarId, s: u32, thread: bool) {
+        if var.0 as usize >= self.k.vars.len() {
+            self.err(Fault::BadId, s, format!("variable {} does not exist", var.0));
+        } else if !self.defined.insert(var) {
+            self.err(Fault::BadId, s, format!("variable `{}` defined twice", self.k.vars[var.0 as usize]));
+        }
+        if thread {
+            self.thread_vars.push(var);
+        }
+    }
+
+    fn body(&mut self, body: &[Stmt], scope: &mut Vec<VarId>, divergent: bool, sync: &mut [Sync]) {
+        let depth = scope.len();
+        for st in body {
+            self.stmt(st, scope, divergent, sync);
+        }
+        scope.truncate(depth);
+    }
+
+    fn stmt(&mut self, st: &Stmt, scope: &mut Vec<VarId>, divergent: bool, sync: &mut [Sync]) {
+        let s = self.next;
+        self.next += 1;
+        if st.min_arch() > self.k.arch {
+            let msg =
+                format!("{} needs {} but the kernel is for {}", st.head(), st.min_arch().name(), self.k.arch.name());
+            self.err(Fault::Arch, s, msg);
+        }
+        let collective =
+            matches!(st, Stmt::Barrier | Stmt::AtomicArrive { .. } | Stmt::LdMatrix { .. } | Stmt::MmaSync { .. });
+        if collective && divergent {
+            self.err(Fault::Divergence, s, format!("{} under control flow that depends on the thread", st.head()));
+        }
+        match st {
+            Stmt::Let { var, value } => {
+                self.expr(value, scope, Some(s));
+                let thread = value.depends_on_thread(&self.thread_vars);
+                self.define(*var, s, thread);
+                scope.push(*var);
+            }
+            Stmt::For { var, start, end, step, body, unroll } => {
+                self.expr(start, scope, Some(s));
+                self.expr(end, scope, Some(s));
+                if *step <= 0 {
+                    self.err(Fault::BadValue, s, format!("loop step {step} is not positive"));
+                }
+                let thread = start.depends_on_thread(&self.thread_vars) || end.depends_on_thread(&self.thread_vars);
+                self.define(*var, s, thread);
+                // A loop that both copies into a buffer and reads it reads
+                // new data in each iteration.
+                let (mut written, mut read) = (BTreeSet::new(), BTreeSet::new());
+                buffers(body, false, &mut written);
+                buffers(body, true, &mut read);
+                let targets: Vec<u32> = written.intersection(&read).copied().collect();
+                let before = sync.to_vec();
+                for &b in &targets {
+                    if let Some(x) = sync.get_mut(b as usize) {
+                        *x = Sync::Unsynced;
+                    }
+                }
+                scope.push(*var);
+                let bounds = (eval_const(start, &[]), eval_const(end, &[]));
+                let pushed = match bounds {
+                    (Some(a), Some(b)) if *unroll && *step > 0 => {
+                        self.unrolled.push((*var, a, b, *step));
+                        true
+                    }
+                    _ => false,
+                };
+                self.body(body, scope, divergent || thread, sync);
+                if pushed {
+                    self.unrolled.pop();
+                }
+                scope.pop();
+                // Zero trips keep `before`; some trips end with the body's state.
+                for (x, b) in sync.iter_mut().zip(before) {
+                    *x = (*x).min(b);
+                }
+            }
+            Stmt::If { cond, then, otherwise } => {
+                self.expr(cond, scope, Some(s));
+                let div = divergent || cond.depends_on_thread(&self.thread_vars);
+                let mut other = sync.to_vec();
+                self.body(then, scope, div, sync);
+                self.body(otherwise, scope, div, &mut other);
+                for (x, o) in sync.iter_mut().zip(other) {
+                    *x = (*x).min(o);
+                }
+            }
+            Stmt::Barrier => {
+                for x in sync.iter_mut() {
+                    if *x == Sync::Waited {
+                        *x = Sync::Synced;
+                    }
+                }
+            }
+            Stmt::WaitGroup { .. } => {
+                for x in sync.iter_mut() {
+                    if *x == Sync::Unsynced {
+                        *x = Sync::Waited;
+                    }
+                }
+            }
+            Stmt::CommitGroup | Stmt::GridDepControlWait => {}
+            Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
+                let sizes: &[u32] = if matches!(st, Stmt::CpAsync { .. }) { &[4, 8, 16] } else { &[2, 4, 8, 16] };
+                if !sizes.contains(bytes) {
+                    self.err(Fault::BadValue, s, format!("{} of {bytes} bytes; sizes are {sizes:?}", st.head()));
+                }
+                self.smem(dst, scope, s);
+                self.global(src, scope, s);
+                self.expr(src_bytes, scope, Some(s));
+            }
+            Stmt::LdMatrix { num, dst, src, .. } => {
+                if dst.len() != num.count() {
+                    let msg = format!("{} writes {} registers, not {}", st.head(), num.count(), dst.len());
+                    self.err(Fault::FragmentShape, s, msg);
+                }
+                for r in dst {
+                    self.reg(r, RegKind::B16x2, scope, s, "ldmatrix destination");
+                }
+                self.smem(src, scope, s);
+                if let Some(&state) = sync.get(src.buf.0 as usize) {
+                    let written = {
+                        let mut t = BTreeSet::new();
+                        buffers(&self.k.body, false, &mut t);
+                        t.contains(&src.buf.0)
+                    };
+                    if written && state != Sync::Synced {
+                        let name = &self.k.smem[src.buf.0 as usize].name;
+                        let what =
+                            if state == Sync::Unsynced { "cp.async.wait_group" } else { "bar.sync after the wait" };
+                        let msg =
+                            format!("reads `{name}`, which cp.async writes, with no {what} on some path before it");
+                        self.err(Fault::IncompleteRead, s, msg);
+                    }
+                }
+            }
+            Stmt::MmaSync { ab, d, a, b, c } => {
+                if !matches!(ab, crate::DType::F16 | crate::DType::BF16) {
+                    self.err(Fault::FragmentShape, s, format!("mma.m16n8k16 operands are {}", ab.dsl_name()));
+                }
+                for (regs, n, kind, what) in [
+                    (d, 4, RegKind::F32, "D"),
+                    (a, 4, RegKind::B16x2, "A"),
+                    (b, 2, RegKind::B16x2, "B"),
+                    (c, 4, RegKind::F32, "C"),
+                ] {
+                    if regs.len() != n {
+                        let msg = format!("mma.m16n8k16 takes {n} {what} registers, not {}", regs.len());
+                        self.err(Fault::FragmentShape, s, msg);
+                    }
+                    for r in regs {
+                        self.reg(r, kind, scope, s, what);
+                    }
+                }
+            }
+            Stmt::MovF32 { dst, .. } => self.reg(dst, RegKind::F32, scope, s, "mov"),
+            Stmt::Epilogue { acc, row, col, pred, ops } => {
+                self.reg(acc, RegKind::F32, scope, s, "epilogue");
+                for e in [row, col, pred] {
+                    self.expr(e, scope, Some(s));
+                }
+                for op in ops {
+                    match op {
+                        EpilogueOp::Bias(p) => self.pointer(*p, s),
+                        EpilogueOp::Residual { param, ld } => {
+                            self.pointer(*param, s);
+                            self.expr(ld, scope, Some(s));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Stmt::StShared { dst, src: regs, .. } | Stmt::LdShared { dst: regs, src: dst, .. } => {
+                self.smem(dst, scope, s);
+                for r in regs {
+                    self.reg(r, RegKind::F32, scope, s, "shared store/load");
+                }
+            }
+            Stmt::RedAddF32 { dst, src, pred } => {
+                self.global(dst, scope, s);
+                self.reg(src, RegKind::F32, scope, s, "red.add source");
+                self.expr(pred, scope, Some(s));
+            }
+            Stmt::AtomicArrive { var, counter } => {
+                self.global(counter, scope, s);
+                // The same value in every thread: not thread-dependent.
+                self.define(*var, s, false);
+                scope.push(*var);
+                // Its barriers complete what a preceding wait completed.
+                for x in sync.iter_mut() {
+                    if *x == Sync::Waited {
+                        *x = Sync::Synced;
+                    }
+                }
+            }
+            Stmt::SemaphoreWait { lock, value } | Stmt::SemaphoreRelease { lock, value } => {
+                self.global(lock, scope, s);
+                self.expr(value, scope, Some(s));
+            }
+            Stmt::StGlobalVec { dst, src, pred, .. } => {
+                self.global(dst, scope, s);
+                for r in src {
+                    self.reg(r, RegKind::F32, scope, s, "store source");
+                }
+                self.expr(pred, scope, Some(s));
+            }
+        }
+    }
+}
