@@ -13,6 +13,9 @@ cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
 # kernel! with feature sm80 embeds a GEMM's cubin and PTX (NVRTC at build time).
 cargo test -p tgc --locked --features sm80 --test sm80_kernel
+# The GPU runtime (feature `cuda`): without a driver its tests check the
+# NoDevice path and say that the GPU half was skipped.
+cargo test -p tgc-runtime --locked --features cuda
 # The examples check their own results against the reference interpreter.
 for ex in gemm_bias_relu conv_relu_pool attention; do
     cargo run --locked --quiet --example "$ex"

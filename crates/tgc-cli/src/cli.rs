@@ -49,6 +49,12 @@ pub enum Command {
         /// Where to write `<output name>.npy` (created if missing).
         #[arg(long, default_value = ".")]
         output_dir: PathBuf,
+        /// Strip-mine output loop AXIS of every kernel by a run-time tile of
+        /// SIZE (`--backend cpu`; repeatable, e.g. `--tile 2=8 --tile 3=8`
+        /// for the H and W loops of an NCHW result). The results do not
+        /// depend on the tiles.
+        #[arg(long = "tile", value_name = "AXIS=SIZE")]
+        tiles: Vec<String>,
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {

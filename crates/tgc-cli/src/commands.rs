@@ -38,8 +38,8 @@ type Result<T> = std::result::Result<T, Failure>;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Check { graph, entry, dump } => check(&graph, entry.as_deref(), &dump),
-        Command::Run { graph, entry, backend, dims, inputs, output_dir } => {
-            run_graph(&graph, entry.as_deref(), backend, &dims, &inputs, &output_dir)
+        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles } => {
+            run_graph(&graph, entry.as_deref(), backend, &dims, &inputs, &output_dir, &tiles)
         }
         Command::Compile { graph, entry, target, dims, dump, out } => {
             compile(&graph, entry.as_deref(), target, &dims, &dump, out.as_deref())
@@ -97,6 +97,25 @@ fn read_input(spec: &str) -> Result<(String, HostTensor)> {
     Ok((name.to_string(), tensor))
 }
 
+/// `--tile AXIS=SIZE` options, sorted by axis: the strip-mined axes and
+/// their sizes.
+fn parse_tiles(tiles: &[String]) -> Result<(Vec<usize>, Vec<i64>)> {
+    let mut out: BTreeMap<usize, i64> = BTreeMap::new();
+    for t in tiles {
+        let (a, v) = t.split_once('=').ok_or_else(|| Failure::user(format!("--tile `{t}`: expected AXIS=SIZE")))?;
+        let a: usize =
+            a.trim().parse().map_err(|_| Failure::user(format!("--tile `{t}`: `{a}` is not an axis index")))?;
+        let v: i64 = match v.trim().parse() {
+            Ok(v) if v >= 1 => v,
+            _ => return Err(Failure::user(format!("--tile `{t}`: the size `{v}` is not an integer ≥ 1"))),
+        };
+        if out.insert(a, v).is_some() {
+            return Err(Failure::user(format!("--tile {a} is given twice")));
+        }
+    }
+    Ok(out.into_iter().unzip())
+}
+
 fn run_graph(
     path: &Path,
     entry: Option<&str>,
@@ -104,7 +123,12 @@ fn run_graph(
     dims: &[String],
     inputs: &[String],
     out_dir: &Path,
+    tiles: &[String],
 ) -> Result<()> {
+    let (tile_axes, tile_sizes) = parse_tiles(tiles)?;
+    if !tile_axes.is_empty() && backend != Backend::Cpu {
+        return Err(Failure::user("--tile applies to --backend cpu only"));
+    }
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
     let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
@@ -140,10 +164,17 @@ fn run_graph(
         Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
         Backend::Cpu => {
             let work = scratch_dir()?;
-            pipeline::run_cpu(&bound, &ordered, &work).map_err(|e| match e {
+            let failure = |e| match e {
                 pipeline::RunError::Diag(d) => Failure::diag(path, &d),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
-            })?
+            };
+            if tile_axes.is_empty() {
+                pipeline::run_cpu(&bound, &ordered, &work).map_err(failure)?
+            } else {
+                let opts = pipeline::Options { tiles: pipeline::TilePlan { axes: tile_axes }, ..Default::default() };
+                let compiled = pipeline::CompiledCpu::new(&bound, &opts, &work).map_err(failure)?;
+                compiled.run(&ordered, &tile_sizes).map_err(failure)?
+            }
         }
         Backend::Cuda => {
             return Err(Failure::user("the cuda backend is not available in this build: use --backend cpu or interp"));
@@ -196,6 +227,9 @@ fn compile(
         create_dir(dir)?;
         for (file, text) in &artifacts.files {
             write_file(&dir.join(file), text.as_bytes())?;
+        }
+        for note in &artifacts.notes {
+            eprintln!("note: {note}");
         }
     }
     for s in dump {

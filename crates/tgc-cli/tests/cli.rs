@@ -29,10 +29,16 @@ fn temp(name: &str) -> PathBuf {
 /// Writes random inputs, runs the graph on the CPU backend and on the
 /// interpreter, and compares every output within rtol = atol = 1e-3.
 fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &[(&str, i64)]) {
+    cpu_matches_interp_with(graph, inputs, dims, &[]);
+}
+
+/// [`cpu_matches_interp`] with `cpu_args` added to the CPU run.
+fn cpu_matches_interp_with(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &[(&str, i64)], cpu_args: &[&str]) {
     let dir = temp(&format!(
-        "{}-{}",
+        "{}-{}-{}",
         graph.replace(['/', '.'], "_"),
-        dims.iter().map(|d| d.1.to_string()).collect::<Vec<_>>().join("x")
+        dims.iter().map(|d| d.1.to_string()).collect::<Vec<_>>().join("x"),
+        cpu_args.join("_").replace(['=', '-'], "")
     ));
     let mut args: Vec<String> = Vec::new();
     for (k, (name, dtype, shape)) in inputs.iter().enumerate() {
@@ -59,6 +65,9 @@ fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &
             out_dir.display().to_string(),
         ];
         a.extend(args.iter().cloned());
+        if backend == "cpu" {
+            a.extend(cpu_args.iter().map(|s| s.to_string()));
+        }
         let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
         let o = tgc(&refs);
         assert!(o.status.success(), "tgc {refs:?} failed: {}", stderr(&o));
@@ -155,6 +164,43 @@ fn example_graphs_run_on_cpu_like_the_interpreter() {
         ("mask", DType::F32, vec![5, 6]),
     ];
     cpu_matches_interp("examples/graphs/attention.tgc", &ins, &[]);
+}
+
+/// `run --tile`: the fused conv→relu→maxpool kernel strip-mined on H and W
+/// by run-time tiles that do and do not divide the 16×16 result.
+#[test]
+fn run_with_run_time_tiles_matches_the_interpreter() {
+    let ins = [("x", DType::F32, vec![1, 3, 32, 32]), ("w", DType::F32, vec![8, 3, 3, 3]), ("b", DType::F32, vec![8])];
+    for tiles in [["--tile", "2=3", "--tile", "3=5"], ["--tile", "3=16", "--tile", "2=1"]] {
+        cpu_matches_interp_with("examples/graphs/conv_relu_pool.tgc", &ins, &[], &tiles);
+    }
+}
+
+#[test]
+fn bad_tiles_are_refused_with_the_reason() {
+    let dir = temp("bad-tiles");
+    let (x, w, b) = (dir.join("x.npy"), dir.join("w.npy"), dir.join("b.npy"));
+    for (file, shape) in [(&x, vec![1, 3, 32, 32]), (&w, vec![8, 3, 3, 3]), (&b, vec![8])] {
+        let n = shape.iter().product();
+        npy::write_npy(file, &HostTensor::from_f64(DType::F32, &shape, &sample_values(1, n)).unwrap()).unwrap();
+    }
+    let inputs = [format!("x={}", x.display()), format!("w={}", w.display()), format!("b={}", b.display())];
+    for (tile, backend, want) in [
+        ("2=0", "cpu", "the size `0` is not an integer ≥ 1"),
+        ("h=4", "cpu", "`h` is not an axis index"),
+        ("9=4", "cpu", "error[InvalidAxis]: no kernel of the graph has an output loop 9"),
+        ("2=4", "interp", "--tile applies to --backend cpu only"),
+    ] {
+        let mut args = vec!["run", "examples/graphs/conv_relu_pool.tgc", "--backend", backend, "--tile", tile];
+        for i in &inputs {
+            args.extend(["--input", i.as_str()]);
+        }
+        args.extend(["--output-dir", dir.to_str().unwrap()]);
+        let o = tgc(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(want), "{tile}: {}", stderr(&o));
+    }
+    assert!(!dir.join("y.npy").exists(), "a refused run writes nothing");
 }
 
 #[test]
@@ -269,6 +315,30 @@ fn compile_dumps_the_stages_that_exist() {
         tgc(&["compile", "tests/spec/002_gemm.json", "--dim", "M=8", "--out", dir.to_str().unwrap(), "--dump", "tiny"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.join("tiny.json").exists() && dir.join("tiny.txt").exists());
+}
+
+/// `compile --out` writes the regions (`000` §12.4) and the Poly-View
+/// (§12.3) as JSON beside the C source; conv→relu→maxpool is one region
+/// whose conv is computed at the pool's reads.
+#[test]
+fn compile_writes_region_and_poly_view_json() {
+    let dir = temp("compile-json");
+    let o = tgc(&["compile", "examples/graphs/conv_relu_pool.tgc", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap_or_else(|e| panic!("{f}: {e}"))
+    };
+    let regions = read("region.json");
+    let rs = regions["regions"].as_array().unwrap();
+    assert_eq!(rs.len(), 1, "{regions:#}");
+    let r = &rs[0]["region"];
+    assert_eq!(r["outputs"][0]["materialize"], "gmem");
+    let hows: Vec<&str> = r["body"].as_array().unwrap().iter().filter_map(|l| l["how"].as_str()).collect();
+    assert!(hows.contains(&"compute_at") && hows.contains(&"accumulate"), "{hows:?}");
+    assert_eq!(r["local_edges"].as_array().map(Vec::len), Some(1), "{r:#}");
+    let view = read("poly_view.json");
+    let blocks = view["poly_view"]["blocks"].as_array().unwrap();
+    assert!(blocks.iter().any(|b| b["kind"] == "contraction_pattern"), "{view:#}");
 }
 
 #[test]

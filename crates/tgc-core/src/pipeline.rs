@@ -164,6 +164,10 @@ pub fn signature(g: &Graph) -> String {
 pub struct Artifacts {
     pub files: Vec<(String, String)>,
     pub c_source: String,
+    /// Files that could not be made, and why (the compile still succeeds:
+    /// a graph whose Poly-View fails to build gets no `poly_view.json`,
+    /// as its regions are formed without Poly Core).
+    pub notes: Vec<String>,
 }
 
 /// Generates the CPU artifacts of `g` (which may still have symbols).
@@ -171,8 +175,28 @@ pub fn compile_cpu(loaded: &Loaded, g: &Graph) -> DResult<Artifacts> {
     let _ = loaded;
     let symbol = c_symbol(&g.name);
     let c_source = emit::c::emit_c(g, &symbol)?;
-    let files = vec![(format!("{symbol}.c"), c_source.clone()), ("tiny.json".to_string(), to_json(g))];
-    Ok(Artifacts { files, c_source })
+    let mut files = vec![
+        (format!("{symbol}.c"), c_source.clone()),
+        ("tiny.json".to_string(), to_json(g)),
+        ("region.json".to_string(), regions_json(g)?),
+    ];
+    let (poly, notes) = poly_view_artifact(g);
+    files.extend(poly);
+    Ok(Artifacts { files, c_source, notes })
+}
+
+/// `poly_view.json` (feature `poly`), or why there is none.
+#[cfg(feature = "poly")]
+fn poly_view_artifact(g: &Graph) -> (Option<(String, String)>, Vec<String>) {
+    match poly_view_json(g) {
+        Ok(text) => (Some(("poly_view.json".to_string(), text)), Vec::new()),
+        Err(e) => (None, vec![format!("no poly_view.json: {e}")]),
+    }
+}
+
+#[cfg(not(feature = "poly"))]
+fn poly_view_artifact(_: &Graph) -> (Option<(String, String)>, Vec<String>) {
+    (None, Vec::new())
 }
 
 /// A C identifier for a graph name.
@@ -200,19 +224,43 @@ pub fn poly_view(g: &Graph) -> DResult<String> {
     Ok(poly::dump(&view))
 }
 
+/// The Poly-View of `g` in the JSON form of `000` §12.3 ([`poly::json`]),
+/// written by `compile` as `poly_view.json` (feature `poly`).
+///
+/// Errors: those of [`poly_view`]; `Internal` when isl cannot print an
+/// object of the view.
+#[cfg(feature = "poly")]
+pub fn poly_view_json(g: &Graph) -> DResult<String> {
+    let book = index_book::build(g)?;
+    verify_book(g, &book)?;
+    let ctx = poly::Ctx::new();
+    let view = poly::build(&ctx, g, &book)?;
+    poly::json::to_json(&view).map_err(|e| crate::diag!(Internal, "Poly-View JSON: {e}"))
+}
+
 /// The `region` dump of `g` (which may still have symbols): forms the
 /// regions (`000` §4), verifies them, prints them.
 ///
 /// Errors: those of building the IndexBook; `Internal` when the Region
 /// verifier fails.
 pub fn regions(g: &Graph) -> DResult<String> {
+    Ok(region::dump(g, &formed_regions(g)?))
+}
+
+/// The regions of `g` in the JSON form of `000` §12.4 ([`region::json`]),
+/// written by `compile` as `region.json`. Errors as [`regions`].
+pub fn regions_json(g: &Graph) -> DResult<String> {
+    Ok(region::json::to_json(g, &formed_regions(g)?))
+}
+
+fn formed_regions(g: &Graph) -> DResult<region::Regions> {
     let book = index_book::build(g)?;
     verify_book(g, &book)?;
     let rs = region::form(g, &book)?;
     if let Some(e) = region::verify::verify(g, &rs).into_iter().next() {
         return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
     }
-    Ok(region::dump(g, &rs))
+    Ok(rs)
 }
 
 /// The GEMM a contraction node computes, or why it is not planned.
@@ -559,8 +607,7 @@ impl CompiledCpu {
         Ok(CompiledCpu { lib, entry })
     }
 
-    /// How many tile sizes [`CompiledCpu::run`] takes (those of the plan's
-    /// axes the kernels have).
+    /// How many tile sizes [`CompiledCpu::run`] takes: one per planned axis.
     pub fn tiles(&self) -> usize {
         self.entry.tiles
     }

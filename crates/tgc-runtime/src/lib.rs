@@ -6,6 +6,8 @@
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`checks`]: the argument checks generated `run` functions call.
+//! - `cuda` (feature `cuda`): loading embedded cubin/PTX and launching
+//!   kernels on a GPU through the CUDA driver.
 //!
 //! This crate does not depend on `tgc-core`: generated code links only this.
 
@@ -13,6 +15,8 @@
 
 pub mod checks;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod dtype;
 pub mod error;
 pub mod npy;

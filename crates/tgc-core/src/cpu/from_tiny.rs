@@ -46,7 +46,8 @@ impl Default for Options {
 /// [`lower`] under `opts`: regions formed with or without fusion, then the
 /// planned loops strip-mined.
 ///
-/// Errors: those of [`lower`].
+/// Errors: those of [`lower`]; `InvalidAxis` when a planned axis is not an
+/// output loop of any kernel, or the plan's axes are not increasing.
 pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
     if let Some(e) = tiny::verify::verify(g).into_iter().next() {
         return Err(e);
@@ -60,6 +61,14 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
         return Err(diag!(Internal, "Region verifier: {}", e.message));
     }
     let mut p = lower_regions(g, &book, &regions)?;
+    let axes = &opts.tiles.axes;
+    if axes.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(diag!(InvalidAxis, "the tiled loops {axes:?} are not increasing"));
+    }
+    let rank = p.kernels.iter().map(|k| k.loops.len()).max().unwrap_or(0);
+    if let Some(a) = axes.iter().find(|&&a| a >= rank) {
+        return Err(diag!(InvalidAxis, "no kernel of the graph has an output loop {a} (the deepest has {rank})"));
+    }
     strip_mine(&mut p, &opts.tiles);
     Ok(p)
 }
@@ -137,6 +146,10 @@ struct KernelCx<'r> {
     extents: Vec<Dim>,
     /// Nodes met so far, in order of first visit.
     nodes: Vec<NodeId>,
+    /// Where the root's value reads the accumulator: its output index as
+    /// expressions over the root's loop variables (the identity unless the
+    /// epilogue reads it through a `RESHAPE` or `PERMUTE`).
+    acc_index: Option<Vec<AffExpr>>,
 }
 
 fn vars(n: usize) -> Vec<AffExpr> {
@@ -174,8 +187,12 @@ impl Lowerer<'_> {
             computed_at: 0,
             extents: loops.clone(),
             nodes: Vec::new(),
+            acc_index: None,
         };
-        let reduce = match cx.reduce {
+        // The accumulator's reduce loops nest inside the root's loops; the
+        // root's value is built first, so that it records where it reads the
+        // accumulator (`acc_index`), and the reduction runs at that point.
+        let accumulator = match cx.reduce {
             None => None,
             Some(rd) => {
                 let (Op::Reduce { op, .. }, Some(info), Some(&src)) =
@@ -187,16 +204,26 @@ impl Lowerer<'_> {
                 cx.extents.extend(red_loops.iter().cloned());
                 let access =
                     info.access(src).ok_or_else(|| diag!(Internal, "REDUCE {} has no access", g.node(rd).label))?;
-                let idx = index_book::compose(&vars(r + red_loops.len()), access, &cx.extents)?.index;
-                let dtype = g.dtype(rd);
-                cx.in_reduction = true;
-                let value = cast(self.value(&mut cx, src, &idx)?, dtype);
-                cx.in_reduction = false;
-                Some(Reduction { node: rd, op: *op, dtype, loops: red_loops, value })
+                Some((rd, *op, src, access, red_loops))
             }
         };
         let out = self.buf(root)?;
         let value = self.value(&mut cx, root, &vars(r))?;
+        let reduce = match accumulator {
+            None => None,
+            Some((rd, op, src, access, red_loops)) => {
+                let mut at = cx.acc_index.take().ok_or_else(|| {
+                    diag!(Internal, "kernel {n}'s root does not read its accumulator {}", g.node(rd).label)
+                })?;
+                at.extend((r..r + red_loops.len()).map(|k| AffExpr::var(k as u32)));
+                let idx = index_book::compose(&at, access, &cx.extents)?.index;
+                let dtype = g.dtype(rd);
+                cx.in_reduction = true;
+                let value = cast(self.value(&mut cx, src, &idx)?, dtype);
+                cx.in_reduction = false;
+                Some(Reduction { node: rd, op, dtype, loops: red_loops, value })
+            }
+        };
         let mut nodes = vec![root];
         let mut rest: Vec<NodeId> =
             cx.nodes.into_iter().filter(|&v| v != root && Some(v) != cx.reduce && !region.computes_at(v)).collect();
@@ -237,6 +264,12 @@ impl Lowerer<'_> {
         let n = g.node(v);
         let dtype = n.ty.dtype;
         if Some(v) == cx.reduce {
+            // One read per root point, unguarded: the grouping reaches the
+            // accumulator through element-wise nodes and bijective movements.
+            if !cx.guard.is_empty() || cx.acc_index.as_deref().is_some_and(|at| at != idx) {
+                return Err(diag!(Internal, "{} is read at more than one point of its kernel's root", n.label));
+            }
+            cx.acc_index = Some(idx.to_vec());
             return Ok(Expr::Acc { dtype });
         }
         if v != cx.root && self.buf_of[v.index()].is_some() {

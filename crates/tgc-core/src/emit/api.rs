@@ -47,7 +47,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use crate::cpu::Role;
+use crate::cpu::{Program, Role};
 use crate::diag;
 use crate::diag::DResult;
 use crate::sym::{Atom, Dim};
@@ -121,16 +121,20 @@ pub fn kernel_module(
     check_module_name(name)?;
     let points: Vec<(&BTreeMap<String, i64>, Graph)> =
         shapes.iter().map(|p| Ok((p, bind_point(g, p)?))).collect::<DResult<_>>()?;
+    // The generic body's lowering: its checks are `run`'s, and it is printed.
+    let program = crate::cpu::lower(g)?;
     let printer = Printer { g };
     let params = param_names(g);
-    let checks = printer.checks(&params)?;
+    let checks = printer.checks(&program, &params)?;
     let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
     let args = Args { inputs: &params[..n_in], outputs: &params[n_in..n_in + n_out] };
     let (bodies, lang, via) = match backend {
-        Backend::Rust => (rust_bodies(g, &points, &args)?, "Rust", "the loop nests printed as Rust in this module"),
+        Backend::Rust => {
+            (rust_bodies(g, program, &points, &args)?, "Rust", "the loop nests printed as Rust in this module")
+        }
         Backend::C { symbol } => {
             let via = "the loop nests printed as C, compiled by the build helper and linked statically";
-            (c_bodies(g, symbol, &points, &args)?, "C", via)
+            (c_bodies(g, program, symbol, &points, &args)?, "C", via)
         }
     };
 
@@ -180,7 +184,12 @@ struct Bodies {
 
 /// [`Backend::Rust`]: `mod generic` and `mod shape_<k>`, each with the
 /// `body` of [`super::rust`].
-fn rust_bodies(g: &Graph, points: &[(&BTreeMap<String, i64>, Graph)], args: &Args) -> DResult<Bodies> {
+fn rust_bodies(
+    g: &Graph,
+    program: Program,
+    points: &[(&BTreeMap<String, i64>, Graph)],
+    args: &Args,
+) -> DResult<Bodies> {
     let (ins, outs) = (tuple(args.inputs), tuple(args.outputs));
     let call = |module: &str, dims: &str| {
         format!("self::{module}::body({ins}, {outs}, &{dims}).map_err({FACADE}::Error::Kernel)")
@@ -190,7 +199,7 @@ fn rust_bodies(g: &Graph, points: &[(&BTreeMap<String, i64>, Graph)], args: &Arg
         run_tail.push_str(&dispatch(g, point, &format!("        return {};\n", call(&format!("shape_{k}"), "__rest"))));
         let _ = write!(items, "mod shape_{k} {{\n{}}}\n", super::rust::emit_rust(bound, FACADE)?);
     }
-    let generic = super::rust::emit_rust(g, FACADE)?;
+    let generic = super::rust::emit_rust_program(g, &program, FACADE)?;
     let _ = writeln!(run_tail, "    {}", call("generic", "__dims"));
     let _ = write!(items, "mod generic {{\n{generic}}}\n");
     Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic })
@@ -198,7 +207,13 @@ fn rust_bodies(g: &Graph, points: &[(&BTreeMap<String, i64>, Graph)], args: &Arg
 
 /// [`Backend::C`]: the units of [`super::c`] and an `extern "C"` block
 /// declaring their entry points, called with the pointer arrays of the ABI.
-fn c_bodies(g: &Graph, symbol: &str, points: &[(&BTreeMap<String, i64>, Graph)], args: &Args) -> DResult<Bodies> {
+fn c_bodies(
+    g: &Graph,
+    program: Program,
+    symbol: &str,
+    points: &[(&BTreeMap<String, i64>, Graph)],
+    args: &Args,
+) -> DResult<Bodies> {
     let ptrs = |names: &[String], method: &str| -> String {
         names.iter().map(|n| format!("{n}.{method}().cast()")).collect::<Vec<_>>().join(", ")
     };
@@ -219,7 +234,8 @@ fn c_bodies(g: &Graph, symbol: &str, points: &[(&BTreeMap<String, i64>, Graph)],
         let _ = writeln!(s, "{indent}{ret}__c::status({}, unsafe {{ {call} }}){end}", lit(sym));
         s
     };
-    let mut c_units = vec![CUnit { symbol: symbol.to_string(), source: super::c::emit_c(g, symbol)? }];
+    let source = super::c::emit_c_programs(&[(g, program, symbol)])?;
+    let mut c_units = vec![CUnit { symbol: symbol.to_string(), source }];
     for (k, (point, bound)) in points.iter().enumerate() {
         let sym = format!("{symbol}_shape{k}");
         run_tail.push_str(&dispatch(g, point, &call(&sym, "__rest", "        ", "return ")));
@@ -324,7 +340,7 @@ struct Printer<'g> {
 
 impl Printer<'_> {
     /// The checks of the module doc, steps 1–4, as statements of `run`.
-    fn checks(&self, params: &[String]) -> DResult<String> {
+    fn checks(&self, program: &Program, params: &[String]) -> DResult<String> {
         let g = self.g;
         let ins = g.inputs();
         let dims_at = ins.len() + g.outputs.len();
@@ -338,7 +354,6 @@ impl Printer<'_> {
         let _ = writeln!(s, "    let __dims: [i64; {}] = [{}];", dims.len(), dims.join(", "));
         // The program's checks: the graph's open shape facts, and sizes and
         // divisors ≥ 1 (`symbol ≥ 1` is `dim`'s already).
-        let program = crate::cpu::lower(g)?;
         for c in &program.checks {
             let at_least_one = c.rel == Rel::Le && c.lhs.as_int() == Some(1);
             if at_least_one && c.rhs.as_sym().is_some() {

@@ -48,6 +48,22 @@ pub fn emit_rust(g: &Graph, crate_path: &str) -> Result<String, Diagnostic> {
 /// `body` takes the tile sizes in `dims` after the graph's symbols and
 /// returns `Err` for one below 1.
 pub fn emit_rust_with(g: &Graph, crate_path: &str, opts: &Options) -> Result<String, Diagnostic> {
+    check_crate_path(crate_path)?;
+    let p = lower_with(g, opts)?;
+    Ok(print(g, &p, crate_path))
+}
+
+/// [`emit_rust`] for a program the caller has lowered already (`p` must be
+/// the lowering of `g`), so a caller that needs the [`Program`] too lowers
+/// once.
+///
+/// Errors: `Unsupported` when `crate_path` is not a path.
+pub fn emit_rust_program(g: &Graph, p: &Program, crate_path: &str) -> Result<String, Diagnostic> {
+    check_crate_path(crate_path)?;
+    Ok(print(g, p, crate_path))
+}
+
+fn check_crate_path(crate_path: &str) -> Result<(), Diagnostic> {
     let segs: Vec<&str> = crate_path.strip_prefix("::").unwrap_or(crate_path).split("::").collect();
     let ident = |s: &str| {
         s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
@@ -56,8 +72,7 @@ pub fn emit_rust_with(g: &Graph, crate_path: &str, opts: &Options) -> Result<Str
     if !segs.iter().all(|s| ident(s)) {
         return Err(diag!(Unsupported, "`{crate_path}` is not a Rust path"));
     }
-    let p = lower_with(g, opts)?;
-    Ok(print(g, &p, crate_path))
+    Ok(())
 }
 
 /// The Rust type a buffer of `dt` stores (after `use {crate}::half::{f16, bf16}`).

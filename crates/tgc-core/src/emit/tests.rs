@@ -158,6 +158,66 @@ fn elementwise_chain_with_broadcast() {
     }
 }
 
+/// A batched product `[B, M, N]` stored as `[M, B*N]` with a bias: the
+/// epilogue reads the accumulator through `PERMUTE` and `RESHAPE`, and the
+/// grouping keeps them in one kernel (no buffer for the product).
+#[test]
+fn epilogue_through_permute_and_reshape() {
+    let mut g = Graph::new("bmm_t");
+    let (b_, m, k, n) = ("B", "M", "K", "N");
+    let x = g.input("x", DType::F32, &shape(&[b_, m, k])).unwrap();
+    let w = g.input("w", DType::F32, &shape(&[b_, k, n])).unwrap();
+    let bias = g.input("bias", DType::F32, &shape(&[m])).unwrap();
+    let x4 = g.reshape(x, &shape(&[b_, m, k, "1"])).unwrap();
+    let x4 = g.expand(x4, &shape(&[b_, m, k, n])).unwrap();
+    let w4 = g.reshape(w, &shape(&[b_, "1", k, n])).unwrap();
+    let w4 = g.expand(w4, &shape(&[b_, m, k, n])).unwrap();
+    let p = g.binary(BinaryOp::Mul, x4, w4).unwrap();
+    let s = g.reduce(ReduceOp::Sum, p, &[2], DType::F32).unwrap();
+    let t = g.permute(s, &[1, 0, 2]).unwrap();
+    let bn = Dim::product(&shape(&[b_, n]));
+    let t = g.reshape(t, &[Dim::sym(m), bn.clone()]).unwrap();
+    let b2 = g.reshape(bias, &shape(&[m, "1"])).unwrap();
+    let b2 = g.expand(b2, &[Dim::sym(m), bn]).unwrap();
+    let y = g.binary(BinaryOp::Add, t, b2).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: y });
+    g.declare_input_symbols();
+    let lib = compile(&g);
+    assert!(!lib.c_src.contains("malloc"), "one kernel, no buffer for the product:\n{}", lib.c_src);
+    for (bv, mv, kv, nv) in [(1, 1, 1, 1), (2, 3, 5, 4), (3, 2, 7, 5)] {
+        let xs = data(31, bv * mv * kv, -1.0, 1.0, DType::F32);
+        let ws = data(32, bv * kv * nv, -1.0, 1.0, DType::F32);
+        let bs = data(33, mv, -1.0, 1.0, DType::F32);
+        let mut want = vec![0.0; mv * bv * nv];
+        for bi in 0..bv {
+            for i in 0..mv {
+                for j in 0..nv {
+                    let mut acc = 0.0f32;
+                    for l in 0..kv {
+                        acc += xs[(bi * mv + i) * kv + l] as f32 * ws[(bi * kv + l) * nv + j] as f32;
+                    }
+                    want[i * bv * nv + bi * nv + j] = (acc + bs[i] as f32) as f64;
+                }
+            }
+        }
+        let dims: Vec<i64> = g
+            .symbols
+            .iter()
+            .map(|sym| match sym.name.as_str() {
+                "B" => bv,
+                "M" => mv,
+                "K" => kv,
+                _ => nv,
+            } as i64)
+            .collect();
+        let (cr, rr) = lib.run(&[xs, ws, bs], &dims);
+        for run in [cr, rr] {
+            assert_eq!(run.rc, 0);
+            assert_close(&run.outputs[0], &want, DType::F32, "permuted epilogue");
+        }
+    }
+}
+
 /// Row softmax in base 2: `REDUCE MAX`, `SUB`, `EXP2`, `REDUCE SUM`, `FDIV`;
 /// the exponentials feed both the sum and the division.
 #[test]

@@ -727,11 +727,69 @@ impl<'k> Printer<'k> {
                 if pd != *dtype {
                     return Err(self.err(id, Fault::BadValue, format!("stores {dtype} into a {pd} tensor")));
                 }
-                let store = self.store(id, &g, src, *dtype)?;
+                let store = self.store(id, "global", &format!("\"l\"({g})"), src, *dtype)?;
                 match pred {
                     Expr::Const(v) if *v != 0 => writeln!(out, "{tag}{store}").unwrap(),
                     _ => writeln!(out, "{tag}if ({}) {store}", self.cond(pred, id)?).unwrap(),
                 }
+            }
+            Stmt::StShared { dst, src, dtype } => {
+                let a = self.smem_addr(dst, id)?;
+                writeln!(out, "{tag}{}", self.store(id, "shared", &format!("\"r\"({a})"), src, *dtype)?).unwrap();
+            }
+            Stmt::LdShared { dst, src, dtype } => self.ld_shared(out, id, &pad, dst, src, *dtype)?,
+            Stmt::SemaphoreWait { lock, value } => {
+                let (g, _) = self.global(lock, id)?;
+                let v = self.expr(value, Some(id))?;
+                writeln!(out, "{tag}{{ // semaphore wait: spin until *lock == value").unwrap();
+                writeln!(out, "{pad}    int tgc_seen;").unwrap();
+                writeln!(
+                    out,
+                    "{pad}    do {{ asm volatile(\"ld.acquire.gpu.global.b32 %0, [%1];\\n\" : \"=r\"(tgc_seen) : \"l\"({g}) : \"memory\"); }} while (tgc_seen != (int)({v}));"
+                )
+                .unwrap();
+                writeln!(out, "{pad}}}").unwrap();
+            }
+            Stmt::SemaphoreRelease { lock, value } => {
+                let (g, _) = self.global(lock, id)?;
+                let v = self.expr(value, Some(id))?;
+                writeln!(
+                    out,
+                    "{tag}asm volatile(\"fence.acq_rel.gpu;\\n\\tst.relaxed.gpu.global.b32 [%0], %1;\\n\" :: \"l\"({g}), \"r\"((int)({v})) : \"memory\");"
+                )
+                .unwrap();
+            }
+            Stmt::RedAddF32 { dst, src, pred } => {
+                let (g, d) = self.global(dst, id)?;
+                if d != DType::F32 || self.reg_kind(src, id)? != RegKind::F32 {
+                    return Err(self.err(id, Fault::BadValue, "red.global.add.f32 needs an f32 tensor and register"));
+                }
+                let red = format!(
+                    "asm volatile(\"red.global.add.f32 [%0], %1;\\n\" :: \"l\"({g}), \"f\"({}) : \"memory\");",
+                    self.reg(src, id)?
+                );
+                match pred {
+                    Expr::Const(v) if *v != 0 => writeln!(out, "{tag}{red}").unwrap(),
+                    _ => writeln!(out, "{tag}if ({}) {red}", self.cond(pred, id)?).unwrap(),
+                }
+            }
+            Stmt::AtomicArrive { var, counter } => {
+                let (g, _) = self.global(counter, id)?;
+                let v = self.var(*var, id)?;
+                let slot = format!("tgc_arrived_s{id}");
+                writeln!(out, "{tag}__shared__ unsigned {slot}; // atomic arrive: the CTA's arrival order").unwrap();
+                writeln!(out, "{pad}__syncthreads();").unwrap();
+                writeln!(out, "{pad}if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {{").unwrap();
+                writeln!(out, "{pad}    unsigned tgc_old;").unwrap();
+                writeln!(
+                    out,
+                    "{pad}    asm volatile(\"fence.acq_rel.gpu;\\n\\tatom.global.add.u32 %0, [%1], 1;\\n\" : \"=r\"(tgc_old) : \"l\"({g}) : \"memory\");"
+                )
+                .unwrap();
+                writeln!(out, "{pad}    {slot} = tgc_old;").unwrap();
+                writeln!(out, "{pad}}}").unwrap();
+                writeln!(out, "{pad}__syncthreads();").unwrap();
+                writeln!(out, "{pad}const long long {v} = {slot};").unwrap();
             }
             Stmt::GridDepControlWait => {
                 writeln!(out, "{tag}asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");").unwrap()
@@ -748,7 +806,9 @@ impl<'k> Printer<'k> {
     }
 
     /// One `st.global` of `src` (f32 registers) rounded to `dtype`.
-    fn store(&self, id: u32, ptr: &str, src: &[RegRef], dtype: DType) -> Result<String, CudaError> {
+    /// `addr` is the address operand with its constraint (`"l"(p)` for
+    /// global, `"r"(a)` for shared); `space` the state space.
+    fn store(&self, id: u32, space: &str, addr: &str, src: &[RegRef], dtype: DType) -> Result<String, CudaError> {
         let mut regs = Vec::new();
         for r in src {
             if self.reg_kind(r, id)? != RegKind::F32 {
@@ -783,7 +843,7 @@ impl<'k> Printer<'k> {
         let slots = if operands.len() == 1 { slots[0].clone() } else { format!("{{{}}}", slots.join(", ")) };
         let args: Vec<String> = operands.iter().map(|o| format!("\"{constraint}\"({o})")).collect();
         Ok(format!(
-            "asm volatile(\"st.global{vec}.{ty} [%0], {slots};\\n\" :: \"l\"({ptr}), {} : \"memory\");",
+            "asm volatile(\"st.{space}{vec}.{ty} [%0], {slots};\\n\" :: {addr}, {} : \"memory\");",
             args.join(", ")
         ))
     }
@@ -843,6 +903,75 @@ impl<'k> Printer<'k> {
             }
         }
         writeln!(out, "{inner}{a} = tgc_v;").unwrap();
+        writeln!(out, "{pad}}}").unwrap();
+        Ok(())
+    }
+
+    /// `ld.shared` of `dst.len()` elements of `dtype` into f32 registers:
+    /// 16-bit values in pairs per `.b32` word, then widened.
+    fn ld_shared(
+        &self,
+        out: &mut String,
+        id: u32,
+        pad: &str,
+        dst: &[RegRef],
+        src: &SmemRef,
+        dtype: DType,
+    ) -> Result<(), CudaError> {
+        let mut regs = Vec::new();
+        for r in dst {
+            if self.reg_kind(r, id)? != RegKind::F32 {
+                return Err(self.err(id, Fault::FragmentShape, "ld.shared into b32 registers (f32 expected)"));
+            }
+            regs.push(self.reg(r, id)?);
+        }
+        let bad = || self.err(id, Fault::BadValue, format!("a shared load of {} {dtype} elements", dst.len()));
+        let widen = match dtype {
+            DType::F16 => "tgc_f16_to_f32",
+            DType::BF16 => "tgc_bf16_to_f32",
+            DType::F32 => "__uint_as_float",
+            _ => return Err(bad()),
+        };
+        let (ty, words) = match (dtype, regs.len()) {
+            (DType::F32, n) => ("b32", n),
+            (_, 1) => ("b16", 1),
+            (_, n) if n % 2 == 0 => ("b32", n / 2),
+            _ => return Err(bad()),
+        };
+        let vec = match words {
+            1 => "",
+            2 => ".v2",
+            4 => ".v4",
+            _ => return Err(bad()),
+        };
+        let addr = self.smem_addr(src, id)?;
+        let c = if ty == "b16" { "h" } else { "r" };
+        let wty = if ty == "b16" { "unsigned short" } else { "unsigned" };
+        let names: Vec<String> = (0..words).map(|i| format!("tgc_w{i}")).collect();
+        let slots: Vec<String> = (0..words).map(|i| format!("%{i}")).collect();
+        let slots = if words == 1 { slots[0].clone() } else { format!("{{{}}}", slots.join(", ")) };
+        let outs: Vec<String> = names.iter().map(|n| format!("\"={c}\"({n})")).collect();
+        writeln!(out, "{pad}/* s{id} */ {{").unwrap();
+        writeln!(out, "{pad}    {wty} {};", names.join(", ")).unwrap();
+        writeln!(
+            out,
+            "{pad}    asm volatile(\"ld.shared{vec}.{ty} {slots}, [%{words}];\\n\" : {} : \"r\"({addr}) : \"memory\");",
+            outs.join(", ")
+        )
+        .unwrap();
+        for (i, r) in regs.iter().enumerate() {
+            let value = if dtype == DType::F32 || ty == "b16" {
+                format!("{widen}({})", names[i])
+            } else {
+                let w = &names[i / 2];
+                if i % 2 == 0 {
+                    format!("{widen}((unsigned short)({w} & 0xffffu))")
+                } else {
+                    format!("{widen}((unsigned short)({w} >> 16))")
+                }
+            };
+            writeln!(out, "{pad}    {r} = {value};").unwrap();
+        }
         writeln!(out, "{pad}}}").unwrap();
         Ok(())
     }

@@ -9,24 +9,29 @@
 //! `CpAsync`/`CommitGroup`/`WaitGroup`/`LdMatrix`/`MmaSync`/`Epilogue`/
 //! `StGlobalVec` plus the control around them: `For`, `If`, `Let`,
 //! `Barrier`, a synchronous global→shared copy for operands too misaligned
-//! for `cp.async`, an accumulator initialiser, and `griddepcontrol.wait`.
+//! for `cp.async`, an accumulator initialiser, shared loads and stores of
+//! registers (the epilogue's staging of C for 16-byte global stores), and
+//! `griddepcontrol.wait`.
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
 //! the statement's id):
 //!
 //! 1. Ids index their tables: every [`ParamId`], [`VarId`], [`RegId`],
-//!    [`SmemId`] is in range; a variable is defined once (`Let` or `For`)
+//!    [`SmemId`] is in range; a variable is defined once (`Let`, `For` or
+//!    `AtomicArrive`)
 //!    and used only inside the scope that defines it.
 //! 2. Each statement kind runs on the architectures [`Stmt::min_arch`]
 //!    names; the kernel's `arch` is at least that.
-//! 3. `Barrier`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
+//! 3. `Barrier`, `AtomicArrive`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
 //!    whose condition or bounds depend on the thread (`bar.sync` needs
 //!    every thread of the CTA, `ldmatrix`/`mma.sync` are `.aligned`: every
 //!    lane of the warp; PTX ISA "bar.sync", "ldmatrix", "mma").
 //! 4. Fragments: `LdMatrix.xN` writes `N` `.b32` registers; `MmaSync`
 //!    m16n8k16 takes four A, two B (packed `f16x2`/`bf16x2`) and four C/D
 //!    (`f32`) registers (PTX ISA "Matrix Fragments for mma.m16n8k16 with
-//!    floating point type").
+//!    floating point type"). Register indices are constants once the
+//!    enclosing `unroll` loops are unrolled (so the printed arrays stay in
+//!    registers) and lie inside their arrays.
 //! 5. Every shared-memory access of a buffer uses the buffer's [`Swizzle`]:
 //!    the stores (`CpAsync`, `CopySync`) and the reads (`LdMatrix`) of one
 //!    buffer apply one function.
@@ -41,6 +46,9 @@
 //! the buffer's start before the swizzle; copy sizes are in bytes. Integer
 //! expressions are evaluated in `i64` with C semantics (`/` and `%`
 //! truncate); comparisons give 0 or 1.
+//!
+//! The text form (`Display` of [`Kernel`], the future `gpu` dump stage) is
+//! in `write.rs`.
 //!
 //! Statement ids: statements are numbered in pre-order (a `For` before its
 //! body, an `If`'s `then` before its `else`) from 0; the text dump prints
@@ -317,10 +325,12 @@ pub struct Swizzle {
 impl Swizzle {
     pub const IDENTITY: Swizzle = Swizzle { bits: 0, base: 0, shift: 0 };
 
-    /// The swizzled byte offset.
+    /// The swizzled byte offset. Shifts of 64 or more give zero bits (no
+    /// panic on any field values).
     pub fn apply(self, off: u64) -> u64 {
-        let mask = ((1u64 << self.bits) - 1) << self.base;
-        off ^ ((off >> self.shift) & mask)
+        let ones = 1u64.checked_shl(self.bits).map_or(u64::MAX, |b| b - 1);
+        let mask = ones.checked_shl(self.base).unwrap_or(0);
+        off ^ (off.checked_shr(self.shift).unwrap_or(0) & mask)
     }
 
     /// The swizzle that makes 8 consecutive rows of `row_bytes` (a power of
@@ -462,9 +472,11 @@ pub enum Stmt {
     If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
     /// `bar.sync 0`: every thread of the CTA.
     Barrier,
-    /// `cp.async.cg.shared.global [dst], [src], bytes, src_bytes` (PTX ISA
-    /// "cp.async"): copies `src_bytes` (0..=`bytes`) bytes and zero-fills
-    /// the rest; `bytes` ∈ {4, 8, 16}, both addresses aligned to `bytes`.
+    /// `cp.async.{cg|ca}.shared.global [dst], [src], bytes, src_bytes` (PTX
+    /// ISA "cp.async"): copies `src_bytes` (0..=`bytes`) bytes and
+    /// zero-fills the rest; `bytes` ∈ {4, 8, 16}, both addresses aligned to
+    /// `bytes`. 16 bytes print as `.cg` (L2 only), 4 and 8 as `.ca` (`.cg`
+    /// takes only 16).
     /// With `src_bytes = 0` nothing is read. The data become visible to the
     /// issuing thread at the `WaitGroup` that completes its group.
     CpAsync { dst: SmemRef, src: GlobalRef, bytes: u32, src_bytes: Expr },
@@ -494,6 +506,29 @@ pub enum Stmt {
     /// `dtype` to consecutive elements at `dst` when `pred`; the access
     /// (`src.len() × sizeof(dtype)` bytes, at most 16) is aligned to its size.
     StGlobalVec { dst: GlobalRef, src: Vec<RegRef>, dtype: DType, pred: Expr },
+    /// `st.shared[.v2|.v4]`: stores `src` (f32 registers) rounded to
+    /// `dtype` to consecutive elements at `dst` (the epilogue's staging of
+    /// the C tile); at most 16 bytes, aligned to their size.
+    StShared { dst: SmemRef, src: Vec<RegRef>, dtype: DType },
+    /// `ld.shared[.v2|.v4]`: loads `dst.len()` consecutive elements of
+    /// `dtype` at `src` into f32 registers; at most 16 bytes, aligned.
+    LdShared { dst: Vec<RegRef>, src: SmemRef, dtype: DType },
+    /// Spins until the `i32` at `lock` equals `value`
+    /// (`ld.acquire.gpu` in a loop; CUTLASS `Semaphore::wait`): orders a
+    /// CTA after the one that released `value`.
+    SemaphoreWait { lock: GlobalRef, value: Expr },
+    /// `fence.acq_rel.gpu` then `st.relaxed.gpu` of `value` to the `i32` at
+    /// `lock` (CUTLASS `Semaphore::release`).
+    SemaphoreRelease { lock: GlobalRef, value: Expr },
+    /// `red.global.add.f32 [dst], src` when `pred` (PTX ISA "red"): an
+    /// atomic add of an f32 register to an f32 tensor element.
+    RedAddF32 { dst: GlobalRef, src: RegRef, pred: Expr },
+    /// The CTA arrives at a counter: `bar.sync`, then thread 0 runs
+    /// `fence.acq_rel.gpu` and `atom.global.add.u32 old, [counter], 1` and
+    /// shares `old` through shared memory, `bar.sync`; every thread's `var`
+    /// is `old` (so `var` is the same in the whole CTA). Needs the whole CTA
+    /// like `Barrier`.
+    AtomicArrive { var: VarId, counter: GlobalRef },
     /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
     /// one depends on; a no-op for a kernel launched alone.
     GridDepControlWait,
@@ -528,6 +563,12 @@ impl Stmt {
             Stmt::MovF32 { .. } => "mov.b32".into(),
             Stmt::Epilogue { .. } => "epilogue".into(),
             Stmt::StGlobalVec { src, .. } => format!("st.global.v{}", src.len()),
+            Stmt::StShared { src, .. } => format!("st.shared.v{}", src.len()),
+            Stmt::LdShared { dst, .. } => format!("ld.shared.v{}", dst.len()),
+            Stmt::SemaphoreWait { .. } => "semaphore.wait".into(),
+            Stmt::SemaphoreRelease { .. } => "semaphore.release".into(),
+            Stmt::RedAddF32 { .. } => "red.global.add.f32".into(),
+            Stmt::AtomicArrive { .. } => "atomic.arrive".into(),
             Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
         }
     }
@@ -626,6 +667,9 @@ pub enum Fault {
     OutOfBounds,
     /// An access not aligned to its size.
     Misaligned,
+    /// A `SemaphoreWait` that no CTA still to run can satisfy (the
+    /// emulator runs CTAs one at a time in `blockIdx` order).
+    Deadlock,
     /// A bad operand value: a size out of range, division by zero, a
     /// register index out of its array, a wrong launch argument.
     BadValue,
@@ -657,224 +701,4 @@ impl fmt::Display for GpuError {
 
 impl std::error::Error for GpuError {}
 
-// ---- text dump ----
-
-/// Prints expressions with the kernel's names.
-pub struct ExprText<'a> {
-    pub kernel: &'a Kernel,
-    pub expr: &'a Expr,
-}
-
-impl fmt::Display for ExprText<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_expr(f, self.kernel, self.expr)
-    }
-}
-
-fn name_or(names: Option<&str>, prefix: &str, i: u32) -> String {
-    names.map(str::to_string).unwrap_or_else(|| format!("{prefix}{i}"))
-}
-
-fn write_expr(f: &mut fmt::Formatter<'_>, k: &Kernel, e: &Expr) -> fmt::Result {
-    match e {
-        Expr::Const(v) => write!(f, "{v}"),
-        Expr::Param(p) => f.write_str(&name_or(k.params.get(p.0 as usize).map(|p| p.name.as_str()), "p", p.0)),
-        Expr::Var(v) => f.write_str(&name_or(k.vars.get(v.0 as usize).map(|s| s.as_str()), "v", v.0)),
-        Expr::ThreadIdx(d) => write!(f, "threadIdx.{}", d.name()),
-        Expr::BlockIdx(d) => write!(f, "blockIdx.{}", d.name()),
-        Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => {
-            write!(f, "{}(", op.symbol())?;
-            write_expr(f, k, a)?;
-            f.write_str(", ")?;
-            write_expr(f, k, b)?;
-            f.write_str(")")
-        }
-        Expr::Bin(op, a, b) => {
-            f.write_str("(")?;
-            write_expr(f, k, a)?;
-            write!(f, " {} ", op.symbol())?;
-            write_expr(f, k, b)?;
-            f.write_str(")")
-        }
-        Expr::Select(c, a, b) => {
-            f.write_str("(")?;
-            write_expr(f, k, c)?;
-            f.write_str(" ? ")?;
-            write_expr(f, k, a)?;
-            f.write_str(" : ")?;
-            write_expr(f, k, b)?;
-            f.write_str(")")
-        }
-    }
-}
-
-impl fmt::Display for Kernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "kernel {} arch={} grid=[{}] block={:?} smem={}B",
-            self.name,
-            self.arch.name(),
-            self.grid_text(),
-            self.block,
-            self.smem_bytes
-        )?;
-        for p in &self.params {
-            match p.kind {
-                ParamKind::Ptr { dtype, writable } => {
-                    writeln!(f, "  param {}: {}{}*", p.name, if writable { "" } else { "const " }, dtype.dsl_name())?
-                }
-                ParamKind::I32 => writeln!(f, "  param {}: i32", p.name)?,
-                ParamKind::I64 => writeln!(f, "  param {}: i64", p.name)?,
-            }
-        }
-        for b in &self.smem {
-            writeln!(f, "  smem {}: [{}, {}) swizzle={}", b.name, b.offset, b.offset + b.size, b.swizzle)?;
-        }
-        for r in &self.regs {
-            let kind = match r.kind {
-                RegKind::F32 => "f32",
-                RegKind::B16x2 => "b32",
-            };
-            writeln!(f, "  reg {}: {kind}[{}]", r.name, r.len)?;
-        }
-        let mut next = 0;
-        self.write_body(f, &self.body, 1, &mut next)
-    }
-}
-
-impl Kernel {
-    fn grid_text(&self) -> String {
-        self.grid.iter().map(|e| self.expr(e).to_string()).collect::<Vec<_>>().join(", ")
-    }
-
-    /// `e` printed with this kernel's names.
-    pub fn expr<'a>(&'a self, e: &'a Expr) -> ExprText<'a> {
-        ExprText { kernel: self, expr: e }
-    }
-
-    fn reg_text(&self, r: &RegRef) -> String {
-        let name = name_or(self.regs.get(r.reg.0 as usize).map(|a| a.name.as_str()), "r", r.reg.0);
-        format!("{name}[{}]", self.expr(&r.index))
-    }
-
-    fn regs_text(&self, rs: &[RegRef]) -> String {
-        format!("{{{}}}", rs.iter().map(|r| self.reg_text(r)).collect::<Vec<_>>().join(", "))
-    }
-
-    fn smem_text(&self, s: &SmemRef) -> String {
-        let name = name_or(self.smem.get(s.buf.0 as usize).map(|b| b.name.as_str()), "smem", s.buf.0);
-        format!("{name}[{}]@{}", self.expr(&s.offset), s.swizzle)
-    }
-
-    fn global_text(&self, g: &GlobalRef) -> String {
-        let name = name_or(self.params.get(g.param.0 as usize).map(|p| p.name.as_str()), "p", g.param.0);
-        format!("{name}[{}]", self.expr(&g.offset))
-    }
-
-    fn param_name(&self, p: ParamId) -> String {
-        name_or(self.params.get(p.0 as usize).map(|p| p.name.as_str()), "p", p.0)
-    }
-
-    fn write_body(&self, f: &mut fmt::Formatter<'_>, body: &[Stmt], depth: usize, next: &mut u32) -> fmt::Result {
-        for s in body {
-            let id = *next;
-            *next += 1;
-            let pad = "  ".repeat(depth);
-            write!(f, "{pad}s{id}: ")?;
-            match s {
-                Stmt::Let { var, value } => writeln!(f, "let {} = {}", self.expr(&Expr::Var(*var)), self.expr(value))?,
-                Stmt::For { var, start, end, step, unroll, body } => {
-                    writeln!(
-                        f,
-                        "for {} in {}..{} step {}{}",
-                        self.expr(&Expr::Var(*var)),
-                        self.expr(start),
-                        self.expr(end),
-                        step,
-                        if *unroll { " unroll" } else { "" }
-                    )?;
-                    self.write_body(f, body, depth + 1, next)?;
-                }
-                Stmt::If { cond, then, otherwise } => {
-                    writeln!(f, "if {}", self.expr(cond))?;
-                    self.write_body(f, then, depth + 1, next)?;
-                    if !otherwise.is_empty() {
-                        writeln!(f, "{pad}else")?;
-                        self.write_body(f, otherwise, depth + 1, next)?;
-                    }
-                }
-                Stmt::Barrier => writeln!(f, "bar.sync 0")?,
-                Stmt::CpAsync { dst, src, bytes, src_bytes } => writeln!(
-                    f,
-                    "cp.async.cg.shared.global {}, {}, {bytes}, src_bytes={}",
-                    self.smem_text(dst),
-                    self.global_text(src),
-                    self.expr(src_bytes)
-                )?,
-                Stmt::CommitGroup => writeln!(f, "cp.async.commit_group")?,
-                Stmt::WaitGroup { pending } => writeln!(f, "cp.async.wait_group {pending}")?,
-                Stmt::CopySync { dst, src, bytes, src_bytes } => writeln!(
-                    f,
-                    "copy.sync {}, {}, {bytes}, src_bytes={}",
-                    self.smem_text(dst),
-                    self.global_text(src),
-                    self.expr(src_bytes)
-                )?,
-                Stmt::LdMatrix { num, trans, dst, src } => writeln!(
-                    f,
-                    "ldmatrix.sync.aligned.m8n8.x{}{}.shared.b16 {}, {}",
-                    num.count(),
-                    if *trans { ".trans" } else { "" },
-                    self.regs_text(dst),
-                    self.smem_text(src)
-                )?,
-                Stmt::MmaSync { ab, d, a, b, c } => writeln!(
-                    f,
-                    "mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {1}, {2}, {3}, {4}",
-                    ab.dsl_name(),
-                    self.regs_text(d),
-                    self.regs_text(a),
-                    self.regs_text(b),
-                    self.regs_text(c)
-                )?,
-                Stmt::MovF32 { dst, value } => writeln!(f, "mov.b32 {}, {value:?}", self.reg_text(dst))?,
-                Stmt::Epilogue { acc, row, col, pred, ops } => {
-                    let ops: Vec<String> = ops
-                        .iter()
-                        .map(|o| match o {
-                            EpilogueOp::Bias(p) => format!("bias({})", self.param_name(*p)),
-                            EpilogueOp::Relu => "relu".into(),
-                            EpilogueOp::Silu => "silu".into(),
-                            EpilogueOp::Gelu => "gelu".into(),
-                            EpilogueOp::Residual { param, ld } => {
-                                format!("residual({}, ld={})", self.param_name(*param), self.expr(ld))
-                            }
-                            EpilogueOp::Cast(d) => format!("cast({})", d.dsl_name()),
-                        })
-                        .collect();
-                    writeln!(
-                        f,
-                        "epilogue {} at ({}, {}) if {}: {}",
-                        self.reg_text(acc),
-                        self.expr(row),
-                        self.expr(col),
-                        self.expr(pred),
-                        ops.join(" ")
-                    )?
-                }
-                Stmt::StGlobalVec { dst, src, dtype, pred } => writeln!(
-                    f,
-                    "st.global.v{}.{} {}, {} if {}",
-                    src.len(),
-                    dtype.dsl_name(),
-                    self.global_text(dst),
-                    self.regs_text(src),
-                    self.expr(pred)
-                )?,
-                Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
-            }
-        }
-        Ok(())
-    }
-}
+pub use super::write::ExprText;

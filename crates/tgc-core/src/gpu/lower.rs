@@ -318,7 +318,8 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         }
     }
     let ldb = if b_layout == BLayout::KN { n } else { k };
-    let gemm = Gemm { ab, out, b_layout, round_sum, align_a: align(k), align_b: align(ldb), align_c: align(n) };
+    let gemm =
+        Gemm { ab, out, b_layout, round_sum, align_a: align(k), align_b: align(ldb), align_c: align(n), split_k: 1 };
     let mut named: Vec<(String, Operand)> = Vec::new();
     for id in g.inputs() {
         if let Some((_, role)) = inputs.iter().find(|x| x.0 == id) {

@@ -31,6 +31,9 @@ pub mod lower;
 pub mod sm80;
 pub mod toolchain;
 pub mod verify;
+mod write;
 
+#[cfg(test)]
+mod emulate_tests;
 #[cfg(test)]
 mod tests;

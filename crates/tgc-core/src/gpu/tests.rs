@@ -33,7 +33,7 @@ fn values(seed: u64, n: usize) -> Vec<f64> {
 fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
     let align = |x: i64| [8u32, 4, 2, 1].into_iter().find(|&a| x % a as i64 == 0).unwrap_or(1);
     let ldb = if b_layout == BLayout::KN { n } else { k };
-    Gemm { ab, out, b_layout, round_sum: true, align_a: align(k), align_b: align(ldb), align_c: align(n) }
+    Gemm { ab, out, b_layout, round_sum: true, align_a: align(k), align_b: align(ldb), align_c: align(n), split_k: 1 }
 }
 
 /// Inputs of one problem: A `[M,K]`, B as stored, bias `[N]`, residual `[M,N]`.
@@ -83,6 +83,15 @@ fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
 }
 
 fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
+    run_with_stats(kernel, p, g, case).map(|(c, _)| c)
+}
+
+fn run_with_stats(
+    kernel: &Kernel,
+    p: &GemmParams,
+    g: &Gemm,
+    case: &Case,
+) -> Result<(Vec<f64>, emulate::Stats), GpuError> {
     let mut args = vec![Arg::Int(0); kernel.params.len()];
     let ldb = if g.b_layout == BLayout::KN { case.n } else { case.k };
     args[p.a.0 as usize] = Arg::tensor(g.ab, &case.a);
@@ -94,11 +103,16 @@ fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<
         args[r.0 as usize] = Arg::tensor(g.ab, &case.residual);
     }
     args[p.c.0 as usize] = Arg::tensor(g.out, &vec![f64::NAN; (case.m * case.n) as usize]);
+    if let (Some(ws), Some(locks)) = (p.workspace, p.locks) {
+        args[ws.0 as usize] = Arg::tensor(DType::F32, &vec![0.0; (case.m * case.n) as usize]);
+        // At least one lock per output tile (tiles are at least 1×1).
+        args[locks.0 as usize] = Arg::tensor(DType::I32, &vec![0.0; (case.m * case.n) as usize]);
+    }
     for (id, v) in [(p.m, case.m), (p.n, case.n), (p.k, case.k), (p.lda, case.k), (p.ldb, ldb), (p.ldc, case.n)] {
         args[id.0 as usize] = Arg::Int(v);
     }
-    emulate::run(kernel, &mut args)?;
-    Ok(args[p.c.0 as usize].values(g.out))
+    let stats = emulate::run(kernel, &mut args)?;
+    Ok((args[p.c.0 as usize].values(g.out), stats))
 }
 
 /// The f64 reference: the sum rounded to `ab` when `round_sum` (the graph's `CAST`), the
@@ -119,6 +133,9 @@ fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
                     "relu" => v.max(0.0),
                     "residual" => v + r(case.residual[i * n + j]),
                     "silu" => v / (1.0 + (-v).exp()),
+                    "gelu" => {
+                        0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+                    }
                     other => panic!("no reference for {other}"),
                 };
             }
@@ -188,36 +205,40 @@ fn gemm_bias_relu_matches_interp() {
 
 /// Every plan of the §6 search space that the plan checks accept builds a
 /// kernel that verifies and computes the right result on one small shape
-/// with a tail on every axis, B `[K,N]` and `[N,K]`.
+/// with a tail on every axis, B `[K,N]` and `[N,K]` alternately: the sm80
+/// space in f16, the sm90 space (the same template, `arch sm90`) in bf16.
 #[test]
 fn every_valid_plan_of_the_space_runs() {
     let (m, n, k) = (72, 40, 48);
-    let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, DType::F16);
-    let space = space::candidates(&problem, &plan::target::SM80);
-    assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
     let case = Case::new(m, n, k);
-    for (i, p) in space.valid.iter().enumerate() {
-        let mut p = p.clone();
-        p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
-        let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
-        let g = gemm(DType::F16, DType::F16, layout, n, k);
-        let what = format!("plan {i} ({layout:?}):\n{}", plan::print_dsl(&p));
-        let got = run(&p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_close(&got, &reference(&p, &g, &case), &what);
+    for (target, dt) in [(&plan::target::SM80, DType::F16), (&plan::target::SM90, DType::BF16)] {
+        let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, dt);
+        let space = space::candidates(&problem, target);
+        assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
+        for (i, p) in space.valid.iter().enumerate() {
+            let mut p = p.clone();
+            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
+            let g = gemm(dt, dt, layout, n, k);
+            let what = format!("{} plan {i} ({layout:?}):\n{}", target.name, plan::print_dsl(&p));
+            let got = run(&p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_close(&got, &reference(&p, &g, &case), &what);
+        }
     }
 }
 
-/// B `[N,K]` (plain `ldmatrix`), bf16 operands, f32 output, bias, SiLU
-/// and a residual, without rounding the sum.
+/// B `[N,K]` (plain `ldmatrix`), bf16 operands, f32 output, bias, SiLU or
+/// GELU and a residual, without rounding the sum.
 #[test]
-fn nk_layout_f32_output_silu_residual() {
-    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "silu", "residual"]);
-    for (m, n, k) in [(65, 40, 96), (7, 64, 130)] {
+fn nk_layout_f32_output_silu_gelu_residual() {
+    let silu = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "silu", "residual"]);
+    let gelu = plan_with([64, 64, 32], [64, 64], 3, 4, &["residual", "gelu"]);
+    for (plan, (m, n, k)) in [(&silu, (65, 40, 96)), (&silu, (7, 64, 130)), (&gelu, (33, 72, 40))] {
         let case = Case::new(m, n, k);
         let mut g = gemm(DType::BF16, DType::F32, BLayout::NK, n, k);
         g.round_sum = false;
-        let got = run(&plan, &g, &case).unwrap();
-        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k}"));
+        let got = run(plan, &g, &case).unwrap();
+        assert_close(&got, &reference(plan, &g, &case), &format!("{m}x{n}x{k}"));
     }
 }
 
@@ -388,6 +409,23 @@ fn fragment_shape_errors_name_the_statement() {
     let errs = verify::verify(&kernel).unwrap_err();
     assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
     assert!(errs[0].message.contains("2 B registers, not 1"), "{}", errs[0]);
+
+    // A register index past its array, and one that depends on the lane.
+    let (_, _, _, mut kernel, _) = broken_setup();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::MmaSync { a, .. } = s {
+            a[3].index = a[3].index.clone() + 1;
+        }
+        if let Stmt::MovF32 { dst, .. } = s {
+            dst.index = Expr::ThreadIdx(Dim::X) % 32;
+        }
+    });
+    let errs = verify::verify(&kernel).unwrap_err();
+    let mov = first(&kernel, |s| matches!(s, Stmt::MovF32 { .. }));
+    assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mov)), "{errs:?}");
+    assert!(errs[0].message.contains("not a constant"), "{}", errs[0]);
+    assert_eq!((errs[1].fault, errs[1].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
+    assert!(errs[1].message.contains("`afrag[4..=16]` outside its 16 registers"), "{}", errs[1]);
 }
 
 /// The swizzle of each row size the template uses sends the 8 rows of one
@@ -409,5 +447,132 @@ fn swizzle_makes_ldmatrix_rows_conflict_free() {
         }
         let plain: std::collections::BTreeSet<u64> = (0..8).map(|r| r * row_bytes / 16 % 8).collect();
         assert!(plain.len() < 8, "without the swizzle rows of {row_bytes} bytes conflict");
+    }
+}
+
+/// C is stored 16 bytes at a time (staged through shared memory) when `N`
+/// allows it, and in pairs or single elements when it does not.
+#[test]
+fn c_stores_are_16_bytes_when_aligned() {
+    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
+    let widths = |out: DType, n: i64| {
+        let (k, _) = sm80::build(&plan, &gemm(DType::F16, out, BLayout::KN, n, 64)).unwrap();
+        let mut w = std::collections::BTreeSet::new();
+        k.walk(&mut |_, s| {
+            if let Stmt::StGlobalVec { src, .. } = s {
+                w.insert(src.len());
+            }
+        });
+        (w.into_iter().collect::<Vec<_>>(), k.smem.iter().any(|b| b.name == "Cs"))
+    };
+    assert_eq!(widths(DType::F16, 64), (vec![1, 8], true));
+    assert_eq!(widths(DType::F32, 64), (vec![1, 4], true));
+    assert_eq!(widths(DType::F16, 66), (vec![1, 2], false));
+    assert_eq!(widths(DType::F16, 17), (vec![1], false));
+    let (k, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
+    assert!(k.to_string().contains("st.global.v8.f16 C[(((c_grow * ldc) + c_gcol) + 0)]"), "{k}");
+}
+
+fn split_k_plan(stages: u64) -> Plan {
+    algo(plan_with([64, 64, 32], [64, 32], stages, 8, &["bias", "relu"]), "splitk_serial")
+}
+
+fn algo(mut plan: Plan, matmul: &str) -> Plan {
+    plan.algo_choice[0].value.value = Spanned::new(matmul.to_string());
+    plan
+}
+
+/// Parallel split-K: f32 atomics into the workspace, the last slice to
+/// arrive runs the epilogue (here the last in `blockIdx.z` order).
+#[test]
+fn split_k_parallel_matches_reference() {
+    for (m, n, k, split, tile, warp) in
+        [(70, 40, 300, 3, [64, 64, 32], [64, 32]), (130, 17, 100, 2, [128, 64, 64], [64, 64])]
+    {
+        let plan = algo(plan_with(tile, warp, 3, 8, &["bias", "relu"]), "splitk_parallel");
+        let case = Case::new(m, n, k);
+        let mut g = gemm(DType::BF16, DType::BF16, BLayout::NK, n, k);
+        g.split_k = split;
+        let (kernel, _) = sm80::build(&plan, &g).unwrap();
+        assert!(kernel.to_string().contains("red.global.add.f32 workspace["), "{kernel}");
+        let got = run(&plan, &g, &case).unwrap();
+        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k} split {split}"));
+    }
+}
+
+/// Serial split-K: slices of K (uneven, some empty) meet through the
+/// workspace and the locks; the result is the unsplit one.
+#[test]
+fn split_k_serial_matches_reference() {
+    for (m, n, k, split, stages) in [(70, 40, 300, 3, 3), (17, 130, 64, 4, 2), (64, 64, 17, 2, 3)] {
+        let plan = split_k_plan(stages);
+        let case = Case::new(m, n, k);
+        let mut g = gemm(DType::F16, DType::F16, BLayout::KN, n, k);
+        g.split_k = split;
+        let got = run(&plan, &g, &case).unwrap();
+        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k} split {split}"));
+    }
+    let mut g = gemm(DType::F16, DType::F16, BLayout::KN, 64, 64);
+    g.split_k = 2;
+    let e = sm80::build(&plan_with([64, 64, 32], [64, 32], 2, 8, &[]), &g).unwrap_err();
+    assert!(e.message.contains("splitk_serial"), "{e}");
+}
+
+/// A slice that releases the lock without advancing it leaves the next
+/// slice waiting forever: the emulator names the wait.
+#[test]
+fn split_k_lock_not_advanced_deadlocks() {
+    let plan = split_k_plan(2);
+    let case = Case::new(40, 64, 128);
+    let mut g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
+    g.split_k = 2;
+    let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::SemaphoreRelease { value, .. } = s {
+            *value = Expr::BlockIdx(Dim::Z);
+        }
+    });
+    verify::verify(&kernel).unwrap();
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    let wait = first(&kernel, |s| matches!(s, Stmt::SemaphoreWait { .. }));
+    assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
+}
+
+/// The text dump of one SM80 kernel (the future `gpu` dump stage):
+/// `UPDATE_EXPECT=1` regenerates it; review the diff.
+#[test]
+fn dump_of_an_sm80_kernel() {
+    let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
+    let (kernel, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
+    expect_test::expect_file!["snapshots/gemm_sm80_f16_64x64x32_2stage.gpu"].assert_eq(&kernel.to_string());
+}
+
+/// The template's swizzle makes every `ldmatrix` phase conflict-free, for
+/// both B layouts and every row size of the space's tiles; without it (the
+/// `A_swizzle`/`B_swizzle` hints false) the same kernel has conflicts and
+/// still computes the same result.
+#[test]
+fn swizzled_ldmatrix_has_no_bank_conflicts() {
+    let case = Case::new(64, 128, 64);
+    for (tile, warp) in [([64, 64, 32], [64, 32]), ([128, 128, 32], [64, 64]), ([128, 64, 64], [64, 32])] {
+        for layout in [BLayout::KN, BLayout::NK] {
+            let g = gemm(DType::F16, DType::F16, layout, case.n, case.k);
+            let mut plan = plan_with(tile, warp, 2, 8, &["relu"]);
+            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap();
+            let what = format!("{tile:?} {layout:?}");
+            assert!(stats.ldmatrix > 0, "{what}");
+            assert_eq!(stats.ldmatrix_bank_conflicts, 0, "{what}");
+            for h in plan.layout_hints.iter_mut() {
+                if h.value.key.ends_with("_swizzle") {
+                    h.value.value = plan::HintValue::Bool(false);
+                }
+            }
+            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            assert!(kernel.smem.iter().all(|b| b.swizzle == Swizzle::IDENTITY));
+            let (plain, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap();
+            assert!(stats.ldmatrix_bank_conflicts > 0, "{what}");
+            assert_eq!(plain, got, "{what}");
+        }
     }
 }

@@ -12,11 +12,15 @@
 //!   most the kernel's `arch` (`Arch`).
 //! - Divergence (invariant 3): a statement is under divergent control when
 //!   an enclosing `If` condition or `For` bound depends on the thread
-//!   (`threadIdx`, or a variable whose value does, transitively). `Barrier`,
-//!   `LdMatrix` and `MmaSync` must not be (conservatively also for
+//!   (`threadIdx`, or a variable whose value does, transitively; an
+//!   `AtomicArrive` variable is the same in the whole CTA). `Barrier`,
+//!   `AtomicArrive`, `LdMatrix` and `MmaSync` must not be (conservatively also for
 //!   collectives: a warp-uniform condition counts as divergent) (`Divergence`).
 //! - Fragments (invariant 4): register counts and kinds of `LdMatrix` and
-//!   `MmaSync`; `MmaSync` operands f16 or bf16 (`FragmentShape`).
+//!   `MmaSync`; `MmaSync` operands f16 or bf16; every register index is a
+//!   constant once the enclosing unrolled loops (constant bounds) are
+//!   unrolled, and lies inside its array over all their iterations
+//!   (`FragmentShape`).
 //! - Swizzle (invariant 5): every [`SmemRef`] carries its buffer's swizzle
 //!   (`Swizzle`).
 //! - Completion (invariant 6), the static part: along every path, an
@@ -34,7 +38,14 @@ use super::ir::*;
 
 /// Every violation in `k`, in pre-order of the statements; `Ok` when none.
 pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
-    let mut v = Verifier { k, errs: Vec::new(), next: 0, defined: HashSet::new(), thread_vars: Vec::new() };
+    let mut v = Verifier {
+        k,
+        errs: Vec::new(),
+        next: 0,
+        defined: HashSet::new(),
+        thread_vars: Vec::new(),
+        unrolled: Vec::new(),
+    };
     for (d, e) in k.grid.iter().enumerate() {
         e.visit(&mut |x| {
             if matches!(x, Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_)) {
@@ -68,6 +79,48 @@ struct Verifier<'k> {
     defined: HashSet<VarId>,
     /// Variables whose value may differ between threads.
     thread_vars: Vec<VarId>,
+    /// The enclosing unrolled loops with constant bounds: variable, start, end, step.
+    unrolled: Vec<(VarId, i64, i64, i64)>,
+}
+
+/// `e` with the variables of `env`, when it reads nothing else and
+/// divides by no zero.
+fn eval_const(e: &Expr, env: &[(VarId, i64)]) -> Option<i64> {
+    Some(match e {
+        Expr::Const(c) => *c,
+        Expr::Var(v) => env.iter().find(|x| x.0 == *v)?.1,
+        Expr::Select(c, a, b) => {
+            if eval_const(c, env)? != 0 {
+                eval_const(a, env)?
+            } else {
+                eval_const(b, env)?
+            }
+        }
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (eval_const(a, env)?, eval_const(b, env)?);
+            match op {
+                BinOp::Add => x.checked_add(y)?,
+                BinOp::Sub => x.checked_sub(y)?,
+                BinOp::Mul => x.checked_mul(y)?,
+                BinOp::Div => x.checked_div(y)?,
+                BinOp::Rem => x.checked_rem(y)?,
+                BinOp::Min => x.min(y),
+                BinOp::Max => x.max(y),
+                BinOp::And => x & y,
+                BinOp::Or => x | y,
+                BinOp::Xor => x ^ y,
+                BinOp::Shl => x.checked_shl(u32::try_from(y).ok()?)?,
+                BinOp::Shr => x.checked_shr(u32::try_from(y).ok()?)?,
+                BinOp::Lt => (x < y) as i64,
+                BinOp::Le => (x <= y) as i64,
+                BinOp::Eq => (x == y) as i64,
+                BinOp::Ne => (x != y) as i64,
+                BinOp::LAnd => (x != 0 && y != 0) as i64,
+                BinOp::LOr => (x != 0 || y != 0) as i64,
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// Per shared buffer, how far the last `cp.async` into it is synchronised
@@ -134,16 +187,70 @@ impl Verifier<'_> {
     }
 
     fn reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
-        match self.k.regs.get(r.reg.0 as usize) {
-            None => self.err(Fault::BadId, s, format!("register array {} does not exist", r.reg.0)),
-            Some(a) if a.kind != kind => self.err(
+        self.expr(&r.index, scope, Some(s));
+        let Some(a) = self.k.regs.get(r.reg.0 as usize) else {
+            return self.err(Fault::BadId, s, format!("register array {} does not exist", r.reg.0));
+        };
+        if a.kind != kind {
+            let msg = format!("{what} register `{}` is {:?}, the instruction takes {kind:?}", a.name, a.kind);
+            self.err(Fault::FragmentShape, s, msg);
+        }
+        let (name, len) = (a.name.clone(), a.len as i64);
+        match self.index_range(&r.index) {
+            None => self.err(
                 Fault::FragmentShape,
                 s,
-                format!("{what} register `{}` is {:?}, the instruction takes {kind:?}", a.name, a.kind),
+                format!("the index of register `{name}` is not a constant once unrolled loops are unrolled"),
             ),
+            Some((lo, hi)) if lo < 0 || hi >= len => {
+                self.err(Fault::FragmentShape, s, format!("register `{name}[{lo}..={hi}]` outside its {len} registers"))
+            }
             Some(_) => {}
         }
-        self.expr(&r.index, scope, Some(s));
+    }
+
+    /// The least and greatest value of a register index over the
+    /// iterations of the enclosing unrolled loops; `None` when it reads
+    /// anything else (a thread index, a parameter, a rolled loop's
+    /// variable). Unbounded enumerations are cut at 2^16 points.
+    fn index_range(&self, e: &Expr) -> Option<(i64, i64)> {
+        let mut vars = Vec::new();
+        let mut constant = true;
+        e.visit(&mut |x| match x {
+            Expr::Var(v) => match self.unrolled.iter().find(|u| u.0 == *v) {
+                Some(u) if !vars.contains(u) => vars.push(*u),
+                Some(_) => {}
+                None => constant = false,
+            },
+            Expr::Const(_) | Expr::Bin(..) | Expr::Select(..) => {}
+            _ => constant = false,
+        });
+        if !constant {
+            return None;
+        }
+        let mut env: Vec<(VarId, i64)> = vars.iter().map(|&(v, start, _, _)| (v, start)).collect();
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for _ in 0..1 << 16 {
+            if vars.iter().zip(&env).any(|(&(_, start, end, _), _)| start >= end) {
+                return Some((0, -1));
+            }
+            let v = eval_const(e, &env)?;
+            (lo, hi) = (lo.min(v), hi.max(v));
+            // Next point of the product of the loops' ranges, like an odometer.
+            let mut i = 0;
+            loop {
+                let Some(&(_, start, end, step)) = vars.get(i) else {
+                    return Some((lo, hi));
+                };
+                env[i].1 += step;
+                if env[i].1 < end {
+                    break;
+                }
+                env[i].1 = start;
+                i += 1;
+            }
+        }
+        Some((lo, hi))
     }
 
     fn smem(&mut self, r: &SmemRef, scope: &[VarId], s: u32) {
@@ -196,7 +303,8 @@ impl Verifier<'_> {
                 format!("{} needs {} but the kernel is for {}", st.head(), st.min_arch().name(), self.k.arch.name());
             self.err(Fault::Arch, s, msg);
         }
-        let collective = matches!(st, Stmt::Barrier | Stmt::LdMatrix { .. } | Stmt::MmaSync { .. });
+        let collective =
+            matches!(st, Stmt::Barrier | Stmt::AtomicArrive { .. } | Stmt::LdMatrix { .. } | Stmt::MmaSync { .. });
         if collective && divergent {
             self.err(Fault::Divergence, s, format!("{} under control flow that depends on the thread", st.head()));
         }
@@ -207,7 +315,7 @@ impl Verifier<'_> {
                 self.define(*var, s, thread);
                 scope.push(*var);
             }
-            Stmt::For { var, start, end, step, body, .. } => {
+            Stmt::For { var, start, end, step, body, unroll } => {
                 self.expr(start, scope, Some(s));
                 self.expr(end, scope, Some(s));
                 if *step <= 0 {
@@ -228,7 +336,18 @@ impl Verifier<'_> {
                     }
                 }
                 scope.push(*var);
+                let bounds = (eval_const(start, &[]), eval_const(end, &[]));
+                let pushed = match bounds {
+                    (Some(a), Some(b)) if *unroll && *step > 0 => {
+                        self.unrolled.push((*var, a, b, *step));
+                        true
+                    }
+                    _ => false,
+                };
                 self.body(body, scope, divergent || thread, sync);
+                if pushed {
+                    self.unrolled.pop();
+                }
                 scope.pop();
                 // Zero trips keep `before`; some trips end with the body's state.
                 for (x, b) in sync.iter_mut().zip(before) {
@@ -329,6 +448,33 @@ impl Verifier<'_> {
                         _ => {}
                     }
                 }
+            }
+            Stmt::StShared { dst, src: regs, .. } | Stmt::LdShared { dst: regs, src: dst, .. } => {
+                self.smem(dst, scope, s);
+                for r in regs {
+                    self.reg(r, RegKind::F32, scope, s, "shared store/load");
+                }
+            }
+            Stmt::RedAddF32 { dst, src, pred } => {
+                self.global(dst, scope, s);
+                self.reg(src, RegKind::F32, scope, s, "red.add source");
+                self.expr(pred, scope, Some(s));
+            }
+            Stmt::AtomicArrive { var, counter } => {
+                self.global(counter, scope, s);
+                // The same value in every thread: not thread-dependent.
+                self.define(*var, s, false);
+                scope.push(*var);
+                // Its barriers complete what a preceding wait completed.
+                for x in sync.iter_mut() {
+                    if *x == Sync::Waited {
+                        *x = Sync::Synced;
+                    }
+                }
+            }
+            Stmt::SemaphoreWait { lock, value } | Stmt::SemaphoreRelease { lock, value } => {
+                self.global(lock, scope, s);
+                self.expr(value, scope, Some(s));
             }
             Stmt::StGlobalVec { dst, src, pred, .. } => {
                 self.global(dst, scope, s);

@@ -28,8 +28,15 @@
 //! unbounded, and a tile on a symbolic axis is measured as a full tile.
 //!
 //! Invariants of the answers:
-//! - a halo is never negative on an axis the tile partitions, and `bytes` is
-//!   the element count of the needed box times the producer's dtype size;
+//! - a halo is measured against the tile's *share* of the producer axis,
+//!   `[p·step, (p+1)·step − 1]` for the interior position `p` and the
+//!   `step` the needed range moves by from one tile to the next; it is
+//!   `(0, 0)` on an axis the tiles do not move along. It is negative when
+//!   the needed box ends inside the share: a strided read (`x[2·i]`: the tile
+//!   `i ∈ [4, 7]` needs the box `[8, 14]` of its share `[8, 15]`, halo
+//!   `(0, -1)`) or a coarsening one
+//!   (`x[i / 2]` with an odd tile). `bytes` is the element count of the
+//!   needed box times the producer's dtype size;
 //! - `Buffer::Reg` is given only when every producer element feeds at most
 //!   one consumer element (so it can stay in the register it was computed
 //!   in); `SmemRing` only when the needed box of a tile is bounded.
@@ -91,7 +98,8 @@ pub struct Halo {
     /// of the tile at the origin and an interior tile).
     pub bytes: u64,
     /// Per producer tensor axis `(lo, hi)`: elements needed below the share
-    /// and above it; `(0, 0)` on an axis the tiles do not partition.
+    /// and above it (negative: the needed box ends inside the share; see
+    /// the module doc); `(0, 0)` on an axis the tiles do not partition.
     pub per_axis: Vec<(i64, i64)>,
 }
 

@@ -232,3 +232,28 @@ fn a_tile_that_reads_only_padding_needs_nothing() {
     assert_eq!(can_compute_at(&v, x, s, &[]).unwrap(), Err(Reason::NoDependence));
     assert_eq!(min_buffer_for_edge(&v, x, s, &[]).unwrap().kind, BufferKind::Gmem);
 }
+
+/// The halos of the module doc's examples: a stride-2 read needs less than
+/// its share at the top (`x[2·i]`, tile 4: box `[8, 14]` of `[8, 15]`), a
+/// halving read with an odd tile needs one below and one less above
+/// (`x[i / 2]`, tile 3: box `[1, 2]` of `[2, 3]`).
+#[test]
+fn strided_and_coarsening_reads_have_negative_halos() {
+    let mut g = Graph::new("strided");
+    let x = g.input("x", DType::F32, &[Dim::int(32)]).unwrap();
+    let e = g.unary(crate::tiny::UnaryOp::Neg, x).unwrap();
+    let s = g.shrink(e, &[Dim::int(0)], &[Dim::int(32)], &[Dim::int(2)]).unwrap();
+    let y = g.unary(crate::tiny::UnaryOp::Neg, s).unwrap();
+    let half = g.view(e, &[Dim::int(64)], &[crate::affine::AffExpr::parse("floor(i0 / 2)").unwrap()]).unwrap();
+    let z = g.unary(crate::tiny::UnaryOp::Neg, half).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: y });
+    g.outputs.push(Output { name: "z".into(), node: z });
+    let ctx = Ctx::new();
+    let (_, v) = view_of(&ctx, &g);
+    let strided = ok(&v, e, y, &[4]);
+    assert_eq!((strided.needed.clone(), strided.step.clone()), (vec![(8, 14)], vec![8]));
+    assert_eq!(strided.halo.per_axis, [(0, -1)]);
+    let coarse = ok(&v, e, z, &[3]);
+    assert_eq!((coarse.needed.clone(), coarse.step.clone()), (vec![(1, 2)], vec![2]));
+    assert_eq!(coarse.halo.per_axis, [(1, -1)]);
+}

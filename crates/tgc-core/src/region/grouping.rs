@@ -21,11 +21,15 @@
 //!   it (recomputed where a movement broadcasts it);
 //! - a `REDUCE` that is not an output and has exactly one reader is **fused**
 //!   into the kernel of the element-wise chain that consumes it when it is
-//!   reached from that kernel's root through element-wise nodes only (identity
-//!   index, no movement in between) and that kernel has no fused `REDUCE` yet
-//!   (reduces are considered in node order). That kernel keeps the accumulator
-//!   in a register over the reduce loops and applies the epilogue (e.g. GEMM →
-//!   `CAST` → `+ bias` → `RELU`) before its one store;
+//!   reached from that kernel's root through element-wise nodes and
+//!   bijective movements (`RESHAPE`, `PERMUTE`: each point of the root reads
+//!   exactly one accumulator element, and each element is read once, so
+//!   nothing is recomputed and no guard is needed) and that kernel has no
+//!   fused `REDUCE` yet (reduces are considered in node order). That kernel
+//!   keeps the accumulator in a register over the reduce loops and applies
+//!   the epilogue (e.g. GEMM → `CAST` → `+ bias` → `RELU`, or a grouped
+//!   convolution's `[N, G, Cout/G, …]` accumulator → `RESHAPE` → `+ bias`)
+//!   before its one store;
 //! - each materialised value other than an `INPUT` is the root of one kernel,
 //!   in node order (a topological order).
 
@@ -139,7 +143,7 @@ pub fn group(g: &Graph) -> Formation {
 }
 
 /// The materialised element-wise value reached from `r` upward through
-/// element-wise readers only, if any.
+/// element-wise readers and bijective movements only, if any.
 fn fusion_root(
     g: &Graph,
     materialised: &[bool],
@@ -148,14 +152,21 @@ fn fusion_root(
 ) -> Option<NodeId> {
     let mut c = reader_of(r)?;
     loop {
-        if !g.node(c).op.is_elementwise() {
-            return None;
-        }
+        let op = &g.node(c).op;
         if materialised[c.index()] {
-            return Some(c);
+            return op.is_elementwise().then_some(c);
+        }
+        if !(op.is_elementwise() || is_bijective_movement(op)) {
+            return None;
         }
         c = reader_of(c)?;
     }
+}
+
+/// `RESHAPE` and `PERMUTE`: movements that map their output's points one to
+/// one onto their source's points.
+pub fn is_bijective_movement(op: &Op) -> bool {
+    matches!(op, Op::Reshape | Op::Permute { .. })
 }
 
 #[cfg(test)]
@@ -172,6 +183,42 @@ mod tests {
         let sum = g.ids().find(|&i| matches!(g.node(i).op, Op::Reduce { .. }));
         assert_eq!(f.kernels, vec![KernelPlan { root: relu, reduce: sum }]);
         assert_eq!(f.materialised.iter().filter(|m| **m).count(), 4);
+    }
+
+    /// A `[A, B, K]` sum read as `[B, A]` through `PERMUTE` and as `[A*B]`
+    /// through `RESHAPE` is one kernel with its epilogue; read through an
+    /// `EXPAND` (every accumulator element read twice) it is stored.
+    #[test]
+    fn epilogues_read_through_bijective_movements_only() {
+        use crate::sym::Dim;
+        use crate::tiny::{BinaryOp, Output, ReduceOp, UnaryOp};
+        let build = |tail: &dyn Fn(&mut crate::tiny::Graph, NodeId) -> NodeId| {
+            let mut g = crate::tiny::Graph::new("epi");
+            let x = g.input("x", DType::F32, &[Dim::int(2), Dim::int(3), Dim::int(4)]).unwrap();
+            let s = g.reduce(ReduceOp::Sum, x, &[2], DType::F32).unwrap();
+            let t = tail(&mut g, s);
+            let y = g.unary(UnaryOp::Relu, t).unwrap();
+            g.outputs.push(Output { name: "y".into(), node: y });
+            (g, s, y)
+        };
+        let permuted = |g: &mut crate::tiny::Graph, s| {
+            let p = g.permute(s, &[1, 0]).unwrap();
+            let r = g.reshape(p, &[Dim::int(6)]).unwrap();
+            let n = g.unary(UnaryOp::Neg, r).unwrap();
+            let one = g.constant(1.0, DType::F32).unwrap();
+            let one = g.reshape(one, &[Dim::int(1)]).unwrap();
+            let one = g.expand(one, &[Dim::int(6)]).unwrap();
+            g.binary(BinaryOp::Add, n, one).unwrap()
+        };
+        let (g, s, y) = build(&permuted);
+        assert_eq!(group(&g).kernels, vec![KernelPlan { root: y, reduce: Some(s) }]);
+        let expanded = |g: &mut crate::tiny::Graph, s| {
+            let r = g.reshape(s, &[Dim::int(2), Dim::int(3), Dim::int(1)]).unwrap();
+            g.expand(r, &[Dim::int(2), Dim::int(3), Dim::int(2)]).unwrap()
+        };
+        let (g, s, y) = build(&expanded);
+        let f = group(&g);
+        assert_eq!(f.kernels, vec![KernelPlan { root: s, reduce: Some(s) }, KernelPlan { root: y, reduce: None }]);
     }
 
     #[test]

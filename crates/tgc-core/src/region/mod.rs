@@ -46,6 +46,7 @@
 pub mod cost;
 pub mod from_tiny;
 pub mod grouping;
+pub mod json;
 #[cfg(feature = "poly")]
 mod poly_core;
 #[cfg(feature = "poly")]
@@ -207,8 +208,17 @@ pub enum StopReason {
     GraphOutput,
     /// ① not a unique consumer chain: the producer has this many readers.
     NotUcc(usize),
-    /// The chain from producer to consumer passes a stored value.
-    StoredOnTheWay(NodeId),
+    /// The stored, element-wise consumer reads the producer through this
+    /// movement, which is not one to one (`EXPAND`, `PAD`, …): the grouping
+    /// fuses a `REDUCE` into an epilogue only through element-wise nodes,
+    /// `RESHAPE` and `PERMUTE` (`grouping`'s rule).
+    EpilogueMovement(NodeId),
+    /// The consumer's kernel already accumulates this other `REDUCE` (one
+    /// accumulator per kernel).
+    SecondAccumulator(NodeId),
+    /// The chain ends at a stored value that is neither a reduction nor
+    /// element-wise (a movement that is a graph output).
+    StoredMovement,
     /// The consumer is not a region's accumulator: the CPU backend computes
     /// a producer only at the reads of a reduction.
     NotAtAReduction,
@@ -242,7 +252,13 @@ impl fmt::Display for StopReason {
         match self {
             StopReason::GraphOutput => write!(f, "the producer is a graph output"),
             StopReason::NotUcc(n) => write!(f, "not a unique consumer chain ({n} readers)"),
-            StopReason::StoredOnTheWay(_) => write!(f, "a stored value lies between producer and consumer"),
+            StopReason::EpilogueMovement(_) => write!(
+                f,
+                "the epilogue reads it through a movement that is not one to one (fused only through \
+                 element-wise nodes, RESHAPE and PERMUTE)"
+            ),
+            StopReason::SecondAccumulator(_) => write!(f, "the consumer's kernel already accumulates another REDUCE"),
+            StopReason::StoredMovement => write!(f, "the consumer is a stored movement"),
             StopReason::NotAtAReduction => write!(f, "the consumer is not a reduction's accumulator"),
             StopReason::ComputeAt(why) => write!(f, "can_compute_at: {why}"),
             StopReason::NeedsGmem(why) => write!(f, "min_buffer_for_edge: gmem ({why})"),

@@ -33,7 +33,7 @@ use crate::tiny::{Graph, NodeId, Op};
 
 use super::cost::{self, EdgeFacts, Machine};
 use super::from_tiny::Fusion;
-use super::grouping::Formation;
+use super::grouping::{is_bijective_movement, Formation};
 use super::select::{self, Candidate, Left};
 use super::{EdgeBuffer, LocalEdge, Stop, StopReason};
 
@@ -58,7 +58,11 @@ pub(super) fn compute_at_fusions(
         }
         let Some(c) = chain_end(g, f, &consumers, p) else { continue };
         let reason = if !matches!(g.node(c).op, Op::Reduce { .. }) {
-            Some(if f.materialised[c.index()] { StopReason::StoredOnTheWay(c) } else { StopReason::NotAtAReduction })
+            Some(if f.materialised[c.index()] {
+                epilogue_stop(g, f, &consumers, p, c)
+            } else {
+                StopReason::NotAtAReduction
+            })
         } else if !f.kernels.iter().any(|kp| kp.reduce == Some(c)) {
             Some(StopReason::NotAtAReduction)
         } else {
@@ -173,6 +177,28 @@ fn chain_end(g: &Graph, f: &Formation, consumers: &[Vec<NodeId>], p: NodeId) -> 
             return Some(c);
         }
         c = reader(c)?;
+    }
+}
+
+/// Why the grouping did not make `p` the accumulator of the stored
+/// consumer `c` at the end of its unique reader chain.
+fn epilogue_stop(g: &Graph, f: &Formation, consumers: &[Vec<NodeId>], p: NodeId, c: NodeId) -> StopReason {
+    if !g.node(c).op.is_elementwise() {
+        return StopReason::StoredMovement;
+    }
+    let mut v = p;
+    while let Some(r) = consumers[v.index()].iter().copied().find(|r| f.live[r.index()]) {
+        if r == c {
+            break;
+        }
+        if g.node(r).op.is_movement() && !is_bijective_movement(&g.node(r).op) {
+            return StopReason::EpilogueMovement(r);
+        }
+        v = r;
+    }
+    match f.kernels.iter().find(|kp| kp.root == c).and_then(|kp| kp.reduce) {
+        Some(other) => StopReason::SecondAccumulator(other),
+        None => StopReason::NotAtAReduction,
     }
 }
 

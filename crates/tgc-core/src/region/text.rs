@@ -75,7 +75,10 @@ pub fn dump(g: &Graph, rs: &Regions) -> String {
     for st in &rs.stops {
         let c = st.consumer.map_or_else(String::new, |c| format!(" -> {}", label(c)));
         let by = match st.reason {
-            StopReason::Rollback(v) | StopReason::Conflict(v) => format!(" (by {})", label(v)),
+            StopReason::Rollback(v) | StopReason::Conflict(v) | StopReason::SecondAccumulator(v) => {
+                format!(" (by {})", label(v))
+            }
+            StopReason::EpilogueMovement(v) => format!(" ({} {})", g.node(v).op.name(), label(v)),
             _ => String::new(),
         };
         let _ = writeln!(s, "stop {}{c}: {}{by}", label(st.producer), st.reason);

@@ -89,7 +89,7 @@ use crate::diag::Diagnostic;
 use super::graph::Graph;
 use fields::Fields;
 
-pub use write::to_json;
+pub use write::{node_value, to_json};
 
 /// The name of a graph whose text gives none.
 const DEFAULT_NAME: &str = "main";

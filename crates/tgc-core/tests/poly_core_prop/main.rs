@@ -22,7 +22,14 @@
 //!   lands in a `PAD`'s fill, `NothingNeeded` when a measured tile needs no
 //!   element, or else the needed box of the interior tile, the
 //!   step per producer axis, the halo per axis and
-//!   `bytes = max(|box(origin)|, |box(interior)|) × element size`.
+//!   `bytes = max(|box(origin)|, |box(interior)|) × element size`;
+//! - **analysis**: `core::analyze`'s reduction and parallel axes per block
+//!   and its barrier hints per edge (present exactly when the consumer
+//!   element → producer element relation is not a bijection, with the
+//!   one-to-many / many-to-one / many-to-many kind);
+//! - **buffers**: where compute-at is legal, `min_buffer_for_edge` is
+//!   `Gmem` for a leaf and otherwise `Reg` exactly when every producer
+//!   element feeds at most one consumer element.
 //!
 //! Seeds as in `movement_prop`: `TGC_PROP_SEED`, `TGC_PROP_CASES`, and
 //! `TGC_PROP_SEED=<seed> TGC_PROP_CASE=<index> cargo test -p tgc-core
@@ -86,7 +93,17 @@ fn poly_view_and_poly_core_agree_with_brute_force_enumeration() {
         failed[0]
     );
     if cases.len() >= 100 {
-        for k in ["flow compared", "halo ok", "footprint compared", "splits reduction", "REDUCE self-edge compared"] {
+        for k in [
+            "flow compared",
+            "halo ok",
+            "footprint compared",
+            "splits reduction",
+            "REDUCE self-edge compared",
+            "axes compared",
+            "barriers compared",
+            "buffer reg compared",
+            "buffer not reg compared",
+        ] {
             assert!(counts.get(k).copied().unwrap_or(0) > 0, "{} cases never had `{k}`: {counts:?}", cases.len());
         }
     }
@@ -116,6 +133,7 @@ fn check(g: &Graph, seed: u64, index: u64, counts: &mut BTreeMap<&'static str, u
     }
     tally("graphs");
     check_edges(g, &view, &mut tally)?;
+    check_analysis(g, &view, &mut tally)?;
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     bytes[8..16].copy_from_slice(&index.to_le_bytes());
@@ -218,6 +236,62 @@ fn check_edges(g: &Graph, view: &PolyView<'_>, tally: &mut impl FnMut(&'static s
         }
         tally(what);
     }
+    Ok(())
+}
+
+/// `core::analyze`: per block, the reduction axes are a `REDUCE`'s reduce
+/// axes with more than one point (the only axes its accumulator pairs
+/// differ on) and the parallel axes the others; per edge between distinct
+/// blocks, a barrier hint exactly when the element relation (consumer
+/// element → producer elements it reads) is not a bijection, with the kind
+/// of `003`'s table.
+fn check_analysis(g: &Graph, view: &PolyView<'_>, tally: &mut impl FnMut(&'static str)) -> Result<(), String> {
+    let a = core::analyze(view, &[]).map_err(|d| d.message)?;
+    for b in &a.blocks {
+        let v = b.block;
+        let out_rank = brute::shape(g, v).len();
+        let red = brute::reduce_extents(g, v);
+        let reduction: Vec<usize> = (0..red.len()).filter(|&k| red[k] > 1).map(|k| out_rank + k).collect();
+        let parallel: Vec<usize> = (0..out_rank + red.len()).filter(|k| !reduction.contains(k)).collect();
+        if (&b.reduction, &b.parallel) != (&reduction, &parallel) || !b.affine {
+            return Err(format!(
+                "analyze {}: (reduction, parallel, affine) = {:?}, brute force ({reduction:?}, {parallel:?}, true)",
+                label(g, v),
+                (&b.reduction, &b.parallel, b.affine)
+            ));
+        }
+    }
+    tally("axes compared");
+    let mut want: BTreeMap<(NodeId, NodeId), core::Relation> = BTreeMap::new();
+    for e in view.edges.iter().filter(|e| e.from != e.to) {
+        let (p, c) = (e.from, e.to);
+        let out_rank = brute::shape(g, c).len();
+        let mut reads: BTreeMap<Point, BTreeSet<Point>> = BTreeMap::new();
+        let mut readers: BTreeMap<Point, BTreeSet<Point>> = BTreeMap::new();
+        for x in brute::statement(g, c) {
+            for (s, elem) in brute::reads(g, c, &x) {
+                if s == p {
+                    reads.entry(x[..out_rank].to_vec()).or_default().insert(elem.clone());
+                    readers.entry(elem).or_default().insert(x[..out_rank].to_vec());
+                }
+            }
+        }
+        let single = reads.values().all(|r| r.len() <= 1);
+        let injective = readers.values().all(|r| r.len() <= 1);
+        let relation = match (single, injective) {
+            (true, true) => continue,
+            (true, false) => core::Relation::OneToMany,
+            (false, true) => core::Relation::ManyToOne,
+            (false, false) => core::Relation::ManyToMany,
+        };
+        want.insert((p, c), relation);
+    }
+    let got: BTreeMap<(NodeId, NodeId), core::Relation> =
+        a.barriers.iter().map(|h| ((h.from, h.to), h.relation)).collect();
+    if got != want {
+        return Err(format!("analyze barriers {got:?}, brute force {want:?}"));
+    }
+    tally("barriers compared");
     Ok(())
 }
 
@@ -353,5 +427,46 @@ fn check_halo(
         return Err(format!("(needed, step, halo, bytes): can_compute_at {have:?}, brute force {want:?}"));
     }
     tally("halo ok");
+    check_buffer(g, view, p, c, tile, tally)
+}
+
+/// `core::min_buffer_for_edge` where compute-at is legal: `Gmem` for a
+/// leaf (a graph input or a constant: kernel arguments), else `Reg` exactly when every producer element
+/// feeds at most one consumer element (through every path of reads).
+fn check_buffer(
+    g: &Graph,
+    view: &PolyView<'_>,
+    p: NodeId,
+    c: NodeId,
+    tile: &[i64],
+    tally: &mut impl FnMut(&'static str),
+) -> Result<(), String> {
+    let got = core::min_buffer_for_edge(view, p, c, tile).map_err(|d| d.message)?;
+    if matches!(g.node(p).op, Op::Input { .. } | Op::Const { .. }) {
+        return match got.kind {
+            core::BufferKind::Gmem => Ok(()),
+            k => Err(format!("min_buffer_for_edge of a leaf is {k:?}, not Gmem")),
+        };
+    }
+    let points = brute::statement(g, c);
+    if points.len() > 2_000 {
+        tally("skipped: large buffer check");
+        return Ok(());
+    }
+    let out_rank = brute::shape(g, c).len();
+    let mut feeds: BTreeMap<Point, BTreeSet<Point>> = BTreeMap::new();
+    for x in &points {
+        for e in brute::footprint(g, p, c, std::slice::from_ref(x)) {
+            feeds.entry(e).or_default().insert(x[..out_rank].to_vec());
+        }
+    }
+    let reg = feeds.values().all(|f| f.len() <= 1);
+    if reg != (got.kind == core::BufferKind::Reg) {
+        return Err(format!(
+            "min_buffer_for_edge is {:?}; brute force: one consumer element per producer element = {reg}",
+            got.kind
+        ));
+    }
+    tally(if reg { "buffer reg compared" } else { "buffer not reg compared" });
     Ok(())
 }

@@ -60,41 +60,23 @@ static inline uint16_t tgc_f32_to_f16(float f)
 
 static inline float tgc_round_f16(float x) { return tgc_f16_to_f32(tgc_f32_to_f16(x)); }
 
-/* k0 -> tmp0 (yacc): yacc REDUCE; inlines p MUL, w3 EXPAND, x3 PERMUTE; accumulates yacc REDUCE SUM in fp32 in a register */
-static void tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* restrict in1, float* restrict tmp0, const int64_t s_N, const int64_t s_Cin_total, const int64_t s_H, const int64_t s_W, const int64_t s_Cin, const int64_t s_Kh, const int64_t s_Kw, const int64_t s_pb, const int64_t s_pt, const int64_t s_pl, const int64_t s_pr, const int64_t s_Dh, const int64_t s_Sh, const int64_t s_Dw, const int64_t s_Sw, const int64_t s_G, const int64_t s_Oy, const int64_t s_Ox, const int64_t s_Rcout)
-{
-#pragma scop
-    for (int64_t i0 = 0; i0 < s_N; i0 += 1) {
-        for (int64_t i1 = 0; i1 < s_G; i1 += 1) {
-            for (int64_t i2 = 0; i2 < s_Rcout; i2 += 1) {
-                for (int64_t i3 = 0; i3 < s_Oy; i3 += 1) {
-                    for (int64_t i4 = 0; i4 < s_Ox; i4 += 1) {
-                        float acc = 0.0f;
-                        for (int64_t i5 = 0; i5 < s_Cin; i5 += 1) {
-                            for (int64_t i6 = 0; i6 < s_Kh; i6 += 1) {
-                                for (int64_t i7 = 0; i7 < s_Kw; i7 += 1) {
-                                    acc = (acc + (((s_Dh*i6 + s_Sh*floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - (s_Sh + s_Sh*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) - s_pt >= 0 && -s_Dh*i6 - s_Sh*floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_Sh + s_Sh*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) + (s_H + s_pt - 1) >= 0 && s_Cin*s_Ox*s_Oy*s_Sw*i1 + s_Ox*s_Sw*i3 + s_Sw*i4 + s_Ox*s_Oy*s_Sw*i5 + s_Dw*i7 - (s_Sw + s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - s_pl >= 0 && -s_Cin*s_Ox*s_Oy*s_Sw*i1 - s_Ox*s_Sw*i3 - s_Sw*i4 - s_Ox*s_Oy*s_Sw*i5 - s_Dw*i7 + (s_Sw + s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_W + s_pl - 1) >= 0) ? tgc_f16_to_f32(in0[s_Cin_total*s_H*s_W*i0 + s_Cin*s_Ox*s_Oy*s_Sw*i1 + s_Ox*s_Sw*i3 + s_Sw*i4 + s_Ox*s_Oy*s_Sw*i5 + s_Dh*s_W*i6 + s_Dw*i7 + s_H*s_W*floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh)*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_Sh*s_W - s_Sw - s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - (s_Sh*s_W + s_Sh*s_W*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Cin*s_Ox*s_Oy*i1 + s_Ox*i3 + i4 + s_Ox*s_Oy*i5), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) - (s_W*s_pt + s_pl)]) : 0.0f) * tgc_f16_to_f32(in1[s_Cin*s_Kh*s_Kw*s_Rcout*i1 + s_Cin*s_Kh*s_Kw*i2 + s_Kh*s_Kw*i5 + s_Kw*i6 + i7])));
-                                }
-                            }
-                        }
-                        tmp0[s_G*s_Ox*s_Oy*s_Rcout*i0 + s_Ox*s_Oy*s_Rcout*i1 + s_Ox*s_Oy*i2 + s_Ox*i3 + i4] = acc;
-                    }
-                }
-            }
-        }
-    }
-#pragma endscop
-}
-
-/* k1 -> out0 (y): y CAST; inlines y1 ADD, y1.1.expand EXPAND, y1.1.cast CAST, b1 RESHAPE, y0 RESHAPE */
-static void tgc_k1_tgc_main(const uint16_t* restrict in2, const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_N, const int64_t s_Cout, const int64_t s_G, const int64_t s_Oy, const int64_t s_Ox, const int64_t s_Rcout)
+/* k0 -> out0 (y): y CAST; inlines y1 ADD, y1.1.expand EXPAND, y1.1.cast CAST, b1 RESHAPE, y0 RESHAPE, p MUL, w3 EXPAND, x3 PERMUTE; accumulates yacc REDUCE SUM in fp32 in a register */
+static void tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* restrict in1, const uint16_t* restrict in2, uint16_t* restrict out0, const int64_t s_N, const int64_t s_Cin_total, const int64_t s_H, const int64_t s_W, const int64_t s_Cout, const int64_t s_Cin, const int64_t s_Kh, const int64_t s_Kw, const int64_t s_pb, const int64_t s_pt, const int64_t s_pl, const int64_t s_pr, const int64_t s_Dh, const int64_t s_Sh, const int64_t s_Dw, const int64_t s_Sw, const int64_t s_Oy, const int64_t s_Ox, const int64_t s_Rcout)
 {
 #pragma scop
     for (int64_t i0 = 0; i0 < s_N; i0 += 1) {
         for (int64_t i1 = 0; i1 < s_Cout; i1 += 1) {
             for (int64_t i2 = 0; i2 < s_Oy; i2 += 1) {
                 for (int64_t i3 = 0; i3 < s_Ox; i3 += 1) {
-                    out0[s_Cout*s_Ox*s_Oy*i0 + s_Ox*s_Oy*i1 + s_Ox*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp0[s_G*s_Ox*s_Oy*s_Rcout*i0 + s_Ox*s_Oy*i1 + s_Ox*i2 + i3] + tgc_f16_to_f32(in2[i1]))));
+                    float acc = 0.0f;
+                    for (int64_t i4 = 0; i4 < s_Cin; i4 += 1) {
+                        for (int64_t i5 = 0; i5 < s_Kh; i5 += 1) {
+                            for (int64_t i6 = 0; i6 < s_Kw; i6 += 1) {
+                                acc = (acc + (((s_Dh*i5 + s_Sh*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - (s_Sh + s_Sh*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) - s_pt >= 0 && -s_Dh*i5 - s_Sh*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_Sh + s_Sh*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) + (s_H + s_pt - 1) >= 0 && s_Ox*s_Sw*i2 + s_Sw*i3 + s_Ox*s_Oy*s_Sw*i4 + s_Dw*i6 + s_Cin*s_Ox*s_Oy*s_Sw*floord(i1, s_Rcout) - (s_Sw + s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - s_pl >= 0 && -s_Ox*s_Sw*i2 - s_Sw*i3 - s_Ox*s_Oy*s_Sw*i4 - s_Dw*i6 - s_Cin*s_Ox*s_Oy*s_Sw*floord(i1, s_Rcout) + (s_Sw + s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_W + s_pl - 1) >= 0) ? tgc_f16_to_f32(in0[s_Cin_total*s_H*s_W*i0 + s_Ox*s_Sw*i2 + s_Sw*i3 + s_Ox*s_Oy*s_Sw*i4 + s_Dh*s_W*i5 + s_Dw*i6 + s_Cin*s_Ox*s_Oy*s_Sw*floord(i1, s_Rcout) + s_H*s_W*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh)*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_Sh*s_W - s_Sw - s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - (s_Sh*s_W + s_Sh*s_W*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) - (s_W*s_pt + s_pl)]) : 0.0f) * tgc_f16_to_f32(in1[s_Cin*s_Kh*s_Kw*i1 + s_Kh*s_Kw*i4 + s_Kw*i5 + i6])));
+                            }
+                        }
+                    }
+                    out0[s_Cout*s_Ox*s_Oy*i0 + s_Ox*s_Oy*i1 + s_Ox*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((acc + tgc_f16_to_f32(in2[i1]))));
                 }
             }
         }
@@ -156,13 +138,6 @@ int32_t tgc_main(const void* const* inputs, void* const* outputs, const int64_t*
     const uint16_t* in1 = (const uint16_t*)inputs[1];
     const uint16_t* in2 = (const uint16_t*)inputs[2];
     uint16_t* out0 = (uint16_t*)outputs[0];
-    float* tmp0 = (float*)malloc((size_t)s_G*s_N*s_Ox*s_Oy*s_Rcout * sizeof(float)); /* yacc */
-    if (!tmp0) {
-        free(tmp0);
-        return 1;
-    }
-    tgc_k0_tgc_main(in0, in1, tmp0, s_N, s_Cin_total, s_H, s_W, s_Cin, s_Kh, s_Kw, s_pb, s_pt, s_pl, s_pr, s_Dh, s_Sh, s_Dw, s_Sw, s_G, s_Oy, s_Ox, s_Rcout);
-    tgc_k1_tgc_main(in2, tmp0, out0, s_N, s_Cout, s_G, s_Oy, s_Ox, s_Rcout);
-    free(tmp0);
+    tgc_k0_tgc_main(in0, in1, in2, out0, s_N, s_Cin_total, s_H, s_W, s_Cout, s_Cin, s_Kh, s_Kw, s_pb, s_pt, s_pl, s_pr, s_Dh, s_Sh, s_Dw, s_Sw, s_Oy, s_Ox, s_Rcout);
     return 0;
 }

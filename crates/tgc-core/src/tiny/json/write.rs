@@ -4,7 +4,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::sym::Dim;
 
-use super::super::graph::Graph;
+use super::super::graph::{Graph, NodeId};
 use super::super::op::Op;
 
 fn dim(d: &Dim) -> Value {
@@ -78,28 +78,28 @@ fn arg(g: &Graph, n: &super::super::graph::Node) -> Map<String, Value> {
     a
 }
 
+/// Node `id` in the node format: `{"id", "uop", "src"?, "arg"?}`.
+pub fn node_value(g: &Graph, id: NodeId) -> Value {
+    let n = g.node(id);
+    let mut m = Map::new();
+    m.insert("id".into(), Value::from(n.label.as_str()));
+    m.insert("uop".into(), Value::from(n.op.name()));
+    if !n.src.is_empty() {
+        m.insert("src".into(), Value::Array(n.src.iter().map(|s| Value::from(g.node(*s).label.as_str())).collect()));
+    }
+    let a = arg(g, n);
+    if !a.is_empty() {
+        m.insert("arg".into(), Value::Object(a));
+    }
+    Value::Object(m)
+}
+
 /// Renders `g` in the node format of `spec/002` §1.1 (see [`super`]):
 /// `name`, `uops` (one per line, keys `id, uop, src, arg`), `outputs`,
 /// `symbols`; dtypes in the `fp16` spelling, symbolic sizes as strings.
 pub fn to_json(g: &Graph) -> String {
     let line = |v: Value| serde_json::to_string(&v).unwrap_or_default();
-    let mut nodes = Vec::with_capacity(g.len());
-    for n in g.nodes() {
-        let mut m = Map::new();
-        m.insert("id".into(), Value::from(n.label.as_str()));
-        m.insert("uop".into(), Value::from(n.op.name()));
-        if !n.src.is_empty() {
-            m.insert(
-                "src".into(),
-                Value::Array(n.src.iter().map(|s| Value::from(g.node(*s).label.as_str())).collect()),
-            );
-        }
-        let a = arg(g, n);
-        if !a.is_empty() {
-            m.insert("arg".into(), Value::Object(a));
-        }
-        nodes.push(format!("    {}", line(Value::Object(m))));
-    }
+    let nodes: Vec<String> = g.ids().map(|id| format!("    {}", line(node_value(g, id)))).collect();
     let block =
         |items: Vec<String>| if items.is_empty() { "[]".to_string() } else { format!("[\n{}\n  ]", items.join(",\n")) };
     let list = |items: Vec<Value>| block(items.into_iter().map(|v| format!("    {}", line(v))).collect());

@@ -12,7 +12,7 @@
 //!     if kt+stages-1 < ktiles { copy tile kt+stages-1 → its stage }; commit
 //!     for each k16 step: ldmatrix.x4 A, ldmatrix.x4(.trans) B, mma.sync m16n8k16
 //! wait_group 0
-//! epilogue on the accumulator fragments; st.global (v2 where the pair fits)
+//! epilogue on the accumulator fragments; st.global.v{vs} (staged through shared memory)
 //! ```
 //!
 //! - Block: `(BM/WM)·(BN/WN)` warps, warp `w` at `(w / (BN/WN), w % (BN/WN))`
@@ -32,12 +32,26 @@
 //! - Epilogue (§8 of `001`): on each accumulator register, in f32: an
 //!   optional rounding to the operand dtype (the graph's `CAST` of the sum,
 //!   `001` §0), then the plan's `epilogue` ops in order; the store rounds to
-//!   the output dtype. Each thread holds pairs of adjacent columns, stored
-//!   with one `st.global.v2` when both are inside `N` and the output is
-//!   2-element aligned, else element by element.
+//!   the output dtype. Stores are `vs = min(16 bytes, vectorize width,
+//!   C's alignment)` elements wide: for `vs > 2` each warp stages its
+//!   16-row slices of C in shared memory (`Cs`, over the dead operand
+//!   buffers when it fits; `000` §5's `epilogue_smem`) and reads them back
+//!   as `vs`-element rows for one `st.global` each; else each thread stores
+//!   its fragment's pairs of adjacent columns. A vector that would cross
+//!   the `N` tail falls back to predicated single-element stores.
 //!
-//! Not built here (errors `Unsupported`): split-K (`algo_choice matmul
-//! splitk_*`) and warp tiles whose `WN` is not a multiple of 16.
+//! - Split-K (`algo_choice matmul splitk_serial|splitk_parallel`, [`Gemm::split_k`]
+//!   slices, `000` §5): slice `blockIdx.z` runs its share of the k tiles;
+//!   the slices of one output tile then meet in order through a lock and
+//!   an f32 workspace (CUTLASS's serial reduction), the last one running
+//!   the epilogue.
+//!
+//!   With `splitk_parallel` the slices add their partial sums to the
+//!   workspace with f32 atomics (`red.global.add.f32`) in any order and
+//!   arrive at a per-tile counter; the last to arrive runs the epilogue.
+//!
+//! Not built here (errors `Unsupported`): warp tiles whose `WN` is not a
+//! multiple of 16.
 
 use crate::diag;
 use crate::diag::DResult;
@@ -45,6 +59,8 @@ use crate::plan::{HintValue, Plan};
 use crate::DType;
 
 use super::ir::*;
+
+mod epilogue;
 
 /// How `B` is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +87,9 @@ pub struct Gemm {
     pub align_a: u32,
     pub align_b: u32,
     pub align_c: u32,
+    /// Split-K slices (`blockIdx.z`); 1 is none. More than 1 needs the
+    /// plan's `algo_choice matmul splitk_serial` or `splitk_parallel`.
+    pub split_k: u32,
 }
 
 /// The kernel's parameters, in ABI order, as [`ParamId`]s.
@@ -81,6 +100,11 @@ pub struct GemmParams {
     pub bias: Option<ParamId>,
     pub residual: Option<ParamId>,
     pub c: ParamId,
+    /// Split-K only: the f32 partial sums `[M, ldc]` and the i32 locks or
+    /// counters, one per output tile (`⌈M/BM⌉·⌈N/BN⌉`); `splitk_parallel`
+    /// needs both zeroed before the launch, `splitk_serial` the locks.
+    pub workspace: Option<ParamId>,
+    pub locks: Option<ParamId>,
     pub m: ParamId,
     pub n: ParamId,
     pub k: ParamId,
@@ -101,9 +125,11 @@ struct Shape {
     vec: i64,
     pred: [bool; 3],
     swizzle: [bool; 2],
+    /// `splitk_parallel` rather than `splitk_serial`.
+    parallel_split: bool,
 }
 
-fn shape(plan: &Plan) -> DResult<Shape> {
+fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
     let unsupported = |m: &str| diag!(Unsupported, "the SM80 template needs {m}");
     let [bm, bn, bk] = plan.tile.as_ref().ok_or_else(|| unsupported("a `tile`"))?.value;
     let [wm, wn] = plan.warp_tile.as_ref().ok_or_else(|| unsupported("a `warp_tile`"))?.value;
@@ -118,10 +144,23 @@ fn shape(plan: &Plan) -> DResult<Shape> {
              (tile {bm}x{bn}x{bk}, warp tile {wm}x{wn})"
         ));
     }
-    if let Some(a) = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul") {
-        if a.value.value.value != "implicit_gemm" {
-            return Err(diag!(Unsupported, "the SM80 template does not build `{}` yet", a.value.value.value));
+    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
+    match (algo.unwrap_or("implicit_gemm"), split_k) {
+        ("implicit_gemm", 1) | ("splitk_serial" | "splitk_parallel", _) => {}
+        ("implicit_gemm", _) => {
+            return Err(diag!(
+                Unsupported,
+                "split-K over {split_k} slices needs `algo_choice matmul splitk_serial` or `splitk_parallel`"
+            ))
         }
+        (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
+    }
+    let threads = (bm / wm) * (bn / wn) * 32;
+    if threads > 1024 {
+        return Err(diag!(
+            ResourceExceeded,
+            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed 1024"
+        ));
     }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
     let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
@@ -136,6 +175,7 @@ fn shape(plan: &Plan) -> DResult<Shape> {
         stages: stages as i64,
         vec,
         pred: [tail("m"), tail("n"), tail("k")],
+        parallel_split: algo == Some("splitk_parallel"),
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
     })
 }
@@ -144,14 +184,19 @@ fn shape(plan: &Plan) -> DResult<Shape> {
 /// for `sm80` or `sm90`) and `gemm`, and its parameter ids.
 ///
 /// Parameters: `A`, `B`, then `bias` when the epilogue has `bias`,
-/// `residual` when it has `residual`, then `C`, and the `i32` scalars `M`,
-/// `N`, `K`, `lda`, `ldb`, `ldc`.
+/// `residual` when it has `residual`, then `C`, `workspace` and `locks`
+/// under split-K, and the `i32` scalars `M`, `N`, `K`, `lda`, `ldb`, `ldc`.
 ///
-/// Errors: `Unsupported` for what the module doc lists and for operand or
-/// output dtypes other than those [`Gemm`] names; `UnknownOp` for an
-/// epilogue op outside `bias relu silu gelu residual`.
+/// Errors: `Unsupported` for what the module doc lists, for a plan without
+/// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
+/// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
+/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
+/// silu gelu residual`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
-    let sh = shape(plan)?;
+    if gemm.split_k == 0 {
+        return Err(diag!(Unsupported, "split-K over 0 slices"));
+    }
+    let sh = shape(plan, gemm.split_k)?;
     if !matches!(gemm.ab, DType::F16 | DType::BF16) || !matches!(gemm.out, DType::F16 | DType::BF16 | DType::F32) {
         return Err(diag!(
             Unsupported,
@@ -181,8 +226,13 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     let bias = names.contains(&"bias").then(|| b.param("bias", ptr(gemm.ab, false)));
     let residual = names.contains(&"residual").then(|| b.param("residual", ptr(gemm.ab, false)));
     let c = b.param("C", ptr(gemm.out, true));
+    let (workspace, locks) = if gemm.split_k > 1 {
+        (Some(b.param("workspace", ptr(DType::F32, true))), Some(b.param("locks", ptr(DType::I32, true))))
+    } else {
+        (None, None)
+    };
     let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
-    let p = GemmParams { a, b: bp, bias, residual, c, m, n, k, lda, ldb, ldc };
+    let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, m, n, k, lda, ldb, ldc };
     let mut ops = Vec::new();
     if gemm.round_sum {
         ops.push(EpilogueOp::Cast(gemm.ab));
@@ -210,10 +260,13 @@ struct Builder {
 struct Ids {
     tid: Expr,
     lane: Expr,
+    warp: Expr,
     wm: Expr,
     wn: Expr,
     bm: Expr,
     bn: Expr,
+    /// The first k tile of this CTA (`blockIdx.z`'s slice under split-K) and how many.
+    kt0: Expr,
     ktiles: Expr,
     a_smem: SmemRef,
     b_smem: SmemRef,
@@ -270,7 +323,7 @@ impl Builder {
         let (mi_n, ni_n) = (wm / 16, wn / 8);
         self.k.block = [threads as u32, 1, 1];
         let param = Expr::Param;
-        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(1)];
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(self.gemm.split_k as i64)];
         let a_smem = self.smem("As", stages * bm * bk * es, bk * es, self.sh.swizzle[0]);
         let b_row = if self.gemm.b_layout == BLayout::KN { bn } else { bk };
         let b_smem = self.smem("Bs", stages * bn * bk * es, b_row * es, self.sh.swizzle[1]);
@@ -283,31 +336,61 @@ impl Builder {
         let lane = self.let_(&mut out, "lane", tid.clone() % 32);
         let warp = self.let_(&mut out, "warp", tid.clone() / 32);
         let wm_e = self.let_(&mut out, "warp_m", warp.clone() / warps_n);
-        let wn_e = self.let_(&mut out, "warp_n", warp % warps_n);
+        let wn_e = self.let_(&mut out, "warp_n", warp.clone() % warps_n);
         let bm_e = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
         let bn_e = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
-        let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
-        let ids = Ids { tid, lane, wm: wm_e, wn: wn_e, bm: bm_e, bn: bn_e, ktiles, a_smem, b_smem, acc, afrag, bfrag };
+        let split = self.gemm.split_k as i64;
+        let (kt0, ktiles) = if split > 1 {
+            // Slice blockIdx.z takes k tiles [kt_begin, kt_begin + ktiles).
+            let total = self.let_(&mut out, "ktiles_total", (param(p.k) + (bk - 1)) / bk);
+            let per = self.let_(&mut out, "ktiles_per_split", (total.clone() + (split - 1)) / split);
+            let kt0 = self.let_(&mut out, "kt_begin", Expr::BlockIdx(Dim::Z) * per.clone());
+            (kt0.clone(), self.let_(&mut out, "ktiles", (total - kt0).max(0).min(per)))
+        } else {
+            (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk))
+        };
+        let ids = Ids {
+            tid,
+            lane,
+            warp,
+            wm: wm_e,
+            wn: wn_e,
+            bm: bm_e,
+            bn: bn_e,
+            kt0,
+            ktiles,
+            a_smem,
+            b_smem,
+            acc,
+            afrag,
+            bfrag,
+        };
         self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
             vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
         });
         // Prologue: tiles 0..stages-1.
         self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
-            let loads = b.load_tiles(p, &ids, s.clone(), s.clone());
+            let loads = b.load_tiles(p, &ids, s.clone(), ids.kt0.clone() + s.clone());
             vec![Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() }, Stmt::CommitGroup]
         });
         let kt = self.var("kt");
         let kt_e = Expr::Var(kt);
         let mut main = vec![Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::Barrier];
         let pf = self.let_(&mut main, "kt_next", kt_e.clone() + (stages - 1));
-        let loads = self.load_tiles(p, &ids, pf.clone() % stages, pf.clone());
+        let loads = self.load_tiles(p, &ids, pf.clone() % stages, ids.kt0.clone() + pf.clone());
         main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
         main.push(Stmt::CommitGroup);
         let stage = self.let_(&mut main, "stage", kt_e % stages);
         main.extend(self.compute(&ids, stage));
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
-        out.extend(self.epilogue(p, &ids, ops));
+        match (p.workspace, p.locks) {
+            (Some(ws), Some(locks)) if split > 1 && self.sh.parallel_split => {
+                out.extend(self.parallel_split_k_epilogue(p, &ids, ops, ws, locks))
+            }
+            (Some(ws), Some(locks)) if split > 1 => out.extend(self.split_k_epilogue(p, &ids, ops, ws, locks)),
+            _ => out.extend(self.epilogue(p, &ids, ops)),
+        }
         self.k.body = out;
     }
 
@@ -464,76 +547,6 @@ impl Builder {
                 inner
             });
             step
-        });
-        out
-    }
-
-    /// The epilogue on `acc` and the stores of `C`.
-    fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: Vec<EpilogueOp>) -> Vec<Stmt> {
-        let (wm, wn) = (self.sh.wm, self.sh.wn);
-        let (mi_n, ni_n) = (wm / 16, wn / 8);
-        let [pm, pn, _] = self.sh.pred;
-        let out_dtype = self.gemm.out;
-        let pair = self.gemm.align_c.is_multiple_of(2);
-        let lane = ids.lane.clone();
-        let mut out = Vec::new();
-        self.for_unrolled(&mut out, "em", mi_n, |b, mi| {
-            let mut l1 = Vec::new();
-            b.for_unrolled(&mut l1, "en", ni_n, |b, ni| {
-                let mut l2 = Vec::new();
-                b.for_unrolled(&mut l2, "eh", 2, |b, h| {
-                    let mut body = Vec::new();
-                    let row = b.let_(
-                        &mut body,
-                        "row",
-                        ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + lane.clone() / 4 + h.clone() * 8,
-                    );
-                    let col = b.let_(
-                        &mut body,
-                        "col",
-                        ids.bn.clone() + ids.wn.clone() * wn + ni.clone() * 8 + lane.clone() % 4 * 2,
-                    );
-                    let reg0 = (mi.clone() * ni_n + ni.clone()) * 4 + h.clone() * 2;
-                    let in_m = if pm { row.clone().lt(Expr::Param(p.m)) } else { Expr::c(1) };
-                    let in_n = |j: i64| if pn { (col.clone() + j).lt(Expr::Param(p.n)) } else { Expr::c(1) };
-                    let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
-                    for (j, r) in regs.iter().enumerate() {
-                        body.push(Stmt::Epilogue {
-                            acc: r.clone(),
-                            row: row.clone(),
-                            col: col.clone() + j as i64,
-                            pred: in_m.clone().and(in_n(j as i64)),
-                            ops: ops.clone(),
-                        });
-                    }
-                    let at =
-                        |j: i64| GlobalRef { param: p.c, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
-                    let single = |j: usize| Stmt::StGlobalVec {
-                        dst: at(j as i64),
-                        src: vec![regs[j].clone()],
-                        dtype: out_dtype,
-                        pred: in_m.clone().and(in_n(j as i64)),
-                    };
-                    if pair {
-                        body.push(Stmt::If {
-                            cond: in_m.clone().and(in_n(1)),
-                            then: vec![Stmt::StGlobalVec {
-                                dst: at(0),
-                                src: regs.clone(),
-                                dtype: out_dtype,
-                                pred: Expr::c(1),
-                            }],
-                            otherwise: vec![single(0)],
-                        });
-                    } else {
-                        body.push(single(0));
-                        body.push(single(1));
-                    }
-                    body
-                });
-                l2
-            });
-            l1
         });
         out
     }

@@ -27,6 +27,12 @@
 //!   `a2:(g, 2t+8..)`, `a3:(g+8, 2t+8..)`; B `b0:(k=2t.., n=g)`,
 //!   `b1:(k=2t+8.., n=g)`; C/D `c0,c1:(g, 2t..)`, `c2,c3:(g+8, 2t..)`).
 //!   Products and sums are in `f32`, summed in `k` order onto `c`.
+//! - Atomics: `red.add.f32` and `AtomicArrive` act at once (CTAs run one
+//!   at a time, so every order of their effects is this one).
+//! - Semaphores (split-K): a `SemaphoreWait` whose lock does not yet hold
+//!   its value would spin forever in this order (every CTA it could wait
+//!   for has a smaller `blockIdx` in the orders the template uses) and is
+//!   a `Deadlock`.
 //! - Every global and shared access is checked against its tensor or
 //!   buffer (`OutOfBounds`) and its alignment (`Misaligned`; tensors are
 //!   taken as 256-byte aligned, as `cudaMalloc` gives).
@@ -36,6 +42,8 @@ use std::collections::{HashMap, VecDeque};
 use half::{bf16, f16};
 
 use super::ir::*;
+
+mod exec;
 use crate::DType;
 
 /// A launch argument, one per kernel parameter in order.
@@ -82,6 +90,24 @@ fn load(dtype: DType, c: &[u8]) -> f64 {
     }
 }
 
+/// The bytes of a vector access of `len` elements of `dtype`, when it is
+/// one PTX can do: a power-of-two count, 1 to 16 bytes, a float dtype.
+fn vector_bytes(len: usize, dtype: DType) -> Option<u64> {
+    let n = (len * dtype.size_bytes()) as u64;
+    (len.is_power_of_two() && n <= 16 && dtype.is_float()).then_some(n)
+}
+
+/// Appends `v` rounded to `dtype` (a float dtype) as little-endian bytes.
+fn store_bytes(dtype: DType, v: f32, out: &mut Vec<u8>) -> Option<()> {
+    match dtype {
+        DType::F16 => out.extend(f16::from_f32(v).to_le_bytes()),
+        DType::BF16 => out.extend(bf16::from_f32(v).to_le_bytes()),
+        DType::F32 => out.extend(v.to_le_bytes()),
+        _ => return None,
+    }
+    Some(())
+}
+
 fn round_to(dtype: DType, v: f32) -> f32 {
     match dtype {
         DType::F16 => f16::from_f32(v).to_f32(),
@@ -105,6 +131,10 @@ pub struct Stats {
     pub ldmatrix: u64,
     pub mma: u64,
     pub barriers: u64,
+    /// Extra shared-memory wavefronts of `ldmatrix` bank conflicts: per
+    /// 8×8 matrix (one phase, 8 rows of 16 bytes), the most rows that fall
+    /// in the same 16-byte group of the 32 four-byte banks, less one.
+    pub ldmatrix_bank_conflicts: u64,
 }
 
 /// Runs `kernel` over its whole grid with `args` (one per parameter; the
@@ -114,6 +144,17 @@ pub struct Stats {
 /// `BadValue` without a statement for arguments that do not fit the
 /// parameters or a grid or block that cannot launch.
 pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
+    launch(kernel, args).map(|(stats, _)| stats)
+}
+
+/// [`run`], also returning the register arrays of the last CTA run (per
+/// [`RegId`], `len` registers per thread, thread-major; `f32` registers as
+/// their bits): what a fragment holds, for tests and debugging.
+pub fn run_keeping_registers(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
+    launch(kernel, args)
+}
+
+fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
     let bad = |m: String| GpuError::new(Fault::BadValue, None, m);
     if args.len() != kernel.params.len() {
         return Err(bad(format!("{} arguments for {} parameters", args.len(), kernel.params.len())));
@@ -131,7 +172,11 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
     if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
         return Err(bad(format!("{threads} threads per block: not a positive multiple of 32 up to 1024")));
     }
-    if let Some(b) = kernel.smem.iter().find(|b| b.offset + b.size > kernel.smem_bytes) {
+    let smem_max = crate::plan::target::TARGETS.iter().map(|t| t.smem_per_block_max).max().unwrap_or(0);
+    if kernel.smem_bytes > smem_max {
+        return Err(bad(format!("{} bytes of shared memory exceed any target's {smem_max}", kernel.smem_bytes)));
+    }
+    if let Some(b) = kernel.smem.iter().find(|b| b.offset.saturating_add(b.size) > kernel.smem_bytes) {
         return Err(bad(format!(
             "shared buffer `{}` ends past the {} bytes of shared memory",
             b.name, kernel.smem_bytes
@@ -150,6 +195,7 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
         }
     }
     let mut stats = Stats::default();
+    let mut regs = Vec::new();
     for z in 0..grid[2] {
         for y in 0..grid[1] {
             for x in 0..grid[0] {
@@ -161,10 +207,12 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
                 stats.ldmatrix += f.stats.ldmatrix;
                 stats.mma += f.stats.mma;
                 stats.barriers += f.stats.barriers;
+                stats.ldmatrix_bank_conflicts += f.stats.ldmatrix_bank_conflicts;
+                regs = f.regs;
             }
         }
     }
-    Ok(stats)
+    Ok((stats, regs))
 }
 
 fn index(body: &[Stmt], next: &mut u32, ids: &mut HashMap<*const Stmt, u32>) {
@@ -217,6 +265,8 @@ struct Frame<'k> {
     /// Per thread: the open group and the committed groups, oldest first.
     open: Vec<Vec<Copy>>,
     committed: Vec<VecDeque<Vec<Copy>>>,
+    /// The variables of the enclosing `For`s (a `Let` may not assign them).
+    loop_vars: Vec<VarId>,
     stats: Stats,
 }
 
@@ -244,6 +294,7 @@ impl<'k> Frame<'k> {
             epoch: 1,
             open: (0..threads).map(|_| Vec::new()).collect(),
             committed: (0..threads).map(|_| VecDeque::new()).collect(),
+            loop_vars: Vec::new(),
             stats: Stats::default(),
         }
     }
@@ -363,7 +414,7 @@ impl<'k> Frame<'k> {
             return Err(self.err(Fault::BadId, s, format!("shared buffer {} is not declared", r.buf.0)));
         };
         let off = self.eval(&r.offset, t, s)?;
-        if off < 0 || off as u64 + bytes > buf.size {
+        if off < 0 || (off as u64).saturating_add(bytes) > buf.size {
             return Err(self.err(
                 Fault::OutOfBounds,
                 s,
@@ -374,7 +425,7 @@ impl<'k> Frame<'k> {
             ));
         }
         let sw = r.swizzle.apply(off as u64);
-        if sw + bytes > buf.size {
+        if sw.saturating_add(bytes) > buf.size {
             return Err(self.err(
                 Fault::OutOfBounds,
                 s,
@@ -413,7 +464,7 @@ impl<'k> Frame<'k> {
         let off = self.eval(&g.offset, t, s)?;
         let es = dtype.size_bytes() as i64;
         let start = off.wrapping_mul(es);
-        if bytes > 0 && (off < 0 || start as u64 + bytes > data.len() as u64) {
+        if bytes > 0 && (off < 0 || start < 0 || (start as u64).saturating_add(bytes) > data.len() as u64) {
             return Err(self.err(
                 Fault::OutOfBounds,
                 s,
@@ -525,294 +576,5 @@ impl<'k> Frame<'k> {
             }
         }
         Ok(warps)
-    }
-
-    fn stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg]) -> R<()> {
-        let s = self.id(st);
-        if st.min_arch() > self.k.arch {
-            return Err(self.err(Fault::Arch, s, format!("{} needs {}", st.head(), st.min_arch().name())));
-        }
-        match st {
-            Stmt::Let { var, value } => {
-                for t in Self::active(mask) {
-                    let x = self.eval(value, t, s)?;
-                    self.set_var(*var, t, x, s)?;
-                }
-            }
-            Stmt::For { var, start, end, step, body, .. } => {
-                if *step <= 0 {
-                    return Err(self.err(Fault::BadValue, s, format!("loop step {step} is not positive")));
-                }
-                for t in Self::active(mask) {
-                    let x = self.eval(start, t, s)?;
-                    self.set_var(*var, t, x, s)?;
-                }
-                let mut live = mask.to_vec();
-                loop {
-                    for (t, l) in live.iter_mut().enumerate() {
-                        if *l {
-                            let i = self.eval(&Expr::Var(*var), t, s)?;
-                            *l = i < self.eval(end, t, s)?;
-                        }
-                    }
-                    if !live.iter().any(|&m| m) {
-                        break;
-                    }
-                    self.exec(body, &live, args)?;
-                    for t in Self::active(&live).collect::<Vec<_>>() {
-                        let i = self.eval(&Expr::Var(*var), t, s)?;
-                        self.set_var(*var, t, i + step, s)?;
-                    }
-                }
-            }
-            Stmt::If { cond, then, otherwise } => {
-                let mut yes = vec![false; self.threads];
-                let mut no = vec![false; self.threads];
-                for t in Self::active(mask) {
-                    if self.eval(cond, t, s)? != 0 {
-                        yes[t] = true;
-                    } else {
-                        no[t] = true;
-                    }
-                }
-                self.exec(then, &yes, args)?;
-                self.exec(otherwise, &no, args)?;
-            }
-            Stmt::Barrier => {
-                let n = mask.iter().filter(|&&m| m).count();
-                if n != self.threads {
-                    return Err(self.err(
-                        Fault::Divergence,
-                        s,
-                        format!("bar.sync reached by {n} of {} threads", self.threads),
-                    ));
-                }
-                self.epoch += 1;
-                self.stats.barriers += 1;
-            }
-            Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
-                let is_async = matches!(st, Stmt::CpAsync { .. });
-                let sizes: &[u32] = if is_async { &[4, 8, 16] } else { &[2, 4, 8, 16] };
-                if !sizes.contains(bytes) {
-                    return Err(self.err(
-                        Fault::BadValue,
-                        s,
-                        format!("{} of {bytes} bytes; sizes are {sizes:?}", st.head()),
-                    ));
-                }
-                let n = *bytes as u64;
-                for t in Self::active(mask) {
-                    let sb = self.eval(src_bytes, t, s)?;
-                    if sb < 0 || sb as u64 > n {
-                        return Err(self.err(
-                            Fault::BadValue,
-                            s,
-                            format!("thread {t}: src_bytes {sb} outside 0..={n}"),
-                        ));
-                    }
-                    let (g, _) = self.global_addr(src, t, sb as u64, n, args, s)?;
-                    let d = self.smem_addr(dst, t, n, n, s)?;
-                    let mut data = vec![0u8; n as usize];
-                    if sb > 0 {
-                        if let Some(Arg::Tensor(b)) = args.get(src.param.0 as usize) {
-                            data[..sb as usize].copy_from_slice(&b[g..g + sb as usize]);
-                        }
-                    }
-                    self.check_write(d, n as usize, t, s)?;
-                    let c = Copy { dst: d, data };
-                    if is_async {
-                        for b in d..d + n as usize {
-                            self.state[b].pending += 1;
-                        }
-                        self.stats.cp_async_bytes += n;
-                        self.open[t].push(c);
-                    } else {
-                        self.land(&c, t, false);
-                    }
-                }
-            }
-            Stmt::CommitGroup => {
-                for t in Self::active(mask) {
-                    let g = std::mem::take(&mut self.open[t]);
-                    self.committed[t].push_back(g);
-                }
-            }
-            Stmt::WaitGroup { pending } => {
-                for t in Self::active(mask) {
-                    while self.committed[t].len() > *pending as usize {
-                        if let Some(g) = self.committed[t].pop_front() {
-                            for c in &g {
-                                self.land(c, t, true);
-                            }
-                        }
-                    }
-                }
-            }
-            Stmt::LdMatrix { num, trans, dst, src } => {
-                if dst.len() != num.count() {
-                    return Err(self.err(
-                        Fault::FragmentShape,
-                        s,
-                        format!("{} with {} registers", st.head(), dst.len()),
-                    ));
-                }
-                for w in self.full_warps(mask, s, &st.head())? {
-                    self.stats.ldmatrix += 1;
-                    for (i, reg) in dst.iter().enumerate() {
-                        // rows[r][c]: matrix i, 8 rows of 8 16-bit elements.
-                        let mut rows = [[0u16; 8]; 8];
-                        for (r, row) in rows.iter_mut().enumerate() {
-                            let t = w * 32 + i * 8 + r;
-                            let a = self.smem_addr(src, t, 16, 16, s)?;
-                            let bytes = self.read_smem(a, 16, t, s)?;
-                            for (c, e) in row.iter_mut().enumerate() {
-                                *e = u16::from_le_bytes([bytes[2 * c], bytes[2 * c + 1]]);
-                            }
-                        }
-                        for l in 0..32 {
-                            let (lo, hi) = if *trans {
-                                (rows[2 * (l % 4)][l / 4], rows[2 * (l % 4) + 1][l / 4])
-                            } else {
-                                (rows[l / 4][2 * (l % 4)], rows[l / 4][2 * (l % 4) + 1])
-                            };
-                            self.set_reg(reg, w * 32 + l, lo as u32 | (hi as u32) << 16, s)?;
-                        }
-                    }
-                }
-            }
-            Stmt::MmaSync { ab, d, a, b, c } => {
-                if d.len() != 4 || a.len() != 4 || b.len() != 2 || c.len() != 4 {
-                    return Err(self.err(
-                        Fault::FragmentShape,
-                        s,
-                        "mma.m16n8k16 takes 4 D, 4 A, 2 B and 4 C registers".into(),
-                    ));
-                }
-                if !matches!(ab, DType::F16 | DType::BF16) {
-                    return Err(self.err(Fault::BadValue, s, format!("mma.m16n8k16 on {}", ab.dsl_name())));
-                }
-                for w in self.full_warps(mask, s, "mma.sync")? {
-                    self.stats.mma += 1;
-                    let mut ma = [[0f32; 16]; 16];
-                    let mut mb = [[0f32; 8]; 16];
-                    let mut mc = [[0f32; 8]; 16];
-                    for l in 0..32 {
-                        let t = w * 32 + l;
-                        let (g, q) = (l / 4, l % 4);
-                        for (j, r) in a.iter().enumerate() {
-                            let v = self.get_reg(r, t, s)?;
-                            let (row, col) = (g + 8 * (j % 2), 2 * q + 8 * (j / 2));
-                            ma[row][col] = b16_to_f32(*ab, v as u16);
-                            ma[row][col + 1] = b16_to_f32(*ab, (v >> 16) as u16);
-                        }
-                        for (j, r) in b.iter().enumerate() {
-                            let v = self.get_reg(r, t, s)?;
-                            let k = 2 * q + 8 * j;
-                            mb[k][g] = b16_to_f32(*ab, v as u16);
-                            mb[k + 1][g] = b16_to_f32(*ab, (v >> 16) as u16);
-                        }
-                        for (j, r) in c.iter().enumerate() {
-                            mc[g + 8 * (j / 2)][2 * q + j % 2] = f32::from_bits(self.get_reg(r, t, s)?);
-                        }
-                    }
-                    for l in 0..32 {
-                        let t = w * 32 + l;
-                        let (g, q) = (l / 4, l % 4);
-                        for (j, r) in d.iter().enumerate() {
-                            let (row, col) = (g + 8 * (j / 2), 2 * q + j % 2);
-                            let mut acc = mc[row][col];
-                            for (k, arow) in ma[row].iter().enumerate() {
-                                acc += arow * mb[k][col];
-                            }
-                            self.set_reg(r, t, acc.to_bits(), s)?;
-                        }
-                    }
-                }
-            }
-            Stmt::MovF32 { dst, value } => {
-                for t in Self::active(mask) {
-                    self.set_reg(dst, t, value.to_bits(), s)?;
-                }
-            }
-            Stmt::Epilogue { acc, row, col, pred, ops } => {
-                for t in Self::active(mask) {
-                    if self.eval(pred, t, s)? == 0 {
-                        continue;
-                    }
-                    let mut v = f32::from_bits(self.get_reg(acc, t, s)?);
-                    let (r, c) = (self.eval(row, t, s)?, self.eval(col, t, s)?);
-                    for op in ops {
-                        v = match op {
-                            EpilogueOp::Bias(p) => v + self.load_elem(*p, Expr::Const(c), t, args, s)?,
-                            EpilogueOp::Residual { param, ld } => {
-                                let ld = self.eval(ld, t, s)?;
-                                v + self.load_elem(*param, Expr::Const(r * ld + c), t, args, s)?
-                            }
-                            EpilogueOp::Relu => v.max(0.0),
-                            EpilogueOp::Silu => v / (1.0 + (-v).exp()),
-                            EpilogueOp::Gelu => {
-                                let x = v as f64;
-                                (0.5 * x
-                                    * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()))
-                                    as f32
-                            }
-                            EpilogueOp::Cast(d) => round_to(*d, v),
-                        };
-                    }
-                    self.set_reg(acc, t, v.to_bits(), s)?;
-                }
-            }
-            Stmt::StGlobalVec { dst, src, dtype, pred } => {
-                let n = src.len() as u64 * dtype.size_bytes() as u64;
-                if !matches!(n, 1 | 2 | 4 | 8 | 16) || !src.len().is_power_of_two() {
-                    return Err(self.err(
-                        Fault::BadValue,
-                        s,
-                        format!("a store of {} {} elements ({n} bytes)", src.len(), dtype.dsl_name()),
-                    ));
-                }
-                for t in Self::active(mask) {
-                    if self.eval(pred, t, s)? == 0 {
-                        continue;
-                    }
-                    let (g, pd) = self.global_addr(dst, t, n, n, args, s)?;
-                    if pd != *dtype {
-                        return Err(self.err(
-                            Fault::BadValue,
-                            s,
-                            format!("stores {} into a {} tensor", dtype.dsl_name(), pd.dsl_name()),
-                        ));
-                    }
-                    let mut bytes = Vec::with_capacity(n as usize);
-                    for r in src {
-                        let v = f32::from_bits(self.get_reg(r, t, s)?);
-                        match dtype {
-                            DType::F16 => bytes.extend(f16::from_f32(v).to_le_bytes()),
-                            DType::BF16 => bytes.extend(bf16::from_f32(v).to_le_bytes()),
-                            DType::F32 => bytes.extend(v.to_le_bytes()),
-                            _ => return Err(self.err(Fault::BadValue, s, format!("stores {}", dtype.dsl_name()))),
-                        }
-                    }
-                    if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
-                        b[g..g + n as usize].copy_from_slice(&bytes);
-                    }
-                }
-            }
-            Stmt::GridDepControlWait => {}
-        }
-        Ok(())
-    }
-
-    fn load_elem(&self, p: ParamId, offset: Expr, t: usize, args: &[Arg], s: Option<u32>) -> R<f32> {
-        let g = GlobalRef { param: p, offset };
-        let es = match self.k.params.get(p.0 as usize) {
-            Some(Param { kind: ParamKind::Ptr { dtype, .. }, .. }) => dtype.size_bytes() as u64,
-            _ => return Err(self.err(Fault::BadId, s, format!("parameter {} is not a pointer", p.0))),
-        };
-        let (at, dtype) = self.global_addr(&g, t, es, es, args, s)?;
-        match args.get(p.0 as usize) {
-            Some(Arg::Tensor(b)) => Ok(load(dtype, &b[at..at + es as usize]) as f32),
-            _ => Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", p.0))),
-        }
     }
 }

@@ -1,0 +1,405 @@
+//! The statements' semantics: one [`Stmt`] run by the active threads of
+//! a CTA (see the module doc of `emulate` for the model).
+
+use super::*;
+
+impl<'k> Frame<'k> {
+    pub(super) fn stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg]) -> R<()> {
+        let s = self.id(st);
+        if st.min_arch() > self.k.arch {
+            return Err(self.err(Fault::Arch, s, format!("{} needs {}", st.head(), st.min_arch().name())));
+        }
+        match st {
+            Stmt::Let { var, value } => {
+                if self.loop_vars.contains(var) {
+                    let msg = format!("assigns the loop variable `{}`", self.k.vars[var.0 as usize]);
+                    return Err(self.err(Fault::BadId, s, msg));
+                }
+                for t in Self::active(mask) {
+                    let x = self.eval(value, t, s)?;
+                    self.set_var(*var, t, x, s)?;
+                }
+            }
+            Stmt::For { var, start, end, step, body, .. } => {
+                if *step <= 0 {
+                    return Err(self.err(Fault::BadValue, s, format!("loop step {step} is not positive")));
+                }
+                for t in Self::active(mask) {
+                    let x = self.eval(start, t, s)?;
+                    self.set_var(*var, t, x, s)?;
+                }
+                if self.loop_vars.contains(var) {
+                    let msg = format!("reuses the enclosing loop's variable `{}`", self.k.vars[var.0 as usize]);
+                    return Err(self.err(Fault::BadId, s, msg));
+                }
+                self.loop_vars.push(*var);
+                let mut live = mask.to_vec();
+                loop {
+                    for (t, l) in live.iter_mut().enumerate() {
+                        if *l {
+                            let i = self.eval(&Expr::Var(*var), t, s)?;
+                            *l = i < self.eval(end, t, s)?;
+                        }
+                    }
+                    if !live.iter().any(|&m| m) {
+                        break;
+                    }
+                    self.exec(body, &live, args)?;
+                    for t in Self::active(&live).collect::<Vec<_>>() {
+                        let i = self.eval(&Expr::Var(*var), t, s)?;
+                        self.set_var(*var, t, i.saturating_add(*step), s)?;
+                    }
+                }
+                self.loop_vars.pop();
+            }
+            Stmt::If { cond, then, otherwise } => {
+                let mut yes = vec![false; self.threads];
+                let mut no = vec![false; self.threads];
+                for t in Self::active(mask) {
+                    if self.eval(cond, t, s)? != 0 {
+                        yes[t] = true;
+                    } else {
+                        no[t] = true;
+                    }
+                }
+                self.exec(then, &yes, args)?;
+                self.exec(otherwise, &no, args)?;
+            }
+            Stmt::Barrier => {
+                let n = mask.iter().filter(|&&m| m).count();
+                if n != self.threads {
+                    return Err(self.err(
+                        Fault::Divergence,
+                        s,
+                        format!("bar.sync reached by {n} of {} threads", self.threads),
+                    ));
+                }
+                self.epoch += 1;
+                self.stats.barriers += 1;
+            }
+            Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
+                let is_async = matches!(st, Stmt::CpAsync { .. });
+                let sizes: &[u32] = if is_async { &[4, 8, 16] } else { &[2, 4, 8, 16] };
+                if !sizes.contains(bytes) {
+                    return Err(self.err(
+                        Fault::BadValue,
+                        s,
+                        format!("{} of {bytes} bytes; sizes are {sizes:?}", st.head()),
+                    ));
+                }
+                let n = *bytes as u64;
+                for t in Self::active(mask) {
+                    let sb = self.eval(src_bytes, t, s)?;
+                    if sb < 0 || sb as u64 > n {
+                        return Err(self.err(
+                            Fault::BadValue,
+                            s,
+                            format!("thread {t}: src_bytes {sb} outside 0..={n}"),
+                        ));
+                    }
+                    let (g, _) = self.global_addr(src, t, sb as u64, n, args, s)?;
+                    let d = self.smem_addr(dst, t, n, n, s)?;
+                    let mut data = vec![0u8; n as usize];
+                    if sb > 0 {
+                        if let Some(Arg::Tensor(b)) = args.get(src.param.0 as usize) {
+                            data[..sb as usize].copy_from_slice(&b[g..g + sb as usize]);
+                        }
+                    }
+                    self.check_write(d, n as usize, t, s)?;
+                    let c = Copy { dst: d, data };
+                    if is_async {
+                        for b in d..d + n as usize {
+                            self.state[b].pending += 1;
+                        }
+                        self.stats.cp_async_bytes += n;
+                        self.open[t].push(c);
+                    } else {
+                        self.land(&c, t, false);
+                    }
+                }
+            }
+            Stmt::CommitGroup => {
+                for t in Self::active(mask) {
+                    let g = std::mem::take(&mut self.open[t]);
+                    self.committed[t].push_back(g);
+                }
+            }
+            Stmt::WaitGroup { pending } => {
+                for t in Self::active(mask) {
+                    while self.committed[t].len() > *pending as usize {
+                        if let Some(g) = self.committed[t].pop_front() {
+                            for c in &g {
+                                self.land(c, t, true);
+                            }
+                        }
+                    }
+                }
+            }
+            Stmt::LdMatrix { num, trans, dst, src } => {
+                if dst.len() != num.count() {
+                    return Err(self.err(
+                        Fault::FragmentShape,
+                        s,
+                        format!("{} with {} registers", st.head(), dst.len()),
+                    ));
+                }
+                for w in self.full_warps(mask, s, &st.head())? {
+                    self.stats.ldmatrix += 1;
+                    for (i, reg) in dst.iter().enumerate() {
+                        // rows[r][c]: matrix i, 8 rows of 8 16-bit elements.
+                        let mut rows = [[0u16; 8]; 8];
+                        let mut groups = [0u64; 8];
+                        for (r, row) in rows.iter_mut().enumerate() {
+                            let t = w * 32 + i * 8 + r;
+                            let a = self.smem_addr(src, t, 16, 16, s)?;
+                            groups[a / 16 % 8] += 1;
+                            let bytes = self.read_smem(a, 16, t, s)?;
+                            for (c, e) in row.iter_mut().enumerate() {
+                                *e = u16::from_le_bytes([bytes[2 * c], bytes[2 * c + 1]]);
+                            }
+                        }
+                        self.stats.ldmatrix_bank_conflicts += groups.iter().max().map_or(0, |m| m - 1);
+                        for l in 0..32 {
+                            let (lo, hi) = if *trans {
+                                (rows[2 * (l % 4)][l / 4], rows[2 * (l % 4) + 1][l / 4])
+                            } else {
+                                (rows[l / 4][2 * (l % 4)], rows[l / 4][2 * (l % 4) + 1])
+                            };
+                            self.set_reg(reg, w * 32 + l, lo as u32 | (hi as u32) << 16, s)?;
+                        }
+                    }
+                }
+            }
+            Stmt::MmaSync { ab, d, a, b, c } => {
+                if d.len() != 4 || a.len() != 4 || b.len() != 2 || c.len() != 4 {
+                    return Err(self.err(
+                        Fault::FragmentShape,
+                        s,
+                        "mma.m16n8k16 takes 4 D, 4 A, 2 B and 4 C registers".into(),
+                    ));
+                }
+                if !matches!(ab, DType::F16 | DType::BF16) {
+                    return Err(self.err(Fault::BadValue, s, format!("mma.m16n8k16 on {}", ab.dsl_name())));
+                }
+                for w in self.full_warps(mask, s, "mma.sync")? {
+                    self.stats.mma += 1;
+                    let mut ma = [[0f32; 16]; 16];
+                    let mut mb = [[0f32; 8]; 16];
+                    let mut mc = [[0f32; 8]; 16];
+                    for l in 0..32 {
+                        let t = w * 32 + l;
+                        let (g, q) = (l / 4, l % 4);
+                        for (j, r) in a.iter().enumerate() {
+                            let v = self.get_reg(r, t, s)?;
+                            let (row, col) = (g + 8 * (j % 2), 2 * q + 8 * (j / 2));
+                            ma[row][col] = b16_to_f32(*ab, v as u16);
+                            ma[row][col + 1] = b16_to_f32(*ab, (v >> 16) as u16);
+                        }
+                        for (j, r) in b.iter().enumerate() {
+                            let v = self.get_reg(r, t, s)?;
+                            let k = 2 * q + 8 * j;
+                            mb[k][g] = b16_to_f32(*ab, v as u16);
+                            mb[k + 1][g] = b16_to_f32(*ab, (v >> 16) as u16);
+                        }
+                        for (j, r) in c.iter().enumerate() {
+                            mc[g + 8 * (j / 2)][2 * q + j % 2] = f32::from_bits(self.get_reg(r, t, s)?);
+                        }
+                    }
+                    for l in 0..32 {
+                        let t = w * 32 + l;
+                        let (g, q) = (l / 4, l % 4);
+                        for (j, r) in d.iter().enumerate() {
+                            let (row, col) = (g + 8 * (j / 2), 2 * q + j % 2);
+                            let mut acc = mc[row][col];
+                            for (k, arow) in ma[row].iter().enumerate() {
+                                acc += arow * mb[k][col];
+                            }
+                            self.set_reg(r, t, acc.to_bits(), s)?;
+                        }
+                    }
+                }
+            }
+            Stmt::MovF32 { dst, value } => {
+                for t in Self::active(mask) {
+                    self.set_reg(dst, t, value.to_bits(), s)?;
+                }
+            }
+            Stmt::Epilogue { acc, row, col, pred, ops } => {
+                for t in Self::active(mask) {
+                    if self.eval(pred, t, s)? == 0 {
+                        continue;
+                    }
+                    let mut v = f32::from_bits(self.get_reg(acc, t, s)?);
+                    let (r, c) = (self.eval(row, t, s)?, self.eval(col, t, s)?);
+                    for op in ops {
+                        v = match op {
+                            EpilogueOp::Bias(p) => v + self.load_elem(*p, Expr::Const(c), t, args, s)?,
+                            EpilogueOp::Residual { param, ld } => {
+                                let ld = self.eval(ld, t, s)?;
+                                v + self.load_elem(*param, Expr::Const(r * ld + c), t, args, s)?
+                            }
+                            EpilogueOp::Relu => v.max(0.0),
+                            EpilogueOp::Silu => v / (1.0 + (-v).exp()),
+                            EpilogueOp::Gelu => {
+                                let x = v as f64;
+                                (0.5 * x
+                                    * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()))
+                                    as f32
+                            }
+                            EpilogueOp::Cast(d) => round_to(*d, v),
+                        };
+                    }
+                    self.set_reg(acc, t, v.to_bits(), s)?;
+                }
+            }
+            Stmt::StGlobalVec { dst, src, dtype, pred } => {
+                let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                for t in Self::active(mask) {
+                    if self.eval(pred, t, s)? == 0 {
+                        continue;
+                    }
+                    let (g, pd) = self.global_addr(dst, t, n, n, args, s)?;
+                    if pd != *dtype {
+                        return Err(self.err(
+                            Fault::BadValue,
+                            s,
+                            format!("stores {} into a {} tensor", dtype.dsl_name(), pd.dsl_name()),
+                        ));
+                    }
+                    let mut bytes = Vec::with_capacity(n as usize);
+                    for r in src {
+                        let v = f32::from_bits(self.get_reg(r, t, s)?);
+                        store_bytes(*dtype, v, &mut bytes).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                    }
+                    if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
+                        b[g..g + n as usize].copy_from_slice(&bytes);
+                    }
+                }
+            }
+            Stmt::StShared { dst, src, dtype } => {
+                let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                for t in Self::active(mask) {
+                    let a = self.smem_addr(dst, t, n, n, s)?;
+                    let mut bytes = Vec::with_capacity(n as usize);
+                    for r in src {
+                        let v = f32::from_bits(self.get_reg(r, t, s)?);
+                        store_bytes(*dtype, v, &mut bytes).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                    }
+                    self.check_write(a, n as usize, t, s)?;
+                    self.land(&Copy { dst: a, data: bytes }, t, false);
+                }
+            }
+            Stmt::LdShared { dst, src, dtype } => {
+                let n = vector_bytes(dst.len(), *dtype).ok_or_else(|| self.bad_vector(s, dst.len(), *dtype))?;
+                let es = dtype.size_bytes();
+                for t in Self::active(mask) {
+                    let a = self.smem_addr(src, t, n, n, s)?;
+                    let bytes = self.read_smem(a, n as usize, t, s)?;
+                    for (r, c) in dst.iter().zip(bytes.chunks_exact(es)) {
+                        self.set_reg(r, t, (load(*dtype, c) as f32).to_bits(), s)?;
+                    }
+                }
+            }
+            Stmt::SemaphoreWait { lock, value } => {
+                for t in Self::active(mask) {
+                    let want = self.eval(value, t, s)?;
+                    let have = self.lock(lock, t, args, s)?.1;
+                    if have != want {
+                        return Err(self.err(
+                            Fault::Deadlock,
+                            s,
+                            format!("thread {t} waits for the lock to read {want}; it reads {have} after every earlier CTA ran"),
+                        ));
+                    }
+                }
+            }
+            Stmt::SemaphoreRelease { lock, value } => {
+                for t in Self::active(mask) {
+                    let v = self.eval(value, t, s)?;
+                    let v = i32::try_from(v).map_err(|_| self.err(Fault::BadValue, s, format!("lock value {v}")))?;
+                    let (at, _) = self.lock(lock, t, args, s)?;
+                    if let Some(Arg::Tensor(b)) = args.get_mut(lock.param.0 as usize) {
+                        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+            Stmt::RedAddF32 { dst, src, pred } => {
+                for t in Self::active(mask) {
+                    if self.eval(pred, t, s)? == 0 {
+                        continue;
+                    }
+                    let (at, dtype) = self.global_addr(dst, t, 4, 4, args, s)?;
+                    if dtype != DType::F32 {
+                        return Err(self.err(
+                            Fault::BadValue,
+                            s,
+                            format!("red.add.f32 into a {} tensor", dtype.dsl_name()),
+                        ));
+                    }
+                    let v = f32::from_bits(self.get_reg(src, t, s)?);
+                    if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
+                        let old = f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+                        b[at..at + 4].copy_from_slice(&(old + v).to_le_bytes());
+                    }
+                }
+            }
+            Stmt::AtomicArrive { var, counter } => {
+                let n = mask.iter().filter(|&&m| m).count();
+                if n != self.threads {
+                    return Err(self.err(
+                        Fault::Divergence,
+                        s,
+                        format!("atomic.arrive reached by {n} of {} threads", self.threads),
+                    ));
+                }
+                let (at, old) = self.lock(counter, 0, args, s)?;
+                let new = i32::try_from(old + 1)
+                    .map_err(|_| self.err(Fault::BadValue, s, format!("counter {old} overflows")))?;
+                if let Some(Arg::Tensor(b)) = args.get_mut(counter.param.0 as usize) {
+                    b[at..at + 4].copy_from_slice(&new.to_le_bytes());
+                }
+                for t in 0..self.threads {
+                    self.set_var(*var, t, old, s)?;
+                }
+                // Its two barriers.
+                self.epoch += 2;
+                self.stats.barriers += 2;
+            }
+            Stmt::GridDepControlWait => {}
+        }
+        Ok(())
+    }
+
+    /// The byte offset and value of the `i32` lock at `g`.
+    fn lock(&self, g: &GlobalRef, t: usize, args: &[Arg], s: Option<u32>) -> R<(usize, i64)> {
+        let (at, dtype) = self.global_addr(g, t, 4, 4, args, s)?;
+        if dtype != DType::I32 {
+            return Err(self.err(Fault::BadValue, s, format!("a lock in a {} tensor", dtype.dsl_name())));
+        }
+        match args.get(g.param.0 as usize) {
+            Some(Arg::Tensor(b)) => Ok((at, i32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as i64)),
+            _ => Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", g.param.0))),
+        }
+    }
+
+    fn bad_vector(&self, s: Option<u32>, len: usize, dtype: DType) -> GpuError {
+        self.err(
+            Fault::BadValue,
+            s,
+            format!("a vector of {len} {} elements (1, 2, 4, 8 or 16 bytes of f16/bf16/f32)", dtype.dsl_name()),
+        )
+    }
+
+    fn load_elem(&self, p: ParamId, offset: Expr, t: usize, args: &[Arg], s: Option<u32>) -> R<f32> {
+        let g = GlobalRef { param: p, offset };
+        let es = match self.k.params.get(p.0 as usize) {
+            Some(Param { kind: ParamKind::Ptr { dtype, .. }, .. }) => dtype.size_bytes() as u64,
+            _ => return Err(self.err(Fault::BadId, s, format!("parameter {} is not a pointer", p.0))),
+        };
+        let (at, dtype) = self.global_addr(&g, t, es, es, args, s)?;
+        match args.get(p.0 as usize) {
+            Some(Arg::Tensor(b)) => Ok(load(dtype, &b[at..at + es as usize]) as f32),
+            _ => Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", p.0))),
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The epilogue of the SM80 template (`001` §8): the plan's ops on the
+//! accumulator registers and the stores of C — straight from the
+//! fragments or staged through shared memory for 16-byte stores — and the
+//! two split-K reductions (serial through locks, parallel through f32
+//! atomics), which meet in an f32 workspace before the epilogue.
+
+use super::*;
+
+impl Builder {
+    /// The epilogue on `acc` and the stores of `C`: staged through shared
+    /// memory for stores of `vs > 2` elements, else straight from the
+    /// fragments (pairs of adjacent columns).
+    pub(super) fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: Vec<EpilogueOp>) -> Vec<Stmt> {
+        let (wm, wn) = (self.sh.wm, self.sh.wn);
+        let (mi_n, ni_n) = (wm / 16, wn / 8);
+        let eo = self.gemm.out.size_bytes() as i64;
+        let vs = [8, 4, 2, 1]
+            .into_iter()
+            .find(|&v| v * eo <= 16 && v <= self.gemm.align_c as i64 && v <= self.sh.vec && wn % v == 0)
+            .unwrap_or(1);
+        let staged = vs > 2;
+        let cs = staged.then(|| {
+            let size = self.k.threads() as i64 / 32 * 16 * wn * eo;
+            self.staging_buffer(size)
+        });
+        let lane = ids.lane.clone();
+        let mut out = Vec::new();
+        if staged {
+            // Every warp is done reading the operand tiles the staging buffer may overlay.
+            out.push(Stmt::Barrier);
+        }
+        self.for_unrolled(&mut out, "em", mi_n, |b, mi| {
+            let mut slice = Vec::new();
+            b.for_unrolled(&mut slice, "en", ni_n, |b, ni| {
+                let mut l2 = Vec::new();
+                b.for_unrolled(&mut l2, "eh", 2, |b, h| {
+                    let mut body = Vec::new();
+                    let row = b.let_(
+                        &mut body,
+                        "row",
+                        ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + lane.clone() / 4 + h.clone() * 8,
+                    );
+                    let col = b.let_(
+                        &mut body,
+                        "col",
+                        ids.bn.clone() + ids.wn.clone() * wn + ni.clone() * 8 + lane.clone() % 4 * 2,
+                    );
+                    let reg0 = (mi.clone() * ni_n + ni.clone()) * 4 + h.clone() * 2;
+                    let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
+                    for (j, r) in regs.iter().enumerate() {
+                        body.push(Stmt::Epilogue {
+                            acc: r.clone(),
+                            row: row.clone(),
+                            col: col.clone() + j as i64,
+                            pred: b.in_c(p, &row, &col, j as i64, 1),
+                            ops: ops.clone(),
+                        });
+                    }
+                    match &cs {
+                        Some(cs) => {
+                            let at = ids.warp.clone() * (16 * wn)
+                                + (lane.clone() / 4 + h.clone() * 8) * wn
+                                + ni.clone() * 8
+                                + lane.clone() % 4 * 2;
+                            let dst = SmemRef { offset: at * eo, ..cs.clone() };
+                            body.push(Stmt::StShared { dst, src: regs, dtype: b.gemm.out });
+                        }
+                        None => body.extend(b.store(p, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs)),
+                    }
+                    body
+                });
+                l2
+            });
+            if let Some(cs) = &cs {
+                slice.push(Stmt::Barrier);
+                slice.extend(b.store_slice(p, ids, cs, mi.clone(), vs));
+                slice.push(Stmt::Barrier);
+            }
+            slice
+        });
+        out
+    }
+
+    /// `row < M && col + j < N` for the `n` columns from `col + j`, as
+    /// `predicate_tail` asks (a dropped axis checks nothing).
+    fn in_c(&self, p: &GemmParams, row: &Expr, col: &Expr, j: i64, n: i64) -> Expr {
+        let [pm, pn, _] = self.sh.pred;
+        let in_m = if pm { row.clone().lt(Expr::Param(p.m)) } else { Expr::c(1) };
+        let in_n = if pn { (col.clone() + (j + n)).le(Expr::Param(p.n)) } else { Expr::c(1) };
+        in_m.and(in_n)
+    }
+
+    /// Stores of `regs` (adjacent columns from `(row, col)`): one vector
+    /// store when all are inside `C` and aligned, else one per element.
+    /// `dst` is `C` or the split-K workspace (`[M, ldc]` of `dtype`, whose
+    /// leading dimension is a multiple of `align` elements).
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        p: &GemmParams,
+        dst: ParamId,
+        dtype: DType,
+        align: i64,
+        row: &Expr,
+        col: &Expr,
+        regs: &[RegRef],
+    ) -> Vec<Stmt> {
+        let n = regs.len() as i64;
+        let at = |j: i64| GlobalRef { param: dst, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
+        let singles: Vec<Stmt> = (0..n)
+            .map(|j| Stmt::StGlobalVec {
+                dst: at(j),
+                src: vec![regs[j as usize].clone()],
+                dtype,
+                pred: self.in_c(p, row, col, j, 1),
+            })
+            .collect();
+        if n > 1 && align >= n {
+            let vector = Stmt::StGlobalVec { dst: at(0), src: regs.to_vec(), dtype, pred: Expr::c(1) };
+            vec![Stmt::If { cond: self.in_c(p, row, col, 0, n), then: vec![vector], otherwise: singles }]
+        } else {
+            singles
+        }
+    }
+
+    /// Each warp reads back its staged 16-row slice `mi` in chunks of `vs`
+    /// elements and stores them to `C`.
+    fn store_slice(&mut self, p: &GemmParams, ids: &Ids, cs: &SmemRef, mi: Expr, vs: i64) -> Vec<Stmt> {
+        let (wm, wn) = (self.sh.wm, self.sh.wn);
+        let eo = self.gemm.out.size_bytes() as i64;
+        let per_row = wn / vs;
+        let cfrag = self.regs("cfrag", RegKind::F32, vs);
+        let regs: Vec<RegRef> = (0..vs).map(|j| RegRef { reg: cfrag, index: Expr::c(j) }).collect();
+        let mut out = Vec::new();
+        self.for_unrolled(&mut out, "ci", 16 * per_row / 32, |b, it| {
+            let mut body = Vec::new();
+            let c = b.let_(&mut body, "c_chunk", it * 32 + ids.lane.clone());
+            let r = b.let_(&mut body, "c_row", c.clone() / per_row);
+            let cc = b.let_(&mut body, "c_col", c % per_row * vs);
+            let at = ids.warp.clone() * (16 * wn) + r.clone() * wn + cc.clone();
+            body.push(Stmt::LdShared {
+                dst: regs.clone(),
+                src: SmemRef { offset: at * eo, ..cs.clone() },
+                dtype: b.gemm.out,
+            });
+            let row = b.let_(&mut body, "c_grow", ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + r);
+            let col = b.let_(&mut body, "c_gcol", ids.bn.clone() + ids.wn.clone() * wn + cc);
+            body.extend(b.store(p, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs));
+            body
+        });
+        out
+    }
+
+    /// Serial split-K (CUTLASS's semaphore reduction): slice `z` waits
+    /// until the tile's lock reads `z`, adds slice `z-1`'s partial sums from
+    /// the f32 workspace (`[M, ldc]`), then either stores its partial sums
+    /// there and sets the lock to `z+1` (`z < splits-1`) or runs the
+    /// epilogue and stores C (the last slice). The lock array (one i32 per
+    /// output tile, `blockIdx.y · gridDim.x + blockIdx.x`) starts zeroed.
+    pub(super) fn split_k_epilogue(
+        &mut self,
+        p: &GemmParams,
+        ids: &Ids,
+        ops: Vec<EpilogueOp>,
+        ws: ParamId,
+        locks: ParamId,
+    ) -> Vec<Stmt> {
+        let z = Expr::BlockIdx(Dim::Z);
+        let last = self.gemm.split_k as i64 - 1;
+        let grid_x = self.k.grid[0].clone();
+        let lock = GlobalRef { param: locks, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
+        let thread0 = ids.tid.clone().eq(0);
+        let add = vec![EpilogueOp::Residual { param: ws, ld: Expr::Param(p.ldc) }];
+        let mut gather = vec![
+            Stmt::If {
+                cond: thread0.clone(),
+                then: vec![Stmt::SemaphoreWait { lock: lock.clone(), value: z.clone() }],
+                otherwise: Vec::new(),
+            },
+            Stmt::Barrier,
+        ];
+        gather.extend(self.for_fragments(ids, |b, row, col, regs| {
+            regs.iter()
+                .enumerate()
+                .map(|(j, r)| Stmt::Epilogue {
+                    acc: r.clone(),
+                    row: row.clone(),
+                    col: col.clone() + j as i64,
+                    pred: b.in_c(p, row, col, j as i64, 1),
+                    ops: add.clone(),
+                })
+                .collect()
+        }));
+        let mut partial = self.for_fragments(ids, |b, row, col, regs| {
+            b.store(p, ws, DType::F32, (b.gemm.align_c as i64).min(2), row, col, regs)
+        });
+        partial.push(Stmt::Barrier);
+        partial.push(Stmt::If {
+            cond: thread0,
+            then: vec![Stmt::SemaphoreRelease { lock, value: z.clone() + 1 }],
+            otherwise: Vec::new(),
+        });
+        vec![
+            Stmt::If { cond: Expr::c(0).lt(z.clone()), then: gather, otherwise: Vec::new() },
+            Stmt::If { cond: z.lt(last), then: partial, otherwise: self.epilogue(p, ids, ops) },
+        ]
+    }
+
+    /// Parallel split-K: every slice adds its partial sums to the zeroed
+    /// f32 workspace with `red.global.add.f32` and arrives at the tile's
+    /// counter; the slice that arrives last (whichever it is) reads the
+    /// full sums back and runs the epilogue. The counters (one i32 per
+    /// output tile) start zeroed.
+    pub(super) fn parallel_split_k_epilogue(
+        &mut self,
+        p: &GemmParams,
+        ids: &Ids,
+        ops: Vec<EpilogueOp>,
+        ws: ParamId,
+        counters: ParamId,
+    ) -> Vec<Stmt> {
+        let grid_x = self.k.grid[0].clone();
+        let counter = GlobalRef { param: counters, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
+        let mut out = self.for_fragments(ids, |b, row, col, regs| {
+            regs.iter()
+                .enumerate()
+                .map(|(j, r)| Stmt::RedAddF32 {
+                    dst: GlobalRef { param: ws, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j as i64 },
+                    src: r.clone(),
+                    pred: b.in_c(p, row, col, j as i64, 1),
+                })
+                .collect()
+        });
+        let var = self.var("arrived");
+        out.push(Stmt::AtomicArrive { var, counter });
+        let mut last = self.for_fragments(ids, |b, row, col, regs| {
+            let mut v = Vec::new();
+            for (j, r) in regs.iter().enumerate() {
+                v.push(Stmt::MovF32 { dst: r.clone(), value: 0.0 });
+                v.push(Stmt::Epilogue {
+                    acc: r.clone(),
+                    row: row.clone(),
+                    col: col.clone() + j as i64,
+                    pred: b.in_c(p, row, col, j as i64, 1),
+                    ops: vec![EpilogueOp::Residual { param: ws, ld: Expr::Param(p.ldc) }],
+                });
+            }
+            v
+        });
+        last.extend(self.epilogue(p, ids, ops));
+        let n = self.gemm.split_k as i64;
+        out.push(Stmt::If { cond: Expr::Var(var).eq(n - 1), then: last, otherwise: Vec::new() });
+        out
+    }
+
+    /// `f(row, col, [acc pair])` for each pair of adjacent columns of this
+    /// thread's accumulator fragments, inside unrolled loops.
+    fn for_fragments(
+        &mut self,
+        ids: &Ids,
+        mut f: impl FnMut(&mut Self, &Expr, &Expr, &[RegRef]) -> Vec<Stmt>,
+    ) -> Vec<Stmt> {
+        let (wm, wn) = (self.sh.wm, self.sh.wn);
+        let (mi_n, ni_n) = (wm / 16, wn / 8);
+        let lane = ids.lane.clone();
+        let mut out = Vec::new();
+        self.for_unrolled(&mut out, "fm", mi_n, |b, mi| {
+            let mut l1 = Vec::new();
+            b.for_unrolled(&mut l1, "fn", ni_n, |b, ni| {
+                let mut l2 = Vec::new();
+                b.for_unrolled(&mut l2, "fh", 2, |b, h| {
+                    let mut body = Vec::new();
+                    let row = b.let_(
+                        &mut body,
+                        "frow",
+                        ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + lane.clone() / 4 + h.clone() * 8,
+                    );
+                    let col = b.let_(
+                        &mut body,
+                        "fcol",
+                        ids.bn.clone() + ids.wn.clone() * wn + ni.clone() * 8 + lane.clone() % 4 * 2,
+                    );
+                    let reg0 = (mi * ni_n + ni) * 4 + h * 2;
+                    let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
+                    body.extend(f(b, &row, &col, &regs));
+                    body
+                });
+                l2
+            });
+            l1
+        });
+        out
+    }
+
+    /// The buffer the epilogue stages C in: over the operand buffers when
+    /// it fits in them (they are dead after the main loop), else after them.
+    fn staging_buffer(&mut self, size: i64) -> SmemRef {
+        let size = size as u64;
+        let offset = if size <= self.k.smem_bytes { 0 } else { self.k.smem_bytes.div_ceil(128) * 128 };
+        self.k.smem.push(SmemBuffer { name: "Cs".into(), offset, size, swizzle: Swizzle::IDENTITY });
+        self.k.smem_bytes = self.k.smem_bytes.max(offset + size);
+        SmemRef { buf: SmemId(self.k.smem.len() as u32 - 1), offset: Expr::c(0), swizzle: Swizzle::IDENTITY }
+    }
+}

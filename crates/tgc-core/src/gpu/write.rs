@@ -1,0 +1,263 @@
+//! The text form of the GPU dialect IR: `Display` for [`Kernel`], one
+//! line per statement prefixed by its pre-order id `sN` (the ids verifier
+//! and emulator errors name), expressions in C syntax with the kernel's
+//! names, shared addresses as `buf[offset]@swizzle`, registers as
+//! `array[index]`. Vector accesses print their element count
+//! (`st.global.v8.f16` is 16 bytes).
+
+use std::fmt;
+
+use super::ir::*;
+
+/// Prints expressions with the kernel's names.
+pub struct ExprText<'a> {
+    pub kernel: &'a Kernel,
+    pub expr: &'a Expr,
+}
+
+impl fmt::Display for ExprText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_expr(f, self.kernel, self.expr)
+    }
+}
+
+fn name_or(names: Option<&str>, prefix: &str, i: u32) -> String {
+    names.map(str::to_string).unwrap_or_else(|| format!("{prefix}{i}"))
+}
+
+fn write_expr(f: &mut fmt::Formatter<'_>, k: &Kernel, e: &Expr) -> fmt::Result {
+    match e {
+        Expr::Const(v) => write!(f, "{v}"),
+        Expr::Param(p) => f.write_str(&name_or(k.params.get(p.0 as usize).map(|p| p.name.as_str()), "p", p.0)),
+        Expr::Var(v) => f.write_str(&name_or(k.vars.get(v.0 as usize).map(|s| s.as_str()), "v", v.0)),
+        Expr::ThreadIdx(d) => write!(f, "threadIdx.{}", d.name()),
+        Expr::BlockIdx(d) => write!(f, "blockIdx.{}", d.name()),
+        Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => {
+            write!(f, "{}(", op.symbol())?;
+            write_expr(f, k, a)?;
+            f.write_str(", ")?;
+            write_expr(f, k, b)?;
+            f.write_str(")")
+        }
+        Expr::Bin(op, a, b) => {
+            f.write_str("(")?;
+            write_expr(f, k, a)?;
+            write!(f, " {} ", op.symbol())?;
+            write_expr(f, k, b)?;
+            f.write_str(")")
+        }
+        Expr::Select(c, a, b) => {
+            f.write_str("(")?;
+            write_expr(f, k, c)?;
+            f.write_str(" ? ")?;
+            write_expr(f, k, a)?;
+            f.write_str(" : ")?;
+            write_expr(f, k, b)?;
+            f.write_str(")")
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "kernel {} arch={} grid=[{}] block={:?} smem={}B",
+            self.name,
+            self.arch.name(),
+            self.grid_text(),
+            self.block,
+            self.smem_bytes
+        )?;
+        for p in &self.params {
+            match p.kind {
+                ParamKind::Ptr { dtype, writable } => {
+                    writeln!(f, "  param {}: {}{}*", p.name, if writable { "" } else { "const " }, dtype.dsl_name())?
+                }
+                ParamKind::I32 => writeln!(f, "  param {}: i32", p.name)?,
+                ParamKind::I64 => writeln!(f, "  param {}: i64", p.name)?,
+            }
+        }
+        for b in &self.smem {
+            writeln!(f, "  smem {}: [{}, {}) swizzle={}", b.name, b.offset, b.offset + b.size, b.swizzle)?;
+        }
+        for r in &self.regs {
+            let kind = match r.kind {
+                RegKind::F32 => "f32",
+                RegKind::B16x2 => "b32",
+            };
+            writeln!(f, "  reg {}: {kind}[{}]", r.name, r.len)?;
+        }
+        let mut next = 0;
+        self.write_body(f, &self.body, 1, &mut next)
+    }
+}
+
+impl Kernel {
+    fn grid_text(&self) -> String {
+        self.grid.iter().map(|e| self.expr(e).to_string()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// `e` printed with this kernel's names.
+    pub fn expr<'a>(&'a self, e: &'a Expr) -> ExprText<'a> {
+        ExprText { kernel: self, expr: e }
+    }
+
+    fn reg_text(&self, r: &RegRef) -> String {
+        let name = name_or(self.regs.get(r.reg.0 as usize).map(|a| a.name.as_str()), "r", r.reg.0);
+        format!("{name}[{}]", self.expr(&r.index))
+    }
+
+    fn regs_text(&self, rs: &[RegRef]) -> String {
+        format!("{{{}}}", rs.iter().map(|r| self.reg_text(r)).collect::<Vec<_>>().join(", "))
+    }
+
+    fn smem_text(&self, s: &SmemRef) -> String {
+        let name = name_or(self.smem.get(s.buf.0 as usize).map(|b| b.name.as_str()), "smem", s.buf.0);
+        format!("{name}[{}]@{}", self.expr(&s.offset), s.swizzle)
+    }
+
+    fn global_text(&self, g: &GlobalRef) -> String {
+        let name = name_or(self.params.get(g.param.0 as usize).map(|p| p.name.as_str()), "p", g.param.0);
+        format!("{name}[{}]", self.expr(&g.offset))
+    }
+
+    fn param_name(&self, p: ParamId) -> String {
+        name_or(self.params.get(p.0 as usize).map(|p| p.name.as_str()), "p", p.0)
+    }
+
+    fn write_body(&self, f: &mut fmt::Formatter<'_>, body: &[Stmt], depth: usize, next: &mut u32) -> fmt::Result {
+        for s in body {
+            let id = *next;
+            *next += 1;
+            let pad = "  ".repeat(depth);
+            write!(f, "{pad}s{id}: ")?;
+            match s {
+                Stmt::Let { var, value } => writeln!(f, "let {} = {}", self.expr(&Expr::Var(*var)), self.expr(value))?,
+                Stmt::For { var, start, end, step, unroll, body } => {
+                    writeln!(
+                        f,
+                        "for {} in {}..{} step {}{}",
+                        self.expr(&Expr::Var(*var)),
+                        self.expr(start),
+                        self.expr(end),
+                        step,
+                        if *unroll { " unroll" } else { "" }
+                    )?;
+                    self.write_body(f, body, depth + 1, next)?;
+                }
+                Stmt::If { cond, then, otherwise } => {
+                    writeln!(f, "if {}", self.expr(cond))?;
+                    self.write_body(f, then, depth + 1, next)?;
+                    if !otherwise.is_empty() {
+                        writeln!(f, "{pad}else")?;
+                        self.write_body(f, otherwise, depth + 1, next)?;
+                    }
+                }
+                Stmt::Barrier => writeln!(f, "bar.sync 0")?,
+                Stmt::CpAsync { dst, src, bytes, src_bytes } => writeln!(
+                    f,
+                    "cp.async.{}.shared.global {}, {}, {bytes}, src_bytes={}",
+                    if *bytes == 16 { "cg" } else { "ca" },
+                    self.smem_text(dst),
+                    self.global_text(src),
+                    self.expr(src_bytes)
+                )?,
+                Stmt::CommitGroup => writeln!(f, "cp.async.commit_group")?,
+                Stmt::WaitGroup { pending } => writeln!(f, "cp.async.wait_group {pending}")?,
+                Stmt::CopySync { dst, src, bytes, src_bytes } => writeln!(
+                    f,
+                    "copy.sync {}, {}, {bytes}, src_bytes={}",
+                    self.smem_text(dst),
+                    self.global_text(src),
+                    self.expr(src_bytes)
+                )?,
+                Stmt::LdMatrix { num, trans, dst, src } => writeln!(
+                    f,
+                    "ldmatrix.sync.aligned.m8n8.x{}{}.shared.b16 {}, {}",
+                    num.count(),
+                    if *trans { ".trans" } else { "" },
+                    self.regs_text(dst),
+                    self.smem_text(src)
+                )?,
+                Stmt::MmaSync { ab, d, a, b, c } => writeln!(
+                    f,
+                    "mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {1}, {2}, {3}, {4}",
+                    ab.dsl_name(),
+                    self.regs_text(d),
+                    self.regs_text(a),
+                    self.regs_text(b),
+                    self.regs_text(c)
+                )?,
+                Stmt::MovF32 { dst, value } => writeln!(f, "mov.b32 {}, {value:?}", self.reg_text(dst))?,
+                Stmt::Epilogue { acc, row, col, pred, ops } => {
+                    let ops: Vec<String> = ops
+                        .iter()
+                        .map(|o| match o {
+                            EpilogueOp::Bias(p) => format!("bias({})", self.param_name(*p)),
+                            EpilogueOp::Relu => "relu".into(),
+                            EpilogueOp::Silu => "silu".into(),
+                            EpilogueOp::Gelu => "gelu".into(),
+                            EpilogueOp::Residual { param, ld } => {
+                                format!("residual({}, ld={})", self.param_name(*param), self.expr(ld))
+                            }
+                            EpilogueOp::Cast(d) => format!("cast({})", d.dsl_name()),
+                        })
+                        .collect();
+                    writeln!(
+                        f,
+                        "epilogue {} at ({}, {}) if {}: {}",
+                        self.reg_text(acc),
+                        self.expr(row),
+                        self.expr(col),
+                        self.expr(pred),
+                        ops.join(" ")
+                    )?
+                }
+                Stmt::StGlobalVec { dst, src, dtype, pred } => writeln!(
+                    f,
+                    "st.global.v{}.{} {}, {} if {}",
+                    src.len(),
+                    dtype.dsl_name(),
+                    self.global_text(dst),
+                    self.regs_text(src),
+                    self.expr(pred)
+                )?,
+                Stmt::StShared { dst, src, dtype } => writeln!(
+                    f,
+                    "st.shared.v{}.{} {}, {}",
+                    src.len(),
+                    dtype.dsl_name(),
+                    self.smem_text(dst),
+                    self.regs_text(src)
+                )?,
+                Stmt::LdShared { dst, src, dtype } => writeln!(
+                    f,
+                    "ld.shared.v{}.{} {}, {}",
+                    dst.len(),
+                    dtype.dsl_name(),
+                    self.regs_text(dst),
+                    self.smem_text(src)
+                )?,
+                Stmt::SemaphoreWait { lock, value } => {
+                    writeln!(f, "semaphore.wait {} == {}", self.global_text(lock), self.expr(value))?
+                }
+                Stmt::SemaphoreRelease { lock, value } => {
+                    writeln!(f, "semaphore.release {} = {}", self.global_text(lock), self.expr(value))?
+                }
+                Stmt::RedAddF32 { dst, src, pred } => writeln!(
+                    f,
+                    "red.global.add.f32 {}, {} if {}",
+                    self.global_text(dst),
+                    self.reg_text(src),
+                    self.expr(pred)
+                )?,
+                Stmt::AtomicArrive { var, counter } => {
+                    writeln!(f, "let {} = atomic.arrive {}", self.expr(&Expr::Var(*var)), self.global_text(counter))?
+                }
+                Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
+            }
+        }
+        Ok(())
+    }
+}

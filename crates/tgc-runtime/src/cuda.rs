@@ -1,0 +1,375 @@
+//! Running embedded GPU kernels (feature `cuda`): cudarc's driver API,
+//! with `libcuda` loaded at run time, so a binary built with this feature
+//! starts on a machine without a GPU and reports [`Error::NoDevice`].
+//!
+//! - [`Gpu`]: one device's primary context and a stream, the modules and
+//!   functions loaded from it (cached), device buffers.
+//! - [`Module`]: what a generated crate embeds for one graph: a cubin per
+//!   architecture and PTX. [`pick_cubin`] chooses the cubin the device can
+//!   run; without one the driver compiles the PTX (JIT) instead.
+//! - [`Launch`]: grid, block and dynamic shared memory, checked against the
+//!   device before a launch ([`Gpu::prepare`] raises a function's dynamic
+//!   shared-memory limit when it asks for more than the 48 KiB default).
+//!
+//! Rules followed here (CUDA C++ Programming Guide, "Compute Capability",
+//! "Binary Compatibility"): a cubin for `sm_XY` runs on devices of the same
+//! major version `X` with minor version `≥ Y`; PTX for `compute_XY` runs on
+//! any device of compute capability `≥ X.Y` through the driver's JIT.
+//! Dynamic shared memory above 48 KiB needs
+//! `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` set on the function, up
+//! to the device's `MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`.
+//!
+//! Nothing here panics on a missing driver or device: cudarc panics when a
+//! driver function is called without `libcuda`, so [`Gpu::new`] checks
+//! `is_culib_present` before any other call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute_enum};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
+use cudarc::nvrtc::Ptx;
+
+pub use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
+
+use crate::{Error, Result};
+
+/// A cubin compiled for one architecture.
+#[derive(Clone, Copy, Debug)]
+pub struct Cubin {
+    /// The architecture as `10 * major + minor` (80 for `sm_80`).
+    pub sm: u32,
+    /// The ELF image ptxas wrote.
+    pub image: &'static [u8],
+}
+
+/// The compiled code of one graph, as a generated crate embeds it.
+#[derive(Clone, Copy, Debug)]
+pub struct Module {
+    /// A name unique in the program (the cache key), e.g. the graph's.
+    pub name: &'static str,
+    /// Cubins, any order.
+    pub cubins: &'static [Cubin],
+    /// PTX text for the lowest architecture the kernels need (the JIT
+    /// fallback); empty when none was embedded.
+    pub ptx: &'static str,
+}
+
+/// The cubin of `cubins` a device of architecture `device_sm` runs: the
+/// same major version, the highest minor version not above the device's.
+pub fn pick_cubin(cubins: &[Cubin], device_sm: u32) -> Option<&Cubin> {
+    cubins.iter().filter(|c| c.sm / 10 == device_sm / 10 && c.sm <= device_sm).max_by_key(|c| c.sm)
+}
+
+/// How a kernel is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Blocks per grid, x/y/z.
+    pub grid: [u32; 3],
+    /// Threads per block, x/y/z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
+    pub dynamic_smem_bytes: u32,
+}
+
+/// Dynamic shared memory a function gets without opting in, in bytes.
+pub const DEFAULT_DYNAMIC_SMEM_BYTES: u32 = 48 * 1024;
+
+/// What [`Launch::check`] compares with: the device's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Shared memory per block with opt-in, in bytes.
+    pub max_smem_per_block_optin: u32,
+    /// Grid extents, x/y/z.
+    pub max_grid: [u32; 3],
+}
+
+impl Launch {
+    /// `Ok` when the launch fits `limits`; otherwise [`Error::Kernel`]
+    /// naming `kernel` and the limit it breaks. A zero extent is refused too
+    /// (the driver would reject it with a less helpful message).
+    pub fn check(&self, kernel: &str, limits: &Limits) -> Result<()> {
+        let bad = |what: String| Err(Error::Kernel(format!("launch of `{kernel}`: {what}")));
+        if self.grid.contains(&0) || self.block.contains(&0) {
+            return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
+        }
+        let threads: u64 = self.block.iter().map(|&b| b as u64).product();
+        if threads > limits.max_threads_per_block as u64 {
+            return bad(format!("{threads} threads per block > {}", limits.max_threads_per_block));
+        }
+        if let Some(k) = (0..3).find(|&k| self.grid[k] > limits.max_grid[k]) {
+            return bad(format!("grid extent {} on axis {k} > {}", self.grid[k], limits.max_grid[k]));
+        }
+        if self.dynamic_smem_bytes > limits.max_smem_per_block_optin {
+            return bad(format!(
+                "{} bytes of dynamic shared memory > the device's {} per block",
+                self.dynamic_smem_bytes, limits.max_smem_per_block_optin
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One GPU: its primary context, the stream kernels run on, and the
+/// modules loaded so far.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    sm: u32,
+    limits: Limits,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+}
+
+fn driver(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| Error::Kernel(format!("{what}: {e}"))
+}
+
+/// True when the CUDA driver library can be loaded (no device is needed).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to open the shared library.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+impl Gpu {
+    /// The device `ordinal` (0 for the first GPU) with its default stream.
+    ///
+    /// Errors: [`Error::NoDevice`] when the driver library is missing, no
+    /// device is visible, or `ordinal` is out of range; [`Error::Kernel`]
+    /// when the driver fails to create the context.
+    pub fn new(ordinal: usize) -> Result<Gpu> {
+        if !driver_present() {
+            return Err(Error::NoDevice("the CUDA driver library (libcuda) is not installed".into()));
+        }
+        let count = CudaContext::device_count().map_err(|e| Error::NoDevice(format!("the driver reports {e}")))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice(format!("device {ordinal} asked for, {count} visible")));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver("creating the context"))?;
+        let (major, minor) = ctx.compute_capability().map_err(driver("reading the compute capability"))?;
+        let attr = |a| ctx.attribute(a).map(|v| v.max(0) as u32).map_err(driver("reading a device attribute"));
+        let limits = Limits {
+            max_threads_per_block: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_smem_per_block_optin: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            max_grid: [
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+        };
+        let stream = ctx.default_stream();
+        let sm = (10 * major + minor).max(0) as u32;
+        Ok(Gpu { ctx, stream, sm, limits, modules: Mutex::new(HashMap::new()) })
+    }
+
+    /// The device's architecture as `10 * major + minor` (90 for an H100).
+    pub fn sm(&self) -> u32 {
+        self.sm
+    }
+
+    /// The device's launch limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The stream kernels are launched on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The module `m` on this device, loaded on first use: the cubin
+    /// [`pick_cubin`] chooses, else its PTX.
+    ///
+    /// Errors: [`Error::Kernel`] when neither fits the device or the driver
+    /// refuses the image (e.g. PTX newer than the driver).
+    pub fn module(&self, m: &Module) -> Result<Arc<CudaModule>> {
+        let mut cache = self.modules.lock().map_err(|_| Error::Kernel("the module cache is poisoned".into()))?;
+        if let Some(loaded) = cache.get(m.name) {
+            return Ok(loaded.clone());
+        }
+        let image = match pick_cubin(m.cubins, self.sm) {
+            Some(c) => Ptx::from_binary(c.image.to_vec()),
+            None if !m.ptx.is_empty() && !m.ptx.contains('\0') => Ptx::from_src(m.ptx),
+            None => {
+                let have: Vec<String> = m.cubins.iter().map(|c| format!("sm_{}", c.sm)).collect();
+                return Err(Error::Kernel(format!(
+                    "module `{}` has no code for sm_{} (cubins: {}; no PTX)",
+                    m.name,
+                    self.sm,
+                    if have.is_empty() { "none".to_string() } else { have.join(", ") }
+                )));
+            }
+        };
+        let loaded = self.ctx.load_module(image).map_err(|e| Error::Kernel(format!("loading `{}`: {e}", m.name)))?;
+        cache.insert(m.name, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Kernel `name` of module `m`, ready for `launch`: its dynamic
+    /// shared-memory limit raised to `launch`'s when that is above
+    /// [`DEFAULT_DYNAMIC_SMEM_BYTES`], after [`Launch::check`].
+    ///
+    /// Errors: [`Error::Kernel`] for a launch over the device's limits, a
+    /// missing kernel, or a driver failure.
+    pub fn prepare(&self, m: &Module, name: &str, launch: &Launch) -> Result<CudaFunction> {
+        launch.check(name, &self.limits)?;
+        if name.contains('\0') {
+            return Err(Error::Kernel(format!("kernel name {name:?} contains NUL")));
+        }
+        let f = self
+            .module(m)?
+            .load_function(name)
+            .map_err(|e| Error::Kernel(format!("module `{}` has no kernel `{name}`: {e}", m.name)))?;
+        if launch.dynamic_smem_bytes > DEFAULT_DYNAMIC_SMEM_BYTES {
+            f.set_attribute(
+                CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                launch.dynamic_smem_bytes as i32,
+            )
+            .map_err(driver("raising the dynamic shared-memory limit"))?;
+        }
+        Ok(f)
+    }
+
+    /// The driver's launch configuration for `launch`.
+    pub fn config(launch: &Launch) -> cudarc::driver::LaunchConfig {
+        let [gx, gy, gz] = launch.grid;
+        let [bx, by, bz] = launch.block;
+        cudarc::driver::LaunchConfig {
+            grid_dim: (gx, gy, gz),
+            block_dim: (bx, by, bz),
+            shared_mem_bytes: launch.dynamic_smem_bytes,
+        }
+    }
+
+    /// A device copy of `host`.
+    ///
+    /// Errors: [`Error::Kernel`] when the allocation or copy fails.
+    pub fn upload<T: DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>> {
+        self.stream.clone_htod(host).map_err(driver("copying to the device"))
+    }
+
+    /// `len` zeroed elements on the device.
+    ///
+    /// Errors: [`Error::Kernel`] when the allocation fails.
+    pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
+        self.stream.alloc_zeros(len).map_err(driver("allocating device memory"))
+    }
+
+    /// A host copy of `dev`, after the work queued on the stream.
+    ///
+    /// Errors: [`Error::Kernel`] when a kernel queued before failed or the
+    /// copy fails.
+    pub fn download<T: DeviceRepr>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>> {
+        self.stream.clone_dtoh(dev).map_err(driver("copying from the device"))
+    }
+
+    /// Waits for the work queued on the stream.
+    ///
+    /// Errors: [`Error::Kernel`] with the driver's error of a failed kernel.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(driver("synchronising the stream"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &[u8] = b"a";
+
+    #[test]
+    fn cubins_are_picked_by_major_version_then_highest_minor() {
+        let cubins = [Cubin { sm: 80, image: A }, Cubin { sm: 86, image: A }, Cubin { sm: 90, image: A }];
+        let pick = |sm| pick_cubin(&cubins, sm).map(|c| c.sm);
+        assert_eq!(pick(80), Some(80));
+        assert_eq!(pick(89), Some(86));
+        assert_eq!(pick(90), Some(90));
+        assert_eq!(pick(100), None, "sm_100 needs PTX");
+        assert_eq!(pick(75), None);
+    }
+
+    #[test]
+    fn launches_over_the_limits_are_refused_with_the_limit() {
+        let limits = Limits {
+            max_threads_per_block: 1024,
+            max_smem_per_block_optin: 232_448,
+            max_grid: [1 << 31, 65535, 65535],
+        };
+        let ok = Launch { grid: [10, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 100_000 };
+        assert_eq!(ok.check("k", &limits), Ok(()));
+        for (launch, want) in [
+            (Launch { block: [1024, 2, 1], ..ok }, "2048 threads per block > 1024"),
+            (Launch { grid: [1, 70000, 1], ..ok }, "grid extent 70000 on axis 1 > 65535"),
+            (Launch { dynamic_smem_bytes: 300_000, ..ok }, "300000 bytes of dynamic shared memory"),
+            (Launch { grid: [0, 1, 1], ..ok }, "empty grid"),
+        ] {
+            let e = launch.check("gemm", &limits).unwrap_err().to_string();
+            assert!(e.contains("launch of `gemm`") && e.contains(want), "{e}");
+        }
+    }
+
+    /// A tiny PTX kernel (`y[i] = x[i] + 1.0` for `i < n`).
+    const ADD_ONE_PTX: &str = "
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry add_one(.param .u64 x, .param .u64 y, .param .u32 n)
+{
+    .reg .pred p;
+    .reg .b32 r<5>;
+    .reg .f32 f<3>;
+    .reg .b64 a<6>;
+    ld.param.u64 a0, [x];
+    ld.param.u64 a1, [y];
+    ld.param.u32 r0, [n];
+    mov.u32 r1, %ctaid.x;
+    mov.u32 r2, %ntid.x;
+    mov.u32 r3, %tid.x;
+    mad.lo.s32 r4, r1, r2, r3;
+    setp.ge.u32 p, r4, r0;
+    @p bra DONE;
+    cvta.to.global.u64 a2, a0;
+    cvta.to.global.u64 a3, a1;
+    mul.wide.u32 a4, r4, 4;
+    add.s64 a5, a2, a4;
+    ld.global.f32 f0, [a5];
+    add.f32 f1, f0, 0f3F800000;
+    add.s64 a5, a3, a4;
+    st.global.f32 [a5], f1;
+DONE:
+    ret;
+}
+";
+
+    /// Without a driver (CI): `NoDevice`. With a GPU (the device tier):
+    /// the PTX fallback loads, the kernel runs, and a missing kernel or an
+    /// oversized launch is an error, not a panic.
+    #[test]
+    fn no_device_without_a_driver_and_a_ptx_kernel_with_one() {
+        let gpu = match Gpu::new(0) {
+            Err(Error::NoDevice(why)) => {
+                assert!(!driver_present() || why.contains("visible") || why.contains("driver"), "{why}");
+                eprintln!("skipped the GPU half of this test: {why}");
+                return;
+            }
+            other => other.expect("a GPU is present"),
+        };
+        let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
+        let n = 1000u32;
+        let launch = Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0 };
+        let f = gpu.prepare(&m, "add_one", &launch).unwrap();
+        let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+        let dx = gpu.upload(&x).unwrap();
+        let mut dy = gpu.zeros::<f32>(n as usize).unwrap();
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dx).arg(&mut dy).arg(&n);
+        // SAFETY: the kernel reads n f32 from x and writes n f32 to y, both n long.
+        unsafe { args.launch(Gpu::config(&launch)) }.unwrap();
+        let y = gpu.download(&dy).unwrap();
+        assert!(y.iter().zip(&x).all(|(y, x)| *y == x + 1.0));
+        assert!(gpu.prepare(&m, "no_such_kernel", &launch).is_err());
+        let huge = Launch { dynamic_smem_bytes: u32::MAX, ..launch };
+        assert!(gpu.prepare(&m, "add_one", &huge).is_err());
+    }
+}
