@@ -41,6 +41,10 @@
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};
 
+/// The GPU runtime (feature `cuda`): devices, embedded modules, launches.
+#[cfg(feature = "cuda")]
+pub use tgc_runtime::cuda;
+
 /// Half-precision types used in generated signatures (`f16`, `bf16`).
 pub use half;
 

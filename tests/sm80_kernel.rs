@@ -28,6 +28,10 @@ fn the_gemm_module_holds_its_cubin_and_ptx() {
     assert!(gemm::sm80::PTX.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
     assert!(gemm::sm80::THREADS % 32 == 0 && gemm::sm80::SMEM_BYTES > 0);
     assert!(gemm::sm80::PLAN_JSON.contains("\"relu\""));
+    let m = &gemm::sm80::MODULE;
+    assert_eq!((m.name, m.ptx.len()), ("tgc_gemm", gemm::sm80::PTX.len()));
+    let cubin = tgc::cuda::pick_cubin(m.cubins, 86).expect("sm_80 code runs on sm_86");
+    assert_eq!(cubin.image, gemm::sm80::CUBIN);
 }
 
 #[test]

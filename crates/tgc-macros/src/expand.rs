@@ -191,7 +191,8 @@ fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<Graph, Stri
 /// With feature `sm80`: for a graph that is one GEMM + epilogue with
 /// concrete shapes ([`sm80_graph`]), a submodule `sm80` with the kernel
 /// compiled by NVRTC now (`CUBIN`, `PTX`, `SYMBOL`, `THREADS`,
-/// `SMEM_BYTES`, `PLAN_JSON`); for any other graph a constant
+/// `SMEM_BYTES`, `PLAN_JSON`, and `MODULE`, a `tgc::cuda::Module`: the
+/// facade's `sm80` turns on its `cuda`); for any other graph a constant
 /// `SM80_SKIPPED` saying why there is none. `Err` (a compile error) when
 /// the GEMM does not compile, e.g. without the CUDA toolchain.
 fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Result<TokenStream, String> {
@@ -227,12 +228,20 @@ fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Res
         /// `bias` and `residual` when the epilogue has them, `C`, and the
         /// `i32`s `M, N, K, lda, ldb, ldc`.
         pub mod sm80 {
+            const CUBIN_BYTES: &[u8] = #cubin;
+            const PTX_TEXT: &str = #ptx;
             /// The kernel's `extern "C"` name in [`CUBIN`] and [`PTX`].
             pub const SYMBOL: &str = #symbol;
             /// The ELF cubin for `sm_80`.
-            pub static CUBIN: &[u8] = #cubin;
+            pub static CUBIN: &[u8] = CUBIN_BYTES;
             /// The PTX (`.target sm_80`), which a driver can JIT for newer GPUs.
-            pub static PTX: &str = #ptx;
+            pub static PTX: &str = PTX_TEXT;
+            /// [`CUBIN`] and [`PTX`] as the GPU runtime's module (`tgc::cuda`).
+            pub static MODULE: ::tgc::cuda::Module = ::tgc::cuda::Module {
+                name: SYMBOL,
+                cubins: &[::tgc::cuda::Cubin { sm: 80, image: CUBIN_BYTES }],
+                ptx: PTX_TEXT,
+            };
             /// Threads per block (one dimension).
             pub const THREADS: u32 = #threads;
             /// Dynamic shared memory per block, in bytes.
@@ -263,12 +272,12 @@ mod tests {
         let text = ts.to_string();
         for want in [
             "pub mod sm80",
-            "pub static CUBIN : & [u8] = b\"\\x7FELF",
+            "const CUBIN_BYTES : & [u8] = b\"\\x7FELF",
             "pub static PTX",
             "\"tgc_g\"",
             "THREADS : u32 = 64u32",
         ] {
-            let at = text.find("pub static CUBIN").unwrap_or(0);
+            let at = text.find("CUBIN_BYTES").unwrap_or(0);
             assert!(text.contains(want), "no `{want}` in {}", &text[at..(at + 300).min(text.len())]);
         }
         assert!(sm80_items(&graph(GEMM), &[], false).unwrap().is_empty());
