@@ -26,7 +26,10 @@ fn the_gemm_module_holds_its_cubin_and_ptx() {
     assert!(gemm::sm80::PTX.contains(".target sm_80"));
     assert!(gemm::sm80::PTX.contains(".entry tgc_gemm("));
     assert!(gemm::sm80::PTX.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
-    assert!(gemm::sm80::THREADS % 32 == 0 && gemm::sm80::SMEM_BYTES > 0);
+    // The plan the cost model picks for 200×128×64: warps of 32 threads,
+    // the operand ring in dynamic shared memory.
+    let (threads, smem) = (gemm::sm80::THREADS, gemm::sm80::SMEM_BYTES);
+    assert!(threads.is_multiple_of(32) && (4096..=98304).contains(&smem), "{threads} threads, {smem} bytes");
     assert!(gemm::sm80::PLAN_JSON.contains("\"relu\""));
     let m = &gemm::sm80::MODULE;
     assert_eq!((m.name, m.ptx.len()), ("tgc_gemm", gemm::sm80::PTX.len()));
