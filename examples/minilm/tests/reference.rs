@@ -101,6 +101,7 @@ fn embeddings_match_the_numpy_reference() {
     let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
     assert!(lens.iter().all(|&l| l <= 32), "every sentence fits the 8 × 32 bucket: {lens:?}");
     assert!(lens.iter().min() < lens.iter().max(), "lengths differ, so batches are padded: {lens:?}");
+    println!("token counts: {lens:?}");
     let want = reference(&ids);
 
     // Batches of 8, 8 and 6 sentences, each padded to the 8 × 32 bucket.
