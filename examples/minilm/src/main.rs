@@ -40,6 +40,7 @@ fn main() -> ExitCode {
 
 fn run(sentences: &[&str]) -> Result<(), tgc_minilm::MiniLmError> {
     let dir = default_model_dir();
+    let dir = dir.canonicalize().unwrap_or(dir);
     let model = MiniLm::load(&dir)?;
     let start = Instant::now();
     let embeddings = model.embed(sentences)?;

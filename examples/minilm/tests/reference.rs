@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use tgc_minilm::{bucket_for, cosine, default_model_dir, MiniLm, TokenIds, BUCKETS, HIDDEN};
 
-/// 22 sentences from 3 to 40-odd tokens.
+/// 22 sentences of 3 to 27 tokens (with `[CLS]` and `[SEP]`).
 const SENTENCES: [&str; 22] = [
     "Hi.",
     "A man is eating food.",
@@ -32,7 +32,8 @@ const SENTENCES: [&str; 22] = [
     "The weather is lovely today.",
     "It's so sunny outside!",
     "He drove to the stadium.",
-    "Deep learning compilers lower tensor graphs through several intermediate representations before emitting loop nests.",
+    "Deep learning compilers lower tensor graphs through several intermediate representations, \
+     fuse elementwise operations into loop nests and emit typed code.",
 ];
 
 fn repo_root() -> PathBuf {
