@@ -3,7 +3,7 @@
 # compiler: `isl-rs` builds its bundled isl with autoconf, automake and
 # libtool (`autogen.sh` + `configure`). apt-get runs only when one of the
 # three is missing; `sudo` only when not root. Then the CUDA 13.0 compiler
-# wheels (below). Run by test.sh and examples.sh; safe to run by hand.
+# wheels, the all-MiniLM-L6-v2 model and NumPy (below). Run by test.sh and examples.sh; safe to run by hand.
 set -euo pipefail
 if ! command -v autoconf >/dev/null || ! command -v automake >/dev/null || ! command -v libtoolize >/dev/null; then
     echo "scripts/setup.sh: installing autoconf automake libtool (needed to build isl)" >&2
