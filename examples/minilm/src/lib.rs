@@ -45,6 +45,9 @@ pub enum MiniLmError {
     Weights(String),
     /// The tokenizer could not be loaded or failed on an input.
     Tokenizer(String),
+    /// The inputs do not fit the requested batch: too many sentences, one
+    /// too long, or a token id outside the vocabulary.
+    Input(String),
     /// A tgc kernel rejected its arguments or failed.
     Kernel(tgc::Error),
 }
@@ -55,6 +58,7 @@ impl fmt::Display for MiniLmError {
             MiniLmError::Io { path, source } => write!(f, "cannot read `{}`: {source}", path.display()),
             MiniLmError::Weights(m) => write!(f, "model weights: {m}"),
             MiniLmError::Tokenizer(m) => write!(f, "tokenizer: {m}"),
+            MiniLmError::Input(m) => write!(f, "input: {m}"),
             MiniLmError::Kernel(e) => write!(f, "encoder kernel: {e}"),
         }
     }
@@ -203,9 +207,8 @@ impl MiniLm {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(max_batch) {
             let len = chunk.iter().map(Vec::len).max().unwrap_or(0);
-            let (b, s) = bucket_for(chunk.len(), len).ok_or_else(|| {
-                MiniLmError::Tokenizer(format!("a sentence of {len} tokens is longer than every bucket"))
-            })?;
+            let (b, s) = bucket_for(chunk.len(), len)
+                .ok_or_else(|| MiniLmError::Input(format!("a sentence of {len} tokens is longer than every bucket")))?;
             out.extend(self.embed_padded(chunk, b, s)?);
         }
         Ok(out)
@@ -216,12 +219,12 @@ impl MiniLm {
     /// embeddings of the `ids.len()` real sentences. `b` and `s` need not be
     /// a bucket: other sizes run the generic kernel.
     ///
-    /// Errors: [`MiniLmError::Tokenizer`] when `ids` has more than `b`
+    /// Errors: [`MiniLmError::Input`] when `ids` has more than `b`
     /// sentences, one is longer than `s` or [`MAX_POSITIONS`], or a token id
     /// is outside the vocabulary; [`MiniLmError::Kernel`] from the kernel.
     pub fn embed_padded(&self, ids: &[TokenIds], b: usize, s: usize) -> Result<Vec<Vec<f32>>, MiniLmError> {
         if ids.len() > b || s > MAX_POSITIONS {
-            return Err(MiniLmError::Tokenizer(format!(
+            return Err(MiniLmError::Input(format!(
                 "{} sentences do not fit a batch of {b} × {s} (at most {MAX_POSITIONS} positions)",
                 ids.len()
             )));
@@ -231,12 +234,12 @@ impl MiniLm {
         let mut mask = vec![0.0f32; b * s];
         for (r, sentence) in ids.iter().enumerate() {
             if sentence.len() > s {
-                return Err(MiniLmError::Tokenizer(format!("a sentence of {} tokens exceeds {s}", sentence.len())));
+                return Err(MiniLmError::Input(format!("a sentence of {} tokens exceeds {s}", sentence.len())));
             }
             for (p, &id) in sentence.iter().enumerate() {
                 let id = id as usize;
                 if id >= vocab {
-                    return Err(MiniLmError::Tokenizer(format!("token id {id} is outside the vocabulary of {vocab}")));
+                    return Err(MiniLmError::Input(format!("token id {id} is outside the vocabulary of {vocab}")));
                 }
                 let row = &mut x[(r * s + p) * HIDDEN..][..HIDDEN];
                 let word = &self.word[id * HIDDEN..][..HIDDEN];

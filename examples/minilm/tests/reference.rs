@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use tgc_minilm::{bucket_for, cosine, default_model_dir, MiniLm, TokenIds, BUCKETS, HIDDEN};
+use tgc_minilm::{bucket_for, cosine, default_model_dir, MiniLm, MiniLmError, TokenIds, BUCKETS, HIDDEN};
 
 /// 22 sentences of 3 to 27 tokens (with `[CLS]` and `[SEP]`).
 const SENTENCES: [&str; 22] = [
@@ -137,7 +137,8 @@ fn eating_food_is_closer_to_bread_than_to_riding() {
 fn too_large_a_batch_is_an_error_not_a_panic() {
     let model = load();
     let ids = vec![vec![101, 102]; 3];
-    assert!(model.embed_padded(&ids, 2, 16).is_err());
-    assert!(model.embed_padded(&[vec![101, 999_999, 102]], 1, 16).is_err());
-    assert!(model.embed_padded(&[vec![101; 20]], 1, 16).is_err());
+    let input_error = |r: Result<Vec<Vec<f32>>, MiniLmError>| matches!(r, Err(MiniLmError::Input(_)));
+    assert!(input_error(model.embed_padded(&ids, 2, 16)), "3 sentences in a batch of 2");
+    assert!(input_error(model.embed_padded(&[vec![101, 999_999, 102]], 1, 16)), "token id outside the vocabulary");
+    assert!(input_error(model.embed_padded(&[vec![101; 20]], 1, 16)), "20 tokens in a sequence of 16");
 }
