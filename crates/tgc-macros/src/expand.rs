@@ -172,12 +172,13 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
 /// The graph `kernel!` compiles for sm80: the graph itself when it has no
 /// symbols, else bound to the one `shapes(...)` point (or none) with the
 /// symbols' defaults for what it leaves out; `Err` says why not.
-fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<Graph, String> {
+/// The values the symbols are bound to come with it.
+fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<(Graph, BTreeMap<String, i64>), String> {
     // The symbols' defaults, overridden by the point.
     let mut values: BTreeMap<String, i64> =
         g.symbols.iter().filter_map(|s| s.default.map(|v| (s.name.clone(), v))).collect();
     match shapes {
-        _ if g.symbols.is_empty() => return Ok(g.clone()),
+        _ if g.symbols.is_empty() => return Ok((g.clone(), values)),
         [one] => values.extend(one.clone()),
         [] => {}
         _ => return Err(format!("{} `shapes(...)` points; the sm80 kernel is built for one", shapes.len())),
@@ -185,7 +186,8 @@ fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<Graph, Stri
     if let Some(s) = g.symbols.iter().find(|s| !values.contains_key(&s.name)) {
         return Err(format!("symbol `{}` has no default and no `shapes(...)` point gives it", s.name));
     }
-    g.bind(&values).map_err(|d| d.to_string())
+    let bound = g.bind(&values).map_err(|d| d.to_string())?;
+    Ok((bound, values))
 }
 
 /// With feature `sm80`: for a graph that is one GEMM + epilogue with
@@ -206,7 +208,7 @@ fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Res
             pub const SM80_SKIPPED: &str = #why;
         }
     };
-    let bound = match sm80_graph(g, shapes) {
+    let (bound, values) = match sm80_graph(g, shapes) {
         Ok(b) => b,
         Err(why) => return Ok(skipped(why)),
     };
@@ -220,13 +222,18 @@ fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Res
     let threads = gpu.kernel.kernel.threads() as u32;
     let smem = gpu.kernel.kernel.smem_bytes as u32;
     let plan = tgc_core::plan::to_json(&gpu.kernel.plan);
+    let spec = tgc_core::gpu::launch::gemm_launch(&gpu.kernel).map_err(|d| format!("tgc (feature `sm80`): {d}"))?;
+    let launch: TokenStream = tgc_core::emit::gpu_api::sm80_launch_items(g, &values, &bound, &spec)
+        .map_err(|d| format!("tgc (feature `sm80`): {d}"))?
+        .parse()
+        .map_err(|e| format!("tgc generated launch functions that do not parse (a tgc bug): {e}"))?;
     Ok(quote! {
         /// The graph's GEMM + epilogue compiled for sm_80 when this crate
         /// was built (feature `sm80`): NVRTC's cubin and PTX of the CUDA C
-        /// that `tgc compile --target sm80 --dump cu` prints. Launching it
-        /// is not part of this version; the kernel takes `A`, `B`, then
-        /// `bias` and `residual` when the epilogue has them, `C`, and the
-        /// `i32`s `M, N, K, lda, ldb, ldc`.
+        /// that `tgc compile --target sm80 --dump cu` prints, and typed
+        /// launch functions: [`check`] (the arguments, no device needed),
+        /// [`launch`] (device buffers on a `tgc::cuda::Gpu`) and
+        /// [`run_on_gpu`] (host slices, device 0).
         pub mod sm80 {
             const CUBIN_BYTES: &[u8] = #cubin;
             const PTX_TEXT: &str = #ptx;
@@ -248,6 +255,7 @@ fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Res
             pub const SMEM_BYTES: u32 = #smem;
             /// The chosen Schedule Plan as JSON (`000` §12.5).
             pub const PLAN_JSON: &str = #plan;
+            #launch
         }
     })
 }

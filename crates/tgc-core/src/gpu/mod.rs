@@ -23,10 +23,14 @@
 //! - [`cuda`]: the CUDA C printer: a kernel as CUDA C++ with inline PTX
 //!   (the `cu` stage), compiled to PTX and cubin with [`toolchain`]'s
 //!   NVRTC.
+//! - [`launch`]: a compiled kernel's launch for concrete shapes: each
+//!   parameter's binding (graph input/output, scratch, integer) and the
+//!   grid, read by generated launch functions and `tgc run --backend cuda`.
 
 pub mod cuda;
 pub mod emulate;
 pub mod ir;
+pub mod launch;
 pub mod lower;
 pub mod sm80;
 pub mod toolchain;
