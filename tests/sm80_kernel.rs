@@ -51,6 +51,12 @@ tgc::kernel!(gemm_bf16:
     shapes(M = 48)
 );
 
+/// `TGC_GPU=1` (scripts/gpu_tests.sh): the GPU tier must run, so a missing
+/// GPU fails the test instead of skipping its GPU half.
+fn gpu_required() -> bool {
+    std::env::var("TGC_GPU").is_ok_and(|v| v == "1")
+}
+
 /// A device buffer with a chosen length and address: no GPU needed.
 struct Fake(usize, u64);
 
@@ -125,7 +131,7 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
     let e = gemm::sm80::run_on_gpu(&x[1..], &w, &b, &mut got, m, n, k).unwrap_err();
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
     match gemm::sm80::run_on_gpu(&x, &w, &b, &mut got, m, n, k) {
-        Err(Error::NoDevice(why)) => eprintln!("skipped the GPU half of this test: {why}"),
+        Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
         Err(e) => panic!("{e}"),
         Ok(()) => {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -140,7 +146,9 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
     gemm_bf16::run(&xb, &wb, &mut want, 48, 64, 32).unwrap();
     let mut got = vec![bf16::ZERO; 48 * 64];
     match gemm_bf16::sm80::run_on_gpu(&xb, &wb, &mut got, 48, 64, 32) {
-        Err(Error::NoDevice(why)) => eprintln!("skipped the GPU half of this test (bf16): {why}"),
+        Err(Error::NoDevice(why)) if !gpu_required() => {
+            eprintln!("skipped the GPU half of this test (bf16): {why}")
+        }
         Err(e) => panic!("{e}"),
         // Small integers: exact in bf16 and in the f32 sum.
         Ok(()) => assert_eq!(got, want),

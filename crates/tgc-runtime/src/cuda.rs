@@ -510,6 +510,9 @@ DONE:
     #[test]
     fn no_device_without_a_driver_and_a_ptx_kernel_with_one() {
         let gpu = match Gpu::new(0) {
+            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+                panic!("TGC_GPU=1 but there is no GPU: {why}")
+            }
             Err(Error::NoDevice(why)) => {
                 assert!(!driver_present() || why.contains("visible") || why.contains("driver"), "{why}");
                 eprintln!("skipped the GPU half of this test: {why}");
