@@ -22,6 +22,11 @@
 //!
 //! Parameter names and order are those of the module's `run`
 //! ([`super::api::param_names`]); `T` is the dtype's storage type.
+//!
+//! [`sm80_module`] prints the whole submodule (the embedded code and these
+//! functions) or, for a graph without an sm80 kernel, `SM80_SKIPPED`; both
+//! `tgc::kernel!` and the build helper ([`crate::build::Kernels::sm80`])
+//! use it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -33,6 +38,116 @@ use crate::tiny::Graph;
 use crate::DType;
 
 use super::api::{param_names, FACADE};
+
+/// Where the generated `sm80` module takes its cubin bytes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CubinSource<'a> {
+    /// A byte-string literal in the module text (`kernel!`).
+    Inline,
+    /// `include_bytes!(PATH)` of a file written next to the generated Rust
+    /// (the build helper); the path is absolute.
+    File(&'a str),
+}
+
+/// The graph the sm80 kernel is compiled for: `g` itself when it has no
+/// symbols, else bound to the one `shapes` point (or none) with the
+/// symbols' defaults for what it leaves out, and the values used; `Err`
+/// says why there is none.
+pub fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<(Graph, BTreeMap<String, i64>), String> {
+    let mut values: BTreeMap<String, i64> =
+        g.symbols.iter().filter_map(|s| s.default.map(|v| (s.name.clone(), v))).collect();
+    match shapes {
+        _ if g.symbols.is_empty() => return Ok((g.clone(), values)),
+        [one] => values.extend(one.clone()),
+        [] => {}
+        _ => return Err(format!("{} `shapes(...)` points; the sm80 kernel is built for one", shapes.len())),
+    }
+    if let Some(s) = g.symbols.iter().find(|s| !values.contains_key(&s.name)) {
+        return Err(format!("symbol `{}` has no default and no `shapes(...)` point gives it", s.name));
+    }
+    let bound = g.bind(&values).map_err(|d| d.to_string())?;
+    Ok((bound, values))
+}
+
+/// The items of a kernel module's sm80 part, and the cubin the text refers
+/// to (empty when skipped): for a graph that is one GEMM + epilogue at
+/// concrete shapes ([`sm80_graph`]), `pub mod sm80 { … }` with `CUBIN`,
+/// `PTX`, `MODULE`, `SYMBOL`, `THREADS`, `SMEM_BYTES`, `PLAN_JSON` and the
+/// launch functions of [`sm80_launch_items`], compiled by NVRTC now; for
+/// any other graph a constant `SM80_SKIPPED` saying why there is none.
+///
+/// Errors: the message of a compile error when the GEMM does not compile
+/// (e.g. without the CUDA toolchain).
+pub fn sm80_module(
+    g: &Graph,
+    shapes: &[BTreeMap<String, i64>],
+    cubin_source: CubinSource,
+) -> Result<(String, Vec<u8>), String> {
+    let skipped = |why: String| {
+        let why = format!("no sm80 kernel: {why}");
+        format!("/// Why this graph has no embedded sm80 kernel (feature `sm80`).\npub const SM80_SKIPPED: &str = {why:?};\n")
+    };
+    let (bound, values) = match sm80_graph(g, shapes) {
+        Ok(b) => b,
+        Err(why) => return Ok((skipped(why), Vec::new())),
+    };
+    if let Err(d) = crate::gpu::lower::match_gemm(&bound) {
+        return Ok((skipped(d.message), Vec::new()));
+    }
+    let fail = |d: crate::Diagnostic| format!("tgc (feature `sm80`): {d}");
+    let gpu = crate::pipeline::compile_gpu(&bound, "sm80").map_err(fail)?;
+    let spec = crate::gpu::launch::gemm_launch(&gpu.kernel).map_err(fail)?;
+    let launch = sm80_launch_items(g, &values, &bound, &spec).map_err(fail)?;
+    let cubin = match cubin_source {
+        CubinSource::Inline => byte_string(&gpu.cubin),
+        CubinSource::File(path) => format!("include_bytes!({path:?})"),
+    };
+    let mut s = String::new();
+    for line in [
+        "/// The graph's GEMM + epilogue compiled for sm_80 when this crate",
+        "/// was built (feature `sm80`): NVRTC's cubin and PTX of the CUDA C",
+        "/// that `tgc compile --target sm80 --dump cu` prints, and typed",
+        "/// launch functions: [`check`] (the arguments, no device needed),",
+        "/// [`launch`] (device buffers on a `tgc::cuda::Gpu`) and",
+        "/// [`run_on_gpu`] (host slices, device 0).",
+        "pub mod sm80 {",
+    ] {
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(s, "const CUBIN_BYTES: &[u8] = {cubin};");
+    let _ = writeln!(s, "const PTX_TEXT: &str = {:?};", gpu.ptx);
+    let _ = writeln!(s, "/// The kernel's `extern \"C\"` name in [`CUBIN`] and [`PTX`].");
+    let _ = writeln!(s, "pub const SYMBOL: &str = {:?};", gpu.symbol);
+    let _ = writeln!(s, "/// The ELF cubin for `sm_80`.\npub static CUBIN: &[u8] = CUBIN_BYTES;");
+    let _ = writeln!(s, "/// The PTX (`.target sm_80`), which a driver can JIT for newer GPUs.");
+    let _ = writeln!(s, "pub static PTX: &str = PTX_TEXT;");
+    let _ = writeln!(s, "/// [`CUBIN`] and [`PTX`] as the GPU runtime's module (`tgc::cuda`).");
+    let _ = writeln!(
+        s,
+        "pub static MODULE: {FACADE}::cuda::Module = {FACADE}::cuda::Module {{ name: SYMBOL, cubins: \
+         &[{FACADE}::cuda::Cubin {{ sm: 80, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};"
+    );
+    let _ = writeln!(s, "/// Threads per block (one dimension).");
+    let _ = writeln!(s, "pub const THREADS: u32 = {}u32;", gpu.kernel.kernel.threads());
+    let _ = writeln!(s, "/// Dynamic shared memory per block, in bytes.");
+    let _ = writeln!(s, "pub const SMEM_BYTES: u32 = {}u32;", gpu.kernel.kernel.smem_bytes);
+    let _ = writeln!(s, "/// The chosen Schedule Plan as JSON (`000` §12.5).");
+    let _ = writeln!(s, "pub const PLAN_JSON: &str = {:?};", crate::plan::to_json(&gpu.kernel.plan));
+    s.push_str(&launch);
+    s.push_str("}\n");
+    Ok((s, gpu.cubin))
+}
+
+/// `bytes` as a Rust byte-string literal.
+fn byte_string(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 4 + 3);
+    s.push_str("b\"");
+    for &b in bytes {
+        let _ = write!(s, "\\x{b:02X}");
+    }
+    s.push('"');
+    s
+}
 
 /// The launch items for `g` (the graph as written, with its symbols)
 /// compiled at `values` (a value for each symbol) into `bound`, whose
