@@ -77,7 +77,7 @@ pub fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<(Graph,
 /// any other graph a constant `SM80_SKIPPED` saying why there is none.
 ///
 /// Errors: the message of a compile error when the GEMM does not compile
-/// (e.g. without the CUDA toolchain).
+/// for another reason than `Unsupported` (e.g. without the CUDA toolchain).
 pub fn sm80_module(
     g: &Graph,
     shapes: &[BTreeMap<String, i64>],
@@ -95,7 +95,12 @@ pub fn sm80_module(
         return Ok((skipped(d.message), Vec::new()));
     }
     let fail = |d: crate::Diagnostic| format!("tgc (feature `sm80`): {d}");
-    let gpu = crate::pipeline::compile_gpu(&bound, "sm80").map_err(fail)?;
+    let gpu = match crate::pipeline::compile_gpu(&bound, "sm80") {
+        Ok(gpu) => gpu,
+        // E.g. no plan of the space fits (an f32 GEMM).
+        Err(d) if d.name == crate::ErrorName::Unsupported => return Ok((skipped(d.message), Vec::new())),
+        Err(d) => return Err(fail(d)),
+    };
     let spec = crate::gpu::launch::gemm_launch(&gpu.kernel).map_err(fail)?;
     let launch = sm80_launch_items(g, &values, &bound, &spec).map_err(fail)?;
     let cubin = match cubin_source {
