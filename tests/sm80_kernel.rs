@@ -162,3 +162,29 @@ fn a_graph_without_a_gemm_says_why() {
     scale::run(&[1.0, 2.0, 3.0, 4.0], &mut y, 4).unwrap();
     assert_eq!(y, [2.0, 4.0, 6.0, 8.0]);
 }
+
+/// The example of README.md's "GPU usage", as written there.
+fn readme_example() -> Result<(), tgc::Error> {
+    // Host slices: checks, uploads, launches on device 0, downloads.
+    let (x, w, b) = (vec![f16::ONE; 200 * 64], vec![f16::ONE; 64 * 128], vec![f16::ZERO; 128]);
+    let mut y = vec![f16::ZERO; 200 * 128];
+    match gemm::sm80::run_on_gpu(&x, &w, &b, &mut y, 200, 128, 64) {
+        Err(tgc::Error::NoDevice(why)) => eprintln!("no GPU: {why}"),
+        other => other?,
+    }
+    let gpu = tgc::cuda::Gpu::new(0)?;
+    let (dx, dw, db) = (gpu.upload(&x)?, gpu.upload(&w)?, gpu.upload(&b)?);
+    let mut dy = gpu.upload(&y)?;
+    gemm::sm80::launch(&gpu, &dx, &dw, &db, &mut dy, 200, 128, 64)?;
+    let y = gpu.download(&dy)?; // waits for the kernel
+    assert!(y.iter().all(|v| v.to_f32() == 64.0), "relu(ones · ones) = K");
+    Ok(())
+}
+
+#[test]
+fn the_readme_example_runs_or_reports_no_device() {
+    match readme_example() {
+        Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
+        other => other.unwrap(),
+    }
+}
