@@ -205,3 +205,92 @@ fn every_graph_compiles_to_sm80_without_spills() {
     let src = cuda::print_unit(&lower_program(&graphs[1]).unwrap().kernels()).unwrap();
     assert!(src.contains("shfl.sync.bfly.b32 %0, %1, 16, 0x1f, 0xffffffff;"), "{src}");
 }
+
+/// A reduction computed at its reads (`ComputeAt`, from Poly Core fusion,
+/// feature `poly`) under a guard, built as loop-nest IR: `out[i0] = Σ_i1
+/// (i1 ≥ 1 ? x[i0, i1] − max_i2 x[i0, i2] : 0)`, the max recomputed per
+/// point where the guard holds. The serial form runs it; the result is
+/// checked against the same sum in f64.
+#[test]
+fn a_computed_at_reduce_under_its_guard_runs_serially() {
+    use crate::cpu::loop_ir::{Buffer, Expr as L, Kernel as LKernel, Program, Reduction};
+    use crate::index_book::Constr;
+    use crate::sym::Dim as D;
+    use crate::tiny::ReduceOp;
+    let c = D::sym("C");
+    let at = |k: u32| &AffExpr::var(0).scale(&c) + &AffExpr::var(k);
+    let load = |k: u32| L::Load { buf: BufId(0), index: at(k), dtype: DType::F32 };
+    let guard = vec![Constr::ge0(&AffExpr::var(1) - &AffExpr::int(1))];
+    let max = L::Reduce {
+        id: 0,
+        node: NodeId(1),
+        op: ReduceOp::Max,
+        dtype: DType::F32,
+        first: 2,
+        loops: vec![c.clone()],
+        guard: guard.clone(),
+        value: Box::new(load(2)),
+    };
+    let diff = L::Binary { op: crate::tiny::BinaryOp::Sub, a: Box::new(load(1)), b: Box::new(max) };
+    let value = L::Select {
+        valid: guard,
+        then: Box::new(diff),
+        otherwise: Box::new(L::Const { value: 0.0, dtype: DType::F32 }),
+    };
+    let k = LKernel {
+        name: "k0".into(),
+        nodes: vec![NodeId(2)],
+        loops: vec![D::sym("R")],
+        reduce: Some(Reduction {
+            node: NodeId(2),
+            op: ReduceOp::Sum,
+            dtype: DType::F32,
+            loops: vec![c.clone()],
+            value,
+        }),
+        out: BufId(1),
+        store_index: AffExpr::var(0),
+        value: L::Acc { dtype: DType::F32 },
+        strips: Vec::new(),
+    };
+    let buf = |name: &str, shape: Vec<D>, role| Buffer {
+        name: name.into(),
+        label: name.into(),
+        dtype: DType::F32,
+        shape,
+        role,
+    };
+    let p = Program {
+        name: "computed_at".into(),
+        symbols: vec!["R".into(), "C".into()],
+        tiles: Vec::new(),
+        checks: Vec::new(),
+        buffers: vec![
+            buf("in0", vec![D::sym("R"), c.clone()], Role::Input(0)),
+            buf("out0", vec![D::sym("R")], Role::Output(0)),
+        ],
+        kernels: vec![k],
+    };
+    assert_eq!(form_of(&p.kernels[0]), Form::Serial);
+    let launch = lower_kernel(&p, &p.kernels[0]).unwrap();
+    verify::verify(&launch.kernel).unwrap_or_else(|e| panic!("{e:?}\n{}", launch.kernel));
+    let text = launch.kernel.to_string();
+    assert!(text.contains("r0[0] = max.f32(r0[0]"), "{text}");
+    let prog = GpuProgram {
+        name: p.name.clone(),
+        symbols: p.symbols.clone(),
+        checks: Vec::new(),
+        buffers: p.buffers.clone(),
+        launches: vec![launch],
+    };
+    let (r, cn) = (37usize, 9usize);
+    let x = tgc_runtime::tensor::sample_values(3, r * cn).into_iter().map(|v| v as f32 as f64).collect::<Vec<_>>();
+    let got = emulate(&prog, &[r as i64, cn as i64], std::slice::from_ref(&x)).unwrap().remove(0);
+    for i in 0..r {
+        let row = &x[i * cn..(i + 1) * cn];
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let want: f64 = row[1..].iter().map(|v| v - m).sum();
+        assert!((got[i] - want).abs() <= 1e-5 * want.abs().max(1.0), "row {i}: {} vs {want}", got[i]);
+    }
+    compiles(&Toolchain::locate().unwrap(), &prog);
+}
