@@ -122,6 +122,9 @@ pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
     for (bits, base, shift) in swizzles {
         out.push_str(&swizzle_function(Swizzle { bits, base, shift })?);
     }
+    if kernels.iter().any(uses_simt) {
+        out.push_str(SIMT_PRELUDE);
+    }
     for k in kernels {
         out.push('\n');
         Printer::new(k)?.kernel(&mut out)?;
@@ -536,6 +539,7 @@ impl<'k> Printer<'k> {
             let ty = match r.kind {
                 RegKind::F32 => "float",
                 RegKind::B16x2 => "unsigned",
+                RegKind::I32 => "int",
             };
             writeln!(out, "    {ty} {c}[{}];", r.len).unwrap();
         }
@@ -794,6 +798,11 @@ impl<'k> Printer<'k> {
             Stmt::GridDepControlWait => {
                 writeln!(out, "{tag}asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");").unwrap()
             }
+            Stmt::Compute { .. }
+            | Stmt::Accumulate { .. }
+            | Stmt::ShflBfly { .. }
+            | Stmt::StGlobal { .. }
+            | Stmt::LdGlobalVec { .. } => self.simt_stmt(out, s, id, &tag, &pad)?,
         }
         Ok(())
     }
@@ -1041,6 +1050,10 @@ pub fn tagged_ids(source: &str) -> Vec<u32> {
     }
     ids
 }
+
+#[path = "cuda_simt.rs"]
+mod simt;
+use simt::{uses_simt, SIMT_PRELUDE};
 
 #[cfg(test)]
 #[path = "cuda_tests.rs"]

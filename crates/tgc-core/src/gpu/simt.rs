@@ -1,0 +1,642 @@
+//! The SIMT template: every region of a graph as a GPU kernel without
+//! tensor cores, generated from the CPU loop-nest IR ([`loop_ir`]), which
+//! stays the one description of what a region computes (`000` §1.5 regions,
+//! §1.8 GPU dialect, §7 the GPU path; issue 5 item 3).
+//!
+//! [`lower_program`] lowers a graph with [`from_tiny::lower`] (regions,
+//! IndexBook subscripts, no strip-mining) and turns each
+//! [`loop_ir::Kernel`] into one [`ir::Kernel`] of one of three forms
+//! ([`Form`]):
+//!
+//! - [`Form::Elementwise`] (no reduction): one thread per output element.
+//!   Blocks of [`THREADS`] threads, at most [`MAX_BLOCKS`] blocks, and a
+//!   grid-stride loop over the row-major flattened output; the output
+//!   multi-index comes from the flat index by `%` and `/` of the extents
+//!   (symbolic extents are kernel parameters). The value is a
+//!   [`ScalarExpr`] (a mirror of [`loop_ir::Expr`]) computed in registers
+//!   and stored with one `st.global`.
+//! - [`Form::WarpReduce`] (a reduction with no reduction computed at its
+//!   reads, whose reduce loops are not a constant count below 32): one warp
+//!   per output element, [`WARPS`] warps per block (`block = (32, WARPS)`,
+//!   the warp is `threadIdx.y`, so the row guard is the same in all lanes of
+//!   a warp); lane `l` accumulates the flattened reduce points `l, l + 32,
+//!   …`, then five `shfl.sync.bfly` steps (lane masks 16, 8, 4, 2, 1) give
+//!   every lane the combination of all 32; lane 0 evaluates the value (the
+//!   epilogue, which reads the accumulator rounded to its dtype) and stores.
+//!   The order of a sum differs from the CPU backend's (32 strided partial
+//!   sums, then a tree), so f32 results differ by rounding; MAX/MIN are
+//!   exact.
+//! - [`Form::Serial`] (any other reduction: short reduce loops — a pooling
+//!   window, a small contraction such as the `Q·Kᵀ` of a naive attention or
+//!   a convolution —, or reductions computed at their reads, `ComputeAt`):
+//!   one thread per output element as `Elementwise`, running the reduce
+//!   loops serially in the CPU backend's order; a computed-at reduction is
+//!   recomputed, under its guard, before each update of the accumulator.
+//!
+//! Numerics are the CPU backend's (`loop_ir` invariants): f32 compute for
+//! f16/bf16/f32 (16-bit values rounded at `CAST` and on store), wrapping
+//! i32, bool as 0/1; NaN-propagating MAX/MIN; RELU as `x < 0 ? 0 : x`;
+//! accumulators wide, read rounded to their dtype.
+//!
+//! Kernel parameters ([`Launch::args`]): a `const` pointer per buffer the
+//! kernel reads (in buffer id order), the pointer it writes, then one
+//! `long long` per symbol of the program ([`GpuProgram::symbols`], the CPU
+//! backend's `dims` order), all of them whether the kernel uses them or not.
+//! Units: pointer offsets in elements; extents and indices `i64`.
+//!
+//! Not vectorised: the loads and stores are scalar (`ld.global`/`st.global`
+//! of one element; the IR has [`Stmt::LdGlobalVec`] and the printer prints
+//! it). A 4-wide thread needs, per load, a proof that the subscript is
+//! contiguous in the innermost output axis and 16-byte aligned for every
+//! value of the other indices — with symbolic extents (the common case
+//! here) the alignment of `row · N` is not known at compile time, and
+//! loads under a `PAD` guard may not be read unguarded; that analysis and
+//! a scalar tail are the next step.
+//!
+//! GEMM hook: a graph that is one GEMM + epilogue with concrete sizes has
+//! the tensor-core kernel of [`super::lower::build`] (`pipeline::compile_gpu`);
+//! [`lower_program`] gives the SIMT form of every region, the correct
+//! path for all graphs (the naive matmul of a region the MMA template does
+//! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
+//! kernel for a region of a larger graph needs that region as its own
+//! graph (its inputs being buffers of this program): [`Launch::region`]
+//! names the Tiny nodes a launch computes, for that matcher.
+//!
+//! Nothing generated here has run on a GPU: the tests run the kernels in
+//! the emulator against the reference interpreter and compile them to
+//! sm_80 cubins with NVRTC.
+
+use std::collections::BTreeMap;
+
+use crate::affine::{AffAtom, AffExpr};
+use crate::cpu::from_tiny;
+use crate::cpu::loop_ir::{self, BufId, Buffer, Role};
+use crate::diag;
+use crate::diag::DResult;
+use crate::sym::{Atom, Dim as SymDim};
+use crate::tiny::{Constraint, Graph, NodeId};
+use crate::DType;
+
+use super::emulate::{self, Arg};
+use super::ir::{self, *};
+
+/// Threads per block of the one-thread-per-element forms.
+pub const THREADS: u32 = 256;
+/// Most blocks of a grid-stride kernel (more elements loop).
+pub const MAX_BLOCKS: i64 = 1 << 16;
+/// Warps (output elements) per block of [`Form::WarpReduce`].
+pub const WARPS: u32 = 4;
+
+/// How a kernel maps a region onto threads (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Elementwise,
+    WarpReduce,
+    Serial,
+}
+
+/// What a kernel parameter is bound to at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchArg {
+    /// The device pointer of [`GpuProgram::buffers`]`[id]`.
+    Buffer(BufId),
+    /// The value of [`GpuProgram::symbols`]`[k]` (a `long long`).
+    Dim(usize),
+}
+
+/// One kernel of a program and how to launch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    /// The GPU dialect kernel; its `grid` is over its scalar parameters,
+    /// its `block` constant, no dynamic shared memory.
+    pub kernel: ir::Kernel,
+    pub form: Form,
+    /// One per kernel parameter, in order.
+    pub args: Vec<LaunchArg>,
+    /// The Tiny nodes it computes (`loop_ir::Kernel::nodes`: the root first).
+    pub region: Vec<NodeId>,
+    /// The buffer it writes.
+    pub out: BufId,
+}
+
+impl Launch {
+    /// The grid (blocks per dimension) for the symbol values `dims` (in
+    /// [`GpuProgram::symbols`] order).
+    ///
+    /// Errors: `Internal` for a grid expression that reads other than
+    /// parameters bound to dims, or divides by zero.
+    pub fn grid(&self, dims: &[i64]) -> DResult<[i64; 3]> {
+        let mut out = [0; 3];
+        for (o, e) in out.iter_mut().zip(&self.kernel.grid) {
+            *o = eval_launch(e, &self.args, dims)?;
+        }
+        Ok(out)
+    }
+
+    /// Threads per block dimension.
+    pub fn block(&self) -> [u32; 3] {
+        self.kernel.block
+    }
+}
+
+fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
+    Ok(match e {
+        Expr::Const(v) => *v,
+        Expr::Param(p) => match args.get(p.0 as usize) {
+            Some(LaunchArg::Dim(k)) => {
+                *dims.get(*k).ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?
+            }
+            _ => return Err(diag!(Internal, "grid reads parameter {} that is not a dim", p.0)),
+        },
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (eval_launch(a, args, dims)?, eval_launch(b, args, dims)?);
+            match op {
+                BinOp::Add => x.wrapping_add(y),
+                BinOp::Sub => x.wrapping_sub(y),
+                BinOp::Mul => x.wrapping_mul(y),
+                BinOp::Div | BinOp::Rem if y == 0 => return Err(diag!(Internal, "grid divides by zero")),
+                BinOp::Div => x / y,
+                BinOp::Rem => x % y,
+                BinOp::Min => x.min(y),
+                BinOp::Max => x.max(y),
+                BinOp::Lt => (x < y) as i64,
+                BinOp::Le => (x <= y) as i64,
+                other => return Err(diag!(Internal, "grid uses `{}`", other.symbol())),
+            }
+        }
+        Expr::Select(c, a, b) => {
+            if eval_launch(c, args, dims)? != 0 {
+                eval_launch(a, args, dims)?
+            } else {
+                eval_launch(b, args, dims)?
+            }
+        }
+        _ => return Err(diag!(Internal, "grid reads a thread, block or variable")),
+    })
+}
+
+/// A whole graph as SIMT kernels: what the CUDA runtime executes. Run the
+/// kernels in order on one stream; every buffer is dense row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuProgram {
+    /// The graph's name.
+    pub name: String,
+    /// Symbol names: the `long long` kernel arguments [`LaunchArg::Dim`]
+    /// index this list (the CPU backend's `dims` order).
+    pub symbols: Vec<String>,
+    /// Facts the sizes must satisfy before anything runs (as the CPU
+    /// backend's `loop_ir::Program::checks`).
+    pub checks: Vec<Constraint>,
+    /// Inputs ([`Role::Input`]), outputs ([`Role::Output`]) and temporaries
+    /// ([`Role::Temp`], allocated by the runtime; nothing reads a byte of one
+    /// before a kernel writes it): dtype and shape as [`SymDim`]s of the
+    /// symbols; bytes = elements × `dtype.size_bytes()`.
+    pub buffers: Vec<Buffer>,
+    /// The kernels in execution order.
+    pub launches: Vec<Launch>,
+}
+
+impl GpuProgram {
+    /// The element count of buffer `id` for `dims`.
+    ///
+    /// Errors: `UnboundSymbol`-like `Internal` errors for a shape that
+    /// reads a symbol missing from `dims`.
+    pub fn elements(&self, id: BufId, dims: &[i64]) -> DResult<i64> {
+        let bind = |s: &str| self.symbols.iter().position(|x| x == s).and_then(|k| dims.get(k).copied());
+        let mut n = 1i64;
+        for d in &self.buffers[id.0 as usize].shape {
+            let v = d.eval(&bind).map_err(|m| diag!(Internal, "buffer size: {m}"))?;
+            n = n.saturating_mul(v);
+        }
+        Ok(n)
+    }
+
+    /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
+    pub fn kernels(&self) -> Vec<ir::Kernel> {
+        self.launches.iter().map(|l| l.kernel.clone()).collect()
+    }
+}
+
+/// Lowers every region of `g` to a SIMT kernel (see the module doc).
+///
+/// Errors: those of [`from_tiny::lower`]; `Unsupported` for a value the
+/// SIMT template cannot compute (none today beyond the CPU backend's).
+pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
+    let p = from_tiny::lower(g)?;
+    let mut launches = Vec::new();
+    for k in &p.kernels {
+        launches.push(lower_kernel(&p, k)?);
+    }
+    Ok(GpuProgram {
+        name: p.name.clone(),
+        symbols: p.symbols.clone(),
+        checks: p.checks.clone(),
+        buffers: p.buffers,
+        launches,
+    })
+}
+
+/// The form [`lower_program`] gives a kernel.
+pub fn form_of(k: &loop_ir::Kernel) -> Form {
+    match &k.reduce {
+        None => Form::Elementwise,
+        Some(_) if !k.computed_at().is_empty() => Form::Serial,
+        Some(r) => match SymDim::product(&r.loops).as_int() {
+            Some(n) if n < 32 => Form::Serial,
+            _ => Form::WarpReduce,
+        },
+    }
+}
+
+/// The builder of one kernel: parameters, registers, loop-variable bindings.
+struct Builder<'p> {
+    p: &'p loop_ir::Program,
+    k: ir::Kernel,
+    args: Vec<LaunchArg>,
+    /// The pointer parameter of each buffer the kernel touches.
+    buf_param: BTreeMap<BufId, ParamId>,
+    /// The parameter of each symbol.
+    sym_param: BTreeMap<String, ParamId>,
+    /// `loop_ir` variable `i<k>` → its value.
+    loop_vars: BTreeMap<u32, Expr>,
+    /// The accumulator register, and the register of each computed-at reduce by id.
+    acc: Option<RegId>,
+    reduces: BTreeMap<u32, RegId>,
+}
+
+fn ceil_div(a: Expr, b: Expr) -> Expr {
+    (a + b.clone() - Expr::c(1)) / b
+}
+
+/// `floor(a / b)` for `b > 0` (C `/` truncates).
+fn floor_div(a: Expr, b: Expr) -> Expr {
+    if let Expr::Const(1) = b {
+        return a;
+    }
+    let neg = (a.clone() - b.clone() + Expr::c(1)) / b.clone();
+    a.clone().lt(Expr::c(0)).select(neg, a / b)
+}
+
+fn product(es: Vec<Expr>) -> Expr {
+    es.into_iter().reduce(|a, b| a * b).unwrap_or(Expr::c(1))
+}
+
+impl<'p> Builder<'p> {
+    fn new(p: &'p loop_ir::Program, lk: &loop_ir::Kernel) -> Builder<'p> {
+        let mut k = ir::Kernel::empty(&format!("{}_{}", p.name, lk.name), Arch::Sm80);
+        let mut args = Vec::new();
+        let mut buf_param = BTreeMap::new();
+        for b in lk.reads() {
+            let buf = p.buffer(b);
+            buf_param.insert(b, ParamId(k.params.len() as u32));
+            k.params.push(Param { name: buf.name.clone(), kind: ParamKind::Ptr { dtype: buf.dtype, writable: false } });
+            args.push(LaunchArg::Buffer(b));
+        }
+        let out = p.buffer(lk.out);
+        buf_param.insert(lk.out, ParamId(k.params.len() as u32));
+        k.params.push(Param { name: out.name.clone(), kind: ParamKind::Ptr { dtype: out.dtype, writable: true } });
+        args.push(LaunchArg::Buffer(lk.out));
+        let mut sym_param = BTreeMap::new();
+        for (j, s) in p.symbols.iter().enumerate() {
+            sym_param.insert(s.clone(), ParamId(k.params.len() as u32));
+            k.params.push(Param { name: s.clone(), kind: ParamKind::I64 });
+            args.push(LaunchArg::Dim(j));
+        }
+        Builder { p, k, args, buf_param, sym_param, loop_vars: BTreeMap::new(), acc: None, reduces: BTreeMap::new() }
+    }
+
+    fn var(&mut self, name: &str) -> VarId {
+        self.k.vars.push(name.to_string());
+        VarId(self.k.vars.len() as u32 - 1)
+    }
+
+    fn reg(&mut self, name: &str, dtype: DType) -> RegRef {
+        self.k.regs.push(RegArray { name: name.into(), kind: compute_kind(dtype), len: 1 });
+        RegRef { reg: RegId(self.k.regs.len() as u32 - 1), index: Expr::c(0) }
+    }
+
+    fn dim(&self, d: &SymDim) -> DResult<Expr> {
+        let mut terms = Vec::new();
+        for (atoms, c) in d.monomials() {
+            let mut t = Expr::c(c);
+            for a in atoms {
+                let f = match a {
+                    Atom::Sym(s) => Expr::Param(
+                        *self.sym_param.get(s).ok_or_else(|| diag!(Internal, "symbol `{s}` is not a program dim"))?,
+                    ),
+                    Atom::FloorDiv(n, q) => floor_div(self.dim(n)?, self.dim(q)?),
+                };
+                t = if matches!(t, Expr::Const(1)) { f } else { t * f };
+            }
+            terms.push(t);
+        }
+        Ok(terms.into_iter().reduce(|a, b| a + b).unwrap_or(Expr::c(0)))
+    }
+
+    fn aff(&self, e: &AffExpr) -> DResult<Expr> {
+        let mut out = self.dim(e.constant_part())?;
+        for (atom, c) in e.terms() {
+            let x = match atom {
+                AffAtom::Var(v) => {
+                    self.loop_vars.get(v).cloned().ok_or_else(|| diag!(Internal, "loop variable i{v} is not bound"))?
+                }
+                AffAtom::FloorDiv(inner, q) => floor_div(self.aff(inner)?, self.dim(q)?),
+            };
+            let c = self.dim(c)?;
+            let term = if matches!(c, Expr::Const(1)) { x } else { c * x };
+            out = if matches!(out, Expr::Const(0)) { term } else { out + term };
+        }
+        Ok(out)
+    }
+
+    fn scalar(&self, e: &loop_ir::Expr) -> DResult<ScalarExpr> {
+        use loop_ir::Expr as L;
+        let b = |e: &loop_ir::Expr| self.scalar(e).map(Box::new);
+        Ok(match e {
+            L::Load { buf, index, dtype } => ScalarExpr::Load {
+                src: GlobalRef {
+                    param: *self
+                        .buf_param
+                        .get(buf)
+                        .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
+                    offset: self.aff(index)?,
+                },
+                dtype: *dtype,
+            },
+            L::Const { value, dtype } => ScalarExpr::Const { value: *value, dtype: *dtype },
+            L::Acc { dtype } => ScalarExpr::Reg {
+                reg: RegRef {
+                    reg: self.acc.ok_or_else(|| diag!(Internal, "an accumulator read with no reduction"))?,
+                    index: Expr::c(0),
+                },
+                dtype: *dtype,
+            },
+            L::Reduce { id, dtype, .. } => ScalarExpr::Reg {
+                reg: RegRef {
+                    reg: *self
+                        .reduces
+                        .get(id)
+                        .ok_or_else(|| diag!(Internal, "computed-at reduce {id} has no register"))?,
+                    index: Expr::c(0),
+                },
+                dtype: *dtype,
+            },
+            L::Unary { op, x } => ScalarExpr::Unary { op: *op, x: b(x)? },
+            L::Binary { op, a, b: y } => ScalarExpr::Binary { op: *op, a: b(a)?, b: b(y)? },
+            L::Cast { to, x } => ScalarExpr::Cast { to: *to, x: b(x)? },
+            L::Where { cond, a, b: y } => ScalarExpr::Where { cond: b(cond)?, a: b(a)?, b: b(y)? },
+            L::Select { valid, then, otherwise } => {
+                let mut cond: Option<Expr> = None;
+                for c in valid {
+                    let t = Expr::c(0).le(self.aff(&c.expr)?);
+                    cond = Some(match cond {
+                        None => t,
+                        Some(x) => x.and(t),
+                    });
+                }
+                ScalarExpr::Select { cond: cond.unwrap_or(Expr::c(1)), then: b(then)?, otherwise: b(otherwise)? }
+            }
+        })
+    }
+
+    /// `Let`s binding loop variables `first..first + extents.len()` to the
+    /// row-major multi-index of `flat` over `extents`.
+    fn unflatten(&mut self, flat: Expr, first: u32, extents: &[SymDim], out: &mut Vec<Stmt>) -> DResult<()> {
+        let mut rest = flat;
+        for (j, e) in extents.iter().enumerate().rev() {
+            let v = first + j as u32;
+            let var = self.var(&format!("i{v}"));
+            let value = if j == 0 { rest.clone() } else { rest.clone() % self.dim(e)? };
+            out.push(Stmt::Let { var, value });
+            self.loop_vars.insert(v, Expr::Var(var));
+            if j > 0 {
+                let q = self.var(&format!("q{v}"));
+                out.push(Stmt::Let { var: q, value: rest / self.dim(e)? });
+                rest = Expr::Var(q);
+            }
+        }
+        Ok(())
+    }
+
+    /// Nested serial loops over `extents` binding variables `first..`,
+    /// around `inner`.
+    fn serial_loops(
+        &mut self,
+        first: u32,
+        extents: &[SymDim],
+        inner: &mut dyn FnMut(&mut Builder<'p>) -> DResult<Vec<Stmt>>,
+    ) -> DResult<Vec<Stmt>> {
+        let mut vars = Vec::new();
+        for j in 0..extents.len() {
+            let v = first + j as u32;
+            let var = self.var(&format!("i{v}"));
+            self.loop_vars.insert(v, Expr::Var(var));
+            vars.push(var);
+        }
+        let mut body = inner(self)?;
+        for (j, e) in extents.iter().enumerate().rev() {
+            body = vec![Stmt::For { var: vars[j], start: Expr::c(0), end: self.dim(e)?, step: 1, unroll: false, body }];
+        }
+        Ok(body)
+    }
+
+    /// One reduction step at the current reduce point: the computed-at
+    /// reduces under their guards, then the accumulator's update.
+    fn update(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
+        let Some(r) = &lk.reduce else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for e in lk.computed_at() {
+            let loop_ir::Expr::Reduce { id, op, dtype, first, loops, guard, value, .. } = e else { continue };
+            let reg = RegRef { reg: self.reduces[id], index: Expr::c(0) };
+            let mut body = vec![Stmt::Compute {
+                dst: reg.clone(),
+                value: ScalarExpr::Const { value: reduce_identity(*op, *dtype), dtype: *dtype },
+            }];
+            let (op, dtype) = (*op, *dtype);
+            body.extend(self.serial_loops(*first, loops, &mut |b| {
+                Ok(vec![Stmt::Accumulate { op, dtype, acc: reg.clone(), value: b.scalar(value)? }])
+            })?);
+            if guard.is_empty() {
+                out.extend(body);
+            } else {
+                let mut cond: Option<Expr> = None;
+                for c in guard {
+                    let t = Expr::c(0).le(self.aff(&c.expr)?);
+                    cond = Some(match cond {
+                        None => t,
+                        Some(x) => x.and(t),
+                    });
+                }
+                out.push(Stmt::If { cond: cond.unwrap_or(Expr::c(1)), then: body, otherwise: Vec::new() });
+            }
+        }
+        let acc = RegRef {
+            reg: self.acc.ok_or_else(|| diag!(Internal, "a reduction update with no accumulator"))?,
+            index: Expr::c(0),
+        };
+        out.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc, value: self.scalar(&r.value)? });
+        Ok(out)
+    }
+
+    /// The value's computation and store at the current output point.
+    fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
+        let out = self.p.buffer(lk.out);
+        let dtype = out.dtype;
+        let v = self.reg("v", dtype);
+        let param = self.buf_param[&lk.out];
+        Ok(vec![
+            Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? },
+            Stmt::StGlobal {
+                dst: GlobalRef { param, offset: self.aff(&lk.store_index)? },
+                src: v,
+                dtype,
+                pred: Expr::c(1),
+            },
+        ])
+    }
+}
+
+/// One `loop_ir` kernel as a SIMT kernel.
+fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
+    if !lk.strips.is_empty() {
+        return Err(diag!(Internal, "the SIMT template takes kernels without strip-mining"));
+    }
+    let form = form_of(lk);
+    let mut b = Builder::new(p, lk);
+    if let Some(r) = &lk.reduce {
+        let acc = b.reg("acc", r.dtype);
+        b.acc = Some(acc.reg);
+        for e in lk.computed_at() {
+            if let loop_ir::Expr::Reduce { id, dtype, .. } = e {
+                let reg = b.reg(&format!("r{id}"), *dtype);
+                b.reduces.insert(*id, reg.reg);
+            }
+        }
+    }
+    let rank = lk.loops.len() as u32;
+    let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
+    let body = match form {
+        Form::Elementwise | Form::Serial => {
+            let threads = Expr::c(THREADS as i64);
+            let blocks = ceil_div(total.clone(), threads.clone()).min(MAX_BLOCKS);
+            b.k.block = [THREADS, 1, 1];
+            b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
+            let nblk = b.var("nblocks");
+            let it = b.var("it");
+            let flat = b.var("flat");
+            let mut point = Vec::new();
+            b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
+            if let Some(r) = &lk.reduce {
+                let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+                point.push(Stmt::Compute {
+                    dst: acc,
+                    value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+                });
+                point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
+            }
+            point.extend(b.store(lk)?);
+            let first =
+                (Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X)) * threads.clone() + Expr::ThreadIdx(Dim::X);
+            vec![
+                Stmt::Let { var: nblk, value: blocks },
+                Stmt::For {
+                    var: it,
+                    start: Expr::c(0),
+                    end: ceil_div(total.clone(), Expr::Var(nblk) * threads),
+                    step: 1,
+                    unroll: false,
+                    body: vec![
+                        Stmt::Let { var: flat, value: first },
+                        Stmt::If { cond: Expr::Var(flat).lt(total), then: point, otherwise: Vec::new() },
+                    ],
+                },
+            ]
+        }
+        Form::WarpReduce => {
+            let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
+            b.k.block = [32, WARPS, 1];
+            b.k.grid = [ceil_div(total.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
+            let row = b.var("row");
+            let mut point = Vec::new();
+            b.unflatten(Expr::Var(row), 0, &lk.loops, &mut point)?;
+            let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+            point.push(Stmt::Compute {
+                dst: acc.clone(),
+                value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+            });
+            let red = product(r.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
+            let j = b.var("j");
+            let mut step = Vec::new();
+            b.unflatten(Expr::Var(j), rank, &r.loops, &mut step)?;
+            step.extend(b.update(lk)?);
+            point.push(Stmt::For {
+                var: j,
+                start: Expr::ThreadIdx(Dim::X),
+                end: red,
+                step: 32,
+                unroll: false,
+                body: step,
+            });
+            for m in [16, 8, 4, 2, 1] {
+                point.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
+            }
+            let store = b.store(lk)?;
+            point.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: store, otherwise: Vec::new() });
+            vec![
+                Stmt::Let { var: row, value: Expr::BlockIdx(Dim::X) * Expr::c(WARPS as i64) + Expr::ThreadIdx(Dim::Y) },
+                Stmt::If { cond: Expr::Var(row).lt(total), then: point, otherwise: Vec::new() },
+            ]
+        }
+    };
+    b.k.body = body;
+    Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), out: lk.out })
+}
+
+/// Runs `prog` in the emulator ([`emulate::run`]) with the symbol values
+/// `dims` (in [`GpuProgram::symbols`] order) on `inputs` (one per
+/// [`Role::Input`] buffer, in input order, values rounded to the buffer's
+/// dtype); the outputs in output order, as f64.
+///
+/// Errors: the first emulator fault, as an `Internal` diagnostic naming the
+/// kernel; `Io` for inputs of the wrong count or length.
+pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<Vec<Vec<f64>>> {
+    let mut mem: Vec<Arg> = Vec::new();
+    let mut outputs = Vec::new();
+    for (i, buf) in prog.buffers.iter().enumerate() {
+        let n = prog.elements(BufId(i as u32), dims)?;
+        let n = usize::try_from(n).map_err(|_| diag!(Io, "buffer `{}` has {n} elements", buf.name))?;
+        mem.push(match buf.role {
+            Role::Input(k) => {
+                let data = inputs.get(k).ok_or_else(|| diag!(Io, "no data for input {k}"))?;
+                if data.len() != n {
+                    return Err(diag!(Io, "input `{}` has {} values, not {n}", buf.label, data.len()));
+                }
+                Arg::tensor(buf.dtype, data)
+            }
+            Role::Output(k) => {
+                outputs.push((k, i));
+                Arg::tensor(buf.dtype, &vec![0.0; n])
+            }
+            Role::Temp => Arg::tensor(buf.dtype, &vec![0.0; n]),
+        });
+    }
+    for l in &prog.launches {
+        let mut args: Vec<Arg> = l
+            .args
+            .iter()
+            .map(|a| match a {
+                LaunchArg::Buffer(b) => mem[b.0 as usize].clone(),
+                LaunchArg::Dim(k) => Arg::Int(dims.get(*k).copied().unwrap_or(0)),
+            })
+            .collect();
+        emulate::run(&l.kernel, &mut args).map_err(|e| diag!(Internal, "kernel `{}`: {e}", l.kernel.name))?;
+        let out = l.args.iter().position(|a| *a == LaunchArg::Buffer(l.out)).unwrap_or(0);
+        mem[l.out.0 as usize] = args.swap_remove(out);
+    }
+    outputs.sort();
+    Ok(outputs.into_iter().map(|(_, i)| mem[i].values(prog.buffers[i].dtype)).collect())
+}
+
+#[cfg(test)]
+#[path = "simt_tests.rs"]
+mod tests;
