@@ -177,7 +177,10 @@ fn run_graph(
             }
         }
         #[cfg(feature = "cuda")]
-        Backend::Cuda => crate::gpu::run_cuda(path, &bound, &ordered)?,
+        Backend::Cuda => crate::gpu::run_cuda(&bound, &ordered).map_err(|e| match e {
+            crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
+            crate::gpu::GpuError::Runtime(e) => Failure::from(e),
+        })?,
         #[cfg(not(feature = "cuda"))]
         Backend::Cuda => {
             return Err(Failure::user(
