@@ -44,14 +44,17 @@
 //! backend's `dims` order), all of them whether the kernel uses them or not.
 //! Units: pointer offsets in elements; extents and indices `i64`.
 //!
-//! Not vectorised: the loads and stores are scalar (`ld.global`/`st.global`
-//! of one element; the IR has [`Stmt::LdGlobalVec`] and the printer prints
-//! it). A 4-wide thread needs, per load, a proof that the subscript is
-//! contiguous in the innermost output axis and 16-byte aligned for every
-//! value of the other indices — with symbolic extents (the common case
-//! here) the alignment of `row · N` is not known at compile time, and
-//! loads under a `PAD` guard may not be read unguarded; that analysis and
-//! a scalar tail are the next step.
+//! Vectorisation: an element-wise kernel whose output is a float tensor
+//! stored row-major by its loops ([`vectorisable`]) computes [`VEC`]
+//! consecutive elements per thread (each with its own multi-index) and
+//! stores them with one `st.global.v4` (16 bytes in f32, 8 in f16/bf16,
+//! aligned: `4·flat` elements from a 256-byte aligned base), with scalar
+//! stores for the last partial group. Loads stay scalar: a 4-wide load
+//! needs, per load, a proof that its subscript is contiguous in the
+//! innermost output axis and aligned for every value of the other indices
+//! — with symbolic extents the alignment of `row · C` is a run-time fact —
+//! and loads under a `PAD` guard may not be read unguarded. The IR has
+//! [`Stmt::LdGlobalVec`] (emulated and printed) for that next step.
 //!
 //! GEMM hook: a graph that is one GEMM + epilogue with concrete sizes has
 //! the tensor-core kernel of [`super::lower::build`] (`pipeline::compile_gpu`);
@@ -84,6 +87,8 @@ use super::ir::{self, *};
 pub const THREADS: u32 = 256;
 /// Most blocks of a grid-stride kernel (more elements loop).
 pub const MAX_BLOCKS: i64 = 1 << 16;
+/// Output elements per thread of a vectorised [`Form::Elementwise`] kernel.
+pub const VEC: i64 = 4;
 /// Warps (output elements) per block of [`Form::WarpReduce`].
 pub const WARPS: u32 = 4;
 
@@ -478,6 +483,48 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// Elements `base..base + vec` of the flattened output (row-major, as
+    /// the store subscript): each computed where it is below `total`, then
+    /// one `st.global.v{vec}` when all are (the address is `vec` elements
+    /// from a 256-byte aligned base, so aligned to the access), else one
+    /// `st.global` each.
+    fn vector_point(&mut self, lk: &loop_ir::Kernel, base: Expr, vec: i64, total: &Expr) -> DResult<Vec<Stmt>> {
+        let dtype = self.p.buffer(lk.out).dtype;
+        self.k.regs.push(RegArray { name: "v".into(), kind: compute_kind(dtype), len: vec as u32 });
+        let v = RegId(self.k.regs.len() as u32 - 1);
+        let param = self.buf_param[&lk.out];
+        let b0 = self.var("base");
+        let mut out = vec![Stmt::Let { var: b0, value: base }];
+        let mut tail = Vec::new();
+        for u in 0..vec {
+            let e = self.var(&format!("e{u}"));
+            out.push(Stmt::Let { var: e, value: Expr::Var(b0) + Expr::c(u) });
+            let mut body = Vec::new();
+            self.unflatten(Expr::Var(e), 0, &lk.loops, &mut body)?;
+            let reg = RegRef { reg: v, index: Expr::c(u) };
+            body.push(Stmt::Compute { dst: reg.clone(), value: self.scalar(&lk.value)? });
+            out.push(Stmt::If { cond: Expr::Var(e).lt(total.clone()), then: body, otherwise: Vec::new() });
+            tail.push(Stmt::StGlobal {
+                dst: GlobalRef { param, offset: Expr::Var(e) },
+                src: reg,
+                dtype,
+                pred: Expr::Var(e).lt(total.clone()),
+            });
+        }
+        let full = Stmt::StGlobalVec {
+            dst: GlobalRef { param, offset: Expr::Var(b0) },
+            src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
+            dtype,
+            pred: Expr::c(1),
+        };
+        out.push(Stmt::If {
+            cond: (Expr::Var(b0) + Expr::c(vec)).le(total.clone()),
+            then: vec![full],
+            otherwise: tail,
+        });
+        Ok(out)
+    }
+
     /// The value's computation and store at the current output point.
     fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
         let out = self.p.buffer(lk.out);
@@ -494,6 +541,26 @@ impl<'p> Builder<'p> {
             },
         ])
     }
+}
+
+/// Whether an element-wise kernel computes [`VEC`] elements per thread and
+/// stores them with one vector store: a float output stored row-major by
+/// the output loops (so the store subscript is the flat index), and a
+/// value with no IEEE division or square root (`FDIV`, `RECIP`, `SQRT`,
+/// `RSQRT`: their round-to-nearest slow paths are subroutine calls in SASS,
+/// and the results already computed would spill across them — ptxas
+/// reports it).
+pub fn vectorisable(lk: &loop_ir::Kernel, out: &Buffer) -> bool {
+    use crate::tiny::{BinaryOp, UnaryOp};
+    let mut calls = false;
+    lk.value.walk(&mut |e| {
+        calls |= matches!(
+            e,
+            loop_ir::Expr::Binary { op: BinaryOp::Fdiv, .. }
+                | loop_ir::Expr::Unary { op: UnaryOp::Recip | UnaryOp::Sqrt | UnaryOp::Rsqrt, .. }
+        )
+    });
+    lk.reduce.is_none() && out.dtype.is_float() && lk.loops == out.shape && !calls
 }
 
 /// One `loop_ir` kernel as a SIMT kernel.
@@ -517,24 +584,31 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
         Form::Elementwise | Form::Serial => {
+            let out = p.buffer(lk.out);
+            let vec = if vectorisable(lk, out) { VEC } else { 1 };
             let threads = Expr::c(THREADS as i64);
-            let blocks = ceil_div(total.clone(), threads.clone()).min(MAX_BLOCKS);
+            let items = ceil_div(total.clone(), Expr::c(vec));
+            let blocks = ceil_div(items.clone(), threads.clone()).min(MAX_BLOCKS);
             b.k.block = [THREADS, 1, 1];
             b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
             let nblk = b.var("nblocks");
             let it = b.var("it");
             let flat = b.var("flat");
             let mut point = Vec::new();
-            b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
-            if let Some(r) = &lk.reduce {
-                let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
-                point.push(Stmt::Compute {
-                    dst: acc,
-                    value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
-                });
-                point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
+            if vec == 1 {
+                b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
+                if let Some(r) = &lk.reduce {
+                    let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+                    point.push(Stmt::Compute {
+                        dst: acc,
+                        value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+                    });
+                    point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
+                }
+                point.extend(b.store(lk)?);
+            } else {
+                point.extend(b.vector_point(lk, Expr::Var(flat) * Expr::c(vec), vec, &total)?);
             }
-            point.extend(b.store(lk)?);
             let first =
                 (Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X)) * threads.clone() + Expr::ThreadIdx(Dim::X);
             vec![
@@ -542,12 +616,12 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
                 Stmt::For {
                     var: it,
                     start: Expr::c(0),
-                    end: ceil_div(total.clone(), Expr::Var(nblk) * threads),
+                    end: ceil_div(items.clone(), Expr::Var(nblk) * threads),
                     step: 1,
                     unroll: false,
                     body: vec![
                         Stmt::Let { var: flat, value: first },
-                        Stmt::If { cond: Expr::Var(flat).lt(total), then: point, otherwise: Vec::new() },
+                        Stmt::If { cond: Expr::Var(flat).lt(items), then: point, otherwise: Vec::new() },
                     ],
                 },
             ]

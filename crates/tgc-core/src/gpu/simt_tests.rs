@@ -87,6 +87,9 @@ fn elementwise_with_broadcast_pad_and_shrink() {
         let g = load(&elementwise_src(dt));
         let p = check(&g, &[("R", 3), ("C", 5)], tol);
         assert!(forms(&p).iter().all(|f| *f == Form::Elementwise), "{:?}", forms(&p));
+        // Four elements per thread and one 4-wide store (16 bytes in f32, 8 in f16).
+        let text = p.launches[0].kernel.to_string();
+        assert!(text.contains(&format!("st.global.v4.{dt}")), "{text}");
         check(&g, &[("R", 37), ("C", 9)], tol);
     }
 }
@@ -105,8 +108,11 @@ fn softmax_layernorm_sum_max_mean() {
     for (dt, tol) in [("f32", 2e-5), ("f16", 3e-3)] {
         let g = load(&reductions_src(dt));
         // Rows longer than a warp (tails in the lane loop) and shorter.
+        // 3 × 45 elements: the vectorised exp kernel of the softmax has a tail of 3.
         let p = check(&g, &[("R", 3), ("C", 45)], tol);
         assert!(forms(&p).contains(&Form::WarpReduce), "{:?}", forms(&p));
+        let stores = |v: bool| p.launches.iter().filter(|l| l.kernel.to_string().contains("st.global.v4") == v).count();
+        assert!(stores(true) >= 1 && stores(false) >= 1);
         check(&g, &[("R", 5), ("C", 7)], tol);
     }
 }
