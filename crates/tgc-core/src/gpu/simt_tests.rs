@@ -94,6 +94,15 @@ fn elementwise_with_broadcast_pad_and_shrink() {
     }
 }
 
+fn mixed_src() -> String {
+    "graph<R=3, C=5> mixed(x: f32[R, C], k: i32[R, C], h: bf16[C]) -> (y: i32[R, C], z: f32[R, C], s: i32[R], b: bool[R, C], m: f32[R]) {\n\
+     y = cast(x * 3, i32) + k * 2 - relu(k)\n\
+     z = where(x < 0.5, cast(k, f32), cast(h, f32) * x) + sigmoid(x) + abs(x) + log(x + 2)\n\
+     s = sum(k, axes=[1])\n    b = maximum(x < 0.25, k == 1)\n    m = min(x, axes=[1])\n\
+     return y, z, s, b, m\n}\n"
+        .into()
+}
+
 fn reductions_src(dt: &str) -> String {
     format!(
         "graph<R=3, C=5> red(x: {dt}[R, C], gm: {dt}[C], bt: {dt}[C]) -> (s: {dt}[R, C], l: {dt}[R, C], a: f32[R], m: {dt}[C], n: f32[R]) {{\n\
@@ -101,6 +110,13 @@ fn reductions_src(dt: &str) -> String {
          a = sum(cast(x, f32), axes=[1])\n    m = max(x, axes=[0])\n    n = mean(cast(x, f32), axes=[1])\n\
          return s, l, a, m, n\n}}\n"
     )
+}
+
+#[test]
+fn integers_bools_and_bf16() {
+    let g = load(&mixed_src());
+    check(&g, &[("R", 3), ("C", 5)], 1e-6);
+    check(&g, &[("R", 2), ("C", 37)], 1e-6);
 }
 
 #[test]
@@ -199,6 +215,7 @@ fn every_graph_compiles_to_sm80_without_spills() {
     let tc = Toolchain::locate().unwrap();
     let graphs = [
         load(&elementwise_src("f16")),
+        load(&mixed_src()),
         load(&reductions_src("f32")),
         load(&reductions_src("f16")),
         example("attention.tgc"),
