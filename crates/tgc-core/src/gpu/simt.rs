@@ -56,12 +56,15 @@
 //! and loads under a `PAD` guard may not be read unguarded. The IR has
 //! [`Stmt::LdGlobalVec`] (emulated and printed) for that next step.
 //!
-//! GEMM hook: a graph that is one GEMM + epilogue with concrete sizes has
-//! the tensor-core kernel of [`super::lower::build`] (`pipeline::compile_gpu`);
-//! [`lower_program`] gives the SIMT form of every region, the correct
+//! GEMM hook: [`lower_program_for`] with a target gives a graph that is
+//! one GEMM + epilogue with concrete sizes the sm80 tensor-core kernel of
+//! [`super::lower::build`] as its one launch ([`Form::Gemm`], its `M`, `N`,
+//! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the chosen
+//! plan splits K (its workspace and locks are not buffers of a program
+//! yet); every other graph gets the SIMT form of every region, the correct
 //! path for all graphs (the naive matmul of a region the MMA template does
 //! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
-//! kernel for a region of a larger graph needs that region as its own
+//! kernel for one region of a larger graph needs that region as its own
 //! graph (its inputs being buffers of this program): [`Launch::region`]
 //! names the Tiny nodes a launch computes, for that matcher.
 //!
@@ -98,6 +101,9 @@ pub enum Form {
     Elementwise,
     WarpReduce,
     Serial,
+    /// The sm80 tensor-core template ([`super::lower::build`]) for a whole
+    /// graph that is one GEMM + epilogue ([`lower_program_for`]).
+    Gemm,
 }
 
 /// What a kernel parameter is bound to at launch.
@@ -107,13 +113,18 @@ pub enum LaunchArg {
     Buffer(BufId),
     /// The value of [`GpuProgram::symbols`]`[k]` (a `long long`).
     Dim(usize),
+    /// A constant for the parameter's integer type (the sm80 template's
+    /// `M`, `N`, `K` and leading dimensions).
+    Int(i64),
 }
 
 /// One kernel of a program and how to launch it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Launch {
     /// The GPU dialect kernel; its `grid` is over its scalar parameters,
-    /// its `block` constant, no dynamic shared memory.
+    /// its `block` constant; `smem_bytes` of dynamic shared memory (0 for
+    /// the SIMT forms; the sm80 template's stages, above 48 KiB needing
+    /// `cudaFuncAttributeMaxDynamicSharedMemorySize`).
     pub kernel: ir::Kernel,
     pub form: Form,
     /// One per kernel parameter, in order.
@@ -151,6 +162,7 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
             Some(LaunchArg::Dim(k)) => {
                 *dims.get(*k).ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?
             }
+            Some(LaunchArg::Int(v)) => *v,
             _ => return Err(diag!(Internal, "grid reads parameter {} that is not a dim", p.0)),
         },
         Expr::Bin(op, a, b) => {
@@ -239,6 +251,83 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
         buffers: p.buffers,
         launches,
     })
+}
+
+/// [`lower_program`], except that a graph that is one GEMM + epilogue with
+/// concrete sizes ([`super::lower::match_gemm`]) gets the sm80 tensor-core
+/// kernel of [`super::lower::build`] for `target` as its one launch
+/// ([`Form::Gemm`]) — when the chosen plan needs no split-K workspace; any
+/// other graph (or `target` `None`) gets the SIMT kernels.
+///
+/// Errors: those of [`lower_program`].
+pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DResult<GpuProgram> {
+    if let Some(t) = target {
+        if let Some(p) = gemm_program(g, t) {
+            return Ok(p);
+        }
+    }
+    lower_program(g)
+}
+
+/// The one-launch program of a GEMM graph, when [`super::lower::build`]
+/// takes it without split-K.
+fn gemm_program(g: &Graph, target: &crate::plan::Target) -> Option<GpuProgram> {
+    use super::lower::{self, Operand};
+    let gk = lower::build(g, target, &format!("{}_gemm", g.name)).ok()?;
+    let ps = &gk.params;
+    if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
+        return None;
+    }
+    let extent = |i: usize| gk.graph.problem.axes.get(i).and_then(|a| a.extent).map(|e| e as i64);
+    let (m, n, k) = (extent(0)?, extent(1)?, extent(2)?);
+    let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
+    let mut buffers = Vec::new();
+    let mut role_buf: Vec<(Operand, BufId)> = Vec::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        let (name, role) = gk.graph.inputs.get(i)?;
+        let t = g.ty(id);
+        buffers.push(Buffer {
+            name: format!("in{i}"),
+            label: name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Input(i),
+        });
+        role_buf.push((*role, BufId(i as u32)));
+    }
+    let out = g.outputs[0].node;
+    buffers.push(Buffer {
+        name: "out0".into(),
+        label: g.outputs[0].name.clone(),
+        dtype: g.ty(out).dtype,
+        shape: g.ty(out).shape.clone(),
+        role: Role::Output(0),
+    });
+    let c = BufId(buffers.len() as u32 - 1);
+    let role = |r: Operand| role_buf.iter().find(|x| x.0 == r).map(|x| x.1);
+    let mut bind: Vec<(ParamId, LaunchArg)> = vec![
+        (ps.a, LaunchArg::Buffer(role(Operand::A)?)),
+        (ps.b, LaunchArg::Buffer(role(Operand::B)?)),
+        (ps.c, LaunchArg::Buffer(c)),
+        (ps.m, LaunchArg::Int(m)),
+        (ps.n, LaunchArg::Int(n)),
+        (ps.k, LaunchArg::Int(k)),
+        (ps.lda, LaunchArg::Int(k)),
+        (ps.ldb, LaunchArg::Int(ldb)),
+        (ps.ldc, LaunchArg::Int(n)),
+    ];
+    if let Some(p) = ps.bias {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Bias)?)));
+    }
+    if let Some(p) = ps.residual {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Residual)?)));
+    }
+    let mut args = Vec::new();
+    for i in 0..gk.kernel.params.len() {
+        args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
+    }
+    let launch = Launch { kernel: gk.kernel, form: Form::Gemm, args, region: g.ids().collect(), out: c };
+    Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }
 
 /// The form [`lower_program`] gives a kernel.
@@ -583,6 +672,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let rank = lk.loops.len() as u32;
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
+        Form::Gemm => return Err(diag!(Internal, "form_of never chooses the GEMM template")),
         Form::Elementwise | Form::Serial => {
             let out = p.buffer(lk.out);
             let vec = if vectorisable(lk, out) { VEC } else { 1 };
@@ -701,6 +791,7 @@ pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<
             .map(|a| match a {
                 LaunchArg::Buffer(b) => mem[b.0 as usize].clone(),
                 LaunchArg::Dim(k) => Arg::Int(dims.get(*k).copied().unwrap_or(0)),
+                LaunchArg::Int(v) => Arg::Int(*v),
             })
             .collect();
         emulate::run(&l.kernel, &mut args).map_err(|e| diag!(Internal, "kernel `{}`: {e}", l.kernel.name))?;

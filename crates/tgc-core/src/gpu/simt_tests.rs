@@ -158,6 +158,39 @@ fn transformer_ffn() {
     }
 }
 
+/// With a target, a bound GEMM + bias + ReLU graph is one sm80
+/// tensor-core launch (emulated against the interpreter); unbound, or
+/// without a target, it is SIMT kernels.
+#[test]
+fn a_gemm_graph_takes_the_sm80_template_when_asked() {
+    let g = example("gemm_bias_relu.tgc");
+    let bound: BTreeMap<String, i64> =
+        [("M", 40), ("N", 24), ("K", 32)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let bg = g.bind(&bound).unwrap();
+    let p = lower_program_for(&bg, Some(&crate::plan::target::SM80)).unwrap();
+    assert_eq!(forms(&p), [Form::Gemm]);
+    let mut inputs = Vec::new();
+    let mut tensors = Vec::new();
+    for (k, id) in bg.inputs().into_iter().enumerate() {
+        let shape: Vec<usize> = bg.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
+        let n = shape.iter().product();
+        let t = interp::Tensor::new(bg.dtype(id), &shape, tgc_runtime::tensor::sample_values(k as u64 + 1, n)).unwrap();
+        inputs.push(t.data.clone());
+        tensors.push(t);
+    }
+    let want = interp::run(&bg, &BTreeMap::new(), &tensors).unwrap().remove(0);
+    let got = emulate(&p, &[], &inputs).unwrap().remove(0);
+    for (a, b) in got.iter().zip(&want.data) {
+        assert!((a - b).abs() <= 2e-2 * b.abs().max(1.0), "{a} vs {b}");
+    }
+    assert!(lower_program_for(&g, Some(&crate::plan::target::SM80))
+        .unwrap()
+        .launches
+        .iter()
+        .all(|l| l.form != Form::Gemm));
+    assert!(forms(&lower_program_for(&bg, None).unwrap()).iter().all(|f| *f != Form::Gemm));
+}
+
 #[test]
 fn warp_shuffles_under_lane_divergent_control_are_rejected() {
     let g = load(&reductions_src("f32"));
