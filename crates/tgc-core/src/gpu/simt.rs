@@ -98,8 +98,13 @@ pub const WARPS: u32 = 4;
 /// How a kernel maps a region onto threads (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
+    /// No reduction: one thread per output element (four per thread with a
+    /// vector store when [`vectorisable`]).
     Elementwise,
+    /// One warp per output element, lanes striding the reduce loops, a
+    /// `shfl.sync.bfly` tree, lane 0 storing.
     WarpReduce,
+    /// One thread per output element running the reduce loops serially.
     Serial,
     /// The sm80 tensor-core template ([`super::lower::build`]) for a whole
     /// graph that is one GEMM + epilogue ([`lower_program_for`]).

@@ -216,6 +216,15 @@ fn warp_shuffles_under_lane_divergent_control_are_rejected() {
         .collect();
     let e = emulate::run(&k, &mut args).unwrap_err();
     assert_eq!(e.fault, Fault::Divergence, "{e}");
+    // An f32 value into an i32 register is refused by both.
+    let bad = Stmt::Compute {
+        dst: RegRef { reg: RegId(0), index: Expr::c(0) },
+        value: ScalarExpr::Const { value: 1.0, dtype: DType::I32 },
+    };
+    k.body = vec![bad];
+    let errs = verify::verify(&k).unwrap_err();
+    assert!(errs.iter().any(|e| e.fault == Fault::FragmentShape && e.stmt == Some(0)), "{errs:?}");
+    assert_eq!(emulate::run(&k, &mut args).unwrap_err().fault, Fault::FragmentShape);
 }
 
 #[test]
