@@ -140,6 +140,11 @@ fn naive_attention_and_conv_relu_pool() {
     assert!(forms(&p).contains(&Form::Serial) || forms(&p).contains(&Form::WarpReduce));
     let conv = example("conv_relu_pool.tgc");
     check(&conv, &[("N", 1)], 2e-5);
+    let att16 = load(
+        "graph<B=1, H=2, M=5, N=33, D=8> att(q: f16[B, H, M, D], k: f16[B, H, N, D], v: f16[B, H, N, D]) -> (o: f16[B, H, M, D]) {\n\
+         o = attention(q, k, v, causal=true)\n    return o\n}\n",
+    );
+    check(&att16, &[("B", 1), ("H", 2), ("M", 5), ("N", 33), ("D", 8)], 4e-3);
 }
 
 fn ffn_src(dt: &str) -> String {
