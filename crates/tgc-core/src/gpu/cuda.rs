@@ -19,6 +19,7 @@
 //! | `Epilogue` | the ops in `f32` on the accumulator, in place |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
+//! | `Compute`, `Accumulate`, `ShflBfly`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `cuda_simt.rs` (scalar C in `float`/`int`, `shfl.sync.bfly.b32`, `ld.global[.v2/.v4].b32`) |
 //!
 //! Invariants of the printed source:
 //!

@@ -266,7 +266,7 @@ impl Printer<'_> {
                 let bad = || self.err(id, Fault::BadValue, format!("a global load of {} {dtype} elements", dst.len()));
                 let words = match dtype {
                     DType::F32 | DType::I32 => regs.len(),
-                    DType::F16 | DType::BF16 if regs.len() % 2 == 0 => regs.len() / 2,
+                    DType::F16 | DType::BF16 if regs.len().is_multiple_of(2) => regs.len() / 2,
                     _ => return Err(bad()),
                 };
                 let vec = match words {

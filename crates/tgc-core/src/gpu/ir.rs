@@ -11,7 +11,11 @@
 //! `Barrier`, a synchronous global→shared copy for operands too misaligned
 //! for `cp.async`, an accumulator initialiser, shared loads and stores of
 //! registers (the epilogue's staging of C for 16-byte global stores), and
-//! `griddepcontrol.wait`.
+//! `griddepcontrol.wait`. The SIMT template ([`super::simt`]) adds scalar
+//! values computed in registers ([`ScalarExpr`], the mirror of
+//! `cpu::loop_ir::Expr`) with `Compute`, `Accumulate`, the warp butterfly
+//! `ShflBfly` (`shfl.sync.bfly`), scalar `StGlobal` and vector
+//! `LdGlobalVec`, and `i32` registers ([`RegKind::I32`]).
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
 //! the statement's id):

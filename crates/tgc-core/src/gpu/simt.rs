@@ -44,21 +44,27 @@
 //! backend's `dims` order), all of them whether the kernel uses them or not.
 //! Units: pointer offsets in elements; extents and indices `i64`.
 //!
-//! Not vectorised: the loads and stores are scalar (`ld.global`/`st.global`
-//! of one element; the IR has [`Stmt::LdGlobalVec`] and the printer prints
-//! it). A 4-wide thread needs, per load, a proof that the subscript is
-//! contiguous in the innermost output axis and 16-byte aligned for every
-//! value of the other indices — with symbolic extents (the common case
-//! here) the alignment of `row · N` is not known at compile time, and
-//! loads under a `PAD` guard may not be read unguarded; that analysis and
-//! a scalar tail are the next step.
+//! Vectorisation: an element-wise kernel whose output is a float tensor
+//! stored row-major by its loops ([`vectorisable`]) computes [`VEC`]
+//! consecutive elements per thread (each with its own multi-index) and
+//! stores them with one `st.global.v4` (16 bytes in f32, 8 in f16/bf16,
+//! aligned: `4·flat` elements from a 256-byte aligned base), with scalar
+//! stores for the last partial group. Loads stay scalar: a 4-wide load
+//! needs, per load, a proof that its subscript is contiguous in the
+//! innermost output axis and aligned for every value of the other indices
+//! — with symbolic extents the alignment of `row · C` is a run-time fact —
+//! and loads under a `PAD` guard may not be read unguarded. The IR has
+//! [`Stmt::LdGlobalVec`] (emulated and printed) for that next step.
 //!
-//! GEMM hook: a graph that is one GEMM + epilogue with concrete sizes has
-//! the tensor-core kernel of [`super::lower::build`] (`pipeline::compile_gpu`);
-//! [`lower_program`] gives the SIMT form of every region, the correct
+//! GEMM hook: [`lower_program_for`] with a target gives a graph that is
+//! one GEMM + epilogue with concrete sizes the sm80 tensor-core kernel of
+//! [`super::lower::build`] as its one launch ([`Form::Gemm`], its `M`, `N`,
+//! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the chosen
+//! plan splits K (its workspace and locks are not buffers of a program
+//! yet); every other graph gets the SIMT form of every region, the correct
 //! path for all graphs (the naive matmul of a region the MMA template does
 //! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
-//! kernel for a region of a larger graph needs that region as its own
+//! kernel for one region of a larger graph needs that region as its own
 //! graph (its inputs being buffers of this program): [`Launch::region`]
 //! names the Tiny nodes a launch computes, for that matcher.
 //!
@@ -84,15 +90,25 @@ use super::ir::{self, *};
 pub const THREADS: u32 = 256;
 /// Most blocks of a grid-stride kernel (more elements loop).
 pub const MAX_BLOCKS: i64 = 1 << 16;
+/// Output elements per thread of a vectorised [`Form::Elementwise`] kernel.
+pub const VEC: i64 = 4;
 /// Warps (output elements) per block of [`Form::WarpReduce`].
 pub const WARPS: u32 = 4;
 
 /// How a kernel maps a region onto threads (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
+    /// No reduction: one thread per output element (four per thread with a
+    /// vector store when [`vectorisable`]).
     Elementwise,
+    /// One warp per output element, lanes striding the reduce loops, a
+    /// `shfl.sync.bfly` tree, lane 0 storing.
     WarpReduce,
+    /// One thread per output element running the reduce loops serially.
     Serial,
+    /// The sm80 tensor-core template ([`super::lower::build`]) for a whole
+    /// graph that is one GEMM + epilogue ([`lower_program_for`]).
+    Gemm,
 }
 
 /// What a kernel parameter is bound to at launch.
@@ -102,13 +118,18 @@ pub enum LaunchArg {
     Buffer(BufId),
     /// The value of [`GpuProgram::symbols`]`[k]` (a `long long`).
     Dim(usize),
+    /// A constant for the parameter's integer type (the sm80 template's
+    /// `M`, `N`, `K` and leading dimensions).
+    Int(i64),
 }
 
 /// One kernel of a program and how to launch it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Launch {
     /// The GPU dialect kernel; its `grid` is over its scalar parameters,
-    /// its `block` constant, no dynamic shared memory.
+    /// its `block` constant; `smem_bytes` of dynamic shared memory (0 for
+    /// the SIMT forms; the sm80 template's stages, above 48 KiB needing
+    /// `cudaFuncAttributeMaxDynamicSharedMemorySize`).
     pub kernel: ir::Kernel,
     pub form: Form,
     /// One per kernel parameter, in order.
@@ -146,6 +167,7 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
             Some(LaunchArg::Dim(k)) => {
                 *dims.get(*k).ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?
             }
+            Some(LaunchArg::Int(v)) => *v,
             _ => return Err(diag!(Internal, "grid reads parameter {} that is not a dim", p.0)),
         },
         Expr::Bin(op, a, b) => {
@@ -234,6 +256,83 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
         buffers: p.buffers,
         launches,
     })
+}
+
+/// [`lower_program`], except that a graph that is one GEMM + epilogue with
+/// concrete sizes ([`super::lower::match_gemm`]) gets the sm80 tensor-core
+/// kernel of [`super::lower::build`] for `target` as its one launch
+/// ([`Form::Gemm`]) — when the chosen plan needs no split-K workspace; any
+/// other graph (or `target` `None`) gets the SIMT kernels.
+///
+/// Errors: those of [`lower_program`].
+pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DResult<GpuProgram> {
+    if let Some(t) = target {
+        if let Some(p) = gemm_program(g, t) {
+            return Ok(p);
+        }
+    }
+    lower_program(g)
+}
+
+/// The one-launch program of a GEMM graph, when [`super::lower::build`]
+/// takes it without split-K.
+fn gemm_program(g: &Graph, target: &crate::plan::Target) -> Option<GpuProgram> {
+    use super::lower::{self, Operand};
+    let gk = lower::build(g, target, &format!("{}_gemm", g.name)).ok()?;
+    let ps = &gk.params;
+    if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
+        return None;
+    }
+    let extent = |i: usize| gk.graph.problem.axes.get(i).and_then(|a| a.extent).map(|e| e as i64);
+    let (m, n, k) = (extent(0)?, extent(1)?, extent(2)?);
+    let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
+    let mut buffers = Vec::new();
+    let mut role_buf: Vec<(Operand, BufId)> = Vec::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        let (name, role) = gk.graph.inputs.get(i)?;
+        let t = g.ty(id);
+        buffers.push(Buffer {
+            name: format!("in{i}"),
+            label: name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Input(i),
+        });
+        role_buf.push((*role, BufId(i as u32)));
+    }
+    let out = g.outputs[0].node;
+    buffers.push(Buffer {
+        name: "out0".into(),
+        label: g.outputs[0].name.clone(),
+        dtype: g.ty(out).dtype,
+        shape: g.ty(out).shape.clone(),
+        role: Role::Output(0),
+    });
+    let c = BufId(buffers.len() as u32 - 1);
+    let role = |r: Operand| role_buf.iter().find(|x| x.0 == r).map(|x| x.1);
+    let mut bind: Vec<(ParamId, LaunchArg)> = vec![
+        (ps.a, LaunchArg::Buffer(role(Operand::A)?)),
+        (ps.b, LaunchArg::Buffer(role(Operand::B)?)),
+        (ps.c, LaunchArg::Buffer(c)),
+        (ps.m, LaunchArg::Int(m)),
+        (ps.n, LaunchArg::Int(n)),
+        (ps.k, LaunchArg::Int(k)),
+        (ps.lda, LaunchArg::Int(k)),
+        (ps.ldb, LaunchArg::Int(ldb)),
+        (ps.ldc, LaunchArg::Int(n)),
+    ];
+    if let Some(p) = ps.bias {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Bias)?)));
+    }
+    if let Some(p) = ps.residual {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Residual)?)));
+    }
+    let mut args = Vec::new();
+    for i in 0..gk.kernel.params.len() {
+        args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
+    }
+    let launch = Launch { kernel: gk.kernel, form: Form::Gemm, args, region: g.ids().collect(), out: c };
+    Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }
 
 /// The form [`lower_program`] gives a kernel.
@@ -478,6 +577,48 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// Elements `base..base + vec` of the flattened output (row-major, as
+    /// the store subscript): each computed where it is below `total`, then
+    /// one `st.global.v{vec}` when all are (the address is `vec` elements
+    /// from a 256-byte aligned base, so aligned to the access), else one
+    /// `st.global` each.
+    fn vector_point(&mut self, lk: &loop_ir::Kernel, base: Expr, vec: i64, total: &Expr) -> DResult<Vec<Stmt>> {
+        let dtype = self.p.buffer(lk.out).dtype;
+        self.k.regs.push(RegArray { name: "v".into(), kind: compute_kind(dtype), len: vec as u32 });
+        let v = RegId(self.k.regs.len() as u32 - 1);
+        let param = self.buf_param[&lk.out];
+        let b0 = self.var("base");
+        let mut out = vec![Stmt::Let { var: b0, value: base }];
+        let mut tail = Vec::new();
+        for u in 0..vec {
+            let e = self.var(&format!("e{u}"));
+            out.push(Stmt::Let { var: e, value: Expr::Var(b0) + Expr::c(u) });
+            let mut body = Vec::new();
+            self.unflatten(Expr::Var(e), 0, &lk.loops, &mut body)?;
+            let reg = RegRef { reg: v, index: Expr::c(u) };
+            body.push(Stmt::Compute { dst: reg.clone(), value: self.scalar(&lk.value)? });
+            out.push(Stmt::If { cond: Expr::Var(e).lt(total.clone()), then: body, otherwise: Vec::new() });
+            tail.push(Stmt::StGlobal {
+                dst: GlobalRef { param, offset: Expr::Var(e) },
+                src: reg,
+                dtype,
+                pred: Expr::Var(e).lt(total.clone()),
+            });
+        }
+        let full = Stmt::StGlobalVec {
+            dst: GlobalRef { param, offset: Expr::Var(b0) },
+            src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
+            dtype,
+            pred: Expr::c(1),
+        };
+        out.push(Stmt::If {
+            cond: (Expr::Var(b0) + Expr::c(vec)).le(total.clone()),
+            then: vec![full],
+            otherwise: tail,
+        });
+        Ok(out)
+    }
+
     /// The value's computation and store at the current output point.
     fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
         let out = self.p.buffer(lk.out);
@@ -494,6 +635,26 @@ impl<'p> Builder<'p> {
             },
         ])
     }
+}
+
+/// Whether an element-wise kernel computes [`VEC`] elements per thread and
+/// stores them with one vector store: a float output stored row-major by
+/// the output loops (so the store subscript is the flat index), and a
+/// value with no IEEE division or square root (`FDIV`, `RECIP`, `SQRT`,
+/// `RSQRT`: their round-to-nearest slow paths are subroutine calls in SASS,
+/// and the results already computed would spill across them — ptxas
+/// reports it).
+pub fn vectorisable(lk: &loop_ir::Kernel, out: &Buffer) -> bool {
+    use crate::tiny::{BinaryOp, UnaryOp};
+    let mut calls = false;
+    lk.value.walk(&mut |e| {
+        calls |= matches!(
+            e,
+            loop_ir::Expr::Binary { op: BinaryOp::Fdiv, .. }
+                | loop_ir::Expr::Unary { op: UnaryOp::Recip | UnaryOp::Sqrt | UnaryOp::Rsqrt, .. }
+        )
+    });
+    lk.reduce.is_none() && out.dtype.is_float() && lk.loops == out.shape && !calls
 }
 
 /// One `loop_ir` kernel as a SIMT kernel.
@@ -516,25 +677,33 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let rank = lk.loops.len() as u32;
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
+        Form::Gemm => return Err(diag!(Internal, "form_of never chooses the GEMM template")),
         Form::Elementwise | Form::Serial => {
+            let out = p.buffer(lk.out);
+            let vec = if vectorisable(lk, out) { VEC } else { 1 };
             let threads = Expr::c(THREADS as i64);
-            let blocks = ceil_div(total.clone(), threads.clone()).min(MAX_BLOCKS);
+            let items = ceil_div(total.clone(), Expr::c(vec));
+            let blocks = ceil_div(items.clone(), threads.clone()).min(MAX_BLOCKS);
             b.k.block = [THREADS, 1, 1];
             b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
             let nblk = b.var("nblocks");
             let it = b.var("it");
             let flat = b.var("flat");
             let mut point = Vec::new();
-            b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
-            if let Some(r) = &lk.reduce {
-                let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
-                point.push(Stmt::Compute {
-                    dst: acc,
-                    value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
-                });
-                point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
+            if vec == 1 {
+                b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
+                if let Some(r) = &lk.reduce {
+                    let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+                    point.push(Stmt::Compute {
+                        dst: acc,
+                        value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+                    });
+                    point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
+                }
+                point.extend(b.store(lk)?);
+            } else {
+                point.extend(b.vector_point(lk, Expr::Var(flat) * Expr::c(vec), vec, &total)?);
             }
-            point.extend(b.store(lk)?);
             let first =
                 (Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X)) * threads.clone() + Expr::ThreadIdx(Dim::X);
             vec![
@@ -542,12 +711,12 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
                 Stmt::For {
                     var: it,
                     start: Expr::c(0),
-                    end: ceil_div(total.clone(), Expr::Var(nblk) * threads),
+                    end: ceil_div(items.clone(), Expr::Var(nblk) * threads),
                     step: 1,
                     unroll: false,
                     body: vec![
                         Stmt::Let { var: flat, value: first },
-                        Stmt::If { cond: Expr::Var(flat).lt(total), then: point, otherwise: Vec::new() },
+                        Stmt::If { cond: Expr::Var(flat).lt(items), then: point, otherwise: Vec::new() },
                     ],
                 },
             ]
@@ -627,6 +796,7 @@ pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<
             .map(|a| match a {
                 LaunchArg::Buffer(b) => mem[b.0 as usize].clone(),
                 LaunchArg::Dim(k) => Arg::Int(dims.get(*k).copied().unwrap_or(0)),
+                LaunchArg::Int(v) => Arg::Int(*v),
             })
             .collect();
         emulate::run(&l.kernel, &mut args).map_err(|e| diag!(Internal, "kernel `{}`: {e}", l.kernel.name))?;

@@ -87,8 +87,20 @@ fn elementwise_with_broadcast_pad_and_shrink() {
         let g = load(&elementwise_src(dt));
         let p = check(&g, &[("R", 3), ("C", 5)], tol);
         assert!(forms(&p).iter().all(|f| *f == Form::Elementwise), "{:?}", forms(&p));
+        // Four elements per thread and one 4-wide store (16 bytes in f32, 8 in f16).
+        let text = p.launches[0].kernel.to_string();
+        assert!(text.contains(&format!("st.global.v4.{dt}")), "{text}");
         check(&g, &[("R", 37), ("C", 9)], tol);
     }
+}
+
+fn mixed_src() -> String {
+    "graph<R=3, C=5> mixed(x: f32[R, C], k: i32[R, C], h: bf16[C]) -> (y: i32[R, C], z: f32[R, C], s: i32[R], b: bool[R, C], m: f32[R]) {\n\
+     y = cast(x * 3, i32) + k * 2 - relu(k)\n\
+     z = where(x < 0.5, cast(k, f32), cast(h, f32) * x) + sigmoid(x) + abs(x) + log(x + 2)\n\
+     s = sum(k, axes=[1])\n    b = maximum(x < 0.25, k == 1)\n    m = min(x, axes=[1])\n\
+     return y, z, s, b, m\n}\n"
+        .into()
 }
 
 fn reductions_src(dt: &str) -> String {
@@ -101,12 +113,22 @@ fn reductions_src(dt: &str) -> String {
 }
 
 #[test]
+fn integers_bools_and_bf16() {
+    let g = load(&mixed_src());
+    check(&g, &[("R", 3), ("C", 5)], 1e-6);
+    check(&g, &[("R", 2), ("C", 37)], 1e-6);
+}
+
+#[test]
 fn softmax_layernorm_sum_max_mean() {
     for (dt, tol) in [("f32", 2e-5), ("f16", 3e-3)] {
         let g = load(&reductions_src(dt));
         // Rows longer than a warp (tails in the lane loop) and shorter.
+        // 3 × 45 elements: the vectorised exp kernel of the softmax has a tail of 3.
         let p = check(&g, &[("R", 3), ("C", 45)], tol);
         assert!(forms(&p).contains(&Form::WarpReduce), "{:?}", forms(&p));
+        let stores = |v: bool| p.launches.iter().filter(|l| l.kernel.to_string().contains("st.global.v4") == v).count();
+        assert!(stores(true) >= 1 && stores(false) >= 1);
         check(&g, &[("R", 5), ("C", 7)], tol);
     }
 }
@@ -118,6 +140,11 @@ fn naive_attention_and_conv_relu_pool() {
     assert!(forms(&p).contains(&Form::Serial) || forms(&p).contains(&Form::WarpReduce));
     let conv = example("conv_relu_pool.tgc");
     check(&conv, &[("N", 1)], 2e-5);
+    let att16 = load(
+        "graph<B=1, H=2, M=5, N=33, D=8> att(q: f16[B, H, M, D], k: f16[B, H, N, D], v: f16[B, H, N, D]) -> (o: f16[B, H, M, D]) {\n\
+         o = attention(q, k, v, causal=true)\n    return o\n}\n",
+    );
+    check(&att16, &[("B", 1), ("H", 2), ("M", 5), ("N", 33), ("D", 8)], 4e-3);
 }
 
 fn ffn_src(dt: &str) -> String {
@@ -134,6 +161,39 @@ fn transformer_ffn() {
         check(&g, &[("T", 3), ("E", 6), ("F", 10)], tol);
         check(&g, &[("T", 2), ("E", 5), ("F", 40)], tol);
     }
+}
+
+/// With a target, a bound GEMM + bias + ReLU graph is one sm80
+/// tensor-core launch (emulated against the interpreter); unbound, or
+/// without a target, it is SIMT kernels.
+#[test]
+fn a_gemm_graph_takes_the_sm80_template_when_asked() {
+    let g = example("gemm_bias_relu.tgc");
+    let bound: BTreeMap<String, i64> =
+        [("M", 40), ("N", 24), ("K", 32)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let bg = g.bind(&bound).unwrap();
+    let p = lower_program_for(&bg, Some(&crate::plan::target::SM80)).unwrap();
+    assert_eq!(forms(&p), [Form::Gemm]);
+    let mut inputs = Vec::new();
+    let mut tensors = Vec::new();
+    for (k, id) in bg.inputs().into_iter().enumerate() {
+        let shape: Vec<usize> = bg.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
+        let n = shape.iter().product();
+        let t = interp::Tensor::new(bg.dtype(id), &shape, tgc_runtime::tensor::sample_values(k as u64 + 1, n)).unwrap();
+        inputs.push(t.data.clone());
+        tensors.push(t);
+    }
+    let want = interp::run(&bg, &BTreeMap::new(), &tensors).unwrap().remove(0);
+    let got = emulate(&p, &[], &inputs).unwrap().remove(0);
+    for (a, b) in got.iter().zip(&want.data) {
+        assert!((a - b).abs() <= 2e-2 * b.abs().max(1.0), "{a} vs {b}");
+    }
+    assert!(lower_program_for(&g, Some(&crate::plan::target::SM80))
+        .unwrap()
+        .launches
+        .iter()
+        .all(|l| l.form != Form::Gemm));
+    assert!(forms(&lower_program_for(&bg, None).unwrap()).iter().all(|f| *f != Form::Gemm));
 }
 
 #[test]
@@ -161,6 +221,15 @@ fn warp_shuffles_under_lane_divergent_control_are_rejected() {
         .collect();
     let e = emulate::run(&k, &mut args).unwrap_err();
     assert_eq!(e.fault, Fault::Divergence, "{e}");
+    // An f32 value into an i32 register is refused by both.
+    let bad = Stmt::Compute {
+        dst: RegRef { reg: RegId(0), index: Expr::c(0) },
+        value: ScalarExpr::Const { value: 1.0, dtype: DType::I32 },
+    };
+    k.body = vec![bad];
+    let errs = verify::verify(&k).unwrap_err();
+    assert!(errs.iter().any(|e| e.fault == Fault::FragmentShape && e.stmt == Some(0)), "{errs:?}");
+    assert_eq!(emulate::run(&k, &mut args).unwrap_err().fault, Fault::FragmentShape);
 }
 
 #[test]
@@ -193,6 +262,7 @@ fn every_graph_compiles_to_sm80_without_spills() {
     let tc = Toolchain::locate().unwrap();
     let graphs = [
         load(&elementwise_src("f16")),
+        load(&mixed_src()),
         load(&reductions_src("f32")),
         load(&reductions_src("f16")),
         example("attention.tgc"),
