@@ -9,6 +9,7 @@
 //! on one stream, with device temporaries for the buffers between them).
 
 use tgc_core::cpu::loop_ir::Role;
+use tgc_core::gpu::ir::ParamKind;
 use tgc_core::gpu::launch::{gemm_launch, Binding};
 use tgc_core::gpu::simt::{self, LaunchArg};
 use tgc_core::tiny::Graph;
@@ -144,8 +145,13 @@ impl<'g> Compiled<'g> {
                 let args = l
                     .args
                     .iter()
-                    .map(|a| match a {
+                    .zip(&l.kernel.params)
+                    .map(|(a, p)| match a {
                         LaunchArg::Buffer(b) => Ok(Arg::Buffer(of_buf[b.0 as usize])),
+                        LaunchArg::Int(v) if p.kind == ParamKind::I32 => i32::try_from(*v)
+                            .map(Arg::I32)
+                            .map_err(|_| diag!(Internal, "{v} does not fit parameter `{}`", p.name)),
+                        LaunchArg::Int(v) => Ok(Arg::I64(*v)),
                         LaunchArg::Dim(k) => Err(diag!(Internal, "dim {k} of a program without symbols")),
                     })
                     .collect::<Result<_, _>>()?;
