@@ -72,6 +72,23 @@ fn compiles(tc: &Toolchain, p: &GpuProgram) {
     }
 }
 
+/// A concrete innermost extent (a multiple of 4): rows of whole groups,
+/// 4-wide loads of `x` and `b` (not of the broadcast `s`), 4-wide stores.
+#[test]
+fn vector_loads_along_rows_of_whole_groups() {
+    for (dt, tol) in [("f32", 1e-6), ("f16", 2e-3)] {
+        let g = load(&format!(
+            "graph<R=3> rows(x: {dt}[R, 12], b: {dt}[12], s: {dt}[R, 1]) -> (y: {dt}[R, 12]) {{\n\
+             y = relu(x * 2 + b) - s\n    return y\n}}\n"
+        ));
+        let p = check(&g, &[("R", 5)], tol);
+        let text = p.launches[0].kernel.to_string();
+        assert_eq!(text.matches(&format!("ld.global.v4.{dt}")).count(), 2, "{text}");
+        assert!(text.contains(&format!("st.global.v4.{dt}")), "{text}");
+        check(&g, &[("R", 1)], tol);
+    }
+}
+
 fn elementwise_src(dt: &str) -> String {
     format!(
         "graph<R=3, C=5> ew(x: {dt}[R, C], b: {dt}[C]) -> (y: {dt}[R, 4]) {{\n\
@@ -263,6 +280,7 @@ fn every_graph_compiles_to_sm80_without_spills() {
     let graphs = [
         load(&elementwise_src("f16")),
         load(&mixed_src()),
+        load("graph<R=3> rows(x: f16[R, 12], b: f16[12]) -> (y: f16[R, 12]) {\n    y = relu(x * 2 + b)\n    return y\n}\n"),
         load(&reductions_src("f32")),
         load(&reductions_src("f16")),
         example("attention.tgc"),
