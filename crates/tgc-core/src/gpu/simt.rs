@@ -236,6 +236,34 @@ impl GpuProgram {
         Ok(n)
     }
 
+    /// Checks [`GpuProgram::checks`] for the symbol values `dims` (in
+    /// [`GpuProgram::symbols`] order), in order: what the runtime does before
+    /// it allocates or launches anything.
+    ///
+    /// Errors: `AxisSizeMismatch` naming the first fact that fails (as the
+    /// interpreter's binding of sizes), `UnboundSymbol` for a fact that reads
+    /// a symbol `dims` lacks.
+    pub fn check_dims(&self, dims: &[i64]) -> DResult<()> {
+        let bind = |s: &str| self.symbols.iter().position(|x| x == s).and_then(|k| dims.get(k).copied());
+        for c in &self.checks {
+            let l = c.lhs.eval(&bind).map_err(|m| diag!(UnboundSymbol, "{}: {m}", c.what))?;
+            let r = c.rhs.eval(&bind).map_err(|m| diag!(UnboundSymbol, "{}: {m}", c.what))?;
+            let ok = match c.rel {
+                crate::tiny::Rel::Eq => l == r,
+                crate::tiny::Rel::Le => l <= r,
+            };
+            if !ok {
+                return Err(diag!(
+                    Io,
+                    "{}: {l} {} {r} does not hold",
+                    c.what,
+                    if c.rel == crate::tiny::Rel::Eq { "=" } else { "<=" }
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
     pub fn kernels(&self) -> Vec<ir::Kernel> {
         self.launches.iter().map(|l| l.kernel.clone()).collect()

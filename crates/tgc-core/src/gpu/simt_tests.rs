@@ -272,6 +272,8 @@ fn launch_geometry_is_over_the_dims() {
     }
     let text = p.launches[0].kernel.to_string();
     assert!(text.contains("st.global"), "{text}");
+    p.check_dims(&dims).unwrap();
+    assert!(p.check_dims(&[0, 45]).is_err(), "R = 0 breaks `R >= 1`");
 }
 
 #[test]
