@@ -494,6 +494,12 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// The accumulator register.
+    fn acc_ref(&self) -> DResult<RegRef> {
+        let reg = self.acc.ok_or_else(|| diag!(Internal, "a reduction with no accumulator register"))?;
+        Ok(RegRef { reg, index: Expr::c(0) })
+    }
+
     /// The vector register of a load read from one, if it is.
     fn vec_load(&self, buf: BufId, index: &AffExpr) -> Option<RegId> {
         self.vec_loads.iter().find(|(b, i, _)| *b == buf && i == index).map(|x| x.2)
@@ -503,19 +509,18 @@ impl<'p> Builder<'p> {
         use loop_ir::Expr as L;
         let b = |e: &loop_ir::Expr| self.scalar(e).map(Box::new);
         Ok(match e {
-            L::Load { buf, index, dtype } if self.vec_load(*buf, index).is_some() => ScalarExpr::Reg {
-                reg: RegRef { reg: self.vec_load(*buf, index).unwrap_or(RegId(0)), index: Expr::c(self.lane) },
-                dtype: *dtype,
-            },
-            L::Load { buf, index, dtype } => ScalarExpr::Load {
-                src: GlobalRef {
-                    param: *self
-                        .buf_param
-                        .get(buf)
-                        .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
-                    offset: self.aff(index)?,
+            L::Load { buf, index, dtype } => match self.vec_load(*buf, index) {
+                Some(reg) => ScalarExpr::Reg { reg: RegRef { reg, index: Expr::c(self.lane) }, dtype: *dtype },
+                None => ScalarExpr::Load {
+                    src: GlobalRef {
+                        param: *self
+                            .buf_param
+                            .get(buf)
+                            .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
+                        offset: self.aff(index)?,
+                    },
+                    dtype: *dtype,
                 },
-                dtype: *dtype,
             },
             L::Const { value, dtype } => ScalarExpr::Const { value: *value, dtype: *dtype },
             L::Acc { dtype } => ScalarExpr::Reg {
@@ -624,10 +629,7 @@ impl<'p> Builder<'p> {
                 out.push(Stmt::If { cond: cond.unwrap_or(Expr::c(1)), then: body, otherwise: Vec::new() });
             }
         }
-        let acc = RegRef {
-            reg: self.acc.ok_or_else(|| diag!(Internal, "a reduction update with no accumulator"))?,
-            index: Expr::c(0),
-        };
+        let acc = self.acc_ref()?;
         out.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc, value: self.scalar(&r.value)? });
         Ok(out)
     }
@@ -830,7 +832,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
             if vec == 1 {
                 b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
                 if let Some(r) = &lk.reduce {
-                    let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+                    let acc = b.acc_ref()?;
                     point.push(Stmt::Compute {
                         dst: acc,
                         value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
@@ -865,7 +867,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
             let row = b.var("row");
             let mut point = Vec::new();
             b.unflatten(Expr::Var(row), 0, &lk.loops, &mut point)?;
-            let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+            let acc = b.acc_ref()?;
             point.push(Stmt::Compute {
                 dst: acc.clone(),
                 value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
