@@ -24,6 +24,11 @@ fn example(name: &str) -> Graph {
 /// (relative to max(1, |reference|)). Returns the program.
 fn check(g: &Graph, dims: &[(&str, i64)], tol: f64) -> GpuProgram {
     let prog = lower_program(g).unwrap_or_else(|e| panic!("{e}"));
+    check_program(g, prog, dims, tol)
+}
+
+/// [`check`] of a given program of `g`.
+fn check_program(g: &Graph, prog: GpuProgram, dims: &[(&str, i64)], tol: f64) -> GpuProgram {
     for l in &prog.launches {
         if let Err(errs) = verify::verify(&l.kernel) {
             panic!("{}: {errs:?}\n{}", l.kernel.name, l.kernel);
@@ -247,6 +252,22 @@ fn warp_shuffles_under_lane_divergent_control_are_rejected() {
     let errs = verify::verify(&k).unwrap_err();
     assert!(errs.iter().any(|e| e.fault == Fault::FragmentShape && e.stmt == Some(0)), "{errs:?}");
     assert_eq!(emulate::run(&k, &mut args).unwrap_err().fault, Fault::FragmentShape);
+}
+
+/// The grid-stride loop: the element-wise kernels rewritten to one block
+/// (as if `MAX_BLOCKS` were 1) visit every element exactly once over
+/// several iterations.
+#[test]
+fn one_block_strides_over_the_whole_output() {
+    let g = load(&elementwise_src("f32"));
+    let mut p = lower_program(&g).unwrap();
+    for l in &mut p.launches {
+        l.kernel.grid[0] = Expr::c(1);
+        let Some(Stmt::Let { value, .. }) = l.kernel.body.first_mut() else { panic!("no nblocks") };
+        *value = Expr::c(1);
+    }
+    // 300 × 4 outputs: 300 groups of 4, two iterations of 256 threads.
+    check_program(&g, p, &[("R", 300), ("C", 3)], 1e-6);
 }
 
 #[test]
