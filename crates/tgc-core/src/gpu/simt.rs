@@ -200,8 +200,24 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
     })
 }
 
-/// A whole graph as SIMT kernels: what the CUDA runtime executes. Run the
-/// kernels in order on one stream; every buffer is dense row-major.
+/// A whole graph as SIMT kernels: what the CUDA runtime executes; every
+/// buffer is dense row-major.
+///
+/// Running it (what [`emulate`] does on the CPU):
+///
+/// 1. `dims`: one `i64` per [`GpuProgram::symbols`] entry;
+///    [`GpuProgram::check_dims`].
+/// 2. Compile [`GpuProgram::kernels`] as one unit
+///    ([`super::cuda::compile`]); each kernel's entry point is
+///    [`super::cuda::symbol`]`(&launch.kernel)`.
+/// 3. Allocate every buffer: [`GpuProgram::elements`] × `dtype.size_bytes()`
+///    bytes (inputs copied in; outputs and temps need no initial value).
+/// 4. For each [`Launch`] in order on one stream: grid
+///    [`Launch::grid`]`(dims)`, block [`Launch::block`], `kernel.smem_bytes`
+///    of dynamic shared memory, and the arguments [`Launch::args`]: a device
+///    pointer for [`LaunchArg::Buffer`], `dims[k]` as `long long` for
+///    [`LaunchArg::Dim`], the value for [`LaunchArg::Int`] in the
+///    parameter's type (`int` or `long long`, `kernel.params[i].kind`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuProgram {
     /// The graph's name.
