@@ -46,15 +46,18 @@
 //!
 //! Vectorisation: an element-wise kernel whose output is a float tensor
 //! stored row-major by its loops ([`vectorisable`]) computes [`VEC`]
-//! consecutive elements per thread (each with its own multi-index) and
-//! stores them with one `st.global.v4` (16 bytes in f32, 8 in f16/bf16,
-//! aligned: `4·flat` elements from a 256-byte aligned base), with scalar
-//! stores for the last partial group. Loads stay scalar: a 4-wide load
-//! needs, per load, a proof that its subscript is contiguous in the
-//! innermost output axis and aligned for every value of the other indices
-//! — with symbolic extents the alignment of `row · C` is a run-time fact —
-//! and loads under a `PAD` guard may not be read unguarded. The IR has
-//! [`Stmt::LdGlobalVec`] (emulated and printed) for that next step.
+//! consecutive elements per thread and stores them with one
+//! `st.global.v4` (16 bytes in f32, 8 in f16/bf16, aligned: `4·flat`
+//! elements from a 256-byte aligned base). When the innermost extent is a
+//! constant multiple of 4, every group lies in one row: one multi-index
+//! per group (the innermost index stepping by one per element), and every
+//! load whose subscript is `i_last + 4·(…)` with constant coefficients (not
+//! under a `PAD` guard) is one `ld.global.v4` ([`Stmt::LdGlobalVec`]; at the
+//! group's first element the subscript is a multiple of 4, so the access is
+//! aligned); broadcast and other loads stay scalar. Otherwise each element
+//! of a group has its own multi-index and scalar loads, and the last partial
+//! group scalar stores: with a symbolic innermost extent the alignment of
+//! `row · C` is a run-time fact, and this template decides at compile time.
 //!
 //! GEMM hook: [`lower_program_for`] with a target gives a graph that is
 //! one GEMM + epilogue with concrete sizes the sm80 tensor-core kernel of
@@ -197,8 +200,24 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
     })
 }
 
-/// A whole graph as SIMT kernels: what the CUDA runtime executes. Run the
-/// kernels in order on one stream; every buffer is dense row-major.
+/// A whole graph as SIMT kernels: what the CUDA runtime executes; every
+/// buffer is dense row-major.
+///
+/// Running it (what [`emulate`] does on the CPU):
+///
+/// 1. `dims`: one `i64` per [`GpuProgram::symbols`] entry;
+///    [`GpuProgram::check_dims`].
+/// 2. Compile [`GpuProgram::kernels`] as one unit
+///    ([`super::cuda::compile`]); each kernel's entry point is
+///    [`super::cuda::symbol`]`(&launch.kernel)`.
+/// 3. Allocate every buffer: [`GpuProgram::elements`] × `dtype.size_bytes()`
+///    bytes (inputs copied in; outputs and temps need no initial value).
+/// 4. For each [`Launch`] in order on one stream: grid
+///    [`Launch::grid`]`(dims)`, block [`Launch::block`], `kernel.smem_bytes`
+///    of dynamic shared memory, and the arguments [`Launch::args`]: a device
+///    pointer for [`LaunchArg::Buffer`], `dims[k]` as `long long` for
+///    [`LaunchArg::Dim`], the value for [`LaunchArg::Int`] in the
+///    parameter's type (`int` or `long long`, `kernel.params[i].kind`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuProgram {
     /// The graph's name.
@@ -231,6 +250,34 @@ impl GpuProgram {
             n = n.saturating_mul(v);
         }
         Ok(n)
+    }
+
+    /// Checks [`GpuProgram::checks`] for the symbol values `dims` (in
+    /// [`GpuProgram::symbols`] order), in order: what the runtime does before
+    /// it allocates or launches anything.
+    ///
+    /// Errors: `AxisSizeMismatch` naming the first fact that fails (as the
+    /// interpreter's binding of sizes), `UnboundSymbol` for a fact that reads
+    /// a symbol `dims` lacks.
+    pub fn check_dims(&self, dims: &[i64]) -> DResult<()> {
+        let bind = |s: &str| self.symbols.iter().position(|x| x == s).and_then(|k| dims.get(k).copied());
+        for c in &self.checks {
+            let l = c.lhs.eval(&bind).map_err(|m| diag!(UnboundSymbol, "{}: {m}", c.what))?;
+            let r = c.rhs.eval(&bind).map_err(|m| diag!(UnboundSymbol, "{}: {m}", c.what))?;
+            let ok = match c.rel {
+                crate::tiny::Rel::Eq => l == r,
+                crate::tiny::Rel::Le => l <= r,
+            };
+            if !ok {
+                return Err(diag!(
+                    Io,
+                    "{}: {l} {} {r} does not hold",
+                    c.what,
+                    if c.rel == crate::tiny::Rel::Eq { "=" } else { "<=" }
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
@@ -361,6 +408,10 @@ struct Builder<'p> {
     /// The accumulator register, and the register of each computed-at reduce by id.
     acc: Option<RegId>,
     reduces: BTreeMap<u32, RegId>,
+    /// Loads read from vector registers (filled by one `LdGlobalVec` per
+    /// group of elements), and the element of the group being computed.
+    vec_loads: Vec<(BufId, AffExpr, RegId)>,
+    lane: i64,
 }
 
 fn ceil_div(a: Expr, b: Expr) -> Expr {
@@ -401,7 +452,18 @@ impl<'p> Builder<'p> {
             k.params.push(Param { name: s.clone(), kind: ParamKind::I64 });
             args.push(LaunchArg::Dim(j));
         }
-        Builder { p, k, args, buf_param, sym_param, loop_vars: BTreeMap::new(), acc: None, reduces: BTreeMap::new() }
+        Builder {
+            p,
+            k,
+            args,
+            buf_param,
+            sym_param,
+            loop_vars: BTreeMap::new(),
+            acc: None,
+            reduces: BTreeMap::new(),
+            vec_loads: Vec::new(),
+            lane: 0,
+        }
     }
 
     fn var(&mut self, name: &str) -> VarId {
@@ -448,19 +510,33 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// The accumulator register.
+    fn acc_ref(&self) -> DResult<RegRef> {
+        let reg = self.acc.ok_or_else(|| diag!(Internal, "a reduction with no accumulator register"))?;
+        Ok(RegRef { reg, index: Expr::c(0) })
+    }
+
+    /// The vector register of a load read from one, if it is.
+    fn vec_load(&self, buf: BufId, index: &AffExpr) -> Option<RegId> {
+        self.vec_loads.iter().find(|(b, i, _)| *b == buf && i == index).map(|x| x.2)
+    }
+
     fn scalar(&self, e: &loop_ir::Expr) -> DResult<ScalarExpr> {
         use loop_ir::Expr as L;
         let b = |e: &loop_ir::Expr| self.scalar(e).map(Box::new);
         Ok(match e {
-            L::Load { buf, index, dtype } => ScalarExpr::Load {
-                src: GlobalRef {
-                    param: *self
-                        .buf_param
-                        .get(buf)
-                        .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
-                    offset: self.aff(index)?,
+            L::Load { buf, index, dtype } => match self.vec_load(*buf, index) {
+                Some(reg) => ScalarExpr::Reg { reg: RegRef { reg, index: Expr::c(self.lane) }, dtype: *dtype },
+                None => ScalarExpr::Load {
+                    src: GlobalRef {
+                        param: *self
+                            .buf_param
+                            .get(buf)
+                            .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
+                        offset: self.aff(index)?,
+                    },
+                    dtype: *dtype,
                 },
-                dtype: *dtype,
             },
             L::Const { value, dtype } => ScalarExpr::Const { value: *value, dtype: *dtype },
             L::Acc { dtype } => ScalarExpr::Reg {
@@ -569,10 +645,7 @@ impl<'p> Builder<'p> {
                 out.push(Stmt::If { cond: cond.unwrap_or(Expr::c(1)), then: body, otherwise: Vec::new() });
             }
         }
-        let acc = RegRef {
-            reg: self.acc.ok_or_else(|| diag!(Internal, "a reduction update with no accumulator"))?,
-            index: Expr::c(0),
-        };
+        let acc = self.acc_ref()?;
         out.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc, value: self.scalar(&r.value)? });
         Ok(out)
     }
@@ -589,6 +662,42 @@ impl<'p> Builder<'p> {
         let param = self.buf_param[&lk.out];
         let b0 = self.var("base");
         let mut out = vec![Stmt::Let { var: b0, value: base }];
+        let last = lk.loops.len().checked_sub(1);
+        let rows_of_vec = lk.loops.last().and_then(|d| d.as_int()).is_some_and(|e| e % vec == 0);
+        if let (Some(last), true) = (last, rows_of_vec) {
+            // Every group lies in one row: one multi-index, the innermost
+            // index stepping by one per element, and 4-wide loads.
+            self.unflatten(Expr::Var(b0), 0, &lk.loops, &mut out)?;
+            let first = self.loop_vars[&(last as u32)].clone();
+            let mut loads = Vec::new();
+            vector_loads(&lk.value, last as u32, vec, false, &mut loads);
+            for (n, (buf, index, ldt)) in loads.into_iter().enumerate() {
+                self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(ldt), len: vec as u32 });
+                let reg = RegId(self.k.regs.len() as u32 - 1);
+                out.push(Stmt::LdGlobalVec {
+                    dst: (0..vec).map(|u| RegRef { reg, index: Expr::c(u) }).collect(),
+                    src: GlobalRef { param: self.buf_param[&buf], offset: self.aff(&index)? },
+                    dtype: ldt,
+                    pred: Expr::c(1),
+                });
+                self.vec_loads.push((buf, index, reg));
+            }
+            for u in 0..vec {
+                self.loop_vars.insert(last as u32, if u == 0 { first.clone() } else { first.clone() + Expr::c(u) });
+                self.lane = u;
+                let value = self.scalar(&lk.value)?;
+                out.push(Stmt::Compute { dst: RegRef { reg: v, index: Expr::c(u) }, value });
+            }
+            self.vec_loads.clear();
+            self.lane = 0;
+            out.push(Stmt::StGlobalVec {
+                dst: GlobalRef { param, offset: Expr::Var(b0) },
+                src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
+                dtype,
+                pred: Expr::c(1),
+            });
+            return Ok(out);
+        }
         let mut tail = Vec::new();
         for u in 0..vec {
             let e = self.var(&format!("e{u}"));
@@ -657,6 +766,52 @@ pub fn vectorisable(lk: &loop_ir::Kernel, out: &Buffer) -> bool {
     lk.reduce.is_none() && out.dtype.is_float() && lk.loops == out.shape && !calls
 }
 
+/// The distinct loads of `e` (not under a `PAD` guard, of a float or i32
+/// dtype) whose subscript is `i{last} + 4·(…)` with constant coefficients:
+/// contiguous along the innermost output index and, at the first element of
+/// a group (`i{last} ≡ 0 mod vec`), aligned to `vec` elements.
+fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut Vec<(BufId, AffExpr, DType)>) {
+    use loop_ir::Expr as L;
+    match e {
+        L::Load { buf, index, dtype } => {
+            let plain = index.terms().all(|(a, _)| matches!(a, AffAtom::Var(_)));
+            let coeffs_ok = index.var_coeffs().all(|(k, c)| match c.as_int() {
+                Some(c) if k == last => c == 1,
+                Some(c) => c % vec == 0,
+                None => false,
+            });
+            let has_last = index.var_coeffs().any(|(k, _)| k == last);
+            let base_ok = index.constant_part().as_int().is_some_and(|c| c % vec == 0);
+            let kind_ok = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::I32);
+            if !guarded
+                && plain
+                && coeffs_ok
+                && has_last
+                && base_ok
+                && kind_ok
+                && !out.iter().any(|(b, i, _)| b == buf && i == index)
+            {
+                out.push((*buf, index.clone(), *dtype));
+            }
+        }
+        L::Const { .. } | L::Acc { .. } | L::Reduce { .. } => {}
+        L::Unary { x, .. } | L::Cast { x, .. } => vector_loads(x, last, vec, guarded, out),
+        L::Binary { a, b, .. } => {
+            vector_loads(a, last, vec, guarded, out);
+            vector_loads(b, last, vec, guarded, out);
+        }
+        L::Where { cond, a, b } => {
+            for x in [cond, a, b] {
+                vector_loads(x, last, vec, guarded, out);
+            }
+        }
+        L::Select { then, otherwise, .. } => {
+            vector_loads(then, last, vec, true, out);
+            vector_loads(otherwise, last, vec, true, out);
+        }
+    }
+}
+
 /// One `loop_ir` kernel as a SIMT kernel.
 fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     if !lk.strips.is_empty() {
@@ -693,7 +848,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
             if vec == 1 {
                 b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
                 if let Some(r) = &lk.reduce {
-                    let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+                    let acc = b.acc_ref()?;
                     point.push(Stmt::Compute {
                         dst: acc,
                         value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
@@ -728,7 +883,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
             let row = b.var("row");
             let mut point = Vec::new();
             b.unflatten(Expr::Var(row), 0, &lk.loops, &mut point)?;
-            let acc = RegRef { reg: b.acc.unwrap_or(RegId(0)), index: Expr::c(0) };
+            let acc = b.acc_ref()?;
             point.push(Stmt::Compute {
                 dst: acc.clone(),
                 value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
