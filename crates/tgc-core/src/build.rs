@@ -399,12 +399,11 @@ impl Kernels {
 }
 
 /// Loads one kernel's graph and generates its module.
-/// The kernel's module, and its graph and ShapeSet points (for the sm80 part).
-fn compile_kernel(
-    k: &KernelSpec,
-    file: &Path,
-    symbol: &str,
-) -> Result<(api::KernelModule, crate::tiny::Graph, Vec<BTreeMap<String, i64>>), BuildError> {
+/// A kernel's module, with its graph and ShapeSet points (for the sm80 part).
+type CompiledKernel = (api::KernelModule, crate::tiny::Graph, Vec<BTreeMap<String, i64>>);
+
+/// The kernel's module, and its graph and ShapeSet points.
+fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<CompiledKernel, BuildError> {
     let graph_err = |diagnostic: Diagnostic| BuildError::Graph { file: file.to_path_buf(), diagnostic };
     let text = std::fs::read_to_string(file).map_err(|source| BuildError::Io {
         action: "read",
