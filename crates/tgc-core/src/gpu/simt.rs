@@ -203,7 +203,7 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
 /// A whole graph as SIMT kernels: what the CUDA runtime executes; every
 /// buffer is dense row-major.
 ///
-/// Running it (what [`emulate`] does on the CPU):
+/// Running it (what [`emulate()`] does on the CPU):
 ///
 /// 1. `dims`: one `i64` per [`GpuProgram::symbols`] entry;
 ///    [`GpuProgram::check_dims`].
