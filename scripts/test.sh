@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command of README.md: builds the workspace and runs every test
 # tier that needs no GPU (unit, snapshot, property, CLI, trybuild, examples).
+# The GPU tier is scripts/gpu_tests.sh, for a machine with a GPU.
 # Needs the Rust toolchain and a C compiler (cc/gcc), both on a fresh machine
 # of this project's kind; scripts/setup.sh installs the rest (autoconf,
 # automake, libtool for isl) with apt-get when missing, and the CUDA 13.0
@@ -13,8 +14,11 @@ command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is requir
 bash scripts/setup.sh
 cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
-# kernel! with feature sm80 embeds a GEMM's cubin and PTX (NVRTC at build time).
+# kernel! and the build helper with feature sm80 embed a GEMM's cubin and PTX
+# (NVRTC at build time) with typed launch functions: their argument checks,
+# and NoDevice without a GPU.
 cargo test -p tgc --locked --features sm80 --test sm80_kernel
+cargo test -p tgc-build-demo --locked --features sm80 --test sm80
 # The GPU runtime (feature `cuda`): without a driver its tests check the
 # NoDevice path and say that the GPU half was skipped.
 cargo test -p tgc-runtime --locked --features cuda

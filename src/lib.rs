@@ -34,9 +34,12 @@
 //! gets a submodule `sm80` with `CUBIN: &[u8]` and `PTX: &str`, compiled by
 //! NVRTC while the crate builds (the CUDA toolchain of `scripts/setup.sh`,
 //! or `$TGC_CUDA_ROOT`; without it that is a compile error), and `SYMBOL`,
-//! `THREADS`, `SMEM_BYTES`, `PLAN_JSON`. Other graphs get a constant
-//! `SM80_SKIPPED` saying why. Launching is not in this version, and these
-//! kernels have not been run on a GPU.
+//! `THREADS`, `SMEM_BYTES`, `PLAN_JSON`, `LAUNCH`, `DIMS`, and typed launch
+//! functions: `check` (dims, lengths and 16-byte alignment of
+//! `tgc::cuda::DeviceArg` buffers, no driver call), `launch` (device buffers on
+//! a `tgc::cuda::Gpu`) and `run_on_gpu` (host slices, device 0), all returning
+//! [`Error`] (`NoDevice` without a GPU). Other graphs get a constant
+//! `SM80_SKIPPED` saying why. These kernels have not been run on a GPU.
 
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};

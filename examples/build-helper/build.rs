@@ -1,11 +1,15 @@
 //! Compiles the graphs of `graphs/` to C with the system C compiler and
-//! writes their typed Rust modules to `$OUT_DIR/tgc_kernels.rs`.
+//! writes their typed Rust modules to `$OUT_DIR/tgc_kernels.rs`; with
+//! feature `sm80`, GEMM graphs also get their sm_80 kernel and typed GPU
+//! launch functions (NVRTC at build time).
 
 fn main() {
     let result = tgc_core::build::Kernels::new()
         .kernel("gemm_bias_relu", "graphs/gemm_bias_relu.tgc")
         .shapes(&[("M", 64), ("N", 64), ("K", 64)])
         .kernel("softmax_rows", "graphs/softmax_rows.tgc")
+        .kernel("gemm_f16", "graphs/gemm_f16.tgc")
+        .sm80(std::env::var_os("CARGO_FEATURE_SM80").is_some())
         .compile("tgc_kernels");
     if let Err(e) = result {
         eprintln!("{e}");

@@ -17,11 +17,11 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn user(message: impl Into<String>) -> Failure {
+    pub(crate) fn user(message: impl Into<String>) -> Failure {
         Failure { message: format!("tgc: {}", message.into()), code: 1 }
     }
 
-    fn diag(file: &Path, d: &Diagnostic) -> Failure {
+    pub(crate) fn diag(file: &Path, d: &Diagnostic) -> Failure {
         let code = if d.name == ErrorName::Internal { 2 } else { 1 };
         Failure { message: d.render(&file.display().to_string()), code }
     }
@@ -176,8 +176,17 @@ fn run_graph(
                 compiled.run(&ordered, &tile_sizes).map_err(failure)?
             }
         }
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => crate::gpu::run_cuda(&bound, &ordered).map_err(|e| match e {
+            crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
+            crate::gpu::GpuError::Runtime(e) => Failure::from(e),
+        })?,
+        #[cfg(not(feature = "cuda"))]
         Backend::Cuda => {
-            return Err(Failure::user("the cuda backend is not available in this build: use --backend cpu or interp"));
+            return Err(Failure::user(
+                "the cuda backend is not available in this build (feature `cuda` of tgc-cli is off): use --backend \
+                 cpu or interp",
+            ));
         }
     };
     std::fs::create_dir_all(out_dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", out_dir.display())))?;

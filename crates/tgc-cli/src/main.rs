@@ -7,6 +7,8 @@
 
 mod cli;
 mod commands;
+#[cfg(feature = "cuda")]
+mod gpu;
 
 use std::process::ExitCode;
 

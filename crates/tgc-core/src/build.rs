@@ -67,6 +67,7 @@ pub struct Kernels {
     host: Option<String>,
     opt_level: Option<u32>,
     cargo_metadata: Option<bool>,
+    sm80: bool,
     misuse: Vec<String>,
 }
 
@@ -116,6 +117,9 @@ pub enum BuildError {
     },
     /// The C compiler could not be run, or failed (its message included).
     CCompiler(String),
+    /// With [`Kernels::sm80`]: a GEMM graph's sm80 kernel could not be
+    /// compiled (e.g. the CUDA toolchain is missing); the message says why.
+    Gpu(String),
 }
 
 impl fmt::Display for BuildError {
@@ -127,6 +131,7 @@ impl fmt::Display for BuildError {
                 write!(f, "tgc build: cannot {action} `{}`: {source}", path.display())
             }
             BuildError::CCompiler(m) => write!(f, "tgc build: the C compiler failed: {m}"),
+            BuildError::Gpu(m) => write!(f, "tgc build: {m}"),
         }
     }
 }
@@ -224,6 +229,21 @@ impl Kernels {
         self
     }
 
+    /// With `on`, every kernel module also gets the sm80 part of
+    /// `tgc::kernel!`'s feature `sm80` ([`crate::emit::gpu_api::sm80_module`]):
+    /// for a GEMM + epilogue graph at concrete shapes (no symbols, one
+    /// `shapes` point, or the symbols' defaults) a submodule `sm80` with the
+    /// cubin (written to `<lib>/<symbol>.cubin` and embedded with
+    /// `include_bytes!`), the PTX and the typed launch functions `check`,
+    /// `launch`, `run_on_gpu`; for other graphs `SM80_SKIPPED`. The crate
+    /// then needs `tgc` with feature `cuda`. NVRTC runs now, so the CUDA
+    /// toolchain of `scripts/setup.sh` (or `$TGC_CUDA_ROOT`) is needed.
+    /// Off by default.
+    pub fn sm80(mut self, on: bool) -> Kernels {
+        self.sm80 = on;
+        self
+    }
+
     /// Compiles every kernel and writes, in the output directory:
     /// `<lib>.rs` (one `pub mod <kernel>` per kernel), `<lib>/<symbol>.c`
     /// (the C units) and the static library `<lib>` (`lib<lib>.a`), which
@@ -264,6 +284,7 @@ impl Kernels {
 
         let mut modules = Vec::new();
         let mut files = Vec::new();
+        let mut sm80_cubins: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         for (i, k) in self.kernels.iter().enumerate() {
             api::check_module_name(&k.name).map_err(|d| BuildError::Config(d.message))?;
             if self.kernels[..i].iter().any(|o| o.name == k.name) {
@@ -273,7 +294,19 @@ impl Kernels {
             if metadata {
                 println!("cargo:rerun-if-changed={}", file.display());
             }
-            let module = compile_kernel(k, &file, &format!("tgc_{prefix}_{}", k.name))?;
+            let symbol = format!("tgc_{prefix}_{}", k.name);
+            let (mut module, graph, points) = compile_kernel(k, &file, &symbol)?;
+            if self.sm80 {
+                let cubin_path = out_dir.join(lib).join(format!("{symbol}.cubin"));
+                let path_text = cubin_path.display().to_string();
+                let source = crate::emit::gpu_api::CubinSource::File(&path_text);
+                let (text, cubin) = crate::emit::gpu_api::sm80_module(&graph, &points, source)
+                    .map_err(|m| BuildError::Gpu(format!("kernel `{}`: {m}", k.name)))?;
+                if !cubin.is_empty() {
+                    sm80_cubins.push((cubin_path, cubin));
+                }
+                module.items.push_str(&text);
+            }
             files.push(file);
             modules.push(module);
         }
@@ -289,6 +322,13 @@ impl Kernels {
             path: c_dir.clone(),
             source,
         })?;
+        for (path, cubin) in &sm80_cubins {
+            std::fs::write(path, cubin).map_err(|source| BuildError::Io {
+                action: "write",
+                path: path.clone(),
+                source,
+            })?;
+        }
         let mut c_files = Vec::new();
         for unit in modules.iter().flat_map(|m| &m.c_units) {
             let path = c_dir.join(format!("{}.c", unit.symbol));
@@ -359,7 +399,11 @@ impl Kernels {
 }
 
 /// Loads one kernel's graph and generates its module.
-fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<api::KernelModule, BuildError> {
+/// A kernel's module, with its graph and ShapeSet points (for the sm80 part).
+type CompiledKernel = (api::KernelModule, crate::tiny::Graph, Vec<BTreeMap<String, i64>>);
+
+/// The kernel's module, and its graph and ShapeSet points.
+fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<CompiledKernel, BuildError> {
     let graph_err = |diagnostic: Diagnostic| BuildError::Graph { file: file.to_path_buf(), diagnostic };
     let text = std::fs::read_to_string(file).map_err(|source| BuildError::Io {
         action: "read",
@@ -380,7 +424,9 @@ fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<api::Kern
         }
         points.push(point);
     }
-    api::kernel_module(&k.name, &loaded.graph, &points, &Backend::C { symbol: symbol.to_string() }).map_err(graph_err)
+    let module = api::kernel_module(&k.name, &loaded.graph, &points, &Backend::C { symbol: symbol.to_string() })
+        .map_err(graph_err)?;
+    Ok((module, loaded.graph, points))
 }
 
 /// `<package>_<version>` from Cargo's variables, as C identifier characters.

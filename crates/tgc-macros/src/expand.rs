@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use proc_macro2::{Delimiter, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use tgc_core::emit::api::{self, Backend};
+use tgc_core::emit::gpu_api;
 use tgc_core::pipeline::{self, Format};
 use tgc_core::tiny::Graph;
 use tgc_core::Diagnostic;
@@ -169,87 +170,18 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
     })
 }
 
-/// The graph `kernel!` compiles for sm80: the graph itself when it has no
-/// symbols, else bound to the one `shapes(...)` point (or none) with the
-/// symbols' defaults for what it leaves out; `Err` says why not.
-fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<Graph, String> {
-    // The symbols' defaults, overridden by the point.
-    let mut values: BTreeMap<String, i64> =
-        g.symbols.iter().filter_map(|s| s.default.map(|v| (s.name.clone(), v))).collect();
-    match shapes {
-        _ if g.symbols.is_empty() => return Ok(g.clone()),
-        [one] => values.extend(one.clone()),
-        [] => {}
-        _ => return Err(format!("{} `shapes(...)` points; the sm80 kernel is built for one", shapes.len())),
-    }
-    if let Some(s) = g.symbols.iter().find(|s| !values.contains_key(&s.name)) {
-        return Err(format!("symbol `{}` has no default and no `shapes(...)` point gives it", s.name));
-    }
-    g.bind(&values).map_err(|d| d.to_string())
-}
-
-/// With feature `sm80`: for a graph that is one GEMM + epilogue with
-/// concrete shapes ([`sm80_graph`]), a submodule `sm80` with the kernel
-/// compiled by NVRTC now (`CUBIN`, `PTX`, `SYMBOL`, `THREADS`,
-/// `SMEM_BYTES`, `PLAN_JSON`, and `MODULE`, a `tgc::cuda::Module`: the
-/// facade's `sm80` turns on its `cuda`); for any other graph a constant
-/// `SM80_SKIPPED` saying why there is none. `Err` (a compile error) when
-/// the GEMM does not compile, e.g. without the CUDA toolchain.
+/// With feature `sm80`: the sm80 part of the module,
+/// [`tgc_core::emit::gpu_api::sm80_module`] with the cubin inline (a
+/// submodule `sm80` for a GEMM + epilogue graph at concrete shapes, else a
+/// constant `SM80_SKIPPED`; the facade's `sm80` turns on its `cuda`). `Err`
+/// (a compile error) when the GEMM does not compile, e.g. without the CUDA
+/// toolchain.
 fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Result<TokenStream, String> {
     if !enabled {
         return Ok(TokenStream::new());
     }
-    let skipped = |why: String| {
-        let why = format!("no sm80 kernel: {why}");
-        quote! {
-            /// Why this graph has no embedded sm80 kernel (feature `sm80`).
-            pub const SM80_SKIPPED: &str = #why;
-        }
-    };
-    let bound = match sm80_graph(g, shapes) {
-        Ok(b) => b,
-        Err(why) => return Ok(skipped(why)),
-    };
-    if let Err(d) = tgc_core::gpu::lower::match_gemm(&bound) {
-        return Ok(skipped(d.message));
-    }
-    let gpu = pipeline::compile_gpu(&bound, "sm80").map_err(|d| format!("tgc (feature `sm80`): {d}"))?;
-    let symbol = gpu.symbol.as_str();
-    let cubin = Literal::byte_string(&gpu.cubin);
-    let ptx = gpu.ptx.as_str();
-    let threads = gpu.kernel.kernel.threads() as u32;
-    let smem = gpu.kernel.kernel.smem_bytes as u32;
-    let plan = tgc_core::plan::to_json(&gpu.kernel.plan);
-    Ok(quote! {
-        /// The graph's GEMM + epilogue compiled for sm_80 when this crate
-        /// was built (feature `sm80`): NVRTC's cubin and PTX of the CUDA C
-        /// that `tgc compile --target sm80 --dump cu` prints. Launching it
-        /// is not part of this version; the kernel takes `A`, `B`, then
-        /// `bias` and `residual` when the epilogue has them, `C`, and the
-        /// `i32`s `M, N, K, lda, ldb, ldc`.
-        pub mod sm80 {
-            const CUBIN_BYTES: &[u8] = #cubin;
-            const PTX_TEXT: &str = #ptx;
-            /// The kernel's `extern "C"` name in [`CUBIN`] and [`PTX`].
-            pub const SYMBOL: &str = #symbol;
-            /// The ELF cubin for `sm_80`.
-            pub static CUBIN: &[u8] = CUBIN_BYTES;
-            /// The PTX (`.target sm_80`), which a driver can JIT for newer GPUs.
-            pub static PTX: &str = PTX_TEXT;
-            /// [`CUBIN`] and [`PTX`] as the GPU runtime's module (`tgc::cuda`).
-            pub static MODULE: ::tgc::cuda::Module = ::tgc::cuda::Module {
-                name: SYMBOL,
-                cubins: &[::tgc::cuda::Cubin { sm: 80, image: CUBIN_BYTES }],
-                ptx: PTX_TEXT,
-            };
-            /// Threads per block (one dimension).
-            pub const THREADS: u32 = #threads;
-            /// Dynamic shared memory per block, in bytes.
-            pub const SMEM_BYTES: u32 = #smem;
-            /// The chosen Schedule Plan as JSON (`000` §12.5).
-            pub const PLAN_JSON: &str = #plan;
-        }
-    })
+    let (text, _) = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline)?;
+    text.parse().map_err(|e| format!("tgc generated an sm80 module that does not parse (a tgc bug): {e}"))
 }
 
 #[cfg(test)]
@@ -272,7 +204,7 @@ mod tests {
         let text = ts.to_string();
         for want in [
             "pub mod sm80",
-            "const CUBIN_BYTES : & [u8] = b\"\\x7FELF",
+            "const CUBIN_BYTES : & [u8] = b\"\\x7F\\x45\\x4C\\x46",
             "pub static PTX",
             "\"tgc_g\"",
             "THREADS : u32 = 64u32",

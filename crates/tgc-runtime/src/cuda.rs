@@ -19,6 +19,12 @@
 //! `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` set on the function, up
 //! to the device's `MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`.
 //!
+//! Typed launches: generated launch functions take their device buffers as
+//! [`DeviceArg`]s (an element count and a device address), check them with
+//! [`check_arg`] and a kernel's fixed dims with [`check_dim`] before any
+//! driver call, then call [`Gpu::launch_raw`]. The checks are plain
+//! functions of numbers, so they are tested without a GPU.
+//!
 //! Nothing here panics on a missing driver or device: cudarc panics when a
 //! driver function is called without `libcuda`, so [`Gpu::new`] checks
 //! `is_culib_present` before any other call.
@@ -27,10 +33,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute_enum};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, DeviceRepr, DeviceSlice, DriverError, ValidAsZeroBits,
+};
 use cudarc::nvrtc::Ptx;
 
-pub use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
+pub use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchArgs, PushKernelArg};
 
 use crate::{Error, Result};
 
@@ -110,6 +118,109 @@ impl Launch {
         }
         Ok(())
     }
+}
+
+/// A device buffer of elements `T` as a kernel argument: its element count
+/// and the device address of its first element. Implemented for cudarc's
+/// [`CudaSlice`], [`CudaView`] and [`CudaViewMut`]; a test implements it
+/// for a fake buffer to exercise the argument checks without a GPU.
+///
+/// The address is passed to the kernel as is: the buffer must belong to the
+/// device of the [`Gpu`] that launches, and work queued on another stream
+/// that writes it must be finished (buffers made by [`Gpu::upload`] and
+/// [`Gpu::zeros`] are on the launching stream already).
+pub trait DeviceArg<T> {
+    /// Elements in the buffer.
+    fn elems(&self) -> usize;
+    /// The device address of element 0, in bytes.
+    fn address(&self) -> u64;
+}
+
+/// A [`DeviceArg`] a kernel may write: taken as `&mut`, so no other
+/// argument of the launch borrows it.
+pub trait DeviceArgMut<T>: DeviceArg<T> {}
+
+impl<T> DeviceArg<T> for CudaSlice<T> {
+    fn elems(&self) -> usize {
+        DeviceSlice::len(self)
+    }
+    fn address(&self) -> u64 {
+        self.device_ptr(DeviceSlice::stream(self)).0
+    }
+}
+
+impl<T> DeviceArgMut<T> for CudaSlice<T> {}
+
+impl<T> DeviceArg<T> for CudaView<'_, T> {
+    fn elems(&self) -> usize {
+        DeviceSlice::len(self)
+    }
+    fn address(&self) -> u64 {
+        self.device_ptr(DeviceSlice::stream(self)).0
+    }
+}
+
+impl<T> DeviceArg<T> for CudaViewMut<'_, T> {
+    fn elems(&self) -> usize {
+        DeviceSlice::len(self)
+    }
+    fn address(&self) -> u64 {
+        self.device_ptr(DeviceSlice::stream(self)).0
+    }
+}
+
+impl<T> DeviceArgMut<T> for CudaViewMut<'_, T> {}
+
+/// Checks device buffer `arg` (named `name` in errors) for a kernel that
+/// reads or writes `expected` elements of it through `align`-byte vector
+/// accesses; its address on success.
+///
+/// Errors: [`Error::LengthMismatch`] when it has another element count;
+/// [`Error::Misaligned`] when its address is not a multiple of `align`.
+pub fn check_arg<T>(name: &str, arg: &(impl DeviceArg<T> + ?Sized), expected: usize, align: usize) -> Result<u64> {
+    let got = arg.elems();
+    if got != expected {
+        return Err(Error::LengthMismatch { arg: name.into(), expected, got });
+    }
+    let address = arg.address();
+    if align > 1 && address % align as u64 != 0 {
+        return Err(Error::Misaligned { arg: name.into(), align });
+    }
+    Ok(address)
+}
+
+/// Checks a dim argument of a kernel compiled for the fixed value
+/// `compiled`; the dim as `i64`.
+///
+/// Errors: [`Error::InvalidDim`] outside `1..=i32::MAX`;
+/// [`Error::DimMismatch`] when it is not `compiled`.
+pub fn check_dim(name: &str, value: usize, compiled: i64) -> Result<i64> {
+    let v = crate::checks::dim(name, value)?;
+    if v != compiled {
+        return Err(Error::DimMismatch { dim: name.into(), expected: compiled, got: v });
+    }
+    Ok(v)
+}
+
+/// Checks a host slice of `got` elements for an argument of `expected`.
+///
+/// Errors: [`Error::LengthMismatch`].
+pub fn check_host_len(name: &str, got: usize, expected: usize) -> Result<()> {
+    if got != expected {
+        return Err(Error::LengthMismatch { arg: name.into(), expected, got });
+    }
+    Ok(())
+}
+
+/// One kernel argument of [`Gpu::launch_raw`], in the kernel's ABI order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelArg {
+    /// A device pointer (`T*`).
+    Ptr(u64),
+    /// An `int`.
+    I32(i32),
+    /// A `long long`.
+    I64(i64),
 }
 
 /// One GPU: its primary context, the stream kernels run on, and the
@@ -231,6 +342,32 @@ impl Gpu {
         Ok(f)
     }
 
+    /// Launches kernel `name` of `m` with `args` on this GPU's stream
+    /// ([`Gpu::prepare`] first); returns once the launch is queued.
+    ///
+    /// Errors: those of [`Gpu::prepare`], and [`Error::Kernel`] when the
+    /// driver refuses the launch.
+    ///
+    /// # Safety
+    ///
+    /// `args` must match the kernel's parameters in number, order and type,
+    /// and every pointer must address a live device buffer of this device
+    /// with the elements the kernel reads or writes for these arguments and
+    /// `launch`, written buffers overlapping no other argument.
+    pub unsafe fn launch_raw(&self, m: &Module, name: &str, launch: &Launch, args: &[KernelArg]) -> Result<()> {
+        let f = self.prepare(m, name, launch)?;
+        let mut b = self.stream.launch_builder(&f);
+        for a in args {
+            match a {
+                KernelArg::Ptr(p) => b.arg(p),
+                KernelArg::I32(v) => b.arg(v),
+                KernelArg::I64(v) => b.arg(v),
+            };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { b.launch(Gpu::config(launch)) }.map(|_| ()).map_err(driver("launching the kernel"))
+    }
+
     /// The driver's launch configuration for `launch`.
     pub fn config(launch: &Launch) -> cudarc::driver::LaunchConfig {
         let [gx, gy, gz] = launch.grid;
@@ -309,6 +446,31 @@ mod tests {
         }
     }
 
+    /// A buffer with a chosen element count and address, for the checks.
+    struct Fake(usize, u64);
+
+    impl DeviceArg<f32> for Fake {
+        fn elems(&self) -> usize {
+            self.0
+        }
+        fn address(&self) -> u64 {
+            self.1
+        }
+    }
+
+    #[test]
+    fn device_arguments_are_checked_for_length_then_alignment() {
+        assert_eq!(check_arg("x", &Fake(6, 0x1000), 6, 16), Ok(0x1000));
+        let e = check_arg("x", &Fake(5, 0x1000), 6, 16).unwrap_err();
+        assert_eq!(e, Error::LengthMismatch { arg: "x".into(), expected: 6, got: 5 });
+        let e = check_arg("w", &Fake(6, 0x1008), 6, 16).unwrap_err();
+        assert_eq!(e, Error::Misaligned { arg: "w".into(), align: 16 });
+        assert_eq!(check_dim("M", 200, 200), Ok(200));
+        assert_eq!(check_dim("M", 100, 200), Err(Error::DimMismatch { dim: "M".into(), expected: 200, got: 100 }));
+        assert!(matches!(check_dim("M", 0, 200), Err(Error::InvalidDim { .. })));
+        assert!(check_host_len("y", 3, 4).is_err() && check_host_len("y", 4, 4).is_ok());
+    }
+
     /// A tiny PTX kernel (`y[i] = x[i] + 1.0` for `i < n`).
     const ADD_ONE_PTX: &str = "
 .version 7.0
@@ -348,6 +510,9 @@ DONE:
     #[test]
     fn no_device_without_a_driver_and_a_ptx_kernel_with_one() {
         let gpu = match Gpu::new(0) {
+            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+                panic!("TGC_GPU=1 but there is no GPU: {why}")
+            }
             Err(Error::NoDevice(why)) => {
                 assert!(!driver_present() || why.contains("visible") || why.contains("driver"), "{why}");
                 eprintln!("skipped the GPU half of this test: {why}");

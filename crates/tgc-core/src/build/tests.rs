@@ -113,3 +113,40 @@ fn mistakes_are_errors_not_panics() {
         assert!(e.to_string().contains("OUT_DIR is not set"), "{e}");
     }
 }
+
+/// `sm80(true)`: a GEMM graph gets the `sm80` submodule with its cubin
+/// written next to the Rust file and the typed launch functions; another
+/// graph says why it has none. (NVRTC runs; no GPU is needed.)
+#[test]
+fn sm80_embeds_the_gemm_cubin_and_launch_functions() {
+    let dir = Scratch::new("sm80");
+    let gemm = dir.graph(
+        "gemm.tgc",
+        "graph<M, N=64, K=32> g(x: bf16[M, K], w: bf16[K, N]) -> (y: bf16[M, N]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    );
+    let scale = dir.graph("scale.tgc", SCALE);
+    let out = dir
+        .kernels()
+        .kernel("gemm", &gemm)
+        .shapes(&[("M", 96)])
+        .kernel("scale", &scale)
+        .sm80(true)
+        .compile("kernels")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rust = std::fs::read_to_string(&out.rust_file).unwrap();
+    let cubin = dir.0.join("out").join("kernels").join(format!("tgc_{}_gemm.cubin", symbol_prefix()));
+    assert_eq!(&std::fs::read(&cubin).unwrap()[..4], b"\x7fELF");
+    for want in [
+        "pub mod sm80 {",
+        &format!("include_bytes!({:?})", cubin.display().to_string()),
+        "pub fn check(x: &impl ::tgc::cuda::DeviceArg<::tgc::half::bf16>",
+        "pub fn launch(gpu: &::tgc::cuda::Gpu, x: &impl ::tgc::cuda::DeviceArg<::tgc::half::bf16>",
+        "y: &mut impl ::tgc::cuda::DeviceArgMut<::tgc::half::bf16>, M: usize, N: usize, K: usize)",
+        "pub fn run_on_gpu(x: &[::tgc::half::bf16], w: &[::tgc::half::bf16], y: &mut [::tgc::half::bf16], M: usize",
+        "::tgc::cuda::check_dim(\"M\", M, 96)?;",
+        "::tgc::cuda::check_arg(\"x\", x, 3072usize, 16)?,",
+        "pub const SM80_SKIPPED: &str = \"no sm80 kernel: symbol `N` has no default",
+    ] {
+        assert!(rust.contains(want), "no `{want}` in the generated Rust");
+    }
+}

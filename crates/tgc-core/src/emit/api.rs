@@ -490,7 +490,26 @@ pub fn param_names(g: &Graph) -> Vec<String> {
 }
 
 /// Names a parameter must not take: they would be read as patterns.
-const RESERVED: &[&str] = &["Some", "None", "Ok", "Err", "TINY_IR", "GENERATED_SOURCE"];
+/// (The constants of the `sm80` submodule and the `gpu` parameter of its
+/// `launch` are reserved too.)
+const RESERVED: &[&str] = &[
+    "Some",
+    "None",
+    "Ok",
+    "Err",
+    "TINY_IR",
+    "GENERATED_SOURCE",
+    "gpu",
+    "LAUNCH",
+    "DIMS",
+    "MODULE",
+    "SYMBOL",
+    "CUBIN",
+    "PTX",
+    "THREADS",
+    "SMEM_BYTES",
+    "PLAN_JSON",
+];
 
 /// True for `[A-Za-z_][A-Za-z0-9_]*` other than `_`.
 fn is_rust_ident(s: &str) -> bool {

@@ -1,6 +1,7 @@
 //! Source printers of the CPU loop-nest IR ([`crate::cpu::loop_ir`]): C11
 //! ([`c`]) and Rust ([`rust`]), and the typed Rust API around either body
-//! ([`api`]). Both printers print the same [`crate::cpu::Program`];
+//! ([`api`]), plus the typed GPU launch functions of its `sm80` submodule
+//! ([`gpu_api`]). Both printers print the same [`crate::cpu::Program`];
 //! this module holds what they share: the printing of sizes, subscripts and
 //! guards, and the names used in generated code.
 //!
@@ -11,6 +12,7 @@
 
 pub mod api;
 pub mod c;
+pub mod gpu_api;
 pub mod rust;
 
 use crate::affine::{AffAtom, AffExpr};

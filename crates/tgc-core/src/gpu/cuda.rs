@@ -19,6 +19,7 @@
 //! | `Epilogue` | the ops in `f32` on the accumulator, in place |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
+//! | `Compute`, `Accumulate`, `ShflBfly`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `cuda_simt.rs` (scalar C in `float`/`int`, `shfl.sync.bfly.b32`, `ld.global[.v2/.v4].b32`) |
 //!
 //! Invariants of the printed source:
 //!
@@ -121,6 +122,9 @@ pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
         .collect();
     for (bits, base, shift) in swizzles {
         out.push_str(&swizzle_function(Swizzle { bits, base, shift })?);
+    }
+    if kernels.iter().any(uses_simt) {
+        out.push_str(SIMT_PRELUDE);
     }
     for k in kernels {
         out.push('\n');
@@ -536,6 +540,7 @@ impl<'k> Printer<'k> {
             let ty = match r.kind {
                 RegKind::F32 => "float",
                 RegKind::B16x2 => "unsigned",
+                RegKind::I32 => "int",
             };
             writeln!(out, "    {ty} {c}[{}];", r.len).unwrap();
         }
@@ -794,6 +799,11 @@ impl<'k> Printer<'k> {
             Stmt::GridDepControlWait => {
                 writeln!(out, "{tag}asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");").unwrap()
             }
+            Stmt::Compute { .. }
+            | Stmt::Accumulate { .. }
+            | Stmt::ShflBfly { .. }
+            | Stmt::StGlobal { .. }
+            | Stmt::LdGlobalVec { .. } => self.simt_stmt(out, s, id, &tag, &pad)?,
         }
         Ok(())
     }
@@ -1041,6 +1051,10 @@ pub fn tagged_ids(source: &str) -> Vec<u32> {
     }
     ids
 }
+
+#[path = "cuda_simt.rs"]
+mod simt;
+use simt::{uses_simt, SIMT_PRELUDE};
 
 #[cfg(test)]
 #[path = "cuda_tests.rs"]

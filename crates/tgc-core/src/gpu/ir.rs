@@ -11,7 +11,11 @@
 //! `Barrier`, a synchronous global→shared copy for operands too misaligned
 //! for `cp.async`, an accumulator initialiser, shared loads and stores of
 //! registers (the epilogue's staging of C for 16-byte global stores), and
-//! `griddepcontrol.wait`.
+//! `griddepcontrol.wait`. The SIMT template ([`super::simt`]) adds scalar
+//! values computed in registers ([`ScalarExpr`], the mirror of
+//! `cpu::loop_ir::Expr`) with `Compute`, `Accumulate`, the warp butterfly
+//! `ShflBfly` (`shfl.sync.bfly`), scalar `StGlobal` and vector
+//! `LdGlobalVec`, and `i32` registers ([`RegKind::I32`]).
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
 //! the statement's id):
@@ -56,6 +60,7 @@
 
 use std::fmt;
 
+use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
 /// The GPU architecture a kernel is compiled for (PTX `.target`).
@@ -390,6 +395,121 @@ pub enum RegKind {
     /// Two 16-bit values per `.b32` register (`ldmatrix` results, `mma`
     /// A/B operands), low half first.
     B16x2,
+    /// One `i32` per register (`.s32`): the compute type of `i32` values,
+    /// and of `bool` values as 0 or 1 (the SIMT template, [`ScalarExpr`]).
+    I32,
+}
+
+/// The register type a value of Tiny dtype `d` is computed in (the CPU
+/// backend's compute type, `cpu::loop_ir`): `f32` for f16/bf16/f32, `i32`
+/// for i32 and bool (bool as 0 or 1).
+pub fn compute_kind(d: DType) -> RegKind {
+    if d.is_float() {
+        RegKind::F32
+    } else {
+        RegKind::I32
+    }
+}
+
+/// A scalar value computed in registers by one thread (the SIMT template):
+/// the GPU form of `cpu::loop_ir::Expr`, with the same semantics. Every
+/// node has a Tiny dtype ([`ScalarExpr::dtype`]) and is computed in its
+/// compute type ([`compute_kind`]): f16/bf16 are storage types, widened on
+/// load and rounded only at a `Cast` (and at a store); `i32` arithmetic
+/// wraps; `MAX`/`MIN` propagate NaN; `RELU` is `x < 0 ? 0 : x`; a `Cast` to
+/// `i32` truncates toward zero (NaN to 0, saturating to i64, then wrapping),
+/// to bool compares with zero.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScalarExpr {
+    /// `ld.global` of one element of `dtype` (the pointer's) at `src`,
+    /// widened to the compute type.
+    Load {
+        src: GlobalRef,
+        dtype: DType,
+    },
+    /// A literal, already rounded to `dtype`.
+    Const {
+        value: f64,
+        dtype: DType,
+    },
+    /// A register holding a value of `dtype` in its compute type (an
+    /// accumulator), read rounded to `dtype` (`loop_ir::Expr::Acc`: a no-op
+    /// but for f16/bf16).
+    Reg {
+        reg: RegRef,
+        dtype: DType,
+    },
+    Unary {
+        op: UnaryOp,
+        x: Box<ScalarExpr>,
+    },
+    Binary {
+        op: BinaryOp,
+        a: Box<ScalarExpr>,
+        b: Box<ScalarExpr>,
+    },
+    /// Tiny `CAST` to `to`.
+    Cast {
+        to: DType,
+        x: Box<ScalarExpr>,
+    },
+    /// `cond != 0 ? a : b`, both evaluated.
+    Where {
+        cond: Box<ScalarExpr>,
+        a: Box<ScalarExpr>,
+        b: Box<ScalarExpr>,
+    },
+    /// `cond ? then : otherwise` on an integer condition; only the chosen
+    /// side is evaluated (a `PAD` piece: `then` may read out of bounds
+    /// where `cond` is false).
+    Select {
+        cond: Expr,
+        then: Box<ScalarExpr>,
+        otherwise: Box<ScalarExpr>,
+    },
+}
+
+impl ScalarExpr {
+    /// The Tiny dtype of the value.
+    pub fn dtype(&self) -> DType {
+        match self {
+            ScalarExpr::Load { dtype, .. } | ScalarExpr::Const { dtype, .. } | ScalarExpr::Reg { dtype, .. } => *dtype,
+            ScalarExpr::Unary { x, .. } => x.dtype(),
+            ScalarExpr::Binary { op: BinaryOp::Cmplt | BinaryOp::Cmpeq, .. } => DType::Bool,
+            ScalarExpr::Binary { a, .. } => a.dtype(),
+            ScalarExpr::Cast { to, .. } => *to,
+            ScalarExpr::Where { a, .. } => a.dtype(),
+            ScalarExpr::Select { then, .. } => then.dtype(),
+        }
+    }
+
+    /// Calls `f` on this expression and every sub-expression, parents first.
+    pub fn walk(&self, f: &mut dyn FnMut(&ScalarExpr)) {
+        f(self);
+        match self {
+            ScalarExpr::Load { .. } | ScalarExpr::Const { .. } | ScalarExpr::Reg { .. } => {}
+            ScalarExpr::Unary { x, .. } | ScalarExpr::Cast { x, .. } => x.walk(f),
+            ScalarExpr::Binary { a, b, .. } => {
+                a.walk(f);
+                b.walk(f);
+            }
+            ScalarExpr::Where { cond, a, b } => {
+                cond.walk(f);
+                a.walk(f);
+                b.walk(f);
+            }
+            ScalarExpr::Select { then, otherwise, .. } => {
+                then.walk(f);
+                otherwise.walk(f);
+            }
+        }
+    }
+}
+
+/// The identity of a reduction in the compute type of `dtype` (the
+/// interpreter's [`ReduceOp::identity`] rounded to `dtype`).
+pub fn reduce_identity(op: ReduceOp, dtype: DType) -> f64 {
+    dtype.round(op.identity(dtype))
 }
 
 /// A per-thread array of 32-bit registers (a fragment), `len` long.
@@ -532,6 +652,29 @@ pub enum Stmt {
     /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
     /// one depends on; a no-op for a kernel launched alone.
     GridDepControlWait,
+    /// `dst = value`: a scalar computed in registers ([`ScalarExpr`]);
+    /// `dst`'s kind is the value's compute kind ([`compute_kind`]).
+    Compute { dst: RegRef, value: ScalarExpr },
+    /// `acc = op(acc, value)` in the compute type of `dtype` (the
+    /// accumulator's), without rounding (`loop_ir`: accumulate wide, round
+    /// the read); `value` has dtype `dtype`. SUM adds (wrapping for i32, OR
+    /// for bool), MAX/MIN propagate NaN.
+    Accumulate { op: ReduceOp, dtype: DType, acc: RegRef, value: ScalarExpr },
+    /// One butterfly step of a warp reduction: `acc = op(acc,
+    /// shfl.sync.bfly.b32(acc, lane_mask, 0x1f, 0xffffffff))` (PTX ISA
+    /// "shfl.sync"): every lane combines its value with lane `lane ^
+    /// lane_mask`'s, the combine as [`Stmt::Accumulate`]'s. All 32 lanes of
+    /// the warp must execute it (the member mask is full), so it must not
+    /// be under control that differs between the lanes of a warp.
+    ShflBfly { op: ReduceOp, dtype: DType, acc: RegRef, lane_mask: u32 },
+    /// `st.global` of one element: `src` (a register of `dtype`'s compute
+    /// kind) converted to `dtype` (rounded for f16/bf16) at `dst`, when `pred`.
+    StGlobal { dst: GlobalRef, src: RegRef, dtype: DType, pred: Expr },
+    /// `ld.global[.v2|.v4]`: `dst.len()` consecutive elements of `dtype` at
+    /// `src` (the access aligned to its size, at most 16 bytes) widened into
+    /// registers of `dtype`'s compute kind, when `pred` (else the registers
+    /// are unchanged).
+    LdGlobalVec { dst: Vec<RegRef>, src: GlobalRef, dtype: DType, pred: Expr },
 }
 
 impl Stmt {
@@ -570,7 +713,21 @@ impl Stmt {
             Stmt::RedAddF32 { .. } => "red.global.add.f32".into(),
             Stmt::AtomicArrive { .. } => "atomic.arrive".into(),
             Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
+            Stmt::Compute { .. } => "compute".into(),
+            Stmt::Accumulate { op, .. } => format!("accumulate.{}", reduce_name(*op)),
+            Stmt::ShflBfly { .. } => "shfl.sync.bfly.b32".into(),
+            Stmt::StGlobal { .. } => "st.global".into(),
+            Stmt::LdGlobalVec { dst, .. } => format!("ld.global.v{}", dst.len()),
         }
+    }
+}
+
+/// The lower-case name of a reduction (`sum`, `max`, `min`).
+pub fn reduce_name(op: ReduceOp) -> &'static str {
+    match op {
+        ReduceOp::Sum => "sum",
+        ReduceOp::Max => "max",
+        ReduceOp::Min => "min",
     }
 }
 

@@ -21,6 +21,12 @@
 //!   constant once the enclosing unrolled loops (constant bounds) are
 //!   unrolled, and lies inside its array over all their iterations
 //!   (`FragmentShape`).
+//! - SIMT statements: `Compute`/`Accumulate`/`StGlobal`/`LdGlobalVec`
+//!   registers have their value's compute kind ([`compute_kind`]);
+//!   `ShflBfly` (full member mask) is not under an `If` or `For` whose
+//!   condition or bounds may differ between the lanes of one warp (a
+//!   finer rule than the CTA-wide one: with `block.x` a multiple of 32,
+//!   `threadIdx.y` is the same in a whole warp) (`Divergence`).
 //! - Swizzle (invariant 5): every [`SmemRef`] carries its buffer's swizzle
 //!   (`Swizzle`).
 //! - Completion (invariant 6), the static part: along every path, an
@@ -44,6 +50,8 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         next: 0,
         defined: HashSet::new(),
         thread_vars: Vec::new(),
+        lane_vars: Vec::new(),
+        lane_divergent: 0,
         unrolled: Vec::new(),
     };
     for (d, e) in k.grid.iter().enumerate() {
@@ -79,6 +87,11 @@ struct Verifier<'k> {
     defined: HashSet<VarId>,
     /// Variables whose value may differ between threads.
     thread_vars: Vec<VarId>,
+    /// Variables whose value may differ between the lanes of one warp.
+    lane_vars: Vec<VarId>,
+    /// How many enclosing `If`/`For`s have a condition or bound that may
+    /// differ between the lanes of one warp.
+    lane_divergent: u32,
     /// The enclosing unrolled loops with constant bounds: variable, start, end, step.
     unrolled: Vec<(VarId, i64, i64, i64)>,
 }
@@ -312,6 +325,9 @@ impl Verifier<'_> {
             Stmt::Let { var, value } => {
                 self.expr(value, scope, Some(s));
                 let thread = value.depends_on_thread(&self.thread_vars);
+                if self.lane_varying(value) {
+                    self.lane_vars.push(*var);
+                }
                 self.define(*var, s, thread);
                 scope.push(*var);
             }
@@ -322,6 +338,10 @@ impl Verifier<'_> {
                     self.err(Fault::BadValue, s, format!("loop step {step} is not positive"));
                 }
                 let thread = start.depends_on_thread(&self.thread_vars) || end.depends_on_thread(&self.thread_vars);
+                let lanes = self.lane_varying(start) || self.lane_varying(end);
+                if lanes {
+                    self.lane_vars.push(*var);
+                }
                 self.define(*var, s, thread);
                 // A loop that both copies into a buffer and reads it reads
                 // new data in each iteration.
@@ -344,7 +364,9 @@ impl Verifier<'_> {
                     }
                     _ => false,
                 };
+                self.lane_divergent += lanes as u32;
                 self.body(body, scope, divergent || thread, sync);
+                self.lane_divergent -= lanes as u32;
                 if pushed {
                     self.unrolled.pop();
                 }
@@ -357,9 +379,12 @@ impl Verifier<'_> {
             Stmt::If { cond, then, otherwise } => {
                 self.expr(cond, scope, Some(s));
                 let div = divergent || cond.depends_on_thread(&self.thread_vars);
+                let lanes = self.lane_varying(cond) as u32;
                 let mut other = sync.to_vec();
+                self.lane_divergent += lanes;
                 self.body(then, scope, div, sync);
                 self.body(otherwise, scope, div, &mut other);
+                self.lane_divergent -= lanes;
                 for (x, o) in sync.iter_mut().zip(other) {
                     *x = (*x).min(o);
                 }
@@ -482,6 +507,77 @@ impl Verifier<'_> {
                     self.reg(r, RegKind::F32, scope, s, "store source");
                 }
                 self.expr(pred, scope, Some(s));
+            }
+            Stmt::Compute { dst, value } => {
+                self.reg(dst, compute_kind(value.dtype()), scope, s, "compute destination");
+                self.scalar(value, scope, s);
+            }
+            Stmt::Accumulate { dtype, acc, value, .. } => {
+                self.reg(acc, compute_kind(*dtype), scope, s, "accumulator");
+                if value.dtype() != *dtype {
+                    let msg = format!("accumulates a {} value into a {dtype} accumulator", value.dtype());
+                    self.err(Fault::BadValue, s, msg);
+                }
+                self.scalar(value, scope, s);
+            }
+            Stmt::ShflBfly { dtype, acc, lane_mask, .. } => {
+                self.reg(acc, compute_kind(*dtype), scope, s, "shuffled");
+                if *lane_mask >= 32 {
+                    self.err(Fault::BadValue, s, format!("lane mask {lane_mask} is not a lane (0 to 31)"));
+                }
+                if self.lane_divergent > 0 {
+                    let msg =
+                        "shfl.sync.bfly (full member mask) under control that differs between the lanes of a warp";
+                    self.err(Fault::Divergence, s, msg.into());
+                }
+            }
+            Stmt::StGlobal { dst, src, dtype, pred } => {
+                self.global(dst, scope, s);
+                self.reg(src, compute_kind(*dtype), scope, s, "store source");
+                self.expr(pred, scope, Some(s));
+            }
+            Stmt::LdGlobalVec { dst, src, dtype, pred } => {
+                let bytes = dst.len() * dtype.size_bytes();
+                if !dst.len().is_power_of_two() || bytes > 16 {
+                    self.err(Fault::BadValue, s, format!("{} of {bytes} bytes (a power of two up to 16)", st.head()));
+                }
+                self.global(src, scope, s);
+                for r in dst {
+                    self.reg(r, compute_kind(*dtype), scope, s, "load destination");
+                }
+                self.expr(pred, scope, Some(s));
+            }
+        }
+    }
+
+    /// Whether `e` may differ between the lanes of one warp: it reads a
+    /// thread index that varies inside a warp of this block shape (`x`
+    /// unless the block is one thread wide; `y` when rows of `x` do not
+    /// fill whole warps; likewise `z`), or a variable that does.
+    fn lane_varying(&self, e: &Expr) -> bool {
+        let [bx, by, bz] = self.k.block;
+        let mut varies = false;
+        e.visit(&mut |x| match x {
+            Expr::ThreadIdx(Dim::X) if bx > 1 => varies = true,
+            Expr::ThreadIdx(Dim::Y) if by > 1 && bx % 32 != 0 => varies = true,
+            Expr::ThreadIdx(Dim::Z) if bz > 1 && (bx * by) % 32 != 0 => varies = true,
+            Expr::Var(v) if self.lane_vars.contains(v) => varies = true,
+            _ => {}
+        });
+        varies
+    }
+
+    /// Checks the ids of a scalar expression: loads of pointer parameters,
+    /// registers of the right kind, integer expressions in scope.
+    fn scalar(&mut self, e: &ScalarExpr, scope: &[VarId], s: u32) {
+        let mut parts = Vec::new();
+        e.walk(&mut |x| parts.push(x.clone()));
+        for x in parts {
+            match &x {
+                ScalarExpr::Load { src, .. } => self.global(src, scope, s),
+                ScalarExpr::Reg { reg, dtype } => self.reg(reg, compute_kind(*dtype), scope, s, "operand"),
+                ScalarExpr::Select { cond, .. } => self.expr(cond, scope, Some(s)),
+                _ => {}
             }
         }
     }

@@ -85,6 +85,7 @@ impl fmt::Display for Kernel {
             let kind = match r.kind {
                 RegKind::F32 => "f32",
                 RegKind::B16x2 => "b32",
+                RegKind::I32 => "s32",
             };
             writeln!(f, "  reg {}: {kind}[{}]", r.name, r.len)?;
         }
@@ -120,6 +121,26 @@ impl Kernel {
     fn global_text(&self, g: &GlobalRef) -> String {
         let name = name_or(self.params.get(g.param.0 as usize).map(|p| p.name.as_str()), "p", g.param.0);
         format!("{name}[{}]", self.expr(&g.offset))
+    }
+
+    /// A [`ScalarExpr`] in prefix form: `add.f32(ld.f16 x[i], 1.0:f32)`.
+    fn scalar_text(&self, e: &ScalarExpr) -> String {
+        match e {
+            ScalarExpr::Load { src, dtype } => format!("ld.{} {}", dtype.dsl_name(), self.global_text(src)),
+            ScalarExpr::Const { value, dtype } => format!("{value:?}:{}", dtype.dsl_name()),
+            ScalarExpr::Reg { reg, dtype } => format!("{}:{}", self.reg_text(reg), dtype.dsl_name()),
+            ScalarExpr::Unary { op, x } => format!("{}({})", format!("{op:?}").to_lowercase(), self.scalar_text(x)),
+            ScalarExpr::Binary { op, a, b } => {
+                format!("{}({}, {})", format!("{op:?}").to_lowercase(), self.scalar_text(a), self.scalar_text(b))
+            }
+            ScalarExpr::Cast { to, x } => format!("cast.{}({})", to.dsl_name(), self.scalar_text(x)),
+            ScalarExpr::Where { cond, a, b } => {
+                format!("where({}, {}, {})", self.scalar_text(cond), self.scalar_text(a), self.scalar_text(b))
+            }
+            ScalarExpr::Select { cond, then, otherwise } => {
+                format!("({} ? {} : {})", self.expr(cond), self.scalar_text(then), self.scalar_text(otherwise))
+            }
+        }
     }
 
     fn param_name(&self, p: ParamId) -> String {
@@ -256,6 +277,39 @@ impl Kernel {
                     writeln!(f, "let {} = atomic.arrive {}", self.expr(&Expr::Var(*var)), self.global_text(counter))?
                 }
                 Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
+                Stmt::Compute { dst, value } => writeln!(f, "{} = {}", self.reg_text(dst), self.scalar_text(value))?,
+                Stmt::Accumulate { op, dtype, acc, value } => writeln!(
+                    f,
+                    "{} = {}.{}({0}, {})",
+                    self.reg_text(acc),
+                    reduce_name(*op),
+                    dtype.dsl_name(),
+                    self.scalar_text(value)
+                )?,
+                Stmt::ShflBfly { op, dtype, acc, lane_mask } => writeln!(
+                    f,
+                    "{} = {}.{}({0}, shfl.sync.bfly.b32({0}, {lane_mask}))",
+                    self.reg_text(acc),
+                    reduce_name(*op),
+                    dtype.dsl_name()
+                )?,
+                Stmt::StGlobal { dst, src, dtype, pred } => writeln!(
+                    f,
+                    "st.global.{} {}, {} if {}",
+                    dtype.dsl_name(),
+                    self.global_text(dst),
+                    self.reg_text(src),
+                    self.expr(pred)
+                )?,
+                Stmt::LdGlobalVec { dst, src, dtype, pred } => writeln!(
+                    f,
+                    "ld.global.v{}.{} {}, {} if {}",
+                    dst.len(),
+                    dtype.dsl_name(),
+                    self.regs_text(dst),
+                    self.global_text(src),
+                    self.expr(pred)
+                )?,
             }
         }
         Ok(())

@@ -366,6 +366,13 @@ impl<'k> Frame<'k> {
                 self.stats.barriers += 2;
             }
             Stmt::GridDepControlWait => {}
+            Stmt::Compute { .. }
+            | Stmt::Accumulate { .. }
+            | Stmt::ShflBfly { .. }
+            | Stmt::StGlobal { .. }
+            | Stmt::LdGlobalVec { .. } => {
+                self.simt_stmt(st, mask, args, s)?;
+            }
         }
         Ok(())
     }

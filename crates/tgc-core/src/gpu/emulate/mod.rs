@@ -33,6 +33,12 @@
 //!   its value would spin forever in this order (every CTA it could wait
 //!   for has a smaller `blockIdx` in the orders the template uses) and is
 //!   a `Deadlock`.
+//! - SIMT statements (`Compute`, `Accumulate`, `ShflBfly`, `StGlobal`,
+//!   `LdGlobalVec`; [`scalar`]): values in their compute type with the CPU
+//!   backend's semantics, in `f32` (so differences from the interpreter's
+//!   f64 are f32 rounding); `shfl.sync.bfly` needs every lane of the warp
+//!   active (`Divergence` otherwise) and exchanges the values all lanes had
+//!   before it.
 //! - Every global and shared access is checked against its tensor or
 //!   buffer (`OutOfBounds`) and its alignment (`Misaligned`; tensors are
 //!   taken as 256-byte aligned, as `cudaMalloc` gives).
@@ -44,6 +50,7 @@ use half::{bf16, f16};
 use super::ir::*;
 
 mod exec;
+pub mod scalar;
 use crate::DType;
 
 /// A launch argument, one per kernel parameter in order.

@@ -1,0 +1,967 @@
+//! The SIMT template: every region of a graph as a GPU kernel without
+//! tensor cores, generated from the CPU loop-nest IR ([`loop_ir`]), which
+//! stays the one description of what a region computes (`000` §1.5 regions,
+//! §1.8 GPU dialect, §7 the GPU path; issue 5 item 3).
+//!
+//! [`lower_program`] lowers a graph with [`from_tiny::lower`] (regions,
+//! IndexBook subscripts, no strip-mining) and turns each
+//! [`loop_ir::Kernel`] into one [`ir::Kernel`] of one of three forms
+//! ([`Form`]):
+//!
+//! - [`Form::Elementwise`] (no reduction): one thread per output element.
+//!   Blocks of [`THREADS`] threads, at most [`MAX_BLOCKS`] blocks, and a
+//!   grid-stride loop over the row-major flattened output; the output
+//!   multi-index comes from the flat index by `%` and `/` of the extents
+//!   (symbolic extents are kernel parameters). The value is a
+//!   [`ScalarExpr`] (a mirror of [`loop_ir::Expr`]) computed in registers
+//!   and stored with one `st.global`.
+//! - [`Form::WarpReduce`] (a reduction with no reduction computed at its
+//!   reads, whose reduce loops are not a constant count below 32): one warp
+//!   per output element, [`WARPS`] warps per block (`block = (32, WARPS)`,
+//!   the warp is `threadIdx.y`, so the row guard is the same in all lanes of
+//!   a warp); lane `l` accumulates the flattened reduce points `l, l + 32,
+//!   …`, then five `shfl.sync.bfly` steps (lane masks 16, 8, 4, 2, 1) give
+//!   every lane the combination of all 32; lane 0 evaluates the value (the
+//!   epilogue, which reads the accumulator rounded to its dtype) and stores.
+//!   The order of a sum differs from the CPU backend's (32 strided partial
+//!   sums, then a tree), so f32 results differ by rounding; MAX/MIN are
+//!   exact.
+//! - [`Form::Serial`] (any other reduction: short reduce loops — a pooling
+//!   window, a small contraction such as the `Q·Kᵀ` of a naive attention or
+//!   a convolution —, or reductions computed at their reads, `ComputeAt`):
+//!   one thread per output element as `Elementwise`, running the reduce
+//!   loops serially in the CPU backend's order; a computed-at reduction is
+//!   recomputed, under its guard, before each update of the accumulator.
+//!
+//! Numerics are the CPU backend's (`loop_ir` invariants): f32 compute for
+//! f16/bf16/f32 (16-bit values rounded at `CAST` and on store), wrapping
+//! i32, bool as 0/1; NaN-propagating MAX/MIN; RELU as `x < 0 ? 0 : x`;
+//! accumulators wide, read rounded to their dtype.
+//!
+//! Kernel parameters ([`Launch::args`]): a `const` pointer per buffer the
+//! kernel reads (in buffer id order), the pointer it writes, then one
+//! `long long` per symbol of the program ([`GpuProgram::symbols`], the CPU
+//! backend's `dims` order), all of them whether the kernel uses them or not.
+//! Units: pointer offsets in elements; extents and indices `i64`.
+//!
+//! Vectorisation: an element-wise kernel whose output is a float tensor
+//! stored row-major by its loops ([`vectorisable`]) computes [`VEC`]
+//! consecutive elements per thread and stores them with one
+//! `st.global.v4` (16 bytes in f32, 8 in f16/bf16, aligned: `4·flat`
+//! elements from a 256-byte aligned base). When the innermost extent is a
+//! constant multiple of 4, every group lies in one row: one multi-index
+//! per group (the innermost index stepping by one per element), and every
+//! load whose subscript is `i_last + 4·(…)` with constant coefficients (not
+//! under a `PAD` guard) is one `ld.global.v4` ([`Stmt::LdGlobalVec`]; at the
+//! group's first element the subscript is a multiple of 4, so the access is
+//! aligned); broadcast and other loads stay scalar. Otherwise each element
+//! of a group has its own multi-index and scalar loads, and the last partial
+//! group scalar stores: with a symbolic innermost extent the alignment of
+//! `row · C` is a run-time fact, and this template decides at compile time.
+//!
+//! GEMM hook: [`lower_program_for`] with a target gives a graph that is
+//! one GEMM + epilogue with concrete sizes the sm80 tensor-core kernel of
+//! [`super::lower::build`] as its one launch ([`Form::Gemm`], its `M`, `N`,
+//! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the chosen
+//! plan splits K (its workspace and locks are not buffers of a program
+//! yet); every other graph gets the SIMT form of every region, the correct
+//! path for all graphs (the naive matmul of a region the MMA template does
+//! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
+//! kernel for one region of a larger graph needs that region as its own
+//! graph (its inputs being buffers of this program): [`Launch::region`]
+//! names the Tiny nodes a launch computes, for that matcher.
+//!
+//! Nothing generated here has run on a GPU: the tests run the kernels in
+//! the emulator against the reference interpreter and compile them to
+//! sm_80 cubins with NVRTC.
+
+use std::collections::BTreeMap;
+
+use crate::affine::{AffAtom, AffExpr};
+use crate::cpu::from_tiny;
+use crate::cpu::loop_ir::{self, BufId, Buffer, Role};
+use crate::diag;
+use crate::diag::DResult;
+use crate::sym::{Atom, Dim as SymDim};
+use crate::tiny::{Constraint, Graph, NodeId};
+use crate::DType;
+
+use super::emulate::{self, Arg};
+use super::ir::{self, *};
+
+/// Threads per block of the one-thread-per-element forms.
+pub const THREADS: u32 = 256;
+/// Most blocks of a grid-stride kernel (more elements loop).
+pub const MAX_BLOCKS: i64 = 1 << 16;
+/// Output elements per thread of a vectorised [`Form::Elementwise`] kernel.
+pub const VEC: i64 = 4;
+/// Warps (output elements) per block of [`Form::WarpReduce`].
+pub const WARPS: u32 = 4;
+
+/// How a kernel maps a region onto threads (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// No reduction: one thread per output element (four per thread with a
+    /// vector store when [`vectorisable`]).
+    Elementwise,
+    /// One warp per output element, lanes striding the reduce loops, a
+    /// `shfl.sync.bfly` tree, lane 0 storing.
+    WarpReduce,
+    /// One thread per output element running the reduce loops serially.
+    Serial,
+    /// The sm80 tensor-core template ([`super::lower::build`]) for a whole
+    /// graph that is one GEMM + epilogue ([`lower_program_for`]).
+    Gemm,
+}
+
+/// What a kernel parameter is bound to at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchArg {
+    /// The device pointer of [`GpuProgram::buffers`]`[id]`.
+    Buffer(BufId),
+    /// The value of [`GpuProgram::symbols`]`[k]` (a `long long`).
+    Dim(usize),
+    /// A constant for the parameter's integer type (the sm80 template's
+    /// `M`, `N`, `K` and leading dimensions).
+    Int(i64),
+}
+
+/// One kernel of a program and how to launch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    /// The GPU dialect kernel; its `grid` is over its scalar parameters,
+    /// its `block` constant; `smem_bytes` of dynamic shared memory (0 for
+    /// the SIMT forms; the sm80 template's stages, above 48 KiB needing
+    /// `cudaFuncAttributeMaxDynamicSharedMemorySize`).
+    pub kernel: ir::Kernel,
+    pub form: Form,
+    /// One per kernel parameter, in order.
+    pub args: Vec<LaunchArg>,
+    /// The Tiny nodes it computes (`loop_ir::Kernel::nodes`: the root first).
+    pub region: Vec<NodeId>,
+    /// The buffer it writes.
+    pub out: BufId,
+}
+
+impl Launch {
+    /// The grid (blocks per dimension) for the symbol values `dims` (in
+    /// [`GpuProgram::symbols`] order).
+    ///
+    /// Errors: `Internal` for a grid expression that reads other than
+    /// parameters bound to dims, or divides by zero.
+    pub fn grid(&self, dims: &[i64]) -> DResult<[i64; 3]> {
+        let mut out = [0; 3];
+        for (o, e) in out.iter_mut().zip(&self.kernel.grid) {
+            *o = eval_launch(e, &self.args, dims)?;
+        }
+        Ok(out)
+    }
+
+    /// Threads per block dimension.
+    pub fn block(&self) -> [u32; 3] {
+        self.kernel.block
+    }
+}
+
+fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
+    Ok(match e {
+        Expr::Const(v) => *v,
+        Expr::Param(p) => match args.get(p.0 as usize) {
+            Some(LaunchArg::Dim(k)) => {
+                *dims.get(*k).ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?
+            }
+            Some(LaunchArg::Int(v)) => *v,
+            _ => return Err(diag!(Internal, "grid reads parameter {} that is not a dim", p.0)),
+        },
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (eval_launch(a, args, dims)?, eval_launch(b, args, dims)?);
+            match op {
+                BinOp::Add => x.wrapping_add(y),
+                BinOp::Sub => x.wrapping_sub(y),
+                BinOp::Mul => x.wrapping_mul(y),
+                BinOp::Div | BinOp::Rem if y == 0 => return Err(diag!(Internal, "grid divides by zero")),
+                BinOp::Div => x / y,
+                BinOp::Rem => x % y,
+                BinOp::Min => x.min(y),
+                BinOp::Max => x.max(y),
+                BinOp::Lt => (x < y) as i64,
+                BinOp::Le => (x <= y) as i64,
+                other => return Err(diag!(Internal, "grid uses `{}`", other.symbol())),
+            }
+        }
+        Expr::Select(c, a, b) => {
+            if eval_launch(c, args, dims)? != 0 {
+                eval_launch(a, args, dims)?
+            } else {
+                eval_launch(b, args, dims)?
+            }
+        }
+        _ => return Err(diag!(Internal, "grid reads a thread, block or variable")),
+    })
+}
+
+/// A whole graph as SIMT kernels: what the CUDA runtime executes; every
+/// buffer is dense row-major.
+///
+/// Running it (what [`emulate()`] does on the CPU):
+///
+/// 1. `dims`: one `i64` per [`GpuProgram::symbols`] entry;
+///    [`GpuProgram::check_dims`].
+/// 2. Compile [`GpuProgram::kernels`] as one unit
+///    ([`super::cuda::compile`]); each kernel's entry point is
+///    [`super::cuda::symbol`]`(&launch.kernel)`.
+/// 3. Allocate every buffer: [`GpuProgram::elements`] × `dtype.size_bytes()`
+///    bytes (inputs copied in; outputs and temps need no initial value).
+/// 4. For each [`Launch`] in order on one stream: grid
+///    [`Launch::grid`]`(dims)`, block [`Launch::block`], `kernel.smem_bytes`
+///    of dynamic shared memory, and the arguments [`Launch::args`]: a device
+///    pointer for [`LaunchArg::Buffer`], `dims[k]` as `long long` for
+///    [`LaunchArg::Dim`], the value for [`LaunchArg::Int`] in the
+///    parameter's type (`int` or `long long`, `kernel.params[i].kind`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuProgram {
+    /// The graph's name.
+    pub name: String,
+    /// Symbol names: the `long long` kernel arguments [`LaunchArg::Dim`]
+    /// index this list (the CPU backend's `dims` order).
+    pub symbols: Vec<String>,
+    /// Facts the sizes must satisfy before anything runs (as the CPU
+    /// backend's `loop_ir::Program::checks`).
+    pub checks: Vec<Constraint>,
+    /// Inputs ([`Role::Input`]), outputs ([`Role::Output`]) and temporaries
+    /// ([`Role::Temp`], allocated by the runtime; nothing reads a byte of one
+    /// before a kernel writes it): dtype and shape as [`SymDim`]s of the
+    /// symbols; bytes = elements × `dtype.size_bytes()`.
+    pub buffers: Vec<Buffer>,
+    /// The kernels in execution order.
+    pub launches: Vec<Launch>,
+}
+
+impl GpuProgram {
+    /// The element count of buffer `id` for `dims`.
+    ///
+    /// Errors: `UnboundSymbol`-like `Internal` errors for a shape that
+    /// reads a symbol missing from `dims`.
+    pub fn elements(&self, id: BufId, dims: &[i64]) -> DResult<i64> {
+        let bind = |s: &str| self.symbols.iter().position(|x| x == s).and_then(|k| dims.get(k).copied());
+        let mut n = 1i64;
+        for d in &self.buffers[id.0 as usize].shape {
+            let v = d.eval(&bind).map_err(|m| diag!(Internal, "buffer size: {m}"))?;
+            n = n.saturating_mul(v);
+        }
+        Ok(n)
+    }
+
+    /// Checks [`GpuProgram::checks`] for the symbol values `dims` (in
+    /// [`GpuProgram::symbols`] order), in order: what the runtime does before
+    /// it allocates or launches anything.
+    ///
+    /// Errors: `AxisSizeMismatch` naming the first fact that fails (as the
+    /// interpreter's binding of sizes), `UnboundSymbol` for a fact that reads
+    /// a symbol `dims` lacks.
+    pub fn check_dims(&self, dims: &[i64]) -> DResult<()> {
+        let bind = |s: &str| self.symbols.iter().position(|x| x == s).and_then(|k| dims.get(k).copied());
+        for c in &self.checks {
+            let l = c.lhs.eval(&bind).map_err(|m| diag!(UnboundSymbol, "{}: {m}", c.what))?;
+            let r = c.rhs.eval(&bind).map_err(|m| diag!(UnboundSymbol, "{}: {m}", c.what))?;
+            let ok = match c.rel {
+                crate::tiny::Rel::Eq => l == r,
+                crate::tiny::Rel::Le => l <= r,
+            };
+            if !ok {
+                return Err(diag!(
+                    Io,
+                    "{}: {l} {} {r} does not hold",
+                    c.what,
+                    if c.rel == crate::tiny::Rel::Eq { "=" } else { "<=" }
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
+    pub fn kernels(&self) -> Vec<ir::Kernel> {
+        self.launches.iter().map(|l| l.kernel.clone()).collect()
+    }
+}
+
+/// Lowers every region of `g` to a SIMT kernel (see the module doc).
+///
+/// Errors: those of [`from_tiny::lower`]; `Unsupported` for a value the
+/// SIMT template cannot compute (none today beyond the CPU backend's).
+pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
+    let p = from_tiny::lower(g)?;
+    let mut launches = Vec::new();
+    for k in &p.kernels {
+        launches.push(lower_kernel(&p, k)?);
+    }
+    Ok(GpuProgram {
+        name: p.name.clone(),
+        symbols: p.symbols.clone(),
+        checks: p.checks.clone(),
+        buffers: p.buffers,
+        launches,
+    })
+}
+
+/// [`lower_program`], except that a graph that is one GEMM + epilogue with
+/// concrete sizes ([`super::lower::match_gemm`]) gets the sm80 tensor-core
+/// kernel of [`super::lower::build`] for `target` as its one launch
+/// ([`Form::Gemm`]) — when the chosen plan needs no split-K workspace; any
+/// other graph (or `target` `None`) gets the SIMT kernels.
+///
+/// Errors: those of [`lower_program`].
+pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DResult<GpuProgram> {
+    if let Some(t) = target {
+        if let Some(p) = gemm_program(g, t) {
+            return Ok(p);
+        }
+    }
+    lower_program(g)
+}
+
+/// The one-launch program of a GEMM graph, when [`super::lower::build`]
+/// takes it without split-K.
+fn gemm_program(g: &Graph, target: &crate::plan::Target) -> Option<GpuProgram> {
+    use super::lower::{self, Operand};
+    let gk = lower::build(g, target, &format!("{}_gemm", g.name)).ok()?;
+    let ps = &gk.params;
+    if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
+        return None;
+    }
+    let extent = |i: usize| gk.graph.problem.axes.get(i).and_then(|a| a.extent).map(|e| e as i64);
+    let (m, n, k) = (extent(0)?, extent(1)?, extent(2)?);
+    let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
+    let mut buffers = Vec::new();
+    let mut role_buf: Vec<(Operand, BufId)> = Vec::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        let (name, role) = gk.graph.inputs.get(i)?;
+        let t = g.ty(id);
+        buffers.push(Buffer {
+            name: format!("in{i}"),
+            label: name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Input(i),
+        });
+        role_buf.push((*role, BufId(i as u32)));
+    }
+    let out = g.outputs[0].node;
+    buffers.push(Buffer {
+        name: "out0".into(),
+        label: g.outputs[0].name.clone(),
+        dtype: g.ty(out).dtype,
+        shape: g.ty(out).shape.clone(),
+        role: Role::Output(0),
+    });
+    let c = BufId(buffers.len() as u32 - 1);
+    let role = |r: Operand| role_buf.iter().find(|x| x.0 == r).map(|x| x.1);
+    let mut bind: Vec<(ParamId, LaunchArg)> = vec![
+        (ps.a, LaunchArg::Buffer(role(Operand::A)?)),
+        (ps.b, LaunchArg::Buffer(role(Operand::B)?)),
+        (ps.c, LaunchArg::Buffer(c)),
+        (ps.m, LaunchArg::Int(m)),
+        (ps.n, LaunchArg::Int(n)),
+        (ps.k, LaunchArg::Int(k)),
+        (ps.lda, LaunchArg::Int(k)),
+        (ps.ldb, LaunchArg::Int(ldb)),
+        (ps.ldc, LaunchArg::Int(n)),
+    ];
+    if let Some(p) = ps.bias {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Bias)?)));
+    }
+    if let Some(p) = ps.residual {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Residual)?)));
+    }
+    let mut args = Vec::new();
+    for i in 0..gk.kernel.params.len() {
+        args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
+    }
+    let launch = Launch { kernel: gk.kernel, form: Form::Gemm, args, region: g.ids().collect(), out: c };
+    Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
+}
+
+/// The form [`lower_program`] gives a kernel.
+pub fn form_of(k: &loop_ir::Kernel) -> Form {
+    match &k.reduce {
+        None => Form::Elementwise,
+        Some(_) if !k.computed_at().is_empty() => Form::Serial,
+        Some(r) => match SymDim::product(&r.loops).as_int() {
+            Some(n) if n < 32 => Form::Serial,
+            _ => Form::WarpReduce,
+        },
+    }
+}
+
+/// The builder of one kernel: parameters, registers, loop-variable bindings.
+struct Builder<'p> {
+    p: &'p loop_ir::Program,
+    k: ir::Kernel,
+    args: Vec<LaunchArg>,
+    /// The pointer parameter of each buffer the kernel touches.
+    buf_param: BTreeMap<BufId, ParamId>,
+    /// The parameter of each symbol.
+    sym_param: BTreeMap<String, ParamId>,
+    /// `loop_ir` variable `i<k>` → its value.
+    loop_vars: BTreeMap<u32, Expr>,
+    /// The accumulator register, and the register of each computed-at reduce by id.
+    acc: Option<RegId>,
+    reduces: BTreeMap<u32, RegId>,
+    /// Loads read from vector registers (filled by one `LdGlobalVec` per
+    /// group of elements), and the element of the group being computed.
+    vec_loads: Vec<(BufId, AffExpr, RegId)>,
+    lane: i64,
+}
+
+fn ceil_div(a: Expr, b: Expr) -> Expr {
+    (a + b.clone() - Expr::c(1)) / b
+}
+
+/// `floor(a / b)` for `b > 0` (C `/` truncates).
+fn floor_div(a: Expr, b: Expr) -> Expr {
+    if let Expr::Const(1) = b {
+        return a;
+    }
+    let neg = (a.clone() - b.clone() + Expr::c(1)) / b.clone();
+    a.clone().lt(Expr::c(0)).select(neg, a / b)
+}
+
+fn product(es: Vec<Expr>) -> Expr {
+    es.into_iter().reduce(|a, b| a * b).unwrap_or(Expr::c(1))
+}
+
+impl<'p> Builder<'p> {
+    fn new(p: &'p loop_ir::Program, lk: &loop_ir::Kernel) -> Builder<'p> {
+        let mut k = ir::Kernel::empty(&format!("{}_{}", p.name, lk.name), Arch::Sm80);
+        let mut args = Vec::new();
+        let mut buf_param = BTreeMap::new();
+        for b in lk.reads() {
+            let buf = p.buffer(b);
+            buf_param.insert(b, ParamId(k.params.len() as u32));
+            k.params.push(Param { name: buf.name.clone(), kind: ParamKind::Ptr { dtype: buf.dtype, writable: false } });
+            args.push(LaunchArg::Buffer(b));
+        }
+        let out = p.buffer(lk.out);
+        buf_param.insert(lk.out, ParamId(k.params.len() as u32));
+        k.params.push(Param { name: out.name.clone(), kind: ParamKind::Ptr { dtype: out.dtype, writable: true } });
+        args.push(LaunchArg::Buffer(lk.out));
+        let mut sym_param = BTreeMap::new();
+        for (j, s) in p.symbols.iter().enumerate() {
+            sym_param.insert(s.clone(), ParamId(k.params.len() as u32));
+            k.params.push(Param { name: s.clone(), kind: ParamKind::I64 });
+            args.push(LaunchArg::Dim(j));
+        }
+        Builder {
+            p,
+            k,
+            args,
+            buf_param,
+            sym_param,
+            loop_vars: BTreeMap::new(),
+            acc: None,
+            reduces: BTreeMap::new(),
+            vec_loads: Vec::new(),
+            lane: 0,
+        }
+    }
+
+    fn var(&mut self, name: &str) -> VarId {
+        self.k.vars.push(name.to_string());
+        VarId(self.k.vars.len() as u32 - 1)
+    }
+
+    fn reg(&mut self, name: &str, dtype: DType) -> RegRef {
+        self.k.regs.push(RegArray { name: name.into(), kind: compute_kind(dtype), len: 1 });
+        RegRef { reg: RegId(self.k.regs.len() as u32 - 1), index: Expr::c(0) }
+    }
+
+    fn dim(&self, d: &SymDim) -> DResult<Expr> {
+        let mut terms = Vec::new();
+        for (atoms, c) in d.monomials() {
+            let mut t = Expr::c(c);
+            for a in atoms {
+                let f = match a {
+                    Atom::Sym(s) => Expr::Param(
+                        *self.sym_param.get(s).ok_or_else(|| diag!(Internal, "symbol `{s}` is not a program dim"))?,
+                    ),
+                    Atom::FloorDiv(n, q) => floor_div(self.dim(n)?, self.dim(q)?),
+                };
+                t = if matches!(t, Expr::Const(1)) { f } else { t * f };
+            }
+            terms.push(t);
+        }
+        Ok(terms.into_iter().reduce(|a, b| a + b).unwrap_or(Expr::c(0)))
+    }
+
+    fn aff(&self, e: &AffExpr) -> DResult<Expr> {
+        let mut out = self.dim(e.constant_part())?;
+        for (atom, c) in e.terms() {
+            let x = match atom {
+                AffAtom::Var(v) => {
+                    self.loop_vars.get(v).cloned().ok_or_else(|| diag!(Internal, "loop variable i{v} is not bound"))?
+                }
+                AffAtom::FloorDiv(inner, q) => floor_div(self.aff(inner)?, self.dim(q)?),
+            };
+            let c = self.dim(c)?;
+            let term = if matches!(c, Expr::Const(1)) { x } else { c * x };
+            out = if matches!(out, Expr::Const(0)) { term } else { out + term };
+        }
+        Ok(out)
+    }
+
+    /// The accumulator register.
+    fn acc_ref(&self) -> DResult<RegRef> {
+        let reg = self.acc.ok_or_else(|| diag!(Internal, "a reduction with no accumulator register"))?;
+        Ok(RegRef { reg, index: Expr::c(0) })
+    }
+
+    /// The vector register of a load read from one, if it is.
+    fn vec_load(&self, buf: BufId, index: &AffExpr) -> Option<RegId> {
+        self.vec_loads.iter().find(|(b, i, _)| *b == buf && i == index).map(|x| x.2)
+    }
+
+    fn scalar(&self, e: &loop_ir::Expr) -> DResult<ScalarExpr> {
+        use loop_ir::Expr as L;
+        let b = |e: &loop_ir::Expr| self.scalar(e).map(Box::new);
+        Ok(match e {
+            L::Load { buf, index, dtype } => match self.vec_load(*buf, index) {
+                Some(reg) => ScalarExpr::Reg { reg: RegRef { reg, index: Expr::c(self.lane) }, dtype: *dtype },
+                None => ScalarExpr::Load {
+                    src: GlobalRef {
+                        param: *self
+                            .buf_param
+                            .get(buf)
+                            .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
+                        offset: self.aff(index)?,
+                    },
+                    dtype: *dtype,
+                },
+            },
+            L::Const { value, dtype } => ScalarExpr::Const { value: *value, dtype: *dtype },
+            L::Acc { dtype } => ScalarExpr::Reg {
+                reg: RegRef {
+                    reg: self.acc.ok_or_else(|| diag!(Internal, "an accumulator read with no reduction"))?,
+                    index: Expr::c(0),
+                },
+                dtype: *dtype,
+            },
+            L::Reduce { id, dtype, .. } => ScalarExpr::Reg {
+                reg: RegRef {
+                    reg: *self
+                        .reduces
+                        .get(id)
+                        .ok_or_else(|| diag!(Internal, "computed-at reduce {id} has no register"))?,
+                    index: Expr::c(0),
+                },
+                dtype: *dtype,
+            },
+            L::Unary { op, x } => ScalarExpr::Unary { op: *op, x: b(x)? },
+            L::Binary { op, a, b: y } => ScalarExpr::Binary { op: *op, a: b(a)?, b: b(y)? },
+            L::Cast { to, x } => ScalarExpr::Cast { to: *to, x: b(x)? },
+            L::Where { cond, a, b: y } => ScalarExpr::Where { cond: b(cond)?, a: b(a)?, b: b(y)? },
+            L::Select { valid, then, otherwise } => {
+                let mut cond: Option<Expr> = None;
+                for c in valid {
+                    let t = Expr::c(0).le(self.aff(&c.expr)?);
+                    cond = Some(match cond {
+                        None => t,
+                        Some(x) => x.and(t),
+                    });
+                }
+                ScalarExpr::Select { cond: cond.unwrap_or(Expr::c(1)), then: b(then)?, otherwise: b(otherwise)? }
+            }
+        })
+    }
+
+    /// `Let`s binding loop variables `first..first + extents.len()` to the
+    /// row-major multi-index of `flat` over `extents`.
+    fn unflatten(&mut self, flat: Expr, first: u32, extents: &[SymDim], out: &mut Vec<Stmt>) -> DResult<()> {
+        let mut rest = flat;
+        for (j, e) in extents.iter().enumerate().rev() {
+            let v = first + j as u32;
+            let var = self.var(&format!("i{v}"));
+            let value = if j == 0 { rest.clone() } else { rest.clone() % self.dim(e)? };
+            out.push(Stmt::Let { var, value });
+            self.loop_vars.insert(v, Expr::Var(var));
+            if j > 0 {
+                let q = self.var(&format!("q{v}"));
+                out.push(Stmt::Let { var: q, value: rest / self.dim(e)? });
+                rest = Expr::Var(q);
+            }
+        }
+        Ok(())
+    }
+
+    /// Nested serial loops over `extents` binding variables `first..`,
+    /// around `inner`.
+    fn serial_loops(
+        &mut self,
+        first: u32,
+        extents: &[SymDim],
+        inner: &mut dyn FnMut(&mut Builder<'p>) -> DResult<Vec<Stmt>>,
+    ) -> DResult<Vec<Stmt>> {
+        let mut vars = Vec::new();
+        for j in 0..extents.len() {
+            let v = first + j as u32;
+            let var = self.var(&format!("i{v}"));
+            self.loop_vars.insert(v, Expr::Var(var));
+            vars.push(var);
+        }
+        let mut body = inner(self)?;
+        for (j, e) in extents.iter().enumerate().rev() {
+            body = vec![Stmt::For { var: vars[j], start: Expr::c(0), end: self.dim(e)?, step: 1, unroll: false, body }];
+        }
+        Ok(body)
+    }
+
+    /// One reduction step at the current reduce point: the computed-at
+    /// reduces under their guards, then the accumulator's update.
+    fn update(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
+        let Some(r) = &lk.reduce else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for e in lk.computed_at() {
+            let loop_ir::Expr::Reduce { id, op, dtype, first, loops, guard, value, .. } = e else { continue };
+            let reg = RegRef { reg: self.reduces[id], index: Expr::c(0) };
+            let mut body = vec![Stmt::Compute {
+                dst: reg.clone(),
+                value: ScalarExpr::Const { value: reduce_identity(*op, *dtype), dtype: *dtype },
+            }];
+            let (op, dtype) = (*op, *dtype);
+            body.extend(self.serial_loops(*first, loops, &mut |b| {
+                Ok(vec![Stmt::Accumulate { op, dtype, acc: reg.clone(), value: b.scalar(value)? }])
+            })?);
+            if guard.is_empty() {
+                out.extend(body);
+            } else {
+                let mut cond: Option<Expr> = None;
+                for c in guard {
+                    let t = Expr::c(0).le(self.aff(&c.expr)?);
+                    cond = Some(match cond {
+                        None => t,
+                        Some(x) => x.and(t),
+                    });
+                }
+                out.push(Stmt::If { cond: cond.unwrap_or(Expr::c(1)), then: body, otherwise: Vec::new() });
+            }
+        }
+        let acc = self.acc_ref()?;
+        out.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc, value: self.scalar(&r.value)? });
+        Ok(out)
+    }
+
+    /// Elements `base..base + vec` of the flattened output (row-major, as
+    /// the store subscript): each computed where it is below `total`, then
+    /// one `st.global.v{vec}` when all are (the address is `vec` elements
+    /// from a 256-byte aligned base, so aligned to the access), else one
+    /// `st.global` each.
+    fn vector_point(&mut self, lk: &loop_ir::Kernel, base: Expr, vec: i64, total: &Expr) -> DResult<Vec<Stmt>> {
+        let dtype = self.p.buffer(lk.out).dtype;
+        self.k.regs.push(RegArray { name: "v".into(), kind: compute_kind(dtype), len: vec as u32 });
+        let v = RegId(self.k.regs.len() as u32 - 1);
+        let param = self.buf_param[&lk.out];
+        let b0 = self.var("base");
+        let mut out = vec![Stmt::Let { var: b0, value: base }];
+        let last = lk.loops.len().checked_sub(1);
+        let rows_of_vec = lk.loops.last().and_then(|d| d.as_int()).is_some_and(|e| e % vec == 0);
+        if let (Some(last), true) = (last, rows_of_vec) {
+            // Every group lies in one row: one multi-index, the innermost
+            // index stepping by one per element, and 4-wide loads.
+            self.unflatten(Expr::Var(b0), 0, &lk.loops, &mut out)?;
+            let first = self.loop_vars[&(last as u32)].clone();
+            let mut loads = Vec::new();
+            vector_loads(&lk.value, last as u32, vec, false, &mut loads);
+            for (n, (buf, index, ldt)) in loads.into_iter().enumerate() {
+                self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(ldt), len: vec as u32 });
+                let reg = RegId(self.k.regs.len() as u32 - 1);
+                out.push(Stmt::LdGlobalVec {
+                    dst: (0..vec).map(|u| RegRef { reg, index: Expr::c(u) }).collect(),
+                    src: GlobalRef { param: self.buf_param[&buf], offset: self.aff(&index)? },
+                    dtype: ldt,
+                    pred: Expr::c(1),
+                });
+                self.vec_loads.push((buf, index, reg));
+            }
+            for u in 0..vec {
+                self.loop_vars.insert(last as u32, if u == 0 { first.clone() } else { first.clone() + Expr::c(u) });
+                self.lane = u;
+                let value = self.scalar(&lk.value)?;
+                out.push(Stmt::Compute { dst: RegRef { reg: v, index: Expr::c(u) }, value });
+            }
+            self.vec_loads.clear();
+            self.lane = 0;
+            out.push(Stmt::StGlobalVec {
+                dst: GlobalRef { param, offset: Expr::Var(b0) },
+                src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
+                dtype,
+                pred: Expr::c(1),
+            });
+            return Ok(out);
+        }
+        let mut tail = Vec::new();
+        for u in 0..vec {
+            let e = self.var(&format!("e{u}"));
+            out.push(Stmt::Let { var: e, value: Expr::Var(b0) + Expr::c(u) });
+            let mut body = Vec::new();
+            self.unflatten(Expr::Var(e), 0, &lk.loops, &mut body)?;
+            let reg = RegRef { reg: v, index: Expr::c(u) };
+            body.push(Stmt::Compute { dst: reg.clone(), value: self.scalar(&lk.value)? });
+            out.push(Stmt::If { cond: Expr::Var(e).lt(total.clone()), then: body, otherwise: Vec::new() });
+            tail.push(Stmt::StGlobal {
+                dst: GlobalRef { param, offset: Expr::Var(e) },
+                src: reg,
+                dtype,
+                pred: Expr::Var(e).lt(total.clone()),
+            });
+        }
+        let full = Stmt::StGlobalVec {
+            dst: GlobalRef { param, offset: Expr::Var(b0) },
+            src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
+            dtype,
+            pred: Expr::c(1),
+        };
+        out.push(Stmt::If {
+            cond: (Expr::Var(b0) + Expr::c(vec)).le(total.clone()),
+            then: vec![full],
+            otherwise: tail,
+        });
+        Ok(out)
+    }
+
+    /// The value's computation and store at the current output point.
+    fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
+        let out = self.p.buffer(lk.out);
+        let dtype = out.dtype;
+        let v = self.reg("v", dtype);
+        let param = self.buf_param[&lk.out];
+        Ok(vec![
+            Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? },
+            Stmt::StGlobal {
+                dst: GlobalRef { param, offset: self.aff(&lk.store_index)? },
+                src: v,
+                dtype,
+                pred: Expr::c(1),
+            },
+        ])
+    }
+}
+
+/// Whether an element-wise kernel computes [`VEC`] elements per thread and
+/// stores them with one vector store: a float output stored row-major by
+/// the output loops (so the store subscript is the flat index), and a
+/// value with no IEEE division or square root (`FDIV`, `RECIP`, `SQRT`,
+/// `RSQRT`: their round-to-nearest slow paths are subroutine calls in SASS,
+/// and the results already computed would spill across them — ptxas
+/// reports it).
+pub fn vectorisable(lk: &loop_ir::Kernel, out: &Buffer) -> bool {
+    use crate::tiny::{BinaryOp, UnaryOp};
+    let mut calls = false;
+    lk.value.walk(&mut |e| {
+        calls |= matches!(
+            e,
+            loop_ir::Expr::Binary { op: BinaryOp::Fdiv, .. }
+                | loop_ir::Expr::Unary { op: UnaryOp::Recip | UnaryOp::Sqrt | UnaryOp::Rsqrt, .. }
+        )
+    });
+    lk.reduce.is_none() && out.dtype.is_float() && lk.loops == out.shape && !calls
+}
+
+/// The distinct loads of `e` (not under a `PAD` guard, of a float or i32
+/// dtype) whose subscript is `i{last} + 4·(…)` with constant coefficients:
+/// contiguous along the innermost output index and, at the first element of
+/// a group (`i{last} ≡ 0 mod vec`), aligned to `vec` elements.
+fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut Vec<(BufId, AffExpr, DType)>) {
+    use loop_ir::Expr as L;
+    match e {
+        L::Load { buf, index, dtype } => {
+            let plain = index.terms().all(|(a, _)| matches!(a, AffAtom::Var(_)));
+            let coeffs_ok = index.var_coeffs().all(|(k, c)| match c.as_int() {
+                Some(c) if k == last => c == 1,
+                Some(c) => c % vec == 0,
+                None => false,
+            });
+            let has_last = index.var_coeffs().any(|(k, _)| k == last);
+            let base_ok = index.constant_part().as_int().is_some_and(|c| c % vec == 0);
+            let kind_ok = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::I32);
+            if !guarded
+                && plain
+                && coeffs_ok
+                && has_last
+                && base_ok
+                && kind_ok
+                && !out.iter().any(|(b, i, _)| b == buf && i == index)
+            {
+                out.push((*buf, index.clone(), *dtype));
+            }
+        }
+        L::Const { .. } | L::Acc { .. } | L::Reduce { .. } => {}
+        L::Unary { x, .. } | L::Cast { x, .. } => vector_loads(x, last, vec, guarded, out),
+        L::Binary { a, b, .. } => {
+            vector_loads(a, last, vec, guarded, out);
+            vector_loads(b, last, vec, guarded, out);
+        }
+        L::Where { cond, a, b } => {
+            for x in [cond, a, b] {
+                vector_loads(x, last, vec, guarded, out);
+            }
+        }
+        L::Select { then, otherwise, .. } => {
+            vector_loads(then, last, vec, true, out);
+            vector_loads(otherwise, last, vec, true, out);
+        }
+    }
+}
+
+/// One `loop_ir` kernel as a SIMT kernel.
+fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
+    if !lk.strips.is_empty() {
+        return Err(diag!(Internal, "the SIMT template takes kernels without strip-mining"));
+    }
+    let form = form_of(lk);
+    let mut b = Builder::new(p, lk);
+    if let Some(r) = &lk.reduce {
+        let acc = b.reg("acc", r.dtype);
+        b.acc = Some(acc.reg);
+        for e in lk.computed_at() {
+            if let loop_ir::Expr::Reduce { id, dtype, .. } = e {
+                let reg = b.reg(&format!("r{id}"), *dtype);
+                b.reduces.insert(*id, reg.reg);
+            }
+        }
+    }
+    let rank = lk.loops.len() as u32;
+    let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
+    let body = match form {
+        Form::Gemm => return Err(diag!(Internal, "form_of never chooses the GEMM template")),
+        Form::Elementwise | Form::Serial => {
+            let out = p.buffer(lk.out);
+            let vec = if vectorisable(lk, out) { VEC } else { 1 };
+            let threads = Expr::c(THREADS as i64);
+            let items = ceil_div(total.clone(), Expr::c(vec));
+            let blocks = ceil_div(items.clone(), threads.clone()).min(MAX_BLOCKS);
+            b.k.block = [THREADS, 1, 1];
+            b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
+            let nblk = b.var("nblocks");
+            let it = b.var("it");
+            let flat = b.var("flat");
+            let mut point = Vec::new();
+            if vec == 1 {
+                b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
+                if let Some(r) = &lk.reduce {
+                    let acc = b.acc_ref()?;
+                    point.push(Stmt::Compute {
+                        dst: acc,
+                        value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+                    });
+                    point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
+                }
+                point.extend(b.store(lk)?);
+            } else {
+                point.extend(b.vector_point(lk, Expr::Var(flat) * Expr::c(vec), vec, &total)?);
+            }
+            let first =
+                (Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X)) * threads.clone() + Expr::ThreadIdx(Dim::X);
+            vec![
+                Stmt::Let { var: nblk, value: blocks },
+                Stmt::For {
+                    var: it,
+                    start: Expr::c(0),
+                    end: ceil_div(items.clone(), Expr::Var(nblk) * threads),
+                    step: 1,
+                    unroll: false,
+                    body: vec![
+                        Stmt::Let { var: flat, value: first },
+                        Stmt::If { cond: Expr::Var(flat).lt(items), then: point, otherwise: Vec::new() },
+                    ],
+                },
+            ]
+        }
+        Form::WarpReduce => {
+            let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
+            b.k.block = [32, WARPS, 1];
+            b.k.grid = [ceil_div(total.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
+            let row = b.var("row");
+            let mut point = Vec::new();
+            b.unflatten(Expr::Var(row), 0, &lk.loops, &mut point)?;
+            let acc = b.acc_ref()?;
+            point.push(Stmt::Compute {
+                dst: acc.clone(),
+                value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+            });
+            let red = product(r.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
+            let j = b.var("j");
+            let mut step = Vec::new();
+            b.unflatten(Expr::Var(j), rank, &r.loops, &mut step)?;
+            step.extend(b.update(lk)?);
+            point.push(Stmt::For {
+                var: j,
+                start: Expr::ThreadIdx(Dim::X),
+                end: red,
+                step: 32,
+                unroll: false,
+                body: step,
+            });
+            for m in [16, 8, 4, 2, 1] {
+                point.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
+            }
+            let store = b.store(lk)?;
+            point.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: store, otherwise: Vec::new() });
+            vec![
+                Stmt::Let { var: row, value: Expr::BlockIdx(Dim::X) * Expr::c(WARPS as i64) + Expr::ThreadIdx(Dim::Y) },
+                Stmt::If { cond: Expr::Var(row).lt(total), then: point, otherwise: Vec::new() },
+            ]
+        }
+    };
+    b.k.body = body;
+    Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), out: lk.out })
+}
+
+/// Runs `prog` in the emulator ([`emulate::run`]) with the symbol values
+/// `dims` (in [`GpuProgram::symbols`] order) on `inputs` (one per
+/// [`Role::Input`] buffer, in input order, values rounded to the buffer's
+/// dtype); the outputs in output order, as f64.
+///
+/// Errors: the first emulator fault, as an `Internal` diagnostic naming the
+/// kernel; `Io` for inputs of the wrong count or length.
+pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<Vec<Vec<f64>>> {
+    let mut mem: Vec<Arg> = Vec::new();
+    let mut outputs = Vec::new();
+    for (i, buf) in prog.buffers.iter().enumerate() {
+        let n = prog.elements(BufId(i as u32), dims)?;
+        let n = usize::try_from(n).map_err(|_| diag!(Io, "buffer `{}` has {n} elements", buf.name))?;
+        mem.push(match buf.role {
+            Role::Input(k) => {
+                let data = inputs.get(k).ok_or_else(|| diag!(Io, "no data for input {k}"))?;
+                if data.len() != n {
+                    return Err(diag!(Io, "input `{}` has {} values, not {n}", buf.label, data.len()));
+                }
+                Arg::tensor(buf.dtype, data)
+            }
+            Role::Output(k) => {
+                outputs.push((k, i));
+                Arg::tensor(buf.dtype, &vec![0.0; n])
+            }
+            Role::Temp => Arg::tensor(buf.dtype, &vec![0.0; n]),
+        });
+    }
+    for l in &prog.launches {
+        let mut args: Vec<Arg> = l
+            .args
+            .iter()
+            .map(|a| match a {
+                LaunchArg::Buffer(b) => mem[b.0 as usize].clone(),
+                LaunchArg::Dim(k) => Arg::Int(dims.get(*k).copied().unwrap_or(0)),
+                LaunchArg::Int(v) => Arg::Int(*v),
+            })
+            .collect();
+        emulate::run(&l.kernel, &mut args).map_err(|e| diag!(Internal, "kernel `{}`: {e}", l.kernel.name))?;
+        let out = l.args.iter().position(|a| *a == LaunchArg::Buffer(l.out)).unwrap_or(0);
+        mem[l.out.0 as usize] = args.swap_remove(out);
+    }
+    outputs.sort();
+    Ok(outputs.into_iter().map(|(_, i)| mem[i].values(prog.buffers[i].dtype)).collect())
+}
+
+#[cfg(test)]
+#[path = "simt_tests.rs"]
+mod tests;

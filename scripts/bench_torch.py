@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""The PyTorch side of `bench_gpu` (crates/tgc-cli/examples/bench_gpu.rs).
+
+Usage: bench_torch.py DTYPE OP A B C EPILOGUE ITERS
+  DTYPE     f16 or bf16
+  OP        gemm (A, B, C = M, N, K), softmax or layernorm (A, B = rows,
+            cols over the last axis; C ignored)
+  EPILOGUE  gemm only: none: torch.matmul (cuBLAS); bias_relu:
+            torch.relu(x @ w + b), unfused (matmul, add, ReLU)
+Prints one line: `seconds_per_iteration` measured with CUDA events over
+ITERS iterations after a warm-up. Exits 3 with a message on stderr when
+torch or a GPU is missing.
+"""
+import sys
+
+
+def main():
+    dtype_name, op = sys.argv[1], sys.argv[2]
+    m, n, k = map(int, sys.argv[3:6])
+    epilogue, iters = sys.argv[6], int(sys.argv[7])
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch is not installed: {e}", file=sys.stderr)
+        sys.exit(3)
+    if not torch.cuda.is_available():
+        print("torch sees no CUDA device", file=sys.stderr)
+        sys.exit(3)
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
+    dev = torch.device("cuda")
+    if op == "softmax":
+        x = torch.randn(m, n, device=dev, dtype=dtype)
+        step = lambda: torch.softmax(x, dim=-1)
+    elif op == "layernorm":
+        x = torch.randn(m, n, device=dev, dtype=dtype)
+        g = torch.randn(n, device=dev, dtype=dtype)
+        b = torch.randn(n, device=dev, dtype=dtype)
+        step = lambda: torch.nn.functional.layer_norm(x, (n,), g, b, eps=1e-5)
+    elif op != "gemm":
+        print(f"unknown op {op}", file=sys.stderr)
+        sys.exit(2)
+    else:
+        x = torch.randn(m, k, device=dev, dtype=dtype)
+        w = torch.randn(k, n, device=dev, dtype=dtype)
+        b = torch.randn(n, device=dev, dtype=dtype)
+    if op != "gemm":
+        pass
+    elif epilogue == "none":
+        step = lambda: torch.matmul(x, w)
+    elif epilogue == "bias_relu":
+        step = lambda: torch.relu(torch.matmul(x, w) + b)
+    else:
+        print(f"unknown epilogue {epilogue}", file=sys.stderr)
+        sys.exit(2)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        step()
+    end.record()
+    torch.cuda.synchronize()
+    print(start.elapsed_time(end) / 1000.0 / iters)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU test tier (DESIGN.md): for a machine with an NVIDIA GPU (sm_80 or
+# newer) and its driver, not for CI. With TGC_GPU=1 every test that compares
+# a backend with the interpreter also runs its GPU part, and a missing GPU
+# fails instead of being skipped:
+#   - tgc-runtime's `cuda` tests (a PTX kernel loaded and launched);
+#   - tests/sm80_kernel.rs (kernel!'s run_on_gpu vs the CPU run, f16, bf16);
+#   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`).
+# Then compute-sanitizer (memcheck, racecheck, synccheck, initcheck) runs
+# the generated kernels: the sm80_kernel test binary and `tgc run --backend
+# cuda` on examples/graphs/gemm_bias_relu.tgc. compute-sanitizer is the
+# nvidia-cuda-sanitizer-api 13.0 wheel (bin/compute-sanitizer), installed
+# into .toolchain/sanitizer with pip unless it is on PATH; when neither
+# works the script says so and skips that part.
+#
+#   bash scripts/gpu_tests.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export TGC_GPU=1
+cargo test -p tgc-runtime --locked --features cuda
+cargo test -p tgc --locked --features sm80 --test sm80_kernel
+cargo test -p tgc-cli --locked --test cli
+
+SAN_DIR="$PWD/.toolchain/sanitizer"
+SAN="$SAN_DIR/nvidia/cu13/bin/compute-sanitizer"
+if [ ! -x "$SAN" ]; then
+    if command -v compute-sanitizer >/dev/null; then
+        SAN="$(command -v compute-sanitizer)"
+    elif PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet \
+        --disable-pip-version-check --no-deps --only-binary=:all: --target "$SAN_DIR" \
+        "nvidia-cuda-sanitizer-api==13.0.85" && [ -x "$SAN" ]; then
+        :
+    else
+        echo "scripts/gpu_tests.sh: compute-sanitizer is not on PATH and the nvidia-cuda-sanitizer-api==13.0.85 wheel could not be installed: the sanitizer runs are skipped" >&2
+        exit 0
+    fi
+fi
+echo "scripts/gpu_tests.sh: compute-sanitizer at $SAN"
+
+# The sm80_kernel test binary (built above).
+BIN="$(cargo test -p tgc --locked --features sm80 --test sm80_kernel --no-run --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "sm80_kernel":
+        print(m["executable"])')"
+cargo build -p tgc-cli --locked --bin tgc
+WORK="$(mktemp -d)"
+# Inputs of gemm_bias_relu (x: f16[128, 64], w: f16[64, 256], bias: f16[256]).
+python3 - "$WORK" <<'PY'
+import struct, sys
+def npy(path, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    header = "{'descr': '<f2', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}, " for d in shape)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    vals = [struct.pack("<e", ((i * 7) % 17 - 8) / 16.0) for i in range(n)]
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"".join(vals))
+npy(sys.argv[1] + "/x.npy", [128, 64])
+npy(sys.argv[1] + "/w.npy", [64, 256])
+npy(sys.argv[1] + "/bias.npy", [256])
+PY
+for tool in memcheck racecheck synccheck initcheck; do
+    echo "== compute-sanitizer --tool $tool: sm80_kernel tests"
+    "$SAN" --tool "$tool" --error-exitcode 1 "$BIN" --test-threads 1 run_on_gpu
+    echo "== compute-sanitizer --tool $tool: tgc run --backend cuda"
+    "$SAN" --tool "$tool" --error-exitcode 1 target/debug/tgc run examples/graphs/gemm_bias_relu.tgc --backend cuda \
+        --input "x=$WORK/x.npy" --input "w=$WORK/w.npy" --input "bias=$WORK/bias.npy" --output-dir "$WORK/out"
+done
+echo "scripts/gpu_tests.sh: the GPU tier and the sanitizer runs passed"
