@@ -34,7 +34,9 @@
 //!   in-buffer offset. The swizzle functions are printed from
 //!   [`Swizzle::expr`], the IR's own formula, not written a second time.
 //! - The kernel is `extern "C" __global__` with the symbol [`symbol`] (the
-//!   kernel's name made a C identifier) and `__launch_bounds__(threads)`.
+//!   kernel's name made a C identifier) and `__launch_bounds__(threads)`,
+//!   or `__launch_bounds__(threads, m)` when the kernel states
+//!   [`Kernel::min_blocks_per_sm`].
 //! - No header is included: 16-bit floats travel as `unsigned short` bits
 //!   (`tgc_f16`, `tgc_bf16`), converted with `cvt` in inline PTX
 //!   (bf16 → f32 is a 16-bit shift: `cvt.f32.bf16` needs sm_90).
@@ -524,7 +526,11 @@ impl<'k> Printer<'k> {
                 ParamKind::I64 => format!("long long {n}"),
             })
             .collect();
-        writeln!(out, "extern \"C\" __global__ void __launch_bounds__({}) {sym}(", k.threads()).unwrap();
+        let bounds = match k.min_blocks_per_sm {
+            Some(m) => format!("{}, {m}", k.threads()),
+            None => k.threads().to_string(),
+        };
+        writeln!(out, "extern \"C\" __global__ void __launch_bounds__({bounds}) {sym}(").unwrap();
         for (i, p) in params.iter().enumerate() {
             writeln!(out, "    {p}{}", if i + 1 < params.len() { "," } else { "" }).unwrap();
         }

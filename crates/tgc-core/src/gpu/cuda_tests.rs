@@ -113,6 +113,7 @@ fn mini_gemm(ab: DType) -> Kernel {
         ],
         grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
         block: [32, 1, 1],
+        min_blocks_per_sm: None,
         smem_bytes: 768,
         smem: vec![
             SmemBuffer { name: "a".into(), offset: 0, size: 512, swizzle: a_swz },
@@ -202,6 +203,7 @@ fn misc_kernel() -> Kernel {
         ],
         grid: [p(3) / 64 + 1, Expr::c(1), Expr::c(1)],
         block: [64, 1, 1],
+        min_blocks_per_sm: Some(2),
         smem_bytes: 512,
         smem: vec![SmemBuffer { name: "stage".into(), offset: 0, size: 512, swizzle: Swizzle::IDENTITY }],
         regs: vec![RegArray { name: "float".into(), kind: RegKind::F32, len: 4 }],
@@ -334,7 +336,7 @@ fn the_printed_swizzle_is_the_irs() {
 fn misc_statements_print_with_c_names_and_wide_integers() {
     let src = print(&misc_kernel()).unwrap();
     for want in [
-        "extern \"C\" __global__ void __launch_bounds__(64) misc_kernel(",
+        "extern \"C\" __global__ void __launch_bounds__(64, 2) misc_kernel(",
         "tgc_bf16* __restrict__ res,",
         "long long n,",
         "float float_[4];",

@@ -741,6 +741,12 @@ pub struct Kernel {
     pub grid: [Expr; 3],
     /// Threads per block dimension.
     pub block: [u32; 3],
+    /// `__launch_bounds__`'s minimum blocks per SM, when the kernel states
+    /// one. With the block size alone ptxas may cap registers to fit as
+    /// many blocks as the SM holds (32 per thread at 256 threads) and
+    /// spill; `Some(1)` leaves it every register a block can have (CUDA C++
+    /// Programming Guide, "Launch Bounds").
+    pub min_blocks_per_sm: Option<u32>,
     /// Dynamic shared memory per block, in bytes (every buffer lies within).
     pub smem_bytes: u64,
     pub smem: Vec<SmemBuffer>,
@@ -760,6 +766,7 @@ impl Kernel {
             params: Vec::new(),
             grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
             block: [32, 1, 1],
+            min_blocks_per_sm: None,
             smem_bytes: 0,
             smem: Vec::new(),
             regs: Vec::new(),

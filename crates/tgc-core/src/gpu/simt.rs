@@ -840,6 +840,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
             let items = ceil_div(total.clone(), Expr::c(vec));
             let blocks = ceil_div(items.clone(), threads.clone()).min(MAX_BLOCKS);
             b.k.block = [THREADS, 1, 1];
+            b.k.min_blocks_per_sm = Some(1);
             b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
             let nblk = b.var("nblocks");
             let it = b.var("it");
@@ -879,6 +880,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
         Form::WarpReduce => {
             let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
             b.k.block = [32, WARPS, 1];
+            b.k.min_blocks_per_sm = Some(1);
             b.k.grid = [ceil_div(total.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
             let row = b.var("row");
             let mut point = Vec::new();
