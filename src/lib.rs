@@ -28,18 +28,19 @@
 //! files from a build script into C and modules with the same API as
 //! [`kernel!`]'s.
 //!
-//! With feature `sm80`, a [`kernel!`] graph that is one GEMM + epilogue
-//! (`matmul`, then `+ bias`, `+ residual`, `relu`) with concrete shapes
-//! (no symbols, one `shapes(...)` point, or the symbols' defaults) also
-//! gets a submodule `sm80` with `CUBIN: &[u8]` and `PTX: &str`, compiled by
-//! NVRTC while the crate builds (the CUDA toolchain of `scripts/setup.sh`,
-//! or `$TGC_CUDA_ROOT`; without it that is a compile error), and `SYMBOL`,
-//! `THREADS`, `SMEM_BYTES`, `PLAN_JSON`, `LAUNCH`, `DIMS`, and typed launch
-//! functions: `check` (dims, lengths and 16-byte alignment of
-//! `tgc::cuda::DeviceArg` buffers, no driver call), `launch` (device buffers on
-//! a `tgc::cuda::Gpu`) and `run_on_gpu` (host slices, device 0), all returning
-//! [`Error`] (`NoDevice` without a GPU). Other graphs get a constant
-//! `SM80_SKIPPED` saying why. These kernels have not been run on a GPU.
+//! With feature `sm80`, every [`kernel!`] graph also gets a submodule
+//! `sm80`: the whole graph compiled for sm_80 by NVRTC while the crate
+//! builds (the CUDA toolchain of `scripts/setup.sh`, or `$TGC_CUDA_ROOT`;
+//! without it that is a compile error). Its variants `generic` (one SIMT
+//! kernel per region, every dim symbolic) and `shape_<k>` (a ShapeSet point
+//! at which the graph is one GEMM + epilogue: the tensor-core kernel) each
+//! hold `CUBIN`, `PTX`, `MODULE`, `KERNELS` and `PLAN_JSON`; the typed
+//! functions are `check` (dims as `run` checks them, lengths and 16-byte
+//! alignment of `tgc::cuda::DeviceArg` buffers, no driver call), `steps`
+//! (the variant and its launch list for given dims, no device), `launch`
+//! (device buffers on a `tgc::cuda::Gpu`) and `run_on_gpu` (host slices,
+//! device 0), all returning [`Error`] (`NoDevice` without a GPU). These
+//! kernels have not been run on a GPU.
 
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};

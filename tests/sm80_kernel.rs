@@ -1,6 +1,7 @@
-//! `tgc::kernel!` with feature `sm80` embeds the GEMM's sm_80 cubin and PTX,
-//! compiled by NVRTC while this test crate was built, with typed launch
-//! functions. Without a GPU the argument checks are tested with fake device
+//! `tgc::kernel!` with feature `sm80` embeds a graph's sm_80 cubins and
+//! PTX (the GEMM's tensor-core kernel at its ShapeSet point, SIMT kernels
+//! for every dim and for any graph), compiled by NVRTC while this test
+//! crate was built, with typed launch functions. Without a GPU the argument checks are tested with fake device
 //! buffers and the launch reports `NoDevice`; with one (the GPU tier,
 //! `scripts/gpu_tests.sh`) the kernel runs and is compared with the CPU
 //! `run`. Run by `scripts/test.sh` as
@@ -15,29 +16,29 @@ tgc::kernel!(gemm:
     shapes(M = 200)
 );
 
-tgc::kernel!(scale:
-    graph<N=4> main(x: f32[N]) -> (y: f32[N]) {
-        y = x * 2.0
-        return y
+tgc::kernel!(attention:
+    graph<B, S, D=16> attn(q: f32[B, S, D], k: f32[B, S, D], v: f32[B, S, D]) -> (o: f32[B, S, D]) {
+        o = matmul(softmax(matmul(q, permute(k, [0, 2, 1])) * 0.25, axis=-1), v)
+        return o
     }
 );
 
 #[test]
-fn the_gemm_module_holds_its_cubin_and_ptx() {
-    assert_eq!(&gemm::sm80::CUBIN[..4], b"\x7fELF");
-    assert_eq!(gemm::sm80::SYMBOL, "tgc_gemm");
-    assert!(gemm::sm80::PTX.contains(".target sm_80"));
-    assert!(gemm::sm80::PTX.contains(".entry tgc_gemm("));
-    assert!(gemm::sm80::PTX.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
-    // The plan the cost model picks for 200×128×64: warps of 32 threads,
-    // the operand ring in dynamic shared memory.
-    let (threads, smem) = (gemm::sm80::THREADS, gemm::sm80::SMEM_BYTES);
-    assert!(threads.is_multiple_of(32) && (4096..=98304).contains(&smem), "{threads} threads, {smem} bytes");
-    assert!(gemm::sm80::PLAN_JSON.contains("\"relu\""));
-    let m = &gemm::sm80::MODULE;
-    assert_eq!((m.name, m.ptx.len()), ("tgc_gemm", gemm::sm80::PTX.len()));
+fn the_gemm_module_holds_its_tensor_core_and_simt_kernels() {
+    let m = &gemm::sm80::shape_0::MODULE;
+    assert_eq!(&gemm::sm80::shape_0::CUBIN[..4], b"\x7fELF");
+    assert_eq!(gemm::sm80::shape_0::KERNELS, ["gemm_gemm"]);
+    let ptx = gemm::sm80::shape_0::PTX;
+    assert!(ptx.contains(".target sm_80") && ptx.contains(".entry gemm_gemm("));
+    assert!(ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
+    assert!(gemm::sm80::shape_0::PLAN_JSON.is_some_and(|j| j.contains("\"relu\"")));
+    assert_eq!((m.ptx.len(), m.name), (ptx.len(), "sm80_kernel::gemm::sm80::shape_0"));
     let cubin = tgc::cuda::pick_cubin(m.cubins, 86).expect("sm_80 code runs on sm_86");
-    assert_eq!(cubin.image, gemm::sm80::CUBIN);
+    assert_eq!(cubin.image, gemm::sm80::shape_0::CUBIN);
+    // Every other M: the SIMT kernels, no plan, no tensor cores.
+    assert_eq!(gemm::sm80::generic::PLAN_JSON, None);
+    assert!(!gemm::sm80::generic::PTX.contains("mma.sync"));
+    assert_eq!(&gemm::sm80::generic::CUBIN[..4], b"\x7fELF");
 }
 
 use tgc::half::{bf16, f16};
@@ -80,13 +81,33 @@ fn gemm_buffers() -> [Fake; 4] {
 fn launch_arguments_that_fit_pass_the_checks() {
     let [x, w, b, y] = gemm_buffers();
     assert_eq!(gemm::sm80::check(&x, &w, &b, &y, 200, 128, 64), Ok([0x10000, 0x20000, 0x30000, 0x40000]));
-    assert_eq!(gemm::sm80::DIMS, [("M", 200), ("N", 128), ("K", 64)]);
-    let l = gemm::sm80::LAUNCH;
-    assert_eq!(
-        (l.block[0] * l.block[1] * l.block[2], l.dynamic_smem_bytes),
-        (gemm::sm80::THREADS, gemm::sm80::SMEM_BYTES)
-    );
-    assert!(l.grid.iter().all(|&g| g >= 1));
+    // At the ShapeSet point: the tensor-core kernel, one launch.
+    let (module, steps) = gemm::sm80::steps(200, 128, 64).unwrap();
+    assert!(std::ptr::eq(module, &gemm::sm80::shape_0::MODULE));
+    let [step] = &steps.steps[..] else { panic!("{steps:?}") };
+    assert_eq!(step.kernel, "gemm_gemm");
+    let l = step.launch;
+    assert!(l.grid.iter().all(|&g| g >= 1) && l.block[0] % 32 == 0 && l.dynamic_smem_bytes >= 4096, "{l:?}");
+    use tgc::cuda::StepArg::{Tensor, I32};
+    for want in [Tensor(0), Tensor(1), Tensor(2), Tensor(3), I32(200), I32(128), I32(64)] {
+        assert!(step.args.contains(&want), "{want:?} not in {:?}", step.args);
+    }
+}
+
+#[test]
+fn other_dims_run_the_generic_kernels_after_the_same_checks() {
+    let (m, n, k) = (37usize, 128usize, 64usize);
+    let (x, w, b, y) = (Fake(m * k, 0x10000), Fake(k * n, 0x20000), Fake(n, 0x30000), Fake(m * n, 0x40000));
+    assert!(gemm::sm80::check(&x, &w, &b, &y, m, n, k).is_ok());
+    let (module, steps) = gemm::sm80::steps(m, n, k).unwrap();
+    assert!(std::ptr::eq(module, &gemm::sm80::generic::MODULE));
+    let names: Vec<&str> = steps.steps.iter().map(|s| &*s.kernel).collect();
+    assert_eq!(names, gemm::sm80::generic::KERNELS);
+    // The lengths follow the dims given, not the ShapeSet point's.
+    let e = gemm::sm80::check(&Fake(200 * 64, 0x10000), &w, &b, &y, m, n, k).unwrap_err();
+    assert_eq!(e, Error::LengthMismatch { arg: "x".into(), expected: m * k, got: 200 * 64 });
+    assert!(matches!(gemm::sm80::check(&x, &w, &b, &y, 0, n, k), Err(Error::InvalidDim { .. })));
+    assert!(matches!(gemm::sm80::steps(m, n, 0), Err(Error::InvalidDim { .. })));
 }
 
 #[test]
@@ -96,14 +117,6 @@ fn a_buffer_of_the_wrong_length_is_refused() {
     assert_eq!(e, Error::LengthMismatch { arg: "bias".into(), expected: 128, got: 127 });
     let e = gemm::sm80::check(&x, &w, &Fake(128, 0x30000), &Fake(100 * 128, 0x40000), 200, 128, 64).unwrap_err();
     assert_eq!(e, Error::LengthMismatch { arg: "y".into(), expected: 25600, got: 12800 });
-}
-
-#[test]
-fn a_dim_other_than_the_compiled_shape_is_refused() {
-    let [x, w, b, y] = gemm_buffers();
-    let e = gemm::sm80::check(&x, &w, &b, &y, 100, 128, 64).unwrap_err();
-    assert_eq!(e, Error::DimMismatch { dim: "M".into(), expected: 200, got: 100 });
-    assert!(matches!(gemm::sm80::check(&x, &w, &b, &y, 0, 128, 64), Err(Error::InvalidDim { .. })));
 }
 
 #[test]
@@ -155,12 +168,107 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
     }
 }
 
+/// `attention::sm80::steps`, printed as Rust by the code generator, equals
+/// what tgc-core computes from the same program (`GpuProgram::steps`) at
+/// several dims, and so does the GEMM's at its ShapeSet point.
 #[test]
-fn a_graph_without_a_gemm_says_why() {
-    assert!(scale::SM80_SKIPPED.contains("no GEMM contraction"), "{}", scale::SM80_SKIPPED);
-    let mut y = [0.0f32; 4];
-    scale::run(&[1.0, 2.0, 3.0, 4.0], &mut y, 4).unwrap();
-    assert_eq!(y, [2.0, 4.0, 6.0, 8.0]);
+fn the_printed_steps_are_the_programs_steps() {
+    use tgc_core::gpu::simt;
+    let g = tgc_core::tiny::json::load_json(attention::TINY_IR).unwrap();
+    let prog = simt::lower_program(&g).unwrap();
+    assert!(prog.launches.len() >= 3, "{} kernels", prog.launches.len());
+    for (b, s, d) in [(1, 1, 16), (2, 7, 16), (3, 33, 5), (1, 130, 64)] {
+        let (module, got) = attention::sm80::steps(b, s, d).unwrap();
+        assert!(std::ptr::eq(module, &attention::sm80::generic::MODULE));
+        let want = prog.steps(&[b as i64, s as i64, d as i64]).unwrap();
+        assert_eq!(got, want, "B={b} S={s} D={d}");
+    }
+    let g = tgc_core::tiny::json::load_json(gemm::TINY_IR).unwrap();
+    let point = [("M", 200), ("N", 128), ("K", 64)].map(|(n, v)| (n.to_string(), v)).into();
+    let bound = g.bind(&point).unwrap();
+    let prog = simt::lower_program_for(&bound, Some(&tgc_core::plan::target::SM80)).unwrap();
+    assert_eq!(gemm::sm80::steps(200, 128, 64).unwrap().1, prog.steps(&[]).unwrap());
+}
+
+/// The generated launches of a whole graph — several kernels and device
+/// temporaries — run one by one in the CPU emulator of the GPU dialect IR
+/// exactly as `Gpu::run_steps` runs them (tensors numbered inputs then
+/// outputs, temporaries zeroed with the bytes `steps` gives), compute what
+/// the CPU `run` computes.
+#[test]
+fn the_printed_steps_run_in_the_emulator_match_the_cpu_run() {
+    use tgc::cuda::StepArg;
+    use tgc_core::gpu::emulate::{self, Arg};
+    use tgc_core::gpu::ir::ParamKind;
+    let g = tgc_core::tiny::json::load_json(attention::TINY_IR).unwrap();
+    let prog = tgc_core::gpu::simt::lower_program(&g).unwrap();
+    let (b, s, d) = (2usize, 9usize, 16usize);
+    let n = b * s * d;
+    let data = |seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * seed + 3) % 17) as f32 / 8.0 - 1.0).collect() };
+    let (q, k, v) = (data(5), data(7), data(11));
+    let mut want = vec![0f32; n];
+    attention::run(&q, &k, &v, &mut want, b, s, d).unwrap();
+
+    let (_, steps) = attention::sm80::steps(b, s, d).unwrap();
+    let bytes = |x: &[f32]| -> Vec<u8> { x.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    let mut tensors = [bytes(&q), bytes(&k), bytes(&v), vec![0u8; n * 4]];
+    let mut temps: Vec<Vec<u8>> = steps.temps.iter().map(|&bytes| vec![0u8; bytes]).collect();
+    for step in &steps.steps {
+        let launch = prog
+            .launches
+            .iter()
+            .find(|l| tgc_core::gpu::cuda::symbol(&l.kernel) == step.kernel)
+            .unwrap_or_else(|| panic!("no kernel `{}`", step.kernel));
+        let mut args: Vec<Arg> = step
+            .args
+            .iter()
+            .map(|a| match *a {
+                StepArg::Tensor(i) => Arg::Tensor(tensors[i].clone()),
+                StepArg::Temp(t) => Arg::Tensor(temps[t].clone()),
+                StepArg::I32(v) => Arg::Int(v as i64),
+                StepArg::I64(v) => Arg::Int(v),
+            })
+            .collect();
+        emulate::run(&launch.kernel, &mut args).unwrap_or_else(|e| panic!("`{}`: {e}", step.kernel));
+        for ((a, p), arg) in step.args.iter().zip(&launch.kernel.params).zip(args) {
+            if let (ParamKind::Ptr { writable: true, .. }, Arg::Tensor(out)) = (p.kind, arg) {
+                match *a {
+                    StepArg::Tensor(i) => tensors[i] = out,
+                    StepArg::Temp(t) => temps[t] = out,
+                    other => panic!("`{}` writes {other:?}", step.kernel),
+                }
+            }
+        }
+    }
+    let got: Vec<f32> = tensors[3].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "o[{i}]: emulated {g}, CPU {w}");
+    }
+}
+
+/// A whole graph on the GPU through `run_on_gpu`: `NoDevice` without one
+/// (the GPU half reported skipped), else the CPU `run`'s result within f32
+/// rounding (the warp reductions sum in another order).
+#[test]
+fn attention_runs_on_the_gpu_or_reports_no_device() {
+    let (b, s, d) = (3usize, 70usize, 16usize);
+    let n = b * s * d;
+    let data = |seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * seed + 1) % 13) as f32 / 6.0 - 1.0).collect() };
+    let (q, k, v) = (data(3), data(5), data(7));
+    let mut want = vec![0f32; n];
+    attention::run(&q, &k, &v, &mut want, b, s, d).unwrap();
+    let mut got = vec![0f32; n];
+    let e = attention::sm80::run_on_gpu(&q, &k[1..], &v, &mut got, b, s, d).unwrap_err();
+    assert_eq!(e, Error::LengthMismatch { arg: "k".into(), expected: n, got: n - 1 });
+    match attention::sm80::run_on_gpu(&q, &k, &v, &mut got, b, s, d) {
+        Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
+        Err(e) => panic!("{e}"),
+        Ok(()) => {
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "o[{i}]: GPU {g}, CPU {w}");
+            }
+        }
+    }
 }
 
 /// The example of README.md's "GPU usage", as written there.

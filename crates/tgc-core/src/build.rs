@@ -117,7 +117,7 @@ pub enum BuildError {
     },
     /// The C compiler could not be run, or failed (its message included).
     CCompiler(String),
-    /// With [`Kernels::sm80`]: a GEMM graph's sm80 kernel could not be
+    /// With [`Kernels::sm80`]: a graph's sm80 kernels could not be
     /// compiled (e.g. the CUDA toolchain is missing); the message says why.
     Gpu(String),
 }
@@ -231,14 +231,13 @@ impl Kernels {
 
     /// With `on`, every kernel module also gets the sm80 part of
     /// `tgc::kernel!`'s feature `sm80` ([`crate::emit::gpu_api::sm80_module`]):
-    /// for a GEMM + epilogue graph at concrete shapes (no symbols, one
-    /// `shapes` point, or the symbols' defaults) a submodule `sm80` with the
-    /// cubin (written to `<lib>/<symbol>.cubin` and embedded with
-    /// `include_bytes!`), the PTX and the typed launch functions `check`,
-    /// `launch`, `run_on_gpu`; for other graphs `SM80_SKIPPED`. The crate
-    /// then needs `tgc` with feature `cuda`. NVRTC runs now, so the CUDA
-    /// toolchain of `scripts/setup.sh` (or `$TGC_CUDA_ROOT`) is needed.
-    /// Off by default.
+    /// a submodule `sm80` with the whole graph's kernels (cubins written to
+    /// `<lib>/<symbol>_<variant>.cubin` and embedded with `include_bytes!`,
+    /// PTX) and the typed launch functions `check`, `steps`, `launch`,
+    /// `run_on_gpu`; `SM80_SKIPPED` for a graph the GPU path does not take.
+    /// The crate then needs `tgc` with feature `cuda`. NVRTC runs now, so
+    /// the CUDA toolchain of `scripts/setup.sh` (or `$TGC_CUDA_ROOT`) is
+    /// needed. Off by default.
     pub fn sm80(mut self, on: bool) -> Kernels {
         self.sm80 = on;
         self
@@ -297,15 +296,12 @@ impl Kernels {
             let symbol = format!("tgc_{prefix}_{}", k.name);
             let (mut module, graph, points) = compile_kernel(k, &file, &symbol)?;
             if self.sm80 {
-                let cubin_path = out_dir.join(lib).join(format!("{symbol}.cubin"));
-                let path_text = cubin_path.display().to_string();
-                let source = crate::emit::gpu_api::CubinSource::File(&path_text);
-                let (text, cubin) = crate::emit::gpu_api::sm80_module(&graph, &points, source)
+                let prefix = out_dir.join(lib).join(format!("{symbol}_")).display().to_string();
+                let source = crate::emit::gpu_api::CubinSource::Files(&prefix);
+                let sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source)
                     .map_err(|m| BuildError::Gpu(format!("kernel `{}`: {m}", k.name)))?;
-                if !cubin.is_empty() {
-                    sm80_cubins.push((cubin_path, cubin));
-                }
-                module.items.push_str(&text);
+                sm80_cubins.extend(sm80.files.into_iter().map(|(path, bytes)| (PathBuf::from(path), bytes)));
+                module.items.push_str(&sm80.text);
             }
             files.push(file);
             modules.push(module);

@@ -171,17 +171,17 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
 }
 
 /// With feature `sm80`: the sm80 part of the module,
-/// [`tgc_core::emit::gpu_api::sm80_module`] with the cubin inline (a
-/// submodule `sm80` for a GEMM + epilogue graph at concrete shapes, else a
-/// constant `SM80_SKIPPED`; the facade's `sm80` turns on its `cuda`). `Err`
-/// (a compile error) when the GEMM does not compile, e.g. without the CUDA
-/// toolchain.
+/// [`tgc_core::emit::gpu_api::sm80_module`] with the cubins inline (a
+/// submodule `sm80` with the whole graph's kernels and launch functions,
+/// or a constant `SM80_SKIPPED` for a graph the GPU path does not take; the
+/// facade's `sm80` turns on its `cuda`). `Err` (a compile error) when the
+/// kernels do not compile, e.g. without the CUDA toolchain.
 fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Result<TokenStream, String> {
     if !enabled {
         return Ok(TokenStream::new());
     }
-    let (text, _) = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline)?;
-    text.parse().map_err(|e| format!("tgc generated an sm80 module that does not parse (a tgc bug): {e}"))
+    let module = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline)?;
+    module.text.parse().map_err(|e| format!("tgc generated an sm80 module that does not parse (a tgc bug): {e}"))
 }
 
 #[cfg(test)]
@@ -198,29 +198,32 @@ mod tests {
     }";
 
     #[test]
-    fn a_gemm_with_one_shape_point_embeds_its_cubin_and_ptx() {
+    fn a_gemm_with_one_shape_point_embeds_its_tensor_core_and_simt_kernels() {
         let point: BTreeMap<String, i64> = [("M".to_string(), 100)].into();
         let ts = sm80_items(&graph(GEMM), &[point], true).unwrap_or_else(|e| panic!("{e}"));
         let text = ts.to_string();
         for want in [
             "pub mod sm80",
+            "pub mod shape_0",
+            "pub mod generic",
             "const CUBIN_BYTES : & [u8] = b\"\\x7F\\x45\\x4C\\x46",
             "pub static PTX",
-            "\"tgc_g\"",
-            "THREADS : u32 = 64u32",
+            "__dims [0] == 100 && __dims [1] == 64 && __dims [2] == 32",
+            "pub fn run_on_gpu",
         ] {
             let at = text.find("CUBIN_BYTES").unwrap_or(0);
             assert!(text.contains(want), "no `{want}` in {}", &text[at..(at + 300).min(text.len())]);
         }
+        assert!(text.contains("mma.sync.aligned.m16n8k16"), "the shape_0 PTX has no MMA");
         assert!(sm80_items(&graph(GEMM), &[], false).unwrap().is_empty());
     }
 
     #[test]
-    fn other_graphs_say_why_they_have_no_kernel() {
+    fn graphs_without_a_shape_point_get_the_generic_kernels() {
         let ts = sm80_items(&graph(GEMM), &[], true).unwrap().to_string();
-        assert!(ts.contains("SM80_SKIPPED") && ts.contains("no default"), "{ts}");
+        assert!(ts.contains("pub mod generic") && !ts.contains("shape_0"), "{}", &ts[..300]);
         let scale = graph("graph<N=4> main(x: f32[N]) -> (y: f32[N]) {\n y = x * 2.0\n return y\n}");
         let ts = sm80_items(&scale, &[], true).unwrap().to_string();
-        assert!(ts.contains("SM80_SKIPPED") && ts.contains("no GEMM contraction"), "{ts}");
+        assert!(ts.contains("pub mod generic") && ts.contains("Elementwise"), "{}", &ts[..300]);
     }
 }

@@ -16,10 +16,10 @@
 //! `shapes(...)` is one point of the ShapeSet: a body specialised for those
 //! dims is generated and `run` dispatches to it when the dims match.
 //!
-//! With feature `sm80` (the facade's), a GEMM + epilogue graph with concrete
-//! shapes also gets a submodule `sm80` with the NVRTC-compiled `CUBIN` and
-//! `PTX` (see `expand::sm80_items`); a missing CUDA toolchain is a compile
-//! error naming the set-up command.
+//! With feature `sm80` (the facade's), every graph also gets a submodule
+//! `sm80` with its NVRTC-compiled kernels and typed launch functions (see
+//! `expand::sm80_items`); a missing CUDA toolchain is a compile error
+//! naming the set-up command.
 
 mod expand;
 mod source;

@@ -40,6 +40,8 @@ use cudarc::nvrtc::Ptx;
 
 pub use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchArgs, PushKernelArg};
 
+pub use crate::launch::{grid_extent, Launch, Limits, Step, StepArg, Steps, DEFAULT_DYNAMIC_SMEM_BYTES};
+
 use crate::{Error, Result};
 
 /// A cubin compiled for one architecture.
@@ -67,57 +69,6 @@ pub struct Module {
 /// same major version, the highest minor version not above the device's.
 pub fn pick_cubin(cubins: &[Cubin], device_sm: u32) -> Option<&Cubin> {
     cubins.iter().filter(|c| c.sm / 10 == device_sm / 10 && c.sm <= device_sm).max_by_key(|c| c.sm)
-}
-
-/// How a kernel is launched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Launch {
-    /// Blocks per grid, x/y/z.
-    pub grid: [u32; 3],
-    /// Threads per block, x/y/z.
-    pub block: [u32; 3],
-    /// Dynamic shared memory per block, in bytes.
-    pub dynamic_smem_bytes: u32,
-}
-
-/// Dynamic shared memory a function gets without opting in, in bytes.
-pub const DEFAULT_DYNAMIC_SMEM_BYTES: u32 = 48 * 1024;
-
-/// What [`Launch::check`] compares with: the device's limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Threads per block.
-    pub max_threads_per_block: u32,
-    /// Shared memory per block with opt-in, in bytes.
-    pub max_smem_per_block_optin: u32,
-    /// Grid extents, x/y/z.
-    pub max_grid: [u32; 3],
-}
-
-impl Launch {
-    /// `Ok` when the launch fits `limits`; otherwise [`Error::Kernel`]
-    /// naming `kernel` and the limit it breaks. A zero extent is refused too
-    /// (the driver would reject it with a less helpful message).
-    pub fn check(&self, kernel: &str, limits: &Limits) -> Result<()> {
-        let bad = |what: String| Err(Error::Kernel(format!("launch of `{kernel}`: {what}")));
-        if self.grid.contains(&0) || self.block.contains(&0) {
-            return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
-        }
-        let threads: u64 = self.block.iter().map(|&b| b as u64).product();
-        if threads > limits.max_threads_per_block as u64 {
-            return bad(format!("{threads} threads per block > {}", limits.max_threads_per_block));
-        }
-        if let Some(k) = (0..3).find(|&k| self.grid[k] > limits.max_grid[k]) {
-            return bad(format!("grid extent {} on axis {k} > {}", self.grid[k], limits.max_grid[k]));
-        }
-        if self.dynamic_smem_bytes > limits.max_smem_per_block_optin {
-            return bad(format!(
-                "{} bytes of dynamic shared memory > the device's {} per block",
-                self.dynamic_smem_bytes, limits.max_smem_per_block_optin
-            ));
-        }
-        Ok(())
-    }
 }
 
 /// A device buffer of elements `T` as a kernel argument: its element count
@@ -366,6 +317,59 @@ impl Gpu {
         }
         // SAFETY: the caller's contract.
         unsafe { b.launch(Gpu::config(launch)) }.map(|_| ()).map_err(driver("launching the kernel"))
+    }
+
+    /// Queues a whole graph's launches ([`Steps`], e.g. from a generated
+    /// `sm80::steps`) on the stream: allocates each temporary zeroed, then
+    /// launches every step in order with its arguments, `tensors[k]` being
+    /// the device address of the graph's tensor `k` (inputs then outputs).
+    /// Returns once all are queued; the temporaries are freed in stream
+    /// order after the last kernel.
+    ///
+    /// Errors: [`Error::Kernel`] for an argument naming a tensor or
+    /// temporary that does not exist (before anything is queued), a failed
+    /// allocation, module load or launch.
+    ///
+    /// # Safety
+    ///
+    /// `m` must hold every step's kernel, each step's arguments must match
+    /// its kernel's parameters (what `tgc` generated them from), and
+    /// `tensors` must address live buffers of this device holding what the
+    /// kernels read and write at these dims (the checks of a generated
+    /// `sm80::check`), outputs overlapping no other tensor.
+    pub unsafe fn run_steps(&self, m: &Module, steps: &Steps, tensors: &[u64]) -> Result<()> {
+        for s in &steps.steps {
+            for a in &s.args {
+                let missing = match *a {
+                    StepArg::Tensor(k) => (k >= tensors.len()).then(|| format!("tensor {k} of {}", tensors.len())),
+                    StepArg::Temp(k) => {
+                        (k >= steps.temps.len()).then(|| format!("temporary {k} of {}", steps.temps.len()))
+                    }
+                    StepArg::I32(_) | StepArg::I64(_) => None,
+                };
+                if let Some(what) = missing {
+                    return Err(Error::Kernel(format!("launch of `{}`: no {what}", s.kernel)));
+                }
+            }
+        }
+        let temps: Vec<CudaSlice<u8>> =
+            steps.temps.iter().map(|&bytes| self.zeros::<u8>(bytes.max(1))).collect::<Result<_>>()?;
+        for s in &steps.steps {
+            let args: Vec<KernelArg> = s
+                .args
+                .iter()
+                .map(|a| match *a {
+                    StepArg::Tensor(k) => KernelArg::Ptr(tensors[k]),
+                    StepArg::Temp(k) => KernelArg::Ptr(DeviceArg::<u8>::address(&temps[k])),
+                    StepArg::I32(v) => KernelArg::I32(v),
+                    StepArg::I64(v) => KernelArg::I64(v),
+                })
+                .collect();
+            // SAFETY: the caller's contract; the temporaries are live
+            // device allocations of this stream until after the last launch.
+            unsafe { self.launch_raw(m, &s.kernel, &s.launch, &args) }?;
+        }
+        Ok(())
     }
 
     /// The driver's launch configuration for `launch`.

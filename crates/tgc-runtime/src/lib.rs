@@ -6,6 +6,8 @@
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`checks`]: the argument checks generated `run` functions call.
+//! - [`launch`]: kernel launches as data (grid, block, arguments, the
+//!   steps of a whole graph), executed by `cuda`.
 //! - `cuda` (feature `cuda`): loading embedded cubin/PTX and launching
 //!   kernels on a GPU through the CUDA driver.
 //!
@@ -19,6 +21,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod dtype;
 pub mod error;
+pub mod launch;
 pub mod npy;
 pub mod safetensors_io;
 pub mod tensor;

@@ -114,9 +114,10 @@ fn mistakes_are_errors_not_panics() {
     }
 }
 
-/// `sm80(true)`: a GEMM graph gets the `sm80` submodule with its cubin
-/// written next to the Rust file and the typed launch functions; another
-/// graph says why it has none. (NVRTC runs; no GPU is needed.)
+/// `sm80(true)`: every graph gets the `sm80` submodule with its cubins
+/// written next to the Rust file (a GEMM's ShapeSet point its tensor-core
+/// variant) and the typed launch functions. (NVRTC runs; no GPU is
+/// needed.)
 #[test]
 fn sm80_embeds_the_gemm_cubin_and_launch_functions() {
     let dir = Scratch::new("sm80");
@@ -134,18 +135,21 @@ fn sm80_embeds_the_gemm_cubin_and_launch_functions() {
         .compile("kernels")
         .unwrap_or_else(|e| panic!("{e}"));
     let rust = std::fs::read_to_string(&out.rust_file).unwrap();
-    let cubin = dir.0.join("out").join("kernels").join(format!("tgc_{}_gemm.cubin", symbol_prefix()));
-    assert_eq!(&std::fs::read(&cubin).unwrap()[..4], b"\x7fELF");
+    let cubin = |kernel: &str, variant: &str| {
+        dir.0.join("out").join("kernels").join(format!("tgc_{}_{kernel}_{variant}.cubin", symbol_prefix()))
+    };
+    for (kernel, variant) in [("gemm", "shape_0"), ("gemm", "generic"), ("scale", "generic")] {
+        assert_eq!(&std::fs::read(cubin(kernel, variant)).unwrap()[..4], b"\x7fELF", "{kernel} {variant}");
+    }
     for want in [
         "pub mod sm80 {",
-        &format!("include_bytes!({:?})", cubin.display().to_string()),
+        &format!("include_bytes!({:?})", cubin("gemm", "shape_0").display().to_string()),
         "pub fn check(x: &impl ::tgc::cuda::DeviceArg<::tgc::half::bf16>",
         "pub fn launch(gpu: &::tgc::cuda::Gpu, x: &impl ::tgc::cuda::DeviceArg<::tgc::half::bf16>",
         "y: &mut impl ::tgc::cuda::DeviceArgMut<::tgc::half::bf16>, M: usize, N: usize, K: usize)",
         "pub fn run_on_gpu(x: &[::tgc::half::bf16], w: &[::tgc::half::bf16], y: &mut [::tgc::half::bf16], M: usize",
-        "::tgc::cuda::check_dim(\"M\", M, 96)?;",
-        "::tgc::cuda::check_arg(\"x\", x, 3072usize, 16)?,",
-        "pub const SM80_SKIPPED: &str = \"no sm80 kernel: symbol `N` has no default",
+        "if __dims[0] == 96 && __dims[1] == 64 && __dims[2] == 32 {",
+        "::tgc::cuda::check_arg(\"x\", x, __c::size(\"tensor `x`\", &[Some(__dims[0]), Some(__dims[2])], 2)?, 16)?,",
     ] {
         assert!(rust.contains(want), "no `{want}` in the generated Rust");
     }

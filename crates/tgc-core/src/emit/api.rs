@@ -47,11 +47,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
+use crate::cpu::loop_ir::Buffer;
 use crate::cpu::{Program, Role};
 use crate::diag;
 use crate::diag::DResult;
 use crate::sym::{Atom, Dim};
-use crate::tiny::{Graph, Rel};
+use crate::tiny::{Constraint, Graph, Rel};
 use crate::DType;
 
 /// The path of the facade crate in generated code.
@@ -125,7 +126,7 @@ pub fn kernel_module(
     let program = crate::cpu::lower(g)?;
     let printer = Printer { g };
     let params = param_names(g);
-    let checks = printer.checks(&program, &params)?;
+    let checks = printer.checks(&program.checks, &program.buffers, &params)?;
     let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
     let args = Args { inputs: &params[..n_in], outputs: &params[n_in..n_in + n_out] };
     let (bodies, lang, via) = match backend {
@@ -333,14 +334,27 @@ const RUN_ERRORS_DOC: &str = "///
 /// allocation). Nothing is written when a check fails.
 ";
 
-/// Prints `run`'s checks (calls into [`CHECKS`]).
-struct Printer<'g> {
-    g: &'g Graph,
+/// Prints `run`'s checks (calls into [`CHECKS`], imported as `__c`), and
+/// size expressions over `__dims` for the GPU launch functions
+/// ([`super::gpu_api`]).
+pub(super) struct Printer<'g> {
+    pub(super) g: &'g Graph,
 }
 
 impl Printer<'_> {
-    /// The checks of the module doc, steps 1–4, as statements of `run`.
-    fn checks(&self, program: &Program, params: &[String]) -> DResult<String> {
+    /// The checks of the module doc, steps 1–4, as statements of `run`, for
+    /// a lowering of the graph with these `checks` and `buffers` (the loop
+    /// nests' or the GPU program's).
+    pub(super) fn checks(&self, checks: &[Constraint], buffers: &[Buffer], params: &[String]) -> DResult<String> {
+        let mut s = self.dims(checks, params)?;
+        s.push_str(&self.lengths(params)?);
+        s.push_str(&self.temps(buffers)?);
+        Ok(s)
+    }
+
+    /// Steps 1–2: `let __dims: [i64; n] = …;` from the dim parameters, then
+    /// the shape facts and positive sizes of `checks`.
+    pub(super) fn dims(&self, checks: &[Constraint], params: &[String]) -> DResult<String> {
         let g = self.g;
         let ins = g.inputs();
         let dims_at = ins.len() + g.outputs.len();
@@ -354,7 +368,7 @@ impl Printer<'_> {
         let _ = writeln!(s, "    let __dims: [i64; {}] = [{}];", dims.len(), dims.join(", "));
         // The program's checks: the graph's open shape facts, and sizes and
         // divisors ≥ 1 (`symbol ≥ 1` is `dim`'s already).
-        for c in &program.checks {
+        for c in checks {
             let at_least_one = c.rel == Rel::Le && c.lhs.as_int() == Some(1);
             if at_least_one && c.rhs.as_sym().is_some() {
                 continue;
@@ -367,19 +381,33 @@ impl Printer<'_> {
                 let _ = writeln!(s, "    __c::require({}, {l}, {r}, {})?;", lit(&what), c.rel == Rel::Le);
             }
         }
-        let names = crate::pipeline::input_names(g);
-        let io = ins
-            .iter()
-            .zip(&names)
-            .map(|(id, n)| (*id, n.as_str()))
-            .chain(g.outputs.iter().map(|o| (o.node, o.name.as_str())));
-        for (k, (id, name)) in io.enumerate() {
-            let (shape, bytes) = (g.shape(id), g.dtype(id).size_bytes());
-            let _ = writeln!(s, "    __c::len({}, {}.len(), &{}, {bytes})?;", lit(name), params[k], self.shape(shape)?);
+        Ok(s)
+    }
+
+    /// Step 3: `__c::len(name, ARG.len(), &shape, bytes)?;` per input and
+    /// output slice parameter.
+    pub(super) fn lengths(&self, params: &[String]) -> DResult<String> {
+        let mut s = String::new();
+        for ((name, shape, bytes), p) in self.io_shapes()?.iter().zip(params) {
+            let _ = writeln!(s, "    __c::len({}, {p}.len(), &{shape}, {bytes})?;", lit(name));
         }
-        // The scratch buffers the kernels allocate, unless fixed and small
-        // enough for any target.
-        for b in program.buffers.iter().filter(|b| b.role == Role::Temp) {
+        Ok(s)
+    }
+
+    /// Per input then output: its graph name, its shape as a checked size
+    /// expression ([`Printer::shape`]) and its element's bytes.
+    pub(super) fn io_shapes(&self) -> DResult<Vec<(String, String, usize)>> {
+        let g = self.g;
+        let names = crate::pipeline::input_names(g);
+        let io = g.inputs().into_iter().zip(names).chain(g.outputs.iter().map(|o| (o.node, o.name.clone())));
+        io.map(|(id, name)| Ok((name, self.shape(g.shape(id))?, g.dtype(id).size_bytes()))).collect()
+    }
+
+    /// Step 4: the scratch buffers the kernels allocate, unless fixed and
+    /// small enough for any target.
+    fn temps(&self, buffers: &[Buffer]) -> DResult<String> {
+        let mut s = String::new();
+        for b in buffers.iter().filter(|b| b.role == Role::Temp) {
             let bytes = b.dtype.size_bytes();
             let fixed: Option<i64> =
                 b.shape.iter().try_fold(1i64, |n, d| n.checked_mul(d.as_int().filter(|&v| v >= 1)?));
@@ -393,14 +421,14 @@ impl Printer<'_> {
     }
 
     /// `[e0, e1, …]`, each a checked size expression.
-    fn shape(&self, shape: &[Dim]) -> DResult<String> {
+    pub(super) fn shape(&self, shape: &[Dim]) -> DResult<String> {
         let v: Vec<String> = shape.iter().map(|d| self.checked(d)).collect::<DResult<_>>()?;
         Ok(format!("[{}]", v.join(", ")))
     }
 
     /// `d` as an expression of type `Option<i64>` over `__dims`: `None` when
     /// a step overflows `i64` or divides by a value < 1.
-    fn checked(&self, d: &Dim) -> DResult<String> {
+    pub(super) fn checked(&self, d: &Dim) -> DResult<String> {
         let mut sum: Option<String> = None;
         for (atoms, c) in d.monomials() {
             let mut term: Option<String> = (c != 1 || atoms.is_empty()).then(|| format!("Some({c}i64)"));
@@ -432,7 +460,7 @@ impl Printer<'_> {
 }
 
 /// The Rust type of a slice element of dtype `d`.
-fn rust_type(d: DType) -> String {
+pub(super) fn rust_type(d: DType) -> String {
     match d {
         DType::F16 => format!("{FACADE}::half::f16"),
         DType::BF16 => format!("{FACADE}::half::bf16"),
@@ -452,7 +480,7 @@ fn tuple(names: &[String]) -> String {
 }
 
 /// `s` as a Rust string literal.
-fn lit(s: &str) -> String {
+pub(super) fn lit(s: &str) -> String {
     format!("{s:?}")
 }
 

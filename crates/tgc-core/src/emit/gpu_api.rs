@@ -1,146 +1,505 @@
-//! The typed launch functions of a kernel module's `sm80` submodule
-//! (feature `sm80` of `tgc::kernel!`): Rust text placed next to the
-//! embedded `MODULE`, `SYMBOL` and `THREADS`/`SMEM_BYTES` constants.
+//! The `sm80` submodule of a kernel module (feature `sm80` of
+//! `tgc::kernel!`, [`crate::build::Kernels::sm80`]): the whole graph
+//! compiled for sm_80 — every region a kernel ([`crate::gpu::simt`]), a
+//! GEMM + epilogue graph at concrete sizes the tensor-core template —
+//! embedded as cubin and PTX, with typed launch functions.
 //!
-//! For a graph compiled at one shape point it prints:
+//! It holds one *variant* per compiled program, each a submodule with its
+//! `CUBIN`, `PTX`, `MODULE` (the runtime's [`Module`]), `KERNELS` (the
+//! kernel symbols in launch order) and `PLAN_JSON` (the Schedule Plan of
+//! a tensor-core kernel, `000` §12.5; `None` for SIMT kernels):
 //!
-//! - `LAUNCH: ::tgc::cuda::Launch`, the kernel's grid, block and dynamic
-//!   shared memory at that point;
+//! - `generic`: the graph with every dim symbolic, SIMT kernels (the
+//!   tensor-core kernel when the graph has no symbols and is one GEMM +
+//!   epilogue);
+//! - `shape_<k>`: ShapeSet point `k` (a symbol it leaves open taking its
+//!   default) when that gives every symbol a value and the graph is one
+//!   GEMM + epilogue there; it runs at exactly those dims (other points
+//!   run the generic kernels, which are correct at every size).
+//!
+//! and the functions, whose parameters are those of the module's `run`
+//! ([`super::api::param_names`]; `T` the dtype's storage type):
+//!
 //! - `check(inputs…, outputs…, dims…) -> Result<[u64; n], ::tgc::Error>`:
-//!   every dim equals the compiled value (`InvalidDim`, `DimMismatch`),
-//!   every buffer (a `&impl ::tgc::cuda::DeviceArg<T>`) has its shape's
-//!   element count (`LengthMismatch`) and a 16-byte aligned address
-//!   (`Misaligned`), in that order; the buffers' addresses. No driver
-//!   call, so it is tested with fake buffers on any machine;
-//! - `launch(gpu, inputs…, outputs…, dims…)`: `check`, then zeroed scratch
-//!   buffers when the kernel needs them, then the launch on `gpu`'s stream
-//!   (asynchronous: errors of the running kernel surface at the next
-//!   synchronising call). Outputs are `&mut impl DeviceArgMut<T>`;
+//!   the dims as `run` checks them (each in `1..=i32::MAX`, the graph's
+//!   shape facts), then each buffer (`&impl ::tgc::cuda::DeviceArg<T>`)
+//!   has its shape's element count (`LengthMismatch`) and a
+//!   [`TENSOR_ALIGN`]-byte aligned address (`Misaligned`); returns the
+//!   addresses. No driver call, so it is tested with fake buffers;
+//! - `steps(dims…) -> Result<(&'static Module, Steps), ::tgc::Error>`: the
+//!   variant for these dims and its launches ([`Steps`]: temporaries'
+//!   bytes, then each kernel's grid, block, shared memory and arguments),
+//!   equal to [`crate::gpu::simt::GpuProgram::steps`] of that variant;
+//! - `launch(gpu, inputs…, outputs…, dims…)`: `check`, `steps`, then
+//!   `Gpu::run_steps` on `gpu`'s stream (temporaries allocated zeroed and
+//!   freed in stream order; asynchronous: a failing kernel is reported by
+//!   the next synchronising call). Outputs are `&mut impl DeviceArgMut<T>`;
 //! - `run_on_gpu(inputs: &[T]…, outputs: &mut [T]…, dims…)`: host slices;
-//!   checks dims and lengths, opens device 0 (`NoDevice` without one),
+//!   checks the dims and lengths, opens device 0 (`NoDevice` without one),
 //!   uploads, launches, downloads into the outputs.
 //!
-//! Parameter names and order are those of the module's `run`
-//! ([`super::api::param_names`]); `T` is the dtype's storage type.
+//! A graph the GPU path cannot lower gets `SM80_SKIPPED: &str` (why)
+//! instead of the submodule.
 //!
-//! [`sm80_module`] prints the whole submodule (the embedded code and these
-//! functions) or, for a graph without an sm80 kernel, `SM80_SKIPPED`; both
-//! `tgc::kernel!` and the build helper ([`crate::build::Kernels::sm80`])
-//! use it.
+//! [`Module`]: tgc_runtime::cuda::Module
+//! [`Steps`]: tgc_runtime::launch::Steps
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::gpu::launch::{Binding, LaunchSpec, TENSOR_ALIGN};
+use crate::gpu::ir::{BinOp, Expr};
+use crate::gpu::simt::{self, Form, GpuProgram, LaunchArg, TENSOR_ALIGN};
 use crate::tiny::Graph;
-use crate::DType;
 
-use super::api::{param_names, FACADE};
+use super::api::{lit, param_names, rust_type, Printer, CHECKS, FACADE};
 
 /// Where the generated `sm80` module takes its cubin bytes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CubinSource<'a> {
-    /// A byte-string literal in the module text (`kernel!`).
+    /// Byte-string literals in the module text (`kernel!`).
     Inline,
-    /// `include_bytes!(PATH)` of a file written next to the generated Rust
-    /// (the build helper); the path is absolute.
-    File(&'a str),
+    /// `include_bytes!` of files written next to the generated Rust (the
+    /// build helper): variant `v`'s cubin is `{prefix}{v}.cubin`, with
+    /// `prefix` an absolute path.
+    Files(&'a str),
 }
 
-/// The graph the sm80 kernel is compiled for: `g` itself when it has no
-/// symbols, else bound to the one `shapes` point (or none) with the
-/// symbols' defaults for what it leaves out, and the values used; `Err`
-/// says why there is none.
-pub fn sm80_graph(g: &Graph, shapes: &[BTreeMap<String, i64>]) -> Result<(Graph, BTreeMap<String, i64>), String> {
-    let mut values: BTreeMap<String, i64> =
-        g.symbols.iter().filter_map(|s| s.default.map(|v| (s.name.clone(), v))).collect();
-    match shapes {
-        _ if g.symbols.is_empty() => return Ok((g.clone(), values)),
-        [one] => values.extend(one.clone()),
-        [] => {}
-        _ => return Err(format!("{} `shapes(...)` points; the sm80 kernel is built for one", shapes.len())),
-    }
-    if let Some(s) = g.symbols.iter().find(|s| !values.contains_key(&s.name)) {
-        return Err(format!("symbol `{}` has no default and no `shapes(...)` point gives it", s.name));
-    }
-    let bound = g.bind(&values).map_err(|d| d.to_string())?;
-    Ok((bound, values))
+/// The text of the sm80 part of a kernel module and the cubins it refers
+/// to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sm80Module {
+    /// `pub mod sm80 { … }`, or `pub const SM80_SKIPPED: &str = …;`.
+    pub text: String,
+    /// For [`CubinSource::Files`]: each file's path and bytes, for the
+    /// caller to write; empty for [`CubinSource::Inline`].
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
-/// The items of a kernel module's sm80 part, and the cubin the text refers
-/// to (empty when skipped): for a graph that is one GEMM + epilogue at
-/// concrete shapes ([`sm80_graph`]), `pub mod sm80 { … }` with `CUBIN`,
-/// `PTX`, `MODULE`, `SYMBOL`, `THREADS`, `SMEM_BYTES`, `PLAN_JSON` and the
-/// launch functions of [`sm80_launch_items`], compiled by NVRTC now; for
-/// any other graph a constant `SM80_SKIPPED` saying why there is none.
+/// One compiled program of the module.
+struct Variant {
+    /// `generic` or `shape_<k>`.
+    name: String,
+    /// The point's values in symbol order (`None` for `generic`).
+    point: Option<Vec<i64>>,
+    program: GpuProgram,
+    cubin: Vec<u8>,
+    ptx: String,
+    plan_json: Option<String>,
+}
+
+/// The sm80 part of kernel module for `g` with ShapeSet `shapes` (see the
+/// module doc), its kernels compiled by NVRTC now.
 ///
-/// Errors: the message of a compile error when the GEMM does not compile
-/// for another reason than `Unsupported` (e.g. without the CUDA toolchain).
-pub fn sm80_module(
-    g: &Graph,
-    shapes: &[BTreeMap<String, i64>],
-    cubin_source: CubinSource,
-) -> Result<(String, Vec<u8>), String> {
-    let skipped = |why: String| {
-        let why = format!("no sm80 kernel: {why}");
-        format!("/// Why this graph has no embedded sm80 kernel (feature `sm80`).\npub const SM80_SKIPPED: &str = {why:?};\n")
+/// Errors: the message of a compile error for anything but a graph the GPU
+/// path does not take (`Unsupported`, which becomes `SM80_SKIPPED`): no CUDA
+/// toolchain, a kernel the verifier or NVRTC rejects (a tgc bug).
+pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSource) -> Result<Sm80Module, String> {
+    let skipped = |why: String| Sm80Module {
+        text: format!(
+            "/// Why this graph has no embedded sm80 kernels (feature `sm80`).\npub const SM80_SKIPPED: &str = {};\n",
+            lit(&format!("no sm80 kernels: {why}"))
+        ),
+        files: Vec::new(),
     };
-    let (bound, values) = match sm80_graph(g, shapes) {
-        Ok(b) => b,
-        Err(why) => return Ok((skipped(why), Vec::new())),
-    };
-    if let Err(d) = crate::gpu::lower::match_gemm(&bound) {
-        return Ok((skipped(d.message), Vec::new()));
-    }
     let fail = |d: crate::Diagnostic| format!("tgc (feature `sm80`): {d}");
-    let gpu = match crate::pipeline::compile_gpu(&bound, "sm80") {
-        Ok(gpu) => gpu,
-        // E.g. no plan of the space fits (an f32 GEMM).
-        Err(d) if d.name == crate::ErrorName::Unsupported => return Ok((skipped(d.message), Vec::new())),
+    let target = &crate::plan::target::SM80;
+    let generic = if g.symbols.is_empty() { simt::lower_program_for(g, Some(target)) } else { simt::lower_program(g) };
+    let generic = match generic {
+        Ok(p) => p,
+        Err(d) if d.name == crate::ErrorName::Unsupported => return Ok(skipped(d.message)),
         Err(d) => return Err(fail(d)),
     };
-    let spec = crate::gpu::launch::gemm_launch(&gpu.kernel).map_err(fail)?;
-    let launch = sm80_launch_items(g, &values, &bound, &spec).map_err(fail)?;
-    let cubin = match cubin_source {
-        CubinSource::Inline => byte_string(&gpu.cubin),
-        CubinSource::File(path) => format!("include_bytes!({path:?})"),
+    let mut programs = Vec::new();
+    for (k, point) in shapes.iter().enumerate() {
+        // The point's values, a symbol it leaves open taking its default.
+        let values: Option<Vec<i64>> = g.symbols.iter().map(|s| point.get(&s.name).copied().or(s.default)).collect();
+        let (Some(values), false) = (values, g.symbols.is_empty()) else { continue };
+        let full: BTreeMap<String, i64> =
+            g.symbols.iter().map(|s| s.name.clone()).zip(values.iter().copied()).collect();
+        let bound = g.bind(&full).map_err(fail)?;
+        let program = simt::lower_program_for(&bound, Some(target)).map_err(fail)?;
+        if program.launches.iter().any(|l| l.form == Form::Gemm) {
+            programs.push((format!("shape_{k}"), Some(values), program));
+        }
+    }
+    programs.push(("generic".to_string(), None, generic));
+    let mut variants = Vec::new();
+    for (name, point, program) in programs {
+        variants.push(compile(g, name, point, program).map_err(fail)?);
+    }
+    let mut files = Vec::new();
+    let text = module_text(g, &variants, |v| match source {
+        CubinSource::Inline => byte_string(&v.cubin),
+        CubinSource::Files(prefix) => {
+            let path = format!("{prefix}{}.cubin", v.name);
+            let text = format!("include_bytes!({path:?})");
+            files.push((path, v.cubin.clone()));
+            text
+        }
+    })
+    .map_err(fail)?;
+    Ok(Sm80Module { text, files })
+}
+
+/// Verifies `program`'s kernels and compiles them as one NVRTC unit.
+fn compile(g: &Graph, name: String, point: Option<Vec<i64>>, program: GpuProgram) -> DResult<Variant> {
+    for l in &program.launches {
+        if let Err(errors) = crate::gpu::verify::verify(&l.kernel) {
+            let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+            return Err(diag!(Internal, "GPU dialect verifier, kernel `{}`: {first}", l.kernel.name));
+        }
+    }
+    let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
+    let unit = format!("{}_{name}.cu", g.name);
+    let (_, compiled) = crate::gpu::cuda::compile(&tc, &program.kernels(), &unit).map_err(|e| match e {
+        crate::gpu::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
+        crate::gpu::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
+    })?;
+    let plan_json = match program.launches.as_slice() {
+        [l] => l.plan.as_ref().map(crate::plan::to_json),
+        _ => None,
+    };
+    Ok(Variant { name, point, program, cubin: compiled.cubin, ptx: compiled.ptx, plan_json })
+}
+
+/// `pub mod sm80 { … }`; `cubin` gives the expression of a variant's bytes.
+fn module_text(g: &Graph, variants: &[Variant], mut cubin: impl FnMut(&Variant) -> String) -> DResult<String> {
+    let params = param_names(g);
+    let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
+    let n_io = n_in + n_out;
+    let printer = Printer { g };
+    let generic = &variants[variants.len() - 1].program;
+    let cuda = format!("{FACADE}::cuda");
+    let err = format!("{FACADE}::Error");
+    let dtypes: Vec<_> = g.inputs().into_iter().chain(g.outputs.iter().map(|o| o.node)).map(|id| g.dtype(id)).collect();
+    let dim_params: Vec<String> = params[n_io..].iter().map(|p| format!("{p}: usize")).collect();
+    let dim_args = params[n_io..].join(", ");
+    let sig = |ty: &dyn Fn(usize) -> String| -> String {
+        let t = (0..n_io).map(|k| format!("{}: {}", params[k], ty(k)));
+        t.chain(dim_params.iter().cloned()).collect::<Vec<_>>().join(", ")
     };
     let mut s = String::new();
     for line in [
-        "/// The graph's GEMM + epilogue compiled for sm_80 when this crate",
-        "/// was built (feature `sm80`): NVRTC's cubin and PTX of the CUDA C",
-        "/// that `tgc compile --target sm80 --dump cu` prints, and typed",
+        "/// The graph compiled for sm_80 when this crate was built (feature",
+        "/// `sm80`): NVRTC's cubin and PTX of the CUDA C that `tgc compile",
+        "/// --target sm80 --dump cu` prints, per variant (`generic`, and",
+        "/// `shape_<k>` for ShapeSet points with a tensor-core kernel), and typed",
         "/// launch functions: [`check`] (the arguments, no device needed),",
-        "/// [`launch`] (device buffers on a `tgc::cuda::Gpu`) and",
-        "/// [`run_on_gpu`] (host slices, device 0).",
+        "/// [`steps`] (the launches for given dims), [`launch`] (device buffers",
+        "/// on a `tgc::cuda::Gpu`) and [`run_on_gpu`] (host slices, device 0).",
         "pub mod sm80 {",
     ] {
         let _ = writeln!(s, "{line}");
     }
+    let _ = writeln!(s, "#![allow(non_snake_case, clippy::all)]");
+    let _ = writeln!(s, "use {CHECKS} as __c;");
+    for v in variants {
+        s.push_str(&variant_text(&printer, v, &cubin(v))?);
+    }
+
+    // dims: steps 1–2 of `run`'s checks.
+    let _ = writeln!(s, "/// The dims as `i64` after `run`'s checks of them (range, the graph's shape facts).");
+    let _ = writeln!(
+        s,
+        "fn dims({}) -> ::core::result::Result<[i64; {}], {err}> {{",
+        dim_params.join(", "),
+        g.symbols.len()
+    );
+    s.push_str(&printer.dims(&generic.checks, &params)?);
+    let _ = writeln!(s, "    Ok(__dims)\n}}");
+
+    // check
+    let ty_doc: Vec<String> = crate::pipeline::input_names(g)
+        .into_iter()
+        .chain(g.outputs.iter().map(|o| o.name.clone()))
+        .zip(g.inputs().into_iter().chain(g.outputs.iter().map(|o| o.node)))
+        .map(|(n, id)| format!("`{n}: {}{}`", g.dtype(id), crate::tiny::infer::fmt_shape(g.shape(id))))
+        .collect();
+    let _ = writeln!(
+        s,
+        "/// Checks the arguments of [`launch`] without touching the device: the dims as `run` checks them, then \
+         each buffer's element count ({}) and {TENSOR_ALIGN}-byte alignment. Returns the buffers' device addresses.",
+        ty_doc.join(", ")
+    );
+    let _ = writeln!(s, "///\n/// # Errors\n///");
+    let _ = writeln!(
+        s,
+        "/// Those of `run`'s dim checks (`InvalidDim`, `DimMismatch`, `ShapeMismatch` on overflow); \
+         `LengthMismatch` for a buffer of another length, `Misaligned` for an address not a multiple of \
+         {TENSOR_ALIGN}."
+    );
+    let dev = |k: usize| format!("&impl {cuda}::DeviceArg<{}>", rust_type(dtypes[k]));
+    let _ = writeln!(s, "pub fn check({}) -> ::core::result::Result<[u64; {n_io}], {err}> {{", sig(&dev));
+    let _ = writeln!(s, "    let __dims = self::dims({dim_args})?;");
+    let mut checks = Vec::new();
+    for (k, (name, shape, bytes)) in printer.io_shapes()?.into_iter().enumerate() {
+        checks.push(format!(
+            "        {cuda}::check_arg({}, {}, __c::size({}, &{shape}, {bytes})?, {TENSOR_ALIGN})?,",
+            lit(&name),
+            params[k],
+            lit(&format!("tensor `{name}`"))
+        ));
+    }
+    let _ = writeln!(s, "    let _ = __dims;\n    Ok([\n{}\n    ])\n}}", checks.join("\n"));
+
+    // steps
+    let _ = writeln!(
+        s,
+        "/// The variant that runs at these dims (a `shape_<k>` whose point they are, else `generic`) and its \
+         launches: temporaries' bytes, each kernel's grid, block, dynamic shared memory and arguments (tensors \
+         numbered inputs then outputs). No device needed."
+    );
+    let _ = writeln!(s, "///\n/// # Errors\n///");
+    let _ = writeln!(
+        s,
+        "/// Those of `run`'s dim checks; `ShapeMismatch` for a temporary that does not fit in memory; `Kernel` \
+         for a grid extent the driver cannot take."
+    );
+    let _ = writeln!(
+        s,
+        "pub fn steps({}) -> ::core::result::Result<(&'static {cuda}::Module, {cuda}::Steps), {err}> {{",
+        dim_params.join(", ")
+    );
+    let _ = writeln!(s, "    let __dims = self::dims({dim_args})?;");
+    for v in variants {
+        let call = format!("(&self::{0}::MODULE, self::{0}::steps(&__dims)?)", v.name);
+        match &v.point {
+            Some(values) => {
+                let conds: Vec<String> =
+                    values.iter().enumerate().map(|(i, x)| format!("__dims[{i}] == {x}")).collect();
+                let _ = writeln!(s, "    if {} {{\n        return Ok({call});\n    }}", conds.join(" && "));
+            }
+            None => {
+                let _ = writeln!(s, "    Ok({call})");
+            }
+        }
+    }
+    let _ = writeln!(s, "}}");
+
+    // launch
+    let _ = writeln!(
+        s,
+        "/// Runs the graph on `gpu`'s stream: [`check`], [`steps`], then the kernels in order with zeroed \
+         temporaries; returns once they are queued (a failure of a running kernel is reported by the next \
+         synchronising call, e.g. `gpu.synchronize()`). Buffers must be on `gpu`'s device; outputs are written, \
+         and must not overlap any other argument."
+    );
+    let _ = writeln!(s, "///\n/// # Errors\n///");
+    let _ = writeln!(
+        s,
+        "/// Those of [`check`] and [`steps`], before any driver call; `Kernel` when an allocation, loading the \
+         module or a launch fails."
+    );
+    let dev_mut = |k: usize| {
+        if k < n_in {
+            format!("&impl {cuda}::DeviceArg<{}>", rust_type(dtypes[k]))
+        } else {
+            format!("&mut impl {cuda}::DeviceArgMut<{}>", rust_type(dtypes[k]))
+        }
+    };
+    let _ = writeln!(s, "pub fn launch(gpu: &{cuda}::Gpu, {}) -> ::core::result::Result<(), {err}> {{", sig(&dev_mut));
+    let check_args: Vec<String> = (0..n_io)
+        .map(|k| if k < n_in { params[k].clone() } else { format!("&*{}", params[k]) })
+        .chain(params[n_io..].iter().cloned())
+        .collect();
+    let _ = writeln!(s, "    let __addr = self::check({})?;", check_args.join(", "));
+    let _ = writeln!(s, "    let (__module, __steps) = self::steps({dim_args})?;");
+    for line in [
+        "// SAFETY: `__module` holds the kernels `__steps` names, whose arguments tgc bound from the",
+        "// same program the module was compiled from. `check` passed: each buffer has exactly its",
+        "// tensor's element count at these dims, under which the kernels stay in bounds (the checks",
+        "// of the dims are those of the loop nests the kernels come from), and a 16-byte aligned",
+        "// address. Outputs are `&mut` borrows, so no other argument aliases them.",
+    ] {
+        let _ = writeln!(s, "    {line}");
+    }
+    let _ = writeln!(s, "    unsafe {{ gpu.run_steps(__module, &__steps, &__addr) }}\n}}");
+
+    // run_on_gpu
+    let _ = writeln!(
+        s,
+        "/// Runs the graph on device 0 with host slices: checks the dims and lengths, uploads the inputs and \
+         outputs, [`launch`]es, waits, and downloads the outputs."
+    );
+    let _ = writeln!(s, "///\n/// # Errors\n///");
+    let _ = writeln!(
+        s,
+        "/// `InvalidDim`, `DimMismatch`, `LengthMismatch` as `run` (before the device is opened); `NoDevice` \
+         without a driver or GPU; those of [`launch`]; `Kernel` when a copy or a kernel fails."
+    );
+    let host = |k: usize| {
+        if k < n_in {
+            format!("&[{}]", rust_type(dtypes[k]))
+        } else {
+            format!("&mut [{}]", rust_type(dtypes[k]))
+        }
+    };
+    let _ = writeln!(s, "pub fn run_on_gpu({}) -> ::core::result::Result<(), {err}> {{", sig(&host));
+    let _ = writeln!(s, "    let __dims = self::dims({dim_args})?;");
+    s.push_str(&printer.lengths(&params)?);
+    let _ = writeln!(s, "    let _ = __dims;");
+    let _ = writeln!(s, "    let __gpu = {cuda}::Gpu::new(0)?;");
+    for (k, p) in params[..n_io].iter().enumerate() {
+        let m = if k < n_in { "" } else { "mut " };
+        let _ = writeln!(s, "    let {m}__d_{k} = __gpu.upload(&*{p})?;");
+    }
+    let launch_args: Vec<String> = (0..n_io)
+        .map(|k| if k < n_in { format!("&__d_{k}") } else { format!("&mut __d_{k}") })
+        .chain(params[n_io..].iter().cloned())
+        .collect();
+    let _ = writeln!(s, "    self::launch(&__gpu, {})?;", launch_args.join(", "));
+    let _ = writeln!(s, "    __gpu.synchronize()?;");
+    for (k, p) in params[..n_io].iter().enumerate().skip(n_in) {
+        let _ = writeln!(s, "    {p}.copy_from_slice(&__gpu.download(&__d_{k})?);");
+    }
+    let _ = writeln!(s, "    Ok(())\n}}");
+    s.push_str("}\n");
+    Ok(s)
+}
+
+/// `pub mod <variant> { … }`: its code, `KERNELS`, `PLAN_JSON` and the
+/// `steps` of [`GpuProgram::steps`] as Rust over `__dims`.
+fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> {
+    let cuda = format!("{FACADE}::cuda");
+    let err = format!("{FACADE}::Error");
+    let p = &v.program;
+    let mut s = String::new();
+    let what = match &v.point {
+        None => "every dim symbolic".to_string(),
+        Some(values) => {
+            let at: Vec<String> = p.symbols.iter().zip(values).map(|(n, x)| format!("`{n}` = {x}")).collect();
+            format!("the ShapeSet point {}", at.join(", "))
+        }
+    };
+    let forms: Vec<String> = p.launches.iter().map(|l| format!("{:?}", l.form)).collect();
+    let _ = writeln!(s, "/// The kernels for {what}: {}.", forms.join(", "));
+    let _ = writeln!(s, "pub mod {} {{", v.name);
+    let _ = writeln!(s, "use {CHECKS} as __c;");
     let _ = writeln!(s, "const CUBIN_BYTES: &[u8] = {cubin};");
-    let _ = writeln!(s, "const PTX_TEXT: &str = {:?};", gpu.ptx);
-    let _ = writeln!(s, "/// The kernel's `extern \"C\"` name in [`CUBIN`] and [`PTX`].");
-    let _ = writeln!(s, "pub const SYMBOL: &str = {:?};", gpu.symbol);
+    let _ = writeln!(s, "const PTX_TEXT: &str = {};", lit(&v.ptx));
     let _ = writeln!(s, "/// The ELF cubin for `sm_80`.\npub static CUBIN: &[u8] = CUBIN_BYTES;");
     let _ = writeln!(s, "/// The PTX (`.target sm_80`), which a driver can JIT for newer GPUs.");
     let _ = writeln!(s, "pub static PTX: &str = PTX_TEXT;");
     let _ = writeln!(s, "/// [`CUBIN`] and [`PTX`] as the GPU runtime's module (`tgc::cuda`).");
     let _ = writeln!(
         s,
-        "pub static MODULE: {FACADE}::cuda::Module = {FACADE}::cuda::Module {{ name: SYMBOL, cubins: \
-         &[{FACADE}::cuda::Cubin {{ sm: 80, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};"
+        "pub static MODULE: {cuda}::Module = {cuda}::Module {{ name: ::core::module_path!(), cubins: \
+         &[{cuda}::Cubin {{ sm: 80, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};"
     );
-    let _ = writeln!(s, "/// Threads per block (one dimension).");
-    let _ = writeln!(s, "pub const THREADS: u32 = {}u32;", gpu.kernel.kernel.threads());
-    let _ = writeln!(s, "/// Dynamic shared memory per block, in bytes.");
-    let _ = writeln!(s, "pub const SMEM_BYTES: u32 = {}u32;", gpu.kernel.kernel.smem_bytes);
-    let _ = writeln!(s, "/// The chosen Schedule Plan as JSON (`000` §12.5).");
-    let _ = writeln!(s, "pub const PLAN_JSON: &str = {:?};", crate::plan::to_json(&gpu.kernel.plan));
-    s.push_str(&launch);
+    let symbols: Vec<String> = p.launches.iter().map(|l| lit(&crate::gpu::cuda::symbol(&l.kernel))).collect();
+    let _ = writeln!(s, "/// The kernels' `extern \"C\"` names, in launch order.");
+    let _ = writeln!(s, "pub const KERNELS: [&str; {}] = [{}];", symbols.len(), symbols.join(", "));
+    let _ =
+        writeln!(s, "/// The Schedule Plan of the tensor-core kernel as JSON (`000` §12.5); `None` for SIMT kernels.");
+    let plan = match &v.plan_json {
+        Some(j) => format!("Some({})", lit(j)),
+        None => "None".into(),
+    };
+    let _ = writeln!(s, "pub const PLAN_JSON: Option<&str> = {plan};");
+
+    // steps
+    let _ = writeln!(s, "/// The launches at `__dims` (checked by the caller), in symbol order.");
+    let _ = writeln!(
+        s,
+        "pub(super) fn steps(__dims: &[i64; {}]) -> ::core::result::Result<{cuda}::Steps, {err}> {{",
+        printer.g.symbols.len()
+    );
+    let _ = writeln!(s, "    let _ = __dims;");
+    let mut temp_of = BTreeMap::new();
+    let mut temps = Vec::new();
+    let n_in = p.buffers.iter().filter(|b| matches!(b.role, crate::cpu::Role::Input(_))).count();
+    for (k, b) in p.buffers.iter().enumerate() {
+        if b.role == crate::cpu::Role::Temp {
+            let shape = printer.shape(&b.shape)?;
+            let what = lit(&format!("temporary `{}`", b.label));
+            let bytes = b.dtype.size_bytes();
+            temps.push(format!("__c::size({what}, &{shape}, {bytes})? * {bytes}"));
+            temp_of.insert(k, temps.len() - 1);
+        }
+    }
+    let _ = writeln!(s, "    let temps = vec![{}];", temps.join(", "));
+    let mut steps = Vec::new();
+    for l in &p.launches {
+        let symbol = crate::gpu::cuda::symbol(&l.kernel);
+        let mut grid = Vec::new();
+        for e in &l.kernel.grid {
+            grid.push(format!("{cuda}::grid_extent({}, {})?", lit(&symbol), grid_expr(e, &l.args)?));
+        }
+        let mut args = Vec::new();
+        for (a, q) in l.args.iter().zip(&l.kernel.params) {
+            let int = |v: String| match q.kind {
+                crate::gpu::ir::ParamKind::I32 => format!("{cuda}::StepArg::I32(({v}) as i32)"),
+                _ => format!("{cuda}::StepArg::I64({v})"),
+            };
+            args.push(match a {
+                LaunchArg::Buffer(b) => match (p.buffers[b.0 as usize].role, temp_of.get(&(b.0 as usize))) {
+                    (crate::cpu::Role::Input(i), _) => format!("{cuda}::StepArg::Tensor({i})"),
+                    (crate::cpu::Role::Output(o), _) => format!("{cuda}::StepArg::Tensor({})", n_in + o),
+                    (_, Some(t)) => format!("{cuda}::StepArg::Temp({t})"),
+                    (_, None) => return Err(diag!(Internal, "buffer {} has no temporary", b.0)),
+                },
+                LaunchArg::Dim(k) => int(format!("__dims[{k}]")),
+                LaunchArg::Int(v) => int(format!("{v}i64")),
+            });
+        }
+        let [bx, by, bz] = l.block();
+        steps.push(format!(
+            "        {cuda}::Step {{\n            kernel: ::std::borrow::Cow::Borrowed({}),\n            launch: \
+             {cuda}::Launch {{ grid: [{}], block: [{bx}, {by}, {bz}], dynamic_smem_bytes: {} }},\n            \
+             args: vec![{}],\n        }},",
+            lit(&symbol),
+            grid.join(", "),
+            l.kernel.smem_bytes,
+            args.join(", ")
+        ));
+    }
+    let _ = writeln!(s, "    let steps = vec![\n{}\n    ];", steps.join("\n"));
+    let _ = writeln!(s, "    Ok({cuda}::Steps {{ temps, steps }})\n}}");
     s.push_str("}\n");
-    Ok((s, gpu.cubin))
+    Ok(s)
+}
+
+/// A grid expression of a kernel launched with `args` as Rust of type
+/// `i64` over `__dims`. The operations wrap: the dims were checked, so
+/// every size the grid is computed from fits `i64`; division and `%` are
+/// only by positive constants (block sizes), anything else is `Internal`.
+fn grid_expr(e: &Expr, args: &[LaunchArg]) -> DResult<String> {
+    Ok(match e {
+        Expr::Const(v) => format!("{v}i64"),
+        Expr::Param(p) => match args.get(p.0 as usize) {
+            Some(LaunchArg::Dim(k)) => format!("__dims[{k}]"),
+            Some(LaunchArg::Int(v)) => format!("{v}i64"),
+            _ => return Err(diag!(Internal, "a grid reads parameter {} that is not a dim", p.0)),
+        },
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (grid_expr(a, args)?, grid_expr(b, args)?);
+            match op {
+                BinOp::Add => format!("({x}).wrapping_add({y})"),
+                BinOp::Sub => format!("({x}).wrapping_sub({y})"),
+                BinOp::Mul => format!("({x}).wrapping_mul({y})"),
+                BinOp::Div | BinOp::Rem => match **b {
+                    Expr::Const(q) if q > 0 => format!("({x}) {} {q}i64", if *op == BinOp::Div { "/" } else { "%" }),
+                    _ => return Err(diag!(Internal, "a grid divides by `{y}`, not a positive constant")),
+                },
+                BinOp::Min => format!("({x}).min({y})"),
+                BinOp::Max => format!("({x}).max({y})"),
+                BinOp::Lt => format!("(({x}) < ({y})) as i64"),
+                BinOp::Le => format!("(({x}) <= ({y})) as i64"),
+                other => return Err(diag!(Internal, "a grid uses `{}`", other.symbol())),
+            }
+        }
+        Expr::Select(c, a, b) => {
+            format!(
+                "if ({}) != 0 {{ {} }} else {{ {} }}",
+                grid_expr(c, args)?,
+                grid_expr(a, args)?,
+                grid_expr(b, args)?
+            )
+        }
+        _ => return Err(diag!(Internal, "a grid reads a thread, block or variable")),
+    })
 }
 
 /// `bytes` as a Rust byte-string literal.
@@ -152,201 +511,4 @@ fn byte_string(bytes: &[u8]) -> String {
     }
     s.push('"');
     s
-}
-
-/// The launch items for `g` (the graph as written, with its symbols)
-/// compiled at `values` (a value for each symbol) into `bound`, whose
-/// kernel launches as `spec`.
-///
-/// Errors: `Internal` when a symbol has no value or a tensor of `bound`
-/// has a symbolic or overflowing size.
-pub fn sm80_launch_items(
-    g: &Graph,
-    values: &BTreeMap<String, i64>,
-    bound: &Graph,
-    spec: &LaunchSpec,
-) -> DResult<String> {
-    let params = param_names(g);
-    let (ins, outs) = (bound.inputs(), &bound.outputs);
-    let (n_in, n_out) = (ins.len(), outs.len());
-    let names = crate::pipeline::input_names(g);
-    // (graph name, Rust name, dtype, elements) of inputs then outputs.
-    let mut tensors = Vec::new();
-    let io = ins.iter().copied().zip(names.iter().cloned()).chain(outs.iter().map(|o| (o.node, o.name.clone())));
-    for (k, (id, name)) in io.enumerate() {
-        let elems = bound
-            .shape(id)
-            .iter()
-            .try_fold(1u64, |n, d| n.checked_mul(u64::try_from(d.as_int()?).ok()?))
-            .ok_or_else(|| diag!(Internal, "tensor `{name}` has no concrete size"))?;
-        tensors.push((name, params[k].clone(), bound.dtype(id), elems));
-    }
-    let dims: Vec<(String, String, i64)> = g
-        .symbols
-        .iter()
-        .enumerate()
-        .map(|(k, s)| {
-            let v = values.get(&s.name).ok_or_else(|| diag!(Internal, "symbol `{}` has no value", s.name))?;
-            Ok((s.name.clone(), params[n_in + n_out + k].clone(), *v))
-        })
-        .collect::<DResult<_>>()?;
-    let dim_params: Vec<String> = dims.iter().map(|(_, p, _)| format!("{p}: usize")).collect();
-    let dim_args: Vec<String> = dims.iter().map(|(_, p, _)| p.clone()).collect();
-    let sig = |ty_in: &dyn Fn(DType) -> String, ty_out: &dyn Fn(DType) -> String| -> String {
-        let t = tensors.iter().enumerate().map(|(k, (_, p, d, _))| {
-            let ty = if k < n_in { ty_in(*d) } else { ty_out(*d) };
-            format!("{p}: {ty}")
-        });
-        t.chain(dim_params.iter().cloned()).collect::<Vec<_>>().join(", ")
-    };
-    let cuda = format!("{FACADE}::cuda");
-    let err = format!("{FACADE}::Error");
-    let mut s = String::new();
-
-    let [gx, gy, gz] = spec.grid;
-    let [bx, by, bz] = spec.block;
-    let _ = writeln!(s, "/// The launch at the compiled shape: grid, block, dynamic shared memory (bytes).");
-    let _ = writeln!(
-        s,
-        "pub const LAUNCH: {cuda}::Launch = {cuda}::Launch {{ grid: [{gx}, {gy}, {gz}], block: [{bx}, {by}, {bz}], \
-         dynamic_smem_bytes: {} }};",
-        spec.smem_bytes
-    );
-    let compiled: Vec<String> = dims.iter().map(|(n, _, v)| format!("`{n}` = {v}")).collect();
-    let at = if compiled.is_empty() { "its fixed shapes".to_string() } else { compiled.join(", ") };
-    let _ = writeln!(s, "/// The dims this kernel was compiled for ({at}), in symbol order.");
-    let dim_consts: Vec<String> = dims.iter().map(|(n, _, v)| format!("({n:?}, {v}i64)")).collect();
-    let _ = writeln!(s, "pub const DIMS: [(&str, i64); {}] = [{}];", dims.len(), dim_consts.join(", "));
-
-    // check
-    let arg_doc: Vec<String> = tensors.iter().map(|(n, _, d, e)| format!("`{n}`: {e} × {d}")).collect::<Vec<_>>();
-    let _ = writeln!(
-        s,
-        "/// Checks the arguments of [`launch`] without touching the device: the dims ({at}), then each \
-         buffer's element count ({}) and {TENSOR_ALIGN}-byte alignment. Returns the buffers' device addresses.",
-        arg_doc.join(", ")
-    );
-    let _ = writeln!(s, "///\n/// # Errors\n///");
-    let _ = writeln!(
-        s,
-        "/// `InvalidDim` for a dim outside `1..=i32::MAX`, `DimMismatch` for a dim other than the compiled \
-         value,\n/// `LengthMismatch` for a buffer of another length, `Misaligned` for an address not a \
-         multiple of {TENSOR_ALIGN}."
-    );
-    let ref_ty = |d: DType| format!("&impl {cuda}::DeviceArg<{}>", rust_type(d));
-    let _ = writeln!(
-        s,
-        "pub fn check({}) -> ::core::result::Result<[u64; {}], {err}> {{",
-        sig(&ref_ty, &ref_ty),
-        tensors.len()
-    );
-    for (name, p, v) in &dims {
-        let _ = writeln!(s, "    {cuda}::check_dim({name:?}, {p}, {v})?;");
-    }
-    let checks: Vec<String> = tensors
-        .iter()
-        .map(|(n, p, _, e)| format!("        {cuda}::check_arg({n:?}, {p}, {e}usize, {TENSOR_ALIGN})?,"))
-        .collect();
-    let _ = writeln!(s, "    Ok([\n{}\n    ])\n}}", checks.join("\n"));
-
-    // launch
-    let _ = writeln!(
-        s,
-        "/// Launches the kernel on `gpu`'s stream after [`check`]; returns once it is queued (a failure of the \
-         running kernel is reported by the next synchronising call, e.g. `gpu.synchronize()`). Buffers must be \
-         on `gpu`'s device; outputs are written, and must not overlap any other argument."
-    );
-    let _ = writeln!(s, "///\n/// # Errors\n///");
-    let _ = writeln!(
-        s,
-        "/// Those of [`check`], before any driver call; `Kernel` when a scratch allocation, loading the module \
-         or the launch fails."
-    );
-    let mut_ty = |d: DType| format!("&mut impl {cuda}::DeviceArgMut<{}>", rust_type(d));
-    let _ = writeln!(
-        s,
-        "pub fn launch(gpu: &{cuda}::Gpu, {}) -> ::core::result::Result<(), {err}> {{",
-        sig(&ref_ty, &mut_ty)
-    );
-    let check_args: Vec<String> = tensors
-        .iter()
-        .enumerate()
-        .map(|(k, (_, p, _, _))| if k < n_in { p.clone() } else { format!("&*{p}") })
-        .chain(dim_args.iter().cloned())
-        .collect();
-    let _ = writeln!(s, "    let __addr = self::check({})?;", check_args.join(", "));
-    let mut kargs = Vec::new();
-    for (k, b) in spec.params.iter().enumerate() {
-        kargs.push(match b {
-            Binding::Input(i) => format!("{cuda}::KernelArg::Ptr(__addr[{i}])"),
-            Binding::Output(o) => format!("{cuda}::KernelArg::Ptr(__addr[{}])", n_in + o),
-            Binding::Scratch { dtype, elems } => {
-                let ty = rust_type(*dtype);
-                let _ = writeln!(s, "    let __scratch{k} = gpu.zeros::<{ty}>({elems}usize)?;");
-                format!("{cuda}::KernelArg::Ptr({cuda}::DeviceArg::<{ty}>::address(&__scratch{k}))")
-            }
-            Binding::I32(v) => format!("{cuda}::KernelArg::I32({v})"),
-            Binding::I64(v) => format!("{cuda}::KernelArg::I64({v})"),
-        });
-    }
-    let _ = writeln!(s, "    let __args = [{}];", kargs.join(", "));
-    for line in [
-        "// SAFETY: `__args` follow the kernel's parameters (tgc_core::gpu::launch binds them from the same",
-        "// kernel the cubin was compiled from). `check` passed: each buffer has exactly the element count",
-        "// its tensor has at the compiled shape, which the kernel, built for these M, N, K, stays within,",
-        "// and a 16-byte aligned address; the scratch buffers are live until after the launch is queued",
-        "// (their frees are ordered on the same stream). Outputs are `&mut` borrows, so no input aliases them.",
-    ] {
-        let _ = writeln!(s, "    {line}");
-    }
-    let _ = writeln!(s, "    unsafe {{ gpu.launch_raw(&self::MODULE, self::SYMBOL, &self::LAUNCH, &__args) }}\n}}");
-
-    // run_on_gpu
-    let _ = writeln!(
-        s,
-        "/// Runs the kernel on device 0 with host slices: checks the dims and lengths, uploads the inputs and \
-         outputs, [`launch`]es, waits, and downloads the outputs."
-    );
-    let _ = writeln!(s, "///\n/// # Errors\n///");
-    let _ = writeln!(
-        s,
-        "/// `InvalidDim`, `DimMismatch`, `LengthMismatch` as [`check`] (before the device is opened); \
-         `NoDevice` without a driver or GPU; `Kernel` when a copy, the launch or the kernel fails."
-    );
-    let host_in = |d: DType| format!("&[{}]", rust_type(d));
-    let host_out = |d: DType| format!("&mut [{}]", rust_type(d));
-    let _ = writeln!(s, "pub fn run_on_gpu({}) -> ::core::result::Result<(), {err}> {{", sig(&host_in, &host_out));
-    for (name, p, v) in &dims {
-        let _ = writeln!(s, "    {cuda}::check_dim({name:?}, {p}, {v})?;");
-    }
-    for (n, p, _, e) in &tensors {
-        let _ = writeln!(s, "    {cuda}::check_host_len({n:?}, {p}.len(), {e}usize)?;");
-    }
-    let _ = writeln!(s, "    let __gpu = {cuda}::Gpu::new(0)?;");
-    for (k, (_, p, _, _)) in tensors.iter().enumerate() {
-        let m = if k < n_in { "" } else { "mut " };
-        let _ = writeln!(s, "    let {m}__d_{k} = __gpu.upload(&*{p})?;");
-    }
-    let launch_args: Vec<String> = (0..tensors.len())
-        .map(|k| if k < n_in { format!("&__d_{k}") } else { format!("&mut __d_{k}") })
-        .chain(dim_args.iter().cloned())
-        .collect();
-    let _ = writeln!(s, "    self::launch(&__gpu, {})?;", launch_args.join(", "));
-    let _ = writeln!(s, "    __gpu.synchronize()?;");
-    for (k, (_, p, _, _)) in tensors.iter().enumerate().skip(n_in) {
-        let _ = writeln!(s, "    {p}.copy_from_slice(&__gpu.download(&__d_{k})?);");
-    }
-    let _ = writeln!(s, "    Ok(())\n}}");
-    Ok(s)
-}
-
-/// The Rust type of an element of dtype `d` in generated code.
-fn rust_type(d: DType) -> String {
-    match d {
-        DType::F16 => format!("{FACADE}::half::f16"),
-        DType::BF16 => format!("{FACADE}::half::bf16"),
-        DType::F32 => "f32".into(),
-        DType::I32 => "i32".into(),
-        DType::Bool => "bool".into(),
-    }
 }

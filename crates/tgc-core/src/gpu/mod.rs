@@ -23,18 +23,17 @@
 //! - [`cuda`]: the CUDA C printer: a kernel as CUDA C++ with inline PTX
 //!   (the `cu` stage), compiled to PTX and cubin with [`toolchain`]'s
 //!   NVRTC.
-//! - [`launch`]: a compiled kernel's launch for concrete shapes: each
-//!   parameter's binding (graph input/output, scratch, integer) and the
-//!   grid, read by generated launch functions and `tgc run --backend cuda`.
 //! - [`simt`]: the SIMT template: every region of a graph (element-wise,
 //!   row reductions, and as the naive correct path any other) as a kernel
 //!   without tensor cores, from the CPU loop-nest IR; the whole program
-//!   with its buffers and launch geometry ([`simt::GpuProgram`]).
+//!   with its buffers and launch geometry ([`simt::GpuProgram`]), whose
+//!   `steps` at given dims are what `tgc run --backend cuda` executes and
+//!   what generated `sm80::steps` functions print (a GEMM + epilogue graph
+//!   at concrete sizes takes the [`sm80`] kernel there).
 
 pub mod cuda;
 pub mod emulate;
 pub mod ir;
-pub mod launch;
 pub mod lower;
 pub mod simt;
 pub mod sm80;

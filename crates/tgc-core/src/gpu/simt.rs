@@ -62,9 +62,9 @@
 //! GEMM hook: [`lower_program_for`] with a target gives a graph that is
 //! one GEMM + epilogue with concrete sizes the sm80 tensor-core kernel of
 //! [`super::lower::build`] as its one launch ([`Form::Gemm`], its `M`, `N`,
-//! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the chosen
-//! plan splits K (its workspace and locks are not buffers of a program
-//! yet); every other graph gets the SIMT form of every region, the correct
+//! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the plan
+//! splits K (its workspace and locks are not buffers of a program; plan
+//! choice does not split K today); every other graph gets the SIMT form of every region, the correct
 //! path for all graphs (the naive matmul of a region the MMA template does
 //! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
 //! kernel for one region of a larger graph needs that region as its own
@@ -95,6 +95,9 @@ pub const THREADS: u32 = 256;
 pub const MAX_BLOCKS: i64 = 1 << 16;
 /// Output elements per thread of a vectorised [`Form::Elementwise`] kernel.
 pub const VEC: i64 = 4;
+/// The byte alignment every tensor argument of a GPU kernel needs: the
+/// 16-byte vector accesses (`cp.async.cg`, `ld`/`st.global.v4`).
+pub const TENSOR_ALIGN: usize = 16;
 /// Warps (output elements) per block of [`Form::WarpReduce`].
 pub const WARPS: u32 = 4;
 
@@ -141,6 +144,9 @@ pub struct Launch {
     pub region: Vec<NodeId>,
     /// The buffer it writes.
     pub out: BufId,
+    /// The Schedule Plan of a [`Form::Gemm`] kernel (`000` §1.7); `None`
+    /// for the SIMT forms.
+    pub plan: Option<crate::plan::Plan>,
 }
 
 impl Launch {
@@ -211,7 +217,8 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
 ///    ([`super::cuda::compile`]); each kernel's entry point is
 ///    [`super::cuda::symbol`]`(&launch.kernel)`.
 /// 3. Allocate every buffer: [`GpuProgram::elements`] × `dtype.size_bytes()`
-///    bytes (inputs copied in; outputs and temps need no initial value).
+///    bytes (inputs copied in; outputs need no initial value; temporaries
+///    zeroed).
 /// 4. For each [`Launch`] in order on one stream: grid
 ///    [`Launch::grid`]`(dims)`, block [`Launch::block`], `kernel.smem_bytes`
 ///    of dynamic shared memory, and the arguments [`Launch::args`]: a device
@@ -229,8 +236,8 @@ pub struct GpuProgram {
     /// backend's `loop_ir::Program::checks`).
     pub checks: Vec<Constraint>,
     /// Inputs ([`Role::Input`]), outputs ([`Role::Output`]) and temporaries
-    /// ([`Role::Temp`], allocated by the runtime; nothing reads a byte of one
-    /// before a kernel writes it): dtype and shape as [`SymDim`]s of the
+    /// ([`Role::Temp`], allocated zeroed by the runtime; the kernels write
+    /// every byte of a temporary before they read it): dtype and shape as [`SymDim`]s of the
     /// symbols; bytes = elements × `dtype.size_bytes()`.
     pub buffers: Vec<Buffer>,
     /// The kernels in execution order.
@@ -280,6 +287,74 @@ impl GpuProgram {
         Ok(())
     }
 
+    /// Steps 3–4 above as the runtime's data for `dims` (in
+    /// [`GpuProgram::symbols`] order): each temporary's bytes, and each
+    /// launch's kernel symbol, evaluated grid, block, dynamic shared memory
+    /// and arguments, the graph's tensors numbered inputs then outputs
+    /// ([`tgc_runtime::launch::StepArg::Tensor`]). What a generated
+    /// `sm80::steps` returns for the same dims, and what `tgc run --backend
+    /// cuda` executes.
+    ///
+    /// Errors: those of [`GpuProgram::check_dims`]; `Io` for a size or grid
+    /// out of range at these dims; `Internal` for an integer argument that
+    /// does not fit its parameter.
+    pub fn steps(&self, dims: &[i64]) -> DResult<tgc_runtime::launch::Steps> {
+        use tgc_runtime::launch::{Launch as Geometry, Step, StepArg, Steps};
+        self.check_dims(dims)?;
+        let n_in = self.buffers.iter().filter(|b| matches!(b.role, Role::Input(_))).count();
+        let mut temps = Vec::new();
+        let mut of_buf = Vec::new();
+        for (k, b) in self.buffers.iter().enumerate() {
+            of_buf.push(match b.role {
+                Role::Input(i) => StepArg::Tensor(i),
+                Role::Output(o) => StepArg::Tensor(n_in + o),
+                Role::Temp => {
+                    let n = self.elements(BufId(k as u32), dims)?;
+                    let bytes = usize::try_from(n)
+                        .ok()
+                        .and_then(|n| n.checked_mul(b.dtype.size_bytes()))
+                        .filter(|&v| v <= isize::MAX as usize)
+                        .ok_or_else(|| diag!(Io, "temporary `{}` of {n} elements does not fit in memory", b.label))?;
+                    temps.push(bytes);
+                    StepArg::Temp(temps.len() - 1)
+                }
+            });
+        }
+        let mut steps = Vec::new();
+        for l in &self.launches {
+            let symbol = super::cuda::symbol(&l.kernel);
+            let grid = l.grid(dims)?;
+            let extent = |v: i64| tgc_runtime::launch::grid_extent(&symbol, v).map_err(|e| diag!(Io, "{e}"));
+            let grid = [extent(grid[0])?, extent(grid[1])?, extent(grid[2])?];
+            let mut args = Vec::new();
+            for (a, p) in l.args.iter().zip(&l.kernel.params) {
+                let int = |v: i64| -> DResult<StepArg> {
+                    Ok(match p.kind {
+                        ir::ParamKind::I32 => StepArg::I32(
+                            i32::try_from(v).map_err(|_| diag!(Internal, "{v} does not fit parameter `{}`", p.name))?,
+                        ),
+                        _ => StepArg::I64(v),
+                    })
+                };
+                args.push(match a {
+                    LaunchArg::Buffer(b) => of_buf[b.0 as usize],
+                    LaunchArg::Dim(k) => int(*dims
+                        .get(*k)
+                        .ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?)?,
+                    LaunchArg::Int(v) => int(*v)?,
+                });
+            }
+            let smem = u32::try_from(l.kernel.smem_bytes)
+                .map_err(|_| diag!(Internal, "{} bytes of shared memory", l.kernel.smem_bytes))?;
+            steps.push(Step {
+                kernel: symbol.into(),
+                launch: Geometry { grid, block: l.block(), dynamic_smem_bytes: smem },
+                args,
+            });
+        }
+        Ok(Steps { temps, steps })
+    }
+
     /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
     pub fn kernels(&self) -> Vec<ir::Kernel> {
         self.launches.iter().map(|l| l.kernel.clone()).collect()
@@ -327,6 +402,8 @@ fn gemm_program(g: &Graph, target: &crate::plan::Target) -> Option<GpuProgram> {
     use super::lower::{self, Operand};
     let gk = lower::build(g, target, &format!("{}_gemm", g.name)).ok()?;
     let ps = &gk.params;
+    // Split-K's workspace and locks are not buffers of a program (plan
+    // choice never splits K today: `lower::build` builds `split_k: 1`).
     if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
         return None;
     }
@@ -378,7 +455,8 @@ fn gemm_program(g: &Graph, target: &crate::plan::Target) -> Option<GpuProgram> {
     for i in 0..gk.kernel.params.len() {
         args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
     }
-    let launch = Launch { kernel: gk.kernel, form: Form::Gemm, args, region: g.ids().collect(), out: c };
+    let launch =
+        Launch { kernel: gk.kernel, form: Form::Gemm, args, region: g.ids().collect(), out: c, plan: Some(gk.plan) };
     Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }
 
@@ -915,7 +993,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
         }
     };
     b.k.body = body;
-    Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), out: lk.out })
+    Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), out: lk.out, plan: None })
 }
 
 /// Runs `prog` in the emulator ([`emulate::run`]) with the symbol values

@@ -452,3 +452,44 @@ fn vector_loads_emulate_and_compile() {
         assert!(ops.iter().any(|o| o.starts_with(sass)), "{dt}: no {sass} in {ops:?}");
     }
 }
+
+/// `GpuProgram::steps`: the runtime's launch list at concrete dims — the
+/// graph's tensors numbered inputs then outputs, one zeroed temporary per
+/// `Temp` buffer with its bytes, dims passed as `long long`, grids
+/// evaluated — and the dims' checks first.
+#[test]
+fn steps_bind_tensors_temporaries_and_dims_at_the_given_sizes() {
+    use tgc_runtime::launch::StepArg;
+    let g = load("graph<R, C> sm(x: f32[R, C]) -> (y: f32[R, C]) {\n    y = softmax(x, axis=-1)\n    return y\n}");
+    let p = lower_program(&g).unwrap();
+    let dims = [5i64, 100];
+    let s = p.steps(&dims).unwrap();
+    let temps: Vec<usize> = p
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.role == Role::Temp)
+        .map(|(k, b)| p.elements(BufId(k as u32), &dims).unwrap() as usize * b.dtype.size_bytes())
+        .collect();
+    assert!(!temps.is_empty(), "softmax keeps its row max and sum between kernels");
+    assert_eq!(s.temps, temps);
+    assert_eq!(s.steps.len(), p.launches.len());
+    for (step, l) in s.steps.iter().zip(&p.launches) {
+        assert_eq!(step.kernel, crate::gpu::cuda::symbol(&l.kernel));
+        assert_eq!(step.launch.grid.map(i64::from), l.grid(&dims).unwrap());
+        assert_eq!(step.launch.block, l.block());
+        for (arg, a) in step.args.iter().zip(&l.args) {
+            match (a, arg) {
+                (LaunchArg::Buffer(b), StepArg::Tensor(0)) => assert_eq!(p.buffers[b.0 as usize].role, Role::Input(0)),
+                (LaunchArg::Buffer(b), StepArg::Tensor(1)) => {
+                    assert_eq!(p.buffers[b.0 as usize].role, Role::Output(0))
+                }
+                (LaunchArg::Buffer(b), StepArg::Temp(_)) => assert_eq!(p.buffers[b.0 as usize].role, Role::Temp),
+                (LaunchArg::Dim(k), StepArg::I64(v)) => assert_eq!(*v, dims[*k]),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let e = p.steps(&[5, 0]).unwrap_err();
+    assert!(e.message.contains("does not hold"), "{e}");
+}

@@ -1,0 +1,127 @@
+//! How compiled GPU kernels are launched, as plain data (no driver needed,
+//! so built and tested on any machine; `cuda::Gpu` executes it).
+//!
+//! - [`Launch`]: grid, block and dynamic shared memory of one kernel, and
+//!   [`Launch::check`] against a device's [`Limits`].
+//! - [`Steps`]: a whole graph's launches in order, each kernel argument
+//!   a graph tensor, a temporary or an integer ([`StepArg`]), plus the
+//!   temporaries' sizes. Generated `sm80::steps` functions and the `tgc`
+//!   tool build one for given dims; `cuda::Gpu::run_steps` allocates the
+//!   temporaries (zeroed) and queues the kernels on one stream.
+
+use std::borrow::Cow;
+
+use crate::{Error, Result};
+
+/// How a kernel is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Blocks per grid, x/y/z.
+    pub grid: [u32; 3],
+    /// Threads per block, x/y/z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
+    pub dynamic_smem_bytes: u32,
+}
+
+/// Dynamic shared memory a function gets without opting in, in bytes.
+pub const DEFAULT_DYNAMIC_SMEM_BYTES: u32 = 48 * 1024;
+
+/// What [`Launch::check`] compares with: the device's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Shared memory per block with opt-in, in bytes.
+    pub max_smem_per_block_optin: u32,
+    /// Grid extents, x/y/z.
+    pub max_grid: [u32; 3],
+}
+
+impl Launch {
+    /// `Ok` when the launch fits `limits`; otherwise [`Error::Kernel`]
+    /// naming `kernel` and the limit it breaks. A zero extent is refused too
+    /// (the driver would reject it with a less helpful message).
+    pub fn check(&self, kernel: &str, limits: &Limits) -> Result<()> {
+        let bad = |what: String| Err(Error::Kernel(format!("launch of `{kernel}`: {what}")));
+        if self.grid.contains(&0) || self.block.contains(&0) {
+            return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
+        }
+        let threads: u64 = self.block.iter().map(|&b| b as u64).product();
+        if threads > limits.max_threads_per_block as u64 {
+            return bad(format!("{threads} threads per block > {}", limits.max_threads_per_block));
+        }
+        if let Some(k) = (0..3).find(|&k| self.grid[k] > limits.max_grid[k]) {
+            return bad(format!("grid extent {} on axis {k} > {}", self.grid[k], limits.max_grid[k]));
+        }
+        if self.dynamic_smem_bytes > limits.max_smem_per_block_optin {
+            return bad(format!(
+                "{} bytes of dynamic shared memory > the device's {} per block",
+                self.dynamic_smem_bytes, limits.max_smem_per_block_optin
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where one kernel argument of a [`Step`] comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepArg {
+    /// The device pointer of the graph's tensor `k`: inputs in
+    /// `Graph::inputs()` order, then outputs.
+    Tensor(usize),
+    /// The device pointer of [`Steps::temps`]`[k]`.
+    Temp(usize),
+    /// An `int`.
+    I32(i32),
+    /// A `long long`.
+    I64(i64),
+}
+
+/// One kernel launch of a [`Steps`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The kernel's `extern "C"` name in its module.
+    pub kernel: Cow<'static, str>,
+    /// Its geometry.
+    pub launch: Launch,
+    /// One per kernel parameter, in ABI order.
+    pub args: Vec<StepArg>,
+}
+
+/// A compiled graph's launches for one set of dims: what runs, in order,
+/// on one stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Steps {
+    /// Bytes of each temporary buffer (values between kernels, split-K
+    /// workspaces and tile locks); all are zeroed before the first step.
+    pub temps: Vec<usize>,
+    /// The launches, in execution order.
+    pub steps: Vec<Step>,
+}
+
+/// A grid extent computed from the dims, as the driver takes it.
+///
+/// Errors: [`Error::Kernel`] naming `kernel` when `blocks` is outside
+/// `1..=u32::MAX` (the checks of the dims before keep valid sizes inside).
+pub fn grid_extent(kernel: &str, blocks: i64) -> Result<u32> {
+    match u32::try_from(blocks) {
+        Ok(b) if b >= 1 => Ok(b),
+        _ => Err(Error::Kernel(format!("launch of `{kernel}`: a grid extent of {blocks} blocks"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_extents_outside_the_drivers_range_are_refused() {
+        assert_eq!(grid_extent("k", 7), Ok(7));
+        assert_eq!(grid_extent("k", u32::MAX as i64), Ok(u32::MAX));
+        for bad in [0, -3, u32::MAX as i64 + 1] {
+            let e = grid_extent("k", bad).unwrap_err();
+            assert_eq!(e, Error::Kernel(format!("launch of `k`: a grid extent of {bad} blocks")));
+        }
+    }
+}
