@@ -4,7 +4,9 @@
 # a backend with the interpreter also runs its GPU part, and a missing GPU
 # fails instead of being skipped:
 #   - tgc-runtime's `cuda` tests (a PTX kernel loaded and launched);
-#   - tests/sm80_kernel.rs (kernel!'s run_on_gpu vs the CPU run, f16, bf16);
+#   - tests/sm80_kernel.rs (kernel!'s run_on_gpu vs the CPU run: the GEMM's
+#     tensor-core kernel in f16 and bf16, a whole attention graph's SIMT
+#     kernels) and the build helper's sm80 modules (GEMM, softmax);
 #   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`).
 # Then compute-sanitizer (memcheck, racecheck, synccheck, initcheck) runs
 # the generated kernels: the sm80_kernel test binary and `tgc run --backend
@@ -20,6 +22,7 @@ bash scripts/setup.sh
 export TGC_GPU=1
 cargo test -p tgc-runtime --locked --features cuda
 cargo test -p tgc --locked --features sm80 --test sm80_kernel
+cargo test -p tgc-build-demo --locked --features sm80 --test sm80
 cargo test -p tgc-cli --locked --test cli
 
 SAN_DIR="$PWD/.toolchain/sanitizer"
