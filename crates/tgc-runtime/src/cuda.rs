@@ -176,12 +176,19 @@ pub enum KernelArg {
 
 /// One GPU: its primary context, the stream kernels run on, and the
 /// modules loaded so far.
+///
+/// Everything a `Gpu` queues (copies, launches, the frees of temporaries)
+/// goes on its one stream, in order. For concurrent work take another
+/// handle with [`Gpu::new_stream`]: same device, same loaded modules, its
+/// own stream.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     sm: u32,
     limits: Limits,
-    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Shared by the handles of one context ([`Gpu::new_stream`]): a module
+    /// loaded in a context serves all its streams.
+    modules: Arc<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
 }
 
 fn driver(what: &str) -> impl Fn(DriverError) -> Error + '_ {
@@ -222,7 +229,18 @@ impl Gpu {
         };
         let stream = ctx.default_stream();
         let sm = (10 * major + minor).max(0) as u32;
-        Ok(Gpu { ctx, stream, sm, limits, modules: Mutex::new(HashMap::new()) })
+        Ok(Gpu { ctx, stream, sm, limits, modules: Arc::new(Mutex::new(HashMap::new())) })
+    }
+
+    /// Another handle on this device with a new stream of its own; it shares
+    /// this handle's context and loaded modules. Work queued on the two
+    /// streams may run concurrently: a buffer one writes and the other reads
+    /// needs [`Gpu::synchronize`] on the writer first.
+    ///
+    /// Errors: [`Error::Kernel`] when the driver cannot create the stream.
+    pub fn new_stream(&self) -> Result<Gpu> {
+        let stream = self.ctx.new_stream().map_err(driver("creating a stream"))?;
+        Ok(Gpu { ctx: self.ctx.clone(), stream, sm: self.sm, limits: self.limits, modules: self.modules.clone() })
     }
 
     /// The device's architecture as `10 * major + minor` (90 for an H100).
@@ -540,5 +558,19 @@ DONE:
         assert!(gpu.prepare(&m, "no_such_kernel", &launch).is_err());
         let huge = Launch { dynamic_smem_bytes: u32::MAX, ..launch };
         assert!(gpu.prepare(&m, "add_one", &huge).is_err());
+
+        // A second stream: the module is not loaded again, and its kernel
+        // runs on that stream's buffers.
+        let other = gpu.new_stream().unwrap();
+        assert!(Arc::ptr_eq(&other.module(&m).unwrap(), &gpu.module(&m).unwrap()));
+        let f = other.prepare(&m, "add_one", &launch).unwrap();
+        let dx = other.upload(&y).unwrap();
+        let mut dz = other.zeros::<f32>(n as usize).unwrap();
+        let mut args = other.stream().launch_builder(&f);
+        args.arg(&dx).arg(&mut dz).arg(&n);
+        // SAFETY: as above.
+        unsafe { args.launch(Gpu::config(&launch)) }.unwrap();
+        let z = other.download(&dz).unwrap();
+        assert!(z.iter().zip(&x).all(|(z, x)| *z == x + 2.0));
     }
 }
