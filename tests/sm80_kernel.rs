@@ -280,6 +280,13 @@ fn readme_example() -> Result<(), tgc::Error> {
         Err(tgc::Error::NoDevice(why)) => eprintln!("no GPU: {why}"),
         other => other?,
     }
+    // Device buffers on a stream you keep: `launch` takes `&impl DeviceArg<T>`
+    // (cudarc's CudaSlice/CudaView) for inputs and `&mut impl DeviceArgMut<T>`
+    // for outputs, then the dims; it checks the dims as `run` does, each length
+    // and 16-byte alignment before any driver call (`gemm::sm80::check` does
+    // only that), and queues the kernels (M = 200: the tensor-core kernel).
+    // The kernels go on `gpu`'s stream; `gpu.new_stream()?` is another
+    // handle on the same device and loaded modules with a stream of its own.
     let gpu = tgc::cuda::Gpu::new(0)?;
     let (dx, dw, db) = (gpu.upload(&x)?, gpu.upload(&w)?, gpu.upload(&b)?);
     let mut dy = gpu.upload(&y)?;

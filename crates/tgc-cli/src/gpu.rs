@@ -83,9 +83,7 @@ impl<'g> Compiled<'g> {
             buffers.push(alloc(t.bytes().len())?);
             outputs.push(t);
         }
-        let tc = tgc_core::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-        let (_, compiled) = tgc_core::gpu::cuda::compile(&tc, &prog.kernels(), &format!("{}.cu", prog.name))
-            .map_err(|e| diag!(Internal, "{e}"))?;
+        let (_, compiled) = tgc_core::pipeline::compile_kernels(&prog.kernels(), &format!("{}.cu", prog.name))?;
         // The module lives until the process ends: a command or a benchmark
         // loads a handful.
         let module = Module {

@@ -390,22 +390,38 @@ pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
     }
     let symbol = c_symbol(&g.name);
     let kernel = crate::gpu::lower::build(g, &plan::target::SM80, &symbol)?;
-    if let Err(errors) = crate::gpu::verify::verify(&kernel.kernel) {
-        let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
-        return Err(diag!(Internal, "GPU dialect verifier: {first}"));
-    }
-    let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    let (cu, compiled) = crate::gpu::cuda::compile(&tc, std::slice::from_ref(&kernel.kernel), &format!("{symbol}.cu"))
-        .map_err(|e| match e {
-            crate::gpu::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
-            crate::gpu::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
-        })?;
+    let (cu, compiled) = compile_kernels(std::slice::from_ref(&kernel.kernel), &format!("{symbol}.cu"))?;
     let resources = crate::gpu::toolchain::parse_ptxas_verbose(&compiled.log)
         .map_err(|e| diag!(Internal, "{e}"))?
         .into_iter()
         .find(|r| r.function == symbol)
         .ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{symbol}`"))?;
     Ok(GpuArtifacts { symbol, kernel, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources })
+}
+
+/// Checks `kernels` with the GPU dialect verifier, prints them as one CUDA
+/// C unit named `unit` (e.g. `gemm.cu`) and compiles it with NVRTC
+/// ([`crate::gpu::cuda::compile`]): the CUDA C and NVRTC's PTX, cubin and
+/// log.
+///
+/// Errors: `Internal` when the verifier (naming the kernel) or the
+/// printer rejects a kernel, a tgc bug; `Io` when the CUDA toolchain is
+/// missing or NVRTC fails.
+pub fn compile_kernels(
+    kernels: &[crate::gpu::ir::Kernel],
+    unit: &str,
+) -> DResult<(String, crate::gpu::toolchain::Compiled)> {
+    for k in kernels {
+        if let Err(errors) = crate::gpu::verify::verify(k) {
+            let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+            return Err(diag!(Internal, "GPU dialect verifier, kernel `{}`: {first}", k.name));
+        }
+    }
+    let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
+    crate::gpu::cuda::compile(&tc, kernels, unit).map_err(|e| match e {
+        crate::gpu::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
+        crate::gpu::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
+    })
 }
 
 /// One GPU stage's dump (`gpu`, `cu`, `ptx`, `sass`) of `gpu`.

@@ -93,8 +93,8 @@ pub struct Step {
 /// on one stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Steps {
-    /// Bytes of each temporary buffer (values between kernels, split-K
-    /// workspaces and tile locks); all are zeroed before the first step.
+    /// Bytes of each temporary buffer (the values between kernels); all are
+    /// zeroed before the first step.
     pub temps: Vec<usize>,
     /// The launches, in execution order.
     pub steps: Vec<Step>,

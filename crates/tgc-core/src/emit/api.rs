@@ -126,7 +126,7 @@ pub fn kernel_module(
     let program = crate::cpu::lower(g)?;
     let printer = Printer { g };
     let params = param_names(g);
-    let checks = printer.checks(&program.checks, &program.buffers, &params)?;
+    let checks = printer.checks(&program, &params)?;
     let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
     let args = Args { inputs: &params[..n_in], outputs: &params[n_in..n_in + n_out] };
     let (bodies, lang, via) = match backend {
@@ -342,13 +342,11 @@ pub(super) struct Printer<'g> {
 }
 
 impl Printer<'_> {
-    /// The checks of the module doc, steps 1–4, as statements of `run`, for
-    /// a lowering of the graph with these `checks` and `buffers` (the loop
-    /// nests' or the GPU program's).
-    pub(super) fn checks(&self, checks: &[Constraint], buffers: &[Buffer], params: &[String]) -> DResult<String> {
-        let mut s = self.dims(checks, params)?;
+    /// The checks of the module doc, steps 1–4, as statements of `run`.
+    fn checks(&self, program: &Program, params: &[String]) -> DResult<String> {
+        let mut s = self.dims(&program.checks, params)?;
         s.push_str(&self.lengths(params)?);
-        s.push_str(&self.temps(buffers)?);
+        s.push_str(&self.temps(&program.buffers)?);
         Ok(s)
     }
 

@@ -52,6 +52,7 @@ use crate::diag::DResult;
 use crate::gpu::ir::{BinOp, Expr};
 use crate::gpu::simt::{self, Form, GpuProgram, LaunchArg, TENSOR_ALIGN};
 use crate::tiny::Graph;
+use tgc_runtime::launch::StepArg;
 
 use super::api::{lit, param_names, rust_type, Printer, CHECKS, FACADE};
 
@@ -143,20 +144,10 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
     Ok(Sm80Module { text, files })
 }
 
-/// Verifies `program`'s kernels and compiles them as one NVRTC unit.
+/// Verifies `program`'s kernels and compiles them as one NVRTC unit
+/// ([`crate::pipeline::compile_kernels`]).
 fn compile(g: &Graph, name: String, point: Option<Vec<i64>>, program: GpuProgram) -> DResult<Variant> {
-    for l in &program.launches {
-        if let Err(errors) = crate::gpu::verify::verify(&l.kernel) {
-            let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
-            return Err(diag!(Internal, "GPU dialect verifier, kernel `{}`: {first}", l.kernel.name));
-        }
-    }
-    let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    let unit = format!("{}_{name}.cu", g.name);
-    let (_, compiled) = crate::gpu::cuda::compile(&tc, &program.kernels(), &unit).map_err(|e| match e {
-        crate::gpu::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
-        crate::gpu::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
-    })?;
+    let (_, compiled) = crate::pipeline::compile_kernels(&program.kernels(), &format!("{}_{name}.cu", g.name))?;
     let plan_json = match program.launches.as_slice() {
         [l] => l.plan.as_ref().map(crate::plan::to_json),
         _ => None,
@@ -407,18 +398,14 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
         printer.g.symbols.len()
     );
     let _ = writeln!(s, "    let _ = __dims;");
-    let mut temp_of = BTreeMap::new();
     let mut temps = Vec::new();
-    let n_in = p.buffers.iter().filter(|b| matches!(b.role, crate::cpu::Role::Input(_))).count();
-    for (k, b) in p.buffers.iter().enumerate() {
-        if b.role == crate::cpu::Role::Temp {
-            let shape = printer.shape(&b.shape)?;
-            let what = lit(&format!("temporary `{}`", b.label));
-            let bytes = b.dtype.size_bytes();
-            temps.push(format!("__c::size({what}, &{shape}, {bytes})? * {bytes}"));
-            temp_of.insert(k, temps.len() - 1);
-        }
+    for b in p.buffers.iter().filter(|b| b.role == crate::cpu::Role::Temp) {
+        let shape = printer.shape(&b.shape)?;
+        let what = lit(&format!("temporary `{}`", b.label));
+        let bytes = b.dtype.size_bytes();
+        temps.push(format!("__c::size({what}, &{shape}, {bytes})? * {bytes}"));
     }
+    let of_buf = p.buffer_args();
     let _ = writeln!(s, "    let temps = vec![{}];", temps.join(", "));
     let mut steps = Vec::new();
     for l in &p.launches {
@@ -429,19 +416,22 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
         }
         let mut args = Vec::new();
         for (a, q) in l.args.iter().zip(&l.kernel.params) {
-            let int = |v: String| match q.kind {
-                crate::gpu::ir::ParamKind::I32 => format!("{cuda}::StepArg::I32(({v}) as i32)"),
-                _ => format!("{cuda}::StepArg::I64({v})"),
-            };
+            let i32_param = q.kind == crate::gpu::ir::ParamKind::I32;
             args.push(match a {
-                LaunchArg::Buffer(b) => match (p.buffers[b.0 as usize].role, temp_of.get(&(b.0 as usize))) {
-                    (crate::cpu::Role::Input(i), _) => format!("{cuda}::StepArg::Tensor({i})"),
-                    (crate::cpu::Role::Output(o), _) => format!("{cuda}::StepArg::Tensor({})", n_in + o),
-                    (_, Some(t)) => format!("{cuda}::StepArg::Temp({t})"),
-                    (_, None) => return Err(diag!(Internal, "buffer {} has no temporary", b.0)),
+                LaunchArg::Buffer(b) => match of_buf[b.0 as usize] {
+                    StepArg::Tensor(k) => format!("{cuda}::StepArg::Tensor({k})"),
+                    StepArg::Temp(t) => format!("{cuda}::StepArg::Temp({t})"),
+                    other => return Err(diag!(Internal, "buffer {} is bound to {other:?}", b.0)),
                 },
-                LaunchArg::Dim(k) => int(format!("__dims[{k}]")),
-                LaunchArg::Int(v) => int(format!("{v}i64")),
+                // The dims were checked to lie in `1..=i32::MAX`.
+                LaunchArg::Dim(k) if i32_param => format!("{cuda}::StepArg::I32(__dims[{k}] as i32)"),
+                LaunchArg::Dim(k) => format!("{cuda}::StepArg::I64(__dims[{k}])"),
+                LaunchArg::Int(v) if i32_param => {
+                    let v =
+                        i32::try_from(*v).map_err(|_| diag!(Internal, "{v} does not fit parameter `{}`", q.name))?;
+                    format!("{cuda}::StepArg::I32({v}i32)")
+                }
+                LaunchArg::Int(v) => format!("{cuda}::StepArg::I64({v}i64)"),
             });
         }
         let [bx, by, bz] = l.block();

@@ -64,8 +64,8 @@
 //! [`super::lower::build`] as its one launch ([`Form::Gemm`], its `M`, `N`,
 //! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the plan
 //! splits K (its workspace and locks are not buffers of a program; plan
-//! choice does not split K today); every other graph gets the SIMT form of every region, the correct
-//! path for all graphs (the naive matmul of a region the MMA template does
+//! choice does not split K today); every other graph gets the SIMT form
+//! of every region, the correct path for all graphs (the naive matmul of a region the MMA template does
 //! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
 //! kernel for one region of a larger graph needs that region as its own
 //! graph (its inputs being buffers of this program): [`Launch::region`]
@@ -237,8 +237,8 @@ pub struct GpuProgram {
     pub checks: Vec<Constraint>,
     /// Inputs ([`Role::Input`]), outputs ([`Role::Output`]) and temporaries
     /// ([`Role::Temp`], allocated zeroed by the runtime; the kernels write
-    /// every byte of a temporary before they read it): dtype and shape as [`SymDim`]s of the
-    /// symbols; bytes = elements × `dtype.size_bytes()`.
+    /// every byte of a temporary before they read it): dtype and shape as
+    /// [`SymDim`]s of the symbols; bytes = elements × `dtype.size_bytes()`.
     pub buffers: Vec<Buffer>,
     /// The kernels in execution order.
     pub launches: Vec<Launch>,
@@ -301,25 +301,17 @@ impl GpuProgram {
     pub fn steps(&self, dims: &[i64]) -> DResult<tgc_runtime::launch::Steps> {
         use tgc_runtime::launch::{Launch as Geometry, Step, StepArg, Steps};
         self.check_dims(dims)?;
-        let n_in = self.buffers.iter().filter(|b| matches!(b.role, Role::Input(_))).count();
         let mut temps = Vec::new();
-        let mut of_buf = Vec::new();
-        for (k, b) in self.buffers.iter().enumerate() {
-            of_buf.push(match b.role {
-                Role::Input(i) => StepArg::Tensor(i),
-                Role::Output(o) => StepArg::Tensor(n_in + o),
-                Role::Temp => {
-                    let n = self.elements(BufId(k as u32), dims)?;
-                    let bytes = usize::try_from(n)
-                        .ok()
-                        .and_then(|n| n.checked_mul(b.dtype.size_bytes()))
-                        .filter(|&v| v <= isize::MAX as usize)
-                        .ok_or_else(|| diag!(Io, "temporary `{}` of {n} elements does not fit in memory", b.label))?;
-                    temps.push(bytes);
-                    StepArg::Temp(temps.len() - 1)
-                }
-            });
+        for (k, b) in self.buffers.iter().enumerate().filter(|(_, b)| b.role == Role::Temp) {
+            let n = self.elements(BufId(k as u32), dims)?;
+            let bytes = usize::try_from(n)
+                .ok()
+                .and_then(|n| n.checked_mul(b.dtype.size_bytes()))
+                .filter(|&v| v <= isize::MAX as usize)
+                .ok_or_else(|| diag!(Io, "temporary `{}` of {n} elements does not fit in memory", b.label))?;
+            temps.push(bytes);
         }
+        let of_buf = self.buffer_args();
         let mut steps = Vec::new();
         for l in &self.launches {
             let symbol = super::cuda::symbol(&l.kernel);
@@ -353,6 +345,24 @@ impl GpuProgram {
             });
         }
         Ok(Steps { temps, steps })
+    }
+
+    /// Each buffer as a kernel argument of [`GpuProgram::steps`]: input `i`
+    /// is `Tensor(i)`, output `o` is `Tensor(inputs + o)`, and the `t`-th
+    /// temporary in buffer order is `Temp(t)`.
+    pub fn buffer_args(&self) -> Vec<tgc_runtime::launch::StepArg> {
+        use tgc_runtime::launch::StepArg;
+        let n_in = self.buffers.iter().filter(|b| matches!(b.role, Role::Input(_))).count();
+        let mut temps = 0;
+        let of = |b: &Buffer| match b.role {
+            Role::Input(i) => StepArg::Tensor(i),
+            Role::Output(o) => StepArg::Tensor(n_in + o),
+            Role::Temp => {
+                temps += 1;
+                StepArg::Temp(temps - 1)
+            }
+        };
+        self.buffers.iter().map(of).collect()
     }
 
     /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
