@@ -57,4 +57,5 @@ pub use half;
 #[doc(hidden)]
 pub mod __private {
     pub use tgc_runtime::checks;
+    pub use tgc_runtime::cpu_rt;
 }

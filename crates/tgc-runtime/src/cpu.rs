@@ -6,7 +6,7 @@
 //! Every entry point of a generated C library has this signature:
 //!
 //! ```c
-//! int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims);
+//! int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt);
 //! ```
 //!
 //! - `inputs[i]` points to the i-th graph input, in graph-input order;
@@ -24,6 +24,9 @@
 //!   one is below 1. Results do not depend on the tile sizes. A kernel
 //!   compiled without one (every kernel of `tgc compile`, the build helper
 //!   and `kernel!`) reads exactly the symbols, as before.
+//! - `rt` is the runtime table [`crate::cpu_rt::Rt`] (declared in C by
+//!   [`crate::cpu_rt::C_DECL`]): the thread pool and micro-kernel the
+//!   kernels call. [`CpuLibrary::call`] passes [`crate::cpu_rt::Rt::current`].
 //! - Output buffers do not overlap each other or any input; inputs may
 //!   overlap each other (they are only read).
 //! - The return value is 0 on success, 1 when the kernel could not allocate
@@ -48,7 +51,7 @@ use crate::{Error, Result};
 const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off"];
 
 /// The C type of a kernel entry point (see the module doc).
-type KernelFn = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64) -> i32;
+type KernelFn = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64, *const crate::cpu_rt::Rt) -> i32;
 
 /// Writes `c_source` to `dir/stem.c` and compiles it into the shared library
 /// `dir/stem.<so|dylib|dll>`, whose path is returned.
@@ -153,7 +156,8 @@ impl CpuLibrary {
         // SAFETY: the pointer arrays and `dims` live across the call; the
         // caller guarantees the ABI and the buffers' sizes; `outputs` are
         // exclusive borrows, so no output overlaps another buffer.
-        let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr()) };
+        let rt = crate::cpu_rt::Rt::current();
+        let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr(), &rt) };
         crate::checks::status(symbol, status)
     }
 }
@@ -170,7 +174,8 @@ mod tests {
 #include <stdint.h>
 #include <stdlib.h>
 
-int32_t add(const void* const* inputs, void* const* outputs, const int64_t* dims) {
+int32_t add(const void* const* inputs, void* const* outputs, const int64_t* dims, const void* rt) {
+    (void)rt;
     const float* a = (const float*)inputs[0];
     const float* b = (const float*)inputs[1];
     float* out = (float*)outputs[0];
@@ -178,7 +183,8 @@ int32_t add(const void* const* inputs, void* const* outputs, const int64_t* dims
     return 0;
 }
 
-int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dims) {
+int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dims, const void* rt) {
+    (void)rt;
     (void)inputs; (void)outputs;
     return (int32_t)dims[0];
 }

@@ -5,6 +5,8 @@
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
 //! - [`cpu`]: compiling generated C kernels and calling them.
+//! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
+//!   GEMM micro-kernel.
 //! - [`checks`]: the argument checks generated `run` functions call.
 //! - [`launch`]: kernel launches as data (grid, block, arguments, the
 //!   steps of a whole graph), executed by `cuda`.
@@ -17,6 +19,7 @@
 
 pub mod checks;
 pub mod cpu;
+pub mod cpu_rt;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod dtype;

@@ -12,6 +12,7 @@ use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
 use crate::DType;
 
 use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
+use super::packed;
 use super::tile::{strip_mine, TilePlan};
 use crate::region::{self, Dest, Region, Regions};
 
@@ -35,11 +36,14 @@ pub struct Options {
     pub fuse: bool,
     /// Output loops to strip-mine by run-time tile sizes ([`strip_mine`]).
     pub tiles: TilePlan,
+    /// Whether contraction kernels without strips get the packed schedule
+    /// ([`packed::plan`]); `false` prints every kernel as its plain nest.
+    pub pack: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { fuse: true, tiles: TilePlan::default() }
+        Options { fuse: true, tiles: TilePlan::default(), pack: true }
     }
 }
 
@@ -70,6 +74,9 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
         return Err(diag!(InvalidAxis, "no kernel of the graph has an output loop {a} (the deepest has {rank})"));
     }
     strip_mine(&mut p, &opts.tiles);
+    if opts.pack {
+        packed::plan(&mut p, &packed::CacheModel::default());
+    }
     Ok(p)
 }
 
@@ -238,6 +245,7 @@ impl Lowerer<'_> {
             out,
             value,
             strips: Vec::new(),
+            packed: None,
         })
     }
 
@@ -255,6 +263,7 @@ impl Lowerer<'_> {
             store_index: index,
             value,
             strips: Vec::new(),
+            packed: None,
         }
     }
 

@@ -38,7 +38,11 @@
 //!   results are bit-identical to the untiled kernel's for every tile size;
 //! - in a [`Kernel::nest`], a full tile's point loop runs `io..io + T` with
 //!   no `min` and no guard; the one partial tile of an axis runs
-//!   `floor(E/T)*T..E` (empty when `T` divides `E`).
+//!   `floor(E/T)*T..E` (empty when `T` divides `E`);
+//! - a [`Kernel::packed`] schedule, like strips, changes the order in which
+//!   output points are computed and nothing else: each accumulator still
+//!   folds its values in the reduce loops' order, so printers give the
+//!   plain nest's bits.
 
 use std::collections::BTreeSet;
 
@@ -212,6 +216,9 @@ pub struct Kernel {
     /// Output loops strip-mined by run-time tile sizes, by increasing axis
     /// (empty: the plain nest).
     pub strips: Vec<Strip>,
+    /// The packed contraction schedule ([`super::packed`]) when the kernel
+    /// has its form and was planned for it; `None`: the plain nest.
+    pub packed: Option<super::packed::Packed>,
 }
 
 /// Output loop `axis` (extent `E`) strip-mined by the run-time tile size

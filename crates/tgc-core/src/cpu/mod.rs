@@ -9,6 +9,7 @@
 
 pub mod from_tiny;
 pub mod loop_ir;
+pub mod packed;
 pub mod tile;
 
 pub use from_tiny::{lower, lower_regions, lower_with, Options};

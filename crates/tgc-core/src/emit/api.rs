@@ -61,6 +61,10 @@ pub const FACADE: &str = "::tgc";
 /// The path of the argument checks (`tgc_runtime::checks`) in generated code.
 pub const CHECKS: &str = "::tgc::__private::checks";
 
+/// The runtime table of generated C kernels (`tgc_runtime::cpu_rt::Rt`) as
+/// generated code names it.
+pub const RT: &str = "::tgc::__private::cpu_rt::Rt";
+
 /// How `run` reaches the loop nests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -230,7 +234,7 @@ fn c_bodies(
         for line in safety_comment(sym) {
             let _ = writeln!(s, "{indent}{line}");
         }
-        let call = format!("self::{sym}(__inputs.as_ptr(), __outputs.as_ptr(), {dims}.as_ptr())");
+        let call = format!("self::{sym}(__inputs.as_ptr(), __outputs.as_ptr(), {dims}.as_ptr(), &{RT}::current())");
         let end = if ret.is_empty() { "" } else { ";" };
         let _ = writeln!(s, "{indent}{ret}__c::status({}, unsafe {{ {call} }}){end}", lit(sym));
         s
@@ -247,7 +251,7 @@ fn c_bodies(
     for u in &c_units {
         let _ = writeln!(
             items,
-            "    fn {}(inputs: *const *const ::core::ffi::c_void, outputs: *const *mut ::core::ffi::c_void, dims: *const i64) -> i32;",
+            "    fn {}(inputs: *const *const ::core::ffi::c_void, outputs: *const *mut ::core::ffi::c_void, dims: *const i64, rt: *const {RT}) -> i32;",
             u.symbol
         );
     }
@@ -295,7 +299,7 @@ fn dispatch(g: &Graph, point: &BTreeMap<String, i64>, action: &str) -> String {
 }
 
 /// The lines of the `// SAFETY:` comment of an extern call.
-fn safety_comment(sym: &str) -> [String; 7] {
+fn safety_comment(sym: &str) -> [String; 8] {
     [
         format!("// SAFETY: `{sym}` is the entry point tgc printed for this graph with the kernel ABI"),
         "// of `tgc_runtime::cpu` (inputs and outputs in graph order, dims in symbol order). The checks".into(),
@@ -303,7 +307,8 @@ fn safety_comment(sym: &str) -> [String; 7] {
         "// is in bounds; every slice has exactly the element count its shape needs; every scratch buffer".into(),
         "// fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the".into(),
         "// pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are".into(),
-        "// `&mut` borrows, so they overlap no input and no other output while the kernel runs.".into(),
+        "// `&mut` borrows, so they overlap no input and no other output while the kernel runs; `rt`".into(),
+        "// is the runtime table the ABI names, alive across the call.".into(),
     ]
 }
 

@@ -6,11 +6,14 @@
 //! through helper functions (NaN-propagating, as the interpreter).
 //!
 //! The exported function is
-//! `int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims)`:
+//! `int32_t SYMBOL(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt)`:
 //! `inputs` in `Graph::inputs()` order, `outputs` in `Graph::outputs` order,
 //! `dims` in `Graph::symbols` order, then the run-time tile sizes of a tile
 //! plan ([`Program::tiles`], [`emit_c_units_with`]; none by default); buffers are dense row-major, f16 and
-//! bf16 as `uint16_t` bit patterns, bool as `uint8_t`. It returns 0, 1 when
+//! bf16 as `uint16_t` bit patterns, bool as `uint8_t`; `rt` is the runtime
+//! table of `tgc_runtime::cpu_rt` (thread pool, micro-kernel; declared in
+//! the unit as `tgc_rt`), which kernels on the packed contraction template
+//! ([`crate::cpu::packed`]) call. It returns 0, 1 when
 //! an allocation fails, 2 when the dims break a check of
 //! [`Program::checks`] (nothing is written then).
 
@@ -18,6 +21,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
+use crate::cpu::packed::{Packed, MR, NR};
+use tgc_runtime::cpu_rt::C_DECL;
+use crate::sym::Dim;
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -157,6 +163,7 @@ const C_RESERVED: &[&str] = &[
     "uint32_t",
     "uint64_t",
     "size_t",
+    "tgc_rt",
 ];
 
 /// Helper functions, emitted when used, in this order.
@@ -425,24 +432,194 @@ impl Printer<'_> {
 
     fn kernel(&mut self, k: &Kernel, symbol: &str) -> String {
         let p = self.p;
-        let out = p.buffer(k.out);
         let mut s = String::new();
         let _ = writeln!(s, "/* {} */", kernel_summary(self.g, p, k));
-        let mut params: Vec<String> = k
-            .reads()
-            .into_iter()
-            .map(|b| {
-                let b = p.buffer(b);
-                format!("const {}* restrict {}", storage_ty(b.dtype), b.name)
-            })
-            .collect();
-        params.push(format!("{}* restrict {}", storage_ty(out.dtype), out.name));
-        let used = k.symbols();
-        params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("const int64_t {}", sym_name(x))));
+        if let Some((pk, a, b)) = k.packed.as_ref().and_then(|pk| pk.factors(k).map(|(a, b)| (pk, a, b))) {
+            self.packed(&mut s, k, pk, (a, b), symbol);
+            return s;
+        }
+        let params = kernel_params(p, k);
         let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
         self.nest(&mut s, k, &k.nest(), 1);
         s.push_str("#pragma endscop\n}\n");
         s
+    }
+
+    /// A kernel on the packed contraction template ([`crate::cpu::packed`]):
+    /// a context struct, a task function (one batch point × `mc × nc`
+    /// block: pack, micro-kernels, epilogue) and the kernel function, which
+    /// sizes the blocks for the thread count and runs the tasks on `rt`'s
+    /// pool. It returns 1 when a task could not allocate its panels.
+    fn packed(&mut self, s: &mut String, k: &Kernel, pk: &Packed, (a, b): (&Expr, &Expr), symbol: &str) {
+        let p = self.p;
+        let Some(r) = &k.reduce else { return };
+        let name = format!("tgc_{}_{symbol}", k.name);
+        let used = k.symbols();
+        let syms: Vec<String> = p.dims().filter(|x| used.contains(*x)).map(|x| sym_name(x)).collect();
+        let mut bufs: Vec<(String, String)> = k
+            .reads()
+            .into_iter()
+            .map(|b| {
+                let b = p.buffer(b);
+                (format!("const {}*", storage_ty(b.dtype)), b.name.clone())
+            })
+            .collect();
+        let out = p.buffer(k.out);
+        bufs.push((format!("{}*", storage_ty(out.dtype)), out.name.clone()));
+        let extent = |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
+        let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
+        let red = k.loops.len();
+        let k_inner = dim(&Dim::product(&r.loops[1..]), Lang::C);
+        let k_outer = dim(&r.loops[0], Lang::C);
+
+        // The context.
+        let _ = writeln!(s, "struct {name}_ctx {{");
+        for (ty, n) in &bufs {
+            let _ = writeln!(s, "    {ty} {n};");
+        }
+        for n in &syms {
+            let _ = writeln!(s, "    int64_t {n};");
+        }
+        s.push_str("    const tgc_rt* rt;\n    int64_t mc, nc, kc, mt, nt;\n    int32_t failed;\n};\n\n");
+
+        // The task.
+        let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
+        let _ = writeln!(s, "    struct {name}_ctx* pk_ctx = (struct {name}_ctx*)pk_vctx;");
+        for (ty, n) in &bufs {
+            let _ = writeln!(s, "    {ty} restrict {n} = pk_ctx->{n};");
+        }
+        for n in &syms {
+            let _ = writeln!(s, "    const int64_t {n} = pk_ctx->{n};");
+        }
+        let _ = writeln!(
+            s,
+            "    const tgc_rt* pk_rt = pk_ctx->rt;
+    const int64_t pk_mc = pk_ctx->mc, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc;
+    const int64_t pk_M = {m_ext}, pk_N = {n_ext};
+    const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
+    pk_t /= pk_ctx->nt;
+    const int64_t pk_m0 = pk_t % pk_ctx->mt * pk_mc;
+    pk_t /= pk_ctx->mt;"
+        );
+        for &v in pk.batch.iter().rev() {
+            let _ = writeln!(s, "    const int64_t i{v} = pk_t % {e};\n    pk_t /= {e};", e = dim(&k.loops[v], Lang::C));
+        }
+        let _ = writeln!(
+            s,
+            "    const int64_t pk_mb = pk_M - pk_m0 < pk_mc ? pk_M - pk_m0 : pk_mc;
+    const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
+    const int64_t pk_mp = (pk_mb + {MR} - 1) / {MR} * {MR}, pk_np = (pk_nb + {NR} - 1) / {NR} * {NR};
+    const int64_t pk_kin = {k_inner};
+    const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
+    float* pk_a = (float*)malloc((size_t)(pk_mp * pk_kstep * pk_kin) * sizeof(float));
+    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
+    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
+    if (!pk_a || !pk_b || !pk_c) {{
+        free(pk_a);
+        free(pk_b);
+        free(pk_c);
+        __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }}
+    for (int64_t pk_ko = 0; pk_ko < {k_outer}; pk_ko += pk_kstep) {{
+        const int64_t pk_ke = pk_ko + pk_kstep < {k_outer} ? pk_ko + pk_kstep : {k_outer};
+        const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;"
+        );
+        for (panel, rows, valid, origin, axes, width, e) in
+            [("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b), ("pk_a", "pk_mp", "pk_mb", "pk_m0", &pk.m, MR, a)]
+        {
+            let _ = writeln!(
+                s,
+                "        for (int64_t pk_j = 0; pk_j < {rows}; pk_j++) {{
+            float* restrict pk_dst = {panel} + pk_j / {width} * pk_kb * {width} + pk_j % {width};
+            if (pk_j < {valid}) {{"
+            );
+            decode(s, k, &format!("{origin} + pk_j"), axes, 4);
+            s.push_str("                int64_t pk_q = 0;\n");
+            let mut depth = 4;
+            for (j, d) in r.loops.iter().enumerate() {
+                let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
+                let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
+                let _ = writeln!(s, "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{", "", v = red + j, w = depth * 4);
+                depth += 1;
+            }
+            let x = self.expr(e);
+            let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
+            while depth > 4 {
+                depth -= 1;
+                let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+            }
+            let _ = writeln!(
+                s,
+                "            }} else {{
+                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * {width}] = 0.0f;
+            }}
+        }}"
+            );
+        }
+        let _ = writeln!(
+            s,
+            "        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += {NR})
+            for (int64_t pk_ir = 0; pk_ir < pk_mp; pk_ir += {MR})
+                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + pk_ir * pk_np + pk_jr, pk_np, pk_ko > 0);
+    }}
+    for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {{"
+        );
+        decode(s, k, "pk_m0 + pk_i", &pk.m, 2);
+        s.push_str("        for (int64_t pk_j = 0; pk_j < pk_nb; pk_j++) {\n");
+        decode(s, k, "pk_n0 + pk_j", &pk.n, 3);
+        s.push_str("            const float acc = pk_c[pk_i * pk_np + pk_j];\n");
+        self.store(s, k, 3);
+        s.push_str("        }\n    }\n    free(pk_a);\n    free(pk_b);\n    free(pk_c);\n}\n\n");
+
+        // The kernel function.
+        let mut params = kernel_params(p, k);
+        params.push("const tgc_rt* rt".into());
+        let blocks = pk.blocks;
+        let _ = writeln!(s, "static int32_t {name}({})\n{{\n    struct {name}_ctx pk_ctx;", params.join(", "));
+        for (_, n) in &bufs {
+            let _ = writeln!(s, "    pk_ctx.{n} = {n};");
+        }
+        for n in &syms {
+            let _ = writeln!(s, "    pk_ctx.{n} = {n};");
+        }
+        let _ = writeln!(
+            s,
+            "    pk_ctx.rt = rt;
+    pk_ctx.failed = 0;
+    const int64_t pk_M = {m_ext}, pk_N = {n_ext}, pk_batch = {batch_ext};
+    int64_t pk_mc = (pk_M + {MR} - 1) / {MR} * {MR}, pk_nc = (pk_N + {NR} - 1) / {NR} * {NR};
+    if (pk_mc > {mc}) pk_mc = {mc};
+    if (pk_nc > {nc}) pk_nc = {nc};
+    /* Fewer tasks than threads: smaller blocks, N first. */
+    while (pk_batch * ((pk_M + pk_mc - 1) / pk_mc) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_nc > {NR})
+        pk_nc = (pk_nc / 2 + {NR} - 1) / {NR} * {NR};
+    while (pk_batch * ((pk_M + pk_mc - 1) / pk_mc) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mc > {MR})
+        pk_mc = (pk_mc / 2 + {MR} - 1) / {MR} * {MR};
+    pk_ctx.mc = pk_mc;
+    pk_ctx.nc = pk_nc;
+    pk_ctx.kc = {kc};
+    pk_ctx.mt = (pk_M + pk_mc - 1) / pk_mc;
+    pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
+    rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, {name}_task, &pk_ctx);
+    return pk_ctx.failed;
+}}",
+            mc = blocks.mc,
+            nc = blocks.nc,
+            kc = blocks.kc
+        );
+    }
+
+    /// The store of the kernel's value at the current output point.
+    fn store(&mut self, s: &mut String, k: &Kernel, depth: usize) {
+        let out = self.p.buffer(k.out);
+        let v = self.expr(&k.value);
+        let stored = match out.dtype {
+            DType::F16 => self.call("tgc_f32_to_f16", &[v]),
+            DType::BF16 => self.call("tgc_f32_to_bf16", &[v]),
+            _ => v,
+        };
+        let _ = writeln!(s, "{:w$}{}[{}] = {stored};", "", out.name, bare(aff(&k.store_index, Lang::C)), w = depth * 4);
     }
 
     /// Prints `nest` at indentation `depth`, its points as [`Printer::point`].
@@ -469,8 +646,6 @@ impl Printer<'_> {
 
     /// One output point at indentation `depth`: the reduction, then the store.
     fn point(&mut self, s: &mut String, k: &Kernel, depth: usize) {
-        let p = self.p;
-        let out = p.buffer(k.out);
         let mut depth = depth;
         let open = |s: &mut String, depth: &mut usize, var: usize, extent: &crate::sym::Dim| {
             let _ = writeln!(
@@ -517,13 +692,44 @@ impl Printer<'_> {
                 let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
             }
         }
-        let v = self.expr(&k.value);
-        let stored = match out.dtype {
-            DType::F16 => self.call("tgc_f32_to_f16", &[v]),
-            DType::BF16 => self.call("tgc_f32_to_bf16", &[v]),
-            _ => v,
-        };
-        let _ = writeln!(s, "{:w$}{}[{}] = {stored};", "", out.name, bare(aff(&k.store_index, Lang::C)), w = depth * 4);
+        self.store(s, k, depth);
+    }
+}
+
+/// The parameters of a kernel function: the buffers it reads, its output,
+/// the symbols it uses.
+fn kernel_params(p: &Program, k: &Kernel) -> Vec<String> {
+    let mut params: Vec<String> = k
+        .reads()
+        .into_iter()
+        .map(|b| {
+            let b = p.buffer(b);
+            format!("const {}* restrict {}", storage_ty(b.dtype), b.name)
+        })
+        .collect();
+    let out = p.buffer(k.out);
+    params.push(format!("{}* restrict {}", storage_ty(out.dtype), out.name));
+    let used = k.symbols();
+    params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("const int64_t {}", sym_name(x))));
+    params
+}
+
+/// Declares the loop variables of `axes` (nest order) at the flat index
+/// `flat` of their row-major product, at indentation `depth`.
+fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) {
+    let w = depth * 4;
+    if let [v] = axes {
+        let _ = writeln!(s, "{:w$}const int64_t i{v} = {flat};", "");
+        return;
+    }
+    let _ = writeln!(s, "{:w$}int64_t pk_f{depth} = {flat};", "");
+    for (j, &v) in axes.iter().enumerate().rev() {
+        if j == 0 {
+            let _ = writeln!(s, "{:w$}const int64_t i{v} = pk_f{depth};", "");
+        } else {
+            let e = dim(&k.loops[v], Lang::C);
+            let _ = writeln!(s, "{:w$}const int64_t i{v} = pk_f{depth} % {e};\n{:w$}pk_f{depth} /= {e};", "", "");
+        }
     }
 }
 
@@ -557,6 +763,8 @@ fn print(units: &[(&Graph, Program, &str)]) -> String {
     }
     s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
     s.push_str("#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))\n\n");
+    s.push_str(C_DECL);
+    s.push('\n');
     let mut needed: BTreeSet<&str> = used.clone();
     for h in &used {
         needed.extend(helper_deps(h));
@@ -579,7 +787,7 @@ fn header(p: &Program, symbol: &str) -> String {
         comment_text(&p.name)
     );
     let _ =
-        writeln!(s, " *\n * int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims)");
+        writeln!(s, " *\n * int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt)");
     for b in &p.buffers {
         let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
         let what = match b.role {
@@ -605,7 +813,9 @@ fn header(p: &Program, symbol: &str) -> String {
 
 /// The exported function: dims, checks, buffers, kernel calls, frees.
 fn entry(p: &Program, symbol: &str) -> String {
-    let mut s = format!("int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims)\n{{\n");
+    let mut s = format!(
+        "int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt)\n{{\n"
+    );
     if p.symbols.is_empty() && p.tiles.is_empty() {
         s.push_str("    (void)dims;\n");
     }
@@ -664,12 +874,26 @@ fn entry(p: &Program, symbol: &str) -> String {
         let any_null: Vec<String> = temps.iter().map(|t| format!("!{t}")).collect();
         let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
     }
+    let mut uses_rt = false;
     for k in &p.kernels {
         let mut args: Vec<String> = k.reads().into_iter().map(|b| p.buffer(b).name.clone()).collect();
         args.push(p.buffer(k.out).name.clone());
         let syms = k.symbols();
         args.extend(p.dims().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
-        let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
+        if k.packed.is_some() {
+            uses_rt = true;
+            args.push("rt".into());
+            let _ = writeln!(s, "    if (tgc_{}_{symbol}({})) {{", k.name, args.join(", "));
+            if !temps.is_empty() {
+                let _ = writeln!(s, "        {frees}");
+            }
+            s.push_str("        return 1;\n    }\n");
+        } else {
+            let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
+        }
+    }
+    if !uses_rt {
+        s.push_str("    (void)rt;\n");
     }
     if !temps.is_empty() {
         let _ = writeln!(s, "    {frees}");

@@ -363,6 +363,7 @@ fn a_computed_at_reduce_under_its_guard_runs_serially() {
         store_index: AffExpr::var(0),
         value: L::Acc { dtype: DType::F32 },
         strips: Vec::new(),
+        packed: None,
     };
     let buf = |name: &str, shape: Vec<D>, role| Buffer {
         name: name.into(),

@@ -57,8 +57,9 @@ fn run_checks_dims_facts_and_lengths_then_dispatches() {
             // is in bounds; every slice has exactly the element count its shape needs; every scratch buffer
             // fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the
             // pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are
-            // `&mut` borrows, so they overlap no input and no other output while the kernel runs.
-            return __c::status("tgc_t_rows_shape0", unsafe { self::tgc_t_rows_shape0(__inputs.as_ptr(), __outputs.as_ptr(), __rest.as_ptr()) });
+            // `&mut` borrows, so they overlap no input and no other output while the kernel runs; `rt`
+            // is the runtime table the ABI names, alive across the call.
+            return __c::status("tgc_t_rows_shape0", unsafe { self::tgc_t_rows_shape0(__inputs.as_ptr(), __outputs.as_ptr(), __rest.as_ptr(), &::tgc::__private::cpu_rt::Rt::current()) });
         }
         // SAFETY: `tgc_t_rows` is the entry point tgc printed for this graph with the kernel ABI
         // of `tgc_runtime::cpu` (inputs and outputs in graph order, dims in symbol order). The checks
@@ -66,8 +67,9 @@ fn run_checks_dims_facts_and_lengths_then_dispatches() {
         // is in bounds; every slice has exactly the element count its shape needs; every scratch buffer
         // fits in `isize::MAX` bytes. Each slice's element type is its dtype's storage type, so the
         // pointers are aligned and hold valid values (the kernel writes bool as 0 or 1). The outputs are
-        // `&mut` borrows, so they overlap no input and no other output while the kernel runs.
-        __c::status("tgc_t_rows", unsafe { self::tgc_t_rows(__inputs.as_ptr(), __outputs.as_ptr(), __dims.as_ptr()) })
+        // `&mut` borrows, so they overlap no input and no other output while the kernel runs; `rt`
+        // is the runtime table the ABI names, alive across the call.
+        __c::status("tgc_t_rows", unsafe { self::tgc_t_rows(__inputs.as_ptr(), __outputs.as_ptr(), __dims.as_ptr(), &::tgc::__private::cpu_rt::Rt::current()) })
     "#]]
     // (expect-test strips the common indentation of the snapshot)
     .assert_eq(&run_body(&m.items).lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect::<String>());

@@ -89,7 +89,8 @@ pub struct Compiled {
     _dir: Scratch,
 }
 
-type CEntry = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64) -> i32;
+type CEntry =
+    unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64, *const tgc_runtime::cpu_rt::Rt) -> i32;
 type RustEntry =
     unsafe extern "C" fn(*const *const u8, *const usize, *const *mut u8, *const usize, *const i64, usize) -> i32;
 
@@ -215,7 +216,8 @@ impl Compiled {
         // SAFETY: buffers have the sizes of the graph's shapes at `dims`, as the entry requires.
         let c_rc = unsafe {
             let f: libloading::Symbol<CEntry> = self.c.get(self.symbol.as_bytes()).unwrap();
-            f(in_ptrs.as_ptr() as *const *const c_void, c_ptrs.as_ptr() as *const *mut c_void, dims.as_ptr())
+            let rt = tgc_runtime::cpu_rt::Rt::current();
+            f(in_ptrs.as_ptr() as *const *const c_void, c_ptrs.as_ptr() as *const *mut c_void, dims.as_ptr(), &rt)
         };
         let mut r_out = fresh();
         let r_ptrs: Vec<*mut u8> = r_out.iter_mut().map(|b| b.as_mut_ptr()).collect();

@@ -1,0 +1,215 @@
+//! The packed contraction template of the CPU back end: a kernel whose
+//! reduction sums a product of two factors (`Σ_k a·b` — a matmul, a batched
+//! matmul, a convolution read through its window, attention's `Q·Kᵀ` and
+//! `P·V`) computed the BLIS way (Van Zee & van de Geijn, ACM TOMS 41(3),
+//! 2015; Goto & van de Geijn, ACM TOMS 34(3), 2008):
+//!
+//! - its output loops split into the GEMM's `M` (loops `a` reads and `b`
+//!   does not), `N` (the reverse) and batch loops (the rest), its reduce
+//!   loops into the GEMM's `K`;
+//! - per task (a batch point × an `mc × nc` block of `M × N`), the `K` loops
+//!   in blocks of about `kc`: the `a` and `b` panels *packed* — evaluated
+//!   point by point with the kernel's own expressions, so padding guards,
+//!   strides, windows, casts and `f16`/`bf16` loads happen once per element
+//!   into a contiguous `f32` panel (a convolution's im2col happens here, in
+//!   registers, with no im2col buffer) — then the `MR × NR` micro-kernel
+//!   (`tgc_runtime::cpu_rt::ukernel`) over every micro-tile;
+//! - then the kernel's epilogue (its `value`: bias, activations, residual,
+//!   cast) on each accumulator, stored where the plain nest stores it;
+//! - the tasks on the runtime's thread pool (`cpu_rt::Rt::parallel_for`).
+//!
+//! It changes the schedule, not the arithmetic: every accumulator sums its
+//! products in the plain nest's `k` order, each product rounded before the
+//! add, so a packed kernel gives the plain kernel's bits
+//! ([`crate::cpu::loop_ir`]'s invariant for schedules).
+//!
+//! Chosen by [`plan`] for every kernel that has the form and no strips
+//! (a `--tile` plan asks for the plain strip-mined nest).
+//!
+//! Block sizes come from [`CacheModel::blocks`] (the analytical model of Low
+//! et al., "Analytical Modeling Is Enough for High-Performance BLIS", ACM
+//! TOMS 43(2), 2016, simplified): `kc` so that a `kc × NR` panel of `b`
+//! fills half of L1, `mc` so that an `mc × kc` block of `a` fills half of L2,
+//! `nc` so that a `kc × nc` block of `b` fills half of the L3 share of a
+//! core. At run time the kernel halves `nc`, then `mc`, while there are fewer
+//! tasks than threads.
+
+use std::collections::BTreeSet;
+
+use crate::affine::{AffAtom, AffExpr};
+use crate::tiny::BinaryOp;
+use crate::DType;
+
+use super::loop_ir::{Expr, Kernel, Program};
+
+pub use tgc_runtime::cpu_rt::{MR, NR};
+
+/// A kernel's contraction in GEMM terms (see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Packed {
+    /// Output loops only the `a` factor reads: the GEMM's rows, in nest order.
+    pub m: Vec<usize>,
+    /// Output loops only the `b` factor reads: the GEMM's columns, in nest order.
+    pub n: Vec<usize>,
+    /// The other output loops, in nest order: one GEMM per point.
+    pub batch: Vec<usize>,
+    /// Whether `a` is the product's second operand (`b · a` in the kernel).
+    pub swapped: bool,
+    pub blocks: Blocks,
+}
+
+/// Cache block sizes in elements (`mc` a multiple of [`MR`], `nc` of [`NR`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocks {
+    pub mc: usize,
+    pub nc: usize,
+    pub kc: usize,
+}
+
+/// The cache sizes the block sizes are derived from, in bytes per core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheModel {
+    pub l1: usize,
+    pub l2: usize,
+    /// The share of the last-level cache of one core.
+    pub l3: usize,
+}
+
+impl Default for CacheModel {
+    /// The measured target, AMD EPYC (Zen 1): 32 KiB L1d and 512 KiB L2 per
+    /// core, 8 MiB L3 per four-core complex (AMD, "Software Optimization
+    /// Guide for AMD Family 17h Processors", pub. 55723, §2.6). Most x86-64
+    /// and Arm server cores have at least this much.
+    fn default() -> CacheModel {
+        CacheModel { l1: 32 << 10, l2: 512 << 10, l3: 2 << 20 }
+    }
+}
+
+impl CacheModel {
+    /// Block sizes for `f32` panels (see the module doc).
+    pub fn blocks(&self) -> Blocks {
+        let f = std::mem::size_of::<f32>();
+        let kc = (self.l1 / 2 / (NR * f)).max(1);
+        let mc = (self.l2 / 2 / (kc * f) / MR).max(1) * MR;
+        let nc = (self.l3 / 2 / (kc * f) / NR).max(1) * NR;
+        Blocks { mc, nc, kc }
+    }
+}
+
+impl Packed {
+    /// The factors `(a, b)` of `k`'s reduction (`None` when `k` has not the form).
+    pub fn factors<'k>(&self, k: &'k Kernel) -> Option<(&'k Expr, &'k Expr)> {
+        let (x, y) = product(&k.reduce.as_ref()?.value)?;
+        Some(if self.swapped { (y, x) } else { (x, y) })
+    }
+}
+
+/// Marks every kernel of `p` that has the form and no strips as packed,
+/// with `model`'s block sizes.
+pub fn plan(p: &mut Program, model: &CacheModel) {
+    for k in &mut p.kernels {
+        k.packed = if k.strips.is_empty() { analyze(k, model.blocks()) } else { None };
+    }
+}
+
+/// `(x, y)` when `value` is `x · y` of floats (through a no-op cast to f32).
+fn product(value: &Expr) -> Option<(&Expr, &Expr)> {
+    match value {
+        Expr::Cast { to: DType::F32, x } if x.dtype().is_float() => product(x),
+        Expr::Binary { op: BinaryOp::Mul, a, b } if a.dtype().is_float() => Some((a, b)),
+        _ => None,
+    }
+}
+
+/// The packed form of `k`, if it has one: a float `SUM` of a product whose
+/// factors each read an output loop the other does not, nothing computed
+/// at its reads, and the accumulator read once (by the epilogue).
+fn analyze(k: &Kernel, blocks: Blocks) -> Option<Packed> {
+    let r = k.reduce.as_ref()?;
+    if r.op != crate::tiny::ReduceOp::Sum || !r.dtype.is_float() || r.loops.is_empty() || !k.computed_at().is_empty() {
+        return None;
+    }
+    let (x, y) = product(&r.value)?;
+    let (vx, vy) = (expr_vars(x), expr_vars(y));
+    let only = |mine: &BTreeSet<u32>, other: &BTreeSet<u32>| -> Vec<usize> {
+        (0..k.loops.len()).filter(|&v| mine.contains(&(v as u32)) && !other.contains(&(v as u32))).collect()
+    };
+    let (ox, oy) = (only(&vx, &vy), only(&vy, &vx));
+    if ox.is_empty() || oy.is_empty() {
+        return None;
+    }
+    // `b` owns the innermost of the two sides' loops, so the epilogue
+    // stores along the output's fastest axis.
+    let swapped = ox.last() > oy.last();
+    let (m, n) = if swapped { (oy, ox) } else { (ox, oy) };
+    let batch = (0..k.loops.len()).filter(|v| !m.contains(v) && !n.contains(v)).collect();
+    Some(Packed { m, n, batch, swapped, blocks })
+}
+
+/// The loop variables `e` reads (subscripts and guards).
+fn expr_vars(e: &Expr) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    e.walk(&mut |e| match e {
+        Expr::Load { index, .. } => aff_vars(index, &mut out),
+        Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_vars(&c.expr, &mut out)),
+        _ => {}
+    });
+    out
+}
+
+fn aff_vars(e: &AffExpr, out: &mut BTreeSet<u32>) {
+    for (a, _) in e.terms() {
+        match a {
+            AffAtom::Var(v) => {
+                out.insert(*v);
+            }
+            AffAtom::FloorDiv(inner, _) => aff_vars(inner, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::lower;
+    use crate::pipeline::{load, Format};
+
+    fn program(src: &str) -> Program {
+        let g = load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e:?}")).graph;
+        lower(&g).unwrap()
+    }
+
+    #[test]
+    fn blocks_of_the_default_model() {
+        let b = CacheModel::default().blocks();
+        assert_eq!((b.kc, b.mc % MR, b.nc % NR), (256, 0, 0));
+        assert_eq!((b.mc, b.nc), (252, 1024));
+    }
+
+    #[test]
+    fn a_matmul_plus_epilogue_is_packed_with_m_and_n() {
+        let p = program(
+            "graph<M=5, N=7, K=3> main(x: f32[M, K], w: f32[K, N], b: f32[N]) -> (y: f32[M, N]) {
+                y = relu(matmul(x, w) + b)
+                return y
+            }",
+        );
+        let k = &p.kernels[0];
+        let pk = k.packed.as_ref().expect("packed");
+        assert_eq!((pk.m.as_slice(), pk.n.as_slice(), pk.batch.as_slice()), (&[0][..], &[1][..], &[][..]));
+    }
+
+    #[test]
+    fn a_batched_matmul_has_batch_loops_and_a_reduction_over_one_row_is_not_packed() {
+        let p = program(
+            "graph<B=2, M=5, N=7, K=3> main(x: f32[B, M, K], w: f32[B, K, N]) -> (y: f32[B, M, N], s: f32[B, M]) {
+                y = matmul(x, w)
+                s = sum(x, axes=[2])
+                return y, s
+            }",
+        );
+        let pk = p.kernels[0].packed.as_ref().expect("packed");
+        assert_eq!((pk.m.as_slice(), pk.n.as_slice(), pk.batch.as_slice()), (&[1][..], &[2][..], &[0][..]));
+        assert!(p.kernels[1].packed.is_none());
+    }
+}

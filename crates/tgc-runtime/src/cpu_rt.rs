@@ -1,0 +1,366 @@
+//! What generated CPU kernels call at run time: the thread pool that runs
+//! their tiles and the register-blocked GEMM micro-kernel of the packed
+//! contraction template (`tgc_core::cpu::packed`).
+//!
+//! Generated C reaches both through a [`Rt`] passed to its entry point
+//! (`int32_t SYMBOL(inputs, outputs, dims, const tgc_rt* rt)`, the C
+//! declaration is [`C_DECL`]); generated Rust calls [`Rt::parallel_for`] and
+//! [`ukernel`] directly. So there is one pool per process and one
+//! micro-kernel, whichever printer made the kernel.
+//!
+//! **The pool.** One `rayon-core` pool, made on first use with one worker
+//! per available core (less the caller, who works too). A call
+//! [`Rt::parallel_for`]`(n, body)` runs `body(t)` for every task
+//! `t ∈ [0, n)` on at most [`threads`] threads, the caller's included, and
+//! returns when all are done; with one thread or one task it runs on the
+//! caller's thread and touches no pool. Tasks are handed out one by one
+//! from an atomic counter, so uneven tasks balance.
+//!
+//! **The micro-kernel** (the BLIS micro-kernel, Van Zee & van de Geijn,
+//! "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", ACM
+//! TOMS 41(3), 2015, §3): `C[MR×NR] = C + A·B` over `kc` steps from packed
+//! panels, the `MR × NR` accumulators in vector registers. Each product is
+//! rounded, then added (no fused multiply-add), and `k` runs in order, so a
+//! contraction computed by it gives the bits of the plain loop nest
+//! `acc = acc + a·b` that the C printer prints with `-ffp-contract=off`
+//! (the printers' invariant, `tgc_core::cpu::loop_ir`). On AMD Zen 1 the
+//! separate multiply and add pipes make this as fast as FMA; the AVX
+//! variant is chosen at run time (`is_x86_feature_detected!`), the
+//! portable loop (auto-vectorised: SSE2, NEON) elsewhere.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Rows of the micro-kernel's register tile.
+pub const MR: usize = 6;
+/// Columns of the micro-kernel's register tile (two 8-lane vectors).
+pub const NR: usize = 16;
+
+/// The C declaration of [`Rt`], printed into every generated C unit.
+pub const C_DECL: &str = "/* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
+typedef struct tgc_rt {
+    /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
+    void (*parallel_for)(const struct tgc_rt* rt, int64_t n, void (*body)(void* ctx, int64_t t), void* ctx);
+    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR; c starts at 0 when accumulate == 0. */
+    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int32_t accumulate);
+    /* Threads parallel_for may use (>= 1). */
+    int64_t threads;
+} tgc_rt;
+";
+
+/// A task body as generated C passes it: `body(ctx, t)`.
+pub type CTask = unsafe extern "C" fn(ctx: *mut c_void, t: i64);
+
+/// The runtime table generated C receives (layout: [`C_DECL`]).
+#[repr(C)]
+pub struct Rt {
+    /// [`Rt::parallel_for`] for C callers.
+    pub parallel_for: unsafe extern "C" fn(rt: *const Rt, n: i64, body: CTask, ctx: *mut c_void),
+    /// [`ukernel`] for C callers.
+    pub ukernel: unsafe extern "C" fn(kc: i64, a: *const f32, b: *const f32, c: *mut f32, ldc: i64, accumulate: i32),
+    /// The threads [`Rt::parallel_for`] may use (≥ 1).
+    pub threads: i64,
+}
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the number of threads generated kernels use from now on (`n ≥ 1`;
+/// 0 means the default: `$TGC_NUM_THREADS` when it is a positive integer,
+/// else the available cores). The pool is made once; a count above its
+/// size queues tasks on it, it does not grow it.
+pub fn set_threads(n: usize) {
+    THREADS.store(n, Ordering::Relaxed);
+}
+
+/// The number of threads generated kernels use: [`set_threads`]'s value,
+/// else `$TGC_NUM_THREADS`, else the available cores.
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => default_threads(),
+        n => n,
+    }
+}
+
+fn default_threads() -> usize {
+    static DEFAULT: OnceLock<usize> = OnceLock::new();
+    *DEFAULT.get_or_init(|| {
+        std::env::var("TGC_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(cores)
+    })
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The pool: one worker per core but one (the caller of `parallel_for`
+/// works too), at least one. `None` when the system refuses threads: then
+/// every task runs on the caller's thread.
+fn pool() -> Option<&'static rayon_core::ThreadPool> {
+    static POOL: OnceLock<Option<rayon_core::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon_core::ThreadPoolBuilder::new()
+            .num_threads(cores().saturating_sub(1).max(1))
+            .thread_name(|i| format!("tgc-cpu-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+impl Rt {
+    /// The table for the current thread count ([`threads`]).
+    pub fn current() -> Rt {
+        Rt { parallel_for: c_parallel_for, ukernel: c_ukernel, threads: threads() as i64 }
+    }
+
+    /// Runs `body(t)` for every `t` in `0..n` on at most `self.threads`
+    /// threads (the caller's included) and returns when all are done.
+    pub fn parallel_for(&self, n: i64, body: &(dyn Fn(i64) + Sync)) {
+        let workers = (self.threads.max(1)).min(n.max(0)) as usize;
+        let pool = if workers > 1 { pool() } else { None };
+        let Some(pool) = pool else {
+            (0..n).for_each(body);
+            return;
+        };
+        let next = AtomicI64::new(0);
+        let work = || loop {
+            let t = next.fetch_add(1, Ordering::Relaxed);
+            if t >= n {
+                break;
+            }
+            body(t);
+        };
+        pool.in_place_scope(|s| {
+            for _ in 1..workers {
+                s.spawn(|_| work());
+            }
+            work();
+        });
+    }
+}
+
+/// A raw context pointer that may cross threads: the generated task body
+/// only reads it and writes disjoint parts of the buffers it points to.
+struct SendPtr(*mut c_void);
+// SAFETY: see the type's doc; `c_parallel_for`'s caller promises it.
+unsafe impl Sync for SendPtr {}
+
+/// [`Rt::parallel_for`] with a C body.
+///
+/// # Safety
+/// `rt` points to a live [`Rt`]; `body(ctx, t)` may be called from several
+/// threads at once for distinct `t`, which the generated code allows.
+unsafe extern "C" fn c_parallel_for(rt: *const Rt, n: i64, body: CTask, ctx: *mut c_void) {
+    let ctx = SendPtr(ctx);
+    // SAFETY: the caller passes the table it was given.
+    let rt = unsafe { &*rt };
+    rt.parallel_for(n, &|t| {
+        let ctx = &ctx;
+        // SAFETY: as the function's contract says.
+        unsafe { body(ctx.0, t) }
+    });
+}
+
+/// [`ukernel`] for C callers.
+///
+/// # Safety
+/// As [`ukernel_raw`].
+unsafe extern "C" fn c_ukernel(kc: i64, a: *const f32, b: *const f32, c: *mut f32, ldc: i64, accumulate: i32) {
+    // SAFETY: forwarded contract.
+    unsafe { ukernel_raw(kc.max(0) as usize, a, b, c, ldc as usize, accumulate != 0) }
+}
+
+/// `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + Σ_p a[p*MR + i]·b[p*NR + j]`
+/// for `i < MR`, `j < NR`, `p` from 0 to `kc - 1` in order, each product
+/// rounded before it is added.
+///
+/// Panics when a slice is shorter than that needs (`a`: `kc·MR`, `b`:
+/// `kc·NR`, `c`: `(MR-1)·ldc + NR`, `ldc ≥ NR`).
+pub fn ukernel(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, accumulate: bool) {
+    assert!(a.len() >= kc * MR && b.len() >= kc * NR && ldc >= NR && c.len() >= (MR - 1) * ldc + NR);
+    // SAFETY: the lengths were checked above.
+    unsafe { ukernel_raw(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), ldc, accumulate) }
+}
+
+/// [`ukernel`] on raw pointers.
+///
+/// # Safety
+/// `a` holds `kc·MR` floats, `b` `kc·NR`, `c` rows `i < MR` of `NR` floats
+/// at `c + i·ldc`, none of `c`'s overlapping `a` or `b`.
+pub unsafe fn ukernel_raw(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+    static BEST: OnceLock<Kernel> = OnceLock::new();
+    let k = BEST.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            return ukernel_avx as Kernel;
+        }
+        ukernel_portable as Kernel
+    });
+    // SAFETY: forwarded contract; the AVX variant only where AVX was detected.
+    unsafe { k(kc, a, b, c, ldc, accumulate) }
+}
+
+/// The portable micro-kernel: the accumulators in an array the compiler
+/// keeps in vector registers (SSE2 on x86-64, NEON on aarch64).
+///
+/// # Safety
+/// As [`ukernel_raw`].
+unsafe fn ukernel_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    let mut acc = [[0.0f32; NR]; MR];
+    if accumulate {
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: row i of c holds NR floats.
+            row.copy_from_slice(unsafe { std::slice::from_raw_parts(c.add(i * ldc), NR) });
+        }
+    }
+    for p in 0..kc {
+        // SAFETY: a holds kc·MR and b kc·NR floats.
+        let (ap, bp) = unsafe { (&*(a.add(p * MR) as *const [f32; MR]), &*(b.add(p * NR) as *const [f32; NR])) };
+        for i in 0..MR {
+            for j in 0..NR {
+                acc[i][j] += ap[i] * bp[j];
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: row i of c holds NR floats and overlaps neither panel.
+        unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), NR) }.copy_from_slice(row);
+    }
+}
+
+/// The AVX micro-kernel: 12 accumulators of 8 lanes (6 rows × 2 vectors),
+/// one broadcast of `a` and two vectors of `b` per step — 15 of the 16
+/// `ymm` registers.
+///
+/// # Safety
+/// As [`ukernel_raw`], on a CPU with AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn ukernel_avx(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the pointer ranges of the function's contract.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        if accumulate {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row[0] = _mm256_loadu_ps(c.add(i * ldc));
+                row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
+            }
+        }
+        for p in 0..kc {
+            let b0 = _mm256_loadu_ps(b.add(p * NR));
+            let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = _mm256_broadcast_ss(&*a.add(p * MR + i));
+                row[0] = _mm256_add_ps(row[0], _mm256_mul_ps(av, b0));
+                row[1] = _mm256_add_ps(row[1], _mm256_mul_ps(av, b1));
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            _mm256_storeu_ps(c.add(i * ldc), row[0]);
+            _mm256_storeu_ps(c.add(i * ldc + 8), row[1]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain nest `acc = acc + a·b` in `k` order, the bits the
+    /// micro-kernel promises.
+    fn naive(kc: usize, a: &[f32], b: &[f32], c0: &[f32], ldc: usize, accumulate: bool) -> Vec<f32> {
+        let mut c = c0.to_vec();
+        for i in 0..MR {
+            for j in 0..NR {
+                let mut acc = if accumulate { c[i * ldc + j] } else { 0.0 };
+                for p in 0..kc {
+                    acc += a[p * MR + i] * b[p * NR + j];
+                }
+                c[i * ldc + j] = acc;
+            }
+        }
+        c
+    }
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).max(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_variant_gives_the_plain_nests_bits() {
+        for (kc, ldc, accumulate) in [(0, NR, true), (1, NR, false), (7, 20, true), (300, 33, false), (64, NR, true)] {
+            let a = data(kc * MR, 1);
+            let b = data(kc * NR, 2);
+            let c0 = data((MR - 1) * ldc + NR, 3);
+            let want = naive(kc, &a, &b, &c0, ldc, accumulate);
+            let mut got = c0.clone();
+            ukernel(kc, &a, &b, &mut got, ldc, accumulate);
+            let mut portable = c0.clone();
+            // SAFETY: the lengths are those `ukernel` checks.
+            unsafe { ukernel_portable(kc, a.as_ptr(), b.as_ptr(), portable.as_mut_ptr(), ldc, accumulate) };
+            for (who, v) in [("dispatched", &got), ("portable", &portable)] {
+                // Columns past NR in each row are not the kernel's: untouched.
+                assert_eq!(
+                    v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    "{who} kc={kc} ldc={ldc} accumulate={accumulate}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_for_runs_every_task_once_on_the_asked_threads() {
+        for threads in [1, 2, 3, 8] {
+            let rt = Rt { threads, ..Rt::current() };
+            for n in [0, 1, 2, 5, 100] {
+                let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                rt.parallel_for(n as i64, &|t| {
+                    hits[t as usize].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "threads {threads}, n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_thread_runs_on_the_callers_thread() {
+        let rt = Rt { threads: 1, ..Rt::current() };
+        let me = std::thread::current().id();
+        rt.parallel_for(4, &|_| assert_eq!(std::thread::current().id(), me));
+    }
+
+    #[test]
+    fn the_c_entry_points_forward() {
+        extern "C" fn body(ctx: *mut c_void, t: i64) {
+            // SAFETY: ctx is the counter array below, t < its length.
+            let hits = unsafe { &*(ctx as *const [AtomicUsize; 9]) };
+            hits[t as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        let rt = Rt { threads: 2, ..Rt::current() };
+        let hits: [AtomicUsize; 9] = Default::default();
+        // SAFETY: rt is live; body only touches its own slot.
+        unsafe { (rt.parallel_for)(&rt, 9, body, &hits as *const _ as *mut c_void) };
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        let (a, b) = (data(3 * MR, 4), data(3 * NR, 5));
+        let mut c = vec![0.0f32; MR * NR];
+        // SAFETY: the panels and the tile have the sizes the contract names.
+        unsafe { (rt.ukernel)(3, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), NR as i64, 0) };
+        assert_eq!(c, naive(3, &a, &b, &vec![0.0; MR * NR], NR, false));
+    }
+}
