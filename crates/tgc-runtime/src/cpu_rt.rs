@@ -4,9 +4,10 @@
 //!
 //! Generated C reaches both through a [`Rt`] passed to its entry point
 //! (`int32_t SYMBOL(inputs, outputs, dims, const tgc_rt* rt)`, the C
-//! declaration is [`C_DECL`]); generated Rust calls [`Rt::parallel_for`] and
-//! [`ukernel`] directly. So there is one pool per process and one
-//! micro-kernel, whichever printer made the kernel.
+//! declaration is [`C_DECL`]); generated Rust calls [`ukernel`] directly
+//! (and runs its blocks on the caller's thread: sharing an output between
+//! threads would need `unsafe` in the user's crate). So there is one pool
+//! per process and one micro-kernel, whichever printer made the kernel.
 //!
 //! **The pool.** One `rayon-core` pool, made on first use with one worker
 //! per available core (less the caller, who works too). A call

@@ -26,6 +26,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
+use crate::cpu::packed::{Packed, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -222,7 +223,7 @@ fn paren(s: String) -> String {
     }
 }
 
-fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
+fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
     let out = p.buffer(k.out);
     let mut s = String::new();
     let _ = writeln!(s, "    // {}", kernel_summary(g, p, k));
@@ -238,9 +239,152 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel) -> String {
     let used = k.symbols();
     params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
     let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
-    nest(&mut s, p, k, &k.nest(), 2);
+    match k.packed.as_ref().and_then(|pk| pk.factors(k).map(|f| (pk, f))) {
+        Some((pk, factors)) => packed(&mut s, p, k, pk, factors, cp),
+        None => nest(&mut s, p, k, &k.nest(), 2),
+    }
     let _ = writeln!(s, "    }}");
     s
+}
+
+/// The body of a kernel on the packed contraction template
+/// ([`crate::cpu::packed`]), as `super::c` prints it (pack, micro-kernels,
+/// epilogue per batch point × `mc × nc` block), the blocks run in turn on
+/// the caller's thread: writing one output from several threads would need
+/// `unsafe` in the user's crate, which the printed Rust never contains.
+/// The micro-kernel is the runtime's (`cpu_rt::ukernel`).
+fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, &Expr), cp: &str) {
+    let Some(r) = &k.reduce else { return };
+    let rt = format!("{cp}::__private::cpu_rt");
+    let extent = |axes: &[usize]| {
+        dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::Rust)
+    };
+    let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
+    let red = k.loops.len();
+    let blocks = pk.blocks;
+    let _ = writeln!(
+        s,
+        "        let (pk_M, pk_N, pk_batch): (i64, i64, i64) = ({m_ext}, {n_ext}, {batch_ext});
+        let mut pk_mc: i64 = ((pk_M + {MR} - 1) / {MR} * {MR}).min({mc});
+        let mut pk_nc: i64 = ((pk_N + {NR} - 1) / {NR} * {NR}).min({nc});
+        let (pk_mt, pk_nt): (i64, i64) = ((pk_M + pk_mc - 1) / pk_mc, (pk_N + pk_nc - 1) / pk_nc);
+        for pk_t in 0i64..pk_batch * pk_mt * pk_nt {{
+            let pk_n0: i64 = pk_t % pk_nt * pk_nc;
+            let pk_t = pk_t / pk_nt;
+            let pk_m0: i64 = pk_t % pk_mt * pk_mc;
+            let pk_t = pk_t / pk_mt;",
+        mc = blocks.mc,
+        nc = blocks.nc,
+    );
+    for &v in pk.batch.iter().rev() {
+        let e = dim(&k.loops[v], Lang::Rust);
+        let _ = writeln!(s, "            let i{v}: i64 = pk_t % {e};\n            let pk_t = pk_t / {e};");
+    }
+    let _ = writeln!(
+        s,
+        "            let pk_mb: i64 = (pk_M - pk_m0).min(pk_mc);
+            let pk_nb: i64 = (pk_N - pk_n0).min(pk_nc);
+            let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
+            let pk_kin: i64 = {k_inner};
+            let pk_kstep: i64 = ({kc} / pk_kin).max(1);
+            let mut pk_a: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp * pk_kstep * pk_kin) as usize];
+            let mut pk_b: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_np * pk_kstep * pk_kin) as usize];
+            let mut pk_c: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp * pk_np) as usize];
+            let mut pk_ko: i64 = 0;
+            while pk_ko < {k_outer} {{
+                let pk_ke: i64 = (pk_ko + pk_kstep).min({k_outer});
+                let pk_kb: i64 = (pk_ke - pk_ko) * pk_kin;",
+        k_inner = dim(&Dim::product(&r.loops[1..]), Lang::Rust),
+        k_outer = dim(&r.loops[0], Lang::Rust),
+        kc = blocks.kc,
+    );
+    for (panel, rows, valid, origin, axes, width, e) in
+        [("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b), ("pk_a", "pk_mp", "pk_mb", "pk_m0", &pk.m, MR, a)]
+    {
+        let _ = writeln!(
+            s,
+            "                for pk_j in 0i64..{rows} {{
+                    let pk_at: usize = (pk_j / {width} * pk_kb * {width} + pk_j % {width}) as usize;
+                    if pk_j < {valid} {{"
+        );
+        decode(s, k, &format!("{origin} + pk_j"), axes, 6);
+        s.push_str("                        let mut pk_q: usize = pk_at;\n");
+        let mut depth = 6;
+        for (j, d) in r.loops.iter().enumerate() {
+            let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
+            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = red + j, w = depth * 4);
+            depth += 1;
+        }
+        let _ = writeln!(s, "{:w$}{panel}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
+        while depth > 6 {
+            depth -= 1;
+            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+        }
+        let _ = writeln!(
+            s,
+            "                    }} else {{
+                        for pk_q in 0..pk_kb as usize {{
+                            {panel}[pk_at + pk_q * {width}] = 0.0f32;
+                        }}
+                    }}
+                }}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "                for pk_jr in (0..pk_np).step_by({NR}) {{
+                    for pk_ir in (0..pk_mp).step_by({MR}) {{
+                        let pk_ci = (pk_ir * pk_np + pk_jr) as usize;
+                        {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, pk_ko > 0);
+                    }}
+                }}
+                pk_ko = pk_ke;
+            }}
+            for pk_i in 0i64..pk_mb {{"
+    );
+    decode(s, k, "pk_m0 + pk_i", &pk.m, 4);
+    s.push_str("                for pk_j in 0i64..pk_nb {\n");
+    decode(s, k, "pk_n0 + pk_j", &pk.n, 5);
+    s.push_str("                    let acc: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];\n");
+    let _ = writeln!(
+        s,
+        "                    {}[{} as usize] = {};
+                }}
+            }}
+        }}",
+        p.buffer(k.out).name,
+        paren(aff(&k.store_index, Lang::Rust)),
+        stored(p, k)
+    );
+}
+
+/// The kernel's value at the current output point, converted to the output's storage type.
+fn stored(p: &Program, k: &Kernel) -> String {
+    let out = p.buffer(k.out);
+    let v = expr(p, &k.value);
+    match out.dtype {
+        DType::F16 | DType::BF16 => format!("{}::from_f32({v})", storage_ty(out.dtype)),
+        _ => v,
+    }
+}
+
+/// Declares the loop variables of `axes` (nest order) at the flat index
+/// `flat` of their row-major product, at indentation `depth`.
+fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) {
+    let w = depth * 4;
+    if let [v] = axes {
+        let _ = writeln!(s, "{:w$}let i{v}: i64 = {flat};", "");
+        return;
+    }
+    let _ = writeln!(s, "{:w$}let pk_f: i64 = {flat};", "");
+    for (j, &v) in axes.iter().enumerate().rev() {
+        if j == 0 {
+            let _ = writeln!(s, "{:w$}let i{v}: i64 = pk_f;", "");
+        } else {
+            let e = dim(&k.loops[v], Lang::Rust);
+            let _ = writeln!(s, "{:w$}let i{v}: i64 = pk_f % {e};\n{:w$}let pk_f: i64 = pk_f / {e};", "", "");
+        }
+    }
 }
 
 /// Prints `n` at indentation `depth`, its points as [`point`]. A tile loop
@@ -269,7 +413,6 @@ fn nest(s: &mut String, p: &Program, k: &Kernel, n: &Nest, depth: usize) {
 
 /// One output point at indentation `depth`: the reduction, then the store.
 fn point(s: &mut String, p: &Program, k: &Kernel, depth: usize) {
-    let out = p.buffer(k.out);
     let mut depth = depth;
     let open = |s: &mut String, depth: &mut usize, var: usize, extent: &Dim| {
         let _ = writeln!(s, "{:w$}for i{var} in 0i64..{} {{", "", dim(extent, Lang::Rust), w = *depth * 4);
@@ -314,17 +457,13 @@ fn point(s: &mut String, p: &Program, k: &Kernel, depth: usize) {
             let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
         }
     }
-    let v = expr(p, &k.value);
-    let stored = match out.dtype {
-        DType::F16 | DType::BF16 => format!("{}::from_f32({v})", storage_ty(out.dtype)),
-        _ => v,
-    };
     let _ = writeln!(
         s,
-        "{:w$}{}[{} as usize] = {stored};",
+        "{:w$}{}[{} as usize] = {};",
         "",
-        out.name,
+        p.buffer(k.out).name,
         paren(aff(&k.store_index, Lang::Rust)),
+        stored(p, k),
         w = depth * 4
     );
 }
@@ -479,7 +618,7 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
         }
     }
     for k in &p.kernels {
-        s.push_str(&kernel(g, p, k));
+        s.push_str(&kernel(g, p, k, cp));
     }
     let n = dims.len();
     let _ = writeln!(

@@ -97,15 +97,18 @@ type RustEntry =
 /// The `half` rlib this test binary was built with, and its dependency folder.
 fn half_rlib() -> (PathBuf, PathBuf) {
     let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
-    let mut rlibs: Vec<PathBuf> = std::fs::read_dir(&deps)
+    (newest_rlib(&deps, "libhalf-"), deps)
+}
+
+/// The newest `PREFIX*.rlib` in `deps` (the test build's dependencies).
+fn newest_rlib(deps: &std::path::Path, prefix: &str) -> PathBuf {
+    let mut rlibs: Vec<PathBuf> = std::fs::read_dir(deps)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libhalf-") && n.ends_with(".rlib"))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.ends_with(".rlib")))
         .collect();
     rlibs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    (rlibs.pop().expect("the half rlib of this build"), deps)
+    rlibs.pop().unwrap_or_else(|| panic!("no {prefix}*.rlib in {}", deps.display()))
 }
 
 /// The test wrapper: an `extern "C"` entry calling the generated `body`.
@@ -135,7 +138,7 @@ fn rust_wrapper(g: &Graph) -> String {
         })
         .collect();
     format!(
-        "#[allow(unused_imports)]\nmod tgc {{ pub use ::half; }}\n\
+        "#[allow(unused_imports)]\nmod tgc {{ pub use ::half; pub mod __private {{ pub use ::tgc_runtime::cpu_rt; }} }}\n\
          #[no_mangle]\n\
          pub unsafe extern \"C\" fn run(ins: *const *const u8, in_lens: *const usize, outs: *const *mut u8, out_lens: *const usize, dims: *const i64, ndims: usize) -> i32 {{\n\
          \x20   match body({}, {}, std::slice::from_raw_parts(dims, ndims)) {{ Ok(()) => 0, Err(_) => 2 }}\n\
@@ -180,6 +183,8 @@ pub fn compile_with(g: &Graph, opts: &crate::cpu::Options) -> Compiled {
         .arg(format!("dependency={}", deps.display()))
         .arg("--extern")
         .arg(format!("half={}", half.display()))
+        .arg("--extern")
+        .arg(format!("tgc_runtime={}", newest_rlib(&deps, "libtgc_runtime-").display()))
         .arg(&rs_path)
         .output()
         .unwrap();
@@ -204,10 +209,28 @@ impl Compiled {
     /// accepts the dims, asserts that both agree with it.
     pub fn run(&self, inputs: &[Vec<f64>], dims: &[i64]) -> (Run, Run) {
         assert_eq!(inputs.len(), self.ins.len(), "one value list per input");
-        let ins: Vec<Vec<u8>> = inputs.iter().zip(&self.ins).map(|(v, dt)| encode(v, *dt)).collect();
+        // Empty buffers still get an allocation: a `Vec`'s dangling pointer
+        // is not aligned for the wider element types the wrapper views.
+        let ins: Vec<Vec<u8>> = inputs
+            .iter()
+            .zip(&self.ins)
+            .map(|(v, dt)| {
+                let mut b = encode(v, *dt);
+                b.reserve(8);
+                b
+            })
+            .collect();
         let lens = output_lens(&self.graph, dims);
-        let fresh =
-            || -> Vec<Vec<u8>> { lens.iter().zip(&self.outs).map(|(n, dt)| vec![0u8; n * dt.size_bytes()]).collect() };
+        let fresh = || -> Vec<Vec<u8>> {
+            lens.iter()
+                .zip(&self.outs)
+                .map(|(n, dt)| {
+                    let mut b = vec![0u8; n * dt.size_bytes()];
+                    b.reserve(8);
+                    b
+                })
+                .collect()
+        };
         let in_ptrs: Vec<*const u8> = ins.iter().map(|b| b.as_ptr()).collect();
         let in_lens: Vec<usize> = inputs.iter().map(|v| v.len()).collect();
 
