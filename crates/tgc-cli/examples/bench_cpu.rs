@@ -1,0 +1,451 @@
+//! Benchmark (not a test): tgc's generated CPU kernels against NumPy
+//! (OpenBLAS) and ONNX Runtime, measured in the same run with the same
+//! number of threads on both sides.
+//!
+//! ```text
+//! bash scripts/bench_cpu.sh [RUNS] [--threads 1,2] [--only gemm|softmax|layernorm|conv] [--peak-gflops F]
+//! cargo run --release -p tgc-cli --example bench_cpu -- [the same arguments]
+//! ```
+//!
+//! The script installs the peers (pinned) into `.toolchain/bench` and runs
+//! this example with them on `PYTHONPATH`; run directly, the example uses
+//! whatever `$PYTHON` (default `python3`) imports.
+//!
+//! Cases, all f32:
+//! - GEMM `y = matmul(x, w)`, M×N×K = 128×1536×384, 512³, 1024³, 2048³;
+//! - softmax over the last axis of `[4096, 1024]`;
+//! - layernorm over the last axis of `[4096, 384]`, with gamma and beta
+//!   (eps 1e-5, the DSL's default);
+//! - conv 3×3 stride 1 pad 1 with bias → ReLU → max pool 2×2 stride 2,
+//!   NCHW, N = 1, C = K = 64 at 56×56, 128 at 28×28, 256 at 14×14 (the
+//!   shapes of `bench_conv_pool`).
+//!
+//! Each case is compiled once as `bench_conv_pool` compiles it (C through
+//! [`CompiledCpu`], the default [`Options`]: fused regions, packed
+//! contractions) on the inputs of [`pipeline::sample_inputs`]. Then, for
+//! each thread count `n` of `--threads` (default 1,2): tgc's kernel with
+//! [`cpu_rt::set_threads`]`(n)`, one warm-up `run_into`, the median of RUNS
+//! calls (default 5); then `scripts/bench_cpu_peers.py` in a fresh Python
+//! process with `n` threads (OpenBLAS's, ONNX Runtime's intra-op pool) on the
+//! same inputs (written as `.npy`), timed the same way. The peers write their
+//! outputs back, and each row gives their largest absolute difference from
+//! tgc's output.
+//!
+//! Printed per row: tgc's median ms and rate, then for each peer its median
+//! ms and peer/tgc (≥ 1 means tgc is faster). Rates: GEMM GFLOP/s
+//! (2·M·N·K per call) and the fraction of the f32 peak of `n` cores (at most
+//! the machine's); softmax and layernorm GB/s (every tensor read or written
+//! once); conv GFLOP/s of the convolution (2·K·C·9·H·W). The peak of a core
+//! is 32 f32 flops per cycle (two 8-lane FMAs per cycle, AVX2) times the
+//! clock of `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
+//!
+//! A missing peer (no Python, NumPy or ONNX Runtime) prints `-`, and once
+//! what is missing and how to install it. Exits 1 when a tgc kernel fails to
+//! compile or run.
+
+use std::collections::HashSet;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use serde_json::{json, Value};
+use tgc_core::pipeline::{self, CompiledCpu, Format, Options, RunError};
+use tgc_runtime::{cpu_rt, npy, HostTensor};
+
+/// The peers' script, run as `$PYTHON bench_cpu_peers.py CASE_JSON`.
+const PEER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench_cpu_peers.py");
+
+/// The peers the script times, in the order of their columns.
+const PEERS: [&str; 2] = ["numpy", "onnxruntime"];
+
+/// f32 flops per cycle of one core: two 8-lane FMA pipes (AVX2).
+const FLOPS_PER_CYCLE: f64 = 32.0;
+
+/// tgc's CPU kernels against NumPy and ONNX Runtime (see the module doc).
+#[derive(Parser)]
+struct Args {
+    /// Timed runs per case and thread count; the median is printed.
+    #[arg(default_value = "5")]
+    runs: NonZeroUsize,
+    /// Thread counts, each used by tgc and by the peers in turn.
+    #[arg(long, value_delimiter = ',', default_values = ["1", "2"])]
+    threads: Vec<NonZeroUsize>,
+    /// Only this family of cases.
+    #[arg(long)]
+    only: Option<Family>,
+    /// The f32 peak of one core in GFLOP/s, instead of 32 flops/cycle × the
+    /// clock in /proc/cpuinfo.
+    #[arg(long)]
+    peak_gflops: Option<f64>,
+}
+
+/// A family of cases, printed as one table.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Family {
+    Gemm,
+    Softmax,
+    Layernorm,
+    Conv,
+}
+
+/// One benchmark case.
+#[derive(Clone, Copy)]
+enum Case {
+    /// `y[M, N] = x[M, K] · w[K, N]`.
+    Gemm { m: usize, n: usize, k: usize },
+    /// Softmax over the last axis of `x[rows, cols]`.
+    Softmax { rows: usize, cols: usize },
+    /// Layernorm over the last axis of `x[rows, cols]`, gamma and beta `[cols]`.
+    Layernorm { rows: usize, cols: usize },
+    /// Conv of `x[1, c, hw, hw]` with `k` 3×3 filters and a bias, ReLU, max pool.
+    Conv { c: usize, hw: usize, k: usize },
+}
+
+const CASES: [Case; 9] = [
+    Case::Gemm { m: 128, n: 1536, k: 384 },
+    Case::Gemm { m: 512, n: 512, k: 512 },
+    Case::Gemm { m: 1024, n: 1024, k: 1024 },
+    Case::Gemm { m: 2048, n: 2048, k: 2048 },
+    Case::Softmax { rows: 4096, cols: 1024 },
+    Case::Layernorm { rows: 4096, cols: 384 },
+    Case::Conv { c: 64, hw: 56, k: 64 },
+    Case::Conv { c: 128, hw: 28, k: 128 },
+    Case::Conv { c: 256, hw: 14, k: 256 },
+];
+
+impl Case {
+    fn family(self) -> Family {
+        match self {
+            Case::Gemm { .. } => Family::Gemm,
+            Case::Softmax { .. } => Family::Softmax,
+            Case::Layernorm { .. } => Family::Layernorm,
+            Case::Conv { .. } => Family::Conv,
+        }
+    }
+
+    /// The row label.
+    fn label(self) -> String {
+        match self {
+            Case::Gemm { m, n, k } => format!("{m}x{n}x{k}"),
+            Case::Softmax { rows, cols } | Case::Layernorm { rows, cols } => format!("{rows}x{cols}"),
+            Case::Conv { c, hw, k } => format!("C={c} K={k} HW={hw}"),
+        }
+    }
+
+    /// The graph in the DSL.
+    fn graph(self) -> String {
+        match self {
+            Case::Gemm { m, n, k } => format!(
+                "graph gemm_{m}x{n}x{k}(x: f32[{m}, {k}], w: f32[{k}, {n}]) -> (y: f32[{m}, {n}]) {{\n    \
+                 y = matmul(x, w)\n    return y\n}}\n"
+            ),
+            Case::Softmax { rows, cols } => format!(
+                "graph softmax_{rows}x{cols}(x: f32[{rows}, {cols}]) -> (y: f32[{rows}, {cols}]) {{\n    \
+                 y = softmax(x, axis=-1)\n    return y\n}}\n"
+            ),
+            Case::Layernorm { rows, cols } => format!(
+                "graph layernorm_{rows}x{cols}(x: f32[{rows}, {cols}], g: f32[{cols}], b: f32[{cols}]) \
+                 -> (y: f32[{rows}, {cols}]) {{\n    y = layernorm(x, g, b, axis=-1, eps=1e-5)\n    return y\n}}\n"
+            ),
+            Case::Conv { c, hw, k } => format!(
+                "graph conv_pool_c{c}_hw{hw}(x: f32[1, {c}, {hw}, {hw}], w: f32[{k}, {c}, 3, 3], b: f32[{k}]) \
+                 -> (y: f32[1, {k}, {o}, {o}]) {{\n    \
+                 c = conv2d(x, w, bias=b, stride=[1, 1], pad=[1, 1])\n    r = relu(c)\n    \
+                 y = maxpool2d(r, kernel=[2, 2], stride=[2, 2], pad=[0, 0])\n    return y\n}}\n",
+                o = hw / 2
+            ),
+        }
+    }
+
+    /// The case's `op` for `bench_cpu_peers.py`.
+    fn peer_op(self) -> &'static str {
+        match self {
+            Case::Gemm { .. } => "gemm",
+            Case::Softmax { .. } => "softmax",
+            Case::Layernorm { .. } => "layernorm",
+            Case::Conv { .. } => "conv_relu_pool",
+        }
+    }
+
+    /// The work of one call in the unit of the rate column: flops (GEMM,
+    /// conv) or bytes read and written (softmax, layernorm).
+    fn work(self) -> f64 {
+        let f = |v: usize| v as f64;
+        match self {
+            Case::Gemm { m, n, k } => 2.0 * f(m) * f(n) * f(k),
+            Case::Softmax { rows, cols } => 4.0 * 2.0 * f(rows) * f(cols),
+            Case::Layernorm { rows, cols } => 4.0 * (2.0 * f(rows) * f(cols) + 2.0 * f(cols)),
+            Case::Conv { c, hw, k } => 2.0 * f(k) * f(c) * 9.0 * f(hw) * f(hw),
+        }
+    }
+}
+
+impl Family {
+    /// The table's title and the header of its rate column(s).
+    fn heading(self) -> (&'static str, String) {
+        match self {
+            Family::Gemm => ("f32 GEMM y = matmul(x, w), MxNxK", format!("{:>8} {:>6}", "GF/s", "%peak")),
+            Family::Softmax => ("f32 softmax over the last axis, rows x cols", format!("{:>8}", "GB/s")),
+            Family::Layernorm => ("f32 layernorm over the last axis, rows x cols", format!("{:>8}", "GB/s")),
+            Family::Conv => ("f32 conv 3x3 s1 p1 + bias -> ReLU -> maxpool 2x2 s2, N=1", format!("{:>8}", "GF/s")),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runs = args.runs.get();
+    let peak = match peak_per_core(args.peak_gflops) {
+        Ok((gflops, source)) => {
+            println!("f32 peak per core: {gflops:.1} GFLOP/s ({source})");
+            Some(gflops)
+        }
+        Err(e) => {
+            println!("f32 peak per core unknown ({e}): %peak not printed; pass --peak-gflops");
+            None
+        }
+    };
+    let threads: Vec<String> = args.threads.iter().map(|n| n.to_string()).collect();
+    println!(
+        "median of {runs} runs after one warm-up, threads {}; ratio = peer ms / tgc ms (>= 1: tgc faster); \
+         max|d| = largest |peer - tgc| of the outputs",
+        threads.join(",")
+    );
+    let dir = std::env::temp_dir().join(format!("tgc-bench-cpu-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("bench_cpu: cannot create the work directory {}: {e}", dir.display());
+        return ExitCode::from(1);
+    }
+    let mut peers = Peers::new();
+    let mut failed = false;
+    for family in [Family::Gemm, Family::Softmax, Family::Layernorm, Family::Conv] {
+        if args.only.is_some_and(|f| f != family) {
+            continue;
+        }
+        let (title, rate) = family.heading();
+        println!("\n== {title}");
+        println!(
+            "{:<18} {:>3} {:>9} {rate} {:>9} {:>7} {:>9} {:>7} {:>9} {:>9}",
+            "case", "thr", "tgc ms", "numpy ms", "ratio", "ort ms", "ratio", "max|d| np", "max|d| ort"
+        );
+        for case in CASES.into_iter().filter(|c| c.family() == family) {
+            if let Err(e) = bench_case(case, &args, peak, &dir, &mut peers) {
+                eprintln!("bench_cpu: {} {}: {e}", case.peer_op(), case.label());
+                failed = true;
+            }
+        }
+    }
+    if let Some(v) = &peers.versions {
+        println!("\npeers: {v} (scripts/bench_cpu_peers.py)");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Compiles `case`, then times it and its peers at each thread count of
+/// `args`, printing one row per thread count.
+///
+/// Errors: tgc's (load, compile, run) and the work directory's; a peer's
+/// failure is only noted.
+fn bench_case(case: Case, args: &Args, peak: Option<f64>, dir: &Path, peers: &mut Peers) -> Result<(), String> {
+    let runs = args.runs.get();
+    let g = pipeline::load(&case.graph(), Format::Dsl, None).map_err(|d| d.render("bench_cpu"))?.graph;
+    let inputs = pipeline::sample_inputs(&g).map_err(|d| d.render("bench_cpu"))?;
+    let kernel = CompiledCpu::new(&g, &Options::default(), dir).map_err(run_error)?;
+    let mut outputs = kernel.run(&inputs, &[]).map_err(run_error)?;
+    let case_dir = dir.join(format!("{}_{}", case.peer_op(), case.label().replace([' ', '='], "")));
+    std::fs::create_dir_all(&case_dir).map_err(|e| format!("{}: {e}", case_dir.display()))?;
+    let mut paths = Vec::new();
+    for (i, t) in inputs.iter().enumerate() {
+        let path = case_dir.join(format!("input{i}.npy"));
+        npy::write_npy(&path, t).map_err(|e| format!("{}: {e}", path.display()))?;
+        paths.push(path);
+    }
+    let mut request = json!({
+        "op": case.peer_op(),
+        "shapes": inputs.iter().map(HostTensor::shape).collect::<Vec<_>>(),
+        "runs": runs,
+        "inputs": paths,
+        "output_dir": case_dir,
+    });
+    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    for &n in &args.threads {
+        cpu_rt::set_threads(n.get());
+        let ms = median_ms(runs, || kernel.run_into(&inputs, &mut outputs, &[])).map_err(run_error)?;
+        let rate = case.work() / ms / 1e6;
+        let rate_cols = match (case.family(), peak) {
+            (Family::Gemm, Some(p)) => format!("{rate:>8.1} {:>5.0}%", 100.0 * rate / (p * n.get().min(cores) as f64)),
+            (Family::Gemm, None) => format!("{rate:>8.1} {:>6}", "-"),
+            _ => format!("{rate:>8.1}"),
+        };
+        let mut row = format!("{:<18} {n:>3} {ms:>9.3} {rate_cols}", case.label());
+        request["threads"] = json!(n.get());
+        let results = peers.run(&request, &outputs[0]);
+        for r in &results {
+            match r.ms {
+                Some(p) => row.push_str(&format!(" {p:>9.3} {:>7.2}", p / ms)),
+                None => row.push_str(&format!(" {:>9} {:>7}", "-", "-")),
+            }
+        }
+        for r in &results {
+            match r.max_diff {
+                Some(d) => row.push_str(&format!(" {d:>9.1e}")),
+                None => row.push_str(&format!(" {:>9}", "-")),
+            }
+        }
+        println!("{row}");
+    }
+    Ok(())
+}
+
+/// Median wall time of `runs` calls of `call`, in ms, after one warm-up call.
+fn median_ms<E>(runs: usize, mut call: impl FnMut() -> Result<(), E>) -> Result<f64, E> {
+    call()?;
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        call()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
+}
+
+fn run_error(e: RunError) -> String {
+    match e {
+        RunError::Diag(d) => d.render("bench_cpu"),
+        RunError::Runtime(e) => e.to_string(),
+    }
+}
+
+/// The f32 peak of one core in GFLOP/s, and where the number comes from:
+/// `flag`, else [`FLOPS_PER_CYCLE`] × the first "cpu MHz" of /proc/cpuinfo.
+fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
+    if let Some(gflops) = flag {
+        return Ok((gflops, "--peak-gflops".into()));
+    }
+    let info = std::fs::read_to_string("/proc/cpuinfo").map_err(|e| format!("/proc/cpuinfo: {e}"))?;
+    let mhz = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .ok_or("no \"cpu MHz\" in /proc/cpuinfo")?;
+    Ok((
+        FLOPS_PER_CYCLE * mhz / 1e3,
+        format!("{FLOPS_PER_CYCLE} flops/cycle x {mhz} MHz, the first \"cpu MHz\" of /proc/cpuinfo"),
+    ))
+}
+
+/// One peer's numbers for one row; `None` where it did not run (the reason
+/// is noted on stderr).
+struct PeerResult {
+    /// Median ms of one call.
+    ms: Option<f64>,
+    /// Largest absolute difference of its output from tgc's.
+    max_diff: Option<f64>,
+}
+
+/// The peers' runner: the Python to run `bench_cpu_peers.py` with, the
+/// problems reported so far (each is printed once) and the peers' versions.
+struct Peers {
+    python: String,
+    reported: HashSet<String>,
+    versions: Option<String>,
+}
+
+impl Peers {
+    fn new() -> Peers {
+        Peers {
+            python: std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()),
+            reported: HashSet::new(),
+            versions: None,
+        }
+    }
+
+    /// Prints `message` on stderr unless it was printed before.
+    fn note(&mut self, message: String) {
+        if self.reported.insert(message.clone()) {
+            eprintln!("bench_cpu: {message}");
+        }
+    }
+
+    /// Times the peers on `request` (the case as `bench_cpu_peers.py` reads
+    /// it) and compares their outputs with tgc's `want`. One result per
+    /// [`PEERS`] entry.
+    fn run(&mut self, request: &Value, want: &HostTensor) -> Vec<PeerResult> {
+        let none = || PEERS.iter().map(|_| PeerResult { ms: None, max_diff: None }).collect();
+        let reply = match self.ask(&request.to_string()) {
+            Ok(r) => r,
+            Err(e) => {
+                self.note(e);
+                return none();
+            }
+        };
+        if self.versions.is_none() {
+            self.versions = reply["versions"].as_object().map(|v| {
+                v.iter().filter_map(|(k, v)| Some(format!("{k} {}", v.as_str()?))).collect::<Vec<_>>().join(", ")
+            });
+        }
+        let empty = Vec::new();
+        let replies = reply["peers"].as_array().unwrap_or(&empty);
+        PEERS
+            .iter()
+            .map(|&name| {
+                let Some(r) = replies.iter().find(|r| r["name"] == name) else {
+                    self.note(format!("bench_cpu_peers.py gave no result for {name}"));
+                    return PeerResult { ms: None, max_diff: None };
+                };
+                if let Some(e) = r["error"].as_str() {
+                    self.note(format!("{name}: {e}"));
+                }
+                let max_diff = r["output"].as_str().and_then(|path| match max_abs_diff(Path::new(path), want) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        self.note(format!("{name}: {e}"));
+                        None
+                    }
+                });
+                PeerResult { ms: r["ms"].as_f64(), max_diff }
+            })
+            .collect()
+    }
+
+    /// Runs `bench_cpu_peers.py` on the case `request` and parses its reply.
+    ///
+    /// Errors: Python cannot be started, the script fails (its stderr says
+    /// why, e.g. NumPy is missing) or prints no JSON.
+    fn ask(&self, request: &str) -> Result<Value, String> {
+        let out = Command::new(&self.python).arg(PEER_SCRIPT).arg(request).output().map_err(|e| {
+            format!(
+                "cannot run `{}` ({e}): install Python 3 or set PYTHON to one; \
+                 bash scripts/bench_cpu.sh then installs the peers",
+                self.python
+            )
+        })?;
+        if !out.status.success() {
+            return Err(format!(
+                "bench_cpu_peers.py failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("bench_cpu_peers.py printed no JSON result: {e}"))
+    }
+}
+
+/// The largest absolute difference between the `.npy` array at `path` and
+/// `want`, element by element.
+///
+/// Errors: the file cannot be read, or its shape is not `want`'s.
+fn max_abs_diff(path: &Path, want: &HostTensor) -> Result<f64, String> {
+    let got = npy::read_npy(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if got.shape() != want.shape() {
+        return Err(format!("output shape {:?}, tgc's is {:?}", got.shape(), want.shape()));
+    }
+    Ok(got.to_f64_vec().iter().zip(want.to_f64_vec()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max))
+}
