@@ -439,9 +439,74 @@ impl Printer<'_> {
             return s;
         }
         let params = kernel_params(p, k);
-        let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
-        self.nest(&mut s, k, &k.nest(), 1);
-        s.push_str("#pragma endscop\n}\n");
+        let nest = k.nest();
+        // A plain nest (no strips) runs its outermost loop in parts on the
+        // pool: `_rows` is the nest over `i0 ∈ [pk_lo, pk_hi)`.
+        let (Nest::Loop(outer, body), true) = (&nest, k.strips.is_empty()) else {
+            let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
+            self.nest(&mut s, k, &nest, 1);
+            s.push_str("#pragma endscop\n}\n");
+            return s;
+        };
+        let name = format!("tgc_{}_{symbol}", k.name);
+        let _ = writeln!(
+            s,
+            "static void {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{",
+            params.join(", ")
+        );
+        // The outermost extent is the caller's: its symbols may be unused here.
+        for x in p.dims().filter(|x| k.symbols().contains(*x)) {
+            let _ = writeln!(s, "    (void){};", sym_name(x));
+        }
+        s.push_str("#pragma scop\n");
+        let _ = writeln!(s, "    for (int64_t i{v} = pk_lo; i{v} < pk_hi; i{v} += 1) {{", v = outer.var);
+        self.nest(&mut s, k, body, 2);
+        s.push_str("    }\n#pragma endscop\n}\n\n");
+        let (bufs, syms) = ctx_fields(p, k);
+        ctx_struct(&mut s, &name, &bufs, &syms, "    int64_t nt;\n");
+        let extent = dim(&k.loops[0], Lang::C);
+        let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
+        let _ = writeln!(s, "    const struct {name}_ctx* pk_ctx = (const struct {name}_ctx*)pk_vctx;");
+        for (_, n) in &syms {
+            let _ = writeln!(s, "    const int64_t {n} = pk_ctx->{n};");
+        }
+        let _ = writeln!(s, "    const int64_t pk_e = {extent};");
+        let mut args: Vec<String> = bufs.iter().map(|(_, n)| format!("pk_ctx->{n}")).collect();
+        args.extend(syms.iter().map(|(_, n)| n.clone()));
+        args.extend(["pk_e * pk_t / pk_ctx->nt".to_string(), "pk_e * (pk_t + 1) / pk_ctx->nt".to_string()]);
+        let _ = writeln!(s, "    {name}_rows({});\n}}\n", args.join(", "));
+        let mut work: Vec<Dim> = k.loops.clone();
+        work.extend(k.reduce.iter().flat_map(|r| r.loops.iter().cloned()));
+        for e in k.computed_at() {
+            if let Expr::Reduce { loops, .. } = e {
+                work.extend(loops.iter().cloned());
+            }
+        }
+        let mut params = params;
+        params.push("const tgc_rt* rt".into());
+        let direct: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        let _ = writeln!(
+            s,
+            "static void {name}({})
+{{
+    /* About {MIN_TASK_POINTS} loop points a part, at most one part a thread. */
+    const int64_t pk_e = {extent};
+    int64_t pk_nt = {work} / {MIN_TASK_POINTS};
+    if (pk_nt > rt->threads) pk_nt = rt->threads;
+    if (pk_nt > pk_e) pk_nt = pk_e;
+    if (pk_nt <= 1) {{
+        {name}_rows({}, 0, pk_e);
+        return;
+    }}
+    struct {name}_ctx pk_ctx;",
+            params.join(", "),
+            direct.join(", "),
+            work = dim(&Dim::product(&work), Lang::C),
+        );
+        for n in &direct {
+            let _ = writeln!(s, "    pk_ctx.{n} = {n};");
+        }
+        let _ = writeln!(s, "    pk_ctx.nt = pk_nt;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n}}");
         s
     }
 
@@ -454,33 +519,16 @@ impl Printer<'_> {
         let p = self.p;
         let Some(r) = &k.reduce else { return };
         let name = format!("tgc_{}_{symbol}", k.name);
-        let used = k.symbols();
-        let syms: Vec<String> = p.dims().filter(|x| used.contains(*x)).map(|x| sym_name(x)).collect();
-        let mut bufs: Vec<(String, String)> = k
-            .reads()
-            .into_iter()
-            .map(|b| {
-                let b = p.buffer(b);
-                (format!("const {}*", storage_ty(b.dtype)), b.name.clone())
-            })
-            .collect();
-        let out = p.buffer(k.out);
-        bufs.push((format!("{}*", storage_ty(out.dtype)), out.name.clone()));
+        let (bufs, syms) = ctx_fields(p, k);
+        let syms: Vec<String> = syms.into_iter().map(|(_, n)| n).collect();
         let extent = |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
         let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
         let red = k.loops.len();
         let k_inner = dim(&Dim::product(&r.loops[1..]), Lang::C);
         let k_outer = dim(&r.loops[0], Lang::C);
 
-        // The context.
-        let _ = writeln!(s, "struct {name}_ctx {{");
-        for (ty, n) in &bufs {
-            let _ = writeln!(s, "    {ty} {n};");
-        }
-        for n in &syms {
-            let _ = writeln!(s, "    int64_t {n};");
-        }
-        s.push_str("    const tgc_rt* rt;\n    int64_t mc, nc, kc, mt, nt;\n    int32_t failed;\n};\n\n");
+        ctx_struct(s, &name, &bufs, &syms.iter().map(|n| ("int64_t".to_string(), n.clone())).collect::<Vec<_>>(),
+            "    const tgc_rt* rt;\n    int64_t mc, nc, kc, mt, nt;\n    int32_t failed;\n");
 
         // The task.
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
@@ -714,6 +762,39 @@ fn kernel_params(p: &Program, k: &Kernel) -> Vec<String> {
     params
 }
 
+/// Below this many loop points (output × reduce) a plain kernel runs on
+/// the caller's thread; above it, in parts of about this many points, one
+/// part a thread at most. A task costs a few microseconds on the pool
+/// (rayon's hand-off), about 10⁴ simple loop points.
+const MIN_TASK_POINTS: i64 = 32768;
+
+/// The fields a kernel's task context carries: `(type, name)` of the
+/// buffers it reads and writes, then of the symbols it uses.
+fn ctx_fields(p: &Program, k: &Kernel) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let mut bufs: Vec<(String, String)> = k
+        .reads()
+        .into_iter()
+        .map(|b| {
+            let b = p.buffer(b);
+            (format!("const {}*", storage_ty(b.dtype)), b.name.clone())
+        })
+        .collect();
+    let out = p.buffer(k.out);
+    bufs.push((format!("{}*", storage_ty(out.dtype)), out.name.clone()));
+    let used = k.symbols();
+    let syms = p.dims().filter(|x| used.contains(*x)).map(|x| ("int64_t".to_string(), sym_name(x))).collect();
+    (bufs, syms)
+}
+
+/// `struct NAME_ctx { fields…; extra }`.
+fn ctx_struct(s: &mut String, name: &str, bufs: &[(String, String)], syms: &[(String, String)], extra: &str) {
+    let _ = writeln!(s, "struct {name}_ctx {{");
+    for (ty, n) in bufs.iter().chain(syms) {
+        let _ = writeln!(s, "    {ty} {n};");
+    }
+    let _ = write!(s, "{extra}}};\n\n");
+}
+
 /// Declares the loop variables of `axes` (nest order) at the flat index
 /// `flat` of their row-major product, at indentation `depth`.
 fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) {
@@ -889,6 +970,10 @@ fn entry(p: &Program, symbol: &str) -> String {
             }
             s.push_str("        return 1;\n    }\n");
         } else {
+            if k.strips.is_empty() && !k.loops.is_empty() {
+                uses_rt = true;
+                args.push("rt".into());
+            }
             let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
         }
     }

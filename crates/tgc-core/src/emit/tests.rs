@@ -481,10 +481,12 @@ fn padded_row_max_snapshots() {
     let c = super::c::emit_c(&g, "rowmax").unwrap();
     expect_test::expect![[r#"
         /* k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register */
-        static void tgc_k0_rowmax(const uint16_t* restrict in0, float* restrict out0, const int64_t s_M, const int64_t s_K)
+        static void tgc_k0_rowmax_rows(const uint16_t* restrict in0, float* restrict out0, const int64_t s_M, const int64_t s_K, const int64_t pk_lo, const int64_t pk_hi)
         {
+            (void)s_M;
+            (void)s_K;
         #pragma scop
-            for (int64_t i0 = 0; i0 < s_M; i0 += 1) {
+            for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
                 float acc = (-INFINITY);
                 for (int64_t i1 = 0; i1 < (s_K + 1); i1 += 1) {
                     acc = tgc_max_f32(acc, ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
@@ -492,6 +494,43 @@ fn padded_row_max_snapshots() {
                 out0[i0] = tgc_relu_f32(acc);
             }
         #pragma endscop
+        }
+
+        struct tgc_k0_rowmax_ctx {
+            const uint16_t* in0;
+            float* out0;
+            int64_t s_M;
+            int64_t s_K;
+            int64_t nt;
+        };
+
+        static void tgc_k0_rowmax_task(void* pk_vctx, int64_t pk_t)
+        {
+            const struct tgc_k0_rowmax_ctx* pk_ctx = (const struct tgc_k0_rowmax_ctx*)pk_vctx;
+            const int64_t s_M = pk_ctx->s_M;
+            const int64_t s_K = pk_ctx->s_K;
+            const int64_t pk_e = s_M;
+            tgc_k0_rowmax_rows(pk_ctx->in0, pk_ctx->out0, s_M, s_K, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt);
+        }
+
+        static void tgc_k0_rowmax(const uint16_t* restrict in0, float* restrict out0, const int64_t s_M, const int64_t s_K, const tgc_rt* rt)
+        {
+            /* About 32768 loop points a part, at most one part a thread. */
+            const int64_t pk_e = s_M;
+            int64_t pk_nt = (s_K*s_M + s_M) / 32768;
+            if (pk_nt > rt->threads) pk_nt = rt->threads;
+            if (pk_nt > pk_e) pk_nt = pk_e;
+            if (pk_nt <= 1) {
+                tgc_k0_rowmax_rows(in0, out0, s_M, s_K, 0, pk_e);
+                return;
+            }
+            struct tgc_k0_rowmax_ctx pk_ctx;
+            pk_ctx.in0 = in0;
+            pk_ctx.out0 = out0;
+            pk_ctx.s_M = s_M;
+            pk_ctx.s_K = s_K;
+            pk_ctx.nt = pk_nt;
+            rt->parallel_for(rt, pk_nt, tgc_k0_rowmax_task, &pk_ctx);
         }
 
         int32_t rowmax(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt)
@@ -502,8 +541,7 @@ fn padded_row_max_snapshots() {
             if (!(1 <= s_K)) return 2; /* symbol K ≥ 1 */
             const uint16_t* in0 = (const uint16_t*)inputs[0];
             float* out0 = (float*)outputs[0];
-            tgc_k0_rowmax(in0, out0, s_M, s_K);
-            (void)rt;
+            tgc_k0_rowmax(in0, out0, s_M, s_K, rt);
             return 0;
         }
     "#]].assert_eq(&c[c.find("/* k0").unwrap()..]);
