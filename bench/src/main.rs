@@ -10,8 +10,13 @@
 //! For each bucket it fills the whole batch with sentences of the bucket's
 //! full length, checks that the two agree, then prints the median latency
 //! of RUNS (default 3) timed calls after one warm-up and the sentences per
-//! second it gives. tgc's kernels run on one thread; candle uses its
-//! default thread pool (`RAYON_NUM_THREADS=1` pins it to one thread).
+//! second it gives. tgc's kernels run on `$TGC_NUM_THREADS` threads and
+//! candle's on `$RAYON_NUM_THREADS` (each defaults to the available cores);
+//! set both to compare at equal thread counts:
+//!
+//! ```text
+//! TGC_NUM_THREADS=1 RAYON_NUM_THREADS=1 cargo run --release --locked --manifest-path bench/Cargo.toml
+//! ```
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -93,7 +98,18 @@ fn run(runs: usize) -> Result<(), BoxError> {
     let candle = Candle::load(&dir)?;
     let words: Vec<&str> = TEXT.split_whitespace().collect();
     println!("all-MiniLM-L6-v2, CPU, median of {runs} runs after a warm-up; full buckets (every sentence padded to S)");
-    println!("tgc: generated C, one thread; candle-transformers 0.11: its default threads");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = |var: &str| -> String {
+        match std::env::var(var).ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&n| n >= 1) {
+            Some(n) => format!("{n} ({var})"),
+            None => format!("{cores} (the available cores)"),
+        }
+    };
+    println!(
+        "tgc: generated C, {} threads; candle-transformers 0.11: {} threads",
+        threads("TGC_NUM_THREADS"),
+        threads("RAYON_NUM_THREADS")
+    );
     println!(
         "{:>8} {:>12} {:>12} {:>12} {:>12} {:>10}",
         "B x S", "tgc ms", "tgc sent/s", "candle ms", "candle sent/s", "max |diff|"

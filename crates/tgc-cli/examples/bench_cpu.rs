@@ -9,7 +9,8 @@
 //!
 //! The script installs the peers (pinned) into `.toolchain/bench` and runs
 //! this example with them on `PYTHONPATH`; run directly, the example uses
-//! whatever `$PYTHON` (default `python3`) imports.
+//! whatever `$PYTHON` (default `python3`) imports. Building needs what
+//! `scripts/setup.sh` installs (autoconf, automake, libtool for isl).
 //!
 //! Cases, all f32:
 //! - GEMM `y = matmul(x, w)`, M×N×K = 128×1536×384, 512³, 1024³, 2048³;
@@ -63,7 +64,10 @@ const PEERS: [&str; 2] = ["numpy", "onnxruntime"];
 /// f32 flops per cycle of one core: two 8-lane FMA pipes (AVX2).
 const FLOPS_PER_CYCLE: f64 = 32.0;
 
-/// tgc's CPU kernels against NumPy and ONNX Runtime (see the module doc).
+/// Times tgc's generated CPU kernels (f32 GEMM, softmax, layernorm, conv →
+/// ReLU → max pool) against NumPy and ONNX Runtime, run by
+/// scripts/bench_cpu_peers.py with $PYTHON (default python3), at equal thread
+/// counts.
 #[derive(Parser)]
 struct Args {
     /// Timed runs per case and thread count; the median is printed.
@@ -317,6 +321,7 @@ fn median_ms<E>(runs: usize, mut call: impl FnMut() -> Result<(), E>) -> Result<
     Ok(ms[ms.len() / 2])
 }
 
+/// `e` as one line for stderr.
 fn run_error(e: RunError) -> String {
     match e {
         RunError::Diag(d) => d.render("bench_cpu"),
@@ -328,6 +333,9 @@ fn run_error(e: RunError) -> String {
 /// `flag`, else [`FLOPS_PER_CYCLE`] × the first "cpu MHz" of /proc/cpuinfo.
 fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
     if let Some(gflops) = flag {
+        if !(gflops.is_finite() && gflops > 0.0) {
+            return Err(format!("--peak-gflops {gflops} is not a positive number"));
+        }
         return Ok((gflops, "--peak-gflops".into()));
     }
     let info = std::fs::read_to_string("/proc/cpuinfo").map_err(|e| format!("/proc/cpuinfo: {e}"))?;
@@ -343,11 +351,17 @@ fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
 
 /// One peer's numbers for one row; `None` where it did not run (the reason
 /// is noted on stderr).
+#[derive(Clone, Copy)]
 struct PeerResult {
     /// Median ms of one call.
     ms: Option<f64>,
     /// Largest absolute difference of its output from tgc's.
     max_diff: Option<f64>,
+}
+
+impl PeerResult {
+    /// A peer that did not run.
+    const MISSING: PeerResult = PeerResult { ms: None, max_diff: None };
 }
 
 /// The peers' runner: the Python to run `bench_cpu_peers.py` with, the
@@ -378,12 +392,11 @@ impl Peers {
     /// it) and compares their outputs with tgc's `want`. One result per
     /// [`PEERS`] entry.
     fn run(&mut self, request: &Value, want: &HostTensor) -> Vec<PeerResult> {
-        let none = || PEERS.iter().map(|_| PeerResult { ms: None, max_diff: None }).collect();
         let reply = match self.ask(&request.to_string()) {
             Ok(r) => r,
             Err(e) => {
                 self.note(e);
-                return none();
+                return vec![PeerResult::MISSING; PEERS.len()];
             }
         };
         if self.versions.is_none() {
@@ -398,7 +411,7 @@ impl Peers {
             .map(|&name| {
                 let Some(r) = replies.iter().find(|r| r["name"] == name) else {
                     self.note(format!("bench_cpu_peers.py gave no result for {name}"));
-                    return PeerResult { ms: None, max_diff: None };
+                    return PeerResult::MISSING;
                 };
                 if let Some(e) = r["error"].as_str() {
                     self.note(format!("{name}: {e}"));

@@ -511,10 +511,11 @@ impl Printer<'_> {
     }
 
     /// A kernel on the packed contraction template ([`crate::cpu::packed`]):
-    /// a context struct, a task function (one batch point × `mc × nc`
-    /// block: pack, micro-kernels, epilogue) and the kernel function, which
-    /// sizes the blocks for the thread count and runs the tasks on `rt`'s
-    /// pool. It returns 1 when a task could not allocate its panels.
+    /// a context struct, a task function (one batch point × a part of `M` ×
+    /// `nc` columns: per K block the `b` panel once, then per `mc` rows the
+    /// `a` panel and the micro-kernels; then the epilogue) and the kernel
+    /// function, which sizes the tasks for the thread count and runs them on
+    /// `rt`'s pool. It returns 1 when a task could not allocate its panels.
     fn packed(&mut self, s: &mut String, k: &Kernel, pk: &Packed, (a, b): (&Expr, &Expr), symbol: &str) {
         let p = self.p;
         let Some(r) = &k.reduce else { return };
@@ -528,7 +529,7 @@ impl Printer<'_> {
         let k_outer = dim(&r.loops[0], Lang::C);
 
         ctx_struct(s, &name, &bufs, &syms.iter().map(|n| ("int64_t".to_string(), n.clone())).collect::<Vec<_>>(),
-            "    const tgc_rt* rt;\n    int64_t mc, nc, kc, mt, nt;\n    int32_t failed;\n");
+            "    const tgc_rt* rt;\n    int64_t mpart, nc, kc, mt, nt;\n    int32_t failed;\n");
 
         // The task.
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
@@ -542,24 +543,25 @@ impl Printer<'_> {
         let _ = writeln!(
             s,
             "    const tgc_rt* pk_rt = pk_ctx->rt;
-    const int64_t pk_mc = pk_ctx->mc, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc;
+    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = {mc};
     const int64_t pk_M = {m_ext}, pk_N = {n_ext};
     const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
     pk_t /= pk_ctx->nt;
-    const int64_t pk_m0 = pk_t % pk_ctx->mt * pk_mc;
-    pk_t /= pk_ctx->mt;"
+    const int64_t pk_m0 = pk_t % pk_ctx->mt * pk_mpart;
+    pk_t /= pk_ctx->mt;",
+            mc = pk.blocks.mc
         );
         for &v in pk.batch.iter().rev() {
             let _ = writeln!(s, "    const int64_t i{v} = pk_t % {e};\n    pk_t /= {e};", e = dim(&k.loops[v], Lang::C));
         }
         let _ = writeln!(
             s,
-            "    const int64_t pk_mb = pk_M - pk_m0 < pk_mc ? pk_M - pk_m0 : pk_mc;
+            "    const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
     const int64_t pk_mp = (pk_mb + {MR} - 1) / {MR} * {MR}, pk_np = (pk_nb + {NR} - 1) / {NR} * {NR};
     const int64_t pk_kin = {k_inner};
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)(pk_mp * pk_kstep * pk_kin) * sizeof(float));
+    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
     float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
     float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
     if (!pk_a || !pk_b || !pk_c) {{
@@ -573,9 +575,17 @@ impl Printer<'_> {
         const int64_t pk_ke = pk_ko + pk_kstep < {k_outer} ? pk_ko + pk_kstep : {k_outer};
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;"
         );
-        for (panel, rows, valid, origin, axes, width, e) in
-            [("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b), ("pk_a", "pk_mp", "pk_mb", "pk_m0", &pk.m, MR, a)]
-        {
+        // The `b` panel once per K block; the `a` panel per `mc` rows.
+        for (panel, rows, valid, origin, axes, width, e) in [
+            ("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b),
+            ("pk_a", "pk_icb", "pk_mb - pk_ic", "pk_m0 + pk_ic", &pk.m, MR, a),
+        ] {
+            if panel == "pk_a" {
+                s.push_str(
+                    "        for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
+        const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;\n",
+                );
+            }
             let _ = writeln!(
                 s,
                 "        for (int64_t pk_j = 0; pk_j < {rows}; pk_j++) {{
@@ -608,8 +618,9 @@ impl Printer<'_> {
         let _ = writeln!(
             s,
             "        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += {NR})
-            for (int64_t pk_ir = 0; pk_ir < pk_mp; pk_ir += {MR})
-                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + pk_ir * pk_np + pk_jr, pk_np, pk_ko > 0);
+            for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += {MR})
+                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
+        }}
     }}
     for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {{"
         );
@@ -636,23 +647,22 @@ impl Printer<'_> {
             "    pk_ctx.rt = rt;
     pk_ctx.failed = 0;
     const int64_t pk_M = {m_ext}, pk_N = {n_ext}, pk_batch = {batch_ext};
-    int64_t pk_mc = (pk_M + {MR} - 1) / {MR} * {MR}, pk_nc = (pk_N + {NR} - 1) / {NR} * {NR};
-    if (pk_mc > {mc}) pk_mc = {mc};
+    /* A task: all of M, nc columns; fewer tasks than threads: narrower
+       columns, then M in parts. */
+    int64_t pk_mpart = (pk_M + {MR} - 1) / {MR} * {MR}, pk_nc = (pk_N + {NR} - 1) / {NR} * {NR};
     if (pk_nc > {nc}) pk_nc = {nc};
-    /* Fewer tasks than threads: smaller blocks, N first. */
-    while (pk_batch * ((pk_M + pk_mc - 1) / pk_mc) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_nc > {NR})
+    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_nc > {NR})
         pk_nc = (pk_nc / 2 + {NR} - 1) / {NR} * {NR};
-    while (pk_batch * ((pk_M + pk_mc - 1) / pk_mc) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mc > {MR})
-        pk_mc = (pk_mc / 2 + {MR} - 1) / {MR} * {MR};
-    pk_ctx.mc = pk_mc;
+    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mpart > {MR})
+        pk_mpart = (pk_mpart / 2 + {MR} - 1) / {MR} * {MR};
+    pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
     pk_ctx.kc = {kc};
-    pk_ctx.mt = (pk_M + pk_mc - 1) / pk_mc;
+    pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
     pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
     rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, {name}_task, &pk_ctx);
     return pk_ctx.failed;
 }}",
-            mc = blocks.mc,
             nc = blocks.nc,
             kc = blocks.kc
         );

@@ -265,14 +265,12 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
     let _ = writeln!(
         s,
         "        let (pk_M, pk_N, pk_batch): (i64, i64, i64) = ({m_ext}, {n_ext}, {batch_ext});
-        let mut pk_mc: i64 = ((pk_M + {MR} - 1) / {MR} * {MR}).min({mc});
-        let mut pk_nc: i64 = ((pk_N + {NR} - 1) / {NR} * {NR}).min({nc});
-        let (pk_mt, pk_nt): (i64, i64) = ((pk_M + pk_mc - 1) / pk_mc, (pk_N + pk_nc - 1) / pk_nc);
-        for pk_t in 0i64..pk_batch * pk_mt * pk_nt {{
+        let (pk_mc, pk_nc): (i64, i64) = ({mc}, ((pk_N + {NR} - 1) / {NR} * {NR}).min({nc}));
+        let pk_nt: i64 = (pk_N + pk_nc - 1) / pk_nc;
+        for pk_t in 0i64..pk_batch * pk_nt {{
             let pk_n0: i64 = pk_t % pk_nt * pk_nc;
             let pk_t = pk_t / pk_nt;
-            let pk_m0: i64 = pk_t % pk_mt * pk_mc;
-            let pk_t = pk_t / pk_mt;",
+            let pk_m0: i64 = 0;",
         mc = blocks.mc,
         nc = blocks.nc,
     );
@@ -282,12 +280,12 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
     }
     let _ = writeln!(
         s,
-        "            let pk_mb: i64 = (pk_M - pk_m0).min(pk_mc);
+        "            let pk_mb: i64 = pk_M;
             let pk_nb: i64 = (pk_N - pk_n0).min(pk_nc);
             let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
             let pk_kin: i64 = {k_inner};
             let pk_kstep: i64 = ({kc} / pk_kin).max(1);
-            let mut pk_a: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp * pk_kstep * pk_kin) as usize];
+            let mut pk_a: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp.min(pk_mc) * pk_kstep * pk_kin) as usize];
             let mut pk_b: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_np * pk_kstep * pk_kin) as usize];
             let mut pk_c: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp * pk_np) as usize];
             let mut pk_ko: i64 = 0;
@@ -298,9 +296,17 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
         k_outer = dim(&r.loops[0], Lang::Rust),
         kc = blocks.kc,
     );
-    for (panel, rows, valid, origin, axes, width, e) in
-        [("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b), ("pk_a", "pk_mp", "pk_mb", "pk_m0", &pk.m, MR, a)]
-    {
+    // The `b` panel once per K block; the `a` panel per `mc` rows.
+    for (panel, rows, valid, origin, axes, width, e) in [
+        ("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b),
+        ("pk_a", "pk_icb", "pk_mb - pk_ic", "pk_m0 + pk_ic", &pk.m, MR, a),
+    ] {
+        if panel == "pk_a" {
+            s.push_str(
+                "                for pk_ic in (0..pk_mp).step_by(pk_mc as usize) {
+                let pk_icb: i64 = (pk_mp - pk_ic).min(pk_mc);\n",
+            );
+        }
         let _ = writeln!(
             s,
             "                for pk_j in 0i64..{rows} {{
@@ -333,10 +339,11 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
     let _ = writeln!(
         s,
         "                for pk_jr in (0..pk_np).step_by({NR}) {{
-                    for pk_ir in (0..pk_mp).step_by({MR}) {{
-                        let pk_ci = (pk_ir * pk_np + pk_jr) as usize;
+                    for pk_ir in (0..pk_icb).step_by({MR}) {{
+                        let pk_ci = ((pk_ic + pk_ir) * pk_np + pk_jr) as usize;
                         {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, pk_ko > 0);
                     }}
+                }}
                 }}
                 pk_ko = pk_ke;
             }}
