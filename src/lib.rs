@@ -45,6 +45,10 @@
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};
 
+// The thread count of generated CPU kernels (build helper and CLI: C on
+// the runtime's pool; `kernel!`'s Rust runs on the caller's thread).
+pub use tgc_runtime::cpu_rt::{set_threads, threads};
+
 /// The GPU runtime (feature `cuda`): devices, embedded modules, launches.
 #[cfg(feature = "cuda")]
 pub use tgc_runtime::cuda;

@@ -51,7 +51,8 @@ use crate::{Error, Result};
 const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off"];
 
 /// The C type of a kernel entry point (see the module doc).
-type KernelFn = unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64, *const crate::cpu_rt::Rt) -> i32;
+type KernelFn =
+    unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64, *const crate::cpu_rt::Rt) -> i32;
 
 /// Writes `c_source` to `dir/stem.c` and compiles it into the shared library
 /// `dir/stem.<so|dylib|dll>`, whose path is returned.

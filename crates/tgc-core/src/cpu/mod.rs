@@ -2,10 +2,13 @@
 //! kernel per region ([`loop_ir`], built by [`from_tiny::lower`]) → C or
 //! Rust source (`crate::emit`).
 //!
-//! It is the correctness-first backend: naive loop nests in the SCoP-clean
-//! style of `spec/003` (affine subscripts, `restrict`, `#pragma scop`), with
-//! the epilogue fusion of `spec/001` §8 and the consumer-driven compute-at
-//! of `spec/003` (a producer reduction re-run at each read of it).
+//! Kernels are loop nests in the SCoP-clean style of `spec/003` (affine
+//! subscripts, `restrict`, `#pragma scop`), with the epilogue fusion of
+//! `spec/001` §8 and the consumer-driven compute-at of `spec/003` (a
+//! producer reduction re-run at each read of it); a contraction kernel is
+//! printed on the packed template instead ([`packed`]: BLIS-style panels,
+//! the runtime's micro-kernel, tiles on its thread pool), which computes
+//! the same bits.
 
 pub mod from_tiny;
 pub mod loop_ir;

@@ -22,13 +22,13 @@ use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
 use crate::cpu::packed::{Packed, MR, NR};
-use tgc_runtime::cpu_rt::C_DECL;
-use crate::sym::Dim;
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
+use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
+use tgc_runtime::cpu_rt::C_DECL;
 
 use super::{aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang};
 
@@ -449,11 +449,8 @@ impl Printer<'_> {
             return s;
         };
         let name = format!("tgc_{}_{symbol}", k.name);
-        let _ = writeln!(
-            s,
-            "static void {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{",
-            params.join(", ")
-        );
+        let _ =
+            writeln!(s, "static void {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{", params.join(", "));
         // The outermost extent is the caller's: its symbols may be unused here.
         for x in p.dims().filter(|x| k.symbols().contains(*x)) {
             let _ = writeln!(s, "    (void){};", sym_name(x));
@@ -522,14 +519,20 @@ impl Printer<'_> {
         let name = format!("tgc_{}_{symbol}", k.name);
         let (bufs, syms) = ctx_fields(p, k);
         let syms: Vec<String> = syms.into_iter().map(|(_, n)| n).collect();
-        let extent = |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
+        let extent =
+            |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
         let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
         let red = k.loops.len();
         let k_inner = dim(&Dim::product(&r.loops[1..]), Lang::C);
         let k_outer = dim(&r.loops[0], Lang::C);
 
-        ctx_struct(s, &name, &bufs, &syms.iter().map(|n| ("int64_t".to_string(), n.clone())).collect::<Vec<_>>(),
-            "    const tgc_rt* rt;\n    int64_t mpart, nc, kc, mt, nt;\n    int32_t failed;\n");
+        ctx_struct(
+            s,
+            &name,
+            &bufs,
+            &syms.iter().map(|n| ("int64_t".to_string(), n.clone())).collect::<Vec<_>>(),
+            "    const tgc_rt* rt;\n    int64_t mpart, nc, kc, mt, nt;\n    int32_t failed;\n",
+        );
 
         // The task.
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
@@ -552,7 +555,8 @@ impl Printer<'_> {
             mc = pk.blocks.mc
         );
         for &v in pk.batch.iter().rev() {
-            let _ = writeln!(s, "    const int64_t i{v} = pk_t % {e};\n    pk_t /= {e};", e = dim(&k.loops[v], Lang::C));
+            let _ =
+                writeln!(s, "    const int64_t i{v} = pk_t % {e};\n    pk_t /= {e};", e = dim(&k.loops[v], Lang::C));
         }
         let _ = writeln!(
             s,
@@ -598,7 +602,13 @@ impl Printer<'_> {
             for (j, d) in r.loops.iter().enumerate() {
                 let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
                 let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
-                let _ = writeln!(s, "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{", "", v = red + j, w = depth * 4);
+                let _ = writeln!(
+                    s,
+                    "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
+                    "",
+                    v = red + j,
+                    w = depth * 4
+                );
                 depth += 1;
             }
             let x = self.expr(e);

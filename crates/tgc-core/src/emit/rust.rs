@@ -256,9 +256,8 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
 fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, &Expr), cp: &str) {
     let Some(r) = &k.reduce else { return };
     let rt = format!("{cp}::__private::cpu_rt");
-    let extent = |axes: &[usize]| {
-        dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::Rust)
-    };
+    let extent =
+        |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::Rust);
     let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
     let red = k.loops.len();
     let blocks = pk.blocks;

@@ -96,7 +96,11 @@ fn gemm_bias_relu_with_fixed_sizes_is_one_fused_kernel() {
         // C: one kernel on the packed contraction template (no plain nest).
         assert_eq!(lib.c_src.matches("_task(void* pk_vctx, int64_t pk_t)").count(), 1, "{}", lib.c_src);
         assert!(lib.c_src.contains("pk_rt->ukernel(") && !lib.c_src.contains("#pragma scop"), "{}", lib.c_src);
-        assert!(lib.rust_src.contains("::__private::cpu_rt::ukernel(") && !lib.rust_src.contains("unsafe"), "{}", lib.rust_src);
+        assert!(
+            lib.rust_src.contains("::__private::cpu_rt::ukernel(") && !lib.rust_src.contains("unsafe"),
+            "{}",
+            lib.rust_src
+        );
         let x = data(11, 7, -1.0, 1.0, dt);
         let w = data(12, 129, -1.0, 1.0, dt);
         let b = data(13, 129, -0.5, 0.5, dt);

@@ -105,7 +105,9 @@ fn newest_rlib(deps: &std::path::Path, prefix: &str) -> PathBuf {
     let mut rlibs: Vec<PathBuf> = std::fs::read_dir(deps)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.ends_with(".rlib")))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix) && n.ends_with(".rlib"))
+        })
         .collect();
     rlibs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     rlibs.pop().unwrap_or_else(|| panic!("no {prefix}*.rlib in {}", deps.display()))
