@@ -24,10 +24,11 @@
 //! rounded, then added (no fused multiply-add), and `k` runs in order, so a
 //! contraction computed by it gives the bits of the plain loop nest
 //! `acc = acc + a·b` that the C printer prints with `-ffp-contract=off`
-//! (the printers' invariant, `tgc_core::cpu::loop_ir`). On AMD Zen 1 the
-//! separate multiply and add pipes make this as fast as FMA; the AVX
-//! variant is chosen at run time (`is_x86_feature_detected!`), the
-//! portable loop (auto-vectorised: SSE2, NEON) elsewhere.
+//! (the printers' invariant, `tgc_core::cpu::loop_ir`). On AMD Zen (the
+//! measured target is Zen 3) multiplies and adds issue to separate pipes,
+//! two of each per cycle, so this peaks at the FMA rate; the AVX variant
+//! is chosen at run time (`is_x86_feature_detected!`), the portable loop
+//! (auto-vectorised: SSE2, NEON) elsewhere.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};

@@ -76,10 +76,12 @@ pub struct CacheModel {
 }
 
 impl Default for CacheModel {
-    /// The measured target, AMD EPYC (Zen 1): 32 KiB L1d and 512 KiB L2 per
-    /// core, 8 MiB L3 per four-core complex (AMD, "Software Optimization
-    /// Guide for AMD Family 17h Processors", pub. 55723, §2.6). Most x86-64
-    /// and Arm server cores have at least this much.
+    /// The measured target, AMD EPYC 7003 (Zen 3, family 19h): 32 KiB L1d
+    /// and 512 KiB L2 per core, 32 MiB L3 per eight-core complex (AMD,
+    /// "Software Optimization Guide for AMD Family 19h Processors", pub.
+    /// 56665, §2.5); the L3 share is taken as 2 MiB, half a core's share, as
+    /// other work shares it. Most x86-64 and Arm server cores have at least
+    /// this much.
     fn default() -> CacheModel {
         CacheModel { l1: 32 << 10, l2: 512 << 10, l3: 2 << 20 }
     }
