@@ -378,7 +378,7 @@ fn compile_dumps_the_stages_that_exist() {
     let o = tgc(&["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "frontend,tiny,indexbook,c"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    for stage in ["=== frontend ===", "=== tiny ===", "=== indexbook ===", "=== c ===", "#pragma scop"] {
+    for stage in ["=== frontend ===", "=== tiny ===", "=== indexbook ===", "=== c ===", "pk_rt->ukernel("] {
         assert!(out.contains(stage), "missing {stage} in\n{out}");
     }
     let dir = temp("compile-out");
