@@ -36,14 +36,11 @@ pub struct Options {
     pub fuse: bool,
     /// Output loops to strip-mine by run-time tile sizes ([`strip_mine`]).
     pub tiles: TilePlan,
-    /// Whether contraction kernels without strips get the packed schedule
-    /// ([`packed::plan`]); `false` prints every kernel as its plain nest.
-    pub pack: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { fuse: true, tiles: TilePlan::default(), pack: true }
+        Options { fuse: true, tiles: TilePlan::default() }
     }
 }
 
@@ -74,9 +71,8 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
         return Err(diag!(InvalidAxis, "no kernel of the graph has an output loop {a} (the deepest has {rank})"));
     }
     strip_mine(&mut p, &opts.tiles);
-    if opts.pack {
-        packed::plan(&mut p, &packed::CacheModel::default());
-    }
+    // After the strips: a strip-mined kernel keeps its plain nest.
+    packed::plan(&mut p, &packed::CacheModel::default());
     Ok(p)
 }
 

@@ -98,19 +98,21 @@ impl CacheModel {
     }
 }
 
-impl Packed {
-    /// The factors `(a, b)` of `k`'s reduction (`None` when `k` has not the form).
-    pub fn factors<'k>(&self, k: &'k Kernel) -> Option<(&'k Expr, &'k Expr)> {
-        let (x, y) = product(&k.reduce.as_ref()?.value)?;
-        Some(if self.swapped { (y, x) } else { (x, y) })
-    }
+/// `k`'s packed schedule with the factors `(a, b)` of its reduction, when
+/// [`plan`] gave it one: what every printer asks before printing `k` on
+/// the template instead of as its plain nest.
+pub fn of(k: &Kernel) -> Option<(&Packed, (&Expr, &Expr))> {
+    let pk = k.packed.as_ref()?;
+    let (x, y) = product(&k.reduce.as_ref()?.value)?;
+    Some((pk, if pk.swapped { (y, x) } else { (x, y) }))
 }
 
 /// Marks every kernel of `p` that has the form and no strips as packed,
 /// with `model`'s block sizes.
 pub fn plan(p: &mut Program, model: &CacheModel) {
+    let blocks = model.blocks();
     for k in &mut p.kernels {
-        k.packed = if k.strips.is_empty() { analyze(k, model.blocks()) } else { None };
+        k.packed = if k.strips.is_empty() { analyze(k, blocks) } else { None };
     }
 }
 

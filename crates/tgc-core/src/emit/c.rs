@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
-use crate::cpu::packed::{Packed, MR, NR};
+use crate::cpu::packed::{self, Packed, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -434,15 +434,16 @@ impl Printer<'_> {
         let p = self.p;
         let mut s = String::new();
         let _ = writeln!(s, "/* {} */", kernel_summary(self.g, p, k));
-        if let Some((pk, a, b)) = k.packed.as_ref().and_then(|pk| pk.factors(k).map(|(a, b)| (pk, a, b))) {
-            self.packed(&mut s, k, pk, (a, b), symbol);
+        if let Some((pk, factors)) = packed::of(k) {
+            self.packed(&mut s, k, pk, factors, symbol);
             return s;
         }
-        let params = kernel_params(p, k);
+        let (bufs, syms) = ctx_fields(p, k);
+        let params = kernel_params(&bufs, &syms);
         let nest = k.nest();
-        // A plain nest (no strips) runs its outermost loop in parts on the
-        // pool: `_rows` is the nest over `i0 ∈ [pk_lo, pk_hi)`.
-        let (Nest::Loop(outer, body), true) = (&nest, k.strips.is_empty()) else {
+        // A plain nest on the pool ([`on_pool`]) runs its outermost loop in
+        // parts: `_rows` is the nest over `i0 ∈ [pk_lo, pk_hi)`.
+        let (Nest::Loop(outer, body), true) = (&nest, on_pool(k)) else {
             let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
             self.nest(&mut s, k, &nest, 1);
             s.push_str("#pragma endscop\n}\n");
@@ -452,14 +453,13 @@ impl Printer<'_> {
         let _ =
             writeln!(s, "static void {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{", params.join(", "));
         // The outermost extent is the caller's: its symbols may be unused here.
-        for x in p.dims().filter(|x| k.symbols().contains(*x)) {
-            let _ = writeln!(s, "    (void){};", sym_name(x));
+        for (_, n) in &syms {
+            let _ = writeln!(s, "    (void){n};");
         }
         s.push_str("#pragma scop\n");
         let _ = writeln!(s, "    for (int64_t i{v} = pk_lo; i{v} < pk_hi; i{v} += 1) {{", v = outer.var);
         self.nest(&mut s, k, body, 2);
         s.push_str("    }\n#pragma endscop\n}\n\n");
-        let (bufs, syms) = ctx_fields(p, k);
         ctx_struct(&mut s, &name, &bufs, &syms, "    int64_t nt;\n");
         let extent = dim(&k.loops[0], Lang::C);
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
@@ -518,7 +518,6 @@ impl Printer<'_> {
         let Some(r) = &k.reduce else { return };
         let name = format!("tgc_{}_{symbol}", k.name);
         let (bufs, syms) = ctx_fields(p, k);
-        let syms: Vec<String> = syms.into_iter().map(|(_, n)| n).collect();
         let extent =
             |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
         let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
@@ -530,7 +529,7 @@ impl Printer<'_> {
             s,
             &name,
             &bufs,
-            &syms.iter().map(|n| ("int64_t".to_string(), n.clone())).collect::<Vec<_>>(),
+            &syms,
             "    const tgc_rt* rt;\n    int64_t mpart, nc, kc, mt, nt;\n    int32_t failed;\n",
         );
 
@@ -540,7 +539,7 @@ impl Printer<'_> {
         for (ty, n) in &bufs {
             let _ = writeln!(s, "    {ty} restrict {n} = pk_ctx->{n};");
         }
-        for n in &syms {
+        for (_, n) in &syms {
             let _ = writeln!(s, "    const int64_t {n} = pk_ctx->{n};");
         }
         let _ = writeln!(
@@ -642,14 +641,11 @@ impl Printer<'_> {
         s.push_str("        }\n    }\n    free(pk_a);\n    free(pk_b);\n    free(pk_c);\n}\n\n");
 
         // The kernel function.
-        let mut params = kernel_params(p, k);
+        let mut params = kernel_params(&bufs, &syms);
         params.push("const tgc_rt* rt".into());
         let blocks = pk.blocks;
         let _ = writeln!(s, "static int32_t {name}({})\n{{\n    struct {name}_ctx pk_ctx;", params.join(", "));
-        for (_, n) in &bufs {
-            let _ = writeln!(s, "    pk_ctx.{n} = {n};");
-        }
-        for n in &syms {
+        for (_, n) in bufs.iter().chain(&syms) {
             let _ = writeln!(s, "    pk_ctx.{n} = {n};");
         }
         let _ = writeln!(
@@ -764,22 +760,17 @@ impl Printer<'_> {
     }
 }
 
-/// The parameters of a kernel function: the buffers it reads, its output,
-/// the symbols it uses.
-fn kernel_params(p: &Program, k: &Kernel) -> Vec<String> {
-    let mut params: Vec<String> = k
-        .reads()
-        .into_iter()
-        .map(|b| {
-            let b = p.buffer(b);
-            format!("const {}* restrict {}", storage_ty(b.dtype), b.name)
-        })
-        .collect();
-    let out = p.buffer(k.out);
-    params.push(format!("{}* restrict {}", storage_ty(out.dtype), out.name));
-    let used = k.symbols();
-    params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("const int64_t {}", sym_name(x))));
-    params
+/// The parameters of a kernel function, from its [`ctx_fields`]: the
+/// buffers it reads, its output (`restrict`), the symbols it uses.
+fn kernel_params(bufs: &[Field], syms: &[Field]) -> Vec<String> {
+    let bufs = bufs.iter().map(|(ty, n)| format!("{ty} restrict {n}"));
+    bufs.chain(syms.iter().map(|(ty, n)| format!("const {ty} {n}"))).collect()
+}
+
+/// Whether a plain (not packed) kernel runs on the pool and so takes `rt`:
+/// it has an outermost output loop to split and no strips.
+fn on_pool(k: &Kernel) -> bool {
+    k.strips.is_empty() && !k.loops.is_empty()
 }
 
 /// Below this many loop points (output × reduce) a plain kernel runs on
@@ -788,9 +779,12 @@ fn kernel_params(p: &Program, k: &Kernel) -> Vec<String> {
 /// (rayon's hand-off), about 10⁴ simple loop points.
 const MIN_TASK_POINTS: i64 = 32768;
 
-/// The fields a kernel's task context carries: `(type, name)` of the
-/// buffers it reads and writes, then of the symbols it uses.
-fn ctx_fields(p: &Program, k: &Kernel) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// A C declaration as `(type, name)`.
+type Field = (String, String);
+
+/// The fields a kernel's task context carries: the buffers it reads and
+/// writes, then the symbols it uses.
+fn ctx_fields(p: &Program, k: &Kernel) -> (Vec<Field>, Vec<Field>) {
     let mut bufs: Vec<(String, String)> = k
         .reads()
         .into_iter()
@@ -807,7 +801,7 @@ fn ctx_fields(p: &Program, k: &Kernel) -> (Vec<(String, String)>, Vec<(String, S
 }
 
 /// `struct NAME_ctx { fields…; extra }`.
-fn ctx_struct(s: &mut String, name: &str, bufs: &[(String, String)], syms: &[(String, String)], extra: &str) {
+fn ctx_struct(s: &mut String, name: &str, bufs: &[Field], syms: &[Field], extra: &str) {
     let _ = writeln!(s, "struct {name}_ctx {{");
     for (ty, n) in bufs.iter().chain(syms) {
         let _ = writeln!(s, "    {ty} {n};");
@@ -981,7 +975,7 @@ fn entry(p: &Program, symbol: &str) -> String {
         args.push(p.buffer(k.out).name.clone());
         let syms = k.symbols();
         args.extend(p.dims().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
-        if k.packed.is_some() {
+        if packed::of(k).is_some() {
             uses_rt = true;
             args.push("rt".into());
             let _ = writeln!(s, "    if (tgc_{}_{symbol}({})) {{", k.name, args.join(", "));
@@ -990,7 +984,7 @@ fn entry(p: &Program, symbol: &str) -> String {
             }
             s.push_str("        return 1;\n    }\n");
         } else {
-            if k.strips.is_empty() && !k.loops.is_empty() {
+            if on_pool(k) {
                 uses_rt = true;
                 args.push("rt".into());
             }

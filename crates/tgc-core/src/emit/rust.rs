@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
-use crate::cpu::packed::{Packed, MR, NR};
+use crate::cpu::packed::{self, Packed, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -239,7 +239,7 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
     let used = k.symbols();
     params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
     let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
-    match k.packed.as_ref().and_then(|pk| pk.factors(k).map(|f| (pk, f))) {
+    match packed::of(k) {
         Some((pk, factors)) => packed(&mut s, p, k, pk, factors, cp),
         None => nest(&mut s, p, k, &k.nest(), 2),
     }
