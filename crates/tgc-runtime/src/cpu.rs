@@ -45,7 +45,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::{Error, Result};
 
 /// Flags for every kernel library. No `-march=native`: a library built on one
-/// machine behaves the same on another. `-ffp-contract=off` keeps the C
+/// machine behaves the same on another. Not `-O3`: GCC 12.2's `-O3` loop
+/// vectoriser miscompiles some generated reductions (see
+/// `tgc_core::build`'s `c_opt_level`). `-ffp-contract=off` keeps the C
 /// compiler from fusing `a*b+c` into an FMA, so results match the reference
 /// interpreter; generated code calls `fmaf` where it wants a fused operation.
 const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off"];

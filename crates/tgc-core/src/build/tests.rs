@@ -154,3 +154,14 @@ fn sm80_embeds_the_gemm_cubin_and_launch_functions() {
         assert!(rust.contains(want), "no `{want}` in the generated Rust");
     }
 }
+
+#[test]
+fn kernels_compile_at_most_at_o2_unless_the_build_script_asks() {
+    use super::c_opt_level;
+    assert_eq!(c_opt_level(None, Some("3")), 2, "Cargo's release level is capped");
+    assert_eq!(c_opt_level(None, Some("1")), 1);
+    assert_eq!(c_opt_level(None, Some("0")), 0);
+    assert_eq!(c_opt_level(None, Some("s")), 2);
+    assert_eq!(c_opt_level(None, None), 2);
+    assert_eq!(c_opt_level(Some(3), Some("0")), 3, "an explicit level wins");
+}
