@@ -20,6 +20,9 @@ const CONV_POOL: &str =
                          c = conv2d(x, w, bias=b, stride=[1, 1], pad=[1, 1])\n    r = relu(c)\n    \
                          y = maxpool2d(r, kernel=[2, 2], stride=[2, 2])\n    return y\n}\n";
 
+const SOFTMAX: &str =
+    "graph softmax_tiles(x: f32[13, 37]) -> (y: f32[13, 37]) {\n    y = softmax(x, axis=-1)\n    return y\n}\n";
+
 fn load(src: &str) -> Graph {
     pipeline::load(src, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("graph"))).graph
 }
@@ -81,10 +84,19 @@ fn fused_conv_relu_pool_any_tile_sizes() {
 }
 
 #[test]
+fn split_reductions_any_tile_sizes() {
+    // The row max and row sum fold in split accumulators (`cpu::lanes`),
+    // by a rule the strips do not change.
+    let g = load(SOFTMAX);
+    assert!(cpu::lower(&g).unwrap().kernels.iter().any(|k| k.lanes > 1));
+    check(&g, vec![0], &[13], "softmax");
+}
+
+#[test]
 fn unfused_conv_relu_pool_any_tile_sizes() {
     // Fusion off: the conv is its own kernel, stored; both kernels tiled.
     let g = load(CONV_POOL);
-    let opts = Options { fuse: false, tiles: TilePlan::spatial_nchw(), ..Options::default() };
+    let opts = Options { fuse: false, tiles: TilePlan::spatial_nchw() };
     let p = cpu::lower_with(&g, &opts).unwrap();
     assert!(p.kernels.len() >= 2 && p.kernels.iter().all(|k| k.strips.len() == 2));
     let dir = work_dir("unfused");

@@ -12,8 +12,8 @@ use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
 use crate::DType;
 
 use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
-use super::packed;
 use super::tile::{strip_mine, TilePlan};
+use super::{lanes, packed};
 use crate::region::{self, Dest, Region, Regions};
 
 /// Lowers a graph to loop nests: forms its regions ([`region::form`]) and
@@ -73,6 +73,7 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
     strip_mine(&mut p, &opts.tiles);
     // After the strips: a strip-mined kernel keeps its plain nest.
     packed::plan(&mut p, &packed::CacheModel::default());
+    lanes::plan(&mut p);
     Ok(p)
 }
 
@@ -242,6 +243,7 @@ impl Lowerer<'_> {
             value,
             strips: Vec::new(),
             packed: None,
+            lanes: 1,
         })
     }
 
@@ -260,6 +262,7 @@ impl Lowerer<'_> {
             value,
             strips: Vec::new(),
             packed: None,
+            lanes: 1,
         }
     }
 

@@ -42,7 +42,10 @@
 //! - a [`Kernel::packed`] schedule, like strips, changes the order in which
 //!   output points are computed and nothing else: each accumulator still
 //!   folds its values in the reduce loops' order, so printers give the
-//!   plain nest's bits.
+//!   plain nest's bits;
+//! - a reduction split into [`Kernel::lanes`] accumulators folds its values
+//!   in the order of [`super::lanes`]'s rule, which depends on nothing but
+//!   the reduce loops, so strips do not change its bits either.
 
 use std::collections::BTreeSet;
 
@@ -219,6 +222,10 @@ pub struct Kernel {
     /// The packed contraction schedule ([`super::packed`]) when the kernel
     /// has its form and was planned for it; `None`: the plain nest.
     pub packed: Option<super::packed::Packed>,
+    /// Partial accumulators of the reduction on the CPU ([`super::lanes`]):
+    /// 1 for the nest's order, else the split order of that module's rule.
+    /// The SIMT printer has its own order (warp lanes) and ignores it.
+    pub lanes: usize,
 }
 
 /// Output loop `axis` (extent `E`) strip-mined by the run-time tile size
@@ -278,6 +285,23 @@ impl Kernel {
             r.value.walk(&mut visit);
         }
         out.into_iter().collect()
+    }
+
+    /// The extent of loop variable `i{v}`: an output loop, a loop of the
+    /// reduction, or a loop of a reduction computed at its reads; `None`
+    /// when no loop of the kernel is `i{v}`.
+    pub fn extent(&self, v: usize) -> Option<&Dim> {
+        if let Some(d) = self.loops.get(v) {
+            return Some(d);
+        }
+        let r = self.reduce.as_ref()?;
+        if let Some(d) = r.loops.get(v - self.loops.len()) {
+            return Some(d);
+        }
+        self.computed_at().into_iter().find_map(|e| match e {
+            Expr::Reduce { first, loops, .. } => loops.get(v.checked_sub(*first as usize)?),
+            _ => None,
+        })
     }
 
     /// The first loop-variable number no loop of the kernel uses (tile-start

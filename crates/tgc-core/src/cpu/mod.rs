@@ -8,9 +8,11 @@
 //! producer reduction re-run at each read of it); a contraction kernel is
 //! printed on the packed template instead ([`packed`]: BLIS-style panels,
 //! the runtime's micro-kernel, tiles on its thread pool), which computes
-//! the same bits.
+//! the same bits; any other reduction folds into split accumulators
+//! ([`lanes`]).
 
 pub mod from_tiny;
+pub mod lanes;
 pub mod loop_ir;
 pub mod packed;
 pub mod tile;

@@ -18,6 +18,13 @@
 //!   cast) on each accumulator, stored where the plain nest stores it;
 //! - the tasks on the runtime's thread pool (`cpu_rt::Rt::parallel_for`).
 //!
+//! A convolution computed at the reads of a pooling (`003`'s compute-at
+//! fusion: conv → ReLU → max pool in one kernel) is a contraction too
+//! ([`Packed::pooled`]): the pooling's window loops join the GEMM's columns,
+//! a task holds whole windows, and the epilogue folds each window's columns
+//! into one output point before the store — so the fused kernel keeps its
+//! fusion and gets the micro-kernel.
+//!
 //! It changes the schedule, not the arithmetic: every accumulator sums its
 //! products in the plain nest's `k` order, each product rounded before the
 //! add, so a packed kernel gives the plain kernel's bits
@@ -37,7 +44,8 @@
 use std::collections::BTreeSet;
 
 use crate::affine::{AffAtom, AffExpr};
-use crate::tiny::BinaryOp;
+use crate::sym::Dim;
+use crate::tiny::{BinaryOp, ReduceOp};
 use crate::DType;
 
 use super::loop_ir::{Expr, Kernel, Program};
@@ -49,13 +57,39 @@ pub use tgc_runtime::cpu_rt::{MR, NR};
 pub struct Packed {
     /// Output loops only the `a` factor reads: the GEMM's rows, in nest order.
     pub m: Vec<usize>,
-    /// Output loops only the `b` factor reads: the GEMM's columns, in nest order.
+    /// Loops only the `b` factor reads: the GEMM's columns, in nest order —
+    /// output loops, then (when `pooled`) every loop of the kernel's own
+    /// reduction.
     pub n: Vec<usize>,
     /// The other output loops, in nest order: one GEMM per point.
     pub batch: Vec<usize>,
     /// Whether `a` is the product's second operand (`b · a` in the kernel).
     pub swapped: bool,
+    /// Whether the contraction is the kernel's one [`Expr::Reduce`] (a
+    /// convolution computed at the reads of the pooling that is the kernel's
+    /// reduction, `003`'s compute-at fusion) rather than its reduction: the
+    /// epilogue then folds each run of `window` consecutive columns (a
+    /// pooling window, `window` the product of the reduce loops' extents)
+    /// into one output point, in the reduce loops' order.
+    pub pooled: bool,
     pub blocks: Blocks,
+}
+
+/// What a printer needs of a packed kernel ([`of`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Contraction<'a> {
+    pub packed: &'a Packed,
+    /// The factor that owns the GEMM's rows.
+    pub a: &'a Expr,
+    /// The factor that owns the GEMM's columns.
+    pub b: &'a Expr,
+    /// The GEMM's `K`: the extents of the loops the product is summed over,
+    /// loop variables `i{k_first}, i{k_first + 1}, …`.
+    pub k_loops: &'a [Dim],
+    pub k_first: usize,
+    /// For a [`Packed::pooled`] kernel, the `id` of the `Reduce` that a
+    /// column of the GEMM's result is (printed `acc{id}`).
+    pub pooled: Option<u32>,
 }
 
 /// Cache block sizes in elements (`mc` a multiple of [`MR`], `nc` of [`NR`]).
@@ -98,13 +132,25 @@ impl CacheModel {
     }
 }
 
-/// `k`'s packed schedule with the factors `(a, b)` of its reduction, when
-/// [`plan`] gave it one: what every printer asks before printing `k` on
-/// the template instead of as its plain nest.
-pub fn of(k: &Kernel) -> Option<(&Packed, (&Expr, &Expr))> {
+/// `k`'s contraction when [`plan`] gave it the packed schedule: what every
+/// printer asks before printing `k` on the template instead of as its plain
+/// nest.
+pub fn of(k: &Kernel) -> Option<Contraction<'_>> {
     let pk = k.packed.as_ref()?;
-    let (x, y) = product(&k.reduce.as_ref()?.value)?;
-    Some((pk, if pk.swapped { (y, x) } else { (x, y) }))
+    let s = contraction(k, pk.pooled)?;
+    let (x, y) = product(s.value)?;
+    let (a, b) = if pk.swapped { (y, x) } else { (x, y) };
+    Some(Contraction { packed: pk, a, b, k_loops: s.loops, k_first: s.first, pooled: s.id })
+}
+
+/// The product of the extents of `k`'s loops `axes` (1 for none).
+///
+/// # Panics
+/// If a loop of `axes` is not a loop of `k` — [`Packed`]'s axes always are.
+pub fn extent(k: &Kernel, axes: &[usize]) -> Dim {
+    let dims: Vec<Dim> =
+        axes.iter().map(|&v| k.extent(v).expect("a packed axis is a loop of its kernel").clone()).collect();
+    Dim::product(&dims)
 }
 
 /// Marks every kernel of `p` that has the form and no strips as packed,
@@ -113,6 +159,36 @@ pub fn plan(p: &mut Program, model: &CacheModel) {
     let blocks = model.blocks();
     for k in &mut p.kernels {
         k.packed = if k.strips.is_empty() { analyze(k, blocks) } else { None };
+    }
+}
+
+/// A float `SUM` of a kernel: its loops (variables `first..`), the summed
+/// value, and the `id` of a `Reduce` computed at the reads (`None`: the
+/// kernel's own reduction).
+struct FloatSum<'a> {
+    loops: &'a [Dim],
+    first: usize,
+    value: &'a Expr,
+    id: Option<u32>,
+}
+
+/// The float `SUM` of `k` that the template computes: its reduction, or
+/// (`pooled`) the one `Reduce` computed at the reads of its reduction,
+/// needed at every point (no guard).
+fn contraction(k: &Kernel, pooled: bool) -> Option<FloatSum<'_>> {
+    let r = k.reduce.as_ref()?;
+    let at = k.computed_at();
+    if !pooled {
+        let ok = at.is_empty() && r.op == ReduceOp::Sum && r.dtype.is_float() && !r.loops.is_empty();
+        return ok.then_some(FloatSum { loops: &r.loops, first: k.loops.len(), value: &r.value, id: None });
+    }
+    match at.as_slice() {
+        [Expr::Reduce { id, op: ReduceOp::Sum, dtype, first, loops, guard, value, .. }]
+            if dtype.is_float() && guard.is_empty() && !loops.is_empty() && !r.loops.is_empty() =>
+        {
+            Some(FloatSum { loops, first: *first as usize, value, id: Some(*id) })
+        }
+        _ => None,
     }
 }
 
@@ -126,17 +202,27 @@ fn product(value: &Expr) -> Option<(&Expr, &Expr)> {
 }
 
 /// The packed form of `k`, if it has one: a float `SUM` of a product whose
-/// factors each read an output loop the other does not, nothing computed
-/// at its reads, and the accumulator read once (by the epilogue).
+/// factors each read a loop the other does not — the kernel's reduction
+/// (nothing computed at its reads), or else the one reduction computed at
+/// the reads of the kernel's reduction when every loop of the latter
+/// falls to the GEMM's columns.
+/// Whether `k` has the form of the packed template, strips or not: a sum
+/// of products whose order [`super::lanes`] must not change.
+pub fn is_contraction(k: &Kernel) -> bool {
+    analyze(k, CacheModel::default().blocks()).is_some()
+}
+
 fn analyze(k: &Kernel, blocks: Blocks) -> Option<Packed> {
-    let r = k.reduce.as_ref()?;
-    if r.op != crate::tiny::ReduceOp::Sum || !r.dtype.is_float() || r.loops.is_empty() || !k.computed_at().is_empty() {
-        return None;
-    }
-    let (x, y) = product(&r.value)?;
+    [false, true].into_iter().find_map(|pooled| analyze_as(k, blocks, pooled))
+}
+
+fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
+    let (x, y) = product(contraction(k, pooled)?.value)?;
     let (vx, vy) = (expr_vars(x), expr_vars(y));
+    let out = k.loops.len();
+    let window = if pooled { k.reduce.as_ref().map_or(0, |r| r.loops.len()) } else { 0 };
     let only = |mine: &BTreeSet<u32>, other: &BTreeSet<u32>| -> Vec<usize> {
-        (0..k.loops.len()).filter(|&v| mine.contains(&(v as u32)) && !other.contains(&(v as u32))).collect()
+        (0..out + window).filter(|&v| mine.contains(&(v as u32)) && !other.contains(&(v as u32))).collect()
     };
     let (ox, oy) = (only(&vx, &vy), only(&vy, &vx));
     if ox.is_empty() || oy.is_empty() {
@@ -146,8 +232,11 @@ fn analyze(k: &Kernel, blocks: Blocks) -> Option<Packed> {
     // stores along the output's fastest axis.
     let swapped = ox.last() > oy.last();
     let (m, n) = if swapped { (oy, ox) } else { (ox, oy) };
-    let batch = (0..k.loops.len()).filter(|v| !m.contains(v) && !n.contains(v)).collect();
-    Some(Packed { m, n, batch, swapped, blocks })
+    if !(out..out + window).all(|v| n.contains(&v)) {
+        return None;
+    }
+    let batch = (0..out).filter(|v| !m.contains(v) && !n.contains(v)).collect();
+    Some(Packed { m, n, batch, swapped, pooled, blocks })
 }
 
 /// The loop variables `e` reads (subscripts and guards).

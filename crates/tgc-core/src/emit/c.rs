@@ -20,8 +20,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
-use crate::cpu::packed::{self, Packed, MR, NR};
+use crate::cpu::lanes;
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role};
+use crate::cpu::packed::{self, Contraction, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -434,8 +435,8 @@ impl Printer<'_> {
         let p = self.p;
         let mut s = String::new();
         let _ = writeln!(s, "/* {} */", kernel_summary(self.g, p, k));
-        if let Some((pk, factors)) = packed::of(k) {
-            self.packed(&mut s, k, pk, factors, symbol);
+        if let Some(c) = packed::of(k) {
+            self.packed(&mut s, k, c, symbol);
             return s;
         }
         let (bufs, syms) = ctx_fields(p, k);
@@ -513,17 +514,18 @@ impl Printer<'_> {
     /// `a` panel and the micro-kernels; then the epilogue) and the kernel
     /// function, which sizes the tasks for the thread count and runs them on
     /// `rt`'s pool. It returns 1 when a task could not allocate its panels.
-    fn packed(&mut self, s: &mut String, k: &Kernel, pk: &Packed, (a, b): (&Expr, &Expr), symbol: &str) {
+    fn packed(&mut self, s: &mut String, k: &Kernel, c: Contraction, symbol: &str) {
         let p = self.p;
+        let (pk, a, b) = (c.packed, c.a, c.b);
         let Some(r) = &k.reduce else { return };
         let name = format!("tgc_{}_{symbol}", k.name);
         let (bufs, syms) = ctx_fields(p, k);
-        let extent =
-            |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
+        let extent = |axes: &[usize]| dim(&packed::extent(k, axes), Lang::C);
         let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
-        let red = k.loops.len();
-        let k_inner = dim(&Dim::product(&r.loops[1..]), Lang::C);
-        let k_outer = dim(&r.loops[0], Lang::C);
+        let k_inner = dim(&Dim::product(&c.k_loops[1..]), Lang::C);
+        let k_outer = dim(&c.k_loops[0], Lang::C);
+        // A pooled kernel's window: how many columns make one output point.
+        let window = c.pooled.map(|_| dim(&Dim::product(&r.loops), Lang::C));
 
         ctx_struct(
             s,
@@ -546,12 +548,13 @@ impl Printer<'_> {
             s,
             "    const tgc_rt* pk_rt = pk_ctx->rt;
     const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = {mc};
-    const int64_t pk_M = {m_ext}, pk_N = {n_ext};
+    const int64_t pk_M = {m_ext}, pk_N = {n_ext};{window}
     const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
     pk_t /= pk_ctx->nt;
     const int64_t pk_m0 = pk_t % pk_ctx->mt * pk_mpart;
     pk_t /= pk_ctx->mt;",
-            mc = pk.blocks.mc
+            mc = pk.blocks.mc,
+            window = window.as_ref().map_or(String::new(), |w| format!("\n    const int64_t pk_w = {w};")),
         );
         for &v in pk.batch.iter().rev() {
             let _ =
@@ -598,14 +601,14 @@ impl Printer<'_> {
             decode(s, k, &format!("{origin} + pk_j"), axes, 4);
             s.push_str("                int64_t pk_q = 0;\n");
             let mut depth = 4;
-            for (j, d) in r.loops.iter().enumerate() {
+            for (j, d) in c.k_loops.iter().enumerate() {
                 let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
                 let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
                 let _ = writeln!(
                     s,
                     "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
                     "",
-                    v = red + j,
+                    v = c.k_first + j,
                     w = depth * 4
                 );
                 depth += 1;
@@ -634,10 +637,36 @@ impl Printer<'_> {
     for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {{"
         );
         decode(s, k, "pk_m0 + pk_i", &pk.m, 2);
-        s.push_str("        for (int64_t pk_j = 0; pk_j < pk_nb; pk_j++) {\n");
-        decode(s, k, "pk_n0 + pk_j", &pk.n, 3);
-        s.push_str("            const float acc = pk_c[pk_i * pk_np + pk_j];\n");
-        self.store(s, k, 3);
+        match c.pooled {
+            None => {
+                s.push_str("        for (int64_t pk_j = 0; pk_j < pk_nb; pk_j++) {\n");
+                decode(s, k, "pk_n0 + pk_j", &pk.n, 3);
+                s.push_str("            const float acc = pk_c[pk_i * pk_np + pk_j];\n");
+                self.store(s, k, 3);
+            }
+            Some(id) => {
+                // Each window's columns, folded in the reduce loops' order.
+                let (out_n, window) = pk.n.split_at(pk.n.len() - r.loops.len());
+                let init = self.literal(r.op.identity(r.dtype), r.dtype);
+                let _ = writeln!(
+                    s,
+                    "        for (int64_t pk_g = 0; pk_g < pk_nb; pk_g += pk_w) {{
+            {} acc = {init};",
+                    compute_ty(r.dtype)
+                );
+                decode(s, k, "(pk_n0 + pk_g) / pk_w", out_n, 3);
+                s.push_str("            for (int64_t pk_j = pk_g; pk_j < pk_g + pk_w; pk_j++) {\n");
+                decode(s, k, "pk_j - pk_g", window, 4);
+                for v in window {
+                    let _ = writeln!(s, "                (void)i{v};");
+                }
+                let _ = writeln!(s, "                const float acc{id} = pk_c[pk_i * pk_np + pk_j];");
+                let x = self.expr(&r.value);
+                let update = self.binary(update_op(r.op), "acc".into(), x, r.dtype);
+                let _ = writeln!(s, "                acc = {update};\n            }}");
+                self.store(s, k, 3);
+            }
+        }
         s.push_str("        }\n    }\n    free(pk_a);\n    free(pk_b);\n    free(pk_c);\n}\n\n");
 
         // The kernel function.
@@ -661,7 +690,7 @@ impl Printer<'_> {
         pk_nc = (pk_nc / 2 + {NR} - 1) / {NR} * {NR};
     while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mpart > {MR})
         pk_mpart = (pk_mpart / 2 + {MR} - 1) / {MR} * {MR};
-    pk_ctx.mpart = pk_mpart;
+{whole}    pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
     pk_ctx.kc = {kc};
     pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
@@ -670,7 +699,10 @@ impl Printer<'_> {
     return pk_ctx.failed;
 }}",
             nc = blocks.nc,
-            kc = blocks.kc
+            kc = blocks.kc,
+            whole = window.map_or(String::new(), |w| format!(
+                "    /* Whole windows a task. */\n    pk_nc = (pk_nc + {w} - 1) / ({w}) * ({w});\n"
+            )),
         );
     }
 
@@ -721,7 +753,9 @@ impl Printer<'_> {
             );
             *depth += 1;
         };
-        if let Some(r) = &k.reduce {
+        if let (Some(r), true) = (&k.reduce, k.lanes > 1) {
+            self.split_reduction(s, k, r, depth);
+        } else if let Some(r) = &k.reduce {
             let init = self.literal(r.op.identity(r.dtype), r.dtype);
             let _ = writeln!(s, "{:w$}{} acc = {init};", "", compute_ty(r.dtype), w = depth * 4);
             let body_depth = depth;
@@ -757,6 +791,63 @@ impl Printer<'_> {
             }
         }
         self.store(s, k, depth);
+    }
+
+    /// A reduction in `k.lanes` split accumulators `acc_l[]` ([`lanes`]'s
+    /// rule: value `j` of the innermost reduce loop to lane `j mod L`, the
+    /// lanes folded pairwise), at indentation `depth`; declares `acc`.
+    fn split_reduction(&mut self, s: &mut String, k: &Kernel, r: &Reduction, depth: usize) {
+        let lanes = k.lanes;
+        let ty = compute_ty(r.dtype);
+        let init = self.literal(r.op.identity(r.dtype), r.dtype);
+        let w = depth * 4;
+        let inits = vec![init; lanes].join(", ");
+        let _ = writeln!(s, "{:w$}{ty} acc_l[{lanes}] = {{{inits}}};", "");
+        let mut d = depth;
+        let (inner, outer) = r.loops.split_last().expect("a split reduction has reduce loops");
+        for (j, e) in outer.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "{:w$}for (int64_t i{v} = 0; i{v} < {}; i{v} += 1) {{",
+                "",
+                dim(e, Lang::C),
+                v = k.loops.len() + j,
+                w = d * 4
+            );
+            d += 1;
+        }
+        let v = k.loops.len() + outer.len();
+        let e = dim(inner, Lang::C);
+        let x = self.expr(&r.value);
+        let update = self.binary(update_op(r.op), "acc_l[pk_l]".into(), x, r.dtype);
+        let w = d * 4;
+        let _ = writeln!(
+            s,
+            "{:w$}const int64_t pk_full = floord({e}, {lanes}) * {lanes};
+{:w$}for (int64_t pk_r = 0; pk_r < pk_full; pk_r += {lanes}) {{
+{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
+{:w$}        const int64_t i{v} = pk_r + pk_l;
+{:w$}        (void)i{v};
+{:w$}        acc_l[pk_l] = {update};
+{:w$}    }}
+{:w$}}}
+{:w$}for (int64_t pk_l = 0; pk_full + pk_l < {e}; pk_l += 1) {{
+{:w$}    const int64_t i{v} = pk_full + pk_l;
+{:w$}    (void)i{v};
+{:w$}    acc_l[pk_l] = {update};
+{:w$}}}",
+            "", "", "", "", "", "", "", "", "", "", "", "", ""
+        );
+        while d > depth {
+            d -= 1;
+            let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
+        }
+        let w = depth * 4;
+        for (a, b) in lanes::fold_order(lanes) {
+            let folded = self.binary(update_op(r.op), format!("acc_l[{a}]"), format!("acc_l[{b}]"), r.dtype);
+            let _ = writeln!(s, "{:w$}acc_l[{a}] = {folded};", "");
+        }
+        let _ = writeln!(s, "{:w$}const {ty} acc = acc_l[0];", "");
     }
 }
 
@@ -822,7 +913,7 @@ fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) 
         if j == 0 {
             let _ = writeln!(s, "{:w$}const int64_t i{v} = pk_f{depth};", "");
         } else {
-            let e = dim(&k.loops[v], Lang::C);
+            let e = dim(&packed::extent(k, &[v]), Lang::C);
             let _ = writeln!(s, "{:w$}const int64_t i{v} = pk_f{depth} % {e};\n{:w$}pk_f{depth} /= {e};", "", "");
         }
     }

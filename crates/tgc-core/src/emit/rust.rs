@@ -25,8 +25,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Role};
-use crate::cpu::packed::{self, Packed, MR, NR};
+use crate::cpu::lanes;
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role};
+use crate::cpu::packed::{self, Contraction, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -240,7 +241,7 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
     params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
     let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
     match packed::of(k) {
-        Some((pk, factors)) => packed(&mut s, p, k, pk, factors, cp),
+        Some(c) => packed(&mut s, p, k, c, cp),
         None => nest(&mut s, p, k, &k.nest(), 2),
     }
     let _ = writeln!(s, "    }}");
@@ -253,18 +254,20 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
 /// the caller's thread: writing one output from several threads would need
 /// `unsafe` in the user's crate, which the printed Rust never contains.
 /// The micro-kernel is the runtime's (`cpu_rt::ukernel`).
-fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, &Expr), cp: &str) {
+fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
+    let (pk, a, b) = (c.packed, c.a, c.b);
     let Some(r) = &k.reduce else { return };
     let rt = format!("{cp}::__private::cpu_rt");
-    let extent =
-        |axes: &[usize]| dim(&Dim::product(&axes.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::Rust);
+    let extent = |axes: &[usize]| dim(&packed::extent(k, axes), Lang::Rust);
     let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
-    let red = k.loops.len();
     let blocks = pk.blocks;
+    // A pooled kernel's window: how many columns make one output point; a
+    // block holds whole windows.
+    let window = c.pooled.map(|_| dim(&Dim::product(&r.loops), Lang::Rust));
     let _ = writeln!(
         s,
         "        let (pk_M, pk_N, pk_batch): (i64, i64, i64) = ({m_ext}, {n_ext}, {batch_ext});
-        let (pk_mc, pk_nc): (i64, i64) = ({mc}, ((pk_N + {NR} - 1) / {NR} * {NR}).min({nc}));
+        let (pk_mc, pk_nc): (i64, i64) = ({mc}, ((pk_N + {NR} - 1) / {NR} * {NR}).min({nc}));{whole}
         let pk_nt: i64 = (pk_N + pk_nc - 1) / pk_nc;
         for pk_t in 0i64..pk_batch * pk_nt {{
             let pk_n0: i64 = pk_t % pk_nt * pk_nc;
@@ -272,6 +275,9 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
             let pk_m0: i64 = 0;",
         mc = blocks.mc,
         nc = blocks.nc,
+        whole = window.as_ref().map_or(String::new(), |w| format!(
+            "\n        let pk_w: i64 = {w};\n        let pk_nc: i64 = (pk_nc + pk_w - 1) / pk_w * pk_w;"
+        )),
     );
     for &v in pk.batch.iter().rev() {
         let e = dim(&k.loops[v], Lang::Rust);
@@ -291,8 +297,8 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
             while pk_ko < {k_outer} {{
                 let pk_ke: i64 = (pk_ko + pk_kstep).min({k_outer});
                 let pk_kb: i64 = (pk_ke - pk_ko) * pk_kin;",
-        k_inner = dim(&Dim::product(&r.loops[1..]), Lang::Rust),
-        k_outer = dim(&r.loops[0], Lang::Rust),
+        k_inner = dim(&Dim::product(&c.k_loops[1..]), Lang::Rust),
+        k_outer = dim(&c.k_loops[0], Lang::Rust),
         kc = blocks.kc,
     );
     // The `b` panel once per K block; the `a` panel per `mc` rows.
@@ -315,9 +321,9 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
         decode(s, k, &format!("{origin} + pk_j"), axes, 6);
         s.push_str("                        let mut pk_q: usize = pk_at;\n");
         let mut depth = 6;
-        for (j, d) in r.loops.iter().enumerate() {
+        for (j, d) in c.k_loops.iter().enumerate() {
             let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
-            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = red + j, w = depth * 4);
+            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
             depth += 1;
         }
         let _ = writeln!(s, "{:w$}{panel}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
@@ -349,9 +355,34 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, pk: &Packed, (a, b): (&Expr, 
             for pk_i in 0i64..pk_mb {{"
     );
     decode(s, k, "pk_m0 + pk_i", &pk.m, 4);
-    s.push_str("                for pk_j in 0i64..pk_nb {\n");
-    decode(s, k, "pk_n0 + pk_j", &pk.n, 5);
-    s.push_str("                    let acc: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];\n");
+    match c.pooled {
+        None => {
+            s.push_str("                for pk_j in 0i64..pk_nb {\n");
+            decode(s, k, "pk_n0 + pk_j", &pk.n, 5);
+            s.push_str("                    let acc: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];\n");
+        }
+        Some(id) => {
+            // Each window's columns, folded in the reduce loops' order.
+            let (out_n, window) = pk.n.split_at(pk.n.len() - r.loops.len());
+            let _ = writeln!(
+                s,
+                "                for pk_g in (0i64..pk_nb).step_by(pk_w as usize) {{
+                    let mut acc: {} = {};",
+                compute_ty(r.dtype),
+                literal(r.op.identity(r.dtype), r.dtype)
+            );
+            decode(s, k, "(pk_n0 + pk_g) / pk_w", out_n, 5);
+            s.push_str("                    for pk_j in pk_g..pk_g + pk_w {\n");
+            decode(s, k, "pk_j - pk_g", window, 6);
+            let update = binary(update_op(r.op), "acc".into(), expr(p, &r.value), r.dtype);
+            let _ = writeln!(
+                s,
+                "                        let acc{id}: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];
+                        acc = {update};
+                    }}"
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "                    {}[{} as usize] = {};
@@ -387,7 +418,7 @@ fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) 
         if j == 0 {
             let _ = writeln!(s, "{:w$}let i{v}: i64 = pk_f;", "");
         } else {
-            let e = dim(&k.loops[v], Lang::Rust);
+            let e = dim(&packed::extent(k, &[v]), Lang::Rust);
             let _ = writeln!(s, "{:w$}let i{v}: i64 = pk_f % {e};\n{:w$}let pk_f: i64 = pk_f / {e};", "", "");
         }
     }
@@ -424,7 +455,9 @@ fn point(s: &mut String, p: &Program, k: &Kernel, depth: usize) {
         let _ = writeln!(s, "{:w$}for i{var} in 0i64..{} {{", "", dim(extent, Lang::Rust), w = *depth * 4);
         *depth += 1;
     };
-    if let Some(r) = &k.reduce {
+    if let (Some(r), true) = (&k.reduce, k.lanes > 1) {
+        split_reduction(s, p, k, r, depth);
+    } else if let Some(r) = &k.reduce {
         let _ = writeln!(
             s,
             "{:w$}let mut acc: {} = {};",
@@ -472,6 +505,50 @@ fn point(s: &mut String, p: &Program, k: &Kernel, depth: usize) {
         stored(p, k),
         w = depth * 4
     );
+}
+
+/// A reduction in `k.lanes` split accumulators `acc_l` (`cpu::lanes`'s
+/// rule, as `super::c` prints it), at indentation `depth`; declares `acc`.
+fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth: usize) {
+    let lanes = k.lanes;
+    let ty = compute_ty(r.dtype);
+    let init = literal(r.op.identity(r.dtype), r.dtype);
+    let _ = writeln!(s, "{:w$}let mut acc_l: [{ty}; {lanes}] = [{init}; {lanes}];", "", w = depth * 4);
+    let mut d = depth;
+    let (inner, outer) = r.loops.split_last().expect("a split reduction has reduce loops");
+    for (j, e) in outer.iter().enumerate() {
+        let _ = writeln!(s, "{:w$}for i{v} in 0i64..{} {{", "", dim(e, Lang::Rust), v = k.loops.len() + j, w = d * 4);
+        d += 1;
+    }
+    let v = k.loops.len() + outer.len();
+    let e = dim(inner, Lang::Rust);
+    let update = binary(update_op(r.op), "acc_l[pk_l]".into(), expr(p, &r.value), r.dtype);
+    let w = d * 4;
+    let _ = writeln!(
+        s,
+        "{:w$}let pk_e: i64 = {e};
+{:w$}let pk_full: i64 = pk_e / {lanes} * {lanes};
+{:w$}for pk_r in (0i64..pk_full).step_by({lanes}) {{
+{:w$}    for pk_l in 0usize..{lanes} {{
+{:w$}        let i{v}: i64 = pk_r + pk_l as i64;
+{:w$}        acc_l[pk_l] = {update};
+{:w$}    }}
+{:w$}}}
+{:w$}for pk_l in 0usize..(pk_e - pk_full) as usize {{
+{:w$}    let i{v}: i64 = pk_full + pk_l as i64;
+{:w$}    acc_l[pk_l] = {update};
+{:w$}}}",
+        "", "", "", "", "", "", "", "", "", "", "", ""
+    );
+    while d > depth {
+        d -= 1;
+        let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
+    }
+    for (a, b) in lanes::fold_order(lanes) {
+        let folded = binary(update_op(r.op), format!("acc_l[{a}]"), format!("acc_l[{b}]"), r.dtype);
+        let _ = writeln!(s, "{:w$}acc_l[{a}] = {folded};", "", w = depth * 4);
+    }
+    let _ = writeln!(s, "{:w$}let acc: {ty} = acc_l[0];", "", w = depth * 4);
 }
 
 /// The binary op that folds one value into a `REDUCE` accumulator.

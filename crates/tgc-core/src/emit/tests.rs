@@ -491,10 +491,28 @@ fn padded_row_max_snapshots() {
             (void)s_K;
         #pragma scop
             for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-                float acc = (-INFINITY);
-                for (int64_t i1 = 0; i1 < (s_K + 1); i1 += 1) {
-                    acc = tgc_max_f32(acc, ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
+                float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
+                const int64_t pk_full = floord((s_K + 1), 8) * 8;
+                for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                        const int64_t i1 = pk_r + pk_l;
+                        (void)i1;
+                        acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
+                    }
                 }
+                for (int64_t pk_l = 0; pk_full + pk_l < (s_K + 1); pk_l += 1) {
+                    const int64_t i1 = pk_full + pk_l;
+                    (void)i1;
+                    acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
+                }
+                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[1]);
+                acc_l[2] = tgc_max_f32(acc_l[2], acc_l[3]);
+                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[5]);
+                acc_l[6] = tgc_max_f32(acc_l[6], acc_l[7]);
+                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[2]);
+                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[6]);
+                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[4]);
+                const float acc = acc_l[0];
                 out0[i0] = tgc_relu_f32(acc);
             }
         #pragma endscop
@@ -561,10 +579,27 @@ fn padded_row_max_snapshots() {
             // k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register
             fn k0(in0: &[f16], out0: &mut [f32], s_M: i64, s_K: i64) {
                 for i0 in 0i64..s_M {
-                    let mut acc: f32 = f32::NEG_INFINITY;
-                    for i1 in 0i64..(s_K + 1) {
-                        acc = max_f32(acc, (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
+                    let mut acc_l: [f32; 8] = [f32::NEG_INFINITY; 8];
+                    let pk_e: i64 = (s_K + 1);
+                    let pk_full: i64 = pk_e / 8 * 8;
+                    for pk_r in (0i64..pk_full).step_by(8) {
+                        for pk_l in 0usize..8 {
+                            let i1: i64 = pk_r + pk_l as i64;
+                            acc_l[pk_l] = max_f32(acc_l[pk_l], (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
+                        }
                     }
+                    for pk_l in 0usize..(pk_e - pk_full) as usize {
+                        let i1: i64 = pk_full + pk_l as i64;
+                        acc_l[pk_l] = max_f32(acc_l[pk_l], (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
+                    }
+                    acc_l[0] = max_f32(acc_l[0], acc_l[1]);
+                    acc_l[2] = max_f32(acc_l[2], acc_l[3]);
+                    acc_l[4] = max_f32(acc_l[4], acc_l[5]);
+                    acc_l[6] = max_f32(acc_l[6], acc_l[7]);
+                    acc_l[0] = max_f32(acc_l[0], acc_l[2]);
+                    acc_l[4] = max_f32(acc_l[4], acc_l[6]);
+                    acc_l[0] = max_f32(acc_l[0], acc_l[4]);
+                    let acc: f32 = acc_l[0];
                     out0[i0 as usize] = relu_f32(acc);
                 }
             }
@@ -666,5 +701,183 @@ fn packed_contractions_match_the_interpreter_on_random_shapes() {
             let (c, r) = lib.run(&inputs, &values);
             assert_eq!((c.rc, r.rc), (0, 0), "{} at {dims:?}", g.name);
         }
+    }
+}
+
+/// Convolutions computed at the reads of a pooling (`003`'s compute-at
+/// fusion) on the packed template with the pooling as the epilogue
+/// (`cpu::packed`'s `pooled`), on C and Rust, against the interpreter:
+/// strides, dilations, padding, groups, overlapping and ragged windows,
+/// max and average pools. Fusion needs Poly-View (the `poly` feature).
+#[cfg(feature = "poly")]
+#[test]
+fn pooled_convolutions_match_the_interpreter() {
+    struct Case {
+        n: i64,
+        c: i64,
+        k: i64,
+        hw: (i64, i64),
+        groups: i64,
+        stride: i64,
+        /// top, bottom, left, right
+        pad: [i64; 4],
+        dilation: i64,
+        act: &'static str,
+        pool: &'static str,
+        window: (i64, i64),
+        pool_stride: (i64, i64),
+        pool_pad: i64,
+        form: Form,
+    }
+    /// How the case is lowered.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Form {
+        /// Fused (non-overlapping windows, a one-op activation): the
+        /// pooling is the packed convolution's epilogue.
+        Pooled,
+        /// Not fused: the convolution stored by a packed kernel, pooled by a
+        /// plain nest.
+        Stored,
+        /// A plain nest: a grouped convolution (both factors read the output
+        /// channel), or a fused one under the pool's padding guard.
+        Plain,
+    }
+    let base = Case {
+        n: 1,
+        c: 5,
+        k: 7,
+        hw: (9, 8),
+        groups: 1,
+        stride: 1,
+        pad: [1; 4],
+        dilation: 1,
+        act: "relu",
+        pool: "maxpool2d",
+        window: (2, 2),
+        pool_stride: (2, 2),
+        pool_pad: 0,
+        form: Form::Pooled,
+    };
+    let cases = [
+        Case { ..base },
+        Case { n: 2, c: 3, k: 13, hw: (7, 11), pad: [0; 4], window: (3, 3), pool_stride: (3, 3), ..base },
+        Case { c: 4, k: 6, hw: (12, 10), stride: 2, pad: [1, 2, 0, 1], pool: "avgpool2d", ..base },
+        Case {
+            c: 2,
+            k: 3,
+            hw: (11, 13),
+            pad: [2; 4],
+            dilation: 2,
+            act: "silu",
+            window: (2, 3),
+            pool_stride: (2, 1),
+            form: Form::Stored,
+            ..base
+        },
+        Case { n: 2, c: 4, k: 6, hw: (8, 8), groups: 2, form: Form::Plain, ..base },
+        Case { c: 17, k: 20, hw: (6, 6), pool: "avgpool2d", window: (3, 3), pool_stride: (3, 3), ..base },
+        Case { c: 3, k: 5, hw: (8, 8), pool_pad: 1, form: Form::Plain, ..base },
+        Case { c: 3, k: 5, hw: (9, 9), window: (3, 3), pool_stride: (2, 2), form: Form::Pooled, ..base },
+    ];
+    for (t, cs) in cases.iter().enumerate() {
+        let conv_out = |x: i64, lo: i64, hi: i64| (x + lo + hi - cs.dilation * 2 - 1) / cs.stride + 1;
+        let (oh, ow) = (conv_out(cs.hw.0, cs.pad[0], cs.pad[1]), conv_out(cs.hw.1, cs.pad[2], cs.pad[3]));
+        let pool_out = |x: i64, k: i64, s: i64| (x + 2 * cs.pool_pad - k) / s + 1;
+        let (ph, pw) = (pool_out(oh, cs.window.0, cs.pool_stride.0), pool_out(ow, cs.window.1, cs.pool_stride.1));
+        let src = format!(
+            "graph cp{t}(x: f32[{n}, {c}, {h}, {w}], w: f32[{k}, {cg}, 3, 3], b: f32[{k}]) -> (y: f32[{n}, {k}, {ph}, {pw}]) {{
+                c = conv2d(x, w, bias=b, stride=[{s}, {s}], pad=[{p0}, {p1}, {p2}, {p3}], dilation=[{d}, {d}], groups={gr})
+                r = {act}(c)
+                y = {pool}(r, kernel=[{wh}, {ww}], stride=[{sh}, {sw}], pad=[{pp}, {pp}])
+                return y
+            }}",
+            n = cs.n,
+            c = cs.c,
+            k = cs.k,
+            h = cs.hw.0,
+            w = cs.hw.1,
+            cg = cs.c / cs.groups,
+            s = cs.stride,
+            p0 = cs.pad[0],
+            p1 = cs.pad[1],
+            p2 = cs.pad[2],
+            p3 = cs.pad[3],
+            d = cs.dilation,
+            gr = cs.groups,
+            act = cs.act,
+            pool = cs.pool,
+            wh = cs.window.0,
+            ww = cs.window.1,
+            sh = cs.pool_stride.0,
+            sw = cs.pool_stride.1,
+            pp = cs.pool_pad,
+        );
+        let g = crate::pipeline::load(&src, crate::pipeline::Format::Dsl, None)
+            .unwrap_or_else(|e| panic!("{}", e.render(&src)))
+            .graph;
+        let p = crate::cpu::lower(&g).unwrap();
+        let fused = p.kernels.iter().any(|k| !k.computed_at().is_empty());
+        let pooled = p.kernels.iter().any(|k| k.packed.as_ref().is_some_and(|pk| pk.pooled));
+        let got = match (fused, pooled) {
+            (true, true) => Form::Pooled,
+            (false, _) if p.kernels.iter().any(|k| k.packed.is_some()) => Form::Stored,
+            _ => Form::Plain,
+        };
+        assert_eq!(got, cs.form, "case {t}");
+        let lib = compile(&g);
+        let packed = cs.form != Form::Plain;
+        assert_eq!(lib.c_src.contains("pk_rt->ukernel("), packed, "C of case {t}:\n{}", lib.c_src);
+        assert_eq!(lib.rust_src.contains("cpu_rt::ukernel("), packed, "Rust of case {t}:\n{}", lib.rust_src);
+        let inputs: Vec<Vec<f64>> = g
+            .inputs()
+            .into_iter()
+            .enumerate()
+            .map(|(j, id)| {
+                let len: i64 = g.shape(id).iter().map(|d| d.as_int().unwrap()).product();
+                data(7000 + 10 * t as u64 + j as u64, len as usize, -1.0, 1.0, DType::F32)
+            })
+            .collect();
+        let (c_run, r_run) = lib.run(&inputs, &[]);
+        assert_eq!((c_run.rc, r_run.rc), (0, 0), "case {t}");
+    }
+}
+
+/// Reductions in split accumulators (`cpu::lanes`) on C and Rust against
+/// the interpreter at every tail length (`K` from 1 to 17: no full group of
+/// eight, one, two, with 0 to 7 left over): f32 sum, max and min, an f16
+/// max, an i32 sum (exact) and a sum over two axes (the lanes carried
+/// across the outer reduce loop).
+#[test]
+fn split_reductions_match_the_interpreter_at_every_tail() {
+    let src = "graph<R, K> red(x: f32[R, K], h: f16[R, K], n: i32[R, K], z: f32[R, 3, K])
+        -> (s: f32[R], m: f32[R], lo: f32[R], hm: f16[R], ns: i32[R], zs: f32[R]) {
+        s = sum(x, axes=[1])
+        m = max(x, axes=[1])
+        lo = min(x, axes=[1])
+        hm = max(h, axes=[1])
+        ns = sum(n, axes=[1])
+        zs = sum(z, axes=[1, 2])
+        return s, m, lo, hm, ns, zs
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let p = crate::cpu::lower(&g).unwrap();
+    assert!(p.kernels.iter().all(|k| k.lanes == crate::cpu::lanes::LANES), "every reduction is split");
+    let lib = compile(&g);
+    assert!(lib.c_src.contains("acc_l[pk_l]") && lib.rust_src.contains("acc_l[pk_l]"));
+    for k in 1..=17i64 {
+        let r = 3i64;
+        let inputs: Vec<Vec<f64>> = g
+            .inputs()
+            .into_iter()
+            .enumerate()
+            .map(|(j, id)| {
+                let len: i64 =
+                    g.shape(id).iter().map(|d| d.eval(&|s| Some(if s == "R" { r } else { k })).unwrap()).product();
+                let (lo, hi) = if g.dtype(id) == DType::I32 { (-1000.0, 1000.0) } else { (-4.0, 4.0) };
+                data(900 + 10 * k as u64 + j as u64, len as usize, lo, hi, g.dtype(id))
+            })
+            .collect();
+        let (c, rs) = lib.run(&inputs, &[r, k]);
+        assert_eq!((c.rc, rs.rc), (0, 0), "K = {k}");
     }
 }

@@ -364,6 +364,7 @@ fn a_computed_at_reduce_under_its_guard_runs_serially() {
         value: L::Acc { dtype: DType::F32 },
         strips: Vec::new(),
         packed: None,
+        lanes: 1,
     };
     let buf = |name: &str, shape: Vec<D>, role| Buffer {
         name: name.into(),

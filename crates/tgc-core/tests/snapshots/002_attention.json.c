@@ -215,10 +215,28 @@ static void tgc_k1_tgc_main_rows(const float* restrict tmp0, float* restrict tmp
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
         for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
             for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                float acc = (-INFINITY);
-                for (int64_t i3 = 0; i3 < s_N; i3 += 1) {
-                    acc = tgc_max_f32(acc, tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
+                const int64_t pk_full = floord(s_N, 8) * 8;
+                for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                        const int64_t i3 = pk_r + pk_l;
+                        (void)i3;
+                        acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                    }
                 }
+                for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
+                    const int64_t i3 = pk_full + pk_l;
+                    (void)i3;
+                    acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                }
+                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[1]);
+                acc_l[2] = tgc_max_f32(acc_l[2], acc_l[3]);
+                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[5]);
+                acc_l[6] = tgc_max_f32(acc_l[6], acc_l[7]);
+                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[2]);
+                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[6]);
+                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[4]);
+                const float acc = acc_l[0];
                 tmp1[s_H*s_M*i0 + s_M*i1 + i2] = acc;
             }
         }
@@ -345,10 +363,28 @@ static void tgc_k3_tgc_main_rows(const float* restrict tmp2, float* restrict tmp
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
         for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
             for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                float acc = 0.0f;
-                for (int64_t i3 = 0; i3 < s_N; i3 += 1) {
-                    acc = (acc + tmp2[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+                const int64_t pk_full = floord(s_N, 8) * 8;
+                for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                        const int64_t i3 = pk_r + pk_l;
+                        (void)i3;
+                        acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                    }
                 }
+                for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
+                    const int64_t i3 = pk_full + pk_l;
+                    (void)i3;
+                    acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                }
+                acc_l[0] = (acc_l[0] + acc_l[1]);
+                acc_l[2] = (acc_l[2] + acc_l[3]);
+                acc_l[4] = (acc_l[4] + acc_l[5]);
+                acc_l[6] = (acc_l[6] + acc_l[7]);
+                acc_l[0] = (acc_l[0] + acc_l[2]);
+                acc_l[4] = (acc_l[4] + acc_l[6]);
+                acc_l[0] = (acc_l[0] + acc_l[4]);
+                const float acc = acc_l[0];
                 tmp3[s_H*s_M*i0 + s_M*i1 + i2] = acc;
             }
         }

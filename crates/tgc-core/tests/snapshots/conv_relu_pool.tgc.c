@@ -31,72 +31,157 @@ static inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? 
 static inline float tgc_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
 
 /* k0 -> out0 (y): y REDUCE; inlines n17 VIEW, r RELU, c ADD, n14 EXPAND, n12 RESHAPE, n10 MUL, n9 EXPAND, n7 PERMUTE; accumulates y REDUCE MAX in fp32 in a register; recomputes n11 REDUCE SUM at each read (acc0, no buffer) */
-static void tgc_k0_tgc_conv_relu_pool_rows(const float* restrict in0, const float* restrict in1, const float* restrict in2, float* restrict out0, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
-{
-    (void)s_N;
-#pragma scop
-    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        for (int64_t i1 = 0; i1 < 8; i1 += 1) {
-            for (int64_t i2 = 0; i2 < 16; i2 += 1) {
-                for (int64_t i3 = 0; i3 < 16; i3 += 1) {
-                    float acc = (-INFINITY);
-                    for (int64_t i4 = 0; i4 < 2; i4 += 1) {
-                        for (int64_t i5 = 0; i5 < 2; i5 += 1) {
-                            float acc0 = 0.0f;
-                            for (int64_t i6 = 0; i6 < 3; i6 += 1) {
-                                for (int64_t i7 = 0; i7 < 3; i7 += 1) {
-                                    for (int64_t i8 = 0; i8 < 3; i8 += 1) {
-                                        acc0 = (acc0 + (((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f) * in1[27*i1 + 9*i6 + 3*i7 + i8]));
-                                    }
-                                }
-                            }
-                            acc = tgc_max_f32(acc, tgc_relu_f32((acc0 + in2[i1])));
-                        }
-                    }
-                    out0[2048*i0 + 256*i1 + 16*i2 + i3] = acc;
-                }
-            }
-        }
-    }
-#pragma endscop
-}
-
 struct tgc_k0_tgc_conv_relu_pool_ctx {
     const float* in0;
     const float* in1;
     const float* in2;
     float* out0;
     int64_t s_N;
-    int64_t nt;
+    const tgc_rt* rt;
+    int64_t mpart, nc, kc, mt, nt;
+    int32_t failed;
 };
 
 static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_t)
 {
-    const struct tgc_k0_tgc_conv_relu_pool_ctx* pk_ctx = (const struct tgc_k0_tgc_conv_relu_pool_ctx*)pk_vctx;
+    struct tgc_k0_tgc_conv_relu_pool_ctx* pk_ctx = (struct tgc_k0_tgc_conv_relu_pool_ctx*)pk_vctx;
+    const float* restrict in0 = pk_ctx->in0;
+    const float* restrict in1 = pk_ctx->in1;
+    const float* restrict in2 = pk_ctx->in2;
+    float* restrict out0 = pk_ctx->out0;
     const int64_t s_N = pk_ctx->s_N;
-    const int64_t pk_e = s_N;
-    tgc_k0_tgc_conv_relu_pool_rows(pk_ctx->in0, pk_ctx->in1, pk_ctx->in2, pk_ctx->out0, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt);
-}
-
-static void tgc_k0_tgc_conv_relu_pool(const float* restrict in0, const float* restrict in1, const float* restrict in2, float* restrict out0, const int64_t s_N, const tgc_rt* rt)
-{
-    /* About 32768 loop points a part, at most one part a thread. */
-    const int64_t pk_e = s_N;
-    int64_t pk_nt = 221184*s_N / 32768;
-    if (pk_nt > rt->threads) pk_nt = rt->threads;
-    if (pk_nt > pk_e) pk_nt = pk_e;
-    if (pk_nt <= 1) {
-        tgc_k0_tgc_conv_relu_pool_rows(in0, in1, in2, out0, s_N, 0, pk_e);
+    const tgc_rt* pk_rt = pk_ctx->rt;
+    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 252;
+    const int64_t pk_M = 8, pk_N = 1024*s_N;
+    const int64_t pk_w = 4;
+    const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
+    pk_t /= pk_ctx->nt;
+    const int64_t pk_m0 = pk_t % pk_ctx->mt * pk_mpart;
+    pk_t /= pk_ctx->mt;
+    const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
+    const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
+    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 16 - 1) / 16 * 16;
+    const int64_t pk_kin = 9;
+    const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
+    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
+    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
+    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
+    if (!pk_a || !pk_b || !pk_c) {
+        free(pk_a);
+        free(pk_b);
+        free(pk_c);
+        __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    for (int64_t pk_ko = 0; pk_ko < 3; pk_ko += pk_kstep) {
+        const int64_t pk_ke = pk_ko + pk_kstep < 3 ? pk_ko + pk_kstep : 3;
+        const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
+        for (int64_t pk_j = 0; pk_j < pk_np; pk_j++) {
+            float* restrict pk_dst = pk_b + pk_j / 16 * pk_kb * 16 + pk_j % 16;
+            if (pk_j < pk_nb) {
+                int64_t pk_f4 = pk_n0 + pk_j;
+                const int64_t i5 = pk_f4 % 2;
+                pk_f4 /= 2;
+                const int64_t i4 = pk_f4 % 2;
+                pk_f4 /= 2;
+                const int64_t i3 = pk_f4 % 16;
+                pk_f4 /= 16;
+                const int64_t i2 = pk_f4 % 16;
+                pk_f4 /= 16;
+                const int64_t i0 = pk_f4;
+                int64_t pk_q = 0;
+                for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
+                    for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                        for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                            pk_dst[pk_q * 16] = ((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f);
+                            pk_q += 1;
+                        }
+                    }
+                }
+            } else {
+                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 16] = 0.0f;
+            }
+        }
+        for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
+        const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;
+        for (int64_t pk_j = 0; pk_j < pk_icb; pk_j++) {
+            float* restrict pk_dst = pk_a + pk_j / 6 * pk_kb * 6 + pk_j % 6;
+            if (pk_j < pk_mb - pk_ic) {
+                const int64_t i1 = pk_m0 + pk_ic + pk_j;
+                int64_t pk_q = 0;
+                for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
+                    for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                        for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                            pk_dst[pk_q * 6] = in1[27*i1 + 9*i6 + 3*i7 + i8];
+                            pk_q += 1;
+                        }
+                    }
+                }
+            } else {
+                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 6] = 0.0f;
+            }
+        }
+        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 16)
+            for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6)
+                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
+        }
+    }
+    for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {
+        const int64_t i1 = pk_m0 + pk_i;
+        for (int64_t pk_g = 0; pk_g < pk_nb; pk_g += pk_w) {
+            float acc = (-INFINITY);
+            int64_t pk_f3 = (pk_n0 + pk_g) / pk_w;
+            const int64_t i3 = pk_f3 % 16;
+            pk_f3 /= 16;
+            const int64_t i2 = pk_f3 % 16;
+            pk_f3 /= 16;
+            const int64_t i0 = pk_f3;
+            for (int64_t pk_j = pk_g; pk_j < pk_g + pk_w; pk_j++) {
+                int64_t pk_f4 = pk_j - pk_g;
+                const int64_t i5 = pk_f4 % 2;
+                pk_f4 /= 2;
+                const int64_t i4 = pk_f4;
+                (void)i4;
+                (void)i5;
+                const float acc0 = pk_c[pk_i * pk_np + pk_j];
+                acc = tgc_max_f32(acc, tgc_relu_f32((acc0 + in2[i1])));
+            }
+            out0[2048*i0 + 256*i1 + 16*i2 + i3] = acc;
+        }
+    }
+    free(pk_a);
+    free(pk_b);
+    free(pk_c);
+}
+
+static int32_t tgc_k0_tgc_conv_relu_pool(const float* restrict in0, const float* restrict in1, const float* restrict in2, float* restrict out0, const int64_t s_N, const tgc_rt* rt)
+{
     struct tgc_k0_tgc_conv_relu_pool_ctx pk_ctx;
     pk_ctx.in0 = in0;
     pk_ctx.in1 = in1;
     pk_ctx.in2 = in2;
     pk_ctx.out0 = out0;
     pk_ctx.s_N = s_N;
-    pk_ctx.nt = pk_nt;
-    rt->parallel_for(rt, pk_nt, tgc_k0_tgc_conv_relu_pool_task, &pk_ctx);
+    pk_ctx.rt = rt;
+    pk_ctx.failed = 0;
+    const int64_t pk_M = 8, pk_N = 1024*s_N, pk_batch = 1;
+    /* A task: all of M, nc columns; fewer tasks than threads: narrower
+       columns, then M in parts. */
+    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 16 - 1) / 16 * 16;
+    if (pk_nc > 1024) pk_nc = 1024;
+    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_nc > 16)
+        pk_nc = (pk_nc / 2 + 16 - 1) / 16 * 16;
+    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mpart > 6)
+        pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
+    /* Whole windows a task. */
+    pk_nc = (pk_nc + 4 - 1) / (4) * (4);
+    pk_ctx.mpart = pk_mpart;
+    pk_ctx.nc = pk_nc;
+    pk_ctx.kc = 256;
+    pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
+    pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
+    rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, tgc_k0_tgc_conv_relu_pool_task, &pk_ctx);
+    return pk_ctx.failed;
 }
 
 int32_t tgc_conv_relu_pool(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt)
@@ -107,6 +192,8 @@ int32_t tgc_conv_relu_pool(const void* const* inputs, void* const* outputs, cons
     const float* in1 = (const float*)inputs[1];
     const float* in2 = (const float*)inputs[2];
     float* out0 = (float*)outputs[0];
-    tgc_k0_tgc_conv_relu_pool(in0, in1, in2, out0, s_N, rt);
+    if (tgc_k0_tgc_conv_relu_pool(in0, in1, in2, out0, s_N, rt)) {
+        return 1;
+    }
     return 0;
 }

@@ -1,0 +1,97 @@
+//! Split accumulators for the CPU back end's plain reductions (a softmax's
+//! row maximum and row sum, a layernorm's mean and variance, a pooling):
+//! [`LANES`] partial accumulators instead of one, so that consecutive
+//! updates do not wait on each other (one `addss` or `maxss` chain is bound
+//! by the operation's latency, 3–4 cycles on current x86-64 cores; eight
+//! independent chains are bound by its throughput, and the C compiler's
+//! SLP vectoriser packs them into vector registers).
+//!
+//! The order of a split reduction is fixed by this rule alone, whatever
+//! the printer or the strips (so a tiled kernel still gives the untiled
+//! kernel's bits, [`super::loop_ir`]'s invariant for schedules): value
+//! number `j` of the innermost reduce loop goes to lane `j mod LANES`, each
+//! lane folds its values in the nest's order (outer reduce loops first),
+//! and the lanes are folded pairwise, `((l0 ∘ l1) ∘ (l2 ∘ l3)) ∘ ((l4 ∘ l5) ∘
+//! (l6 ∘ l7))`. For `MAX`, `MIN` and integer `SUM` that is the sequential
+//! result; a float `SUM` differs from it by rounding only (as the GPU's warp
+//! reductions do, `crate::gpu::simt`).
+//!
+//! A kernel of the packed template's form ([`super::packed::is_contraction`])
+//! is never split: its schedule, packed or strip-mined, keeps the nest's
+//! `k` order. (A matrix–vector product, whose vector owns no output loop,
+//! is not of that form and is split.)
+
+use super::loop_ir::Program;
+use super::packed;
+
+/// Partial accumulators of a split reduction: two 4-wide SSE vectors, one
+/// 8-wide AVX vector.
+pub const LANES: usize = 8;
+
+/// Sets [`Kernel::lanes`](super::loop_ir::Kernel::lanes) of every kernel of `p`: [`LANES`] for a
+/// reduction that is not a contraction and computes nothing at its reads
+/// (a re-run reduction is printed inside the update), else 1.
+pub fn plan(p: &mut Program) {
+    for k in &mut p.kernels {
+        let split = k.reduce.as_ref().is_some_and(|r| !r.loops.is_empty())
+            && k.computed_at().is_empty()
+            && !packed::is_contraction(k);
+        k.lanes = if split { LANES } else { 1 };
+    }
+}
+
+/// The lane-folding order of the rule in the module doc, as nested pairs of
+/// lane numbers: `[(0, 1), (2, 3), …]`, then pairs of those, down to one.
+/// Printers fold `acc_l[a] = acc_l[a] ∘ acc_l[b]` for each pair in turn.
+pub fn fold_order(lanes: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut step = 1;
+    while step < lanes {
+        for a in (0..lanes).step_by(2 * step) {
+            if a + step < lanes {
+                out.push((a, a + step));
+            }
+        }
+        step *= 2;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::lower;
+    use crate::pipeline::{load, Format};
+
+    #[test]
+    fn fold_order_is_a_pairwise_tree() {
+        assert_eq!(fold_order(8), [(0, 1), (2, 3), (4, 5), (6, 7), (0, 2), (4, 6), (0, 4)]);
+        assert_eq!(fold_order(1), []);
+    }
+
+    #[test]
+    fn row_reductions_are_split_and_contractions_are_not() {
+        let g = load(
+            "graph<M=5, N=7, K=3> main(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N], s: f32[M], m: f32[K]) {
+                y = matmul(x, w)
+                s = sum(x, axes=[1])
+                m = max(x, axes=[0])
+                return y, s, m
+            }",
+            Format::Dsl,
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .graph;
+        let p = lower(&g).unwrap();
+        for k in &p.kernels {
+            let want = match (&k.reduce, packed::is_contraction(k)) {
+                (Some(_), false) => LANES,
+                _ => 1,
+            };
+            assert_eq!(k.lanes, want, "{}", k.name);
+        }
+        assert!(p.kernels.iter().any(|k| k.lanes == LANES));
+        assert!(p.kernels.iter().any(|k| k.packed.is_some() && k.lanes == 1));
+    }
+}
