@@ -682,14 +682,24 @@ impl Printer<'_> {
             "    pk_ctx.rt = rt;
     pk_ctx.failed = 0;
     const int64_t pk_M = {m_ext}, pk_N = {n_ext}, pk_batch = {batch_ext};
-    /* A task: all of M, nc columns; fewer tasks than threads: narrower
-       columns, then M in parts. */
+    /* A task: all of M, nc columns. Fewer tasks than threads: the larger
+       of M and N in parts first (every task packs all of the other side's
+       panel), then the other; then parts of even size. */
     int64_t pk_mpart = (pk_M + {MR} - 1) / {MR} * {MR}, pk_nc = (pk_N + {NR} - 1) / {NR} * {NR};
     if (pk_nc > {nc}) pk_nc = {nc};
-    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_nc > {NR})
-        pk_nc = (pk_nc / 2 + {NR} - 1) / {NR} * {NR};
-    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mpart > {MR})
-        pk_mpart = (pk_mpart / 2 + {MR} - 1) / {MR} * {MR};
+    for (int pk_side = 0; pk_side < 2; pk_side++) {{
+        const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
+        while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
+               && (pk_rows ? pk_mpart > {MR} : pk_nc > {NR})) {{
+            if (pk_rows)
+                pk_mpart = (pk_mpart / 2 + {MR} - 1) / {MR} * {MR};
+            else
+                pk_nc = (pk_nc / 2 + {NR} - 1) / {NR} * {NR};
+        }}
+    }}
+    const int64_t pk_mparts = (pk_M + pk_mpart - 1) / pk_mpart, pk_nparts = (pk_N + pk_nc - 1) / pk_nc;
+    pk_mpart = ((pk_M + pk_mparts - 1) / pk_mparts + {MR} - 1) / {MR} * {MR};
+    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + {NR} - 1) / {NR} * {NR};
 {whole}    pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
     pk_ctx.kc = {kc};

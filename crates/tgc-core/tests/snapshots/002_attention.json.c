@@ -187,14 +187,24 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
     pk_ctx.rt = rt;
     pk_ctx.failed = 0;
     const int64_t pk_M = s_M, pk_N = s_N, pk_batch = s_B*s_H;
-    /* A task: all of M, nc columns; fewer tasks than threads: narrower
-       columns, then M in parts. */
+    /* A task: all of M, nc columns. Fewer tasks than threads: the larger
+       of M and N in parts first (every task packs all of the other side's
+       panel), then the other; then parts of even size. */
     int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 16 - 1) / 16 * 16;
     if (pk_nc > 1024) pk_nc = 1024;
-    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_nc > 16)
-        pk_nc = (pk_nc / 2 + 16 - 1) / 16 * 16;
-    while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads && pk_mpart > 6)
-        pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
+    for (int pk_side = 0; pk_side < 2; pk_side++) {
+        const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
+        while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
+               && (pk_rows ? pk_mpart > 6 : pk_nc > 16)) {
+            if (pk_rows)
+                pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
+            else
+                pk_nc = (pk_nc / 2 + 16 - 1) / 16 * 16;
+        }
+    }
+    const int64_t pk_mparts = (pk_M + pk_mpart - 1) / pk_mpart, pk_nparts = (pk_N + pk_nc - 1) / pk_nc;
+    pk_mpart = ((pk_M + pk_mparts - 1) / pk_mparts + 6 - 1) / 6 * 6;
+    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 16 - 1) / 16 * 16;
     pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
     pk_ctx.kc = 256;
