@@ -367,12 +367,15 @@ impl Kernels {
             .cargo_metadata(metadata)
             .cargo_warnings(metadata)
             .std("c11")
-            // As in `tgc_runtime::cpu`: no FMA contraction, so results match
-            // the reference interpreter.
-            .flag_if_supported("-ffp-contract=off")
             // Generated code: unused loop variables and parameters are normal.
             .warnings(false)
             .extra_warnings(false);
+        // As in `tgc_runtime::cpu`: no FMA contraction, so results match the
+        // reference interpreter; no FP exception flags or errno, so the
+        // vectoriser can work.
+        for flag in tgc_runtime::cpu::VALUE_CFLAGS {
+            build.flag_if_supported(flag);
+        }
         build.opt_level(c_opt_level(self.opt_level, env("OPT_LEVEL").as_deref()));
         if env("DEBUG").is_none() {
             build.debug(false);

@@ -44,13 +44,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::{Error, Result};
 
-/// Flags for every kernel library. No `-march=native`: a library built on one
-/// machine behaves the same on another. Not `-O3`: GCC 12.2's `-O3` loop
-/// vectoriser miscompiles some generated reductions (see
-/// `tgc_core::build`'s `c_opt_level`). `-ffp-contract=off` keeps the C
-/// compiler from fusing `a*b+c` into an FMA, so results match the reference
-/// interpreter; generated code calls `fmaf` where it wants a fused operation.
-const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off"];
+/// The C compiler flags that decide how generated kernels compute, for
+/// every compile of them (this module's, the build helper's, the tests'):
+/// `-ffp-contract=off` keeps the compiler from fusing `a*b+c` into an FMA,
+/// so results match the reference interpreter (generated code calls `fmaf`
+/// where it wants a fused operation); `-fno-trapping-math` and
+/// `-fno-math-errno` say that no kernel reads the floating-point exception
+/// flags or `errno`, which lets the vectoriser turn the branch-free
+/// selects of `tgc_exp2f` and the clamps into vector blends and inline
+/// `sqrtf`. None of them changes a computed value.
+pub const VALUE_CFLAGS: &[&str] = &["-ffp-contract=off", "-fno-trapping-math", "-fno-math-errno"];
+
+/// Flags for every kernel library, with [`VALUE_CFLAGS`]. No
+/// `-march=native`: a library built on one machine behaves the same on
+/// another. Not `-O3`: GCC 12.2's `-O3` loop vectoriser miscompiles some
+/// generated reductions (see `tgc_core::build`'s `c_opt_level`).
+const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11"];
 
 /// The C type of a kernel entry point (see the module doc).
 type KernelFn =
@@ -84,6 +93,7 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
     let output = Command::new(program)
         .args(words)
         .args(CFLAGS)
+        .args(VALUE_CFLAGS)
         .arg("-o")
         .arg(&partial)
         .arg(&source)

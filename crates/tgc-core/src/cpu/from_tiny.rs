@@ -13,7 +13,7 @@ use crate::DType;
 
 use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
 use super::tile::{strip_mine, TilePlan};
-use super::{lanes, packed};
+use super::{lanes, packed, rows};
 use crate::region::{self, Dest, Region, Regions};
 
 /// Lowers a graph to loop nests: forms its regions ([`region::form`]) and
@@ -74,6 +74,7 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
     // After the strips: a strip-mined kernel keeps its plain nest.
     packed::plan(&mut p, &packed::CacheModel::default());
     lanes::plan(&mut p);
+    rows::plan(&mut p);
     Ok(p)
 }
 
@@ -123,7 +124,7 @@ pub fn lower_regions(g: &Graph, book: &IndexBook, regions: &Regions) -> DResult<
     }
     let symbols: Vec<String> = g.symbols.iter().map(|s| s.name.clone()).collect();
     let checks = checks(g, &symbols, &buffers, &kernels);
-    Ok(Program { name: g.name.clone(), symbols, tiles: Vec::new(), checks, buffers, kernels })
+    Ok(Program { name: g.name.clone(), symbols, tiles: Vec::new(), checks, buffers, kernels, rows: Vec::new() })
 }
 
 struct Lowerer<'a> {

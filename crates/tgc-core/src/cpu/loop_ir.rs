@@ -45,7 +45,10 @@
 //!   plain nest's bits;
 //! - a reduction split into [`Kernel::lanes`] accumulators folds its values
 //!   in the order of [`super::lanes`]'s rule, which depends on nothing but
-//!   the reduce loops, so strips do not change its bits either.
+//!   the reduce loops, so strips do not change its bits either;
+//! - a [`RowGroup`] runs its kernels row by row, which keeps every
+//!   dependence between them ([`super::rows`]), so its bits are those of
+//!   the kernels run one after the other.
 
 use std::collections::BTreeSet;
 
@@ -416,6 +419,24 @@ pub struct Program {
     pub checks: Vec<Constraint>,
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
+    /// Runs of kernels printed as one nest over their shared outermost
+    /// loop ([`super::rows`]), in order, disjoint; empty unless
+    /// [`super::rows::plan`] ran. Printers may ignore them.
+    pub rows: Vec<RowGroup>,
+}
+
+/// Consecutive kernels run row by row: one loop over their common
+/// outermost output loop `i0`, and inside each of its points every kernel's
+/// remaining nest in turn ([`super::rows`] states when that is legal).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowGroup {
+    /// The kernels, a range of [`Program::kernels`] of at least two.
+    pub kernels: std::ops::Range<usize>,
+    /// Temporaries written and read only in the group, each access in the
+    /// current row: a printer may hold one row of each (its last
+    /// `shape.len() - 1` axes) instead of the whole buffer, and address it
+    /// by [`super::rows::row_subscript`].
+    pub local: Vec<BufId>,
 }
 
 impl Program {

@@ -9,14 +9,16 @@
 //! printed on the packed template instead ([`packed`]: BLIS-style panels,
 //! the runtime's micro-kernel, tiles on its thread pool), which computes
 //! the same bits; any other reduction folds into split accumulators
-//! ([`lanes`]).
+//! ([`lanes`]); consecutive plain kernels over the same rows run row by
+//! row, their temporaries held one row at a time ([`rows`]).
 
 pub mod from_tiny;
 pub mod lanes;
 pub mod loop_ir;
 pub mod packed;
+pub mod rows;
 pub mod tile;
 
 pub use from_tiny::{lower, lower_regions, lower_with, Options};
-pub use loop_ir::{BufId, Buffer, Expr, Kernel, Loop, Nest, Program, Reduction, Role, Strip};
+pub use loop_ir::{BufId, Buffer, Expr, Kernel, Loop, Nest, Program, Reduction, Role, RowGroup, Strip};
 pub use tile::{strip_mine, TilePlan};

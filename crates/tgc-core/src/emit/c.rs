@@ -20,9 +20,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::lanes;
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role};
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup};
 use crate::cpu::packed::{self, Contraction, MR, NR};
+use crate::cpu::{lanes, rows};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -170,6 +170,39 @@ const C_RESERVED: &[&str] = &[
 /// Helper functions, emitted when used, in this order.
 const HELPERS: &[(&str, &str)] = &[
     (
+        "tgc_exp2f",
+        "/* 2^x within 2 ulp of the correctly rounded value, in operations a
+ * vectoriser packs (no call, no branch): 2^x = 2^n * 2^r with n = x rounded
+ * to the nearest integer (x clamped to [-160, 160], which changes no finite
+ * result) and r = x - n in [-1/2, 1/2]; 2^r by its Taylor series of degree 7,
+ * sum (r ln 2)^k / k!, whose truncation error is below 6e-9 there; 2^n as two
+ * exponent-field scalings so results below 2^-126 round once into the
+ * subnormals. NaN stays NaN. tgc_runtime::cpu_rt::exp2 is the same
+ * operations, for the Rust path. */
+static inline float tgc_exp2f(float x)
+{
+    float c = x >= -160.0f ? x : -160.0f;
+    c = c <= 160.0f ? c : 160.0f;
+    const float nf = (c + 12582912.0f) - 12582912.0f;
+    const float r = c - nf;
+    float p = 1.5252734e-05f;
+    p = p * r + 1.540353e-04f;
+    p = p * r + 1.3333558e-03f;
+    p = p * r + 9.618129e-03f;
+    p = p * r + 5.550411e-02f;
+    p = p * r + 2.402265e-01f;
+    p = p * r + 6.931472e-01f;
+    p = p * r + 1.0f;
+    const int32_t n = (int32_t)nf, n1 = n / 2, n2 = n - n1;
+    const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, sizeof s1);
+    memcpy(&s2, &b2, sizeof s2);
+    const float y = (p * s1) * s2;
+    return x != x ? x : y;
+}",
+    ),
+    (
         "tgc_f16_to_f32",
         "static inline float tgc_f16_to_f32(uint16_t h)
 {
@@ -253,8 +286,8 @@ static inline int32_t tgc_f32_to_i32(float x)
     return (int32_t)(uint32_t)(uint64_t)v;
 }",
     ),
-    ("tgc_max_f32", "/* NaN if either is NaN, as the interpreter. */\nstatic inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }"),
-    ("tgc_min_f32", "/* NaN if either is NaN, as the interpreter. */\nstatic inline float tgc_min_f32(float a, float b) { return (a != a || b != b) ? NAN : fminf(a, b); }"),
+    ("tgc_max_f32", "/* NaN if either is NaN, as the interpreter; selects, not a call, so it vectorises. */\nstatic inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }"),
+    ("tgc_min_f32", "/* NaN if either is NaN, as the interpreter; selects, not a call, so it vectorises. */\nstatic inline float tgc_min_f32(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }"),
     ("tgc_relu_f32", "static inline float tgc_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }"),
     ("tgc_add_i32", "static inline int32_t tgc_add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }"),
     ("tgc_sub_i32", "static inline int32_t tgc_sub_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }"),
@@ -297,6 +330,9 @@ struct Printer<'a> {
     g: &'a Graph,
     p: &'a Program,
     used: BTreeSet<&'static str>,
+    /// The local temporaries of the row group being printed: held as one
+    /// row, addressed by [`rows::row_subscript`].
+    local: BTreeSet<BufId>,
 }
 
 impl Printer<'_> {
@@ -367,7 +403,7 @@ impl Printer<'_> {
         match op {
             UnaryOp::Neg => format!("(-{x})"),
             UnaryOp::Relu => self.call("tgc_relu_f32", &[x]),
-            UnaryOp::Exp2 => format!("exp2f({x})"),
+            UnaryOp::Exp2 => self.call("tgc_exp2f", &[x]),
             UnaryOp::Log2 => format!("log2f({x})"),
             UnaryOp::Sqrt => format!("sqrtf({x})"),
             UnaryOp::Rsqrt => format!("(1.0f / sqrtf({x}))"),
@@ -402,7 +438,7 @@ impl Printer<'_> {
     fn expr(&mut self, e: &Expr) -> String {
         match e {
             Expr::Load { buf, index, dtype } => {
-                let at = format!("{}[{}]", self.p.buffer(*buf).name, bare(aff(index, Lang::C)));
+                let at = format!("{}[{}]", self.p.buffer(*buf).name, bare(aff(&self.subscript(*buf, index), Lang::C)));
                 match dtype {
                     DType::F16 => self.call("tgc_f16_to_f32", &[at]),
                     DType::BF16 => self.call("tgc_bf16_to_f32", &[at]),
@@ -439,32 +475,109 @@ impl Printer<'_> {
             self.packed(&mut s, k, c, symbol);
             return s;
         }
-        let (bufs, syms) = ctx_fields(p, k);
-        let params = kernel_params(&bufs, &syms);
-        let nest = k.nest();
-        // A plain nest on the pool ([`on_pool`]) runs its outermost loop in
-        // parts: `_rows` is the nest over `i0 ∈ [pk_lo, pk_hi)`.
-        let (Nest::Loop(outer, body), true) = (&nest, on_pool(k)) else {
-            let _ = writeln!(s, "static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
-            self.nest(&mut s, k, &nest, 1);
-            s.push_str("#pragma endscop\n}\n");
+        if on_pool(k) {
+            self.row_tasks(&mut s, &format!("tgc_{}_{symbol}", k.name), &[k], &[]);
             return s;
-        };
-        let name = format!("tgc_{}_{symbol}", k.name);
-        let _ =
-            writeln!(s, "static void {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{", params.join(", "));
+        }
+        let (bufs, syms) = ctx_fields(p, &[k], &[]);
+        let params = kernel_params(&bufs, &syms);
+        let _ = writeln!(s, "TGC_CLONES static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
+        self.nest(&mut s, k, &k.nest(), 1);
+        s.push_str("#pragma endscop\n}\n");
+        s
+    }
+
+    /// A row group ([`crate::cpu::rows`]): its kernels' row tasks, one
+    /// function named by [`group_name`].
+    fn group(&mut self, g: &RowGroup, symbol: &str) -> String {
+        let p = self.p;
+        let ks: Vec<&Kernel> = p.kernels[g.kernels.clone()].iter().collect();
+        let mut s = String::new();
+        let local: Vec<&str> = g.local.iter().map(|&b| p.buffer(b).name.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "/* Row by row over i0: {}; one row of {} per task. */",
+            ks.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+            if local.is_empty() { "nothing".to_string() } else { local.join(", ") }
+        );
+        for k in &ks {
+            let _ = writeln!(s, "/* {} */", kernel_summary(self.g, p, k));
+        }
+        self.row_tasks(&mut s, &group_name(p, g, symbol), &ks, &g.local);
+        s
+    }
+
+    /// Plain kernels sharing their outermost loop `i0` (one kernel, or a row
+    /// group's) on the pool: `NAME_rows` runs every kernel's nest inside
+    /// each `i0 ∈ [pk_lo, pk_hi)`, holding one row of each `local`
+    /// temporary; `NAME_task` runs one part; `NAME` splits the rows into
+    /// parts of about [`MIN_TASK_POINTS`] loop points, at most one a
+    /// thread, and runs them on `rt`'s pool, or on the caller's thread when
+    /// there is one part. With local temporaries the functions return 1
+    /// when a part cannot allocate its rows, else 0; without, they return
+    /// nothing.
+    fn row_tasks(&mut self, s: &mut String, name: &str, ks: &[&Kernel], local: &[BufId]) {
+        let p = self.p;
+        let (bufs, syms) = ctx_fields(p, ks, local);
+        let params = kernel_params(&bufs, &syms);
+        let ret = if local.is_empty() { "void" } else { "int32_t" };
+        let _ = writeln!(
+            s,
+            "TGC_CLONES static {ret} {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{",
+            params.join(", ")
+        );
         // The outermost extent is the caller's: its symbols may be unused here.
         for (_, n) in &syms {
             let _ = writeln!(s, "    (void){n};");
         }
+        for &id in local {
+            let b = p.buffer(id);
+            let ty = storage_ty(b.dtype);
+            let row = dim(&rows::row_len(p, id), Lang::C);
+            let _ = writeln!(
+                s,
+                "    {ty}* restrict {} = ({ty}*)malloc((size_t){row} * sizeof({ty})); /* one row */",
+                b.name
+            );
+        }
+        if !local.is_empty() {
+            let names: Vec<&str> = local.iter().map(|&b| p.buffer(b).name.as_str()).collect();
+            let any_null: Vec<String> = names.iter().map(|n| format!("!{n}")).collect();
+            let frees: Vec<String> = names.iter().map(|n| format!("free({n});")).collect();
+            let _ = writeln!(
+                s,
+                "    if ({}) {{\n        {}\n        return 1;\n    }}",
+                any_null.join(" || "),
+                frees.join(" ")
+            );
+        }
         s.push_str("#pragma scop\n");
-        let _ = writeln!(s, "    for (int64_t i{v} = pk_lo; i{v} < pk_hi; i{v} += 1) {{", v = outer.var);
-        self.nest(&mut s, k, body, 2);
-        s.push_str("    }\n#pragma endscop\n}\n\n");
-        ctx_struct(&mut s, &name, &bufs, &syms, "    int64_t nt;\n");
-        let extent = dim(&k.loops[0], Lang::C);
+        let _ = writeln!(s, "    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {{");
+        self.local = local.iter().copied().collect();
+        for k in ks {
+            let Nest::Loop(_, body) = k.nest() else { unreachable!("a kernel on the pool has an outermost loop") };
+            if ks.len() == 1 {
+                self.nest(s, k, &body, 2);
+            } else {
+                let _ = writeln!(s, "        {{ /* {} */", k.name);
+                self.nest(s, k, &body, 3);
+                s.push_str("        }\n");
+            }
+        }
+        self.local.clear();
+        s.push_str("    }\n#pragma endscop\n");
+        if local.is_empty() {
+            s.push_str("}\n\n");
+        } else {
+            let frees: Vec<String> = local.iter().map(|&b| format!("free({});", p.buffer(b).name)).collect();
+            let _ = writeln!(s, "    {}\n    return 0;\n}}\n", frees.join(" "));
+        }
+        let failed = if local.is_empty() { "" } else { "    int32_t failed;\n" };
+        ctx_struct(s, name, &bufs, &syms, &format!("    int64_t nt;\n{failed}"));
+        let extent = dim(&ks[0].loops[0], Lang::C);
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
-        let _ = writeln!(s, "    const struct {name}_ctx* pk_ctx = (const struct {name}_ctx*)pk_vctx;");
+        let cst = if local.is_empty() { "const " } else { "" };
+        let _ = writeln!(s, "    {cst}struct {name}_ctx* pk_ctx = ({cst}struct {name}_ctx*)pk_vctx;");
         for (_, n) in &syms {
             let _ = writeln!(s, "    const int64_t {n} = pk_ctx->{n};");
         }
@@ -472,20 +585,38 @@ impl Printer<'_> {
         let mut args: Vec<String> = bufs.iter().map(|(_, n)| format!("pk_ctx->{n}")).collect();
         args.extend(syms.iter().map(|(_, n)| n.clone()));
         args.extend(["pk_e * pk_t / pk_ctx->nt".to_string(), "pk_e * (pk_t + 1) / pk_ctx->nt".to_string()]);
-        let _ = writeln!(s, "    {name}_rows({});\n}}\n", args.join(", "));
-        let mut work: Vec<Dim> = k.loops.clone();
-        work.extend(k.reduce.iter().flat_map(|r| r.loops.iter().cloned()));
-        for e in k.computed_at() {
-            if let Expr::Reduce { loops, .. } = e {
-                work.extend(loops.iter().cloned());
-            }
+        if local.is_empty() {
+            let _ = writeln!(s, "    {name}_rows({});\n}}\n", args.join(", "));
+        } else {
+            let _ = writeln!(
+                s,
+                "    if ({name}_rows({})) __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);\n}}\n",
+                args.join(", ")
+            );
         }
+        let mut work = Vec::new();
+        for k in ks {
+            let mut w: Vec<Dim> = k.loops.clone();
+            w.extend(k.reduce.iter().flat_map(|r| r.loops.iter().cloned()));
+            for e in k.computed_at() {
+                if let Expr::Reduce { loops, .. } = e {
+                    w.extend(loops.iter().cloned());
+                }
+            }
+            work.push(dim(&Dim::product(&w), Lang::C));
+        }
+        let work = if work.len() == 1 { work.remove(0) } else { format!("({})", work.join(" + ")) };
         let mut params = params;
         params.push("const tgc_rt* rt".into());
         let direct: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        let serial = if local.is_empty() {
+            format!("{name}_rows({}, 0, pk_e);\n        return;", direct.join(", "))
+        } else {
+            format!("return {name}_rows({}, 0, pk_e);", direct.join(", "))
+        };
         let _ = writeln!(
             s,
-            "static void {name}({})
+            "static {ret} {name}({})
 {{
     /* About {MIN_TASK_POINTS} loop points a part, at most one part a thread. */
     const int64_t pk_e = {extent};
@@ -493,19 +624,22 @@ impl Printer<'_> {
     if (pk_nt > rt->threads) pk_nt = rt->threads;
     if (pk_nt > pk_e) pk_nt = pk_e;
     if (pk_nt <= 1) {{
-        {name}_rows({}, 0, pk_e);
-        return;
+        {serial}
     }}
     struct {name}_ctx pk_ctx;",
             params.join(", "),
-            direct.join(", "),
-            work = dim(&Dim::product(&work), Lang::C),
         );
         for n in &direct {
             let _ = writeln!(s, "    pk_ctx.{n} = {n};");
         }
-        let _ = writeln!(s, "    pk_ctx.nt = pk_nt;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n}}");
-        s
+        if local.is_empty() {
+            let _ = writeln!(s, "    pk_ctx.nt = pk_nt;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n}}");
+        } else {
+            let _ = writeln!(
+                s,
+                "    pk_ctx.nt = pk_nt;\n    pk_ctx.failed = 0;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n    return pk_ctx.failed;\n}}"
+            );
+        }
     }
 
     /// A kernel on the packed contraction template ([`crate::cpu::packed`]):
@@ -519,7 +653,7 @@ impl Printer<'_> {
         let (pk, a, b) = (c.packed, c.a, c.b);
         let Some(r) = &k.reduce else { return };
         let name = format!("tgc_{}_{symbol}", k.name);
-        let (bufs, syms) = ctx_fields(p, k);
+        let (bufs, syms) = ctx_fields(p, &[k], &[]);
         let extent = |axes: &[usize]| dim(&packed::extent(k, axes), Lang::C);
         let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
         let k_inner = dim(&Dim::product(&c.k_loops[1..]), Lang::C);
@@ -536,7 +670,7 @@ impl Printer<'_> {
         );
 
         // The task.
-        let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
+        let _ = writeln!(s, "TGC_CLONES static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
         let _ = writeln!(s, "    struct {name}_ctx* pk_ctx = (struct {name}_ctx*)pk_vctx;");
         for (ty, n) in &bufs {
             let _ = writeln!(s, "    {ty} restrict {n} = pk_ctx->{n};");
@@ -725,12 +859,26 @@ impl Printer<'_> {
             DType::BF16 => self.call("tgc_f32_to_bf16", &[v]),
             _ => v,
         };
-        let _ = writeln!(s, "{:w$}{}[{}] = {stored};", "", out.name, bare(aff(&k.store_index, Lang::C)), w = depth * 4);
+        let at = self.subscript(k.out, &k.store_index);
+        let _ = writeln!(s, "{:w$}{}[{}] = {stored};", "", out.name, bare(aff(&at, Lang::C)), w = depth * 4);
+    }
+
+    /// The subscript `index` of `buf` as printed: within the row of a local
+    /// temporary, else unchanged.
+    fn subscript(&self, buf: BufId, index: &crate::affine::AffExpr) -> crate::affine::AffExpr {
+        if self.local.contains(&buf) {
+            rows::row_subscript(index)
+        } else {
+            index.clone()
+        }
     }
 
     /// Prints `nest` at indentation `depth`, its points as [`Printer::point`].
     fn nest(&mut self, s: &mut String, k: &Kernel, nest: &Nest, depth: usize) {
         match nest {
+            Nest::Loop(l, body) if k.reduce.is_none() && l.step.is_one() && **body == Nest::Point => {
+                self.chunked_loop(s, k, l, depth);
+            }
             Nest::Loop(l, body) => {
                 let step = dim(&l.step, Lang::C);
                 let _ = writeln!(
@@ -748,6 +896,41 @@ impl Printer<'_> {
             Nest::Seq(parts) => parts.iter().for_each(|n| self.nest(s, k, n, depth)),
             Nest::Point => self.point(s, k, depth),
         }
+    }
+
+    /// The innermost loop `l` of an element-wise kernel in chunks of
+    /// [`lanes::LANES`] points and a tail: `for pk_r in lo..full step L {
+    /// for pk_l in 0..L { i = pk_r + pk_l; point } }`, then `for i in
+    /// full..hi { point }`. The chunk loop's constant trip count lets the C
+    /// compiler's vectoriser replace it by vector code under its cheapest
+    /// cost model (GCC's at `-O2`), whatever the extents; the points and what
+    /// each computes are unchanged.
+    fn chunked_loop(&mut self, s: &mut String, k: &Kernel, l: &crate::cpu::Loop, depth: usize) {
+        let (lanes, v, w) = (lanes::LANES, l.var, depth * 4);
+        let (lo, hi) = (bound(&l.lo, Lang::C), bound(&l.hi, Lang::C));
+        let full = match l.lo.as_constant().and_then(|d| d.as_int()) {
+            Some(0) => format!("floord({hi}, {lanes}) * {lanes}"),
+            _ => format!("{lo} + floord(({hi}) - ({lo}), {lanes}) * {lanes}"),
+        };
+        let _ = writeln!(
+            s,
+            "{:w$}const int64_t pk_full{v} = {full};
+{:w$}for (int64_t pk_r = {lo}; pk_r < pk_full{v}; pk_r += {lanes}) {{
+{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
+{:w$}        const int64_t i{v} = pk_r + pk_l;
+{:w$}        (void)i{v};",
+            "", "", "", "", ""
+        );
+        self.point(s, k, depth + 2);
+        let _ = writeln!(
+            s,
+            "{:w$}    }}
+{:w$}}}
+{:w$}for (int64_t i{v} = pk_full{v}; i{v} < {hi}; i{v} += 1) {{",
+            "", "", ""
+        );
+        self.point(s, k, depth + 1);
+        let _ = writeln!(s, "{:w$}}}", "");
     }
 
     /// One output point at indentation `depth`: the reduction, then the store.
@@ -883,22 +1066,34 @@ const MIN_TASK_POINTS: i64 = 32768;
 /// A C declaration as `(type, name)`.
 type Field = (String, String);
 
-/// The fields a kernel's task context carries: the buffers it reads and
-/// writes, then the symbols it uses.
-fn ctx_fields(p: &Program, k: &Kernel) -> (Vec<Field>, Vec<Field>) {
-    let mut bufs: Vec<(String, String)> = k
-        .reads()
+/// The fields the task context of `ks` (one kernel, or a row group's)
+/// carries: the buffers they read from outside (`const`), then the buffers
+/// they write (but not their `local` ones, which each task allocates), then
+/// the symbols they use.
+fn ctx_fields(p: &Program, ks: &[&Kernel], local: &[BufId]) -> (Vec<Field>, Vec<Field>) {
+    let written: Vec<BufId> = ks.iter().map(|k| k.out).collect();
+    let read: BTreeSet<BufId> = ks.iter().flat_map(|k| k.reads()).filter(|b| !written.contains(b)).collect();
+    let mut bufs: Vec<Field> = read
         .into_iter()
         .map(|b| {
             let b = p.buffer(b);
             (format!("const {}*", storage_ty(b.dtype)), b.name.clone())
         })
         .collect();
-    let out = p.buffer(k.out);
-    bufs.push((format!("{}*", storage_ty(out.dtype)), out.name.clone()));
-    let used = k.symbols();
+    for &b in written.iter().filter(|b| !local.contains(b)) {
+        let out = p.buffer(b);
+        bufs.push((format!("{}*", storage_ty(out.dtype)), out.name.clone()));
+    }
+    let used: BTreeSet<String> = ks.iter().flat_map(|k| k.symbols()).collect();
     let syms = p.dims().filter(|x| used.contains(*x)).map(|x| ("int64_t".to_string(), sym_name(x))).collect();
     (bufs, syms)
+}
+
+/// The C function of row group `g` of `p`: `tgc_k<first>to<last>_SYMBOL`,
+/// which no kernel's `tgc_k<n>_SYMBOL` can spell.
+fn group_name(p: &Program, g: &RowGroup, symbol: &str) -> String {
+    let last = &p.kernels[g.kernels.end - 1].name;
+    format!("tgc_{}to{}_{symbol}", p.kernels[g.kernels.start].name, last.trim_start_matches('k'))
 }
 
 /// `struct NAME_ctx { fields…; extra }`.
@@ -938,16 +1133,42 @@ fn update_op(op: ReduceOp) -> BinaryOp {
     }
 }
 
+/// `TGC_CLONES`, on every function with a loop nest: on x86-64 with GCC and
+/// glibc, GCC's `target_clones` compiles it twice, for AVX2 and for the
+/// baseline, and the dynamic loader picks one for the CPU once (an ifunc), so
+/// a library built on one machine is still fast and still runs on another.
+/// Both clones compute the same bits: no FMA contraction
+/// (`tgc_runtime::cpu::VALUE_CFLAGS`), no reassociation; only the vector
+/// width differs. Elsewhere it is empty.
+const CLONES: &str = "/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#define TGC_CLONES __attribute__((target_clones(\"avx2\", \"default\")))
+#else
+#define TGC_CLONES
+#endif
+
+";
+
 /// The whole translation unit: one comment block per graph, the includes
 /// and helpers, then each graph's kernels and entry point.
 fn print(units: &[(&Graph, Program, &str)]) -> String {
     let mut used = BTreeSet::new();
     let mut bodies = Vec::new();
     for &(g, ref p, symbol) in units {
-        let mut pr = Printer { g, p, used: BTreeSet::new() };
+        let mut pr = Printer { g, p, used: BTreeSet::new(), local: BTreeSet::new() };
         let mut body = String::new();
-        for k in &p.kernels {
-            let _ = writeln!(body, "{}", pr.kernel(k, symbol));
+        let mut next = 0;
+        while let Some(k) = p.kernels.get(next) {
+            match p.rows.iter().find(|g| g.kernels.start == next) {
+                Some(g) => {
+                    let _ = writeln!(body, "{}", pr.group(g, symbol));
+                    next = g.kernels.end;
+                }
+                None => {
+                    let _ = writeln!(body, "{}", pr.kernel(k, symbol));
+                    next += 1;
+                }
+            }
         }
         body.push_str(&entry(p, symbol));
         used.extend(pr.used);
@@ -959,6 +1180,8 @@ fn print(units: &[(&Graph, Program, &str)]) -> String {
     }
     s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
     s.push_str("#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))\n\n");
+    s.push_str(CLONES);
+
     s.push_str(C_DECL);
     s.push('\n');
     let mut needed: BTreeSet<&str> = used.clone();
@@ -1031,7 +1254,9 @@ fn entry(p: &Program, symbol: &str) -> String {
             comment_text(&c.what)
         );
     }
-    let used: BTreeSet<_> = p.kernels.iter().flat_map(|k| k.reads().into_iter().chain([k.out])).collect();
+    let local: BTreeSet<BufId> = p.rows.iter().flat_map(|g| g.local.iter().copied()).collect();
+    let used: BTreeSet<_> =
+        p.kernels.iter().flat_map(|k| k.reads().into_iter().chain([k.out])).filter(|b| !local.contains(b)).collect();
     let mut temps = Vec::new();
     for (i, b) in p.buffers.iter().enumerate() {
         if !used.contains(&BufId(i as u32)) {
@@ -1071,25 +1296,29 @@ fn entry(p: &Program, symbol: &str) -> String {
         let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
     }
     let mut uses_rt = false;
-    for k in &p.kernels {
-        let mut args: Vec<String> = k.reads().into_iter().map(|b| p.buffer(b).name.clone()).collect();
-        args.push(p.buffer(k.out).name.clone());
-        let syms = k.symbols();
-        args.extend(p.dims().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
-        if packed::of(k).is_some() {
+    let mut next = 0;
+    while let Some(k) = p.kernels.get(next) {
+        let group = p.rows.iter().find(|g| g.kernels.start == next);
+        let (ks, local, name): (Vec<&Kernel>, &[BufId], String) = match group {
+            Some(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
+            None => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
+        };
+        next += ks.len();
+        let (bufs, syms) = ctx_fields(p, &ks, local);
+        let mut args: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
+        let fails = packed::of(k).is_some() || !local.is_empty();
+        if packed::of(k).is_some() || on_pool(k) {
             uses_rt = true;
             args.push("rt".into());
-            let _ = writeln!(s, "    if (tgc_{}_{symbol}({})) {{", k.name, args.join(", "));
+        }
+        if fails {
+            let _ = writeln!(s, "    if ({name}({})) {{", args.join(", "));
             if !temps.is_empty() {
                 let _ = writeln!(s, "        {frees}");
             }
             s.push_str("        return 1;\n    }\n");
         } else {
-            if on_pool(k) {
-                uses_rt = true;
-                args.push("rt".into());
-            }
-            let _ = writeln!(s, "    tgc_{}_{symbol}({});", k.name, args.join(", "));
+            let _ = writeln!(s, "    {name}({});", args.join(", "));
         }
     }
     if !uses_rt {

@@ -158,7 +158,7 @@ fn unary(op: UnaryOp, x: String, dt: DType) -> String {
     match op {
         UnaryOp::Neg => format!("(-{x})"),
         UnaryOp::Relu => format!("relu_f32({x})"),
-        UnaryOp::Exp2 => format!("{x}.exp2()"),
+        UnaryOp::Exp2 => format!("exp2_f32({x})"),
         UnaryOp::Log2 => format!("{x}.log2()"),
         UnaryOp::Sqrt => format!("{x}.sqrt()"),
         UnaryOp::Rsqrt => format!("(1.0f32 / {x}.sqrt())"),
@@ -561,10 +561,19 @@ fn update_op(op: ReduceOp) -> BinaryOp {
 }
 
 /// Nested helper functions, emitted when used: NaN-propagating max/min and
-/// `RELU` as the interpreter defines them.
-const FLOAT_HELPERS: [(&str, &str); 3] = [
-    ("max_f32", "fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) } }"),
-    ("min_f32", "fn min_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) } }"),
+/// `RELU` as the interpreter defines them, and `EXP2` as the C printer's
+/// `tgc_exp2f` (the runtime's `cpu_rt::exp2`). `CRATE` stands for the
+/// crate path the module is printed with.
+const FLOAT_HELPERS: [(&str, &str); 4] = [
+    ("exp2_f32", "fn exp2_f32(x: f32) -> f32 { CRATE::__private::cpu_rt::exp2(x) }"),
+    (
+        "max_f32",
+        "fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else if a > b { a } else { b } }",
+    ),
+    (
+        "min_f32",
+        "fn min_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else if a < b { a } else { b } }",
+    ),
     ("relu_f32", "fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }"),
 ];
 
@@ -576,6 +585,9 @@ fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
         let mut visit = |e: &Expr| match e {
             Expr::Unary { op: UnaryOp::Relu, x } if float(x.dtype()) => {
                 out.insert("relu_f32");
+            }
+            Expr::Unary { op: UnaryOp::Exp2, x } if float(x.dtype()) => {
+                out.insert("exp2_f32");
             }
             Expr::Binary { op: BinaryOp::Max, a, .. } if float(a.dtype()) => {
                 out.insert("max_f32");
@@ -697,7 +709,7 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
     }
     for (name, code) in FLOAT_HELPERS {
         if float_helpers(p).contains(name) {
-            let _ = writeln!(s, "    {code}");
+            let _ = writeln!(s, "    {}", code.replace("CRATE", cp));
         }
     }
     for k in &p.kernels {

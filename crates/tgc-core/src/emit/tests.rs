@@ -242,7 +242,13 @@ fn softmax_like_reduce_with_fan_out() {
     g.outputs.push(Output { name: "y".into(), node: y });
     g.declare_input_symbols();
     let lib = compile(&g);
-    assert_eq!(lib.c_src.matches("#pragma scop").count(), 4, "max, exp2, sum, div:\n{}", lib.c_src);
+    // Max, exp2, sum and div in one row group: one nest over the rows, the
+    // exponentials held one row at a time (no tensor-sized temporary).
+    assert_eq!(lib.c_src.matches("#pragma scop").count(), 1, "{}", lib.c_src);
+    for k in ["k0", "k1", "k2", "k3"] {
+        assert!(lib.c_src.contains(&format!("{{ /* {k} */")), "{k}:\n{}", lib.c_src);
+    }
+    assert!(lib.c_src.contains("malloc((size_t)s_C * sizeof(float)); /* one row */"), "{}", lib.c_src);
     for (r, c) in [(1, 1), (3, 7), (5, 129)] {
         let xs = data(31, r * c, -4.0, 4.0, DType::F32);
         let mut want = Vec::new();
@@ -485,7 +491,7 @@ fn padded_row_max_snapshots() {
     let c = super::c::emit_c(&g, "rowmax").unwrap();
     expect_test::expect![[r#"
         /* k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register */
-        static void tgc_k0_rowmax_rows(const uint16_t* restrict in0, float* restrict out0, const int64_t s_M, const int64_t s_K, const int64_t pk_lo, const int64_t pk_hi)
+        TGC_CLONES static void tgc_k0_rowmax_rows(const uint16_t* restrict in0, float* restrict out0, const int64_t s_M, const int64_t s_K, const int64_t pk_lo, const int64_t pk_hi)
         {
             (void)s_M;
             (void)s_K;
@@ -574,7 +580,7 @@ fn padded_row_max_snapshots() {
         #[allow(unused_parens, unused_variables, unused_mut, non_snake_case, clippy::all)]
         pub fn body(inputs: (&[::tgc::half::f16],), outputs: (&mut [f32],), dims: &[i64]) -> ::core::result::Result<(), ::std::string::String> {
             use ::tgc::half::f16;
-            fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) } }
+            fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else if a > b { a } else { b } }
             fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }
             // k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register
             fn k0(in0: &[f16], out0: &mut [f32], s_M: i64, s_K: i64) {
@@ -879,5 +885,43 @@ fn split_reductions_match_the_interpreter_at_every_tail() {
             .collect();
         let (c, rs) = lib.run(&inputs, &[r, k]);
         assert_eq!((c.rc, rs.rc), (0, 0), "K = {k}");
+    }
+}
+
+/// Softmax and layernorm as row groups ([`crate::cpu::rows`]): one nest over
+/// the rows, the temporaries one row per task. At sizes whose work is split
+/// into parts on the pool (two threads or more), with chunk tails of every
+/// length, both printers match the interpreter and each other bit for bit
+/// (the C `tgc_exp2f` and the runtime's `cpu_rt::exp2` are the same
+/// operations).
+#[test]
+fn row_groups_match_the_interpreter_across_parts() {
+    let src = "graph<R, C> rows(x: f32[R, C], g: f32[C], b: f32[C]) -> (y: f32[R, C], z: f32[R, C]) {
+        y = softmax(x, axis=-1)
+        z = layernorm(x, g, b, axis=-1, eps=1e-5)
+        return y, z
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let p = crate::cpu::lower(&g).unwrap();
+    // Every kernel over the rows in one group; layernorm's element counts
+    // (reductions of a constant, no row loop) moved before it.
+    assert_eq!(p.rows.len(), 1, "{:?}", p.rows);
+    let rows = &p.rows[0].kernels;
+    for (j, k) in p.kernels.iter().enumerate() {
+        assert_eq!(rows.contains(&j), !k.loops.is_empty(), "{}", k.name);
+    }
+    assert!(p.rows[0].local.len() >= 5, "{:?}", p.rows);
+    let lib = compile(&g);
+    assert!(lib.c_src.contains("tgc_exp2f(") && lib.rust_src.contains("exp2_f32("));
+    for (r, c) in [(1, 1), (3, 9), (67, 1000), (130, 517)] {
+        let x = data(71 + c as u64, r * c, -6.0, 6.0, DType::F32);
+        let gamma = data(72, c, 0.5, 1.5, DType::F32);
+        let beta = data(73, c, -0.5, 0.5, DType::F32);
+        let (cr, rr) = lib.run(&[x, gamma, beta], &[r as i64, c as i64]);
+        assert_eq!((cr.rc, rr.rc), (0, 0));
+        let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
+        for k in 0..2 {
+            assert_eq!(bits(&cr.outputs[k]), bits(&rr.outputs[k]), "output {k} at {r}x{c}: C vs Rust");
+        }
     }
 }

@@ -383,6 +383,7 @@ fn a_computed_at_reduce_under_its_guard_runs_serially() {
             buf("out0", vec![D::sym("R")], Role::Output(0)),
         ],
         kernels: vec![k],
+        rows: Vec::new(),
     };
     assert_eq!(form_of(&p.kernels[0]), Form::Serial);
     let launch = lower_kernel(&p, &p.kernels[0]).unwrap();

@@ -343,8 +343,14 @@ fn min_buffer(view: &PolyView<'_>, producer: NodeId, consumer: NodeId, tile: &[i
     let stream = at.halo.per_axis.iter().position(|&(lo, hi)| lo + hi != 0);
     let depth = stream.map_or(1, |d| at.halo.per_axis[d].0 + at.halo.per_axis[d].1 + 1);
     let ext = at.extents();
-    let slice: u64 = ext.iter().enumerate().filter(|&(d, _)| Some(d) != stream).map(|(_, &e)| e as u64).product();
-    let bytes = depth as u64 * slice * p.dtype.size_bytes() as u64;
+    // Saturating: a symbolic extent is bounded by a huge sentinel, and a
+    // buffer that large is as good as unbounded.
+    let slice: u64 = ext
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| Some(d) != stream)
+        .fold(1u64, |acc, (_, &e)| acc.saturating_mul(e as u64));
+    let bytes = (depth as u64).saturating_mul(slice).saturating_mul(p.dtype.size_bytes() as u64);
     Ok(Buffer {
         kind: BufferKind::SmemRing { depth: depth as u32 },
         bytes: Some(bytes),

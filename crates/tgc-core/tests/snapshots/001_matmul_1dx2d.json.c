@@ -14,6 +14,13 @@
 
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
 
+/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TGC_CLONES
+#endif
+
 /* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
@@ -70,7 +77,7 @@ static inline uint16_t tgc_f32_to_f16(float f)
 static inline float tgc_round_f16(float x) { return tgc_f16_to_f32(tgc_f32_to_f16(x)); }
 
 /* k0 -> out0 (y): y CAST; inlines p MUL, xb EXPAND, w1 PERMUTE; accumulates ya REDUCE SUM in fp32 in a register */
-static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const uint16_t* restrict in1, uint16_t* restrict out0, const int64_t s_K, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
+TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const uint16_t* restrict in1, uint16_t* restrict out0, const int64_t s_K, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
 {
     (void)s_K;
     (void)s_N;

@@ -15,6 +15,13 @@
 
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
 
+/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TGC_CLONES
+#endif
+
 /* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
@@ -71,7 +78,7 @@ static inline uint16_t tgc_f32_to_f16(float f)
 static inline float tgc_round_f16(float x) { return tgc_f16_to_f32(tgc_f32_to_f16(x)); }
 
 /* k0 -> out0 (y): y CAST; inlines y1 ADD, y1.1.expand EXPAND, y1.1.cast CAST, b1 RESHAPE, y0 RESHAPE, p MUL, w3 EXPAND, x3 PERMUTE; accumulates yacc REDUCE SUM in fp32 in a register */
-static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const uint16_t* restrict in1, const uint16_t* restrict in2, uint16_t* restrict out0, const int64_t s_N, const int64_t s_Cin_total, const int64_t s_H, const int64_t s_W, const int64_t s_Cout, const int64_t s_Cin, const int64_t s_Kh, const int64_t s_Kw, const int64_t s_pb, const int64_t s_pt, const int64_t s_pl, const int64_t s_pr, const int64_t s_Dh, const int64_t s_Sh, const int64_t s_Dw, const int64_t s_Sw, const int64_t s_Oy, const int64_t s_Ox, const int64_t s_Rcout, const int64_t pk_lo, const int64_t pk_hi)
+TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const uint16_t* restrict in1, const uint16_t* restrict in2, uint16_t* restrict out0, const int64_t s_N, const int64_t s_Cin_total, const int64_t s_H, const int64_t s_W, const int64_t s_Cout, const int64_t s_Cin, const int64_t s_Kh, const int64_t s_Kw, const int64_t s_pb, const int64_t s_pt, const int64_t s_pl, const int64_t s_pr, const int64_t s_Dh, const int64_t s_Sh, const int64_t s_Dw, const int64_t s_Sw, const int64_t s_Oy, const int64_t s_Ox, const int64_t s_Rcout, const int64_t pk_lo, const int64_t pk_hi)
 {
     (void)s_N;
     (void)s_Cin_total;

@@ -14,6 +14,13 @@
 
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
 
+/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TGC_CLONES
+#endif
+
 /* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
@@ -82,7 +89,7 @@ struct tgc_k0_tgc_main_ctx {
     int32_t failed;
 };
 
-static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
+TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
 {
     struct tgc_k0_tgc_main_ctx* pk_ctx = (struct tgc_k0_tgc_main_ctx*)pk_vctx;
     const uint16_t* restrict in0 = pk_ctx->in0;

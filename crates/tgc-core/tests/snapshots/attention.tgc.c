@@ -16,6 +16,13 @@
 
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
 
+/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TGC_CLONES
+#endif
+
 /* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
@@ -26,11 +33,42 @@ typedef struct tgc_rt {
     int64_t threads;
 } tgc_rt;
 
-/* NaN if either is NaN, as the interpreter. */
-static inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
+/* 2^x within 2 ulp of the correctly rounded value, in operations a
+ * vectoriser packs (no call, no branch): 2^x = 2^n * 2^r with n = x rounded
+ * to the nearest integer (x clamped to [-160, 160], which changes no finite
+ * result) and r = x - n in [-1/2, 1/2]; 2^r by its Taylor series of degree 7,
+ * sum (r ln 2)^k / k!, whose truncation error is below 6e-9 there; 2^n as two
+ * exponent-field scalings so results below 2^-126 round once into the
+ * subnormals. NaN stays NaN. tgc_runtime::cpu_rt::exp2 is the same
+ * operations, for the Rust path. */
+static inline float tgc_exp2f(float x)
+{
+    float c = x >= -160.0f ? x : -160.0f;
+    c = c <= 160.0f ? c : 160.0f;
+    const float nf = (c + 12582912.0f) - 12582912.0f;
+    const float r = c - nf;
+    float p = 1.525273365e-05f;
+    p = p * r + 1.540352969e-04f;
+    p = p * r + 1.333355787e-03f;
+    p = p * r + 9.618128650e-03f;
+    p = p * r + 5.550410971e-02f;
+    p = p * r + 2.402265072e-01f;
+    p = p * r + 6.931471825e-01f;
+    p = p * r + 1.0f;
+    const int32_t n = (int32_t)nf, n1 = n / 2, n2 = n - n1;
+    const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, sizeof s1);
+    memcpy(&s2, &b2, sizeof s2);
+    const float y = (p * s1) * s2;
+    return x != x ? x : y;
+}
+
+/* NaN if either is NaN, as the interpreter; selects, not a call, so it vectorises. */
+static inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
 
 /* k0 -> tmp0 (n15): n15 REDUCE; inlines n14 EXPAND, n12 CONST; accumulates n15 REDUCE SUM in fp32 in a register */
-static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t s_D)
+TGC_CLONES static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t s_D)
 {
 #pragma scop
     float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -76,7 +114,7 @@ struct tgc_k1_tgc_attention_ctx {
     int32_t failed;
 };
 
-static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
+TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
 {
     struct tgc_k1_tgc_attention_ctx* pk_ctx = (struct tgc_k1_tgc_attention_ctx*)pk_vctx;
     const float* restrict in0 = pk_ctx->in0;
@@ -207,227 +245,139 @@ static int32_t tgc_k1_tgc_attention(const float* restrict in0, const float* rest
     return pk_ctx.failed;
 }
 
+/* Row by row over i0: k2, k3, k4; one row of tmp2 per task. */
 /* k2 -> tmp2 (n23): n23 REDUCE; accumulates n23 REDUCE MAX in fp32 in a register */
-static void tgc_k2_tgc_attention_rows(const float* restrict tmp1, float* restrict tmp2, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
+/* k3 -> tmp3 (n31): n31 EXP2; inlines n30 MUL, n29 EXPAND, n27 CONST, n26 SUB, n25 EXPAND */
+/* k4 -> tmp4 (n32): n32 REDUCE; accumulates n32 REDUCE SUM in fp32 in a register */
+TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
 {
     (void)s_B;
     (void)s_H;
     (void)s_M;
     (void)s_N;
+    float* restrict tmp2 = (float*)malloc((size_t)s_H*s_M * sizeof(float)); /* one row */
+    if (!tmp2) {
+        free(tmp2);
+        return 1;
+    }
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
-            for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
-                const int64_t pk_full = floord(s_N, 8) * 8;
-                for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
-                    for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
-                        const int64_t i3 = pk_r + pk_l;
+        { /* k2 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
+                    const int64_t pk_full = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full + pk_l;
                         (void)i3;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                }
-                for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
-                    const int64_t i3 = pk_full + pk_l;
-                    (void)i3;
-                    acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
-                }
-                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[1]);
-                acc_l[2] = tgc_max_f32(acc_l[2], acc_l[3]);
-                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[5]);
-                acc_l[6] = tgc_max_f32(acc_l[6], acc_l[7]);
-                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[2]);
-                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[6]);
-                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[4]);
-                const float acc = acc_l[0];
-                tmp2[s_H*s_M*i0 + s_M*i1 + i2] = acc;
-            }
-        }
-    }
-#pragma endscop
-}
-
-struct tgc_k2_tgc_attention_ctx {
-    const float* tmp1;
-    float* tmp2;
-    int64_t s_B;
-    int64_t s_H;
-    int64_t s_M;
-    int64_t s_N;
-    int64_t nt;
-};
-
-static void tgc_k2_tgc_attention_task(void* pk_vctx, int64_t pk_t)
-{
-    const struct tgc_k2_tgc_attention_ctx* pk_ctx = (const struct tgc_k2_tgc_attention_ctx*)pk_vctx;
-    const int64_t s_B = pk_ctx->s_B;
-    const int64_t s_H = pk_ctx->s_H;
-    const int64_t s_M = pk_ctx->s_M;
-    const int64_t s_N = pk_ctx->s_N;
-    const int64_t pk_e = s_B;
-    tgc_k2_tgc_attention_rows(pk_ctx->tmp1, pk_ctx->tmp2, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt);
-}
-
-static void tgc_k2_tgc_attention(const float* restrict tmp1, float* restrict tmp2, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const tgc_rt* rt)
-{
-    /* About 32768 loop points a part, at most one part a thread. */
-    const int64_t pk_e = s_B;
-    int64_t pk_nt = s_B*s_H*s_M*s_N / 32768;
-    if (pk_nt > rt->threads) pk_nt = rt->threads;
-    if (pk_nt > pk_e) pk_nt = pk_e;
-    if (pk_nt <= 1) {
-        tgc_k2_tgc_attention_rows(tmp1, tmp2, s_B, s_H, s_M, s_N, 0, pk_e);
-        return;
-    }
-    struct tgc_k2_tgc_attention_ctx pk_ctx;
-    pk_ctx.tmp1 = tmp1;
-    pk_ctx.tmp2 = tmp2;
-    pk_ctx.s_B = s_B;
-    pk_ctx.s_H = s_H;
-    pk_ctx.s_M = s_M;
-    pk_ctx.s_N = s_N;
-    pk_ctx.nt = pk_nt;
-    rt->parallel_for(rt, pk_nt, tgc_k2_tgc_attention_task, &pk_ctx);
-}
-
-/* k3 -> tmp3 (n31): n31 EXP2; inlines n30 MUL, n29 EXPAND, n27 CONST, n26 SUB, n25 EXPAND */
-static void tgc_k3_tgc_attention_rows(const float* restrict tmp1, const float* restrict tmp2, float* restrict tmp3, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
-{
-    (void)s_B;
-    (void)s_H;
-    (void)s_M;
-    (void)s_N;
-#pragma scop
-    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
-            for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                for (int64_t i3 = 0; i3 < s_N; i3 += 1) {
-                    tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_H*s_M*i0 + s_M*i1 + i2]) * 1.442695f));
+                    acc_l[0] = tgc_max_f32(acc_l[0], acc_l[1]);
+                    acc_l[2] = tgc_max_f32(acc_l[2], acc_l[3]);
+                    acc_l[4] = tgc_max_f32(acc_l[4], acc_l[5]);
+                    acc_l[6] = tgc_max_f32(acc_l[6], acc_l[7]);
+                    acc_l[0] = tgc_max_f32(acc_l[0], acc_l[2]);
+                    acc_l[4] = tgc_max_f32(acc_l[4], acc_l[6]);
+                    acc_l[0] = tgc_max_f32(acc_l[0], acc_l[4]);
+                    const float acc = acc_l[0];
+                    tmp2[s_M*i1 + i2] = acc;
                 }
             }
         }
-    }
-#pragma endscop
-}
-
-struct tgc_k3_tgc_attention_ctx {
-    const float* tmp1;
-    const float* tmp2;
-    float* tmp3;
-    int64_t s_B;
-    int64_t s_H;
-    int64_t s_M;
-    int64_t s_N;
-    int64_t nt;
-};
-
-static void tgc_k3_tgc_attention_task(void* pk_vctx, int64_t pk_t)
-{
-    const struct tgc_k3_tgc_attention_ctx* pk_ctx = (const struct tgc_k3_tgc_attention_ctx*)pk_vctx;
-    const int64_t s_B = pk_ctx->s_B;
-    const int64_t s_H = pk_ctx->s_H;
-    const int64_t s_M = pk_ctx->s_M;
-    const int64_t s_N = pk_ctx->s_N;
-    const int64_t pk_e = s_B;
-    tgc_k3_tgc_attention_rows(pk_ctx->tmp1, pk_ctx->tmp2, pk_ctx->tmp3, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt);
-}
-
-static void tgc_k3_tgc_attention(const float* restrict tmp1, const float* restrict tmp2, float* restrict tmp3, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const tgc_rt* rt)
-{
-    /* About 32768 loop points a part, at most one part a thread. */
-    const int64_t pk_e = s_B;
-    int64_t pk_nt = s_B*s_H*s_M*s_N / 32768;
-    if (pk_nt > rt->threads) pk_nt = rt->threads;
-    if (pk_nt > pk_e) pk_nt = pk_e;
-    if (pk_nt <= 1) {
-        tgc_k3_tgc_attention_rows(tmp1, tmp2, tmp3, s_B, s_H, s_M, s_N, 0, pk_e);
-        return;
-    }
-    struct tgc_k3_tgc_attention_ctx pk_ctx;
-    pk_ctx.tmp1 = tmp1;
-    pk_ctx.tmp2 = tmp2;
-    pk_ctx.tmp3 = tmp3;
-    pk_ctx.s_B = s_B;
-    pk_ctx.s_H = s_H;
-    pk_ctx.s_M = s_M;
-    pk_ctx.s_N = s_N;
-    pk_ctx.nt = pk_nt;
-    rt->parallel_for(rt, pk_nt, tgc_k3_tgc_attention_task, &pk_ctx);
-}
-
-/* k4 -> tmp4 (n32): n32 REDUCE; accumulates n32 REDUCE SUM in fp32 in a register */
-static void tgc_k4_tgc_attention_rows(const float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
-{
-    (void)s_B;
-    (void)s_H;
-    (void)s_M;
-    (void)s_N;
-#pragma scop
-    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
-            for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                const int64_t pk_full = floord(s_N, 8) * 8;
-                for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
-                    for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
-                        const int64_t i3 = pk_r + pk_l;
+        { /* k3 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
+                        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                    }
+                    for (int64_t i3 = pk_full3; i3 < s_N; i3 += 1) {
+                        tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
+                    }
+                }
+            }
+        }
+        { /* k4 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+                    const int64_t pk_full = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full + pk_l;
                         (void)i3;
                         acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
+                    acc_l[0] = (acc_l[0] + acc_l[1]);
+                    acc_l[2] = (acc_l[2] + acc_l[3]);
+                    acc_l[4] = (acc_l[4] + acc_l[5]);
+                    acc_l[6] = (acc_l[6] + acc_l[7]);
+                    acc_l[0] = (acc_l[0] + acc_l[2]);
+                    acc_l[4] = (acc_l[4] + acc_l[6]);
+                    acc_l[0] = (acc_l[0] + acc_l[4]);
+                    const float acc = acc_l[0];
+                    tmp4[s_H*s_M*i0 + s_M*i1 + i2] = acc;
                 }
-                for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
-                    const int64_t i3 = pk_full + pk_l;
-                    (void)i3;
-                    acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
-                }
-                acc_l[0] = (acc_l[0] + acc_l[1]);
-                acc_l[2] = (acc_l[2] + acc_l[3]);
-                acc_l[4] = (acc_l[4] + acc_l[5]);
-                acc_l[6] = (acc_l[6] + acc_l[7]);
-                acc_l[0] = (acc_l[0] + acc_l[2]);
-                acc_l[4] = (acc_l[4] + acc_l[6]);
-                acc_l[0] = (acc_l[0] + acc_l[4]);
-                const float acc = acc_l[0];
-                tmp4[s_H*s_M*i0 + s_M*i1 + i2] = acc;
             }
         }
     }
 #pragma endscop
+    free(tmp2);
+    return 0;
 }
 
-struct tgc_k4_tgc_attention_ctx {
-    const float* tmp3;
+struct tgc_k2to4_tgc_attention_ctx {
+    const float* tmp1;
+    float* tmp3;
     float* tmp4;
     int64_t s_B;
     int64_t s_H;
     int64_t s_M;
     int64_t s_N;
     int64_t nt;
+    int32_t failed;
 };
 
-static void tgc_k4_tgc_attention_task(void* pk_vctx, int64_t pk_t)
+static void tgc_k2to4_tgc_attention_task(void* pk_vctx, int64_t pk_t)
 {
-    const struct tgc_k4_tgc_attention_ctx* pk_ctx = (const struct tgc_k4_tgc_attention_ctx*)pk_vctx;
+    struct tgc_k2to4_tgc_attention_ctx* pk_ctx = (struct tgc_k2to4_tgc_attention_ctx*)pk_vctx;
     const int64_t s_B = pk_ctx->s_B;
     const int64_t s_H = pk_ctx->s_H;
     const int64_t s_M = pk_ctx->s_M;
     const int64_t s_N = pk_ctx->s_N;
     const int64_t pk_e = s_B;
-    tgc_k4_tgc_attention_rows(pk_ctx->tmp3, pk_ctx->tmp4, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt);
+    if (tgc_k2to4_tgc_attention_rows(pk_ctx->tmp1, pk_ctx->tmp3, pk_ctx->tmp4, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt)) __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
 }
 
-static void tgc_k4_tgc_attention(const float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const tgc_rt* rt)
+static int32_t tgc_k2to4_tgc_attention(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const tgc_rt* rt)
 {
     /* About 32768 loop points a part, at most one part a thread. */
     const int64_t pk_e = s_B;
-    int64_t pk_nt = s_B*s_H*s_M*s_N / 32768;
+    int64_t pk_nt = (s_B*s_H*s_M*s_N + s_B*s_H*s_M*s_N + s_B*s_H*s_M*s_N) / 32768;
     if (pk_nt > rt->threads) pk_nt = rt->threads;
     if (pk_nt > pk_e) pk_nt = pk_e;
     if (pk_nt <= 1) {
-        tgc_k4_tgc_attention_rows(tmp3, tmp4, s_B, s_H, s_M, s_N, 0, pk_e);
-        return;
+        return tgc_k2to4_tgc_attention_rows(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, 0, pk_e);
     }
-    struct tgc_k4_tgc_attention_ctx pk_ctx;
+    struct tgc_k2to4_tgc_attention_ctx pk_ctx;
+    pk_ctx.tmp1 = tmp1;
     pk_ctx.tmp3 = tmp3;
     pk_ctx.tmp4 = tmp4;
     pk_ctx.s_B = s_B;
@@ -435,7 +385,9 @@ static void tgc_k4_tgc_attention(const float* restrict tmp3, float* restrict tmp
     pk_ctx.s_M = s_M;
     pk_ctx.s_N = s_N;
     pk_ctx.nt = pk_nt;
-    rt->parallel_for(rt, pk_nt, tgc_k4_tgc_attention_task, &pk_ctx);
+    pk_ctx.failed = 0;
+    rt->parallel_for(rt, pk_nt, tgc_k2to4_tgc_attention_task, &pk_ctx);
+    return pk_ctx.failed;
 }
 
 /* k5 -> out0 (o): o REDUCE; inlines n41 MUL, n40 EXPAND, n39 EXPAND, n35 FDIV, n34 EXPAND; accumulates o REDUCE SUM in fp32 in a register */
@@ -454,7 +406,7 @@ struct tgc_k5_tgc_attention_ctx {
     int32_t failed;
 };
 
-static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
+TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
 {
     struct tgc_k5_tgc_attention_ctx* pk_ctx = (struct tgc_k5_tgc_attention_ctx*)pk_vctx;
     const float* restrict in2 = pk_ctx->in2;
@@ -602,25 +554,25 @@ int32_t tgc_attention(const void* const* inputs, void* const* outputs, const int
     float* out0 = (float*)outputs[0];
     float* tmp0 = (float*)malloc((size_t)1 * sizeof(float)); /* n15 */
     float* tmp1 = (float*)malloc((size_t)s_B*s_H*s_M*s_N * sizeof(float)); /* n22 */
-    float* tmp2 = (float*)malloc((size_t)s_B*s_H*s_M * sizeof(float)); /* n23 */
     float* tmp3 = (float*)malloc((size_t)s_B*s_H*s_M*s_N * sizeof(float)); /* n31 */
     float* tmp4 = (float*)malloc((size_t)s_B*s_H*s_M * sizeof(float)); /* n32 */
-    if (!tmp0 || !tmp1 || !tmp2 || !tmp3 || !tmp4) {
-        free(tmp0); free(tmp1); free(tmp2); free(tmp3); free(tmp4);
+    if (!tmp0 || !tmp1 || !tmp3 || !tmp4) {
+        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
         return 1;
     }
     tgc_k0_tgc_attention(tmp0, s_D);
     if (tgc_k1_tgc_attention(in0, in1, in3, tmp0, tmp1, s_B, s_H, s_M, s_N, s_D, rt)) {
-        free(tmp0); free(tmp1); free(tmp2); free(tmp3); free(tmp4);
+        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
         return 1;
     }
-    tgc_k2_tgc_attention(tmp1, tmp2, s_B, s_H, s_M, s_N, rt);
-    tgc_k3_tgc_attention(tmp1, tmp2, tmp3, s_B, s_H, s_M, s_N, rt);
-    tgc_k4_tgc_attention(tmp3, tmp4, s_B, s_H, s_M, s_N, rt);
+    if (tgc_k2to4_tgc_attention(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, rt)) {
+        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
+        return 1;
+    }
     if (tgc_k5_tgc_attention(in2, tmp3, tmp4, out0, s_B, s_H, s_M, s_N, s_D, rt)) {
-        free(tmp0); free(tmp1); free(tmp2); free(tmp3); free(tmp4);
+        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
         return 1;
     }
-    free(tmp0); free(tmp1); free(tmp2); free(tmp3); free(tmp4);
+    free(tmp0); free(tmp1); free(tmp3); free(tmp4);
     return 0;
 }

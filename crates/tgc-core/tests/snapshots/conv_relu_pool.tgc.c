@@ -15,6 +15,13 @@
 
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
 
+/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TGC_CLONES
+#endif
+
 /* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
@@ -25,8 +32,8 @@ typedef struct tgc_rt {
     int64_t threads;
 } tgc_rt;
 
-/* NaN if either is NaN, as the interpreter. */
-static inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
+/* NaN if either is NaN, as the interpreter; selects, not a call, so it vectorises. */
+static inline float tgc_max_f32(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
 
 static inline float tgc_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
 
@@ -42,7 +49,7 @@ struct tgc_k0_tgc_conv_relu_pool_ctx {
     int32_t failed;
 };
 
-static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_t)
+TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_t)
 {
     struct tgc_k0_tgc_conv_relu_pool_ctx* pk_ctx = (struct tgc_k0_tgc_conv_relu_pool_ctx*)pk_vctx;
     const float* restrict in0 = pk_ctx->in0;

@@ -165,7 +165,9 @@ pub fn compile_with(g: &Graph, opts: &crate::cpu::Options) -> Compiled {
     std::fs::write(&c_path, &c_src).unwrap();
     let c_lib = dir.0.join("libk.so");
     let cc = Command::new("cc")
-        .args(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Werror", "-o"])
+        .args(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Werror"])
+        .args(tgc_runtime::cpu::VALUE_CFLAGS)
+        .arg("-o")
         .arg(&c_lib)
         .arg(&c_path)
         .arg("-lm")

@@ -1,0 +1,227 @@
+//! Row groups: consecutive plain kernels that share their outermost output
+//! loop run as one nest over it, kernel after kernel inside each of its
+//! points, so that a softmax's max, exp, sum and division (or a
+//! layernorm's mean, variance and normalisation) pass over one row while it
+//! is in cache instead of each streaming the whole tensor.
+//!
+//! Fusion at the outermost loop is the classic legality rule of loop
+//! fusion: it keeps every dependence of the sequence when each kernel reads
+//! what an earlier kernel of the group wrote only at the same value of that
+//! loop ([`in_row`]). A temporary written and read only inside its group,
+//! each access in the same row, needs no more than one row per task: it is
+//! *local* ([`RowGroup::local`]) and printers may hold it as one row
+//! (array contraction) instead of allocating the whole tensor.
+//!
+//! A row group changes the order in which kernels visit points and nothing
+//! a point computes, so its bits are the kernels' one after the other
+//! ([`super::loop_ir`]'s invariant for schedules).
+
+use std::collections::BTreeSet;
+
+use crate::affine::{AffAtom, AffExpr};
+use crate::sym::Dim;
+
+use super::loop_ir::{BufId, Expr, Kernel, Program, Role, RowGroup};
+
+/// Sets [`Program::rows`]: every maximal run of at least two kernels of
+/// [`can_join`]'s form whose outermost loops have one extent and whose
+/// reads of the run's own outputs stay in the current row, with the run's
+/// local temporaries.
+///
+/// A kernel met inside a run that cannot join it but reads nothing the run
+/// wrote (a layernorm's element count, a reduction of a constant) is moved
+/// before the run: it depended on nothing the run computes, and the run's
+/// later kernels still find its output written. Any other kernel ends the
+/// run. The kernels keep their names; [`Program::kernels`] is their new
+/// order.
+pub fn plan(p: &mut Program) {
+    let mut pending: std::collections::VecDeque<Kernel> = std::mem::take(&mut p.kernels).into();
+    let mut order: Vec<Kernel> = Vec::new();
+    let mut rows = Vec::new();
+    while let Some(k) = pending.pop_front() {
+        if !can_join(&k) {
+            order.push(k);
+            continue;
+        }
+        let mut run = vec![k];
+        let mut written = BTreeSet::from([run[0].out]);
+        while let Some(next) = pending.front() {
+            let reads_run = |(b, _): &(BufId, AffExpr)| written.contains(b);
+            let fits = can_join(next)
+                && next.loops[0] == run[0].loops[0]
+                && loads(next).iter().filter(|l| reads_run(l)).all(|(b, index)| in_row(p, next, *b, index));
+            if fits {
+                written.insert(next.out);
+                run.extend(pending.pop_front());
+            } else if !loads(next).iter().any(reads_run) {
+                order.extend(pending.pop_front());
+            } else {
+                break;
+            }
+        }
+        let start = order.len();
+        let n = run.len();
+        order.extend(run);
+        if n >= 2 {
+            rows.push(RowGroup { kernels: start..start + n, local: Vec::new() });
+        }
+    }
+    p.kernels = order;
+    for g in &mut rows {
+        g.local = local_temps(p, g.kernels.clone());
+    }
+    p.rows = rows;
+}
+
+/// Whether a kernel can be part of a row group: a plain nest (neither
+/// packed nor strip-mined) with an outermost output loop.
+pub fn can_join(k: &Kernel) -> bool {
+    k.packed.is_none() && k.strips.is_empty() && !k.loops.is_empty()
+}
+
+/// Every load of `k` (its value, its reduction, the reductions computed at
+/// its reads) as `(buffer, subscript)`.
+fn loads(k: &Kernel) -> Vec<(BufId, AffExpr)> {
+    let mut out = Vec::new();
+    let mut visit = |e: &Expr| {
+        if let Expr::Load { buf, index, .. } = e {
+            out.push((*buf, index.clone()));
+        }
+    };
+    k.value.walk(&mut visit);
+    if let Some(r) = &k.reduce {
+        r.value.walk(&mut visit);
+    }
+    out
+}
+
+/// Whether `index`, a subscript of buffer `buf` in kernel `k`, addresses
+/// row `i0` of `buf` and nothing outside it: `stride_0·i0 + Σ stride_j·v_j`
+/// with `stride_j` the row-major stride of axis `j`, each `v_j` a loop of
+/// `k` whose extent is `buf`'s axis `j`, on distinct axes `j ≥ 1` — so the
+/// rest of the subscript lies in `[0, stride_0)` — where `i0`'s extent is
+/// `buf`'s first axis.
+pub fn in_row(p: &Program, k: &Kernel, buf: BufId, index: &AffExpr) -> bool {
+    let shape = &p.buffer(buf).shape;
+    if shape.is_empty() || k.loops.first() != shape.first() || index.constant_part().as_int() != Some(0) {
+        return false;
+    }
+    let strides: Vec<Dim> = (0..shape.len()).map(|j| Dim::product(&shape[j + 1..])).collect();
+    let mut used = vec![false; shape.len()];
+    for (atom, c) in index.terms() {
+        let AffAtom::Var(v) = atom else { return false };
+        let v = *v as usize;
+        let Some(extent) = k.extent(v) else { return false };
+        let axis = if v == 0 {
+            (*c == strides[0]).then_some(0)
+        } else {
+            (1..shape.len()).find(|&j| !used[j] && *c == strides[j] && *extent == shape[j])
+        };
+        match axis {
+            Some(j) => used[j] = true,
+            None => return false,
+        }
+    }
+    used[0]
+}
+
+/// The temporaries of `kernels` that are written there and read only there,
+/// every access in the current row.
+fn local_temps(p: &Program, kernels: std::ops::Range<usize>) -> Vec<BufId> {
+    let mut local = Vec::new();
+    for k in &p.kernels[kernels.clone()] {
+        let b = k.out;
+        if p.buffer(b).role != Role::Temp || !in_row(p, k, b, &k.store_index) {
+            continue;
+        }
+        let only_here = p.kernels.iter().enumerate().all(|(j, r)| {
+            let reads = loads(r).into_iter().filter(|(x, _)| *x == b).collect::<Vec<_>>();
+            reads.is_empty() || (kernels.contains(&j) && reads.iter().all(|(_, index)| in_row(p, r, b, index)))
+        });
+        if only_here {
+            local.push(b);
+        }
+    }
+    local
+}
+
+/// `index` with the current row's part removed: its subscript in a local
+/// temporary held as one row ([`in_row`] holds for it).
+pub fn row_subscript(index: &AffExpr) -> AffExpr {
+    let vals: Vec<AffExpr> =
+        (0..index.arity()).map(|v| if v == 0 { AffExpr::int(0) } else { AffExpr::var(v) }).collect();
+    index.substitute(&vals).expect("every variable of the subscript has a value")
+}
+
+/// The number of elements of one row of `buf` (its row-major stride of
+/// axis 0).
+pub fn row_len(p: &Program, buf: BufId) -> Dim {
+    Dim::product(&p.buffer(buf).shape[1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::lower;
+    use crate::pipeline::{load, Format};
+
+    fn program(src: &str) -> Program {
+        let g = load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e:?}")).graph;
+        lower(&g).unwrap()
+    }
+
+    #[test]
+    fn softmax_is_one_group_with_its_temporaries_local() {
+        let p = program(
+            "graph<R, C> main(x: f32[R, C]) -> (y: f32[R, C]) {
+                y = softmax(x, axis=-1)
+                return y
+            }",
+        );
+        assert_eq!(p.rows.len(), 1, "{:?}", p.rows);
+        let g = &p.rows[0];
+        assert_eq!(g.kernels, 0..p.kernels.len());
+        let temps: Vec<BufId> =
+            (0..p.buffers.len() as u32).map(BufId).filter(|&b| p.buffer(b).role == Role::Temp).collect();
+        assert!(!temps.is_empty());
+        assert_eq!(g.local, temps);
+    }
+
+    #[test]
+    fn a_transposed_read_ends_the_group() {
+        // `t` is read at [j, i]: row i of the reader is column i of `t`.
+        let p = program(
+            "graph<N> main(x: f32[N, N]) -> (y: f32[N, N]) {
+                t = exp2(x)
+                y = t + transpose(t, 0, 1)
+                return y
+            }",
+        );
+        assert_eq!(p.kernels.len(), 2, "t is stored, then read transposed");
+        assert!(p.rows.is_empty(), "{:?}", p.rows);
+    }
+
+    #[test]
+    fn a_temporary_read_after_its_group_is_not_local() {
+        let p = program(
+            "graph<R, C> main(x: f32[R, C], w: f32[C, C]) -> (y: f32[R, C]) {
+                s = softmax(x, axis=-1)
+                y = matmul(s, w) + s
+                return y
+            }",
+        );
+        assert!(!p.rows.is_empty());
+        for g in &p.rows {
+            for &b in &g.local {
+                let after = p.kernels[g.kernels.end..].iter().any(|k| loads(k).iter().any(|(x, _)| *x == b));
+                assert!(!after, "{} is read after its group", p.buffer(b).name);
+            }
+        }
+    }
+
+    #[test]
+    fn row_subscript_drops_the_row() {
+        let e = AffExpr::parse("1024*i0 + i1").unwrap();
+        assert_eq!(row_subscript(&e), AffExpr::var(1));
+    }
+}
