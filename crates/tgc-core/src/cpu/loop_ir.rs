@@ -167,7 +167,7 @@ impl Expr {
     }
 
     /// Calls `f` on this expression and every sub-expression, parents first.
-    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
         f(self);
         match self {
             Expr::Load { .. } | Expr::Const { .. } | Expr::Acc { .. } => {}
@@ -275,19 +275,26 @@ impl Kernel {
         out
     }
 
-    /// Buffers the kernel loads, in id order.
-    pub fn reads(&self) -> Vec<BufId> {
-        let mut out = BTreeSet::new();
-        let mut visit = |e: &Expr| {
-            if let Expr::Load { buf, .. } = e {
-                out.insert(*buf);
+    /// Every load of the kernel (its value, its reduction, the reductions
+    /// computed at its reads) as `(buffer, subscript)`, in walk order.
+    pub fn loads<'a>(&'a self) -> Vec<(BufId, &'a AffExpr)> {
+        let mut out = Vec::new();
+        let mut visit = |e: &'a Expr| {
+            if let Expr::Load { buf, index, .. } = e {
+                out.push((*buf, index));
             }
         };
         self.value.walk(&mut visit);
         if let Some(r) = &self.reduce {
             r.value.walk(&mut visit);
         }
-        out.into_iter().collect()
+        out
+    }
+
+    /// Buffers the kernel loads, in id order.
+    pub fn reads(&self) -> Vec<BufId> {
+        let set: BTreeSet<BufId> = self.loads().into_iter().map(|(b, _)| b).collect();
+        set.into_iter().collect()
     }
 
     /// The extent of loop variable `i{v}`: an output loop, a loop of the

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use crate::affine::{AffAtom, AffExpr};
 use crate::sym::Dim;
 
-use super::loop_ir::{BufId, Expr, Kernel, Program, Role, RowGroup};
+use super::loop_ir::{BufId, Kernel, Program, Role, RowGroup};
 
 /// Sets [`Program::rows`]: every maximal run of at least two kernels of
 /// [`can_join`]'s form whose outermost loops have one extent and whose
@@ -46,14 +46,15 @@ pub fn plan(p: &mut Program) {
         let mut run = vec![k];
         let mut written = BTreeSet::from([run[0].out]);
         while let Some(next) = pending.front() {
-            let reads_run = |(b, _): &(BufId, AffExpr)| written.contains(b);
+            let run_reads: Vec<(BufId, &AffExpr)> =
+                next.loads().into_iter().filter(|(b, _)| written.contains(b)).collect();
             let fits = can_join(next)
                 && next.loops[0] == run[0].loops[0]
-                && loads(next).iter().filter(|l| reads_run(l)).all(|(b, index)| in_row(p, next, *b, index));
+                && run_reads.iter().all(|&(b, index)| in_row(p, next, b, index));
             if fits {
                 written.insert(next.out);
                 run.extend(pending.pop_front());
-            } else if !loads(next).iter().any(reads_run) {
+            } else if run_reads.is_empty() {
                 order.extend(pending.pop_front());
             } else {
                 break;
@@ -67,8 +68,9 @@ pub fn plan(p: &mut Program) {
         }
     }
     p.kernels = order;
+    let loads: Vec<Vec<(BufId, &AffExpr)>> = p.kernels.iter().map(Kernel::loads).collect();
     for g in &mut rows {
-        g.local = local_temps(p, g.kernels.clone());
+        g.local = local_temps(p, &loads, g.kernels.clone());
     }
     p.rows = rows;
 }
@@ -77,22 +79,6 @@ pub fn plan(p: &mut Program) {
 /// packed nor strip-mined) with an outermost output loop.
 pub fn can_join(k: &Kernel) -> bool {
     k.packed.is_none() && k.strips.is_empty() && !k.loops.is_empty()
-}
-
-/// Every load of `k` (its value, its reduction, the reductions computed at
-/// its reads) as `(buffer, subscript)`.
-fn loads(k: &Kernel) -> Vec<(BufId, AffExpr)> {
-    let mut out = Vec::new();
-    let mut visit = |e: &Expr| {
-        if let Expr::Load { buf, index, .. } = e {
-            out.push((*buf, index.clone()));
-        }
-    };
-    k.value.walk(&mut visit);
-    if let Some(r) = &k.reduce {
-        r.value.walk(&mut visit);
-    }
-    out
 }
 
 /// Whether `index`, a subscript of buffer `buf` in kernel `k`, addresses
@@ -126,17 +112,18 @@ pub fn in_row(p: &Program, k: &Kernel, buf: BufId, index: &AffExpr) -> bool {
 }
 
 /// The temporaries of `kernels` that are written there and read only there,
-/// every access in the current row.
-fn local_temps(p: &Program, kernels: std::ops::Range<usize>) -> Vec<BufId> {
+/// every access in the current row; `loads[j]` is kernel `j`'s
+/// [`Kernel::loads`].
+fn local_temps(p: &Program, loads: &[Vec<(BufId, &AffExpr)>], kernels: std::ops::Range<usize>) -> Vec<BufId> {
     let mut local = Vec::new();
     for k in &p.kernels[kernels.clone()] {
         let b = k.out;
         if p.buffer(b).role != Role::Temp || !in_row(p, k, b, &k.store_index) {
             continue;
         }
-        let only_here = p.kernels.iter().enumerate().all(|(j, r)| {
-            let reads = loads(r).into_iter().filter(|(x, _)| *x == b).collect::<Vec<_>>();
-            reads.is_empty() || (kernels.contains(&j) && reads.iter().all(|(_, index)| in_row(p, r, b, index)))
+        let only_here = p.kernels.iter().zip(loads).enumerate().all(|(j, (r, l))| {
+            let mut reads = l.iter().filter(|(x, _)| *x == b).peekable();
+            reads.peek().is_none() || (kernels.contains(&j) && reads.all(|&(_, index)| in_row(p, r, b, index)))
         });
         if only_here {
             local.push(b);
@@ -213,7 +200,7 @@ mod tests {
         assert!(!p.rows.is_empty());
         for g in &p.rows {
             for &b in &g.local {
-                let after = p.kernels[g.kernels.end..].iter().any(|k| loads(k).iter().any(|(x, _)| *x == b));
+                let after = p.kernels[g.kernels.end..].iter().any(|k| k.reads().contains(&b));
                 assert!(!after, "{} is read after its group", p.buffer(b).name);
             }
         }

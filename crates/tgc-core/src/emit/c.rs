@@ -475,7 +475,8 @@ impl Printer<'_> {
             self.packed(&mut s, k, c, symbol);
             return s;
         }
-        if on_pool(k) {
+        // A plain nest of a row group's form runs its rows on the pool.
+        if rows::can_join(k) {
             self.row_tasks(&mut s, &format!("tgc_{}_{symbol}", k.name), &[k], &[]);
             return s;
         }
@@ -540,16 +541,11 @@ impl Printer<'_> {
                 b.name
             );
         }
+        let names: Vec<&str> = local.iter().map(|&b| p.buffer(b).name.as_str()).collect();
+        let frees = names.iter().map(|n| format!("free({n});")).collect::<Vec<_>>().join(" ");
         if !local.is_empty() {
-            let names: Vec<&str> = local.iter().map(|&b| p.buffer(b).name.as_str()).collect();
             let any_null: Vec<String> = names.iter().map(|n| format!("!{n}")).collect();
-            let frees: Vec<String> = names.iter().map(|n| format!("free({n});")).collect();
-            let _ = writeln!(
-                s,
-                "    if ({}) {{\n        {}\n        return 1;\n    }}",
-                any_null.join(" || "),
-                frees.join(" ")
-            );
+            let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
         }
         s.push_str("#pragma scop\n");
         let _ = writeln!(s, "    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {{");
@@ -569,8 +565,7 @@ impl Printer<'_> {
         if local.is_empty() {
             s.push_str("}\n\n");
         } else {
-            let frees: Vec<String> = local.iter().map(|&b| format!("free({});", p.buffer(b).name)).collect();
-            let _ = writeln!(s, "    {}\n    return 0;\n}}\n", frees.join(" "));
+            let _ = writeln!(s, "    {frees}\n    return 0;\n}}\n");
         }
         let failed = if local.is_empty() { "" } else { "    int32_t failed;\n" };
         ctx_struct(s, name, &bufs, &syms, &format!("    int64_t nt;\n{failed}"));
@@ -899,38 +894,15 @@ impl Printer<'_> {
     }
 
     /// The innermost loop `l` of an element-wise kernel in chunks of
-    /// [`lanes::LANES`] points and a tail: `for pk_r in lo..full step L {
-    /// for pk_l in 0..L { i = pk_r + pk_l; point } }`, then `for i in
-    /// full..hi { point }`. The chunk loop's constant trip count lets the C
-    /// compiler's vectoriser replace it by vector code under its cheapest
-    /// cost model (GCC's at `-O2`), whatever the extents; the points and what
-    /// each computes are unchanged.
+    /// [`lanes::LANES`] points and a tail ([`lane_chunks`]); the points and
+    /// what each computes are unchanged.
     fn chunked_loop(&mut self, s: &mut String, k: &Kernel, l: &crate::cpu::Loop, depth: usize) {
-        let (lanes, v, w) = (lanes::LANES, l.var, depth * 4);
-        let (lo, hi) = (bound(&l.lo, Lang::C), bound(&l.hi, Lang::C));
-        let full = match l.lo.as_constant().and_then(|d| d.as_int()) {
-            Some(0) => format!("floord({hi}, {lanes}) * {lanes}"),
-            _ => format!("{lo} + floord(({hi}) - ({lo}), {lanes}) * {lanes}"),
+        let lo = match l.lo.as_constant().and_then(|d| d.as_int()) {
+            Some(0) => None,
+            _ => Some(bound(&l.lo, Lang::C)),
         };
-        let _ = writeln!(
-            s,
-            "{:w$}const int64_t pk_full{v} = {full};
-{:w$}for (int64_t pk_r = {lo}; pk_r < pk_full{v}; pk_r += {lanes}) {{
-{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
-{:w$}        const int64_t i{v} = pk_r + pk_l;
-{:w$}        (void)i{v};",
-            "", "", "", "", ""
-        );
-        self.point(s, k, depth + 2);
-        let _ = writeln!(
-            s,
-            "{:w$}    }}
-{:w$}}}
-{:w$}for (int64_t i{v} = pk_full{v}; i{v} < {hi}; i{v} += 1) {{",
-            "", "", ""
-        );
-        self.point(s, k, depth + 1);
-        let _ = writeln!(s, "{:w$}}}", "");
+        let hi = bound(&l.hi, Lang::C);
+        lane_chunks(s, l.var as usize, lo.as_deref(), &hi, lanes::LANES, depth, &mut |s, d| self.point(s, k, d));
     }
 
     /// One output point at indentation `depth`: the reduction, then the store.
@@ -1010,32 +982,15 @@ impl Printer<'_> {
             d += 1;
         }
         let v = k.loops.len() + outer.len();
-        let e = dim(inner, Lang::C);
         let x = self.expr(&r.value);
         let update = self.binary(update_op(r.op), "acc_l[pk_l]".into(), x, r.dtype);
-        let w = d * 4;
-        let _ = writeln!(
-            s,
-            "{:w$}const int64_t pk_full = floord({e}, {lanes}) * {lanes};
-{:w$}for (int64_t pk_r = 0; pk_r < pk_full; pk_r += {lanes}) {{
-{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
-{:w$}        const int64_t i{v} = pk_r + pk_l;
-{:w$}        (void)i{v};
-{:w$}        acc_l[pk_l] = {update};
-{:w$}    }}
-{:w$}}}
-{:w$}for (int64_t pk_l = 0; pk_full + pk_l < {e}; pk_l += 1) {{
-{:w$}    const int64_t i{v} = pk_full + pk_l;
-{:w$}    (void)i{v};
-{:w$}    acc_l[pk_l] = {update};
-{:w$}}}",
-            "", "", "", "", "", "", "", "", "", "", "", "", ""
-        );
+        lane_chunks(s, v, None, &dim(inner, Lang::C), lanes, d, &mut |s, d| {
+            let _ = writeln!(s, "{:w$}acc_l[pk_l] = {update};", "", w = d * 4);
+        });
         while d > depth {
             d -= 1;
             let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
         }
-        let w = depth * 4;
         for (a, b) in lanes::fold_order(lanes) {
             let folded = self.binary(update_op(r.op), format!("acc_l[{a}]"), format!("acc_l[{b}]"), r.dtype);
             let _ = writeln!(s, "{:w$}acc_l[{a}] = {folded};", "");
@@ -1044,17 +999,57 @@ impl Printer<'_> {
     }
 }
 
+/// Loop `i{v}` over `[lo, hi)` (`lo` `None`: 0) in chunks of `lanes`
+/// points and a tail, at indentation `depth`: `for pk_r in lo..full step
+/// lanes { for pk_l in 0..lanes { i = pk_r + pk_l; body } }`, then `for pk_l
+/// in 0..hi - full { i = full + pk_l; body }`. `body(s, depth)` prints one
+/// point, whose lane is `pk_l` (value `j` of the loop is lane `j mod lanes`
+/// when `lo` is 0, [`lanes`]'s rule). The chunk loop's constant trip count
+/// lets GCC's `-O2` vectoriser (its cheapest cost model, which refuses a
+/// loop that needs an epilogue) replace it by vector code whatever the
+/// extents.
+fn lane_chunks(
+    s: &mut String,
+    v: usize,
+    lo: Option<&str>,
+    hi: &str,
+    lanes: usize,
+    depth: usize,
+    body: &mut dyn FnMut(&mut String, usize),
+) {
+    let w = depth * 4;
+    let (start, full) = match lo {
+        None => ("0".to_string(), format!("floord({hi}, {lanes}) * {lanes}")),
+        Some(lo) => (lo.to_string(), format!("{lo} + floord(({hi}) - ({lo}), {lanes}) * {lanes}")),
+    };
+    let _ = writeln!(
+        s,
+        "{:w$}const int64_t pk_full{v} = {full};
+{:w$}for (int64_t pk_r = {start}; pk_r < pk_full{v}; pk_r += {lanes}) {{
+{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
+{:w$}        const int64_t i{v} = pk_r + pk_l;
+{:w$}        (void)i{v};",
+        "", "", "", "", ""
+    );
+    body(s, depth + 2);
+    let _ = writeln!(
+        s,
+        "{:w$}    }}
+{:w$}}}
+{:w$}for (int64_t pk_l = 0; pk_full{v} + pk_l < {hi}; pk_l += 1) {{
+{:w$}    const int64_t i{v} = pk_full{v} + pk_l;
+{:w$}    (void)i{v};",
+        "", "", "", "", ""
+    );
+    body(s, depth + 1);
+    let _ = writeln!(s, "{:w$}}}", "");
+}
+
 /// The parameters of a kernel function, from its [`ctx_fields`]: the
 /// buffers it reads, its output (`restrict`), the symbols it uses.
 fn kernel_params(bufs: &[Field], syms: &[Field]) -> Vec<String> {
     let bufs = bufs.iter().map(|(ty, n)| format!("{ty} restrict {n}"));
     bufs.chain(syms.iter().map(|(ty, n)| format!("const {ty} {n}"))).collect()
-}
-
-/// Whether a plain (not packed) kernel runs on the pool and so takes `rt`:
-/// it has an outermost output loop to split and no strips.
-fn on_pool(k: &Kernel) -> bool {
-    k.strips.is_empty() && !k.loops.is_empty()
 }
 
 /// Below this many loop points (output × reduce) a plain kernel runs on
@@ -1087,6 +1082,32 @@ fn ctx_fields(p: &Program, ks: &[&Kernel], local: &[BufId]) -> (Vec<Field>, Vec<
     let used: BTreeSet<String> = ks.iter().flat_map(|k| k.symbols()).collect();
     let syms = p.dims().filter(|x| used.contains(*x)).map(|x| ("int64_t".to_string(), sym_name(x))).collect();
     (bufs, syms)
+}
+
+/// What the printer prints as one C function: a kernel, or a row group.
+enum Function<'a> {
+    Kernel(&'a Kernel),
+    Group(&'a RowGroup),
+}
+
+/// The functions of `p` in call order: each row group where its first
+/// kernel stands, every other kernel on its own.
+fn functions(p: &Program) -> Vec<Function<'_>> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    while let Some(k) = p.kernels.get(next) {
+        match p.rows.iter().find(|g| g.kernels.start == next) {
+            Some(g) => {
+                out.push(Function::Group(g));
+                next = g.kernels.end;
+            }
+            None => {
+                out.push(Function::Kernel(k));
+                next += 1;
+            }
+        }
+    }
+    out
 }
 
 /// The C function of row group `g` of `p`: `tgc_k<first>to<last>_SYMBOL`,
@@ -1157,18 +1178,12 @@ fn print(units: &[(&Graph, Program, &str)]) -> String {
     for &(g, ref p, symbol) in units {
         let mut pr = Printer { g, p, used: BTreeSet::new(), local: BTreeSet::new() };
         let mut body = String::new();
-        let mut next = 0;
-        while let Some(k) = p.kernels.get(next) {
-            match p.rows.iter().find(|g| g.kernels.start == next) {
-                Some(g) => {
-                    let _ = writeln!(body, "{}", pr.group(g, symbol));
-                    next = g.kernels.end;
-                }
-                None => {
-                    let _ = writeln!(body, "{}", pr.kernel(k, symbol));
-                    next += 1;
-                }
-            }
+        for f in functions(p) {
+            let text = match f {
+                Function::Group(g) => pr.group(g, symbol),
+                Function::Kernel(k) => pr.kernel(k, symbol),
+            };
+            let _ = writeln!(body, "{text}");
         }
         body.push_str(&entry(p, symbol));
         used.extend(pr.used);
@@ -1296,18 +1311,16 @@ fn entry(p: &Program, symbol: &str) -> String {
         let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
     }
     let mut uses_rt = false;
-    let mut next = 0;
-    while let Some(k) = p.kernels.get(next) {
-        let group = p.rows.iter().find(|g| g.kernels.start == next);
-        let (ks, local, name): (Vec<&Kernel>, &[BufId], String) = match group {
-            Some(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
-            None => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
+    for f in functions(p) {
+        let (ks, local, name): (Vec<&Kernel>, &[BufId], String) = match f {
+            Function::Group(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
+            Function::Kernel(k) => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
         };
-        next += ks.len();
         let (bufs, syms) = ctx_fields(p, &ks, local);
         let mut args: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
-        let fails = packed::of(k).is_some() || !local.is_empty();
-        if packed::of(k).is_some() || on_pool(k) {
+        let is_packed = packed::of(ks[0]).is_some();
+        let fails = is_packed || !local.is_empty();
+        if is_packed || rows::can_join(ks[0]) {
             uses_rt = true;
             args.push("rt".into());
         }

@@ -498,16 +498,16 @@ fn padded_row_max_snapshots() {
         #pragma scop
             for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
                 float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
-                const int64_t pk_full = floord((s_K + 1), 8) * 8;
-                for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                const int64_t pk_full1 = floord((s_K + 1), 8) * 8;
+                for (int64_t pk_r = 0; pk_r < pk_full1; pk_r += 8) {
                     for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
                         const int64_t i1 = pk_r + pk_l;
                         (void)i1;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
                     }
                 }
-                for (int64_t pk_l = 0; pk_full + pk_l < (s_K + 1); pk_l += 1) {
-                    const int64_t i1 = pk_full + pk_l;
+                for (int64_t pk_l = 0; pk_full1 + pk_l < (s_K + 1); pk_l += 1) {
+                    const int64_t i1 = pk_full1 + pk_l;
                     (void)i1;
                     acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
                 }

@@ -84,16 +84,16 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
         float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        const int64_t pk_full = floord(s_K, 8) * 8;
-        for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+        const int64_t pk_full1 = floord(s_K, 8) * 8;
+        for (int64_t pk_r = 0; pk_r < pk_full1; pk_r += 8) {
             for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
                 const int64_t i1 = pk_r + pk_l;
                 (void)i1;
                 acc_l[pk_l] = (acc_l[pk_l] + (tgc_f16_to_f32(in0[i1]) * tgc_f16_to_f32(in1[i0 + s_N*i1])));
             }
         }
-        for (int64_t pk_l = 0; pk_full + pk_l < s_K; pk_l += 1) {
-            const int64_t i1 = pk_full + pk_l;
+        for (int64_t pk_l = 0; pk_full1 + pk_l < s_K; pk_l += 1) {
+            const int64_t i1 = pk_full1 + pk_l;
             (void)i1;
             acc_l[pk_l] = (acc_l[pk_l] + (tgc_f16_to_f32(in0[i1]) * tgc_f16_to_f32(in1[i0 + s_N*i1])));
         }

@@ -276,16 +276,16 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
                     float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
-                    const int64_t pk_full = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    const int64_t pk_full3 = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
                         for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                         }
                     }
-                    for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
-                        const int64_t i3 = pk_full + pk_l;
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
                         (void)i3;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
@@ -312,7 +312,9 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
                             tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp1[s_M*i1 + i2]) * 1.442695f));
                         }
                     }
-                    for (int64_t i3 = pk_full3; i3 < s_N; i3 += 1) {
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
                         tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp1[s_M*i1 + i2]) * 1.442695f));
                     }
                 }
@@ -322,16 +324,16 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
                     float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                    const int64_t pk_full = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    const int64_t pk_full3 = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
                         for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
                         }
                     }
-                    for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
-                        const int64_t i3 = pk_full + pk_l;
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
                         (void)i3;
                         acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
                     }
@@ -358,7 +360,9 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
                             out0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp2[s_M*s_N*i1 + s_N*i2 + i3] / tmp3[s_M*i1 + i2])));
                         }
                     }
-                    for (int64_t i3 = pk_full3; i3 < s_N; i3 += 1) {
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
                         out0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp2[s_M*s_N*i1 + s_N*i2 + i3] / tmp3[s_M*i1 + i2])));
                     }
                 }

@@ -72,16 +72,16 @@ TGC_CLONES static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t 
 {
 #pragma scop
     float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    const int64_t pk_full = floord(s_D, 8) * 8;
-    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+    const int64_t pk_full0 = floord(s_D, 8) * 8;
+    for (int64_t pk_r = 0; pk_r < pk_full0; pk_r += 8) {
         for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
             const int64_t i0 = pk_r + pk_l;
             (void)i0;
             acc_l[pk_l] = (acc_l[pk_l] + 1.0f);
         }
     }
-    for (int64_t pk_l = 0; pk_full + pk_l < s_D; pk_l += 1) {
-        const int64_t i0 = pk_full + pk_l;
+    for (int64_t pk_l = 0; pk_full0 + pk_l < s_D; pk_l += 1) {
+        const int64_t i0 = pk_full0 + pk_l;
         (void)i0;
         acc_l[pk_l] = (acc_l[pk_l] + 1.0f);
     }
@@ -266,16 +266,16 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
                     float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
-                    const int64_t pk_full = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    const int64_t pk_full3 = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
                         for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                         }
                     }
-                    for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
-                        const int64_t i3 = pk_full + pk_l;
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
                         (void)i3;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
@@ -302,7 +302,9 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
                             tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
                         }
                     }
-                    for (int64_t i3 = pk_full3; i3 < s_N; i3 += 1) {
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
                         tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
                     }
                 }
@@ -312,16 +314,16 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
                     float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                    const int64_t pk_full = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full; pk_r += 8) {
+                    const int64_t pk_full3 = floord(s_N, 8) * 8;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
                         for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                         }
                     }
-                    for (int64_t pk_l = 0; pk_full + pk_l < s_N; pk_l += 1) {
-                        const int64_t i3 = pk_full + pk_l;
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
                         (void)i3;
                         acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
