@@ -26,7 +26,8 @@
 //!   ill-formed on its own, before any name is looked up.
 //! - Reserved words ([`RESERVED_WORDS`]) are never names.
 //! - Expressions nest at most [`MAX_NESTING`] levels (parentheses, lists,
-//!   calls, unary minus), so adversarial input cannot overflow the stack.
+//!   calls, unary minus, and each binary operator of a chain), so
+//!   adversarial input cannot overflow the stack of any later walk.
 
 use std::collections::HashMap;
 
@@ -40,7 +41,8 @@ use crate::dtype::DType;
 /// (`DSL.md`; `spec/004`, 予約語).
 pub const RESERVED_WORDS: [&str; 7] = ["graph", "return", "true", "false", "fused", "fused_reduce", "fused_cumulative"];
 
-/// How deeply expressions may nest (parentheses, lists, calls, unary minus).
+/// How deeply expressions may nest (parentheses, lists, calls, unary minus,
+/// binary operators: `a + b + c` is two levels).
 ///
 /// 128, like `serde_json`'s recursion limit. An unoptimised build spends up
 /// to about 8 KiB of stack per level of nested calls, so the deepest
@@ -380,13 +382,30 @@ fn expr(p: &mut Parser) -> PResult<Box<Expr>> {
 }
 
 /// Operators of precedence `min_prec` and up, with their operands.
+///
+/// Each operator of a chain is one nesting level: `x + x + x` parses in a
+/// loop, but it builds a left-deep tree that every later walk (resolver,
+/// lowering, printers) descends recursively, so the chain's length counts
+/// towards [`MAX_NESTING`] like parentheses do.
 fn binary(p: &mut Parser, min_prec: u8) -> PResult<Box<Expr>> {
+    let base = p.nesting;
+    let result = operator_chain(p, min_prec);
+    p.nesting = base;
+    result
+}
+
+/// The loop of [`binary`]; raises `p.nesting` by one per operator.
+fn operator_chain(p: &mut Parser, min_prec: u8) -> PResult<Box<Expr>> {
     let mut lhs = unary(p)?;
     let mut compared = false;
     while let Some((op, span)) = binop(p, min_prec) {
         if op.precedence() == 1 && std::mem::replace(&mut compared, true) {
             return Err(chained_comparison(span));
         }
+        if p.nesting >= MAX_NESTING {
+            return Err(too_deep(span));
+        }
+        p.nesting += 1;
         let rhs = binary(p, op.precedence() + 1)?;
         lhs = Box::new(Expr::Binary { op, lhs, rhs, span });
     }
@@ -520,7 +539,12 @@ fn argument(p: &mut Parser, args: &mut Vec<Expr>, kwargs: &mut Vec<(Ident, Expr)
 // that their formatting does not enlarge every recursive stack frame.
 
 fn too_deep(span: Span) -> Diagnostic {
-    diag!(SyntaxError, "expression nested too deeply (the limit is {MAX_NESTING} levels)").at(span)
+    diag!(
+        SyntaxError,
+        "expression nested too deeply (the limit is {MAX_NESTING} levels; each operator of a chain is one level): \
+         split it into statements"
+    )
+    .at(span)
 }
 
 fn expected_separator(p: &Parser, close: &TokenKind, item_name: &str) -> Diagnostic {
@@ -888,9 +912,32 @@ graph<B=2, H=4, M=16, N=16, D=8, C=3, G> everything(x: f32[B, C, M, N], w: fp32[
             parse(&deep(open, close, levels)).unwrap_or_else(|e| panic!("{open}: {e}"));
             for n in [levels + 1, 100_000] {
                 let err = parse(&deep(open, close, n)).unwrap_err();
-                assert_eq!(err.message, "expression nested too deeply (the limit is 128 levels)");
+                assert_eq!(err.message, TOO_DEEP);
             }
         }
+    }
+
+    const TOO_DEEP: &str = "expression nested too deeply (the limit is 128 levels; each operator of a chain is one \
+                            level): split it into statements";
+
+    /// A left-associative chain parses in a loop but builds a tree as deep
+    /// as it is long, which the resolver and printers walk recursively.
+    #[test]
+    fn operator_chains_count_towards_the_nesting_cap() {
+        let chain = |op: &str, n: usize| in_graph(&format!("y = x{}\n    return y", format!(" {op} x").repeat(n)));
+        for op in ["+", "-", "*", "/"] {
+            parse(&chain(op, 128)).unwrap_or_else(|e| panic!("{op}: {e}"));
+            for n in [129, 15_000] {
+                let err = parse(&chain(op, n)).unwrap_err();
+                assert_eq!(err.message, TOO_DEEP, "{op} × {n}");
+                let at = err.span.unwrap();
+                assert_eq!((at.line, at.col), (2, 7 + 4 * 129), "{op} × {n}: at the 129th operator");
+            }
+        }
+        // Parentheses and operators share the budget.
+        let mixed = |n: usize| in_graph(&format!("y = {}x{}\n    return y", "(x + ".repeat(n), ")".repeat(n)));
+        parse(&mixed(64)).unwrap();
+        assert_eq!(parse(&mixed(65)).unwrap_err().message, TOO_DEEP);
     }
 
     /// Pieces of source text for token soups: every token kind, line
