@@ -54,3 +54,20 @@ fn a_long_operator_chain_is_refused_not_a_stack_overflow() {
     let e = assert_user_error(&tgc(&["check", &file]), &format!("{file}:2:523"), "SyntaxError");
     assert!(e.contains("split it into statements"), "{e}");
 }
+
+/// 2. A `RESHAPE` between symbolic sizes equal only under the bound values
+///    failed the Poly-View verifier (`Internal`); the shape fact now reaches
+///    the context and the dump succeeds.
+#[test]
+fn a_reshape_equal_only_by_constraint_has_a_poly_view() {
+    let dir = temp("reshape");
+    let file = write(
+        &dir,
+        "reshape.tgc",
+        "graph<N=4, K=4, J=4> main(b: f32[J, N]) -> (y: f32[N, K]) {\n    y = reshape(permute(b, [1, 0]), [N, K])\n    return y\n}\n",
+    );
+    let o = tgc(&["check", &file, "--dump", "poly_view"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("J = K"), "{out}");
+}

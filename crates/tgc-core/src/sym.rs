@@ -142,6 +142,33 @@ impl Dim {
         Some(Dim::from_terms(out))
     }
 
+    /// The largest `c*m` dividing every term: `c > 0` the gcd of the
+    /// coefficients, `m` the symbols (not floor divisions) every monomial
+    /// has; `1` for zero. `N*J - N*K` gives `N`, `4*M + 6` gives `2`.
+    pub fn common_factor(&self) -> Dim {
+        let mut terms = self.terms.iter();
+        let Some((first, c0)) = terms.next() else { return Dim::int(1) };
+        let mut gcd = c0.unsigned_abs();
+        let mut common: Monomial = first.iter().filter(|a| matches!(a, Atom::Sym(_))).cloned().collect();
+        for (m, c) in terms {
+            let (mut a, mut b) = (gcd, c.unsigned_abs());
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            gcd = a;
+            let mut rest = m.clone();
+            common.retain(|atom| match rest.iter().position(|x| x == atom) {
+                Some(pos) => {
+                    rest.remove(pos);
+                    true
+                }
+                None => false,
+            });
+        }
+        let c = i64::try_from(gcd).unwrap_or(1).max(1);
+        Dim { terms: BTreeMap::from([(common, c)]) }
+    }
+
     /// `self mod d` as `self - d * floor(self / d)`.
     pub fn modulo(&self, d: &Dim) -> Option<Dim> {
         Some(self - &(d * &self.floordiv(d)?))
@@ -460,6 +487,16 @@ mod tests {
         assert_eq!(Dim::int(i64::MIN).to_string(), i64::MIN.to_string());
         assert!(d("M*N*K").eval(&|_| Some(1 << 31)).is_err());
         assert_eq!(Dim::int(i64::MIN).floordiv(&Dim::int(-1)), None);
+    }
+
+    #[test]
+    fn common_factor_takes_the_symbols_and_gcd_of_every_term() {
+        for (x, f) in [("N*J - N*K", "N"), ("4*M + 6", "2"), ("-3*M*N*N + 6*N*N*K", "3*N*N"), ("M + N", "1")] {
+            assert_eq!(d(x).common_factor(), d(f), "{x}");
+            assert_eq!(&d(x).floordiv(&d(f)).unwrap() * &d(f), d(x), "{x}: the factor divides exactly");
+        }
+        assert_eq!(Dim::int(0).common_factor(), Dim::int(1));
+        assert_eq!(d("(M/2)*N + (M/2)").common_factor(), Dim::int(1), "floor divisions may be zero: never factored");
     }
 
     #[test]

@@ -113,11 +113,24 @@ fn symbols(g: &Graph) -> Vec<String> {
 }
 
 /// `[P] -> { : P_k >= 1 and <affine open constraints> }`.
+///
+/// A constraint whose difference `lhs - rhs` is a product `c*m*a` of a
+/// positive integer, symbols and an affine `a` is carried as `a = 0` (or
+/// `a <= 0`): every symbol is at least 1, so the two are equivalent. That
+/// is how a `RESHAPE` of `[N, J]` to `[N, K]` (`N*J = N*K`) reaches the
+/// domain as `J = K`.
 fn context_text(g: &Graph, p: &Params) -> String {
     let mut cs: Vec<String> = p.names.iter().map(|(_, n)| format!("{n} >= 1")).collect();
     for nc in &g.constraints {
         let c = &nc.constraint;
-        if let (Ok(l), Ok(r)) = (to_isl::dim(&c.lhs, p), to_isl::dim(&c.rhs, p)) {
+        let sides = match (to_isl::dim(&c.lhs, p), to_isl::dim(&c.rhs, p)) {
+            (Ok(l), Ok(r)) => Some((l, r)),
+            _ => {
+                let diff = &c.lhs - &c.rhs;
+                diff.floordiv(&diff.common_factor()).and_then(|a| to_isl::dim(&a, p).ok()).map(|a| (a, "0".into()))
+            }
+        };
+        if let Some((l, r)) = sides {
             cs.push(match c.rel {
                 Rel::Eq => format!("{l} = {r}"),
                 Rel::Le => format!("{l} <= {r}"),

@@ -283,6 +283,22 @@ fn pad_splits_the_domain_into_a_read_piece_and_fill_pieces() {
     assert_eq!(e.node.as_deref(), Some(g.node(p).label.as_str()));
 }
 
+/// A `RESHAPE` of `[N, J]` to `[N, K]` holds only where `N*J = N*K`; the
+/// context carries it as `J = K` (the symbols are positive), so the read
+/// stays inside its source and the view verifies (issue 18, item 2).
+#[test]
+fn a_reshape_between_symbols_equal_only_by_constraint_carries_it_into_the_context() {
+    let mut g = Graph::new("regroup_symbols");
+    let b = g.input("b", DType::F32, &shape(&["J", "N"])).unwrap();
+    let t = g.permute(b, &[1, 0]).unwrap();
+    let y = g.reshape(t, &shape(&["N", "K"])).unwrap();
+    output(&mut g, "y", y);
+    assert_eq!(g.constraints.len(), 1, "N*J = N*K is open");
+    let ctx = Ctx::new();
+    let (_, v) = view_of(&ctx, &g);
+    assert_set(&v.context, "[J, N, K] -> { : J = K and J > 0 and N > 0 }");
+}
+
 /// Merging axes is exact (`4·i0 + i1`); splitting them back is a floor
 /// division, an isl div.
 #[test]
