@@ -211,6 +211,18 @@ impl AffExpr {
             .unwrap_or(0)
     }
 
+    /// The number of atoms, those inside floor divisions included: the size
+    /// a printer writes, up to constant factors.
+    pub fn atom_count(&self) -> usize {
+        self.terms
+            .keys()
+            .map(|a| match a {
+                AffAtom::Var(_) => 1,
+                AffAtom::FloorDiv(e, _) => 1 + e.atom_count(),
+            })
+            .sum()
+    }
+
     /// Coefficients of variables appearing outside floor divisions.
     pub fn var_coeffs(&self) -> impl Iterator<Item = (u32, &Dim)> {
         self.terms.iter().filter_map(|(a, c)| match a {

@@ -58,8 +58,10 @@ pub enum ErrorName {
     SyntaxError,
     /// Well-formed input that tgc does not support.
     Unsupported,
-    /// A schedule that needs more of a hardware resource (shared memory,
-    /// threads per block) than the target has (`000` §5).
+    /// More of a resource than allowed: a schedule that needs more shared
+    /// memory or threads than the target has (`000` §5), or an input past
+    /// one of tgc's stated limits (a composed index of more than
+    /// `index_book::MAX_INDEX_ATOMS` terms).
     ResourceExceeded,
     /// Input/output problems (files, tensors given to `run`).
     Io,

@@ -14,7 +14,7 @@ use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId};
 
 use super::simplify::{always_holds, simplify};
-use super::{Access, Constr, IndexBook, Piece, MAX_PIECES};
+use super::{Access, Constr, IndexBook, Piece, MAX_INDEX_ATOMS, MAX_PIECES};
 
 /// A source index and the guards under which the source is read.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +64,9 @@ pub fn compose(index: &[AffExpr], access: &Access, extents: &[Dim]) -> DResult<C
 /// Follows the movement nodes from `node`, read at `index`, down to the first
 /// value that is not a movement, composing maps and accumulating guards.
 ///
-/// Errors: `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up,
+/// Errors: `ResourceExceeded` when the composed index grows past
+/// [`MAX_INDEX_ATOMS`] (a chain that [`simplify`] cannot fold);
+/// `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up,
 /// reported at `node` (the value whose access is too fragmented); `Internal` when the
 /// book lacks a node or a movement node has no access.
 pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, extents: &[Dim]) -> DResult<Chased> {
@@ -81,6 +83,18 @@ pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, ext
             return Err(diag!(
                 ExcessivePiecewise,
                 "reading this {} needs more than {MAX_PIECES} guarded pieces (the limit), through the {} `{}`",
+                g.node(node).op.name(),
+                n.op.name(),
+                n.label
+            )
+            .at_node(g.node(node)));
+        }
+        let atoms: usize = step.index.iter().map(AffExpr::atom_count).sum();
+        if atoms > MAX_INDEX_ATOMS {
+            return Err(diag!(
+                ResourceExceeded,
+                "reading this {} through the {} `{}` needs an index of {atoms} terms (the limit is \
+                 {MAX_INDEX_ATOMS}): the movements of this chain do not fold into a smaller index",
                 g.node(node).op.name(),
                 n.op.name(),
                 n.label

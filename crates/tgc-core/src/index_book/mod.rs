@@ -52,6 +52,16 @@ pub use text::dump;
 /// `ExcessivePiecewise` (`002` §4, `000` §13).
 pub const MAX_PIECES: usize = 64;
 
+/// The most atoms ([`AffExpr::atom_count`]) the index of one read may have
+/// after composing a chain of movements; more is `ResourceExceeded`.
+///
+/// A reshape-permute-reshape link that [`simplify`] cannot fold mentions
+/// its variable twice, so each such link can double the composed index
+/// (`000` §3.2 asks that composition keep expressions small). 1024 atoms
+/// is far above any chain seen in the spec graphs and the models (a few
+/// dozen) and keeps the printed C of one subscript within some tens of KiB.
+pub const MAX_INDEX_ATOMS: usize = 1024;
+
 /// What an axis means for the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AxisKind {

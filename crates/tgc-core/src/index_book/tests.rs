@@ -5,7 +5,7 @@ use crate::affine::AffExpr;
 use crate::diag::ErrorName;
 use crate::sym::Dim;
 use crate::test_graphs::{gemm, shape};
-use crate::tiny::{Graph, Output};
+use crate::tiny::{Graph, NodeId, Output};
 use crate::DType;
 
 /// A tiny deterministic generator (xorshift) for the enumeration tests.
@@ -249,6 +249,35 @@ fn too_many_pieces_is_excessive_piecewise() {
     let ext = g.shape(x).to_vec();
     let e = chase(&g, &b, x, vec![AffExpr::var(0)], &ext).unwrap_err();
     assert_eq!(e.name, ErrorName::ExcessivePiecewise);
+}
+
+/// A reshape-permute-reshape link on 6 elements does not fold and doubles
+/// the composed index; the chase stops at the limit instead of growing
+/// without bound, at the value being read. The same link on 4 elements
+/// is an involution and folds: forty links are still one read of `x`.
+#[test]
+fn composed_indices_stay_below_the_atom_limit() {
+    let chain = |n: usize, a: i64, b: i64| {
+        let mut g = Graph::new("links");
+        let mut t = g.input("x", DType::F32, &ints(&[a * b])).unwrap();
+        for _ in 0..n {
+            let r = g.reshape(t, &ints(&[a, b])).unwrap();
+            let p = g.permute(r, &[1, 0]).unwrap();
+            t = g.reshape(p, &ints(&[a * b])).unwrap();
+        }
+        (g, t)
+    };
+    let (g, t) = chain(40, 2, 3);
+    let b = book_of(&g);
+    let e = chase(&g, &b, t, vec![AffExpr::var(0)], &ints(&[6])).unwrap_err();
+    assert_eq!(e.name, ErrorName::ResourceExceeded);
+    assert_eq!(e.node.as_deref(), Some(g.node(t).label.as_str()));
+    assert!(e.message.contains(&format!("the limit is {MAX_INDEX_ATOMS}")), "{}", e.message);
+
+    let (g, t) = chain(40, 2, 2);
+    let b = book_of(&g);
+    let c = chase(&g, &b, t, vec![AffExpr::var(0)], &ints(&[4])).unwrap();
+    assert_eq!((c.src, c.index), (NodeId(0), vec![AffExpr::var(0)]));
 }
 
 #[test]
