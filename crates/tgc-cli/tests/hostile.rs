@@ -109,3 +109,36 @@ fn a_movement_chain_composes_in_linear_time() {
     // The C compile dominates; the chain itself used to take > 20 s.
     assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
 }
+
+/// Writes `x.npy` with one f32 1.0 in `dir` and returns `x=PATH`.
+fn one_input(dir: &Path) -> String {
+    let x = tgc_runtime::HostTensor::from_f64(tgc_runtime::DType::F32, &[1], &[1.0]).unwrap();
+    let file = dir.join("x.npy");
+    tgc_runtime::npy::write_npy(&file, &x).unwrap();
+    format!("x={}", file.display())
+}
+
+/// 5. A 16 GiB output aborted `run --backend cpu` ("memory allocation …
+///    failed"); under a 3 GB address-space limit (so that the allocator
+///    refuses whatever the machine's overcommit policy) it is now exit 1
+///    naming the tensor.
+#[test]
+fn an_output_too_large_to_allocate_is_an_error_not_an_abort() {
+    let dir = temp("oom");
+    let file = write(
+        &dir,
+        "big.tgc",
+        "graph main(x: f32[1]) -> (y: f32[65536, 65536]) {\n    y = expand(reshape(x, [1, 1]), [65536, 65536])\n    return y\n}\n",
+    );
+    let out = dir.join("out");
+    let script = format!(
+        "ulimit -v 3000000 && exec \"$0\" run {file} --backend cpu --input {} --output-dir {}",
+        one_input(&dir),
+        out.display()
+    );
+    let o = Command::new("sh").arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_tgc")).output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("cannot allocate 17179869184 bytes for a f32 tensor of shape [65536, 65536]"), "{e}");
+    assert!(!e.contains("panicked") && !e.contains("memory allocation of"), "{e}");
+}

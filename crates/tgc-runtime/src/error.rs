@@ -88,6 +88,15 @@ pub enum Error {
     #[error("invalid data: {0}")]
     Format(String),
 
+    /// Memory for a tensor could not be allocated; `what` says which.
+    #[error("cannot allocate {bytes} bytes for {what}: out of memory")]
+    OutOfMemory {
+        /// The tensor or buffer, e.g. "a f32 tensor of shape [65536, 65536]".
+        what: String,
+        /// The size asked for, in bytes.
+        bytes: usize,
+    },
+
     /// A compiled kernel failed: allocation failure, C compiler error,
     /// library loading failure, missing symbol or a non-zero status.
     #[error("kernel error: {0}")]

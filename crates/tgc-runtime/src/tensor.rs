@@ -40,6 +40,28 @@ pub fn num_elements(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
+/// `n` zero bytes, or [`Error::OutOfMemory`] naming `what` when the
+/// allocator refuses.
+///
+/// The bytes come zeroed from the allocator (`calloc`-like), so pages the
+/// caller never writes are never touched.
+fn zeroed(n: usize, what: &dyn Fn() -> String) -> Result<Vec<u8>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let oom = || Error::OutOfMemory { what: what(), bytes: n };
+    let layout = std::alloc::Layout::array::<u8>(n).map_err(|_| oom())?;
+    // SAFETY: `layout` has a non-zero size (n > 0).
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return Err(oom());
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `n`
+    // bytes (alignment 1, as `Vec<u8>` uses), all initialised to zero, and
+    // the vector takes sole ownership of it.
+    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 /// Number of bytes of a dense tensor of `dtype` and `shape`, or an error when
 /// it overflows `usize`.
 fn num_bytes(dtype: DType, shape: &[usize]) -> Result<usize> {
@@ -53,10 +75,13 @@ fn num_bytes(dtype: DType, shape: &[usize]) -> Result<usize> {
 impl HostTensor {
     /// A tensor of `dtype` and `shape` filled with zeros (false for bool).
     ///
-    /// Errors: [`Error::ShapeMismatch`] when the byte size overflows `usize`.
+    /// Errors: [`Error::ShapeMismatch`] when the byte size overflows `usize`;
+    /// [`Error::OutOfMemory`] when the allocation fails (the size comes from
+    /// user input, so it is never an abort).
     pub fn zeros(dtype: DType, shape: &[usize]) -> Result<HostTensor> {
         let n = num_bytes(dtype, shape)?;
-        Ok(HostTensor { dtype, shape: shape.to_vec(), data: vec![0; n] })
+        let data = zeroed(n, &|| format!("a {dtype} tensor of shape {shape:?}"))?;
+        Ok(HostTensor { dtype, shape: shape.to_vec(), data })
     }
 
     /// A tensor of `dtype` and `shape` from row-major f32 values, each rounded
@@ -115,11 +140,11 @@ impl HostTensor {
 
     /// A zero tensor after checking that `len` values fill `shape`.
     fn with_len(dtype: DType, shape: &[usize], len: usize) -> Result<HostTensor> {
-        let t = HostTensor::zeros(dtype, shape)?;
-        if t.len() != len {
-            return Err(Error::LengthMismatch { arg: "values".into(), expected: t.len(), got: len });
+        let expected = num_elements(shape).unwrap_or(usize::MAX);
+        if expected != len {
+            return Err(Error::LengthMismatch { arg: "values".into(), expected, got: len });
         }
-        Ok(t)
+        HostTensor::zeros(dtype, shape)
     }
 
     /// The element type.
@@ -272,6 +297,18 @@ mod tests {
         assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
         let t = HostTensor::from_bytes(DType::I32, &[2, 0], vec![]).unwrap();
         assert!(t.is_empty() && t.to_f64_vec().is_empty());
+    }
+
+    #[test]
+    fn an_allocation_the_allocator_refuses_is_an_error() {
+        // 2^62 bytes: a valid layout no machine can back.
+        let e = HostTensor::zeros(DType::F32, &[1 << 30, 1 << 30]).unwrap_err();
+        assert_eq!(
+            e,
+            Error::OutOfMemory { what: "a f32 tensor of shape [1073741824, 1073741824]".into(), bytes: 1 << 62 }
+        );
+        assert_eq!(HostTensor::zeros(DType::F32, &[0, 3]).unwrap().len(), 0);
+        assert!(HostTensor::zeros(DType::F16, &[5]).unwrap().to_f32_vec().iter().all(|&v| v == 0.0));
     }
 
     #[test]
