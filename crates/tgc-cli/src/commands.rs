@@ -48,8 +48,8 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?;
+    let text = tgc_core::diag::decode_source(bytes).map_err(|d| Failure::diag(path, &d))?;
     pipeline::load(&text, pipeline::Format::of(path, &text), entry).map_err(|d| Failure::diag(path, &d))
 }
 

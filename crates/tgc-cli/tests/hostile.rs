@@ -142,3 +142,49 @@ fn an_output_too_large_to_allocate_is_an_error_not_an_abort() {
     assert!(e.contains("cannot allocate 17179869184 bytes for a f32 tensor of shape [65536, 65536]"), "{e}");
     assert!(!e.contains("panicked") && !e.contains("memory allocation of"), "{e}");
 }
+
+/// 6. An output named `../../escaped` made `tgc run` write outside
+///    `--output-dir`; names that become file names or code are now held to
+///    the graph language's identifier rule when the JSON is loaded.
+#[test]
+fn output_names_that_are_not_plain_names_are_refused() {
+    let dir = temp("escape");
+    let x = one_input(&dir);
+    for name in ["../../escaped", "/tmp/anywhere", "", "1x"] {
+        let json = format!(
+            "{{\"uops\": [\n  {{\"id\": \"n0\", \"uop\": \"INPUT\", \"arg\": {{\"tensor_id\": \"x\", \"dtype\": \"fp32\", \"shape\": [1]}}}},\n  {{\"id\": \"n1\", \"uop\": \"RELU\", \"src\": [\"n0\"]}}\n],\n \"outputs\": [{{\"name\": {name:?}, \"id\": \"n1\"}}]}}\n"
+        );
+        let file = write(&dir, "g.json", &json);
+        let out = dir.join("deep/out");
+        let o = tgc(&["run", &file, "--backend", "interp", "--input", &x, "--output-dir", out.to_str().unwrap()]);
+        let e = assert_user_error(&o, &format!("{file}:5:23"), "SyntaxError");
+        assert!(e.contains("is not a plain name"), "{e}");
+        assert!(!dir.join("escaped.npy").exists() && !dir.join("deep").exists(), "{name:?}: nothing written");
+    }
+}
+
+/// 8. JSON schema errors named a path but no position, and a non-UTF-8
+///    `.tgc` file had no position at all; both now give line:column (the
+///    path stays in the message).
+#[test]
+fn json_schema_errors_and_bad_encodings_have_positions() {
+    let dir = temp("positions");
+    let id = write(&dir, "id.json", "{\"uops\": [\n  {\"id\": 5, \"uop\": \"INPUT\"}\n]}\n");
+    let e = assert_user_error(&tgc(&["check", &id]), &format!("{id}:2:10"), "SyntaxError");
+    assert!(e.contains("`uops[0].id` must be a string"), "{e}");
+    let shape = write(
+        &dir,
+        "shape.json",
+        "{\"uops\": [\n  {\"id\": \"n0\", \"uop\": \"INPUT\", \"arg\": {\"tensor_id\": \"x\", \"dtype\": \"fp32\", \"shape\": [2, \"M+\"]}}\n]}\n",
+    );
+    let e = assert_user_error(&tgc(&["check", &shape]), &format!("{shape}:2:88"), "SyntaxError");
+    assert!(e.contains("`uops[0].arg.shape[1]`"), "{e}");
+    let missing = write(&dir, "missing.json", "{\n  \"name\": \"g\"\n}\n");
+    assert_user_error(&tgc(&["check", &missing]), &format!("{missing}:1:1"), "SyntaxError");
+
+    let path = dir.join("latin1.tgc");
+    std::fs::write(&path, b"graph main(x: f32[4]) -> (y: f32[4]) {\n    y = x \xff\n    return y\n}\n").unwrap();
+    let file = path.to_str().unwrap();
+    let e = assert_user_error(&tgc(&["check", file]), &format!("{file}:2:11"), "SyntaxError");
+    assert!(e.contains("not UTF-8: byte 0xff"), "{e}");
+}

@@ -193,6 +193,23 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
+/// The text of a graph file read as bytes: UTF-8, or a `SyntaxError` at the
+/// line and column of the first byte that is not (`DSL.md`: sources are
+/// UTF-8).
+pub fn decode_source(bytes: Vec<u8>) -> DResult<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        // The prefix is valid UTF-8 by the definition of `valid_up_to`.
+        let before = std::str::from_utf8(&bytes[..at]).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let span = Span { line: line as u32, col: col as u32, start: at as u32, end: at as u32 + 1, token: None };
+        crate::diag!(SyntaxError, "the file is not UTF-8: byte 0x{:02x} cannot start a character here", bytes[at])
+            .at(span)
+    })
+}
+
 /// Shorthand for results carrying a [`Diagnostic`].
 pub type DResult<T> = Result<T, Diagnostic>;
 

@@ -124,6 +124,22 @@ impl TokenKind {
     }
 }
 
+/// True for a name of the graph language: `[A-Za-z_][A-Za-z0-9_]*`. Names
+/// that reach generated code or file names (inputs, outputs, graphs) from
+/// other front ends (Tiny IR JSON) are held to the same rule.
+pub fn is_identifier(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    bytes.next().is_some_and(is_ident_start) && bytes.all(is_ident_continue)
+}
+
+fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+fn is_ident_continue(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
 /// Splits `src` into tokens.
 ///
 /// Errors (`SyntaxError`, at the offending character): a character that
@@ -157,8 +173,8 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             pos += len;
             continue;
         }
-        let (kind, len) = if b.is_ascii_alphabetic() || b == b'_' {
-            let len = run_len(&bytes[pos..], |c| c.is_ascii_alphanumeric() || c == b'_');
+        let (kind, len) = if is_ident_start(b) {
+            let len = run_len(&bytes[pos..], is_ident_continue);
             (TokenKind::Ident(src[pos..pos + len].to_string()), len)
         } else if b.is_ascii_digit() {
             number(&src[pos..]).map_err(|e| e.at(span(1)))?

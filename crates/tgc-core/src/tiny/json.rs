@@ -62,7 +62,9 @@
 //!    that are both ≠ 1 and differ are `BroadcastMismatch`.
 //!
 //! Graph outputs are `outputs` when given, else every node no other node
-//! reads, named by its id. Symbols are `symbols` when given (a symbol used
+//! reads, named by its id. The graph's, inputs' and outputs' names follow
+//! the graph language's identifier rule (`SyntaxError` otherwise), since
+//! they become code and file names. Symbols are `symbols` when given (a symbol used
 //! but not listed is `UnknownName`), else every symbol in order of first use
 //! ([`Graph::declare_input_symbols`]). A graph without `name` is called
 //! `main`.
@@ -85,6 +87,7 @@ use serde_json::Value;
 
 use crate::diag;
 use crate::diag::Diagnostic;
+use crate::frontend::lexer::is_identifier;
 
 use super::graph::Graph;
 use fields::Fields;
@@ -105,15 +108,51 @@ pub fn load_json(text: &str) -> Result<Graph, Diagnostic> {
         diag!(SyntaxError, "malformed JSON: {msg}").at(source::span_at_line_col(text, e.line(), e.column()))
     })?;
     let root = Fields::of(&root, "the document")?;
-    let g = if root.get("ops").is_some() {
+    let loaded = if root.get("ops").is_some() {
         let spans = source::KeySpans::new(text, &clean, &["name"]);
-        oplist::load(&root, &spans)?
+        oplist::load(&root, &spans)
     } else {
         let spans = source::KeySpans::new(text, &clean, &["id"]);
-        nodes::load(&root, &spans)?
+        nodes::load(&root, &spans)
     };
-    root.finish("a Tiny IR graph")?;
+    let g = loaded.and_then(|g| root.finish("a Tiny IR graph").map(|()| g)).map_err(|e| locate(e, text, &clean))?;
+    check_names(&g, text, &clean)?;
     Ok(g)
+}
+
+/// Points an error at the value of the JSON path its message names, when
+/// the path is one of this document: the field helpers ([`Fields`]) write
+/// the path first, in backquotes (`` `uops[0].arg.shape[1]` must be … ``).
+/// Other errors keep their span (a node's `"id"` pair).
+fn locate(e: Diagnostic, text: &str, clean: &str) -> Diagnostic {
+    match e.message.split('`').nth(1).and_then(|path| source::path_span(text, clean, path)) {
+        Some(span) => e.at(span),
+        None => e,
+    }
+}
+
+/// Names that become identifiers in generated code or file names (the
+/// graph's, its inputs', its outputs') follow the graph language's rule
+/// ([`is_identifier`]): an output named `../../x` must not make `tgc run`
+/// write outside its output folder.
+///
+/// Errors: `SyntaxError` at the first occurrence of the name in the text.
+fn check_names(g: &Graph, text: &str, clean: &str) -> Result<(), Diagnostic> {
+    let inputs = g.ids().filter_map(|id| match &g.node(id).op {
+        super::Op::Input { name } => Some(("input", name.as_str())),
+        _ => None,
+    });
+    let outputs = g.outputs.iter().map(|o| ("output", o.name.as_str()));
+    for (what, name) in std::iter::once(("graph", g.name.as_str())).chain(inputs).chain(outputs) {
+        if !is_identifier(name) {
+            return Err(diag!(
+                SyntaxError,
+                "{what} name {name:?} is not a plain name: letters, digits and `_`, not starting with a digit"
+            )
+            .or_at(source::string_span(text, clean, name)));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

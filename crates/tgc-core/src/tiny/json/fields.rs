@@ -1,5 +1,7 @@
 //! Typed reads of JSON object fields; every failure is a `SyntaxError` that
-//! names the field (`arg.result_shape[2]`).
+//! names the field (`arg.result_shape[2]`) as the first backquoted text of
+//! its message, where `load_json` finds it to give the error a line and
+//! column.
 
 use std::cell::RefCell;
 

@@ -18,6 +18,8 @@ use super::source::KeySpans;
 /// One entry of `uops` as written.
 struct RawNode<'a> {
     id: String,
+    /// `uops[k]`, the start of the JSON paths of its fields.
+    path: String,
     uop: &'a str,
     src: Vec<Src>,
     arg: Option<&'a Map<String, Value>>,
@@ -85,7 +87,7 @@ fn read_node<'a>(v: &'a Value, k: usize, spans: &KeySpans, seen: &HashMap<String
     // `tag` is a hint that never affects compilation (002 §1.1); it is not kept.
     f.opt_str("tag").map_err(at)?;
     f.finish("a node").map_err(at)?;
-    Ok(RawNode { id, uop, src, arg, span })
+    Ok(RawNode { id, path: format!("uops[{k}]"), uop, src, arg, span })
 }
 
 /// What a `uop` name stands for.
@@ -147,7 +149,7 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
         });
     }
     let empty = Map::new();
-    let a = Fields::new(n.arg.unwrap_or(&empty), "arg");
+    let a = Fields::new(n.arg.unwrap_or(&empty), format!("{}.arg", n.path));
     let id = n.id.as_str();
     if let Kind::Elementwise(op) = kind {
         a.finish(n.uop)?;
@@ -237,7 +239,7 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
             let map = exprs
                 .iter()
                 .enumerate()
-                .map(|(k, e)| AffExpr::parse(e).map_err(|m| diag!(SyntaxError, "`arg.index_map[{k}]`: {m}")))
+                .map(|(k, e)| AffExpr::parse(e).map_err(|m| diag!(SyntaxError, "`{}[{k}]`: {m}", a.path("index_map"))))
                 .collect::<DResult<Vec<_>>>()?;
             b.add(id, Op::View { map }, vec![x()?], None, Some(&to))
         }

@@ -183,8 +183,8 @@ fn build(b: &mut Builder, o: &RawOp, xs: &[NodeId]) -> DResult<NodeId> {
     let x = xs[0];
     let empty = serde_json::Map::new();
     let attrs = match f.get("attrs") {
-        None => Fields::new(&empty, "attrs"),
-        Some(v) => Fields::of(v, "attrs")?,
+        None => Fields::new(&empty, f.path("attrs")),
+        Some(v) => Fields::of(v, f.path("attrs"))?,
     };
     let id = match o.op {
         "Movement" => movement(b, label, f.str("kind")?, x, &attrs)?,
@@ -275,7 +275,7 @@ fn movement(b: &mut Builder, label: &str, kind: &str, x: NodeId, a: &Fields) -> 
                 .strs("index_map")?
                 .iter()
                 .enumerate()
-                .map(|(k, e)| AffExpr::parse(e).map_err(|m| diag!(SyntaxError, "`attrs.index_map[{k}]`: {m}")))
+                .map(|(k, e)| AffExpr::parse(e).map_err(|m| diag!(SyntaxError, "`{}[{k}]`: {m}", a.path("index_map"))))
                 .collect::<DResult<Vec<_>>>()?;
             b.add(label, Op::View { map }, vec![x], None, Some(&to))
         }

@@ -71,30 +71,14 @@ impl KeySpans {
             Str(usize, usize),
             Punct(u8),
         }
-        let b = clean.as_bytes();
-        let mut toks = Vec::new();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'"' {
-                let st = i;
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-                toks.push(Tok::Str(st, i.min(b.len())));
-                continue;
-            }
-            if !b[i].is_ascii_whitespace() {
-                toks.push(Tok::Punct(b[i]));
-            }
-            i += 1;
-        }
-        let text_of = |s: usize, e: usize| clean.get(s..e).and_then(|lit| serde_json::from_str::<String>(lit).ok());
+        let toks: Vec<Tok> = tokens(clean)
+            .into_iter()
+            .map(|(s, e)| if clean.as_bytes()[s] == b'"' { Tok::Str(s, e) } else { Tok::Punct(clean.as_bytes()[s]) })
+            .collect();
         let mut spans: HashMap<(String, String), Vec<Span>> = HashMap::new();
         for w in toks.windows(3) {
             if let [Tok::Str(ks, ke), Tok::Punct(b':'), Tok::Str(vs, ve)] = w {
-                if let (Some(k), Some(v)) = (text_of(*ks, *ke), text_of(*vs, *ve)) {
+                if let (Some(k), Some(v)) = (string_at(clean, *ks, *ke), string_at(clean, *vs, *ve)) {
                     if keys.contains(&k.as_str()) {
                         spans.entry((k, v)).or_default().push(span_of(original, *ks, *ve));
                     }
@@ -110,6 +94,130 @@ impl KeySpans {
     }
 }
 
+/// The tokens of comment-free JSON text as byte ranges: each string literal
+/// (quotes included) and each other non-blank byte on its own.
+fn tokens(clean: &str) -> Vec<(usize, usize)> {
+    let b = clean.as_bytes();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'"' {
+            let st = i;
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            toks.push((st, i.min(b.len())));
+            continue;
+        }
+        if !b[i].is_ascii_whitespace() {
+            toks.push((i, i + 1));
+        }
+        i += 1;
+    }
+    toks
+}
+
+/// The decoded string literal at bytes `s..e` of `clean`, if it is one.
+fn string_at(clean: &str, s: usize, e: usize) -> Option<String> {
+    clean.get(s..e).filter(|lit| lit.starts_with('"')).and_then(|lit| serde_json::from_str::<String>(lit).ok())
+}
+
+/// The span (in `original`) of the value a JSON path such as
+/// `uops[3].arg.result_shape[1]` names in `clean` (a document serde_json
+/// accepted), or of the deepest value on the path that exists: a missing
+/// field points at the object that lacks it. A path starting with `the
+/// document` starts at the root; any other whose first key is not in the
+/// root object is `None` (it is not a path).
+pub(crate) fn path_span(original: &str, clean: &str, path: &str) -> Option<Span> {
+    let toks = tokens(clean);
+    let b = clean.as_bytes();
+    let byte = |t: usize| toks.get(t).map(|&(s, _)| b[s]);
+    // The token index just past the value starting at token `t`.
+    let skip = |mut t: usize| {
+        let mut depth = 0usize;
+        loop {
+            match byte(t)? {
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth = depth.checked_sub(1)?,
+                _ => {}
+            }
+            t += 1;
+            if depth == 0 {
+                return Some(t);
+            }
+        }
+    };
+    let mut at = 0;
+    let rooted = path.starts_with("the document");
+    let path = path.strip_prefix("the document").unwrap_or(path).trim_start_matches('.');
+    // Where the walk stops: the root only for a path that starts there.
+    let here = |at: usize| (at > 0 || rooted).then(|| toks.get(at).map(|&(s, e)| span_of(original, s, e))).flatten();
+    for seg in path.split('.').filter(|s| !s.is_empty()) {
+        let (key, indices) = seg.split_once('[').map_or((seg, ""), |(k, rest)| (k, rest));
+        let mut steps: Vec<Result<&str, usize>> = Vec::new();
+        if !key.is_empty() {
+            steps.push(Ok(key));
+        }
+        for i in indices.split('[') {
+            match i.trim_end_matches(']').parse::<usize>() {
+                Ok(n) => steps.push(Err(n)),
+                Err(_) if i.is_empty() => {}
+                Err(_) => return here(at),
+            }
+        }
+        for step in steps {
+            let next = match (step, byte(at)) {
+                (Ok(key), Some(b'{')) => {
+                    let mut t = at + 1;
+                    let mut found = None;
+                    while byte(t).is_some_and(|c| c != b'}') {
+                        let (s, e) = toks[t];
+                        if string_at(clean, s, e).as_deref() == Some(key) && byte(t + 1) == Some(b':') {
+                            found = Some(t + 2);
+                            break;
+                        }
+                        t = skip(t + 2)?; // past `"key": value`
+                        if byte(t) == Some(b',') {
+                            t += 1;
+                        }
+                    }
+                    found
+                }
+                (Err(n), Some(b'[')) => {
+                    let mut t = at + 1;
+                    for _ in 0..n {
+                        if byte(t).is_none_or(|c| c == b']') {
+                            break;
+                        }
+                        t = skip(t)?;
+                        if byte(t) == Some(b',') {
+                            t += 1;
+                        }
+                    }
+                    byte(t).filter(|&c| c != b']').map(|_| t)
+                }
+                _ => None,
+            };
+            match next {
+                Some(t) => at = t,
+                None => return here(at),
+            }
+        }
+    }
+    here(at)
+}
+
+/// The span (in `original`) of the first string literal of `clean` whose
+/// value is `value`, key or value alike.
+pub(super) fn string_span(original: &str, clean: &str, value: &str) -> Option<Span> {
+    tokens(clean)
+        .into_iter()
+        .find(|&(s, e)| string_at(clean, s, e).as_deref() == Some(value))
+        .map(|(s, e)| span_of(original, s, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +230,20 @@ mod tests {
         assert!(c.contains("x//y"));
         assert!(!c.contains("note") && !c.contains("end"));
         assert!(serde_json::from_str::<serde_json::Value>(&c).is_ok());
+    }
+
+    #[test]
+    fn paths_point_at_their_value_or_the_deepest_that_exists() {
+        let t = "{\"uops\": [\n  {\"id\": \"n0\", \"arg\": {\"s\": [1, [2, 3], \"M\"]}}, // x\n  {\"id\": 7}\n]}";
+        let c = strip_comments(t);
+        let at = |p: &str| path_span(t, &c, p).map(|s| (s.line, s.col));
+        assert_eq!(at("uops[1].id"), Some((3, 10)));
+        assert_eq!(at("the document.uops[0].arg.s[2]"), Some((2, 41)));
+        assert_eq!(at("uops[0].arg.s[1][1]"), Some((2, 37)));
+        assert_eq!(at("uops[0].arg.shape"), Some((2, 23)), "a missing field: the object");
+        assert_eq!(at("uops[5]"), Some((1, 10)), "past the end: the list");
+        assert_eq!(at("the document.name"), Some((1, 1)));
+        assert_eq!(at("C"), None, "not a path of this document");
     }
 
     #[test]
