@@ -222,7 +222,23 @@ fn compile(
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
     }
     let loaded = load(path, entry)?;
-    let given = parse_dims(dims)?;
+    let mut given = parse_dims(dims)?;
+    if target == Target::Sm80 {
+        // A GPU kernel is compiled for concrete sizes: a symbol not given
+        // takes the graph header's default, and the user is told so.
+        let defaulted: Vec<(String, i64)> = loaded
+            .graph
+            .symbols
+            .iter()
+            .filter(|s| !given.contains_key(&s.name))
+            .filter_map(|s| s.default.map(|v| (s.name.clone(), v)))
+            .collect();
+        if !defaulted.is_empty() {
+            let shown: Vec<String> = defaulted.iter().map(|(name, v)| format!("{name}={v}")).collect();
+            eprintln!("note: {} from the graph header's defaults (give --dim to override)", shown.join(", "));
+            given.extend(defaulted);
+        }
+    }
     let graph = if given.is_empty() {
         loaded.graph.clone()
     } else {

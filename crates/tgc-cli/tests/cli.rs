@@ -301,7 +301,7 @@ fn user_errors_exit_1_with_a_position_and_no_panic() {
         vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "gpu"],
         vec!["check", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
         vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--dump", "nonsense"],
-        vec!["compile", "examples/graphs/gemm_bias_relu.tgc", "--target", "sm80"],
+        vec!["compile", "tests/spec/002_gemm.json", "--target", "sm80"],
         vec!["frobnicate"],
     ] {
         let o = tgc(&args);
@@ -470,9 +470,10 @@ fn compile_sm80_writes_cuda_ptx_cubin_and_plan_and_dumps_the_gpu_stages() {
         assert!(out.contains(want), "no `{want}` in the dumps");
     }
 
-    let o = tgc(&["compile", graph, "--target", "sm80"]);
+    // Symbols without --dim and without a default in the graph header.
+    let o = tgc(&["compile", "tests/spec/002_gemm.json", "--target", "sm80"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("gemm_bias_relu.tgc:4:11: error[UnboundSymbol]"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("002_gemm.json:14:6: error[UnboundSymbol]"), "{}", stderr(&o));
     let o = tgc(&["compile", "examples/graphs/conv_relu_pool.tgc", "--target", "sm80"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("conv_relu_pool.tgc:6:9: error[Unsupported]"), "{}", stderr(&o));

@@ -188,3 +188,19 @@ fn json_schema_errors_and_bad_encodings_have_positions() {
     let e = assert_user_error(&tgc(&["check", file]), &format!("{file}:2:11"), "SyntaxError");
     assert!(e.contains("not UTF-8: byte 0xff"), "{e}");
 }
+
+/// 9. `graph<M=128, …>` defaults were ignored by `compile --target sm80`
+///    without `--dim` (`UnboundSymbol`); they are now used, and the note
+///    says so. A `--dim` still overrides its symbol.
+#[test]
+fn graph_header_defaults_bind_the_sm80_compile() {
+    let graph = "examples/graphs/gemm_bias_relu.tgc";
+    let o = tgc(&["compile", graph, "--target", "sm80", "--dump", "plan"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("note: M=128, N=256, K=64 from the graph header's defaults"), "{e}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("GEMM M=128 N=256 K=64"));
+    let o = tgc(&["compile", graph, "--target", "sm80", "--dump", "plan", "--dim", "M=512"]);
+    assert!(stderr(&o).contains("note: N=256, K=64 from"), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("GEMM M=512 N=256 K=64"));
+}
