@@ -204,3 +204,28 @@ fn graph_header_defaults_bind_the_sm80_compile() {
     assert!(stderr(&o).contains("note: N=256, K=64 from"), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("GEMM M=512 N=256 K=64"));
 }
+
+/// 7. `compile --target sm80` accepted sizes its kernel cannot launch
+///    (`int K` overflows, `grid.y` past 65535) and blamed the plan space for
+///    an f32 GEMM; each is now `Unsupported` at the contraction, naming the
+///    size and the limit.
+#[test]
+fn sm80_launch_limits_and_operand_dtypes_are_checked_at_compile_time() {
+    let graph = "examples/graphs/gemm_bias_relu.tgc";
+    let at = "examples/graphs/gemm_bias_relu.tgc:4:11";
+    for (dim, says) in [
+        ("K=2147483648", "K = 2147483648 does not fit the sm80 kernel's 32-bit `int K` parameter"),
+        ("M=16777216", "the grid needs 65536 blocks along y (⌈M/256⌉), more than the 65535 CUDA allows"),
+    ] {
+        let e = assert_user_error(&tgc(&["compile", graph, "--target", "sm80", "--dim", dim]), at, "Unsupported");
+        assert!(e.contains(says), "{dim}: {e}");
+    }
+    let dir = temp("f32gemm");
+    let file = write(
+        &dir,
+        "f32.tgc",
+        "graph<M=64, N=64, K=64> main(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    );
+    let e = assert_user_error(&tgc(&["compile", &file, "--target", "sm80"]), &format!("{file}:2:9"), "Unsupported");
+    assert!(e.contains("sm80 has no tensor-core MMA for f32 operands (it takes f16, bf16)"), "{e}");
+}

@@ -302,12 +302,7 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     for id in g.ids() {
         let Some(problem) = gemm_problem(g, id) else { continue };
         let label = &g.node(id).label;
-        let problem = match problem {
-            Ok(p) if target.mma_sync_shape(p.dtype).is_none() => {
-                Err(format!("{} has no tensor-core MMA for {} operands", target.name, p.dtype))
-            }
-            r => r,
-        };
+        let problem = problem.and_then(|p| target.require_mma_sync(p.dtype).map(|_| p));
         match problem.and_then(|p| plan::cost::choose(&p, target).map(|c| (p, c)).map_err(|d| d.message)) {
             Ok((p, choice)) => out.push_str(&format!("contraction `{label}`: {}", plan::dump(&p, target, &choice))),
             Err(why) => out.push_str(&format!("contraction `{label}`: not planned: {why}\n")),

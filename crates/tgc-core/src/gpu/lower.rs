@@ -345,15 +345,60 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
 pub fn build(g: &Graph, target: &Target, symbol: &str) -> DResult<GpuKernel> {
     let graph = match_gemm(g)?;
     let at = g.node(graph.contraction);
+    target.require_mma_sync(graph.problem.dtype).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
     let choice = plan::cost::choose(&graph.problem, target).map_err(|d| d.or_at(at.span))?;
     let Some((best, _)) = choice.best() else {
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}", target.name).at_node(at));
     };
+    check_launch(&graph, best).map_err(|d| d.at_node(at))?;
     let mut plan = best.clone();
     plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
     let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     Ok(GpuKernel { graph, plan, kernel, params })
+}
+
+/// The most blocks of a grid along `y` and `z`; `x` allows
+/// [`MAX_GRID_X`] (CUDA C++ Programming Guide, "Technical Specifications per
+/// Compute Capability", the same for every compute capability since 3.0).
+pub const MAX_GRID_YZ: u64 = 65_535;
+
+/// The most blocks of a grid along `x`: 2^31 - 1.
+pub const MAX_GRID_X: u64 = (1 << 31) - 1;
+
+/// Checks that the SM80 template can launch `graph`'s GEMM with `plan`:
+/// `M`, `N`, `K` (and so the leading dimensions) fit the kernel's `int`
+/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)` fits the limits
+/// above.
+///
+/// Errors: `Unsupported`, naming the size and the limit.
+fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
+    let extent = |name: &str| graph.problem.axes.iter().find(|a| a.name == name).and_then(|a| a.extent).unwrap_or(0);
+    let (m, n, k) = (extent("m"), extent("n"), extent("k"));
+    for (name, v) in [("M", m), ("N", n), ("K", k)] {
+        if v > i32::MAX as u64 {
+            return Err(diag!(
+                Unsupported,
+                "{name} = {v} does not fit the sm80 kernel's 32-bit `int {name}` parameter (at most {})",
+                i32::MAX
+            ));
+        }
+    }
+    let [bm, bn, _] = plan.tile.as_ref().map_or([1; 3], |t| t.value);
+    let blocks =
+        [("x", n.div_ceil(bn.max(1)), MAX_GRID_X, "N", bn), ("y", m.div_ceil(bm.max(1)), MAX_GRID_YZ, "M", bm)];
+    for (axis, blocks, limit, dim, tile) in blocks {
+        if blocks > limit {
+            return Err(diag!(
+                Unsupported,
+                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} CUDA allows"
+            ));
+        }
+    }
+    if graph.gemm.split_k as u64 > MAX_GRID_YZ {
+        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {MAX_GRID_YZ}", graph.gemm.split_k));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -169,6 +169,22 @@ impl Target {
     pub fn mma_sync_shape(&self, dtype: DType) -> Option<&'static MmaShape> {
         self.mma_shapes.iter().find(|s| s.instr == "mma.sync" && s.dtypes.contains(&dtype))
     }
+
+    /// [`Target::mma_sync_shape`], or why there is none: the sentence the
+    /// `plan` dump and the GPU lowering both give.
+    pub fn require_mma_sync(&self, dtype: DType) -> Result<&'static MmaShape, String> {
+        self.mma_sync_shape(dtype).ok_or_else(|| {
+            let mut takes: Vec<String> = Vec::new();
+            for s in self.mma_shapes.iter().filter(|s| s.instr == "mma.sync") {
+                for d in s.dtypes {
+                    if !takes.contains(&d.to_string()) {
+                        takes.push(d.to_string());
+                    }
+                }
+            }
+            format!("{} has no tensor-core MMA for {dtype} operands (it takes {})", self.name, takes.join(", "))
+        })
+    }
 }
 
 #[cfg(test)]
