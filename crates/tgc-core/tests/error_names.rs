@@ -175,7 +175,11 @@ fn cases(name: ErrorName) -> Vec<Case> {
         ],
         SyntaxError => vec![
             dsl(&main(" main(x: f32[4, 3]) -> (z: f32[4, 3])", "z = relu(x))"), ")\n"),
-            json(&[X, r#"{"id": "z", "uop": "CAST", "src": ["x"], "arg": {"to": "fp64"}}"#], "z"),
+            // A schema error points at the value its JSON path names.
+            Case {
+                at: "\"fp64\"".to_string(),
+                ..json(&[X, r#"{"id": "z", "uop": "CAST", "src": ["x"], "arg": {"to": "fp64"}}"#], "z")
+            },
         ],
         Unsupported => vec![
             dsl(&main("<M> main(x: f32[M]) -> (z: f32[M])", "z = x * M"), "M\n"),
