@@ -8,6 +8,8 @@
 //! | `Access.map` | a read map `S_v[i…] -> src[map]` on the domain |
 //! | `Access.guard` (`PAD` pieces) | the read's domain restricted to every `valid`; each `otherwise` a [`Fill`] |
 
+use std::collections::HashMap;
+
 use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::{IndexBook, IndexInfo};
@@ -42,13 +44,14 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
         names.push(name);
     }
     let context = ctx.set(&context_text(g, &params)).map_err(internal)?;
+    let mut parsed = Parsed::default();
     let mut blocks = Vec::with_capacity(g.len());
     for id in g.ids() {
         let n = g.node(id);
         let info = book.get(id).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
         let texts = ScopText::new(info, &names[id.index()], &names, &params);
         let body = match texts {
-            Ok(t) => Body::Scop(t.parse(ctx)?),
+            Ok(t) => Body::Scop(t.parse(ctx, &mut parsed)?),
             Err(reason) => Body::NonScop(shorten(reason)),
         };
         if let Body::Scop(s) = &body {
@@ -150,14 +153,55 @@ fn kind_of(op: &Op) -> BlockKind {
     }
 }
 
-/// The isl text of one block, before parsing.
+/// The isl text of one block, before parsing, with the statement's tuple
+/// named [`STMT`] and every array's [`ARRAY`]: blocks of the same shape and
+/// access pattern then have the same text, which [`Parsed`] parses once
+/// (`000` §3.3's simplification included); the names are set afterwards.
 struct ScopText {
+    /// `S_<name>`, the statement's tuple name.
+    stmt: String,
+    /// The block's array name (`<name>`).
+    array: String,
     domain: String,
     write: String,
-    /// `(source, map)`.
-    reads: Vec<(NodeId, String)>,
+    /// `(source, source array name, map)`.
+    reads: Vec<(NodeId, String, String)>,
     /// `(where the pieces before hold, where this piece's guard holds, value)`.
     fills: Vec<(String, String, f64)>,
+}
+
+/// The placeholder statement tuple name of a [`ScopText`].
+const STMT: &str = "S";
+/// The placeholder array tuple name of a [`ScopText`].
+const ARRAY: &str = "A";
+
+/// Parsed and simplified isl objects by text: a graph of a thousand
+/// identical element-wise nodes parses its block texts once, not a
+/// thousand times (parsing dominated compile time, issue 18).
+#[derive(Default)]
+struct Parsed<'c> {
+    sets: HashMap<String, Set<'c>>,
+    maps: HashMap<String, Map<'c>>,
+}
+
+impl<'c> Parsed<'c> {
+    fn set(&mut self, ctx: &'c Ctx, text: &str) -> DResult<Set<'c>> {
+        if let Some(s) = self.sets.get(text) {
+            return s.try_clone().map_err(internal);
+        }
+        let s = simplify_set(&ctx.set(text).map_err(internal)?)?;
+        self.sets.insert(text.to_string(), s.try_clone().map_err(internal)?);
+        Ok(s)
+    }
+
+    fn map(&mut self, ctx: &'c Ctx, text: &str) -> DResult<Map<'c>> {
+        if let Some(m) = self.maps.get(text) {
+            return m.try_clone().map_err(internal);
+        }
+        let m = simplify_map(&ctx.map(text).map_err(internal)?)?;
+        self.maps.insert(text.to_string(), m.try_clone().map_err(internal)?);
+        Ok(m)
+    }
 }
 
 impl ScopText {
@@ -168,9 +212,9 @@ impl ScopText {
         }
         let dom: Vec<String> =
             info.domain.constraints.iter().map(|c| to_isl::constr(c, p)).collect::<Result<_, _>>()?;
-        let (pre, stmt) = (p.prefix(), format!("S_{name}[{}]", vars(n)));
+        let (pre, stmt) = (p.prefix(), format!("{STMT}[{}]", vars(n)));
         let domain = format!("{pre}{{ {stmt}{} }}", such_that(&dom));
-        let write = format!("{pre}{{ {stmt} -> {name}[{}]{} }}", vars(info.axes.len()), such_that(&dom));
+        let write = format!("{pre}{{ {stmt} -> {ARRAY}[{}]{} }}", vars(info.axes.len()), such_that(&dom));
         let mut reads = Vec::new();
         let mut fills = Vec::new();
         for a in &info.inputs {
@@ -186,23 +230,27 @@ impl ScopText {
                 ));
                 before.extend(valid);
             }
-            reads.push((a.src, format!("{pre}{{ {stmt} -> {src}[{}]{} }}", idx.join(", "), such_that(&before))));
+            let text = format!("{pre}{{ {stmt} -> {ARRAY}[{}]{} }}", idx.join(", "), such_that(&before));
+            reads.push((a.src, src.clone(), text));
         }
-        Ok(ScopText { domain, write, reads, fills })
+        Ok(ScopText { stmt: format!("S_{name}"), array: name.to_string(), domain, write, reads, fills })
     }
 
-    fn parse(self, ctx: &Ctx) -> DResult<Scop<'_>> {
-        let set = |t: &str| -> DResult<Set<'_>> { simplify_set(&ctx.set(t).map_err(internal)?) };
-        let map = |t: &str| -> DResult<Map<'_>> { simplify_map(&ctx.map(t).map_err(internal)?) };
-        let domain = set(&self.domain)?;
-        let write = map(&self.write)?;
-        let reads = self.reads.iter().map(|(src, t)| Ok(Read { src: *src, map: map(t)? })).collect::<DResult<_>>()?;
+    fn parse<'c>(self, ctx: &'c Ctx, parsed: &mut Parsed<'c>) -> DResult<Scop<'c>> {
+        let stmt = self.stmt.as_str();
+        let domain = parsed.set(ctx, &self.domain)?.with_tuple_name(stmt).map_err(internal)?;
+        let write = parsed.map(ctx, &self.write)?.with_tuple_names(stmt, &self.array).map_err(internal)?;
+        let mut reads = Vec::with_capacity(self.reads.len());
+        for (src, array, text) in &self.reads {
+            let map = parsed.map(ctx, text)?.with_tuple_names(stmt, array).map_err(internal)?;
+            reads.push(Read { src: *src, map });
+        }
         let mut fills = Vec::new();
         for (before, valid, value) in &self.fills {
-            let piece = set(before)?.subtract(&set(valid)?).map_err(internal)?;
+            let piece = parsed.set(ctx, before)?.subtract(&parsed.set(ctx, valid)?).map_err(internal)?;
             let piece = simplify_set(&piece)?;
             if !piece.is_empty().map_err(internal)? {
-                fills.push(Fill { set: piece, value: *value });
+                fills.push(Fill { set: piece.with_tuple_name(stmt).map_err(internal)?, value: *value });
             }
         }
         Ok(Scop { domain, write, reads, fills })

@@ -256,6 +256,11 @@ wrapper!(
 );
 
 impl<'c> Set<'c> {
+    /// The same set with its tuple named `name`.
+    pub fn with_tuple_name(&self, name: &str) -> IslResult<Set<'c>> {
+        self.wrap(self.raw_copy()?.set_tuple_name(c_text(name)?), "set_tuple_name")
+    }
+
     pub fn is_equal(&self, other: &Set<'c>) -> IslResult<bool> {
         self.ctx.check(self.raw.is_equal(&other.raw), "set is_equal")
     }
@@ -456,6 +461,26 @@ extern "C" fn collect_point(pnt: libc::uintptr_t, user: *mut libc::c_void) -> i3
 }
 
 impl<'c> Map<'c> {
+    /// The same map with its input tuple named `input` and its output
+    /// tuple `output`.
+    pub fn with_tuple_names(&self, input: &str, output: &str) -> IslResult<Map<'c>> {
+        let named = self.raw_copy()?.set_tuple_name(DimType::In, c_text(input)?);
+        let named = self.ctx.check(named, "set_tuple_name")?;
+        self.wrap(named.set_tuple_name(DimType::Out, c_text(output)?), "set_tuple_name")
+    }
+
+    /// The names of the input and output tuples (empty for an unnamed one).
+    pub fn tuple_names(&self) -> IslResult<(String, String)> {
+        let name = |ty: DimType| -> IslResult<String> {
+            // isl-rs dereferences the name without a null check: ask first.
+            if !self.ctx.check(self.raw.has_tuple_name(ty), "has_tuple_name")? {
+                return Ok(String::new());
+            }
+            self.ctx.check(self.raw.get_tuple_name(ty), "get_tuple_name").map(str::to_string)
+        };
+        Ok((name(DimType::In)?, name(DimType::Out)?))
+    }
+
     /// Every pair `(x, y)` of a map without parameters (see
     /// [`Set::points`]; the map is wrapped into a set of `[x -> y]`).
     ///

@@ -34,7 +34,7 @@ use crate::DType;
 use super::contraction::{Contraction, Operand, Window};
 use super::from_index_book::{simplify_map, simplify_set};
 use super::isl::{Ctx, IslResult};
-use super::text::{on_domain, set_on_domain};
+use super::text::{set_on_domain, Gists};
 use super::{Block, BlockKind, Body, Deps, Edge, Fill, PolyView, Read, Scop};
 
 /// `{"poly_view": …}`.
@@ -128,8 +128,9 @@ pub struct DepsJson {
 }
 
 /// The view as its §12.3 document.
-pub fn to_document(view: &PolyView<'_>) -> IslResult<Document> {
+pub fn to_document<'c>(view: &PolyView<'c>) -> IslResult<Document> {
     let name = |id: NodeId| view.block(id).map_or_else(|| format!("n{}", id.0), |b| b.name.clone());
+    let mut gists = Gists::<'c>::default();
     let mut blocks = Vec::new();
     for b in &view.blocks {
         let domain = b
@@ -154,9 +155,9 @@ pub fn to_document(view: &PolyView<'_>) -> IslResult<Document> {
             Body::NonScop(why) => j.non_scop = Some(why.clone()),
             Body::Scop(s) => {
                 j.domain_isl = Some(s.domain.to_isl()?);
-                j.write = Some(on_domain(&s.write, &s.domain)?);
+                j.write = Some(gists.on_domain(&s.write, &s.domain)?);
                 for r in &s.reads {
-                    j.accesses.push(AccessJson { tensor: name(r.src), map: on_domain(&r.map, &s.domain)? });
+                    j.accesses.push(AccessJson { tensor: name(r.src), map: gists.on_domain(&r.map, &s.domain)? });
                 }
                 for f in &s.fills {
                     j.fills.push(FillJson { set: set_on_domain(&f.set, &s.domain)?, value: f.value });
@@ -175,8 +176,8 @@ pub fn to_document(view: &PolyView<'_>) -> IslResult<Document> {
                         out_idx: c.out_idx.clone(),
                         reduce_idx: c.reduce_idx.clone(),
                         affine_offsets: c.affine_offsets.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect(),
-                        lhs_map: on_domain(&c.lhs.map, &s.domain)?,
-                        rhs_map: on_domain(&c.rhs.map, &s.domain)?,
+                        lhs_map: gists.on_domain(&c.lhs.map, &s.domain)?,
+                        rhs_map: gists.on_domain(&c.rhs.map, &s.domain)?,
                     });
                 }
             }

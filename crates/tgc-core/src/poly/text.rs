@@ -25,6 +25,7 @@
 //! block's domain (they mean nothing outside it); domains and dependences in
 //! full.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::isl::{IslResult, Map, Set};
@@ -38,14 +39,15 @@ pub fn dump(view: &PolyView<'_>) -> String {
     }
 }
 
-fn render(view: &PolyView<'_>) -> IslResult<String> {
+fn render<'c>(view: &PolyView<'c>) -> IslResult<String> {
     let mut s = String::new();
+    let mut gists = Gists::default();
     let _ = writeln!(s, "poly_view {}", view.name);
     let params: Vec<&str> = view.params.iter().map(|(_, n)| n.as_str()).collect();
     let _ = writeln!(s, "  params [{}]", params.join(", "));
     let _ = writeln!(s, "  context {}", view.context);
     for b in &view.blocks {
-        block(&mut s, view, b)?;
+        block(&mut s, view, b, &mut gists)?;
     }
     let _ = writeln!(s, "  edges");
     for e in &view.edges {
@@ -73,7 +75,7 @@ fn render(view: &PolyView<'_>) -> IslResult<String> {
     Ok(s)
 }
 
-fn block(s: &mut String, view: &PolyView<'_>, b: &Block<'_>) -> IslResult<()> {
+fn block<'c>(s: &mut String, view: &PolyView<'c>, b: &Block<'c>, gists: &mut Gists<'c>) -> IslResult<()> {
     let _ = writeln!(s, "  block {} {}", b.name, b.kind.name());
     let scop = match &b.body {
         Body::Scop(scop) => scop,
@@ -83,9 +85,9 @@ fn block(s: &mut String, view: &PolyView<'_>, b: &Block<'_>) -> IslResult<()> {
         }
     };
     let _ = writeln!(s, "    domain {}", scop.domain);
-    let _ = writeln!(s, "    write  {}", on_domain(&scop.write, &scop.domain)?);
+    let _ = writeln!(s, "    write  {}", gists.on_domain(&scop.write, &scop.domain)?);
     for r in &scop.reads {
-        let _ = writeln!(s, "    read   {}", on_domain(&r.map, &scop.domain)?);
+        let _ = writeln!(s, "    read   {}", gists.on_domain(&r.map, &scop.domain)?);
     }
     for f in &scop.fills {
         let _ = writeln!(s, "    fill {:?} {}", f.value, set_on_domain(&f.set, &scop.domain)?);
@@ -93,7 +95,7 @@ fn block(s: &mut String, view: &PolyView<'_>, b: &Block<'_>) -> IslResult<()> {
     if let Some(c) = &b.contraction {
         for (side, op) in [("lhs", &c.lhs), ("rhs", &c.rhs)] {
             let idx: Vec<String> = op.idx.iter().map(|e| e.to_string()).collect();
-            let map = on_domain(&op.map, &scop.domain)?;
+            let map = gists.on_domain(&op.map, &scop.domain)?;
             let _ = writeln!(s, "    {side} {}[{}]  {map}", name(view, op.src), idx.join(", "));
             let _ = writeln!(s, "      {}", halo(view, op.src, b, c.out_idx.len()));
         }
@@ -137,6 +139,36 @@ fn name<'a>(view: &'a PolyView<'_>, id: crate::tiny::NodeId) -> &'a str {
 /// `m` gisted against `domain`, as text.
 pub(crate) fn on_domain(m: &Map<'_>, domain: &Set<'_>) -> IslResult<String> {
     m.gist_domain(domain)?.to_isl()
+}
+
+/// [`on_domain`] over the many blocks of one dump. The gist is the slow
+/// part, and blocks of the same shape and access pattern differ only in
+/// their tuple names, so each distinct pair (map, domain) is gisted once
+/// with its tuples renamed to placeholders, and renamed back for the text
+/// (a thousand-node chain gists a handful of maps, issue 18).
+#[derive(Default)]
+pub(crate) struct Gists<'c> {
+    done: HashMap<(String, String), Map<'c>>,
+}
+
+impl<'c> Gists<'c> {
+    pub(crate) fn on_domain(&mut self, m: &Map<'c>, domain: &Set<'c>) -> IslResult<String> {
+        let (stmt, array) = m.tuple_names()?;
+        if stmt.is_empty() || array.is_empty() {
+            return on_domain(m, domain);
+        }
+        let (m0, d0) = (m.with_tuple_names("S", "A")?, domain.with_tuple_name("S")?);
+        let key = (m0.to_isl()?, d0.to_isl()?);
+        let gisted = match self.done.get(&key) {
+            Some(g) => g.try_clone()?,
+            None => {
+                let g = m0.gist_domain(&d0)?;
+                self.done.insert(key, g.try_clone()?);
+                g
+            }
+        };
+        gisted.with_tuple_names(&stmt, &array)?.to_isl()
+    }
 }
 
 /// `set` gisted against `domain`, as text.
