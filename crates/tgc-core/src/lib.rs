@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod diag;
 pub mod emit;
 pub mod frontend;
+pub mod fuzz;
 pub mod gpu;
 pub mod index_book;
 pub mod interp;
