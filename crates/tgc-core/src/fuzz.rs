@@ -13,8 +13,11 @@
 use crate::diag::{Diagnostic, ErrorName};
 use crate::pipeline::{self, Format};
 
+/// A fuzz target: arbitrary bytes in, a panic only on a tgc bug.
+pub type Target = fn(&[u8]);
+
 /// The fuzz targets by name, as `fuzz/` and the corpus folders name them.
-pub const TARGETS: [(&str, fn(&[u8])); 6] = [
+pub const TARGETS: [(&str, Target); 6] = [
     ("dsl", dsl),
     ("tiny_json", tiny_json),
     ("plan_dsl", plan_dsl),
