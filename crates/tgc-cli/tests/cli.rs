@@ -2,29 +2,14 @@
 //! `compile` on the spec's example graphs and the example graphs, the CPU
 //! backend against the reference interpreter, exit codes and diagnostics.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use tgc_runtime::tensor::sample_values;
 use tgc_runtime::{npy, DType, HostTensor};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tgc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tgc")).args(args).current_dir(repo()).output().expect("the tgc binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tgc-cli-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::{repo, stderr, temp, tgc};
 
 /// Writes random inputs, runs the graph on the CPU backend and on the
 /// interpreter, and compares every output within rtol = atol = 1e-3.

@@ -3,28 +3,11 @@
 //! where the input is valid — never an abort, a hang, an internal error or
 //! a write outside the folder the user named.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tgc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tgc")).args(args).current_dir(repo()).output().expect("the tgc binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory for one test.
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tgc-hostile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::{stderr, temp, tgc};
 
 /// Writes `text` to `dir/name` and returns the path as a string.
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -47,7 +30,7 @@ fn assert_user_error(o: &Output, position: &str, name: &str) -> String {
 ///    the resolver; it is now a positioned `SyntaxError` at the parser.
 #[test]
 fn a_long_operator_chain_is_refused_not_a_stack_overflow() {
-    let dir = temp("chain");
+    let dir = temp("hostile-chain");
     let text =
         format!("graph<N=4> main(x: f32[N]) -> (y: f32[N]) {{\n    y = x{}\n    return y\n}}\n", " + x".repeat(15_000));
     let file = write(&dir, "chain.tgc", &text);
@@ -60,7 +43,7 @@ fn a_long_operator_chain_is_refused_not_a_stack_overflow() {
 ///    the context and the dump succeeds.
 #[test]
 fn a_reshape_equal_only_by_constraint_has_a_poly_view() {
-    let dir = temp("reshape");
+    let dir = temp("hostile-reshape");
     let file = write(
         &dir,
         "reshape.tgc",
@@ -83,7 +66,7 @@ fn link_chain(n: usize) -> String {
 ///    run on the CPU backend in well under a second and give the one swap.
 #[test]
 fn a_movement_chain_composes_in_linear_time() {
-    let dir = temp("links");
+    let dir = temp("hostile-links");
     let file = write(&dir, "links.tgc", &link_chain(21));
     let x = tgc_runtime::HostTensor::from_f64(tgc_runtime::DType::F32, &[4], &[10.0, 11.0, 12.0, 13.0]).unwrap();
     let x_file = dir.join("x.npy");
@@ -124,7 +107,7 @@ fn one_input(dir: &Path) -> String {
 ///    naming the tensor.
 #[test]
 fn an_output_too_large_to_allocate_is_an_error_not_an_abort() {
-    let dir = temp("oom");
+    let dir = temp("hostile-oom");
     let file = write(
         &dir,
         "big.tgc",
@@ -148,7 +131,7 @@ fn an_output_too_large_to_allocate_is_an_error_not_an_abort() {
 ///    the graph language's identifier rule when the JSON is loaded.
 #[test]
 fn output_names_that_are_not_plain_names_are_refused() {
-    let dir = temp("escape");
+    let dir = temp("hostile-escape");
     let x = one_input(&dir);
     for name in ["../../escaped", "/tmp/anywhere", "", "1x"] {
         let json = format!(
@@ -168,7 +151,7 @@ fn output_names_that_are_not_plain_names_are_refused() {
 ///    path stays in the message).
 #[test]
 fn json_schema_errors_and_bad_encodings_have_positions() {
-    let dir = temp("positions");
+    let dir = temp("hostile-positions");
     let id = write(&dir, "id.json", "{\"uops\": [\n  {\"id\": 5, \"uop\": \"INPUT\"}\n]}\n");
     let e = assert_user_error(&tgc(&["check", &id]), &format!("{id}:2:10"), "SyntaxError");
     assert!(e.contains("`uops[0].id` must be a string"), "{e}");
@@ -220,7 +203,7 @@ fn sm80_launch_limits_and_operand_dtypes_are_checked_at_compile_time() {
         let e = assert_user_error(&tgc(&["compile", graph, "--target", "sm80", "--dim", dim]), at, "Unsupported");
         assert!(e.contains(says), "{dim}: {e}");
     }
-    let dir = temp("f32gemm");
+    let dir = temp("hostile-f32gemm");
     let file = write(
         &dir,
         "f32.tgc",

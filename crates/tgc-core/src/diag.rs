@@ -193,6 +193,17 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
+/// The span of bytes `start..end` of `text` (1-based line, column in
+/// characters); `start` past the end is the end.
+pub fn span_of(text: &str, start: usize, end: usize) -> Span {
+    let start = start.min(text.len());
+    let before = text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    let col = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    Span { line: line as u32, col: col as u32, start: start as u32, end: end.max(start) as u32, token: None }
+}
+
 /// The text of a graph file read as bytes: UTF-8, or a `SyntaxError` at the
 /// line and column of the first byte that is not (`DSL.md`: sources are
 /// UTF-8).
@@ -202,9 +213,7 @@ pub fn decode_source(bytes: Vec<u8>) -> DResult<String> {
         let at = e.utf8_error().valid_up_to();
         // The prefix is valid UTF-8 by the definition of `valid_up_to`.
         let before = std::str::from_utf8(&bytes[..at]).unwrap_or("");
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        let span = Span { line: line as u32, col: col as u32, start: at as u32, end: at as u32 + 1, token: None };
+        let span = span_of(before, at, at + 1);
         crate::diag!(SyntaxError, "the file is not UTF-8: byte 0x{:02x} cannot start a character here", bytes[at])
             .at(span)
     })

@@ -47,12 +47,8 @@ pub fn tiny_json(data: &[u8]) {
 
 fn graph(data: &[u8], format: Format, what: &str) {
     let Ok(text) = crate::diag::decode_source(data.to_vec()) else { return };
-    let loaded = pipeline::load(&text, format, None);
-    let Ok(loaded) = loaded else {
-        user_error_only(what, loaded.map(drop));
-        return;
-    };
-    user_error_only(what, crate::index_book::build(&loaded.graph).map(drop));
+    let built = pipeline::load(&text, format, None).and_then(|l| crate::index_book::build(&l.graph));
+    user_error_only(what, built);
 }
 
 /// The Schedule Plan DSL (`000` §12.5's text form).

@@ -11,8 +11,9 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use crate::diag;
+use crate::diag::span_of;
 use crate::diag::{DResult, Diagnostic, Span};
-use crate::tiny::json::source::{span_at_line_col, span_of, strip_comments};
+use crate::tiny::json::source::{span_at_line_col, strip_comments};
 
 use super::dsl::{is_hint_word, parse_warp_tile};
 use super::*;

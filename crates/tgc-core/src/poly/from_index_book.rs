@@ -170,10 +170,11 @@ struct ScopText {
     fills: Vec<(String, String, f64)>,
 }
 
-/// The placeholder statement tuple name of a [`ScopText`].
-const STMT: &str = "S";
-/// The placeholder array tuple name of a [`ScopText`].
-const ARRAY: &str = "A";
+/// The placeholder statement tuple name of a [`ScopText`] (and of the
+/// dumps' gist cache, `text::Gists`).
+pub(super) const STMT: &str = "S";
+/// The placeholder array tuple name of a [`ScopText`] (and of `text::Gists`).
+pub(super) const ARRAY: &str = "A";
 
 /// Parsed and simplified isl objects by text: a graph of a thousand
 /// identical element-wise nodes parses its block texts once, not a

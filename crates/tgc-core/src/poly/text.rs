@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
+use super::from_index_book::{ARRAY, STMT};
 use super::isl::{IslResult, Map, Set};
 use super::{Block, Body, PolyView};
 
@@ -157,7 +158,7 @@ impl<'c> Gists<'c> {
         if stmt.is_empty() || array.is_empty() {
             return on_domain(m, domain);
         }
-        let (m0, d0) = (m.with_tuple_names("S", "A")?, domain.with_tuple_name("S")?);
+        let (m0, d0) = (m.with_tuple_names(STMT, ARRAY)?, domain.with_tuple_name(STMT)?);
         let key = (m0.to_isl()?, d0.to_isl()?);
         let gisted = match self.done.get(&key) {
             Some(g) => g.try_clone()?,

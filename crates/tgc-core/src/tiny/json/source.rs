@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::diag::Span;
+use crate::diag::{span_of, Span};
 
 /// Replaces every `//` comment outside string literals by spaces.
 pub(crate) fn strip_comments(text: &str) -> String {
@@ -30,16 +30,6 @@ pub(crate) fn strip_comments(text: &str) -> String {
     // Only whole comments (from an ASCII `/` to before an ASCII newline) were
     // blanked, so the bytes are still UTF-8; the lossy path is never taken.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-/// The span of bytes `start..end` of `text` (1-based line, column in characters).
-pub(crate) fn span_of(text: &str, start: usize, end: usize) -> Span {
-    let start = start.min(text.len());
-    let before = text.get(..start).unwrap_or("");
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
-    let col = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
-    Span { line: line as u32, col: col as u32, start: start as u32, end: end.max(start) as u32, token: None }
 }
 
 /// The span of serde_json's 1-based `line` and byte `column` in `text`.
