@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of tgc's input formats with AFL++ (issue 18): not a
 # test, a long run. The targets are tgc_core::fuzz::TARGETS (dsl, tiny_json,
-# plan_dsl, plan_json, npy, safetensors); the driver is fuzz/ (its own
+# plan_dsl, plan_json, npy, safetensors, and the structure-aware graphs,
+# whose bytes choose a valid graph that the interpreter and the SIMT emulator
+# must compute alike); the driver is fuzz/ (its own
 # workspace). Why AFL++: through cargo-afl it instruments with rustc's stable
 # sanitizer-coverage passes, so it runs on the stable toolchain this project
 # builds with; cargo-fuzz (libFuzzer) needs nightly.
@@ -16,12 +18,15 @@
 # command replays them (crates/tgc-core/tests/fuzz_corpus.rs): fix the bug,
 # then commit the input with the fix. New corpus entries AFL++ keeps are in
 # fuzz/out/TARGET/default/queue; `afl-cmin` them before committing any.
+# After a graphs run, every case of its queue also runs on the CPU backend
+# (one C compiler run per batch, too slow for each execution) and must match
+# the interpreter.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(dsl tiny_json plan_dsl plan_json npy safetensors)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(dsl tiny_json plan_dsl plan_json npy safetensors graphs)
 AFL_ROOT="$ROOT/.toolchain/afl"
 export PATH="$AFL_ROOT/bin:$PATH"
 if ! command -v cargo-afl >/dev/null; then
@@ -58,4 +63,9 @@ for t in "${TARGETS[@]}"; do
         cp "$c" "$ROOT/fuzz/corpus/$t/crash-$(sha1sum "$c" | cut -c1-16)"
         echo "$t: crash saved as fuzz/corpus/$t/crash-$(sha1sum "$c" | cut -c1-16)" >&2
     done
+    if [ "$t" = graphs ]; then
+        echo "== graphs: the queue on the CPU backend" >&2
+        (cd "$ROOT" && TGC_FUZZ_QUEUE="$out/default/queue" cargo test -q --release -p tgc-core \
+            --test fuzz_corpus graphs_corpus_runs_alike_on_the_cpu_backend -- --nocapture)
+    fi
 done

@@ -1,9 +1,15 @@
 //! Replays every committed fuzz input (`fuzz/corpus/<target>/*`: the seeds,
 //! what the fuzzer kept, and every crash it found once fixed) through its
 //! target in `tgc_core::fuzz`, so a regression fails the test command
-//! without the fuzzer.
+//! without the fuzzer; the `graphs` corpus also through the CPU backend,
+//! which the fuzz target itself skips.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use tgc_core::fuzz::{self, gen};
+
+/// Cases compiled into one C library by [`graphs_corpus_runs_alike_on_the_cpu_backend`].
+const BATCH: usize = 40;
 
 #[test]
 fn every_corpus_input_is_handled_without_a_panic_or_an_internal_error() {
@@ -33,4 +39,41 @@ fn user_errors_are_not_findings() {
     plan_json(&[0xff, 0xfe]);
     let dsl = tgc_core::fuzz::TARGETS.iter().find(|(n, _)| *n == "dsl").unwrap().1;
     dsl(b"graph main(x: f32[4]) -> (y: f32[4]) {\n    y = x @\n    return y\n}\n");
+}
+
+/// The `graphs` target's cases (`fuzz/corpus/graphs`, or the folder
+/// `TGC_FUZZ_QUEUE` names: `scripts/fuzz.sh graphs` sets it to the fuzzer's
+/// queue after a run) compute on the CPU backend what the interpreter does,
+/// bit for bit.
+#[test]
+fn graphs_corpus_runs_alike_on_the_cpu_backend() {
+    let dir = match std::env::var_os("TGC_FUZZ_QUEUE") {
+        Some(q) => PathBuf::from(q),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs"),
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no inputs in {}", dir.display());
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_graphs-{}", std::process::id()));
+    let mut failed = Vec::new();
+    for chunk in files.chunks(BATCH) {
+        let cases: Vec<gen::Case> = chunk
+            .iter()
+            .map(|f| gen::from_bytes(&std::fs::read(f).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", f.display())))
+            .collect();
+        for ((file, case), cpu) in chunk.iter().zip(&cases).zip(fuzz::run_cpu(&cases, &work)) {
+            let check = fuzz::interpret(case).and_then(|want| fuzz::same_outputs(case, "CPU backend", &cpu?, &want));
+            if let Err(e) = check {
+                eprintln!("---- {} ----\n{e}\n{}", file.display(), tgc_core::tiny::text::dump(&case.graph));
+                failed.push(file.display().to_string());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    eprintln!("{} cases of {} checked on the CPU backend", files.len(), dir.display());
+    assert!(failed.is_empty(), "{} of {} cases differ on the CPU backend: {failed:?}", failed.len(), files.len());
 }

@@ -2,20 +2,19 @@
 //! `EXPAND`, `PAD` with zero and non-zero values, `SHRINK` with steps,
 //! `FLIP`, sliding-window and floor-division `VIEW`s) feeding a binary op or
 //! `CMPLT` + `WHERE`, an optional `REDUCE` (SUM, MAX, MIN over random axes)
-//! and an optional movement tail. For every graph three evaluators must
-//! agree: the CPU backend (generated C compiled with the system compiler,
-//! [`BATCH`] cases to one library through `pipeline::run_cpu_batch`), the
-//! reference interpreter (`pipeline::run_interp`) and the naive evaluator of
-//! `naive.rs`. i32 graphs must agree exactly; f32 graphs within
-//! `1e-5·(1 + m)`, where `m` bounds the absolute values that went into the
-//! element (`Σ|x|` of a sum), since the backends order and round sums
-//! differently.
+//! and an optional movement tail, drawn by `tgc_core::fuzz::gen` (the
+//! structure-aware fuzz target's generator). For every graph four evaluators
+//! must agree bit for bit (the generated values keep every result exact in
+//! f32): the CPU backend (generated C compiled with the system compiler,
+//! [`BATCH`] cases to one library through `fuzz::run_cpu`), the reference
+//! interpreter, the SIMT template run in the GPU emulator, and the naive
+//! evaluator of `naive.rs`.
 //!
 //! The naive evaluator is independent of what it checks: it reads only the
 //! graph's nodes and maps each output index back through each op by the
 //! op's definition (`tiny/op.rs`), without `interp.rs`, the IndexBook or
-//! `AffExpr::eval`. The generator (`gen.rs`) predicts every node's shape from
-//! the op definitions too, so it also checks the shape rules of `tiny::infer`.
+//! `AffExpr::eval`. The generator predicts every node's shape from the op
+//! definitions too, so it also checks the shape rules of `tiny::infer`.
 //!
 //! Cases are drawn from a fixed seed, so every run checks the same graphs.
 //! `TGC_PROP_SEED` (decimal or `0x…`) picks another seed, `TGC_PROP_CASES`
@@ -23,25 +22,21 @@
 //! `TGC_PROP_SEED=<seed> TGC_PROP_CASE=<index> cargo test -p tgc-core --test
 //! movement_prop` replays that one case (each case depends only on the pair).
 
-mod gen;
 mod naive;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tgc_core::affine::{AffAtom, AffExpr};
-use tgc_core::pipeline::{self, RunError};
+use tgc_core::fuzz::{self, gen};
 use tgc_core::tiny::text::dump;
 use tgc_core::tiny::{Graph, Op};
 use tgc_core::DType;
-use tgc_runtime::HostTensor;
 
 const DEFAULT_SEED: u64 = 0x7467_6370_726f_7030;
 const DEFAULT_CASES: u64 = 500;
 /// Cases compiled into one C library: one compiler run per batch.
 const BATCH: usize = 30;
-/// Relative and absolute tolerance of f32 results, scaled by the magnitude.
-const F32_TOL: f64 = 1e-5;
 /// How many failing cases are printed in full.
 const SHOWN_FAILURES: usize = 3;
 /// What a run of at least [`COVERAGE_CASES`] cases must have exercised (see
@@ -96,8 +91,9 @@ fn cpu_backend_interpreter_and_naive_evaluation_agree_on_random_movement_graphs(
                 Err(report) => fail(i, report),
             }
         }
-        for (c, cpu) in checked.iter().zip(run_cpu(&checked, &dir)) {
-            if let Err(report) = c.check(cpu) {
+        let cases: Vec<gen::Case> = checked.iter().map(|c| c.case.clone()).collect();
+        for (c, cpu) in checked.iter().zip(fuzz::run_cpu(&cases, &dir)) {
+            if let Err(report) = c.check(&cpu) {
                 fail(c.index, report);
             }
         }
@@ -127,18 +123,18 @@ fn mentions(e: &AffExpr, j: u32) -> bool {
     })
 }
 
-/// A generated case with its naive and interpreted results.
+/// A generated case with its naive, interpreted and emulated results.
 struct Checked {
     index: u64,
     case: gen::Case,
-    inputs: Vec<HostTensor>,
     want: Vec<naive::Value>,
-    interp: Result<Vec<HostTensor>, String>,
+    interp: Result<Vec<Vec<f64>>, String>,
+    emulated: Result<Vec<Vec<f64>>, String>,
 }
 
 impl Checked {
-    /// Generates case `index`, tallies it, and evaluates it naively and on
-    /// the interpreter.
+    /// Generates case `index`, tallies it, and evaluates it naively, on the
+    /// interpreter and on the SIMT emulator.
     ///
     /// Errors: a report when generation or the naive evaluation fails.
     fn new(seed: u64, index: u64, counts: &mut BTreeMap<&'static str, usize>) -> Result<Checked, String> {
@@ -146,30 +142,22 @@ impl Checked {
         let g = &case.graph;
         tally(g, case.dtype, counts);
         let want = naive::evaluate(g, &case.inputs).map_err(|e| with_graph(g, format!("naive evaluator: {e}")))?;
-        let inputs: Vec<HostTensor> = g
-            .inputs()
-            .iter()
-            .zip(&case.inputs)
-            .map(|(&id, data)| {
-                let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
-                HostTensor::from_f64(case.dtype, &shape, data).expect("input data has the input's shape")
-            })
-            .collect();
-        let interp = pipeline::run_interp(g, &inputs).map_err(|e| e.to_string());
-        Ok(Checked { index, case, inputs, want, interp })
+        let interp = fuzz::interpret(&case);
+        let emulated = fuzz::emulate(&case);
+        Ok(Checked { index, case, want, interp, emulated })
     }
 
-    /// Compares the interpreter's and the CPU backend's outputs with the
-    /// naive evaluation.
+    /// Compares the interpreter's, the SIMT emulator's and the CPU backend's
+    /// outputs with the naive evaluation.
     ///
     /// Errors: a report with every evaluator that fails or differs (so one
-    /// sees whether the two backends agree with each other), and the Tiny IR.
-    fn check(&self, cpu: Result<Vec<HostTensor>, String>) -> Result<(), String> {
+    /// sees whether the backends agree with each other), and the Tiny IR.
+    fn check(&self, cpu: &Result<Vec<Vec<f64>>, String>) -> Result<(), String> {
         let g = &self.case.graph;
         let mut errors = Vec::new();
-        for (who, outs) in [("interpreter", &self.interp), ("CPU backend", &cpu)] {
+        for (who, outs) in [("interpreter", &self.interp), ("SIMT emulator", &self.emulated), ("CPU backend", cpu)] {
             match outs {
-                Err(e) => errors.push(format!("{who}: {e}")),
+                Err(e) => errors.push(e.clone()),
                 Ok(outs) => {
                     for ((o, got), want) in g.outputs.iter().zip(outs).zip(&self.want) {
                         if let Err(e) = compare(got, want) {
@@ -189,20 +177,6 @@ impl Checked {
 
 fn with_graph(g: &Graph, what: String) -> String {
     format!("{what}\n{}", dump(g))
-}
-
-/// The CPU backend's outputs for each case: one library for the whole batch,
-/// or, when that fails, one per case to find the failing ones.
-fn run_cpu(cases: &[Checked], dir: &Path) -> Vec<Result<Vec<HostTensor>, String>> {
-    let runs: Vec<(&Graph, &[HostTensor])> = cases.iter().map(|c| (&c.case.graph, c.inputs.as_slice())).collect();
-    if let Ok(outs) = pipeline::run_cpu_batch(&runs, dir) {
-        return outs.into_iter().map(Ok).collect();
-    }
-    let describe = |e: RunError| match e {
-        RunError::Diag(d) => d.to_string(),
-        RunError::Runtime(e) => e.to_string(),
-    };
-    runs.iter().map(|&(g, inputs)| pipeline::run_cpu(g, inputs, dir).map_err(describe)).collect()
 }
 
 /// Counts what `g` exercises into `counts`: its dtype and whether it has two
@@ -244,33 +218,22 @@ fn tally(g: &Graph, dtype: DType, counts: &mut BTreeMap<&'static str, usize>) {
     }
 }
 
-/// Exact equality for integers; for f32, `|got - want| ≤ 1e-5·(1 + mag)`.
-fn compare(got: &HostTensor, want: &naive::Value) -> Result<(), String> {
-    if got.shape() != want.shape.as_slice() {
-        return Err(format!("shape {:?}, the naive evaluator gives {:?}", got.shape(), want.shape));
+/// Exact equality: every generated value is exact in f32 (see
+/// `tgc_core::fuzz::gen`), so every evaluator must agree bit for bit.
+fn compare(got: &[f64], want: &naive::Value) -> Result<(), String> {
+    if got.len() != want.data.len() {
+        return Err(format!("{} elements, the naive evaluator gives shape {:?}", got.len(), want.shape));
     }
-    let exact = got.dtype() != DType::F32;
-    let got = got.to_f64_vec();
-    let bad: Vec<usize> = (0..got.len())
-        .filter(|&l| {
-            let (g, w, m) = (got[l], want.data[l], want.mag[l]);
-            if exact {
-                g != w
-            } else {
-                g.is_nan() || (g - w).abs() > F32_TOL * (1.0 + m)
-            }
-        })
-        .collect();
+    let bad: Vec<usize> = (0..got.len()).filter(|&l| got[l] != want.data[l]).collect();
     match bad.first() {
         None => Ok(()),
         Some(&l) => Err(format!(
-            "{} of {} elements differ; first at {:?}: got {}, naive evaluation {} (magnitude {})",
+            "{} of {} elements differ; first at {:?}: got {}, naive evaluation {}",
             bad.len(),
             got.len(),
             naive::unravel(l, &want.shape),
             got[l],
-            want.data[l],
-            want.mag[l]
+            want.data[l]
         )),
     }
 }

@@ -5,9 +5,8 @@
 //! their terms itself.
 //!
 //! Values are f64, rounded to the node's dtype only at `CONST` and `REDUCE`
-//! (inputs arrive representable). Next to each value it keeps a magnitude,
-//! a bound on the absolute values that went into it (`Σ|x|` for a sum): the
-//! scale of the rounding error an f32 evaluation may make.
+//! (inputs arrive representable; the generator's values keep every result
+//! exact in f32, so no rounding happens).
 //!
 //! `poly_core_prop` includes this file too, for [`source_index`].
 
@@ -21,14 +20,11 @@ use tgc_core::DType;
 pub struct Value {
     pub shape: Vec<usize>,
     pub data: Vec<f64>,
-    /// Per element, the magnitude (see the module doc).
-    pub mag: Vec<f64>,
 }
 
 impl Value {
-    fn at(&self, idx: &[usize]) -> (f64, f64) {
-        let l = linear(idx, &self.shape);
-        (self.data[l], self.mag[l])
+    fn at(&self, idx: &[usize]) -> f64 {
+        self.data[linear(idx, &self.shape)]
     }
 }
 
@@ -64,17 +60,15 @@ pub fn evaluate(g: &Graph, inputs: &[Vec<f64>]) -> Result<Vec<Value>, String> {
             Op::Input { .. } => Some(inputs.next().ok_or("fewer inputs than INPUT nodes")?),
             _ => None,
         };
-        let (mut data, mut mag) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        let mut data = Vec::with_capacity(count);
         for l in 0..count {
             let idx = unravel(l, &shape);
-            let (v, m) = match input {
-                Some(x) => (x[l], x[l].abs()),
+            data.push(match input {
+                Some(x) => x[l],
                 None => element(n, &vals, &idx, &shape).map_err(|e| format!("node {}: {e}", n.label))?,
-            };
-            data.push(v);
-            mag.push(m);
+            });
         }
-        vals.push(Value { shape, data, mag });
+        vals.push(Value { shape, data });
     }
     Ok(g.outputs.iter().map(|o| vals[o.node.index()].clone()).collect())
 }
@@ -93,41 +87,38 @@ fn round(v: f64, dt: DType) -> Result<f64, String> {
     }
 }
 
-/// Element `idx` of node `n` (not an `INPUT`), with its magnitude.
-fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<(f64, f64), String> {
+/// Element `idx` of node `n` (not an `INPUT`).
+fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<f64, String> {
     let src = |k: usize| &vals[n.src[k].index()];
     Ok(match &n.op {
-        Op::Const { value } => (round(*value, n.ty.dtype)?, value.abs()),
+        Op::Const { value } => round(*value, n.ty.dtype)?,
         Op::Binary(op) => {
-            let ((a, ma), (b, mb)) = (src(0).at(idx), src(1).at(idx));
+            let (a, b) = (src(0).at(idx), src(1).at(idx));
             match op {
-                BinaryOp::Add => (a + b, ma + mb),
-                BinaryOp::Sub => (a - b, ma + mb),
-                BinaryOp::Mul => (a * b, ma * mb),
-                BinaryOp::Max => (a.max(b), ma.max(mb)),
-                BinaryOp::Min => (a.min(b), ma.max(mb)),
-                BinaryOp::Cmplt => (f64::from(u8::from(a < b)), 1.0),
-                BinaryOp::Cmpeq => (f64::from(u8::from(a == b)), 1.0),
+                BinaryOp::Add => a + b,
+                BinaryOp::Sub => a - b,
+                BinaryOp::Mul => a * b,
+                BinaryOp::Max => a.max(b),
+                BinaryOp::Min => a.min(b),
+                BinaryOp::Cmplt => f64::from(u8::from(a < b)),
+                BinaryOp::Cmpeq => f64::from(u8::from(a == b)),
                 BinaryOp::Fdiv => return Err("FDIV is not generated".into()),
             }
         }
         Op::Where => {
-            if src(0).at(idx).0 != 0.0 {
+            if src(0).at(idx) != 0.0 {
                 src(1).at(idx)
             } else {
                 src(2).at(idx)
             }
         }
-        Op::Reduce { op, axes } => {
-            let (v, m) = reduce(*op, axes, src(0), idx);
-            (round(v, n.ty.dtype)?, m)
-        }
+        Op::Reduce { op, axes } => round(reduce(*op, axes, src(0), idx), n.ty.dtype)?,
         op if op.is_movement() => {
             let x = src(0);
             match source_index(op, idx, shape, &x.shape)? {
                 Some(j) => x.at(&j),
                 None => match op {
-                    Op::Pad { value, .. } => (*value, value.abs()),
+                    Op::Pad { value, .. } => *value,
                     _ => unreachable!("only PAD reads padding"),
                 },
             }
@@ -138,30 +129,30 @@ fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<(
 
 /// `REDUCE` at output index `idx`: the kept source axes take `idx` in order,
 /// the reduced axes run over their whole extent.
-fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> (f64, f64) {
+fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> f64 {
     let rank = x.shape.len();
     let mut j = vec![0; rank];
     for (o, k) in (0..rank).filter(|k| !axes.contains(k)).enumerate() {
         j[k] = idx[o];
     }
     let extents: Vec<usize> = axes.iter().map(|&k| x.shape[k]).collect();
-    let (mut acc, mut mag) = match op {
-        ReduceOp::Sum => (0.0, 0.0),
-        ReduceOp::Max => (f64::NEG_INFINITY, 0.0),
-        ReduceOp::Min => (f64::INFINITY, 0.0),
+    let mut acc = match op {
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
     };
     for r in 0..extents.iter().product() {
         for (&k, t) in axes.iter().zip(unravel(r, &extents)) {
             j[k] = t;
         }
-        let (v, m) = x.at(&j);
-        (acc, mag) = match op {
-            ReduceOp::Sum => (acc + v, mag + m),
-            ReduceOp::Max => (acc.max(v), mag.max(m)),
-            ReduceOp::Min => (acc.min(v), mag.max(m)),
+        let v = x.at(&j);
+        acc = match op {
+            ReduceOp::Sum => acc + v,
+            ReduceOp::Max => acc.max(v),
+            ReduceOp::Min => acc.min(v),
         };
     }
-    (acc, mag)
+    acc
 }
 
 /// The source index that output index `idx` of a movement op reads, by the

@@ -1,6 +1,6 @@
 //! Property test: Poly-View and Poly Core answers against brute-force
 //! enumeration (`brute.rs`) on the random concrete movement graphs of
-//! `movement_prop` (its generator and the naive evaluator's index mapping,
+//! `tgc_core::fuzz::gen` (with `movement_prop`'s naive index mapping,
 //! shared by path). For every graph:
 //!
 //! - every block is in the SCoP and the Poly-View verifier passes;
@@ -37,14 +37,13 @@
 #![cfg(feature = "poly")]
 
 mod brute;
-#[allow(dead_code)] // the input data is not used here
-#[path = "../movement_prop/gen.rs"]
-mod gen;
 #[allow(dead_code)] // only the index mapping is used here
 #[path = "../movement_prop/naive.rs"]
 mod naive;
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use tgc_core::fuzz::gen;
 
 use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};

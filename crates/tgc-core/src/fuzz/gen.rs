@@ -1,4 +1,5 @@
-//! The seeded generator: random Tiny IR graphs in which a chain of 1 to 5
+//! The graph generator of the structure-aware fuzz target and the
+//! movement property tests: random Tiny IR graphs in which a chain of 1 to 5
 //! movement ops from an `INPUT` and a second operand (another such chain, a
 //! broadcast `CONST`, or the first operand read again at a shifted index)
 //! feed a binary op or `CMPLT` + `WHERE`, followed by an optional `REDUCE`
@@ -8,19 +9,66 @@
 //! Shapes are concrete. The operand chains are drawn backwards from the
 //! binary op's shape (each step picks an op and the input shape it needs), so
 //! both operands meet in one shape; the tail is drawn forwards. Every move
-//! predicts its result shape from the op's definition, and [`Move::build`]
-//! checks the builder's shape rules against that prediction.
+//! predicts its result shape from the op's definition (`tiny/op.rs`), and
+//! [`Move::build`] checks the builder's shape rules against that prediction.
 //!
-//! `poly_core_prop` includes this file too: the same graphs, checked against
-//! the Poly-View and Poly Core.
+//! Every choice comes from an [`Entropy`]: [`SplitMix64`] for the seeded
+//! property tests ([`case`]), the fuzzer's input for the fuzz target
+//! ([`from_bytes`]). Input values are drawn so that every result is exact in
+//! f32 (see [`Gen::data`]): the evaluators must agree bit for bit.
 
-use proptest::prelude::RngExt;
-use proptest::test_runner::{RngAlgorithm, TestRng};
+use crate::affine::AffExpr;
+use crate::sym::Dim;
+use crate::tiny::{BinaryOp, Graph, NodeId, Output, ReduceOp};
+use crate::DType;
 
-use tgc_core::affine::AffExpr;
-use tgc_core::sym::Dim;
-use tgc_core::tiny::{BinaryOp, Graph, NodeId, Output, ReduceOp};
-use tgc_core::DType;
+/// Where the generator's choices come from.
+pub trait Entropy {
+    /// A value in `0..n`; `n` is at least 1.
+    fn below(&mut self, n: usize) -> usize;
+}
+
+/// The SplitMix64 generator (Steele, Lea and Flood, "Fast splittable
+/// pseudorandom number generators", OOPSLA 2014): a seeded stream for the
+/// property tests.
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl Entropy for SplitMix64 {
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// A fuzzer's input as choices: one byte per choice among at most 256
+/// values, two bytes otherwise, then zeros once the input runs out, so
+/// that every input makes a graph and a mutated byte changes one choice.
+/// A zero choice is the first option, "no" for [`Gen::chance`]: short
+/// inputs make small graphs.
+pub struct Bytes<'a>(pub &'a [u8]);
+
+impl Entropy for Bytes<'_> {
+    fn below(&mut self, n: usize) -> usize {
+        let width = if n <= 256 { 1 } else { 2 };
+        let (now, rest) = self.0.split_at(width.min(self.0.len()));
+        self.0 = rest;
+        let v = now.iter().fold(0usize, |v, &b| v << 8 | b as usize);
+        v % n
+    }
+}
 
 /// Largest rank of a value (a full `REDUCE` may still give rank 0).
 const MAX_RANK: usize = 4;
@@ -32,6 +80,7 @@ const MAX_NUMEL: usize = 1024;
 const MAX_TARGET_DIM: usize = 7;
 const MAX_TARGET_NUMEL: usize = 512;
 
+#[derive(Clone)]
 /// One generated case: a graph with one or two outputs and the values of its
 /// inputs (row-major, in `Graph::inputs` order).
 pub struct Case {
@@ -44,18 +93,28 @@ pub struct Case {
 /// gives the same case, independently of the other cases.
 ///
 /// Errors: a message with the Tiny IR built so far when the builder rejects a
-/// move that is valid by the op's definition, or infers another shape.
+/// move that is valid by the op's definition, or infers another shape (a bug
+/// of the builder).
 pub fn case(seed: u64, index: u64) -> Result<Case, String> {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    bytes[8..16].copy_from_slice(&index.to_le_bytes());
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
-    let dtype = if rng.random_bool(0.5) { DType::I32 } else { DType::F32 };
-    let mut gen = Gen { rng, dtype, inputs: Vec::new() };
-    let mut g = Graph::new(&format!("case{index}"));
+    let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
+    generate(&mut rng, &format!("case{index}"))
+}
+
+/// The case a fuzzer's input describes (see [`Bytes`]).
+///
+/// Errors: as [`case`].
+pub fn from_bytes(data: &[u8]) -> Result<Case, String> {
+    generate(&mut Bytes(data), "fuzz")
+}
+
+fn generate<E: Entropy>(src: &mut E, name: &str) -> Result<Case, String> {
+    let dtype = if src.below(2) == 1 { DType::I32 } else { DType::F32 };
+    let data = SplitMix64::new(src.below(1 << 16) as u64);
+    let mut gen = Gen { src, data, dtype, inputs: Vec::new() };
+    let mut g = Graph::new(name);
     match gen.graph(&mut g) {
-        Ok(()) => Ok(Case { graph: g, dtype: gen.dtype, inputs: gen.inputs }),
-        Err(e) => Err(format!("{e}\nTiny IR so far:\n{}", tgc_core::tiny::text::dump(&g))),
+        Ok(()) => Ok(Case { graph: g, dtype, inputs: gen.inputs }),
+        Err(e) => Err(format!("{e}\nTiny IR so far:\n{}", crate::tiny::text::dump(&g))),
     }
 }
 
@@ -177,24 +236,29 @@ fn upsample_map(rank: usize, k: usize, factor: usize, offset: usize) -> Vec<AffE
         .collect()
 }
 
-struct Gen {
-    rng: TestRng,
+struct Gen<'e, E> {
+    src: &'e mut E,
+    /// The stream of input values, seeded from `src` (input values take
+    /// none of a fuzzer's bytes).
+    data: SplitMix64,
     dtype: DType,
     inputs: Vec<Vec<f64>>,
 }
 
-impl Gen {
+impl<E: Entropy> Gen<'_, E> {
     /// Uniform in `lo..=hi`.
     fn range(&mut self, lo: usize, hi: usize) -> usize {
-        self.rng.random_range(lo..=hi)
+        lo + self.src.below(hi - lo + 1)
     }
 
     fn below(&mut self, n: usize) -> usize {
-        self.rng.random_range(0..n)
+        self.src.below(n)
     }
 
+    /// True with probability `p` (in steps of 1/1000); a zero choice is
+    /// false.
     fn chance(&mut self, p: f64) -> bool {
-        self.rng.random_bool(p)
+        self.below(1000) >= 1000 - (p * 1000.0) as usize
     }
 
     /// An index drawn with the given weights.
@@ -259,12 +323,17 @@ impl Gen {
         }
     }
 
-    /// Input data: integers in -9..=9, or f32 values in [-1, 1).
+    /// Input data: integers in -9..=9, or multiples of 1/8 in [-4, 4]. With
+    /// the scalars of [`Gen::scalar`] (multiples of 1/8, at most 3.125 in
+    /// magnitude) every value a graph computes is exact in f32: one product
+    /// is a multiple of 1/64 below 16 in magnitude, and a sum of at most [`MAX_NUMEL`]
+    /// of them needs 20 bits of mantissa, so no evaluator rounds.
     fn data(&mut self, n: usize) -> Vec<f64> {
+        let data = &mut self.data;
         (0..n)
             .map(|_| match self.dtype {
-                DType::I32 => self.range(0, 18) as f64 - 9.0,
-                _ => (self.rng.random::<f32>() * 2.0 - 1.0) as f64,
+                DType::I32 => data.below(19) as f64 - 9.0,
+                _ => (data.below(65) as f64 - 32.0) / 8.0,
             })
             .collect()
     }
@@ -284,7 +353,7 @@ impl Gen {
             1 => self.broadcast_constant(g, &t)?,
             _ => self.shifted(g, a, &t)?,
         };
-        let err = |e: tgc_core::Diagnostic| format!("the builder rejects an element-wise op: {e}");
+        let err = |e: crate::Diagnostic| format!("the builder rejects an element-wise op: {e}");
         let mut y = if self.chance(0.2) {
             let c = g.binary(BinaryOp::Cmplt, a, b).map_err(err)?;
             if self.chance(0.5) { g.where_(c, a, b) } else { g.where_(c, b, a) }.map_err(err)?
