@@ -55,6 +55,13 @@ pub enum Command {
         /// depend on the tiles.
         #[arg(long = "tile", value_name = "AXIS=SIZE")]
         tiles: Vec<String>,
+        /// The most bytes of tensors the run may hold, counted as every
+        /// node's value at once (an upper bound for every backend) and
+        /// checked before anything is allocated; a number with an optional
+        /// K, M or G suffix (powers of 1024), e.g. 512M. The default is
+        /// 64 GiB (`tgc_core::pipeline::MAX_RUN_BYTES`).
+        #[arg(long, value_name = "BYTES", default_value_t = tgc_core::pipeline::MAX_RUN_BYTES, value_parser = parse_bytes)]
+        max_memory: u64,
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {
@@ -93,4 +100,17 @@ pub enum Target {
     Cpu,
     Sm80,
     Sm90,
+}
+
+/// A byte count: digits with an optional `K`, `M` or `G` suffix (powers of
+/// 1024), e.g. `512M`.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let (digits, shift) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 30),
+        _ => (text, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{text}` is not a byte count such as 4096, 512M or 8G"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more than 2^64 bytes"))
 }

@@ -38,8 +38,9 @@ type Result<T> = std::result::Result<T, Failure>;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Check { graph, entry, dump } => check(&graph, entry.as_deref(), &dump),
-        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles } => {
-            run_graph(&graph, entry.as_deref(), backend, &dims, &inputs, &output_dir, &tiles)
+        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles, max_memory } => {
+            let run = RunOptions { backend, tiles: &tiles, max_memory };
+            run_graph(&graph, entry.as_deref(), &dims, &inputs, &output_dir, &run)
         }
         Command::Compile { graph, entry, target, dims, dump, out } => {
             compile(&graph, entry.as_deref(), target, &dims, &dump, out.as_deref())
@@ -48,8 +49,9 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
-    let bytes = std::fs::read(path).map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?;
-    let text = tgc_core::diag::decode_source(bytes).map_err(|d| Failure::diag(path, &d))?;
+    let text = tgc_core::diag::read_source(path)
+        .map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?
+        .map_err(|d| Failure::diag(path, &d))?;
     pipeline::load(&text, pipeline::Format::of(path, &text), entry).map_err(|d| Failure::diag(path, &d))
 }
 
@@ -116,16 +118,23 @@ fn parse_tiles(tiles: &[String]) -> Result<(Vec<usize>, Vec<i64>)> {
     Ok(out.into_iter().unzip())
 }
 
+/// How `tgc run` runs: the backend, `--tile` and `--max-memory`.
+struct RunOptions<'a> {
+    backend: Backend,
+    tiles: &'a [String],
+    max_memory: u64,
+}
+
 fn run_graph(
     path: &Path,
     entry: Option<&str>,
-    backend: Backend,
     dims: &[String],
     inputs: &[String],
     out_dir: &Path,
-    tiles: &[String],
+    run: &RunOptions,
 ) -> Result<()> {
-    let (tile_axes, tile_sizes) = parse_tiles(tiles)?;
+    let backend = run.backend;
+    let (tile_axes, tile_sizes) = parse_tiles(run.tiles)?;
     if !tile_axes.is_empty() && backend != Backend::Cpu {
         return Err(Failure::user("--tile applies to --backend cpu only"));
     }
@@ -160,6 +169,7 @@ fn run_graph(
     let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.shape().to_vec()).collect();
     let values = g.resolve_dims(&parse_dims(dims)?, Some(&shapes)).map_err(|d| Failure::diag(path, &d))?;
     let bound = g.bind(&values).map_err(|d| Failure::diag(path, &d))?;
+    pipeline::check_run_bytes(&bound, run.max_memory).map_err(|d| Failure::diag(path, &d))?;
     let outputs = match backend {
         Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
         Backend::Cpu => {

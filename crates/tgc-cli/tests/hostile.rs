@@ -212,3 +212,103 @@ fn sm80_launch_limits_and_operand_dtypes_are_checked_at_compile_time() {
     let e = assert_user_error(&tgc(&["compile", &file, "--target", "sm80"]), &format!("{file}:2:9"), "Unsupported");
     assert!(e.contains("sm80 has no tensor-core MMA for f32 operands (it takes f16, bf16)"), "{e}");
 }
+
+/// `tiny::graph::MAX_SYMBOLS`: a header of 64 symbols checks, the 65th
+/// symbol is `ResourceExceeded` where it is declared.
+#[test]
+fn the_symbol_limit_holds_at_its_value() {
+    let dir = temp("hostile-symbols");
+    let graph = |n: usize| {
+        let syms: Vec<String> = (0..n).map(|k| format!("S{k}=1")).collect();
+        format!("graph<{}> main(x: f32[S0]) -> (y: f32[S0]) {{\n    y = x + x\n    return y\n}}\n", syms.join(", "))
+    };
+    let ok = write(&dir, "max.tgc", &graph(64));
+    let o = tgc(&["check", &ok]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = graph(65);
+    let col = text.find("S64=").unwrap() + 1;
+    let file = write(&dir, "over.tgc", &text);
+    let e = assert_user_error(&tgc(&["check", &file]), &format!("{file}:1:{col}"), "ResourceExceeded");
+    assert!(e.contains("MAX_SYMBOLS"), "{e}");
+}
+
+/// `tiny::graph::MAX_RANK`: a rank-16 graph runs on the CPU backend, a
+/// rank-17 parameter is `ResourceExceeded` at its declaration.
+#[test]
+fn the_rank_limit_holds_at_its_value() {
+    let dir = temp("hostile-rank");
+    let graph = |rank: usize| {
+        let dims = vec!["1"; rank].join(", ");
+        format!("graph main(x: f32[{dims}]) -> (y: f32[{dims}]) {{\n    y = x + x\n    return y\n}}\n")
+    };
+    let x = tgc_runtime::HostTensor::from_f64(tgc_runtime::DType::F32, &[1; 16], &[1.5]).unwrap();
+    let input = dir.join("x.npy");
+    tgc_runtime::npy::write_npy(&input, &x).unwrap();
+    let ok = write(&dir, "max.tgc", &graph(16));
+    let out = dir.join("out");
+    let input_arg = format!("x={}", input.display());
+    let o = tgc(&["run", &ok, "--backend", "cpu", "--input", &input_arg, "--output-dir", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let y = tgc_runtime::npy::read_npy(out.join("y.npy")).unwrap();
+    assert_eq!((y.shape(), y.to_f64_vec()), (&[1; 16][..], vec![3.0]));
+    let file = write(&dir, "over.tgc", &graph(17));
+    let e = assert_user_error(&tgc(&["check", &file]), &format!("{file}:1:12"), "ResourceExceeded");
+    assert!(e.contains("MAX_RANK"), "{e}");
+}
+
+/// `diag::MAX_SOURCE_BYTES`: a graph file of exactly 64 MiB checks, one
+/// byte more is `ResourceExceeded` at 1:1 (and the file is not read past
+/// the limit).
+#[test]
+fn the_source_size_limit_holds_at_its_value() {
+    let dir = temp("hostile-size");
+    let graph = "graph main(x: f32[4]) -> (y: f32[4]) {\n    y = x + x\n    return y\n}\n";
+    let limit = tgc_core::diag::MAX_SOURCE_BYTES as usize;
+    let mut text = graph.to_string();
+    text.push_str(&"\n".repeat(limit - graph.len()));
+    let ok = write(&dir, "max.tgc", &text);
+    let o = tgc(&["check", &ok]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    text.push('\n');
+    let file = write(&dir, "over.tgc", &text);
+    let e = assert_user_error(&tgc(&["check", &file]), &format!("{file}:1:1"), "ResourceExceeded");
+    assert!(e.contains("MAX_SOURCE_BYTES"), "{e}");
+}
+
+/// `tgc run --max-memory`: a budget of exactly the bytes the run holds
+/// (every node's value) runs, one byte less is `ResourceExceeded` at the
+/// expression of the largest tensor, before anything is allocated.
+#[test]
+fn the_run_budget_holds_at_its_value() {
+    let dir = temp("hostile-budget");
+    // x: 4 B, reshape: 4 B, expand: 4·1024 B, add: 4·1024 B.
+    let file = write(
+        &dir,
+        "budget.tgc",
+        "graph main(x: f32[1]) -> (y: f32[32, 32]) {\n    e = expand(reshape(x, [1, 1]), [32, 32])\n    y = e + e\n    return y\n}\n",
+    );
+    let input = one_input(&dir);
+    let out = dir.join("out");
+    let run = |budget: &str| {
+        tgc(&[
+            "run",
+            &file,
+            "--backend",
+            "interp",
+            "--input",
+            &input,
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--max-memory",
+            budget,
+        ])
+    };
+    let need = 4 + 4 + 2 * 4 * 1024;
+    let o = run(&need.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = assert_user_error(&run(&(need - 1).to_string()), &format!("{file}:2:9"), "ResourceExceeded");
+    assert!(e.contains(&format!("needs up to {need} bytes")), "{e}");
+    let o = run("1T");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`1T` is not a byte count"), "{}", stderr(&o));
+}

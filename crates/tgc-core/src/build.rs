@@ -396,9 +396,9 @@ type CompiledKernel = (api::KernelModule, crate::tiny::Graph, Vec<BTreeMap<Strin
 /// The kernel's module, and its graph and ShapeSet points.
 fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<CompiledKernel, BuildError> {
     let graph_err = |diagnostic: Diagnostic| BuildError::Graph { file: file.to_path_buf(), diagnostic };
-    let bytes =
-        std::fs::read(file).map_err(|source| BuildError::Io { action: "read", path: file.to_path_buf(), source })?;
-    let text = crate::diag::decode_source(bytes).map_err(graph_err)?;
+    let text = crate::diag::read_source(file)
+        .map_err(|source| BuildError::Io { action: "read", path: file.to_path_buf(), source })?
+        .map_err(graph_err)?;
     let loaded = pipeline::load(&text, Format::of(file, &text), k.entry.as_deref()).map_err(graph_err)?;
     let mut points = Vec::new();
     for p in &k.shapes {

@@ -204,6 +204,33 @@ pub fn span_of(text: &str, start: usize, end: usize) -> Span {
     Span { line: line as u32, col: col as u32, start: start as u32, end: end.max(start) as u32, token: None }
 }
 
+/// Bytes of one graph source file, DSL or JSON (64 MiB: a 100,000-node
+/// Tiny IR JSON graph is about 10 MiB). [`read_source`] reads no more.
+pub const MAX_SOURCE_BYTES: u64 = 1 << 26;
+
+/// Reads the graph file at `path` — at most [`MAX_SOURCE_BYTES`] of it, so
+/// a huge file or an endless stream is never loaded — and decodes it with
+/// [`decode_source`]. The one reader of graph files: the CLI, the build
+/// helper and `kernel!` call it.
+///
+/// Errors: the outer `io::Error` when the file cannot be opened or read;
+/// the inner diagnostic is `ResourceExceeded` at 1:1 for a longer file, or
+/// [`decode_source`]'s.
+pub fn read_source(path: &std::path::Path) -> std::io::Result<DResult<String>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        let d = crate::diag!(
+            ResourceExceeded,
+            "the file is longer than {} MiB (diag::MAX_SOURCE_BYTES): split the graph into several files",
+            MAX_SOURCE_BYTES >> 20
+        );
+        return Ok(Err(d.at(span_of("", 0, 0))));
+    }
+    Ok(decode_source(bytes))
+}
+
 /// The text of a graph file read as bytes: UTF-8, or a `SyntaxError` at the
 /// line and column of the first byte that is not (`DSL.md`: sources are
 /// UTF-8).

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
-use crate::tiny::{self, BinaryOp, Graph, Op, ReduceOp};
+use crate::tiny::{self, BinaryOp, Graph, NodeId, Op, ReduceOp};
 use crate::{diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
 
@@ -467,6 +467,54 @@ pub fn sample_inputs(g: &Graph) -> DResult<Vec<HostTensor>> {
                 .map_err(|e| diag!(Io, "input `{}`: {e}", g.node(id).label))
         })
         .collect()
+}
+
+/// The default budget of [`check_run_bytes`]: 64 GiB of tensors for one
+/// run (`tgc run --max-memory` sets another).
+pub const MAX_RUN_BYTES: u64 = 1 << 36;
+
+/// The bytes of every node's value of the bound graph `g` together: what
+/// the reference interpreter holds at most, and an upper bound for the
+/// backends (which keep fused intermediates in registers and scratch
+/// rows). `tgc run` checks it against its budget before any backend
+/// allocates, so that a run too large for the budget stops with a message
+/// instead of an allocation failure, or a kill by the operating system
+/// once over-committed pages are touched.
+///
+/// Errors: `ResourceExceeded` at the largest node when the total exceeds
+/// `budget` bytes; `UnboundSymbol` for a graph that is not bound.
+pub fn check_run_bytes(g: &Graph, budget: u64) -> DResult<u64> {
+    let mut total: u128 = 0;
+    let mut largest: Option<(u128, NodeId)> = None;
+    for id in g.ids() {
+        let mut n: u128 = g.dtype(id).size_bytes() as u128;
+        for d in g.shape(id) {
+            let v = d
+                .as_int()
+                .ok_or_else(|| diag!(UnboundSymbol, "`{d}` is not bound").on_node(g.node(id).label.clone()))?;
+            n = n.saturating_mul(v.max(0) as u128);
+        }
+        total = total.saturating_add(n);
+        if largest.is_none_or(|(m, _)| n > m) {
+            largest = Some((n, id));
+        }
+    }
+    match largest {
+        Some((bytes, id)) if total > budget as u128 => {
+            let node = g.node(id);
+            Err(diag!(
+                ResourceExceeded,
+                "the run needs up to {total} bytes of tensors, more than the budget of {budget} bytes (`--max-memory`, \
+                 default {} GiB); the largest is this {} of shape [{}] ({bytes} bytes)",
+                MAX_RUN_BYTES >> 30,
+                node.op.name(),
+                g.shape(id).iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            )
+            .or_at(node.span)
+            .on_node(node.label.clone()))
+        }
+        _ => Ok(total.min(u64::MAX as u128) as u64),
+    }
 }
 
 /// Runs a fully bound graph on the reference interpreter.

@@ -24,7 +24,7 @@ pub fn gemm() -> Graph {
     let r = g.reduce(ReduceOp::Sum, p, &[2], DType::F32).unwrap();
     let c = g.cast(r, DType::F16).unwrap();
     g.outputs.push(Output { name: "C".into(), node: c });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     g
 }
 
@@ -49,7 +49,7 @@ pub fn gemm_bias_relu(dt: DType, m: &str, n: &str, k: &str) -> Graph {
     let y = g.binary(BinaryOp::Add, c, be).unwrap();
     let r = g.unary(UnaryOp::Relu, y).unwrap();
     g.outputs.push(Output { name: "Y".into(), node: r });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     g
 }
 

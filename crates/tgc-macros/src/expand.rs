@@ -133,9 +133,9 @@ fn load(inv: &Invocation) -> Result<(Graph, Option<String>), TokenStream> {
         GraphSource::File { path, span } => {
             let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
             let full = std::path::Path::new(&dir).join(path);
-            let bytes =
-                std::fs::read(&full).map_err(|e| error(*span, &format!("cannot read {}: {e}", full.display())))?;
-            let text = tgc_core::diag::decode_source(bytes).map_err(|d| error(*span, &d.render(path)))?;
+            let text = tgc_core::diag::read_source(&full)
+                .map_err(|e| error(*span, &format!("cannot read {}: {e}", full.display())))?
+                .map_err(|d| error(*span, &d.render(path)))?;
             let g = pipeline::load(&text, Format::of(&full, &text), None)
                 .map_err(|d: Diagnostic| error(*span, &d.render(path)))?;
             Ok((g.graph, Some(full.display().to_string())))

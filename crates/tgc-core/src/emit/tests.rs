@@ -136,7 +136,7 @@ fn elementwise_chain_with_broadcast() {
     for (name, node) in [("q", out0), ("i", out1), ("b", out2)] {
         g.outputs.push(Output { name: name.into(), node });
     }
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let lib = compile(&g);
     assert!(lib.c_src.contains("malloc"), "the shared product is materialised:\n{}", lib.c_src);
     for (r, c) in [(1, 1), (3, 7), (4, 129)] {
@@ -186,7 +186,7 @@ fn epilogue_through_permute_and_reshape() {
     let b2 = g.expand(b2, &[Dim::sym(m), bn]).unwrap();
     let y = g.binary(BinaryOp::Add, t, b2).unwrap();
     g.outputs.push(Output { name: "y".into(), node: y });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let lib = compile(&g);
     assert!(!lib.c_src.contains("malloc"), "one kernel, no buffer for the product:\n{}", lib.c_src);
     for (bv, mv, kv, nv) in [(1, 1, 1, 1), (2, 3, 5, 4), (3, 2, 7, 5)] {
@@ -240,7 +240,7 @@ fn softmax_like_reduce_with_fan_out() {
     let sb = g.expand(s1, &rc).unwrap();
     let y = g.binary(BinaryOp::Fdiv, e, sb).unwrap();
     g.outputs.push(Output { name: "y".into(), node: y });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let lib = compile(&g);
     // Max, exp2, sum and div in one row group: one nest over the rows, the
     // exponentials held one row at a time (no tensor-sized temporary).
@@ -284,7 +284,7 @@ fn pad_shrink_flip_permute_chain_feeds_binary_and_reduce() {
     for (name, node) in [("prod", prod), ("sum", sum), ("t", t)] {
         g.outputs.push(Output { name: name.into(), node });
     }
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let lib = compile(&g);
     for (h, w) in [(1, 1), (4, 3), (7, 6)] {
         let (a_n, b_n) = (w + 1, (h + 4) / 2);
@@ -328,7 +328,7 @@ fn outputs_copies_scalars_and_integer_reductions() {
     for (name, node) in outs {
         g.outputs.push(Output { name: name.into(), node });
     }
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let lib = compile(&g);
     for n in [1usize, 9] {
         let xs = data(51, n, -3.0, 3.0, DType::F32);
@@ -355,7 +355,7 @@ fn dims_breaking_a_constraint_are_refused() {
     let r = g.reshape(x, &shape(&["G", "R"])).unwrap();
     let n = g.unary(UnaryOp::Neg, r).unwrap();
     g.outputs.push(Output { name: "y".into(), node: n });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let lib = compile(&g);
     let xs = data(61, 6, -1.0, 1.0, DType::F32);
     let (c, r) = lib.run(std::slice::from_ref(&xs), &[6, 2, 3]);
@@ -487,7 +487,7 @@ fn padded_row_max_snapshots() {
     let r = g.reduce(ReduceOp::Max, p, &[1], DType::F32).unwrap();
     let y = g.unary(UnaryOp::Relu, r).unwrap();
     g.outputs.push(Output { name: "y".into(), node: y });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let c = super::c::emit_c(&g, "rowmax").unwrap();
     expect_test::expect![[r#"
         /* k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register */

@@ -36,6 +36,7 @@ use super::lexer::{lex, Token, TokenKind};
 use crate::diag;
 use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
+use crate::tiny::graph::MAX_SYMBOLS;
 
 /// Words that cannot name a graph, value, symbol or keyword argument
 /// (`DSL.md`; `spec/004`, 予約語).
@@ -197,6 +198,14 @@ fn graph_def(p: &mut Parser) -> PResult<GraphDef> {
     let span = p.expect_word("graph")?;
     let syms =
         if p.eat(&TokenKind::Lt).is_some() { comma_list(p, TokenKind::Gt, "symbol", sym_decl)? } else { Vec::new() };
+    if let Some(s) = syms.get(MAX_SYMBOLS) {
+        return Err(diag!(
+            ResourceExceeded,
+            "symbol `{}` is one more than the {MAX_SYMBOLS} symbols a graph may declare (tiny::graph::MAX_SYMBOLS)",
+            s.name.name
+        )
+        .at(s.name.span));
+    }
     check_unique(syms.iter().map(|s| &s.name), "symbol")?;
     let name = ident(p, "a graph name")?;
     p.expect(&TokenKind::LParen, "after the graph name")?;

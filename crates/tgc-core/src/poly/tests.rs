@@ -54,7 +54,7 @@ pub(super) fn load_spec(file: &str, dims: &[(&str, i64)]) -> Graph {
 
 pub(super) fn output(g: &mut Graph, name: &str, node: crate::tiny::NodeId) {
     g.outputs.push(Output { name: name.into(), node });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
 }
 
 #[test]

@@ -12,6 +12,25 @@ use crate::DType;
 use super::infer::{infer, Constraint, TensorType};
 use super::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
+/// Nodes of one graph, inlined subgraphs and op decompositions included
+/// (2^18 = 262,144). Every pass is linear or close to it in the node count
+/// (`scripts/bench_compile.sh`); the bound keeps a hostile graph from
+/// holding the compiler for minutes. [`Graph::push`] refuses the node past
+/// it with `ResourceExceeded` at that node's statement.
+pub const MAX_NODES: usize = 1 << 18;
+
+/// Axes of one tensor. Generated code indexes with one loop per axis and
+/// the Poly-View gives each axis an isl dimension; no model needs more
+/// (ONNX models use at most 6). [`Graph::push`] refuses a node of a larger
+/// rank with `ResourceExceeded` at its statement.
+pub const MAX_RANK: usize = 16;
+
+/// Symbolic dimensions of one graph: each is an isl parameter of every
+/// Poly-View set and an entry of `dims` in generated code. The DSL parser,
+/// the JSON `symbols` list and [`Graph::declare_input_symbols`] refuse the
+/// symbol past it with `ResourceExceeded`.
+pub const MAX_SYMBOLS: usize = 64;
+
 /// Index of a node in its [`Graph`]; sources always have smaller ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub u32);
@@ -146,8 +165,20 @@ impl Graph {
 
     /// Adds a node after checking it with the rules of [`infer`]; errors carry
     /// the new node's label and the current span.
+    ///
+    /// Errors: those of [`infer`]; `ResourceExceeded` past [`MAX_NODES`]
+    /// nodes or [`MAX_RANK`] axes.
     pub fn push(&mut self, op: Op, src: Vec<NodeId>, dtype: Option<DType>, shape: Option<&[Dim]>) -> DResult<NodeId> {
         let label = format!("n{}", self.nodes.len());
+        if self.nodes.len() >= MAX_NODES {
+            return Err(diag!(
+                ResourceExceeded,
+                "the graph needs more than {MAX_NODES} Tiny IR nodes (tiny::graph::MAX_NODES): split it into graphs \
+                 run one after another"
+            )
+            .or_at(self.cur_span)
+            .on_node(label));
+        }
         for s in &src {
             if s.index() >= self.nodes.len() {
                 return Err(diag!(Internal, "source {} of a new node does not exist", s.0).on_node(label));
@@ -155,6 +186,16 @@ impl Graph {
         }
         let tys: Vec<&TensorType> = src.iter().map(|s| &self.nodes[s.index()].ty).collect();
         let (ty, cons) = infer(&op, &tys, dtype, shape).map_err(|e| e.or_at(self.cur_span).on_node(label.clone()))?;
+        if ty.shape.len() > MAX_RANK {
+            return Err(diag!(
+                ResourceExceeded,
+                "a {} of rank {} has more than {MAX_RANK} axes (tiny::graph::MAX_RANK)",
+                op.name(),
+                ty.shape.len()
+            )
+            .or_at(self.cur_span)
+            .on_node(label));
+        }
         let id = NodeId(self.nodes.len() as u32);
         let mut label = label;
         while self.find(&label).is_some() {
@@ -228,38 +269,38 @@ impl Graph {
     /// Declares every symbol that is not declared yet, in order of first use:
     /// input shapes first, then every node's shape, then the symbols that
     /// appear only in op arguments (`PAD` widths, `SHRINK` bounds, `VIEW` maps).
-    pub fn declare_input_symbols(&mut self) {
-        let mut names: Vec<String> = Vec::new();
-        for id in self.inputs() {
-            for d in self.shape(id) {
-                for s in d.symbols() {
-                    if !names.contains(&s) {
-                        names.push(s);
-                    }
-                }
+    ///
+    /// Errors: `ResourceExceeded` at the node that brings the count of
+    /// symbols past [`MAX_SYMBOLS`].
+    pub fn declare_input_symbols(&mut self) -> DResult<()> {
+        let uses =
+            self.inputs().into_iter().flat_map(|id| self.shape(id).iter().flat_map(Dim::symbols).map(move |s| (id, s)));
+        let shapes =
+            self.ids().flat_map(|id| self.node(id).ty.shape.iter().flat_map(Dim::symbols).map(move |s| (id, s)));
+        let args = self.ids().flat_map(|id| op_arg_symbols(&self.node(id).op).into_iter().map(move |s| (id, s)));
+        let mut names: Vec<String> = self.symbols.iter().map(|s| s.name.clone()).collect();
+        let mut seen: std::collections::HashSet<String> = names.iter().cloned().collect();
+        for (id, s) in uses.chain(shapes).chain(args) {
+            if seen.contains(&s) {
+                continue;
             }
-        }
-        for id in self.ids() {
-            for d in &self.node(id).ty.shape {
-                for s in d.symbols() {
-                    if !names.contains(&s) {
-                        names.push(s);
-                    }
-                }
+            if names.len() == MAX_SYMBOLS {
+                let n = self.node(id);
+                return Err(diag!(
+                    ResourceExceeded,
+                    "symbol `{s}` is one more than the {MAX_SYMBOLS} symbols a graph may have \
+                     (tiny::graph::MAX_SYMBOLS)"
+                )
+                .or_at(n.span)
+                .on_node(n.label.clone()));
             }
+            seen.insert(s.clone());
+            names.push(s);
         }
-        for id in self.ids() {
-            for s in op_arg_symbols(&self.node(id).op) {
-                if !names.contains(&s) {
-                    names.push(s);
-                }
-            }
+        for n in names.into_iter().skip(self.symbols.len()) {
+            self.symbols.push(Symbol { name: n, default: None });
         }
-        for n in names {
-            if !self.symbols.iter().any(|s| s.name == n) {
-                self.symbols.push(Symbol { name: n, default: None });
-            }
-        }
+        Ok(())
     }
 
     /// Values for the symbols: `given` first, then inferred from the shapes of

@@ -54,7 +54,7 @@ fn undecidable_reshape_becomes_a_constraint_checked_at_bind() {
     let x = g.input("x", DType::F32, &shape(&["C"])).unwrap();
     let r = g.reshape(x, &shape(&["G", "R"])).unwrap();
     g.outputs.push(Output { name: "y".into(), node: r });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     assert_eq!(g.constraints.len(), 1);
     let vals = |c, gg, r| -> BTreeMap<String, i64> {
         [("C", c), ("G", gg), ("R", r)].iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -81,4 +81,48 @@ fn dump_lists_every_node() {
     let text = text::dump(&gemm());
     assert!(text.contains("n8 = REDUCE(n7) SUM axes=[2] : fp32[M, N]"), "{text}");
     assert!(text.contains("output C = n9"));
+}
+
+/// `MAX_NODES`: the last node fits, the next is `ResourceExceeded` at the
+/// statement being built.
+#[test]
+fn the_node_limit_holds_at_its_value() {
+    let mut g = Graph::new("t");
+    for _ in 0..graph::MAX_NODES {
+        g.constant(1.0, DType::F32).unwrap();
+    }
+    let span = crate::diag::span_of("x", 0, 1);
+    g.cur_span = Some(span);
+    let e = g.constant(1.0, DType::F32).unwrap_err();
+    assert_eq!((e.name, e.span), (ErrorName::ResourceExceeded, Some(span)), "{e}");
+    assert!(e.message.contains("MAX_NODES"), "{e}");
+    assert_eq!(g.len(), graph::MAX_NODES);
+}
+
+/// `MAX_RANK`: a rank-16 tensor is built, one of rank 17 (an input or a
+/// reshape to it) is `ResourceExceeded`.
+#[test]
+fn the_rank_limit_holds_at_its_value() {
+    let mut g = Graph::new("t");
+    let ones = |n: usize| vec![Dim::int(1); n];
+    let x = g.input("x", DType::F32, &ones(graph::MAX_RANK)).unwrap();
+    assert_eq!(g.input("y", DType::F32, &ones(graph::MAX_RANK + 1)).unwrap_err().name, ErrorName::ResourceExceeded);
+    let e = g.reshape(x, &ones(graph::MAX_RANK + 1)).unwrap_err();
+    assert_eq!(e.name, ErrorName::ResourceExceeded, "{e}");
+    assert!(e.message.contains("RESHAPE of rank 17"), "{e}");
+}
+
+/// `MAX_SYMBOLS` for symbols found in shapes: 64 are declared, the 65th is
+/// `ResourceExceeded` at the node that uses it.
+#[test]
+fn the_symbol_limit_holds_for_symbols_found_in_shapes() {
+    let mut g = Graph::new("t");
+    for k in 0..graph::MAX_SYMBOLS {
+        g.input(&format!("x{k}"), DType::F32, &shape(&[&format!("S{k}")])).unwrap();
+    }
+    g.declare_input_symbols().unwrap();
+    assert_eq!(g.symbols.len(), graph::MAX_SYMBOLS);
+    g.input("last", DType::F32, &shape(&["T"])).unwrap();
+    let e = g.declare_input_symbols().unwrap_err();
+    assert_eq!((e.name, e.node.as_deref()), (ErrorName::ResourceExceeded, Some("n64")), "{e}");
 }

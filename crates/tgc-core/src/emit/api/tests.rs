@@ -104,7 +104,7 @@ fn sizes_are_checked_arithmetic_and_sizes_below_one_are_invalid_dims() {
     let x = g.input("x", DType::F32, &shape(&["H"])).unwrap();
     let y = g.shrink(x, &[Dim::int(1)], &[Dim::parse("H - 1").unwrap()], &[Dim::int(1)]).unwrap();
     g.outputs.push(Output { name: "y".into(), node: y });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     let m = kernel_module("trim", &g, &[], &Backend::Rust).unwrap();
     let checks = checks(&m.items);
     assert!(checks.contains("__c::positive(\"H - 2\", __c::add(Some(-2i64), Some(__dims[0])))?;"), "{checks}");
@@ -144,7 +144,7 @@ fn parameter_names_are_distinct_rust_identifiers() {
         last = Some(g.input(name, DType::F32, &shape(&["N"])).unwrap());
     }
     g.outputs.push(Output { name: "N".into(), node: last.unwrap() });
-    g.declare_input_symbols();
+    g.declare_input_symbols().unwrap();
     assert_eq!(param_names(&g), ["type_", "__dims_", "Some_", "x_0", "N", "TINY_IR_", "N_2", "N_3"]);
     let m = kernel_module("names", &g, &[], &Backend::Rust).unwrap();
     assert!(m.items.contains("pub fn run(type_: &[f32], __dims_: &[f32],"), "{}", m.items);

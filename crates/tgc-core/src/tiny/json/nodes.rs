@@ -9,7 +9,7 @@ use crate::diag;
 use crate::diag::{DResult, Span};
 use crate::sym::Dim;
 
-use super::super::graph::{Graph, NodeId, Output, Symbol};
+use super::super::graph::{Graph, NodeId, Output, Symbol, MAX_SYMBOLS};
 use super::super::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use super::build::{resolve_axes, Builder, Operand};
 use super::fields::Fields;
@@ -280,15 +280,21 @@ fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
             if g.symbols.iter().any(|s| s.name == name) {
                 return Err(diag!(SyntaxError, "symbol `{name}` is declared twice"));
             }
+            if g.symbols.len() == MAX_SYMBOLS {
+                return Err(diag!(
+                    ResourceExceeded,
+                    "`symbols[{k}]`: a graph may have at most {MAX_SYMBOLS} symbols (tiny::graph::MAX_SYMBOLS)"
+                ));
+            }
             g.symbols.push(Symbol { name: name.to_string(), default });
         }
         let declared = g.symbols.len();
-        g.declare_input_symbols();
+        g.declare_input_symbols()?;
         if let Some(s) = g.symbols.get(declared) {
             return Err(diag!(UnknownName, "symbol `{}` is used but not declared in `symbols`", s.name));
         }
     } else {
-        g.declare_input_symbols();
+        g.declare_input_symbols()?;
     }
     Ok(())
 }

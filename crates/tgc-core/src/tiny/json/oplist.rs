@@ -115,7 +115,7 @@ pub(super) fn load(root: &Fields, spans: &KeySpans) -> DResult<Graph> {
         .filter(|o| !consumed.contains(o.output))
         .map(|o| Output { name: o.output.to_string(), node: env[o.output] })
         .collect();
-    g.declare_input_symbols();
+    g.declare_input_symbols()?;
     Ok(g)
 }
 

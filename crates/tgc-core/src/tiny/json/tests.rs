@@ -328,3 +328,20 @@ fn op_list_reduce_accumulates_in_fp32_and_exp_is_exp2() {
     // `S` [M] meets `E` [M, N] through the keepdim rule.
     assert!(g.find("P.1.keepdim").is_some());
 }
+
+/// `MAX_SYMBOLS` for the `symbols` list: 64 load, the 65th is
+/// `ResourceExceeded` on its line.
+#[test]
+fn the_symbol_list_holds_at_most_max_symbols() {
+    let list = |n: usize| {
+        let syms: Vec<String> = (0..n).map(|k| format!("{{\"name\":\"S{k}\"}}")).collect();
+        format!(", \"symbols\": [\n{}, {{\"name\":\"M\"}}, {{\"name\":\"K\"}}\n]", syms.join(",\n"))
+    };
+    let max = crate::tiny::graph::MAX_SYMBOLS;
+    assert_eq!(load_json(&doc(&[A], &list(max - 2))).unwrap().symbols.len(), max);
+    let text = doc(&[A], &list(max - 1));
+    let e = err(&text);
+    assert_eq!(e.name, ErrorName::ResourceExceeded, "{e}");
+    let line = text.lines().position(|l| l.contains("\"name\":\"K\"")).unwrap() as u32 + 1;
+    assert_eq!(e.span.map(|s| s.line), Some(line), "{e}");
+}
