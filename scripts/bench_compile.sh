@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The compile-time benchmark (issue 18): `tgc compile` (C for the CPU, with
 # the Poly-View and region JSON it writes) on generated graphs of growing
-# size, with wall time, peak memory and the growth factor between sizes.
+# size, with wall time, peak memory and the growth factor between sizes,
+# and under each graph its stages as `tgc compile --timings` prints them
+# (seconds and peak resident MiB per stage).
 #
 #   bash scripts/bench_compile.sh [SIZE ...]      (default: 1000 10000)
 #
-# Families, each scaled to about SIZE Tiny IR nodes:
-#   ewise      y = x + x + … as SIZE statements `t = t + x`;
+# Families, each scaled to about SIZE Tiny IR nodes (two or three nodes per
+# statement, so that 100,000 nodes stay under the 65,536 statements of
+# frontend::to_tiny::MAX_INLINED_STATEMENTS):
+#   ewise      SIZE/2 statements `t = t * x + x`;
 #   movement   SIZE/3 links `t = reshape(permute(reshape(t, [2, 2]), [1, 0]), [4])`;
-#   conv       a conv2d followed by SIZE - 13 additions of its result;
+#   conv       a conv2d followed by (SIZE - 13)/2 statements `t = t * c + c`;
 #   layers     the MiniLM encoder layer of examples/minilm repeated until the
 #              graph has about SIZE nodes (one layer is about 190 nodes).
 # The node count printed is `tgc check`'s. A benchmark, not a test: times
@@ -34,13 +38,13 @@ weights = ("wq: f32[384, 384], bq: f32[384], wk: f32[384, 384], bk: f32[384], wv
            "wf: f32[384, 1536], bf: f32[384], g2: f32[384], b2: f32[384]")
 names = "wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, wi, bi, wf, bf, g2, b2"
 for n in sizes:
-    body = "".join("    t = t + x\n" for _ in range(n))
+    body = "".join("    t = t * x + x\n" for _ in range(max(1, n // 2)))
     open(f"{work}/ewise_{n}.tgc", "w").write(
         f"graph<N=4> main(x: f32[N]) -> (y: f32[N]) {{\n    t = x\n{body}    y = t\n    return y\n}}\n")
     body = "".join("    t = reshape(permute(reshape(t, [2, 2]), [1, 0]), [4])\n" for _ in range(max(1, n // 3)))
     open(f"{work}/movement_{n}.tgc", "w").write(
         f"graph main(x: f32[4]) -> (y: f32[4]) {{\n    t = x\n{body}    y = t\n    return y\n}}\n")
-    body = "".join("    t = t + c\n" for _ in range(max(1, n - 13)))
+    body = "".join("    t = t * c + c\n" for _ in range(max(1, (n - 13) // 2)))
     open(f"{work}/conv_{n}.tgc", "w").write(
         "graph<N=2> main(x: f32[N, 3, 32, 32], w: f32[8, 3, 3, 3], b: f32[8]) -> (y: f32[N, 8, 32, 32]) {\n"
         f"    c = conv2d(x, w, bias=b, stride=[1, 1], pad=[1, 1])\n    t = c\n{body}    y = t\n    return y\n}}\n")
@@ -57,11 +61,12 @@ for family in ewise movement conv layers; do
     for n in "${SIZES[@]}"; do
         file="$WORK/${family}_$n.tgc"
         nodes=$("$TGC" check "$file" | sed -n 's/.*, \([0-9]*\) Tiny IR nodes$/\1/p')
-        /usr/bin/time -f '%e %M' -o "$WORK/time" "$TGC" compile "$file" >/dev/null
+        /usr/bin/time -f '%e %M' -o "$WORK/time" "$TGC" compile "$file" --timings >/dev/null 2>"$WORK/stages"
         read -r secs kib <"$WORK/time"
         growth=""
         [ -z "$prev" ] || growth=$(awk -v a="$prev" -v b="$secs" 'BEGIN { if (a > 0) printf "%.1fx", b / a }')
         printf '%-9s %8s %8s %10s %10s %8s\n' "$family" "$n" "$nodes" "$secs" "$((kib / 1024))" "$growth"
+        sed -n '2,$ s/^/      /p' "$WORK/stages"
         prev="$secs"
     done
 done

@@ -85,6 +85,10 @@ pub enum Command {
         /// `<name>.cubin` and `plan.json`; and the dumps as `<stage>.txt`.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print each stage's wall time and peak resident memory to stderr
+        /// (loading, each artifact, each dump).
+        #[arg(long)]
+        timings: bool,
     },
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tgc_core::pipeline::{self, Loaded};
+use tgc_core::timings::Timings;
 use tgc_core::{Diagnostic, ErrorName};
 use tgc_runtime::HostTensor;
 
@@ -42,8 +43,13 @@ pub fn run(cli: Cli) -> Result<()> {
             let run = RunOptions { backend, tiles: &tiles, max_memory };
             run_graph(&graph, entry.as_deref(), &dims, &inputs, &output_dir, &run)
         }
-        Command::Compile { graph, entry, target, dims, dump, out } => {
-            compile(&graph, entry.as_deref(), target, &dims, &dump, out.as_deref())
+        Command::Compile { graph, entry, target, dims, dump, out, timings } => {
+            let mut t = Timings::default();
+            let result = compile(&graph, entry.as_deref(), target, &dims, &dump, out.as_deref(), &mut t);
+            if timings {
+                eprint!("{}", t.report());
+            }
+            result
         }
     }
 }
@@ -76,7 +82,8 @@ fn check(path: &Path, entry: Option<&str>, dump: &[String]) -> Result<()> {
     if dump.is_empty() {
         return Ok(());
     }
-    let artifacts = pipeline::compile_cpu(&loaded, &loaded.graph).map_err(|d| Failure::diag(path, &d))?;
+    let artifacts =
+        pipeline::compile_cpu(&loaded.graph, &mut Timings::default()).map_err(|d| Failure::diag(path, &d))?;
     for s in dump {
         let text = pipeline::dump_stage(s, &loaded, &loaded.graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;
         print!("=== {s} ===\n{text}");
@@ -222,6 +229,7 @@ fn compile(
     dims: &[String],
     dump: &[String],
     out: Option<&Path>,
+    timings: &mut Timings,
 ) -> Result<()> {
     if target == Target::Sm90 {
         return Err(Failure::user(
@@ -231,7 +239,7 @@ fn compile(
     for s in dump {
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
     }
-    let loaded = load(path, entry)?;
+    let loaded = timings.time("load (read, parse, lower to Tiny IR)", || load(path, entry))?;
     let mut given = parse_dims(dims)?;
     if target == Target::Sm80 {
         // A GPU kernel is compiled for concrete sizes: a symbol not given
@@ -255,9 +263,9 @@ fn compile(
         loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
     };
     if target == Target::Sm80 {
-        return compile_sm80(path, &loaded, &graph, dump, out);
+        return compile_sm80(path, &loaded, &graph, dump, out, timings);
     }
-    let artifacts = pipeline::compile_cpu(&loaded, &graph).map_err(|d| Failure::diag(path, &d))?;
+    let artifacts = pipeline::compile_cpu(&graph, timings).map_err(|d| Failure::diag(path, &d))?;
     if let Some(dir) = out {
         create_dir(dir)?;
         for (file, text) in &artifacts.files {
@@ -268,7 +276,9 @@ fn compile(
         }
     }
     for s in dump {
-        let text = pipeline::dump_stage(s, &loaded, &graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;
+        let text = timings
+            .time(&format!("dump {s}"), || pipeline::dump_stage(s, &loaded, &graph, &artifacts))
+            .map_err(|d| Failure::diag(path, &d))?;
         emit_dump(s, &text, out)?;
     }
     Ok(())
@@ -283,8 +293,11 @@ fn compile_sm80(
     graph: &tgc_core::tiny::Graph,
     dump: &[String],
     out: Option<&Path>,
+    timings: &mut Timings,
 ) -> Result<()> {
-    let gpu = pipeline::compile_gpu(graph, "sm80").map_err(|d| Failure::diag(path, &d))?;
+    let gpu = timings
+        .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, "sm80"))
+        .map_err(|d| Failure::diag(path, &d))?;
     if let Some(dir) = out {
         create_dir(dir)?;
         for (file, bytes) in gpu.files() {
@@ -294,13 +307,13 @@ fn compile_sm80(
     let mut cpu = None;
     for s in dump {
         let text = if pipeline::is_gpu_stage(s) {
-            pipeline::dump_gpu_stage(s, &gpu)
+            timings.time(&format!("dump {s}"), || pipeline::dump_gpu_stage(s, &gpu))
         } else {
             let artifacts = match &cpu {
                 Some(a) => a,
-                None => cpu.insert(pipeline::compile_cpu(loaded, graph).map_err(|d| Failure::diag(path, &d))?),
+                None => cpu.insert(pipeline::compile_cpu(graph, timings).map_err(|d| Failure::diag(path, &d))?),
             };
-            pipeline::dump_stage(s, loaded, graph, artifacts)
+            timings.time(&format!("dump {s}"), || pipeline::dump_stage(s, loaded, graph, artifacts))
         }
         .map_err(|d| Failure::diag(path, &d))?;
         emit_dump(s, &text, out)?;

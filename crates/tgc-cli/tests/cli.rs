@@ -373,6 +373,31 @@ fn compile_dumps_the_stages_that_exist() {
     assert!(dir.join("tiny.json").exists() && dir.join("tiny.txt").exists());
 }
 
+/// `compile --timings` prints every stage that ran, in order, with its
+/// seconds and peak memory, and a total, on stderr (stdout keeps the dumps).
+#[test]
+fn compile_timings_name_each_stage() {
+    let o = tgc(&["compile", "examples/graphs/gemm_bias_relu.tgc", "--timings", "--dump", "tiny"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("=== tiny ==="));
+    let e = stderr(&o);
+    let stages: Vec<&str> = e.lines().skip(1).map(|l| l.split("  ").next().unwrap_or("").trim()).collect();
+    assert_eq!(
+        stages,
+        [
+            "load (read, parse, lower to Tiny IR)",
+            "C source",
+            "tiny.json",
+            "region.json",
+            "poly_view.json",
+            "dump tiny",
+            "total"
+        ],
+        "{e}"
+    );
+    assert!(e.starts_with("stage") && e.contains("peak MiB"), "{e}");
+}
+
 /// `compile --out` writes the regions (`000` §12.4) and the Poly-View
 /// (§12.3) as JSON beside the C source; conv→relu→maxpool is one region
 /// whose conv is computed at the pool's reads.

@@ -18,6 +18,7 @@ pub mod plan;
 pub mod poly;
 pub mod region;
 pub mod sym;
+pub mod timings;
 pub mod tiny;
 
 #[cfg(test)]

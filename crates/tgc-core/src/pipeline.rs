@@ -18,6 +18,7 @@ use std::path::Path;
 use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
+use crate::timings::Timings;
 use crate::tiny::{self, BinaryOp, Graph, NodeId, Op, ReduceOp};
 use crate::{diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
@@ -170,17 +171,21 @@ pub struct Artifacts {
     pub notes: Vec<String>,
 }
 
-/// Generates the CPU artifacts of `g` (which may still have symbols).
-pub fn compile_cpu(loaded: &Loaded, g: &Graph) -> DResult<Artifacts> {
-    let _ = loaded;
+/// Generates the CPU artifacts of `g` (which may still have symbols),
+/// timing each in `timings`: the C source (IndexBook, regions, schedule,
+/// emission), `tiny.json`, `region.json` and `poly_view.json` (each of the
+/// last two builds the IndexBook again).
+pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
     let symbol = c_symbol(&g.name);
-    let c_source = emit::c::emit_c(g, &symbol)?;
+    let c_source = timings.time("C source", || emit::c::emit_c(g, &symbol))?;
+    let tiny_json = timings.time("tiny.json", || to_json(g));
+    let region_json = timings.time("region.json", || regions_json(g))?;
     let mut files = vec![
         (format!("{symbol}.c"), c_source.clone()),
-        ("tiny.json".to_string(), to_json(g)),
-        ("region.json".to_string(), regions_json(g)?),
+        ("tiny.json".to_string(), tiny_json),
+        ("region.json".to_string(), region_json),
     ];
-    let (poly, notes) = poly_view_artifact(g);
+    let (poly, notes) = timings.time("poly_view.json", || poly_view_artifact(g));
     files.extend(poly);
     Ok(Artifacts { files, c_source, notes })
 }

@@ -231,7 +231,7 @@ fn fail(case: &Case) -> Diagnostic {
     };
     let result = match case.step {
         Step::Load => panic_ok(case, "loaded"),
-        Step::Compile => pipeline::compile_cpu(&loaded, &loaded.graph).map(drop),
+        Step::Compile => pipeline::compile_cpu(&loaded.graph, &mut Default::default()).map(drop),
         Step::Plan => unreachable!("plan cases return above"),
         Step::Run(shape) => {
             let n: usize = shape.iter().product();

@@ -38,7 +38,8 @@ fn check_stages(path: &Path) {
     let text = std::fs::read_to_string(path).unwrap();
     let format = Format::of(path, &text);
     let loaded = pipeline::load(&text, format, None).unwrap_or_else(|d| panic!("{}", d.render(name)));
-    let artifacts = pipeline::compile_cpu(&loaded, &loaded.graph).unwrap_or_else(|d| panic!("{}", d.render(name)));
+    let artifacts =
+        pipeline::compile_cpu(&loaded.graph, &mut Default::default()).unwrap_or_else(|d| panic!("{}", d.render(name)));
     for &(stage, built) in pipeline::STAGES {
         // Region formation asks Poly Core only with feature `poly`; the
         // `region` and `c` snapshots are those of that build.
