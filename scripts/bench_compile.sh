@@ -7,9 +7,7 @@
 #
 #   bash scripts/bench_compile.sh [SIZE ...]      (default: 1000 10000)
 #
-# Families, each scaled to about SIZE Tiny IR nodes (two or three nodes per
-# statement, so that 100,000 nodes stay under the 65,536 statements of
-# frontend::to_tiny::MAX_INLINED_STATEMENTS):
+# Families, each scaled to about SIZE Tiny IR nodes:
 #   ewise      SIZE/2 statements `t = t * x + x`;
 #   movement   SIZE/3 links `t = reshape(permute(reshape(t, [2, 2]), [1, 0]), [4])`;
 #   conv       a conv2d followed by (SIZE - 13)/2 statements `t = t * c + c`;

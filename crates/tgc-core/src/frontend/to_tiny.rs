@@ -44,8 +44,9 @@ pub const MAX_DEPTH: usize = 10;
 /// Most statements one lowering may inline: subgraphs that call others
 /// several times grow exponentially with depth, and this rejects such a
 /// program (`Unsupported`) before building anything, instead of exhausting
-/// time and memory.
-pub const MAX_INLINED_STATEMENTS: usize = 1 << 16;
+/// time and memory. Each statement makes at least one Tiny IR node, so the
+/// bound is the graph's, [`crate::tiny::graph::MAX_NODES`].
+pub const MAX_INLINED_STATEMENTS: usize = crate::tiny::graph::MAX_NODES;
 
 /// Resolves and lowers `program`; `entry` picks the entry graph, else the
 /// only graph, else the one named `main`.
