@@ -93,12 +93,19 @@ fn a_movement_chain_composes_in_linear_time() {
     assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
 }
 
-/// Writes `x.npy` with one f32 1.0 in `dir` and returns `x=PATH`.
-fn one_input(dir: &Path) -> String {
-    let x = tgc_runtime::HostTensor::from_f64(tgc_runtime::DType::F32, &[1], &[1.0]).unwrap();
+/// Writes `x.npy` in `dir`, an f32 tensor of `shape` filled with `value`,
+/// and returns `x=PATH`.
+fn input(dir: &Path, shape: &[usize], value: f64) -> String {
+    let n = shape.iter().product();
+    let x = tgc_runtime::HostTensor::from_f64(tgc_runtime::DType::F32, shape, &vec![value; n]).unwrap();
     let file = dir.join("x.npy");
     tgc_runtime::npy::write_npy(&file, &x).unwrap();
     format!("x={}", file.display())
+}
+
+/// [`input`] of one f32 1.0.
+fn one_input(dir: &Path) -> String {
+    input(dir, &[1], 1.0)
 }
 
 /// 5. A 16 GiB output aborted `run --backend cpu` ("memory allocation …
@@ -241,13 +248,10 @@ fn the_rank_limit_holds_at_its_value() {
         let dims = vec!["1"; rank].join(", ");
         format!("graph main(x: f32[{dims}]) -> (y: f32[{dims}]) {{\n    y = x + x\n    return y\n}}\n")
     };
-    let x = tgc_runtime::HostTensor::from_f64(tgc_runtime::DType::F32, &[1; 16], &[1.5]).unwrap();
-    let input = dir.join("x.npy");
-    tgc_runtime::npy::write_npy(&input, &x).unwrap();
+    let x = input(&dir, &[1; 16], 1.5);
     let ok = write(&dir, "max.tgc", &graph(16));
     let out = dir.join("out");
-    let input_arg = format!("x={}", input.display());
-    let o = tgc(&["run", &ok, "--backend", "cpu", "--input", &input_arg, "--output-dir", out.to_str().unwrap()]);
+    let o = tgc(&["run", &ok, "--backend", "cpu", "--input", &x, "--output-dir", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let y = tgc_runtime::npy::read_npy(out.join("y.npy")).unwrap();
     assert_eq!((y.shape(), y.to_f64_vec()), (&[1; 16][..], vec![3.0]));
@@ -287,7 +291,7 @@ fn the_run_budget_holds_at_its_value() {
         "budget.tgc",
         "graph main(x: f32[1]) -> (y: f32[32, 32]) {\n    e = expand(reshape(x, [1, 1]), [32, 32])\n    y = e + e\n    return y\n}\n",
     );
-    let input = one_input(&dir);
+    let x = one_input(&dir);
     let out = dir.join("out");
     let run = |budget: &str| {
         tgc(&[
@@ -296,7 +300,7 @@ fn the_run_budget_holds_at_its_value() {
             "--backend",
             "interp",
             "--input",
-            &input,
+            &x,
             "--output-dir",
             out.to_str().unwrap(),
             "--max-memory",

@@ -199,6 +199,7 @@ fn atom_expr(a: &AffAtom) -> AffExpr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fuzz::gen::{Entropy, SplitMix64};
 
     fn e(s: &str) -> AffExpr {
         AffExpr::parse(s).unwrap()
@@ -236,13 +237,8 @@ mod tests {
     /// boxes evaluates to the true floor at every point.
     #[test]
     fn floordiv_agrees_with_floor_at_every_point() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |m: i64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % m as u64) as i64
-        };
+        let mut rng = SplitMix64::new(0x9e37_79b9_7f4a_7c15u64);
+        let mut next = |m: i64| rng.below(m as usize) as i64;
         for _ in 0..2000 {
             let ext = [Dim::int(1 + next(6)), Dim::int(1 + next(6))];
             let inner_q = Dim::int(1 + next(4));

@@ -8,6 +8,7 @@ use expect_test::expect;
 
 use super::*;
 use crate::diag::ErrorName;
+use crate::fuzz::gen::{Entropy, SplitMix64};
 use crate::index_book::{self, IndexBook};
 use crate::sym::Dim;
 use crate::test_graphs::{gemm, shape};
@@ -402,13 +403,8 @@ fn json_follows_12_3_and_round_trips() {
 /// image of random points is the IndexBook's own evaluation.
 #[test]
 fn random_movement_chains_read_inside_their_sources() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |n: i64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as i64
-    };
+    let mut rng = SplitMix64::new(0x2545_f491_4f6c_dd1du64);
+    let mut next = |n: i64| rng.below(n as usize) as i64;
     let ctx = Ctx::new();
     for _ in 0..60 {
         let mut g = Graph::new("random");
