@@ -11,10 +11,10 @@ use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
 use crate::sym::Dim;
-use crate::tiny::{Graph, NodeId};
+use crate::tiny::{Graph, NodeId, Op};
 
 use super::simplify::{always_holds, simplify};
-use super::{Access, Constr, IndexBook, Piece, MAX_INDEX_ATOMS, MAX_PIECES};
+use super::{reshape, Access, Constr, IndexBook, Piece, MAX_INDEX_ATOMS, MAX_PIECES};
 
 /// A source index and the guards under which the source is read.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +64,12 @@ pub fn compose(index: &[AffExpr], access: &Access, extents: &[Dim]) -> DResult<C
 /// Follows the movement nodes from `node`, read at `index`, down to the first
 /// value that is not a movement, composing maps and accumulating guards.
 ///
+/// A run of consecutive `RESHAPE`s is crossed in one step, through the
+/// reshape from the run's first source to its last value: both linearise
+/// row-major, so the map is the same, and it stays as small as one reshape
+/// however many shapes lie between (composing them one at a time nests a
+/// floor division per step, which [`simplify`] cannot always fold).
+///
 /// Errors: `ResourceExceeded` when the composed index grows past
 /// [`MAX_INDEX_ATOMS`] (a chain that [`simplify`] cannot fold);
 /// `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up,
@@ -77,6 +83,19 @@ pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, ext
             .get(cur.src)
             .and_then(|i| i.inputs.first())
             .ok_or_else(|| diag!(Internal, "the IndexBook has no access for movement node {}", n.label))?;
+        let run;
+        let access = match reshape_run(g, cur.src) {
+            Some(first) => {
+                run = Access {
+                    src: first,
+                    map: reshape::reshape_map(g.shape(first), &n.ty.shape)
+                        .ok_or_else(|| diag!(Internal, "RESHAPE `{}` has a size ≤ 0", n.label))?,
+                    guard: Vec::new(),
+                };
+                &run
+            }
+            None => access,
+        };
         let step = compose(&cur.index, access, extents)?;
         cur.guard.extend(step.guard);
         if cur.guard.len() > MAX_PIECES {
@@ -105,4 +124,20 @@ pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, ext
         cur.index = step.index;
     }
     Ok(cur)
+}
+
+/// When `node` is a `RESHAPE` of a `RESHAPE`, the source of the run's first
+/// `RESHAPE`; `None` otherwise (the book's one-step access is then the map).
+fn reshape_run(g: &Graph, node: NodeId) -> Option<NodeId> {
+    let src_of_reshape = |id: NodeId| match g.node(id).op {
+        Op::Reshape => g.node(id).src.first().copied(),
+        _ => None,
+    };
+    let mut first = src_of_reshape(node)?;
+    let mut steps = 0;
+    while let Some(s) = src_of_reshape(first) {
+        first = s;
+        steps += 1;
+    }
+    (steps > 0).then_some(first)
 }

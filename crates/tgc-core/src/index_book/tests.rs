@@ -315,3 +315,31 @@ fn verifier_rejects_a_corrupted_book() {
     let e = corrupt(&|b| b.get_mut(n(2)).unwrap().axes[1].kind = AxisKind::Iter);
     assert!(e.iter().any(|d| d.message.contains("kinds")), "{e:?}");
 }
+
+/// A run of reshapes is one reshape from the run's first source: the chase
+/// reads `x` through the direct map, whatever shapes lie between. Found by
+/// the `graphs` fuzz target, where [4,24]→[6,8,2]→[2,8,2,3]→[6,4,4] composed
+/// step by step into an index past [`MAX_INDEX_ATOMS`].
+#[test]
+fn reshape_runs_chase_as_one_reshape() {
+    let shapes: [&[i64]; 8] = [&[4, 24], &[6, 8, 2], &[2, 8, 2, 3], &[6, 4, 4], &[3, 32], &[2, 3, 16], &[16, 6], &[96]];
+    let mut g = Graph::new("reshapes");
+    let x = g.input("x", DType::F32, &ints(shapes[0])).unwrap();
+    let mut t = x;
+    for _ in 0..4 {
+        for s in &shapes[1..] {
+            t = g.reshape(t, &ints(s)).unwrap();
+        }
+        t = g.reshape(t, &ints(shapes[0])).unwrap();
+    }
+    let t = g.reshape(t, &ints(&[6, 4, 4])).unwrap();
+    let b = book_of(&g);
+    let ext = g.shape(t).to_vec();
+    let c = chase(&g, &b, t, (0..3).map(AffExpr::var).collect(), &ext).unwrap();
+    assert_eq!(c.src, x);
+    assert!(c.guard.is_empty());
+    for q in points(&[6, 4, 4]) {
+        let l = q[0] * 16 + q[1] * 4 + q[2];
+        assert_eq!(eval_all(&c.index, &q, &|_| None), vec![l / 24, l % 24], "{q:?}");
+    }
+}
