@@ -8,7 +8,7 @@
 //! | `Access.map` | a read map `S_v[i…] -> src[map]` on the domain |
 //! | `Access.guard` (`PAD` pieces) | the read's domain restricted to every `valid`; each `otherwise` a [`Fill`] |
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::diag;
 use crate::diag::DResult;
@@ -36,11 +36,13 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
     }
     let params = Params::new(&symbols(g));
     let mut names: Vec<String> = Vec::with_capacity(g.len());
+    let mut taken: HashSet<String> = HashSet::with_capacity(g.len());
     for id in g.ids() {
         // `S_…` names statements: a tensor must not look like one.
         let label = &g.node(id).label;
         let base = if label.starts_with("S_") { format!("T{label}") } else { label.clone() };
-        let name = isl_name(&base, &|n| names.iter().any(|m| m == n));
+        let name = isl_name(&base, &|n| taken.contains(n));
+        taken.insert(name.clone());
         names.push(name);
     }
     let context = ctx.set(&context_text(g, &params)).map_err(internal)?;

@@ -137,7 +137,8 @@ impl Graph {
         let mut out = vec![Vec::new(); self.nodes.len()];
         for id in self.ids() {
             for &s in &self.node(id).src {
-                if !out[s.index()].contains(&id) {
+                // Ids are visited in order, so a repeat is the list's last.
+                if out[s.index()].last() != Some(&id) {
                     out[s.index()].push(id);
                 }
             }
