@@ -307,7 +307,9 @@ impl Lowerer<'_> {
                 b: Box::new(operand(cx, 2)?),
             },
             _ if n.op.is_movement() => {
-                let c = index_book::chase(g, self.book, v, idx.to_vec(), &cx.extents)?;
+                let c = index_book::chase(g, self.book, v, idx.to_vec(), &cx.extents, &|s| {
+                    self.buf_of[s.index()].is_some()
+                })?;
                 let outer = cx.guard.len();
                 cx.guard.extend(c.guard.iter().flat_map(|p| p.valid.iter().cloned()));
                 let e = self.value(cx, c.src, &c.index);

@@ -62,7 +62,9 @@ pub fn compose(index: &[AffExpr], access: &Access, extents: &[Dim]) -> DResult<C
 }
 
 /// Follows the movement nodes from `node`, read at `index`, down to the first
-/// value that is not a movement, composing maps and accumulating guards.
+/// value that is not a movement or is `stored` (has a buffer of its own),
+/// composing maps and accumulating guards. `node` itself is stepped through
+/// even when stored: a kernel storing a movement reads through it.
 ///
 /// A run of consecutive `RESHAPE`s is crossed in one step, through the
 /// reshape from the run's first source to its last value: both linearise
@@ -71,33 +73,25 @@ pub fn compose(index: &[AffExpr], access: &Access, extents: &[Dim]) -> DResult<C
 /// floor division per step, which [`simplify`] cannot always fold).
 ///
 /// Errors: `ResourceExceeded` when the composed index grows past
-/// [`MAX_INDEX_ATOMS`] (a chain that [`simplify`] cannot fold);
+/// [`MAX_INDEX_ATOMS`] (a chain that [`simplify`] cannot fold; region
+/// formation stores such chains part way, [`fold`]);
 /// `ExcessivePiecewise` when more than [`MAX_PIECES`] guards pile up,
 /// reported at `node` (the value whose access is too fragmented); `Internal` when the
 /// book lacks a node or a movement node has no access.
-pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, extents: &[Dim]) -> DResult<Chased> {
+pub fn chase(
+    g: &Graph,
+    book: &IndexBook,
+    node: NodeId,
+    index: Vec<AffExpr>,
+    extents: &[Dim],
+    stored: &dyn Fn(NodeId) -> bool,
+) -> DResult<Chased> {
     let mut cur = Chased { src: node, index, guard: Vec::new() };
     while cur.src.index() < g.len() && g.node(cur.src).op.is_movement() {
         let n = g.node(cur.src);
-        let access = book
-            .get(cur.src)
-            .and_then(|i| i.inputs.first())
-            .ok_or_else(|| diag!(Internal, "the IndexBook has no access for movement node {}", n.label))?;
-        let run;
-        let access = match reshape_run(g, cur.src) {
-            Some(first) => {
-                run = Access {
-                    src: first,
-                    map: reshape::reshape_map(g.shape(first), &n.ty.shape)
-                        .ok_or_else(|| diag!(Internal, "RESHAPE `{}` has a size ≤ 0", n.label))?,
-                    guard: Vec::new(),
-                };
-                &run
-            }
-            None => access,
-        };
-        let step = compose(&cur.index, access, extents)?;
-        cur.guard.extend(step.guard);
+        let access = step(g, book, cur.src, stored)?;
+        let composed = compose(&cur.index, &access, extents)?;
+        cur.guard.extend(composed.guard);
         if cur.guard.len() > MAX_PIECES {
             return Err(diag!(
                 ExcessivePiecewise,
@@ -108,7 +102,7 @@ pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, ext
             )
             .at_node(g.node(node)));
         }
-        let atoms: usize = step.index.iter().map(AffExpr::atom_count).sum();
+        let atoms = atom_count(&composed.index);
         if atoms > MAX_INDEX_ATOMS {
             return Err(diag!(
                 ResourceExceeded,
@@ -121,23 +115,73 @@ pub fn chase(g: &Graph, book: &IndexBook, node: NodeId, index: Vec<AffExpr>, ext
             .at_node(g.node(node)));
         }
         cur.src = access.src;
-        cur.index = step.index;
+        cur.index = composed.index;
+        if stored(cur.src) {
+            break;
+        }
     }
     Ok(cur)
 }
 
-/// When `node` is a `RESHAPE` of a `RESHAPE`, the source of the run's first
-/// `RESHAPE`; `None` otherwise (the book's one-step access is then the map).
-fn reshape_run(g: &Graph, node: NodeId) -> Option<NodeId> {
+/// The atoms of an index, summed over its axes.
+pub fn atom_count(index: &[AffExpr]) -> usize {
+    index.iter().map(AffExpr::atom_count).sum()
+}
+
+/// The movement `node`'s access as [`chase`] crosses it: the book's, or for
+/// a `RESHAPE` of a `RESHAPE`, the one reshape from the first source of the
+/// run (which stops at a `stored` value).
+fn step(g: &Graph, book: &IndexBook, node: NodeId, stored: &dyn Fn(NodeId) -> bool) -> DResult<Access> {
+    let n = g.node(node);
+    let access = book
+        .get(node)
+        .and_then(|i| i.inputs.first())
+        .ok_or_else(|| diag!(Internal, "the IndexBook has no access for movement node {}", n.label))?;
+    let Some(first) = reshape_run(g, node, stored) else { return Ok(access.clone()) };
+    let map = reshape::reshape_map(g.shape(first), &n.ty.shape)
+        .ok_or_else(|| diag!(Internal, "RESHAPE `{}` has a size ≤ 0", n.label))?;
+    Ok(Access { src: first, map, guard: Vec::new() })
+}
+
+/// When `node` is a `RESHAPE` of an unstored `RESHAPE`, the source of the
+/// run's first `RESHAPE`; `None` otherwise.
+fn reshape_run(g: &Graph, node: NodeId, stored: &dyn Fn(NodeId) -> bool) -> Option<NodeId> {
     let src_of_reshape = |id: NodeId| match g.node(id).op {
-        Op::Reshape => g.node(id).src.first().copied(),
+        Op::Reshape if !stored(id) => g.node(id).src.first().copied(),
         _ => None,
     };
-    let mut first = src_of_reshape(node)?;
+    let Op::Reshape = g.node(node).op else { return None };
+    let mut first = *g.node(node).src.first()?;
     let mut steps = 0;
     while let Some(s) = src_of_reshape(first) {
         first = s;
         steps += 1;
     }
     (steps > 0).then_some(first)
+}
+
+/// One step of a bottom-up fold of movement chains: `node`'s access through
+/// the chain below it, given `folded`, the same for earlier nodes (`None`
+/// where a node is not an unstored movement). The map is over `node`'s
+/// variables, its guards consumer side first.
+///
+/// Region formation folds every movement in node order, in time linear in
+/// the graph, to find the chains whose composed index grows (and stores
+/// them part way) before any kernel chases them.
+///
+/// Errors: `Internal` when the book lacks `node`.
+pub fn fold(
+    g: &Graph,
+    book: &IndexBook,
+    node: NodeId,
+    folded: &[Option<Access>],
+    stored: &dyn Fn(NodeId) -> bool,
+) -> DResult<Access> {
+    let own = step(g, book, node, stored)?;
+    let below = if stored(own.src) { None } else { folded.get(own.src.index()).and_then(Option::as_ref) };
+    let Some(below) = below else { return Ok(own) };
+    let composed = compose(&own.map, below, g.shape(node))?;
+    let mut guard = own.guard;
+    guard.extend(composed.guard);
+    Ok(Access { src: below.src, map: composed.index, guard })
 }

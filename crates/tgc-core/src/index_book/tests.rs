@@ -94,12 +94,12 @@ fn chased_gemm_operands_are_plain_affine_reads() {
     let b = book_of(&g);
     let ext = shape(&["M", "N", "K"]);
     let idx: Vec<AffExpr> = (0..3).map(AffExpr::var).collect();
-    let a = chase(&g, &b, crate::tiny::NodeId(5), idx.clone(), &ext).unwrap();
+    let a = chase(&g, &b, crate::tiny::NodeId(5), idx.clone(), &ext, &|_| false).unwrap();
     assert_eq!(
         (a.src.0, a.index.iter().map(|e| e.to_string()).collect::<Vec<_>>()),
         (0, vec!["i0".into(), "i2".into()])
     );
-    let w = chase(&g, &b, crate::tiny::NodeId(6), idx, &ext).unwrap();
+    let w = chase(&g, &b, crate::tiny::NodeId(6), idx, &ext, &|_| false).unwrap();
     assert_eq!(
         (w.src.0, w.index.iter().map(|e| e.to_string()).collect::<Vec<_>>()),
         (1, vec!["i2".into(), "i1".into()])
@@ -223,7 +223,7 @@ fn chased_movement_chain_matches_step_by_step_semantics() {
     let sh0 = g.shape(s)[0].eval(&bind).unwrap();
     let ext = g.shape(t).to_vec();
     let idx: Vec<AffExpr> = (0..2).map(AffExpr::var).collect();
-    let c = chase(&g, &b, t, idx, &ext).unwrap();
+    let c = chase(&g, &b, t, idx, &ext, &|_| false).unwrap();
     assert_eq!(c.src, x);
     for q in points(&out) {
         // permute, flip, shrink, pad by hand
@@ -247,7 +247,7 @@ fn too_many_pieces_is_excessive_piecewise() {
     }
     let b = book_of(&g);
     let ext = g.shape(x).to_vec();
-    let e = chase(&g, &b, x, vec![AffExpr::var(0)], &ext).unwrap_err();
+    let e = chase(&g, &b, x, vec![AffExpr::var(0)], &ext, &|_| false).unwrap_err();
     assert_eq!(e.name, ErrorName::ExcessivePiecewise);
 }
 
@@ -269,14 +269,14 @@ fn composed_indices_stay_below_the_atom_limit() {
     };
     let (g, t) = chain(40, 2, 3);
     let b = book_of(&g);
-    let e = chase(&g, &b, t, vec![AffExpr::var(0)], &ints(&[6])).unwrap_err();
+    let e = chase(&g, &b, t, vec![AffExpr::var(0)], &ints(&[6]), &|_| false).unwrap_err();
     assert_eq!(e.name, ErrorName::ResourceExceeded);
     assert_eq!(e.node.as_deref(), Some(g.node(t).label.as_str()));
     assert!(e.message.contains(&format!("the limit is {MAX_INDEX_ATOMS}")), "{}", e.message);
 
     let (g, t) = chain(40, 2, 2);
     let b = book_of(&g);
-    let c = chase(&g, &b, t, vec![AffExpr::var(0)], &ints(&[4])).unwrap();
+    let c = chase(&g, &b, t, vec![AffExpr::var(0)], &ints(&[4]), &|_| false).unwrap();
     assert_eq!((c.src, c.index), (NodeId(0), vec![AffExpr::var(0)]));
 }
 
@@ -335,7 +335,7 @@ fn reshape_runs_chase_as_one_reshape() {
     let t = g.reshape(t, &ints(&[6, 4, 4])).unwrap();
     let b = book_of(&g);
     let ext = g.shape(t).to_vec();
-    let c = chase(&g, &b, t, (0..3).map(AffExpr::var).collect(), &ext).unwrap();
+    let c = chase(&g, &b, t, (0..3).map(AffExpr::var).collect(), &ext, &|_| false).unwrap();
     assert_eq!(c.src, x);
     assert!(c.guard.is_empty());
     for q in points(&[6, 4, 4]) {

@@ -33,7 +33,7 @@
 
 use crate::affine::AffExpr;
 use crate::diag;
-use crate::diag::DResult;
+use crate::diag::{DResult, ErrorName};
 use crate::index_book::{chase, compose, IndexBook};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp};
 
@@ -118,6 +118,9 @@ pub struct Window {
 /// The contraction of block `id`, if it is a `REDUCE(SUM)` of a `MUL` whose
 /// operand chains are all in the SCoP.
 ///
+/// An operand chain of movements that does not fold (`ResourceExceeded` from
+/// [`chase`]) is not a contraction.
+///
 /// Errors: `ExcessivePiecewise` from tracing a chain with too many `PAD`
 /// guards; `Internal` when the book and the view disagree with the graph.
 pub fn detect<'c>(g: &Graph, book: &IndexBook, view: &PolyView<'c>, id: NodeId) -> DResult<Option<Contraction<'c>>> {
@@ -145,7 +148,12 @@ pub fn detect<'c>(g: &Graph, book: &IndexBook, view: &PolyView<'c>, id: NodeId) 
             .find(|(_, a)| a.src == s)
             .ok_or_else(|| diag!(Internal, "MUL {} has no access to its source", g.node(mul).label))?;
         let step = compose(&to_mul.map, access, &extents)?;
-        let traced = chase(g, book, s, step.index, &extents)?;
+        // An operand chain that does not fold is stored part way by region
+        // formation: no plain affine read, so no contraction.
+        let traced = match chase(g, book, s, step.index, &extents, &|_| false) {
+            Err(e) if e.name == ErrorName::ResourceExceeded => return Ok(None),
+            traced => traced?,
+        };
         let mut map = at_mul.apply_range(&m.reads[k].map).map_err(internal)?;
         let mut cur = s;
         while g.node(cur).op.is_movement() {

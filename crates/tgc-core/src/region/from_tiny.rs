@@ -47,7 +47,7 @@ pub fn form(g: &Graph, book: &IndexBook) -> DResult<Regions> {
 /// `fuse` is false: the regions are then the grouping's alone, as without
 /// feature `poly` (the unfused baseline of `examples/bench_conv_pool.rs`).
 pub fn form_with(g: &Graph, book: &IndexBook, fuse: bool) -> DResult<Regions> {
-    let f = grouping::group(g);
+    let f = grouping::group(g, book)?;
     #[cfg(feature = "poly")]
     let (former, fusions, stops) = if !fuse {
         (Former::Grouping, Vec::<Fusion>::new(), Vec::new())
@@ -58,7 +58,7 @@ pub fn form_with(g: &Graph, book: &IndexBook, fuse: bool) -> DResult<Regions> {
     };
     #[cfg(not(feature = "poly"))]
     let (former, fusions, stops) = {
-        let _ = (book, fuse);
+        let _ = fuse;
         (Former::Grouping, Vec::<Fusion>::new(), Vec::new())
     };
     let mut regions = Vec::new();

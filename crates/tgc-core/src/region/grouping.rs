@@ -11,7 +11,13 @@
 //!   through movement nodes: a value read by a `RESHAPE` that two nodes read
 //!   has two readers;
 //! - movement nodes never materialise unless they are outputs: they are index
-//!   maps, composed into the accesses of their readers;
+//!   maps, composed into the accesses of their readers — except where a chain
+//!   of them does not fold: a movement materialises when its access composed
+//!   down the chain ([`index_book::compose::fold`]) has more than
+//!   [`MAX_FOLDED_ATOMS`] atoms, and the chain above it starts afresh from
+//!   its buffer (a `RESHAPE` → `PERMUTE` → `RESHAPE` link on a 2×3 array
+//!   doubles the index; folded whole, a few dozen such links would not fit
+//!   in memory);
 //! - a `CONST` never materialises unless it is an output: it is a literal;
 //! - an element-wise value also materialises when inlining it would make a
 //!   chain of more than [`MAX_INLINE_DEPTH`] element-wise nodes (movement
@@ -33,10 +39,20 @@
 //! - each materialised value other than an `INPUT` is the root of one kernel,
 //!   in node order (a topological order).
 
+use crate::diag::DResult;
+use crate::index_book::{self, Access, IndexBook};
 use crate::tiny::{Graph, NodeId, Op};
 
 /// The deepest chain of element-wise nodes inlined into one expression.
 pub const MAX_INLINE_DEPTH: usize = 64;
+
+/// The most atoms ([`crate::affine::AffExpr::atom_count`], summed over the
+/// axes) of a movement chain's folded access before the chain is stored
+/// part way. The largest fold of the spec graphs and examples is 28 atoms
+/// (`tests/spec/002_conv2d.json`'s windows); 64 leaves room for a reader's
+/// own index, composed in later, below [`index_book::MAX_INDEX_ATOMS`], and
+/// keeps one subscript of the generated code to a line or two.
+pub const MAX_FOLDED_ATOMS: usize = 64;
 
 /// One group: the value it stores and the `REDUCE` it accumulates, if any
 /// (the root itself when the root is a `REDUCE`).
@@ -60,8 +76,10 @@ pub struct Formation {
     pub readers: Vec<usize>,
 }
 
-/// Applies the rule of the module doc to a verified graph.
-pub fn group(g: &Graph) -> Formation {
+/// Applies the rule of the module doc to a verified graph and its book.
+///
+/// Errors: `Internal` when the book does not fit the graph.
+pub fn group(g: &Graph, book: &IndexBook) -> DResult<Formation> {
     let n = g.len();
     let mut live = vec![false; n];
     for o in &g.outputs {
@@ -76,7 +94,12 @@ pub fn group(g: &Graph) -> Formation {
             }
         }
     }
-    let is_output: Vec<bool> = (0..n).map(|i| g.outputs.iter().any(|o| o.node.index() == i)).collect();
+    let mut is_output = vec![false; n];
+    for o in &g.outputs {
+        if o.node.index() < n {
+            is_output[o.node.index()] = true;
+        }
+    }
     // Readers with multiplicity, through movement nodes (consumers come later).
     let mut readers = vec![0usize; n];
     for id in (0..n as u32).rev().map(NodeId) {
@@ -112,10 +135,25 @@ pub fn group(g: &Graph) -> Formation {
             _ => below + 1,
         };
     }
+    // Movement chains that do not fold are stored part way.
+    let mut folded: Vec<Option<Access>> = vec![None; n];
+    for id in g.ids() {
+        let i = id.index();
+        if !live[i] || materialised[i] || !g.node(id).op.is_movement() {
+            continue;
+        }
+        let access = index_book::compose::fold(g, book, id, &folded, &|v| materialised[v.index()])?;
+        if index_book::compose::atom_count(&access.map) > MAX_FOLDED_ATOMS {
+            materialised[i] = true;
+        } else {
+            folded[i] = Some(access);
+        }
+    }
     // The single live reader of a non-materialised value, when it reads it directly.
     let consumers = g.consumers();
     let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
-    let mut fused_into: Vec<Option<NodeId>> = vec![None; n];
+    // Per kernel root, the REDUCE fused into it.
+    let mut fused_reduce: Vec<Option<NodeId>> = vec![None; n];
     for r in g.ids() {
         let i = r.index();
         if !live[i] || !matches!(g.node(r).op, Op::Reduce { .. }) {
@@ -123,7 +161,7 @@ pub fn group(g: &Graph) -> Formation {
         }
         let root = if is_output[i] || readers[i] != 1 { None } else { fusion_root(g, &materialised, r, &reader_of) };
         match root {
-            Some(root) if !fused_into.contains(&Some(root)) => fused_into[i] = Some(root),
+            Some(root) if fused_reduce[root.index()].is_none() => fused_reduce[root.index()] = Some(r),
             _ => materialised[i] = true,
         }
     }
@@ -131,15 +169,12 @@ pub fn group(g: &Graph) -> Formation {
         .ids()
         .filter(|id| materialised[id.index()] && !matches!(g.node(*id).op, Op::Input { .. }))
         .map(|root| {
-            let reduce = if matches!(g.node(root).op, Op::Reduce { .. }) {
-                Some(root)
-            } else {
-                g.ids().find(|r| fused_into[r.index()] == Some(root))
-            };
+            let reduce =
+                if matches!(g.node(root).op, Op::Reduce { .. }) { Some(root) } else { fused_reduce[root.index()] };
             KernelPlan { root, reduce }
         })
         .collect();
-    Formation { materialised, kernels, live, readers }
+    Ok(Formation { materialised, kernels, live, readers })
 }
 
 /// The materialised element-wise value reached from `r` upward through
@@ -175,10 +210,14 @@ mod tests {
     use crate::test_graphs::gemm_bias_relu;
     use crate::DType;
 
+    fn grouped(g: &Graph) -> Formation {
+        group(g, &index_book::build(g).unwrap()).unwrap()
+    }
+
     #[test]
     fn gemm_epilogue_is_one_kernel() {
         let g = gemm_bias_relu(DType::F32, "M", "N", "K");
-        let f = group(&g);
+        let f = grouped(&g);
         let relu = g.outputs[0].node;
         let sum = g.ids().find(|&i| matches!(g.node(i).op, Op::Reduce { .. }));
         assert_eq!(f.kernels, vec![KernelPlan { root: relu, reduce: sum }]);
@@ -211,13 +250,13 @@ mod tests {
             g.binary(BinaryOp::Add, n, one).unwrap()
         };
         let (g, s, y) = build(&permuted);
-        assert_eq!(group(&g).kernels, vec![KernelPlan { root: y, reduce: Some(s) }]);
+        assert_eq!(grouped(&g).kernels, vec![KernelPlan { root: y, reduce: Some(s) }]);
         let expanded = |g: &mut crate::tiny::Graph, s| {
             let r = g.reshape(s, &[Dim::int(2), Dim::int(3), Dim::int(1)]).unwrap();
             g.expand(r, &[Dim::int(2), Dim::int(3), Dim::int(2)]).unwrap()
         };
         let (g, s, y) = build(&expanded);
-        let f = group(&g);
+        let f = grouped(&g);
         assert_eq!(f.kernels, vec![KernelPlan { root: s, reduce: Some(s) }, KernelPlan { root: y, reduce: None }]);
     }
 
@@ -229,7 +268,7 @@ mod tests {
             x = g.unary(crate::tiny::UnaryOp::Neg, x).unwrap();
         }
         g.outputs.push(crate::tiny::Output { name: "y".into(), node: x });
-        let f = group(&g);
+        let f = grouped(&g);
         assert_eq!(f.kernels.len(), 4, "{:?}", f.kernels);
     }
 }

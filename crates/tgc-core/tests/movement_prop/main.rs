@@ -29,8 +29,9 @@ use std::path::PathBuf;
 
 use tgc_core::affine::{AffAtom, AffExpr};
 use tgc_core::fuzz::{self, gen};
+use tgc_core::sym::Dim;
 use tgc_core::tiny::text::dump;
-use tgc_core::tiny::{Graph, Op};
+use tgc_core::tiny::{Graph, Op, Output};
 use tgc_core::DType;
 
 const DEFAULT_SEED: u64 = 0x7467_6370_726f_7030;
@@ -115,6 +116,35 @@ fn cpu_backend_interpreter_and_naive_evaluation_agree_on_random_movement_graphs(
     }
 }
 
+/// Forty links `reshape(permute(reshape(t, [2, 3]), [1, 0]), [6])`: each
+/// doubles the composed index (a transpose of a 2×3 array is no involution,
+/// and `floor`/`mod` terms nest), so the chain cannot be read through as one
+/// access. Region formation stores it part way (`grouping::MAX_FOLDED_ATOMS`)
+/// and all four evaluators agree; before, the CPU backend and the SIMT
+/// lowering failed with `ResourceExceeded`.
+#[test]
+fn movement_chains_that_do_not_fold_are_stored_part_way() {
+    let mut g = Graph::new("links");
+    let six = |v: &[i64]| v.iter().map(|&d| Dim::int(d)).collect::<Vec<_>>();
+    let x = g.input("x", DType::F32, &six(&[6])).unwrap();
+    let mut t = x;
+    for _ in 0..40 {
+        let r = g.reshape(t, &six(&[2, 3])).unwrap();
+        let p = g.permute(r, &[1, 0]).unwrap();
+        t = g.reshape(p, &six(&[6])).unwrap();
+    }
+    g.outputs.push(Output { name: "y".into(), node: t });
+    let book = tgc_core::index_book::build(&g).unwrap();
+    let kernels = tgc_core::region::form(&g, &book).unwrap().regions.len();
+    assert!((2..40).contains(&kernels), "{kernels} kernels: stored part way, not at every link");
+    let case = gen::Case { graph: g, dtype: DType::F32, inputs: vec![(0..6).map(f64::from).collect()] };
+    let checked = Checked::of(0, case.clone()).unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("movement_links-{}", std::process::id()));
+    let cpu = fuzz::run_cpu(&[case], &dir).pop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    checked.check(&cpu).unwrap();
+}
+
 /// Whether `e` uses the index variable `i<j>`.
 fn mentions(e: &AffExpr, j: u32) -> bool {
     e.terms().any(|(a, _)| match a {
@@ -133,14 +163,20 @@ struct Checked {
 }
 
 impl Checked {
-    /// Generates case `index`, tallies it, and evaluates it naively, on the
-    /// interpreter and on the SIMT emulator.
+    /// Generates case `index`, tallies it, and evaluates it ([`Checked::of`]).
     ///
     /// Errors: a report when generation or the naive evaluation fails.
     fn new(seed: u64, index: u64, counts: &mut BTreeMap<&'static str, usize>) -> Result<Checked, String> {
         let case = gen::case(seed, index)?;
+        tally(&case.graph, case.dtype, counts);
+        Checked::of(index, case)
+    }
+
+    /// Evaluates `case` naively, on the interpreter and on the SIMT emulator.
+    ///
+    /// Errors: a report when the naive evaluation fails.
+    fn of(index: u64, case: gen::Case) -> Result<Checked, String> {
         let g = &case.graph;
-        tally(g, case.dtype, counts);
         let want = naive::evaluate(g, &case.inputs).map_err(|e| with_graph(g, format!("naive evaluator: {e}")))?;
         let interp = fuzz::interpret(&case);
         let emulated = fuzz::emulate(&case);
