@@ -386,6 +386,7 @@ fn compile_timings_name_each_stage() {
         stages,
         [
             "load (read, parse, lower to Tiny IR)",
+            "IndexBook and regions",
             "C source",
             "tiny.json",
             "region.json",

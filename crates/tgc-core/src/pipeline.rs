@@ -20,7 +20,7 @@ use crate::diag::DResult;
 use crate::poly;
 use crate::timings::Timings;
 use crate::tiny::{self, BinaryOp, Graph, NodeId, Op, ReduceOp};
-use crate::{diag, emit, frontend, index_book, interp, plan, region};
+use crate::{cpu, diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
 
 pub use crate::cpu::{Options, TilePlan};
@@ -171,36 +171,70 @@ pub struct Artifacts {
     pub notes: Vec<String>,
 }
 
+/// The front of the pipeline for one graph, built and verified once and
+/// read by every artifact: the IndexBook (`000` §3) and the regions
+/// (`000` §4, formed with Poly Core's fusions under feature `poly`).
+#[derive(Clone, Debug)]
+pub struct Front {
+    pub book: index_book::IndexBook,
+    pub regions: region::Regions,
+}
+
+/// Builds [`Front`]: verifies the Tiny IR, builds and verifies the
+/// IndexBook, forms and verifies the regions.
+///
+/// Errors: the Tiny IR verifier's first error; those of building the
+/// IndexBook and forming regions; `Internal` when a verifier fails.
+pub fn front(g: &Graph) -> DResult<Front> {
+    if let Some(e) = tiny::verify::verify(g).into_iter().next() {
+        return Err(e);
+    }
+    let book = index_book::build(g)?;
+    verify_book(g, &book)?;
+    let regions = region::form(g, &book)?;
+    if let Some(e) = region::verify::verify(g, &regions).into_iter().next() {
+        return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
+    }
+    Ok(Front { book, regions })
+}
+
 /// Generates the CPU artifacts of `g` (which may still have symbols),
-/// timing each in `timings`: the C source (IndexBook, regions, schedule,
-/// emission), `tiny.json`, `region.json` and `poly_view.json` (each of the
-/// last two builds the IndexBook again).
+/// timing each in `timings`: the [`Front`] once, then from it the C source
+/// (loop nests, schedule, emission), `tiny.json`, `region.json` and
+/// `poly_view.json`.
 pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
     let symbol = c_symbol(&g.name);
-    let c_source = timings.time("C source", || emit::c::emit_c(g, &symbol))?;
+    let front = timings.time("IndexBook and regions", || front(g))?;
+    let c_source = timings.time("C source", || {
+        let p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &cpu::from_tiny::Options::default())?;
+        emit::c::emit_c_programs(&[(g, p, symbol.as_str())])
+    })?;
     let tiny_json = timings.time("tiny.json", || to_json(g));
-    let region_json = timings.time("region.json", || regions_json(g))?;
+    let region_json = timings.time("region.json", || region::json::to_json(g, &front.regions));
     let mut files = vec![
         (format!("{symbol}.c"), c_source.clone()),
         ("tiny.json".to_string(), tiny_json),
         ("region.json".to_string(), region_json),
     ];
-    let (poly, notes) = timings.time("poly_view.json", || poly_view_artifact(g));
+    let (poly, notes) = timings.time("poly_view.json", || poly_view_artifact(g, &front.book));
     files.extend(poly);
     Ok(Artifacts { files, c_source, notes })
 }
 
 /// `poly_view.json` (feature `poly`), or why there is none.
 #[cfg(feature = "poly")]
-fn poly_view_artifact(g: &Graph) -> (Option<(String, String)>, Vec<String>) {
-    match poly_view_json(g) {
+fn poly_view_artifact(g: &Graph, book: &index_book::IndexBook) -> (Option<(String, String)>, Vec<String>) {
+    let ctx = poly::Ctx::new();
+    let json = poly::build(&ctx, g, book)
+        .and_then(|view| poly::json::to_json(&view).map_err(|e| crate::diag!(Internal, "Poly-View JSON: {e}")));
+    match json {
         Ok(text) => (Some(("poly_view.json".to_string(), text)), Vec::new()),
         Err(e) => (None, vec![format!("no poly_view.json: {e}")]),
     }
 }
 
 #[cfg(not(feature = "poly"))]
-fn poly_view_artifact(_: &Graph) -> (Option<(String, String)>, Vec<String>) {
+fn poly_view_artifact(_: &Graph, _: &index_book::IndexBook) -> (Option<(String, String)>, Vec<String>) {
     (None, Vec::new())
 }
 
@@ -259,13 +293,7 @@ pub fn regions_json(g: &Graph) -> DResult<String> {
 }
 
 fn formed_regions(g: &Graph) -> DResult<region::Regions> {
-    let book = index_book::build(g)?;
-    verify_book(g, &book)?;
-    let rs = region::form(g, &book)?;
-    if let Some(e) = region::verify::verify(g, &rs).into_iter().next() {
-        return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
-    }
-    Ok(rs)
+    Ok(front(g)?.regions)
 }
 
 /// The GEMM a contraction node computes, or why it is not planned.

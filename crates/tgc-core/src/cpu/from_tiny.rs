@@ -61,7 +61,18 @@ pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
     if let Some(e) = region::verify::verify(g, &regions).into_iter().next() {
         return Err(diag!(Internal, "Region verifier: {}", e.message));
     }
-    let mut p = lower_regions(g, &book, &regions)?;
+    lower_formed(g, &book, &regions, opts)
+}
+
+/// The part of [`lower_with`] after region formation, for a caller that
+/// holds the verified book and regions already (`pipeline::Front`):
+/// lowers the regions, strip-mines the planned loops and plans packing,
+/// vector lanes and row groups. `opts.fuse` is not read (the regions are
+/// formed).
+///
+/// Errors: those of [`lower_regions`]; `InvalidAxis` as [`lower_with`].
+pub fn lower_formed(g: &Graph, book: &IndexBook, regions: &Regions, opts: &Options) -> DResult<Program> {
+    let mut p = lower_regions(g, book, regions)?;
     let axes = &opts.tiles.axes;
     if axes.windows(2).any(|w| w[0] >= w[1]) {
         return Err(diag!(InvalidAxis, "the tiled loops {axes:?} are not increasing"));
