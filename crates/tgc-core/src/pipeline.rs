@@ -163,6 +163,8 @@ pub fn signature(g: &Graph) -> String {
 /// What `compile --target cpu` produces: file name → contents.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
+    /// The IndexBook and regions every artifact and dump was made from.
+    pub front: Front,
     pub files: Vec<(String, String)>,
     pub c_source: String,
     /// Files that could not be made, and why (the compile still succeeds:
@@ -218,7 +220,7 @@ pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
     ];
     let (poly, notes) = timings.time("poly_view.json", || poly_view_artifact(g, &front.book));
     files.extend(poly);
-    Ok(Artifacts { files, c_source, notes })
+    Ok(Artifacts { front, files, c_source, notes })
 }
 
 /// `poly_view.json` (feature `poly`), or why there is none.
@@ -244,37 +246,20 @@ fn c_symbol(name: &str) -> String {
     format!("tgc_{s}")
 }
 
-/// The `poly_view` dump of `g` (feature `poly`) (which may still have symbols): builds the
-/// IndexBook and the Poly-View, verifies both, prints the view in isl
-/// notation.
+/// The `poly_view` dump from a verified IndexBook of `g` (feature `poly`):
+/// builds the Poly-View, verifies it, prints it in isl notation.
 ///
 /// Errors: `ExcessivePiecewise` on the node with too many pieces; `Internal`
-/// when a verifier fails.
+/// when the verifier fails.
 #[cfg(feature = "poly")]
-pub fn poly_view(g: &Graph) -> DResult<String> {
-    let book = index_book::build(g)?;
-    verify_book(g, &book)?;
+fn poly_view_of(g: &Graph, book: &index_book::IndexBook) -> DResult<String> {
     let ctx = poly::Ctx::new();
     let opts = poly::Options::default();
-    let view = poly::build_with(&ctx, g, &book, &opts)?;
-    if let Some(e) = poly::verify::verify(g, &book, &view, &opts).into_iter().next() {
+    let view = poly::build_with(&ctx, g, book, &opts)?;
+    if let Some(e) = poly::verify::verify(g, book, &view, &opts).into_iter().next() {
         return Err(crate::Diagnostic { message: format!("Poly-View verifier: {}", e.message), ..e });
     }
     Ok(poly::dump(&view))
-}
-
-/// The Poly-View of `g` in the JSON form of `000` §12.3 ([`poly::json`]),
-/// written by `compile` as `poly_view.json` (feature `poly`).
-///
-/// Errors: those of [`poly_view`]; `Internal` when isl cannot print an
-/// object of the view.
-#[cfg(feature = "poly")]
-pub fn poly_view_json(g: &Graph) -> DResult<String> {
-    let book = index_book::build(g)?;
-    verify_book(g, &book)?;
-    let ctx = poly::Ctx::new();
-    let view = poly::build(&ctx, g, &book)?;
-    poly::json::to_json(&view).map_err(|e| crate::diag!(Internal, "Poly-View JSON: {e}"))
 }
 
 /// The `region` dump of `g` (which may still have symbols): forms the
@@ -283,17 +268,7 @@ pub fn poly_view_json(g: &Graph) -> DResult<String> {
 /// Errors: those of building the IndexBook; `Internal` when the Region
 /// verifier fails.
 pub fn regions(g: &Graph) -> DResult<String> {
-    Ok(region::dump(g, &formed_regions(g)?))
-}
-
-/// The regions of `g` in the JSON form of `000` §12.4 ([`region::json`]),
-/// written by `compile` as `region.json`. Errors as [`regions`].
-pub fn regions_json(g: &Graph) -> DResult<String> {
-    Ok(region::json::to_json(g, &formed_regions(g)?))
-}
-
-fn formed_regions(g: &Graph) -> DResult<region::Regions> {
-    Ok(front(g)?.regions)
+    Ok(region::dump(g, &front(g)?.regions))
 }
 
 /// The GEMM a contraction node computes, or why it is not planned.
@@ -353,10 +328,10 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
     Ok(match stage {
         "frontend" => loaded.frontend.clone().unwrap_or_else(|| "(a JSON graph has no frontend stage)\n".to_string()),
         "tiny" => tiny::text::dump(g),
-        "indexbook" => index_book::dump(g, &index_book::build(g)?),
+        "indexbook" => index_book::dump(g, &artifacts.front.book),
         #[cfg(feature = "poly")]
-        "poly_view" => poly_view(g)?,
-        "region" => regions(g)?,
+        "poly_view" => poly_view_of(g, &artifacts.front.book)?,
+        "region" => region::dump(g, &artifacts.front.regions),
         "plan" => plan_dump(g, &plan::target::SM80),
         "c" => artifacts.c_source.clone(),
         "gpu" | "cu" | "ptx" | "sass" => {
