@@ -90,7 +90,7 @@ pub fn load(text: &str, format: Format, entry: Option<&str>) -> DResult<Loaded> 
     };
     verify_tiny(&graph)?;
     let book = index_book::build(&graph)?;
-    verify_book(&graph, &book)?;
+    index_book::verify::check(&graph, &book)?;
     Ok(Loaded { graph, frontend })
 }
 
@@ -98,13 +98,6 @@ fn verify_tiny(g: &Graph) -> DResult<()> {
     match tiny::verify::verify(g).into_iter().next() {
         None => Ok(()),
         Some(e) => Err(diag!(Internal, "Tiny IR verifier: {e}")),
-    }
-}
-
-fn verify_book(g: &Graph, book: &index_book::IndexBook) -> DResult<()> {
-    match index_book::verify::verify(g, book).into_iter().next() {
-        None => Ok(()),
-        Some(e) => Err(diag!(Internal, "IndexBook verifier: {e}")),
     }
 }
 
@@ -164,7 +157,7 @@ pub fn signature(g: &Graph) -> String {
 #[derive(Clone, Debug)]
 pub struct Artifacts {
     /// The IndexBook and regions every artifact and dump was made from.
-    pub front: Front,
+    pub front: region::Front,
     pub files: Vec<(String, String)>,
     pub c_source: String,
     /// Files that could not be made, and why (the compile still succeeds:
@@ -173,42 +166,15 @@ pub struct Artifacts {
     pub notes: Vec<String>,
 }
 
-/// The front of the pipeline for one graph, built and verified once and
-/// read by every artifact: the IndexBook (`000` §3) and the regions
-/// (`000` §4, formed with Poly Core's fusions under feature `poly`).
-#[derive(Clone, Debug)]
-pub struct Front {
-    pub book: index_book::IndexBook,
-    pub regions: region::Regions,
-}
-
-/// Builds [`Front`]: verifies the Tiny IR, builds and verifies the
-/// IndexBook, forms and verifies the regions.
-///
-/// Errors: the Tiny IR verifier's first error; those of building the
-/// IndexBook and forming regions; `Internal` when a verifier fails.
-pub fn front(g: &Graph) -> DResult<Front> {
-    if let Some(e) = tiny::verify::verify(g).into_iter().next() {
-        return Err(e);
-    }
-    let book = index_book::build(g)?;
-    verify_book(g, &book)?;
-    let regions = region::form(g, &book)?;
-    if let Some(e) = region::verify::verify(g, &regions).into_iter().next() {
-        return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
-    }
-    Ok(Front { book, regions })
-}
-
 /// Generates the CPU artifacts of `g` (which may still have symbols),
-/// timing each in `timings`: the [`Front`] once, then from it the C source
+/// timing each in `timings`: the [`region::Front`] once, then from it the C source
 /// (loop nests, schedule, emission), `tiny.json`, `region.json` and
 /// `poly_view.json`.
 pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
     let symbol = c_symbol(&g.name);
-    let front = timings.time("IndexBook and regions", || front(g))?;
+    let front = timings.time("IndexBook and regions", || region::front(g, true))?;
     let c_source = timings.time("C source", || {
-        let p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &cpu::from_tiny::Options::default())?;
+        let p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &Options::default())?;
         emit::c::emit_c_programs(&[(g, p, symbol.as_str())])
     })?;
     let tiny_json = timings.time("tiny.json", || to_json(g));
@@ -268,7 +234,7 @@ fn poly_view_of(g: &Graph, book: &index_book::IndexBook) -> DResult<String> {
 /// Errors: those of building the IndexBook; `Internal` when the Region
 /// verifier fails.
 pub fn regions(g: &Graph) -> DResult<String> {
-    Ok(region::dump(g, &front(g)?.regions))
+    Ok(region::dump(g, &region::front(g, true)?.regions))
 }
 
 /// The GEMM a contraction node computes, or why it is not planned.

@@ -8,7 +8,7 @@ use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::{self, simplify::is_nonneg, Constr, IndexBook};
 use crate::sym::Dim;
-use crate::tiny::{self, Constraint, Graph, NodeId, Op, Rel};
+use crate::tiny::{Constraint, Graph, NodeId, Op, Rel};
 use crate::DType;
 
 use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
@@ -50,22 +50,12 @@ impl Default for Options {
 /// Errors: those of [`lower`]; `InvalidAxis` when a planned axis is not an
 /// output loop of any kernel, or the plan's axes are not increasing.
 pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
-    if let Some(e) = tiny::verify::verify(g).into_iter().next() {
-        return Err(e);
-    }
-    let book = index_book::build(g)?;
-    if let Some(e) = index_book::verify::verify(g, &book).into_iter().next() {
-        return Err(e);
-    }
-    let regions = region::form_with(g, &book, opts.fuse)?;
-    if let Some(e) = region::verify::verify(g, &regions).into_iter().next() {
-        return Err(diag!(Internal, "Region verifier: {}", e.message));
-    }
-    lower_formed(g, &book, &regions, opts)
+    let front = region::front(g, opts.fuse)?;
+    lower_formed(g, &front.book, &front.regions, opts)
 }
 
 /// The part of [`lower_with`] after region formation, for a caller that
-/// holds the verified book and regions already (`pipeline::Front`):
+/// holds the verified book and regions already ([`region::Front`]):
 /// lowers the regions, strip-mines the planned loops and plans packing,
 /// vector lanes and row groups. `opts.fuse` is not read (the regions are
 /// formed).

@@ -151,13 +151,12 @@ fn reshape_run(g: &Graph, node: NodeId, stored: &dyn Fn(NodeId) -> bool) -> Opti
         _ => None,
     };
     let Op::Reshape = g.node(node).op else { return None };
-    let mut first = *g.node(node).src.first()?;
-    let mut steps = 0;
+    let src = *g.node(node).src.first()?;
+    let mut first = src;
     while let Some(s) = src_of_reshape(first) {
         first = s;
-        steps += 1;
     }
-    (steps > 0).then_some(first)
+    (first != src).then_some(first)
 }
 
 /// One step of a bottom-up fold of movement chains: `node`'s access through

@@ -4,13 +4,22 @@
 
 use crate::affine::{AffAtom, AffExpr};
 use crate::diag;
-use crate::diag::Diagnostic;
+use crate::diag::{DResult, Diagnostic};
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId, Op};
 
 use super::from_tiny::axis_kinds;
 use super::simplify::div_guards;
 use super::{AxisKind, Constr, IndexBook, IndexInfo, MAX_PIECES};
+
+/// [`verify`] as a pass result: the first violation as an `Internal`
+/// error naming the verifier.
+pub fn check(g: &Graph, book: &IndexBook) -> DResult<()> {
+    match verify(g, book).into_iter().next() {
+        None => Ok(()),
+        Some(e) => Err(diag!(Internal, "IndexBook verifier: {e}")),
+    }
+}
 
 /// Returns every violated invariant (empty when the book fits the graph).
 pub fn verify(g: &Graph, book: &IndexBook) -> Vec<Diagnostic> {

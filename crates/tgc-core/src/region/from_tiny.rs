@@ -20,11 +20,41 @@
 //!    output not stored by its own region becomes a copy region.
 
 use crate::diag::DResult;
-use crate::index_book::IndexBook;
-use crate::tiny::{Graph, NodeId};
+use crate::index_book::{self, IndexBook};
+use crate::tiny::{self, Graph, NodeId};
 
 use super::grouping::{self, Formation};
 use super::{Dest, Former, How, Let, LocalEdge, Materialize, MemRef, Operand, Region, RegionOutput, Regions};
+
+/// The front of the pipeline for one graph, built and verified once and
+/// read by everything after it (the CPU lowering, `region.json`,
+/// `poly_view.json` and the dumps of `pipeline::compile_cpu`): the
+/// IndexBook (`000` §3) and the regions (`000` §4).
+#[derive(Clone, Debug)]
+pub struct Front {
+    pub book: IndexBook,
+    pub regions: Regions,
+}
+
+/// Builds [`Front`]: verifies the Tiny IR, builds and verifies the
+/// IndexBook, forms the regions ([`form_with`], `fuse` as there) and
+/// verifies them.
+///
+/// Errors: the Tiny IR verifier's first error; those of building the
+/// IndexBook and of [`form_with`]; `Internal` when the IndexBook or Region
+/// verifier fails.
+pub fn front(g: &Graph, fuse: bool) -> DResult<Front> {
+    if let Some(e) = tiny::verify::verify(g).into_iter().next() {
+        return Err(e);
+    }
+    let book = index_book::build(g)?;
+    index_book::verify::check(g, &book)?;
+    let regions = form_with(g, &book, fuse)?;
+    if let Some(e) = super::verify::verify(g, &regions).into_iter().next() {
+        return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
+    }
+    Ok(Front { book, regions })
+}
 
 /// A producer `REDUCE` computed at the reads of accumulator `consumer`.
 #[derive(Clone, Debug, PartialEq)]

@@ -81,23 +81,18 @@ pub struct Formation {
 /// Errors: `Internal` when the book does not fit the graph.
 pub fn group(g: &Graph, book: &IndexBook) -> DResult<Formation> {
     let n = g.len();
-    let mut live = vec![false; n];
+    let mut is_output = vec![false; n];
     for o in &g.outputs {
         if o.node.index() < n {
-            live[o.node.index()] = true;
+            is_output[o.node.index()] = true;
         }
     }
+    let mut live = is_output.clone();
     for id in (0..n as u32).rev().map(NodeId) {
         if live[id.index()] {
             for s in &g.node(id).src {
                 live[s.index()] = true;
             }
-        }
-    }
-    let mut is_output = vec![false; n];
-    for o in &g.outputs {
-        if o.node.index() < n {
-            is_output[o.node.index()] = true;
         }
     }
     // Readers with multiplicity, through movement nodes (consumers come later).

@@ -61,7 +61,7 @@ use std::fmt;
 use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId};
 
-pub use from_tiny::{form, form_with};
+pub use from_tiny::{form, form_with, front, Front};
 pub use text::dump;
 
 /// A region's index in [`Regions::regions`] (its execution position).
