@@ -77,3 +77,55 @@ fn graphs_corpus_runs_alike_on_the_cpu_backend() {
     eprintln!("{} cases of {} checked on the CPU backend", files.len(), dir.display());
     assert!(failed.is_empty(), "{} of {} cases differ on the CPU backend: {failed:?}", failed.len(), files.len());
 }
+
+/// The generated C and CUDA of every `graphs` case stay about the size of
+/// their index expressions once preprocessed: a helper that repeats an
+/// argument (`floord` was such a macro, and the SIMT template's floor
+/// division such a tree) makes nested divisions grow as 3^depth, and
+/// `fuzz/corpus/graphs/slow-cc-nested-floord` then took GCC over a minute.
+#[test]
+fn graphs_corpus_sources_do_not_grow_when_preprocessed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        let case = gen::from_bytes(&std::fs::read(&f).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let c = tgc_core::emit::c::emit_c(&case.graph, "tgc_case").unwrap();
+        let body: String = c.lines().filter(|l| !l.starts_with("#include")).map(|l| format!("{l}\n")).collect();
+        let expanded = preprocess(&body);
+        assert!(
+            expanded.len() <= body.len() + body.len() / 4,
+            "{}: the C grows from {} to {} bytes when preprocessed",
+            f.display(),
+            body.len(),
+            expanded.len()
+        );
+        let prog = tgc_core::gpu::simt::lower_program(&case.graph).unwrap();
+        let cuda = tgc_core::gpu::cuda::print_unit(&prog.kernels()).unwrap();
+        // The CUDA prints the same index expressions, fully parenthesised:
+        // about 3× the C on this corpus (9.6 MB, 300×, with the old tree).
+        assert!(
+            cuda.len() <= 8 * body.len(),
+            "{}: {} bytes of CUDA for {} bytes of C",
+            f.display(),
+            cuda.len(),
+            body.len()
+        );
+    }
+}
+
+/// `src` after the C preprocessor (`cc -E -P`).
+fn preprocess(src: &str) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-E", "-P", "-x", "c", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the C compiler runs");
+    cc.stdin.take().unwrap().write_all(src.as_bytes()).unwrap();
+    let out = cc.wait_with_output().unwrap();
+    assert!(out.status.success(), "cc -E fails: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}

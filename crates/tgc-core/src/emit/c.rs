@@ -2,7 +2,8 @@
 //! batch of graphs, [`emit_c_units`]), in the SCoP-clean style of `spec/003`
 //! — one `static` function per kernel with `restrict` pointers,
 //! `#pragma scop` / `#pragma endscop` around each loop nest, affine `int64_t`
-//! subscripts, `floord` for floor division as isl and CLooG print it, min/max
+//! subscripts, `floord` for floor division as isl and CLooG name it (a
+//! function here, not their macro, which repeats its argument), min/max
 //! through helper functions (NaN-propagating, as the interpreter).
 //!
 //! The exported function is
@@ -1194,7 +1195,13 @@ fn print(units: &[(&Graph, Program, &str)]) -> String {
         s.push_str(&header(p, symbol));
     }
     s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
-    s.push_str("#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))\n\n");
+    // A function, not isl's macro: the macro repeats `n`, so nested floor
+    // divisions grew as 3^depth once preprocessed, and a fuzzed case
+    // (fuzz/corpus/graphs/slow-cc-nested-floord) kept GCC busy for over a
+    // minute; with the function it compiles in under a second.
+    s.push_str(
+        "static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }\n\n",
+    );
     s.push_str(CLONES);
 
     s.push_str(C_DECL);

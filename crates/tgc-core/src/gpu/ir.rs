@@ -152,6 +152,10 @@ pub enum BinOp {
     Div,
     /// Remainder with the sign of the dividend; by zero is an error.
     Rem,
+    /// Floor division, `⌊a / b⌋` for `b > 0` (isl's `floord`); a divisor
+    /// that is not positive is an error. One operator, not `a < 0 ? … : …`:
+    /// that form repeats `a`, so nested divisions grew as 3^depth.
+    FloorDiv,
     Min,
     Max,
     And,
@@ -170,7 +174,7 @@ pub enum BinOp {
 }
 
 impl BinOp {
-    /// The C spelling (`min`/`max` print as calls).
+    /// The C spelling (`min`/`max`/`floord` print as calls).
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",
@@ -178,6 +182,7 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Rem => "%",
+            BinOp::FloorDiv => "floord",
             BinOp::Min => "min",
             BinOp::Max => "max",
             BinOp::And => "&",

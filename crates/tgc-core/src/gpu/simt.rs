@@ -188,6 +188,8 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
                 BinOp::Div | BinOp::Rem if y == 0 => return Err(diag!(Internal, "grid divides by zero")),
                 BinOp::Div => x / y,
                 BinOp::Rem => x % y,
+                BinOp::FloorDiv if y <= 0 => return Err(diag!(Internal, "grid floor-divides by {y}")),
+                BinOp::FloorDiv => x.div_euclid(y),
                 BinOp::Min => x.min(y),
                 BinOp::Max => x.max(y),
                 BinOp::Lt => (x < y) as i64,
@@ -506,13 +508,12 @@ fn ceil_div(a: Expr, b: Expr) -> Expr {
     (a + b.clone() - Expr::c(1)) / b
 }
 
-/// `floor(a / b)` for `b > 0` (C `/` truncates).
+/// `floor(a / b)` for `b > 0`.
 fn floor_div(a: Expr, b: Expr) -> Expr {
     if let Expr::Const(1) = b {
         return a;
     }
-    let neg = (a.clone() - b.clone() + Expr::c(1)) / b.clone();
-    a.clone().lt(Expr::c(0)).select(neg, a / b)
+    Expr::bin(BinOp::FloorDiv, a, b)
 }
 
 fn product(es: Vec<Expr>) -> Expr {

@@ -117,6 +117,8 @@ fn eval_const(e: &Expr, env: &[(VarId, i64)]) -> Option<i64> {
                 BinOp::Mul => x.checked_mul(y)?,
                 BinOp::Div => x.checked_div(y)?,
                 BinOp::Rem => x.checked_rem(y)?,
+                BinOp::FloorDiv if y > 0 => x.div_euclid(y),
+                BinOp::FloorDiv => return None,
                 BinOp::Min => x.min(y),
                 BinOp::Max => x.max(y),
                 BinOp::And => x & y,

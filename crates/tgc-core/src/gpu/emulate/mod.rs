@@ -358,6 +358,8 @@ impl<'k> Frame<'k> {
                     BinOp::Div | BinOp::Rem if y == 0 => return Err(bad("division by zero".into())),
                     BinOp::Div => x.wrapping_div(y),
                     BinOp::Rem => x.wrapping_rem(y),
+                    BinOp::FloorDiv if y <= 0 => return Err(bad(format!("floor division by {y}"))),
+                    BinOp::FloorDiv => x.div_euclid(y),
                     BinOp::Min => x.min(y),
                     BinOp::Max => x.max(y),
                     BinOp::And => x & y,
