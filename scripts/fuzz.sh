@@ -16,8 +16,13 @@
 # the executions, the edge coverage and the crashes and hangs found, and
 # copies the crashing inputs to fuzz/corpus/TARGET/crash-* so that the test
 # command replays them (crates/tgc-core/tests/fuzz_corpus.rs): fix the bug,
-# then commit the input with the fix. New corpus entries AFL++ keeps are in
-# fuzz/out/TARGET/default/queue; `afl-cmin` them before committing any.
+# then commit the input with the fix. It also copies the queue entries that
+# found a new edge (AFL++ marks them `+cov`) to fuzz/corpus/TARGET/cov-*, named
+# by content: together they reach every edge the run reached, and committing
+# them makes the test command replay that coverage. (Not `afl-cmin`: here it
+# saw no coverage from this driver, every input timing out, since afl.rs's
+# persistent loop stops the process with SIGSTOP after an input when it runs
+# outside afl-fuzz.)
 # After a graphs run, every case of its queue also runs on the CPU backend
 # (one C compiler run per batch, too slow for each execution) and must match
 # the interpreter.
@@ -63,6 +68,13 @@ for t in "${TARGETS[@]}"; do
         cp "$c" "$ROOT/fuzz/corpus/$t/crash-$(sha1sum "$c" | cut -c1-16)"
         echo "$t: crash saved as fuzz/corpus/$t/crash-$(sha1sum "$c" | cut -c1-16)" >&2
     done
+    kept=0
+    for c in "$out"/default/queue/id:*+cov*; do
+        [ -e "$c" ] || continue
+        name="cov-$(sha1sum "$c" | cut -c1-16)"
+        [ -e "$ROOT/fuzz/corpus/$t/$name" ] || { cp "$c" "$ROOT/fuzz/corpus/$t/$name"; kept=$((kept + 1)); }
+    done
+    echo "$t: $kept new entries that found an edge copied to fuzz/corpus/$t/cov-*" >&2
     if [ "$t" = graphs ]; then
         echo "== graphs: the queue on the CPU backend" >&2
         (cd "$ROOT" && TGC_FUZZ_QUEUE="$out/default/queue" cargo test -q --release -p tgc-core \
