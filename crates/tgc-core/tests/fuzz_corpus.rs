@@ -16,11 +16,7 @@ fn every_corpus_input_is_handled_without_a_panic_or_an_internal_error() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     for (name, target) in tgc_core::fuzz::TARGETS {
         let dir = root.join(name);
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
+        let files = files_in(&dir);
         assert!(!files.is_empty(), "no corpus for target `{name}` in {}", dir.display());
         for file in files {
             let data = std::fs::read(&file).unwrap();
@@ -51,12 +47,7 @@ fn graphs_corpus_runs_alike_on_the_cpu_backend() {
         Some(q) => PathBuf::from(q),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs"),
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
+    let files = files_in(&dir);
     assert!(!files.is_empty(), "no inputs in {}", dir.display());
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_graphs-{}", std::process::id()));
     let mut failed = Vec::new();
@@ -86,9 +77,7 @@ fn graphs_corpus_runs_alike_on_the_cpu_backend() {
 #[test]
 fn graphs_corpus_sources_do_not_grow_when_preprocessed() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    for f in files {
+    for f in files_in(&dir) {
         let case = gen::from_bytes(&std::fs::read(&f).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let c = tgc_core::emit::c::emit_c(&case.graph, "tgc_case").unwrap();
         let body: String = c.lines().filter(|l| !l.starts_with("#include")).map(|l| format!("{l}\n")).collect();
@@ -112,6 +101,17 @@ fn graphs_corpus_sources_do_not_grow_when_preprocessed() {
             body.len()
         );
     }
+}
+
+/// The files of `dir`, sorted by name.
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
 }
 
 /// `src` after the C preprocessor (`cc -E -P`).

@@ -453,8 +453,9 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
 
 /// A grid expression of a kernel launched with `args` as Rust of type
 /// `i64` over `__dims`. The operations wrap: the dims were checked, so
-/// every size the grid is computed from fits `i64`; division and `%` are
-/// only by positive constants (block sizes), anything else is `Internal`.
+/// every size the grid is computed from fits `i64`; division, floor
+/// division and `%` are only by positive constants (block sizes, strides),
+/// anything else is `Internal`.
 fn grid_expr(e: &Expr, args: &[LaunchArg]) -> DResult<String> {
     Ok(match e {
         Expr::Const(v) => format!("{v}i64"),
@@ -469,10 +470,16 @@ fn grid_expr(e: &Expr, args: &[LaunchArg]) -> DResult<String> {
                 BinOp::Add => format!("({x}).wrapping_add({y})"),
                 BinOp::Sub => format!("({x}).wrapping_sub({y})"),
                 BinOp::Mul => format!("({x}).wrapping_mul({y})"),
-                BinOp::Div | BinOp::Rem => match **b {
-                    Expr::Const(q) if q > 0 => format!("({x}) {} {q}i64", if *op == BinOp::Div { "/" } else { "%" }),
-                    _ => return Err(diag!(Internal, "a grid divides by `{y}`, not a positive constant")),
-                },
+                BinOp::Div | BinOp::Rem | BinOp::FloorDiv => {
+                    let Expr::Const(q @ 1..) = **b else {
+                        return Err(diag!(Internal, "a grid divides by `{y}`, not a positive constant"));
+                    };
+                    if *op == BinOp::FloorDiv {
+                        format!("({x}).div_euclid({q}i64)")
+                    } else {
+                        format!("({x}) {} {q}i64", op.symbol())
+                    }
+                }
                 BinOp::Min => format!("({x}).min({y})"),
                 BinOp::Max => format!("({x}).max({y})"),
                 BinOp::Lt => format!("(({x}) < ({y})) as i64"),
@@ -501,4 +508,38 @@ fn byte_string(bytes: &[u8]) -> String {
     }
     s.push('"');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sym::Dim;
+    use crate::test_graphs::shape;
+    use crate::tiny::{Output, UnaryOp};
+    use crate::DType;
+
+    /// Every grid of the generic (SIMT) variant prints as Rust, including
+    /// one whose extent floors a symbolic size: every second element of
+    /// `x[H]` is `⌊(H + 1)/2⌋` elements, a [`BinOp::FloorDiv`] in the grid.
+    #[test]
+    fn a_grid_over_a_floored_symbolic_size_prints() {
+        let mut g = Graph::new("every_second");
+        let x = g.input("x", DType::F32, &shape(&["H"])).unwrap();
+        let s = g.shrink(x, &[Dim::int(0)], &shape(&["H"]), &[Dim::int(2)]).unwrap();
+        let y = g.unary(UnaryOp::Relu, s).unwrap();
+        g.outputs.push(Output { name: "y".into(), node: y });
+        g.declare_input_symbols().unwrap();
+        let program = simt::lower_program(&g).unwrap();
+        let mut floored = false;
+        for l in &program.launches {
+            for e in &l.kernel.grid {
+                let mut floors = false;
+                e.visit(&mut |x| floors |= matches!(x, Expr::Bin(BinOp::FloorDiv, ..)));
+                let text = grid_expr(e, &l.args).unwrap();
+                assert_eq!(floors, text.contains(".div_euclid(2i64)"), "{text}");
+                floored |= floors;
+            }
+        }
+        assert!(floored, "no grid floors a size; the test no longer covers FloorDiv");
+    }
 }
