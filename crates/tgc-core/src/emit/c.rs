@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup};
-use crate::cpu::packed::{self, Contraction, MR, NR};
+use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lanes, rows};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
@@ -32,7 +32,7 @@ use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
 use tgc_runtime::cpu_rt::C_DECL;
 
-use super::{aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang};
+use super::{aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang, Panel, A_PANEL, B_PANEL};
 
 /// Generates the C translation unit of `g`, exporting `symbol`.
 ///
@@ -646,7 +646,7 @@ impl Printer<'_> {
     /// `rt`'s pool. It returns 1 when a task could not allocate its panels.
     fn packed(&mut self, s: &mut String, k: &Kernel, c: Contraction, symbol: &str) {
         let p = self.p;
-        let (pk, a, b) = (c.packed, c.a, c.b);
+        let pk = c.packed;
         let Some(r) = &k.reduce else { return };
         let name = format!("tgc_{}_{symbol}", k.name);
         let (bufs, syms) = ctx_fields(p, &[k], &[]);
@@ -712,51 +712,12 @@ impl Printer<'_> {
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;"
         );
         // The `b` panel once per K block; the `a` panel per `mc` rows.
-        for (panel, rows, valid, origin, axes, width, e) in [
-            ("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b),
-            ("pk_a", "pk_icb", "pk_mb - pk_ic", "pk_m0 + pk_ic", &pk.m, MR, a),
-        ] {
-            if panel == "pk_a" {
-                s.push_str(
-                    "        for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
+        self.pack(s, k, &c, &B_PANEL);
+        s.push_str(
+            "        for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
         const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;\n",
-                );
-            }
-            let _ = writeln!(
-                s,
-                "        for (int64_t pk_j = 0; pk_j < {rows}; pk_j++) {{
-            float* restrict pk_dst = {panel} + pk_j / {width} * pk_kb * {width} + pk_j % {width};
-            if (pk_j < {valid}) {{"
-            );
-            decode(s, k, &format!("{origin} + pk_j"), axes, 4);
-            s.push_str("                int64_t pk_q = 0;\n");
-            let mut depth = 4;
-            for (j, d) in c.k_loops.iter().enumerate() {
-                let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
-                let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
-                let _ = writeln!(
-                    s,
-                    "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
-                    "",
-                    v = c.k_first + j,
-                    w = depth * 4
-                );
-                depth += 1;
-            }
-            let x = self.expr(e);
-            let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
-            while depth > 4 {
-                depth -= 1;
-                let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-            }
-            let _ = writeln!(
-                s,
-                "            }} else {{
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * {width}] = 0.0f;
-            }}
-        }}"
-            );
-        }
+        );
+        self.pack(s, k, &c, &A_PANEL);
         let _ = writeln!(
             s,
             "        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += {NR})
@@ -844,6 +805,105 @@ impl Printer<'_> {
                 "    /* Whole windows a task. */\n    pk_nc = (pk_nc + {w} - 1) / ({w}) * ({w});\n"
             )),
         );
+    }
+
+    /// Packs `e` into a panel for the K block `pk_ko..pk_ke` (`pk_kb`
+    /// values a row): row `j` (a point of `axes` at `origin + j`) at
+    /// `j / width · pk_kb · width + q · width + j % width` for the `q`-th K
+    /// point, zero past `valid` rows — in `order` ([`PackOrder`]).
+    fn pack(&mut self, s: &mut String, k: &Kernel, c: &Contraction, panel: &Panel) {
+        let Panel { side, name, rows, valid, origin, width } = *panel;
+        let (e, axes, order) = c.factor(side);
+        // Opens the K loops at indentation `depth`; returns the depth inside.
+        let k_loops = |s: &mut String, mut depth: usize| {
+            for (j, d) in c.k_loops.iter().enumerate() {
+                let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
+                let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
+                let _ = writeln!(
+                    s,
+                    "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
+                    "",
+                    v = c.k_first + j,
+                    w = depth * 4
+                );
+                depth += 1;
+            }
+            depth
+        };
+        let close = |s: &mut String, mut depth: usize, to: usize| {
+            while depth > to {
+                depth -= 1;
+                let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+            }
+        };
+        match order {
+            PackOrder::DepthInner => {
+                let _ = writeln!(
+                    s,
+                    "        for (int64_t pk_j = 0; pk_j < {rows}; pk_j++) {{
+            float* restrict pk_dst = {name} + pk_j / {width} * pk_kb * {width} + pk_j % {width};
+            if (pk_j < {valid}) {{"
+                );
+                decode(s, k, &format!("{origin} + pk_j"), axes, 4);
+                s.push_str("                int64_t pk_q = 0;\n");
+                let depth = k_loops(s, 4);
+                let x = self.expr(e);
+                let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
+                close(s, depth, 4);
+                let _ = writeln!(
+                    s,
+                    "            }} else {{
+                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * {width}] = 0.0f;
+            }}
+        }}"
+                );
+            }
+            PackOrder::WidthInner => {
+                // A whole group of rows into a local array by a loop of
+                // constant trip count, then copied: GCC's -O2 vectoriser (its
+                // "very cheap" model, no run-time alias checks) takes the loop
+                // only when the stores cannot alias the loads. The last group
+                // row by row, zero past the valid rows.
+                s.push_str("        {\n            int64_t pk_q = 0;\n");
+                let depth = k_loops(s, 3);
+                let w = depth * 4;
+                let _ = writeln!(
+                    s,
+                    "{:w$}for (int64_t pk_jb = 0; pk_jb < {rows}; pk_jb += {width}) {{
+{:w$}    float* restrict pk_dst = {name} + pk_jb * pk_kb + pk_q * {width};
+{:w$}    const int64_t pk_jn = {valid} - pk_jb;
+{:w$}    if (pk_jn >= {width}) {{
+{:w$}        float pk_v[{width}];
+{:w$}        for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
+                    "", "", "", "", "", ""
+                );
+                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 3);
+                let x = self.expr(e);
+                let _ = writeln!(
+                    s,
+                    "{:w$}            pk_v[pk_jj] = {x};
+{:w$}        }}
+{:w$}        memcpy(pk_dst, pk_v, sizeof pk_v);
+{:w$}    }} else {{
+{:w$}        int64_t pk_jj = 0;
+{:w$}        for (; pk_jj < pk_jn; pk_jj++) {{",
+                    "", "", "", "", "", ""
+                );
+                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 3);
+                let _ = writeln!(
+                    s,
+                    "{:w$}            pk_dst[pk_jj] = {x};
+{:w$}        }}
+{:w$}        for (; pk_jj < {width}; pk_jj++) pk_dst[pk_jj] = 0.0f;
+{:w$}    }}
+{:w$}}}
+{:w$}pk_q += 1;",
+                    "", "", "", "", "", ""
+                );
+                close(s, depth, 3);
+                s.push_str("        }\n");
+            }
+        }
     }
 
     /// The store of the kernel's value at the current output point.

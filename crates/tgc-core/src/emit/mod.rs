@@ -16,6 +16,7 @@ pub mod gpu_api;
 pub mod rust;
 
 use crate::affine::{AffAtom, AffExpr};
+use crate::cpu::packed::Side;
 use crate::cpu::{Kernel, Program};
 use crate::index_book::Constr;
 use crate::sym::{Atom, Dim};
@@ -28,12 +29,47 @@ enum Lang {
     Rust,
 }
 
+/// A panel of the packed template ([`crate::cpu::packed`]) as both printers
+/// name it: the panel buffer, how many rows it has (a multiple of `width`),
+/// how many of them are real (the rest are zero), and the flat index of its
+/// first row in the panel's loops. All are expressions of generated code.
+#[derive(Clone, Copy)]
+struct Panel {
+    side: Side,
+    name: &'static str,
+    rows: &'static str,
+    valid: &'static str,
+    origin: &'static str,
+    width: usize,
+}
+
+/// The `b` panel: `nc` columns of a task, packed once per K block.
+const B_PANEL: Panel = Panel {
+    side: Side::B,
+    name: "pk_b",
+    rows: "pk_np",
+    valid: "pk_nb",
+    origin: "pk_n0",
+    width: crate::cpu::packed::NR,
+};
+
+/// The `a` panel: `mc` rows from `pk_ic` on, packed per K block.
+const A_PANEL: Panel = Panel {
+    side: Side::A,
+    name: "pk_a",
+    rows: "pk_icb",
+    valid: "pk_mb - pk_ic",
+    origin: "pk_m0 + pk_ic",
+    width: crate::cpu::packed::MR,
+};
+
 /// The generated name of symbol `s`.
 fn sym_name(s: &str) -> String {
     format!("s_{s}")
 }
 
-/// `floor(n / q)` in `lang` (`floord` is the isl/CLooG macro of the C prelude).
+/// `floor(n / q)` in `lang` (`floord` is the C prelude's function, named
+/// after isl/CLooG's macro).
 fn floordiv(n: String, q: String, lang: Lang) -> String {
     match lang {
         Lang::C => format!("floord({n}, {q})"),

@@ -27,7 +27,7 @@ use std::fmt::Write;
 
 use crate::cpu::lanes;
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role};
-use crate::cpu::packed::{self, Contraction, MR, NR};
+use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -35,7 +35,7 @@ use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
 
-use super::{aff, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang};
+use super::{aff, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang, Panel, A_PANEL, B_PANEL};
 
 /// Generates the Rust text of `g`; `crate_path` is the path of the facade
 /// crate that re-exports `half` (e.g. `::tgc`).
@@ -255,7 +255,7 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
 /// `unsafe` in the user's crate, which the printed Rust never contains.
 /// The micro-kernel is the runtime's (`cpu_rt::ukernel`).
 fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
-    let (pk, a, b) = (c.packed, c.a, c.b);
+    let pk = c.packed;
     let Some(r) = &k.reduce else { return };
     let rt = format!("{cp}::__private::cpu_rt");
     let extent = |axes: &[usize]| dim(&packed::extent(k, axes), Lang::Rust);
@@ -302,45 +302,12 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         kc = blocks.kc,
     );
     // The `b` panel once per K block; the `a` panel per `mc` rows.
-    for (panel, rows, valid, origin, axes, width, e) in [
-        ("pk_b", "pk_np", "pk_nb", "pk_n0", &pk.n, NR, b),
-        ("pk_a", "pk_icb", "pk_mb - pk_ic", "pk_m0 + pk_ic", &pk.m, MR, a),
-    ] {
-        if panel == "pk_a" {
-            s.push_str(
-                "                for pk_ic in (0..pk_mp).step_by(pk_mc as usize) {
+    pack(s, p, k, &c, &B_PANEL);
+    s.push_str(
+        "                for pk_ic in (0..pk_mp).step_by(pk_mc as usize) {
                 let pk_icb: i64 = (pk_mp - pk_ic).min(pk_mc);\n",
-            );
-        }
-        let _ = writeln!(
-            s,
-            "                for pk_j in 0i64..{rows} {{
-                    let pk_at: usize = (pk_j / {width} * pk_kb * {width} + pk_j % {width}) as usize;
-                    if pk_j < {valid} {{"
-        );
-        decode(s, k, &format!("{origin} + pk_j"), axes, 6);
-        s.push_str("                        let mut pk_q: usize = pk_at;\n");
-        let mut depth = 6;
-        for (j, d) in c.k_loops.iter().enumerate() {
-            let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
-            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
-            depth += 1;
-        }
-        let _ = writeln!(s, "{:w$}{panel}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
-        while depth > 6 {
-            depth -= 1;
-            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-        }
-        let _ = writeln!(
-            s,
-            "                    }} else {{
-                        for pk_q in 0..pk_kb as usize {{
-                            {panel}[pk_at + pk_q * {width}] = 0.0f32;
-                        }}
-                    }}
-                }}"
-        );
-    }
+    );
+    pack(s, p, k, &c, &A_PANEL);
     let _ = writeln!(
         s,
         "                for pk_jr in (0..pk_np).step_by({NR}) {{
@@ -393,6 +360,87 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         paren(aff(&k.store_index, Lang::Rust)),
         stored(p, k)
     );
+}
+
+/// Packs `e` into a panel for the K block `pk_ko..pk_ke` (`pk_kb` values a
+/// row), as the C printer's `pack` does: row `j` (a point of `axes` at
+/// `origin + j`) at `j / width · pk_kb · width + q · width + j % width` for
+/// the `q`-th K point, zero past the valid rows, in `order`.
+fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel) {
+    let Panel { side, name, rows, valid, origin, width } = *panel;
+    let (e, axes, order) = c.factor(side);
+    // Opens the K loops at indentation `depth`; returns the depth inside.
+    let k_loops = |s: &mut String, mut depth: usize| {
+        for (j, d) in c.k_loops.iter().enumerate() {
+            let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
+            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
+            depth += 1;
+        }
+        depth
+    };
+    let close = |s: &mut String, mut depth: usize, to: usize| {
+        while depth > to {
+            depth -= 1;
+            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+        }
+    };
+    match order {
+        PackOrder::DepthInner => {
+            let _ = writeln!(
+                s,
+                "                for pk_j in 0i64..{rows} {{
+                    let pk_at: usize = (pk_j / {width} * pk_kb * {width} + pk_j % {width}) as usize;
+                    if pk_j < {valid} {{"
+            );
+            decode(s, k, &format!("{origin} + pk_j"), axes, 6);
+            s.push_str("                        let mut pk_q: usize = pk_at;\n");
+            let depth = k_loops(s, 6);
+            let _ = writeln!(s, "{:w$}{name}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
+            close(s, depth, 6);
+            let _ = writeln!(
+                s,
+                "                    }} else {{
+                        for pk_q in 0..pk_kb as usize {{
+                            {name}[pk_at + pk_q * {width}] = 0.0f32;
+                        }}
+                    }}
+                }}"
+            );
+        }
+        PackOrder::WidthInner => {
+            s.push_str("                let mut pk_q: i64 = 0;\n");
+            let depth = k_loops(s, 4);
+            let w = depth * 4;
+            let _ = writeln!(
+                s,
+                "{:w$}for pk_jb in (0i64..{rows}).step_by({width}) {{
+{:w$}    let pk_at: usize = (pk_jb * pk_kb + pk_q * {width}) as usize;
+{:w$}    for pk_jj in 0i64..{width} {{
+{:w$}        {name}[pk_at + pk_jj as usize] = if pk_jb + pk_jj < {valid} {{",
+                "", "", "", ""
+            );
+            decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 3);
+            let _ = writeln!(
+                s,
+                "{:w$}            {}
+{:w$}        }} else {{
+{:w$}            0.0f32
+{:w$}        }};
+{:w$}    }}
+{:w$}}}
+{:w$}pk_q += 1;",
+                "",
+                expr(p, e),
+                "",
+                "",
+                "",
+                "",
+                "",
+                ""
+            );
+            close(s, depth, 4);
+        }
+    }
 }
 
 /// The kernel's value at the current output point, converted to the output's storage type.

@@ -450,32 +450,56 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     for (int64_t pk_ko = 0; pk_ko < s_N; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_N ? pk_ko + pk_kstep : s_N;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
-        for (int64_t pk_j = 0; pk_j < pk_np; pk_j++) {
-            float* restrict pk_dst = pk_b + pk_j / 16 * pk_kb * 16 + pk_j % 16;
-            if (pk_j < pk_nb) {
-                const int64_t i3 = pk_n0 + pk_j;
-                int64_t pk_q = 0;
-                for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
-                    pk_dst[pk_q * 16] = in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4];
-                    pk_q += 1;
+        {
+            int64_t pk_q = 0;
+            for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
+                for (int64_t pk_jb = 0; pk_jb < pk_np; pk_jb += 16) {
+                    float* restrict pk_dst = pk_b + pk_jb * pk_kb + pk_q * 16;
+                    const int64_t pk_jn = pk_nb - pk_jb;
+                    if (pk_jn >= 16) {
+                        float pk_v[16];
+                        for (int64_t pk_jj = 0; pk_jj < 16; pk_jj++) {
+                            const int64_t i3 = pk_n0 + pk_jb + pk_jj;
+                            pk_v[pk_jj] = in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4];
+                        }
+                        memcpy(pk_dst, pk_v, sizeof pk_v);
+                    } else {
+                        int64_t pk_jj = 0;
+                        for (; pk_jj < pk_jn; pk_jj++) {
+                            const int64_t i3 = pk_n0 + pk_jb + pk_jj;
+                            pk_dst[pk_jj] = in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4];
+                        }
+                        for (; pk_jj < 16; pk_jj++) pk_dst[pk_jj] = 0.0f;
+                    }
                 }
-            } else {
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 16] = 0.0f;
+                pk_q += 1;
             }
         }
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
         const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;
-        for (int64_t pk_j = 0; pk_j < pk_icb; pk_j++) {
-            float* restrict pk_dst = pk_a + pk_j / 6 * pk_kb * 6 + pk_j % 6;
-            if (pk_j < pk_mb - pk_ic) {
-                const int64_t i2 = pk_m0 + pk_ic + pk_j;
-                int64_t pk_q = 0;
-                for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
-                    pk_dst[pk_q * 6] = (tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i4] / tmp4[s_H*s_M*i0 + s_M*i1 + i2]);
-                    pk_q += 1;
+        {
+            int64_t pk_q = 0;
+            for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
+                for (int64_t pk_jb = 0; pk_jb < pk_icb; pk_jb += 6) {
+                    float* restrict pk_dst = pk_a + pk_jb * pk_kb + pk_q * 6;
+                    const int64_t pk_jn = pk_mb - pk_ic - pk_jb;
+                    if (pk_jn >= 6) {
+                        float pk_v[6];
+                        for (int64_t pk_jj = 0; pk_jj < 6; pk_jj++) {
+                            const int64_t i2 = pk_m0 + pk_ic + pk_jb + pk_jj;
+                            pk_v[pk_jj] = (tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i4] / tmp4[s_H*s_M*i0 + s_M*i1 + i2]);
+                        }
+                        memcpy(pk_dst, pk_v, sizeof pk_v);
+                    } else {
+                        int64_t pk_jj = 0;
+                        for (; pk_jj < pk_jn; pk_jj++) {
+                            const int64_t i2 = pk_m0 + pk_ic + pk_jb + pk_jj;
+                            pk_dst[pk_jj] = (tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i4] / tmp4[s_H*s_M*i0 + s_M*i1 + i2]);
+                        }
+                        for (; pk_jj < 6; pk_jj++) pk_dst[pk_jj] = 0.0f;
+                    }
                 }
-            } else {
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 6] = 0.0f;
+                pk_q += 1;
             }
         }
         for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 16)

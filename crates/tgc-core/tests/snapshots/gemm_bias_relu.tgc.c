@@ -128,17 +128,29 @@ TGC_CLONES static void tgc_k0_tgc_gemm_bias_relu_task(void* pk_vctx, int64_t pk_
     for (int64_t pk_ko = 0; pk_ko < s_K; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_K ? pk_ko + pk_kstep : s_K;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
-        for (int64_t pk_j = 0; pk_j < pk_np; pk_j++) {
-            float* restrict pk_dst = pk_b + pk_j / 16 * pk_kb * 16 + pk_j % 16;
-            if (pk_j < pk_nb) {
-                const int64_t i1 = pk_n0 + pk_j;
-                int64_t pk_q = 0;
-                for (int64_t i2 = pk_ko; i2 < pk_ke; i2 += 1) {
-                    pk_dst[pk_q * 16] = tgc_f16_to_f32(in1[i1 + s_N*i2]);
-                    pk_q += 1;
+        {
+            int64_t pk_q = 0;
+            for (int64_t i2 = pk_ko; i2 < pk_ke; i2 += 1) {
+                for (int64_t pk_jb = 0; pk_jb < pk_np; pk_jb += 16) {
+                    float* restrict pk_dst = pk_b + pk_jb * pk_kb + pk_q * 16;
+                    const int64_t pk_jn = pk_nb - pk_jb;
+                    if (pk_jn >= 16) {
+                        float pk_v[16];
+                        for (int64_t pk_jj = 0; pk_jj < 16; pk_jj++) {
+                            const int64_t i1 = pk_n0 + pk_jb + pk_jj;
+                            pk_v[pk_jj] = tgc_f16_to_f32(in1[i1 + s_N*i2]);
+                        }
+                        memcpy(pk_dst, pk_v, sizeof pk_v);
+                    } else {
+                        int64_t pk_jj = 0;
+                        for (; pk_jj < pk_jn; pk_jj++) {
+                            const int64_t i1 = pk_n0 + pk_jb + pk_jj;
+                            pk_dst[pk_jj] = tgc_f16_to_f32(in1[i1 + s_N*i2]);
+                        }
+                        for (; pk_jj < 16; pk_jj++) pk_dst[pk_jj] = 0.0f;
+                    }
                 }
-            } else {
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 16] = 0.0f;
+                pk_q += 1;
             }
         }
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
