@@ -23,12 +23,17 @@
 //!
 //! Each case is compiled once as `bench_conv_pool` compiles it (C through
 //! [`CompiledCpu`], the default [`Options`]: fused regions, packed
-//! contractions) on the inputs of [`pipeline::sample_inputs`]. Then, for
-//! each thread count `n` of `--threads` (default 1,2): tgc's kernel with
-//! [`cpu_rt::set_threads`]`(n)`, one warm-up `run_into`, the median of RUNS
-//! calls (default 5); then `scripts/bench_cpu_peers.py` in a fresh Python
-//! process with `n` threads (OpenBLAS's, ONNX Runtime's intra-op pool) on the
-//! same inputs (written as `.npy`), timed the same way. The peers write their
+//! contractions) on the inputs of [`pipeline::sample_inputs`] and timed, for
+//! each thread count `n` of `--threads` (default 1,2), with
+//! [`cpu_rt::set_threads`]`(n)`: one warm-up `run_into`, the median of RUNS
+//! calls (default 5). Only when every case is timed do the peers run:
+//! `scripts/bench_cpu_peers.py` in a fresh Python process per case and
+//! thread count, with `n` threads (OpenBLAS's, ONNX Runtime's intra-op pool)
+//! on the same inputs (written as `.npy`), timed the same way, each process
+//! started a second after the previous one exited. (Timing tgc right after a
+//! peer process, even half a second after it exited, measured two-thread
+//! times up to 1.9× longer, 2.33 ms instead of 1.24 ms for 128×1536×384;
+//! the pause gives the peers the same quiet start.) The peers write their
 //! outputs back, and each row gives their largest absolute difference from
 //! tgc's output.
 //!
@@ -60,6 +65,10 @@ const PEER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/be
 
 /// The peers the script times, in the order of their columns.
 const PEERS: [&str; 2] = ["numpy", "onnxruntime"];
+
+/// The pause before each peer process, so that the previous one is gone
+/// when it starts timing (see the module doc).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// f32 flops per cycle of one core: two 8-lane FMA pipes (AVX2).
 const FLOPS_PER_CYCLE: f64 = 32.0;
@@ -222,23 +231,32 @@ fn main() -> ExitCode {
         eprintln!("bench_cpu: cannot create the work directory {}: {e}", dir.display());
         return ExitCode::from(1);
     }
-    let mut peers = Peers::new();
+    // Every tgc timing first, then every peer (see the module doc).
     let mut failed = false;
-    for family in [Family::Gemm, Family::Softmax, Family::Layernorm, Family::Conv] {
-        if args.only.is_some_and(|f| f != family) {
-            continue;
+    let families: Vec<Family> = [Family::Gemm, Family::Softmax, Family::Layernorm, Family::Conv]
+        .into_iter()
+        .filter(|&f| args.only.is_none_or(|o| o == f))
+        .collect();
+    let mut timed = Vec::new();
+    for case in CASES.into_iter().filter(|c| families.contains(&c.family())) {
+        match time_case(case, &args, &dir) {
+            Ok(t) => timed.push(t),
+            Err(e) => {
+                eprintln!("bench_cpu: {} {}: {e}", case.peer_op(), case.label());
+                failed = true;
+            }
         }
+    }
+    let mut peers = Peers::new();
+    for family in families {
         let (title, rate) = family.heading();
         println!("\n== {title}");
         println!(
             "{:<18} {:>3} {:>9} {rate} {:>9} {:>7} {:>9} {:>7} {:>9} {:>9}",
             "case", "thr", "tgc ms", "numpy ms", "ratio", "ort ms", "ratio", "max|d| np", "max|d| ort"
         );
-        for case in CASES.into_iter().filter(|c| c.family() == family) {
-            if let Err(e) = bench_case(case, &args, peak, &dir, &mut peers) {
-                eprintln!("bench_cpu: {} {}: {e}", case.peer_op(), case.label());
-                failed = true;
-            }
+        for t in timed.iter().filter(|t| t.case.family() == family) {
+            report(t, peak, &mut peers);
         }
     }
     if let Some(v) = &peers.versions {
@@ -252,12 +270,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// Compiles `case`, then times it and its peers at each thread count of
-/// `args`, printing one row per thread count.
+/// A case compiled and timed: what its peers need and tgc's times.
+struct Timed {
+    case: Case,
+    /// The request for `bench_cpu_peers.py`, less the thread count.
+    request: Value,
+    /// tgc's output, which the peers' outputs are compared with.
+    output: HostTensor,
+    /// tgc's median ms per thread count of `--threads`.
+    ms: Vec<(NonZeroUsize, f64)>,
+}
+
+/// Compiles `case`, writes its inputs for the peers, and times tgc's kernel
+/// at each thread count of `args`.
 ///
-/// Errors: tgc's (load, compile, run) and the work directory's; a peer's
-/// failure is only noted.
-fn bench_case(case: Case, args: &Args, peak: Option<f64>, dir: &Path, peers: &mut Peers) -> Result<(), String> {
+/// Errors: tgc's (load, compile, run) and the work directory's.
+fn time_case(case: Case, args: &Args, dir: &Path) -> Result<Timed, String> {
     let runs = args.runs.get();
     let g = pipeline::load(&case.graph(), Format::Dsl, None).map_err(|d| d.render("bench_cpu"))?.graph;
     let inputs = pipeline::sample_inputs(&g).map_err(|d| d.render("bench_cpu"))?;
@@ -271,26 +299,37 @@ fn bench_case(case: Case, args: &Args, peak: Option<f64>, dir: &Path, peers: &mu
         npy::write_npy(&path, t).map_err(|e| format!("{}: {e}", path.display()))?;
         paths.push(path);
     }
-    let mut request = json!({
+    let request = json!({
         "op": case.peer_op(),
         "shapes": inputs.iter().map(HostTensor::shape).collect::<Vec<_>>(),
         "runs": runs,
         "inputs": paths,
         "output_dir": case_dir,
     });
-    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    let mut ms = Vec::new();
     for &n in &args.threads {
         cpu_rt::set_threads(n.get());
-        let ms = median_ms(runs, || kernel.run_into(&inputs, &mut outputs, &[])).map_err(run_error)?;
-        let rate = case.work() / ms / 1e6;
-        let rate_cols = match (case.family(), peak) {
+        ms.push((n, median_ms(runs, || kernel.run_into(&inputs, &mut outputs, &[])).map_err(run_error)?));
+    }
+    let output = outputs.swap_remove(0);
+    Ok(Timed { case, request, output, ms })
+}
+
+/// Times the peers of `t` at each of its thread counts and prints one row
+/// per thread count.
+fn report(t: &Timed, peak: Option<f64>, peers: &mut Peers) {
+    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    for &(n, ms) in &t.ms {
+        let rate = t.case.work() / ms / 1e6;
+        let rate_cols = match (t.case.family(), peak) {
             (Family::Gemm, Some(p)) => format!("{rate:>8.1} {:>5.0}%", 100.0 * rate / (p * n.get().min(cores) as f64)),
             (Family::Gemm, None) => format!("{rate:>8.1} {:>6}", "-"),
             _ => format!("{rate:>8.1}"),
         };
-        let mut row = format!("{:<18} {n:>3} {ms:>9.3} {rate_cols}", case.label());
+        let mut row = format!("{:<18} {n:>3} {ms:>9.3} {rate_cols}", t.case.label());
+        let mut request = t.request.clone();
         request["threads"] = json!(n.get());
-        let results = peers.run(&request, &outputs[0]);
+        let results = peers.run(&request, &t.output);
         for r in &results {
             match r.ms {
                 Some(p) => row.push_str(&format!(" {p:>9.3} {:>7.2}", p / ms)),
@@ -305,7 +344,6 @@ fn bench_case(case: Case, args: &Args, peak: Option<f64>, dir: &Path, peers: &mu
         }
         println!("{row}");
     }
-    Ok(())
 }
 
 /// Median wall time of `runs` calls of `call`, in ms, after one warm-up call.
@@ -433,6 +471,7 @@ impl Peers {
     /// Errors: Python cannot be started, the script fails (its stderr says
     /// why, e.g. NumPy is missing) or prints no JSON.
     fn ask(&self, request: &str) -> Result<Value, String> {
+        std::thread::sleep(SETTLE);
         let out = Command::new(&self.python).arg(PEER_SCRIPT).arg(request).output().map_err(|e| {
             format!(
                 "cannot run `{}` ({e}): install Python 3 or set PYTHON to one; \
