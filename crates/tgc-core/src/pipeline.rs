@@ -360,8 +360,10 @@ pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
     let symbol = c_symbol(&g.name);
     let kernel = crate::gpu::lower::build(g, &plan::target::SM80, &symbol)?;
     let (cu, compiled) = compile_kernels(std::slice::from_ref(&kernel.kernel), &format!("{symbol}.cu"))?;
-    let resources = crate::gpu::toolchain::parse_ptxas_verbose(&compiled.log)
-        .map_err(|e| diag!(Internal, "{e}"))?
+    let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
+    let resources = tc
+        .ptxas_resources(&compiled.ptx, crate::gpu::cuda::toolchain_arch(kernel.kernel.arch))
+        .map_err(|e| diag!(Io, "{e}"))?
         .into_iter()
         .find(|r| r.function == symbol)
         .ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{symbol}`"))?;

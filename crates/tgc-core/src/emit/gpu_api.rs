@@ -367,7 +367,8 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
     let forms: Vec<String> = p.launches.iter().map(|l| format!("{:?}", l.form)).collect();
     let _ = writeln!(s, "/// The kernels for {what}: {}.", forms.join(", "));
     let _ = writeln!(s, "pub mod {} {{", v.name);
-    let _ = writeln!(s, "use {CHECKS} as __c;");
+    // A variant without temporaries sizes nothing with it.
+    let _ = writeln!(s, "#[allow(unused_imports)]\nuse {CHECKS} as __c;");
     let _ = writeln!(s, "const CUBIN_BYTES: &[u8] = {cubin};");
     let _ = writeln!(s, "const PTX_TEXT: &str = {};", lit(&v.ptx));
     let _ = writeln!(s, "/// The ELF cubin for `sm_80`.\npub static CUBIN: &[u8] = CUBIN_BYTES;");

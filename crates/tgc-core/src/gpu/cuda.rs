@@ -136,8 +136,10 @@ pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
 }
 
 /// Prints `kernels` as one unit and compiles it with NVRTC for their
-/// architecture (all must have the same), with `-lineinfo` off and ptxas's
-/// resource report (`-Xptxas=-v`) in the log.
+/// architecture (all must have the same), with `-lineinfo` off. Resource
+/// usage comes from [`Toolchain::ptxas_resources`] on the PTX, not from
+/// NVRTC's log: the CUDA 13.0.88 toolkit's NVRTC on the H100 machine left
+/// `-Xptxas=-v`'s report out of its log (the wheel's NVRTC put it there).
 ///
 /// Errors: [`CudaError::Print`] as [`print_unit`], or for kernels of two
 /// architectures; [`CudaError::Toolchain`] when NVRTC fails.
@@ -154,7 +156,7 @@ pub fn compile(tc: &Toolchain, kernels: &[Kernel], name: &str) -> Result<(String
         .into());
     }
     let source = print_unit(kernels)?;
-    let compiled = tc.compile(&source, name, toolchain_arch(first.arch), &["-Xptxas=-v"])?;
+    let compiled = tc.compile(&source, name, toolchain_arch(first.arch), &[])?;
     Ok((source, compiled))
 }
 
@@ -913,13 +915,16 @@ impl<'k> Printer<'k> {
         let inner = format!("{pad}    ");
         let names: Vec<String> = ops.iter().map(op_name).collect();
         writeln!(out, "{pad}/* s{id} */ if ({}) {{ // epilogue: {}", self.cond(pred, id)?, names.join(", ")).unwrap();
-        writeln!(
-            out,
-            "{inner}const long long tgc_row = {}, tgc_col = {};",
-            self.expr(row, Some(id))?,
-            self.expr(col, Some(id))?
-        )
-        .unwrap();
+        // Only the coordinates an op reads: NVRTC warns (#177-D) on an
+        // unused one.
+        let reads_row = ops.iter().any(|op| matches!(op, EpilogueOp::Residual { .. }));
+        let reads_col = reads_row || ops.iter().any(|op| matches!(op, EpilogueOp::Bias(_)));
+        if reads_row {
+            writeln!(out, "{inner}const long long tgc_row = {};", self.expr(row, Some(id))?).unwrap();
+        }
+        if reads_col {
+            writeln!(out, "{inner}const long long tgc_col = {};", self.expr(col, Some(id))?).unwrap();
+        }
         writeln!(out, "{inner}float tgc_v = {a};").unwrap();
         for op in ops {
             match op {
