@@ -50,22 +50,7 @@ for l in sys.stdin:
         print(m["executable"])')"
 cargo build -p tgc-cli --locked --bin tgc
 WORK="$(mktemp -d)"
-# Inputs of gemm_bias_relu (x: f16[128, 64], w: f16[64, 256], bias: f16[256]).
-python3 - "$WORK" <<'PY'
-import struct, sys
-def npy(path, shape):
-    n = 1
-    for d in shape:
-        n *= d
-    header = "{'descr': '<f2', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}, " for d in shape)
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    vals = [struct.pack("<e", ((i * 7) % 17 - 8) / 16.0) for i in range(n)]
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"".join(vals))
-npy(sys.argv[1] + "/x.npy", [128, 64])
-npy(sys.argv[1] + "/w.npy", [64, 256])
-npy(sys.argv[1] + "/bias.npy", [256])
-PY
+python3 scripts/gemm_inputs.py "$WORK"
 for tool in memcheck racecheck synccheck initcheck; do
     echo "== compute-sanitizer --tool $tool: sm80_kernel tests"
     "$SAN" --tool "$tool" --error-exitcode 1 "$BIN" --test-threads 1 run_on_gpu

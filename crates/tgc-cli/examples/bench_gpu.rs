@@ -20,12 +20,28 @@
 //! region a kernel) against `torch.softmax` / `torch.nn.functional.layer_norm`,
 //! printed as effective bandwidth (GB/s: bytes read once + written once).
 //!
+//! With `--plans` it sweeps the plan space instead: for each GEMM shape of
+//! [`SWEEP`] (f16), every valid plan of `plan::space` is pinned in turn
+//! (an [`Estimator`] that ranks only that plan first, the seam a tuning
+//! cache uses), compiled and timed as above. Printed per plan: the analytic
+//! model's estimate for the sm80 target (A100, the plan tgc chooses), its
+//! estimate for the GPU at hand ([`device_target`]) with that rank, and
+//! the measured TFLOP/s and rank; then per shape the device model's pick
+//! against the best measured plan and the Spearman rank correlation of the
+//! two orders; one `sweep,…` CSV line per plan for the record.
+//!
+//! ```text
+//! cargo run --release -p tgc-cli --features cuda --example bench_gpu -- --plans [ITERS]
+//! ```
+//!
 //! Without a GPU (no driver or no device) it prints that and exits 1.
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use tgc_core::pipeline::{self, Format};
+use tgc_core::plan::cost::{self, Estimate, Estimator, Limit};
+use tgc_core::plan::{self as plans, Plan, Problem, Target};
 use tgc_runtime::cuda::Gpu;
 use tgc_runtime::{DType, HostTensor};
 
@@ -36,8 +52,23 @@ mod gpu;
 const SHAPES: [(usize, usize, usize); 5] =
     [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 3072, 768), (4096, 768, 3072)];
 
+/// The `--plans` sweep's GEMM shapes `M×N×K` (f16): square sizes from
+/// small to large, the two BERT-base projections of [`SHAPES`], and a
+/// MiniLM-sized one with few rows.
+const SWEEP: [(usize, usize, usize); 7] = [
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (4096, 3072, 768),
+    (4096, 768, 3072),
+    (256, 1536, 384),
+];
+
 fn main() -> ExitCode {
-    let iters: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let sweep = args.iter().any(|a| a == "--plans");
+    let iters: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20);
     let gpu = match Gpu::new(0) {
         Ok(g) => g,
         Err(e) => {
@@ -45,6 +76,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if sweep {
+        return plan_sweep(&gpu, iters);
+    }
     println!("device sm_{}, {iters} iterations per case", gpu.sm());
     println!(
         "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
@@ -154,6 +188,12 @@ fn row_graph(op: &str, rows: usize, cols: usize) -> String {
 /// concrete), after a warm-up run: ITERS runs queued back to back between
 /// two synchronisations.
 fn tgc_seconds(gpu: &Gpu, text: &str, iters: usize) -> Result<f64, String> {
+    tgc_seconds_with(gpu, text, iters, &cost::Analytic, "")
+}
+
+/// [`tgc_seconds`] with the GEMM's plan ranked by `estimator`; `tag` keeps
+/// the module cache keys of one graph's plans apart.
+fn tgc_seconds_with(gpu: &Gpu, text: &str, iters: usize, estimator: &dyn Estimator, tag: &str) -> Result<f64, String> {
     let g = pipeline::load(text, Format::Dsl, None).map_err(|d| d.to_string())?.graph;
     let err = |e: gpu::GpuError| match e {
         gpu::GpuError::Diag(d) => d.to_string(),
@@ -166,7 +206,7 @@ fn tgc_seconds(gpu: &Gpu, text: &str, iters: usize) -> Result<f64, String> {
         let values = tgc_runtime::tensor::sample_values(i as u64 + 1, n);
         inputs.push(HostTensor::from_f64(g.dtype(id), &shape, &values).map_err(|e| e.to_string())?);
     }
-    let mut c = gpu::Compiled::new(gpu, &g, &format!("{:x}", fxhash(text))).map_err(err)?;
+    let mut c = gpu::Compiled::with_estimator(gpu, &g, &format!("{:x}{tag}", fxhash(text)), estimator).map_err(err)?;
     c.upload(&inputs).map_err(err)?;
     c.run().map_err(err)?;
     gpu.synchronize().map_err(|e| e.to_string())?;
@@ -176,6 +216,160 @@ fn tgc_seconds(gpu: &Gpu, text: &str, iters: usize) -> Result<f64, String> {
     }
     gpu.synchronize().map_err(|e| e.to_string())?;
     Ok(start.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// Ranks one plan first and every other plan after it: pins a plan of the
+/// space through the [`Estimator`] seam.
+struct Pinned<'p>(&'p Plan);
+
+impl Estimator for Pinned<'_> {
+    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
+        Ok(Estimate { time_s: if plan == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
+    }
+}
+
+/// The machine numbers of the GPU at hand for the analytic model, as the
+/// sm80 template runs on it: the sm80 row on sm_80; on sm_90 the sm90 row
+/// (H100) under the name `sm80` (the plans' `arch`: the kernels are sm_80
+/// code) with the tensor rate of `mma.sync` taken as sm80's per SM and
+/// clock (an assumption: no datasheet gives `mma.sync`'s rate on sm_90,
+/// whose quoted peak is `wgmma`'s); `None` elsewhere.
+fn device_target(sm: u32) -> Option<Target> {
+    let (a100, h100) = (&plans::target::SM80, &plans::target::SM90);
+    match sm {
+        80 => Some(a100.clone()),
+        90 => {
+            let per_sm_clock = a100.peak_tensor_tflops / (a100.sm_count as f64 * a100.clock_mhz);
+            let peak_tensor_tflops = per_sm_clock * h100.sm_count as f64 * h100.clock_mhz;
+            Some(Target { name: a100.name, peak_tensor_tflops, ..h100.clone() })
+        }
+        _ => None,
+    }
+}
+
+/// The `--plans` sweep (module doc).
+fn plan_sweep(gpu: &Gpu, iters: usize) -> ExitCode {
+    let target = &plans::target::SM80;
+    let device = device_target(gpu.sm()).unwrap_or_else(|| target.clone());
+    println!(
+        "device sm_{}, {iters} iterations per plan; model: the analytic estimate for {} (sm80) and for this device \
+         ({} SMs, {:.0} TFLOP/s tensor, {:.0} GB/s DRAM)",
+        gpu.sm(),
+        target.part,
+        device.sm_count,
+        device.peak_tensor_tflops,
+        device.dram_gbps
+    );
+    let mut failed = false;
+    for &(m, n, k) in &SWEEP {
+        let text = gemm_graph(DType::F16, m, n, k, "none");
+        let g = match pipeline::load(&text, Format::Dsl, None) {
+            Ok(l) => l.graph,
+            Err(d) => {
+                eprintln!("{m}×{n}×{k}: {d}");
+                failed = true;
+                continue;
+            }
+        };
+        let problem = match tgc_core::gpu::lower::match_gemm(&g) {
+            Ok(gg) => gg.problem,
+            Err(d) => {
+                eprintln!("{m}×{n}×{k}: {d}");
+                failed = true;
+                continue;
+            }
+        };
+        let flops = 2.0 * m as f64 * n as f64 * k as f64;
+        let Ok(choice) = cost::choose(&problem, target) else { continue };
+        let mut rows = Vec::new();
+        for (i, (plan, est)) in choice.candidates.iter().enumerate() {
+            let pinned = Pinned(plan);
+            let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
+                .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
+            let measured = if tensor_core {
+                tgc_seconds_with(gpu, &text, iters, &pinned, &format!("plan{i}"))
+            } else {
+                Err("the plan did not give the tensor-core kernel".to_string())
+            };
+            let on_device = cost::Analytic.estimate(plan, &problem, &device).map_or(0.0, |e| flops / e.time_s / 1e12);
+            match measured {
+                Ok(s) => rows.push((i, plan, flops / est.time_s / 1e12, on_device, flops / s / 1e12)),
+                Err(e) => {
+                    eprintln!("{m}×{n}×{k} {}: {e}", plan_name(plan));
+                    failed = true;
+                }
+            }
+        }
+        let device_rank = ranks(&rows.iter().map(|r| r.3).collect::<Vec<_>>());
+        let measured_rank = ranks(&rows.iter().map(|r| r.4).collect::<Vec<_>>());
+        println!("GEMM f16 {m}×{n}×{k} (* the sm80 choice)");
+        println!(
+            "  {:<28} {:>9} {:>9} {:>5} {:>9} {:>5}",
+            "plan (tile warp stages vec)", "sm80 TF", "device TF", "rank", "meas TF", "rank"
+        );
+        for (j, (i, plan, model, on_device, measured)) in rows.iter().enumerate() {
+            let mark = if choice.best == Some(*i) { '*' } else { ' ' };
+            println!(
+                "{mark} {:<28} {model:>9.1} {on_device:>9.1} {:>5} {measured:>9.1} {:>5}",
+                plan_name(plan),
+                device_rank[j],
+                measured_rank[j]
+            );
+            println!("sweep,{m},{n},{k},{},{model:.2},{on_device:.2},{measured:.2}", plan_name(plan).replace(' ', ","));
+        }
+        let best_measured = rows.iter().map(|r| r.4).fold(0.0f64, f64::max);
+        // The device's space is checked against the device's row, so its
+        // candidates are matched by plan, not by index.
+        let device_choice = cost::choose_with(&cost::Analytic, &problem, &device).ok();
+        let device_pick = device_choice.as_ref().and_then(|c| c.best()).map(|(p, _)| p);
+        let sm80_pick = choice.best().map(|(p, _)| p);
+        for (who, pick) in [("sm80 model's", sm80_pick), ("device model's", device_pick)] {
+            if let Some(picked) = rows.iter().find(|r| pick == Some(r.1)) {
+                println!(
+                    "  {who} pick {}: {:.1} TF/s measured, {:.0}% of the best plan measured ({best_measured:.1})",
+                    plan_name(picked.1),
+                    picked.4,
+                    100.0 * picked.4 / best_measured,
+                );
+            }
+        }
+        println!("  Spearman ρ (device model vs measured) {:.2}", spearman(&device_rank, &measured_rank));
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `tile warp_tile stages vec` of a plan, space-separated.
+fn plan_name(p: &Plan) -> String {
+    let t = p.tile.as_ref().map_or("-".into(), |t| format!("{}x{}x{}", t.value[0], t.value[1], t.value[2]));
+    let w = p.warp_tile.as_ref().map_or("-".into(), |w| format!("{}x{}", w.value[0], w.value[1]));
+    let st = p.pipeline.as_ref().map_or(1, |x| x.value.stages.value);
+    let v = p.vectorize.as_ref().map_or(0, |v| v.value.width.value);
+    format!("{t} {w} {st} {v}")
+}
+
+/// 1-based ranks of `v`, highest first; ties share the mean rank.
+fn ranks(v: &[f64]) -> Vec<f64> {
+    v.iter()
+        .map(|x| {
+            let above = v.iter().filter(|y| *y > x).count() as f64;
+            let equal = v.iter().filter(|y| *y == x).count() as f64;
+            above + (equal + 1.0) / 2.0
+        })
+        .collect()
+}
+
+/// Spearman's ρ of two rank vectors: Pearson's correlation of the ranks.
+fn spearman(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
+    cov / (va * vb).sqrt()
 }
 
 /// A hash of the graph text, for the module cache key.

@@ -64,7 +64,19 @@ impl<'g> Compiled<'g> {
     /// Errors: the compiler's diagnostics (`Io` without the CUDA
     /// toolchain); `Kernel` for a failed allocation.
     pub fn new(gpu: &'g Gpu, bound: &Graph, name: &str) -> Result<Compiled<'g>, GpuError> {
-        let prog = simt::lower_program_for(bound, Some(&tgc_core::plan::target::SM80))?;
+        Compiled::with_estimator(gpu, bound, name, &tgc_core::plan::cost::Analytic)
+    }
+
+    /// [`Compiled::new`] with a GEMM's plan ranked by `estimator`
+    /// ([`simt::lower_program_with`]); `bench_gpu --plans` pins one plan of
+    /// the space this way.
+    pub fn with_estimator(
+        gpu: &'g Gpu,
+        bound: &Graph,
+        name: &str,
+        estimator: &dyn tgc_core::plan::cost::Estimator,
+    ) -> Result<Compiled<'g>, GpuError> {
+        let prog = simt::lower_program_with(bound, &tgc_core::plan::target::SM80, estimator)?;
         // Every dim is bound: the program's symbols, if any, have no value.
         if let Some(s) = prog.symbols.first() {
             return Err(GpuError::Diag(diag!(UnboundSymbol, "symbol `{s}` has no value")));

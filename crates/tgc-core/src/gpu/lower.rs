@@ -20,6 +20,7 @@
 
 use crate::diag;
 use crate::diag::DResult;
+use crate::plan::cost::Estimator;
 use crate::plan::{self, Plan, Spanned, Target};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 
@@ -336,17 +337,24 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
     })
 }
 
-/// Recognises `g`, chooses the best plan of the space for `target`
-/// ([`plan::cost::choose`]), adds the graph's epilogue to it and builds
-/// the kernel, named `symbol`.
+/// Recognises `g`, chooses the best plan of the space for `target` by the
+/// analytic model ([`plan::cost::choose`]), adds the graph's epilogue to it
+/// and builds the kernel, named `symbol`.
 ///
 /// Errors: those of [`match_gemm`], of plan choice (no valid plan) and of
 /// [`sm80::build`], at the contraction.
 pub fn build(g: &Graph, target: &Target, symbol: &str) -> DResult<GpuKernel> {
+    build_with(g, target, &plan::cost::Analytic, symbol)
+}
+
+/// [`build`] with the plan ranked best by `estimator` (the seam of
+/// [`plan::cost::Estimator`]: measured timings, a plan sweep) instead of
+/// the analytic model.
+pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol: &str) -> DResult<GpuKernel> {
     let graph = match_gemm(g)?;
     let at = g.node(graph.contraction);
     target.require_mma_sync(graph.problem.dtype).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let choice = plan::cost::choose(&graph.problem, target).map_err(|d| d.or_at(at.span))?;
+    let choice = plan::cost::choose_with(estimator, &graph.problem, target).map_err(|d| d.or_at(at.span))?;
     let Some((best, _)) = choice.best() else {
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}", target.name).at_node(at));
     };

@@ -400,19 +400,36 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
 ///
 /// Errors: those of [`lower_program`].
 pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DResult<GpuProgram> {
-    if let Some(t) = target {
-        if let Some(p) = gemm_program(g, t) {
-            return Ok(p);
-        }
+    match target {
+        Some(t) => lower_program_with(g, t, &crate::plan::cost::Analytic),
+        None => lower_program(g),
     }
-    lower_program(g)
 }
 
-/// The one-launch program of a GEMM graph, when [`super::lower::build`]
+/// [`lower_program_for`] `target`, the GEMM's plan ranked by `estimator`
+/// ([`super::lower::build_with`]).
+///
+/// Errors: those of [`lower_program`].
+pub fn lower_program_with(
+    g: &Graph,
+    target: &crate::plan::Target,
+    estimator: &dyn crate::plan::cost::Estimator,
+) -> DResult<GpuProgram> {
+    match gemm_program(g, target, estimator) {
+        Some(p) => Ok(p),
+        None => lower_program(g),
+    }
+}
+
+/// The one-launch program of a GEMM graph, when [`super::lower::build_with`]
 /// takes it without split-K.
-fn gemm_program(g: &Graph, target: &crate::plan::Target) -> Option<GpuProgram> {
+fn gemm_program(
+    g: &Graph,
+    target: &crate::plan::Target,
+    estimator: &dyn crate::plan::cost::Estimator,
+) -> Option<GpuProgram> {
     use super::lower::{self, Operand};
-    let gk = lower::build(g, target, &format!("{}_gemm", g.name)).ok()?;
+    let gk = lower::build_with(g, target, estimator, &format!("{}_gemm", g.name)).ok()?;
     let ps = &gk.params;
     // Split-K's workspace and locks are not buffers of a program (plan
     // choice never splits K today: `lower::build` builds `split_k: 1`).

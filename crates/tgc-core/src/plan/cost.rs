@@ -2,39 +2,59 @@
 //! [`super::space`].
 //!
 //! [`Estimator`] is the seam between the space and what ranks it: the
-//! [`Analytic`] model here, measured tuning (§6 "実測") later. Its numbers
-//! are estimates from the formulas below, never measurements.
+//! [`Analytic`] model here, measured tuning (§6 "実測") or a pinned plan
+//! (`bench_gpu --plans`) elsewhere. Its numbers are estimates from the
+//! formulas below, never measurements.
 //!
-//! The model, for a GEMM `M×N×K` with block tile `[BM, BN, BK]`:
+//! §6's base formula, `time = max(FLOPs / peak_TF, Bytes / peak_BW)`, is
+//! kept as a roofline, but over the resources a CTA of the MMA template
+//! actually queues on, one SM at a time, wave by wave. For a GEMM
+//! `M×N×K` of element size `e` with block tile `[BM, BN, BK]`, warp tile
+//! `[WM, WN]`, `stages` and `c` CTAs per SM (§5, [`super::resources`]):
 //!
-//! - `time_est = max(FLOPs/(peak_TF·occ·pipeline_eff), Bytes/(peak_BW·occ))`
-//!   (§6 基本式; also `001` §10), the limiting factor being the larger term.
-//! - `occ` is §5's occupancy ([`super::resources::occupancy`]);
-//!   `pipeline_eff = 1 − 1/stages` (§5 パイプライン). A plan with no
-//!   `pipeline` takes `pipeline_eff = 1`, as `001` §10 does for its
-//!   synchronous MVP; the space only makes pipelined plans.
-//! - FLOPs: `2·M·N·K` (`001` §10), counted over the padded extents
-//!   `⌈M/BM⌉·BM` etc. because predicated tail tiles still issue their MMAs
-//!   (the tail waste of `predicate_tail`, §1.7). The reported TFLOP/s uses
-//!   the unpadded `2·M·N·K`.
-//! - Wave quantisation: with `slots = SMs · cta_per_SM` and
-//!   `tiles = ⌈M/BM⌉·⌈N/BN⌉`, the last of `⌈tiles/slots⌉` waves runs partly
-//!   empty; the compute term is divided by `tiles / (waves · slots)`. §6's
-//!   formula has no such term; it is added here because it decides between
-//!   tiles of similar occupancy (§5's persistent kernels address the same
-//!   loss).
-//! - Bytes: each CTA reads its `BM×K` panel of A and `K×BN` panel of B, so
-//!   A is read `⌈N/BN⌉` times and B `⌈M/BM⌉` times (`001` §10: "tile
-//!   reuse … K/BK loads"); C is written once; epilogue operands (`bias`: N
-//!   elements, `residual`: M·N) are read once. All in the problem's dtype.
-//!   There is no cache model: every re-read is charged at DRAM bandwidth,
-//!   which overstates the memory term where L2 serves the re-reads.
-//! - Because §5's `occ` divides both terms and re-reads have no cache
-//!   model, the absolute estimate is pessimistic for large tiles (a CTA of
-//!   4–16 warps gives `occ` well below 1); it is meant for ranking.
-//! - The vector width does not enter §6's formula; ties in the estimate go
-//!   to the wider vector (§4.2 counts narrowing it as a loss), then to the
-//!   earlier candidate.
+//! - **Per tile** (the padded `Kp = ⌈K/BK⌉·BK`, since predicated tails
+//!   still issue their MMAs): `F = 2·BM·BN·Kp` FLOPs; `G = (BM+BN)·Kp·e`
+//!   bytes from L2 into shared memory (`cp.async`); `R = Kp·e·BM·BN·(1/WM +
+//!   1/WN)` bytes read back by `ldmatrix` (each warp reads its `WM` rows
+//!   of A and `WN` columns of B); shared-memory traffic `G + R`, plus `G`
+//!   again when a copy is narrower than 16 bytes, because `cp.async.cg`
+//!   takes only 16 and the narrower `.ca` copies pass through L1, which
+//!   shares its data path with shared memory (PTX ISA, `cp.async`; A100
+//!   whitepaper, "combined L1 data cache and shared memory").
+//! - **Waves**: `tiles = ⌈M/BM⌉·⌈N/BN⌉` run `slots = SMs·c` at a time,
+//!   `⌈tiles/slots⌉` waves; in a wave of `n` tiles an SM runs
+//!   `cw = ⌈n/SMs⌉` of them, so a partial last wave costs as much per SM as
+//!   a full one of `cw` (wave quantisation).
+//! - **Per SM and wave**, five times; the wave takes the largest:
+//!   - tensor: `cw·F / (peak/SMs · min(1, cw·warps/8))`: the four tensor
+//!     cores of an SM are one per scheduler (A100 whitepaper), and this
+//!     model takes two warps per scheduler to cover the `mma`/`ldmatrix`
+//!     latencies ([`TENSOR_WARPS_PER_SM`], calibrated, see there);
+//!   - shared memory: `cw·(G + R [+ G]) / (smem_bytes_per_clock·clock)`;
+//!   - L2: `cw·G / (l2_bandwidth/SMs)`;
+//!   - latency (Little's law): `stages − 1` K-steps of `(BM+BN)·BK·e` bytes
+//!     in flight per CTA over a `mem_latency_clocks` round trip deliver at
+//!     most `(stages−1)·(BM+BN)·BK·e / latency` per CTA, so `G` takes
+//!     `G·latency / ((stages−1)·(BM+BN)·BK·e)`;
+//!   - DRAM: the wave's bytes over `dram_bandwidth`, where L2 serves the
+//!     re-reads inside a wave: the launch order runs `n` fastest (`bind
+//!     n.o block.x`), so a wave reads each A row panel (`BM×K`) of the
+//!     rows it covers and each B column panel (`K×BN`) of the columns it
+//!     covers once, and B only in the first wave when it fits in half the
+//!     L2; plus its C tiles and residual tiles written/read once, and a
+//!     `bias` once. This is the L2 reuse that tile rasterisation relies on
+//!     (CUTLASS's threadblock swizzle; Triton's matmul tutorial, "L2 cache
+//!     optimizations").
+//! - `time = Σ waves max(terms)`; the reported [`Limit`] is the term that
+//!   decided the most time.
+//! - Ties go to the wider vector (§4.2 counts narrowing it as a loss), then
+//!   to fewer stages (the same estimate from less shared memory), then to
+//!   the earlier candidate.
+//!
+//! The machine numbers come from the [`Target`] row; the model is
+//! deliberately coarse (no bank conflicts, no instruction issue, no
+//! epilogue cost) and meant for ranking: `bench_gpu --plans` prints its
+//! ranking next to the measured one.
 
 use crate::diag;
 use crate::diag::DResult;
@@ -43,18 +63,37 @@ use super::resources::{self, Resources};
 use super::space::{self, Space};
 use super::{Plan, Problem, Target};
 
-/// Which term of `time_est` is the larger.
+/// Resident warps per SM at which the model lets the tensor cores run at
+/// their peak: two per scheduler of the four. Calibrated, not from a
+/// datasheet: on the H100 sweep of 2026-11-26 (`bench_gpu --plans`) a
+/// 1024³ f16 GEMM ran 1.55× faster as two 4-warp CTAs per SM (128×64
+/// tiles, 124 TFLOP/s) than as one (128×128 tiles, 80 TFLOP/s), with the
+/// same work per SM.
+pub const TENSOR_WARPS_PER_SM: u64 = 8;
+
+/// Which term of the estimate decided the most time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
+    /// The tensor cores (FLOPs).
     Compute,
-    Memory,
+    /// Shared-memory bandwidth (`cp.async` fills, `ldmatrix` reads).
+    SharedMemory,
+    /// L2 → SM bandwidth.
+    L2,
+    /// Too few bytes in flight to cover the memory latency.
+    Latency,
+    /// DRAM bandwidth.
+    Dram,
 }
 
 impl Limit {
     pub fn as_str(self) -> &'static str {
         match self {
             Limit::Compute => "compute",
-            Limit::Memory => "memory",
+            Limit::SharedMemory => "smem",
+            Limit::L2 => "l2",
+            Limit::Latency => "latency",
+            Limit::Dram => "dram",
         }
     }
 }
@@ -73,25 +112,27 @@ pub trait Estimator {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate>;
 }
 
-/// The §6 analytic model of the module doc.
+/// The analytic model of the module doc.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Analytic;
 
-/// The terms of [`Analytic`]'s estimate, for tests and the dump.
+/// The terms of [`Analytic`]'s estimate, for tests and the dump. Each
+/// `*_s` is that term summed over the waves (seconds); `time_s` sums each
+/// wave's largest term, so it is at least every one of them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Terms {
     pub resources: Resources,
-    /// `2·M·N·K` over the padded extents.
-    pub padded_flops: f64,
-    /// Bytes moved between DRAM and the SMs.
-    pub bytes: f64,
-    pub pipeline_eff: f64,
-    /// `tiles / (waves · slots)`, in `(0, 1]`.
-    pub wave_eff: f64,
-    /// Seconds: `padded_flops / (peak_TF · occ · pipeline_eff · wave_eff)`.
+    /// `⌈M/BM⌉·⌈N/BN⌉`.
+    pub tiles: u64,
+    /// `⌈tiles / (SMs·c)⌉`.
+    pub waves: u64,
     pub compute_s: f64,
-    /// Seconds: `bytes / (peak_BW · occ)`.
-    pub memory_s: f64,
+    pub smem_s: f64,
+    pub l2_s: f64,
+    pub latency_s: f64,
+    pub dram_s: f64,
+    pub time_s: f64,
+    pub limit: Limit,
 }
 
 /// `(M, N, K)` of a problem over axes `m`, `n`, `k` with known extents.
@@ -112,45 +153,107 @@ impl Analytic {
     /// extents, the plan has no block or warp tile, or no CTA fits on an SM.
     pub fn terms(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Terms> {
         let [m, n, k] = gemm_dims(problem)?;
-        let dtype = problem.dtype;
-        let res = resources::of(plan, dtype, target)
+        let res = resources::of(plan, problem.dtype, target)
             .ok_or_else(|| diag!(Unsupported, "the cost model needs a plan with a block tile and a warp_tile"))?;
         if res.ctas_per_sm == 0 {
             return Err(diag!(Unsupported, "no CTA of this plan fits on one SM of {}", target.name));
         }
         let [bm, bn, bk] = resources::block_tile(plan).unwrap_or([1, 1, 1]).map(|t| t.max(1));
-        let (tm, tn, tk) = (m.div_ceil(bm), n.div_ceil(bn), k.div_ceil(bk));
-        let padded_flops = 2.0 * (tm * bm) as f64 * (tn * bn) as f64 * (tk * bk) as f64;
-        let elem = dtype.size_bytes() as f64;
-        let (mf, nf, kf) = (m as f64, n as f64, k as f64);
-        let epilogue: f64 = plan
-            .epilogue
-            .iter()
-            .map(|op| match op.value.as_str() {
-                "bias" => nf,
-                "residual" => mf * nf,
-                _ => 0.0,
-            })
-            .sum();
-        let bytes = elem * (mf * kf * tn as f64 + kf * nf * tm as f64 + mf * nf + epilogue);
-        let stages = resources::stages(plan);
-        let pipeline_eff = if plan.pipeline.is_some() { 1.0 - 1.0 / stages as f64 } else { 1.0 };
+        let [wm, wn] = plan.warp_tile.as_ref().map_or([1, 1], |w| w.value.map(|x| x.max(1)));
+        let vec = plan.vectorize.as_ref().map_or(1, |v| v.value.width.value);
+        let e = problem.dtype.size_bytes() as f64;
+        let (tm, tn) = (m.div_ceil(bm), n.div_ceil(bn));
+        let kp = (k.div_ceil(bk) * bk) as f64;
+        let (bmf, bnf, bkf) = (bm as f64, bn as f64, bk as f64);
+
+        // Per tile (module doc).
+        let flops = 2.0 * bmf * bnf * kp;
+        let fill = (bmf + bnf) * kp * e;
+        let ldmatrix = kp * e * bmf * bnf * (1.0 / wm as f64 + 1.0 / wn as f64);
+        let through_l1 = if vec as f64 * e < 16.0 { fill } else { 0.0 };
+        let smem_bytes = fill + ldmatrix + through_l1;
+        let in_flight = (resources::stages(plan).max(2) - 1) as f64 * (bmf + bnf) * bkf * e;
+
+        // Per-SM rates.
+        let sms = target.sm_count as f64;
+        let clock = target.clock_mhz * 1e6;
+        let tensor_rate = target.peak_tensor_tflops * 1e12 / sms;
+        let smem_rate = target.smem_bytes_per_clock as f64 * clock;
+        let l2_rate = target.l2_gbps * 1e9 / sms;
+        let latency = target.mem_latency_clocks as f64 / clock;
+        let dram_rate = target.dram_gbps * 1e9;
+
+        let epilogue_tile: f64 = plan.epilogue.iter().filter(|op| op.value == "residual").count() as f64;
+        let bias = plan.epilogue.iter().any(|op| op.value == "bias");
+        let b_fits = (k * n) as f64 * e <= target.l2_bytes as f64 / 2.0;
         let tiles = tm * tn;
+        if tiles == 0 {
+            return Err(diag!(Unsupported, "the cost model needs a GEMM with M and N of at least 1"));
+        }
         let slots = target.sm_count * res.ctas_per_sm;
         let waves = tiles.div_ceil(slots);
-        let wave_eff = tiles as f64 / (waves * slots) as f64;
-        let occ = res.occupancy;
-        let compute_s = padded_flops / (target.peak_tensor_tflops * 1e12 * occ * pipeline_eff * wave_eff);
-        let memory_s = bytes / (target.dram_gbps * 1e9 * occ);
-        Ok(Terms { resources: res, padded_flops, bytes, pipeline_eff, wave_eff, compute_s, memory_s })
+
+        // One wave of `count` tiles starting at tile index `start`: its
+        // five terms.
+        let wave = |start: u64, count: u64, first: bool| -> [f64; 5] {
+            let cw = count.div_ceil(target.sm_count) as f64;
+            let warps = cw * res.warps_per_cta as f64;
+            let compute = cw * flops / (tensor_rate * (warps / TENSOR_WARPS_PER_SM as f64).min(1.0));
+            let smem = cw * smem_bytes / smem_rate;
+            let l2 = cw * fill / l2_rate;
+            let lat = cw * fill * latency / (cw * in_flight);
+            let rows = (start + count - 1) / tn - start / tn + 1;
+            let cols = count.min(tn);
+            let a = rows as f64 * bmf * k as f64 * e;
+            let b = if first || !b_fits { cols as f64 * bnf * k as f64 * e } else { 0.0 };
+            let c = count as f64 * bmf * bnf * e * (1.0 + epilogue_tile);
+            let bias_bytes = if first && bias { n as f64 * e } else { 0.0 };
+            let dram = (a + b + c + bias_bytes) / dram_rate;
+            [compute, smem, l2, lat, dram]
+        };
+        // The first wave, the full waves between (all alike but for where
+        // they start; costed at the second wave's start), the last one.
+        let mut kinds = vec![(wave(0, tiles.min(slots), true), 1u64)];
+        if waves > 2 {
+            kinds.push((wave(slots, slots, false), waves - 2));
+        }
+        if waves > 1 {
+            let start = (waves - 1) * slots;
+            kinds.push((wave(start, tiles - start, false), 1));
+        }
+        let mut sums = [0.0f64; 5];
+        let mut decided = [0.0f64; 5];
+        let mut time_s = 0.0;
+        for (terms, times) in &kinds {
+            let times = *times as f64;
+            let (arg, max) = terms.iter().enumerate().fold((0, 0.0f64), |b, (i, &t)| if t > b.1 { (i, t) } else { b });
+            time_s += max * times;
+            decided[arg] += max * times;
+            for (s, t) in sums.iter_mut().zip(terms) {
+                *s += t * times;
+            }
+        }
+        const LIMITS: [Limit; 5] = [Limit::Compute, Limit::SharedMemory, Limit::L2, Limit::Latency, Limit::Dram];
+        let arg = decided.iter().enumerate().fold(0, |b, (i, &t)| if t > decided[b] { i } else { b });
+        Ok(Terms {
+            resources: res,
+            tiles,
+            waves,
+            compute_s: sums[0],
+            smem_s: sums[1],
+            l2_s: sums[2],
+            latency_s: sums[3],
+            dram_s: sums[4],
+            time_s,
+            limit: LIMITS[arg],
+        })
     }
 }
 
 impl Estimator for Analytic {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
         let t = self.terms(plan, problem, target)?;
-        let limit = if t.compute_s >= t.memory_s { Limit::Compute } else { Limit::Memory };
-        Ok(Estimate { time_s: t.compute_s.max(t.memory_s), limit })
+        Ok(Estimate { time_s: t.time_s, limit: t.limit })
     }
 }
 
@@ -190,7 +293,11 @@ pub fn choose_with(estimator: &dyn Estimator, problem: &Problem, target: &Target
     for (i, (p, e)) in candidates.iter().enumerate() {
         let better = match best.map(|b| &candidates[b]) {
             None => true,
-            Some((bp, be)) => e.time_s < be.time_s || (e.time_s == be.time_s && width(p) > width(bp)),
+            Some((bp, be)) => {
+                let (w, bw) = (width(p), width(bp));
+                e.time_s < be.time_s
+                    || (e.time_s == be.time_s && (w > bw || (w == bw && resources::stages(p) < resources::stages(bp))))
+            }
         };
         if better {
             best = Some(i);

@@ -15,6 +15,11 @@
 //!   Architecture* whitepaper (as tabulated at
 //!   <https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html> and
 //!   <https://glennklockwood.com/garden/processors/h100>).
+//! - [MLA]: "Hardware features of different Nvidia GPU architectures",
+//!   Table 3 of <https://pmc.ncbi.nlm.nih.gov/articles/PMC10448217/>
+//!   (shared-memory and L2 bandwidth, memory latency in cycles; its
+//!   bandwidths are for the full chips, 128 and 144 SMs, at 1410 and
+//!   1755 MHz).
 //! - [PTX]: NVIDIA, *PTX ISA*, "Warp-level matrix multiply-accumulate
 //!   instructions" (`mma.sync` shapes) and "Asynchronous warpgroup level
 //!   matrix multiply-accumulate" (`wgmma` shapes).
@@ -69,6 +74,15 @@ pub struct Target {
     pub peak_tensor_tflops: f64,
     /// Peak DRAM (HBM) bandwidth.
     pub dram_gbps: f64,
+    /// SM clock the peaks are quoted at, MHz.
+    pub clock_mhz: f64,
+    /// Shared-memory bandwidth of one SM, bytes per clock (32 banks of
+    /// 4 bytes).
+    pub smem_bytes_per_clock: u64,
+    /// L2 read bandwidth of the chip, GB/s.
+    pub l2_gbps: f64,
+    /// Latency of a global load that misses L1, SM clocks.
+    pub mem_latency_clocks: u64,
     /// Tensor-core shapes, the one the MMA template uses first.
     pub mma_shapes: &'static [MmaShape],
 }
@@ -112,6 +126,15 @@ pub const SM80: Target = Target {
     peak_tensor_tflops: 312.0,
     // 2039 GB/s HBM2e on the 80 GB SXM4 part (1555 GB/s on the 40 GB) [A100].
     dram_gbps: 2039.0,
+    // 1410 MHz boost [A100], [MLA].
+    clock_mhz: 1410.0,
+    // 128 B/clock/SM: [MLA]'s 23101 GB/s is 128 SMs x 128 B x 1.41 GHz.
+    smem_bytes_per_clock: 128,
+    // 7219 GB/s [MLA] (5120 B/clock; "2.3x the L2 cache read bandwidth of
+    // V100" [A100]).
+    l2_gbps: 7219.0,
+    // 400 clocks [MLA].
+    mem_latency_clocks: 400,
     mma_shapes: &[MMA_M16N8K16],
 };
 
@@ -146,6 +169,15 @@ pub const SM90: Target = Target {
     peak_tensor_tflops: 989.4,
     // 3350 GB/s HBM3 [H100].
     dram_gbps: 3350.0,
+    // 1980 MHz: `nvidia-smi --query-gpu=clocks.max.sm` on this project's
+    // H100 80GB HBM3 machine (2026-11-26); [MLA]'s table uses 1755 MHz.
+    clock_mhz: 1980.0,
+    // 128 B/clock/SM: [MLA]'s 32348 GB/s is 144 SMs x 128 B x 1.755 GHz.
+    smem_bytes_per_clock: 128,
+    // 8986 GB/s [MLA] (5120 B/clock at 1755 MHz).
+    l2_gbps: 8986.0,
+    // 400 clocks [MLA].
+    mem_latency_clocks: 400,
     // `mma.sync` m16n8k16 still runs on sm_90; `wgmma` takes m64nNk16 with
     // N a multiple of 8 up to 256 for f16/bf16 [PTX]; N = 8 is the smallest.
     mma_shapes: &[MMA_M16N8K16, MmaShape { instr: "wgmma", m: 64, n: 8, k: 16, dtypes: F16_BF16 }],
@@ -210,5 +242,10 @@ mod tests {
             assert!(t.mma_sync_shape(DType::F32).is_none());
         }
         assert!(TARGETS.iter().all(|t| t.peak_tensor_tflops > 0.0 && t.dram_gbps > 0.0));
+        // The L2 feeds the SMs faster than DRAM, shared memory faster still.
+        for t in TARGETS {
+            let smem_gbps = (t.smem_bytes_per_clock * t.sm_count) as f64 * t.clock_mhz / 1e3;
+            assert!(t.dram_gbps < t.l2_gbps && t.l2_gbps < smem_gbps, "{}", t.name);
+        }
     }
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The GPU tier for a GPU machine without a Rust toolchain (DESIGN.md's GPU
+# tier; what scripts/gpu_tests.sh runs, built elsewhere): on a machine with
+# the toolchain, builds the tier's test binaries (tgc-runtime's `cuda`
+# tests, tests/sm80_kernel.rs, the build helper's sm80 test, the CLI tests),
+# the `tgc` binary and the `bench_gpu` example (release), strips their
+# debug info and copies them with this script into DIR:
+#
+#   bash scripts/gpu_bundle.sh DIR          # here: build and bundle
+#
+# On the GPU machine (x86-64 Linux, NVIDIA driver, CUDA 13.0 with nvcc on
+# PATH or in /usr/local/cuda), from a copy of this repository holding DIR:
+#
+#   bash DIR/gpu_bundle.sh --run LOGDIR     # there: run
+#
+# runs each test binary with TGC_GPU=1 (a missing GPU fails), then
+# compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the
+# sm80_kernel GPU test and on `tgc run --backend cuda`, then `bench_gpu`
+# and `bench_gpu --plans`, each one's output in LOGDIR, and a summary on
+# stdout. TGC_CUDA_ROOT is set to a folder of links to that CUDA's bin/,
+# lib64/ and include/. The test binaries read files of the repository at
+# the absolute path they were built in (`CARGO_MANIFEST_DIR`); where that
+# path does not exist on the GPU machine, --run links it to this copy
+# (which needs write access to its parent). BENCH_ITERS (default 20) and
+# SWEEP_ITERS (default 10) set the iterations per case.
+set -uo pipefail
+
+if [ "${1:-}" != "--run" ]; then
+    set -e
+    DIR="${1:?usage: gpu_bundle.sh DIR | gpu_bundle.sh --run LOGDIR}"
+    cd "$(dirname "$0")/.."
+    bash scripts/setup.sh
+    mkdir -p "$DIR"
+    # OUT TARGET CARGO-ARGS...: the test executable of cargo target TARGET.
+    build() {
+        local out="$1" target="$2"
+        shift 2
+        local exe
+        exe="$(cargo "$@" --locked --message-format=json | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$target")"
+        [ -n "$exe" ] || { echo "gpu_bundle.sh: cargo built no test executable for $target" >&2; exit 1; }
+        strip --strip-debug -o "$DIR/$out" "$exe"
+    }
+    build runtime tgc_runtime test --no-run -p tgc-runtime --features cuda
+    build sm80_kernel sm80_kernel test --no-run -p tgc --features sm80 --test sm80_kernel
+    build build_sm80 sm80 test --no-run -p tgc-build-demo --features sm80 --test sm80
+    build cli cli test --no-run -p tgc-cli --test cli
+    cargo build -p tgc-cli --locked --bin tgc
+    strip --strip-debug -o "$DIR/tgc" target/debug/tgc
+    cargo build --release -p tgc-cli --locked --features cuda --example bench_gpu
+    strip --strip-debug -o "$DIR/bench_gpu" target/release/examples/bench_gpu
+    cp scripts/gpu_bundle.sh "$DIR/gpu_bundle.sh"
+    pwd >"$DIR/built_in"
+    du -sh "$DIR"
+    exit 0
+fi
+
+# --run LOGDIR: on the GPU machine, from the repository root.
+BUNDLE="$(cd "$(dirname "$0")" && pwd)"
+LOGS="${2:?usage: gpu_bundle.sh --run LOGDIR}"
+mkdir -p "$LOGS"
+T0=$(date +%s)
+say() { echo "[+$(($(date +%s) - T0))s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+BUILT="$(cat "$BUNDLE/built_in")"
+if [ "$BUILT" != "$PWD" ] && [ ! -e "$BUILT" ]; then
+    mkdir -p "$(dirname "$BUILT")" && ln -s "$PWD" "$BUILT" && say "linked $BUILT -> $PWD"
+fi
+CUDA=""
+NVCC="$(command -v nvcc || true)"
+for c in ${NVCC:+"$(dirname "$(dirname "$NVCC")")"} /usr/local/cuda; do
+    for l in lib64 lib; do
+        if [ -e "$c/$l/libnvrtc.so.13" ] && [ -x "$c/bin/ptxas" ]; then
+            CUDA="$c" LIB="$c/$l"
+            break 2
+        fi
+    done
+done
+[ -n "$CUDA" ] || { say "no CUDA 13 with libnvrtc.so.13 and ptxas (nvcc on PATH or /usr/local/cuda)"; exit 1; }
+ROOT="$(mktemp -d)"
+ln -s "$CUDA/bin" "$ROOT/bin" && ln -s "$LIB" "$ROOT/lib" && ln -s "$CUDA/include" "$ROOT/include"
+export TGC_CUDA_ROOT="$ROOT" LD_LIBRARY_PATH="$LIB:${LD_LIBRARY_PATH:-}" TGC_GPU=1
+say "CUDA $CUDA ($("$CUDA/bin/nvcc" --version | tail -1))"
+mkdir -p target/debug && cp "$BUNDLE/tgc" target/debug/tgc
+failed=0
+for t in runtime sm80_kernel build_sm80 cli; do
+    "$BUNDLE/$t" --test-threads 8 >"$LOGS/$t.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || failed=1
+    say "$t: exit $rc, $(grep '^test result' "$LOGS/$t.txt" | tail -1)"
+    grep -E '^test .* FAILED$' "$LOGS/$t.txt"
+done
+SAN="$(command -v compute-sanitizer || echo "$CUDA/bin/compute-sanitizer")"
+if [ -x "$SAN" ]; then
+    WORK="$(mktemp -d)"
+    python3 scripts/gemm_inputs.py "$WORK"
+    for tool in memcheck racecheck synccheck initcheck; do
+        "$SAN" --tool $tool --error-exitcode 1 "$BUNDLE/sm80_kernel" --test-threads 1 run_on_gpu >>"$LOGS/sanitizer.txt" 2>&1
+        r1=$?
+        "$SAN" --tool $tool --error-exitcode 1 target/debug/tgc run examples/graphs/gemm_bias_relu.tgc --backend cuda \
+            --input "x=$WORK/x.npy" --input "w=$WORK/w.npy" --input "bias=$WORK/bias.npy" --output-dir "$WORK/out" \
+            >>"$LOGS/sanitizer.txt" 2>&1
+        r2=$?
+        [ $r1 -eq 0 ] && [ $r2 -eq 0 ] || failed=1
+        say "compute-sanitizer --tool $tool: tests exit $r1, tgc run exit $r2"
+    done
+else
+    say "no compute-sanitizer: its runs are skipped"
+fi
+"$BUNDLE/bench_gpu" "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
+say "bench_gpu:"
+cat "$LOGS/bench.txt"
+"$BUNDLE/bench_gpu" --plans "${SWEEP_ITERS:-10}" >"$LOGS/sweep.txt" 2>&1 || failed=1
+say "bench_gpu --plans (per-plan rows in $LOGS/sweep.txt):"
+grep -E "^GEMM|pick|Spearman" "$LOGS/sweep.txt"
+exit $failed
