@@ -45,8 +45,8 @@
 //! says, with the kernel's `smem_bytes` of dynamic shared memory (above 48
 //! KiB it needs `cudaFuncAttributeMaxDynamicSharedMemorySize`).
 //!
-//! Nothing printed here has been run on a GPU: the tests compile it with
-//! NVRTC and read what ptxas and cuobjdump report.
+//! The tests compile it with NVRTC and read what ptxas and cuobjdump
+//! report; the GPU tier runs it (it passed on an H100 on 2026-11-26).
 
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;

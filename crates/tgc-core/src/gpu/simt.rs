@@ -71,9 +71,12 @@
 //! graph (its inputs being buffers of this program): [`Launch::region`]
 //! names the Tiny nodes a launch computes, for that matcher.
 //!
-//! Nothing generated here has run on a GPU: the tests run the kernels in
-//! the emulator against the reference interpreter and compile them to
-//! sm_80 cubins with NVRTC.
+//! The tests run the kernels in the emulator against the reference
+//! interpreter and compile them to sm_80 cubins with NVRTC; the GPU tier
+//! runs them on a GPU (it passed on an H100 on 2026-11-26). Speed there:
+//! a softmax is five kernels with f32 temporaries between them (cast, max,
+//! exp, sum, division), about seven times the bytes of one pass, and ran at
+//! 0.12 of `torch.softmax`'s bandwidth (README, "GPU benchmarks").
 
 use std::collections::BTreeMap;
 
