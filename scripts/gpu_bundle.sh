@@ -22,7 +22,9 @@
 # the absolute path they were built in (`CARGO_MANIFEST_DIR`); where that
 # path does not exist on the GPU machine, --run links it to this copy
 # (which needs write access to its parent). BENCH_ITERS (default 20) and
-# SWEEP_ITERS (default 10) set the iterations per case.
+# SWEEP_ITERS (default 10) set the iterations per case; BENCH=rows runs
+# only `bench_gpu --rows` (softmax and layernorm) after the tests, BENCH=none
+# no benchmark.
 set -uo pipefail
 
 if [ "${1:-}" != "--run" ]; then
@@ -110,10 +112,20 @@ if [ -x "$SAN" ]; then
 else
     say "no compute-sanitizer: its runs are skipped"
 fi
-"$BUNDLE/bench_gpu" "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
-say "bench_gpu:"
-cat "$LOGS/bench.txt"
-"$BUNDLE/bench_gpu" --plans "${SWEEP_ITERS:-10}" >"$LOGS/sweep.txt" 2>&1 || failed=1
-say "bench_gpu --plans (per-plan rows in $LOGS/sweep.txt):"
-grep -E "^GEMM|pick|Spearman" "$LOGS/sweep.txt"
+case "${BENCH:-full}" in
+none) ;;
+rows)
+    "$BUNDLE/bench_gpu" --rows "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
+    say "bench_gpu --rows:"
+    cat "$LOGS/bench.txt"
+    ;;
+*)
+    "$BUNDLE/bench_gpu" "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
+    say "bench_gpu:"
+    cat "$LOGS/bench.txt"
+    "$BUNDLE/bench_gpu" --plans "${SWEEP_ITERS:-10}" >"$LOGS/sweep.txt" 2>&1 || failed=1
+    say "bench_gpu --plans (per-plan rows in $LOGS/sweep.txt):"
+    grep -E "^GEMM|pick|Spearman" "$LOGS/sweep.txt"
+    ;;
+esac
 exit $failed

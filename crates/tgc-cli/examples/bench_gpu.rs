@@ -2,7 +2,7 @@
 //! PyTorch, on the GPU of the machine it runs on.
 //!
 //! ```text
-//! cargo run --release -p tgc-cli --features cuda --example bench_gpu [-- ITERS]
+//! cargo run --release -p tgc-cli --features cuda --example bench_gpu [-- ITERS] [--rows]
 //! ```
 //!
 //! For f16 and bf16, each of M×N×K = 1024³, 4096³, 8192³, 4096×3072×768 and
@@ -19,6 +19,8 @@
 //! (8192×1024 and 4096×4096): tgc's SIMT kernels (`gpu::simt`, every
 //! region a kernel) against `torch.softmax` / `torch.nn.functional.layer_norm`,
 //! printed as effective bandwidth (GB/s: bytes read once + written once).
+//!
+//! With `--rows` it runs only the softmax and layernorm rows.
 //!
 //! With `--plans` it sweeps the plan space instead: for each GEMM shape of
 //! [`SWEEP`] (f16), every valid plan of `plan::space` is pinned in turn
@@ -68,6 +70,7 @@ const SWEEP: [(usize, usize, usize); 7] = [
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let sweep = args.iter().any(|a| a == "--plans");
+    let rows_only = args.iter().any(|a| a == "--rows");
     let iters: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20);
     let gpu = match Gpu::new(0) {
         Ok(g) => g,
@@ -85,7 +88,8 @@ fn main() -> ExitCode {
         "dtype", "M×N×K", "epilogue", "tgc TF/s", "torch TF/s", "ratio"
     );
     let mut failed = false;
-    for dtype in [DType::F16, DType::BF16] {
+    for dtype in if rows_only { &[][..] } else { &[DType::F16, DType::BF16][..] } {
+        let dtype = *dtype;
         for &(m, n, k) in &SHAPES {
             for epilogue in ["none", "bias_relu"] {
                 let flops = 2.0 * m as f64 * n as f64 * k as f64;

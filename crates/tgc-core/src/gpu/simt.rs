@@ -4,9 +4,9 @@
 //! §1.8 GPU dialect, §7 the GPU path; issue 5 item 3).
 //!
 //! [`lower_program`] lowers a graph with [`from_tiny::lower`] (regions,
-//! IndexBook subscripts, no strip-mining) and turns each
-//! [`loop_ir::Kernel`] into one [`ir::Kernel`] of one of three forms
-//! ([`Form`]):
+//! IndexBook subscripts, no strip-mining, row groups) and turns each row
+//! group into one [`ir::Kernel`] and each other [`loop_ir::Kernel`] into
+//! one, of four forms ([`Form`]):
 //!
 //! - [`Form::Elementwise`] (no reduction): one thread per output element.
 //!   Blocks of [`THREADS`] threads, at most [`MAX_BLOCKS`] blocks, and a
@@ -26,6 +26,20 @@
 //!   The order of a sum differs from the CPU backend's (32 strided partial
 //!   sums, then a tree), so f32 results differ by rounding; MAX/MIN are
 //!   exact.
+//! - [`Form::Rows`] (a row group of the CPU back end, [`crate::cpu::rows`]:
+//!   consecutive kernels over the same rows, each reading what the others
+//!   wrote only in its own row — a softmax's cast, max, exp, sum and
+//!   division, a layernorm's): one kernel, a block of one warp per row, the
+//!   group's kernels in order over the row with `bar.sync` between them.
+//!   An element-wise step computes [`ROWS_CHUNK`] points per lane before it
+//!   stores any (several loads in flight); a row reduction is lanes plus
+//!   the butterfly, as `WarpReduce`. The group's local temporaries
+//!   (written and read only in it, in the same row) live as one row each
+//!   in shared memory when the rows have a constant length and fit
+//!   [`ROWS_SMEM_MAX`]; otherwise they stay buffers in global memory. A
+//!   kernel of the group that is none of these (a reduction with other
+//!   output loops, or one computed at its reads) leaves the group to the
+//!   other forms.
 //! - [`Form::Serial`] (any other reduction: short reduce loops — a pooling
 //!   window, a small contraction such as the `Q·Kᵀ` of a naive attention or
 //!   a convolution —, or reductions computed at their reads, `ComputeAt`):
@@ -73,10 +87,12 @@
 //!
 //! The tests run the kernels in the emulator against the reference
 //! interpreter and compile them to sm_80 cubins with NVRTC; the GPU tier
-//! runs them on a GPU (it passed on an H100 on 2026-11-26). Speed there:
-//! a softmax is five kernels with f32 temporaries between them (cast, max,
-//! exp, sum, division), about seven times the bytes of one pass, and ran at
-//! 0.12 of `torch.softmax`'s bandwidth (README, "GPU benchmarks").
+//! runs them on a GPU (it passed on an H100 on 2026-11-26, the row form
+//! too, with compute-sanitizer clean). Speed there (README, "GPU
+//! benchmarks"): the row form took an f16 softmax over 8192×1024 from 224
+//! GB/s as five kernels with f32 temporaries in global memory to 400 GB/s
+//! (0.21 of `torch.softmax`); at 4096 columns, where the rows do not fit
+//! [`ROWS_SMEM_MAX`], one warp per row is no faster than the five kernels.
 
 use std::collections::BTreeMap;
 
@@ -115,6 +131,12 @@ pub enum Form {
     WarpReduce,
     /// One thread per output element running the reduce loops serially.
     Serial,
+    /// A row group of the CPU back end ([`crate::cpu::rows`]) as one
+    /// kernel: a block of one warp per row, running the group's kernels in
+    /// order over that row (lanes striding each kernel's points, a
+    /// row reduction by the lanes and a `shfl.sync.bfly` tree), a
+    /// `bar.sync` between kernels.
+    Rows,
     /// The sm80 tensor-core template ([`super::lower::build`]) for a whole
     /// graph that is one GEMM + epilogue ([`lower_program_for`]).
     Gemm,
@@ -145,8 +167,9 @@ pub struct Launch {
     pub args: Vec<LaunchArg>,
     /// The Tiny nodes it computes (`loop_ir::Kernel::nodes`: the root first).
     pub region: Vec<NodeId>,
-    /// The buffer it writes.
-    pub out: BufId,
+    /// The buffers it writes (one, but for [`Form::Rows`]: each of its
+    /// kernels' outputs, in order).
+    pub outs: Vec<BufId>,
     /// The Schedule Plan of a [`Form::Gemm`] kernel (`000` §1.7); `None`
     /// for the SIMT forms.
     pub plan: Option<crate::plan::Plan>,
@@ -383,8 +406,17 @@ impl GpuProgram {
 pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
     let p = from_tiny::lower(g)?;
     let mut launches = Vec::new();
-    for k in &p.kernels {
-        launches.push(lower_kernel(&p, k)?);
+    let mut k = 0;
+    while k < p.kernels.len() {
+        if let Some(group) = p.rows.iter().find(|r| r.kernels.start == k) {
+            if let Some(l) = lower_rows(&p, group)? {
+                launches.push(l);
+                k = group.kernels.end;
+                continue;
+            }
+        }
+        launches.push(lower_kernel(&p, &p.kernels[k])?);
+        k += 1;
     }
     Ok(GpuProgram {
         name: p.name.clone(),
@@ -487,8 +519,14 @@ fn gemm_program(
     for i in 0..gk.kernel.params.len() {
         args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
     }
-    let launch =
-        Launch { kernel: gk.kernel, form: Form::Gemm, args, region: g.ids().collect(), out: c, plan: Some(gk.plan) };
+    let launch = Launch {
+        kernel: gk.kernel,
+        form: Form::Gemm,
+        args,
+        region: g.ids().collect(),
+        outs: vec![c],
+        plan: Some(gk.plan),
+    };
     Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }
 
@@ -542,19 +580,23 @@ fn product(es: Vec<Expr>) -> Expr {
 
 impl<'p> Builder<'p> {
     fn new(p: &'p loop_ir::Program, lk: &loop_ir::Kernel) -> Builder<'p> {
-        let mut k = ir::Kernel::empty(&format!("{}_{}", p.name, lk.name), Arch::Sm80);
+        Builder::with_buffers(p, &format!("{}_{}", p.name, lk.name), &lk.reads(), &[lk.out])
+    }
+
+    /// A kernel named `name` with a `const` pointer parameter per buffer of
+    /// `reads` that it does not write, then a writable one per buffer of
+    /// `writes`, then the symbols.
+    fn with_buffers(p: &'p loop_ir::Program, name: &str, reads: &[BufId], writes: &[BufId]) -> Builder<'p> {
+        let mut k = ir::Kernel::empty(name, Arch::Sm80);
         let mut args = Vec::new();
         let mut buf_param = BTreeMap::new();
-        for b in lk.reads() {
+        let params = reads.iter().filter(|b| !writes.contains(b)).map(|&b| (b, false));
+        for (b, writable) in params.chain(writes.iter().map(|&b| (b, true))) {
             let buf = p.buffer(b);
             buf_param.insert(b, ParamId(k.params.len() as u32));
-            k.params.push(Param { name: buf.name.clone(), kind: ParamKind::Ptr { dtype: buf.dtype, writable: false } });
+            k.params.push(Param { name: buf.name.clone(), kind: ParamKind::Ptr { dtype: buf.dtype, writable } });
             args.push(LaunchArg::Buffer(b));
         }
-        let out = p.buffer(lk.out);
-        buf_param.insert(lk.out, ParamId(k.params.len() as u32));
-        k.params.push(Param { name: out.name.clone(), kind: ParamKind::Ptr { dtype: out.dtype, writable: true } });
-        args.push(LaunchArg::Buffer(lk.out));
         let mut sym_param = BTreeMap::new();
         for (j, s) in p.symbols.iter().enumerate() {
             sym_param.insert(s.clone(), ParamId(k.params.len() as u32));
@@ -580,8 +622,13 @@ impl<'p> Builder<'p> {
         VarId(self.k.vars.len() as u32 - 1)
     }
 
+    /// A one-element register array named `name`, or `name` and its index
+    /// when the kernel has one of that name (a [`Form::Rows`] kernel's
+    /// second accumulator).
     fn reg(&mut self, name: &str, dtype: DType) -> RegRef {
-        self.k.regs.push(RegArray { name: name.into(), kind: compute_kind(dtype), len: 1 });
+        let taken = self.k.regs.iter().any(|r| r.name == name);
+        let name = if taken { format!("{name}{}", self.k.regs.len()) } else { name.to_string() };
+        self.k.regs.push(RegArray { name, kind: compute_kind(dtype), len: 1 });
         RegRef { reg: RegId(self.k.regs.len() as u32 - 1), index: Expr::c(0) }
     }
 
@@ -837,6 +884,73 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// `ld.shared` of every load of `e` from a buffer of `smem_of` (a
+    /// [`Form::Rows`] kernel's local rows) into a register of its own, which
+    /// [`Builder::scalar`] then reads ([`Builder::vec_loads`], lane 0).
+    fn shared_loads(
+        &mut self,
+        e: &loop_ir::Expr,
+        smem_of: &BTreeMap<BufId, SmemId>,
+        out: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let mut loads = Vec::new();
+        e.walk(&mut |x| {
+            if let loop_ir::Expr::Load { buf, index, dtype } = x {
+                if smem_of.contains_key(buf) && !loads.iter().any(|(b, i, _)| b == buf && i == index) {
+                    loads.push((*buf, index.clone(), *dtype));
+                }
+            }
+        });
+        self.lane = 0;
+        for (buf, index, dtype) in loads {
+            let reg = self.reg("l", dtype);
+            let offset = self.aff(&crate::cpu::rows::row_subscript(&index))? * Expr::c(dtype.size_bytes() as i64);
+            out.push(Stmt::LdShared {
+                dst: vec![reg.clone()],
+                src: SmemRef { buf: smem_of[&buf], offset, swizzle: Swizzle::IDENTITY },
+                dtype,
+            });
+            self.vec_loads.push((buf, index, reg.reg));
+        }
+        Ok(())
+    }
+
+    /// [`Builder::store`], or into the row of a local buffer in shared
+    /// memory (`smem_of`).
+    fn row_store(&mut self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Vec<Stmt>> {
+        if !smem_of.contains_key(&lk.out) {
+            return self.store(lk);
+        }
+        let v = self.reg("v", self.p.buffer(lk.out).dtype);
+        let mut out = vec![Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? }];
+        out.extend(self.row_store_reg(lk, v, smem_of)?);
+        Ok(out)
+    }
+
+    /// The store of the value in `v` at the current output point: to its
+    /// buffer, or to the row of a local buffer in shared memory (`smem_of`).
+    fn row_store_reg(
+        &mut self,
+        lk: &loop_ir::Kernel,
+        v: RegRef,
+        smem_of: &BTreeMap<BufId, SmemId>,
+    ) -> DResult<Vec<Stmt>> {
+        let dtype = self.p.buffer(lk.out).dtype;
+        Ok(vec![match smem_of.get(&lk.out) {
+            Some(&smem) => {
+                let offset =
+                    self.aff(&crate::cpu::rows::row_subscript(&lk.store_index))? * Expr::c(dtype.size_bytes() as i64);
+                Stmt::StShared { dst: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY }, src: vec![v], dtype }
+            }
+            None => Stmt::StGlobal {
+                dst: GlobalRef { param: self.buf_param[&lk.out], offset: self.aff(&lk.store_index)? },
+                src: v,
+                dtype,
+                pred: Expr::c(1),
+            },
+        }])
+    }
+
     /// The value's computation and store at the current output point.
     fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
         let out = self.p.buffer(lk.out);
@@ -921,6 +1035,213 @@ fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut
     }
 }
 
+/// Most bytes of shared memory a [`Form::Rows`] kernel keeps its local
+/// temporaries in (one row of each): 16 KiB leaves room for 14 one-warp
+/// blocks per SM on sm80's 164 KiB (`plan::target`). A group whose local
+/// rows need more keeps them in global memory.
+pub const ROWS_SMEM_MAX: u64 = 16 * 1024;
+
+/// Points of a [`Form::Rows`] kernel's element-wise step a lane computes
+/// before it stores any: their loads are issued back to back (the stores
+/// are `asm volatile`, which the compiler does not move loads across), so
+/// a lane has this many loads in flight rather than one.
+pub const ROWS_CHUNK: i64 = 8;
+
+/// The local temporaries of `group` ([`loop_ir::RowGroup::local`]) that a
+/// [`Form::Rows`] kernel holds in shared memory, with their byte offsets:
+/// all of them when each is a float of a constant row length, no kernel
+/// of the group reads one under a `PAD` guard (the loads are issued before
+/// the value), and one row of each fits in [`ROWS_SMEM_MAX`]; else none.
+fn shared_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> (Vec<(BufId, u64)>, u64) {
+    let mut placed = Vec::new();
+    let mut bytes = 0u64;
+    for &b in &group.local {
+        let buf = p.buffer(b);
+        let len = crate::cpu::rows::row_len(p, b).as_int().and_then(|n| u64::try_from(n).ok());
+        let (Some(len), true) = (len, matches!(buf.dtype, DType::F32 | DType::F16 | DType::BF16)) else {
+            return (Vec::new(), 0);
+        };
+        placed.push((b, bytes));
+        bytes += (len * buf.dtype.size_bytes() as u64).div_ceil(16) * 16;
+    }
+    let guarded = p.kernels[group.kernels.clone()].iter().any(|lk| {
+        let mut select = false;
+        lk.value.walk(&mut |e| select |= matches!(e, loop_ir::Expr::Select { .. }));
+        if let Some(r) = &lk.reduce {
+            r.value.walk(&mut |e| select |= matches!(e, loop_ir::Expr::Select { .. }));
+        }
+        select
+    });
+    if bytes > ROWS_SMEM_MAX || guarded {
+        return (Vec::new(), 0);
+    }
+    (placed, bytes)
+}
+
+/// Whether a kernel of a row group can be a part of a [`Form::Rows`]
+/// kernel: a plain nest that stores in its own row ([`rows::in_row`], so
+/// no other block reads what it writes), without a reduction, or with one
+/// over the whole row (its only output loop is the row's) and none
+/// computed at its reads.
+fn row_member(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> bool {
+    let plain = crate::cpu::rows::can_join(lk) && crate::cpu::rows::in_row(p, lk, lk.out, &lk.store_index);
+    plain
+        && match &lk.reduce {
+            None => true,
+            Some(_) => lk.loops.len() == 1 && lk.computed_at().is_empty(),
+        }
+}
+
+/// A row group ([`loop_ir::RowGroup`]) as one [`Form::Rows`] kernel, or
+/// `None` when one of its kernels is not a [`row_member`].
+///
+/// Blocks of one warp, a grid-stride loop over the rows (at most
+/// [`MAX_BLOCKS`] blocks); for row `i0` each kernel of the group in turn:
+/// without a reduction, lane `l` computes and stores the row's points `l,
+/// l + 32, …` (row-major over the other output loops); with one, lane `l`
+/// accumulates the reduce points `l, l + 32, …`, the butterfly combines the
+/// lanes and lane 0 stores; then `bar.sync`, after which the block's later
+/// kernels read what this one wrote (`__syncthreads` orders global memory
+/// within the block; CUDA C++ Programming Guide, "Synchronization
+/// Functions"). Every read of a buffer the group writes is in the same row
+/// ([`crate::cpu::rows::plan`]'s rule), so blocks share nothing. The
+/// group's temporaries stay buffers of the program (L2 holds a block's row
+/// between its kernels).
+fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option<Launch>> {
+    let members = &p.kernels[group.kernels.clone()];
+    let (Some(first), Some(last)) = (members.first(), members.last()) else { return Ok(None) };
+    if !members.iter().all(|lk| row_member(p, lk)) {
+        return Ok(None);
+    }
+    let (shared, smem_bytes) = shared_rows(p, group);
+    let local = |buf: &BufId| shared.iter().any(|(b, _)| b == buf);
+    let writes: Vec<BufId> = members.iter().map(|lk| lk.out).filter(|b| !local(b)).collect();
+    let mut reads: Vec<BufId> = members.iter().flat_map(|lk| lk.reads()).filter(|b| !local(b)).collect();
+    reads.sort();
+    reads.dedup();
+    let name = format!("{}_{}_{}", p.name, first.name, last.name);
+    let mut b = Builder::with_buffers(p, &name, &reads, &writes);
+    let mut smem_of = BTreeMap::new();
+    for (buf, offset) in &shared {
+        let size =
+            crate::cpu::rows::row_len(p, *buf).as_int().unwrap_or(0) as u64 * p.buffer(*buf).dtype.size_bytes() as u64;
+        smem_of.insert(*buf, SmemId(b.k.smem.len() as u32));
+        b.k.smem.push(SmemBuffer {
+            name: format!("{}_row", p.buffer(*buf).name),
+            offset: *offset,
+            size,
+            swizzle: Swizzle::IDENTITY,
+        });
+    }
+    b.k.smem_bytes = smem_bytes;
+    b.k.block = [32, 1, 1];
+    b.k.min_blocks_per_sm = Some(1);
+    let rows = b.dim(&first.loops[0])?;
+    let blocks = rows.clone().min(MAX_BLOCKS);
+    b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
+    let (nblk, it, row) = (b.var("nblocks"), b.var("it"), b.var("row"));
+    let mut point = Vec::new();
+    for lk in members {
+        b.loop_vars.clear();
+        b.loop_vars.insert(0, Expr::Var(row));
+        b.reduces.clear();
+        b.acc = None;
+        let j = b.var("j");
+        let mut step = Vec::new();
+        match &lk.reduce {
+            None => {
+                // Lane points j0 + 32·u, u < ROWS_CHUNK: all values, then all stores.
+                let points = product(lk.loops[1..].iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
+                let dtype = p.buffer(lk.out).dtype;
+                b.k.regs.push(RegArray { name: "vs".into(), kind: compute_kind(dtype), len: ROWS_CHUNK as u32 });
+                let vs = RegId(b.k.regs.len() as u32 - 1);
+                let mut phases = Vec::new();
+                for storing in [false, true] {
+                    let (u, jj) = (b.var("u"), b.var("jp"));
+                    let at = RegRef { reg: vs, index: Expr::Var(u) };
+                    let mut body = Vec::new();
+                    b.unflatten(Expr::Var(jj), 1, &lk.loops[1..], &mut body)?;
+                    if storing {
+                        body.extend(b.row_store_reg(lk, at, &smem_of)?);
+                    } else {
+                        b.shared_loads(&lk.value, &smem_of, &mut body)?;
+                        body.push(Stmt::Compute { dst: at, value: b.scalar(&lk.value)? });
+                        b.vec_loads.clear();
+                    }
+                    phases.push(Stmt::For {
+                        var: u,
+                        start: Expr::c(0),
+                        end: Expr::c(ROWS_CHUNK),
+                        step: 1,
+                        unroll: true,
+                        body: vec![
+                            Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32) * Expr::Var(u) },
+                            Stmt::If { cond: Expr::Var(jj).lt(points.clone()), then: body, otherwise: Vec::new() },
+                        ],
+                    });
+                }
+                point.push(Stmt::For {
+                    var: j,
+                    start: Expr::ThreadIdx(Dim::X),
+                    end: points,
+                    step: 32 * ROWS_CHUNK,
+                    unroll: false,
+                    body: phases,
+                });
+            }
+            Some(r) => {
+                let acc = b.reg("acc", r.dtype);
+                b.acc = Some(acc.reg);
+                point.push(Stmt::Compute {
+                    dst: acc.clone(),
+                    value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+                });
+                let red = product(r.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
+                b.unflatten(Expr::Var(j), 1, &r.loops, &mut step)?;
+                b.shared_loads(&r.value, &smem_of, &mut step)?;
+                step.extend(b.update(lk)?);
+                b.vec_loads.clear();
+                point.push(Stmt::For {
+                    var: j,
+                    start: Expr::ThreadIdx(Dim::X),
+                    end: red,
+                    step: 32,
+                    unroll: false,
+                    body: step,
+                });
+                for m in [16, 8, 4, 2, 1] {
+                    point.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
+                }
+                b.shared_loads(&lk.value, &smem_of, &mut point)?;
+                let store = b.row_store(lk, &smem_of)?;
+                b.vec_loads.clear();
+                point.push(Stmt::If {
+                    cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)),
+                    then: store,
+                    otherwise: Vec::new(),
+                });
+            }
+        }
+        point.push(Stmt::Barrier);
+    }
+    b.k.body = vec![
+        Stmt::Let { var: nblk, value: blocks },
+        Stmt::For {
+            var: it,
+            start: Expr::c(0),
+            end: ceil_div(rows.clone(), Expr::Var(nblk)),
+            step: 1,
+            unroll: false,
+            body: vec![
+                Stmt::Let { var: row, value: Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X) },
+                Stmt::If { cond: Expr::Var(row).lt(rows), then: point, otherwise: Vec::new() },
+            ],
+        },
+    ];
+    let region = members.iter().flat_map(|lk| lk.nodes.iter().copied()).collect();
+    Ok(Some(Launch { kernel: b.k, form: Form::Rows, args: b.args, region, outs: writes, plan: None }))
+}
+
 /// One `loop_ir` kernel as a SIMT kernel.
 fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     if !lk.strips.is_empty() {
@@ -941,7 +1262,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let rank = lk.loops.len() as u32;
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
-        Form::Gemm => return Err(diag!(Internal, "form_of never chooses the GEMM template")),
+        Form::Gemm | Form::Rows => return Err(diag!(Internal, "form_of never chooses {form:?}")),
         Form::Elementwise | Form::Serial => {
             let out = p.buffer(lk.out);
             let vec = if vectorisable(lk, out) { VEC } else { 1 };
@@ -1024,7 +1345,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
         }
     };
     b.k.body = body;
-    Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), out: lk.out, plan: None })
+    Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), outs: vec![lk.out], plan: None })
 }
 
 /// Runs `prog` in the emulator ([`emulate::run`]) with the symbol values
@@ -1066,8 +1387,11 @@ pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<
             })
             .collect();
         emulate::run(&l.kernel, &mut args).map_err(|e| diag!(Internal, "kernel `{}`: {e}", l.kernel.name))?;
-        let out = l.args.iter().position(|a| *a == LaunchArg::Buffer(l.out)).unwrap_or(0);
-        mem[l.out.0 as usize] = args.swap_remove(out);
+        for out in &l.outs {
+            if let Some(k) = l.args.iter().position(|a| *a == LaunchArg::Buffer(*out)) {
+                mem[out.0 as usize] = args[k].clone();
+            }
+        }
     }
     outputs.sort();
     Ok(outputs.into_iter().map(|(_, i)| mem[i].values(prog.buffers[i].dtype)).collect())
