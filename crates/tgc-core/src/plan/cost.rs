@@ -29,7 +29,7 @@
 //!   - tensor: `cw·F / (peak/SMs · min(1, cw·warps/8))`: the four tensor
 //!     cores of an SM are one per scheduler (A100 whitepaper), and this
 //!     model takes two warps per scheduler to cover the `mma`/`ldmatrix`
-//!     latencies ([`TENSOR_WARPS_PER_SM`], calibrated, see there);
+//!     latencies ([`TENSOR_WARPS_PER_SM`], an assumption, see there);
 //!   - shared memory: `cw·(G + R [+ G]) / (smem_bytes_per_clock·clock)`;
 //!   - L2: `cw·G / (l2_bandwidth/SMs)`;
 //!   - latency (Little's law): `stages − 1` K-steps of `(BM+BN)·BK·e` bytes
@@ -64,11 +64,14 @@ use super::space::{self, Space};
 use super::{Plan, Problem, Target};
 
 /// Resident warps per SM at which the model lets the tensor cores run at
-/// their peak: two per scheduler of the four. Calibrated, not from a
-/// datasheet: on the H100 sweep of 2026-11-26 (`bench_gpu --plans`) a
-/// 1024³ f16 GEMM ran 1.55× faster as two 4-warp CTAs per SM (128×64
-/// tiles, 124 TFLOP/s) than as one (128×128 tiles, 80 TFLOP/s), with the
-/// same work per SM.
+/// their peak: two per scheduler of the four. An assumption, not a
+/// datasheet number: with one warp per scheduler each `ldmatrix` → `mma`
+/// dependency and each barrier is exposed, and a scheduler hides latency
+/// only by switching between eligible warps (CUDA C++ Best Practices
+/// Guide, "Occupancy"). On the H100 sweep of 2026-11-26 (`bench_gpu
+/// --plans`, 7 shapes) 8 and 4 ranked the plans about equally well (the
+/// picks reached 97% and 96% of the best measured plan on average); 8 is
+/// kept.
 pub const TENSOR_WARPS_PER_SM: u64 = 8;
 
 /// Which term of the estimate decided the most time.
