@@ -76,13 +76,15 @@ pub enum Command {
         /// Comma-separated stages to dump: frontend, tiny, indexbook,
         /// poly_view, region, plan (estimated GEMM plans for sm80; needs
         /// concrete M/N/K, e.g. from `--dim`), c; with `--target sm80`
-        /// also gpu (the GPU dialect IR), cu (CUDA C), ptx, sass.
+        /// also gpu (every kernel's GPU dialect IR), cu (CUDA C), ptx, sass.
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts here instead of printing the dumps: for
-        /// `cpu` the C source and Tiny IR JSON; for `sm80` (a GEMM +
-        /// epilogue graph with concrete M/N/K) `<name>.cu`, `<name>.ptx`,
-        /// `<name>.cubin` and `plan.json`; and the dumps as `<stage>.txt`.
+        /// `cpu` the C source and Tiny IR JSON; for `sm80` the graph's GPU
+        /// kernels (the tensor-core GEMM for one GEMM + epilogue with
+        /// concrete M/N/K, else the SIMT kernels) as `<name>.cu`,
+        /// `<name>.ptx`, `<name>.cubin`, and `plan.json` for a tensor-core
+        /// kernel; and the dumps as `<stage>.txt`.
         #[arg(long)]
         out: Option<PathBuf>,
         /// Print each stage's wall time and peak resident memory to stderr

@@ -284,9 +284,10 @@ fn compile(
     Ok(())
 }
 
-/// `compile --target sm80`: the GEMM kernel's `.cu`, `.ptx`, `.cubin` and
-/// `plan.json` into `out`, and the dumps (the GPU stages from the compiled
-/// kernel, the others as for the CPU target).
+/// `compile --target sm80`: the GPU program's `.cu`, `.ptx`, `.cubin`
+/// (and the tensor-core kernel's `plan.json`) into `out`, a note on stderr
+/// when the template refused the graph's GEMM, and the dumps (the GPU stages from the compiled program, the
+/// others as for the CPU target).
 fn compile_sm80(
     path: &Path,
     loaded: &Loaded,
@@ -298,6 +299,12 @@ fn compile_sm80(
     let gpu = timings
         .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, "sm80"))
         .map_err(|d| Failure::diag(path, &d))?;
+    if let Some(d) = &gpu.simt_gemm {
+        eprintln!(
+            "note: the GEMM runs as SIMT kernels, the tensor-core template refused it: {}",
+            d.render(&path.display().to_string())
+        );
+    }
     if let Some(dir) = out {
         create_dir(dir)?;
         for (file, bytes) in gpu.files() {

@@ -312,62 +312,91 @@ pub fn is_gpu_stage(stage: &str) -> bool {
     matches!(stage, "gpu" | "cu" | "ptx" | "sass")
 }
 
-/// What `compile --target sm80` produces for a GEMM + epilogue graph.
+/// What `compile --target sm80` produces: the graph's GPU program (the
+/// launches `tgc run --backend cuda` makes) compiled as one unit.
 #[derive(Clone, Debug)]
 pub struct GpuArtifacts {
-    /// The kernel's `extern "C"` symbol, `tgc_<graph name>`; also the
-    /// stem of the `.cu`, `.ptx` and `.cubin` files.
+    /// `tgc_<graph name>`: the stem of the `.cu`, `.ptx` and `.cubin` files.
     pub symbol: String,
-    /// The recognised GEMM, the chosen plan and the kernel.
-    pub kernel: crate::gpu::lower::GpuKernel,
-    /// The `cu` stage: CUDA C++ with inline PTX.
+    /// The kernels in launch order ([`crate::gpu::simt::lower_program_for`]):
+    /// the sm80 tensor-core kernel for a graph that is one GEMM + epilogue
+    /// with concrete sizes, the SIMT kernels of every region otherwise.
+    pub program: crate::gpu::simt::GpuProgram,
+    /// The `cu` stage: CUDA C++ with inline PTX, every kernel.
     pub cu: String,
     /// NVRTC's PTX (`.target sm_80`).
     pub ptx: String,
     /// The sm_80 ELF cubin.
     pub cubin: Vec<u8>,
-    /// What ptxas reported for the kernel (registers, shared memory, spills).
-    pub resources: crate::gpu::toolchain::Resources,
+    /// What ptxas reported per kernel (registers, shared memory, spills),
+    /// in launch order.
+    pub resources: Vec<crate::gpu::toolchain::Resources>,
+    /// Why the graph's GEMM did not get the tensor-core template, when it
+    /// is one GEMM + epilogue and did not (its SIMT kernels run instead):
+    /// the template's diagnostic, positioned at the contraction.
+    pub simt_gemm: Option<crate::Diagnostic>,
 }
 
 impl GpuArtifacts {
     /// The files `compile --out` writes: `<symbol>.cu`, `<symbol>.ptx`,
-    /// `<symbol>.cubin` and `plan.json` (the chosen plan, [`plan::to_json`]).
+    /// `<symbol>.cubin`, and `plan.json` (the tensor-core kernel's plan,
+    /// [`plan::to_json`]) when there is one.
     pub fn files(&self) -> Vec<(String, Vec<u8>)> {
-        vec![
+        let mut files = vec![
             (format!("{}.cu", self.symbol), self.cu.clone().into_bytes()),
             (format!("{}.ptx", self.symbol), self.ptx.clone().into_bytes()),
             (format!("{}.cubin", self.symbol), self.cubin.clone()),
-            ("plan.json".to_string(), plan::to_json(&self.kernel.plan).into_bytes()),
-        ]
+        ];
+        if let Some(p) = self.plan() {
+            files.push(("plan.json".to_string(), plan::to_json(p).into_bytes()));
+        }
+        files
+    }
+
+    /// The plan of the tensor-core kernel, if the program has one.
+    pub fn plan(&self) -> Option<&plan::Plan> {
+        self.program.launches.iter().find_map(|l| l.plan.as_ref())
     }
 }
 
-/// Compiles the GEMM + epilogue graph `g` for the GPU target `target`
-/// (`sm80`): recognises it ([`crate::gpu::lower::match_gemm`]), chooses its
-/// plan, builds the SM80 template's kernel, checks it with the GPU
-/// verifier, prints it as CUDA C and compiles that with NVRTC.
+/// Compiles `g` for the GPU target `target` (`sm80`): lowers it to its GPU
+/// program ([`crate::gpu::simt::lower_program_for`]: the sm80 tensor-core
+/// template for a graph that is one GEMM + epilogue with concrete sizes,
+/// the SIMT kernels of every region otherwise — the launches `tgc run
+/// --backend cuda` makes), checks every kernel with the GPU verifier,
+/// prints them as one CUDA C unit, compiles it with NVRTC and reads
+/// ptxas's report of each kernel. A graph that is one GEMM the template
+/// does not take (symbolic M, N or K, f32 operands, sizes past its
+/// launch limits) gets its SIMT kernels and a note saying why.
 ///
-/// Errors: `Unsupported` for a target other than `sm80` and for a graph
-/// that is not one GEMM + epilogue (at the node); `UnboundSymbol` at the
-/// contraction when M, N or K is symbolic; `Internal` when the verifier
-/// or the printer rejects the kernel; `Io` when the CUDA toolchain is
-/// missing or NVRTC fails (the toolchain's message says what to install).
+/// Errors: `Unsupported` for a target other than `sm80`; those of
+/// lowering; `Internal` when the verifier or the printer rejects a
+/// kernel; `Io` when the CUDA toolchain is missing or NVRTC or ptxas
+/// fails (the toolchain's message says what to install).
 pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
     if target != "sm80" {
         return Err(diag!(Unsupported, "GPU target `{target}` is not built yet (sm80 is)"));
     }
     let symbol = c_symbol(&g.name);
-    let kernel = crate::gpu::lower::build(g, &plan::target::SM80, &symbol)?;
-    let (cu, compiled) = compile_kernels(std::slice::from_ref(&kernel.kernel), &format!("{symbol}.cu"))?;
+    let sm80 = &plan::target::SM80;
+    // A graph with one contraction is a GEMM the template may refuse (a
+    // symbolic size, f32, a layout, a launch limit): say why.
+    let contractions = g.ids().filter(|&id| crate::gpu::lower::is_contraction(g, id)).count();
+    let simt_gemm = if contractions == 1 { crate::gpu::lower::build(g, sm80, &symbol).err() } else { None };
+    let program = crate::gpu::simt::lower_program_for(g, Some(sm80))?;
+    let kernels = program.kernels();
+    let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    let resources = tc
-        .ptxas_resources(&compiled.ptx, crate::gpu::cuda::toolchain_arch(kernel.kernel.arch))
-        .map_err(|e| diag!(Io, "{e}"))?
-        .into_iter()
-        .find(|r| r.function == symbol)
-        .ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{symbol}`"))?;
-    Ok(GpuArtifacts { symbol, kernel, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources })
+    let reported = tc
+        .ptxas_resources(&compiled.ptx, crate::gpu::cuda::toolchain_arch(crate::gpu::ir::Arch::Sm80))
+        .map_err(|e| diag!(Io, "{e}"))?;
+    let mut resources = Vec::new();
+    for k in &kernels {
+        let name = crate::gpu::cuda::symbol(k);
+        let r = reported.iter().find(|r| r.function == name);
+        resources.push(r.cloned().ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{name}`"))?);
+    }
+    Ok(GpuArtifacts { symbol, program, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources, simt_gemm })
 }
 
 /// Checks `kernels` with the GPU dialect verifier, prints them as one CUDA
@@ -401,7 +430,17 @@ pub fn compile_kernels(
 /// that is not a GPU stage.
 pub fn dump_gpu_stage(stage: &str, gpu: &GpuArtifacts) -> DResult<String> {
     Ok(match stage {
-        "gpu" => gpu.kernel.kernel.to_string(),
+        "gpu" => {
+            let mut out = String::new();
+            for (l, r) in gpu.program.launches.iter().zip(&gpu.resources) {
+                out.push_str(&format!(
+                    "// {:?} form; ptxas: {} registers, {} bytes spilled, {} bytes of dynamic shared memory\n",
+                    l.form, r.registers, r.spill_stores, l.kernel.smem_bytes
+                ));
+                out.push_str(&l.kernel.to_string());
+            }
+            out
+        }
         "cu" => gpu.cu.clone(),
         "ptx" => gpu.ptx.clone(),
         "sass" => {

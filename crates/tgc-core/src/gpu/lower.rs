@@ -63,7 +63,9 @@ pub struct GpuKernel {
     pub params: GemmParams,
 }
 
-fn is_contraction(g: &Graph, id: NodeId) -> bool {
+/// Whether node `id` is a contraction [`match_gemm`] looks for: a `REDUCE
+/// SUM` over one axis of a `MUL`.
+pub fn is_contraction(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
     matches!(&n.op, Op::Reduce { op: ReduceOp::Sum, axes } if axes.len() == 1)
         && n.src.first().is_some_and(|&m| matches!(g.node(m).op, Op::Binary(BinaryOp::Mul)))

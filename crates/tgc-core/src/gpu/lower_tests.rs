@@ -92,18 +92,20 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
     let g = bind(&example("gemm_bias_relu.tgc"), &[("M", 1000), ("N", 512), ("K", 256)]);
     let gpu = pipeline::compile_gpu(&g, "sm80").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(gpu.symbol, "tgc_gemm_bias_relu");
+    assert!(gpu.simt_gemm.is_none(), "{:?}", gpu.simt_gemm);
+    // One launch: the tensor-core kernel, with its plan.
+    let [launch] = &gpu.program.launches[..] else { panic!("{} launches", gpu.program.launches.len()) };
+    assert_eq!(launch.form, crate::gpu::simt::Form::Gemm);
+    let plan = gpu.plan().expect("the tensor-core kernel's plan");
     let target = &crate::plan::target::SM80;
-    let est = resources::of(&gpu.kernel.plan, DType::F16, target).unwrap();
-    let warp = gpu.kernel.plan.warp_tile.as_ref().unwrap().value;
+    let est = resources::of(plan, DType::F16, target).unwrap();
+    let warp = plan.warp_tile.as_ref().unwrap().value;
     let fragments = resources::acc_regs(warp, target) + resources::operand_regs(warp, DType::F16, target);
-    let r = &gpu.resources;
-    eprintln!(
-        "chosen plan:\n{}ptxas: {r:?}\nestimate: {est:?}, fragments {fragments}",
-        crate::plan::print_dsl(&gpu.kernel.plan)
-    );
+    let r = &gpu.resources[0];
+    eprintln!("chosen plan:\n{}ptxas: {r:?}\nestimate: {est:?}, fragments {fragments}", crate::plan::print_dsl(plan));
     assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
     assert_eq!(r.shared_bytes, 0, "{r:?}");
-    assert_eq!(gpu.kernel.kernel.smem_bytes, est.smem_per_cta);
+    assert_eq!(launch.kernel.smem_bytes, est.smem_per_cta);
     let regs = r.registers as u64;
     assert!(
         fragments <= regs && regs <= est.regs_per_thread + 48,
@@ -118,6 +120,10 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
     }
     let files: Vec<String> = gpu.files().into_iter().map(|f| f.0).collect();
     assert_eq!(files, ["tgc_gemm_bias_relu.cu", "tgc_gemm_bias_relu.ptx", "tgc_gemm_bias_relu.cubin", "plan.json"]);
-    assert_eq!(crate::plan::from_json(&crate::plan::to_json(&gpu.kernel.plan)).unwrap(), gpu.kernel.plan);
-    assert!(pipeline::dump_gpu_stage("gpu", &gpu).unwrap().starts_with("kernel tgc_gemm_bias_relu arch=sm80"));
+    assert_eq!(crate::plan::from_json(&crate::plan::to_json(plan)).unwrap(), *plan);
+    let dump = pipeline::dump_gpu_stage("gpu", &gpu).unwrap();
+    assert!(
+        dump.starts_with("// Gemm form; ptxas: ") && dump.contains("\nkernel gemm_bias_relu_gemm arch=sm80"),
+        "{dump}"
+    );
 }
