@@ -884,6 +884,37 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// A warp's reduction of `lk` at the current output point, leaving the
+    /// total in every lane's accumulator ([`Builder::acc`]): the identity,
+    /// lane `l` accumulating the flattened reduce points `l, l + 32, …`
+    /// (loads of `smem_of` buffers from shared memory), then five
+    /// `shfl.sync.bfly` steps (lane masks 16, 8, 4, 2, 1).
+    fn warp_reduction(
+        &mut self,
+        lk: &loop_ir::Kernel,
+        smem_of: &BTreeMap<BufId, SmemId>,
+        out: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
+        let acc = self.acc_ref()?;
+        out.push(Stmt::Compute {
+            dst: acc.clone(),
+            value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
+        });
+        let red = product(r.loops.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
+        let j = self.var("j");
+        let mut step = Vec::new();
+        self.unflatten(Expr::Var(j), lk.loops.len() as u32, &r.loops, &mut step)?;
+        self.shared_loads(&r.value, smem_of, &mut step)?;
+        step.extend(self.update(lk)?);
+        self.vec_loads.clear();
+        out.push(Stmt::For { var: j, start: Expr::ThreadIdx(Dim::X), end: red, step: 32, unroll: false, body: step });
+        for m in [16, 8, 4, 2, 1] {
+            out.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
+        }
+        Ok(())
+    }
+
     /// `ld.shared` of every load of `e` from a buffer of `smem_of` (a
     /// [`Form::Rows`] kernel's local rows) into a register of its own, which
     /// [`Builder::scalar`] then reads ([`Builder::vec_loads`], lane 0).
@@ -1146,10 +1177,9 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
         b.loop_vars.insert(0, Expr::Var(row));
         b.reduces.clear();
         b.acc = None;
-        let j = b.var("j");
-        let mut step = Vec::new();
         match &lk.reduce {
             None => {
+                let j = b.var("j");
                 // Lane points j0 + 32·u, u < ROWS_CHUNK: all values, then all stores.
                 let points = product(lk.loops[1..].iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
                 let dtype = p.buffer(lk.out).dtype;
@@ -1190,28 +1220,8 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
                 });
             }
             Some(r) => {
-                let acc = b.reg("acc", r.dtype);
-                b.acc = Some(acc.reg);
-                point.push(Stmt::Compute {
-                    dst: acc.clone(),
-                    value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
-                });
-                let red = product(r.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
-                b.unflatten(Expr::Var(j), 1, &r.loops, &mut step)?;
-                b.shared_loads(&r.value, &smem_of, &mut step)?;
-                step.extend(b.update(lk)?);
-                b.vec_loads.clear();
-                point.push(Stmt::For {
-                    var: j,
-                    start: Expr::ThreadIdx(Dim::X),
-                    end: red,
-                    step: 32,
-                    unroll: false,
-                    body: step,
-                });
-                for m in [16, 8, 4, 2, 1] {
-                    point.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
-                }
+                b.acc = Some(b.reg("acc", r.dtype).reg);
+                b.warp_reduction(lk, &smem_of, &mut point)?;
                 b.shared_loads(&lk.value, &smem_of, &mut point)?;
                 let store = b.row_store(lk, &smem_of)?;
                 b.vec_loads.clear();
@@ -1308,34 +1318,13 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
             ]
         }
         Form::WarpReduce => {
-            let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
             b.k.block = [32, WARPS, 1];
             b.k.min_blocks_per_sm = Some(1);
             b.k.grid = [ceil_div(total.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
             let row = b.var("row");
             let mut point = Vec::new();
             b.unflatten(Expr::Var(row), 0, &lk.loops, &mut point)?;
-            let acc = b.acc_ref()?;
-            point.push(Stmt::Compute {
-                dst: acc.clone(),
-                value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
-            });
-            let red = product(r.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
-            let j = b.var("j");
-            let mut step = Vec::new();
-            b.unflatten(Expr::Var(j), rank, &r.loops, &mut step)?;
-            step.extend(b.update(lk)?);
-            point.push(Stmt::For {
-                var: j,
-                start: Expr::ThreadIdx(Dim::X),
-                end: red,
-                step: 32,
-                unroll: false,
-                body: step,
-            });
-            for m in [16, 8, 4, 2, 1] {
-                point.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
-            }
+            b.warp_reduction(lk, &BTreeMap::new(), &mut point)?;
             let store = b.store(lk)?;
             point.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: store, otherwise: Vec::new() });
             vec![
