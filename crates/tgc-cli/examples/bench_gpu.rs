@@ -346,13 +346,9 @@ fn plan_sweep(gpu: &Gpu, iters: usize) -> ExitCode {
     }
 }
 
-/// `tile warp_tile stages vec` of a plan, space-separated.
+/// `tile warp_tile stages vec` of a plan ([`plans::plan_shape`]), space-separated.
 fn plan_name(p: &Plan) -> String {
-    let t = p.tile.as_ref().map_or("-".into(), |t| format!("{}x{}x{}", t.value[0], t.value[1], t.value[2]));
-    let w = p.warp_tile.as_ref().map_or("-".into(), |w| format!("{}x{}", w.value[0], w.value[1]));
-    let st = p.pipeline.as_ref().map_or(1, |x| x.value.stages.value);
-    let v = p.vectorize.as_ref().map_or(0, |v| v.value.width.value);
-    format!("{t} {w} {st} {v}")
+    plans::plan_shape(p).join(" ")
 }
 
 /// 1-based ranks of `v`, highest first; ties share the mean rank.

@@ -286,8 +286,8 @@ fn compile(
 
 /// `compile --target sm80`: the GPU program's `.cu`, `.ptx`, `.cubin`
 /// (and the tensor-core kernel's `plan.json`) into `out`, a note on stderr
-/// when the template refused the graph's GEMM, and the dumps (the GPU stages from the compiled program, the
-/// others as for the CPU target).
+/// when the template refused the graph's GEMM, and the dumps (the GPU
+/// stages from the compiled program, the others as for the CPU target).
 fn compile_sm80(
     path: &Path,
     loaded: &Loaded,

@@ -360,7 +360,7 @@ impl GpuArtifacts {
 }
 
 /// Compiles `g` for the GPU target `target` (`sm80`): lowers it to its GPU
-/// program ([`crate::gpu::simt::lower_program_for`]: the sm80 tensor-core
+/// program ([`crate::gpu::simt::lower_program_noting`]: the sm80 tensor-core
 /// template for a graph that is one GEMM + epilogue with concrete sizes,
 /// the SIMT kernels of every region otherwise — the launches `tgc run
 /// --backend cuda` makes), checks every kernel with the GPU verifier,
@@ -378,12 +378,7 @@ pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
         return Err(diag!(Unsupported, "GPU target `{target}` is not built yet (sm80 is)"));
     }
     let symbol = c_symbol(&g.name);
-    let sm80 = &plan::target::SM80;
-    // A graph with one contraction is a GEMM the template may refuse (a
-    // symbolic size, f32, a layout, a launch limit): say why.
-    let contractions = g.ids().filter(|&id| crate::gpu::lower::is_contraction(g, id)).count();
-    let simt_gemm = if contractions == 1 { crate::gpu::lower::build(g, sm80, &symbol).err() } else { None };
-    let program = crate::gpu::simt::lower_program_for(g, Some(sm80))?;
+    let (program, simt_gemm) = crate::gpu::simt::lower_program_noting(g, &plan::target::SM80, &plan::cost::Analytic)?;
     let kernels = program.kernels();
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;

@@ -450,21 +450,37 @@ pub fn lower_program_with(
     target: &crate::plan::Target,
     estimator: &dyn crate::plan::cost::Estimator,
 ) -> DResult<GpuProgram> {
-    match gemm_program(g, target, estimator) {
-        Some(p) => Ok(p),
-        None => lower_program(g),
-    }
+    Ok(lower_program_noting(g, target, estimator)?.0)
 }
 
-/// The one-launch program of a GEMM graph, when [`super::lower::build_with`]
-/// takes it without split-K.
-fn gemm_program(
+/// [`lower_program_with`], and the tensor-core template's diagnostic when
+/// `g` has one contraction ([`super::lower::is_contraction`]) and the
+/// template refused it (a symbolic size, f32 operands, a layout, a launch
+/// limit), so that the GEMM runs as SIMT kernels.
+///
+/// Errors: those of [`lower_program`].
+pub fn lower_program_noting(
     g: &Graph,
     target: &crate::plan::Target,
     estimator: &dyn crate::plan::cost::Estimator,
-) -> Option<GpuProgram> {
-    use super::lower::{self, Operand};
-    let gk = lower::build_with(g, target, estimator, &format!("{}_gemm", g.name)).ok()?;
+) -> DResult<(GpuProgram, Option<crate::Diagnostic>)> {
+    let gk = match super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name)) {
+        Ok(gk) => gk,
+        Err(d) => {
+            let one_gemm = g.ids().filter(|&id| super::lower::is_contraction(g, id)).count() == 1;
+            return Ok((lower_program(g)?, one_gemm.then_some(d)));
+        }
+    };
+    match gemm_program(g, gk) {
+        Some(p) => Ok((p, None)),
+        None => Ok((lower_program(g)?, None)),
+    }
+}
+
+/// The one-launch program of the GEMM graph `g` with its tensor-core
+/// kernel `gk` ([`super::lower::build_with`]), when it needs no split-K.
+fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
+    use super::lower::Operand;
     let ps = &gk.params;
     // Split-K's workspace and locks are not buffers of a program (plan
     // choice never splits K today: `lower::build` builds `split_k: 1`).
@@ -946,28 +962,25 @@ impl<'p> Builder<'p> {
         Ok(())
     }
 
-    /// [`Builder::store`], or into the row of a local buffer in shared
-    /// memory (`smem_of`).
-    fn row_store(&mut self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Vec<Stmt>> {
-        if !smem_of.contains_key(&lk.out) {
-            return self.store(lk);
-        }
+    /// The value's computation and store at the current output point.
+    fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
+        self.store_in(lk, &BTreeMap::new())
+    }
+
+    /// [`Builder::store`], into the row of a local buffer in shared memory
+    /// when `smem_of` holds the output (a [`Form::Rows`] kernel).
+    fn store_in(&mut self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Vec<Stmt>> {
         let v = self.reg("v", self.p.buffer(lk.out).dtype);
         let mut out = vec![Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? }];
-        out.extend(self.row_store_reg(lk, v, smem_of)?);
+        out.push(self.store_reg(lk, v, smem_of)?);
         Ok(out)
     }
 
-    /// The store of the value in `v` at the current output point: to its
-    /// buffer, or to the row of a local buffer in shared memory (`smem_of`).
-    fn row_store_reg(
-        &mut self,
-        lk: &loop_ir::Kernel,
-        v: RegRef,
-        smem_of: &BTreeMap<BufId, SmemId>,
-    ) -> DResult<Vec<Stmt>> {
+    /// The store of the value in `v` at the current output point: to the
+    /// output buffer, or to its row in shared memory when `smem_of` holds it.
+    fn store_reg(&mut self, lk: &loop_ir::Kernel, v: RegRef, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Stmt> {
         let dtype = self.p.buffer(lk.out).dtype;
-        Ok(vec![match smem_of.get(&lk.out) {
+        Ok(match smem_of.get(&lk.out) {
             Some(&smem) => {
                 let offset =
                     self.aff(&crate::cpu::rows::row_subscript(&lk.store_index))? * Expr::c(dtype.size_bytes() as i64);
@@ -979,24 +992,7 @@ impl<'p> Builder<'p> {
                 dtype,
                 pred: Expr::c(1),
             },
-        }])
-    }
-
-    /// The value's computation and store at the current output point.
-    fn store(&mut self, lk: &loop_ir::Kernel) -> DResult<Vec<Stmt>> {
-        let out = self.p.buffer(lk.out);
-        let dtype = out.dtype;
-        let v = self.reg("v", dtype);
-        let param = self.buf_param[&lk.out];
-        Ok(vec![
-            Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? },
-            Stmt::StGlobal {
-                dst: GlobalRef { param, offset: self.aff(&lk.store_index)? },
-                src: v,
-                dtype,
-                pred: Expr::c(1),
-            },
-        ])
+        })
     }
 }
 
@@ -1067,7 +1063,7 @@ fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut
 }
 
 /// Most bytes of shared memory a [`Form::Rows`] kernel keeps its local
-/// temporaries in (one row of each): 16 KiB leaves room for 14 one-warp
+/// temporaries in (one row of each): 16 KiB leaves room for 10 one-warp
 /// blocks per SM on sm80's 164 KiB (`plan::target`). A group whose local
 /// rows need more keeps them in global memory.
 pub const ROWS_SMEM_MAX: u64 = 16 * 1024;
@@ -1079,11 +1075,12 @@ pub const ROWS_SMEM_MAX: u64 = 16 * 1024;
 pub const ROWS_CHUNK: i64 = 8;
 
 /// The local temporaries of `group` ([`loop_ir::RowGroup::local`]) that a
-/// [`Form::Rows`] kernel holds in shared memory, with their byte offsets:
-/// all of them when each is a float of a constant row length, no kernel
-/// of the group reads one under a `PAD` guard (the loads are issued before
-/// the value), and one row of each fits in [`ROWS_SMEM_MAX`]; else none.
-fn shared_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> (Vec<(BufId, u64)>, u64) {
+/// [`Form::Rows`] kernel holds in shared memory, each with its row as a
+/// shared buffer (offsets 16-byte aligned), and the bytes of all: all of
+/// them when each is a float of a constant row length, no kernel of the
+/// group reads one under a `PAD` guard (the loads are issued before the
+/// value), and one row of each fits in [`ROWS_SMEM_MAX`]; else none.
+fn shared_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> (Vec<(BufId, SmemBuffer)>, u64) {
     let mut placed = Vec::new();
     let mut bytes = 0u64;
     for &b in &group.local {
@@ -1092,8 +1089,10 @@ fn shared_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> (Vec<(BufId, 
         let (Some(len), true) = (len, matches!(buf.dtype, DType::F32 | DType::F16 | DType::BF16)) else {
             return (Vec::new(), 0);
         };
-        placed.push((b, bytes));
-        bytes += (len * buf.dtype.size_bytes() as u64).div_ceil(16) * 16;
+        let size = len * buf.dtype.size_bytes() as u64;
+        let row = SmemBuffer { name: format!("{}_row", buf.name), offset: bytes, size, swizzle: Swizzle::IDENTITY };
+        placed.push((b, row));
+        bytes += size.div_ceil(16) * 16;
     }
     let guarded = p.kernels[group.kernels.clone()].iter().any(|lk| {
         let mut select = false;
@@ -1136,8 +1135,8 @@ fn row_member(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> bool {
 /// within the block; CUDA C++ Programming Guide, "Synchronization
 /// Functions"). Every read of a buffer the group writes is in the same row
 /// ([`crate::cpu::rows::plan`]'s rule), so blocks share nothing. The
-/// group's temporaries stay buffers of the program (L2 holds a block's row
-/// between its kernels).
+/// group's local temporaries live in shared memory ([`shared_rows`]) when
+/// they fit, else they stay buffers of the program.
 fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option<Launch>> {
     let members = &p.kernels[group.kernels.clone()];
     let (Some(first), Some(last)) = (members.first(), members.last()) else { return Ok(None) };
@@ -1153,16 +1152,9 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
     let name = format!("{}_{}_{}", p.name, first.name, last.name);
     let mut b = Builder::with_buffers(p, &name, &reads, &writes);
     let mut smem_of = BTreeMap::new();
-    for (buf, offset) in &shared {
-        let size =
-            crate::cpu::rows::row_len(p, *buf).as_int().unwrap_or(0) as u64 * p.buffer(*buf).dtype.size_bytes() as u64;
-        smem_of.insert(*buf, SmemId(b.k.smem.len() as u32));
-        b.k.smem.push(SmemBuffer {
-            name: format!("{}_row", p.buffer(*buf).name),
-            offset: *offset,
-            size,
-            swizzle: Swizzle::IDENTITY,
-        });
+    for (buf, row) in shared {
+        smem_of.insert(buf, SmemId(b.k.smem.len() as u32));
+        b.k.smem.push(row);
     }
     b.k.smem_bytes = smem_bytes;
     b.k.block = [32, 1, 1];
@@ -1192,7 +1184,7 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
                     let mut body = Vec::new();
                     b.unflatten(Expr::Var(jj), 1, &lk.loops[1..], &mut body)?;
                     if storing {
-                        body.extend(b.row_store_reg(lk, at, &smem_of)?);
+                        body.push(b.store_reg(lk, at, &smem_of)?);
                     } else {
                         b.shared_loads(&lk.value, &smem_of, &mut body)?;
                         body.push(Stmt::Compute { dst: at, value: b.scalar(&lk.value)? });
@@ -1223,7 +1215,7 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
                 b.acc = Some(b.reg("acc", r.dtype).reg);
                 b.warp_reduction(lk, &smem_of, &mut point)?;
                 b.shared_loads(&lk.value, &smem_of, &mut point)?;
-                let store = b.row_store(lk, &smem_of)?;
+                let store = b.store_in(lk, &smem_of)?;
                 b.vec_loads.clear();
                 point.push(Stmt::If {
                     cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)),

@@ -204,7 +204,8 @@ impl Analytic {
             let compute = cw * flops / (tensor_rate * (warps / TENSOR_WARPS_PER_SM as f64).min(1.0));
             let smem = cw * smem_bytes / smem_rate;
             let l2 = cw * fill / l2_rate;
-            let lat = cw * fill * latency / (cw * in_flight);
+            // The wave's CTAs stream their fills side by side.
+            let lat = fill * latency / in_flight;
             let rows = (start + count - 1) / tn - start / tn + 1;
             let cols = count.min(tn);
             let a = rows as f64 * bmf * k as f64 * e;
@@ -229,15 +230,15 @@ impl Analytic {
         let mut time_s = 0.0;
         for (terms, times) in &kinds {
             let times = *times as f64;
-            let (arg, max) = terms.iter().enumerate().fold((0, 0.0f64), |b, (i, &t)| if t > b.1 { (i, t) } else { b });
-            time_s += max * times;
-            decided[arg] += max * times;
+            let arg = largest(terms);
+            time_s += terms[arg] * times;
+            decided[arg] += terms[arg] * times;
             for (s, t) in sums.iter_mut().zip(terms) {
                 *s += t * times;
             }
         }
         const LIMITS: [Limit; 5] = [Limit::Compute, Limit::SharedMemory, Limit::L2, Limit::Latency, Limit::Dram];
-        let arg = decided.iter().enumerate().fold(0, |b, (i, &t)| if t > decided[b] { i } else { b });
+        let arg = largest(&decided);
         Ok(Terms {
             resources: res,
             tiles,
@@ -251,6 +252,11 @@ impl Analytic {
             limit: LIMITS[arg],
         })
     }
+}
+
+/// The index of the largest of `terms`, the first on a tie.
+fn largest(terms: &[f64; 5]) -> usize {
+    (1..terms.len()).fold(0, |best, i| if terms[i] > terms[best] { i } else { best })
 }
 
 impl Estimator for Analytic {

@@ -8,11 +8,19 @@ use super::cost::{gemm_dims, Choice};
 use super::resources::{self, block_tile, stages};
 use super::{print_dsl, Plan, Problem, Target};
 
-fn shape(plan: &Plan) -> String {
+/// A GEMM plan's shape as the dump's columns: the block tile (`128x128x32`),
+/// the warp tile (`64x64`), the stages and the vector width (`-` and 0 for
+/// what the plan does not give).
+pub fn plan_shape(plan: &Plan) -> [String; 4] {
     let t = block_tile(plan).map_or("-".into(), |[m, n, k]| format!("{m}x{n}x{k}"));
     let w = plan.warp_tile.as_ref().map_or("-".into(), |w| format!("{}x{}", w.value[0], w.value[1]));
     let v = plan.vectorize.as_ref().map_or(0, |v| v.value.width.value);
-    format!("{t:<12} {w:<6} {:>2} {v:>3}", stages(plan))
+    [t, w, stages(plan).to_string(), v.to_string()]
+}
+
+fn shape(plan: &Plan) -> String {
+    let [t, w, st, v] = plan_shape(plan);
+    format!("{t:<12} {w:<6} {st:>2} {v:>3}")
 }
 
 /// The dump of `choice` for `problem` on `target`.

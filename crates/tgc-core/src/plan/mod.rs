@@ -63,7 +63,7 @@ use std::fmt;
 use crate::diag::Span;
 
 pub use dsl::{parse_dsl, print_dsl};
-pub use dump::dump;
+pub use dump::{dump, plan_shape};
 pub use json::{from_json, to_json};
 pub use target::{MmaShape, Target};
 pub use validate::{validate, LoopAxis, Problem, EPILOGUE_OPS};
