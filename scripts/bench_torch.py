@@ -4,7 +4,10 @@
 Usage: bench_torch.py DTYPE OP A B C EPILOGUE ITERS
   DTYPE     f16 or bf16
   OP        gemm (A, B, C = M, N, K), softmax or layernorm (A, B = rows,
-            cols over the last axis; C ignored)
+            cols over the last axis; C ignored), conv (A = "N,H,C,K,R,S,P":
+            batch, height = width, channels in and out, kernel R×R,
+            stride S, padding P; B, C ignored): conv2d + bias on
+            channels_last tensors (cuDNN)
   EPILOGUE  gemm only: none: torch.matmul (cuBLAS); bias_relu:
             torch.relu(x @ w + b), unfused (matmul, add, ReLU)
 Prints one line: `seconds_per_iteration` measured with CUDA events over
@@ -16,7 +19,7 @@ import sys
 
 def main():
     dtype_name, op = sys.argv[1], sys.argv[2]
-    m, n, k = map(int, sys.argv[3:6])
+    m, n, k = (0, 0, 0) if op == "conv" else map(int, sys.argv[3:6])
     epilogue, iters = sys.argv[6], int(sys.argv[7])
     try:
         import torch
@@ -36,6 +39,13 @@ def main():
         g = torch.randn(n, device=dev, dtype=dtype)
         b = torch.randn(n, device=dev, dtype=dtype)
         step = lambda: torch.nn.functional.layer_norm(x, (n,), g, b, eps=1e-5)
+    elif op == "conv":
+        bn, hw, c, kout, r, stride, pad = map(int, sys.argv[3].split(","))
+        cl = torch.channels_last
+        x = torch.randn(bn, c, hw, hw, device=dev, dtype=dtype).to(memory_format=cl)
+        w = torch.randn(kout, c, r, r, device=dev, dtype=dtype).to(memory_format=cl)
+        b = torch.randn(kout, device=dev, dtype=dtype)
+        step = lambda: torch.nn.functional.conv2d(x, w, b, stride=stride, padding=pad)
     elif op != "gemm":
         print(f"unknown op {op}", file=sys.stderr)
         sys.exit(2)

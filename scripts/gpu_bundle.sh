@@ -23,8 +23,11 @@
 # path does not exist on the GPU machine, --run links it to this copy
 # (which needs write access to its parent). BENCH_ITERS (default 20) and
 # SWEEP_ITERS (default 10) set the iterations per case; BENCH=rows runs
-# only `bench_gpu --rows` (softmax and layernorm) after the tests, BENCH=none
-# no benchmark.
+# only `bench_gpu --rows` (softmax and layernorm) after the tests,
+# BENCH=conv only `bench_gpu --conv`, BENCH=convplans only the plan sweep
+# of the 3×3 convolutions, BENCH=bench `bench_gpu` without the plan sweep,
+# BENCH=none no benchmark; several words separated by commas run in turn
+# (BENCH=conv,convplans). The default is BENCH=full.
 set -uo pipefail
 
 if [ "${1:-}" != "--run" ]; then
@@ -112,20 +115,36 @@ if [ -x "$SAN" ]; then
 else
     say "no compute-sanitizer: its runs are skipped"
 fi
-case "${BENCH:-full}" in
-none) ;;
-rows)
-    "$BUNDLE/bench_gpu" --rows "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
-    say "bench_gpu --rows:"
-    cat "$LOGS/bench.txt"
-    ;;
-*)
-    "$BUNDLE/bench_gpu" "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
-    say "bench_gpu:"
-    cat "$LOGS/bench.txt"
-    "$BUNDLE/bench_gpu" --plans "${SWEEP_ITERS:-10}" >"$LOGS/sweep.txt" 2>&1 || failed=1
-    say "bench_gpu --plans (per-plan rows in $LOGS/sweep.txt):"
-    grep -E "^GEMM|pick|Spearman" "$LOGS/sweep.txt"
-    ;;
-esac
+# BENCH: one word of the header, or several separated by commas.
+BENCH="${BENCH:-full}"
+for bench in ${BENCH//,/ }; do
+    case "$bench" in
+    none) ;;
+    rows | conv)
+        "$BUNDLE/bench_gpu" "--$bench" "${BENCH_ITERS:-20}" >"$LOGS/bench-$bench.txt" 2>&1 || failed=1
+        say "bench_gpu --$bench:"
+        cat "$LOGS/bench-$bench.txt"
+        ;;
+    convplans)
+        "$BUNDLE/bench_gpu" --plans --conv "${SWEEP_ITERS:-10}" >"$LOGS/sweep-conv.txt" 2>&1 || failed=1
+        say "bench_gpu --plans --conv (per-plan rows in $LOGS/sweep-conv.txt):"
+        grep -E "^conv|pick|Spearman" "$LOGS/sweep-conv.txt"
+        ;;
+    bench | full)
+        "$BUNDLE/bench_gpu" "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
+        say "bench_gpu:"
+        cat "$LOGS/bench.txt"
+        ;;&
+    full)
+        "$BUNDLE/bench_gpu" --plans "${SWEEP_ITERS:-10}" >"$LOGS/sweep.txt" 2>&1 || failed=1
+        say "bench_gpu --plans (per-plan rows in $LOGS/sweep.txt):"
+        grep -E "^GEMM|^conv|pick|Spearman" "$LOGS/sweep.txt"
+        ;;
+    bench) ;;
+    *)
+        say "unknown BENCH word \`$bench\`"
+        failed=1
+        ;;
+    esac
+done
 exit $failed

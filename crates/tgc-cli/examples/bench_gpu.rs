@@ -2,7 +2,7 @@
 //! PyTorch, on the GPU of the machine it runs on.
 //!
 //! ```text
-//! cargo run --release -p tgc-cli --features cuda --example bench_gpu [-- ITERS] [--rows]
+//! cargo run --release -p tgc-cli --features cuda --example bench_gpu [-- ITERS] [--rows | --conv]
 //! ```
 //!
 //! For f16 and bf16, each of M×N×K = 1024³, 4096³, 8192³, 4096×3072×768 and
@@ -20,10 +20,19 @@
 //! region a kernel) against `torch.softmax` / `torch.nn.functional.layer_norm`,
 //! printed as effective bandwidth (GB/s: bytes read once + written once).
 //!
-//! With `--rows` it runs only the softmax and layernorm rows.
+//! Then the 3×3 and 1×1 convolutions of ResNet-50 ([`CONVS`], batch 32,
+//! f16, channels-last: NHWC activations, OHWI weights, bias) — tgc's
+//! implicit GEMM on the MMA template against `torch.nn.functional.conv2d`
+//! on `channels_last` tensors (cuDNN) — in TFLOP/s (2·N·P·Q·K·C·R·S per
+//! run).
+//!
+//! With `--rows` it runs only the softmax and layernorm rows, with
+//! `--conv` only the convolutions.
 //!
 //! With `--plans` it sweeps the plan space instead: for each GEMM shape of
-//! [`SWEEP`] (f16), every valid plan of `plan::space` is pinned in turn
+//! [`SWEEP`] (f16) and each 3×3 convolution of [`CONVS`] (only those with
+//! `--conv` too), every plan the MMA kernel is chosen from
+//! (`gpu::lower::choose`) is pinned in turn
 //! (an [`Estimator`] that ranks only that plan first, the seam a tuning
 //! cache uses), compiled and timed as above. Printed per plan: the analytic
 //! model's estimate for the sm80 target (A100, the plan tgc chooses), its
@@ -67,10 +76,28 @@ const SWEEP: [(usize, usize, usize); 7] = [
     (256, 1536, 384),
 ];
 
+/// ResNet-50's convolutions (He et al., "Deep Residual Learning for Image
+/// Recognition", 2016, Table 1; batch 32): `(H=W, C, K, kernel, stride)`,
+/// padding `kernel / 2`.
+const CONVS: [(usize, usize, usize, usize, usize); 8] = [
+    (56, 64, 64, 3, 1),
+    (28, 128, 128, 3, 1),
+    (14, 256, 256, 3, 1),
+    (7, 512, 512, 3, 1),
+    (56, 64, 256, 1, 1),
+    (56, 256, 64, 1, 1),
+    (14, 1024, 256, 1, 1),
+    (7, 512, 2048, 1, 1),
+];
+
+/// The batch of the [`CONVS`] rows.
+const CONV_BATCH: usize = 32;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let sweep = args.iter().any(|a| a == "--plans");
-    let rows_only = args.iter().any(|a| a == "--rows");
+    let conv_only = args.iter().any(|a| a == "--conv");
+    let rows_only = args.iter().any(|a| a == "--rows") || conv_only;
     let iters: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20);
     let gpu = match Gpu::new(0) {
         Ok(g) => g,
@@ -80,7 +107,7 @@ fn main() -> ExitCode {
         }
     };
     if sweep {
-        return plan_sweep(&gpu, iters);
+        return plan_sweep(&gpu, iters, conv_only);
     }
     println!("device sm_{}, {iters} iterations per case", gpu.sm());
     println!(
@@ -122,8 +149,14 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}", "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio");
-    for (rows, cols) in [(8192usize, 1024usize), (4096, 4096)] {
+    let row_cases: &[(usize, usize)] = if conv_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
+    if !conv_only {
+        println!(
+            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
+            "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio"
+        );
+    }
+    for &(rows, cols) in row_cases {
         for op in ["softmax", "layernorm"] {
             let text = row_graph(op, rows, cols);
             // Read x once and write y once (f16); gamma and beta are noise.
@@ -157,11 +190,66 @@ fn main() -> ExitCode {
             );
         }
     }
+    if conv_only || !args.iter().any(|a| a == "--rows") {
+        failed |= conv_rows(&gpu, iters);
+    }
     if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The [`CONVS`] rows; whether a tgc case failed.
+fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
+    println!(
+        "{:<6} {:<28} {:>8} {:>10} {:>10} {:>8}",
+        "dtype", "N×H×W×C → K, R×R/stride", "P×Q", "tgc TF/s", "torch TF/s", "ratio"
+    );
+    let mut failed = false;
+    for &(hw, c, k, r, stride) in &CONVS {
+        let n = CONV_BATCH;
+        let pad = r / 2;
+        let pq = (hw + 2 * pad - r) / stride + 1;
+        let flops = 2.0 * (n * pq * pq * k * c * r * r) as f64;
+        let text = conv_graph(n, hw, c, k, r, stride, pad);
+        let tgc = match tgc_seconds(gpu, &text, iters) {
+            Ok(s) => Some(flops / s / 1e12),
+            Err(e) => {
+                eprintln!("tgc conv {n}×{hw}×{hw}×{c} → {k} {r}×{r}: {e}");
+                failed = true;
+                None
+            }
+        };
+        let spec = format!("{n},{hw},{c},{k},{r},{stride},{pad}");
+        let torch = match torch_seconds(&["f16", "conv", &spec, "0", "0", "bias"], iters) {
+            Ok(s) => Some(flops / s / 1e12),
+            Err(e) => {
+                eprintln!("torch conv {spec}: {e}");
+                None
+            }
+        };
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let ratio = match (tgc, torch) {
+            (Some(a), Some(b)) => format!("{:.2}", a / b),
+            _ => "-".into(),
+        };
+        let case = format!("{n}×{hw}×{hw}×{c} → {k}, {r}×{r}/{stride}");
+        println!("{:<6} {case:<28} {:>8} {:>10} {:>10} {ratio:>8}", "f16", format!("{pq}×{pq}"), fmt(tgc), fmt(torch));
+    }
+    failed
+}
+
+/// The convolution case's graph: NHWC activations, OHWI weights and bias
+/// in f16, NHWC output (the layouts permuted to the DSL's NCHW/OIHW
+/// `conv2d` and back, which the implicit GEMM reads through).
+fn conv_graph(n: usize, hw: usize, c: usize, k: usize, r: usize, stride: usize, pad: usize) -> String {
+    let pq = (hw + 2 * pad - r) / stride + 1;
+    format!(
+        "graph bench(x: f16[{n}, {hw}, {hw}, {c}], w: f16[{k}, {r}, {r}, {c}], b: f16[{k}]) -> (y: f16[{n}, {pq}, \
+         {pq}, {k}]) {{\nxc = permute(x, [0, 3, 1, 2])\nwc = permute(w, [0, 3, 1, 2])\nc = conv2d(xc, wc, bias=b, \
+         stride=[{stride}, {stride}], pad=[{pad}, {pad}])\ny = permute(c, [0, 2, 3, 1])\nreturn y\n}}"
+    )
 }
 
 /// The GEMM case's graph.
@@ -252,7 +340,7 @@ fn device_target(sm: u32) -> Option<Target> {
 }
 
 /// The `--plans` sweep (module doc).
-fn plan_sweep(gpu: &Gpu, iters: usize) -> ExitCode {
+fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
     let target = &plans::target::SM80;
     let device = device_target(gpu.sm()).unwrap_or_else(|| target.clone());
     println!(
@@ -265,33 +353,44 @@ fn plan_sweep(gpu: &Gpu, iters: usize) -> ExitCode {
         device.dram_gbps
     );
     let mut failed = false;
-    for &(m, n, k) in &SWEEP {
-        let text = gemm_graph(DType::F16, m, n, k, "none");
-        let g = match pipeline::load(&text, Format::Dsl, None) {
+    let mut cases: Vec<(String, String)> = Vec::new();
+    if !conv_only {
+        for &(m, n, k) in &SWEEP {
+            cases.push((format!("GEMM f16 {m}×{n}×{k}"), gemm_graph(DType::F16, m, n, k, "none")));
+        }
+    }
+    for &(hw, c, kout, r, stride) in CONVS.iter().filter(|c| c.3 == 3) {
+        let name = format!("conv f16 {CONV_BATCH}×{hw}×{hw}×{c} → {kout}, {r}×{r}");
+        cases.push((name, conv_graph(CONV_BATCH, hw, c, kout, r, stride, r / 2)));
+    }
+    for (name, text) in &cases {
+        let g = match pipeline::load(text, Format::Dsl, None) {
             Ok(l) => l.graph,
             Err(d) => {
-                eprintln!("{m}×{n}×{k}: {d}");
+                eprintln!("{name}: {d}");
                 failed = true;
                 continue;
             }
         };
-        let problem = match tgc_core::gpu::lower::match_gemm(&g) {
-            Ok(gg) => gg.problem,
+        let gg = match tgc_core::gpu::lower::match_gemm(&g) {
+            Ok(gg) => gg,
             Err(d) => {
-                eprintln!("{m}×{n}×{k}: {d}");
+                eprintln!("{name}: {d}");
                 failed = true;
                 continue;
             }
         };
+        let problem = gg.problem.clone();
+        let [m, n, k] = cost::gemm_dims(&problem).unwrap_or([0; 3]);
         let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        let Ok(choice) = cost::choose(&problem, target) else { continue };
+        let Ok(choice) = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic) else { continue };
         let mut rows = Vec::new();
         for (i, (plan, est)) in choice.candidates.iter().enumerate() {
             let pinned = Pinned(plan);
             let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
                 .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
             let measured = if tensor_core {
-                tgc_seconds_with(gpu, &text, iters, &pinned, &format!("plan{i}"))
+                tgc_seconds_with(gpu, text, iters, &pinned, &format!("plan{i}"))
             } else {
                 Err("the plan did not give the tensor-core kernel".to_string())
             };
@@ -299,14 +398,14 @@ fn plan_sweep(gpu: &Gpu, iters: usize) -> ExitCode {
             match measured {
                 Ok(s) => rows.push((i, plan, flops / est.time_s / 1e12, on_device, flops / s / 1e12)),
                 Err(e) => {
-                    eprintln!("{m}×{n}×{k} {}: {e}", plan_name(plan));
+                    eprintln!("{name} {}: {e}", plan_name(plan));
                     failed = true;
                 }
             }
         }
         let device_rank = ranks(&rows.iter().map(|r| r.3).collect::<Vec<_>>());
         let measured_rank = ranks(&rows.iter().map(|r| r.4).collect::<Vec<_>>());
-        println!("GEMM f16 {m}×{n}×{k} (* the sm80 choice)");
+        println!("{name} (* the sm80 choice)");
         println!(
             "  {:<28} {:>9} {:>9} {:>5} {:>9} {:>5}",
             "plan (tile warp stages vec)", "sm80 TF", "device TF", "rank", "meas TF", "rank"
@@ -324,7 +423,7 @@ fn plan_sweep(gpu: &Gpu, iters: usize) -> ExitCode {
         let best_measured = rows.iter().map(|r| r.4).fold(0.0f64, f64::max);
         // The device's space is checked against the device's row, so its
         // candidates are matched by plan, not by index.
-        let device_choice = cost::choose_with(&cost::Analytic, &problem, &device).ok();
+        let device_choice = tgc_core::gpu::lower::choose(&gg, &device, &cost::Analytic).ok();
         let device_pick = device_choice.as_ref().and_then(|c| c.best()).map(|(p, _)| p);
         let sm80_pick = choice.best().map(|(p, _)| p);
         for (who, pick) in [("sm80 model's", sm80_pick), ("device model's", device_pick)] {

@@ -301,7 +301,7 @@ fn compile_sm80(
         .map_err(|d| Failure::diag(path, &d))?;
     if let Some(d) = &gpu.simt_gemm {
         eprintln!(
-            "note: the GEMM runs as SIMT kernels, the tensor-core template refused it: {}",
+            "note: the contraction runs as SIMT kernels, the tensor-core template refused it: {}",
             d.render(&path.display().to_string())
         );
     }

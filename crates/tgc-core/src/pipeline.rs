@@ -266,12 +266,36 @@ fn gemm_problem(g: &Graph, id: tiny::NodeId) -> Option<Result<plan::Problem, Str
     Some(Ok(plan::Problem::gemm(m, n, k, g.dtype(mul))))
 }
 
-/// The `plan` dump of `g` for `target`: for each GEMM contraction
-/// ([`gemm_problem`]'s recognition) the ranked plan space of
-/// [`plan::cost::choose`] as [`plan::dump`] prints it, or why it is not
-/// planned; a graph with none says so. [`dump_stage`] uses `sm80` until the
-/// CLI takes a GPU target.
+/// The `plan` dump of `g` for `target`: for a graph that is one
+/// contraction + epilogue ([`crate::gpu::lower::match_gemm`]: a GEMM, a
+/// batched matmul, a convolution) the ranked plan space its MMA kernel is
+/// chosen from ([`crate::gpu::lower::choose`]); otherwise for each GEMM
+/// contraction ([`gemm_problem`]'s recognition) the ranked plan space of
+/// [`plan::cost::choose`], or why it is not planned; a graph with none
+/// says so. [`dump_stage`] uses `sm80` until the CLI takes a GPU target.
 pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
+    if let Ok(graph) = crate::gpu::lower::match_gemm(g) {
+        let label = &g.node(graph.contraction).label;
+        let how = match &graph.gemm.implicit {
+            None => String::new(),
+            Some(im) => format!(
+                " ({} as an implicit GEMM: {} batch points of M={} N={} K={})",
+                graph.pattern.name(),
+                im.extent(crate::gpu::sm80::Axis::Batch),
+                graph.sizes[0],
+                graph.sizes[1],
+                graph.sizes[2]
+            ),
+        };
+        let choice = target
+            .require_mma_sync(graph.problem.dtype)
+            .map_err(|why| why.to_string())
+            .and_then(|_| crate::gpu::lower::choose(&graph, target, &plan::cost::Analytic).map_err(|d| d.message));
+        return match choice {
+            Ok(c) => format!("contraction `{label}`{how}: {}", plan::dump(&graph.problem, target, &c)),
+            Err(why) => format!("contraction `{label}`{how}: not planned: {why}\n"),
+        };
+    }
     let mut out = String::new();
     for id in g.ids() {
         let Some(problem) = gemm_problem(g, id) else { continue };

@@ -764,7 +764,7 @@ impl<'k> Printer<'k> {
                 }
                 writeln!(out, "{tag}{} = {};", self.reg(dst, id)?, f32_literal(*value)).unwrap();
             }
-            Stmt::Epilogue { acc, row, col, pred, ops } => self.epilogue(out, id, &pad, acc, row, col, pred, ops)?,
+            Stmt::Epilogue { acc, pred, ops } => self.epilogue(out, id, &pad, acc, pred, ops)?,
             Stmt::StGlobalVec { dst, src, dtype, pred } => {
                 let (g, pd) = self.global(dst, id)?;
                 if pd != *dtype {
@@ -903,8 +903,6 @@ impl<'k> Printer<'k> {
         id: u32,
         pad: &str,
         acc: &RegRef,
-        row: &Expr,
-        col: &Expr,
         pred: &Expr,
         ops: &[EpilogueOp],
     ) -> Result<(), CudaError> {
@@ -915,22 +913,11 @@ impl<'k> Printer<'k> {
         let inner = format!("{pad}    ");
         let names: Vec<String> = ops.iter().map(op_name).collect();
         writeln!(out, "{pad}/* s{id} */ if ({}) {{ // epilogue: {}", self.cond(pred, id)?, names.join(", ")).unwrap();
-        // Only the coordinates an op reads: NVRTC warns (#177-D) on an
-        // unused one.
-        let reads_row = ops.iter().any(|op| matches!(op, EpilogueOp::Residual { .. }));
-        let reads_col = reads_row || ops.iter().any(|op| matches!(op, EpilogueOp::Bias(_)));
-        if reads_row {
-            writeln!(out, "{inner}const long long tgc_row = {};", self.expr(row, Some(id))?).unwrap();
-        }
-        if reads_col {
-            writeln!(out, "{inner}const long long tgc_col = {};", self.expr(col, Some(id))?).unwrap();
-        }
         writeln!(out, "{inner}float tgc_v = {a};").unwrap();
         for op in ops {
             match op {
-                EpilogueOp::Bias(p) => writeln!(out, "{inner}tgc_v += {};", self.load_f32(id, *p, "tgc_col")?).unwrap(),
-                EpilogueOp::Residual { param, ld } => {
-                    let at = format!("tgc_row * {} + tgc_col", self.expr(ld, Some(id))?);
+                EpilogueOp::Bias { param, at } | EpilogueOp::Residual { param, at } => {
+                    let at = self.expr(at, Some(id))?;
                     writeln!(out, "{inner}tgc_v += {};", self.load_f32(id, *param, &at)?).unwrap()
                 }
                 EpilogueOp::Relu => writeln!(out, "{inner}tgc_v = fmaxf(tgc_v, 0.0f);").unwrap(),
@@ -1044,7 +1031,7 @@ impl<'k> Printer<'k> {
 
 fn op_name(op: &EpilogueOp) -> String {
     match op {
-        EpilogueOp::Bias(_) => "bias".into(),
+        EpilogueOp::Bias { .. } => "bias".into(),
         EpilogueOp::Relu => "relu".into(),
         EpilogueOp::Silu => "silu".into(),
         EpilogueOp::Gelu => "gelu".into(),

@@ -86,10 +86,8 @@ fn mini_gemm(ab: DType) -> Kernel {
         let row = v(lane) / 4 + 8 * (i / 2);
         body.push(Stmt::Epilogue {
             acc: reg(2, i),
-            row: row.clone(),
-            col: (v(lane) % 4) * 2 + i % 2,
             pred: row.lt(m.clone()),
-            ops: vec![EpilogueOp::Bias(ParamId(2)), EpilogueOp::Relu],
+            ops: vec![EpilogueOp::Bias { param: ParamId(2), at: (v(lane) % 4) * 2 + i % 2 }, EpilogueOp::Relu],
         });
     }
     for half in 0..2i64 {
@@ -161,11 +159,9 @@ fn misc_kernel() -> Kernel {
         Stmt::MovF32 { dst: reg(0, 3), value: 3.0 },
         Stmt::Epilogue {
             acc: reg(0, 1),
-            row: v(t),
-            col: Expr::c(0),
             pred: Expr::c(1),
             ops: vec![
-                EpilogueOp::Residual { param: ParamId(1), ld: p(3) },
+                EpilogueOp::Residual { param: ParamId(1), at: v(t) * p(3) },
                 EpilogueOp::Silu,
                 EpilogueOp::Gelu,
                 EpilogueOp::Cast(DType::BF16),
@@ -259,30 +255,26 @@ fn mini_gemm_prints_readable_cuda_with_inline_ptx() {
                 : "=f"(acc[0]), "=f"(acc[1]), "=f"(acc[2]), "=f"(acc[3])
                 : "r"(afrag[0]), "r"(afrag[1]), "r"(afrag[2]), "r"(afrag[3]), "r"(bfrag[0]), "r"(bfrag[1]), "f"(acc[0]), "f"(acc[1]), "f"(acc[2]), "f"(acc[3]));
             /* s14 */ if (((lane / 4) + 0) < (long long)M) { // epilogue: bias, relu
-                const long long tgc_col = (((lane % 4) * 2) + 0);
                 float tgc_v = acc[0];
-                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v += tgc_f16_to_f32(bias[(((lane % 4) * 2) + 0)]);
                 tgc_v = fmaxf(tgc_v, 0.0f);
                 acc[0] = tgc_v;
             }
             /* s15 */ if (((lane / 4) + 0) < (long long)M) { // epilogue: bias, relu
-                const long long tgc_col = (((lane % 4) * 2) + 1);
                 float tgc_v = acc[1];
-                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v += tgc_f16_to_f32(bias[(((lane % 4) * 2) + 1)]);
                 tgc_v = fmaxf(tgc_v, 0.0f);
                 acc[1] = tgc_v;
             }
             /* s16 */ if (((lane / 4) + 8) < (long long)M) { // epilogue: bias, relu
-                const long long tgc_col = (((lane % 4) * 2) + 0);
                 float tgc_v = acc[2];
-                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v += tgc_f16_to_f32(bias[(((lane % 4) * 2) + 0)]);
                 tgc_v = fmaxf(tgc_v, 0.0f);
                 acc[2] = tgc_v;
             }
             /* s17 */ if (((lane / 4) + 8) < (long long)M) { // epilogue: bias, relu
-                const long long tgc_col = (((lane % 4) * 2) + 1);
                 float tgc_v = acc[3];
-                tgc_v += tgc_f16_to_f32(bias[tgc_col]);
+                tgc_v += tgc_f16_to_f32(bias[(((lane % 4) * 2) + 1)]);
                 tgc_v = fmaxf(tgc_v, 0.0f);
                 acc[3] = tgc_v;
             }
@@ -348,7 +340,7 @@ fn misc_statements_print_with_c_names_and_wide_integers() {
         "float_[2] = 0.001f;",
         "float_[3] = 3.0f;",
         "tgc_copy_sync(stage_smem + (unsigned)(t * 8), x + (t * 4), 8u, (unsigned)(tgc_max(tgc_min((n - (t * 4)), 4), 0) * 2));",
-        "tgc_v += tgc_bf16_to_f32(res[tgc_row * n + tgc_col]);",
+        "tgc_v += tgc_bf16_to_f32(res[(t * n)]);",
         "st.global.v4.f32 [%0], {%1, %2, %3, %4};",
         "st.global.v2.b32 [%0], {%1, %2};",
         "\"r\"(tgc_pack_b16x2(tgc_f32_to_bf16(float_[0]), tgc_f32_to_bf16(float_[1])))",
@@ -437,6 +429,7 @@ mod template {
             align_b: 8,
             align_c: 8,
             split_k: 1,
+            implicit: None,
         }
     }
 

@@ -567,20 +567,22 @@ impl LdMatrixNum {
     }
 }
 
-/// One epilogue operation on an `f32` accumulator value `v` at output
-/// position `(row, col)` (`000` §1.7 `epilogue`, §8 of `001`).
+/// One epilogue operation on an `f32` accumulator value `v` (`000` §1.7
+/// `epilogue`, §8 of `001`); an operand's element offset `at` is the
+/// output element's own (a GEMM's `col` for a bias over `N`, its `C`
+/// offset for a residual), in the operand's elements.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EpilogueOp {
-    /// `v += bias[col]`.
-    Bias(ParamId),
+    /// `v += bias[at]`.
+    Bias { param: ParamId, at: Expr },
     /// `v = max(v, 0)`.
     Relu,
     /// `v = v / (1 + exp(-v))`.
     Silu,
     /// `v = 0.5 v (1 + tanh(√(2/π)(v + 0.044715 v³)))` (the tanh form).
     Gelu,
-    /// `v += residual[row * ld + col]`.
-    Residual { param: ParamId, ld: Expr },
+    /// `v += residual[at]`.
+    Residual { param: ParamId, at: Expr },
     /// Round `v` to `dtype` (stays an `f32` register).
     Cast(DType),
 }
@@ -624,9 +626,9 @@ pub enum Stmt {
     MmaSync { ab: DType, d: Vec<RegRef>, a: Vec<RegRef>, b: Vec<RegRef>, c: Vec<RegRef> },
     /// `mov.b32 dst, value` on an `f32` register.
     MovF32 { dst: RegRef, value: f32 },
-    /// Applies `ops` in order to the accumulator `acc`, the output element
-    /// at `(row, col)`; when `pred` is false, nothing (no operand load).
-    Epilogue { acc: RegRef, row: Expr, col: Expr, pred: Expr, ops: Vec<EpilogueOp> },
+    /// Applies `ops` in order to the accumulator `acc`; when `pred` is
+    /// false, nothing (no operand load).
+    Epilogue { acc: RegRef, pred: Expr, ops: Vec<EpilogueOp> },
     /// `st.global[.v2|.v4]`: stores `src` (f32 registers) rounded to
     /// `dtype` to consecutive elements at `dst` when `pred`; the access
     /// (`src.len() × sizeof(dtype)` bytes, at most 16) is aligned to its size.

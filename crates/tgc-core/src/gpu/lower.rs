@@ -1,31 +1,49 @@
-//! From a Tiny IR graph to one SM80 GEMM kernel: recognising a graph that
-//! is a GEMM plus an epilogue ([`match_gemm`]), choosing its plan with
-//! [`plan::cost::choose`] and instantiating the template ([`build`]).
+//! From a Tiny IR graph to one SM80 MMA kernel: recognising a graph that
+//! is one contraction plus an epilogue ([`match_gemm`]), choosing its plan
+//! with [`plan::cost::choose`] and instantiating the template ([`build`]).
 //!
-//! Recognised (structurally, on the Tiny IR):
+//! Recognised:
 //!
-//! - one contraction: `REDUCE SUM` over one axis of a rank-3 `MUL` whose
-//!   result is `[M, N]`; `M`, `N`, `K` concrete (bound with `--dim`);
-//! - its operands: graph inputs reached through `RESHAPE`s that only add or
-//!   drop size-1 axes, `EXPAND`s and `PERMUTE`s; `A` stored `[M, K]`, `B`
-//!   stored `[K, N]` ([`BLayout::KN`]) or `[N, K]` ([`BLayout::NK`]),
-//!   row-major;
+//! - one contraction, `REDUCE SUM` of a `MUL`, whose operands
+//!   [`contraction::trace`] follows to graph inputs and whose pattern
+//!   (`000` §3.5, the one recogniser Poly-View also uses) is `matmul` or
+//!   `conv`: a GEMM, a batched matmul, a convolution with any stride,
+//!   dilation and zero padding (`PAD`s on an operand's chain become the
+//!   loader's guards), operands in any layout reached through movements;
+//!   every size concrete (bound with `--dim`);
 //! - after the sum, a chain of single-use nodes, each one of: `CAST` to the
-//!   operand dtype right after the sum (the rounding of `001` §0); `ADD` of
-//!   an input broadcast from `[N]` (`bias`) or of an input `[M, N]`
-//!   (`residual`); `RELU`. The chain's end is the graph's only output.
+//!   operand dtype before any other op (the rounding of `001` §0);
+//!   `RESHAPE`s that only add or drop size-1 axes and `PERMUTE`s (they
+//!   decide the output's layout); `ADD` of an input with the output's
+//!   layout (`residual`) or broadcast along some of its axes (`bias`, one
+//!   per kernel); `RELU`. The chain's end is the graph's only output.
 //!
-//! Anything else (a second contraction, another op, an input the kernel
-//! has no parameter for) is an `Unsupported` error at the node.
+//! The GEMM's axes come from the output's layout: `N` is its innermost run
+//! of variables that only one operand (`B`) reads, `M` the run before it
+//! that only the other (`A`) reads, the outer variables are batch points
+//! (the grid's `z`), and `K` the reduce variables (the one `A` reads with
+//! unit stride innermost, so that its copies are vectors). A plain GEMM —
+//! one variable per axis, `A` `[M, K]` and `B` `[K, N]` or `[N, K]`
+//! row-major, no padding — gets the template's run-time `M`, `N`, `K` and
+//! leading dimensions; anything else is an implicit GEMM
+//! ([`sm80::Implicit`]): affine addresses over the axes' digits, padding
+//! zero-filled, no im2col buffer.
+//!
+//! Anything else (a second contraction, another op, a computed operand, an
+//! input the kernel has no parameter for, an output whose innermost axis
+//! both operands read) is an `Unsupported` error at the node.
 
+use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
+use crate::index_book::contraction::{self, Pattern};
 use crate::plan::cost::Estimator;
 use crate::plan::{self, Plan, Spanned, Target};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
+use crate::DType;
 
 use super::ir::Kernel;
-use super::sm80::{self, BLayout, Gemm, GemmParams};
+use super::sm80::{self, Access, Affine, Axis, BLayout, Digit, Gemm, GemmParams, Implicit};
 
 /// What a graph input is to the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +54,17 @@ pub enum Operand {
     Residual,
 }
 
-/// A graph recognised as GEMM + epilogue.
+/// A graph recognised as one contraction + epilogue.
 #[derive(Clone, Debug)]
 pub struct GemmGraph {
-    /// `M`, `N`, `K` and the operand dtype, for plan choice.
+    /// `M`, `N`, `K` and the operand dtype, for plan choice (an implicit
+    /// GEMM's batch points counted in `M`: the plan ranks the tiles of
+    /// every batch point together).
     pub problem: plan::Problem,
+    /// The kernel's `M`, `N`, `K` parameters (one batch point's GEMM).
+    pub sizes: [i64; 3],
+    /// Poly-View's pattern of the contraction (`000` §1.4).
+    pub pattern: Pattern,
     pub gemm: Gemm,
     /// Epilogue op names in order (`bias`, `relu`, `residual`), as a
     /// plan's `epilogue`.
@@ -64,10 +88,10 @@ pub struct GpuKernel {
 }
 
 /// Whether node `id` is a contraction [`match_gemm`] looks for: a `REDUCE
-/// SUM` over one axis of a `MUL`.
+/// SUM` of a `MUL` ([`contraction::trace`]'s starting point).
 pub fn is_contraction(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    matches!(&n.op, Op::Reduce { op: ReduceOp::Sum, axes } if axes.len() == 1)
+    matches!(&n.op, Op::Reduce { op: ReduceOp::Sum, .. })
         && n.src.first().is_some_and(|&m| matches!(g.node(m).op, Op::Binary(BinaryOp::Mul)))
 }
 
@@ -107,6 +131,10 @@ fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(No
                 axes = next;
                 id = x;
             }
+            // Widening to f32 is exact: the epilogue converts as it loads.
+            Op::Cast if g.dtype(id) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
+                id = n.src[0]
+            }
             Op::Permute { perm } => {
                 let mut next = vec![None; perm.len()];
                 for (j, &p) in perm.iter().enumerate() {
@@ -118,12 +146,6 @@ fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(No
             other => return Err(unsupported(&format!("`{}`", other.name()))),
         }
     }
-}
-
-/// Whether an input's axes are `want` (row-major), a size-1 axis standing
-/// for any.
-fn laid_out(axes: &[Option<usize>], want: &[usize]) -> bool {
-    axes.len() == want.len() && axes.iter().zip(want).all(|(a, w)| a.is_none_or(|a| a == *w))
 }
 
 fn input_name(g: &Graph, id: NodeId) -> String {
@@ -138,20 +160,22 @@ fn align(x: u64) -> u32 {
     [8u32, 4, 2, 1].into_iter().find(|&a| x.is_multiple_of(a as u64)).unwrap_or(1)
 }
 
-/// Recognises `g` as GEMM + epilogue (module doc).
+/// Recognises `g` as one contraction + epilogue (module doc).
 ///
 /// Errors: `Unsupported` at the node that breaks the pattern (no or two
-/// contractions, a layout, an op); `UnboundSymbol` at the contraction when
-/// `M`, `N` or `K` is symbolic.
+/// contractions, an operand that is not a graph input, a pattern Poly-View
+/// does not recognise, an op after the sum, an output layout with no `N`
+/// axis); `UnboundSymbol` at the contraction when a size is symbolic.
 pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
-    let contractions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
-    let r = match contractions.as_slice() {
+    let book = crate::index_book::build(g)?;
+    let reductions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
+    let r = match reductions.as_slice() {
         [r] => *r,
         [] => {
             let d = diag!(
                 Unsupported,
-                "graph `{}` has no GEMM contraction (REDUCE SUM of one axis of a MUL): the sm80 target compiles one \
-                 GEMM + epilogue",
+                "graph `{}` has no contraction (REDUCE SUM of a MUL): the sm80 template compiles one GEMM or \
+                 convolution + epilogue",
                 g.name
             );
             return Err(match g.outputs.first() {
@@ -162,113 +186,104 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         [_, second, ..] => {
             return Err(diag!(
                 Unsupported,
-                "graph `{}` has {} contractions; the sm80 target compiles one GEMM + epilogue per graph",
+                "graph `{}` has {} contractions; the sm80 template compiles one per graph",
                 g.name,
-                contractions.len()
+                reductions.len()
             )
             .at_node(g.node(*second)))
         }
     };
     let rn = g.node(r);
-    let mul = rn.src[0];
-    let Op::Reduce { axes, .. } = &rn.op else {
-        return Err(diag!(Internal, "contraction `{}` is not a REDUCE", rn.label));
+    let Some(t) = contraction::trace(g, &book, r)? else {
+        return Err(diag!(Unsupported, "the operands of this sum do not fold into affine reads").at_node(rn));
     };
-    let k_ax = axes[0];
-    let ms = g.shape(mul);
-    if ms.len() != 3 || g.shape(r).len() != 2 {
+    let Some(pattern) = &t.pattern else {
         return Err(diag!(
             Unsupported,
-            "the sm80 target compiles a rank-2 GEMM [M, N]; this contraction is rank {}",
-            g.shape(r).len()
-        )
-        .at_node(rn));
-    }
-    let [m_ax, n_ax] = match k_ax {
-        0 => [1, 2],
-        1 => [0, 2],
-        _ => [0, 1],
-    };
-    let dims = [&ms[m_ax], &ms[n_ax], &ms[k_ax]];
-    let concrete: Vec<u64> = dims.iter().filter_map(|d| d.as_int().and_then(|v| u64::try_from(v).ok())).collect();
-    let &[m, n, k] = concrete.as_slice() else {
-        return Err(diag!(
-            UnboundSymbol,
-            "the GEMM needs concrete M, N, K for the sm80 target (M={}, N={}, K={}; give them with --dim)",
-            dims[0],
-            dims[1],
-            dims[2]
+            "this contraction is neither a matmul nor a convolution (`000` §3.5): an operand index is not affine \
+             with positive windows"
         )
         .at_node(rn));
     };
-    let ab = g.dtype(mul);
-    let mut inputs: Vec<(NodeId, Operand)> = Vec::new();
-    let mut b_layout = None;
-    for &src in &g.node(mul).src {
-        let (input, axes) = trace(g, src, vec![Some(0), Some(1), Some(2)])?;
-        let role = if laid_out(&axes, &[m_ax, k_ax]) && !inputs.iter().any(|x| x.1 == Operand::A) {
-            Operand::A
-        } else if laid_out(&axes, &[k_ax, n_ax]) {
-            b_layout = Some(BLayout::KN);
-            Operand::B
-        } else if laid_out(&axes, &[n_ax, k_ax]) {
-            b_layout = Some(BLayout::NK);
-            Operand::B
-        } else {
+    let info = book.get(r).ok_or_else(|| diag!(Internal, "the IndexBook lacks {}", rn.label))?;
+    let extents: Vec<i64> =
+        info.extents().iter().map(|d| d.as_int().filter(|&v| v >= 1)).collect::<Option<_>>().ok_or_else(|| {
+            diag!(
+                UnboundSymbol,
+                "the sm80 template needs concrete sizes (this {} has extents {}; give them with --dim)",
+                pattern.kind.name(),
+                info.extents().iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" × ")
+            )
+            .at_node(rn)
+        })?;
+    let ab = g.dtype(t.mul);
+    for op in [&t.lhs, &t.rhs] {
+        if !matches!(g.node(op.src).op, Op::Input { .. }) {
             return Err(diag!(
                 Unsupported,
-                "operand `{}` is not stored [M, K], [K, N] or [N, K] row-major",
-                input_name(g, input)
+                "the sm80 template reads its operands from graph inputs; `{}` is computed (`{}`)",
+                g.node(op.src).label,
+                g.node(op.src).op.name()
             )
-            .at_node(g.node(input)));
-        };
-        inputs.push((input, role));
+            .at_node(g.node(op.src)));
+        }
+        if let Some(p) = op.guard.iter().find(|p| p.otherwise != 0.0) {
+            return Err(diag!(
+                Unsupported,
+                "operand `{}` is padded with {}, not zero: the loader's zero fill cannot give it",
+                input_name(g, op.src),
+                p.otherwise
+            )
+            .at_node(rn));
+        }
     }
-    let Some(b_layout) = b_layout.filter(|_| inputs.iter().any(|x| x.1 == Operand::A)) else {
-        return Err(diag!(Unsupported, "the GEMM's operands are not one [M, K] and one [K, N] or [N, K]").at_node(rn));
-    };
 
-    let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.len()];
-    for id in g.ids() {
-        for &s in &g.node(id).src {
-            users[s.index()].push(id);
-        }
-    }
+    // The epilogue chain: which variable each axis of the current value is.
+    let users = users(g);
+    let mut order: Vec<Option<usize>> = (0..t.out).map(|v| (extents[v] > 1).then_some(v)).collect();
     let (mut cur, mut round_sum, mut epilogue) = (r, false, Vec::new());
-    let mut chain = vec![mul, r];
-    loop {
-        let is_output = g.outputs.iter().any(|o| o.node == cur);
-        if is_output {
-            break;
-        }
+    let mut chain = vec![t.mul, r];
+    let mut epi_inputs: Vec<(NodeId, Operand, Vec<Option<usize>>)> = Vec::new();
+    while !g.outputs.iter().any(|o| o.node == cur) {
         let [next] = users[cur.index()].as_slice() else {
             return Err(diag!(
                 Unsupported,
-                "the GEMM's result is used {} times; the sm80 kernel has one output",
+                "the contraction's result is used {} times; the sm80 kernel has one output",
                 users[cur.index()].len()
             )
             .at_node(g.node(cur)));
         };
         let nn = g.node(*next);
         match &nn.op {
-            Op::Cast if cur == r && g.dtype(*next) == ab => round_sum = true,
+            // The rounding of the sum (`001` §0): a CAST to the operands'
+            // dtype before any other op.
+            Op::Cast if !round_sum && epilogue.is_empty() && g.dtype(*next) == ab => round_sum = true,
+            // The store's rounding to the output's dtype.
+            Op::Cast if stores(g, &users, *next) => {}
             Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
-            Op::Binary(BinaryOp::Add) => {
-                let other = if nn.src[0] == cur { nn.src[1] } else { nn.src[0] };
-                let (input, axes) = trace(g, other, vec![Some(0), Some(1)])?;
-                let role = if laid_out(&axes, &[1]) {
-                    Operand::Bias
-                } else if laid_out(&axes, &[0, 1]) {
-                    Operand::Residual
-                } else {
+            Op::Reshape => {
+                let kept: Vec<Option<usize>> = order.iter().copied().filter(Option::is_some).collect();
+                let out = g.shape(*next);
+                if out.iter().filter(|d| !d.is_one()).count() != kept.len() {
                     return Err(diag!(
                         Unsupported,
-                        "an ADD after the GEMM of `{}`, neither a bias [N] nor a residual [M, N]",
-                        input_name(g, input)
+                        "a RESHAPE after the contraction that does more than add or drop size-1 axes"
                     )
                     .at_node(nn));
-                };
-                if g.dtype(input) != ab || inputs.iter().any(|x| x.1 == role) {
+                }
+                let mut it = kept.into_iter();
+                order = out.iter().map(|d| if d.is_one() { None } else { it.next().flatten() }).collect();
+            }
+            Op::Permute { perm } => order = perm.iter().map(|&p| order[p]).collect(),
+            Op::Binary(BinaryOp::Add) => {
+                let other = if nn.src[0] == cur { nn.src[1] } else { nn.src[0] };
+                let (input, axes) = trace(g, other, order.clone())?;
+                let dims = g.shape(input);
+                // A residual has C's layout: its non-unit axes are C's, in order.
+                let same = axes.iter().flatten().eq(order.iter().flatten())
+                    && axes.iter().zip(dims).all(|(a, d)| a.is_some() || d.is_one());
+                let role = if same { Operand::Residual } else { Operand::Bias };
+                if g.dtype(input) != ab || epi_inputs.iter().any(|x| x.1 == role) {
                     return Err(diag!(
                         Unsupported,
                         "the sm80 epilogue takes one {} in the operands' dtype {ab}",
@@ -276,13 +291,18 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
                     )
                     .at_node(nn));
                 }
+                if axes.iter().zip(dims).any(|(a, d)| a.is_none() && !d.is_one()) {
+                    return Err(
+                        diag!(Unsupported, "an ADD after the contraction of a tensor it does not index").at_node(nn)
+                    );
+                }
                 epilogue.push(if role == Operand::Bias { "bias" } else { "residual" }.to_string());
-                inputs.push((input, role));
+                epi_inputs.push((input, role, axes));
             }
             other => {
                 return Err(diag!(
                     Unsupported,
-                    "`{}` after the GEMM is not an epilogue the sm80 template fuses (bias, relu, residual)",
+                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, residual)",
                     other.name()
                 )
                 .at_node(nn))
@@ -302,41 +322,242 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
     let out = g.dtype(cur);
     for id in g.ids() {
         let n = g.node(id);
-        let movement = matches!(n.op, Op::Reshape | Op::Expand | Op::Permute { .. });
-        if matches!(n.op, Op::Input { .. }) && !inputs.iter().any(|x| x.0 == id) {
+        let operand = [t.lhs.src, t.rhs.src].contains(&id) || epi_inputs.iter().any(|x| x.0 == id);
+        if matches!(n.op, Op::Input { .. }) && !operand {
             return Err(diag!(
                 Unsupported,
-                "input `{}` is not an operand of the GEMM or its epilogue",
+                "input `{}` is not an operand of the contraction or its epilogue",
                 input_name(g, id)
             )
             .at_node(n));
         }
-        if !movement && !matches!(n.op, Op::Input { .. }) && !chain.contains(&id) {
+        // A bias or residual widened to f32 (read through by `trace`).
+        let widened = n.op == Op::Cast && epi_inputs.iter().any(|x| n.src.first() == Some(&x.0));
+        if !n.op.is_movement() && !matches!(n.op, Op::Input { .. }) && !chain.contains(&id) && !widened {
             return Err(diag!(
                 Unsupported,
-                "`{}` is outside the GEMM + epilogue the sm80 target compiles",
+                "`{}` is outside the contraction + epilogue the sm80 target compiles",
                 n.op.name()
             )
             .at_node(n));
         }
     }
-    let ldb = if b_layout == BLayout::KN { n } else { k };
-    let gemm =
-        Gemm { ab, out, b_layout, round_sum, align_a: align(k), align_b: align(ldb), align_c: align(n), split_k: 1 };
+
+    // GEMM axes from C's order: N is the innermost run of variables only
+    // one operand reads, M the run before it that only the other reads,
+    // batch the rest.
+    let c_order: Vec<usize> = order.iter().flatten().copied().collect();
+    let reads = |op: &contraction::Operand, v: usize| {
+        op.idx
+            .iter()
+            .chain(op.guard.iter().flat_map(|p| p.valid.iter().map(|c| &c.expr)))
+            .any(|e| e.var_coeffs().any(|(k, c)| k as usize == v && c.as_int() != Some(0)))
+    };
+    let only = |op: &contraction::Operand, other: &contraction::Operand, v: usize| reads(op, v) && !reads(other, v);
+    let (b_op, a_op) = match c_order.last() {
+        Some(&v) if only(&t.rhs, &t.lhs, v) => (&t.rhs, &t.lhs),
+        Some(&v) if only(&t.lhs, &t.rhs, v) => (&t.lhs, &t.rhs),
+        _ => {
+            return Err(diag!(
+                Unsupported,
+                "the output's innermost axis is not read by exactly one operand: no GEMM N axis"
+            )
+            .at_node(rn))
+        }
+    };
+    let n_start = c_order.iter().rposition(|&v| !only(b_op, a_op, v)).map_or(0, |p| p + 1);
+    let m_start = c_order[..n_start].iter().rposition(|&v| !only(a_op, b_op, v)).map_or(0, |p| p + 1);
+    let (batch_v, m_v, n_v) = (&c_order[..m_start], &c_order[m_start..n_start], &c_order[n_start..]);
+    if m_v.is_empty() {
+        return Err(diag!(Unsupported, "no output axis is read by the other operand alone: no GEMM M axis (a GEMV)")
+            .at_node(rn));
+    }
+    // K: the reduce variables, the one A reads contiguously last.
+    let mut k_v: Vec<usize> = (t.out..t.out + t.reduce).filter(|&v| extents[v] > 1).collect();
+    let a_strides = strides(g, a_op.src);
+    if let Some(p) = k_v.iter().position(|&v| coeff_of(&a_op.idx, &a_strides, v) == 1) {
+        let v = k_v.remove(p);
+        k_v.push(v);
+    }
+    if k_v.is_empty() {
+        return Err(diag!(Unsupported, "the contraction sums over no axis longer than 1").at_node(rn));
+    }
+    let mut digit = vec![None; extents.len()];
+    for (axis, vars) in [(Axis::Batch, batch_v), (Axis::M, m_v), (Axis::N, n_v), (Axis::K, &k_v[..])] {
+        for (index, &v) in vars.iter().enumerate() {
+            digit[v] = Some(Digit { axis, index });
+        }
+    }
+    let ext = |vars: &[usize]| vars.iter().map(|&v| extents[v]).collect::<Vec<i64>>();
+    let to_affine = |e: &AffExpr, scale: i64| -> DResult<Affine> {
+        let mut a = Affine { terms: Vec::new(), constant: e.constant_part().as_int().unwrap_or(0) * scale };
+        for (v, c) in e.var_coeffs() {
+            let (Some(c), Some(&d)) = (c.as_int(), digit.get(v as usize)) else {
+                return Err(diag!(Unsupported, "a symbolic coefficient in an operand index").at_node(rn));
+            };
+            match d {
+                Some(d) => a.terms.push((d, c * scale)),
+                None if extents[v as usize] == 1 => {}
+                None => return Err(diag!(Internal, "variable i{v} has no GEMM axis").at_node(rn)),
+            }
+        }
+        Ok(a)
+    };
+    let access = |op: &contraction::Operand| -> DResult<Access> {
+        let st = strides(g, op.src);
+        let mut offset = Affine::default();
+        for (e, &s) in op.idx.iter().zip(&st) {
+            let a = to_affine(e, s)?;
+            offset.constant += a.constant;
+            offset.terms.extend(a.terms);
+        }
+        let guards = op.guard.iter().flat_map(|p| &p.valid).map(|c| to_affine(&c.expr, 1)).collect::<DResult<_>>()?;
+        Ok(Access { offset, guards })
+    };
+    let out_strides = strides(g, cur);
+    let out_axes: Vec<Option<usize>> = order.clone();
+    let c_batch = Affine {
+        terms: batch_v
+            .iter()
+            .enumerate()
+            .map(|(index, &v)| {
+                let axis = out_axes.iter().position(|&a| a == Some(v)).unwrap_or(0);
+                (Digit { axis: Axis::Batch, index }, out_strides[axis])
+            })
+            .collect(),
+        constant: 0,
+    };
+    let mut implicit = Implicit {
+        batch: ext(batch_v),
+        m: ext(m_v),
+        n: ext(n_v),
+        k: ext(&k_v),
+        a: access(a_op)?,
+        b: access(b_op)?,
+        bias: None,
+        c_batch,
+    };
+    let mut inputs: Vec<(NodeId, Operand)> = vec![(a_op.src, Operand::A), (b_op.src, Operand::B)];
+    for (input, role, axes) in &epi_inputs {
+        inputs.push((*input, *role));
+        if *role == Operand::Bias {
+            let st = strides(g, *input);
+            let mut bias = Affine::default();
+            for (a, s) in axes.iter().zip(st) {
+                if let Some(d) = a.and_then(|v| digit[v]) {
+                    bias.terms.push((d, s));
+                }
+            }
+            implicit.bias = Some(bias);
+        }
+    }
+    let (m, n, k) = (implicit.extent(Axis::M), implicit.extent(Axis::N), implicit.extent(Axis::K));
+    let plain_b = |layout: BLayout| {
+        let (kc, nc) = if layout == BLayout::KN { (n, 1) } else { (1, k) };
+        implicit.b.offset == Affine { terms: vec![(digit_of(Axis::K), kc), (digit_of(Axis::N), nc)], constant: 0 }
+            || implicit.b.offset
+                == Affine { terms: vec![(digit_of(Axis::N), nc), (digit_of(Axis::K), kc)], constant: 0 }
+    };
+    let plain = implicit.batch.is_empty()
+        && [&implicit.m, &implicit.n, &implicit.k].iter().all(|d| d.len() == 1)
+        && implicit.a.guards.is_empty()
+        && implicit.b.guards.is_empty()
+        && implicit.a.offset == Affine { terms: vec![(digit_of(Axis::M), k), (digit_of(Axis::K), 1)], constant: 0 };
+    let gemm = if plain && (plain_b(BLayout::KN) || plain_b(BLayout::NK)) {
+        let b_layout = if plain_b(BLayout::KN) { BLayout::KN } else { BLayout::NK };
+        let ldb = if b_layout == BLayout::KN { n } else { k };
+        let [aa, ab_, ac] = [k, ldb, n].map(|x| align(x as u64));
+        Gemm { ab, out, b_layout, round_sum, align_a: aa, align_b: ab_, align_c: ac, split_k: 1, implicit: None }
+    } else {
+        let (kn, nk) = (implicit.vector_width(&implicit.b, Axis::N), implicit.vector_width(&implicit.b, Axis::K));
+        let b_layout = if kn > nk { BLayout::KN } else { BLayout::NK };
+        Gemm {
+            ab,
+            out,
+            b_layout,
+            round_sum,
+            align_a: implicit.vector_width(&implicit.a, Axis::K),
+            align_b: kn.max(nk),
+            align_c: align(n as u64),
+            split_k: 1,
+            implicit: Some(implicit),
+        }
+    };
     let mut named: Vec<(String, Operand)> = Vec::new();
     for id in g.inputs() {
         if let Some((_, role)) = inputs.iter().find(|x| x.0 == id) {
             named.push((input_name(g, id), *role));
         }
     }
+    let batch = gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch));
+    let mut problem = plan::Problem::gemm((m * batch) as u64, n as u64, k as u64, ab);
+    if gemm.implicit.is_some() {
+        let numel = |id: NodeId| g.shape(id).iter().map(|d| d.as_int().unwrap_or(1).max(1) as u64).product::<u64>();
+        problem.distinct = [numel(a_op.src), numel(b_op.src)];
+    }
     Ok(GemmGraph {
-        problem: plan::Problem::gemm(m, n, k, ab),
+        problem,
+        sizes: [m, n, k],
+        pattern: pattern.kind,
         gemm,
         epilogue,
         inputs: named,
         output: g.outputs[0].name.clone(),
         contraction: r,
     })
+}
+
+/// Whether `id` reaches the graph's output through movements and `RELU`s
+/// only: a `CAST` there is the store's rounding (a `RELU` gives the same
+/// bits before or after a rounding: it keeps or zeroes its input).
+fn stores(g: &Graph, users: &[Vec<NodeId>], mut id: NodeId) -> bool {
+    loop {
+        if g.outputs.iter().any(|o| o.node == id) {
+            return true;
+        }
+        match users[id.index()].as_slice() {
+            [next] if g.node(*next).op.is_movement() || g.node(*next).op == Op::Unary(UnaryOp::Relu) => id = *next,
+            _ => return false,
+        }
+    }
+}
+
+/// The first digit of `axis`.
+fn digit_of(axis: Axis) -> Digit {
+    Digit { axis, index: 0 }
+}
+
+/// Each node's users.
+fn users(g: &Graph) -> Vec<Vec<NodeId>> {
+    let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.len()];
+    for id in g.ids() {
+        for &s in &g.node(id).src {
+            users[s.index()].push(id);
+        }
+    }
+    users
+}
+
+/// Row-major element strides of `id`'s shape (1 for a symbolic extent:
+/// callers have checked the sizes they use are concrete).
+fn strides(g: &Graph, id: NodeId) -> Vec<i64> {
+    let shape = g.shape(id);
+    let mut st = vec![1i64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        st[k] = st[k + 1] * shape[k + 1].as_int().unwrap_or(1);
+    }
+    st
+}
+
+/// The coefficient of variable `v` in the flat offset of an operand read at
+/// `idx` with element strides `strides`.
+fn coeff_of(idx: &[AffExpr], strides: &[i64], v: usize) -> i64 {
+    idx.iter()
+        .zip(strides)
+        .map(|(e, s)| {
+            e.var_coeffs().filter(|(k, _)| *k as usize == v).map(|(_, c)| c.as_int().unwrap_or(0) * s).sum::<i64>()
+        })
+        .sum()
 }
 
 /// Recognises `g`, chooses the best plan of the space for `target` by the
@@ -356,7 +577,7 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
     let graph = match_gemm(g)?;
     let at = g.node(graph.contraction);
     target.require_mma_sync(graph.problem.dtype).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let choice = plan::cost::choose_with(estimator, &graph.problem, target).map_err(|d| d.or_at(at.span))?;
+    let choice = choose(&graph, target, estimator).map_err(|d| d.or_at(at.span))?;
     let Some((best, _)) = choice.best() else {
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}", target.name).at_node(at));
     };
@@ -366,6 +587,37 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
     let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     Ok(GpuKernel { graph, plan, kernel, params })
+}
+
+/// Registers per thread an implicit GEMM's loader needs beyond the plan's
+/// estimate ([`plan::resources::regs_per_thread`]): the digits of each
+/// copy's row and column and its guards. An allowance from ptxas's
+/// reports, not a model: a 3×3 NHWC convolution took 167 registers with a
+/// 64×32 warp tile (estimate 120) and spilled at 255 with 64×64
+/// (estimate 192).
+pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
+
+/// The ranked plan space of `graph` on `target` by `estimator`
+/// ([`plan::cost::choose_with`]); for an implicit GEMM, the plans whose
+/// registers with [`IMPLICIT_ADDRESS_REGS`] exceed the target's limit are
+/// rejected.
+///
+/// Errors: those of [`plan::cost::choose_with`].
+pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
+    let mut choice = plan::cost::choose_with(estimator, &graph.problem, target)?;
+    if graph.gemm.implicit.is_some() {
+        choice.reject(|p| {
+            let regs = plan::resources::of(p, graph.problem.dtype, target)?.regs_per_thread;
+            (regs + IMPLICIT_ADDRESS_REGS > target.regs_per_thread_max).then(|| {
+                format!(
+                    "about {regs} registers per thread and {IMPLICIT_ADDRESS_REGS} for the implicit GEMM's addresses \
+                     exceed {}'s {}",
+                    target.name, target.regs_per_thread_max
+                )
+            })
+        });
+    }
+    Ok(choice)
 }
 
 /// The most blocks of a grid along `y` and `z`; `x` allows
@@ -383,8 +635,7 @@ pub const MAX_GRID_X: u64 = (1 << 31) - 1;
 ///
 /// Errors: `Unsupported`, naming the size and the limit.
 fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
-    let extent = |name: &str| graph.problem.axes.iter().find(|a| a.name == name).and_then(|a| a.extent).unwrap_or(0);
-    let (m, n, k) = (extent("m"), extent("n"), extent("k"));
+    let [m, n, k] = graph.sizes.map(|x| x as u64);
     for (name, v) in [("M", m), ("N", n), ("K", k)] {
         if v > i32::MAX as u64 {
             return Err(diag!(
@@ -404,6 +655,10 @@ fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
                 "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} CUDA allows"
             ));
         }
+    }
+    let batch = graph.gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch)) as u64;
+    if batch > MAX_GRID_YZ {
+        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {MAX_GRID_YZ}"));
     }
     if graph.gemm.split_k as u64 > MAX_GRID_YZ {
         return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {MAX_GRID_YZ}", graph.gemm.split_k));

@@ -44,4 +44,6 @@ mod write;
 #[cfg(test)]
 mod emulate_tests;
 #[cfg(test)]
+mod implicit_tests;
+#[cfg(test)]
 mod tests;

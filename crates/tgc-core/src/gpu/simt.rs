@@ -456,7 +456,8 @@ pub fn lower_program_with(
 /// [`lower_program_with`], and the tensor-core template's diagnostic when
 /// `g` has one contraction ([`super::lower::is_contraction`]) and the
 /// template refused it (a symbolic size, f32 operands, a layout, a launch
-/// limit), so that the GEMM runs as SIMT kernels.
+/// limit, an op after the sum it does not fuse), so that the contraction
+/// runs as SIMT kernels.
 ///
 /// Errors: those of [`lower_program`].
 pub fn lower_program_noting(
@@ -487,8 +488,7 @@ fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
     if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
         return None;
     }
-    let extent = |i: usize| gk.graph.problem.axes.get(i).and_then(|a| a.extent).map(|e| e as i64);
-    let (m, n, k) = (extent(0)?, extent(1)?, extent(2)?);
+    let [m, n, k] = gk.graph.sizes;
     let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
     let mut buffers = Vec::new();
     let mut role_buf: Vec<(Operand, BufId)> = Vec::new();

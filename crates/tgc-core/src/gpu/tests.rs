@@ -33,7 +33,17 @@ fn values(seed: u64, n: usize) -> Vec<f64> {
 fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
     let align = |x: i64| [8u32, 4, 2, 1].into_iter().find(|&a| x % a as i64 == 0).unwrap_or(1);
     let ldb = if b_layout == BLayout::KN { n } else { k };
-    Gemm { ab, out, b_layout, round_sum: true, align_a: align(k), align_b: align(ldb), align_c: align(n), split_k: 1 }
+    Gemm {
+        ab,
+        out,
+        b_layout,
+        round_sum: true,
+        align_a: align(k),
+        align_b: align(ldb),
+        align_c: align(n),
+        split_k: 1,
+        implicit: None,
+    }
 }
 
 /// Inputs of one problem: A `[M,K]`, B as stored, bias `[N]`, residual `[M,N]`.

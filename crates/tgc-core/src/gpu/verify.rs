@@ -460,19 +460,16 @@ impl Verifier<'_> {
                 }
             }
             Stmt::MovF32 { dst, .. } => self.reg(dst, RegKind::F32, scope, s, "mov"),
-            Stmt::Epilogue { acc, row, col, pred, ops } => {
+            Stmt::Epilogue { acc, pred, ops } => {
                 self.reg(acc, RegKind::F32, scope, s, "epilogue");
-                for e in [row, col, pred] {
-                    self.expr(e, scope, Some(s));
-                }
+                self.expr(pred, scope, Some(s));
                 for op in ops {
                     match op {
-                        EpilogueOp::Bias(p) => self.pointer(*p, s),
-                        EpilogueOp::Residual { param, ld } => {
+                        EpilogueOp::Bias { param, at } | EpilogueOp::Residual { param, at } => {
                             self.pointer(*param, s);
-                            self.expr(ld, scope, Some(s));
+                            self.expr(at, scope, Some(s));
                         }
-                        _ => {}
+                        EpilogueOp::Relu | EpilogueOp::Silu | EpilogueOp::Gelu | EpilogueOp::Cast(_) => {}
                     }
                 }
             }

@@ -211,29 +211,23 @@ impl Kernel {
                     self.regs_text(c)
                 )?,
                 Stmt::MovF32 { dst, value } => writeln!(f, "mov.b32 {}, {value:?}", self.reg_text(dst))?,
-                Stmt::Epilogue { acc, row, col, pred, ops } => {
+                Stmt::Epilogue { acc, pred, ops } => {
                     let ops: Vec<String> = ops
                         .iter()
                         .map(|o| match o {
-                            EpilogueOp::Bias(p) => format!("bias({})", self.param_name(*p)),
+                            EpilogueOp::Bias { param, at } => {
+                                format!("bias({}[{}])", self.param_name(*param), self.expr(at))
+                            }
                             EpilogueOp::Relu => "relu".into(),
                             EpilogueOp::Silu => "silu".into(),
                             EpilogueOp::Gelu => "gelu".into(),
-                            EpilogueOp::Residual { param, ld } => {
-                                format!("residual({}, ld={})", self.param_name(*param), self.expr(ld))
+                            EpilogueOp::Residual { param, at } => {
+                                format!("residual({}[{}])", self.param_name(*param), self.expr(at))
                             }
                             EpilogueOp::Cast(d) => format!("cast({})", d.dsl_name()),
                         })
                         .collect();
-                    writeln!(
-                        f,
-                        "epilogue {} at ({}, {}) if {}: {}",
-                        self.reg_text(acc),
-                        self.expr(row),
-                        self.expr(col),
-                        self.expr(pred),
-                        ops.join(" ")
-                    )?
+                    writeln!(f, "epilogue {} if {}: {}", self.reg_text(acc), self.expr(pred), ops.join(" "))?
                 }
                 Stmt::StGlobalVec { dst, src, dtype, pred } => writeln!(
                     f,

@@ -32,6 +32,7 @@
 //! `spec/README.md` decision 6, so no value is marked non-SCoP.
 
 pub mod compose;
+pub mod contraction;
 pub mod from_tiny;
 mod reshape;
 pub mod simplify;

@@ -189,6 +189,10 @@ impl Analytic {
         let epilogue_tile: f64 = plan.epilogue.iter().filter(|op| op.value == "residual").count() as f64;
         let bias = plan.epilogue.iter().any(|op| op.value == "bias");
         let b_fits = (k * n) as f64 * e <= target.l2_bytes as f64 / 2.0;
+        // An implicit GEMM's operands re-read their distinct elements
+        // (`Problem::distinct`); DRAM sees each once per tile that reads it.
+        let unique = |i: usize, dense: u64| (problem.distinct[i] as f64 / dense.max(1) as f64).min(1.0);
+        let (a_unique, b_unique) = (unique(0, m * k), unique(1, k * n));
         let tiles = tm * tn;
         if tiles == 0 {
             return Err(diag!(Unsupported, "the cost model needs a GEMM with M and N of at least 1"));
@@ -208,8 +212,8 @@ impl Analytic {
             let lat = fill * latency / in_flight;
             let rows = (start + count - 1) / tn - start / tn + 1;
             let cols = count.min(tn);
-            let a = rows as f64 * bmf * k as f64 * e;
-            let b = if first || !b_fits { cols as f64 * bnf * k as f64 * e } else { 0.0 };
+            let a = rows as f64 * bmf * k as f64 * e * a_unique;
+            let b = if first || !b_fits { cols as f64 * bnf * k as f64 * e * b_unique } else { 0.0 };
             let c = count as f64 * bmf * bnf * e * (1.0 + epilogue_tile);
             let bias_bytes = if first && bias { n as f64 * e } else { 0.0 };
             let dram = (a + b + c + bias_bytes) / dram_rate;
@@ -281,6 +285,41 @@ impl Choice {
     pub fn best(&self) -> Option<&(Plan, Estimate)> {
         self.best.map(|i| &self.candidates[i])
     }
+
+    /// Moves the candidates `why` has a reason against to `rejected` and
+    /// chooses again among the rest (the same order: fastest estimate,
+    /// then the wider vector, then fewer stages).
+    pub fn reject(&mut self, why: impl Fn(&Plan) -> Option<String>) {
+        let mut kept = Vec::new();
+        for (plan, e) in std::mem::take(&mut self.candidates) {
+            match why(&plan) {
+                Some(reason) => self.rejected.push((plan, vec![reason])),
+                None => kept.push((plan, e)),
+            }
+        }
+        self.candidates = kept;
+        self.best = best_of(&self.candidates);
+    }
+}
+
+/// The index of the best candidate (see [`Choice::reject`]).
+fn best_of(candidates: &[(Plan, Estimate)]) -> Option<usize> {
+    let width = |p: &Plan| p.vectorize.as_ref().map_or(0, |v| v.value.width.value);
+    let mut best: Option<usize> = None;
+    for (i, (p, e)) in candidates.iter().enumerate() {
+        let better = match best.map(|b| &candidates[b]) {
+            None => true,
+            Some((bp, be)) => {
+                let (w, bw) = (width(p), width(bp));
+                e.time_s < be.time_s
+                    || (e.time_s == be.time_s && (w > bw || (w == bw && resources::stages(p) < resources::stages(bp))))
+            }
+        };
+        if better {
+            best = Some(i);
+        }
+    }
+    best
 }
 
 /// Ranks the §6 space of `problem` on `target` with `estimator`; a
@@ -297,21 +336,7 @@ pub fn choose_with(estimator: &dyn Estimator, problem: &Problem, target: &Target
             Err(d) => rejected.push((plan, vec![d.message])),
         }
     }
-    let width = |p: &Plan| p.vectorize.as_ref().map_or(0, |v| v.value.width.value);
-    let mut best: Option<usize> = None;
-    for (i, (p, e)) in candidates.iter().enumerate() {
-        let better = match best.map(|b| &candidates[b]) {
-            None => true,
-            Some((bp, be)) => {
-                let (w, bw) = (width(p), width(bp));
-                e.time_s < be.time_s
-                    || (e.time_s == be.time_s && (w > bw || (w == bw && resources::stages(p) < resources::stages(bp))))
-            }
-        };
-        if better {
-            best = Some(i);
-        }
-    }
+    let best = best_of(&candidates);
     Ok(Choice { candidates, rejected, best })
 }
 

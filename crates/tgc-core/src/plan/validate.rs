@@ -63,13 +63,23 @@ pub struct Problem {
     pub axes: Vec<LoopAxis>,
     pub dtype: DType,
     pub tensors: Vec<String>,
+    /// The distinct elements of `A` and `B` in memory: `M·K` and `K·N` for
+    /// a plain GEMM; fewer for an implicit GEMM, whose `A` (a
+    /// convolution's im2col view) reads each input element up to `R·S`
+    /// times. The cost model's DRAM traffic counts these.
+    pub distinct: [u64; 2],
 }
 
 impl Problem {
     /// A GEMM `[M,K]·[K,N]` in `dtype` over axes `m`, `n`, `k` with tensors `A`, `B`.
     pub fn gemm(m: u64, n: u64, k: u64, dtype: DType) -> Problem {
         let ax = |name: &str, e| LoopAxis { name: name.to_string(), extent: Some(e) };
-        Problem { axes: vec![ax("m", m), ax("n", n), ax("k", k)], dtype, tensors: vec!["A".into(), "B".into()] }
+        Problem {
+            axes: vec![ax("m", m), ax("n", n), ax("k", k)],
+            dtype,
+            tensors: vec!["A".into(), "B".into()],
+            distinct: [m * k, k * n],
+        }
     }
 }
 

@@ -122,3 +122,17 @@ fn a_sum_of_an_add_is_no_contraction() {
     let (_, v) = view_of(&ctx, &g);
     assert_eq!(v.block(r).unwrap().kind, BlockKind::Reduce);
 }
+
+/// A sum of squares (`x·x`, one value on both sides of the `MUL`, read
+/// once) is a contraction whose operands are the same tensor; a 1×1
+/// convolution (window axes of size 1, read by neither operand) is a conv.
+#[test]
+fn a_sum_of_squares_and_a_1x1_conv_are_recognised() {
+    let g = dsl("graph sq(x: f32[4, 6]) -> (y: f32[4]) {\n    y = sum(x * x, axes=[1])\n    return y\n}\n");
+    let ps = patterns(&g);
+    assert_eq!(ps.len(), 1, "{ps:?}");
+    let g =
+        dsl("graph c(x: f16[1, 8, 5, 5], w: f16[4, 8, 1, 1]) -> (y: f16[1, 4, 5, 5]) {\n    y = conv2d(x, w)\n    \
+                 return y\n}\n");
+    assert_eq!(only(&g).kind, Pattern::Matmul);
+}

@@ -224,19 +224,17 @@ impl<'k> Frame<'k> {
                     self.set_reg(dst, t, value.to_bits(), s)?;
                 }
             }
-            Stmt::Epilogue { acc, row, col, pred, ops } => {
+            Stmt::Epilogue { acc, pred, ops } => {
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {
                         continue;
                     }
                     let mut v = f32::from_bits(self.get_reg(acc, t, s)?);
-                    let (r, c) = (self.eval(row, t, s)?, self.eval(col, t, s)?);
                     for op in ops {
                         v = match op {
-                            EpilogueOp::Bias(p) => v + self.load_elem(*p, Expr::Const(c), t, args, s)?,
-                            EpilogueOp::Residual { param, ld } => {
-                                let ld = self.eval(ld, t, s)?;
-                                v + self.load_elem(*param, Expr::Const(r * ld + c), t, args, s)?
+                            EpilogueOp::Bias { param, at } | EpilogueOp::Residual { param, at } => {
+                                let at = self.eval(at, t, s)?;
+                                v + self.load_elem(*param, Expr::Const(at), t, args, s)?
                             }
                             EpilogueOp::Relu => v.max(0.0),
                             EpilogueOp::Silu => v / (1.0 + (-v).exp()),

@@ -10,7 +10,7 @@ impl Builder {
     /// The epilogue on `acc` and the stores of `C`: staged through shared
     /// memory for stores of `vs > 2` elements, else straight from the
     /// fragments (pairs of adjacent columns).
-    pub(super) fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: Vec<EpilogueOp>) -> Vec<Stmt> {
+    pub(super) fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: &[Epi]) -> Vec<Stmt> {
         let (wm, wn) = (self.sh.wm, self.sh.wn);
         let (mi_n, ni_n) = (wm / 16, wn / 8);
         let eo = self.gemm.out.size_bytes() as i64;
@@ -48,13 +48,8 @@ impl Builder {
                     let reg0 = (mi.clone() * ni_n + ni.clone()) * 4 + h.clone() * 2;
                     let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
                     for (j, r) in regs.iter().enumerate() {
-                        body.push(Stmt::Epilogue {
-                            acc: r.clone(),
-                            row: row.clone(),
-                            col: col.clone() + j as i64,
-                            pred: b.in_c(p, &row, &col, j as i64, 1),
-                            ops: ops.clone(),
-                        });
+                        let ops = b.ops_at(&mut body, p, ids, ops, &row, &(col.clone() + j as i64));
+                        body.push(Stmt::Epilogue { acc: r.clone(), pred: b.in_c(p, &row, &col, j as i64, 1), ops });
                     }
                     match &cs {
                         Some(cs) => {
@@ -65,7 +60,7 @@ impl Builder {
                             let dst = SmemRef { offset: at * eo, ..cs.clone() };
                             body.push(Stmt::StShared { dst, src: regs, dtype: b.gemm.out });
                         }
-                        None => body.extend(b.store(p, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs)),
+                        None => body.extend(b.store(p, ids, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs)),
                     }
                     body
                 });
@@ -90,6 +85,55 @@ impl Builder {
         in_m.and(in_n)
     }
 
+    /// The epilogue `ops` of the output element `(row, col)`, with their
+    /// operands' offsets (`bias` over `N` at `col`, or an implicit GEMM's
+    /// bias offset from the digits; `residual` at `C`'s offset).
+    pub(super) fn ops_at(
+        &mut self,
+        body: &mut Vec<Stmt>,
+        p: &GemmParams,
+        ids: &Ids,
+        ops: &[Epi],
+        row: &Expr,
+        col: &Expr,
+    ) -> Vec<EpilogueOp> {
+        let mut bias_at = None;
+        ops.iter()
+            .map(|&op| match op {
+                Epi::Cast(d) => EpilogueOp::Cast(d),
+                Epi::Relu => EpilogueOp::Relu,
+                Epi::Silu => EpilogueOp::Silu,
+                Epi::Gelu => EpilogueOp::Gelu,
+                Epi::Residual(param) => EpilogueOp::Residual { param, at: self.c_at(p, ids, row, col) },
+                Epi::Bias(param) => {
+                    let at = bias_at.get_or_insert_with(|| self.bias_at(body, ids, row, col)).clone();
+                    EpilogueOp::Bias { param, at }
+                }
+            })
+            .collect()
+    }
+
+    /// The bias offset of output element `(row, col)`: `col`, or an
+    /// implicit GEMM's bias affine at the element's digits.
+    fn bias_at(&mut self, body: &mut Vec<Stmt>, ids: &Ids, row: &Expr, col: &Expr) -> Expr {
+        let Some(im) = self.gemm.implicit.clone() else { return col.clone() };
+        let Some(bias) = &im.bias else { return col.clone() };
+        let md = if bias.uses(Axis::M) { self.split_digits(body, "bias_m", row.clone(), &im.m) } else { Vec::new() };
+        let nd = if bias.uses(Axis::N) { self.split_digits(body, "bias_n", col.clone(), &im.n) } else { Vec::new() };
+        Self::affine(bias, &[(Axis::Batch, &ids.batch), (Axis::M, &md), (Axis::N, &nd)])
+    }
+
+    /// The element offset of `(row, col)` in `C` (and in the residual and
+    /// the split-K workspace): the batch point's offset plus `row · ldc +
+    /// col`.
+    fn c_at(&self, p: &GemmParams, ids: &Ids, row: &Expr, col: &Expr) -> Expr {
+        let in_batch = row.clone() * Expr::Param(p.ldc) + col.clone();
+        match ids.c_batch {
+            Expr::Const(0) => in_batch,
+            ref at => at.clone() + in_batch,
+        }
+    }
+
     /// Stores of `regs` (adjacent columns from `(row, col)`): one vector
     /// store when all are inside `C` and aligned, else one per element.
     /// `dst` is `C` or the split-K workspace (`[M, ldc]` of `dtype`, whose
@@ -98,6 +142,7 @@ impl Builder {
     fn store(
         &mut self,
         p: &GemmParams,
+        ids: &Ids,
         dst: ParamId,
         dtype: DType,
         align: i64,
@@ -106,7 +151,7 @@ impl Builder {
         regs: &[RegRef],
     ) -> Vec<Stmt> {
         let n = regs.len() as i64;
-        let at = |j: i64| GlobalRef { param: dst, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j };
+        let at = |j: i64| GlobalRef { param: dst, offset: self.c_at(p, ids, row, col) + j };
         let singles: Vec<Stmt> = (0..n)
             .map(|j| Stmt::StGlobalVec {
                 dst: at(j),
@@ -145,7 +190,7 @@ impl Builder {
             });
             let row = b.let_(&mut body, "c_grow", ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + r);
             let col = b.let_(&mut body, "c_gcol", ids.bn.clone() + ids.wn.clone() * wn + cc);
-            body.extend(b.store(p, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs));
+            body.extend(b.store(p, ids, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs));
             body
         });
         out
@@ -161,7 +206,7 @@ impl Builder {
         &mut self,
         p: &GemmParams,
         ids: &Ids,
-        ops: Vec<EpilogueOp>,
+        ops: &[Epi],
         ws: ParamId,
         locks: ParamId,
     ) -> Vec<Stmt> {
@@ -170,7 +215,6 @@ impl Builder {
         let grid_x = self.k.grid[0].clone();
         let lock = GlobalRef { param: locks, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
         let thread0 = ids.tid.clone().eq(0);
-        let add = vec![EpilogueOp::Residual { param: ws, ld: Expr::Param(p.ldc) }];
         let mut gather = vec![
             Stmt::If {
                 cond: thread0.clone(),
@@ -184,15 +228,13 @@ impl Builder {
                 .enumerate()
                 .map(|(j, r)| Stmt::Epilogue {
                     acc: r.clone(),
-                    row: row.clone(),
-                    col: col.clone() + j as i64,
                     pred: b.in_c(p, row, col, j as i64, 1),
-                    ops: add.clone(),
+                    ops: vec![EpilogueOp::Residual { param: ws, at: b.c_at(p, ids, row, &(col.clone() + j as i64)) }],
                 })
                 .collect()
         }));
         let mut partial = self.for_fragments(ids, |b, row, col, regs| {
-            b.store(p, ws, DType::F32, (b.gemm.align_c as i64).min(2), row, col, regs)
+            b.store(p, ids, ws, DType::F32, (b.gemm.align_c as i64).min(2), row, col, regs)
         });
         partial.push(Stmt::Barrier);
         partial.push(Stmt::If {
@@ -215,7 +257,7 @@ impl Builder {
         &mut self,
         p: &GemmParams,
         ids: &Ids,
-        ops: Vec<EpilogueOp>,
+        ops: &[Epi],
         ws: ParamId,
         counters: ParamId,
     ) -> Vec<Stmt> {
@@ -225,7 +267,7 @@ impl Builder {
             regs.iter()
                 .enumerate()
                 .map(|(j, r)| Stmt::RedAddF32 {
-                    dst: GlobalRef { param: ws, offset: row.clone() * Expr::Param(p.ldc) + col.clone() + j as i64 },
+                    dst: GlobalRef { param: ws, offset: b.c_at(p, ids, row, &(col.clone() + j as i64)) },
                     src: r.clone(),
                     pred: b.in_c(p, row, col, j as i64, 1),
                 })
@@ -239,10 +281,8 @@ impl Builder {
                 v.push(Stmt::MovF32 { dst: r.clone(), value: 0.0 });
                 v.push(Stmt::Epilogue {
                     acc: r.clone(),
-                    row: row.clone(),
-                    col: col.clone() + j as i64,
                     pred: b.in_c(p, row, col, j as i64, 1),
-                    ops: vec![EpilogueOp::Residual { param: ws, ld: Expr::Param(p.ldc) }],
+                    ops: vec![EpilogueOp::Residual { param: ws, at: b.c_at(p, ids, row, &(col.clone() + j as i64)) }],
                 });
             }
             v

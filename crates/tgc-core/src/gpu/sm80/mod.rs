@@ -61,6 +61,9 @@ use crate::DType;
 use super::ir::*;
 
 mod epilogue;
+mod implicit;
+
+pub use implicit::{Access, Affine, Axis, Digit, Implicit};
 
 /// How `B` is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +93,13 @@ pub struct Gemm {
     /// Split-K slices (`blockIdx.z`); 1 is none. More than 1 needs the
     /// plan's `algo_choice matmul splitk_serial` or `splitk_parallel`.
     pub split_k: u32,
+    /// The operands' affine addresses of an implicit GEMM ([`Implicit`]);
+    /// `None`: `A`, `B`, `C` row-major with the `lda`, `ldb`, `ldc`
+    /// parameters. With it the kernel reads only `M`, `N`, `K` (the
+    /// digits' products) and `ldc` (`N`) of its scalars, the `align_*`
+    /// fields are the copy widths [`Implicit::vector_width`] allows, and
+    /// `split_k` is 1.
+    pub implicit: Option<Implicit>,
 }
 
 /// The kernel's parameters, in ABI order, as [`ParamId`]s.
@@ -210,6 +220,9 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
             return Err(diag!(Unsupported, "alignment {al}: not 1, 2, 4 or 8 elements"));
         }
     }
+    if let Some(im) = &gemm.implicit {
+        check_implicit(im, gemm)?;
+    }
     let arch = match plan.arch.as_ref().map(|a| a.value.as_str()) {
         None | Some("sm80") => Arch::Sm80,
         Some("sm90") => Arch::Sm90,
@@ -219,7 +232,7 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
         return Err(diag!(UnknownOp, "epilogue op `{bad}`; known: {}", crate::plan::EPILOGUE_OPS.join(" ")));
     }
-    let mut b = Builder { k: Kernel::empty("gemm_sm80", arch), sh, gemm: gemm.clone() };
+    let mut b = Builder { k: Kernel::empty("gemm_sm80", arch), sh, gemm: gemm.clone(), hoisted: Vec::new() };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let a = b.param("A", ptr(gemm.ab, false));
     let bp = b.param("B", ptr(gemm.ab, false));
@@ -235,25 +248,77 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, m, n, k, lda, ldb, ldc };
     let mut ops = Vec::new();
     if gemm.round_sum {
-        ops.push(EpilogueOp::Cast(gemm.ab));
+        ops.push(Epi::Cast(gemm.ab));
     }
     for name in names {
         ops.push(match name {
-            "bias" => EpilogueOp::Bias(bias.unwrap_or(p.c)),
-            "relu" => EpilogueOp::Relu,
-            "silu" => EpilogueOp::Silu,
-            "gelu" => EpilogueOp::Gelu,
-            _ => EpilogueOp::Residual { param: residual.unwrap_or(p.c), ld: Expr::Param(ldc) },
+            "bias" => Epi::Bias(bias.unwrap_or(p.c)),
+            "relu" => Epi::Relu,
+            "silu" => Epi::Silu,
+            "gelu" => Epi::Gelu,
+            _ => Epi::Residual(residual.unwrap_or(p.c)),
         });
     }
-    b.body(&p, ops);
+    b.body(&p, &ops);
     Ok((b.k, p))
 }
+
+/// The invariants [`Builder`] relies on for an implicit GEMM: digits ≥ 1,
+/// `M`, `N`, `K` not empty, each access's terms on its own axes and
+/// digits, no split-K.
+fn check_implicit(im: &Implicit, gemm: &Gemm) -> DResult<()> {
+    let bad = |why: String| Err(diag!(Internal, "implicit GEMM: {why}"));
+    if gemm.split_k != 1 {
+        return bad(format!("split-K over {} slices", gemm.split_k));
+    }
+    for axis in [Axis::Batch, Axis::M, Axis::N, Axis::K] {
+        let ds = im.digits(axis);
+        if ds.iter().any(|&e| e < 1) || (axis != Axis::Batch && ds.is_empty()) {
+            return bad(format!("{axis:?} digits {ds:?}"));
+        }
+    }
+    let mut affines: Vec<(&str, &Affine, &[Axis])> = vec![
+        ("A", &im.a.offset, &[Axis::Batch, Axis::M, Axis::K]),
+        ("B", &im.b.offset, &[Axis::Batch, Axis::K, Axis::N]),
+        ("C", &im.c_batch, &[Axis::Batch]),
+    ];
+    affines.extend(im.a.guards.iter().map(|g| ("an A guard", g, &[Axis::Batch, Axis::M, Axis::K][..])));
+    affines.extend(im.b.guards.iter().map(|g| ("a B guard", g, &[Axis::Batch, Axis::K, Axis::N][..])));
+    if let Some(bias) = &im.bias {
+        affines.push(("bias", bias, &[Axis::Batch, Axis::M, Axis::N]));
+    }
+    for (what, a, axes) in affines {
+        if let Some((d, _)) =
+            a.terms.iter().find(|(d, _)| !axes.contains(&d.axis) || d.index >= im.digits(d.axis).len())
+        {
+            return bad(format!("{what} reads digit {} of {:?}", d.index, d.axis));
+        }
+    }
+    Ok(())
+}
+
+/// One epilogue op before its operand offsets are known.
+#[derive(Clone, Copy, Debug)]
+enum Epi {
+    Cast(DType),
+    Bias(ParamId),
+    Relu,
+    Silu,
+    Gelu,
+    Residual(ParamId),
+}
+
+/// The most copies per thread of one operand tile that are unrolled.
+pub(super) const MAX_UNROLLED_COPIES: i64 = 8;
 
 struct Builder {
     k: Kernel,
     sh: Shape,
     gemm: Gemm,
+    /// An implicit GEMM's operand copies with their fixed-axis values
+    /// computed once before the k loop, by tag (see
+    /// [`Builder::hoist_implicit`]).
+    hoisted: Vec<(&'static str, Vec<implicit::Slot>)>,
 }
 
 /// The per-thread values every part of the kernel uses.
@@ -273,6 +338,10 @@ struct Ids {
     acc: RegId,
     afrag: RegId,
     bfrag: RegId,
+    /// An implicit GEMM's batch digits (of `blockIdx.z`); empty otherwise.
+    batch: Vec<Expr>,
+    /// The element offset of this batch point's `C` (0 without batch).
+    c_batch: Expr,
 }
 
 impl Builder {
@@ -314,7 +383,7 @@ impl Builder {
         out.push(Stmt::For { var, start: Expr::c(0), end: Expr::c(n), step: 1, unroll: true, body });
     }
 
-    fn body(&mut self, p: &GemmParams, ops: Vec<EpilogueOp>) {
+    fn body(&mut self, p: &GemmParams, ops: &[Epi]) {
         let sh = &self.sh;
         let (bm, bn, bk, wm, wn, stages) = (sh.bm, sh.bn, sh.bk, sh.wm, sh.wn, sh.stages);
         let warps_n = bn / wn;
@@ -323,7 +392,11 @@ impl Builder {
         let (mi_n, ni_n) = (wm / 16, wn / 8);
         self.k.block = [threads as u32, 1, 1];
         let param = Expr::Param;
-        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(self.gemm.split_k as i64)];
+        let z = match &self.gemm.implicit {
+            Some(im) => im.extent(implicit::Axis::Batch),
+            None => self.gemm.split_k as i64,
+        };
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(z)];
         let a_smem = self.smem("As", stages * bm * bk * es, bk * es, self.sh.swizzle[0]);
         let b_row = if self.gemm.b_layout == BLayout::KN { bn } else { bk };
         let b_smem = self.smem("Bs", stages * bn * bk * es, b_row * es, self.sh.swizzle[1]);
@@ -349,7 +422,18 @@ impl Builder {
         } else {
             (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk))
         };
+        let batch_extents = self.gemm.implicit.as_ref().map(|im| im.batch.clone()).unwrap_or_default();
+        let batch = self.split_digits(&mut out, "batch", Expr::BlockIdx(Dim::Z), &batch_extents);
+        let c_batch = match &self.gemm.implicit {
+            Some(im) if !batch.is_empty() => {
+                let at = Self::affine(&im.c_batch, &[(implicit::Axis::Batch, &batch)]);
+                self.let_(&mut out, "c_batch", at)
+            }
+            _ => Expr::c(0),
+        };
         let ids = Ids {
+            batch,
+            c_batch,
             tid,
             lane,
             warp,
@@ -368,6 +452,7 @@ impl Builder {
         self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
             vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
         });
+        self.hoist_implicit(p, &ids, &mut out);
         // Prologue: tiles 0..stages-1.
         self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
             let loads = b.load_tiles(p, &ids, s.clone(), ids.kt0.clone() + s.clone());
@@ -396,11 +481,18 @@ impl Builder {
 
     /// Copies of the A and B tiles of k-tile `kt` into ring stage `stage`.
     fn load_tiles(&mut self, p: &GemmParams, ids: &Ids, stage: Expr, kt: Expr) -> Vec<Stmt> {
+        let [(a, ta), (b, tb)] = self.operands(p, ids, kt * self.sh.bk);
+        let mut out = self.copy_tile(&a, ids, stage.clone(), ta);
+        out.extend(self.copy_tile(&b, ids, stage, tb));
+        out
+    }
+
+    /// The A and B tiles whose k columns (or rows) start at `k0`, with
+    /// their tags.
+    fn operands(&self, p: &GemmParams, ids: &Ids, k0: Expr) -> [(Operand, &'static str); 2] {
         let (bm, bn, bk) = (self.sh.bm, self.sh.bn, self.sh.bk);
         let es = self.gemm.ab.size_bytes() as i64;
         let [pm, pn, pk] = self.sh.pred;
-        let k0 = kt * bk;
-        let mut out = Vec::new();
         // A: BM rows (m) of BK columns (k).
         let a = Operand {
             param: p.a,
@@ -415,8 +507,8 @@ impl Builder {
             align: self.gemm.align_a,
             smem: ids.a_smem.clone(),
             stage_bytes: bm * bk * es,
+            implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.a, Axis::M, Axis::K)),
         };
-        out.extend(self.copy_tile(&a, ids, stage.clone(), "a"));
         let b = match self.gemm.b_layout {
             BLayout::KN => Operand {
                 param: p.b,
@@ -431,6 +523,7 @@ impl Builder {
                 align: self.gemm.align_b,
                 smem: ids.b_smem.clone(),
                 stage_bytes: bk * bn * es,
+                implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.b, Axis::K, Axis::N)),
             },
             BLayout::NK => Operand {
                 param: p.b,
@@ -445,22 +538,32 @@ impl Builder {
                 align: self.gemm.align_b,
                 smem: ids.b_smem.clone(),
                 stage_bytes: bn * bk * es,
+                implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.b, Axis::N, Axis::K)),
             },
         };
-        out.extend(self.copy_tile(&b, ids, stage, "b"));
-        out
+        [(a, "a"), (b, "b")]
     }
 
-    /// The copies of one operand tile: each thread copies chunks of `v`
-    /// elements, chunk `i·threads + tid` of the tile in row-major order.
-    fn copy_tile(&mut self, o: &Operand, ids: &Ids, stage: Expr, tag: &str) -> Vec<Stmt> {
-        let es = self.gemm.ab.size_bytes() as i64;
+    /// Chunk width `v`, chunks per tile row and per tile, and copies per
+    /// thread of operand tile `o`.
+    fn geometry(&self, o: &Operand) -> (i64, i64, i64, i64) {
         let threads = self.k.threads() as i64;
         let v =
             [8, 4, 2, 1].into_iter().find(|&v| v <= self.sh.vec && v <= o.align as i64 && o.cols % v == 0).unwrap_or(1);
         let per_row = o.cols / v;
         let chunks = o.rows * per_row;
-        let iters = (chunks + threads - 1) / threads;
+        (v, per_row, chunks, (chunks + threads - 1) / threads)
+    }
+
+    /// The copies of one operand tile: each thread copies chunks of `v`
+    /// elements, chunk `i·threads + tid` of the tile in row-major order.
+    fn copy_tile(&mut self, o: &Operand, ids: &Ids, stage: Expr, tag: &str) -> Vec<Stmt> {
+        if let Some(slots) = self.hoisted.iter().find(|h| h.0 == tag).map(|h| h.1.clone()) {
+            return self.copy_hoisted(o, ids, stage, tag, &slots);
+        }
+        let es = self.gemm.ab.size_bytes() as i64;
+        let threads = self.k.threads() as i64;
+        let (v, per_row, chunks, iters) = self.geometry(o);
         let bytes = (v * es) as u32;
         let var = self.var(&format!("{tag}_i"));
         let mut body = Vec::new();
@@ -472,8 +575,19 @@ impl Builder {
         // Elements of the chunk inside the tensor (the tail is zero-filled).
         let cols_in = if o.pred[1] { (o.col_end.clone() - g_col.clone()).max(0).min(v) } else { Expr::c(v) };
         let valid = if o.pred[0] { g_row.clone().lt(o.row_end.clone()).select(cols_in, 0) } else { cols_in };
+        let (valid, at) = match &o.implicit {
+            None => (valid, g_row * o.ld.clone() + g_col),
+            Some(t) => {
+                let rd = self.split_digits(&mut body, &format!("{tag}_r"), g_row, &t.rows.1);
+                let cd = self.split_digits(&mut body, &format!("{tag}_c"), g_col, &t.cols.1);
+                let digits = [(Axis::Batch, &ids.batch[..]), (t.rows.0, &rd[..]), (t.cols.0, &cd[..])];
+                let inside =
+                    t.access.guards.iter().fold(Expr::c(1), |acc, g| acc.and(Expr::c(-1).lt(Self::affine(g, &digits))));
+                (inside.select(valid, 0), Self::affine(&t.access.offset, &digits))
+            }
+        };
         let src_bytes = self.let_(&mut body, &format!("{tag}_bytes"), valid * es);
-        let offset = Expr::c(0).lt(src_bytes.clone()).select(g_row * o.ld.clone() + g_col, 0);
+        let offset = Expr::c(0).lt(src_bytes.clone()).select(at, 0);
         let dst = SmemRef { offset: stage * o.stage_bytes + row * (o.cols * es) + col * es, ..o.smem.clone() };
         let src = GlobalRef { param: o.param, offset };
         let copy = if bytes >= 4 {
@@ -486,7 +600,11 @@ impl Builder {
         } else {
             body.push(Stmt::If { cond: ch.lt(chunks), then: vec![copy], otherwise: Vec::new() });
         }
-        vec![Stmt::For { var, start: Expr::c(0), end: Expr::c(iters), step: 1, unroll: true, body }]
+        // Unrolled up to `MAX_UNROLLED_COPIES` copies per thread: more (an
+        // implicit GEMM's element copies) keep every address live at once
+        // and spill.
+        let unroll = iters <= MAX_UNROLLED_COPIES;
+        vec![Stmt::For { var, start: Expr::c(0), end: Expr::c(iters), step: 1, unroll, body }]
     }
 
     /// The k16 steps on ring stage `stage`: ldmatrix A and B, then mma.
@@ -555,7 +673,7 @@ impl Builder {
 /// One operand tile's copy parameters: a `rows × cols` tile of a row-major
 /// tensor with leading dimension `ld`, starting at `(row0, col0)`, inside
 /// the tensor while `row < row_end` and `col < col_end`.
-struct Operand {
+pub(super) struct Operand {
     param: ParamId,
     ld: Expr,
     rows: i64,
@@ -569,4 +687,8 @@ struct Operand {
     align: u32,
     smem: SmemRef,
     stage_bytes: i64,
+    /// An implicit GEMM's operand: the element at `(row, col)` is at the
+    /// access's offset for their digits, zero where a guard fails; `None`:
+    /// `row · ld + col`.
+    implicit: Option<implicit::Tile>,
 }

@@ -1,0 +1,280 @@
+//! Implicit GEMM on the SM80 MMA template ([`super::sm80::Implicit`]):
+//! graphs that are one convolution or batched matmul + epilogue, lowered
+//! through [`super::lower`] (the IndexBook's contraction pattern), run in
+//! the emulator against the reference interpreter, and compiled with NVRTC
+//! to sm_80 cubins without spills whose SASS has the tensor-core MMA.
+//!
+//! Tolerance: f16 outputs within 1e-3 relative (one f16 rounding, 2^-11
+//! relative, is below it: emulator and interpreter both sum in f32, in
+//! different orders); bf16 outputs within 8e-3 (one bf16 rounding is
+//! 2^-8 relative, and an f32 sum in another order may round to the
+//! neighbour).
+
+use std::collections::BTreeMap;
+
+use super::simt::{emulate, lower_program_for, Form, GpuProgram};
+use super::sm80::Axis;
+use super::toolchain::{sass_opcodes, Toolchain};
+use super::{cuda, ir::Arch, verify};
+use crate::interp;
+use crate::pipeline::{self, Format};
+use crate::plan::target::SM80;
+use crate::tiny::Graph;
+
+/// One 2-D convolution of the grid.
+#[derive(Clone, Copy, Debug)]
+struct Conv {
+    n: i64,
+    c: i64,
+    h: i64,
+    w: i64,
+    k: i64,
+    /// Square kernel.
+    r: i64,
+    stride: i64,
+    /// Top, bottom, left, right.
+    pad: [i64; 4],
+    dilation: i64,
+    groups: i64,
+    /// NHWC activations and OHWI weights (through permutes) instead of
+    /// NCHW / OIHW.
+    nhwc: bool,
+    dtype: &'static str,
+    relu: bool,
+}
+
+impl Conv {
+    fn out(&self) -> (i64, i64) {
+        let span = self.dilation * (self.r - 1) + 1;
+        let p = (self.h + self.pad[0] + self.pad[1] - span) / self.stride + 1;
+        let q = (self.w + self.pad[2] + self.pad[3] - span) / self.stride + 1;
+        (p, q)
+    }
+
+    fn source(&self) -> String {
+        let Conv { n, c, h, w, k, r, stride, pad, dilation, groups, nhwc, dtype, relu } = *self;
+        let (p, q) = self.out();
+        let cg = c / groups;
+        let conv = format!(
+            "conv2d(xc, wc, bias=b, stride=[{stride}, {stride}], pad=[{}, {}, {}, {}], dilation=[{dilation}, \
+             {dilation}], groups={groups})",
+            pad[0], pad[1], pad[2], pad[3]
+        );
+        let act = if relu { "relu(c)" } else { "c" };
+        if nhwc {
+            format!(
+                "graph conv(x: {dtype}[{n}, {h}, {w}, {c}], wt: {dtype}[{k}, {r}, {r}, {cg}], b: {dtype}[{k}]) -> \
+                 (y: {dtype}[{n}, {p}, {q}, {k}]) {{\n    xc = permute(x, [0, 3, 1, 2])\n    wc = permute(wt, [0, 3, \
+                 1, 2])\n    c = {conv}\n    a = {act}\n    y = permute(a, [0, 2, 3, 1])\n    return y\n}}\n"
+            )
+        } else {
+            format!(
+                "graph conv(xc: {dtype}[{n}, {c}, {h}, {w}], wc: {dtype}[{k}, {cg}, {r}, {r}], b: {dtype}[{k}]) -> \
+                 (y: {dtype}[{n}, {k}, {p}, {q}]) {{\n    c = {conv}\n    y = {act}\n    return y\n}}\n"
+            )
+        }
+    }
+}
+
+fn load(src: &str) -> Graph {
+    pipeline::load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e}\n{src}")).graph
+}
+
+/// Lowers `g` for sm80, verifies every kernel, emulates the program and
+/// compares it with the interpreter within `tol` relative to max(1,
+/// |reference|).
+fn check(g: &Graph, tol: f64) -> GpuProgram {
+    let prog = lower_program_for(g, Some(&SM80)).unwrap_or_else(|e| panic!("{e}"));
+    for l in &prog.launches {
+        if let Err(errs) = verify::verify(&l.kernel) {
+            panic!("{}: {errs:?}\n{}", l.kernel.name, l.kernel);
+        }
+    }
+    let mut inputs = Vec::new();
+    let mut tensors = Vec::new();
+    for (k, id) in g.inputs().into_iter().enumerate() {
+        let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
+        let n = shape.iter().product();
+        let t = interp::Tensor::new(g.dtype(id), &shape, tgc_runtime::tensor::sample_values(k as u64 + 3, n)).unwrap();
+        inputs.push(t.data.clone());
+        tensors.push(t);
+    }
+    let want = interp::run(g, &BTreeMap::new(), &tensors).unwrap();
+    let got = emulate(&prog, &[], &inputs).unwrap_or_else(|e| panic!("{e}"));
+    for (o, (got, want)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(got.len(), want.data.len());
+        for (i, (a, b)) in got.iter().zip(&want.data).enumerate() {
+            assert!((a - b).abs() <= tol * b.abs().max(1.0), "output {o}[{i}]: emulated {a}, interpreter {b}");
+        }
+    }
+    prog
+}
+
+fn tol(dtype: &str) -> f64 {
+    if dtype == "bf16" {
+        8e-3
+    } else {
+        1e-3
+    }
+}
+
+/// The one launch of `p`, which must be the MMA template's.
+fn gemm_launch(p: &GpuProgram) -> &super::simt::Launch {
+    let [l] = &p.launches[..] else { panic!("{} launches", p.launches.len()) };
+    assert_eq!(l.form, Form::Gemm, "{}", l.kernel);
+    l
+}
+
+const BASE: Conv = Conv {
+    n: 2,
+    c: 8,
+    h: 9,
+    w: 7,
+    k: 16,
+    r: 3,
+    stride: 1,
+    pad: [1, 1, 1, 1],
+    dilation: 1,
+    groups: 1,
+    nhwc: false,
+    dtype: "f16",
+    relu: false,
+};
+
+/// Convolutions over kernel sizes, strides, symmetric and asymmetric
+/// padding, dilation, odd spatial sizes and both layouts, f16 and bf16:
+/// each on the MMA template, equal to the interpreter.
+#[test]
+fn convolutions_run_on_the_mma_template() {
+    let grid = [
+        BASE,
+        Conv { nhwc: true, ..BASE },
+        Conv { r: 1, pad: [0; 4], ..BASE },
+        Conv { r: 1, pad: [0; 4], nhwc: true, c: 16, ..BASE },
+        Conv { r: 5, pad: [2, 2, 2, 2], h: 11, w: 10, ..BASE },
+        Conv { stride: 2, nhwc: true, relu: true, ..BASE },
+        Conv { stride: 2, pad: [0, 1, 0, 1], h: 8, w: 8, ..BASE },
+        Conv { dilation: 2, pad: [2, 2, 2, 2], nhwc: true, ..BASE },
+        Conv { pad: [0, 2, 1, 0], c: 3, k: 5, h: 6, w: 5, ..BASE },
+        Conv { dtype: "bf16", nhwc: true, relu: true, ..BASE },
+        Conv { dtype: "bf16", stride: 2, dilation: 2, pad: [1, 2, 2, 1], ..BASE },
+        Conv { n: 1, c: 16, h: 5, w: 5, k: 24, nhwc: true, ..BASE },
+    ];
+    for conv in grid {
+        let g = load(&conv.source());
+        let p = check(&g, tol(conv.dtype));
+        gemm_launch(&p);
+    }
+}
+
+/// Grouped convolutions are correct (through the SIMT kernels: the
+/// output's channel axis merges the group and the channel in it, which
+/// the template's `C` layout does not take).
+#[test]
+fn grouped_convolutions_are_correct() {
+    for conv in [Conv { groups: 2, ..BASE }, Conv { groups: 8, c: 8, k: 8, nhwc: true, ..BASE }] {
+        let g = load(&conv.source());
+        check(&g, tol(conv.dtype));
+    }
+}
+
+/// The GEMM axes of a convolution: NHWC puts the output pixels on `M`
+/// (`A` the activations, read 8 wide: the channels are contiguous) and the
+/// output channels on `N` (`B` the OHWI weights, 8 wide); NCHW puts the
+/// output channels on `M` (`A` the OIHW weights, contiguous over
+/// `(c, r, s)`), the pixels on `N`, the images on the grid's `z`, and
+/// reads the activations one element at a time (the padding guards read
+/// the pixel digits).
+#[test]
+fn conv_layouts_choose_the_gemm_axes_and_copy_widths() {
+    let nhwc = load(&Conv { c: 16, nhwc: true, ..BASE }.source());
+    let m = super::lower::match_gemm(&nhwc).unwrap();
+    let im = m.gemm.implicit.as_ref().expect("an implicit GEMM");
+    assert_eq!(
+        (im.batch.clone(), im.m.clone(), im.n.clone(), im.k.clone()),
+        (vec![], vec![2, 9, 7], vec![16], vec![3, 3, 16])
+    );
+    assert_eq!((m.gemm.align_a, m.gemm.align_b), (8, 8));
+    assert_eq!(m.pattern, crate::index_book::contraction::Pattern::Conv);
+    assert_eq!(im.a.guards.len(), 4, "{:?}", im.a.guards);
+
+    let nchw = load(&BASE.source());
+    let m = super::lower::match_gemm(&nchw).unwrap();
+    let im = m.gemm.implicit.as_ref().expect("an implicit GEMM");
+    assert_eq!(
+        (im.batch.clone(), im.m.clone(), im.n.clone(), im.k.clone()),
+        (vec![2], vec![16], vec![9, 7], vec![8, 3, 3])
+    );
+    assert_eq!((m.gemm.align_a, m.gemm.align_b), (8, 1));
+    assert_eq!(im.extent(Axis::K), 72);
+    let names: Vec<&str> = m.inputs.iter().map(|x| x.0.as_str()).collect();
+    assert_eq!(names, ["xc", "wc", "b"]);
+}
+
+/// Batched matmuls (attention's `Q·Kᵀ` and `P·V` shapes) with a residual:
+/// the batch axes go to the grid's `z`, odd sizes predicated.
+#[test]
+fn batched_matmuls_run_on_the_mma_template() {
+    let qk = "graph qk(q: f16[2, 3, 17, 16], k: f16[2, 3, 33, 16]) -> (s: f16[2, 3, 17, 33]) {\n    kt = permute(k, \
+              [0, 1, 3, 2])\n    s = matmul(q, kt)\n    return s\n}\n";
+    let pv = "graph pv(p: f16[2, 2, 20, 24], v: f16[2, 2, 24, 16], r: f16[2, 2, 20, 16]) -> (o: f16[2, 2, 20, 16]) \
+              {\n    m = matmul(p, v)\n    o = m + r\n    return o\n}\n";
+    for src in [qk, pv] {
+        let g = load(src);
+        let p = check(&g, 1e-3);
+        gemm_launch(&p);
+        let m = super::lower::match_gemm(&g).unwrap();
+        assert!(m.gemm.implicit.as_ref().is_some_and(|im| im.extent(Axis::Batch) > 1), "{src}");
+    }
+}
+
+/// Implicit GEMM kernels compile to sm_80 cubins without spills, with
+/// `HMMA.16816.F32`, `LDSM` and — where a copy is 16 bytes wide —
+/// `LDGSTS`.
+#[test]
+fn implicit_gemms_compile_without_spills_to_hmma_ldgsts_ldsm() {
+    let Ok(tc) = Toolchain::locate() else {
+        panic!("the CUDA toolchain (scripts/setup.sh installs the pinned wheels) is needed");
+    };
+    for (conv, ldgsts) in [(Conv { c: 64, k: 64, h: 16, w: 16, nhwc: true, relu: true, ..BASE }, true), (BASE, true)] {
+        let g = load(&conv.source());
+        let p = lower_program_for(&g, Some(&SM80)).unwrap();
+        let l = gemm_launch(&p);
+        let kernels = p.kernels();
+        let (_, compiled) = cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
+        let res = tc.ptxas_resources(&compiled.ptx, cuda::toolchain_arch(Arch::Sm80)).unwrap();
+        for r in &res {
+            assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}\n{}", l.kernel);
+        }
+        let ops = sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+        for want in ["HMMA.16816.F32", "LDSM"].into_iter().chain(ldgsts.then_some("LDGSTS")) {
+            assert!(ops.iter().any(|o| o.starts_with(want)), "no {want} in {ops:?}");
+        }
+    }
+}
+
+/// A deliberately broken implicit GEMM: the loader's padding guards
+/// dropped, the copies at the border read before the start of the
+/// activations, which the emulator reports as out of bounds instead of
+/// running.
+#[test]
+fn an_implicit_gemm_without_its_padding_guards_is_caught_by_the_emulator() {
+    let g = load(&Conv { nhwc: true, ..BASE }.source());
+    let mut prog = lower_program_for(&g, Some(&SM80)).unwrap();
+    let mut graph = super::lower::match_gemm(&g).unwrap();
+    let im = graph.gemm.implicit.as_mut().expect("an implicit GEMM");
+    assert!(!im.a.guards.is_empty());
+    im.a.guards.clear();
+    let launch = &mut prog.launches[0];
+    let plan = launch.plan.clone().expect("the MMA kernel's plan");
+    let (kernel, _) = super::sm80::build(&plan, &graph.gemm).unwrap();
+    launch.kernel = super::ir::Kernel { name: launch.kernel.name.clone(), ..kernel };
+    verify::verify(&launch.kernel).unwrap_or_else(|e| panic!("{e:?}"));
+    let inputs: Vec<Vec<f64>> = g
+        .inputs()
+        .into_iter()
+        .map(|id| vec![0.5; g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).product()])
+        .collect();
+    let err = emulate(&prog, &[], &inputs).expect_err("reads outside the activations");
+    assert!(err.message.contains("OutOfBounds") && err.message.contains("outside `A`"), "{err}");
+}
