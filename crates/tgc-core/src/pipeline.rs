@@ -19,7 +19,7 @@ use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
 use crate::timings::Timings;
-use crate::tiny::{self, BinaryOp, Graph, NodeId, Op, ReduceOp};
+use crate::tiny::{self, Graph, NodeId, Op};
 use crate::{cpu, diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
 
@@ -239,31 +239,49 @@ pub fn regions(g: &Graph) -> DResult<String> {
 
 /// The GEMM a contraction node computes, or why it is not planned.
 ///
-/// Recognition is structural, not `poly`'s: a `REDUCE SUM` over one axis
-/// whose source is a `MUL`, with a rank-2 result `[M, N]` and
-/// `K` the reduced extent; the operand dtype is the `MUL`'s. Batched and
-/// matrix-vector contractions (other result ranks) are not planned yet.
-fn gemm_problem(g: &Graph, id: tiny::NodeId) -> Option<Result<plan::Problem, String>> {
-    let node = g.node(id);
-    let Op::Reduce { op: ReduceOp::Sum, axes } = &node.op else { return None };
-    let mul = *node.src.first()?;
-    if !matches!(g.node(mul).op, Op::Binary(BinaryOp::Mul)) || axes.len() != 1 {
+/// Recognition is the IndexBook's ([`crate::index_book::contraction`], the
+/// one recogniser): a `matmul` pattern without batch axes; `N` the product
+/// of the output extents the operand reading the innermost output axis
+/// reads, `M` the product of the others, `K` of the reduced extents; the
+/// operand dtype is the `MUL`'s. Batched matmuls and convolutions are
+/// planned when they are the graph's one contraction ([`plan_dump`]).
+fn gemm_problem(g: &Graph, book: &index_book::IndexBook, id: tiny::NodeId) -> Option<Result<plan::Problem, String>> {
+    if !crate::gpu::lower::is_contraction(g, id) {
         return None;
     }
-    let shape = g.shape(id);
-    if shape.len() != 2 {
-        return Some(Err(format!("result rank {} (only rank-2 [M, N] is planned)", shape.len())));
-    }
-    let dims = [&shape[0], &shape[1], &g.shape(mul)[axes[0]]];
-    let concrete: Vec<u64> = dims.iter().filter_map(|d| d.as_int().and_then(|v| u64::try_from(v).ok())).collect();
-    let &[m, n, k] = concrete.as_slice() else {
-        let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
-        return Some(Err(format!(
-            "no concrete GEMM (M={}, N={}, K={}; give them with --dim)",
-            dims[0], dims[1], dims[2]
-        )));
+    let t = match index_book::contraction::trace(g, book, id) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Some(Err("its operands do not fold into affine reads".into())),
+        Err(d) => return Some(Err(d.message)),
     };
-    Some(Ok(plan::Problem::gemm(m, n, k, g.dtype(mul))))
+    let kind = t.pattern.as_ref().map(|p| (p.kind, p.batch_idx.is_empty()));
+    if kind != Some((index_book::contraction::Pattern::Matmul, true)) {
+        let what = match kind {
+            None => "neither a matmul nor a convolution",
+            Some((index_book::contraction::Pattern::Conv, _)) => "a convolution",
+            Some(_) => "a batched matmul",
+        };
+        return Some(Err(format!("{what}; this dump plans the plain GEMMs of a graph with several contractions")));
+    }
+    let extents = book.get(id).map(|i| i.extents()).unwrap_or_default();
+    let concrete: Option<Vec<u64>> = extents.iter().map(|d| d.as_int().and_then(|v| u64::try_from(v).ok())).collect();
+    let Some(v) = concrete.filter(|v| v.len() > t.out && t.out >= 2) else {
+        let dims: Vec<String> = extents.iter().map(|d| d.to_string()).collect();
+        return Some(Err(format!("no concrete GEMM (extents {}; give them with --dim)", dims.join(" × "))));
+    };
+    // N: the output variables the operand reading the innermost one reads.
+    let reads =
+        |idx: &[crate::affine::AffExpr], k: usize| idx.iter().any(|e| e.var_coeffs().any(|(x, _)| x as usize == k));
+    let owner = if reads(&t.rhs.idx, t.out - 1) { &t.rhs.idx } else { &t.lhs.idx };
+    let (mut m, mut n) = (1u64, 1u64);
+    for (k, &e) in v[..t.out].iter().enumerate() {
+        if reads(owner, k) {
+            n *= e;
+        } else {
+            m *= e;
+        }
+    }
+    Some(Ok(plan::Problem::gemm(m, n, v[t.out..].iter().product(), g.dtype(t.mul))))
 }
 
 /// The `plan` dump of `g` for `target`: for a graph that is one
@@ -297,8 +315,12 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
         };
     }
     let mut out = String::new();
+    let book = match index_book::build(g) {
+        Ok(b) => b,
+        Err(d) => return format!("not planned: {}\n", d.message),
+    };
     for id in g.ids() {
-        let Some(problem) = gemm_problem(g, id) else { continue };
+        let Some(problem) = gemm_problem(g, &book, id) else { continue };
         let label = &g.node(id).label;
         let problem = problem.and_then(|p| target.require_mma_sync(p.dtype).map(|_| p));
         match problem.and_then(|p| plan::cost::choose(&p, target).map(|c| (p, c)).map_err(|d| d.message)) {
