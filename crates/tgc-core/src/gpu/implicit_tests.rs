@@ -160,10 +160,29 @@ fn convolutions_run_on_the_mma_template() {
         Conv { dtype: "bf16", stride: 2, dilation: 2, pad: [1, 2, 2, 1], ..BASE },
         Conv { n: 1, c: 16, h: 5, w: 5, k: 24, nhwc: true, ..BASE },
     ];
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
     for conv in grid {
         let g = load(&conv.source());
         let p = check(&g, tol(conv.dtype));
         gemm_launch(&p);
+        let m = super::lower::match_gemm(&g).unwrap();
+        // A copy of at least 4 bytes is a `cp.async` (LDGSTS).
+        compiles_to_mma(&tc, &p, m.gemm.align_a.max(m.gemm.align_b) >= 2);
+    }
+}
+
+/// Compiles `p`'s kernels with NVRTC for sm_80: no spills, and SASS with
+/// `HMMA.16816.F32`, `LDSM` and, when `ldgsts`, `LDGSTS`.
+fn compiles_to_mma(tc: &Toolchain, p: &GpuProgram, ldgsts: bool) {
+    let kernels = p.kernels();
+    let (_, compiled) = cuda::compile(tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
+    let res = tc.ptxas_resources(&compiled.ptx, cuda::toolchain_arch(Arch::Sm80)).unwrap();
+    for r in &res {
+        assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}\n{}", kernels[0]);
+    }
+    let ops = sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+    for want in ["HMMA.16816.F32", "LDSM"].into_iter().chain(ldgsts.then_some("LDGSTS")) {
+        assert!(ops.iter().any(|o| o.starts_with(want)), "no {want} in {ops:?}");
     }
 }
 
@@ -228,28 +247,19 @@ fn batched_matmuls_run_on_the_mma_template() {
     }
 }
 
-/// Implicit GEMM kernels compile to sm_80 cubins without spills, with
-/// `HMMA.16816.F32`, `LDSM` and — where a copy is 16 bytes wide —
-/// `LDGSTS`.
+/// A ResNet-sized channels-last convolution and the batched matmuls
+/// compile to sm_80 cubins without spills, with `HMMA.16816.F32`, `LDSM`
+/// and `LDGSTS` (the convolution grid's own are checked with it).
 #[test]
 fn implicit_gemms_compile_without_spills_to_hmma_ldgsts_ldsm() {
-    let Ok(tc) = Toolchain::locate() else {
-        panic!("the CUDA toolchain (scripts/setup.sh installs the pinned wheels) is needed");
-    };
-    for (conv, ldgsts) in [(Conv { c: 64, k: 64, h: 16, w: 16, nhwc: true, relu: true, ..BASE }, true), (BASE, true)] {
-        let g = load(&conv.source());
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
+    let conv = Conv { n: 32, c: 256, h: 14, w: 14, k: 256, nhwc: true, relu: true, ..BASE };
+    let bmm = "graph bmm(a: f16[4, 8, 128, 64], b: f16[4, 8, 64, 128]) -> (c: f16[4, 8, 128, 128]) {\n    c = \
+               matmul(a, b)\n    return c\n}\n";
+    for g in [load(&conv.source()), load(bmm)] {
         let p = lower_program_for(&g, Some(&SM80)).unwrap();
-        let l = gemm_launch(&p);
-        let kernels = p.kernels();
-        let (_, compiled) = cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
-        let res = tc.ptxas_resources(&compiled.ptx, cuda::toolchain_arch(Arch::Sm80)).unwrap();
-        for r in &res {
-            assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}\n{}", l.kernel);
-        }
-        let ops = sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
-        for want in ["HMMA.16816.F32", "LDSM"].into_iter().chain(ldgsts.then_some("LDGSTS")) {
-            assert!(ops.iter().any(|o| o.starts_with(want)), "no {want} in {ops:?}");
-        }
+        gemm_launch(&p);
+        compiles_to_mma(&tc, &p, true);
     }
 }
 
