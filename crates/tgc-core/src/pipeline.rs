@@ -256,16 +256,20 @@ fn gemm_problem(g: &Graph, book: &index_book::IndexBook, id: tiny::NodeId) -> Op
     };
     let kind = t.pattern.as_ref().map(|p| (p.kind, p.batch_idx.is_empty()));
     if kind != Some((index_book::contraction::Pattern::Matmul, true)) {
-        let what = match kind {
-            None => "neither a matmul nor a convolution",
-            Some((index_book::contraction::Pattern::Conv, _)) => "a convolution",
-            Some(_) => "a batched matmul",
-        };
-        return Some(Err(format!("{what}; this dump plans the plain GEMMs of a graph with several contractions")));
+        return Some(Err(match kind {
+            None => "no matmul or conv pattern (000 §3.5: an operand index is not affine with positive windows)".into(),
+            Some((index_book::contraction::Pattern::Conv, _)) => {
+                "a convolution, planned only as a graph's one contraction + epilogue".into()
+            }
+            Some(_) => "a batched matmul, planned only as a graph's one contraction + epilogue".into(),
+        }));
+    }
+    if t.out < 2 {
+        return Some(Err("a matrix-vector product (no GEMM M or N axis)".into()));
     }
     let extents = book.get(id).map(|i| i.extents()).unwrap_or_default();
     let concrete: Option<Vec<u64>> = extents.iter().map(|d| d.as_int().and_then(|v| u64::try_from(v).ok())).collect();
-    let Some(v) = concrete.filter(|v| v.len() > t.out && t.out >= 2) else {
+    let Some(v) = concrete.filter(|v| v.len() > t.out) else {
         let dims: Vec<String> = extents.iter().map(|d| d.to_string()).collect();
         return Some(Err(format!("no concrete GEMM (extents {}; give them with --dim)", dims.join(" × "))));
     };
