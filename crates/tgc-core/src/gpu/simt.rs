@@ -572,9 +572,12 @@ struct Builder<'p> {
     /// The accumulator register, and the register of each computed-at reduce by id.
     acc: Option<RegId>,
     reduces: BTreeMap<u32, RegId>,
-    /// Loads read from vector registers (filled by one `LdGlobalVec` per
-    /// group of elements), and the element of the group being computed.
-    vec_loads: Vec<(BufId, AffExpr, RegId)>,
+    /// Loads read from registers: vector registers (filled by one
+    /// `LdGlobalVec` or `ld.shared.v4` per group of elements; read at
+    /// `lane`, the element of the group being computed) or, when the flag
+    /// is set, one register every element reads (a shared-row value the
+    /// group does not index).
+    vec_loads: Vec<(BufId, AffExpr, RegId, bool)>,
     lane: i64,
 }
 
@@ -688,9 +691,10 @@ impl<'p> Builder<'p> {
         Ok(RegRef { reg, index: Expr::c(0) })
     }
 
-    /// The vector register of a load read from one, if it is.
-    fn vec_load(&self, buf: BufId, index: &AffExpr) -> Option<RegId> {
-        self.vec_loads.iter().find(|(b, i, _)| *b == buf && i == index).map(|x| x.2)
+    /// The register of a load read from one, if it is, and whether every
+    /// element reads its element 0.
+    fn vec_load(&self, buf: BufId, index: &AffExpr) -> Option<(RegId, bool)> {
+        self.vec_loads.iter().find(|(b, i, _, _)| *b == buf && i == index).map(|x| (x.2, x.3))
     }
 
     fn scalar(&self, e: &loop_ir::Expr) -> DResult<ScalarExpr> {
@@ -698,7 +702,10 @@ impl<'p> Builder<'p> {
         let b = |e: &loop_ir::Expr| self.scalar(e).map(Box::new);
         Ok(match e {
             L::Load { buf, index, dtype } => match self.vec_load(*buf, index) {
-                Some(reg) => ScalarExpr::Reg { reg: RegRef { reg, index: Expr::c(self.lane) }, dtype: *dtype },
+                Some((reg, one)) => {
+                    let index = Expr::c(if one { 0 } else { self.lane });
+                    ScalarExpr::Reg { reg: RegRef { reg, index }, dtype: *dtype }
+                }
                 None => ScalarExpr::Load {
                     src: GlobalRef {
                         param: *self
@@ -852,7 +859,7 @@ impl<'p> Builder<'p> {
                     dtype: ldt,
                     pred: Expr::c(1),
                 });
-                self.vec_loads.push((buf, index, reg));
+                self.vec_loads.push((buf, index, reg, false));
             }
             for u in 0..vec {
                 self.loop_vars.insert(last as u32, if u == 0 { first.clone() } else { first.clone() + Expr::c(u) });
@@ -918,17 +925,67 @@ impl<'p> Builder<'p> {
             value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
         });
         let red = product(r.loops.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
-        let j = self.var("j");
-        let mut step = Vec::new();
-        self.unflatten(Expr::Var(j), lk.loops.len() as u32, &r.loops, &mut step)?;
-        self.shared_loads(&r.value, smem_of, &mut step)?;
-        step.extend(self.update(lk)?);
-        self.vec_loads.clear();
-        out.push(Stmt::For { var: j, start: Expr::ThreadIdx(Dim::X), end: red, step: 32, unroll: false, body: step });
+        if let Some((j, step)) = self.vector_reduction_step(lk, smem_of)? {
+            let start = Expr::ThreadIdx(Dim::X) * Expr::c(VEC);
+            out.push(Stmt::For { var: j, start, end: red, step: 32 * VEC, unroll: false, body: step });
+        } else {
+            let j = self.var("j");
+            let mut step = Vec::new();
+            self.unflatten(Expr::Var(j), lk.loops.len() as u32, &r.loops, &mut step)?;
+            self.shared_loads(&r.value, smem_of, &mut step)?;
+            step.extend(self.update(lk)?);
+            self.vec_loads.clear();
+            out.push(Stmt::For {
+                var: j,
+                start: Expr::ThreadIdx(Dim::X),
+                end: red,
+                step: 32,
+                unroll: false,
+                body: step,
+            });
+        }
         for m in [16, 8, 4, 2, 1] {
             out.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
         }
         Ok(())
+    }
+
+    /// The body of a vectorised warp reduction step, with its loop
+    /// variable `j` (lane `l` takes the reduce points `VEC·l + 32·VEC·t …`,
+    /// [`VEC`] at a time): each load contiguous along the one reduce loop
+    /// ([`vector_loads`]) is one `ld.global.v4` or, from a shared row,
+    /// `ld.shared.v4`, then the [`VEC`] updates in order. `None` (the
+    /// scalar step) unless the reduction has one loop of a constant extent
+    /// that [`VEC`] divides, nothing computed at its reads, at least one
+    /// such load, and every shared-row load among them.
+    fn vector_reduction_step(
+        &mut self,
+        lk: &loop_ir::Kernel,
+        smem_of: &BTreeMap<BufId, SmemId>,
+    ) -> DResult<Option<(VarId, Vec<Stmt>)>> {
+        let Some(r) = &lk.reduce else { return Ok(None) };
+        let var = lk.loops.len() as u32;
+        let whole = matches!(r.loops.as_slice(), [d] if d.as_int().is_some_and(|e| e % VEC == 0));
+        if !whole || !lk.computed_at().is_empty() {
+            return Ok(None);
+        }
+        let mut loads = Vec::new();
+        vector_loads(&r.value, var, VEC, false, &mut loads);
+        if loads.is_empty() || scalar_shared_loads(&r.value, var, &loads, smem_of) {
+            return Ok(None);
+        }
+        let j = self.var("j");
+        self.loop_vars.insert(var, Expr::Var(j));
+        let mut body = self.vector_loads_of(&r.value, var, smem_of)?;
+        let acc = self.acc_ref()?;
+        for u in 0..VEC {
+            self.loop_vars.insert(var, if u == 0 { Expr::Var(j) } else { Expr::Var(j) + Expr::c(u) });
+            self.lane = u;
+            body.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc: acc.clone(), value: self.scalar(&r.value)? });
+        }
+        self.vec_loads.clear();
+        self.lane = 0;
+        Ok(Some((j, body)))
     }
 
     /// `ld.shared` of every load of `e` from a buffer of `smem_of` (a
@@ -957,7 +1014,7 @@ impl<'p> Builder<'p> {
                 src: SmemRef { buf: smem_of[&buf], offset, swizzle: Swizzle::IDENTITY },
                 dtype,
             });
-            self.vec_loads.push((buf, index, reg.reg));
+            self.vec_loads.push((buf, index, reg.reg, true));
         }
         Ok(())
     }
@@ -973,6 +1030,152 @@ impl<'p> Builder<'p> {
         let v = self.reg("v", self.p.buffer(lk.out).dtype);
         let mut out = vec![Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? }];
         out.push(self.store_reg(lk, v, smem_of)?);
+        Ok(out)
+    }
+
+    /// Whether a [`Form::Rows`] member without a reduction computes
+    /// [`VEC`] consecutive points of its row per lane and step
+    /// ([`Builder::row_points_vectorised`]): one loop besides the row's,
+    /// of a constant extent [`VEC`] divides, its store and every load of a
+    /// shared row contiguous along it ([`contiguous`]).
+    fn row_points_vectorisable(&self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> bool {
+        let [_, d] = lk.loops.as_slice() else { return false };
+        if d.as_int().is_none_or(|e| e % VEC != 0) || !contiguous(&lk.store_index, 1, VEC) {
+            return false;
+        }
+        let mut loads = Vec::new();
+        vector_loads(&lk.value, 1, VEC, false, &mut loads);
+        !scalar_shared_loads(&lk.value, 1, &loads, smem_of)
+    }
+
+    /// A row member's points [`VEC`] at a time: lane `l` takes points
+    /// `VEC·l + 32·VEC·(c + ROWS_CHUNK/VEC·t)`, `c < ROWS_CHUNK/VEC`; for
+    /// each, the contiguous loads as `ld.global.v4` / `ld.shared.v4`
+    /// (others scalar), the [`VEC`] values, then (after all values of the
+    /// step, as the scalar form) one `st.global.v4` / `st.shared.v4` each.
+    fn row_points_vectorised(&mut self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Stmt> {
+        let points = self.dim(&lk.loops[1])?;
+        let dtype = self.p.buffer(lk.out).dtype;
+        let chunks = ROWS_CHUNK / VEC;
+        self.k.regs.push(RegArray { name: "vs".into(), kind: compute_kind(dtype), len: ROWS_CHUNK as u32 });
+        let vs = RegId(self.k.regs.len() as u32 - 1);
+        let j = self.var("j");
+        let mut phases = Vec::new();
+        for storing in [false, true] {
+            let (u, jj) = (self.var("u"), self.var("jp"));
+            let regs: Vec<RegRef> =
+                (0..VEC).map(|e| RegRef { reg: vs, index: Expr::Var(u) * Expr::c(VEC) + Expr::c(e) }).collect();
+            self.loop_vars.insert(1, Expr::Var(jj));
+            let mut body = Vec::new();
+            if storing {
+                body.push(match smem_of.get(&lk.out) {
+                    Some(&smem) => {
+                        let at = self.aff(&crate::cpu::rows::row_subscript(&lk.store_index))?;
+                        let offset = at * Expr::c(dtype.size_bytes() as i64);
+                        Stmt::StShared {
+                            dst: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY },
+                            src: regs,
+                            dtype,
+                        }
+                    }
+                    None => Stmt::StGlobalVec {
+                        dst: GlobalRef { param: self.param_of(lk.out)?, offset: self.aff(&lk.store_index)? },
+                        src: regs,
+                        dtype,
+                        pred: Expr::c(1),
+                    },
+                });
+            } else {
+                body.extend(self.vector_loads_of(&lk.value, 1, smem_of)?);
+                for (e, reg) in regs.into_iter().enumerate() {
+                    let e = e as i64;
+                    self.loop_vars.insert(1, if e == 0 { Expr::Var(jj) } else { Expr::Var(jj) + Expr::c(e) });
+                    self.lane = e;
+                    body.push(Stmt::Compute { dst: reg, value: self.scalar(&lk.value)? });
+                }
+                self.vec_loads.clear();
+                self.lane = 0;
+            }
+            phases.push(Stmt::For {
+                var: u,
+                start: Expr::c(0),
+                end: Expr::c(chunks),
+                step: 1,
+                unroll: true,
+                body: vec![
+                    Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32 * VEC) * Expr::Var(u) },
+                    Stmt::If { cond: Expr::Var(jj).lt(points.clone()), then: body, otherwise: Vec::new() },
+                ],
+            });
+        }
+        Ok(Stmt::For {
+            var: j,
+            start: Expr::ThreadIdx(Dim::X) * Expr::c(VEC),
+            end: points,
+            step: 32 * VEC * chunks,
+            unroll: false,
+            body: phases,
+        })
+    }
+
+    /// The buffer parameter of `buf`.
+    fn param_of(&self, buf: BufId) -> DResult<ParamId> {
+        self.buf_param.get(&buf).copied().ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))
+    }
+
+    /// One `ld.global.v4` (or, from a row in `smem_of`, `ld.shared.v4`) of
+    /// each load of `e` contiguous along loop `var` ([`vector_loads`]), at
+    /// the current loop variables (`var` at a multiple of [`VEC`]),
+    /// registered in [`Builder::vec_loads`] for [`Builder::scalar`].
+    fn vector_loads_of(
+        &mut self,
+        e: &loop_ir::Expr,
+        var: u32,
+        smem_of: &BTreeMap<BufId, SmemId>,
+    ) -> DResult<Vec<Stmt>> {
+        let mut loads = Vec::new();
+        vector_loads(e, var, VEC, false, &mut loads);
+        let mut out = Vec::new();
+        for (n, (buf, index, dtype)) in loads.into_iter().enumerate() {
+            self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(dtype), len: VEC as u32 });
+            let reg = RegId(self.k.regs.len() as u32 - 1);
+            let dst: Vec<RegRef> = (0..VEC).map(|u| RegRef { reg, index: Expr::c(u) }).collect();
+            out.push(match smem_of.get(&buf) {
+                Some(&smem) => {
+                    let at = self.aff(&crate::cpu::rows::row_subscript(&index))?;
+                    let offset = at * Expr::c(dtype.size_bytes() as i64);
+                    Stmt::LdShared { dst, src: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY }, dtype }
+                }
+                None => Stmt::LdGlobalVec {
+                    dst,
+                    src: GlobalRef { param: self.param_of(buf)?, offset: self.aff(&index)? },
+                    dtype,
+                    pred: Expr::c(1),
+                },
+            });
+            self.vec_loads.push((buf, index, reg, false));
+        }
+        // Shared-row values the group does not index: one scalar load.
+        let mut one = Vec::new();
+        e.walk(&mut |x| {
+            if let loop_ir::Expr::Load { buf, index, dtype } = x {
+                let fresh = !self.vec_loads.iter().any(|(b, i, _, _)| b == buf && i == index)
+                    && !one.iter().any(|(b, i, _)| b == buf && i == index);
+                if smem_of.contains_key(buf) && !index.var_coeffs().any(|(k, _)| k == var) && fresh {
+                    one.push((*buf, index.clone(), *dtype));
+                }
+            }
+        });
+        for (buf, index, dtype) in one {
+            let reg = self.reg("l", dtype);
+            let offset = self.aff(&crate::cpu::rows::row_subscript(&index))? * Expr::c(dtype.size_bytes() as i64);
+            out.push(Stmt::LdShared {
+                dst: vec![reg.clone()],
+                src: SmemRef { buf: smem_of[&buf], offset, swizzle: Swizzle::IDENTITY },
+                dtype,
+            });
+            self.vec_loads.push((buf, index, reg.reg, true));
+        }
         Ok(out)
     }
 
@@ -1016,6 +1219,40 @@ pub fn vectorisable(lk: &loop_ir::Kernel, out: &Buffer) -> bool {
     lk.reduce.is_none() && out.dtype.is_float() && lk.loops == out.shape && !calls
 }
 
+/// Whether `e` reads a row in `smem_of` along loop `var` other than
+/// through one of `loads` (the contiguous ones): such a load has no vector
+/// form.
+fn scalar_shared_loads(
+    e: &loop_ir::Expr,
+    var: u32,
+    loads: &[(BufId, AffExpr, DType)],
+    smem_of: &BTreeMap<BufId, SmemId>,
+) -> bool {
+    let mut scalar = false;
+    e.walk(&mut |x| {
+        if let loop_ir::Expr::Load { buf, index, .. } = x {
+            scalar |= smem_of.contains_key(buf)
+                && index.var_coeffs().any(|(k, _)| k == var)
+                && !loads.iter().any(|(b, i, _)| b == buf && i == index);
+        }
+    });
+    scalar
+}
+
+/// Whether subscript `index` is `i{var} + vec·(…)` with constant
+/// coefficients: contiguous along loop `var` and, where `i{var} ≡ 0 mod
+/// vec`, aligned to `vec` elements.
+fn contiguous(index: &AffExpr, var: u32, vec: i64) -> bool {
+    let plain = index.terms().all(|(a, _)| matches!(a, AffAtom::Var(_)));
+    let coeffs_ok = index.var_coeffs().all(|(k, c)| match c.as_int() {
+        Some(c) if k == var => c == 1,
+        Some(c) => c % vec == 0,
+        None => false,
+    });
+    let has_var = index.var_coeffs().any(|(k, _)| k == var);
+    plain && coeffs_ok && has_var && index.constant_part().as_int().is_some_and(|c| c % vec == 0)
+}
+
 /// The distinct loads of `e` (not under a `PAD` guard, of a float or i32
 /// dtype) whose subscript is `i{last} + 4·(…)` with constant coefficients:
 /// contiguous along the innermost output index and, at the first element of
@@ -1024,20 +1261,9 @@ fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut
     use loop_ir::Expr as L;
     match e {
         L::Load { buf, index, dtype } => {
-            let plain = index.terms().all(|(a, _)| matches!(a, AffAtom::Var(_)));
-            let coeffs_ok = index.var_coeffs().all(|(k, c)| match c.as_int() {
-                Some(c) if k == last => c == 1,
-                Some(c) => c % vec == 0,
-                None => false,
-            });
-            let has_last = index.var_coeffs().any(|(k, _)| k == last);
-            let base_ok = index.constant_part().as_int().is_some_and(|c| c % vec == 0);
             let kind_ok = matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::I32);
             if !guarded
-                && plain
-                && coeffs_ok
-                && has_last
-                && base_ok
+                && contiguous(index, last, vec)
                 && kind_ok
                 && !out.iter().any(|(b, i, _)| b == buf && i == index)
             {
@@ -1170,6 +1396,7 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
         b.reduces.clear();
         b.acc = None;
         match &lk.reduce {
+            None if b.row_points_vectorisable(lk, &smem_of) => point.push(b.row_points_vectorised(lk, &smem_of)?),
             None => {
                 let j = b.var("j");
                 // Lane points j0 + 32·u, u < ROWS_CHUNK: all values, then all stores.

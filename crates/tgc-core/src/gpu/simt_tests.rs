@@ -197,6 +197,40 @@ fn the_row_form_keeps_local_rows_in_shared_memory() {
     }
 }
 
+/// Rows whose length is a multiple of `VEC`: every member of the row form
+/// reads and writes its row `VEC` elements at a time (`ld.global.v4`,
+/// `st.global.v4`, `ld.shared.v4`, `st.shared.v4`; a value of the row the
+/// members do not index, the max or the sum, one scalar `ld.shared`),
+/// equal to the interpreter; and with rows past `ROWS_SMEM_MAX` (their
+/// temporaries in global memory) too. The kernels compile without spills.
+#[test]
+fn rows_of_a_multiple_of_vec_move_vec_elements_at_a_time() {
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
+    let softmax = "graph s(x: f16[5, 72]) -> (y: f16[5, 72]) {\n    y = softmax(x * 3)\n    return y\n}\n";
+    let layernorm = "graph l(x: bf16[3, 264], g: bf16[264], b: bf16[264]) -> (y: bf16[3, 264]) {\n    y = \
+                     layernorm(x, g, b, eps=1e-5)\n    return y\n}\n";
+    let long = "graph s(x: f32[2, 8192]) -> (y: f32[2, 8192]) {\n    y = softmax(x)\n    return y\n}\n";
+    for (src, tol, in_smem) in [(softmax, 3e-3, true), (layernorm, 1e-2, true), (long, 1e-5, false)] {
+        let g = load(src);
+        let p = check(&g, &[], tol);
+        let rows: Vec<&Launch> = p.launches.iter().filter(|l| l.form == Form::Rows).collect();
+        assert_eq!(rows.len(), 1, "{:?}", forms(&p));
+        let text = rows[0].kernel.to_string();
+        let wants: &[&str] = if in_smem {
+            &["ld.global.v4", "st.global.v4", "ld.shared.v4", "st.shared.v4", "ld.shared.v1"]
+        } else {
+            &["ld.global.v4", "st.global.v4"]
+        };
+        for want in wants {
+            assert!(text.contains(want), "no {want} in\n{text}");
+        }
+        // Scalar stores are the reductions' one value per row only.
+        let scalar_row_store = text.lines().any(|l| l.contains("st.global.f") && l.contains(" + "));
+        assert!(!scalar_row_store, "a scalar store of row elements in\n{text}");
+        compiles(&tc, &p);
+    }
+}
+
 #[test]
 fn naive_attention_and_conv_relu_pool() {
     let att = example("attention.tgc");
