@@ -950,6 +950,23 @@ impl<'p> Builder<'p> {
         Ok(())
     }
 
+    /// One `ld.shared` of element `index` of `buf`'s row (a [`Form::Rows`]
+    /// local row in `smem_of`) into a register of its own, registered in
+    /// [`Builder::vec_loads`] for every element to read.
+    fn shared_scalar_load(
+        &mut self,
+        buf: BufId,
+        index: AffExpr,
+        dtype: DType,
+        smem_of: &BTreeMap<BufId, SmemId>,
+    ) -> DResult<Stmt> {
+        let smem = *smem_of.get(&buf).ok_or_else(|| diag!(Internal, "buffer {} has no shared row", buf.0))?;
+        let reg = self.reg("l", dtype);
+        let offset = self.aff(&crate::cpu::rows::row_subscript(&index))? * Expr::c(dtype.size_bytes() as i64);
+        self.vec_loads.push((buf, index, reg.reg, true));
+        Ok(Stmt::LdShared { dst: vec![reg], src: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY }, dtype })
+    }
+
     /// The body of a vectorised warp reduction step, with its loop
     /// variable `j` (lane `l` takes the reduce points `VEC·l + 32·VEC·t …`,
     /// [`VEC`] at a time): each load contiguous along the one reduce loop
@@ -1007,14 +1024,7 @@ impl<'p> Builder<'p> {
         });
         self.lane = 0;
         for (buf, index, dtype) in loads {
-            let reg = self.reg("l", dtype);
-            let offset = self.aff(&crate::cpu::rows::row_subscript(&index))? * Expr::c(dtype.size_bytes() as i64);
-            out.push(Stmt::LdShared {
-                dst: vec![reg.clone()],
-                src: SmemRef { buf: smem_of[&buf], offset, swizzle: Swizzle::IDENTITY },
-                dtype,
-            });
-            self.vec_loads.push((buf, index, reg.reg, true));
+            out.push(self.shared_scalar_load(buf, index, dtype, smem_of)?);
         }
         Ok(())
     }
@@ -1167,14 +1177,7 @@ impl<'p> Builder<'p> {
             }
         });
         for (buf, index, dtype) in one {
-            let reg = self.reg("l", dtype);
-            let offset = self.aff(&crate::cpu::rows::row_subscript(&index))? * Expr::c(dtype.size_bytes() as i64);
-            out.push(Stmt::LdShared {
-                dst: vec![reg.clone()],
-                src: SmemRef { buf: smem_of[&buf], offset, swizzle: Swizzle::IDENTITY },
-                dtype,
-            });
-            self.vec_loads.push((buf, index, reg.reg, true));
+            out.push(self.shared_scalar_load(buf, index, dtype, smem_of)?);
         }
         Ok(out)
     }
