@@ -7,7 +7,8 @@ Usage: bench_torch.py DTYPE OP A B C EPILOGUE ITERS
             cols over the last axis; C ignored), conv (A = "N,H,C,K,R,S,P":
             batch, height = width, channels in and out, kernel R×R,
             stride S, padding P; B, C ignored): conv2d + bias on
-            channels_last tensors (cuDNN)
+            channels_last tensors (cuDNN), attention (A = "B,H,S,D"; B, C
+            ignored): scaled_dot_product_attention with the flash backend
   EPILOGUE  gemm only: none: torch.matmul (cuBLAS); bias_relu:
             torch.relu(x @ w + b), unfused (matmul, add, ReLU)
 Prints one line: `seconds_per_iteration` measured with CUDA events over
@@ -19,7 +20,7 @@ import sys
 
 def main():
     dtype_name, op = sys.argv[1], sys.argv[2]
-    m, n, k = (0, 0, 0) if op == "conv" else map(int, sys.argv[3:6])
+    m, n, k = (0, 0, 0) if op in ("conv", "attention") else map(int, sys.argv[3:6])
     epilogue, iters = sys.argv[6], int(sys.argv[7])
     try:
         import torch
@@ -46,6 +47,16 @@ def main():
         w = torch.randn(kout, c, r, r, device=dev, dtype=dtype).to(memory_format=cl)
         b = torch.randn(kout, device=dev, dtype=dtype)
         step = lambda: torch.nn.functional.conv2d(x, w, b, stride=stride, padding=pad)
+    elif op == "attention":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        bn, heads, seq, d = map(int, sys.argv[3].split(","))
+        q, kk, v = (torch.randn(bn, heads, seq, d, device=dev, dtype=dtype) for _ in range(3))
+
+        def step():
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return torch.nn.functional.scaled_dot_product_attention(q, kk, v)
+
     elif op != "gemm":
         print(f"unknown op {op}", file=sys.stderr)
         sys.exit(2)

@@ -26,8 +26,15 @@
 //! on `channels_last` tensors (cuDNN) — in TFLOP/s (2·N·P·Q·K·C·R·S per
 //! run).
 //!
+//! Then attention ([`ATTENTION`], f16, batch 4, 16 heads, head dim 64 and
+//! 128, no mask, not causal): tgc's kernels for the frontend's
+//! `attention(q, k, v)` — today the SIMT kernels of its regions, the score
+//! matrix in global memory (no fused MMA attention template yet) — against
+//! `torch.nn.functional.scaled_dot_product_attention` with the flash
+//! backend, in TFLOP/s (4·B·H·S²·D per run: the two products).
+//!
 //! With `--rows` it runs only the softmax and layernorm rows, with
-//! `--conv` only the convolutions.
+//! `--conv` only the convolutions, with `--attention` only attention.
 //!
 //! With `--plans` it sweeps the plan space instead: for each GEMM shape of
 //! [`SWEEP`] (f16) and each 3×3 convolution of [`CONVS`] (only those with
@@ -93,11 +100,15 @@ const CONVS: [(usize, usize, usize, usize, usize); 8] = [
 /// The batch of the [`CONVS`] rows.
 const CONV_BATCH: usize = 32;
 
+/// The attention rows: `(sequence length, head dim)`, batch 4, 16 heads.
+const ATTENTION: [(usize, usize); 4] = [(512, 64), (2048, 64), (512, 128), (2048, 128)];
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let sweep = args.iter().any(|a| a == "--plans");
     let conv_only = args.iter().any(|a| a == "--conv");
-    let rows_only = args.iter().any(|a| a == "--rows") || conv_only;
+    let attention_only = args.iter().any(|a| a == "--attention");
+    let rows_only = args.iter().any(|a| a == "--rows") || conv_only || attention_only;
     let iters: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20);
     let gpu = match Gpu::new(0) {
         Ok(g) => g,
@@ -149,8 +160,8 @@ fn main() -> ExitCode {
             }
         }
     }
-    let row_cases: &[(usize, usize)] = if conv_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
-    if !conv_only {
+    let row_cases: &[(usize, usize)] = if conv_only || attention_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
+    if !conv_only && !attention_only {
         println!(
             "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
             "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio"
@@ -190,8 +201,11 @@ fn main() -> ExitCode {
             );
         }
     }
-    if conv_only || !args.iter().any(|a| a == "--rows") {
+    if conv_only || !rows_only {
         failed |= conv_rows(&gpu, iters);
+    }
+    if attention_only || !rows_only {
+        failed |= attention_rows(&gpu, iters);
     }
     if failed {
         ExitCode::from(1)
@@ -236,6 +250,43 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
         };
         let case = format!("{n}×{hw}×{hw}×{c} → {k}, {r}×{r}/{stride}");
         println!("{:<6} {case:<28} {:>8} {:>10} {:>10} {ratio:>8}", "f16", format!("{pq}×{pq}"), fmt(tgc), fmt(torch));
+    }
+    failed
+}
+
+/// The [`ATTENTION`] rows; whether a tgc case failed.
+fn attention_rows(gpu: &Gpu, iters: usize) -> bool {
+    println!("{:<6} {:<28} {:>10} {:>10} {:>8}", "dtype", "B×H×S×D", "tgc TF/s", "torch TF/s", "ratio");
+    let mut failed = false;
+    let (b, h) = (4usize, 16usize);
+    for &(seq, d) in &ATTENTION {
+        let flops = 4.0 * (b * h * seq * seq * d) as f64;
+        let text = format!(
+            "graph bench(q: f16[{b}, {h}, {seq}, {d}], k: f16[{b}, {h}, {seq}, {d}], v: f16[{b}, {h}, {seq}, {d}]) -> \
+             (o: f16[{b}, {h}, {seq}, {d}]) {{\no = attention(q, k, v)\nreturn o\n}}"
+        );
+        let tgc = match tgc_seconds(gpu, &text, iters) {
+            Ok(s) => Some(flops / s / 1e12),
+            Err(e) => {
+                eprintln!("tgc attention {b}×{h}×{seq}×{d}: {e}");
+                failed = true;
+                None
+            }
+        };
+        let spec = format!("{b},{h},{seq},{d}");
+        let torch = match torch_seconds(&["f16", "attention", &spec, "0", "0", "none"], iters) {
+            Ok(s) => Some(flops / s / 1e12),
+            Err(e) => {
+                eprintln!("torch attention {spec}: {e}");
+                None
+            }
+        };
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let ratio = match (tgc, torch) {
+            (Some(a), Some(b)) => format!("{:.3}", a / b),
+            _ => "-".into(),
+        };
+        println!("{:<6} {:<28} {:>10} {:>10} {ratio:>8}", "f16", format!("{b}×{h}×{seq}×{d}"), fmt(tgc), fmt(torch));
     }
     failed
 }
