@@ -1045,12 +1045,14 @@ impl<'p> Builder<'p> {
 
     /// Whether a [`Form::Rows`] member without a reduction computes
     /// [`VEC`] consecutive points of its row per lane and step
-    /// ([`Builder::row_points_vectorised`]): one loop besides the row's,
+    /// ([`Builder::row_points_vectorised`]): a float output (the vector
+    /// stores' dtypes), one loop besides the row's,
     /// of a constant extent [`VEC`] divides, its store and every load of a
     /// shared row contiguous along it ([`contiguous`]).
     fn row_points_vectorisable(&self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> bool {
         let [_, d] = lk.loops.as_slice() else { return false };
-        if d.as_int().is_none_or(|e| e % VEC != 0) || !contiguous(&lk.store_index, 1, VEC) {
+        let float = self.p.buffer(lk.out).dtype.is_float();
+        if !float || d.as_int().is_none_or(|e| e % VEC != 0) || !contiguous(&lk.store_index, 1, VEC) {
             return false;
         }
         let mut loads = Vec::new();
