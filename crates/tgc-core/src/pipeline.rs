@@ -8,10 +8,10 @@
 //! `region` (Region Buffer SSA: region formation, with Poly Core when
 //! feature `poly` is on), `plan` (the ranked plan space of each GEMM,
 //! [`plan_dump`]), `c` (CPU loop nests as C, one kernel per region), and
-//! for a GPU target ([`compile_gpu`], a graph that is one GEMM + epilogue
-//! with concrete M/N/K): `gpu` (the GPU dialect IR of the chosen plan's
-//! kernel), `cu` (its CUDA C with inline PTX), `ptx` and `sass` (NVRTC's
-//! PTX, cuobjdump's disassembly of the cubin).
+//! for a GPU target ([`compile_gpu`], a graph that is one contraction (GEMM,
+//! batched matmul, convolution) + epilogue with concrete M/N/K): `gpu` (the GPU
+//! dialect IR of the chosen plan's kernel), `cu` (its CUDA C with inline PTX),
+//! `ptx` and `sass` (NVRTC's PTX, cuobjdump's disassembly of the cubin).
 
 use std::path::Path;
 
@@ -369,8 +369,9 @@ pub struct GpuArtifacts {
     /// `tgc_<graph name>`: the stem of the `.cu`, `.ptx` and `.cubin` files.
     pub symbol: String,
     /// The kernels in launch order ([`crate::gpu::simt::lower_program_for`]):
-    /// the sm80 tensor-core kernel for a graph that is one GEMM + epilogue
-    /// with concrete sizes, the SIMT kernels of every region otherwise.
+    /// the sm80 tensor-core kernel for a graph that is one contraction (GEMM,
+    /// batched matmul, convolution) + epilogue with concrete sizes, the SIMT
+    /// kernels of every region otherwise.
     pub program: crate::gpu::simt::GpuProgram,
     /// The `cu` stage: CUDA C++ with inline PTX, every kernel.
     pub cu: String,
@@ -382,8 +383,9 @@ pub struct GpuArtifacts {
     /// in launch order.
     pub resources: Vec<crate::gpu::toolchain::Resources>,
     /// Why the graph's GEMM did not get the tensor-core template, when it
-    /// is one GEMM + epilogue and did not (its SIMT kernels run instead):
-    /// the template's diagnostic, positioned at the contraction.
+    /// is one contraction (GEMM, batched matmul, convolution) + epilogue and
+    /// did not (its SIMT kernels run instead): the template's diagnostic,
+    /// positioned at the contraction.
     pub simt_gemm: Option<crate::Diagnostic>,
 }
 
@@ -411,13 +413,13 @@ impl GpuArtifacts {
 
 /// Compiles `g` for the GPU target `target` (`sm80`): lowers it to its GPU
 /// program ([`crate::gpu::simt::lower_program_noting`]: the sm80 tensor-core
-/// template for a graph that is one GEMM + epilogue with concrete sizes,
-/// the SIMT kernels of every region otherwise — the launches `tgc run
-/// --backend cuda` makes), checks every kernel with the GPU verifier,
-/// prints them as one CUDA C unit, compiles it with NVRTC and reads
-/// ptxas's report of each kernel. A graph that is one GEMM the template
-/// does not take (symbolic M, N or K, f32 operands, sizes past its
-/// launch limits) gets its SIMT kernels and a note saying why.
+/// template for a graph that is one contraction (GEMM, batched matmul,
+/// convolution) + epilogue with concrete sizes, the SIMT kernels of every
+/// region otherwise — the launches `tgc run --backend cuda` makes), checks
+/// every kernel with the GPU verifier, prints them as one CUDA C unit, compiles
+/// it with NVRTC and reads ptxas's report of each kernel. A graph that is one
+/// GEMM the template does not take (symbolic M, N or K, f32 operands, sizes
+/// past its launch limits) gets its SIMT kernels and a note saying why.
 ///
 /// Errors: `Unsupported` for a target other than `sm80`; those of
 /// lowering; `Internal` when the verifier or the printer rejects a

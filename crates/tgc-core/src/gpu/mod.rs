@@ -17,9 +17,9 @@
 //!   the checks DESIGN.md asks of generated kernels on a machine without a
 //!   GPU.
 //!
-//! - [`lower`]: a Tiny IR graph that is one GEMM + epilogue with concrete
-//!   M/N/K → its chosen plan and [`sm80`] kernel (`pipeline::compile_gpu`
-//!   adds the verifier, the printer and NVRTC).
+//! - [`lower`]: a Tiny IR graph that is one contraction (GEMM, batched matmul,
+//!   convolution) + epilogue with concrete M/N/K → its chosen plan and [`sm80`]
+//!   kernel (`pipeline::compile_gpu` adds the verifier, the printer and NVRTC).
 //! - [`cuda`]: the CUDA C printer: a kernel as CUDA C++ with inline PTX
 //!   (the `cu` stage), compiled to PTX and cubin with [`toolchain`]'s
 //!   NVRTC.
@@ -28,7 +28,7 @@
 //!   without tensor cores, from the CPU loop-nest IR; the whole program
 //!   with its buffers and launch geometry ([`simt::GpuProgram`]), whose
 //!   `steps` at given dims are what `tgc run --backend cuda` executes and
-//!   what generated `sm80::steps` functions print (a GEMM + epilogue graph
+//!   what generated `sm80::steps` functions print (a contraction + epilogue graph
 //!   at concrete sizes takes the [`sm80`] kernel there).
 
 pub mod cuda;

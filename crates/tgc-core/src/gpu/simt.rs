@@ -74,16 +74,17 @@
 //! `row · C` is a run-time fact, and this template decides at compile time.
 //!
 //! GEMM hook: [`lower_program_for`] with a target gives a graph that is
-//! one GEMM + epilogue with concrete sizes the sm80 tensor-core kernel of
-//! [`super::lower::build`] as its one launch ([`Form::Gemm`], its `M`, `N`,
-//! `K` and leading dimensions as [`LaunchArg::Int`]s), unless the plan
-//! splits K (its workspace and locks are not buffers of a program; plan
-//! choice does not split K today); every other graph gets the SIMT form
-//! of every region, the correct path for all graphs (the naive matmul of a region the MMA template does
-//! not take is a `Serial` or `WarpReduce` kernel). Choosing the sm80
-//! kernel for one region of a larger graph needs that region as its own
-//! graph (its inputs being buffers of this program): [`Launch::region`]
-//! names the Tiny nodes a launch computes, for that matcher.
+//! one contraction (GEMM, batched matmul, convolution) + epilogue with concrete
+//! sizes the sm80 tensor-core kernel of [`super::lower::build`] as its one
+//! launch ([`Form::Gemm`], its `M`, `N`, `K` and leading dimensions as
+//! [`LaunchArg::Int`]s), unless the plan splits K (its workspace and locks are
+//! not buffers of a program; plan choice does not split K today); every other
+//! graph gets the SIMT form of every region, the correct path for all graphs
+//! (the naive matmul of a region the MMA template does not take is a `Serial`
+//! or `WarpReduce` kernel). Choosing the sm80 kernel for one region of a larger
+//! graph needs that region as its own graph (its inputs being buffers of this
+//! program): [`Launch::region`] names the Tiny nodes a launch computes, for
+//! that matcher.
 //!
 //! The tests run the kernels in the emulator against the reference
 //! interpreter and compile them to sm_80 cubins with NVRTC; the GPU tier
@@ -138,7 +139,8 @@ pub enum Form {
     /// `bar.sync` between kernels.
     Rows,
     /// The sm80 tensor-core template ([`super::lower::build`]) for a whole
-    /// graph that is one GEMM + epilogue ([`lower_program_for`]).
+    /// graph that is one contraction (GEMM, batched matmul, convolution) +
+    /// epilogue ([`lower_program_for`]).
     Gemm,
 }
 
@@ -427,11 +429,12 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
     })
 }
 
-/// [`lower_program`], except that a graph that is one GEMM + epilogue with
-/// concrete sizes ([`super::lower::match_gemm`]) gets the sm80 tensor-core
-/// kernel of [`super::lower::build`] for `target` as its one launch
-/// ([`Form::Gemm`]) — when the chosen plan needs no split-K workspace; any
-/// other graph (or `target` `None`) gets the SIMT kernels.
+/// [`lower_program`], except that a graph that is one contraction (GEMM,
+/// batched matmul, convolution) + epilogue with concrete sizes
+/// ([`super::lower::match_gemm`]) gets the sm80 tensor-core kernel of
+/// [`super::lower::build`] for `target` as its one launch ([`Form::Gemm`]) —
+/// when the chosen plan needs no split-K workspace; any other graph (or
+/// `target` `None`) gets the SIMT kernels.
 ///
 /// Errors: those of [`lower_program`].
 pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DResult<GpuProgram> {
