@@ -417,9 +417,10 @@ impl GpuArtifacts {
 /// convolution) + epilogue with concrete sizes, the SIMT kernels of every
 /// region otherwise — the launches `tgc run --backend cuda` makes), checks
 /// every kernel with the GPU verifier, prints them as one CUDA C unit, compiles
-/// it with NVRTC and reads ptxas's report of each kernel. A graph that is one
-/// GEMM the template does not take (symbolic M, N or K, f32 operands, sizes
-/// past its launch limits) gets its SIMT kernels and a note saying why.
+/// it with NVRTC and reads ptxas's report of each kernel. A graph with one
+/// contraction the template does not take (symbolic sizes, f32 operands, an
+/// op after it that is no epilogue, sizes past its launch limits) gets its
+/// SIMT kernels and a note saying why.
 ///
 /// Errors: `Unsupported` for a target other than `sm80`; those of
 /// lowering; `Internal` when the verifier or the printer rejects a
