@@ -274,12 +274,10 @@ fn gemm_problem(g: &Graph, book: &index_book::IndexBook, id: tiny::NodeId) -> Op
         return Some(Err(format!("no concrete GEMM (extents {}; give them with --dim)", dims.join(" × "))));
     };
     // N: the output variables the operand reading the innermost one reads.
-    let reads =
-        |idx: &[crate::affine::AffExpr], k: usize| idx.iter().any(|e| e.var_coeffs().any(|(x, _)| x as usize == k));
-    let owner = if reads(&t.rhs.idx, t.out - 1) { &t.rhs.idx } else { &t.lhs.idx };
+    let owner = if t.rhs.reads(t.out - 1) { &t.rhs } else { &t.lhs };
     let (mut m, mut n) = (1u64, 1u64);
     for (k, &e) in v[..t.out].iter().enumerate() {
-        if reads(owner, k) {
+        if owner.reads(k) {
             n *= e;
         } else {
             m *= e;

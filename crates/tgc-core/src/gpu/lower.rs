@@ -238,8 +238,217 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         }
     }
 
-    // The epilogue chain: which variable each axis of the current value is.
-    let users = users(g);
+    let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain } =
+        epilogue_chain(g, &t, r, &extents)?;
+    if g.outputs.len() != 1 {
+        return Err(diag!(
+            Unsupported,
+            "graph `{}` has {} outputs; the sm80 kernel writes one",
+            g.name,
+            g.outputs.len()
+        ));
+    }
+    let out = g.dtype(cur);
+    for id in g.ids() {
+        let n = g.node(id);
+        let operand = [t.lhs.src, t.rhs.src].contains(&id) || epi_inputs.iter().any(|x| x.0 == id);
+        if matches!(n.op, Op::Input { .. }) && !operand {
+            return Err(diag!(
+                Unsupported,
+                "input `{}` is not an operand of the contraction or its epilogue",
+                input_name(g, id)
+            )
+            .at_node(n));
+        }
+        // A bias or residual widened to f32 (read through by `trace`).
+        let widened = n.op == Op::Cast && epi_inputs.iter().any(|x| n.src.first() == Some(&x.0));
+        if !n.op.is_movement() && !matches!(n.op, Op::Input { .. }) && !chain.contains(&id) && !widened {
+            return Err(diag!(
+                Unsupported,
+                "`{}` is outside the contraction + epilogue the sm80 target compiles",
+                n.op.name()
+            )
+            .at_node(n));
+        }
+    }
+
+    // GEMM axes from C's order: N is the innermost run of variables only
+    // one operand reads, M the run before it that only the other reads,
+    // batch the rest.
+    let c_order: Vec<usize> = order.iter().flatten().copied().collect();
+    let only = |op: &contraction::Operand, other: &contraction::Operand, v: usize| op.reads(v) && !other.reads(v);
+    let (b_op, a_op) = match c_order.last() {
+        Some(&v) if only(&t.rhs, &t.lhs, v) => (&t.rhs, &t.lhs),
+        Some(&v) if only(&t.lhs, &t.rhs, v) => (&t.lhs, &t.rhs),
+        _ => {
+            return Err(diag!(
+                Unsupported,
+                "the output's innermost axis is not read by exactly one operand: no GEMM N axis"
+            )
+            .at_node(rn))
+        }
+    };
+    let n_start = c_order.iter().rposition(|&v| !only(b_op, a_op, v)).map_or(0, |p| p + 1);
+    let m_start = c_order[..n_start].iter().rposition(|&v| !only(a_op, b_op, v)).map_or(0, |p| p + 1);
+    let (batch_v, m_v, n_v) = (&c_order[..m_start], &c_order[m_start..n_start], &c_order[n_start..]);
+    if m_v.is_empty() {
+        return Err(diag!(Unsupported, "no output axis is read by the other operand alone: no GEMM M axis (a GEMV)")
+            .at_node(rn));
+    }
+    let symbolic = || diag!(Unsupported, "an operand is addressed with a symbolic size or offset").at_node(rn);
+    let (a_flat, b_flat) = (flat_offset(g, a_op).ok_or_else(symbolic)?, flat_offset(g, b_op).ok_or_else(symbolic)?);
+    // K: the reduce variables, the one A reads contiguously last.
+    let mut k_v: Vec<usize> = (t.out..t.out + t.reduce).filter(|&v| extents[v] > 1).collect();
+    if let Some(p) = k_v.iter().position(|&v| a_flat.0.iter().any(|&(x, c)| x == v && c == 1)) {
+        let v = k_v.remove(p);
+        k_v.push(v);
+    }
+    if k_v.is_empty() {
+        return Err(diag!(Unsupported, "the contraction sums over no axis longer than 1").at_node(rn));
+    }
+    let mut digit = vec![None; extents.len()];
+    for (axis, vars) in [(Axis::Batch, batch_v), (Axis::M, m_v), (Axis::N, n_v), (Axis::K, &k_v[..])] {
+        for (index, &v) in vars.iter().enumerate() {
+            digit[v] = Some(Digit { axis, index });
+        }
+    }
+    let ext = |vars: &[usize]| vars.iter().map(|&v| extents[v]).collect::<Vec<i64>>();
+    // Variable coefficients → digit terms (a size-1 variable is always 0).
+    let to_affine = |(vars, constant): (Vec<(usize, i64)>, i64)| -> DResult<Affine> {
+        let mut a = Affine { terms: Vec::new(), constant };
+        for (v, c) in vars {
+            match digit[v] {
+                Some(d) => a.terms.push((d, c)),
+                None if extents[v] == 1 => {}
+                None => return Err(diag!(Internal, "variable i{v} has no GEMM axis").at_node(rn)),
+            }
+        }
+        Ok(a)
+    };
+    let access = |op: &contraction::Operand, flat: (Vec<(usize, i64)>, i64)| -> DResult<Access> {
+        let guards = op.guard.iter().flat_map(|p| &p.valid).map(|c| linear(&c.expr, 1).ok_or_else(symbolic));
+        let guards = guards.map(|l| l.and_then(&to_affine)).collect::<DResult<_>>()?;
+        Ok(Access { offset: to_affine(flat)?, guards })
+    };
+    let out_strides = strides(g, cur).ok_or_else(symbolic)?;
+    let c_batch = Affine {
+        terms: batch_v
+            .iter()
+            .enumerate()
+            .map(|(index, &v)| {
+                let axis = order.iter().position(|&a| a == Some(v)).unwrap_or(0);
+                (Digit { axis: Axis::Batch, index }, out_strides[axis])
+            })
+            .collect(),
+        constant: 0,
+    };
+    let mut implicit = Implicit {
+        batch: ext(batch_v),
+        m: ext(m_v),
+        n: ext(n_v),
+        k: ext(&k_v),
+        a: access(a_op, a_flat)?,
+        b: access(b_op, b_flat)?,
+        bias: None,
+        c_batch,
+    };
+    let mut inputs: Vec<(NodeId, Operand)> = vec![(a_op.src, Operand::A), (b_op.src, Operand::B)];
+    for (input, role, axes) in &epi_inputs {
+        inputs.push((*input, *role));
+        if *role == Operand::Bias {
+            let st = strides(g, *input).ok_or_else(symbolic)?;
+            let mut bias = Affine::default();
+            for (a, s) in axes.iter().zip(st) {
+                if let Some(d) = a.and_then(|v| digit[v]) {
+                    bias.terms.push((d, s));
+                }
+            }
+            implicit.bias = Some(bias);
+        }
+    }
+    let (m, n, k) = (implicit.extent(Axis::M), implicit.extent(Axis::N), implicit.extent(Axis::K));
+    let plain_b = |layout: BLayout| {
+        let (kc, nc) = if layout == BLayout::KN { (n, 1) } else { (1, k) };
+        implicit.b.offset == Affine { terms: vec![(digit_of(Axis::K), kc), (digit_of(Axis::N), nc)], constant: 0 }
+            || implicit.b.offset
+                == Affine { terms: vec![(digit_of(Axis::N), nc), (digit_of(Axis::K), kc)], constant: 0 }
+    };
+    let plain = implicit.batch.is_empty()
+        && [&implicit.m, &implicit.n, &implicit.k].iter().all(|d| d.len() == 1)
+        && implicit.a.guards.is_empty()
+        && implicit.b.guards.is_empty()
+        && implicit.a.offset == Affine { terms: vec![(digit_of(Axis::M), k), (digit_of(Axis::K), 1)], constant: 0 };
+    let gemm = if plain && (plain_b(BLayout::KN) || plain_b(BLayout::NK)) {
+        let b_layout = if plain_b(BLayout::KN) { BLayout::KN } else { BLayout::NK };
+        let ldb = if b_layout == BLayout::KN { n } else { k };
+        let [aa, ab_, ac] = [k, ldb, n].map(|x| align(x as u64));
+        Gemm { ab, out, b_layout, round_sum, align_a: aa, align_b: ab_, align_c: ac, split_k: 1, implicit: None }
+    } else {
+        let (kn, nk) = (implicit.vector_width(&implicit.b, Axis::N), implicit.vector_width(&implicit.b, Axis::K));
+        let b_layout = if kn > nk { BLayout::KN } else { BLayout::NK };
+        Gemm {
+            ab,
+            out,
+            b_layout,
+            round_sum,
+            align_a: implicit.vector_width(&implicit.a, Axis::K),
+            align_b: kn.max(nk),
+            align_c: align(n as u64),
+            split_k: 1,
+            implicit: Some(implicit),
+        }
+    };
+    let mut named: Vec<(String, Operand)> = Vec::new();
+    for id in g.inputs() {
+        if let Some((_, role)) = inputs.iter().find(|x| x.0 == id) {
+            named.push((input_name(g, id), *role));
+        }
+    }
+    let batch = gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch));
+    let mut problem = plan::Problem::gemm((m * batch) as u64, n as u64, k as u64, ab);
+    if gemm.implicit.is_some() {
+        let numel = |id: NodeId| g.shape(id).iter().map(|d| d.as_int().unwrap_or(1).max(1) as u64).product::<u64>();
+        problem.distinct = [numel(a_op.src), numel(b_op.src)];
+    }
+    Ok(GemmGraph {
+        problem,
+        sizes: [m, n, k],
+        pattern: pattern.kind,
+        gemm,
+        epilogue,
+        inputs: named,
+        output: g.outputs[0].name.clone(),
+        contraction: r,
+    })
+}
+
+/// The single-use chain of nodes from the contraction `r` to the graph's
+/// output (module doc), and what it asks of the kernel.
+struct Chain {
+    /// The last node: the graph's output.
+    end: NodeId,
+    /// Which output variable of the contraction each axis of `end` is
+    /// (`None`: a size-1 axis).
+    order: Vec<Option<usize>>,
+    /// A `CAST` to the operands' dtype before any other op (`001` §0).
+    round_sum: bool,
+    /// The plan's epilogue op names, in order.
+    epilogue: Vec<String>,
+    /// Each bias or residual input with the contraction variable of each of
+    /// its axes.
+    inputs: Vec<(NodeId, Operand, Vec<Option<usize>>)>,
+    /// The `MUL`, the sum and every node after it.
+    nodes: Vec<NodeId>,
+}
+
+/// Follows the users of the contraction `r` (traced as `t`, variables of
+/// extents `extents`) to the graph's output.
+///
+/// Errors: `Unsupported` at the node that is not an epilogue the template
+/// fuses, at a second use, at a bias or residual it cannot read.
+fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
+    let users = g.consumers();
+    let ab = g.dtype(t.mul);
     let mut order: Vec<Option<usize>> = (0..t.out).map(|v| (extents[v] > 1).then_some(v)).collect();
     let (mut cur, mut round_sum, mut epilogue) = (r, false, Vec::new());
     let mut chain = vec![t.mul, r];
@@ -311,200 +520,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         chain.push(*next);
         cur = *next;
     }
-    if g.outputs.len() != 1 {
-        return Err(diag!(
-            Unsupported,
-            "graph `{}` has {} outputs; the sm80 kernel writes one",
-            g.name,
-            g.outputs.len()
-        ));
-    }
-    let out = g.dtype(cur);
-    for id in g.ids() {
-        let n = g.node(id);
-        let operand = [t.lhs.src, t.rhs.src].contains(&id) || epi_inputs.iter().any(|x| x.0 == id);
-        if matches!(n.op, Op::Input { .. }) && !operand {
-            return Err(diag!(
-                Unsupported,
-                "input `{}` is not an operand of the contraction or its epilogue",
-                input_name(g, id)
-            )
-            .at_node(n));
-        }
-        // A bias or residual widened to f32 (read through by `trace`).
-        let widened = n.op == Op::Cast && epi_inputs.iter().any(|x| n.src.first() == Some(&x.0));
-        if !n.op.is_movement() && !matches!(n.op, Op::Input { .. }) && !chain.contains(&id) && !widened {
-            return Err(diag!(
-                Unsupported,
-                "`{}` is outside the contraction + epilogue the sm80 target compiles",
-                n.op.name()
-            )
-            .at_node(n));
-        }
-    }
-
-    // GEMM axes from C's order: N is the innermost run of variables only
-    // one operand reads, M the run before it that only the other reads,
-    // batch the rest.
-    let c_order: Vec<usize> = order.iter().flatten().copied().collect();
-    let reads = |op: &contraction::Operand, v: usize| {
-        op.idx
-            .iter()
-            .chain(op.guard.iter().flat_map(|p| p.valid.iter().map(|c| &c.expr)))
-            .any(|e| e.var_coeffs().any(|(k, c)| k as usize == v && c.as_int() != Some(0)))
-    };
-    let only = |op: &contraction::Operand, other: &contraction::Operand, v: usize| reads(op, v) && !reads(other, v);
-    let (b_op, a_op) = match c_order.last() {
-        Some(&v) if only(&t.rhs, &t.lhs, v) => (&t.rhs, &t.lhs),
-        Some(&v) if only(&t.lhs, &t.rhs, v) => (&t.lhs, &t.rhs),
-        _ => {
-            return Err(diag!(
-                Unsupported,
-                "the output's innermost axis is not read by exactly one operand: no GEMM N axis"
-            )
-            .at_node(rn))
-        }
-    };
-    let n_start = c_order.iter().rposition(|&v| !only(b_op, a_op, v)).map_or(0, |p| p + 1);
-    let m_start = c_order[..n_start].iter().rposition(|&v| !only(a_op, b_op, v)).map_or(0, |p| p + 1);
-    let (batch_v, m_v, n_v) = (&c_order[..m_start], &c_order[m_start..n_start], &c_order[n_start..]);
-    if m_v.is_empty() {
-        return Err(diag!(Unsupported, "no output axis is read by the other operand alone: no GEMM M axis (a GEMV)")
-            .at_node(rn));
-    }
-    // K: the reduce variables, the one A reads contiguously last.
-    let mut k_v: Vec<usize> = (t.out..t.out + t.reduce).filter(|&v| extents[v] > 1).collect();
-    let a_strides = strides(g, a_op.src);
-    if let Some(p) = k_v.iter().position(|&v| coeff_of(&a_op.idx, &a_strides, v) == 1) {
-        let v = k_v.remove(p);
-        k_v.push(v);
-    }
-    if k_v.is_empty() {
-        return Err(diag!(Unsupported, "the contraction sums over no axis longer than 1").at_node(rn));
-    }
-    let mut digit = vec![None; extents.len()];
-    for (axis, vars) in [(Axis::Batch, batch_v), (Axis::M, m_v), (Axis::N, n_v), (Axis::K, &k_v[..])] {
-        for (index, &v) in vars.iter().enumerate() {
-            digit[v] = Some(Digit { axis, index });
-        }
-    }
-    let ext = |vars: &[usize]| vars.iter().map(|&v| extents[v]).collect::<Vec<i64>>();
-    let to_affine = |e: &AffExpr, scale: i64| -> DResult<Affine> {
-        let mut a = Affine { terms: Vec::new(), constant: e.constant_part().as_int().unwrap_or(0) * scale };
-        for (v, c) in e.var_coeffs() {
-            let (Some(c), Some(&d)) = (c.as_int(), digit.get(v as usize)) else {
-                return Err(diag!(Unsupported, "a symbolic coefficient in an operand index").at_node(rn));
-            };
-            match d {
-                Some(d) => a.terms.push((d, c * scale)),
-                None if extents[v as usize] == 1 => {}
-                None => return Err(diag!(Internal, "variable i{v} has no GEMM axis").at_node(rn)),
-            }
-        }
-        Ok(a)
-    };
-    let access = |op: &contraction::Operand| -> DResult<Access> {
-        let st = strides(g, op.src);
-        let mut offset = Affine::default();
-        for (e, &s) in op.idx.iter().zip(&st) {
-            let a = to_affine(e, s)?;
-            offset.constant += a.constant;
-            offset.terms.extend(a.terms);
-        }
-        let guards = op.guard.iter().flat_map(|p| &p.valid).map(|c| to_affine(&c.expr, 1)).collect::<DResult<_>>()?;
-        Ok(Access { offset, guards })
-    };
-    let out_strides = strides(g, cur);
-    let out_axes: Vec<Option<usize>> = order.clone();
-    let c_batch = Affine {
-        terms: batch_v
-            .iter()
-            .enumerate()
-            .map(|(index, &v)| {
-                let axis = out_axes.iter().position(|&a| a == Some(v)).unwrap_or(0);
-                (Digit { axis: Axis::Batch, index }, out_strides[axis])
-            })
-            .collect(),
-        constant: 0,
-    };
-    let mut implicit = Implicit {
-        batch: ext(batch_v),
-        m: ext(m_v),
-        n: ext(n_v),
-        k: ext(&k_v),
-        a: access(a_op)?,
-        b: access(b_op)?,
-        bias: None,
-        c_batch,
-    };
-    let mut inputs: Vec<(NodeId, Operand)> = vec![(a_op.src, Operand::A), (b_op.src, Operand::B)];
-    for (input, role, axes) in &epi_inputs {
-        inputs.push((*input, *role));
-        if *role == Operand::Bias {
-            let st = strides(g, *input);
-            let mut bias = Affine::default();
-            for (a, s) in axes.iter().zip(st) {
-                if let Some(d) = a.and_then(|v| digit[v]) {
-                    bias.terms.push((d, s));
-                }
-            }
-            implicit.bias = Some(bias);
-        }
-    }
-    let (m, n, k) = (implicit.extent(Axis::M), implicit.extent(Axis::N), implicit.extent(Axis::K));
-    let plain_b = |layout: BLayout| {
-        let (kc, nc) = if layout == BLayout::KN { (n, 1) } else { (1, k) };
-        implicit.b.offset == Affine { terms: vec![(digit_of(Axis::K), kc), (digit_of(Axis::N), nc)], constant: 0 }
-            || implicit.b.offset
-                == Affine { terms: vec![(digit_of(Axis::N), nc), (digit_of(Axis::K), kc)], constant: 0 }
-    };
-    let plain = implicit.batch.is_empty()
-        && [&implicit.m, &implicit.n, &implicit.k].iter().all(|d| d.len() == 1)
-        && implicit.a.guards.is_empty()
-        && implicit.b.guards.is_empty()
-        && implicit.a.offset == Affine { terms: vec![(digit_of(Axis::M), k), (digit_of(Axis::K), 1)], constant: 0 };
-    let gemm = if plain && (plain_b(BLayout::KN) || plain_b(BLayout::NK)) {
-        let b_layout = if plain_b(BLayout::KN) { BLayout::KN } else { BLayout::NK };
-        let ldb = if b_layout == BLayout::KN { n } else { k };
-        let [aa, ab_, ac] = [k, ldb, n].map(|x| align(x as u64));
-        Gemm { ab, out, b_layout, round_sum, align_a: aa, align_b: ab_, align_c: ac, split_k: 1, implicit: None }
-    } else {
-        let (kn, nk) = (implicit.vector_width(&implicit.b, Axis::N), implicit.vector_width(&implicit.b, Axis::K));
-        let b_layout = if kn > nk { BLayout::KN } else { BLayout::NK };
-        Gemm {
-            ab,
-            out,
-            b_layout,
-            round_sum,
-            align_a: implicit.vector_width(&implicit.a, Axis::K),
-            align_b: kn.max(nk),
-            align_c: align(n as u64),
-            split_k: 1,
-            implicit: Some(implicit),
-        }
-    };
-    let mut named: Vec<(String, Operand)> = Vec::new();
-    for id in g.inputs() {
-        if let Some((_, role)) = inputs.iter().find(|x| x.0 == id) {
-            named.push((input_name(g, id), *role));
-        }
-    }
-    let batch = gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch));
-    let mut problem = plan::Problem::gemm((m * batch) as u64, n as u64, k as u64, ab);
-    if gemm.implicit.is_some() {
-        let numel = |id: NodeId| g.shape(id).iter().map(|d| d.as_int().unwrap_or(1).max(1) as u64).product::<u64>();
-        problem.distinct = [numel(a_op.src), numel(b_op.src)];
-    }
-    Ok(GemmGraph {
-        problem,
-        sizes: [m, n, k],
-        pattern: pattern.kind,
-        gemm,
-        epilogue,
-        inputs: named,
-        output: g.outputs[0].name.clone(),
-        contraction: r,
-    })
+    Ok(Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain })
 }
 
 /// Whether `id` reaches the graph's output through movements and `RELU`s
@@ -527,37 +543,35 @@ fn digit_of(axis: Axis) -> Digit {
     Digit { axis, index: 0 }
 }
 
-/// Each node's users.
-fn users(g: &Graph) -> Vec<Vec<NodeId>> {
-    let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); g.len()];
-    for id in g.ids() {
-        for &s in &g.node(id).src {
-            users[s.index()].push(id);
+/// Row-major element strides of `id`'s shape (`region::MemRef::of`);
+/// `None` when one is symbolic.
+fn strides(g: &Graph, id: NodeId) -> Option<Vec<i64>> {
+    crate::region::MemRef::of(g, id).strides.iter().map(|d| d.as_int()).collect()
+}
+
+/// `e · scale` as `(variable, coefficient)` pairs and a constant; `None`
+/// when a coefficient or the constant is symbolic.
+fn linear(e: &AffExpr, scale: i64) -> Option<(Vec<(usize, i64)>, i64)> {
+    let vars = e.var_coeffs().map(|(v, c)| c.as_int().map(|c| (v as usize, c * scale))).collect::<Option<_>>()?;
+    Some((vars, e.constant_part().as_int()? * scale))
+}
+
+/// The flat element offset of an operand (`Σ stride · index`) as
+/// [`linear`] gives it, each variable once.
+fn flat_offset(g: &Graph, op: &contraction::Operand) -> Option<(Vec<(usize, i64)>, i64)> {
+    let mut vars: Vec<(usize, i64)> = Vec::new();
+    let mut constant = 0;
+    for (e, s) in op.idx.iter().zip(strides(g, op.src)?) {
+        let (vs, c) = linear(e, s)?;
+        constant += c;
+        for (v, c) in vs {
+            match vars.iter_mut().find(|x| x.0 == v) {
+                Some(x) => x.1 += c,
+                None => vars.push((v, c)),
+            }
         }
     }
-    users
-}
-
-/// Row-major element strides of `id`'s shape (1 for a symbolic extent:
-/// callers have checked the sizes they use are concrete).
-fn strides(g: &Graph, id: NodeId) -> Vec<i64> {
-    let shape = g.shape(id);
-    let mut st = vec![1i64; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        st[k] = st[k + 1] * shape[k + 1].as_int().unwrap_or(1);
-    }
-    st
-}
-
-/// The coefficient of variable `v` in the flat offset of an operand read at
-/// `idx` with element strides `strides`.
-fn coeff_of(idx: &[AffExpr], strides: &[i64], v: usize) -> i64 {
-    idx.iter()
-        .zip(strides)
-        .map(|(e, s)| {
-            e.var_coeffs().filter(|(k, _)| *k as usize == v).map(|(_, c)| c.as_int().unwrap_or(0) * s).sum::<i64>()
-        })
-        .sum()
+    Some((vars, constant))
 }
 
 /// Recognises `g`, chooses the best plan of the space for `target` by the

@@ -98,6 +98,14 @@ pub struct Operand {
     pub guard: Vec<Piece>,
 }
 
+impl Operand {
+    /// Whether variable `v` indexes the operand or one of its guards.
+    pub fn reads(&self, v: usize) -> bool {
+        let mut exprs = self.idx.iter().chain(self.guard.iter().flat_map(|p| p.valid.iter().map(|c| &c.expr)));
+        exprs.any(|e| e.var_coeffs().any(|(k, c)| k as usize == v && c.as_int() != Some(0)))
+    }
+}
+
 /// A `REDUCE(SUM)` of a `MUL`, its operands traced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Traced {
