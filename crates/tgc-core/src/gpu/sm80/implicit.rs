@@ -327,12 +327,7 @@ impl Builder {
                 ..o.smem.clone()
             };
             let src = GlobalRef { param: o.param, offset };
-            let bytes = (v * es) as u32;
-            let copy = if bytes >= 4 {
-                Stmt::CpAsync { dst, src, bytes, src_bytes }
-            } else {
-                Stmt::CopySync { dst, src, bytes, src_bytes }
-            };
+            let copy = copy_stmt(dst, src, (v * es) as u32, src_bytes);
             let last = (i as i64 + 1) * threads > chunks;
             out.push(if last {
                 Stmt::If {

@@ -590,11 +590,7 @@ impl Builder {
         let offset = Expr::c(0).lt(src_bytes.clone()).select(at, 0);
         let dst = SmemRef { offset: stage * o.stage_bytes + row * (o.cols * es) + col * es, ..o.smem.clone() };
         let src = GlobalRef { param: o.param, offset };
-        let copy = if bytes >= 4 {
-            Stmt::CpAsync { dst, src, bytes, src_bytes }
-        } else {
-            Stmt::CopySync { dst, src, bytes, src_bytes }
-        };
+        let copy = copy_stmt(dst, src, bytes, src_bytes);
         if chunks % threads == 0 {
             body.push(copy);
         } else {
@@ -667,6 +663,17 @@ impl Builder {
             step
         });
         out
+    }
+}
+
+/// A copy of `bytes` from global to shared memory, `src_bytes` of them
+/// read and the rest zero-filled: `cp.async` when it moves at least 4
+/// bytes (its smallest size, PTX ISA "cp.async"), else synchronous.
+fn copy_stmt(dst: SmemRef, src: GlobalRef, bytes: u32, src_bytes: Expr) -> Stmt {
+    if bytes >= 4 {
+        Stmt::CpAsync { dst, src, bytes, src_bytes }
+    } else {
+        Stmt::CopySync { dst, src, bytes, src_bytes }
     }
 }
 
