@@ -851,27 +851,10 @@ impl<'p> Builder<'p> {
             // index stepping by one per element, and 4-wide loads.
             self.unflatten(Expr::Var(b0), 0, &lk.loops, &mut out)?;
             let first = self.loop_vars[&(last as u32)].clone();
-            let mut loads = Vec::new();
-            vector_loads(&lk.value, last as u32, vec, false, &mut loads);
-            for (n, (buf, index, ldt)) in loads.into_iter().enumerate() {
-                self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(ldt), len: vec as u32 });
-                let reg = RegId(self.k.regs.len() as u32 - 1);
-                out.push(Stmt::LdGlobalVec {
-                    dst: (0..vec).map(|u| RegRef { reg, index: Expr::c(u) }).collect(),
-                    src: GlobalRef { param: self.buf_param[&buf], offset: self.aff(&index)? },
-                    dtype: ldt,
-                    pred: Expr::c(1),
-                });
-                self.vec_loads.push((buf, index, reg, false));
-            }
-            for u in 0..vec {
-                self.loop_vars.insert(last as u32, if u == 0 { first.clone() } else { first.clone() + Expr::c(u) });
-                self.lane = u;
-                let value = self.scalar(&lk.value)?;
-                out.push(Stmt::Compute { dst: RegRef { reg: v, index: Expr::c(u) }, value });
-            }
-            self.vec_loads.clear();
-            self.lane = 0;
+            out.extend(self.vector_loads_of(&lk.value, last as u32, vec, &BTreeMap::new())?);
+            out.extend(self.per_element(last as u32, first, vec, |b, u| {
+                Ok(Stmt::Compute { dst: RegRef { reg: v, index: Expr::c(u) }, value: b.scalar(&lk.value)? })
+            })?);
             out.push(Stmt::StGlobalVec {
                 dst: GlobalRef { param, offset: Expr::Var(b0) },
                 src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
@@ -913,7 +896,8 @@ impl<'p> Builder<'p> {
     /// A warp's reduction of `lk` at the current output point, leaving the
     /// total in every lane's accumulator ([`Builder::acc`]): the identity,
     /// lane `l` accumulating the flattened reduce points `l, l + 32, …`
-    /// (loads of `smem_of` buffers from shared memory), then five
+    /// (loads of `smem_of` buffers from shared memory), or [`VEC`] at a
+    /// time where [`Builder::vector_reduction_step`] applies, then five
     /// `shfl.sync.bfly` steps (lane masks 16, 8, 4, 2, 1).
     fn warp_reduction(
         &mut self,
@@ -996,15 +980,11 @@ impl<'p> Builder<'p> {
         }
         let j = self.var("j");
         self.loop_vars.insert(var, Expr::Var(j));
-        let mut body = self.vector_loads_of(&r.value, var, smem_of)?;
+        let mut body = self.vector_loads_of(&r.value, var, VEC, smem_of)?;
         let acc = self.acc_ref()?;
-        for u in 0..VEC {
-            self.loop_vars.insert(var, if u == 0 { Expr::Var(j) } else { Expr::Var(j) + Expr::c(u) });
-            self.lane = u;
-            body.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc: acc.clone(), value: self.scalar(&r.value)? });
-        }
-        self.vec_loads.clear();
-        self.lane = 0;
+        body.extend(self.per_element(var, Expr::Var(j), VEC, |b, _| {
+            Ok(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc: acc.clone(), value: b.scalar(&r.value)? })
+        })?);
         Ok(Some((j, body)))
     }
 
@@ -1101,15 +1081,10 @@ impl<'p> Builder<'p> {
                     },
                 });
             } else {
-                body.extend(self.vector_loads_of(&lk.value, 1, smem_of)?);
-                for (e, reg) in regs.into_iter().enumerate() {
-                    let e = e as i64;
-                    self.loop_vars.insert(1, if e == 0 { Expr::Var(jj) } else { Expr::Var(jj) + Expr::c(e) });
-                    self.lane = e;
-                    body.push(Stmt::Compute { dst: reg, value: self.scalar(&lk.value)? });
-                }
-                self.vec_loads.clear();
-                self.lane = 0;
+                body.extend(self.vector_loads_of(&lk.value, 1, VEC, smem_of)?);
+                body.extend(self.per_element(1, Expr::Var(jj), VEC, |b, e| {
+                    Ok(Stmt::Compute { dst: regs[e as usize].clone(), value: b.scalar(&lk.value)? })
+                })?);
             }
             phases.push(Stmt::For {
                 var: u,
@@ -1133,28 +1108,52 @@ impl<'p> Builder<'p> {
         })
     }
 
+    /// `f(element)` at each of the `vec` consecutive points `base, base + 1,
+    /// …` of loop `var`, [`Builder::scalar`] reading element `u` of the
+    /// vector loads [`Builder::vector_loads_of`] registered; then those
+    /// registrations end.
+    fn per_element(
+        &mut self,
+        var: u32,
+        base: Expr,
+        vec: i64,
+        mut f: impl FnMut(&mut Self, i64) -> DResult<Stmt>,
+    ) -> DResult<Vec<Stmt>> {
+        let mut out = Vec::new();
+        for u in 0..vec {
+            self.loop_vars.insert(var, if u == 0 { base.clone() } else { base.clone() + Expr::c(u) });
+            self.lane = u;
+            out.push(f(self, u)?);
+        }
+        self.vec_loads.clear();
+        self.lane = 0;
+        Ok(out)
+    }
+
     /// The buffer parameter of `buf`.
     fn param_of(&self, buf: BufId) -> DResult<ParamId> {
         self.buf_param.get(&buf).copied().ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))
     }
 
-    /// One `ld.global.v4` (or, from a row in `smem_of`, `ld.shared.v4`) of
-    /// each load of `e` contiguous along loop `var` ([`vector_loads`]), at
-    /// the current loop variables (`var` at a multiple of [`VEC`]),
-    /// registered in [`Builder::vec_loads`] for [`Builder::scalar`].
+    /// One `ld.global.v{vec}` (or, from a row in `smem_of`,
+    /// `ld.shared.v{vec}`) of each load of `e` contiguous along loop `var`
+    /// ([`vector_loads`]), at the current loop variables (`var` at a
+    /// multiple of `vec`), registered in [`Builder::vec_loads`] for
+    /// [`Builder::scalar`] ([`Builder::per_element`] reads them).
     fn vector_loads_of(
         &mut self,
         e: &loop_ir::Expr,
         var: u32,
+        vec: i64,
         smem_of: &BTreeMap<BufId, SmemId>,
     ) -> DResult<Vec<Stmt>> {
         let mut loads = Vec::new();
-        vector_loads(e, var, VEC, false, &mut loads);
+        vector_loads(e, var, vec, false, &mut loads);
         let mut out = Vec::new();
         for (n, (buf, index, dtype)) in loads.into_iter().enumerate() {
-            self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(dtype), len: VEC as u32 });
+            self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(dtype), len: vec as u32 });
             let reg = RegId(self.k.regs.len() as u32 - 1);
-            let dst: Vec<RegRef> = (0..VEC).map(|u| RegRef { reg, index: Expr::c(u) }).collect();
+            let dst: Vec<RegRef> = (0..vec).map(|u| RegRef { reg, index: Expr::c(u) }).collect();
             out.push(match smem_of.get(&buf) {
                 Some(&smem) => {
                     let at = self.aff(&crate::cpu::rows::row_subscript(&index))?;
@@ -1615,4 +1614,4 @@ pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<
 
 #[cfg(test)]
 #[path = "simt_tests.rs"]
-mod tests;
+pub(super) mod tests;
