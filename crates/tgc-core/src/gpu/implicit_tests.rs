@@ -10,13 +10,10 @@
 //! 2^-8 relative, and an f32 sum in another order may round to the
 //! neighbour).
 
-use std::collections::BTreeMap;
-
 use super::simt::{emulate, lower_program_for, Form, GpuProgram};
 use super::sm80::Axis;
 use super::toolchain::{sass_opcodes, Toolchain};
 use super::{cuda, ir::Arch, verify};
-use crate::interp;
 use crate::pipeline::{self, Format};
 use crate::plan::target::SM80;
 use crate::tiny::Graph;
@@ -80,34 +77,12 @@ fn load(src: &str) -> Graph {
     pipeline::load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e}\n{src}")).graph
 }
 
-/// Lowers `g` for sm80, verifies every kernel, emulates the program and
-/// compares it with the interpreter within `tol` relative to max(1,
-/// |reference|).
+/// Lowers `g` for sm80, then verifies, emulates and compares it with the
+/// interpreter as the SIMT tests do (`simt::tests::check_program`), within
+/// `tol` relative to max(1, |reference|).
 fn check(g: &Graph, tol: f64) -> GpuProgram {
     let prog = lower_program_for(g, Some(&SM80)).unwrap_or_else(|e| panic!("{e}"));
-    for l in &prog.launches {
-        if let Err(errs) = verify::verify(&l.kernel) {
-            panic!("{}: {errs:?}\n{}", l.kernel.name, l.kernel);
-        }
-    }
-    let mut inputs = Vec::new();
-    let mut tensors = Vec::new();
-    for (k, id) in g.inputs().into_iter().enumerate() {
-        let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
-        let n = shape.iter().product();
-        let t = interp::Tensor::new(g.dtype(id), &shape, tgc_runtime::tensor::sample_values(k as u64 + 3, n)).unwrap();
-        inputs.push(t.data.clone());
-        tensors.push(t);
-    }
-    let want = interp::run(g, &BTreeMap::new(), &tensors).unwrap();
-    let got = emulate(&prog, &[], &inputs).unwrap_or_else(|e| panic!("{e}"));
-    for (o, (got, want)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(got.len(), want.data.len());
-        for (i, (a, b)) in got.iter().zip(&want.data).enumerate() {
-            assert!((a - b).abs() <= tol * b.abs().max(1.0), "output {o}[{i}]: emulated {a}, interpreter {b}");
-        }
-    }
-    prog
+    super::simt::tests::check_program(g, prog, &[], tol)
 }
 
 fn tol(dtype: &str) -> f64 {

@@ -28,7 +28,7 @@ fn check(g: &Graph, dims: &[(&str, i64)], tol: f64) -> GpuProgram {
 }
 
 /// [`check`] of a given program of `g`.
-fn check_program(g: &Graph, prog: GpuProgram, dims: &[(&str, i64)], tol: f64) -> GpuProgram {
+pub(crate) fn check_program(g: &Graph, prog: GpuProgram, dims: &[(&str, i64)], tol: f64) -> GpuProgram {
     for l in &prog.launches {
         if let Err(errs) = verify::verify(&l.kernel) {
             panic!("{}: {errs:?}\n{}", l.kernel.name, l.kernel);
