@@ -121,42 +121,26 @@ fn main() -> ExitCode {
         return plan_sweep(&gpu, iters, conv_only);
     }
     println!("device sm_{}, {iters} iterations per case", gpu.sm());
-    println!(
-        "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
-        "dtype", "M×N×K", "epilogue", "tgc TF/s", "torch TF/s", "ratio"
-    );
     let mut failed = false;
+    if !rows_only {
+        println!(
+            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
+            "dtype", "M×N×K", "epilogue", "tgc TF/s", "torch TF/s", "ratio"
+        );
+    }
     for dtype in if rows_only { &[][..] } else { &[DType::F16, DType::BF16][..] } {
         let dtype = *dtype;
         for &(m, n, k) in &SHAPES {
             for epilogue in ["none", "bias_relu"] {
                 let flops = 2.0 * m as f64 * n as f64 * k as f64;
-                let text = gemm_graph(dtype, m, n, k, epilogue);
-                let tgc = match tgc_seconds(&gpu, &text, iters) {
-                    Ok(s) => Some(flops / s / 1e12),
-                    Err(e) => {
-                        eprintln!("tgc {dtype} {m}×{n}×{k} {epilogue}: {e}");
-                        failed = true;
-                        None
-                    }
-                };
-                let torch = match torch_seconds(
-                    &[&dtype.to_string(), "gemm", &format!("{m}"), &format!("{n}"), &format!("{k}"), epilogue],
-                    iters,
-                ) {
-                    Ok(s) => Some(flops / s / 1e12),
-                    Err(e) => {
-                        eprintln!("torch {dtype} {m}×{n}×{k} {epilogue}: {e}");
-                        None
-                    }
-                };
-                let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-                let ratio = match (tgc, torch) {
-                    (Some(a), Some(b)) => format!("{:.2}", a / b),
-                    _ => "-".into(),
-                };
                 let shape = format!("{m}×{n}×{k}");
-                println!("{dtype:<6} {shape:<20} {epilogue:<10} {:>10} {:>10} {ratio:>8}", fmt(tgc), fmt(torch));
+                let torch_case = [&dtype.to_string(), "gemm", &m.to_string(), &n.to_string(), &k.to_string(), epilogue];
+                let case = format!("{dtype} {shape} {epilogue}");
+                let text = gemm_graph(dtype, m, n, k, epilogue);
+                let pair = measure(&gpu, &case, &text, &torch_case, iters, flops / 1e12);
+                failed |= pair.tgc.is_none();
+                let [tgc, torch, ratio] = pair.cells(1, 2);
+                println!("{dtype:<6} {shape:<20} {epilogue:<10} {tgc:>10} {torch:>10} {ratio:>8}");
             }
         }
     }
@@ -171,34 +155,13 @@ fn main() -> ExitCode {
         for op in ["softmax", "layernorm"] {
             let text = row_graph(op, rows, cols);
             // Read x once and write y once (f16); gamma and beta are noise.
-            let bytes = 2.0 * 2.0 * rows as f64 * cols as f64;
-            let tgc = match tgc_seconds(&gpu, &text, iters) {
-                Ok(s) => Some(bytes / s / 1e9),
-                Err(e) => {
-                    eprintln!("tgc {op} {rows}×{cols}: {e}");
-                    failed = true;
-                    None
-                }
-            };
-            let torch = match torch_seconds(&["f16", op, &rows.to_string(), &cols.to_string(), "0", "none"], iters) {
-                Ok(s) => Some(bytes / s / 1e9),
-                Err(e) => {
-                    eprintln!("torch {op} {rows}×{cols}: {e}");
-                    None
-                }
-            };
-            let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
-            let ratio = match (tgc, torch) {
-                (Some(a), Some(b)) => format!("{:.2}", a / b),
-                _ => "-".into(),
-            };
-            println!(
-                "{:<6} {:<20} {op:<10} {:>10} {:>10} {ratio:>8}",
-                "f16",
-                format!("{rows}×{cols}"),
-                fmt(tgc),
-                fmt(torch)
-            );
+            let gbytes = 2.0 * 2.0 * rows as f64 * cols as f64 / 1e9;
+            let shape = format!("{rows}×{cols}");
+            let torch_case = ["f16", op, &rows.to_string(), &cols.to_string(), "0", "none"];
+            let pair = measure(&gpu, &format!("{op} {shape}"), &text, &torch_case, iters, gbytes);
+            failed |= pair.tgc.is_none();
+            let [tgc, torch, ratio] = pair.cells(0, 2);
+            println!("{:<6} {shape:<20} {op:<10} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
         }
     }
     if conv_only || !rows_only {
@@ -214,6 +177,35 @@ fn main() -> ExitCode {
     }
 }
 
+/// One case measured on both sides: tgc's rate and torch's, in the caller's
+/// unit (`work` of it per run: TFLOP, GB).
+struct Pair {
+    tgc: Option<f64>,
+    torch: Option<f64>,
+}
+
+impl Pair {
+    /// tgc's rate and torch's with `digits` after the point, tgc/torch
+    /// with `ratio_digits` (`-` where a side did not run).
+    fn cells(&self, digits: usize, ratio_digits: usize) -> [String; 3] {
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        let ratio = match (self.tgc, self.torch) {
+            (Some(a), Some(b)) => format!("{:.ratio_digits$}", a / b),
+            _ => "-".into(),
+        };
+        [fmt(self.tgc), fmt(self.torch), ratio]
+    }
+}
+
+/// tgc's kernels for the graph `text` ([`tgc_seconds`]) and PyTorch's
+/// `torch_case` ([`torch_seconds`]), each as `work` per second; a side that
+/// fails is `None`, with why on stderr after `case`.
+fn measure(gpu: &Gpu, case: &str, text: &str, torch_case: &[&str], iters: usize, work: f64) -> Pair {
+    let tgc = tgc_seconds(gpu, text, iters).map(|s| work / s).map_err(|e| eprintln!("tgc {case}: {e}")).ok();
+    let torch = torch_seconds(torch_case, iters).map(|s| work / s).map_err(|e| eprintln!("torch {case}: {e}")).ok();
+    Pair { tgc, torch }
+}
+
 /// The [`CONVS`] rows; whether a tgc case failed.
 fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
     println!(
@@ -227,29 +219,19 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
         let pq = (hw + 2 * pad - r) / stride + 1;
         let flops = 2.0 * (n * pq * pq * k * c * r * r) as f64;
         let text = conv_graph(n, hw, c, k, r, stride, pad);
-        let tgc = match tgc_seconds(gpu, &text, iters) {
-            Ok(s) => Some(flops / s / 1e12),
-            Err(e) => {
-                eprintln!("tgc conv {n}×{hw}×{hw}×{c} → {k} {r}×{r}: {e}");
-                failed = true;
-                None
-            }
-        };
         let spec = format!("{n},{hw},{c},{k},{r},{stride},{pad}");
-        let torch = match torch_seconds(&["f16", "conv", &spec, "0", "0", "bias"], iters) {
-            Ok(s) => Some(flops / s / 1e12),
-            Err(e) => {
-                eprintln!("torch conv {spec}: {e}");
-                None
-            }
-        };
-        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-        let ratio = match (tgc, torch) {
-            (Some(a), Some(b)) => format!("{:.2}", a / b),
-            _ => "-".into(),
-        };
         let case = format!("{n}×{hw}×{hw}×{c} → {k}, {r}×{r}/{stride}");
-        println!("{:<6} {case:<28} {:>8} {:>10} {:>10} {ratio:>8}", "f16", format!("{pq}×{pq}"), fmt(tgc), fmt(torch));
+        let pair = measure(
+            gpu,
+            &format!("conv {case}"),
+            &text,
+            &["f16", "conv", &spec, "0", "0", "bias"],
+            iters,
+            flops / 1e12,
+        );
+        failed |= pair.tgc.is_none();
+        let [tgc, torch, ratio] = pair.cells(1, 2);
+        println!("{:<6} {case:<28} {:>8} {tgc:>10} {torch:>10} {ratio:>8}", "f16", format!("{pq}×{pq}"));
     }
     failed
 }
@@ -265,28 +247,13 @@ fn attention_rows(gpu: &Gpu, iters: usize) -> bool {
             "graph bench(q: f16[{b}, {h}, {seq}, {d}], k: f16[{b}, {h}, {seq}, {d}], v: f16[{b}, {h}, {seq}, {d}]) -> \
              (o: f16[{b}, {h}, {seq}, {d}]) {{\no = attention(q, k, v)\nreturn o\n}}"
         );
-        let tgc = match tgc_seconds(gpu, &text, iters) {
-            Ok(s) => Some(flops / s / 1e12),
-            Err(e) => {
-                eprintln!("tgc attention {b}×{h}×{seq}×{d}: {e}");
-                failed = true;
-                None
-            }
-        };
         let spec = format!("{b},{h},{seq},{d}");
-        let torch = match torch_seconds(&["f16", "attention", &spec, "0", "0", "none"], iters) {
-            Ok(s) => Some(flops / s / 1e12),
-            Err(e) => {
-                eprintln!("torch attention {spec}: {e}");
-                None
-            }
-        };
-        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
-        let ratio = match (tgc, torch) {
-            (Some(a), Some(b)) => format!("{:.3}", a / b),
-            _ => "-".into(),
-        };
-        println!("{:<6} {:<28} {:>10} {:>10} {ratio:>8}", "f16", format!("{b}×{h}×{seq}×{d}"), fmt(tgc), fmt(torch));
+        let case = format!("{b}×{h}×{seq}×{d}");
+        let torch_case = ["f16", "attention", &spec, "0", "0", "none"];
+        let pair = measure(gpu, &format!("attention {case}"), &text, &torch_case, iters, flops / 1e12);
+        failed |= pair.tgc.is_none();
+        let [tgc, torch, ratio] = pair.cells(2, 3);
+        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
     }
     failed
 }
