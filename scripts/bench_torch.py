@@ -9,8 +9,9 @@ Usage: bench_torch.py DTYPE OP A B C EPILOGUE ITERS
             stride S, padding P; B, C ignored): conv2d + bias on
             channels_last tensors (cuDNN), attention (A = "B,H,S,D"; B, C
             ignored): scaled_dot_product_attention with the flash backend
-  EPILOGUE  gemm only: none: torch.matmul (cuBLAS); bias_relu:
-            torch.relu(x @ w + b), unfused (matmul, add, ReLU)
+  EPILOGUE  gemm: none: torch.matmul (cuBLAS); bias_relu:
+            torch.relu(x @ w + b), unfused (matmul, add, ReLU);
+            attention: causal (is_causal=True) or none
 Prints one line: `seconds_per_iteration` measured with CUDA events over
 ITERS iterations after a warm-up. Exits 3 with a message on stderr when
 torch or a GPU is missing.
@@ -55,7 +56,7 @@ def main():
 
         def step():
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return torch.nn.functional.scaled_dot_product_attention(q, kk, v)
+                return torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=epilogue == "causal")
 
     elif op != "gemm":
         print(f"unknown op {op}", file=sys.stderr)

@@ -27,11 +27,14 @@
 //! run).
 //!
 //! Then attention ([`ATTENTION`], f16, batch 4, 16 heads, head dim 64 and
-//! 128, no mask, not causal): tgc's kernels for the frontend's
-//! `attention(q, k, v)` — today the SIMT kernels of its regions, the score
-//! matrix in global memory (no fused MMA attention template yet) — against
+//! 128, sequence 512 to 16k, no mask, causal or not): tgc's fused
+//! attention kernel (`gpu::sm80::attention`, FlashAttention-2 on
+//! `mma.sync`) for the frontend's `attention(q, k, v, causal=…)` against
 //! `torch.nn.functional.scaled_dot_product_attention` with the flash
-//! backend, in TFLOP/s (4·B·H·S²·D per run: the two products).
+//! backend, in TFLOP/s (4·B·H·S²·D per run: the two products; half of it
+//! when causal, as FlashAttention counts). A graph the fused template does
+//! not take is reported, not run (its SIMT kernels would hold the score
+//! matrix in global memory).
 //!
 //! With `--rows` it runs only the softmax and layernorm rows, with
 //! `--conv` only the convolutions, with `--attention` only attention.
@@ -101,7 +104,18 @@ const CONVS: [(usize, usize, usize, usize, usize); 8] = [
 const CONV_BATCH: usize = 32;
 
 /// The attention rows: `(sequence length, head dim)`, batch 4, 16 heads.
-const ATTENTION: [(usize, usize); 4] = [(512, 64), (2048, 64), (512, 128), (2048, 128)];
+const ATTENTION: [(usize, usize, bool); 10] = [
+    (512, 64, false),
+    (2048, 64, false),
+    (8192, 64, false),
+    (16384, 64, false),
+    (512, 128, false),
+    (2048, 128, false),
+    (8192, 128, false),
+    (16384, 128, false),
+    (8192, 64, true),
+    (8192, 128, true),
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -241,15 +255,24 @@ fn attention_rows(gpu: &Gpu, iters: usize) -> bool {
     println!("{:<6} {:<28} {:>10} {:>10} {:>8}", "dtype", "B×H×S×D", "tgc TF/s", "torch TF/s", "ratio");
     let mut failed = false;
     let (b, h) = (4usize, 16usize);
-    for &(seq, d) in &ATTENTION {
-        let flops = 4.0 * (b * h * seq * seq * d) as f64;
+    for &(seq, d, causal) in &ATTENTION {
+        let flops = 4.0 * (b * h * seq * seq * d) as f64 / if causal { 2.0 } else { 1.0 };
         let text = format!(
             "graph bench(q: f16[{b}, {h}, {seq}, {d}], k: f16[{b}, {h}, {seq}, {d}], v: f16[{b}, {h}, {seq}, {d}]) -> \
-             (o: f16[{b}, {h}, {seq}, {d}]) {{\no = attention(q, k, v)\nreturn o\n}}"
+             (o: f16[{b}, {h}, {seq}, {d}]) {{\no = attention(q, k, v, causal={causal})\nreturn o\n}}"
         );
         let spec = format!("{b},{h},{seq},{d}");
-        let case = format!("{b}×{h}×{seq}×{d}");
-        let torch_case = ["f16", "attention", &spec, "0", "0", "none"];
+        let case = format!("{b}×{h}×{seq}×{d}{}", if causal { " causal" } else { "" });
+        let fused = pipeline::load(&text, Format::Dsl, None)
+            .ok()
+            .and_then(|l| tgc_core::gpu::attention::match_attention(&l.graph).err())
+            .map_or(Ok(()), |d| Err(d.message));
+        if let Err(why) = fused {
+            println!("{:<6} {case:<28} not fused ({why}): not run", "f16");
+            failed = true;
+            continue;
+        }
+        let torch_case = ["f16", "attention", &spec, "0", "0", if causal { "causal" } else { "none" }];
         let pair = measure(gpu, &format!("attention {case}"), &text, &torch_case, iters, flops / 1e12);
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(2, 3);

@@ -250,6 +250,27 @@ fn implicit_gemm_graphs_run_like_the_interpreter() {
     }
 }
 
+/// A graph that is one attention: the CPU backend and, on a GPU, the fused
+/// attention kernel like the interpreter; `--dump gpu,plan` show the one
+/// kernel and its schedule.
+#[test]
+fn fused_attention_graph_runs_like_the_interpreter() {
+    let path = "crates/tgc-cli/tests/graphs/attention_causal_mask.tgc";
+    let ins = [
+        ("q", DType::F16, vec![2, 3, 70, 32]),
+        ("k", DType::F16, vec![2, 3, 130, 32]),
+        ("v", DType::F16, vec![2, 3, 130, 32]),
+        ("mask", DType::F16, vec![70, 130]),
+    ];
+    cpu_matches_interp(path, &ins, &[]);
+    let o = tgc(&["compile", path, "--target", "sm80", "--dump", "gpu,plan"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("=== gpu ===\n// Attention form; ptxas: "), "{out}");
+    assert!(out.contains("0 bytes spilled") && out.contains("algo_choice attention = online_softmax"), "{out}");
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+}
+
 /// `run --tile`: the fused conv→relu→maxpool kernel strip-mined on H and W
 /// by run-time tiles that do and do not divide the 16×16 result.
 #[test]

@@ -294,6 +294,16 @@ fn gemm_problem(g: &Graph, book: &index_book::IndexBook, id: tiny::NodeId) -> Op
 /// [`plan::cost::choose`], or why it is not planned; a graph with none
 /// says so. [`dump_stage`] uses `sm80` until the CLI takes a GPU target.
 pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
+    match crate::gpu::attention::match_attention(g) {
+        Ok(graph) => {
+            let label = &g.node(graph.scores).label;
+            return format!("attention at `{label}`: {}", crate::gpu::sm80::attention::describe(&graph.attention));
+        }
+        Err(d) if g.ids().filter(|&id| crate::gpu::lower::is_contraction(g, id)).count() == 2 => {
+            return format!("two contractions, not fused as an attention: {}\n", d.message)
+        }
+        Err(_) => {}
+    }
     if let Ok(graph) = crate::gpu::lower::match_gemm(g) {
         let label = &g.node(graph.contraction).label;
         let how = match &graph.gemm.implicit {

@@ -50,7 +50,7 @@ use std::fmt::Write;
 use crate::diag;
 use crate::diag::DResult;
 use crate::gpu::ir::{BinOp, Expr};
-use crate::gpu::simt::{self, Form, GpuProgram, LaunchArg, TENSOR_ALIGN};
+use crate::gpu::simt::{self, GpuProgram, LaunchArg, TENSOR_ALIGN};
 use crate::tiny::Graph;
 use tgc_runtime::launch::StepArg;
 
@@ -121,7 +121,7 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
             g.symbols.iter().map(|s| s.name.clone()).zip(values.iter().copied()).collect();
         let bound = g.bind(&full).map_err(fail)?;
         let program = simt::lower_program_for(&bound, Some(target)).map_err(fail)?;
-        if program.launches.iter().any(|l| l.form == Form::Gemm) {
+        if program.launches.iter().any(|l| l.form.tensor_cores()) {
             programs.push((format!("shape_{k}"), Some(values), program));
         }
     }

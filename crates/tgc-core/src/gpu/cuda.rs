@@ -764,6 +764,27 @@ impl<'k> Printer<'k> {
                 }
                 writeln!(out, "{tag}{} = {};", self.reg(dst, id)?, f32_literal(*value)).unwrap();
             }
+            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+                let kinds = [(dst, RegKind::B16x2), (lo, RegKind::F32), (hi, RegKind::F32)];
+                for (r, kind) in kinds {
+                    if self.reg_kind(r, id)? != kind {
+                        return Err(self.err(id, Fault::FragmentShape, "cvt.rn.x2.f32 packs two f32 into a b32"));
+                    }
+                }
+                let ty = match dtype {
+                    DType::F16 => "f16x2",
+                    DType::BF16 => "bf16x2",
+                    _ => return Err(self.err(id, Fault::BadValue, format!("cvt packs f16 or bf16, not {dtype}"))),
+                };
+                writeln!(
+                    out,
+                    "{tag}asm(\"cvt.rn.{ty}.f32 %0, %1, %2;\\n\" : \"=r\"({}) : \"f\"({}), \"f\"({}));",
+                    self.reg(dst, id)?,
+                    self.reg(hi, id)?,
+                    self.reg(lo, id)?
+                )
+                .unwrap();
+            }
             Stmt::Epilogue { acc, pred, ops } => self.epilogue(out, id, &pad, acc, pred, ops)?,
             Stmt::StGlobalVec { dst, src, dtype, pred } => {
                 let (g, pd) = self.global(dst, id)?;

@@ -148,7 +148,7 @@ fn convolutions_run_on_the_mma_template() {
 
 /// Compiles `p`'s kernels with NVRTC for sm_80: no spills, and SASS with
 /// `HMMA.16816.F32`, `LDSM` and, when `ldgsts`, `LDGSTS`.
-fn compiles_to_mma(tc: &Toolchain, p: &GpuProgram, ldgsts: bool) {
+pub(super) fn compiles_to_mma(tc: &Toolchain, p: &GpuProgram, ldgsts: bool) {
     let kernels = p.kernels();
     let (_, compiled) = cuda::compile(tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
     let res = tc.ptxas_resources(&compiled.ptx, cuda::toolchain_arch(Arch::Sm80)).unwrap();

@@ -259,6 +259,27 @@ impl Expr {
         Expr::Select(Box::new(self), Box::new(a.into()), Box::new(b.into()))
     }
 
+    /// `Σ coefficient · value + constant` with only its non-zero terms
+    /// (a coefficient of 1 unmultiplied): an affine address.
+    pub fn linear(terms: impl IntoIterator<Item = (i64, Expr)>, constant: i64) -> Expr {
+        let mut e: Option<Expr> = None;
+        for (k, x) in terms {
+            if k == 0 {
+                continue;
+            }
+            let t = if k == 1 { x } else { x * k };
+            e = Some(match e {
+                None => t,
+                Some(e) => e + t,
+            });
+        }
+        match (e, constant) {
+            (None, k) => Expr::c(k),
+            (Some(e), 0) => e,
+            (Some(e), k) => e + k,
+        }
+    }
+
     /// Calls `f` on every sub-expression, this one first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);
@@ -626,6 +647,12 @@ pub enum Stmt {
     MmaSync { ab: DType, d: Vec<RegRef>, a: Vec<RegRef>, b: Vec<RegRef>, c: Vec<RegRef> },
     /// `mov.b32 dst, value` on an `f32` register.
     MovF32 { dst: RegRef, value: f32 },
+    /// `cvt.rn.{f16x2|bf16x2}.f32 dst, hi, lo` (PTX ISA "cvt"): rounds two
+    /// `f32` registers to `dtype` (f16 or bf16, round to nearest even) and
+    /// packs them into the `B16x2` register `dst`, `lo` in the low half —
+    /// an accumulator fragment of one `mma` becoming an A operand of the
+    /// next (FlashAttention-2's `P`).
+    PackB16x2 { dst: RegRef, lo: RegRef, hi: RegRef, dtype: DType },
     /// Applies `ops` in order to the accumulator `acc`; when `pred` is
     /// false, nothing (no operand load).
     Epilogue { acc: RegRef, pred: Expr, ops: Vec<EpilogueOp> },
@@ -711,6 +738,7 @@ impl Stmt {
             }
             Stmt::MmaSync { .. } => "mma.sync.m16n8k16".into(),
             Stmt::MovF32 { .. } => "mov.b32".into(),
+            Stmt::PackB16x2 { dtype, .. } => format!("cvt.rn.{}x2.f32", dtype.dsl_name()),
             Stmt::Epilogue { .. } => "epilogue".into(),
             Stmt::StGlobalVec { src, .. } => format!("st.global.v{}", src.len()),
             Stmt::StShared { src, .. } => format!("st.shared.v{}", src.len()),
@@ -780,6 +808,34 @@ impl Kernel {
             vars: Vec::new(),
             body: Vec::new(),
         }
+    }
+
+    /// Appends a parameter.
+    pub fn add_param(&mut self, name: &str, kind: ParamKind) -> ParamId {
+        self.params.push(Param { name: name.into(), kind });
+        ParamId(self.params.len() as u32 - 1)
+    }
+
+    /// Appends a variable name.
+    pub fn add_var(&mut self, name: &str) -> VarId {
+        self.vars.push(name.into());
+        VarId(self.vars.len() as u32 - 1)
+    }
+
+    /// Appends a register array of `len` registers.
+    pub fn add_regs(&mut self, name: &str, kind: RegKind, len: u32) -> RegId {
+        self.regs.push(RegArray { name: name.into(), kind, len });
+        RegId(self.regs.len() as u32 - 1)
+    }
+
+    /// Appends a shared buffer of `size` bytes at the next 128-byte
+    /// boundary (a whole swizzle line) and grows `smem_bytes` to hold it;
+    /// a reference to its byte 0.
+    pub fn add_smem(&mut self, name: &str, size: u64, swizzle: Swizzle) -> SmemRef {
+        let offset = self.smem_bytes.div_ceil(128) * 128;
+        self.smem.push(SmemBuffer { name: name.into(), offset, size, swizzle });
+        self.smem_bytes = offset + size;
+        SmemRef { buf: SmemId(self.smem.len() as u32 - 1), offset: Expr::c(0), swizzle }
     }
 
     /// Threads per block.

@@ -148,7 +148,7 @@ fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(No
     }
 }
 
-fn input_name(g: &Graph, id: NodeId) -> String {
+pub(super) fn input_name(g: &Graph, id: NodeId) -> String {
     match &g.node(id).op {
         Op::Input { name } => name.clone(),
         _ => g.node(id).label.clone(),
@@ -424,21 +424,21 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
 
 /// The single-use chain of nodes from the contraction `r` to the graph's
 /// output (module doc), and what it asks of the kernel.
-struct Chain {
+pub(super) struct Chain {
     /// The last node: the graph's output.
-    end: NodeId,
+    pub end: NodeId,
     /// Which output variable of the contraction each axis of `end` is
     /// (`None`: a size-1 axis).
-    order: Vec<Option<usize>>,
+    pub order: Vec<Option<usize>>,
     /// A `CAST` to the operands' dtype before any other op (`001` §0).
-    round_sum: bool,
+    pub round_sum: bool,
     /// The plan's epilogue op names, in order.
-    epilogue: Vec<String>,
+    pub epilogue: Vec<String>,
     /// Each bias or residual input with the contraction variable of each of
     /// its axes.
-    inputs: Vec<(NodeId, Operand, Vec<Option<usize>>)>,
+    pub inputs: Vec<(NodeId, Operand, Vec<Option<usize>>)>,
     /// The `MUL`, the sum and every node after it.
-    nodes: Vec<NodeId>,
+    pub nodes: Vec<NodeId>,
 }
 
 /// Follows the users of the contraction `r` (traced as `t`, variables of
@@ -446,7 +446,7 @@ struct Chain {
 ///
 /// Errors: `Unsupported` at the node that is not an epilogue the template
 /// fuses, at a second use, at a bias or residual it cannot read.
-fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
+pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
     let users = g.consumers();
     let ab = g.dtype(t.mul);
     let mut order: Vec<Option<usize>> = (0..t.out).map(|v| (extents[v] > 1).then_some(v)).collect();
@@ -545,20 +545,20 @@ fn digit_of(axis: Axis) -> Digit {
 
 /// Row-major element strides of `id`'s shape (`region::MemRef::of`);
 /// `None` when one is symbolic.
-fn strides(g: &Graph, id: NodeId) -> Option<Vec<i64>> {
+pub(super) fn strides(g: &Graph, id: NodeId) -> Option<Vec<i64>> {
     crate::region::MemRef::of(g, id).strides.iter().map(|d| d.as_int()).collect()
 }
 
 /// `e · scale` as `(variable, coefficient)` pairs and a constant; `None`
 /// when a coefficient or the constant is symbolic.
-fn linear(e: &AffExpr, scale: i64) -> Option<(Vec<(usize, i64)>, i64)> {
+pub(super) fn linear(e: &AffExpr, scale: i64) -> Option<(Vec<(usize, i64)>, i64)> {
     let vars = e.var_coeffs().map(|(v, c)| c.as_int().map(|c| (v as usize, c * scale))).collect::<Option<_>>()?;
     Some((vars, e.constant_part().as_int()? * scale))
 }
 
 /// The flat element offset of an operand (`Σ stride · index`) as
 /// [`linear`] gives it, each variable once.
-fn flat_offset(g: &Graph, op: &contraction::Operand) -> Option<(Vec<(usize, i64)>, i64)> {
+pub(super) fn flat_offset(g: &Graph, op: &contraction::Operand) -> Option<(Vec<(usize, i64)>, i64)> {
     let mut vars: Vec<(usize, i64)> = Vec::new();
     let mut constant = 0;
     for (e, s) in op.idx.iter().zip(strides(g, op.src)?) {

@@ -31,6 +31,7 @@
 //!   what generated `sm80::steps` functions print (a contraction + epilogue graph
 //!   at concrete sizes takes the [`sm80`] kernel there).
 
+pub mod attention;
 pub mod cuda;
 pub mod emulate;
 pub mod ir;
@@ -41,6 +42,8 @@ pub mod toolchain;
 pub mod verify;
 mod write;
 
+#[cfg(test)]
+mod attention_tests;
 #[cfg(test)]
 mod emulate_tests;
 #[cfg(test)]

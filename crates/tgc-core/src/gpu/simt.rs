@@ -142,6 +142,20 @@ pub enum Form {
     /// graph that is one contraction (GEMM, batched matmul, convolution) +
     /// epilogue ([`lower_program_for`]).
     Gemm,
+    /// The sm80 fused attention template ([`super::attention::build`],
+    /// FlashAttention-2 on `mma.sync`) for a whole graph that is one
+    /// attention ([`lower_program_for`]).
+    Attention,
+}
+
+impl Form {
+    /// Whether the kernel runs on the tensor cores (an MMA template).
+    pub fn tensor_cores(self) -> bool {
+        match self {
+            Form::Gemm | Form::Attention => true,
+            Form::Elementwise | Form::WarpReduce | Form::Serial | Form::Rows => false,
+        }
+    }
 }
 
 /// What a kernel parameter is bound to at launch.
@@ -468,6 +482,13 @@ pub fn lower_program_noting(
     target: &crate::plan::Target,
     estimator: &dyn crate::plan::cost::Estimator,
 ) -> DResult<(GpuProgram, Option<crate::Diagnostic>)> {
+    let contractions = g.ids().filter(|&id| super::lower::is_contraction(g, id)).count();
+    if contractions == 2 {
+        return match super::attention::build(g, target, &format!("{}_attention", g.name)) {
+            Ok(ak) => Ok((attention_program(g, ak), None)),
+            Err(d) => Ok((lower_program(g)?, Some(d))),
+        };
+    }
     let gk = match super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name)) {
         Ok(gk) => gk,
         Err(d) => {
@@ -479,6 +500,68 @@ pub fn lower_program_noting(
         Some(p) => Ok((p, None)),
         None => Ok((lower_program(g)?, None)),
     }
+}
+
+/// The buffers of a one-kernel program of `g`: one per graph input, in
+/// order (`in{i}`), then the output (`out0`).
+fn whole_graph_buffers(g: &Graph) -> Vec<Buffer> {
+    let mut buffers = Vec::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        let t = g.ty(id);
+        let label = match &g.node(id).op {
+            crate::tiny::Op::Input { name } => name.clone(),
+            _ => g.node(id).label.clone(),
+        };
+        buffers.push(Buffer {
+            name: format!("in{i}"),
+            label,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Input(i),
+        });
+    }
+    if let Some(out) = g.outputs.first() {
+        let t = g.ty(out.node);
+        buffers.push(Buffer {
+            name: "out0".into(),
+            label: out.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Output(0),
+        });
+    }
+    buffers
+}
+
+/// The one-launch program of the attention graph `g` with its fused
+/// kernel `ak` ([`super::attention::build`]).
+fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> GpuProgram {
+    use super::attention::Role as R;
+    let buffers = whole_graph_buffers(g);
+    let out = BufId(buffers.len() as u32 - 1);
+    let tensor_biases: Vec<ParamId> = ak.params.biases.iter().flatten().copied().collect();
+    let mut bind: Vec<(ParamId, LaunchArg)> = vec![(ak.params.o, LaunchArg::Buffer(out))];
+    for (i, (_, role)) in ak.graph.inputs.iter().enumerate() {
+        let param = match role {
+            R::Q => Some(ak.params.q),
+            R::K => Some(ak.params.k),
+            R::V => Some(ak.params.v),
+            R::Bias(b) => tensor_biases.get(*b).copied(),
+        };
+        if let Some(p) = param {
+            bind.push((p, LaunchArg::Buffer(BufId(i as u32))));
+        }
+    }
+    bind.sort_by_key(|b| b.0);
+    let launch = Launch {
+        kernel: ak.kernel,
+        form: Form::Attention,
+        args: bind.into_iter().map(|b| b.1).collect(),
+        region: g.ids().collect(),
+        outs: vec![out],
+        plan: None,
+    };
+    GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] }
 }
 
 /// The one-launch program of the GEMM graph `g` with its tensor-core
@@ -493,28 +576,9 @@ fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
     }
     let [m, n, k] = gk.graph.sizes;
     let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
-    let mut buffers = Vec::new();
-    let mut role_buf: Vec<(Operand, BufId)> = Vec::new();
-    for (i, id) in g.inputs().into_iter().enumerate() {
-        let (name, role) = gk.graph.inputs.get(i)?;
-        let t = g.ty(id);
-        buffers.push(Buffer {
-            name: format!("in{i}"),
-            label: name.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            role: Role::Input(i),
-        });
-        role_buf.push((*role, BufId(i as u32)));
-    }
-    let out = g.outputs[0].node;
-    buffers.push(Buffer {
-        name: "out0".into(),
-        label: g.outputs[0].name.clone(),
-        dtype: g.ty(out).dtype,
-        shape: g.ty(out).shape.clone(),
-        role: Role::Output(0),
-    });
+    let buffers = whole_graph_buffers(g);
+    let role_buf: Vec<(Operand, BufId)> =
+        gk.graph.inputs.iter().enumerate().map(|(i, (_, role))| (*role, BufId(i as u32))).collect();
     let c = BufId(buffers.len() as u32 - 1);
     let role = |r: Operand| role_buf.iter().find(|x| x.0 == r).map(|x| x.1);
     let mut bind: Vec<(ParamId, LaunchArg)> = vec![
@@ -1498,7 +1562,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let rank = lk.loops.len() as u32;
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
-        Form::Gemm | Form::Rows => return Err(diag!(Internal, "form_of never chooses {form:?}")),
+        Form::Gemm | Form::Attention | Form::Rows => return Err(diag!(Internal, "form_of never chooses {form:?}")),
         Form::Elementwise | Form::Serial => {
             let out = p.buffer(lk.out);
             let vec = if vectorisable(lk, out) { VEC } else { 1 };

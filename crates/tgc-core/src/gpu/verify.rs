@@ -460,6 +460,14 @@ impl Verifier<'_> {
                 }
             }
             Stmt::MovF32 { dst, .. } => self.reg(dst, RegKind::F32, scope, s, "mov"),
+            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+                if !matches!(dtype, crate::DType::F16 | crate::DType::BF16) {
+                    self.err(Fault::BadValue, s, format!("cvt packs f16 or bf16 pairs, not {dtype}"));
+                }
+                self.reg(dst, RegKind::B16x2, scope, s, "cvt destination");
+                self.reg(lo, RegKind::F32, scope, s, "cvt source");
+                self.reg(hi, RegKind::F32, scope, s, "cvt source");
+            }
             Stmt::Epilogue { acc, pred, ops } => {
                 self.reg(acc, RegKind::F32, scope, s, "epilogue");
                 self.expr(pred, scope, Some(s));

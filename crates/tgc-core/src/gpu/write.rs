@@ -211,6 +211,14 @@ impl Kernel {
                     self.regs_text(c)
                 )?,
                 Stmt::MovF32 { dst, value } => writeln!(f, "mov.b32 {}, {value:?}", self.reg_text(dst))?,
+                Stmt::PackB16x2 { dst, lo, hi, dtype } => writeln!(
+                    f,
+                    "cvt.rn.{}x2.f32 {}, {}, {}",
+                    dtype.dsl_name(),
+                    self.reg_text(dst),
+                    self.reg_text(hi),
+                    self.reg_text(lo)
+                )?,
                 Stmt::Epilogue { acc, pred, ops } => {
                     let ops: Vec<String> = ops
                         .iter()

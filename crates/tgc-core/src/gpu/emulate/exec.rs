@@ -224,6 +224,18 @@ impl<'k> Frame<'k> {
                     self.set_reg(dst, t, value.to_bits(), s)?;
                 }
             }
+            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+                let mut bytes = Vec::with_capacity(4);
+                for t in Self::active(mask) {
+                    bytes.clear();
+                    for r in [lo, hi] {
+                        let v = f32::from_bits(self.get_reg(r, t, s)?);
+                        store_bytes(*dtype, v, &mut bytes).ok_or_else(|| self.bad_vector(s, 2, *dtype))?;
+                    }
+                    let packed = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                    self.set_reg(dst, t, packed, s)?;
+                }
+            }
             Stmt::Epilogue { acc, pred, ops } => {
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {

@@ -174,23 +174,10 @@ impl Builder {
     /// `a` at digit values `digits` (only the axes `a` uses need be
     /// present).
     pub(super) fn affine(a: &Affine, digits: &[(Axis, &[Expr])]) -> Expr {
-        let mut e: Option<Expr> = None;
-        for &(d, c) in &a.terms {
-            let Some(v) = digits.iter().find(|x| x.0 == d.axis).and_then(|x| x.1.get(d.index)) else { continue };
-            if c == 0 {
-                continue;
-            }
-            let t = if c == 1 { v.clone() } else { v.clone() * c };
-            e = Some(match e {
-                None => t,
-                Some(e) => e + t,
-            });
-        }
-        match (e, a.constant) {
-            (None, c) => Expr::c(c),
-            (Some(e), 0) => e,
-            (Some(e), c) => e + c,
-        }
+        let terms = a.terms.iter().filter_map(|&(d, c)| {
+            digits.iter().find(|x| x.0 == d.axis).and_then(|x| x.1.get(d.index)).map(|v| (c, v.clone()))
+        });
+        Expr::linear(terms, a.constant)
     }
 }
 

@@ -60,6 +60,7 @@ use crate::DType;
 
 use super::ir::*;
 
+pub mod attention;
 mod epilogue;
 mod implicit;
 
@@ -346,13 +347,11 @@ struct Ids {
 
 impl Builder {
     fn param(&mut self, name: &str, kind: ParamKind) -> ParamId {
-        self.k.params.push(Param { name: name.into(), kind });
-        ParamId(self.k.params.len() as u32 - 1)
+        self.k.add_param(name, kind)
     }
 
     fn var(&mut self, name: &str) -> VarId {
-        self.k.vars.push(name.into());
-        VarId(self.k.vars.len() as u32 - 1)
+        self.k.add_var(name)
     }
 
     fn let_(&mut self, out: &mut Vec<Stmt>, name: &str, value: Expr) -> Expr {
@@ -362,18 +361,11 @@ impl Builder {
     }
 
     fn regs(&mut self, name: &str, kind: RegKind, len: i64) -> RegId {
-        self.k.regs.push(RegArray { name: name.into(), kind, len: len as u32 });
-        RegId(self.k.regs.len() as u32 - 1)
+        self.k.add_regs(name, kind, len as u32)
     }
 
     fn smem(&mut self, name: &str, size: i64, row_bytes: i64, swizzle: bool) -> SmemRef {
-        // Buffers start 128-byte aligned (a whole swizzle line).
-        let offset = self.k.smem_bytes.div_ceil(128) * 128;
-        let swizzle =
-            if swizzle { Swizzle::for_rows(row_bytes as u64).unwrap_or(Swizzle::IDENTITY) } else { Swizzle::IDENTITY };
-        self.k.smem.push(SmemBuffer { name: name.into(), offset, size: size as u64, swizzle });
-        self.k.smem_bytes = offset + size as u64;
-        SmemRef { buf: SmemId(self.k.smem.len() as u32 - 1), offset: Expr::c(0), swizzle }
+        self.k.add_smem(name, size as u64, row_swizzle(row_bytes, swizzle))
     }
 
     /// `for v in 0..n unroll { f(v) }`.
@@ -663,6 +655,16 @@ impl Builder {
             step
         });
         out
+    }
+}
+
+/// The swizzle of a buffer of rows of `row_bytes` ([`Swizzle::for_rows`]),
+/// or none when `swizzle` is false or the rows are not a power of two.
+fn row_swizzle(row_bytes: i64, swizzle: bool) -> Swizzle {
+    if swizzle {
+        Swizzle::for_rows(row_bytes as u64).unwrap_or(Swizzle::IDENTITY)
+    } else {
+        Swizzle::IDENTITY
     }
 }
 

@@ -1,0 +1,616 @@
+//! The SM80 attention template (`000` §7.3, `algo_choice.attention =
+//! online_softmax`): FlashAttention-2 (Dao, 2023) on `mma.sync` — `O =
+//! softmax(Q·Kᵀ·scale + bias)·V` for one [`Attention`] without writing the
+//! score matrix to memory.
+//!
+//! Skeleton, one CTA of [`WARPS`] warps per [`BM`] query rows of one batch
+//! point, each warp owning 16 rows:
+//!
+//! ```text
+//! copy Q tile → Qs; commit; copy K₀ → Ks[0]; commit; copy V₀ → Vs[0]; commit
+//! wait_group 2; bar.sync; ldmatrix Q fragments (kept in registers)
+//! m = −inf, l = 0, O = 0
+//! for j in 0..blocks:                         // BN keys per block
+//!     wait_group 1; bar.sync                   // K_j landed
+//!     copy K_{j+1} → Ks[(j+1)%2]; commit
+//!     S = Q·K_jᵀ (ldmatrix K, mma.sync)        // 16×BN per warp, f32
+//!     x = S·scale + biases, −inf past N
+//!     m' = max(m, rowmax x) (quad shuffles); c = exp2((m − m')·e)
+//!     P = exp2((x − m')·e); l = l·c + Σ P; O = O·c; m = m'
+//!     P → f16/bf16 A fragments (cvt.rn.x2)    // C layout = A layout
+//!     wait_group 1; bar.sync                   // V_j landed
+//!     copy V_{j+1} → Vs[(j+1)%2]; commit
+//!     O += P·V_j (ldmatrix.trans V, mma.sync)
+//! l = quad sum of l; O /= l; st.global pairs of columns
+//! ```
+//!
+//! `e` is the softmax's exponent scale (`log2 e`); a row whose maximum is
+//! still −inf shifts by 0 (so `exp2` gives 0, not NaN), and a row with no
+//! key at all ends 0/0 = NaN, as the graph's softmax of −inf does. K and V
+//! tiles past `N` and Q rows past `M` are zero-filled by `cp.async`.
+//! Where a constant −inf bias (the causal mask) makes every key past some
+//! column invalid for all of a CTA's rows, the loop stops before those
+//! blocks ([`Bias::Guarded`] with one constraint falling in `n`).
+//!
+//! Fragments (PTX ISA "Matrix Fragments for mma.m16n8k16"): an accumulator
+//! tile's registers `c0, c1` are row `g = lane/4`, columns `2·(lane%4)`,
+//! `+1`, and `c2, c3` row `g + 8`; an A fragment's `a0..a3` are the same
+//! rows and columns `k` and `k + 8`, so two adjacent 16×8 tiles of `P` are
+//! one 16×16 A operand after packing pairs.
+
+use crate::diag;
+use crate::diag::DResult;
+use crate::gpu::attention::{Attention, Bias, Lin, ScoreOp};
+use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
+use crate::DType;
+
+use super::super::ir::*;
+use super::row_swizzle;
+
+/// Warps per CTA; each owns 16 query rows.
+pub const WARPS: i64 = 4;
+/// Query rows per CTA.
+pub const BM: i64 = 16 * WARPS;
+/// Keys per block of the loop.
+pub const BN: i64 = 64;
+/// `__launch_bounds__`'s minimum CTAs per SM (see [`Kernel::min_blocks_per_sm`]).
+pub const MIN_BLOCKS: u32 = 1;
+/// The largest head and value dimension (registers: `O` takes `dv/2` and
+/// the Q fragments `d/4` per thread).
+pub const MAX_HEAD_DIM: i64 = 128;
+
+/// The kernel's parameters, in ABI order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionParams {
+    pub q: ParamId,
+    pub k: ParamId,
+    pub v: ParamId,
+    /// One per [`Attention::scores`] op: the parameter of an `Add` of a
+    /// [`Bias::Tensor`], `None` for the others.
+    pub biases: Vec<Option<ParamId>>,
+    pub o: ParamId,
+}
+
+/// The fused attention kernel of `a`.
+///
+/// Errors: `Unsupported` for operand dtypes other than f16/bf16, an output
+/// other than f16/bf16/f32, head or value dimensions that are not
+/// multiples of 16 up to [`MAX_HEAD_DIM`], `q`/`k`/`v` whose rows are not
+/// 16-byte aligned runs (the `c` coefficient 1, every other a multiple of
+/// 8), an output whose column pairs are not aligned, or more batch points
+/// than the grid's `y` allows.
+pub fn build(a: &Attention) -> DResult<(Kernel, AttentionParams)> {
+    check(a)?;
+    let mut b = Builder { k: Kernel::empty("attention_sm80", Arch::Sm80), a: a.clone() };
+    let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
+    let q = b.k.add_param("Q", ptr(a.ab, false));
+    let k = b.k.add_param("K", ptr(a.ab, false));
+    let v = b.k.add_param("V", ptr(a.ab, false));
+    let mut biases = Vec::new();
+    for (i, op) in a.scores.iter().enumerate() {
+        biases.push(match op {
+            ScoreOp::Add(Bias::Tensor { dtype, .. }) => Some(b.k.add_param(&format!("bias{i}"), ptr(*dtype, false))),
+            ScoreOp::Add(Bias::Guarded { .. }) | ScoreOp::Scale(_) | ScoreOp::Round(_) => None,
+        });
+    }
+    let o = b.k.add_param("O", ptr(a.out, true));
+    let p = AttentionParams { q, k, v, biases, o };
+    b.body(&p);
+    Ok((b.k, p))
+}
+
+/// The template's schedule for `a`, for the `plan` dump: `algo_choice`,
+/// tiles, warps, stages, the sizes and the score ops.
+pub fn describe(a: &Attention) -> String {
+    let ops: Vec<String> = a
+        .scores
+        .iter()
+        .map(|op| match op {
+            ScoreOp::Scale(c) => format!("scale {c}"),
+            ScoreOp::Add(Bias::Tensor { dtype, .. }) => format!("+ {dtype} bias"),
+            ScoreOp::Add(Bias::Guarded { value, otherwise, valid }) => {
+                format!("+ ({value} where {} affine guard(s) hold, else {otherwise})", valid.len())
+            }
+            ScoreOp::Round(d) => format!("round to {d}"),
+        })
+        .collect();
+    let fits = match check(a) {
+        Ok(()) => "on the sm80 attention template".to_string(),
+        Err(d) => format!("not on the template ({})", d.message),
+    };
+    format!(
+        "algo_choice attention = online_softmax, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
+         {}, {} → {}\n  tile: {BM} query rows × {BN} keys per step, {WARPS} warps (16 rows each), K/V in a 2-stage \
+         cp.async ring, P kept in registers\n  scores: {}\n",
+        a.batch.iter().product::<i64>(),
+        a.m,
+        a.n,
+        a.d,
+        a.dv,
+        a.ab,
+        a.out,
+        if ops.is_empty() { "S".to_string() } else { format!("S, {}", ops.join(", ")) }
+    )
+}
+
+fn check(a: &Attention) -> DResult<()> {
+    let unsupported = |why: String| Err(diag!(Unsupported, "the sm80 attention template: {why}"));
+    if !matches!(a.ab, DType::F16 | DType::BF16) || !matches!(a.out, DType::F16 | DType::BF16 | DType::F32) {
+        return unsupported(format!("f16/bf16 operands and f16/bf16/f32 output, not {} → {}", a.ab, a.out));
+    }
+    for (name, x) in [("head", a.d), ("value", a.dv)] {
+        if x % 16 != 0 || !(16..=MAX_HEAD_DIM).contains(&x) {
+            return unsupported(format!("the {name} dimension {x} is not a multiple of 16 up to {MAX_HEAD_DIM}"));
+        }
+    }
+    if a.m < 1 || a.n < 1 || a.batch.iter().any(|&x| x < 1) {
+        return unsupported(format!("empty sizes (M = {}, N = {}, batch {:?})", a.m, a.n, a.batch));
+    }
+    let vector = |l: &Lin, unit: i64| {
+        l.c == 1
+            && [l.m, l.n, l.constant].iter().chain(&l.batch).all(|x| x % unit == 0)
+            && l.batch.len() == a.batch.len()
+    };
+    for (name, l) in [("q", &a.q), ("k", &a.k), ("v", &a.v)] {
+        if !vector(l, 8) {
+            return unsupported(format!("{name}'s rows are not contiguous 16-byte aligned runs ({l:?})"));
+        }
+    }
+    if !vector(&a.o, 2) {
+        return unsupported(format!("the output's column pairs are not contiguous and aligned ({:?})", a.o));
+    }
+    let points: i64 = a.batch.iter().product();
+    if points > crate::gpu::lower::MAX_GRID_YZ as i64 {
+        return unsupported(format!("{points} batch points exceed the grid's y limit"));
+    }
+    Ok(())
+}
+
+struct Builder {
+    k: Kernel,
+    a: Attention,
+}
+
+/// The per-thread values the parts of the kernel share.
+struct Ids {
+    tid: Expr,
+    lane: Expr,
+    warp: Expr,
+    /// `lane / 4` and `lane % 4`: a fragment's row and column pair.
+    g: Expr,
+    t4: Expr,
+    m0: Expr,
+    batch: Vec<Expr>,
+}
+
+/// One operand tile copy: `rows` rows of `cols` elements from `row0`,
+/// rows from `row_end` on zero-filled.
+struct Tile<'l> {
+    param: ParamId,
+    smem: SmemRef,
+    stage_bytes: i64,
+    rows: i64,
+    cols: i64,
+    row0: Expr,
+    row_end: i64,
+    lin: &'l Lin,
+    /// The row is the query row `m` (else the key row `n`).
+    query: bool,
+}
+
+impl Builder {
+    fn let_(&mut self, out: &mut Vec<Stmt>, name: &str, value: Expr) -> Expr {
+        let var = self.k.add_var(name);
+        out.push(Stmt::Let { var, value });
+        Expr::Var(var)
+    }
+
+    fn for_unrolled(&mut self, out: &mut Vec<Stmt>, name: &str, n: i64, f: impl FnOnce(&mut Self, Expr) -> Vec<Stmt>) {
+        let var = self.k.add_var(name);
+        let body = f(self, Expr::Var(var));
+        out.push(Stmt::For { var, start: Expr::c(0), end: Expr::c(n), step: 1, unroll: true, body });
+    }
+
+    fn body(&mut self, p: &AttentionParams) {
+        let a = self.a.clone();
+        let es = a.ab.size_bytes() as i64;
+        let threads = WARPS * 32;
+        self.k.block = [threads as u32, 1, 1];
+        self.k.min_blocks_per_sm = Some(MIN_BLOCKS);
+        self.k.grid = [Expr::c((a.m + BM - 1) / BM), Expr::c(a.batch.iter().product()), Expr::c(1)];
+        let qs = self.k.add_smem("Qs", (BM * a.d * es) as u64, row_swizzle(a.d * es, true));
+        let ks = self.k.add_smem("Ks", (2 * BN * a.d * es) as u64, row_swizzle(a.d * es, true));
+        let vs = self.k.add_smem("Vs", (2 * BN * a.dv * es) as u64, row_swizzle(a.dv * es, true));
+        let n_s = BN / 8 * 4;
+        let n_o = a.dv / 8 * 4;
+        let qf = self.k.add_regs("qf", RegKind::B16x2, (a.d / 16 * 4) as u32);
+        let kf = self.k.add_regs("kf", RegKind::B16x2, 4);
+        let vf = self.k.add_regs("vf", RegKind::B16x2, 4);
+        let s = self.k.add_regs("s", RegKind::F32, n_s as u32);
+        let pf = self.k.add_regs("pf", RegKind::B16x2, (BN / 16 * 4) as u32);
+        let o = self.k.add_regs("o", RegKind::F32, n_o as u32);
+        let [mrow, mnew, shift, corr, lrow] =
+            ["m_row", "m_new", "m_shift", "corr", "l_row"].map(|n| self.k.add_regs(n, RegKind::F32, 2));
+        let r = |reg: RegId, index: Expr| RegRef { reg, index };
+        let f32v = |reg: RegId, index: Expr| ScalarExpr::Reg { reg: RegRef { reg, index }, dtype: DType::F32 };
+        let cst = |value: f64| ScalarExpr::Const { value, dtype: DType::F32 };
+        let bin =
+            |op: BinaryOp, x: ScalarExpr, y: ScalarExpr| ScalarExpr::Binary { op, a: Box::new(x), b: Box::new(y) };
+        let exp2 = |x: ScalarExpr| ScalarExpr::Unary { op: UnaryOp::Exp2, x: Box::new(x) };
+        let e_scale = a.exp_scale as f64;
+
+        let mut out = Vec::new();
+        let tid = self.let_(&mut out, "tid", Expr::ThreadIdx(Dim::X));
+        let lane = self.let_(&mut out, "lane", tid.clone() % 32);
+        let warp = self.let_(&mut out, "warp", tid.clone() / 32);
+        let g = self.let_(&mut out, "g", lane.clone() / 4);
+        let t4 = self.let_(&mut out, "t4", lane.clone() % 4);
+        let m0 = self.let_(&mut out, "m0", Expr::BlockIdx(Dim::X) * BM);
+        let batch = self.split_digits(&mut out, Expr::BlockIdx(Dim::Y));
+        let ids = Ids { tid, lane, warp, g, t4, m0, batch };
+        let kv_end = self.kv_end(&ids);
+        let kv_end = self.let_(&mut out, "kv_end", kv_end);
+        let blocks = self.let_(&mut out, "kv_blocks", (kv_end.clone() + (BN - 1)) / BN);
+
+        let q_tile = Tile {
+            param: p.q,
+            smem: qs.clone(),
+            stage_bytes: 0,
+            rows: BM,
+            cols: a.d,
+            row0: ids.m0.clone(),
+            row_end: a.m,
+            lin: &a.q,
+            query: true,
+        };
+        let k_tile = |row0: Expr| Tile {
+            param: p.k,
+            smem: ks.clone(),
+            stage_bytes: BN * a.d * es,
+            rows: BN,
+            cols: a.d,
+            row0,
+            row_end: a.n,
+            lin: &a.k,
+            query: false,
+        };
+        let v_tile = |row0: Expr| Tile {
+            param: p.v,
+            smem: vs.clone(),
+            stage_bytes: BN * a.dv * es,
+            rows: BN,
+            cols: a.dv,
+            row0,
+            row_end: a.n,
+            lin: &a.v,
+            query: false,
+        };
+        out.extend(self.copy(&q_tile, &ids, Expr::c(0), "q"));
+        out.push(Stmt::CommitGroup);
+        for (tile, tag) in [(k_tile(Expr::c(0)), "k0"), (v_tile(Expr::c(0)), "v0")] {
+            let copy = self.copy(&tile, &ids, Expr::c(0), tag);
+            out.push(Stmt::If { cond: Expr::c(0).lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+            out.push(Stmt::CommitGroup);
+        }
+        out.push(Stmt::WaitGroup { pending: 2 });
+        out.push(Stmt::Barrier);
+        // Q's A fragments: matrix l/8 is rows +8·((l/8)%2), columns +8·(l/16).
+        self.for_unrolled(&mut out, "qk", a.d / 16, |_, kk| {
+            let row = ids.warp.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
+            let col = kk.clone() * 16 + ids.lane.clone() / 16 * 8;
+            let src = SmemRef { offset: row * (a.d * es) + col * es, ..qs.clone() };
+            let dst = (0..4).map(|j| r(qf, kk.clone() * 4 + j)).collect();
+            vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
+        });
+        self.for_unrolled(&mut out, "oi", n_o, |_, i| vec![Stmt::MovF32 { dst: r(o, i), value: 0.0 }]);
+        self.for_unrolled(&mut out, "h", 2, |_, h| {
+            vec![
+                Stmt::MovF32 { dst: r(mrow, h.clone()), value: f32::NEG_INFINITY },
+                Stmt::MovF32 { dst: r(lrow, h), value: 0.0 },
+            ]
+        });
+
+        let j = self.k.add_var("j");
+        let je = Expr::Var(j);
+        let mut main = vec![Stmt::WaitGroup { pending: 1 }, Stmt::Barrier];
+        let stage = self.let_(&mut main, "stage", je.clone() % 2);
+        let next = self.let_(&mut main, "next", je.clone() + 1);
+        let copy = self.copy(&k_tile(next.clone() * BN), &ids, next.clone() % 2, "k");
+        main.push(Stmt::If { cond: next.clone().lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+        main.push(Stmt::CommitGroup);
+        // S = Q·K_jᵀ.
+        self.for_unrolled(&mut main, "si", n_s, |_, i| vec![Stmt::MovF32 { dst: r(s, i), value: 0.0 }]);
+        let k_stage = BN * a.d * es;
+        self.for_unrolled(&mut main, "sk", a.d / 16, |b, kk| {
+            let mut step = Vec::new();
+            b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
+                let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
+                let kcol = kk.clone() * 16 + ids.lane.clone() / 8 % 2 * 8;
+                let src = SmemRef { offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es, ..ks.clone() };
+                ldmatrix_mma_pair(a.ab, src, false, kf, s, &nj, qf, kk.clone() * 4)
+            });
+            step
+        });
+        // The scores, masked past N (and by the biases).
+        self.for_unrolled(&mut main, "xi", n_s, |b, i| {
+            let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + i.clone() % 4 / 2 * 8;
+            let col = je.clone() * BN + i.clone() / 4 * 8 + ids.t4.clone() * 2 + i.clone() % 2;
+            let mut x = f32v(s, i.clone());
+            for (op, param) in a.scores.iter().zip(&p.biases) {
+                x = match op {
+                    ScoreOp::Scale(c) => bin(BinaryOp::Mul, x, cst(*c as f64)),
+                    ScoreOp::Add(bias) => {
+                        bin(BinaryOp::Add, x, b.bias_value(bias, *param, &ids, row.clone(), col.clone()))
+                    }
+                    ScoreOp::Round(d) => {
+                        let rounded = ScalarExpr::Cast { to: *d, x: Box::new(x) };
+                        ScalarExpr::Cast { to: DType::F32, x: Box::new(rounded) }
+                    }
+                };
+            }
+            let inside = row.lt(a.m).and(col.lt(a.n));
+            let value =
+                ScalarExpr::Select { cond: inside, then: Box::new(x), otherwise: Box::new(cst(f64::NEG_INFINITY)) };
+            vec![Stmt::Compute { dst: r(s, i), value }]
+        });
+        // Online softmax: the running maximum over the quad of each row.
+        self.for_unrolled(&mut main, "mh", 2, |_, h| {
+            vec![Stmt::Compute { dst: r(mnew, h.clone()), value: f32v(mrow, h) }]
+        });
+        self.for_unrolled(&mut main, "mi", n_s, |_, i| {
+            vec![Stmt::Accumulate {
+                op: ReduceOp::Max,
+                dtype: DType::F32,
+                acc: r(mnew, i.clone() % 4 / 2),
+                value: f32v(s, i),
+            }]
+        });
+        self.for_unrolled(&mut main, "mq", 2, |_, h| {
+            [1, 2]
+                .map(|lane_mask| Stmt::ShflBfly {
+                    op: ReduceOp::Max,
+                    dtype: DType::F32,
+                    acc: r(mnew, h.clone()),
+                    lane_mask,
+                })
+                .to_vec()
+        });
+        self.for_unrolled(&mut main, "ch", 2, |_, h| {
+            let is_ninf = bin(BinaryOp::Cmpeq, f32v(mnew, h.clone()), cst(f64::NEG_INFINITY));
+            let shifted = ScalarExpr::Where {
+                cond: Box::new(is_ninf),
+                a: Box::new(cst(0.0)),
+                b: Box::new(f32v(mnew, h.clone())),
+            };
+            let c = exp2(bin(
+                BinaryOp::Mul,
+                bin(BinaryOp::Sub, f32v(mrow, h.clone()), f32v(shift, h.clone())),
+                cst(e_scale),
+            ));
+            vec![
+                Stmt::Compute { dst: r(shift, h.clone()), value: shifted },
+                Stmt::Compute { dst: r(corr, h.clone()), value: c },
+                Stmt::Compute { dst: r(mrow, h.clone()), value: f32v(mnew, h.clone()) },
+                Stmt::Compute {
+                    dst: r(lrow, h.clone()),
+                    value: bin(BinaryOp::Mul, f32v(lrow, h.clone()), f32v(corr, h)),
+                },
+            ]
+        });
+        self.for_unrolled(&mut main, "pi", n_s, |_, i| {
+            let h = i.clone() % 4 / 2;
+            let pv =
+                exp2(bin(BinaryOp::Mul, bin(BinaryOp::Sub, f32v(s, i.clone()), f32v(shift, h.clone())), cst(e_scale)));
+            vec![
+                Stmt::Compute { dst: r(s, i.clone()), value: pv },
+                Stmt::Accumulate { op: ReduceOp::Sum, dtype: DType::F32, acc: r(lrow, h), value: f32v(s, i) },
+            ]
+        });
+        self.for_unrolled(&mut main, "oc", n_o, |_, i| {
+            let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
+            vec![Stmt::Compute { dst: r(o, i), value: v }]
+        });
+        // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are one k16 step.
+        self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
+            (0..4)
+                .map(|x| {
+                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
+                    Stmt::PackB16x2 {
+                        dst: r(pf, kk.clone() * 4 + x),
+                        lo: r(s, base.clone()),
+                        hi: r(s, base + 1),
+                        dtype: a.ab,
+                    }
+                })
+                .collect()
+        });
+        main.push(Stmt::WaitGroup { pending: 1 });
+        main.push(Stmt::Barrier);
+        let copy = self.copy(&v_tile(next.clone() * BN), &ids, next.clone() % 2, "v");
+        main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+        main.push(Stmt::CommitGroup);
+        // O += P·V_j.
+        let v_stage = BN * a.dv * es;
+        self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
+            let mut step = Vec::new();
+            b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
+                let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
+                let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
+                let src = SmemRef { offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es, ..vs.clone() };
+                ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
+            });
+            step
+        });
+        out.push(Stmt::For { var: j, start: Expr::c(0), end: blocks, step: 1, unroll: false, body: main });
+        out.push(Stmt::WaitGroup { pending: 0 });
+
+        // O / l, stored as column pairs.
+        self.for_unrolled(&mut out, "lq", 2, |_, h| {
+            [1, 2]
+                .map(|lane_mask| Stmt::ShflBfly {
+                    op: ReduceOp::Sum,
+                    dtype: DType::F32,
+                    acc: r(lrow, h.clone()),
+                    lane_mask,
+                })
+                .to_vec()
+        });
+        self.for_unrolled(&mut out, "on", n_o, |_, i| {
+            let v = bin(BinaryOp::Fdiv, f32v(o, i.clone()), f32v(lrow, i.clone() % 4 / 2));
+            vec![Stmt::Compute { dst: r(o, i), value: v }]
+        });
+        self.for_unrolled(&mut out, "st", a.dv / 8, |b, nt| {
+            let mut v = Vec::new();
+            b.for_unrolled(&mut v, "sh", 2, |_, h| {
+                let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + h.clone() * 8;
+                let col = nt.clone() * 8 + ids.t4.clone() * 2;
+                let at = lin_expr(&a.o, &ids.batch, row.clone(), Expr::c(0), col);
+                let src = (0..2).map(|x| r(o, nt.clone() * 4 + h.clone() * 2 + x)).collect();
+                vec![Stmt::StGlobalVec {
+                    dst: GlobalRef { param: p.o, offset: at },
+                    src,
+                    dtype: a.out,
+                    pred: row.lt(a.m),
+                }]
+            });
+            v
+        });
+        self.k.body = out;
+    }
+
+    /// The batch digits of `idx` (outermost first).
+    fn split_digits(&mut self, out: &mut Vec<Stmt>, idx: Expr) -> Vec<Expr> {
+        let extents = self.a.batch.clone();
+        (0..extents.len())
+            .map(|j| {
+                let below: i64 = extents[j + 1..].iter().product();
+                let e = if j == 0 { idx.clone() / below } else { idx.clone() / below % extents[j] };
+                self.let_(out, &format!("batch{j}"), e)
+            })
+            .collect()
+    }
+
+    /// The keys this CTA reads: `N`, or fewer where a −inf constant bias
+    /// with one constraint `α·m + β·n + γ ≥ 0` (`α ≥ 0 > β`, no batch
+    /// term: the causal mask) rules out every key past a column for all of
+    /// the CTA's rows `m ≤ m0 + BM − 1`: `n ≤ ⌊(α·(m0 + BM − 1) + γ) / −β⌋`.
+    /// Only when every later score op keeps −inf at −inf (a positive
+    /// scale, a rounding, a constant bias that is never +inf).
+    fn kv_end(&self, ids: &Ids) -> Expr {
+        let mut end = Expr::c(self.a.n);
+        for (i, op) in self.a.scores.iter().enumerate() {
+            let ScoreOp::Add(Bias::Guarded { valid, otherwise, .. }) = op else { continue };
+            let keeps_ninf = |op: &ScoreOp| match op {
+                ScoreOp::Scale(c) => *c > 0.0,
+                ScoreOp::Round(_) => true,
+                ScoreOp::Add(Bias::Guarded { value, otherwise, .. }) => {
+                    *value != f32::INFINITY && *otherwise != f32::INFINITY
+                }
+                ScoreOp::Add(Bias::Tensor { .. }) => false,
+            };
+            if *otherwise != f32::NEG_INFINITY || !self.a.scores[i + 1..].iter().all(keeps_ninf) {
+                continue;
+            }
+            for l in valid {
+                if l.m >= 0 && l.n < 0 && l.c == 0 && l.batch.iter().all(|&x| x == 0) {
+                    let last = ids.m0.clone() + (BM - 1);
+                    let bound = Expr::bin(BinOp::FloorDiv, last * l.m + l.constant, Expr::c(-l.n));
+                    end = end.min((bound + 1).max(0));
+                }
+            }
+        }
+        end
+    }
+
+    /// One bias term at score `(row, col)`, a tensor bias read through
+    /// `param` (its parameter, which [`build`] adds; without one the bias
+    /// is read as 0). Reads only inside `M × N` (the caller selects −inf
+    /// outside).
+    fn bias_value(&self, bias: &Bias, param: Option<ParamId>, ids: &Ids, row: Expr, col: Expr) -> ScalarExpr {
+        match (bias, param) {
+            (Bias::Tensor { dtype, at }, Some(param)) => {
+                let inside = row.clone().lt(self.a.m).and(col.clone().lt(self.a.n));
+                let offset = inside.select(lin_expr(at, &ids.batch, row, col, Expr::c(0)), 0);
+                let load = ScalarExpr::Load { src: GlobalRef { param, offset }, dtype: *dtype };
+                if *dtype == DType::F32 {
+                    load
+                } else {
+                    ScalarExpr::Cast { to: DType::F32, x: Box::new(load) }
+                }
+            }
+            (Bias::Tensor { .. }, None) => ScalarExpr::Const { value: 0.0, dtype: DType::F32 },
+            (Bias::Guarded { value, valid, otherwise }, _) => {
+                let cond = valid.iter().fold(Expr::c(1), |acc, l| {
+                    acc.and(Expr::c(-1).lt(lin_expr(l, &ids.batch, row.clone(), col.clone(), Expr::c(0))))
+                });
+                let c = |v: f32| ScalarExpr::Const { value: v as f64, dtype: DType::F32 };
+                ScalarExpr::Select { cond, then: Box::new(c(*value)), otherwise: Box::new(c(*otherwise)) }
+            }
+        }
+    }
+
+    /// The copies of one tile into ring stage `stage`: chunk `i·threads +
+    /// tid` of the tile's 8-element (16-byte) chunks, row-major.
+    fn copy(&mut self, t: &Tile, ids: &Ids, stage: Expr, tag: &str) -> Vec<Stmt> {
+        let es = self.a.ab.size_bytes() as i64;
+        let threads = self.k.threads() as i64;
+        let per_row = t.cols / 8;
+        let chunks = t.rows * per_row;
+        let var = self.k.add_var(&format!("{tag}_i"));
+        let mut body = Vec::new();
+        let ch = self.let_(&mut body, &format!("{tag}_chunk"), Expr::Var(var) * threads + ids.tid.clone());
+        let row = self.let_(&mut body, &format!("{tag}_row"), ch.clone() / per_row);
+        let col = self.let_(&mut body, &format!("{tag}_col"), ch.clone() % per_row * 8);
+        let at_row = t.row0.clone() + row.clone();
+        let inside = self.let_(&mut body, &format!("{tag}_in"), at_row.clone().lt(t.row_end));
+        let (m, n) = if t.query { (at_row, Expr::c(0)) } else { (Expr::c(0), at_row) };
+        let at = lin_expr(t.lin, &ids.batch, m, n, col.clone());
+        let dst = SmemRef { offset: stage * t.stage_bytes + row * (t.cols * es) + col * es, ..t.smem.clone() };
+        let src = GlobalRef { param: t.param, offset: inside.clone().select(at, 0) };
+        let copy = Stmt::CpAsync { dst, src, bytes: 16, src_bytes: inside.select(16, 0) };
+        if chunks % threads == 0 {
+            body.push(copy);
+        } else {
+            body.push(Stmt::If { cond: ch.lt(chunks), then: vec![copy], otherwise: Vec::new() });
+        }
+        let iters = (chunks + threads - 1) / threads;
+        vec![Stmt::For { var, start: Expr::c(0), end: Expr::c(iters), step: 1, unroll: true, body }]
+    }
+}
+
+/// `l` at batch digits `batch` and `(m, n, c)`, only its non-zero terms.
+fn lin_expr(l: &Lin, batch: &[Expr], m: Expr, n: Expr, c: Expr) -> Expr {
+    let terms = l.batch.iter().zip(batch).map(|(&k, x)| (k, x.clone())).chain([(l.m, m), (l.n, n), (l.c, c)]);
+    Expr::linear(terms, l.constant)
+}
+
+/// One `ldmatrix.x4` of `src` into the B fragments `bf[0..4]` (two n8
+/// tiles, `trans` for a `[k, n]` tile) and the two `mma.sync` that add
+/// `A·B` of tiles `2·nj` and `2·nj + 1` into `acc` (four registers each),
+/// the A fragment `af[a_base..a_base + 4]`.
+#[allow(clippy::too_many_arguments)]
+fn ldmatrix_mma_pair(
+    ab: DType,
+    src: SmemRef,
+    trans: bool,
+    bf: RegId,
+    acc: RegId,
+    nj: &Expr,
+    af: RegId,
+    a_base: Expr,
+) -> Vec<Stmt> {
+    let r = |reg: RegId, index: Expr| RegRef { reg, index };
+    let dst = (0..4).map(|x| r(bf, Expr::c(x))).collect();
+    let mut v = vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src }];
+    for half in 0..2 {
+        let c: Vec<RegRef> = (0..4).map(|x| r(acc, (nj.clone() * 2 + half) * 4 + x)).collect();
+        v.push(Stmt::MmaSync {
+            ab,
+            d: c.clone(),
+            a: (0..4).map(|x| r(af, a_base.clone() + x)).collect(),
+            b: (0..2).map(|x| r(bf, Expr::c(half * 2 + x))).collect(),
+            c,
+        });
+    }
+    v
+}
