@@ -203,3 +203,32 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
         super::implicit_tests::compiles_to_mma(&tc, &p, true);
     }
 }
+
+/// The seam: every `TEMPLATES` entry takes a graph of its pattern (a
+/// GEMM + bias + ReLU, an attention), each `(pattern, algo_choice, arch)`
+/// is listed once, and a graph of no template's pattern gets no refusal.
+#[test]
+fn every_template_takes_a_graph_of_its_pattern() {
+    use super::template::{lower, pattern_of, GraphPattern, TEMPLATES};
+    let gemm = load(
+        "graph g(x: f16[40, 32], w: f16[32, 24], b: f16[24]) -> (y: f16[40, 24]) {\n    y = relu(matmul(x, w) + b)\n    \
+         return y\n}\n",
+    );
+    let att = load(&BASE.source());
+    for (g, pattern, form) in
+        [(&gemm, GraphPattern::Contraction, Form::Gemm), (&att, GraphPattern::Attention, Form::Attention)]
+    {
+        assert_eq!(pattern_of(g), Some(pattern));
+        let p = lower(g, &SM80, &Analytic).expect("a template of the pattern").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.launches.iter().map(|l| l.form).collect::<Vec<_>>(), [form]);
+    }
+    for (i, t) in TEMPLATES.iter().enumerate() {
+        let same =
+            |u: &&super::template::Template| (u.pattern, u.algo_choice, u.arch) == (t.pattern, t.algo_choice, t.arch);
+        assert_eq!(TEMPLATES.iter().filter(same).count(), 1, "{} listed twice", t.name);
+        assert!(TEMPLATES[..i].iter().all(|u| u.name != t.name));
+    }
+    let rows = load("graph r(x: f16[8, 64]) -> (y: f16[8, 64]) {\n    y = softmax(x, -1)\n    return y\n}\n");
+    assert_eq!(pattern_of(&rows), None);
+    assert!(lower(&rows, &SM80, &Analytic).is_none());
+}

@@ -20,6 +20,11 @@
 //! - [`lower`]: a Tiny IR graph that is one contraction (GEMM, batched matmul,
 //!   convolution) + epilogue with concrete M/N/K → its chosen plan and [`sm80`]
 //!   kernel (`pipeline::compile_gpu` adds the verifier, the printer and NVRTC).
+//! - [`attention`]: a Tiny IR graph that is one attention (`matmul → softmax
+//!   → matmul`) → the fused kernel of `sm80::attention` (FlashAttention-2).
+//! - [`template`]: the seam: the graph's pattern, the list of tensor-core
+//!   templates by `(pattern, algo_choice, arch)`, the first that takes the
+//!   graph as a one-launch program.
 //! - [`cuda`]: the CUDA C printer: a kernel as CUDA C++ with inline PTX
 //!   (the `cu` stage), compiled to PTX and cubin with [`toolchain`]'s
 //!   NVRTC.
@@ -38,6 +43,7 @@ pub mod ir;
 pub mod lower;
 pub mod simt;
 pub mod sm80;
+pub mod template;
 pub mod toolchain;
 pub mod verify;
 mod write;

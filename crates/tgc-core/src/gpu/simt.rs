@@ -443,12 +443,12 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
     })
 }
 
-/// [`lower_program`], except that a graph that is one contraction (GEMM,
-/// batched matmul, convolution) + epilogue with concrete sizes
-/// ([`super::lower::match_gemm`]) gets the sm80 tensor-core kernel of
-/// [`super::lower::build`] for `target` as its one launch ([`Form::Gemm`]) —
-/// when the chosen plan needs no split-K workspace; any other graph (or
-/// `target` `None`) gets the SIMT kernels.
+/// [`lower_program`], except that a graph a tensor-core template of
+/// `target` takes ([`super::template::lower`]: one contraction (GEMM,
+/// batched matmul, convolution) + epilogue, or one attention, with
+/// concrete sizes) gets that template's one launch ([`Form::Gemm`],
+/// [`Form::Attention`]); any other graph (or `target` `None`) gets the
+/// SIMT kernels.
 ///
 /// Errors: those of [`lower_program`].
 pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DResult<GpuProgram> {
@@ -458,7 +458,7 @@ pub fn lower_program_for(g: &Graph, target: Option<&crate::plan::Target>) -> DRe
     }
 }
 
-/// [`lower_program_for`] `target`, the GEMM's plan ranked by `estimator`
+/// [`lower_program_for`] `target`, a GEMM's plan ranked by `estimator`
 /// ([`super::lower::build_with`]).
 ///
 /// Errors: those of [`lower_program`].
@@ -470,11 +470,10 @@ pub fn lower_program_with(
     Ok(lower_program_noting(g, target, estimator)?.0)
 }
 
-/// [`lower_program_with`], and the tensor-core template's diagnostic when
-/// `g` has one contraction ([`super::lower::is_contraction`]) and the
-/// template refused it (a symbolic size, f32 operands, a layout, a launch
-/// limit, an op after the sum it does not fuse), so that the contraction
-/// runs as SIMT kernels.
+/// [`lower_program_with`], and the refusal of the tensor-core templates of
+/// the graph's pattern ([`super::template::lower`]) when none took it (a
+/// symbolic size, f32 operands, a layout, a launch limit, an op the
+/// template does not fuse), so that the graph runs as SIMT kernels.
 ///
 /// Errors: those of [`lower_program`].
 pub fn lower_program_noting(
@@ -482,135 +481,11 @@ pub fn lower_program_noting(
     target: &crate::plan::Target,
     estimator: &dyn crate::plan::cost::Estimator,
 ) -> DResult<(GpuProgram, Option<crate::Diagnostic>)> {
-    let contractions = g.ids().filter(|&id| super::lower::is_contraction(g, id)).count();
-    if contractions == 2 {
-        return match super::attention::build(g, target, &format!("{}_attention", g.name)) {
-            Ok(ak) => Ok((attention_program(g, ak), None)),
-            Err(d) => Ok((lower_program(g)?, Some(d))),
-        };
-    }
-    let gk = match super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name)) {
-        Ok(gk) => gk,
-        Err(d) => {
-            let one_gemm = g.ids().filter(|&id| super::lower::is_contraction(g, id)).count() == 1;
-            return Ok((lower_program(g)?, one_gemm.then_some(d)));
-        }
-    };
-    match gemm_program(g, gk) {
-        Some(p) => Ok((p, None)),
+    match super::template::lower(g, target, estimator) {
+        Some(Ok(p)) => Ok((p, None)),
+        Some(Err(d)) => Ok((lower_program(g)?, Some(d))),
         None => Ok((lower_program(g)?, None)),
     }
-}
-
-/// The buffers of a one-kernel program of `g`: one per graph input, in
-/// order (`in{i}`), then the output (`out0`).
-fn whole_graph_buffers(g: &Graph) -> Vec<Buffer> {
-    let mut buffers = Vec::new();
-    for (i, id) in g.inputs().into_iter().enumerate() {
-        let t = g.ty(id);
-        let label = match &g.node(id).op {
-            crate::tiny::Op::Input { name } => name.clone(),
-            _ => g.node(id).label.clone(),
-        };
-        buffers.push(Buffer {
-            name: format!("in{i}"),
-            label,
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            role: Role::Input(i),
-        });
-    }
-    if let Some(out) = g.outputs.first() {
-        let t = g.ty(out.node);
-        buffers.push(Buffer {
-            name: "out0".into(),
-            label: out.name.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            role: Role::Output(0),
-        });
-    }
-    buffers
-}
-
-/// The one-launch program of the attention graph `g` with its fused
-/// kernel `ak` ([`super::attention::build`]).
-fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> GpuProgram {
-    use super::attention::Role as R;
-    let buffers = whole_graph_buffers(g);
-    let out = BufId(buffers.len() as u32 - 1);
-    let tensor_biases: Vec<ParamId> = ak.params.biases.iter().flatten().copied().collect();
-    let mut bind: Vec<(ParamId, LaunchArg)> = vec![(ak.params.o, LaunchArg::Buffer(out))];
-    for (i, (_, role)) in ak.graph.inputs.iter().enumerate() {
-        let param = match role {
-            R::Q => Some(ak.params.q),
-            R::K => Some(ak.params.k),
-            R::V => Some(ak.params.v),
-            R::Bias(b) => tensor_biases.get(*b).copied(),
-        };
-        if let Some(p) = param {
-            bind.push((p, LaunchArg::Buffer(BufId(i as u32))));
-        }
-    }
-    bind.sort_by_key(|b| b.0);
-    let launch = Launch {
-        kernel: ak.kernel,
-        form: Form::Attention,
-        args: bind.into_iter().map(|b| b.1).collect(),
-        region: g.ids().collect(),
-        outs: vec![out],
-        plan: None,
-    };
-    GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] }
-}
-
-/// The one-launch program of the GEMM graph `g` with its tensor-core
-/// kernel `gk` ([`super::lower::build_with`]), when it needs no split-K.
-fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
-    use super::lower::Operand;
-    let ps = &gk.params;
-    // Split-K's workspace and locks are not buffers of a program (plan
-    // choice never splits K today: `lower::build` builds `split_k: 1`).
-    if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
-        return None;
-    }
-    let [m, n, k] = gk.graph.sizes;
-    let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
-    let buffers = whole_graph_buffers(g);
-    let role_buf: Vec<(Operand, BufId)> =
-        gk.graph.inputs.iter().enumerate().map(|(i, (_, role))| (*role, BufId(i as u32))).collect();
-    let c = BufId(buffers.len() as u32 - 1);
-    let role = |r: Operand| role_buf.iter().find(|x| x.0 == r).map(|x| x.1);
-    let mut bind: Vec<(ParamId, LaunchArg)> = vec![
-        (ps.a, LaunchArg::Buffer(role(Operand::A)?)),
-        (ps.b, LaunchArg::Buffer(role(Operand::B)?)),
-        (ps.c, LaunchArg::Buffer(c)),
-        (ps.m, LaunchArg::Int(m)),
-        (ps.n, LaunchArg::Int(n)),
-        (ps.k, LaunchArg::Int(k)),
-        (ps.lda, LaunchArg::Int(k)),
-        (ps.ldb, LaunchArg::Int(ldb)),
-        (ps.ldc, LaunchArg::Int(n)),
-    ];
-    if let Some(p) = ps.bias {
-        bind.push((p, LaunchArg::Buffer(role(Operand::Bias)?)));
-    }
-    if let Some(p) = ps.residual {
-        bind.push((p, LaunchArg::Buffer(role(Operand::Residual)?)));
-    }
-    let mut args = Vec::new();
-    for i in 0..gk.kernel.params.len() {
-        args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
-    }
-    let launch = Launch {
-        kernel: gk.kernel,
-        form: Form::Gemm,
-        args,
-        region: g.ids().collect(),
-        outs: vec![c],
-        plan: Some(gk.plan),
-    };
-    Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }
 
 /// The form [`lower_program`] gives a kernel.

@@ -1,0 +1,221 @@
+//! The seam where a whole graph meets a tensor-core template (issue 13;
+//! `000` §4 step 7: "`algo_choice` は Poly-View の `pattern` に基づく").
+//!
+//! [`pattern_of`] says what a graph is by its contractions (the
+//! IndexBook's recogniser, [`crate::index_book::contraction`], which
+//! Poly-View reads too): one contraction and its epilogue, or the two of
+//! an attention chain. [`TEMPLATES`] lists every template with the pattern
+//! it takes, the `algo_choice` it implements (`000` §1.7: `matmul`/`conv`
+//! `implicit_gemm`, `attention` `online_softmax`) and its architecture;
+//! [`lower`] tries the templates of the graph's pattern and the target's
+//! architecture in order and keeps the first that builds. A new template
+//! is its module plus one entry here: a function that lowers a graph of
+//! its pattern to a one-launch [`GpuProgram`] or says why not.
+//!
+//! A graph no template takes runs as the SIMT kernels of its regions
+//! (`simt::lower_program`); the refusal is the note `tgc compile` prints.
+
+use crate::cpu::loop_ir::{BufId, Buffer, Role};
+use crate::diag;
+use crate::diag::{DResult, Diagnostic};
+use crate::plan::cost::Estimator;
+use crate::plan::Target;
+use crate::tiny::Graph;
+
+use super::ir::{Arch, ParamId};
+use super::simt::{Form, GpuProgram, Launch, LaunchArg};
+
+/// What a whole graph is to the templates, by its contractions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphPattern {
+    /// One contraction (`000` §3.5's `matmul` or `conv`) and its epilogue.
+    Contraction,
+    /// Two contractions: the attention chain `matmul → softmax → matmul`.
+    Attention,
+}
+
+/// A tensor-core template.
+pub struct Template {
+    /// Its name, for dumps and notes.
+    pub name: &'static str,
+    /// The graphs it takes.
+    pub pattern: GraphPattern,
+    /// The `algo_choice` value it implements (`000` §1.7).
+    pub algo_choice: &'static str,
+    pub arch: Arch,
+    /// The graph's one-launch program, or why the template does not take
+    /// it (a positioned `Unsupported` or `UnboundSymbol`).
+    pub lower: fn(&Graph, &Target, &dyn Estimator) -> DResult<GpuProgram>,
+}
+
+/// Every template, in the order [`lower`] tries them.
+pub const TEMPLATES: &[Template] = &[
+    Template {
+        name: "sm80 GEMM (plain or implicit)",
+        pattern: GraphPattern::Contraction,
+        algo_choice: "implicit_gemm",
+        arch: Arch::Sm80,
+        lower: gemm,
+    },
+    Template {
+        name: "sm80 attention (FlashAttention-2)",
+        pattern: GraphPattern::Attention,
+        algo_choice: "online_softmax",
+        arch: Arch::Sm80,
+        lower: attention,
+    },
+];
+
+/// `g`'s pattern: one contraction (`REDUCE SUM` of a `MUL`,
+/// [`super::lower::is_contraction`]), two (an attention), or none a
+/// template takes.
+pub fn pattern_of(g: &Graph) -> Option<GraphPattern> {
+    match g.ids().filter(|&id| super::lower::is_contraction(g, id)).count() {
+        1 => Some(GraphPattern::Contraction),
+        2 => Some(GraphPattern::Attention),
+        _ => None,
+    }
+}
+
+/// The program of the first template of `g`'s pattern for `target`'s
+/// architecture that takes it; `Some(Err)` with the first refusal when
+/// none does; `None` when no template has `g`'s pattern.
+pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DResult<GpuProgram>> {
+    let pattern = pattern_of(g)?;
+    let arch = Arch::parse(target.name)?;
+    let mut refusal: Option<Diagnostic> = None;
+    for t in TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch) {
+        match (t.lower)(g, target, estimator) {
+            Ok(p) => return Some(Ok(p)),
+            Err(d) => {
+                refusal.get_or_insert(d);
+            }
+        }
+    }
+    refusal.map(Err)
+}
+
+/// The GEMM template ([`super::lower::build_with`]) as a program.
+fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<GpuProgram> {
+    let gk = super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name))?;
+    gemm_program(g, gk).ok_or_else(|| {
+        diag!(Unsupported, "the chosen plan splits K, whose workspace and locks are not buffers of a program")
+    })
+}
+
+/// The attention template ([`super::attention::build`]) as a program.
+fn attention(g: &Graph, target: &Target, _: &dyn Estimator) -> DResult<GpuProgram> {
+    let ak = super::attention::build(g, target, &format!("{}_attention", g.name))?;
+    Ok(attention_program(g, ak))
+}
+
+/// The buffers of a one-kernel program of `g`: one per graph input, in
+/// order (`in{i}`), then the output (`out0`).
+fn whole_graph_buffers(g: &Graph) -> Vec<Buffer> {
+    let mut buffers = Vec::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        let t = g.ty(id);
+        let label = match &g.node(id).op {
+            crate::tiny::Op::Input { name } => name.clone(),
+            _ => g.node(id).label.clone(),
+        };
+        buffers.push(Buffer {
+            name: format!("in{i}"),
+            label,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Input(i),
+        });
+    }
+    if let Some(out) = g.outputs.first() {
+        let t = g.ty(out.node);
+        buffers.push(Buffer {
+            name: "out0".into(),
+            label: out.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            role: Role::Output(0),
+        });
+    }
+    buffers
+}
+
+/// The one-launch program of the attention graph `g` with its fused
+/// kernel `ak` ([`super::attention::build`]).
+fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> GpuProgram {
+    use super::attention::Role as R;
+    let buffers = whole_graph_buffers(g);
+    let out = BufId(buffers.len() as u32 - 1);
+    let tensor_biases: Vec<ParamId> = ak.params.biases.iter().flatten().copied().collect();
+    let mut bind: Vec<(ParamId, LaunchArg)> = vec![(ak.params.o, LaunchArg::Buffer(out))];
+    for (i, (_, role)) in ak.graph.inputs.iter().enumerate() {
+        let param = match role {
+            R::Q => Some(ak.params.q),
+            R::K => Some(ak.params.k),
+            R::V => Some(ak.params.v),
+            R::Bias(b) => tensor_biases.get(*b).copied(),
+        };
+        if let Some(p) = param {
+            bind.push((p, LaunchArg::Buffer(BufId(i as u32))));
+        }
+    }
+    bind.sort_by_key(|b| b.0);
+    let launch = Launch {
+        kernel: ak.kernel,
+        form: Form::Attention,
+        args: bind.into_iter().map(|b| b.1).collect(),
+        region: g.ids().collect(),
+        outs: vec![out],
+        plan: None,
+    };
+    GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] }
+}
+
+/// The one-launch program of the GEMM graph `g` with its tensor-core
+/// kernel `gk` ([`super::lower::build_with`]), when it needs no split-K.
+fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
+    use super::lower::Operand;
+    let ps = &gk.params;
+    // Split-K's workspace and locks are not buffers of a program (plan
+    // choice never splits K today: `lower::build` builds `split_k: 1`).
+    if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
+        return None;
+    }
+    let [m, n, k] = gk.graph.sizes;
+    let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
+    let buffers = whole_graph_buffers(g);
+    let role_buf: Vec<(Operand, BufId)> =
+        gk.graph.inputs.iter().enumerate().map(|(i, (_, role))| (*role, BufId(i as u32))).collect();
+    let c = BufId(buffers.len() as u32 - 1);
+    let role = |r: Operand| role_buf.iter().find(|x| x.0 == r).map(|x| x.1);
+    let mut bind: Vec<(ParamId, LaunchArg)> = vec![
+        (ps.a, LaunchArg::Buffer(role(Operand::A)?)),
+        (ps.b, LaunchArg::Buffer(role(Operand::B)?)),
+        (ps.c, LaunchArg::Buffer(c)),
+        (ps.m, LaunchArg::Int(m)),
+        (ps.n, LaunchArg::Int(n)),
+        (ps.k, LaunchArg::Int(k)),
+        (ps.lda, LaunchArg::Int(k)),
+        (ps.ldb, LaunchArg::Int(ldb)),
+        (ps.ldc, LaunchArg::Int(n)),
+    ];
+    if let Some(p) = ps.bias {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Bias)?)));
+    }
+    if let Some(p) = ps.residual {
+        bind.push((p, LaunchArg::Buffer(role(Operand::Residual)?)));
+    }
+    let mut args = Vec::new();
+    for i in 0..gk.kernel.params.len() {
+        args.push(bind.iter().find(|(p, _)| p.0 as usize == i)?.1);
+    }
+    let launch = Launch {
+        kernel: gk.kernel,
+        form: Form::Gemm,
+        args,
+        region: g.ids().collect(),
+        outs: vec![c],
+        plan: Some(gk.plan),
+    };
+    Some(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
+}
