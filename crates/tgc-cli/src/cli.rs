@@ -81,10 +81,12 @@ pub enum Command {
         dump: Vec<String>,
         /// Write the artifacts here instead of printing the dumps: for
         /// `cpu` the C source and Tiny IR JSON; for `sm80` the graph's GPU
-        /// kernels (the tensor-core GEMM for one GEMM + epilogue with
-        /// concrete M/N/K, else the SIMT kernels) as `<name>.cu`,
-        /// `<name>.ptx`, `<name>.cubin`, and `plan.json` for a tensor-core
-        /// kernel; and the dumps as `<stage>.txt`.
+        /// kernels (with concrete sizes, the tensor-core templates for a
+        /// GEMM or convolution + epilogue and for an attention, whole or as
+        /// regions; SIMT kernels for the rest) as `<name>.cu`,
+        /// `<name>.ptx`, `<name>.cubin`, and `plan.json` for a planned
+        /// tensor-core kernel (`plan_<kernel>.json` each for several); and
+        /// the dumps as `<stage>.txt`.
         #[arg(long)]
         out: Option<PathBuf>,
         /// Print each stage's wall time and peak resident memory to stderr

@@ -299,9 +299,9 @@ fn compile_sm80(
     let gpu = timings
         .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, "sm80"))
         .map_err(|d| Failure::diag(path, &d))?;
-    if let Some(d) = &gpu.simt_gemm {
+    for d in &gpu.refusals {
         eprintln!(
-            "note: the contraction runs as SIMT kernels, the tensor-core template refused it: {}",
+            "note: this runs as SIMT kernels, the tensor-core templates refused it: {}",
             d.render(&path.display().to_string())
         );
     }

@@ -271,6 +271,32 @@ fn fused_attention_graph_runs_like_the_interpreter() {
     assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
 }
 
+/// A graph with two contractions that is no attention: each GEMM region on
+/// the tensor-core template (`plan_<kernel>.json` each), the CPU backend
+/// and, on a GPU, the program like the interpreter.
+#[test]
+fn gemm_regions_of_a_larger_graph_run_like_the_interpreter() {
+    let path = "crates/tgc-cli/tests/graphs/mlp_f16.tgc";
+    let ins = [
+        ("x", DType::F16, vec![37, 16]),
+        ("w1", DType::F16, vec![16, 32]),
+        ("b1", DType::F16, vec![32]),
+        ("w2", DType::F16, vec![32, 24]),
+        ("b2", DType::F16, vec![24]),
+    ];
+    cpu_matches_interp(path, &ins, &[]);
+    let dir = temp("mlp-regions");
+    let o = tgc(&["compile", path, "--target", "sm80", "--dump", "gpu", "--out", &dir.display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let gpu = std::fs::read_to_string(dir.join("gpu.txt")).unwrap();
+    assert_eq!(gpu.matches("// Gemm form; ptxas: ").count(), 2, "{gpu}");
+    let plans = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with("plan_")));
+    assert_eq!(plans.count(), 2);
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+}
+
 /// `run --tile`: the fused conv→relu→maxpool kernel strip-mined on H and W
 /// by run-time tiles that do and do not divide the 16×16 result.
 #[test]
@@ -537,7 +563,7 @@ fn compile_sm80_writes_cuda_ptx_cubin_and_plan_and_dumps_the_gpu_stages() {
     let o = tgc(&["compile", "tests/spec/002_gemm.json", "--target", "sm80", "--dump", "gpu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("note: the contraction runs as SIMT kernels, the tensor-core template refused it: ")
+        stderr(&o).contains("note: this runs as SIMT kernels, the tensor-core templates refused it: ")
             && stderr(&o).contains("002_gemm.json:14:6: error[UnboundSymbol]"),
         "{}",
         stderr(&o)
@@ -551,7 +577,7 @@ fn compile_sm80_writes_cuda_ptx_cubin_and_plan_and_dumps_the_gpu_stages() {
     let kernels = out.matches("\nkernel conv_relu_pool_k").count();
     assert!(kernels >= 1 && out.matches("extern \"C\" __global__").count() == kernels, "{out}");
     assert!(
-        stderr(&o).contains("note: the contraction runs as SIMT kernels")
+        stderr(&o).contains("note: this runs as SIMT kernels")
             && stderr(&o).contains("after the contraction is not an epilogue"),
         "{}",
         stderr(&o)

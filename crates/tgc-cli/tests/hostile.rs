@@ -206,7 +206,7 @@ fn sm80_launch_limits_and_operand_dtypes_are_checked_at_compile_time() {
         let o = tgc(args);
         let e = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(0), "{args:?}: {e}");
-        let note = "note: the contraction runs as SIMT kernels, the tensor-core template refused it: ";
+        let note = "note: this runs as SIMT kernels, the tensor-core templates refused it: ";
         assert!(e.contains(&format!("{note}{at}: error[Unsupported]: ")), "{args:?}: {e}");
         assert!(!e.contains("panicked"), "{e}");
         e

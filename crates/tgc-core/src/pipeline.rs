@@ -172,7 +172,7 @@ pub struct Artifacts {
 /// `poly_view.json`.
 pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
     let symbol = c_symbol(&g.name);
-    let front = timings.time("IndexBook and regions", || region::front(g, true))?;
+    let front = timings.time("IndexBook and regions", || region::front(g, true, region::Grouping::default()))?;
     let c_source = timings.time("C source", || {
         let p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &Options::default())?;
         emit::c::emit_c_programs(&[(g, p, symbol.as_str())])
@@ -234,7 +234,7 @@ fn poly_view_of(g: &Graph, book: &index_book::IndexBook) -> DResult<String> {
 /// Errors: those of building the IndexBook; `Internal` when the Region
 /// verifier fails.
 pub fn regions(g: &Graph) -> DResult<String> {
-    Ok(region::dump(g, &region::front(g, true)?.regions))
+    Ok(region::dump(g, &region::front(g, true, region::Grouping::default())?.regions))
 }
 
 /// The GEMM a contraction node computes, or why it is not planned.
@@ -390,11 +390,10 @@ pub struct GpuArtifacts {
     /// What ptxas reported per kernel (registers, shared memory, spills),
     /// in launch order.
     pub resources: Vec<crate::gpu::toolchain::Resources>,
-    /// Why the graph's GEMM did not get the tensor-core template, when it
-    /// is one contraction (GEMM, batched matmul, convolution) + epilogue and
-    /// did not (its SIMT kernels run instead): the template's diagnostic,
-    /// positioned at the contraction.
-    pub simt_gemm: Option<crate::Diagnostic>,
+    /// Why a contraction or an attention did not get a tensor-core template
+    /// (its SIMT kernels run instead): the templates' diagnostics,
+    /// positioned at the contraction ([`crate::gpu::simt::lower_program_noting`]).
+    pub refusals: Vec<crate::Diagnostic>,
 }
 
 impl GpuArtifacts {
@@ -407,28 +406,34 @@ impl GpuArtifacts {
             (format!("{}.ptx", self.symbol), self.ptx.clone().into_bytes()),
             (format!("{}.cubin", self.symbol), self.cubin.clone()),
         ];
-        if let Some(p) = self.plan() {
-            files.push(("plan.json".to_string(), plan::to_json(p).into_bytes()));
+        // `plan.json` for a program's one planned kernel; with several (the
+        // GEMM regions of a larger graph), `plan_<kernel>.json` each.
+        let planned: Vec<_> =
+            self.program.launches.iter().filter_map(|l| Some((&l.kernel.name, l.plan.as_ref()?))).collect();
+        for (name, p) in &planned {
+            let file = if planned.len() == 1 { "plan.json".to_string() } else { format!("plan_{name}.json") };
+            files.push((file, plan::to_json(p).into_bytes()));
         }
         files
     }
 
-    /// The plan of the tensor-core kernel, if the program has one.
+    /// The plan of the program's first tensor-core kernel, if it has one.
     pub fn plan(&self) -> Option<&plan::Plan> {
         self.program.launches.iter().find_map(|l| l.plan.as_ref())
     }
 }
 
 /// Compiles `g` for the GPU target `target` (`sm80`): lowers it to its GPU
-/// program ([`crate::gpu::simt::lower_program_noting`]: the sm80 tensor-core
+/// program ([`crate::gpu::simt::lower_program_noting`]: a tensor-core
 /// template for a graph that is one contraction (GEMM, batched matmul,
-/// convolution) + epilogue with concrete sizes, the SIMT kernels of every
-/// region otherwise — the launches `tgc run --backend cuda` makes), checks
-/// every kernel with the GPU verifier, prints them as one CUDA C unit, compiles
-/// it with NVRTC and reads ptxas's report of each kernel. A graph with one
-/// contraction the template does not take (symbolic sizes, f32 operands, an
-/// op after it that is no epilogue, sizes past its launch limits) gets its
-/// SIMT kernels and a note saying why.
+/// convolution) + epilogue or one attention with concrete sizes, else the
+/// SIMT kernels of its regions with the template's kernel for each region
+/// that is a contraction + epilogue — the launches `tgc run --backend cuda`
+/// makes), checks every kernel with the GPU verifier, prints them as one
+/// CUDA C unit, compiles it with NVRTC and reads ptxas's report of each
+/// kernel. A contraction the templates do not take (symbolic sizes, f32
+/// operands, an op after it that is no epilogue, sizes past its launch
+/// limits) runs as SIMT kernels, with a note saying why.
 ///
 /// Errors: `Unsupported` for a target other than `sm80`; those of
 /// lowering; `Internal` when the verifier or the printer rejects a
@@ -439,7 +444,7 @@ pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
         return Err(diag!(Unsupported, "GPU target `{target}` is not built yet (sm80 is)"));
     }
     let symbol = c_symbol(&g.name);
-    let (program, simt_gemm) = crate::gpu::simt::lower_program_noting(g, &plan::target::SM80, &plan::cost::Analytic)?;
+    let (program, refusals) = crate::gpu::simt::lower_program_noting(g, &plan::target::SM80, &plan::cost::Analytic)?;
     let kernels = program.kernels();
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
@@ -452,7 +457,7 @@ pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
         let r = reported.iter().find(|r| r.function == name);
         resources.push(r.cloned().ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{name}`"))?);
     }
-    Ok(GpuArtifacts { symbol, program, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources, simt_gemm })
+    Ok(GpuArtifacts { symbol, program, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources, refusals })
 }
 
 /// Checks `kernels` with the GPU dialect verifier, prints them as one CUDA

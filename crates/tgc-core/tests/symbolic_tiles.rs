@@ -96,7 +96,7 @@ fn split_reductions_any_tile_sizes() {
 fn unfused_conv_relu_pool_any_tile_sizes() {
     // Fusion off: the conv is its own kernel, stored; both kernels tiled.
     let g = load(CONV_POOL);
-    let opts = Options { fuse: false, tiles: TilePlan::spatial_nchw() };
+    let opts = Options { fuse: false, tiles: TilePlan::spatial_nchw(), ..Options::default() };
     let p = cpu::lower_with(&g, &opts).unwrap();
     assert!(p.kernels.len() >= 2 && p.kernels.iter().all(|k| k.strips.len() == 2));
     let dir = work_dir("unfused");

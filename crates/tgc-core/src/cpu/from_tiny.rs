@@ -36,11 +36,15 @@ pub struct Options {
     pub fuse: bool,
     /// Output loops to strip-mine by run-time tile sizes ([`strip_mine`]).
     pub tiles: TilePlan,
+    /// The target's choices of the grouping rule
+    /// ([`region::Grouping`]: the GPU's tensor-core templates store their
+    /// operands).
+    pub grouping: region::Grouping,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { fuse: true, tiles: TilePlan::default() }
+        Options { fuse: true, tiles: TilePlan::default(), grouping: region::Grouping::default() }
     }
 }
 
@@ -50,7 +54,7 @@ impl Default for Options {
 /// Errors: those of [`lower`]; `InvalidAxis` when a planned axis is not an
 /// output loop of any kernel, or the plan's axes are not increasing.
 pub fn lower_with(g: &Graph, opts: &Options) -> DResult<Program> {
-    let front = region::front(g, opts.fuse)?;
+    let front = region::front(g, opts.fuse, opts.grouping)?;
     lower_formed(g, &front.book, &front.regions, opts)
 }
 

@@ -7,7 +7,7 @@
 //! It holds one *variant* per compiled program, each a submodule with its
 //! `CUBIN`, `PTX`, `MODULE` (the runtime's [`Module`]), `KERNELS` (the
 //! kernel symbols in launch order) and `PLAN_JSON` (the Schedule Plan of
-//! a tensor-core kernel, `000` §12.5; `None` for SIMT kernels):
+//! the first planned tensor-core kernel, `000` §12.5; `None` without one):
 //!
 //! - `generic`: the graph with every dim symbolic, SIMT kernels (the
 //!   tensor-core kernel when the graph has no symbols and is one GEMM +
@@ -148,10 +148,7 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
 /// ([`crate::pipeline::compile_kernels`]).
 fn compile(g: &Graph, name: String, point: Option<Vec<i64>>, program: GpuProgram) -> DResult<Variant> {
     let (_, compiled) = crate::pipeline::compile_kernels(&program.kernels(), &format!("{}_{name}.cu", g.name))?;
-    let plan_json = match program.launches.as_slice() {
-        [l] => l.plan.as_ref().map(crate::plan::to_json),
-        _ => None,
-    };
+    let plan_json = program.launches.iter().find_map(|l| l.plan.as_ref()).map(crate::plan::to_json);
     Ok(Variant { name, point, program, cubin: compiled.cubin, ptx: compiled.ptx, plan_json })
 }
 
@@ -383,8 +380,10 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
     let symbols: Vec<String> = p.launches.iter().map(|l| lit(&crate::gpu::cuda::symbol(&l.kernel))).collect();
     let _ = writeln!(s, "/// The kernels' `extern \"C\"` names, in launch order.");
     let _ = writeln!(s, "pub const KERNELS: [&str; {}] = [{}];", symbols.len(), symbols.join(", "));
-    let _ =
-        writeln!(s, "/// The Schedule Plan of the tensor-core kernel as JSON (`000` §12.5); `None` for SIMT kernels.");
+    let _ = writeln!(
+        s,
+        "/// The Schedule Plan of the first planned tensor-core kernel as JSON (`000` §12.5); `None` without one."
+    );
     let plan = match &v.plan_json {
         Some(j) => format!("Some({})", lit(j)),
         None => "None".into(),

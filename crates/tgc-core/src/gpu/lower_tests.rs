@@ -94,7 +94,7 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
     let g = bind(&example("gemm_bias_relu.tgc"), &[("M", 1000), ("N", 512), ("K", 256)]);
     let gpu = pipeline::compile_gpu(&g, "sm80").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(gpu.symbol, "tgc_gemm_bias_relu");
-    assert!(gpu.simt_gemm.is_none(), "{:?}", gpu.simt_gemm);
+    assert!(gpu.refusals.is_empty(), "{:?}", gpu.refusals);
     // One launch: the tensor-core kernel, with its plan.
     let [launch] = &gpu.program.launches[..] else { panic!("{} launches", gpu.program.launches.len()) };
     assert_eq!(launch.form, crate::gpu::simt::Form::Gemm);

@@ -55,4 +55,6 @@ mod emulate_tests;
 #[cfg(test)]
 mod implicit_tests;
 #[cfg(test)]
+mod template_tests;
+#[cfg(test)]
 mod tests;

@@ -420,7 +420,22 @@ impl GpuProgram {
 /// Errors: those of [`from_tiny::lower`]; `Unsupported` for a value the
 /// SIMT template cannot compute (none today beyond the CPU backend's).
 pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
-    let p = from_tiny::lower(g)?;
+    lower_regions(g, None, &mut Vec::new())
+}
+
+/// [`lower_program`], except that with `templates` each region that is a
+/// contraction + epilogue a tensor-core template takes
+/// ([`super::template::lower_region`]) is that template's kernel; each
+/// refusal is pushed to `notes`.
+fn lower_regions(
+    g: &Graph,
+    templates: Option<(&crate::plan::Target, &dyn crate::plan::cost::Estimator)>,
+    notes: &mut Vec<crate::Diagnostic>,
+) -> DResult<GpuProgram> {
+    // With templates, values a contraction reads through a broadcast are
+    // stored, so that its region reads them from memory as a template does.
+    let grouping = crate::region::Grouping { store_operands: templates.is_some() };
+    let p = from_tiny::lower_with(g, &from_tiny::Options { grouping, ..from_tiny::Options::default() })?;
     let mut launches = Vec::new();
     let mut k = 0;
     while k < p.kernels.len() {
@@ -431,7 +446,15 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
                 continue;
             }
         }
-        launches.push(lower_kernel(&p, &p.kernels[k])?);
+        let template = templates.and_then(|(t, e)| super::template::lower_region(g, &p, &p.kernels[k], t, e));
+        match template {
+            Some(Ok(l)) => launches.push(l),
+            Some(Err(d)) => {
+                notes.push(d);
+                launches.push(lower_kernel(&p, &p.kernels[k])?);
+            }
+            None => launches.push(lower_kernel(&p, &p.kernels[k])?),
+        }
         k += 1;
     }
     Ok(GpuProgram {
@@ -470,22 +493,35 @@ pub fn lower_program_with(
     Ok(lower_program_noting(g, target, estimator)?.0)
 }
 
-/// [`lower_program_with`], and the refusal of the tensor-core templates of
-/// the graph's pattern ([`super::template::lower`]) when none took it (a
-/// symbolic size, f32 operands, a layout, a launch limit, an op the
-/// template does not fuse), so that the graph runs as SIMT kernels.
+/// [`lower_program_with`]: the whole graph on a tensor-core template when
+/// one of its pattern takes it ([`super::template::lower`]), else every
+/// region on the SIMT kernels but those a template takes
+/// ([`super::template::lower_region`]: a GEMM or convolution + epilogue
+/// inside a larger graph); and the templates' refusals (a symbolic size,
+/// f32 operands, a layout, a launch limit, an op the template does not
+/// fuse), each positioned, for what runs as SIMT kernels.
 ///
 /// Errors: those of [`lower_program`].
 pub fn lower_program_noting(
     g: &Graph,
     target: &crate::plan::Target,
     estimator: &dyn crate::plan::cost::Estimator,
-) -> DResult<(GpuProgram, Option<crate::Diagnostic>)> {
-    match super::template::lower(g, target, estimator) {
-        Some(Ok(p)) => Ok((p, None)),
-        Some(Err(d)) => Ok((lower_program(g)?, Some(d))),
-        None => Ok((lower_program(g)?, None)),
+) -> DResult<(GpuProgram, Vec<crate::Diagnostic>)> {
+    let whole = match super::template::lower(g, target, estimator) {
+        Some(Ok(p)) => return Ok((p, Vec::new())),
+        Some(Err(d)) => Some(d),
+        None => None,
+    };
+    let mut notes = Vec::new();
+    let prog = lower_regions(g, Some((target, estimator)), &mut notes)?;
+    // The whole graph's refusal, unless a region got a template after all
+    // (a GEMM followed by a softmax) or a region says the same.
+    if let Some(d) = whole {
+        if !prog.launches.iter().any(|l| l.form.tensor_cores()) && !notes.iter().any(|n| n.message == d.message) {
+            notes.insert(0, d);
+        }
     }
+    Ok((prog, notes))
 }
 
 /// The form [`lower_program`] gives a kernel.

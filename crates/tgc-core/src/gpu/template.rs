@@ -15,12 +15,14 @@
 //! A graph no template takes runs as the SIMT kernels of its regions
 //! (`simt::lower_program`); the refusal is the note `tgc compile` prints.
 
-use crate::cpu::loop_ir::{BufId, Buffer, Role};
+use std::collections::BTreeMap;
+
+use crate::cpu::loop_ir::{BufId, Buffer, Kernel, Program, Role};
 use crate::diag;
 use crate::diag::{DResult, Diagnostic};
 use crate::plan::cost::Estimator;
 use crate::plan::Target;
-use crate::tiny::Graph;
+use crate::tiny::{Graph, NodeId};
 
 use super::ir::{Arch, ParamId};
 use super::simt::{Form, GpuProgram, Launch, LaunchArg};
@@ -93,6 +95,96 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DR
         }
     }
     refusal.map(Err)
+}
+
+/// The launch of region kernel `k` of `p` (the CPU back end's lowering of
+/// the bound graph `g`) on the first template that takes the region as a
+/// graph of its own: the nodes `k` computes, every stored value it reads
+/// (a graph input or another kernel's output) an input of that graph.
+/// `None` when the region has no template's pattern (no contraction);
+/// `Some(Err)` with the templates' refusal.
+pub fn lower_region(
+    g: &Graph,
+    p: &Program,
+    k: &Kernel,
+    target: &Target,
+    estimator: &dyn Estimator,
+) -> Option<DResult<Launch>> {
+    let root = *k.nodes.first()?;
+    // The stored values: graph inputs and kernel outputs, by node.
+    let mut stored: BTreeMap<NodeId, BufId> = BTreeMap::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        if let Some(b) = p.buffers.iter().position(|b| b.role == Role::Input(i)) {
+            stored.insert(id, BufId(b as u32));
+        }
+    }
+    for kk in &p.kernels {
+        if let Some(&r) = kk.nodes.first() {
+            stored.insert(r, kk.out);
+        }
+    }
+    // The region: the root's ancestors short of stored values.
+    let mut inside = vec![false; g.len()];
+    let mut stack = vec![root];
+    inside[root.index()] = true;
+    while let Some(n) = stack.pop() {
+        for &s in &g.node(n).src {
+            if !inside[s.index()] && !stored.contains_key(&s) {
+                inside[s.index()] = true;
+                stack.push(s);
+            }
+        }
+    }
+    // What it reads: stored values some node of the region uses.
+    let mut read = vec![false; g.len()];
+    for id in g.ids().filter(|i| inside[i.index()]) {
+        for &s in &g.node(id).src {
+            read[s.index()] |= !inside[s.index()];
+        }
+    }
+    let mut sub = Graph::new(&format!("{}_{}", g.name, k.name));
+    let mut map: BTreeMap<NodeId, NodeId> = BTreeMap::new();
+    let mut reads: Vec<BufId> = Vec::new();
+    for id in g.ids() {
+        let n = g.node(id);
+        // The region graph's nodes keep the graph's positions and labels,
+        // so that a refusal points into the user's source.
+        sub.cur_span = n.span;
+        let new = if read[id.index()] {
+            let b = *stored.get(&id)?;
+            reads.push(b);
+            sub.input(&p.buffers[b.0 as usize].name, g.dtype(id), g.shape(id))
+        } else if inside[id.index()] {
+            let src: Option<Vec<NodeId>> = n.src.iter().map(|s| map.get(s).copied()).collect();
+            sub.push(n.op.clone(), src?, Some(g.dtype(id)), Some(g.shape(id)))
+        } else {
+            continue;
+        };
+        let labelled = new.and_then(|x| if inside[id.index()] { sub.set_label(x, &n.label).map(|_| x) } else { Ok(x) });
+        match labelled {
+            Ok(x) => map.insert(id, x),
+            Err(d) => return Some(Err(d)),
+        };
+    }
+    sub.outputs.push(crate::tiny::Output { name: "out".into(), node: *map.get(&root)? });
+    let prog = match lower(&sub, target, estimator)? {
+        Ok(prog) => prog,
+        Err(d) => return Some(Err(d)),
+    };
+    let [launch] = <[Launch; 1]>::try_from(prog.launches).ok()?;
+    // The region graph's buffers: its inputs in order, then its output.
+    let to_parent = |b: BufId| if (b.0 as usize) < reads.len() { reads[b.0 as usize] } else { k.out };
+    let mut args = Vec::new();
+    for a in launch.args {
+        args.push(match a {
+            LaunchArg::Buffer(b) => LaunchArg::Buffer(to_parent(b)),
+            LaunchArg::Int(v) => LaunchArg::Int(v),
+            LaunchArg::Dim(_) => {
+                return Some(Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")))
+            }
+        });
+    }
+    Some(Ok(Launch { args, region: k.nodes.clone(), outs: vec![k.out], ..launch }))
 }
 
 /// The GEMM template ([`super::lower::build_with`]) as a program.

@@ -23,7 +23,7 @@ use crate::diag::DResult;
 use crate::index_book::{self, IndexBook};
 use crate::tiny::{self, Graph, NodeId};
 
-use super::grouping::{self, Formation};
+use super::grouping::{self, Formation, Grouping};
 use super::{Dest, Former, How, Let, LocalEdge, Materialize, MemRef, Operand, Region, RegionOutput, Regions};
 
 /// The front of the pipeline for one graph, built and verified once and
@@ -37,19 +37,19 @@ pub struct Front {
 }
 
 /// Builds [`Front`]: verifies the Tiny IR, builds and verifies the
-/// IndexBook, forms the regions ([`form_with`], `fuse` as there) and
-/// verifies them.
+/// IndexBook, forms the regions ([`form_with`], `fuse` and `grouping` as
+/// there) and verifies them.
 ///
 /// Errors: the Tiny IR verifier's first error; those of building the
 /// IndexBook and of [`form_with`]; `Internal` when the IndexBook or Region
 /// verifier fails.
-pub fn front(g: &Graph, fuse: bool) -> DResult<Front> {
+pub fn front(g: &Graph, fuse: bool, grouping: Grouping) -> DResult<Front> {
     if let Some(e) = tiny::verify::verify(g).into_iter().next() {
         return Err(e);
     }
     let book = index_book::build(g)?;
     index_book::verify::check(g, &book)?;
-    let regions = form_with(g, &book, fuse)?;
+    let regions = form_with(g, &book, fuse, grouping)?;
     if let Some(e) = super::verify::verify(g, &regions).into_iter().next() {
         return Err(crate::Diagnostic { message: format!("Region verifier: {}", e.message), ..e });
     }
@@ -70,14 +70,15 @@ pub(super) struct Fusion {
 /// falls back to the grouping and records why); `Internal` when isl fails
 /// on the view's own objects.
 pub fn form(g: &Graph, book: &IndexBook) -> DResult<Regions> {
-    form_with(g, book, true)
+    form_with(g, book, true, Grouping::default())
 }
 
 /// [`form`], with step 2 (Poly Core's compute-at fusions) skipped when
 /// `fuse` is false: the regions are then the grouping's alone, as without
-/// feature `poly` (the unfused baseline of `examples/bench_conv_pool.rs`).
-pub fn form_with(g: &Graph, book: &IndexBook, fuse: bool) -> DResult<Regions> {
-    let f = grouping::group(g, book)?;
+/// feature `poly` (the unfused baseline of `examples/bench_conv_pool.rs`);
+/// `grouping` the target's choices of the grouping rule.
+pub fn form_with(g: &Graph, book: &IndexBook, fuse: bool, grouping: Grouping) -> DResult<Regions> {
+    let f = grouping::group(g, book, grouping)?;
     #[cfg(feature = "poly")]
     let (former, fusions, stops) = if !fuse {
         (Former::Grouping, Vec::<Fusion>::new(), Vec::new())

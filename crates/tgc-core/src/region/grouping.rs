@@ -10,6 +10,14 @@
 //!   that is not fused (below). Readers are counted with multiplicity and
 //!   through movement nodes: a value read by a `RESHAPE` that two nodes read
 //!   has two readers;
+//! - with [`Grouping::store_operands`] (the GPU's tensor-core templates,
+//!   which load their operands from memory), an element-wise value a
+//!   contraction's `MUL` reads through an `EXPAND` that broadcasts (a
+//!   matmul operand such as a hidden layer's `relu(x·W + b)`) is
+//!   materialised too: its chain ends its producer's kernel as the
+//!   epilogue (`001` §8). The CPU keeps it inlined: a stored f16 value is
+//!   rounded, which the interpreter's (and the inlined) value is not, and
+//!   its packing computes the operand once per panel anyway;
 //! - movement nodes never materialise unless they are outputs: they are index
 //!   maps, composed into the accesses of their readers — except where a chain
 //!   of them does not fold: a movement materialises when its access composed
@@ -41,7 +49,7 @@
 
 use crate::diag::DResult;
 use crate::index_book::{self, Access, IndexBook};
-use crate::tiny::{Graph, NodeId, Op};
+use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp};
 
 /// The deepest chain of element-wise nodes inlined into one expression.
 pub const MAX_INLINE_DEPTH: usize = 64;
@@ -76,10 +84,18 @@ pub struct Formation {
     pub readers: Vec<usize>,
 }
 
+/// The choices of the rule of the module doc that differ between targets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grouping {
+    /// Materialise element-wise values a contraction reads through a
+    /// broadcast.
+    pub store_operands: bool,
+}
+
 /// Applies the rule of the module doc to a verified graph and its book.
 ///
 /// Errors: `Internal` when the book does not fit the graph.
-pub fn group(g: &Graph, book: &IndexBook) -> DResult<Formation> {
+pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation> {
     let n = g.len();
     let mut is_output = vec![false; n];
     for o in &g.outputs {
@@ -114,6 +130,18 @@ pub fn group(g: &Graph, book: &IndexBook) -> DResult<Formation> {
             live[i] && (is_output[i] || matches!(op, Op::Input { .. }) || (op.is_elementwise() && readers[i] > 1))
         })
         .collect();
+    // With `store_operands`: an element-wise value a contraction's product
+    // reads through a broadcast is stored; its chain then ends the
+    // producing kernel as its epilogue (`001` §8).
+    let consumers = g.consumers();
+    let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
+    for id in g.ids().filter(|_| rules.store_operands) {
+        let i = id.index();
+        if !live[i] || materialised[i] || !g.node(id).op.is_elementwise() || readers[i] != 1 {
+            continue;
+        }
+        materialised[i] = read_by_contraction_through_broadcast(g, id, &reader_of);
+    }
     // Inlined element-wise chains stay at most MAX_INLINE_DEPTH deep.
     let mut depth = vec![0usize; n];
     for id in g.ids() {
@@ -144,9 +172,7 @@ pub fn group(g: &Graph, book: &IndexBook) -> DResult<Formation> {
             folded[i] = Some(access);
         }
     }
-    // The single live reader of a non-materialised value, when it reads it directly.
-    let consumers = g.consumers();
-    let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
+    // `reader_of`: the single live reader of a non-materialised value.
     // Per kernel root, the REDUCE fused into it.
     let mut fused_reduce: Vec<Option<NodeId>> = vec![None; n];
     for r in g.ids() {
@@ -170,6 +196,25 @@ pub fn group(g: &Graph, book: &IndexBook) -> DResult<Formation> {
         })
         .collect();
     Ok(Formation { materialised, kernels, live, readers })
+}
+
+/// Whether `v`'s single reader chain goes through movements, one of them an
+/// `EXPAND` that broadcasts, into a `MUL` that a `REDUCE SUM` reads (a
+/// contraction's product).
+fn read_by_contraction_through_broadcast(g: &Graph, v: NodeId, reader_of: &dyn Fn(NodeId) -> Option<NodeId>) -> bool {
+    let mut broadcast = false;
+    let mut c = v;
+    while let Some(r) = reader_of(c) {
+        let op = &g.node(r).op;
+        if op.is_movement() {
+            broadcast |= *op == Op::Expand && g.shape(c).iter().zip(g.shape(r)).any(|(a, b)| a.is_one() && !b.is_one());
+            c = r;
+            continue;
+        }
+        let sums = || reader_of(r).is_some_and(|s| matches!(g.node(s).op, Op::Reduce { op: ReduceOp::Sum, .. }));
+        return broadcast && *op == Op::Binary(BinaryOp::Mul) && sums();
+    }
+    false
 }
 
 /// The materialised element-wise value reached from `r` upward through
@@ -206,7 +251,7 @@ mod tests {
     use crate::DType;
 
     fn grouped(g: &Graph) -> Formation {
-        group(g, &index_book::build(g).unwrap()).unwrap()
+        group(g, &index_book::build(g).unwrap(), Grouping::default()).unwrap()
     }
 
     #[test]

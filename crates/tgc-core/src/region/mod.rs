@@ -62,6 +62,7 @@ use crate::sym::Dim;
 use crate::tiny::{Graph, NodeId};
 
 pub use from_tiny::{form, form_with, front, Front};
+pub use grouping::Grouping;
 pub use text::dump;
 
 /// A region's index in [`Regions::regions`] (its execution position).
