@@ -237,113 +237,73 @@ pub fn regions(g: &Graph) -> DResult<String> {
     Ok(region::dump(g, &region::front(g, true, region::Grouping::default())?.regions))
 }
 
-/// The GEMM a contraction node computes, or why it is not planned.
-///
-/// Recognition is the IndexBook's ([`crate::index_book::contraction`], the
-/// one recogniser): a `matmul` pattern without batch axes; `N` the product
-/// of the output extents the operand reading the innermost output axis
-/// reads, `M` the product of the others, `K` of the reduced extents; the
-/// operand dtype is the `MUL`'s. Batched matmuls and convolutions are
-/// planned when they are the graph's one contraction ([`plan_dump`]).
-fn gemm_problem(g: &Graph, book: &index_book::IndexBook, id: tiny::NodeId) -> Option<Result<plan::Problem, String>> {
-    if !crate::gpu::lower::is_contraction(g, id) {
-        return None;
-    }
-    let t = match index_book::contraction::trace(g, book, id) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Some(Err("its operands do not fold into affine reads".into())),
-        Err(d) => return Some(Err(d.message)),
-    };
-    let kind = t.pattern.as_ref().map(|p| (p.kind, p.batch_idx.is_empty()));
-    if kind != Some((index_book::contraction::Pattern::Matmul, true)) {
-        return Some(Err(match kind {
-            None => "no matmul or conv pattern (000 §3.5: an operand index is not affine with positive windows)".into(),
-            Some((index_book::contraction::Pattern::Conv, _)) => {
-                "a convolution, planned only as a graph's one contraction + epilogue".into()
-            }
-            Some(_) => "a batched matmul, planned only as a graph's one contraction + epilogue".into(),
-        }));
-    }
-    if t.out < 2 {
-        return Some(Err("a matrix-vector product (no GEMM M or N axis)".into()));
-    }
-    let extents = book.get(id).map(|i| i.extents()).unwrap_or_default();
-    let concrete: Option<Vec<u64>> = extents.iter().map(|d| d.as_int().and_then(|v| u64::try_from(v).ok())).collect();
-    let Some(v) = concrete.filter(|v| v.len() > t.out) else {
-        let dims: Vec<String> = extents.iter().map(|d| d.to_string()).collect();
-        return Some(Err(format!("no concrete GEMM (extents {}; give them with --dim)", dims.join(" × "))));
-    };
-    // N: the output variables the operand reading the innermost one reads.
-    let owner = if t.rhs.reads(t.out - 1) { &t.rhs } else { &t.lhs };
-    let (mut m, mut n) = (1u64, 1u64);
-    for (k, &e) in v[..t.out].iter().enumerate() {
-        if owner.reads(k) {
-            n *= e;
-        } else {
-            m *= e;
-        }
-    }
-    Some(Ok(plan::Problem::gemm(m, n, v[t.out..].iter().product(), g.dtype(t.mul))))
-}
-
-/// The `plan` dump of `g` for `target`: for a graph that is one
-/// contraction + epilogue ([`crate::gpu::lower::match_gemm`]: a GEMM, a
-/// batched matmul, a convolution) the ranked plan space its MMA kernel is
-/// chosen from ([`crate::gpu::lower::choose`]); otherwise for each GEMM
-/// contraction ([`gemm_problem`]'s recognition) the ranked plan space of
-/// [`plan::cost::choose`], or why it is not planned; a graph with none
-/// says so. [`dump_stage`] uses `sm80` until the CLI takes a GPU target.
+/// The `plan` dump of `g` for `target`, what the GPU lowering
+/// (`gpu::template`) chooses: for a graph that is one attention, the fused
+/// template's schedule; for one contraction + epilogue
+/// ([`crate::gpu::lower::match_gemm`]: a GEMM, a batched matmul, a
+/// convolution) the ranked plan space its MMA kernel is chosen from
+/// ([`crate::gpu::lower::choose`]); otherwise the same for each region that
+/// has a contraction ([`crate::gpu::template::region_graphs`]), or why it
+/// is not planned; a graph with none says so. [`dump_stage`] uses `sm80`
+/// until the CLI takes a GPU target.
 pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
-    match crate::gpu::attention::match_attention(g) {
-        Ok(graph) => {
-            let label = &g.node(graph.scores).label;
-            return format!("attention at `{label}`: {}", crate::gpu::sm80::attention::describe(&graph.attention));
-        }
-        Err(d) if g.ids().filter(|&id| crate::gpu::lower::is_contraction(g, id)).count() == 2 => {
-            return format!("two contractions, not fused as an attention: {}\n", d.message)
-        }
-        Err(_) => {}
+    let attention = crate::gpu::attention::match_attention(g);
+    if let Ok(graph) = &attention {
+        let label = &g.node(graph.scores).label;
+        return format!("attention at `{label}`: {}", crate::gpu::sm80::attention::describe(&graph.attention));
     }
-    if let Ok(graph) = crate::gpu::lower::match_gemm(g) {
-        let label = &g.node(graph.contraction).label;
-        let how = match &graph.gemm.implicit {
-            None => String::new(),
-            Some(im) => format!(
-                " ({} as an implicit GEMM: {} batch points of M={} N={} K={})",
-                graph.pattern.name(),
-                im.extent(crate::gpu::sm80::Axis::Batch),
-                graph.sizes[0],
-                graph.sizes[1],
-                graph.sizes[2]
-            ),
-        };
-        let choice = target
-            .require_mma_sync(graph.problem.dtype)
-            .map_err(|why| why.to_string())
-            .and_then(|_| crate::gpu::lower::choose(&graph, target, &plan::cost::Analytic).map_err(|d| d.message));
-        return match choice {
-            Ok(c) => format!("contraction `{label}`{how}: {}", plan::dump(&graph.problem, target, &c)),
-            Err(why) => format!("contraction `{label}`{how}: not planned: {why}\n"),
-        };
+    if let Ok(text) = gemm_plan(g, target) {
+        return text;
     }
     let mut out = String::new();
-    let book = match index_book::build(g) {
-        Ok(b) => b,
-        Err(d) => return format!("not planned: {}\n", d.message),
-    };
-    for id in g.ids() {
-        let Some(problem) = gemm_problem(g, &book, id) else { continue };
-        let label = &g.node(id).label;
-        let problem = problem.and_then(|p| target.require_mma_sync(p.dtype).map(|_| p));
-        match problem.and_then(|p| plan::cost::choose(&p, target).map(|c| (p, c)).map_err(|d| d.message)) {
-            Ok((p, choice)) => out.push_str(&format!("contraction `{label}`: {}", plan::dump(&p, target, &choice))),
-            Err(why) => out.push_str(&format!("contraction `{label}`: not planned: {why}\n")),
+    if let (Err(d), Some(crate::gpu::template::GraphPattern::Attention)) =
+        (attention, crate::gpu::template::pattern_of(g))
+    {
+        out.push_str(&format!("two contractions, not fused as an attention: {}\n", d.message));
+    }
+    match crate::gpu::template::region_graphs(g) {
+        Ok(regions) => {
+            for (name, sub) in regions {
+                let text = gemm_plan(&sub, target).unwrap_or_else(|why| format!("{why}\n"));
+                out.push_str(&format!("region {name}: {text}"));
+            }
         }
+        Err(d) => out.push_str(&format!("not planned: {}\n", d.message)),
     }
     if out.is_empty() {
-        out.push_str("no GEMM contraction (REDUCE SUM of MUL) in this graph\n");
+        out.push_str("no contraction (REDUCE SUM of MUL) in this graph\n");
     }
     out
+}
+
+/// The ranked plan space of `g`'s MMA kernel when `g` is one contraction +
+/// epilogue (the ranking, or why no plan fits); `Err` with why `g` is not
+/// ([`crate::gpu::lower::match_gemm`]'s refusal, naming the contraction).
+fn gemm_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
+    let graph = crate::gpu::lower::match_gemm(g).map_err(|d| match &d.node {
+        Some(n) => format!("contraction `{n}`: not planned: {}", d.message),
+        None => format!("not planned: {}", d.message),
+    })?;
+    let label = &g.node(graph.contraction).label;
+    let how = match &graph.gemm.implicit {
+        None => String::new(),
+        Some(im) => format!(
+            " ({} as an implicit GEMM: {} batch points of M={} N={} K={})",
+            graph.pattern.name(),
+            im.extent(crate::gpu::sm80::Axis::Batch),
+            graph.sizes[0],
+            graph.sizes[1],
+            graph.sizes[2]
+        ),
+    };
+    let choice = target
+        .require_mma_sync(graph.problem.dtype)
+        .map_err(|why| why.to_string())
+        .and_then(|_| crate::gpu::lower::choose(&graph, target, &plan::cost::Analytic).map_err(|d| d.message));
+    Ok(match choice {
+        Ok(c) => format!("contraction `{label}`{how}: {}", plan::dump(&graph.problem, target, &c)),
+        Err(why) => format!("contraction `{label}`{how}: not planned: {why}\n"),
+    })
 }
 
 /// One stage's dump.

@@ -241,14 +241,14 @@ pub fn match_attention(g: &Graph) -> DResult<AttentionGraph> {
         used.push(*next);
         cur = *next;
     }
-    if g.dtype(cur) != DType::F32 {
-        return Err(unsupported(cur, "the softmax of the attention template takes f32 scores".into()));
-    }
 
     // The softmax over N.
     let x = cur;
     let (sub, max) = two_users(g, &users, x, |n| matches!(n.op, Op::Binary(BinaryOp::Sub)))
         .ok_or_else(|| unsupported(x, "the scores are not the input of a softmax (max, sub, exp2, sum, div)".into()))?;
+    if g.dtype(x) != DType::F32 {
+        return Err(unsupported(x, "the softmax of the attention template takes f32 scores".into()));
+    }
     check_row_reduce(g, max, ReduceOp::Max, rank)?;
     if g.node(sub).src != [x, g.node(sub).src[1]] || !broadcasts(g, &book, g.node(sub).src[1], max, rank) {
         return Err(unsupported(sub, "the softmax subtracts something other than its row maximum".into()));

@@ -99,10 +99,9 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DR
 
 /// The launch of region kernel `k` of `p` (the CPU back end's lowering of
 /// the bound graph `g`) on the first template that takes the region as a
-/// graph of its own: the nodes `k` computes, every stored value it reads
-/// (a graph input or another kernel's output) an input of that graph.
-/// `None` when the region has no template's pattern (no contraction);
-/// `Some(Err)` with the templates' refusal.
+/// graph of its own ([`region_graph`]). `None` when the region has no
+/// template's pattern (no contraction); `Some(Err)` with the templates'
+/// refusal.
 pub fn lower_region(
     g: &Graph,
     p: &Program,
@@ -110,6 +109,37 @@ pub fn lower_region(
     target: &Target,
     estimator: &dyn Estimator,
 ) -> Option<DResult<Launch>> {
+    let (sub, reads) = match region_graph(g, p, k)? {
+        Ok(x) => x,
+        Err(d) => return Some(Err(d)),
+    };
+    let prog = match lower(&sub, target, estimator)? {
+        Ok(prog) => prog,
+        Err(d) => return Some(Err(d)),
+    };
+    let [launch] = <[Launch; 1]>::try_from(prog.launches).ok()?;
+    // The region graph's buffers: its inputs in order, then its output.
+    let to_parent = |b: BufId| if (b.0 as usize) < reads.len() { reads[b.0 as usize] } else { k.out };
+    let mut args = Vec::new();
+    for a in launch.args {
+        args.push(match a {
+            LaunchArg::Buffer(b) => LaunchArg::Buffer(to_parent(b)),
+            LaunchArg::Int(v) => LaunchArg::Int(v),
+            LaunchArg::Dim(_) => {
+                return Some(Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")))
+            }
+        });
+    }
+    Some(Ok(Launch { args, region: k.nodes.clone(), outs: vec![k.out], ..launch }))
+}
+
+/// Region kernel `k` of `p` (lowered from `g`) as a graph of its own: the
+/// nodes `k` computes, every stored value it reads (a graph input or
+/// another kernel's output) an input of that graph, in node order, with
+/// the buffers they are; the nodes keep `g`'s labels and positions, so
+/// that a refusal points into the user's source. `None` for a kernel with
+/// no node.
+pub fn region_graph(g: &Graph, p: &Program, k: &Kernel) -> Option<DResult<(Graph, Vec<BufId>)>> {
     let root = *k.nodes.first()?;
     // The stored values: graph inputs and kernel outputs, by node.
     let mut stored: BTreeMap<NodeId, BufId> = BTreeMap::new();
@@ -147,8 +177,6 @@ pub fn lower_region(
     let mut reads: Vec<BufId> = Vec::new();
     for id in g.ids() {
         let n = g.node(id);
-        // The region graph's nodes keep the graph's positions and labels,
-        // so that a refusal points into the user's source.
         sub.cur_span = n.span;
         let new = if read[id.index()] {
             let b = *stored.get(&id)?;
@@ -167,24 +195,28 @@ pub fn lower_region(
         };
     }
     sub.outputs.push(crate::tiny::Output { name: "out".into(), node: *map.get(&root)? });
-    let prog = match lower(&sub, target, estimator)? {
-        Ok(prog) => prog,
-        Err(d) => return Some(Err(d)),
-    };
-    let [launch] = <[Launch; 1]>::try_from(prog.launches).ok()?;
-    // The region graph's buffers: its inputs in order, then its output.
-    let to_parent = |b: BufId| if (b.0 as usize) < reads.len() { reads[b.0 as usize] } else { k.out };
-    let mut args = Vec::new();
-    for a in launch.args {
-        args.push(match a {
-            LaunchArg::Buffer(b) => LaunchArg::Buffer(to_parent(b)),
-            LaunchArg::Int(v) => LaunchArg::Int(v),
-            LaunchArg::Dim(_) => {
-                return Some(Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")))
+    Some(Ok((sub, reads)))
+}
+
+/// The regions of `g` (lowered as for the GPU's templates, with
+/// [`crate::region::Grouping::store_operands`]) that have a template's
+/// pattern, each as a graph of its own ([`region_graph`]) named by its
+/// kernel: what the `plan` dump ranks for a graph no template takes whole.
+///
+/// Errors: those of the CPU back end's lowering and of [`region_graph`].
+pub fn region_graphs(g: &Graph) -> DResult<Vec<(String, Graph)>> {
+    let grouping = crate::region::Grouping { store_operands: true };
+    let p = crate::cpu::from_tiny::lower_with(g, &crate::cpu::from_tiny::Options { grouping, ..Default::default() })?;
+    let mut out = Vec::new();
+    for k in &p.kernels {
+        if let Some(r) = region_graph(g, &p, k) {
+            let (sub, _) = r?;
+            if pattern_of(&sub).is_some() {
+                out.push((k.name.clone(), sub));
             }
-        });
+        }
     }
-    Some(Ok(Launch { args, region: k.nodes.clone(), outs: vec![k.out], ..launch }))
+    Ok(out)
 }
 
 /// The GEMM template ([`super::lower::build_with`]) as a program.
