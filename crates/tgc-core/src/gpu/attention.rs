@@ -126,8 +126,9 @@ pub enum Role {
 #[derive(Clone, Debug)]
 pub struct AttentionGraph {
     pub attention: Attention,
-    /// Each graph input's role, in the graph's input order.
-    pub inputs: Vec<(String, Role)>,
+    /// Each operand's role and the index of its graph input (one input may
+    /// be several operands: self-attention's `attention(x, x, x)`).
+    pub inputs: Vec<(Role, usize)>,
     /// The graph output the kernel writes.
     pub output: String,
     /// The `Q·Kᵀ` contraction, where errors point.
@@ -397,18 +398,16 @@ pub fn match_attention(g: &Graph) -> DResult<AttentionGraph> {
         v,
         o,
     };
-    let mut inputs = Vec::new();
-    for id in g.inputs() {
-        let role = if id == q_op.src {
-            Role::Q
-        } else if id == k_op.src {
-            Role::K
-        } else if id == v_src {
-            Role::V
-        } else {
-            Role::Bias(bias_inputs.iter().position(|&b| b == id).unwrap_or(0))
-        };
-        inputs.push((input_name(g, id), role));
+    let graph_inputs = g.inputs();
+    let index_of = |id: NodeId| {
+        graph_inputs
+            .iter()
+            .position(|&x| x == id)
+            .ok_or_else(|| diag!(Internal, "operand {} is no graph input", g.node(id).label))
+    };
+    let mut inputs = vec![(Role::Q, index_of(q_op.src)?), (Role::K, index_of(k_op.src)?), (Role::V, index_of(v_src)?)];
+    for (j, &b) in bias_inputs.iter().enumerate() {
+        inputs.push((Role::Bias(j), index_of(b)?));
     }
     Ok(AttentionGraph { attention, inputs, output: g.outputs[0].name.clone(), scores: r1 })
 }

@@ -142,6 +142,18 @@ fn permuted_operands_and_a_broadcast_mask_are_addressed_in_place() {
     check(&g, tol("f16"));
 }
 
+/// Self-attention without projections, `attention(x, x, x)`: one input
+/// bound to the kernel's q, k and v parameters.
+#[test]
+fn one_input_can_be_q_k_and_v() {
+    let g = load(
+        "graph sa(x: f16[1, 2, 40, 32]) -> (o: f16[1, 2, 40, 32]) {\n    o = attention(x, x, x, causal=true)\n    \
+         return o\n}\n",
+    );
+    let p = check(&g, tol("f16"));
+    assert_eq!(p.launches[0].args.len(), p.launches[0].kernel.params.len());
+}
+
 /// What the template does not take falls back to the SIMT kernels, with
 /// the reason: f32 operands, a head dimension that is not a multiple of
 /// 16. A softmax over the query axis is no attention, but its two products

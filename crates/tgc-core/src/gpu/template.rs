@@ -223,14 +223,18 @@ pub fn region_graphs(g: &Graph) -> DResult<Vec<(String, Graph)>> {
 fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<GpuProgram> {
     let gk = super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name))?;
     gemm_program(g, gk).ok_or_else(|| {
-        diag!(Unsupported, "the chosen plan splits K, whose workspace and locks are not buffers of a program")
+        diag!(
+            Unsupported,
+            "the GEMM kernel's parameters do not bind to the program's buffers (one input as both operands, or a \
+             split-K workspace)"
+        )
     })
 }
 
 /// The attention template ([`super::attention::build`]) as a program.
 fn attention(g: &Graph, target: &Target, _: &dyn Estimator) -> DResult<GpuProgram> {
     let ak = super::attention::build(g, target, &format!("{}_attention", g.name))?;
-    Ok(attention_program(g, ak))
+    attention_program(g, ak)
 }
 
 /// The buffers of a one-kernel program of `g`: one per graph input, in
@@ -266,24 +270,29 @@ fn whole_graph_buffers(g: &Graph) -> Vec<Buffer> {
 
 /// The one-launch program of the attention graph `g` with its fused
 /// kernel `ak` ([`super::attention::build`]).
-fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> GpuProgram {
+///
+/// Errors: `Internal` when a kernel parameter is left unbound.
+fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> DResult<GpuProgram> {
     use super::attention::Role as R;
     let buffers = whole_graph_buffers(g);
     let out = BufId(buffers.len() as u32 - 1);
     let tensor_biases: Vec<ParamId> = ak.params.biases.iter().flatten().copied().collect();
     let mut bind: Vec<(ParamId, LaunchArg)> = vec![(ak.params.o, LaunchArg::Buffer(out))];
-    for (i, (_, role)) in ak.graph.inputs.iter().enumerate() {
+    for &(role, i) in &ak.graph.inputs {
         let param = match role {
             R::Q => Some(ak.params.q),
             R::K => Some(ak.params.k),
             R::V => Some(ak.params.v),
-            R::Bias(b) => tensor_biases.get(*b).copied(),
+            R::Bias(b) => tensor_biases.get(b).copied(),
         };
         if let Some(p) = param {
             bind.push((p, LaunchArg::Buffer(BufId(i as u32))));
         }
     }
     bind.sort_by_key(|b| b.0);
+    if bind.iter().map(|b| b.0 .0 as usize).ne(0..ak.kernel.params.len()) {
+        return Err(diag!(Internal, "the attention kernel's parameters do not bind one to one to the graph's buffers"));
+    }
     let launch = Launch {
         kernel: ak.kernel,
         form: Form::Attention,
@@ -292,7 +301,7 @@ fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> GpuPro
         outs: vec![out],
         plan: None,
     };
-    GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] }
+    Ok(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }
 
 /// The one-launch program of the GEMM graph `g` with its tensor-core
