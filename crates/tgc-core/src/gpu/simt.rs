@@ -423,7 +423,10 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
     lower_regions(g, None, &mut Vec::new())
 }
 
-/// [`lower_program`], except that with `templates` each region that is a
+/// [`lower_program`], except that with `templates` the regions are formed
+/// for them (operands read through a broadcast stored, no compute-at
+/// fusion), an attention inside the graph is one fused launch
+/// ([`super::template::attention_regions`]) and each region that is a
 /// contraction + epilogue a tensor-core template takes
 /// ([`super::template::lower_region`]) is that template's kernel; each
 /// refusal is pushed to `notes`.
@@ -434,12 +437,32 @@ fn lower_regions(
 ) -> DResult<GpuProgram> {
     // With templates, values a contraction reads through a broadcast are
     // stored, so that its region reads them from memory as a template does.
+    // Poly Core's compute-at fusions are the CPU's: a template cannot
+    // compute a producer at its reads, so with templates a contraction's
+    // producers are stored.
     let grouping = crate::region::Grouping { store_operands: templates.is_some() };
-    let p = from_tiny::lower_with(g, &from_tiny::Options { grouping, ..from_tiny::Options::default() })?;
+    let opts = from_tiny::Options { grouping, fuse: templates.is_none(), ..from_tiny::Options::default() };
+    let p = from_tiny::lower_with(g, &opts)?;
+    // Attentions inside a larger graph: one fused launch in place of
+    // their regions' kernels, at the last of them.
+    let mut fused = match templates {
+        Some((t, _)) => super::template::attention_regions(g, &p, t),
+        None => Vec::new(),
+    };
     let mut launches = Vec::new();
     let mut k = 0;
     while k < p.kernels.len() {
-        if let Some(group) = p.rows.iter().find(|r| r.kernels.start == k) {
+        if let Some(f) = fused.iter().position(|(_, ks)| ks.contains(&k)) {
+            if fused[f].1.last() == Some(&k) {
+                launches.push(fused.remove(f).0);
+            }
+            k += 1;
+            continue;
+        }
+        let group = p.rows.iter().find(|r| r.kernels.start == k);
+        // A row group holding a fused attention's kernel is not a launch.
+        let group = group.filter(|r| !fused.iter().any(|(_, ks)| ks.iter().any(|x| r.kernels.contains(x))));
+        if let Some(group) = group {
             if let Some(l) = lower_rows(&p, group)? {
                 launches.push(l);
                 k = group.kernels.end;
@@ -495,9 +518,10 @@ pub fn lower_program_with(
 
 /// [`lower_program_with`]: the whole graph on a tensor-core template when
 /// one of its pattern takes it ([`super::template::lower`]), else every
-/// region on the SIMT kernels but those a template takes
-/// ([`super::template::lower_region`]: a GEMM or convolution + epilogue
-/// inside a larger graph); and the templates' refusals (a symbolic size,
+/// region on the SIMT kernels but those a template takes (an attention,
+/// and a GEMM or convolution + epilogue, inside a larger graph:
+/// [`super::template::attention_regions`], [`super::template::lower_region`]);
+/// and the templates' refusals (a symbolic size,
 /// f32 operands, a layout, a launch limit, an op the template does not
 /// fuse), each positioned, for what runs as SIMT kernels.
 ///

@@ -141,7 +141,14 @@ pub fn lower_region(
 /// no node.
 pub fn region_graph(g: &Graph, p: &Program, k: &Kernel) -> Option<DResult<(Graph, Vec<BufId>)>> {
     let root = *k.nodes.first()?;
-    // The stored values: graph inputs and kernel outputs, by node.
+    let stored = stored_values(g, p);
+    let inside = ancestors(g, root, &|s| stored.contains_key(&s));
+    subgraph(g, p, &stored, root, &inside, &format!("{}_{}", g.name, k.name))
+}
+
+/// The stored values of `p` (lowered from `g`): graph inputs and kernel
+/// outputs, by node, with their buffers.
+fn stored_values(g: &Graph, p: &Program) -> BTreeMap<NodeId, BufId> {
     let mut stored: BTreeMap<NodeId, BufId> = BTreeMap::new();
     for (i, id) in g.inputs().into_iter().enumerate() {
         if let Some(b) = p.buffers.iter().position(|b| b.role == Role::Input(i)) {
@@ -153,26 +160,44 @@ pub fn region_graph(g: &Graph, p: &Program, k: &Kernel) -> Option<DResult<(Graph
             stored.insert(r, kk.out);
         }
     }
-    // The region: the root's ancestors short of stored values.
+    stored
+}
+
+/// `root` and its ancestors short of the nodes `stop` holds, as a mask.
+fn ancestors(g: &Graph, root: NodeId, stop: &dyn Fn(NodeId) -> bool) -> Vec<bool> {
     let mut inside = vec![false; g.len()];
     let mut stack = vec![root];
     inside[root.index()] = true;
     while let Some(n) = stack.pop() {
         for &s in &g.node(n).src {
-            if !inside[s.index()] && !stored.contains_key(&s) {
+            if !inside[s.index()] && !stop(s) {
                 inside[s.index()] = true;
                 stack.push(s);
             }
         }
     }
-    // What it reads: stored values some node of the region uses.
+    inside
+}
+
+/// The nodes `inside` as a graph named `name` whose output is `root`, every
+/// stored value they read an input (in node order, with its buffer); the
+/// nodes keep `g`'s labels and positions, so that a refusal points into
+/// the user's source. `None` when they read a value that is not stored.
+fn subgraph(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    root: NodeId,
+    inside: &[bool],
+    name: &str,
+) -> Option<DResult<(Graph, Vec<BufId>)>> {
     let mut read = vec![false; g.len()];
     for id in g.ids().filter(|i| inside[i.index()]) {
         for &s in &g.node(id).src {
             read[s.index()] |= !inside[s.index()];
         }
     }
-    let mut sub = Graph::new(&format!("{}_{}", g.name, k.name));
+    let mut sub = Graph::new(name);
     let mut map: BTreeMap<NodeId, NodeId> = BTreeMap::new();
     let mut reads: Vec<BufId> = Vec::new();
     for id in g.ids() {
@@ -196,6 +221,69 @@ pub fn region_graph(g: &Graph, p: &Program, k: &Kernel) -> Option<DResult<(Graph
     }
     sub.outputs.push(crate::tiny::Output { name: "out".into(), node: *map.get(&root)? });
     Some(Ok((sub, reads)))
+}
+
+/// The attentions inside `g` (lowered to `p`), each fused into one launch
+/// of the attention template: for two contractions `r1` before `r2` with
+/// `r2` reading `r1`, the region of `r2`'s kernel grown back through every
+/// value that depends on `r1` (the scores, the softmax's reductions and
+/// weights, stored or not) down to the values `r1`'s operands read; when
+/// that graph is an attention the template takes and no kernel outside it
+/// reads a value inside, its launch replaces the kernels whose roots it
+/// holds (their indices in `p.kernels`, increasing). Refusals are not
+/// errors: those regions stay as they are.
+pub fn attention_regions(g: &Graph, p: &Program, target: &Target) -> Vec<(Launch, Vec<usize>)> {
+    let stored = stored_values(g, p);
+    let contractions: Vec<NodeId> = g.ids().filter(|&id| super::lower::is_contraction(g, id)).collect();
+    let consumers = g.consumers();
+    let mut out: Vec<(Launch, Vec<usize>)> = Vec::new();
+    for (i, &r1) in contractions.iter().enumerate() {
+        // The values that depend on r1.
+        let mut after = vec![false; g.len()];
+        after[r1.index()] = true;
+        for id in g.ids().skip(r1.index() + 1) {
+            after[id.index()] = g.node(id).src.iter().any(|s| after[s.index()]);
+        }
+        for &r2 in contractions[i + 1..].iter().filter(|r| after[r.index()]) {
+            let Some(k2) =
+                p.kernels.iter().find(|k| k.nodes.contains(&r2) || k.reduce.as_ref().is_some_and(|r| r.node == r2))
+            else {
+                continue;
+            };
+            let Some(&root) = k2.nodes.first() else { continue };
+            let inside = ancestors(g, root, &|s| stored.contains_key(&s) && !after[s.index()]);
+            let kernels: Vec<usize> = (0..p.kernels.len())
+                .filter(|&k| p.kernels[k].nodes.first().is_some_and(|r| inside[r.index()]))
+                .collect();
+            // Nothing outside may read a value the fused kernel no longer stores.
+            let escapes = g.ids().any(|id| {
+                inside[id.index()] && id != root && stored.contains_key(&id) && {
+                    consumers[id.index()].iter().any(|c| !inside[c.index()])
+                }
+            });
+            let taken = out.iter().any(|(_, ks)| ks.iter().any(|k| kernels.contains(k)));
+            if escapes || taken || g.outputs.iter().any(|o| inside[o.node.index()] && o.node != root) {
+                continue;
+            }
+            let name = format!("{}_{}", g.name, k2.name);
+            let Some(Ok((sub, reads))) = subgraph(g, p, &stored, root, &inside, &name) else { continue };
+            let Ok(ak) = super::attention::build(&sub, target, &format!("{name}_attention")) else { continue };
+            let Ok(prog) = attention_program(&sub, ak) else { continue };
+            let Some(launch) = prog.launches.into_iter().next() else { continue };
+            let to_parent = |b: BufId| if (b.0 as usize) < reads.len() { reads[b.0 as usize] } else { k2.out };
+            let args = launch
+                .args
+                .iter()
+                .map(|a| match a {
+                    LaunchArg::Buffer(b) => LaunchArg::Buffer(to_parent(*b)),
+                    other => *other,
+                })
+                .collect();
+            let region = g.ids().filter(|id| inside[id.index()]).collect();
+            out.push((Launch { args, region, outs: vec![k2.out], ..launch }, kernels));
+        }
+    }
+    out
 }
 
 /// The regions of `g` (lowered as for the GPU's templates, with

@@ -91,3 +91,30 @@ fn a_refused_region_says_why_at_its_node() {
         "{notes:?}"
     );
 }
+
+/// An attention inside a larger graph (a one-head block: the q, k, v
+/// projections, attention, the output projection) is one fused launch
+/// between the GEMM regions, the score and softmax kernels it replaces
+/// gone.
+#[test]
+fn an_attention_inside_a_larger_graph_is_fused() {
+    let src = "graph blk(x: f16[2, 40, 32], wq: f16[32, 32], wk: f16[32, 32], wv: f16[32, 32], wo: f16[32, 16]) -> (y: \
+               f16[2, 40, 16]) {\n    q = reshape(matmul(x, wq), [2, 1, 40, 32])\n    k = reshape(matmul(x, wk), [2, 1, \
+               40, 32])\n    v = reshape(matmul(x, wv), [2, 1, 40, 32])\n    a = reshape(attention(q, k, v, causal=true), \
+               [2, 40, 32])\n    y = matmul(a, wo)\n    return y\n}\n";
+    let (forms, notes) = regions(src, 4e-3);
+    assert_eq!(forms, [Form::Gemm, Form::Gemm, Form::Gemm, Form::Attention, Form::Gemm], "{notes:?}");
+}
+
+/// Conv → ReLU → MaxPool in f16: the convolution is stored for the GPU
+/// (Poly Core's compute-at fusion is the CPU's), so it runs as an implicit
+/// GEMM on the template and the pool as a SIMT kernel after it.
+#[test]
+fn a_convolution_before_a_pool_runs_on_the_template() {
+    let src = "graph crp(x: f16[2, 8, 10, 10], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[2, 16, 5, 5]) {\n    c = \
+               relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    y = maxpool2d(c, kernel=[2, 2], stride=[2, 2])\n    return \
+               y\n}\n";
+    let (forms, notes) = regions(src, 1e-3);
+    assert_eq!(forms.first(), Some(&Form::Gemm), "{forms:?} {notes:?}");
+    assert!(forms[1..].iter().all(|f| !f.tensor_cores()), "{forms:?}");
+}

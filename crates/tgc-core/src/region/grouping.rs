@@ -15,9 +15,10 @@
 //!   contraction's `MUL` reads through an `EXPAND` that broadcasts (a
 //!   matmul operand such as a hidden layer's `relu(x·W + b)`) is
 //!   materialised too: its chain ends its producer's kernel as the
-//!   epilogue (`001` §8). The CPU keeps it inlined: a stored f16 value is
-//!   rounded, which the interpreter's (and the inlined) value is not, and
-//!   its packing computes the operand once per panel anyway;
+//!   epilogue (`001` §8); a widening `CAST` to f32 is looked through, and
+//!   the narrower value stored. The CPU keeps it inlined: a stored f16
+//!   value is rounded, which the interpreter's (and the inlined) value is
+//!   not, and its packing computes the operand once per panel anyway;
 //! - movement nodes never materialise unless they are outputs: they are index
 //!   maps, composed into the accesses of their readers — except where a chain
 //!   of them does not fold: a movement materialises when its access composed
@@ -137,7 +138,7 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
     let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
     for id in g.ids().filter(|_| rules.store_operands) {
         let i = id.index();
-        if !live[i] || materialised[i] || !g.node(id).op.is_elementwise() || readers[i] != 1 {
+        if !live[i] || materialised[i] || !g.node(id).op.is_elementwise() || readers[i] != 1 || widens(g, id) {
             continue;
         }
         materialised[i] = read_by_contraction_through_broadcast(g, id, &reader_of);
@@ -198,14 +199,27 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
     Ok(Formation { materialised, kernels, live, readers })
 }
 
-/// Whether `v`'s single reader chain goes through movements, one of them an
-/// `EXPAND` that broadcasts, into a `MUL` that a `REDUCE SUM` reads (a
-/// contraction's product).
+/// Whether `id` is a `CAST` that widens f16/bf16 to f32 (exact: the
+/// narrower value is the one to store).
+fn widens(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    n.op == Op::Cast
+        && g.dtype(id) == crate::DType::F32
+        && n.src.first().is_some_and(|&s| matches!(g.dtype(s), crate::DType::F16 | crate::DType::BF16))
+}
+
+/// Whether `v`'s single reader chain goes through movements and widening
+/// casts, one of them an `EXPAND` that broadcasts, into a `MUL` that a
+/// `REDUCE SUM` reads (a contraction's product).
 fn read_by_contraction_through_broadcast(g: &Graph, v: NodeId, reader_of: &dyn Fn(NodeId) -> Option<NodeId>) -> bool {
     let mut broadcast = false;
     let mut c = v;
     while let Some(r) = reader_of(c) {
         let op = &g.node(r).op;
+        if widens(g, r) {
+            c = r;
+            continue;
+        }
         if op.is_movement() {
             broadcast |= *op == Op::Expand && g.shape(c).iter().zip(g.shape(r)).any(|(a, b)| a.is_one() && !b.is_one());
             c = r;
