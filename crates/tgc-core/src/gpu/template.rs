@@ -255,9 +255,12 @@ pub fn attention_regions(g: &Graph, p: &Program, target: &Target) -> Vec<(Launch
             let kernels: Vec<usize> = (0..p.kernels.len())
                 .filter(|&k| p.kernels[k].nodes.first().is_some_and(|r| inside[r.index()]))
                 .collect();
-            // Nothing outside may read a value the fused kernel no longer stores.
+            // Nothing outside may read a value that depends on r1 (stored
+            // or inlined, the fused kernel computes it only in registers);
+            // the rest (movements of the operands, constants) reads only
+            // values stored outside and may be recomputed there.
             let escapes = g.ids().any(|id| {
-                inside[id.index()] && id != root && stored.contains_key(&id) && {
+                inside[id.index()] && id != root && after[id.index()] && {
                     consumers[id.index()].iter().any(|c| !inside[c.index()])
                 }
             });

@@ -118,3 +118,15 @@ fn a_convolution_before_a_pool_runs_on_the_template() {
     assert_eq!(forms.first(), Some(&Form::Gemm), "{forms:?} {notes:?}");
     assert!(forms[1..].iter().all(|f| !f.tensor_cores()), "{forms:?}");
 }
+
+/// An attention whose softmax is also an output of the graph is not fused
+/// (the fused kernel keeps the weights in registers): its regions stay.
+#[test]
+fn an_attention_whose_weights_escape_is_not_fused() {
+    let src =
+        "graph esc(q: f16[1, 1, 24, 16], k: f16[1, 1, 24, 16], v: f16[1, 1, 24, 16]) -> (o: f16[1, 1, 24, 16], p: \
+               f32[1, 1, 24, 24]) {\n    kt = permute(k, [0, 1, 3, 2])\n    s = matmul(q, kt)\n    p = softmax(cast(s, \
+               f32), -1)\n    o = matmul(cast(p, f16), v)\n    return o, p\n}\n";
+    let (forms, _) = regions(src, 4e-3);
+    assert!(!forms.contains(&Form::Attention), "{forms:?}");
+}
