@@ -207,11 +207,7 @@ fn an_attention_without_its_v_barrier_is_caught() {
     let caught = match verify::verify(k) {
         Err(errs) => !errs.is_empty(),
         Ok(()) => {
-            let inputs: Vec<Vec<f64>> = g
-                .inputs()
-                .into_iter()
-                .map(|id| vec![0.5; g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).product()])
-                .collect();
+            let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
             let err = emulate(&prog, &[], &inputs).expect_err("a race on V's stage");
             err.message.contains("Race") || err.message.contains("IncompleteRead")
         }

@@ -146,6 +146,12 @@ fn convolutions_run_on_the_mma_template() {
     }
 }
 
+/// Every input of the bound graph `g` filled with `value`.
+pub(super) fn filled_inputs(g: &Graph, value: f64) -> Vec<Vec<f64>> {
+    let numel = |id| g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).product();
+    g.inputs().into_iter().map(|id| vec![value; numel(id)]).collect()
+}
+
 /// Compiles `p`'s kernels with NVRTC for sm_80: no spills, and SASS with
 /// `HMMA.16816.F32`, `LDSM` and, when `ldgsts`, `LDGSTS`.
 pub(super) fn compiles_to_mma(tc: &Toolchain, p: &GpuProgram, ldgsts: bool) {
@@ -255,11 +261,7 @@ fn an_implicit_gemm_without_its_padding_guards_is_caught_by_the_emulator() {
     let (kernel, _) = super::sm80::build(&plan, &graph.gemm).unwrap();
     launch.kernel = super::ir::Kernel { name: launch.kernel.name.clone(), ..kernel };
     verify::verify(&launch.kernel).unwrap_or_else(|e| panic!("{e:?}"));
-    let inputs: Vec<Vec<f64>> = g
-        .inputs()
-        .into_iter()
-        .map(|id| vec![0.5; g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).product()])
-        .collect();
+    let inputs = filled_inputs(&g, 0.5);
     let err = emulate(&prog, &[], &inputs).expect_err("reads outside the activations");
     assert!(err.message.contains("OutOfBounds") && err.message.contains("outside `A`"), "{err}");
 }

@@ -435,18 +435,13 @@ fn lower_regions(
     templates: Option<(&crate::plan::Target, &dyn crate::plan::cost::Estimator)>,
     notes: &mut Vec<crate::Diagnostic>,
 ) -> DResult<GpuProgram> {
-    // With templates, values a contraction reads through a broadcast are
-    // stored, so that its region reads them from memory as a template does.
-    // Poly Core's compute-at fusions are the CPU's: a template cannot
-    // compute a producer at its reads, so with templates a contraction's
-    // producers are stored.
-    let grouping = crate::region::Grouping { store_operands: templates.is_some() };
-    let opts = from_tiny::Options { grouping, fuse: templates.is_none(), ..from_tiny::Options::default() };
+    let opts = if templates.is_some() { super::template::region_options() } else { from_tiny::Options::default() };
     let p = from_tiny::lower_with(g, &opts)?;
+    let stored = templates.map(|_| super::template::stored_values(g, &p)).unwrap_or_default();
     // Attentions inside a larger graph: one fused launch in place of
     // their regions' kernels, at the last of them.
     let mut fused = match templates {
-        Some((t, _)) => super::template::attention_regions(g, &p, t),
+        Some((t, _)) => super::template::attention_regions(g, &p, &stored, t),
         None => Vec::new(),
     };
     let mut launches = Vec::new();
@@ -469,7 +464,7 @@ fn lower_regions(
                 continue;
             }
         }
-        let template = templates.and_then(|(t, e)| super::template::lower_region(g, &p, &p.kernels[k], t, e));
+        let template = templates.and_then(|(t, e)| super::template::lower_region(g, &p, &stored, &p.kernels[k], t, e));
         match template {
             Some(Ok(l)) => launches.push(l),
             Some(Err(d)) => {

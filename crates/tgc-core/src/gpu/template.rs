@@ -97,19 +97,30 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DR
     refusal.map(Err)
 }
 
+/// How the CPU back end's lowering forms regions for the templates
+/// (`simt`'s program and the `plan` dump read the same): element-wise
+/// values a contraction reads through a broadcast stored
+/// ([`crate::region::Grouping::store_operands`]), and no compute-at fusion
+/// (a template cannot compute a producer at its reads).
+pub fn region_options() -> crate::cpu::from_tiny::Options {
+    let grouping = crate::region::Grouping { store_operands: true };
+    crate::cpu::from_tiny::Options { grouping, fuse: false, ..Default::default() }
+}
+
 /// The launch of region kernel `k` of `p` (the CPU back end's lowering of
-/// the bound graph `g`) on the first template that takes the region as a
-/// graph of its own ([`region_graph`]). `None` when the region has no
-/// template's pattern (no contraction); `Some(Err)` with the templates'
-/// refusal.
+/// the bound graph `g`, [`region_options`], its stored values `stored`)
+/// on the first template that takes the region as a graph of its own
+/// ([`region_graph`]). `None` when the region has no template's pattern
+/// (no contraction); `Some(Err)` with the templates' refusal.
 pub fn lower_region(
     g: &Graph,
     p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
     k: &Kernel,
     target: &Target,
     estimator: &dyn Estimator,
 ) -> Option<DResult<Launch>> {
-    let (sub, reads) = match region_graph(g, p, k)? {
+    let (sub, reads) = match region_graph(g, p, stored, k)? {
         Ok(x) => x,
         Err(d) => return Some(Err(d)),
     };
@@ -118,37 +129,49 @@ pub fn lower_region(
         Err(d) => return Some(Err(d)),
     };
     let [launch] = <[Launch; 1]>::try_from(prog.launches).ok()?;
-    // The region graph's buffers: its inputs in order, then its output.
-    let to_parent = |b: BufId| if (b.0 as usize) < reads.len() { reads[b.0 as usize] } else { k.out };
-    let mut args = Vec::new();
-    for a in launch.args {
-        args.push(match a {
-            LaunchArg::Buffer(b) => LaunchArg::Buffer(to_parent(b)),
-            LaunchArg::Int(v) => LaunchArg::Int(v),
-            LaunchArg::Dim(_) => {
-                return Some(Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")))
-            }
-        });
-    }
-    Some(Ok(Launch { args, region: k.nodes.clone(), outs: vec![k.out], ..launch }))
+    Some(rebind(launch, &reads, k.out, k.nodes.clone()))
 }
 
-/// Region kernel `k` of `p` (lowered from `g`) as a graph of its own: the
-/// nodes `k` computes, every stored value it reads (a graph input or
-/// another kernel's output) an input of that graph, in node order, with
-/// the buffers they are; the nodes keep `g`'s labels and positions, so
-/// that a refusal points into the user's source. `None` for a kernel with
-/// no node.
-pub fn region_graph(g: &Graph, p: &Program, k: &Kernel) -> Option<DResult<(Graph, Vec<BufId>)>> {
+/// A launch of a region graph ([`subgraph`]) bound to the program's
+/// buffers: the region graph's inputs are `reads` in order, its output is
+/// `out`; `region` the nodes it computes.
+///
+/// Errors: `Internal` for an argument that reads a symbol (a region graph
+/// is bound).
+fn rebind(launch: Launch, reads: &[BufId], out: BufId, region: Vec<NodeId>) -> DResult<Launch> {
+    let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(out);
+    let args = launch
+        .args
+        .iter()
+        .map(|a| match a {
+            LaunchArg::Buffer(b) => Ok(LaunchArg::Buffer(to_parent(*b))),
+            LaunchArg::Int(v) => Ok(LaunchArg::Int(*v)),
+            LaunchArg::Dim(_) => Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")),
+        })
+        .collect::<DResult<_>>()?;
+    Ok(Launch { args, region, outs: vec![out], ..launch })
+}
+
+/// Region kernel `k` of `p` (lowered from `g`, its stored values
+/// `stored`) as a graph of its own: the nodes `k` computes, every stored
+/// value it reads (a graph input or another kernel's output) an input of
+/// that graph, in node order, with the buffers they are; the nodes keep
+/// `g`'s labels and positions, so that a refusal points into the user's
+/// source. `None` for a kernel with no node.
+pub fn region_graph(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    k: &Kernel,
+) -> Option<DResult<(Graph, Vec<BufId>)>> {
     let root = *k.nodes.first()?;
-    let stored = stored_values(g, p);
     let inside = ancestors(g, root, &|s| stored.contains_key(&s));
-    subgraph(g, p, &stored, root, &inside, &format!("{}_{}", g.name, k.name))
+    subgraph(g, p, stored, root, &inside, &format!("{}_{}", g.name, k.name))
 }
 
 /// The stored values of `p` (lowered from `g`): graph inputs and kernel
 /// outputs, by node, with their buffers.
-fn stored_values(g: &Graph, p: &Program) -> BTreeMap<NodeId, BufId> {
+pub fn stored_values(g: &Graph, p: &Program) -> BTreeMap<NodeId, BufId> {
     let mut stored: BTreeMap<NodeId, BufId> = BTreeMap::new();
     for (i, id) in g.inputs().into_iter().enumerate() {
         if let Some(b) = p.buffers.iter().position(|b| b.role == Role::Input(i)) {
@@ -232,8 +255,12 @@ fn subgraph(
 /// reads a value inside, its launch replaces the kernels whose roots it
 /// holds (their indices in `p.kernels`, increasing). Refusals are not
 /// errors: those regions stay as they are.
-pub fn attention_regions(g: &Graph, p: &Program, target: &Target) -> Vec<(Launch, Vec<usize>)> {
-    let stored = stored_values(g, p);
+pub fn attention_regions(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    target: &Target,
+) -> Vec<(Launch, Vec<usize>)> {
     let contractions: Vec<NodeId> = g.ids().filter(|&id| super::lower::is_contraction(g, id)).collect();
     let consumers = g.consumers();
     let mut out: Vec<(Launch, Vec<usize>)> = Vec::new();
@@ -269,38 +296,30 @@ pub fn attention_regions(g: &Graph, p: &Program, target: &Target) -> Vec<(Launch
                 continue;
             }
             let name = format!("{}_{}", g.name, k2.name);
-            let Some(Ok((sub, reads))) = subgraph(g, p, &stored, root, &inside, &name) else { continue };
+            let Some(Ok((sub, reads))) = subgraph(g, p, stored, root, &inside, &name) else { continue };
             let Ok(ak) = super::attention::build(&sub, target, &format!("{name}_attention")) else { continue };
             let Ok(prog) = attention_program(&sub, ak) else { continue };
             let Some(launch) = prog.launches.into_iter().next() else { continue };
-            let to_parent = |b: BufId| if (b.0 as usize) < reads.len() { reads[b.0 as usize] } else { k2.out };
-            let args = launch
-                .args
-                .iter()
-                .map(|a| match a {
-                    LaunchArg::Buffer(b) => LaunchArg::Buffer(to_parent(*b)),
-                    other => *other,
-                })
-                .collect();
             let region = g.ids().filter(|id| inside[id.index()]).collect();
-            out.push((Launch { args, region, outs: vec![k2.out], ..launch }, kernels));
+            let Ok(launch) = rebind(launch, &reads, k2.out, region) else { continue };
+            out.push((launch, kernels));
         }
     }
     out
 }
 
-/// The regions of `g` (lowered as for the GPU's templates, with
-/// [`crate::region::Grouping::store_operands`]) that have a template's
+/// The regions of `g` (lowered as for the GPU's templates,
+/// [`region_options`]) that have a template's
 /// pattern, each as a graph of its own ([`region_graph`]) named by its
 /// kernel: what the `plan` dump ranks for a graph no template takes whole.
 ///
 /// Errors: those of the CPU back end's lowering and of [`region_graph`].
 pub fn region_graphs(g: &Graph) -> DResult<Vec<(String, Graph)>> {
-    let grouping = crate::region::Grouping { store_operands: true };
-    let p = crate::cpu::from_tiny::lower_with(g, &crate::cpu::from_tiny::Options { grouping, ..Default::default() })?;
+    let p = crate::cpu::from_tiny::lower_with(g, &region_options())?;
+    let stored = stored_values(g, &p);
     let mut out = Vec::new();
     for k in &p.kernels {
-        if let Some(r) = region_graph(g, &p, k) {
+        if let Some(r) = region_graph(g, &p, &stored, k) {
             let (sub, _) = r?;
             if pattern_of(&sub).is_some() {
                 out.push((k.name.clone(), sub));

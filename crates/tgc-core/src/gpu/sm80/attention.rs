@@ -263,28 +263,20 @@ impl Builder {
             lin: &a.q,
             query: true,
         };
-        let k_tile = |row0: Expr| Tile {
-            param: p.k,
-            smem: ks.clone(),
-            stage_bytes: BN * a.d * es,
+        // A block of BN keys from `row0`: of K (`cols` = d) or V (dv).
+        let key_tile = |param, smem: &SmemRef, cols, lin, row0| Tile {
+            param,
+            smem: smem.clone(),
+            stage_bytes: BN * cols * es,
             rows: BN,
-            cols: a.d,
+            cols,
             row0,
             row_end: a.n,
-            lin: &a.k,
+            lin,
             query: false,
         };
-        let v_tile = |row0: Expr| Tile {
-            param: p.v,
-            smem: vs.clone(),
-            stage_bytes: BN * a.dv * es,
-            rows: BN,
-            cols: a.dv,
-            row0,
-            row_end: a.n,
-            lin: &a.v,
-            query: false,
-        };
+        let k_tile = |row0: Expr| key_tile(p.k, &ks, a.d, &a.k, row0);
+        let v_tile = |row0: Expr| key_tile(p.v, &vs, a.dv, &a.v, row0);
         out.extend(self.copy(&q_tile, &ids, Expr::c(0), "q"));
         out.push(Stmt::CommitGroup);
         for (tile, tag) in [(k_tile(Expr::c(0)), "k0"), (v_tile(Expr::c(0)), "v0")] {
