@@ -43,7 +43,7 @@ use crate::index_book::{self, contraction, IndexBook};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
-use super::lower::{self, flat_offset, input_name, is_contraction, strides};
+use super::lower::{self, flat_offset, input_name, strides};
 
 /// An element offset or a guard expression, affine in the attention's
 /// variables: the batch digits, the query row `m`, the key row `n` and the
@@ -153,7 +153,7 @@ enum Var {
 pub fn match_attention(g: &Graph) -> DResult<AttentionGraph> {
     let book = index_book::build(g)?;
     let users = g.consumers();
-    let cs: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
+    let cs: Vec<NodeId> = g.ids().filter(|&id| contraction::is_contraction(g, id)).collect();
     let &[r1, r2] = cs.as_slice() else {
         let d = diag!(Unsupported, "graph `{}` has {} contractions; an attention has two", g.name, cs.len());
         return Err(match cs.first() {
@@ -335,7 +335,7 @@ pub fn match_attention(g: &Graph) -> DResult<AttentionGraph> {
         ));
     }
     used.extend(chain.nodes.iter().copied());
-    let out_strides = strides(g, chain.end).ok_or_else(|| unsupported(chain.end, "a symbolic output layout".into()))?;
+    let out_strides = chain.strides();
     let mut o_flat = (Vec::new(), 0);
     for (a, s) in chain.order.iter().zip(&out_strides) {
         if let Some(v) = a {

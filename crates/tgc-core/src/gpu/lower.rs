@@ -39,7 +39,7 @@ use crate::diag::DResult;
 use crate::index_book::contraction::{self, Pattern};
 use crate::plan::cost::Estimator;
 use crate::plan::{self, Plan, Spanned, Target};
-use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
+use crate::tiny::{BinaryOp, Graph, NodeId, Op, UnaryOp};
 use crate::DType;
 
 use super::ir::Kernel;
@@ -87,48 +87,53 @@ pub struct GpuKernel {
     pub params: GemmParams,
 }
 
-/// Whether node `id` is a contraction [`match_gemm`] looks for: a `REDUCE
-/// SUM` of a `MUL` ([`contraction::trace`]'s starting point).
-pub fn is_contraction(g: &Graph, id: NodeId) -> bool {
-    let n = g.node(id);
-    matches!(&n.op, Op::Reduce { op: ReduceOp::Sum, .. })
-        && n.src.first().is_some_and(|&m| matches!(g.node(m).op, Op::Binary(BinaryOp::Mul)))
-}
-
 /// Follows movement ops from `id` (whose axes are `axes`, each the index
 /// of an axis of the reference space, or `None` for a broadcast or size-1
-/// axis) down to a graph input; the input and its axes' meaning.
-fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(NodeId, Vec<Option<usize>>)> {
+/// axis) down to a graph input; the input, its axes' meaning and the
+/// constant offset of each of its axes (a `SHRINK`'s `lo`: a slice of a
+/// stacked weight).
+fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
+    let mut offsets = vec![0i64; axes.len()];
     loop {
         let n = g.node(id);
         let unsupported =
             |what: &str| diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(n);
         match &n.op {
-            Op::Input { .. } => return Ok((id, axes)),
+            Op::Input { .. } => return Ok((id, axes, offsets)),
             Op::Expand => {
                 let x = n.src[0];
-                axes = axes
-                    .iter()
-                    .zip(g.shape(x).iter().zip(g.shape(id)))
-                    .map(|(&a, (from, to))| if from.is_one() && !to.is_one() { None } else { a })
-                    .collect();
+                for (k, (from, to)) in g.shape(x).iter().zip(g.shape(id)).enumerate() {
+                    if from.is_one() && !to.is_one() {
+                        axes[k] = None;
+                        offsets[k] = 0;
+                    }
+                }
                 id = x;
             }
             Op::Reshape => {
                 let x = n.src[0];
-                let kept: Vec<Option<usize>> =
-                    g.shape(id).iter().zip(&axes).filter(|(d, _)| !d.is_one()).map(|(_, &a)| a).collect();
+                let kept: Vec<(Option<usize>, i64)> = g
+                    .shape(id)
+                    .iter()
+                    .zip(axes.iter().zip(&offsets))
+                    .filter(|(d, _)| !d.is_one())
+                    .map(|(_, (&a, &o))| (a, o))
+                    .collect();
                 let xs = g.shape(x);
                 let non_unit: Vec<usize> = (0..xs.len()).filter(|&k| !xs[k].is_one()).collect();
                 let ours: Vec<&crate::sym::Dim> = g.shape(id).iter().filter(|d| !d.is_one()).collect();
                 if non_unit.len() != kept.len() || non_unit.iter().zip(&ours).any(|(&k, d)| &xs[k] != *d) {
                     return Err(unsupported("a RESHAPE that does more than add or drop size-1 axes"));
                 }
-                let mut next = vec![None; xs.len()];
-                for (&k, a) in non_unit.iter().zip(kept) {
+                // A size-1 axis is read at index 0: its offset is dropped
+                // here and set by a SHRINK further down, if any.
+                let (mut next, mut next_off) = (vec![None; xs.len()], vec![0; xs.len()]);
+                for (&k, (a, o)) in non_unit.iter().zip(kept) {
                     next[k] = a;
+                    next_off[k] = o;
                 }
                 axes = next;
+                offsets = next_off;
                 id = x;
             }
             // Widening to f32 is exact: the epilogue converts as it loads.
@@ -136,11 +141,19 @@ fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(No
                 id = n.src[0]
             }
             Op::Permute { perm } => {
-                let mut next = vec![None; perm.len()];
+                let (mut next, mut next_off) = (vec![None; perm.len()], vec![0; perm.len()]);
                 for (j, &p) in perm.iter().enumerate() {
                     next[p] = axes[j];
+                    next_off[p] = offsets[j];
                 }
                 axes = next;
+                offsets = next_off;
+                id = n.src[0];
+            }
+            Op::Shrink { lo, step, .. } if step.iter().all(|s| s.as_int() == Some(1)) => {
+                for (o, l) in offsets.iter_mut().zip(lo) {
+                    *o += l.as_int().ok_or_else(|| unsupported("a SHRINK with a symbolic bound"))?;
+                }
                 id = n.src[0];
             }
             other => return Err(unsupported(&format!("`{}`", other.name()))),
@@ -168,7 +181,7 @@ fn align(x: u64) -> u32 {
 /// axis); `UnboundSymbol` at the contraction when a size is symbolic.
 pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
     let book = crate::index_book::build(g)?;
-    let reductions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
+    let reductions: Vec<NodeId> = g.ids().filter(|&id| contraction::is_contraction(g, id)).collect();
     let r = match reductions.as_slice() {
         [r] => *r,
         [] => {
@@ -238,8 +251,9 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         }
     }
 
-    let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain } =
-        epilogue_chain(g, &t, r, &extents)?;
+    let epilogue_chain = epilogue_chain(g, &t, r, &extents)?;
+    let out_strides = epilogue_chain.strides();
+    let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain, .. } = epilogue_chain;
     if g.outputs.len() != 1 {
         return Err(diag!(
             Unsupported,
@@ -251,7 +265,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
     let out = g.dtype(cur);
     for id in g.ids() {
         let n = g.node(id);
-        let operand = [t.lhs.src, t.rhs.src].contains(&id) || epi_inputs.iter().any(|x| x.0 == id);
+        let operand = [t.lhs.src, t.rhs.src].contains(&id) || epi_inputs.iter().any(|x| x.node == id);
         if matches!(n.op, Op::Input { .. }) && !operand {
             return Err(diag!(
                 Unsupported,
@@ -261,7 +275,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
             .at_node(n));
         }
         // A bias or residual widened to f32 (read through by `trace`).
-        let widened = n.op == Op::Cast && epi_inputs.iter().any(|x| n.src.first() == Some(&x.0));
+        let widened = n.op == Op::Cast && epi_inputs.iter().any(|x| n.src.first() == Some(&x.node));
         if !n.op.is_movement() && !matches!(n.op, Op::Input { .. }) && !chain.contains(&id) && !widened {
             return Err(diag!(
                 Unsupported,
@@ -330,7 +344,6 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         let guards = guards.map(|l| l.and_then(&to_affine)).collect::<DResult<_>>()?;
         Ok(Access { offset: to_affine(flat)?, guards })
     };
-    let out_strides = strides(g, cur).ok_or_else(symbolic)?;
     let c_batch = Affine {
         terms: batch_v
             .iter()
@@ -353,11 +366,11 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         c_batch,
     };
     let mut inputs: Vec<(NodeId, Operand)> = vec![(a_op.src, Operand::A), (b_op.src, Operand::B)];
-    for (input, role, axes) in &epi_inputs {
+    for EpilogueInput { node: input, role, axes, offset } in &epi_inputs {
         inputs.push((*input, *role));
         if *role == Operand::Bias {
             let st = strides(g, *input).ok_or_else(symbolic)?;
-            let mut bias = Affine::default();
+            let mut bias = Affine { terms: Vec::new(), constant: *offset };
             for (a, s) in axes.iter().zip(st) {
                 if let Some(d) = a.and_then(|v| digit[v]) {
                     bias.terms.push((d, s));
@@ -377,7 +390,9 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         && [&implicit.m, &implicit.n, &implicit.k].iter().all(|d| d.len() == 1)
         && implicit.a.guards.is_empty()
         && implicit.b.guards.is_empty()
-        && implicit.a.offset == Affine { terms: vec![(digit_of(Axis::M), k), (digit_of(Axis::K), 1)], constant: 0 };
+        && implicit.a.offset == Affine { terms: vec![(digit_of(Axis::M), k), (digit_of(Axis::K), 1)], constant: 0 }
+        // The plain kernel reads a bias at the output's column.
+        && implicit.bias.as_ref().is_none_or(|b| *b == Affine { terms: vec![(digit_of(Axis::N), 1)], constant: 0 });
     let gemm = if plain && (plain_b(BLayout::KN) || plain_b(BLayout::NK)) {
         let b_layout = if plain_b(BLayout::KN) { BLayout::KN } else { BLayout::NK };
         let ldb = if b_layout == BLayout::KN { n } else { k };
@@ -428,31 +443,61 @@ pub(super) struct Chain {
     /// The last node: the graph's output.
     pub end: NodeId,
     /// Which output variable of the contraction each axis of `end` is
-    /// (`None`: a size-1 axis).
+    /// (`None`: a size-1 axis), with a `RESHAPE` that merges axes undone:
+    /// the axes of [`Chain::dims`].
     pub order: Vec<Option<usize>>,
+    /// `end`'s shape with merged axes split back (row-major, the same
+    /// element offsets): the extent of each axis of `order`.
+    pub dims: Vec<i64>,
     /// A `CAST` to the operands' dtype before any other op (`001` §0).
     pub round_sum: bool,
     /// The plan's epilogue op names, in order.
     pub epilogue: Vec<String>,
-    /// Each bias or residual input with the contraction variable of each of
-    /// its axes.
-    pub inputs: Vec<(NodeId, Operand, Vec<Option<usize>>)>,
+    /// Each bias or residual input.
+    pub inputs: Vec<EpilogueInput>,
     /// The `MUL`, the sum and every node after it.
     pub nodes: Vec<NodeId>,
 }
 
+/// A bias or residual an epilogue reads.
+pub(super) struct EpilogueInput {
+    /// The graph input.
+    pub node: NodeId,
+    pub role: Operand,
+    /// The contraction variable of each of its axes (`None`: index 0).
+    pub axes: Vec<Option<usize>>,
+    /// The element offset where it starts (a `SHRINK`'s slice).
+    pub offset: i64,
+}
+
+impl Chain {
+    /// The row-major element strides of [`Chain::dims`].
+    pub fn strides(&self) -> Vec<i64> {
+        let mut st = vec![1i64; self.dims.len()];
+        for a in (0..self.dims.len().saturating_sub(1)).rev() {
+            st[a] = st[a + 1] * self.dims[a + 1];
+        }
+        st
+    }
+}
+
 /// Follows the users of the contraction `r` (traced as `t`, variables of
-/// extents `extents`) to the graph's output.
+/// extents `extents`) to the graph's output. A `RESHAPE` may add or drop
+/// size-1 axes and merge adjacent axes (the offsets stay affine in the
+/// contraction's variables); it may not split one.
 ///
 /// Errors: `Unsupported` at the node that is not an epilogue the template
 /// fuses, at a second use, at a bias or residual it cannot read.
 pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
     let users = g.consumers();
     let ab = g.dtype(t.mul);
-    let mut order: Vec<Option<usize>> = (0..t.out).map(|v| (extents[v] > 1).then_some(v)).collect();
+    // Per axis of `cur`: the variables (`None` for size 1) and extents of
+    // the axes merged into it, outermost first.
+    let mut groups: Vec<Vec<(Option<usize>, i64)>> =
+        (0..t.out).map(|v| vec![((extents[v] > 1).then_some(v), extents[v])]).collect();
     let (mut cur, mut round_sum, mut epilogue) = (r, false, Vec::new());
     let mut chain = vec![t.mul, r];
-    let mut epi_inputs: Vec<(NodeId, Operand, Vec<Option<usize>>)> = Vec::new();
+    let mut epi_inputs: Vec<EpilogueInput> = Vec::new();
     while !g.outputs.iter().any(|o| o.node == cur) {
         let [next] = users[cur.index()].as_slice() else {
             return Err(diag!(
@@ -471,28 +516,47 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             Op::Cast if stores(g, &users, *next) => {}
             Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
             Op::Reshape => {
-                let kept: Vec<Option<usize>> = order.iter().copied().filter(Option::is_some).collect();
-                let out = g.shape(*next);
-                if out.iter().filter(|d| !d.is_one()).count() != kept.len() {
-                    return Err(diag!(
-                        Unsupported,
-                        "a RESHAPE after the contraction that does more than add or drop size-1 axes"
-                    )
-                    .at_node(nn));
+                let split = || {
+                    diag!(Unsupported, "a RESHAPE after the contraction that splits an axis (or a symbolic one)")
+                        .at_node(nn)
+                };
+                let mut kept = groups.iter().flatten().copied().filter(|e| e.1 > 1).peekable();
+                let mut merged = Vec::new();
+                for d in g.shape(*next) {
+                    let d = d.as_int().ok_or_else(split)?;
+                    let mut group = Vec::new();
+                    let mut size = 1;
+                    while size < d {
+                        let e = kept.next().ok_or_else(split)?;
+                        size *= e.1;
+                        group.push(e);
+                    }
+                    if size != d {
+                        return Err(split());
+                    }
+                    merged.push(if group.is_empty() { vec![(None, 1)] } else { group });
                 }
-                let mut it = kept.into_iter();
-                order = out.iter().map(|d| if d.is_one() { None } else { it.next().flatten() }).collect();
+                if kept.peek().is_some() {
+                    return Err(split());
+                }
+                groups = merged;
             }
-            Op::Permute { perm } => order = perm.iter().map(|&p| order[p]).collect(),
+            Op::Permute { perm } => groups = perm.iter().map(|&p| groups[p].clone()).collect(),
             Op::Binary(BinaryOp::Add) => {
                 let other = if nn.src[0] == cur { nn.src[1] } else { nn.src[0] };
-                let (input, axes) = trace(g, other, order.clone())?;
+                if groups.iter().any(|x| x.len() > 1) {
+                    return Err(
+                        diag!(Unsupported, "an ADD after a RESHAPE that merges the contraction's axes").at_node(nn)
+                    );
+                }
+                let order: Vec<Option<usize>> = groups.iter().map(|x| x[0].0).collect();
+                let (input, axes, offsets) = trace(g, other, order.clone())?;
                 let dims = g.shape(input);
                 // A residual has C's layout: its non-unit axes are C's, in order.
                 let same = axes.iter().flatten().eq(order.iter().flatten())
                     && axes.iter().zip(dims).all(|(a, d)| a.is_some() || d.is_one());
                 let role = if same { Operand::Residual } else { Operand::Bias };
-                if g.dtype(input) != ab || epi_inputs.iter().any(|x| x.1 == role) {
+                if g.dtype(input) != ab || epi_inputs.iter().any(|x| x.role == role) {
                     return Err(diag!(
                         Unsupported,
                         "the sm80 epilogue takes one {} in the operands' dtype {ab}",
@@ -500,13 +564,18 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                     )
                     .at_node(nn));
                 }
-                if axes.iter().zip(dims).any(|(a, d)| a.is_none() && !d.is_one()) {
-                    return Err(
-                        diag!(Unsupported, "an ADD after the contraction of a tensor it does not index").at_node(nn)
-                    );
-                }
+                // An axis longer than 1 with no variable is one a SHRINK
+                // sliced to one index (`trace` reaches inputs through
+                // broadcasts of size-1 axes otherwise): its offset says which.
                 epilogue.push(if role == Operand::Bias { "bias" } else { "residual" }.to_string());
-                epi_inputs.push((input, role, axes));
+                let strides = strides(g, input).ok_or_else(|| {
+                    diag!(Unsupported, "an ADD after the contraction of a tensor of symbolic shape").at_node(nn)
+                })?;
+                let offset: i64 = offsets.iter().zip(&strides).map(|(o, s)| o * s).sum();
+                if role == Operand::Residual && offset != 0 {
+                    return Err(diag!(Unsupported, "the sm80 epilogue reads a residual from its start").at_node(nn));
+                }
+                epi_inputs.push(EpilogueInput { node: input, role, axes, offset });
             }
             other => {
                 return Err(diag!(
@@ -520,7 +589,8 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
         chain.push(*next);
         cur = *next;
     }
-    Ok(Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain })
+    let (order, dims) = groups.into_iter().flatten().unzip();
+    Ok(Chain { end: cur, order, dims, round_sum, epilogue, inputs: epi_inputs, nodes: chain })
 }
 
 /// Whether `id` reaches the graph's output through movements and `RELU`s

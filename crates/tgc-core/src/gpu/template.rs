@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use crate::cpu::loop_ir::{BufId, Buffer, Kernel, Program, Role};
 use crate::diag;
 use crate::diag::{DResult, Diagnostic};
+use crate::index_book::contraction::is_contraction;
 use crate::plan::cost::Estimator;
 use crate::plan::Target;
 use crate::tiny::{Graph, NodeId};
@@ -69,10 +70,10 @@ pub const TEMPLATES: &[Template] = &[
 ];
 
 /// `g`'s pattern: one contraction (`REDUCE SUM` of a `MUL`,
-/// [`super::lower::is_contraction`]), two (an attention), or none a
+/// [`is_contraction`]), two (an attention), or none a
 /// template takes.
 pub fn pattern_of(g: &Graph) -> Option<GraphPattern> {
-    match g.ids().filter(|&id| super::lower::is_contraction(g, id)).count() {
+    match g.ids().filter(|&id| is_contraction(g, id)).count() {
         1 => Some(GraphPattern::Contraction),
         2 => Some(GraphPattern::Attention),
         _ => None,
@@ -261,7 +262,7 @@ pub fn attention_regions(
     stored: &BTreeMap<NodeId, BufId>,
     target: &Target,
 ) -> Vec<(Launch, Vec<usize>)> {
-    let contractions: Vec<NodeId> = g.ids().filter(|&id| super::lower::is_contraction(g, id)).collect();
+    let contractions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
     let consumers = g.consumers();
     let mut out: Vec<(Launch, Vec<usize>)> = Vec::new();
     for (i, &r1) in contractions.iter().enumerate() {

@@ -121,6 +121,15 @@ pub struct Traced {
     pub pattern: Option<PatternInfo>,
 }
 
+/// Whether node `id` is a contraction: a `REDUCE SUM` of a `MUL` (what
+/// [`trace`] starts from; the templates and the GPU's region formation
+/// look for these).
+pub fn is_contraction(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    matches!(n.op, Op::Reduce { op: ReduceOp::Sum, .. })
+        && n.src.first().is_some_and(|&m| g.node(m).op == Op::Binary(BinaryOp::Mul))
+}
+
 /// The contraction at node `id`: `None` unless it is a `REDUCE(SUM)` of a
 /// `MUL`, or when an operand chain of movements does not fold
 /// (`ResourceExceeded` from [`chase`]: region formation stores such a chain

@@ -11,14 +11,22 @@
 //!   through movement nodes: a value read by a `RESHAPE` that two nodes read
 //!   has two readers;
 //! - with [`Grouping::store_operands`] (the GPU's tensor-core templates,
-//!   which load their operands from memory), an element-wise value a
-//!   contraction's `MUL` reads through an `EXPAND` that broadcasts (a
-//!   matmul operand such as a hidden layer's `relu(x·W + b)`) is
-//!   materialised too: its chain ends its producer's kernel as the
-//!   epilogue (`001` §8); a widening `CAST` to f32 is looked through, and
-//!   the narrower value stored. The CPU keeps it inlined: a stored f16
-//!   value is rounded, which the interpreter's (and the inlined) value is
-//!   not, and its packing computes the operand once per panel anyway;
+//!   which load their operands from memory), an element-wise value or a
+//!   sum that a contraction's `MUL` reads through an `EXPAND` that
+//!   broadcasts (a matmul operand such as a hidden layer's
+//!   `relu(x·W + b)`, an attention's output read by the output
+//!   projection) is materialised too, in the layout the contraction reads
+//!   it: after the `PERMUTE`s and the `RESHAPE`s that merge axes on the
+//!   way (not one that splits an axis, which a template's store cannot
+//!   write), so that the chain ends its producer's kernel as the epilogue
+//!   (`001` §8) and the kernel's root may be that movement; a widening
+//!   `CAST` to f32 is looked through, and the narrower value stored. So is
+//!   an element-wise value computed from inputs that an `ADD` after a
+//!   contraction reads through a broadcast (an attention's additive mask
+//!   `(1 - mask) · -10000`): the template reads it as a bias. The CPU
+//!   keeps these inlined: a stored f16 value is rounded, which the
+//!   interpreter's (and the inlined) value is not, and its packing
+//!   computes the operand once per panel anyway;
 //! - movement nodes never materialise unless they are outputs: they are index
 //!   maps, composed into the accesses of their readers — except where a chain
 //!   of them does not fold: a movement materialises when its access composed
@@ -133,15 +141,37 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         .collect();
     // With `store_operands`: an element-wise value a contraction's product
     // reads through a broadcast is stored; its chain then ends the
-    // producing kernel as its epilogue (`001` §8).
+    // producing kernel as its epilogue (`001` §8). So is an input-derived
+    // element-wise value a contraction's epilogue adds through a broadcast
+    // (an attention's computed mask), and the layout in which a
+    // contraction reads another one's sum (an attention's output).
     let consumers = g.consumers();
     let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
+    let mut after_contraction = vec![false; n];
+    let mut from_input = vec![false; n];
+    for id in g.ids() {
+        let node = g.node(id);
+        after_contraction[id.index()] =
+            index_book::contraction::is_contraction(g, id) || node.src.iter().any(|s| after_contraction[s.index()]);
+        from_input[id.index()] = matches!(node.op, Op::Input { .. }) || node.src.iter().any(|s| from_input[s.index()]);
+    }
     for id in g.ids().filter(|_| rules.store_operands) {
         let i = id.index();
-        if !live[i] || materialised[i] || !g.node(id).op.is_elementwise() || readers[i] != 1 || widens(g, id) {
+        if !live[i] || materialised[i] || is_output[i] || readers[i] != 1 || widens(g, id) {
             continue;
         }
-        materialised[i] = read_by_contraction_through_broadcast(g, id, &reader_of);
+        let Some(read) = broadcast_read(g, id, &reader_of) else { continue };
+        let reader = g.node(read.reader);
+        let product = reader.op == Op::Binary(BinaryOp::Mul)
+            && reader_of(read.reader).is_some_and(|s| matches!(g.node(s).op, Op::Reduce { op: ReduceOp::Sum, .. }));
+        let epilogue_add = reader.op == Op::Binary(BinaryOp::Add)
+            && reader.src.iter().any(|&s| s != read.last && after_contraction[s.index()]);
+        let op = &g.node(id).op;
+        if (op.is_elementwise() || matches!(op, Op::Reduce { .. })) && product {
+            materialised[read.before.index()] = true;
+        } else if op.is_elementwise() && epilogue_add && from_input[i] {
+            materialised[i] = true;
+        }
     }
     // Inlined element-wise chains stay at most MAX_INLINE_DEPTH deep.
     let mut depth = vec![0usize; n];
@@ -181,7 +211,8 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         if !live[i] || !matches!(g.node(r).op, Op::Reduce { .. }) {
             continue;
         }
-        let root = if is_output[i] || readers[i] != 1 { None } else { fusion_root(g, &materialised, r, &reader_of) };
+        let root =
+            if is_output[i] || readers[i] != 1 { None } else { fusion_root(g, &materialised, r, &reader_of, rules) };
         match root {
             Some(root) if fused_reduce[root.index()].is_none() => fused_reduce[root.index()] = Some(r),
             _ => materialised[i] = true,
@@ -208,48 +239,88 @@ fn widens(g: &Graph, id: NodeId) -> bool {
         && n.src.first().is_some_and(|&s| matches!(g.dtype(s), crate::DType::F16 | crate::DType::BF16))
 }
 
-/// Whether `v`'s single reader chain goes through movements and widening
-/// casts, one of them an `EXPAND` that broadcasts, into a `MUL` that a
-/// `REDUCE SUM` reads (a contraction's product).
-fn read_by_contraction_through_broadcast(g: &Graph, v: NodeId, reader_of: &dyn Fn(NodeId) -> Option<NodeId>) -> bool {
-    let mut broadcast = false;
-    let mut c = v;
+/// How a value is read through a broadcast ([`broadcast_read`]).
+struct BroadcastRead {
+    /// The node that reads it: the first that is neither a movement nor a
+    /// widening `CAST`.
+    reader: NodeId,
+    /// The last node of the chain, which `reader` reads.
+    last: NodeId,
+    /// The last node before the first movement that is not bijective or
+    /// that splits an axis: the value in the layout its reader indexes (a
+    /// template writes an output whose axes merge its own, not split them).
+    before: NodeId,
+}
+
+/// Where `v`'s single reader chain, through movements and widening casts
+/// with an `EXPAND` that broadcasts among them, ends; `None` when it ends
+/// with no broadcast or at no reader.
+fn broadcast_read(g: &Graph, v: NodeId, reader_of: &dyn Fn(NodeId) -> Option<NodeId>) -> Option<BroadcastRead> {
+    let (mut broadcast, mut bijective) = (false, true);
+    let (mut c, mut before) = (v, v);
     while let Some(r) = reader_of(c) {
         let op = &g.node(r).op;
-        if widens(g, r) {
-            c = r;
-            continue;
-        }
-        if op.is_movement() {
+        if widens(g, r) || op.is_movement() {
             broadcast |= *op == Op::Expand && g.shape(c).iter().zip(g.shape(r)).any(|(a, b)| a.is_one() && !b.is_one());
+            bijective &= is_bijective_movement(op) && !(*op == Op::Reshape && splits(g, c, r));
+            if bijective && op.is_movement() {
+                before = r;
+            }
             c = r;
             continue;
         }
-        let sums = || reader_of(r).is_some_and(|s| matches!(g.node(s).op, Op::Reduce { op: ReduceOp::Sum, .. }));
-        return broadcast && *op == Op::Binary(BinaryOp::Mul) && sums();
+        return broadcast.then_some(BroadcastRead { reader: r, last: c, before });
     }
-    false
+    None
 }
 
 /// The materialised element-wise value reached from `r` upward through
-/// element-wise readers and bijective movements only, if any.
+/// element-wise readers and bijective movements only, if any; with
+/// [`Grouping::store_operands`] a materialised bijective movement too (a
+/// template writes its accumulators in the layout the readers index).
 fn fusion_root(
     g: &Graph,
     materialised: &[bool],
     r: NodeId,
     reader_of: &dyn Fn(NodeId) -> Option<NodeId>,
+    rules: Grouping,
 ) -> Option<NodeId> {
     let mut c = reader_of(r)?;
     loop {
         let op = &g.node(c).op;
         if materialised[c.index()] {
-            return op.is_elementwise().then_some(c);
+            let movement_root = rules.store_operands && is_bijective_movement(op);
+            return (op.is_elementwise() || movement_root).then_some(c);
         }
         if !(op.is_elementwise() || is_bijective_movement(op)) {
             return None;
         }
         c = reader_of(c)?;
     }
+}
+
+/// Whether `RESHAPE` `r` of `x` splits an axis of `x`: some axis of `r`
+/// other than size 1 is not a run of whole adjacent axes of `x` (symbolic
+/// extents that differ count as a split).
+fn splits(g: &Graph, x: NodeId, r: NodeId) -> bool {
+    let mut from = g.shape(x).iter().filter(|d| !d.is_one());
+    for d in g.shape(r).iter().filter(|d| !d.is_one()) {
+        let Some(first) = from.next() else { return true };
+        if first == d {
+            continue;
+        }
+        let (Some(want), Some(mut size)) = (d.as_int(), first.as_int()) else { return true };
+        while size < want {
+            match from.next().and_then(|e| e.as_int()) {
+                Some(e) => size *= e,
+                None => return true,
+            }
+        }
+        if size != want {
+            return true;
+        }
+    }
+    false
 }
 
 /// `RESHAPE` and `PERMUTE`: movements that map their output's points one to
