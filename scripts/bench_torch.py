@@ -8,7 +8,12 @@ Usage: bench_torch.py DTYPE OP A B C EPILOGUE ITERS
             batch, height = width, channels in and out, kernel R×R,
             stride S, padding P; B, C ignored): conv2d + bias on
             channels_last tensors (cuDNN), attention (A = "B,H,S,D"; B, C
-            ignored): scaled_dot_product_attention with the flash backend
+            ignored): scaled_dot_product_attention with the flash backend,
+            minilm (A = "B,S"; B, C ignored): all-MiniLM-L6-v2's encoder
+            (transformers' BertModel: hidden 384, 6 layers, 12 heads,
+            FFN 1536, SDPA attention; random weights) on `inputs_embeds`
+            with an all-ones mask, then masked mean pooling and L2
+            normalisation, under torch.inference_mode()
   EPILOGUE  gemm: none: torch.matmul (cuBLAS); bias_relu:
             torch.relu(x @ w + b), unfused (matmul, add, ReLU);
             attention: causal (is_causal=True) or none
@@ -21,7 +26,7 @@ import sys
 
 def main():
     dtype_name, op = sys.argv[1], sys.argv[2]
-    m, n, k = (0, 0, 0) if op in ("conv", "attention") else map(int, sys.argv[3:6])
+    m, n, k = (0, 0, 0) if op in ("conv", "attention", "minilm") else map(int, sys.argv[3:6])
     epilogue, iters = sys.argv[6], int(sys.argv[7])
     try:
         import torch
@@ -57,6 +62,31 @@ def main():
         def step():
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 return torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=epilogue == "causal")
+
+    elif op == "minilm":
+        import transformers
+
+        bn, seq = map(int, sys.argv[3].split(","))
+        config = transformers.BertConfig(
+            hidden_size=384,
+            num_hidden_layers=6,
+            num_attention_heads=12,
+            intermediate_size=1536,
+            layer_norm_eps=1e-12,
+            attn_implementation="sdpa",
+        )
+        model = transformers.BertModel(config)
+        model.pooler = None  # the sentence embedding is the mean pooling below
+        model = model.to(dev, dtype).eval()
+        x = torch.randn(bn, seq, 384, device=dev, dtype=dtype)
+        mask = torch.ones(bn, seq, device=dev, dtype=torch.long)
+
+        def step():
+            with torch.inference_mode():
+                h = model(inputs_embeds=x, attention_mask=mask).last_hidden_state
+                w = mask.unsqueeze(-1).to(dtype)
+                e = (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(e, dim=-1)
 
     elif op != "gemm":
         print(f"unknown op {op}", file=sys.stderr)

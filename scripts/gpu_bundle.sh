@@ -24,7 +24,8 @@
 # (which needs write access to its parent). BENCH_ITERS (default 20) and
 # SWEEP_ITERS (default 10) set the iterations per case; BENCH=rows runs
 # only `bench_gpu --rows` (softmax and layernorm) after the tests,
-# BENCH=conv only `bench_gpu --conv` (BENCH=attention `--attention`), BENCH=convplans only the plan sweep
+# BENCH=conv only `bench_gpu --conv` (BENCH=attention `--attention`,
+# BENCH=minilm `--minilm`; BENCH_ONLY=TEXT passes `--only TEXT`), BENCH=convplans only the plan sweep
 # of the 3×3 convolutions, BENCH=bench `bench_gpu` without the plan sweep,
 # BENCH=none no benchmark; several words separated by commas run in turn
 # (BENCH=conv,convplans). The default is BENCH=full.
@@ -120,8 +121,9 @@ BENCH="${BENCH:-full}"
 for bench in ${BENCH//,/ }; do
     case "$bench" in
     none) ;;
-    rows | conv | attention)
-        "$BUNDLE/bench_gpu" "--$bench" "${BENCH_ITERS:-20}" >"$LOGS/bench-$bench.txt" 2>&1 || failed=1
+    rows | conv | attention | minilm)
+        "$BUNDLE/bench_gpu" "--$bench" "${BENCH_ITERS:-20}" ${BENCH_ONLY:+--only "$BENCH_ONLY"} \
+            >"$LOGS/bench-$bench.txt" 2>&1 || failed=1
         say "bench_gpu --$bench:"
         cat "$LOGS/bench-$bench.txt"
         ;;

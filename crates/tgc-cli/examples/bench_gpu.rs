@@ -36,8 +36,17 @@
 //! not take is reported, not run (its SIMT kernels would hold the score
 //! matrix in global memory).
 //!
+//! Then MiniLM ([`MINILM`], `examples/minilm`'s encoder graph with its
+//! tensors in f16, random weights): tgc's program (per layer six GEMMs on
+//! the MMA template, the fused attention, SIMT kernels for the rest)
+//! against the same encoder in PyTorch (`transformers`' `BertModel` in
+//! f16 with SDPA attention, then the masked mean pooling and L2
+//! normalisation), in sequences per second.
+//!
 //! With `--rows` it runs only the softmax and layernorm rows, with
-//! `--conv` only the convolutions, with `--attention` only attention.
+//! `--conv` only the convolutions, with `--attention` only attention, with
+//! `--minilm` only MiniLM; `--only TEXT` keeps the attention and MiniLM
+//! rows whose name contains TEXT (`--only causal`).
 //!
 //! With `--plans` it sweeps the plan space instead: for each GEMM shape of
 //! [`SWEEP`] (f16) and each 3×3 convolution of [`CONVS`] (only those with
@@ -63,6 +72,7 @@ use std::time::Instant;
 use tgc_core::pipeline::{self, Format};
 use tgc_core::plan::cost::{self, Estimate, Estimator, Limit};
 use tgc_core::plan::{self as plans, Plan, Problem, Target};
+use tgc_core::tiny::Graph;
 use tgc_runtime::cuda::Gpu;
 use tgc_runtime::{DType, HostTensor};
 
@@ -122,8 +132,10 @@ fn main() -> ExitCode {
     let sweep = args.iter().any(|a| a == "--plans");
     let conv_only = args.iter().any(|a| a == "--conv");
     let attention_only = args.iter().any(|a| a == "--attention");
-    let rows_only = args.iter().any(|a| a == "--rows") || conv_only || attention_only;
+    let minilm_only = args.iter().any(|a| a == "--minilm");
+    let rows_only = args.iter().any(|a| a == "--rows") || conv_only || attention_only || minilm_only;
     let iters: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20);
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).map_or("", |s| s.as_str());
     let gpu = match Gpu::new(0) {
         Ok(g) => g,
         Err(e) => {
@@ -158,8 +170,9 @@ fn main() -> ExitCode {
             }
         }
     }
-    let row_cases: &[(usize, usize)] = if conv_only || attention_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
-    if !conv_only && !attention_only {
+    let others_only = conv_only || attention_only || minilm_only;
+    let row_cases: &[(usize, usize)] = if others_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
+    if !others_only {
         println!(
             "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
             "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio"
@@ -182,7 +195,10 @@ fn main() -> ExitCode {
         failed |= conv_rows(&gpu, iters);
     }
     if attention_only || !rows_only {
-        failed |= attention_rows(&gpu, iters);
+        failed |= attention_rows(&gpu, iters, only);
+    }
+    if minilm_only || !rows_only {
+        failed |= minilm_rows(&gpu, iters, only);
     }
     if failed {
         ExitCode::from(1)
@@ -250,8 +266,9 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
     failed
 }
 
-/// The [`ATTENTION`] rows; whether a tgc case failed.
-fn attention_rows(gpu: &Gpu, iters: usize) -> bool {
+/// The [`ATTENTION`] rows whose name contains `only`; whether a tgc case
+/// failed.
+fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
     println!("{:<6} {:<28} {:>10} {:>10} {:>8}", "dtype", "B×H×S×D", "tgc TF/s", "torch TF/s", "ratio");
     let mut failed = false;
     let (b, h) = (4usize, 16usize);
@@ -263,6 +280,9 @@ fn attention_rows(gpu: &Gpu, iters: usize) -> bool {
         );
         let spec = format!("{b},{h},{seq},{d}");
         let case = format!("{b}×{h}×{seq}×{d}{}", if causal { " causal" } else { "" });
+        if !case.contains(only) {
+            continue;
+        }
         let fused = pipeline::load(&text, Format::Dsl, None)
             .ok()
             .and_then(|l| tgc_core::gpu::attention::match_attention(&l.graph).err())
@@ -277,6 +297,41 @@ fn attention_rows(gpu: &Gpu, iters: usize) -> bool {
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(2, 3);
         println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
+    }
+    failed
+}
+
+/// The MiniLM rows: `(batch, sequence length)`.
+const MINILM: [(usize, usize); 3] = [(1, 128), (8, 128), (32, 128)];
+
+/// The [`MINILM`] rows whose name contains `only`; whether a tgc case
+/// failed.
+fn minilm_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
+    println!("{:<6} {:<12} {:>10} {:>10} {:>8}", "dtype", "MiniLM B×S", "tgc seq/s", "torch seq/s", "ratio");
+    let text = include_str!("../../../examples/minilm/graphs/minilm.tgc").replace("f32[", "f16[");
+    let mut failed = false;
+    for &(b, s) in &MINILM {
+        let case = format!("{b}×{s}");
+        if !case.contains(only) {
+            continue;
+        }
+        let dims = [("B".to_string(), b as i64), ("S".to_string(), s as i64)].into_iter().collect();
+        let graph = pipeline::load(&text, Format::Dsl, None).and_then(|l| l.graph.bind(&dims));
+        let tgc = graph
+            .map_err(|d| d.to_string())
+            .and_then(|g| tgc_seconds_graph(gpu, &g, &format!("minilm{b}x{s}"), iters, &cost::Analytic))
+            .map(|secs| b as f64 / secs)
+            .map_err(|e| eprintln!("tgc MiniLM {case}: {e}"))
+            .ok();
+        let torch_case = ["f16", "minilm", &format!("{b},{s}"), "0", "0", "none"];
+        let torch = torch_seconds(&torch_case, iters)
+            .map(|secs| b as f64 / secs)
+            .map_err(|e| eprintln!("torch MiniLM {case}: {e}"))
+            .ok();
+        let pair = Pair { tgc, torch };
+        failed |= pair.tgc.is_none();
+        let [tgc, torch, ratio] = pair.cells(0, 2);
+        println!("{:<6} {case:<12} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
     }
     failed
 }
@@ -328,6 +383,12 @@ fn tgc_seconds(gpu: &Gpu, text: &str, iters: usize) -> Result<f64, String> {
 /// the module cache keys of one graph's plans apart.
 fn tgc_seconds_with(gpu: &Gpu, text: &str, iters: usize, estimator: &dyn Estimator, tag: &str) -> Result<f64, String> {
     let g = pipeline::load(text, Format::Dsl, None).map_err(|d| d.to_string())?.graph;
+    tgc_seconds_graph(gpu, &g, &format!("{:x}{tag}", fxhash(text)), iters, estimator)
+}
+
+/// [`tgc_seconds_with`] of a loaded graph with every dimension bound;
+/// `key` names its module in the cache.
+fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &dyn Estimator) -> Result<f64, String> {
     let err = |e: gpu::GpuError| match e {
         gpu::GpuError::Diag(d) => d.to_string(),
         gpu::GpuError::Runtime(e) => e.to_string(),
@@ -339,7 +400,7 @@ fn tgc_seconds_with(gpu: &Gpu, text: &str, iters: usize, estimator: &dyn Estimat
         let values = tgc_runtime::tensor::sample_values(i as u64 + 1, n);
         inputs.push(HostTensor::from_f64(g.dtype(id), &shape, &values).map_err(|e| e.to_string())?);
     }
-    let mut c = gpu::Compiled::with_estimator(gpu, &g, &format!("{:x}{tag}", fxhash(text)), estimator).map_err(err)?;
+    let mut c = gpu::Compiled::with_estimator(gpu, g, key, estimator).map_err(err)?;
     c.upload(&inputs).map_err(err)?;
     c.run().map_err(err)?;
     gpu.synchronize().map_err(|e| e.to_string())?;

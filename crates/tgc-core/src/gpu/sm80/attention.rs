@@ -245,7 +245,12 @@ impl Builder {
         let warp = self.let_(&mut out, "warp", tid.clone() / 32);
         let g = self.let_(&mut out, "g", lane.clone() / 4);
         let t4 = self.let_(&mut out, "t4", lane.clone() % 4);
-        let m0 = self.let_(&mut out, "m0", Expr::BlockIdx(Dim::X) * BM);
+        // Query tiles last to first: under a causal bound the last tiles
+        // read the most keys, and starting them first leaves the short
+        // ones to fill the final wave (longest job first). Without a
+        // bound every tile costs the same.
+        let tiles = (a.m + BM - 1) / BM;
+        let m0 = self.let_(&mut out, "m0", (Expr::c(tiles - 1) - Expr::BlockIdx(Dim::X)) * BM);
         let batch = self.split_digits(&mut out, Expr::BlockIdx(Dim::Y));
         let ids = Ids { tid, lane, warp, g, t4, m0, batch };
         let kv_end = self.kv_end(&ids);
@@ -323,28 +328,44 @@ impl Builder {
             });
             step
         });
-        // The scores, masked past N (and by the biases).
-        self.for_unrolled(&mut main, "xi", n_s, |b, i| {
-            let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + i.clone() % 4 / 2 * 8;
-            let col = je.clone() * BN + i.clone() / 4 * 8 + ids.t4.clone() * 2 + i.clone() % 2;
-            let mut x = f32v(s, i.clone());
-            for (op, param) in a.scores.iter().zip(&p.biases) {
-                x = match op {
-                    ScoreOp::Scale(c) => bin(BinaryOp::Mul, x, cst(*c as f64)),
-                    ScoreOp::Add(bias) => {
-                        bin(BinaryOp::Add, x, b.bias_value(bias, *param, &ids, row.clone(), col.clone()))
-                    }
-                    ScoreOp::Round(d) => {
-                        let rounded = ScalarExpr::Cast { to: *d, x: Box::new(x) };
-                        ScalarExpr::Cast { to: DType::F32, x: Box::new(rounded) }
-                    }
+        // The scores, masked past M × N and by the guarded biases; a block
+        // whose every score is inside and has every guard holding takes a
+        // copy without the selects (most blocks: the masks cost the
+        // softmax's ALU about as much again).
+        let scores = |b: &mut Self, masked: bool| {
+            let mut body = Vec::new();
+            b.for_unrolled(&mut body, if masked { "xi" } else { "xf" }, n_s, |b, i| {
+                let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + i.clone() % 4 / 2 * 8;
+                let col = je.clone() * BN + i.clone() / 4 * 8 + ids.t4.clone() * 2 + i.clone() % 2;
+                let mut x = f32v(s, i.clone());
+                for (op, param) in a.scores.iter().zip(&p.biases) {
+                    x = match op {
+                        ScoreOp::Scale(c) => bin(BinaryOp::Mul, x, cst(*c as f64)),
+                        ScoreOp::Add(Bias::Guarded { value, .. }) if !masked => {
+                            bin(BinaryOp::Add, x, cst(*value as f64))
+                        }
+                        ScoreOp::Add(bias) => {
+                            bin(BinaryOp::Add, x, b.bias_value(bias, *param, &ids, row.clone(), col.clone()))
+                        }
+                        ScoreOp::Round(d) => {
+                            let rounded = ScalarExpr::Cast { to: *d, x: Box::new(x) };
+                            ScalarExpr::Cast { to: DType::F32, x: Box::new(rounded) }
+                        }
+                    };
+                }
+                let value = if masked {
+                    let inside = row.lt(a.m).and(col.lt(a.n));
+                    ScalarExpr::Select { cond: inside, then: Box::new(x), otherwise: Box::new(cst(f64::NEG_INFINITY)) }
+                } else {
+                    x
                 };
-            }
-            let inside = row.lt(a.m).and(col.lt(a.n));
-            let value =
-                ScalarExpr::Select { cond: inside, then: Box::new(x), otherwise: Box::new(cst(f64::NEG_INFINITY)) };
-            vec![Stmt::Compute { dst: r(s, i), value }]
-        });
+                vec![Stmt::Compute { dst: r(s, i), value }]
+            });
+            body
+        };
+        let (fast, masked) = (scores(self, false), scores(self, true));
+        let interior = self.interior(&ids, je.clone());
+        main.push(Stmt::If { cond: interior, then: fast, otherwise: masked });
         // Online softmax: the running maximum over the quad of each row.
         self.for_unrolled(&mut main, "mh", 2, |_, h| {
             vec![Stmt::Compute { dst: r(mnew, h.clone()), value: f32v(mrow, h) }]
@@ -512,6 +533,30 @@ impl Builder {
             }
         }
         end
+    }
+
+    /// Whether every score of key block `je` of this CTA (rows `m0 ..
+    /// m0 + BM`, columns `je·BN .. (je + 1)·BN`) is inside `M × N` and has
+    /// every guarded bias at its `value`: each constraint `α·m + β·n + … ≥
+    /// 0` holds at its minimum over that box (`m0` or the last row by the
+    /// sign of `α`, likewise for `n`). A constraint on the channel is never
+    /// taken to hold. Uniform over the CTA.
+    fn interior(&self, ids: &Ids, je: Expr) -> Expr {
+        let (first_row, last_row) = (ids.m0.clone(), ids.m0.clone() + (BM - 1));
+        let (first_col, last_col) = (je.clone() * BN, je * BN + (BN - 1));
+        let mut cond = last_row.clone().lt(self.a.m).and(last_col.clone().lt(self.a.n));
+        for op in &self.a.scores {
+            let ScoreOp::Add(Bias::Guarded { valid, .. }) = op else { continue };
+            for l in valid {
+                if l.c != 0 {
+                    return Expr::c(0);
+                }
+                let row = if l.m >= 0 { first_row.clone() } else { last_row.clone() };
+                let col = if l.n >= 0 { first_col.clone() } else { last_col.clone() };
+                cond = cond.and(Expr::c(-1).lt(lin_expr(l, &ids.batch, row, col, Expr::c(0))));
+            }
+        }
+        cond
     }
 
     /// One bias term at score `(row, col)`, a tensor bias read through
