@@ -1295,6 +1295,14 @@ fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut
 /// rows need more keeps them in global memory.
 pub const ROWS_SMEM_MAX: u64 = 16 * 1024;
 
+/// Fewest rows a [`Form::Rows`] kernel of element-wise steps only takes
+/// (one warp per row): 1024 warps are 8 per SM of an H100's 132 (sm80's
+/// 108: 9), enough to keep each SM's four schedulers busy. With fewer its
+/// kernels run as [`Form::Elementwise`] kernels over all their points. A
+/// group with a reduction keeps its rows: its reduction's own kernel would
+/// give each row one warp as well.
+pub const ROWS_MIN_ELEMENTWISE: i64 = 1024;
+
 /// Points of a [`Form::Rows`] kernel's element-wise step a lane computes
 /// before it stores any: their loads are issued back to back (the stores
 /// are `asm volatile`, which the compiler does not move loads across), so
@@ -1368,6 +1376,13 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
     let members = &p.kernels[group.kernels.clone()];
     let (Some(first), Some(last)) = (members.first(), members.last()) else { return Ok(None) };
     if !members.iter().all(|lk| row_member(p, lk)) {
+        return Ok(None);
+    }
+    // Element-wise kernels only, over a few long rows (GELU's steps on
+    // `[1, 128, 1536]`: one row): the group would run on that many warps,
+    // each kernel alone spreads over the whole GPU.
+    let rows = first.loops.first().and_then(|d| d.as_int());
+    if members.iter().all(|lk| lk.reduce.is_none()) && rows.is_some_and(|r| r < ROWS_MIN_ELEMENTWISE) {
         return Ok(None);
     }
     let (shared, smem_bytes) = shared_rows(p, group);

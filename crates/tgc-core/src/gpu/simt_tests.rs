@@ -197,6 +197,23 @@ fn the_row_form_keeps_local_rows_in_shared_memory() {
     }
 }
 
+/// A row group of element-wise steps only (GELU's, whose erf steps are
+/// stored: several readers each) takes the row form with at least
+/// `ROWS_MIN_ELEMENTWISE` rows; over fewer, long rows (MiniLM's
+/// `[1, 128, 1536]` at batch 1: one row, one warp) its kernels run as
+/// element-wise kernels over all their points. Both like the interpreter.
+#[test]
+fn few_long_rows_of_elementwise_steps_run_as_elementwise_kernels() {
+    let gelu = |rows: usize| {
+        format!("graph g(x: f32[{rows}, 4, 40]) -> (y: f32[{rows}, 4, 40]) {{\n    y = gelu(x)\n    return y\n}}\n")
+    };
+    let few = check(&load(&gelu(2)), &[], 1e-5);
+    assert!(forms(&few).iter().all(|&f| f == Form::Elementwise), "{:?}", forms(&few));
+    assert!(forms(&few).len() > 1, "{:?}", forms(&few));
+    let many = check(&load(&gelu(ROWS_MIN_ELEMENTWISE as usize)), &[], 1e-5);
+    assert_eq!(forms(&many), [Form::Rows]);
+}
+
 /// Rows whose length is a multiple of `VEC`: every member of the row form
 /// reads and writes its row `VEC` elements at a time (`ld.global.v4`,
 /// `st.global.v4`, `ld.shared.v4`, `st.shared.v4`; a value of the row the
