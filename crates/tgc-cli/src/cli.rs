@@ -94,6 +94,29 @@ pub enum Command {
         #[arg(long)]
         timings: bool,
     },
+    /// Find or install the CUDA 13.0 toolchain (NVRTC, ptxas, cuobjdump,
+    /// the headers) that `--target sm80` and the GPU features compile with.
+    Toolchain {
+        #[command(subcommand)]
+        action: ToolchainAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ToolchainAction {
+    /// Print the toolchain tgc finds (its folder and NVRTC), or every place
+    /// it searched and why each was passed over (exit 1).
+    Show,
+    /// Install the pinned CUDA 13.0 wheels with pip into DIR (about 140
+    /// MB; nothing is written outside DIR), then print the
+    /// `TGC_CUDA_ROOT` to set: `DIR/nvidia/cu13`.
+    Install {
+        /// The folder to install into (pip creates it).
+        dir: PathBuf,
+        /// The Python whose pip installs the wheels.
+        #[arg(long, default_value = "python3")]
+        python: String,
+    },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

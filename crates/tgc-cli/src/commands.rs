@@ -9,7 +9,7 @@ use tgc_core::timings::Timings;
 use tgc_core::{Diagnostic, ErrorName};
 use tgc_runtime::HostTensor;
 
-use crate::cli::{Backend, Cli, Command, Target};
+use crate::cli::{Backend, Cli, Command, Target, ToolchainAction};
 
 /// Why a command failed: the message for stderr and the exit code.
 pub struct Failure {
@@ -51,7 +51,27 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             result
         }
+        Command::Toolchain { action } => toolchain(action),
     }
+}
+
+/// `tgc toolchain show|install`.
+fn toolchain(action: ToolchainAction) -> Result<()> {
+    use tgc_core::gpu::toolchain::{Toolchain, ROOT_ENV};
+    let found = match action {
+        ToolchainAction::Show => Toolchain::locate(),
+        ToolchainAction::Install { dir, python } => {
+            eprintln!("tgc: installing {} into {}", tgc_core::gpu::toolchain::WHEELS.join(" "), dir.display());
+            Toolchain::install(&dir, python.as_ref())
+        }
+    };
+    let t = found.map_err(|e| Failure::user(e.to_string()))?;
+    println!("CUDA toolchain: {}", t.root().display());
+    println!("NVRTC: {}", t.nvrtc_library().display());
+    if std::env::var_os(ROOT_ENV).is_none_or(|v| std::path::Path::new(&v) != t.root()) {
+        println!("to use it from any folder: export {ROOT_ENV}={}", t.root().display());
+    }
+    Ok(())
 }
 
 fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {

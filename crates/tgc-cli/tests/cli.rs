@@ -304,6 +304,25 @@ fn gemm_regions_of_a_larger_graph_run_like_the_interpreter() {
     assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
 }
 
+/// `tgc toolchain show` names the toolchain it finds (scripts/setup.sh
+/// installed one); `tgc toolchain install` with a Python that cannot be
+/// run says so, exits 1 and creates nothing.
+#[test]
+fn toolchain_show_and_a_failed_install() {
+    let o = tgc(&["toolchain", "show"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("CUDA toolchain: ") && out.contains("libnvrtc.so.13"), "{out}");
+    let dir = temp("toolchain-install").join("cuda");
+    let d = dir.display().to_string();
+    let o = tgc(&["toolchain", "install", &d, "--python", "/nonexistent/python3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("running /nonexistent/python3 -m pip"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(!dir.exists());
+}
+
 /// A BERT layer (MiniLM's, small): its six projections on the GEMM
 /// template and its attention fused, the rest SIMT kernels; the CPU
 /// backend and, on a GPU, the program like the interpreter (the CPU within

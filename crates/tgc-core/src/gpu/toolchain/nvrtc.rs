@@ -84,7 +84,11 @@ fn open(path: &Path) -> Result<Loaded, String> {
     let status = unsafe { ours(&mut major, &mut minor) };
     if status != 0 || (major, minor) != (13, 0) {
         return Err(format!(
-            "NVRTC reports version {major}.{minor} (status {status}); tgc needs CUDA 13.0, the GPU driver's version"
+            "NVRTC reports version {major}.{minor} (status {status}); tgc needs CUDA 13.0, the GPU driver's version: \
+             install it with `{}` and set {}=DIR/{}",
+            super::INSTALL_COMMAND,
+            super::ROOT_ENV,
+            super::WHEEL_SUBDIR
         ));
     }
     Ok(Loaded { path: path.to_path_buf(), _builtins: builtins, _library: library })

@@ -95,12 +95,64 @@ fn sass_opcodes_skip_addresses_encodings_and_predicates() {
 }
 
 #[test]
-fn a_folder_without_nvrtc_is_missing_with_the_setup_command() {
+fn a_folder_without_nvrtc_is_missing_with_the_install_commands() {
     let err = Toolchain::at("/nonexistent/cu13").unwrap_err();
     let Error::Missing { missing, searched } = &err else { panic!("{err}") };
     assert_eq!(missing, "/nonexistent/cu13/lib/libnvrtc.so.13");
-    assert_eq!(searched, &[PathBuf::from("/nonexistent/cu13")]);
-    assert!(err.to_string().contains(SETUP_COMMAND), "{err}");
+    assert_eq!(searched.len(), 1);
+    assert_eq!(searched[0].0, PathBuf::from("/nonexistent/cu13"));
+    let text = err.to_string();
+    assert!(text.contains(SETUP_COMMAND) && text.contains(INSTALL_COMMAND), "{text}");
+}
+
+/// A folder laid out like the wheels' `nvidia/cu13`, with empty files
+/// (`Toolchain::at` checks that they exist), under a fresh temp folder.
+fn fake_toolchain(name: &str, complete: bool) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("tgc-toolchain-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("lib")).unwrap();
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::write(root.join("lib/libnvrtc.so.13"), b"").unwrap();
+    std::fs::write(root.join("bin/ptxas"), b"").unwrap();
+    if complete {
+        std::fs::write(root.join("bin/cuobjdump"), b"").unwrap();
+    }
+    root
+}
+
+/// The search takes the first place that holds a whole toolchain, passing
+/// over a missing folder and one without cuobjdump; when none does, the
+/// error names every place (once) and why, and the commands that install
+/// one.
+#[test]
+fn the_search_takes_the_first_whole_toolchain_and_says_why_it_passed_others() {
+    let gone = PathBuf::from("/nonexistent/tgc/cuda");
+    let partial = fake_toolchain("partial", false);
+    let whole = fake_toolchain("whole", true);
+    let t = Toolchain::first_of(&[gone.clone(), partial.clone(), whole.clone()]).unwrap();
+    assert_eq!(t.root(), whole);
+    let err = Toolchain::first_of(&[gone.clone(), partial.clone(), gone.clone()]).unwrap_err();
+    let Error::Missing { searched, .. } = &err else { panic!("{err}") };
+    let places: Vec<&PathBuf> = searched.iter().map(|(p, _)| p).collect();
+    assert_eq!(places, [&gone, &partial]);
+    assert_eq!(searched[0].1, "no such folder");
+    assert!(searched[1].1.contains("bin/cuobjdump"), "{}", searched[1].1);
+    let text = err.to_string();
+    for want in [gone.display().to_string(), partial.display().to_string(), INSTALL_COMMAND.to_string()] {
+        assert!(text.contains(&want), "{want} not in {text}");
+    }
+    for dir in [partial, whole] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// `scripts/setup.sh` installs the same pinned wheels as `tgc toolchain
+/// install` (its `CUDA_WHEELS` line is `WHEELS`).
+#[test]
+fn setup_sh_pins_the_same_wheels() {
+    let setup = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/setup.sh")).unwrap();
+    let line = setup.lines().find_map(|l| l.strip_prefix("CUDA_WHEELS=")).expect("a CUDA_WHEELS line");
+    assert_eq!(line.trim_matches('"'), WHEELS.join(" "));
 }
 
 #[test]
