@@ -121,13 +121,18 @@ pub struct Traced {
     pub pattern: Option<PatternInfo>,
 }
 
-/// Whether node `id` is a contraction: a `REDUCE SUM` of a `MUL` (what
-/// [`trace`] starts from; the templates and the GPU's region formation
-/// look for these).
+/// Whether node `id` is a contraction: a `REDUCE SUM` of a `MUL` of two
+/// values (what [`trace`] starts from; the templates and the GPU's region
+/// formation look for these). A `MUL` of a value by itself (a
+/// layernorm's `sum((x − m)²)`) is a sum of squares, element by element,
+/// not a product of two operands.
 pub fn is_contraction(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    matches!(n.op, Op::Reduce { op: ReduceOp::Sum, .. })
-        && n.src.first().is_some_and(|&m| g.node(m).op == Op::Binary(BinaryOp::Mul))
+    let product = |m: NodeId| {
+        let mul = g.node(m);
+        mul.op == Op::Binary(BinaryOp::Mul) && mul.src.first() != mul.src.get(1)
+    };
+    matches!(n.op, Op::Reduce { op: ReduceOp::Sum, .. }) && n.src.first().is_some_and(|&m| product(m))
 }
 
 /// The contraction at node `id`: `None` unless it is a `REDUCE(SUM)` of a
