@@ -164,7 +164,7 @@ fn a_bert_layer_runs_its_contractions_on_the_templates() {
 /// its tensors in f16 (the graph's `f32[` read as `f16[`), bound to the
 /// small bucket B = 1, S = 16, runs each layer's six projections on the
 /// GEMM template and its attention on the attention template (42 launches
-/// of 116), emulated against the interpreter on the same graph. Within
+/// of 134), emulated against the interpreter on the same graph. Within
 /// 1e-3 (absolute: the L2-normalised embedding's elements are below 1;
 /// seen 1.4e-4 after six layers of f16 values rounded in another
 /// summation order, where a wrong layout moves them by their own size,
