@@ -520,26 +520,14 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                     diag!(Unsupported, "a RESHAPE after the contraction that splits an axis (or a symbolic one)")
                         .at_node(nn)
                 };
-                let mut kept = groups.iter().flatten().copied().filter(|e| e.1 > 1).peekable();
-                let mut merged = Vec::new();
-                for d in g.shape(*next) {
-                    let d = d.as_int().ok_or_else(split)?;
-                    let mut group = Vec::new();
-                    let mut size = 1;
-                    while size < d {
-                        let e = kept.next().ok_or_else(split)?;
-                        size *= e.1;
-                        group.push(e);
-                    }
-                    if size != d {
-                        return Err(split());
-                    }
-                    merged.push(if group.is_empty() { vec![(None, 1)] } else { group });
-                }
-                if kept.peek().is_some() {
-                    return Err(split());
-                }
-                groups = merged;
+                let kept: Vec<(Option<usize>, i64)> = groups.iter().flatten().copied().filter(|e| e.1 > 1).collect();
+                let from: Vec<crate::sym::Dim> = kept.iter().map(|e| crate::sym::Dim::int(e.1)).collect();
+                let counts = crate::tiny::op::reshape_merges(&from, g.shape(*next)).ok_or_else(split)?;
+                let mut rest = kept.into_iter();
+                groups = counts
+                    .into_iter()
+                    .map(|n| if n == 0 { vec![(None, 1)] } else { rest.by_ref().take(n).collect() })
+                    .collect();
             }
             Op::Permute { perm } => groups = perm.iter().map(|&p| groups[p].clone()).collect(),
             Op::Binary(BinaryOp::Add) => {

@@ -149,7 +149,7 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
     let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
     let mut after_contraction = vec![false; n];
     let mut from_input = vec![false; n];
-    for id in g.ids() {
+    for id in g.ids().filter(|_| rules.store_operands) {
         let node = g.node(id);
         after_contraction[id.index()] =
             index_book::contraction::is_contraction(g, id) || node.src.iter().any(|s| after_contraction[s.index()]);
@@ -262,7 +262,8 @@ fn broadcast_read(g: &Graph, v: NodeId, reader_of: &dyn Fn(NodeId) -> Option<Nod
         let op = &g.node(r).op;
         if widens(g, r) || op.is_movement() {
             broadcast |= *op == Op::Expand && g.shape(c).iter().zip(g.shape(r)).any(|(a, b)| a.is_one() && !b.is_one());
-            bijective &= is_bijective_movement(op) && !(*op == Op::Reshape && splits(g, c, r));
+            let splits = *op == Op::Reshape && crate::tiny::op::reshape_merges(g.shape(c), g.shape(r)).is_none();
+            bijective &= is_bijective_movement(op) && !splits;
             if bijective && op.is_movement() {
                 before = r;
             }
@@ -297,30 +298,6 @@ fn fusion_root(
         }
         c = reader_of(c)?;
     }
-}
-
-/// Whether `RESHAPE` `r` of `x` splits an axis of `x`: some axis of `r`
-/// other than size 1 is not a run of whole adjacent axes of `x` (symbolic
-/// extents that differ count as a split).
-fn splits(g: &Graph, x: NodeId, r: NodeId) -> bool {
-    let mut from = g.shape(x).iter().filter(|d| !d.is_one());
-    for d in g.shape(r).iter().filter(|d| !d.is_one()) {
-        let Some(first) = from.next() else { return true };
-        if first == d {
-            continue;
-        }
-        let (Some(want), Some(mut size)) = (d.as_int(), first.as_int()) else { return true };
-        while size < want {
-            match from.next().and_then(|e| e.as_int()) {
-                Some(e) => size *= e,
-                None => return true,
-            }
-        }
-        if size != want {
-            return true;
-        }
-    }
-    false
 }
 
 /// `RESHAPE` and `PERMUTE`: movements that map their output's points one to

@@ -194,3 +194,36 @@ impl ReduceOp {
         }
     }
 }
+
+/// How a `RESHAPE` from shape `from` to shape `to` merges axes: for each
+/// axis of `to`, how many of `from`'s axes longer than 1 it holds, in
+/// order (0 for a size-1 axis); `None` when it splits an axis of `from`
+/// (or when symbolic extents are not matched one to one). A reshape that
+/// only merges adjacent axes and adds or drops size-1 ones keeps each
+/// element's row-major offset as a sum over `from`'s axes: what a template
+/// can write its accumulators through.
+pub fn reshape_merges(from: &[Dim], to: &[Dim]) -> Option<Vec<usize>> {
+    let mut src = from.iter().filter(|d| !d.is_one()).peekable();
+    let mut counts = Vec::with_capacity(to.len());
+    for d in to {
+        if d.is_one() {
+            counts.push(0);
+            continue;
+        }
+        let first = src.next()?;
+        if first == d {
+            counts.push(1);
+            continue;
+        }
+        let (want, mut size, mut n) = (d.as_int()?, first.as_int()?, 1);
+        while size < want {
+            size *= src.next()?.as_int()?;
+            n += 1;
+        }
+        if size != want {
+            return None;
+        }
+        counts.push(n);
+    }
+    src.peek().is_none().then_some(counts)
+}

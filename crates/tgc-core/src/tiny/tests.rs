@@ -126,3 +126,22 @@ fn the_symbol_limit_holds_for_symbols_found_in_shapes() {
     let e = g.declare_input_symbols().unwrap_err();
     assert_eq!((e.name, e.node.as_deref()), (ErrorName::ResourceExceeded, Some("n64")), "{e}");
 }
+
+/// A reshape that merges adjacent axes (and adds or drops size-1 ones)
+/// says how many axes each result axis holds; one that splits an axis, or
+/// regroups across a boundary, is `None`; symbolic extents match one to
+/// one.
+#[test]
+fn reshape_merges_counts_merged_axes_and_refuses_splits() {
+    let ints = |v: &[i64]| v.iter().map(|&x| Dim::int(x)).collect::<Vec<_>>();
+    assert_eq!(op::reshape_merges(&ints(&[2, 12, 32]), &ints(&[2, 1, 384])), Some(vec![1, 0, 2]));
+    assert_eq!(op::reshape_merges(&ints(&[1, 16, 12, 32]), &ints(&[16, 384])), Some(vec![1, 2]));
+    assert_eq!(op::reshape_merges(&ints(&[16, 384]), &ints(&[16, 12, 32])), None);
+    assert_eq!(op::reshape_merges(&ints(&[4, 6]), &ints(&[6, 4])), None);
+    let s = shape(&["S"]);
+    assert_eq!(
+        op::reshape_merges(&[s[0].clone(), Dim::int(8)], &[Dim::int(1), s[0].clone(), Dim::int(8)]),
+        Some(vec![0, 1, 1])
+    );
+    assert_eq!(op::reshape_merges(&[s[0].clone(), Dim::int(8)], &[Dim::int(8), s[0].clone()]), None);
+}
