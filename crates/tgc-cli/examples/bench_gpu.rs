@@ -231,7 +231,12 @@ impl Pair {
 /// `torch_case` ([`torch_seconds`]), each as `work` per second; a side that
 /// fails is `None`, with why on stderr after `case`.
 fn measure(gpu: &Gpu, case: &str, text: &str, torch_case: &[&str], iters: usize, work: f64) -> Pair {
-    let tgc = tgc_seconds(gpu, text, iters).map(|s| work / s).map_err(|e| eprintln!("tgc {case}: {e}")).ok();
+    pair(case, tgc_seconds(gpu, text, iters), torch_case, iters, work)
+}
+
+/// [`measure`] from tgc's seconds per run already taken (or why not).
+fn pair(case: &str, tgc: Result<f64, String>, torch_case: &[&str], iters: usize, work: f64) -> Pair {
+    let tgc = tgc.map(|s| work / s).map_err(|e| eprintln!("tgc {case}: {e}")).ok();
     let torch = torch_seconds(torch_case, iters).map(|s| work / s).map_err(|e| eprintln!("torch {case}: {e}")).ok();
     Pair { tgc, torch }
 }
@@ -317,18 +322,11 @@ fn minilm_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
         }
         let dims = [("B".to_string(), b as i64), ("S".to_string(), s as i64)].into_iter().collect();
         let graph = pipeline::load(&text, Format::Dsl, None).and_then(|l| l.graph.bind(&dims));
-        let tgc = graph
+        let secs = graph
             .map_err(|d| d.to_string())
-            .and_then(|g| tgc_seconds_graph(gpu, &g, &format!("minilm{b}x{s}"), iters, &cost::Analytic))
-            .map(|secs| b as f64 / secs)
-            .map_err(|e| eprintln!("tgc MiniLM {case}: {e}"))
-            .ok();
+            .and_then(|g| tgc_seconds_graph(gpu, &g, &format!("minilm{b}x{s}"), iters, &cost::Analytic));
         let torch_case = ["f16", "minilm", &format!("{b},{s}"), "0", "0", "none"];
-        let torch = torch_seconds(&torch_case, iters)
-            .map(|secs| b as f64 / secs)
-            .map_err(|e| eprintln!("torch MiniLM {case}: {e}"))
-            .ok();
-        let pair = Pair { tgc, torch };
+        let pair = pair(&format!("MiniLM {case}"), secs, &torch_case, iters, b as f64);
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(0, 2);
         println!("{:<6} {case:<12} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
