@@ -42,8 +42,9 @@
 //! (2·M·N·K per call) and the fraction of the f32 peak of `n` cores (at most
 //! the machine's); softmax and layernorm GB/s (every tensor read or written
 //! once); conv GFLOP/s of the convolution (2·K·C·9·H·W). The peak of a core
-//! is 32 f32 flops per cycle (two 8-lane FMAs per cycle, AVX2) times the
-//! clock of `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
+//! is its f32 flops per cycle ([`flops_per_cycle`]: two FMA pipes of the
+//! widest vectors the runtime's micro-kernel uses) times the clock of
+//! `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
 //!
 //! A missing peer (no Python, NumPy or ONNX Runtime) prints `-`, and once
 //! what is missing and how to install it. Exits 1 when a tgc kernel fails to
@@ -70,8 +71,16 @@ const PEERS: [&str; 2] = ["numpy", "onnxruntime"];
 /// when it starts timing (see the module doc).
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// f32 flops per cycle of one core: two 8-lane FMA pipes (AVX2).
-const FLOPS_PER_CYCLE: f64 = 32.0;
+/// f32 flops per cycle of one core: two 16-lane FMA pipes where the CPU has
+/// AVX-512F (the runtime's micro-kernel then uses it; some Xeons have one
+/// such pipe, for them pass `--peak-gflops`), else two 8-lane ones (AVX2).
+fn flops_per_cycle() -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        return 64.0;
+    }
+    32.0
+}
 
 /// Times tgc's generated CPU kernels (f32 GEMM, softmax, layernorm, conv →
 /// ReLU → max pool) against NumPy and ONNX Runtime, run by
@@ -88,7 +97,7 @@ struct Args {
     /// Only this family of cases.
     #[arg(long)]
     only: Option<Family>,
-    /// The f32 peak of one core in GFLOP/s, instead of 32 flops/cycle × the
+    /// The f32 peak of one core in GFLOP/s, instead of 32 or 64 flops/cycle × the
     /// clock in /proc/cpuinfo.
     #[arg(long)]
     peak_gflops: Option<f64>,
@@ -368,7 +377,7 @@ fn run_error(e: RunError) -> String {
 }
 
 /// The f32 peak of one core in GFLOP/s, and where the number comes from:
-/// `flag`, else [`FLOPS_PER_CYCLE`] × the first "cpu MHz" of /proc/cpuinfo.
+/// `flag`, else [`flops_per_cycle`] × the first "cpu MHz" of /proc/cpuinfo.
 fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
     if let Some(gflops) = flag {
         if !(gflops.is_finite() && gflops > 0.0) {
@@ -381,10 +390,8 @@ fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
         .lines()
         .find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse::<f64>().ok())
         .ok_or("no \"cpu MHz\" in /proc/cpuinfo")?;
-    Ok((
-        FLOPS_PER_CYCLE * mhz / 1e3,
-        format!("{FLOPS_PER_CYCLE} flops/cycle x {mhz} MHz, the first \"cpu MHz\" of /proc/cpuinfo"),
-    ))
+    let per_cycle = flops_per_cycle();
+    Ok((per_cycle * mhz / 1e3, format!("{per_cycle} flops/cycle x {mhz} MHz, the first \"cpu MHz\" of /proc/cpuinfo")))
 }
 
 /// One peer's numbers for one row; `None` where it did not run (the reason

@@ -25,10 +25,13 @@
 //! contraction computed by it gives the bits of the plain loop nest
 //! `acc = acc + a·b` that the C printer prints with `-ffp-contract=off`
 //! (the printers' invariant, `tgc_core::cpu::loop_ir`). On AMD Zen (the
-//! measured target is Zen 3) multiplies and adds issue to separate pipes,
-//! two of each per cycle, so this peaks at the FMA rate; the AVX variant
-//! is chosen at run time (`is_x86_feature_detected!`), the portable loop
-//! (auto-vectorised: SSE2, NEON) elsewhere.
+//! first measured target, Zen 3) multiplies and adds issue to separate
+//! pipes, two of each per cycle, so this peaks at the FMA rate. The variant
+//! is chosen once at run time (`is_x86_feature_detected!`): AVX-512F (the
+//! whole `MR × NR` tile in twelve `zmm` accumulators), AVX (the tile as two
+//! `MR × 16` halves in twelve `ymm` each), else the portable loop
+//! (auto-vectorised: SSE2, NEON), in the same halves. Every variant gives
+//! the same bits.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -36,8 +39,15 @@ use std::sync::OnceLock;
 
 /// Rows of the micro-kernel's register tile.
 pub const MR: usize = 6;
-/// Columns of the micro-kernel's register tile (two 8-lane vectors).
-pub const NR: usize = 16;
+/// Columns of the micro-kernel's register tile: two 16-lane AVX-512
+/// vectors. Measured on an AVX-512 Xeon (`bench_cpu --only gemm`, one
+/// thread, 2026-11-27): the `6 × 32` AVX-512 tile ran about twice as fast as
+/// the `6 × 16` AVX one; with sixteen columns an AVX-512 tile has six
+/// accumulators, too few to hide the adds' latency.
+pub const NR: usize = 32;
+
+/// The columns one half-tile of the AVX and portable variants covers.
+const HALF: usize = 16;
 
 /// The C declaration of [`Rt`], printed into every generated C unit.
 pub const C_DECL: &str = "/* The runtime of tgc-runtime's cpu_rt: its thread pool and GEMM micro-kernel. */
@@ -233,46 +243,55 @@ pub unsafe fn ukernel_raw(kc: usize, a: *const f32, b: *const f32, c: *mut f32, 
     static BEST: OnceLock<Kernel> = OnceLock::new();
     let k = BEST.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx") {
-            return ukernel_avx as Kernel;
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return ukernel_avx512 as Kernel;
+            }
+            if std::arch::is_x86_feature_detected!("avx") {
+                return ukernel_avx as Kernel;
+            }
         }
         ukernel_portable as Kernel
     });
-    // SAFETY: forwarded contract; the AVX variant only where AVX was detected.
+    // SAFETY: forwarded contract; each variant only where its features were detected.
     unsafe { k(kc, a, b, c, ldc, accumulate) }
 }
 
-/// The portable micro-kernel: the accumulators in an array the compiler
-/// keeps in vector registers (SSE2 on x86-64, NEON on aarch64).
+/// The portable micro-kernel: columns `j0..j0 + HALF` for both halves, the
+/// accumulators in an array the compiler keeps in vector registers (SSE2
+/// on x86-64, NEON on aarch64).
 ///
 /// # Safety
 /// As [`ukernel_raw`].
 unsafe fn ukernel_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-    let mut acc = [[0.0f32; NR]; MR];
-    if accumulate {
-        for (i, row) in acc.iter_mut().enumerate() {
-            // SAFETY: row i of c holds NR floats.
-            row.copy_from_slice(unsafe { std::slice::from_raw_parts(c.add(i * ldc), NR) });
-        }
-    }
-    for p in 0..kc {
-        // SAFETY: a holds kc·MR and b kc·NR floats.
-        let (ap, bp) = unsafe { (&*(a.add(p * MR) as *const [f32; MR]), &*(b.add(p * NR) as *const [f32; NR])) };
-        for i in 0..MR {
-            for j in 0..NR {
-                acc[i][j] += ap[i] * bp[j];
+    for j0 in (0..NR).step_by(HALF) {
+        let mut acc = [[0.0f32; HALF]; MR];
+        if accumulate {
+            for (i, row) in acc.iter_mut().enumerate() {
+                // SAFETY: row i of c holds NR floats.
+                row.copy_from_slice(unsafe { std::slice::from_raw_parts(c.add(i * ldc + j0), HALF) });
             }
         }
-    }
-    for (i, row) in acc.iter().enumerate() {
-        // SAFETY: row i of c holds NR floats and overlaps neither panel.
-        unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), NR) }.copy_from_slice(row);
+        for p in 0..kc {
+            // SAFETY: a holds kc·MR and b kc·NR floats.
+            let (ap, bp) =
+                unsafe { (&*(a.add(p * MR) as *const [f32; MR]), &*(b.add(p * NR + j0) as *const [f32; HALF])) };
+            for i in 0..MR {
+                for j in 0..HALF {
+                    acc[i][j] += ap[i] * bp[j];
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row i of c holds NR floats and overlaps neither panel.
+            unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc + j0), HALF) }.copy_from_slice(row);
+        }
     }
 }
 
-/// The AVX micro-kernel: 12 accumulators of 8 lanes (6 rows × 2 vectors),
-/// one broadcast of `a` and two vectors of `b` per step — 15 of the 16
-/// `ymm` registers.
+/// The AVX micro-kernel, one `MR × 16` half of the tile at a time: 12
+/// accumulators of 8 lanes (6 rows × 2 vectors), one broadcast of `a` and
+/// two vectors of `b` per step — 15 of the 16 `ymm` registers.
 ///
 /// # Safety
 /// As [`ukernel_raw`], on a CPU with AVX.
@@ -282,25 +301,70 @@ unsafe fn ukernel_avx(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc:
     use std::arch::x86_64::*;
     // SAFETY (whole body): the pointer ranges of the function's contract.
     unsafe {
-        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        for j0 in (0..NR).step_by(HALF) {
+            let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+            if accumulate {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    row[0] = _mm256_loadu_ps(c.add(i * ldc + j0));
+                    row[1] = _mm256_loadu_ps(c.add(i * ldc + j0 + 8));
+                }
+            }
+            for p in 0..kc {
+                let b0 = _mm256_loadu_ps(b.add(p * NR + j0));
+                let b1 = _mm256_loadu_ps(b.add(p * NR + j0 + 8));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*a.add(p * MR + i));
+                    row[0] = _mm256_add_ps(row[0], _mm256_mul_ps(av, b0));
+                    row[1] = _mm256_add_ps(row[1], _mm256_mul_ps(av, b1));
+                }
+            }
+            for (i, row) in acc.iter().enumerate() {
+                _mm256_storeu_ps(c.add(i * ldc + j0), row[0]);
+                _mm256_storeu_ps(c.add(i * ldc + j0 + 8), row[1]);
+            }
+        }
+    }
+}
+
+/// The AVX-512 micro-kernel, the whole tile: 12 accumulators of 16 lanes
+/// (6 rows × 2 vectors), one broadcast of `a` and two vectors of `b` per
+/// step.
+///
+/// # Safety
+/// As [`ukernel_raw`], on a CPU with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn ukernel_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the pointer ranges of the function's contract.
+    unsafe {
+        // The tile below this one is the caller's next (the packed
+        // template's `ir` loop): fetch it into the cache while this one
+        // computes. A prefetch never faults, whatever the address.
+        for i in 0..MR {
+            let next = c.wrapping_add((MR + i) * ldc) as *const i8;
+            _mm_prefetch::<_MM_HINT_T0>(next);
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64));
+        }
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         if accumulate {
             for (i, row) in acc.iter_mut().enumerate() {
-                row[0] = _mm256_loadu_ps(c.add(i * ldc));
-                row[1] = _mm256_loadu_ps(c.add(i * ldc + 8));
+                row[0] = _mm512_loadu_ps(c.add(i * ldc));
+                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
             }
         }
         for p in 0..kc {
-            let b0 = _mm256_loadu_ps(b.add(p * NR));
-            let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
+            let b0 = _mm512_loadu_ps(b.add(p * NR));
+            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm256_broadcast_ss(&*a.add(p * MR + i));
-                row[0] = _mm256_add_ps(row[0], _mm256_mul_ps(av, b0));
-                row[1] = _mm256_add_ps(row[1], _mm256_mul_ps(av, b1));
+                let av = _mm512_set1_ps(*a.add(p * MR + i));
+                row[0] = _mm512_add_ps(row[0], _mm512_mul_ps(av, b0));
+                row[1] = _mm512_add_ps(row[1], _mm512_mul_ps(av, b1));
             }
         }
         for (i, row) in acc.iter().enumerate() {
-            _mm256_storeu_ps(c.add(i * ldc), row[0]);
-            _mm256_storeu_ps(c.add(i * ldc + 8), row[1]);
+            _mm512_storeu_ps(c.add(i * ldc), row[0]);
+            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
         }
     }
 }
@@ -369,17 +433,34 @@ mod tests {
 
     #[test]
     fn every_variant_gives_the_plain_nests_bits() {
-        for (kc, ldc, accumulate) in [(0, NR, true), (1, NR, false), (7, 20, true), (300, 33, false), (64, NR, true)] {
+        for (kc, ldc, accumulate) in
+            [(0, NR, true), (1, NR, false), (7, NR + 4, true), (300, NR + 17, false), (64, NR, true)]
+        {
             let a = data(kc * MR, 1);
             let b = data(kc * NR, 2);
             let c0 = data((MR - 1) * ldc + NR, 3);
             let want = naive(kc, &a, &b, &c0, ldc, accumulate);
             let mut got = c0.clone();
             ukernel(kc, &a, &b, &mut got, ldc, accumulate);
-            let mut portable = c0.clone();
-            // SAFETY: the lengths are those `ukernel` checks.
-            unsafe { ukernel_portable(kc, a.as_ptr(), b.as_ptr(), portable.as_mut_ptr(), ldc, accumulate) };
-            for (who, v) in [("dispatched", &got), ("portable", &portable)] {
+            type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+            let mut variants: Vec<(&str, Kernel)> = vec![("portable", ukernel_portable)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::arch::is_x86_feature_detected!("avx") {
+                    variants.push(("avx", ukernel_avx));
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    variants.push(("avx512", ukernel_avx512));
+                }
+            }
+            let mut outs = vec![("dispatched", got)];
+            for (who, k) in variants {
+                let mut v = c0.clone();
+                // SAFETY: the lengths are those `ukernel` checks; the variant's features were detected.
+                unsafe { k(kc, a.as_ptr(), b.as_ptr(), v.as_mut_ptr(), ldc, accumulate) };
+                outs.push((who, v));
+            }
+            for (who, v) in &outs {
                 // Columns past NR in each row are not the kernel's: untouched.
                 assert_eq!(
                     v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),

@@ -340,8 +340,8 @@ mod tests {
     #[test]
     fn blocks_of_the_default_model() {
         let b = CacheModel::default().blocks();
-        assert_eq!((b.kc, b.mc % MR, b.nc % NR), (256, 0, 0));
-        assert_eq!((b.mc, b.nc), (252, 1024));
+        assert_eq!((b.kc, b.mc % MR, b.nc % NR), (128, 0, 0));
+        assert_eq!((b.mc, b.nc), (510, 2048));
     }
 
     #[test]

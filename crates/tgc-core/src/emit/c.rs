@@ -1027,8 +1027,11 @@ impl Printer<'_> {
         let ty = compute_ty(r.dtype);
         let init = self.literal(r.op.identity(r.dtype), r.dtype);
         let w = depth * 4;
-        let inits = vec![init; lanes].join(", ");
-        let _ = writeln!(s, "{:w$}{ty} acc_l[{lanes}] = {{{inits}}};", "");
+        let _ = writeln!(
+            s,
+            "{:w$}{ty} acc_l[{lanes}];\n{:w$}for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) acc_l[pk_l] = {init};",
+            "", ""
+        );
         let mut d = depth;
         let (inner, outer) = r.loops.split_last().expect("a split reduction has reduce loops");
         for (j, e) in outer.iter().enumerate() {
@@ -1052,10 +1055,15 @@ impl Printer<'_> {
             d -= 1;
             let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
         }
-        for (a, b) in lanes::fold_order(lanes) {
-            let folded = self.binary(update_op(r.op), format!("acc_l[{a}]"), format!("acc_l[{b}]"), r.dtype);
-            let _ = writeln!(s, "{:w$}acc_l[{a}] = {folded};", "");
-        }
+        // The pairwise fold of the lanes ([`lanes`]'s rule).
+        let folded = self.binary(update_op(r.op), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
+        let _ = writeln!(
+            s,
+            "{:w$}for (int64_t pk_s = 1; pk_s < {lanes}; pk_s *= 2)
+{:w$}    for (int64_t pk_a = 0; pk_a + pk_s < {lanes}; pk_a += 2 * pk_s)
+{:w$}        acc_l[pk_a] = {folded};",
+            "", "", ""
+        );
         let _ = writeln!(s, "{:w$}const {ty} acc = acc_l[0];", "");
     }
 }
@@ -1216,15 +1224,15 @@ fn update_op(op: ReduceOp) -> BinaryOp {
 }
 
 /// `TGC_CLONES`, on every function with a loop nest: on x86-64 with GCC and
-/// glibc, GCC's `target_clones` compiles it twice, for AVX2 and for the
-/// baseline, and the dynamic loader picks one for the CPU once (an ifunc), so
-/// a library built on one machine is still fast and still runs on another.
-/// Both clones compute the same bits: no FMA contraction
-/// (`tgc_runtime::cpu::VALUE_CFLAGS`), no reassociation; only the vector
-/// width differs. Elsewhere it is empty.
-const CLONES: &str = "/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+/// glibc, GCC's `target_clones` compiles it three times, for AVX-512F, for
+/// AVX2 and for the baseline, and the dynamic loader picks one for the CPU
+/// once (an ifunc), so a library built on one machine is still fast and
+/// still runs on another. All clones compute the same bits: no FMA
+/// contraction (`tgc_runtime::cpu::VALUE_CFLAGS`), no reassociation; only
+/// the vector width differs. Elsewhere it is empty.
+const CLONES: &str = "/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
-#define TGC_CLONES __attribute__((target_clones(\"avx2\", \"default\")))
+#define TGC_CLONES __attribute__((target_clones(\"avx512f\", \"avx2\", \"default\")))
 #else
 #define TGC_CLONES
 #endif

@@ -25,7 +25,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::lanes;
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role};
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lower_with, Options};
@@ -592,10 +591,26 @@ fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth
         d -= 1;
         let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
     }
-    for (a, b) in lanes::fold_order(lanes) {
-        let folded = binary(update_op(r.op), format!("acc_l[{a}]"), format!("acc_l[{b}]"), r.dtype);
-        let _ = writeln!(s, "{:w$}acc_l[{a}] = {folded};", "", w = depth * 4);
-    }
+    // The pairwise fold of the lanes ([`lanes`]'s rule).
+    let folded = binary(update_op(r.op), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
+    let _ = writeln!(
+        s,
+        "{:w$}let mut pk_s = 1usize;
+{:w$}while pk_s < {lanes} {{
+{:w$}    for pk_a in (0..{lanes} - pk_s).step_by(2 * pk_s) {{
+{:w$}        acc_l[pk_a] = {folded};
+{:w$}    }}
+{:w$}    pk_s *= 2;
+{:w$}}}",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        w = depth * 4
+    );
     let _ = writeln!(s, "{:w$}let acc: {ty} = acc_l[0];", "", w = depth * 4);
 }
 

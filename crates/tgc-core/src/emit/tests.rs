@@ -497,10 +497,11 @@ fn padded_row_max_snapshots() {
             (void)s_K;
         #pragma scop
             for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-                float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
-                const int64_t pk_full1 = floord((s_K + 1), 8) * 8;
-                for (int64_t pk_r = 0; pk_r < pk_full1; pk_r += 8) {
-                    for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                float acc_l[32];
+                for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
+                const int64_t pk_full1 = floord((s_K + 1), 32) * 32;
+                for (int64_t pk_r = 0; pk_r < pk_full1; pk_r += 32) {
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
                         const int64_t i1 = pk_r + pk_l;
                         (void)i1;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
@@ -511,13 +512,9 @@ fn padded_row_max_snapshots() {
                     (void)i1;
                     acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
                 }
-                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[1]);
-                acc_l[2] = tgc_max_f32(acc_l[2], acc_l[3]);
-                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[5]);
-                acc_l[6] = tgc_max_f32(acc_l[6], acc_l[7]);
-                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[2]);
-                acc_l[4] = tgc_max_f32(acc_l[4], acc_l[6]);
-                acc_l[0] = tgc_max_f32(acc_l[0], acc_l[4]);
+                for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
+                    for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
+                        acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
                 const float acc = acc_l[0];
                 out0[i0] = tgc_relu_f32(acc);
             }
@@ -585,11 +582,11 @@ fn padded_row_max_snapshots() {
             // k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register
             fn k0(in0: &[f16], out0: &mut [f32], s_M: i64, s_K: i64) {
                 for i0 in 0i64..s_M {
-                    let mut acc_l: [f32; 8] = [f32::NEG_INFINITY; 8];
+                    let mut acc_l: [f32; 32] = [f32::NEG_INFINITY; 32];
                     let pk_e: i64 = (s_K + 1);
-                    let pk_full: i64 = pk_e / 8 * 8;
-                    for pk_r in (0i64..pk_full).step_by(8) {
-                        for pk_l in 0usize..8 {
+                    let pk_full: i64 = pk_e / 32 * 32;
+                    for pk_r in (0i64..pk_full).step_by(32) {
+                        for pk_l in 0usize..32 {
                             let i1: i64 = pk_r + pk_l as i64;
                             acc_l[pk_l] = max_f32(acc_l[pk_l], (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
                         }
@@ -598,13 +595,13 @@ fn padded_row_max_snapshots() {
                         let i1: i64 = pk_full + pk_l as i64;
                         acc_l[pk_l] = max_f32(acc_l[pk_l], (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
                     }
-                    acc_l[0] = max_f32(acc_l[0], acc_l[1]);
-                    acc_l[2] = max_f32(acc_l[2], acc_l[3]);
-                    acc_l[4] = max_f32(acc_l[4], acc_l[5]);
-                    acc_l[6] = max_f32(acc_l[6], acc_l[7]);
-                    acc_l[0] = max_f32(acc_l[0], acc_l[2]);
-                    acc_l[4] = max_f32(acc_l[4], acc_l[6]);
-                    acc_l[0] = max_f32(acc_l[0], acc_l[4]);
+                    let mut pk_s = 1usize;
+                    while pk_s < 32 {
+                        for pk_a in (0..32 - pk_s).step_by(2 * pk_s) {
+                            acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
+                        }
+                        pk_s *= 2;
+                    }
                     let acc: f32 = acc_l[0];
                     out0[i0 as usize] = relu_f32(acc);
                 }

@@ -14,9 +14,9 @@
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 
-/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
-#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TGC_CLONES
 #endif
@@ -83,10 +83,11 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
     (void)s_N;
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        const int64_t pk_full1 = floord(s_K, 8) * 8;
-        for (int64_t pk_r = 0; pk_r < pk_full1; pk_r += 8) {
-            for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+        float acc_l[32];
+        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+        const int64_t pk_full1 = floord(s_K, 32) * 32;
+        for (int64_t pk_r = 0; pk_r < pk_full1; pk_r += 32) {
+            for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
                 const int64_t i1 = pk_r + pk_l;
                 (void)i1;
                 acc_l[pk_l] = (acc_l[pk_l] + (tgc_f16_to_f32(in0[i1]) * tgc_f16_to_f32(in1[i0 + s_N*i1])));
@@ -97,13 +98,9 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
             (void)i1;
             acc_l[pk_l] = (acc_l[pk_l] + (tgc_f16_to_f32(in0[i1]) * tgc_f16_to_f32(in1[i0 + s_N*i1])));
         }
-        acc_l[0] = (acc_l[0] + acc_l[1]);
-        acc_l[2] = (acc_l[2] + acc_l[3]);
-        acc_l[4] = (acc_l[4] + acc_l[5]);
-        acc_l[6] = (acc_l[6] + acc_l[7]);
-        acc_l[0] = (acc_l[0] + acc_l[2]);
-        acc_l[4] = (acc_l[4] + acc_l[6]);
-        acc_l[0] = (acc_l[0] + acc_l[4]);
+        for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
+            for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
+                acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
         const float acc = acc_l[0];
         out0[i0] = tgc_f32_to_f16(tgc_round_f16(acc));
     }

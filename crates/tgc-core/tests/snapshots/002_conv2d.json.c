@@ -15,9 +15,9 @@
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 
-/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
-#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TGC_CLONES
 #endif
@@ -104,12 +104,13 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
         for (int64_t i1 = 0; i1 < s_Cout; i1 += 1) {
             for (int64_t i2 = 0; i2 < s_Oy; i2 += 1) {
                 for (int64_t i3 = 0; i3 < s_Ox; i3 += 1) {
-                    float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
                     for (int64_t i4 = 0; i4 < s_Cin; i4 += 1) {
                         for (int64_t i5 = 0; i5 < s_Kh; i5 += 1) {
-                            const int64_t pk_full6 = floord(s_Kw, 8) * 8;
-                            for (int64_t pk_r = 0; pk_r < pk_full6; pk_r += 8) {
-                                for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                            const int64_t pk_full6 = floord(s_Kw, 32) * 32;
+                            for (int64_t pk_r = 0; pk_r < pk_full6; pk_r += 32) {
+                                for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
                                     const int64_t i6 = pk_r + pk_l;
                                     (void)i6;
                                     acc_l[pk_l] = (acc_l[pk_l] + (((s_Dh*i5 + s_Sh*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - (s_Sh + s_Sh*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) - s_pt >= 0 && -s_Dh*i5 - s_Sh*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_Sh + s_Sh*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) + (s_H + s_pt - 1) >= 0 && s_Ox*s_Sw*i2 + s_Sw*i3 + s_Ox*s_Oy*s_Sw*i4 + s_Dw*i6 + s_Cin*s_Ox*s_Oy*s_Sw*floord(i1, s_Rcout) - (s_Sw + s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - s_pl >= 0 && -s_Ox*s_Sw*i2 - s_Sw*i3 - s_Ox*s_Oy*s_Sw*i4 - s_Dw*i6 - s_Cin*s_Ox*s_Oy*s_Sw*floord(i1, s_Rcout) + (s_Sw + s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_W + s_pl - 1) >= 0) ? tgc_f16_to_f32(in0[s_Cin_total*s_H*s_W*i0 + s_Ox*s_Sw*i2 + s_Sw*i3 + s_Ox*s_Oy*s_Sw*i4 + s_Dh*s_W*i5 + s_Dw*i6 + s_Cin*s_Ox*s_Oy*s_Sw*floord(i1, s_Rcout) + s_H*s_W*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh)*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) + (s_Sh*s_W - s_Sw - s_Sw*floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw))*floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)) - (s_Sh*s_W + s_Sh*s_W*floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh))*floord(floord((s_Ox*i2 + i3 + s_Ox*s_Oy*i4 + s_Cin*s_Ox*s_Oy*floord(i1, s_Rcout)), (floord((s_Dw - s_Dw*s_Kw + s_W + s_pl + s_pr - 1), s_Sw) + 1)), (floord((s_Dh - s_Dh*s_Kh + s_H + s_pb + s_pt - 1), s_Sh) + 1)) - (s_W*s_pt + s_pl)]) : 0.0f) * tgc_f16_to_f32(in1[s_Cin*s_Kh*s_Kw*i1 + s_Kh*s_Kw*i4 + s_Kw*i5 + i6])));
@@ -122,13 +123,9 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
                             }
                         }
                     }
-                    acc_l[0] = (acc_l[0] + acc_l[1]);
-                    acc_l[2] = (acc_l[2] + acc_l[3]);
-                    acc_l[4] = (acc_l[4] + acc_l[5]);
-                    acc_l[6] = (acc_l[6] + acc_l[7]);
-                    acc_l[0] = (acc_l[0] + acc_l[2]);
-                    acc_l[4] = (acc_l[4] + acc_l[6]);
-                    acc_l[0] = (acc_l[0] + acc_l[4]);
+                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
+                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
+                            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
                     const float acc = acc_l[0];
                     out0[s_Cout*s_Ox*s_Oy*i0 + s_Ox*s_Oy*i1 + s_Ox*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((acc + tgc_f16_to_f32(in2[i1]))));
                 }

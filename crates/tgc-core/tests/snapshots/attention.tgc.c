@@ -16,9 +16,9 @@
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 
-/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
-#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TGC_CLONES
 #endif
@@ -72,10 +72,11 @@ static inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a
 TGC_CLONES static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t s_D)
 {
 #pragma scop
-    float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    const int64_t pk_full0 = floord(s_D, 8) * 8;
-    for (int64_t pk_r = 0; pk_r < pk_full0; pk_r += 8) {
-        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+    float acc_l[32];
+    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+    const int64_t pk_full0 = floord(s_D, 32) * 32;
+    for (int64_t pk_r = 0; pk_r < pk_full0; pk_r += 32) {
+        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
             const int64_t i0 = pk_r + pk_l;
             (void)i0;
             acc_l[pk_l] = (acc_l[pk_l] + 1.0f);
@@ -86,13 +87,9 @@ TGC_CLONES static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t 
         (void)i0;
         acc_l[pk_l] = (acc_l[pk_l] + 1.0f);
     }
-    acc_l[0] = (acc_l[0] + acc_l[1]);
-    acc_l[2] = (acc_l[2] + acc_l[3]);
-    acc_l[4] = (acc_l[4] + acc_l[5]);
-    acc_l[6] = (acc_l[6] + acc_l[7]);
-    acc_l[0] = (acc_l[0] + acc_l[2]);
-    acc_l[4] = (acc_l[4] + acc_l[6]);
-    acc_l[0] = (acc_l[0] + acc_l[4]);
+    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
+        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
+            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
     const float acc = acc_l[0];
     tmp0[0] = acc;
 #pragma endscop
@@ -129,7 +126,7 @@ TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     const int64_t s_N = pk_ctx->s_N;
     const int64_t s_D = pk_ctx->s_D;
     const tgc_rt* pk_rt = pk_ctx->rt;
-    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 252;
+    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 510;
     const int64_t pk_M = s_M, pk_N = s_N;
     const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
     pk_t /= pk_ctx->nt;
@@ -141,7 +138,7 @@ TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     pk_t /= s_B;
     const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
-    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 16 - 1) / 16 * 16;
+    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 1;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
     float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
@@ -158,16 +155,16 @@ TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
         const int64_t pk_ke = pk_ko + pk_kstep < s_D ? pk_ko + pk_kstep : s_D;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
         for (int64_t pk_j = 0; pk_j < pk_np; pk_j++) {
-            float* restrict pk_dst = pk_b + pk_j / 16 * pk_kb * 16 + pk_j % 16;
+            float* restrict pk_dst = pk_b + pk_j / 32 * pk_kb * 32 + pk_j % 32;
             if (pk_j < pk_nb) {
                 const int64_t i3 = pk_n0 + pk_j;
                 int64_t pk_q = 0;
                 for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
-                    pk_dst[pk_q * 16] = in1[s_D*s_H*s_N*i0 + s_D*s_N*i1 + s_D*i3 + i4];
+                    pk_dst[pk_q * 32] = in1[s_D*s_H*s_N*i0 + s_D*s_N*i1 + s_D*i3 + i4];
                     pk_q += 1;
                 }
             } else {
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 16] = 0.0f;
+                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 32] = 0.0f;
             }
         }
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
@@ -185,7 +182,7 @@ TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
                 for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 6] = 0.0f;
             }
         }
-        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 16)
+        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 32)
             for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6)
                 pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
         }
@@ -222,24 +219,24 @@ static int32_t tgc_k1_tgc_attention(const float* restrict in0, const float* rest
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
        panel), then the other; then parts of even size. */
-    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 16 - 1) / 16 * 16;
-    if (pk_nc > 1024) pk_nc = 1024;
+    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 32 - 1) / 32 * 32;
+    if (pk_nc > 2048) pk_nc = 2048;
     for (int pk_side = 0; pk_side < 2; pk_side++) {
         const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
         while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
-               && (pk_rows ? pk_mpart > 6 : pk_nc > 16)) {
+               && (pk_rows ? pk_mpart > 6 : pk_nc > 32)) {
             if (pk_rows)
                 pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
             else
-                pk_nc = (pk_nc / 2 + 16 - 1) / 16 * 16;
+                pk_nc = (pk_nc / 2 + 32 - 1) / 32 * 32;
         }
     }
     const int64_t pk_mparts = (pk_M + pk_mpart - 1) / pk_mpart, pk_nparts = (pk_N + pk_nc - 1) / pk_nc;
     pk_mpart = ((pk_M + pk_mparts - 1) / pk_mparts + 6 - 1) / 6 * 6;
-    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 16 - 1) / 16 * 16;
+    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 32 - 1) / 32 * 32;
     pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
-    pk_ctx.kc = 256;
+    pk_ctx.kc = 128;
     pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
     pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
     rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, tgc_k1_tgc_attention_task, &pk_ctx);
@@ -266,10 +263,11 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
         { /* k2 */
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                    float acc_l[8] = {(-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY)};
-                    const int64_t pk_full3 = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
-                        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
@@ -280,13 +278,9 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
                         (void)i3;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                    acc_l[0] = tgc_max_f32(acc_l[0], acc_l[1]);
-                    acc_l[2] = tgc_max_f32(acc_l[2], acc_l[3]);
-                    acc_l[4] = tgc_max_f32(acc_l[4], acc_l[5]);
-                    acc_l[6] = tgc_max_f32(acc_l[6], acc_l[7]);
-                    acc_l[0] = tgc_max_f32(acc_l[0], acc_l[2]);
-                    acc_l[4] = tgc_max_f32(acc_l[4], acc_l[6]);
-                    acc_l[0] = tgc_max_f32(acc_l[0], acc_l[4]);
+                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
+                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
+                            acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
                     const float acc = acc_l[0];
                     tmp2[s_M*i1 + i2] = acc;
                 }
@@ -295,9 +289,9 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
         { /* k3 */
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                    const int64_t pk_full3 = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
-                        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
@@ -314,10 +308,11 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
         { /* k4 */
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
-                    float acc_l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                    const int64_t pk_full3 = floord(s_N, 8) * 8;
-                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 8) {
-                        for (int64_t pk_l = 0; pk_l < 8; pk_l += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
                             const int64_t i3 = pk_r + pk_l;
                             (void)i3;
                             acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
@@ -328,13 +323,9 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
                         (void)i3;
                         acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                    acc_l[0] = (acc_l[0] + acc_l[1]);
-                    acc_l[2] = (acc_l[2] + acc_l[3]);
-                    acc_l[4] = (acc_l[4] + acc_l[5]);
-                    acc_l[6] = (acc_l[6] + acc_l[7]);
-                    acc_l[0] = (acc_l[0] + acc_l[2]);
-                    acc_l[4] = (acc_l[4] + acc_l[6]);
-                    acc_l[0] = (acc_l[0] + acc_l[4]);
+                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
+                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
+                            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
                     const float acc = acc_l[0];
                     tmp4[s_H*s_M*i0 + s_M*i1 + i2] = acc;
                 }
@@ -422,7 +413,7 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     const int64_t s_N = pk_ctx->s_N;
     const int64_t s_D = pk_ctx->s_D;
     const tgc_rt* pk_rt = pk_ctx->rt;
-    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 252;
+    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 510;
     const int64_t pk_M = s_M, pk_N = s_D;
     const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
     pk_t /= pk_ctx->nt;
@@ -434,7 +425,7 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     pk_t /= s_B;
     const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
-    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 16 - 1) / 16 * 16;
+    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 1;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
     float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
@@ -453,12 +444,12 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
         {
             int64_t pk_q = 0;
             for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
-                for (int64_t pk_jb = 0; pk_jb < pk_np; pk_jb += 16) {
-                    float* restrict pk_dst = pk_b + pk_jb * pk_kb + pk_q * 16;
+                for (int64_t pk_jb = 0; pk_jb < pk_np; pk_jb += 32) {
+                    float* restrict pk_dst = pk_b + pk_jb * pk_kb + pk_q * 32;
                     const int64_t pk_jn = pk_nb - pk_jb;
-                    if (pk_jn >= 16) {
-                        float pk_v[16];
-                        for (int64_t pk_jj = 0; pk_jj < 16; pk_jj++) {
+                    if (pk_jn >= 32) {
+                        float pk_v[32];
+                        for (int64_t pk_jj = 0; pk_jj < 32; pk_jj++) {
                             const int64_t i3 = pk_n0 + pk_jb + pk_jj;
                             pk_v[pk_jj] = in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4];
                         }
@@ -469,7 +460,7 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
                             const int64_t i3 = pk_n0 + pk_jb + pk_jj;
                             pk_dst[pk_jj] = in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4];
                         }
-                        for (; pk_jj < 16; pk_jj++) pk_dst[pk_jj] = 0.0f;
+                        for (; pk_jj < 32; pk_jj++) pk_dst[pk_jj] = 0.0f;
                     }
                 }
                 pk_q += 1;
@@ -502,7 +493,7 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
                 pk_q += 1;
             }
         }
-        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 16)
+        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 32)
             for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6)
                 pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
         }
@@ -538,24 +529,24 @@ static int32_t tgc_k5_tgc_attention(const float* restrict in2, const float* rest
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
        panel), then the other; then parts of even size. */
-    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 16 - 1) / 16 * 16;
-    if (pk_nc > 1024) pk_nc = 1024;
+    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 32 - 1) / 32 * 32;
+    if (pk_nc > 2048) pk_nc = 2048;
     for (int pk_side = 0; pk_side < 2; pk_side++) {
         const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
         while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
-               && (pk_rows ? pk_mpart > 6 : pk_nc > 16)) {
+               && (pk_rows ? pk_mpart > 6 : pk_nc > 32)) {
             if (pk_rows)
                 pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
             else
-                pk_nc = (pk_nc / 2 + 16 - 1) / 16 * 16;
+                pk_nc = (pk_nc / 2 + 32 - 1) / 32 * 32;
         }
     }
     const int64_t pk_mparts = (pk_M + pk_mpart - 1) / pk_mpart, pk_nparts = (pk_N + pk_nc - 1) / pk_nc;
     pk_mpart = ((pk_M + pk_mparts - 1) / pk_mparts + 6 - 1) / 6 * 6;
-    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 16 - 1) / 16 * 16;
+    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 32 - 1) / 32 * 32;
     pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
-    pk_ctx.kc = 256;
+    pk_ctx.kc = 128;
     pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
     pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
     rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, tgc_k5_tgc_attention_task, &pk_ctx);

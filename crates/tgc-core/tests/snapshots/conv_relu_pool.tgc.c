@@ -15,9 +15,9 @@
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 
-/* Kernels in an AVX2 and a baseline version, one chosen at load time. */
+/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
-#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
+#define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TGC_CLONES
 #endif
@@ -59,7 +59,7 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
     float* restrict out0 = pk_ctx->out0;
     const int64_t s_N = pk_ctx->s_N;
     const tgc_rt* pk_rt = pk_ctx->rt;
-    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 252;
+    const int64_t pk_mpart = pk_ctx->mpart, pk_nc = pk_ctx->nc, pk_kc = pk_ctx->kc, pk_mc = 510;
     const int64_t pk_M = 8, pk_N = 1024*s_N;
     const int64_t pk_w = 4;
     const int64_t pk_n0 = pk_t % pk_ctx->nt * pk_nc;
@@ -68,7 +68,7 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
     pk_t /= pk_ctx->mt;
     const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
-    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 16 - 1) / 16 * 16;
+    const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 9;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
     float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
@@ -85,7 +85,7 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
         const int64_t pk_ke = pk_ko + pk_kstep < 3 ? pk_ko + pk_kstep : 3;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
         for (int64_t pk_j = 0; pk_j < pk_np; pk_j++) {
-            float* restrict pk_dst = pk_b + pk_j / 16 * pk_kb * 16 + pk_j % 16;
+            float* restrict pk_dst = pk_b + pk_j / 32 * pk_kb * 32 + pk_j % 32;
             if (pk_j < pk_nb) {
                 int64_t pk_f4 = pk_n0 + pk_j;
                 const int64_t i5 = pk_f4 % 2;
@@ -101,13 +101,13 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
                 for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
                     for (int64_t i7 = 0; i7 < 3; i7 += 1) {
                         for (int64_t i8 = 0; i8 < 3; i8 += 1) {
-                            pk_dst[pk_q * 16] = ((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f);
+                            pk_dst[pk_q * 32] = ((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f);
                             pk_q += 1;
                         }
                     }
                 }
             } else {
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 16] = 0.0f;
+                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 32] = 0.0f;
             }
         }
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
@@ -129,7 +129,7 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
                 for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 6] = 0.0f;
             }
         }
-        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 16)
+        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 32)
             for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6)
                 pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
         }
@@ -176,26 +176,26 @@ static int32_t tgc_k0_tgc_conv_relu_pool(const float* restrict in0, const float*
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
        panel), then the other; then parts of even size. */
-    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 16 - 1) / 16 * 16;
-    if (pk_nc > 1024) pk_nc = 1024;
+    int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 32 - 1) / 32 * 32;
+    if (pk_nc > 2048) pk_nc = 2048;
     for (int pk_side = 0; pk_side < 2; pk_side++) {
         const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
         while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
-               && (pk_rows ? pk_mpart > 6 : pk_nc > 16)) {
+               && (pk_rows ? pk_mpart > 6 : pk_nc > 32)) {
             if (pk_rows)
                 pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
             else
-                pk_nc = (pk_nc / 2 + 16 - 1) / 16 * 16;
+                pk_nc = (pk_nc / 2 + 32 - 1) / 32 * 32;
         }
     }
     const int64_t pk_mparts = (pk_M + pk_mpart - 1) / pk_mpart, pk_nparts = (pk_N + pk_nc - 1) / pk_nc;
     pk_mpart = ((pk_M + pk_mparts - 1) / pk_mparts + 6 - 1) / 6 * 6;
-    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 16 - 1) / 16 * 16;
+    pk_nc = ((pk_N + pk_nparts - 1) / pk_nparts + 32 - 1) / 32 * 32;
     /* Whole windows a task. */
     pk_nc = (pk_nc + 4 - 1) / (4) * (4);
     pk_ctx.mpart = pk_mpart;
     pk_ctx.nc = pk_nc;
-    pk_ctx.kc = 256;
+    pk_ctx.kc = 128;
     pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
     pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
     rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, tgc_k0_tgc_conv_relu_pool_task, &pk_ctx);
