@@ -77,6 +77,21 @@ fn gemm_bias_relu_any_tile_sizes() {
 }
 
 #[test]
+fn a_weight_read_in_place_gives_the_plain_nests_bits() {
+    // Five rows: the weight `w[37, 300]` is the micro-kernel's `a`, read in
+    // place (`PackOrder::Direct`), over three K blocks; the tiled kernel is
+    // the plain nest.
+    let g = load(
+        "graph lin_tiles(x: f32[5, 300], w: f32[37, 300], b: f32[37]) -> (y: f32[5, 37]) {\n    \
+         y = relu(matmul(x, transpose(w, 0, 1)) + b)\n    return y\n}\n",
+    );
+    let p = cpu::lower(&g).unwrap();
+    let pk = p.kernels[0].packed.as_ref().expect("packed");
+    assert_eq!(pk.a_order, cpu::packed::PackOrder::Direct);
+    check(&g, vec![0, 1], &[5, 37], "direct");
+}
+
+#[test]
 fn fused_conv_relu_pool_any_tile_sizes() {
     let g = load(CONV_POOL);
     assert!(pipeline::regions(&g).unwrap().contains("compute_at"), "not fused");

@@ -54,8 +54,10 @@ pub const C_DECL: &str = "/* The runtime of tgc-runtime's cpu_rt: its thread poo
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
     void (*parallel_for)(const struct tgc_rt* rt, int64_t n, void (*body)(void* ctx, int64_t t), void* ctx);
-    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR; c starts at 0 when accumulate == 0. */
-    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int32_t accumulate);
+    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR (or fewer: at least cols); c starts at 0 when accumulate == 0. */
+    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
+    /* The same with a read in place: a[min(i, rows - 1)*lda + p] for a[p*MR + i], 1 <= rows <= MR. */
+    void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
 } tgc_rt;
@@ -70,7 +72,20 @@ pub struct Rt {
     /// [`Rt::parallel_for`] for C callers.
     pub parallel_for: unsafe extern "C" fn(rt: *const Rt, n: i64, body: CTask, ctx: *mut c_void),
     /// [`ukernel`] for C callers.
-    pub ukernel: unsafe extern "C" fn(kc: i64, a: *const f32, b: *const f32, c: *mut f32, ldc: i64, accumulate: i32),
+    pub ukernel:
+        unsafe extern "C" fn(kc: i64, a: *const f32, b: *const f32, c: *mut f32, ldc: i64, cols: i64, accumulate: i32),
+    /// [`ukernel_direct`] for C callers.
+    pub ukernel_direct: unsafe extern "C" fn(
+        kc: i64,
+        a: *const f32,
+        lda: i64,
+        rows: i64,
+        b: *const f32,
+        c: *mut f32,
+        ldc: i64,
+        cols: i64,
+        accumulate: i32,
+    ),
     /// The threads [`Rt::parallel_for`] may use (≥ 1).
     pub threads: i64,
 }
@@ -127,7 +142,12 @@ fn pool() -> Option<&'static rayon_core::ThreadPool> {
 impl Rt {
     /// The table for the current thread count ([`threads`]).
     pub fn current() -> Rt {
-        Rt { parallel_for: c_parallel_for, ukernel: c_ukernel, threads: threads() as i64 }
+        Rt {
+            parallel_for: c_parallel_for,
+            ukernel: c_ukernel,
+            ukernel_direct: c_ukernel_direct,
+            threads: threads() as i64,
+        }
     }
 
     /// Runs `body(t)` for every `t` in `0..n` on at most `self.threads`
@@ -182,9 +202,44 @@ unsafe extern "C" fn c_parallel_for(rt: *const Rt, n: i64, body: CTask, ctx: *mu
 ///
 /// # Safety
 /// As [`ukernel_raw`].
-unsafe extern "C" fn c_ukernel(kc: i64, a: *const f32, b: *const f32, c: *mut f32, ldc: i64, accumulate: i32) {
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn c_ukernel(
+    kc: i64,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: i64,
+    cols: i64,
+    accumulate: i32,
+) {
     // SAFETY: forwarded contract.
-    unsafe { ukernel_raw(kc.max(0) as usize, a, b, c, ldc as usize, accumulate != 0) }
+    unsafe {
+        ukernel_raw(kc.max(0) as usize, a, b, c, ldc as usize, cols.clamp(1, NR as i64) as usize, accumulate != 0)
+    }
+}
+
+/// [`ukernel_direct`] for C callers.
+///
+/// # Safety
+/// As [`ukernel_direct_raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn c_ukernel_direct(
+    kc: i64,
+    a: *const f32,
+    lda: i64,
+    rows: i64,
+    b: *const f32,
+    c: *mut f32,
+    ldc: i64,
+    cols: i64,
+    accumulate: i32,
+) {
+    let rows = rows.clamp(1, MR as i64) as usize;
+    let cols = cols.clamp(1, NR as i64) as usize;
+    // SAFETY: forwarded contract.
+    unsafe {
+        ukernel_direct_raw(kc.max(0) as usize, a, lda.max(0) as usize, rows, b, c, ldc as usize, cols, accumulate != 0)
+    }
 }
 
 /// `2^x` within 2 ulp of the correctly rounded value, in operations a
@@ -223,25 +278,115 @@ pub fn exp2(x: f32) -> f32 {
 
 /// `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + Σ_p a[p*MR + i]·b[p*NR + j]`
 /// for `i < MR`, `j < NR`, `p` from 0 to `kc - 1` in order, each product
-/// rounded before it is added.
+/// rounded before it is added: `a` and `b` are packed panels. Only the
+/// columns `j < cols` are needed: a variant may skip whole vectors past
+/// them (the AVX-512 one computes 16 columns when `cols ≤ 16`), leaving
+/// those columns of `c` as they were.
 ///
-/// Panics when a slice is shorter than that needs (`a`: `kc·MR`, `b`:
-/// `kc·NR`, `c`: `(MR-1)·ldc + NR`, `ldc ≥ NR`).
-pub fn ukernel(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, accumulate: bool) {
+/// Panics unless `1 ≤ cols ≤ NR`, or when a slice is shorter than that
+/// needs (`a`: `kc·MR`, `b`: `kc·NR`, `c`: `(MR-1)·ldc + NR`, `ldc ≥ NR`).
+pub fn ukernel(kc: usize, a: &[f32], b: &[f32], c: &mut [f32], ldc: usize, cols: usize, accumulate: bool) {
     assert!(a.len() >= kc * MR && b.len() >= kc * NR && ldc >= NR && c.len() >= (MR - 1) * ldc + NR);
+    assert!((1..=NR).contains(&cols));
     // SAFETY: the lengths were checked above.
-    unsafe { ukernel_raw(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), ldc, accumulate) }
+    unsafe { ukernel_raw(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), ldc, cols, accumulate) }
+}
+
+/// [`ukernel`] with the `a` factor read in place instead of from a packed
+/// panel: row `i` of the tile is `a[r·lda .. r·lda + kc]` with `r = min(i,
+/// rows - 1)` (rows past `rows` repeat the last one; the caller ignores
+/// them). The packed template uses it for a factor that already has unit
+/// stride along `K` (`tgc_core::cpu::packed::PackOrder::Direct`), so its
+/// panel need not be copied. Same bits as [`ukernel`] on the packed panel.
+///
+/// Panics unless `1 ≤ rows ≤ MR`, `a` holds `(rows-1)·lda + kc` floats,
+/// and `b`, `c`, `ldc`, `cols` are as for [`ukernel`].
+#[allow(clippy::too_many_arguments)]
+pub fn ukernel_direct(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    rows: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    cols: usize,
+    accumulate: bool,
+) {
+    assert!((1..=MR).contains(&rows) && a.len() >= (rows - 1) * lda + kc);
+    assert!(b.len() >= kc * NR && ldc >= NR && c.len() >= (MR - 1) * ldc + NR && (1..=NR).contains(&cols));
+    // SAFETY: the lengths were checked above.
+    unsafe { ukernel_direct_raw(kc, a.as_ptr(), lda, rows, b.as_ptr(), c.as_mut_ptr(), ldc, cols, accumulate) }
 }
 
 /// [`ukernel`] on raw pointers.
 ///
 /// # Safety
 /// `a` holds `kc·MR` floats, `b` `kc·NR`, `c` rows `i < MR` of `NR` floats
-/// at `c + i·ldc`, none of `c`'s overlapping `a` or `b`.
-pub unsafe fn ukernel_raw(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-    type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+/// at `c + i·ldc`, none of `c`'s overlapping `a` or `b`; `1 ≤ cols ≤ NR`.
+pub unsafe fn ukernel_raw(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    accumulate: bool,
+) {
+    let rows = std::array::from_fn(|i| a.wrapping_add(i));
+    let tile = Tile { kc, rows, step: MR, b, c, ldc, halves: cols.div_ceil(HALF), accumulate };
+    // SAFETY: forwarded contract; row i's step p is a[p·MR + i].
+    unsafe { best()(&tile) }
+}
+
+/// [`ukernel_direct`] on raw pointers.
+///
+/// # Safety
+/// `1 ≤ rows ≤ MR`; `a` holds `(rows-1)·lda + kc` floats; `b`, `c` as for
+/// [`ukernel_raw`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn ukernel_direct_raw(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    rows: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    accumulate: bool,
+) {
+    let rows = std::array::from_fn(|i| a.wrapping_add(i.min(rows - 1) * lda));
+    let tile = Tile { kc, rows, step: 1, b, c, ldc, halves: cols.div_ceil(HALF), accumulate };
+    // SAFETY: forwarded contract; row i's step p is rows[i][p].
+    unsafe { best()(&tile) }
+}
+
+/// One call of a micro-kernel variant.
+#[derive(Clone, Copy)]
+struct Tile {
+    kc: usize,
+    /// Row `i`'s `a` value of step `p` is at `rows[i] + p·step`.
+    rows: [*const f32; MR],
+    step: usize,
+    /// The packed panel, `kc·NR` floats.
+    b: *const f32,
+    /// Row `i` of the tile at `c + i·ldc`.
+    c: *mut f32,
+    ldc: usize,
+    /// The tile's first `halves` (1 or 2) halves of `HALF` columns are
+    /// computed, the other columns of `c` untouched.
+    halves: usize,
+    accumulate: bool,
+}
+
+/// A micro-kernel variant.
+type Kernel = unsafe fn(&Tile);
+
+/// The variant for this CPU, chosen once.
+fn best() -> Kernel {
     static BEST: OnceLock<Kernel> = OnceLock::new();
-    let k = BEST.get_or_init(|| {
+    *BEST.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
@@ -252,9 +397,7 @@ pub unsafe fn ukernel_raw(kc: usize, a: *const f32, b: *const f32, c: *mut f32, 
             }
         }
         ukernel_portable as Kernel
-    });
-    // SAFETY: forwarded contract; each variant only where its features were detected.
-    unsafe { k(kc, a, b, c, ldc, accumulate) }
+    })
 }
 
 /// The portable micro-kernel: columns `j0..j0 + HALF` for both halves, the
@@ -262,9 +405,11 @@ pub unsafe fn ukernel_raw(kc: usize, a: *const f32, b: *const f32, c: *mut f32, 
 /// on x86-64, NEON on aarch64).
 ///
 /// # Safety
-/// As [`ukernel_raw`].
-unsafe fn ukernel_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
-    for j0 in (0..NR).step_by(HALF) {
+/// Row `i` of `a` holds `kc` values at `rows[i] + p·step`; `b` and `c` as
+/// for [`ukernel_raw`].
+unsafe fn ukernel_portable(t: &Tile) {
+    let Tile { kc, rows, step, b, c, ldc, halves, accumulate } = *t;
+    for j0 in (0..halves * HALF).step_by(HALF) {
         let mut acc = [[0.0f32; HALF]; MR];
         if accumulate {
             for (i, row) in acc.iter_mut().enumerate() {
@@ -273,12 +418,12 @@ unsafe fn ukernel_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32,
             }
         }
         for p in 0..kc {
-            // SAFETY: a holds kc·MR and b kc·NR floats.
-            let (ap, bp) =
-                unsafe { (&*(a.add(p * MR) as *const [f32; MR]), &*(b.add(p * NR + j0) as *const [f32; HALF])) };
+            // SAFETY: b holds kc·NR floats; row i of a holds kc values.
+            let bp = unsafe { &*(b.add(p * NR + j0) as *const [f32; HALF]) };
             for i in 0..MR {
+                let ai = unsafe { *rows[i].add(p * step) };
                 for j in 0..HALF {
-                    acc[i][j] += ap[i] * bp[j];
+                    acc[i][j] += ai * bp[j];
                 }
             }
         }
@@ -294,14 +439,15 @@ unsafe fn ukernel_portable(kc: usize, a: *const f32, b: *const f32, c: *mut f32,
 /// two vectors of `b` per step — 15 of the 16 `ymm` registers.
 ///
 /// # Safety
-/// As [`ukernel_raw`], on a CPU with AVX.
+/// As [`ukernel_portable`], on a CPU with AVX.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn ukernel_avx(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+unsafe fn ukernel_avx(t: &Tile) {
+    let Tile { kc, rows, step, b, c, ldc, halves, accumulate } = *t;
     use std::arch::x86_64::*;
     // SAFETY (whole body): the pointer ranges of the function's contract.
     unsafe {
-        for j0 in (0..NR).step_by(HALF) {
+        for j0 in (0..halves * HALF).step_by(HALF) {
             let mut acc = [[_mm256_setzero_ps(); 2]; MR];
             if accumulate {
                 for (i, row) in acc.iter_mut().enumerate() {
@@ -309,11 +455,13 @@ unsafe fn ukernel_avx(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc:
                     row[1] = _mm256_loadu_ps(c.add(i * ldc + j0 + 8));
                 }
             }
+            let mut a = rows;
             for p in 0..kc {
                 let b0 = _mm256_loadu_ps(b.add(p * NR + j0));
                 let b1 = _mm256_loadu_ps(b.add(p * NR + j0 + 8));
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let av = _mm256_broadcast_ss(&*a.add(p * MR + i));
+                for (row, ai) in acc.iter_mut().zip(a.iter_mut()) {
+                    let av = _mm256_broadcast_ss(&**ai);
+                    *ai = ai.wrapping_add(step);
                     row[0] = _mm256_add_ps(row[0], _mm256_mul_ps(av, b0));
                     row[1] = _mm256_add_ps(row[1], _mm256_mul_ps(av, b1));
                 }
@@ -326,15 +474,33 @@ unsafe fn ukernel_avx(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc:
     }
 }
 
-/// The AVX-512 micro-kernel, the whole tile: 12 accumulators of 16 lanes
-/// (6 rows × 2 vectors), one broadcast of `a` and two vectors of `b` per
-/// step.
+/// The AVX-512 micro-kernel: [`ukernel_avx512_v`] over the whole tile, or
+/// over its first 16 columns when only those are needed.
 ///
 /// # Safety
-/// As [`ukernel_raw`], on a CPU with AVX-512F.
+/// As [`ukernel_portable`], on a CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn ukernel_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
+unsafe fn ukernel_avx512(t: &Tile) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if t.halves == 1 {
+            ukernel_avx512_v::<1>(t)
+        } else {
+            ukernel_avx512_v::<2>(t)
+        }
+    }
+}
+
+/// `MR × 16·V` columns with AVX-512: `MR·V` accumulators of 16 lanes, one
+/// broadcast of `a` and `V` vectors of `b` per step.
+///
+/// # Safety
+/// As [`ukernel_portable`], on a CPU with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn ukernel_avx512_v<const V: usize>(t: &Tile) {
+    let Tile { kc, rows, step, b, c, ldc, accumulate, .. } = *t;
     use std::arch::x86_64::*;
     // SAFETY (whole body): the pointer ranges of the function's contract.
     unsafe {
@@ -343,28 +509,36 @@ unsafe fn ukernel_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, l
         // computes. A prefetch never faults, whatever the address.
         for i in 0..MR {
             let next = c.wrapping_add((MR + i) * ldc) as *const i8;
-            _mm_prefetch::<_MM_HINT_T0>(next);
-            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64));
-        }
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        if accumulate {
-            for (i, row) in acc.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_ps(c.add(i * ldc));
-                row[1] = _mm512_loadu_ps(c.add(i * ldc + 16));
+            for v in 0..V {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(64 * v));
             }
         }
-        for p in 0..kc {
-            let b0 = _mm512_loadu_ps(b.add(p * NR));
-            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
+        let mut acc = [[_mm512_setzero_ps(); V]; MR];
+        if accumulate {
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*a.add(p * MR + i));
-                row[0] = _mm512_add_ps(row[0], _mm512_mul_ps(av, b0));
-                row[1] = _mm512_add_ps(row[1], _mm512_mul_ps(av, b1));
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x = _mm512_loadu_ps(c.add(i * ldc + 16 * v));
+                }
+            }
+        }
+        let mut a = rows;
+        for p in 0..kc {
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_loadu_ps(b.add(p * NR + 16 * v));
+            }
+            for (row, ai) in acc.iter_mut().zip(a.iter_mut()) {
+                let av = _mm512_set1_ps(**ai);
+                *ai = ai.wrapping_add(step);
+                for (x, bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_add_ps(*x, _mm512_mul_ps(av, *bx));
+                }
             }
         }
         for (i, row) in acc.iter().enumerate() {
-            _mm512_storeu_ps(c.add(i * ldc), row[0]);
-            _mm512_storeu_ps(c.add(i * ldc + 16), row[1]);
+            for (v, x) in row.iter().enumerate() {
+                _mm512_storeu_ps(c.add(i * ldc + 16 * v), *x);
+            }
         }
     }
 }
@@ -431,43 +605,91 @@ mod tests {
             .collect()
     }
 
+    /// Every variant, packed or in place, over the whole tile or its
+    /// first `cols` columns: the plain nest's bits in the columns it
+    /// computes (all, or the first 16 when `cols ≤ 16`), the other columns
+    /// untouched.
     #[test]
     fn every_variant_gives_the_plain_nests_bits() {
         for (kc, ldc, accumulate) in
             [(0, NR, true), (1, NR, false), (7, NR + 4, true), (300, NR + 17, false), (64, NR, true)]
         {
-            let a = data(kc * MR, 1);
-            let b = data(kc * NR, 2);
-            let c0 = data((MR - 1) * ldc + NR, 3);
-            let want = naive(kc, &a, &b, &c0, ldc, accumulate);
-            let mut got = c0.clone();
-            ukernel(kc, &a, &b, &mut got, ldc, accumulate);
-            type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
-            let mut variants: Vec<(&str, Kernel)> = vec![("portable", ukernel_portable)];
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::arch::is_x86_feature_detected!("avx") {
-                    variants.push(("avx", ukernel_avx));
+            for cols in [NR, HALF, 5] {
+                let halves = cols.div_ceil(HALF);
+                let a = data(kc * MR, 1);
+                let b = data(kc * NR, 2);
+                let c0 = data((MR - 1) * ldc + NR, 3);
+                let mut want = naive(kc, &a, &b, &c0, ldc, accumulate);
+                for i in 0..MR {
+                    for j in halves * HALF..NR {
+                        want[i * ldc + j] = c0[i * ldc + j];
+                    }
                 }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    variants.push(("avx512", ukernel_avx512));
+                let mut got = c0.clone();
+                ukernel(kc, &a, &b, &mut got, ldc, cols, accumulate);
+                // The same panel read in place: row i of `a` transposed to
+                // `a_rows[i·lda ..]`, every row valid.
+                let lda = kc + 3;
+                let mut a_rows = vec![f32::NAN; MR * lda];
+                for p in 0..kc {
+                    for i in 0..MR {
+                        a_rows[i * lda + p] = a[p * MR + i];
+                    }
+                }
+                let mut direct = c0.clone();
+                ukernel_direct(kc, &a_rows, lda, MR, &b, &mut direct, ldc, cols, accumulate);
+                let mut variants: Vec<(&str, Kernel)> = vec![("portable", ukernel_portable)];
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if std::arch::is_x86_feature_detected!("avx") {
+                        variants.push(("avx", ukernel_avx));
+                    }
+                    if std::arch::is_x86_feature_detected!("avx512f") {
+                        variants.push(("avx512", ukernel_avx512));
+                    }
+                }
+                let mut outs = vec![("dispatched", got), ("direct", direct)];
+                let rows = std::array::from_fn(|i| a.as_ptr().wrapping_add(i));
+                for (who, k) in variants {
+                    let mut v = c0.clone();
+                    let (b, c) = (b.as_ptr(), v.as_mut_ptr());
+                    let tile = Tile { kc, rows, step: MR, b, c, ldc, halves, accumulate };
+                    // SAFETY: the lengths are those `ukernel` checks; the variant's features were detected.
+                    unsafe { k(&tile) };
+                    outs.push((who, v));
+                }
+                for (who, v) in &outs {
+                    // Columns past NR in each row are not the kernel's: untouched.
+                    assert_eq!(
+                        v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "{who} kc={kc} ldc={ldc} cols={cols} accumulate={accumulate}"
+                    );
                 }
             }
-            let mut outs = vec![("dispatched", got)];
-            for (who, k) in variants {
-                let mut v = c0.clone();
-                // SAFETY: the lengths are those `ukernel` checks; the variant's features were detected.
-                unsafe { k(kc, a.as_ptr(), b.as_ptr(), v.as_mut_ptr(), ldc, accumulate) };
-                outs.push((who, v));
+        }
+    }
+
+    /// Fewer valid rows than `MR`: the valid rows are those of the padded
+    /// packed panel, and nothing past row `rows - 1` of `a` is read (the
+    /// slice ends there, so a read past it would panic or fault).
+    #[test]
+    fn direct_reads_only_the_valid_rows() {
+        let (kc, lda) = (37, 41);
+        for rows in 1..=MR {
+            let a_rows = data((rows - 1) * lda + kc, 6);
+            let mut panel = vec![0.0; kc * MR];
+            for p in 0..kc {
+                for i in 0..rows {
+                    panel[p * MR + i] = a_rows[i * lda + p];
+                }
             }
-            for (who, v) in &outs {
-                // Columns past NR in each row are not the kernel's: untouched.
-                assert_eq!(
-                    v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                    want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                    "{who} kc={kc} ldc={ldc} accumulate={accumulate}"
-                );
-            }
+            let b = data(kc * NR, 7);
+            let mut got = vec![0.0; MR * NR];
+            ukernel_direct(kc, &a_rows, lda, rows, &b, &mut got, NR, NR, false);
+            let want = naive(kc, &panel, &b, &vec![0.0; MR * NR], NR, false);
+            let bits = |v: &[f32]| v[..rows * NR].iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "rows {rows}");
         }
     }
 
@@ -507,7 +729,16 @@ mod tests {
         let (a, b) = (data(3 * MR, 4), data(3 * NR, 5));
         let mut c = vec![0.0f32; MR * NR];
         // SAFETY: the panels and the tile have the sizes the contract names.
-        unsafe { (rt.ukernel)(3, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), NR as i64, 0) };
-        assert_eq!(c, naive(3, &a, &b, &vec![0.0; MR * NR], NR, false));
+        unsafe { (rt.ukernel)(3, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), NR as i64, NR as i64, 0) };
+        let want = naive(3, &a, &b, &vec![0.0; MR * NR], NR, false);
+        assert_eq!(c, want);
+        // The panel's rows in place (lda 3): rows 0..MR of a 3-column matrix.
+        let a_rows: Vec<f32> = (0..MR).flat_map(|i| (0..3).map(move |p| (i, p))).map(|(i, p)| a[p * MR + i]).collect();
+        let mut d = vec![0.0f32; MR * NR];
+        // SAFETY: a_rows holds (MR-1)·3 + 3 floats; b and the tile as above.
+        unsafe {
+            (rt.ukernel_direct)(3, a_rows.as_ptr(), 3, MR as i64, b.as_ptr(), d.as_mut_ptr(), NR as i64, NR as i64, 0)
+        };
+        assert_eq!(d, want);
     }
 }

@@ -13,7 +13,10 @@
 //!   strides, windows, casts and `f16`/`bf16` loads happen once per element
 //!   into a contiguous `f32` panel (a convolution's im2col happens here, in
 //!   registers, with no im2col buffer) — then the `MR × NR` micro-kernel
-//!   (`tgc_runtime::cpu_rt::ukernel`) over every micro-tile;
+//!   (`tgc_runtime::cpu_rt::ukernel`) over every micro-tile; with at most
+//!   `NR` rows or columns, a factor that is already an `f32` matrix with
+//!   unit stride along `K` is read in place instead ([`PackOrder::Direct`],
+//!   `cpu_rt::ukernel_direct`), the sides swapped if need be;
 //! - then the kernel's epilogue (its `value`: bias, activations, residual,
 //!   cast) on each accumulator, stored where the plain nest stores it;
 //! - the tasks on the runtime's thread pool (`cpu_rt::Rt::parallel_for`).
@@ -92,6 +95,11 @@ pub enum PackOrder {
     /// `MR` or `NR` at a time: the factor is read along the panel's last
     /// axis (`w[K, N]` as `b`, an image row under a convolution window).
     WidthInner,
+    /// Not packed: the micro-kernel reads the factor in place
+    /// (`cpu_rt::ukernel_direct`), row by row along `K`. Only for `a`, and
+    /// only when [`direct`] holds: an `f32` load with unit stride along
+    /// `K` and one loop for the rows.
+    Direct,
 }
 
 /// What a printer needs of a packed kernel ([`of`]).
@@ -268,15 +276,52 @@ fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
     }
     // `b` owns the innermost of the two sides' loops, so the epilogue
     // stores along the output's fastest axis.
-    let swapped = ox.last() > oy.last();
+    let mut swapped = ox.last() > oy.last();
+    let sum = contraction(k, pooled)?;
+    // Few rows (a known M of at most NR: one sentence's tokens times a
+    // weight matrix): packing `b` costs more than the multiply, as each
+    // packed value is used M times. When `b` can be read in place as `a`,
+    // the sides swap and it is not packed at all; the other factor, packed
+    // as `b`, fills at most one panel width. On all-MiniLM-L6-v2 at 1×16
+    // (`bench/`, one thread) the packing was 35% of the samples, the
+    // micro-kernel 13%.
+    let few_rows = |rows: &[usize]| extent(k, rows).as_int().is_some_and(|m| m <= NR as i64);
+    let (m0, n0) = if swapped { (&oy, &ox) } else { (&ox, &oy) };
+    let b0 = if swapped { x } else { y };
+    if window == 0 && few_rows(m0) && direct(b0, n0, &sum) {
+        swapped = !swapped;
+    }
     let (m, n) = if swapped { (oy, ox) } else { (ox, oy) };
     if !(out..out + window).all(|v| n.contains(&v)) {
         return None;
     }
     let batch = (0..out).filter(|v| !m.contains(v) && !n.contains(v)).collect();
     let (a, b) = if swapped { (y, x) } else { (x, y) };
-    let (a_order, b_order) = (pack_order(a, &m), pack_order(b, &n));
+    let a_order =
+        if window == 0 && few_rows(&n) && direct(a, &m, &sum) { PackOrder::Direct } else { pack_order(a, &m) };
+    let b_order = pack_order(b, &n);
     Some(Packed { m, n, batch, swapped, pooled, a_order, b_order, blocks })
+}
+
+/// Whether the factor `e`, with its panel's rows on the loops `rows`, can
+/// be read in place by the micro-kernel ([`PackOrder::Direct`]): an `f32`
+/// load (no cast, no padding guard) whose rows are one loop and whose `K`
+/// loops (`sum`'s) are contiguous in memory, the last with stride 1 and
+/// each other with the product of the extents after it.
+fn direct(e: &Expr, rows: &[usize], sum: &FloatSum) -> bool {
+    let (&[row], Expr::Load { index, dtype: DType::F32, .. }) = (rows, e) else { return false };
+    if index.terms().any(|(a, _)| matches!(a, AffAtom::FloorDiv(..))) {
+        return false;
+    }
+    let coeff = |v: usize| index.var_coeffs().find(|&(x, _)| x as usize == v).map(|(_, c)| c.clone());
+    let mut stride = Dim::int(1);
+    for (j, extent) in sum.loops.iter().enumerate().rev() {
+        if coeff(sum.first + j) != Some(stride.clone()) {
+            return false;
+        }
+        stride = Dim::product(&[stride, extent.clone()]);
+    }
+    coeff(row).is_some()
 }
 
 /// The packing order of a panel whose rows are the loops `axes` of a factor
@@ -367,12 +412,51 @@ mod tests {
             ("x: f32[K, M], w: f32[N, K]", "matmul(transpose(x, 0, 1), transpose(w, 0, 1))", (WidthInner, DepthInner)),
         ];
         for (params, body, want) in cases {
+            // More rows and columns than a panel is wide: both panels pay.
             let p = program(&format!(
-                "graph<M=5, N=7, K=3> main({params}) -> (y: f32[M, N]) {{\n y = {body}\n return y\n}}"
+                "graph<M=50, N=70, K=3> main({params}) -> (y: f32[M, N]) {{\n y = {body}\n return y\n}}"
             ));
             let pk = p.kernels[0].packed.as_ref().expect("packed");
             assert_eq!((pk.a_order, pk.b_order), want, "{body}");
         }
+    }
+
+    /// At most `NR` rows (or columns): the factor with unit stride along
+    /// `K` is read in place as `a` — a weight `w[N, K]` swaps sides to be
+    /// it — and packed otherwise; above `NR` both are packed.
+    #[test]
+    fn few_rows_read_the_other_factor_in_place() {
+        use PackOrder::{DepthInner, Direct, WidthInner};
+        let cases = [
+            // (M, N, params, body, swapped, a_order, b_order)
+            (16, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, DepthInner),
+            (32, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, DepthInner),
+            (33, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", false, DepthInner, DepthInner),
+            // w[K, N] has no unit stride along K: no swap.
+            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, DepthInner, WidthInner),
+            // Few columns: `x` (unit stride along K) is used by one panel of `b`.
+            (384, 16, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
+            // A transposed `x` has no unit stride along K.
+            (384, 16, "x: f32[K, M], w: f32[K, N]", "matmul(transpose(x, 0, 1), w)", false, WidthInner, WidthInner),
+        ];
+        for (m, n, params, body, swapped, a, b) in cases {
+            // Known sizes: a symbol's default is no known size.
+            let params = params.replace('M', &m.to_string()).replace('N', &n.to_string()).replace('K', "40");
+            let p = program(&format!("graph main({params}) -> (y: f32[{m}, {n}]) {{\n y = {body}\n return y\n}}"));
+            let pk = p.kernels[0].packed.as_ref().expect("packed");
+            assert_eq!((pk.swapped, pk.a_order, pk.b_order), (swapped, a, b), "M={m} N={n} {body}");
+        }
+        // A convolution with 16 output pixels: its weights (rows `Cout`, K
+        // = `C·3·3` contiguous) are read in place, its padded window (a
+        // guarded load) is packed.
+        let p = program(
+            "graph conv(x: f32[1, 3, 4, 4], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 4, 4]) {
+                y = conv2d(x, w, stride=[1, 1], pad=[1, 1])
+                return y
+            }",
+        );
+        let pk = p.kernels[0].packed.as_ref().expect("packed");
+        assert_eq!((pk.m.len(), pk.n.len(), pk.a_order, pk.b_order), (1, 2, Direct, DepthInner), "{pk:?}");
     }
 
     #[test]

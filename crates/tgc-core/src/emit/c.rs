@@ -696,15 +696,28 @@ impl Printer<'_> {
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
     const int64_t pk_mp = (pk_mb + {MR} - 1) / {MR} * {MR}, pk_np = (pk_nb + {NR} - 1) / {NR} * {NR};
     const int64_t pk_kin = {k_inner};
-    const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
+    const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;"
+        );
+        let direct = pk.a_order == PackOrder::Direct;
+        let panels: &[&str] = if direct { &["pk_b", "pk_c"] } else { &["pk_a", "pk_b", "pk_c"] };
+        if !direct {
+            s.push_str(
+                "    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));\n",
+            );
+        }
+        let _ = writeln!(
+            s,
+            "    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
     float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if (!pk_a || !pk_b || !pk_c) {{
-        free(pk_a);
-        free(pk_b);
-        free(pk_c);
-        __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
+    if ({}) {{",
+            panels.iter().map(|n| format!("!{n}")).collect::<Vec<_>>().join(" || ")
+        );
+        for n in panels {
+            let _ = writeln!(s, "        free({n});");
+        }
+        let _ = writeln!(
+            s,
+            "        __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }}
     for (int64_t pk_ko = 0; pk_ko < {k_outer}; pk_ko += pk_kstep) {{
@@ -717,15 +730,20 @@ impl Printer<'_> {
             "        for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
         const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;\n",
         );
-        self.pack(s, k, &c, &A_PANEL);
-        let _ = writeln!(
+        let call = if direct {
+            self.direct_call(&c)
+        } else {
+            self.pack(s, k, &c, &A_PANEL);
+            "                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);\n".to_string()
+        };
+        let _ = write!(
             s,
             "        for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += {NR})
-            for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += {MR})
-                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
+            for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += {MR}) {{
+{call}            }}
         }}
     }}
-    for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {{"
+    for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {{\n"
         );
         decode(s, k, "pk_m0 + pk_i", &pk.m, 2);
         match c.pooled {
@@ -758,7 +776,11 @@ impl Printer<'_> {
                 self.store(s, k, 3);
             }
         }
-        s.push_str("        }\n    }\n    free(pk_a);\n    free(pk_b);\n    free(pk_c);\n}\n\n");
+        s.push_str("        }\n    }\n");
+        for n in panels {
+            let _ = writeln!(s, "    free({n});");
+        }
+        s.push_str("}\n\n");
 
         // The kernel function.
         let mut params = kernel_params(&bufs, &syms);
@@ -807,6 +829,31 @@ impl Printer<'_> {
         );
     }
 
+    /// The micro-kernel call of a [`PackOrder::Direct`] `a`: the factor's
+    /// load at row `pk_m0 + pk_ic + pk_ir` and the K block's first point,
+    /// its row stride, and the rows of the tile that are valid.
+    fn direct_call(&mut self, c: &Contraction) -> String {
+        let (e, axes, _) = c.factor(packed::Side::A);
+        let (Expr::Load { buf, index, .. }, &[row]) = (e, axes) else {
+            unreachable!("packed::direct admits an f32 load with one row loop")
+        };
+        let index = self.subscript(*buf, index);
+        let lda = index.var_coeffs().find(|&(v, _)| v as usize == row).map(|(_, c)| dim(c, Lang::C));
+        let lda = lda.expect("packed::direct admits a load that reads its row loop");
+        let mut out = format!("                const int64_t i{row} = pk_m0 + pk_ic + pk_ir;\n");
+        for j in 0..c.k_loops.len() {
+            let at = if j == 0 { "pk_ko" } else { "0" };
+            let _ = writeln!(out, "                const int64_t i{v} = {at};", v = c.k_first + j);
+        }
+        let _ = writeln!(
+            out,
+            "                pk_rt->ukernel_direct(pk_kb, &{}[{}], {lda}, pk_mb - pk_ic - pk_ir, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);",
+            self.p.buffer(*buf).name,
+            bare(aff(&index, Lang::C))
+        );
+        out
+    }
+
     /// Packs `e` into a panel for the K block `pk_ko..pk_ke` (`pk_kb`
     /// values a row): row `j` (a point of `axes` at `origin + j`) at
     /// `j / width · pk_kb · width + q · width + j % width` for the `q`-th K
@@ -837,6 +884,7 @@ impl Printer<'_> {
             }
         };
         match order {
+            PackOrder::Direct => unreachable!("a factor read in place is not packed"),
             PackOrder::DepthInner => {
                 let _ = writeln!(
                     s,

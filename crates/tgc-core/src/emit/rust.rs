@@ -288,8 +288,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             let pk_nb: i64 = (pk_N - pk_n0).min(pk_nc);
             let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
             let pk_kin: i64 = {k_inner};
-            let pk_kstep: i64 = ({kc} / pk_kin).max(1);
-            let mut pk_a: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp.min(pk_mc) * pk_kstep * pk_kin) as usize];
+            let pk_kstep: i64 = ({kc} / pk_kin).max(1);{a_panel}
             let mut pk_b: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_np * pk_kstep * pk_kin) as usize];
             let mut pk_c: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp * pk_np) as usize];
             let mut pk_ko: i64 = 0;
@@ -299,6 +298,11 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         k_inner = dim(&Dim::product(&c.k_loops[1..]), Lang::Rust),
         k_outer = dim(&c.k_loops[0], Lang::Rust),
         kc = blocks.kc,
+        a_panel = if pk.a_order == PackOrder::Direct {
+            ""
+        } else {
+            "\n            let mut pk_a: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp.min(pk_mc) * pk_kstep * pk_kin) as usize];"
+        },
     );
     // The `b` panel once per K block; the `a` panel per `mc` rows.
     pack(s, p, k, &c, &B_PANEL);
@@ -306,14 +310,20 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         "                for pk_ic in (0..pk_mp).step_by(pk_mc as usize) {
                 let pk_icb: i64 = (pk_mp - pk_ic).min(pk_mc);\n",
     );
-    pack(s, p, k, &c, &A_PANEL);
+    let call = if pk.a_order == PackOrder::Direct {
+        direct_call(p, &c, &rt)
+    } else {
+        pack(s, p, k, &c, &A_PANEL);
+        format!(
+            "                        {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);\n"
+        )
+    };
     let _ = writeln!(
         s,
         "                for pk_jr in (0..pk_np).step_by({NR}) {{
                     for pk_ir in (0..pk_icb).step_by({MR}) {{
                         let pk_ci = ((pk_ic + pk_ir) * pk_np + pk_jr) as usize;
-                        {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, pk_ko > 0);
-                    }}
+{call}                    }}
                 }}
                 }}
                 pk_ko = pk_ke;
@@ -361,6 +371,30 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
     );
 }
 
+/// The micro-kernel call of a [`PackOrder::Direct`] `a`, as the C
+/// printer's `direct_call`: the factor from its load at row `pk_m0 + pk_ic +
+/// pk_ir` and the K block's first point, its row stride, the valid rows.
+fn direct_call(p: &Program, c: &Contraction, rt: &str) -> String {
+    let (e, axes, _) = c.factor(packed::Side::A);
+    let (Expr::Load { buf, index, .. }, &[row]) = (e, axes) else {
+        unreachable!("packed::direct admits an f32 load with one row loop")
+    };
+    let lda = index.var_coeffs().find(|&(v, _)| v as usize == row).map(|(_, c)| dim(c, Lang::Rust));
+    let lda = lda.expect("packed::direct admits a load that reads its row loop");
+    let mut out = format!("                        let i{row}: i64 = pk_m0 + pk_ic + pk_ir;\n");
+    for j in 0..c.k_loops.len() {
+        let at = if j == 0 { "pk_ko" } else { "0" };
+        let _ = writeln!(out, "                        let i{v}: i64 = {at};", v = c.k_first + j);
+    }
+    let _ = writeln!(
+        out,
+        "                        {rt}::ukernel_direct(pk_kb as usize, &{}[{} as usize..], ({lda}) as usize, (pk_mb - pk_ic - pk_ir).min({MR}) as usize, &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);",
+        p.buffer(*buf).name,
+        paren(aff(index, Lang::Rust))
+    );
+    out
+}
+
 /// Packs `e` into a panel for the K block `pk_ko..pk_ke` (`pk_kb` values a
 /// row), as the C printer's `pack` does: row `j` (a point of `axes` at
 /// `origin + j`) at `j / width · pk_kb · width + q · width + j % width` for
@@ -384,6 +418,7 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
         }
     };
     match order {
+        PackOrder::Direct => unreachable!("a factor read in place is not packed"),
         PackOrder::DepthInner => {
             let _ = writeln!(
                 s,

@@ -707,6 +707,45 @@ fn packed_contractions_match_the_interpreter_on_random_shapes() {
     }
 }
 
+/// Contractions with at most `NR` rows or columns read one factor in place
+/// (`cpu::packed::PackOrder::Direct`, `cpu_rt::ukernel_direct`): a linear
+/// layer over a few tokens (the weight swaps to the `a` side), attention's
+/// `Q·Kᵀ` for a few queries, a GEMM with few columns, and a convolution
+/// with few output pixels, C and Rust against the interpreter; ragged
+/// sizes and `K` above `kc` (several K blocks, the row pointer moved by
+/// each block's start).
+#[test]
+fn few_row_contractions_read_a_factor_in_place() {
+    let graphs = [
+        "graph lin(x: f32[5, 300], w: f32[37, 300], b: f32[37]) -> (y: f32[5, 37]) {
+            y = gelu(matmul(x, transpose(w, 0, 1)) + b)\n return y }",
+        "graph lin32(x: f32[2, 16, 200], w: f32[70, 200]) -> (y: f32[2, 16, 70]) {
+            y = matmul(x, transpose(w, 0, 1))\n return y }",
+        "graph qk(q: f32[2, 3, 7, 16], k: f32[2, 3, 40, 16]) -> (s: f32[2, 3, 7, 40]) {
+            s = matmul(q, transpose(k, 2, 3)) * 0.25\n return s }",
+        "graph few_cols(x: f32[50, 129], w: f32[129, 9]) -> (y: f32[50, 9]) { y = relu(matmul(x, w))\n return y }",
+        "graph conv(x: f32[1, 20, 4, 5], w: f32[6, 20, 3, 3], b: f32[6]) -> (y: f32[1, 6, 4, 5]) {
+            y = conv2d(x, w, bias=b, stride=[1, 1], pad=[1, 1])\n return y }",
+    ];
+    for (gi, src) in graphs.iter().enumerate() {
+        let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+        let lib = compile(&g);
+        assert!(lib.c_src.contains("pk_rt->ukernel_direct("), "not read in place in C:\n{}", lib.c_src);
+        assert!(lib.rust_src.contains("cpu_rt::ukernel_direct("), "not read in place in Rust:\n{}", lib.rust_src);
+        let inputs: Vec<Vec<f64>> = g
+            .inputs()
+            .into_iter()
+            .enumerate()
+            .map(|(k, id)| {
+                let n: i64 = g.shape(id).iter().map(|d| d.as_int().unwrap()).product();
+                data(7000 + 10 * gi as u64 + k as u64, n as usize, -1.0, 1.0, DType::F32)
+            })
+            .collect();
+        let (c, r) = lib.run(&inputs, &[]);
+        assert_eq!((c.rc, r.rc), (0, 0), "{}", g.name);
+    }
+}
+
 /// Convolutions computed at the reads of a pooling (`003`'s compute-at
 /// fusion) on the packed template with the pooling as the epilogue
 /// (`cpu::packed`'s `pooled`), on C and Rust, against the interpreter:

@@ -26,8 +26,10 @@ static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
     void (*parallel_for)(const struct tgc_rt* rt, int64_t n, void (*body)(void* ctx, int64_t t), void* ctx);
-    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR; c starts at 0 when accumulate == 0. */
-    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int32_t accumulate);
+    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR (or fewer: at least cols); c starts at 0 when accumulate == 0. */
+    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
+    /* The same with a read in place: a[min(i, rows - 1)*lda + p] for a[p*MR + i], 1 <= rows <= MR. */
+    void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
 } tgc_rt;
@@ -169,8 +171,9 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
             }
         }
         for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 32)
-            for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6)
-                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_ko > 0);
+            for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6) {
+                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);
+            }
         }
     }
     for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {

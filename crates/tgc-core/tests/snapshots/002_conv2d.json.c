@@ -26,8 +26,10 @@ static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 
 typedef struct tgc_rt {
     /* Runs body(ctx, t) for t in [0, n) on the pool; returns when all are done. */
     void (*parallel_for)(const struct tgc_rt* rt, int64_t n, void (*body)(void* ctx, int64_t t), void* ctx);
-    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR; c starts at 0 when accumulate == 0. */
-    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int32_t accumulate);
+    /* c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j], i < MR, j < NR (or fewer: at least cols); c starts at 0 when accumulate == 0. */
+    void (*ukernel)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
+    /* The same with a read in place: a[min(i, rows - 1)*lda + p] for a[p*MR + i], 1 <= rows <= MR. */
+    void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
 } tgc_rt;
