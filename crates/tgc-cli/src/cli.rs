@@ -73,10 +73,12 @@ pub enum Command {
         /// A symbolic dimension's value to specialise for (repeatable).
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
-        /// Comma-separated stages to dump: frontend, tiny, indexbook,
-        /// poly_view, region, plan (estimated GEMM plans for sm80; needs
-        /// concrete M/N/K, e.g. from `--dim`), c; with `--target sm80`
-        /// also gpu (every kernel's GPU dialect IR), cu (CUDA C), ptx, sass.
+        /// Comma-separated stages to dump: frontend, tiny, dot (the graph
+        /// as Graphviz DOT), indexbook, poly_view, region, dot_regions (DOT
+        /// with each region a cluster, fused edges bold), plan (estimated
+        /// GEMM plans for sm80; needs concrete M/N/K, e.g. from `--dim`), c;
+        /// with `--target sm80` also gpu (every kernel's GPU dialect IR), cu
+        /// (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts here instead of printing the dumps: for
@@ -86,7 +88,7 @@ pub enum Command {
         /// regions; SIMT kernels for the rest) as `<name>.cu`,
         /// `<name>.ptx`, `<name>.cubin`, and `plan.json` for a planned
         /// tensor-core kernel (`plan_<kernel>.json` each for several); and
-        /// the dumps as `<stage>.txt`.
+        /// the dumps as `<stage>.txt` (`<stage>.dot` for the DOT ones).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Print each stage's wall time and peak resident memory to stderr

@@ -358,10 +358,14 @@ fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Prints a stage's dump, or writes it to `<out>/<stage>.txt`.
+/// Prints a stage's dump, or writes it to `<out>/<stage>.txt` (`.dot` for
+/// the DOT stages).
 fn emit_dump(s: &str, text: &str, out: Option<&Path>) -> Result<()> {
     match out {
-        Some(dir) => write_file(&dir.join(format!("{s}.txt")), text.as_bytes()),
+        Some(dir) => {
+            let ext = if matches!(s, "dot" | "dot_regions") { "dot" } else { "txt" };
+            write_file(&dir.join(format!("{s}.{ext}")), text.as_bytes())
+        }
         None => {
             print!("=== {s} ===\n{text}");
             Ok(())

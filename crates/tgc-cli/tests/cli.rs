@@ -658,3 +658,40 @@ fn compile_sm80_writes_cuda_ptx_cubin_and_plan_and_dumps_the_gpu_stages() {
     assert!(e.contains("error[Io]: CUDA toolchain not found") && e.contains("bash scripts/setup.sh"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
 }
+
+/// `--dump dot,dot_regions` on the MiniLM encoder writes `dot.dot` and
+/// `dot_regions.dot`: well-formed DOT (every edge between declared nodes,
+/// one cluster per region), and Graphviz renders both where `dot` is
+/// installed (skipped with the reason where it is not).
+#[test]
+fn dot_dumps_of_minilm_are_graphviz_text() {
+    let dir = temp("dot");
+    let out = dir.to_str().unwrap();
+    let o = tgc(&["compile", "examples/minilm/graphs/minilm.tgc", "--dump", "dot,dot_regions", "--out", out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for stage in ["dot", "dot_regions"] {
+        let text = std::fs::read_to_string(dir.join(format!("{stage}.dot"))).unwrap();
+        assert!(text.starts_with("digraph \"main\" {\n") && text.ends_with("}\n"), "{stage}");
+        assert_eq!(text.matches('{').count(), text.matches('}').count(), "{stage}: unbalanced braces");
+        let declared: std::collections::HashSet<&str> =
+            text.lines().filter_map(|l| l.trim().split_once(" [label=").map(|(n, _)| n)).collect();
+        let mut edges = 0;
+        for l in text.lines().filter(|l| l.contains(" -> ")) {
+            let (a, b) = l.trim().split_once(" -> ").unwrap();
+            let b = b.split([' ', ';']).next().unwrap();
+            assert!(declared.contains(a) && declared.contains(b), "{stage}: edge to an undeclared node: {l}");
+            edges += 1;
+        }
+        assert!(edges > 1000, "{stage}: {edges} edges");
+        if stage == "dot_regions" {
+            assert!(text.matches("subgraph cluster_").count() > 10, "{text}");
+        }
+        match Command::new("dot").arg("-Tsvg").arg(dir.join(format!("{stage}.dot"))).output() {
+            Ok(r) => {
+                assert!(r.status.success(), "Graphviz refused {stage}.dot: {}", String::from_utf8_lossy(&r.stderr))
+            }
+            Err(e) => eprintln!("{stage}: skipped rendering with Graphviz: `dot` cannot run here ({e})"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

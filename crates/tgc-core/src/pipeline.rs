@@ -29,9 +29,11 @@ pub use crate::cpu::{Options, TilePlan};
 pub const STAGES: &[(&str, bool)] = &[
     ("frontend", true),
     ("tiny", true),
+    ("dot", true),
     ("indexbook", true),
     ("poly_view", cfg!(feature = "poly")),
     ("region", true),
+    ("dot_regions", true),
     ("plan", true),
     ("gpu", true),
     ("cu", true),
@@ -312,6 +314,8 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
     Ok(match stage {
         "frontend" => loaded.frontend.clone().unwrap_or_else(|| "(a JSON graph has no frontend stage)\n".to_string()),
         "tiny" => tiny::text::dump(g),
+        "dot" => tiny::dot::dump(g),
+        "dot_regions" => tiny::dot::dump_regions(g, &artifacts.front.regions),
         "indexbook" => index_book::dump(g, &artifacts.front.book),
         #[cfg(feature = "poly")]
         "poly_view" => poly_view_of(g, &artifacts.front.book)?,

@@ -20,6 +20,7 @@
 //! CMPEQ; WHERE; REDUCE{SUM,MAX,MIN}; CAST; the movement ops RESHAPE, PERMUTE,
 //! EXPAND, PAD, SHRINK, FLIP, VIEW; INPUT and CONST (a scalar of shape `[]`).
 
+pub mod dot;
 pub mod graph;
 pub mod infer;
 pub mod json;

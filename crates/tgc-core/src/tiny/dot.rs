@@ -1,0 +1,175 @@
+//! Graphviz DOT text of a Tiny IR graph (`004`'s visualisation): the
+//! `--dump dot` stage (every node, its op and type, every data edge) and
+//! `--dump dot_regions` (the same graph with each region of
+//! [`crate::region`] as a coloured cluster: an edge inside one region is
+//! fused — the value never reaches memory — and drawn bold, an edge between
+//! regions goes through memory and is drawn dashed; a value a region stores
+//! has a double border). Render with `dot -Tsvg graph.dot -o graph.svg`.
+//!
+//! Node `k` of the graph is DOT node `n<k>`; graph outputs are extra
+//! `out<k>` nodes. A node a region inlines into several regions (a cheap
+//! movement recomputed by each reader) is drawn in the first of them.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::graph::{Graph, NodeId};
+use super::infer::fmt_shape;
+use crate::region::Regions;
+
+/// Fill colours of the region clusters, in turn (Graphviz colour names).
+const PALETTE: &[&str] = &["lightblue", "palegreen", "lightgoldenrod", "lightpink", "thistle", "lightcyan", "wheat"];
+
+/// The graph as DOT text (the `--dump dot` stage).
+pub fn dump(g: &Graph) -> String {
+    let mut s = header(g);
+    for id in g.ids() {
+        let _ = writeln!(s, "  {}", node(g, id, ""));
+    }
+    edges(g, &mut s, |_, _| "");
+    outputs(g, &mut s);
+    s.push_str("}\n");
+    s
+}
+
+/// The graph as DOT text with its regions as clusters (the `--dump
+/// dot_regions` stage; see the module doc).
+pub fn dump_regions(g: &Graph, rs: &Regions) -> String {
+    let mut region_of: HashMap<NodeId, usize> = HashMap::new();
+    let mut stored: HashMap<NodeId, ()> = HashMap::new();
+    for (r, region) in rs.regions.iter().enumerate() {
+        for l in &region.body {
+            region_of.entry(l.node).or_insert(r);
+        }
+        for o in &region.outputs {
+            region_of.entry(o.node).or_insert(r);
+            stored.insert(o.node, ());
+        }
+    }
+    let mut s = header(g);
+    for (r, region) in rs.regions.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  subgraph cluster_{r} {{\n    label={};\n    style=filled;\n    fillcolor={};",
+            quote(&region.name),
+            PALETTE[r % PALETTE.len()]
+        );
+        for id in g.ids().filter(|id| region_of.get(id) == Some(&r)) {
+            let extra = if stored.contains_key(&id) { ", peripheries=2" } else { "" };
+            let _ = writeln!(s, "    {}", node(g, id, extra));
+        }
+        s.push_str("  }\n");
+    }
+    for id in g.ids().filter(|id| !region_of.contains_key(id)) {
+        let _ = writeln!(s, "  {}", node(g, id, ""));
+    }
+    edges(g, &mut s, |a, b| match (region_of.get(&a), region_of.get(&b)) {
+        (Some(x), Some(y)) if x == y => " [style=bold]",
+        _ => " [style=dashed]",
+    });
+    outputs(g, &mut s);
+    s.push_str("}\n");
+    s
+}
+
+fn header(g: &Graph) -> String {
+    format!("digraph {} {{\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n", quote(&g.name))
+}
+
+/// `n<k> [label="label\nOP\ndtype[shape]"<extra>];`
+fn node(g: &Graph, id: NodeId, extra: &str) -> String {
+    let n = g.node(id);
+    let label = format!("{}\n{}\n{}{}", n.label, n.op.name(), n.ty.dtype.json_name(), fmt_shape(&n.ty.shape));
+    format!("n{} [label={}{extra}];", id.index(), quote(&label))
+}
+
+/// Every data edge `src -> node`, with `style(src, node)`'s attributes.
+fn edges(g: &Graph, s: &mut String, style: impl Fn(NodeId, NodeId) -> &'static str) {
+    for id in g.ids() {
+        for &src in &g.node(id).src {
+            let _ = writeln!(s, "  n{} -> n{}{};", src.index(), id.index(), style(src, id));
+        }
+    }
+}
+
+/// One oval per graph output, fed by its node.
+fn outputs(g: &Graph, s: &mut String) {
+    for (k, o) in g.outputs.iter().enumerate() {
+        let _ = writeln!(s, "  out{k} [label={}, shape=oval];\n  n{} -> out{k};", quote(&o.name), o.node.index());
+    }
+}
+
+/// A DOT string literal: quotes and backslashes escaped, newlines as `\n`.
+fn quote(text: &str) -> String {
+    let mut q = String::with_capacity(text.len() + 2);
+    q.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::{load, Format};
+
+    fn graph(src: &str) -> Graph {
+        load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e:?}")).graph
+    }
+
+    #[test]
+    fn every_node_and_edge_is_drawn() {
+        let g = graph(
+            "graph gbr(x: f32[4, 8], w: f32[8, 3], b: f32[3]) -> (y: f32[4, 3]) {
+                y = relu(matmul(x, w) + b)
+                return y
+            }",
+        );
+        let d = dump(&g);
+        assert!(d.starts_with("digraph \"gbr\" {\n") && d.ends_with("}\n"), "{d}");
+        for id in g.ids() {
+            assert!(d.contains(&format!("  n{} [label=\"{}\\n", id.index(), g.node(id).label)), "{d}");
+            for src in &g.node(id).src {
+                assert!(d.contains(&format!("  n{} -> n{};", src.index(), id.index())), "{d}");
+            }
+        }
+        let out = g.outputs[0].node.index();
+        assert!(d.contains(&format!("out0 [label=\"y\", shape=oval];\n  n{out} -> out0;")), "{d}");
+    }
+
+    #[test]
+    fn regions_are_clusters_with_fused_edges_bold() {
+        // Softmax then a matmul: two regions, so some edges are fused and
+        // one at least goes through memory.
+        let g = graph(
+            "graph two(x: f32[4, 8], w: f32[8, 3]) -> (y: f32[4, 3]) {
+                y = matmul(softmax(x, axis=-1), w)
+                return y
+            }",
+        );
+        let front = crate::region::front(&g, true, crate::region::Grouping::default()).unwrap();
+        assert!(front.regions.regions.len() >= 2);
+        let d = dump_regions(&g, &front.regions);
+        for (r, region) in front.regions.regions.iter().enumerate() {
+            assert!(d.contains(&format!("subgraph cluster_{r} {{\n    label=\"{}\";", region.name)), "{d}");
+        }
+        assert!(d.contains("[style=bold]") && d.contains("[style=dashed]"), "{d}");
+        assert!(d.contains("peripheries=2"), "a stored value has a double border:\n{d}");
+        // Each node is declared once.
+        for id in g.ids() {
+            assert_eq!(d.matches(&format!("  n{} [label=", id.index())).count(), 1, "{d}");
+        }
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        assert_eq!(quote("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
+    }
+}
