@@ -695,3 +695,27 @@ fn dot_dumps_of_minilm_are_graphviz_text() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reader that closes the pipe early (`tgc compile … | head`) ends the
+/// command quietly: status 0, no "internal error".
+#[test]
+fn a_closed_stdout_is_not_an_internal_error() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tgc"))
+        .args(["compile", "examples/minilm/graphs/minilm.tgc", "--dump", "tiny,dot,c"])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read a little, then close: the dumps (about 0.8 MB) cannot all
+    // fit in the pipe's buffer.
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    assert!(first.starts_with(b"=== tiny ==="), "{}", String::from_utf8_lossy(&first));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("internal error"), "{}", stderr(&o));
+}
