@@ -231,6 +231,12 @@ impl AffExpr {
         })
     }
 
+    /// The coefficient of variable `i<k>` outside floor divisions (`None`
+    /// when it appears only inside one, or not at all).
+    pub fn coeff(&self, k: u32) -> Option<&Dim> {
+        self.terms.get(&AffAtom::Var(k))
+    }
+
     /// Prints with variables named by `name` (e.g. `i0`, or C loop variables).
     pub fn display_with<'a>(&'a self, name: &'a dyn Fn(u32) -> String) -> impl fmt::Display + 'a {
         Shown { e: self, name }

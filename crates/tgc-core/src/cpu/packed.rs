@@ -51,7 +51,7 @@ use crate::sym::Dim;
 use crate::tiny::{BinaryOp, ReduceOp};
 use crate::DType;
 
-use super::loop_ir::{Expr, Kernel, Program};
+use super::loop_ir::{BufId, Expr, Kernel, Program};
 
 pub use tgc_runtime::cpu_rt::{MR, NR};
 
@@ -134,6 +134,16 @@ impl Contraction<'_> {
         match side {
             Side::A => (self.a, &pk.m, pk.a_order),
             Side::B => (self.b, &pk.n, pk.b_order),
+        }
+    }
+
+    /// For an `a` read in place ([`PackOrder::Direct`]): its buffer, its
+    /// load's index and the loop of its rows (whose coefficient in the
+    /// index is the row stride). `None` for a packed `a`.
+    pub fn direct_a(&self) -> Option<(BufId, &AffExpr, usize)> {
+        match (self.packed.a_order, self.a, self.packed.m.as_slice()) {
+            (PackOrder::Direct, Expr::Load { buf, index, .. }, &[row]) => Some((*buf, index, row)),
+            _ => None,
         }
     }
 }
@@ -263,7 +273,8 @@ fn analyze(k: &Kernel, blocks: Blocks) -> Option<Packed> {
 }
 
 fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
-    let (x, y) = product(contraction(k, pooled)?.value)?;
+    let sum = contraction(k, pooled)?;
+    let (x, y) = product(sum.value)?;
     let (vx, vy) = (expr_vars(x), expr_vars(y));
     let out = k.loops.len();
     let window = if pooled { k.reduce.as_ref().map_or(0, |r| r.loops.len()) } else { 0 };
@@ -277,18 +288,19 @@ fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
     // `b` owns the innermost of the two sides' loops, so the epilogue
     // stores along the output's fastest axis.
     let mut swapped = ox.last() > oy.last();
-    let sum = contraction(k, pooled)?;
     // Few rows (a known M of at most NR: one sentence's tokens times a
     // weight matrix): packing `b` costs more than the multiply, as each
     // packed value is used M times. When `b` can be read in place as `a`,
     // the sides swap and it is not packed at all; the other factor, packed
     // as `b`, fills at most one panel width. On all-MiniLM-L6-v2 at 1×16
     // (`bench/`, one thread) the packing was 35% of the samples, the
-    // micro-kernel 13%.
-    let few_rows = |rows: &[usize]| extent(k, rows).as_int().is_some_and(|m| m <= NR as i64);
-    let (m0, n0) = if swapped { (&oy, &ox) } else { (&ox, &oy) };
-    let b0 = if swapped { x } else { y };
-    if window == 0 && few_rows(m0) && direct(b0, n0, &sum) {
+    // micro-kernel 13%. `in_place(e, rows, cols)`: factor `e` with its
+    // panel's rows on `rows` is read in place as `a` against `cols`.
+    let in_place = |e: &Expr, rows: &[usize], cols: &[usize]| {
+        window == 0 && extent(k, cols).as_int().is_some_and(|c| c <= NR as i64) && direct(e, rows, &sum)
+    };
+    let (m0, n0, b0) = if swapped { (&oy, &ox, x) } else { (&ox, &oy, y) };
+    if in_place(b0, n0, m0) {
         swapped = !swapped;
     }
     let (m, n) = if swapped { (oy, ox) } else { (ox, oy) };
@@ -297,8 +309,7 @@ fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
     }
     let batch = (0..out).filter(|v| !m.contains(v) && !n.contains(v)).collect();
     let (a, b) = if swapped { (y, x) } else { (x, y) };
-    let a_order =
-        if window == 0 && few_rows(&n) && direct(a, &m, &sum) { PackOrder::Direct } else { pack_order(a, &m) };
+    let a_order = if in_place(a, &m, &n) { PackOrder::Direct } else { pack_order(a, &m) };
     let b_order = pack_order(b, &n);
     Some(Packed { m, n, batch, swapped, pooled, a_order, b_order, blocks })
 }
@@ -313,15 +324,14 @@ fn direct(e: &Expr, rows: &[usize], sum: &FloatSum) -> bool {
     if index.terms().any(|(a, _)| matches!(a, AffAtom::FloorDiv(..))) {
         return false;
     }
-    let coeff = |v: usize| index.var_coeffs().find(|&(x, _)| x as usize == v).map(|(_, c)| c.clone());
     let mut stride = Dim::int(1);
     for (j, extent) in sum.loops.iter().enumerate().rev() {
-        if coeff(sum.first + j) != Some(stride.clone()) {
+        if index.coeff((sum.first + j) as u32) != Some(&stride) {
             return false;
         }
         stride = Dim::product(&[stride, extent.clone()]);
     }
-    coeff(row).is_some()
+    index.coeff(row as u32).is_some()
 }
 
 /// The packing order of a panel whose rows are the loops `axes` of a factor

@@ -833,13 +833,9 @@ impl Printer<'_> {
     /// load at row `pk_m0 + pk_ic + pk_ir` and the K block's first point,
     /// its row stride, and the rows of the tile that are valid.
     fn direct_call(&mut self, c: &Contraction) -> String {
-        let (e, axes, _) = c.factor(packed::Side::A);
-        let (Expr::Load { buf, index, .. }, &[row]) = (e, axes) else {
-            unreachable!("packed::direct admits an f32 load with one row loop")
-        };
-        let index = self.subscript(*buf, index);
-        let lda = index.var_coeffs().find(|&(v, _)| v as usize == row).map(|(_, c)| dim(c, Lang::C));
-        let lda = lda.expect("packed::direct admits a load that reads its row loop");
+        let (buf, index, row) = c.direct_a().expect("called for an `a` read in place");
+        let index = self.subscript(buf, index);
+        let lda = dim(index.coeff(row as u32).expect("packed::direct admits a load that reads its row loop"), Lang::C);
         let mut out = format!("                const int64_t i{row} = pk_m0 + pk_ic + pk_ir;\n");
         for j in 0..c.k_loops.len() {
             let at = if j == 0 { "pk_ko" } else { "0" };
@@ -848,7 +844,7 @@ impl Printer<'_> {
         let _ = writeln!(
             out,
             "                pk_rt->ukernel_direct(pk_kb, &{}[{}], {lda}, pk_mb - pk_ic - pk_ir, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);",
-            self.p.buffer(*buf).name,
+            self.p.buffer(buf).name,
             bare(aff(&index, Lang::C))
         );
         out

@@ -375,12 +375,8 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
 /// printer's `direct_call`: the factor from its load at row `pk_m0 + pk_ic +
 /// pk_ir` and the K block's first point, its row stride, the valid rows.
 fn direct_call(p: &Program, c: &Contraction, rt: &str) -> String {
-    let (e, axes, _) = c.factor(packed::Side::A);
-    let (Expr::Load { buf, index, .. }, &[row]) = (e, axes) else {
-        unreachable!("packed::direct admits an f32 load with one row loop")
-    };
-    let lda = index.var_coeffs().find(|&(v, _)| v as usize == row).map(|(_, c)| dim(c, Lang::Rust));
-    let lda = lda.expect("packed::direct admits a load that reads its row loop");
+    let (buf, index, row) = c.direct_a().expect("called for an `a` read in place");
+    let lda = dim(index.coeff(row as u32).expect("packed::direct admits a load that reads its row loop"), Lang::Rust);
     let mut out = format!("                        let i{row}: i64 = pk_m0 + pk_ic + pk_ir;\n");
     for j in 0..c.k_loops.len() {
         let at = if j == 0 { "pk_ko" } else { "0" };
@@ -389,7 +385,7 @@ fn direct_call(p: &Program, c: &Contraction, rt: &str) -> String {
     let _ = writeln!(
         out,
         "                        {rt}::ukernel_direct(pk_kb as usize, &{}[{} as usize..], ({lda}) as usize, (pk_mb - pk_ic - pk_ir).min({MR}) as usize, &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);",
-        p.buffer(*buf).name,
+        p.buffer(buf).name,
         paren(aff(index, Lang::Rust))
     );
     out

@@ -147,30 +147,33 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
     // contraction reads another one's sum (an attention's output).
     let consumers = g.consumers();
     let reader_of = |v: NodeId| consumers[v.index()].iter().copied().find(|c| live[c.index()]);
-    let mut after_contraction = vec![false; n];
-    let mut from_input = vec![false; n];
-    for id in g.ids().filter(|_| rules.store_operands) {
-        let node = g.node(id);
-        after_contraction[id.index()] =
-            index_book::contraction::is_contraction(g, id) || node.src.iter().any(|s| after_contraction[s.index()]);
-        from_input[id.index()] = matches!(node.op, Op::Input { .. }) || node.src.iter().any(|s| from_input[s.index()]);
-    }
-    for id in g.ids().filter(|_| rules.store_operands) {
-        let i = id.index();
-        if !live[i] || materialised[i] || is_output[i] || readers[i] != 1 || widens(g, id) {
-            continue;
+    if rules.store_operands {
+        let mut after_contraction = vec![false; n];
+        let mut from_input = vec![false; n];
+        for id in g.ids() {
+            let node = g.node(id);
+            after_contraction[id.index()] =
+                index_book::contraction::is_contraction(g, id) || node.src.iter().any(|s| after_contraction[s.index()]);
+            from_input[id.index()] =
+                matches!(node.op, Op::Input { .. }) || node.src.iter().any(|s| from_input[s.index()]);
         }
-        let Some(read) = broadcast_read(g, id, &reader_of) else { continue };
-        let reader = g.node(read.reader);
-        let product = reader.op == Op::Binary(BinaryOp::Mul)
-            && reader_of(read.reader).is_some_and(|s| matches!(g.node(s).op, Op::Reduce { op: ReduceOp::Sum, .. }));
-        let epilogue_add = reader.op == Op::Binary(BinaryOp::Add)
-            && reader.src.iter().any(|&s| s != read.last && after_contraction[s.index()]);
-        let op = &g.node(id).op;
-        if (op.is_elementwise() || matches!(op, Op::Reduce { .. })) && product {
-            materialised[read.before.index()] = true;
-        } else if op.is_elementwise() && epilogue_add && from_input[i] {
-            materialised[i] = true;
+        for id in g.ids() {
+            let i = id.index();
+            if !live[i] || materialised[i] || is_output[i] || readers[i] != 1 || widens(g, id) {
+                continue;
+            }
+            let Some(read) = broadcast_read(g, id, &reader_of) else { continue };
+            let reader = g.node(read.reader);
+            let product = reader.op == Op::Binary(BinaryOp::Mul)
+                && reader_of(read.reader).is_some_and(|s| matches!(g.node(s).op, Op::Reduce { op: ReduceOp::Sum, .. }));
+            let epilogue_add = reader.op == Op::Binary(BinaryOp::Add)
+                && reader.src.iter().any(|&s| s != read.last && after_contraction[s.index()]);
+            let op = &g.node(id).op;
+            if (op.is_elementwise() || matches!(op, Op::Reduce { .. })) && product {
+                materialised[read.before.index()] = true;
+            } else if op.is_elementwise() && epilogue_add && from_input[i] {
+                materialised[i] = true;
+            }
         }
     }
     // Inlined element-wise chains stay at most MAX_INLINE_DEPTH deep.

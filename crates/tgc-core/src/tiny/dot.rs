@@ -10,7 +10,7 @@
 //! `out<k>` nodes. A node a region inlines into several regions (a cheap
 //! movement recomputed by each reader) is drawn in the first of them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use super::graph::{Graph, NodeId};
@@ -36,14 +36,14 @@ pub fn dump(g: &Graph) -> String {
 /// dot_regions` stage; see the module doc).
 pub fn dump_regions(g: &Graph, rs: &Regions) -> String {
     let mut region_of: HashMap<NodeId, usize> = HashMap::new();
-    let mut stored: HashMap<NodeId, ()> = HashMap::new();
+    let mut stored: HashSet<NodeId> = HashSet::new();
     for (r, region) in rs.regions.iter().enumerate() {
         for l in &region.body {
             region_of.entry(l.node).or_insert(r);
         }
         for o in &region.outputs {
             region_of.entry(o.node).or_insert(r);
-            stored.insert(o.node, ());
+            stored.insert(o.node);
         }
     }
     let mut s = header(g);
@@ -55,7 +55,7 @@ pub fn dump_regions(g: &Graph, rs: &Regions) -> String {
             PALETTE[r % PALETTE.len()]
         );
         for id in g.ids().filter(|id| region_of.get(id) == Some(&r)) {
-            let extra = if stored.contains_key(&id) { ", peripheries=2" } else { "" };
+            let extra = if stored.contains(&id) { ", peripheries=2" } else { "" };
             let _ = writeln!(s, "    {}", node(g, id, extra));
         }
         s.push_str("  }\n");
