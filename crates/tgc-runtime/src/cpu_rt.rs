@@ -40,10 +40,11 @@ use std::sync::OnceLock;
 /// Rows of the micro-kernel's register tile.
 pub const MR: usize = 6;
 /// Columns of the micro-kernel's register tile: two 16-lane AVX-512
-/// vectors. Measured on an AVX-512 Xeon (`bench_cpu --only gemm`, one
-/// thread, 2026-11-27): the `6 × 32` AVX-512 tile ran about twice as fast as
-/// the `6 × 16` AVX one; with sixteen columns an AVX-512 tile has six
-/// accumulators, too few to hide the adds' latency.
+/// vectors. Measured on an AVX-512 Xeon, one thread, 2026-11-27, the tile
+/// alone in a loop (`kc` 128, intrinsics in C): about 68 GFLOP/s for
+/// `6 × 32` with AVX-512 against 33 for the `6 × 16` AVX tile and 36–46 for
+/// a `6 × 16` AVX-512 one (six accumulators, too few to hide the adds'
+/// latency); `bench_cpu --only gemm` at 1024³ went from 42.5 to 30.1 ms.
 pub const NR: usize = 32;
 
 /// The columns one half-tile of the AVX and portable variants covers.

@@ -29,10 +29,12 @@ use super::packed;
 /// Partial accumulators of a split reduction, and the chunk of an
 /// element-wise kernel's innermost loop: two 16-wide AVX-512 vectors, four
 /// 8-wide AVX vectors. With eight, an AVX-512 clone had one vector chain
-/// per reduction and vectorised element-wise chunks at half its width:
-/// `bench_cpu --only softmax` (4096×1024, one thread, Xeon with AVX-512)
-/// went from 9.9 to 6.8 ms with 32 lanes and the AVX-512 clone, against
-/// 8.8 ms for the clone alone (2026-11-27, `emit::c`'s `TGC_CLONES`).
+/// per reduction and vectorised element-wise chunks at half its width.
+/// Measured on a Xeon with AVX-512, one thread, 2026-11-27, on the row
+/// kernel `bench_cpu`'s softmax (4096×1024) generates, called alone (best
+/// of 15): 9.9 ms with the AVX2 clone and 8 lanes, 8.8 with an AVX-512
+/// clone, 6.8 with that clone and 32 lanes (`emit::c`'s `TGC_CLONES`);
+/// `bench_cpu --only softmax` itself went from 10.96 to 6.42 ms.
 pub const LANES: usize = 32;
 
 /// Sets [`Kernel::lanes`](super::loop_ir::Kernel::lanes) of every kernel of `p`: [`LANES`] for a
