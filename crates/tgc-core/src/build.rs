@@ -370,9 +370,10 @@ impl Kernels {
             // Generated code: unused loop variables and parameters are normal.
             .warnings(false)
             .extra_warnings(false);
-        // As in `tgc_runtime::cpu`: no FMA contraction, so results match the
-        // reference interpreter; no FP exception flags or errno, so the
-        // vectoriser can work.
+        // As in `tgc_runtime::cpu`: no FMA contraction by the compiler (the
+        // kernels' own `fmaf` are the only fused operations), so every clone
+        // and both printers give the same bits; no FP exception flags or
+        // errno, so the vectoriser can work.
         for flag in tgc_runtime::cpu::VALUE_CFLAGS {
             build.flag_if_supported(flag);
         }

@@ -47,8 +47,9 @@ use crate::{Error, Result};
 /// The C compiler flags that decide how generated kernels compute, for
 /// every compile of them (this module's, the build helper's, the tests'):
 /// `-ffp-contract=off` keeps the compiler from fusing `a*b+c` into an FMA,
-/// so results match the reference interpreter (generated code calls `fmaf`
-/// where it wants a fused operation); `-fno-trapping-math` and
+/// so a kernel gives the same bits in every clone and as its Rust print
+/// (generated code calls `fmaf` where it wants a fused operation: the
+/// steps of a contraction, `tgc_core::cpu::packed::fused_factors`); `-fno-trapping-math` and
 /// `-fno-math-errno` say that no kernel reads the floating-point exception
 /// flags or `errno`, which lets the vectoriser turn the branch-free
 /// selects of `tgc_exp2f` and the clamps into vector blends and inline

@@ -20,18 +20,23 @@
 //! **The micro-kernel** (the BLIS micro-kernel, Van Zee & van de Geijn,
 //! "BLIS: A Framework for Rapidly Instantiating BLAS Functionality", ACM
 //! TOMS 41(3), 2015, §3): `C[MR×NR] = C + A·B` over `kc` steps from packed
-//! panels, the `MR × NR` accumulators in vector registers. Each product is
-//! rounded, then added (no fused multiply-add), and `k` runs in order, so a
-//! contraction computed by it gives the bits of the plain loop nest
-//! `acc = acc + a·b` that the C printer prints with `-ffp-contract=off`
-//! (the printers' invariant, `tgc_core::cpu::loop_ir`). On AMD Zen (the
-//! first measured target, Zen 3) multiplies and adds issue to separate
-//! pipes, two of each per cycle, so this peaks at the FMA rate. The variant
-//! is chosen once at run time (`is_x86_feature_detected!`): AVX-512F (the
-//! whole `MR × NR` tile in twelve `zmm` accumulators), AVX (the tile as two
-//! `MR × 16` halves in twelve `ymm` each), else the portable loop
-//! (auto-vectorised: SSE2, NEON), in the same halves. Every variant gives
-//! the same bits.
+//! panels, the `MR × NR` accumulators in vector registers. Each step is one
+//! fused multiply-add, `acc = fma(a, b, acc)` (one rounding), and `k` runs
+//! in order, so a contraction computed by it gives the bits of the plain
+//! loop nest that both printers print for it (`fmaf` in C, `mul_add` in
+//! Rust: `tgc_core::cpu::packed::fused_sum`, the printers' invariant of
+//! `tgc_core::cpu::loop_ir`). An FMA is one instruction where a multiply
+//! and an add are two: on the AVX-512 Xeon of the benchmarks,
+//! `bench_cpu --only gemm` at 1024³ on one thread took 30–46 ms in the runs
+//! of 2026-11-27 with a multiply and an add per step, and 19.7 ms with the
+//! FMA the same day (NumPy: 22.6 ms in that run). The variant is chosen
+//! once at run time (`is_x86_feature_detected!`): AVX-512F (the whole
+//! `MR × NR` tile in twelve `zmm` accumulators), AVX with FMA (the tile as
+//! two `MR × 16` halves in twelve `ymm` each), else the portable loop over
+//! `f32::mul_add` (fused on every target: an instruction where the target
+//! has one — aarch64 always —, else the C library's correctly rounded
+//! `fmaf`, slow but exact), in the same halves. Every variant gives the
+//! same bits.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -278,8 +283,9 @@ pub fn exp2(x: f32) -> f32 {
 }
 
 /// `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + Σ_p a[p*MR + i]·b[p*NR + j]`
-/// for `i < MR`, `j < NR`, `p` from 0 to `kc - 1` in order, each product
-/// rounded before it is added: `a` and `b` are packed panels. Only the
+/// for `i < MR`, `j < NR`, `p` from 0 to `kc - 1` in order, each step one
+/// fused multiply-add (`acc = fma(a, b, acc)`, one rounding): `a` and `b`
+/// are packed panels. Only the
 /// columns `j < cols` are needed: a variant may skip whole vectors past
 /// them (the AVX-512 one computes 16 columns when `cols ≤ 16`), leaving
 /// those columns of `c` as they were.
@@ -393,8 +399,8 @@ fn best() -> Kernel {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 return ukernel_avx512 as Kernel;
             }
-            if std::arch::is_x86_feature_detected!("avx") {
-                return ukernel_avx as Kernel;
+            if std::arch::is_x86_feature_detected!("fma") {
+                return ukernel_fma as Kernel;
             }
         }
         ukernel_portable as Kernel
@@ -402,8 +408,9 @@ fn best() -> Kernel {
 }
 
 /// The portable micro-kernel: columns `j0..j0 + HALF` for both halves, the
-/// accumulators in an array the compiler keeps in vector registers (SSE2
-/// on x86-64, NEON on aarch64).
+/// accumulators in an array, each step `f32::mul_add` (NEON's `fmla` on
+/// aarch64, which the compiler vectorises; a call of the C library's
+/// `fmaf` on an x86-64 without FMA).
 ///
 /// # Safety
 /// Row `i` of `a` holds `kc` values at `rows[i] + p·step`; `b` and `c` as
@@ -424,7 +431,7 @@ unsafe fn ukernel_portable(t: &Tile) {
             for i in 0..MR {
                 let ai = unsafe { *rows[i].add(p * step) };
                 for j in 0..HALF {
-                    acc[i][j] += ai * bp[j];
+                    acc[i][j] = ai.mul_add(bp[j], acc[i][j]);
                 }
             }
         }
@@ -435,15 +442,15 @@ unsafe fn ukernel_portable(t: &Tile) {
     }
 }
 
-/// The AVX micro-kernel, one `MR × 16` half of the tile at a time: 12
+/// The AVX micro-kernel with FMA, one `MR × 16` half of the tile at a time: 12
 /// accumulators of 8 lanes (6 rows × 2 vectors), one broadcast of `a` and
 /// two vectors of `b` per step — 15 of the 16 `ymm` registers.
 ///
 /// # Safety
-/// As [`ukernel_portable`], on a CPU with AVX.
+/// As [`ukernel_portable`], on a CPU with AVX and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn ukernel_avx(t: &Tile) {
+#[target_feature(enable = "avx,fma")]
+unsafe fn ukernel_fma(t: &Tile) {
     let Tile { kc, rows, step, b, c, ldc, halves, accumulate } = *t;
     use std::arch::x86_64::*;
     // SAFETY (whole body): the pointer ranges of the function's contract.
@@ -463,8 +470,8 @@ unsafe fn ukernel_avx(t: &Tile) {
                 for (row, ai) in acc.iter_mut().zip(a.iter_mut()) {
                     let av = _mm256_broadcast_ss(&**ai);
                     *ai = ai.wrapping_add(step);
-                    row[0] = _mm256_add_ps(row[0], _mm256_mul_ps(av, b0));
-                    row[1] = _mm256_add_ps(row[1], _mm256_mul_ps(av, b1));
+                    row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm256_fmadd_ps(av, b1, row[1]);
                 }
             }
             for (i, row) in acc.iter().enumerate() {
@@ -532,7 +539,7 @@ unsafe fn ukernel_avx512_v<const V: usize>(t: &Tile) {
                 let av = _mm512_set1_ps(**ai);
                 *ai = ai.wrapping_add(step);
                 for (x, bx) in row.iter_mut().zip(&bv) {
-                    *x = _mm512_add_ps(*x, _mm512_mul_ps(av, *bx));
+                    *x = _mm512_fmadd_ps(av, *bx, *x);
                 }
             }
         }
@@ -578,7 +585,7 @@ mod tests {
         assert!(exp2(f32::NAN).is_nan());
     }
 
-    /// The plain nest `acc = acc + a·b` in `k` order, the bits the
+    /// The plain nest `acc = fma(a, b, acc)` in `k` order, the bits the
     /// micro-kernel promises.
     fn naive(kc: usize, a: &[f32], b: &[f32], c0: &[f32], ldc: usize, accumulate: bool) -> Vec<f32> {
         let mut c = c0.to_vec();
@@ -586,7 +593,7 @@ mod tests {
             for j in 0..NR {
                 let mut acc = if accumulate { c[i * ldc + j] } else { 0.0 };
                 for p in 0..kc {
-                    acc += a[p * MR + i] * b[p * NR + j];
+                    acc = a[p * MR + i].mul_add(b[p * NR + j], acc);
                 }
                 c[i * ldc + j] = acc;
             }
@@ -642,8 +649,8 @@ mod tests {
                 let mut variants: Vec<(&str, Kernel)> = vec![("portable", ukernel_portable)];
                 #[cfg(target_arch = "x86_64")]
                 {
-                    if std::arch::is_x86_feature_detected!("avx") {
-                        variants.push(("avx", ukernel_avx));
+                    if std::arch::is_x86_feature_detected!("fma") {
+                        variants.push(("fma", ukernel_fma));
                     }
                     if std::arch::is_x86_feature_detected!("avx512f") {
                         variants.push(("avx512", ukernel_avx512));

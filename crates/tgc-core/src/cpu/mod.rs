@@ -8,7 +8,8 @@
 //! producer reduction re-run at each read of it); a contraction kernel is
 //! printed on the packed template instead ([`packed`]: BLIS-style panels,
 //! the runtime's micro-kernel, tiles on its thread pool), which computes
-//! the same bits; any other reduction folds into split accumulators
+//! the same bits (each step a fused multiply-add in the nest's order,
+//! [`packed::fused_factors`]); any other reduction folds into split accumulators
 //! ([`lanes`]); consecutive plain kernels over the same rows run row by
 //! row, their temporaries held one row at a time ([`rows`]).
 

@@ -257,6 +257,22 @@ fn product(value: &Expr) -> Option<(&Expr, &Expr)> {
     }
 }
 
+/// The factors `(x, y)` of the sum `id` of `k` (`None`: the kernel's own
+/// reduction, else the `Reduce` computed at its reads with that id) when
+/// it is the sum of products the packed template computes, packed or not
+/// (a kernel with strips keeps its plain nest). Each step of that sum is
+/// one fused multiply-add, `acc = fma(x, y, acc)`, rounded once: the
+/// micro-kernel's rule (`tgc_runtime::cpu_rt`), which both printers print
+/// (`fmaf` in C, `mul_add` in Rust), so a packed kernel and its plain nest
+/// give the same bits. Every other sum adds rounded values.
+pub fn fused_factors<'e>(k: &Kernel, id: Option<u32>, value: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
+    let pk = analyze(k, CacheModel::default().blocks())?;
+    if contraction(k, pk.pooled)?.id != id {
+        return None;
+    }
+    product(value)
+}
+
 /// The packed form of `k`, if it has one: a float `SUM` of a product whose
 /// factors each read a loop the other does not — the kernel's reduction
 /// (nothing computed at its reads), or else the one reduction computed at

@@ -151,6 +151,7 @@ const C_RESERVED: &[&str] = &[
     "exp2f",
     "log2f",
     "sqrtf",
+    "fmaf",
     "fmaxf",
     "fminf",
     "NAN",
@@ -431,6 +432,19 @@ impl Printer<'_> {
             (BinaryOp::Fdiv, _) => infix("/"),
             (BinaryOp::Max, _) => self.call("tgc_max_f32", &[a, b]),
             (BinaryOp::Min, _) => self.call("tgc_min_f32", &[a, b]),
+        }
+    }
+
+    /// The new value of the accumulator `acc` of `k`'s sum `id` (as for
+    /// [`packed::fused_factors`]) after one more `value`: one `fmaf` for the
+    /// packed template's sums of products, else `op`.
+    fn update(&mut self, k: &Kernel, id: Option<u32>, op: ReduceOp, acc: String, value: &Expr, dt: DType) -> String {
+        match packed::fused_factors(k, id, value) {
+            Some((x, y)) => format!("fmaf({}, {}, {acc})", self.expr(x), self.expr(y)),
+            None => {
+                let x = self.expr(value);
+                self.binary(update_op(op), acc, x, dt)
+            }
         }
     }
 
@@ -1044,16 +1058,14 @@ impl Printer<'_> {
                 for (j, d) in loops.iter().enumerate() {
                     open(s, &mut depth, *first as usize + j, d);
                 }
-                let x = self.expr(value);
-                let update = self.binary(update_op(*op), format!("acc{id}"), x, *dtype);
+                let update = self.update(k, Some(*id), *op, format!("acc{id}"), value, *dtype);
                 let _ = writeln!(s, "{:w$}acc{id} = {update};", "", w = depth * 4);
                 while depth > outer {
                     depth -= 1;
                     let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
                 }
             }
-            let x = self.expr(&r.value);
-            let update = self.binary(update_op(r.op), "acc".into(), x, r.dtype);
+            let update = self.update(k, None, r.op, "acc".into(), &r.value, r.dtype);
             let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
             while depth > body_depth {
                 depth -= 1;
@@ -1272,8 +1284,12 @@ fn update_op(op: ReduceOp) -> BinaryOp {
 /// AVX2 and for the baseline, and the dynamic loader picks one for the CPU
 /// once (an ifunc), so a library built on one machine is still fast and
 /// still runs on another. All clones compute the same bits: no FMA
-/// contraction (`tgc_runtime::cpu::VALUE_CFLAGS`), no reassociation; only
-/// the vector width differs. Elsewhere it is empty.
+/// contraction by the compiler (`tgc_runtime::cpu::VALUE_CFLAGS`), no
+/// reassociation, and the contractions' explicit `fmaf` is correctly
+/// rounded in each (an instruction in the AVX-512 clone, the C library's
+/// call in the others: only a contraction with strips, which the packed
+/// template does not take, prints one); only the vector width differs.
+/// Elsewhere it is empty.
 const CLONES: &str = "/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
 #define TGC_CLONES __attribute__((target_clones(\"avx512f\", \"avx2\", \"default\")))

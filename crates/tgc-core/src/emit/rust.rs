@@ -187,6 +187,16 @@ fn binary(op: BinaryOp, a: String, b: String, dt: DType) -> String {
     }
 }
 
+/// The new value of the accumulator `acc` of `k`'s sum `id` (as for
+/// [`packed::fused_factors`]) after one more `value`: one `mul_add` for the
+/// packed template's sums of products, else `op`.
+fn update(p: &Program, k: &Kernel, id: Option<u32>, op: ReduceOp, acc: String, value: &Expr, dt: DType) -> String {
+    match packed::fused_factors(k, id, value) {
+        Some((x, y)) => format!("{}.mul_add({}, {acc})", expr(p, x), expr(p, y)),
+        None => binary(update_op(op), acc, expr(p, value), dt),
+    }
+}
+
 /// An expression. Every printed expression is a primary or postfix
 /// expression (names, literals, calls, method calls, indexing) or wrapped in
 /// parentheses, so it is safe as an operand and as a method receiver.
@@ -560,14 +570,14 @@ fn point(s: &mut String, p: &Program, k: &Kernel, depth: usize) {
             for (j, d) in loops.iter().enumerate() {
                 open(s, &mut depth, *first as usize + j, d);
             }
-            let update = binary(update_op(*op), format!("acc{id}"), expr(p, value), *dtype);
+            let update = update(p, k, Some(*id), *op, format!("acc{id}"), value, *dtype);
             let _ = writeln!(s, "{:w$}acc{id} = {update};", "", w = depth * 4);
             while depth > outer {
                 depth -= 1;
                 let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
             }
         }
-        let update = binary(update_op(r.op), "acc".into(), expr(p, &r.value), r.dtype);
+        let update = update(p, k, None, r.op, "acc".into(), &r.value, r.dtype);
         let _ = writeln!(s, "{:w$}acc = {update};", "", w = depth * 4);
         while depth > body_depth {
             depth -= 1;
