@@ -961,3 +961,50 @@ fn row_groups_match_the_interpreter_across_parts() {
         }
     }
 }
+
+/// The graph-layer ops of `004` §4 — `sign`, `clamp`, `pow` (a constant
+/// integer exponent and the general form), `batch_norm`, `instance_norm` —
+/// in C and Rust against the interpreter, at symbolic sizes: odd ones and
+/// ones; an empty extent is refused (status 2), as the interpreter refuses
+/// it (every size is at least 1).
+#[test]
+fn graph_layer_ops_in_c_and_rust() {
+    let src = "graph<N, C, H, W> ops(x: f32[N, C, H, W], e: f32[N, C, H, W], s: f32[C], b: f32[C], m: f32[C], v: f32[C]) -> (a: f32[N, C, H, W], y: f32[N, C, H, W], p: f32[N, C, H, W], q: f32[N, C, H, W], n: f32[N, C, H, W]) {
+        a = sign(x) + clamp(x, min=-0.5, max=0.25) + clamp(x, max=0)
+        y = pow(x, 3) - pow(x, -2) + pow(x, 0)
+        p = pow(x, e)
+        q = batch_norm(x, s, b, m, abs(v) + 0.1, eps=1e-3)
+        n = instance_norm(x, s, b)
+        return a, y, p, q, n
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    for (k, dims) in [[2, 3, 5, 7], [1, 1, 1, 1], [3, 2, 0, 4], [1, 4, 9, 2]].into_iter().enumerate() {
+        let [n, c, h, w] = dims.map(|d| d as usize);
+        let all = n * c * h * w;
+        // `x` has negative values, zeros and exact integers (`pow`'s cases).
+        let mut x = data(91 + k as u64, all, -2.0, 2.0, DType::F32);
+        for (i, v) in x.iter_mut().enumerate() {
+            if i % 5 == 0 {
+                *v = (i % 7) as f64 - 3.0;
+            }
+        }
+        let mut e = data(92 + k as u64, all, -3.0, 3.0, DType::F32);
+        for (i, v) in e.iter_mut().enumerate() {
+            if i % 3 == 0 {
+                *v = (i % 5) as f64 - 2.0;
+            }
+        }
+        let ins = [
+            x,
+            e,
+            data(93, c, 0.5, 1.5, DType::F32),
+            data(94, c, -0.5, 0.5, DType::F32),
+            data(95, c, -1.0, 1.0, DType::F32),
+            data(96, c, 0.0, 2.0, DType::F32),
+        ];
+        let (cr, rr) = lib.run(&ins, &dims.map(|d| d as i64));
+        let refused = if all == 0 { 2 } else { 0 };
+        assert_eq!((cr.rc, rr.rc), (refused, refused), "dims {dims:?}");
+    }
+}

@@ -146,11 +146,12 @@ pub enum UnaryFn {
     Abs,
     Neg,
     Erf,
+    Sign,
 }
 
 impl UnaryFn {
     /// Every unary function, for name lookup.
-    pub const ALL: [UnaryFn; 16] = [
+    pub const ALL: [UnaryFn; 17] = [
         UnaryFn::Relu,
         UnaryFn::Gelu,
         UnaryFn::GeluTanh,
@@ -167,6 +168,7 @@ impl UnaryFn {
         UnaryFn::Abs,
         UnaryFn::Neg,
         UnaryFn::Erf,
+        UnaryFn::Sign,
     ];
 
     /// The DSL call name.
@@ -188,6 +190,7 @@ impl UnaryFn {
             UnaryFn::Abs => "abs",
             UnaryFn::Neg => "neg",
             UnaryFn::Erf => "erf",
+            UnaryFn::Sign => "sign",
         }
     }
 }
@@ -207,6 +210,8 @@ pub enum BinaryFn {
     Ge,
     Eq,
     Ne,
+    /// `pow(a, b)`: `a` to the power `b`.
+    Pow,
 }
 
 impl BinaryFn {
@@ -225,6 +230,7 @@ impl BinaryFn {
             BinaryFn::Ge => "ge",
             BinaryFn::Eq => "eq",
             BinaryFn::Ne => "ne",
+            BinaryFn::Pow => "pow",
         }
     }
 
@@ -342,6 +348,21 @@ pub enum FOp {
     LogSoftmax {
         axis: i64,
     },
+    /// `x` limited to `[min, max]`; at least one bound is given.
+    Clamp {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    /// Inference batch normalisation over axis 1; operands `x, scale, bias,
+    /// mean, var`.
+    BatchNorm {
+        eps: f64,
+    },
+    /// Instance normalisation (each `(n, c)` over the spatial axes);
+    /// operands `x, scale, bias`.
+    InstanceNorm {
+        eps: f64,
+    },
     /// Normalises over `axes`; operands `x, gamma, beta`.
     LayerNorm {
         axes: Vec<i64>,
@@ -402,6 +423,9 @@ impl FOp {
             FOp::AvgPool2d { .. } => "avgpool2d".into(),
             FOp::Softmax { .. } => "softmax".into(),
             FOp::LogSoftmax { .. } => "log_softmax".into(),
+            FOp::Clamp { .. } => "clamp".into(),
+            FOp::BatchNorm { .. } => "batch_norm".into(),
+            FOp::InstanceNorm { .. } => "instance_norm".into(),
             FOp::LayerNorm { .. } => "layernorm".into(),
             FOp::Attention { .. } => "attention".into(),
             FOp::Call { name, .. } => format!("call {name}"),
@@ -455,6 +479,11 @@ impl FOp {
                 format!(" kernel={}{} count_include_pad={count_include_pad}", dims(kernel), window(w))
             }
             FOp::Softmax { axis } | FOp::LogSoftmax { axis } => format!(" axis={axis}"),
+            FOp::Clamp { min, max } => {
+                let bound = |k: &str, v: &Option<f64>| v.map(|v| format!(" {k}={v:?}")).unwrap_or_default();
+                format!("{}{}", bound("min", min), bound("max", max))
+            }
+            FOp::BatchNorm { eps } | FOp::InstanceNorm { eps } => format!(" eps={eps:?}"),
             FOp::LayerNorm { axes, eps } => format!(" axes={} eps={eps:?}", ints(axes)),
             FOp::Attention { mask, causal, scale } => {
                 let mut s = format!(" mask={mask} causal={causal}");

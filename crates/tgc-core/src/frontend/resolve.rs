@@ -57,7 +57,10 @@ fn builtin_sig(name: &str) -> Option<(&'static [&'static str], usize)> {
         return Some((&["x"], 1));
     }
     Some(match name {
-        "maximum" | "minimum" | "matmul" => (&["a", "b"], 2),
+        "maximum" | "minimum" | "matmul" | "pow" => (&["a", "b"], 2),
+        "clamp" => (&["x", "min", "max"], 1),
+        "batch_norm" => (&["x", "scale", "bias", "mean", "var", "eps"], 5),
+        "instance_norm" => (&["x", "scale", "bias", "eps"], 3),
         "where" => (&["cond", "a", "b"], 3),
         "cast" => (&["x", "dtype"], 2),
         "sum" | "max" | "min" | "mean" => (&["x", "axes", "keepdim", "acc"], 1),
@@ -79,12 +82,16 @@ fn builtin_sig(name: &str) -> Option<(&'static [&'static str], usize)> {
 }
 
 /// Every builtin op name (for suggestions).
-fn builtin_names() -> Vec<&'static str> {
+pub(crate) fn builtin_names() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = UnaryFn::ALL.iter().map(|u| u.name()).collect();
     v.extend([
         "maximum",
         "minimum",
         "matmul",
+        "pow",
+        "clamp",
+        "batch_norm",
+        "instance_norm",
         "where",
         "cast",
         "sum",
@@ -415,7 +422,8 @@ impl Resolver<'_> {
             );
         }
         let s = self.bind(callee, names, required, args, kwargs)?;
-        let (op, tensors) = self.builtin(&callee.name, &s)?;
+        let (op, tensors) =
+            self.builtin(&callee.name, &s).map_err(|d| if d.span.is_none() { d.at(span) } else { d })?;
         let mut ops = Vec::new();
         for e in tensors.into_iter().flatten() {
             ops.push(self.tensor(e)?);
@@ -449,6 +457,22 @@ impl Resolver<'_> {
             "maximum" => return Ok((FOp::Binary(BinaryFn::Maximum), vec![s[0], s[1]])),
             "minimum" => return Ok((FOp::Binary(BinaryFn::Minimum), vec![s[0], s[1]])),
             "matmul" => return Ok((FOp::Matmul, vec![s[0], s[1]])),
+            "pow" => return Ok((FOp::Binary(BinaryFn::Pow), vec![s[0], s[1]])),
+            "clamp" => {
+                let (min, max) = (s[1].map(|e| self.float(e)).transpose()?, s[2].map(|e| self.float(e)).transpose()?);
+                if min.is_none() && max.is_none() {
+                    return Err(diag!(ArityMismatch, "`clamp` needs `min=`, `max=` or both"));
+                }
+                FOp::Clamp { min, max }
+            }
+            "batch_norm" => {
+                let eps = s[5].map(|e| self.float(e)).transpose()?.unwrap_or(1e-5);
+                return Ok((FOp::BatchNorm { eps }, vec![s[0], s[1], s[2], s[3], s[4]]));
+            }
+            "instance_norm" => {
+                let eps = s[3].map(|e| self.float(e)).transpose()?.unwrap_or(1e-5);
+                return Ok((FOp::InstanceNorm { eps }, vec![s[0], s[1], s[2]]));
+            }
             "where" => return Ok((FOp::Where, vec![s[0], s[1], s[2]])),
             "cast" => FOp::Cast { to: self.dtype(req(s, 1)?)? },
             "sum" | "max" | "min" | "mean" => FOp::Reduce {

@@ -378,6 +378,9 @@ impl Lowerer<'_> {
             ),
             FOp::Softmax { axis } => nn::softmax(g, x, *axis),
             FOp::LogSoftmax { axis } => nn::log_softmax(g, x, *axis),
+            FOp::Clamp { min, max } => elementwise::clamp(g, x, *min, *max),
+            FOp::BatchNorm { eps } => nn::batch_norm(g, x, [more(0)?, more(1)?, more(2)?, more(3)?], *eps),
+            FOp::InstanceNorm { eps } => nn::instance_norm(g, x, more(0)?, more(1)?, *eps),
             FOp::LayerNorm { axes, eps } => nn::layernorm(g, x, more(0)?, more(1)?, axes, *eps),
             FOp::Attention { mask, causal, scale } => {
                 let m = if *mask { Some(more(2)?) } else { None };

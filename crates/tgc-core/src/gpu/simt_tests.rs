@@ -141,6 +141,24 @@ fn integers_bools_and_bf16() {
     check(&g, &[("R", 2), ("C", 37)], 1e-6);
 }
 
+/// The graph-layer ops of `004` §4 (`sign`, `clamp`, `pow`, `batch_norm`,
+/// `instance_norm`) in the emulator against the interpreter, at odd sizes
+/// and sizes of one.
+#[test]
+fn graph_layer_ops_emulate() {
+    let g = load(
+        "graph<N, C, H, W> ops(x: f32[N, C, H, W], e: f32[N, C, H, W], s: f32[C], b: f32[C], m: f32[C], v: f32[C]) -> (a: f32[N, C, H, W], y: f32[N, C, H, W], q: f32[N, C, H, W], n: f32[N, C, H, W]) {\n\
+         a = sign(x) + clamp(x, min=-0.5, max=0.25) + pow(abs(x) + 0.5, e)\n\
+         y = pow(x, 3) - pow(x, -2)\n\
+         q = batch_norm(x, s, b, m, abs(v) + 0.1, eps=1e-3)\n\
+         n = instance_norm(x, s, b)\n    return a, y, q, n\n}\n",
+    );
+    for dims in [[2, 3, 5, 7], [1, 2, 1, 3]] {
+        let named: Vec<(&str, i64)> = ["N", "C", "H", "W"].into_iter().zip(dims).collect();
+        check(&g, &named, 1e-4);
+    }
+}
+
 #[test]
 fn softmax_layernorm_sum_max_mean() {
     for (dt, tol) in [("f32", 2e-5), ("f16", 3e-3)] {

@@ -23,6 +23,9 @@ use super::{broadcast_shape, broadcast_to, cast_to, const_like, require_float, u
 /// Errors: `BroadcastMismatch`; `DTypeMismatch` for operands of different
 /// dtypes, `/` on integers, arithmetic on bools.
 pub fn binary(g: &mut Graph, f: BinaryFn, a: NodeId, b: NodeId) -> DResult<NodeId> {
+    if f == BinaryFn::Pow {
+        return pow(g, a, b);
+    }
     let shape = broadcast_shape(g, g.shape(a), g.shape(b))?;
     let a = broadcast_to(g, a, &shape)?;
     let b = broadcast_to(g, b, &shape)?;
@@ -47,7 +50,163 @@ pub fn binary(g: &mut Graph, f: BinaryFn, a: NodeId, b: NodeId) -> DResult<NodeI
             let eq = g.binary(BinaryOp::Cmpeq, a, b)?;
             not(g, eq)
         }
+        BinaryFn::Pow => pow(g, a, b),
     }
+}
+
+/// The largest exponent magnitude of a constant integer exponent that
+/// [`pow`] computes by repeated squaring.
+const POW_SQUARING_MAX: f64 = 64.0;
+
+/// `pow(a, b)`, `a` to the power `b`, broadcast together; float operands,
+/// f16/bf16 computed in f32.
+///
+/// A constant integer exponent `n` with `|n| ≤ 64` (`pow(x, 2)`) is exact
+/// arithmetic: `x^|n|` by repeated squaring (at most 11 `MUL`s), `RECIP` of
+/// it for `n < 0`, `1` for `n = 0`. Max error (f32): relative
+/// `(|n| + 1)·2^-24` where the result is a normal f32 (each squaring
+/// doubles the error of its operand).
+///
+/// Otherwise `EXP2(b · LOG2|a|)` with the special cases of C's `pow` (C11
+/// F.10.4.4): a negative `a` gives the sign `(-1)^b` when `b` is an integer
+/// and NaN otherwise; `b = 0` and `a = 1` give 1 even against a NaN. An
+/// integer is a value equal to its conversion to i32 and back, or of
+/// magnitude at least 2^24 (every such f32 is an even integer). Max error
+/// (f32): relative `(1.5·|b·log2 a| + 4)·2^-24` (the roundings of `LOG2`
+/// and of the product move the exponent), measured on `a` in [1e-3, 1e3],
+/// `b` in [-8, 8].
+///
+/// Errors: `DTypeMismatch` for a non-float operand or operands of different
+/// dtypes; `BroadcastMismatch`.
+pub fn pow(g: &mut Graph, a: NodeId, b: NodeId) -> DResult<NodeId> {
+    require_float(g, a, "pow")?;
+    require_float(g, b, "pow")?;
+    let shape = broadcast_shape(g, g.shape(a), g.shape(b))?;
+    let dt = g.dtype(a);
+    if g.dtype(b) != dt {
+        let msg = format!("pow of {dt} by {}: the operands need one dtype; cast one of them", g.dtype(b));
+        return Err(super::fail(g, crate::diag!(DTypeMismatch, "{msg}")));
+    }
+    let a = upcast(g, a)?;
+    let a = broadcast_to(g, a, &shape)?;
+    let constant = match g.node(b).op {
+        crate::tiny::Op::Const { value } => Some(value),
+        _ => None,
+    };
+    let y = match constant {
+        Some(n) if n.fract() == 0.0 && n.abs() <= POW_SQUARING_MAX => pow_int(g, a, n as i64)?,
+        _ => {
+            let b = upcast(g, b)?;
+            let b = broadcast_to(g, b, &shape)?;
+            pow_general(g, a, b)?
+        }
+    };
+    cast_to(g, y, dt)
+}
+
+/// `a^n` for an integer `n` by repeated squaring, exact but for the roundings
+/// of its products.
+fn pow_int(g: &mut Graph, a: NodeId, n: i64) -> DResult<NodeId> {
+    let (mut base, mut e, mut acc) = (a, n.unsigned_abs(), None);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = Some(match acc {
+                Some(p) => g.binary(BinaryOp::Mul, p, base)?,
+                None => base,
+            });
+        }
+        e >>= 1;
+        if e > 0 {
+            base = g.binary(BinaryOp::Mul, base, base)?;
+        }
+    }
+    match acc {
+        None => const_like(g, a, 1.0),
+        Some(p) if n < 0 => g.unary(UnaryOp::Recip, p),
+        Some(p) => Ok(p),
+    }
+}
+
+/// Whether each value of the f32 tensor `x` is an integer (see [`pow`]).
+fn is_integer(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
+    let i = g.cast(x, crate::DType::I32)?;
+    let back = g.cast(i, crate::DType::F32)?;
+    let same = g.binary(BinaryOp::Cmpeq, back, x)?;
+    let ax = abs(g, x)?;
+    let big = const_like(g, ax, 16_777_216.0)?;
+    let large = g.binary(BinaryOp::Cmplt, ax, big)?;
+    let large = not(g, large)?;
+    g.binary(BinaryOp::Max, same, large)
+}
+
+/// `pow(a, b)` of same-shaped f32 tensors through `EXP2(b · LOG2|a|)`.
+fn pow_general(g: &mut Graph, a: NodeId, b: NodeId) -> DResult<NodeId> {
+    let ax = abs(g, a)?;
+    let l = g.unary(UnaryOp::Log2, ax)?;
+    let p = g.binary(BinaryOp::Mul, b, l)?;
+    let m = g.unary(UnaryOp::Exp2, p)?;
+    // A negative base: (-1)^b for an integer b, NaN otherwise.
+    let b_int = is_integer(g, b)?;
+    let half = with_const(g, BinaryOp::Mul, b, 0.5)?;
+    let b_even = is_integer(g, half)?;
+    let neg_m = g.unary(UnaryOp::Neg, m)?;
+    let signed = g.where_(b_even, m, neg_m)?;
+    let nan = const_like(g, m, f64::NAN)?;
+    let negative = g.where_(b_int, signed, nan)?;
+    let zero = const_like(g, a, 0.0)?;
+    let below = g.binary(BinaryOp::Cmplt, a, zero)?;
+    let y = g.where_(below, negative, m)?;
+    // b = 0 or a = 1: exactly 1.
+    let one = const_like(g, a, 1.0)?;
+    let b_zero = with_const(g, BinaryOp::Cmpeq, b, 0.0)?;
+    let a_one = g.binary(BinaryOp::Cmpeq, a, one)?;
+    let unit = g.binary(BinaryOp::Max, b_zero, a_one)?;
+    g.where_(unit, one, y)
+}
+
+/// `clamp(x, min, max) = MIN(MAX(x, min), max)` with the bounds given; exact.
+/// NaN stays NaN (`MAX`/`MIN` propagate it); a `min` above `max` gives `max`
+/// everywhere, as PyTorch's `clamp`.
+///
+/// Errors: `DTypeMismatch` for a fractional bound of an integer `x` or a
+/// `bool` `x`.
+pub fn clamp(g: &mut Graph, x: NodeId, min: Option<f64>, max: Option<f64>) -> DResult<NodeId> {
+    let dt = g.dtype(x);
+    for v in [min, max].into_iter().flatten() {
+        if dt == crate::DType::Bool || (!dt.is_float() && v.fract() != 0.0) {
+            return Err(super::fail(g, crate::diag!(DTypeMismatch, "clamp bound {v} is not a value of {dt}")));
+        }
+    }
+    let mut y = x;
+    if let Some(lo) = min {
+        y = with_const(g, BinaryOp::Max, y, lo)?;
+    }
+    if let Some(hi) = max {
+        y = with_const(g, BinaryOp::Min, y, hi)?;
+    }
+    Ok(y)
+}
+
+/// `sign(x)`: -1, 0 or 1 in the dtype of `x`, as `CAST(0 < x) − CAST(x < 0)`;
+/// NaN stays NaN (`WHERE(x == x, …, x)`); exact, for floats and i32.
+///
+/// Errors: `DTypeMismatch` for a `bool` operand.
+pub fn sign(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
+    let dt = g.dtype(x);
+    if dt == crate::DType::Bool {
+        return Err(super::fail(g, crate::diag!(DTypeMismatch, "sign needs a number, got bool")));
+    }
+    let zero = const_like(g, x, 0.0)?;
+    let pos = g.binary(BinaryOp::Cmplt, zero, x)?;
+    let neg = g.binary(BinaryOp::Cmplt, x, zero)?;
+    let pos = g.cast(pos, dt)?;
+    let neg = g.cast(neg, dt)?;
+    let s = g.binary(BinaryOp::Sub, pos, neg)?;
+    if !dt.is_float() {
+        return Ok(s);
+    }
+    let number = g.binary(BinaryOp::Cmpeq, x, x)?;
+    g.where_(number, s, x)
 }
 
 /// Logical not of a bool tensor: `CMPEQ(c, false)`.
@@ -99,6 +258,7 @@ pub fn unary(g: &mut Graph, f: UnaryFn, x: NodeId) -> DResult<NodeId> {
         UnaryFn::Rsqrt => direct(UnaryOp::Rsqrt)(g),
         UnaryFn::Recip => direct(UnaryOp::Recip)(g),
         UnaryFn::Abs => abs(g, x),
+        UnaryFn::Sign => sign(g, x),
         _ => {
             require_float(g, x, f.name())?;
             let dt = g.dtype(x);

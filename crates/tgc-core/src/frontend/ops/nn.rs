@@ -98,28 +98,125 @@ pub fn layernorm(g: &mut Graph, x: NodeId, gamma: NodeId, beta: NodeId, axes: &[
     }
     let full = g.shape(x).to_vec();
     let ax = norm_axes(g, axes, full.len())?;
-    let dims: Vec<Dim> = ax.iter().map(|&k| full[k].clone()).collect();
-    let x = upcast(g, x)?;
-    let s = g.reduce(ReduceOp::Sum, x, &ax, DType::F32)?;
-    let mean = divide_by_count(g, s, &dims)?;
-    let mean = keep_dims(g, mean, &full, &ax)?;
-    let mean = broadcast_to(g, mean, &full)?;
-    let d = g.binary(BinaryOp::Sub, x, mean)?;
-    let d2 = g.binary(BinaryOp::Mul, d, d)?;
-    let v = g.reduce(ReduceOp::Sum, d2, &ax, DType::F32)?;
-    let var = divide_by_count(g, v, &dims)?;
-    let e = const_like(g, var, eps)?;
-    let ve = g.binary(BinaryOp::Add, var, e)?;
-    let r = g.unary(UnaryOp::Rsqrt, ve)?;
-    let r = keep_dims(g, r, &full, &ax)?;
-    let r = broadcast_to(g, r, &full)?;
-    let mut y = g.binary(BinaryOp::Mul, d, r)?;
+    let mut y = normalize(g, x, &ax, eps)?;
     let gm = upcast(g, gamma)?;
     let gm = broadcast_to(g, gm, &full)?;
     y = g.binary(BinaryOp::Mul, y, gm)?;
     let bt = upcast(g, beta)?;
     let bt = broadcast_to(g, bt, &full)?;
     y = g.binary(BinaryOp::Add, y, bt)?;
+    cast_to(g, y, dt)
+}
+
+/// `(x − mean) · RSQRT(var + eps)` over the axes `ax` of `x` (mean and
+/// biased variance of those axes), in f32: layernorm's and instance norm's
+/// common part.
+fn normalize(g: &mut Graph, x: NodeId, ax: &[usize], eps: f64) -> DResult<NodeId> {
+    let full = g.shape(x).to_vec();
+    let dims: Vec<Dim> = ax.iter().map(|&k| full[k].clone()).collect();
+    let x = upcast(g, x)?;
+    let s = g.reduce(ReduceOp::Sum, x, ax, DType::F32)?;
+    let mean = divide_by_count(g, s, &dims)?;
+    let mean = keep_dims(g, mean, &full, ax)?;
+    let mean = broadcast_to(g, mean, &full)?;
+    let d = g.binary(BinaryOp::Sub, x, mean)?;
+    let d2 = g.binary(BinaryOp::Mul, d, d)?;
+    let v = g.reduce(ReduceOp::Sum, d2, ax, DType::F32)?;
+    let var = divide_by_count(g, v, &dims)?;
+    let e = const_like(g, var, eps)?;
+    let ve = g.binary(BinaryOp::Add, var, e)?;
+    let r = g.unary(UnaryOp::Rsqrt, ve)?;
+    let r = keep_dims(g, r, &full, ax)?;
+    let r = broadcast_to(g, r, &full)?;
+    g.binary(BinaryOp::Mul, d, r)
+}
+
+/// A per-channel parameter `p` of shape `[C]` (`C` = axis 1 of `full`) as
+/// f32, broadcast over `full` (reshaped to `[C, 1, …, 1]`).
+fn per_channel(g: &mut Graph, op: &str, what: &str, p: NodeId, full: &[Dim], dt: DType) -> DResult<NodeId> {
+    if g.dtype(p) != dt {
+        return Err(fail(g, diag!(DTypeMismatch, "{op} {what} is {} but x is {dt}", g.dtype(p))));
+    }
+    if g.shape(p) != std::slice::from_ref(&full[1]) {
+        let got = crate::tiny::infer::fmt_shape(g.shape(p));
+        return Err(fail(
+            g,
+            diag!(AxisSizeMismatch, "{op} {what} has shape {got}, not [{}] (the channels of x)", full[1]),
+        ));
+    }
+    let p = upcast(g, p)?;
+    let shape: Vec<Dim> =
+        full.iter().skip(1).enumerate().map(|(k, d)| if k == 0 { d.clone() } else { Dim::int(1) }).collect();
+    let p = g.reshape(p, &shape)?;
+    broadcast_to(g, p, full)
+}
+
+/// The shape of `x` for a channel op: rank at least `min_rank`, NCHW-like.
+fn channel_shape(g: &Graph, x: NodeId, op: &str, min_rank: usize) -> DResult<Vec<Dim>> {
+    let full = g.shape(x).to_vec();
+    if full.len() < min_rank {
+        let got = crate::tiny::infer::fmt_shape(&full);
+        return Err(fail(
+            g,
+            diag!(AxisSizeMismatch, "{op} needs x of rank {min_rank} or more ([N, C, ...]), got {got}"),
+        ));
+    }
+    Ok(full)
+}
+
+/// `batch_norm(x, scale, bias, mean, var, eps)`, inference form (ONNX
+/// `BatchNormalization`, PyTorch `batch_norm` with `training=False`):
+/// `(x − mean) · RSQRT(var + eps) · scale + bias`, each parameter `[C]` over
+/// axis 1 of `x` (`[N, C, …]`), in f32; same shape and dtype as `x`.
+///
+/// Max error (f32): relative 3·2^-24 of each of the two terms (four
+/// roundings and the RSQRT's).
+///
+/// Errors: `DTypeMismatch` for a non-float `x` or a parameter of another
+/// dtype; `AxisSizeMismatch` for `x` of rank below 2 or a parameter not
+/// `[C]`.
+pub fn batch_norm(g: &mut Graph, x: NodeId, params: [NodeId; 4], eps: f64) -> DResult<NodeId> {
+    require_float(g, x, "batch_norm")?;
+    let dt = g.dtype(x);
+    let full = channel_shape(g, x, "batch_norm", 2)?;
+    let mut p = params;
+    for (slot, what) in p.iter_mut().zip(["scale", "bias", "mean", "var"]) {
+        *slot = per_channel(g, "batch_norm", what, *slot, &full, dt)?;
+    }
+    let [scale, bias, mean, var] = p;
+    let x = upcast(g, x)?;
+    let d = g.binary(BinaryOp::Sub, x, mean)?;
+    let e = const_like(g, d, eps)?;
+    let ve = g.binary(BinaryOp::Add, var, e)?;
+    let r = g.unary(UnaryOp::Rsqrt, ve)?;
+    let y = g.binary(BinaryOp::Mul, d, r)?;
+    let y = g.binary(BinaryOp::Mul, y, scale)?;
+    let y = g.binary(BinaryOp::Add, y, bias)?;
+    cast_to(g, y, dt)
+}
+
+/// `instance_norm(x, scale, bias, eps)` (ONNX `InstanceNormalization`,
+/// PyTorch `instance_norm` without running statistics): each `(n, c)`
+/// plane of `x` (`[N, C, …]`, rank 3 or more) normalised over its spatial
+/// axes as layernorm does (mean, biased variance, `RSQRT(var + eps)`), then
+/// `· scale + bias` with `[C]` parameters; in f32, same shape and dtype as
+/// `x`.
+///
+/// Max error (f32): as layernorm's over the spatial axes.
+///
+/// Errors: `DTypeMismatch` for a non-float `x` or a parameter of another
+/// dtype; `AxisSizeMismatch` for `x` of rank below 3 or a parameter not
+/// `[C]`.
+pub fn instance_norm(g: &mut Graph, x: NodeId, scale: NodeId, bias: NodeId, eps: f64) -> DResult<NodeId> {
+    require_float(g, x, "instance_norm")?;
+    let dt = g.dtype(x);
+    let full = channel_shape(g, x, "instance_norm", 3)?;
+    let scale = per_channel(g, "instance_norm", "scale", scale, &full, dt)?;
+    let bias = per_channel(g, "instance_norm", "bias", bias, &full, dt)?;
+    let ax: Vec<usize> = (2..full.len()).collect();
+    let y = normalize(g, x, &ax, eps)?;
+    let y = g.binary(BinaryOp::Mul, y, scale)?;
+    let y = g.binary(BinaryOp::Add, y, bias)?;
     cast_to(g, y, dt)
 }
 

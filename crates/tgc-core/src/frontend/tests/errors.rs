@@ -173,3 +173,39 @@ fn exponential_inlining_is_refused_before_it_starts() {
     src.push_str("graph main(x: f32[2]) -> (z: f32[2]) {\n    z = f0(x)\n    return z\n}\n");
     expect_err(&src, Unsupported, "f0(x)");
 }
+
+/// The graph-layer ops of `004` §4 (`sign`, `clamp`, `pow`, `batch_norm`,
+/// `instance_norm`): each bad argument is reported at the call.
+#[test]
+fn graph_layer_op_errors_are_at_the_call() {
+    let unary = |body: &str, x: &str| {
+        format!("graph main(x: {x}, i: i32[4, 3]) -> (z: f32[4, 3]) {{\n    z = {body}\n    return z\n}}\n")
+    };
+    let m = expect_err(&unary("clamp(x)", "f32[4, 3]"), ArityMismatch, "clamp");
+    assert!(m.contains("min=") && m.contains("max="), "{m}");
+    let m = expect_err(&unary("cast(clamp(i, min=0.5), f32)", "f32[4, 3]"), DTypeMismatch, "clamp");
+    assert!(m.contains("0.5") && m.contains("i32"), "{m}");
+    expect_err(&unary("cast(sign(x < 0), f32)", "f32[4, 3]"), DTypeMismatch, "sign");
+    expect_err(&unary("cast(pow(i, i), f32)", "f32[4, 3]"), DTypeMismatch, "pow");
+    expect_err(&unary("pow(x, cast(x, f16))", "f32[4, 3]"), DTypeMismatch, "pow");
+    let wide = "graph main(x: f32[4, 3], y: f32[4, 5]) -> (z: f32[4, 3]) {\n    z = pow(x, y)\n    return z\n}\n";
+    expect_err(wide, BroadcastMismatch, "pow");
+}
+
+#[test]
+fn channel_norm_errors_are_at_the_call() {
+    let norm = |call: &str, x: &str, c: &str| {
+        format!(
+            "graph main(x: f32{x}, s: f32{c}, b: f32{c}, h: f16{c}) -> (z: f32{x}) {{\n    z = {call}\n    return z\n}}\n"
+        )
+    };
+    let m = expect_err(&norm("batch_norm(x, s, b, s, s)", "[2, 3, 4]", "[4]"), AxisSizeMismatch, "batch_norm");
+    assert!(m.contains("scale") && m.contains("[3]"), "{m}");
+    let m = expect_err(&norm("batch_norm(x, s, b, h, s)", "[2, 3, 4]", "[3]"), DTypeMismatch, "batch_norm");
+    assert!(m.contains("mean"), "{m}");
+    expect_err(&norm("batch_norm(x, s, b, s, s)", "[3]", "[3]"), AxisSizeMismatch, "batch_norm");
+    let m = expect_err(&norm("instance_norm(x, s, b)", "[2, 3]", "[3]"), AxisSizeMismatch, "instance_norm");
+    assert!(m.contains("rank 3"), "{m}");
+    expect_err(&norm("instance_norm(x, s, h)", "[2, 3, 5]", "[3]"), DTypeMismatch, "instance_norm");
+    expect_err(&norm("batch_norm(x, s, b, s)", "[2, 3, 4]", "[3]"), ArityMismatch, "batch_norm");
+}

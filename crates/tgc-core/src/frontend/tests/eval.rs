@@ -96,6 +96,9 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
                         BinaryOp::Sub => a - b,
                         BinaryOp::Mul => a * b,
                         BinaryOp::Fdiv => a / b,
+                        // NaN propagates, as in the interpreter.
+                        BinaryOp::Max if a.is_nan() || b.is_nan() => f64::NAN,
+                        BinaryOp::Min if a.is_nan() || b.is_nan() => f64::NAN,
                         BinaryOp::Max => a.max(b),
                         BinaryOp::Min => a.min(b),
                         BinaryOp::Cmplt => f64::from(u8::from(a < b)),

@@ -3,6 +3,7 @@
 //! f64 references (through the small evaluator in `eval.rs`).
 
 mod ast_build;
+mod docs;
 mod errors;
 mod eval;
 mod examples;

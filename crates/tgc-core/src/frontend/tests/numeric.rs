@@ -443,3 +443,136 @@ fn reductions_comparisons_and_movement_compute_the_right_values() {
     assert_eq!(one(call("reshape", vec![n("x"), ints(&[3, -1])]), &["3", "2"]), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     assert_eq!(one(call("abs", vec![bin(BinOp::Sub, int(3), n("x"))]), &["2", "3"]), [2.0, 1.0, 0.0, 1.0, 2.0, 3.0]);
 }
+
+// --- the graph-layer ops of `004` §4 ---------------------------------------
+
+/// `pow(a, b)` of two `[n]` inputs (`b` a constant when `exponent` is
+/// given), evaluated in f32.
+fn pow_f32(a: &[f64], b: &[f64], exponent: Option<f64>) -> Vec<f64> {
+    let mut g = Graph::new("t");
+    let n = Dim::int(a.len() as i64);
+    let x = g.input("a", F32, std::slice::from_ref(&n)).unwrap();
+    let e = match exponent {
+        Some(v) => g.constant(v, F32).unwrap(),
+        None => g.input("b", F32, &[n]).unwrap(),
+    };
+    let y = elementwise::pow(&mut g, x, e).unwrap();
+    g.outputs.push(Output { name: "y".into(), node: y });
+    let mut inputs = vec![("a", Tensor::new(&[a.len()], a.to_vec()))];
+    if exponent.is_none() {
+        inputs.push(("b", Tensor::new(&[b.len()], b.to_vec())));
+    }
+    eval(&g, &[], &inputs, true).remove(0).data
+}
+
+/// The bounds of `elementwise::pow`'s doc: relative `(1.5·|b·log2 a| + 4)·2^-24`
+/// for the general form on `a` in [1e-3, 1e3], `b` in [-8, 8], and
+/// `(|n| + 1)·2^-24` for constant integer exponents.
+#[test]
+fn pow_meets_its_stated_error_bounds() {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..=200 {
+        for j in 0..=64 {
+            a.push((10f64.powf(-3.0 + 6.0 * i as f64 / 200.0) as f32) as f64);
+            b.push((-8.0 + 16.0 * j as f64 / 64.0 + 0.013) as f32 as f64);
+        }
+    }
+    for ((x, e), y) in a.iter().zip(&b).zip(pow_f32(&a, &b, None)) {
+        let r = x.powf(*e);
+        let bound = (1.5 * (e * x.log2()).abs() + 4.0) * U;
+        assert!(((y - r) / r).abs() <= bound, "pow({x}, {e}) = {y}, want {r}");
+    }
+    let xs: Vec<f64> = grid(-3.0, 3.0, 600).into_iter().map(|x| x as f32 as f64).filter(|x| *x != 0.0).collect();
+    for n in [-7i32, -2, -1, 1, 2, 3, 5, 8, 13, 64] {
+        let ys = pow_f32(&xs, &[], Some(n as f64));
+        for (x, y) in xs.iter().zip(ys) {
+            let r = x.powi(n);
+            let bound = (n.unsigned_abs() as f64 + 1.0) * U;
+            let normal = (f32::MIN_POSITIVE as f64..=f32::MAX as f64).contains(&r.abs());
+            assert!(!normal || ((y - r) / r).abs() <= bound, "pow({x}, {n}) = {y}, want {r}");
+        }
+    }
+}
+
+/// `pow`'s special cases: C11 F.10.4.4's signs and NaNs and its exact 1s.
+#[test]
+fn pow_special_cases_are_those_of_c() {
+    let nan = f64::NAN;
+    let cases = [
+        (-2.0, 3.0, -8.0),
+        (-2.0, 2.0, 4.0),
+        (-2.0, -1.0, -0.5),
+        (-2.0, 0.5, nan),
+        (0.0, 2.5, 0.0),
+        (0.0, -1.5, f64::INFINITY),
+        (0.0, 0.0, 1.0),
+        (nan, 0.0, 1.0),
+        (1.0, nan, 1.0),
+        (nan, 1.5, nan),
+        (-3.0, 33554432.0, f64::INFINITY),
+        (4.0, 0.5, 2.0),
+    ];
+    let a: Vec<f64> = cases.iter().map(|c| c.0).collect();
+    let b: Vec<f64> = cases.iter().map(|c| c.1).collect();
+    for (c, y) in cases.iter().zip(pow_f32(&a, &b, None)) {
+        let ok = (y.is_nan() && c.2.is_nan()) || y == c.2 || ((y - c.2) / c.2).abs() < 1e-6;
+        assert!(ok, "pow({}, {}) = {y}, want {}", c.0, c.1, c.2);
+    }
+    // A constant 0 exponent is 1 everywhere, NaN included.
+    assert_eq!(pow_f32(&[nan, -3.0, 0.0], &[], Some(0.0)), [1.0, 1.0, 1.0]);
+}
+
+/// `sign` and `clamp` are exact: -1/0/1 (NaN stays NaN), and the clamped
+/// value (NaN stays NaN, `min > max` gives `max`).
+#[test]
+fn sign_and_clamp_are_exact() {
+    let xs = [-2.5, -0.0, 0.0, 1e-30, 3.0, f64::NAN, f64::NEG_INFINITY];
+    let mut g = Graph::new("t");
+    let x = g.input("x", F32, &[Dim::int(xs.len() as i64)]).unwrap();
+    let s = elementwise::sign(&mut g, x).unwrap();
+    let c = elementwise::clamp(&mut g, x, Some(-1.0), Some(0.5)).unwrap();
+    let d = elementwise::clamp(&mut g, x, Some(1.0), Some(-1.0)).unwrap();
+    for (name, node) in [("s", s), ("c", c), ("d", d)] {
+        g.outputs.push(Output { name: name.into(), node });
+    }
+    let out = eval(&g, &[], &[("x", Tensor::new(&[xs.len()], xs.to_vec()))], true);
+    let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(p, q)| p == q || (p.is_nan() && q.is_nan()));
+    let nan = f64::NAN;
+    assert!(same(&out[0].data, &[-1.0, 0.0, 0.0, 1.0, 1.0, nan, -1.0]), "{:?}", out[0].data);
+    assert!(same(&out[1].data, &[-1.0, -0.0, 0.0, f64::from(1e-30_f32), 0.5, nan, -1.0]), "{:?}", out[1].data);
+    assert!(same(&out[2].data, &[-1.0; 5]) && out[2].data[5].is_nan() && out[2].data[6] == -1.0, "{:?}", out[2].data);
+}
+
+/// `batch_norm` and `instance_norm` against naive f64 loops over `[2, 3, 4,
+/// 5]`, evaluated in f32: within 1e-5 relative to max(1, |reference|).
+#[test]
+fn channel_norms_match_naive_loops() {
+    let (n, c, h, w) = (2, 3, 4, 5);
+    let x = random(&[n, c, h, w], 11, -3.0, 3.0);
+    let p: Vec<Tensor> = (0..4).map(|k| random(&[c], 12 + k, 0.1, 2.0)).collect();
+    let mut g = Graph::new("t");
+    let shape = |s: &[usize]| s.iter().map(|&d| Dim::int(d as i64)).collect::<Vec<_>>();
+    let xi = g.input("x", F32, &shape(&[n, c, h, w])).unwrap();
+    let names = ["scale", "bias", "mean", "var"];
+    let ps: Vec<_> = names.iter().map(|m| g.input(m, F32, &shape(&[c])).unwrap()).collect();
+    let bn = crate::frontend::ops::nn::batch_norm(&mut g, xi, [ps[0], ps[1], ps[2], ps[3]], 1e-3).unwrap();
+    let inorm = crate::frontend::ops::nn::instance_norm(&mut g, xi, ps[0], ps[1], 1e-5).unwrap();
+    g.outputs.push(Output { name: "bn".into(), node: bn });
+    g.outputs.push(Output { name: "in".into(), node: inorm });
+    let mut inputs = vec![("x", x.clone())];
+    inputs.extend(names.iter().copied().zip(p.iter().cloned()));
+    let out = eval(&g, &[], &inputs, true);
+    let plane = h * w;
+    for i in 0..n * c * plane {
+        let ch = i / plane % c;
+        let xv = x.data[i];
+        let want = (xv - p[2].data[ch]) / (p[3].data[ch] + 1e-3).sqrt() * p[0].data[ch] + p[1].data[ch];
+        assert!((out[0].data[i] - want).abs() <= 1e-5 * want.abs().max(1.0), "batch_norm[{i}]");
+        let base = i / plane * plane;
+        let vals = &x.data[base..base + plane];
+        let mean = vals.iter().sum::<f64>() / plane as f64;
+        let var = vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / plane as f64;
+        let want = (xv - mean) / (var + 1e-5).sqrt() * p[0].data[ch] + p[1].data[ch];
+        assert!((out[1].data[i] - want).abs() <= 1e-5 * want.abs().max(1.0), "instance_norm[{i}]");
+    }
+}
