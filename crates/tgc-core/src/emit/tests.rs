@@ -1008,3 +1008,25 @@ fn graph_layer_ops_in_c_and_rust() {
         assert_eq!((cr.rc, rr.rc), (refused, refused), "dims {dims:?}");
     }
 }
+
+/// `tile`, `repeat_interleave` and list `squeeze`/`unsqueeze` (movement
+/// only: `RESHAPE`, `EXPAND`) in C and Rust against the interpreter, at
+/// symbolic sizes, fused into a consumer.
+#[test]
+fn tile_and_repeat_in_c_and_rust() {
+    let src = "graph<N> mv(x: f32[N, 4], y: f32[4]) -> (a: f32[2, N, 12], b: f32[N, 8], c: f32[N, 4]) {
+        a = tile(x, [2, 1, 3]) + 1
+        b = repeat_interleave(x, 2, 1) * 2
+        c = squeeze(unsqueeze(x, [0, -1]), [0, 3]) + tile(y, [1])
+        return a, b, c
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    for n in [1, 3, 7] {
+        let c = 4;
+        let ins = [data(97, n * c, -1.0, 1.0, DType::F32), data(98, c, -1.0, 1.0, DType::F32)];
+        let (cr, rr) = lib.run(&ins, &[n as i64]);
+        assert_eq!((cr.rc, rr.rc), (0, 0));
+        assert_eq!(cr.outputs[0].len(), 6 * n * c);
+    }
+}

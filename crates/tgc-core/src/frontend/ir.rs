@@ -279,10 +279,16 @@ pub enum Movement {
     Transpose { a: i64, b: i64 },
     /// Right-aligned broadcast to `shape` (a `-1` entry keeps the size).
     Expand { shape: Vec<Dim> },
-    /// Inserts a size-1 axis at `axis` (in `-(r+1)..=r`).
-    Unsqueeze { axis: i64 },
-    /// Removes the size-1 axis `axis`.
-    Squeeze { axis: i64 },
+    /// Inserts size-1 axes at the positions `axes` of the result (each in
+    /// `-(r+n)..r+n` for `n` new axes).
+    Unsqueeze { axes: Vec<i64> },
+    /// Removes the size-1 axes `axes`.
+    Squeeze { axes: Vec<i64> },
+    /// NumPy's `tile`: the whole tensor repeated `reps[k]` times along each
+    /// axis (right-aligned; the shorter of `reps` and the shape gets 1s).
+    Tile { reps: Vec<Dim> },
+    /// Each element repeated `repeats` times in place along `axis`.
+    RepeatInterleave { repeats: Dim, axis: i64 },
     /// `[lo, hi]` per axis, filled with `value`.
     Pad { pads: Vec<(Dim, Dim)>, value: f64 },
     /// `[lo, hi)` per axis.
@@ -415,6 +421,8 @@ impl FOp {
                 Movement::Shrink { .. } => "shrink",
                 Movement::Slice { .. } => "slice",
                 Movement::Flip { .. } => "flip",
+                Movement::Tile { .. } => "tile",
+                Movement::RepeatInterleave { .. } => "repeat_interleave",
             }
             .to_string(),
             FOp::Matmul => "matmul".into(),
@@ -458,7 +466,9 @@ impl FOp {
                 Movement::Reshape { shape } | Movement::Expand { shape } => format!(" shape={}", dims(shape)),
                 Movement::Permute { perm } => format!(" perm={}", ints(perm)),
                 Movement::Transpose { a, b } => format!(" axes=[{a}, {b}]"),
-                Movement::Unsqueeze { axis } | Movement::Squeeze { axis } => format!(" axis={axis}"),
+                Movement::Unsqueeze { axes } | Movement::Squeeze { axes } => format!(" axes={}", ints(axes)),
+                Movement::Tile { reps } => format!(" reps={}", dims(reps)),
+                Movement::RepeatInterleave { repeats, axis } => format!(" repeats={repeats} axis={axis}"),
                 Movement::Pad { pads, value } => {
                     let p: Vec<String> = pads.iter().map(|(a, b)| format!("[{a}, {b}]")).collect();
                     format!(" pads=[{}] value={value:?}", p.join(", "))

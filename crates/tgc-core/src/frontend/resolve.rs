@@ -68,6 +68,8 @@ fn builtin_sig(name: &str) -> Option<(&'static [&'static str], usize)> {
         "permute" => (&["x", "perm"], 2),
         "transpose" => (&["x", "dim0", "dim1"], 3),
         "unsqueeze" | "squeeze" => (&["x", "axis"], 2),
+        "tile" => (&["x", "reps"], 2),
+        "repeat_interleave" => (&["x", "repeats", "axis"], 3),
         "pad" => (&["x", "pads", "value"], 2),
         "shrink" | "slice" => (&["x", "bounds"], 2),
         "flip" => (&["x", "axes"], 2),
@@ -104,6 +106,8 @@ pub(crate) fn builtin_names() -> Vec<&'static str> {
         "transpose",
         "unsqueeze",
         "squeeze",
+        "tile",
+        "repeat_interleave",
         "pad",
         "shrink",
         "slice",
@@ -490,8 +494,13 @@ impl Resolver<'_> {
             "expand" => FOp::Movement(Movement::Expand { shape: self.dim_list(req(s, 1)?)? }),
             "permute" => FOp::Movement(Movement::Permute { perm: self.int_list(req(s, 1)?)? }),
             "transpose" => FOp::Movement(Movement::Transpose { a: self.int(req(s, 1)?)?, b: self.int(req(s, 2)?)? }),
-            "unsqueeze" => FOp::Movement(Movement::Unsqueeze { axis: self.int(req(s, 1)?)? }),
-            "squeeze" => FOp::Movement(Movement::Squeeze { axis: self.int(req(s, 1)?)? }),
+            "unsqueeze" => FOp::Movement(Movement::Unsqueeze { axes: self.int_or_list(req(s, 1)?)? }),
+            "squeeze" => FOp::Movement(Movement::Squeeze { axes: self.int_or_list(req(s, 1)?)? }),
+            "tile" => FOp::Movement(Movement::Tile { reps: self.dim_list(req(s, 1)?)? }),
+            "repeat_interleave" => FOp::Movement(Movement::RepeatInterleave {
+                repeats: self.dim(req(s, 1)?)?,
+                axis: self.int(req(s, 2)?)?,
+            }),
             "pad" => {
                 let pads = self.tuples(req(s, 1)?, 2)?.into_iter().map(|v| (v[0].clone(), v[1].clone())).collect();
                 FOp::Movement(Movement::Pad { pads, value: s[2].map(|e| self.float(e)).transpose()?.unwrap_or(0.0) })
@@ -523,11 +532,7 @@ impl Resolver<'_> {
             "softmax" => FOp::Softmax { axis: s[1].map(|e| self.int(e)).transpose()?.unwrap_or(-1) },
             "log_softmax" => FOp::LogSoftmax { axis: s[1].map(|e| self.int(e)).transpose()?.unwrap_or(-1) },
             "layernorm" => {
-                let axes = match s[3] {
-                    Some(e @ Expr::List(..)) => self.int_list(e)?,
-                    Some(e) => vec![self.int(e)?],
-                    None => vec![-1],
-                };
+                let axes = s[3].map(|e| self.int_or_list(e)).transpose()?.unwrap_or_else(|| vec![-1]);
                 let eps = s[4].map(|e| self.float(e)).transpose()?.unwrap_or(1e-5);
                 return Ok((FOp::LayerNorm { axes, eps }, vec![s[0], s[1], s[2]]));
             }
@@ -554,6 +559,14 @@ impl Resolver<'_> {
                 _ => Err(expected(e, "an integer")),
             },
             _ => Err(expected(e, "an integer")),
+        }
+    }
+
+    /// One integer or a list of them.
+    fn int_or_list(&self, e: &Expr) -> DResult<Vec<i64>> {
+        match e {
+            Expr::List(..) => self.int_list(e),
+            _ => Ok(vec![self.int(e)?]),
         }
     }
 

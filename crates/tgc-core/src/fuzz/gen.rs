@@ -446,8 +446,8 @@ impl<E: Entropy> Gen<'_, E> {
     fn step_back(&mut self, out: &[usize]) -> Option<(Vec<usize>, Vec<Move>)> {
         let r = out.len();
         // RESHAPE, PERMUTE, EXPAND, broadcast, PAD, SHRINK, FLIP, window,
-        // upsample, general affine VIEW.
-        let step = match self.weighted(&[2, 2, 1, 1, 2, 2, 1, 2, 1, 1]) {
+        // upsample, general affine VIEW, tile / repeat_interleave.
+        let step = match self.weighted(&[2, 2, 1, 1, 2, 2, 1, 2, 1, 1, 1]) {
             0 => (self.shape_with_numel(numel(out)), vec![Move::Reshape(out.to_vec())]),
             1 => {
                 let perm = self.permutation(r);
@@ -532,6 +532,29 @@ impl<E: Entropy> Gen<'_, E> {
                     input.push(hi as usize + 1 + self.range(0, 1));
                 }
                 (input, vec![Move::View(out.to_vec(), map)])
+            }
+            10 => {
+                // The frontend's `tile` (whole copies along axis k) or
+                // `repeat_interleave` (each element repeated in place):
+                // RESHAPE inserting a 1-axis beside k, EXPAND it to r,
+                // RESHAPE merging it into k.
+                let k = self.below(r);
+                let rs: Vec<usize> = (2..=out[k]).filter(|&f| out[k].is_multiple_of(f)).collect();
+                if rs.is_empty() {
+                    return None;
+                }
+                let reps = self.pick(&rs);
+                let d = out[k] / reps;
+                let mut input = out.to_vec();
+                input[k] = d;
+                let (pair_one, pair_wide) = if self.chance(0.5) { ([1, d], [reps, d]) } else { ([d, 1], [d, reps]) };
+                let split = |pair: [usize; 2]| -> Vec<usize> {
+                    out[..k].iter().copied().chain(pair).chain(out[k + 1..].iter().copied()).collect()
+                };
+                (
+                    input,
+                    vec![Move::Reshape(split(pair_one)), Move::Expand(split(pair_wide)), Move::Reshape(out.to_vec())],
+                )
             }
             _ => return None,
         };

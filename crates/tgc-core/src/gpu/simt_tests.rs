@@ -157,6 +157,15 @@ fn graph_layer_ops_emulate() {
         let named: Vec<(&str, i64)> = ["N", "C", "H", "W"].into_iter().zip(dims).collect();
         check(&g, &named, 1e-4);
     }
+    let g = load(
+        "graph<N> mv(x: f32[N, 4]) -> (a: f32[2, N, 12], b: f32[N, 8], c: f32[N, 4]) {\n\
+         a = tile(x, [2, 1, 3]) + 1\n\
+         b = repeat_interleave(x, 2, 1) * 2\n\
+         c = squeeze(unsqueeze(x, [0, -1]), [0, 3])\n    return a, b, c\n}\n",
+    );
+    for n in [3, 1] {
+        check(&g, &[("N", n)], 1e-6);
+    }
 }
 
 #[test]

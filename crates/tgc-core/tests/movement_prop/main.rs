@@ -56,6 +56,7 @@ const MUST_COVER: &[&str] = &[
     "VIEW window",
     "VIEW floordiv",
     "VIEW general",
+    "tile",
     "CONST",
     "ADD",
     "SUB",
@@ -240,6 +241,15 @@ fn tally(g: &Graph, dtype: DType, counts: &mut BTreeMap<&'static str, usize>) {
                 if (0..n.ty.shape.len() as u32).any(|j| uses(j) != 1) {
                     seen.push("VIEW general");
                 }
+            }
+            // `tile` / `repeat_interleave`: a RESHAPE merging an EXPANDed
+            // axis into its neighbour.
+            Op::Reshape
+                if n.src.first().is_some_and(|&s| {
+                    matches!(g.node(s).op, Op::Expand) && g.node(s).ty.shape.len() == n.ty.shape.len() + 1
+                }) =>
+            {
+                seen.push("tile")
             }
             Op::Reduce { op, .. } => seen.push(match op.name() {
                 "SUM" => "REDUCE SUM",

@@ -64,23 +64,42 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
                 .collect();
             broadcast_to(g, x, &target)
         }
-        Movement::Unsqueeze { axis: a } => {
-            let k = axis(g, *a, rank + 1)?;
-            let mut to = shape.clone();
-            to.insert(k, Dim::int(1));
+        Movement::Unsqueeze { axes: list } => {
+            let new = axes(g, list, rank + list.len())?;
+            let mut old = shape.iter();
+            let to: Vec<Dim> = (0..rank + new.len())
+                .map(
+                    |k| if new.contains(&k) { Dim::int(1) } else { old.next().cloned().unwrap_or_else(|| Dim::int(1)) },
+                )
+                .collect();
             g.reshape(x, &to)
         }
-        Movement::Squeeze { axis: a } => {
-            let k = axis(g, *a, rank)?;
-            if !shape[k].is_one() {
+        Movement::Squeeze { axes: list } => {
+            let gone = axes(g, list, rank)?;
+            if let Some(&k) = gone.iter().find(|&&k| !shape[k].is_one()) {
                 return Err(fail(
                     g,
                     diag!(AxisSizeMismatch, "cannot squeeze axis {k} of {}: its size is not 1", fmt_shape(&shape)),
                 ));
             }
-            let mut to = shape.clone();
-            to.remove(k);
+            let to: Vec<Dim> =
+                shape.iter().enumerate().filter(|(k, _)| !gone.contains(k)).map(|(_, d)| d.clone()).collect();
             g.reshape(x, &to)
+        }
+        Movement::Tile { reps } => tile(g, x, reps),
+        Movement::RepeatInterleave { repeats, axis: a } => {
+            let k = axis(g, *a, rank)?;
+            positive(g, "repeat_interleave", repeats)?;
+            // [.., d, ..] → [.., d, 1, ..] → [.., d, r, ..] → [.., d·r, ..].
+            let mut one = shape.clone();
+            one.insert(k + 1, Dim::int(1));
+            let mut wide = shape.clone();
+            wide.insert(k + 1, repeats.clone());
+            let mut to = shape.clone();
+            to[k] = &shape[k] * repeats;
+            let y = g.reshape(x, &one)?;
+            let y = g.expand(y, &wide)?;
+            g.reshape(y, &to)
         }
         Movement::Pad { pads, value } => g.pad(x, pads, *value),
         Movement::Shrink { bounds } => {
@@ -99,6 +118,37 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
             g.flip(x, &ax)
         }
     }
+}
+
+/// Refuses a repeat count known to be below 1.
+fn positive(g: &Graph, op: &str, r: &Dim) -> DResult<()> {
+    match r.as_int() {
+        Some(v) if v < 1 => Err(fail(g, diag!(AxisSizeMismatch, "{op} repeats {v} times: must be at least 1"))),
+        _ => Ok(()),
+    }
+}
+
+/// NumPy's `tile(x, reps)`, by movement alone: with `s` and `r` the shape
+/// and `reps` right-aligned (1s prepended to the shorter), `RESHAPE` to
+/// `[1, s0, 1, s1, …]`, `EXPAND` to `[r0, s0, r1, s1, …]`, `RESHAPE` to
+/// `[r0·s0, r1·s1, …]`: element `i` of axis `k` reads `i mod s_k`. Exact.
+///
+/// Errors: `AxisSizeMismatch` for a repeat count below 1.
+fn tile(g: &mut Graph, x: NodeId, reps: &[Dim]) -> DResult<NodeId> {
+    for r in reps {
+        positive(g, "tile", r)?;
+    }
+    let shape = g.shape(x).to_vec();
+    let n = shape.len().max(reps.len());
+    let pad =
+        |v: &[Dim]| -> Vec<Dim> { std::iter::repeat_n(Dim::int(1), n - v.len()).chain(v.iter().cloned()).collect() };
+    let (s, r) = (pad(&shape), pad(reps));
+    let one: Vec<Dim> = s.iter().flat_map(|d| [Dim::int(1), d.clone()]).collect();
+    let wide: Vec<Dim> = s.iter().zip(&r).flat_map(|(d, r)| [r.clone(), d.clone()]).collect();
+    let to: Vec<Dim> = s.iter().zip(&r).map(|(d, r)| r * d).collect();
+    let y = g.reshape(x, &one)?;
+    let y = g.expand(y, &wide)?;
+    g.reshape(y, &to)
 }
 
 /// `RESHAPE` to `to`, where one entry may be `-1`: it becomes the element

@@ -209,3 +209,16 @@ fn channel_norm_errors_are_at_the_call() {
     expect_err(&norm("instance_norm(x, s, h)", "[2, 3, 5]", "[3]"), DTypeMismatch, "instance_norm");
     expect_err(&norm("batch_norm(x, s, b, s)", "[2, 3, 4]", "[3]"), ArityMismatch, "batch_norm");
 }
+
+#[test]
+fn tile_repeat_and_squeeze_errors_are_at_the_call() {
+    let one =
+        |body: &str| format!("graph main(x: f32[4, 1, 3]) -> (z: f32[4, 3]) {{\n    z = {body}\n    return z\n}}\n");
+    let m = expect_err(&one("reshape(tile(x, [1, 0, 1]), [4, 3])"), AxisSizeMismatch, "tile");
+    assert!(m.contains("at least 1"), "{m}");
+    expect_err(&one("reshape(repeat_interleave(x, 2, 3), [8, 3])"), InvalidAxis, "repeat_interleave");
+    expect_err(&one("reshape(repeat_interleave(x, -1, 0), [4, 3])"), AxisSizeMismatch, "repeat_interleave");
+    let m = expect_err(&one("squeeze(x, [1, 2])"), AxisSizeMismatch, "squeeze");
+    assert!(m.contains("axis 2"), "{m}");
+    expect_err(&one("squeeze(unsqueeze(x, [0, -5]), [0, 2])"), InvalidAxis, "unsqueeze");
+}

@@ -576,3 +576,33 @@ fn channel_norms_match_naive_loops() {
         assert!((out[1].data[i] - want).abs() <= 1e-5 * want.abs().max(1.0), "instance_norm[{i}]");
     }
 }
+
+/// `tile`, `repeat_interleave` and list `squeeze`/`unsqueeze` read the
+/// elements NumPy's `tile`, `repeat` and `expand_dims`/`squeeze` read.
+#[test]
+fn tile_and_repeat_read_numpys_elements() {
+    let src = "graph t(x: f32[2, 3]) -> (a: f32[2, 4, 3], b: f32[2, 9], c: f32[1, 2, 1, 3, 1], d: f32[2, 3]) {
+        a = tile(x, [2, 2, 1])
+        b = repeat_interleave(tile(x, [1, 3]), 1, 1) + repeat_interleave(x, 3, 1) * 0
+        c = unsqueeze(x, [0, 2, -1])
+        d = squeeze(c, [0, 2, 4])
+        return a, b, c, d
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let x: Vec<f64> = (0..6).map(|v| v as f64).collect();
+    let out = eval(&g, &[], &[("x", Tensor::new(&[2, 3], x.clone()))], true);
+    // np.tile(x, (2, 2, 1)): [2, 4, 3], a[i, j, k] = x[j % 2, k].
+    let want_a: Vec<f64> = (0..24).map(|f| x[(f / 3 % 4 % 2) * 3 + f % 3]).collect();
+    assert_eq!(out[0].data, want_a);
+    // np.tile(x, (1, 3)): b[i, j] = x[i, j % 3].
+    let want_b: Vec<f64> = (0..18).map(|f| x[f / 9 * 3 + f % 9 % 3]).collect();
+    assert_eq!(out[1].data, want_b);
+    assert_eq!((out[2].shape.as_slice(), &out[2].data), (&[1, 2, 1, 3, 1][..], &x));
+    assert_eq!(out[3].data, x);
+    // np.repeat(x, 2, axis=0): [4, 3], r[i, k] = x[i / 2, k].
+    let src = "graph r(x: f32[2, 3]) -> (r: f32[4, 3]) {\n    r = repeat_interleave(x, 2, 0)\n    return r\n}";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let out = eval(&g, &[], &[("x", Tensor::new(&[2, 3], x.clone()))], true);
+    let want: Vec<f64> = (0..12).map(|f| x[f / 3 / 2 * 3 + f % 3]).collect();
+    assert_eq!(out[0].data, want);
+}
