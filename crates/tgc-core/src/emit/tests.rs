@@ -1030,3 +1030,24 @@ fn tile_and_repeat_in_c_and_rust() {
         assert_eq!(cr.outputs[0].len(), 6 * n * c);
     }
 }
+
+/// `concat` and `split` in C and Rust against the interpreter, at a
+/// symbolic size, fused into their consumers.
+#[test]
+fn concat_and_split_in_c_and_rust() {
+    let src = "graph<N> cs(x: f32[N, 3], y: f32[N, 2]) -> (c: f32[N, 8], a: f32[N, 1], b: f32[N, 2], r: f32[N, 3]) {
+        c = concat([x, y, x], axis=1) * 2
+        (a, b) = split(x, [1, 2], axis=1)
+        (p, q) = split(y, [1, 1], axis=-1)
+        r = concat([q, p, a + 1], axis=1)
+        return c, a, b, r
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    for n in [1, 4, 9] {
+        let ins = [data(99, n * 3, -1.0, 1.0, DType::F32), data(100, n * 2, -1.0, 1.0, DType::F32)];
+        let (cr, rr) = lib.run(&ins, &[n as i64]);
+        assert_eq!((cr.rc, rr.rc), (0, 0));
+        assert_eq!(cr.outputs[0].len(), 8 * n);
+    }
+}

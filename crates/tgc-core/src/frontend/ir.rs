@@ -299,6 +299,16 @@ pub enum Movement {
     Flip { axes: Vec<i64> },
 }
 
+/// Joins and cuts along one axis (`concat`, `split`): several operands or
+/// several results, so not a [`Movement`] of one tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pieces {
+    /// The operands one after the other along `axis`.
+    Concat { axis: i64 },
+    /// One result per entry of `sizes`, consecutive pieces along `axis`.
+    Split { sizes: Vec<Dim>, axis: i64 },
+}
+
 /// 2-D sliding-window parameters shared by convolution and pooling (the
 /// kernel size comes from the weight or from the pool's `kernel`).
 #[derive(Clone, Debug, PartialEq)]
@@ -330,6 +340,7 @@ pub enum FOp {
         acc: Option<DType>,
     },
     Movement(Movement),
+    Pieces(Pieces),
     /// NumPy/tinygrad `matmul` (`spec/001` §0).
     Matmul,
     /// NCHW input, OIHW weight; operands `x, w[, bias]`.
@@ -402,6 +413,14 @@ fn window(w: &Window) -> String {
 }
 
 impl FOp {
+    /// How many values the op gives: one per size of a `split`, else one.
+    pub fn results(&self) -> usize {
+        match self {
+            FOp::Pieces(Pieces::Split { sizes, .. }) => sizes.len(),
+            _ => 1,
+        }
+    }
+
     /// The op name in the dump.
     pub fn name(&self) -> String {
         match self {
@@ -425,6 +444,8 @@ impl FOp {
                 Movement::RepeatInterleave { .. } => "repeat_interleave",
             }
             .to_string(),
+            FOp::Pieces(Pieces::Concat { .. }) => "concat".into(),
+            FOp::Pieces(Pieces::Split { .. }) => "split".into(),
             FOp::Matmul => "matmul".into(),
             FOp::Conv2d { .. } => "conv2d".into(),
             FOp::MaxPool2d { .. } => "maxpool2d".into(),
@@ -483,6 +504,8 @@ impl FOp {
                 }
                 Movement::Flip { axes } => format!(" axes={}", ints(axes)),
             },
+            FOp::Pieces(Pieces::Concat { axis }) => format!(" axis={axis}"),
+            FOp::Pieces(Pieces::Split { sizes, axis }) => format!(" sizes={} axis={axis}", dims(sizes)),
             FOp::Conv2d { window: w, groups, bias } => format!("{} groups={groups} bias={bias}", window(w)),
             FOp::MaxPool2d { kernel, window: w } => format!(" kernel={}{}", dims(kernel), window(w)),
             FOp::AvgPool2d { kernel, window: w, count_include_pad } => {

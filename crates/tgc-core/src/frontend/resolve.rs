@@ -69,6 +69,8 @@ fn builtin_sig(name: &str) -> Option<(&'static [&'static str], usize)> {
         "transpose" => (&["x", "dim0", "dim1"], 3),
         "unsqueeze" | "squeeze" => (&["x", "axis"], 2),
         "tile" => (&["x", "reps"], 2),
+        "concat" => (&["xs", "axis"], 1),
+        "split" => (&["x", "sizes", "axis"], 2),
         "repeat_interleave" => (&["x", "repeats", "axis"], 3),
         "pad" => (&["x", "pads", "value"], 2),
         "shrink" | "slice" => (&["x", "bounds"], 2),
@@ -108,6 +110,8 @@ pub(crate) fn builtin_names() -> Vec<&'static str> {
         "squeeze",
         "tile",
         "repeat_interleave",
+        "concat",
+        "split",
         "pad",
         "shrink",
         "slice",
@@ -420,19 +424,21 @@ impl Resolver<'_> {
             let hint = suggest(&callee.name, all.iter().copied().chain(self.sigs.iter().map(|s| s.name.as_str())));
             return Err(diag!(UnknownOp, "unknown operation `{}`{hint}", callee.name).at(callee.span));
         };
-        if want != 1 {
-            return Err(
-                diag!(ArityMismatch, "`{}` returns one value but {want} are expected here", callee.name).at(span)
-            );
-        }
+
         let s = self.bind(callee, names, required, args, kwargs)?;
         let (op, tensors) =
             self.builtin(&callee.name, &s).map_err(|d| if d.span.is_none() { d.at(span) } else { d })?;
+        let n = op.results();
+        if n != want {
+            return Err(
+                diag!(ArityMismatch, "`{}` returns {n} value(s) but {want} are expected here", callee.name).at(span)
+            );
+        }
         let mut ops = Vec::new();
         for e in tensors.into_iter().flatten() {
             ops.push(self.tensor(e)?);
         }
-        Ok(vec![Operand::Value(self.push(op, ops, span, 1)[0])])
+        Ok(self.push(op, ops, span, n).into_iter().map(Operand::Value).collect())
     }
 
     /// The op of a builtin call and its tensor arguments (absent optional
@@ -497,6 +503,22 @@ impl Resolver<'_> {
             "unsqueeze" => FOp::Movement(Movement::Unsqueeze { axes: self.int_or_list(req(s, 1)?)? }),
             "squeeze" => FOp::Movement(Movement::Squeeze { axes: self.int_or_list(req(s, 1)?)? }),
             "tile" => FOp::Movement(Movement::Tile { reps: self.dim_list(req(s, 1)?)? }),
+            "concat" => {
+                let axis = s[1].map(|e| self.int(e)).transpose()?.unwrap_or(0);
+                let xs = match req(s, 0)? {
+                    Expr::List(items, _) if !items.is_empty() => items.iter().map(Some).collect(),
+                    e => return Err(expected(e, "a list of tensors, `[a, b, ..]`")),
+                };
+                return Ok((FOp::Pieces(Pieces::Concat { axis }), xs));
+            }
+            "split" => {
+                let sizes = self.dim_list(req(s, 1)?)?;
+                if sizes.is_empty() {
+                    return Err(expected(req(s, 1)?, "a list of piece sizes, `[2, 3]`"));
+                }
+                let axis = s[2].map(|e| self.int(e)).transpose()?.unwrap_or(0);
+                FOp::Pieces(Pieces::Split { sizes, axis })
+            }
             "repeat_interleave" => FOp::Movement(Movement::RepeatInterleave {
                 repeats: self.dim(req(s, 1)?)?,
                 axis: self.int(req(s, 2)?)?,

@@ -322,6 +322,15 @@ impl Lowerer<'_> {
         }
         let arg = |k: usize| st.args.get(k).ok_or_else(|| diag!(Internal, "`{}` is missing operand {k}", st.op.name()));
         let out = match &st.op {
+            FOp::Pieces(Pieces::Concat { axis }) => {
+                let xs = st.args.iter().map(|o| self.node(o, vals)).collect::<DResult<Vec<_>>>()?;
+                movement::concat(&mut self.g, &xs, *axis)?
+            }
+            FOp::Pieces(Pieces::Split { sizes, axis }) => {
+                let x = self.node(arg(0)?, vals)?;
+                let sizes = sizes.iter().map(|d| dim(d, subst, sp)).collect::<DResult<Vec<_>>>()?;
+                return movement::split(&mut self.g, x, &sizes, *axis);
+            }
             FOp::Binary(f) => match self.meet_all(&st.args, vals)?[..] {
                 [a, b] => elementwise::binary(&mut self.g, *f, a, b)?,
                 _ => return Err(diag!(Internal, "`{}` needs two operands", f.name())),
@@ -386,7 +395,7 @@ impl Lowerer<'_> {
                 let m = if *mask { Some(more(2)?) } else { None };
                 nn::attention(g, x, more(0)?, more(1)?, m, *causal, *scale)
             }
-            FOp::Binary(_) | FOp::Where | FOp::Call { .. } => {
+            FOp::Binary(_) | FOp::Where | FOp::Pieces(_) | FOp::Call { .. } => {
                 Err(diag!(Internal, "`{}` is not a simple op", op.name()))
             }
         }

@@ -166,6 +166,15 @@ fn graph_layer_ops_emulate() {
     for n in [3, 1] {
         check(&g, &[("N", n)], 1e-6);
     }
+    let g = load(
+        "graph<N> cs(x: f32[N, 3], y: f32[N, 2]) -> (c: f32[N, 8], r: f32[N, 3]) {\n\
+         c = concat([x, y, x], axis=1) * 2\n\
+         (a, b) = split(x, [1, 2], axis=1)\n\
+         r = concat([b, a + 1], axis=1)\n    return c, r\n}\n",
+    );
+    for n in [3, 1] {
+        check(&g, &[("N", n)], 1e-6);
+    }
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //!
 //! `reshape` (one `-1` inferred) → RESHAPE; `permute`/`transpose` → PERMUTE;
 //! `expand` (right-aligned, `-1` keeps) → RESHAPE + EXPAND; `unsqueeze`/
-//! `squeeze` → RESHAPE; `pad` → PAD; `shrink`/`slice` → SHRINK; `flip` → FLIP.
+//! `squeeze` → RESHAPE; `pad` → PAD; `shrink`/`slice` → SHRINK; `flip` → FLIP;
+//! `tile`/`repeat_interleave` → RESHAPE + EXPAND + RESHAPE; `split` → one
+//! SHRINK per piece; `concat` → PAD per piece and WHERE of padded masks.
 
 use crate::diag;
 use crate::diag::DResult;
@@ -120,10 +122,95 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
     }
 }
 
+/// `concat(xs, axis)`: the tensors of `xs` one after the other along
+/// `axis`, every other axis equal. Exact, by movement and selects only:
+/// each piece `PAD`ded to the joined size at its offset, and `WHERE` of a
+/// mask (a `PAD`ded, `EXPAND`ed `bool` constant, true on the piece's
+/// range) picks it over the pieces before it.
+///
+/// Errors: `DTypeMismatch` for pieces of different dtypes;
+/// `AxisSizeMismatch` for pieces of different ranks or other axes; the
+/// errors of [`axis`].
+pub fn concat(g: &mut Graph, xs: &[NodeId], axis_: i64) -> DResult<NodeId> {
+    let Some((&first, rest)) = xs.split_first() else {
+        return Err(fail(g, diag!(ArityMismatch, "concat needs at least one tensor")));
+    };
+    let shape = g.shape(first).to_vec();
+    let k = axis(g, axis_, shape.len())?;
+    let dt = g.dtype(first);
+    for &x in rest {
+        let s = g.shape(x);
+        let same = s.len() == shape.len() && s.iter().zip(&shape).enumerate().all(|(j, (a, b))| j == k || a == b);
+        if !same {
+            let msg = format!("concat along axis {k}: {} does not fit {}", fmt_shape(s), fmt_shape(&shape));
+            return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+        }
+        if g.dtype(x) != dt {
+            return Err(fail(g, diag!(DTypeMismatch, "concat of {dt} and {}: cast one of them", g.dtype(x))));
+        }
+    }
+    let lens: Vec<Dim> = xs.iter().map(|&x| g.shape(x)[k].clone()).collect();
+    let total = lens.iter().fold(Dim::int(0), |a, l| &a + l);
+    let mut full = shape.clone();
+    full[k] = total.clone();
+    let mut off = Dim::int(0);
+    let mut out = None;
+    for (&x, len) in xs.iter().zip(&lens) {
+        let after = &(&total - &off) - len;
+        let mut pads = vec![(Dim::int(0), Dim::int(0)); shape.len()];
+        pads[k] = (off.clone(), after.clone());
+        let piece = g.pad(x, &pads, 0.0)?;
+        out = Some(match out {
+            None => piece,
+            Some(before) => {
+                let on = super::splat(g, 1.0, crate::DType::Bool, std::slice::from_ref(len))?;
+                let on = g.pad(on, &[(off.clone(), after)], 0.0)?;
+                let mut line = vec![Dim::int(1); shape.len()];
+                line[k] = total.clone();
+                let on = g.reshape(on, &line)?;
+                let on = broadcast_to(g, on, &full)?;
+                g.where_(on, piece, before)?
+            }
+        });
+        off = &off + len;
+    }
+    out.ok_or_else(|| fail(g, diag!(Internal, "concat of no pieces")))
+}
+
+/// `split(x, sizes, axis)`: consecutive pieces of `x` along `axis`, one per
+/// size, as `SHRINK`s. Exact.
+///
+/// Errors: `AxisSizeMismatch` when the sizes do not add up to the axis (or
+/// cannot be shown to, for symbolic sizes) or one is below 1; the errors of
+/// [`axis`].
+pub fn split(g: &mut Graph, x: NodeId, sizes: &[Dim], axis_: i64) -> DResult<Vec<NodeId>> {
+    let shape = g.shape(x).to_vec();
+    let k = axis(g, axis_, shape.len())?;
+    for s in sizes {
+        positive(g, "split", s)?;
+    }
+    let total = sizes.iter().fold(Dim::int(0), |a, s| &a + s);
+    if total != shape[k] {
+        let msg = format!("split sizes add up to {total}, but axis {k} of {} has {}", fmt_shape(&shape), shape[k]);
+        return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+    }
+    let mut off = Dim::int(0);
+    let mut out = Vec::with_capacity(sizes.len());
+    for s in sizes {
+        let mut lo = vec![Dim::int(0); shape.len()];
+        let mut hi = shape.clone();
+        lo[k] = off.clone();
+        off = &off + s;
+        hi[k] = off.clone();
+        out.push(g.shrink(x, &lo, &hi, &vec![Dim::int(1); shape.len()])?);
+    }
+    Ok(out)
+}
+
 /// Refuses a repeat count known to be below 1.
 fn positive(g: &Graph, op: &str, r: &Dim) -> DResult<()> {
     match r.as_int() {
-        Some(v) if v < 1 => Err(fail(g, diag!(AxisSizeMismatch, "{op} repeats {v} times: must be at least 1"))),
+        Some(v) if v < 1 => Err(fail(g, diag!(AxisSizeMismatch, "{op} takes {v}: must be at least 1"))),
         _ => Ok(()),
     }
 }

@@ -222,3 +222,26 @@ fn tile_repeat_and_squeeze_errors_are_at_the_call() {
     assert!(m.contains("axis 2"), "{m}");
     expect_err(&one("squeeze(unsqueeze(x, [0, -5]), [0, 2])"), InvalidAxis, "unsqueeze");
 }
+
+#[test]
+fn concat_and_split_errors_are_at_the_call() {
+    let g = |body: &str| {
+        format!(
+            "graph main(x: f32[4, 3], y: f32[4, 2], h: f16[4, 2]) -> (z: f32[4, 5]) {{\n    {body}\n    return z\n}}\n"
+        )
+    };
+    let m = expect_err(&g("z = concat([x, y], axis=0)"), AxisSizeMismatch, "concat");
+    assert!(m.contains("axis 0"), "{m}");
+    expect_err(&g("z = concat([x, h], axis=1)"), DTypeMismatch, "concat");
+    expect_err(&g("z = concat(x, axis=1)"), SyntaxError, "x, axis");
+    expect_err(&g("z = concat([x, y], axis=2)"), InvalidAxis, "concat");
+    let m = expect_err(
+        &g("(a, b) = split(x, [2, 3], axis=0)\n    z = concat([a, b, x], axis=1)"),
+        AxisSizeMismatch,
+        "split",
+    );
+    assert!(m.contains("add up to 5"), "{m}");
+    expect_err(&g("(a, b) = split(x, [4, 0], axis=0)\n    z = concat([a, b], axis=1)"), AxisSizeMismatch, "split");
+    let m = expect_err(&g("z = split(x, [1, 2], axis=1)"), ArityMismatch, "split");
+    assert!(m.contains("returns 2"), "{m}");
+}

@@ -299,7 +299,7 @@ fn normalisations_and_attention_lower() {
 #[test]
 fn subgraphs_inline_with_symbol_binding_and_destructuring() {
     let split = graph(
-        "split",
+        "halves",
         &[("R", None), ("S", Some(2))],
         vec![t("x", F32, &["R", "4"])],
         vec![t("lo", F32, &["R", "S"]), t("hi", F32, &["R", "S"])],
@@ -329,7 +329,7 @@ fn subgraphs_inline_with_symbol_binding_and_destructuring() {
         vec![t("x", F32, &["3", "4"])],
         vec![t("y", F32, &["3", "2"])],
         vec![
-            destructure(&["a", "b"], call("split", vec![n("x")])),
+            destructure(&["a", "b"], call("halves", vec![n("x")])),
             assign("y", bin(BinOp::Add, call("twice", vec![n("a")]), n("b"))),
         ],
         &["y"],

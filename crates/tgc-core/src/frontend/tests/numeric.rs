@@ -606,3 +606,25 @@ fn tile_and_repeat_read_numpys_elements() {
     let want: Vec<f64> = (0..12).map(|f| x[f / 3 / 2 * 3 + f % 3]).collect();
     assert_eq!(out[0].data, want);
 }
+
+/// `concat` and `split` read NumPy's `concatenate` and `split` elements;
+/// `concat` keeps a negative zero (it selects, never adds).
+#[test]
+fn concat_and_split_read_numpys_elements() {
+    let src = "graph t(x: f32[2, 3], y: f32[2, 1]) -> (c: f32[2, 7], a: f32[2, 1], b: f32[2, 2], r: f32[4, 3]) {
+        c = concat([x, y, x], axis=-1)
+        (a, b) = split(x, [1, 2], axis=1)
+        r = concat([x, x], axis=0)
+        return c, a, b, r
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let x: Vec<f64> = vec![0.0, 1.0, 2.0, 3.0, -0.0, 5.0];
+    let y = vec![6.0, 7.0];
+    let out = eval(&g, &[], &[("x", Tensor::new(&[2, 3], x.clone())), ("y", Tensor::new(&[2, 1], y.clone()))], true);
+    let want_c = [0.0, 1.0, 2.0, 6.0, 0.0, 1.0, 2.0, 3.0, -0.0, 5.0, 7.0, 3.0, -0.0, 5.0];
+    assert_eq!(out[0].data, want_c);
+    assert!(out[0].data[8].is_sign_negative() && out[0].data[12].is_sign_negative());
+    assert_eq!(out[1].data, [0.0, 3.0]);
+    assert_eq!(out[2].data, [1.0, 2.0, -0.0, 5.0]);
+    assert_eq!(out[3].data, [x.clone(), x].concat());
+}
