@@ -50,81 +50,59 @@ struct Sig {
     results: usize,
 }
 
+/// Every builtin op other than the unary functions ([`UnaryFn::ALL`]): its
+/// name, its parameter names in positional order, and how many of the first
+/// ones are required. The one list of builtins: signatures and
+/// suggestions read it, and `docs/dsl.md` must name each (a test).
+const BUILTINS: &[(&str, &[&str], usize)] = &[
+    ("maximum", &["a", "b"], 2),
+    ("minimum", &["a", "b"], 2),
+    ("matmul", &["a", "b"], 2),
+    ("pow", &["a", "b"], 2),
+    ("clamp", &["x", "min", "max"], 1),
+    ("batch_norm", &["x", "scale", "bias", "mean", "var", "eps"], 5),
+    ("instance_norm", &["x", "scale", "bias", "eps"], 3),
+    ("where", &["cond", "a", "b"], 3),
+    ("cast", &["x", "dtype"], 2),
+    ("sum", &["x", "axes", "keepdim", "acc"], 1),
+    ("max", &["x", "axes", "keepdim", "acc"], 1),
+    ("min", &["x", "axes", "keepdim", "acc"], 1),
+    ("mean", &["x", "axes", "keepdim", "acc"], 1),
+    ("reshape", &["x", "shape"], 2),
+    ("expand", &["x", "shape"], 2),
+    ("permute", &["x", "perm"], 2),
+    ("transpose", &["x", "dim0", "dim1"], 3),
+    ("unsqueeze", &["x", "axis"], 2),
+    ("squeeze", &["x", "axis"], 2),
+    ("tile", &["x", "reps"], 2),
+    ("repeat_interleave", &["x", "repeats", "axis"], 3),
+    ("concat", &["xs", "axis"], 1),
+    ("split", &["x", "sizes", "axis"], 2),
+    ("pad", &["x", "pads", "value"], 2),
+    ("shrink", &["x", "bounds"], 2),
+    ("slice", &["x", "bounds"], 2),
+    ("flip", &["x", "axes"], 2),
+    ("conv2d", &["x", "w", "bias", "stride", "pad", "dilation", "groups"], 2),
+    ("maxpool2d", &["x", "kernel", "stride", "pad", "dilation"], 2),
+    ("avgpool2d", &["x", "kernel", "stride", "pad", "count_include_pad"], 2),
+    ("softmax", &["x", "axis"], 1),
+    ("log_softmax", &["x", "axis"], 1),
+    ("layernorm", &["x", "gamma", "beta", "axis", "eps"], 3),
+    ("attention", &["q", "k", "v", "mask", "causal", "scale"], 3),
+];
+
 /// Parameter names of a builtin op in positional order, and how many of the
 /// first ones are required.
 fn builtin_sig(name: &str) -> Option<(&'static [&'static str], usize)> {
     if UnaryFn::ALL.iter().any(|u| u.name() == name) {
         return Some((&["x"], 1));
     }
-    Some(match name {
-        "maximum" | "minimum" | "matmul" | "pow" => (&["a", "b"], 2),
-        "clamp" => (&["x", "min", "max"], 1),
-        "batch_norm" => (&["x", "scale", "bias", "mean", "var", "eps"], 5),
-        "instance_norm" => (&["x", "scale", "bias", "eps"], 3),
-        "where" => (&["cond", "a", "b"], 3),
-        "cast" => (&["x", "dtype"], 2),
-        "sum" | "max" | "min" | "mean" => (&["x", "axes", "keepdim", "acc"], 1),
-        "reshape" | "expand" => (&["x", "shape"], 2),
-        "permute" => (&["x", "perm"], 2),
-        "transpose" => (&["x", "dim0", "dim1"], 3),
-        "unsqueeze" | "squeeze" => (&["x", "axis"], 2),
-        "tile" => (&["x", "reps"], 2),
-        "concat" => (&["xs", "axis"], 1),
-        "split" => (&["x", "sizes", "axis"], 2),
-        "repeat_interleave" => (&["x", "repeats", "axis"], 3),
-        "pad" => (&["x", "pads", "value"], 2),
-        "shrink" | "slice" => (&["x", "bounds"], 2),
-        "flip" => (&["x", "axes"], 2),
-        "conv2d" => (&["x", "w", "bias", "stride", "pad", "dilation", "groups"], 2),
-        "maxpool2d" => (&["x", "kernel", "stride", "pad", "dilation"], 2),
-        "avgpool2d" => (&["x", "kernel", "stride", "pad", "count_include_pad"], 2),
-        "softmax" | "log_softmax" => (&["x", "axis"], 1),
-        "layernorm" => (&["x", "gamma", "beta", "axis", "eps"], 3),
-        "attention" => (&["q", "k", "v", "mask", "causal", "scale"], 3),
-        _ => return None,
-    })
+    BUILTINS.iter().find(|b| b.0 == name).map(|&(_, params, required)| (params, required))
 }
 
 /// Every builtin op name (for suggestions).
 pub(crate) fn builtin_names() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = UnaryFn::ALL.iter().map(|u| u.name()).collect();
-    v.extend([
-        "maximum",
-        "minimum",
-        "matmul",
-        "pow",
-        "clamp",
-        "batch_norm",
-        "instance_norm",
-        "where",
-        "cast",
-        "sum",
-        "max",
-        "min",
-        "mean",
-        "reshape",
-        "expand",
-        "permute",
-        "transpose",
-        "unsqueeze",
-        "squeeze",
-        "tile",
-        "repeat_interleave",
-        "concat",
-        "split",
-        "pad",
-        "shrink",
-        "slice",
-        "flip",
-        "conv2d",
-        "maxpool2d",
-        "avgpool2d",
-        "softmax",
-        "log_softmax",
-        "layernorm",
-        "attention",
-    ]);
-    v
+    UnaryFn::ALL.iter().map(|u| u.name()).chain(BUILTINS.iter().map(|b| b.0)).collect()
 }
 
 /// Levenshtein distance, for "did you mean" hints.
@@ -424,7 +402,6 @@ impl Resolver<'_> {
             let hint = suggest(&callee.name, all.iter().copied().chain(self.sigs.iter().map(|s| s.name.as_str())));
             return Err(diag!(UnknownOp, "unknown operation `{}`{hint}", callee.name).at(callee.span));
         };
-
         let s = self.bind(callee, names, required, args, kwargs)?;
         let (op, tensors) =
             self.builtin(&callee.name, &s).map_err(|d| if d.span.is_none() { d.at(span) } else { d })?;

@@ -67,13 +67,12 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
             broadcast_to(g, x, &target)
         }
         Movement::Unsqueeze { axes: list } => {
-            let new = axes(g, list, rank + list.len())?;
-            let mut old = shape.iter();
-            let to: Vec<Dim> = (0..rank + new.len())
-                .map(
-                    |k| if new.contains(&k) { Dim::int(1) } else { old.next().cloned().unwrap_or_else(|| Dim::int(1)) },
-                )
-                .collect();
+            // Positions of the result, sorted: inserting in that order puts
+            // each 1 where it is asked for.
+            let mut to = shape.clone();
+            for k in axes(g, list, rank + list.len())? {
+                to.insert(k, Dim::int(1));
+            }
             g.reshape(x, &to)
         }
         Movement::Squeeze { axes: list } => {
@@ -153,28 +152,28 @@ pub fn concat(g: &mut Graph, xs: &[NodeId], axis_: i64) -> DResult<NodeId> {
     let total = lens.iter().fold(Dim::int(0), |a, l| &a + l);
     let mut full = shape.clone();
     full[k] = total.clone();
-    let mut off = Dim::int(0);
-    let mut out = None;
-    for (&x, len) in xs.iter().zip(&lens) {
-        let after = &(&total - &off) - len;
+    // Piece `x` of length `len` at offset `off`, padded to `total`, and the
+    // padding after it.
+    let place = |g: &mut Graph, x: NodeId, off: &Dim, len: &Dim| -> DResult<(NodeId, Dim)> {
+        let after = &(&total - off) - len;
         let mut pads = vec![(Dim::int(0), Dim::int(0)); shape.len()];
         pads[k] = (off.clone(), after.clone());
-        let piece = g.pad(x, &pads, 0.0)?;
-        out = Some(match out {
-            None => piece,
-            Some(before) => {
-                let on = super::splat(g, 1.0, crate::DType::Bool, std::slice::from_ref(len))?;
-                let on = g.pad(on, &[(off.clone(), after)], 0.0)?;
-                let mut line = vec![Dim::int(1); shape.len()];
-                line[k] = total.clone();
-                let on = g.reshape(on, &line)?;
-                let on = broadcast_to(g, on, &full)?;
-                g.where_(on, piece, before)?
-            }
-        });
+        Ok((g.pad(x, &pads, 0.0)?, after))
+    };
+    let (mut out, _) = place(g, first, &Dim::int(0), &lens[0])?;
+    let mut off = lens[0].clone();
+    for (&x, len) in rest.iter().zip(&lens[1..]) {
+        let (piece, after) = place(g, x, &off, len)?;
+        let on = super::splat(g, 1.0, crate::DType::Bool, std::slice::from_ref(len))?;
+        let on = g.pad(on, &[(off.clone(), after)], 0.0)?;
+        let mut line = vec![Dim::int(1); shape.len()];
+        line[k] = total.clone();
+        let on = g.reshape(on, &line)?;
+        let on = broadcast_to(g, on, &full)?;
+        out = g.where_(on, piece, out)?;
         off = &off + len;
     }
-    out.ok_or_else(|| fail(g, diag!(Internal, "concat of no pieces")))
+    Ok(out)
 }
 
 /// `split(x, sizes, axis)`: consecutive pieces of `x` along `axis`, one per
