@@ -289,8 +289,8 @@ pub enum Movement {
     Tile { reps: Vec<Dim> },
     /// Each element repeated `repeats` times in place along `axis`.
     RepeatInterleave { repeats: Dim, axis: i64 },
-    /// `[lo, hi]` per axis, filled with `value`.
-    Pad { pads: Vec<(Dim, Dim)>, value: f64 },
+    /// `[lo, hi]` per axis, filled with `value` or by `mode`.
+    Pad { pads: Vec<(Dim, Dim)>, value: f64, mode: PadMode },
     /// `[lo, hi)` per axis.
     Shrink { bounds: Vec<(Dim, Dim)> },
     /// `[lo, hi, step)` per axis, step > 0.
@@ -307,18 +307,52 @@ pub enum Pieces {
     Concat { axis: i64 },
     /// One result per entry of `sizes`, consecutive pieces along `axis`.
     Split { sizes: Vec<Dim>, axis: i64 },
+    /// `chunks` equal consecutive pieces along `axis` (whose size they
+    /// must divide).
+    Chunk { chunks: usize, axis: i64 },
 }
 
-/// 2-D sliding-window parameters shared by convolution and pooling (the
-/// kernel size comes from the weight or from the pool's `kernel`).
+/// Sliding-window parameters shared by convolution and pooling, one entry
+/// per spatial axis (the last `rank()` axes of the input; the kernel size
+/// comes from the weight or from the pool's `kernel`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Window {
-    /// `[sh, sw]`.
-    pub stride: [Dim; 2],
-    /// `[top, bottom, left, right]`.
-    pub pad: [Dim; 4],
-    /// `[dh, dw]`.
-    pub dilation: [Dim; 2],
+    /// One stride per spatial axis.
+    pub stride: Vec<Dim>,
+    /// `(before, after)` per spatial axis.
+    pub pad: Vec<(Dim, Dim)>,
+    /// One dilation per spatial axis.
+    pub dilation: Vec<Dim>,
+}
+
+impl Window {
+    /// The number of spatial axes (1, 2 or 3 for the DSL's ops).
+    pub fn rank(&self) -> usize {
+        self.stride.len()
+    }
+}
+
+/// How `pad` fills the new elements (ONNX `Pad`'s modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// The given value.
+    Constant,
+    /// The mirror image without the edge element: `[a b c]` padded by 2 is
+    /// `[c b a b c b a]`.
+    Reflect,
+    /// The edge element repeated (PyTorch's `replicate`).
+    Edge,
+}
+
+impl PadMode {
+    /// The name the DSL spells it with (`mode=reflect`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PadMode::Constant => "constant",
+            PadMode::Reflect => "reflect",
+            PadMode::Edge => "edge",
+        }
+    }
 }
 
 /// A typed high-level op with its attributes (`spec/000` §1.1).
@@ -343,19 +377,31 @@ pub enum FOp {
     Pieces(Pieces),
     /// NumPy/tinygrad `matmul` (`spec/001` §0).
     Matmul,
-    /// NCHW input, OIHW weight; operands `x, w[, bias]`.
-    Conv2d {
+    /// `conv1d`/`conv2d`/`conv3d` (`window.rank()` spatial axes): input
+    /// `[N, Cin, *spatial]`, weight `[Cout, Cin/groups, *kernel]`; operands
+    /// `x, w[, bias]`.
+    Conv {
         window: Window,
         groups: i64,
         bias: bool,
     },
-    /// `kernel` is `[kh, kw]`.
-    MaxPool2d {
-        kernel: [Dim; 2],
+    /// `conv_transpose{1,2,3}d` (PyTorch's `ConvTranspose`): input `[N, Cin,
+    /// *spatial]`, weight `[Cin, Cout/groups, *kernel]`; `window.pad` is the
+    /// padding taken off the full output, `output_padding` the extra size
+    /// added after it; operands `x, w[, bias]`.
+    ConvTranspose {
+        window: Window,
+        output_padding: Vec<Dim>,
+        groups: i64,
+        bias: bool,
+    },
+    /// `maxpool{1,2,3}d`: `kernel` has one size per spatial axis.
+    MaxPool {
+        kernel: Vec<Dim>,
         window: Window,
     },
-    AvgPool2d {
-        kernel: [Dim; 2],
+    AvgPool {
+        kernel: Vec<Dim>,
         window: Window,
         count_include_pad: bool,
     },
@@ -409,7 +455,8 @@ fn ints(v: &[i64]) -> String {
 }
 
 fn window(w: &Window) -> String {
-    format!(" stride={} pad={} dilation={}", dims(&w.stride), dims(&w.pad), dims(&w.dilation))
+    let p: Vec<String> = w.pad.iter().map(|(a, b)| format!("[{a}, {b}]")).collect();
+    format!(" stride={} pad=[{}] dilation={}", dims(&w.stride), p.join(", "), dims(&w.dilation))
 }
 
 impl FOp {
@@ -417,6 +464,7 @@ impl FOp {
     pub fn results(&self) -> usize {
         match self {
             FOp::Pieces(Pieces::Split { sizes, .. }) => sizes.len(),
+            FOp::Pieces(Pieces::Chunk { chunks, .. }) => *chunks,
             _ => 1,
         }
     }
@@ -446,10 +494,12 @@ impl FOp {
             .to_string(),
             FOp::Pieces(Pieces::Concat { .. }) => "concat".into(),
             FOp::Pieces(Pieces::Split { .. }) => "split".into(),
+            FOp::Pieces(Pieces::Chunk { .. }) => "chunk".into(),
             FOp::Matmul => "matmul".into(),
-            FOp::Conv2d { .. } => "conv2d".into(),
-            FOp::MaxPool2d { .. } => "maxpool2d".into(),
-            FOp::AvgPool2d { .. } => "avgpool2d".into(),
+            FOp::Conv { window, .. } => format!("conv{}d", window.rank()),
+            FOp::ConvTranspose { window, .. } => format!("conv_transpose{}d", window.rank()),
+            FOp::MaxPool { window, .. } => format!("maxpool{}d", window.rank()),
+            FOp::AvgPool { window, .. } => format!("avgpool{}d", window.rank()),
             FOp::Softmax { .. } => "softmax".into(),
             FOp::LogSoftmax { .. } => "log_softmax".into(),
             FOp::Clamp { .. } => "clamp".into(),
@@ -490,9 +540,12 @@ impl FOp {
                 Movement::Unsqueeze { axes } | Movement::Squeeze { axes } => format!(" axes={}", ints(axes)),
                 Movement::Tile { reps } => format!(" reps={}", dims(reps)),
                 Movement::RepeatInterleave { repeats, axis } => format!(" repeats={repeats} axis={axis}"),
-                Movement::Pad { pads, value } => {
+                Movement::Pad { pads, value, mode } => {
                     let p: Vec<String> = pads.iter().map(|(a, b)| format!("[{a}, {b}]")).collect();
-                    format!(" pads=[{}] value={value:?}", p.join(", "))
+                    match mode {
+                        PadMode::Constant => format!(" pads=[{}] value={value:?}", p.join(", ")),
+                        PadMode::Reflect | PadMode::Edge => format!(" pads=[{}] mode={}", p.join(", "), mode.name()),
+                    }
                 }
                 Movement::Shrink { bounds } => {
                     let p: Vec<String> = bounds.iter().map(|(a, b)| format!("[{a}, {b}]")).collect();
@@ -506,9 +559,13 @@ impl FOp {
             },
             FOp::Pieces(Pieces::Concat { axis }) => format!(" axis={axis}"),
             FOp::Pieces(Pieces::Split { sizes, axis }) => format!(" sizes={} axis={axis}", dims(sizes)),
-            FOp::Conv2d { window: w, groups, bias } => format!("{} groups={groups} bias={bias}", window(w)),
-            FOp::MaxPool2d { kernel, window: w } => format!(" kernel={}{}", dims(kernel), window(w)),
-            FOp::AvgPool2d { kernel, window: w, count_include_pad } => {
+            FOp::Pieces(Pieces::Chunk { chunks, axis }) => format!(" chunks={chunks} axis={axis}"),
+            FOp::Conv { window: w, groups, bias } => format!("{} groups={groups} bias={bias}", window(w)),
+            FOp::ConvTranspose { window: w, output_padding, groups, bias } => {
+                format!("{} output_padding={} groups={groups} bias={bias}", window(w), dims(output_padding))
+            }
+            FOp::MaxPool { kernel, window: w } => format!(" kernel={}{}", dims(kernel), window(w)),
+            FOp::AvgPool { kernel, window: w, count_include_pad } => {
                 format!(" kernel={}{} count_include_pad={count_include_pad}", dims(kernel), window(w))
             }
             FOp::Softmax { axis } | FOp::LogSoftmax { axis } => format!(" axis={axis}"),

@@ -78,18 +78,48 @@ const BUILTINS: &[(&str, &[&str], usize)] = &[
     ("repeat_interleave", &["x", "repeats", "axis"], 3),
     ("concat", &["xs", "axis"], 1),
     ("split", &["x", "sizes", "axis"], 2),
-    ("pad", &["x", "pads", "value"], 2),
+    ("chunk", &["x", "chunks", "axis"], 2),
+    ("pad", &["x", "pads", "value", "mode"], 2),
     ("shrink", &["x", "bounds"], 2),
     ("slice", &["x", "bounds"], 2),
     ("flip", &["x", "axes"], 2),
-    ("conv2d", &["x", "w", "bias", "stride", "pad", "dilation", "groups"], 2),
-    ("maxpool2d", &["x", "kernel", "stride", "pad", "dilation"], 2),
-    ("avgpool2d", &["x", "kernel", "stride", "pad", "count_include_pad"], 2),
+    ("conv1d", CONV, 2),
+    ("conv2d", CONV, 2),
+    ("conv3d", CONV, 2),
+    ("conv_transpose1d", CONV_TRANSPOSE, 2),
+    ("conv_transpose2d", CONV_TRANSPOSE, 2),
+    ("conv_transpose3d", CONV_TRANSPOSE, 2),
+    ("maxpool1d", MAXPOOL, 2),
+    ("maxpool2d", MAXPOOL, 2),
+    ("maxpool3d", MAXPOOL, 2),
+    ("avgpool1d", AVGPOOL, 2),
+    ("avgpool2d", AVGPOOL, 2),
+    ("avgpool3d", AVGPOOL, 2),
     ("softmax", &["x", "axis"], 1),
     ("log_softmax", &["x", "axis"], 1),
     ("layernorm", &["x", "gamma", "beta", "axis", "eps"], 3),
     ("attention", &["q", "k", "v", "mask", "causal", "scale"], 3),
 ];
+
+// The parameters of the sliding-window builtins, one list per family for
+// its 1-D, 2-D and 3-D names.
+const CONV: &[&str] = &["x", "w", "bias", "stride", "pad", "dilation", "groups"];
+const CONV_TRANSPOSE: &[&str] = &["x", "w", "bias", "stride", "pad", "output_padding", "groups", "dilation"];
+const MAXPOOL: &[&str] = &["x", "kernel", "stride", "pad", "dilation"];
+const AVGPOOL: &[&str] = &["x", "kernel", "stride", "pad", "count_include_pad"];
+
+/// `("conv", 2)` for `conv2d`: a sliding-window op's family and its number
+/// of spatial axes (1, 2 or 3).
+fn spatial(name: &str) -> Option<(&str, usize)> {
+    let stem = name.strip_suffix('d')?;
+    let n = match stem.as_bytes().last()? {
+        b'1' => 1,
+        b'2' => 2,
+        b'3' => 3,
+        _ => return None,
+    };
+    Some((&stem[..stem.len() - 1], n))
+}
 
 /// Parameter names of a builtin op in positional order, and how many of the
 /// first ones are required.
@@ -422,21 +452,67 @@ impl Resolver<'_> {
     /// ones are `None`).
     fn builtin<'e>(&self, name: &str, s: &Slots<'e>) -> DResult<(FOp, Vec<Option<&'e Expr>>)> {
         let x = vec![s[0]];
-        // The stride defaults to the kernel for pools and to 1 for conv2d.
-        let window = |stride: Option<&Expr>,
+        // `n` spatial axes; the stride defaults to the kernel for pools and
+        // to 1 for convolutions.
+        let window = |n: usize,
+                      stride: Option<&Expr>,
                       pad: Option<&Expr>,
                       dilation: Option<&Expr>,
-                      default_stride: &[Dim; 2]|
+                      default_stride: &[Dim]|
          -> DResult<Window> {
             Ok(Window {
                 stride: match stride {
-                    Some(e) => self.dims2(e)?,
-                    None => default_stride.clone(),
+                    Some(e) => self.dims_n(e, n)?,
+                    None => default_stride.to_vec(),
                 },
-                pad: pad.map(|e| self.pad4(e)).transpose()?.unwrap_or_else(|| std::array::from_fn(|_| Dim::int(0))),
-                dilation: dilation.map(|e| self.dims2(e)).transpose()?.unwrap_or_else(|| [Dim::int(1), Dim::int(1)]),
+                pad: match pad {
+                    Some(e) => self.pads_n(e, n)?,
+                    None => vec![(Dim::int(0), Dim::int(0)); n],
+                },
+                dilation: match dilation {
+                    Some(e) => self.dims_n(e, n)?,
+                    None => vec![Dim::int(1); n],
+                },
             })
         };
+        let groups = |e: Option<&Expr>| -> DResult<i64> {
+            let groups = e.map(|e| self.int(e)).transpose()?.unwrap_or(1);
+            if groups < 1 {
+                return Err(diag!(AxisSizeMismatch, "groups = {groups}: must be at least 1").at(span_of(e)));
+            }
+            Ok(groups)
+        };
+        if let Some((family, n)) = spatial(name) {
+            let op = match family {
+                "conv" => FOp::Conv {
+                    window: window(n, s[3], s[4], s[5], &vec![Dim::int(1); n])?,
+                    groups: groups(s[6])?,
+                    bias: s[2].is_some(),
+                },
+                "conv_transpose" => FOp::ConvTranspose {
+                    window: window(n, s[3], s[4], s[7], &vec![Dim::int(1); n])?,
+                    output_padding: match s[5] {
+                        Some(e) => self.dims_n(e, n)?,
+                        None => vec![Dim::int(0); n],
+                    },
+                    groups: groups(s[6])?,
+                    bias: s[2].is_some(),
+                },
+                "maxpool" => {
+                    let kernel = self.dims_n(req(s, 1)?, n)?;
+                    return Ok((FOp::MaxPool { window: window(n, s[2], s[3], s[4], &kernel)?, kernel }, x));
+                }
+                "avgpool" => {
+                    let kernel = self.dims_n(req(s, 1)?, n)?;
+                    let cip = s[4].map(|e| self.boolean(e)).transpose()?.unwrap_or(false);
+                    let op =
+                        FOp::AvgPool { window: window(n, s[2], s[3], None, &kernel)?, kernel, count_include_pad: cip };
+                    return Ok((op, x));
+                }
+                _ => return Err(diag!(Internal, "builtin `{name}` has a signature but no resolver")),
+            };
+            return Ok((op, vec![s[0], s[1], s[2]]));
+        }
         if let Some(u) = UnaryFn::ALL.iter().find(|u| u.name() == name) {
             return Ok((FOp::Unary(*u), x));
         }
@@ -502,7 +578,25 @@ impl Resolver<'_> {
             }),
             "pad" => {
                 let pads = self.tuples(req(s, 1)?, 2)?.into_iter().map(|v| (v[0].clone(), v[1].clone())).collect();
-                FOp::Movement(Movement::Pad { pads, value: s[2].map(|e| self.float(e)).transpose()?.unwrap_or(0.0) })
+                let mode = s[3].map(|e| self.pad_mode(e)).transpose()?.unwrap_or(PadMode::Constant);
+                if let (Some(v), PadMode::Reflect | PadMode::Edge) = (s[2], mode) {
+                    return Err(diag!(ArityMismatch, "`value=` fills only `mode=constant` padding").at(v.span()));
+                }
+                let value = s[2].map(|e| self.float(e)).transpose()?.unwrap_or(0.0);
+                FOp::Movement(Movement::Pad { pads, value, mode })
+            }
+            "chunk" => {
+                let chunks = self.int(req(s, 1)?)?;
+                if chunks < 1 {
+                    return Err(
+                        diag!(AxisSizeMismatch, "chunk into {chunks} pieces: must be at least 1").at(span_of(s[1]))
+                    );
+                }
+                // The count of results is checked against the assignment next.
+                FOp::Pieces(Pieces::Chunk {
+                    chunks: chunks as usize,
+                    axis: s[2].map(|e| self.int(e)).transpose()?.unwrap_or(0),
+                })
             }
             "shrink" => {
                 let bounds = self.tuples(req(s, 1)?, 2)?.into_iter().map(|v| (v[0].clone(), v[1].clone())).collect();
@@ -510,24 +604,6 @@ impl Resolver<'_> {
             }
             "slice" => FOp::Movement(Movement::Slice { bounds: self.slice_bounds(req(s, 1)?)? }),
             "flip" => FOp::Movement(Movement::Flip { axes: self.int_list(req(s, 1)?)? }),
-            "conv2d" => {
-                let w = window(s[3], s[4], s[5], &[Dim::int(1), Dim::int(1)])?;
-                let groups = s[6].map(|e| self.int(e)).transpose()?.unwrap_or(1);
-                if groups < 1 {
-                    return Err(diag!(AxisSizeMismatch, "groups = {groups}: must be at least 1").at(span_of(s[6])));
-                }
-                let op = FOp::Conv2d { window: w, groups, bias: s[2].is_some() };
-                return Ok((op, vec![s[0], s[1], s[2]]));
-            }
-            "maxpool2d" | "avgpool2d" => {
-                let kernel = self.dims2(req(s, 1)?)?;
-                if name == "maxpool2d" {
-                    FOp::MaxPool2d { window: window(s[2], s[3], s[4], &kernel)?, kernel }
-                } else {
-                    let cip = s[4].map(|e| self.boolean(e)).transpose()?.unwrap_or(false);
-                    FOp::AvgPool2d { window: window(s[2], s[3], None, &kernel)?, kernel, count_include_pad: cip }
-                }
-            }
             "softmax" => FOp::Softmax { axis: s[1].map(|e| self.int(e)).transpose()?.unwrap_or(-1) },
             "log_softmax" => FOp::LogSoftmax { axis: s[1].map(|e| self.int(e)).transpose()?.unwrap_or(-1) },
             "layernorm" => {
@@ -668,38 +744,54 @@ impl Resolver<'_> {
         Ok(out)
     }
 
-    /// `2` or `[2, 3]`.
-    fn dims2(&self, e: &Expr) -> DResult<[Dim; 2]> {
+    /// `n` sizes: one for every axis (`2`) or a list of `n` (`[2, 3]`).
+    fn dims_n(&self, e: &Expr, n: usize) -> DResult<Vec<Dim>> {
         match e {
-            Expr::List(v, sp) => match v.as_slice() {
-                [a, b] => Ok([self.dim(a)?, self.dim(b)?]),
-                _ => Err(diag!(SyntaxError, "expected [h, w], got {} entries", v.len()).at(*sp)),
-            },
+            Expr::List(v, sp) if v.len() == n => v.iter().map(|x| self.dim(x)).collect(),
+            Expr::List(v, sp) => {
+                Err(diag!(SyntaxError, "expected one entry per spatial axis ({n}), got {}", v.len()).at(*sp))
+            }
+            _ => Ok(vec![self.dim(e)?; n]),
+        }
+    }
+
+    /// Padding of `n` spatial axes: `p` for all, a list of `n` (the same
+    /// before and after each axis) or of `2n` (`[before_0, after_0,
+    /// before_1, after_1, ..]`: `[top, bottom, left, right]` in 2-D).
+    fn pads_n(&self, e: &Expr, n: usize) -> DResult<Vec<(Dim, Dim)>> {
+        match e {
+            Expr::List(v, sp) => {
+                let d: Vec<Dim> = v.iter().map(|x| self.dim(x)).collect::<DResult<_>>()?;
+                if d.len() == n {
+                    Ok(d.into_iter().map(|p| (p.clone(), p)).collect())
+                } else if d.len() == 2 * n {
+                    Ok(d.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect())
+                } else {
+                    Err(diag!(
+                        SyntaxError,
+                        "expected {n} paddings (one per spatial axis) or {} (before and after each), got {}",
+                        2 * n,
+                        v.len()
+                    )
+                    .at(*sp))
+                }
+            }
             _ => {
                 let d = self.dim(e)?;
-                Ok([d.clone(), d])
+                Ok(vec![(d.clone(), d); n])
             }
         }
     }
 
-    /// `p`, `[ph, pw]` (symmetric) or `[top, bottom, left, right]`.
-    fn pad4(&self, e: &Expr) -> DResult<[Dim; 4]> {
+    fn pad_mode(&self, e: &Expr) -> DResult<PadMode> {
         match e {
-            Expr::List(v, sp) => match v.as_slice() {
-                [h, w] => {
-                    let (h, w) = (self.dim(h)?, self.dim(w)?);
-                    Ok([h.clone(), h, w.clone(), w])
-                }
-                [t, b, l, r] => Ok([self.dim(t)?, self.dim(b)?, self.dim(l)?, self.dim(r)?]),
-                _ => {
-                    Err(diag!(SyntaxError, "expected [ph, pw] or [top, bottom, left, right], got {} entries", v.len())
-                        .at(*sp))
-                }
-            },
-            _ => {
-                let d = self.dim(e)?;
-                Ok(std::array::from_fn(|_| d.clone()))
-            }
+            Expr::Name(id) => [PadMode::Constant, PadMode::Reflect, PadMode::Edge]
+                .into_iter()
+                .find(|m| m.name() == id.name)
+                .ok_or_else(|| {
+                    diag!(SyntaxError, "`{}` is not a pad mode (constant, reflect, edge)", id.name).at(id.span)
+                }),
+            _ => Err(expected(e, "a pad mode (constant, reflect, edge)")),
         }
     }
 

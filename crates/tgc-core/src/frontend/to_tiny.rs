@@ -331,6 +331,10 @@ impl Lowerer<'_> {
                 let sizes = sizes.iter().map(|d| dim(d, subst, sp)).collect::<DResult<Vec<_>>>()?;
                 return movement::split(&mut self.g, x, &sizes, *axis);
             }
+            FOp::Pieces(Pieces::Chunk { chunks, axis }) => {
+                let x = self.node(arg(0)?, vals)?;
+                return movement::chunk(&mut self.g, x, *chunks, *axis);
+            }
             FOp::Binary(f) => match self.meet_all(&st.args, vals)?[..] {
                 [a, b] => elementwise::binary(&mut self.g, *f, a, b)?,
                 _ => return Err(diag!(Internal, "`{}` needs two operands", f.name())),
@@ -371,17 +375,22 @@ impl Lowerer<'_> {
             }
             FOp::Movement(m) => movement::movement(g, x, &subst_movement(m, subst, sp)?),
             FOp::Matmul => contraction::matmul(g, x, more(0)?),
-            FOp::Conv2d { window, groups, bias } => {
+            FOp::Conv { window, groups, bias } => {
                 let b = if *bias { Some(more(1)?) } else { None };
-                conv::conv2d(g, x, more(0)?, b, &subst_window(window, subst, sp)?, *groups)
+                conv::conv(g, x, more(0)?, b, &subst_window(window, subst, sp)?, *groups)
             }
-            FOp::MaxPool2d { kernel, window } => {
-                conv::maxpool2d(g, x, &subst2(kernel, subst, sp)?, &subst_window(window, subst, sp)?)
+            FOp::ConvTranspose { window, output_padding, groups, bias } => {
+                let b = if *bias { Some(more(1)?) } else { None };
+                let op = subst_list(output_padding, subst, sp)?;
+                conv::conv_transpose(g, x, more(0)?, b, &subst_window(window, subst, sp)?, &op, *groups)
             }
-            FOp::AvgPool2d { kernel, window, count_include_pad } => conv::avgpool2d(
+            FOp::MaxPool { kernel, window } => {
+                conv::maxpool(g, x, &subst_list(kernel, subst, sp)?, &subst_window(window, subst, sp)?)
+            }
+            FOp::AvgPool { kernel, window, count_include_pad } => conv::avgpool(
                 g,
                 x,
-                &subst2(kernel, subst, sp)?,
+                &subst_list(kernel, subst, sp)?,
                 &subst_window(window, subst, sp)?,
                 *count_include_pad,
             ),
@@ -502,16 +511,19 @@ fn dim(d: &Dim, subst: &Subst, sp: Span) -> DResult<Dim> {
     d.substitute(subst).map_err(|m| diag!(AxisSizeMismatch, "{m}").at(sp))
 }
 
-fn subst2(v: &[Dim; 2], subst: &Subst, sp: Span) -> DResult<[Dim; 2]> {
-    Ok([dim(&v[0], subst, sp)?, dim(&v[1], subst, sp)?])
+fn subst_list(v: &[Dim], subst: &Subst, sp: Span) -> DResult<Vec<Dim>> {
+    v.iter().map(|x| dim(x, subst, sp)).collect()
+}
+
+fn subst_pairs(v: &[(Dim, Dim)], subst: &Subst, sp: Span) -> DResult<Vec<(Dim, Dim)>> {
+    v.iter().map(|(a, b)| Ok((dim(a, subst, sp)?, dim(b, subst, sp)?))).collect()
 }
 
 fn subst_window(w: &Window, subst: &Subst, sp: Span) -> DResult<Window> {
-    let d = |x: &Dim| dim(x, subst, sp);
     Ok(Window {
-        stride: subst2(&w.stride, subst, sp)?,
-        pad: [d(&w.pad[0])?, d(&w.pad[1])?, d(&w.pad[2])?, d(&w.pad[3])?],
-        dilation: subst2(&w.dilation, subst, sp)?,
+        stride: subst_list(&w.stride, subst, sp)?,
+        pad: subst_pairs(&w.pad, subst, sp)?,
+        dilation: subst_list(&w.dilation, subst, sp)?,
     })
 }
 
@@ -520,19 +532,24 @@ fn subst_movement(m: &Movement, subst: &Subst, sp: Span) -> DResult<Movement> {
         return Ok(m.clone());
     }
     let d = |x: &Dim| dim(x, subst, sp);
-    let list = |v: &[Dim]| v.iter().map(d).collect::<DResult<Vec<Dim>>>();
     Ok(match m {
-        Movement::Reshape { shape } => Movement::Reshape { shape: list(shape)? },
-        Movement::Expand { shape } => Movement::Expand { shape: list(shape)? },
-        Movement::Pad { pads, value } => {
-            Movement::Pad { pads: pads.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()?, value: *value }
+        Movement::Reshape { shape } => Movement::Reshape { shape: subst_list(shape, subst, sp)? },
+        Movement::Expand { shape } => Movement::Expand { shape: subst_list(shape, subst, sp)? },
+        Movement::Pad { pads, value, mode } => {
+            Movement::Pad { pads: subst_pairs(pads, subst, sp)?, value: *value, mode: *mode }
         }
-        Movement::Shrink { bounds } => {
-            Movement::Shrink { bounds: bounds.iter().map(|(a, b)| Ok((d(a)?, d(b)?))).collect::<DResult<_>>()? }
-        }
+        Movement::Shrink { bounds } => Movement::Shrink { bounds: subst_pairs(bounds, subst, sp)? },
         Movement::Slice { bounds } => Movement::Slice {
             bounds: bounds.iter().map(|(a, b, c)| Ok((d(a)?, d(b)?, d(c)?))).collect::<DResult<_>>()?,
         },
-        other => other.clone(),
+        Movement::Tile { reps } => Movement::Tile { reps: subst_list(reps, subst, sp)? },
+        Movement::RepeatInterleave { repeats, axis } => {
+            Movement::RepeatInterleave { repeats: d(repeats)?, axis: *axis }
+        }
+        Movement::Permute { .. }
+        | Movement::Transpose { .. }
+        | Movement::Unsqueeze { .. }
+        | Movement::Squeeze { .. }
+        | Movement::Flip { .. } => m.clone(),
     })
 }

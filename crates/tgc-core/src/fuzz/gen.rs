@@ -1,6 +1,7 @@
 //! The graph generator of the structure-aware fuzz target and the
 //! movement property tests: random Tiny IR graphs in which a chain of 1 to 5
-//! movement ops from an `INPUT` and a second operand (another such chain, a
+//! movement ops (the frontend's `tile` and `reflect`/`edge` `pad` among them)
+//! from an `INPUT` and a second operand (another such chain, a
 //! broadcast `CONST`, or the first operand read again at a shifted index)
 //! feed a binary op or `CMPLT` + `WHERE`, followed by an optional `REDUCE`
 //! and an optional movement tail; sometimes the first operand is a second
@@ -18,6 +19,7 @@
 //! f32 (see [`Gen::data`]): the evaluators must agree bit for bit.
 
 use crate::affine::AffExpr;
+use crate::frontend::ir::{Movement, PadMode};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, NodeId, Output, ReduceOp};
 use crate::DType;
@@ -128,6 +130,10 @@ enum Move {
     Expand(Vec<usize>),
     /// `(lo, hi)` per axis, and the fill value.
     Pad(Vec<(usize, usize)>, f64),
+    /// The frontend's `pad` in `reflect` or `edge` mode, `(lo, hi)` per
+    /// axis: `SHRINK`ed border pieces (`FLIP`ped or `EXPAND`ed) joined by
+    /// `concat` (`PAD` + `WHERE` of padded bool masks).
+    BorderPad(Vec<(usize, usize)>, PadMode),
     Shrink {
         lo: Vec<usize>,
         hi: Vec<usize>,
@@ -145,7 +151,9 @@ impl Move {
         match self {
             Move::Reshape(s) | Move::Expand(s) | Move::View(s, _) => s.clone(),
             Move::Permute(perm) => perm.iter().map(|&p| x[p]).collect(),
-            Move::Pad(pads, _) => x.iter().zip(pads).map(|(d, (lo, hi))| d + lo + hi).collect(),
+            Move::Pad(pads, _) | Move::BorderPad(pads, _) => {
+                x.iter().zip(pads).map(|(d, (lo, hi))| d + lo + hi).collect()
+            }
             Move::Shrink { lo, hi, step } => (0..x.len()).map(|k| (hi[k] - lo[k]).div_ceil(step[k])).collect(),
             Move::Flip(_) => x.to_vec(),
         }
@@ -165,6 +173,11 @@ impl Move {
             Move::Pad(pads, value) => {
                 let pads: Vec<(Dim, Dim)> = pads.iter().map(|&(lo, hi)| (int(lo), int(hi))).collect();
                 g.pad(x, &pads, *value)
+            }
+            Move::BorderPad(pads, mode) => {
+                let pads: Vec<(Dim, Dim)> = pads.iter().map(|&(lo, hi)| (int(lo), int(hi))).collect();
+                let m = Movement::Pad { pads, value: 0.0, mode: *mode };
+                crate::frontend::ops::movement::movement(g, x, &m)
             }
             Move::Shrink { lo, hi, step } => g.shrink(x, &dims(lo), &dims(hi), &dims(step)),
             Move::Flip(axes) => g.flip(x, axes),
@@ -446,8 +459,9 @@ impl<E: Entropy> Gen<'_, E> {
     fn step_back(&mut self, out: &[usize]) -> Option<(Vec<usize>, Vec<Move>)> {
         let r = out.len();
         // RESHAPE, PERMUTE, EXPAND, broadcast, PAD, SHRINK, FLIP, window,
-        // upsample, general affine VIEW, tile / repeat_interleave.
-        let step = match self.weighted(&[2, 2, 1, 1, 2, 2, 1, 2, 1, 1, 1]) {
+        // upsample, general affine VIEW, tile / repeat_interleave, reflect /
+        // edge pad.
+        let step = match self.weighted(&[2, 2, 1, 1, 2, 2, 1, 2, 1, 1, 1, 1]) {
             0 => (self.shape_with_numel(numel(out)), vec![Move::Reshape(out.to_vec())]),
             1 => {
                 let perm = self.permutation(r);
@@ -555,6 +569,25 @@ impl<E: Entropy> Gen<'_, E> {
                     input,
                     vec![Move::Reshape(split(pair_one)), Move::Expand(split(pair_wide)), Move::Reshape(out.to_vec())],
                 )
+            }
+            11 => {
+                // `reflect` needs each pad below the input's size, `edge` an
+                // input of at least one element.
+                let mode = if self.chance(0.5) { PadMode::Reflect } else { PadMode::Edge };
+                let mut pads = Vec::with_capacity(r);
+                for &d in out {
+                    let (lo, hi) = (self.below(3), self.below(3));
+                    let fits = match mode {
+                        PadMode::Reflect => d > lo + hi + lo.max(hi),
+                        _ => d > lo + hi,
+                    };
+                    pads.push(if fits && self.chance(0.6) { (lo, hi) } else { (0, 0) });
+                }
+                if pads.iter().all(|&p| p == (0, 0)) {
+                    return None;
+                }
+                let input = out.iter().zip(&pads).map(|(d, (lo, hi))| d - lo - hi).collect();
+                (input, vec![Move::BorderPad(pads, mode)])
             }
             _ => return None,
         };

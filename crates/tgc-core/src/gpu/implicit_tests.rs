@@ -281,3 +281,23 @@ fn the_plan_dump_of_a_resnet_layer_ranks_its_implicit_gemm() {
     assert_eq!(dump.lines().filter(|l| l.starts_with('*')).count(), 1, "{dump}");
     assert!(dump.contains("for the implicit GEMM's addresses exceed sm80's 255"), "{dump}");
 }
+
+/// Convolutions in one and three spatial dimensions (`conv1d`, `conv3d`:
+/// the same N-d lowering as `conv2d`) are implicit GEMMs on the MMA
+/// template too, with their strides, padding and dilation, and compile to
+/// tensor-core SASS.
+#[test]
+fn conv1d_and_conv3d_run_on_the_mma_template() {
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
+    for src in [
+        "graph c1(x: f16[2, 8, 37], w: f16[16, 8, 3], b: f16[16]) -> (y: f16[2, 16, 19]) {\n    \
+         y = relu(conv1d(x, w, bias=b, stride=2, pad=1))\n    return y\n}\n",
+        "graph c3(x: f16[1, 8, 5, 6, 7], w: f16[16, 8, 3, 3, 3], b: f16[16]) -> (y: f16[1, 16, 5, 3, 5]) {\n    \
+         y = conv3d(x, w, bias=b, stride=[1, 2, 1], pad=[1, 1, 1, 1, 0, 0], dilation=[1, 1, 1])\n    return y\n}\n",
+    ] {
+        let g = load(src);
+        let p = check(&g, 1e-3);
+        gemm_launch(&p);
+        compiles_to_mma(&tc, &p, true);
+    }
+}

@@ -1,6 +1,7 @@
 //! Property test: random graphs of movement ops (`RESHAPE`, `PERMUTE`,
 //! `EXPAND`, `PAD` with zero and non-zero values, `SHRINK` with steps,
-//! `FLIP`, sliding-window and floor-division `VIEW`s) feeding a binary op or
+//! `FLIP`, sliding-window and floor-division `VIEW`s, the frontend's `tile` and
+//! `reflect`/`edge` `pad` (a `concat` of border pieces)) feeding a binary op or
 //! `CMPLT` + `WHERE`, an optional `REDUCE` (SUM, MAX, MIN over random axes)
 //! and an optional movement tail, drawn by `tgc_core::fuzz::gen` (the
 //! structure-aware fuzz target's generator). For every graph four evaluators
@@ -57,6 +58,8 @@ const MUST_COVER: &[&str] = &[
     "VIEW floordiv",
     "VIEW general",
     "tile",
+    "pad reflect",
+    "pad edge",
     "CONST",
     "ADD",
     "SUB",
@@ -250,6 +253,18 @@ fn tally(g: &Graph, dtype: DType, counts: &mut BTreeMap<&'static str, usize>) {
                 }) =>
             {
                 seen.push("tile")
+            }
+            // `concat` (and so `pad` in `reflect`/`edge` mode) selects each
+            // piece, PADded into place, with WHERE: a FLIPped border piece
+            // is `reflect`, an EXPANDed one `edge`.
+            Op::Where => {
+                let piece = g.node(n.src[1]);
+                let border = |op: fn(&Op) -> bool| matches!(piece.op, Op::Pad { .. }) && op(&g.node(piece.src[0]).op);
+                if border(|o| matches!(o, Op::Flip { .. })) {
+                    seen.push("pad reflect");
+                } else if border(|o| matches!(o, Op::Expand)) {
+                    seen.push("pad edge");
+                }
             }
             Op::Reduce { op, .. } => seen.push(match op.name() {
                 "SUM" => "REDUCE SUM",

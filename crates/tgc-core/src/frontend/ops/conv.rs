@@ -1,9 +1,14 @@
-//! Sliding-window ops on NCHW tensors: `conv2d`, `maxpool2d`, `avgpool2d`.
+//! Sliding-window ops on channels-first tensors in one to three spatial
+//! dimensions (`004`'s `conv_nd`): `conv{1,2,3}d`, `conv_transpose{1,2,3}d`,
+//! `maxpool{1,2,3}d`, `avgpool{1,2,3}d`.
 //!
-//! The window is a movement (decision 2): `PAD` (asymmetric `[t, b, l, r]`)
-//! then an affine `VIEW` adding the kernel axes,
-//! `out[.., oy, ox, ky, kx] = in[.., oy·Sh + ky·Dh, ox·Sw + kx·Dw]`
-//! (`spec/003`, `spec/002` §5.2). Nothing is materialised: no im2col.
+//! The window is a movement (decision 2): `PAD` (asymmetric, before and
+//! after each spatial axis) then an affine `VIEW` adding the kernel axes,
+//! `out[.., o_k.., q_k..] = in[.., o_k·S_k + q_k·D_k ..]` (`spec/003`,
+//! `spec/002` §5.2). Nothing is materialised: no im2col. A transposed
+//! convolution is the convolution of the input dilated by its stride (zeros
+//! between the elements, by `RESHAPE` + `PAD`) with the flipped weight: no
+//! scatter.
 
 use crate::affine::AffExpr;
 use crate::diag;
@@ -16,18 +21,22 @@ use crate::DType;
 
 use super::{broadcast_to, cast_to, fail, reduce::divide_by_count, require_float, splat};
 
-/// The sliding window over the last two axes of `x`: `[.., H, W]` →
-/// `[.., Oy, Ox, Kh, Kw]` with `Oy = (H + t + b − Dh·(Kh−1) − 1) / Sh + 1`
-/// (floor division), padding with `pad_value`.
+/// The sliding window over the last `n = kernel.len()` axes of `x`:
+/// `[.., S_1..S_n]` → `[.., O_1..O_n, K_1..K_n]` with
+/// `O_k = (S_k + before_k + after_k − D_k·(K_k−1) − 1) / S_k + 1` (floor
+/// division), padding with `pad_value`.
 ///
-/// Errors: `AxisSizeMismatch` for rank < 2, a kernel size < 1 or a window
-/// larger than the padded input; `NegativeStride` for a stride or dilation
-/// ≤ 0.
-pub fn window(g: &mut Graph, x: NodeId, kernel: &[Dim; 2], w: &Window, pad_value: f64) -> DResult<NodeId> {
+/// Errors: `AxisSizeMismatch` for a rank below `n`, a kernel size < 1 or a
+/// window larger than the padded input; `NegativeStride` for a stride or
+/// dilation ≤ 0; `Internal` when `w` is not of rank `n`.
+pub fn window(g: &mut Graph, x: NodeId, kernel: &[Dim], w: &Window, pad_value: f64) -> DResult<NodeId> {
     let s = g.shape(x).to_vec();
-    let r = s.len();
-    if r < 2 {
-        return Err(fail(g, diag!(AxisSizeMismatch, "a 2-D window needs rank ≥ 2, got {}", fmt_shape(&s))));
+    let (r, n) = (s.len(), kernel.len());
+    if w.rank() != n || w.pad.len() != n || w.dilation.len() != n {
+        return Err(fail(g, diag!(Internal, "a {n}-d kernel with a window of rank {}", w.rank())));
+    }
+    if r < n {
+        return Err(fail(g, diag!(AxisSizeMismatch, "a {n}-d window needs rank ≥ {n}, got {}", fmt_shape(&s))));
     }
     for d in w.stride.iter().chain(&w.dilation) {
         if d.as_int().is_some_and(|v| v <= 0) {
@@ -37,67 +46,63 @@ pub fn window(g: &mut Graph, x: NodeId, kernel: &[Dim; 2], w: &Window, pad_value
     if let Some(k) = kernel.iter().find(|k| k.as_int().is_some_and(|v| v < 1)) {
         return Err(fail(g, diag!(AxisSizeMismatch, "kernel size {k} must be at least 1")));
     }
-    let [t, b, l, rr] = &w.pad;
     let zero = Dim::int(0);
-    let mut pads = vec![(zero.clone(), zero.clone()); r - 2];
-    pads.push((t.clone(), b.clone()));
-    pads.push((l.clone(), rr.clone()));
-    let xp = if w.pad.iter().all(|p| p == &zero) { x } else { g.pad(x, &pads, pad_value)? };
+    let mut pads = vec![(zero.clone(), zero.clone()); r - n];
+    pads.extend(w.pad.iter().cloned());
+    let xp = if w.pad.iter().all(|(a, b)| a == &zero && b == &zero) { x } else { g.pad(x, &pads, pad_value)? };
     let padded = g.shape(xp).to_vec();
-    let mut out: Vec<Dim> = s[..r - 2].to_vec();
-    for k in 0..2 {
-        let span = &(&padded[r - 2 + k] - &(&w.dilation[k] * &(&kernel[k] - &Dim::int(1)))) - &Dim::int(1);
+    let mut out: Vec<Dim> = s[..r - n].to_vec();
+    for k in 0..n {
+        let span = &(&padded[r - n + k] - &(&w.dilation[k] * &(&kernel[k] - &Dim::int(1)))) - &Dim::int(1);
         let o = span.floordiv(&w.stride[k]).map(|q| &q + &Dim::int(1));
         match o {
             Some(o) if o.as_int().is_none_or(|v| v >= 1) => out.push(o),
             _ => {
+                let ks: Vec<String> = kernel.iter().map(|k| k.to_string()).collect();
                 return Err(fail(
                     g,
                     diag!(
                         AxisSizeMismatch,
-                        "a {}x{} window (dilation {}) does not fit the padded input {}",
-                        kernel[0],
-                        kernel[1],
+                        "a {} window (dilation {}) does not fit the padded input {}",
+                        ks.join("x"),
                         w.dilation[k],
                         fmt_shape(&padded)
                     ),
-                ))
+                ));
             }
         }
     }
     out.extend(kernel.iter().cloned());
-    let mut map: Vec<AffExpr> = (0..r as u32 - 2).map(AffExpr::var).collect();
-    for k in 0..2u32 {
-        let oy = AffExpr::var(r as u32 - 2 + k).scale(&w.stride[k as usize]);
-        let ky = AffExpr::var(r as u32 + k).scale(&w.dilation[k as usize]);
-        map.push(&oy + &ky);
+    let mut map: Vec<AffExpr> = (0..(r - n) as u32).map(AffExpr::var).collect();
+    for k in 0..n {
+        let o = AffExpr::var((r - n + k) as u32).scale(&w.stride[k]);
+        let q = AffExpr::var((r + k) as u32).scale(&w.dilation[k]);
+        map.push(&o + &q);
     }
     g.view(xp, &out, &map)
 }
 
-/// `conv2d(x, w, bias)`: x `[N, Cin, H, W]`, w `[Cout, Cin/G, Kh, Kw]`,
-/// bias `[Cout]` → `[N, Cout, Oy, Ox]`, tinygrad's formulation (`spec/002`
-/// §5.2): [`window`] → `RESHAPE [N, G, Cin/G, 1, Oy, Ox, Kh, Kw]` →
-/// `EXPAND` over Cout/G → `PERMUTE` to `[N, G, Cout/G, Oy, Ox, Cin/G, Kh,
-/// Kw]`; the weight `RESHAPE [1, G, Cout/G, 1, 1, Cin/G, Kh, Kw]` +
-/// `EXPAND`; `MUL`; `REDUCE SUM` over the last three axes in f32 (i32 for
-/// i32); `RESHAPE [N, Cout, Oy, Ox]`; bias cast to the accumulator and
-/// added; `CAST` back. Products are exact; the error is that of an f32 sum
-/// of Cin/G·Kh·Kw terms.
-///
-/// Errors: `AxisSizeMismatch` for ranks other than 4, channels not divisible
-/// by `groups`, or a weight/bias whose channels do not match;
-/// `DTypeMismatch` for operands of different dtypes; the errors of [`window`].
-pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &Window, groups: i64) -> DResult<NodeId> {
-    let (sx, sw) = (g.shape(x).to_vec(), g.shape(w).to_vec());
-    if sx.len() != 4 || sw.len() != 4 {
+/// The operand checks shared by `conv` and `conv_transpose`: ranks `n + 2`,
+/// one numeric dtype, and `groups ≥ 1`.
+fn check_operands(
+    g: &Graph,
+    op: &str,
+    x: NodeId,
+    w: NodeId,
+    bias: Option<NodeId>,
+    n: usize,
+    groups: i64,
+) -> DResult<()> {
+    let (sx, sw) = (g.shape(x), g.shape(w));
+    if sx.len() != n + 2 || sw.len() != n + 2 {
         return Err(fail(
             g,
             diag!(
                 AxisSizeMismatch,
-                "conv2d needs x [N, Cin, H, W] and w [Cout, Cin/groups, Kh, Kw], got {} and {}",
-                fmt_shape(&sx),
-                fmt_shape(&sw)
+                "{op} needs x and w of rank {} (batch, channels and {n} spatial axes), got {} and {}",
+                n + 2,
+                fmt_shape(sx),
+                fmt_shape(sw)
             ),
         ));
     }
@@ -108,7 +113,7 @@ pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &W
                 g,
                 diag!(
                     DTypeMismatch,
-                    "conv2d operands have dtypes {dt} and {}; they must be the same numeric dtype",
+                    "{op} operands have dtypes {dt} and {}; they must be the same numeric dtype",
                     g.dtype(o)
                 ),
             ));
@@ -117,17 +122,40 @@ pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &W
     if groups < 1 {
         return Err(fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be at least 1")));
     }
-    let gd = Dim::int(groups);
-    let (n, cin, cout) = (&sx[0], &sx[1], &sw[0]);
-    for (what, c) in [("input", cin), ("output", cout)] {
-        if c.as_int().is_some_and(|v| v % groups != 0) {
-            return Err(fail(g, diag!(AxisSizeMismatch, "{what} channels {c} are not divisible by groups = {groups}")));
-        }
+    Ok(())
+}
+
+/// `c / groups`, refusing channels that are not divisible.
+fn per_group(g: &Graph, what: &str, c: &Dim, groups: i64) -> DResult<Dim> {
+    if c.as_int().is_some_and(|v| v % groups != 0) {
+        return Err(fail(g, diag!(AxisSizeMismatch, "{what} channels {c} are not divisible by groups = {groups}")));
     }
-    let cin_g =
-        cin.floordiv(&gd).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))?;
-    let rcout =
-        cout.floordiv(&gd).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))?;
+    c.floordiv(&Dim::int(groups)).ok_or_else(|| fail(g, diag!(AxisSizeMismatch, "groups = {groups} must be positive")))
+}
+
+/// `conv{n}d(x, w, bias)`: x `[N, Cin, *S]`, w `[Cout, Cin/G, *K]`, bias
+/// `[Cout]` → `[N, Cout, *O]` with `n = win.rank()` spatial axes,
+/// tinygrad's formulation (`spec/002` §5.2): [`window`] → `RESHAPE [N, G,
+/// Cin/G, 1, *O, *K]` → `EXPAND` over Cout/G → `PERMUTE` to `[N, G, Cout/G,
+/// *O, Cin/G, *K]`; the weight `RESHAPE [1, G, Cout/G, 1.., Cin/G, *K]` +
+/// `EXPAND`; `MUL`; `REDUCE SUM` over the last `n + 1` axes in f32 (i32 for
+/// i32); `RESHAPE [N, Cout, *O]`; bias cast to the accumulator and added;
+/// `CAST` back. Products are exact; the error is that of an f32 sum of
+/// Cin/G·ΠK terms.
+///
+/// Errors: `AxisSizeMismatch` for ranks other than `n + 2`, channels not
+/// divisible by `groups`, or a weight/bias whose channels do not match;
+/// `DTypeMismatch` for operands of different dtypes; the errors of [`window`].
+pub fn conv(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &Window, groups: i64) -> DResult<NodeId> {
+    let n = win.rank();
+    let op = format!("conv{n}d");
+    check_operands(g, &op, x, w, bias, n, groups)?;
+    let (sx, sw) = (g.shape(x).to_vec(), g.shape(w).to_vec());
+    let dt = g.dtype(x);
+    let gd = Dim::int(groups);
+    let (batch, cin, cout) = (&sx[0], &sx[1], &sw[0]);
+    let cin_g = per_group(g, "input", cin, groups)?;
+    let rcout = per_group(g, "output", cout, groups)?;
     if cin_g != sw[1] && cin_g.as_int().is_some() && sw[1].as_int().is_some() {
         return Err(fail(
             g,
@@ -140,91 +168,243 @@ pub fn conv2d(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &W
             ),
         ));
     }
-    let kernel = [sw[2].clone(), sw[3].clone()];
+    let kernel = sw[2..].to_vec();
     let xw = window(g, x, &kernel, win, 0.0)?;
-    let (oy, ox) = (g.shape(xw)[2].clone(), g.shape(xw)[3].clone());
-    let (kh, kw) = (kernel[0].clone(), kernel[1].clone());
+    let outs = g.shape(xw)[2..2 + n].to_vec();
     let one = Dim::int(1);
-    let x1 = g.reshape(
-        xw,
-        &[n.clone(), gd.clone(), cin_g.clone(), one.clone(), oy.clone(), ox.clone(), kh.clone(), kw.clone()],
-    )?;
-    let x2 = g.expand(
-        x1,
-        &[n.clone(), gd.clone(), cin_g.clone(), rcout.clone(), oy.clone(), ox.clone(), kh.clone(), kw.clone()],
-    )?;
-    let x3 = g.permute(x2, &[0, 1, 3, 4, 5, 2, 6, 7])?;
+    let cat = |parts: &[&[Dim]]| -> Vec<Dim> { parts.concat() };
+    let head = [batch.clone(), gd.clone(), cin_g.clone()];
+    let x1 = g.reshape(xw, &cat(&[&head, std::slice::from_ref(&one), &outs, &kernel]))?;
+    let x2 = g.expand(x1, &cat(&[&head, std::slice::from_ref(&rcout), &outs, &kernel]))?;
+    // [N, G, Cin/G, Cout/G, *O, *K] → [N, G, Cout/G, *O, Cin/G, *K].
+    let perm: Vec<usize> = [0, 1, 3].into_iter().chain(4..4 + n).chain([2]).chain(4 + n..4 + 2 * n).collect();
+    let x3 = g.permute(x2, &perm)?;
     let full = g.shape(x3).to_vec();
-    let w1 = g.reshape(
-        w,
-        &[one.clone(), gd.clone(), rcout.clone(), one.clone(), one.clone(), cin_g.clone(), kh.clone(), kw.clone()],
-    )?;
+    let ones = vec![one.clone(); n];
+    let w1 =
+        g.reshape(w, &cat(&[&[one.clone(), gd.clone(), rcout.clone()], &ones, std::slice::from_ref(&cin_g), &kernel]))?;
     let w2 = g.expand(w1, &full)?;
     let p = g.binary(BinaryOp::Mul, x3, w2)?;
     let acc = if dt.is_float() { DType::F32 } else { DType::I32 };
-    let s = g.reduce(ReduceOp::Sum, p, &[5, 6, 7], acc)?;
-    let mut y = g.reshape(s, &[n.clone(), cout.clone(), oy.clone(), ox.clone()])?;
+    let axes: Vec<usize> = (3 + n..=3 + 2 * n).collect();
+    let s = g.reduce(ReduceOp::Sum, p, &axes, acc)?;
+    let out_shape = cat(&[&[batch.clone(), cout.clone()], &outs]);
+    let mut y = g.reshape(s, &out_shape)?;
     if let Some(b) = bias {
         let sb = g.shape(b).to_vec();
         if sb.len() != 1 || (&sb[0] != cout && sb[0].as_int().is_some() && cout.as_int().is_some()) {
-            return Err(fail(g, diag!(AxisSizeMismatch, "conv2d bias must be [{cout}], got {}", fmt_shape(&sb))));
+            return Err(fail(g, diag!(AxisSizeMismatch, "{op} bias must be [{cout}], got {}", fmt_shape(&sb))));
         }
         let b = cast_to(g, b, acc)?;
-        let b = g.reshape(b, &[one.clone(), cout.clone(), one.clone(), one])?;
-        let b = g.expand(b, &[n.clone(), cout.clone(), oy, ox])?;
+        let b = g.reshape(b, &cat(&[&[one.clone(), cout.clone()], &ones]))?;
+        let b = g.expand(b, &out_shape)?;
         y = g.binary(BinaryOp::Add, y, b)?;
     }
     cast_to(g, y, dt)
 }
 
+/// `conv_transpose{n}d(x, w, bias)` (PyTorch's `ConvTranspose`): x `[N,
+/// Cin, *S]`, w `[Cin, Cout/G, *K]`, bias `[Cout]` → `[N, Cout, *O]` with
+/// `O_k = (S_k − 1)·stride_k − before_k − after_k + D_k·(K_k − 1) +
+/// output_padding_k + 1`. Without scatter: the input dilated by the stride
+/// (`RESHAPE [.., S_k, 1]`, `PAD` to `[.., S_k, stride_k]`, `RESHAPE`,
+/// `SHRINK` to `(S_k − 1)·stride_k + 1`), padded by `D_k·(K_k − 1) −
+/// before_k` and `D_k·(K_k − 1) − after_k + output_padding_k` (a negative
+/// amount is a `SHRINK`), then [`conv`] at stride 1 and dilation `D` with
+/// the weight regrouped to `[Cout, Cin/G, *K]` and `FLIP`ped along its
+/// spatial axes. The error is that of [`conv`] (the dilation zeros add
+/// exact zeros).
+///
+/// Errors: those of [`conv`]; `AxisSizeMismatch` for a weight whose first
+/// axis is not Cin, an output padding not below the stride or the dilation
+/// (PyTorch's rule) or an empty output; `Unsupported` for a symbolic stride,
+/// dilation, padding or kernel size (the edge amounts must be known).
+pub fn conv_transpose(
+    g: &mut Graph,
+    x: NodeId,
+    w: NodeId,
+    bias: Option<NodeId>,
+    win: &Window,
+    output_padding: &[Dim],
+    groups: i64,
+) -> DResult<NodeId> {
+    let n = win.rank();
+    let op = format!("conv_transpose{n}d");
+    check_operands(g, &op, x, w, bias, n, groups)?;
+    let (sx, sw) = (g.shape(x).to_vec(), g.shape(w).to_vec());
+    if output_padding.len() != n {
+        return Err(fail(g, diag!(Internal, "{op}: {} output paddings", output_padding.len())));
+    }
+    if sw[0] != sx[1] && sw[0].as_int().is_some() && sx[1].as_int().is_some() {
+        return Err(fail(
+            g,
+            diag!(
+                AxisSizeMismatch,
+                "{op} weight {} must start with the {} input channels of x {}",
+                fmt_shape(&sw),
+                sx[1],
+                fmt_shape(&sx)
+            ),
+        ));
+    }
+    let cin_g = per_group(g, "input", &sx[1], groups)?;
+    let known = |g: &Graph, what: &str, d: &Dim| -> DResult<i64> {
+        d.as_int().ok_or_else(|| fail(g, diag!(Unsupported, "{op} needs a known {what}, got {d}")))
+    };
+    let mut lo = Vec::with_capacity(n);
+    let mut hi = Vec::with_capacity(n);
+    let mut strides = Vec::with_capacity(n);
+    for k in 0..n {
+        let (st, dl) = (known(g, "stride", &win.stride[k])?, known(g, "dilation", &win.dilation[k])?);
+        let kk = known(g, "kernel size", &sw[2 + k])?;
+        let (pb, pa) = (known(g, "padding", &win.pad[k].0)?, known(g, "padding", &win.pad[k].1)?);
+        let opad = known(g, "output padding", &output_padding[k])?;
+        if st < 1 || dl < 1 {
+            return Err(fail(g, diag!(NegativeStride, "{op} stride and dilation must be positive, got {st} and {dl}")));
+        }
+        if pb < 0 || pa < 0 || opad < 0 || opad >= st.max(dl) {
+            return Err(fail(
+                g,
+                diag!(
+                    AxisSizeMismatch,
+                    "{op} padding ({pb}, {pa}) must be ≥ 0 and output padding {opad} in 0..max(stride {st}, \
+                     dilation {dl})"
+                ),
+            ));
+        }
+        let reach = dl * (kk - 1);
+        if let Some(size) = sx[2 + k].as_int() {
+            let o = (size - 1) * st - pb - pa + reach + opad + 1;
+            if o < 1 {
+                return Err(fail(
+                    g,
+                    diag!(AxisSizeMismatch, "{op} leaves no output along spatial axis {k}: its size would be {o}"),
+                ));
+            }
+        }
+        lo.push(reach - pb);
+        hi.push(reach - pa + opad);
+        strides.push(st);
+    }
+    // Zeros between the elements: [.., S] → [.., S, 1] → [.., S, s] → [.., S·s] → [.., (S−1)·s + 1].
+    let mut xd = x;
+    if strides.iter().any(|&st| st > 1) {
+        let one = Dim::int(1);
+        let lead = sx[..2].to_vec();
+        let spatial = &sx[2..];
+        let paired: Vec<Dim> = spatial.iter().flat_map(|d| [d.clone(), one.clone()]).collect();
+        let y = g.reshape(x, &[lead.clone(), paired].concat())?;
+        let mut pads = vec![(Dim::int(0), Dim::int(0)); 2 + 2 * n];
+        for (k, &st) in strides.iter().enumerate() {
+            pads[3 + 2 * k].1 = Dim::int(st - 1);
+        }
+        let y = g.pad(y, &pads, 0.0)?;
+        let wide: Vec<Dim> = spatial.iter().zip(&strides).map(|(d, &st)| d * &Dim::int(st)).collect();
+        let y = g.reshape(y, &[lead.clone(), wide.clone()].concat())?;
+        let zero = vec![Dim::int(0); 2 + n];
+        let mut top = lead.clone();
+        top.extend(spatial.iter().zip(&strides).map(|(d, &st)| &(&(d - &Dim::int(1)) * &Dim::int(st)) + &Dim::int(1)));
+        xd = g.shrink(y, &zero, &top, &vec![Dim::int(1); 2 + n])?;
+    }
+    // The edges: PAD the positive amounts, SHRINK the negative ones.
+    let grow: Vec<(Dim, Dim)> =
+        (0..2 + n)
+            .map(|k| {
+                if k < 2 {
+                    (Dim::int(0), Dim::int(0))
+                } else {
+                    (Dim::int(lo[k - 2].max(0)), Dim::int(hi[k - 2].max(0)))
+                }
+            })
+            .collect();
+    if grow.iter().any(|(a, b)| a.as_int() != Some(0) || b.as_int() != Some(0)) {
+        xd = g.pad(xd, &grow, 0.0)?;
+    }
+    if lo.iter().chain(&hi).any(|&v| v < 0) {
+        let shape = g.shape(xd).to_vec();
+        let mut from = vec![Dim::int(0); 2 + n];
+        let mut to = shape.clone();
+        for k in 0..n {
+            from[2 + k] = Dim::int((-lo[k]).max(0));
+            to[2 + k] = &shape[2 + k] - &Dim::int((-hi[k]).max(0));
+            if to[2 + k].as_int().zip(from[2 + k].as_int()).is_some_and(|(t, f)| t <= f) {
+                return Err(fail(g, diag!(AxisSizeMismatch, "{op} padding leaves no output along spatial axis {k}")));
+            }
+        }
+        xd = g.shrink(xd, &from, &to, &vec![Dim::int(1); 2 + n])?;
+    }
+    // [Cin, Cout/G, *K] → [G, Cin/G, Cout/G, *K] → [G, Cout/G, Cin/G, *K] → [Cout, Cin/G, *K], flipped.
+    let (gd, rcout) = (Dim::int(groups), sw[1].clone());
+    let kernel = sw[2..].to_vec();
+    let w1 = g.reshape(w, &[vec![gd.clone(), cin_g.clone(), rcout.clone()], kernel.clone()].concat())?;
+    let perm: Vec<usize> = [0, 2, 1].into_iter().chain(3..3 + n).collect();
+    let w2 = g.permute(w1, &perm)?;
+    let w3 = g.reshape(w2, &[vec![&gd * &rcout, cin_g], kernel].concat())?;
+    let w4 = g.flip(w3, &(2..2 + n).collect::<Vec<_>>())?;
+    let unit = Window {
+        stride: vec![Dim::int(1); n],
+        pad: vec![(Dim::int(0), Dim::int(0)); n],
+        dilation: win.dilation.clone(),
+    };
+    conv(g, xd, w4, bias, &unit, groups)
+}
+
 /// Rejects pads of more than half the kernel (as PyTorch does): such a
 /// window could see only padding.
-fn check_pool_pad(g: &Graph, kernel: &[Dim; 2], w: &Window) -> DResult<()> {
-    for (k, p) in [(0, &w.pad[0]), (0, &w.pad[1]), (1, &w.pad[2]), (1, &w.pad[3])] {
-        if let (Some(pv), Some(kv)) = (p.as_int(), kernel[k].as_int()) {
-            if 2 * pv > kv {
-                return Err(fail(g, diag!(Unsupported, "pool padding {pv} is more than half the kernel size {kv}")));
+fn check_pool_pad(g: &Graph, kernel: &[Dim], w: &Window) -> DResult<()> {
+    for (k, (b, a)) in kernel.iter().zip(&w.pad) {
+        for p in [b, a] {
+            if let (Some(pv), Some(kv)) = (p.as_int(), k.as_int()) {
+                if 2 * pv > kv {
+                    return Err(fail(
+                        g,
+                        diag!(Unsupported, "pool padding {pv} is more than half the kernel size {kv}"),
+                    ));
+                }
             }
         }
     }
     Ok(())
 }
 
-/// `maxpool2d(x)`: [`window`] padded with the dtype's lowest value (−inf for
-/// floats, so padding never wins), then `REDUCE MAX` over the kernel axes in
-/// the input dtype. Exact. `[.., H, W]` → `[.., Oy, Ox]`.
+/// `maxpool{n}d(x)`: [`window`] padded with the dtype's lowest value (−inf
+/// for floats, so padding never wins), then `REDUCE MAX` over the kernel
+/// axes in the input dtype. Exact. `[.., *S]` → `[.., *O]`.
 ///
 /// Errors: those of [`window`]; `Unsupported` for a pad over half the kernel.
-pub fn maxpool2d(g: &mut Graph, x: NodeId, kernel: &[Dim; 2], w: &Window) -> DResult<NodeId> {
+pub fn maxpool(g: &mut Graph, x: NodeId, kernel: &[Dim], w: &Window) -> DResult<NodeId> {
     check_pool_pad(g, kernel, w)?;
     let dt = g.dtype(x);
     let xw = window(g, x, kernel, w, ReduceOp::Max.identity(dt))?;
     let r = g.shape(xw).len();
-    g.reduce(ReduceOp::Max, xw, &[r - 2, r - 1], dt)
+    let axes: Vec<usize> = (r - kernel.len()..r).collect();
+    g.reduce(ReduceOp::Max, xw, &axes, dt)
 }
 
-/// `avgpool2d(x)`: [`window`] padded with 0, `REDUCE SUM` over the kernel
+/// `avgpool{n}d(x)`: [`window`] padded with 0, `REDUCE SUM` over the kernel
 /// axes in f32, divided by the window size (`count_include_pad`) or by the
 /// number of real elements: the same window-sum applied to a padded tensor
-/// of ones `[H, W]` (movement of a `CONST`, never materialised), broadcast
+/// of ones `[*S]` (movement of a `CONST`, never materialised), broadcast
 /// and `FDIV`; `CAST` back. Error: that of the f32 sum plus one rounding.
 ///
 /// Errors: `DTypeMismatch` for a non-float input; those of [`window`];
 /// `Unsupported` for a pad over half the kernel.
-pub fn avgpool2d(g: &mut Graph, x: NodeId, kernel: &[Dim; 2], w: &Window, count_include_pad: bool) -> DResult<NodeId> {
-    require_float(g, x, "avgpool2d")?;
+pub fn avgpool(g: &mut Graph, x: NodeId, kernel: &[Dim], w: &Window, count_include_pad: bool) -> DResult<NodeId> {
+    require_float(g, x, &format!("avgpool{}d", kernel.len()))?;
     check_pool_pad(g, kernel, w)?;
     let dt = g.dtype(x);
+    let n = kernel.len();
     let xw = window(g, x, kernel, w, 0.0)?;
     let r = g.shape(xw).len();
-    let s = g.reduce(ReduceOp::Sum, xw, &[r - 2, r - 1], DType::F32)?;
+    let s = g.reduce(ReduceOp::Sum, xw, &(r - n..r).collect::<Vec<_>>(), DType::F32)?;
     let y = if count_include_pad {
         divide_by_count(g, s, kernel)?
     } else {
-        let hw = g.shape(x)[r - 4..r - 2].to_vec();
-        let ones = splat(g, 1.0, DType::F32, &hw)?;
+        let rx = g.shape(x).len();
+        let spatial = g.shape(x)[rx - n..].to_vec();
+        let ones = splat(g, 1.0, DType::F32, &spatial)?;
         let cw = window(g, ones, kernel, w, 0.0)?;
-        let c = g.reduce(ReduceOp::Sum, cw, &[2, 3], DType::F32)?;
+        let c = g.reduce(ReduceOp::Sum, cw, &(n..2 * n).collect::<Vec<_>>(), DType::F32)?;
         let shape = g.shape(s).to_vec();
         let c = broadcast_to(g, c, &shape)?;
         g.binary(BinaryOp::Fdiv, s, c)?

@@ -3,13 +3,15 @@
 //!
 //! `reshape` (one `-1` inferred) → RESHAPE; `permute`/`transpose` → PERMUTE;
 //! `expand` (right-aligned, `-1` keeps) → RESHAPE + EXPAND; `unsqueeze`/
-//! `squeeze` → RESHAPE; `pad` → PAD; `shrink`/`slice` → SHRINK; `flip` → FLIP;
+//! `squeeze` → RESHAPE; `pad` → PAD (`reflect`/`edge`: `concat` of SHRINKed,
+//! FLIPped or EXPANDed border pieces); `shrink`/`slice` → SHRINK; `flip` → FLIP;
 //! `tile`/`repeat_interleave` → RESHAPE + EXPAND + RESHAPE; `split` → one
-//! SHRINK per piece; `concat` → PAD per piece and WHERE of padded masks.
+//! SHRINK per piece (`chunk`: equal ones); `concat` → PAD per piece and
+//! WHERE of padded masks.
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::frontend::ir::Movement;
+use crate::frontend::ir::{Movement, PadMode};
 use crate::sym::Dim;
 use crate::tiny::infer::fmt_shape;
 use crate::tiny::{Graph, NodeId};
@@ -102,7 +104,8 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
             let y = g.expand(y, &wide)?;
             g.reshape(y, &to)
         }
-        Movement::Pad { pads, value } => g.pad(x, pads, *value),
+        Movement::Pad { pads, value, mode: PadMode::Constant } => g.pad(x, pads, *value),
+        Movement::Pad { pads, mode: mode @ (PadMode::Reflect | PadMode::Edge), .. } => border_pad(g, x, pads, *mode),
         Movement::Shrink { bounds } => {
             let lo: Vec<Dim> = bounds.iter().map(|b| b.0.clone()).collect();
             let hi: Vec<Dim> = bounds.iter().map(|b| b.1.clone()).collect();
@@ -119,6 +122,73 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
             g.flip(x, &ax)
         }
     }
+}
+
+/// `pad(x, pads, mode=reflect|edge)`, one axis after the other (as NumPy's
+/// `pad` does, so corners are the padding of the padding): along axis `k`
+/// of size `L`, `concat` of the border pieces and `x`. `edge` repeats the
+/// end elements (`SHRINK` to one, `EXPAND`); `reflect` mirrors without
+/// them (`SHRINK [1, lo + 1)` and `[L − 1 − hi, L − 1)`, `FLIP`). Exact.
+///
+/// Errors: `ArityMismatch` for other than one `[lo, hi]` per axis;
+/// `AxisSizeMismatch` for a negative or symbolic pad, or a `reflect` pad
+/// not below the axis size (which must then be known: a mirror longer
+/// than the axis would read outside it).
+fn border_pad(g: &mut Graph, x: NodeId, pads: &[(Dim, Dim)], mode: PadMode) -> DResult<NodeId> {
+    let rank = g.shape(x).len();
+    if pads.len() != rank {
+        let msg = format!("pad takes one [lo, hi] per axis: {} for rank {rank}", pads.len());
+        return Err(fail(g, diag!(ArityMismatch, "{msg}")));
+    }
+    let mut y = x;
+    for (k, (lo, hi)) in pads.iter().enumerate() {
+        let (Some(lo), Some(hi)) = (lo.as_int().filter(|v| *v >= 0), hi.as_int().filter(|v| *v >= 0)) else {
+            let msg = format!("{} padding takes known pads ≥ 0, got [{lo}, {hi}] on axis {k}", mode.name());
+            return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+        };
+        if lo == 0 && hi == 0 {
+            continue;
+        }
+        let shape = g.shape(y).to_vec();
+        let len = shape[k].clone();
+        if mode == PadMode::Reflect && len.as_int().is_none_or(|l| lo.max(hi) >= l) {
+            let msg = format!("reflect padding [{lo}, {hi}] must be below the size {len} of axis {k}");
+            return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+        }
+        // The piece `[from, to)` of axis `k`, then mirrored or widened to `n`.
+        let border = |g: &mut Graph, from: Dim, to: Dim, n: i64| -> DResult<NodeId> {
+            let mut a = vec![Dim::int(0); rank];
+            let mut b = shape.clone();
+            a[k] = from;
+            b[k] = to;
+            let piece = g.shrink(y, &a, &b, &vec![Dim::int(1); rank])?;
+            match mode {
+                PadMode::Reflect => g.flip(piece, &[k]),
+                _ => {
+                    let mut wide = shape.clone();
+                    wide[k] = Dim::int(n);
+                    g.expand(piece, &wide)
+                }
+            }
+        };
+        let last = &len - &Dim::int(1);
+        let mut parts = Vec::with_capacity(3);
+        if lo > 0 {
+            parts.push(match mode {
+                PadMode::Reflect => border(g, Dim::int(1), Dim::int(lo + 1), lo)?,
+                _ => border(g, Dim::int(0), Dim::int(1), lo)?,
+            });
+        }
+        parts.push(y);
+        if hi > 0 {
+            parts.push(match mode {
+                PadMode::Reflect => border(g, &last - &Dim::int(hi), last.clone(), hi)?,
+                _ => border(g, last.clone(), len.clone(), hi)?,
+            });
+        }
+        y = concat(g, &parts, k as i64)?;
+    }
+    Ok(y)
 }
 
 /// `concat(xs, axis)`: the tensors of `xs` one after the other along
@@ -204,6 +274,23 @@ pub fn split(g: &mut Graph, x: NodeId, sizes: &[Dim], axis_: i64) -> DResult<Vec
         out.push(g.shrink(x, &lo, &hi, &vec![Dim::int(1); shape.len()])?);
     }
     Ok(out)
+}
+
+/// `chunk(x, chunks, axis)`: [`split`] into `chunks` equal pieces.
+///
+/// Errors: `AxisSizeMismatch` when `chunks` does not divide the axis (for a
+/// symbolic size: when the quotient is not a whole expression); the errors
+/// of [`axis`].
+pub fn chunk(g: &mut Graph, x: NodeId, chunks: usize, axis_: i64) -> DResult<Vec<NodeId>> {
+    let shape = g.shape(x).to_vec();
+    let k = axis(g, axis_, shape.len())?;
+    let c = Dim::int(chunks as i64);
+    let piece = shape[k].floordiv(&c).filter(|p| p * &c == shape[k]).ok_or_else(|| {
+        let msg =
+            format!("chunk: axis {k} of {} is not divisible into {chunks} equal pieces; use split", fmt_shape(&shape));
+        fail(g, diag!(AxisSizeMismatch, "{msg}"))
+    })?;
+    split(g, x, &vec![piece; chunks], axis_)
 }
 
 /// Refuses a repeat count known to be below 1.

@@ -245,3 +245,55 @@ fn concat_and_split_errors_are_at_the_call() {
     let m = expect_err(&g("z = split(x, [1, 2], axis=1)"), ArityMismatch, "split");
     assert!(m.contains("returns 2"), "{m}");
 }
+
+/// N-d sliding windows, transposed convolutions, border padding and
+/// `chunk`: each bad argument is refused at the call (or at the attribute).
+#[test]
+fn nd_window_pad_and_chunk_errors_are_positioned() {
+    let g = |body: &str| {
+        format!(
+            "graph main(x: f32[2, 4, 9], v: f32[1, 2, 4, 4, 4], w: f32[6, 2, 3], u: f32[4, 3, 2], h: f16[4, 3, 2], \
+             r: f32[3, 5]) -> (z: f32[2, 6, 7]) {{\n    {body}\n    return z\n}}\n"
+        )
+    };
+    let m = expect_err(&g("z = conv2d(x, w)"), AxisSizeMismatch, "conv2d");
+    assert!(m.contains("rank 4"), "{m}");
+    let m = expect_err(&g("z = conv1d(x, w, stride=[1, 2])"), SyntaxError, "[1, 2]");
+    assert!(m.contains("one entry per spatial axis (1)"), "{m}");
+    expect_err(&g("z = conv1d(x, w, pad=[1, 1, 1])"), SyntaxError, "[1, 1, 1]");
+    expect_err(&g("z = conv1d(x, w, groups=3)"), AxisSizeMismatch, "conv1d");
+    expect_err(&g("z = conv1d(x, w, dilation=0, groups=2)"), NegativeStride, "conv1d");
+    expect_err(&g("z = conv3d(v, w)"), AxisSizeMismatch, "conv3d");
+    expect_err(&g("z = conv_transpose1d(x, h)"), DTypeMismatch, "conv_transpose1d");
+    let m = expect_err(&g("z = conv_transpose1d(x, w)"), AxisSizeMismatch, "conv_transpose1d");
+    assert!(m.contains("4 input channels"), "{m}");
+    let m =
+        expect_err(&g("z = conv_transpose1d(x, u, stride=2, output_padding=2)"), AxisSizeMismatch, "conv_transpose1d");
+    assert!(m.contains("output padding 2"), "{m}");
+    let m = expect_err(&g("z = conv_transpose1d(x, u, pad=5)"), AxisSizeMismatch, "conv_transpose1d");
+    assert!(m.contains("no output"), "{m}");
+    expect_err(&g("z = maxpool3d(r, kernel=2)"), AxisSizeMismatch, "maxpool3d");
+    expect_err(&g("z = avgpool1d(x, kernel=[2, 2])"), SyntaxError, "[2, 2]");
+    let m = expect_err(&g("z = pad(r, [[0, 0], [5, 0]], mode=reflect)"), AxisSizeMismatch, "pad");
+    assert!(m.contains("below the size 5"), "{m}");
+    expect_err(&g("z = pad(r, [[0, 0], [-1, 0]], mode=edge)"), AxisSizeMismatch, "pad");
+    expect_err(&g("z = pad(r, [[1, 1]], mode=edge)"), ArityMismatch, "pad");
+    expect_err(&g("z = pad(r, [[0, 0], [1, 0]], value=1, mode=edge)"), ArityMismatch, "1, mode");
+    let m = expect_err(&g("z = pad(r, [[0, 0], [1, 0]], mode=wrap)"), SyntaxError, "wrap");
+    assert!(m.contains("reflect"), "{m}");
+    let m = expect_err(&g("(a, b) = chunk(r, 2, axis=1)\n    z = a"), AxisSizeMismatch, "chunk");
+    assert!(m.contains("not divisible into 2"), "{m}");
+    expect_err(&g("(a, b) = chunk(r, 3)\n    z = a"), ArityMismatch, "chunk");
+    expect_err(&g("(a, b) = chunk(r, 0)\n    z = a"), AxisSizeMismatch, "0)");
+}
+
+/// A reflect pad along a symbolic axis is refused (a mirror longer than the
+/// axis would read outside it); an edge pad works at any size.
+#[test]
+fn reflect_padding_needs_a_known_axis() {
+    let src = "graph<L> main(x: f32[2, L]) -> (z: f32[2, L]) {\n    z = shrink(pad(x, [[0, 0], [1, 1]], mode=reflect), [[0, 2], [1, L + 1]])\n    return z\n}\n";
+    let m = expect_err(src, AxisSizeMismatch, "pad(");
+    assert!(m.contains("below the size L"), "{m}");
+    let ok = src.replace("reflect", "edge");
+    lower(&parse(&ok).unwrap(), None).unwrap_or_else(|e| panic!("{e}"));
+}

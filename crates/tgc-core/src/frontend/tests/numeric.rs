@@ -628,3 +628,288 @@ fn concat_and_split_read_numpys_elements() {
     assert_eq!(out[2].data, [1.0, 2.0, -0.0, 5.0]);
     assert_eq!(out[3].data, [x.clone(), x].concat());
 }
+
+/// A sliding-window case in `n` spatial dimensions for the N-d references.
+struct Nd {
+    stride: Vec<usize>,
+    /// `(before, after)` per spatial axis.
+    pad: Vec<(usize, usize)>,
+    dilation: Vec<usize>,
+}
+
+/// The input index of window point `q` of output point `o` along each
+/// spatial axis, or `None` in the padding.
+fn tap(nd: &Nd, o: &[usize], q: &[usize], size: &[usize]) -> Option<Vec<usize>> {
+    (0..o.len())
+        .map(|k| {
+            let i = (o[k] * nd.stride[k] + q[k] * nd.dilation[k]) as i64 - nd.pad[k].0 as i64;
+            (i >= 0 && (i as usize) < size[k]).then_some(i as usize)
+        })
+        .collect()
+}
+
+/// Naive N-d convolution, x `[N, Cin, *S]`, w `[Cout, Cin/G, *K]`.
+fn conv_nd_ref(x: &Tensor, w: &Tensor, bias: &[f64], nd: &Nd, groups: usize, out: &[usize]) -> Vec<f64> {
+    let (cin_g, kernel) = (w.shape[1], &w.shape[2..]);
+    let rcout = w.shape[0] / groups;
+    let taps: usize = kernel.iter().product();
+    (0..out.iter().product())
+        .map(|i| {
+            let ix = unravel(i, out);
+            let (b, o) = (ix[0], ix[1]);
+            let mut acc = bias[o];
+            for c in 0..cin_g {
+                for t in 0..taps {
+                    let q = unravel(t, kernel);
+                    if let Some(at) = tap(nd, &ix[2..], &q, &x.shape[2..]) {
+                        let xi: Vec<usize> = [b, o / rcout * cin_g + c].into_iter().chain(at).collect();
+                        let wi: Vec<usize> = [o, c].into_iter().chain(q).collect();
+                        acc += x.at(&xi) * w.at(&wi);
+                    }
+                }
+            }
+            acc
+        })
+        .collect()
+}
+
+/// `(name, stride, pad, dilation, groups)` as DSL keyword text.
+fn window_kw(nd: &Nd) -> String {
+    let list = |v: &[usize]| format!("[{}]", v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "));
+    let pads: Vec<usize> = nd.pad.iter().flat_map(|&(a, b)| [a, b]).collect();
+    format!("stride={}, pad={}, dilation={}", list(&nd.stride), list(&pads), list(&nd.dilation))
+}
+
+fn shape_text(s: &[usize]) -> String {
+    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+/// `conv1d` and `conv3d` (strides, asymmetric padding, dilation, groups)
+/// against naive loops; `conv2d` goes through the same N-d lowering.
+#[test]
+fn conv_nd_matches_naive_convolution() {
+    let cases: [(Vec<usize>, Vec<usize>, Nd, usize); 3] = [
+        (vec![2, 4, 11], vec![6, 2, 3], Nd { stride: vec![2], pad: vec![(2, 1)], dilation: vec![2] }, 2),
+        (
+            vec![1, 3, 9, 8],
+            vec![4, 3, 3, 2],
+            Nd { stride: vec![1, 2], pad: vec![(1, 0), (2, 1)], dilation: vec![1, 2] },
+            1,
+        ),
+        (
+            vec![2, 2, 5, 6, 4],
+            vec![4, 1, 2, 3, 2],
+            Nd { stride: vec![1, 2, 1], pad: vec![(1, 1), (0, 1), (1, 0)], dilation: vec![2, 1, 1] },
+            2,
+        ),
+    ];
+    for (k, (xs, ws, nd, groups)) in cases.iter().enumerate() {
+        let n = xs.len() - 2;
+        let x = random(xs, 40 + k as u64, -1.0, 1.0);
+        let w = random(ws, 50 + k as u64, -1.0, 1.0);
+        let b = random(&ws[..1], 60 + k as u64, -1.0, 1.0);
+        let mut out = vec![xs[0], ws[0]];
+        for a in 0..n {
+            let span = xs[2 + a] + nd.pad[a].0 + nd.pad[a].1 - nd.dilation[a] * (ws[2 + a] - 1) - 1;
+            out.push(span / nd.stride[a] + 1);
+        }
+        let src = format!(
+            "graph t(x: f32{}, w: f32{}, b: f32{}) -> (y: f32{}) {{\n    y = conv{n}d(x, w, bias=b, {}, groups={groups})\n    return y\n}}",
+            shape_text(xs),
+            shape_text(ws),
+            shape_text(&ws[..1]),
+            shape_text(&out),
+            window_kw(nd)
+        );
+        let g = crate::pipeline::load(&src, crate::pipeline::Format::Dsl, None)
+            .unwrap_or_else(|e| panic!("{e}\n{src}"))
+            .graph;
+        let y = eval(&g, &[], &[("x", x.clone()), ("w", w.clone()), ("b", b.clone())], true).remove(0);
+        assert_close(&y, &conv_nd_ref(&x, &w, &b.data, nd, *groups, &out), 1e-5, &format!("conv{n}d"));
+    }
+}
+
+/// Naive transposed convolution by its definition (a scatter): input point
+/// `i` adds `x·w` to output point `i·s − before + q·d`; x `[N, Cin, *S]`, w
+/// `[Cin, Cout/G, *K]`.
+fn conv_transpose_ref(x: &Tensor, w: &Tensor, bias: &[f64], nd: &Nd, groups: usize, out: &[usize]) -> Vec<f64> {
+    let (cin_g, rcout, kernel) = (x.shape[1] / groups, w.shape[1], &w.shape[2..]);
+    let mut y: Vec<f64> = (0..out.iter().product()).map(|i| bias[unravel(i, out)[1]]).collect();
+    for i in 0..x.data.len() {
+        let ix = unravel(i, &x.shape);
+        let (b, c) = (ix[0], ix[1]);
+        let gi = c / cin_g;
+        for oc in 0..rcout {
+            for t in 0..kernel.iter().product() {
+                let q = unravel(t, kernel);
+                let at: Option<Vec<usize>> = (0..kernel.len())
+                    .map(|k| {
+                        let o = (ix[2 + k] * nd.stride[k] + q[k] * nd.dilation[k]) as i64 - nd.pad[k].0 as i64;
+                        (o >= 0 && (o as usize) < out[2 + k]).then_some(o as usize)
+                    })
+                    .collect();
+                if let Some(at) = at {
+                    let yi: Vec<usize> = [b, gi * rcout + oc].into_iter().chain(at).collect();
+                    let flat = yi.iter().zip(out).fold(0, |acc, (v, d)| acc * d + v);
+                    let wi: Vec<usize> = [c, oc].into_iter().chain(q).collect();
+                    y[flat] += x.data[i] * w.at(&wi);
+                }
+            }
+        }
+    }
+    y
+}
+
+/// `conv_transpose{1,2,3}d` against the scatter definition: strides,
+/// asymmetric padding (larger than the kernel's reach on one side, a
+/// `SHRINK`), output padding, dilation and groups.
+#[test]
+fn conv_transpose_matches_the_scatter_definition() {
+    // (x shape, w shape, window, output padding, groups)
+    type Case = (Vec<usize>, Vec<usize>, Nd, Vec<usize>, usize);
+    let cases: [Case; 4] = [
+        (vec![2, 4, 5], vec![4, 3, 3], Nd { stride: vec![2], pad: vec![(1, 0)], dilation: vec![1] }, vec![1], 2),
+        (
+            vec![1, 3, 4, 5],
+            vec![3, 2, 3, 2],
+            Nd { stride: vec![3, 2], pad: vec![(0, 1), (1, 1)], dilation: vec![1, 2] },
+            vec![2, 1],
+            1,
+        ),
+        (
+            vec![1, 2, 3, 3],
+            vec![2, 2, 2, 2],
+            Nd { stride: vec![1, 1], pad: vec![(0, 0), (0, 0)], dilation: vec![1, 1] },
+            vec![0, 0],
+            1,
+        ),
+        (
+            vec![1, 2, 3, 2, 3],
+            vec![2, 1, 2, 3, 2],
+            Nd { stride: vec![2, 1, 2], pad: vec![(1, 2), (1, 0), (0, 0)], dilation: vec![1, 1, 2] },
+            vec![1, 0, 0],
+            2,
+        ),
+    ];
+    for (k, (xs, ws, nd, op, groups)) in cases.iter().enumerate() {
+        let n = xs.len() - 2;
+        let x = random(xs, 70 + k as u64, -1.0, 1.0);
+        let w = random(ws, 80 + k as u64, -1.0, 1.0);
+        let cout = ws[1] * groups;
+        let b = random(&[cout], 90 + k as u64, -1.0, 1.0);
+        let mut out = vec![xs[0], cout];
+        for a in 0..n {
+            out.push(
+                (xs[2 + a] - 1) * nd.stride[a] + nd.dilation[a] * (ws[2 + a] - 1) + op[a] + 1
+                    - nd.pad[a].0
+                    - nd.pad[a].1,
+            );
+        }
+        let src = format!(
+            "graph t(x: f32{}, w: f32{}, b: f32[{cout}]) -> (y: f32{}) {{\n    y = conv_transpose{n}d(x, w, bias=b, {}, output_padding={}, groups={groups})\n    return y\n}}",
+            shape_text(xs),
+            shape_text(ws),
+            shape_text(&out),
+            window_kw(nd),
+            shape_text(op)
+        );
+        let g = crate::pipeline::load(&src, crate::pipeline::Format::Dsl, None)
+            .unwrap_or_else(|e| panic!("{e}\n{src}"))
+            .graph;
+        let y = eval(&g, &[], &[("x", x.clone()), ("w", w.clone()), ("b", b.clone())], true).remove(0);
+        assert_close(
+            &y,
+            &conv_transpose_ref(&x, &w, &b.data, nd, *groups, &out),
+            1e-5,
+            &format!("conv_transpose{n}d #{k}"),
+        );
+    }
+}
+
+/// `maxpool1d`/`3d` and `avgpool1d`/`3d` (both counts) against naive loops.
+#[test]
+fn pools_in_1d_and_3d_match_naive_pooling() {
+    let cases: [(Vec<usize>, Vec<usize>, Nd); 2] = [
+        (vec![2, 3, 11], vec![3], Nd { stride: vec![2], pad: vec![(1, 1)], dilation: vec![1] }),
+        (
+            vec![1, 2, 5, 6, 4],
+            vec![2, 3, 2],
+            Nd { stride: vec![2, 2, 1], pad: vec![(1, 0), (1, 1), (0, 1)], dilation: vec![1, 1, 1] },
+        ),
+    ];
+    for (k, (xs, kernel, nd)) in cases.iter().enumerate() {
+        let n = kernel.len();
+        // All negative: a zero from the padding would win a max.
+        let x = random(xs, 100 + k as u64, -3.0, -1.0);
+        let mut out = xs[..2].to_vec();
+        for a in 0..n {
+            out.push((xs[2 + a] + nd.pad[a].0 + nd.pad[a].1 - kernel[a]) / nd.stride[a] + 1);
+        }
+        let taps: usize = kernel.iter().product();
+        let pooled = |avg: Option<bool>| -> Vec<f64> {
+            (0..out.iter().product())
+                .map(|i| {
+                    let ix = unravel(i, &out);
+                    let (mut acc, mut cnt) = (if avg.is_some() { 0.0 } else { f64::NEG_INFINITY }, 0.0);
+                    for t in 0..taps {
+                        if let Some(at) = tap(nd, &ix[2..], &unravel(t, kernel), &xs[2..]) {
+                            let v = x.at(&[ix[0], ix[1]].into_iter().chain(at).collect::<Vec<_>>());
+                            acc = if avg.is_some() { acc + v } else { f64::max(acc, v) };
+                            cnt += 1.0;
+                        }
+                    }
+                    match avg {
+                        Some(true) => acc / taps as f64,
+                        Some(false) => acc / cnt,
+                        None => acc,
+                    }
+                })
+                .collect()
+        };
+        let pads: Vec<usize> = nd.pad.iter().flat_map(|&(a, b)| [a, b]).collect();
+        let kw = format!("kernel={}, stride={}, pad={}", shape_text(kernel), shape_text(&nd.stride), shape_text(&pads));
+        let src = format!(
+            "graph t(x: f32{xsh}) -> (m: f32{o}, a: f32{o}, c: f32{o}) {{\n    m = maxpool{n}d(x, {kw})\n    a = avgpool{n}d(x, {kw})\n    c = avgpool{n}d(x, {kw}, count_include_pad=true)\n    return m, a, c\n}}",
+            xsh = shape_text(xs),
+            o = shape_text(&out),
+        );
+        let g = crate::pipeline::load(&src, crate::pipeline::Format::Dsl, None)
+            .unwrap_or_else(|e| panic!("{e}\n{src}"))
+            .graph;
+        let y = eval(&g, &[], &[("x", x.clone())], true);
+        assert_close(&y[0], &pooled(None), 1e-6, &format!("maxpool{n}d"));
+        assert_close(&y[1], &pooled(Some(false)), 1e-6, &format!("avgpool{n}d"));
+        assert_close(&y[2], &pooled(Some(true)), 1e-6, &format!("avgpool{n}d count_include_pad"));
+    }
+}
+
+/// `pad(.., mode=reflect|edge)` reads NumPy's `pad` elements (modes
+/// `reflect` and `edge`), corners included; `chunk` reads `split`'s.
+#[test]
+fn border_pads_and_chunk_read_numpys_elements() {
+    let src = "graph t(x: f32[3, 4]) -> (r: f32[7, 6], e: f32[4, 9], a: f32[3, 2], b: f32[3, 2]) {
+        r = pad(x, [[2, 2], [1, 1]], mode=reflect)
+        e = pad(x, [[1, 0], [3, 2]], mode=edge)
+        (a, b) = chunk(x, 2, axis=-1)
+        return r, e, a, b
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let x: Vec<f64> = (0..12).map(|v| v as f64).collect();
+    let out = eval(&g, &[], &[("x", Tensor::new(&[3, 4], x.clone()))], true);
+    // np.pad reflect: index i − lo mirrored into [0, L) without the edge.
+    let reflect = |i: i64, l: i64| {
+        let i = i.abs();
+        if i >= l {
+            2 * (l - 1) - i
+        } else {
+            i
+        }
+    };
+    let want_r: Vec<f64> = (0..42).map(|f| x[(reflect(f / 6 - 2, 3) * 4 + reflect(f % 6 - 1, 4)) as usize]).collect();
+    assert_eq!(out[0].data, want_r);
+    let want_e: Vec<f64> =
+        (0..36).map(|f| x[((f / 9 - 1).clamp(0, 2) * 4 + (f % 9 - 3).clamp(0, 3)) as usize]).collect();
+    assert_eq!(out[1].data, want_e);
+    let half = |off: usize| -> Vec<f64> { (0..6).map(|f| x[f / 2 * 4 + off + f % 2]).collect() };
+    assert_eq!((out[2].data.clone(), out[3].data.clone()), (half(0), half(2)));
+}
