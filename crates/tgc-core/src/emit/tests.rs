@@ -1054,11 +1054,11 @@ fn concat_and_split_in_c_and_rust() {
 
 /// The sliding-window ops in 1-D and 3-D, transposed convolutions (the
 /// input dilated by `RESHAPE` + `PAD`, the weight flipped), pools,
-/// `reflect`/`edge` padding and `chunk` in C and Rust against the
-/// interpreter, at a symbolic batch.
+/// `im2col`/`col2im`/`unfold`, `reflect`/`edge` padding and `chunk` in C
+/// and Rust against the interpreter, at a symbolic batch.
 #[test]
 fn nd_windows_border_pads_and_chunks_in_c_and_rust() {
-    let src = "graph<N> nd(x: f32[N, 4, 9], v: f32[N, 2, 4, 5, 3], w: f32[6, 2, 3], u: f32[4, 3, 2], k: f32[2, 1, 2, 3, 2], b: f32[6], r: f32[N, 3, 4]) -> (a: f32[N, 6, 5], t: f32[N, 6, 18], p: f32[N, 4, 9], q: f32[N, 2, 2, 3, 2], c: f32[N, 2, 3, 8, 4], e: f32[N, 7, 7], h: f32[N, 3, 2]) {
+    let src = "graph<N> nd(x: f32[N, 4, 9], v: f32[N, 2, 4, 5, 3], w: f32[6, 2, 3], u: f32[4, 3, 2], k: f32[2, 1, 2, 3, 2], b: f32[6], r: f32[N, 3, 4]) -> (a: f32[N, 6, 5], t: f32[N, 6, 18], p: f32[N, 4, 9], q: f32[N, 2, 2, 3, 2], c: f32[N, 2, 3, 8, 4], e: f32[N, 7, 7], h: f32[N, 3, 2], f: f32[N, 4, 9], s: f32[N, 4, 4, 3]) {
         a = maxpool1d(relu(conv1d(x, w, bias=b, pad=[1, 0], dilation=2, groups=2)), kernel=2, stride=1)
         t = conv_transpose1d(x, u, bias=b, stride=2, pad=[1, 0], output_padding=1, groups=2)
         p = avgpool1d(x, kernel=3, stride=1, pad=1)
@@ -1067,7 +1067,9 @@ fn nd_windows_border_pads_and_chunks_in_c_and_rust() {
         e = pad(r, [[0, 0], [2, 2], [1, 2]], mode=reflect) + pad(r, [[0, 0], [1, 3], [2, 1]], mode=edge)
         (h0, h1) = chunk(r, 2, axis=2)
         h = h0 * h1
-        return a, t, p, q, c, e, h
+        f = col2im(im2col(x, kernel=[3], stride=2, pad=1), output=[9], kernel=[3], stride=2, pad=1)
+        s = unfold(x, 2, 3, 2) * 2
+        return a, t, p, q, c, e, h, f, s
     }";
     let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap_or_else(|e| panic!("{e}")).graph;
     let lib = compile(&g);

@@ -297,6 +297,9 @@ pub enum Movement {
     Slice { bounds: Vec<(Dim, Dim, Dim)> },
     /// Reverses the listed axes.
     Flip { axes: Vec<i64> },
+    /// PyTorch's `Tensor.unfold`: the windows of `size` elements every
+    /// `step` along `axis`, as a new last axis.
+    Unfold { axis: i64, size: Dim, step: Dim },
 }
 
 /// Joins and cuts along one axis (`concat`, `split`): several operands or
@@ -395,6 +398,19 @@ pub enum FOp {
         groups: i64,
         bias: bool,
     },
+    /// `im2col` (PyTorch's `F.unfold`): `kernel` has one size per spatial
+    /// axis.
+    Im2Col {
+        kernel: Vec<Dim>,
+        window: Window,
+    },
+    /// `col2im` (PyTorch's `F.fold`, ONNX `Col2Im`) to the spatial sizes
+    /// `output`.
+    Col2Im {
+        output: Vec<Dim>,
+        kernel: Vec<Dim>,
+        window: Window,
+    },
     /// `maxpool{1,2,3}d`: `kernel` has one size per spatial axis.
     MaxPool {
         kernel: Vec<Dim>,
@@ -488,6 +504,7 @@ impl FOp {
                 Movement::Shrink { .. } => "shrink",
                 Movement::Slice { .. } => "slice",
                 Movement::Flip { .. } => "flip",
+                Movement::Unfold { .. } => "unfold",
                 Movement::Tile { .. } => "tile",
                 Movement::RepeatInterleave { .. } => "repeat_interleave",
             }
@@ -498,6 +515,8 @@ impl FOp {
             FOp::Matmul => "matmul".into(),
             FOp::Conv { window, .. } => format!("conv{}d", window.rank()),
             FOp::ConvTranspose { window, .. } => format!("conv_transpose{}d", window.rank()),
+            FOp::Im2Col { .. } => "im2col".into(),
+            FOp::Col2Im { .. } => "col2im".into(),
             FOp::MaxPool { window, .. } => format!("maxpool{}d", window.rank()),
             FOp::AvgPool { window, .. } => format!("avgpool{}d", window.rank()),
             FOp::Softmax { .. } => "softmax".into(),
@@ -556,6 +575,7 @@ impl FOp {
                     format!(" bounds=[{}]", p.join(", "))
                 }
                 Movement::Flip { axes } => format!(" axes={}", ints(axes)),
+                Movement::Unfold { axis, size, step } => format!(" axis={axis} size={size} step={step}"),
             },
             FOp::Pieces(Pieces::Concat { axis }) => format!(" axis={axis}"),
             FOp::Pieces(Pieces::Split { sizes, axis }) => format!(" sizes={} axis={axis}", dims(sizes)),
@@ -564,7 +584,12 @@ impl FOp {
             FOp::ConvTranspose { window: w, output_padding, groups, bias } => {
                 format!("{} output_padding={} groups={groups} bias={bias}", window(w), dims(output_padding))
             }
-            FOp::MaxPool { kernel, window: w } => format!(" kernel={}{}", dims(kernel), window(w)),
+            FOp::MaxPool { kernel, window: w } | FOp::Im2Col { kernel, window: w } => {
+                format!(" kernel={}{}", dims(kernel), window(w))
+            }
+            FOp::Col2Im { output, kernel, window: w } => {
+                format!(" output={} kernel={}{}", dims(output), dims(kernel), window(w))
+            }
             FOp::AvgPool { kernel, window: w, count_include_pad } => {
                 format!(" kernel={}{} count_include_pad={count_include_pad}", dims(kernel), window(w))
             }

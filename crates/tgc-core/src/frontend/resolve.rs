@@ -83,6 +83,9 @@ const BUILTINS: &[(&str, &[&str], usize)] = &[
     ("shrink", &["x", "bounds"], 2),
     ("slice", &["x", "bounds"], 2),
     ("flip", &["x", "axes"], 2),
+    ("unfold", &["x", "axis", "size", "step"], 4),
+    ("im2col", &["x", "kernel", "stride", "pad", "dilation"], 2),
+    ("col2im", &["x", "output", "kernel", "stride", "pad", "dilation"], 3),
     ("conv1d", CONV, 2),
     ("conv2d", CONV, 2),
     ("conv3d", CONV, 2),
@@ -584,6 +587,26 @@ impl Resolver<'_> {
                 }
                 let value = s[2].map(|e| self.float(e)).transpose()?.unwrap_or(0.0);
                 FOp::Movement(Movement::Pad { pads, value, mode })
+            }
+            "unfold" => FOp::Movement(Movement::Unfold {
+                axis: self.int(req(s, 1)?)?,
+                size: self.dim(req(s, 2)?)?,
+                step: self.dim(req(s, 3)?)?,
+            }),
+            "im2col" | "col2im" => {
+                // The kernel's length is the number of spatial axes.
+                let at = usize::from(name == "col2im");
+                let kernel = self.dim_list(req(s, 1 + at)?)?;
+                if !(1..=3).contains(&kernel.len()) {
+                    return Err(expected(req(s, 1 + at)?, "a kernel of 1 to 3 sizes, `[kh, kw]`"));
+                }
+                let n = kernel.len();
+                let w = window(n, s[2 + at], s[3 + at], s[4 + at], &vec![Dim::int(1); n])?;
+                if at == 0 {
+                    FOp::Im2Col { kernel, window: w }
+                } else {
+                    FOp::Col2Im { output: self.dims_n(req(s, 1)?, n)?, kernel, window: w }
+                }
             }
             "chunk" => {
                 let chunks = self.int(req(s, 1)?)?;

@@ -384,6 +384,16 @@ impl Lowerer<'_> {
                 let op = subst_list(output_padding, subst, sp)?;
                 conv::conv_transpose(g, x, more(0)?, b, &subst_window(window, subst, sp)?, &op, *groups)
             }
+            FOp::Im2Col { kernel, window } => {
+                conv::im2col(g, x, &subst_list(kernel, subst, sp)?, &subst_window(window, subst, sp)?)
+            }
+            FOp::Col2Im { output, kernel, window } => conv::col2im(
+                g,
+                x,
+                &subst_list(output, subst, sp)?,
+                &subst_list(kernel, subst, sp)?,
+                &subst_window(window, subst, sp)?,
+            ),
             FOp::MaxPool { kernel, window } => {
                 conv::maxpool(g, x, &subst_list(kernel, subst, sp)?, &subst_window(window, subst, sp)?)
             }
@@ -546,6 +556,7 @@ fn subst_movement(m: &Movement, subst: &Subst, sp: Span) -> DResult<Movement> {
         Movement::RepeatInterleave { repeats, axis } => {
             Movement::RepeatInterleave { repeats: d(repeats)?, axis: *axis }
         }
+        Movement::Unfold { axis, size, step } => Movement::Unfold { axis: *axis, size: d(size)?, step: d(step)? },
         Movement::Permute { .. }
         | Movement::Transpose { .. }
         | Movement::Unsqueeze { .. }

@@ -218,6 +218,7 @@ fn fits(s: &[usize]) -> bool {
 /// position (stride `stride`), output axis `b` the kernel offset (dilation
 /// `dil`), both read input axis `a` (counted without `b`) at
 /// `i_a·stride + i_b·dil + offset`; the other output axes map one to one.
+/// The frontend's `unfold` is the case `b` last, `dil` 1 and `offset` 0.
 fn window_map(out_rank: usize, a: usize, b: usize, stride: usize, dil: usize, offset: usize) -> Vec<AffExpr> {
     (0..out_rank)
         .filter(|&j| j != b)

@@ -178,19 +178,23 @@ fn graph_layer_ops_emulate() {
 }
 
 /// The sliding-window ops in 1-D and 3-D, transposed convolutions, pools,
-/// `reflect`/`edge` padding and `chunk` (`004` §3–§4) in the emulator
+/// `im2col`/`col2im`/`unfold`, `reflect`/`edge` padding and `chunk` (`004`
+/// §3–§4) in the emulator
 /// against the interpreter, at a symbolic batch (odd and one).
 #[test]
 fn nd_windows_border_pads_and_chunks_emulate() {
     let g = load(
-        "graph<N> nd(x: f32[N, 4, 9], v: f32[N, 2, 4, 5, 3], w: f32[6, 2, 3], u: f32[4, 3, 2], k: f32[2, 1, 2, 3, 2], r: f32[N, 3, 4]) -> (a: f32[N, 6, 5], t: f32[N, 6, 18], p: f32[N, 4, 5], q: f32[N, 2, 2, 3, 2], c: f32[N, 2, 3, 8, 4], e: f32[N, 7, 7], h: f32[N, 3, 2]) {\n\
+        "graph<N> nd(x: f32[N, 4, 9], v: f32[N, 2, 4, 5, 3], w: f32[6, 2, 3], u: f32[4, 3, 2], k: f32[2, 1, 2, 3, 2], r: f32[N, 3, 4]) -> (a: f32[N, 6, 5], t: f32[N, 6, 18], p: f32[N, 4, 5], q: f32[N, 2, 2, 3, 2], c: f32[N, 2, 3, 8, 4], e: f32[N, 7, 7], h: f32[N, 3, 2], f: f32[N, 4, 9], s: f32[N, 4, 4, 3]) {\n\
          a = maxpool1d(conv1d(x, w, pad=[1, 0], dilation=2, groups=2), kernel=2, stride=1)\n\
          t = conv_transpose1d(x, u, stride=2, pad=[1, 0], output_padding=1, groups=2)\n\
          p = avgpool1d(x, kernel=3, stride=2, pad=1)\n\
          q = maxpool3d(v, kernel=[2, 2, 2], pad=[0, 1, 1, 0, 0, 1]) + avgpool3d(v, kernel=[2, 2, 2], pad=[0, 1, 1, 0, 0, 1], count_include_pad=true)\n\
          c = conv_transpose3d(v, k, stride=[1, 2, 1], pad=[1, 1, 2, 1, 0, 0], groups=2)\n\
          e = pad(r, [[0, 0], [2, 2], [1, 2]], mode=reflect) + pad(r, [[0, 0], [1, 3], [2, 1]], mode=edge)\n\
-         (h0, h1) = chunk(r, 2, axis=2)\n    h = h0 * h1\n    return a, t, p, q, c, e, h\n}\n",
+         (h0, h1) = chunk(r, 2, axis=2)\n    h = h0 * h1\n\
+         f = col2im(im2col(x, kernel=[3], stride=2, pad=1), output=[9], kernel=[3], stride=2, pad=1)\n\
+         s = unfold(x, 2, 3, 2) * 2\n\
+         return a, t, p, q, c, e, h, f, s\n}\n",
     );
     for n in [3, 1] {
         check(&g, &[("N", n)], 1e-5);

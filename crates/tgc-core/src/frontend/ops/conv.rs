@@ -1,6 +1,6 @@
 //! Sliding-window ops on channels-first tensors in one to three spatial
 //! dimensions (`004`'s `conv_nd`): `conv{1,2,3}d`, `conv_transpose{1,2,3}d`,
-//! `maxpool{1,2,3}d`, `avgpool{1,2,3}d`.
+//! `maxpool{1,2,3}d`, `avgpool{1,2,3}d`, `im2col` and `col2im`.
 //!
 //! The window is a movement (decision 2): `PAD` (asymmetric, before and
 //! after each spatial axis) then an affine `VIEW` adding the kernel axes,
@@ -203,6 +203,68 @@ pub fn conv(g: &mut Graph, x: NodeId, w: NodeId, bias: Option<NodeId>, win: &Win
     cast_to(g, y, dt)
 }
 
+/// `x` with `strides[k] − 1` zeros between the elements of each of its
+/// last `n = strides.len()` axes: `[.., S] → [.., S, 1]` (`RESHAPE`) `→
+/// [.., S, s]` (`PAD`) `→ [.., S·s]` (`RESHAPE`) `→ [.., (S − 1)·s + 1]`
+/// (`SHRINK`). Exact; `x` itself when every stride is 1.
+fn dilate(g: &mut Graph, x: NodeId, strides: &[i64]) -> DResult<NodeId> {
+    if strides.iter().all(|&st| st == 1) {
+        return Ok(x);
+    }
+    let shape = g.shape(x).to_vec();
+    let (r, n) = (shape.len(), strides.len());
+    let (lead, spatial) = shape.split_at(r - n);
+    let paired: Vec<Dim> = spatial.iter().flat_map(|d| [d.clone(), Dim::int(1)]).collect();
+    let y = g.reshape(x, &[lead, &paired].concat())?;
+    let mut pads = vec![(Dim::int(0), Dim::int(0)); r - n + 2 * n];
+    for (k, &st) in strides.iter().enumerate() {
+        pads[r - n + 2 * k + 1].1 = Dim::int(st - 1);
+    }
+    let y = g.pad(y, &pads, 0.0)?;
+    let wide: Vec<Dim> = spatial.iter().zip(strides).map(|(d, &st)| d * &Dim::int(st)).collect();
+    let y = g.reshape(y, &[lead, &wide].concat())?;
+    let mut top = lead.to_vec();
+    top.extend(spatial.iter().zip(strides).map(|(d, &st)| &(&(d - &Dim::int(1)) * &Dim::int(st)) + &Dim::int(1)));
+    g.shrink(y, &vec![Dim::int(0); r], &top, &vec![Dim::int(1); r])
+}
+
+/// `x` with `lo[k]` zeros before and `hi[k]` after each of its last `n =
+/// lo.len()` axes: `PAD` of the positive amounts, `SHRINK` of the
+/// negative ones.
+///
+/// Errors: `AxisSizeMismatch` when a `SHRINK` leaves nothing of an axis.
+fn grow(g: &mut Graph, x: NodeId, lo: &[i64], hi: &[i64]) -> DResult<NodeId> {
+    let r = g.shape(x).len();
+    let lead = r - lo.len();
+    let mut y = x;
+    if lo.iter().chain(hi).any(|&v| v > 0) {
+        let mut pads = vec![(Dim::int(0), Dim::int(0)); r];
+        for (k, (&a, &b)) in lo.iter().zip(hi).enumerate() {
+            pads[lead + k] = (Dim::int(a.max(0)), Dim::int(b.max(0)));
+        }
+        y = g.pad(y, &pads, 0.0)?;
+    }
+    if lo.iter().chain(hi).any(|&v| v < 0) {
+        let shape = g.shape(y).to_vec();
+        let mut from = vec![Dim::int(0); r];
+        let mut to = shape.clone();
+        for (k, (&a, &b)) in lo.iter().zip(hi).enumerate() {
+            from[lead + k] = Dim::int((-a).max(0));
+            to[lead + k] = &shape[lead + k] - &Dim::int((-b).max(0));
+            if to[lead + k].as_int().zip(from[lead + k].as_int()).is_some_and(|(t, f)| t <= f) {
+                return Err(fail(g, diag!(AxisSizeMismatch, "the padding leaves nothing of spatial axis {k}")));
+            }
+        }
+        y = g.shrink(y, &from, &to, &vec![Dim::int(1); r])?;
+    }
+    Ok(y)
+}
+
+/// `v` as a known integer, or `Unsupported` naming `what` for `op`.
+fn known(g: &Graph, op: &str, what: &str, v: &Dim) -> DResult<i64> {
+    v.as_int().ok_or_else(|| fail(g, diag!(Unsupported, "{op} needs a known {what}, got {v}")))
+}
+
 /// `conv_transpose{n}d(x, w, bias)` (PyTorch's `ConvTranspose`): x `[N,
 /// Cin, *S]`, w `[Cin, Cout/G, *K]`, bias `[Cout]` → `[N, Cout, *O]` with
 /// `O_k = (S_k − 1)·stride_k − before_k − after_k + D_k·(K_k − 1) +
@@ -248,17 +310,14 @@ pub fn conv_transpose(
         ));
     }
     let cin_g = per_group(g, "input", &sx[1], groups)?;
-    let known = |g: &Graph, what: &str, d: &Dim| -> DResult<i64> {
-        d.as_int().ok_or_else(|| fail(g, diag!(Unsupported, "{op} needs a known {what}, got {d}")))
-    };
     let mut lo = Vec::with_capacity(n);
     let mut hi = Vec::with_capacity(n);
     let mut strides = Vec::with_capacity(n);
     for k in 0..n {
-        let (st, dl) = (known(g, "stride", &win.stride[k])?, known(g, "dilation", &win.dilation[k])?);
-        let kk = known(g, "kernel size", &sw[2 + k])?;
-        let (pb, pa) = (known(g, "padding", &win.pad[k].0)?, known(g, "padding", &win.pad[k].1)?);
-        let opad = known(g, "output padding", &output_padding[k])?;
+        let (st, dl) = (known(g, &op, "stride", &win.stride[k])?, known(g, &op, "dilation", &win.dilation[k])?);
+        let kk = known(g, &op, "kernel size", &sw[2 + k])?;
+        let (pb, pa) = (known(g, &op, "padding", &win.pad[k].0)?, known(g, &op, "padding", &win.pad[k].1)?);
+        let opad = known(g, &op, "output padding", &output_padding[k])?;
         if st < 1 || dl < 1 {
             return Err(fail(g, diag!(NegativeStride, "{op} stride and dilation must be positive, got {st} and {dl}")));
         }
@@ -286,53 +345,8 @@ pub fn conv_transpose(
         hi.push(reach - pa + opad);
         strides.push(st);
     }
-    // Zeros between the elements: [.., S] → [.., S, 1] → [.., S, s] → [.., S·s] → [.., (S−1)·s + 1].
-    let mut xd = x;
-    if strides.iter().any(|&st| st > 1) {
-        let one = Dim::int(1);
-        let lead = sx[..2].to_vec();
-        let spatial = &sx[2..];
-        let paired: Vec<Dim> = spatial.iter().flat_map(|d| [d.clone(), one.clone()]).collect();
-        let y = g.reshape(x, &[lead.clone(), paired].concat())?;
-        let mut pads = vec![(Dim::int(0), Dim::int(0)); 2 + 2 * n];
-        for (k, &st) in strides.iter().enumerate() {
-            pads[3 + 2 * k].1 = Dim::int(st - 1);
-        }
-        let y = g.pad(y, &pads, 0.0)?;
-        let wide: Vec<Dim> = spatial.iter().zip(&strides).map(|(d, &st)| d * &Dim::int(st)).collect();
-        let y = g.reshape(y, &[lead.clone(), wide.clone()].concat())?;
-        let zero = vec![Dim::int(0); 2 + n];
-        let mut top = lead.clone();
-        top.extend(spatial.iter().zip(&strides).map(|(d, &st)| &(&(d - &Dim::int(1)) * &Dim::int(st)) + &Dim::int(1)));
-        xd = g.shrink(y, &zero, &top, &vec![Dim::int(1); 2 + n])?;
-    }
-    // The edges: PAD the positive amounts, SHRINK the negative ones.
-    let grow: Vec<(Dim, Dim)> =
-        (0..2 + n)
-            .map(|k| {
-                if k < 2 {
-                    (Dim::int(0), Dim::int(0))
-                } else {
-                    (Dim::int(lo[k - 2].max(0)), Dim::int(hi[k - 2].max(0)))
-                }
-            })
-            .collect();
-    if grow.iter().any(|(a, b)| a.as_int() != Some(0) || b.as_int() != Some(0)) {
-        xd = g.pad(xd, &grow, 0.0)?;
-    }
-    if lo.iter().chain(&hi).any(|&v| v < 0) {
-        let shape = g.shape(xd).to_vec();
-        let mut from = vec![Dim::int(0); 2 + n];
-        let mut to = shape.clone();
-        for k in 0..n {
-            from[2 + k] = Dim::int((-lo[k]).max(0));
-            to[2 + k] = &shape[2 + k] - &Dim::int((-hi[k]).max(0));
-            if to[2 + k].as_int().zip(from[2 + k].as_int()).is_some_and(|(t, f)| t <= f) {
-                return Err(fail(g, diag!(AxisSizeMismatch, "{op} padding leaves no output along spatial axis {k}")));
-            }
-        }
-        xd = g.shrink(xd, &from, &to, &vec![Dim::int(1); 2 + n])?;
-    }
+    let xd = dilate(g, x, &strides)?;
+    let xd = grow(g, xd, &lo, &hi)?;
     // [Cin, Cout/G, *K] → [G, Cin/G, Cout/G, *K] → [G, Cout/G, Cin/G, *K] → [Cout, Cin/G, *K], flipped.
     let (gd, rcout) = (Dim::int(groups), sw[1].clone());
     let kernel = sw[2..].to_vec();
@@ -409,5 +423,107 @@ pub fn avgpool(g: &mut Graph, x: NodeId, kernel: &[Dim], w: &Window, count_inclu
         let c = broadcast_to(g, c, &shape)?;
         g.binary(BinaryOp::Fdiv, s, c)?
     };
+    cast_to(g, y, dt)
+}
+
+/// `im2col(x)` (PyTorch's `F.unfold`, in 1 to 3 spatial dimensions): x `[N,
+/// C, *S]` → `[N, C·ΠK, ΠO]`, each column one window position's `C·ΠK`
+/// values in `(c, q_1, .., q_n)` order, the columns in row-major `O` order.
+/// [`window`] (zero padding), `PERMUTE` to `[N, C, *K, *O]`, `RESHAPE`.
+/// Exact.
+///
+/// Errors: `AxisSizeMismatch` for an input not of rank `n + 2`; those of
+/// [`window`].
+pub fn im2col(g: &mut Graph, x: NodeId, kernel: &[Dim], w: &Window) -> DResult<NodeId> {
+    let n = kernel.len();
+    let s = g.shape(x).to_vec();
+    if s.len() != n + 2 {
+        let msg = format!("im2col with a {n}-d kernel needs x [N, C, {n} spatial axes], got {}", fmt_shape(&s));
+        return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+    }
+    let xw = window(g, x, kernel, w, 0.0)?;
+    let outs = g.shape(xw)[2..2 + n].to_vec();
+    let perm: Vec<usize> = [0, 1].into_iter().chain(2 + n..2 + 2 * n).chain(2..2 + n).collect();
+    let y = g.permute(xw, &perm)?;
+    g.reshape(y, &[s[0].clone(), &s[1] * &Dim::product(kernel), Dim::product(&outs)])
+}
+
+/// `col2im(cols)` (PyTorch's `F.fold`, ONNX `Col2Im`): cols `[N, C·ΠK, L]`
+/// → `[N, C, *S]` (`S = output`), every column added back at its window's
+/// place, overlaps summed: `y[n, c, p] = Σ` over the window points `q` and
+/// positions `o` with `o·s − before + q·d = p` of `cols[n, (c, q), o]`.
+/// Without scatter, per spatial axis as in [`conv_transpose`]: `RESHAPE` to
+/// `[N, C, *K, *O]`, the `O` axes [`dilate`]d by the stride, `FLIP` of the
+/// `K` axes, [`grow`] by `d·(K − 1) − before` in front, then a `VIEW`
+/// `[N, C, *S, *K]` reading `(q', p + q'·d)` and `REDUCE SUM` over the
+/// `K` axes (f32 for floats); `CAST` back. The error is that of an f32 sum
+/// of at most ΠK terms (exact where windows do not overlap).
+///
+/// Errors: `AxisSizeMismatch` for cols not of rank 3, a second axis not
+/// divisible by ΠK, or `L` not the number of window positions ΠO;
+/// `Unsupported` for a symbolic kernel size, stride, dilation or padding.
+pub fn col2im(g: &mut Graph, cols: NodeId, output: &[Dim], kernel: &[Dim], w: &Window) -> DResult<NodeId> {
+    let n = kernel.len();
+    let op = "col2im";
+    let s = g.shape(cols).to_vec();
+    if s.len() != 3 || output.len() != n {
+        let msg = format!("col2im needs cols [N, C·ΠK, L] and {n} output sizes, got {}", fmt_shape(&s));
+        return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+    }
+    let taps = Dim::product(kernel);
+    let c = s[1].floordiv(&taps).filter(|c| c * &taps == s[1]).ok_or_else(|| {
+        fail(g, diag!(AxisSizeMismatch, "col2im: axis 1 of {} is not divisible by ΠK = {taps}", fmt_shape(&s)))
+    })?;
+    let (mut outs, mut strides, mut lo, mut hi, mut dil) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for k in 0..n {
+        let kk = known(g, op, "kernel size", &kernel[k])?;
+        let (st, d) = (known(g, op, "stride", &w.stride[k])?, known(g, op, "dilation", &w.dilation[k])?);
+        let (pb, pa) = (known(g, op, "padding", &w.pad[k].0)?, known(g, op, "padding", &w.pad[k].1)?);
+        let size = known(g, op, "output size", &output[k])?;
+        if kk < 1 || st < 1 || d < 1 || pb < 0 || pa < 0 || size < 1 {
+            let msg = format!("col2im: kernel {kk}, stride {st}, dilation {d} and output size {size} must be positive, padding ({pb}, {pa}) ≥ 0");
+            return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+        }
+        let o = (size + pb + pa - d * (kk - 1) - 1).div_euclid(st) + 1;
+        if o < 1 {
+            return Err(fail(
+                g,
+                diag!(AxisSizeMismatch, "col2im: the {kk}-wide window does not fit output size {size}"),
+            ));
+        }
+        // The dilated positions, shifted so that window point q' reads p + q'·d.
+        let front = d * (kk - 1) - pb;
+        let len = (o - 1) * st + 1 + front;
+        lo.push(front);
+        hi.push((size + d * (kk - 1) - len).max(0));
+        outs.push(Dim::int(o));
+        strides.push(st);
+        dil.push(d);
+    }
+    let positions = Dim::product(&outs);
+    if positions != s[2] {
+        let msg = format!(
+            "col2im: cols {} hold {} positions, but the windows over {} take {positions}",
+            fmt_shape(&s),
+            s[2],
+            fmt_shape(output)
+        );
+        return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+    }
+    let lead = [s[0].clone(), c];
+    let y = g.reshape(cols, &[&lead[..], kernel, &outs].concat())?;
+    let y = dilate(g, y, &strides)?;
+    let y = g.flip(y, &(2..2 + n).collect::<Vec<_>>())?;
+    let y = grow(g, y, &lo, &hi)?;
+    // [N, C, *S, *K]: (n, c, q', p + q'·d).
+    let mut map: Vec<AffExpr> = vec![AffExpr::var(0), AffExpr::var(1)];
+    map.extend((0..n).map(|k| AffExpr::var((2 + n + k) as u32)));
+    map.extend(
+        (0..n).map(|k| &AffExpr::var((2 + k) as u32) + &AffExpr::var((2 + n + k) as u32).scale(&Dim::int(dil[k]))),
+    );
+    let y = g.view(y, &[&lead[..], output, kernel].concat(), &map)?;
+    let dt = g.dtype(cols);
+    let acc = if dt.is_float() { DType::F32 } else { DType::I32 };
+    let y = g.reduce(ReduceOp::Sum, y, &(2 + n..2 + 2 * n).collect::<Vec<_>>(), acc)?;
     cast_to(g, y, dt)
 }

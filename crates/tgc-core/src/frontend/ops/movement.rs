@@ -5,10 +5,11 @@
 //! `expand` (right-aligned, `-1` keeps) → RESHAPE + EXPAND; `unsqueeze`/
 //! `squeeze` → RESHAPE; `pad` → PAD (`reflect`/`edge`: `concat` of SHRINKed,
 //! FLIPped or EXPANDed border pieces); `shrink`/`slice` → SHRINK; `flip` → FLIP;
-//! `tile`/`repeat_interleave` → RESHAPE + EXPAND + RESHAPE; `split` → one
+//! `tile`/`repeat_interleave` → RESHAPE + EXPAND + RESHAPE; `unfold` → VIEW; `split` → one
 //! SHRINK per piece (`chunk`: equal ones); `concat` → PAD per piece and
 //! WHERE of padded masks.
 
+use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
 use crate::frontend::ir::{Movement, PadMode};
@@ -121,7 +122,34 @@ pub fn movement(g: &mut Graph, x: NodeId, m: &Movement) -> DResult<NodeId> {
             let ax = axes(g, list, rank)?;
             g.flip(x, &ax)
         }
+        Movement::Unfold { axis: a, size, step } => unfold(g, x, *a, size, step),
     }
+}
+
+/// PyTorch's `Tensor.unfold(axis, size, step)`: `[.., d, ..]` → `[..,
+/// (d − size) / step + 1, .., size]`, element `(.., o, .., q)` reading `(..,
+/// o·step + q, ..)`. A `VIEW`; exact.
+///
+/// Errors: `AxisSizeMismatch` for a size or step below 1 or a window
+/// longer than the axis; the errors of [`axis`].
+fn unfold(g: &mut Graph, x: NodeId, axis_: i64, size: &Dim, step: &Dim) -> DResult<NodeId> {
+    let shape = g.shape(x).to_vec();
+    let k = axis(g, axis_, shape.len())?;
+    positive(g, "unfold's size", size)?;
+    positive(g, "unfold's step", step)?;
+    let count = (&shape[k] - size).floordiv(step).map(|q| &q + &Dim::int(1));
+    let Some(count) = count.filter(|c| c.as_int().is_none_or(|v| v >= 1)) else {
+        let msg = format!("unfold: a window of {size} does not fit axis {k} of {}", fmt_shape(&shape));
+        return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
+    };
+    let r = shape.len() as u32;
+    let mut out = shape.clone();
+    out[k] = count;
+    out.push(size.clone());
+    let map: Vec<AffExpr> = (0..r)
+        .map(|j| if j as usize == k { &AffExpr::var(j).scale(step) + &AffExpr::var(r) } else { AffExpr::var(j) })
+        .collect();
+    g.view(x, &out, &map)
 }
 
 /// `pad(x, pads, mode=reflect|edge)`, one axis after the other (as NumPy's

@@ -285,6 +285,17 @@ fn nd_window_pad_and_chunk_errors_are_positioned() {
     assert!(m.contains("not divisible into 2"), "{m}");
     expect_err(&g("(a, b) = chunk(r, 3)\n    z = a"), ArityMismatch, "chunk");
     expect_err(&g("(a, b) = chunk(r, 0)\n    z = a"), AxisSizeMismatch, "0)");
+    let m = expect_err(&g("z = unfold(r, 1, 6, 1)"), AxisSizeMismatch, "unfold");
+    assert!(m.contains("does not fit axis 1"), "{m}");
+    expect_err(&g("z = unfold(r, 1, 2, 0)"), AxisSizeMismatch, "unfold");
+    expect_err(&g("z = unfold(r, 2, 2, 1)"), InvalidAxis, "unfold");
+    expect_err(&g("z = im2col(x, kernel=[2, 2])"), AxisSizeMismatch, "im2col");
+    expect_err(&g("z = im2col(x, kernel=[])"), SyntaxError, "[])");
+    let m = expect_err(&g("z = col2im(x, output=[9], kernel=[2])"), AxisSizeMismatch, "col2im");
+    assert!(m.contains("positions"), "{m}");
+    let m = expect_err(&g("z = col2im(x, output=[9], kernel=[5])"), AxisSizeMismatch, "col2im");
+    assert!(m.contains("not divisible by ΠK = 5"), "{m}");
+    expect_err(&g("z = col2im(x, output=[9, 9], kernel=[2])"), SyntaxError, "[9, 9]");
 }
 
 /// A reflect pad along a symbolic axis is refused (a mirror longer than the

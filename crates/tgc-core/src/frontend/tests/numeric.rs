@@ -913,3 +913,69 @@ fn border_pads_and_chunk_read_numpys_elements() {
     let half = |off: usize| -> Vec<f64> { (0..6).map(|f| x[f / 2 * 4 + off + f % 2]).collect() };
     assert_eq!((out[2].data.clone(), out[3].data.clone()), (half(0), half(2)));
 }
+
+/// `im2col` reads PyTorch's `F.unfold` elements and `col2im` adds them
+/// back as `F.fold` does (overlaps summed), in 1-D, 2-D and 3-D; `unfold`
+/// reads `Tensor.unfold`'s.
+#[test]
+fn im2col_col2im_and_unfold_match_naive_loops() {
+    let cases: [(Vec<usize>, Vec<usize>, Nd); 3] = [
+        (vec![2, 3, 9], vec![3], Nd { stride: vec![2], pad: vec![(1, 2)], dilation: vec![1] }),
+        (vec![1, 2, 7, 6], vec![3, 2], Nd { stride: vec![2, 1], pad: vec![(1, 1), (0, 1)], dilation: vec![1, 2] }),
+        (
+            vec![1, 2, 4, 5, 3],
+            vec![2, 3, 2],
+            Nd { stride: vec![1, 2, 1], pad: vec![(0, 1), (1, 1), (1, 0)], dilation: vec![2, 1, 1] },
+        ),
+    ];
+    for (k, (xs, kernel, nd)) in cases.iter().enumerate() {
+        let n = kernel.len();
+        let x = random(xs, 120 + k as u64, -1.0, 1.0);
+        let outs: Vec<usize> = (0..n)
+            .map(|a| (xs[2 + a] + nd.pad[a].0 + nd.pad[a].1 - nd.dilation[a] * (kernel[a] - 1) - 1) / nd.stride[a] + 1)
+            .collect();
+        let (taps, positions): (usize, usize) = (kernel.iter().product(), outs.iter().product());
+        let rows = xs[1] * taps;
+        let cols = random(&[xs[0], rows, positions], 130 + k as u64, -1.0, 1.0);
+        let src = format!(
+            "graph t(x: f32{}, c: f32[{}, {rows}, {positions}]) -> (u: f32[{}, {rows}, {positions}], f: f32{}) {{\n    \
+             u = im2col(x, kernel={kw}, {win})\n    f = col2im(c, output={sp}, kernel={kw}, {win})\n    return u, f\n}}",
+            shape_text(xs),
+            xs[0],
+            xs[0],
+            shape_text(xs),
+            kw = shape_text(kernel),
+            win = window_kw(nd),
+            sp = shape_text(&xs[2..]),
+        );
+        let g = crate::pipeline::load(&src, crate::pipeline::Format::Dsl, None)
+            .unwrap_or_else(|e| panic!("{e}\n{src}"))
+            .graph;
+        let y = eval(&g, &[], &[("x", x.clone()), ("c", cols.clone())], true);
+        // F.unfold: row (c, q) in row-major order, column o in row-major order.
+        let mut want_u = vec![0.0; xs[0] * rows * positions];
+        let mut want_f = vec![0.0; x.data.len()];
+        for b in 0..xs[0] {
+            for row in 0..rows {
+                let (c, q) = (row / taps, unravel(row % taps, kernel));
+                for col in 0..positions {
+                    let o = unravel(col, &outs);
+                    if let Some(at) = tap(nd, &o, &q, &xs[2..]) {
+                        let xi: Vec<usize> = [b, c].into_iter().chain(at).collect();
+                        let flat = xi.iter().zip(xs.iter()).fold(0, |acc, (v, d)| acc * d + v);
+                        want_u[(b * rows + row) * positions + col] = x.data[flat];
+                        want_f[flat] += cols.data[(b * rows + row) * positions + col];
+                    }
+                }
+            }
+        }
+        assert_close(&y[0], &want_u, 0.0, &format!("im2col {n}-d"));
+        assert_close(&y[1], &want_f, 1e-6, &format!("col2im {n}-d"));
+    }
+    let src = "graph t(x: f32[2, 7]) -> (y: f32[2, 3, 3]) {\n    y = unfold(x, 1, 3, 2)\n    return y\n}";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let x: Vec<f64> = (0..14).map(|v| v as f64).collect();
+    let out = eval(&g, &[], &[("x", Tensor::new(&[2, 7], x.clone()))], true);
+    let want: Vec<f64> = (0..18).map(|f| x[f / 9 * 7 + f / 3 % 3 * 2 + f % 3]).collect();
+    assert_eq!(out[0].data, want);
+}
