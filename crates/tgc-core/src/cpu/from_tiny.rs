@@ -311,6 +311,24 @@ impl Lowerer<'_> {
                 a: Box::new(operand(cx, 1)?),
                 b: Box::new(operand(cx, 2)?),
             },
+            Op::Gather { axis } => {
+                // `x` is materialised (the grouping's rule): read it in its
+                // row-major layout, `idx` on every axis but `axis`.
+                let x = *n.src.first().ok_or_else(|| diag!(Internal, "GATHER {} has no x", n.label))?;
+                let shape = g.shape(x);
+                let mut at = idx.to_vec();
+                let k = *axis;
+                *at.get_mut(k).ok_or_else(|| diag!(Internal, "GATHER {} axis {k} is out of range", n.label))? =
+                    AffExpr::int(0);
+                Expr::Gather {
+                    buf: self.buf(x)?,
+                    base: linear(&at, shape),
+                    stride: AffExpr::constant(Dim::product(&shape[k + 1..])),
+                    extent: AffExpr::constant(shape[k].clone()),
+                    at: Box::new(operand(cx, 1)?),
+                    dtype: g.dtype(x),
+                }
+            }
             _ if n.op.is_movement() => {
                 let c = index_book::chase(g, self.book, v, idx.to_vec(), &cx.extents, &|s| {
                     self.buf_of[s.index()].is_some()
@@ -387,7 +405,7 @@ fn checks(g: &Graph, symbols: &[String], buffers: &[Buffer], kernels: &[Kernel])
         aff_divisors(&k.store_index, &mut divisors);
         let mut inner = Vec::new();
         let mut visit = |e: &Expr| match e {
-            Expr::Load { index, .. } => aff_divisors(index, &mut divisors),
+            Expr::Load { index, .. } | Expr::Gather { base: index, .. } => aff_divisors(index, &mut divisors),
             Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_divisors(&c.expr, &mut divisors)),
             Expr::Reduce { loops, .. } => inner.extend(loops.iter().cloned()),
             _ => {}

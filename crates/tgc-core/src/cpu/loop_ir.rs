@@ -94,6 +94,18 @@ pub enum Expr {
         index: AffExpr,
         dtype: DType,
     },
+    /// `buf[base + stride·p]` with `p = gather_position(at, extent)`
+    /// ([`crate::tiny::op::gather_position`]): a `GATHER`'s read, at a
+    /// position its `i32` operand `at` gives. `stride` and `extent` are
+    /// constant expressions (the gathered axis's row-major stride and size).
+    Gather {
+        buf: BufId,
+        base: AffExpr,
+        stride: AffExpr,
+        extent: AffExpr,
+        at: Box<Expr>,
+        dtype: DType,
+    },
     /// A literal, already rounded to `dtype`.
     Const {
         value: f64,
@@ -154,9 +166,11 @@ impl Expr {
     /// The Tiny dtype of the value (its compute type follows from it).
     pub fn dtype(&self) -> DType {
         match self {
-            Expr::Load { dtype, .. } | Expr::Const { dtype, .. } | Expr::Acc { dtype } | Expr::Reduce { dtype, .. } => {
-                *dtype
-            }
+            Expr::Load { dtype, .. }
+            | Expr::Gather { dtype, .. }
+            | Expr::Const { dtype, .. }
+            | Expr::Acc { dtype }
+            | Expr::Reduce { dtype, .. } => *dtype,
             Expr::Unary { x, .. } => x.dtype(),
             Expr::Binary { op: BinaryOp::Cmplt | BinaryOp::Cmpeq, .. } => DType::Bool,
             Expr::Binary { a, .. } => a.dtype(),
@@ -171,7 +185,10 @@ impl Expr {
         f(self);
         match self {
             Expr::Load { .. } | Expr::Const { .. } | Expr::Acc { .. } => {}
-            Expr::Unary { x, .. } | Expr::Cast { x, .. } | Expr::Reduce { value: x, .. } => x.walk(f),
+            Expr::Unary { x, .. }
+            | Expr::Cast { x, .. }
+            | Expr::Reduce { value: x, .. }
+            | Expr::Gather { at: x, .. } => x.walk(f),
             Expr::Binary { a, b, .. } => {
                 a.walk(f);
                 b.walk(f);
@@ -291,9 +308,25 @@ impl Kernel {
         out
     }
 
-    /// Buffers the kernel loads, in id order.
+    /// The buffers the kernel reads at a gathered position
+    /// ([`Expr::Gather`]), in walk order.
+    pub fn gathers(&self) -> Vec<BufId> {
+        let mut out = Vec::new();
+        let mut visit = |e: &Expr| {
+            if let Expr::Gather { buf, .. } = e {
+                out.push(*buf);
+            }
+        };
+        self.value.walk(&mut visit);
+        if let Some(r) = &self.reduce {
+            r.value.walk(&mut visit);
+        }
+        out
+    }
+
+    /// Buffers the kernel loads or gathers from, in id order.
     pub fn reads(&self) -> Vec<BufId> {
-        let set: BTreeSet<BufId> = self.loads().into_iter().map(|(b, _)| b).collect();
+        let set: BTreeSet<BufId> = self.loads().into_iter().map(|(b, _)| b).chain(self.gathers()).collect();
         set.into_iter().collect()
     }
 
@@ -394,6 +427,9 @@ impl Kernel {
         aff_symbols(&self.store_index, &mut out);
         let mut visit = |e: &Expr| match e {
             Expr::Load { index, .. } => aff_symbols(index, &mut out),
+            Expr::Gather { base, stride, extent, .. } => {
+                [base, stride, extent].into_iter().for_each(|a| aff_symbols(a, &mut out))
+            }
             Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_symbols(&c.expr, &mut out)),
             Expr::Reduce { loops, guard, .. } => {
                 loops.iter().for_each(|d| out.extend(d.symbols()));
@@ -509,7 +545,7 @@ fn collect_reduces<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
     match e {
         Expr::Load { .. } | Expr::Const { .. } | Expr::Acc { .. } | Expr::Reduce { .. } => {}
-        Expr::Unary { x, .. } | Expr::Cast { x, .. } => collect_reduces(x, out),
+        Expr::Unary { x, .. } | Expr::Cast { x, .. } | Expr::Gather { at: x, .. } => collect_reduces(x, out),
         Expr::Binary { a, b, .. } => {
             collect_reduces(a, out);
             collect_reduces(b, out);

@@ -379,7 +379,7 @@ fn pack_order(e: &Expr, axes: &[usize]) -> PackOrder {
 fn expr_vars(e: &Expr) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
     e.walk(&mut |e| match e {
-        Expr::Load { index, .. } => aff_vars(index, &mut out),
+        Expr::Load { index, .. } | Expr::Gather { base: index, .. } => aff_vars(index, &mut out),
         Expr::Select { valid, .. } => valid.iter().for_each(|c| aff_vars(&c.expr, &mut out)),
         _ => {}
     });

@@ -48,13 +48,16 @@ pub fn plan(p: &mut Program) {
         while let Some(next) = pending.front() {
             let run_reads: Vec<(BufId, &AffExpr)> =
                 next.loads().into_iter().filter(|(b, _)| written.contains(b)).collect();
+            // A gathered read may land in any row: the run must be done.
+            let gathers_run = next.gathers().iter().any(|b| written.contains(b));
             let fits = can_join(next)
+                && !gathers_run
                 && next.loops[0] == run[0].loops[0]
                 && run_reads.iter().all(|&(b, index)| in_row(p, next, b, index));
             if fits {
                 written.insert(next.out);
                 run.extend(pending.pop_front());
-            } else if run_reads.is_empty() {
+            } else if run_reads.is_empty() && !gathers_run {
                 order.extend(pending.pop_front());
             } else {
                 break;
@@ -118,7 +121,8 @@ fn local_temps(p: &Program, loads: &[Vec<(BufId, &AffExpr)>], kernels: std::ops:
     let mut local = Vec::new();
     for k in &p.kernels[kernels.clone()] {
         let b = k.out;
-        if p.buffer(b).role != Role::Temp || !in_row(p, k, b, &k.store_index) {
+        let gathered = p.kernels.iter().any(|r| r.gathers().contains(&b));
+        if p.buffer(b).role != Role::Temp || gathered || !in_row(p, k, b, &k.store_index) {
             continue;
         }
         let only_here = p.kernels.iter().zip(loads).enumerate().all(|(j, (r, l))| {

@@ -1,7 +1,8 @@
 //! The C11 printer: one self-contained translation unit per graph (or per
 //! batch of graphs, [`emit_c_units`]), in the SCoP-clean style of `spec/003`
 //! — one `static` function per kernel with `restrict` pointers,
-//! `#pragma scop` / `#pragma endscop` around each loop nest, affine `int64_t`
+//! `#pragma scop` / `#pragma endscop` around each loop nest (but one with a
+//! `GATHER`'s read, whose subscript is a value: not a SCoP), affine `int64_t`
 //! subscripts, `floord` for floor division as isl and CLooG name it (a
 //! function here, not their macro, which repeats its argument), min/max
 //! through helper functions (NaN-propagating, as the interpreter).
@@ -296,8 +297,20 @@ static inline int32_t tgc_f32_to_i32(float x)
     ("tgc_mul_i32", "static inline int32_t tgc_mul_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }"),
     ("tgc_neg_i32", "static inline int32_t tgc_neg_i32(int32_t a) { return (int32_t)(0u - (uint32_t)a); }"),
     ("tgc_max_i32", "static inline int32_t tgc_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }"),
+    ("tgc_gather_at", "/* GATHER's position for index value v on an axis of size d (tiny::op::gather_position):\n * negative counts from the end, then clamped to [0, d). */\nstatic inline int64_t tgc_gather_at(int32_t v, int64_t d) { int64_t i = v < 0 ? (int64_t)v + d : (int64_t)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }"),
     ("tgc_min_i32", "static inline int32_t tgc_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }"),
 ];
+
+/// The `#pragma scop` line that opens the nests of `ks` and the
+/// `#pragma endscop` line that closes them, or none where one of them
+/// gathers (a subscript that is a value is not affine: not a SCoP).
+fn scop_pragmas(ks: &[&Kernel]) -> (&'static str, &'static str) {
+    if ks.iter().all(|k| k.gathers().is_empty()) {
+        ("#pragma scop\n", "#pragma endscop\n")
+    } else {
+        ("", "")
+    }
+}
 
 /// Which helpers a helper calls.
 fn helper_deps(name: &str) -> &'static [&'static str] {
@@ -460,6 +473,17 @@ impl Printer<'_> {
                     _ => at,
                 }
             }
+            Expr::Gather { buf, base, stride, extent, at, dtype } => {
+                let v = self.expr(at);
+                let pos = self.call("tgc_gather_at", &[v, aff(extent, Lang::C)]);
+                let index = format!("{} + {} * {pos}", aff(base, Lang::C), aff(stride, Lang::C));
+                let at = format!("{}[{index}]", self.p.buffer(*buf).name);
+                match dtype {
+                    DType::F16 => self.call("tgc_f16_to_f32", &[at]),
+                    DType::BF16 => self.call("tgc_bf16_to_f32", &[at]),
+                    _ => at,
+                }
+            }
             Expr::Const { value, dtype } => self.literal(*value, *dtype),
             Expr::Acc { dtype } => self.round_to("acc".into(), *dtype),
             Expr::Reduce { id, dtype, .. } => self.round_to(format!("acc{id}"), *dtype),
@@ -497,9 +521,12 @@ impl Printer<'_> {
         }
         let (bufs, syms) = ctx_fields(p, &[k], &[]);
         let params = kernel_params(&bufs, &syms);
-        let _ = writeln!(s, "TGC_CLONES static void tgc_{}_{symbol}({})\n{{\n#pragma scop", k.name, params.join(", "));
+        let (open, close) = scop_pragmas(&[k]);
+        let _ = writeln!(s, "TGC_CLONES static void tgc_{}_{symbol}({})\n{{", k.name, params.join(", "));
+        s.push_str(open);
         self.nest(&mut s, k, &k.nest(), 1);
-        s.push_str("#pragma endscop\n}\n");
+        s.push_str(close);
+        s.push_str("}\n");
         s
     }
 
@@ -562,7 +589,8 @@ impl Printer<'_> {
             let any_null: Vec<String> = names.iter().map(|n| format!("!{n}")).collect();
             let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
         }
-        s.push_str("#pragma scop\n");
+        let (open, close) = scop_pragmas(ks);
+        s.push_str(open);
         let _ = writeln!(s, "    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {{");
         self.local = local.iter().copied().collect();
         for k in ks {
@@ -576,7 +604,8 @@ impl Printer<'_> {
             }
         }
         self.local.clear();
-        s.push_str("    }\n#pragma endscop\n");
+        s.push_str("    }\n");
+        s.push_str(close);
         if local.is_empty() {
             s.push_str("}\n\n");
         } else {

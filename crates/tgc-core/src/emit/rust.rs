@@ -209,6 +209,15 @@ fn expr(p: &Program, e: &Expr) -> String {
                 _ => at,
             }
         }
+        Expr::Gather { buf, base, stride, extent, at, dtype } => {
+            let pos = format!("gather_at({}, {})", expr(p, at), aff(extent, Lang::Rust));
+            let index = format!("{} + {} * {pos}", aff(base, Lang::Rust), aff(stride, Lang::Rust));
+            let at = format!("{}[({index}) as usize]", p.buffer(*buf).name);
+            match dtype {
+                DType::F16 | DType::BF16 => format!("{at}.to_f32()"),
+                _ => at,
+            }
+        }
         Expr::Const { value, dtype } => literal(*value, *dtype),
         Expr::Acc { dtype } => round_to("acc".into(), *dtype),
         Expr::Reduce { id, dtype, .. } => round_to(format!("acc{id}"), *dtype),
@@ -665,10 +674,15 @@ fn update_op(op: ReduceOp) -> BinaryOp {
 }
 
 /// Nested helper functions, emitted when used: NaN-propagating max/min and
-/// `RELU` as the interpreter defines them, and `EXP2` as the C printer's
-/// `tgc_exp2f` (the runtime's `cpu_rt::exp2`). `CRATE` stands for the
-/// crate path the module is printed with.
-const FLOAT_HELPERS: [(&str, &str); 4] = [
+/// `RELU` as the interpreter defines them, `EXP2` as the C printer's
+/// `tgc_exp2f` (the runtime's `cpu_rt::exp2`), and `GATHER`'s position
+/// (`tiny::op::gather_position`, the C printer's `tgc_gather_at`). `CRATE`
+/// stands for the crate path the module is printed with.
+const FLOAT_HELPERS: [(&str, &str); 5] = [
+    (
+        "gather_at",
+        "fn gather_at(v: i32, d: i64) -> i64 { let i = if v < 0 { v as i64 + d } else { v as i64 }; i.clamp(0, d - 1) }",
+    ),
     ("exp2_f32", "fn exp2_f32(x: f32) -> f32 { CRATE::__private::cpu_rt::exp2(x) }"),
     (
         "max_f32",
@@ -692,6 +706,9 @@ fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
             }
             Expr::Unary { op: UnaryOp::Exp2, x } if float(x.dtype()) => {
                 out.insert("exp2_f32");
+            }
+            Expr::Gather { .. } => {
+                out.insert("gather_at");
             }
             Expr::Binary { op: BinaryOp::Max, a, .. } if float(a.dtype()) => {
                 out.insert("max_f32");

@@ -378,6 +378,17 @@ pub enum FOp {
     },
     Movement(Movement),
     Pieces(Pieces),
+    /// `torch.gather(x, axis, index)`: operands `x, index` (i32, the rank
+    /// of `x` and its sizes on every other axis); a `GATHER`.
+    Gather {
+        axis: i64,
+    },
+    /// NumPy's `take(x, index, axis)` (PyTorch's `index_select` for a 1-D
+    /// index, an embedding lookup): operands `x, index` (i32, any shape);
+    /// `x`'s `axis` replaced by `index`'s axes.
+    Take {
+        axis: i64,
+    },
     /// NumPy/tinygrad `matmul` (`spec/001` §0).
     Matmul,
     /// `conv1d`/`conv2d`/`conv3d` (`window.rank()` spatial axes): input
@@ -512,6 +523,8 @@ impl FOp {
             FOp::Pieces(Pieces::Concat { .. }) => "concat".into(),
             FOp::Pieces(Pieces::Split { .. }) => "split".into(),
             FOp::Pieces(Pieces::Chunk { .. }) => "chunk".into(),
+            FOp::Gather { .. } => "gather".into(),
+            FOp::Take { .. } => "take".into(),
             FOp::Matmul => "matmul".into(),
             FOp::Conv { window, .. } => format!("conv{}d", window.rank()),
             FOp::ConvTranspose { window, .. } => format!("conv_transpose{}d", window.rank()),
@@ -593,7 +606,9 @@ impl FOp {
             FOp::AvgPool { kernel, window: w, count_include_pad } => {
                 format!(" kernel={}{} count_include_pad={count_include_pad}", dims(kernel), window(w))
             }
-            FOp::Softmax { axis } | FOp::LogSoftmax { axis } => format!(" axis={axis}"),
+            FOp::Softmax { axis } | FOp::LogSoftmax { axis } | FOp::Gather { axis } | FOp::Take { axis } => {
+                format!(" axis={axis}")
+            }
             FOp::Clamp { min, max } => {
                 let bound = |k: &str, v: &Option<f64>| v.map(|v| format!(" {k}={v:?}")).unwrap_or_default();
                 format!("{}{}", bound("min", min), bound("max", max))

@@ -58,6 +58,8 @@ const BUILTINS: &[(&str, &[&str], usize)] = &[
     ("maximum", &["a", "b"], 2),
     ("minimum", &["a", "b"], 2),
     ("matmul", &["a", "b"], 2),
+    ("gather", &["x", "axis", "index"], 3),
+    ("take", &["x", "index", "axis"], 3),
     ("pow", &["a", "b"], 2),
     ("clamp", &["x", "min", "max"], 1),
     ("batch_norm", &["x", "scale", "bias", "mean", "var", "eps"], 5),
@@ -523,6 +525,8 @@ impl Resolver<'_> {
             "maximum" => return Ok((FOp::Binary(BinaryFn::Maximum), vec![s[0], s[1]])),
             "minimum" => return Ok((FOp::Binary(BinaryFn::Minimum), vec![s[0], s[1]])),
             "matmul" => return Ok((FOp::Matmul, vec![s[0], s[1]])),
+            "gather" => return Ok((FOp::Gather { axis: self.int(req(s, 1)?)? }, vec![s[0], s[2]])),
+            "take" => return Ok((FOp::Take { axis: self.int(req(s, 2)?)? }, vec![s[0], s[1]])),
             "pow" => return Ok((FOp::Binary(BinaryFn::Pow), vec![s[0], s[1]])),
             "clamp" => {
                 let (min, max) = (s[1].map(|e| self.float(e)).transpose()?, s[2].map(|e| self.float(e)).transpose()?);

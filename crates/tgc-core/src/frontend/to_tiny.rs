@@ -375,6 +375,8 @@ impl Lowerer<'_> {
             }
             FOp::Movement(m) => movement::movement(g, x, &subst_movement(m, subst, sp)?),
             FOp::Matmul => contraction::matmul(g, x, more(0)?),
+            FOp::Gather { axis } => movement::gather(g, x, more(0)?, *axis),
+            FOp::Take { axis } => movement::take(g, x, more(0)?, *axis),
             FOp::Conv { window, groups, bias } => {
                 let b = if *bias { Some(more(1)?) } else { None };
                 conv::conv(g, x, more(0)?, b, &subst_window(window, subst, sp)?, *groups)

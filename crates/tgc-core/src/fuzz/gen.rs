@@ -99,20 +99,30 @@ pub struct Case {
 /// of the builder).
 pub fn case(seed: u64, index: u64) -> Result<Case, String> {
     let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
-    generate(&mut rng, &format!("case{index}"))
+    generate(&mut rng, &format!("case{index}"), true)
+}
+
+/// [`case`] without `GATHER`: every node of the graph is in the SCoP (for
+/// the polyhedral property tests, which compare isl's relations with
+/// enumerated ones).
+///
+/// Errors: as [`case`].
+pub fn affine_case(seed: u64, index: u64) -> Result<Case, String> {
+    let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
+    generate(&mut rng, &format!("case{index}"), false)
 }
 
 /// The case a fuzzer's input describes (see [`Bytes`]).
 ///
 /// Errors: as [`case`].
 pub fn from_bytes(data: &[u8]) -> Result<Case, String> {
-    generate(&mut Bytes(data), "fuzz")
+    generate(&mut Bytes(data), "fuzz", true)
 }
 
-fn generate<E: Entropy>(src: &mut E, name: &str) -> Result<Case, String> {
+fn generate<E: Entropy>(src: &mut E, name: &str, gathers: bool) -> Result<Case, String> {
     let dtype = if src.below(2) == 1 { DType::I32 } else { DType::F32 };
     let data = SplitMix64::new(src.below(1 << 16) as u64);
-    let mut gen = Gen { src, data, dtype, inputs: Vec::new() };
+    let mut gen = Gen { src, data, dtype, inputs: Vec::new(), gather: gathers, gathers: 0 };
     let mut g = Graph::new(name);
     match gen.graph(&mut g) {
         Ok(()) => Ok(Case { graph: g, dtype, inputs: gen.inputs }),
@@ -142,6 +152,14 @@ enum Move {
     Flip(Vec<usize>),
     /// To this shape, with this index map (one expression per input axis).
     View(Vec<usize>, Vec<AffExpr>),
+    /// `GATHER` along `axis` at a new i32 `INPUT` named `name`, of the
+    /// result's shape, holding `values` (row-major).
+    Gather {
+        axis: usize,
+        name: String,
+        shape: Vec<usize>,
+        values: Vec<f64>,
+    },
 }
 
 impl Move {
@@ -156,6 +174,7 @@ impl Move {
             }
             Move::Shrink { lo, hi, step } => (0..x.len()).map(|k| (hi[k] - lo[k]).div_ceil(step[k])).collect(),
             Move::Flip(_) => x.to_vec(),
+            Move::Gather { shape, .. } => shape.clone(),
         }
     }
 
@@ -182,6 +201,9 @@ impl Move {
             Move::Shrink { lo, hi, step } => g.shrink(x, &dims(lo), &dims(hi), &dims(step)),
             Move::Flip(axes) => g.flip(x, axes),
             Move::View(s, map) => g.view(x, &dims(s), map),
+            Move::Gather { axis, name, shape, .. } => {
+                g.input(name, DType::I32, &dims(shape)).and_then(|index| g.gather(x, index, *axis))
+            }
         }
         .map_err(|e| format!("the builder rejects {self:?} on {from:?}: {e}"))?;
         let got = shape_of(g, y);
@@ -257,6 +279,10 @@ struct Gen<'e, E> {
     data: SplitMix64,
     dtype: DType,
     inputs: Vec<Vec<f64>>,
+    /// Whether chains may have a `GATHER` step.
+    gather: bool,
+    /// `GATHER` index inputs made so far (for their names).
+    gathers: usize,
 }
 
 impl<E: Entropy> Gen<'_, E> {
@@ -406,6 +432,10 @@ impl<E: Entropy> Gen<'_, E> {
         let data = self.data(numel(&shape));
         self.inputs.push(data);
         for m in &moves {
+            // A GATHER's index is an input made after those before it.
+            if let Move::Gather { values, .. } = m {
+                self.inputs.push(values.clone());
+            }
             x = m.build(g, x)?;
         }
         Ok(x)
@@ -461,8 +491,8 @@ impl<E: Entropy> Gen<'_, E> {
         let r = out.len();
         // RESHAPE, PERMUTE, EXPAND, broadcast, PAD, SHRINK, FLIP, window,
         // upsample, general affine VIEW, tile / repeat_interleave, reflect /
-        // edge pad.
-        let step = match self.weighted(&[2, 2, 1, 1, 2, 2, 1, 2, 1, 1, 1, 1]) {
+        // edge pad, GATHER.
+        let step = match self.weighted(&[2, 2, 1, 1, 2, 2, 1, 2, 1, 1, 1, 1, 1]) {
             0 => (self.shape_with_numel(numel(out)), vec![Move::Reshape(out.to_vec())]),
             1 => {
                 let perm = self.permutation(r);
@@ -589,6 +619,22 @@ impl<E: Entropy> Gen<'_, E> {
                 }
                 let input = out.iter().zip(&pads).map(|(d, (lo, hi))| d - lo - hi).collect();
                 (input, vec![Move::BorderPad(pads, mode)])
+            }
+            12 if self.gather => {
+                // Index values in -(d + 2)..=d + 2: negative ones and ones
+                // beyond either end (clamped) among them.
+                let axis = self.below(r);
+                let d = self.range(1, 5);
+                let mut input = out.to_vec();
+                input[axis] = d;
+                if !fits(&input) {
+                    return None;
+                }
+                let span = 2 * d + 5;
+                let values = (0..numel(out)).map(|_| self.data.below(span) as f64 - (d + 2) as f64).collect();
+                self.gathers += 1;
+                let name = format!("idx{}", self.gathers);
+                (input, vec![Move::Gather { axis, name, shape: out.to_vec(), values }])
             }
             _ => return None,
         };

@@ -197,7 +197,7 @@ fn host_inputs(case: &gen::Case) -> Result<Vec<HostTensor>, String> {
         .zip(&case.inputs)
         .map(|(&id, data)| {
             let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap_or(0) as usize).collect();
-            HostTensor::from_f64(case.dtype, &shape, data).map_err(|e| report("input", e))
+            HostTensor::from_f64(g.dtype(id), &shape, data).map_err(|e| report("input", e))
         })
         .collect()
 }

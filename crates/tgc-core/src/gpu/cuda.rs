@@ -169,6 +169,9 @@ typedef unsigned short tgc_bf16; // bfloat16 bits
 
 __device__ __forceinline__ long long tgc_min(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long tgc_max(long long a, long long b) { return a > b ? a : b; }
+// GATHER's position for index value v on an axis of d elements (tiny::op::gather_position):
+// negative counts from the end, then clamped to [0, d).
+__device__ __forceinline__ long long tgc_gather_at(int v, long long d) { long long i = v < 0 ? (long long)v + d : (long long)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }
 // floor(n / d) for d > 0 (isl's `floord`); a function, so `n` is computed once.
 __device__ __forceinline__ long long tgc_floord(long long n, long long d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 

@@ -148,6 +148,21 @@ impl Printer<'_> {
                     _ => format!("({at})"),
                 }
             }
+            ScalarExpr::Gather { src, stride, extent, at, dtype } => {
+                let (g, pd) = self.global(src, id)?;
+                if pd != *dtype || at.dtype() != DType::I32 {
+                    let msg = format!("gathers {dtype} from a {pd} tensor at a {} position", at.dtype());
+                    return Err(self.err(id, Fault::BadValue, msg));
+                }
+                let pos = format!("tgc_gather_at({}, {})", self.scalar(at, id)?, self.expr(extent, Some(id))?);
+                let at = format!("*({g} + ({}) * {pos})", self.expr(stride, Some(id))?);
+                match dtype {
+                    DType::F16 => format!("tgc_f16_to_f32({at})"),
+                    DType::BF16 => format!("tgc_bf16_to_f32({at})"),
+                    DType::Bool => format!("(int)({at} != 0)"),
+                    _ => format!("({at})"),
+                }
+            }
             ScalarExpr::Const { value, dtype } => literal(*value, *dtype),
             ScalarExpr::Reg { reg, dtype } => {
                 if self.reg_kind(reg, id)? != compute_kind(*dtype) {

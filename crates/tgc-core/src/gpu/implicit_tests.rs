@@ -301,3 +301,17 @@ fn conv1d_and_conv3d_run_on_the_mma_template() {
         compiles_to_mma(&tc, &p, true);
     }
 }
+
+/// An embedding lookup feeding a projection (`take` then `matmul`, f16):
+/// the gathered rows are stored by a SIMT kernel and the projection runs
+/// on the MMA template, equal to the interpreter.
+#[test]
+fn a_gathered_operand_feeds_the_mma_template() {
+    let g = load(
+        "graph emb(table: f16[50, 32], ids: i32[24], w: f16[32, 16]) -> (y: f16[24, 16]) {\n    \
+         y = matmul(take(table, ids, 0), w)\n    return y\n}\n",
+    );
+    let p = check(&g, 1e-3);
+    let forms: Vec<Form> = p.launches.iter().map(|l| l.form).collect();
+    assert!(forms.contains(&Form::Gemm), "{forms:?}");
+}

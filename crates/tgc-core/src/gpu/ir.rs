@@ -453,6 +453,17 @@ pub enum ScalarExpr {
         src: GlobalRef,
         dtype: DType,
     },
+    /// `GATHER`'s read (`loop_ir::Expr::Gather`): `ld.global` of one
+    /// element of `dtype` at `src.offset + stride·p`, `p` the position
+    /// `tiny::op::gather_position` gives for the `i32` value `at` on an axis
+    /// of `extent` elements; widened to the compute type.
+    Gather {
+        src: GlobalRef,
+        stride: Expr,
+        extent: Expr,
+        at: Box<ScalarExpr>,
+        dtype: DType,
+    },
     /// A literal, already rounded to `dtype`.
     Const {
         value: f64,
@@ -499,7 +510,10 @@ impl ScalarExpr {
     /// The Tiny dtype of the value.
     pub fn dtype(&self) -> DType {
         match self {
-            ScalarExpr::Load { dtype, .. } | ScalarExpr::Const { dtype, .. } | ScalarExpr::Reg { dtype, .. } => *dtype,
+            ScalarExpr::Load { dtype, .. }
+            | ScalarExpr::Gather { dtype, .. }
+            | ScalarExpr::Const { dtype, .. }
+            | ScalarExpr::Reg { dtype, .. } => *dtype,
             ScalarExpr::Unary { x, .. } => x.dtype(),
             ScalarExpr::Binary { op: BinaryOp::Cmplt | BinaryOp::Cmpeq, .. } => DType::Bool,
             ScalarExpr::Binary { a, .. } => a.dtype(),
@@ -514,7 +528,7 @@ impl ScalarExpr {
         f(self);
         match self {
             ScalarExpr::Load { .. } | ScalarExpr::Const { .. } | ScalarExpr::Reg { .. } => {}
-            ScalarExpr::Unary { x, .. } | ScalarExpr::Cast { x, .. } => x.walk(f),
+            ScalarExpr::Unary { x, .. } | ScalarExpr::Cast { x, .. } | ScalarExpr::Gather { at: x, .. } => x.walk(f),
             ScalarExpr::Binary { a, b, .. } => {
                 a.walk(f);
                 b.walk(f);

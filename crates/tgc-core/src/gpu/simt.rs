@@ -714,6 +714,19 @@ impl<'p> Builder<'p> {
                     dtype: *dtype,
                 },
             },
+            L::Gather { buf, base, stride, extent, at, dtype } => ScalarExpr::Gather {
+                src: GlobalRef {
+                    param: *self
+                        .buf_param
+                        .get(buf)
+                        .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
+                    offset: self.aff(base)?,
+                },
+                stride: self.aff(stride)?,
+                extent: self.aff(extent)?,
+                at: b(at)?,
+                dtype: *dtype,
+            },
             L::Const { value, dtype } => ScalarExpr::Const { value: *value, dtype: *dtype },
             L::Acc { dtype } => ScalarExpr::Reg {
                 reg: RegRef {
@@ -1272,7 +1285,9 @@ fn vector_loads(e: &loop_ir::Expr, last: u32, vec: i64, guarded: bool, out: &mut
             }
         }
         L::Const { .. } | L::Acc { .. } | L::Reduce { .. } => {}
-        L::Unary { x, .. } | L::Cast { x, .. } => vector_loads(x, last, vec, guarded, out),
+        // The gathered element is read by itself; its position may come
+        // from vector loads.
+        L::Unary { x, .. } | L::Cast { x, .. } | L::Gather { at: x, .. } => vector_loads(x, last, vec, guarded, out),
         L::Binary { a, b, .. } => {
             vector_loads(a, last, vec, guarded, out);
             vector_loads(b, last, vec, guarded, out);

@@ -582,6 +582,14 @@ impl Verifier<'_> {
         for x in parts {
             match &x {
                 ScalarExpr::Load { src, .. } => self.global(src, scope, s),
+                ScalarExpr::Gather { src, stride, extent, at, .. } => {
+                    self.global(src, scope, s);
+                    self.expr(stride, scope, Some(s));
+                    self.expr(extent, scope, Some(s));
+                    if at.dtype() != crate::DType::I32 {
+                        self.err(Fault::BadValue, s, format!("a gather at a {} position", at.dtype().dsl_name()));
+                    }
+                }
                 ScalarExpr::Reg { reg, dtype } => self.reg(reg, compute_kind(*dtype), scope, s, "operand"),
                 ScalarExpr::Select { cond, .. } => self.expr(cond, scope, Some(s)),
                 _ => {}

@@ -127,6 +127,14 @@ impl Kernel {
     fn scalar_text(&self, e: &ScalarExpr) -> String {
         match e {
             ScalarExpr::Load { src, dtype } => format!("ld.{} {}", dtype.dsl_name(), self.global_text(src)),
+            ScalarExpr::Gather { src, stride, extent, at, dtype } => format!(
+                "gather.{} {} + {}·at({}, {})",
+                dtype.dsl_name(),
+                self.global_text(src),
+                self.expr(stride),
+                self.scalar_text(at),
+                self.expr(extent)
+            ),
             ScalarExpr::Const { value, dtype } => format!("{value:?}:{}", dtype.dsl_name()),
             ScalarExpr::Reg { reg, dtype } => format!("{}:{}", self.reg_text(reg), dtype.dsl_name()),
             ScalarExpr::Unary { op, x } => format!("{}({})", format!("{op:?}").to_lowercase(), self.scalar_text(x)),

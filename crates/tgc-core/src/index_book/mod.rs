@@ -24,12 +24,16 @@
 //!   `RESHAPE`), never a condition;
 //! - `REDUCE` records one reduce axis per reduced source axis, each used by
 //!   exactly the map component of that axis;
-//! - there is exactly one access per distinct source, in order of first use;
+//! - there is exactly one access per distinct indexed source
+//!   ([`indexed_sources`]), in order of first use;
 //! - the domain's pieces are the guards of the accesses (only `PAD` makes
 //!   them), each access has at most [`MAX_PIECES`] pieces.
 //!
-//! Non-affine accesses (gather, scatter) do not exist in the vocabulary of
-//! `spec/README.md` decision 6, so no value is marked non-SCoP.
+//! The one non-affine read of the vocabulary is a `GATHER`'s read of its
+//! `x` ([`crate::tiny::Op::Gather`]): its position is a value, so it has no
+//! access here. Region formation materialises that `x`, the code reads it
+//! at the gathered position, and Poly-View marks the `GATHER` non-SCoP
+//! (`000` §13).
 
 pub mod compose;
 pub mod contraction;
@@ -48,6 +52,16 @@ use crate::tiny::NodeId;
 pub use compose::{chase, compose, Chased, Composed};
 pub use from_tiny::build;
 pub use text::dump;
+
+/// The sources `n` reads at an index expression, which its [`IndexInfo`]
+/// holds one access each for: all of them but a `GATHER`'s `x`, read at a
+/// data-dependent position.
+pub fn indexed_sources(n: &crate::tiny::Node) -> &[NodeId] {
+    match n.op {
+        crate::tiny::Op::Gather { .. } => n.src.get(1..).unwrap_or_default(),
+        _ => &n.src,
+    }
+}
 
 /// The most pieces one access may carry after composition; more is
 /// `ExcessivePiecewise` (`002` §4, `000` §13).

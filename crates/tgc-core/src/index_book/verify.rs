@@ -90,7 +90,7 @@ pub fn verify(g: &Graph, book: &IndexBook) -> Vec<Diagnostic> {
 
         // One access per distinct source, in order of first use.
         let mut srcs = Vec::new();
-        for s in &n.src {
+        for s in super::indexed_sources(n) {
             if !srcs.contains(s) {
                 srcs.push(*s);
             }

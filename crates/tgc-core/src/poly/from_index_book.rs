@@ -51,7 +51,11 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
     for id in g.ids() {
         let n = g.node(id);
         let info = book.get(id).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
-        let texts = ScopText::new(info, &names[id.index()], &names, &params);
+        // `000` §1.3 invariant 5: a data-dependent read is Non-SCoP.
+        let texts = match n.op {
+            Op::Gather { .. } => Err("GATHER reads its x at a data-dependent position (not affine)".to_string()),
+            _ => ScopText::new(info, &names[id.index()], &names, &params),
+        };
         let body = match texts {
             Ok(t) => Body::Scop(t.parse(ctx, &mut parsed)?),
             Err(reason) => Body::NonScop(shorten(reason)),

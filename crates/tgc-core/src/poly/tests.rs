@@ -461,3 +461,22 @@ fn random_movement_chains_read_inside_their_sources() {
         }
     }
 }
+
+/// A `GATHER` reads its `x` at a data-dependent position: its block is
+/// non-SCoP (`000` §1.3 invariant 5), the affine blocks around it stay in
+/// the SCoP, and the view verifies.
+#[test]
+fn a_gather_is_not_in_the_scop() {
+    let src = "graph<N> t(table: f32[10, 4], ids: i32[N]) -> (y: f32[N, 4]) {\n    y = take(table, ids, 0) * 2\n    return y\n}";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let ctx = Ctx::new();
+    let (_, v) = view_of(&ctx, &g);
+    let gathers: Vec<&Block> =
+        v.blocks.iter().filter(|b| matches!(g.node(b.node).op, crate::tiny::Op::Gather { .. })).collect();
+    assert_eq!(gathers.len(), 1);
+    match &gathers[0].body {
+        Body::NonScop(why) => assert!(why.contains("data-dependent"), "{why}"),
+        Body::Scop(_) => panic!("a gather is not affine"),
+    }
+    assert!(scop(&v, "y").reads.len() == 2);
+}

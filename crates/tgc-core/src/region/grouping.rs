@@ -6,13 +6,15 @@
 //! The rule:
 //! - only live values (those an output depends on) are considered;
 //! - a value is **materialised** (has a buffer) when it is an `INPUT`, a graph
-//!   output, an element-wise value with more than one reader, or a `REDUCE`
-//!   that is not fused (below). Readers are counted with multiplicity and
+//!   output, an element-wise value or a `GATHER` with more than one reader,
+//!   the `x` a `GATHER` reads (at a data-dependent position: no index map
+//!   composes into it, so it is read from a buffer in its own row-major
+//!   layout), or a `REDUCE` that is not fused (below). Readers are counted with multiplicity and
 //!   through movement nodes: a value read by a `RESHAPE` that two nodes read
 //!   has two readers;
 //! - with [`Grouping::store_operands`] (the GPU's tensor-core templates,
-//!   which load their operands from memory), an element-wise value or a
-//!   sum that a contraction's `MUL` reads through an `EXPAND` that
+//!   which load their operands from memory), an element-wise value, a
+//!   `GATHER` or a sum that a contraction's `MUL` reads through an `EXPAND` that
 //!   broadcasts (a matmul operand such as a hidden layer's
 //!   `relu(x·W + b)`, an attention's output read by the output
 //!   projection) is materialised too, in the layout the contraction reads
@@ -136,9 +138,14 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         .map(|id| {
             let i = id.index();
             let op = &g.node(id).op;
-            live[i] && (is_output[i] || matches!(op, Op::Input { .. }) || (op.is_elementwise() && readers[i] > 1))
+            live[i] && (is_output[i] || matches!(op, Op::Input { .. }) || (pointwise(op) && readers[i] > 1))
         })
         .collect();
+    for id in g.ids() {
+        if let (Op::Gather { .. }, Some(&x)) = (&g.node(id).op, g.node(id).src.first()) {
+            materialised[x.index()] |= live[id.index()];
+        }
+    }
     // With `store_operands`: an element-wise value a contraction's product
     // reads through a broadcast is stored; its chain then ends the
     // producing kernel as its epilogue (`001` §8). So is an input-derived
@@ -169,7 +176,7 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
             let epilogue_add = reader.op == Op::Binary(BinaryOp::Add)
                 && reader.src.iter().any(|&s| s != read.last && after_contraction[s.index()]);
             let op = &g.node(id).op;
-            if (op.is_elementwise() || matches!(op, Op::Reduce { .. })) && product {
+            if (pointwise(op) || matches!(op, Op::Reduce { .. })) && product {
                 materialised[read.before.index()] = true;
             } else if op.is_elementwise() && epilogue_add && from_input[i] {
                 materialised[i] = true;
@@ -231,6 +238,12 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         })
         .collect();
     Ok(Formation { materialised, kernels, live, readers })
+}
+
+/// An op computed point by point from its operands' points: element-wise,
+/// or a `GATHER` (whose other read is of a materialised `x`).
+fn pointwise(op: &Op) -> bool {
+    op.is_elementwise() || matches!(op, Op::Gather { .. })
 }
 
 /// Whether `id` is a `CAST` that widens f16/bf16 to f32 (exact: the

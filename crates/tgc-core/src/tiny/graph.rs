@@ -263,6 +263,11 @@ impl Graph {
         self.push(Op::Flip { axes: axes.to_vec() }, vec![x], None, None)
     }
 
+    /// `GATHER` ([`Op::Gather`]) of `x` along `axis` at `index`.
+    pub fn gather(&mut self, x: NodeId, index: NodeId, axis: usize) -> DResult<NodeId> {
+        self.push(Op::Gather { axis }, vec![x, index], None, None)
+    }
+
     pub fn view(&mut self, x: NodeId, shape: &[Dim], map: &[AffExpr]) -> DResult<NodeId> {
         self.push(Op::View { map: map.to_vec() }, vec![x], None, Some(shape))
     }

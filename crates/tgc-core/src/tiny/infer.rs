@@ -336,6 +336,33 @@ pub fn infer(
             check_axes(axes, x.shape.len(), "FLIP")?;
             x.clone()
         }
+        Op::Gather { axis } => {
+            let (x, index) = (srcs[0], srcs[1]);
+            check_axes(&[*axis], x.shape.len(), "GATHER")?;
+            if index.dtype != DType::I32 {
+                return Err(diag!(DTypeMismatch, "GATHER index must be i32, got {}", index.dtype));
+            }
+            if index.shape.len() != x.shape.len() {
+                return Err(diag!(
+                    AxisSizeMismatch,
+                    "GATHER index {} must have the rank of x {}",
+                    shape_str(&index.shape),
+                    shape_str(&x.shape)
+                ));
+            }
+            for (k, (a, b)) in x.shape.iter().zip(&index.shape).enumerate().filter(|(k, _)| k != axis) {
+                let bad = || {
+                    diag!(
+                        AxisSizeMismatch,
+                        "GATHER index {} and x {} differ on axis {k}, which is not the gathered axis {axis}",
+                        shape_str(&index.shape),
+                        shape_str(&x.shape)
+                    )
+                };
+                require_eq(a, b, format!("GATHER index and x agree on axis {k}"), &mut cons, bad)?;
+            }
+            TensorType { dtype: x.dtype, shape: index.shape.clone() }
+        }
         Op::View { map } => {
             let x = srcs[0];
             let to = need_shape()?;

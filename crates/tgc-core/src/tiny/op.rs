@@ -100,6 +100,27 @@ pub enum Op {
     View {
         map: Vec<AffExpr>,
     },
+    // --- data-dependent read
+    /// `torch.gather(x, axis, index)`: sources `[x, index]`, `index` of
+    /// dtype `i32` and the shape of the result, equal to `x`'s on every axis
+    /// but `axis`; `out[i] = x[i with i_axis ← gather_position(index[i],
+    /// D)]`, `D` the size of `x`'s axis. The one op whose read position is
+    /// a value, not an index expression (`004`'s `LoadIndex`; Non-SCoP,
+    /// `000` §13): its `x` is always materialised (decision 6: no
+    /// composition of index maps can express the read).
+    Gather {
+        axis: usize,
+    },
+}
+
+/// The position `GATHER` reads for index value `v` along an axis of size
+/// `d ≥ 1`: a negative `v` counts from the end (NumPy, ONNX), then the
+/// result is clamped to `0..d`, so that no index value reads outside the
+/// tensor and every backend reads the same element (checking instead
+/// would need an error path out of every GPU thread).
+pub fn gather_position(v: i64, d: i64) -> i64 {
+    let i = if v < 0 { v + d } else { v };
+    i.clamp(0, d - 1)
 }
 
 impl Op {
@@ -137,6 +158,7 @@ impl Op {
             Op::Shrink { .. } => "SHRINK",
             Op::Flip { .. } => "FLIP",
             Op::View { .. } => "VIEW",
+            Op::Gather { .. } => "GATHER",
         }
     }
 
@@ -144,7 +166,7 @@ impl Op {
     pub fn arity(&self) -> usize {
         match self {
             Op::Input { .. } | Op::Const { .. } => 0,
-            Op::Binary(_) => 2,
+            Op::Binary(_) | Op::Gather { .. } => 2,
             Op::Where => 3,
             _ => 1,
         }

@@ -74,6 +74,7 @@ fn attrs(op: &Op) -> String {
         Op::Shrink { lo, hi, step } => format!("lo={} hi={} step={}", list(lo), list(hi), list(step)),
         Op::Flip { axes } => format!("axes={}", list(axes)),
         Op::View { map } => format!("map={}", list::<AffExpr>(map)),
+        Op::Gather { axis } => format!("axis={axis}"),
         _ => String::new(),
     }
 }

@@ -1,7 +1,8 @@
 //! Property test: random graphs of movement ops (`RESHAPE`, `PERMUTE`,
 //! `EXPAND`, `PAD` with zero and non-zero values, `SHRINK` with steps,
 //! `FLIP`, sliding-window and floor-division `VIEW`s, the frontend's `tile` and
-//! `reflect`/`edge` `pad` (a `concat` of border pieces)) feeding a binary op or
+//! `reflect`/`edge` `pad` (a `concat` of border pieces), and `GATHER` at
+//! generated indices in and out of range) feeding a binary op or
 //! `CMPLT` + `WHERE`, an optional `REDUCE` (SUM, MAX, MIN over random axes)
 //! and an optional movement tail, drawn by `tgc_core::fuzz::gen` (the
 //! structure-aware fuzz target's generator). For every graph four evaluators
@@ -60,6 +61,7 @@ const MUST_COVER: &[&str] = &[
     "tile",
     "pad reflect",
     "pad edge",
+    "GATHER",
     "CONST",
     "ADD",
     "SUB",

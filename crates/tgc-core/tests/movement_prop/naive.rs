@@ -113,6 +113,15 @@ fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<f
             }
         }
         Op::Reduce { op, axes } => round(reduce(*op, axes, src(0), idx), n.ty.dtype)?,
+        // `x` at `idx` with axis `axis` replaced by the index value: a
+        // negative one counts from the end, then it is clamped into the axis.
+        Op::Gather { axis } => {
+            let (x, d) = (src(0), src(0).shape[*axis] as i64);
+            let v = src(1).at(idx) as i64;
+            let mut j = idx.to_vec();
+            j[*axis] = (if v < 0 { v + d } else { v }).clamp(0, d - 1) as usize;
+            x.at(&j)
+        }
         op if op.is_movement() => {
             let x = src(0);
             match source_index(op, idx, shape, &x.shape)? {

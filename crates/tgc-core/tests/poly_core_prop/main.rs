@@ -72,7 +72,7 @@ fn poly_view_and_poly_core_agree_with_brute_force_enumeration() {
     let mut failed = Vec::new();
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for &i in &cases {
-        let report = gen::case(seed, i)
+        let report = gen::affine_case(seed, i)
             .and_then(|c| check(&c.graph, seed, i, &mut counts).map_err(|e| format!("{e}\n{}", dump(&c.graph))));
         if let Err(report) = report {
             if failed.len() < SHOWN_FAILURES {

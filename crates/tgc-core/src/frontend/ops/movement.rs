@@ -7,7 +7,8 @@
 //! FLIPped or EXPANDed border pieces); `shrink`/`slice` → SHRINK; `flip` → FLIP;
 //! `tile`/`repeat_interleave` → RESHAPE + EXPAND + RESHAPE; `unfold` → VIEW; `split` → one
 //! SHRINK per piece (`chunk`: equal ones); `concat` → PAD per piece and
-//! WHERE of padded masks.
+//! WHERE of padded masks; `gather` → GATHER, `take` → RESHAPE + EXPAND of
+//! the index, GATHER, RESHAPE (the one data-dependent read).
 
 use crate::affine::AffExpr;
 use crate::diag;
@@ -217,6 +218,53 @@ fn border_pad(g: &mut Graph, x: NodeId, pads: &[(Dim, Dim)], mode: PadMode) -> D
         y = concat(g, &parts, k as i64)?;
     }
     Ok(y)
+}
+
+/// `gather(x, axis, index)` (`torch.gather`): `GATHER`, `out[i] = x[i
+/// with i_axis ← index[i]]`, a negative index counting from the end, out
+/// of range ones clamped ([`crate::tiny::op::gather_position`]). Exact.
+///
+/// Errors: `DTypeMismatch` for an index that is not i32;
+/// `AxisSizeMismatch` for an index of another rank or other sizes on the
+/// axes but `axis`; the errors of [`axis`].
+pub fn gather(g: &mut Graph, x: NodeId, index: NodeId, axis_: i64) -> DResult<NodeId> {
+    let k = axis(g, axis_, g.shape(x).len())?;
+    require_index(g, index, "gather")?;
+    g.gather(x, index, k)
+}
+
+/// `take(x, index, axis)` (NumPy's `take`; PyTorch's `index_select` for a
+/// 1-D index): `x`'s `axis` replaced by `index`'s axes, `out[.., j, ..] =
+/// x[.., index[j], ..]`, indices as [`gather`]'s. The index `RESHAPE`d to
+/// one axis of `M = Π index.shape` elements and `EXPAND`ed to `x`'s other
+/// axes, one `GATHER` (so `x` is read in place, not copied), `RESHAPE` to
+/// the result. Exact.
+///
+/// Errors: `DTypeMismatch` for an index that is not i32; the errors of
+/// [`axis`].
+pub fn take(g: &mut Graph, x: NodeId, index: NodeId, axis_: i64) -> DResult<NodeId> {
+    let shape = g.shape(x).to_vec();
+    let k = axis(g, axis_, shape.len())?;
+    require_index(g, index, "take")?;
+    let picks = g.shape(index).to_vec();
+    let m = Dim::product(&picks);
+    let mut line = vec![Dim::int(1); shape.len()];
+    line[k] = m.clone();
+    let mut wide = shape.clone();
+    wide[k] = m;
+    let i = g.reshape(index, &line)?;
+    let i = broadcast_to(g, i, &wide)?;
+    let y = g.gather(x, i, k)?;
+    let out: Vec<Dim> = shape[..k].iter().chain(&picks).chain(&shape[k + 1..]).cloned().collect();
+    reshape(g, y, &out)
+}
+
+/// Refuses an index tensor that is not i32.
+fn require_index(g: &Graph, index: NodeId, op: &str) -> DResult<()> {
+    match g.dtype(index) {
+        crate::DType::I32 => Ok(()),
+        dt => Err(fail(g, diag!(DTypeMismatch, "{op} takes an i32 index, got {dt}: cast it"))),
+    }
 }
 
 /// `concat(xs, axis)`: the tensors of `xs` one after the other along

@@ -308,3 +308,24 @@ fn reflect_padding_needs_a_known_axis() {
     let ok = src.replace("reflect", "edge");
     lower(&parse(&ok).unwrap(), None).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// `gather` and `take`: an index that is not i32, of another rank or other
+/// sizes, or a bad axis is refused at the call.
+#[test]
+fn gather_and_take_errors_are_at_the_call() {
+    let g = |body: &str| {
+        format!(
+            "graph main(x: f32[3, 4], i: i32[3, 2], f: f32[3, 2], j: i32[2, 2], v: i32[5]) -> (z: f32[3, 2]) {{\n    {body}\n    return z\n}}\n"
+        )
+    };
+    let m = expect_err(&g("z = gather(x, 1, f)"), DTypeMismatch, "gather");
+    assert!(m.contains("i32 index"), "{m}");
+    let m = expect_err(&g("z = gather(x, 1, j)"), AxisSizeMismatch, "gather");
+    assert!(m.contains("axis 0"), "{m}");
+    expect_err(&g("z = gather(x, 1, v)"), AxisSizeMismatch, "gather");
+    expect_err(&g("z = gather(x, 2, i)"), InvalidAxis, "gather");
+    expect_err(&g("z = take(x, f, 0)"), DTypeMismatch, "take");
+    expect_err(&g("z = take(x, v, -3)"), InvalidAxis, "take");
+    // The result's shape is checked at the return.
+    expect_err(&g("z = take(x, v, 0)"), AxisSizeMismatch, "z\n}");
+}

@@ -169,6 +169,19 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
                 },
                 0.0,
             ),
+            // Written out here, not through `tiny::op::gather_position`:
+            // a negative index counts from the end, then it is clamped.
+            Op::Gather { axis } => gather(
+                &|o| {
+                    let d = src[0].shape[*axis] as i64;
+                    let v = src[1].data[ravel(o, &shape)] as i64;
+                    let p = (if v < 0 { v + d } else { v }).max(0).min(d - 1);
+                    let mut i = o.to_vec();
+                    i[*axis] = p as usize;
+                    Some(ravel(&i, &src[0].shape))
+                },
+                0.0,
+            ),
             Op::Flip { axes } => gather(
                 &|o| {
                     let i: Vec<usize> = o

@@ -979,3 +979,40 @@ fn im2col_col2im_and_unfold_match_naive_loops() {
     let want: Vec<f64> = (0..18).map(|f| x[f / 9 * 7 + f / 3 % 3 * 2 + f % 3]).collect();
     assert_eq!(out[0].data, want);
 }
+
+/// `gather` reads `torch.gather`'s elements and `take` NumPy's `take`
+/// (embedding lookups included); a negative index counts from the end and
+/// an index out of range reads the nearest end (the documented clamp).
+#[test]
+fn gather_and_take_read_torchs_and_numpys_elements() {
+    let src = "graph t(x: f32[3, 4], i: i32[3, 2], ids: i32[2, 3], k: i32[2]) -> (g: f32[3, 2], e: f32[2, 3, 4], c: f32[3, 2]) {
+        g = gather(x, 1, i)
+        e = take(x, ids, 0)
+        c = take(x, k, -1)
+        return g, e, c
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let x: Vec<f64> = (0..12).map(|v| v as f64).collect();
+    let i = vec![0.0, 3.0, -1.0, 2.0, 9.0, -9.0];
+    let ids = vec![2.0, 0.0, 1.0, 1.0, -3.0, 7.0];
+    let k = vec![3.0, -4.0];
+    let out = eval(
+        &g,
+        &[],
+        &[
+            ("x", Tensor::new(&[3, 4], x.clone())),
+            ("i", Tensor::new(&[3, 2], i)),
+            ("ids", Tensor::new(&[2, 3], ids)),
+            ("k", Tensor::new(&[2], k)),
+        ],
+        true,
+    );
+    // torch.gather(x, 1, i) with i = [[0, 3], [-1 → 3, 2], [9 → 3, -9 → 0]].
+    assert_eq!(out[0].data, [0.0, 3.0, 7.0, 6.0, 11.0, 8.0]);
+    // np.take(x, ids, 0): rows [2, 0, 1, 1, -3 → 0, 7 → 2].
+    let rows = [2, 0, 1, 1, 0, 2];
+    let want: Vec<f64> = rows.iter().flat_map(|r| x[r * 4..r * 4 + 4].to_vec()).collect();
+    assert_eq!(out[1].data, want);
+    // np.take(x, [3, -4], -1): columns 3 and 0 of every row.
+    assert_eq!(out[2].data, [3.0, 0.0, 7.0, 4.0, 11.0, 8.0]);
+}

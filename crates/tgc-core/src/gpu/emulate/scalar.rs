@@ -197,6 +197,16 @@ impl<'k> Frame<'k> {
                     _ => return Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", src.param.0))),
                 }
             }
+            ScalarExpr::Gather { src, stride, extent, at, dtype } => {
+                if at.dtype() != DType::I32 {
+                    return Err(unsupported(format!("a gather at a {} position", at.dtype().dsl_name())));
+                }
+                let v = self.scalar(at, t, args, s)? as i32;
+                let d = self.eval(extent, t, s)?;
+                let pos = crate::tiny::op::gather_position(v as i64, d);
+                let read = GlobalRef { param: src.param, offset: src.offset.clone() + stride.clone() * Expr::c(pos) };
+                self.scalar(&ScalarExpr::Load { src: read, dtype: *dtype }, t, args, s)?
+            }
             ScalarExpr::Const { value, dtype } => from_f64(*dtype, *value),
             ScalarExpr::Reg { reg, dtype } => {
                 self.check_kind(reg, *dtype, s)?;

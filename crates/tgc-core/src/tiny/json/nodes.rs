@@ -120,6 +120,7 @@ fn kind(uop: &str) -> Option<Kind> {
         "CMPEQ" => bin(Cmpeq),
         "WHERE" => Kind::Elementwise(Op::Where),
         "INPUT" | "CONST" => Kind::Other(0),
+        "GATHER" => Kind::Other(2),
         "CAST" | "REDUCE" | "RESHAPE" | "EXPAND" | "PERMUTE" | "PAD" | "SHRINK" | "FLIP" | "VIEW" | "POOL" => {
             Kind::Other(1)
         }
@@ -225,6 +226,19 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
             a.finish(n.uop)?;
             let step = step.unwrap_or_else(|| vec![Dim::int(1); lo.len()]);
             b.add(id, Op::Shrink { lo, hi, step }, vec![x()?], None, None)
+        }
+        "GATHER" => {
+            let axis = a.number("axis")?;
+            a.finish(n.uop)?;
+            let (Some(Operand::Node(x)), Some(Operand::Node(index))) = (operands.first(), operands.get(1)) else {
+                return Err(diag!(SyntaxError, "GATHER takes two node sources, [x, index]"));
+            };
+            let rank = b.g.shape(*x).len() as f64;
+            if axis.fract() != 0.0 || axis < -rank || axis >= rank {
+                return Err(diag!(InvalidAxis, "GATHER axis {axis} is not an axis of rank {rank}"));
+            }
+            let axis = if axis < 0.0 { axis + rank } else { axis } as usize;
+            b.add(id, Op::Gather { axis }, vec![*x, *index], None, None)
         }
         "FLIP" => {
             let axes = a.axes("axes")?;

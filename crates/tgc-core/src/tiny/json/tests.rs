@@ -279,6 +279,26 @@ fn to_json_writes_what_load_json_reads() {
     assert_eq!(g.node(g.find("c").unwrap()).op, Op::Binary(BinaryOp::Cmplt));
 }
 
+/// `GATHER` in the node format: `[x, index]` sources and an `axis`
+/// (negative from the end); written back as it was read; a float index
+/// or a bad axis is refused.
+#[test]
+fn gather_nodes_load_and_write_back() {
+    let i = r#"{"id":"i","uop":"INPUT","arg":{"tensor_id":"I","dtype":"i32","shape":["M",3]}}"#;
+    let text = doc(&[A, i, r#"{"id":"g","uop":"GATHER","src":["a","i"],"arg":{"axis":-1}}"#], "");
+    let g = load_json(&text).unwrap();
+    let n = g.node(g.find("g").unwrap());
+    assert_eq!((&n.op, n.ty.shape.len()), (&Op::Gather { axis: 1 }, 2));
+    let back = load_json(&to_json(&g)).unwrap();
+    for (a, b) in g.nodes().iter().zip(back.nodes()) {
+        assert_eq!((&a.op, &a.src, &a.ty), (&b.op, &b.src, &b.ty));
+    }
+    let bad = doc(&[A, i, r#"{"id":"g","uop":"GATHER","src":["a","i"],"arg":{"axis":2}}"#], "");
+    assert_eq!(err(&bad).name, ErrorName::InvalidAxis);
+    let bad = doc(&[A, B, r#"{"id":"g","uop":"GATHER","src":["a","b"],"arg":{"axis":0}}"#], "");
+    assert_eq!(err(&bad).name, ErrorName::DTypeMismatch);
+}
+
 // --- the op-list import -------------------------------------------------------
 
 fn ops(ops: &[&str], values: &str) -> String {
