@@ -1091,25 +1091,29 @@ fn nd_windows_border_pads_and_chunks_in_c_and_rust() {
 
 /// `gather` and `take` (the one data-dependent read, `GATHER`) in C and
 /// Rust against the interpreter at symbolic sizes, fused into element-wise
-/// consumers and into a reduction, with indices below, inside and above
+/// consumers, a reduction and a matmul's operand, with indices below, inside and above
 /// the range (negative ones count from the end, the rest are clamped).
 #[test]
 fn gather_and_take_in_c_and_rust() {
-    let src = "graph<V, N> gt(table: f32[V, 6], ids: i32[N], x: f32[N, 6], i: i32[N, 6]) -> (e: f32[N, 6], s: f32[N], g: f32[N, 6]) {
+    let src = "graph<V, N> gt(table: f32[V, 6], ids: i32[N], x: f32[N, 6], i: i32[N, 6], w: f32[6, 40]) -> (e: f32[N, 6], s: f32[N], g: f32[N, 6], p: f32[N, 40]) {
         e = take(table, ids, 0) + x
         s = sum(take(table, ids, 0) * x, axes=[1])
         g = gather(x, 1, i) * 2
-        return e, s, g
+        p = matmul(take(table, ids, 0), w)
+        return e, s, g, p
     }";
     let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap_or_else(|e| panic!("{e}")).graph;
     let lib = compile(&g);
     assert!(lib.c_src.contains("tgc_gather_at(") && lib.rust_src.contains("gather_at("));
+    // The matmul is on the packed template, its A panel packed from the gather.
+    assert!(lib.c_src.contains("pk_rt->ukernel"), "{}", lib.c_src);
     for (v, n) in [(5, 7), (1, 1), (9, 3)] {
         let ins = [
             data(140, v * 6, -1.0, 1.0, DType::F32),
             data(141, n, -2.0 * v as f64, 2.0 * v as f64, DType::I32),
             data(142, n * 6, -1.0, 1.0, DType::F32),
             data(143, n * 6, -9.0, 9.0, DType::I32),
+            data(144, 6 * 40, -1.0, 1.0, DType::F32),
         ];
         let (cr, rr) = lib.run(&ins, &[v as i64, n as i64]);
         assert_eq!((cr.rc, rr.rc), (0, 0), "V = {v}, N = {n}");

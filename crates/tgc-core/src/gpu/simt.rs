@@ -704,24 +704,12 @@ impl<'p> Builder<'p> {
                     ScalarExpr::Reg { reg: RegRef { reg, index }, dtype: *dtype }
                 }
                 None => ScalarExpr::Load {
-                    src: GlobalRef {
-                        param: *self
-                            .buf_param
-                            .get(buf)
-                            .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
-                        offset: self.aff(index)?,
-                    },
+                    src: GlobalRef { param: self.param_of(*buf)?, offset: self.aff(index)? },
                     dtype: *dtype,
                 },
             },
             L::Gather { buf, base, stride, extent, at, dtype } => ScalarExpr::Gather {
-                src: GlobalRef {
-                    param: *self
-                        .buf_param
-                        .get(buf)
-                        .ok_or_else(|| diag!(Internal, "buffer {} has no parameter", buf.0))?,
-                    offset: self.aff(base)?,
-                },
+                src: GlobalRef { param: self.param_of(*buf)?, offset: self.aff(base)? },
                 stride: self.aff(stride)?,
                 extent: self.aff(extent)?,
                 at: b(at)?,
