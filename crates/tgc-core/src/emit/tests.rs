@@ -1091,16 +1091,19 @@ fn nd_windows_border_pads_and_chunks_in_c_and_rust() {
 
 /// `gather` and `take` (the one data-dependent read, `GATHER`) in C and
 /// Rust against the interpreter at symbolic sizes, fused into element-wise
-/// consumers, a reduction and a matmul's operand, with indices below, inside and above
-/// the range (negative ones count from the end, the rest are clamped).
+/// consumers, a reduction and a matmul's operand, and from a transposed
+/// table (stored first: the view's contiguous copy), with indices below,
+/// inside and above the range (negative ones count from the end, the rest
+/// are clamped).
 #[test]
 fn gather_and_take_in_c_and_rust() {
-    let src = "graph<V, N> gt(table: f32[V, 6], ids: i32[N], x: f32[N, 6], i: i32[N, 6], w: f32[6, 40]) -> (e: f32[N, 6], s: f32[N], g: f32[N, 6], p: f32[N, 40]) {
+    let src = "graph<V, N> gt(table: f32[V, 6], ids: i32[N], x: f32[N, 6], i: i32[N, 6], w: f32[6, 40]) -> (e: f32[N, 6], s: f32[N], g: f32[N, 6], p: f32[N, 40], c: f32[N, V]) {
         e = take(table, ids, 0) + x
+        c = take(transpose(table, 0, 1), ids, 0)
         s = sum(take(table, ids, 0) * x, axes=[1])
         g = gather(x, 1, i) * 2
         p = matmul(take(table, ids, 0), w)
-        return e, s, g, p
+        return e, s, g, p, c
     }";
     let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap_or_else(|e| panic!("{e}")).graph;
     let lib = compile(&g);

@@ -205,15 +205,17 @@ fn nd_windows_border_pads_and_chunks_emulate() {
 /// the emulator against the interpreter, at symbolic sizes, with indices
 /// inside and outside the range: fused into element-wise consumers and a
 /// row reduction, and feeding a matmul (an embedding lookup, then a
-/// projection).
+/// projection), and from a transposed table (copied to its own row-major
+/// buffer first).
 #[test]
 fn gathers_emulate() {
     let g = load(
-        "graph<V, N> gt(table: f32[V, 6], ids: i32[N], x: f32[N, 6], i: i32[N, 6], w: f32[6, 5]) -> (e: f32[N, 6], s: f32[N], g: f32[N, 6], p: f32[N, 5]) {\n\
+        "graph<V, N> gt(table: f32[V, 6], ids: i32[N], x: f32[N, 6], i: i32[N, 6], w: f32[6, 5]) -> (e: f32[N, 6], s: f32[N], g: f32[N, 6], p: f32[N, 5], c: f32[N, V]) {\n\
          e = take(table, ids, 0) + x\n\
+         c = take(transpose(table, 0, 1), ids, 0)\n\
          s = sum(take(table, ids, 0) * x, axes=[1])\n\
          g = gather(x, 1, i) * 2\n\
-         p = matmul(take(table, ids, 0), w)\n    return e, s, g, p\n}\n",
+         p = matmul(take(table, ids, 0), w)\n    return e, s, g, p, c\n}\n",
     );
     let mut last = None;
     for (v, n) in [(5, 7), (1, 1), (40, 3)] {

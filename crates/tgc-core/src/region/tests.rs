@@ -99,3 +99,20 @@ fn a_non_scop_block_is_a_region_boundary() {
         "#]],
     );
 }
+
+/// A `GATHER` of a view (`004`'s automatic contiguous copy): the
+/// transposed table is stored by a region of its own, in the layout the
+/// gather reads, and the gather's region reads that buffer.
+#[test]
+fn a_gathered_view_is_copied_to_its_own_buffer() {
+    let src = "graph<N> t(table: f32[4, 10], ids: i32[N]) -> (y: f32[N, 4]) {\n    y = take(transpose(table, 0, 1), ids, 0) * 2\n    return y\n}";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let front = super::front(&g, true, super::Grouping::default()).unwrap();
+    let regions = &front.regions.regions;
+    assert_eq!(regions.len(), 2);
+    let copy = &regions[0];
+    assert!(copy.body.iter().all(|m| g.node(m.node).op.is_movement()), "{copy:?}");
+    let gather = g.ids().find(|&id| matches!(g.node(id).op, crate::tiny::Op::Gather { .. })).unwrap();
+    assert!(regions[1].body.iter().any(|m| m.node == gather));
+    assert!(regions[1].inputs.iter().any(|i| i.node == g.node(gather).src[0]));
+}
