@@ -260,6 +260,18 @@ fn grow(g: &mut Graph, x: NodeId, lo: &[i64], hi: &[i64]) -> DResult<NodeId> {
     Ok(y)
 }
 
+/// `v` as an i64 within the element limit ([`crate::sym::MAX_ELEMENTS`]):
+/// an edge or size of a window computation, else `ResourceExceeded`.
+fn fit(g: &Graph, op: &str, v: i128) -> DResult<i64> {
+    match i64::try_from(v) {
+        Ok(x) if x.unsigned_abs() <= crate::sym::MAX_ELEMENTS as u64 => Ok(x),
+        _ => Err(fail(
+            g,
+            diag!(ResourceExceeded, "{op}: a window size of {v} elements is beyond the limit for one tensor"),
+        )),
+    }
+}
+
 /// `v` as a known integer, or `Unsupported` naming `what` for `op`.
 fn known(g: &Graph, op: &str, what: &str, v: &Dim) -> DResult<i64> {
     v.as_int().ok_or_else(|| fail(g, diag!(Unsupported, "{op} needs a known {what}, got {v}")))
@@ -331,9 +343,11 @@ pub fn conv_transpose(
                 ),
             ));
         }
-        let reach = dl * (kk - 1);
+        // In i128: no product of two i64 attributes overflows.
+        let wide = |v: i64| v as i128;
+        let reach = wide(dl) * (wide(kk) - 1);
         if let Some(size) = sx[2 + k].as_int() {
-            let o = (size - 1) * st - pb - pa + reach + opad + 1;
+            let o = (wide(size) - 1) * wide(st) - wide(pb) - wide(pa) + reach + wide(opad) + 1;
             if o < 1 {
                 return Err(fail(
                     g,
@@ -341,8 +355,8 @@ pub fn conv_transpose(
                 ));
             }
         }
-        lo.push(reach - pb);
-        hi.push(reach - pa + opad);
+        lo.push(fit(g, &op, reach - wide(pb))?);
+        hi.push(fit(g, &op, reach - wide(pa) + wide(opad))?);
         strides.push(st);
     }
     let xd = dilate(g, x, &strides)?;
@@ -484,7 +498,10 @@ pub fn col2im(g: &mut Graph, cols: NodeId, output: &[Dim], kernel: &[Dim], w: &W
             let msg = format!("col2im: kernel {kk}, stride {st}, dilation {d} and output size {size} must be positive, padding ({pb}, {pa}) ≥ 0");
             return Err(fail(g, diag!(AxisSizeMismatch, "{msg}")));
         }
-        let o = (size + pb + pa - d * (kk - 1) - 1).div_euclid(st) + 1;
+        // In i128: no product of two i64 attributes overflows.
+        let wide = |v: i64| v as i128;
+        let reach = wide(d) * (wide(kk) - 1);
+        let o = (wide(size) + wide(pb) + wide(pa) - reach - 1).div_euclid(wide(st)) + 1;
         if o < 1 {
             return Err(fail(
                 g,
@@ -492,11 +509,11 @@ pub fn col2im(g: &mut Graph, cols: NodeId, output: &[Dim], kernel: &[Dim], w: &W
             ));
         }
         // The dilated positions, shifted so that window point q' reads p + q'·d.
-        let front = d * (kk - 1) - pb;
-        let len = (o - 1) * st + 1 + front;
-        lo.push(front);
-        hi.push((size + d * (kk - 1) - len).max(0));
-        outs.push(Dim::int(o));
+        let front = reach - wide(pb);
+        let len = (o - 1) * wide(st) + 1 + front;
+        lo.push(fit(g, op, front)?);
+        hi.push(fit(g, op, (wide(size) + reach - len).max(0))?);
+        outs.push(Dim::int(fit(g, op, o)?));
         strides.push(st);
         dil.push(d);
     }
