@@ -296,6 +296,9 @@ fn nd_window_pad_and_chunk_errors_are_positioned() {
     let m = expect_err(&g("z = col2im(x, output=[9], kernel=[5])"), AxisSizeMismatch, "col2im");
     assert!(m.contains("not divisible by ΠK = 5"), "{m}");
     expect_err(&g("z = col2im(x, output=[9, 9], kernel=[2])"), SyntaxError, "[9, 9]");
+    // Sizes near i64's range are refused, not overflowed.
+    expect_err(&g("z = conv_transpose1d(x, u, stride=4611686018427387904)"), Unsupported, "conv_transpose1d");
+    expect_err(&g("z = col2im(x, output=[4611686018427387904], kernel=[2])"), ResourceExceeded, "col2im");
 }
 
 /// A reflect pad along a symbolic axis is refused (a mirror longer than the
