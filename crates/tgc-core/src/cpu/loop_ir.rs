@@ -294,33 +294,33 @@ impl Kernel {
 
     /// Every load of the kernel (its value, its reduction, the reductions
     /// computed at its reads) as `(buffer, subscript)`, in walk order.
-    pub fn loads<'a>(&'a self) -> Vec<(BufId, &'a AffExpr)> {
+    pub fn loads(&self) -> Vec<(BufId, &AffExpr)> {
         let mut out = Vec::new();
-        let mut visit = |e: &'a Expr| {
+        self.walk(&mut |e| {
             if let Expr::Load { buf, index, .. } = e {
                 out.push((*buf, index));
             }
-        };
-        self.value.walk(&mut visit);
-        if let Some(r) = &self.reduce {
-            r.value.walk(&mut visit);
-        }
+        });
         out
+    }
+
+    /// [`Expr::walk`] over the stored value, then the reduction's value.
+    fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        self.value.walk(f);
+        if let Some(r) = &self.reduce {
+            r.value.walk(f);
+        }
     }
 
     /// The buffers the kernel reads at a gathered position
     /// ([`Expr::Gather`]), in walk order.
     pub fn gathers(&self) -> Vec<BufId> {
         let mut out = Vec::new();
-        let mut visit = |e: &Expr| {
+        self.walk(&mut |e| {
             if let Expr::Gather { buf, .. } = e {
                 out.push(*buf);
             }
-        };
-        self.value.walk(&mut visit);
-        if let Some(r) = &self.reduce {
-            r.value.walk(&mut visit);
-        }
+        });
         out
     }
 

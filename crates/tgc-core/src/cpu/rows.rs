@@ -72,8 +72,9 @@ pub fn plan(p: &mut Program) {
     }
     p.kernels = order;
     let loads: Vec<Vec<(BufId, &AffExpr)>> = p.kernels.iter().map(Kernel::loads).collect();
+    let gathered: BTreeSet<BufId> = p.kernels.iter().flat_map(Kernel::gathers).collect();
     for g in &mut rows {
-        g.local = local_temps(p, &loads, g.kernels.clone());
+        g.local = local_temps(p, &loads, &gathered, g.kernels.clone());
     }
     p.rows = rows;
 }
@@ -115,14 +116,19 @@ pub fn in_row(p: &Program, k: &Kernel, buf: BufId, index: &AffExpr) -> bool {
 }
 
 /// The temporaries of `kernels` that are written there and read only there,
-/// every access in the current row; `loads[j]` is kernel `j`'s
-/// [`Kernel::loads`].
-fn local_temps(p: &Program, loads: &[Vec<(BufId, &AffExpr)>], kernels: std::ops::Range<usize>) -> Vec<BufId> {
+/// every access in the current row, and gathered from nowhere; `loads[j]`
+/// is kernel `j`'s [`Kernel::loads`], `gathered` every buffer a kernel
+/// gathers from ([`Kernel::gathers`]).
+fn local_temps(
+    p: &Program,
+    loads: &[Vec<(BufId, &AffExpr)>],
+    gathered: &BTreeSet<BufId>,
+    kernels: std::ops::Range<usize>,
+) -> Vec<BufId> {
     let mut local = Vec::new();
     for k in &p.kernels[kernels.clone()] {
         let b = k.out;
-        let gathered = p.kernels.iter().any(|r| r.gathers().contains(&b));
-        if p.buffer(b).role != Role::Temp || gathered || !in_row(p, k, b, &k.store_index) {
+        if p.buffer(b).role != Role::Temp || gathered.contains(&b) || !in_row(p, k, b, &k.store_index) {
             continue;
         }
         let only_here = p.kernels.iter().zip(loads).enumerate().all(|(j, (r, l))| {

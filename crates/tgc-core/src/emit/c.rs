@@ -297,8 +297,8 @@ static inline int32_t tgc_f32_to_i32(float x)
     ("tgc_mul_i32", "static inline int32_t tgc_mul_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }"),
     ("tgc_neg_i32", "static inline int32_t tgc_neg_i32(int32_t a) { return (int32_t)(0u - (uint32_t)a); }"),
     ("tgc_max_i32", "static inline int32_t tgc_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }"),
-    ("tgc_gather_at", "/* GATHER's position for index value v on an axis of size d (tiny::op::gather_position):\n * negative counts from the end, then clamped to [0, d). */\nstatic inline int64_t tgc_gather_at(int32_t v, int64_t d) { int64_t i = v < 0 ? (int64_t)v + d : (int64_t)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }"),
     ("tgc_min_i32", "static inline int32_t tgc_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }"),
+    ("tgc_gather_at", "/* GATHER's position for index value v on an axis of size d (tiny::op::gather_position):\n * negative counts from the end, then clamped to [0, d). */\nstatic inline int64_t tgc_gather_at(int32_t v, int64_t d) { int64_t i = v < 0 ? (int64_t)v + d : (int64_t)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }"),
 ];
 
 /// The `#pragma scop` line that opens the nests of `ks` and the
@@ -461,28 +461,29 @@ impl Printer<'_> {
         }
     }
 
+    /// The stored element `at` of a buffer of `dtype` in its compute type
+    /// (f16/bf16 bits widened to float).
+    fn widen(&mut self, at: String, dtype: DType) -> String {
+        match dtype {
+            DType::F16 => self.call("tgc_f16_to_f32", &[at]),
+            DType::BF16 => self.call("tgc_bf16_to_f32", &[at]),
+            DType::F32 | DType::I32 | DType::Bool => at,
+        }
+    }
+
     /// An expression. Every printed expression is a primary, postfix, unary or
     /// cast expression, or parenthesised, so it is safe as any operand.
     fn expr(&mut self, e: &Expr) -> String {
         match e {
             Expr::Load { buf, index, dtype } => {
                 let at = format!("{}[{}]", self.p.buffer(*buf).name, bare(aff(&self.subscript(*buf, index), Lang::C)));
-                match dtype {
-                    DType::F16 => self.call("tgc_f16_to_f32", &[at]),
-                    DType::BF16 => self.call("tgc_bf16_to_f32", &[at]),
-                    _ => at,
-                }
+                self.widen(at, *dtype)
             }
             Expr::Gather { buf, base, stride, extent, at, dtype } => {
                 let v = self.expr(at);
                 let pos = self.call("tgc_gather_at", &[v, aff(extent, Lang::C)]);
                 let index = format!("{} + {} * {pos}", aff(base, Lang::C), aff(stride, Lang::C));
-                let at = format!("{}[{index}]", self.p.buffer(*buf).name);
-                match dtype {
-                    DType::F16 => self.call("tgc_f16_to_f32", &[at]),
-                    DType::BF16 => self.call("tgc_bf16_to_f32", &[at]),
-                    _ => at,
-                }
+                self.widen(format!("{}[{index}]", self.p.buffer(*buf).name), *dtype)
             }
             Expr::Const { value, dtype } => self.literal(*value, *dtype),
             Expr::Acc { dtype } => self.round_to("acc".into(), *dtype),

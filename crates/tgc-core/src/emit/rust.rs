@@ -197,26 +197,27 @@ fn update(p: &Program, k: &Kernel, id: Option<u32>, op: ReduceOp, acc: String, v
     }
 }
 
+/// The stored element `at` of a buffer of `dtype` in its compute type
+/// (`f16`/`bf16` widened to `f32`).
+fn widen(at: String, dtype: DType) -> String {
+    match dtype {
+        DType::F16 | DType::BF16 => format!("{at}.to_f32()"),
+        DType::F32 | DType::I32 | DType::Bool => at,
+    }
+}
+
 /// An expression. Every printed expression is a primary or postfix
 /// expression (names, literals, calls, method calls, indexing) or wrapped in
 /// parentheses, so it is safe as an operand and as a method receiver.
 fn expr(p: &Program, e: &Expr) -> String {
     match e {
         Expr::Load { buf, index, dtype } => {
-            let at = format!("{}[{} as usize]", p.buffer(*buf).name, paren(aff(index, Lang::Rust)));
-            match dtype {
-                DType::F16 | DType::BF16 => format!("{at}.to_f32()"),
-                _ => at,
-            }
+            widen(format!("{}[{} as usize]", p.buffer(*buf).name, paren(aff(index, Lang::Rust))), *dtype)
         }
         Expr::Gather { buf, base, stride, extent, at, dtype } => {
             let pos = format!("gather_at({}, {})", expr(p, at), aff(extent, Lang::Rust));
             let index = format!("{} + {} * {pos}", aff(base, Lang::Rust), aff(stride, Lang::Rust));
-            let at = format!("{}[({index}) as usize]", p.buffer(*buf).name);
-            match dtype {
-                DType::F16 | DType::BF16 => format!("{at}.to_f32()"),
-                _ => at,
-            }
+            widen(format!("{}[({index}) as usize]", p.buffer(*buf).name), *dtype)
         }
         Expr::Const { value, dtype } => literal(*value, *dtype),
         Expr::Acc { dtype } => round_to("acc".into(), *dtype),

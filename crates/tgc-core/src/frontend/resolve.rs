@@ -774,7 +774,7 @@ impl Resolver<'_> {
     /// `n` sizes: one for every axis (`2`) or a list of `n` (`[2, 3]`).
     fn dims_n(&self, e: &Expr, n: usize) -> DResult<Vec<Dim>> {
         match e {
-            Expr::List(v, sp) if v.len() == n => v.iter().map(|x| self.dim(x)).collect(),
+            Expr::List(v, _) if v.len() == n => v.iter().map(|x| self.dim(x)).collect(),
             Expr::List(v, sp) => {
                 Err(diag!(SyntaxError, "expected one entry per spatial axis ({n}), got {}", v.len()).at(*sp))
             }

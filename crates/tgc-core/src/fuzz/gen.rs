@@ -98,8 +98,7 @@ pub struct Case {
 /// move that is valid by the op's definition, or infers another shape (a bug
 /// of the builder).
 pub fn case(seed: u64, index: u64) -> Result<Case, String> {
-    let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
-    generate(&mut rng, &format!("case{index}"), true)
+    seeded(seed, index, true)
 }
 
 /// [`case`] without `GATHER`: every node of the graph is in the SCoP (for
@@ -108,8 +107,13 @@ pub fn case(seed: u64, index: u64) -> Result<Case, String> {
 ///
 /// Errors: as [`case`].
 pub fn affine_case(seed: u64, index: u64) -> Result<Case, String> {
+    seeded(seed, index, false)
+}
+
+/// Case `index` of the run seeded with `seed`, with or without gathers.
+fn seeded(seed: u64, index: u64, gathers: bool) -> Result<Case, String> {
     let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
-    generate(&mut rng, &format!("case{index}"), false)
+    generate(&mut rng, &format!("case{index}"), gathers)
 }
 
 /// The case a fuzzer's input describes (see [`Bytes`]).

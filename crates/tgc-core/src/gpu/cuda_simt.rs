@@ -131,6 +131,17 @@ fn literal(value: f64, d: DType) -> String {
     }
 }
 
+/// The global element `at` of `dtype` in its compute type: f16/bf16 bits
+/// widened to float, bool as an `int` 0 or 1.
+fn widen(at: &str, dtype: DType) -> String {
+    match dtype {
+        DType::F16 => format!("tgc_f16_to_f32({at})"),
+        DType::BF16 => format!("tgc_bf16_to_f32({at})"),
+        DType::Bool => format!("(int)({at} != 0)"),
+        DType::F32 | DType::I32 => format!("({at})"),
+    }
+}
+
 impl Printer<'_> {
     /// A scalar expression as C of its compute type.
     fn scalar(&self, e: &ScalarExpr, id: u32) -> Result<String, CudaError> {
@@ -140,13 +151,7 @@ impl Printer<'_> {
                 if pd != *dtype {
                     return Err(self.err(id, Fault::BadValue, format!("loads {dtype} from a {pd} tensor")));
                 }
-                let at = format!("*({g})");
-                match dtype {
-                    DType::F16 => format!("tgc_f16_to_f32({at})"),
-                    DType::BF16 => format!("tgc_bf16_to_f32({at})"),
-                    DType::Bool => format!("(int)({at} != 0)"),
-                    _ => format!("({at})"),
-                }
+                widen(&format!("*({g})"), *dtype)
             }
             ScalarExpr::Gather { src, stride, extent, at, dtype } => {
                 let (g, pd) = self.global(src, id)?;
@@ -155,13 +160,7 @@ impl Printer<'_> {
                     return Err(self.err(id, Fault::BadValue, msg));
                 }
                 let pos = format!("tgc_gather_at({}, {})", self.scalar(at, id)?, self.expr(extent, Some(id))?);
-                let at = format!("*({g} + ({}) * {pos})", self.expr(stride, Some(id))?);
-                match dtype {
-                    DType::F16 => format!("tgc_f16_to_f32({at})"),
-                    DType::BF16 => format!("tgc_bf16_to_f32({at})"),
-                    DType::Bool => format!("(int)({at} != 0)"),
-                    _ => format!("({at})"),
-                }
+                widen(&format!("*({g} + ({}) * {pos})", self.expr(stride, Some(id))?), *dtype)
             }
             ScalarExpr::Const { value, dtype } => literal(*value, *dtype),
             ScalarExpr::Reg { reg, dtype } => {
