@@ -299,6 +299,7 @@ fn eval(n: &Node, out: &[usize], srcs: &[Src], input: Option<&Tensor>) -> DResul
             c.iter().zip(a.iter().zip(b)).map(|(&c, (&a, &b))| if c != 0.0 { a } else { b }).collect()
         }
         Op::Reduce { op, axes } => reduce(*op, dtype, axes, x()?, out)?,
+        Op::Scan { op, axis } => scan(*op, dtype, *axis, x()?)?,
         Op::Gather { axis } => {
             let (x, index) = (x()?, srcs.get(1).ok_or_else(|| diag!(Internal, "GATHER has no index"))?);
             let mut st = strides(x.shape);
@@ -395,14 +396,31 @@ fn reduce(op: ReduceOp, acc: DType, axes: &[usize], x: &Src, out: &[usize]) -> D
             .ok()
             .and_then(|o| r.get_mut(o))
             .ok_or_else(|| diag!(Internal, "REDUCE writes outside its result"))?;
-        *a = match op {
-            ReduceOp::Sum => *a + v,
-            ReduceOp::Max => nan_max(*a, v),
-            ReduceOp::Min => nan_min(*a, v),
-        };
+        *a = binary(op.combine(), *a, v);
         Ok(())
     })?;
     Ok(r.into_iter().map(|v| acc.round(v)).collect())
+}
+
+/// `SCAN`: along `axis`, each output is the running combination in f64
+/// from the identity, rounded to `acc` (as [`reduce`]'s result is).
+fn scan(op: ReduceOp, acc: DType, axis: usize, x: &Src) -> DResult<Vec<f64>> {
+    let d = *x.shape.get(axis).ok_or_else(|| diag!(Internal, "SCAN axis {axis} is out of range"))?;
+    let inner: usize = x.shape[axis + 1..].iter().product();
+    let mut r = Vec::with_capacity(x.data.len());
+    if x.data.is_empty() {
+        return Ok(r);
+    }
+    // One chunk per point of the axes before `axis`: `d` rows of `inner`.
+    for chunk in x.data.chunks(d * inner) {
+        let mut run = vec![op.identity(acc); inner];
+        for (k, &v) in chunk.iter().enumerate() {
+            let a = &mut run[k % inner];
+            *a = binary(op.combine(), *a, v);
+            r.push(acc.round(*a));
+        }
+    }
+    Ok(r)
 }
 
 /// `VIEW`: input index `k` is `map[k]` at the output index. A map without

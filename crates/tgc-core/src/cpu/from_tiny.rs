@@ -11,7 +11,7 @@ use crate::sym::Dim;
 use crate::tiny::{Constraint, Graph, NodeId, Op, Rel};
 use crate::DType;
 
-use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role};
+use super::loop_ir::{aff_divisors, dim_divisors, BufId, Buffer, Expr, Kernel, Program, Reduction, Role, Scan};
 use super::tile::{strip_mine, TilePlan};
 use super::{lanes, packed, rows};
 use crate::region::{self, Dest, Region, Regions};
@@ -187,6 +187,10 @@ impl Lowerer<'_> {
         let root = region.root();
         let loops = g.shape(root).to_vec();
         let r = loops.len();
+        let scan = match &g.node(root).op {
+            Op::Scan { op, axis } => Some(Scan { node: root, op: *op, dtype: g.dtype(root), axis: *axis }),
+            _ => None,
+        };
         let mut cx = KernelCx {
             region,
             root,
@@ -218,7 +222,15 @@ impl Lowerer<'_> {
             }
         };
         let out = self.buf(root)?;
-        let value = self.value(&mut cx, root, &vars(r))?;
+        let value = match &scan {
+            // The value folded in: the source at the same point.
+            Some(sc) => {
+                cx.nodes.push(root);
+                let src = *g.node(root).src.first().ok_or_else(|| diag!(Internal, "SCAN has no source"))?;
+                cast(self.value(&mut cx, src, &vars(r))?, sc.dtype)
+            }
+            None => self.value(&mut cx, root, &vars(r))?,
+        };
         let reduce = match accumulator {
             None => None,
             Some((rd, op, src, access, red_loops)) => {
@@ -245,6 +257,7 @@ impl Lowerer<'_> {
             store_index: linear(&vars(r), &loops),
             loops,
             reduce,
+            scan,
             out,
             value,
             strips: Vec::new(),
@@ -263,6 +276,7 @@ impl Lowerer<'_> {
             nodes: vec![node],
             loops,
             reduce: None,
+            scan: None,
             out,
             store_index: index,
             value,

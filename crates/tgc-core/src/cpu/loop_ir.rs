@@ -46,6 +46,13 @@
 //! - a reduction split into [`Kernel::lanes`] accumulators folds its values
 //!   in the order of [`super::lanes`]'s rule, which depends on nothing but
 //!   the reduce loops, so strips do not change its bits either;
+//! - a [`Scan`] kernel (a `SCAN` root) folds, per point of its other
+//!   loops, the values along its scanned loop in [`SCAN_BLOCK`]-point
+//!   blocks: each block from the identity, its points stored as the
+//!   combination of the blocks before it (the carry) with the block's own
+//!   prefix, `carry ⊕ local`. The blocks depend on the extent alone, so the
+//!   bits do not depend on how many threads run them; it is never
+//!   strip-mined, packed, split into lanes or put in a row group;
 //! - a [`RowGroup`] runs its kernels row by row, which keeps every
 //!   dependence between them ([`super::rows`]), so its bits are those of
 //!   the kernels run one after the other.
@@ -220,6 +227,30 @@ pub struct Reduction {
     pub value: Expr,
 }
 
+/// The points of one block of a [`Scan`]'s order: a block is folded from
+/// the identity, then combined with the carry of the blocks before it
+/// (the reduce-then-scan order of a parallel scan: block totals, a scan of
+/// the totals, then each block again from its carry; Merrill & Garland,
+/// "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016, §2).
+/// 4096 f32 points are 16 KiB, half an L1 data cache, so the second pass
+/// over a block finds it in cache.
+pub const SCAN_BLOCK: i64 = 4096;
+
+/// A kernel's scan ([`crate::tiny::Op::Scan`]): along output loop `axis`,
+/// in the block order of the module's invariants; [`Kernel::value`] is the
+/// value folded in at the current point, of dtype `dtype`, and the store
+/// writes the running combination rounded to `dtype`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scan {
+    /// The `SCAN` node.
+    pub node: NodeId,
+    pub op: ReduceOp,
+    /// The accumulator's dtype (the output's).
+    pub dtype: DType,
+    /// The scanned output loop.
+    pub axis: usize,
+}
+
 /// One loop nest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
@@ -231,6 +262,8 @@ pub struct Kernel {
     /// Extents of the output loops `i0..i{r-1}`.
     pub loops: Vec<Dim>,
     pub reduce: Option<Reduction>,
+    /// The kernel's scan (then `reduce` is `None`).
+    pub scan: Option<Scan>,
     pub out: BufId,
     /// Row-major subscript of the store.
     pub store_index: AffExpr,

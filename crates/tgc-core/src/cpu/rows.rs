@@ -80,9 +80,9 @@ pub fn plan(p: &mut Program) {
 }
 
 /// Whether a kernel can be part of a row group: a plain nest (neither
-/// packed nor strip-mined) with an outermost output loop.
+/// packed nor strip-mined, not a scan) with an outermost output loop.
 pub fn can_join(k: &Kernel) -> bool {
-    k.packed.is_none() && k.strips.is_empty() && !k.loops.is_empty()
+    k.packed.is_none() && k.strips.is_empty() && k.scan.is_none() && !k.loops.is_empty()
 }
 
 /// Whether `index`, a subscript of buffer `buf` in kernel `k`, addresses

@@ -59,7 +59,8 @@ pub fn strip_mine(p: &mut Program, plan: &TilePlan) {
     }
     // The checks were inserted in reverse; keep them in tile order.
     p.checks[..axes.len()].reverse();
-    for k in &mut p.kernels {
+    // A scan's fold runs along its loop in order: never strip-mined.
+    for k in p.kernels.iter_mut().filter(|k| k.scan.is_none()) {
         k.strips = axes
             .iter()
             .zip(&p.tiles)

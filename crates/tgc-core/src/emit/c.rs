@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup};
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup, Scan, SCAN_BLOCK};
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lanes, rows};
 use crate::cpu::{lower_with, Options};
@@ -456,7 +456,7 @@ impl Printer<'_> {
             Some((x, y)) => format!("fmaf({}, {}, {acc})", self.expr(x), self.expr(y)),
             None => {
                 let x = self.expr(value);
-                self.binary(update_op(op), acc, x, dt)
+                self.binary(op.combine(), acc, x, dt)
             }
         }
     }
@@ -513,6 +513,10 @@ impl Printer<'_> {
         let _ = writeln!(s, "/* {} */", kernel_summary(self.g, p, k));
         if let Some(c) = packed::of(k) {
             self.packed(&mut s, k, c, symbol);
+            return s;
+        }
+        if let Some(sc) = &k.scan {
+            self.scan(&mut s, k, sc, symbol);
             return s;
         }
         // A plain nest of a row group's form runs its rows on the pool.
@@ -815,7 +819,7 @@ impl Printer<'_> {
                 }
                 let _ = writeln!(s, "                const float acc{id} = pk_c[pk_i * pk_np + pk_j];");
                 let x = self.expr(&r.value);
-                let update = self.binary(update_op(r.op), "acc".into(), x, r.dtype);
+                let update = self.binary(r.op.combine(), "acc".into(), x, r.dtype);
                 let _ = writeln!(s, "                acc = {update};\n            }}");
                 self.store(s, k, 3);
             }
@@ -996,8 +1000,14 @@ impl Printer<'_> {
 
     /// The store of the kernel's value at the current output point.
     fn store(&mut self, s: &mut String, k: &Kernel, depth: usize) {
-        let out = self.p.buffer(k.out);
         let v = self.expr(&k.value);
+        self.store_value(s, k, v, depth);
+    }
+
+    /// The store of `v` (a compute-type value of the output's dtype) at the
+    /// current output point.
+    fn store_value(&mut self, s: &mut String, k: &Kernel, v: String, depth: usize) {
+        let out = self.p.buffer(k.out);
         let stored = match out.dtype {
             DType::F16 => self.call("tgc_f32_to_f16", &[v]),
             DType::BF16 => self.call("tgc_f32_to_bf16", &[v]),
@@ -1015,6 +1025,147 @@ impl Printer<'_> {
         } else {
             index.clone()
         }
+    }
+
+    /// A scan kernel ([`Scan`], the block order of `loop_ir`): `NAME_part`
+    /// runs the items `[pk_lo, pk_hi)` of (row, block) pairs — a row being
+    /// a point of the loops other than the scanned one — either folding
+    /// each block into its total (`pk_store == 0`) or folding it again and
+    /// storing `carry ⊕ prefix`; `NAME` runs the first pass and the scan of
+    /// the block totals only when a row has more than one block, then the
+    /// storing pass, each on `rt`'s pool in parts of about
+    /// [`MIN_TASK_POINTS`] points. It returns 1 when the totals cannot be
+    /// allocated.
+    fn scan(&mut self, s: &mut String, k: &Kernel, sc: &Scan, symbol: &str) {
+        let p = self.p;
+        let name = format!("tgc_{}_{symbol}", k.name);
+        let (bufs, syms) = ctx_fields(p, &[k], &[]);
+        let mut params = kernel_params(&bufs, &syms);
+        let ty = compute_ty(sc.dtype);
+        let (a, block) = (sc.axis, SCAN_BLOCK);
+        let extent = dim(&k.loops[a], Lang::C);
+        let rows: Vec<usize> = (0..k.loops.len()).filter(|&v| v != a).collect();
+        let init = self.literal(sc.op.identity(sc.dtype), sc.dtype);
+        let mut part = params.clone();
+        part.extend([
+            format!("{ty}* restrict pk_carry"),
+            "const int64_t pk_nb".into(),
+            "const int64_t pk_lo".into(),
+            "const int64_t pk_hi".into(),
+            "const int pk_store".into(),
+        ]);
+        let _ = writeln!(
+            s,
+            "TGC_CLONES static void {name}_part({})
+{{",
+            part.join(", ")
+        );
+        for (_, n) in &syms {
+            let _ = writeln!(s, "    (void){n};");
+        }
+        let _ = writeln!(s, "    for (int64_t pk_t = pk_lo; pk_t < pk_hi; pk_t += 1) {{");
+        if !rows.is_empty() {
+            decode(s, k, "pk_t / pk_nb", &rows, 2);
+        }
+        let _ = writeln!(
+            s,
+            "        const int64_t pk_b = pk_t % pk_nb;
+        const int64_t pk_end = (pk_b + 1) * {block} < {extent} ? (pk_b + 1) * {block} : {extent};
+        {ty} acc = {init};
+        if (pk_store) {{
+            for (int64_t i{a} = pk_b * {block}; i{a} < pk_end; i{a} += 1) {{"
+        );
+        let x = self.expr(&k.value);
+        let update = self.binary(sc.op.combine(), "acc".into(), x, sc.dtype);
+        let _ = writeln!(s, "                acc = {update};");
+        let carried = self.binary(sc.op.combine(), "pk_carry[pk_t]".into(), "acc".into(), sc.dtype);
+        self.store_value(s, k, format!("(pk_b > 0 ? {carried} : acc)"), 4);
+        let _ = writeln!(
+            s,
+            "            }}
+        }} else {{
+            for (int64_t i{a} = pk_b * {block}; i{a} < pk_end; i{a} += 1) {{
+                acc = {update};
+            }}
+            pk_carry[pk_t] = acc;
+        }}
+    }}
+}}
+"
+        );
+        ctx_struct(
+            s,
+            &name,
+            &bufs,
+            &syms,
+            &format!(
+                "    {ty}* pk_carry;
+    int64_t pk_nb;
+    int64_t pk_n;
+    int64_t nt;
+    int pk_store;
+"
+            ),
+        );
+        let direct: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        let from_ctx: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| format!("pk_ctx->{n}")).collect();
+        let _ = writeln!(
+            s,
+            "static void {name}_task(void* pk_vctx, int64_t pk_t)
+{{
+    const struct {name}_ctx* pk_ctx = (const struct {name}_ctx*)pk_vctx;
+    {name}_part({}, pk_ctx->pk_carry, pk_ctx->pk_nb, pk_ctx->pk_n * pk_t / pk_ctx->nt,
+        pk_ctx->pk_n * (pk_t + 1) / pk_ctx->nt, pk_ctx->pk_store);
+}}
+",
+            from_ctx.join(", ")
+        );
+        params.push("const tgc_rt* rt".into());
+        let rows_ext = dim(&Dim::product(&rows.iter().map(|&v| k.loops[v].clone()).collect::<Vec<_>>()), Lang::C);
+        let fold = self.binary(sc.op.combine(), "pk_c".into(), "pk_total".into(), sc.dtype);
+        let _ = writeln!(
+            s,
+            "static int32_t {name}({})
+{{
+    struct {name}_ctx pk_ctx;",
+            params.join(", ")
+        );
+        for n in &direct {
+            let _ = writeln!(s, "    pk_ctx.{n} = {n};");
+        }
+        let _ = writeln!(
+            s,
+            "    const int64_t pk_e = {extent};
+    const int64_t pk_rows = {rows_ext};
+    pk_ctx.pk_nb = (pk_e + {block} - 1) / {block};
+    pk_ctx.pk_n = pk_rows * pk_ctx.pk_nb;
+    pk_ctx.pk_carry = NULL;
+    /* About {MIN_TASK_POINTS} points a part, at most one part a thread. */
+    pk_ctx.nt = pk_rows * pk_e / {MIN_TASK_POINTS};
+    if (pk_ctx.nt > rt->threads) pk_ctx.nt = rt->threads;
+    if (pk_ctx.nt > pk_ctx.pk_n) pk_ctx.nt = pk_ctx.pk_n;
+    if (pk_ctx.nt < 1) pk_ctx.nt = 1;
+    if (pk_ctx.pk_nb > 1) {{
+        /* Block totals, then each row's exclusive scan of them: the carries. */
+        pk_ctx.pk_carry = ({ty}*)malloc((size_t)pk_ctx.pk_n * sizeof({ty}));
+        if (!pk_ctx.pk_carry) return 1;
+        pk_ctx.pk_store = 0;
+        rt->parallel_for(rt, pk_ctx.nt, {name}_task, &pk_ctx);
+        for (int64_t pk_r = 0; pk_r < pk_rows; pk_r += 1) {{
+            {ty} pk_c = {init};
+            for (int64_t pk_b = 0; pk_b < pk_ctx.pk_nb; pk_b += 1) {{
+                const {ty} pk_total = pk_ctx.pk_carry[pk_r * pk_ctx.pk_nb + pk_b];
+                pk_ctx.pk_carry[pk_r * pk_ctx.pk_nb + pk_b] = pk_c;
+                pk_c = {fold};
+            }}
+        }}
+    }}
+    pk_ctx.pk_store = 1;
+    rt->parallel_for(rt, pk_ctx.nt, {name}_task, &pk_ctx);
+    free(pk_ctx.pk_carry);
+    return 0;
+}}"
+        );
     }
 
     /// Prints `nest` at indentation `depth`, its points as [`Printer::point`].
@@ -1133,7 +1284,7 @@ impl Printer<'_> {
         }
         let v = k.loops.len() + outer.len();
         let x = self.expr(&r.value);
-        let update = self.binary(update_op(r.op), "acc_l[pk_l]".into(), x, r.dtype);
+        let update = self.binary(r.op.combine(), "acc_l[pk_l]".into(), x, r.dtype);
         lane_chunks(s, v, None, &dim(inner, Lang::C), lanes, d, &mut |s, d| {
             let _ = writeln!(s, "{:w$}acc_l[pk_l] = {update};", "", w = d * 4);
         });
@@ -1142,7 +1293,7 @@ impl Printer<'_> {
             let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
         }
         // The pairwise fold of the lanes ([`lanes`]'s rule).
-        let folded = self.binary(update_op(r.op), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
+        let folded = self.binary(r.op.combine(), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
         let _ = writeln!(
             s,
             "{:w$}for (int64_t pk_s = 1; pk_s < {lanes}; pk_s *= 2)
@@ -1297,15 +1448,6 @@ fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) 
             let e = dim(&packed::extent(k, &[v]), Lang::C);
             let _ = writeln!(s, "{:w$}const int64_t i{v} = pk_f{depth} % {e};\n{:w$}pk_f{depth} /= {e};", "", "");
         }
-    }
-}
-
-/// The binary op that folds one value into a `REDUCE` accumulator.
-fn update_op(op: ReduceOp) -> BinaryOp {
-    match op {
-        ReduceOp::Sum => BinaryOp::Add,
-        ReduceOp::Max => BinaryOp::Max,
-        ReduceOp::Min => BinaryOp::Min,
     }
 }
 
@@ -1484,8 +1626,9 @@ fn entry(p: &Program, symbol: &str) -> String {
         let (bufs, syms) = ctx_fields(p, &ks, local);
         let mut args: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
         let is_packed = packed::of(ks[0]).is_some();
-        let fails = is_packed || !local.is_empty();
-        if is_packed || rows::can_join(ks[0]) {
+        let is_scan = ks[0].scan.is_some();
+        let fails = is_packed || is_scan || !local.is_empty();
+        if is_packed || is_scan || rows::can_join(ks[0]) {
             uses_rt = true;
             args.push("rt".into());
         }

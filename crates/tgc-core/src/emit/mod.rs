@@ -224,6 +224,15 @@ fn kernel_summary(g: &Graph, p: &Program, k: &Kernel) -> String {
             r.dtype.json_name()
         ));
     }
+    if let Some(sc) = &k.scan {
+        s.push_str(&format!(
+            "; scans {} along i{} in {} in blocks of {}",
+            sc.op.name(),
+            sc.axis,
+            sc.dtype.json_name(),
+            crate::cpu::loop_ir::SCAN_BLOCK
+        ));
+    }
     for e in k.computed_at() {
         if let crate::cpu::Expr::Reduce { id, node, op, .. } = e {
             s.push_str(&format!("; recomputes {} {} at each read (acc{id}, no buffer)", label(*node), op.name()));

@@ -25,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role};
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, Scan, SCAN_BLOCK};
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
@@ -193,7 +193,7 @@ fn binary(op: BinaryOp, a: String, b: String, dt: DType) -> String {
 fn update(p: &Program, k: &Kernel, id: Option<u32>, op: ReduceOp, acc: String, value: &Expr, dt: DType) -> String {
     match packed::fused_factors(k, id, value) {
         Some((x, y)) => format!("{}.mul_add({}, {acc})", expr(p, x), expr(p, y)),
-        None => binary(update_op(op), acc, expr(p, value), dt),
+        None => binary(op.combine(), acc, expr(p, value), dt),
     }
 }
 
@@ -259,9 +259,10 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
     let used = k.symbols();
     params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
     let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
-    match packed::of(k) {
-        Some(c) => packed(&mut s, p, k, c, cp),
-        None => nest(&mut s, p, k, &k.nest(), 2),
+    match (packed::of(k), &k.scan) {
+        (Some(c), _) => packed(&mut s, p, k, c, cp),
+        (None, Some(sc)) => scan(&mut s, p, k, sc),
+        (None, None) => nest(&mut s, p, k, &k.nest(), 2),
     }
     let _ = writeln!(s, "    }}");
     s
@@ -370,7 +371,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             decode(s, k, "(pk_n0 + pk_g) / pk_w", out_n, 5);
             s.push_str("                    for pk_j in pk_g..pk_g + pk_w {\n");
             decode(s, k, "pk_j - pk_g", window, 6);
-            let update = binary(update_op(r.op), "acc".into(), expr(p, &r.value), r.dtype);
+            let update = binary(r.op.combine(), "acc".into(), expr(p, &r.value), r.dtype);
             let _ = writeln!(
                 s,
                 "                        let acc{id}: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];
@@ -495,11 +496,53 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
 
 /// The kernel's value at the current output point, converted to the output's storage type.
 fn stored(p: &Program, k: &Kernel) -> String {
+    to_storage(p, k, expr(p, &k.value))
+}
+
+/// `v`, a compute-type value of `k`'s output dtype, converted to its storage type.
+fn to_storage(p: &Program, k: &Kernel, v: String) -> String {
     let out = p.buffer(k.out);
-    let v = expr(p, &k.value);
     match out.dtype {
         DType::F16 | DType::BF16 => format!("{}::from_f32({v})", storage_ty(out.dtype)),
         _ => v,
+    }
+}
+
+/// The body of a scan kernel ([`Scan`]) in `loop_ir`'s block order, as
+/// `super::c` prints it, the blocks in turn on the caller's thread: per
+/// row (a point of the other loops), each block folded from the identity,
+/// its points stored as `carry ⊕ prefix` (the prefix alone in the first
+/// block), then the carry advanced by the block's total.
+fn scan(s: &mut String, p: &Program, k: &Kernel, sc: &Scan) {
+    let a = sc.axis;
+    let (ty, init) = (compute_ty(sc.dtype), literal(sc.op.identity(sc.dtype), sc.dtype));
+    let mut depth = 2;
+    for v in (0..k.loops.len()).filter(|&v| v != a) {
+        let _ = writeln!(s, "{:w$}for i{v} in 0i64..{} {{", "", dim(&k.loops[v], Lang::Rust), w = depth * 4);
+        depth += 1;
+    }
+    let e = dim(&k.loops[a], Lang::Rust);
+    let update = binary(sc.op.combine(), "acc".into(), expr(p, &k.value), sc.dtype);
+    let carried = binary(sc.op.combine(), "pk_c".into(), "acc".into(), sc.dtype);
+    let store = to_storage(p, k, format!("if pk_b > 0 {{ {carried} }} else {{ acc }}"));
+    let (out, at) = (&p.buffer(k.out).name, paren(aff(&k.store_index, Lang::Rust)));
+    for line in [
+        format!("let pk_e: i64 = {e};"),
+        format!("let mut pk_c: {ty} = {init};"),
+        format!("for pk_b in 0i64..(pk_e + {SCAN_BLOCK} - 1) / {SCAN_BLOCK} {{"),
+        format!("    let mut acc: {ty} = {init};"),
+        format!("    for i{a} in pk_b * {SCAN_BLOCK}..((pk_b + 1) * {SCAN_BLOCK}).min(pk_e) {{"),
+        format!("        acc = {update};"),
+        format!("        {out}[{at} as usize] = {store};"),
+        "    }".to_string(),
+        format!("    pk_c = {carried};"),
+        "}".to_string(),
+    ] {
+        let _ = writeln!(s, "{:w$}{line}", "", w = depth * 4);
+    }
+    while depth > 2 {
+        depth -= 1;
+        let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
     }
 }
 
@@ -620,7 +663,7 @@ fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth
     }
     let v = k.loops.len() + outer.len();
     let e = dim(inner, Lang::Rust);
-    let update = binary(update_op(r.op), "acc_l[pk_l]".into(), expr(p, &r.value), r.dtype);
+    let update = binary(r.op.combine(), "acc_l[pk_l]".into(), expr(p, &r.value), r.dtype);
     let w = d * 4;
     let _ = writeln!(
         s,
@@ -643,7 +686,7 @@ fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth
         let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
     }
     // The pairwise fold of the lanes ([`lanes`]'s rule).
-    let folded = binary(update_op(r.op), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
+    let folded = binary(r.op.combine(), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
     let _ = writeln!(
         s,
         "{:w$}let mut pk_s = 1usize;
@@ -663,15 +706,6 @@ fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth
         w = depth * 4
     );
     let _ = writeln!(s, "{:w$}let acc: {ty} = acc_l[0];", "", w = depth * 4);
-}
-
-/// The binary op that folds one value into a `REDUCE` accumulator.
-fn update_op(op: ReduceOp) -> BinaryOp {
-    match op {
-        ReduceOp::Sum => BinaryOp::Add,
-        ReduceOp::Max => BinaryOp::Max,
-        ReduceOp::Min => BinaryOp::Min,
-    }
 }
 
 /// Nested helper functions, emitted when used: NaN-propagating max/min and
@@ -700,6 +734,8 @@ const FLOAT_HELPERS: [(&str, &str); 5] = [
 fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
     let mut out = BTreeSet::new();
     let float = |dt: DType| matches!(dt, DType::F16 | DType::BF16 | DType::F32);
+    // The folds of reductions and scans: `(op, accumulator dtype)`.
+    let mut folds: Vec<(ReduceOp, DType)> = Vec::new();
     for k in &p.kernels {
         let mut visit = |e: &Expr| match e {
             Expr::Unary { op: UnaryOp::Relu, x } if float(x.dtype()) => {
@@ -717,26 +753,25 @@ fn float_helpers(p: &Program) -> BTreeSet<&'static str> {
             Expr::Binary { op: BinaryOp::Min, a, .. } if float(a.dtype()) => {
                 out.insert("min_f32");
             }
-            Expr::Reduce { op: ReduceOp::Max, dtype, .. } if float(*dtype) => {
-                out.insert("max_f32");
-            }
-            Expr::Reduce { op: ReduceOp::Min, dtype, .. } if float(*dtype) => {
-                out.insert("min_f32");
-            }
+            Expr::Reduce { op, dtype, .. } => folds.push((*op, *dtype)),
             _ => {}
         };
         k.value.walk(&mut visit);
         if let Some(r) = &k.reduce {
             r.value.walk(&mut visit);
-            match r.op {
-                ReduceOp::Max if float(r.dtype) => {
-                    out.insert("max_f32");
-                }
-                ReduceOp::Min if float(r.dtype) => {
-                    out.insert("min_f32");
-                }
-                _ => {}
+            folds.push((r.op, r.dtype));
+        }
+        folds.extend(k.scan.iter().map(|sc| (sc.op, sc.dtype)));
+    }
+    for (op, dt) in folds {
+        match op {
+            ReduceOp::Max if float(dt) => {
+                out.insert("max_f32");
             }
+            ReduceOp::Min if float(dt) => {
+                out.insert("min_f32");
+            }
+            _ => {}
         }
     }
     out

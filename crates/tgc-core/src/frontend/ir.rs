@@ -244,6 +244,7 @@ impl BinaryFn {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceFn {
     Sum,
+    Prod,
     Max,
     Min,
     Mean,
@@ -253,6 +254,7 @@ impl ReduceFn {
     pub fn name(self) -> &'static str {
         match self {
             ReduceFn::Sum => "sum",
+            ReduceFn::Prod => "prod",
             ReduceFn::Max => "max",
             ReduceFn::Min => "min",
             ReduceFn::Mean => "mean",
@@ -375,6 +377,15 @@ pub enum FOp {
         axes: Option<Vec<AxisRef>>,
         keepdim: bool,
         acc: Option<DType>,
+    },
+    /// `cumsum`, `cumprod`, `cummax`, `cummin` along `axis` (`op` is never
+    /// `Mean`): a `SCAN`, `FLIP`ped around for `reverse`, shifted by one
+    /// (`PAD` with the identity, `SHRINK`) for `exclusive`.
+    Scan {
+        op: ReduceFn,
+        axis: i64,
+        exclusive: bool,
+        reverse: bool,
     },
     Movement(Movement),
     Pieces(Pieces),
@@ -525,6 +536,7 @@ impl FOp {
             FOp::Pieces(Pieces::Chunk { .. }) => "chunk".into(),
             FOp::Gather { .. } => "gather".into(),
             FOp::Take { .. } => "take".into(),
+            FOp::Scan { op, .. } => format!("cum{}", op.name()),
             FOp::Matmul => "matmul".into(),
             FOp::Conv { window, .. } => format!("conv{}d", window.rank()),
             FOp::ConvTranspose { window, .. } => format!("conv_transpose{}d", window.rank()),
@@ -608,6 +620,9 @@ impl FOp {
             }
             FOp::Softmax { axis } | FOp::LogSoftmax { axis } | FOp::Gather { axis } | FOp::Take { axis } => {
                 format!(" axis={axis}")
+            }
+            FOp::Scan { axis, exclusive, reverse, .. } => {
+                format!(" axis={axis} exclusive={exclusive} reverse={reverse}")
             }
             FOp::Clamp { min, max } => {
                 let bound = |k: &str, v: &Option<f64>| v.map(|v| format!(" {k}={v:?}")).unwrap_or_default();

@@ -70,6 +70,11 @@ const BUILTINS: &[(&str, &[&str], usize)] = &[
     ("max", &["x", "axes", "keepdim", "acc"], 1),
     ("min", &["x", "axes", "keepdim", "acc"], 1),
     ("mean", &["x", "axes", "keepdim", "acc"], 1),
+    ("prod", &["x", "axes", "keepdim", "acc"], 1),
+    ("cumsum", CUMULATIVE, 2),
+    ("cumprod", CUMULATIVE, 2),
+    ("cummax", CUMULATIVE, 2),
+    ("cummin", CUMULATIVE, 2),
     ("reshape", &["x", "shape"], 2),
     ("expand", &["x", "shape"], 2),
     ("permute", &["x", "perm"], 2),
@@ -110,6 +115,7 @@ const BUILTINS: &[(&str, &[&str], usize)] = &[
 // its 1-D, 2-D and 3-D names.
 const CONV: &[&str] = &["x", "w", "bias", "stride", "pad", "dilation", "groups"];
 const CONV_TRANSPOSE: &[&str] = &["x", "w", "bias", "stride", "pad", "output_padding", "groups", "dilation"];
+const CUMULATIVE: &[&str] = &["x", "axis", "exclusive", "reverse"];
 const MAXPOOL: &[&str] = &["x", "kernel", "stride", "pad", "dilation"];
 const AVGPOOL: &[&str] = &["x", "kernel", "stride", "pad", "count_include_pad"];
 
@@ -545,9 +551,10 @@ impl Resolver<'_> {
             }
             "where" => return Ok((FOp::Where, vec![s[0], s[1], s[2]])),
             "cast" => FOp::Cast { to: self.dtype(req(s, 1)?)? },
-            "sum" | "max" | "min" | "mean" => FOp::Reduce {
+            "sum" | "prod" | "max" | "min" | "mean" => FOp::Reduce {
                 op: match name {
                     "sum" => ReduceFn::Sum,
+                    "prod" => ReduceFn::Prod,
                     "max" => ReduceFn::Max,
                     "min" => ReduceFn::Min,
                     _ => ReduceFn::Mean,
@@ -555,6 +562,17 @@ impl Resolver<'_> {
                 axes: s[1].map(|e| self.axes(e)).transpose()?,
                 keepdim: s[2].map(|e| self.boolean(e)).transpose()?.unwrap_or(false),
                 acc: s[3].map(|e| self.dtype(e)).transpose()?,
+            },
+            "cumsum" | "cumprod" | "cummax" | "cummin" => FOp::Scan {
+                op: match name {
+                    "cumsum" => ReduceFn::Sum,
+                    "cumprod" => ReduceFn::Prod,
+                    "cummax" => ReduceFn::Max,
+                    _ => ReduceFn::Min,
+                },
+                axis: self.int(req(s, 1)?)?,
+                exclusive: s[2].map(|e| self.boolean(e)).transpose()?.unwrap_or(false),
+                reverse: s[3].map(|e| self.boolean(e)).transpose()?.unwrap_or(false),
             },
             "reshape" => FOp::Movement(Movement::Reshape { shape: self.dim_list(req(s, 1)?)? }),
             "expand" => FOp::Movement(Movement::Expand { shape: self.dim_list(req(s, 1)?)? }),

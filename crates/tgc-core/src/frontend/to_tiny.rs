@@ -373,6 +373,7 @@ impl Lowerer<'_> {
                 let ax = reduce::resolve_axes(g, x, axes.as_deref(), &dim_of)?;
                 reduce::reduce(g, *op, x, &ax, *keepdim, *acc)
             }
+            FOp::Scan { op, axis, exclusive, reverse } => reduce::scan(g, *op, x, *axis, *exclusive, *reverse),
             FOp::Movement(m) => movement::movement(g, x, &subst_movement(m, subst, sp)?),
             FOp::Matmul => contraction::matmul(g, x, more(0)?),
             FOp::Gather { axis } => movement::gather(g, x, more(0)?, *axis),

@@ -3,8 +3,9 @@
 //! movement ops (the frontend's `tile` and `reflect`/`edge` `pad` among them)
 //! from an `INPUT` and a second operand (another such chain, a
 //! broadcast `CONST`, or the first operand read again at a shifted index)
-//! feed a binary op or `CMPLT` + `WHERE`, followed by an optional `REDUCE`
-//! and an optional movement tail; sometimes the first operand is a second
+//! feed a binary op or `CMPLT` + `WHERE`, followed by an optional `SCAN`
+//! (sum, max or min along one axis), an optional `REDUCE` and an optional
+//! movement tail; sometimes the first operand is a second
 //! output.
 //!
 //! Shapes are concrete. The operand chains are drawn backwards from the
@@ -371,7 +372,8 @@ impl<E: Entropy> Gen<'_, E> {
     /// the scalars of [`Gen::scalar`] (multiples of 1/8, at most 3.125 in
     /// magnitude) every value a graph computes is exact in f32: one product
     /// is a multiple of 1/64 below 16 in magnitude, and a sum of at most [`MAX_NUMEL`]
-    /// of them needs 20 bits of mantissa, so no evaluator rounds.
+    /// of them needs 20 bits of mantissa — 23 after a `SCAN` along an axis
+    /// of at most [`MAX_TARGET_DIM`] — so no evaluator rounds.
     fn data(&mut self, n: usize) -> Vec<f64> {
         let data = &mut self.data;
         (0..n)
@@ -405,6 +407,11 @@ impl<E: Entropy> Gen<'_, E> {
             let op = self.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Max, BinaryOp::Min]);
             g.binary(op, a, b).map_err(err)?
         };
+        if self.chance(0.2) {
+            let op = self.pick(&[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]);
+            let axis = self.below(rank);
+            y = g.scan(y, op, axis).map_err(|e| format!("the builder rejects SCAN along {axis}: {e}"))?;
+        }
         if self.chance(0.65) {
             let op = self.pick(&[ReduceOp::Sum, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]);
             let mut axes = if self.chance(0.1) { self.permutation(rank) } else { self.subset(rank) };

@@ -19,7 +19,7 @@
 //! | `Epilogue` | the ops in `f32` on the accumulator, in place |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
-//! | `Compute`, `Accumulate`, `ShflBfly`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `cuda_simt.rs` (scalar C in `float`/`int`, `shfl.sync.bfly.b32`, `ld.global[.v2/.v4].b32`) |
+//! | `Compute`, `Accumulate`, `ShflBfly`, `ShflUpScan`, `ShflIdx`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `cuda_simt.rs` (scalar C in `float`/`int`, `shfl.sync.{bfly,up,idx}.b32`, `ld.global[.v2/.v4].b32`) |
 //!
 //! Invariants of the printed source:
 //!
@@ -864,6 +864,8 @@ impl<'k> Printer<'k> {
             Stmt::Compute { .. }
             | Stmt::Accumulate { .. }
             | Stmt::ShflBfly { .. }
+            | Stmt::ShflUpScan { .. }
+            | Stmt::ShflIdx { .. }
             | Stmt::StGlobal { .. }
             | Stmt::LdGlobalVec { .. } => self.simt_stmt(out, s, id, &tag, &pad)?,
         }

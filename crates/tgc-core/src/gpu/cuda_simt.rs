@@ -7,6 +7,8 @@
 //! | `Compute` | `r[i] = <expression>;` |
 //! | `Accumulate` | `acc[0] = acc[0] + v;` (`tgc_max_nan`/`tgc_min_nan` for MAX/MIN) |
 //! | `ShflBfly` | `shfl.sync.bfly.b32 d, a, lane_mask, 0x1f, 0xffffffff;` then the combine ("Data Movement and Conversion Instructions: shfl.sync") |
+//! | `ShflUpScan` | `shfl.sync.up.b32 d, a, delta, 0, 0xffffffff;` then the combine in lanes `≥ delta` (same section) |
+//! | `ShflIdx` | `shfl.sync.idx.b32 d, a, lane, 0x1f, 0xffffffff;` (same section) |
 //! | `StGlobal` | `if (pred) p[off] = <storage conversion>(r[i]);` |
 //! | `LdGlobalVec` | `ld.global[.v2/.v4].b32` into words, then widened ("Data Movement and Conversion Instructions: ld") |
 
@@ -50,6 +52,8 @@ pub(super) fn uses_simt(k: &Kernel) -> bool {
             Stmt::Compute { .. }
                 | Stmt::Accumulate { .. }
                 | Stmt::ShflBfly { .. }
+                | Stmt::ShflUpScan { .. }
+                | Stmt::ShflIdx { .. }
                 | Stmt::StGlobal { .. }
                 | Stmt::LdGlobalVec { .. }
         )
@@ -90,12 +94,18 @@ fn binary(op: BinaryOp, a: String, b: String, d: DType) -> Option<String> {
     })
 }
 
+/// A register's 32 bits for `shfl.sync` and the shuffled bits `tgc_o` read
+/// back as its compute type.
+fn shfl_bits(r: &str, dtype: DType) -> (String, String) {
+    if dtype.is_float() {
+        (format!("__float_as_uint({r})"), "__uint_as_float(tgc_o)".to_string())
+    } else {
+        (format!("(unsigned){r}"), "(int)tgc_o".to_string())
+    }
+}
+
 fn combine(op: ReduceOp, a: String, b: String, d: DType) -> Option<String> {
-    let bop = match op {
-        ReduceOp::Sum => BinaryOp::Add,
-        ReduceOp::Max => BinaryOp::Max,
-        ReduceOp::Min => BinaryOp::Min,
-    };
+    let bop = op.combine();
     binary(bop, a, b, d)
 }
 
@@ -240,11 +250,7 @@ impl Printer<'_> {
             }
             Stmt::ShflBfly { op, dtype, acc, lane_mask } => {
                 let r = self.kind_of(acc, *dtype, id)?;
-                let (bits, back) = if dtype.is_float() {
-                    (format!("__float_as_uint({r})"), "__uint_as_float(tgc_o)".to_string())
-                } else {
-                    (format!("(unsigned){r}"), "(int)tgc_o".to_string())
-                };
+                let (bits, back) = shfl_bits(&r, *dtype);
                 let c = combine(*op, r.clone(), back, *dtype)
                     .ok_or_else(|| self.err(id, Fault::BadValue, format!("{op:?} on {dtype}")))?;
                 writeln!(out, "{tag}{{ // warp butterfly, lane ^ {lane_mask}").unwrap();
@@ -255,6 +261,35 @@ impl Printer<'_> {
                 )
                 .unwrap();
                 writeln!(out, "{pad}    {r} = {c};").unwrap();
+                writeln!(out, "{pad}}}").unwrap();
+            }
+            Stmt::ShflUpScan { op, dtype, acc, delta } => {
+                let r = self.kind_of(acc, *dtype, id)?;
+                let (bits, back) = shfl_bits(&r, *dtype);
+                let c = combine(*op, back, r.clone(), *dtype)
+                    .ok_or_else(|| self.err(id, Fault::BadValue, format!("{op:?} on {dtype}")))?;
+                writeln!(out, "{tag}{{ // warp scan step, lane - {delta}").unwrap();
+                writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
+                writeln!(
+                    out,
+                    "{pad}    asm volatile(\"shfl.sync.up.b32 %0, %1, {delta}, 0, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}));"
+                )
+                .unwrap();
+                writeln!(out, "{pad}    if ((threadIdx.x & 31) >= {delta}) {r} = {c};").unwrap();
+                writeln!(out, "{pad}}}").unwrap();
+            }
+            Stmt::ShflIdx { dtype, dst, src, lane } => {
+                let d = self.kind_of(dst, *dtype, id)?;
+                let r = self.kind_of(src, *dtype, id)?;
+                let (bits, back) = shfl_bits(&r, *dtype);
+                writeln!(out, "{tag}{{ // warp broadcast of lane {lane}").unwrap();
+                writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
+                writeln!(
+                    out,
+                    "{pad}    asm volatile(\"shfl.sync.idx.b32 %0, %1, {lane}, 0x1f, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}));"
+                )
+                .unwrap();
+                writeln!(out, "{pad}    {d} = {back};").unwrap();
                 writeln!(out, "{pad}}}").unwrap();
             }
             Stmt::StGlobal { dst, src, dtype, pred } => {

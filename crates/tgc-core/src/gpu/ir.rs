@@ -14,7 +14,8 @@
 //! `griddepcontrol.wait`. The SIMT template ([`super::simt`]) adds scalar
 //! values computed in registers ([`ScalarExpr`], the mirror of
 //! `cpu::loop_ir::Expr`) with `Compute`, `Accumulate`, the warp butterfly
-//! `ShflBfly` (`shfl.sync.bfly`), scalar `StGlobal` and vector
+//! `ShflBfly` (`shfl.sync.bfly`), the warp scan's `ShflUpScan`
+//! (`shfl.sync.up`) and `ShflIdx` (`shfl.sync.idx`), scalar `StGlobal` and vector
 //! `LdGlobalVec`, and `i32` registers ([`RegKind::I32`]).
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
@@ -715,6 +716,17 @@ pub enum Stmt {
     /// the warp must execute it (the member mask is full), so it must not
     /// be under control that differs between the lanes of a warp.
     ShflBfly { op: ReduceOp, dtype: DType, acc: RegRef, lane_mask: u32 },
+    /// One step of a warp's inclusive scan (Hillis & Steele): `t =
+    /// shfl.sync.up.b32(acc, delta, 0, 0xffffffff)` (PTX ISA "shfl.sync",
+    /// mode `.up`: lane `l` reads lane `l - delta`), then the lanes `l ≥
+    /// delta` set `acc = op(t, acc)`, the combine as [`Stmt::Accumulate`]'s.
+    /// Steps with `delta` 1, 2, 4, 8, 16 leave lane `l` the combination of
+    /// lanes `0..=l`. Full member mask, as [`Stmt::ShflBfly`].
+    ShflUpScan { op: ReduceOp, dtype: DType, acc: RegRef, delta: u32 },
+    /// `dst = shfl.sync.idx.b32(src, lane, 0x1f, 0xffffffff)`: every lane
+    /// reads `src` of lane `lane` (a broadcast); both registers of `dtype`'s
+    /// compute kind. Full member mask, as [`Stmt::ShflBfly`].
+    ShflIdx { dtype: DType, dst: RegRef, src: RegRef, lane: u32 },
     /// `st.global` of one element: `src` (a register of `dtype`'s compute
     /// kind) converted to `dtype` (rounded for f16/bf16) at `dst`, when `pred`.
     StGlobal { dst: GlobalRef, src: RegRef, dtype: DType, pred: Expr },
@@ -765,16 +777,19 @@ impl Stmt {
             Stmt::Compute { .. } => "compute".into(),
             Stmt::Accumulate { op, .. } => format!("accumulate.{}", reduce_name(*op)),
             Stmt::ShflBfly { .. } => "shfl.sync.bfly.b32".into(),
+            Stmt::ShflUpScan { .. } => "shfl.sync.up.b32".into(),
+            Stmt::ShflIdx { .. } => "shfl.sync.idx.b32".into(),
             Stmt::StGlobal { .. } => "st.global".into(),
             Stmt::LdGlobalVec { dst, .. } => format!("ld.global.v{}", dst.len()),
         }
     }
 }
 
-/// The lower-case name of a reduction (`sum`, `max`, `min`).
+/// The lower-case name of a reduction (`sum`, `prod`, `max`, `min`).
 pub fn reduce_name(op: ReduceOp) -> &'static str {
     match op {
         ReduceOp::Sum => "sum",
+        ReduceOp::Prod => "prod",
         ReduceOp::Max => "max",
         ReduceOp::Min => "min",
     }

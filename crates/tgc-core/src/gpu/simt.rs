@@ -6,7 +6,7 @@
 //! [`lower_program`] lowers a graph with [`from_tiny::lower`] (regions,
 //! IndexBook subscripts, no strip-mining, row groups) and turns each row
 //! group into one [`ir::Kernel`] and each other [`loop_ir::Kernel`] into
-//! one, of four forms ([`Form`]):
+//! one, of five forms ([`Form`]):
 //!
 //! - [`Form::Elementwise`] (no reduction): one thread per output element.
 //!   Blocks of [`THREADS`] threads, at most [`MAX_BLOCKS`] blocks, and a
@@ -46,6 +46,9 @@
 //!   one thread per output element as `Elementwise`, running the reduce
 //!   loops serially in the CPU backend's order; a computed-at reduction is
 //!   recomputed, under its guard, before each update of the accumulator.
+//! - [`Form::Scan`] (a `SCAN`, [`loop_ir::Scan`]): a warp per row, the
+//!   row in chunks of 32 points scanned with `shfl.sync.up` and carried
+//!   from chunk to chunk with `shfl.sync.idx`.
 //!
 //! Numerics are the CPU backend's (`loop_ir` invariants): f32 compute for
 //! f16/bf16/f32 (16-bit values rounded at `CAST` and on store), wrapping
@@ -146,6 +149,19 @@ pub enum Form {
     /// FlashAttention-2 on `mma.sync`) for a whole graph that is one
     /// attention ([`lower_program_for`]).
     Attention,
+    /// A scan ([`loop_ir::Scan`]): one warp per row (a point of the loops
+    /// other than the scanned one), [`WARPS`] warps per block as
+    /// [`Form::WarpReduce`]. The warp walks its row 32 points at a time:
+    /// lane `l` takes point `32·c + l` of chunk `c` (the identity past the
+    /// end), five [`Stmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2,
+    /// 4, 8, 16) give every lane the prefix of the chunk up to it, the
+    /// carry of the chunks before is combined in, the lanes inside the row
+    /// store, and lane 31's value ([`Stmt::ShflIdx`]) is the next carry.
+    /// The running value stays in f32 for f16/bf16 (as the CPU's
+    /// accumulator), rounded only when stored. A row's order is that of
+    /// the chunks, so float sums differ from the CPU's by rounding; MAX and
+    /// MIN are exact.
+    Scan,
 }
 
 impl Form {
@@ -153,7 +169,7 @@ impl Form {
     pub fn tensor_cores(self) -> bool {
         match self {
             Form::Gemm | Form::Attention => true,
-            Form::Elementwise | Form::WarpReduce | Form::Serial | Form::Rows => false,
+            Form::Elementwise | Form::WarpReduce | Form::Serial | Form::Rows | Form::Scan => false,
         }
     }
 }
@@ -545,6 +561,9 @@ pub fn lower_program_noting(
 
 /// The form [`lower_program`] gives a kernel.
 pub fn form_of(k: &loop_ir::Kernel) -> Form {
+    if k.scan.is_some() {
+        return Form::Scan;
+    }
     match &k.reduce {
         None => Form::Elementwise,
         Some(_) if !k.computed_at().is_empty() => Form::Serial,
@@ -754,9 +773,16 @@ impl<'p> Builder<'p> {
     /// `Let`s binding loop variables `first..first + extents.len()` to the
     /// row-major multi-index of `flat` over `extents`.
     fn unflatten(&mut self, flat: Expr, first: u32, extents: &[SymDim], out: &mut Vec<Stmt>) -> DResult<()> {
+        let vars: Vec<u32> = (0..extents.len() as u32).map(|j| first + j).collect();
+        self.unflatten_vars(flat, &vars, extents, out)
+    }
+
+    /// [`Builder::unflatten`] binding the loop variables `vars` (one per
+    /// extent, outermost first).
+    fn unflatten_vars(&mut self, flat: Expr, vars: &[u32], extents: &[SymDim], out: &mut Vec<Stmt>) -> DResult<()> {
         let mut rest = flat;
         for (j, e) in extents.iter().enumerate().rev() {
-            let v = first + j as u32;
+            let v = vars[j];
             let var = self.var(&format!("i{v}"));
             let value = if j == 0 { rest.clone() } else { rest.clone() % self.dim(e)? };
             out.push(Stmt::Let { var, value });
@@ -930,6 +956,65 @@ impl<'p> Builder<'p> {
             out.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
         }
         Ok(())
+    }
+
+    /// The body of a [`Form::Scan`] kernel (its launch shape set here).
+    fn warp_scan(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan) -> DResult<Vec<Stmt>> {
+        let a = sc.axis;
+        let rows: Vec<u32> = (0..lk.loops.len() as u32).filter(|&v| v != a as u32).collect();
+        let extents: Vec<SymDim> = rows.iter().map(|&v| lk.loops[v as usize].clone()).collect();
+        let nrows = product(extents.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
+        self.k.block = [32, WARPS, 1];
+        self.k.min_blocks_per_sm = Some(1);
+        self.k.grid = [ceil_div(nrows.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
+        // The running value in the accumulator's compute type, f32 for
+        // f16/bf16 (read back without rounding).
+        let dt = if sc.dtype.is_float() { DType::F32 } else { sc.dtype };
+        let identity = ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt };
+        let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
+        let row = self.var("row");
+        let mut point = Vec::new();
+        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut point)?;
+        point.push(Stmt::Compute { dst: carry.clone(), value: identity.clone() });
+        let e = self.dim(&lk.loops[a])?;
+        let (c, i) = (self.var("chunk"), self.var(&format!("i{a}")));
+        self.loop_vars.insert(a as u32, Expr::Var(i));
+        let inside = Expr::Var(i).lt(e.clone());
+        let value = match self.scalar(&lk.value)? {
+            x if x.dtype() == dt => x,
+            x => ScalarExpr::Cast { to: dt, x: Box::new(x) },
+        };
+        let mut chunk = vec![
+            Stmt::Let { var: i, value: Expr::Var(c) * Expr::c(32) + Expr::ThreadIdx(Dim::X) },
+            Stmt::Compute { dst: v.clone(), value: identity },
+            Stmt::If {
+                cond: inside.clone(),
+                then: vec![Stmt::Compute { dst: v.clone(), value }],
+                otherwise: Vec::new(),
+            },
+        ];
+        chunk.extend([1, 2, 4, 8, 16].map(|delta| Stmt::ShflUpScan { op: sc.op, dtype: dt, acc: v.clone(), delta }));
+        chunk.push(Stmt::Accumulate {
+            op: sc.op,
+            dtype: dt,
+            acc: v.clone(),
+            value: ScalarExpr::Reg { reg: carry.clone(), dtype: dt },
+        });
+        let store = self.store_reg(lk, v.clone(), &BTreeMap::new())?;
+        chunk.push(Stmt::If { cond: inside, then: vec![store], otherwise: Vec::new() });
+        chunk.push(Stmt::ShflIdx { dtype: dt, dst: carry, src: v, lane: 31 });
+        point.push(Stmt::For {
+            var: c,
+            start: Expr::c(0),
+            end: ceil_div(e, Expr::c(32)),
+            step: 1,
+            unroll: false,
+            body: chunk,
+        });
+        Ok(vec![
+            Stmt::Let { var: row, value: Expr::BlockIdx(Dim::X) * Expr::c(WARPS as i64) + Expr::ThreadIdx(Dim::Y) },
+            Stmt::If { cond: Expr::Var(row).lt(nrows), then: point, otherwise: Vec::new() },
+        ])
     }
 
     /// One `ld.shared` of element `index` of `buf`'s row (a [`Form::Rows`]
@@ -1511,6 +1596,10 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
         Form::Gemm | Form::Attention | Form::Rows => return Err(diag!(Internal, "form_of never chooses {form:?}")),
+        Form::Scan => {
+            let sc = lk.scan.as_ref().ok_or_else(|| diag!(Internal, "a scan kernel without its scan"))?;
+            b.warp_scan(lk, sc)?
+        }
         Form::Elementwise | Form::Serial => {
             let out = p.buffer(lk.out);
             let vec = if vectorisable(lk, out) { VEC } else { 1 };

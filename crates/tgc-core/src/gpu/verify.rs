@@ -23,7 +23,7 @@
 //!   (`FragmentShape`).
 //! - SIMT statements: `Compute`/`Accumulate`/`StGlobal`/`LdGlobalVec`
 //!   registers have their value's compute kind ([`compute_kind`]);
-//!   `ShflBfly` (full member mask) is not under an `If` or `For` whose
+//!   `ShflBfly`, `ShflUpScan` and `ShflIdx` (full member mask) are not under an `If` or `For` whose
 //!   condition or bounds may differ between the lanes of one warp (a
 //!   finer rule than the CTA-wide one: with `block.x` a multiple of 32,
 //!   `threadIdx.y` is the same in a whole warp) (`Divergence`).
@@ -198,6 +198,16 @@ impl Verifier<'_> {
         });
         for m in errs {
             self.errs.push(GpuError::new(Fault::BadId, s, m));
+        }
+    }
+
+    /// A `Divergence` fault when statement `s`, a `shfl.sync` with the full
+    /// member mask (`what`), is under control that differs between the
+    /// lanes of a warp.
+    fn full_mask(&mut self, s: u32, what: &str) {
+        if self.lane_divergent > 0 {
+            let msg = format!("{what} (full member mask) under control that differs between the lanes of a warp");
+            self.err(Fault::Divergence, s, msg);
         }
     }
 
@@ -532,11 +542,22 @@ impl Verifier<'_> {
                 if *lane_mask >= 32 {
                     self.err(Fault::BadValue, s, format!("lane mask {lane_mask} is not a lane (0 to 31)"));
                 }
-                if self.lane_divergent > 0 {
-                    let msg =
-                        "shfl.sync.bfly (full member mask) under control that differs between the lanes of a warp";
-                    self.err(Fault::Divergence, s, msg.into());
+                self.full_mask(s, "shfl.sync.bfly");
+            }
+            Stmt::ShflUpScan { dtype, acc, delta, .. } => {
+                self.reg(acc, compute_kind(*dtype), scope, s, "scanned");
+                if !(1..32).contains(delta) {
+                    self.err(Fault::BadValue, s, format!("shfl.sync.up delta {delta} (1 to 31)"));
                 }
+                self.full_mask(s, "shfl.sync.up");
+            }
+            Stmt::ShflIdx { dtype, dst, src, lane } => {
+                self.reg(dst, compute_kind(*dtype), scope, s, "broadcast destination");
+                self.reg(src, compute_kind(*dtype), scope, s, "broadcast source");
+                if *lane >= 32 {
+                    self.err(Fault::BadValue, s, format!("lane {lane} is not a lane (0 to 31)"));
+                }
+                self.full_mask(s, "shfl.sync.idx");
             }
             Stmt::StGlobal { dst, src, dtype, pred } => {
                 self.global(dst, scope, s);

@@ -303,6 +303,20 @@ impl Kernel {
                     reduce_name(*op),
                     dtype.dsl_name()
                 )?,
+                Stmt::ShflUpScan { op, dtype, acc, delta } => writeln!(
+                    f,
+                    "{} = {}.{}(shfl.sync.up.b32({0}, {delta}), {0}) if lane >= {delta}",
+                    self.reg_text(acc),
+                    reduce_name(*op),
+                    dtype.dsl_name()
+                )?,
+                Stmt::ShflIdx { dtype, dst, src, lane } => writeln!(
+                    f,
+                    "{} = shfl.sync.idx.b32.{}({}, {lane})",
+                    self.reg_text(dst),
+                    dtype.dsl_name(),
+                    self.reg_text(src)
+                )?,
                 Stmt::StGlobal { dst, src, dtype, pred } => writeln!(
                     f,
                     "st.global.{} {}, {} if {}",

@@ -6,6 +6,7 @@
 //! | `INPUT`, `CONST` | none: fresh `iter` axes |
 //! | unary, `CAST`, binary, `WHERE` | identity (Tiny operands have identical shapes) |
 //! | `GATHER` | identity to its index; none to its `x` (a data-dependent read) |
+//! | `SCAN` | identity: the point it folds in (the fold along the axis is the op's) |
 //! | `PERMUTE perm` | component `perm[k]` is `i_k` |
 //! | `RESHAPE` | linearise → re-decompose per group of equal products (`reshape.rs`) |
 //! | `EXPAND` | `0` on size-1 source axes, `i_k` elsewhere |
@@ -57,7 +58,7 @@ fn node_info(g: &Graph, done: &[IndexInfo], id: NodeId) -> DResult<IndexInfo> {
     let mut reduce_axes = Vec::new();
     let inputs: Vec<Access> = match &n.op {
         Op::Input { .. } | Op::Const { .. } => Vec::new(),
-        Op::Unary(_) | Op::Cast | Op::Binary(_) | Op::Where | Op::Gather { .. } => {
+        Op::Unary(_) | Op::Cast | Op::Binary(_) | Op::Where | Op::Gather { .. } | Op::Scan { .. } => {
             let mut out: Vec<Access> = Vec::new();
             for &s in super::indexed_sources(n) {
                 if !out.iter().any(|a| a.src == s) {

@@ -54,6 +54,9 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
         // `000` §1.3 invariant 5: a data-dependent read is Non-SCoP.
         let texts = match n.op {
             Op::Gather { .. } => Err("GATHER reads its x at a data-dependent position (not affine)".to_string()),
+            Op::Scan { axis, .. } => {
+                Err(format!("SCAN reads its own previous point along axis {axis} (a recurrence, not modelled)"))
+            }
             _ => ScopText::new(info, &names[id.index()], &names, &params),
         };
         let body = match texts {
@@ -154,6 +157,7 @@ fn kind_of(op: &Op) -> BlockKind {
     match op {
         Op::Input { .. } | Op::Const { .. } => BlockKind::Leaf,
         Op::Reduce { .. } => BlockKind::Reduce,
+        Op::Scan { .. } => BlockKind::Scan,
         op if op.is_movement() => BlockKind::MovementAffine,
         _ => BlockKind::Ewise,
     }

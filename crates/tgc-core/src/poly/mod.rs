@@ -113,6 +113,9 @@ pub enum BlockKind {
     Reduce,
     MovementAffine,
     ContractionPattern,
+    /// A `SCAN`: each point folds its source's point into the scan's own
+    /// previous point along the axis.
+    Scan,
 }
 
 impl BlockKind {
@@ -124,14 +127,22 @@ impl BlockKind {
             BlockKind::Reduce => "reduce",
             BlockKind::MovementAffine => "movement_affine",
             BlockKind::ContractionPattern => "contraction_pattern",
+            BlockKind::Scan => "scan",
         }
     }
 
     /// The inverse of [`BlockKind::name`].
     pub fn from_name(s: &str) -> Option<BlockKind> {
-        [BlockKind::Leaf, BlockKind::Ewise, BlockKind::Reduce, BlockKind::MovementAffine, BlockKind::ContractionPattern]
-            .into_iter()
-            .find(|k| k.name() == s)
+        [
+            BlockKind::Leaf,
+            BlockKind::Ewise,
+            BlockKind::Reduce,
+            BlockKind::MovementAffine,
+            BlockKind::ContractionPattern,
+            BlockKind::Scan,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
     }
 }
 

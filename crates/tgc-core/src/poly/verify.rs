@@ -83,6 +83,7 @@ fn block(
         Op::Input { .. } | Op::Const { .. } => vec![BlockKind::Leaf],
         Op::Reduce { .. } if contraction_op => vec![BlockKind::Reduce, BlockKind::ContractionPattern],
         Op::Reduce { .. } => vec![BlockKind::Reduce],
+        Op::Scan { .. } => vec![BlockKind::Scan],
         op if op.is_movement() => vec![BlockKind::MovementAffine],
         _ => vec![BlockKind::Ewise],
     };

@@ -161,6 +161,8 @@ fn compute_region(
     let how = |v: NodeId| {
         if Some(v) == reduce {
             How::Accumulate
+        } else if matches!(g.node(v).op, tiny::Op::Scan { .. }) {
+            How::Scan
         } else if fused.iter().any(|x| x.producer == v) {
             How::ComputeAt
         } else {

@@ -9,7 +9,8 @@
 //!   output, an element-wise value or a `GATHER` with more than one reader,
 //!   the `x` a `GATHER` reads (at a data-dependent position: no index map
 //!   composes into it, so it is read from a buffer in its own row-major
-//!   layout), or a `REDUCE` that is not fused (below). Readers are counted with multiplicity and
+//!   layout), a `SCAN` (a kernel of its own: its fold runs along an axis
+//!   of its own output), or a `REDUCE` that is not fused (below). Readers are counted with multiplicity and
 //!   through movement nodes: a value read by a `RESHAPE` that two nodes read
 //!   has two readers;
 //! - with [`Grouping::store_operands`] (the GPU's tensor-core templates,
@@ -138,7 +139,10 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         .map(|id| {
             let i = id.index();
             let op = &g.node(id).op;
-            live[i] && (is_output[i] || matches!(op, Op::Input { .. }) || (pointwise(op) && readers[i] > 1))
+            live[i]
+                && (is_output[i]
+                    || matches!(op, Op::Input { .. } | Op::Scan { .. })
+                    || (pointwise(op) && readers[i] > 1))
         })
         .collect();
     for id in g.ids() {
@@ -190,7 +194,7 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         let below = node.src.iter().map(|s| depth[s.index()]).max().unwrap_or(0);
         depth[i] = match &node.op {
             _ if materialised[i] => 0,
-            Op::Input { .. } | Op::Const { .. } | Op::Reduce { .. } => 0,
+            Op::Input { .. } | Op::Const { .. } | Op::Reduce { .. } | Op::Scan { .. } => 0,
             op if op.is_movement() => below,
             _ if below >= MAX_INLINE_DEPTH && live[i] => {
                 materialised[i] = true;

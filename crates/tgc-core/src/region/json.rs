@@ -101,6 +101,7 @@ pub fn to_json(g: &Graph, rs: &Regions) -> String {
                         How::Inline => "inline",
                         How::Accumulate => "accumulate",
                         How::ComputeAt => "compute_at",
+                        How::Scan => "scan",
                     };
                     json!({
                         "let": label(l.node),

@@ -15,7 +15,9 @@
 //!   consumer-driven nest): its reduction is re-run, in its own register, at
 //!   every point where the accumulator's value reads it; a [`LocalEdge`]
 //!   records the edge, its Poly Core buffer and halo for the plan
-//!   (`000` §4.1 step 6). Every other let is inlined ([`How::Inline`]).
+//!   (`000` §4.1 step 6). A `SCAN` root is the region's running fold
+//!   ([`How::Scan`]; such a region has no accumulator). Every other let is
+//!   inlined ([`How::Inline`]).
 //!
 //!   Trade-off of compute-at by recompute: the producer's buffer and its
 //!   write-back and read-back are gone, but every read re-runs its
@@ -112,6 +114,9 @@ pub enum How {
     Accumulate,
     /// A `REDUCE` re-run at each read of it by the accumulator's value.
     ComputeAt,
+    /// The region's running fold (its `SCAN` root): one accumulator per
+    /// row along the scanned axis, stored at every point.
+    Scan,
 }
 
 /// `let v = op(...)` of a region's body.

@@ -52,6 +52,7 @@ pub fn dump(g: &Graph, rs: &Regions) -> String {
                 How::Inline => "",
                 How::Accumulate => " accumulate",
                 How::ComputeAt => " compute_at",
+                How::Scan => " scan",
             };
             let _ = writeln!(s, "  let {} = {}({})  {m}{how}", n.label, n.op.name(), srcs.join(", "));
         }

@@ -88,6 +88,10 @@ pub fn verify(g: &Graph, rs: &Regions) -> Vec<Diagnostic> {
                 How::Inline => {}
                 How::Accumulate if !is_reduce => bad(&mut errs, name, Some(l.node), "accumulates a non-REDUCE".into()),
                 How::Accumulate => {}
+                How::Scan if !matches!(node.op, Op::Scan { .. }) || j != last => {
+                    bad(&mut errs, name, Some(l.node), "a scan let that is not a SCAN root".into())
+                }
+                How::Scan => {}
                 How::ComputeAt => {
                     let acc = r.accumulator();
                     let edge = r.local_edges.iter().any(|e| e.producer == l.node && Some(e.consumer) == acc);

@@ -268,6 +268,11 @@ impl Graph {
         self.push(Op::Gather { axis }, vec![x, index], None, None)
     }
 
+    /// `SCAN` ([`Op::Scan`]): the inclusive prefix of `op` along `axis`.
+    pub fn scan(&mut self, x: NodeId, op: ReduceOp, axis: usize) -> DResult<NodeId> {
+        self.push(Op::Scan { op, axis }, vec![x], None, None)
+    }
+
     pub fn view(&mut self, x: NodeId, shape: &[Dim], map: &[AffExpr]) -> DResult<NodeId> {
         self.push(Op::View { map: map.to_vec() }, vec![x], None, Some(shape))
     }

@@ -216,6 +216,14 @@ pub fn infer(
             let shape = x.shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d.clone()).collect();
             TensorType { dtype: acc, shape }
         }
+        Op::Scan { axis, .. } => {
+            let x = srcs[0];
+            check_axes(&[*axis], x.shape.len(), "SCAN")?;
+            if x.dtype == DType::Bool {
+                return Err(diag!(DTypeMismatch, "SCAN of bool: cast to i32 first"));
+            }
+            x.clone()
+        }
         Op::Reshape => {
             let x = srcs[0];
             let to = need_shape()?;

@@ -75,6 +75,7 @@ fn attrs(op: &Op) -> String {
         Op::Flip { axes } => format!("axes={}", list(axes)),
         Op::View { map } => format!("map={}", list::<AffExpr>(map)),
         Op::Gather { axis } => format!("axis={axis}"),
+        Op::Scan { op, axis } => format!("{} axis={axis}", op.name()),
         _ => String::new(),
     }
 }

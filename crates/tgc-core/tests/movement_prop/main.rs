@@ -73,6 +73,7 @@ const MUST_COVER: &[&str] = &[
     "REDUCE SUM",
     "REDUCE MAX",
     "REDUCE MIN",
+    "SCAN",
     "two outputs",
     "fan-out",
 ];
@@ -268,6 +269,7 @@ fn tally(g: &Graph, dtype: DType, counts: &mut BTreeMap<&'static str, usize>) {
                     seen.push("pad edge");
                 }
             }
+            Op::Scan { .. } => seen.push("SCAN"),
             Op::Reduce { op, .. } => seen.push(match op.name() {
                 "SUM" => "REDUCE SUM",
                 "MAX" => "REDUCE MAX",

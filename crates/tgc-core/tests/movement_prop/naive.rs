@@ -113,6 +113,7 @@ fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<f
             }
         }
         Op::Reduce { op, axes } => round(reduce(*op, axes, src(0), idx), n.ty.dtype)?,
+        Op::Scan { op, axis } => round(scan(*op, *axis, src(0), idx), n.ty.dtype)?,
         // `x` at `idx` with axis `axis` replaced by the index value: a
         // negative one counts from the end, then it is clamped into the axis.
         Op::Gather { axis } => {
@@ -145,21 +146,41 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> f64 {
         j[k] = idx[o];
     }
     let extents: Vec<usize> = axes.iter().map(|&k| x.shape[k]).collect();
-    let mut acc = match op {
-        ReduceOp::Sum => 0.0,
-        ReduceOp::Max => f64::NEG_INFINITY,
-        ReduceOp::Min => f64::INFINITY,
-    };
+    let mut acc = identity(op);
     for r in 0..extents.iter().product() {
         for (&k, t) in axes.iter().zip(unravel(r, &extents)) {
             j[k] = t;
         }
-        let v = x.at(&j);
-        acc = match op {
-            ReduceOp::Sum => acc + v,
-            ReduceOp::Max => acc.max(v),
-            ReduceOp::Min => acc.min(v),
-        };
+        acc = fold(op, acc, x.at(&j));
+    }
+    acc
+}
+
+fn identity(op: ReduceOp) -> f64 {
+    match op {
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Prod => 1.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+    }
+}
+
+fn fold(op: ReduceOp, acc: f64, v: f64) -> f64 {
+    match op {
+        ReduceOp::Sum => acc + v,
+        ReduceOp::Prod => acc * v,
+        ReduceOp::Max => acc.max(v),
+        ReduceOp::Min => acc.min(v),
+    }
+}
+
+/// `SCAN` at `idx`: the points `0..=idx[axis]` of the axis folded in order.
+fn scan(op: ReduceOp, axis: usize, x: &Value, idx: &[usize]) -> f64 {
+    let mut j = idx.to_vec();
+    let mut acc = identity(op);
+    for t in 0..=idx[axis] {
+        j[axis] = t;
+        acc = fold(op, acc, x.at(&j));
     }
     acc
 }

@@ -1,7 +1,9 @@
-//! Reductions: `sum`, `max`, `min`, `mean` with `keepdim` and `acc`.
+//! Reductions: `sum`, `prod`, `max`, `min`, `mean` with `keepdim` and
+//! `acc`; the cumulative ops `cumsum`, `cumprod`, `cummax`, `cummin`.
 //!
 //! `REDUCE{op}` over the axes accumulating in `acc` (default: f32 for float
-//! inputs, i32 for i32, i32 for a bool `sum`, bool for a bool `max`/`min`),
+//! inputs, i32 for i32, i32 for a bool `sum`, bool for a bool `prod`, `max`,
+//! `min`),
 //! then `CAST` back to a float input's dtype; `keepdim` reshapes the 1s back.
 //! `mean = sum · (1/n)` (a `CONST` for a known `n`, else `FDIV` by the
 //! count of [`super::count`]); max error one rounding of `1/n` and one of
@@ -100,12 +102,7 @@ pub fn reduce(
     if f == ReduceFn::Mean {
         super::require_float(g, x, "mean")?;
     }
-    let op = match f {
-        ReduceFn::Sum | ReduceFn::Mean => ReduceOp::Sum,
-        ReduceFn::Max => ReduceOp::Max,
-        ReduceFn::Min => ReduceOp::Min,
-    };
-    let mut r = g.reduce(op, x, axes, acc)?;
+    let mut r = g.reduce(reduce_op(f), x, axes, acc)?;
     if f == ReduceFn::Mean {
         let dims: Vec<Dim> = axes.iter().map(|&k| full[k].clone()).collect();
         r = divide_by_count(g, r, &dims)?;
@@ -117,6 +114,56 @@ pub fn reduce(
         r = keep_dims(g, r, &full, axes)?;
     }
     Ok(r)
+}
+
+/// The Tiny op of a reduction (`mean` sums).
+fn reduce_op(f: ReduceFn) -> ReduceOp {
+    match f {
+        ReduceFn::Sum | ReduceFn::Mean => ReduceOp::Sum,
+        ReduceFn::Prod => ReduceOp::Prod,
+        ReduceFn::Max => ReduceOp::Max,
+        ReduceFn::Min => ReduceOp::Min,
+    }
+}
+
+/// `cumsum`/`cumprod`/`cummax`/`cummin(x, axis, exclusive, reverse)`
+/// (PyTorch's `torch.cumsum`, ONNX `CumSum` with its `exclusive` and
+/// `reverse` attributes; `cummax`/`cummin` give the values, not
+/// PyTorch's indices): `SCAN` along the axis (negative from the end) in the
+/// input's dtype, a bool input counted in i32. `reverse` scans from the
+/// end: `FLIP`, `SCAN`, `FLIP`. `exclusive` leaves each point out of its
+/// own prefix: the inclusive result shifted one place along the axis
+/// (`PAD` of one identity in front, `SHRINK` of the last point), so the
+/// first point is the identity (0, 1, -inf, +inf; the i32 extremes).
+///
+/// Errors: `InvalidAxis` for an axis out of range; `DTypeMismatch` for a
+/// `mean` (not a cumulative op).
+pub fn scan(g: &mut Graph, f: ReduceFn, x: NodeId, axis: i64, exclusive: bool, reverse: bool) -> DResult<NodeId> {
+    if f == ReduceFn::Mean {
+        return Err(fail(g, diag!(DTypeMismatch, "there is no cumulative mean")));
+    }
+    let k = super::axis(g, axis, g.shape(x).len())?;
+    let mut x = x;
+    if g.dtype(x) == DType::Bool {
+        x = cast_to(g, x, DType::I32)?;
+    }
+    if reverse {
+        x = g.flip(x, &[k])?;
+    }
+    let op = reduce_op(f);
+    let mut y = g.scan(x, op, k)?;
+    if exclusive {
+        let shape = g.shape(y).to_vec();
+        let mut pads = vec![(Dim::int(0), Dim::int(0)); shape.len()];
+        pads[k].0 = Dim::int(1);
+        let padded = g.pad(y, &pads, op.identity(g.dtype(y)))?;
+        let lo = vec![Dim::int(0); shape.len()];
+        y = g.shrink(padded, &lo, &shape, &vec![Dim::int(1); shape.len()])?;
+    }
+    if reverse {
+        y = g.flip(y, &[k])?;
+    }
+    Ok(y)
 }
 
 /// `x / Π dims` for a float `x`: `MUL` by the constant `1/n` when `n` is

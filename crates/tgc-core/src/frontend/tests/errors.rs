@@ -332,3 +332,20 @@ fn gather_and_take_errors_are_at_the_call() {
     // The result's shape is checked at the return.
     expect_err(&g("z = take(x, v, 0)"), AxisSizeMismatch, "z\n}");
 }
+
+/// The cumulative ops: an axis out of range, a missing axis, a flag that is
+/// not a boolean, and a result of the wrong shape are refused at the call.
+#[test]
+fn cumulative_op_errors_are_at_the_call() {
+    let g = |body: &str| {
+        format!("graph main(x: f32[3, 4], b: bool[3, 4]) -> (z: f32[3, 4]) {{\n    {body}\n    return z\n}}\n")
+    };
+    let m = expect_err(&g("z = cumsum(x, 2)"), InvalidAxis, "cumsum");
+    assert!(m.contains("axis 2"), "{m}");
+    expect_err(&g("z = cummax(x, -3)"), InvalidAxis, "cummax");
+    expect_err(&g("z = cumprod(x)"), ArityMismatch, "cumprod");
+    expect_err(&g("z = cummin(x, 0, exclusive=2)"), SyntaxError, "2)");
+    // A bool input is counted in i32, which the f32 result does not hold.
+    expect_err(&g("z = cumsum(b, 1)"), DTypeMismatch, "z\n}");
+    expect_err(&g("z = prod(x, axes=[5])"), InvalidAxis, "prod");
+}

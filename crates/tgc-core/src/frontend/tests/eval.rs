@@ -119,12 +119,32 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
                     let j = ravel(&kept, &shape);
                     acc[j] = match op {
                         ReduceOp::Sum => acc[j] + x,
+                        ReduceOp::Prod => acc[j] * x,
                         ReduceOp::Max => acc[j].max(x),
                         ReduceOp::Min => acc[j].min(x),
                     };
                 }
                 acc.into_iter().map(|x| rnd(dt, x, round)).collect()
             }
+            // By definition, not as a running value: each point folds the
+            // points `0..=i` of its axis.
+            Op::Scan { op, axis } => (0..total)
+                .map(|i| {
+                    let mut idx = unravel(i, &shape);
+                    let mut acc = op.identity(dt);
+                    for j in 0..=idx[*axis] {
+                        idx[*axis] = j;
+                        let x = src[0].data[ravel(&idx, &shape)];
+                        acc = match op {
+                            ReduceOp::Sum => acc + x,
+                            ReduceOp::Prod => acc * x,
+                            ReduceOp::Max => acc.max(x),
+                            ReduceOp::Min => acc.min(x),
+                        };
+                    }
+                    rnd(dt, acc, round)
+                })
+                .collect(),
             Op::Reshape => src[0].data.clone(),
             Op::Permute { perm } => gather(
                 &|o| {

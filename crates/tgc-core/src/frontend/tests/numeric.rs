@@ -1016,3 +1016,37 @@ fn gather_and_take_read_torchs_and_numpys_elements() {
     // np.take(x, [3, -4], -1): columns 3 and 0 of every row.
     assert_eq!(out[2].data, [3.0, 0.0, 7.0, 4.0, 11.0, 8.0]);
 }
+
+/// The cumulative ops read NumPy's and PyTorch's values (`np.cumsum`,
+/// `np.cumprod`, `np.maximum.accumulate`, `np.minimum.accumulate`), and
+/// `exclusive`/`reverse` ONNX `CumSum`'s: the identity first, the scan
+/// from the end; `prod` is `np.prod`.
+#[test]
+fn cumulative_ops_read_numpys_values() {
+    let src = "graph t(x: f32[2, 4], b: bool[4]) -> (s: f32[2, 4], p: f32[2, 4], mx: f32[2, 4], mn: f32[2, 4], e: f32[2, 4], r: f32[2, 4], er: f32[2, 4], c: i32[4], q: f32[2]) {
+        s = cumsum(x, 1)
+        p = cumprod(x, 0)
+        mx = cummax(x, -1)
+        mn = cummin(x, 1)
+        e = cumsum(x, 1, exclusive=true)
+        r = cumsum(x, 1, reverse=true)
+        er = cummax(x, 1, exclusive=true, reverse=true)
+        c = cumsum(b, 0)
+        q = prod(x, axes=[1])
+        return s, p, mx, mn, e, r, er, c, q
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let x = vec![1.0, -2.0, 3.0, 0.5, 2.0, 4.0, -1.0, 6.0];
+    let b = vec![1.0, 0.0, 1.0, 1.0];
+    let out = eval(&g, &[], &[("x", Tensor::new(&[2, 4], x)), ("b", Tensor::new(&[4], b))], true);
+    let inf = f64::INFINITY;
+    assert_eq!(out[0].data, [1.0, -1.0, 2.0, 2.5, 2.0, 6.0, 5.0, 11.0]);
+    assert_eq!(out[1].data, [1.0, -2.0, 3.0, 0.5, 2.0, -8.0, -3.0, 3.0]);
+    assert_eq!(out[2].data, [1.0, 1.0, 3.0, 3.0, 2.0, 4.0, 4.0, 6.0]);
+    assert_eq!(out[3].data, [1.0, -2.0, -2.0, -2.0, 2.0, 2.0, -1.0, -1.0]);
+    assert_eq!(out[4].data, [0.0, 1.0, -1.0, 2.0, 0.0, 2.0, 6.0, 5.0]);
+    assert_eq!(out[5].data, [2.5, 1.5, 3.5, 0.5, 11.0, 9.0, 5.0, 6.0]);
+    assert_eq!(out[6].data, [3.0, 3.0, 0.5, -inf, 6.0, 6.0, 6.0, -inf]);
+    assert_eq!(out[7].data, [1.0, 1.0, 2.0, 3.0]);
+    assert_eq!(out[8].data, [-3.0, -48.0]);
+}

@@ -379,6 +379,8 @@ impl<'k> Frame<'k> {
             Stmt::Compute { .. }
             | Stmt::Accumulate { .. }
             | Stmt::ShflBfly { .. }
+            | Stmt::ShflUpScan { .. }
+            | Stmt::ShflIdx { .. }
             | Stmt::StGlobal { .. }
             | Stmt::LdGlobalVec { .. } => {
                 self.simt_stmt(st, mask, args, s)?;

@@ -140,11 +140,7 @@ pub fn cast(from: DType, to: DType, x: u32) -> u32 {
 
 /// `op(acc, v)` for an accumulator of dtype `d`, without rounding.
 pub fn combine(op: ReduceOp, d: DType, acc: u32, v: u32) -> u32 {
-    let b = match op {
-        ReduceOp::Sum => BinaryOp::Add,
-        ReduceOp::Max => BinaryOp::Max,
-        ReduceOp::Min => BinaryOp::Min,
-    };
+    let b = op.combine();
     binary(b, d, acc, v).unwrap_or(acc)
 }
 
@@ -275,6 +271,32 @@ impl<'k> Frame<'k> {
                     for l in 0..32 {
                         let other = lanes[l ^ *lane_mask as usize];
                         self.set_reg(acc, w * 32 + l, combine(*op, *dtype, lanes[l], other), s)?;
+                    }
+                }
+            }
+            Stmt::ShflUpScan { op, dtype, acc, delta } => {
+                self.check_kind(acc, *dtype, s)?;
+                if !(1..32).contains(delta) {
+                    return Err(self.err(Fault::BadValue, s, format!("shfl.sync.up delta {delta} (1 to 31)")));
+                }
+                let d = *delta as usize;
+                for w in self.full_warps(mask, s, "shfl.sync.up")? {
+                    let lanes: Vec<u32> = (0..32).map(|l| self.get_reg(acc, w * 32 + l, s)).collect::<R<Vec<u32>>>()?;
+                    for l in d..32 {
+                        self.set_reg(acc, w * 32 + l, combine(*op, *dtype, lanes[l - d], lanes[l]), s)?;
+                    }
+                }
+            }
+            Stmt::ShflIdx { dtype, dst, src, lane } => {
+                self.check_kind(dst, *dtype, s)?;
+                self.check_kind(src, *dtype, s)?;
+                if *lane >= 32 {
+                    return Err(self.err(Fault::BadValue, s, format!("lane {lane} (0 to 31)")));
+                }
+                for w in self.full_warps(mask, s, "shfl.sync.idx")? {
+                    let v = self.get_reg(src, w * 32 + *lane as usize, s)?;
+                    for l in 0..32 {
+                        self.set_reg(dst, w * 32 + l, v, s)?;
                     }
                 }
             }

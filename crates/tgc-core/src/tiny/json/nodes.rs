@@ -121,11 +121,26 @@ fn kind(uop: &str) -> Option<Kind> {
         "WHERE" => Kind::Elementwise(Op::Where),
         "INPUT" | "CONST" => Kind::Other(0),
         "GATHER" => Kind::Other(2),
-        "CAST" | "REDUCE" | "RESHAPE" | "EXPAND" | "PERMUTE" | "PAD" | "SHRINK" | "FLIP" | "VIEW" | "POOL" => {
+        "CAST" | "REDUCE" | "SCAN" | "RESHAPE" | "EXPAND" | "PERMUTE" | "PAD" | "SHRINK" | "FLIP" | "VIEW" | "POOL" => {
             Kind::Other(1)
         }
         _ => return None,
     })
+}
+
+/// The axis of a rank-`rank` operand that the JSON number `axis` names
+/// (negative from the end).
+fn one_axis(axis: f64, rank: usize, what: &str) -> DResult<usize> {
+    let r = rank as f64;
+    if axis.fract() != 0.0 || axis < -r || axis >= r {
+        return Err(diag!(InvalidAxis, "{what} axis {axis} is not an axis of rank {rank}"));
+    }
+    Ok(if axis < 0.0 { axis + r } else { axis } as usize)
+}
+
+/// A `REDUCE` or `SCAN` op by name.
+fn reduce_op(name: &str) -> DResult<ReduceOp> {
+    ReduceOp::parse(name).ok_or_else(|| diag!(UnknownOp, "unknown reduce op `{name}` (SUM, PROD, MAX, MIN)"))
 }
 
 fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<NodeId> {
@@ -179,12 +194,7 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
             b.add(id, Op::Cast, vec![x()?], Some(to), None)
         }
         "REDUCE" => {
-            let op = match a.str("op")? {
-                "SUM" => ReduceOp::Sum,
-                "MAX" => ReduceOp::Max,
-                "MIN" => ReduceOp::Min,
-                other => return Err(diag!(UnknownOp, "unknown reduce op `{other}` (SUM, MAX, MIN)")),
-            };
+            let op = reduce_op(a.str("op")?)?;
             let (axes, acc) = (a.axes("axes")?, a.opt_dtype("dtype")?);
             if a.get("init").is_some() {
                 return Err(diag!(
@@ -227,17 +237,20 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
             let step = step.unwrap_or_else(|| vec![Dim::int(1); lo.len()]);
             b.add(id, Op::Shrink { lo, hi, step }, vec![x()?], None, None)
         }
+        "SCAN" => {
+            let (op, axis) = (reduce_op(a.str("op")?)?, a.number("axis")?);
+            a.finish(n.uop)?;
+            let x = x()?;
+            let axis = one_axis(axis, b.g.shape(x).len(), "SCAN")?;
+            b.add(id, Op::Scan { op, axis }, vec![x], None, None)
+        }
         "GATHER" => {
             let axis = a.number("axis")?;
             a.finish(n.uop)?;
             let (Some(Operand::Node(x)), Some(Operand::Node(index))) = (operands.first(), operands.get(1)) else {
                 return Err(diag!(SyntaxError, "GATHER takes two node sources, [x, index]"));
             };
-            let rank = b.g.shape(*x).len() as f64;
-            if axis.fract() != 0.0 || axis < -rank || axis >= rank {
-                return Err(diag!(InvalidAxis, "GATHER axis {axis} is not an axis of rank {rank}"));
-            }
-            let axis = if axis < 0.0 { axis + rank } else { axis } as usize;
+            let axis = one_axis(axis, b.g.shape(*x).len(), "GATHER")?;
             b.add(id, Op::Gather { axis }, vec![*x, *index], None, None)
         }
         "FLIP" => {

@@ -1,6 +1,6 @@
 use crate::diag::{Diagnostic, ErrorName};
 use crate::sym::Dim;
-use crate::tiny::{BinaryOp, Op};
+use crate::tiny::{BinaryOp, Op, ReduceOp};
 use crate::DType;
 
 use super::*;
@@ -99,10 +99,10 @@ fn node_errors_carry_their_name_and_node() {
         "2",
     );
     check(
-        &c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"PROD","axes":[0],"dtype":"fp32"}}"#),
+        &c(r#"{"id":"x","uop":"REDUCE","src":["a"],"arg":{"op":"MEAN","axes":[0],"dtype":"fp32"}}"#),
         UnknownOp,
         "x",
-        "PROD",
+        "MEAN",
     );
     check(&c(r#"{"id":"x","uop":"PERMUTE","src":["a"],"arg":{"perm":[0,0]}}"#), InvalidPermutation, "x", "permutation");
     check(
@@ -296,6 +296,27 @@ fn gather_nodes_load_and_write_back() {
     let bad = doc(&[A, i, r#"{"id":"g","uop":"GATHER","src":["a","i"],"arg":{"axis":2}}"#], "");
     assert_eq!(err(&bad).name, ErrorName::InvalidAxis);
     let bad = doc(&[A, B, r#"{"id":"g","uop":"GATHER","src":["a","b"],"arg":{"axis":0}}"#], "");
+    assert_eq!(err(&bad).name, ErrorName::DTypeMismatch);
+}
+
+/// `SCAN` in the node format: an `op` of `REDUCE`'s names and an `axis`
+/// (negative from the end); written back as it was read; an unknown op, a
+/// bad axis or a bool source is refused.
+#[test]
+fn scan_nodes_load_and_write_back() {
+    let text = doc(&[A, r#"{"id":"s","uop":"SCAN","src":["a"],"arg":{"op":"PROD","axis":-2}}"#], "");
+    let g = load_json(&text).unwrap();
+    assert_eq!(g.node(g.find("s").unwrap()).op, Op::Scan { op: ReduceOp::Prod, axis: 0 });
+    let back = load_json(&to_json(&g)).unwrap();
+    for (a, b) in g.nodes().iter().zip(back.nodes()) {
+        assert_eq!((&a.op, &a.src, &a.ty), (&b.op, &b.src, &b.ty));
+    }
+    let bad = doc(&[A, r#"{"id":"s","uop":"SCAN","src":["a"],"arg":{"op":"MEAN","axis":0}}"#], "");
+    assert_eq!(err(&bad).name, ErrorName::UnknownOp);
+    let bad = doc(&[A, r#"{"id":"s","uop":"SCAN","src":["a"],"arg":{"op":"SUM","axis":2}}"#], "");
+    assert_eq!(err(&bad).name, ErrorName::InvalidAxis);
+    let flag = r#"{"id":"f","uop":"CMPLT","src":["a","a"]}"#;
+    let bad = doc(&[A, flag, r#"{"id":"s","uop":"SCAN","src":["f"],"arg":{"op":"SUM","axis":0}}"#], "");
     assert_eq!(err(&bad).name, ErrorName::DTypeMismatch);
 }
 

@@ -71,6 +71,10 @@ fn arg(g: &Graph, n: &super::super::graph::Node) -> Map<String, Value> {
         }
         Op::Flip { axes } => put("axes", Value::from(axes.clone())),
         Op::Gather { axis } => put("axis", Value::from(*axis)),
+        Op::Scan { op, axis } => {
+            put("op", Value::from(op.name()));
+            put("axis", Value::from(*axis));
+        }
         Op::View { map } => {
             put("result_shape", dims(&n.ty.shape));
             put("index_map", Value::Array(map.iter().map(|e| Value::from(e.to_string())).collect()));
