@@ -299,7 +299,7 @@ fn eval(n: &Node, out: &[usize], srcs: &[Src], input: Option<&Tensor>) -> DResul
             c.iter().zip(a.iter().zip(b)).map(|(&c, (&a, &b))| if c != 0.0 { a } else { b }).collect()
         }
         Op::Reduce { op, axes } => reduce(*op, dtype, axes, x()?, out)?,
-        Op::Scan { op, axis } => scan(*op, dtype, *axis, x()?)?,
+        Op::Scan { op, axis, exclusive, reverse } => scan(*op, dtype, *axis, (*exclusive, *reverse), x()?)?,
         Op::Gather { axis } => {
             let (x, index) = (x()?, srcs.get(1).ok_or_else(|| diag!(Internal, "GATHER has no index"))?);
             let mut st = strides(x.shape);
@@ -402,22 +402,27 @@ fn reduce(op: ReduceOp, acc: DType, axes: &[usize], x: &Src, out: &[usize]) -> D
     Ok(r.into_iter().map(|v| acc.round(v)).collect())
 }
 
-/// `SCAN`: along `axis`, each output is the running combination in f64
-/// from the identity, rounded to `acc` (as [`reduce`]'s result is).
-fn scan(op: ReduceOp, acc: DType, axis: usize, x: &Src) -> DResult<Vec<f64>> {
+/// `SCAN`: along `axis`, in scan order (from the end when `reverse`),
+/// each output is the running combination in f64 from the identity —
+/// before its own point is folded in when `exclusive` — rounded to `acc`
+/// (as [`reduce`]'s result is).
+fn scan(op: ReduceOp, acc: DType, axis: usize, (exclusive, reverse): (bool, bool), x: &Src) -> DResult<Vec<f64>> {
     let d = *x.shape.get(axis).ok_or_else(|| diag!(Internal, "SCAN axis {axis} is out of range"))?;
     let inner: usize = x.shape[axis + 1..].iter().product();
-    let mut r = Vec::with_capacity(x.data.len());
+    let mut r = vec![0.0; x.data.len()];
     if x.data.is_empty() {
         return Ok(r);
     }
-    // One chunk per point of the axes before `axis`: `d` rows of `inner`.
-    for chunk in x.data.chunks(d * inner) {
-        let mut run = vec![op.identity(acc); inner];
-        for (k, &v) in chunk.iter().enumerate() {
-            let a = &mut run[k % inner];
-            *a = binary(op.combine(), *a, v);
-            r.push(acc.round(*a));
+    // One block per point of the axes before `axis`: `d` rows of `inner`.
+    for (b, block) in x.data.chunks(d * inner).enumerate() {
+        for k in 0..inner {
+            let mut a = op.identity(acc);
+            for j in 0..d {
+                let at = if reverse { d - 1 - j } else { j } * inner + k;
+                let before = a;
+                a = binary(op.combine(), a, block[at]);
+                r[b * d * inner + at] = acc.round(if exclusive { before } else { a });
+            }
         }
     }
     Ok(r)

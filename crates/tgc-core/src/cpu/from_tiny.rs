@@ -188,7 +188,9 @@ impl Lowerer<'_> {
         let loops = g.shape(root).to_vec();
         let r = loops.len();
         let scan = match &g.node(root).op {
-            Op::Scan { op, axis } => Some(Scan { node: root, op: *op, dtype: g.dtype(root), axis: *axis }),
+            Op::Scan { op, axis, exclusive, .. } => {
+                Some(Scan { node: root, op: *op, dtype: g.dtype(root), axis: *axis, exclusive: *exclusive })
+            }
             _ => None,
         };
         let mut cx = KernelCx {
@@ -222,12 +224,19 @@ impl Lowerer<'_> {
             }
         };
         let out = self.buf(root)?;
+        // The point a loop point stands for: the scanned loop runs from the
+        // end of a reverse scan's axis.
+        let mut point = vars(r);
+        if let (Some(sc), Op::Scan { reverse: true, .. }) = (&scan, &g.node(root).op) {
+            let last = &AffExpr::constant(loops[sc.axis].clone()) - &AffExpr::int(1);
+            point[sc.axis] = &last - &AffExpr::var(sc.axis as u32);
+        }
         let value = match &scan {
             // The value folded in: the source at the same point.
             Some(sc) => {
                 cx.nodes.push(root);
                 let src = *g.node(root).src.first().ok_or_else(|| diag!(Internal, "SCAN has no source"))?;
-                cast(self.value(&mut cx, src, &vars(r))?, sc.dtype)
+                cast(self.value(&mut cx, src, &point)?, sc.dtype)
             }
             None => self.value(&mut cx, root, &vars(r))?,
         };
@@ -254,7 +263,7 @@ impl Lowerer<'_> {
         Ok(Kernel {
             name: format!("k{n}"),
             nodes,
-            store_index: linear(&vars(r), &loops),
+            store_index: linear(&point, &loops),
             loops,
             reduce,
             scan,

@@ -239,7 +239,10 @@ pub const SCAN_BLOCK: i64 = 4096;
 /// A kernel's scan ([`crate::tiny::Op::Scan`]): along output loop `axis`,
 /// in the block order of the module's invariants; [`Kernel::value`] is the
 /// value folded in at the current point, of dtype `dtype`, and the store
-/// writes the running combination rounded to `dtype`.
+/// writes the running combination rounded to `dtype`, after the point's
+/// value is folded in or, when `exclusive`, before. A reverse scan is a
+/// forward one over reversed subscripts: its loop `i` reads and stores the
+/// axis's point `E - 1 - i`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scan {
     /// The `SCAN` node.
@@ -249,6 +252,7 @@ pub struct Scan {
     pub dtype: DType,
     /// The scanned output loop.
     pub axis: usize,
+    pub exclusive: bool,
 }
 
 /// One loop nest.

@@ -1077,9 +1077,15 @@ impl Printer<'_> {
         );
         let x = self.expr(&k.value);
         let update = self.binary(sc.op.combine(), "acc".into(), x, sc.dtype);
-        let _ = writeln!(s, "                acc = {update};");
         let carried = self.binary(sc.op.combine(), "pk_carry[pk_t]".into(), "acc".into(), sc.dtype);
+        // An exclusive scan stores the prefix before the point's value.
+        if !sc.exclusive {
+            let _ = writeln!(s, "                acc = {update};");
+        }
         self.store_value(s, k, format!("(pk_b > 0 ? {carried} : acc)"), 4);
+        if sc.exclusive {
+            let _ = writeln!(s, "                acc = {update};");
+        }
         let _ = writeln!(
             s,
             "            }}

@@ -526,14 +526,17 @@ fn scan(s: &mut String, p: &Program, k: &Kernel, sc: &Scan) {
     let carried = binary(sc.op.combine(), "pk_c".into(), "acc".into(), sc.dtype);
     let store = to_storage(p, k, format!("if pk_b > 0 {{ {carried} }} else {{ acc }}"));
     let (out, at) = (&p.buffer(k.out).name, paren(aff(&k.store_index, Lang::Rust)));
+    // An exclusive scan stores the prefix before the point's value.
+    let (fold, store) = (format!("        acc = {update};"), format!("        {out}[{at} as usize] = {store};"));
+    let (first, second) = if sc.exclusive { (store, fold) } else { (fold, store) };
     for line in [
         format!("let pk_e: i64 = {e};"),
         format!("let mut pk_c: {ty} = {init};"),
         format!("for pk_b in 0i64..(pk_e + {SCAN_BLOCK} - 1) / {SCAN_BLOCK} {{"),
         format!("    let mut acc: {ty} = {init};"),
         format!("    for i{a} in pk_b * {SCAN_BLOCK}..((pk_b + 1) * {SCAN_BLOCK}).min(pk_e) {{"),
-        format!("        acc = {update};"),
-        format!("        {out}[{at} as usize] = {store};"),
+        first,
+        second,
         "    }".to_string(),
         format!("    pk_c = {carried};"),
         "}".to_string(),

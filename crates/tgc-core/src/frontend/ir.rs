@@ -379,8 +379,7 @@ pub enum FOp {
         acc: Option<DType>,
     },
     /// `cumsum`, `cumprod`, `cummax`, `cummin` along `axis` (`op` is never
-    /// `Mean`): a `SCAN`, `FLIP`ped around for `reverse`, shifted by one
-    /// (`PAD` with the identity, `SHRINK`) for `exclusive`.
+    /// `Mean`): a `SCAN` with its flags.
     Scan {
         op: ReduceFn,
         axis: i64,

@@ -102,19 +102,20 @@ pub fn case(seed: u64, index: u64) -> Result<Case, String> {
     seeded(seed, index, true)
 }
 
-/// [`case`] without `GATHER`: every node of the graph is in the SCoP (for
-/// the polyhedral property tests, which compare isl's relations with
-/// enumerated ones).
+/// [`case`] without `GATHER` and `SCAN`: every node of the graph is in the
+/// SCoP (for the polyhedral property tests, which compare isl's relations
+/// with enumerated ones).
 ///
 /// Errors: as [`case`].
 pub fn affine_case(seed: u64, index: u64) -> Result<Case, String> {
     seeded(seed, index, false)
 }
 
-/// Case `index` of the run seeded with `seed`, with or without gathers.
-fn seeded(seed: u64, index: u64, gathers: bool) -> Result<Case, String> {
+/// Case `index` of the run seeded with `seed`, with or without the ops
+/// outside the SCoP.
+fn seeded(seed: u64, index: u64, non_scop: bool) -> Result<Case, String> {
     let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
-    generate(&mut rng, &format!("case{index}"), gathers)
+    generate(&mut rng, &format!("case{index}"), non_scop)
 }
 
 /// The case a fuzzer's input describes (see [`Bytes`]).
@@ -124,10 +125,10 @@ pub fn from_bytes(data: &[u8]) -> Result<Case, String> {
     generate(&mut Bytes(data), "fuzz", true)
 }
 
-fn generate<E: Entropy>(src: &mut E, name: &str, gathers: bool) -> Result<Case, String> {
+fn generate<E: Entropy>(src: &mut E, name: &str, non_scop: bool) -> Result<Case, String> {
     let dtype = if src.below(2) == 1 { DType::I32 } else { DType::F32 };
     let data = SplitMix64::new(src.below(1 << 16) as u64);
-    let mut gen = Gen { src, data, dtype, inputs: Vec::new(), gather: gathers, gathers: 0 };
+    let mut gen = Gen { src, data, dtype, inputs: Vec::new(), non_scop, gathers: 0 };
     let mut g = Graph::new(name);
     match gen.graph(&mut g) {
         Ok(()) => Ok(Case { graph: g, dtype, inputs: gen.inputs }),
@@ -284,8 +285,9 @@ struct Gen<'e, E> {
     data: SplitMix64,
     dtype: DType,
     inputs: Vec<Vec<f64>>,
-    /// Whether chains may have a `GATHER` step.
-    gather: bool,
+    /// Whether the graph may have the ops Poly-View leaves out of the
+    /// SCoP: a `GATHER` step in a chain, a `SCAN`.
+    non_scop: bool,
     /// `GATHER` index inputs made so far (for their names).
     gathers: usize,
 }
@@ -407,10 +409,12 @@ impl<E: Entropy> Gen<'_, E> {
             let op = self.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Max, BinaryOp::Min]);
             g.binary(op, a, b).map_err(err)?
         };
-        if self.chance(0.2) {
+        if self.non_scop && self.chance(0.2) {
             let op = self.pick(&[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]);
-            let axis = self.below(rank);
-            y = g.scan(y, op, axis).map_err(|e| format!("the builder rejects SCAN along {axis}: {e}"))?;
+            let (axis, exclusive, reverse) = (self.below(rank), self.chance(0.3), self.chance(0.3));
+            y = g
+                .scan(y, op, axis, exclusive, reverse)
+                .map_err(|e| format!("the builder rejects SCAN along {axis}: {e}"))?;
         }
         if self.chance(0.65) {
             let op = self.pick(&[ReduceOp::Sum, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min]);
@@ -631,7 +635,7 @@ impl<E: Entropy> Gen<'_, E> {
                 let input = out.iter().zip(&pads).map(|(d, (lo, hi))| d - lo - hi).collect();
                 (input, vec![Move::BorderPad(pads, mode)])
             }
-            12 if self.gather => {
+            12 if self.non_scop => {
                 // Index values in -(d + 2)..=d + 2: negative ones and ones
                 // beyond either end (clamped) among them.
                 let axis = self.below(r);

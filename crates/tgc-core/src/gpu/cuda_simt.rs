@@ -8,7 +8,7 @@
 //! | `Accumulate` | `acc[0] = acc[0] + v;` (`tgc_max_nan`/`tgc_min_nan` for MAX/MIN) |
 //! | `ShflBfly` | `shfl.sync.bfly.b32 d, a, lane_mask, 0x1f, 0xffffffff;` then the combine ("Data Movement and Conversion Instructions: shfl.sync") |
 //! | `ShflUpScan` | `shfl.sync.up.b32 d, a, delta, 0, 0xffffffff;` then the combine in lanes `≥ delta` (same section) |
-//! | `ShflIdx` | `shfl.sync.idx.b32 d, a, lane, 0x1f, 0xffffffff;` (same section) |
+//! | `ShflIdx` | `shfl.sync.idx.b32 d, a, lane, 0x1f, 0xffffffff;` with the lane in a register (same section) |
 //! | `StGlobal` | `if (pred) p[off] = <storage conversion>(r[i]);` |
 //! | `LdGlobalVec` | `ld.global[.v2/.v4].b32` into words, then widened ("Data Movement and Conversion Instructions: ld") |
 
@@ -282,11 +282,12 @@ impl Printer<'_> {
                 let d = self.kind_of(dst, *dtype, id)?;
                 let r = self.kind_of(src, *dtype, id)?;
                 let (bits, back) = shfl_bits(&r, *dtype);
-                writeln!(out, "{tag}{{ // warp broadcast of lane {lane}").unwrap();
+                let from = self.expr(lane, Some(id))?;
+                writeln!(out, "{tag}{{ // warp shuffle from lane {from}").unwrap();
                 writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
                 writeln!(
                     out,
-                    "{pad}    asm volatile(\"shfl.sync.idx.b32 %0, %1, {lane}, 0x1f, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}));"
+                    "{pad}    asm volatile(\"shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}), \"r\"((unsigned)({from})));"
                 )
                 .unwrap();
                 writeln!(out, "{pad}    {d} = {back};").unwrap();

@@ -724,9 +724,10 @@ pub enum Stmt {
     /// lanes `0..=l`. Full member mask, as [`Stmt::ShflBfly`].
     ShflUpScan { op: ReduceOp, dtype: DType, acc: RegRef, delta: u32 },
     /// `dst = shfl.sync.idx.b32(src, lane, 0x1f, 0xffffffff)`: every lane
-    /// reads `src` of lane `lane` (a broadcast); both registers of `dtype`'s
-    /// compute kind. Full member mask, as [`Stmt::ShflBfly`].
-    ShflIdx { dtype: DType, dst: RegRef, src: RegRef, lane: u32 },
+    /// reads `src` of the lane `lane` gives it (in `0..32`; a constant is a
+    /// broadcast); both registers of `dtype`'s compute kind. Full member
+    /// mask, as [`Stmt::ShflBfly`].
+    ShflIdx { dtype: DType, dst: RegRef, src: RegRef, lane: Expr },
     /// `st.global` of one element: `src` (a register of `dtype`'s compute
     /// kind) converted to `dtype` (rounded for f16/bf16) at `dst`, when `pred`.
     StGlobal { dst: GlobalRef, src: RegRef, dtype: DType, pred: Expr },

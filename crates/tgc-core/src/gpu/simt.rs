@@ -48,7 +48,9 @@
 //!   recomputed, under its guard, before each update of the accumulator.
 //! - [`Form::Scan`] (a `SCAN`, [`loop_ir::Scan`]): a warp per row, the
 //!   row in chunks of 32 points scanned with `shfl.sync.up` and carried
-//!   from chunk to chunk with `shfl.sync.idx`.
+//!   from chunk to chunk with `shfl.sync.idx`; a long row in segments of
+//!   [`SCAN_SEGMENT`] points, one warp each, after two passes for the
+//!   segments' totals and their scan.
 //!
 //! Numerics are the CPU backend's (`loop_ir` invariants): f32 compute for
 //! f16/bf16/f32 (16-bit values rounded at `CAST` and on store), wrapping
@@ -149,17 +151,22 @@ pub enum Form {
     /// FlashAttention-2 on `mma.sync`) for a whole graph that is one
     /// attention ([`lower_program_for`]).
     Attention,
-    /// A scan ([`loop_ir::Scan`]): one warp per row (a point of the loops
-    /// other than the scanned one), [`WARPS`] warps per block as
-    /// [`Form::WarpReduce`]. The warp walks its row 32 points at a time:
-    /// lane `l` takes point `32·c + l` of chunk `c` (the identity past the
-    /// end), five [`Stmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2,
-    /// 4, 8, 16) give every lane the prefix of the chunk up to it, the
-    /// carry of the chunks before is combined in, the lanes inside the row
-    /// store, and lane 31's value ([`Stmt::ShflIdx`]) is the next carry.
-    /// The running value stays in f32 for f16/bf16 (as the CPU's
-    /// accumulator), rounded only when stored. A row's order is that of
-    /// the chunks, so float sums differ from the CPU's by rounding; MAX and
+    /// A scan ([`loop_ir::Scan`]), [`WARPS`] warps per block as
+    /// [`Form::WarpReduce`]. A warp walks a row (a point of the loops other
+    /// than the scanned one) 32 points at a time: lane `l` takes point
+    /// `32·c + l` of chunk `c` (the identity past the end), five
+    /// [`Stmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2, 4, 8, 16)
+    /// give every lane the prefix of the chunk up to it, the carry of the
+    /// chunks before is combined in, the lanes inside the row store (an
+    /// exclusive scan the value of the lane before, [`Stmt::ShflIdx`]), and
+    /// lane 31's value is the next carry. A row not known to fit one
+    /// [`SCAN_SEGMENT`] is three launches of this form (a two-level,
+    /// reduce-then-scan order): a warp per (row, segment) folds the
+    /// segment into a temporary of totals, a warp per row scans those in
+    /// place, and a warp per (row, segment) scans the segment from the
+    /// total before it. The running value stays in f32 for f16/bf16 (as the
+    /// CPU's accumulator), rounded only when stored. The order is the
+    /// chunks', so float sums differ from the CPU's by rounding; MAX and
     /// MIN are exact.
     Scan,
 }
@@ -452,7 +459,9 @@ fn lower_regions(
     notes: &mut Vec<crate::Diagnostic>,
 ) -> DResult<GpuProgram> {
     let opts = if templates.is_some() { super::template::region_options() } else { from_tiny::Options::default() };
-    let p = from_tiny::lower_with(g, &opts)?;
+    let mut p = from_tiny::lower_with(g, &opts)?;
+    let totals = scan_totals(&mut p);
+    let p = p;
     let stored = templates.map(|_| super::template::stored_values(g, &p)).unwrap_or_default();
     // Attentions inside a larger graph: one fused launch in place of
     // their regions' kernels, at the last of them.
@@ -487,6 +496,7 @@ fn lower_regions(
                 notes.push(d);
                 launches.push(lower_kernel(&p, &p.kernels[k])?);
             }
+            None if p.kernels[k].scan.is_some() => launches.extend(lower_scan(&p, &p.kernels[k], totals[k])?),
             None => launches.push(lower_kernel(&p, &p.kernels[k])?),
         }
         k += 1;
@@ -958,63 +968,216 @@ impl<'p> Builder<'p> {
         Ok(())
     }
 
-    /// The body of a [`Form::Scan`] kernel (its launch shape set here).
-    fn warp_scan(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan) -> DResult<Vec<Stmt>> {
-        let a = sc.axis;
-        let rows: Vec<u32> = (0..lk.loops.len() as u32).filter(|&v| v != a as u32).collect();
+    /// The loop variables of a scan's rows (every loop but the scanned
+    /// one), their extents and their point count.
+    fn scan_rows(&self, lk: &loop_ir::Kernel, axis: usize) -> DResult<(Vec<u32>, Vec<SymDim>, Expr)> {
+        let rows: Vec<u32> = (0..lk.loops.len() as u32).filter(|&v| v != axis as u32).collect();
         let extents: Vec<SymDim> = rows.iter().map(|&v| lk.loops[v as usize].clone()).collect();
-        let nrows = product(extents.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
+        let n = product(extents.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
+        Ok((rows, extents, n))
+    }
+
+    /// A warp per item of `items` (`WARPS` warps a block, the warp is
+    /// `threadIdx.y`): sets the launch shape and wraps `body(item)`.
+    fn per_warp(&mut self, items: Expr, body: Vec<Stmt>, item: VarId) -> Vec<Stmt> {
         self.k.block = [32, WARPS, 1];
         self.k.min_blocks_per_sm = Some(1);
-        self.k.grid = [ceil_div(nrows.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
-        // The running value in the accumulator's compute type, f32 for
-        // f16/bf16 (read back without rounding).
-        let dt = if sc.dtype.is_float() { DType::F32 } else { sc.dtype };
-        let identity = ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt };
-        let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
-        let row = self.var("row");
-        let mut point = Vec::new();
-        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut point)?;
-        point.push(Stmt::Compute { dst: carry.clone(), value: identity.clone() });
-        let e = self.dim(&lk.loops[a])?;
-        let (c, i) = (self.var("chunk"), self.var(&format!("i{a}")));
-        self.loop_vars.insert(a as u32, Expr::Var(i));
-        let inside = Expr::Var(i).lt(e.clone());
-        let value = match self.scalar(&lk.value)? {
-            x if x.dtype() == dt => x,
-            x => ScalarExpr::Cast { to: dt, x: Box::new(x) },
-        };
-        let mut chunk = vec![
-            Stmt::Let { var: i, value: Expr::Var(c) * Expr::c(32) + Expr::ThreadIdx(Dim::X) },
-            Stmt::Compute { dst: v.clone(), value: identity },
+        self.k.grid = [ceil_div(items.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
+        vec![
+            Stmt::Let { var: item, value: Expr::BlockIdx(Dim::X) * Expr::c(WARPS as i64) + Expr::ThreadIdx(Dim::Y) },
+            Stmt::If { cond: Expr::Var(item).lt(items), then: body, otherwise: Vec::new() },
+        ]
+    }
+
+    /// One chunk of a warp scan: lane `l` takes the value `value` (the
+    /// identity where `inside` is false), five `shfl.sync.up` steps, the
+    /// carry `carry` combined in, `store` of `v` where `inside`, and lane
+    /// 31's value broadcast into `carry`. With `exclusive` the lane then
+    /// takes lane `l - 1`'s value into `v` (lane 0 the carry before the
+    /// chunk) before the store.
+    fn scan_chunk(
+        &mut self,
+        (op, dt, exclusive): (crate::tiny::ReduceOp, DType, bool),
+        (carry, v): (&RegRef, &RegRef),
+        inside: Expr,
+        value: ScalarExpr,
+        store: &dyn Fn(RegRef) -> Stmt,
+    ) -> Vec<Stmt> {
+        let mut out = vec![
+            Stmt::Compute { dst: v.clone(), value: ScalarExpr::Const { value: reduce_identity(op, dt), dtype: dt } },
             Stmt::If {
                 cond: inside.clone(),
                 then: vec![Stmt::Compute { dst: v.clone(), value }],
                 otherwise: Vec::new(),
             },
         ];
-        chunk.extend([1, 2, 4, 8, 16].map(|delta| Stmt::ShflUpScan { op: sc.op, dtype: dt, acc: v.clone(), delta }));
-        chunk.push(Stmt::Accumulate {
-            op: sc.op,
+        out.extend([1, 2, 4, 8, 16].map(|delta| Stmt::ShflUpScan { op, dtype: dt, acc: v.clone(), delta }));
+        out.push(Stmt::Accumulate {
+            op,
             dtype: dt,
             acc: v.clone(),
             value: ScalarExpr::Reg { reg: carry.clone(), dtype: dt },
         });
-        let store = self.store_reg(lk, v.clone(), &BTreeMap::new())?;
-        chunk.push(Stmt::If { cond: inside, then: vec![store], otherwise: Vec::new() });
-        chunk.push(Stmt::ShflIdx { dtype: dt, dst: carry, src: v, lane: 31 });
-        point.push(Stmt::For {
+        let next = Stmt::ShflIdx { dtype: dt, dst: carry.clone(), src: v.clone(), lane: Expr::c(31) };
+        if !exclusive {
+            out.push(Stmt::If { cond: inside, then: vec![store(v.clone())], otherwise: Vec::new() });
+            out.push(next);
+            return out;
+        }
+        // Lane `l` stores lane `l - 1`'s inclusive value (lane 0 the carry
+        // before the chunk); lane 31's is the next carry.
+        let lane = Expr::ThreadIdx(Dim::X);
+        let before = self.reg("before", dt);
+        let from = lane.clone().max(Expr::c(1)) - Expr::c(1);
+        out.push(Stmt::ShflIdx { dtype: dt, dst: before.clone(), src: v.clone(), lane: from });
+        let first = Stmt::Compute { dst: before.clone(), value: ScalarExpr::Reg { reg: carry.clone(), dtype: dt } };
+        out.push(Stmt::If { cond: lane.eq(Expr::c(0)), then: vec![first], otherwise: Vec::new() });
+        out.push(next);
+        out.push(Stmt::If { cond: inside, then: vec![store(before)], otherwise: Vec::new() });
+        out
+    }
+
+    /// The scan's value at the current point in the running dtype `dt`.
+    fn scan_value(&mut self, lk: &loop_ir::Kernel, dt: DType) -> DResult<ScalarExpr> {
+        Ok(match self.scalar(&lk.value)? {
+            x if x.dtype() == dt => x,
+            x => ScalarExpr::Cast { to: dt, x: Box::new(x) },
+        })
+    }
+
+    /// Pass 1 of a two-level scan: a warp per (row, segment) folds the
+    /// segment's [`SCAN_SEGMENT`] points (lanes striding them, then the
+    /// butterfly) and lane 0 stores the total at `totals[row·nb + seg]`.
+    fn scan_totals(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: BufId) -> DResult<Vec<Stmt>> {
+        let (rows, extents, nrows) = self.scan_rows(lk, sc.axis)?;
+        let dt = self.p.buffer(totals).dtype;
+        let e = self.dim(&lk.loops[sc.axis])?;
+        let nb = ceil_div(e.clone(), Expr::c(SCAN_SEGMENT));
+        let (item, row, seg, j, i) =
+            (self.var("item"), self.var("row"), self.var("seg"), self.var("j"), self.var(&format!("i{}", sc.axis)));
+        let acc = self.reg("acc", dt);
+        let mut body = vec![
+            Stmt::Let { var: seg, value: Expr::Var(item) % nb.clone() },
+            Stmt::Let { var: row, value: Expr::Var(item) / nb.clone() },
+        ];
+        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
+        self.loop_vars.insert(sc.axis as u32, Expr::Var(i));
+        body.push(Stmt::Compute {
+            dst: acc.clone(),
+            value: ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt },
+        });
+        let value = self.scan_value(lk, dt)?;
+        body.push(Stmt::For {
+            var: j,
+            start: Expr::ThreadIdx(Dim::X),
+            end: Expr::c(SCAN_SEGMENT),
+            step: 32,
+            unroll: false,
+            body: vec![
+                Stmt::Let { var: i, value: Expr::Var(seg) * Expr::c(SCAN_SEGMENT) + Expr::Var(j) },
+                Stmt::If {
+                    cond: Expr::Var(i).lt(e),
+                    then: vec![Stmt::Accumulate { op: sc.op, dtype: dt, acc: acc.clone(), value }],
+                    otherwise: Vec::new(),
+                },
+            ],
+        });
+        body.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op: sc.op, dtype: dt, acc: acc.clone(), lane_mask: m }));
+        let store = Stmt::StGlobal {
+            dst: GlobalRef { param: self.buf_param[&totals], offset: Expr::Var(item) },
+            src: acc,
+            dtype: dt,
+            pred: Expr::c(1),
+        };
+        body.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: vec![store], otherwise: Vec::new() });
+        Ok(self.per_warp(nrows * nb, body, item))
+    }
+
+    /// Pass 2 of a two-level scan: a warp per row scans the row's segment
+    /// totals in place (inclusive), 32 at a time.
+    fn scan_carries(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: BufId) -> DResult<Vec<Stmt>> {
+        let (_, _, nrows) = self.scan_rows(lk, sc.axis)?;
+        let dt = self.p.buffer(totals).dtype;
+        let nb = ceil_div(self.dim(&lk.loops[sc.axis])?, Expr::c(SCAN_SEGMENT));
+        let (row, c, t) = (self.var("row"), self.var("chunk"), self.var("seg"));
+        let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
+        let param = self.buf_param[&totals];
+        let at = GlobalRef { param, offset: Expr::Var(row) * nb.clone() + Expr::Var(t) };
+        let mut chunk = vec![Stmt::Let { var: t, value: Expr::Var(c) * Expr::c(32) + Expr::ThreadIdx(Dim::X) }];
+        let load = ScalarExpr::Load { src: at.clone(), dtype: dt };
+        let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: dt, pred: Expr::c(1) };
+        chunk.extend(self.scan_chunk((sc.op, dt, false), (&carry, &v), Expr::Var(t).lt(nb.clone()), load, &store));
+        let body = vec![
+            Stmt::Compute {
+                dst: carry.clone(),
+                value: ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt },
+            },
+            Stmt::For {
+                var: c,
+                start: Expr::c(0),
+                end: ceil_div(nb, Expr::c(32)),
+                step: 1,
+                unroll: false,
+                body: chunk,
+            },
+        ];
+        Ok(self.per_warp(nrows, body, row))
+    }
+
+    /// The scan itself: a warp per (row, segment) — one segment, the whole
+    /// row, without `totals` — walks the segment 32 points at a time from
+    /// the carry of the segments before it (`totals[row·nb + seg - 1]`
+    /// after [`Builder::scan_carries`], the identity for the first).
+    fn scan_segments(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: Option<BufId>) -> DResult<Vec<Stmt>> {
+        let (rows, extents, nrows) = self.scan_rows(lk, sc.axis)?;
+        // The running value in the accumulator's compute type, f32 for
+        // f16/bf16 (read back without rounding).
+        let dt = if sc.dtype.is_float() { DType::F32 } else { sc.dtype };
+        let identity = ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt };
+        let e = self.dim(&lk.loops[sc.axis])?;
+        let (nb, seg_len) = match totals {
+            Some(_) => (ceil_div(e.clone(), Expr::c(SCAN_SEGMENT)), Expr::c(SCAN_SEGMENT)),
+            None => (Expr::c(1), e.clone()),
+        };
+        let (item, row, seg, c, i) =
+            (self.var("item"), self.var("row"), self.var("seg"), self.var("chunk"), self.var(&format!("i{}", sc.axis)));
+        let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
+        let mut body = vec![
+            Stmt::Let { var: seg, value: Expr::Var(item) % nb.clone() },
+            Stmt::Let { var: row, value: Expr::Var(item) / nb.clone() },
+        ];
+        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
+        let first = match totals {
+            Some(t) => ScalarExpr::Select {
+                cond: Expr::c(0).lt(Expr::Var(seg)),
+                then: Box::new(ScalarExpr::Load {
+                    src: GlobalRef { param: self.buf_param[&t], offset: Expr::Var(item) - Expr::c(1) },
+                    dtype: dt,
+                }),
+                otherwise: Box::new(identity),
+            },
+            None => identity,
+        };
+        body.push(Stmt::Compute { dst: carry.clone(), value: first });
+        self.loop_vars.insert(sc.axis as u32, Expr::Var(i));
+        let mut chunk = vec![Stmt::Let {
+            var: i,
+            value: Expr::Var(seg) * seg_len.clone() + Expr::Var(c) * Expr::c(32) + Expr::ThreadIdx(Dim::X),
+        }];
+        let value = self.scan_value(lk, dt)?;
+        let at = GlobalRef { param: self.buf_param[&lk.out], offset: self.aff(&lk.store_index)? };
+        let out_dt = self.p.buffer(lk.out).dtype;
+        let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: out_dt, pred: Expr::c(1) };
+        chunk.extend(self.scan_chunk((sc.op, dt, sc.exclusive), (&carry, &v), Expr::Var(i).lt(e), value, &store));
+        body.push(Stmt::For {
             var: c,
             start: Expr::c(0),
-            end: ceil_div(e, Expr::c(32)),
+            end: ceil_div(seg_len, Expr::c(32)),
             step: 1,
             unroll: false,
             body: chunk,
         });
-        Ok(vec![
-            Stmt::Let { var: row, value: Expr::BlockIdx(Dim::X) * Expr::c(WARPS as i64) + Expr::ThreadIdx(Dim::Y) },
-            Stmt::If { cond: Expr::Var(row).lt(nrows), then: point, otherwise: Vec::new() },
-        ])
+        Ok(self.per_warp(nrows * nb, body, item))
     }
 
     /// One `ld.shared` of element `index` of `buf`'s row (a [`Form::Rows`]
@@ -1596,10 +1759,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
         Form::Gemm | Form::Attention | Form::Rows => return Err(diag!(Internal, "form_of never chooses {form:?}")),
-        Form::Scan => {
-            let sc = lk.scan.as_ref().ok_or_else(|| diag!(Internal, "a scan kernel without its scan"))?;
-            b.warp_scan(lk, sc)?
-        }
+        Form::Scan => return Err(diag!(Internal, "a scan is lowered by lower_scan")),
         Form::Elementwise | Form::Serial => {
             let out = p.buffer(lk.out);
             let vec = if vectorisable(lk, out) { VEC } else { 1 };
@@ -1662,6 +1822,69 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     };
     b.k.body = body;
     Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), outs: vec![lk.out], plan: None })
+}
+
+/// Points of a row that one warp of a two-level scan takes (16 chunks of
+/// 32): a row of `E` points runs as `ceil(E / 512)` warps in parallel.
+pub const SCAN_SEGMENT: i64 = 512;
+
+/// Per kernel of `p`: for a scan whose row is not known to fit one
+/// [`SCAN_SEGMENT`], a new temporary for its segment totals (`[rows…,
+/// ceil(E / SCAN_SEGMENT)]`, in the running dtype: f32 for floats).
+fn scan_totals(p: &mut loop_ir::Program) -> Vec<Option<BufId>> {
+    let mut out = Vec::new();
+    for k in 0..p.kernels.len() {
+        let lk = &p.kernels[k];
+        let Some(sc) = lk.scan.as_ref().filter(|sc| lk.loops[sc.axis].as_int().is_none_or(|e| e > SCAN_SEGMENT)) else {
+            out.push(None);
+            continue;
+        };
+        let e = &lk.loops[sc.axis];
+        let nb = (e + &SymDim::int(SCAN_SEGMENT - 1)).floordiv(&SymDim::int(SCAN_SEGMENT));
+        let mut shape: Vec<SymDim> =
+            lk.loops.iter().enumerate().filter(|&(v, _)| v != sc.axis).map(|(_, d)| d.clone()).collect();
+        shape.push(nb.unwrap_or_else(|| e.clone()));
+        let dtype = if sc.dtype.is_float() { DType::F32 } else { sc.dtype };
+        let name = format!("{}_totals", lk.name);
+        p.buffers.push(Buffer {
+            label: format!("segment totals of {}", lk.name),
+            name,
+            dtype,
+            shape,
+            role: Role::Temp,
+        });
+        out.push(Some(BufId(p.buffers.len() as u32 - 1)));
+    }
+    out
+}
+
+/// The launches of scan kernel `lk` ([`Form::Scan`]): with `totals` (a
+/// row longer than a segment) the two-level scan — segment totals, their
+/// scan per row, then every segment from its carry, each pass a warp per
+/// item — else one warp per row.
+fn lower_scan(p: &loop_ir::Program, lk: &loop_ir::Kernel, totals: Option<BufId>) -> DResult<Vec<Launch>> {
+    let sc = lk.scan.as_ref().ok_or_else(|| diag!(Internal, "{} is not a scan", lk.name))?;
+    let name = format!("{}_{}", p.name, lk.name);
+    let launch = |b: Builder<'_>, body: Vec<Stmt>, out: BufId| {
+        let mut k = b.k;
+        k.body = body;
+        Launch { kernel: k, form: Form::Scan, args: b.args, region: lk.nodes.clone(), outs: vec![out], plan: None }
+    };
+    let mut out = Vec::new();
+    if let Some(t) = totals {
+        let mut b = Builder::with_buffers(p, &format!("{name}_totals"), &lk.reads(), &[t]);
+        let body = b.scan_totals(lk, sc, t)?;
+        out.push(launch(b, body, t));
+        let mut b = Builder::with_buffers(p, &format!("{name}_carries"), &[], &[t]);
+        let body = b.scan_carries(lk, sc, t)?;
+        out.push(launch(b, body, t));
+    }
+    let mut reads = lk.reads();
+    reads.extend(totals);
+    let mut b = Builder::with_buffers(p, &name, &reads, &[lk.out]);
+    let body = b.scan_segments(lk, sc, totals)?;
+    out.push(launch(b, body, lk.out));
+    Ok(out)
 }
 
 /// Runs `prog` in the emulator ([`emulate::run`]) with the symbol values

@@ -227,12 +227,14 @@ fn gathers_emulate() {
     compiles(&Toolchain::locate().unwrap(), &prog);
 }
 
-/// The cumulative ops (`SCAN`, [`Form::Scan`]: a warp per row, shuffle-up
-/// steps within each chunk of 32 and a carry between chunks) in the
-/// emulator against the interpreter: every op, exclusive and reverse,
-/// along the first, a middle and the last axis, with a fused producer, in
-/// f32, f16 and i32, at rows shorter than a chunk, of several chunks and
-/// with a partial last chunk.
+/// The cumulative ops (`SCAN`, [`Form::Scan`]: warps scanning 32 points
+/// at a time with shuffle-up steps and a carry) in the emulator against
+/// the interpreter: every op, exclusive and reverse, along the first, a
+/// middle and the last axis, with a fused producer, in f32, f16 and i32.
+/// A symbolic row takes the two-level scan (segment totals, their scan,
+/// then the segments from their carries), exercised at rows shorter than
+/// a chunk, of several chunks, of one segment and of several segments with
+/// a partial last one; a constant row of one segment takes one launch.
 #[test]
 fn cumulative_ops_emulate() {
     let g = load(
@@ -243,13 +245,20 @@ fn cumulative_ops_emulate() {
          mn = cummin(h, 1, reverse=true, exclusive=true)\n\
          si = cumsum(i, 1)\n    return s, p, mx, mn, si\n}\n",
     );
+    let segment = super::SCAN_SEGMENT;
     let mut last = None;
-    for (m, n) in [(3, 5), (1, 1), (2, 70), (5, 64)] {
+    for (m, n) in [(3, 5), (1, 1), (2, 70), (1, segment), (2, 2 * segment + 37)] {
         last = Some(check(&g, &[("M", m), ("N", n)], 2e-3));
     }
     let prog = last.unwrap();
-    let forms: Vec<Form> = prog.launches.iter().map(|l| l.form).collect();
-    assert_eq!(forms.iter().filter(|&&f| f == Form::Scan).count(), 5, "{forms:?}");
+    // Three passes for each of the four scans along a symbolic axis, one
+    // for `si`'s along its axis of 3.
+    assert_eq!(forms(&prog).iter().filter(|&&f| f == Form::Scan).count(), 4 * 3 + 1, "{:?}", forms(&prog));
+    compiles(&Toolchain::locate().unwrap(), &prog);
+    let short =
+        load("graph short(x: f32[3, 40]) -> (s: f32[3, 40]) {\n    s = cumsum(x, -1, reverse=true)\n    return s\n}\n");
+    let prog = check(&short, &[], 1e-5);
+    assert_eq!(forms(&prog), [Form::Scan]);
     // The printed CUDA (`shfl.sync.up`, `shfl.sync.idx`) compiles to sm_80 without spills.
     compiles(&Toolchain::locate().unwrap(), &prog);
 }

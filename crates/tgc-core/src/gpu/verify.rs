@@ -554,9 +554,12 @@ impl Verifier<'_> {
             Stmt::ShflIdx { dtype, dst, src, lane } => {
                 self.reg(dst, compute_kind(*dtype), scope, s, "broadcast destination");
                 self.reg(src, compute_kind(*dtype), scope, s, "broadcast source");
-                if *lane >= 32 {
-                    self.err(Fault::BadValue, s, format!("lane {lane} is not a lane (0 to 31)"));
+                if let Expr::Const(l) = lane {
+                    if !(0..32).contains(l) {
+                        self.err(Fault::BadValue, s, format!("lane {l} is not a lane (0 to 31)"));
+                    }
                 }
+                self.expr(lane, scope, Some(s));
                 self.full_mask(s, "shfl.sync.idx");
             }
             Stmt::StGlobal { dst, src, dtype, pred } => {

@@ -312,10 +312,11 @@ impl Kernel {
                 )?,
                 Stmt::ShflIdx { dtype, dst, src, lane } => writeln!(
                     f,
-                    "{} = shfl.sync.idx.b32.{}({}, {lane})",
+                    "{} = shfl.sync.idx.b32.{}({}, {})",
                     self.reg_text(dst),
                     dtype.dsl_name(),
-                    self.reg_text(src)
+                    self.reg_text(src),
+                    self.expr(lane)
                 )?,
                 Stmt::StGlobal { dst, src, dtype, pred } => writeln!(
                     f,

@@ -268,9 +268,9 @@ impl Graph {
         self.push(Op::Gather { axis }, vec![x, index], None, None)
     }
 
-    /// `SCAN` ([`Op::Scan`]): the inclusive prefix of `op` along `axis`.
-    pub fn scan(&mut self, x: NodeId, op: ReduceOp, axis: usize) -> DResult<NodeId> {
-        self.push(Op::Scan { op, axis }, vec![x], None, None)
+    /// `SCAN` ([`Op::Scan`]): the prefix of `op` along `axis`.
+    pub fn scan(&mut self, x: NodeId, op: ReduceOp, axis: usize, exclusive: bool, reverse: bool) -> DResult<NodeId> {
+        self.push(Op::Scan { op, axis, exclusive, reverse }, vec![x], None, None)
     }
 
     pub fn view(&mut self, x: NodeId, shape: &[Dim], map: &[AffExpr]) -> DResult<NodeId> {

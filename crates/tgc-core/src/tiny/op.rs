@@ -114,19 +114,25 @@ pub enum Op {
         axis: usize,
     },
     // --- scan
-    /// Inclusive prefix combination along `axis` (`004` 並列化: cumulative
-    /// ops by parallel scan): `out[i] = x[i|axis←0] ⊕ … ⊕ x[i|axis←i_axis]`,
-    /// `⊕` the reduce op, accumulated in the node's dtype (its compute type,
-    /// rounded on each output as a `REDUCE`'s result is). Shape and dtype
-    /// are `x`'s. Reverse and exclusive scans are `FLIP`s and a `PAD` +
-    /// `SHRINK` around it. Decision 6's reason for the op: written with the
-    /// other ops a prefix is a `REDUCE` over a triangle (`where(j ≤ i, x,
-    /// 0)`), `O(n²)` work that no schedule turns into a scan's `O(n)`; the
-    /// op keeps the recurrence visible so that back ends can run a parallel
-    /// scan (blocked on the CPU, warp-shuffle on the GPU).
+    /// Prefix combination along `axis` (`004` 並列化: cumulative ops by
+    /// parallel scan; ONNX `CumSum`'s attributes): the axis's points taken
+    /// in scan order `p_j = j`, or `D-1-j` when `reverse`, `out[p_j] =
+    /// x[p_0] ⊕ … ⊕ x[p_j]` — without `x[p_j]` when `exclusive`, so
+    /// `out[p_0]` is the identity — `⊕` the reduce op, accumulated in the
+    /// node's dtype (its compute type, rounded on each output as a
+    /// `REDUCE`'s result is). Shape and dtype are `x`'s. Decision 6's
+    /// reason for the op: written with the other ops a prefix is a `REDUCE`
+    /// over a triangle (`where(j ≤ i, x, 0)`), `O(n²)` work that no schedule
+    /// turns into a scan's `O(n)`; the op keeps the recurrence visible so
+    /// that back ends can run a parallel scan (blocked on the CPU,
+    /// warp-shuffle on the GPU). The flags are attributes rather than
+    /// `FLIP`s and shifts around an inclusive scan because those would read
+    /// the scan's stored result through a view: one more pass over memory.
     Scan {
         op: ReduceOp,
         axis: usize,
+        exclusive: bool,
+        reverse: bool,
     },
 }
 

@@ -75,7 +75,9 @@ fn attrs(op: &Op) -> String {
         Op::Flip { axes } => format!("axes={}", list(axes)),
         Op::View { map } => format!("map={}", list::<AffExpr>(map)),
         Op::Gather { axis } => format!("axis={axis}"),
-        Op::Scan { op, axis } => format!("{} axis={axis}", op.name()),
+        Op::Scan { op, axis, exclusive, reverse } => {
+            format!("{} axis={axis} exclusive={exclusive} reverse={reverse}", op.name())
+        }
         _ => String::new(),
     }
 }

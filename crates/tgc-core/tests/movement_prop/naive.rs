@@ -82,7 +82,10 @@ fn int(d: &Dim) -> Result<i64, String> {
 fn round(v: f64, dt: DType) -> Result<f64, String> {
     match dt {
         DType::F32 => Ok(v as f32 as f64),
-        DType::I32 | DType::Bool => Ok(v),
+        // i32 arithmetic wraps (two's complement): a sum of the i32 extremes
+        // (an exclusive scan's identity) leaves the range.
+        DType::I32 => Ok(v as i64 as i32 as f64),
+        DType::Bool => Ok(v),
         _ => Err(format!("dtype {dt} is not generated")),
     }
 }
@@ -112,8 +115,10 @@ fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<f
                 src(2).at(idx)
             }
         }
-        Op::Reduce { op, axes } => round(reduce(*op, axes, src(0), idx), n.ty.dtype)?,
-        Op::Scan { op, axis } => round(scan(*op, *axis, src(0), idx), n.ty.dtype)?,
+        Op::Reduce { op, axes } => round(reduce(*op, axes, src(0), idx, n.ty.dtype), n.ty.dtype)?,
+        Op::Scan { op, axis, exclusive, reverse } => {
+            round(scan(*op, *axis, (*exclusive, *reverse), src(0), idx, n.ty.dtype), n.ty.dtype)?
+        }
         // `x` at `idx` with axis `axis` replaced by the index value: a
         // negative one counts from the end, then it is clamped into the axis.
         Op::Gather { axis } => {
@@ -139,14 +144,14 @@ fn element(n: &Node, vals: &[Value], idx: &[usize], shape: &[usize]) -> Result<f
 
 /// `REDUCE` at output index `idx`: the kept source axes take `idx` in order,
 /// the reduced axes run over their whole extent.
-fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> f64 {
+fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize], dt: DType) -> f64 {
     let rank = x.shape.len();
     let mut j = vec![0; rank];
     for (o, k) in (0..rank).filter(|k| !axes.contains(k)).enumerate() {
         j[k] = idx[o];
     }
     let extents: Vec<usize> = axes.iter().map(|&k| x.shape[k]).collect();
-    let mut acc = identity(op);
+    let mut acc = identity(op, dt);
     for r in 0..extents.iter().product() {
         for (&k, t) in axes.iter().zip(unravel(r, &extents)) {
             j[k] = t;
@@ -156,12 +161,15 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &Value, idx: &[usize]) -> f64 {
     acc
 }
 
-fn identity(op: ReduceOp) -> f64 {
-    match op {
-        ReduceOp::Sum => 0.0,
-        ReduceOp::Prod => 1.0,
-        ReduceOp::Max => f64::NEG_INFINITY,
-        ReduceOp::Min => f64::INFINITY,
+/// The value a fold starts from: the extremes of i32 for its MAX and MIN.
+fn identity(op: ReduceOp, dt: DType) -> f64 {
+    match (op, dt) {
+        (ReduceOp::Sum, _) => 0.0,
+        (ReduceOp::Prod, _) => 1.0,
+        (ReduceOp::Max, DType::I32) => i32::MIN as f64,
+        (ReduceOp::Min, DType::I32) => i32::MAX as f64,
+        (ReduceOp::Max, _) => f64::NEG_INFINITY,
+        (ReduceOp::Min, _) => f64::INFINITY,
     }
 }
 
@@ -174,11 +182,15 @@ fn fold(op: ReduceOp, acc: f64, v: f64) -> f64 {
     }
 }
 
-/// `SCAN` at `idx`: the points `0..=idx[axis]` of the axis folded in order.
-fn scan(op: ReduceOp, axis: usize, x: &Value, idx: &[usize]) -> f64 {
+/// `SCAN` at `idx`: the points of the axis up to `idx[axis]` in scan order
+/// (from the end when `reverse`; without `idx` itself when `exclusive`)
+/// folded in that order.
+fn scan(op: ReduceOp, axis: usize, (exclusive, reverse): (bool, bool), x: &Value, idx: &[usize], dt: DType) -> f64 {
+    let (at, d) = (idx[axis], x.shape[axis]);
+    let order: Vec<usize> = if reverse { (at..d).rev().collect() } else { (0..=at).collect() };
     let mut j = idx.to_vec();
-    let mut acc = identity(op);
-    for t in 0..=idx[axis] {
+    let mut acc = identity(op, dt);
+    for t in order.into_iter().filter(|&t| !(exclusive && t == at)) {
         j[axis] = t;
         acc = fold(op, acc, x.at(&j));
     }

@@ -130,11 +130,10 @@ fn reduce_op(f: ReduceFn) -> ReduceOp {
 /// (PyTorch's `torch.cumsum`, ONNX `CumSum` with its `exclusive` and
 /// `reverse` attributes; `cummax`/`cummin` give the values, not
 /// PyTorch's indices): `SCAN` along the axis (negative from the end) in the
-/// input's dtype, a bool input counted in i32. `reverse` scans from the
-/// end: `FLIP`, `SCAN`, `FLIP`. `exclusive` leaves each point out of its
-/// own prefix: the inclusive result shifted one place along the axis
-/// (`PAD` of one identity in front, `SHRINK` of the last point), so the
-/// first point is the identity (0, 1, -inf, +inf; the i32 extremes).
+/// input's dtype, a bool input counted in i32; one `SCAN` with its
+/// `reverse` (from the end) and `exclusive` (each point left out of its
+/// own prefix, so the first is the identity: 0, 1, -inf, +inf, the i32
+/// extremes) attributes.
 ///
 /// Errors: `InvalidAxis` for an axis out of range; `DTypeMismatch` for a
 /// `mean` (not a cumulative op).
@@ -143,27 +142,8 @@ pub fn scan(g: &mut Graph, f: ReduceFn, x: NodeId, axis: i64, exclusive: bool, r
         return Err(fail(g, diag!(DTypeMismatch, "there is no cumulative mean")));
     }
     let k = super::axis(g, axis, g.shape(x).len())?;
-    let mut x = x;
-    if g.dtype(x) == DType::Bool {
-        x = cast_to(g, x, DType::I32)?;
-    }
-    if reverse {
-        x = g.flip(x, &[k])?;
-    }
-    let op = reduce_op(f);
-    let mut y = g.scan(x, op, k)?;
-    if exclusive {
-        let shape = g.shape(y).to_vec();
-        let mut pads = vec![(Dim::int(0), Dim::int(0)); shape.len()];
-        pads[k].0 = Dim::int(1);
-        let padded = g.pad(y, &pads, op.identity(g.dtype(y)))?;
-        let lo = vec![Dim::int(0); shape.len()];
-        y = g.shrink(padded, &lo, &shape, &vec![Dim::int(1); shape.len()])?;
-    }
-    if reverse {
-        y = g.flip(y, &[k])?;
-    }
-    Ok(y)
+    let x = if g.dtype(x) == DType::Bool { cast_to(g, x, DType::I32)? } else { x };
+    g.scan(x, reduce_op(f), k, exclusive, reverse)
 }
 
 /// `x / Π dims` for a float `x`: `MUL` by the constant `1/n` when `n` is

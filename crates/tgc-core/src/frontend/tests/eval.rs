@@ -127,12 +127,18 @@ pub fn eval(g: &Graph, syms: &[(&str, i64)], inputs: &[(&str, Tensor)], round: b
                 acc.into_iter().map(|x| rnd(dt, x, round)).collect()
             }
             // By definition, not as a running value: each point folds the
-            // points `0..=i` of its axis.
-            Op::Scan { op, axis } => (0..total)
+            // points of its axis before it in scan order, and itself unless
+            // exclusive.
+            Op::Scan { op, axis, exclusive, reverse } => (0..total)
                 .map(|i| {
                     let mut idx = unravel(i, &shape);
+                    let (at, d) = (idx[*axis], shape[*axis]);
                     let mut acc = op.identity(dt);
-                    for j in 0..=idx[*axis] {
+                    let folded = (0..d).filter(|&j| {
+                        let before = if *reverse { j > at } else { j < at };
+                        before || (j == at && !*exclusive)
+                    });
+                    for j in folded {
                         idx[*axis] = j;
                         let x = src[0].data[ravel(&idx, &shape)];
                         acc = match op {

@@ -290,12 +290,14 @@ impl<'k> Frame<'k> {
             Stmt::ShflIdx { dtype, dst, src, lane } => {
                 self.check_kind(dst, *dtype, s)?;
                 self.check_kind(src, *dtype, s)?;
-                if *lane >= 32 {
-                    return Err(self.err(Fault::BadValue, s, format!("lane {lane} (0 to 31)")));
-                }
                 for w in self.full_warps(mask, s, "shfl.sync.idx")? {
-                    let v = self.get_reg(src, w * 32 + *lane as usize, s)?;
+                    let lanes: Vec<u32> = (0..32).map(|l| self.get_reg(src, w * 32 + l, s)).collect::<R<Vec<u32>>>()?;
                     for l in 0..32 {
+                        let from = self.eval(lane, w * 32 + l, s)?;
+                        let v = *usize::try_from(from)
+                            .ok()
+                            .and_then(|f| lanes.get(f))
+                            .ok_or_else(|| self.err(Fault::BadValue, s, format!("lane {from} (0 to 31)")))?;
                         self.set_reg(dst, w * 32 + l, v, s)?;
                     }
                 }

@@ -162,6 +162,15 @@ impl<'a> Fields<'a> {
         self.get(key).map(|v| number(v, &self.path(key))).transpose()
     }
 
+    /// A `true`/`false` field, if present.
+    pub(super) fn opt_bool(&self, key: &str) -> DResult<Option<bool>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(bad(&self.path(key), "true or false", v)),
+        }
+    }
+
     pub(super) fn number(&self, key: &str) -> DResult<f64> {
         self.opt_number(key)?.ok_or_else(|| diag!(SyntaxError, "missing field `{}`", self.path(key)))
     }

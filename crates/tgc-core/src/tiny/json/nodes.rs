@@ -239,10 +239,12 @@ fn build(b: &mut Builder, n: &RawNode, env: &HashMap<&str, NodeId>) -> DResult<N
         }
         "SCAN" => {
             let (op, axis) = (reduce_op(a.str("op")?)?, a.number("axis")?);
+            let (exclusive, reverse) = (a.opt_bool("exclusive")?, a.opt_bool("reverse")?);
             a.finish(n.uop)?;
             let x = x()?;
             let axis = one_axis(axis, b.g.shape(x).len(), "SCAN")?;
-            b.add(id, Op::Scan { op, axis }, vec![x], None, None)
+            let op = Op::Scan { op, axis, exclusive: exclusive.unwrap_or(false), reverse: reverse.unwrap_or(false) };
+            b.add(id, op, vec![x], None, None)
         }
         "GATHER" => {
             let axis = a.number("axis")?;

@@ -306,7 +306,14 @@ fn gather_nodes_load_and_write_back() {
 fn scan_nodes_load_and_write_back() {
     let text = doc(&[A, r#"{"id":"s","uop":"SCAN","src":["a"],"arg":{"op":"PROD","axis":-2}}"#], "");
     let g = load_json(&text).unwrap();
-    assert_eq!(g.node(g.find("s").unwrap()).op, Op::Scan { op: ReduceOp::Prod, axis: 0 });
+    let want = Op::Scan { op: ReduceOp::Prod, axis: 0, exclusive: false, reverse: false };
+    assert_eq!(g.node(g.find("s").unwrap()).op, want);
+    let flags = r#"{"id":"s","uop":"SCAN","src":["a"],"arg":{"op":"MAX","axis":1,"exclusive":true,"reverse":true}}"#;
+    let g = load_json(&doc(&[A, flags], "")).unwrap();
+    assert_eq!(
+        g.node(g.find("s").unwrap()).op,
+        Op::Scan { op: ReduceOp::Max, axis: 1, exclusive: true, reverse: true }
+    );
     let back = load_json(&to_json(&g)).unwrap();
     for (a, b) in g.nodes().iter().zip(back.nodes()) {
         assert_eq!((&a.op, &a.src, &a.ty), (&b.op, &b.src, &b.ty));

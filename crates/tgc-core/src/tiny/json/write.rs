@@ -71,9 +71,11 @@ fn arg(g: &Graph, n: &super::super::graph::Node) -> Map<String, Value> {
         }
         Op::Flip { axes } => put("axes", Value::from(axes.clone())),
         Op::Gather { axis } => put("axis", Value::from(*axis)),
-        Op::Scan { op, axis } => {
+        Op::Scan { op, axis, exclusive, reverse } => {
             put("op", Value::from(op.name()));
             put("axis", Value::from(*axis));
+            put("exclusive", Value::from(*exclusive));
+            put("reverse", Value::from(*reverse));
         }
         Op::View { map } => {
             put("result_shape", dims(&n.ty.shape));
