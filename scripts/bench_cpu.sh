@@ -3,7 +3,7 @@
 # ONNX Runtime, measured in the same run with the same thread counts
 # (crates/tgc-cli/examples/bench_cpu.rs; the peers: scripts/bench_cpu_peers.py).
 #
-#   bash scripts/bench_cpu.sh [RUNS] [--threads 1,2] [--only gemm|softmax|layernorm|conv] [--peak-gflops F]
+#   bash scripts/bench_cpu.sh [RUNS] [--threads 1,2] [--only gemm|softmax|layernorm|conv|cumsum] [--peak-gflops F]
 #
 # Installs the peers once into .toolchain/bench (scripts/bench_peers.sh),
 # then runs the example with PYTHONPATH pointing there, passing the

@@ -10,10 +10,11 @@ Usage: bench_cpu_peers.py [CASE_JSON]    (the case on stdin when no argument)
 The case, a JSON object:
   op          "gemm" (y = x @ w), "softmax" (over the last axis),
               "layernorm" (over the last axis, with gamma and beta, eps
-              below) or "conv_relu_pool" (NCHW conv 3x3 stride 1 pad 1 with
-              bias, ReLU, max pool 2x2 stride 2)
+              below), "conv_relu_pool" (NCHW conv 3x3 stride 1 pad 1 with
+              bias, ReLU, max pool 2x2 stride 2) or "cumsum" (over the last
+              axis)
   shapes      the inputs' shapes, in order: gemm x [M, K], w [K, N];
-              softmax x; layernorm x [R, C], gamma [C], beta [C];
+              softmax x; cumsum x; layernorm x [R, C], gamma [C], beta [C];
               conv_relu_pool x [N, C, H, W], w [K, C, 3, 3], b [K]
   threads     threads for both peers (default 1): OPENBLAS_NUM_THREADS and
               OMP_NUM_THREADS, set here before NumPy is imported, so one
@@ -68,6 +69,10 @@ def numpy_step(np, op, xs):
             return e / e.sum(axis=-1, keepdims=True)
 
         return softmax
+    if op == "cumsum":
+        (x,) = xs
+        y = np.empty_like(x)
+        return lambda: np.cumsum(x, axis=-1, out=y)
     if op == "layernorm":
         x, gamma, beta = xs
 
@@ -95,12 +100,18 @@ def onnx_model(op, shapes):
     """The ONNX model of `op` for inputs of `shapes`, built with onnx.helper."""
     from onnx import TensorProto, helper
 
-    names = {"gemm": ["x", "w"], "softmax": ["x"], "layernorm": ["x", "gamma", "beta"]}.get(op, ["x", "w", "b"])
+    names = {"gemm": ["x", "w"], "softmax": ["x"], "cumsum": ["x"], "layernorm": ["x", "gamma", "beta"]}.get(
+        op, ["x", "w", "b"]
+    )
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip(names, shapes)]
+    initializers = []
     if op == "gemm":
         nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
     elif op == "softmax":
         nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    elif op == "cumsum":
+        initializers = [helper.make_tensor("axis", TensorProto.INT64, [], [-1])]
+        nodes = [helper.make_node("CumSum", ["x", "axis"], ["y"])]
     elif op == "layernorm":
         nodes = [helper.make_node("LayerNormalization", names, ["y"], axis=-1, epsilon=LAYERNORM_EPS)]
     else:
@@ -110,7 +121,7 @@ def onnx_model(op, shapes):
             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
         ]
     output = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    graph = helper.make_graph(nodes, f"bench_{op}", inputs, [output])
+    graph = helper.make_graph(nodes, f"bench_{op}", inputs, [output], initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)])
     model.ir_version = ONNX_IR_VERSION
     return model, names
@@ -145,7 +156,7 @@ def main():
         case = json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read())
         op, shapes = case["op"], case["shapes"]
         threads, runs = int(case.get("threads", 1)), int(case.get("runs", 5))
-        if op not in ("gemm", "softmax", "layernorm", "conv_relu_pool") or threads < 1 or runs < 1:
+        if op not in ("gemm", "softmax", "layernorm", "conv_relu_pool", "cumsum") or threads < 1 or runs < 1:
             raise ValueError(f"bad op, threads or runs in {case}")
     except (ValueError, KeyError, TypeError) as e:
         print(f"bench_cpu_peers.py: malformed case: {e}", file=sys.stderr)

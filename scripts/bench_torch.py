@@ -3,8 +3,8 @@
 
 Usage: bench_torch.py DTYPE OP A B C EPILOGUE ITERS
   DTYPE     f16 or bf16
-  OP        gemm (A, B, C = M, N, K), softmax or layernorm (A, B = rows,
-            cols over the last axis; C ignored), conv (A = "N,H,C,K,R,S,P":
+  OP        gemm (A, B, C = M, N, K), softmax, layernorm or cumsum (A,
+            B = rows, cols over the last axis; C ignored), conv (A = "N,H,C,K,R,S,P":
             batch, height = width, channels in and out, kernel R×R,
             stride S, padding P; B, C ignored): conv2d + bias on
             channels_last tensors (cuDNN), attention (A = "B,H,S,D"; B, C
@@ -41,6 +41,9 @@ def main():
     if op == "softmax":
         x = torch.randn(m, n, device=dev, dtype=dtype)
         step = lambda: torch.softmax(x, dim=-1)
+    elif op == "cumsum":
+        x = torch.randn(m, n, device=dev, dtype=dtype)
+        step = lambda: torch.cumsum(x, dim=-1)
     elif op == "layernorm":
         x = torch.randn(m, n, device=dev, dtype=dtype)
         g = torch.randn(n, device=dev, dtype=dtype)

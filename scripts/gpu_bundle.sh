@@ -23,7 +23,7 @@
 # path does not exist on the GPU machine, --run links it to this copy
 # (which needs write access to its parent). BENCH_ITERS (default 20) and
 # SWEEP_ITERS (default 10) set the iterations per case; BENCH=rows runs
-# only `bench_gpu --rows` (softmax and layernorm) after the tests,
+# only `bench_gpu --rows` (softmax, layernorm and cumsum) after the tests,
 # BENCH=conv only `bench_gpu --conv` (BENCH=attention `--attention`,
 # BENCH=minilm `--minilm`; BENCH_ONLY=TEXT passes `--only TEXT`), BENCH=convplans only the plan sweep
 # of the 3×3 convolutions, BENCH=bench `bench_gpu` without the plan sweep,

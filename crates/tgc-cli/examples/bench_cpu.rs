@@ -3,7 +3,7 @@
 //! number of threads on both sides.
 //!
 //! ```text
-//! bash scripts/bench_cpu.sh [RUNS] [--threads 1,2] [--only gemm|softmax|layernorm|conv] [--peak-gflops F]
+//! bash scripts/bench_cpu.sh [RUNS] [--threads 1,2] [--only gemm|softmax|layernorm|conv|cumsum] [--peak-gflops F]
 //! cargo run --release -p tgc-cli --example bench_cpu -- [the same arguments]
 //! ```
 //!
@@ -19,7 +19,9 @@
 //!   (eps 1e-5, the DSL's default);
 //! - conv 3×3 stride 1 pad 1 with bias → ReLU → max pool 2×2 stride 2,
 //!   NCHW, N = 1, C = K = 64 at 56×56, 128 at 28×28, 256 at 14×14 (the
-//!   shapes of `bench_conv_pool`).
+//!   shapes of `bench_conv_pool`);
+//! - cumsum over the last axis of `[4096, 1024]` (many rows) and of
+//!   `[1, 4194304]` (one row of 1024 blocks: the blocked scan's case).
 //!
 //! Each case is compiled once as `bench_conv_pool` compiles it (C through
 //! [`CompiledCpu`], the default [`Options`]: fused regions, packed
@@ -40,8 +42,8 @@
 //! Printed per row: tgc's median ms and rate, then for each peer its median
 //! ms and peer/tgc (≥ 1 means tgc is faster). Rates: GEMM GFLOP/s
 //! (2·M·N·K per call) and the fraction of the f32 peak of `n` cores (at most
-//! the machine's); softmax and layernorm GB/s (every tensor read or written
-//! once); conv GFLOP/s of the convolution (2·K·C·9·H·W). The peak of a core
+//! the machine's); softmax, layernorm and cumsum GB/s (every tensor read
+//! or written once); conv GFLOP/s of the convolution (2·K·C·9·H·W). The peak of a core
 //! is its f32 flops per cycle ([`flops_per_cycle`]: two FMA pipes of the
 //! widest vectors the runtime's micro-kernel uses) times the clock of
 //! `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
@@ -110,6 +112,7 @@ enum Family {
     Softmax,
     Layernorm,
     Conv,
+    Cumsum,
 }
 
 /// One benchmark case.
@@ -123,9 +126,11 @@ enum Case {
     Layernorm { rows: usize, cols: usize },
     /// Conv of `x[1, c, hw, hw]` with `k` 3×3 filters and a bias, ReLU, max pool.
     Conv { c: usize, hw: usize, k: usize },
+    /// Cumulative sum over the last axis of `x[rows, cols]`.
+    Cumsum { rows: usize, cols: usize },
 }
 
-const CASES: [Case; 9] = [
+const CASES: [Case; 11] = [
     Case::Gemm { m: 128, n: 1536, k: 384 },
     Case::Gemm { m: 512, n: 512, k: 512 },
     Case::Gemm { m: 1024, n: 1024, k: 1024 },
@@ -135,6 +140,8 @@ const CASES: [Case; 9] = [
     Case::Conv { c: 64, hw: 56, k: 64 },
     Case::Conv { c: 128, hw: 28, k: 128 },
     Case::Conv { c: 256, hw: 14, k: 256 },
+    Case::Cumsum { rows: 4096, cols: 1024 },
+    Case::Cumsum { rows: 1, cols: 4 << 20 },
 ];
 
 impl Case {
@@ -144,6 +151,7 @@ impl Case {
             Case::Softmax { .. } => Family::Softmax,
             Case::Layernorm { .. } => Family::Layernorm,
             Case::Conv { .. } => Family::Conv,
+            Case::Cumsum { .. } => Family::Cumsum,
         }
     }
 
@@ -151,7 +159,9 @@ impl Case {
     fn label(self) -> String {
         match self {
             Case::Gemm { m, n, k } => format!("{m}x{n}x{k}"),
-            Case::Softmax { rows, cols } | Case::Layernorm { rows, cols } => format!("{rows}x{cols}"),
+            Case::Softmax { rows, cols } | Case::Layernorm { rows, cols } | Case::Cumsum { rows, cols } => {
+                format!("{rows}x{cols}")
+            }
             Case::Conv { c, hw, k } => format!("C={c} K={k} HW={hw}"),
         }
     }
@@ -178,6 +188,10 @@ impl Case {
                  y = maxpool2d(r, kernel=[2, 2], stride=[2, 2], pad=[0, 0])\n    return y\n}}\n",
                 o = hw / 2
             ),
+            Case::Cumsum { rows, cols } => format!(
+                "graph cumsum_{rows}x{cols}(x: f32[{rows}, {cols}]) -> (y: f32[{rows}, {cols}]) {{\n    \
+                 y = cumsum(x, -1)\n    return y\n}}\n"
+            ),
         }
     }
 
@@ -188,16 +202,17 @@ impl Case {
             Case::Softmax { .. } => "softmax",
             Case::Layernorm { .. } => "layernorm",
             Case::Conv { .. } => "conv_relu_pool",
+            Case::Cumsum { .. } => "cumsum",
         }
     }
 
     /// The work of one call in the unit of the rate column: flops (GEMM,
-    /// conv) or bytes read and written (softmax, layernorm).
+    /// conv) or bytes read and written (softmax, layernorm, cumsum).
     fn work(self) -> f64 {
         let f = |v: usize| v as f64;
         match self {
             Case::Gemm { m, n, k } => 2.0 * f(m) * f(n) * f(k),
-            Case::Softmax { rows, cols } => 4.0 * 2.0 * f(rows) * f(cols),
+            Case::Softmax { rows, cols } | Case::Cumsum { rows, cols } => 4.0 * 2.0 * f(rows) * f(cols),
             Case::Layernorm { rows, cols } => 4.0 * (2.0 * f(rows) * f(cols) + 2.0 * f(cols)),
             Case::Conv { c, hw, k } => 2.0 * f(k) * f(c) * 9.0 * f(hw) * f(hw),
         }
@@ -212,6 +227,7 @@ impl Family {
             Family::Softmax => ("f32 softmax over the last axis, rows x cols", format!("{:>8}", "GB/s")),
             Family::Layernorm => ("f32 layernorm over the last axis, rows x cols", format!("{:>8}", "GB/s")),
             Family::Conv => ("f32 conv 3x3 s1 p1 + bias -> ReLU -> maxpool 2x2 s2, N=1", format!("{:>8}", "GF/s")),
+            Family::Cumsum => ("f32 cumsum over the last axis, rows x cols", format!("{:>8}", "GB/s")),
         }
     }
 }
@@ -242,7 +258,7 @@ fn main() -> ExitCode {
     }
     // Every tgc timing first, then every peer (see the module doc).
     let mut failed = false;
-    let families: Vec<Family> = [Family::Gemm, Family::Softmax, Family::Layernorm, Family::Conv]
+    let families: Vec<Family> = [Family::Gemm, Family::Softmax, Family::Layernorm, Family::Conv, Family::Cumsum]
         .into_iter()
         .filter(|&f| args.only.is_none_or(|o| o == f))
         .collect();

@@ -15,9 +15,10 @@
 //! lifetime on the same GPU (CUDA events). Printed: TFLOP/s (2·M·N·K per
 //! run) of each and tgc/torch. Without PyTorch the torch column says why.
 //!
-//! Then softmax and layernorm over the last axis of f16 `[rows, cols]`
-//! (8192×1024 and 4096×4096): tgc's SIMT kernels (`gpu::simt`, every
-//! region a kernel) against `torch.softmax` / `torch.nn.functional.layer_norm`,
+//! Then softmax, layernorm and cumsum over the last axis of f16 `[rows,
+//! cols]` (8192×1024 and 4096×4096; cumsum also over one row of 2²⁴):
+//! tgc's SIMT kernels (`gpu::simt`, every region a kernel) against
+//! `torch.softmax` / `torch.nn.functional.layer_norm` / `torch.cumsum`,
 //! printed as effective bandwidth (GB/s: bytes read once + written once).
 //!
 //! Then the 3×3 and 1×1 convolutions of ResNet-50 ([`CONVS`], batch 32,
@@ -43,7 +44,7 @@
 //! f16 with SDPA attention, then the masked mean pooling and L2
 //! normalisation), in sequences per second.
 //!
-//! With `--rows` it runs only the softmax and layernorm rows, with
+//! With `--rows` it runs only the softmax, layernorm and cumsum rows, with
 //! `--conv` only the convolutions, with `--attention` only attention, with
 //! `--minilm` only MiniLM; `--only TEXT` keeps the attention and MiniLM
 //! rows whose name contains TEXT (`--only causal`).
@@ -178,18 +179,21 @@ fn main() -> ExitCode {
             "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio"
         );
     }
-    for &(rows, cols) in row_cases {
-        for op in ["softmax", "layernorm"] {
-            let text = row_graph(op, rows, cols);
-            // Read x once and write y once (f16); gamma and beta are noise.
-            let gbytes = 2.0 * 2.0 * rows as f64 * cols as f64 / 1e9;
-            let shape = format!("{rows}×{cols}");
-            let torch_case = ["f16", op, &rows.to_string(), &cols.to_string(), "0", "none"];
-            let pair = measure(&gpu, &format!("{op} {shape}"), &text, &torch_case, iters, gbytes);
-            failed |= pair.tgc.is_none();
-            let [tgc, torch, ratio] = pair.cells(0, 2);
-            println!("{:<6} {shape:<20} {op:<10} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
-        }
+    let long_row: &[(usize, usize, &str)] = if others_only { &[] } else { &[(1, 1 << 24, "cumsum")] };
+    let row_ops = row_cases
+        .iter()
+        .flat_map(|&(r, c)| ["softmax", "layernorm", "cumsum"].map(|op| (r, c, op)))
+        .chain(long_row.iter().copied());
+    for (rows, cols, op) in row_ops {
+        let text = row_graph(op, rows, cols);
+        // Read x once and write y once (f16); gamma and beta are noise.
+        let gbytes = 2.0 * 2.0 * rows as f64 * cols as f64 / 1e9;
+        let shape = format!("{rows}×{cols}");
+        let torch_case = ["f16", op, &rows.to_string(), &cols.to_string(), "0", "none"];
+        let pair = measure(&gpu, &format!("{op} {shape}"), &text, &torch_case, iters, gbytes);
+        failed |= pair.tgc.is_none();
+        let [tgc, torch, ratio] = pair.cells(0, 2);
+        println!("{:<6} {shape:<20} {op:<10} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
     }
     if conv_only || !rows_only {
         failed |= conv_rows(&gpu, iters);
@@ -357,11 +361,14 @@ fn gemm_graph(dtype: DType, m: usize, n: usize, k: usize, epilogue: &str) -> Str
     )
 }
 
-/// The row-reduction case's graph (f16, last axis).
+/// The row case's graph (f16, last axis): softmax, layernorm or cumsum.
 fn row_graph(op: &str, rows: usize, cols: usize) -> String {
     match op {
         "softmax" => format!(
             "graph bench(x: f16[{rows}, {cols}]) -> (y: f16[{rows}, {cols}]) {{\ny = softmax(x, axis=-1)\nreturn y\n}}"
+        ),
+        "cumsum" => format!(
+            "graph bench(x: f16[{rows}, {cols}]) -> (y: f16[{rows}, {cols}]) {{\ny = cumsum(x, -1)\nreturn y\n}}"
         ),
         _ => format!(
             "graph bench(x: f16[{rows}, {cols}], g: f16[{cols}], b: f16[{cols}]) -> (y: f16[{rows}, {cols}]) {{\n\

@@ -257,6 +257,18 @@ fn implicit_gemm_graphs_run_like_the_interpreter() {
     }
 }
 
+/// The cumulative ops: the CPU backend (rows of one block and of several)
+/// and, on a GPU, the warp scans (one segment, several) like the
+/// interpreter.
+#[test]
+fn cumulative_graph_runs_like_the_interpreter() {
+    let path = "crates/tgc-cli/tests/graphs/cumulative.tgc";
+    for (m, n) in [(3, 40), (2, 5000)] {
+        let ins = [("x", DType::F32, vec![m, n]), ("h", DType::F16, vec![m, n])];
+        cpu_matches_interp(path, &ins, &[("M", m as i64), ("N", n as i64)]);
+    }
+}
+
 /// A graph that is one attention: the CPU backend and, on a GPU, the fused
 /// attention kernel like the interpreter; `--dump gpu,plan` show the one
 /// kernel and its schedule.
