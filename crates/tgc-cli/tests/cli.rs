@@ -269,6 +269,24 @@ fn cumulative_graph_runs_like_the_interpreter() {
     }
 }
 
+/// `--dump tiny` marks the views region formation stores (`004`'s
+/// automatic contiguous copies): the transposed table a `take` reads at
+/// data-dependent rows; not the transpose that an element-wise op reads
+/// through its index map.
+#[test]
+fn tiny_dump_marks_contiguous_copies() {
+    let file = temp("contiguous-copy").join("g.tgc");
+    let src = "graph<N=4> embed(table: f32[8, 10], ids: i32[N], pos: f32[N, 8], a: f32[8, 10]) -> (y: f32[N, 8], z: f32[10, 8]) {\n    \
+               y = take(transpose(table, 0, 1), ids, 0) + pos\n    z = transpose(a, 0, 1) * 2\n    return y, z\n}\n";
+    std::fs::write(&file, src).unwrap();
+    let o = tgc(&["compile", file.to_str().unwrap(), "--dump", "tiny"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let marked: Vec<&str> = out.lines().filter(|l| l.ends_with("# contiguous copy")).collect();
+    assert_eq!(marked.len(), 1, "{out}");
+    assert!(marked[0].contains("PERMUTE(table)"), "{out}");
+}
+
 /// A graph that is one attention: the CPU backend and, on a GPU, the fused
 /// attention kernel like the interpreter; `--dump gpu,plan` show the one
 /// kernel and its schedule.

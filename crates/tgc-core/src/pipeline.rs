@@ -313,7 +313,20 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
     check_stage(stage)?;
     Ok(match stage {
         "frontend" => loaded.frontend.clone().unwrap_or_else(|| "(a JSON graph has no frontend stage)\n".to_string()),
-        "tiny" => tiny::text::dump(g),
+        "tiny" => {
+            // Views stored by region formation (not as a graph output).
+            let outputs: Vec<_> = g.outputs.iter().map(|o| o.node).collect();
+            let copies: Vec<_> = artifacts
+                .front
+                .regions
+                .regions
+                .iter()
+                .filter(|r| !r.is_copy())
+                .map(|r| r.root())
+                .filter(|&v| g.node(v).op.is_movement() && !outputs.contains(&v))
+                .collect();
+            tiny::text::dump_with_copies(g, &copies)
+        }
         "dot" => tiny::dot::dump(g),
         "dot_regions" => tiny::dot::dump_regions(g, &artifacts.front.regions),
         "indexbook" => index_book::dump(g, &artifacts.front.book),

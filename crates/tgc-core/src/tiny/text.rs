@@ -8,8 +8,16 @@ use super::graph::Graph;
 use super::infer::fmt_shape;
 use super::op::Op;
 
-/// Renders the graph as text (the `--dump tiny` stage).
+/// Renders the graph as text.
 pub fn dump(g: &Graph) -> String {
+    dump_with_copies(g, &[])
+}
+
+/// [`dump`] with the movement nodes of `copies` marked `  # contiguous
+/// copy`: the views region formation stores in a row-major buffer of their
+/// own (`004`'s automatic contiguous copies: the `x` of a `GATHER`, a chain
+/// of movements too long to fold) — the `--dump tiny` stage.
+pub fn dump_with_copies(g: &Graph, copies: &[super::NodeId]) -> String {
     let mut s = String::new();
     let syms: Vec<String> = g
         .symbols
@@ -26,14 +34,15 @@ pub fn dump(g: &Graph) -> String {
         let attrs = attrs(&n.op);
         let _ = writeln!(
             s,
-            "  {} = {}({}){}{} : {}{}",
+            "  {} = {}({}){}{} : {}{}{}",
             n.label,
             n.op.name(),
             srcs.join(", "),
             if attrs.is_empty() { "" } else { " " },
             attrs,
             n.ty.dtype.json_name(),
-            fmt_shape(&n.ty.shape)
+            fmt_shape(&n.ty.shape),
+            if copies.contains(&id) { "  # contiguous copy" } else { "" }
         );
     }
     for o in &g.outputs {
