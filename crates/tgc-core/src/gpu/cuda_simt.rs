@@ -94,6 +94,18 @@ fn binary(op: BinaryOp, a: String, b: String, d: DType) -> Option<String> {
     })
 }
 
+/// One `shfl.sync` in a block of its own: `instr` (PTX, `%0` the result
+/// `tgc_o`, `%1`, `%2`, … the 32-bit `inputs`), then the statement `then`
+/// that reads `tgc_o`.
+fn shuffle(out: &mut String, (tag, pad): (&str, &str), comment: &str, instr: &str, inputs: &[&str], then: &str) {
+    let inputs: Vec<String> = inputs.iter().map(|x| format!("\"r\"({x})")).collect();
+    writeln!(out, "{tag}{{ // {comment}").unwrap();
+    writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
+    writeln!(out, "{pad}    asm volatile(\"{instr}\\n\" : \"=r\"(tgc_o) : {});", inputs.join(", ")).unwrap();
+    writeln!(out, "{pad}    {then}").unwrap();
+    writeln!(out, "{pad}}}").unwrap();
+}
+
 /// A register's 32 bits for `shfl.sync` and the shuffled bits `tgc_o` read
 /// back as its compute type.
 fn shfl_bits(r: &str, dtype: DType) -> (String, String) {
@@ -253,45 +265,40 @@ impl Printer<'_> {
                 let (bits, back) = shfl_bits(&r, *dtype);
                 let c = combine(*op, r.clone(), back, *dtype)
                     .ok_or_else(|| self.err(id, Fault::BadValue, format!("{op:?} on {dtype}")))?;
-                writeln!(out, "{tag}{{ // warp butterfly, lane ^ {lane_mask}").unwrap();
-                writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
-                writeln!(
+                let instr = format!("shfl.sync.bfly.b32 %0, %1, {lane_mask}, 0x1f, 0xffffffff;");
+                shuffle(
                     out,
-                    "{pad}    asm volatile(\"shfl.sync.bfly.b32 %0, %1, {lane_mask}, 0x1f, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}));"
-                )
-                .unwrap();
-                writeln!(out, "{pad}    {r} = {c};").unwrap();
-                writeln!(out, "{pad}}}").unwrap();
+                    (tag, pad),
+                    &format!("warp butterfly, lane ^ {lane_mask}"),
+                    &instr,
+                    &[&bits],
+                    &format!("{r} = {c};"),
+                );
             }
             Stmt::ShflUpScan { op, dtype, acc, delta } => {
                 let r = self.kind_of(acc, *dtype, id)?;
                 let (bits, back) = shfl_bits(&r, *dtype);
                 let c = combine(*op, back, r.clone(), *dtype)
                     .ok_or_else(|| self.err(id, Fault::BadValue, format!("{op:?} on {dtype}")))?;
-                writeln!(out, "{tag}{{ // warp scan step, lane - {delta}").unwrap();
-                writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
-                writeln!(
-                    out,
-                    "{pad}    asm volatile(\"shfl.sync.up.b32 %0, %1, {delta}, 0, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}));"
-                )
-                .unwrap();
-                writeln!(out, "{pad}    if ((threadIdx.x & 31) >= {delta}) {r} = {c};").unwrap();
-                writeln!(out, "{pad}}}").unwrap();
+                let instr = format!("shfl.sync.up.b32 %0, %1, {delta}, 0, 0xffffffff;");
+                let then = format!("if ((threadIdx.x & 31) >= {delta}) {r} = {c};");
+                shuffle(out, (tag, pad), &format!("warp scan step, lane - {delta}"), &instr, &[&bits], &then);
             }
             Stmt::ShflIdx { dtype, dst, src, lane } => {
                 let d = self.kind_of(dst, *dtype, id)?;
                 let r = self.kind_of(src, *dtype, id)?;
                 let (bits, back) = shfl_bits(&r, *dtype);
                 let from = self.expr(lane, Some(id))?;
-                writeln!(out, "{tag}{{ // warp shuffle from lane {from}").unwrap();
-                writeln!(out, "{pad}    unsigned tgc_o;").unwrap();
-                writeln!(
+                let instr = "shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;";
+                let lane = format!("(unsigned)({from})");
+                shuffle(
                     out,
-                    "{pad}    asm volatile(\"shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;\\n\" : \"=r\"(tgc_o) : \"r\"({bits}), \"r\"((unsigned)({from})));"
-                )
-                .unwrap();
-                writeln!(out, "{pad}    {d} = {back};").unwrap();
-                writeln!(out, "{pad}}}").unwrap();
+                    (tag, pad),
+                    &format!("warp shuffle from lane {from}"),
+                    instr,
+                    &[&bits, &lane],
+                    &format!("{d} = {back};"),
+                );
             }
             Stmt::StGlobal { dst, src, dtype, pred } => {
                 let (g, pd) = self.global(dst, id)?;
