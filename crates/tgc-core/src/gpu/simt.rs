@@ -494,10 +494,9 @@ fn lower_regions(
             Some(Ok(l)) => launches.push(l),
             Some(Err(d)) => {
                 notes.push(d);
-                launches.push(lower_kernel(&p, &p.kernels[k])?);
+                launches.extend(lower_simt(&p, k, totals[k])?);
             }
-            None if p.kernels[k].scan.is_some() => launches.extend(lower_scan(&p, &p.kernels[k], totals[k])?),
-            None => launches.push(lower_kernel(&p, &p.kernels[k])?),
+            None => launches.extend(lower_simt(&p, k, totals[k])?),
         }
         k += 1;
     }
@@ -1856,6 +1855,16 @@ fn scan_totals(p: &mut loop_ir::Program) -> Vec<Option<BufId>> {
         out.push(Some(BufId(p.buffers.len() as u32 - 1)));
     }
     out
+}
+
+/// The SIMT launches of kernel `k` of `p`: [`lower_scan`]'s for a scan
+/// (with its segment totals `totals`), else [`lower_kernel`]'s one.
+fn lower_simt(p: &loop_ir::Program, k: usize, totals: Option<BufId>) -> DResult<Vec<Launch>> {
+    let lk = &p.kernels[k];
+    match lk.scan {
+        Some(_) => lower_scan(p, lk, totals),
+        None => Ok(vec![lower_kernel(p, lk)?]),
+    }
 }
 
 /// The launches of scan kernel `lk` ([`Form::Scan`]): with `totals` (a

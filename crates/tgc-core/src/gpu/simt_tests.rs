@@ -261,6 +261,14 @@ fn cumulative_ops_emulate() {
     assert_eq!(forms(&prog), [Form::Scan]);
     // The printed CUDA (`shfl.sync.up`, `shfl.sync.idx`) compiles to sm_80 without spills.
     compiles(&Toolchain::locate().unwrap(), &prog);
+    // With the tensor-core templates: the GEMM's region on the MMA
+    // template, the scan of its result on the warp scans.
+    let mixed = load(
+        "graph mixed(a: f16[64, 32], b: f16[32, 48]) -> (y: f32[64, 48]) {\n    y = cumsum(cast(matmul(a, b), f32), -1)\n    return y\n}\n",
+    );
+    let prog = lower_program_for(&mixed, Some(&crate::plan::target::SM80)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(forms(&prog).contains(&Form::Gemm) && forms(&prog).contains(&Form::Scan), "{:?}", forms(&prog));
+    check_program(&mixed, prog, &[], 1e-2);
 }
 
 #[test]
