@@ -50,7 +50,9 @@
 //!   loops, the values along its scanned loop in [`SCAN_BLOCK`]-point
 //!   blocks: each block from the identity, its points stored as the
 //!   combination of the blocks before it (the carry) with the block's own
-//!   prefix, `carry ⊕ local`. The blocks depend on the extent alone, so the
+//!   prefix, `carry ⊕ local` (a float `SUM` or `PROD` folds a block in
+//!   groups of [`SCAN_LANES`] points in registers, [`Scan::grouped`]). The
+//!   blocks and groups depend on the extent alone, so the
 //!   bits do not depend on how many threads run them; it is never
 //!   strip-mined, packed, split into lanes or put in a row group;
 //! - a [`RowGroup`] runs its kernels row by row, which keeps every
@@ -236,6 +238,15 @@ pub struct Reduction {
 /// over a block finds it in cache.
 pub const SCAN_BLOCK: i64 = 4096;
 
+/// Points of a block that a float `SUM` or `PROD` scan folds as one group
+/// in registers: the group's inclusive prefix by Hillis & Steele's steps
+/// (`s ← s ⊕ s` shifted up by 1, 2, then 4 points, the identity — `-0.0`
+/// for a sum, which adds nothing — shifted in), then each point combined
+/// with the block's running value `acc` (`s[l] ⊕ acc`), `acc` becoming
+/// the group's last point; the block's last `len mod 8` points are folded
+/// one by one. The other scans fold every point one by one.
+pub const SCAN_LANES: usize = 8;
+
 /// A kernel's scan ([`crate::tiny::Op::Scan`]): along output loop `axis`,
 /// in the block order of the module's invariants; [`Kernel::value`] is the
 /// value folded in at the current point, of dtype `dtype`, and the store
@@ -253,6 +264,14 @@ pub struct Scan {
     /// The scanned output loop.
     pub axis: usize,
     pub exclusive: bool,
+}
+
+impl Scan {
+    /// Whether the scan folds its blocks in groups of [`SCAN_LANES`]
+    /// points in registers: a `SUM` or `PROD` of floats.
+    pub fn grouped(&self) -> bool {
+        matches!(self.op, ReduceOp::Sum | ReduceOp::Prod) && self.dtype.is_float()
+    }
 }
 
 /// One loop nest.

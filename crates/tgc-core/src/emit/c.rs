@@ -22,7 +22,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup, Scan, SCAN_BLOCK};
+use crate::cpu::loop_ir::{
+    BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup, Scan, SCAN_BLOCK, SCAN_LANES,
+};
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lanes, rows};
 use crate::cpu::{lower_with, Options};
@@ -298,6 +300,9 @@ static inline int32_t tgc_f32_to_i32(float x)
     ("tgc_neg_i32", "static inline int32_t tgc_neg_i32(int32_t a) { return (int32_t)(0u - (uint32_t)a); }"),
     ("tgc_max_i32", "static inline int32_t tgc_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }"),
     ("tgc_min_i32", "static inline int32_t tgc_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }"),
+    ("tgc_v8f", "/* Eight floats in one register (GCC and Clang vector extensions). */\ntypedef float tgc_v8f __attribute__((vector_size(32)));\ntypedef int32_t tgc_v8i __attribute__((vector_size(32)));\n#if defined(__clang__)\n#define TGC_SHIFT8(z, v, d) ((d) == 1 ? __builtin_shufflevector(z, v, 0, 8, 9, 10, 11, 12, 13, 14) : (d) == 2 ? __builtin_shufflevector(z, v, 0, 1, 8, 9, 10, 11, 12, 13) : __builtin_shufflevector(z, v, 0, 1, 2, 3, 8, 9, 10, 11))\n#else\n#define TGC_SHIFT8(z, v, d) ((d) == 1 ? __builtin_shuffle(z, v, (tgc_v8i){0, 8, 9, 10, 11, 12, 13, 14}) : (d) == 2 ? __builtin_shuffle(z, v, (tgc_v8i){0, 1, 8, 9, 10, 11, 12, 13}) : __builtin_shuffle(z, v, (tgc_v8i){0, 1, 2, 3, 8, 9, 10, 11}))\n#endif"),
+    ("tgc_scan8_add", "/* v[0..8] becomes its inclusive sum plus acc (loop_ir::SCAN_LANES; Hillis and Steele 1986): in one\n * register, v plus itself shifted up by 1, 2, then 4 lanes, -0.0 shifted in (which adds nothing). */\nstatic inline void tgc_scan8_add(float* v, float acc)\n{\n    const tgc_v8f z = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};\n    tgc_v8f s;\n    memcpy(&s, v, sizeof s);\n    s = s + TGC_SHIFT8(z, s, 1);\n    s = s + TGC_SHIFT8(z, s, 2);\n    s = s + TGC_SHIFT8(z, s, 4);\n    s = s + acc;\n    memcpy(v, &s, sizeof s);\n}"),
+    ("tgc_scan8_mul", "/* v[0..8] becomes its inclusive product times acc, as tgc_scan8_add with 1 shifted in. */\nstatic inline void tgc_scan8_mul(float* v, float acc)\n{\n    const tgc_v8f z = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};\n    tgc_v8f s;\n    memcpy(&s, v, sizeof s);\n    s = s * TGC_SHIFT8(z, s, 1);\n    s = s * TGC_SHIFT8(z, s, 2);\n    s = s * TGC_SHIFT8(z, s, 4);\n    s = s * acc;\n    memcpy(v, &s, sizeof s);\n}"),
     ("tgc_gather_at", "/* GATHER's position for index value v on an axis of size d (tiny::op::gather_position):\n * negative counts from the end, then clamped to [0, d). */\nstatic inline int64_t tgc_gather_at(int32_t v, int64_t d) { int64_t i = v < 0 ? (int64_t)v + d : (int64_t)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }"),
 ];
 
@@ -317,6 +322,7 @@ fn helper_deps(name: &str) -> &'static [&'static str] {
     match name {
         "tgc_round_f16" => &["tgc_f16_to_f32", "tgc_f32_to_f16"],
         "tgc_round_bf16" => &["tgc_bf16_to_f32", "tgc_f32_to_bf16"],
+        "tgc_scan8_add" | "tgc_scan8_mul" => &["tgc_v8f"],
         _ => &[],
     }
 }
@@ -1072,33 +1078,74 @@ impl Printer<'_> {
             "        const int64_t pk_b = pk_t % pk_nb;
         const int64_t pk_end = (pk_b + 1) * {block} < {extent} ? (pk_b + 1) * {block} : {extent};
         {ty} acc = {init};
-        if (pk_store) {{
-            for (int64_t i{a} = pk_b * {block}; i{a} < pk_end; i{a} += 1) {{"
+        int64_t pk_i = pk_b * {block};"
         );
         let x = self.expr(&k.value);
-        let update = self.binary(sc.op.combine(), "acc".into(), x, sc.dtype);
-        let carried = self.binary(sc.op.combine(), "pk_carry[pk_t]".into(), "acc".into(), sc.dtype);
-        // An exclusive scan stores the prefix before the point's value.
-        if !sc.exclusive {
-            let _ = writeln!(s, "                acc = {update};");
+        let update = self.binary(sc.op.combine(), "acc".into(), x.clone(), sc.dtype);
+        let carried = |me: &mut Self, v: &str| me.binary(sc.op.combine(), "pk_carry[pk_t]".into(), v.into(), sc.dtype);
+        let lanes = SCAN_LANES;
+        // A grouped scan stores `pk_cin ⊕ v`: the carry, or in the first
+        // block a value that changes nothing (`-0.0 + v` is `v` to the bit)
+        // — no condition per point, so the stores vectorise.
+        let neutral = match sc.op {
+            ReduceOp::Prod => "1.0f",
+            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min => "-0.0f",
+        };
+        let stored = |me: &mut Self, v: &str| match sc.grouped() {
+            true => me.binary(sc.op.combine(), "pk_cin".into(), v.into(), sc.dtype),
+            false => format!("(pk_b > 0 ? {} : {v})", carried(me, v)),
+        };
+        for store in [true, false] {
+            let _ = writeln!(s, "        {}", if store { "if (pk_store) {" } else { "} else {" });
+            if store && sc.grouped() {
+                let _ = writeln!(s, "            const {ty} pk_cin = pk_b > 0 ? pk_carry[pk_t] : {neutral};");
+            }
+            // Whole groups of eight points in registers (`loop_ir::SCAN_LANES`).
+            if let Some(helper) = scan_helper(sc) {
+                let scanned = self.call(helper, &["pk_v".into(), "acc".into()]);
+                let _ = writeln!(
+                    s,
+                    "            for (; pk_i + {lanes} <= pk_end; pk_i += {lanes}) {{
+                {ty} pk_v[{lanes}];
+                for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
+                    const int64_t i{a} = pk_i + pk_l;
+                    pk_v[pk_l] = {x};
+                }}
+                {scanned};"
+                );
+                if store {
+                    let _ = writeln!(
+                        s,
+                        "                for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
+                    const int64_t i{a} = pk_i + pk_l;"
+                    );
+                    // An exclusive scan stores the prefix before the point.
+                    let v = if sc.exclusive { "pk_x" } else { "pk_v[pk_l]" };
+                    if sc.exclusive {
+                        let _ = writeln!(s, "                    const {ty} pk_x = pk_l > 0 ? pk_v[pk_l - 1] : acc;");
+                    }
+                    let c = stored(self, v);
+                    self.store_value(s, k, c, 5);
+                    let _ = writeln!(s, "                }}");
+                }
+                let _ = writeln!(s, "                acc = pk_v[{}];\n            }}", lanes - 1);
+            }
+            let _ = writeln!(s, "            for (int64_t i{a} = pk_i; i{a} < pk_end; i{a} += 1) {{");
+            if store {
+                if !sc.exclusive {
+                    let _ = writeln!(s, "                acc = {update};");
+                }
+                let c = stored(self, "acc");
+                self.store_value(s, k, c, 4);
+                if sc.exclusive {
+                    let _ = writeln!(s, "                acc = {update};");
+                }
+            } else {
+                let _ = writeln!(s, "                acc = {update};");
+            }
+            let _ = writeln!(s, "            }}");
         }
-        self.store_value(s, k, format!("(pk_b > 0 ? {carried} : acc)"), 4);
-        if sc.exclusive {
-            let _ = writeln!(s, "                acc = {update};");
-        }
-        let _ = writeln!(
-            s,
-            "            }}
-        }} else {{
-            for (int64_t i{a} = pk_b * {block}; i{a} < pk_end; i{a} += 1) {{
-                acc = {update};
-            }}
-            pk_carry[pk_t] = acc;
-        }}
-    }}
-}}
-"
-        );
+        let _ = writeln!(s, "            pk_carry[pk_t] = acc;\n        }}\n    }}\n}}\n");
         ctx_struct(
             s,
             &name,
@@ -1362,6 +1409,17 @@ fn lane_chunks(
 fn kernel_params(bufs: &[Field], syms: &[Field]) -> Vec<String> {
     let bufs = bufs.iter().map(|(ty, n)| format!("{ty} restrict {n}"));
     bufs.chain(syms.iter().map(|(ty, n)| format!("const {ty} {n}"))).collect()
+}
+
+/// The helper that scans a vector of [`SCAN_LANES`] values of `sc`'s op in
+/// registers when the scan is [`Scan::grouped`].
+fn scan_helper(sc: &Scan) -> Option<&'static str> {
+    match sc.op {
+        _ if !sc.grouped() => None,
+        ReduceOp::Sum => Some("tgc_scan8_add"),
+        ReduceOp::Prod => Some("tgc_scan8_mul"),
+        ReduceOp::Max | ReduceOp::Min => None,
+    }
 }
 
 /// Below this many loop points (output × reduce) a plain kernel runs on

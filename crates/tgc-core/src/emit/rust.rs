@@ -25,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, Scan, SCAN_BLOCK};
+use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, Scan, SCAN_BLOCK, SCAN_LANES};
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
@@ -522,25 +522,79 @@ fn scan(s: &mut String, p: &Program, k: &Kernel, sc: &Scan) {
         depth += 1;
     }
     let e = dim(&k.loops[a], Lang::Rust);
-    let update = binary(sc.op.combine(), "acc".into(), expr(p, &k.value), sc.dtype);
-    let carried = binary(sc.op.combine(), "pk_c".into(), "acc".into(), sc.dtype);
-    let store = to_storage(p, k, format!("if pk_b > 0 {{ {carried} }} else {{ acc }}"));
+    let op = |x: &str, y: &str| binary(sc.op.combine(), x.into(), y.into(), sc.dtype);
+    let x = expr(p, &k.value);
+    let update = op("acc", &x);
+    // A grouped scan stores `pk_cin ⊕ v`, as `super::c` prints it.
+    let stored = |v: &str| match sc.grouped() {
+        true => to_storage(p, k, op("pk_cin", v)),
+        false => to_storage(p, k, format!("if pk_b > 0 {{ {} }} else {{ {v} }}", op("pk_c", v))),
+    };
+    let neutral = match sc.op {
+        ReduceOp::Prod => "1.0f32",
+        ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min => "-0.0f32",
+    };
     let (out, at) = (&p.buffer(k.out).name, paren(aff(&k.store_index, Lang::Rust)));
-    // An exclusive scan stores the prefix before the point's value.
-    let (fold, store) = (format!("        acc = {update};"), format!("        {out}[{at} as usize] = {store};"));
-    let (first, second) = if sc.exclusive { (store, fold) } else { (fold, store) };
-    for line in [
+    let mut lines = vec![
         format!("let pk_e: i64 = {e};"),
         format!("let mut pk_c: {ty} = {init};"),
         format!("for pk_b in 0i64..(pk_e + {SCAN_BLOCK} - 1) / {SCAN_BLOCK} {{"),
         format!("    let mut acc: {ty} = {init};"),
-        format!("    for i{a} in pk_b * {SCAN_BLOCK}..((pk_b + 1) * {SCAN_BLOCK}).min(pk_e) {{"),
+        format!("    let pk_end: i64 = ((pk_b + 1) * {SCAN_BLOCK}).min(pk_e);"),
+        format!("    let mut pk_i: i64 = pk_b * {SCAN_BLOCK};"),
+    ];
+    if sc.grouped() {
+        lines.push(format!("    let pk_cin: {ty} = if pk_b > 0 {{ pk_c }} else {{ {neutral} }};"));
+    }
+    if sc.grouped() {
+        // `loop_ir::SCAN_LANES`' order, as the C's vector steps compute it.
+        let n = SCAN_LANES;
+        lines.extend([
+            format!("    while pk_i + {n} <= pk_end {{"),
+            format!("        let mut pk_v: [{ty}; {n}] = [{init}; {n}];"),
+            format!("        for pk_l in 0..{n}i64 {{"),
+            format!("            let i{a}: i64 = pk_i + pk_l;"),
+            format!("            pk_v[pk_l as usize] = {x};"),
+            "        }".to_string(),
+            "        for pk_d in [1usize, 2, 4] {".to_string(),
+            "            let pk_p = pk_v;".to_string(),
+            format!("            for pk_l in pk_d..{n} {{"),
+            format!("                pk_v[pk_l] = {};", op("pk_p[pk_l]", "pk_p[pk_l - pk_d]")),
+            "            }".to_string(),
+            "        }".to_string(),
+            format!("        for pk_l in 0..{n} {{"),
+            format!("            pk_v[pk_l] = {};", op("pk_v[pk_l]", "acc")),
+            "        }".to_string(),
+            format!("        for pk_l in 0..{n}i64 {{"),
+            format!("            let i{a}: i64 = pk_i + pk_l;"),
+        ]);
+        // An exclusive scan stores the prefix before the point.
+        let v = if sc.exclusive {
+            lines.push("            let pk_x = if pk_l > 0 { pk_v[pk_l as usize - 1] } else { acc };".to_string());
+            "pk_x"
+        } else {
+            "pk_v[pk_l as usize]"
+        };
+        lines.extend([
+            format!("            {out}[{at} as usize] = {};", stored(v)),
+            "        }".to_string(),
+            format!("        acc = pk_v[{}];", n - 1),
+            format!("        pk_i += {n};"),
+            "    }".to_string(),
+        ]);
+    }
+    let (fold, store) =
+        (format!("        acc = {update};"), format!("        {out}[{at} as usize] = {};", stored("acc")));
+    let (first, second) = if sc.exclusive { (store, fold) } else { (fold, store) };
+    lines.extend([
+        format!("    for i{a} in pk_i..pk_end {{"),
         first,
         second,
         "    }".to_string(),
-        format!("    pk_c = {carried};"),
+        format!("    pk_c = {};", op("pk_c", "acc")),
         "}".to_string(),
-    ] {
+    ]);
+    for line in lines {
         let _ = writeln!(s, "{:w$}{line}", "", w = depth * 4);
     }
     while depth > 2 {
