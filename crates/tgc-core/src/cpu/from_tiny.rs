@@ -187,11 +187,11 @@ impl Lowerer<'_> {
         let root = region.root();
         let loops = g.shape(root).to_vec();
         let r = loops.len();
-        let scan = match &g.node(root).op {
-            Op::Scan { op, axis, exclusive, .. } => {
-                Some(Scan { node: root, op: *op, dtype: g.dtype(root), axis: *axis, exclusive: *exclusive })
+        let (scan, reverse) = match &g.node(root).op {
+            Op::Scan { op, axis, exclusive, reverse } => {
+                (Some(Scan { node: root, op: *op, dtype: g.dtype(root), axis: *axis, exclusive: *exclusive }), *reverse)
             }
-            _ => None,
+            _ => (None, false),
         };
         let mut cx = KernelCx {
             region,
@@ -227,7 +227,7 @@ impl Lowerer<'_> {
         // The point a loop point stands for: the scanned loop runs from the
         // end of a reverse scan's axis.
         let mut point = vars(r);
-        if let (Some(sc), Op::Scan { reverse: true, .. }) = (&scan, &g.node(root).op) {
+        if let (Some(sc), true) = (&scan, reverse) {
             let last = &AffExpr::constant(loops[sc.axis].clone()) - &AffExpr::int(1);
             point[sc.axis] = &last - &AffExpr::var(sc.axis as u32);
         }

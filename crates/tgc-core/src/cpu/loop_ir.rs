@@ -270,7 +270,21 @@ impl Scan {
     /// Whether the scan folds its blocks in groups of [`SCAN_LANES`]
     /// points in registers: a `SUM` or `PROD` of floats.
     pub fn grouped(&self) -> bool {
-        matches!(self.op, ReduceOp::Sum | ReduceOp::Prod) && self.dtype.is_float()
+        self.neutral().is_some()
+    }
+
+    /// For a grouped scan, what the first block's points are combined with
+    /// in place of a carry, so that every block stores `carry ⊕ v` without
+    /// a branch: a value that changes no `v` to the bit (`-0.0` for a sum:
+    /// `-0.0 + v` is `v` for every `v`, `+0.0` included; 1 for a product).
+    /// `None` for the scans folded point by point.
+    pub fn neutral(&self) -> Option<f64> {
+        match self.op {
+            _ if !self.dtype.is_float() => None,
+            ReduceOp::Sum => Some(-0.0),
+            ReduceOp::Prod => Some(1.0),
+            ReduceOp::Max | ReduceOp::Min => None,
+        }
     }
 }
 

@@ -1085,19 +1085,16 @@ impl Printer<'_> {
         let carried = |me: &mut Self, v: &str| me.binary(sc.op.combine(), "pk_carry[pk_t]".into(), v.into(), sc.dtype);
         let lanes = SCAN_LANES;
         // A grouped scan stores `pk_cin ⊕ v`: the carry, or in the first
-        // block a value that changes nothing (`-0.0 + v` is `v` to the bit)
-        // — no condition per point, so the stores vectorise.
-        let neutral = match sc.op {
-            ReduceOp::Prod => "1.0f",
-            ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min => "-0.0f",
-        };
+        // block [`Scan::neutral`] — no condition per point, so the stores
+        // vectorise.
         let stored = |me: &mut Self, v: &str| match sc.grouped() {
             true => me.binary(sc.op.combine(), "pk_cin".into(), v.into(), sc.dtype),
             false => format!("(pk_b > 0 ? {} : {v})", carried(me, v)),
         };
         for store in [true, false] {
             let _ = writeln!(s, "        {}", if store { "if (pk_store) {" } else { "} else {" });
-            if store && sc.grouped() {
+            if let (true, Some(neutral)) = (store, sc.neutral()) {
+                let neutral = self.literal(neutral, sc.dtype);
                 let _ = writeln!(s, "            const {ty} pk_cin = pk_b > 0 ? pk_carry[pk_t] : {neutral};");
             }
             // Whole groups of eight points in registers (`loop_ir::SCAN_LANES`).

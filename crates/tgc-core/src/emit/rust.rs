@@ -530,10 +530,6 @@ fn scan(s: &mut String, p: &Program, k: &Kernel, sc: &Scan) {
         true => to_storage(p, k, op("pk_cin", v)),
         false => to_storage(p, k, format!("if pk_b > 0 {{ {} }} else {{ {v} }}", op("pk_c", v))),
     };
-    let neutral = match sc.op {
-        ReduceOp::Prod => "1.0f32",
-        ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min => "-0.0f32",
-    };
     let (out, at) = (&p.buffer(k.out).name, paren(aff(&k.store_index, Lang::Rust)));
     let mut lines = vec![
         format!("let pk_e: i64 = {e};"),
@@ -543,7 +539,8 @@ fn scan(s: &mut String, p: &Program, k: &Kernel, sc: &Scan) {
         format!("    let pk_end: i64 = ((pk_b + 1) * {SCAN_BLOCK}).min(pk_e);"),
         format!("    let mut pk_i: i64 = pk_b * {SCAN_BLOCK};"),
     ];
-    if sc.grouped() {
+    if let Some(neutral) = sc.neutral() {
+        let neutral = literal(neutral, sc.dtype);
         lines.push(format!("    let pk_cin: {ty} = if pk_b > 0 {{ pk_c }} else {{ {neutral} }};"));
     }
     if sc.grouped() {

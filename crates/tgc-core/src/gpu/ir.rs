@@ -553,6 +553,14 @@ pub fn reduce_identity(op: ReduceOp, dtype: DType) -> f64 {
     dtype.round(op.identity(dtype))
 }
 
+impl ScalarExpr {
+    /// The literal [`reduce_identity`] of `op` in `dtype`: what an
+    /// accumulator starts from.
+    pub fn identity(op: ReduceOp, dtype: DType) -> ScalarExpr {
+        ScalarExpr::Const { value: reduce_identity(op, dtype), dtype }
+    }
+}
+
 /// A per-thread array of 32-bit registers (a fragment), `len` long.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegArray {

@@ -461,7 +461,6 @@ fn lower_regions(
     let opts = if templates.is_some() { super::template::region_options() } else { from_tiny::Options::default() };
     let mut p = from_tiny::lower_with(g, &opts)?;
     let totals = scan_totals(&mut p);
-    let p = p;
     let stored = templates.map(|_| super::template::stored_values(g, &p)).unwrap_or_default();
     // Attentions inside a larger graph: one fused launch in place of
     // their regions' kernels, at the last of them.
@@ -835,10 +834,7 @@ impl<'p> Builder<'p> {
         for e in lk.computed_at() {
             let loop_ir::Expr::Reduce { id, op, dtype, first, loops, guard, value, .. } = e else { continue };
             let reg = RegRef { reg: self.reduces[id], index: Expr::c(0) };
-            let mut body = vec![Stmt::Compute {
-                dst: reg.clone(),
-                value: ScalarExpr::Const { value: reduce_identity(*op, *dtype), dtype: *dtype },
-            }];
+            let mut body = vec![Stmt::Compute { dst: reg.clone(), value: ScalarExpr::identity(*op, *dtype) }];
             let (op, dtype) = (*op, *dtype);
             body.extend(self.serial_loops(*first, loops, &mut |b| {
                 Ok(vec![Stmt::Accumulate { op, dtype, acc: reg.clone(), value: b.scalar(value)? }])
@@ -937,10 +933,7 @@ impl<'p> Builder<'p> {
     ) -> DResult<()> {
         let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
         let acc = self.acc_ref()?;
-        out.push(Stmt::Compute {
-            dst: acc.clone(),
-            value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
-        });
+        out.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
         let red = product(r.loops.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
         if let Some((j, step)) = self.vector_reduction_step(lk, smem_of)? {
             let start = Expr::ThreadIdx(Dim::X) * Expr::c(VEC);
@@ -988,6 +981,26 @@ impl<'p> Builder<'p> {
         ]
     }
 
+    /// The start of a kernel with a warp per (row, segment) item of a scan
+    /// with `nb` segments a row: the item and segment variables, the
+    /// statements binding the segment and the row's loop variables, and
+    /// the item count (for [`Builder::per_warp`]).
+    fn segment_items(
+        &mut self,
+        lk: &loop_ir::Kernel,
+        axis: usize,
+        nb: &Expr,
+    ) -> DResult<(VarId, VarId, Vec<Stmt>, Expr)> {
+        let (rows, extents, nrows) = self.scan_rows(lk, axis)?;
+        let (item, row, seg) = (self.var("item"), self.var("row"), self.var("seg"));
+        let mut body = vec![
+            Stmt::Let { var: seg, value: Expr::Var(item) % nb.clone() },
+            Stmt::Let { var: row, value: Expr::Var(item) / nb.clone() },
+        ];
+        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
+        Ok((item, seg, body, nrows * nb.clone()))
+    }
+
     /// One chunk of a warp scan: lane `l` takes the value `value` (the
     /// identity where `inside` is false), five `shfl.sync.up` steps, the
     /// carry `carry` combined in, `store` of `v` where `inside`, and lane
@@ -1003,7 +1016,7 @@ impl<'p> Builder<'p> {
         store: &dyn Fn(RegRef) -> Stmt,
     ) -> Vec<Stmt> {
         let mut out = vec![
-            Stmt::Compute { dst: v.clone(), value: ScalarExpr::Const { value: reduce_identity(op, dt), dtype: dt } },
+            Stmt::Compute { dst: v.clone(), value: ScalarExpr::identity(op, dt) },
             Stmt::If {
                 cond: inside.clone(),
                 then: vec![Stmt::Compute { dst: v.clone(), value }],
@@ -1048,23 +1061,14 @@ impl<'p> Builder<'p> {
     /// segment's [`SCAN_SEGMENT`] points (lanes striding them, then the
     /// butterfly) and lane 0 stores the total at `totals[row·nb + seg]`.
     fn scan_totals(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: BufId) -> DResult<Vec<Stmt>> {
-        let (rows, extents, nrows) = self.scan_rows(lk, sc.axis)?;
         let dt = self.p.buffer(totals).dtype;
         let e = self.dim(&lk.loops[sc.axis])?;
         let nb = ceil_div(e.clone(), Expr::c(SCAN_SEGMENT));
-        let (item, row, seg, j, i) =
-            (self.var("item"), self.var("row"), self.var("seg"), self.var("j"), self.var(&format!("i{}", sc.axis)));
+        let (item, seg, mut body, items) = self.segment_items(lk, sc.axis, &nb)?;
+        let (j, i) = (self.var("j"), self.var(&format!("i{}", sc.axis)));
         let acc = self.reg("acc", dt);
-        let mut body = vec![
-            Stmt::Let { var: seg, value: Expr::Var(item) % nb.clone() },
-            Stmt::Let { var: row, value: Expr::Var(item) / nb.clone() },
-        ];
-        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
         self.loop_vars.insert(sc.axis as u32, Expr::Var(i));
-        body.push(Stmt::Compute {
-            dst: acc.clone(),
-            value: ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt },
-        });
+        body.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(sc.op, dt) });
         let value = self.scan_value(lk, dt)?;
         body.push(Stmt::For {
             var: j,
@@ -1089,7 +1093,7 @@ impl<'p> Builder<'p> {
             pred: Expr::c(1),
         };
         body.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: vec![store], otherwise: Vec::new() });
-        Ok(self.per_warp(nrows * nb, body, item))
+        Ok(self.per_warp(items, body, item))
     }
 
     /// Pass 2 of a two-level scan: a warp per row scans the row's segment
@@ -1107,10 +1111,7 @@ impl<'p> Builder<'p> {
         let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: dt, pred: Expr::c(1) };
         chunk.extend(self.scan_chunk((sc.op, dt, false), (&carry, &v), Expr::Var(t).lt(nb.clone()), load, &store));
         let body = vec![
-            Stmt::Compute {
-                dst: carry.clone(),
-                value: ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt },
-            },
+            Stmt::Compute { dst: carry.clone(), value: ScalarExpr::identity(sc.op, dt) },
             Stmt::For {
                 var: c,
                 start: Expr::c(0),
@@ -1128,24 +1129,16 @@ impl<'p> Builder<'p> {
     /// the carry of the segments before it (`totals[row·nb + seg - 1]`
     /// after [`Builder::scan_carries`], the identity for the first).
     fn scan_segments(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: Option<BufId>) -> DResult<Vec<Stmt>> {
-        let (rows, extents, nrows) = self.scan_rows(lk, sc.axis)?;
-        // The running value in the accumulator's compute type, f32 for
-        // f16/bf16 (read back without rounding).
-        let dt = if sc.dtype.is_float() { DType::F32 } else { sc.dtype };
-        let identity = ScalarExpr::Const { value: reduce_identity(sc.op, dt), dtype: dt };
+        let dt = running_dtype(sc);
+        let identity = ScalarExpr::identity(sc.op, dt);
         let e = self.dim(&lk.loops[sc.axis])?;
         let (nb, seg_len) = match totals {
             Some(_) => (ceil_div(e.clone(), Expr::c(SCAN_SEGMENT)), Expr::c(SCAN_SEGMENT)),
             None => (Expr::c(1), e.clone()),
         };
-        let (item, row, seg, c, i) =
-            (self.var("item"), self.var("row"), self.var("seg"), self.var("chunk"), self.var(&format!("i{}", sc.axis)));
+        let (item, seg, mut body, items) = self.segment_items(lk, sc.axis, &nb)?;
+        let (c, i) = (self.var("chunk"), self.var(&format!("i{}", sc.axis)));
         let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
-        let mut body = vec![
-            Stmt::Let { var: seg, value: Expr::Var(item) % nb.clone() },
-            Stmt::Let { var: row, value: Expr::Var(item) / nb.clone() },
-        ];
-        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
         let first = match totals {
             Some(t) => ScalarExpr::Select {
                 cond: Expr::c(0).lt(Expr::Var(seg)),
@@ -1176,7 +1169,7 @@ impl<'p> Builder<'p> {
             unroll: false,
             body: chunk,
         });
-        Ok(self.per_warp(nrows * nb, body, item))
+        Ok(self.per_warp(items, body, item))
     }
 
     /// One `ld.shared` of element `index` of `buf`'s row (a [`Form::Rows`]
@@ -1776,10 +1769,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
                 b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
                 if let Some(r) = &lk.reduce {
                     let acc = b.acc_ref()?;
-                    point.push(Stmt::Compute {
-                        dst: acc,
-                        value: ScalarExpr::Const { value: reduce_identity(r.op, r.dtype), dtype: r.dtype },
-                    });
+                    point.push(Stmt::Compute { dst: acc, value: ScalarExpr::identity(r.op, r.dtype) });
                     point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
                 }
                 point.extend(b.store(lk)?);
@@ -1827,6 +1817,17 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
 /// 32): a row of `E` points runs as `ceil(E / 512)` warps in parallel.
 pub const SCAN_SEGMENT: i64 = 512;
 
+/// The dtype a scan's running value is held in on the GPU: the
+/// accumulator's compute type, f32 for f16/bf16 (read back without
+/// rounding).
+fn running_dtype(sc: &loop_ir::Scan) -> DType {
+    if sc.dtype.is_float() {
+        DType::F32
+    } else {
+        sc.dtype
+    }
+}
+
 /// Per kernel of `p`: for a scan whose row is not known to fit one
 /// [`SCAN_SEGMENT`], a new temporary for its segment totals (`[rows…,
 /// ceil(E / SCAN_SEGMENT)]`, in the running dtype: f32 for floats).
@@ -1843,7 +1844,7 @@ fn scan_totals(p: &mut loop_ir::Program) -> Vec<Option<BufId>> {
         let mut shape: Vec<SymDim> =
             lk.loops.iter().enumerate().filter(|&(v, _)| v != sc.axis).map(|(_, d)| d.clone()).collect();
         shape.push(nb.unwrap_or_else(|| e.clone()));
-        let dtype = if sc.dtype.is_float() { DType::F32 } else { sc.dtype };
+        let dtype = running_dtype(sc);
         let name = format!("{}_totals", lk.name);
         p.buffers.push(Buffer {
             label: format!("segment totals of {}", lk.name),

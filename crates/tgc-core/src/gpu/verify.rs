@@ -23,10 +23,11 @@
 //!   (`FragmentShape`).
 //! - SIMT statements: `Compute`/`Accumulate`/`StGlobal`/`LdGlobalVec`
 //!   registers have their value's compute kind ([`compute_kind`]);
-//!   `ShflBfly`, `ShflUpScan` and `ShflIdx` (full member mask) are not under an `If` or `For` whose
-//!   condition or bounds may differ between the lanes of one warp (a
-//!   finer rule than the CTA-wide one: with `block.x` a multiple of 32,
-//!   `threadIdx.y` is the same in a whole warp) (`Divergence`).
+//!   `ShflBfly`, `ShflUpScan` and `ShflIdx` (full member mask) are not
+//!   under an `If` or `For` whose condition or bounds may differ between
+//!   the lanes of one warp (a finer rule than the CTA-wide one: with
+//!   `block.x` a multiple of 32, `threadIdx.y` is the same in a whole
+//!   warp) (`Divergence`).
 //! - Swizzle (invariant 5): every [`SmemRef`] carries its buffer's swizzle
 //!   (`Swizzle`).
 //! - Completion (invariant 6), the static part: along every path, an

@@ -129,11 +129,10 @@ fn reduce_op(f: ReduceFn) -> ReduceOp {
 /// `cumsum`/`cumprod`/`cummax`/`cummin(x, axis, exclusive, reverse)`
 /// (PyTorch's `torch.cumsum`, ONNX `CumSum` with its `exclusive` and
 /// `reverse` attributes; `cummax`/`cummin` give the values, not
-/// PyTorch's indices): `SCAN` along the axis (negative from the end) in the
-/// input's dtype, a bool input counted in i32; one `SCAN` with its
-/// `reverse` (from the end) and `exclusive` (each point left out of its
-/// own prefix, so the first is the identity: 0, 1, -inf, +inf, the i32
-/// extremes) attributes.
+/// PyTorch's indices): one `SCAN` along the axis (negative from the end)
+/// in the input's dtype, a bool input counted in i32; `reverse` scans from
+/// the end, `exclusive` leaves each point out of its own prefix, so the
+/// first is the identity (0, 1, -inf, +inf; the i32 extremes).
 ///
 /// Errors: `InvalidAxis` for an axis out of range; `DTypeMismatch` for a
 /// `mean` (not a cumulative op).

@@ -410,6 +410,12 @@ impl<'k> Frame<'k> {
         Ok(self.regs[a][i])
     }
 
+    /// Register `r` of the 32 lanes of warp `w`, in lane order (what a
+    /// `shfl.sync` reads before any lane writes).
+    fn warp_regs(&self, r: &RegRef, w: usize, s: Option<u32>) -> R<Vec<u32>> {
+        (0..32).map(|l| self.get_reg(r, w * 32 + l, s)).collect()
+    }
+
     fn set_reg(&mut self, r: &RegRef, t: usize, v: u32, s: Option<u32>) -> R<()> {
         let (a, i) = self.reg(r, t, s)?;
         self.regs[a][i] = v;

@@ -267,7 +267,7 @@ impl<'k> Frame<'k> {
                     return Err(self.err(Fault::BadValue, s, format!("lane mask {lane_mask} (0 to 31)")));
                 }
                 for w in self.full_warps(mask, s, "shfl.sync.bfly")? {
-                    let lanes: Vec<u32> = (0..32).map(|l| self.get_reg(acc, w * 32 + l, s)).collect::<R<Vec<u32>>>()?;
+                    let lanes = self.warp_regs(acc, w, s)?;
                     for l in 0..32 {
                         let other = lanes[l ^ *lane_mask as usize];
                         self.set_reg(acc, w * 32 + l, combine(*op, *dtype, lanes[l], other), s)?;
@@ -281,7 +281,7 @@ impl<'k> Frame<'k> {
                 }
                 let d = *delta as usize;
                 for w in self.full_warps(mask, s, "shfl.sync.up")? {
-                    let lanes: Vec<u32> = (0..32).map(|l| self.get_reg(acc, w * 32 + l, s)).collect::<R<Vec<u32>>>()?;
+                    let lanes = self.warp_regs(acc, w, s)?;
                     for l in d..32 {
                         self.set_reg(acc, w * 32 + l, combine(*op, *dtype, lanes[l - d], lanes[l]), s)?;
                     }
@@ -291,7 +291,7 @@ impl<'k> Frame<'k> {
                 self.check_kind(dst, *dtype, s)?;
                 self.check_kind(src, *dtype, s)?;
                 for w in self.full_warps(mask, s, "shfl.sync.idx")? {
-                    let lanes: Vec<u32> = (0..32).map(|l| self.get_reg(src, w * 32 + l, s)).collect::<R<Vec<u32>>>()?;
+                    let lanes = self.warp_regs(src, w, s)?;
                     for l in 0..32 {
                         let from = self.eval(lane, w * 32 + l, s)?;
                         let v = *usize::try_from(from)
