@@ -885,14 +885,16 @@ impl<'k> Printer<'k> {
     fn store(&self, id: u32, space: &str, addr: &str, src: &[RegRef], dtype: DType) -> Result<String, CudaError> {
         let mut regs = Vec::new();
         for r in src {
-            if self.reg_kind(r, id)? != RegKind::F32 {
-                return Err(self.err(id, Fault::FragmentShape, "a store of b32 registers (f32 expected)"));
+            if self.reg_kind(r, id)? != compute_kind(dtype) {
+                let msg = format!("a store of {dtype} from registers of another kind");
+                return Err(self.err(id, Fault::FragmentShape, msg));
             }
             regs.push(self.reg(r, id)?);
         }
         let bad = || self.err(id, Fault::BadValue, format!("a store of {} {dtype} elements", src.len()));
         let (ty, operands, constraint): (&str, Vec<String>, &str) = match dtype {
             DType::F32 => ("f32", regs, "f"),
+            DType::I32 if regs.len() == 1 => ("s32", regs, "r"),
             DType::F16 | DType::BF16 => {
                 let cvt = if dtype == DType::F16 { "tgc_f32_to_f16" } else { "tgc_f32_to_bf16" };
                 if regs.len() == 1 {
@@ -984,8 +986,9 @@ impl<'k> Printer<'k> {
     ) -> Result<(), CudaError> {
         let mut regs = Vec::new();
         for r in dst {
-            if self.reg_kind(r, id)? != RegKind::F32 {
-                return Err(self.err(id, Fault::FragmentShape, "ld.shared into b32 registers (f32 expected)"));
+            if self.reg_kind(r, id)? != compute_kind(dtype) {
+                let msg = format!("ld.shared of {dtype} into registers of another kind");
+                return Err(self.err(id, Fault::FragmentShape, msg));
             }
             regs.push(self.reg(r, id)?);
         }
@@ -994,10 +997,11 @@ impl<'k> Printer<'k> {
             DType::F16 => "tgc_f16_to_f32",
             DType::BF16 => "tgc_bf16_to_f32",
             DType::F32 => "__uint_as_float",
+            DType::I32 if regs.len() == 1 => "(int)",
             _ => return Err(bad()),
         };
         let (ty, words) = match (dtype, regs.len()) {
-            (DType::F32, n) => ("b32", n),
+            (DType::F32 | DType::I32, n) => ("b32", n),
             (_, 1) => ("b16", 1),
             (_, n) if n % 2 == 0 => ("b32", n / 2),
             _ => return Err(bad()),
@@ -1024,7 +1028,7 @@ impl<'k> Printer<'k> {
         )
         .unwrap();
         for (i, r) in regs.iter().enumerate() {
-            let value = if dtype == DType::F32 || ty == "b16" {
+            let value = if matches!(dtype, DType::F32 | DType::I32) || ty == "b16" {
                 format!("{widen}({})", names[i])
             } else {
                 let w = &names[i / 2];

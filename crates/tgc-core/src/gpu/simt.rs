@@ -46,11 +46,13 @@
 //!   one thread per output element as `Elementwise`, running the reduce
 //!   loops serially in the CPU backend's order; a computed-at reduction is
 //!   recomputed, under its guard, before each update of the accumulator.
-//! - [`Form::Scan`] (a `SCAN`, [`loop_ir::Scan`]): a warp per row, the
-//!   row in chunks of 32 points scanned with `shfl.sync.up` and carried
-//!   from chunk to chunk with `shfl.sync.idx`; a long row in segments of
-//!   [`SCAN_SEGMENT`] points, one warp each, after two passes for the
-//!   segments' totals and their scan.
+//! - [`Form::Scan`] (a `SCAN`, [`loop_ir::Scan`]): a block scan
+//!   (`Builder::block_scan`): the warps of a block take consecutive
+//!   segments of a row's tile, hold them in registers, exchange their
+//!   totals through shared memory across a `bar.sync`, and scan their
+//!   chunks of 32 points with `shfl.sync.up` from the carry before them; a
+//!   row longer than a tile ([`SCAN_TILES`]) in three passes (tile totals,
+//!   their scan, every tile from its carry).
 //!
 //! Numerics are the CPU backend's (`loop_ir` invariants): f32 compute for
 //! f16/bf16/f32 (16-bit values rounded at `CAST` and on store), wrapping
@@ -151,23 +153,23 @@ pub enum Form {
     /// FlashAttention-2 on `mma.sync`) for a whole graph that is one
     /// attention ([`lower_program_for`]).
     Attention,
-    /// A scan ([`loop_ir::Scan`]), [`WARPS`] warps per block as
-    /// [`Form::WarpReduce`]. A warp walks a row (a point of the loops other
-    /// than the scanned one) 32 points at a time: lane `l` takes point
-    /// `32·c + l` of chunk `c` (the identity past the end), five
-    /// [`Stmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2, 4, 8, 16)
-    /// give every lane the prefix of the chunk up to it, the carry of the
-    /// chunks before is combined in, the lanes inside the row store (an
-    /// exclusive scan the value of the lane before, [`Stmt::ShflIdx`]), and
-    /// lane 31's value is the next carry. A row not known to fit one
-    /// [`SCAN_SEGMENT`] is three launches of this form (a two-level,
-    /// reduce-then-scan order): a warp per (row, segment) folds the
-    /// segment into a temporary of totals, a warp per row scans those in
-    /// place, and a warp per (row, segment) scans the segment from the
-    /// total before it. The running value stays in f32 for f16/bf16 (as the
-    /// CPU's accumulator), rounded only when stored. The order is the
-    /// chunks', so float sums differ from the CPU's by rounding; MAX and
-    /// MIN are exact.
+    /// A scan ([`loop_ir::Scan`]): a block scan (`Builder::block_scan`,
+    /// blocks of [`ScanTiles`]). Warp `w` of a row's tile takes a segment
+    /// of it into registers, lane `l` the points `32·c + l` of chunk `c`
+    /// (the identity past the end); the lanes fold them and the butterfly
+    /// gives the warp's total, which goes to shared memory; after
+    /// `bar.sync` the warp starts from the tile's carry combined with the
+    /// totals of the warps before it, and scans each chunk with five
+    /// [`Stmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2, 4, 8, 16),
+    /// the carry combined in, the lanes inside the row storing (an
+    /// exclusive scan the value of the lane before, [`Stmt::ShflIdx`]),
+    /// lane 31's value the next carry. A row not known to fit one tile is
+    /// three launches of this form (reduce-then-scan): the tiles' totals
+    /// into a temporary, their scan in place per row, and every tile from
+    /// the total before it. The running value stays in f32 for f16/bf16
+    /// (as the CPU's accumulator), rounded only when stored. The order is
+    /// the chunks' and warps', so float sums differ from the CPU's by
+    /// rounding; MAX and MIN are exact.
     Scan,
 }
 
@@ -443,7 +445,7 @@ impl GpuProgram {
 /// Errors: those of [`from_tiny::lower`]; `Unsupported` for a value the
 /// SIMT template cannot compute (none today beyond the CPU backend's).
 pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
-    lower_regions(g, None, &mut Vec::new())
+    lower_regions(g, None, SCAN_TILES, &mut Vec::new())
 }
 
 /// [`lower_program`], except that with `templates` the regions are formed
@@ -452,15 +454,16 @@ pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
 /// ([`super::template::attention_regions`]) and each region that is a
 /// contraction + epilogue a tensor-core template takes
 /// ([`super::template::lower_region`]) is that template's kernel; each
-/// refusal is pushed to `notes`.
+/// refusal is pushed to `notes`. Scans run in blocks of `tiles`.
 fn lower_regions(
     g: &Graph,
     templates: Option<(&crate::plan::Target, &dyn crate::plan::cost::Estimator)>,
+    tiles: ScanTiles,
     notes: &mut Vec<crate::Diagnostic>,
 ) -> DResult<GpuProgram> {
     let opts = if templates.is_some() { super::template::region_options() } else { from_tiny::Options::default() };
     let mut p = from_tiny::lower_with(g, &opts)?;
-    let totals = scan_totals(&mut p);
+    let totals = scan_totals(&mut p, tiles);
     let stored = templates.map(|_| super::template::stored_values(g, &p)).unwrap_or_default();
     // Attentions inside a larger graph: one fused launch in place of
     // their regions' kernels, at the last of them.
@@ -493,9 +496,9 @@ fn lower_regions(
             Some(Ok(l)) => launches.push(l),
             Some(Err(d)) => {
                 notes.push(d);
-                launches.extend(lower_simt(&p, k, totals[k])?);
+                launches.extend(lower_simt(&p, k, totals[k], tiles)?);
             }
-            None => launches.extend(lower_simt(&p, k, totals[k])?),
+            None => launches.extend(lower_simt(&p, k, totals[k], tiles)?),
         }
         k += 1;
     }
@@ -556,7 +559,7 @@ pub fn lower_program_noting(
         None => None,
     };
     let mut notes = Vec::new();
-    let prog = lower_regions(g, Some((target, estimator)), &mut notes)?;
+    let prog = lower_regions(g, Some((target, estimator)), SCAN_TILES, &mut notes)?;
     // The whole graph's refusal, unless a region got a template after all
     // (a GEMM followed by a softmax) or a region says the same.
     if let Some(d) = whole {
@@ -969,38 +972,6 @@ impl<'p> Builder<'p> {
         Ok((rows, extents, n))
     }
 
-    /// A warp per item of `items` (`WARPS` warps a block, the warp is
-    /// `threadIdx.y`): sets the launch shape and wraps `body(item)`.
-    fn per_warp(&mut self, items: Expr, body: Vec<Stmt>, item: VarId) -> Vec<Stmt> {
-        self.k.block = [32, WARPS, 1];
-        self.k.min_blocks_per_sm = Some(1);
-        self.k.grid = [ceil_div(items.clone(), Expr::c(WARPS as i64)), Expr::c(1), Expr::c(1)];
-        vec![
-            Stmt::Let { var: item, value: Expr::BlockIdx(Dim::X) * Expr::c(WARPS as i64) + Expr::ThreadIdx(Dim::Y) },
-            Stmt::If { cond: Expr::Var(item).lt(items), then: body, otherwise: Vec::new() },
-        ]
-    }
-
-    /// The start of a kernel with a warp per (row, segment) item of a scan
-    /// with `nb` segments a row: the item and segment variables, the
-    /// statements binding the segment and the row's loop variables, and
-    /// the item count (for [`Builder::per_warp`]).
-    fn segment_items(
-        &mut self,
-        lk: &loop_ir::Kernel,
-        axis: usize,
-        nb: &Expr,
-    ) -> DResult<(VarId, VarId, Vec<Stmt>, Expr)> {
-        let (rows, extents, nrows) = self.scan_rows(lk, axis)?;
-        let (item, row, seg) = (self.var("item"), self.var("row"), self.var("seg"));
-        let mut body = vec![
-            Stmt::Let { var: seg, value: Expr::Var(item) % nb.clone() },
-            Stmt::Let { var: row, value: Expr::Var(item) / nb.clone() },
-        ];
-        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
-        Ok((item, seg, body, nrows * nb.clone()))
-    }
-
     /// One chunk of a warp scan: lane `l` takes the value `value` (the
     /// identity where `inside` is false), five `shfl.sync.up` steps, the
     /// carry `carry` combined in, `store` of `v` where `inside`, and lane
@@ -1057,119 +1028,239 @@ impl<'p> Builder<'p> {
         })
     }
 
-    /// Pass 1 of a two-level scan: a warp per (row, segment) folds the
-    /// segment's [`SCAN_SEGMENT`] points (lanes striding them, then the
-    /// butterfly) and lane 0 stores the total at `totals[row·nb + seg]`.
-    fn scan_totals(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: BufId) -> DResult<Vec<Stmt>> {
-        let dt = self.p.buffer(totals).dtype;
-        let e = self.dim(&lk.loops[sc.axis])?;
-        let nb = ceil_div(e.clone(), Expr::c(SCAN_SEGMENT));
-        let (item, seg, mut body, items) = self.segment_items(lk, sc.axis, &nb)?;
-        let (j, i) = (self.var("j"), self.var(&format!("i{}", sc.axis)));
-        let acc = self.reg("acc", dt);
-        self.loop_vars.insert(sc.axis as u32, Expr::Var(i));
-        body.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(sc.op, dt) });
-        let value = self.scan_value(lk, dt)?;
-        body.push(Stmt::For {
-            var: j,
-            start: Expr::ThreadIdx(Dim::X),
-            end: Expr::c(SCAN_SEGMENT),
-            step: 32,
-            unroll: false,
-            body: vec![
-                Stmt::Let { var: i, value: Expr::Var(seg) * Expr::c(SCAN_SEGMENT) + Expr::Var(j) },
-                Stmt::If {
-                    cond: Expr::Var(i).lt(e),
-                    then: vec![Stmt::Accumulate { op: sc.op, dtype: dt, acc: acc.clone(), value }],
-                    otherwise: Vec::new(),
-                },
-            ],
-        });
-        body.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op: sc.op, dtype: dt, acc: acc.clone(), lane_mask: m }));
-        let store = Stmt::StGlobal {
-            dst: GlobalRef { param: self.buf_param[&totals], offset: Expr::Var(item) },
-            src: acc,
-            dtype: dt,
-            pred: Expr::c(1),
-        };
-        body.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: vec![store], otherwise: Vec::new() });
-        Ok(self.per_warp(items, body, item))
-    }
-
-    /// Pass 2 of a two-level scan: a warp per row scans the row's segment
-    /// totals in place (inclusive), 32 at a time.
-    fn scan_carries(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: BufId) -> DResult<Vec<Stmt>> {
-        let (_, _, nrows) = self.scan_rows(lk, sc.axis)?;
-        let dt = self.p.buffer(totals).dtype;
-        let nb = ceil_div(self.dim(&lk.loops[sc.axis])?, Expr::c(SCAN_SEGMENT));
-        let (row, c, t) = (self.var("row"), self.var("chunk"), self.var("seg"));
-        let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
-        let param = self.buf_param[&totals];
-        let at = GlobalRef { param, offset: Expr::Var(row) * nb.clone() + Expr::Var(t) };
-        let mut chunk = vec![Stmt::Let { var: t, value: Expr::Var(c) * Expr::c(32) + Expr::ThreadIdx(Dim::X) }];
-        let load = ScalarExpr::Load { src: at.clone(), dtype: dt };
-        let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: dt, pred: Expr::c(1) };
-        chunk.extend(self.scan_chunk((sc.op, dt, false), (&carry, &v), Expr::Var(t).lt(nb.clone()), load, &store));
-        let body = vec![
-            Stmt::Compute { dst: carry.clone(), value: ScalarExpr::identity(sc.op, dt) },
-            Stmt::For {
-                var: c,
-                start: Expr::c(0),
-                end: ceil_div(nb, Expr::c(32)),
-                step: 1,
-                unroll: false,
-                body: chunk,
-            },
-        ];
-        Ok(self.per_warp(nrows, body, row))
-    }
-
-    /// The scan itself: a warp per (row, segment) — one segment, the whole
-    /// row, without `totals` — walks the segment 32 points at a time from
-    /// the carry of the segments before it (`totals[row·nb + seg - 1]`
-    /// after [`Builder::scan_carries`], the identity for the first).
-    fn scan_segments(&mut self, lk: &loop_ir::Kernel, sc: &loop_ir::Scan, totals: Option<BufId>) -> DResult<Vec<Stmt>> {
+    /// A block scan ([`Form::Scan`]) of one pass: see [`ScanPass`] and
+    /// [`ScanTiles`]. A block of `tiles.warps` warps takes `warps / wr`
+    /// items, `wr` warps each ([`ScanTiles::layout`]); an item is a row
+    /// (its tiles in turn, the carry running from one to the next) or,
+    /// with segment totals, one (row, tile). Per tile, warp `w` of the
+    /// item takes the `seg` points from `tile·wr·seg + w·seg`, lane `l`
+    /// the points `32·u + l` of them, all loaded into registers first
+    /// (the identity past the row's end); the lanes fold them and the
+    /// butterfly gives the warp's total, which lane 0 stores in shared
+    /// memory; after `bar.sync` the warp's carry is the tile's carry and
+    /// the totals of the warps before it, in order, and the warp scans
+    /// its chunks from it ([`Builder::scan_chunk`]); the tile's carry
+    /// then takes all the item's warp totals, and a second `bar.sync`
+    /// frees the shared totals for the next tile. The totals pass stops
+    /// after the first `bar.sync` and stores the tile's total.
+    fn block_scan(
+        &mut self,
+        lk: &loop_ir::Kernel,
+        sc: &loop_ir::Scan,
+        pass: ScanPass,
+        tiles: ScanTiles,
+    ) -> DResult<Vec<Stmt>> {
         let dt = running_dtype(sc);
-        let identity = ScalarExpr::identity(sc.op, dt);
         let e = self.dim(&lk.loops[sc.axis])?;
-        let (nb, seg_len) = match totals {
-            Some(_) => (ceil_div(e.clone(), Expr::c(SCAN_SEGMENT)), Expr::c(SCAN_SEGMENT)),
-            None => (Expr::c(1), e.clone()),
+        let totals = match pass {
+            ScanPass::Totals(t) | ScanPass::Carries(t) | ScanPass::Scan(Some(t)) => Some(t),
+            ScanPass::Scan(None) => None,
         };
-        let (item, seg, mut body, items) = self.segment_items(lk, sc.axis, &nb)?;
-        let (c, i) = (self.var("chunk"), self.var(&format!("i{}", sc.axis)));
-        let (carry, v) = (self.reg("carry", dt), self.reg("v", dt));
-        let first = match totals {
-            Some(t) => ScalarExpr::Select {
-                cond: Expr::c(0).lt(Expr::Var(seg)),
+        let tile_len = Expr::c(tiles.tile());
+        let nb = ceil_div(e.clone(), tile_len.clone());
+        // The scanned length and the layout of its tiles.
+        let (len, len_const) = match pass {
+            ScanPass::Carries(_) => {
+                (nb.clone(), lk.loops[sc.axis].as_int().map(|e| (e + tiles.tile() - 1) / tiles.tile()))
+            }
+            ScanPass::Totals(_) | ScanPass::Scan(Some(_)) => (e.clone(), None),
+            ScanPass::Scan(None) => (e.clone(), lk.loops[sc.axis].as_int()),
+        };
+        let (wr, seg) = tiles.layout(len_const);
+        let per_item = matches!(pass, ScanPass::Carries(_) | ScanPass::Scan(None));
+        let row_tile = Expr::c(wr as i64 * seg);
+        let (rows, extents, nrows) = self.scan_rows(lk, sc.axis)?;
+        let items = if per_item { nrows.clone() } else { nrows.clone() * nb.clone() };
+        let per_block = (tiles.warps / wr) as i64;
+        self.k.block = [32, tiles.warps, 1];
+        self.k.min_blocks_per_sm = Some(1);
+        self.k.grid = [ceil_div(items.clone(), Expr::c(per_block)), Expr::c(1), Expr::c(1)];
+        let smem = SmemId(self.k.smem.len() as u32);
+        let bytes = dt.size_bytes() as u64;
+        self.k.smem.push(SmemBuffer {
+            name: "warp_totals".into(),
+            offset: 0,
+            size: tiles.warps as u64 * bytes,
+            swizzle: Swizzle::IDENTITY,
+        });
+        self.k.smem_bytes = (tiles.warps as u64 * bytes).div_ceil(16) * 16;
+        let total_at = |j: Expr| SmemRef { buf: smem, offset: j * Expr::c(bytes as i64), swizzle: Swizzle::IDENTITY };
+
+        let (item, w, w0, row, first) =
+            (self.var("item"), self.var("w"), self.var("w0"), self.var("row"), self.var("first"));
+        let (y, lane) = (Expr::ThreadIdx(Dim::Y), Expr::ThreadIdx(Dim::X));
+        let mut body = vec![
+            Stmt::Let {
+                var: item,
+                value: Expr::BlockIdx(Dim::X) * Expr::c(per_block) + y.clone() / Expr::c(wr as i64),
+            },
+            Stmt::Let { var: w, value: y.clone() % Expr::c(wr as i64) },
+            Stmt::Let { var: w0, value: y.clone() - Expr::Var(w) },
+        ];
+        let (row_value, first_value, count) = match per_item {
+            true => (Expr::Var(item), Expr::c(0), ceil_div(len.clone(), row_tile.clone())),
+            false => (Expr::Var(item) / nb.clone(), Expr::Var(item) % nb.clone(), Expr::c(1)),
+        };
+        body.push(Stmt::Let { var: row, value: row_value });
+        body.push(Stmt::Let { var: first, value: first_value });
+        self.unflatten_vars(Expr::Var(row), &rows, &extents, &mut body)?;
+        let live = Expr::Var(item).lt(items);
+
+        // The carry into the item's first tile.
+        let tc = self.reg("tile_carry", dt);
+        let identity = ScalarExpr::identity(sc.op, dt);
+        let init = match pass {
+            ScanPass::Scan(Some(t)) => ScalarExpr::Select {
+                cond: Expr::c(0).lt(Expr::Var(first)),
                 then: Box::new(ScalarExpr::Load {
                     src: GlobalRef { param: self.buf_param[&t], offset: Expr::Var(item) - Expr::c(1) },
                     dtype: dt,
                 }),
-                otherwise: Box::new(identity),
+                otherwise: Box::new(identity.clone()),
             },
-            None => identity,
+            _ => identity.clone(),
         };
-        body.push(Stmt::Compute { dst: carry.clone(), value: first });
-        self.loop_vars.insert(sc.axis as u32, Expr::Var(i));
-        let mut chunk = vec![Stmt::Let {
-            var: i,
-            value: Expr::Var(seg) * seg_len.clone() + Expr::Var(c) * Expr::c(32) + Expr::ThreadIdx(Dim::X),
-        }];
-        let value = self.scan_value(lk, dt)?;
-        let at = GlobalRef { param: self.buf_param[&lk.out], offset: self.aff(&lk.store_index)? };
-        let out_dt = self.p.buffer(lk.out).dtype;
-        let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: out_dt, pred: Expr::c(1) };
-        chunk.extend(self.scan_chunk((sc.op, dt, sc.exclusive), (&carry, &v), Expr::Var(i).lt(e), value, &store));
-        body.push(Stmt::For {
-            var: c,
-            start: Expr::c(0),
-            end: ceil_div(seg_len, Expr::c(32)),
-            step: 1,
-            unroll: false,
-            body: chunk,
+        body.push(Stmt::Compute { dst: tc.clone(), value: identity.clone() });
+        body.push(Stmt::If {
+            cond: live.clone(),
+            then: vec![Stmt::Compute { dst: tc.clone(), value: init }],
+            otherwise: vec![],
         });
-        Ok(self.per_warp(items, body, item))
+
+        // The value at point `i` of the row and the store of a register there.
+        let (k, t, base) = (self.var("k"), self.var("tile"), self.var("base"));
+        let (u, i) = (self.var("u"), self.var(&format!("i{}", sc.axis)));
+        let (u2, i2) = (self.var("u"), self.var(&format!("i{}", sc.axis)));
+        let row_base = Expr::Var(row) * nb.clone();
+        let value = match (pass, totals) {
+            (ScanPass::Carries(_), Some(tb)) => ScalarExpr::Load {
+                src: GlobalRef { param: self.buf_param[&tb], offset: row_base.clone() + Expr::Var(i) },
+                dtype: dt,
+            },
+            _ => {
+                self.loop_vars.insert(sc.axis as u32, Expr::Var(i));
+                self.scan_value(lk, dt)?
+            }
+        };
+        let store_at = match (pass, totals) {
+            (ScanPass::Carries(_), Some(tb)) => Some((self.buf_param[&tb], row_base + Expr::Var(i2), dt)),
+            (ScanPass::Scan(_), _) => {
+                self.loop_vars.insert(sc.axis as u32, Expr::Var(i2));
+                Some((self.buf_param[&lk.out], self.aff(&lk.store_index)?, self.p.buffer(lk.out).dtype))
+            }
+            _ => None,
+        };
+
+        // Load and fold the warp's points; lane 0 stores the warp total.
+        let chunks = seg / 32;
+        self.k.regs.push(RegArray { name: "vals".into(), kind: compute_kind(dt), len: chunks as u32 });
+        let vals = RegId(self.k.regs.len() as u32 - 1);
+        let val = |u: VarId| RegRef { reg: vals, index: Expr::Var(u) };
+        let point = |u: VarId| Expr::Var(base) + Expr::c(32) * Expr::Var(u) + lane.clone();
+        let acc = self.reg("acc", dt);
+        let mut fold = vec![Stmt::For {
+            var: u,
+            start: Expr::c(0),
+            end: Expr::c(chunks),
+            step: 1,
+            unroll: true,
+            body: vec![
+                Stmt::Let { var: i, value: point(u) },
+                Stmt::Compute { dst: val(u), value: identity.clone() },
+                Stmt::If {
+                    cond: Expr::Var(i).lt(len.clone()),
+                    then: vec![Stmt::Compute { dst: val(u), value }],
+                    otherwise: vec![],
+                },
+            ],
+        }];
+        fold.push(Stmt::Compute { dst: acc.clone(), value: identity.clone() });
+        let u1 = self.var("u");
+        fold.push(Stmt::For {
+            var: u1,
+            start: Expr::c(0),
+            end: Expr::c(chunks),
+            step: 1,
+            unroll: true,
+            body: vec![Stmt::Accumulate {
+                op: sc.op,
+                dtype: dt,
+                acc: acc.clone(),
+                value: ScalarExpr::Reg { reg: val(u1), dtype: dt },
+            }],
+        });
+        fold.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op: sc.op, dtype: dt, acc: acc.clone(), lane_mask: m }));
+        let keep = Stmt::StShared { dst: total_at(y.clone()), src: vec![acc.clone()], dtype: dt };
+        fold.push(Stmt::If { cond: lane.clone().eq(Expr::c(0)), then: vec![keep], otherwise: vec![] });
+
+        // `reg ⊕= warp_totals[from..to]`, in order.
+        let fold_totals = |b: &mut Self, reg: &RegRef, from: Expr, to: Expr| {
+            let (jv, tot) = (b.var("j"), b.reg("total", dt));
+            Stmt::For {
+                var: jv,
+                start: from,
+                end: to,
+                step: 1,
+                unroll: false,
+                body: vec![
+                    Stmt::LdShared { dst: vec![tot.clone()], src: total_at(Expr::Var(jv)), dtype: dt },
+                    Stmt::Accumulate {
+                        op: sc.op,
+                        dtype: dt,
+                        acc: reg.clone(),
+                        value: ScalarExpr::Reg { reg: tot, dtype: dt },
+                    },
+                ],
+            }
+        };
+        let mut tile = vec![
+            Stmt::Let { var: t, value: Expr::Var(first) + Expr::Var(k) },
+            Stmt::Let { var: base, value: Expr::Var(t) * row_tile.clone() + Expr::Var(w) * Expr::c(seg) },
+            Stmt::If { cond: live.clone(), then: fold, otherwise: vec![] },
+            Stmt::Barrier,
+        ];
+        let mut after = Vec::new();
+        if let Some((param, offset, out_dt)) = store_at {
+            let carry = self.reg("carry", dt);
+            let v = self.reg("v", dt);
+            let mut scan = vec![
+                Stmt::Compute { dst: carry.clone(), value: ScalarExpr::Reg { reg: tc.clone(), dtype: dt } },
+                fold_totals(self, &carry, Expr::Var(w0), y.clone()),
+            ];
+            let at = GlobalRef { param, offset };
+            let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: out_dt, pred: Expr::c(1) };
+            let mut chunk = vec![Stmt::Let { var: i2, value: point(u2) }];
+            let inside = Expr::Var(i2).lt(len.clone());
+            let reg_value = ScalarExpr::Reg { reg: val(u2), dtype: dt };
+            let exclusive = sc.exclusive && matches!(pass, ScanPass::Scan(_));
+            chunk.extend(self.scan_chunk((sc.op, dt, exclusive), (&carry, &v), inside, reg_value, &store));
+            scan.push(Stmt::For {
+                var: u2,
+                start: Expr::c(0),
+                end: Expr::c(chunks),
+                step: 1,
+                unroll: true,
+                body: chunk,
+            });
+            after = scan;
+        }
+        after.push(fold_totals(self, &tc, Expr::Var(w0), Expr::Var(w0) + Expr::c(wr as i64)));
+        tile.push(Stmt::If { cond: live.clone(), then: after, otherwise: vec![] });
+        if count != Expr::c(1) {
+            tile.push(Stmt::Barrier);
+        }
+        body.push(Stmt::For { var: k, start: Expr::c(0), end: count, step: 1, unroll: false, body: tile });
+        if let ScanPass::Totals(tb) = pass {
+            let store = Stmt::StGlobal {
+                dst: GlobalRef { param: self.buf_param[&tb], offset: Expr::Var(item) },
+                src: tc,
+                dtype: dt,
+                pred: Expr::c(1),
+            };
+            let lead = live.and(Expr::Var(w).eq(Expr::c(0))).and(lane.eq(Expr::c(0)));
+            body.push(Stmt::If { cond: lead, then: vec![store], otherwise: vec![] });
+        }
+        Ok(body)
     }
 
     /// One `ld.shared` of element `index` of `buf`'s row (a [`Form::Rows`]
@@ -1813,9 +1904,60 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     Ok(Launch { kernel: b.k, form, args: b.args, region: lk.nodes.clone(), outs: vec![lk.out], plan: None })
 }
 
-/// Points of a row that one warp of a two-level scan takes (16 chunks of
-/// 32): a row of `E` points runs as `ceil(E / 512)` warps in parallel.
-pub const SCAN_SEGMENT: i64 = 512;
+/// The blocks of a scan ([`Form::Scan`], `Builder::block_scan`): `warps`
+/// warps a block (a power of two), each scanning at most `segment` points
+/// (a multiple of 32) of a row per tile; a tile of a row is at most
+/// [`ScanTiles::tile`] points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanTiles {
+    /// Warps per block.
+    pub warps: u32,
+    /// Most points one warp takes of a tile.
+    pub segment: i64,
+}
+
+/// The scans' blocks: 8 warps of at most 512 points (16 chunks of 32 in
+/// registers), tiles of 4096 points. A row of at most 4096 points (a
+/// constant extent) is one tile, scanned in one pass; a longer or
+/// symbolic row takes three passes over tiles of 4096 (segment totals,
+/// their scan, the tiles from their carries).
+pub const SCAN_TILES: ScanTiles = ScanTiles { warps: 8, segment: 512 };
+
+impl ScanTiles {
+    /// The most points of a row one block scans in one step:
+    /// `warps · segment`.
+    pub fn tile(self) -> i64 {
+        self.warps as i64 * self.segment
+    }
+
+    /// `(wr, seg)` for a row of `len` points: a row known to fit a tile
+    /// takes the fewest warps `wr` (a power of two) whose segments of at
+    /// most `segment` points cover it, each warp `seg` points (`len / wr`
+    /// rounded up to a multiple of 32), so a block holds `warps / wr` rows;
+    /// any other row all the warps of a block, `segment` points each.
+    fn layout(self, len: Option<i64>) -> (u32, i64) {
+        match len {
+            Some(n) if n <= self.tile() => {
+                let wr = (n.max(1) + self.segment - 1) / self.segment;
+                let wr = (wr as u32).next_power_of_two().min(self.warps);
+                let seg = (n.max(1) + wr as i64 - 1) / wr as i64;
+                (wr, (seg + 31) / 32 * 32)
+            }
+            _ => (self.warps, self.segment),
+        }
+    }
+}
+
+/// One launch of a scan ([`lower_scan`]): with segment totals `t` (a row
+/// longer than a tile) the totals of the (row, tile) items, their scan in
+/// place per row, then the scan of each (row, tile) from its carry;
+/// without, the scan of each row in one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ScanPass {
+    Totals(BufId),
+    Carries(BufId),
+    Scan(Option<BufId>),
+}
 
 /// The dtype a scan's running value is held in on the GPU: the
 /// accumulator's compute type, f32 for f16/bf16 (read back without
@@ -1828,72 +1970,73 @@ fn running_dtype(sc: &loop_ir::Scan) -> DType {
     }
 }
 
-/// Per kernel of `p`: for a scan whose row is not known to fit one
-/// [`SCAN_SEGMENT`], a new temporary for its segment totals (`[rows…,
-/// ceil(E / SCAN_SEGMENT)]`, in the running dtype: f32 for floats).
-fn scan_totals(p: &mut loop_ir::Program) -> Vec<Option<BufId>> {
+/// Per kernel of `p`: for a scan whose row is not known to fit one tile of
+/// `tiles`, a new temporary for its tile totals (`[rows…, ceil(E /
+/// tile)]`, in the running dtype: f32 for floats).
+fn scan_totals(p: &mut loop_ir::Program, tiles: ScanTiles) -> Vec<Option<BufId>> {
     let mut out = Vec::new();
     for k in 0..p.kernels.len() {
         let lk = &p.kernels[k];
-        let Some(sc) = lk.scan.as_ref().filter(|sc| lk.loops[sc.axis].as_int().is_none_or(|e| e > SCAN_SEGMENT)) else {
+        let Some(sc) = lk.scan.as_ref().filter(|sc| lk.loops[sc.axis].as_int().is_none_or(|e| e > tiles.tile())) else {
             out.push(None);
             continue;
         };
         let e = &lk.loops[sc.axis];
-        let nb = (e + &SymDim::int(SCAN_SEGMENT - 1)).floordiv(&SymDim::int(SCAN_SEGMENT));
+        let nb = (e + &SymDim::int(tiles.tile() - 1)).floordiv(&SymDim::int(tiles.tile()));
         let mut shape: Vec<SymDim> =
             lk.loops.iter().enumerate().filter(|&(v, _)| v != sc.axis).map(|(_, d)| d.clone()).collect();
         shape.push(nb.unwrap_or_else(|| e.clone()));
         let dtype = running_dtype(sc);
         let name = format!("{}_totals", lk.name);
-        p.buffers.push(Buffer {
-            label: format!("segment totals of {}", lk.name),
-            name,
-            dtype,
-            shape,
-            role: Role::Temp,
-        });
+        p.buffers.push(Buffer { label: format!("tile totals of {}", lk.name), name, dtype, shape, role: Role::Temp });
         out.push(Some(BufId(p.buffers.len() as u32 - 1)));
     }
     out
 }
 
 /// The SIMT launches of kernel `k` of `p`: [`lower_scan`]'s for a scan
-/// (with its segment totals `totals`), else [`lower_kernel`]'s one.
-fn lower_simt(p: &loop_ir::Program, k: usize, totals: Option<BufId>) -> DResult<Vec<Launch>> {
+/// (with its tile totals `totals`), else [`lower_kernel`]'s one.
+fn lower_simt(p: &loop_ir::Program, k: usize, totals: Option<BufId>, tiles: ScanTiles) -> DResult<Vec<Launch>> {
     let lk = &p.kernels[k];
     match lk.scan {
-        Some(_) => lower_scan(p, lk, totals),
+        Some(_) => lower_scan(p, lk, totals, tiles),
         None => Ok(vec![lower_kernel(p, lk)?]),
     }
 }
 
-/// The launches of scan kernel `lk` ([`Form::Scan`]): with `totals` (a
-/// row longer than a segment) the two-level scan — segment totals, their
-/// scan per row, then every segment from its carry, each pass a warp per
-/// item — else one warp per row.
-fn lower_scan(p: &loop_ir::Program, lk: &loop_ir::Kernel, totals: Option<BufId>) -> DResult<Vec<Launch>> {
+/// The launches of scan kernel `lk` ([`Form::Scan`], [`ScanPass`]): with
+/// `totals` (a row longer than a tile) three, else one.
+fn lower_scan(
+    p: &loop_ir::Program,
+    lk: &loop_ir::Kernel,
+    totals: Option<BufId>,
+    tiles: ScanTiles,
+) -> DResult<Vec<Launch>> {
     let sc = lk.scan.as_ref().ok_or_else(|| diag!(Internal, "{} is not a scan", lk.name))?;
     let name = format!("{}_{}", p.name, lk.name);
-    let launch = |b: Builder<'_>, body: Vec<Stmt>, out: BufId| {
-        let mut k = b.k;
-        k.body = body;
-        Launch { kernel: k, form: Form::Scan, args: b.args, region: lk.nodes.clone(), outs: vec![out], plan: None }
+    let passes = match totals {
+        Some(t) => vec![ScanPass::Totals(t), ScanPass::Carries(t), ScanPass::Scan(Some(t))],
+        None => vec![ScanPass::Scan(None)],
     };
     let mut out = Vec::new();
-    if let Some(t) = totals {
-        let mut b = Builder::with_buffers(p, &format!("{name}_totals"), &lk.reads(), &[t]);
-        let body = b.scan_totals(lk, sc, t)?;
-        out.push(launch(b, body, t));
-        let mut b = Builder::with_buffers(p, &format!("{name}_carries"), &[], &[t]);
-        let body = b.scan_carries(lk, sc, t)?;
-        out.push(launch(b, body, t));
+    for pass in passes {
+        let (suffix, reads, write) = match pass {
+            ScanPass::Totals(t) => ("_totals", lk.reads(), t),
+            ScanPass::Carries(t) => ("_carries", Vec::new(), t),
+            ScanPass::Scan(t) => ("", lk.reads().into_iter().chain(t).collect(), lk.out),
+        };
+        let mut b = Builder::with_buffers(p, &format!("{name}{suffix}"), &reads, &[write]);
+        let body = b.block_scan(lk, sc, pass, tiles)?;
+        b.k.body = body;
+        out.push(Launch {
+            kernel: b.k,
+            form: Form::Scan,
+            args: b.args,
+            region: lk.nodes.clone(),
+            outs: vec![write],
+            plan: None,
+        });
     }
-    let mut reads = lk.reads();
-    reads.extend(totals);
-    let mut b = Builder::with_buffers(p, &name, &reads, &[lk.out]);
-    let body = b.scan_segments(lk, sc, totals)?;
-    out.push(launch(b, body, lk.out));
     Ok(out)
 }
 

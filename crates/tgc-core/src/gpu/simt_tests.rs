@@ -227,14 +227,18 @@ fn gathers_emulate() {
     compiles(&Toolchain::locate().unwrap(), &prog);
 }
 
-/// The cumulative ops (`SCAN`, [`Form::Scan`]: warps scanning 32 points
-/// at a time with shuffle-up steps and a carry) in the emulator against
-/// the interpreter: every op, exclusive and reverse, along the first, a
-/// middle and the last axis, with a fused producer, in f32, f16 and i32.
-/// A symbolic row takes the two-level scan (segment totals, their scan,
-/// then the segments from their carries), exercised at rows shorter than
-/// a chunk, of several chunks, of one segment and of several segments with
-/// a partial last one; a constant row of one segment takes one launch.
+/// The cumulative ops (`SCAN`, [`Form::Scan`], [`Builder::block_scan`])
+/// in the emulator against the interpreter: every op, exclusive and
+/// reverse, along the first, a middle and the last axis, with a fused
+/// producer, in f32, f16 and i32. A symbolic row takes three passes (tile
+/// totals, their scan, the tiles from their carries); with tiles of 128
+/// points (two warps of 64) they are exercised at rows shorter than a
+/// chunk, of several chunks, of one tile and of several tiles with a
+/// partial last one, and with tiles of one warp of 32 at a row of 65 tiles,
+/// whose totals the carry pass scans in three tiles. The real tiles
+/// ([`SCAN_TILES`], 4096 points, too slow to emulate at that length) are
+/// emulated on constant rows of one tile: several rows a block (40
+/// points, a warp each) and two warps a row (1000 points), and compiled.
 #[test]
 fn cumulative_ops_emulate() {
     let g = load(
@@ -245,21 +249,26 @@ fn cumulative_ops_emulate() {
          mn = cummin(h, 1, reverse=true, exclusive=true)\n\
          si = cumsum(i, 1)\n    return s, p, mx, mn, si\n}\n",
     );
-    let segment = super::SCAN_SEGMENT;
-    let mut last = None;
-    for (m, n) in [(3, 5), (1, 1), (2, 70), (1, segment), (2, 2 * segment + 37)] {
-        last = Some(check(&g, &[("M", m), ("N", n)], 2e-3));
-    }
-    let prog = last.unwrap();
+    let small = ScanTiles { warps: 2, segment: 64 };
+    let prog = lower_regions(&g, None, small, &mut Vec::new()).unwrap_or_else(|e| panic!("{e}"));
     // Three passes for each of the four scans along a symbolic axis, one
     // for `si`'s along its axis of 3.
     assert_eq!(forms(&prog).iter().filter(|&&f| f == Form::Scan).count(), 4 * 3 + 1, "{:?}", forms(&prog));
-    compiles(&Toolchain::locate().unwrap(), &prog);
-    let short =
-        load("graph short(x: f32[3, 40]) -> (s: f32[3, 40]) {\n    s = cumsum(x, -1, reverse=true)\n    return s\n}\n");
-    let prog = check(&short, &[], 1e-5);
-    assert_eq!(forms(&prog), [Form::Scan]);
-    // The printed CUDA (`shfl.sync.up`, `shfl.sync.idx`) compiles to sm_80 without spills.
+    for (m, n) in [(3, 5), (1, 1), (2, 70), (1, small.tile()), (2, 2 * small.tile() + 37)] {
+        check_program(&g, prog.clone(), &[("M", m), ("N", n)], 2e-3);
+    }
+    let tiny = ScanTiles { warps: 1, segment: 32 };
+    let prog = lower_regions(&g, None, tiny, &mut Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+    check_program(&g, prog, &[("M", 1), ("N", 2 * tiny.tile() * tiny.tile() + 5)], 2e-3);
+    compiles(&Toolchain::locate().unwrap(), &lower_program(&g).unwrap());
+    let short = load(
+        "graph short(x: f32[11, 40], y: f32[3, 1000]) -> (s: f32[11, 40], t: f32[3, 1000]) {\n\
+         s = cumsum(x, -1, reverse=true)\n    t = cumsum(y, 1, exclusive=true)\n    return s, t\n}\n",
+    );
+    let prog = check(&short, &[], 1e-4);
+    assert_eq!(forms(&prog), [Form::Scan, Form::Scan]);
+    // The printed CUDA (`shfl.sync.up`, `shfl.sync.idx`, the warp totals in
+    // shared memory) compiles to sm_80 without spills.
     compiles(&Toolchain::locate().unwrap(), &prog);
     // With the tensor-core templates: the GEMM's region on the MMA
     // template, the scan of its result on the warp scans.

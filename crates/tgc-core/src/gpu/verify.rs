@@ -492,10 +492,10 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::StShared { dst, src: regs, .. } | Stmt::LdShared { dst: regs, src: dst, .. } => {
+            Stmt::StShared { dst, src: regs, dtype } | Stmt::LdShared { dst: regs, src: dst, dtype } => {
                 self.smem(dst, scope, s);
                 for r in regs {
-                    self.reg(r, RegKind::F32, scope, s, "shared store/load");
+                    self.reg(r, compute_kind(*dtype), scope, s, "shared store/load");
                 }
             }
             Stmt::RedAddF32 { dst, src, pred } => {

@@ -287,26 +287,34 @@ impl<'k> Frame<'k> {
                 }
             }
             Stmt::StShared { dst, src, dtype } => {
-                let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                let n = shared_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                 for t in Self::active(mask) {
                     let a = self.smem_addr(dst, t, n, n, s)?;
                     let mut bytes = Vec::with_capacity(n as usize);
                     for r in src {
-                        let v = f32::from_bits(self.get_reg(r, t, s)?);
-                        store_bytes(*dtype, v, &mut bytes).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
+                        let bits = self.get_reg(r, t, s)?;
+                        match dtype {
+                            DType::I32 => bytes.extend(bits.to_le_bytes()),
+                            _ => store_bytes(*dtype, f32::from_bits(bits), &mut bytes)
+                                .ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?,
+                        }
                     }
                     self.check_write(a, n as usize, t, s)?;
                     self.land(&Copy { dst: a, data: bytes }, t, false);
                 }
             }
             Stmt::LdShared { dst, src, dtype } => {
-                let n = vector_bytes(dst.len(), *dtype).ok_or_else(|| self.bad_vector(s, dst.len(), *dtype))?;
+                let n = shared_bytes(dst.len(), *dtype).ok_or_else(|| self.bad_vector(s, dst.len(), *dtype))?;
                 let es = dtype.size_bytes();
                 for t in Self::active(mask) {
                     let a = self.smem_addr(src, t, n, n, s)?;
                     let bytes = self.read_smem(a, n as usize, t, s)?;
                     for (r, c) in dst.iter().zip(bytes.chunks_exact(es)) {
-                        self.set_reg(r, t, (load(*dtype, c) as f32).to_bits(), s)?;
+                        let bits = match dtype {
+                            DType::I32 => u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                            _ => (load(*dtype, c) as f32).to_bits(),
+                        };
+                        self.set_reg(r, t, bits, s)?;
                     }
                 }
             }

@@ -104,6 +104,15 @@ fn vector_bytes(len: usize, dtype: DType) -> Option<u64> {
     (len.is_power_of_two() && n <= 16 && dtype.is_float()).then_some(n)
 }
 
+/// The bytes of a shared-memory access of `len` elements of `dtype`: a
+/// vector access ([`vector_bytes`]) or one `i32` (`ld`/`st.shared.s32`).
+fn shared_bytes(len: usize, dtype: DType) -> Option<u64> {
+    match (len, dtype) {
+        (1, DType::I32) => Some(4),
+        _ => vector_bytes(len, dtype),
+    }
+}
+
 /// Appends `v` rounded to `dtype` (a float dtype) as little-endian bytes.
 fn store_bytes(dtype: DType, v: f32, out: &mut Vec<u8>) -> Option<()> {
     match dtype {
