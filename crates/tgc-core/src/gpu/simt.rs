@@ -606,6 +606,11 @@ struct Builder<'p> {
     /// group does not index).
     vec_loads: Vec<(BufId, AffExpr, RegId, bool)>,
     lane: i64,
+    /// Local temporaries of a register-row kernel held in registers: the
+    /// array and, for a row, the index of the current group's first point
+    /// (the element read is that plus [`Builder::lane`]); `None` for a
+    /// value a row (element 0).
+    row_regs: BTreeMap<BufId, (RegId, Option<Expr>)>,
 }
 
 fn ceil_div(a: Expr, b: Expr) -> Expr {
@@ -660,6 +665,7 @@ impl<'p> Builder<'p> {
             reduces: BTreeMap::new(),
             vec_loads: Vec::new(),
             lane: 0,
+            row_regs: BTreeMap::new(),
         }
     }
 
@@ -728,6 +734,11 @@ impl<'p> Builder<'p> {
         use loop_ir::Expr as L;
         let b = |e: &loop_ir::Expr| self.scalar(e).map(Box::new);
         Ok(match e {
+            L::Load { buf, dtype, .. } if self.row_regs.contains_key(buf) => {
+                let (reg, at) = &self.row_regs[buf];
+                let index = at.clone().map_or(Expr::c(0), |a| a + Expr::c(self.lane));
+                ScalarExpr::Reg { reg: RegRef { reg: *reg, index }, dtype: *dtype }
+            }
             L::Load { buf, index, dtype } => match self.vec_load(*buf, index) {
                 Some((reg, one)) => {
                     let index = Expr::c(if one { 0 } else { self.lane });
@@ -1475,6 +1486,7 @@ impl<'p> Builder<'p> {
     ) -> DResult<Vec<Stmt>> {
         let mut loads = Vec::new();
         vector_loads(e, var, vec, false, &mut loads);
+        loads.retain(|(b, _, _)| !self.row_regs.contains_key(b));
         let mut out = Vec::new();
         for (n, (buf, index, dtype)) in loads.into_iter().enumerate() {
             self.k.regs.push(RegArray { name: format!("x{n}"), kind: compute_kind(dtype), len: vec as u32 });
@@ -1510,6 +1522,56 @@ impl<'p> Builder<'p> {
             out.push(self.shared_scalar_load(buf, index, dtype, smem_of)?);
         }
         Ok(out)
+    }
+
+    /// `f(u, base)` for each group `u < rr.groups` of a register-row lane's
+    /// points (`base = vec·g + 32·warps·vec·u`, `g` the lane's index in its
+    /// row), unrolled, under `base < len` when the groups overrun the row;
+    /// the local rows ([`Builder::row_regs`]) read at the group's
+    /// registers, loop variable 1 at `base`.
+    fn lane_groups(&mut self, rr: RegisterRows, g: VarId, f: &mut GroupBody<'_, 'p>) -> DResult<Stmt> {
+        let (u, base) = (self.var("u"), self.var("p"));
+        for (_, at) in self.row_regs.values_mut() {
+            if at.is_some() {
+                *at = Some(Expr::Var(u) * Expr::c(rr.vec));
+            }
+        }
+        self.loop_vars.insert(1, Expr::Var(base));
+        let stride = 32 * rr.warps as i64 * rr.vec;
+        let inner = f(self, u, base)?;
+        let inner = match rr.len % stride {
+            0 => inner,
+            _ => vec![Stmt::If { cond: Expr::Var(base).lt(Expr::c(rr.len)), then: inner, otherwise: vec![] }],
+        };
+        let mut body =
+            vec![Stmt::Let { var: base, value: Expr::Var(g) * Expr::c(rr.vec) + Expr::c(stride) * Expr::Var(u) }];
+        body.extend(inner);
+        Ok(Stmt::For { var: u, start: Expr::c(0), end: Expr::c(rr.groups), step: 1, unroll: true, body })
+    }
+
+    /// The vector loads of `e`'s global inputs at a register-row lane's
+    /// group of points ([`Builder::vector_loads_of`]; none when a lane
+    /// takes its points one at a time).
+    fn row_loads(&mut self, e: &loop_ir::Expr, rr: RegisterRows) -> DResult<Vec<Stmt>> {
+        match rr.vec {
+            1 => Ok(Vec::new()),
+            v => self.vector_loads_of(e, 1, v, &BTreeMap::new()),
+        }
+    }
+
+    /// A register-row kernel's value of a row (a reduction's result or a
+    /// nest over the rows alone), computed by every lane into `v`: kept as
+    /// the local scalar's register, or stored by the row's first lane
+    /// (`g == 0`).
+    fn row_scalar(&mut self, lk: &loop_ir::Kernel, v: RegRef, g: &VarId) -> DResult<Vec<Stmt>> {
+        let dtype = self.p.buffer(lk.out).dtype;
+        if let Some((reg, _)) = self.row_regs.get(&lk.out) {
+            let dst = RegRef { reg: *reg, index: Expr::c(0) };
+            return Ok(vec![Stmt::Compute { dst, value: ScalarExpr::Reg { reg: v, dtype } }]);
+        }
+        self.loop_vars.remove(&1);
+        let store = self.store_reg(lk, v, &BTreeMap::new())?;
+        Ok(vec![Stmt::If { cond: Expr::Var(*g).eq(Expr::c(0)), then: vec![store], otherwise: vec![] }])
     }
 
     /// The store of the value in `v` at the current output point: to the
@@ -1677,6 +1739,285 @@ fn shared_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> (Vec<(BufId, 
     (placed, bytes)
 }
 
+/// Most points of a row one lane holds of each local temporary in a
+/// [`Form::Rows`] kernel with its rows in registers ([`register_rows`]): a
+/// row of `L` points takes `ceil(L / (32 · ROWS_REG_POINTS))` warps.
+pub const ROWS_REG_POINTS: i64 = 32;
+
+/// Most registers a lane gives to the local rows of a register-row
+/// kernel, all of them together (two rows of [`ROWS_REG_POINTS`]: a
+/// softmax's or a layernorm's); a group needing more keeps them in shared
+/// memory ([`shared_rows`]).
+pub const ROWS_REG_SLOTS: i64 = 64;
+
+/// Most warps one row of a register-row kernel spreads over (a block).
+pub const ROWS_REG_WARPS: u32 = 8;
+
+/// The layout of a [`Form::Rows`] kernel that keeps its rows in registers
+/// ([`lower_rows_in_registers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RegisterRows {
+    /// Points of a row (a constant).
+    len: i64,
+    /// Warps a row.
+    warps: u32,
+    /// Consecutive points a lane takes at a time ([`VEC`] or 1).
+    vec: i64,
+    /// Groups of `vec` points a lane takes: `ceil(len / (32·warps·vec))`.
+    groups: i64,
+}
+
+/// Whether row group `group` can keep its local temporaries in registers,
+/// and how: every member is an element-wise nest over `[rows, L]` or
+/// `[rows]`, or a reduction of `[rows]` over one loop of `L` with nothing
+/// computed at its reads, for one constant `L`; every local temporary
+/// holds `L` points a row (read and written only at the current point) or
+/// one (read anywhere in the row); and the lanes' share of the `L`-point
+/// rows fits [`ROWS_REG_SLOTS`] with at most [`ROWS_REG_POINTS`] points
+/// per lane and row and [`ROWS_REG_WARPS`] warps. Then no value crosses
+/// lanes except through the reductions' butterflies (and, with several
+/// warps a row, their totals in shared memory).
+fn register_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> Option<RegisterRows> {
+    let members = &p.kernels[group.kernels.clone()];
+    let mut len = None;
+    for lk in members {
+        let l = match (&lk.reduce, lk.loops.as_slice()) {
+            (None, [_, d]) => d.as_int()?,
+            (None, [_]) => continue,
+            (Some(r), [_]) if lk.computed_at().is_empty() && lk.strips.is_empty() => match r.loops.as_slice() {
+                [d] => d.as_int()?,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if *len.get_or_insert(l) != l || l < 1 {
+            return None;
+        }
+    }
+    let len = len?;
+    let point = AffExpr::var(1);
+    let mut full = 0;
+    for &b in &group.local {
+        match crate::cpu::rows::row_len(p, b).as_int()? {
+            1 => {}
+            l if l == len => full += 1,
+            _ => return None,
+        }
+    }
+    // Every access of a local row at the current point, of a local
+    // scalar anywhere.
+    let at_point = |buf: BufId, index: &AffExpr| {
+        let sub = crate::cpu::rows::row_subscript(index);
+        match crate::cpu::rows::row_len(p, buf).as_int() {
+            Some(1) => true,
+            _ => sub == point,
+        }
+    };
+    for lk in members {
+        let mut ok = !group.local.contains(&lk.out) || at_point(lk.out, &lk.store_index);
+        let mut check = |e: &loop_ir::Expr| {
+            e.walk(&mut |x| match x {
+                loop_ir::Expr::Load { buf, index, .. } if group.local.contains(buf) => ok &= at_point(*buf, index),
+                loop_ir::Expr::Gather { buf, .. } if group.local.contains(buf) => ok = false,
+                _ => {}
+            })
+        };
+        check(&lk.value);
+        if let Some(r) = &lk.reduce {
+            check(&r.value);
+        }
+        if !ok {
+            return None;
+        }
+    }
+    let warps = (len + 32 * ROWS_REG_POINTS - 1) / (32 * ROWS_REG_POINTS);
+    let warps = (warps as u32).next_power_of_two();
+    let vec = if len % VEC == 0 { VEC } else { 1 };
+    let groups = (len + 32 * warps as i64 * vec - 1) / (32 * warps as i64 * vec);
+    let fits = warps <= ROWS_REG_WARPS && full * groups * vec <= ROWS_REG_SLOTS;
+    fits.then_some(RegisterRows { len, warps, vec, groups })
+}
+
+/// The body of [`Builder::lane_groups`] for a group `u` of points from
+/// `base`.
+type GroupBody<'f, 'p> = dyn FnMut(&mut Builder<'p>, VarId, VarId) -> DResult<Vec<Stmt>> + 'f;
+
+/// Warps (rows) a block of a register-row kernel with one warp a row.
+const ROWS_REG_BLOCK: u32 = 4;
+
+/// A row group as one [`Form::Rows`] kernel with its local temporaries in
+/// registers ([`register_rows`]'s layout `rr`).
+///
+/// A row is `rr.warps` warps; lane `l` of warp `w` takes the points
+/// `vec·g + 32·warps·vec·t + e` (`g = 32·w + l`, `t < groups`, `e < vec`), so
+/// every element-wise step reads its local rows from the lane's own
+/// registers and its global inputs with `ld.global.v{vec}`. A reduction
+/// folds the lane's points in that order, then the butterfly (and, with
+/// several warps, each warp's total through shared memory between two
+/// `bar.sync`s, folded in warp order) leaves the total in every lane, which
+/// is the row's local scalar. One warp a row: blocks of
+/// [`ROWS_REG_BLOCK`] rows and no barrier; several: a block a row. A
+/// grid-stride loop over the rows (at most [`MAX_BLOCKS`] blocks). Global
+/// memory is read once per input and written once per output.
+fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: RegisterRows) -> DResult<Launch> {
+    let members = &p.kernels[group.kernels.clone()];
+    let (first, last) = (&members[0], &members[members.len() - 1]);
+    let local = |buf: &BufId| group.local.contains(buf);
+    let writes: Vec<BufId> = members.iter().map(|lk| lk.out).filter(|b| !local(b)).collect();
+    let mut reads: Vec<BufId> = members.iter().flat_map(|lk| lk.reads()).filter(|b| !local(b)).collect();
+    reads.sort();
+    reads.dedup();
+    let name = format!("{}_{}_{}", p.name, first.name, last.name);
+    let mut b = Builder::with_buffers(p, &name, &reads, &writes);
+    let per_block = if rr.warps == 1 { ROWS_REG_BLOCK } else { 1 };
+    b.k.block = [32, rr.warps * per_block, 1];
+    b.k.min_blocks_per_sm = Some(1);
+    let red_smem = (rr.warps > 1).then(|| {
+        b.k.smem.push(SmemBuffer {
+            name: "warp_totals".into(),
+            offset: 0,
+            size: rr.warps as u64 * 4,
+            swizzle: Swizzle::IDENTITY,
+        });
+        b.k.smem_bytes = (rr.warps as u64 * 4).div_ceil(16) * 16;
+        SmemId(0)
+    });
+    let rows = b.dim(&first.loops[0])?;
+    let blocks = ceil_div(rows.clone(), Expr::c(per_block as i64)).min(MAX_BLOCKS);
+    b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
+    let (nblk, it, row, g) = (b.var("nblocks"), b.var("it"), b.var("row"), b.var("g"));
+    let (y, lane) = (Expr::ThreadIdx(Dim::Y), Expr::ThreadIdx(Dim::X));
+    let (row_value, g_value) = match rr.warps {
+        1 => ((Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X)) * Expr::c(per_block as i64) + y, lane.clone()),
+        _ => (Expr::Var(it) * Expr::Var(nblk) + Expr::BlockIdx(Dim::X), y * Expr::c(32) + lane.clone()),
+    };
+    // One register array per local row, one register per local scalar.
+    let slots = rr.groups * rr.vec;
+    for &buf in &group.local {
+        let dtype = p.buffer(buf).dtype;
+        let full = crate::cpu::rows::row_len(p, buf).as_int() != Some(1);
+        let len = if full { slots as u32 } else { 1 };
+        b.k.regs.push(RegArray { name: format!("{}_r", p.buffer(buf).name), kind: compute_kind(dtype), len });
+        let reg = RegId(b.k.regs.len() as u32 - 1);
+        b.row_regs.insert(buf, (reg, full.then(|| Expr::c(0))));
+    }
+    let mut point = vec![Stmt::Let { var: g, value: g_value }];
+    for lk in members {
+        b.loop_vars.clear();
+        b.loop_vars.insert(0, Expr::Var(row));
+        b.acc = None;
+        match &lk.reduce {
+            None if lk.loops.len() == 2 => {
+                let dtype = p.buffer(lk.out).dtype;
+                let out_reg = b.row_regs.get(&lk.out).map(|(r, _)| *r);
+                b.k.regs.push(RegArray { name: "vs".into(), kind: compute_kind(dtype), len: rr.vec as u32 });
+                let vs = RegId(b.k.regs.len() as u32 - 1);
+                let step = b.lane_groups(rr, g, &mut |b, u, base| {
+                    let mut out = b.row_loads(&lk.value, rr)?;
+                    let u_at = Expr::Var(u) * Expr::c(rr.vec);
+                    out.extend(b.per_element(1, Expr::Var(base), rr.vec, |b, e| {
+                        let dst = match out_reg {
+                            Some(reg) => RegRef { reg, index: u_at.clone() + Expr::c(e) },
+                            None => RegRef { reg: vs, index: Expr::c(e) },
+                        };
+                        Ok(Stmt::Compute { dst, value: b.scalar(&lk.value)? })
+                    })?);
+                    if out_reg.is_none() {
+                        let regs: Vec<RegRef> = (0..rr.vec).map(|e| RegRef { reg: vs, index: Expr::c(e) }).collect();
+                        b.loop_vars.insert(1, Expr::Var(base));
+                        if rr.vec > 1 && dtype.is_float() && contiguous(&lk.store_index, 1, rr.vec) {
+                            out.push(Stmt::StGlobalVec {
+                                dst: GlobalRef { param: b.param_of(lk.out)?, offset: b.aff(&lk.store_index)? },
+                                src: regs,
+                                dtype,
+                                pred: Expr::c(1),
+                            });
+                        } else {
+                            for (e, r) in regs.into_iter().enumerate() {
+                                b.loop_vars.insert(1, Expr::Var(base) + Expr::c(e as i64));
+                                out.push(b.store_reg(lk, r, &BTreeMap::new())?);
+                            }
+                        }
+                    }
+                    Ok(out)
+                })?;
+                point.push(step);
+            }
+            None => {
+                // A value a row: every lane computes it.
+                let v = b.reg("v", p.buffer(lk.out).dtype);
+                point.push(Stmt::Compute { dst: v.clone(), value: b.scalar(&lk.value)? });
+                point.extend(b.row_scalar(lk, v, &g)?);
+            }
+            Some(r) => {
+                let acc = b.reg("acc", r.dtype);
+                b.acc = Some(acc.reg);
+                point.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
+                let step = b.lane_groups(rr, g, &mut |b, _, base| {
+                    let mut out = b.row_loads(&r.value, rr)?;
+                    out.extend(b.per_element(1, Expr::Var(base), rr.vec, |b, _| {
+                        Ok(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc: acc.clone(), value: b.scalar(&r.value)? })
+                    })?);
+                    Ok(out)
+                })?;
+                point.push(step);
+                point.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly {
+                    op: r.op,
+                    dtype: r.dtype,
+                    acc: acc.clone(),
+                    lane_mask: m,
+                }));
+                if let Some(smem) = red_smem {
+                    let at = |j: Expr| SmemRef { buf: smem, offset: j * Expr::c(4), swizzle: Swizzle::IDENTITY };
+                    let keep =
+                        Stmt::StShared { dst: at(Expr::ThreadIdx(Dim::Y)), src: vec![acc.clone()], dtype: r.dtype };
+                    point.push(Stmt::If { cond: lane.clone().eq(Expr::c(0)), then: vec![keep], otherwise: vec![] });
+                    point.push(Stmt::Barrier);
+                    let (j, tot) = (b.var("j"), b.reg("total", r.dtype));
+                    point.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
+                    point.push(Stmt::For {
+                        var: j,
+                        start: Expr::c(0),
+                        end: Expr::c(rr.warps as i64),
+                        step: 1,
+                        unroll: false,
+                        body: vec![
+                            Stmt::LdShared { dst: vec![tot.clone()], src: at(Expr::Var(j)), dtype: r.dtype },
+                            Stmt::Accumulate {
+                                op: r.op,
+                                dtype: r.dtype,
+                                acc: acc.clone(),
+                                value: ScalarExpr::Reg { reg: tot, dtype: r.dtype },
+                            },
+                        ],
+                    });
+                    point.push(Stmt::Barrier);
+                }
+                b.loop_vars.remove(&1);
+                let v = b.reg("v", p.buffer(lk.out).dtype);
+                point.push(Stmt::Compute { dst: v.clone(), value: b.scalar(&lk.value)? });
+                point.extend(b.row_scalar(lk, v, &g)?);
+            }
+        }
+    }
+    b.k.body = vec![
+        Stmt::Let { var: nblk, value: blocks },
+        Stmt::For {
+            var: it,
+            start: Expr::c(0),
+            end: ceil_div(ceil_div(rows.clone(), Expr::c(per_block as i64)), Expr::Var(nblk)),
+            step: 1,
+            unroll: false,
+            body: vec![
+                Stmt::Let { var: row, value: row_value },
+                Stmt::If { cond: Expr::Var(row).lt(rows), then: point, otherwise: Vec::new() },
+            ],
+        },
+    ];
+    let region = members.iter().flat_map(|lk| lk.nodes.iter().copied()).collect();
+    Ok(Launch { kernel: b.k, form: Form::Rows, args: b.args, region, outs: writes, plan: None })
+}
+
 /// Whether a kernel of a row group can be a part of a [`Form::Rows`]
 /// kernel: a plain nest that stores in its own row ([`rows::in_row`], so
 /// no other block reads what it writes), without a reduction, or with one
@@ -1718,6 +2059,9 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
     let rows = first.loops.first().and_then(|d| d.as_int());
     if members.iter().all(|lk| lk.reduce.is_none()) && rows.is_some_and(|r| r < ROWS_MIN_ELEMENTWISE) {
         return Ok(None);
+    }
+    if let Some(rr) = register_rows(p, group) {
+        return lower_rows_in_registers(p, group, rr).map(Some);
     }
     let (shared, smem_bytes) = shared_rows(p, group);
     let local = |buf: &BufId| shared.iter().any(|(b, _)| b == buf);

@@ -300,19 +300,22 @@ fn softmax_layernorm_sum_max_mean() {
     }
 }
 
-/// With concrete sizes the row form holds its local rows in shared memory
-/// (no temporary is a parameter), issues a lane's element-wise loads in
-/// chunks of `ROWS_CHUNK`, and matches the interpreter with rows shorter
-/// than a warp, longer than a chunk of the warp (300 > 32·8) and with a
-/// tail; and on one block, the grid-stride loop visits every row.
+/// With concrete sizes the row form holds its local rows in registers
+/// (no temporary is a parameter, nothing in shared memory with one warp a
+/// row) and matches the interpreter with rows shorter than a warp, with a
+/// ragged last group of a lane's points (45, 300) and over several warps a
+/// row (2100 points: four warps, their reduction totals in shared memory
+/// between `bar.sync`s); on one block, the grid-stride loop visits every
+/// row.
 #[test]
-fn the_row_form_keeps_local_rows_in_shared_memory() {
+fn the_row_form_keeps_local_rows_in_registers() {
     let softmax = load("graph<R, C> s(x: f16[R, C]) -> (y: f16[R, C]) {\n    y = softmax(x * 3)\n    return y\n}\n");
     let layernorm = load(
         "graph<R, C> l(x: bf16[R, C], g: bf16[C], b: bf16[C]) -> (y: bf16[R, C]) {\n    \
          y = layernorm(x, g, b, eps=1e-5)\n    return y\n}\n",
     );
-    for ((r, c), g) in [(3, 45), (5, 7), (2, 300)].into_iter().flat_map(|d| [(d, &softmax), (d, &layernorm)]) {
+    for ((r, c), g) in [(3, 45), (5, 7), (2, 300), (2, 2100)].into_iter().flat_map(|d| [(d, &softmax), (d, &layernorm)])
+    {
         let bound = g.bind(&BTreeMap::from([("R".to_string(), r), ("C".to_string(), c)])).unwrap();
         let mut p = lower_program(&bound).unwrap();
         // One row kernel (a layernorm's element count is computed before
@@ -321,9 +324,15 @@ fn the_row_form_keeps_local_rows_in_shared_memory() {
         assert_eq!(rows.len(), 1, "{:?}", forms(&p));
         for l in &rows {
             assert!(l.outs.iter().all(|b| p.buffers[b.0 as usize].role != Role::Temp), "{:?}", l.outs);
-            assert!(l.kernel.smem_bytes > 0 && l.kernel.smem_bytes <= ROWS_SMEM_MAX);
             let text = l.kernel.to_string();
-            assert!(text.contains("st.shared") && text.contains("ld.shared"), "{text}");
+            let warps = l.kernel.block[1];
+            if c > 32 * ROWS_REG_POINTS {
+                assert_eq!(warps, 4, "{text}");
+                assert!(text.contains("bar.sync") && l.kernel.smem_bytes == 16, "{text}");
+            } else {
+                assert_eq!(warps, ROWS_REG_BLOCK, "{text}");
+                assert!(l.kernel.smem.is_empty() && !text.contains("bar.sync"), "{text}");
+            }
         }
         let tol = if r == 2 { 1e-2 } else { 3e-3 };
         p = check_program(&bound, p, &[], tol);
@@ -334,6 +343,24 @@ fn the_row_form_keeps_local_rows_in_shared_memory() {
         }
         check_program(&bound, p, &[], tol);
     }
+}
+
+/// A row group whose local rows do not fit the registers
+/// ([`ROWS_REG_SLOTS`]: here three rows of 1024 floats, 96 a lane) keeps
+/// them in shared memory when they fit [`ROWS_SMEM_MAX`] (12 KiB), and
+/// matches the interpreter.
+#[test]
+fn rows_past_the_registers_live_in_shared_memory() {
+    let g = load(
+        "graph t(x: f32[3, 1024]) -> (y: f32[3, 1024]) {\n    \
+         a = softmax(x)\n    y = softmax(x * a)\n    return y\n}\n",
+    );
+    let p = check(&g, &[], 1e-5);
+    let rows: Vec<&Launch> = p.launches.iter().filter(|l| l.form == Form::Rows).collect();
+    assert_eq!(rows.len(), 1, "{:?}", forms(&p));
+    let text = rows[0].kernel.to_string();
+    assert!(rows[0].kernel.smem_bytes > 8 * 1024 && rows[0].kernel.smem_bytes <= ROWS_SMEM_MAX, "{text}");
+    assert!(text.contains("st.shared.v4") && text.contains("ld.shared.v4"), "{text}");
 }
 
 /// A row group of element-wise steps only (GELU's, whose erf steps are
@@ -355,10 +382,9 @@ fn few_long_rows_of_elementwise_steps_run_as_elementwise_kernels() {
 
 /// Rows whose length is a multiple of `VEC`: every member of the row form
 /// reads and writes its row `VEC` elements at a time (`ld.global.v4`,
-/// `st.global.v4`, `ld.shared.v4`, `st.shared.v4`; a value of the row the
-/// members do not index, the max or the sum, one scalar `ld.shared`),
-/// equal to the interpreter; and with rows past `ROWS_SMEM_MAX` (their
-/// temporaries in global memory) too. The kernels compile without spills.
+/// `st.global.v4`), its local rows in registers, equal to the
+/// interpreter; over 8192 points a row is eight warps, their reductions'
+/// totals meeting in shared memory. The kernels compile without spills.
 #[test]
 fn rows_of_a_multiple_of_vec_move_vec_elements_at_a_time() {
     let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
@@ -366,15 +392,17 @@ fn rows_of_a_multiple_of_vec_move_vec_elements_at_a_time() {
     let layernorm = "graph l(x: bf16[3, 264], g: bf16[264], b: bf16[264]) -> (y: bf16[3, 264]) {\n    y = \
                      layernorm(x, g, b, eps=1e-5)\n    return y\n}\n";
     let long = "graph s(x: f32[2, 8192]) -> (y: f32[2, 8192]) {\n    y = softmax(x)\n    return y\n}\n";
-    for (src, tol, in_smem) in [(softmax, 3e-3, true), (layernorm, 1e-2, true), (long, 1e-5, false)] {
+    for (src, tol, warps) in [(softmax, 3e-3, 1), (layernorm, 1e-2, 1), (long, 1e-5, 8)] {
         let g = load(src);
         let p = check(&g, &[], tol);
         let rows: Vec<&Launch> = p.launches.iter().filter(|l| l.form == Form::Rows).collect();
         assert_eq!(rows.len(), 1, "{:?}", forms(&p));
         let text = rows[0].kernel.to_string();
-        let wants: &[&str] = if in_smem {
-            &["ld.global.v4", "st.global.v4", "ld.shared.v4", "st.shared.v4", "ld.shared.v1"]
+        let wants: &[&str] = if warps > 1 {
+            assert_eq!(rows[0].kernel.block[1], warps);
+            &["ld.global.v4", "st.global.v4", "st.shared.v1", "ld.shared.v1", "bar.sync"]
         } else {
+            assert!(!text.contains(".shared"), "{text}");
             &["ld.global.v4", "st.global.v4"]
         };
         for want in wants {
