@@ -6,7 +6,7 @@
 //! The graph becomes `gpu::simt`'s program for sm80: the tensor-core kernel
 //! for a graph that is one GEMM + epilogue, else one SIMT kernel per region;
 //! its `steps` (launched in order on one stream by `Gpu::run_steps`, with
-//! zeroed device temporaries) are those a generated `sm80::launch` runs.
+//! uninitialised device temporaries) are those a generated `sm80::launch` runs.
 
 use tgc_core::gpu::simt;
 use tgc_core::tiny::Graph;
@@ -126,7 +126,7 @@ impl<'g> Compiled<'g> {
         Ok(())
     }
 
-    /// Queues every kernel once, in order, with zeroed temporaries.
+    /// Queues every kernel once, in order, with fresh temporaries.
     ///
     /// Errors: `Kernel` when loading, an allocation or a launch fails.
     pub fn run(&mut self) -> Result<(), GpuError> {

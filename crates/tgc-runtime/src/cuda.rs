@@ -338,7 +338,8 @@ impl Gpu {
     }
 
     /// Queues a whole graph's launches ([`Steps`], e.g. from a generated
-    /// `sm80::steps`) on the stream: allocates each temporary zeroed, then
+    /// `sm80::steps`) on the stream: allocates each temporary (not
+    /// initialised: the steps write every byte of one before they read it), then
     /// launches every step in order with its arguments, `tensors[k]` being
     /// the device address of the graph's tensor `k` (inputs then outputs).
     /// Returns once all are queued; the temporaries are freed in stream
@@ -354,7 +355,8 @@ impl Gpu {
     /// its kernel's parameters (what `tgc` generated them from), and
     /// `tensors` must address live buffers of this device holding what the
     /// kernels read and write at these dims (the checks of a generated
-    /// `sm80::check`), outputs overlapping no other tensor.
+    /// `sm80::check`), outputs overlapping no other tensor; the steps write
+    /// every byte of a temporary before any step reads it.
     pub unsafe fn run_steps(&self, m: &Module, steps: &Steps, tensors: &[u64]) -> Result<()> {
         for s in &steps.steps {
             for a in &s.args {
@@ -370,8 +372,11 @@ impl Gpu {
                 }
             }
         }
+        // SAFETY: the caller's contract: no step reads a byte of a
+        // temporary before a step has written it.
+        let alloc = |bytes: usize| unsafe { self.stream.alloc::<u8>(bytes.max(1)) };
         let temps: Vec<CudaSlice<u8>> =
-            steps.temps.iter().map(|&bytes| self.zeros::<u8>(bytes.max(1))).collect::<Result<_>>()?;
+            steps.temps.iter().map(|&b| alloc(b).map_err(driver("allocating a temporary"))).collect::<Result<_>>()?;
         for s in &steps.steps {
             let args: Vec<KernelArg> = s
                 .args

@@ -7,7 +7,8 @@
 //!   a graph tensor, a temporary or an integer ([`StepArg`]), plus the
 //!   temporaries' sizes. Generated `sm80::steps` functions and the `tgc`
 //!   tool build one for given dims; `cuda::Gpu::run_steps` allocates the
-//!   temporaries (zeroed) and queues the kernels on one stream.
+//!   temporaries (not initialised: the kernels write every byte of one
+//!   before they read it) and queues the kernels on one stream.
 
 use std::borrow::Cow;
 
@@ -93,8 +94,9 @@ pub struct Step {
 /// on one stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Steps {
-    /// Bytes of each temporary buffer (the values between kernels); all are
-    /// zeroed before the first step.
+    /// Bytes of each temporary buffer (the values between kernels),
+    /// allocated uninitialised: a kernel writes every byte of a temporary
+    /// before any kernel reads it (`GpuProgram::buffers`).
     pub temps: Vec<usize>,
     /// The launches, in execution order.
     pub steps: Vec<Step>,

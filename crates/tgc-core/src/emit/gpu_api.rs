@@ -31,7 +31,7 @@
 //!   bytes, then each kernel's grid, block, shared memory and arguments),
 //!   equal to [`crate::gpu::simt::GpuProgram::steps`] of that variant;
 //! - `launch(gpu, inputs…, outputs…, dims…)`: `check`, `steps`, then
-//!   `Gpu::run_steps` on `gpu`'s stream (temporaries allocated zeroed and
+//!   `Gpu::run_steps` on `gpu`'s stream (temporaries allocated, uninitialised, and
 //!   freed in stream order; asynchronous: a failing kernel is reported by
 //!   the next synchronising call). Outputs are `&mut impl DeviceArgMut<T>`;
 //! - `run_on_gpu(inputs: &[T]…, outputs: &mut [T]…, dims…)`: host slices;
@@ -269,8 +269,8 @@ fn module_text(g: &Graph, variants: &[Variant], mut cubin: impl FnMut(&Variant) 
     // launch
     let _ = writeln!(
         s,
-        "/// Runs the graph on `gpu`'s stream: [`check`], [`steps`], then the kernels in order with zeroed \
-         temporaries; returns once they are queued (a failure of a running kernel is reported by the next \
+        "/// Runs the graph on `gpu`'s stream: [`check`], [`steps`], then the kernels in order with uninitialised \
+         temporaries (each written before it is read); returns once they are queued (a failure of a running kernel is reported by the next \
          synchronising call, e.g. `gpu.synchronize()`). Buffers must be on `gpu`'s device; outputs are written, \
          and must not overlap any other argument."
     );

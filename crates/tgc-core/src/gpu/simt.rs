@@ -305,8 +305,8 @@ pub struct GpuProgram {
     /// backend's `loop_ir::Program::checks`).
     pub checks: Vec<Constraint>,
     /// Inputs ([`Role::Input`]), outputs ([`Role::Output`]) and temporaries
-    /// ([`Role::Temp`], allocated zeroed by the runtime; the kernels write
-    /// every byte of a temporary before they read it): dtype and shape as
+    /// ([`Role::Temp`], allocated uninitialised by the runtime on each run;
+    /// the kernels write every byte of a temporary before they read it): dtype and shape as
     /// [`SymDim`]s of the symbols; bytes = elements × `dtype.size_bytes()`.
     pub buffers: Vec<Buffer>,
     /// The kernels in execution order.
@@ -434,6 +434,40 @@ impl GpuProgram {
         self.buffers.iter().map(of).collect()
     }
 
+    /// The program without the temporaries no launch reads or writes (a
+    /// row group's local rows held in registers or shared memory, a fused
+    /// attention's scores), buffer ids renumbered: the runtime allocates
+    /// every temporary on each run ([`GpuProgram::steps`]), so an unused
+    /// one costs an allocation per run.
+    fn without_unused_temps(mut self) -> GpuProgram {
+        let used =
+            |b: &BufId| self.launches.iter().any(|l| l.args.contains(&LaunchArg::Buffer(*b)) || l.outs.contains(b));
+        let keep: Vec<bool> =
+            (0..self.buffers.len()).map(|k| self.buffers[k].role != Role::Temp || used(&BufId(k as u32))).collect();
+        let mut new_id = Vec::new();
+        let mut next = 0u32;
+        for &k in &keep {
+            new_id.push(BufId(next));
+            next += k as u32;
+        }
+        let mut k = 0;
+        self.buffers.retain(|_| {
+            k += 1;
+            keep[k - 1]
+        });
+        for l in &mut self.launches {
+            for a in &mut l.args {
+                if let LaunchArg::Buffer(b) = a {
+                    *b = new_id[b.0 as usize];
+                }
+            }
+            for b in &mut l.outs {
+                *b = new_id[b.0 as usize];
+            }
+        }
+        self
+    }
+
     /// The kernels, for one NVRTC unit ([`super::cuda::compile`]).
     pub fn kernels(&self) -> Vec<ir::Kernel> {
         self.launches.iter().map(|l| l.kernel.clone()).collect()
@@ -502,13 +536,14 @@ fn lower_regions(
         }
         k += 1;
     }
-    Ok(GpuProgram {
+    let prog = GpuProgram {
         name: p.name.clone(),
         symbols: p.symbols.clone(),
         checks: p.checks.clone(),
         buffers: p.buffers,
         launches,
-    })
+    };
+    Ok(prog.without_unused_temps())
 }
 
 /// [`lower_program`], except that a graph a tensor-core template of

@@ -319,11 +319,15 @@ fn the_row_form_keeps_local_rows_in_registers() {
         let bound = g.bind(&BTreeMap::from([("R".to_string(), r), ("C".to_string(), c)])).unwrap();
         let mut p = lower_program(&bound).unwrap();
         // One row kernel (a layernorm's element count is computed before
-        // it), which writes no temporary to global memory.
+        // it), which writes no temporary to global memory; the program
+        // keeps no row temporary for the runtime to allocate, only the
+        // scalars a kernel before the rows computes.
         let rows: Vec<&Launch> = p.launches.iter().filter(|l| l.form == Form::Rows).collect();
         assert_eq!(rows.len(), 1, "{:?}", forms(&p));
+        let temps: Vec<&Buffer> = p.buffers.iter().filter(|b| b.role == Role::Temp).collect();
+        assert!(temps.iter().all(|b| b.shape.is_empty()), "{temps:?}");
+        assert_eq!(p.steps(&[]).unwrap().temps, temps.iter().map(|b| b.dtype.size_bytes()).collect::<Vec<_>>());
         for l in &rows {
-            assert!(l.outs.iter().all(|b| p.buffers[b.0 as usize].role != Role::Temp), "{:?}", l.outs);
             let text = l.kernel.to_string();
             let warps = l.kernel.block[1];
             if c > 32 * ROWS_REG_POINTS {
