@@ -668,6 +668,12 @@ fn floor_div(a: Expr, b: Expr) -> Expr {
     Expr::bin(BinOp::FloorDiv, a, b)
 }
 
+/// `for (var = 0; var < n; var++)`, unrolled (`#pragma unroll`: register
+/// indices may use `var`).
+fn unrolled(var: VarId, n: i64, body: Vec<Stmt>) -> Stmt {
+    Stmt::For { var, start: Expr::c(0), end: Expr::c(n), step: 1, unroll: true, body }
+}
+
 fn product(es: Vec<Expr>) -> Expr {
     es.into_iter().reduce(|a, b| a * b).unwrap_or(Expr::c(1))
 }
@@ -1212,13 +1218,10 @@ impl<'p> Builder<'p> {
         let val = |u: VarId| RegRef { reg: vals, index: Expr::Var(u) };
         let point = |u: VarId| Expr::Var(base) + Expr::c(32) * Expr::Var(u) + lane.clone();
         let acc = self.reg("acc", dt);
-        let mut fold = vec![Stmt::For {
-            var: u,
-            start: Expr::c(0),
-            end: Expr::c(chunks),
-            step: 1,
-            unroll: true,
-            body: vec![
+        let mut fold = vec![unrolled(
+            u,
+            chunks,
+            vec![
                 Stmt::Let { var: i, value: point(u) },
                 Stmt::Compute { dst: val(u), value: identity.clone() },
                 Stmt::If {
@@ -1227,22 +1230,15 @@ impl<'p> Builder<'p> {
                     otherwise: vec![],
                 },
             ],
-        }];
+        )];
         fold.push(Stmt::Compute { dst: acc.clone(), value: identity.clone() });
         let u1 = self.var("u");
-        fold.push(Stmt::For {
-            var: u1,
-            start: Expr::c(0),
-            end: Expr::c(chunks),
-            step: 1,
-            unroll: true,
-            body: vec![Stmt::Accumulate {
-                op: sc.op,
-                dtype: dt,
-                acc: acc.clone(),
-                value: ScalarExpr::Reg { reg: val(u1), dtype: dt },
-            }],
-        });
+        let fold_value = ScalarExpr::Reg { reg: val(u1), dtype: dt };
+        fold.push(unrolled(
+            u1,
+            chunks,
+            vec![Stmt::Accumulate { op: sc.op, dtype: dt, acc: acc.clone(), value: fold_value }],
+        ));
         fold.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op: sc.op, dtype: dt, acc: acc.clone(), lane_mask: m }));
         let keep = Stmt::StShared { dst: total_at(y.clone()), src: vec![acc.clone()], dtype: dt };
         fold.push(Stmt::If { cond: lane.clone().eq(Expr::c(0)), then: vec![keep], otherwise: vec![] });
@@ -1288,14 +1284,7 @@ impl<'p> Builder<'p> {
             let reg_value = ScalarExpr::Reg { reg: val(u2), dtype: dt };
             let exclusive = sc.exclusive && matches!(pass, ScanPass::Scan(_));
             chunk.extend(self.scan_chunk((sc.op, dt, exclusive), (&carry, &v), inside, reg_value, &store));
-            scan.push(Stmt::For {
-                var: u2,
-                start: Expr::c(0),
-                end: Expr::c(chunks),
-                step: 1,
-                unroll: true,
-                body: chunk,
-            });
+            scan.push(unrolled(u2, chunks, chunk));
             after = scan;
         }
         after.push(fold_totals(self, &tc, Expr::Var(w0), Expr::Var(w0) + Expr::c(wr as i64)));
@@ -1466,17 +1455,9 @@ impl<'p> Builder<'p> {
                     Ok(Stmt::Compute { dst: regs[e as usize].clone(), value: b.scalar(&lk.value)? })
                 })?);
             }
-            phases.push(Stmt::For {
-                var: u,
-                start: Expr::c(0),
-                end: Expr::c(chunks),
-                step: 1,
-                unroll: true,
-                body: vec![
-                    Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32 * VEC) * Expr::Var(u) },
-                    Stmt::If { cond: Expr::Var(jj).lt(points.clone()), then: body, otherwise: Vec::new() },
-                ],
-            });
+            let at = Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32 * VEC) * Expr::Var(u) };
+            let inside = Stmt::If { cond: Expr::Var(jj).lt(points.clone()), then: body, otherwise: Vec::new() };
+            phases.push(unrolled(u, chunks, vec![at, inside]));
         }
         Ok(Stmt::For {
             var: j,
@@ -1589,7 +1570,7 @@ impl<'p> Builder<'p> {
         let mut body =
             vec![Stmt::Let { var: base, value: Expr::Var(g) * Expr::c(rr.vec) + Expr::c(stride) * Expr::Var(u) }];
         body.extend(inner);
-        Ok(Stmt::For { var: u, start: Expr::c(0), end: Expr::c(rr.groups), step: 1, unroll: true, body })
+        Ok(unrolled(u, rr.groups, body))
     }
 
     /// The vector loads of `e`'s global inputs at a register-row lane's
@@ -1889,6 +1870,25 @@ type GroupBody<'f, 'p> = dyn FnMut(&mut Builder<'p>, VarId, VarId) -> DResult<Ve
 /// Warps (rows) a block of a register-row kernel with one warp a row.
 const ROWS_REG_BLOCK: u32 = 4;
 
+/// The builder of row group `group`'s one kernel (named after its first
+/// and last kernels), its parameters the buffers the group reads and
+/// writes except those `held` says it keeps on chip; and the buffers it
+/// writes to memory.
+fn row_group_builder<'p>(
+    p: &'p loop_ir::Program,
+    group: &loop_ir::RowGroup,
+    held: &dyn Fn(&BufId) -> bool,
+) -> (Builder<'p>, Vec<BufId>) {
+    let members = &p.kernels[group.kernels.clone()];
+    let writes: Vec<BufId> = members.iter().map(|lk| lk.out).filter(|b| !held(b)).collect();
+    let mut reads: Vec<BufId> = members.iter().flat_map(|lk| lk.reads()).filter(|b| !held(b)).collect();
+    reads.sort();
+    reads.dedup();
+    let (first, last) = (&members[0], &members[members.len() - 1]);
+    let name = format!("{}_{}_{}", p.name, first.name, last.name);
+    (Builder::with_buffers(p, &name, &reads, &writes), writes)
+}
+
 /// A row group as one [`Form::Rows`] kernel with its local temporaries in
 /// registers ([`register_rows`]'s layout `rr`).
 ///
@@ -1905,14 +1905,8 @@ const ROWS_REG_BLOCK: u32 = 4;
 /// memory is read once per input and written once per output.
 fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: RegisterRows) -> DResult<Launch> {
     let members = &p.kernels[group.kernels.clone()];
-    let (first, last) = (&members[0], &members[members.len() - 1]);
-    let local = |buf: &BufId| group.local.contains(buf);
-    let writes: Vec<BufId> = members.iter().map(|lk| lk.out).filter(|b| !local(b)).collect();
-    let mut reads: Vec<BufId> = members.iter().flat_map(|lk| lk.reads()).filter(|b| !local(b)).collect();
-    reads.sort();
-    reads.dedup();
-    let name = format!("{}_{}_{}", p.name, first.name, last.name);
-    let mut b = Builder::with_buffers(p, &name, &reads, &writes);
+    let first = &members[0];
+    let (mut b, writes) = row_group_builder(p, group, &|buf| group.local.contains(buf));
     let per_block = if rr.warps == 1 { ROWS_REG_BLOCK } else { 1 };
     b.k.block = [32, rr.warps * per_block, 1];
     b.k.min_blocks_per_sm = Some(1);
@@ -2093,7 +2087,7 @@ fn row_member(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> bool {
 /// they fit, else they stay buffers of the program.
 fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option<Launch>> {
     let members = &p.kernels[group.kernels.clone()];
-    let (Some(first), Some(last)) = (members.first(), members.last()) else { return Ok(None) };
+    let Some(first) = members.first() else { return Ok(None) };
     if !members.iter().all(|lk| row_member(p, lk)) {
         return Ok(None);
     }
@@ -2108,13 +2102,7 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
         return lower_rows_in_registers(p, group, rr).map(Some);
     }
     let (shared, smem_bytes) = shared_rows(p, group);
-    let local = |buf: &BufId| shared.iter().any(|(b, _)| b == buf);
-    let writes: Vec<BufId> = members.iter().map(|lk| lk.out).filter(|b| !local(b)).collect();
-    let mut reads: Vec<BufId> = members.iter().flat_map(|lk| lk.reads()).filter(|b| !local(b)).collect();
-    reads.sort();
-    reads.dedup();
-    let name = format!("{}_{}_{}", p.name, first.name, last.name);
-    let mut b = Builder::with_buffers(p, &name, &reads, &writes);
+    let (mut b, writes) = row_group_builder(p, group, &|buf| shared.iter().any(|(b, _)| b == buf));
     let mut smem_of = BTreeMap::new();
     for (buf, row) in shared {
         smem_of.insert(buf, SmemId(b.k.smem.len() as u32));
@@ -2155,17 +2143,9 @@ fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DResult<Option
                         body.push(Stmt::Compute { dst: at, value: b.scalar(&lk.value)? });
                         b.vec_loads.clear();
                     }
-                    phases.push(Stmt::For {
-                        var: u,
-                        start: Expr::c(0),
-                        end: Expr::c(ROWS_CHUNK),
-                        step: 1,
-                        unroll: true,
-                        body: vec![
-                            Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32) * Expr::Var(u) },
-                            Stmt::If { cond: Expr::Var(jj).lt(points.clone()), then: body, otherwise: Vec::new() },
-                        ],
-                    });
+                    let at = Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32) * Expr::Var(u) };
+                    let inside = Stmt::If { cond: Expr::Var(jj).lt(points.clone()), then: body, otherwise: Vec::new() };
+                    phases.push(unrolled(u, ROWS_CHUNK, vec![at, inside]));
                 }
                 point.push(Stmt::For {
                     var: j,
