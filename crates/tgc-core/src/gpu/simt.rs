@@ -674,6 +674,25 @@ fn unrolled(var: VarId, n: i64, body: Vec<Stmt>) -> Stmt {
     Stmt::For { var, start: Expr::c(0), end: Expr::c(n), step: 1, unroll: true, body }
 }
 
+/// The five `shfl.sync.bfly` steps (lane masks 16, 8, 4, 2, 1) that leave
+/// a warp's `op` of `acc` in every lane.
+fn butterfly(op: crate::tiny::ReduceOp, dtype: DType, acc: &RegRef) -> Vec<Stmt> {
+    [16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op, dtype, acc: acc.clone(), lane_mask: m }).to_vec()
+}
+
+/// Warp `warp`'s slot of a [`Builder::warp_totals`] buffer.
+fn warp_total_at(smem: SmemId, dtype: DType, warp: Expr) -> SmemRef {
+    SmemRef { buf: smem, offset: warp * Expr::c(dtype.size_bytes() as i64), swizzle: Swizzle::IDENTITY }
+}
+
+/// Lane 0 of each warp (`threadIdx.y`) stores its total `acc` in the
+/// warp's slot of `smem` ([`Builder::warp_totals`]).
+fn keep_warp_total(smem: SmemId, dtype: DType, acc: &RegRef) -> Stmt {
+    let keep =
+        Stmt::StShared { dst: warp_total_at(smem, dtype, Expr::ThreadIdx(Dim::Y)), src: vec![acc.clone()], dtype };
+    Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: vec![keep], otherwise: vec![] }
+}
+
 fn product(es: Vec<Expr>) -> Expr {
     es.into_iter().reduce(|a, b| a * b).unwrap_or(Expr::c(1))
 }
@@ -1017,9 +1036,7 @@ impl<'p> Builder<'p> {
                 body: step,
             });
         }
-        for m in [16, 8, 4, 2, 1] {
-            out.push(Stmt::ShflBfly { op: r.op, dtype: r.dtype, acc: acc.clone(), lane_mask: m });
-        }
+        out.extend(butterfly(r.op, r.dtype, &acc));
         Ok(())
     }
 
@@ -1112,10 +1129,6 @@ impl<'p> Builder<'p> {
     ) -> DResult<Vec<Stmt>> {
         let dt = running_dtype(sc);
         let e = self.dim(&lk.loops[sc.axis])?;
-        let totals = match pass {
-            ScanPass::Totals(t) | ScanPass::Carries(t) | ScanPass::Scan(Some(t)) => Some(t),
-            ScanPass::Scan(None) => None,
-        };
         let tile_len = Expr::c(tiles.tile());
         let nb = ceil_div(e.clone(), tile_len.clone());
         // The scanned length and the layout of its tiles.
@@ -1135,16 +1148,7 @@ impl<'p> Builder<'p> {
         self.k.block = [32, tiles.warps, 1];
         self.k.min_blocks_per_sm = Some(1);
         self.k.grid = [ceil_div(items.clone(), Expr::c(per_block)), Expr::c(1), Expr::c(1)];
-        let smem = SmemId(self.k.smem.len() as u32);
-        let bytes = dt.size_bytes() as u64;
-        self.k.smem.push(SmemBuffer {
-            name: "warp_totals".into(),
-            offset: 0,
-            size: tiles.warps as u64 * bytes,
-            swizzle: Swizzle::IDENTITY,
-        });
-        self.k.smem_bytes = (tiles.warps as u64 * bytes).div_ceil(16) * 16;
-        let total_at = |j: Expr| SmemRef { buf: smem, offset: j * Expr::c(bytes as i64), swizzle: Swizzle::IDENTITY };
+        let smem = self.warp_totals(tiles.warps, dt);
 
         let (item, w, w0, row, first) =
             (self.var("item"), self.var("w"), self.var("w0"), self.var("row"), self.var("first"));
@@ -1192,8 +1196,8 @@ impl<'p> Builder<'p> {
         let (u, i) = (self.var("u"), self.var(&format!("i{}", sc.axis)));
         let (u2, i2) = (self.var("u"), self.var(&format!("i{}", sc.axis)));
         let row_base = Expr::Var(row) * nb.clone();
-        let value = match (pass, totals) {
-            (ScanPass::Carries(_), Some(tb)) => ScalarExpr::Load {
+        let value = match pass {
+            ScanPass::Carries(tb) => ScalarExpr::Load {
                 src: GlobalRef { param: self.buf_param[&tb], offset: row_base.clone() + Expr::Var(i) },
                 dtype: dt,
             },
@@ -1202,13 +1206,13 @@ impl<'p> Builder<'p> {
                 self.scan_value(lk, dt)?
             }
         };
-        let store_at = match (pass, totals) {
-            (ScanPass::Carries(_), Some(tb)) => Some((self.buf_param[&tb], row_base + Expr::Var(i2), dt)),
-            (ScanPass::Scan(_), _) => {
+        let store_at = match pass {
+            ScanPass::Carries(tb) => Some((self.buf_param[&tb], row_base + Expr::Var(i2), dt)),
+            ScanPass::Scan(_) => {
                 self.loop_vars.insert(sc.axis as u32, Expr::Var(i2));
                 Some((self.buf_param[&lk.out], self.aff(&lk.store_index)?, self.p.buffer(lk.out).dtype))
             }
-            _ => None,
+            ScanPass::Totals(_) => None,
         };
 
         // Load and fold the warp's points; lane 0 stores the warp total.
@@ -1239,30 +1243,8 @@ impl<'p> Builder<'p> {
             chunks,
             vec![Stmt::Accumulate { op: sc.op, dtype: dt, acc: acc.clone(), value: fold_value }],
         ));
-        fold.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op: sc.op, dtype: dt, acc: acc.clone(), lane_mask: m }));
-        let keep = Stmt::StShared { dst: total_at(y.clone()), src: vec![acc.clone()], dtype: dt };
-        fold.push(Stmt::If { cond: lane.clone().eq(Expr::c(0)), then: vec![keep], otherwise: vec![] });
-
-        // `reg ⊕= warp_totals[from..to]`, in order.
-        let fold_totals = |b: &mut Self, reg: &RegRef, from: Expr, to: Expr| {
-            let (jv, tot) = (b.var("j"), b.reg("total", dt));
-            Stmt::For {
-                var: jv,
-                start: from,
-                end: to,
-                step: 1,
-                unroll: false,
-                body: vec![
-                    Stmt::LdShared { dst: vec![tot.clone()], src: total_at(Expr::Var(jv)), dtype: dt },
-                    Stmt::Accumulate {
-                        op: sc.op,
-                        dtype: dt,
-                        acc: reg.clone(),
-                        value: ScalarExpr::Reg { reg: tot, dtype: dt },
-                    },
-                ],
-            }
-        };
+        fold.extend(butterfly(sc.op, dt, &acc));
+        fold.push(keep_warp_total(smem, dt, &acc));
         let mut tile = vec![
             Stmt::Let { var: t, value: Expr::Var(first) + Expr::Var(k) },
             Stmt::Let { var: base, value: Expr::Var(t) * row_tile.clone() + Expr::Var(w) * Expr::c(seg) },
@@ -1275,7 +1257,7 @@ impl<'p> Builder<'p> {
             let v = self.reg("v", dt);
             let mut scan = vec![
                 Stmt::Compute { dst: carry.clone(), value: ScalarExpr::Reg { reg: tc.clone(), dtype: dt } },
-                fold_totals(self, &carry, Expr::Var(w0), y.clone()),
+                self.fold_warp_totals(smem, (sc.op, dt), &carry, Expr::Var(w0), y.clone()),
             ];
             let at = GlobalRef { param, offset };
             let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: out_dt, pred: Expr::c(1) };
@@ -1287,7 +1269,7 @@ impl<'p> Builder<'p> {
             scan.push(unrolled(u2, chunks, chunk));
             after = scan;
         }
-        after.push(fold_totals(self, &tc, Expr::Var(w0), Expr::Var(w0) + Expr::c(wr as i64)));
+        after.push(self.fold_warp_totals(smem, (sc.op, dt), &tc, Expr::Var(w0), Expr::Var(w0) + Expr::c(wr as i64)));
         tile.push(Stmt::If { cond: live.clone(), then: after, otherwise: vec![] });
         if count != Expr::c(1) {
             tile.push(Stmt::Barrier);
@@ -1548,6 +1530,42 @@ impl<'p> Builder<'p> {
         Ok(out)
     }
 
+    /// A shared buffer `warp_totals` of one `dtype` value per warp of a
+    /// block of `warps` warps (at `warp · size`), the kernel's only shared
+    /// memory.
+    fn warp_totals(&mut self, warps: u32, dtype: DType) -> SmemId {
+        let size = warps as u64 * dtype.size_bytes() as u64;
+        let smem = SmemId(self.k.smem.len() as u32);
+        self.k.smem.push(SmemBuffer { name: "warp_totals".into(), offset: 0, size, swizzle: Swizzle::IDENTITY });
+        self.k.smem_bytes = size.div_ceil(16) * 16;
+        smem
+    }
+
+    /// `acc ⊕= warp_totals[from..to]` ([`Builder::warp_totals`]), in warp
+    /// order.
+    fn fold_warp_totals(
+        &mut self,
+        smem: SmemId,
+        (op, dtype): (crate::tiny::ReduceOp, DType),
+        acc: &RegRef,
+        from: Expr,
+        to: Expr,
+    ) -> Stmt {
+        let (j, total) = (self.var("j"), self.reg("total", dtype));
+        let value = ScalarExpr::Reg { reg: total.clone(), dtype };
+        Stmt::For {
+            var: j,
+            start: from,
+            end: to,
+            step: 1,
+            unroll: false,
+            body: vec![
+                Stmt::LdShared { dst: vec![total], src: warp_total_at(smem, dtype, Expr::Var(j)), dtype },
+                Stmt::Accumulate { op, dtype, acc: acc.clone(), value },
+            ],
+        }
+    }
+
     /// `f(u, base)` for each group `u < rr.groups` of a register-row lane's
     /// points (`base = vec·g + 32·warps·vec·u`, `g` the lane's index in its
     /// row), unrolled, under `base < len` when the groups overrun the row;
@@ -1593,7 +1611,6 @@ impl<'p> Builder<'p> {
             let dst = RegRef { reg: *reg, index: Expr::c(0) };
             return Ok(vec![Stmt::Compute { dst, value: ScalarExpr::Reg { reg: v, dtype } }]);
         }
-        self.loop_vars.remove(&1);
         let store = self.store_reg(lk, v, &BTreeMap::new())?;
         Ok(vec![Stmt::If { cond: Expr::Var(*g).eq(Expr::c(0)), then: vec![store], otherwise: vec![] }])
     }
@@ -1910,16 +1927,8 @@ fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: 
     let per_block = if rr.warps == 1 { ROWS_REG_BLOCK } else { 1 };
     b.k.block = [32, rr.warps * per_block, 1];
     b.k.min_blocks_per_sm = Some(1);
-    let red_smem = (rr.warps > 1).then(|| {
-        b.k.smem.push(SmemBuffer {
-            name: "warp_totals".into(),
-            offset: 0,
-            size: rr.warps as u64 * 4,
-            swizzle: Swizzle::IDENTITY,
-        });
-        b.k.smem_bytes = (rr.warps as u64 * 4).div_ceil(16) * 16;
-        SmemId(0)
-    });
+    // The reductions' warp totals (4 bytes each: f32 or i32).
+    let red_smem = (rr.warps > 1).then(|| b.warp_totals(rr.warps, DType::F32));
     let rows = b.dim(&first.loops[0])?;
     let blocks = ceil_div(rows.clone(), Expr::c(per_block as i64)).min(MAX_BLOCKS);
     b.k.grid = [blocks.clone(), Expr::c(1), Expr::c(1)];
@@ -1999,36 +2008,13 @@ fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: 
                     Ok(out)
                 })?;
                 point.push(step);
-                point.extend([16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly {
-                    op: r.op,
-                    dtype: r.dtype,
-                    acc: acc.clone(),
-                    lane_mask: m,
-                }));
+                point.extend(butterfly(r.op, r.dtype, &acc));
                 if let Some(smem) = red_smem {
-                    let at = |j: Expr| SmemRef { buf: smem, offset: j * Expr::c(4), swizzle: Swizzle::IDENTITY };
-                    let keep =
-                        Stmt::StShared { dst: at(Expr::ThreadIdx(Dim::Y)), src: vec![acc.clone()], dtype: r.dtype };
-                    point.push(Stmt::If { cond: lane.clone().eq(Expr::c(0)), then: vec![keep], otherwise: vec![] });
+                    point.push(keep_warp_total(smem, r.dtype, &acc));
                     point.push(Stmt::Barrier);
-                    let (j, tot) = (b.var("j"), b.reg("total", r.dtype));
                     point.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
-                    point.push(Stmt::For {
-                        var: j,
-                        start: Expr::c(0),
-                        end: Expr::c(rr.warps as i64),
-                        step: 1,
-                        unroll: false,
-                        body: vec![
-                            Stmt::LdShared { dst: vec![tot.clone()], src: at(Expr::Var(j)), dtype: r.dtype },
-                            Stmt::Accumulate {
-                                op: r.op,
-                                dtype: r.dtype,
-                                acc: acc.clone(),
-                                value: ScalarExpr::Reg { reg: tot, dtype: r.dtype },
-                            },
-                        ],
-                    });
+                    let all = Expr::c(rr.warps as i64);
+                    point.push(b.fold_warp_totals(smem, (r.op, r.dtype), &acc, Expr::c(0), all));
                     point.push(Stmt::Barrier);
                 }
                 b.loop_vars.remove(&1);
