@@ -685,10 +685,13 @@ pub enum Stmt {
     StGlobalVec { dst: GlobalRef, src: Vec<RegRef>, dtype: DType, pred: Expr },
     /// `st.shared[.v2|.v4]`: stores `src` (f32 registers) rounded to
     /// `dtype` to consecutive elements at `dst` (the epilogue's staging of
-    /// the C tile); at most 16 bytes, aligned to their size.
+    /// the C tile), or one `i32` register with `dtype` i32 (a scan's warp
+    /// total); registers of `dtype`'s [`compute_kind`]; at most 16 bytes,
+    /// aligned to their size.
     StShared { dst: SmemRef, src: Vec<RegRef>, dtype: DType },
     /// `ld.shared[.v2|.v4]`: loads `dst.len()` consecutive elements of
-    /// `dtype` at `src` into f32 registers; at most 16 bytes, aligned.
+    /// `dtype` at `src` into f32 registers, or one `i32` into an `i32`
+    /// register; at most 16 bytes, aligned.
     LdShared { dst: Vec<RegRef>, src: SmemRef, dtype: DType },
     /// Spins until the `i32` at `lock` equals `value`
     /// (`ld.acquire.gpu` in a loop; CUTLASS `Semaphore::wait`): orders a
