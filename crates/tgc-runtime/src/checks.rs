@@ -72,18 +72,22 @@ fn overflow(what: String) -> Error {
 ///
 /// Errors: [`Error::ShapeMismatch`] naming `what` otherwise.
 pub fn size(what: &str, shape: &[Option<i64>], elem_bytes: usize) -> Result<usize> {
-    let n = shape.iter().try_fold(1usize, |n, d| n.checked_mul(usize::try_from(d.filter(|&d| d >= 1)?).ok()?));
-    match n.and_then(|n| Some((n, n.checked_mul(elem_bytes)?))) {
-        Some((n, bytes)) if bytes <= isize::MAX as usize => Ok(n),
-        _ => {
-            let sizes: Vec<String> =
-                shape.iter().map(|d| d.map_or_else(|| "overflow".into(), |d| d.to_string())).collect();
-            Err(Error::ShapeMismatch {
-                what: format!("shape of {what}"),
-                expected: format!("sizes >= 1 of at most {} bytes in all", isize::MAX),
-                got: format!("[{}] of {elem_bytes}-byte elements", sizes.join(", ")),
-            })
-        }
+    count(shape, elem_bytes).ok_or_else(|| size_error(what, shape, elem_bytes))
+}
+
+/// [`size`]'s count, `None` where it reports an error. Allocates nothing:
+/// a warm kernel call allocates nothing (`crate::scratch`).
+fn count(shape: &[Option<i64>], elem_bytes: usize) -> Option<usize> {
+    let n = shape.iter().try_fold(1usize, |n, d| n.checked_mul(usize::try_from(d.filter(|&d| d >= 1)?).ok()?))?;
+    (n.checked_mul(elem_bytes)? <= isize::MAX as usize).then_some(n)
+}
+
+fn size_error(what: &str, shape: &[Option<i64>], elem_bytes: usize) -> Error {
+    let sizes: Vec<String> = shape.iter().map(|d| d.map_or_else(|| "overflow".into(), |d| d.to_string())).collect();
+    Error::ShapeMismatch {
+        what: format!("shape of {what}"),
+        expected: format!("sizes >= 1 of at most {} bytes in all", isize::MAX),
+        got: format!("[{}] of {elem_bytes}-byte elements", sizes.join(", ")),
     }
 }
 
@@ -91,7 +95,8 @@ pub fn size(what: &str, shape: &[Option<i64>], elem_bytes: usize) -> Result<usiz
 ///
 /// Errors: [`Error::LengthMismatch`], or those of [`size`].
 pub fn len(arg: &str, got: usize, shape: &[Option<i64>], elem_bytes: usize) -> Result<()> {
-    let expected = size(&format!("argument `{arg}`"), shape, elem_bytes)?;
+    let expected =
+        count(shape, elem_bytes).ok_or_else(|| size_error(&format!("argument `{arg}`"), shape, elem_bytes))?;
     if got == expected {
         Ok(())
     } else {
@@ -105,7 +110,7 @@ pub fn len(arg: &str, got: usize, shape: &[Option<i64>], elem_bytes: usize) -> R
 pub fn status(symbol: &str, status: i32) -> Result<()> {
     match status {
         0 => Ok(()),
-        1 => Err(Error::Kernel(format!("kernel `{symbol}` ran out of memory allocating its scratch buffers"))),
+        1 => Err(Error::Kernel(format!("kernel `{symbol}` ran out of memory allocating its scratch memory"))),
         s => Err(Error::Kernel(format!("kernel `{symbol}` failed with status {s}"))),
     }
 }

@@ -25,8 +25,12 @@
 //!   compiled without one (every kernel of `tgc compile`, the build helper
 //!   and `kernel!`) reads exactly the symbols, as before.
 //! - `rt` is the runtime table [`crate::cpu_rt::Rt`] (declared in C by
-//!   [`crate::cpu_rt::C_DECL`]): the thread pool and micro-kernel the
-//!   kernels call. [`CpuLibrary::call`] passes [`crate::cpu_rt::Rt::current`].
+//!   [`crate::cpu_rt::C_DECL`]): the thread pool, micro-kernel and
+//!   scratch memory the kernels call (every temporary, panel and row
+//!   buffer comes from the calling thread's scratch stack,
+//!   [`crate::scratch`]; no kernel calls `malloc`, so a warm kernel
+//!   allocates nothing). [`CpuLibrary::call`] passes
+//!   [`crate::cpu_rt::Rt::current`].
 //! - Output buffers do not overlap each other or any input; inputs may
 //!   overlap each other (they are only read).
 //! - The return value is 0 on success, 1 when the kernel could not allocate

@@ -1,6 +1,7 @@
 //! What generated CPU kernels call at run time: the thread pool that runs
-//! their tiles and the register-blocked GEMM micro-kernel of the packed
-//! contraction template (`tgc_core::cpu::packed`).
+//! their tiles, the register-blocked GEMM micro-kernel of the packed
+//! contraction template (`tgc_core::cpu::packed`), and their scratch
+//! memory ([`crate::scratch`]: no kernel calls `malloc`).
 //!
 //! Generated C reaches both through a [`Rt`] passed to its entry point
 //! (`int32_t SYMBOL(inputs, outputs, dims, const tgc_rt* rt)`, the C
@@ -66,6 +67,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 ";
 
@@ -94,6 +99,11 @@ pub struct Rt {
     ),
     /// The threads [`Rt::parallel_for`] may use (≥ 1).
     pub threads: i64,
+    /// [`crate::scratch::acquire`] for C callers: `(rt, n, bytes, ptrs)`,
+    /// the handle or 0.
+    pub scratch_acquire: unsafe extern "C" fn(rt: *const Rt, n: i64, bytes: *const i64, ptrs: *mut *mut c_void) -> i64,
+    /// [`crate::scratch::release`] for C callers.
+    pub scratch_release: unsafe extern "C" fn(rt: *const Rt, handle: i64),
 }
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -153,6 +163,8 @@ impl Rt {
             ukernel: c_ukernel,
             ukernel_direct: c_ukernel_direct,
             threads: threads() as i64,
+            scratch_acquire: c_scratch_acquire,
+            scratch_release: c_scratch_release,
         }
     }
 
@@ -202,6 +214,29 @@ unsafe extern "C" fn c_parallel_for(rt: *const Rt, n: i64, body: CTask, ctx: *mu
         // SAFETY: as the function's contract says.
         unsafe { body(ctx.0, t) }
     });
+}
+
+/// [`crate::scratch::acquire`] for C callers.
+///
+/// # Safety
+/// `bytes` and `ptrs` point to `n` elements each (nothing is read for
+/// `n ≤ 0`).
+unsafe extern "C" fn c_scratch_acquire(_rt: *const Rt, n: i64, bytes: *const i64, ptrs: *mut *mut c_void) -> i64 {
+    let n = usize::try_from(n).unwrap_or(0);
+    if n == 0 || bytes.is_null() || ptrs.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller passes `n` sizes and room for `n` pointers.
+    let (bytes, ptrs) =
+        unsafe { (std::slice::from_raw_parts(bytes, n), std::slice::from_raw_parts_mut(ptrs.cast(), n)) };
+    crate::scratch::acquire(bytes, ptrs).map_or(0, |h| h as i64)
+}
+
+/// [`crate::scratch::release`] for C callers.
+extern "C" fn c_scratch_release(_rt: *const Rt, handle: i64) {
+    if let Ok(h) = usize::try_from(handle) {
+        crate::scratch::release(h);
+    }
 }
 
 /// [`ukernel`] for C callers.

@@ -6,7 +6,8 @@
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
-//!   GEMM micro-kernel.
+//!   GEMM micro-kernel, and the scratch memory they ask it for.
+//! - [`scratch`]: the per-thread stacks of scratch blocks behind it.
 //! - [`checks`]: the argument checks generated `run` functions call.
 //! - [`launch`]: kernel launches as data (grid, block, arguments, the
 //!   steps of a whole graph), executed by `cuda`.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod launch;
 pub mod npy;
 pub mod safetensors_io;
+pub mod scratch;
 pub mod tensor;
 
 #[cfg(test)]

@@ -563,6 +563,22 @@ impl Program {
     pub fn dims(&self) -> impl Iterator<Item = &String> {
         self.symbols.iter().chain(&self.tiles)
     }
+
+    /// The program's calls in execution order, each a range of
+    /// [`Program::kernels`]: a row group's kernels ([`Program::rows`]) run
+    /// as one call, row by row, every other kernel as a call of its own.
+    /// Within a call the kernels' accesses interleave, so a buffer is live
+    /// for whole calls ([`super::arena`]).
+    pub fn calls(&self) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut next = 0;
+        while next < self.kernels.len() {
+            let end = self.rows.iter().find(|g| g.kernels.start == next).map_or(next + 1, |g| g.kernels.end);
+            out.push(next..end);
+            next = end;
+        }
+        out
+    }
 }
 
 /// Adds the symbols of `e` (coefficients, constant, divisors) to `out`.

@@ -11,8 +11,11 @@
 //! the same bits (each step a fused multiply-add in the nest's order,
 //! [`packed::fused_factors`]); any other reduction folds into split accumulators
 //! ([`lanes`]); consecutive plain kernels over the same rows run row by
-//! row, their temporaries held one row at a time ([`rows`]).
+//! row, their temporaries held one row at a time ([`rows`]); the other
+//! temporaries share the slots of one arena by their live ranges
+//! ([`arena`]).
 
+pub mod arena;
 pub mod from_tiny;
 pub mod lanes;
 pub mod loop_ir;

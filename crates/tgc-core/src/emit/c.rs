@@ -26,7 +26,7 @@ use crate::cpu::loop_ir::{
     BufId, Expr, Kernel, Nest, Program, Reduction, Role, RowGroup, Scan, SCAN_BLOCK, SCAN_LANES,
 };
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
-use crate::cpu::{lanes, rows};
+use crate::cpu::{arena, lanes, rows};
 use crate::cpu::{lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -170,6 +170,7 @@ const C_RESERVED: &[&str] = &[
     "uint64_t",
     "size_t",
     "tgc_rt",
+    "tgc_max_i64",
 ];
 
 /// Helper functions, emitted when used, in this order.
@@ -577,28 +578,23 @@ impl Printer<'_> {
         let ret = if local.is_empty() { "void" } else { "int32_t" };
         let _ = writeln!(
             s,
-            "TGC_CLONES static {ret} {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi)\n{{",
-            params.join(", ")
+            "TGC_CLONES static {ret} {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi{})\n{{",
+            params.join(", "),
+            if local.is_empty() { "" } else { ", const tgc_rt* rt" }
         );
         // The outermost extent is the caller's: its symbols may be unused here.
         for (_, n) in &syms {
             let _ = writeln!(s, "    (void){n};");
         }
-        for &id in local {
-            let b = p.buffer(id);
-            let ty = storage_ty(b.dtype);
-            let row = dim(&rows::row_len(p, id), Lang::C);
-            let _ = writeln!(
-                s,
-                "    {ty}* restrict {} = ({ty}*)malloc((size_t){row} * sizeof({ty})); /* one row */",
-                b.name
-            );
-        }
-        let names: Vec<&str> = local.iter().map(|&b| p.buffer(b).name.as_str()).collect();
-        let frees = names.iter().map(|n| format!("free({n});")).collect::<Vec<_>>().join(" ");
+        let row_bufs: Vec<Scratch> = local
+            .iter()
+            .map(|&id| {
+                let b = p.buffer(id);
+                Scratch::elements(storage_ty(b.dtype), &b.name, &dim(&rows::row_len(p, id), Lang::C), "one row")
+            })
+            .collect();
         if !local.is_empty() {
-            let any_null: Vec<String> = names.iter().map(|n| format!("!{n}")).collect();
-            let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
+            open_scratch(s, 4, "rt", &row_bufs, "return 1;");
         }
         let (open, close) = scop_pragmas(ks);
         s.push_str(open);
@@ -620,9 +616,9 @@ impl Printer<'_> {
         if local.is_empty() {
             s.push_str("}\n\n");
         } else {
-            let _ = writeln!(s, "    {frees}\n    return 0;\n}}\n");
+            let _ = writeln!(s, "    {}\n    return 0;\n}}\n", close_scratch("rt"));
         }
-        let failed = if local.is_empty() { "" } else { "    int32_t failed;\n" };
+        let failed = if local.is_empty() { "" } else { "    const tgc_rt* rt;\n    int32_t failed;\n" };
         ctx_struct(s, name, &bufs, &syms, &format!("    int64_t nt;\n{failed}"));
         let extent = dim(&ks[0].loops[0], Lang::C);
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
@@ -635,6 +631,9 @@ impl Printer<'_> {
         let mut args: Vec<String> = bufs.iter().map(|(_, n)| format!("pk_ctx->{n}")).collect();
         args.extend(syms.iter().map(|(_, n)| n.clone()));
         args.extend(["pk_e * pk_t / pk_ctx->nt".to_string(), "pk_e * (pk_t + 1) / pk_ctx->nt".to_string()]);
+        if !local.is_empty() {
+            args.push("pk_ctx->rt".into());
+        }
         if local.is_empty() {
             let _ = writeln!(s, "    {name}_rows({});\n}}\n", args.join(", "));
         } else {
@@ -662,7 +661,7 @@ impl Printer<'_> {
         let serial = if local.is_empty() {
             format!("{name}_rows({}, 0, pk_e);\n        return;", direct.join(", "))
         } else {
-            format!("return {name}_rows({}, 0, pk_e);", direct.join(", "))
+            format!("return {name}_rows({}, 0, pk_e, rt);", direct.join(", "))
         };
         let _ = writeln!(
             s,
@@ -687,7 +686,7 @@ impl Printer<'_> {
         } else {
             let _ = writeln!(
                 s,
-                "    pk_ctx.nt = pk_nt;\n    pk_ctx.failed = 0;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n    return pk_ctx.failed;\n}}"
+                "    pk_ctx.nt = pk_nt;\n    pk_ctx.rt = rt;\n    pk_ctx.failed = 0;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n    return pk_ctx.failed;\n}}"
             );
         }
     }
@@ -753,28 +752,18 @@ impl Printer<'_> {
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;"
         );
         let direct = pk.a_order == PackOrder::Direct;
-        let panels: &[&str] = if direct { &["pk_b", "pk_c"] } else { &["pk_a", "pk_b", "pk_c"] };
+        let mut panels = Vec::new();
         if !direct {
-            s.push_str(
-                "    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));\n",
-            );
+            let a_len = "(pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin";
+            panels.push(Scratch::elements("float", "pk_a", a_len, "the a panel"));
         }
+        panels.push(Scratch::elements("float", "pk_b", "pk_np * pk_kstep * pk_kin", "the b panel"));
+        panels.push(Scratch::elements("float", "pk_c", "pk_mp * pk_np", "the sums"));
+        let fail = "__atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);\n        return;";
+        open_scratch(s, 4, "pk_rt", &panels, fail);
         let _ = writeln!(
             s,
-            "    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if ({}) {{",
-            panels.iter().map(|n| format!("!{n}")).collect::<Vec<_>>().join(" || ")
-        );
-        for n in panels {
-            let _ = writeln!(s, "        free({n});");
-        }
-        let _ = writeln!(
-            s,
-            "        __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
-        return;
-    }}
-    for (int64_t pk_ko = 0; pk_ko < {k_outer}; pk_ko += pk_kstep) {{
+            "    for (int64_t pk_ko = 0; pk_ko < {k_outer}; pk_ko += pk_kstep) {{
         const int64_t pk_ke = pk_ko + pk_kstep < {k_outer} ? pk_ko + pk_kstep : {k_outer};
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;"
         );
@@ -831,10 +820,7 @@ impl Printer<'_> {
             }
         }
         s.push_str("        }\n    }\n");
-        for n in panels {
-            let _ = writeln!(s, "    free({n});");
-        }
-        s.push_str("}\n\n");
+        let _ = write!(s, "    {}\n}}\n\n", close_scratch("pk_rt"));
 
         // The kernel function.
         let mut params = kernel_params(&bufs, &syms);
@@ -1190,6 +1176,7 @@ impl Printer<'_> {
     pk_ctx.pk_nb = (pk_e + {block} - 1) / {block};
     pk_ctx.pk_n = pk_rows * pk_ctx.pk_nb;
     pk_ctx.pk_carry = NULL;
+    int64_t pk_ws = 0;
     /* About {MIN_TASK_POINTS} points a part, at most one part a thread. */
     pk_ctx.nt = pk_rows * pk_e / {MIN_TASK_POINTS};
     if (pk_ctx.nt > rt->threads) pk_ctx.nt = rt->threads;
@@ -1197,8 +1184,11 @@ impl Printer<'_> {
     if (pk_ctx.nt < 1) pk_ctx.nt = 1;
     if (pk_ctx.pk_nb > 1) {{
         /* Block totals, then each row's exclusive scan of them: the carries. */
-        pk_ctx.pk_carry = ({ty}*)malloc((size_t)pk_ctx.pk_n * sizeof({ty}));
-        if (!pk_ctx.pk_carry) return 1;
+        const int64_t pk_bytes[1] = {{ pk_ctx.pk_n * (int64_t)sizeof({ty}) }};
+        void* pk_ptrs[1];
+        pk_ws = rt->scratch_acquire(rt, 1, pk_bytes, pk_ptrs);
+        if (!pk_ws) return 1;
+        pk_ctx.pk_carry = ({ty}*)pk_ptrs[0];
         pk_ctx.pk_store = 0;
         rt->parallel_for(rt, pk_ctx.nt, {name}_task, &pk_ctx);
         for (int64_t pk_r = 0; pk_r < pk_rows; pk_r += 1) {{
@@ -1212,7 +1202,7 @@ impl Printer<'_> {
     }}
     pk_ctx.pk_store = 1;
     rt->parallel_for(rt, pk_ctx.nt, {name}_task, &pk_ctx);
-    free(pk_ctx.pk_carry);
+    if (pk_ws) rt->scratch_release(rt, pk_ws);
     return 0;
 }}"
         );
@@ -1459,22 +1449,58 @@ enum Function<'a> {
 
 /// The functions of `p` in call order: each row group where its first
 /// kernel stands, every other kernel on its own.
-fn functions(p: &Program) -> Vec<Function<'_>> {
-    let mut out = Vec::new();
-    let mut next = 0;
-    while let Some(k) = p.kernels.get(next) {
-        match p.rows.iter().find(|g| g.kernels.start == next) {
-            Some(g) => {
-                out.push(Function::Group(g));
-                next = g.kernels.end;
-            }
-            None => {
-                out.push(Function::Kernel(k));
-                next += 1;
-            }
+/// One scratch buffer of a scope: its pointer's C type and name, its size
+/// in bytes (a C expression) and a comment.
+struct Scratch {
+    ty: String,
+    name: String,
+    bytes: String,
+    what: String,
+}
+
+impl Scratch {
+    /// `count` elements of storage type `ty`, named `name`, `restrict`.
+    fn elements(ty: &str, name: &str, count: &str, what: &str) -> Scratch {
+        Scratch {
+            ty: format!("{ty}* restrict"),
+            name: name.to_string(),
+            bytes: format!("(int64_t)({count}) * (int64_t)sizeof({ty})"),
+            what: what.to_string(),
         }
     }
-    out
+}
+
+/// Prints, at indentation `w`, the opening of a scratch scope of runtime
+/// table `rt` (`tgc_runtime::scratch`: one request for all of `bufs`, no
+/// `malloc`): the sizes, the request, whose handle is `pk_ws` and whose
+/// failure runs `fail`, then each buffer's pointer. [`close_scratch`]
+/// prints its end.
+fn open_scratch(s: &mut String, w: usize, rt: &str, bufs: &[Scratch], fail: &str) {
+    let n = bufs.len();
+    let sizes: Vec<&str> = bufs.iter().map(|b| b.bytes.as_str()).collect();
+    let _ = writeln!(s, "{:w$}const int64_t pk_bytes[{n}] = {{ {} }};", "", sizes.join(", "));
+    let _ = writeln!(s, "{:w$}void* pk_ptrs[{n}];", "");
+    let _ = writeln!(s, "{:w$}const int64_t pk_ws = {rt}->scratch_acquire({rt}, {n}, pk_bytes, pk_ptrs);", "");
+    let _ = writeln!(s, "{:w$}if (!pk_ws) {{\n{:w$}    {fail}\n{:w$}}}", "", "", "");
+    for (i, b) in bufs.iter().enumerate() {
+        let _ =
+            writeln!(s, "{:w$}{ty} {} = ({ty})pk_ptrs[{i}]; /* {} */", "", b.name, comment_text(&b.what), ty = b.ty);
+    }
+}
+
+/// The statement that closes the scratch scope [`open_scratch`] opened.
+fn close_scratch(rt: &str) -> String {
+    format!("{rt}->scratch_release({rt}, pk_ws);")
+}
+
+fn functions(p: &Program) -> Vec<Function<'_>> {
+    p.calls()
+        .into_iter()
+        .map(|c| match p.rows.iter().find(|g| g.kernels == c) {
+            Some(g) => Function::Group(g),
+            None => Function::Kernel(&p.kernels[c.start]),
+        })
+        .collect()
 }
 
 /// The C function of row group `g` of `p`: `tgc_k<first>to<last>_SYMBOL`,
@@ -1560,9 +1586,8 @@ fn print(units: &[(&Graph, Program, &str)]) -> String {
     // divisions grew as 3^depth once preprocessed, and a fuzzed case
     // (fuzz/corpus/graphs/slow-cc-nested-floord) kept GCC busy for over a
     // minute; with the function it compiles in under a second.
-    s.push_str(
-        "static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }\n\n",
-    );
+    s.push_str("static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }\n");
+    s.push_str("static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }\n\n");
     s.push_str(CLONES);
 
     s.push_str(C_DECL);
@@ -1609,7 +1634,19 @@ fn header(p: &Program, symbol: &str) -> String {
     if !syms.is_empty() {
         let _ = writeln!(s, " *   {}", syms.join(", "));
     }
-    s.push_str(" * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.\n */\n");
+    let arena = arena::plan(p);
+    let temps: usize = arena.slots.iter().map(Vec::len).sum();
+    if temps > 0 {
+        let none = |_: &str| None;
+        let bytes = match (arena.bytes(&none), arena.unshared_bytes(&none)) {
+            (Ok(a), Ok(u)) => format!(", {a} bytes ({u} unshared)"),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, " * Temporaries: {temps} in {} arena slots by live range{bytes}.", arena.slots.len());
+    }
+    s.push_str(
+        " * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.\n */\n",
+    );
     s
 }
 
@@ -1640,7 +1677,6 @@ fn entry(p: &Program, symbol: &str) -> String {
     let local: BTreeSet<BufId> = p.rows.iter().flat_map(|g| g.local.iter().copied()).collect();
     let used: BTreeSet<_> =
         p.kernels.iter().flat_map(|k| k.reads().into_iter().chain([k.out])).filter(|b| !local.contains(b)).collect();
-    let mut temps = Vec::new();
     for (i, b) in p.buffers.iter().enumerate() {
         if !used.contains(&BufId(i as u32)) {
             continue;
@@ -1653,16 +1689,8 @@ fn entry(p: &Program, symbol: &str) -> String {
             Role::Output(k) => {
                 let _ = writeln!(s, "    {ty}* {} = ({ty}*)outputs[{k}];", b.name);
             }
-            Role::Temp => {
-                let n = dim(&crate::sym::Dim::product(&b.shape), Lang::C);
-                let _ = writeln!(
-                    s,
-                    "    {ty}* {} = ({ty}*)malloc((size_t){n} * sizeof({ty})); /* {} */",
-                    b.name,
-                    comment_text(&b.label)
-                );
-                temps.push(b.name.clone());
-            }
+            // In the arena's slots, below.
+            Role::Temp => {}
         }
     }
     let uses =
@@ -1673,10 +1701,33 @@ fn entry(p: &Program, symbol: &str) -> String {
     if !uses(|r| matches!(r, Role::Output(_))) {
         s.push_str("    (void)outputs;\n");
     }
-    let frees = temps.iter().map(|t| format!("free({t});")).collect::<Vec<_>>().join(" ");
-    if !temps.is_empty() {
-        let any_null: Vec<String> = temps.iter().map(|t| format!("!{t}")).collect();
-        let _ = writeln!(s, "    if ({}) {{\n        {frees}\n        return 1;\n    }}", any_null.join(" || "));
+    // The temporaries: one scratch scope whose buffers are the arena's
+    // slots, each as large as its largest tenant.
+    let arena = arena::plan(p);
+    let slots: Vec<Scratch> = (0..arena.slots.len())
+        .map(|k| {
+            let bytes =
+                arena.slot_sizes(k).iter().map(|d| dim(d, Lang::C)).reduce(|a, b| format!("tgc_max_i64({a}, {b})"));
+            let tenants: Vec<&str> = arena.slots[k].iter().map(|l| p.buffer(l.buf).name.as_str()).collect();
+            Scratch {
+                ty: "char*".into(),
+                name: format!("pk_slot{k}"),
+                bytes: bytes.unwrap_or_else(|| "0".into()),
+                what: format!("arena slot: {}", tenants.join(", ")),
+            }
+        })
+        .collect();
+    let frees = close_scratch("rt");
+    let temps = !slots.is_empty();
+    if temps {
+        open_scratch(&mut s, 4, "rt", &slots, "return 1;");
+        for (k, slot) in arena.slots.iter().enumerate() {
+            for l in slot {
+                let b = p.buffer(l.buf);
+                let ty = storage_ty(b.dtype);
+                let _ = writeln!(s, "    {ty}* {} = ({ty}*)pk_slot{k}; /* {} */", b.name, comment_text(&b.label));
+            }
+        }
     }
     let mut uses_rt = false;
     for f in functions(p) {
@@ -1695,7 +1746,7 @@ fn entry(p: &Program, symbol: &str) -> String {
         }
         if fails {
             let _ = writeln!(s, "    if ({name}({})) {{", args.join(", "));
-            if !temps.is_empty() {
+            if temps {
                 let _ = writeln!(s, "        {frees}");
             }
             s.push_str("        return 1;\n    }\n");
@@ -1703,10 +1754,10 @@ fn entry(p: &Program, symbol: &str) -> String {
             let _ = writeln!(s, "    {name}({});", args.join(", "));
         }
     }
-    if !uses_rt {
+    if !uses_rt && !temps {
         s.push_str("    (void)rt;\n");
     }
-    if !temps.is_empty() {
+    if temps {
         let _ = writeln!(s, "    {frees}");
     }
     s.push_str("    return 0;\n}\n");

@@ -5,7 +5,7 @@
  *   inputs[1]: w fp16[K]
  *   outputs[0]: y fp16[M]
  *   dims[0] = M, dims[1] = K
- * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.
+ * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.
  */
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
+static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -31,6 +32,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
 static inline float tgc_f16_to_f32(uint16_t h)

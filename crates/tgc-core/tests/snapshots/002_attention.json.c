@@ -5,7 +5,8 @@
  *   inputs[1]: K fp16[B, H, N, D]
  *   outputs[0]: n15 fp16[B, H, M, N]
  *   dims[0] = B, dims[1] = H, dims[2] = M, dims[3] = D, dims[4] = N
- * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.
+ * Temporaries: 1 in 1 arena slots by live range.
+ * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.
  */
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
+static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -31,6 +33,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
 /* 2^x within 2 ulp of the correctly rounded value, in operations a
@@ -155,16 +161,16 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
     const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 1;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if (!pk_a || !pk_b || !pk_c) {
-        free(pk_a);
-        free(pk_b);
-        free(pk_c);
+    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_np) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = pk_rt->scratch_acquire(pk_rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
+    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
+    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
     for (int64_t pk_ko = 0; pk_ko < s_D; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_D ? pk_ko + pk_kstep : s_D;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
@@ -210,9 +216,7 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
             tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = acc;
         }
     }
-    free(pk_a);
-    free(pk_b);
-    free(pk_c);
+    pk_rt->scratch_release(pk_rt, pk_ws);
 }
 
 static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* restrict in1, float* restrict tmp0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_D, const int64_t s_N, const tgc_rt* rt)
@@ -261,19 +265,21 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
 /* k2 -> tmp2 (n12): n12 EXP2; inlines n11 MUL, n11.1.expand EXPAND, n11.1.const CONST, n10 SUB, n10.1.expand EXPAND */
 /* k3 -> tmp3 (n13): n13 REDUCE; accumulates n13 REDUCE SUM in fp32 in a register */
 /* k4 -> out0 (n15): n15 CAST; inlines n14 FDIV, n14.1.expand EXPAND */
-TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
+TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
 {
     (void)s_B;
     (void)s_H;
     (void)s_M;
     (void)s_N;
-    float* restrict tmp1 = (float*)malloc((size_t)s_H*s_M * sizeof(float)); /* one row */
-    float* restrict tmp2 = (float*)malloc((size_t)s_H*s_M*s_N * sizeof(float)); /* one row */
-    float* restrict tmp3 = (float*)malloc((size_t)s_H*s_M * sizeof(float)); /* one row */
-    if (!tmp1 || !tmp2 || !tmp3) {
-        free(tmp1); free(tmp2); free(tmp3);
+    const int64_t pk_bytes[3] = { (int64_t)(s_H*s_M) * (int64_t)sizeof(float), (int64_t)(s_H*s_M*s_N) * (int64_t)sizeof(float), (int64_t)(s_H*s_M) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         return 1;
     }
+    float* restrict tmp1 = (float* restrict)pk_ptrs[0]; /* one row */
+    float* restrict tmp2 = (float* restrict)pk_ptrs[1]; /* one row */
+    float* restrict tmp3 = (float* restrict)pk_ptrs[2]; /* one row */
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
         { /* k1 */
@@ -368,7 +374,7 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
         }
     }
 #pragma endscop
-    free(tmp1); free(tmp2); free(tmp3);
+    rt->scratch_release(rt, pk_ws);
     return 0;
 }
 
@@ -380,6 +386,7 @@ struct tgc_k1to4_tgc_main_ctx {
     int64_t s_M;
     int64_t s_N;
     int64_t nt;
+    const tgc_rt* rt;
     int32_t failed;
 };
 
@@ -391,7 +398,7 @@ static void tgc_k1to4_tgc_main_task(void* pk_vctx, int64_t pk_t)
     const int64_t s_M = pk_ctx->s_M;
     const int64_t s_N = pk_ctx->s_N;
     const int64_t pk_e = s_B;
-    if (tgc_k1to4_tgc_main_rows(pk_ctx->tmp0, pk_ctx->out0, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt)) __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
+    if (tgc_k1to4_tgc_main_rows(pk_ctx->tmp0, pk_ctx->out0, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt, pk_ctx->rt)) __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
 }
 
 static int32_t tgc_k1to4_tgc_main(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const tgc_rt* rt)
@@ -402,7 +409,7 @@ static int32_t tgc_k1to4_tgc_main(const float* restrict tmp0, uint16_t* restrict
     if (pk_nt > rt->threads) pk_nt = rt->threads;
     if (pk_nt > pk_e) pk_nt = pk_e;
     if (pk_nt <= 1) {
-        return tgc_k1to4_tgc_main_rows(tmp0, out0, s_B, s_H, s_M, s_N, 0, pk_e);
+        return tgc_k1to4_tgc_main_rows(tmp0, out0, s_B, s_H, s_M, s_N, 0, pk_e, rt);
     }
     struct tgc_k1to4_tgc_main_ctx pk_ctx;
     pk_ctx.tmp0 = tmp0;
@@ -412,6 +419,7 @@ static int32_t tgc_k1to4_tgc_main(const float* restrict tmp0, uint16_t* restrict
     pk_ctx.s_M = s_M;
     pk_ctx.s_N = s_N;
     pk_ctx.nt = pk_nt;
+    pk_ctx.rt = rt;
     pk_ctx.failed = 0;
     rt->parallel_for(rt, pk_nt, tgc_k1to4_tgc_main_task, &pk_ctx);
     return pk_ctx.failed;
@@ -432,19 +440,22 @@ int32_t tgc_main(const void* const* inputs, void* const* outputs, const int64_t*
     const uint16_t* in0 = (const uint16_t*)inputs[0];
     const uint16_t* in1 = (const uint16_t*)inputs[1];
     uint16_t* out0 = (uint16_t*)outputs[0];
-    float* tmp0 = (float*)malloc((size_t)s_B*s_H*s_M*s_N * sizeof(float)); /* n8 */
-    if (!tmp0) {
-        free(tmp0);
+    const int64_t pk_bytes[1] = { 4*s_B*s_H*s_M*s_N };
+    void* pk_ptrs[1];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 1, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         return 1;
     }
+    char* pk_slot0 = (char*)pk_ptrs[0]; /* arena slot: tmp0 */
+    float* tmp0 = (float*)pk_slot0; /* n8 */
     if (tgc_k0_tgc_main(in0, in1, tmp0, s_B, s_H, s_M, s_D, s_N, rt)) {
-        free(tmp0);
+        rt->scratch_release(rt, pk_ws);
         return 1;
     }
     if (tgc_k1to4_tgc_main(tmp0, out0, s_B, s_H, s_M, s_N, rt)) {
-        free(tmp0);
+        rt->scratch_release(rt, pk_ws);
         return 1;
     }
-    free(tmp0);
+    rt->scratch_release(rt, pk_ws);
     return 0;
 }

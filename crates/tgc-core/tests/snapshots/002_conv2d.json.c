@@ -6,7 +6,7 @@
  *   inputs[2]: bias fp16[Cout]
  *   outputs[0]: y fp16[N, Cout, Oy, Ox]
  *   dims[0] = N, dims[1] = Cin_total, dims[2] = H, dims[3] = W, dims[4] = Cout, dims[5] = Cin, dims[6] = Kh, dims[7] = Kw, dims[8] = pb, dims[9] = pt, dims[10] = pl, dims[11] = pr, dims[12] = Dh, dims[13] = Sh, dims[14] = Dw, dims[15] = Sw, dims[16] = G, dims[17] = Oy, dims[18] = Ox, dims[19] = Rcout
- * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.
+ * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.
  */
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
+static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -32,6 +33,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
 static inline float tgc_f16_to_f32(uint16_t h)

@@ -7,7 +7,8 @@
  *   inputs[3]: mask fp32[M, N]
  *   outputs[0]: o fp32[B, H, M, D]
  *   dims[0] = B, dims[1] = H, dims[2] = M, dims[3] = N, dims[4] = D
- * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.
+ * Temporaries: 4 in 3 arena slots by live range.
+ * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
+static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -33,6 +35,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
 /* 2^x within 2 ulp of the correctly rounded value, in operations a
@@ -143,16 +149,16 @@ TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 1;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if (!pk_a || !pk_b || !pk_c) {
-        free(pk_a);
-        free(pk_b);
-        free(pk_c);
+    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_np) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = pk_rt->scratch_acquire(pk_rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
+    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
+    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
     for (int64_t pk_ko = 0; pk_ko < s_D; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_D ? pk_ko + pk_kstep : s_D;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
@@ -198,9 +204,7 @@ TGC_CLONES static void tgc_k1_tgc_attention_task(void* pk_vctx, int64_t pk_t)
             tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = ((acc * (1.0f / sqrtf(tmp0[0]))) + in3[s_N*i2 + i3]);
         }
     }
-    free(pk_a);
-    free(pk_b);
-    free(pk_c);
+    pk_rt->scratch_release(pk_rt, pk_ws);
 }
 
 static int32_t tgc_k1_tgc_attention(const float* restrict in0, const float* restrict in1, const float* restrict in3, const float* restrict tmp0, float* restrict tmp1, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t s_D, const tgc_rt* rt)
@@ -250,17 +254,19 @@ static int32_t tgc_k1_tgc_attention(const float* restrict in0, const float* rest
 /* k2 -> tmp2 (n23): n23 REDUCE; accumulates n23 REDUCE MAX in fp32 in a register */
 /* k3 -> tmp3 (n31): n31 EXP2; inlines n30 MUL, n29 EXPAND, n27 CONST, n26 SUB, n25 EXPAND */
 /* k4 -> tmp4 (n32): n32 REDUCE; accumulates n32 REDUCE SUM in fp32 in a register */
-TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi)
+TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
 {
     (void)s_B;
     (void)s_H;
     (void)s_M;
     (void)s_N;
-    float* restrict tmp2 = (float*)malloc((size_t)s_H*s_M * sizeof(float)); /* one row */
-    if (!tmp2) {
-        free(tmp2);
+    const int64_t pk_bytes[1] = { (int64_t)(s_H*s_M) * (int64_t)sizeof(float) };
+    void* pk_ptrs[1];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 1, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         return 1;
     }
+    float* restrict tmp2 = (float* restrict)pk_ptrs[0]; /* one row */
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
         { /* k2 */
@@ -336,7 +342,7 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
         }
     }
 #pragma endscop
-    free(tmp2);
+    rt->scratch_release(rt, pk_ws);
     return 0;
 }
 
@@ -349,6 +355,7 @@ struct tgc_k2to4_tgc_attention_ctx {
     int64_t s_M;
     int64_t s_N;
     int64_t nt;
+    const tgc_rt* rt;
     int32_t failed;
 };
 
@@ -360,7 +367,7 @@ static void tgc_k2to4_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     const int64_t s_M = pk_ctx->s_M;
     const int64_t s_N = pk_ctx->s_N;
     const int64_t pk_e = s_B;
-    if (tgc_k2to4_tgc_attention_rows(pk_ctx->tmp1, pk_ctx->tmp3, pk_ctx->tmp4, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt)) __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
+    if (tgc_k2to4_tgc_attention_rows(pk_ctx->tmp1, pk_ctx->tmp3, pk_ctx->tmp4, s_B, s_H, s_M, s_N, pk_e * pk_t / pk_ctx->nt, pk_e * (pk_t + 1) / pk_ctx->nt, pk_ctx->rt)) __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
 }
 
 static int32_t tgc_k2to4_tgc_attention(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const tgc_rt* rt)
@@ -371,7 +378,7 @@ static int32_t tgc_k2to4_tgc_attention(const float* restrict tmp1, float* restri
     if (pk_nt > rt->threads) pk_nt = rt->threads;
     if (pk_nt > pk_e) pk_nt = pk_e;
     if (pk_nt <= 1) {
-        return tgc_k2to4_tgc_attention_rows(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, 0, pk_e);
+        return tgc_k2to4_tgc_attention_rows(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, 0, pk_e, rt);
     }
     struct tgc_k2to4_tgc_attention_ctx pk_ctx;
     pk_ctx.tmp1 = tmp1;
@@ -382,6 +389,7 @@ static int32_t tgc_k2to4_tgc_attention(const float* restrict tmp1, float* restri
     pk_ctx.s_M = s_M;
     pk_ctx.s_N = s_N;
     pk_ctx.nt = pk_nt;
+    pk_ctx.rt = rt;
     pk_ctx.failed = 0;
     rt->parallel_for(rt, pk_nt, tgc_k2to4_tgc_attention_task, &pk_ctx);
     return pk_ctx.failed;
@@ -431,16 +439,16 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
     const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 1;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if (!pk_a || !pk_b || !pk_c) {
-        free(pk_a);
-        free(pk_b);
-        free(pk_c);
+    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_np) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = pk_rt->scratch_acquire(pk_rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
+    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
+    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
     for (int64_t pk_ko = 0; pk_ko < s_N; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_N ? pk_ko + pk_kstep : s_N;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
@@ -510,9 +518,7 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
             out0[s_D*s_H*s_M*i0 + s_D*s_M*i1 + s_D*i2 + i3] = acc;
         }
     }
-    free(pk_a);
-    free(pk_b);
-    free(pk_c);
+    pk_rt->scratch_release(pk_rt, pk_ws);
 }
 
 static int32_t tgc_k5_tgc_attention(const float* restrict in2, const float* restrict tmp3, const float* restrict tmp4, float* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t s_D, const tgc_rt* rt)
@@ -574,27 +580,32 @@ int32_t tgc_attention(const void* const* inputs, void* const* outputs, const int
     const float* in2 = (const float*)inputs[2];
     const float* in3 = (const float*)inputs[3];
     float* out0 = (float*)outputs[0];
-    float* tmp0 = (float*)malloc((size_t)1 * sizeof(float)); /* n15 */
-    float* tmp1 = (float*)malloc((size_t)s_B*s_H*s_M*s_N * sizeof(float)); /* n22 */
-    float* tmp3 = (float*)malloc((size_t)s_B*s_H*s_M*s_N * sizeof(float)); /* n31 */
-    float* tmp4 = (float*)malloc((size_t)s_B*s_H*s_M * sizeof(float)); /* n32 */
-    if (!tmp0 || !tmp1 || !tmp3 || !tmp4) {
-        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
+    const int64_t pk_bytes[3] = { tgc_max_i64(4, 4*s_B*s_H*s_M*s_N), 4*s_B*s_H*s_M*s_N, 4*s_B*s_H*s_M };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         return 1;
     }
+    char* pk_slot0 = (char*)pk_ptrs[0]; /* arena slot: tmp0, tmp3 */
+    char* pk_slot1 = (char*)pk_ptrs[1]; /* arena slot: tmp1 */
+    char* pk_slot2 = (char*)pk_ptrs[2]; /* arena slot: tmp4 */
+    float* tmp0 = (float*)pk_slot0; /* n15 */
+    float* tmp3 = (float*)pk_slot0; /* n31 */
+    float* tmp1 = (float*)pk_slot1; /* n22 */
+    float* tmp4 = (float*)pk_slot2; /* n32 */
     tgc_k0_tgc_attention(tmp0, s_D);
     if (tgc_k1_tgc_attention(in0, in1, in3, tmp0, tmp1, s_B, s_H, s_M, s_N, s_D, rt)) {
-        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
+        rt->scratch_release(rt, pk_ws);
         return 1;
     }
     if (tgc_k2to4_tgc_attention(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, rt)) {
-        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
+        rt->scratch_release(rt, pk_ws);
         return 1;
     }
     if (tgc_k5_tgc_attention(in2, tmp3, tmp4, out0, s_B, s_H, s_M, s_N, s_D, rt)) {
-        free(tmp0); free(tmp1); free(tmp3); free(tmp4);
+        rt->scratch_release(rt, pk_ws);
         return 1;
     }
-    free(tmp0); free(tmp1); free(tmp3); free(tmp4);
+    rt->scratch_release(rt, pk_ws);
     return 0;
 }

@@ -6,7 +6,7 @@
  *   inputs[2]: b fp32[8]
  *   outputs[0]: y fp32[N, 8, 16, 16]
  *   dims[0] = N
- * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.
+ * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.
  */
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
+static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -32,6 +33,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
 /* NaN if either is NaN (`a` if it is one, else `b`), as the interpreter; `b` on a tie;
@@ -73,16 +78,16 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
     const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 9;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if (!pk_a || !pk_b || !pk_c) {
-        free(pk_a);
-        free(pk_b);
-        free(pk_c);
+    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_np) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = pk_rt->scratch_acquire(pk_rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
+    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
+    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
     for (int64_t pk_ko = 0; pk_ko < 3; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < 3 ? pk_ko + pk_kstep : 3;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
@@ -160,9 +165,7 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
             out0[2048*i0 + 256*i1 + 16*i2 + i3] = acc;
         }
     }
-    free(pk_a);
-    free(pk_b);
-    free(pk_c);
+    pk_rt->scratch_release(pk_rt, pk_ws);
 }
 
 static int32_t tgc_k0_tgc_conv_relu_pool(const float* restrict in0, const float* restrict in1, const float* restrict in2, float* restrict out0, const int64_t s_N, const tgc_rt* rt)

@@ -6,7 +6,7 @@
  *   inputs[2]: bias fp16[N]
  *   outputs[0]: y fp16[M, N]
  *   dims[0] = M, dims[1] = N, dims[2] = K
- * Returns 0; 1 when an allocation fails; 2 when the dims break a requirement of the graph.
+ * Returns 0; 1 when scratch memory cannot be had; 2 when the dims break a requirement of the graph.
  */
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
+static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -32,6 +33,10 @@ typedef struct tgc_rt {
     void (*ukernel_direct)(int64_t kc, const float* a, int64_t lda, int64_t rows, const float* b, float* c, int64_t ldc, int64_t cols, int32_t accumulate);
     /* Threads parallel_for may use (>= 1). */
     int64_t threads;
+    /* Points ptrs[i] at n uninitialised scratch buffers of bytes[i] bytes (64-byte aligned) on the calling thread's stack; returns the handle for scratch_release, 0 when they cannot be had. */
+    int64_t (*scratch_acquire)(const struct tgc_rt* rt, int64_t n, const int64_t* bytes, void** ptrs);
+    /* Gives back the buffers of scratch_acquire's handle (and of any acquired after it) on the same thread. */
+    void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
 static inline float tgc_f16_to_f32(uint16_t h)
@@ -117,16 +122,16 @@ TGC_CLONES static void tgc_k0_tgc_gemm_bias_relu_task(void* pk_vctx, int64_t pk_
     const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
     const int64_t pk_kin = 1;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    float* pk_a = (float*)malloc((size_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_b = (float*)malloc((size_t)(pk_np * pk_kstep * pk_kin) * sizeof(float));
-    float* pk_c = (float*)malloc((size_t)(pk_mp * pk_np) * sizeof(float));
-    if (!pk_a || !pk_b || !pk_c) {
-        free(pk_a);
-        free(pk_b);
-        free(pk_c);
+    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_np) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = pk_rt->scratch_acquire(pk_rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
+    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
+    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
     for (int64_t pk_ko = 0; pk_ko < s_K; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_K ? pk_ko + pk_kstep : s_K;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
@@ -184,9 +189,7 @@ TGC_CLONES static void tgc_k0_tgc_gemm_bias_relu_task(void* pk_vctx, int64_t pk_
             out0[s_N*i0 + i1] = tgc_f32_to_f16(tgc_relu_f32((tgc_round_f16(acc) + tgc_f16_to_f32(in2[i1]))));
         }
     }
-    free(pk_a);
-    free(pk_b);
-    free(pk_c);
+    pk_rt->scratch_release(pk_rt, pk_ws);
 }
 
 static int32_t tgc_k0_tgc_gemm_bias_relu(const uint16_t* restrict in0, const uint16_t* restrict in1, const uint16_t* restrict in2, uint16_t* restrict out0, const int64_t s_M, const int64_t s_N, const int64_t s_K, const tgc_rt* rt)
