@@ -50,6 +50,11 @@ pub use tgc_runtime::{DType, Error, Result};
 // the runtime's pool; `kernel!`'s Rust runs on the caller's thread).
 pub use tgc_runtime::cpu_rt::{set_threads, threads};
 
+/// The per-thread scratch memory of generated C kernels (the build helper's
+/// and the CLI's): [`scratch::held`] and [`scratch::trim`] tell and free
+/// what a thread keeps between calls.
+pub use tgc_runtime::scratch;
+
 /// The GPU runtime (feature `cuda`): devices, embedded modules, launches.
 #[cfg(feature = "cuda")]
 pub use tgc_runtime::cuda;
