@@ -15,6 +15,11 @@
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* Scratch memory is fresh: like malloc's result it aliases nothing (see tgc_core's emit::c::FRESH). */
+#if defined(__GNUC__)
+__attribute__((malloc, noinline))
+#endif
+static void* tgc_fresh(void* p) { return p; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -168,9 +173,9 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
-    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
-    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
+    float* restrict pk_a = (float* restrict)tgc_fresh(pk_ptrs[0]); /* the a panel */
+    float* restrict pk_b = (float* restrict)tgc_fresh(pk_ptrs[1]); /* the b panel */
+    float* restrict pk_c = (float* restrict)tgc_fresh(pk_ptrs[2]); /* the sums */
     for (int64_t pk_ko = 0; pk_ko < s_D; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_D ? pk_ko + pk_kstep : s_D;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
@@ -277,9 +282,9 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
     if (!pk_ws) {
         return 1;
     }
-    float* restrict tmp1 = (float* restrict)pk_ptrs[0]; /* one row */
-    float* restrict tmp2 = (float* restrict)pk_ptrs[1]; /* one row */
-    float* restrict tmp3 = (float* restrict)pk_ptrs[2]; /* one row */
+    float* restrict tmp1 = (float* restrict)tgc_fresh(pk_ptrs[0]); /* one row */
+    float* restrict tmp2 = (float* restrict)tgc_fresh(pk_ptrs[1]); /* one row */
+    float* restrict tmp3 = (float* restrict)tgc_fresh(pk_ptrs[2]); /* one row */
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
         { /* k1 */
@@ -446,7 +451,7 @@ int32_t tgc_main(const void* const* inputs, void* const* outputs, const int64_t*
     if (!pk_ws) {
         return 1;
     }
-    char* pk_slot0 = (char*)pk_ptrs[0]; /* arena slot: tmp0 */
+    char* pk_slot0 = (char*)tgc_fresh(pk_ptrs[0]); /* arena slot: tmp0 */
     float* tmp0 = (float*)pk_slot0; /* n8 */
     if (tgc_k0_tgc_main(in0, in1, tmp0, s_B, s_H, s_M, s_D, s_N, rt)) {
         rt->scratch_release(rt, pk_ws);

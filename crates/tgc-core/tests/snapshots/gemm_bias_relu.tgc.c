@@ -15,6 +15,11 @@
 
 static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 1) / d) : n / d; }
 static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* Scratch memory is fresh: like malloc's result it aliases nothing (see tgc_core's emit::c::FRESH). */
+#if defined(__GNUC__)
+__attribute__((malloc, noinline))
+#endif
+static void* tgc_fresh(void* p) { return p; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
@@ -129,9 +134,9 @@ TGC_CLONES static void tgc_k0_tgc_gemm_bias_relu_task(void* pk_vctx, int64_t pk_
         __atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    float* restrict pk_a = (float* restrict)pk_ptrs[0]; /* the a panel */
-    float* restrict pk_b = (float* restrict)pk_ptrs[1]; /* the b panel */
-    float* restrict pk_c = (float* restrict)pk_ptrs[2]; /* the sums */
+    float* restrict pk_a = (float* restrict)tgc_fresh(pk_ptrs[0]); /* the a panel */
+    float* restrict pk_b = (float* restrict)tgc_fresh(pk_ptrs[1]); /* the b panel */
+    float* restrict pk_c = (float* restrict)tgc_fresh(pk_ptrs[2]); /* the sums */
     for (int64_t pk_ko = 0; pk_ko < s_K; pk_ko += pk_kstep) {
         const int64_t pk_ke = pk_ko + pk_kstep < s_K ? pk_ko + pk_kstep : s_K;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
