@@ -18,6 +18,9 @@
 //! Each buffer starts at a multiple of [`SCRATCH_ALIGN`] bytes, its size
 //! rounded up to one, so buffers never share a cache line; the memory is
 //! not initialised.
+//!
+//! Generated Rust, which contains no `unsafe`, takes zeroed vectors from a
+//! per-thread pool instead ([`take`], [`give`]).
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::RefCell;
@@ -134,10 +137,11 @@ pub fn release(handle: Handle) {
     });
 }
 
-/// Frees the calling thread's blocks that no open scope holds; the next
-/// scope at their depth allocates again. Returns the bytes freed.
+/// Frees the calling thread's blocks that no open scope holds (the next
+/// scope at their depth allocates again) and its pooled vectors
+/// ([`take`]). Returns the bytes freed.
 pub fn trim() -> usize {
-    STACK
+    let blocks = STACK
         .try_with(|stack| {
             let mut stack = stack.borrow_mut();
             let depth = stack.depth;
@@ -145,12 +149,67 @@ pub fn trim() -> usize {
             stack.blocks.truncate(depth);
             freed
         })
-        .unwrap_or(0)
+        .unwrap_or(0);
+    blocks + trim_pools()
 }
 
 /// The bytes the calling thread's blocks hold.
 pub fn held() -> usize {
     STACK.try_with(|stack| stack.borrow().blocks.iter().map(|b| b.bytes).sum()).unwrap_or(0)
+}
+
+/// An element type of the vectors generated Rust takes for its temporaries
+/// ([`take`]): each type has its own pool per thread.
+pub trait Pooled: Copy + 'static {
+    /// The value [`take`] fills with.
+    const ZERO: Self;
+
+    /// Runs `f` on the calling thread's pool of this type; `None` while the
+    /// thread is being torn down or the pool is in use.
+    fn with_pool<R>(f: impl FnOnce(&mut Vec<Vec<Self>>) -> R) -> Option<R>;
+}
+
+macro_rules! pooled {
+    ($($t:ty = $zero:expr),* $(,)?) => {$(
+        impl Pooled for $t {
+            const ZERO: Self = $zero;
+
+            fn with_pool<R>(f: impl FnOnce(&mut Vec<Vec<Self>>) -> R) -> Option<R> {
+                thread_local! {
+                    static POOL: RefCell<Vec<Vec<$t>>> = const { RefCell::new(Vec::new()) };
+                }
+                POOL.try_with(|p| p.try_borrow_mut().ok().map(|mut p| f(&mut p))).ok().flatten()
+            }
+        }
+    )*};
+}
+
+pooled!(f32 = 0.0, i32 = 0, bool = false, half::f16 = half::f16::ZERO, half::bf16 = half::bf16::ZERO);
+
+/// `len` zeros of `T` in a vector from the calling thread's pool (the one
+/// [`give`] returned last), or a new one: generated Rust (`kernel!`) takes
+/// its temporaries and GEMM panels here and gives them back before it
+/// returns, so a warm call reuses them instead of allocating (a vector
+/// grows only when `len` exceeds what it held).
+pub fn take<T: Pooled>(len: usize) -> Vec<T> {
+    let mut v = T::with_pool(Vec::pop).flatten().unwrap_or_default();
+    v.clear();
+    v.resize(len, T::ZERO);
+    v
+}
+
+/// Returns `v` to the calling thread's pool for the next [`take`].
+pub fn give<T: Pooled>(v: Vec<T>) {
+    let mut v = Some(v);
+    let _ = T::with_pool(|p| p.extend(v.take()));
+}
+
+/// Empties the calling thread's pools of vectors.
+fn trim_pools() -> usize {
+    fn drain<T: Pooled>() -> usize {
+        T::with_pool(|p| std::mem::take(p).iter().map(|v| v.capacity() * std::mem::size_of::<T>()).sum()).unwrap_or(0)
+    }
+    drain::<f32>() + drain::<i32>() + drain::<bool>() + drain::<half::f16>() + drain::<half::bf16>()
 }
 
 #[cfg(test)]
@@ -210,6 +269,26 @@ mod tests {
         assert_eq!(h2, outer, "a handle that is not open changes nothing");
         release(h2);
         trim();
+    }
+
+    #[test]
+    fn pooled_vectors_come_back_zeroed_and_keep_their_memory() {
+        let mut a: Vec<f32> = take(100);
+        a.iter_mut().for_each(|x| *x = 1.5);
+        let at = a.as_ptr();
+        give(a);
+        let b: Vec<f32> = take(60);
+        assert_eq!((b.as_ptr(), b.len()), (at, 60), "the vector given back, shortened");
+        assert!(b.iter().all(|&x| x == 0.0));
+        let c: Vec<f32> = take(10);
+        assert_ne!(c.as_ptr(), at, "the pool was empty: a new vector");
+        give(c);
+        give(b);
+        let d: Vec<i32> = take(3);
+        assert_eq!(d, [0, 0, 0], "each type has its own pool");
+        give(d);
+        assert!(trim() >= 100 * 4 + 10 * 4 + 3 * 4, "the pools' vectors");
+        assert_eq!(trim(), 0, "trim emptied the pools");
     }
 
     #[test]

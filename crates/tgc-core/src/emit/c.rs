@@ -1571,9 +1571,10 @@ const CLONES: &str = "/* Kernels in AVX-512, AVX2 and baseline versions, one cho
 const FRESH: &str =
     "/* Scratch memory is fresh: like malloc's result it aliases nothing (see tgc_core's emit::c::FRESH). */
 #if defined(__GNUC__)
-__attribute__((malloc, noinline))
+__attribute__((malloc, noinline, unused)) static void* tgc_fresh(void* p) { return p; }
+#else
+static inline void* tgc_fresh(void* p) { return p; }
 #endif
-static void* tgc_fresh(void* p) { return p; }
 
 ";
 

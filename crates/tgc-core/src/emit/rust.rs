@@ -310,8 +310,8 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
             let pk_kin: i64 = {k_inner};
             let pk_kstep: i64 = ({kc} / pk_kin).max(1);{a_panel}
-            let mut pk_b: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_np * pk_kstep * pk_kin) as usize];
-            let mut pk_c: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp * pk_np) as usize];
+            let mut pk_b: ::std::vec::Vec<f32> = {cp}::scratch::take((pk_np * pk_kstep * pk_kin) as usize);
+            let mut pk_c: ::std::vec::Vec<f32> = {cp}::scratch::take((pk_mp * pk_np) as usize);
             let mut pk_ko: i64 = 0;
             while pk_ko < {k_outer} {{
                 let pk_ke: i64 = (pk_ko + pk_kstep).min({k_outer});
@@ -322,8 +322,9 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         a_panel = if pk.a_order == PackOrder::Direct {
             ""
         } else {
-            "\n            let mut pk_a: ::std::vec::Vec<f32> = ::std::vec![0.0f32; (pk_mp.min(pk_mc) * pk_kstep * pk_kin) as usize];"
-        },
+            "\n            let mut pk_a: ::std::vec::Vec<f32> = CRATE::scratch::take((pk_mp.min(pk_mc) * pk_kstep * pk_kin) as usize);"
+        }
+        .replace("CRATE", cp),
     );
     // The `b` panel once per K block; the `a` panel per `mc` rows.
     pack(s, p, k, &c, &B_PANEL);
@@ -380,15 +381,20 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             );
         }
     }
+    // The panels go back to the thread's pool, last taken first.
+    let give = if pk.a_order == PackOrder::Direct { "pk_c, pk_b" } else { "pk_c, pk_b, pk_a" };
+    let give: Vec<String> = give.split(", ").map(|v| format!("{cp}::scratch::give({v});")).collect();
     let _ = writeln!(
         s,
         "                    {}[{} as usize] = {};
                 }}
             }}
+            {}
         }}",
         p.buffer(k.out).name,
         paren(aff(&k.store_index, Lang::Rust)),
-        stored(p, k)
+        stored(p, k),
+        give.join(" ")
     );
 }
 
@@ -963,24 +969,22 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
             size_array(&b.shape)
         );
     }
+    // The temporaries: zeroed vectors from the thread's pool
+    // (`tgc_runtime::scratch::take`), given back, last first, at the end.
+    let mut temps = Vec::new();
     for (i, b) in p.buffers.iter().enumerate() {
         if b.role != Role::Temp || !used.contains(&BufId(i as u32)) {
             continue;
         }
-        let zero = match b.dtype {
-            DType::F16 | DType::BF16 => format!("{}::ZERO", storage_ty(b.dtype)),
-            DType::F32 => "0.0f32".into(),
-            DType::I32 => "0i32".into(),
-            DType::Bool => "false".into(),
-        };
         let _ = writeln!(
             s,
-            "    let mut {}: ::std::vec::Vec<{}> = ::std::vec![{zero}; len(&{}).ok_or_else(|| ::std::string::String::from(\"a size overflows i64\"))? as usize]; // {}",
+            "    let mut {}: ::std::vec::Vec<{}> = {cp}::scratch::take(len(&{}).ok_or_else(|| ::std::string::String::from(\"a size overflows i64\"))? as usize); // {}",
             b.name,
             storage_ty(b.dtype),
             size_array(&b.shape),
             comment_text(&b.label)
         );
+        temps.push(b.name.as_str());
     }
     for k in &p.kernels {
         let mut args: Vec<String> = k.reads().into_iter().map(|b| format!("&{}[..]", p.buffer(b).name)).collect();
@@ -988,6 +992,9 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
         let syms = k.symbols();
         args.extend(p.dims().filter(|x| syms.contains(*x)).map(|x| sym_name(x)));
         let _ = writeln!(s, "    {}({});", k.name, args.join(", "));
+    }
+    for t in temps.iter().rev() {
+        let _ = writeln!(s, "    {cp}::scratch::give({t});");
     }
     s.push_str("    Ok(())\n}\n");
     s

@@ -17,9 +17,10 @@ static inline int64_t floord(int64_t n, int64_t d) { return n < 0 ? -((-n + d - 
 static inline int64_t tgc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* Scratch memory is fresh: like malloc's result it aliases nothing (see tgc_core's emit::c::FRESH). */
 #if defined(__GNUC__)
-__attribute__((malloc, noinline))
+__attribute__((malloc, noinline, unused)) static void* tgc_fresh(void* p) { return p; }
+#else
+static inline void* tgc_fresh(void* p) { return p; }
 #endif
-static void* tgc_fresh(void* p) { return p; }
 
 /* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)

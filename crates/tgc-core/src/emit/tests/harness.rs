@@ -140,7 +140,7 @@ fn rust_wrapper(g: &Graph) -> String {
         })
         .collect();
     format!(
-        "#[allow(unused_imports)]\nmod tgc {{ pub use ::half; pub mod __private {{ pub use ::tgc_runtime::cpu_rt; }} }}\n\
+        "#[allow(unused_imports)]\nmod tgc {{ pub use ::half; pub use ::tgc_runtime::scratch; pub mod __private {{ pub use ::tgc_runtime::cpu_rt; }} }}\n\
          #[no_mangle]\n\
          pub unsafe extern \"C\" fn run(ins: *const *const u8, in_lens: *const usize, outs: *const *mut u8, out_lens: *const usize, dims: *const i64, ndims: usize) -> i32 {{\n\
          \x20   match body({}, {}, std::slice::from_raw_parts(dims, ndims)) {{ Ok(()) => 0, Err(_) => 2 }}\n\

@@ -1,0 +1,84 @@
+//! A warm call of a `kernel!` function allocates nothing: its temporaries
+//! and GEMM panels are vectors from the runtime's per-thread pools
+//! (`tgc::scratch::take`/`give`). The allocator of this test binary counts
+//! the allocations of each thread (the kernel runs on the caller's).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    /// The calling thread's allocations (a constant initialiser: reading it
+    /// allocates nothing).
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+// SAFETY: forwards to `System`, counting.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+// Two GEMMs (packed panels) with a stored product between them (a
+// temporary), a softmax (reductions and element-wise temporaries).
+tgc::kernel!(chain:
+    graph<M, N, K> main(x: f32[M, K], w: f32[K, N], v: f32[N, K]) -> (y: f32[M, K]) {
+        a = relu(matmul(x, w))
+        y = softmax(matmul(a, v), axis=-1)
+        return y
+    }
+);
+
+#[test]
+fn a_warm_kernel_call_allocates_nothing() {
+    for (m, n, k) in [(40, 48, 24), (7, 5, 3)] {
+        let x: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+        let w: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
+        let v: Vec<f32> = (0..n * k).map(|i| (i % 3) as f32 * 0.1).collect();
+        let mut y = vec![0.0f32; m * k];
+        chain::run(&x, &w, &v, &mut y, m, n, k).unwrap();
+        let first = y.clone();
+        let before = allocations();
+        for _ in 0..3 {
+            chain::run(&x, &w, &v, &mut y, m, n, k).unwrap();
+        }
+        assert_eq!(allocations() - before, 0, "{m}×{n}×{k}: allocations in three warm calls");
+        assert_eq!(y, first, "the same result from reused memory");
+        for row in y.chunks(k) {
+            let s: f32 = row.iter().sum();
+            assert!((s - 1.0).abs() < 1e-5, "a softmax row sums to {s}");
+        }
+    }
+}
