@@ -8,58 +8,12 @@
 //! thread; with one kernel thread (`tgc::set_threads(1)`) a call runs
 //! wholly on the caller's, and the other test's allocations do not count.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use tgc_core::cpu::arena;
 use tgc_core::pipeline::{load, Format};
 use tgc_core::tiny::Graph;
 use tgc_minilm::{encoder, BUCKETS, HIDDEN, LAYERS, MAX_POSITIONS};
 
-struct Counting;
-
-thread_local! {
-    /// The calling thread's allocations (a constant initialiser: reading it
-    /// allocates nothing).
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
-
-// SAFETY: forwards to `System`, counting.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+include!("../../../tests/support/counting_alloc.rs");
 
 /// Deterministic values in [-0.05, 0.05).
 fn values(seed: u64, n: usize) -> Vec<f32> {
