@@ -1448,8 +1448,6 @@ enum Function<'a> {
     Group(&'a RowGroup),
 }
 
-/// The functions of `p` in call order: each row group where its first
-/// kernel stands, every other kernel on its own.
 /// One scratch buffer of a scope: its pointer's C type and name, its size
 /// in bytes (a C expression) and a comment.
 struct Scratch {
@@ -1494,6 +1492,8 @@ fn close_scratch(rt: &str) -> String {
     format!("{rt}->scratch_release({rt}, pk_ws);")
 }
 
+/// The functions of `p` in call order: each row group where its first
+/// kernel stands, every other kernel on its own.
 fn functions(p: &Program) -> Vec<Function<'_>> {
     p.calls()
         .into_iter()

@@ -382,8 +382,8 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         }
     }
     // The panels go back to the thread's pool, last taken first.
-    let give = if pk.a_order == PackOrder::Direct { "pk_c, pk_b" } else { "pk_c, pk_b, pk_a" };
-    let give: Vec<String> = give.split(", ").map(|v| format!("{cp}::scratch::give({v});")).collect();
+    let panels: &[&str] = if pk.a_order == PackOrder::Direct { &["pk_c", "pk_b"] } else { &["pk_c", "pk_b", "pk_a"] };
+    let give: Vec<String> = panels.iter().map(|v| format!("{cp}::scratch::give({v});")).collect();
     let _ = writeln!(
         s,
         "                    {}[{} as usize] = {};
