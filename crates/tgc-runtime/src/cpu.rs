@@ -66,9 +66,26 @@ pub const VALUE_CFLAGS: &[&str] = &["-ffp-contract=off", "-fno-trapping-math", "
 /// generated reductions (see `tgc_core::build`'s `c_opt_level`).
 const CFLAGS: &[&str] = &["-O2", "-shared", "-fPIC", "-std=c11"];
 
+/// The flags [`compile_shared`] passes the C compiler (`-O2 -shared -fPIC -std=c11`, then
+/// [`VALUE_CFLAGS`]), for a record of how a library was built.
+pub fn cflags() -> Vec<&'static str> {
+    CFLAGS.iter().chain(VALUE_CFLAGS).copied().collect()
+}
+
 /// The C type of a kernel entry point (see the module doc).
 type KernelFn =
     unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64, *const crate::cpu_rt::Rt) -> i32;
+
+/// The C type of an entry point with a clock callback (`tgc_core`'s
+/// `emit::c::emit_c_marked`): the kernel ABI, then `mark` and its context.
+type MarkedFn = unsafe extern "C" fn(
+    *const *const c_void,
+    *const *mut c_void,
+    *const i64,
+    *const crate::cpu_rt::Rt,
+    unsafe extern "C" fn(*mut c_void, i64),
+    *mut c_void,
+) -> i32;
 
 /// Writes `c_source` to `dir/stem.c` and compiles it into the shared library
 /// `dir/stem.<so|dylib|dll>`, whose path is returned.
@@ -176,6 +193,42 @@ impl CpuLibrary {
         // exclusive borrows, so no output overlaps another buffer.
         let rt = crate::cpu_rt::Rt::current();
         let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr(), &rt) };
+        crate::checks::status(symbol, status)
+    }
+
+    /// [`CpuLibrary::call`] for an entry point with a clock callback: the
+    /// kernel calls `mark(-1)` before its first function and `mark(c)` after
+    /// function `c`, on the calling thread.
+    ///
+    /// Errors: as [`CpuLibrary::call`].
+    ///
+    /// # Safety
+    ///
+    /// As [`CpuLibrary::call`], and `symbol` must have the marked ABI.
+    pub unsafe fn call_marked(
+        &self,
+        symbol: &str,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        dims: &[i64],
+        mark: &mut dyn FnMut(i64),
+    ) -> Result<()> {
+        unsafe extern "C" fn trampoline(ctx: *mut c_void, call: i64) {
+            // SAFETY: `ctx` is the `&mut &mut dyn FnMut(i64)` below, alive
+            // and exclusive for the whole kernel call.
+            let mark = unsafe { &mut *ctx.cast::<&mut dyn FnMut(i64)>() };
+            mark(call);
+        }
+        // SAFETY: the caller guarantees that `symbol` has the type `MarkedFn`.
+        let kernel = unsafe { self.library.get::<MarkedFn>(symbol.as_bytes()) }
+            .map_err(|e| Error::Kernel(format!("no kernel `{symbol}` in `{}`: {e}", self.path.display())))?;
+        let input_ptrs: Vec<*const c_void> = inputs.iter().map(|b| b.as_ptr().cast()).collect();
+        let output_ptrs: Vec<*mut c_void> = outputs.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
+        let rt = crate::cpu_rt::Rt::current();
+        let mut mark: &mut dyn FnMut(i64) = mark;
+        let ctx = (&mut mark as *mut &mut dyn FnMut(i64)).cast::<c_void>();
+        // SAFETY: as in `call`; `ctx` outlives the call.
+        let status = unsafe { kernel(input_ptrs.as_ptr(), output_ptrs.as_ptr(), dims.as_ptr(), &rt, trampoline, ctx) };
         crate::checks::status(symbol, status)
     }
 }

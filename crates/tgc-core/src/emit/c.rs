@@ -92,6 +92,25 @@ fn check_symbol(symbol: &str) -> Result<(), Diagnostic> {
 ///
 /// Errors: `Unsupported` as [`emit_c_units`] says.
 pub fn emit_c_programs(programs: &[(&Graph, Program, &str)]) -> Result<String, Diagnostic> {
+    check_names(programs)?;
+    Ok(print(programs, Marks::None))
+}
+
+/// [`emit_c_programs`] with each entry point taking a clock callback, for
+/// the tuner (`crate::tune`): `int32_t SYMBOL(inputs, outputs, dims, rt,
+/// void (*mark)(void* ctx, int64_t call), void* ctx)` calls `mark(ctx, -1)`
+/// before its first function and `mark(ctx, c)` after function `c` of
+/// [`Program::calls`], so the caller times each call on real buffers.
+///
+/// Errors: as [`emit_c_programs`].
+pub fn emit_c_marked(programs: &[(&Graph, Program, &str)]) -> Result<String, Diagnostic> {
+    check_names(programs)?;
+    Ok(print(programs, Marks::Calls))
+}
+
+/// `Unsupported` when a symbol cannot name an entry point or two functions
+/// of the unit would share a name.
+fn check_names(programs: &[(&Graph, Program, &str)]) -> Result<(), Diagnostic> {
     let mut names = BTreeSet::new();
     for (_, p, symbol) in programs {
         let symbol = *symbol;
@@ -103,7 +122,15 @@ pub fn emit_c_programs(programs: &[(&Graph, Program, &str)]) -> Result<String, D
             }
         }
     }
-    Ok(print(programs))
+    Ok(())
+}
+
+/// Whether entry points report their calls to a clock callback
+/// ([`emit_c_marked`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Marks {
+    None,
+    Calls,
 }
 
 /// C keywords, and names from the included headers the unit uses, that the
@@ -1580,7 +1607,7 @@ static inline void* tgc_fresh(void* p) { return p; }
 
 /// The whole translation unit: one comment block per graph, the includes
 /// and helpers, then each graph's kernels and entry point.
-fn print(units: &[(&Graph, Program, &str)]) -> String {
+fn print(units: &[(&Graph, Program, &str)], marks: Marks) -> String {
     let mut used = BTreeSet::new();
     let mut bodies = Vec::new();
     for &(g, ref p, symbol) in units {
@@ -1593,7 +1620,7 @@ fn print(units: &[(&Graph, Program, &str)]) -> String {
             };
             let _ = writeln!(body, "{text}");
         }
-        body.push_str(&entry(p, symbol));
+        body.push_str(&entry(p, symbol, marks));
         used.extend(pr.used);
         bodies.push(body);
     }
@@ -1672,9 +1699,13 @@ fn header(p: &Program, symbol: &str) -> String {
 }
 
 /// The exported function: dims, checks, buffers, kernel calls, frees.
-fn entry(p: &Program, symbol: &str) -> String {
+fn entry(p: &Program, symbol: &str, marks: Marks) -> String {
+    let clock = match marks {
+        Marks::None => "",
+        Marks::Calls => ", void (*tgc_mark)(void* ctx, int64_t call), void* tgc_mark_ctx",
+    };
     let mut s = format!(
-        "int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt)\n{{\n"
+        "int32_t {symbol}(const void* const* inputs, void* const* outputs, const int64_t* dims, const tgc_rt* rt{clock})\n{{\n"
     );
     if p.symbols.is_empty() && p.tiles.is_empty() {
         s.push_str("    (void)dims;\n");
@@ -1751,7 +1782,10 @@ fn entry(p: &Program, symbol: &str) -> String {
         }
     }
     let mut uses_rt = false;
-    for f in functions(p) {
+    if marks == Marks::Calls {
+        s.push_str("    tgc_mark(tgc_mark_ctx, -1);\n");
+    }
+    for (call, f) in functions(p).into_iter().enumerate() {
         let (ks, local, name): (Vec<&Kernel>, &[BufId], String) = match f {
             Function::Group(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
             Function::Kernel(k) => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
@@ -1773,6 +1807,9 @@ fn entry(p: &Program, symbol: &str) -> String {
             s.push_str("        return 1;\n    }\n");
         } else {
             let _ = writeln!(s, "    {name}({});", args.join(", "));
+        }
+        if marks == Marks::Calls {
+            let _ = writeln!(s, "    tgc_mark(tgc_mark_ctx, {call});");
         }
     }
     if !uses_rt && !temps {
