@@ -95,6 +95,54 @@ pub enum Command {
         /// (loading, each artifact, each dump).
         #[arg(long)]
         timings: bool,
+        /// Take the packed kernels' block sizes from this tuning cache
+        /// (written by `tgc tune`; `--target cpu`). A kernel without a
+        /// record keeps the analytic sizes, with a note on stderr; a
+        /// corrupted or hand-edited record is an error.
+        #[arg(long, value_name = "DIR")]
+        tuning: Option<PathBuf>,
+    },
+    /// Measure candidate block sizes of every packed CPU kernel at each
+    /// ShapeSet point on this machine, check each candidate against the
+    /// interpreter, and record the fastest in a tuning cache to commit.
+    ///
+    /// Examples:
+    ///   tgc tune graphs/gemm.tgc --point M=256,N=256,K=256 --cache tgc-tune
+    ///   tgc tune minilm.tgc --point B=1,S=16 --point B=8,S=128 --report tune.csv
+    ///   tgc tune minilm.tgc --point B=8,S=128 --check   # for CI: measures nothing
+    ///
+    /// The kernels' thread count is TGC_NUM_THREADS (default: all cores).
+    #[command(verbatim_doc_comment)]
+    Tune {
+        graph: PathBuf,
+        #[arg(long)]
+        entry: Option<String>,
+        /// A ShapeSet point, `SYM=INT,SYM=INT…` (repeatable). Symbols it
+        /// leaves open take `--dim`, then the graph header's defaults.
+        #[arg(long = "point", value_name = "SYM=INT,…")]
+        points: Vec<String>,
+        /// A symbolic dimension's value for every point (repeatable).
+        #[arg(long = "dim", value_name = "SYM=INT")]
+        dims: Vec<String>,
+        /// The tuning cache: a folder of one JSON record per kernel key,
+        /// created if missing.
+        #[arg(long, value_name = "DIR", default_value = "tgc-tune")]
+        cache: PathBuf,
+        /// Measure nothing: exit 1 when a kernel of a point has no record
+        /// (never tuned, or its graph, tgc or C compiler changed since).
+        #[arg(long)]
+        check: bool,
+        /// Untimed runs of each candidate before the timed ones.
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        /// Timed runs of each candidate; the median is kept.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        repetitions: u64,
+        /// Write the measurement log (`000` §9: FLOPs, bytes, estimate,
+        /// measured, plan) as CSV to FILE, and its picture to FILE with the
+        /// extension `.svg`.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
     },
     /// Find or install the CUDA 13.0 toolchain (NVRTC, ptxas, cuobjdump,
     /// the headers) that `--target sm80` and the GPU features compile with.

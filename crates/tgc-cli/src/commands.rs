@@ -43,15 +43,29 @@ pub fn run(cli: Cli) -> Result<()> {
             let run = RunOptions { backend, tiles: &tiles, max_memory };
             run_graph(&graph, entry.as_deref(), &dims, &inputs, &output_dir, &run)
         }
-        Command::Compile { graph, entry, target, dims, dump, out, timings } => {
+        Command::Compile { graph, entry, target, dims, dump, out, timings, tuning } => {
             let mut t = Timings::default();
-            let result = compile(&graph, entry.as_deref(), target, &dims, &dump, out.as_deref(), &mut t);
+            let how = CompileOptions { target, out: out.as_deref(), tuning: tuning.as_deref() };
+            let result = compile(&graph, entry.as_deref(), &dims, &dump, &how, &mut t);
             if timings {
                 eprint!("{}", t.report());
             }
             result
         }
         Command::Toolchain { action } => toolchain(action),
+        Command::Tune { graph, entry, points, dims, cache, check, warmup, repetitions, report } => {
+            crate::tune::tune(&crate::tune::TuneArgs {
+                graph: &graph,
+                entry: entry.as_deref(),
+                points: &points,
+                dims: &dims,
+                cache: &cache,
+                check,
+                warmup,
+                repetitions: repetitions as usize,
+                report: report.as_deref(),
+            })
+        }
     }
 }
 
@@ -74,14 +88,14 @@ fn toolchain(action: ToolchainAction) -> Result<()> {
     Ok(())
 }
 
-fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
+pub(crate) fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
     let text = tgc_core::diag::read_source(path)
         .map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?
         .map_err(|d| Failure::diag(path, &d))?;
     pipeline::load(&text, pipeline::Format::of(path, &text), entry).map_err(|d| Failure::diag(path, &d))
 }
 
-fn parse_dims(dims: &[String]) -> Result<BTreeMap<String, i64>> {
+pub(crate) fn parse_dims(dims: &[String]) -> Result<BTreeMap<String, i64>> {
     let mut out = BTreeMap::new();
     for d in dims {
         let (k, v) = d.split_once('=').ok_or_else(|| Failure::user(format!("--dim `{d}`: expected SYM=INT")))?;
@@ -242,15 +256,25 @@ fn scratch_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// `tgc compile`'s target, output folder and tuning cache.
+struct CompileOptions<'a> {
+    target: Target,
+    out: Option<&'a Path>,
+    tuning: Option<&'a Path>,
+}
+
 fn compile(
     path: &Path,
     entry: Option<&str>,
-    target: Target,
     dims: &[String],
     dump: &[String],
-    out: Option<&Path>,
+    how: &CompileOptions,
     timings: &mut Timings,
 ) -> Result<()> {
+    let (target, out) = (how.target, how.out);
+    if how.tuning.is_some() && target != Target::Cpu {
+        return Err(Failure::user("--tuning applies to --target cpu only"));
+    }
     if target == Target::Sm90 {
         return Err(Failure::user(
             "target sm90 is not available in this build: GPU code generation exists for sm80 only",
@@ -285,12 +309,22 @@ fn compile(
     if target == Target::Sm80 {
         return compile_sm80(path, &loaded, &graph, dump, out, timings);
     }
-    let artifacts = pipeline::compile_cpu(&graph, timings).map_err(|d| Failure::diag(path, &d))?;
+    let tuning = match how.tuning {
+        Some(dir) => Some(tgc_core::tune::Tuning {
+            cache: tgc_core::tune::Cache::open(dir).map_err(|e| Failure::user(e.to_string()))?,
+            toolchain: tgc_core::tune::Toolchain::host().map_err(Failure::user)?,
+        }),
+        None => None,
+    };
+    let artifacts =
+        pipeline::compile_cpu_tuned(&graph, tuning.as_ref(), timings).map_err(|d| Failure::diag(path, &d))?;
     if let Some(dir) = out {
         create_dir(dir)?;
         for (file, text) in &artifacts.files {
             write_file(&dir.join(file), text.as_bytes())?;
         }
+    }
+    if out.is_some() || tuning.is_some() {
         for note in &artifacts.notes {
             eprintln!("note: {note}");
         }

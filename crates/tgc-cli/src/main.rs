@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod tune;
 
 use std::process::ExitCode;
 

@@ -68,6 +68,7 @@ pub struct Kernels {
     opt_level: Option<u32>,
     cargo_metadata: Option<bool>,
     sm80: bool,
+    tuning: Option<PathBuf>,
     misuse: Vec<String>,
 }
 
@@ -229,6 +230,16 @@ impl Kernels {
         self
     }
 
+    /// Reads the ShapeSet points' block sizes from the tuning cache `dir`
+    /// (relative to the crate's `Cargo.toml`; written by `tgc tune`, see
+    /// [`crate::tune`]). Nothing is measured at build time: a kernel with no
+    /// record keeps the analytic sizes and the build prints a
+    /// `cargo:warning`; a corrupted or hand-edited record fails the build.
+    pub fn tuning(mut self, dir: impl AsRef<Path>) -> Kernels {
+        self.tuning = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
     /// With `on`, every kernel module also gets the sm80 part of
     /// `tgc::kernel!`'s feature `sm80` ([`crate::emit::gpu_api::sm80_module`]):
     /// a submodule `sm80` with the whole graph's kernels (cubins written to
@@ -280,6 +291,21 @@ impl Kernels {
             .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("."));
         let prefix = symbol_prefix();
+        let tuning = match &self.tuning {
+            Some(dir) => {
+                let dir = manifest_dir.join(dir);
+                if metadata {
+                    println!("cargo:rerun-if-changed={}", dir.display());
+                }
+                let cache = crate::tune::Cache::open(&dir).map_err(|e| BuildError::Config(e.to_string()))?;
+                let arch = self.target_triple()?.split('-').next().unwrap_or_default().to_string();
+                let compiler = self.cc_build()?.try_get_compiler().map_err(|e| BuildError::CCompiler(e.to_string()))?;
+                let toolchain =
+                    crate::tune::Toolchain::of(&arch, compiler.to_command()).map_err(BuildError::CCompiler)?;
+                Some(crate::tune::Tuning { cache, toolchain })
+            }
+            None => None,
+        };
 
         let mut modules = Vec::new();
         let mut files = Vec::new();
@@ -294,7 +320,14 @@ impl Kernels {
                 println!("cargo:rerun-if-changed={}", file.display());
             }
             let symbol = format!("tgc_{prefix}_{}", k.name);
-            let (mut module, graph, points) = compile_kernel(k, &file, &symbol)?;
+            let (mut module, graph, points) = compile_kernel(k, &file, &symbol, tuning.as_ref())?;
+            for note in &module.notes {
+                if metadata {
+                    println!("cargo:warning={note}");
+                } else {
+                    eprintln!("warning: {note}");
+                }
+            }
             if self.sm80 {
                 let prefix = out_dir.join(lib).join(format!("{symbol}_")).display().to_string();
                 let source = crate::emit::gpu_api::CubinSource::Files(&prefix);
@@ -346,24 +379,40 @@ impl Kernels {
         Ok(Generated { rust_file, c_files })
     }
 
-    /// Builds the C units into the static library `lib` in `out_dir`.
-    fn run_cc(&self, lib: &str, out_dir: &Path, c_files: &[PathBuf], metadata: bool) -> Result<(), BuildError> {
+    /// The target triple: [`Kernels::target`], `$TARGET`, else rustc's host.
+    fn target_triple(&self) -> Result<String, BuildError> {
+        match self.target.clone().or_else(|| std::env::var("TARGET").ok()) {
+            Some(t) => Ok(t),
+            None => rustc_host().map_err(BuildError::Config),
+        }
+    }
+
+    /// A C build for the target, with the kernels' flags and optimisation
+    /// level.
+    fn cc_build(&self) -> Result<cc::Build, BuildError> {
         let env = |k: &str| std::env::var(k).ok();
-        let rustc_host = || rustc_host().map_err(BuildError::Config);
-        let target = match self.target.clone().or_else(|| env("TARGET")) {
-            Some(t) => t,
-            None => rustc_host()?,
-        };
         let host = match self.host.clone().or_else(|| env("HOST")) {
             Some(h) => h,
-            None => rustc_host()?,
+            None => rustc_host().map_err(BuildError::Config)?,
         };
         let mut build = cc::Build::new();
         build
+            .target(&self.target_triple()?)
+            .host(&host)
+            .opt_level(c_opt_level(self.opt_level, env("OPT_LEVEL").as_deref()));
+        if env("DEBUG").is_none() {
+            build.debug(false);
+        }
+        Ok(build)
+    }
+
+    /// Builds the C units into the static library `lib` in `out_dir`.
+    fn run_cc(&self, lib: &str, out_dir: &Path, c_files: &[PathBuf], metadata: bool) -> Result<(), BuildError> {
+        let env = |k: &str| std::env::var(k).ok();
+        let mut build = self.cc_build()?;
+        build
             .files(c_files)
             .out_dir(out_dir)
-            .target(&target)
-            .host(&host)
             .cargo_metadata(metadata)
             .cargo_warnings(metadata)
             .std("c11")
@@ -376,10 +425,6 @@ impl Kernels {
         // errno, so the vectoriser can work.
         for flag in tgc_runtime::cpu::VALUE_CFLAGS {
             build.flag_if_supported(flag);
-        }
-        build.opt_level(c_opt_level(self.opt_level, env("OPT_LEVEL").as_deref()));
-        if env("DEBUG").is_none() {
-            build.debug(false);
         }
         build.try_compile(lib).map_err(|e| BuildError::CCompiler(e.to_string()))?;
         // The kernels call libm (`expf`, `sqrtf`, …).
@@ -395,7 +440,12 @@ impl Kernels {
 type CompiledKernel = (api::KernelModule, crate::tiny::Graph, Vec<BTreeMap<String, i64>>);
 
 /// The kernel's module, and its graph and ShapeSet points.
-fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<CompiledKernel, BuildError> {
+fn compile_kernel(
+    k: &KernelSpec,
+    file: &Path,
+    symbol: &str,
+    tuning: Option<&crate::tune::Tuning>,
+) -> Result<CompiledKernel, BuildError> {
     let graph_err = |diagnostic: Diagnostic| BuildError::Graph { file: file.to_path_buf(), diagnostic };
     let text = crate::diag::read_source(file)
         .map_err(|source| BuildError::Io { action: "read", path: file.to_path_buf(), source })?
@@ -414,8 +464,8 @@ fn compile_kernel(k: &KernelSpec, file: &Path, symbol: &str) -> Result<CompiledK
         }
         points.push(point);
     }
-    let module = api::kernel_module(&k.name, &loaded.graph, &points, &Backend::C { symbol: symbol.to_string() })
-        .map_err(graph_err)?;
+    let backend = Backend::C { symbol: symbol.to_string(), tuning: tuning.cloned() };
+    let module = api::kernel_module(&k.name, &loaded.graph, &points, &backend).map_err(graph_err)?;
     Ok((module, loaded.graph, points))
 }
 

@@ -20,6 +20,7 @@ pub mod region;
 pub mod sym;
 pub mod timings;
 pub mod tiny;
+pub mod tune;
 
 #[cfg(test)]
 mod test_graphs;

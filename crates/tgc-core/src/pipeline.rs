@@ -173,10 +173,21 @@ pub struct Artifacts {
 /// (loop nests, schedule, emission), `tiny.json`, `region.json` and
 /// `poly_view.json`.
 pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
+    compile_cpu_tuned(g, None, timings)
+}
+
+/// [`compile_cpu`] with the packed kernels' block sizes from `tuning`
+/// ([`crate::tune`]); a note in [`Artifacts::notes`] names the kernels that
+/// have no record (they keep the analytic sizes).
+pub fn compile_cpu_tuned(g: &Graph, tuning: Option<&crate::tune::Tuning>, timings: &mut Timings) -> DResult<Artifacts> {
     let symbol = c_symbol(&g.name);
     let front = timings.time("IndexBook and regions", || region::front(g, true, region::Grouping::default()))?;
+    let mut notes = Vec::new();
     let c_source = timings.time("C source", || {
-        let p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &Options::default())?;
+        let mut p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &Options::default())?;
+        if let Some(t) = tuning {
+            notes.extend(t.apply(&mut p, &g.name, ""));
+        }
         emit::c::emit_c_programs(&[(g, p, symbol.as_str())])
     })?;
     let tiny_json = timings.time("tiny.json", || to_json(g));
@@ -186,8 +197,9 @@ pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
         ("tiny.json".to_string(), tiny_json),
         ("region.json".to_string(), region_json),
     ];
-    let (poly, notes) = timings.time("poly_view.json", || poly_view_artifact(g, &front.book));
+    let (poly, poly_notes) = timings.time("poly_view.json", || poly_view_artifact(g, &front.book));
     files.extend(poly);
+    notes.extend(poly_notes);
     Ok(Artifacts { front, files, c_source, notes })
 }
 

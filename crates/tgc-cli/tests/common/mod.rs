@@ -10,7 +10,12 @@ pub fn repo() -> PathBuf {
 
 /// Runs the `tgc` binary with `args` in the repository root.
 pub fn tgc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tgc")).args(args).current_dir(repo()).output().expect("the tgc binary runs")
+    tgc_in(&repo(), args)
+}
+
+/// Runs the `tgc` binary with `args` in `dir`.
+pub fn tgc_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tgc")).args(args).current_dir(dir).output().expect("the tgc binary runs")
 }
 
 pub fn stderr(o: &Output) -> String {

@@ -149,7 +149,8 @@ impl Contraction<'_> {
 }
 
 /// Cache block sizes in elements (`mc` a multiple of [`MR`], `nc` of [`NR`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Blocks {
     pub mc: usize,
     pub nc: usize,

@@ -78,6 +78,9 @@ pub enum Backend {
     C {
         /// The C symbol of the generic body; unique in the final binary.
         symbol: String,
+        /// Block sizes for the ShapeSet points' packed kernels
+        /// ([`crate::tune`]); `None`: the analytic ones.
+        tuning: Option<crate::tune::Tuning>,
     },
 }
 
@@ -100,6 +103,9 @@ pub struct KernelModule {
     pub items: String,
     /// The C units `run` calls ([`Backend::C`] only; empty for Rust).
     pub c_units: Vec<CUnit>,
+    /// Notes for the build's output: ShapeSet points whose kernels have no
+    /// tuning record ([`crate::tune::miss_note`]).
+    pub notes: Vec<String>,
 }
 
 impl KernelModule {
@@ -137,9 +143,9 @@ pub fn kernel_module(
         Backend::Rust => {
             (rust_bodies(g, program, &points, &args)?, "Rust", "the loop nests printed as Rust in this module")
         }
-        Backend::C { symbol } => {
+        Backend::C { symbol, tuning } => {
             let via = "the loop nests printed as C, compiled by the build helper and linked statically";
-            (c_bodies(g, program, symbol, &points, &args)?, "C", via)
+            (c_bodies(g, program, symbol, tuning.as_ref(), &points, &args)?, "C", via)
         }
     };
 
@@ -166,7 +172,7 @@ pub fn kernel_module(
     s.push_str(&bodies.run_tail);
     s.push_str("}\n");
     s.push_str(&bodies.items);
-    Ok(KernelModule { name: name.to_string(), items: s, c_units: bodies.c_units })
+    Ok(KernelModule { name: name.to_string(), items: s, c_units: bodies.c_units, notes: bodies.notes })
 }
 
 /// The parameter names of the input and output slices.
@@ -185,6 +191,8 @@ struct Bodies {
     c_units: Vec<CUnit>,
     /// The generic body's source, for `GENERATED_SOURCE`.
     generic_source: String,
+    /// [`KernelModule::notes`].
+    notes: Vec<String>,
 }
 
 /// [`Backend::Rust`]: `mod generic` and `mod shape_<k>`, each with the
@@ -207,7 +215,7 @@ fn rust_bodies(
     let generic = super::rust::emit_rust_program(g, &program, FACADE)?;
     let _ = writeln!(run_tail, "    {}", call("generic", "__dims"));
     let _ = write!(items, "mod generic {{\n{generic}}}\n");
-    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic })
+    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic, notes: Vec::new() })
 }
 
 /// [`Backend::C`]: the units of [`super::c`] and an `extern "C"` block
@@ -216,6 +224,7 @@ fn c_bodies(
     g: &Graph,
     program: Program,
     symbol: &str,
+    tuning: Option<&crate::tune::Tuning>,
     points: &[(&BTreeMap<String, i64>, Graph)],
     args: &Args,
 ) -> DResult<Bodies> {
@@ -241,10 +250,16 @@ fn c_bodies(
     };
     let source = super::c::emit_c_programs(&[(g, program, symbol)])?;
     let mut c_units = vec![CUnit { symbol: symbol.to_string(), source }];
+    let mut notes = Vec::new();
     for (k, (point, bound)) in points.iter().enumerate() {
         let sym = format!("{symbol}_shape{k}");
         run_tail.push_str(&dispatch(g, point, &call(&sym, "__rest", "        ", "return ")));
-        c_units.push(CUnit { source: super::c::emit_c(bound, &sym)?, symbol: sym });
+        let mut p = crate::cpu::lower(bound)?;
+        if let Some(t) = tuning {
+            let at: Vec<String> = point.iter().map(|(s, v)| format!("{s}={v}")).collect();
+            notes.extend(t.apply(&mut p, &g.name, &format!(" at {}", at.join(", "))));
+        }
+        c_units.push(CUnit { source: super::c::emit_c_programs(&[(bound, p, &sym)])?, symbol: sym });
     }
     run_tail.push_str(&call(symbol, "__dims", "    ", ""));
     let mut items = String::from("unsafe extern \"C\" {\n");
@@ -257,7 +272,7 @@ fn c_bodies(
     }
     items.push_str("}\n");
     let generic_source = c_units[0].source.clone();
-    Ok(Bodies { run_tail, items, c_units, generic_source })
+    Ok(Bodies { run_tail, items, c_units, generic_source, notes })
 }
 
 /// `g` with `point` bound, after checking the point names only the graph's

@@ -21,7 +21,7 @@ fn point(v: &[(&str, i64)]) -> BTreeMap<String, i64> {
 }
 
 fn c(symbol: &str) -> Backend {
-    Backend::C { symbol: symbol.into() }
+    Backend::C { symbol: symbol.into(), tuning: None }
 }
 
 /// `run`'s statements from the dims on, without the nested helpers.

@@ -1,0 +1,207 @@
+//! `tgc tune`: measure, record, check (`tgc_core::tune`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tgc_core::pipeline;
+use tgc_core::tune::report::{self, PointReport, Roofline};
+use tgc_core::tune::{self, Cache, Machine, Record, Timing, Toolchain, TuneOptions};
+
+use crate::commands::{parse_dims, Failure};
+
+/// What `tgc tune` was asked.
+pub struct TuneArgs<'a> {
+    pub graph: &'a Path,
+    pub entry: Option<&'a str>,
+    pub points: &'a [String],
+    pub dims: &'a [String],
+    pub cache: &'a Path,
+    pub check: bool,
+    pub warmup: usize,
+    pub repetitions: usize,
+    pub report: Option<&'a Path>,
+}
+
+type Result<T> = std::result::Result<T, Failure>;
+
+/// A point's label (`B=8, S=128`) and its bound graph.
+struct Point {
+    label: String,
+    graph: tgc_core::tiny::Graph,
+}
+
+pub fn tune(a: &TuneArgs) -> Result<()> {
+    let path = a.graph;
+    let loaded = crate::commands::load(path, a.entry)?;
+    let g = &loaded.graph;
+    let shared = parse_dims(a.dims)?;
+    let mut specs: Vec<BTreeMap<String, i64>> = Vec::new();
+    for p in a.points {
+        let dims: Vec<String> = p.split(',').map(str::to_string).filter(|s| !s.trim().is_empty()).collect();
+        let mut point = shared.clone();
+        for (k, v) in parse_dims(&dims).map_err(|f| Failure::user(format!("--point `{p}`: {}", f.message)))? {
+            point.insert(k, v);
+        }
+        specs.push(point);
+    }
+    if specs.is_empty() {
+        specs.push(shared);
+    }
+    let mut points = Vec::new();
+    for mut given in specs {
+        for s in &g.symbols {
+            if let (false, Some(v)) = (given.contains_key(&s.name), s.default) {
+                given.insert(s.name.clone(), v);
+            }
+        }
+        let label = given.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+        let graph = g.bind(&given).map_err(|d| Failure::diag(path, &d))?;
+        if !graph.symbols.is_empty() {
+            let open: Vec<&str> = graph.symbols.iter().map(|s| s.name.as_str()).collect();
+            return Err(Failure::user(format!(
+                "point `{label}` leaves {} open: give them in --point or --dim",
+                open.join(", ")
+            )));
+        }
+        points.push(Point { label, graph });
+    }
+    let mut cache = Cache::open(a.cache).map_err(|e| Failure::user(e.to_string()))?;
+    let tc = Toolchain::host().map_err(Failure::user)?;
+    if a.check {
+        return check(path, &points, &cache, &tc);
+    }
+
+    let work = std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| Failure::user(format!("cannot create {}: {e}", work.display())))?;
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this tgc is a debug build: the runtime's micro-kernel is unoptimised and the timings mean \
+             little; build it with `cargo build --release -p tgc-cli`"
+        );
+    }
+    let opts = TuneOptions {
+        warmup: a.warmup,
+        repetitions: a.repetitions,
+        work_dir: work.clone(),
+        interpreter_bytes: 2 << 30,
+    };
+    let threads = tgc_runtime::cpu_rt::threads();
+    let mut results = Vec::new();
+    for (i, pt) in points.iter().enumerate() {
+        let bar = ProgressBar::new(1);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} {msg:<22} [{bar:30}] {pos}/{len} {elapsed}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("[{}/{}] {}", i + 1, points.len(), pt.label));
+        let mut progress = |p: tune::Progress| {
+            bar.set_message(p.stage);
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+        };
+        let result = tune::tune_point(&pt.graph, &tc, &opts, &mut progress).map_err(|e| match e {
+            pipeline::RunError::Diag(d) => Failure::diag(path, &d),
+            pipeline::RunError::Runtime(e) => Failure::from(e),
+        })?;
+        bar.finish_and_clear();
+        let date = tune::utc_date(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+        println!("{} at {} ({} kernel thread{}):", g.name, pt.label, threads, if threads == 1 { "" } else { "s" });
+        if result.units.is_empty() {
+            println!("  no packed kernel: nothing to tune");
+        }
+        for u in &result.units {
+            let (base, won) = u.confirm_ns;
+            let chosen = if u.best == u.analytic { "analytic kept" } else { "tuned" };
+            println!(
+                "  {:<18} {:>9.1} µs → {:>9.1} µs ({:.2}×, {chosen}: mc={} nc={} kc={})",
+                u.kernels.join(" "),
+                base as f64 / 1e3,
+                won.min(base) as f64 / 1e3,
+                base as f64 / won.min(base).max(1) as f64,
+                u.best.mc,
+                u.best.nc,
+                u.best.kc
+            );
+            let record = Record {
+                schema: tune::SCHEMA.to_string(),
+                key: u.key.clone(),
+                inputs: u.inputs.clone(),
+                plan: u.best,
+                analytic: u.analytic,
+                timings: u
+                    .candidates
+                    .iter()
+                    .filter_map(|c| {
+                        Some(Timing { blocks: c.blocks, median_ns: c.median_ns?, repetitions: a.repetitions })
+                    })
+                    .collect(),
+                measured_on: format!("{} {} at {}", g.name, u.kernels.join(", "), pt.label),
+                machine: Machine::this(threads),
+                date: date.clone(),
+                digest: String::new(),
+            };
+            cache.put(record).map_err(|e| Failure::user(e.to_string()))?;
+        }
+        if !result.units.is_empty() {
+            let (base, won) = result.graph_ns;
+            println!(
+                "  whole graph: analytic {:.2} ms, round-1 winners {:.2} ms ({:.2}×, round 2, {} runs each)",
+                base as f64 / 1e6,
+                won as f64 / 1e6,
+                base as f64 / won.max(1) as f64,
+                a.repetitions
+            );
+        }
+        results.push(result);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    println!("tuning cache {}: {} records", cache.dir().display(), cache.len());
+    if let Some(file) = a.report {
+        let reports: Vec<PointReport> = points
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| PointReport { graph: &g.name, point: &p.label, result: r })
+            .collect();
+        let roof = Roofline::this_machine(threads);
+        write(file, &report::csv(&reports, &roof))?;
+        write(&file.with_extension("svg"), &report::svg(&reports, &roof))?;
+    }
+    Ok(())
+}
+
+/// `--check`: every packed kernel of every point has a record.
+fn check(path: &Path, points: &[Point], cache: &Cache, tc: &Toolchain) -> Result<()> {
+    let mut missing = 0;
+    for pt in points {
+        let mut p = tgc_core::cpu::lower(&pt.graph).map_err(|d| Failure::diag(path, &d))?;
+        let total = tune::tunable(&p).count();
+        let misses = tune::apply(&mut p, cache, tc);
+        if misses.is_empty() {
+            println!("{}: {total} packed kernel{} recorded", pt.label, if total == 1 { "" } else { "s" });
+        } else {
+            missing += misses.len();
+            for m in &misses {
+                println!("{}: kernel {} has no record (key {})", pt.label, m.kernel, m.key);
+            }
+        }
+    }
+    if missing > 0 {
+        return Err(Failure::user(format!(
+            "{missing} kernel{} of {} have no tuning record in {}: run `tgc tune` without --check (the graph, tgc or \
+             the C compiler changed since it was tuned, or it never was)",
+            if missing == 1 { "" } else { "s" },
+            path.display(),
+            cache.dir().display()
+        )));
+    }
+    Ok(())
+}
+
+fn write(file: &Path, text: &str) -> Result<()> {
+    std::fs::write(file, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", file.display())))?;
+    println!("wrote {}", file.display());
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! `tgc tune` (`tgc_core::tune`): it writes a cache, `--check` passes on it
+//! and fails after a graph edit, `compile --tuning` reads it the same way
+//! twice, and a hand-edited record is refused.
+
+mod common;
+use common::{stderr, temp, tgc, tgc_in};
+
+const GEMM: &str = "// f32 GEMM + bias + ReLU.
+graph<M=96, N=64, K=48> gemm(x: f32[M, K], w: f32[K, N], bias: f32[N]) -> (y: f32[M, N]) {
+    y = relu(matmul(x, w) + bias)
+    return y
+}
+";
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn tune_writes_a_cache_that_check_and_compile_read_and_an_edit_invalidates() {
+    let dir = temp("tune");
+    let _ = std::fs::remove_dir_all(dir.join("tgc-tune"));
+    std::fs::write(dir.join("gemm.tgc"), GEMM).unwrap();
+    let point = ["--point", "M=96,N=64,K=48"];
+
+    // Nothing tuned yet: --check fails and names the kernel.
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("kernel k0 has no record") && stderr(&o).contains("run `tgc tune`"), "{}", stdout(&o));
+
+    let o = tgc_in(
+        &dir,
+        &["tune", "gemm.tgc", point[0], point[1], "--warmup", "0", "--repetitions", "2", "--report", "log.csv"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("gemm at K=48, M=96, N=64") && out.contains("whole graph: analytic"), "{out}");
+    let records: Vec<_> = std::fs::read_dir(dir.join("tgc-tune")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(records.len(), 1, "one packed kernel, one record");
+    let csv = std::fs::read_to_string(dir.join("log.csv")).unwrap();
+    assert!(csv.starts_with("graph,point,key,kernels,flops,bytes,estimate_ns"), "{csv}");
+    assert!(csv.lines().count() >= 3 && csv.contains(",true,"), "candidates, the analytic one marked: {csv}");
+    let svg = std::fs::read_to_string(dir.join("log.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<rect") && svg.trim_end().ends_with("</svg>"));
+
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
+    assert!(o.status.success() && stdout(&o).contains("1 packed kernel recorded"), "{}", stderr(&o));
+
+    // Two builds from the cache print the same C, with the recorded kc.
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&records[0]).unwrap()).unwrap();
+    let kc = record["plan"]["kc"].as_u64().unwrap();
+    let compile = || {
+        let o = tgc_in(
+            &dir,
+            &[
+                "compile", "gemm.tgc", "--dim", "M=96", "--dim", "N=64", "--dim", "K=48", "--tuning", "tgc-tune",
+                "--dump", "c",
+            ],
+        );
+        assert!(o.status.success() && !stderr(&o).contains("no tuning record"), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let c = compile();
+    assert_eq!(c, compile(), "a build from the cache is reproducible");
+    assert!(c.contains(&format!("pk_ctx.kc = {kc};")), "the C has the recorded kc = {kc}");
+
+    // Another point: its kernel has no record; compile notes it.
+    let o = tgc_in(
+        &dir,
+        &[
+            "compile", "gemm.tgc", "--dim", "M=32", "--dim", "N=64", "--dim", "K=48", "--tuning", "tgc-tune", "--dump",
+            "c",
+        ],
+    );
+    assert!(o.status.success() && stderr(&o).contains("no tuning record for k0"), "{}", stderr(&o));
+
+    // An edit of the graph changes the kernel: --check fails again.
+    std::fs::write(dir.join("gemm.tgc"), GEMM.replace("relu(", "sigmoid(")).unwrap();
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
+    assert_eq!(o.status.code(), Some(1), "a stale record does not pass: {}", stdout(&o));
+
+    // A hand edit of the plan is refused, by check and by compile.
+    let text = std::fs::read_to_string(&records[0]).unwrap();
+    std::fs::write(&records[0], text.replacen(&format!("\"kc\": {kc}"), &format!("\"kc\": {}", kc + 1), 1)).unwrap();
+    for args in [
+        &["tune", "gemm.tgc", point[0], point[1], "--check"][..],
+        &["compile", "gemm.tgc", "--tuning", "tgc-tune", "--dump", "c"][..],
+    ] {
+        let o = tgc_in(&dir, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("is refused: its digest does not match"), "{args:?}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tune_rejects_a_point_that_leaves_a_symbol_open_or_names_no_symbol() {
+    let dir = temp("tune-bad");
+    std::fs::write(
+        dir.join("g.tgc"),
+        "graph<M, N, K> g(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    )
+    .unwrap();
+    let o = tgc_in(&dir, &["tune", "g.tgc", "--point", "M=8,K=8"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("leaves N open"), "{}", stderr(&o));
+    let o = tgc_in(&dir, &["tune", "g.tgc", "--point", "M=8,K"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--point `M=8,K`"), "{}", stderr(&o));
+    assert!(!dir.join("tgc-tune").exists(), "a refused command writes nothing");
+}
+
+#[test]
+fn tune_help_shows_examples_and_the_flags() {
+    let o = tgc(&["tune", "--help"]);
+    assert!(o.status.success());
+    let help = stdout(&o);
+    for want in ["--point", "--check", "--report", "--repetitions", "tgc tune graphs/gemm.tgc --point M=256"] {
+        assert!(help.contains(want), "`{want}` in:\n{help}");
+    }
+}

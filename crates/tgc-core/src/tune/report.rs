@@ -1,0 +1,196 @@
+//! `tgc tune --report`: the `000` §9 measurement log as CSV, and a picture
+//! of it as SVG (measured time of every candidate, the chosen one marked,
+//! against a roofline estimate).
+
+use std::fmt::Write as _;
+
+use super::search::{PointResult, Tuned};
+use crate::cpu::packed::Blocks;
+
+/// The roofline of `000` §6 for this CPU — an estimate, not a measurement:
+/// `time = max(FLOPs / peak, bytes / bandwidth)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Roofline {
+    /// FLOP/s: threads × 32 FLOP/cycle (two 8-lane FMA pipes, AVX2) × the
+    /// clock of `/proc/cpuinfo` (2 GHz when it says none).
+    pub peak_flops: f64,
+    /// Bytes/s: 10 GB/s per thread, capped at 40 GB/s (an assumed DRAM
+    /// bandwidth of a server core's share).
+    pub bandwidth: f64,
+}
+
+impl Roofline {
+    /// The assumed roofline of this machine with `threads` kernel threads.
+    pub fn this_machine(threads: usize) -> Roofline {
+        let mhz = super::cpuinfo("cpu MHz").and_then(|v| v.parse::<f64>().ok()).filter(|&m| m > 0.0).unwrap_or(2000.0);
+        let t = threads.max(1) as f64;
+        Roofline { peak_flops: t * 32.0 * mhz * 1e6, bandwidth: (t * 10e9).min(40e9) }
+    }
+
+    /// The estimated time of `flops` and `bytes`, in nanoseconds.
+    pub fn estimate_ns(&self, flops: f64, bytes: f64) -> f64 {
+        (flops / self.peak_flops).max(bytes / self.bandwidth) * 1e9
+    }
+}
+
+/// One tuned point: its label (`B=8, S=128`), the graph's name and result.
+pub struct PointReport<'a> {
+    pub graph: &'a str,
+    pub point: &'a str,
+    pub result: &'a PointResult,
+}
+
+/// The CSV header of [`csv`].
+pub const CSV_HEADER: &str =
+    "graph,point,key,kernels,flops,bytes,estimate_ns,candidate,mc,nc,kc,measured_ns,analytic,chosen";
+
+/// One CSV line per candidate of every unit of every point (`000` §9:
+/// FLOPs, bytes, estimate, measured, plan); `measured_ns` is empty for a
+/// candidate whose results differed from the interpreter.
+pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
+    let mut s = format!("{CSV_HEADER}\n");
+    for pr in points {
+        for u in &pr.result.units {
+            let est = roof.estimate_ns(u.flops, u.bytes);
+            for (i, c) in u.candidates.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "{},\"{}\",{},{},{:.0},{:.0},{est:.0},{i},{},{},{},{},{},{}",
+                    pr.graph,
+                    pr.point,
+                    &u.key[..16],
+                    u.kernels.join(" "),
+                    u.flops,
+                    u.bytes,
+                    c.blocks.mc,
+                    c.blocks.nc,
+                    c.blocks.kc,
+                    c.median_ns.map_or(String::new(), |n| n.to_string()),
+                    c.blocks == u.analytic,
+                    c.blocks == u.best,
+                );
+            }
+        }
+    }
+    s
+}
+
+/// An SVG picture of the points: per unit one row of bars, one per
+/// candidate, length the measured time relative to the analytic plan's
+/// (grey: analytic, green: chosen, blue: other, red cross: refused), and a
+/// dashed line at the roofline estimate.
+pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
+    const ROW: f64 = 26.0;
+    const LEFT: f64 = 330.0;
+    const WIDTH: f64 = 520.0;
+    let rows: Vec<(&PointReport, &Tuned)> =
+        points.iter().flat_map(|p| p.result.units.iter().map(move |u| (p, u))).collect();
+    let height = 70.0 + ROW * rows.len() as f64 + 40.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
+        w = LEFT + WIDTH + 150.0
+    );
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"10\" y=\"20\" font-size=\"14\">tgc tune: each candidate's measured time / the analytic plan's (shorter is faster)</text>"
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"10\" y=\"38\">grey: analytic · green: chosen · blue: other candidate · dashed: roofline estimate (assumed peaks, not measured)</text>"
+    );
+    // The scale: ratios up to the largest measured one (at least 1.5).
+    let ratio = |u: &Tuned, ns: u64| {
+        let base = u.candidates.iter().find(|c| c.blocks == u.analytic).and_then(|c| c.median_ns).unwrap_or(1).max(1);
+        ns as f64 / base as f64
+    };
+    let max = rows
+        .iter()
+        .flat_map(|(_, u)| u.candidates.iter().filter_map(|c| c.median_ns.map(|n| ratio(u, n))))
+        .fold(1.5f64, f64::max);
+    let x = |r: f64| LEFT + WIDTH * (r / max).min(1.0);
+    // The axis and grid, under the bars.
+    let ay = 60.0 + ROW * rows.len() as f64;
+    let _ =
+        writeln!(s, "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{ay:.1}\" y2=\"{ay:.1}\" stroke=\"black\"/>", LEFT + WIDTH);
+    for r in [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0].into_iter().filter(|&r| r <= max) {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{xr:.1}\" x2=\"{xr:.1}\" y1=\"50\" y2=\"{ay:.1}\" stroke=\"#ddd\"/><text x=\"{xr:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{r}×</text>",
+            ay + 14.0,
+            xr = x(r)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\">right: round 2's speed-up of the chosen plan, and its time</text>",
+        LEFT,
+        ay + 30.0
+    );
+    for (i, (p, u)) in rows.iter().enumerate() {
+        let y = 56.0 + ROW * i as f64;
+        let label = format!("{} {} · {} ({})", p.graph, p.point, u.kernels.join(" "), &u.key[..8]);
+        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\">{}</text>", y + 15.0, xml(&label));
+        let n = u.candidates.len().max(1) as f64;
+        let bar = (ROW - 6.0) / n;
+        for (j, c) in u.candidates.iter().enumerate() {
+            let by = y + 2.0 + bar * j as f64;
+            let tip = format!("mc={} nc={} kc={}", c.blocks.mc, c.blocks.nc, c.blocks.kc);
+            match c.median_ns {
+                Some(ns) => {
+                    let colour = color(c.blocks, u);
+                    let _ = writeln!(
+                        s,
+                        "<rect x=\"{LEFT}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{tip}: {ns} ns</title></rect>",
+                        x(ratio(u, ns)) - LEFT,
+                        bar.max(1.0),
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "<text x=\"{LEFT}\" y=\"{:.1}\" fill=\"#c00\">✗<title>{tip}: results differed</title></text>",
+                        by + bar
+                    );
+                }
+            }
+        }
+        let est = roof.estimate_ns(u.flops, u.bytes);
+        if let Some(base) = u.candidates.iter().find(|c| c.blocks == u.analytic).and_then(|c| c.median_ns) {
+            let ex = x(est / base.max(1) as f64);
+            let _ = writeln!(
+                s,
+                "<line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{y:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"3,2\"/>",
+                y + ROW - 2.0
+            );
+            let best = u.confirm_ns.1.min(u.confirm_ns.0);
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\">{:.2}× · {:.0} µs</text>",
+                LEFT + WIDTH + 8.0,
+                y + 15.0,
+                u.confirm_ns.0 as f64 / best.max(1) as f64,
+                best as f64 / 1e3
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn color(b: Blocks, u: &Tuned) -> &'static str {
+    if b == u.best {
+        "#2a2"
+    } else if b == u.analytic {
+        "#999"
+    } else {
+        "#48c"
+    }
+}
+
+/// `text` with XML's special characters escaped.
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}

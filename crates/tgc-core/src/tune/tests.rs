@@ -1,0 +1,173 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::cpu::packed::Blocks;
+use crate::pipeline::{self, Format};
+
+/// A graph of two matmuls of the same shape over other buffers (as two
+/// layers of a model), then a third of another shape.
+const TWO_LAYERS: &str =
+    "graph<M=64, K=32> layers(x: f32[M, K], w0: f32[K, K], w1: f32[K, K], w2: f32[K, 48]) -> (y: f32[M, 48]) {
+    h = matmul(x, w0)
+    h2 = matmul(relu(h), w1)
+    y = matmul(h2, w2)
+    return y
+}";
+
+fn bound(text: &str, dims: &[(&str, i64)]) -> crate::tiny::Graph {
+    let g = pipeline::load(text, Format::Dsl, None).unwrap().graph;
+    let dims: BTreeMap<String, i64> = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    g.bind(&dims).unwrap()
+}
+
+fn toolchain() -> Toolchain {
+    Toolchain { target: "cpu-test".into(), compiler: "(test) 1.0".into() }
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tgc-tune-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The keys of the packed kernels of `g`, in kernel order.
+fn keys(g: &crate::tiny::Graph) -> Vec<String> {
+    let p = crate::cpu::lower(g).unwrap();
+    tunable(&p).map(|(_, k)| key_inputs(&p, k, &toolchain()).key()).collect()
+}
+
+#[test]
+fn the_same_kernel_over_other_buffers_has_one_key_and_another_shape_another() {
+    let k = keys(&bound(TWO_LAYERS, &[("M", 64), ("K", 32)]));
+    assert_eq!(k.len(), 3, "three packed matmuls");
+    assert_eq!(k[0].len(), 64);
+    assert_ne!(k[1], k[2], "another shape, another key");
+    // The first matmul reads an input, the second a ReLU of a temporary:
+    // their texts differ, but the same graph at the same point gives the
+    // same keys every time.
+    assert_eq!(k, keys(&bound(TWO_LAYERS, &[("M", 64), ("K", 32)])));
+    let other = keys(&bound(TWO_LAYERS, &[("M", 128), ("K", 32)]));
+    assert!(k.iter().all(|key| !other.contains(key)), "another point changes every key: {k:?} {other:?}");
+}
+
+#[test]
+fn kernel_text_renumbers_buffers_by_first_use() {
+    let a = "graph g(x: f32[8, 4], w: f32[4, 16], v: f32[4, 16]) -> (y: f32[8, 16], z: f32[8, 16]) {
+        y = matmul(x, w)
+        z = matmul(x, v)
+        return y, z
+    }";
+    let k = keys(&bound(a, &[]));
+    assert_eq!(k.len(), 2);
+    assert_eq!(k[0], k[1], "the same product over other buffers is one tuning unit");
+    let tc2 = Toolchain { compiler: "(test) 2.0".into(), ..toolchain() };
+    let p = crate::cpu::lower(&bound(a, &[])).unwrap();
+    let k0 = &p.kernels[tunable(&p).next().unwrap().0];
+    assert_ne!(key_inputs(&p, k0, &tc2).key(), k[0], "another compiler, another key");
+}
+
+fn record_for(g: &crate::tiny::Graph, plan: Blocks) -> Record {
+    let p = crate::cpu::lower(g).unwrap();
+    let (_, k) = tunable(&p).next().unwrap();
+    let inputs = key_inputs(&p, k, &toolchain());
+    Record {
+        schema: SCHEMA.into(),
+        key: inputs.key(),
+        inputs,
+        plan,
+        analytic: k.packed.as_ref().unwrap().blocks,
+        timings: vec![Timing { blocks: plan, median_ns: 1000, repetitions: 3 }],
+        measured_on: "test".into(),
+        machine: Machine::this(1),
+        date: utc_date(0),
+        digest: String::new(),
+    }
+}
+
+#[test]
+fn a_build_takes_the_recorded_block_sizes_and_notes_a_miss() {
+    let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
+    let dir = temp("apply");
+    let mut cache = Cache::open(&dir).unwrap();
+    assert!(cache.is_empty(), "a missing folder is an empty cache");
+    let plan = Blocks { mc: 12, nc: 32, kc: 7 };
+    cache.put(record_for(&g, plan)).unwrap();
+    let cache = Cache::open(&dir).unwrap();
+    assert_eq!(cache.len(), 1);
+    let tuning = Tuning { cache, toolchain: toolchain() };
+    let mut p = crate::cpu::lower(&g).unwrap();
+    let note = tuning.apply(&mut p, "layers", " at M=64").expect("two kernels have no record");
+    assert!(note.contains("no tuning record for k") && note.contains("at M=64") && note.contains("tgc tune"), "{note}");
+    let blocks: Vec<Blocks> = tunable(&p).map(|(_, k)| k.packed.as_ref().unwrap().blocks).collect();
+    assert_eq!(blocks[0], plan);
+    assert_ne!(blocks[1], plan);
+    let c = crate::emit::c::emit_c_programs(&[(&g, p, "layers")]).unwrap();
+    assert!(c.contains("pk_ctx.kc = 7;") && c.contains("pk_mc = 12;"), "the C has the recorded sizes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes a good record, lets `edit` change its file, and returns
+/// `Cache::open`'s error.
+fn refusal(name: &str, edit: impl Fn(&Path, &str) -> Option<(PathBuf, String)>) -> String {
+    let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
+    let dir = temp(name);
+    let mut cache = Cache::open(&dir).unwrap();
+    let path = cache.put(record_for(&g, Blocks { mc: 12, nc: 32, kc: 8 })).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    if let Some((to, text)) = edit(&path, &text) {
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(to, text).unwrap();
+    }
+    let err = Cache::open(&dir).expect_err("refused").to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    err
+}
+
+#[test]
+fn a_corrupted_or_hand_edited_record_is_refused_with_its_reason() {
+    let edited = refusal("plan", |p, t| Some((p.to_path_buf(), t.replacen("\"kc\": 8", "\"kc\": 16", 1))));
+    assert!(edited.contains("refused") && edited.contains("digest"), "{edited}");
+    let broken = refusal("json", |p, t| Some((p.to_path_buf(), t[..t.len() / 2].to_string())));
+    assert!(broken.contains("not a record"), "{broken}");
+    let unknown = refusal("field", |p, t| Some((p.to_path_buf(), t.replacen('{', "{\"extra\": 1,", 1))));
+    assert!(unknown.contains("unknown field"), "{unknown}");
+    let schema = refusal("schema", |p, t| Some((p.to_path_buf(), t.replacen("tgc-tune/1", "tgc-tune/0", 1))));
+    assert!(schema.contains("schema"), "{schema}");
+    let renamed = refusal("name", |p, t| Some((p.with_file_name(format!("{}.json", "0".repeat(64))), t.into())));
+    assert!(renamed.contains("file name"), "{renamed}");
+    let rekeyed = refusal("key", |p, t| Some((p.to_path_buf(), t.replacen("cpu-test", "cpu-other", 1))));
+    assert!(rekeyed.contains("hash of its inputs"), "{rekeyed}");
+}
+
+#[test]
+fn tuning_a_small_gemm_measures_every_candidate_and_keeps_a_measured_one() {
+    let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
+    let dir = temp("point");
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = TuneOptions { warmup: 0, repetitions: 2, work_dir: dir.clone(), interpreter_bytes: 1 << 30 };
+    let mut steps = 0;
+    let result = tune_point(&g, &toolchain(), &opts, &mut |p| {
+        assert!(p.done <= p.total);
+        steps += 1;
+    })
+    .unwrap();
+    assert!(steps > 4, "progress was reported");
+    assert_eq!(result.units.len(), 3);
+    for u in &result.units {
+        assert_eq!(u.candidates[0].blocks, u.analytic, "the analytic sizes come first");
+        assert!(u.candidates.len() >= 2, "{:?}", u.candidates);
+        assert!(u.candidates.iter().all(|c| c.median_ns.is_some_and(|n| n > 0)), "every candidate checked and timed");
+        assert!(u.best == u.analytic || u.candidates.iter().any(|c| c.blocks == u.best));
+        assert!(u.flops > 0.0 && u.bytes > 0.0);
+    }
+    assert_eq!(result.units[0].flops, 2.0 * 64.0 * 32.0 * 32.0);
+    assert!(result.graph_ns.0 > 0 && result.graph_ns.1 > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn utc_dates_follow_the_civil_calendar() {
+    assert_eq!(utc_date(0), "1970-01-01T00:00:00Z");
+    assert_eq!(utc_date(1_700_000_000), "2023-11-14T22:13:20Z");
+    assert_eq!(utc_date(951_782_400), "2000-02-29T00:00:00Z");
+}
