@@ -1,7 +1,8 @@
-//! Compiles the graphs of `graphs/` to C with the system C compiler and
-//! writes their typed Rust modules to `$OUT_DIR/tgc_kernels.rs`; with
-//! feature `sm80`, GEMM graphs also get their sm_80 kernel and typed GPU
-//! launch functions (NVRTC at build time).
+//! Compiles the graphs of `graphs/` to C with the system C compiler (the
+//! ShapeSet point's block sizes from the committed tuning cache
+//! `tgc-tune/`) and writes their typed Rust modules to
+//! `$OUT_DIR/tgc_kernels.rs`; with feature `sm80`, GEMM graphs also get
+//! their sm_80 kernel and typed GPU launch functions (NVRTC at build time).
 
 fn main() {
     let result = tgc_core::build::Kernels::new()
@@ -10,6 +11,9 @@ fn main() {
         .kernel("softmax_rows", "graphs/softmax_rows.tgc")
         .kernel("gemm_f16", "graphs/gemm_f16.tgc")
         .sm80(std::env::var_os("CARGO_FEATURE_SM80").is_some())
+        // Block sizes measured by `tgc tune graphs/gemm_bias_relu.tgc
+        // --point M=64,N=64,K=64` (the ShapeSet point above).
+        .tuning("tgc-tune")
         .compile("tgc_kernels");
     if let Err(e) = result {
         eprintln!("{e}");

@@ -1,7 +1,8 @@
 //! Compiles `graphs/minilm.tgc` (the whole encoder, one graph) to C with the
 //! system C compiler, specialised for the batch × sequence buckets of
-//! `src/buckets.rs`, and writes its typed Rust module to
-//! `$OUT_DIR/minilm_kernels.rs`.
+//! `src/buckets.rs`, with the block sizes `tgc tune` measured (the
+//! committed cache `tgc-tune/`, see the README), and writes its typed Rust
+//! module to `$OUT_DIR/minilm_kernels.rs`.
 
 include!("src/buckets.rs");
 
@@ -10,7 +11,7 @@ fn main() {
     for (b, s) in BUCKETS {
         kernels = kernels.shapes(&[("B", b as i64), ("S", s as i64)]);
     }
-    if let Err(e) = kernels.opt_level(3).compile("minilm_kernels") {
+    if let Err(e) = kernels.opt_level(3).tuning("tgc-tune").compile("minilm_kernels") {
         eprintln!("{e}");
         std::process::exit(1);
     }
