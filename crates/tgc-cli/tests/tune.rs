@@ -72,7 +72,7 @@ fn tune_writes_a_cache_that_check_and_compile_read_and_an_edit_invalidates() {
             "c",
         ],
     );
-    assert!(o.status.success() && stderr(&o).contains("no tuning record for k0"), "{}", stderr(&o));
+    assert!(o.status.success() && stderr(&o).contains("no tuning record for 1 packed kernel (k0;"), "{}", stderr(&o));
 
     // An edit of the graph changes the kernel: --check fails again.
     std::fs::write(dir.join("gemm.tgc"), GEMM.replace("relu(", "sigmoid(")).unwrap();

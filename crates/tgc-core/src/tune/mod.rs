@@ -402,10 +402,16 @@ pub fn apply(p: &mut Program, cache: &Cache, tc: &Toolchain) -> Vec<Miss> {
 
 /// The note a build prints for the misses of one program.
 pub fn miss_note(graph: &str, at: &str, misses: &[Miss]) -> Option<String> {
+    const SHOWN: usize = 6;
     let first = misses.first()?;
-    let names: Vec<&str> = misses.iter().map(|m| m.kernel.as_str()).collect();
+    let mut names: Vec<&str> = misses.iter().take(SHOWN).map(|m| m.kernel.as_str()).collect();
+    if misses.len() > SHOWN {
+        names.push("…");
+    }
+    let count =
+        if misses.len() == 1 { "1 packed kernel".to_string() } else { format!("{} packed kernels", misses.len()) };
     Some(format!(
-        "graph `{graph}`{at}: no tuning record for {} (first key {}): analytic block sizes; run `tgc tune`",
+        "graph `{graph}`{at}: no tuning record for {count} ({}; first key {}): analytic block sizes; run `tgc tune`",
         names.join(", "),
         &first.key[..16]
     ))

@@ -97,7 +97,12 @@ fn a_build_takes_the_recorded_block_sizes_and_notes_a_miss() {
     let tuning = Tuning { cache, toolchain: toolchain() };
     let mut p = crate::cpu::lower(&g).unwrap();
     let note = tuning.apply(&mut p, "layers", " at M=64").expect("two kernels have no record");
-    assert!(note.contains("no tuning record for k") && note.contains("at M=64") && note.contains("tgc tune"), "{note}");
+    assert!(
+        note.contains("no tuning record for 2 packed kernels (k")
+            && note.contains("at M=64")
+            && note.contains("tgc tune"),
+        "{note}"
+    );
     let blocks: Vec<Blocks> = tunable(&p).map(|(_, k)| k.packed.as_ref().unwrap().blocks).collect();
     assert_eq!(blocks[0], plan);
     assert_ne!(blocks[1], plan);
