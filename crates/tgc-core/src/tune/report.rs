@@ -80,12 +80,18 @@ pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
 /// (grey: analytic, green: chosen, blue: other, red cross: refused), and a
 /// dashed line at the roofline estimate.
 pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
-    const ROW: f64 = 26.0;
+    /// The height of one candidate's bar, and the gap between units.
+    const BAR: f64 = 6.0;
+    const GAP: f64 = 10.0;
     const LEFT: f64 = 330.0;
     const WIDTH: f64 = 520.0;
     let rows: Vec<(&PointReport, &Tuned)> =
         points.iter().flat_map(|p| p.result.units.iter().map(move |u| (p, u))).collect();
-    let height = 70.0 + ROW * rows.len() as f64 + 40.0;
+    // Each unit's row: one bar per candidate.
+    let heights: Vec<f64> = rows.iter().map(|(_, u)| BAR * u.candidates.len().max(2) as f64 + GAP).collect();
+    let tops: Vec<f64> = heights.iter().scan(56.0, |y, h| Some(std::mem::replace(y, *y + h))).collect();
+    let bottom = 56.0 + heights.iter().sum::<f64>();
+    let height = bottom + 44.0;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -112,7 +118,7 @@ pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
         .fold(1.5f64, f64::max);
     let x = |r: f64| LEFT + WIDTH * (r / max).min(1.0);
     // The axis and grid, under the bars.
-    let ay = 60.0 + ROW * rows.len() as f64;
+    let ay = bottom + 4.0;
     let _ =
         writeln!(s, "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{ay:.1}\" y2=\"{ay:.1}\" stroke=\"black\"/>", LEFT + WIDTH);
     for r in [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0].into_iter().filter(|&r| r <= max) {
@@ -130,13 +136,12 @@ pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
         ay + 30.0
     );
     for (i, (p, u)) in rows.iter().enumerate() {
-        let y = 56.0 + ROW * i as f64;
+        let (y, row) = (tops[i], heights[i]);
         let label = format!("{} {} · {} ({})", p.graph, p.point, u.kernels.join(" "), &u.key[..8]);
         let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\">{}</text>", y + 15.0, xml(&label));
-        let n = u.candidates.len().max(1) as f64;
-        let bar = (ROW - 6.0) / n;
+        let bar = BAR - 1.0;
         for (j, c) in u.candidates.iter().enumerate() {
-            let by = y + 2.0 + bar * j as f64;
+            let by = y + 2.0 + BAR * j as f64;
             let tip = format!("mc={} nc={} kc={}", c.blocks.mc, c.blocks.nc, c.blocks.kc);
             match c.median_ns {
                 Some(ns) => {
@@ -163,7 +168,7 @@ pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
             let _ = writeln!(
                 s,
                 "<line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{y:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"3,2\"/>",
-                y + ROW - 2.0
+                y + row - GAP / 2.0
             );
             let best = u.confirm_ns.1.min(u.confirm_ns.0);
             let _ = writeln!(

@@ -176,3 +176,43 @@ fn utc_dates_follow_the_civil_calendar() {
     assert_eq!(utc_date(1_700_000_000), "2023-11-14T22:13:20Z");
     assert_eq!(utc_date(951_782_400), "2000-02-29T00:00:00Z");
 }
+
+#[test]
+fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
+    let b = |mc, nc, kc| Blocks { mc, nc, kc };
+    let inputs = KeyInputs { tgc: "0".into(), target: "cpu-test".into(), compiler: "c".into(), kernel: "k".into() };
+    let unit = Tuned {
+        key: inputs.key(),
+        inputs,
+        kernels: vec!["k3".into(), "k9".into()],
+        analytic: b(12, 64, 128),
+        candidates: vec![
+            Measured { blocks: b(12, 64, 128), median_ns: Some(1000) },
+            Measured { blocks: b(12, 64, 64), median_ns: None },
+            Measured { blocks: b(6, 64, 128), median_ns: Some(800) },
+        ],
+        best: b(6, 64, 128),
+        confirm_ns: (1000, 820),
+        flops: 2e6,
+        bytes: 1e5,
+    };
+    let result = PointResult { units: vec![unit], graph_ns: (2000, 1800) };
+    let points = [report::PointReport { graph: "g<&>", point: "M=8, N=4", result: &result }];
+    let roof = report::Roofline { peak_flops: 1e9, bandwidth: 1e9 };
+    assert_eq!(roof.estimate_ns(2e6, 1e5), 2e6);
+    let csv = report::csv(&points, &roof);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], report::CSV_HEADER);
+    assert_eq!(lines.len(), 4, "a line per candidate: {csv}");
+    assert!(lines[1].ends_with(",12,64,128,1000,true,false"), "{}", lines[1]);
+    assert!(lines[2].contains(",12,64,64,,false,false"), "a refused candidate has no time: {}", lines[2]);
+    assert!(lines[3].ends_with(",6,64,128,800,false,true"), "{}", lines[3]);
+    assert!(lines[1].contains(",\"M=8, N=4\",") && lines[1].contains(",k3 k9,2000000,100000,2000000,"));
+    let svg = report::svg(&points, &roof);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<rect").count(), 3, "the background and two timed candidates: {svg}");
+    assert!(svg.contains("fill=\"#2a2\"><title>mc=6 nc=64 kc=128: 800 ns"), "the chosen bar is green");
+    assert!(svg.contains("results differed"), "the refused candidate is marked");
+    assert!(svg.contains("g&lt;&amp;&gt;") && !svg.contains("g<&>"), "names are escaped");
+    assert!(svg.contains("1.22×"), "round 2's speed-up: {svg}");
+}
