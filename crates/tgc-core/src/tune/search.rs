@@ -4,13 +4,14 @@
 //! The candidates of a packed kernel are its analytic block sizes and
 //! variants of them ([`space`]): `kc`, `mc` and `nc` each halved or doubled
 //! alone, and two diagonal moves — at most a dozen, the `000` §6 budget of
-//! 10–20 measured points. Kernels with the same key (the layers of a model)
-//! are one tuning unit: their times add up.
+//! 10–20 measured points. Kernels with the same key (one product over other
+//! buffers) are one tuning unit: their times add up.
 //!
-//! Round 1 compiles one library holding one copy of the program per
-//! candidate index (copy `r` gives each unit its `r`-th candidate, or its
-//! analytic sizes when it has fewer), whose entry points report each call
-//! to a clock ([`crate::emit::c::emit_c_marked`]). Every copy first runs
+//! Round 1 compiles one copy of the program per candidate index (copy `r`
+//! gives each unit its `r`-th candidate, or its analytic sizes when it has
+//! fewer), in as many C libraries as there are cores, compiled side by
+//! side; the copies' entry points report each call to a clock
+//! ([`crate::emit::c::emit_c_marked`]). Every copy first runs
 //! once and its outputs are compared with the interpreter's (`000` §9:
 //! `rtol = atol = 1e-3`, widened for 16-bit outputs as `close` says) —
 //! or, for a graph too large for the interpreter
@@ -234,13 +235,36 @@ impl Bench<'_> {
         progress(Progress { stage, done, total });
         let calls = programs[0].calls().len();
         let symbols: Vec<String> = (0..n).map(|r| format!("tgc_tune_{r}")).collect();
-        let units: Vec<(&Graph, Program, &str)> =
-            programs.into_iter().zip(&symbols).map(|(p, s)| (self.g, p, s.as_str())).collect();
-        let src = emit::c::emit_c_marked(&units).map_err(RunError::Diag)?;
-        let stem = format!("tune_{}", &super::sha256_hex(src.as_bytes())[..16]);
-        let path = tgc_runtime::cpu::compile_shared(&src, &self.opts.work_dir, &stem).map_err(RunError::Runtime)?;
-        // SAFETY: generated from these programs with the marked ABI.
-        let lib = unsafe { tgc_runtime::cpu::CpuLibrary::load(&path) }.map_err(RunError::Runtime)?;
+        // The copies in as many C units as there are cores (at most one a
+        // copy), compiled side by side: the compiler is most of the time.
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let per_unit = n.div_ceil(cores.clamp(1, n));
+        let mut sources = Vec::new();
+        let mut copies = programs.into_iter().zip(&symbols).peekable();
+        while copies.peek().is_some() {
+            let unit: Vec<(&Graph, Program, &str)> =
+                copies.by_ref().take(per_unit).map(|(p, s)| (self.g, p, s.as_str())).collect();
+            sources.push(emit::c::emit_c_marked(&unit).map_err(RunError::Diag)?);
+        }
+        let work_dir = &self.opts.work_dir;
+        let paths: Vec<Result<PathBuf, tgc_runtime::Error>> = std::thread::scope(|scope| {
+            let jobs: Vec<_> = sources
+                .iter()
+                .map(|src| {
+                    scope.spawn(move || {
+                        let stem = format!("tune_{}", &super::sha256_hex(src.as_bytes())[..16]);
+                        tgc_runtime::cpu::compile_shared(src, work_dir, &stem)
+                    })
+                })
+                .collect();
+            jobs.into_iter().map(|j| j.join().expect("compiling does not panic")).collect()
+        });
+        let mut libs = Vec::new();
+        for path in paths {
+            let path = path.map_err(RunError::Runtime)?;
+            // SAFETY: generated from these programs with the marked ABI.
+            libs.push(unsafe { tgc_runtime::cpu::CpuLibrary::load(&path) }.map_err(RunError::Runtime)?);
+        }
         done += 1;
         progress(Progress { stage, done, total });
 
@@ -255,37 +279,39 @@ impl Bench<'_> {
             .map_err(RunError::Runtime)?;
         let mut first: Option<Vec<HostTensor>> = None;
         let mut stamps: Vec<(i64, Instant)> = Vec::with_capacity(calls + 1);
-        let run = |symbol: &str, outputs: &mut [HostTensor], stamps: &mut Vec<(i64, Instant)>| {
+        let run = |r: usize, outputs: &mut [HostTensor], stamps: &mut Vec<(i64, Instant)>| {
             stamps.clear();
             let mut out_bytes: Vec<&mut [u8]> = outputs.iter_mut().map(|t| t.bytes_mut()).collect();
             let mut mark = |call: i64| stamps.push((call, Instant::now()));
+            let lib = &libs[r / per_unit];
             // SAFETY: the entry point was generated from the bound graph
             // whose outputs' shapes these are; the graph has no symbols.
-            unsafe { lib.call_marked(symbol, &in_bytes, &mut out_bytes, &[], &mut mark) }.map_err(RunError::Runtime)
+            unsafe { lib.call_marked(&symbols[r], &in_bytes, &mut out_bytes, &[], &mut mark) }
+                .map_err(RunError::Runtime)
         };
         let mut ok = vec![true; n];
-        for (r, symbol) in symbols.iter().enumerate() {
-            run(symbol, &mut outputs, &mut stamps)?;
+        for (r, ok) in ok.iter_mut().enumerate() {
+            run(r, &mut outputs, &mut stamps)?;
             // The interpreter's outputs, else the first (analytic) program's.
             let reference = match (self.reference, &first) {
                 (Some(r), _) => r,
                 (None, Some(f)) => f.as_slice(),
                 (None, None) => first.insert(outputs.clone()).as_slice(),
             };
-            ok[r] = outputs.iter().zip(reference).all(|(a, b)| close(a, b));
+            *ok = outputs.iter().zip(reference).all(|(a, b)| close(a, b));
             for _ in 0..self.opts.warmup {
-                run(symbol, &mut outputs, &mut stamps)?;
+                run(r, &mut outputs, &mut stamps)?;
             }
             done += 1 + self.opts.warmup;
             progress(Progress { stage, done, total });
         }
         let mut samples: Vec<Vec<Vec<u64>>> = vec![vec![Vec::with_capacity(reps); calls]; n];
         for _ in 0..reps {
-            for (r, symbol) in symbols.iter().enumerate() {
-                run(symbol, &mut outputs, &mut stamps)?;
+            for (r, per_call) in samples.iter_mut().enumerate() {
+                run(r, &mut outputs, &mut stamps)?;
                 for (c, w) in stamps.windows(2).enumerate() {
                     debug_assert_eq!(w[1].0, c as i64);
-                    samples[r][c].push(w[1].1.duration_since(w[0].1).as_nanos() as u64);
+                    per_call[c].push(w[1].1.duration_since(w[0].1).as_nanos() as u64);
                 }
                 done += 1;
                 progress(Progress { stage, done, total });
