@@ -114,7 +114,9 @@ pub enum Command {
     /// The kernels' thread count is TGC_NUM_THREADS (default: all cores).
     #[command(verbatim_doc_comment)]
     Tune {
+        /// A `.tgc` or `.json` graph file.
         graph: PathBuf,
+        /// The graph to use when the file has several (default: `main`).
         #[arg(long)]
         entry: Option<String>,
         /// A ShapeSet point, `SYM=INT,SYM=INT…` (repeatable). Symbols it
