@@ -214,7 +214,7 @@ fn run_graph(
     let outputs = match backend {
         Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
         Backend::Cpu => {
-            let work = scratch_dir()?;
+            let work = scratch_dir("run")?;
             let failure = |e| match e {
                 pipeline::RunError::Diag(d) => Failure::diag(path, &d),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
@@ -249,9 +249,10 @@ fn run_graph(
     Ok(())
 }
 
-/// A private directory for compiled kernels of this run.
-fn scratch_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("tgc-run-{}", std::process::id()));
+/// A private directory for the kernels this process compiles for `command`
+/// (`run`, `tune`).
+pub(crate) fn scratch_dir(command: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("tgc-{command}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)
 }

@@ -9,7 +9,7 @@ use tgc_core::pipeline;
 use tgc_core::tune::report::{self, PointReport, Roofline};
 use tgc_core::tune::{self, Cache, Machine, Record, Timing, Toolchain, TuneOptions};
 
-use crate::commands::{parse_dims, Failure};
+use crate::commands::{parse_dims, scratch_dir, Failure};
 
 /// What `tgc tune` was asked.
 pub struct TuneArgs<'a> {
@@ -56,7 +56,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
                 given.insert(s.name.clone(), v);
             }
         }
-        let label = given.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+        let label = tune::point_label(&given);
         let graph = g.bind(&given).map_err(|d| Failure::diag(path, &d))?;
         if !graph.symbols.is_empty() {
             let open: Vec<&str> = graph.symbols.iter().map(|s| s.name.as_str()).collect();
@@ -73,8 +73,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
         return check(path, &points, &cache, &tc);
     }
 
-    let work = std::env::temp_dir().join(format!("tgc-tune-{}", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(|e| Failure::user(format!("cannot create {}: {e}", work.display())))?;
+    let work = scratch_dir("tune")?;
     if cfg!(debug_assertions) {
         eprintln!(
             "warning: this tgc is a debug build: the runtime's micro-kernel is unoptimised and the timings mean \
@@ -88,6 +87,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
         interpreter_bytes: 2 << 30,
     };
     let threads = tgc_runtime::cpu_rt::threads();
+    let machine = Machine::this(threads);
     let mut results = Vec::new();
     for (i, pt) in points.iter().enumerate() {
         let bar = ProgressBar::new(1);
@@ -139,7 +139,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
                     })
                     .collect(),
                 measured_on: format!("{} {} at {}", g.name, u.kernels.join(", "), pt.label),
-                machine: Machine::this(threads),
+                machine: machine.clone(),
                 date: date.clone(),
                 digest: String::new(),
             };

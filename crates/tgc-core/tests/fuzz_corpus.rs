@@ -117,8 +117,9 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 /// `src` after the C preprocessor (`cc -E -P`).
 fn preprocess(src: &str) -> String {
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+    use std::process::Stdio;
+    let mut cc = tgc_runtime::cpu::c_compiler()
+        .1
         .args(["-E", "-P", "-x", "c", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -87,11 +87,21 @@ type MarkedFn = unsafe extern "C" fn(
     *mut c_void,
 ) -> i32;
 
+/// The C compiler [`compile_shared`] runs: `$CC` when set (split on
+/// whitespace, so `ccache gcc` works), else `cc`; returned as written (for
+/// messages) and as a command with its leading words, ready for arguments.
+pub fn c_compiler() -> (String, Command) {
+    let cc = std::env::var("CC").ok().filter(|cc| !cc.trim().is_empty()).unwrap_or_else(|| "cc".into());
+    let mut words = cc.split_whitespace();
+    let mut command = Command::new(words.next().unwrap_or("cc"));
+    command.args(words);
+    (cc, command)
+}
+
 /// Writes `c_source` to `dir/stem.c` and compiles it into the shared library
 /// `dir/stem.<so|dylib|dll>`, whose path is returned.
 ///
-/// The compiler is `$CC` when set (split on whitespace, so `ccache gcc` works),
-/// else `cc`. The library is built under a temporary name and renamed into
+/// The compiler is [`c_compiler`]'s. The library is built under a temporary name and renamed into
 /// place, so a process that already mapped an older library of the same name
 /// keeps a valid mapping. A process that already loaded `dir/stem.so` gets the
 /// old library back from the dynamic loader when it loads the path again:
@@ -108,22 +118,11 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let partial = dir.join(format!("{stem}.{}-{n}.partial", std::process::id()));
 
-    let cc = std::env::var("CC").ok().filter(|cc| !cc.trim().is_empty());
-    let cc = cc.as_deref().unwrap_or("cc");
-    let mut words = cc.split_whitespace();
-    let program = words.next().unwrap_or("cc");
-    let output = Command::new(program)
-        .args(words)
-        .args(CFLAGS)
-        .args(VALUE_CFLAGS)
-        .arg("-o")
-        .arg(&partial)
-        .arg(&source)
-        .arg("-lm")
-        .output()
-        .map_err(|e| {
-            Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"))
-        })?;
+    let (cc, mut command) = c_compiler();
+    let output =
+        command.args(CFLAGS).args(VALUE_CFLAGS).arg("-o").arg(&partial).arg(&source).arg("-lm").output().map_err(
+            |e| Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)")),
+        )?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&partial);
         return Err(Error::Kernel(format!(

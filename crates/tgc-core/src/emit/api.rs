@@ -256,8 +256,7 @@ fn c_bodies(
         run_tail.push_str(&dispatch(g, point, &call(&sym, "__rest", "        ", "return ")));
         let mut p = crate::cpu::lower(bound)?;
         if let Some(t) = tuning {
-            let at: Vec<String> = point.iter().map(|(s, v)| format!("{s}={v}")).collect();
-            notes.extend(t.apply(&mut p, &g.name, &format!(" at {}", at.join(", "))));
+            notes.extend(t.apply(&mut p, &g.name, &format!(" at {}", crate::tune::point_label(point))));
         }
         c_units.push(CUnit { source: super::c::emit_c_programs(&[(bound, p, &sym)])?, symbol: sym });
     }

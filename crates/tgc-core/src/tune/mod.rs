@@ -79,15 +79,12 @@ pub struct Toolchain {
 
 impl Toolchain {
     /// The toolchain of this machine: its architecture and the compiler
-    /// that `tgc_runtime::cpu::compile_shared` runs (`$CC`, else `cc`).
+    /// that `tgc_runtime::cpu::compile_shared` runs
+    /// (`tgc_runtime::cpu::c_compiler`).
     ///
     /// Errors: the compiler cannot be run, or prints no version.
     pub fn host() -> Result<Toolchain, String> {
-        let cc = std::env::var("CC").ok().filter(|cc| !cc.trim().is_empty()).unwrap_or_else(|| "cc".into());
-        let mut words = cc.split_whitespace();
-        let mut cmd = std::process::Command::new(words.next().unwrap_or("cc"));
-        cmd.args(words);
-        Toolchain::of(std::env::consts::ARCH, cmd)
+        Toolchain::of(std::env::consts::ARCH, tgc_runtime::cpu::c_compiler().1)
     }
 
     /// The toolchain of target architecture `arch` and the compiler `cmd`
@@ -152,6 +149,11 @@ fn renumber(text: &str, prefix: &str) -> (String, Vec<u32>) {
     }
     out.push_str(rest);
     (out, order)
+}
+
+/// A ShapeSet point as notes and records show it: `B=8, S=128`.
+pub fn point_label(point: &BTreeMap<String, i64>) -> String {
+    point.iter().map(|(s, v)| format!("{s}={v}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The key inputs of kernel `k` of `p` under `tc`.

@@ -86,6 +86,8 @@ pub struct Tuned {
     pub key: String,
     /// The kernels' names (`k5`).
     pub kernels: Vec<String>,
+    /// The analytic model's sizes as the problem bounds them: the first
+    /// candidate.
     pub analytic: Blocks,
     pub candidates: Vec<Measured>,
     /// The chosen sizes: round 1's winner when round 2 found it at least
@@ -127,13 +129,16 @@ pub fn tune_point(
     // The units: kernels grouped by key, in kernel order.
     let mut units: Vec<Tuned> = Vec::new();
     let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut spaces: Vec<Vec<Blocks>> = Vec::new();
     for (i, k) in tunable(&p) {
         let inputs = key_inputs(&p, k, tc);
         let key = inputs.key();
         let at = match units.iter().position(|u| u.key == key) {
             Some(at) => at,
             None => {
-                let analytic = k.packed.as_ref().expect("tunable kernels are packed").blocks;
+                let space = space(&p, i);
+                let analytic = space[0];
+                spaces.push(space);
                 units.push(Tuned {
                     inputs,
                     key,
@@ -157,11 +162,6 @@ pub fn tune_point(
     }
     if units.is_empty() {
         return Ok(PointResult { units, graph_ns: (0, 0) });
-    }
-    let spaces: Vec<Vec<Blocks>> = members.iter().map(|m| space(&p, m[0])).collect();
-    for (unit, space) in units.iter_mut().zip(&spaces) {
-        unit.analytic = space[0];
-        unit.best = space[0];
     }
     let inputs = pipeline::sample_inputs(g).map_err(RunError::Diag)?;
     let reference = match pipeline::check_run_bytes(g, opts.interpreter_bytes) {
@@ -218,8 +218,8 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    /// Compiles `programs` into one library and measures each (see the
-    /// module doc): per program, the median nanoseconds of each call of
+    /// Compiles `programs` (one C library a core) and measures each (see
+    /// the module doc): per program, the median nanoseconds of each call of
     /// [`Program::calls`], or `None` when its outputs differ from the
     /// interpreter's.
     fn measure(
