@@ -10,8 +10,10 @@
 //! threads would need `unsafe` in the user's crate). So there is one pool
 //! per process and one micro-kernel, whichever printer made the kernel.
 //!
-//! **The pool.** One `rayon-core` pool, made on first use with one worker
-//! per available core (less the caller, who works too). A call
+//! **The pool.** One [`crate::pool::Pool`], made on first use with one
+//! worker per available core (less the caller, who works too). It is ours,
+//! not `rayon-core`'s, because a rayon scope allocates a job per spawned
+//! task and a model run must not allocate (`000` §8). A call
 //! [`Rt::parallel_for`]`(n, body)` runs `body(t)` for every task
 //! `t ∈ [0, n)` on at most [`threads`] threads, the caller's included, and
 //! returns when all are done; with one thread or one task it runs on the
@@ -42,6 +44,8 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+
+use crate::pool::Pool;
 
 /// Rows of the micro-kernel's register tile.
 pub const MR: usize = 6;
@@ -143,16 +147,9 @@ fn cores() -> usize {
 /// The pool: one worker per core but one (the caller of `parallel_for`
 /// works too), at least one. `None` when the system refuses threads: then
 /// every task runs on the caller's thread.
-fn pool() -> Option<&'static rayon_core::ThreadPool> {
-    static POOL: OnceLock<Option<rayon_core::ThreadPool>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        rayon_core::ThreadPoolBuilder::new()
-            .num_threads(cores().saturating_sub(1).max(1))
-            .thread_name(|i| format!("tgc-cpu-{i}"))
-            .build()
-            .ok()
-    })
-    .as_ref()
+fn pool() -> Option<&'static Pool> {
+    static POOL: OnceLock<Option<&'static Pool>> = OnceLock::new();
+    *POOL.get_or_init(|| Pool::start(cores().saturating_sub(1).max(1), "tgc-cpu"))
 }
 
 impl Rt {
@@ -178,18 +175,12 @@ impl Rt {
             return;
         };
         let next = AtomicI64::new(0);
-        let work = || loop {
+        pool.run(workers - 1, &|| loop {
             let t = next.fetch_add(1, Ordering::Relaxed);
             if t >= n {
                 break;
             }
             body(t);
-        };
-        pool.in_place_scope(|s| {
-            for _ in 1..workers {
-                s.spawn(|_| work());
-            }
-            work();
         });
     }
 }

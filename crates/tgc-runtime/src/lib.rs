@@ -27,6 +27,7 @@ pub mod dtype;
 pub mod error;
 pub mod launch;
 pub mod npy;
+pub mod pool;
 pub mod safetensors_io;
 pub mod scratch;
 pub mod tensor;

@@ -1440,7 +1440,7 @@ fn scan_helper(sc: &Scan) -> Option<&'static str> {
 /// Below this many loop points (output × reduce) a plain kernel runs on
 /// the caller's thread; above it, in parts of about this many points, one
 /// part a thread at most. A task costs a few microseconds on the pool
-/// (rayon's hand-off), about 10⁴ simple loop points.
+/// (the pool's hand-off), about 10⁴ simple loop points.
 const MIN_TASK_POINTS: i64 = 32768;
 
 /// A C declaration as `(type, name)`.
