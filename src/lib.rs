@@ -55,6 +55,11 @@ pub use tgc_runtime::cpu_rt::{set_threads, threads};
 /// what a thread keeps between calls.
 pub use tgc_runtime::scratch;
 
+/// Models (`000` §8): the ConstPool of a model's weights, the sources they
+/// load from, and the C ABI's helpers; see the build helper's
+/// `Kernels::model`.
+pub use tgc_runtime::model;
+
 /// The GPU runtime (feature `cuda`): devices, embedded modules, launches.
 #[cfg(feature = "cuda")]
 pub use tgc_runtime::cuda;

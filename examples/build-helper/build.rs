@@ -1,7 +1,8 @@
 //! Compiles the graphs of `graphs/` to C with the system C compiler (the
 //! ShapeSet point's block sizes from the committed tuning cache
 //! `tgc-tune/`) and writes their typed Rust modules to
-//! `$OUT_DIR/tgc_kernels.rs`; with feature `sm80`, GEMM graphs also get
+//! `$OUT_DIR/tgc_kernels.rs` (and the C ABI of the model `mlp` to
+//! `$OUT_DIR/tgc_kernels.h`); with feature `sm80`, GEMM graphs also get
 //! their sm_80 kernel and typed GPU launch functions (NVRTC at build time).
 
 fn main() {
@@ -10,6 +11,13 @@ fn main() {
         .shapes(&[("M", 64), ("N", 64), ("K", 64)])
         .kernel("softmax_rows", "graphs/softmax_rows.tgc")
         .kernel("gemm_f16", "graphs/gemm_f16.tgc")
+        // A model: its weights in a ConstPool, a `Model` type and the C ABI
+        // of `$OUT_DIR/tgc_kernels.h` (exported from the crate's cdylib).
+        // ShapeSet buckets of `padded` symbols.
+        .kernel("row_mean", "graphs/row_mean.tgc")
+        .shape_set(&[("R", &[4]), ("C", &[8, 16])])
+        .kernel("mlp", "graphs/mlp.tgc")
+        .model(&["x"])
         .sm80(std::env::var_os("CARGO_FEATURE_SM80").is_some())
         // Block sizes measured by `tgc tune graphs/gemm_bias_relu.tgc
         // --point M=64,N=64,K=64` (the ShapeSet point above).

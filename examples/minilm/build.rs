@@ -2,12 +2,14 @@
 //! system C compiler, specialised for the batch × sequence buckets of
 //! `src/buckets.rs`, with the block sizes `tgc tune` measured (the
 //! committed cache `tgc-tune/`, see the README), and writes its typed Rust
-//! module to `$OUT_DIR/minilm_kernels.rs`.
+//! module, with the model `encoder::Model`, to `$OUT_DIR/minilm_kernels.rs`.
 
 include!("src/buckets.rs");
 
 fn main() {
-    let mut kernels = tgc_core::build::Kernels::new().kernel("encoder", "graphs/minilm.tgc");
+    // A model: the token ids and the mask are given to each run, the
+    // weights are loaded once into its ConstPool.
+    let mut kernels = tgc_core::build::Kernels::new().kernel("encoder", "graphs/minilm.tgc").model(&["ids", "mask"]);
     for (b, s) in BUCKETS {
         kernels = kernels.shapes(&[("B", b as i64), ("S", s as i64)]);
     }

@@ -1,10 +1,15 @@
-// A global allocator that counts the allocations of each thread, for the
-// tests that prove a warm kernel call allocates nothing; `include!`d by
-// `tests/allocations.rs` and `examples/minilm/tests/allocations.rs` (a
-// global allocator is per test binary).
+// A global allocator that counts the allocations of each thread and of the
+// whole process, for the tests that prove a warm kernel call allocates
+// nothing; `include!`d by `tests/allocations.rs` and
+// `examples/minilm/tests/allocations.rs` (a global allocator is per test
+// binary).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Allocations on every thread.
+static EVERYWHERE: AtomicUsize = AtomicUsize::new(0);
 
 struct Counting;
 
@@ -16,11 +21,20 @@ thread_local! {
 
 fn count() {
     let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    EVERYWHERE.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The calling thread's allocations so far.
+#[allow(dead_code)]
 fn allocations() -> usize {
     ALLOCATIONS.with(Cell::get)
+}
+
+/// The process's allocations so far, on every thread (meaningful in a test
+/// binary whose tests do not run side by side).
+#[allow(dead_code)]
+fn allocations_everywhere() -> usize {
+    EVERYWHERE.load(Ordering::Relaxed)
 }
 
 // SAFETY: forwards to `System`, counting.

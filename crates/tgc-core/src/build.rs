@@ -78,6 +78,8 @@ struct KernelSpec {
     path: PathBuf,
     entry: Option<String>,
     shapes: Vec<Vec<(String, i64)>>,
+    /// The run inputs of a model ([`Kernels::model`]).
+    model: Option<Vec<String>>,
 }
 
 /// What [`Kernels::compile`] wrote.
@@ -89,6 +91,9 @@ pub struct Generated {
     /// compiled into the static library `lib<lib>.a` (`<lib>.lib` with MSVC)
     /// in `OUT_DIR`.
     pub c_files: Vec<PathBuf>,
+    /// `OUT_DIR/<lib>.h`: the C ABI of the models ([`Kernels::model`]);
+    /// `None` when there are none.
+    pub header: Option<PathBuf>,
 }
 
 /// Why [`Kernels::compile`] failed. The `Display` text is meant for a build
@@ -163,7 +168,23 @@ impl Kernels {
             path: path.as_ref().to_path_buf(),
             entry: None,
             shapes: Vec::new(),
+            model: None,
         });
+        self
+    }
+
+    /// Makes the last kernel a model too (`000` §8; [`crate::emit::model`]):
+    /// `run_inputs` are the graph inputs given to each run, every other
+    /// input is a weight (its shape must be static), loaded once into the
+    /// model's ConstPool. The module gains `WEIGHTS`, `ARENAS` and `Model`
+    /// (`init`, `run`), and the crate the C ABI `tgc_NAME_model_init/run/free`
+    /// and `tgc_NAME_last_error`, declared in `OUT_DIR/<lib>.h`
+    /// ([`Generated::header`]).
+    pub fn model(mut self, run_inputs: &[&str]) -> Kernels {
+        match self.kernels.last_mut() {
+            Some(k) => k.model = Some(run_inputs.iter().map(|s| s.to_string()).collect()),
+            None => self.misuse.push("model(…) comes before any kernel()".into()),
+        }
         self
     }
 
@@ -184,6 +205,33 @@ impl Kernels {
         match self.kernels.last_mut() {
             Some(k) => k.shapes.push(point.iter().map(|(s, v)| (s.to_string(), *v)).collect()),
             None => self.misuse.push("shapes(…) comes before any kernel()".into()),
+        }
+        self
+    }
+
+    /// Adds the ShapeSet points of every combination of `values` to the
+    /// last kernel (`000` §8's buckets): `shape_set(&[("B", &[1]), ("S",
+    /// &[16, 32, 64])])` is three points, the last symbol varying fastest.
+    /// With the graph's symbols declared `padded`, a call runs the smallest
+    /// point that holds its dims ([`crate::emit::api`]).
+    pub fn shape_set(mut self, values: &[(&str, &[i64])]) -> Kernels {
+        let mut points: Vec<Vec<(String, i64)>> = vec![Vec::new()];
+        for (sym, vs) in values {
+            points = points
+                .into_iter()
+                .flat_map(|p| {
+                    vs.iter().map(move |&v| {
+                        let mut p = p.clone();
+                        p.push((sym.to_string(), v));
+                        p
+                    })
+                })
+                .collect();
+        }
+        match self.kernels.last_mut() {
+            Some(k) if values.iter().all(|(_, vs)| !vs.is_empty()) => k.shapes.extend(points),
+            Some(_) => self.misuse.push("shape_set(…) lists a symbol with no values".into()),
+            None => self.misuse.push("shape_set(…) comes before any kernel()".into()),
         }
         self
     }
@@ -310,6 +358,7 @@ impl Kernels {
         let mut modules = Vec::new();
         let mut files = Vec::new();
         let mut sm80_cubins: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        let mut model_decls = Vec::new();
         for (i, k) in self.kernels.iter().enumerate() {
             api::check_module_name(&k.name).map_err(|d| BuildError::Config(d.message))?;
             if self.kernels[..i].iter().any(|o| o.name == k.name) {
@@ -321,6 +370,12 @@ impl Kernels {
             }
             let symbol = format!("tgc_{prefix}_{}", k.name);
             let (mut module, graph, points) = compile_kernel(k, &file, &symbol, tuning.as_ref())?;
+            if let Some(run_inputs) = &k.model {
+                let m = crate::emit::model::model_items(&k.name, &graph, run_inputs, &module.arenas)
+                    .map_err(|diagnostic| BuildError::Graph { file: file.clone(), diagnostic })?;
+                module.items.push_str(&m.items);
+                model_decls.push(m.header);
+            }
             for note in &module.notes {
                 if metadata {
                     println!("cargo:warning={note}");
@@ -376,7 +431,14 @@ impl Kernels {
         }
         let rust_file = out_dir.join(format!("{lib}.rs"));
         write(&rust_file, &rust)?;
-        Ok(Generated { rust_file, c_files })
+        let header = if model_decls.is_empty() {
+            None
+        } else {
+            let path = out_dir.join(format!("{lib}.h"));
+            write(&path, &crate::emit::model::header(lib, &model_decls))?;
+            Some(path)
+        };
+        Ok(Generated { rust_file, c_files, header })
     }
 
     /// The target triple: [`Kernels::target`], `$TARGET`, else rustc's host.

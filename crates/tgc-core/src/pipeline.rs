@@ -137,14 +137,7 @@ pub fn signature(g: &Graph) -> String {
     let ty = |id| format!("{}{}", g.dtype(id), tiny::infer::fmt_shape(g.shape(id)));
     let ins: Vec<String> = input_names(g).iter().zip(g.inputs()).map(|(n, id)| format!("{n}: {}", ty(id))).collect();
     let outs: Vec<String> = g.outputs.iter().map(|o| format!("{}: {}", o.name, ty(o.node))).collect();
-    let syms: Vec<String> = g
-        .symbols
-        .iter()
-        .map(|s| match s.default {
-            Some(v) => format!("{}={v}", s.name),
-            None => s.name.clone(),
-        })
-        .collect();
+    let syms: Vec<String> = g.symbols.iter().map(ToString::to_string).collect();
     format!(
         "ok: graph {}<{}>({}) -> ({}), {} Tiny IR nodes",
         g.name,

@@ -43,7 +43,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
 
 fn parse_invocation(input: TokenStream) -> Result<Invocation, TokenStream> {
     let toks: Vec<TokenTree> = input.into_iter().collect();
-    let usage = "expected `kernel!(NAME: GRAPH [, shapes(SYM = INT, ...)])`";
+    let usage = "expected `kernel!(NAME: GRAPH [, shapes(SYM = INT | SYM in [INT, ...], ...)])`";
     let name = match toks.first() {
         Some(TokenTree::Ident(i)) => i.clone(),
         Some(t) => return Err(error(t.span(), usage)),
@@ -66,7 +66,8 @@ fn parse_invocation(input: TokenStream) -> Result<Invocation, TokenStream> {
             break;
         }
         if let TokenTree::Group(g) = &rest[n - 1] {
-            shapes.insert(0, parse_shape_point(g.stream(), g.span())?);
+            let points = parse_shape_points(g.stream(), g.span())?;
+            shapes.splice(0..0, points);
         }
         rest.truncate(n - 3);
     }
@@ -90,31 +91,74 @@ fn string_literal(l: &Literal) -> Option<String> {
     (!inner.contains('\\')).then(|| inner.to_string())
 }
 
-/// `SYM = INT, ...` inside `shapes(...)`.
-fn parse_shape_point(ts: TokenStream, span: Span) -> Result<BTreeMap<String, i64>, TokenStream> {
+/// `SYM = INT` and `SYM in [INT, ...]` items inside `shapes(...)`: the
+/// ShapeSet points of every combination of the listed values (one point
+/// for `SYM = INT` items alone), in order, the last item varying fastest.
+fn parse_shape_points(ts: TokenStream, span: Span) -> Result<Vec<BTreeMap<String, i64>>, TokenStream> {
     let toks: Vec<TokenTree> = ts.into_iter().collect();
-    let mut out = BTreeMap::new();
+    let mut items: Vec<(String, Vec<i64>)> = Vec::new();
+    let int = |v: &Literal| -> Result<i64, TokenStream> {
+        let value: i64 = v.to_string().parse().map_err(|_| error(v.span(), "expected a positive integer"))?;
+        if value < 1 {
+            return Err(error(v.span(), "a dimension must be at least 1"));
+        }
+        Ok(value)
+    };
     for chunk in toks.split(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ',')) {
         if chunk.is_empty() {
             continue;
         }
-        match chunk {
+        let (name, values) = match chunk {
             [TokenTree::Ident(i), TokenTree::Punct(eq), TokenTree::Literal(v)] if eq.as_char() == '=' => {
-                let value: i64 = v.to_string().parse().map_err(|_| error(v.span(), "expected a positive integer"))?;
-                if value < 1 {
-                    return Err(error(v.span(), "a dimension must be at least 1"));
-                }
-                if out.insert(i.to_string(), value).is_some() {
-                    return Err(error(i.span(), &format!("`{i}` is given twice")));
-                }
+                (i, vec![int(v)?])
             }
-            _ => return Err(error(chunk[0].span(), "expected `SYM = INT`")),
+            [TokenTree::Ident(i), TokenTree::Ident(kw), TokenTree::Group(list)]
+                if kw == "in" && list.delimiter() == Delimiter::Bracket =>
+            {
+                let mut values = Vec::new();
+                let list_toks: Vec<TokenTree> = list.stream().into_iter().collect();
+                for v in list_toks.split(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ',')) {
+                    match v {
+                        [] => {}
+                        [TokenTree::Literal(l)] => {
+                            let value = int(l)?;
+                            if values.contains(&value) {
+                                return Err(error(l.span(), &format!("{value} is listed twice")));
+                            }
+                            values.push(value);
+                        }
+                        _ => return Err(error(v[0].span(), "expected a positive integer")),
+                    }
+                }
+                if values.is_empty() {
+                    return Err(error(list.span(), "the list of values is empty"));
+                }
+                (i, values)
+            }
+            _ => return Err(error(chunk[0].span(), "expected `SYM = INT` or `SYM in [INT, ...]`")),
+        };
+        if items.iter().any(|(n, _)| name == n) {
+            return Err(error(name.span(), &format!("`{name}` is given twice")));
         }
+        items.push((name.to_string(), values));
     }
-    if out.is_empty() {
-        return Err(error(span, "`shapes()` needs at least one `SYM = INT`"));
+    if items.is_empty() {
+        return Err(error(span, "`shapes()` needs at least one `SYM = INT` or `SYM in [INT, ...]`"));
     }
-    Ok(out)
+    let mut points = vec![BTreeMap::new()];
+    for (name, values) in &items {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values.iter().map(move |&v| {
+                    let mut p = p.clone();
+                    p.insert(name.clone(), v);
+                    p
+                })
+            })
+            .collect();
+    }
+    Ok(points)
 }
 
 /// Loads the graph; a diagnostic becomes a compile error on the right token.

@@ -8,13 +8,18 @@
 //! Invocation:
 //!
 //! ```text
-//! tgc::kernel!(NAME: GRAPH [, shapes(SYM = INT, ...)]*)
+//! tgc::kernel!(NAME: GRAPH [, shapes(SYM = INT | SYM in [INT, ...], ...)]*)
 //! ```
 //!
 //! `GRAPH` is the graph-language text inline, or a string literal naming a
 //! `.tgc` or `.json` file relative to the crate's `Cargo.toml`. Each
-//! `shapes(...)` is one point of the ShapeSet: a body specialised for those
-//! dims is generated and `run` dispatches to it when the dims match.
+//! `shapes(...)` adds ShapeSet points (`000` §8): one for `SYM = INT`
+//! items, one per combination when an item lists values (`shapes(B = 1,
+//! S in [16, 32, 64])` is three points). Each point gets a body
+//! specialised for its dims; `run` dispatches to it when the dims match,
+//! and, for a graph whose symbols are declared `padded`, to the smallest
+//! point that holds smaller dims, its inputs zero-filled and its outputs
+//! cut back (`tgc_core::emit::api`).
 //!
 //! With feature `sm80` (the facade's), every graph also gets a submodule
 //! `sm80` with its NVRTC-compiled kernels and typed launch functions (see

@@ -115,8 +115,107 @@ pub fn status(symbol: &str, status: i32) -> Result<()> {
     }
 }
 
+// ------------------------------------------------ padding to a bucket
+
+/// A tensor of shape `to` (dense, row-major) holding `src`, of shape
+/// `from`, at its origin and zeros elsewhere: a call's input padded to a
+/// ShapeSet point of its `padded` symbols. The vector comes from the
+/// calling thread's pool ([`crate::scratch::take`]); hand it back with
+/// [`give`], last taken first, so a warm padded call allocates nothing.
+///
+/// Panics when the ranks differ, a dim of `from` exceeds `to`'s, or
+/// `src` is not `from`'s size: the generated dispatch only calls it after
+/// `run`'s checks, with a point that holds the dims.
+pub fn pad<T: crate::scratch::Pooled>(src: &[T], from: &[usize], to: &[usize]) -> Vec<T> {
+    let mut out = crate::scratch::take(to.iter().product());
+    copy_corner(src, from, &mut out, to, from);
+    out
+}
+
+/// A zeroed vector of `len` elements from the calling thread's pool, for
+/// an output computed at a larger point than the call's (see [`pad`]).
+pub fn zeros<T: crate::scratch::Pooled>(len: usize) -> Vec<T> {
+    crate::scratch::take(len)
+}
+
+/// Copies the corner of shape `to` of `src` (shape `from`, each dim at
+/// least `to`'s) into `dst` (dense, shape `to`): an output cut back from
+/// the padded point to the call's dims.
+///
+/// Panics on inconsistent shapes, as [`pad`].
+pub fn crop<T: Copy>(src: &[T], from: &[usize], dst: &mut [T], to: &[usize]) {
+    copy_corner(src, from, dst, to, to);
+}
+
+/// Hands a vector of [`pad`] or [`zeros`] back to the thread's pool.
+pub fn give<T: crate::scratch::Pooled>(v: Vec<T>) {
+    crate::scratch::give(v);
+}
+
+/// Copies the `extent`-shaped corner at the origin of `a` (dense, shape
+/// `a_shape`) to the same place in `b` (shape `b_shape`), row by row.
+fn copy_corner<T: Copy>(a: &[T], a_shape: &[usize], b: &mut [T], b_shape: &[usize], extent: &[usize]) {
+    assert!(a_shape.len() == b_shape.len() && extent.len() == a_shape.len(), "ranks differ");
+    assert!(
+        extent.iter().zip(a_shape).zip(b_shape).all(|((e, x), y)| e <= x && e <= y),
+        "the corner {extent:?} is outside {a_shape:?} or {b_shape:?}"
+    );
+    assert_eq!(a.len(), a_shape.iter().product::<usize>(), "the source's length");
+    assert_eq!(b.len(), b_shape.iter().product::<usize>(), "the destination's length");
+    if extent.contains(&0) {
+        return;
+    }
+    let Some((&row, outer)) = extent.split_last() else {
+        b[0] = a[0]; // rank 0: one element
+        return;
+    };
+    // Walk the corner's rows in order, an odometer over the outer dims.
+    let rank = outer.len();
+    let mut index = [0usize; 16];
+    assert!(rank <= index.len(), "rank {rank} above 16");
+    loop {
+        let (mut ao, mut bo) = (0usize, 0usize);
+        for d in 0..rank {
+            ao = ao * a_shape[d] + index[d];
+            bo = bo * b_shape[d] + index[d];
+        }
+        let (ao, bo) = (ao * a_shape[rank], bo * b_shape[rank]);
+        b[bo..bo + row].copy_from_slice(&a[ao..ao + row]);
+        let mut d = rank;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < outer[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pad_and_crop_move_the_corner() {
+        // [2, 3] into [3, 4], zeros elsewhere; then back.
+        let src = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let p = pad(&src, &[2, 3], &[3, 4]);
+        assert_eq!(p, [1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let mut back = [0.0f32; 6];
+        crop(&p, &[3, 4], &mut back, &[2, 3]);
+        assert_eq!(back, src);
+        give(p);
+        // Rank 3, padding an inner axis only; rank 0.
+        let src: Vec<i32> = (0..12).collect();
+        let p = pad(&src, &[2, 2, 3], &[2, 3, 3]);
+        assert_eq!(p, [0, 1, 2, 3, 4, 5, 0, 0, 0, 6, 7, 8, 9, 10, 11, 0, 0, 0]);
+        assert_eq!(pad(&[7i32], &[], &[]), [7]);
+        assert_eq!(zeros::<f32>(3), [0.0; 3]);
+    }
     use super::*;
 
     #[test]

@@ -26,6 +26,7 @@ pub mod cuda;
 pub mod dtype;
 pub mod error;
 pub mod launch;
+pub mod model;
 pub mod npy;
 pub mod pool;
 pub mod safetensors_io;

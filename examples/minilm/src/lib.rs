@@ -89,45 +89,69 @@ pub fn default_model_dir() -> PathBuf {
     }
 }
 
-/// The first bucket of [`BUCKETS`] with room for `n` sentences of at most
-/// `len` tokens; `None` when `n` exceeds every bucket's batch or `len` the
-/// longest sequence.
-pub fn bucket_for(n: usize, len: usize) -> Option<(usize, usize)> {
-    BUCKETS.iter().copied().find(|&(b, s)| n <= b && len <= s)
+/// The safetensors name of each weight of the graph (`encoder::WEIGHTS`),
+/// and whether it is per layer: then the name follows
+/// `encoder.layer.{i}.` and the graph's weight stacks the six layers'
+/// tensors on a leading axis (layer `i` at index `i`).
+fn tensor_name(weight: &str) -> Option<(&'static str, bool)> {
+    Some(match weight {
+        "word" => ("embeddings.word_embeddings.weight", false),
+        "position" => ("embeddings.position_embeddings.weight", false),
+        "token_type" => ("embeddings.token_type_embeddings.weight", false),
+        "eg" => ("embeddings.LayerNorm.weight", false),
+        "eb" => ("embeddings.LayerNorm.bias", false),
+        "wq" => ("attention.self.query.weight", true),
+        "bq" => ("attention.self.query.bias", true),
+        "wk" => ("attention.self.key.weight", true),
+        "bk" => ("attention.self.key.bias", true),
+        "wv" => ("attention.self.value.weight", true),
+        "bv" => ("attention.self.value.bias", true),
+        "wo" => ("attention.output.dense.weight", true),
+        "bo" => ("attention.output.dense.bias", true),
+        "g1" => ("attention.output.LayerNorm.weight", true),
+        "b1" => ("attention.output.LayerNorm.bias", true),
+        "wi" => ("intermediate.dense.weight", true),
+        "bi" => ("intermediate.dense.bias", true),
+        "wf" => ("output.dense.weight", true),
+        "bf" => ("output.dense.bias", true),
+        "g2" => ("output.LayerNorm.weight", true),
+        "b2" => ("output.LayerNorm.bias", true),
+        _ => return None,
+    })
 }
 
-/// The per-layer weights, in the order of the graph's inputs after
-/// `x, mask, eg, eb`, with their names in the safetensors file (after
-/// `encoder.layer.{i}.`) and shapes.
-const LAYER_WEIGHTS: [(&str, &[usize]); 16] = [
-    ("attention.self.query.weight", &[HIDDEN, HIDDEN]),
-    ("attention.self.query.bias", &[HIDDEN]),
-    ("attention.self.key.weight", &[HIDDEN, HIDDEN]),
-    ("attention.self.key.bias", &[HIDDEN]),
-    ("attention.self.value.weight", &[HIDDEN, HIDDEN]),
-    ("attention.self.value.bias", &[HIDDEN]),
-    ("attention.output.dense.weight", &[HIDDEN, HIDDEN]),
-    ("attention.output.dense.bias", &[HIDDEN]),
-    ("attention.output.LayerNorm.weight", &[HIDDEN]),
-    ("attention.output.LayerNorm.bias", &[HIDDEN]),
-    ("intermediate.dense.weight", &[4 * HIDDEN, HIDDEN]),
-    ("intermediate.dense.bias", &[4 * HIDDEN]),
-    ("output.dense.weight", &[HIDDEN, 4 * HIDDEN]),
-    ("output.dense.bias", &[HIDDEN]),
-    ("output.LayerNorm.weight", &[HIDDEN]),
-    ("output.LayerNorm.bias", &[HIDDEN]),
-];
+/// Fills weight `spec` of the encoder from the safetensors file `bytes`:
+/// the tensor of [`tensor_name`], or the six layers' tensors one after the
+/// other for a stacked weight. Each tensor must be f32 of the weight's
+/// shape (less the layer axis).
+fn fill_weight(bytes: &[u8], spec: &tgc::model::WeightSpec, dst: &mut [u8]) -> tgc::Result<()> {
+    let Some((name, stacked)) = tensor_name(spec.name) else {
+        return Err(tgc::Error::Format(format!("the graph's weight `{}` has no tensor in the model file", spec.name)));
+    };
+    let (layers, shape) = if stacked { (LAYERS, &spec.shape[1..]) } else { (1, spec.shape) };
+    let per_layer = dst.len() / layers;
+    for (i, chunk) in dst.chunks_exact_mut(per_layer).enumerate() {
+        let full = if stacked { format!("encoder.layer.{i}.{name}") } else { name.to_string() };
+        let t = read_safetensors_tensor_bytes(bytes, &full)?;
+        if t.shape() != shape || t.dtype() != tgc::DType::F32 {
+            return Err(tgc::Error::Format(format!(
+                "`{full}` is {:?}{:?}, expected F32{shape:?}",
+                t.dtype(),
+                t.shape()
+            )));
+        }
+        chunk.copy_from_slice(t.bytes());
+    }
+    Ok(())
+}
 
-/// The loaded model: tokenizer, embedding tables and the encoder's weights.
+/// The loaded model: the tokenizer and the encoder, its weights in one
+/// ConstPool (`encoder::Model`).
 pub struct MiniLm {
     tokenizer: Tokenizer,
-    word: Vec<f32>,
-    position: Vec<f32>,
-    token_type: Vec<f32>,
-    ln_gamma: Vec<f32>,
-    ln_beta: Vec<f32>,
-    /// Each of [`LAYER_WEIGHTS`], the six layers' tensors stacked.
-    layers: Vec<Vec<f32>>,
+    encoder: encoder::Model,
+    /// Rows of the word-embedding table.
+    vocab: usize,
 }
 
 /// Sentences as token ids, each `[CLS] … [SEP]`.
@@ -135,7 +159,8 @@ pub type TokenIds = Vec<u32>;
 
 impl MiniLm {
     /// Loads `model.safetensors` and `tokenizer.json` from `dir` (see
-    /// [`default_model_dir`]), binding each weight by its name.
+    /// [`default_model_dir`]): each weight of the graph, found by its name
+    /// ([`tensor_name`]), once into the encoder's ConstPool.
     ///
     /// Errors: [`MiniLmError::Io`] for a missing file,
     /// [`MiniLmError::Weights`] for a missing tensor or a wrong shape,
@@ -143,25 +168,10 @@ impl MiniLm {
     pub fn load(dir: &Path) -> Result<MiniLm, MiniLmError> {
         let weights_path = dir.join("model.safetensors");
         let bytes = std::fs::read(&weights_path).map_err(|source| MiniLmError::Io { path: weights_path, source })?;
-        let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>, MiniLmError> {
-            let t = read_safetensors_tensor_bytes(&bytes, name).map_err(|e| MiniLmError::Weights(e.to_string()))?;
-            if t.shape() != shape || t.dtype() != tgc::DType::F32 {
-                return Err(MiniLmError::Weights(format!(
-                    "`{name}` is {:?}{:?}, expected F32{shape:?}",
-                    t.dtype(),
-                    t.shape()
-                )));
-            }
-            Ok(t.to_f32_vec())
-        };
-        let mut layers = Vec::with_capacity(LAYER_WEIGHTS.len());
-        for (name, shape) in LAYER_WEIGHTS {
-            let mut stacked = Vec::with_capacity(LAYERS * shape.iter().product::<usize>());
-            for i in 0..LAYERS {
-                stacked.extend(tensor(&format!("encoder.layer.{i}.{name}"), shape)?);
-            }
-            layers.push(stacked);
-        }
+        let encoder =
+            encoder::Model::init(&mut |spec: &tgc::model::WeightSpec, dst: &mut [u8]| fill_weight(&bytes, spec, dst))
+                .map_err(|e| MiniLmError::Weights(e.to_string()))?;
+        let vocab = encoder::WEIGHTS.iter().find(|w| w.name == "word").map_or(0, |w| w.shape[0]);
         let tokenizer_path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
             .map_err(|e| MiniLmError::Tokenizer(format!("`{}`: {e}", tokenizer_path.display())))?;
@@ -171,15 +181,12 @@ impl MiniLm {
         tokenizer
             .with_truncation(Some(tokenizers::TruncationParams { max_length: max_len, ..Default::default() }))
             .map_err(|e| MiniLmError::Tokenizer(e.to_string()))?;
-        Ok(MiniLm {
-            tokenizer,
-            word: tensor("embeddings.word_embeddings.weight", &[30522, HIDDEN])?,
-            position: tensor("embeddings.position_embeddings.weight", &[MAX_POSITIONS, HIDDEN])?,
-            token_type: tensor("embeddings.token_type_embeddings.weight", &[2, HIDDEN])?,
-            ln_gamma: tensor("embeddings.LayerNorm.weight", &[HIDDEN])?,
-            ln_beta: tensor("embeddings.LayerNorm.bias", &[HIDDEN])?,
-            layers,
-        })
+        Ok(MiniLm { tokenizer, encoder, vocab })
+    }
+
+    /// The encoder model (its ConstPool, `run`).
+    pub fn encoder(&self) -> &encoder::Model {
+        &self.encoder
     }
 
     /// Token ids of each sentence, `[CLS] … [SEP]`, truncated to the
@@ -200,24 +207,26 @@ impl MiniLm {
         self.embed_ids(&self.tokenize(sentences)?)
     }
 
-    /// Embeds tokenised sentences: in chunks of the largest bucket's batch,
-    /// each chunk padded to the first bucket that holds it.
+    /// Embeds tokenised sentences, in chunks of the largest bucket's
+    /// batch: each chunk is one batch as long as its longest sentence, which
+    /// the encoder runs at the smallest bucket that holds it (its `B` and
+    /// `S` are `padded` in the graph) or, past every bucket, with the
+    /// generic kernel.
     pub fn embed_ids(&self, ids: &[TokenIds]) -> Result<Vec<Vec<f32>>, MiniLmError> {
         let max_batch = BUCKETS.iter().map(|&(b, _)| b).max().unwrap_or(1);
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(max_batch) {
-            let len = chunk.iter().map(Vec::len).max().unwrap_or(0);
-            let (b, s) = bucket_for(chunk.len(), len)
-                .ok_or_else(|| MiniLmError::Input(format!("a sentence of {len} tokens is longer than every bucket")))?;
-            out.extend(self.embed_padded(chunk, b, s)?);
+            let len = chunk.iter().map(Vec::len).max().unwrap_or(1).max(1);
+            out.extend(self.embed_padded(chunk, chunk.len(), len)?);
         }
         Ok(out)
     }
 
     /// Runs the encoder once on `ids` padded to a batch of `b` sequences of
     /// `s` tokens (padding rows and positions get mask 0) and returns the
-    /// embeddings of the `ids.len()` real sentences. `b` and `s` need not be
-    /// a bucket: other sizes run the generic kernel.
+    /// embeddings of the `ids.len()` real sentences. `b` × `s` runs a
+    /// bucket when it is one, the smallest bucket that holds it otherwise
+    /// (padded further by the encoder), else the generic kernel.
     ///
     /// Errors: [`MiniLmError::Input`] when `ids` has more than `b`
     /// sentences, one is longer than `s` or [`MAX_POSITIONS`], or a token id
@@ -229,7 +238,7 @@ impl MiniLm {
                 ids.len()
             )));
         }
-        let vocab = self.word.len() / HIDDEN;
+        let vocab = self.vocab;
         let mut tokens = vec![0i32; b * s];
         let mut mask = vec![0.0f32; b * s];
         for (r, sentence) in ids.iter().enumerate() {
@@ -246,35 +255,7 @@ impl MiniLm {
             }
         }
         let mut e = vec![0.0f32; b * HIDDEN];
-        let l = &self.layers;
-        encoder::run(
-            &tokens,
-            &mask,
-            &self.word,
-            &self.position,
-            &self.token_type,
-            &self.ln_gamma,
-            &self.ln_beta,
-            &l[0],
-            &l[1],
-            &l[2],
-            &l[3],
-            &l[4],
-            &l[5],
-            &l[6],
-            &l[7],
-            &l[8],
-            &l[9],
-            &l[10],
-            &l[11],
-            &l[12],
-            &l[13],
-            &l[14],
-            &l[15],
-            &mut e,
-            b,
-            s,
-        )?;
+        self.encoder.run(&tokens, &mask, &mut e, b, s)?;
         Ok(e.chunks(HIDDEN).take(ids.len()).map(<[f32]>::to_vec).collect())
     }
 }

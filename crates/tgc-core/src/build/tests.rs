@@ -165,3 +165,61 @@ fn kernels_compile_at_most_at_o2_unless_the_build_script_asks() {
     assert_eq!(c_opt_level(None, None), 2);
     assert_eq!(c_opt_level(Some(3), Some("0")), 3, "an explicit level wins");
 }
+
+const AFFINE: &str = "graph<B padded> main(x: f32[B, 4], w: f32[4, 3], b: f32[3]) -> (y: f32[B, 3]) {\n    y = matmul(x, w) + b\n    return y\n}\n";
+
+/// `model(run inputs)`: the module gains the weights, the arenas and
+/// `Model`, the crate the C ABI, and the library a header declaring it.
+#[test]
+fn a_model_gets_its_weights_arenas_and_c_abi() {
+    let dir = Scratch::new("model");
+    let affine = dir.graph("affine.tgc", AFFINE);
+    let out = dir.kernels().kernel("affine", &affine).shapes(&[("B", 2)]).model(&["x"]).compile("models").unwrap();
+    let rust = std::fs::read_to_string(&out.rust_file).unwrap();
+    for item in [
+        "WeightSpec { name: \"w\", dtype: ::tgc::DType::F32, shape: &[4, 3] }",
+        "WeightSpec { name: \"b\", dtype: ::tgc::DType::F32, shape: &[3] }",
+        "ArenaSize { point: &[(\"B\", 2)]",
+        "pub fn run(&self, x: &[f32], y: &mut [f32], B: usize)",
+        "self::run(x, self.pool.get::<f32>(0), self.pool.get::<f32>(1), y, B)",
+        // B = 1 runs the point B = 2 padded.
+        "    if __dims[0] <= 2 {",
+        "let __pad0 = __c::pad(x, &[__dims[0] as usize, 4], &[2, 4]);",
+        "__c::crop(&__pad3, &[2, 3], y, &[__dims[0] as usize, 3]);",
+        "pub unsafe extern \"C\" fn tgc_affine_model_run(model: *const Model, x: *const f32, __len_x: i64, y: *mut f32, __len_y: i64, B: i64) -> i32",
+    ] {
+        assert!(rust.contains(item), "missing `{item}` in:\n{rust}");
+    }
+    let header = std::fs::read_to_string(out.header.as_ref().expect("a header")).unwrap();
+    assert_eq!(out.header, Some(dir.0.join("out/models.h")));
+    for decl in [
+        "#ifndef TGC_MODELS_H",
+        "typedef struct tgc_weight {",
+        " *   w f32[4, 3]\n *   b f32[3]\n * Run inputs:\n *   x f32[B, 4]\n * Outputs:\n *   y f32[B, 3]\n * Dims: B\n",
+        "int32_t tgc_affine_model_init(const tgc_weight* weights, int64_t n_weights, tgc_affine_model** out);",
+        "int32_t tgc_affine_model_run(const tgc_affine_model* model, const float* x, int64_t x_len, float* y, int64_t y_len, int64_t B);",
+        "void tgc_affine_model_free(tgc_affine_model* model);",
+        "const char* tgc_affine_last_error(void);",
+    ] {
+        assert!(header.contains(decl), "missing `{decl}` in:\n{header}");
+    }
+    // No model, no header.
+    let plain = dir.kernels().kernel("affine", &affine).compile("plain").unwrap();
+    assert_eq!(plain.header, None);
+}
+
+#[test]
+fn a_bad_model_split_is_a_positioned_error() {
+    let dir = Scratch::new("bad-model");
+    let affine = dir.graph("affine.tgc", AFFINE);
+    let err = |run: &[&str]| dir.kernels().kernel("affine", &affine).model(run).compile("k").unwrap_err().to_string();
+    assert!(
+        err(&["z"]).contains("error[UnknownName]: model `affine`: the graph has no input `z` (its inputs: x, w, b)")
+    );
+    assert!(err(&["x", "x"]).contains("run input `x` is named twice"));
+    // `x`'s shape has B: it cannot be a weight.
+    let e = err(&["w"]);
+    assert!(e.contains("weight `x` has shape f32[B, 4], which depends on the run"), "{e}");
+    let e = dir.kernels().model(&["x"]).kernel("affine", &affine).compile("k").unwrap_err();
+    assert!(e.to_string().contains("model(…) comes before any kernel()"), "{e}");
+}

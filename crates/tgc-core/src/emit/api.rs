@@ -106,6 +106,9 @@ pub struct KernelModule {
     /// Notes for the build's output: ShapeSet points whose kernels have no
     /// tuning record ([`crate::tune::miss_note`]).
     pub notes: Vec<String>,
+    /// The Memory Arena of each ShapeSet point ([`Backend::C`] only), for
+    /// a model's `ARENAS` ([`super::model`]).
+    pub arenas: Vec<super::model::PointArena>,
 }
 
 impl KernelModule {
@@ -172,7 +175,13 @@ pub fn kernel_module(
     s.push_str(&bodies.run_tail);
     s.push_str("}\n");
     s.push_str(&bodies.items);
-    Ok(KernelModule { name: name.to_string(), items: s, c_units: bodies.c_units, notes: bodies.notes })
+    Ok(KernelModule {
+        name: name.to_string(),
+        items: s,
+        c_units: bodies.c_units,
+        notes: bodies.notes,
+        arenas: bodies.arenas,
+    })
 }
 
 /// The parameter names of the input and output slices.
@@ -193,6 +202,8 @@ struct Bodies {
     generic_source: String,
     /// [`KernelModule::notes`].
     notes: Vec<String>,
+    /// [`KernelModule::arenas`].
+    arenas: Vec<super::model::PointArena>,
 }
 
 /// [`Backend::Rust`]: `mod generic` and `mod shape_<k>`, each with the
@@ -212,10 +223,11 @@ fn rust_bodies(
         run_tail.push_str(&dispatch(g, point, &format!("        return {};\n", call(&format!("shape_{k}"), "__rest"))));
         let _ = write!(items, "mod shape_{k} {{\n{}}}\n", super::rust::emit_rust(bound, FACADE)?);
     }
+    run_tail.push_str(&bucket_dispatch(g, points, args, &|k| format!("{}\n", call(&format!("shape_{k}"), "__rest")))?);
     let generic = super::rust::emit_rust_program(g, &program, FACADE)?;
     let _ = writeln!(run_tail, "    {}", call("generic", "__dims"));
     let _ = write!(items, "mod generic {{\n{generic}}}\n");
-    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic, notes: Vec::new() })
+    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic, notes: Vec::new(), arenas: Vec::new() })
 }
 
 /// [`Backend::C`]: the units of [`super::c`] and an `extern "C"` block
@@ -234,9 +246,14 @@ fn c_bodies(
     let mut run_tail = String::new();
     let (n_in, n_out) = (args.inputs.len(), args.outputs.len());
     let in_ptrs = ptrs(args.inputs, "as_ptr");
-    let _ = writeln!(run_tail, "    let __inputs: [*const ::core::ffi::c_void; {n_in}] = [{in_ptrs}];");
     let out_ptrs = ptrs(args.outputs, "as_mut_ptr");
-    let _ = writeln!(run_tail, "    let __outputs: [*mut ::core::ffi::c_void; {n_out}] = [{out_ptrs}];");
+    let pointer_arrays = format!(
+        "let __inputs: [*const ::core::ffi::c_void; {n_in}] = [{in_ptrs}];\n\
+         let __outputs: [*mut ::core::ffi::c_void; {n_out}] = [{out_ptrs}];\n"
+    );
+    for line in pointer_arrays.lines() {
+        let _ = writeln!(run_tail, "    {line}");
+    }
     // The `// SAFETY:` comment and `{ret}__c::status(…)`, as lines indented by `indent`.
     let call = |sym: &str, dims: &str, indent: &str, ret: &str| {
         let mut s = String::new();
@@ -251,6 +268,7 @@ fn c_bodies(
     let source = super::c::emit_c_programs(&[(g, program, symbol)])?;
     let mut c_units = vec![CUnit { symbol: symbol.to_string(), source }];
     let mut notes = Vec::new();
+    let mut arenas = Vec::new();
     for (k, (point, bound)) in points.iter().enumerate() {
         let sym = format!("{symbol}_shape{k}");
         run_tail.push_str(&dispatch(g, point, &call(&sym, "__rest", "        ", "return ")));
@@ -258,8 +276,15 @@ fn c_bodies(
         if let Some(t) = tuning {
             notes.extend(t.apply(&mut p, &g.name, &format!(" at {}", crate::tune::point_label(point))));
         }
+        let arena = crate::cpu::arena::plan(&p);
+        let bind = |s: &str| -> Option<i64> { point.get(s).copied() };
+        if let (Ok(peak), Ok(sum)) = (arena.bytes(&bind), arena.unshared_bytes(&bind)) {
+            arenas.push((point.iter().map(|(k, v)| (k.clone(), *v)).collect(), peak, sum));
+        }
         c_units.push(CUnit { source: super::c::emit_c_programs(&[(bound, p, &sym)])?, symbol: sym });
     }
+    let padded_call = |k: usize| format!("{pointer_arrays}{}", call(&format!("{symbol}_shape{k}"), "__rest", "", ""));
+    run_tail.push_str(&bucket_dispatch(g, points, args, &padded_call)?);
     run_tail.push_str(&call(symbol, "__dims", "    ", ""));
     let mut items = String::from("unsafe extern \"C\" {\n");
     for u in &c_units {
@@ -271,7 +296,7 @@ fn c_bodies(
     }
     items.push_str("}\n");
     let generic_source = c_units[0].source.clone();
-    Ok(Bodies { run_tail, items, c_units, generic_source, notes })
+    Ok(Bodies { run_tail, items, c_units, generic_source, notes, arenas })
 }
 
 /// `g` with `point` bound, after checking the point names only the graph's
@@ -310,6 +335,133 @@ fn dispatch(g: &Graph, point: &BTreeMap<String, i64>, action: &str) -> String {
         rest.len(),
         rest.join(", ")
     )
+}
+
+/// The run-time dispatch to a larger ShapeSet point (`000` §8's
+/// ShapeSets; the graph's `padded` symbols, [`crate::tiny::Symbol::padded`]):
+/// for each point that binds every symbol, smallest first (by the product
+/// of its values; ties in declaration order), `if` the call's dims fit it —
+/// a `padded` symbol's value at most the point's, every other symbol's
+/// equal — the inputs are copied into zero-filled buffers of the point's
+/// shapes (`__c::pad`), the point's body runs on them (`call(k)`: lines
+/// ending in the call's `Result`, with the parameter names shadowed by the
+/// padded buffers), and the outputs are cut back (`__c::crop`). A call
+/// that is a point exactly never gets here (the exact dispatch comes
+/// first). Nothing when the graph has no `padded` symbol.
+///
+/// Errors: `Unsupported` when a `padded` symbol appears in an input or
+/// output shape other than as a whole dim (`S + 1`): its padded extent
+/// would be ambiguous.
+fn bucket_dispatch(
+    g: &Graph,
+    points: &[(&BTreeMap<String, i64>, Graph)],
+    args: &Args,
+    call: &dyn Fn(usize) -> String,
+) -> DResult<String> {
+    let padded: Vec<usize> = (0..g.symbols.len()).filter(|&i| g.symbols[i].padded).collect();
+    if padded.is_empty() {
+        return Ok(String::new());
+    }
+    let is_padded =
+        |d: &Dim| d.as_sym().and_then(|s| g.symbols.iter().position(|x| x.name == s)).filter(|i| padded.contains(i));
+    let mentions_padded = |d: &Dim| padded.iter().any(|&i| d.symbols().contains(&g.symbols[i].name));
+    // Each input and output: (parameter, node, whether a padded symbol sizes it).
+    let ins = g.inputs();
+    let tensors: Vec<(&String, crate::tiny::NodeId, bool)> = args
+        .inputs
+        .iter()
+        .zip(ins.iter().copied())
+        .chain(args.outputs.iter().zip(g.outputs.iter().map(|o| o.node)))
+        .map(|(p, id)| {
+            let shape = g.shape(id);
+            if let Some(d) = shape.iter().find(|d| mentions_padded(d) && is_padded(d).is_none()) {
+                return Err(diag!(
+                    Unsupported,
+                    "`{p}` has the dim `{d}`, which holds a `padded` symbol: a padded symbol must be a whole dim \
+                     of every input and output shape it sizes"
+                ));
+            }
+            Ok((p, id, shape.iter().any(|d| is_padded(d).is_some())))
+        })
+        .collect::<DResult<_>>()?;
+    let mut order: Vec<usize> =
+        (0..points.len()).filter(|&k| g.symbols.iter().all(|s| points[k].0.contains_key(&s.name))).collect();
+    order.sort_by_key(|&k| points[k].0.values().map(|&v| v as i128).product::<i128>());
+    let mut s = String::new();
+    for k in order {
+        let (point, bound) = &points[k];
+        let conds: Vec<String> = g
+            .symbols
+            .iter()
+            .enumerate()
+            .map(|(i, sym)| {
+                let v = point[&sym.name];
+                if padded.contains(&i) {
+                    format!("__dims[{i}] <= {v}")
+                } else {
+                    format!("__dims[{i}] == {v}")
+                }
+            })
+            .collect();
+        let label = crate::tune::point_label(point);
+        let _ = writeln!(s, "    if {} {{", conds.join(" && "));
+        let _ = writeln!(
+            s,
+            "        // Padded to ShapeSet point {k} ({label}): zeros past the call's dims, outputs cut back."
+        );
+        // The call's shape and the point's, as `usize` lists, of tensor `t`.
+        let shapes = |t: usize, id: crate::tiny::NodeId| -> (String, String) {
+            let bound_id = if t < ins.len() { bound.inputs()[t] } else { bound.outputs[t - ins.len()].node };
+            let at: Vec<String> = bound.shape(bound_id).iter().map(|d| d.as_int().unwrap_or(0).to_string()).collect();
+            let call: Vec<String> = g
+                .shape(id)
+                .iter()
+                .zip(&at)
+                .map(|(d, v)| match is_padded(d) {
+                    Some(i) => format!("__dims[{i}] as usize"),
+                    None => v.clone(),
+                })
+                .collect();
+            (format!("&[{}]", call.join(", ")), format!("&[{}]", at.join(", ")))
+        };
+        let mut taken = Vec::new();
+        let mut shadow = String::new();
+        let mut crops = String::new();
+        for (t, &(p, id, sized)) in tensors.iter().enumerate() {
+            if !sized {
+                continue;
+            }
+            let (call_shape, at_shape) = shapes(t, id);
+            let buf = format!("__pad{t}");
+            let ty = rust_type(g.dtype(id));
+            if t < ins.len() {
+                let _ = writeln!(s, "        let {buf} = __c::pad({p}, {call_shape}, {at_shape});");
+                let _ = writeln!(shadow, "            let {p}: &[{ty}] = &{buf};");
+            } else {
+                let len: i64 =
+                    bound.shape(bound.outputs[t - ins.len()].node).iter().map(|d| d.as_int().unwrap_or(0)).product();
+                let _ = writeln!(s, "        let mut {buf} = __c::zeros::<{ty}>({len});");
+                let _ = writeln!(shadow, "            let {p}: &mut [{ty}] = &mut {buf};");
+                let _ = writeln!(crops, "            __c::crop(&{buf}, {at_shape}, {p}, {call_shape});");
+            }
+            taken.push(buf);
+        }
+        s.push_str("        let __result = {\n");
+        s.push_str(&shadow);
+        s.push_str("            let __rest: [i64; 0] = [];\n");
+        for line in call(k).lines() {
+            let _ = writeln!(s, "            {line}");
+        }
+        s.push_str("        };\n");
+        if !crops.is_empty() {
+            let _ = write!(s, "        if __result.is_ok() {{\n{crops}        }}\n");
+        }
+        for buf in taken.iter().rev() {
+            let _ = writeln!(s, "        __c::give({buf});");
+        }
+        s.push_str("        return __result;\n    }\n");
+    }
+    Ok(s)
 }
 
 /// The lines of the `// SAFETY:` comment of an extern call.
@@ -554,6 +706,10 @@ const RESERVED: &[&str] = &[
     "THREADS",
     "SMEM_BYTES",
     "PLAN_JSON",
+    "Model",
+    "WEIGHTS",
+    "ARENAS",
+    "model",
 ];
 
 /// True for `[A-Za-z_][A-Za-z0-9_]*` other than `_`.

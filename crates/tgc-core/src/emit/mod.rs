@@ -13,6 +13,7 @@
 pub mod api;
 pub mod c;
 pub mod gpu_api;
+pub mod model;
 pub mod rust;
 
 use crate::affine::{AffAtom, AffExpr};

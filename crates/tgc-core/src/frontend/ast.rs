@@ -34,11 +34,15 @@ pub struct Ident {
     pub span: Span,
 }
 
-/// `SYM` or `SYM=default` in `graph<...>`.
+/// `SYM`, `SYM=default`, either followed by `padded`, in `graph<...>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymDecl {
     pub name: Ident,
     pub default: Option<i64>,
+    /// Declared `padded`: a call may be run at a larger ShapeSet point of
+    /// this symbol, its inputs zero-filled and its outputs cut back
+    /// ([`crate::tiny::Symbol::padded`]).
+    pub padded: bool,
 }
 
 /// `name: dtype[dims]` in a parameter or result list.

@@ -88,9 +88,14 @@ fn graph(g: &GraphDef) -> String {
 }
 
 fn sym_decl(s: &SymDecl) -> String {
-    match s.default {
+    let decl = match s.default {
         Some(d) => format!("{}={d}", s.name.name),
         None => s.name.name.clone(),
+    };
+    if s.padded {
+        format!("{decl} padded")
+    } else {
+        decl
     }
 }
 
@@ -139,7 +144,11 @@ fn operand(e: &Expr, parens: bool) -> String {
 fn strip_graph(g: &GraphDef) -> GraphDef {
     GraphDef {
         name: strip_ident(&g.name),
-        syms: g.syms.iter().map(|s| SymDecl { name: strip_ident(&s.name), default: s.default }).collect(),
+        syms: g
+            .syms
+            .iter()
+            .map(|s| SymDecl { name: strip_ident(&s.name), default: s.default, padded: s.padded })
+            .collect(),
         params: g.params.iter().map(strip_tensor_decl).collect(),
         results: g.results.iter().map(strip_tensor_decl).collect(),
         body: g
@@ -426,7 +435,11 @@ mod tests {
         let syms = names(0..3).prop_flat_map(|ns| {
             ns.into_iter()
                 .map(|n| {
-                    proptest::option::of(0..=i64::MAX).prop_map(move |default| SymDecl { name: n.clone(), default })
+                    (proptest::option::of(0..=i64::MAX), any::<bool>()).prop_map(move |(default, padded)| SymDecl {
+                        name: n.clone(),
+                        default,
+                        padded,
+                    })
                 })
                 .collect::<Vec<_>>()
         });

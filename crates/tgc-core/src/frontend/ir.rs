@@ -118,6 +118,8 @@ pub struct FGraph {
     pub span: Span,
     /// Declared symbols with their defaults, in order.
     pub syms: Vec<(String, Option<i64>)>,
+    /// The symbols declared `padded`.
+    pub padded: Vec<String>,
     pub params: Vec<FTensor>,
     pub results: Vec<FTensor>,
     /// Every value; parameters first.
@@ -671,9 +673,16 @@ pub fn dump(p: &FProgram) -> String {
         let syms: Vec<String> = g
             .syms
             .iter()
-            .map(|(n, d)| match d {
-                Some(v) => format!("{n}={v}"),
-                None => n.clone(),
+            .map(|(n, d)| {
+                let decl = match d {
+                    Some(v) => format!("{n}={v}"),
+                    None => n.clone(),
+                };
+                if g.padded.contains(n) {
+                    format!("{decl} padded")
+                } else {
+                    decl
+                }
             })
             .collect();
         let params: Vec<String> = g.params.iter().map(tensor).collect();

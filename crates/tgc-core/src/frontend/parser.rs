@@ -242,14 +242,18 @@ fn graph_def(p: &mut Parser) -> PResult<GraphDef> {
     Ok(GraphDef { name, syms, params, results, body, ret, ret_span, span })
 }
 
-/// `SYM` or `SYM=default`.
+/// `SYM` or `SYM=default`, then optionally `padded`.
 fn sym_decl(p: &mut Parser) -> PResult<SymDecl> {
     let name = ident(p, "a symbol name")?;
     let default = match p.eat(&TokenKind::Assign) {
         Some(_) => Some(size(p, "a default value (a non-negative integer)")?.0),
         None => None,
     };
-    Ok(SymDecl { name, default })
+    let padded = matches!(p.peek_kind(), Some(TokenKind::Ident(w)) if w == "padded");
+    if padded {
+        ident(p, "`padded`")?;
+    }
+    Ok(SymDecl { name, default, padded })
 }
 
 /// `name: dtype[dims]`
@@ -741,6 +745,27 @@ graph<B=2, H=4, M=16, N=16, D=8, C=3, G> everything(x: f32[B, C, M, N], w: fp32[
     }
 
     #[test]
+    fn symbols_may_be_declared_padded() {
+        let p =
+            parse("graph<B padded, S=16 padded, H> main(x: f32[B, S, H]) -> (y: f32[B, S, H]) { return x }").unwrap();
+        let syms: Vec<_> = p.graphs[0].syms.iter().map(|s| (s.name.name.as_str(), s.default, s.padded)).collect();
+        assert_eq!(syms, [("B", None, true), ("S", Some(16), true), ("H", None, false)]);
+        // It reaches Tiny IR, its JSON and `tgc check`'s signature.
+        let g = crate::pipeline::load(
+            "graph<B padded, S=16 padded> main(x: f32[B, S]) -> (y: f32[B, S]) { return x }",
+            crate::pipeline::Format::Dsl,
+            None,
+        )
+        .unwrap()
+        .graph;
+        assert_eq!(g.symbols.iter().map(|s| s.padded).collect::<Vec<_>>(), [true, true]);
+        let json = crate::tiny::json::to_json(&g);
+        assert!(json.contains(r#"{"name":"S","default":16,"padded":true}"#), "{json}");
+        assert_eq!(crate::tiny::json::load_json(&json).unwrap().symbols, g.symbols);
+        assert!(crate::pipeline::signature(&g).starts_with("ok: graph main<B padded, S=16 padded>"));
+    }
+
+    #[test]
     fn precedence_and_associativity() {
         assert_eq!(value("a + b * c"), "(+ a (* b c))");
         assert_eq!(value("a - b - c"), "(- (- a b) c)");
@@ -867,6 +892,7 @@ graph<B=2, H=4, M=16, N=16, D=8, C=3, G> everything(x: f32[B, C, M, N], w: fp32[
             ("graph main(x: f32[9223372036854775808]) -> (y: f32[1]) { return x }".into(), expect!["1:19: error[SyntaxError]: integer 9223372036854775808 does not fit in 64 bits"]),
             ("graph<N=x> main(x: f32[N]) -> (y: f32[N]) { return x }".into(), expect!["1:9: error[SyntaxError]: expected a default value (a non-negative integer), found `x`"]),
             ("graph<N main(x: f32[N]) -> (y: f32[N]) { return x }".into(), expect!["1:9: error[SyntaxError]: expected ',' or '>' after symbol, found `main`"]),
+            ("graph<N padded padded> main(x: f32[N]) -> (y: f32[N]) { return x }".into(), expect!["1:16: error[SyntaxError]: expected ',' or '>' after symbol, found `padded`"]),
             ("graph<N, N=2> main(x: f32[N]) -> (y: f32[N]) { return x }".into(), expect!["1:10: error[SyntaxError]: symbol `N` is declared twice (first at 1:7)"]),
             ("graph main(x: f32[1], x: f32[2]) -> (y: f32[1]) { return x }".into(), expect!["1:23: error[SyntaxError]: parameter `x` is declared twice (first at 1:12)"]),
             ("graph main(x: f32[1]) -> (y: f32[1], y: f32[1]) { return x, x }".into(), expect!["1:38: error[SyntaxError]: result `y` is declared twice (first at 1:27)"]),

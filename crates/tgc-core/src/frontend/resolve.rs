@@ -183,6 +183,7 @@ fn resolve_graph(gd: &ast::GraphDef, sigs: &[Sig]) -> DResult<FGraph> {
         }
         syms.push((s.name.name.clone(), s.default));
     }
+    let padded = gd.syms.iter().filter(|s| s.padded).map(|s| s.name.name.clone()).collect();
     let mut r = Resolver {
         sigs,
         syms: syms.iter().map(|(n, _)| n.clone()).collect(),
@@ -190,6 +191,7 @@ fn resolve_graph(gd: &ast::GraphDef, sigs: &[Sig]) -> DResult<FGraph> {
             name: gd.name.name.clone(),
             span: gd.span,
             syms,
+            padded,
             params: vec![],
             results: vec![],
             values: vec![],

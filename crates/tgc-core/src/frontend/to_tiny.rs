@@ -99,7 +99,11 @@ pub fn lower_program(p: &FProgram, entry: Option<&str>) -> DResult<Graph> {
     let ei = entry_index(p, entry)?;
     let fg = &p.graphs[ei];
     let mut g = Graph::new(&fg.name);
-    g.symbols = fg.syms.iter().map(|(name, default)| Symbol { name: name.clone(), default: *default }).collect();
+    g.symbols = fg
+        .syms
+        .iter()
+        .map(|(name, default)| Symbol { name: name.clone(), default: *default, padded: fg.padded.contains(name) })
+        .collect();
     let mut args = Vec::new();
     for prm in &fg.params {
         g.cur_span = Some(prm.span);

@@ -58,6 +58,27 @@ pub struct Node {
 pub struct Symbol {
     pub name: String,
     pub default: Option<i64>,
+    /// Declared `padded`: a call whose value of this symbol is smaller
+    /// than a ShapeSet point's may run that point's body, its inputs
+    /// zero-filled along the symbol's axes and its outputs cut back
+    /// ([`crate::emit::api`]'s bucket dispatch). The graph's author
+    /// states that zeros there do not change the real rows (a mask, a
+    /// padding token), as the DSL page says.
+    pub padded: bool,
+}
+
+impl std::fmt::Display for Symbol {
+    /// As declared: `S`, `S=16`, `S=16 padded`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)?;
+        if let Some(d) = self.default {
+            write!(f, "={d}")?;
+        }
+        if self.padded {
+            f.write_str(" padded")?;
+        }
+        Ok(())
+    }
 }
 
 /// A named graph output.
@@ -309,7 +330,7 @@ impl Graph {
             names.push(s);
         }
         for n in names.into_iter().skip(self.symbols.len()) {
-            self.symbols.push(Symbol { name: n, default: None });
+            self.symbols.push(Symbol { name: n, default: None, padded: false });
         }
         Ok(())
     }

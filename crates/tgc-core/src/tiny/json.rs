@@ -5,7 +5,7 @@
 //! {"name"?: "g",
 //!  "uops": [{"id": "n0", "uop": "INPUT", "src"?: [...], "arg"?: {...}, "tag"?: "..."}, ...],
 //!  "outputs"?: [{"name": "C", "id": "n9"}],
-//!  "symbols"?: [{"name": "M", "default"?: 64}]}
+//!  "symbols"?: [{"name": "M", "default"?: 64, "padded"?: true}]}
 //! ```
 //!
 //! Text rules:

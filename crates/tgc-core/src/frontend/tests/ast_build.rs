@@ -82,7 +82,10 @@ pub fn graph(
 ) -> GraphDef {
     GraphDef {
         name: ident(name, Span::default()),
-        syms: syms.iter().map(|(s, d)| SymDecl { name: ident(s, Span::default()), default: *d }).collect(),
+        syms: syms
+            .iter()
+            .map(|(s, d)| SymDecl { name: ident(s, Span::default()), default: *d, padded: false })
+            .collect(),
         params,
         results,
         body,

@@ -290,7 +290,7 @@ fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
     if let Some(list) = root.get("symbols") {
         let list = list
             .as_array()
-            .ok_or_else(|| diag!(SyntaxError, "`symbols` must be a list of {{\"name\", \"default\"?}}"))?;
+            .ok_or_else(|| diag!(SyntaxError, "`symbols` must be a list of {{\"name\", \"default\"?, \"padded\"?}}"))?;
         for (k, v) in list.iter().enumerate() {
             let f = Fields::of(v, format!("symbols[{k}]"))?;
             let name = f.str("name")?;
@@ -305,6 +305,12 @@ fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
                         .ok_or_else(|| diag!(SyntaxError, "`symbols[{k}].default` must be an integer ≥ 1, got {d}"))?,
                 ),
             };
+            let padded = match f.get("padded") {
+                None => false,
+                Some(p) => p
+                    .as_bool()
+                    .ok_or_else(|| diag!(SyntaxError, "`symbols[{k}].padded` must be true or false, got {p}"))?,
+            };
             f.finish("a symbol")?;
             if g.symbols.iter().any(|s| s.name == name) {
                 return Err(diag!(SyntaxError, "symbol `{name}` is declared twice"));
@@ -315,7 +321,7 @@ fn symbols(g: &mut Graph, root: &Fields) -> DResult<()> {
                     "`symbols[{k}]`: a graph may have at most {MAX_SYMBOLS} symbols (tiny::graph::MAX_SYMBOLS)"
                 ));
             }
-            g.symbols.push(Symbol { name: name.to_string(), default });
+            g.symbols.push(Symbol { name: name.to_string(), default, padded });
         }
         let declared = g.symbols.len();
         g.declare_input_symbols()?;

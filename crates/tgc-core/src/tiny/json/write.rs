@@ -122,6 +122,9 @@ pub fn to_json(g: &Graph) -> String {
         if let Some(d) = s.default {
             m.insert("default".into(), Value::from(d));
         }
+        if s.padded {
+            m.insert("padded".into(), Value::from(true));
+        }
         Value::Object(m)
     });
     format!(
