@@ -80,16 +80,28 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
              little; build it with `cargo build --release -p tgc-cli`"
         );
     }
-    let opts = TuneOptions {
-        warmup: a.warmup,
-        repetitions: a.repetitions,
-        work_dir: work.clone(),
-        interpreter_bytes: 2 << 30,
-    };
     let threads = tgc_runtime::cpu_rt::threads();
     let machine = Machine::this(threads);
     let mut results = Vec::new();
-    for (i, pt) in points.iter().enumerate() {
+    // Each point as `tgc compile` lowers it (fused by Poly Core), then as
+    // a build without feature `poly` does (the build helper's), where that
+    // has kernels the first left unrecorded.
+    let runs = points.iter().enumerate().flat_map(|(i, pt)| [(i, pt, true), (i, pt, false)]);
+    for (i, pt, fuse) in runs {
+        let lowering = if fuse { "" } else { " (unfused, as builds without feature `poly` lower it)" };
+        if !fuse {
+            let mut p = tune::lowered(&pt.graph, false).map_err(|d| Failure::diag(path, &d))?;
+            if tune::apply(&mut p, &cache, &tc).is_empty() {
+                continue;
+            }
+        }
+        let opts = TuneOptions {
+            warmup: a.warmup,
+            repetitions: a.repetitions,
+            work_dir: work.clone(),
+            interpreter_bytes: 2 << 30,
+            fuse,
+        };
         let bar = ProgressBar::new(1);
         bar.set_style(
             ProgressStyle::with_template("{prefix} {msg:<22} [{bar:30}] {pos}/{len} {elapsed}")
@@ -108,7 +120,13 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
         })?;
         bar.finish_and_clear();
         let date = tune::utc_date(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
-        println!("{} at {} ({} kernel thread{}):", g.name, pt.label, threads, if threads == 1 { "" } else { "s" });
+        println!(
+            "{} at {}{lowering} ({} kernel thread{}):",
+            g.name,
+            pt.label,
+            threads,
+            if threads == 1 { "" } else { "s" }
+        );
         if result.units.is_empty() {
             println!("  no packed kernel: nothing to tune");
         }
@@ -155,16 +173,14 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
                 a.repetitions
             );
         }
-        results.push(result);
+        let label = if fuse { pt.label.clone() } else { format!("{} unfused", pt.label) };
+        results.push((label, result));
     }
     let _ = std::fs::remove_dir_all(&work);
     println!("tuning cache {}: {} records", cache.dir().display(), cache.len());
     if let Some(file) = a.report {
-        let reports: Vec<PointReport> = points
-            .iter()
-            .zip(&results)
-            .map(|(p, r)| PointReport { graph: &g.name, point: &p.label, result: r })
-            .collect();
+        let reports: Vec<PointReport> =
+            results.iter().map(|(label, r)| PointReport { graph: &g.name, point: label, result: r }).collect();
         let roof = Roofline::this_machine(threads);
         write(file, &report::csv(&reports, &roof))?;
         write(&file.with_extension("svg"), &report::svg(&reports, &roof))?;
@@ -176,15 +192,23 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
 fn check(path: &Path, points: &[Point], cache: &Cache, tc: &Toolchain) -> Result<()> {
     let mut missing = 0;
     for pt in points {
-        let mut p = tgc_core::cpu::lower(&pt.graph).map_err(|d| Failure::diag(path, &d))?;
-        let total = tune::tunable(&p).count();
-        let misses = tune::apply(&mut p, cache, tc);
+        // Both lowerings' kernels, by key: `tgc compile`'s and the build
+        // helper's (without feature `poly`).
+        let mut keys = std::collections::BTreeMap::new();
+        for fuse in [true, false] {
+            let p = tune::lowered(&pt.graph, fuse).map_err(|d| Failure::diag(path, &d))?;
+            for (_, k) in tune::tunable(&p) {
+                keys.entry(tune::key_inputs(&p, k, tc).key()).or_insert_with(|| k.name.clone());
+            }
+        }
+        let total = keys.len();
+        let misses: Vec<(String, String)> = keys.into_iter().filter(|(key, _)| cache.get(key).is_none()).collect();
         if misses.is_empty() {
-            println!("{}: {total} packed kernel{} recorded", pt.label, if total == 1 { "" } else { "s" });
+            println!("{}: {total} packed kernel key{} recorded", pt.label, if total == 1 { "" } else { "s" });
         } else {
             missing += misses.len();
-            for m in &misses {
-                println!("{}: kernel {} has no record (key {})", pt.label, m.kernel, m.key);
+            for (key, kernel) in &misses {
+                println!("{}: kernel {kernel} has no record (key {key})", pt.label);
             }
         }
     }

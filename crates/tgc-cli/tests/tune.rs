@@ -44,7 +44,7 @@ fn tune_writes_a_cache_that_check_and_compile_read_and_an_edit_invalidates() {
     assert!(svg.starts_with("<svg") && svg.contains("<rect") && svg.trim_end().ends_with("</svg>"));
 
     let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
-    assert!(o.status.success() && stdout(&o).contains("1 packed kernel recorded"), "{}", stderr(&o));
+    assert!(o.status.success() && stdout(&o).contains("1 packed kernel key recorded"), "{}", stderr(&o));
 
     // Two builds from the cache print the same C, with the recorded kc.
     let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&records[0]).unwrap()).unwrap();
@@ -118,4 +118,30 @@ fn tune_help_shows_examples_and_the_flags() {
     for want in ["--point", "--check", "--report", "--repetitions", "tgc tune graphs/gemm.tgc --point M=256"] {
         assert!(help.contains(want), "`{want}` in:\n{help}");
     }
+}
+
+/// A graph that Poly Core fuses (ReLU of one GEMM computed at the next) is
+/// lowered differently by builds without feature `poly` (the build
+/// helper's): `tgc tune` tunes both programs, so `--check` and both kinds
+/// of build find every key.
+#[test]
+fn tune_records_the_unfused_program_too() {
+    let dir = temp("tune-unfused");
+    let _ = std::fs::remove_dir_all(dir.join("tgc-tune"));
+    let mlp =
+        "graph<B=4> main(x: f32[B, 16], w1: f32[16, 32], b1: f32[32], w2: f32[32, 8], b2: f32[8]) -> (y: f32[B, 8]) {
+    h = relu(matmul(x, w1) + b1)
+    y = matmul(h, w2) + b2
+    return y
+}
+";
+    std::fs::write(dir.join("mlp.tgc"), mlp).unwrap();
+    let o = tgc_in(&dir, &["tune", "mlp.tgc", "--warmup", "0", "--repetitions", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("main at B=4 (unfused, as builds without feature `poly` lower it)"), "{out}");
+    let records = std::fs::read_dir(dir.join("tgc-tune")).unwrap().count();
+    assert_eq!(records, 3, "the fused program's kernel and the unfused program's two: {out}");
+    let o = tgc_in(&dir, &["tune", "mlp.tgc", "--check"]);
+    assert!(o.status.success() && stdout(&o).contains("3 packed kernel keys recorded"), "{}", stdout(&o));
 }

@@ -6,11 +6,16 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The directory of this crate's cdylib: the profile directory above the
-/// test binary's `deps/`.
+/// The directory of this crate's cdylib: `<profile>/deps`, beside the test
+/// binary, where a test build leaves it (`cargo build` also copies it up
+/// to `<profile>`).
 fn cdylib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
-    exe.parent().and_then(|deps| deps.parent()).expect("the binary is in <profile>/deps").to_path_buf()
+    let deps = exe.parent().expect("the binary is in <profile>/deps").to_path_buf();
+    match deps.join("libtgc_build_demo.so").exists() {
+        true => deps,
+        false => deps.parent().map_or(deps.clone(), |p| p.to_path_buf()),
+    }
 }
 
 #[test]

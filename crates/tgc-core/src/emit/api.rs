@@ -35,8 +35,12 @@
 //! `extern "C"` calls of [`Backend::C`] sound.
 //!
 //! Then it dispatches: the first ShapeSet point whose dims all match runs
-//! the body specialised for it (with the dims that stay symbolic), otherwise
-//! the generic body runs. A body's own failure is `Error::Kernel`.
+//! the body specialised for it (with the dims that stay symbolic);
+//! otherwise, when the graph has `padded` symbols, the smallest point that
+//! binds every symbol and holds the call (see [`bucket_dispatch`]) runs on
+//! zero-filled copies of the inputs and its outputs are cut back;
+//! otherwise the generic body runs. A body's own failure is
+//! `Error::Kernel`.
 //!
 //! Generated code names only `::core::…`, `::std::…` and `::tgc::…` paths
 //! (the facade re-exports `Error` and `half`), so a user crate needs the

@@ -40,7 +40,7 @@ use sha2::{Digest, Sha256};
 use crate::cpu::packed::Blocks;
 use crate::cpu::{Kernel, Program};
 
-pub use search::{tune_point, Measured, PointResult, Progress, TuneOptions, Tuned};
+pub use search::{lowered, tune_point, Measured, PointResult, Progress, TuneOptions, Tuned};
 
 /// The record format; a record of another schema is refused.
 pub const SCHEMA: &str = "tgc-tune/1";

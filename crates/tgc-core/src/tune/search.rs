@@ -59,6 +59,11 @@ pub struct TuneOptions {
     /// ([`pipeline::check_run_bytes`]); past it, the candidates are checked
     /// against the analytic program's outputs instead.
     pub interpreter_bytes: u64,
+    /// Whether the program tuned is the fused one ([`crate::cpu::lower`]:
+    /// Poly Core's compute-at fusions, with feature `poly`) or the
+    /// grouping's alone (what a build without feature `poly` lowers, such
+    /// as the build helper's; [`crate::cpu::Options::fuse`]).
+    pub fuse: bool,
 }
 
 /// What [`tune_point`] is doing, for a progress bar: `done` of `total`
@@ -111,7 +116,8 @@ pub struct PointResult {
     pub graph_ns: (u64, u64),
 }
 
-/// Tunes the packed kernels of the bound graph `g` (see the module doc).
+/// Tunes the packed kernels of the bound graph `g` as lowered with
+/// `opts.fuse` (see the module doc).
 ///
 /// Errors: those of [`crate::cpu::lower`], [`pipeline::sample_inputs`] and
 /// [`pipeline::run_interp`]; the C compiler's or the kernels' failures;
@@ -123,7 +129,7 @@ pub fn tune_point(
     opts: &TuneOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<PointResult, RunError> {
-    let p = crate::cpu::lower(g).map_err(RunError::Diag)?;
+    let p = lowered(g, opts.fuse).map_err(RunError::Diag)?;
     let calls = p.calls();
     let call_of = |k: usize| calls.iter().position(|c| c.contains(&k)).expect("every kernel is in a call");
     // The units: kernels grouped by key, in kernel order.
@@ -425,6 +431,13 @@ fn close(a: &HostTensor, b: &HostTensor) -> bool {
     let (a, b) = (a.to_f64_vec(), b.to_f64_vec());
     a.len() == b.len()
         && a.iter().zip(&b).all(|(&x, &y)| if y.is_nan() { x.is_nan() } else { (x - y).abs() <= 1e-3 + rtol * y.abs() })
+}
+
+/// `g`'s CPU program, fused or not ([`TuneOptions::fuse`]).
+///
+/// Errors: those of [`crate::cpu::lower_with`].
+pub fn lowered(g: &Graph, fuse: bool) -> crate::diag::DResult<Program> {
+    crate::cpu::lower_with(g, &crate::cpu::Options { fuse, ..crate::cpu::Options::default() })
 }
 
 /// The median (the lower of the middle two for an even count).

@@ -149,7 +149,7 @@ fn tuning_a_small_gemm_measures_every_candidate_and_keeps_a_measured_one() {
     let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
     let dir = temp("point");
     std::fs::create_dir_all(&dir).unwrap();
-    let opts = TuneOptions { warmup: 0, repetitions: 2, work_dir: dir.clone(), interpreter_bytes: 1 << 30 };
+    let opts = TuneOptions { warmup: 0, repetitions: 2, work_dir: dir.clone(), interpreter_bytes: 1 << 30, fuse: true };
     let mut steps = 0;
     let result = tune_point(&g, &toolchain(), &opts, &mut |p| {
         assert!(p.done <= p.total);
