@@ -337,38 +337,27 @@ pub struct CWeight {
     pub bytes: i64,
 }
 
-/// The C declaration of [`CWeight`] and of the status codes, printed into
-/// every generated header.
-pub const C_DECL: &str = "#ifndef TGC_MODEL_ABI
-#define TGC_MODEL_ABI 1
-/* One weight: its graph input's name and its bytes (dense, row-major, little-endian). */
-typedef struct tgc_weight {
-    const char* name;
-    const void* data;
-    int64_t bytes;
-} tgc_weight;
-/* Status codes: 0 is success; the message of the last failure on the calling thread is
-   tgc_<name>_last_error(). */
-enum {
-    TGC_OK = 0,
-    TGC_LENGTH_MISMATCH = 1,
-    TGC_SHAPE_MISMATCH = 2,
-    TGC_DIM_MISMATCH = 3,
-    TGC_INVALID_DIM = 4,
-    TGC_DTYPE_MISMATCH = 5,
-    TGC_MISALIGNED = 6,
-    TGC_NO_DEVICE = 7,
-    TGC_IO = 8,
-    TGC_FORMAT = 9,
-    TGC_OUT_OF_MEMORY = 10,
-    TGC_KERNEL = 11,
-    TGC_INVALID_ARGUMENT = 12,
-    TGC_PANIC = 13
-};
-#endif
-";
+/// The C status names, indexed by their code: `TGC_OK` is 0, an error's
+/// code is [`status_code`], then [`STATUS_INVALID_ARGUMENT`] and
+/// [`STATUS_PANIC`].
+pub const STATUS_NAMES: [&str; 14] = [
+    "TGC_OK",
+    "TGC_LENGTH_MISMATCH",
+    "TGC_SHAPE_MISMATCH",
+    "TGC_DIM_MISMATCH",
+    "TGC_INVALID_DIM",
+    "TGC_DTYPE_MISMATCH",
+    "TGC_MISALIGNED",
+    "TGC_NO_DEVICE",
+    "TGC_IO",
+    "TGC_FORMAT",
+    "TGC_OUT_OF_MEMORY",
+    "TGC_KERNEL",
+    "TGC_INVALID_ARGUMENT",
+    "TGC_PANIC",
+];
 
-/// The C status of an error: the codes of [`C_DECL`].
+/// The C status of an error, an index of [`STATUS_NAMES`].
 pub fn status_code(e: &Error) -> i32 {
     match e {
         Error::LengthMismatch { .. } => 1,
@@ -385,12 +374,36 @@ pub fn status_code(e: &Error) -> i32 {
     }
 }
 
-/// [`C_DECL`]'s `TGC_INVALID_ARGUMENT`: a null pointer or a negative
-/// length where the ABI needs one.
+/// `TGC_INVALID_ARGUMENT`: a null pointer or a negative length where the
+/// ABI needs one.
 pub const STATUS_INVALID_ARGUMENT: i32 = 12;
-/// [`C_DECL`]'s `TGC_PANIC`: the call panicked (a bug of tgc; the model
-/// is left as it was).
+/// `TGC_PANIC`: the call panicked (a bug of tgc; the model is left as it
+/// was).
 pub const STATUS_PANIC: i32 = 13;
+
+/// The C declarations of [`CWeight`] and of the status codes
+/// ([`STATUS_NAMES`]), printed into every generated header.
+pub fn c_decl() -> String {
+    let codes: Vec<String> = STATUS_NAMES.iter().enumerate().map(|(i, n)| format!("    {n} = {i}")).collect();
+    format!(
+        "#ifndef TGC_MODEL_ABI
+#define TGC_MODEL_ABI 1
+/* One weight: its graph input's name and its bytes (dense, row-major, little-endian). */
+typedef struct tgc_weight {{
+    const char* name;
+    const void* data;
+    int64_t bytes;
+}} tgc_weight;
+/* Status codes: 0 is success; the message of the last failure on the calling thread is
+   tgc_<name>_last_error(). */
+enum {{
+{}
+}};
+#endif
+",
+        codes.join(",\n")
+    )
+}
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -697,6 +710,20 @@ mod tests {
         let (_, m) = c_disjoint(&[x], &[y]).unwrap_err();
         assert!(m.contains("`y` overlaps argument `x`"), "{m}");
         assert!(c_disjoint(&[], &[y, y]).is_err());
+    }
+
+    #[test]
+    fn status_codes_name_their_errors() {
+        let name = |e: Error| STATUS_NAMES[status_code(&e) as usize];
+        assert_eq!(name(Error::LengthMismatch { arg: "x".into(), expected: 1, got: 2 }), "TGC_LENGTH_MISMATCH");
+        assert_eq!(name(Error::Kernel("k".into())), "TGC_KERNEL");
+        assert_eq!(name(Error::OutOfMemory { what: "p".into(), bytes: 1 }), "TGC_OUT_OF_MEMORY");
+        assert_eq!(STATUS_NAMES[STATUS_INVALID_ARGUMENT as usize], "TGC_INVALID_ARGUMENT");
+        assert_eq!(STATUS_NAMES[STATUS_PANIC as usize], "TGC_PANIC");
+        assert!(
+            c_decl().contains("    TGC_OK = 0,\n    TGC_LENGTH_MISMATCH = 1,")
+                && c_decl().contains("TGC_PANIC = 13\n};")
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub struct ModelText {
     /// Items for the kernel's module (after `run`).
     pub items: String,
     /// The C declarations of its ABI, for the library's header (which
-    /// starts with `tgc_runtime::model::C_DECL`).
+    /// starts with `tgc_runtime::model::c_decl()`).
     pub header: String,
 }
 
@@ -411,7 +411,7 @@ extern \"C\" {{
 #endif
 #endif
 ",
-        tgc_runtime::model::C_DECL,
+        tgc_runtime::model::c_decl(),
         decls.concat()
     )
 }
