@@ -25,6 +25,13 @@
 //! driver call, then call [`Gpu::launch_raw`]. The checks are plain
 //! functions of numbers, so they are tested without a GPU.
 //!
+//! Models (`000` §8): [`Gpu::upload_pool`] puts a model's ConstPool on
+//! the device in one allocation ([`DeviceConstPool`], each weight a
+//! [`CudaView`] at its host offset), and [`Gpu::capture`] records the
+//! launches of one run as a CUDA Graph ([`Replay`]) that later runs of the
+//! same shape cluster replay with one driver call ([`Graphs`] keeps one per
+//! cluster).
+//!
 //! Nothing here panics on a missing driver or device: cudarc panics when a
 //! driver function is called without `libcuda`, so [`Gpu::new`] checks
 //! `is_culib_present` before any other call.
@@ -32,9 +39,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute_enum};
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUfunction_attribute_enum, CUgraphInstantiate_flags, CUstreamCaptureMode,
+};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, DeviceRepr, DeviceSlice, DriverError, ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, DevicePtr, DeviceRepr, DeviceSlice, DriverError,
+    ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -42,6 +52,7 @@ pub use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchArgs, PushKerne
 
 pub use crate::launch::{grid_extent, Launch, Limits, Step, StepArg, Steps, DEFAULT_DYNAMIC_SMEM_BYTES};
 
+use crate::model::{ConstPool, WeightSpec};
 use crate::{Error, Result};
 
 /// A cubin compiled for one architecture.
@@ -434,6 +445,138 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(driver("synchronising the stream"))
     }
+
+    /// A device copy of a model's ConstPool: one allocation, one copy of
+    /// the host pool's bytes, each weight at its host offset.
+    ///
+    /// Errors: [`Error::Kernel`] when the allocation or copy fails.
+    pub fn upload_pool(&self, pool: &ConstPool) -> Result<DeviceConstPool> {
+        let bytes = self.upload(pool.as_bytes())?;
+        let offsets = (0..pool.specs().len()).map(|k| pool.offset(k)).collect();
+        Ok(DeviceConstPool { bytes, offsets, specs: pool.specs() })
+    }
+
+    /// Records the work `body` queues on this handle's stream as a CUDA
+    /// Graph instead of running it (stream capture, thread-local mode), for
+    /// [`Replay::replay`]. The body should have run once uncaptured first:
+    /// loading a module and raising a kernel's shared-memory limit are not
+    /// stream work and cannot be captured. A replay reads and writes the
+    /// buffers the body used, at the same addresses: they must outlive the
+    /// [`Replay`].
+    ///
+    /// The handle of [`Gpu::new`] works on the device's legacy default
+    /// stream, which cannot be captured: capture on a handle of
+    /// [`Gpu::new_stream`].
+    ///
+    /// Errors: the body's error (the capture is ended and dropped);
+    /// [`Error::Kernel`] on the default stream, when the driver refuses
+    /// the capture, or when the body queued nothing.
+    pub fn capture(&self, body: impl FnOnce(&Gpu) -> Result<()>) -> Result<Replay> {
+        if self.stream.cu_stream().is_null() {
+            return Err(Error::Kernel(
+                "the default stream cannot be captured as a CUDA Graph: capture on a Gpu::new_stream handle".into(),
+            ));
+        }
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver("beginning a stream capture"))?;
+        let ran = body(self);
+        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        ran?;
+        match graph.map_err(driver("ending a stream capture"))? {
+            Some(graph) => Ok(Replay { graph }),
+            None => Err(Error::Kernel("the captured body queued no work".into())),
+        }
+    }
+}
+
+/// A model's ConstPool on the device ([`Gpu::upload_pool`]).
+pub struct DeviceConstPool {
+    bytes: CudaSlice<u8>,
+    offsets: Vec<usize>,
+    specs: &'static [WeightSpec],
+}
+
+impl DeviceConstPool {
+    /// The pool's size in bytes (the host pool's).
+    pub fn size_bytes(&self) -> usize {
+        DeviceSlice::len(&self.bytes)
+    }
+
+    /// Weight `k` as elements of `T`, a type of its dtype's size (`f32`
+    /// for f32, `u16` for f16 and bf16 bits…); `None` when `k` is out of
+    /// range or the sizes differ. The view starts at a multiple of 64
+    /// bytes ([`crate::model::POOL_ALIGN`]).
+    pub fn weight<T: DeviceRepr>(&self, k: usize) -> Option<CudaView<'_, T>> {
+        let spec = self.specs.get(k)?;
+        if std::mem::size_of::<T>() != spec.dtype.size_bytes() {
+            return None;
+        }
+        let (at, len) = (self.offsets[k], spec.bytes()?);
+        let view = self.bytes.slice(at..at + len);
+        // SAFETY: the view holds `elements × size_of::<T>()` bytes of the
+        // weight, which the host pool filled with valid values of its dtype
+        // (any bit pattern of f32/i32/f16/bf16; bool checked 0 or 1), and
+        // its start is 64-byte aligned.
+        unsafe { view.transmute::<T>(spec.elements()?) }
+    }
+}
+
+/// A launch sequence captured as a CUDA Graph ([`Gpu::capture`]).
+pub struct Replay {
+    graph: CudaGraph,
+}
+
+impl Replay {
+    /// Queues the captured work again on the capturing stream, as one
+    /// graph launch.
+    ///
+    /// Errors: [`Error::Kernel`] when the driver refuses the launch.
+    pub fn replay(&self) -> Result<()> {
+        self.graph.launch().map_err(driver("replaying a CUDA Graph"))
+    }
+}
+
+/// One captured graph per shape cluster (`000` §8): the first run of a
+/// cluster runs its body uncaptured (loading what it needs), the second
+/// captures it, and every later one replays the capture.
+pub struct Graphs<K> {
+    seen: HashMap<K, Option<Replay>>,
+}
+
+impl<K: std::hash::Hash + Eq> Default for Graphs<K> {
+    fn default() -> Graphs<K> {
+        Graphs { seen: HashMap::new() }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Graphs<K> {
+    /// Runs `body` for cluster `key` on `gpu`: directly the first time,
+    /// captured (then replayed) the second, replayed after that. The body
+    /// must queue the same work on the same buffers every time.
+    ///
+    /// Errors: the body's or the capture's.
+    pub fn run(&mut self, gpu: &Gpu, key: K, body: impl FnOnce(&Gpu) -> Result<()>) -> Result<()> {
+        match self.seen.get(&key) {
+            Some(Some(replay)) => replay.replay(),
+            Some(None) => {
+                let replay = gpu.capture(body)?;
+                replay.replay()?;
+                self.seen.insert(key, Some(replay));
+                Ok(())
+            }
+            None => {
+                body(gpu)?;
+                self.seen.insert(key, None);
+                Ok(())
+            }
+        }
+    }
+
+    /// The clusters captured so far.
+    pub fn captured(&self) -> usize {
+        self.seen.values().filter(|r| r.is_some()).count()
+    }
 }
 
 #[cfg(test)]
@@ -577,5 +720,86 @@ DONE:
         unsafe { args.launch(Gpu::config(&launch)) }.unwrap();
         let z = other.download(&dz).unwrap();
         assert!(z.iter().zip(&x).all(|(z, x)| *z == x + 2.0));
+    }
+
+    /// A model's ConstPool on the device and its runs replayed from CUDA
+    /// Graphs. Without a driver (CI): `NoDevice` before any upload or
+    /// capture. With a GPU: the uploaded weights are read by a kernel at
+    /// their views, a chain of launches captured and replayed gives what
+    /// the launches give, and the time of queuing 32 launches against one
+    /// replay of them is printed (the launch overhead a graph saves).
+    #[test]
+    fn const_pool_upload_and_graph_replay_or_no_device() {
+        use crate::model::{write_weight, ConstPool, WeightSpec};
+        static SPECS: [WeightSpec; 2] = [
+            WeightSpec { name: "w", dtype: crate::DType::F32, shape: &[1000] },
+            WeightSpec { name: "k", dtype: crate::DType::I32, shape: &[3] },
+        ];
+        let w: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
+        let pool = ConstPool::load(&SPECS, &mut |spec: &WeightSpec, dst: &mut [u8]| match spec.name {
+            "w" => write_weight(spec, dst, &w),
+            _ => write_weight(spec, dst, &[1i32, 2, 3]),
+        })
+        .unwrap();
+        let gpu = match Gpu::new(0) {
+            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+                panic!("TGC_GPU=1 but there is no GPU: {why}")
+            }
+            Err(Error::NoDevice(why)) => {
+                eprintln!("skipped the GPU half of this test (ConstPool upload, CUDA Graph replay): {why}");
+                return;
+            }
+            other => other.expect("a GPU is present"),
+        };
+        // The default stream cannot be captured; a stream of its own can.
+        assert!(gpu.capture(|_| Ok(())).is_err());
+        let gpu = gpu.new_stream().unwrap();
+        let dev = gpu.upload_pool(&pool).unwrap();
+        assert_eq!(dev.size_bytes(), pool.size_bytes());
+        assert!(dev.weight::<u16>(0).is_none() && dev.weight::<f32>(2).is_none());
+        let wv = dev.weight::<f32>(0).unwrap();
+        let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
+        let n = 1000u32;
+        let launch = Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0 };
+        let f = gpu.prepare(&m, "add_one", &launch).unwrap();
+        let mut a = gpu.zeros::<f32>(n as usize).unwrap();
+        let mut b = gpu.zeros::<f32>(n as usize).unwrap();
+        // a = w + 1, then 31 more steps back and forth: a or b = w + 32.
+        let chain = |gpu: &Gpu, a: &mut CudaSlice<f32>, b: &mut CudaSlice<f32>| -> Result<()> {
+            let mut args = gpu.stream().launch_builder(&f);
+            args.arg(&wv).arg(&mut *a).arg(&n);
+            // SAFETY: the kernel reads n f32 and writes n f32; all are n long.
+            unsafe { args.launch(Gpu::config(&launch)) }.map_err(driver("launch"))?;
+            for step in 1..32 {
+                let (src, dst) = if step % 2 == 1 { (&*a, &mut *b) } else { (&*b, &mut *a) };
+                let mut args = gpu.stream().launch_builder(&f);
+                args.arg(src).arg(dst).arg(&n);
+                // SAFETY: as above.
+                unsafe { args.launch(Gpu::config(&launch)) }.map_err(driver("launch"))?;
+            }
+            Ok(())
+        };
+        let mut graphs = Graphs::default();
+        let expect = |v: Vec<f32>| assert!(v.iter().zip(&w).all(|(v, w)| *v == w + 32.0), "{:?}", &v[..4]);
+        for run in 0..3 {
+            graphs.run(&gpu, "n=1000", |gpu| chain(gpu, &mut a, &mut b)).unwrap();
+            expect(gpu.download(&b).unwrap());
+            assert_eq!(graphs.captured(), usize::from(run >= 1));
+        }
+        // Launch overhead: 32 launches queued one by one against one replay.
+        let replay = gpu.capture(|gpu| chain(gpu, &mut a, &mut b)).unwrap();
+        let time = |f: &mut dyn FnMut()| {
+            gpu.synchronize().unwrap();
+            let t0 = std::time::Instant::now();
+            for _ in 0..100 {
+                f();
+            }
+            gpu.synchronize().unwrap();
+            t0.elapsed().as_secs_f64() * 1e6 / 100.0
+        };
+        let direct = time(&mut || chain(&gpu, &mut a, &mut b).unwrap());
+        let replayed = time(&mut || replay.replay().unwrap());
+        expect(gpu.download(&b).unwrap());
+        eprintln!("32 launches: {direct:.1} µs queued one by one, {replayed:.1} µs as one CUDA Graph replay");
     }
 }
