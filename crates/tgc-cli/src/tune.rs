@@ -134,14 +134,12 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
             let (base, won) = u.confirm_ns;
             let chosen = if u.best == u.analytic { "analytic kept" } else { "tuned" };
             println!(
-                "  {:<18} {:>9.1} µs → {:>9.1} µs ({:.2}×, {chosen}: mc={} nc={} kc={})",
+                "  {:<18} {:>9.1} µs → {:>9.1} µs ({:.2}×, {chosen}: {})",
                 u.kernels.join(" "),
                 base as f64 / 1e3,
                 won.min(base) as f64 / 1e3,
                 base as f64 / won.min(base).max(1) as f64,
-                u.best.mc,
-                u.best.nc,
-                u.best.kc
+                u.best
             );
             let record = Record {
                 schema: tune::SCHEMA.to_string(),

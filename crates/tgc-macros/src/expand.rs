@@ -9,6 +9,7 @@ use tgc_core::emit::api::{self, Backend};
 use tgc_core::emit::gpu_api;
 use tgc_core::pipeline::{self, Format};
 use tgc_core::tiny::Graph;
+use tgc_core::tune;
 use tgc_core::Diagnostic;
 
 use crate::source::SourceText;
@@ -23,6 +24,9 @@ struct Invocation {
     name: proc_macro2::Ident,
     graph: GraphSource,
     shapes: Vec<BTreeMap<String, i64>>,
+    /// `tuning("DIR")`: the tuning cache folder, relative to the crate's
+    /// `Cargo.toml`, and the literal's span.
+    tuning: Option<(String, Span)>,
 }
 
 enum GraphSource {
@@ -43,7 +47,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
 
 fn parse_invocation(input: TokenStream) -> Result<Invocation, TokenStream> {
     let toks: Vec<TokenTree> = input.into_iter().collect();
-    let usage = "expected `kernel!(NAME: GRAPH [, shapes(SYM = INT | SYM in [INT, ...], ...)])`";
+    let usage = "expected `kernel!(NAME: GRAPH [, shapes(SYM = INT | SYM in [INT, ...], ...)]* [, tuning(\"DIR\")])`";
     let name = match toks.first() {
         Some(TokenTree::Ident(i)) => i.clone(),
         Some(t) => return Err(error(t.span(), usage)),
@@ -55,19 +59,37 @@ fn parse_invocation(input: TokenStream) -> Result<Invocation, TokenStream> {
         None => return Err(error(name.span(), usage)),
     }
     let mut rest: Vec<TokenTree> = toks[2..].to_vec();
-    // Trailing `, shapes(...)` groups, read from the end.
+    // Trailing `, shapes(...)` and `, tuning(...)` groups, read from the end.
     let mut shapes = Vec::new();
+    let mut tuning = None;
     while rest.len() >= 3 {
         let n = rest.len();
-        let is_shapes = matches!(&rest[n - 2], TokenTree::Ident(i) if i == "shapes")
-            && matches!(&rest[n - 1], TokenTree::Group(g) if g.delimiter() == Delimiter::Parenthesis)
-            && matches!(&rest[n - 3], TokenTree::Punct(p) if p.as_char() == ',');
-        if !is_shapes {
+        let (TokenTree::Punct(comma), TokenTree::Ident(kw), TokenTree::Group(g)) =
+            (&rest[n - 3], &rest[n - 2], &rest[n - 1])
+        else {
+            break;
+        };
+        if comma.as_char() != ',' || g.delimiter() != Delimiter::Parenthesis {
             break;
         }
-        if let TokenTree::Group(g) = &rest[n - 1] {
+        if kw == "shapes" {
             let points = parse_shape_points(g.stream(), g.span())?;
             shapes.splice(0..0, points);
+        } else if kw == "tuning" {
+            if tuning.is_some() {
+                return Err(error(kw.span(), "`tuning(...)` is given twice"));
+            }
+            let arg: Vec<TokenTree> = g.stream().into_iter().collect();
+            let dir = match arg.as_slice() {
+                [TokenTree::Literal(l)] => string_literal(l).map(|d| (d, l.span())),
+                _ => None,
+            };
+            match dir {
+                Some(d) => tuning = Some(d),
+                None => return Err(error(g.span(), "expected `tuning(\"DIR\")`: the tuning cache folder, a string")),
+            }
+        } else {
+            break;
         }
         rest.truncate(n - 3);
     }
@@ -81,7 +103,7 @@ fn parse_invocation(input: TokenStream) -> Result<Invocation, TokenStream> {
         },
         _ => GraphSource::Inline(rest),
     };
-    Ok(Invocation { name, graph, shapes })
+    Ok(Invocation { name, graph, shapes, tuning })
 }
 
 /// The value of a plain `"..."` literal (no escapes needed for paths).
@@ -193,8 +215,16 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
     let (g, file) = load(inv)?;
     let name = &inv.name;
     let span = name.span();
-    let module = api::kernel_module(&name.to_string(), &g, &inv.shapes, &Backend::Rust)
+    let (tuning, mut warnings) = match &inv.tuning {
+        Some((dir, at)) => read_tuning(dir, *at)?,
+        None => (None, TokenStream::new()),
+    };
+    let module = api::kernel_module(&name.to_string(), &g, &inv.shapes, &Backend::Rust { tuning })
         .map_err(|d| error(span, &d.to_string()))?;
+    let note_span = inv.tuning.as_ref().map_or(span, |(_, at)| *at);
+    for note in &module.notes {
+        warnings.extend(warning(note_span, note));
+    }
     let items: TokenStream = module
         .items
         .parse()
@@ -211,8 +241,56 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
             #items
             #track
             #gpu
+            #warnings
         }
     })
+}
+
+/// A warning at `span` (stable proc macros cannot emit one directly: this is
+/// the use of a deprecated item whose note is `msg`).
+fn warning(span: Span, msg: &str) -> TokenStream {
+    quote_spanned!(span => const _: () = {
+        #[deprecated(note = #msg)]
+        struct TgcWarning;
+        let _ = TgcWarning;
+    };)
+}
+
+/// `tuning("DIR")`: the cache in `DIR` (relative to the crate's
+/// `Cargo.toml`) and the toolchain whose keys it is read under — the host's
+/// C compiler, as `tgc tune` measured with it (see
+/// `tgc_core::emit::api::Backend::Rust`) — plus the items that make Cargo
+/// rebuild when a record present now changes. A C compiler that cannot be
+/// identified is a warning (the analytic sizes are used); a record that
+/// fails its checks is a compile error at `at`.
+fn read_tuning(dir: &str, at: Span) -> Result<(Option<tune::Tuning>, TokenStream), TokenStream> {
+    let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let full = std::path::Path::new(&root).join(dir);
+    let cache = tune::Cache::open(&full).map_err(|e| error(at, &e.to_string()))?;
+    let mut items = TokenStream::new();
+    let mut records: Vec<String> = std::fs::read_dir(&full)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| p.display().to_string())
+        .collect();
+    records.sort();
+    for r in &records {
+        items.extend(quote!(
+            const _: &[u8] = include_bytes!(#r);
+        ));
+    }
+    match tune::Toolchain::host() {
+        Ok(toolchain) => Ok((Some(tune::Tuning { cache, toolchain }), items)),
+        Err(e) => {
+            items.extend(warning(
+                at,
+                &format!("tuning(\"{dir}\"): {e}; the packed kernels keep the analytic block sizes"),
+            ));
+            Ok((None, items))
+        }
+    }
 }
 
 /// With feature `sm80`: the sm80 part of the module,
@@ -232,6 +310,7 @@ fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tgc_core::cpu::packed::Blocks;
 
     fn graph(text: &str) -> Graph {
         pipeline::load(text, Format::Dsl, None).unwrap().graph
@@ -261,6 +340,92 @@ mod tests {
         }
         assert!(text.contains("mma.sync.aligned.m16n8k16"), "the shape_0 PTX has no MMA");
         assert!(sm80_items(&graph(GEMM), &[], false).unwrap().is_empty());
+    }
+
+    const F32_GEMM: &str = "graph<M, N=96, K=80> g(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N]) {
+        y = matmul(x, w)
+        return y
+    }";
+
+    fn point(m: i64) -> BTreeMap<String, i64> {
+        [("M".to_string(), m), ("N".to_string(), 96), ("K".to_string(), 80)].into()
+    }
+
+    /// A folder holding a record of `plan` for the packed kernel of
+    /// `F32_GEMM` at `M = m`, keyed under this machine's C toolchain.
+    fn cache_with(name: &str, m: i64, plan: Blocks) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("tgc-macros-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let p = tgc_core::cpu::lower(&graph(F32_GEMM).bind(&point(m)).unwrap()).unwrap();
+        let (_, k) = tune::tunable(&p).next().expect("the GEMM is packed");
+        let inputs = tune::key_inputs(&p, k, &tune::Toolchain::host().unwrap());
+        let record = tune::Record {
+            schema: tune::SCHEMA.into(),
+            key: inputs.key(),
+            inputs,
+            plan,
+            analytic: k.packed.as_ref().unwrap().blocks,
+            timings: vec![tune::Timing { blocks: plan, median_ns: 1, repetitions: 1 }],
+            measured_on: "expand test".into(),
+            machine: tune::Machine::this(1),
+            date: tune::utc_date(0),
+            digest: String::new(),
+        };
+        tune::Cache::open(&dir).unwrap().put(record).unwrap();
+        dir
+    }
+
+    #[test]
+    fn tuning_gives_a_point_its_recorded_block_sizes_and_warns_for_a_missing_record() {
+        let plan = Blocks { mc: 12, nc: 64, kc: 40, threads: 0 };
+        let dir = cache_with("apply", 64, plan);
+        let (tuning, tracked) = read_tuning(dir.to_str().unwrap(), Span::call_site()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(tracked.to_string().contains("include_bytes"), "the record is tracked: {tracked}");
+        let backend = Backend::Rust { tuning };
+        let m = api::kernel_module("g", &graph(F32_GEMM), &[point(64), point(32)], &backend).unwrap();
+        let shape0 = &m.items[m.items.find("mod shape_0").unwrap()..m.items.find("mod shape_1").unwrap()];
+        assert!(shape0.contains(".min(64));") && shape0.contains("(40 / pk_kin)"), "not the record's sizes: {shape0}");
+        assert_eq!(m.notes.len(), 1, "M = 32 has no record: {:?}", m.notes);
+        assert!(m.notes[0].contains("at K=80, M=32, N=96") && m.notes[0].contains("tgc tune"), "{}", m.notes[0]);
+        let untuned = api::kernel_module("g", &graph(F32_GEMM), &[point(64)], &Backend::Rust { tuning: None }).unwrap();
+        assert!(!untuned.items.contains("(40 / pk_kin)"), "the analytic sizes are not the record's");
+
+        // The whole expansion: the note is a warning in the module.
+        let file = dir.join("g.tgc");
+        std::fs::write(&file, F32_GEMM).unwrap();
+        let inv = Invocation {
+            name: proc_macro2::Ident::new("g", Span::call_site()),
+            graph: GraphSource::File { path: file.display().to_string(), span: Span::call_site() },
+            shapes: vec![point(32)],
+            tuning: Some((dir.to_str().unwrap().to_string(), Span::call_site())),
+        };
+        let ts = compile(&inv).unwrap_or_else(|e| panic!("{e}")).to_string();
+        assert!(ts.contains("deprecated") && ts.contains("no tuning record"), "{ts}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_hand_edited_record_is_a_compile_error() {
+        let dir = cache_with("edited", 64, Blocks { mc: 12, nc: 64, kc: 40, threads: 0 });
+        let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+        let text = std::fs::read_to_string(&file).unwrap().replacen("\"kc\": 40", "\"kc\": 48", 1);
+        std::fs::write(&file, text).unwrap();
+        let err = read_tuning(dir.to_str().unwrap(), Span::call_site()).expect_err("refused").to_string();
+        assert!(err.contains("compile_error") && err.contains("refused") && err.contains("digest"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tuning_takes_one_string_once() {
+        let err = |src: &str| match parse_invocation(src.parse().unwrap()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("`{src}` parsed"),
+        };
+        assert!(err(r#"g: "a.tgc", tuning("x"), tuning("y")"#).contains("given twice"));
+        assert!(err(r#"g: "a.tgc", tuning(x)"#).contains("tuning(\\\"DIR\\\")"));
+        let inv = parse_invocation(r#"g: "a.tgc", tuning("t"), shapes(M = 2, N = 96, K = 80)"#.parse().unwrap())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((inv.tuning.map(|t| t.0), inv.shapes), (Some("t".to_string()), vec![point(2)]));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! Invocation:
 //!
 //! ```text
-//! tgc::kernel!(NAME: GRAPH [, shapes(SYM = INT | SYM in [INT, ...], ...)]*)
+//! tgc::kernel!(NAME: GRAPH [, shapes(SYM = INT | SYM in [INT, ...], ...)]* [, tuning("DIR")])
 //! ```
 //!
 //! `GRAPH` is the graph-language text inline, or a string literal naming a
@@ -19,7 +19,11 @@
 //! specialised for its dims; `run` dispatches to it when the dims match,
 //! and, for a graph whose symbols are declared `padded`, to the smallest
 //! point that holds smaller dims, its inputs zero-filled and its outputs
-//! cut back (`tgc_core::emit::api`).
+//! cut back (`tgc_core::emit::api`). `tuning("DIR")` gives the points'
+//! packed kernels the block sizes of the tuning cache `DIR` (relative to
+//! the crate's `Cargo.toml`, written by `tgc tune`); a kernel without a
+//! record keeps the analytic sizes and the build warns, a record that
+//! fails its checks is a compile error (`tgc_core::tune`).
 //!
 //! With feature `sm80` (the facade's), every graph also gets a submodule
 //! `sm80` with its NVRTC-compiled kernels and typed launch functions (see

@@ -546,17 +546,58 @@ pub struct CArg {
 /// writable) for `len` elements of `T` and not written by anyone else
 /// during the call.
 ///
-/// Errors: [`STATUS_INVALID_ARGUMENT`] for a negative length or a null
-/// pointer with a positive length; [`Error::Misaligned`] when `ptr` is not
-/// aligned for `T`.
+/// Errors: [`STATUS_INVALID_ARGUMENT`] for a negative length, a null
+/// pointer with a positive length, or a `bool` argument holding a byte
+/// other than 0 and 1 (which a Rust `bool` cannot be); [`Error::Misaligned`]
+/// when `ptr` is not aligned for `T`.
 pub unsafe fn c_slice<'a, T: Element>(
     name: &'static str,
     ptr: *const T,
     len: i64,
 ) -> std::result::Result<(&'a [T], CArg), (i32, String)> {
+    let arg = c_arg(name, ptr, len)?;
+    if arg.bytes == 0 {
+        return Ok((&[], arg));
+    }
+    let len = arg.bytes / std::mem::size_of::<T>();
+    // SAFETY: the function's contract; bytes are valid for any value.
+    if T::DTYPE == DType::Bool && unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }.iter().any(|&b| b > 1) {
+        return Err(c_invalid(format!("argument `{name}` (bool) holds a byte other than 0 and 1")));
+    }
+    // SAFETY: the function's contract, and every value is valid for `T`.
+    Ok((unsafe { std::slice::from_raw_parts(ptr, len) }, arg))
+}
+
+/// [`c_slice`] for an output: a mutable slice. A `bool` output is zeroed
+/// first (its bytes may be anything before the kernels write it).
+///
+/// # Safety
+/// As [`c_slice`], and [`c_disjoint`] must pass before the slice is used
+/// beside the others.
+pub unsafe fn c_slice_mut<'a, T: Element>(
+    name: &'static str,
+    ptr: *mut T,
+    len: i64,
+) -> std::result::Result<(&'a mut [T], CArg), (i32, String)> {
+    let arg = c_arg(name, ptr.cast_const(), len)?;
+    if arg.bytes == 0 {
+        return Ok((&mut [], arg));
+    }
+    if T::DTYPE == DType::Bool {
+        // SAFETY: the caller's contract: writable for `arg.bytes` bytes.
+        unsafe { ptr.cast::<u8>().write_bytes(0, arg.bytes) };
+    }
+    // SAFETY: the caller's contract: writable, and ours alone for the call;
+    // the bytes are a valid `T` (any bits, or zeroed bools).
+    Ok((unsafe { std::slice::from_raw_parts_mut(ptr, arg.bytes / std::mem::size_of::<T>()) }, arg))
+}
+
+/// The checks of [`c_slice`] but the bool values: length, null, alignment
+/// and size in bytes.
+fn c_arg<T>(name: &'static str, ptr: *const T, len: i64) -> std::result::Result<CArg, (i32, String)> {
     let len = usize::try_from(len).map_err(|_| c_invalid(format!("argument `{name}` has length {len}")))?;
     if len == 0 {
-        return Ok((&[], CArg { name, addr: 0, bytes: 0 }));
+        return Ok(CArg { name, addr: 0, bytes: 0 });
     }
     if ptr.is_null() {
         return Err(c_invalid(format!("argument `{name}` is null")));
@@ -568,24 +609,7 @@ pub unsafe fn c_slice<'a, T: Element>(
         .checked_mul(std::mem::size_of::<T>())
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(|| c_invalid(format!("argument `{name}`: {len} elements do not fit in memory")))?;
-    // SAFETY: the function's contract.
-    Ok((unsafe { std::slice::from_raw_parts(ptr, len) }, CArg { name, addr: ptr as usize, bytes }))
-}
-
-/// [`c_slice`] for an output: a mutable slice.
-///
-/// # Safety
-/// As [`c_slice`], and [`c_disjoint`] must pass before the slice is used
-/// beside the others.
-pub unsafe fn c_slice_mut<'a, T: Element>(
-    name: &'static str,
-    ptr: *mut T,
-    len: i64,
-) -> std::result::Result<(&'a mut [T], CArg), (i32, String)> {
-    // SAFETY: forwarded.
-    let (s, arg) = unsafe { c_slice(name, ptr.cast_const(), len)? };
-    // SAFETY: the caller's contract: writable, and ours alone for the call.
-    Ok((unsafe { std::slice::from_raw_parts_mut(s.as_ptr().cast_mut(), s.len()) }, arg))
+    Ok(CArg { name, addr: ptr as usize, bytes })
 }
 
 /// Fails when an output's bytes overlap any other argument's (the kernels
@@ -710,6 +734,24 @@ mod tests {
         let (_, m) = c_disjoint(&[x], &[y]).unwrap_err();
         assert!(m.contains("`y` overlaps argument `x`"), "{m}");
         assert!(c_disjoint(&[], &[y, y]).is_err());
+    }
+
+    #[test]
+    fn c_bools_are_zero_or_one_on_the_way_in_and_zeroed_on_the_way_out() {
+        let bytes = [0u8, 1, 1, 0, 2];
+        // SAFETY: `bytes` outlives the slice; its first four bytes are 0 or 1.
+        let (s, _) = unsafe { c_slice("m", bytes.as_ptr().cast::<bool>(), 4) }.unwrap();
+        assert_eq!(s, [false, true, true, false]);
+        // SAFETY: refused before a `bool` is made of the byte 2.
+        let (code, msg) = unsafe { c_slice("m", bytes.as_ptr().cast::<bool>(), 5) }.unwrap_err();
+        assert_eq!(code, STATUS_INVALID_ARGUMENT);
+        assert!(msg.contains("`m` (bool) holds a byte other than 0 and 1"), "{msg}");
+        let mut out = [7u8, 255, 3];
+        // SAFETY: `out` is writable for three bytes and ours alone.
+        let (o, _) = unsafe { c_slice_mut("y", out.as_mut_ptr().cast::<bool>(), 3) }.unwrap();
+        assert_eq!(o, [false; 3]);
+        o[1] = true;
+        assert_eq!(out, [0, 1, 0]);
     }
 
     #[test]

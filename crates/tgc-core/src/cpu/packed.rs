@@ -148,13 +148,36 @@ impl Contraction<'_> {
     }
 }
 
-/// Cache block sizes in elements (`mc` a multiple of [`MR`], `nc` of [`NR`]).
+/// A packed kernel's plan: cache block sizes in elements (`mc` a multiple
+/// of [`MR`], `nc` of [`NR`]) and the most threads its tasks run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Blocks {
     pub mc: usize,
     pub nc: usize,
     pub kc: usize,
+    /// At most this many threads of the runtime's pool (`1`: the caller's
+    /// alone, for a kernel too small to gain from a split); `0`, the
+    /// analytic plan's, is every thread of the pool. Absent from a tuning
+    /// record when `0`. Only the C printer's kernels run on the pool; the
+    /// Rust printer's run on the caller's thread whatever the plan.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub threads: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl std::fmt::Display for Blocks {
+    /// `mc=120 nc=256 kc=256`, then ` threads=1` for a capped plan.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mc={} nc={} kc={}", self.mc, self.nc, self.kc)?;
+        if self.threads > 0 {
+            write!(f, " threads={}", self.threads)?;
+        }
+        Ok(())
+    }
 }
 
 /// The cache sizes the block sizes are derived from, in bytes per core.
@@ -185,7 +208,7 @@ impl CacheModel {
         let kc = (self.l1 / 2 / (NR * f)).max(1);
         let mc = (self.l2 / 2 / (kc * f) / MR).max(1) * MR;
         let nc = (self.l3 / 2 / (kc * f) / NR).max(1) * NR;
-        Blocks { mc, nc, kc }
+        Blocks { mc, nc, kc, threads: 0 }
     }
 }
 

@@ -74,7 +74,14 @@ pub const RT: &str = "::tgc::__private::cpu_rt::Rt";
 pub enum Backend {
     /// Bodies printed as Rust by [`super::rust`] into private submodules
     /// (`generic`, `shape_<k>`): what `tgc::kernel!` compiles.
-    Rust,
+    Rust {
+        /// Block sizes for the ShapeSet points' packed kernels, as for
+        /// [`Backend::C`]. The records are the C printer's measurements,
+        /// looked up under the C toolchain that made them: the Rust printer
+        /// prints the same template (panels, blocking, the runtime's
+        /// micro-kernel calls), so the sizes carry over.
+        tuning: Option<crate::tune::Tuning>,
+    },
     /// Bodies printed as C by [`super::c`] and called through `extern "C"`:
     /// the generic body exports `symbol`, ShapeSet point `k` exports
     /// `{symbol}_shape{k}`. The caller compiles [`KernelModule::c_units`] and
@@ -147,8 +154,9 @@ pub fn kernel_module(
     let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
     let args = Args { inputs: &params[..n_in], outputs: &params[n_in..n_in + n_out] };
     let (bodies, lang, via) = match backend {
-        Backend::Rust => {
-            (rust_bodies(g, program, &points, &args)?, "Rust", "the loop nests printed as Rust in this module")
+        Backend::Rust { tuning } => {
+            let via = "the loop nests printed as Rust in this module";
+            (rust_bodies(g, program, tuning.as_ref(), &points, &args)?, "Rust", via)
         }
         Backend::C { symbol, tuning } => {
             let via = "the loop nests printed as C, compiled by the build helper and linked statically";
@@ -215,6 +223,7 @@ struct Bodies {
 fn rust_bodies(
     g: &Graph,
     program: Program,
+    tuning: Option<&crate::tune::Tuning>,
     points: &[(&BTreeMap<String, i64>, Graph)],
     args: &Args,
 ) -> DResult<Bodies> {
@@ -223,15 +232,20 @@ fn rust_bodies(
         format!("self::{module}::body({ins}, {outs}, &{dims}).map_err({FACADE}::Error::Kernel)")
     };
     let (mut run_tail, mut items) = (String::new(), String::new());
+    let mut notes = Vec::new();
     for (k, (point, bound)) in points.iter().enumerate() {
         run_tail.push_str(&dispatch(g, point, &format!("        return {};\n", call(&format!("shape_{k}"), "__rest"))));
-        let _ = write!(items, "mod shape_{k} {{\n{}}}\n", super::rust::emit_rust(bound, FACADE)?);
+        let mut p = crate::cpu::lower(bound)?;
+        if let Some(t) = tuning {
+            notes.extend(t.apply(&mut p, &g.name, &format!(" at {}", crate::tune::point_label(point))));
+        }
+        let _ = write!(items, "mod shape_{k} {{\n{}}}\n", super::rust::emit_rust_program(bound, &p, FACADE)?);
     }
     run_tail.push_str(&bucket_dispatch(g, points, args, &|k| format!("{}\n", call(&format!("shape_{k}"), "__rest")))?);
     let generic = super::rust::emit_rust_program(g, &program, FACADE)?;
     let _ = writeln!(run_tail, "    {}", call("generic", "__dims"));
     let _ = write!(items, "mod generic {{\n{generic}}}\n");
-    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic, notes: Vec::new(), arenas: Vec::new() })
+    Ok(Bodies { run_tail, items, c_units: Vec::new(), generic_source: generic, notes, arenas: Vec::new() })
 }
 
 /// [`Backend::C`]: the units of [`super::c`] and an `extern "C"` block

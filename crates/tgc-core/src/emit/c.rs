@@ -365,8 +365,9 @@ fn compute_ty(dt: DType) -> &'static str {
     }
 }
 
-/// The C type a buffer of `dt` stores.
-fn storage_ty(dt: DType) -> &'static str {
+/// The C type a buffer of `dt` stores (f16 and bf16 as their bits, bool
+/// as one byte holding 0 or 1): the kernels' and the model header's.
+pub(crate) fn storage_ty(dt: DType) -> &'static str {
     match dt {
         DType::F16 | DType::BF16 => "uint16_t",
         DType::F32 => "float",
@@ -723,8 +724,9 @@ impl Printer<'_> {
     /// a context struct, a task function (one batch point × a part of `M` ×
     /// `nc` columns: per K block the `b` panel once, then per `mc` rows the
     /// `a` panel and the micro-kernels; then the epilogue) and the kernel
-    /// function, which sizes the tasks for the thread count and runs them on
-    /// `rt`'s pool. It returns 1 when a task could not allocate its panels.
+    /// function, which sizes the tasks for the thread count (`rt`'s, capped
+    /// by the plan's [`packed::Blocks::threads`]) and runs them on `rt`'s
+    /// pool. It returns 1 when a task could not allocate its panels.
     fn packed(&mut self, s: &mut String, k: &Kernel, c: Contraction, symbol: &str) {
         let p = self.p;
         let pk = c.packed;
@@ -862,6 +864,7 @@ impl Printer<'_> {
             s,
             "    pk_ctx.rt = rt;
     pk_ctx.failed = 0;
+    tgc_rt pk_pool = *rt;{cap}
     const int64_t pk_M = {m_ext}, pk_N = {n_ext}, pk_batch = {batch_ext};
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
@@ -870,7 +873,7 @@ impl Printer<'_> {
     if (pk_nc > {nc}) pk_nc = {nc};
     for (int pk_side = 0; pk_side < 2; pk_side++) {{
         const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
-        while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
+        while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < pk_pool.threads
                && (pk_rows ? pk_mpart > {MR} : pk_nc > {NR})) {{
             if (pk_rows)
                 pk_mpart = (pk_mpart / 2 + {MR} - 1) / {MR} * {MR};
@@ -886,11 +889,16 @@ impl Printer<'_> {
     pk_ctx.kc = {kc};
     pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
     pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
-    rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, {name}_task, &pk_ctx);
+    rt->parallel_for(&pk_pool, pk_batch * pk_ctx.mt * pk_ctx.nt, {name}_task, &pk_ctx);
     return pk_ctx.failed;
 }}",
             nc = blocks.nc,
             kc = blocks.kc,
+            cap = match blocks.threads {
+                0 => String::new(),
+                n =>
+                    format!("\n    /* The plan's thread cap. */\n    if (pk_pool.threads > {n}) pk_pool.threads = {n};"),
+            },
             whole = window.map_or(String::new(), |w| format!(
                 "    /* Whole windows a task. */\n    pk_nc = (pk_nc + {w} - 1) / ({w}) * ({w});\n"
             )),

@@ -245,7 +245,7 @@ pub extern \"C\" fn tgc_{c_name}_last_error() -> *const ::core::ffi::c_char {{
     for (k, &i) in run_params.iter().enumerate() {
         let (p, dt) = (&params[i], g.dtype(ins[i]));
         c_params.push(format!("{p}: *const {}, __len_{p}: i64", rust_type(dt)));
-        h_params.push(format!("const {}* {}, int64_t {}", c_type(dt), c_ident(p), c_len(p, &params)));
+        h_params.push(format!("const {}* {}, int64_t {}", super::c::storage_ty(dt), c_ident(p), c_len(p, &params)));
         let _ = writeln!(
             body,
             "        let ({p}, __in{k}) = unsafe {{ {FACADE}::model::c_slice({}, {p}, __len_{p})? }};",
@@ -256,7 +256,7 @@ pub extern \"C\" fn tgc_{c_name}_last_error() -> *const ::core::ffi::c_char {{
     for (k, o) in g.outputs.iter().enumerate() {
         let (p, dt) = (&params[n_in + k], g.dtype(o.node));
         c_params.push(format!("{p}: *mut {}, __len_{p}: i64", rust_type(dt)));
-        h_params.push(format!("{}* {}, int64_t {}", c_type(dt), c_ident(p), c_len(p, &params)));
+        h_params.push(format!("{}* {}, int64_t {}", super::c::storage_ty(dt), c_ident(p), c_len(p, &params)));
         let _ = writeln!(
             body,
             "        let ({p}, __out{k}) = unsafe {{ {FACADE}::model::c_slice_mut({}, {p}, __len_{p})? }};",
@@ -357,16 +357,6 @@ fn dtype_variant(d: DType) -> &'static str {
     }
 }
 
-/// The C type of a `d` element (f16 and bf16 as their bits).
-fn c_type(d: DType) -> &'static str {
-    match d {
-        DType::F16 | DType::BF16 => "uint16_t",
-        DType::F32 => "float",
-        DType::I32 => "int32_t",
-        DType::Bool => "bool",
-    }
-}
-
 /// `p` as a C parameter name: a C keyword gets a `_` suffix.
 fn c_ident(p: &str) -> String {
     const C_KEYWORDS: &[&str] = &[
@@ -400,7 +390,6 @@ pub fn header(lib: &str, decls: &[String]) -> String {
  * Do not edit. Link the crate that compiled them as a cdylib or staticlib. */
 #ifndef {guard}
 #define {guard}
-#include <stdbool.h>
 #include <stdint.h>
 #ifdef __cplusplus
 extern \"C\" {{

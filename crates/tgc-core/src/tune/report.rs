@@ -42,11 +42,12 @@ pub struct PointReport<'a> {
 
 /// The CSV header of [`csv`].
 pub const CSV_HEADER: &str =
-    "graph,point,key,kernels,flops,bytes,estimate_ns,candidate,mc,nc,kc,measured_ns,analytic,chosen";
+    "graph,point,key,kernels,flops,bytes,estimate_ns,candidate,mc,nc,kc,threads,measured_ns,analytic,chosen";
 
 /// One CSV line per candidate of every unit of every point (`000` §9:
-/// FLOPs, bytes, estimate, measured, plan); `measured_ns` is empty for a
-/// candidate whose results differed from the interpreter.
+/// FLOPs, bytes, estimate, measured, plan); `threads` is the plan's cap
+/// (`0`: every thread of the pool), `measured_ns` is empty for a candidate
+/// whose results differed from the interpreter.
 pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
     let mut s = format!("{CSV_HEADER}\n");
     for pr in points {
@@ -55,7 +56,7 @@ pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
             for (i, c) in u.candidates.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "{},\"{}\",{},{},{:.0},{:.0},{est:.0},{i},{},{},{},{},{},{}",
+                    "{},\"{}\",{},{},{:.0},{:.0},{est:.0},{i},{},{},{},{},{},{},{}",
                     pr.graph,
                     pr.point,
                     &u.key[..16],
@@ -65,6 +66,7 @@ pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
                     c.blocks.mc,
                     c.blocks.nc,
                     c.blocks.kc,
+                    c.blocks.threads,
                     c.median_ns.map_or(String::new(), |n| n.to_string()),
                     c.blocks == u.analytic,
                     c.blocks == u.best,
@@ -142,7 +144,7 @@ pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
         let bar = BAR - 1.0;
         for (j, c) in u.candidates.iter().enumerate() {
             let by = y + 2.0 + BAR * j as f64;
-            let tip = format!("mc={} nc={} kc={}", c.blocks.mc, c.blocks.nc, c.blocks.kc);
+            let tip = c.blocks.to_string();
             match c.median_ns {
                 Some(ns) => {
                     let colour = color(c.blocks, u);

@@ -3,8 +3,9 @@
 //!
 //! The candidates of a packed kernel are its analytic block sizes and
 //! variants of them ([`space`]): `kc`, `mc` and `nc` each halved or doubled
-//! alone, and two diagonal moves — at most a dozen, the `000` §6 budget of
-//! 10–20 measured points. Kernels with the same key (one product over other
+//! alone, two diagonal moves and, with more than one kernel thread, the
+//! analytic sizes on one thread — at most 13, the `000` §6 budget of 10–20
+//! measured points. Kernels with the same key (one product over other
 //! buffers) are one tuning unit: their times add up.
 //!
 //! Round 1 compiles one copy of the program per candidate index (copy `r`
@@ -142,7 +143,7 @@ pub fn tune_point(
         let at = match units.iter().position(|u| u.key == key) {
             Some(at) => at,
             None => {
-                let space = space(&p, i);
+                let space = space(&p, i, tgc_runtime::cpu_rt::threads());
                 let analytic = space[0];
                 spaces.push(space);
                 units.push(Tuned {
@@ -345,8 +346,10 @@ fn with_blocks(p: &Program, members: &[Vec<usize>], blocks: impl Fn(usize) -> Bl
 /// The candidates of packed kernel `k` of `p` (see the module doc), its
 /// analytic sizes first, each clamped to the problem (so that two that act
 /// alike are measured once; `mc` ≤ M and `nc` ≤ N rounded up to `MR` and
-/// `NR`, `kc` ≤ K).
-pub fn space(p: &Program, k: usize) -> Vec<Blocks> {
+/// `NR`, `kc` ≤ K); with a pool of `threads` > 1, last, the analytic sizes
+/// on the caller's thread alone (`threads: 1`), for a kernel too small to
+/// gain from the split.
+pub fn space(p: &Program, k: usize, threads: usize) -> Vec<Blocks> {
     let kernel = &p.kernels[k];
     let pk = kernel.packed.as_ref().expect("a packed kernel");
     let c = packed::of(kernel).expect("a packed kernel has its contraction");
@@ -358,6 +361,7 @@ pub fn space(p: &Program, k: usize) -> Vec<Blocks> {
         mc: up(mc, MR).min(up(m, MR)),
         nc: up(nc, NR).min(up(n, NR)),
         kc: kc.clamp(1, kk),
+        threads: 0,
     };
     // Moves from the analytic sizes as the problem bounds them, so that a
     // small problem still gets smaller blocks to try.
@@ -382,6 +386,9 @@ pub fn space(p: &Program, k: usize) -> Vec<Blocks> {
         if !out.contains(&cand) {
             out.push(cand);
         }
+    }
+    if threads > 1 {
+        out.push(Blocks { threads: 1, ..b });
     }
     out
 }

@@ -90,7 +90,7 @@ fn a_build_takes_the_recorded_block_sizes_and_notes_a_miss() {
     let dir = temp("apply");
     let mut cache = Cache::open(&dir).unwrap();
     assert!(cache.is_empty(), "a missing folder is an empty cache");
-    let plan = Blocks { mc: 12, nc: 32, kc: 7 };
+    let plan = Blocks { mc: 12, nc: 32, kc: 7, threads: 0 };
     cache.put(record_for(&g, plan)).unwrap();
     let cache = Cache::open(&dir).unwrap();
     assert_eq!(cache.len(), 1);
@@ -108,6 +108,12 @@ fn a_build_takes_the_recorded_block_sizes_and_notes_a_miss() {
     assert_ne!(blocks[1], plan);
     let c = crate::emit::c::emit_c_programs(&[(&g, p, "layers")]).unwrap();
     assert!(c.contains("pk_ctx.kc = 7;") && c.contains("pk_mc = 12;"), "the C has the recorded sizes");
+    assert!(!c.contains("pk_pool.threads = "), "no thread cap in the plan, none in the C");
+    let mut p = crate::cpu::lower(&g).unwrap();
+    let (first, _) = tunable(&p).next().unwrap();
+    p.kernels[first].packed.as_mut().unwrap().blocks.threads = 1;
+    let c = crate::emit::c::emit_c_programs(&[(&g, p, "layers")]).unwrap();
+    assert_eq!(c.matches("if (pk_pool.threads > 1) pk_pool.threads = 1;").count(), 1, "one kernel capped");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -117,7 +123,7 @@ fn refusal(name: &str, edit: impl Fn(&Path, &str) -> Option<(PathBuf, String)>) 
     let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
     let dir = temp(name);
     let mut cache = Cache::open(&dir).unwrap();
-    let path = cache.put(record_for(&g, Blocks { mc: 12, nc: 32, kc: 8 })).unwrap();
+    let path = cache.put(record_for(&g, Blocks { mc: 12, nc: 32, kc: 8, threads: 0 })).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     if let Some((to, text)) = edit(&path, &text) {
         std::fs::remove_file(&path).unwrap();
@@ -162,6 +168,10 @@ fn tuning_a_small_gemm_measures_every_candidate_and_keeps_a_measured_one() {
         assert_eq!(u.candidates[0].blocks, u.analytic, "the analytic sizes come first");
         assert!(u.candidates.len() >= 2, "{:?}", u.candidates);
         assert!(u.candidates.iter().all(|c| c.median_ns.is_some_and(|n| n > 0)), "every candidate checked and timed");
+        // With a pool (CI's two cores), the plan capped to one thread is
+        // among them: its kernels computed what the interpreter did.
+        let capped = u.candidates.iter().any(|c| c.blocks.threads == 1);
+        assert_eq!(capped, tgc_runtime::cpu_rt::threads() > 1, "{:?}", u.candidates);
         assert!(u.best == u.analytic || u.candidates.iter().any(|c| c.blocks == u.best));
         assert!(u.flops > 0.0 && u.bytes > 0.0);
     }
@@ -179,7 +189,7 @@ fn utc_dates_follow_the_civil_calendar() {
 
 #[test]
 fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
-    let b = |mc, nc, kc| Blocks { mc, nc, kc };
+    let b = |mc, nc, kc| Blocks { mc, nc, kc, threads: 0 };
     let inputs = KeyInputs { tgc: "0".into(), target: "cpu-test".into(), compiler: "c".into(), kernel: "k".into() };
     let unit = Tuned {
         key: inputs.key(),
@@ -189,9 +199,9 @@ fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
         candidates: vec![
             Measured { blocks: b(12, 64, 128), median_ns: Some(1000) },
             Measured { blocks: b(12, 64, 64), median_ns: None },
-            Measured { blocks: b(6, 64, 128), median_ns: Some(800) },
+            Measured { blocks: Blocks { threads: 1, ..b(6, 64, 128) }, median_ns: Some(800) },
         ],
-        best: b(6, 64, 128),
+        best: Blocks { threads: 1, ..b(6, 64, 128) },
         confirm_ns: (1000, 820),
         flops: 2e6,
         bytes: 1e5,
@@ -204,15 +214,45 @@ fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], report::CSV_HEADER);
     assert_eq!(lines.len(), 4, "a line per candidate: {csv}");
-    assert!(lines[1].ends_with(",12,64,128,1000,true,false"), "{}", lines[1]);
-    assert!(lines[2].contains(",12,64,64,,false,false"), "a refused candidate has no time: {}", lines[2]);
-    assert!(lines[3].ends_with(",6,64,128,800,false,true"), "{}", lines[3]);
+    assert!(lines[1].ends_with(",12,64,128,0,1000,true,false"), "{}", lines[1]);
+    assert!(lines[2].contains(",12,64,64,0,,false,false"), "a refused candidate has no time: {}", lines[2]);
+    assert!(lines[3].ends_with(",6,64,128,1,800,false,true"), "{}", lines[3]);
     assert!(lines[1].contains(",\"M=8, N=4\",") && lines[1].contains(",k3 k9,2000000,100000,2000000,"));
     let svg = report::svg(&points, &roof);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<rect").count(), 3, "the background and two timed candidates: {svg}");
-    assert!(svg.contains("fill=\"#2a2\"><title>mc=6 nc=64 kc=128: 800 ns"), "the chosen bar is green");
+    assert!(svg.contains("fill=\"#2a2\"><title>mc=6 nc=64 kc=128 threads=1: 800 ns"), "the chosen bar is green");
     assert!(svg.contains("results differed"), "the refused candidate is marked");
     assert!(svg.contains("g&lt;&amp;&gt;") && !svg.contains("g<&>"), "names are escaped");
     assert!(svg.contains("1.22×"), "round 2's speed-up: {svg}");
+}
+
+#[test]
+fn the_space_holds_the_analytic_sizes_first_and_on_one_thread_last_when_there_are_threads() {
+    let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
+    let p = crate::cpu::lower(&g).unwrap();
+    let (k, kernel) = tunable(&p).next().unwrap();
+    let analytic = kernel.packed.as_ref().unwrap().blocks;
+    let two = search::space(&p, k, 2);
+    assert_eq!(two[0].threads, 0);
+    assert_eq!(two.last(), Some(&Blocks { threads: 1, ..two[0] }), "{two:?}");
+    assert!(two.len() <= 13, "the `000` §6 budget: {two:?}");
+    let one = search::space(&p, k, 1);
+    assert_eq!(one, two[..two.len() - 1], "one thread: nothing to cap");
+    // The problem bounds the sizes: M = 64 rows, N = 32 columns, K = 32.
+    assert!(two.iter().all(|b| b.mc <= 66 && b.nc <= 32 && b.kc <= 32), "{two:?} (analytic {analytic:?})");
+}
+
+#[test]
+fn a_record_without_a_thread_cap_reads_as_every_thread_and_a_cap_round_trips() {
+    let plain: Blocks = serde_json::from_str(r#"{"mc": 12, "nc": 32, "kc": 8}"#).unwrap();
+    assert_eq!(plain.threads, 0);
+    assert_eq!(
+        serde_json::to_string(&plain).unwrap(),
+        r#"{"mc":12,"nc":32,"kc":8}"#,
+        "records of before keep their digest"
+    );
+    let capped = Blocks { threads: 1, ..plain };
+    assert_eq!(serde_json::from_str::<Blocks>(&serde_json::to_string(&capped).unwrap()).unwrap(), capped);
+    assert_eq!(capped.to_string(), "mc=12 nc=32 kc=8 threads=1");
 }

@@ -238,6 +238,7 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
     pk_ctx.s_N = s_N;
     pk_ctx.rt = rt;
     pk_ctx.failed = 0;
+    tgc_rt pk_pool = *rt;
     const int64_t pk_M = s_M, pk_N = s_N, pk_batch = s_B*s_H;
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
@@ -246,7 +247,7 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
     if (pk_nc > 2048) pk_nc = 2048;
     for (int pk_side = 0; pk_side < 2; pk_side++) {
         const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
-        while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < rt->threads
+        while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < pk_pool.threads
                && (pk_rows ? pk_mpart > 6 : pk_nc > 32)) {
             if (pk_rows)
                 pk_mpart = (pk_mpart / 2 + 6 - 1) / 6 * 6;
@@ -262,7 +263,7 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
     pk_ctx.kc = 128;
     pk_ctx.mt = (pk_M + pk_mpart - 1) / pk_mpart;
     pk_ctx.nt = (pk_N + pk_nc - 1) / pk_nc;
-    rt->parallel_for(rt, pk_batch * pk_ctx.mt * pk_ctx.nt, tgc_k0_tgc_main_task, &pk_ctx);
+    rt->parallel_for(&pk_pool, pk_batch * pk_ctx.mt * pk_ctx.nt, tgc_k0_tgc_main_task, &pk_ctx);
     return pk_ctx.failed;
 }
 

@@ -87,7 +87,7 @@ fn the_rust_and_c_modules_check_the_same_way() {
         [ROWS, "graph<M, N, K> main(x: f16[M, K], w: f16[K, N]) -> (y: f16[M, N]) { y = matmul(x, w); return y }"]
     {
         let g = load(text);
-        let rust = kernel_module("k", &g, &[], &Backend::Rust).unwrap();
+        let rust = kernel_module("k", &g, &[], &Backend::Rust { tuning: None }).unwrap();
         let c = kernel_module("k", &g, &[], &c("tgc_k")).unwrap();
         assert_eq!(checks(&rust.items), checks(&c.items));
         let signature = |items: &str| items.lines().find(|l| l.starts_with("pub fn run(")).unwrap().to_string();
@@ -105,7 +105,7 @@ fn sizes_are_checked_arithmetic_and_sizes_below_one_are_invalid_dims() {
     let y = g.shrink(x, &[Dim::int(1)], &[Dim::parse("H - 1").unwrap()], &[Dim::int(1)]).unwrap();
     g.outputs.push(Output { name: "y".into(), node: y });
     g.declare_input_symbols().unwrap();
-    let m = kernel_module("trim", &g, &[], &Backend::Rust).unwrap();
+    let m = kernel_module("trim", &g, &[], &Backend::Rust { tuning: None }).unwrap();
     let checks = checks(&m.items);
     assert!(checks.contains("__c::positive(\"H - 2\", __c::add(Some(-2i64), Some(__dims[0])))?;"), "{checks}");
 
@@ -121,7 +121,9 @@ fn sizes_are_checked_arithmetic_and_sizes_below_one_are_invalid_dims() {
 #[test]
 fn shapeset_points_and_module_names_are_checked() {
     let g = load(ROWS);
-    let err = |pts: &[BTreeMap<String, i64>], name: &str| kernel_module(name, &g, pts, &Backend::Rust).unwrap_err();
+    let err = |pts: &[BTreeMap<String, i64>], name: &str| {
+        kernel_module(name, &g, pts, &Backend::Rust { tuning: None }).unwrap_err()
+    };
     let e = err(&[point(&[("Q", 4)])], "rows");
     assert_eq!(
         (e.name.to_string(), e.message.as_str()),
@@ -133,7 +135,7 @@ fn shapeset_points_and_module_names_are_checked() {
     for bad in ["type", "9lives", "a-b", "", "_", "r#self"] {
         assert_eq!(err(&[], bad).name.to_string(), "Unsupported", "{bad:?}");
     }
-    assert!(kernel_module("r#type", &g, &[], &Backend::Rust).is_ok());
+    assert!(kernel_module("r#type", &g, &[], &Backend::Rust { tuning: None }).is_ok());
 }
 
 #[test]
@@ -146,7 +148,7 @@ fn parameter_names_are_distinct_rust_identifiers() {
     g.outputs.push(Output { name: "N".into(), node: last.unwrap() });
     g.declare_input_symbols().unwrap();
     assert_eq!(param_names(&g), ["type_", "__dims_", "Some_", "x_0", "N", "TINY_IR_", "N_2", "N_3"]);
-    let m = kernel_module("names", &g, &[], &Backend::Rust).unwrap();
+    let m = kernel_module("names", &g, &[], &Backend::Rust { tuning: None }).unwrap();
     assert!(m.items.contains("pub fn run(type_: &[f32], __dims_: &[f32],"), "{}", m.items);
     assert!(m.items.contains("__c::len(\"x.0\", x_0.len()"), "errors keep the graph's names");
 }
