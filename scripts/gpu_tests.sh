@@ -6,7 +6,8 @@
 #   - tgc-runtime's `cuda` tests (a PTX kernel loaded and launched);
 #   - tests/sm80_kernel.rs (kernel!'s run_on_gpu vs the CPU run: the GEMM's
 #     tensor-core kernel in f16 and bf16, a whole attention graph's SIMT
-#     kernels) and the build helper's sm80 modules (GEMM, softmax);
+#     kernels) and the build helper's sm80 modules (GEMM, softmax, the
+#     mlp model's sm80::Model: ConstPool upload, CUDA Graph per cluster);
 #   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`).
 # Then compute-sanitizer (memcheck, racecheck, synccheck, initcheck) runs
 # the generated kernels: the sm80_kernel test binary and `tgc run --backend

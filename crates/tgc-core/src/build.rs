@@ -386,8 +386,13 @@ impl Kernels {
             if self.sm80 {
                 let prefix = out_dir.join(lib).join(format!("{symbol}_")).display().to_string();
                 let source = crate::emit::gpu_api::CubinSource::Files(&prefix);
-                let sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source)
+                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source)
                     .map_err(|m| BuildError::Gpu(format!("kernel `{}`: {m}", k.name)))?;
+                if let Some(run_inputs) = &k.model {
+                    let items = crate::emit::model::sm80_model_items(&k.name, &graph, run_inputs)
+                        .map_err(|diagnostic| BuildError::Graph { file: file.clone(), diagnostic })?;
+                    sm80.add_items(&items);
+                }
                 sm80_cubins.extend(sm80.files.into_iter().map(|(path, bytes)| (PathBuf::from(path), bytes)));
                 module.items.push_str(&sm80.text);
             }

@@ -439,6 +439,26 @@ impl Gpu {
         self.stream.clone_dtoh(dev).map_err(driver("copying from the device"))
     }
 
+    /// Copies `host` into `dev`, queued on the stream (a host slice, not
+    /// page-locked, is copied before the call returns).
+    ///
+    /// Errors: [`Error::LengthMismatch`] when the lengths differ;
+    /// [`Error::Kernel`] when the copy fails.
+    pub fn copy_to_device<T: DeviceRepr>(&self, host: &[T], dev: &mut CudaSlice<T>) -> Result<()> {
+        same_len("device buffer", DeviceSlice::len(dev), host.len())?;
+        self.stream.memcpy_htod(host, dev).map_err(driver("copying to the device"))
+    }
+
+    /// Copies `dev` into `host`, queued on the stream: `host` holds the
+    /// values after the next [`Gpu::synchronize`].
+    ///
+    /// Errors: [`Error::LengthMismatch`] when the lengths differ;
+    /// [`Error::Kernel`] when the copy fails.
+    pub fn copy_to_host<T: DeviceRepr>(&self, dev: &CudaSlice<T>, host: &mut [T]) -> Result<()> {
+        same_len("host buffer", host.len(), DeviceSlice::len(dev))?;
+        self.stream.memcpy_dtoh(dev, host).map_err(driver("copying from the device"))
+    }
+
     /// Waits for the work queued on the stream.
     ///
     /// Errors: [`Error::Kernel`] with the driver's error of a failed kernel.
@@ -487,6 +507,15 @@ impl Gpu {
             Some(graph) => Ok(Replay { graph }),
             None => Err(Error::Kernel("the captured body queued no work".into())),
         }
+    }
+}
+
+/// `Ok` when a copy's two sides have the same element count.
+fn same_len(what: &str, got: usize, expected: usize) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch { arg: what.into(), expected, got })
     }
 }
 
@@ -764,6 +793,14 @@ DONE:
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let mut a = gpu.zeros::<f32>(n as usize).unwrap();
         let mut b = gpu.zeros::<f32>(n as usize).unwrap();
+        // Copies into and out of kept buffers, lengths checked first.
+        gpu.copy_to_device(&w, &mut b).unwrap();
+        let mut back = vec![0.0f32; n as usize];
+        gpu.copy_to_host(&b, &mut back).unwrap();
+        gpu.synchronize().unwrap();
+        assert_eq!(back, w);
+        assert!(matches!(gpu.copy_to_device(&w[1..], &mut b), Err(Error::LengthMismatch { .. })));
+        assert!(matches!(gpu.copy_to_host(&b, &mut back[1..]), Err(Error::LengthMismatch { .. })));
         // a = w + 1, then 31 more steps back and forth: a or b = w + 32.
         let chain = |gpu: &Gpu, a: &mut CudaSlice<f32>, b: &mut CudaSlice<f32>| -> Result<()> {
             let mut args = gpu.stream().launch_builder(&f);

@@ -2,12 +2,13 @@
 //! the build helper's `sm80` modules (the GEMM's, and the whole softmax
 //! graph's SIMT kernels) compile, check their arguments before any driver
 //! call, and run on the GPU when there is one (else `NoDevice`, and the GPU
-//! half is reported skipped).
+//! half is reported skipped); the model `mlp` gets `sm80::Model` (its
+//! ConstPool on the device, a CUDA Graph per shape cluster).
 #![cfg(feature = "sm80")]
 
 use tgc::half::f16;
 use tgc::Error;
-use tgc_build_demo::{gemm_f16, softmax_rows};
+use tgc_build_demo::{gemm_f16, mlp, softmax_rows};
 
 struct Fake(usize, u64);
 
@@ -73,4 +74,61 @@ fn a_whole_graph_checks_its_shape_facts_then_needs_a_device() {
             }
         }
     }
+}
+
+/// The model `mlp` on the GPU: `sm80::Model::new` uploads the host model's
+/// ConstPool; each dims tuple's first run launches directly, the second
+/// captures a CUDA Graph, later runs replay it — each giving the host
+/// model's outputs (to the f32 rounding of another summation order). The
+/// wall time of direct launches against replays is printed: the launch
+/// overhead a graph saves.
+#[test]
+fn the_gpu_model_runs_each_cluster_directly_then_captured_then_replayed() {
+    let weights: Vec<Vec<f32>> = mlp::WEIGHTS
+        .iter()
+        .enumerate()
+        .map(|(k, w)| (0..w.elements().unwrap()).map(|i| ((i * 7 + k * 3) % 13) as f32 / 8.0 - 0.75).collect())
+        .collect();
+    let host = mlp::Model::init(&mut |spec: &tgc::model::WeightSpec, dst: &mut [u8]| {
+        let k = mlp::WEIGHTS.iter().position(|s| s == spec).unwrap();
+        tgc::model::write_weight(spec, dst, &weights[k])
+    })
+    .unwrap();
+    let mut gpu = match mlp::sm80::Model::new(&host) {
+        Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").as_deref() != Ok("1") => {
+            eprintln!("skipped the GPU half of this test: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+        Ok(m) => m,
+    };
+    assert_eq!(gpu.const_pool().size_bytes(), host.const_pool().size_bytes());
+    for (cluster, b) in [4usize, 3].into_iter().enumerate() {
+        let x: Vec<f32> = (0..b * 16).map(|i| ((i * 5) % 9) as f32 / 4.0 - 1.0).collect();
+        let mut want = vec![0.0f32; b * 8];
+        host.run(&x, &mut want, b).unwrap();
+        for run in 0..4 {
+            let mut got = vec![f32::NAN; b * 8];
+            gpu.run(&x, &mut got, b).unwrap_or_else(|e| panic!("B = {b}, run {run}: {e}"));
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "B = {b}, run {run}, y[{i}]: GPU {g}, CPU {w}");
+            }
+            assert_eq!(gpu.captured(), cluster + usize::from(run >= 1), "B = {b}, run {run}");
+        }
+    }
+    let b = 4;
+    let x = vec![0.5f32; b * 16];
+    let mut y = vec![0.0f32; b * 8];
+    let reps = 200;
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        mlp::sm80::run_on_gpu(&x, &weights[0], &weights[1], &weights[2], &weights[3], &mut y, b).unwrap();
+    }
+    let direct = t.elapsed() / reps;
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        gpu.run(&x, &mut y, b).unwrap();
+    }
+    let replayed = t.elapsed() / reps;
+    eprintln!("mlp at B = {b}: run_on_gpu (device opened, weights uploaded, direct launches) {direct:?} per run; sm80::Model::run (replayed graph) {replayed:?}");
 }

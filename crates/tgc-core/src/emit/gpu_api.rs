@@ -76,6 +76,20 @@ pub struct Sm80Module {
     /// For [`CubinSource::Files`]: each file's path and bytes, for the
     /// caller to write; empty for [`CubinSource::Inline`].
     pub files: Vec<(String, Vec<u8>)>,
+    /// Whether the graph was skipped (`text` is `SM80_SKIPPED`).
+    pub skipped: bool,
+}
+
+impl Sm80Module {
+    /// Adds `items` at the end of the `sm80` submodule (such as
+    /// [`super::model::sm80_model_items`]); nothing for a skipped graph.
+    pub fn add_items(&mut self, items: &str) {
+        if self.skipped {
+            return;
+        }
+        let end = self.text.rfind('}').expect("an sm80 module ends with its closing brace");
+        self.text.insert_str(end, items);
+    }
 }
 
 /// One compiled program of the module.
@@ -103,6 +117,7 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
             lit(&format!("no sm80 kernels: {why}"))
         ),
         files: Vec::new(),
+        skipped: true,
     };
     let fail = |d: crate::Diagnostic| format!("tgc (feature `sm80`): {d}");
     let target = &crate::plan::target::SM80;
@@ -141,7 +156,7 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
         }
     })
     .map_err(fail)?;
-    Ok(Sm80Module { text, files })
+    Ok(Sm80Module { text, files, skipped: false })
 }
 
 /// Verifies `program`'s kernels and compiles them as one NVRTC unit

@@ -25,7 +25,10 @@
 //!   overlaps another argument before the Rust API's own checks run; a
 //!   failure is a nonzero status with its message from
 //!   `tgc_NAME_last_error()`, and a panic is caught (status
-//!   `TGC_PANIC`), never unwound into C.
+//!   `TGC_PANIC`), never unwound into C;
+//! - with the build helper's `sm80`, `sm80::Model` in the module's `sm80`
+//!   submodule ([`sm80_model_items`]): the ConstPool on the device and a
+//!   CUDA Graph per shape cluster.
 
 use std::fmt::Write;
 
@@ -58,40 +61,11 @@ pub type PointArena = (Vec<(String, i64)>, i64, i64);
 /// (a weight is loaded once, so its shape cannot depend on the run).
 pub fn model_items(name: &str, g: &Graph, run_inputs: &[String], arenas: &[PointArena]) -> DResult<ModelText> {
     let names = crate::pipeline::input_names(g);
-    for (i, r) in run_inputs.iter().enumerate() {
-        if !names.contains(r) {
-            return Err(diag!(
-                UnknownName,
-                "model `{name}`: the graph has no input `{r}` (its inputs: {})",
-                names.join(", ")
-            ));
-        }
-        if run_inputs[..i].contains(r) {
-            return Err(diag!(Unsupported, "model `{name}`: run input `{r}` is named twice"));
-        }
-    }
+    let weights = weights(name, g, run_inputs)?;
     let params = param_names(g);
     let ins = g.inputs();
     let (n_in, n_out) = (ins.len(), g.outputs.len());
     let ty = |id| format!("{}{}", g.dtype(id), crate::tiny::infer::fmt_shape(g.shape(id)));
-
-    // Weights: every input not run, with its static shape.
-    let mut weights = Vec::new(); // (input index, dtype, shape)
-    for (i, (&id, n)) in ins.iter().zip(&names).enumerate() {
-        if run_inputs.contains(n) {
-            continue;
-        }
-        let shape: Option<Vec<i64>> = g.shape(id).iter().map(|d| d.as_int()).collect();
-        let Some(shape) = shape else {
-            return Err(diag!(
-                Unsupported,
-                "model `{name}`: weight `{n}` has shape {}, which depends on the run; a weight's shape must be \
-                 static (give `{n}` to model() as a run input)",
-                ty(id)
-            ));
-        };
-        weights.push((i, g.dtype(id), shape));
-    }
     let slot = |i: usize| weights.iter().position(|w| w.0 == i);
 
     let mut s = String::new();
@@ -346,6 +320,44 @@ const char* tgc_{c_name}_last_error(void);
     Ok(ModelText { items: s, header: h })
 }
 
+/// A model's weights: every graph input not in `run_inputs`, as (input
+/// index, dtype, static shape), in graph order — the ConstPool's order.
+///
+/// Errors: as [`model_items`].
+fn weights(name: &str, g: &Graph, run_inputs: &[String]) -> DResult<Vec<(usize, DType, Vec<i64>)>> {
+    let names = crate::pipeline::input_names(g);
+    for (i, r) in run_inputs.iter().enumerate() {
+        if !names.contains(r) {
+            return Err(diag!(
+                UnknownName,
+                "model `{name}`: the graph has no input `{r}` (its inputs: {})",
+                names.join(", ")
+            ));
+        }
+        if run_inputs[..i].contains(r) {
+            return Err(diag!(Unsupported, "model `{name}`: run input `{r}` is named twice"));
+        }
+    }
+    let mut weights = Vec::new();
+    for (i, (&id, n)) in g.inputs().iter().zip(&names).enumerate() {
+        if run_inputs.contains(n) {
+            continue;
+        }
+        let shape: Option<Vec<i64>> = g.shape(id).iter().map(|d| d.as_int()).collect();
+        let Some(shape) = shape else {
+            return Err(diag!(
+                Unsupported,
+                "model `{name}`: weight `{n}` has shape {}{}, which depends on the run; a weight's shape must be \
+                 static (give `{n}` to model() as a run input)",
+                g.dtype(id),
+                crate::tiny::infer::fmt_shape(g.shape(id))
+            ));
+        };
+        weights.push((i, g.dtype(id), shape));
+    }
+    Ok(weights)
+}
+
 /// `tgc::DType`'s variant for `d`.
 fn dtype_variant(d: DType) -> &'static str {
     match d {
@@ -403,4 +415,154 @@ extern \"C\" {{
         tgc_runtime::model::c_decl(),
         decls.concat()
     )
+}
+
+/// The GPU half of model `name` (build helper, [`crate::build::Kernels::model`]
+/// with [`crate::build::Kernels::sm80`]): items for the kernel's `sm80`
+/// submodule ([`super::gpu_api`]), whose `dims`, `launch` and `__c` they use.
+///
+/// `sm80::Model::new(&host)` opens device 0 on a stream of its own and
+/// uploads the host model's ConstPool in one allocation
+/// (`Gpu::upload_pool`); `run(run inputs…, outputs…, dims…)` takes host
+/// slices, as the host `Model::run`: it checks the dims and lengths,
+/// copies the run inputs into device buffers kept per dims tuple (the
+/// shape cluster of `000` §8), runs the launches — directly the first
+/// time a cluster runs, captured as a CUDA Graph the second, replayed
+/// after (`tgc::cuda::Graphs`; a replay reads and writes the buffers it
+/// captured, which is why they are kept) — and copies the outputs back.
+///
+/// Errors: as [`model_items`].
+pub fn sm80_model_items(name: &str, g: &Graph, run_inputs: &[String]) -> DResult<String> {
+    let weights = weights(name, g, run_inputs)?;
+    let slot = |i: usize| weights.iter().position(|w| w.0 == i);
+    let params = param_names(g);
+    let ins = g.inputs();
+    let (n_in, n_out) = (ins.len(), g.outputs.len());
+    let n_io = n_in + n_out;
+    let printer = super::api::Printer { g };
+    let shapes = printer.io_shapes()?;
+    let cuda = format!("{FACADE}::cuda");
+    let err = format!("{FACADE}::Error");
+    // The tensors kept per dims: run inputs, then outputs (graph indices).
+    let kept: Vec<usize> = (0..n_in).filter(|&i| slot(i).is_none()).chain(n_in..n_io).collect();
+    let dtype = |k: usize| if k < n_in { g.dtype(ins[k]) } else { g.dtype(g.outputs[k - n_in].node) };
+    let kept_ty: Vec<String> = kept.iter().map(|&k| format!("{cuda}::CudaSlice<{}>", rust_type(dtype(k)))).collect();
+    let n_sym = g.symbols.len();
+    let sig: Vec<String> = kept
+        .iter()
+        .map(|&k| {
+            let r = if k < n_in { "&" } else { "&mut " };
+            format!("{}: {r}[{}]", params[k], rust_type(dtype(k)))
+        })
+        .chain(params[n_io..].iter().map(|p| format!("{p}: usize")))
+        .collect();
+    let dim_args = params[n_io..].join(", ");
+
+    let mut s = String::new();
+    let doc = format!(
+        "Model `{name}` on device 0 (`000` §8): the host [`super::Model`]'s ConstPool uploaded once, in one \
+         allocation; [`Model::run`] takes host slices as `super::Model::run` does, through device buffers kept per \
+         dims tuple (a shape cluster), and runs the graph's launches directly the first time a cluster runs, \
+         captured as a CUDA Graph the second, and as a replay of that graph (one driver call) after."
+    );
+    let _ = writeln!(s, "#[doc = {}]", lit(&doc));
+    let _ = writeln!(
+        s,
+        "pub struct Model {{
+    gpu: {cuda}::Gpu,
+    pool: {cuda}::DeviceConstPool,
+    graphs: {cuda}::Graphs<[i64; {n_sym}]>,
+    kept: ::std::collections::HashMap<[i64; {n_sym}], ({},)>,
+}}",
+        kept_ty.join(", ")
+    );
+    let _ = writeln!(
+        s,
+        "impl Model {{
+    /// Opens device 0 on a stream of its own and uploads `host`'s ConstPool.
+    ///
+    /// # Errors
+    ///
+    /// `NoDevice` without a driver or GPU; `Kernel` when a stream, the allocation or the copy fails.
+    pub fn new(host: &super::Model) -> ::core::result::Result<Model, {err}> {{
+        let gpu = {cuda}::Gpu::new(0)?.new_stream()?;
+        let pool = gpu.upload_pool(host.const_pool())?;
+        ::core::result::Result::Ok(Model {{ gpu, pool, graphs: ::core::default::Default::default(), kept: ::std::collections::HashMap::new() }})
+    }}
+
+    /// The device handle the model runs on (its own stream).
+    pub fn gpu(&self) -> &{cuda}::Gpu {{
+        &self.gpu
+    }}
+
+    /// The ConstPool on the device.
+    pub fn const_pool(&self) -> &{cuda}::DeviceConstPool {{
+        &self.pool
+    }}
+
+    /// The shape clusters whose launches are captured as a CUDA Graph so far.
+    pub fn captured(&self) -> usize {{
+        self.graphs.captured()
+    }}
+
+    /// `model_run` on the GPU (see [`Model`]); returns when the outputs hold the results.
+    ///
+    /// # Errors
+    ///
+    /// As `super::Model::run` for the dims and lengths (before any device work); those of [`launch`]; `Kernel`
+    /// when a copy, an allocation, the capture or a replay fails.
+    pub fn run(&mut self, {}) -> ::core::result::Result<(), {err}> {{
+        let __dims = self::dims({dim_args})?;",
+        sig.join(", ")
+    );
+    for &k in &kept {
+        let (name, shape, bytes) = &shapes[k];
+        let _ = writeln!(s, "        __c::len({}, {}.len(), &{shape}, {bytes})?;", lit(name), params[k]);
+    }
+    let _ = writeln!(s, "        let Model {{ gpu, pool, graphs, kept }} = self;");
+    let _ = writeln!(s, "        let __kept = match kept.entry(__dims) {{");
+    let _ = writeln!(s, "            ::std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),");
+    let allocs: Vec<String> = kept
+        .iter()
+        .map(|&k| {
+            let (name, shape, bytes) = &shapes[k];
+            format!("gpu.zeros(__c::size({}, &{shape}, {bytes})?)?", lit(&format!("tensor `{name}`")))
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "            ::std::collections::hash_map::Entry::Vacant(e) => e.insert(({},)),\n        }};",
+        allocs.join(", ")
+    );
+    for (j, &k) in kept.iter().enumerate().filter(|(_, &k)| k < n_in) {
+        let _ = writeln!(s, "        gpu.copy_to_device({}, &mut __kept.{j})?;", params[k]);
+    }
+    for (w, (i, dt, _)) in weights.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "        let __w{w} = pool.weight::<{}>({w}).ok_or_else(|| {err}::Kernel({}.into()))?;",
+            rust_type(*dt),
+            lit(&format!("weight `{}` is not in the device pool", crate::pipeline::input_names(g)[*i]))
+        );
+    }
+    let launch_args: Vec<String> = (0..n_io)
+        .map(|k| match slot(k) {
+            Some(w) if k < n_in => format!("&__w{w}"),
+            _ => {
+                let j = kept.iter().position(|&x| x == k).expect("every run input and output is kept");
+                if k < n_in {
+                    format!("&__kept.{j}")
+                } else {
+                    format!("&mut __kept.{j}")
+                }
+            }
+        })
+        .chain(params[n_io..].iter().cloned())
+        .collect();
+    let _ = writeln!(s, "        graphs.run(gpu, __dims, |__gpu| self::launch(__gpu, {}))?;", launch_args.join(", "));
+    for (j, &k) in kept.iter().enumerate().filter(|(_, &k)| k >= n_in) {
+        let _ = writeln!(s, "        gpu.copy_to_host(&__kept.{j}, {})?;", params[k]);
+    }
+    s.push_str("        gpu.synchronize()\n    }\n}\n");
+    Ok(s)
 }

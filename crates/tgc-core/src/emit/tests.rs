@@ -1159,3 +1159,30 @@ fn cumulative_ops_in_c_and_rust() {
         }
     }
 }
+
+/// The GPU model of a build-helper model: weights from the device pool in
+/// ConstPool order, the run inputs and outputs from the buffers kept per
+/// dims, each at its place among the launch's arguments.
+#[test]
+fn the_sm80_model_passes_weights_and_kept_buffers_in_graph_order() {
+    let src = "graph<B> main(w: f32[4, 4], x: f32[B, 4], b: f32[4]) -> (y: f32[B, 4]) {
+        y = matmul(x, w) + b
+        return y
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let items = super::model::sm80_model_items("affine", &g, &["x".to_string()]).unwrap();
+    for want in [
+        "graphs: ::tgc::cuda::Graphs<[i64; 1]>,",
+        "kept: ::std::collections::HashMap<[i64; 1], (::tgc::cuda::CudaSlice<f32>, ::tgc::cuda::CudaSlice<f32>,)>,",
+        "pub fn run(&mut self, x: &[f32], y: &mut [f32], B: usize)",
+        "gpu.copy_to_device(x, &mut __kept.0)?;",
+        "let __w0 = pool.weight::<f32>(0)",
+        "\"weight `b` is not in the device pool\"",
+        "graphs.run(gpu, __dims, |__gpu| self::launch(__gpu, &__w0, &__kept.0, &__w1, &mut __kept.1, B))?;",
+        "gpu.copy_to_host(&__kept.1, y)?;",
+    ] {
+        assert!(items.contains(want), "no `{want}` in\n{items}");
+    }
+    let e = super::model::sm80_model_items("affine", &g, &["z".to_string()]).unwrap_err();
+    assert_eq!(e.name, crate::ErrorName::UnknownName);
+}
