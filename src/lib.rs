@@ -47,7 +47,8 @@ pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};
 
 // The thread count of generated CPU kernels (build helper and CLI: C on
-// the runtime's pool; `kernel!`'s Rust runs on the caller's thread).
+// the runtime's pool; `kernel!`'s Rust: its packed GEMMs' sums on the pool,
+// everything else on the caller's thread).
 pub use tgc_runtime::cpu_rt::{set_threads, threads};
 
 /// The per-thread scratch memory of generated C kernels (the build helper's

@@ -384,7 +384,12 @@ mod tests {
         let backend = Backend::Rust { tuning };
         let m = api::kernel_module("g", &graph(F32_GEMM), &[point(64), point(32)], &backend).unwrap();
         let shape0 = &m.items[m.items.find("mod shape_0").unwrap()..m.items.find("mod shape_1").unwrap()];
-        assert!(shape0.contains(".min(64));") && shape0.contains("(40 / pk_kin)"), "not the record's sizes: {shape0}");
+        assert!(
+            shape0.contains("pk_batch, 64, pk_rt.threads)")
+                && shape0.contains("let pk_mc: i64 = 12;")
+                && shape0.contains("(40 / pk_kin)"),
+            "not the record's sizes: {shape0}"
+        );
         assert_eq!(m.notes.len(), 1, "M = 32 has no record: {:?}", m.notes);
         assert!(m.notes[0].contains("at K=80, M=32, N=96") && m.notes[0].contains("tgc tune"), "{}", m.notes[0]);
         let untuned = api::kernel_module("g", &graph(F32_GEMM), &[point(64)], &Backend::Rust { tuning: None }).unwrap();

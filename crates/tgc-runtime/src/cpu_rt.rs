@@ -185,6 +185,72 @@ impl Rt {
     }
 }
 
+impl Rt {
+    /// [`Rt::parallel_for`] over the `chunk`-element pieces of `buf`: task
+    /// `t` gets `buf[t·chunk .. (t+1)·chunk]` (the last piece may be
+    /// shorter), mutably and alone, so safe code (the Rust printer's
+    /// packed kernels) can fill disjoint parts of one buffer on the pool.
+    /// Nothing runs for an empty `buf` or a `chunk` of 0.
+    pub fn parallel_chunks(&self, buf: &mut [f32], chunk: usize, body: &(dyn Fn(i64, &mut [f32]) + Sync)) {
+        if buf.is_empty() || chunk == 0 {
+            return;
+        }
+        let (len, base) = (buf.len(), SendPtr(buf.as_mut_ptr().cast()));
+        self.parallel_for(len.div_ceil(chunk) as i64, &|t| {
+            let base = &base;
+            let at = t as usize * chunk;
+            // SAFETY: `parallel_for` gives each `t` to one call, so the
+            // pieces `at..at + n` are disjoint, in bounds of `buf`, which
+            // is borrowed mutably for the whole call.
+            let piece = unsafe { std::slice::from_raw_parts_mut(base.0.cast::<f32>().add(at), chunk.min(len - at)) };
+            body(t, piece);
+        });
+    }
+}
+
+/// How a packed contraction's output is cut into tasks (the rule the C
+/// printer prints into its kernels, `tgc_core::emit::c`): each task is a
+/// batch point × `mpart` rows × `nc` columns, starting from all `m` rows
+/// (rounded up to [`MR`]) and `min(n, nc_max)` columns (rounded up to
+/// [`NR`]); while there are fewer tasks than `threads`, the larger of the
+/// two sides is halved first (every task packs all of the other side's
+/// panel), then the other, down to one micro-tile; then the parts are
+/// evened out. Returns `(mpart, nc)`, multiples of `MR` and `NR`; `m`,
+/// `n`, `batch` ≥ 1. `threads` is the most threads to feed: callers pass
+/// [`split_threads`]'s.
+pub fn packed_tasks(m: i64, n: i64, batch: i64, nc_max: i64, threads: i64) -> (i64, i64) {
+    let (mr, nr) = (MR as i64, NR as i64);
+    let up = |x: i64, q: i64| (x + q - 1) / q * q;
+    let (mut mpart, mut nc) = (up(m, mr), up(n, nr).min(nc_max));
+    for side in 0..2 {
+        let rows = (side == 0) == (m > n);
+        while batch * ((m + mpart - 1) / mpart) * ((n + nc - 1) / nc) < threads
+            && (if rows { mpart > mr } else { nc > nr })
+        {
+            if rows {
+                mpart = up(mpart / 2, mr);
+            } else {
+                nc = up(nc / 2, nr);
+            }
+        }
+    }
+    let (mparts, nparts) = ((m + mpart - 1) / mpart, (n + nc - 1) / nc);
+    (up((m + mparts - 1) / mparts, mr), up((n + nparts - 1) / nparts, nr))
+}
+
+/// The least work, in multiply-adds, worth a task of its own on another
+/// thread: 2^16, about 4 µs of the micro-kernel at 32 GFLOP/s — the order
+/// of waking a parked worker (`crate::pool`). A contraction with less work
+/// per thread runs on fewer threads, one for less than twice this.
+pub const MIN_TASK_MACS: f64 = 65536.0;
+
+/// The threads a packed contraction of `macs` multiply-adds (`batch · M ·
+/// N · K`) is split across: at most `threads`, each with at least
+/// [`MIN_TASK_MACS`], at least one. The C printer prints the same rule.
+pub fn split_threads(macs: f64, threads: i64) -> i64 {
+    ((macs / MIN_TASK_MACS) as i64).clamp(1, threads.max(1))
+}
+
 /// A raw context pointer that may cross threads: the generated task body
 /// only reads it and writes disjoint parts of the buffers it points to.
 struct SendPtr(*mut c_void);
@@ -725,6 +791,45 @@ mod tests {
             let bits = |v: &[f32]| v[..rows * NR].iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "rows {rows}");
         }
+    }
+
+    #[test]
+    fn small_contractions_run_on_fewer_threads() {
+        assert_eq!(split_threads(40.0 * 48.0 * 24.0, 8), 1, "46k multiply-adds: one thread");
+        assert_eq!(split_threads(3.0 * MIN_TASK_MACS, 8), 3);
+        assert_eq!(split_threads(1e12, 8), 8);
+        assert_eq!(split_threads(1e12, 0), 1);
+    }
+
+    #[test]
+    fn parallel_chunks_gives_each_task_its_own_piece() {
+        for threads in [1, 2, 3] {
+            let rt = Rt { threads, ..Rt::current() };
+            let mut buf = vec![0.0f32; 10];
+            rt.parallel_chunks(&mut buf, 4, &|t, piece| {
+                assert_eq!(piece.len(), if t == 2 { 2 } else { 4 }, "task {t}");
+                piece.iter_mut().for_each(|x| *x += t as f32 + 1.0);
+            });
+            assert_eq!(buf, [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0], "threads {threads}");
+            rt.parallel_chunks(&mut [], 4, &|_, _| panic!("no task for an empty buffer"));
+            rt.parallel_chunks(&mut buf, 0, &|_, _| panic!("no task for empty pieces"));
+        }
+    }
+
+    #[test]
+    fn packed_tasks_split_the_larger_side_until_every_thread_has_one() {
+        // One thread: all rows (rounded up to MR), nc_max columns.
+        assert_eq!(packed_tasks(100, 1000, 1, 256, 1), (102, 256));
+        // Many rows, few columns: rows split first, then evened out.
+        let (mpart, nc) = packed_tasks(1000, 64, 1, 256, 4);
+        assert_eq!(((1000 + mpart - 1) / mpart * ((64 + nc - 1) / nc), mpart % MR as i64, nc), (4, 0, 64));
+        // 16 rows, 384 columns, 2 threads: the columns are split.
+        let (mpart, nc) = packed_tasks(16, 384, 1, 1536, 2);
+        assert_eq!((mpart, nc), (18, 192));
+        // Batches count: 8 batch points are enough tasks already.
+        assert_eq!(packed_tasks(64, 64, 8, 256, 4), (66, 64));
+        // A single micro-tile cannot be split.
+        assert_eq!(packed_tasks(3, 5, 1, 256, 8), (6, 32));
     }
 
     #[test]

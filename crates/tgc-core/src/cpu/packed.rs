@@ -41,8 +41,10 @@
 //! TOMS 43(2), 2016, simplified): `kc` so that a `kc × NR` panel of `b`
 //! fills half of L1, `mc` so that an `mc × kc` block of `a` fills half of L2,
 //! `nc` so that a `kc × nc` block of `b` fills half of the L3 share of a
-//! core. At run time the kernel halves `nc`, then `mc`, while there are fewer
-//! tasks than threads.
+//! core. At run time the kernel halves the larger of `M` and `N`'s parts,
+//! then the other, while there are fewer tasks than threads
+//! (`cpu_rt::packed_tasks`), feeding no more threads than give each
+//! `cpu_rt::MIN_TASK_MACS` multiply-adds (`cpu_rt::split_threads`).
 
 use std::collections::BTreeSet;
 
@@ -159,8 +161,8 @@ pub struct Blocks {
     /// At most this many threads of the runtime's pool (`1`: the caller's
     /// alone, for a kernel too small to gain from a split); `0`, the
     /// analytic plan's, is every thread of the pool. Absent from a tuning
-    /// record when `0`. Only the C printer's kernels run on the pool; the
-    /// Rust printer's run on the caller's thread whatever the plan.
+    /// record when `0`. Both printers apply it (with
+    /// `cpu_rt::split_threads`'s floor on the work a thread gets).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub threads: usize,
 }

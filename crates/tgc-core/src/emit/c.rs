@@ -866,6 +866,9 @@ impl Printer<'_> {
     pk_ctx.failed = 0;
     tgc_rt pk_pool = *rt;{cap}
     const int64_t pk_M = {m_ext}, pk_N = {n_ext}, pk_batch = {batch_ext};
+    /* Each thread gets at least MIN_TASK_MACS multiply-adds (cpu_rt::split_threads). */
+    const double pk_most = (double)pk_batch * (double)pk_M * (double)pk_N * (double)({k_all}) / {min_macs:.1};
+    if ((double)pk_pool.threads > pk_most) pk_pool.threads = pk_most >= 2.0 ? (int64_t)pk_most : 1;
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
        panel), then the other; then parts of even size. */
@@ -894,6 +897,8 @@ impl Printer<'_> {
 }}",
             nc = blocks.nc,
             kc = blocks.kc,
+            k_all = dim(&Dim::product(c.k_loops), Lang::C),
+            min_macs = tgc_runtime::cpu_rt::MIN_TASK_MACS,
             cap = match blocks.threads {
                 0 => String::new(),
                 n =>

@@ -269,11 +269,13 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
 }
 
 /// The body of a kernel on the packed contraction template
-/// ([`crate::cpu::packed`]), as `super::c` prints it (pack, micro-kernels,
-/// epilogue per batch point × `mc × nc` block), the blocks run in turn on
-/// the caller's thread: writing one output from several threads would need
-/// `unsafe` in the user's crate, which the printed Rust never contains.
-/// The micro-kernel is the runtime's (`cpu_rt::ukernel`).
+/// ([`crate::cpu::packed`]), as `super::c` prints it: tasks of a batch
+/// point × `mpart` rows × `nc` columns (`cpu_rt::packed_tasks`, the C
+/// kernels' split rule), each packing its panels and running the runtime's
+/// micro-kernel (`cpu_rt::ukernel`) into its own piece of one sums buffer,
+/// on the runtime's pool (`Rt::parallel_chunks`: the pieces are disjoint,
+/// so the printed Rust needs no `unsafe`); then the epilogue of every task
+/// on the caller's thread, the only writes to the kernel's output.
 fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
     let pk = c.packed;
     let Some(r) = &k.reduce else { return };
@@ -282,40 +284,41 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
     let (m_ext, n_ext, batch_ext) = (extent(&pk.m), extent(&pk.n), extent(&pk.batch));
     let blocks = pk.blocks;
     // A pooled kernel's window: how many columns make one output point; a
-    // block holds whole windows.
+    // task holds whole windows.
     let window = c.pooled.map(|_| dim(&Dim::product(&r.loops), Lang::Rust));
+    let cap = match blocks.threads {
+        0 => String::new(),
+        n => format!("\n        let pk_rt = {rt}::Rt {{ threads: pk_rt.threads.min({n}), ..pk_rt }};"),
+    };
     let _ = writeln!(
         s,
-        "        let (pk_M, pk_N, pk_batch): (i64, i64, i64) = ({m_ext}, {n_ext}, {batch_ext});
-        let (pk_mc, pk_nc): (i64, i64) = ({mc}, ((pk_N + {NR} - 1) / {NR} * {NR}).min({nc}));{whole}
-        let pk_nt: i64 = (pk_N + pk_nc - 1) / pk_nc;
-        for pk_t in 0i64..pk_batch * pk_nt {{
-            let pk_n0: i64 = pk_t % pk_nt * pk_nc;
-            let pk_t = pk_t / pk_nt;
-            let pk_m0: i64 = 0;",
-        mc = blocks.mc,
+        "        let pk_rt = {rt}::Rt::current();{cap}
+        let (pk_M, pk_N, pk_batch): (i64, i64, i64) = ({m_ext}, {n_ext}, {batch_ext});
+        let pk_threads: i64 = {rt}::split_threads(pk_batch as f64 * pk_M as f64 * pk_N as f64 * ({k_all}) as f64, pk_rt.threads);
+        let pk_rt = {rt}::Rt {{ threads: pk_threads, ..pk_rt }};
+        let (pk_mpart, pk_nc): (i64, i64) = {rt}::packed_tasks(pk_M, pk_N, pk_batch, {nc}, pk_rt.threads);{whole}
+        let (pk_mt, pk_nt): (i64, i64) = ((pk_M + pk_mpart - 1) / pk_mpart, (pk_N + pk_nc - 1) / pk_nc);
+        let pk_chunk: usize = (pk_mpart * ((pk_nc + {NR} - 1) / {NR} * {NR})) as usize;
+        let mut pk_sums: ::std::vec::Vec<f32> = {cp}::scratch::take(pk_chunk * (pk_batch * pk_mt * pk_nt) as usize);
+        pk_rt.parallel_chunks(&mut pk_sums, pk_chunk, &|pk_t: i64, pk_c: &mut [f32]| {{",
         nc = blocks.nc,
+        k_all = dim(&Dim::product(c.k_loops), Lang::Rust),
         whole = window.as_ref().map_or(String::new(), |w| format!(
             "\n        let pk_w: i64 = {w};\n        let pk_nc: i64 = (pk_nc + pk_w - 1) / pk_w * pk_w;"
         )),
     );
-    for &v in pk.batch.iter().rev() {
-        let e = dim(&k.loops[v], Lang::Rust);
-        let _ = writeln!(s, "            let i{v}: i64 = pk_t % {e};\n            let pk_t = pk_t / {e};");
-    }
+    task_origin(s, k);
     let _ = writeln!(
         s,
-        "            let pk_mb: i64 = pk_M;
-            let pk_nb: i64 = (pk_N - pk_n0).min(pk_nc);
-            let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
+        "            let pk_mc: i64 = {mc};
             let pk_kin: i64 = {k_inner};
             let pk_kstep: i64 = ({kc} / pk_kin).max(1);{a_panel}
             let mut pk_b: ::std::vec::Vec<f32> = {cp}::scratch::take((pk_np * pk_kstep * pk_kin) as usize);
-            let mut pk_c: ::std::vec::Vec<f32> = {cp}::scratch::take((pk_mp * pk_np) as usize);
             let mut pk_ko: i64 = 0;
             while pk_ko < {k_outer} {{
                 let pk_ke: i64 = (pk_ko + pk_kstep).min({k_outer});
                 let pk_kb: i64 = (pk_ke - pk_ko) * pk_kin;",
+        mc = blocks.mc,
         k_inner = dim(&Dim::product(&c.k_loops[1..]), Lang::Rust),
         k_outer = dim(&c.k_loops[0], Lang::Rust),
         kc = blocks.kc,
@@ -340,6 +343,9 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             "                        {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);\n"
         )
     };
+    // The panels go back to the thread's pool, last taken first.
+    let panels: &[&str] = if pk.a_order == PackOrder::Direct { &["pk_b"] } else { &["pk_b", "pk_a"] };
+    let give: Vec<String> = panels.iter().map(|v| format!("{cp}::scratch::give({v});")).collect();
     let _ = writeln!(
         s,
         "                for pk_jr in (0..pk_np).step_by({NR}) {{
@@ -350,8 +356,14 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
                 }}
                 pk_ko = pk_ke;
             }}
-            for pk_i in 0i64..pk_mb {{"
+            {}
+        }});
+        for pk_t in 0i64..pk_batch * pk_mt * pk_nt {{
+            let pk_c: &[f32] = &pk_sums[pk_t as usize * pk_chunk..];",
+        give.join(" ")
     );
+    task_origin(s, k);
+    s.push_str("            for pk_i in 0i64..pk_mb {\n");
     decode(s, k, "pk_m0 + pk_i", &pk.m, 4);
     match c.pooled {
         None => {
@@ -381,20 +393,41 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             );
         }
     }
-    // The panels go back to the thread's pool, last taken first.
-    let panels: &[&str] = if pk.a_order == PackOrder::Direct { &["pk_c", "pk_b"] } else { &["pk_c", "pk_b", "pk_a"] };
-    let give: Vec<String> = panels.iter().map(|v| format!("{cp}::scratch::give({v});")).collect();
     let _ = writeln!(
         s,
         "                    {}[{} as usize] = {};
                 }}
             }}
-            {}
-        }}",
+        }}
+        {cp}::scratch::give(pk_sums);",
         p.buffer(k.out).name,
         paren(aff(&k.store_index, Lang::Rust)),
         stored(p, k),
-        give.join(" ")
+    );
+}
+
+/// Task `pk_t`'s place: its first column `pk_n0` and row `pk_m0`, its
+/// batch point (`i{v}` of each batch loop), and its valid and padded rows
+/// and columns (`pk_mb`, `pk_nb`; `pk_mp`, `pk_np`).
+fn task_origin(s: &mut String, k: &Kernel) {
+    s.push_str(
+        "            let pk_n0: i64 = pk_t % pk_nt * pk_nc;
+            let pk_t: i64 = pk_t / pk_nt;
+            let pk_m0: i64 = pk_t % pk_mt * pk_mpart;
+            let pk_t: i64 = pk_t / pk_mt;\n",
+    );
+    let pk = k.packed.as_ref().expect("a packed kernel");
+    for &v in pk.batch.iter().rev() {
+        let e = dim(&k.loops[v], Lang::Rust);
+        let _ = writeln!(s, "            let i{v}: i64 = pk_t % {e};\n            let pk_t: i64 = pk_t / {e};");
+        let _ = writeln!(s, "            let _ = i{v};");
+    }
+    let _ = writeln!(
+        s,
+        "            let _ = pk_t;
+            let (pk_mb, pk_nb): (i64, i64) = ((pk_M - pk_m0).min(pk_mpart), (pk_N - pk_n0).min(pk_nc));
+            let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
+            let _ = (pk_mp, pk_np);"
     );
 }
 

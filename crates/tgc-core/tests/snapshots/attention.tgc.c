@@ -230,6 +230,9 @@ static int32_t tgc_k1_tgc_attention(const float* restrict in0, const float* rest
     pk_ctx.failed = 0;
     tgc_rt pk_pool = *rt;
     const int64_t pk_M = s_M, pk_N = s_N, pk_batch = s_B*s_H;
+    /* Each thread gets at least MIN_TASK_MACS multiply-adds (cpu_rt::split_threads). */
+    const double pk_most = (double)pk_batch * (double)pk_M * (double)pk_N * (double)(s_D) / 65536.0;
+    if ((double)pk_pool.threads > pk_most) pk_pool.threads = pk_most >= 2.0 ? (int64_t)pk_most : 1;
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
        panel), then the other; then parts of even size. */
@@ -544,6 +547,9 @@ static int32_t tgc_k5_tgc_attention(const float* restrict in2, const float* rest
     pk_ctx.failed = 0;
     tgc_rt pk_pool = *rt;
     const int64_t pk_M = s_M, pk_N = s_D, pk_batch = s_B*s_H;
+    /* Each thread gets at least MIN_TASK_MACS multiply-adds (cpu_rt::split_threads). */
+    const double pk_most = (double)pk_batch * (double)pk_M * (double)pk_N * (double)(s_N) / 65536.0;
+    if ((double)pk_pool.threads > pk_most) pk_pool.threads = pk_most >= 2.0 ? (int64_t)pk_most : 1;
     /* A task: all of M, nc columns. Fewer tasks than threads: the larger
        of M and N in parts first (every task packs all of the other side's
        panel), then the other; then parts of even size. */
