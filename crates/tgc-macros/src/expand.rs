@@ -268,15 +268,7 @@ fn read_tuning(dir: &str, at: Span) -> Result<(Option<tune::Tuning>, TokenStream
     let full = std::path::Path::new(&root).join(dir);
     let cache = tune::Cache::open(&full).map_err(|e| error(at, &e.to_string()))?;
     let mut items = TokenStream::new();
-    let mut records: Vec<String> = std::fs::read_dir(&full)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| p.display().to_string())
-        .collect();
-    records.sort();
-    for r in &records {
+    for r in cache.paths().map(|p| p.display().to_string()) {
         items.extend(quote!(
             const _: &[u8] = include_bytes!(#r);
         ));

@@ -183,9 +183,7 @@ impl Rt {
             body(t);
         });
     }
-}
 
-impl Rt {
     /// [`Rt::parallel_for`] over the `chunk`-element pieces of `buf`: task
     /// `t` gets `buf[t·chunk .. (t+1)·chunk]` (the last piece may be
     /// shorter), mutably and alone, so safe code (the Rust printer's

@@ -435,6 +435,7 @@ extern \"C\" {{
 pub fn sm80_model_items(name: &str, g: &Graph, run_inputs: &[String]) -> DResult<String> {
     let weights = weights(name, g, run_inputs)?;
     let slot = |i: usize| weights.iter().position(|w| w.0 == i);
+    let names = crate::pipeline::input_names(g);
     let params = param_names(g);
     let ins = g.inputs();
     let (n_in, n_out) = (ins.len(), g.outputs.len());
@@ -542,7 +543,7 @@ pub fn sm80_model_items(name: &str, g: &Graph, run_inputs: &[String]) -> DResult
             s,
             "        let __w{w} = pool.weight::<{}>({w}).ok_or_else(|| {err}::Kernel({}.into()))?;",
             rust_type(*dt),
-            lit(&format!("weight `{}` is not in the device pool", crate::pipeline::input_names(g)[*i]))
+            lit(&format!("weight `{}` is not in the device pool", names[*i]))
         );
     }
     let launch_args: Vec<String> = (0..n_io)

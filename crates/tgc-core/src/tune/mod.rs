@@ -344,6 +344,11 @@ impl Cache {
         &self.dir
     }
 
+    /// Each record's file, `<dir>/<key>.json`, in key order.
+    pub fn paths(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.records.keys().map(|k| self.dir.join(format!("{k}.json")))
+    }
+
     pub fn get(&self, key: &str) -> Option<&Record> {
         self.records.get(key)
     }
