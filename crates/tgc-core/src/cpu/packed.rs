@@ -97,6 +97,12 @@ pub enum PackOrder {
     /// `MR` or `NR` at a time: the factor is read along the panel's last
     /// axis (`w[K, N]` as `b`, an image row under a convolution window).
     WidthInner,
+    /// One group of the panel (`MR` or `NR` rows) after another, its K
+    /// values in the middle, the group's rows innermost: the group's rows
+    /// are read side by side along K, one K point's values stored together
+    /// (`x[M, K]` as `a`, `w[N, K]` as `b`). Only for rows over one loop,
+    /// whose index needs no decoding per element.
+    Grouped,
     /// Not packed: the micro-kernel reads the factor in place
     /// (`cpu_rt::ukernel_direct`), row by row along `K`. Only for `a`, and
     /// only when [`direct`] holds: an `f32` load with unit stride along
@@ -380,12 +386,16 @@ fn direct(e: &Expr, rows: &[usize], sum: &FloatSum) -> bool {
 /// `e`: [`PackOrder::WidthInner`] when the rows are one loop and a load of
 /// `e` has unit stride along it (so consecutive rows of the panel are
 /// consecutive elements of the source, and the packing streams through it
-/// instead of reading one element per cache line), else
-/// [`PackOrder::DepthInner`]. Rows over several loops (a convolution's
-/// output pixels) stay `DepthInner`: width-inner packing would decode each
-/// row's loop indices (a division and a remainder per loop) once per
-/// element instead of once per row, which measured 2.4× slower on the conv
-/// of `bench_cpu` (64 channels, 56×56). Either order gives the same panel.
+/// instead of reading one element per cache line); [`PackOrder::Grouped`]
+/// for the other rows over one loop (each group's rows read as that many
+/// streams along K, each K point's values stored together: on a 1024³
+/// GEMM, `perf record` put half the packing's samples on the loads of the
+/// row-by-row order, one stream at a time); else [`PackOrder::DepthInner`].
+/// Rows over several loops (a convolution's output pixels) stay
+/// `DepthInner`: the other orders would decode each row's loop indices (a
+/// division and a remainder per loop) once per element instead of once per
+/// row, which measured 2.4× slower on the conv of `bench_cpu` (64 channels,
+/// 56×56). Every order gives the same panel.
 fn pack_order(e: &Expr, axes: &[usize]) -> PackOrder {
     let &[last] = axes else { return PackOrder::DepthInner };
     let mut unit = false;
@@ -397,7 +407,7 @@ fn pack_order(e: &Expr, axes: &[usize]) -> PackOrder {
     if unit {
         PackOrder::WidthInner
     } else {
-        PackOrder::DepthInner
+        PackOrder::Grouped
     }
 }
 
@@ -456,12 +466,12 @@ mod tests {
 
     #[test]
     fn each_panel_is_packed_along_its_factors_unit_stride() {
-        use PackOrder::{DepthInner, WidthInner};
+        use PackOrder::{Grouped, WidthInner};
         let cases = [
-            ("x: f32[M, K], w: f32[K, N]", "matmul(x, w)", (DepthInner, WidthInner)),
-            ("x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", (DepthInner, DepthInner)),
+            ("x: f32[M, K], w: f32[K, N]", "matmul(x, w)", (Grouped, WidthInner)),
+            ("x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", (Grouped, Grouped)),
             ("x: f32[K, M], w: f32[K, N]", "matmul(transpose(x, 0, 1), w)", (WidthInner, WidthInner)),
-            ("x: f32[K, M], w: f32[N, K]", "matmul(transpose(x, 0, 1), transpose(w, 0, 1))", (WidthInner, DepthInner)),
+            ("x: f32[K, M], w: f32[N, K]", "matmul(transpose(x, 0, 1), transpose(w, 0, 1))", (WidthInner, Grouped)),
         ];
         for (params, body, want) in cases {
             // More rows and columns than a panel is wide: both panels pay.
@@ -478,14 +488,14 @@ mod tests {
     /// it — and packed otherwise; above `NR` both are packed.
     #[test]
     fn few_rows_read_the_other_factor_in_place() {
-        use PackOrder::{DepthInner, Direct, WidthInner};
+        use PackOrder::{DepthInner, Direct, Grouped, WidthInner};
         let cases = [
             // (M, N, params, body, swapped, a_order, b_order)
-            (16, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, DepthInner),
-            (32, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, DepthInner),
-            (33, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", false, DepthInner, DepthInner),
+            (16, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, Grouped),
+            (32, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, Grouped),
+            (33, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", false, Grouped, Grouped),
             // w[K, N] has no unit stride along K: no swap.
-            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, DepthInner, WidthInner),
+            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Grouped, WidthInner),
             // Few columns: `x` (unit stride along K) is used by one panel of `b`.
             (384, 16, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
             // A transposed `x` has no unit stride along K.

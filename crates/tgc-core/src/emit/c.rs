@@ -778,6 +778,7 @@ impl Printer<'_> {
             "    const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
     const int64_t pk_mp = (pk_mb + {MR} - 1) / {MR} * {MR}, pk_np = (pk_nb + {NR} - 1) / {NR} * {NR};
+    const int64_t pk_ldc = pk_np / {NR} % 2 == 1 ? pk_np : pk_np + {NR}; /* cpu_rt::sums_stride */
     const int64_t pk_kin = {k_inner};
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;"
         );
@@ -788,7 +789,7 @@ impl Printer<'_> {
             panels.push(Scratch::elements("float", "pk_a", a_len, "the a panel"));
         }
         panels.push(Scratch::elements("float", "pk_b", "pk_np * pk_kstep * pk_kin", "the b panel"));
-        panels.push(Scratch::elements("float", "pk_c", "pk_mp * pk_np", "the sums"));
+        panels.push(Scratch::elements("float", "pk_c", "pk_mp * pk_ldc", "the sums"));
         let fail = "__atomic_store_n(&pk_ctx->failed, 1, __ATOMIC_RELAXED);\n        return;";
         open_scratch(s, 4, "pk_rt", &panels, fail);
         let _ = writeln!(
@@ -807,7 +808,7 @@ impl Printer<'_> {
             self.direct_call(&c)
         } else {
             self.pack(s, k, &c, &A_PANEL);
-            "                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);\n".to_string()
+            "                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_ldc + pk_jr, pk_ldc, pk_nb - pk_jr, pk_ko > 0);\n".to_string()
         };
         let _ = write!(
             s,
@@ -823,7 +824,7 @@ impl Printer<'_> {
             None => {
                 s.push_str("        for (int64_t pk_j = 0; pk_j < pk_nb; pk_j++) {\n");
                 decode(s, k, "pk_n0 + pk_j", &pk.n, 3);
-                s.push_str("            const float acc = pk_c[pk_i * pk_np + pk_j];\n");
+                s.push_str("            const float acc = pk_c[pk_i * pk_ldc + pk_j];\n");
                 self.store(s, k, 3);
             }
             Some(id) => {
@@ -842,7 +843,7 @@ impl Printer<'_> {
                 for v in window {
                     let _ = writeln!(s, "                (void)i{v};");
                 }
-                let _ = writeln!(s, "                const float acc{id} = pk_c[pk_i * pk_np + pk_j];");
+                let _ = writeln!(s, "                const float acc{id} = pk_c[pk_i * pk_ldc + pk_j];");
                 let x = self.expr(&r.value);
                 let update = self.binary(r.op.combine(), "acc".into(), x, r.dtype);
                 let _ = writeln!(s, "                acc = {update};\n            }}");
@@ -924,7 +925,7 @@ impl Printer<'_> {
         }
         let _ = writeln!(
             out,
-            "                pk_rt->ukernel_direct(pk_kb, &{}[{}], {lda}, pk_mb - pk_ic - pk_ir, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);",
+            "                pk_rt->ukernel_direct(pk_kb, &{}[{}], {lda}, pk_mb - pk_ic - pk_ir, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_ldc + pk_jr, pk_ldc, pk_nb - pk_jr, pk_ko > 0);",
             self.p.buffer(buf).name,
             bare(aff(&index, Lang::C))
         );
@@ -982,6 +983,51 @@ impl Printer<'_> {
             }}
         }}"
                 );
+            }
+            PackOrder::Grouped => {
+                // A full group's values of one K point into a local array by
+                // a loop of constant trip count, then copied (vectorised as
+                // WidthInner's); the last group row by row, zero past the
+                // valid rows.
+                let _ = writeln!(
+                    s,
+                    "        for (int64_t pk_jb = 0; pk_jb < {rows}; pk_jb += {width}) {{
+            float* restrict pk_dst = {name} + pk_jb * pk_kb;
+            const int64_t pk_jn = {valid} - pk_jb;
+            int64_t pk_q = 0;"
+                );
+                let depth = k_loops(s, 3);
+                let w = depth * 4;
+                let _ = writeln!(
+                    s,
+                    "{:w$}if (pk_jn >= {width}) {{
+{:w$}    float pk_v[{width}];
+{:w$}    for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
+                    "", "", ""
+                );
+                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+                let x = self.expr(e);
+                let _ = writeln!(
+                    s,
+                    "{:w$}        pk_v[pk_jj] = {x};
+{:w$}    }}
+{:w$}    memcpy(pk_dst + pk_q * {width}, pk_v, sizeof pk_v);
+{:w$}}} else {{
+{:w$}    int64_t pk_jj = 0;
+{:w$}    for (; pk_jj < pk_jn; pk_jj++) {{",
+                    "", "", "", "", "", ""
+                );
+                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+                let _ = writeln!(
+                    s,
+                    "{:w$}        pk_dst[pk_q * {width} + pk_jj] = {x};
+{:w$}    }}
+{:w$}    for (; pk_jj < {width}; pk_jj++) pk_dst[pk_q * {width} + pk_jj] = 0.0f;
+{:w$}}}
+{:w$}pk_q += 1;",
+                    "", "", "", "", ""
+                );
+                close(s, depth, 2);
             }
             PackOrder::WidthInner => {
                 // A whole group of rows into a local array by a loop of

@@ -298,7 +298,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         let pk_rt = {rt}::Rt {{ threads: pk_threads, ..pk_rt }};
         let (pk_mpart, pk_nc): (i64, i64) = {rt}::packed_tasks(pk_M, pk_N, pk_batch, {nc}, pk_rt.threads);{whole}
         let (pk_mt, pk_nt): (i64, i64) = ((pk_M + pk_mpart - 1) / pk_mpart, (pk_N + pk_nc - 1) / pk_nc);
-        let pk_chunk: usize = (pk_mpart * ((pk_nc + {NR} - 1) / {NR} * {NR})) as usize;
+        let pk_chunk: usize = (pk_mpart * ((pk_nc + {NR} - 1) / {NR} * {NR} + {NR})) as usize;
         let mut pk_sums: ::std::vec::Vec<f32> = {cp}::scratch::take(pk_chunk * (pk_batch * pk_mt * pk_nt) as usize);
         pk_rt.parallel_chunks(&mut pk_sums, pk_chunk, &|pk_t: i64, pk_c: &mut [f32]| {{",
         nc = blocks.nc,
@@ -307,7 +307,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             "\n        let pk_w: i64 = {w};\n        let pk_nc: i64 = (pk_nc + pk_w - 1) / pk_w * pk_w;"
         )),
     );
-    task_origin(s, k);
+    task_origin(s, k, &rt);
     let _ = writeln!(
         s,
         "            let pk_mc: i64 = {mc};
@@ -340,7 +340,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
     } else {
         pack(s, p, k, &c, &A_PANEL);
         format!(
-            "                        {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);\n"
+            "                        {rt}::ukernel(pk_kb as usize, &pk_a[(pk_ir * pk_kb) as usize..], &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_ldc as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);\n"
         )
     };
     // The panels go back to the thread's pool, last taken first.
@@ -350,7 +350,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         s,
         "                for pk_jr in (0..pk_np).step_by({NR}) {{
                     for pk_ir in (0..pk_icb).step_by({MR}) {{
-                        let pk_ci = ((pk_ic + pk_ir) * pk_np + pk_jr) as usize;
+                        let pk_ci = ((pk_ic + pk_ir) * pk_ldc + pk_jr) as usize;
 {call}                    }}
                 }}
                 }}
@@ -362,14 +362,14 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             let pk_c: &[f32] = &pk_sums[pk_t as usize * pk_chunk..];",
         give.join(" ")
     );
-    task_origin(s, k);
+    task_origin(s, k, &rt);
     s.push_str("            for pk_i in 0i64..pk_mb {\n");
     decode(s, k, "pk_m0 + pk_i", &pk.m, 4);
     match c.pooled {
         None => {
             s.push_str("                for pk_j in 0i64..pk_nb {\n");
             decode(s, k, "pk_n0 + pk_j", &pk.n, 5);
-            s.push_str("                    let acc: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];\n");
+            s.push_str("                    let acc: f32 = pk_c[(pk_i * pk_ldc + pk_j) as usize];\n");
         }
         Some(id) => {
             // Each window's columns, folded in the reduce loops' order.
@@ -387,7 +387,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
             let update = binary(r.op.combine(), "acc".into(), expr(p, &r.value), r.dtype);
             let _ = writeln!(
                 s,
-                "                        let acc{id}: f32 = pk_c[(pk_i * pk_np + pk_j) as usize];
+                "                        let acc{id}: f32 = pk_c[(pk_i * pk_ldc + pk_j) as usize];
                         acc = {update};
                     }}"
             );
@@ -408,8 +408,9 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
 
 /// Task `pk_t`'s place: its first column `pk_n0` and row `pk_m0`, its
 /// batch point (`i{v}` of each batch loop), and its valid and padded rows
-/// and columns (`pk_mb`, `pk_nb`; `pk_mp`, `pk_np`).
-fn task_origin(s: &mut String, k: &Kernel) {
+/// and columns (`pk_mb`, `pk_nb`; `pk_mp`, `pk_np`), and its sums' row
+/// stride `pk_ldc` (`rt::sums_stride`).
+fn task_origin(s: &mut String, k: &Kernel, rt: &str) {
     s.push_str(
         "            let pk_n0: i64 = pk_t % pk_nt * pk_nc;
             let pk_t: i64 = pk_t / pk_nt;
@@ -427,7 +428,8 @@ fn task_origin(s: &mut String, k: &Kernel) {
         "            let _ = pk_t;
             let (pk_mb, pk_nb): (i64, i64) = ((pk_M - pk_m0).min(pk_mpart), (pk_N - pk_n0).min(pk_nc));
             let (pk_mp, pk_np): (i64, i64) = ((pk_mb + {MR} - 1) / {MR} * {MR}, (pk_nb + {NR} - 1) / {NR} * {NR});
-            let _ = (pk_mp, pk_np);"
+            let pk_ldc: i64 = {rt}::sums_stride(pk_np);
+            let _ = (pk_mp, pk_np, pk_ldc);"
     );
 }
 
@@ -444,7 +446,7 @@ fn direct_call(p: &Program, c: &Contraction, rt: &str) -> String {
     }
     let _ = writeln!(
         out,
-        "                        {rt}::ukernel_direct(pk_kb as usize, &{}[{} as usize..], ({lda}) as usize, (pk_mb - pk_ic - pk_ir).min({MR}) as usize, &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_np as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);",
+        "                        {rt}::ukernel_direct(pk_kb as usize, &{}[{} as usize..], ({lda}) as usize, (pk_mb - pk_ic - pk_ir).min({MR}) as usize, &pk_b[(pk_jr * pk_kb) as usize..], &mut pk_c[pk_ci..], pk_ldc as usize, (pk_nb - pk_jr).min({NR}) as usize, pk_ko > 0);",
         p.buffer(buf).name,
         paren(aff(index, Lang::Rust))
     );
@@ -496,6 +498,39 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
                     }}
                 }}"
             );
+        }
+        PackOrder::Grouped => {
+            let _ = writeln!(
+                s,
+                "                for pk_jb in (0i64..{rows}).step_by({width}) {{
+                    let mut pk_at: usize = (pk_jb * pk_kb) as usize;"
+            );
+            let depth = k_loops(s, 5);
+            let w = depth * 4;
+            let _ = writeln!(
+                s,
+                "{:w$}for pk_jj in 0i64..{width} {{
+{:w$}    {name}[pk_at + pk_jj as usize] = if pk_jb + pk_jj < {valid} {{",
+                "", ""
+            );
+            decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+            let _ = writeln!(
+                s,
+                "{:w$}        {}
+{:w$}    }} else {{
+{:w$}        0.0f32
+{:w$}    }};
+{:w$}}}
+{:w$}pk_at += {width};",
+                "",
+                expr(p, e),
+                "",
+                "",
+                "",
+                "",
+                ""
+            );
+            close(s, depth, 4);
         }
         PackOrder::WidthInner => {
             s.push_str("                let mut pk_q: i64 = 0;\n");

@@ -82,9 +82,10 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
     const int64_t pk_mb = pk_M - pk_m0 < pk_mpart ? pk_M - pk_m0 : pk_mpart;
     const int64_t pk_nb = pk_N - pk_n0 < pk_nc ? pk_N - pk_n0 : pk_nc;
     const int64_t pk_mp = (pk_mb + 6 - 1) / 6 * 6, pk_np = (pk_nb + 32 - 1) / 32 * 32;
+    const int64_t pk_ldc = pk_np / 32 % 2 == 1 ? pk_np : pk_np + 32; /* cpu_rt::sums_stride */
     const int64_t pk_kin = 9;
     const int64_t pk_kstep = pk_kc / pk_kin > 0 ? pk_kc / pk_kin : 1;
-    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_np) * (int64_t)sizeof(float) };
+    const int64_t pk_bytes[3] = { (int64_t)((pk_mp < pk_mc ? pk_mp : pk_mc) * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_np * pk_kstep * pk_kin) * (int64_t)sizeof(float), (int64_t)(pk_mp * pk_ldc) * (int64_t)sizeof(float) };
     void* pk_ptrs[3];
     const int64_t pk_ws = pk_rt->scratch_acquire(pk_rt, 3, pk_bytes, pk_ptrs);
     if (!pk_ws) {
@@ -125,26 +126,36 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
         }
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
         const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;
-        for (int64_t pk_j = 0; pk_j < pk_icb; pk_j++) {
-            float* restrict pk_dst = pk_a + pk_j / 6 * pk_kb * 6 + pk_j % 6;
-            if (pk_j < pk_mb - pk_ic) {
-                const int64_t i1 = pk_m0 + pk_ic + pk_j;
-                int64_t pk_q = 0;
-                for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
-                    for (int64_t i7 = 0; i7 < 3; i7 += 1) {
-                        for (int64_t i8 = 0; i8 < 3; i8 += 1) {
-                            pk_dst[pk_q * 6] = in1[27*i1 + 9*i6 + 3*i7 + i8];
-                            pk_q += 1;
+        for (int64_t pk_jb = 0; pk_jb < pk_icb; pk_jb += 6) {
+            float* restrict pk_dst = pk_a + pk_jb * pk_kb;
+            const int64_t pk_jn = pk_mb - pk_ic - pk_jb;
+            int64_t pk_q = 0;
+            for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
+                for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                    for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                        if (pk_jn >= 6) {
+                            float pk_v[6];
+                            for (int64_t pk_jj = 0; pk_jj < 6; pk_jj++) {
+                                const int64_t i1 = pk_m0 + pk_ic + pk_jb + pk_jj;
+                                pk_v[pk_jj] = in1[27*i1 + 9*i6 + 3*i7 + i8];
+                            }
+                            memcpy(pk_dst + pk_q * 6, pk_v, sizeof pk_v);
+                        } else {
+                            int64_t pk_jj = 0;
+                            for (; pk_jj < pk_jn; pk_jj++) {
+                                const int64_t i1 = pk_m0 + pk_ic + pk_jb + pk_jj;
+                                pk_dst[pk_q * 6 + pk_jj] = in1[27*i1 + 9*i6 + 3*i7 + i8];
+                            }
+                            for (; pk_jj < 6; pk_jj++) pk_dst[pk_q * 6 + pk_jj] = 0.0f;
                         }
+                        pk_q += 1;
                     }
                 }
-            } else {
-                for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * 6] = 0.0f;
             }
         }
         for (int64_t pk_jr = 0; pk_jr < pk_np; pk_jr += 32)
             for (int64_t pk_ir = 0; pk_ir < pk_icb; pk_ir += 6) {
-                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_np + pk_jr, pk_np, pk_nb - pk_jr, pk_ko > 0);
+                pk_rt->ukernel(pk_kb, pk_a + pk_ir * pk_kb, pk_b + pk_jr * pk_kb, pk_c + (pk_ic + pk_ir) * pk_ldc + pk_jr, pk_ldc, pk_nb - pk_jr, pk_ko > 0);
             }
         }
     }
@@ -165,7 +176,7 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
                 const int64_t i4 = pk_f4;
                 (void)i4;
                 (void)i5;
-                const float acc0 = pk_c[pk_i * pk_np + pk_j];
+                const float acc0 = pk_c[pk_i * pk_ldc + pk_j];
                 acc = tgc_max_f32(acc, tgc_relu_f32((acc0 + in2[i1])));
             }
             out0[2048*i0 + 256*i1 + 16*i2 + i3] = acc;
