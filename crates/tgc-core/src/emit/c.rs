@@ -822,7 +822,35 @@ impl Printer<'_> {
         decode(s, k, "pk_m0 + pk_i", &pk.m, 2);
         match c.pooled {
             None => {
-                s.push_str("        for (int64_t pk_j = 0; pk_j < pk_nb; pk_j++) {\n");
+                // Groups of EPILOGUE_GROUP columns: their values into a local
+                // array by a loop of constant trip count, which GCC's -O2
+                // vectoriser takes (its "very cheap" model refuses a loop
+                // that needs a scalar remainder, and a store through the
+                // output's subscript was a "complicated access pattern"),
+                // then stored; the remaining columns one by one.
+                let g = EPILOGUE_GROUP;
+                let ty = compute_ty(self.p.buffer(k.out).dtype);
+                let _ = writeln!(
+                    s,
+                    "        int64_t pk_j = 0;
+        for (; pk_j + {g} <= pk_nb; pk_j += {g}) {{
+            {ty} pk_v[{g}];
+            for (int64_t pk_jj = 0; pk_jj < {g}; pk_jj++) {{"
+                );
+                decode(s, k, "pk_n0 + pk_j + pk_jj", &pk.n, 4);
+                unused(s, &pk.n, 4);
+                let v = self.expr(&k.value);
+                let _ = writeln!(
+                    s,
+                    "                const float acc = pk_c[pk_i * pk_ldc + pk_j + pk_jj];
+                pk_v[pk_jj] = {v};
+            }}
+            for (int64_t pk_jj = 0; pk_jj < {g}; pk_jj++) {{"
+                );
+                decode(s, k, "pk_n0 + pk_j + pk_jj", &pk.n, 4);
+                unused(s, &pk.n, 4);
+                self.store_value(s, k, "pk_v[pk_jj]".into(), 4);
+                s.push_str("            }\n        }\n        for (; pk_j < pk_nb; pk_j++) {\n");
                 decode(s, k, "pk_n0 + pk_j", &pk.n, 3);
                 s.push_str("            const float acc = pk_c[pk_i * pk_ldc + pk_j];\n");
                 self.store(s, k, 3);
@@ -840,9 +868,7 @@ impl Printer<'_> {
                 decode(s, k, "(pk_n0 + pk_g) / pk_w", out_n, 3);
                 s.push_str("            for (int64_t pk_j = pk_g; pk_j < pk_g + pk_w; pk_j++) {\n");
                 decode(s, k, "pk_j - pk_g", window, 4);
-                for v in window {
-                    let _ = writeln!(s, "                (void)i{v};");
-                }
+                unused(s, window, 4);
                 let _ = writeln!(s, "                const float acc{id} = pk_c[pk_i * pk_ldc + pk_j];");
                 let x = self.expr(&r.value);
                 let update = self.binary(r.op.combine(), "acc".into(), x, r.dtype);
@@ -1624,6 +1650,21 @@ fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) 
         }
     }
 }
+
+/// `(void)i{v};` for each loop of `axes` at indentation `depth`: a decoded
+/// index that the code after it may not read.
+fn unused(s: &mut String, axes: &[usize], depth: usize) {
+    for v in axes {
+        let _ = writeln!(s, "{:w$}(void)i{v};", "", w = depth * 4);
+    }
+}
+
+/// Columns of a packed kernel's epilogue (not pooled) computed per group of
+/// constant size, so that GCC vectorises the group; 8 is one AVX2 vector
+/// of `f32`. On a 1024³ GEMM on one thread of an AVX2 EPYC (2026-11-28,
+/// `perf record`), the generated code's share of the samples (packing and
+/// epilogue; the rest is the micro-kernel) went from 14.5% to 12.5%.
+const EPILOGUE_GROUP: usize = 8;
 
 /// `TGC_CLONES`, on every function with a loop nest: on x86-64 with GCC and
 /// glibc, GCC's `target_clones` compiles it three times, for AVX-512F, for

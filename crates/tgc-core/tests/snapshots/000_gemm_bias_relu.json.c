@@ -200,7 +200,22 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
     }
     for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {
         const int64_t i0 = pk_m0 + pk_i;
-        for (int64_t pk_j = 0; pk_j < pk_nb; pk_j++) {
+        int64_t pk_j = 0;
+        for (; pk_j + 8 <= pk_nb; pk_j += 8) {
+            float pk_v[8];
+            for (int64_t pk_jj = 0; pk_jj < 8; pk_jj++) {
+                const int64_t i1 = pk_n0 + pk_j + pk_jj;
+                (void)i1;
+                const float acc = pk_c[pk_i * pk_ldc + pk_j + pk_jj];
+                pk_v[pk_jj] = tgc_relu_f32((tgc_round_f16(acc) + tgc_f16_to_f32(in2[i1])));
+            }
+            for (int64_t pk_jj = 0; pk_jj < 8; pk_jj++) {
+                const int64_t i1 = pk_n0 + pk_j + pk_jj;
+                (void)i1;
+                out0[s_N*i0 + i1] = tgc_f32_to_f16(pk_v[pk_jj]);
+            }
+        }
+        for (; pk_j < pk_nb; pk_j++) {
             const int64_t i1 = pk_n0 + pk_j;
             const float acc = pk_c[pk_i * pk_ldc + pk_j];
             out0[s_N*i0 + i1] = tgc_f32_to_f16(tgc_relu_f32((tgc_round_f16(acc) + tgc_f16_to_f32(in2[i1]))));
