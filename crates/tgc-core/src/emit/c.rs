@@ -998,10 +998,24 @@ impl Printer<'_> {
                 );
                 decode(s, k, &format!("{origin} + pk_j"), axes, 4);
                 s.push_str("                int64_t pk_q = 0;\n");
-                let depth = k_loops(s, 4);
+                // Its K loops with `x` as each element's value.
+                let fill = |s: &mut String, x: &str, at: usize| {
+                    let depth = k_loops(s, at);
+                    let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
+                    close(s, depth, at);
+                };
                 let x = self.expr(e);
-                let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
-                close(s, depth, 4);
+                match c.interior(side) {
+                    Some(int) => {
+                        // A row whose every guard holds takes the guard-free value.
+                        let _ = writeln!(s, "                if ({}) {{", guard(&int.rows, Lang::C));
+                        fill(s, &self.expr(&int.value), 5);
+                        s.push_str("                } else {\n");
+                        fill(s, &x, 5);
+                        s.push_str("                }\n");
+                    }
+                    None => fill(s, &x, 4),
+                }
                 let _ = writeln!(
                     s,
                     "            }} else {{

@@ -486,9 +486,23 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
             );
             decode(s, k, &format!("{origin} + pk_j"), axes, 6);
             s.push_str("                        let mut pk_q: usize = pk_at;\n");
-            let depth = k_loops(s, 6);
-            let _ = writeln!(s, "{:w$}{name}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
-            close(s, depth, 6);
+            // Its K loops with `x` as each element's value.
+            let fill = |s: &mut String, x: &str, at: usize| {
+                let depth = k_loops(s, at);
+                let _ = writeln!(s, "{:w$}{name}[pk_q] = {x};\n{:w$}pk_q += {width};", "", "", w = depth * 4);
+                close(s, depth, at);
+            };
+            match c.interior(side) {
+                Some(int) => {
+                    // A row whose every guard holds takes the guard-free value.
+                    let _ = writeln!(s, "                        if {} {{", guard(&int.rows, Lang::Rust));
+                    fill(s, &expr(p, &int.value), 7);
+                    s.push_str("                        } else {\n");
+                    fill(s, &expr(p, e), 7);
+                    s.push_str("                        }\n");
+                }
+                None => fill(s, &expr(p, e), 6),
+            }
             let _ = writeln!(
                 s,
                 "                    }} else {{

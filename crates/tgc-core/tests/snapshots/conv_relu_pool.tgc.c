@@ -112,11 +112,22 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
                 pk_f4 /= 16;
                 const int64_t i0 = pk_f4;
                 int64_t pk_q = 0;
-                for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
-                    for (int64_t i7 = 0; i7 < 3; i7 += 1) {
-                        for (int64_t i8 = 0; i8 < 3; i8 += 1) {
-                            pk_dst[pk_q * 32] = ((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f);
-                            pk_q += 1;
+                if (2*i2 + i4 - 1 >= 0 && -2*i2 - i4 + 30 >= 0 && 2*i3 + i5 - 1 >= 0 && -2*i3 - i5 + 30 >= 0) {
+                    for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
+                        for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                            for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                                pk_dst[pk_q * 32] = in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33];
+                                pk_q += 1;
+                            }
+                        }
+                    }
+                } else {
+                    for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
+                        for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                            for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                                pk_dst[pk_q * 32] = ((2*i2 + i4 + i7 - 1 >= 0 && -2*i2 - i4 - i7 + 32 >= 0 && 2*i3 + i5 + i8 - 1 >= 0 && -2*i3 - i5 - i8 + 32 >= 0) ? in0[3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5 + 1024*i6 + 32*i7 + i8 - 33] : 0.0f);
+                                pk_q += 1;
+                            }
                         }
                     }
                 }
