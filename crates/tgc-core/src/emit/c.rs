@@ -1025,56 +1025,20 @@ impl Printer<'_> {
                 );
             }
             PackOrder::Grouped => {
-                // A full group's values of one K point into a local array by
-                // a loop of constant trip count, then copied (vectorised as
-                // WidthInner's); the last group row by row, zero past the
-                // valid rows.
                 let _ = writeln!(
                     s,
                     "        for (int64_t pk_jb = 0; pk_jb < {rows}; pk_jb += {width}) {{
-            float* restrict pk_dst = {name} + pk_jb * pk_kb;
+            float* restrict pk_base = {name} + pk_jb * pk_kb;
             const int64_t pk_jn = {valid} - pk_jb;
             int64_t pk_q = 0;"
                 );
                 let depth = k_loops(s, 3);
-                let w = depth * 4;
-                let _ = writeln!(
-                    s,
-                    "{:w$}if (pk_jn >= {width}) {{
-{:w$}    float pk_v[{width}];
-{:w$}    for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
-                    "", "", ""
-                );
-                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
-                let x = self.expr(e);
-                let _ = writeln!(
-                    s,
-                    "{:w$}        pk_v[pk_jj] = {x};
-{:w$}    }}
-{:w$}    memcpy(pk_dst + pk_q * {width}, pk_v, sizeof pk_v);
-{:w$}}} else {{
-{:w$}    int64_t pk_jj = 0;
-{:w$}    for (; pk_jj < pk_jn; pk_jj++) {{",
-                    "", "", "", "", "", ""
-                );
-                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
-                let _ = writeln!(
-                    s,
-                    "{:w$}        pk_dst[pk_q * {width} + pk_jj] = {x};
-{:w$}    }}
-{:w$}    for (; pk_jj < {width}; pk_jj++) pk_dst[pk_q * {width} + pk_jj] = 0.0f;
-{:w$}}}
-{:w$}pk_q += 1;",
-                    "", "", "", "", ""
-                );
+                let _ = writeln!(s, "{:w$}float* restrict pk_dst = pk_base + pk_q * {width};", "", w = depth * 4);
+                self.pack_group(s, k, e, panel, axes, depth);
+                let _ = writeln!(s, "{:w$}pk_q += 1;", "", w = depth * 4);
                 close(s, depth, 2);
             }
             PackOrder::WidthInner => {
-                // A whole group of rows into a local array by a loop of
-                // constant trip count, then copied: GCC's -O2 vectoriser (its
-                // "very cheap" model, no run-time alias checks) takes the loop
-                // only when the stores cannot alias the loads. The last group
-                // row by row, zero past the valid rows.
                 s.push_str("        {\n            int64_t pk_q = 0;\n");
                 let depth = k_loops(s, 3);
                 let w = depth * 4;
@@ -1082,39 +1046,54 @@ impl Printer<'_> {
                     s,
                     "{:w$}for (int64_t pk_jb = 0; pk_jb < {rows}; pk_jb += {width}) {{
 {:w$}    float* restrict pk_dst = {name} + pk_jb * pk_kb + pk_q * {width};
-{:w$}    const int64_t pk_jn = {valid} - pk_jb;
-{:w$}    if (pk_jn >= {width}) {{
-{:w$}        float pk_v[{width}];
-{:w$}        for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
-                    "", "", "", "", "", ""
+{:w$}    const int64_t pk_jn = {valid} - pk_jb;",
+                    "", "", ""
                 );
-                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 3);
-                let x = self.expr(e);
-                let _ = writeln!(
-                    s,
-                    "{:w$}            pk_v[pk_jj] = {x};
-{:w$}        }}
-{:w$}        memcpy(pk_dst, pk_v, sizeof pk_v);
-{:w$}    }} else {{
-{:w$}        int64_t pk_jj = 0;
-{:w$}        for (; pk_jj < pk_jn; pk_jj++) {{",
-                    "", "", "", "", "", ""
-                );
-                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 3);
-                let _ = writeln!(
-                    s,
-                    "{:w$}            pk_dst[pk_jj] = {x};
-{:w$}        }}
-{:w$}        for (; pk_jj < {width}; pk_jj++) pk_dst[pk_jj] = 0.0f;
-{:w$}    }}
-{:w$}}}
-{:w$}pk_q += 1;",
-                    "", "", "", "", "", ""
-                );
+                self.pack_group(s, k, e, panel, axes, depth + 1);
+                let _ = writeln!(s, "{:w$}}}\n{:w$}pk_q += 1;", "", "");
                 close(s, depth, 3);
                 s.push_str("        }\n");
             }
         }
+    }
+
+    /// One K point's values of the group of rows at `pk_jb` (`pk_jn` of
+    /// them valid) into `pk_dst[0..width]`, at indentation `depth`: a full
+    /// group into a local array by a loop of constant trip count, then
+    /// copied — GCC's -O2 vectoriser (its "very cheap" model, no run-time
+    /// alias checks) takes the loop only when the stores cannot alias the
+    /// loads; the last group row by row, zero past the valid rows.
+    fn pack_group(&mut self, s: &mut String, k: &Kernel, e: &Expr, panel: &Panel, axes: &[usize], depth: usize) {
+        let Panel { origin, width, .. } = *panel;
+        let w = depth * 4;
+        let _ = writeln!(
+            s,
+            "{:w$}if (pk_jn >= {width}) {{
+{:w$}    float pk_v[{width}];
+{:w$}    for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
+            "", "", ""
+        );
+        decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+        let x = self.expr(e);
+        let _ = writeln!(
+            s,
+            "{:w$}        pk_v[pk_jj] = {x};
+{:w$}    }}
+{:w$}    memcpy(pk_dst, pk_v, sizeof pk_v);
+{:w$}}} else {{
+{:w$}    int64_t pk_jj = 0;
+{:w$}    for (; pk_jj < pk_jn; pk_jj++) {{",
+            "", "", "", "", "", ""
+        );
+        decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+        let _ = writeln!(
+            s,
+            "{:w$}        pk_dst[pk_jj] = {x};
+{:w$}    }}
+{:w$}    for (; pk_jj < {width}; pk_jj++) pk_dst[pk_jj] = 0.0f;
+{:w$}}}",
+            "", "", "", ""
+        );
     }
 
     /// The store of the kernel's value at the current output point.

@@ -520,30 +520,8 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
                     let mut pk_at: usize = (pk_jb * pk_kb) as usize;"
             );
             let depth = k_loops(s, 5);
-            let w = depth * 4;
-            let _ = writeln!(
-                s,
-                "{:w$}for pk_jj in 0i64..{width} {{
-{:w$}    {name}[pk_at + pk_jj as usize] = if pk_jb + pk_jj < {valid} {{",
-                "", ""
-            );
-            decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
-            let _ = writeln!(
-                s,
-                "{:w$}        {}
-{:w$}    }} else {{
-{:w$}        0.0f32
-{:w$}    }};
-{:w$}}}
-{:w$}pk_at += {width};",
-                "",
-                expr(p, e),
-                "",
-                "",
-                "",
-                "",
-                ""
-            );
+            pack_group(s, p, k, e, panel, axes, depth);
+            let _ = writeln!(s, "{:w$}pk_at += {width};", "", w = depth * 4);
             close(s, depth, 4);
         }
         PackOrder::WidthInner => {
@@ -553,33 +531,42 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
             let _ = writeln!(
                 s,
                 "{:w$}for pk_jb in (0i64..{rows}).step_by({width}) {{
-{:w$}    let pk_at: usize = (pk_jb * pk_kb + pk_q * {width}) as usize;
-{:w$}    for pk_jj in 0i64..{width} {{
-{:w$}        {name}[pk_at + pk_jj as usize] = if pk_jb + pk_jj < {valid} {{",
-                "", "", "", ""
+{:w$}    let pk_at: usize = (pk_jb * pk_kb + pk_q * {width}) as usize;",
+                "", ""
             );
-            decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 3);
-            let _ = writeln!(
-                s,
-                "{:w$}            {}
-{:w$}        }} else {{
-{:w$}            0.0f32
-{:w$}        }};
-{:w$}    }}
-{:w$}}}
-{:w$}pk_q += 1;",
-                "",
-                expr(p, e),
-                "",
-                "",
-                "",
-                "",
-                "",
-                ""
-            );
+            pack_group(s, p, k, e, panel, axes, depth + 1);
+            let _ = writeln!(s, "{:w$}}}\n{:w$}pk_q += 1;", "", "");
             close(s, depth, 4);
         }
     }
+}
+
+/// The `width` rows of the group at `pk_jb` for the current K point, from
+/// `pk_at` on (zero past the valid rows), at indentation `depth`.
+fn pack_group(s: &mut String, p: &Program, k: &Kernel, e: &Expr, panel: &Panel, axes: &[usize], depth: usize) {
+    let Panel { name, valid, origin, width, .. } = *panel;
+    let w = depth * 4;
+    let _ = writeln!(
+        s,
+        "{:w$}for pk_jj in 0i64..{width} {{
+{:w$}    {name}[pk_at + pk_jj as usize] = if pk_jb + pk_jj < {valid} {{",
+        "", ""
+    );
+    decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+    let _ = writeln!(
+        s,
+        "{:w$}        {}
+{:w$}    }} else {{
+{:w$}        0.0f32
+{:w$}    }};
+{:w$}}}",
+        "",
+        expr(p, e),
+        "",
+        "",
+        "",
+        ""
+    );
 }
 
 /// The kernel's value at the current output point, converted to the output's storage type.

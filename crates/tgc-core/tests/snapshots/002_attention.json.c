@@ -182,24 +182,25 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
         const int64_t pk_ke = pk_ko + pk_kstep < s_D ? pk_ko + pk_kstep : s_D;
         const int64_t pk_kb = (pk_ke - pk_ko) * pk_kin;
         for (int64_t pk_jb = 0; pk_jb < pk_np; pk_jb += 32) {
-            float* restrict pk_dst = pk_b + pk_jb * pk_kb;
+            float* restrict pk_base = pk_b + pk_jb * pk_kb;
             const int64_t pk_jn = pk_nb - pk_jb;
             int64_t pk_q = 0;
             for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
+                float* restrict pk_dst = pk_base + pk_q * 32;
                 if (pk_jn >= 32) {
                     float pk_v[32];
                     for (int64_t pk_jj = 0; pk_jj < 32; pk_jj++) {
                         const int64_t i3 = pk_n0 + pk_jb + pk_jj;
                         pk_v[pk_jj] = tgc_f16_to_f32(in1[s_D*s_H*s_N*i0 + s_D*s_N*i1 + s_D*s_D*i3 + s_D*i4 + (-s_D*s_N + 1)*floord((s_D*i3 + i4), s_N)]);
                     }
-                    memcpy(pk_dst + pk_q * 32, pk_v, sizeof pk_v);
+                    memcpy(pk_dst, pk_v, sizeof pk_v);
                 } else {
                     int64_t pk_jj = 0;
                     for (; pk_jj < pk_jn; pk_jj++) {
                         const int64_t i3 = pk_n0 + pk_jb + pk_jj;
-                        pk_dst[pk_q * 32 + pk_jj] = tgc_f16_to_f32(in1[s_D*s_H*s_N*i0 + s_D*s_N*i1 + s_D*s_D*i3 + s_D*i4 + (-s_D*s_N + 1)*floord((s_D*i3 + i4), s_N)]);
+                        pk_dst[pk_jj] = tgc_f16_to_f32(in1[s_D*s_H*s_N*i0 + s_D*s_N*i1 + s_D*s_D*i3 + s_D*i4 + (-s_D*s_N + 1)*floord((s_D*i3 + i4), s_N)]);
                     }
-                    for (; pk_jj < 32; pk_jj++) pk_dst[pk_q * 32 + pk_jj] = 0.0f;
+                    for (; pk_jj < 32; pk_jj++) pk_dst[pk_jj] = 0.0f;
                 }
                 pk_q += 1;
             }
@@ -207,24 +208,25 @@ TGC_CLONES static void tgc_k0_tgc_main_task(void* pk_vctx, int64_t pk_t)
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
         const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;
         for (int64_t pk_jb = 0; pk_jb < pk_icb; pk_jb += 6) {
-            float* restrict pk_dst = pk_a + pk_jb * pk_kb;
+            float* restrict pk_base = pk_a + pk_jb * pk_kb;
             const int64_t pk_jn = pk_mb - pk_ic - pk_jb;
             int64_t pk_q = 0;
             for (int64_t i4 = pk_ko; i4 < pk_ke; i4 += 1) {
+                float* restrict pk_dst = pk_base + pk_q * 6;
                 if (pk_jn >= 6) {
                     float pk_v[6];
                     for (int64_t pk_jj = 0; pk_jj < 6; pk_jj++) {
                         const int64_t i2 = pk_m0 + pk_ic + pk_jb + pk_jj;
                         pk_v[pk_jj] = tgc_f16_to_f32(in0[s_D*s_H*s_M*i0 + s_D*s_M*i1 + s_D*i2 + i4]);
                     }
-                    memcpy(pk_dst + pk_q * 6, pk_v, sizeof pk_v);
+                    memcpy(pk_dst, pk_v, sizeof pk_v);
                 } else {
                     int64_t pk_jj = 0;
                     for (; pk_jj < pk_jn; pk_jj++) {
                         const int64_t i2 = pk_m0 + pk_ic + pk_jb + pk_jj;
-                        pk_dst[pk_q * 6 + pk_jj] = tgc_f16_to_f32(in0[s_D*s_H*s_M*i0 + s_D*s_M*i1 + s_D*i2 + i4]);
+                        pk_dst[pk_jj] = tgc_f16_to_f32(in0[s_D*s_H*s_M*i0 + s_D*s_M*i1 + s_D*i2 + i4]);
                     }
-                    for (; pk_jj < 6; pk_jj++) pk_dst[pk_q * 6 + pk_jj] = 0.0f;
+                    for (; pk_jj < 6; pk_jj++) pk_dst[pk_jj] = 0.0f;
                 }
                 pk_q += 1;
             }

@@ -170,24 +170,25 @@ TGC_CLONES static void tgc_k0_tgc_gemm_bias_relu_task(void* pk_vctx, int64_t pk_
         for (int64_t pk_ic = 0; pk_ic < pk_mp; pk_ic += pk_mc) {
         const int64_t pk_icb = pk_mp - pk_ic < pk_mc ? pk_mp - pk_ic : pk_mc;
         for (int64_t pk_jb = 0; pk_jb < pk_icb; pk_jb += 6) {
-            float* restrict pk_dst = pk_a + pk_jb * pk_kb;
+            float* restrict pk_base = pk_a + pk_jb * pk_kb;
             const int64_t pk_jn = pk_mb - pk_ic - pk_jb;
             int64_t pk_q = 0;
             for (int64_t i2 = pk_ko; i2 < pk_ke; i2 += 1) {
+                float* restrict pk_dst = pk_base + pk_q * 6;
                 if (pk_jn >= 6) {
                     float pk_v[6];
                     for (int64_t pk_jj = 0; pk_jj < 6; pk_jj++) {
                         const int64_t i0 = pk_m0 + pk_ic + pk_jb + pk_jj;
                         pk_v[pk_jj] = tgc_f16_to_f32(in0[s_K*i0 + i2]);
                     }
-                    memcpy(pk_dst + pk_q * 6, pk_v, sizeof pk_v);
+                    memcpy(pk_dst, pk_v, sizeof pk_v);
                 } else {
                     int64_t pk_jj = 0;
                     for (; pk_jj < pk_jn; pk_jj++) {
                         const int64_t i0 = pk_m0 + pk_ic + pk_jb + pk_jj;
-                        pk_dst[pk_q * 6 + pk_jj] = tgc_f16_to_f32(in0[s_K*i0 + i2]);
+                        pk_dst[pk_jj] = tgc_f16_to_f32(in0[s_K*i0 + i2]);
                     }
-                    for (; pk_jj < 6; pk_jj++) pk_dst[pk_q * 6 + pk_jj] = 0.0f;
+                    for (; pk_jj < 6; pk_jj++) pk_dst[pk_jj] = 0.0f;
                 }
                 pk_q += 1;
             }
