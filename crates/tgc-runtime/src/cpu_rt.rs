@@ -360,33 +360,33 @@ unsafe extern "C" fn c_ukernel_direct(
 /// The C printer's `tgc_exp2f` is the same operations in the same order, so
 /// the C and Rust paths give the same bits.
 ///
-/// `2^x = 2^n · 2^r` with `n` = `x` rounded to the nearest integer (`x`
-/// clamped to `[-160, 160]` first, which changes no finite result) and `r =
-/// x - n ∈ [-1/2, 1/2]`; `2^r` by its Taylor series of degree 7, `Σ (r ln
-/// 2)^k / k!` (truncation error below 6·10⁻⁹ there); `2^n` as two
-/// exponent-field scalings, so a result below `2^-126` rounds once into the
-/// subnormals. NaN stays NaN.
+/// `2^x = 2^n · 2^r` with `n` = `x` rounded to the nearest integer and `r =
+/// x - n ∈ [-1/2, 1/2]`, after `|x|` is clamped to 160 (which changes no
+/// finite result; a minimum whose NaN operand wins, so NaN runs through
+/// the arithmetic and comes out NaN without a select). The rounding adds
+/// and subtracts `1.5·2^23`, whose sum also holds `n` in its low bits (no
+/// float-to-int conversion, undefined for NaN in C). `2^r` is the minimax
+/// polynomial of degree 6 for the relative error on `[-1/2, 1/2]` (Remez
+/// exchange; `1.9·10⁻⁹` with exact coefficients, 1.2 ulp with these f32
+/// coefficients and f32 Horner steps), and `2^n` two exponent-field
+/// scalings, so a result below `2^-126` rounds once into the subnormals.
 #[inline]
 pub fn exp2(x: f32) -> f32 {
-    let c = if x >= -160.0 { x } else { -160.0 };
-    let c = if c <= 160.0 { c } else { 160.0 };
-    // 1.5·2^23: adding and subtracting it rounds to an integer, ties to even.
-    let nf = (c + 12_582_912.0) - 12_582_912.0;
-    let r = c - nf;
-    let mut p = 1.525_273_4e-5_f32;
-    for k in [1.540_353e-4, 1.333_355_8e-3, 9.618_129e-3, 5.550_411e-2, 2.402_265e-1, 6.931_472e-1, 1.0] {
+    let a = x.abs();
+    let c = (if 160.0 < a { 160.0 } else { a }).copysign(x);
+    // 1.5·2^23: adding it rounds to an integer, ties to even, kept in the
+    // low mantissa bits of `t`.
+    let t = c + 12_582_912.0;
+    let r = c - (t - 12_582_912.0);
+    let mut p = 1.534_581_2e-4_f32;
+    for k in [1.339_993_1e-3, 9.618_489e-3, 5.550_328_6e-2, 2.402_264_6e-1, 6.931_472e-1, 1.0] {
         p = p * r + k;
     }
-    let n = nf as i32;
-    let (n1, n2) = (n / 2, n - n / 2);
-    let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
-    let s2 = f32::from_bits(((n2 + 127) as u32) << 23);
-    let y = (p * s1) * s2;
-    if x.is_nan() {
-        x
-    } else {
-        y
-    }
+    let n = t.to_bits().wrapping_sub(0x4b40_0000) as i32;
+    let (n1, n2) = (n >> 1, n.wrapping_sub(n >> 1));
+    let s1 = f32::from_bits((n1.wrapping_add(127) as u32) << 23);
+    let s2 = f32::from_bits((n2.wrapping_add(127) as u32) << 23);
+    (p * s1) * s2
 }
 
 /// `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + Σ_p a[p*MR + i]·b[p*NR + j]`

@@ -963,6 +963,76 @@ fn row_groups_match_the_interpreter_across_parts() {
     }
 }
 
+/// `EXP2` over every kind of input — zeros, halves (ties of the rounding to
+/// an integer), the overflow and underflow edges, subnormal results, huge
+/// magnitudes, infinities, NaN — and a sweep of bit patterns: the C
+/// `tgc_exp2f` and the runtime's `cpu_rt::exp2` give the same bits, within
+/// 1 ulp of libm's `exp2f` (NaN for NaN).
+#[test]
+fn exp2_gives_the_same_bits_in_c_and_rust() {
+    let g = crate::pipeline::load(
+        "graph<N> e(x: f32[N]) -> (y: f32[N]) {\n    y = exp2(x)\n    return y\n}",
+        crate::pipeline::Format::Dsl,
+        None,
+    )
+    .unwrap()
+    .graph;
+    let lib = compile(&g);
+    let mut xs: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -2.5,
+        1.0,
+        127.0,
+        127.99,
+        128.0,
+        159.5,
+        160.0,
+        161.0,
+        1e9,
+        -125.5,
+        -126.0,
+        -126.5,
+        -140.3,
+        -149.0,
+        -149.5,
+        -150.0,
+        -160.0,
+        -1e9,
+        f32::MAX,
+        f32::MIN,
+        f32::MIN_POSITIVE,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+    ];
+    xs.extend((0..=u32::MAX).step_by(65_537).map(f32::from_bits));
+    // The interpreter computes in f64, where 2^x is finite until x = 1024:
+    // its f32 overflow is checked against libm below instead.
+    let (finite_in_f64, xs): (Vec<f32>, Vec<f32>) = xs.into_iter().partition(|x| (128.0..1024.0).contains(x));
+    assert!(finite_in_f64.contains(&128.0));
+    let input: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+    let (cr, rr) = lib.run(&[input], &[xs.len() as i64]);
+    assert_eq!((cr.rc, rr.rc), (0, 0));
+    for (i, &x) in xs.iter().enumerate() {
+        let (c, r) = (cr.outputs[0][i] as f32, rr.outputs[0][i] as f32);
+        if x.is_nan() {
+            assert!(c.is_nan() && r.is_nan(), "exp2(NaN): C {c}, Rust {r}");
+            continue;
+        }
+        assert_eq!(c.to_bits(), r.to_bits(), "exp2({x:e}): C {c:e}, Rust {r:e}");
+        let ulps = (c.to_bits() as i64 - x.exp2().to_bits() as i64).abs();
+        assert!(ulps <= 1, "exp2({x:e}) = {c:e}, libm {:e}", x.exp2());
+    }
+    for x in finite_in_f64 {
+        assert_eq!(tgc_runtime::cpu_rt::exp2(x), f32::INFINITY, "exp2({x:e})");
+    }
+}
+
 /// The graph-layer ops of `004` §4 — `sign`, `clamp`, `pow` (a constant
 /// integer exponent and the general form), `batch_norm`, `instance_norm` —
 /// in C and Rust against the interpreter, at symbolic sizes: odd ones and
