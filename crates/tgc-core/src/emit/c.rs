@@ -1032,6 +1032,9 @@ impl Printer<'_> {
         };
         match order {
             PackOrder::Direct => unreachable!("a factor read in place is not packed"),
+            PackOrder::DepthInner if c.copy(k, side, &self.p.buffers, packed::COPY_RUN).is_some() => {
+                self.pack_copy(s, k, c, panel)
+            }
             PackOrder::DepthInner => {
                 let _ = writeln!(
                     s,
@@ -1098,6 +1101,143 @@ impl Printer<'_> {
                 s.push_str("        }\n");
             }
         }
+    }
+
+    /// A [`PackOrder::DepthInner`] factor that is a copy
+    /// ([`packed::Contraction::copy`]), one group of `width` rows at a
+    /// time: each row's part of the subscript computed once (`pk_off`),
+    /// then at each K point every row's value loaded from `buf + rest` at
+    /// its part and stored beside the others — a block of [`packed::COPY_RUN`]
+    /// interior rows with consecutive parts (a plain conv's pixels along
+    /// a row) as one vector move. A row outside the interior (a pixel on
+    /// the border) or past the valid rows copies an interior row's values
+    /// there and is packed again row by row afterwards, as the plain
+    /// `DepthInner` order does; a group without an interior row is packed
+    /// row by row.
+    fn pack_copy(&mut self, s: &mut String, k: &Kernel, c: &Contraction, panel: &Panel) {
+        let Panel { side, name, rows, valid, origin, width } = *panel;
+        let (e, axes, _) = c.factor(side);
+        let run = packed::COPY_RUN;
+        let cp = c.copy(k, side, &self.p.buffers, run).expect("called for a factor that is a copy");
+        let src = &self.p.buffer(cp.buf).name;
+        let interior = if cp.interior.is_empty() { "1".to_string() } else { guard(&cp.interior, Lang::C) };
+        let blocks = if width % run == 0 { width / run } else { 0 };
+        let _ = writeln!(
+            s,
+            "        for (int64_t pk_jb = 0; pk_jb < {rows}; pk_jb += {width}) {{
+            /* Each row's part of the subscript (pk_ok: the row is interior); rows to pack one by one. */
+            int64_t pk_off[{width}], pk_edge[{width}], pk_ne = 0, pk_in = -1;
+            int pk_ok[{width}];
+            for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{
+                pk_ok[pk_jj] = 0;
+                if (pk_jb + pk_jj < {valid}) {{"
+        );
+        decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, 5);
+        let _ = writeln!(
+            s,
+            "                    if ({interior}) {{
+                        pk_off[pk_jj] = {row};
+                        pk_ok[pk_jj] = 1;
+                        pk_in = pk_jj;
+                    }}",
+            row = bare(aff(&cp.row, Lang::C))
+        );
+        unused(s, axes, 5);
+        let _ = writeln!(
+            s,
+            "                }}
+                if (!pk_ok[pk_jj]) pk_edge[pk_ne++] = pk_jj;
+            }}
+            if (pk_in >= 0) {{
+                /* The other rows copy an interior row's values, packed again below. */
+                for (int64_t pk_e = 0; pk_e < pk_ne; pk_e++) pk_off[pk_edge[pk_e]] = pk_off[pk_in];"
+        );
+        if blocks > 0 {
+            let _ = writeln!(
+                s,
+                "                /* Blocks of {run} interior rows whose parts are consecutive: one vector move. */
+                int pk_vec[{blocks}];
+                for (int64_t pk_m = 0; pk_m < {blocks}; pk_m++) {{
+                    pk_vec[pk_m] = 1;
+                    for (int64_t pk_t = 0; pk_t < {run}; pk_t++) {{
+                        const int64_t pk_jj = pk_m * {run} + pk_t;
+                        pk_vec[pk_m] &= pk_ok[pk_jj] && pk_off[pk_jj] == pk_off[pk_m * {run}] + pk_t;
+                    }}
+                }}"
+            );
+        }
+        s.push_str("                float* restrict pk_dst = ");
+        let _ = writeln!(s, "{name} + pk_jb * pk_kb;");
+        let depth = self.pack_k_loops(s, c, 4);
+        let w = depth * 4;
+        let rest = self.subscript(cp.buf, &cp.rest);
+        let _ = writeln!(s, "{:w$}const float* restrict pk_src = &{src}[{}];", "", bare(aff(&rest, Lang::C)));
+        if blocks > 0 {
+            let _ = writeln!(
+                s,
+                "{:w$}for (int64_t pk_m = 0; pk_m < {blocks}; pk_m++) {{
+{:w$}    float* restrict pk_to = pk_dst + pk_m * {run};
+{:w$}    const int64_t* pk_at = pk_off + pk_m * {run};
+{:w$}    if (pk_vec[pk_m]) {{
+{:w$}        memcpy(pk_to, pk_src + pk_at[0], {run} * sizeof(float));
+{:w$}    }} else {{
+{:w$}        for (int64_t pk_t = 0; pk_t < {run}; pk_t++) pk_to[pk_t] = pk_src[pk_at[pk_t]];
+{:w$}    }}
+{:w$}}}",
+                "", "", "", "", "", "", "", "", ""
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{:w$}for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) pk_dst[pk_jj] = pk_src[pk_off[pk_jj]];",
+                ""
+            );
+        }
+        let _ = writeln!(s, "{:w$}pk_dst += {width};", "");
+        close_loops(s, depth, 4);
+        let _ = writeln!(
+            s,
+            "            }} else {{
+                for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) pk_edge[pk_jj] = pk_jj;
+                pk_ne = {width};
+            }}
+            for (int64_t pk_e = 0; pk_e < pk_ne; pk_e++) {{
+                const int64_t pk_j = pk_jb + pk_edge[pk_e];
+                float* restrict pk_dst = {name} + pk_jb * pk_kb + pk_edge[pk_e];
+                if (pk_j < {valid}) {{"
+        );
+        decode(s, k, &format!("{origin} + pk_j"), axes, 5);
+        s.push_str("                    int64_t pk_q = 0;\n");
+        let x = self.expr(e);
+        let depth = self.pack_k_loops(s, c, 5);
+        let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
+        close_loops(s, depth, 5);
+        let _ = writeln!(
+            s,
+            "                }} else {{
+                    for (int64_t pk_q = 0; pk_q < pk_kb; pk_q++) pk_dst[pk_q * {width}] = 0.0f;
+                }}
+            }}
+        }}"
+        );
+    }
+
+    /// Opens the K loops of a panel's K block (`pk_ko..pk_ke` for the
+    /// first) at indentation `depth`; returns the depth inside.
+    fn pack_k_loops(&self, s: &mut String, c: &Contraction, mut depth: usize) -> usize {
+        for (j, d) in c.k_loops.iter().enumerate() {
+            let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
+            let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
+            let _ = writeln!(
+                s,
+                "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
+                "",
+                v = c.k_first + j,
+                w = depth * 4
+            );
+            depth += 1;
+        }
+        depth
     }
 
     /// One K point's values of the group of rows at `pk_jb` (`pk_jn` of
@@ -1692,6 +1832,14 @@ fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) 
 fn unused(s: &mut String, axes: &[usize], depth: usize) {
     for v in axes {
         let _ = writeln!(s, "{:w$}(void)i{v};", "", w = depth * 4);
+    }
+}
+
+/// Closes loops opened down to indentation `depth`, up to `to`.
+fn close_loops(s: &mut String, mut depth: usize, to: usize) {
+    while depth > to {
+        depth -= 1;
+        let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
     }
 }
 

@@ -477,6 +477,9 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
     };
     match order {
         PackOrder::Direct => unreachable!("a factor read in place is not packed"),
+        PackOrder::DepthInner if c.copy(k, side, &p.buffers, packed::COPY_RUN).is_some() => {
+            pack_copy(s, p, k, c, panel)
+        }
         PackOrder::DepthInner => {
             let _ = writeln!(
                 s,
@@ -539,6 +542,141 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
             close(s, depth, 4);
         }
     }
+}
+
+/// A [`PackOrder::DepthInner`] factor that is a copy, as the C printer's
+/// `pack_copy` packs it: per group of `width` rows each row's part of the
+/// subscript once, then at each K point every row's value copied from
+/// `buf[rest + part]`, a block of [`packed::COPY_RUN`] interior rows with
+/// consecutive parts as one slice copy; rows outside the interior (or
+/// past the valid rows) packed again row by row with their guards.
+fn pack_copy(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel) {
+    let Panel { side, name, rows, valid, origin, width } = *panel;
+    let (e, axes, _) = c.factor(side);
+    let run = packed::COPY_RUN;
+    let cp = c.copy(k, side, &p.buffers, run).expect("called for a factor that is a copy");
+    let src = &p.buffer(cp.buf).name;
+    let interior = if cp.interior.is_empty() { "true".to_string() } else { guard(&cp.interior, Lang::Rust) };
+    let blocks = if width % run == 0 { width / run } else { 0 };
+    let k_loops = |s: &mut String, mut depth: usize| {
+        for (j, d) in c.k_loops.iter().enumerate() {
+            let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
+            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
+            depth += 1;
+        }
+        depth
+    };
+    let close = |s: &mut String, mut depth: usize, to: usize| {
+        while depth > to {
+            depth -= 1;
+            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+        }
+    };
+    let _ = writeln!(
+        s,
+        "                for pk_jb in (0i64..{rows}).step_by({width}) {{
+                    // Each row's part of the subscript (pk_ok: the row is interior); rows to pack one by one.
+                    let mut pk_off = [0i64; {width}];
+                    let mut pk_ok = [false; {width}];
+                    let mut pk_edge = [0usize; {width}];
+                    let mut pk_ne = 0usize;
+                    let mut pk_in: Option<usize> = None;
+                    for pk_jj in 0..{width} {{
+                        if pk_jb + (pk_jj as i64) < {valid} {{"
+    );
+    decode(s, k, &format!("{origin} + pk_jb + pk_jj as i64"), axes, 7);
+    let _ = writeln!(
+        s,
+        "                            if {interior} {{
+                                pk_off[pk_jj] = {row};
+                                pk_ok[pk_jj] = true;
+                                pk_in = Some(pk_jj);
+                            }}
+                        }}
+                        if !pk_ok[pk_jj] {{
+                            pk_edge[pk_ne] = pk_jj;
+                            pk_ne += 1;
+                        }}
+                    }}
+                    if let Some(pk_in) = pk_in {{
+                        // The other rows copy an interior row's values, packed again below.
+                        for pk_e in 0..pk_ne {{
+                            pk_off[pk_edge[pk_e]] = pk_off[pk_in];
+                        }}",
+        row = aff(&cp.row, Lang::Rust)
+    );
+    if blocks > 0 {
+        let _ = writeln!(
+            s,
+            "                        // Blocks of {run} interior rows whose parts are consecutive: one slice copy.
+                        let mut pk_vec = [true; {blocks}];
+                        for pk_m in 0..{blocks} {{
+                            for pk_t in 0..{run} {{
+                                let pk_jj = pk_m * {run} + pk_t;
+                                pk_vec[pk_m] &= pk_ok[pk_jj] && pk_off[pk_jj] == pk_off[pk_m * {run}] + pk_t as i64;
+                            }}
+                        }}"
+        );
+    }
+    s.push_str("                        let mut pk_at: usize = (pk_jb * pk_kb) as usize;\n");
+    let depth = k_loops(s, 6);
+    let w = depth * 4;
+    let _ = writeln!(s, "{:w$}let pk_src: i64 = {};", "", aff(&cp.rest, Lang::Rust));
+    if blocks > 0 {
+        let _ = writeln!(
+            s,
+            "{:w$}for pk_m in 0..{blocks} {{
+{:w$}    let pk_to = pk_at + pk_m * {run};
+{:w$}    if pk_vec[pk_m] {{
+{:w$}        let pk_from = (pk_src + pk_off[pk_m * {run}]) as usize;
+{:w$}        {name}[pk_to..pk_to + {run}].copy_from_slice(&{src}[pk_from..pk_from + {run}]);
+{:w$}    }} else {{
+{:w$}        for pk_t in 0..{run} {{
+{:w$}            {name}[pk_to + pk_t] = {src}[(pk_src + pk_off[pk_m * {run} + pk_t]) as usize];
+{:w$}        }}
+{:w$}    }}
+{:w$}}}",
+            "", "", "", "", "", "", "", "", "", "", ""
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "{:w$}for pk_jj in 0..{width} {{
+{:w$}    {name}[pk_at + pk_jj] = {src}[(pk_src + pk_off[pk_jj]) as usize];
+{:w$}}}",
+            "", "", ""
+        );
+    }
+    let _ = writeln!(s, "{:w$}pk_at += {width};", "");
+    close(s, depth, 6);
+    let _ = writeln!(
+        s,
+        "                    }} else {{
+                        for pk_jj in 0..{width} {{
+                            pk_edge[pk_jj] = pk_jj;
+                        }}
+                        pk_ne = {width};
+                    }}
+                    for pk_e in 0..pk_ne {{
+                        let pk_j: i64 = pk_jb + pk_edge[pk_e] as i64;
+                        let pk_at: usize = (pk_jb * pk_kb) as usize + pk_edge[pk_e];
+                        if pk_j < {valid} {{"
+    );
+    decode(s, k, &format!("{origin} + pk_j"), axes, 7);
+    s.push_str("                            let mut pk_q: usize = pk_at;\n");
+    let depth = k_loops(s, 7);
+    let _ = writeln!(s, "{:w$}{name}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
+    close(s, depth, 7);
+    let _ = writeln!(
+        s,
+        "                        }} else {{
+                            for pk_q in 0..pk_kb as usize {{
+                                {name}[pk_at + pk_q * {width}] = 0.0f32;
+                            }}
+                        }}
+                    }}
+                }}"
+    );
 }
 
 /// The `width` rows of the group at `pk_jb` for the current K point, from

@@ -885,6 +885,49 @@ fn pooled_convolutions_match_the_interpreter() {
     }
 }
 
+/// Convolution windows packed as copies (`cpu::packed::Contraction::copy`,
+/// both printers' `pack_copy`), C and Rust against the interpreter:
+/// rows of pixels wide enough for blocks of eight consecutive interior
+/// pixels (one vector move), border pixels packed again with their guards,
+/// an image too small for any interior pixel, a batch, stride 2 along the height with
+/// asymmetric padding and dilation 2.
+#[test]
+fn copied_windows_match_the_interpreter() {
+    let graphs = [
+        ("x: f32[1, 3, 20, 24], w: f32[5, 3, 3, 3]", "pad=[1, 1]", "f32[1, 5, 20, 24]"),
+        ("x: f32[1, 2, 2, 9], w: f32[3, 2, 3, 3]", "pad=[1, 1]", "f32[1, 3, 2, 9]"),
+        (
+            "x: f32[2, 4, 13, 17], w: f32[6, 4, 3, 3]",
+            "stride=[2, 1], pad=[0, 2, 1, 0], dilation=[2, 2]",
+            "f32[2, 6, 6, 14]",
+        ),
+    ];
+    for (gi, (inputs, args, out)) in graphs.into_iter().enumerate() {
+        let src = format!("graph cw{gi}({inputs}) -> (y: {out}) {{\n    y = conv2d(x, w, {args})\n    return y\n}}");
+        let g = crate::pipeline::load(&src, crate::pipeline::Format::Dsl, None)
+            .unwrap_or_else(|e| panic!("{}", e.render(&src)))
+            .graph;
+        let lib = compile(&g);
+        assert!(lib.c_src.contains("pk_ok[32]"), "case {gi}: the window is not copied:\n{}", lib.c_src);
+        assert!(
+            lib.rust_src.contains("let mut pk_ok = [false; 32];"),
+            "case {gi}: not copied in Rust:\n{}",
+            lib.rust_src
+        );
+        let inputs: Vec<Vec<f64>> = g
+            .inputs()
+            .into_iter()
+            .enumerate()
+            .map(|(k, id)| {
+                let n: i64 = g.shape(id).iter().map(|d| d.as_int().unwrap()).product();
+                data(7100 + 10 * gi as u64 + k as u64, n as usize, -1.0, 1.0, DType::F32)
+            })
+            .collect();
+        let (c, r) = lib.run(&inputs, &[]);
+        assert_eq!((c.rc, r.rc), (0, 0), "case {gi}");
+    }
+}
+
 /// Reductions in split accumulators (`cpu::lanes`) on C and Rust against
 /// the interpreter at every tail length (`K` from 1 to 17: no full group of
 /// eight, one, two, with 0 to 7 left over): f32 sum, max and min, an f16
