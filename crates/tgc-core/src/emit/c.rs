@@ -1008,28 +1008,8 @@ impl Printer<'_> {
     fn pack(&mut self, s: &mut String, k: &Kernel, c: &Contraction, panel: &Panel) {
         let Panel { side, name, rows, valid, origin, width } = *panel;
         let (e, axes, order) = c.factor(side);
-        // Opens the K loops at indentation `depth`; returns the depth inside.
-        let k_loops = |s: &mut String, mut depth: usize| {
-            for (j, d) in c.k_loops.iter().enumerate() {
-                let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
-                let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
-                let _ = writeln!(
-                    s,
-                    "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
-                    "",
-                    v = c.k_first + j,
-                    w = depth * 4
-                );
-                depth += 1;
-            }
-            depth
-        };
-        let close = |s: &mut String, mut depth: usize, to: usize| {
-            while depth > to {
-                depth -= 1;
-                let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-            }
-        };
+        let k_loops = |s: &mut String, depth: usize| pack_k_loops(s, c, depth);
+        let close = close_loops;
         match order {
             PackOrder::Direct => unreachable!("a factor read in place is not packed"),
             PackOrder::DepthInner if c.copy(k, side, &self.p.buffers, packed::COPY_RUN).is_some() => {
@@ -1168,7 +1148,7 @@ impl Printer<'_> {
         }
         s.push_str("                float* restrict pk_dst = ");
         let _ = writeln!(s, "{name} + pk_jb * pk_kb;");
-        let depth = self.pack_k_loops(s, c, 4);
+        let depth = pack_k_loops(s, c, 4);
         let w = depth * 4;
         let rest = self.subscript(cp.buf, &cp.rest);
         let _ = writeln!(s, "{:w$}const float* restrict pk_src = &{src}[{}];", "", bare(aff(&rest, Lang::C)));
@@ -1209,7 +1189,7 @@ impl Printer<'_> {
         decode(s, k, &format!("{origin} + pk_j"), axes, 5);
         s.push_str("                    int64_t pk_q = 0;\n");
         let x = self.expr(e);
-        let depth = self.pack_k_loops(s, c, 5);
+        let depth = pack_k_loops(s, c, 5);
         let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
         close_loops(s, depth, 5);
         let _ = writeln!(
@@ -1220,24 +1200,6 @@ impl Printer<'_> {
             }}
         }}"
         );
-    }
-
-    /// Opens the K loops of a panel's K block (`pk_ko..pk_ke` for the
-    /// first) at indentation `depth`; returns the depth inside.
-    fn pack_k_loops(&self, s: &mut String, c: &Contraction, mut depth: usize) -> usize {
-        for (j, d) in c.k_loops.iter().enumerate() {
-            let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
-            let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
-            let _ = writeln!(
-                s,
-                "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
-                "",
-                v = c.k_first + j,
-                w = depth * 4
-            );
-            depth += 1;
-        }
-        depth
     }
 
     /// One K point's values of the group of rows at `pk_jb` (`pk_jn` of
@@ -1833,6 +1795,24 @@ fn unused(s: &mut String, axes: &[usize], depth: usize) {
     for v in axes {
         let _ = writeln!(s, "{:w$}(void)i{v};", "", w = depth * 4);
     }
+}
+
+/// Opens the K loops of a panel's K block (`pk_ko..pk_ke` for the first)
+/// at indentation `depth`; returns the depth inside.
+fn pack_k_loops(s: &mut String, c: &Contraction, mut depth: usize) -> usize {
+    for (j, d) in c.k_loops.iter().enumerate() {
+        let lo = if j == 0 { "pk_ko".to_string() } else { "0".to_string() };
+        let hi = if j == 0 { "pk_ke".to_string() } else { dim(d, Lang::C) };
+        let _ = writeln!(
+            s,
+            "{:w$}for (int64_t i{v} = {lo}; i{v} < {hi}; i{v} += 1) {{",
+            "",
+            v = c.k_first + j,
+            w = depth * 4
+        );
+        depth += 1;
+    }
+    depth
 }
 
 /// Closes loops opened down to indentation `depth`, up to `to`.

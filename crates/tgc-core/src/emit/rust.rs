@@ -460,21 +460,8 @@ fn direct_call(p: &Program, c: &Contraction, rt: &str) -> String {
 fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel) {
     let Panel { side, name, rows, valid, origin, width } = *panel;
     let (e, axes, order) = c.factor(side);
-    // Opens the K loops at indentation `depth`; returns the depth inside.
-    let k_loops = |s: &mut String, mut depth: usize| {
-        for (j, d) in c.k_loops.iter().enumerate() {
-            let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
-            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
-            depth += 1;
-        }
-        depth
-    };
-    let close = |s: &mut String, mut depth: usize, to: usize| {
-        while depth > to {
-            depth -= 1;
-            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-        }
-    };
+    let k_loops = |s: &mut String, depth: usize| pack_k_loops(s, c, depth);
+    let close = close_loops;
     match order {
         PackOrder::Direct => unreachable!("a factor read in place is not packed"),
         PackOrder::DepthInner if c.copy(k, side, &p.buffers, packed::COPY_RUN).is_some() => {
@@ -544,6 +531,25 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
     }
 }
 
+/// Opens the K loops of a panel's K block (`pk_ko..pk_ke` for the first)
+/// at indentation `depth`; returns the depth inside.
+fn pack_k_loops(s: &mut String, c: &Contraction, mut depth: usize) -> usize {
+    for (j, d) in c.k_loops.iter().enumerate() {
+        let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
+        let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
+        depth += 1;
+    }
+    depth
+}
+
+/// Closes loops opened down to indentation `depth`, up to `to`.
+fn close_loops(s: &mut String, mut depth: usize, to: usize) {
+    while depth > to {
+        depth -= 1;
+        let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
+    }
+}
+
 /// A [`PackOrder::DepthInner`] factor that is a copy, as the C printer's
 /// `pack_copy` packs it: per group of `width` rows each row's part of the
 /// subscript once, then at each K point every row's value copied from
@@ -558,20 +564,8 @@ fn pack_copy(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &P
     let src = &p.buffer(cp.buf).name;
     let interior = if cp.interior.is_empty() { "true".to_string() } else { guard(&cp.interior, Lang::Rust) };
     let blocks = if width % run == 0 { width / run } else { 0 };
-    let k_loops = |s: &mut String, mut depth: usize| {
-        for (j, d) in c.k_loops.iter().enumerate() {
-            let range = if j == 0 { "pk_ko..pk_ke".to_string() } else { format!("0i64..{}", dim(d, Lang::Rust)) };
-            let _ = writeln!(s, "{:w$}for i{v} in {range} {{", "", v = c.k_first + j, w = depth * 4);
-            depth += 1;
-        }
-        depth
-    };
-    let close = |s: &mut String, mut depth: usize, to: usize| {
-        while depth > to {
-            depth -= 1;
-            let _ = writeln!(s, "{:w$}}}", "", w = depth * 4);
-        }
-    };
+    let k_loops = |s: &mut String, depth: usize| pack_k_loops(s, c, depth);
+    let close = close_loops;
     let _ = writeln!(
         s,
         "                for pk_jb in (0i64..{rows}).step_by({width}) {{
