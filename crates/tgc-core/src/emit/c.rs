@@ -1008,13 +1008,13 @@ impl Printer<'_> {
     fn pack(&mut self, s: &mut String, k: &Kernel, c: &Contraction, panel: &Panel) {
         let Panel { side, name, rows, valid, origin, width } = *panel;
         let (e, axes, order) = c.factor(side);
+        if let Some(cp) = c.copy(k, side, &self.p.buffers, packed::COPY_RUN) {
+            return self.pack_copy(s, k, c, panel, &cp);
+        }
         let k_loops = |s: &mut String, depth: usize| pack_k_loops(s, c, depth);
         let close = close_loops;
         match order {
             PackOrder::Direct => unreachable!("a factor read in place is not packed"),
-            PackOrder::DepthInner if c.copy(k, side, &self.p.buffers, packed::COPY_RUN).is_some() => {
-                self.pack_copy(s, k, c, panel)
-            }
             PackOrder::DepthInner => {
                 let _ = writeln!(
                     s,
@@ -1024,12 +1024,7 @@ impl Printer<'_> {
                 );
                 decode(s, k, &format!("{origin} + pk_j"), axes, 4);
                 s.push_str("                int64_t pk_q = 0;\n");
-                // Its K loops with `x` as each element's value.
-                let fill = |s: &mut String, x: &str, at: usize| {
-                    let depth = k_loops(s, at);
-                    let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
-                    close(s, depth, at);
-                };
+                let fill = |s: &mut String, x: &str, at: usize| fill_row(s, c, x, width, at);
                 let x = self.expr(e);
                 match c.interior(side) {
                     Some(int) => {
@@ -1094,11 +1089,10 @@ impl Printer<'_> {
     /// there and is packed again row by row afterwards, as the plain
     /// `DepthInner` order does; a group without an interior row is packed
     /// row by row.
-    fn pack_copy(&mut self, s: &mut String, k: &Kernel, c: &Contraction, panel: &Panel) {
+    fn pack_copy(&mut self, s: &mut String, k: &Kernel, c: &Contraction, panel: &Panel, cp: &packed::RowCopy) {
         let Panel { side, name, rows, valid, origin, width } = *panel;
         let (e, axes, _) = c.factor(side);
         let run = packed::COPY_RUN;
-        let cp = c.copy(k, side, &self.p.buffers, run).expect("called for a factor that is a copy");
         let src = &self.p.buffer(cp.buf).name;
         let interior = if cp.interior.is_empty() { "1".to_string() } else { guard(&cp.interior, Lang::C) };
         let blocks = if width % run == 0 { width / run } else { 0 };
@@ -1146,8 +1140,7 @@ impl Printer<'_> {
                 }}"
             );
         }
-        s.push_str("                float* restrict pk_dst = ");
-        let _ = writeln!(s, "{name} + pk_jb * pk_kb;");
+        let _ = writeln!(s, "                float* restrict pk_dst = {name} + pk_jb * pk_kb;");
         let depth = pack_k_loops(s, c, 4);
         let w = depth * 4;
         let rest = self.subscript(cp.buf, &cp.rest);
@@ -1189,9 +1182,7 @@ impl Printer<'_> {
         decode(s, k, &format!("{origin} + pk_j"), axes, 5);
         s.push_str("                    int64_t pk_q = 0;\n");
         let x = self.expr(e);
-        let depth = pack_k_loops(s, c, 5);
-        let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = depth * 4);
-        close_loops(s, depth, 5);
+        fill_row(s, c, &x, width, 5);
         let _ = writeln!(
             s,
             "                }} else {{
@@ -1813,6 +1804,14 @@ fn pack_k_loops(s: &mut String, c: &Contraction, mut depth: usize) -> usize {
         depth += 1;
     }
     depth
+}
+
+/// One row of a panel at `pk_dst`, from its `pk_q`-th K point on: the K
+/// loops at indentation `depth`, `x` each element's value.
+fn fill_row(s: &mut String, c: &Contraction, x: &str, width: usize, depth: usize) {
+    let inner = pack_k_loops(s, c, depth);
+    let _ = writeln!(s, "{:w$}pk_dst[pk_q * {width}] = {x};\n{:w$}pk_q += 1;", "", "", w = inner * 4);
+    close_loops(s, inner, depth);
 }
 
 /// Closes loops opened down to indentation `depth`, up to `to`.

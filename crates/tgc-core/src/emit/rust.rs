@@ -460,13 +460,13 @@ fn direct_call(p: &Program, c: &Contraction, rt: &str) -> String {
 fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel) {
     let Panel { side, name, rows, valid, origin, width } = *panel;
     let (e, axes, order) = c.factor(side);
+    if let Some(cp) = c.copy(k, side, &p.buffers, packed::COPY_RUN) {
+        return pack_copy(s, p, k, c, panel, &cp);
+    }
     let k_loops = |s: &mut String, depth: usize| pack_k_loops(s, c, depth);
     let close = close_loops;
     match order {
         PackOrder::Direct => unreachable!("a factor read in place is not packed"),
-        PackOrder::DepthInner if c.copy(k, side, &p.buffers, packed::COPY_RUN).is_some() => {
-            pack_copy(s, p, k, c, panel)
-        }
         PackOrder::DepthInner => {
             let _ = writeln!(
                 s,
@@ -476,12 +476,7 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
             );
             decode(s, k, &format!("{origin} + pk_j"), axes, 6);
             s.push_str("                        let mut pk_q: usize = pk_at;\n");
-            // Its K loops with `x` as each element's value.
-            let fill = |s: &mut String, x: &str, at: usize| {
-                let depth = k_loops(s, at);
-                let _ = writeln!(s, "{:w$}{name}[pk_q] = {x};\n{:w$}pk_q += {width};", "", "", w = depth * 4);
-                close(s, depth, at);
-            };
+            let fill = |s: &mut String, x: &str, at: usize| fill_row(s, c, name, x, width, at);
             match c.interior(side) {
                 Some(int) => {
                     // A row whose every guard holds takes the guard-free value.
@@ -542,6 +537,14 @@ fn pack_k_loops(s: &mut String, c: &Contraction, mut depth: usize) -> usize {
     depth
 }
 
+/// One row of panel `name` from element `pk_q` on (a step of `width` per
+/// K point): the K loops at indentation `depth`, `x` each element's value.
+fn fill_row(s: &mut String, c: &Contraction, name: &str, x: &str, width: usize, depth: usize) {
+    let inner = pack_k_loops(s, c, depth);
+    let _ = writeln!(s, "{:w$}{name}[pk_q] = {x};\n{:w$}pk_q += {width};", "", "", w = inner * 4);
+    close_loops(s, inner, depth);
+}
+
 /// Closes loops opened down to indentation `depth`, up to `to`.
 fn close_loops(s: &mut String, mut depth: usize, to: usize) {
     while depth > to {
@@ -556,11 +559,10 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
 /// `buf[rest + part]`, a block of [`packed::COPY_RUN`] interior rows with
 /// consecutive parts as one slice copy; rows outside the interior (or
 /// past the valid rows) packed again row by row with their guards.
-fn pack_copy(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel) {
+fn pack_copy(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel, cp: &packed::RowCopy) {
     let Panel { side, name, rows, valid, origin, width } = *panel;
     let (e, axes, _) = c.factor(side);
     let run = packed::COPY_RUN;
-    let cp = c.copy(k, side, &p.buffers, run).expect("called for a factor that is a copy");
     let src = &p.buffer(cp.buf).name;
     let interior = if cp.interior.is_empty() { "true".to_string() } else { guard(&cp.interior, Lang::Rust) };
     let blocks = if width % run == 0 { width / run } else { 0 };
@@ -658,9 +660,7 @@ fn pack_copy(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &P
     );
     decode(s, k, &format!("{origin} + pk_j"), axes, 7);
     s.push_str("                            let mut pk_q: usize = pk_at;\n");
-    let depth = k_loops(s, 7);
-    let _ = writeln!(s, "{:w$}{name}[pk_q] = {};\n{:w$}pk_q += {width};", "", expr(p, e), "", w = depth * 4);
-    close(s, depth, 7);
+    fill_row(s, c, name, &expr(p, e), width, 7);
     let _ = writeln!(
         s,
         "                        }} else {{
