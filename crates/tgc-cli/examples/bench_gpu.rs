@@ -33,7 +33,9 @@
 //! `mma.sync`) for the frontend's `attention(q, k, v, causal=…)` against
 //! `torch.nn.functional.scaled_dot_product_attention` with the flash
 //! backend, in TFLOP/s (4·B·H·S²·D per run: the two products; half of it
-//! when causal, as FlashAttention counts). A graph the fused template does
+//! when causal, as FlashAttention counts), and in a last column tgc's
+//! kernel with the two-pass softmax (`streaming_softmax_2pass`) pinned in
+//! place of the model's choice, in the same units. A graph the fused template does
 //! not take is reported, not run (its SIMT kernels would hold the score
 //! matrix in global memory).
 //!
@@ -278,7 +280,10 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
 /// The [`ATTENTION`] rows whose name contains `only`; whether a tgc case
 /// failed.
 fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
-    println!("{:<6} {:<28} {:>10} {:>10} {:>8}", "dtype", "B×H×S×D", "tgc TF/s", "torch TF/s", "ratio");
+    println!(
+        "{:<6} {:<28} {:>10} {:>10} {:>8} {:>12}",
+        "dtype", "B×H×S×D", "tgc TF/s", "torch TF/s", "ratio", "2-pass TF/s"
+    );
     let mut failed = false;
     let (b, h) = (4usize, 16usize);
     for &(seq, d, causal) in &ATTENTION {
@@ -305,7 +310,16 @@ fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
         let pair = measure(gpu, &format!("attention {case}"), &text, &torch_case, iters, flops / 1e12);
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(2, 3);
-        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
+        // The same graph with the two-pass softmax pinned.
+        let two_pass = match tgc_seconds_with(gpu, &text, iters, &PinAttention("streaming_softmax_2pass"), "2pass") {
+            Ok(secs) => format!("{:.2}", flops / secs / 1e12),
+            Err(e) => {
+                eprintln!("attention {case} (two-pass): {e}");
+                failed = true;
+                "failed".to_string()
+            }
+        };
+        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8} {two_pass:>12}", "f16");
     }
     failed
 }
@@ -424,6 +438,18 @@ struct Pinned<'p>(&'p Plan);
 impl Estimator for Pinned<'_> {
     fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
         Ok(Estimate { time_s: if plan == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
+    }
+}
+
+/// Ranks the attention plans of one `algo_choice attention` first and
+/// every other plan after it: pins a softmax algorithm of the attention
+/// template through the [`Estimator`] seam.
+struct PinAttention(&'static str);
+
+impl Estimator for PinAttention {
+    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
+        let pinned = cost::attention_algorithm(plan) == Some(self.0);
+        Ok(Estimate { time_s: if pinned { 0.0 } else { 1.0 }, limit: Limit::Compute })
     }
 }
 

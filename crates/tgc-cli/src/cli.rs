@@ -75,8 +75,10 @@ pub enum Command {
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, dot (the graph
         /// as Graphviz DOT), indexbook, poly_view, region, dot_regions (DOT
-        /// with each region a cluster, fused edges bold), plan (estimated
-        /// GEMM plans for sm80; needs concrete M/N/K, e.g. from `--dim`), c;
+        /// with each region a cluster, fused edges bold), plan (the sm80
+        /// plans ranked by their estimates: each GEMM or convolution's plan
+        /// space, an attention's softmax algorithms; needs concrete sizes,
+        /// e.g. from `--dim`), c;
         /// with `--target sm80` also gpu (every kernel's GPU dialect IR), cu
         /// (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.
         #[arg(long, value_delimiter = ',')]

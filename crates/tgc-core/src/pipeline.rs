@@ -256,8 +256,7 @@ pub fn regions(g: &Graph) -> DResult<String> {
 pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     let attention = crate::gpu::attention::match_attention(g);
     if let Ok(graph) = &attention {
-        let label = &g.node(graph.scores).label;
-        return format!("attention at `{label}`: {}", crate::gpu::sm80::attention::describe(&graph.attention));
+        return attention_plan(g, graph, target);
     }
     if let Ok(text) = gemm_plan(g, target) {
         return text;
@@ -280,6 +279,44 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     if out.is_empty() {
         out.push_str("no contraction (REDUCE SUM of MUL) in this graph\n");
     }
+    out
+}
+
+/// The `plan` dump of the attention `graph` (of `g`): each algorithm of
+/// the fused template ranked by the analytic model (the chosen one marked
+/// `*`, the earlier on a tie, as `gpu::template::lower` chooses), then the
+/// chosen one's schedule.
+fn attention_plan(g: &Graph, graph: &crate::gpu::attention::AttentionGraph, target: &plan::Target) -> String {
+    use crate::gpu::sm80::attention::{self as template, Algorithm};
+    use crate::plan::cost::Estimator;
+    let label = &g.node(graph.scores).label;
+    let problem = template::problem(&graph.attention);
+    let ranked: Vec<(Algorithm, Result<crate::plan::cost::Estimate, String>)> = Algorithm::ALL
+        .iter()
+        .map(|&algo| {
+            let plan = template::plan(&graph.attention, algo, target);
+            (algo, plan::cost::Analytic.estimate(&plan, &problem, target).map_err(|d| d.message))
+        })
+        .collect();
+    let mut best: Option<usize> = None;
+    for (i, (_, e)) in ranked.iter().enumerate() {
+        if let Ok(e) = e {
+            if best.is_none_or(|b| ranked[b].1.as_ref().is_ok_and(|be| e.time_s < be.time_s)) {
+                best = Some(i);
+            }
+        }
+    }
+    let mut out = format!("attention at `{label}`:\n");
+    for (i, (algo, e)) in ranked.iter().enumerate() {
+        let mark = if Some(i) == best { '*' } else { ' ' };
+        let cost = match e {
+            Ok(e) => format!("estimate {:.1} µs, limited by {}", e.time_s * 1e6, e.limit.as_str()),
+            Err(why) => format!("not costed: {why}"),
+        };
+        out.push_str(&format!("{mark} algo_choice attention = {:<24} {cost}\n", algo.algo_choice()));
+    }
+    let chosen = ranked[best.unwrap_or(0)].0;
+    out.push_str(&template::describe(&graph.attention, chosen));
     out
 }
 

@@ -1,5 +1,5 @@
 //! From a Tiny IR graph to one fused attention kernel (`000` §7.3,
-//! `algo_choice.attention = online_softmax`): recognising a graph that is
+//! `algo_choice.attention = online_softmax | streaming_softmax_2pass`): recognising a graph that is
 //! the attention chain `matmul → softmax → matmul` ([`match_attention`])
 //! and instantiating the SM80 FlashAttention-2 template
 //! ([`super::sm80::attention`]).
@@ -44,6 +44,7 @@ use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
 use super::lower::{self, flat_offset, input_name, strides};
+use super::sm80::attention::{self as sm80_attention, Algorithm};
 
 /// An element offset or a guard expression, affine in the attention's
 /// variables: the batch digits, the query row `m`, the key row `n` and the
@@ -658,21 +659,26 @@ fn constant(g: &Graph, book: &IndexBook, id: NodeId) -> Option<(f64, Vec<NodeId>
 #[derive(Clone, Debug)]
 pub struct AttentionKernel {
     pub graph: AttentionGraph,
+    /// The softmax's algorithm and the kernel's plan
+    /// (`sm80::attention::plan`).
+    pub algo: Algorithm,
+    pub plan: crate::plan::Plan,
     pub kernel: crate::gpu::ir::Kernel,
-    pub params: crate::gpu::sm80::attention::AttentionParams,
+    pub params: sm80_attention::AttentionParams,
 }
 
 /// Recognises `g` ([`match_attention`]) and builds its fused kernel for
-/// `target`, named `symbol`.
+/// `target` with the softmax by `algo`, named `symbol`.
 ///
 /// Errors: those of [`match_attention`]; `Unsupported` when `target` has
 /// no `mma.sync` for the operands' dtype or the template does not take the
 /// attention (`sm80::attention::build`), at the `Q·Kᵀ` contraction.
-pub fn build(g: &Graph, target: &crate::plan::Target, symbol: &str) -> DResult<AttentionKernel> {
+pub fn build(g: &Graph, target: &crate::plan::Target, algo: Algorithm, symbol: &str) -> DResult<AttentionKernel> {
     let graph = match_attention(g)?;
     let at = g.node(graph.scores);
     target.require_mma_sync(graph.attention.ab).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let (mut kernel, params) = crate::gpu::sm80::attention::build(&graph.attention).map_err(|d| d.or_at(at.span))?;
+    let (mut kernel, params) = sm80_attention::build(&graph.attention, algo).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
-    Ok(AttentionKernel { graph, kernel, params })
+    let plan = sm80_attention::plan(&graph.attention, algo, target);
+    Ok(AttentionKernel { graph, algo, plan, kernel, params })
 }

@@ -12,11 +12,14 @@
 //! passed at `5e-4` (f16) and `4e-3` (bf16) when this was written.
 
 use super::simt::{emulate, lower_program_for, lower_program_noting, Form, GpuProgram};
+use super::sm80::attention::Algorithm;
 use super::toolchain::Toolchain;
 use super::verify;
+use crate::diag::DResult;
 use crate::pipeline::{self, Format};
-use crate::plan::cost::Analytic;
+use crate::plan::cost::{attention_algorithm, Analytic, Estimate, Estimator, Limit};
 use crate::plan::target::SM80;
+use crate::plan::{Plan, Problem, Target};
 use crate::tiny::Graph;
 
 fn load(src: &str) -> Graph {
@@ -57,20 +60,46 @@ impl Case {
     }
 }
 
-/// Lowers `g` for sm80, checks its one launch is the fused attention
-/// kernel, then verifies, emulates and compares it with the interpreter.
-fn check(g: &Graph, tol: f64) -> GpuProgram {
-    let (prog, notes) = lower_program_noting(g, &SM80, &Analytic).unwrap_or_else(|e| panic!("{e}"));
+/// Ranks the plans of one `algo_choice attention` first (estimate 0) and
+/// the others by the analytic model: how a measured estimator (a tuning
+/// cache, `bench_gpu --plans`) pins an algorithm through the seam.
+struct Prefer(Algorithm);
+
+impl Estimator for Prefer {
+    fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        if attention_algorithm(plan) == Some(self.0.algo_choice()) {
+            Ok(Estimate { time_s: 0.0, limit: Limit::Compute })
+        } else {
+            Analytic.estimate(plan, problem, target)
+        }
+    }
+}
+
+/// Lowers `g` for sm80 with `algo` preferred, checks its one launch is the
+/// fused attention kernel with that algorithm, then verifies, emulates and
+/// compares it with the interpreter.
+fn check_with(g: &Graph, tol: f64, algo: Algorithm) -> GpuProgram {
+    let (prog, notes) = lower_program_noting(g, &SM80, &Prefer(algo)).unwrap_or_else(|e| panic!("{e}"));
     let [l] = &prog.launches[..] else { panic!("{} launches: {notes:?}", prog.launches.len()) };
     assert_eq!(l.form, Form::Attention, "{}", l.kernel);
+    let plan = l.plan.as_ref().expect("the attention launch's plan");
+    assert_eq!(attention_algorithm(plan), Some(algo.algo_choice()));
     super::simt::tests::check_program(g, prog, &[], tol)
+}
+
+/// [`check_with`] the algorithm the analytic model chooses.
+fn check(g: &Graph, tol: f64) -> GpuProgram {
+    let (prog, _) = lower_program_noting(g, &SM80, &Analytic).unwrap_or_else(|e| panic!("{e}"));
+    let plan = prog.launches.first().and_then(|l| l.plan.as_ref()).expect("the attention launch's plan");
+    let algo = Algorithm::ALL.into_iter().find(|a| attention_algorithm(plan) == Some(a.algo_choice())).unwrap();
+    check_with(g, tol, algo)
 }
 
 const BASE: Case = Case { b: 1, h: 2, m: 17, n: 17, d: 16, causal: false, mask: false, dtype: "f16" };
 
 /// Head dims 16, 64 and 128; sequence lengths 1, 17, 64 and 130 (tails
 /// of the 64-row and 64-key blocks, more key blocks than one); causal and
-/// additive masks; f16 and bf16.
+/// additive masks; f16 and bf16; each with both softmax algorithms.
 #[test]
 fn attention_grid_matches_the_interpreter() {
     let cases = [
@@ -87,8 +116,30 @@ fn attention_grid_matches_the_interpreter() {
     ];
     for c in cases {
         let g = load(&c.source());
-        check(&g, tol(c.dtype));
+        for algo in Algorithm::ALL {
+            check_with(&g, tol(c.dtype), algo);
+        }
     }
+}
+
+/// The analytic model ranks online softmax first (the two-pass one
+/// computes `Q·Kᵀ` twice and reads K twice, and saves only the rescaling
+/// the model does not count), so `template::lower` picks it; the second
+/// pass's extra work shows in the estimates: with `d = dv` about 1.5× the
+/// tensor time where the tensor cores limit.
+#[test]
+fn the_model_prefers_online_softmax_and_costs_the_second_pass() {
+    let g = load(&Case { b: 4, h: 16, m: 4096, n: 4096, d: 64, ..BASE }.source());
+    let a = super::attention::match_attention(&g).unwrap().attention;
+    let problem = super::sm80::attention::problem(&a);
+    let est = |algo| Analytic.estimate(&super::sm80::attention::plan(&a, algo, &SM80), &problem, &SM80).unwrap();
+    let (online, two) = (est(Algorithm::OnlineSoftmax), est(Algorithm::StreamingSoftmax2Pass));
+    assert_eq!(online.limit, Limit::Compute, "{online:?}");
+    let ratio = two.time_s / online.time_s;
+    assert!((1.4..1.6).contains(&ratio), "{two:?} / {online:?} = {ratio}");
+    let prog = lower_program_for(&g, Some(&SM80)).unwrap();
+    let plan = prog.launches[0].plan.as_ref().unwrap();
+    assert_eq!(attention_algorithm(plan), Some("online_softmax"));
 }
 
 /// The causal mask is recognised as a guarded −inf bias, and the key loop
@@ -189,6 +240,17 @@ fn attentions_the_template_refuses_say_why() {
     }
 }
 
+/// Asserts that the verifier rejects `prog`'s one kernel or, when it
+/// passes, that the emulator reports a shared-memory race or a read of an
+/// unfinished copy (`what`: the expected fault, for the message).
+fn assert_caught(g: &Graph, prog: &GpuProgram, what: &str) {
+    if verify::verify(&prog.launches[0].kernel).is_ok() {
+        let inputs = super::implicit_tests::filled_inputs(g, 0.5);
+        let err = emulate(prog, &[], &inputs).expect_err(what);
+        assert!(err.message.contains("Race") || err.message.contains("IncompleteRead"), "{what}: {err}");
+    }
+}
+
 /// A deliberately broken schedule: without the barrier after the wait for
 /// V, a warp's `ldmatrix` of V reads bytes other threads' `cp.async`s
 /// wrote without a barrier between — the verifier or the emulator reports
@@ -204,26 +266,37 @@ fn an_attention_without_its_v_barrier_is_caught() {
         body.iter().enumerate().filter(|(_, s)| **s == super::ir::Stmt::Barrier).map(|x| x.0).collect();
     assert_eq!(barriers.len(), 2);
     body.remove(barriers[1]);
-    let caught = match verify::verify(k) {
-        Err(errs) => !errs.is_empty(),
-        Ok(()) => {
-            let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
-            let err = emulate(&prog, &[], &inputs).expect_err("a race on V's stage");
-            err.message.contains("Race") || err.message.contains("IncompleteRead")
-        }
-    };
-    assert!(caught);
+    assert_caught(&g, &prog, "a race on V's stage");
 }
 
-/// Head dims 64 and 128 at a long sequence, causal or not, compile to sm_80 cubins without
-/// spills, with `HMMA.16816.F32`, `LDSM` and `LDGSTS`.
+/// The two-pass softmax broken the same way: without the barrier between
+/// its passes, the second pass's copy of `K₀` into ring stage 0 overwrites
+/// bytes a slower warp may still be reading for the first pass's last
+/// block (three key blocks: the last in stage 0).
+#[test]
+fn a_two_pass_attention_without_its_pass_barrier_is_caught() {
+    use super::ir::Stmt;
+    let g = load(&Case { m: 64, n: 130, ..BASE }.source());
+    let (mut prog, _) = lower_program_noting(&g, &SM80, &Prefer(Algorithm::StreamingSoftmax2Pass)).unwrap();
+    let k = &mut prog.launches[0].kernel;
+    let first_pass = k.body.iter().position(|s| matches!(s, Stmt::For { unroll: false, .. })).unwrap();
+    assert_eq!(k.body[first_pass + 1], Stmt::Barrier, "{k}");
+    k.body.remove(first_pass + 1);
+    assert_caught(&g, &prog, "a race on K's stage 0");
+}
+
+/// Head dims 64 and 128 at a long sequence, causal or not, with either
+/// softmax algorithm, compile to sm_80 cubins without spills, with
+/// `HMMA.16816.F32`, `LDSM` and `LDGSTS`.
 #[test]
 fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
     let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
     for (d, causal) in [(64, false), (64, true), (128, false), (128, true)] {
         let g = load(&Case { b: 4, h: 16, m: 4096, n: 4096, d, causal, ..BASE }.source());
-        let p = lower_program_for(&g, Some(&SM80)).unwrap();
-        assert_eq!(p.launches[0].form, Form::Attention);
-        super::implicit_tests::compiles_to_mma(&tc, &p, true);
+        for algo in Algorithm::ALL {
+            let (p, _) = lower_program_noting(&g, &SM80, &Prefer(algo)).unwrap();
+            assert_eq!(p.launches[0].form, Form::Attention);
+            super::implicit_tests::compiles_to_mma(&tc, &p, true);
+        }
     }
 }

@@ -81,8 +81,9 @@ pub struct GemmGraph {
 #[derive(Clone, Debug)]
 pub struct GpuKernel {
     pub graph: GemmGraph,
-    /// The chosen plan, with the graph's epilogue.
+    /// The chosen plan, with the graph's epilogue, and its estimate.
     pub plan: Plan,
+    pub estimate: plan::cost::Estimate,
     pub kernel: Kernel,
     pub params: GemmParams,
 }
@@ -650,7 +651,7 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
     let at = g.node(graph.contraction);
     target.require_mma_sync(graph.problem.dtype).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
     let choice = choose(&graph, target, estimator).map_err(|d| d.or_at(at.span))?;
-    let Some((best, _)) = choice.best() else {
+    let Some(&(ref best, estimate)) = choice.best() else {
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}", target.name).at_node(at));
     };
     check_launch(&graph, best).map_err(|d| d.at_node(at))?;
@@ -658,7 +659,7 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
     plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
     let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
-    Ok(GpuKernel { graph, plan, kernel, params })
+    Ok(GpuKernel { graph, plan, estimate, kernel, params })
 }
 
 /// Registers per thread an implicit GEMM's loader needs beyond the plan's

@@ -21,10 +21,11 @@
 //!   convolution) + epilogue with concrete M/N/K → its chosen plan and [`sm80`]
 //!   kernel (`pipeline::compile_gpu` adds the verifier, the printer and NVRTC).
 //! - [`attention`]: a Tiny IR graph that is one attention (`matmul → softmax
-//!   → matmul`) → the fused kernel of `sm80::attention` (FlashAttention-2).
+//!   → matmul`) → the fused kernel of `sm80::attention` (FlashAttention-2's
+//!   online softmax, or the two-pass softmax).
 //! - [`template`]: the seam: the graph's pattern, the list of tensor-core
-//!   templates by `(pattern, algo_choice, arch)`, the first that takes the
-//!   graph as a one-launch program.
+//!   templates by `(pattern, algo_choice, arch)`, of those that take the
+//!   graph the one estimated fastest as a one-launch program.
 //! - [`cuda`]: the CUDA C printer: a kernel as CUDA C++ with inline PTX
 //!   (the `cu` stage), compiled to PTX and cubin with [`toolchain`]'s
 //!   NVRTC.

@@ -219,8 +219,8 @@ pub struct Launch {
     /// The buffers it writes (one, but for [`Form::Rows`]: each of its
     /// kernels' outputs, in order).
     pub outs: Vec<BufId>,
-    /// The Schedule Plan of a [`Form::Gemm`] kernel (`000` §1.7); `None`
-    /// for the SIMT forms.
+    /// The Schedule Plan of a tensor-core kernel ([`Form::Gemm`],
+    /// [`Form::Attention`]; `000` §1.7); `None` for the SIMT forms.
     pub plan: Option<crate::plan::Plan>,
 }
 
@@ -510,7 +510,7 @@ fn lower_regions(
     // Attentions inside a larger graph: one fused launch in place of
     // their regions' kernels, at the last of them.
     let mut fused = match templates {
-        Some((t, _)) => super::template::attention_regions(g, &p, &stored, t),
+        Some((t, e)) => super::template::attention_regions(g, &p, &stored, t, e),
         None => Vec::new(),
     };
     let mut launches = Vec::new();

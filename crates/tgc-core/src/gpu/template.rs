@@ -6,11 +6,13 @@
 //! Poly-View reads too): one contraction and its epilogue, or the two of
 //! an attention chain. [`TEMPLATES`] lists every template with the pattern
 //! it takes, the `algo_choice` it implements (`000` §1.7: `matmul`/`conv`
-//! `implicit_gemm`, `attention` `online_softmax`) and its architecture;
-//! [`lower`] tries the templates of the graph's pattern and the target's
-//! architecture in order and keeps the first that builds. A new template
-//! is its module plus one entry here: a function that lowers a graph of
-//! its pattern to a one-launch [`GpuProgram`] or says why not.
+//! `implicit_gemm`, `attention` `online_softmax` and
+//! `streaming_softmax_2pass`) and its architecture; [`lower`] tries every
+//! template of the graph's pattern and the target's architecture and
+//! keeps the one whose program the [`Estimator`] costs least (the analytic
+//! model, or a measured or pinned one). A new template is its module plus
+//! one entry here: a function that lowers a graph of its pattern to a
+//! one-launch [`GpuProgram`] with its estimate, or says why not.
 //!
 //! A graph no template takes runs as the SIMT kernels of its regions
 //! (`simt::lower_program`); the refusal is the note `tgc compile` prints.
@@ -21,12 +23,13 @@ use crate::cpu::loop_ir::{BufId, Buffer, Kernel, Program, Role};
 use crate::diag;
 use crate::diag::{DResult, Diagnostic};
 use crate::index_book::contraction::is_contraction;
-use crate::plan::cost::Estimator;
+use crate::plan::cost::{Estimate, Estimator};
 use crate::plan::Target;
 use crate::tiny::{Graph, NodeId};
 
 use super::ir::{Arch, ParamId};
 use super::simt::{Form, GpuProgram, Launch, LaunchArg};
+use super::sm80::attention::Algorithm;
 
 /// What a whole graph is to the templates, by its contractions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,9 +49,17 @@ pub struct Template {
     /// The `algo_choice` value it implements (`000` §1.7).
     pub algo_choice: &'static str,
     pub arch: Arch,
-    /// The graph's one-launch program, or why the template does not take
-    /// it (a positioned `Unsupported` or `UnboundSymbol`).
-    pub lower: fn(&Graph, &Target, &dyn Estimator) -> DResult<GpuProgram>,
+    /// The graph's one-launch program and its estimate, or why the
+    /// template does not take it (a positioned `Unsupported` or
+    /// `UnboundSymbol`).
+    pub lower: fn(&Graph, &Target, &dyn Estimator) -> DResult<Lowered>,
+}
+
+/// A template's program for a graph and the estimator's time for it,
+/// which [`lower`] ranks the templates of one pattern by.
+pub struct Lowered {
+    pub program: GpuProgram,
+    pub estimate: Estimate,
 }
 
 /// Every template, in the order [`lower`] tries them.
@@ -65,7 +76,14 @@ pub const TEMPLATES: &[Template] = &[
         pattern: GraphPattern::Attention,
         algo_choice: "online_softmax",
         arch: Arch::Sm80,
-        lower: attention,
+        lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
+    },
+    Template {
+        name: "sm80 attention (two-pass softmax)",
+        pattern: GraphPattern::Attention,
+        algo_choice: "streaming_softmax_2pass",
+        arch: Arch::Sm80,
+        lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
     },
 ];
 
@@ -80,22 +98,31 @@ pub fn pattern_of(g: &Graph) -> Option<GraphPattern> {
     }
 }
 
-/// The program of the first template of `g`'s pattern for `target`'s
-/// architecture that takes it; `Some(Err)` with the first refusal when
+/// The program of the template of `g`'s pattern for `target`'s
+/// architecture that takes it with the least estimated time (the earlier
+/// in [`TEMPLATES`] on a tie); `Some(Err)` with the first refusal when
 /// none does; `None` when no template has `g`'s pattern.
 pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DResult<GpuProgram>> {
     let pattern = pattern_of(g)?;
     let arch = Arch::parse(target.name)?;
     let mut refusal: Option<Diagnostic> = None;
+    let mut best: Option<Lowered> = None;
     for t in TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch) {
         match (t.lower)(g, target, estimator) {
-            Ok(p) => return Some(Ok(p)),
+            Ok(l) => {
+                if best.as_ref().is_none_or(|b| l.estimate.time_s < b.estimate.time_s) {
+                    best = Some(l);
+                }
+            }
             Err(d) => {
                 refusal.get_or_insert(d);
             }
         }
     }
-    refusal.map(Err)
+    match best {
+        Some(l) => Some(Ok(l.program)),
+        None => refusal.map(Err),
+    }
 }
 
 /// How the CPU back end's lowering forms regions for the templates
@@ -261,6 +288,7 @@ pub fn attention_regions(
     p: &Program,
     stored: &BTreeMap<NodeId, BufId>,
     target: &Target,
+    estimator: &dyn Estimator,
 ) -> Vec<(Launch, Vec<usize>)> {
     let contractions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
     let consumers = g.consumers();
@@ -298,8 +326,10 @@ pub fn attention_regions(
             }
             let name = format!("{}_{}", g.name, k2.name);
             let Some(Ok((sub, reads))) = subgraph(g, p, stored, root, &inside, &name) else { continue };
-            let Ok(ak) = super::attention::build(&sub, target, &format!("{name}_attention")) else { continue };
-            let Ok(prog) = attention_program(&sub, ak) else { continue };
+            if pattern_of(&sub) != Some(GraphPattern::Attention) {
+                continue;
+            }
+            let Some(Ok(prog)) = lower(&sub, target, estimator) else { continue };
             let Some(launch) = prog.launches.into_iter().next() else { continue };
             let region = g.ids().filter(|id| inside[id.index()]).collect();
             let Ok(launch) = rebind(launch, &reads, k2.out, region) else { continue };
@@ -330,22 +360,32 @@ pub fn region_graphs(g: &Graph) -> DResult<Vec<(String, Graph)>> {
     Ok(out)
 }
 
-/// The GEMM template ([`super::lower::build_with`]) as a program.
-fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<GpuProgram> {
+/// The GEMM template ([`super::lower::build_with`]) as a program, with
+/// its chosen plan's estimate.
+fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Lowered> {
     let gk = super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name))?;
-    gemm_program(g, gk).ok_or_else(|| {
+    let estimate = gk.estimate;
+    let program = gemm_program(g, gk).ok_or_else(|| {
         diag!(
             Unsupported,
             "the GEMM kernel's parameters do not bind to the program's buffers (one input as both operands, or a \
              split-K workspace)"
         )
-    })
+    })?;
+    Ok(Lowered { program, estimate })
 }
 
-/// The attention template ([`super::attention::build`]) as a program.
-fn attention(g: &Graph, target: &Target, _: &dyn Estimator) -> DResult<GpuProgram> {
-    let ak = super::attention::build(g, target, &format!("{}_attention", g.name))?;
-    attention_program(g, ak)
+/// The attention template ([`super::attention::build`]) with `algo` as a
+/// program, with `estimator`'s time for its plan.
+///
+/// Errors: those of the build, and the estimator's when it cannot cost the
+/// plan.
+fn attention(g: &Graph, target: &Target, estimator: &dyn Estimator, algo: Algorithm) -> DResult<Lowered> {
+    let ak = super::attention::build(g, target, algo, &format!("{}_attention", g.name))?;
+    let problem = super::sm80::attention::problem(&ak.graph.attention);
+    let at = g.node(ak.graph.scores).span;
+    let estimate = estimator.estimate(&ak.plan, &problem, target).map_err(|d| d.or_at(at))?;
+    Ok(Lowered { program: attention_program(g, ak)?, estimate })
 }
 
 /// The buffers of a one-kernel program of `g`: one per graph input, in
@@ -410,7 +450,7 @@ fn attention_program(g: &Graph, ak: super::attention::AttentionKernel) -> DResul
         args: bind.into_iter().map(|b| b.1).collect(),
         region: g.ids().collect(),
         outs: vec![out],
-        plan: None,
+        plan: Some(ak.plan),
     };
     Ok(GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches: vec![launch] })
 }

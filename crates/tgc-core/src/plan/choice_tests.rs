@@ -197,3 +197,49 @@ fn the_dump_marks_one_choice_and_ends_with_its_plan() {
     let (_, dsl) = text.split_once("chosen plan (Schedule DSL):\n").unwrap();
     assert_eq!(parse_dsl(dsl).unwrap(), c.best().unwrap().0);
 }
+
+/// A plan of the attention template with `algo`, head dimension `d`.
+fn attention_plan(algo: &str, d: u64) -> Plan {
+    let ax = |s: &str| Spanned::new(s.to_string());
+    Plan {
+        tile: Some(Spanned::new([64, 64, d])),
+        warp_tile: Some(Spanned::new([16, 64])),
+        algo_choice: vec![Spanned::new(AlgoChoice { key: ax("attention"), value: ax(algo) })],
+        ..Plan::default()
+    }
+}
+
+/// An attention plan (`algo_choice attention`) at the sizes of MiniLM's
+/// attention (12 heads × 8 sentences, 128 tokens, head dim 32: DRAM-bound,
+/// where the second pass over K comes from L2 and costs nothing) and of
+/// long ones (compute-bound, where it costs more), on sm80: the time is at
+/// least the FLOPs at the peak, and more keys take longer.
+#[test]
+fn attention_estimates_count_the_passes_and_stay_below_the_peak() {
+    let t = &target::SM80;
+    let mut limits = Vec::new();
+    for (b, s, d) in [(96, 128, 32), (64, 4096, 64), (64, 8192, 128)] {
+        let p = Problem::attention(b, s, s, d, d, DType::F16);
+        let online = Analytic.estimate(&attention_plan("online_softmax", d), &p, t).unwrap();
+        let two = Analytic.estimate(&attention_plan("streaming_softmax_2pass", d), &p, t).unwrap();
+        let flops = 4.0 * (b * s * s * d) as f64;
+        assert!(online.time_s >= flops / (t.peak_tensor_tflops * 1e12), "{online:?}");
+        if online.limit == Limit::Compute {
+            assert!(two.time_s > online.time_s, "{two:?} vs {online:?}");
+        } else {
+            assert!(two.time_s >= online.time_s, "{two:?} vs {online:?}");
+        }
+        let longer = Problem::attention(b, s, 2 * s, d, d, DType::F16);
+        let more = Analytic.estimate(&attention_plan("online_softmax", d), &longer, t).unwrap();
+        assert!(more.time_s > online.time_s, "{more:?} vs {online:?}");
+        limits.push(online.limit);
+    }
+    assert_eq!(limits, [Limit::Dram, Limit::Compute, Limit::Compute]);
+    // A GEMM problem, an unknown algorithm, a plan without tiles: errors.
+    let p = Problem::attention(1, 64, 64, 64, 64, DType::F16);
+    assert!(Analytic.estimate(&attention_plan("online_softmax", 64), &gemm(64), t).is_err());
+    assert!(Analytic.estimate(&attention_plan("fft", 64), &p, t).is_err());
+    let mut bare = attention_plan("online_softmax", 64);
+    bare.tile = None;
+    assert!(Analytic.estimate(&bare, &p, t).is_err());
+}

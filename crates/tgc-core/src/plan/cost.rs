@@ -51,6 +51,24 @@
 //!   to fewer stages (the same estimate from less shared memory), then to
 //!   the earlier candidate.
 //!
+//! **Attention** (a plan with `algo_choice attention`, over
+//! [`Problem::attention`]: `b` batch points of `M` queries, `N` keys, head
+//! dimension `d`, value dimension `dv`): the fused template's CTA takes `BM`
+//! query rows of one batch point (`tile = [BM, BN, d]`, one warp per
+//! `warp_tile` of 16 rows) and loops over `Np = ⌈N/BN⌉·BN` keys, `p` times
+//! over K (`p` = 1 for `online_softmax`, 2 for `streaming_softmax_2pass`,
+//! whose first pass finds the row maxima). Per tile: `F = 2·BM·Np·(p·d +
+//! dv)` tensor FLOPs; `X = BM·Np` `exp2`s of `P`, plus online softmax's
+//! two corrections per thread and key block; `G = (BM·d + Np·(p·d + dv))·e`
+//! bytes copied from L2. CTAs per SM: the shared memory `(BM·d + 2·BN·(d +
+//! dv))·e`, the warp and the block limits (registers are not counted).
+//! Waves as for a GEMM; per SM and wave the largest of tensor (as above),
+//! special function units (`cw·X / (MUFU_PER_SM_CLOCK·clock)`), L2
+//! (`cw·G / (l2_bandwidth/SMs)`) and DRAM (the wave's Q and O tiles, and K
+//! and V once for each batch point it covers). Not counted: the key blocks
+//! a causal mask lets the kernel skip, and the score ops' and rescaling's
+//! FP32 work.
+//!
 //! The machine numbers come from the [`Target`] row; the model is
 //! deliberately coarse (no bank conflicts, no instruction issue, no
 //! epilogue cost) and meant for ranking: `bench_gpu --plans` prints its
@@ -74,6 +92,12 @@ use super::{Plan, Problem, Target};
 /// kept.
 pub const TENSOR_WARPS_PER_SM: u64 = 8;
 
+/// `exp2` results per clock of one SM's special function units
+/// (`MUFU.EX2`) on compute capability 8.0 and 9.0: CUDA C++ Programming
+/// Guide, "Arithmetic Instructions", the throughput table's row for
+/// base-2 exponentials (16).
+pub const MUFU_PER_SM_CLOCK: f64 = 16.0;
+
 /// Which term of the estimate decided the most time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
@@ -81,6 +105,8 @@ pub enum Limit {
     Compute,
     /// Shared-memory bandwidth (`cp.async` fills, `ldmatrix` reads).
     SharedMemory,
+    /// The special function units (`exp2`).
+    Sfu,
     /// L2 → SM bandwidth.
     L2,
     /// Too few bytes in flight to cover the memory latency.
@@ -94,6 +120,7 @@ impl Limit {
         match self {
             Limit::Compute => "compute",
             Limit::SharedMemory => "smem",
+            Limit::Sfu => "sfu",
             Limit::L2 => "l2",
             Limit::Latency => "latency",
             Limit::Dram => "dram",
@@ -229,20 +256,8 @@ impl Analytic {
             let start = (waves - 1) * slots;
             kinds.push((wave(start, tiles - start, false), 1));
         }
-        let mut sums = [0.0f64; 5];
-        let mut decided = [0.0f64; 5];
-        let mut time_s = 0.0;
-        for (terms, times) in &kinds {
-            let times = *times as f64;
-            let arg = largest(terms);
-            time_s += terms[arg] * times;
-            decided[arg] += terms[arg] * times;
-            for (s, t) in sums.iter_mut().zip(terms) {
-                *s += t * times;
-            }
-        }
+        let (time_s, sums, arg) = sum_waves(&kinds);
         const LIMITS: [Limit; 5] = [Limit::Compute, Limit::SharedMemory, Limit::L2, Limit::Latency, Limit::Dram];
-        let arg = largest(&decided);
         Ok(Terms {
             resources: res,
             tiles,
@@ -256,17 +271,128 @@ impl Analytic {
             limit: LIMITS[arg],
         })
     }
+
+    /// The estimate of an attention plan (module doc, "Attention").
+    ///
+    /// Errors: `Unsupported` when the problem is no attention with known
+    /// extents ([`attention_dims`]), the plan has no block tile or warp
+    /// tile or an `algo_choice attention` other than `online_softmax` and
+    /// `streaming_softmax_2pass`, or no CTA fits on an SM.
+    pub fn attention(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        let [b, m, n, d, dv] = attention_dims(problem)?;
+        let passes: u64 = match attention_algorithm(plan) {
+            Some("online_softmax") => 1,
+            Some("streaming_softmax_2pass") => 2,
+            other => return Err(diag!(Unsupported, "the cost model has no attention algorithm {other:?}")),
+        };
+        let ([bm, bn, _], Some(wm)) = (
+            resources::block_tile(plan).unwrap_or([0; 3]),
+            plan.warp_tile.as_ref().map(|w| w.value[0]).filter(|&w| w > 0),
+        ) else {
+            return Err(diag!(Unsupported, "the cost model needs an attention plan with a block tile and a warp_tile"));
+        };
+        if bm == 0 || bn == 0 || b * m == 0 {
+            return Err(diag!(Unsupported, "the cost model needs an attention with rows and a non-empty block tile"));
+        }
+        let e = problem.dtype.size_bytes() as u64;
+        let warps = bm.div_ceil(wm);
+        let smem = (bm * d + 2 * bn * (d + dv)) * e;
+        let ctas = [
+            target.smem_per_sm.checked_div(smem).unwrap_or(u64::MAX),
+            target.max_warps_per_sm / warps,
+            target.max_blocks_per_sm,
+        ]
+        .into_iter()
+        .min()
+        .unwrap_or(0);
+        if ctas == 0 {
+            return Err(diag!(Unsupported, "no CTA of this attention plan fits on one SM of {}", target.name));
+        }
+        let (bmf, ef) = (bm as f64, e as f64);
+        let np = (n.div_ceil(bn) * bn) as f64;
+        let flops = 2.0 * bmf * np * (passes * d + dv) as f64;
+        let corrections = if passes == 1 { 2.0 * 32.0 * warps as f64 * np / bn as f64 } else { 0.0 };
+        let exps = bmf * np + corrections;
+        let fill = (bmf * d as f64 + np * (passes * d + dv) as f64) * ef;
+
+        let sms = target.sm_count as f64;
+        let clock = target.clock_mhz * 1e6;
+        let tensor_rate = target.peak_tensor_tflops * 1e12 / sms;
+        let sfu_rate = MUFU_PER_SM_CLOCK * clock;
+        let l2_rate = target.l2_gbps * 1e9 / sms;
+        let dram_rate = target.dram_gbps * 1e9;
+        let tm = m.div_ceil(bm);
+        let tiles = b * tm;
+        let slots = target.sm_count * ctas;
+        let waves = tiles.div_ceil(slots);
+        let wave = |start: u64, count: u64| -> [f64; 4] {
+            let cw = count.div_ceil(target.sm_count) as f64;
+            let busy = (cw * warps as f64 / TENSOR_WARPS_PER_SM as f64).min(1.0);
+            let points = ((start + count - 1) / tm - start / tm + 1) as f64;
+            let bytes = count as f64 * bmf * (d + dv) as f64 * ef + points * (n * (d + dv)) as f64 * ef;
+            [cw * flops / (tensor_rate * busy), cw * exps / sfu_rate, cw * fill / l2_rate, bytes / dram_rate]
+        };
+        let mut kinds = vec![(wave(0, tiles.min(slots)), 1u64)];
+        if waves > 2 {
+            kinds.push((wave(slots, slots), waves - 2));
+        }
+        if waves > 1 {
+            let start = (waves - 1) * slots;
+            kinds.push((wave(start, tiles - start), 1));
+        }
+        let (time_s, _, arg) = sum_waves(&kinds);
+        const LIMITS: [Limit; 4] = [Limit::Compute, Limit::Sfu, Limit::L2, Limit::Dram];
+        Ok(Estimate { time_s, limit: LIMITS[arg] })
+    }
+}
+
+/// `Σ waves max(terms)` over the kinds of wave `(terms, how many)`: the
+/// time, each term summed, and the index of the term that decided the
+/// most time.
+fn sum_waves<const T: usize>(kinds: &[([f64; T], u64)]) -> (f64, [f64; T], usize) {
+    let mut sums = [0.0f64; T];
+    let mut decided = [0.0f64; T];
+    let mut time_s = 0.0;
+    for (terms, times) in kinds {
+        let times = *times as f64;
+        let arg = largest(terms);
+        time_s += terms[arg] * times;
+        decided[arg] += terms[arg] * times;
+        for (s, t) in sums.iter_mut().zip(terms) {
+            *s += t * times;
+        }
+    }
+    (time_s, sums, largest(&decided))
 }
 
 /// The index of the largest of `terms`, the first on a tie.
-fn largest(terms: &[f64; 5]) -> usize {
+fn largest(terms: &[f64]) -> usize {
     (1..terms.len()).fold(0, |best, i| if terms[i] > terms[best] { i } else { best })
 }
 
 impl Estimator for Analytic {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        if attention_algorithm(plan).is_some() {
+            return self.attention(plan, problem, target);
+        }
         let t = self.terms(plan, problem, target)?;
         Ok(Estimate { time_s: t.time_s, limit: t.limit })
+    }
+}
+
+/// The plan's `algo_choice attention` value, if it has one.
+pub fn attention_algorithm(plan: &Plan) -> Option<&str> {
+    plan.algo_choice.iter().find(|a| a.value.key.value == "attention").map(|a| a.value.value.value.as_str())
+}
+
+/// `[b, M, N, d, dv]` of an attention problem ([`Problem::attention`]).
+///
+/// Errors: `Unsupported` when an axis is missing or has no extent.
+pub fn attention_dims(problem: &Problem) -> DResult<[u64; 5]> {
+    let extent = |name: &str| problem.axes.iter().find(|a| a.name == name).and_then(|a| a.extent);
+    match ["b", "m", "n", "d", "dv"].map(extent) {
+        [Some(b), Some(m), Some(n), Some(d), Some(dv)] => Ok([b, m, n, d, dv]),
+        _ => Err(diag!(Unsupported, "the cost model needs an attention with known extents of axes b, m, n, d and dv")),
     }
 }
 

@@ -81,6 +81,20 @@ impl Problem {
             distinct: [m * k, k * n],
         }
     }
+
+    /// An attention `softmax(Q·Kᵀ)·V` in `dtype` (`000` §7.3) over axes
+    /// `b` (batch points), `m` (queries), `n` (keys), `d` (head) and `dv`
+    /// (value), with tensors `Q`, `K`, `V`; `distinct` counts `Q` and `K`
+    /// with `V`.
+    pub fn attention(b: u64, m: u64, n: u64, d: u64, dv: u64, dtype: DType) -> Problem {
+        let ax = |name: &str, e| LoopAxis { name: name.to_string(), extent: Some(e) };
+        Problem {
+            axes: vec![ax("b", b), ax("m", m), ax("n", n), ax("d", d), ax("dv", dv)],
+            dtype,
+            tensors: vec!["Q".into(), "K".into(), "V".into()],
+            distinct: [b * m * d, b * n * (d + dv)],
+        }
+    }
 }
 
 /// The epilogue ops of §12.6 `op`.

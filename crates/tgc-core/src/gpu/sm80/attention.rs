@@ -1,10 +1,11 @@
 //! The SM80 attention template (`000` §7.3, `algo_choice.attention =
-//! online_softmax`): FlashAttention-2 (Dao, 2023) on `mma.sync` — `O =
-//! softmax(Q·Kᵀ·scale + bias)·V` for one [`Attention`] without writing the
-//! score matrix to memory.
+//! online_softmax | streaming_softmax_2pass`, [`Algorithm`]): `O =
+//! softmax(Q·Kᵀ·scale + bias)·V` for one [`Attention`] on `mma.sync`
+//! without writing the score matrix to memory.
 //!
-//! Skeleton, one CTA of [`WARPS`] warps per [`BM`] query rows of one batch
-//! point, each warp owning 16 rows:
+//! Skeleton of `online_softmax` (FlashAttention-2, Dao 2023), one CTA of
+//! [`WARPS`] warps per [`BM`] query rows of one batch point, each warp
+//! owning 16 rows:
 //!
 //! ```text
 //! copy Q tile → Qs; commit; copy K₀ → Ks[0]; commit; copy V₀ → Vs[0]; commit
@@ -21,6 +22,23 @@
 //!     wait_group 1; bar.sync                   // V_j landed
 //!     copy V_{j+1} → Vs[(j+1)%2]; commit
 //!     O += P·V_j (ldmatrix.trans V, mma.sync)
+//! l = quad sum of l; O /= l; st.global pairs of columns
+//! ```
+//!
+//! `streaming_softmax_2pass` first finds each row's maximum, then runs the
+//! same loop with it fixed (no correction, no rescaling of `O`):
+//!
+//! ```text
+//! copy Q tile → Qs; commit; copy K₀ → Ks[0]; commit
+//! wait_group 1; bar.sync; ldmatrix Q fragments
+//! m = −inf, l = 0, O = 0
+//! for j in 0..blocks:                         // first pass: K only
+//!     wait_group 0; bar.sync                   // K_j landed
+//!     copy K_{j+1} → Ks[(j+1)%2]; commit
+//!     x = S·scale + biases as above; m = max(m, x) per thread
+//! bar.sync; m = quad max of m
+//! copy K₀ → Ks[0]; commit; copy V₀ → Vs[0]; commit
+//! for j in 0..blocks: the loop above with m' = m and c = 1
 //! l = quad sum of l; O /= l; st.global pairs of columns
 //! ```
 //!
@@ -41,6 +59,7 @@
 use crate::diag;
 use crate::diag::DResult;
 use crate::gpu::attention::{Attention, Bias, Lin, ScoreOp};
+use crate::plan::{AlgoChoice, Pipeline, Plan, Problem, Spanned};
 use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -59,6 +78,41 @@ pub const MIN_BLOCKS: u32 = 1;
 /// the Q fragments `d/4` per thread).
 pub const MAX_HEAD_DIM: i64 = 128;
 
+/// How the kernel finds each row's softmax maximum (`000` §1.7
+/// `algo_choice attention`; the loop skeletons are in the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// `online_softmax` (FlashAttention-2): one pass over the keys with a
+    /// running maximum; when it grows, the row sum and `O` are rescaled.
+    OnlineSoftmax,
+    /// `streaming_softmax_2pass` (`000` §7.3, §11 item 9): a first pass
+    /// over K for each row's maximum, then the loop over K and V with that
+    /// maximum fixed — `Q·Kᵀ` computed twice and K read twice, nothing
+    /// rescaled.
+    StreamingSoftmax2Pass,
+}
+
+impl Algorithm {
+    /// Both, in the order the templates are tried.
+    pub const ALL: [Algorithm; 2] = [Algorithm::OnlineSoftmax, Algorithm::StreamingSoftmax2Pass];
+
+    /// Its `algo_choice attention` value (`000` §1.7).
+    pub fn algo_choice(self) -> &'static str {
+        match self {
+            Algorithm::OnlineSoftmax => "online_softmax",
+            Algorithm::StreamingSoftmax2Pass => "streaming_softmax_2pass",
+        }
+    }
+
+    /// Passes over the keys: 1 or 2.
+    pub fn passes(self) -> u64 {
+        match self {
+            Algorithm::OnlineSoftmax => 1,
+            Algorithm::StreamingSoftmax2Pass => 2,
+        }
+    }
+}
+
 /// The kernel's parameters, in ABI order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttentionParams {
@@ -71,7 +125,7 @@ pub struct AttentionParams {
     pub o: ParamId,
 }
 
-/// The fused attention kernel of `a`.
+/// The fused attention kernel of `a` computing its softmax by `algo`.
 ///
 /// Errors: `Unsupported` for operand dtypes other than f16/bf16, an output
 /// other than f16/bf16/f32, head or value dimensions that are not
@@ -79,7 +133,7 @@ pub struct AttentionParams {
 /// 16-byte aligned runs (the `c` coefficient 1, every other a multiple of
 /// 8), an output whose column pairs are not aligned, or more batch points
 /// than the grid's `y` allows.
-pub fn build(a: &Attention) -> DResult<(Kernel, AttentionParams)> {
+pub fn build(a: &Attention, algo: Algorithm) -> DResult<(Kernel, AttentionParams)> {
     check(a)?;
     let mut b = Builder { k: Kernel::empty("attention_sm80", Arch::Sm80), a: a.clone() };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
@@ -95,13 +149,36 @@ pub fn build(a: &Attention) -> DResult<(Kernel, AttentionParams)> {
     }
     let o = b.k.add_param("O", ptr(a.out, true));
     let p = AttentionParams { q, k, v, biases, o };
-    b.body(&p);
+    b.body(&p, algo);
     Ok((b.k, p))
 }
 
-/// The template's schedule for `a`, for the `plan` dump: `algo_choice`,
-/// tiles, warps, stages, the sizes and the score ops.
-pub fn describe(a: &Attention) -> String {
+/// The Schedule Plan (`000` §1.7) of `a`'s kernel with `algo` on
+/// `target`: `arch`, `tile = [BM, BN, d]`, `warp_tile = 16xBN`, the K/V
+/// ring's two stages and `algo_choice attention`; what
+/// [`crate::plan::cost::Estimator`]s rank the algorithms by.
+pub fn plan(a: &Attention, algo: Algorithm, target: &crate::plan::Target) -> Plan {
+    let ax = |s: &str| Spanned::new(s.to_string());
+    Plan {
+        arch: Some(ax(target.name)),
+        tile: Some(Spanned::new([BM as u64, BN as u64, a.d as u64])),
+        warp_tile: Some(Spanned::new([16, BN as u64])),
+        pipeline: Some(Spanned::new(Pipeline { axis: Some(ax("n")), stages: Spanned::new(2) })),
+        algo_choice: vec![Spanned::new(AlgoChoice { key: ax("attention"), value: ax(algo.algo_choice()) })],
+        ..Plan::default()
+    }
+}
+
+/// `a` as a cost-model problem ([`Problem::attention`]).
+pub fn problem(a: &Attention) -> Problem {
+    let batch: i64 = a.batch.iter().product();
+    let u = |x: i64| x.max(0) as u64;
+    Problem::attention(u(batch), u(a.m), u(a.n), u(a.d), u(a.dv), a.ab)
+}
+
+/// The template's schedule for `a` with `algo`, for the `plan` dump:
+/// `algo_choice`, tiles, warps, stages, the sizes and the score ops.
+pub fn describe(a: &Attention, algo: Algorithm) -> String {
     let ops: Vec<String> = a
         .scores
         .iter()
@@ -118,10 +195,15 @@ pub fn describe(a: &Attention) -> String {
         Ok(()) => "on the sm80 attention template".to_string(),
         Err(d) => format!("not on the template ({})", d.message),
     };
+    let loops = match algo {
+        Algorithm::OnlineSoftmax => "one pass over K and V with a running maximum",
+        Algorithm::StreamingSoftmax2Pass => "a pass over K for the maximum, then one over K and V",
+    };
     format!(
-        "algo_choice attention = online_softmax, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
+        "algo_choice attention = {}, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
          {}, {} → {}\n  tile: {BM} query rows × {BN} keys per step, {WARPS} warps (16 rows each), K/V in a 2-stage \
-         cp.async ring, P kept in registers\n  scores: {}\n",
+         cp.async ring, P kept in registers, {loops}\n  scores: {}\n",
+        algo.algo_choice(),
         a.batch.iter().product::<i64>(),
         a.m,
         a.n,
@@ -183,6 +265,37 @@ struct Ids {
     batch: Vec<Expr>,
 }
 
+/// The shared-memory tiles and the registers the parts of the kernel
+/// share.
+#[derive(Clone)]
+struct Regs {
+    qs: SmemRef,
+    ks: SmemRef,
+    vs: SmemRef,
+    /// Q's A fragments and a B fragment of K.
+    qf: RegId,
+    kf: RegId,
+    /// The scores (then `P`) of one key block, `n_s` per thread.
+    s: RegId,
+    /// Per row half (`g`, `g + 8`): the maximum, online softmax's new
+    /// maximum, the shift `exp2` subtracts, the correction, the sum.
+    mrow: RegId,
+    mnew: RegId,
+    shift: RegId,
+    corr: RegId,
+    lrow: RegId,
+    n_s: i64,
+}
+
+/// A key loop's variable `j` (`je` as an expression), its ring stage
+/// `j % 2` and `j + 1`.
+struct LoopHead {
+    var: VarId,
+    je: Expr,
+    stage: Expr,
+    next: Expr,
+}
+
 /// One operand tile copy: `rows` rows of `cols` elements from `row0`,
 /// rows from `row_end` on zero-filled.
 struct Tile<'l> {
@@ -211,7 +324,7 @@ impl Builder {
         out.push(Stmt::For { var, start: Expr::c(0), end: Expr::c(n), step: 1, unroll: true, body });
     }
 
-    fn body(&mut self, p: &AttentionParams) {
+    fn body(&mut self, p: &AttentionParams, algo: Algorithm) {
         let a = self.a.clone();
         let es = a.ab.size_bytes() as i64;
         let threads = WARPS * 32;
@@ -231,13 +344,7 @@ impl Builder {
         let o = self.k.add_regs("o", RegKind::F32, n_o as u32);
         let [mrow, mnew, shift, corr, lrow] =
             ["m_row", "m_new", "m_shift", "corr", "l_row"].map(|n| self.k.add_regs(n, RegKind::F32, 2));
-        let r = |reg: RegId, index: Expr| RegRef { reg, index };
-        let f32v = |reg: RegId, index: Expr| ScalarExpr::Reg { reg: RegRef { reg, index }, dtype: DType::F32 };
-        let cst = |value: f64| ScalarExpr::Const { value, dtype: DType::F32 };
-        let bin =
-            |op: BinaryOp, x: ScalarExpr, y: ScalarExpr| ScalarExpr::Binary { op, a: Box::new(x), b: Box::new(y) };
-        let exp2 = |x: ScalarExpr| ScalarExpr::Unary { op: UnaryOp::Exp2, x: Box::new(x) };
-        let e_scale = a.exp_scale as f64;
+        let rg = Regs { qs, ks, vs, qf, kf, s, mrow, mnew, shift, corr, lrow, n_s };
 
         let mut out = Vec::new();
         let tid = self.let_(&mut out, "tid", Expr::ThreadIdx(Dim::X));
@@ -259,7 +366,7 @@ impl Builder {
 
         let q_tile = Tile {
             param: p.q,
-            smem: qs.clone(),
+            smem: rg.qs.clone(),
             stage_bytes: 0,
             rows: BM,
             cols: a.d,
@@ -268,63 +375,206 @@ impl Builder {
             lin: &a.q,
             query: true,
         };
-        // A block of BN keys from `row0`: of K (`cols` = d) or V (dv).
-        let key_tile = |param, smem: &SmemRef, cols, lin, row0| Tile {
-            param,
-            smem: smem.clone(),
-            stage_bytes: BN * cols * es,
-            rows: BN,
-            cols,
-            row0,
-            row_end: a.n,
-            lin,
-            query: false,
-        };
-        let k_tile = |row0: Expr| key_tile(p.k, &ks, a.d, &a.k, row0);
-        let v_tile = |row0: Expr| key_tile(p.v, &vs, a.dv, &a.v, row0);
         out.extend(self.copy(&q_tile, &ids, Expr::c(0), "q"));
         out.push(Stmt::CommitGroup);
-        for (tile, tag) in [(k_tile(Expr::c(0)), "k0"), (v_tile(Expr::c(0)), "v0")] {
-            let copy = self.copy(&tile, &ids, Expr::c(0), tag);
-            out.push(Stmt::If { cond: Expr::c(0).lt(blocks.clone()), then: copy, otherwise: Vec::new() });
-            out.push(Stmt::CommitGroup);
-        }
-        out.push(Stmt::WaitGroup { pending: 2 });
+        // The first key block of the loop over K and V; the two-pass
+        // softmax's first pass reads only K.
+        let first_blocks: &[(bool, &str)] = match algo {
+            Algorithm::OnlineSoftmax => &[(false, "k0"), (true, "v0")],
+            Algorithm::StreamingSoftmax2Pass => &[(false, "k0")],
+        };
+        self.copy_first_blocks(&mut out, p, &ids, &rg, &blocks, first_blocks);
+        out.push(Stmt::WaitGroup { pending: first_blocks.len() as u32 });
         out.push(Stmt::Barrier);
         // Q's A fragments: matrix l/8 is rows +8·((l/8)%2), columns +8·(l/16).
         self.for_unrolled(&mut out, "qk", a.d / 16, |_, kk| {
             let row = ids.warp.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
             let col = kk.clone() * 16 + ids.lane.clone() / 16 * 8;
-            let src = SmemRef { offset: row * (a.d * es) + col * es, ..qs.clone() };
-            let dst = (0..4).map(|j| r(qf, kk.clone() * 4 + j)).collect();
+            let src = SmemRef { offset: row * (a.d * es) + col * es, ..rg.qs.clone() };
+            let dst = (0..4).map(|j| reg(qf, kk.clone() * 4 + j)).collect();
             vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
         });
-        self.for_unrolled(&mut out, "oi", n_o, |_, i| vec![Stmt::MovF32 { dst: r(o, i), value: 0.0 }]);
+        self.for_unrolled(&mut out, "oi", n_o, |_, i| vec![Stmt::MovF32 { dst: reg(o, i), value: 0.0 }]);
         self.for_unrolled(&mut out, "h", 2, |_, h| {
             vec![
-                Stmt::MovF32 { dst: r(mrow, h.clone()), value: f32::NEG_INFINITY },
-                Stmt::MovF32 { dst: r(lrow, h), value: 0.0 },
+                Stmt::MovF32 { dst: reg(mrow, h.clone()), value: f32::NEG_INFINITY },
+                Stmt::MovF32 { dst: reg(lrow, h), value: 0.0 },
             ]
         });
 
-        let j = self.k.add_var("j");
-        let je = Expr::Var(j);
-        let mut main = vec![Stmt::WaitGroup { pending: 1 }, Stmt::Barrier];
-        let stage = self.let_(&mut main, "stage", je.clone() % 2);
-        let next = self.let_(&mut main, "next", je.clone() + 1);
-        let copy = self.copy(&k_tile(next.clone() * BN), &ids, next.clone() % 2, "k");
-        main.push(Stmt::If { cond: next.clone().lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+        if algo == Algorithm::StreamingSoftmax2Pass {
+            // First pass: each thread's maximum of its scores, over every
+            // key block; the quads agree on it after the loop.
+            let (mut pass, head) = self.key_loop_head(p, &ids, &rg, &blocks, 0, "1");
+            self.scores(&mut pass, p, &ids, &rg, head.je, head.stage);
+            self.for_unrolled(&mut pass, "mi1", n_s, |_, i| {
+                vec![Stmt::Accumulate {
+                    op: ReduceOp::Max,
+                    dtype: DType::F32,
+                    acc: reg(mrow, i.clone() % 4 / 2),
+                    value: f32v(s, i),
+                }]
+            });
+            out.push(Stmt::For {
+                var: head.var,
+                start: Expr::c(0),
+                end: blocks.clone(),
+                step: 1,
+                unroll: false,
+                body: pass,
+            });
+            // Every warp is done with K's stages before the second pass
+            // refills them.
+            out.push(Stmt::Barrier);
+            self.for_unrolled(&mut out, "mq1", 2, |_, h| {
+                let mut v: Vec<Stmt> = quad(ReduceOp::Max, reg(mrow, h.clone()));
+                v.push(Stmt::Compute { dst: reg(shift, h.clone()), value: finite_or_zero(f32v(mrow, h)) });
+                v
+            });
+            self.copy_first_blocks(&mut out, p, &ids, &rg, &blocks, &[(false, "k0"), (true, "v0")]);
+        }
+
+        let (mut main, head) = self.key_loop_head(p, &ids, &rg, &blocks, 1, "");
+        let (stage, next) = (head.stage.clone(), head.next.clone());
+        self.scores(&mut main, p, &ids, &rg, head.je, head.stage);
+        if algo == Algorithm::OnlineSoftmax {
+            self.online_maximum(&mut main, &rg);
+        }
+        // P = exp2((x − shift)·e) and its row sums.
+        let e_scale = cst(a.exp_scale as f64);
+        self.for_unrolled(&mut main, "pi", n_s, |_, i| {
+            let h = i.clone() % 4 / 2;
+            let x = bin(BinaryOp::Sub, f32v(s, i.clone()), f32v(shift, h.clone()));
+            vec![
+                Stmt::Compute { dst: reg(s, i.clone()), value: exp2(bin(BinaryOp::Mul, x, e_scale.clone())) },
+                Stmt::Accumulate { op: ReduceOp::Sum, dtype: DType::F32, acc: reg(lrow, h), value: f32v(s, i) },
+            ]
+        });
+        if algo == Algorithm::OnlineSoftmax {
+            self.for_unrolled(&mut main, "oc", n_o, |_, i| {
+                let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
+                vec![Stmt::Compute { dst: reg(o, i), value: v }]
+            });
+        }
+        // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are one k16 step.
+        self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
+            (0..4)
+                .map(|x| {
+                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
+                    Stmt::PackB16x2 {
+                        dst: reg(pf, kk.clone() * 4 + x),
+                        lo: reg(s, base.clone()),
+                        hi: reg(s, base + 1),
+                        dtype: a.ab,
+                    }
+                })
+                .collect()
+        });
+        main.push(Stmt::WaitGroup { pending: 1 });
+        main.push(Stmt::Barrier);
+        let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
+        main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
         main.push(Stmt::CommitGroup);
-        // S = Q·K_jᵀ.
-        self.for_unrolled(&mut main, "si", n_s, |_, i| vec![Stmt::MovF32 { dst: r(s, i), value: 0.0 }]);
+        // O += P·V_j.
+        let v_stage = BN * a.dv * es;
+        self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
+            let mut step = Vec::new();
+            b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
+                let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
+                let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
+                let src = SmemRef { offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es, ..rg.vs.clone() };
+                ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
+            });
+            step
+        });
+        out.push(Stmt::For { var: head.var, start: Expr::c(0), end: blocks, step: 1, unroll: false, body: main });
+        out.push(Stmt::WaitGroup { pending: 0 });
+
+        // O / l, stored as column pairs.
+        self.for_unrolled(&mut out, "lq", 2, |_, h| quad(ReduceOp::Sum, reg(lrow, h.clone())));
+        self.for_unrolled(&mut out, "on", n_o, |_, i| {
+            let v = bin(BinaryOp::Fdiv, f32v(o, i.clone()), f32v(lrow, i.clone() % 4 / 2));
+            vec![Stmt::Compute { dst: reg(o, i), value: v }]
+        });
+        self.for_unrolled(&mut out, "st", a.dv / 8, |b, nt| {
+            let mut v = Vec::new();
+            b.for_unrolled(&mut v, "sh", 2, |_, h| {
+                let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + h.clone() * 8;
+                let col = nt.clone() * 8 + ids.t4.clone() * 2;
+                let at = lin_expr(&a.o, &ids.batch, row.clone(), Expr::c(0), col);
+                let src = (0..2).map(|x| reg(o, nt.clone() * 4 + h.clone() * 2 + x)).collect();
+                vec![Stmt::StGlobalVec {
+                    dst: GlobalRef { param: p.o, offset: at },
+                    src,
+                    dtype: a.out,
+                    pred: row.lt(a.m),
+                }]
+            });
+            v
+        });
+        self.k.body = out;
+    }
+
+    /// The copies of key block 0 into ring stage 0, one commit group each
+    /// (when there is a block): of V where `value`, else of K.
+    fn copy_first_blocks(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        p: &AttentionParams,
+        ids: &Ids,
+        rg: &Regs,
+        blocks: &Expr,
+        which: &[(bool, &str)],
+    ) {
+        let a = self.a.clone();
+        for &(value, tag) in which {
+            let copy = self.copy(&key_tile(&a, p, rg, value, Expr::c(0)), ids, Expr::c(0), tag);
+            out.push(Stmt::If { cond: Expr::c(0).lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+            out.push(Stmt::CommitGroup);
+        }
+    }
+
+    /// The start of a loop over the key blocks: a new loop variable `j`
+    /// (names suffixed by `tag`), the wait for K_j (`pending` groups left in
+    /// flight) and the barrier, then K_{j+1}'s copy into the other stage,
+    /// committed.
+    fn key_loop_head(
+        &mut self,
+        p: &AttentionParams,
+        ids: &Ids,
+        rg: &Regs,
+        blocks: &Expr,
+        pending: u32,
+        tag: &str,
+    ) -> (Vec<Stmt>, LoopHead) {
+        let a = self.a.clone();
+        let var = self.k.add_var(&format!("j{tag}"));
+        let je = Expr::Var(var);
+        let mut body = vec![Stmt::WaitGroup { pending }, Stmt::Barrier];
+        let stage = self.let_(&mut body, &format!("stage{tag}"), je.clone() % 2);
+        let next = self.let_(&mut body, &format!("next{tag}"), je.clone() + 1);
+        let tile = key_tile(&a, p, rg, false, next.clone() * BN);
+        let copy = self.copy(&tile, ids, next.clone() % 2, &format!("k{tag}"));
+        body.push(Stmt::If { cond: next.clone().lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+        body.push(Stmt::CommitGroup);
+        (body, LoopHead { var, je, stage, next })
+    }
+
+    /// `S = Q·K_jᵀ` for key block `je` (in ring stage `stage`), then the
+    /// score ops, into `rg.s`.
+    fn scores(&mut self, out: &mut Vec<Stmt>, p: &AttentionParams, ids: &Ids, rg: &Regs, je: Expr, stage: Expr) {
+        let a = self.a.clone();
+        let es = a.ab.size_bytes() as i64;
+        let s = rg.s;
+        self.for_unrolled(out, "si", rg.n_s, |_, i| vec![Stmt::MovF32 { dst: reg(s, i), value: 0.0 }]);
         let k_stage = BN * a.d * es;
-        self.for_unrolled(&mut main, "sk", a.d / 16, |b, kk| {
+        self.for_unrolled(out, "sk", a.d / 16, |b, kk| {
             let mut step = Vec::new();
             b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
                 let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
                 let kcol = kk.clone() * 16 + ids.lane.clone() / 8 % 2 * 8;
-                let src = SmemRef { offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es, ..ks.clone() };
-                ldmatrix_mma_pair(a.ab, src, false, kf, s, &nj, qf, kk.clone() * 4)
+                let src = SmemRef { offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es, ..rg.ks.clone() };
+                ldmatrix_mma_pair(a.ab, src, false, rg.kf, s, &nj, rg.qf, kk.clone() * 4)
             });
             step
         });
@@ -334,7 +584,7 @@ impl Builder {
         // softmax's ALU about as much again).
         let scores = |b: &mut Self, masked: bool| {
             let mut body = Vec::new();
-            b.for_unrolled(&mut body, if masked { "xi" } else { "xf" }, n_s, |b, i| {
+            b.for_unrolled(&mut body, if masked { "xi" } else { "xf" }, rg.n_s, |b, i| {
                 let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + i.clone() % 4 / 2 * 8;
                 let col = je.clone() * BN + i.clone() / 4 * 8 + ids.t4.clone() * 2 + i.clone() % 2;
                 let mut x = f32v(s, i.clone());
@@ -345,7 +595,7 @@ impl Builder {
                             bin(BinaryOp::Add, x, cst(*value as f64))
                         }
                         ScoreOp::Add(bias) => {
-                            bin(BinaryOp::Add, x, b.bias_value(bias, *param, &ids, row.clone(), col.clone()))
+                            bin(BinaryOp::Add, x, b.bias_value(bias, *param, ids, row.clone(), col.clone()))
                         }
                         ScoreOp::Round(d) => {
                             let rounded = ScalarExpr::Cast { to: *d, x: Box::new(x) };
@@ -359,136 +609,48 @@ impl Builder {
                 } else {
                     x
                 };
-                vec![Stmt::Compute { dst: r(s, i), value }]
+                vec![Stmt::Compute { dst: reg(s, i), value }]
             });
             body
         };
         let (fast, masked) = (scores(self, false), scores(self, true));
-        let interior = self.interior(&ids, je.clone());
-        main.push(Stmt::If { cond: interior, then: fast, otherwise: masked });
-        // Online softmax: the running maximum over the quad of each row.
-        self.for_unrolled(&mut main, "mh", 2, |_, h| {
-            vec![Stmt::Compute { dst: r(mnew, h.clone()), value: f32v(mrow, h) }]
-        });
-        self.for_unrolled(&mut main, "mi", n_s, |_, i| {
+        let interior = self.interior(ids, je);
+        out.push(Stmt::If { cond: interior, then: fast, otherwise: masked });
+    }
+
+    /// Online softmax's step over one block of scores: the running maximum
+    /// over the quad of each row, the shift `exp2` subtracts, the
+    /// correction `c = exp2((m − m')·e)` of what was summed before, and the
+    /// row sums scaled by it.
+    fn online_maximum(&mut self, out: &mut Vec<Stmt>, rg: &Regs) {
+        let Regs { s, mrow, mnew, shift, corr, lrow, .. } = *rg;
+        let e_scale = cst(self.a.exp_scale as f64);
+        self.for_unrolled(out, "mh", 2, |_, h| vec![Stmt::Compute { dst: reg(mnew, h.clone()), value: f32v(mrow, h) }]);
+        self.for_unrolled(out, "mi", rg.n_s, |_, i| {
             vec![Stmt::Accumulate {
                 op: ReduceOp::Max,
                 dtype: DType::F32,
-                acc: r(mnew, i.clone() % 4 / 2),
+                acc: reg(mnew, i.clone() % 4 / 2),
                 value: f32v(s, i),
             }]
         });
-        self.for_unrolled(&mut main, "mq", 2, |_, h| {
-            [1, 2]
-                .map(|lane_mask| Stmt::ShflBfly {
-                    op: ReduceOp::Max,
-                    dtype: DType::F32,
-                    acc: r(mnew, h.clone()),
-                    lane_mask,
-                })
-                .to_vec()
-        });
-        self.for_unrolled(&mut main, "ch", 2, |_, h| {
-            let is_ninf = bin(BinaryOp::Cmpeq, f32v(mnew, h.clone()), cst(f64::NEG_INFINITY));
-            let shifted = ScalarExpr::Where {
-                cond: Box::new(is_ninf),
-                a: Box::new(cst(0.0)),
-                b: Box::new(f32v(mnew, h.clone())),
-            };
+        self.for_unrolled(out, "mq", 2, |_, h| quad(ReduceOp::Max, reg(mnew, h.clone())));
+        self.for_unrolled(out, "ch", 2, |_, h| {
             let c = exp2(bin(
                 BinaryOp::Mul,
                 bin(BinaryOp::Sub, f32v(mrow, h.clone()), f32v(shift, h.clone())),
-                cst(e_scale),
+                e_scale.clone(),
             ));
             vec![
-                Stmt::Compute { dst: r(shift, h.clone()), value: shifted },
-                Stmt::Compute { dst: r(corr, h.clone()), value: c },
-                Stmt::Compute { dst: r(mrow, h.clone()), value: f32v(mnew, h.clone()) },
+                Stmt::Compute { dst: reg(shift, h.clone()), value: finite_or_zero(f32v(mnew, h.clone())) },
+                Stmt::Compute { dst: reg(corr, h.clone()), value: c },
+                Stmt::Compute { dst: reg(mrow, h.clone()), value: f32v(mnew, h.clone()) },
                 Stmt::Compute {
-                    dst: r(lrow, h.clone()),
+                    dst: reg(lrow, h.clone()),
                     value: bin(BinaryOp::Mul, f32v(lrow, h.clone()), f32v(corr, h)),
                 },
             ]
         });
-        self.for_unrolled(&mut main, "pi", n_s, |_, i| {
-            let h = i.clone() % 4 / 2;
-            let pv =
-                exp2(bin(BinaryOp::Mul, bin(BinaryOp::Sub, f32v(s, i.clone()), f32v(shift, h.clone())), cst(e_scale)));
-            vec![
-                Stmt::Compute { dst: r(s, i.clone()), value: pv },
-                Stmt::Accumulate { op: ReduceOp::Sum, dtype: DType::F32, acc: r(lrow, h), value: f32v(s, i) },
-            ]
-        });
-        self.for_unrolled(&mut main, "oc", n_o, |_, i| {
-            let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
-            vec![Stmt::Compute { dst: r(o, i), value: v }]
-        });
-        // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are one k16 step.
-        self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
-            (0..4)
-                .map(|x| {
-                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
-                    Stmt::PackB16x2 {
-                        dst: r(pf, kk.clone() * 4 + x),
-                        lo: r(s, base.clone()),
-                        hi: r(s, base + 1),
-                        dtype: a.ab,
-                    }
-                })
-                .collect()
-        });
-        main.push(Stmt::WaitGroup { pending: 1 });
-        main.push(Stmt::Barrier);
-        let copy = self.copy(&v_tile(next.clone() * BN), &ids, next.clone() % 2, "v");
-        main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
-        main.push(Stmt::CommitGroup);
-        // O += P·V_j.
-        let v_stage = BN * a.dv * es;
-        self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
-            let mut step = Vec::new();
-            b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
-                let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
-                let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
-                let src = SmemRef { offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es, ..vs.clone() };
-                ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
-            });
-            step
-        });
-        out.push(Stmt::For { var: j, start: Expr::c(0), end: blocks, step: 1, unroll: false, body: main });
-        out.push(Stmt::WaitGroup { pending: 0 });
-
-        // O / l, stored as column pairs.
-        self.for_unrolled(&mut out, "lq", 2, |_, h| {
-            [1, 2]
-                .map(|lane_mask| Stmt::ShflBfly {
-                    op: ReduceOp::Sum,
-                    dtype: DType::F32,
-                    acc: r(lrow, h.clone()),
-                    lane_mask,
-                })
-                .to_vec()
-        });
-        self.for_unrolled(&mut out, "on", n_o, |_, i| {
-            let v = bin(BinaryOp::Fdiv, f32v(o, i.clone()), f32v(lrow, i.clone() % 4 / 2));
-            vec![Stmt::Compute { dst: r(o, i), value: v }]
-        });
-        self.for_unrolled(&mut out, "st", a.dv / 8, |b, nt| {
-            let mut v = Vec::new();
-            b.for_unrolled(&mut v, "sh", 2, |_, h| {
-                let row = ids.m0.clone() + ids.warp.clone() * 16 + ids.g.clone() + h.clone() * 8;
-                let col = nt.clone() * 8 + ids.t4.clone() * 2;
-                let at = lin_expr(&a.o, &ids.batch, row.clone(), Expr::c(0), col);
-                let src = (0..2).map(|x| r(o, nt.clone() * 4 + h.clone() * 2 + x)).collect();
-                vec![Stmt::StGlobalVec {
-                    dst: GlobalRef { param: p.o, offset: at },
-                    src,
-                    dtype: a.out,
-                    pred: row.lt(a.m),
-                }]
-            });
-            v
-        });
-        self.k.body = out;
     }
 
     /// The batch digits of `idx` (outermost first).
@@ -615,6 +777,23 @@ impl Builder {
     }
 }
 
+/// A block of [`BN`] keys from key row `row0`: of V (`value`, `dv`
+/// columns) or K (`d` columns), into its ring stage.
+fn key_tile<'l>(a: &'l Attention, p: &AttentionParams, rg: &Regs, value: bool, row0: Expr) -> Tile<'l> {
+    let (param, smem, cols, lin) = if value { (p.v, &rg.vs, a.dv, &a.v) } else { (p.k, &rg.ks, a.d, &a.k) };
+    Tile {
+        param,
+        smem: smem.clone(),
+        stage_bytes: BN * cols * a.ab.size_bytes() as i64,
+        rows: BN,
+        cols,
+        row0,
+        row_end: a.n,
+        lin,
+        query: false,
+    }
+}
+
 /// `l` at batch digits `batch` and `(m, n, c)`, only its non-zero terms.
 fn lin_expr(l: &Lin, batch: &[Expr], m: Expr, n: Expr, c: Expr) -> Expr {
     let terms = l.batch.iter().zip(batch).map(|(&k, x)| (k, x.clone())).chain([(l.m, m), (l.n, n), (l.c, c)]);
@@ -650,4 +829,37 @@ fn ldmatrix_mma_pair(
         });
     }
     v
+}
+
+fn reg(reg: RegId, index: Expr) -> RegRef {
+    RegRef { reg, index }
+}
+
+fn f32v(r: RegId, index: Expr) -> ScalarExpr {
+    ScalarExpr::Reg { reg: reg(r, index), dtype: DType::F32 }
+}
+
+fn cst(value: f64) -> ScalarExpr {
+    ScalarExpr::Const { value, dtype: DType::F32 }
+}
+
+fn bin(op: BinaryOp, x: ScalarExpr, y: ScalarExpr) -> ScalarExpr {
+    ScalarExpr::Binary { op, a: Box::new(x), b: Box::new(y) }
+}
+
+fn exp2(x: ScalarExpr) -> ScalarExpr {
+    ScalarExpr::Unary { op: UnaryOp::Exp2, x: Box::new(x) }
+}
+
+/// `x`, or 0 where `x` is −inf: the shift of a row with no finite score
+/// yet, so that `exp2` of its −inf scores gives 0 rather than NaN.
+fn finite_or_zero(x: ScalarExpr) -> ScalarExpr {
+    let is_ninf = bin(BinaryOp::Cmpeq, x.clone(), cst(f64::NEG_INFINITY));
+    ScalarExpr::Where { cond: Box::new(is_ninf), a: Box::new(cst(0.0)), b: Box::new(x) }
+}
+
+/// `acc` reduced by `op` over the quad of lanes that hold one row of a
+/// fragment (lanes `4·g .. 4·g + 4`), every lane left with the result.
+fn quad(op: ReduceOp, acc: RegRef) -> Vec<Stmt> {
+    [1, 2].map(|lane_mask| Stmt::ShflBfly { op, dtype: DType::F32, acc: acc.clone(), lane_mask }).to_vec()
 }
