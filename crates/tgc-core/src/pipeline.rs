@@ -245,20 +245,19 @@ pub fn regions(g: &Graph) -> DResult<String> {
 }
 
 /// The `plan` dump of `g` for `target`, what the GPU lowering
-/// (`gpu::template`) chooses: for a graph that is one attention, the fused
-/// template's schedule; for one contraction + epilogue
-/// ([`crate::gpu::lower::match_gemm`]: a GEMM, a batched matmul, a
-/// convolution) the ranked plan space its MMA kernel is chosen from
-/// ([`crate::gpu::lower::choose`]); otherwise the same for each region that
-/// has a contraction ([`crate::gpu::template::region_graphs`]), or why it
-/// is not planned; a graph with none says so. [`dump_stage`] uses `sm80`
-/// until the CLI takes a GPU target.
+/// (`gpu::template`) chooses: for a graph that is one attention, its
+/// softmax algorithms ranked and the chosen schedule; for one contraction
+/// and its epilogue ([`crate::gpu::lower::match_gemm`]: a GEMM, a batched
+/// matmul, a convolution) the ranked plan space its MMA kernel is chosen
+/// from ([`crate::gpu::lower::choose`]); otherwise the same for each region
+/// that has a contraction, an attention inside the graph as the one fused
+/// region the lowering makes of it
+/// ([`crate::gpu::template::region_graphs`]), or why it is not planned; a
+/// graph with none says so. [`dump_stage`] uses `sm80` until the CLI takes
+/// a GPU target.
 pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     let attention = crate::gpu::attention::match_attention(g);
-    if let Ok(graph) = &attention {
-        return attention_plan(g, graph, target);
-    }
-    if let Ok(text) = gemm_plan(g, target) {
+    if let Ok(text) = template_plan(g, target) {
         return text;
     }
     let mut out = String::new();
@@ -267,10 +266,10 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     {
         out.push_str(&format!("two contractions, not fused as an attention: {}\n", d.message));
     }
-    match crate::gpu::template::region_graphs(g) {
+    match crate::gpu::template::region_graphs(g, target, &plan::cost::Analytic) {
         Ok(regions) => {
             for (name, sub) in regions {
-                let text = gemm_plan(&sub, target).unwrap_or_else(|why| format!("{why}\n"));
+                let text = template_plan(&sub, target).unwrap_or_else(|why| format!("{why}\n"));
                 out.push_str(&format!("region {name}: {text}"));
             }
         }
@@ -280,6 +279,16 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
         out.push_str("no contraction (REDUCE SUM of MUL) in this graph\n");
     }
     out
+}
+
+/// The plan dump of `g` when a template takes it whole: an attention's
+/// ([`attention_plan`]) or a GEMM's ([`gemm_plan`]); `Err` with why `g` is
+/// no GEMM.
+fn template_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
+    match crate::gpu::attention::match_attention(g) {
+        Ok(graph) => Ok(attention_plan(g, &graph, target)),
+        Err(_) => gemm_plan(g, target),
+    }
 }
 
 /// The `plan` dump of the attention `graph` (of `g`): each algorithm of

@@ -193,6 +193,27 @@ fn permuted_operands_and_a_broadcast_mask_are_addressed_in_place() {
     check(&g, tol("f16"));
 }
 
+/// An attention between projections: the `plan` dump shows what the
+/// lowering runs — the four GEMM regions and the attention as the one
+/// fused region with its ranked algorithms, not its two contractions as
+/// GEMM regions the template refuses.
+#[test]
+fn the_plan_dump_shows_an_attention_inside_a_graph_as_one_region() {
+    let g = load(
+        "graph blk(x: f16[2, 24, 64], wq: f16[64, 64], wk: f16[64, 64], wv: f16[64, 64]) -> (o: f16[2, 24, 64]) {\n    \
+         q = matmul(x, wq)\n    k = matmul(x, wk)\n    v = matmul(x, wv)\n    a = attention(q, k, v, causal=true)\n    \
+         o = matmul(a, wq)\n    return o\n}\n",
+    );
+    let prog = lower_program_for(&g, Some(&SM80)).unwrap();
+    let count = |form| prog.launches.iter().filter(|l| l.form == form).count();
+    assert_eq!((count(Form::Gemm), count(Form::Attention)), (4, 1));
+    let dump = crate::pipeline::plan_dump(&g, &SM80);
+    let regions: Vec<&str> = dump.lines().filter(|l| l.starts_with("region ")).collect();
+    assert_eq!(regions.len(), 5, "{dump}");
+    assert_eq!(regions.iter().filter(|l| l.contains(": attention at ")).count(), 1, "{dump}");
+    assert!(dump.contains("* algo_choice attention = online_softmax ") && !dump.contains("not planned"), "{dump}");
+}
+
 /// Self-attention without projections, `attention(x, x, x)`: one input
 /// bound to the kernel's q, k and v parameters.
 #[test]

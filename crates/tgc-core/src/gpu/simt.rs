@@ -516,16 +516,16 @@ fn lower_regions(
     let mut launches = Vec::new();
     let mut k = 0;
     while k < p.kernels.len() {
-        if let Some(f) = fused.iter().position(|(_, ks)| ks.contains(&k)) {
-            if fused[f].1.last() == Some(&k) {
-                launches.push(fused.remove(f).0);
+        if let Some(f) = fused.iter().position(|f| f.kernels.contains(&k)) {
+            if fused[f].kernels.last() == Some(&k) {
+                launches.push(fused.remove(f).launch);
             }
             k += 1;
             continue;
         }
         let group = p.rows.iter().find(|r| r.kernels.start == k);
         // A row group holding a fused attention's kernel is not a launch.
-        let group = group.filter(|r| !fused.iter().any(|(_, ks)| ks.iter().any(|x| r.kernels.contains(x))));
+        let group = group.filter(|r| !fused.iter().any(|f| f.kernels.iter().any(|x| r.kernels.contains(x))));
         if let Some(group) = group {
             if let Some(l) = lower_rows(&p, group)? {
                 launches.push(l);

@@ -281,18 +281,18 @@ fn subgraph(
 /// weights, stored or not) down to the values `r1`'s operands read; when
 /// that graph is an attention the template takes and no kernel outside it
 /// reads a value inside, its launch replaces the kernels whose roots it
-/// holds (their indices in `p.kernels`, increasing). Refusals are not
-/// errors: those regions stay as they are.
+/// holds ([`FusedAttention`]). Refusals are not errors: those regions
+/// stay as they are.
 pub fn attention_regions(
     g: &Graph,
     p: &Program,
     stored: &BTreeMap<NodeId, BufId>,
     target: &Target,
     estimator: &dyn Estimator,
-) -> Vec<(Launch, Vec<usize>)> {
+) -> Vec<FusedAttention> {
     let contractions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
     let consumers = g.consumers();
-    let mut out: Vec<(Launch, Vec<usize>)> = Vec::new();
+    let mut out: Vec<FusedAttention> = Vec::new();
     for (i, &r1) in contractions.iter().enumerate() {
         // The values that depend on r1.
         let mut after = vec![false; g.len()];
@@ -320,7 +320,7 @@ pub fn attention_regions(
                     consumers[id.index()].iter().any(|c| !inside[c.index()])
                 }
             });
-            let taken = out.iter().any(|(_, ks)| ks.iter().any(|k| kernels.contains(k)));
+            let taken = out.iter().any(|f| f.kernels.iter().any(|k| kernels.contains(k)));
             if escapes || taken || g.outputs.iter().any(|o| inside[o.node.index()] && o.node != root) {
                 continue;
             }
@@ -333,23 +333,49 @@ pub fn attention_regions(
             let Some(launch) = prog.launches.into_iter().next() else { continue };
             let region = g.ids().filter(|id| inside[id.index()]).collect();
             let Ok(launch) = rebind(launch, &reads, k2.out, region) else { continue };
-            out.push((launch, kernels));
+            out.push(FusedAttention { launch, kernels, name: k2.name.clone(), graph: sub });
         }
     }
     out
 }
 
+/// An attention inside a larger graph as one launch of the attention
+/// template ([`attention_regions`]).
+pub struct FusedAttention {
+    /// The launch, bound to the program's buffers.
+    pub launch: Launch,
+    /// The indices in `p.kernels` of the region kernels it replaces,
+    /// increasing.
+    pub kernels: Vec<usize>,
+    /// The name of the kernel of its second contraction, whose output it
+    /// writes.
+    pub name: String,
+    /// The attention as a graph of its own, what the template took.
+    pub graph: Graph,
+}
+
 /// The regions of `g` (lowered as for the GPU's templates,
-/// [`region_options`]) that have a template's
-/// pattern, each as a graph of its own ([`region_graph`]) named by its
-/// kernel: what the `plan` dump ranks for a graph no template takes whole.
+/// [`region_options`]) that have a template's pattern, each as a graph of
+/// its own named by its kernel, as `target`'s lowering forms them: an
+/// attention fused from several regions ([`attention_regions`], ranked by
+/// `estimator`) as its attention graph in place of those regions, every
+/// other region as [`region_graph`] makes it. What the `plan` dump ranks
+/// for a graph no template takes whole.
 ///
 /// Errors: those of the CPU back end's lowering and of [`region_graph`].
-pub fn region_graphs(g: &Graph) -> DResult<Vec<(String, Graph)>> {
+pub fn region_graphs(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Vec<(String, Graph)>> {
     let p = crate::cpu::from_tiny::lower_with(g, &region_options())?;
     let stored = stored_values(g, &p);
+    let mut fused = attention_regions(g, &p, &stored, target, estimator);
     let mut out = Vec::new();
-    for k in &p.kernels {
+    for (i, k) in p.kernels.iter().enumerate() {
+        if let Some(f) = fused.iter().position(|f| f.kernels.contains(&i)) {
+            if fused[f].kernels.last() == Some(&i) {
+                let f = fused.remove(f);
+                out.push((f.name, f.graph));
+            }
+            continue;
+        }
         if let Some(r) = region_graph(g, &p, &stored, k) {
             let (sub, _) = r?;
             if pattern_of(&sub).is_some() {
