@@ -3,7 +3,7 @@
 
 mod harness;
 
-use harness::{assert_close, compile, compile_with, data, Scratch};
+use harness::{assert_close, compile, compile_with, data, f32_inputs, Scratch};
 
 use crate::diag::ErrorName;
 use crate::sym::Dim;
@@ -733,15 +733,7 @@ fn few_row_contractions_read_a_factor_in_place() {
         let lib = compile(&g);
         assert!(lib.c_src.contains("pk_rt->ukernel_direct("), "not read in place in C:\n{}", lib.c_src);
         assert!(lib.rust_src.contains("cpu_rt::ukernel_direct("), "not read in place in Rust:\n{}", lib.rust_src);
-        let inputs: Vec<Vec<f64>> = g
-            .inputs()
-            .into_iter()
-            .enumerate()
-            .map(|(k, id)| {
-                let n: i64 = g.shape(id).iter().map(|d| d.as_int().unwrap()).product();
-                data(7000 + 10 * gi as u64 + k as u64, n as usize, -1.0, 1.0, DType::F32)
-            })
-            .collect();
+        let inputs = f32_inputs(&g, 7000 + 10 * gi as u64);
         let (c, r) = lib.run(&inputs, &[]);
         assert_eq!((c.rc, r.rc), (0, 0), "{}", g.name);
     }
@@ -871,15 +863,7 @@ fn pooled_convolutions_match_the_interpreter() {
         let packed = cs.form != Form::Plain;
         assert_eq!(lib.c_src.contains("pk_rt->ukernel("), packed, "C of case {t}:\n{}", lib.c_src);
         assert_eq!(lib.rust_src.contains("cpu_rt::ukernel("), packed, "Rust of case {t}:\n{}", lib.rust_src);
-        let inputs: Vec<Vec<f64>> = g
-            .inputs()
-            .into_iter()
-            .enumerate()
-            .map(|(j, id)| {
-                let len: i64 = g.shape(id).iter().map(|d| d.as_int().unwrap()).product();
-                data(7000 + 10 * t as u64 + j as u64, len as usize, -1.0, 1.0, DType::F32)
-            })
-            .collect();
+        let inputs = f32_inputs(&g, 7000 + 10 * t as u64);
         let (c_run, r_run) = lib.run(&inputs, &[]);
         assert_eq!((c_run.rc, r_run.rc), (0, 0), "case {t}");
     }
@@ -914,15 +898,7 @@ fn copied_windows_match_the_interpreter() {
             "case {gi}: not copied in Rust:\n{}",
             lib.rust_src
         );
-        let inputs: Vec<Vec<f64>> = g
-            .inputs()
-            .into_iter()
-            .enumerate()
-            .map(|(k, id)| {
-                let n: i64 = g.shape(id).iter().map(|d| d.as_int().unwrap()).product();
-                data(7100 + 10 * gi as u64 + k as u64, n as usize, -1.0, 1.0, DType::F32)
-            })
-            .collect();
+        let inputs = f32_inputs(&g, 7100 + 10 * gi as u64);
         let (c, r) = lib.run(&inputs, &[]);
         assert_eq!((c.rc, r.rc), (0, 0), "case {gi}");
     }

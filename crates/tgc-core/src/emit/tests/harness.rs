@@ -301,6 +301,19 @@ pub fn assert_close(got: &[f64], want: &[f64], dt: DType, what: &str) {
     }
 }
 
+/// One vector of [`data`] in `[-1, 1)` per input of `g` (concrete shapes,
+/// f32 values), input `k` seeded `seed + k`.
+pub fn f32_inputs(g: &crate::tiny::Graph, seed: u64) -> Vec<Vec<f64>> {
+    g.inputs()
+        .into_iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let n: i64 = g.shape(id).iter().map(|d| d.as_int().expect("a concrete shape")).product();
+            data(seed + k as u64, n as usize, -1.0, 1.0, DType::F32)
+        })
+        .collect()
+}
+
 /// Deterministic pseudo-random values in `[lo, hi)`, rounded to `dt`.
 pub fn data(seed: u64, n: usize, lo: f64, hi: f64, dt: DType) -> Vec<f64> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;

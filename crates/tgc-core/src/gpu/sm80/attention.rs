@@ -103,14 +103,6 @@ impl Algorithm {
             Algorithm::StreamingSoftmax2Pass => "streaming_softmax_2pass",
         }
     }
-
-    /// Passes over the keys: 1 or 2.
-    pub fn passes(self) -> u64 {
-        match self {
-            Algorithm::OnlineSoftmax => 1,
-            Algorithm::StreamingSoftmax2Pass => 2,
-        }
-    }
 }
 
 /// The kernel's parameters, in ABI order.
@@ -267,7 +259,6 @@ struct Ids {
 
 /// The shared-memory tiles and the registers the parts of the kernel
 /// share.
-#[derive(Clone)]
 struct Regs {
     qs: SmemRef,
     ks: SmemRef,
