@@ -1540,7 +1540,7 @@ impl Printer<'_> {
 
     /// A reduction in `k.lanes` split accumulators `acc_l[]` ([`lanes`]'s
     /// rule: value `j` of the innermost reduce loop to lane `j mod L`, the
-    /// lanes folded pairwise), at indentation `depth`; declares `acc`.
+    /// lanes folded in halves), at indentation `depth`; declares `acc`.
     fn split_reduction(&mut self, s: &mut String, k: &Kernel, r: &Reduction, depth: usize) {
         let lanes = k.lanes;
         let ty = compute_ty(r.dtype);
@@ -1574,15 +1574,12 @@ impl Printer<'_> {
             d -= 1;
             let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
         }
-        // The pairwise fold of the lanes ([`lanes`]'s rule).
-        let folded = self.binary(r.op.combine(), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
-        let _ = writeln!(
-            s,
-            "{:w$}for (int64_t pk_s = 1; pk_s < {lanes}; pk_s *= 2)
-{:w$}    for (int64_t pk_a = 0; pk_a + pk_s < {lanes}; pk_a += 2 * pk_s)
-{:w$}        acc_l[pk_a] = {folded};",
-            "", "", ""
-        );
+        // The halving fold of the lanes ([`lanes`]'s rule), one loop of a
+        // constant trip count per step, which the vectoriser packs.
+        for half in lanes::fold_steps(lanes) {
+            let folded = self.binary(r.op.combine(), "acc_l[pk_a]".into(), format!("acc_l[pk_a + {half}]"), r.dtype);
+            let _ = writeln!(s, "{:w$}for (int64_t pk_a = 0; pk_a < {half}; pk_a += 1) acc_l[pk_a] = {folded};", "");
+        }
         let _ = writeln!(s, "{:w$}const {ty} acc = acc_l[0];", "");
     }
 }

@@ -27,7 +27,7 @@ use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, Scan, SCAN_BLOCK, SCAN_LANES};
 use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
-use crate::cpu::{lower_with, Options};
+use crate::cpu::{lanes, lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
 use crate::sym::Dim;
@@ -946,26 +946,12 @@ fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth
         d -= 1;
         let _ = writeln!(s, "{:w$}}}", "", w = d * 4);
     }
-    // The pairwise fold of the lanes ([`lanes`]'s rule).
-    let folded = binary(r.op.combine(), "acc_l[pk_a]".into(), "acc_l[pk_a + pk_s]".into(), r.dtype);
-    let _ = writeln!(
-        s,
-        "{:w$}let mut pk_s = 1usize;
-{:w$}while pk_s < {lanes} {{
-{:w$}    for pk_a in (0..{lanes} - pk_s).step_by(2 * pk_s) {{
-{:w$}        acc_l[pk_a] = {folded};
-{:w$}    }}
-{:w$}    pk_s *= 2;
-{:w$}}}",
-        "",
-        "",
-        "",
-        "",
-        "",
-        "",
-        "",
-        w = depth * 4
-    );
+    // The halving fold of the lanes ([`lanes`]'s rule), one loop of a
+    // constant trip count per step.
+    for half in lanes::fold_steps(lanes) {
+        let folded = binary(r.op.combine(), "acc_l[pk_a]".into(), format!("acc_l[pk_a + {half}]"), r.dtype);
+        let _ = writeln!(s, "{:w$}for pk_a in 0usize..{half} {{ acc_l[pk_a] = {folded}; }}", "", w = depth * 4);
+    }
     let _ = writeln!(s, "{:w$}let acc: {ty} = acc_l[0];", "", w = depth * 4);
 }
 

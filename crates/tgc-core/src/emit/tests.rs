@@ -513,9 +513,11 @@ fn padded_row_max_snapshots() {
                     (void)i1;
                     acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], ((i1 - 1 >= 0) ? tgc_f16_to_f32(in0[s_K*i0 + i1 - 1]) : (-1.0f)));
                 }
-                for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-                    for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                        acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
+                for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
                 const float acc = acc_l[0];
                 out0[i0] = tgc_relu_f32(acc);
             }
@@ -596,13 +598,11 @@ fn padded_row_max_snapshots() {
                         let i1: i64 = pk_full + pk_l as i64;
                         acc_l[pk_l] = max_f32(acc_l[pk_l], (if i1 - 1 >= 0 { in0[(s_K*i0 + i1 - 1) as usize].to_f32() } else { (-1.0f32) }));
                     }
-                    let mut pk_s = 1usize;
-                    while pk_s < 32 {
-                        for pk_a in (0..32 - pk_s).step_by(2 * pk_s) {
-                            acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
-                        }
-                        pk_s *= 2;
-                    }
+                    for pk_a in 0usize..16 { acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + 16]); }
+                    for pk_a in 0usize..8 { acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + 8]); }
+                    for pk_a in 0usize..4 { acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + 4]); }
+                    for pk_a in 0usize..2 { acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + 2]); }
+                    for pk_a in 0usize..1 { acc_l[pk_a] = max_f32(acc_l[pk_a], acc_l[pk_a + 1]); }
                     let acc: f32 = acc_l[0];
                     out0[i0 as usize] = relu_f32(acc);
                 }
