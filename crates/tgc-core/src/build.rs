@@ -490,7 +490,8 @@ impl Kernels {
         // kernels' own `fmaf` are the only fused operations), so every clone
         // and both printers give the same bits; no FP exception flags or
         // errno, so the vectoriser can work.
-        for flag in tgc_runtime::cpu::VALUE_CFLAGS {
+        // And the optimisation flags past the level (`OPT_CFLAGS`).
+        for flag in tgc_runtime::cpu::OPT_CFLAGS.iter().chain(tgc_runtime::cpu::VALUE_CFLAGS) {
             build.flag_if_supported(flag);
         }
         build.try_compile(lib).map_err(|e| BuildError::CCompiler(e.to_string()))?;

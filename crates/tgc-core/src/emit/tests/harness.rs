@@ -166,6 +166,7 @@ pub fn compile_with(g: &Graph, opts: &crate::cpu::Options) -> Compiled {
     let c_lib = dir.0.join("libk.so");
     let cc = Command::new("cc")
         .args(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Werror"])
+        .args(tgc_runtime::cpu::OPT_CFLAGS)
         .args(tgc_runtime::cpu::VALUE_CFLAGS)
         .arg("-o")
         .arg(&c_lib)
