@@ -111,9 +111,11 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
             (void)i1;
             acc_l[pk_l] = (acc_l[pk_l] + (tgc_f16_to_f32(in0[s_K*i0 + i1]) * tgc_f16_to_f32(in1[i1])));
         }
-        for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-            for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
+        for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+        for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+        for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+        for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+        for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
         const float acc = acc_l[0];
         out0[i0] = tgc_f32_to_f16(tgc_round_f16(acc));
     }

@@ -368,9 +368,11 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
                         (void)i3;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                            acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
                     const float acc = acc_l[0];
                     tmp1[s_M*i1 + i2] = acc;
                 }
@@ -413,9 +415,11 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
                         (void)i3;
                         acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
                     const float acc = acc_l[0];
                     tmp3[s_M*i1 + i2] = acc;
                 }

@@ -136,9 +136,11 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
                             }
                         }
                     }
-                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
                     const float acc = acc_l[0];
                     out0[s_Cout*s_Ox*s_Oy*i0 + s_Ox*s_Oy*i1 + s_Ox*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((acc + tgc_f16_to_f32(in2[i1]))));
                 }

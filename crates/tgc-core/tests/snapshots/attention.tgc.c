@@ -119,9 +119,11 @@ TGC_CLONES static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t 
         (void)i0;
         acc_l[pk_l] = (acc_l[pk_l] + 1.0f);
     }
-    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
+    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
     const float acc = acc_l[0];
     tmp0[0] = acc;
 #pragma endscop
@@ -356,9 +358,11 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
                         (void)i3;
                         acc_l[pk_l] = tgc_max_f32(acc_l[pk_l], tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                            acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + pk_s]);
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
                     const float acc = acc_l[0];
                     tmp2[s_M*i1 + i2] = acc;
                 }
@@ -401,9 +405,11 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
                         (void)i3;
                         acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
                     }
-                    for (int64_t pk_s = 1; pk_s < 32; pk_s *= 2)
-                        for (int64_t pk_a = 0; pk_a + pk_s < 32; pk_a += 2 * pk_s)
-                            acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + pk_s]);
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
                     const float acc = acc_l[0];
                     tmp4[s_H*s_M*i0 + s_M*i1 + i2] = acc;
                 }
