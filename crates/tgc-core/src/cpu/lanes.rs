@@ -47,7 +47,7 @@ pub const LANES: usize = 32;
 /// two), widest first: `lanes/2, …, 2, 1` (empty for one lane).
 pub fn fold_steps(lanes: usize) -> impl Iterator<Item = usize> {
     debug_assert!(lanes.is_power_of_two(), "{lanes} lanes");
-    std::iter::successors(Some(lanes / 2), |&h| (h > 1).then_some(h / 2)).filter(|&h| h > 0)
+    std::iter::successors((lanes > 1).then_some(lanes / 2), |&h| (h > 1).then_some(h / 2))
 }
 
 /// Sets [`Kernel::lanes`](super::loop_ir::Kernel::lanes) of every kernel of `p`: [`LANES`] for a

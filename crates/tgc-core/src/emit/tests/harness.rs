@@ -164,10 +164,10 @@ pub fn compile_with(g: &Graph, opts: &crate::cpu::Options) -> Compiled {
     let c_path = dir.0.join("k.c");
     std::fs::write(&c_path, &c_src).unwrap();
     let c_lib = dir.0.join("libk.so");
+    // The runtime's flags, and every warning as an error.
     let cc = Command::new("cc")
-        .args(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Werror"])
-        .args(tgc_runtime::cpu::OPT_CFLAGS)
-        .args(tgc_runtime::cpu::VALUE_CFLAGS)
+        .args(tgc_runtime::cpu::cflags())
+        .args(["-Wall", "-Wextra", "-Wno-unknown-pragmas", "-Werror"])
         .arg("-o")
         .arg(&c_lib)
         .arg(&c_path)
