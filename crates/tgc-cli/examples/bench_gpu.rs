@@ -44,7 +44,10 @@
 //! the MMA template, the fused attention, SIMT kernels for the rest)
 //! against the same encoder in PyTorch (`transformers`' `BertModel` in
 //! f16 with SDPA attention, then the masked mean pooling and L2
-//! normalisation), in sequences per second.
+//! normalisation), in sequences per second; a second tgc column runs the
+//! same launches captured once as a CUDA Graph ([`Gpu::capture`], on a
+//! stream of its own) and replayed, one driver call per run: the launch
+//! overhead a graph saves.
 //!
 //! With `--rows` it runs only the softmax, layernorm and cumsum rows, with
 //! `--conv` only the convolutions, with `--attention` only attention, with
@@ -330,7 +333,10 @@ const MINILM: [(usize, usize); 3] = [(1, 128), (8, 128), (32, 128)];
 /// The [`MINILM`] rows whose name contains `only`; whether a tgc case
 /// failed.
 fn minilm_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
-    println!("{:<6} {:<12} {:>10} {:>10} {:>8}", "dtype", "MiniLM B×S", "tgc seq/s", "torch seq/s", "ratio");
+    println!(
+        "{:<6} {:<12} {:>10} {:>12} {:>10} {:>8}",
+        "dtype", "MiniLM B×S", "tgc seq/s", "graph seq/s", "torch seq/s", "ratio"
+    );
     let text = include_str!("../../../examples/minilm/graphs/minilm.tgc").replace("f32[", "f16[");
     let mut failed = false;
     for &(b, s) in &MINILM {
@@ -340,14 +346,23 @@ fn minilm_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
         }
         let dims = [("B".to_string(), b as i64), ("S".to_string(), s as i64)].into_iter().collect();
         let graph = pipeline::load(&text, Format::Dsl, None).and_then(|l| l.graph.bind(&dims));
-        let secs = graph
-            .map_err(|d| d.to_string())
-            .and_then(|g| tgc_seconds_graph(gpu, &g, &format!("minilm{b}x{s}"), iters, &cost::Analytic));
+        let graph = graph.map_err(|d| d.to_string());
+        let secs =
+            graph.clone().and_then(|g| tgc_seconds_graph(gpu, &g, &format!("minilm{b}x{s}"), iters, &cost::Analytic));
+        let replayed = graph.and_then(|g| replay_seconds(gpu, &g, &format!("minilm{b}x{s}"), iters));
+        let replayed = match replayed {
+            Ok(t) => format!("{:.1}", b as f64 / t),
+            Err(e) => {
+                eprintln!("MiniLM {case} as a CUDA Graph: {e}");
+                failed = true;
+                "failed".into()
+            }
+        };
         let torch_case = ["f16", "minilm", &format!("{b},{s}"), "0", "0", "none"];
         let pair = pair(&format!("MiniLM {case}"), secs, &torch_case, iters, b as f64);
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(0, 2);
-        println!("{:<6} {case:<12} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
+        println!("{:<6} {case:<12} {tgc:>10} {replayed:>12} {torch:>10} {ratio:>8}", "f16");
     }
     failed
 }
@@ -412,15 +427,8 @@ fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &
         gpu::GpuError::Diag(d) => d.to_string(),
         gpu::GpuError::Runtime(e) => e.to_string(),
     };
-    let mut inputs = Vec::new();
-    for (i, id) in g.inputs().into_iter().enumerate() {
-        let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap_or(1) as usize).collect();
-        let n = shape.iter().product();
-        let values = tgc_runtime::tensor::sample_values(i as u64 + 1, n);
-        inputs.push(HostTensor::from_f64(g.dtype(id), &shape, &values).map_err(|e| e.to_string())?);
-    }
     let mut c = gpu::Compiled::with_estimator(gpu, g, key, estimator).map_err(err)?;
-    c.upload(&inputs).map_err(err)?;
+    c.upload(&sample_inputs(g)?).map_err(err)?;
     c.run().map_err(err)?;
     gpu.synchronize().map_err(|e| e.to_string())?;
     let start = Instant::now();
@@ -428,6 +436,49 @@ fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &
         c.run().map_err(err)?;
     }
     gpu.synchronize().map_err(|e| e.to_string())?;
+    Ok(start.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// Sample values (`tensor::sample_values`, seeded by input position) for
+/// each input of `g`, every dimension bound.
+fn sample_inputs(g: &Graph) -> Result<Vec<HostTensor>, String> {
+    let mut inputs = Vec::new();
+    for (i, id) in g.inputs().into_iter().enumerate() {
+        let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap_or(1) as usize).collect();
+        let n = shape.iter().product();
+        let values = tgc_runtime::tensor::sample_values(i as u64 + 1, n);
+        inputs.push(HostTensor::from_f64(g.dtype(id), &shape, &values).map_err(|e| e.to_string())?);
+    }
+    Ok(inputs)
+}
+
+/// Seconds per run of the graph's launches replayed as one CUDA Graph: on
+/// a stream of its own (the default stream cannot be captured), one direct
+/// run, one captured, a warm-up replay, then ITERS replays between two
+/// synchronisations.
+fn replay_seconds(gpu: &Gpu, g: &Graph, key: &str, iters: usize) -> Result<f64, String> {
+    let stream = gpu.new_stream().map_err(|e| e.to_string())?;
+    let err = |e: gpu::GpuError| match e {
+        gpu::GpuError::Diag(d) => d.to_string(),
+        gpu::GpuError::Runtime(e) => e.to_string(),
+    };
+    let mut c = gpu::Compiled::new(&stream, g, key).map_err(err)?;
+    c.upload(&sample_inputs(g)?).map_err(err)?;
+    c.run().map_err(err)?;
+    let replay = stream.capture(|_| {
+        c.run().map_err(|e| match e {
+            gpu::GpuError::Runtime(e) => e,
+            gpu::GpuError::Diag(d) => tgc_runtime::Error::Kernel(d.to_string()),
+        })
+    });
+    let replay = replay.map_err(|e| e.to_string())?;
+    replay.replay().map_err(|e| e.to_string())?;
+    stream.synchronize().map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    for _ in 0..iters {
+        replay.replay().map_err(|e| e.to_string())?;
+    }
+    stream.synchronize().map_err(|e| e.to_string())?;
     Ok(start.elapsed().as_secs_f64() / iters as f64)
 }
 

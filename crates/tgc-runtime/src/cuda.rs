@@ -32,9 +32,19 @@
 //! same shape cluster replay with one driver call ([`Graphs`] keeps one per
 //! cluster).
 //!
+//! Streams: the work of one handle is queued on its one stream, in order
+//! (a program's copies, temporaries and launches). Handles made by
+//! [`Gpu::new_stream`] run concurrently and nothing orders them for the
+//! caller: a buffer one stream writes and another reads or frees needs
+//! [`Gpu::synchronize`] on the first in between. cudarc's automatic
+//! per-buffer events are off ([`Gpu::new`]); with them a captured run
+//! waited on uncaptured events and the capture failed.
+//!
 //! Nothing here panics on a missing driver or device: cudarc panics when a
 //! driver function is called without `libcuda`, so [`Gpu::new`] checks
 //! `is_culib_present` before any other call.
+
+mod tma;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,6 +61,7 @@ use cudarc::nvrtc::Ptx;
 pub use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchArgs, PushKernelArg};
 
 pub use crate::launch::{grid_extent, Launch, Limits, Step, StepArg, Steps, DEFAULT_DYNAMIC_SMEM_BYTES};
+pub use tma::{check_tile_map, Swizzle, TensorMap, TileMap};
 
 use crate::model::{ConstPool, WeightSpec};
 use crate::{Error, Result};
@@ -183,6 +194,9 @@ pub enum KernelArg {
     I32(i32),
     /// A `long long`.
     I64(i64),
+    /// A TMA tensor map, by value (`const __grid_constant__ CUtensorMap`,
+    /// 128 bytes), from [`Gpu::tensor_map`].
+    TensorMap(TensorMap),
 }
 
 /// One GPU: its primary context, the stream kernels run on, and the
@@ -227,6 +241,14 @@ impl Gpu {
             return Err(Error::NoDevice(format!("device {ordinal} asked for, {count} visible")));
         }
         let ctx = CudaContext::new(ordinal).map_err(driver("creating the context"))?;
+        // SAFETY: no buffer of this context handle exists yet. tgc orders
+        // its GPU work itself (module doc, "Streams"), so cudarc's event
+        // tracking — a wait on each buffer's last write and a record of each
+        // use at every launch and copy — is turned off: it adds driver
+        // calls to every launch, and inside a stream capture its wait on an
+        // event recorded before the capture began fails the capture
+        // (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, seen on an H200).
+        unsafe { ctx.disable_event_tracking() };
         let (major, minor) = ctx.compute_capability().map_err(driver("reading the compute capability"))?;
         let attr = |a| ctx.attribute(a).map(|v| v.max(0) as u32).map_err(driver("reading a device attribute"));
         let limits = Limits {
@@ -246,12 +268,34 @@ impl Gpu {
     /// Another handle on this device with a new stream of its own; it shares
     /// this handle's context and loaded modules. Work queued on the two
     /// streams may run concurrently: a buffer one writes and the other reads
-    /// needs [`Gpu::synchronize`] on the writer first.
+    /// or frees needs [`Gpu::synchronize`] on the writer first (no event
+    /// orders them: module doc, "Streams").
     ///
     /// Errors: [`Error::Kernel`] when the driver cannot create the stream.
     pub fn new_stream(&self) -> Result<Gpu> {
         let stream = self.ctx.new_stream().map_err(driver("creating a stream"))?;
         Ok(Gpu { ctx: self.ctx.clone(), stream, sm: self.sm, limits: self.limits, modules: self.modules.clone() })
+    }
+
+    /// The TMA tensor map of `map` over the buffer at device `address`
+    /// (named `name` in errors), for a launch argument
+    /// ([`KernelArg::TensorMap`]); the map holds the address, so it serves
+    /// that buffer only.
+    ///
+    /// Errors: those of [`check_tile_map`], before any driver call;
+    /// [`Error::Kernel`] when the driver is older than CUDA 12.0 (no TMA)
+    /// or refuses the map.
+    pub fn tensor_map(&self, name: &str, address: u64, map: &TileMap) -> Result<TensorMap> {
+        check_tile_map(name, address, map)?;
+        let mut version = 0;
+        // SAFETY: writes one int; the driver library is loaded (`Gpu::new`).
+        let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+        if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS || version < 12000 {
+            return Err(Error::Kernel(format!("tensor maps need a CUDA 12.0 driver or newer, this one is {version}")));
+        }
+        self.ctx.bind_to_thread().map_err(driver("making the context current"))?;
+        // SAFETY: the context is current and the map was checked.
+        unsafe { tma::encode(address, map) }
     }
 
     /// The device's architecture as `10 * major + minor` (90 for an H100).
@@ -342,6 +386,7 @@ impl Gpu {
                 KernelArg::Ptr(p) => b.arg(p),
                 KernelArg::I32(v) => b.arg(v),
                 KernelArg::I64(v) => b.arg(v),
+                KernelArg::TensorMap(m) => b.arg(m),
             };
         }
         // SAFETY: the caller's contract.
@@ -838,5 +883,114 @@ DONE:
         let replayed = time(&mut || replay.replay().unwrap());
         expect(gpu.download(&b).unwrap());
         eprintln!("32 launches: {direct:.1} µs queued one by one, {replayed:.1} µs as one CUDA Graph replay");
+    }
+
+    /// One TMA box load (sm_90): thread 0 arms an mbarrier for 512 bytes and
+    /// issues `cp.async.bulk.tensor` with a map from [`Gpu::tensor_map`]
+    /// passed by value; every thread waits on the barrier's phase and
+    /// writes one element of the 8×16 f32 box. Lanes are one per element.
+    const TMA_BOX_PTX: &str = r".version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry tma_box(
+    .param .align 64 .b8 tma_box_param_0[128],
+    .param .u64 tma_box_param_1,
+    .param .u32 tma_box_param_2,
+    .param .u32 tma_box_param_3
+)
+{
+    .reg .pred p<2>;
+    .reg .b32 r<8>;
+    .reg .b64 rd<6>;
+    .reg .f32 f0;
+    .shared .align 128 .b8 tile[512];
+    .shared .align 8 .b64 bar;
+
+    mov.u32 r0, %tid.x;
+    mov.u32 r1, bar;
+    mov.u32 r2, tile;
+    setp.eq.u32 p0, r0, 0;
+    @!p0 bra SYNC;
+    mbarrier.init.shared::cta.b64 [r1], 1;
+    fence.mbarrier_init.release.cluster;
+SYNC:
+    bar.sync 0;
+    @!p0 bra WAIT;
+    mov.b64 rd0, tma_box_param_0;
+    cvta.param.u64 rd1, rd0;
+    ld.param.u32 r3, [tma_box_param_2];
+    ld.param.u32 r4, [tma_box_param_3];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [r1], 512;
+    cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [r2], [rd1, {r3, r4}], [r1];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 p1, [r1], 0;
+    @!p1 bra WAIT;
+    shl.b32 r5, r0, 2;
+    add.u32 r6, r2, r5;
+    ld.shared.f32 f0, [r6];
+    ld.param.u64 rd2, [tma_box_param_1];
+    cvta.to.global.u64 rd3, rd2;
+    cvt.u64.u32 rd4, r5;
+    add.s64 rd5, rd3, rd4;
+    st.global.f32 [rd5], f0;
+    ret;
+}
+";
+
+    /// A tensor map made here and passed by value loads the box it
+    /// describes, with the part of the box outside the tensor zero-filled.
+    /// Without a driver (CI): `NoDevice`; on a GPU older than sm_90 (no
+    /// TMA) the GPU half is reported skipped.
+    #[test]
+    fn a_tensor_map_loads_its_box_with_zeros_outside_or_no_device() {
+        let gpu = match Gpu::new(0) {
+            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+                panic!("TGC_GPU=1 but there is no GPU: {why}")
+            }
+            Err(Error::NoDevice(why)) => {
+                eprintln!("skipped the GPU half of this test (TMA tensor map): {why}");
+                return;
+            }
+            other => other.expect("a GPU is present"),
+        };
+        if gpu.sm() < 90 {
+            eprintln!("skipped the GPU half of this test: sm_{} has no TMA (sm_90 and newer)", gpu.sm());
+            return;
+        }
+        // A 20 × 40 f32 tensor holding its element indices.
+        let (rows, cols) = (20usize, 40usize);
+        let x: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+        let dx = gpu.upload(&x).unwrap();
+        let map = TileMap {
+            dtype: crate::DType::F32,
+            dims: vec![cols as u64, rows as u64],
+            strides: vec![(cols * 4) as u64],
+            box_dims: vec![16, 8],
+            swizzle: Swizzle::None,
+        };
+        let tm = gpu.tensor_map("x", DeviceArg::<f32>::address(&dx), &map).unwrap();
+        let misaligned = gpu.tensor_map("x", DeviceArg::<f32>::address(&dx) + 4, &map);
+        assert_eq!(misaligned, Err(Error::Misaligned { arg: "x".into(), align: 16 }));
+        let m = Module { name: "tma_box_test", cubins: &[], ptx: TMA_BOX_PTX };
+        let launch = Launch { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0 };
+        for (c0, c1) in [(0usize, 0usize), (32, 16)] {
+            let dy = gpu.zeros::<f32>(128).unwrap();
+            let args = [
+                KernelArg::TensorMap(tm),
+                KernelArg::Ptr(DeviceArg::<f32>::address(&dy)),
+                KernelArg::I32(c0 as i32),
+                KernelArg::I32(c1 as i32),
+            ];
+            // SAFETY: the kernel takes (map, f32*, int, int) and writes 128
+            // f32 to y; the map describes x, live until after the download.
+            unsafe { gpu.launch_raw(&m, "tma_box", &launch, &args) }.unwrap();
+            let y = gpu.download(&dy).unwrap();
+            for (k, got) in y.iter().enumerate() {
+                let (r, c) = (c1 + k / 16, c0 + k % 16);
+                let want = if r < rows && c < cols { (r * cols + c) as f32 } else { 0.0 };
+                assert_eq!(*got, want, "box at ({c0}, {c1}), element {k} (row {r}, column {c})");
+            }
+        }
     }
 }
