@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use crate::affine::{AffAtom, AffExpr};
 use crate::sym::Dim;
 
-use super::loop_ir::{BufId, Kernel, Program, Role, RowGroup};
+use super::loop_ir::{BufId, Expr, Kernel, Program, Role, RowGroup};
 
 /// Sets [`Program::rows`]: every maximal run of at least two kernels of
 /// [`can_join`]'s form whose outermost loops have one extent and whose
@@ -83,6 +83,53 @@ pub fn plan(p: &mut Program) {
 /// packed nor strip-mined, not a scan) with an outermost output loop.
 pub fn can_join(k: &Kernel) -> bool {
     k.packed.is_none() && k.strips.is_empty() && k.scan.is_none() && !k.loops.is_empty()
+}
+
+/// Whether, in a row group, the split reduction `reduce` can run inside
+/// the innermost loop of `elementwise`, the kernel just before it (a
+/// softmax's `exp` and its sum; also two kernels that only share the row,
+/// as a softmax's division and a layernorm's sum of the same `x`):
+/// `elementwise` is a plain two-loop nest `(row, j)`; `reduce` has one
+/// output loop (the same row), one reduce loop over `j`'s extent, split
+/// lanes ([`super::lanes`]), no reduction computed at its reads, and reads
+/// `elementwise`'s output, if at all, only in its reduced value and only
+/// at the point `elementwise` just stored. Then the fused
+/// loop stores point `j` and adds it to lane `j mod L` in the order the
+/// two loops had, so every value and every lane's sum are the same bits;
+/// what it saves is the second pass over the row. The C printer fuses
+/// such pairs.
+pub fn reduces_in_producer_loop(elementwise: &Kernel, reduce: &Kernel) -> bool {
+    let Some(r) = &reduce.reduce else { return false };
+    let mut value_reads_it = false;
+    reduce.value.walk(&mut |e| match e {
+        Expr::Load { buf, .. } | Expr::Gather { buf, .. } => value_reads_it |= *buf == elementwise.out,
+        _ => {}
+    });
+    let mut gathers_it = false;
+    r.value.walk(&mut |e| {
+        if let Expr::Gather { buf, .. } = e {
+            gathers_it |= *buf == elementwise.out;
+        }
+    });
+    let mut reads_stored_point = true;
+    r.value.walk(&mut |e| {
+        if let Expr::Load { buf, index, .. } = e {
+            reads_stored_point &= *buf != elementwise.out || *index == elementwise.store_index;
+        }
+    });
+    can_join(elementwise)
+        && can_join(reduce)
+        && elementwise.reduce.is_none()
+        && elementwise.loops.len() == 2
+        && reduce.loops.len() == 1
+        && reduce.loops[0] == elementwise.loops[0]
+        && reduce.lanes > 1
+        && r.loops.len() == 1
+        && r.loops[0] == elementwise.loops[1]
+        && reduce.computed_at().is_empty()
+        && !value_reads_it
+        && !gathers_it
+        && reads_stored_point
 }
 
 /// Whether `index`, a subscript of buffer `buf` in kernel `k`, addresses
@@ -271,6 +318,37 @@ mod tests {
                 assert!(!after, "{} is read after its group", p.buffer(b).name);
             }
         }
+    }
+
+    /// Softmax's exp and its sum, its division and layernorm's sum of `x`
+    /// (independent), and layernorm's centring and its sum of squares fuse;
+    /// a sum reading a point of the row not yet stored, one not split into
+    /// lanes, or the pair in the other order does not.
+    #[test]
+    fn a_split_reduction_runs_in_its_producers_loop_only_at_the_stored_point() {
+        let p = program(
+            "graph<R, C> main(x: f32[R, C], g: f32[C], b: f32[C]) -> (y: f32[R, C], z: f32[R, C]) {
+                y = softmax(x, axis=-1)
+                z = layernorm(x, g, b, axis=-1, eps=1e-5)
+                return y, z
+            }",
+        );
+        let pairs: Vec<(usize, usize)> = (1..p.kernels.len())
+            .filter(|&j| reduces_in_producer_loop(&p.kernels[j - 1], &p.kernels[j]))
+            .map(|j| (j - 1, j))
+            .collect();
+        assert_eq!(pairs.len(), 3, "exp + sum, division + sum of x, centring + sum of squares: {pairs:?}");
+        let (e, r) = (&p.kernels[pairs[0].0], &p.kernels[pairs[0].1]);
+        let mut other_point = r.clone();
+        let red = other_point.reduce.as_mut().unwrap();
+        // The sum's value is the load of the exp's row; read the next point
+        // instead, which the fused loop has not stored yet.
+        let Expr::Load { buf, index, .. } = &mut red.value else { panic!("{:?}", red.value) };
+        assert_eq!(*buf, e.out);
+        *index = index.substitute(&[AffExpr::var(0), AffExpr::parse("i1 + 1").unwrap()]).unwrap();
+        assert!(!reduces_in_producer_loop(e, &other_point));
+        assert!(!reduces_in_producer_loop(e, &Kernel { lanes: 1, ..r.clone() }));
+        assert!(!reduces_in_producer_loop(r, e), "the order matters");
     }
 
     #[test]

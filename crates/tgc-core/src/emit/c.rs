@@ -646,15 +646,25 @@ impl Printer<'_> {
             self.prefetch_rows(s, ks, local);
         }
         self.local = local.iter().copied().collect();
-        for k in ks {
+        let mut i = 0;
+        while i < ks.len() {
+            let k = ks[i];
             let Nest::Loop(_, body) = k.nest() else { unreachable!("a kernel on the pool has an outermost loop") };
             if ks.len() == 1 {
                 self.nest(s, k, &body, 2);
+            } else if let Some(&next) = ks.get(i + 1).filter(|&&n| rows::reduces_in_producer_loop(k, n)) {
+                let _ = writeln!(s, "        {{ /* {}, {} in its loop */", k.name, next.name);
+                let r = next.reduce.as_ref().expect("reduces_in_producer_loop takes a reduction");
+                self.split_reduction(s, next, r, Some(k), 3);
+                self.store(s, next, 3);
+                s.push_str("        }\n");
+                i += 1;
             } else {
                 let _ = writeln!(s, "        {{ /* {} */", k.name);
                 self.nest(s, k, &body, 3);
                 s.push_str("        }\n");
             }
+            i += 1;
         }
         self.local.clear();
         s.push_str("    }\n");
@@ -1501,7 +1511,7 @@ impl Printer<'_> {
             *depth += 1;
         };
         if let (Some(r), true) = (&k.reduce, k.lanes > 1) {
-            self.split_reduction(s, k, r, depth);
+            self.split_reduction(s, k, r, None, depth);
         } else if let Some(r) = &k.reduce {
             let init = self.literal(r.op.identity(r.dtype), r.dtype);
             let _ = writeln!(s, "{:w$}{} acc = {init};", "", compute_ty(r.dtype), w = depth * 4);
@@ -1541,7 +1551,10 @@ impl Printer<'_> {
     /// A reduction in `k.lanes` split accumulators `acc_l[]` ([`lanes`]'s
     /// rule: value `j` of the innermost reduce loop to lane `j mod L`, the
     /// lanes folded in halves), at indentation `depth`; declares `acc`.
-    fn split_reduction(&mut self, s: &mut String, k: &Kernel, r: &Reduction, depth: usize) {
+    /// With `producer` (a row group's kernel before `k`,
+    /// [`rows::reduces_in_producer_loop`]), each point of the reduce loop
+    /// first stores `producer`'s point at `(i0, j)`.
+    fn split_reduction(&mut self, s: &mut String, k: &Kernel, r: &Reduction, producer: Option<&Kernel>, depth: usize) {
         let lanes = k.lanes;
         let ty = compute_ty(r.dtype);
         let init = self.literal(r.op.identity(r.dtype), r.dtype);
@@ -1568,6 +1581,9 @@ impl Printer<'_> {
         let x = self.expr(&r.value);
         let update = self.binary(r.op.combine(), "acc_l[pk_l]".into(), x, r.dtype);
         lane_chunks(s, v, None, &dim(inner, Lang::C), lanes, d, &mut |s, d| {
+            if let Some(e) = producer {
+                self.store(s, e, d);
+            }
             let _ = writeln!(s, "{:w$}acc_l[pk_l] = {update};", "", w = d * 4);
         });
         while d > depth {
