@@ -197,38 +197,6 @@ pub fn row_subscript(index: &AffExpr) -> AffExpr {
     index.substitute(&vals).expect("every variable of the subscript has a value")
 }
 
-/// The buffers a row group streams through the cache, for a printer to
-/// prefetch: `(reads, writes)`, each in id order — buffers of the group
-/// that are not `local`, every access of which addresses the current row
-/// ([`in_row`]); reads are the buffers the group loads and does not store,
-/// writes the ones it stores. A group passes over each row
-/// several times and the hardware's stream prefetchers see only the
-/// first pass's loads: the next row's reads can be fetched while the
-/// current row computes, and the current row's writes owned before the
-/// pass that stores them.
-pub fn streams(p: &Program, ks: &[&Kernel], local: &[BufId]) -> (Vec<BufId>, Vec<BufId>) {
-    let mut reads: BTreeSet<BufId> = BTreeSet::new();
-    let mut writes: BTreeSet<BufId> = BTreeSet::new();
-    let mut other: BTreeSet<BufId> = local.iter().copied().collect();
-    for k in ks {
-        for (b, index) in k.loads() {
-            if in_row(p, k, b, index) {
-                reads.insert(b);
-            } else {
-                other.insert(b);
-            }
-        }
-        other.extend(k.gathers());
-        if in_row(p, k, k.out, &k.store_index) {
-            writes.insert(k.out);
-        } else {
-            other.insert(k.out);
-        }
-    }
-    let reads = reads.into_iter().filter(|b| !other.contains(b) && !writes.contains(b)).collect();
-    (reads, writes.into_iter().filter(|b| !other.contains(b)).collect())
-}
-
 /// The number of elements of one row of `buf` (its row-major stride of
 /// axis 0).
 pub fn row_len(p: &Program, buf: BufId) -> Dim {
@@ -261,31 +229,6 @@ mod tests {
             (0..p.buffers.len() as u32).map(BufId).filter(|&b| p.buffer(b).role == Role::Temp).collect();
         assert!(!temps.is_empty());
         assert_eq!(g.local, temps);
-    }
-
-    /// A layernorm streams `x` in and `y` out; `gamma` and `beta`, the same
-    /// for every row, are not streamed, nor are the local temporaries; a
-    /// temporary that outlives the group is written, not read ahead.
-    #[test]
-    fn a_group_streams_its_rows_in_and_out() {
-        let p = program(
-            "graph<R, C> main(x: f32[R, C], g: f32[C], b: f32[C]) -> (y: f32[R, C], e: f32[R, C]) {
-                m = max(x, axes=[1], keepdim=true)
-                e = exp(x - m)
-                y = layernorm(e, g, b, axis=-1, eps=1e-5)
-                return y, e
-            }",
-        );
-        assert_eq!(p.rows.len(), 1, "{:?}", p.rows);
-        let g = &p.rows[0];
-        let ks: Vec<&Kernel> = p.kernels[g.kernels.clone()].iter().collect();
-        let (reads, writes) = streams(&p, &ks, &g.local);
-        let role = |b: &BufId| (p.buffer(*b).role, p.buffer(*b).label.clone());
-        assert_eq!(reads.iter().map(role).collect::<Vec<_>>(), [(Role::Input(0), "x".to_string())]);
-        let mut written: Vec<String> = writes.iter().map(|b| p.buffer(*b).label.clone()).collect();
-        written.sort();
-        assert_eq!(written, ["e", "y"]);
-        assert!(writes.iter().chain(&reads).all(|b| !g.local.contains(b)));
     }
 
     #[test]

@@ -334,18 +334,6 @@ static inline int32_t tgc_f32_to_i32(float x)
     ("tgc_v8f", "/* Eight floats in one register (GCC and Clang vector extensions). */\ntypedef float tgc_v8f __attribute__((vector_size(32)));\ntypedef int32_t tgc_v8i __attribute__((vector_size(32)));\n#if defined(__clang__)\n#define TGC_SHIFT8(z, v, d) ((d) == 1 ? __builtin_shufflevector(z, v, 0, 8, 9, 10, 11, 12, 13, 14) : (d) == 2 ? __builtin_shufflevector(z, v, 0, 1, 8, 9, 10, 11, 12, 13) : __builtin_shufflevector(z, v, 0, 1, 2, 3, 8, 9, 10, 11))\n#else\n#define TGC_SHIFT8(z, v, d) ((d) == 1 ? __builtin_shuffle(z, v, (tgc_v8i){0, 8, 9, 10, 11, 12, 13, 14}) : (d) == 2 ? __builtin_shuffle(z, v, (tgc_v8i){0, 1, 8, 9, 10, 11, 12, 13}) : __builtin_shuffle(z, v, (tgc_v8i){0, 1, 2, 3, 8, 9, 10, 11}))\n#endif"),
     ("tgc_scan8_add", "/* v[0..8] becomes its inclusive sum plus acc (loop_ir::SCAN_LANES; Hillis and Steele 1986): in one\n * register, v plus itself shifted up by 1, 2, then 4 lanes, -0.0 shifted in (which adds nothing). */\nstatic inline void tgc_scan8_add(float* v, float acc)\n{\n    const tgc_v8f z = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};\n    tgc_v8f s;\n    memcpy(&s, v, sizeof s);\n    s = s + TGC_SHIFT8(z, s, 1);\n    s = s + TGC_SHIFT8(z, s, 2);\n    s = s + TGC_SHIFT8(z, s, 4);\n    s = s + acc;\n    memcpy(v, &s, sizeof s);\n}"),
     ("tgc_scan8_mul", "/* v[0..8] becomes its inclusive product times acc, as tgc_scan8_add with 1 shifted in. */\nstatic inline void tgc_scan8_mul(float* v, float acc)\n{\n    const tgc_v8f z = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};\n    tgc_v8f s;\n    memcpy(&s, v, sizeof s);\n    s = s * TGC_SHIFT8(z, s, 1);\n    s = s * TGC_SHIFT8(z, s, 2);\n    s = s * TGC_SHIFT8(z, s, 4);\n    s = s * acc;\n    memcpy(v, &s, sizeof s);\n}"),
-    ("tgc_prefetch", concat!(
-        "/* Asks the cache for the n bytes at p ahead of their use, one 64-byte line at a time (for writing when\n",
-        " * write is 1): a hint, which changes no value. */\n",
-        "static inline void tgc_prefetch(const void* p, int64_t n, int write)\n{\n",
-        "#if defined(__GNUC__)\n",
-        "    for (int64_t o = 0; o < n; o += 64) {\n",
-        "        if (write) __builtin_prefetch((const char*)p + o, 1, 3);\n",
-        "        else __builtin_prefetch((const char*)p + o, 0, 3);\n",
-        "    }\n",
-        "#else\n",
-        "    (void)p;\n    (void)n;\n    (void)write;\n",
-        "#endif\n}")),
     ("tgc_gather_at", "/* GATHER's position for index value v on an axis of size d (tiny::op::gather_position):\n * negative counts from the end, then clamped to [0, d). */\nstatic inline int64_t tgc_gather_at(int32_t v, int64_t d) { int64_t i = v < 0 ? (int64_t)v + d : (int64_t)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }"),
 ];
 
@@ -642,9 +630,6 @@ impl Printer<'_> {
         let (open, close) = scop_pragmas(ks);
         s.push_str(open);
         let _ = writeln!(s, "    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {{");
-        if ks.len() > 1 {
-            self.prefetch_rows(s, ks, local);
-        }
         self.local = local.iter().copied().collect();
         let mut i = 0;
         while i < ks.len() {
@@ -744,32 +729,6 @@ impl Printer<'_> {
                 s,
                 "    pk_ctx.nt = pk_nt;\n    pk_ctx.rt = rt;\n    pk_ctx.failed = 0;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n    return pk_ctx.failed;\n}}"
             );
-        }
-    }
-
-    /// At the top of a row group's loop over `i0`: the next row of each
-    /// buffer it only reads and this row of each buffer it stores, asked
-    /// for ahead of use ([`rows::streams`]), unless the row is longer than
-    /// [`PREFETCH_ROW_BYTES`]. On the softmax of
-    /// `bench_cpu` (4096×1024, one thread of an AVX2 EPYC, 2026-11-28: the
-    /// row group's C called alone, best of 100 calls, two series of six
-    /// alternating runs) it took 8.2–8.3 ms without and 7.9 with; reads
-    /// only, or into L2 (`prefetcht1`), measured the same.
-    fn prefetch_rows(&mut self, s: &mut String, ks: &[&Kernel], local: &[BufId]) {
-        let p = self.p;
-        let (reads, writes) = rows::streams(p, ks, local);
-        for (bufs, row, write) in [(reads, "i0 + 1", 0), (writes, "i0", 1)] {
-            for b in bufs {
-                let name = &p.buffer(b).name;
-                let len = dim(&rows::row_len(p, b), Lang::C);
-                let bytes = format!("({len}) * (int64_t)sizeof({name}[0])");
-                let next = if write == 0 { "i0 + 1 < pk_hi && " } else { "" };
-                let _ = writeln!(
-                    s,
-                    "        if ({next}{bytes} <= {PREFETCH_ROW_BYTES}) tgc_prefetch(&{name}[({len}) * ({row})], {bytes}, {write});"
-                );
-                self.used.insert("tgc_prefetch");
-            }
         }
     }
 
@@ -1835,10 +1794,6 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
     }
 }
 
-/// The longest row a row group prefetches ([`Printer::prefetch_rows`]):
-/// half of a 32 KiB L1 data cache, so that the next row of an input and
-/// the current row of an output fit beside the rows in use.
-const PREFETCH_ROW_BYTES: i64 = 16384;
 
 /// Columns of a packed kernel's epilogue (not pooled) computed per group of
 /// constant size, so that GCC vectorises the group; 8 is one AVX2 vector

@@ -127,22 +127,6 @@ static inline float tgc_round_f16(float x) { return tgc_f16_to_f32(tgc_f32_to_f1
  * one select of two compares, which vectorises to four instructions. */
 static inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }
 
-/* Asks the cache for the n bytes at p ahead of their use, one 64-byte line at a time (for writing when
- * write is 1): a hint, which changes no value. */
-static inline void tgc_prefetch(const void* p, int64_t n, int write)
-{
-#if defined(__GNUC__)
-    for (int64_t o = 0; o < n; o += 64) {
-        if (write) __builtin_prefetch((const char*)p + o, 1, 3);
-        else __builtin_prefetch((const char*)p + o, 0, 3);
-    }
-#else
-    (void)p;
-    (void)n;
-    (void)write;
-#endif
-}
-
 /* k0 -> tmp0 (n8): n8 REDUCE; inlines n7 MUL, n6 EXPAND, n5 EXPAND; accumulates n8 REDUCE SUM in fp32 in a register */
 struct tgc_k0_tgc_main_ctx {
     const uint16_t* in0;
@@ -348,8 +332,6 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
     float* restrict tmp3 = (float* restrict)tgc_fresh(pk_ptrs[2]); /* one row */
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        if (i0 + 1 < pk_hi && (s_H*s_M*s_N) * (int64_t)sizeof(tmp0[0]) <= 16384) tgc_prefetch(&tmp0[(s_H*s_M*s_N) * (i0 + 1)], (s_H*s_M*s_N) * (int64_t)sizeof(tmp0[0]), 0);
-        if ((s_H*s_M*s_N) * (int64_t)sizeof(out0[0]) <= 16384) tgc_prefetch(&out0[(s_H*s_M*s_N) * (i0)], (s_H*s_M*s_N) * (int64_t)sizeof(out0[0]), 1);
         { /* k1 */
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {

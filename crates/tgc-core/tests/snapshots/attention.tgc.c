@@ -84,22 +84,6 @@ static inline float tgc_exp2f(float x)
  * one select of two compares, which vectorises to four instructions. */
 static inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }
 
-/* Asks the cache for the n bytes at p ahead of their use, one 64-byte line at a time (for writing when
- * write is 1): a hint, which changes no value. */
-static inline void tgc_prefetch(const void* p, int64_t n, int write)
-{
-#if defined(__GNUC__)
-    for (int64_t o = 0; o < n; o += 64) {
-        if (write) __builtin_prefetch((const char*)p + o, 1, 3);
-        else __builtin_prefetch((const char*)p + o, 0, 3);
-    }
-#else
-    (void)p;
-    (void)n;
-    (void)write;
-#endif
-}
-
 /* k0 -> tmp0 (n15): n15 REDUCE; inlines n14 EXPAND, n12 CONST; accumulates n15 REDUCE SUM in fp32 in a register */
 TGC_CLONES static void tgc_k0_tgc_attention(float* restrict tmp0, const int64_t s_D)
 {
@@ -337,9 +321,6 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
     float* restrict tmp2 = (float* restrict)tgc_fresh(pk_ptrs[0]); /* one row */
 #pragma scop
     for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
-        if (i0 + 1 < pk_hi && (s_H*s_M*s_N) * (int64_t)sizeof(tmp1[0]) <= 16384) tgc_prefetch(&tmp1[(s_H*s_M*s_N) * (i0 + 1)], (s_H*s_M*s_N) * (int64_t)sizeof(tmp1[0]), 0);
-        if ((s_H*s_M*s_N) * (int64_t)sizeof(tmp3[0]) <= 16384) tgc_prefetch(&tmp3[(s_H*s_M*s_N) * (i0)], (s_H*s_M*s_N) * (int64_t)sizeof(tmp3[0]), 1);
-        if ((s_H*s_M) * (int64_t)sizeof(tmp4[0]) <= 16384) tgc_prefetch(&tmp4[(s_H*s_M) * (i0)], (s_H*s_M) * (int64_t)sizeof(tmp4[0]), 1);
         { /* k2 */
             for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
                 for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
