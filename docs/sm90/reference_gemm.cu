@@ -72,6 +72,29 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     return r;
 }
 
+// A warpgroup's 64 × BN f32 accumulators (rows r0.., columns n0..) to C in
+// f16, bounds-checked. wgmma's D fragment: warp w holds rows 16w + g and
+// 16w + g + 8 (g = lane / 4), registers 4j..4j+3 columns 8j + 2(lane % 4)
+// and the next.
+template <int BN>
+__device__ __forceinline__ void store_tile(const float* d, unsigned short* __restrict__ c, int M, int N, int r0, int n0,
+                                           int tid) {
+    const int w = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int col = n0 + 8 * j + 2 * q;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = r0 + w * 16 + g + 8 * h;
+            if (row < M && col + 1 < N) {
+                *(unsigned*)(c + (long long)row * N + col) = pack_f16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            } else if (row < M && col < N) {
+                c[(long long)row * N + col] = (unsigned short)(pack_f16x2(d[4 * j + 2 * h], 0.f) & 0xffff);
+            }
+        }
+    }
+}
+
 // lbo/sbo: B's descriptor offsets in bytes (the probe tries both orders);
 // A's are (16, 1024): K-major 128B-swizzled rows of 128 bytes.
 template <int BN, int TB>
@@ -132,20 +155,7 @@ __device__ __forceinline__ void gemm_body(const TmaDesc* ta, const TmaDesc* tb, 
             if (kt > 0 && tid == 0) mbar_arrive(bars + 64 + 8 * ((kt - 1) % STAGES));
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        const int w = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int col = n0 + 8 * j + 2 * q;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = m0 + cw * 64 + w * 16 + g + 8 * h;
-                if (row < M && col + 1 < N) {
-                    *(unsigned*)(c + (long long)row * N + col) = pack_f16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-                } else if (row < M && col < N) {
-                    c[(long long)row * N + col] = (unsigned short)(pack_f16x2(d[4 * j + 2 * h], 0.f) & 0xffff);
-                }
-            }
-        }
+        store_tile<BN>(d, c, M, N, m0 + cw * 64, n0, tid);
     }
 }
 
@@ -216,20 +226,7 @@ __device__ __forceinline__ void gemm_ns_body(const TmaDesc* ta, const TmaDesc* t
         if (threadIdx.x == 0 && kt + STAGES - 1 < ktiles) issue(kt + STAGES - 1);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    const int w = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const int col = n0 + 8 * j + 2 * q;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = m0 + cw * 64 + w * 16 + g + 8 * h;
-            if (row < M && col + 1 < N) {
-                *(unsigned*)(c + (long long)row * N + col) = pack_f16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-            } else if (row < M && col < N) {
-                c[(long long)row * N + col] = (unsigned short)(pack_f16x2(d[4 * j + 2 * h], 0.f) & 0xffff);
-            }
-        }
-    }
+    store_tile<BN>(d, c, M, N, m0 + cw * 64, n0, tid);
 }
 extern "C" __global__ void __launch_bounds__(256, 1)
 gemm_ns128(const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, unsigned short* __restrict__ c,

@@ -796,6 +796,21 @@ DONE:
         assert!(z.iter().zip(&x).all(|(z, x)| *z == x + 2.0));
     }
 
+    /// Device 0, or `None` after saying that the GPU half of the test
+    /// (`what`) is skipped; with `TGC_GPU=1` a missing GPU fails the test.
+    fn gpu_or_skip(what: &str) -> Option<Gpu> {
+        match Gpu::new(0) {
+            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+                panic!("TGC_GPU=1 but there is no GPU: {why}")
+            }
+            Err(Error::NoDevice(why)) => {
+                eprintln!("skipped the GPU half of this test ({what}): {why}");
+                None
+            }
+            other => Some(other.expect("a GPU is present")),
+        }
+    }
+
     /// A model's ConstPool on the device and its runs replayed from CUDA
     /// Graphs. Without a driver (CI): `NoDevice` before any upload or
     /// capture. With a GPU: the uploaded weights are read by a kernel at
@@ -815,16 +830,7 @@ DONE:
             _ => write_weight(spec, dst, &[1i32, 2, 3]),
         })
         .unwrap();
-        let gpu = match Gpu::new(0) {
-            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
-                panic!("TGC_GPU=1 but there is no GPU: {why}")
-            }
-            Err(Error::NoDevice(why)) => {
-                eprintln!("skipped the GPU half of this test (ConstPool upload, CUDA Graph replay): {why}");
-                return;
-            }
-            other => other.expect("a GPU is present"),
-        };
+        let Some(gpu) = gpu_or_skip("ConstPool upload, CUDA Graph replay") else { return };
         // The default stream cannot be captured; a stream of its own can.
         assert!(gpu.capture(|_| Ok(())).is_err());
         let gpu = gpu.new_stream().unwrap();
@@ -944,16 +950,7 @@ WAIT:
     /// TMA) the GPU half is reported skipped.
     #[test]
     fn a_tensor_map_loads_its_box_with_zeros_outside_or_no_device() {
-        let gpu = match Gpu::new(0) {
-            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
-                panic!("TGC_GPU=1 but there is no GPU: {why}")
-            }
-            Err(Error::NoDevice(why)) => {
-                eprintln!("skipped the GPU half of this test (TMA tensor map): {why}");
-                return;
-            }
-            other => other.expect("a GPU is present"),
-        };
+        let Some(gpu) = gpu_or_skip("TMA tensor map") else { return };
         if gpu.sm() < 90 {
             eprintln!("skipped the GPU half of this test: sm_{} has no TMA (sm_90 and newer)", gpu.sm());
             return;
