@@ -1794,7 +1794,6 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
     }
 }
 
-
 /// Columns of a packed kernel's epilogue (not pooled) computed per group of
 /// constant size, so that GCC vectorises the group; 8 is one AVX2 vector
 /// of `f32`. On a 1024³ GEMM on one thread of an AVX2 EPYC (2026-11-28,
