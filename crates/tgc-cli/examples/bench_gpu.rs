@@ -423,10 +423,6 @@ fn tgc_seconds_with(gpu: &Gpu, text: &str, iters: usize, estimator: &dyn Estimat
 /// [`tgc_seconds_with`] of a loaded graph with every dimension bound;
 /// `key` names its module in the cache.
 fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &dyn Estimator) -> Result<f64, String> {
-    let err = |e: gpu::GpuError| match e {
-        gpu::GpuError::Diag(d) => d.to_string(),
-        gpu::GpuError::Runtime(e) => e.to_string(),
-    };
     let mut c = gpu::Compiled::with_estimator(gpu, g, key, estimator).map_err(err)?;
     c.upload(&sample_inputs(g)?).map_err(err)?;
     c.run().map_err(err)?;
@@ -437,6 +433,14 @@ fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &
     }
     gpu.synchronize().map_err(|e| e.to_string())?;
     Ok(start.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// A compile or run error of [`gpu::Compiled`] as one line.
+fn err(e: gpu::GpuError) -> String {
+    match e {
+        gpu::GpuError::Diag(d) => d.to_string(),
+        gpu::GpuError::Runtime(e) => e.to_string(),
+    }
 }
 
 /// Sample values (`tensor::sample_values`, seeded by input position) for
@@ -458,10 +462,6 @@ fn sample_inputs(g: &Graph) -> Result<Vec<HostTensor>, String> {
 /// synchronisations.
 fn replay_seconds(gpu: &Gpu, g: &Graph, key: &str, iters: usize) -> Result<f64, String> {
     let stream = gpu.new_stream().map_err(|e| e.to_string())?;
-    let err = |e: gpu::GpuError| match e {
-        gpu::GpuError::Diag(d) => d.to_string(),
-        gpu::GpuError::Runtime(e) => e.to_string(),
-    };
     let mut c = gpu::Compiled::new(&stream, g, key).map_err(err)?;
     c.upload(&sample_inputs(g)?).map_err(err)?;
     c.run().map_err(err)?;
