@@ -100,24 +100,7 @@ pub fn can_join(k: &Kernel) -> bool {
 /// such pairs.
 pub fn reduces_in_producer_loop(elementwise: &Kernel, reduce: &Kernel) -> bool {
     let Some(r) = &reduce.reduce else { return false };
-    let mut value_reads_it = false;
-    reduce.value.walk(&mut |e| match e {
-        Expr::Load { buf, .. } | Expr::Gather { buf, .. } => value_reads_it |= *buf == elementwise.out,
-        _ => {}
-    });
-    let mut gathers_it = false;
-    r.value.walk(&mut |e| {
-        if let Expr::Gather { buf, .. } = e {
-            gathers_it |= *buf == elementwise.out;
-        }
-    });
-    let mut reads_stored_point = true;
-    r.value.walk(&mut |e| {
-        if let Expr::Load { buf, index, .. } = e {
-            reads_stored_point &= *buf != elementwise.out || *index == elementwise.store_index;
-        }
-    });
-    can_join(elementwise)
+    let shapes_fit = can_join(elementwise)
         && can_join(reduce)
         && elementwise.reduce.is_none()
         && elementwise.loops.len() == 2
@@ -126,10 +109,19 @@ pub fn reduces_in_producer_loop(elementwise: &Kernel, reduce: &Kernel) -> bool {
         && reduce.lanes > 1
         && r.loops.len() == 1
         && r.loops[0] == elementwise.loops[1]
-        && reduce.computed_at().is_empty()
-        && !value_reads_it
-        && !gathers_it
-        && reads_stored_point
+        && reduce.computed_at().is_empty();
+    if !shapes_fit {
+        return false;
+    }
+    let reads_it = |e: &Expr| matches!(e, Expr::Load { buf, .. } | Expr::Gather { buf, .. } if *buf == elementwise.out);
+    let mut stored_value_reads_it = false;
+    reduce.value.walk(&mut |e| stored_value_reads_it |= reads_it(e));
+    let mut only_the_stored_point = true;
+    r.value.walk(&mut |e| {
+        let at_store = matches!(e, Expr::Load { index, .. } if *index == elementwise.store_index);
+        only_the_stored_point &= !reads_it(e) || at_store;
+    });
+    !stored_value_reads_it && only_the_stored_point
 }
 
 /// Whether `index`, a subscript of buffer `buf` in kernel `k`, addresses
