@@ -19,6 +19,7 @@
 //! | `Epilogue` | the ops in `f32` on the accumulator, in place |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
+//! | `MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`, `MbarrierWait`, `TmaLoad`, `WgmmaFence`, `Wgmma`, `WgmmaCommit`, `WgmmaWait` | the SM90 statements, `cuda_sm90.rs` (`mbarrier.*`, `cp.async.bulk.tensor.2d`, `wgmma.*`) |
 //! | `Compute`, `Accumulate`, `ShflBfly`, `ShflUpScan`, `ShflIdx`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `cuda_simt.rs` (scalar C in `float`/`int`, `shfl.sync.{bfly,up,idx}.b32`, `ld.global[.v2/.v4].b32`) |
 //!
 //! Invariants of the printed source:
@@ -127,6 +128,9 @@ pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
     }
     if kernels.iter().any(uses_simt) {
         out.push_str(SIMT_PRELUDE);
+    }
+    if kernels.iter().any(uses_sm90) {
+        out.push_str(SM90_PRELUDE);
     }
     for k in kernels {
         out.push('\n');
@@ -447,7 +451,7 @@ impl<'k> Printer<'k> {
         let param = |p: ParamId| match self.k.params.get(p.0 as usize).map(|q| q.kind) {
             Some(ParamKind::I32) => Ok(format!("(long long){}", self.params[p.0 as usize])),
             Some(ParamKind::I64) => Ok(self.params[p.0 as usize].clone()),
-            Some(ParamKind::Ptr { .. }) => {
+            Some(ParamKind::Ptr { .. } | ParamKind::TensorMap(_)) => {
                 Err(format!("pointer parameter `{}` used as an integer", self.params[p.0 as usize]))
             }
             None => Err(format!("parameter {} out of range", p.0)),
@@ -535,7 +539,7 @@ impl<'k> Printer<'k> {
             k.block[0],
             k.block[1],
             k.block[2],
-            k.smem_bytes
+            k.launch_smem_bytes()
         )
         .unwrap();
         for (b, c) in k.smem.iter().zip(&self.smem) {
@@ -559,6 +563,7 @@ impl<'k> Printer<'k> {
                 }
                 ParamKind::I32 => format!("int {n}"),
                 ParamKind::I64 => format!("long long {n}"),
+                ParamKind::TensorMap(_) => format!("const __grid_constant__ tgc_tensor_map {n}"),
             })
             .collect();
         let bounds = match k.min_blocks_per_sm {
@@ -572,7 +577,18 @@ impl<'k> Printer<'k> {
         out.push_str(") {\n");
         if !k.smem.is_empty() {
             out.push_str("    extern __shared__ __align__(128) unsigned char tgc_smem[];\n");
-            out.push_str("    const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);\n");
+            match k.smem_base_align() {
+                16 => {
+                    out.push_str("    const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);\n")
+                }
+                a => writeln!(
+                    out,
+                    "    const unsigned tgc_smem_base = ((unsigned)__cvta_generic_to_shared(tgc_smem) + {}u) & ~{}u;",
+                    a - 1,
+                    a - 1
+                )
+                .unwrap(),
+            }
             for (b, c) in k.smem.iter().zip(&self.smem) {
                 writeln!(out, "    const unsigned {c} = tgc_smem_base + {}u;", b.offset).unwrap();
             }
@@ -868,6 +884,16 @@ impl<'k> Printer<'k> {
             | Stmt::ShflIdx { .. }
             | Stmt::StGlobal { .. }
             | Stmt::LdGlobalVec { .. } => self.simt_stmt(out, s, id, &tag, &pad)?,
+            Stmt::MbarrierInit { .. }
+            | Stmt::FenceMbarrierInit
+            | Stmt::MbarrierArriveExpectTx { .. }
+            | Stmt::MbarrierWait { .. }
+            | Stmt::TmaLoad { .. }
+            | Stmt::FenceProxyAsync
+            | Stmt::WgmmaFence
+            | Stmt::Wgmma { .. }
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. } => self.sm90_stmt(out, s, id, &tag)?,
         }
         Ok(())
     }
@@ -1113,6 +1139,10 @@ pub fn tagged_ids(source: &str) -> Vec<u32> {
 #[path = "cuda_simt.rs"]
 mod simt;
 use simt::{uses_simt, SIMT_PRELUDE};
+
+#[path = "cuda_sm90.rs"]
+mod sm90;
+use sm90::{uses_sm90, SM90_PRELUDE};
 
 #[cfg(test)]
 #[path = "cuda_tests.rs"]

@@ -486,7 +486,8 @@ mod template {
             let r = reported.iter().find(|r| r.function == k.name).unwrap_or_else(|| panic!("no {}", k.name));
             let est = resources::of(p, DType::F16, target).unwrap();
             let warp = p.warp_tile.as_ref().unwrap().value;
-            let fragments = resources::acc_regs(warp, target) + resources::operand_regs(warp, DType::F16, target);
+            let fragments =
+                resources::acc_regs(warp, DType::F16, target) + resources::operand_regs(warp, DType::F16, target);
             eprintln!(
                 "{}: {} registers (estimate {}, fragments {}), {} B shared, spills {}/{}",
                 k.name, r.registers, est.regs_per_thread, fragments, k.smem_bytes, r.spill_stores, r.spill_loads
@@ -496,6 +497,68 @@ mod template {
             assert_eq!(k.smem_bytes, est.smem_per_cta, "{}", k.name);
             assert!(fragments <= r.registers as u64 && r.registers as u64 <= target.regs_per_thread_max, "{r:?}");
         }
+    }
+
+    /// Every plan of the sm90 space the plan checks accept, with B `[K,N]`
+    /// and `[N,K]` by TMA, and one plan with `cp.async` copies (rows not
+    /// 16-byte aligned: `lda` odd, so its A copies are synchronous), compiled by NVRTC for sm_90a: no spills or stack,
+    /// at most 255 registers (`__launch_bounds__(256, 1)`; the
+    /// non-specialised form sets no `setmaxnreg` budget), and in the SASS
+    /// the `wgmma` (`HGMMA`), the TMA copies (`UTMALDG`) and the mbarrier
+    /// operations (`SYNCS`); the `cp.async` kernel has `LDGSTS` instead of
+    /// both.
+    #[test]
+    fn every_sm90_plan_compiles_to_wgmma_and_tma_without_spills() {
+        let target = &plan::target::SM90;
+        let problem = plan::Problem::gemm(4096, 4096, 4096, DType::F16);
+        let sp = space::candidates(&problem, target);
+        assert_eq!(sp.valid.len(), 5, "{:?}", sp.rejected);
+        let mut kernels = Vec::new();
+        for p in &sp.valid {
+            let mut p = p.clone();
+            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            for layout in [BLayout::KN, BLayout::NK] {
+                let (mut k, params) = sm80::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
+                assert!(params.tensor_maps.is_some());
+                k.name = format!("{}_{layout:?}", plan_name(&p));
+                kernels.push(k);
+            }
+        }
+        let (mut cp_async, params) = sm80::build(&sp.valid[0], &Gemm { align_a: 1, ..gemm() }).unwrap();
+        assert!(params.tensor_maps.is_none());
+        cp_async.name = "gemm_sm90_cp_async".into();
+        let mut units: Vec<&[Kernel]> = kernels.chunks(kernels.len().div_ceil(3)).collect();
+        units.push(std::slice::from_ref(&cp_async));
+        let tc = toolchain();
+        let compiled: Vec<(Vec<String>, String, Vec<toolchain::Resources>)> = std::thread::scope(|scope| {
+            let jobs: Vec<_> = units
+                .iter()
+                .enumerate()
+                .map(|(i, unit)| {
+                    let tc = &tc;
+                    scope.spawn(move || {
+                        let (_, c) = compile(tc, unit, &format!("sm90_{i}.cu")).unwrap_or_else(|e| panic!("{e}"));
+                        let sass = tc.sass(&c.cubin).unwrap_or_else(|e| panic!("{e}"));
+                        let r = tc.ptxas_resources(&c.ptx, toolchain::Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+                        (unit.iter().map(|k| k.name.clone()).collect(), sass, r)
+                    })
+                })
+                .collect();
+            jobs.into_iter().map(|j| j.join().expect("a compile thread")).collect()
+        });
+        for (names, sass, resources) in &compiled {
+            let ops = sass_opcodes(sass);
+            let has = |p: &str| ops.iter().any(|o| o.starts_with(p));
+            assert!(has("HGMMA"), "{names:?}: {ops:?}");
+            let tma = names[0] != cp_async.name;
+            assert_eq!((has("UTMALDG"), has("SYNCS"), has("LDGSTS")), (tma, tma, !tma), "{names:?}: {ops:?}");
+            for r in resources {
+                eprintln!("{}: {} registers, spills {}/{}", r.function, r.registers, r.spill_stores, r.spill_loads);
+                assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
+                assert!(r.registers as u64 <= target.regs_per_thread_max, "{r:?}");
+            }
+        }
+        assert_eq!(compiled.iter().map(|c| c.2.len()).sum::<usize>(), kernels.len() + 1);
     }
 
     /// Serial split-K (semaphore wait/release on a lock per tile) and

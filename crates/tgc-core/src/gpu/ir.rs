@@ -110,6 +110,39 @@ pub enum ParamKind {
     I32,
     /// A 64-bit signed integer (`long long`).
     I64,
+    /// A TMA tensor map (`CUtensorMap`, 128 bytes, passed by value as a
+    /// `const __grid_constant__` parameter; PTX ISA "Tensor Memory
+    /// Accelerator"), which the host encodes at each launch from the
+    /// arguments its [`TensorMapParam`] names.
+    TensorMap(TensorMapParam),
+}
+
+/// What a tensor-map parameter describes: a 2-D row-major tensor
+/// (`tensor`, a pointer parameter) of `dims[1]` rows of `dims[0]`
+/// elements, `row_stride` elements apart (all three scalar parameters),
+/// and the box one [`Stmt::TmaLoad`] copies: `box_dims[1]` rows of
+/// `box_dims[0]` elements, written to shared memory densely (row `r` at
+/// byte `r · box_dims[0] · sizeof(dtype)`) with `swizzle` (the identity or
+/// [`Swizzle::B128`], `CU_TENSOR_MAP_SWIZZLE_128B`). Elements outside the
+/// tensor are zero-filled and still counted in the copy's bytes
+/// (`cuTensorMapEncodeTiled`, CUDA Driver API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMapParam {
+    pub tensor: ParamId,
+    /// Extents, innermost (contiguous) first.
+    pub dims: [ParamId; 2],
+    pub row_stride: ParamId,
+    /// Box extents in elements, innermost first.
+    pub box_dims: [u32; 2],
+    pub swizzle: Swizzle,
+}
+
+impl TensorMapParam {
+    /// Bytes one box copy moves (and counts toward its mbarrier's
+    /// transactions), for elements of `dtype`.
+    pub fn box_bytes(&self, dtype: DType) -> u64 {
+        self.box_dims[0] as u64 * self.box_dims[1] as u64 * dtype.size_bytes() as u64
+    }
 }
 
 /// One kernel parameter, in ABI order.
@@ -356,6 +389,13 @@ pub struct Swizzle {
 
 impl Swizzle {
     pub const IDENTITY: Swizzle = Swizzle { bits: 0, base: 0, shift: 0 };
+
+    /// The 128-byte swizzle of TMA (`CU_TENSOR_MAP_SWIZZLE_128B`) and of
+    /// `wgmma` matrix descriptors (mode 1): the 16-byte chunk index (bits
+    /// 4–6) XOR the 128-byte row index mod 8 (bits 7–9), on addresses of a
+    /// 1024-byte aligned buffer (PTX ISA "Tensor Memory Accelerator:
+    /// swizzling modes"; [`Swizzle::for_rows`]`(128)`).
+    pub const B128: Swizzle = Swizzle { bits: 3, base: 4, shift: 3 };
 
     /// The swizzled byte offset. Shifts of 64 or more give zero bits (no
     /// panic on any field values).
@@ -611,6 +651,27 @@ impl LdMatrixNum {
     }
 }
 
+/// A `wgmma` shared-memory matrix descriptor (PTX ISA "Matrix Descriptor
+/// Format" of `wgmma`): the operand tile's start (`start.offset`, in bytes
+/// before the swizzle; its swizzle is the descriptor's mode: the identity
+/// or [`Swizzle::B128`]), and the leading and stride byte offsets.
+///
+/// With the 128-byte swizzle, a K-major tile (rows of the M or N dim, 64
+/// 16-bit elements of K per 128-byte row) has element `(r, k)` at `start +
+/// (r / 8)·sbo + (r % 8)·128 + 2k` (`lbo` unused); an MN-major tile (rows
+/// of K, 64 elements of N per 128-byte row) has `(k, n)` at `start + (n /
+/// 64)·lbo + (k / 8)·sbo + (k % 8)·128 + 2(n % 64)`. Without a swizzle
+/// the tile is 8 × 16-byte core matrices: K-major `(r, k)` at `start + (r
+/// / 8)·sbo + (r % 8)·16 + (k / 8)·lbo + 2(k % 8)`. The swizzle then acts
+/// on the address, which is why a swizzled buffer is 1024-byte aligned
+/// (the layouts measured on an H200: `docs/sm90.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatrixDesc {
+    pub start: SmemRef,
+    pub lbo: u32,
+    pub sbo: u32,
+}
+
 /// One epilogue operation on an `f32` accumulator value `v` (`000` §1.7
 /// `epilogue`, §8 of `001`); an operand's element offset `at` is the
 /// output element's own (a GEMM's `col` for a bias over `N`, its `C`
@@ -747,6 +808,59 @@ pub enum Stmt {
     /// registers of `dtype`'s compute kind, when `pred` (else the registers
     /// are unchanged).
     LdGlobalVec { dst: Vec<RegRef>, src: GlobalRef, dtype: DType, pred: Expr },
+    /// `mbarrier.init.shared::cta.b64 [bar], count` (PTX ISA "mbarrier"):
+    /// the 8-byte barrier at `bar` starts phase 0 expecting `count`
+    /// arrivals. One thread initialises it; [`Stmt::FenceMbarrierInit`] and
+    /// a `Barrier` publish it to the CTA and to the TMA unit.
+    MbarrierInit { bar: SmemRef, count: u32 },
+    /// `fence.mbarrier_init.release.cluster`: orders the initialisations
+    /// before later uses by other threads and the async proxy.
+    FenceMbarrierInit,
+    /// `mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], bytes`: each
+    /// executing thread arrives once and adds `bytes` to the transactions
+    /// the current phase waits for. The phase completes when every
+    /// expected arrival came and the transactions' bytes all landed.
+    MbarrierArriveExpectTx { bar: SmemRef, bytes: u32 },
+    /// `mbarrier.try_wait.parity.shared::cta.b64` in a loop: waits until the
+    /// phase of parity `parity` (0 or 1) has completed. Phase `p`'s data
+    /// (the copies that complete it) are visible to the thread after it.
+    MbarrierWait { bar: SmemRef, parity: Expr },
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+    /// [dst], [map, {coords}], [bar]` (PTX ISA "cp.async.bulk.tensor"): each
+    /// executing thread copies the box of tensor-map parameter `map` whose
+    /// first element is at `coords` (innermost first, in elements; may lie
+    /// partly or wholly outside the tensor: zero fill) to `dst` (128-byte
+    /// aligned, 1024 with the 128-byte swizzle; the map's swizzle), and
+    /// completes the box's bytes on `bar`'s current phase.
+    TmaLoad { dst: SmemRef, map: ParamId, coords: [Expr; 2], bar: SmemRef },
+    /// `fence.proxy.async.shared::cta` (PTX ISA "membar/fence"): orders
+    /// this thread's earlier generic-proxy writes of shared memory (`st`,
+    /// `cp.async`) before later async-proxy reads (`wgmma`, TMA), which
+    /// need it ("Async Proxy" of `wgmma`); a `Barrier` after it publishes
+    /// that to the other threads.
+    FenceProxyAsync,
+    /// `wgmma.fence.sync.aligned`: orders this warpgroup's register
+    /// accesses before the next `wgmma` reads or writes its accumulators.
+    WgmmaFence,
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}` (PTX ISA
+    /// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the
+    /// warpgroup (128 threads) adds the product of the 64×16 A tile (`a`,
+    /// K-major) and the 16×`n` B tile (`b`: K-major, or MN-major when
+    /// `trans_b`) to its 64×`n` f32 accumulator, `n / 2` registers per
+    /// thread from `d`: warp `w` of the warpgroup, lane `l` (`g = l / 4`,
+    /// `q = l % 4`) holds in register `4j + 2h + c` the element of row
+    /// `16w + g + 8h`, column `8j + 2q + c` (PTX ISA "Register Fragments and
+    /// Shared Memory Matrix Layouts": the `mma.m16n8` C layout repeated).
+    /// Asynchronous: the registers hold the sum only after a
+    /// [`Stmt::WgmmaWait`] retires its group; `n` is a multiple of 8 up to
+    /// 256.
+    Wgmma { ab: DType, n: u32, d: RegRef, a: MatrixDesc, b: MatrixDesc, trans_b: bool },
+    /// `wgmma.commit_group.sync.aligned`: closes the warpgroup's open
+    /// group of `wgmma`s.
+    WgmmaCommit,
+    /// `wgmma.wait_group.sync.aligned pending`: waits until at most
+    /// `pending` of the warpgroup's committed groups are in flight.
+    WgmmaWait { pending: u32 },
 }
 
 impl Stmt {
@@ -754,7 +868,17 @@ impl Stmt {
     /// requirements of each instruction).
     pub fn min_arch(&self) -> Arch {
         match self {
-            Stmt::GridDepControlWait => Arch::Sm90,
+            Stmt::GridDepControlWait
+            | Stmt::MbarrierInit { .. }
+            | Stmt::FenceMbarrierInit
+            | Stmt::MbarrierArriveExpectTx { .. }
+            | Stmt::MbarrierWait { .. }
+            | Stmt::TmaLoad { .. }
+            | Stmt::FenceProxyAsync
+            | Stmt::WgmmaFence
+            | Stmt::Wgmma { .. }
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. } => Arch::Sm90,
             // cp.async, ldmatrix and mma.m16n8k16 need sm_80; the others any.
             _ => Arch::Sm80,
         }
@@ -793,7 +917,24 @@ impl Stmt {
             Stmt::ShflIdx { .. } => "shfl.sync.idx.b32".into(),
             Stmt::StGlobal { .. } => "st.global".into(),
             Stmt::LdGlobalVec { dst, .. } => format!("ld.global.v{}", dst.len()),
+            Stmt::MbarrierInit { .. } => "mbarrier.init".into(),
+            Stmt::FenceMbarrierInit => "fence.mbarrier_init".into(),
+            Stmt::MbarrierArriveExpectTx { .. } => "mbarrier.arrive.expect_tx".into(),
+            Stmt::MbarrierWait { .. } => "mbarrier.try_wait.parity".into(),
+            Stmt::TmaLoad { .. } => "cp.async.bulk.tensor.2d".into(),
+            Stmt::FenceProxyAsync => "fence.proxy.async".into(),
+            Stmt::WgmmaFence => "wgmma.fence".into(),
+            Stmt::Wgmma { n, .. } => format!("wgmma.mma_async.m64n{n}k16"),
+            Stmt::WgmmaCommit => "wgmma.commit_group".into(),
+            Stmt::WgmmaWait { pending } => format!("wgmma.wait_group {pending}"),
         }
+    }
+
+    /// Whether the statement is a `.sync.aligned` warpgroup collective
+    /// (`wgmma.*`): all 128 threads of each warpgroup that reaches it
+    /// execute it together.
+    pub fn is_warpgroup_collective(&self) -> bool {
+        matches!(self, Stmt::WgmmaFence | Stmt::Wgmma { .. } | Stmt::WgmmaCommit | Stmt::WgmmaWait { .. })
     }
 }
 
@@ -877,6 +1018,33 @@ impl Kernel {
         self.smem.push(SmemBuffer { name: name.into(), offset, size, swizzle });
         self.smem_bytes = offset + size;
         SmemRef { buf: SmemId(self.smem.len() as u32 - 1), offset: Expr::c(0), swizzle }
+    }
+
+    /// The alignment in bytes the buffer offsets of the dynamic shared
+    /// memory are relative to: 1024 when a TMA copy or a `wgmma`
+    /// descriptor reads or writes it (the 128-byte swizzle acts on address
+    /// bits 4–9), else 16. The printed kernel aligns its base up to it.
+    pub fn smem_base_align(&self) -> u64 {
+        let mut async_proxy = false;
+        self.walk(&mut |_, s| async_proxy |= matches!(s, Stmt::TmaLoad { .. } | Stmt::Wgmma { .. }));
+        if async_proxy {
+            1024
+        } else {
+            16
+        }
+    }
+
+    /// The dynamic shared memory a launch asks for: `smem_bytes`, plus
+    /// the slack the printed kernel needs to align its base to
+    /// [`Kernel::smem_base_align`] (the runtime gives a 16-byte aligned
+    /// base).
+    pub fn launch_smem_bytes(&self) -> u64 {
+        let align = self.smem_base_align();
+        if self.smem_bytes == 0 || align <= 16 {
+            self.smem_bytes
+        } else {
+            self.smem_bytes + align - 16
+        }
     }
 
     /// Threads per block.

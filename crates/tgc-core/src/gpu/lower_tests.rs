@@ -102,7 +102,7 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
     let target = &crate::plan::target::SM80;
     let est = resources::of(plan, DType::F16, target).unwrap();
     let warp = plan.warp_tile.as_ref().unwrap().value;
-    let fragments = resources::acc_regs(warp, target) + resources::operand_regs(warp, DType::F16, target);
+    let fragments = resources::acc_regs(warp, DType::F16, target) + resources::operand_regs(warp, DType::F16, target);
     let r = &gpu.resources[0];
     eprintln!("chosen plan:\n{}ptxas: {r:?}\nestimate: {est:?}, fragments {fragments}", crate::plan::print_dsl(plan));
     assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");

@@ -59,3 +59,5 @@ mod implicit_tests;
 mod template_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wgmma_tests;

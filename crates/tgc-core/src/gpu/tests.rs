@@ -18,7 +18,7 @@ use crate::plan::{self, space, Plan, Spanned};
 use crate::DType;
 
 /// `n` multiples of 1/8 in [-1, 1], deterministic in `seed`.
-fn values(seed: u64, n: usize) -> Vec<f64> {
+pub(super) fn values(seed: u64, n: usize) -> Vec<f64> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -30,7 +30,7 @@ fn values(seed: u64, n: usize) -> Vec<f64> {
         .collect()
 }
 
-fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
+pub(super) fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
     let align = |x: i64| [8u32, 4, 2, 1].into_iter().find(|&a| x % a as i64 == 0).unwrap_or(1);
     let ldb = if b_layout == BLayout::KN { n } else { k };
     Gemm {
@@ -47,18 +47,18 @@ fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
 }
 
 /// Inputs of one problem: A `[M,K]`, B as stored, bias `[N]`, residual `[M,N]`.
-struct Case {
-    m: i64,
-    n: i64,
-    k: i64,
-    a: Vec<f64>,
-    b: Vec<f64>,
-    bias: Vec<f64>,
-    residual: Vec<f64>,
+pub(super) struct Case {
+    pub(super) m: i64,
+    pub(super) n: i64,
+    pub(super) k: i64,
+    pub(super) a: Vec<f64>,
+    pub(super) b: Vec<f64>,
+    pub(super) bias: Vec<f64>,
+    pub(super) residual: Vec<f64>,
 }
 
 impl Case {
-    fn new(m: i64, n: i64, k: i64) -> Case {
+    pub(super) fn new(m: i64, n: i64, k: i64) -> Case {
         let s = (m * 1_000_003 + n * 1009 + k) as u64;
         Case {
             m,
@@ -84,7 +84,7 @@ impl Case {
 }
 
 /// Runs the kernel of `plan` for `g` on `case`; returns `C`.
-fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
+pub(super) fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
     let (kernel, p) = sm80::build(plan, g).expect("the template builds");
     if let Err(errs) = verify::verify(&kernel) {
         panic!("the built kernel fails the verifier: {errs:#?}\n{kernel}");
@@ -92,11 +92,11 @@ fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
     run_kernel(&kernel, &p, g, case)
 }
 
-fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
+pub(super) fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
     run_with_stats(kernel, p, g, case).map(|(c, _)| c)
 }
 
-fn run_with_stats(
+pub(super) fn run_with_stats(
     kernel: &Kernel,
     p: &GemmParams,
     g: &Gemm,
@@ -121,13 +121,16 @@ fn run_with_stats(
     for (id, v) in [(p.m, case.m), (p.n, case.n), (p.k, case.k), (p.lda, case.k), (p.ldb, ldb), (p.ldc, case.n)] {
         args[id.0 as usize] = Arg::Int(v);
     }
+    for map in p.tensor_maps.into_iter().flatten() {
+        args[map.0 as usize] = Arg::TensorMap;
+    }
     let stats = emulate::run(kernel, &mut args)?;
     Ok((args[p.c.0 as usize].values(g.out), stats))
 }
 
 /// The f64 reference: the sum rounded to `ab` when `round_sum` (the graph's `CAST`), the
 /// plan's epilogue exactly, then the rounding to `out` of the store.
-fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
+pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
     let r = |v: f64| g.ab.round(v);
     let mut c = vec![0.0; m * n];
@@ -155,7 +158,7 @@ fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     c
 }
 
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
+pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!((g - w).abs() <= 1e-3 + 1e-3 * w.abs(), "{what}: element {i}: got {g}, want {w}");
@@ -171,7 +174,7 @@ fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[
 /// The interpreter's `relu(cast(X·W) + bias)` (`test_graphs::gemm_bias_relu`),
 /// rounded to `dt` as storing the output tensor rounds it (the interpreter
 /// keeps the exact value after the add).
-fn interp_gemm_bias_relu(dt: DType, case: &Case) -> Vec<f64> {
+pub(super) fn interp_gemm_bias_relu(dt: DType, case: &Case) -> Vec<f64> {
     let g = crate::test_graphs::gemm_bias_relu(dt, "M", "N", "K");
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
     let t = |shape: &[usize], v: &[f64]| crate::interp::Tensor::new(dt, shape, v.to_vec()).unwrap();
@@ -216,12 +219,12 @@ fn gemm_bias_relu_matches_interp() {
 /// Every plan of the §6 search space that the plan checks accept builds a
 /// kernel that verifies and computes the right result on one small shape
 /// with a tail on every axis, B `[K,N]` and `[N,K]` alternately: the sm80
-/// space in f16, the sm90 space (the same template, `arch sm90`) in bf16.
+/// space in f16 and bf16 (the sm90 space: `wgmma_tests`).
 #[test]
 fn every_valid_plan_of_the_space_runs() {
     let (m, n, k) = (72, 40, 48);
     let case = Case::new(m, n, k);
-    for (target, dt) in [(&plan::target::SM80, DType::F16), (&plan::target::SM90, DType::BF16)] {
+    for (target, dt) in [(&plan::target::SM80, DType::F16), (&plan::target::SM80, DType::BF16)] {
         let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, dt);
         let space = space::candidates(&problem, target);
         assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
@@ -253,7 +256,7 @@ fn nk_layout_f32_output_silu_gelu_residual() {
 }
 
 /// Removes, everywhere in `body`, the statements `drop` selects.
-fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
+pub(super) fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
     body.retain(|s| !drop(s));
     for s in body.iter_mut() {
         match s {
@@ -268,7 +271,7 @@ fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
 }
 
 /// Applies `f` to every statement of `body`, nested ones included.
-fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
+pub(super) fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
     for s in body.iter_mut() {
         f(s);
         match s {
@@ -283,7 +286,7 @@ fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
 }
 
 /// The pre-order id of the first statement `pick` selects.
-fn first(k: &Kernel, pick: impl Fn(&Stmt) -> bool) -> u32 {
+pub(super) fn first(k: &Kernel, pick: impl Fn(&Stmt) -> bool) -> u32 {
     let mut found = None;
     k.walk(&mut |id, s| {
         if found.is_none() && pick(s) {

@@ -54,7 +54,16 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         lane_vars: Vec::new(),
         lane_divergent: 0,
         unrolled: Vec::new(),
+        accumulators: accumulator_arrays(k),
+        tma_written: BTreeSet::new(),
+        wgmma_in_flight: false,
+        fenced: false,
     };
+    k.walk(&mut |_, s| {
+        if let Stmt::TmaLoad { dst, .. } = s {
+            v.tma_written.insert(dst.buf.0);
+        }
+    });
     for (d, e) in k.grid.iter().enumerate() {
         e.visit(&mut |x| {
             if matches!(x, Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_)) {
@@ -95,6 +104,29 @@ struct Verifier<'k> {
     lane_divergent: u32,
     /// The enclosing unrolled loops with constant bounds: variable, start, end, step.
     unrolled: Vec<(VarId, i64, i64, i64)>,
+    /// Per register array: whether a `wgmma` accumulates into it.
+    accumulators: Vec<bool>,
+    /// The shared buffers TMA copies write.
+    tma_written: BTreeSet<u32>,
+    /// On some path to here a `wgmma` is in flight (no `wgmma.wait_group
+    /// 0` after it).
+    wgmma_in_flight: bool,
+    /// On every path to here a `wgmma.fence` follows the last access of an
+    /// accumulator by another instruction.
+    fenced: bool,
+}
+
+/// Per register array of `k`, whether a `wgmma` accumulates into it.
+fn accumulator_arrays(k: &Kernel) -> Vec<bool> {
+    let mut acc = vec![false; k.regs.len()];
+    k.walk(&mut |_, s| {
+        if let Stmt::Wgmma { d, .. } = s {
+            if let Some(x) = acc.get_mut(d.reg.0 as usize) {
+                *x = true;
+            }
+        }
+    });
+    acc
 }
 
 /// `e` with the variables of `env`, when it reads nothing else and
@@ -157,16 +189,20 @@ impl Sync {
     }
 }
 
-/// The buffers `cp.async` writes (`reads` false) or `ldmatrix` reads
-/// (`reads` true) anywhere in `body`.
+/// The buffers `cp.async` or TMA writes (`reads` false) or `ldmatrix` or
+/// `wgmma` reads (`reads` true) anywhere in `body`.
 fn buffers(body: &[Stmt], reads: bool, out: &mut BTreeSet<u32>) {
     for s in body {
         match s {
-            Stmt::CpAsync { dst, .. } if !reads => {
+            Stmt::CpAsync { dst, .. } | Stmt::TmaLoad { dst, .. } if !reads => {
                 out.insert(dst.buf.0);
             }
             Stmt::LdMatrix { src, .. } if reads => {
                 out.insert(src.buf.0);
+            }
+            Stmt::Wgmma { a, b, .. } if reads => {
+                out.insert(a.start.buf.0);
+                out.insert(b.start.buf.0);
             }
             Stmt::For { body, .. } => buffers(body, reads, out),
             Stmt::If { then, otherwise, .. } => {
@@ -212,7 +248,26 @@ impl Verifier<'_> {
         }
     }
 
+    /// Checks a register another instruction than `wgmma` accesses (the
+    /// `wgmma` rules: not while a `wgmma` that writes it may be in flight,
+    /// and a `wgmma.fence` needed after it), then [`Verifier::fragment_reg`].
     fn reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
+        if self.accumulators.get(r.reg.0 as usize).copied().unwrap_or(false) {
+            if self.wgmma_in_flight {
+                let name = &self.k.regs[r.reg.0 as usize].name;
+                let msg = format!(
+                    "{what} register `{name}` is a wgmma accumulator, accessed with no wgmma.wait_group 0 after the last                      wgmma on some path"
+                );
+                self.err(Fault::IncompleteRead, s, msg);
+            }
+            self.fenced = false;
+        }
+        self.fragment_reg(r, kind, scope, s, what);
+    }
+
+    /// Checks register `r`: its array exists and has `kind`, its index is
+    /// a constant inside the array once unrolled loops are unrolled.
+    fn fragment_reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
         self.expr(&r.index, scope, Some(s));
         let Some(a) = self.k.regs.get(r.reg.0 as usize) else {
             return self.err(Fault::BadId, s, format!("register array {} does not exist", r.reg.0));
@@ -330,7 +385,8 @@ impl Verifier<'_> {
             self.err(Fault::Arch, s, msg);
         }
         let collective =
-            matches!(st, Stmt::Barrier | Stmt::AtomicArrive { .. } | Stmt::LdMatrix { .. } | Stmt::MmaSync { .. });
+            matches!(st, Stmt::Barrier | Stmt::AtomicArrive { .. } | Stmt::LdMatrix { .. } | Stmt::MmaSync { .. })
+                || st.is_warpgroup_collective();
         if collective && divergent {
             self.err(Fault::Divergence, s, format!("{} under control flow that depends on the thread", st.head()));
         }
@@ -377,9 +433,12 @@ impl Verifier<'_> {
                     }
                     _ => false,
                 };
+                let (in_flight, fenced) = (self.wgmma_in_flight, self.fenced);
                 self.lane_divergent += lanes as u32;
                 self.body(body, scope, divergent || thread, sync);
                 self.lane_divergent -= lanes as u32;
+                self.wgmma_in_flight |= in_flight;
+                self.fenced &= fenced;
                 if pushed {
                     self.unrolled.pop();
                 }
@@ -394,9 +453,14 @@ impl Verifier<'_> {
                 let div = divergent || cond.depends_on_thread(&self.thread_vars);
                 let lanes = self.lane_varying(cond) as u32;
                 let mut other = sync.to_vec();
+                let (in_flight, fenced) = (self.wgmma_in_flight, self.fenced);
                 self.lane_divergent += lanes;
                 self.body(then, scope, div, sync);
+                let (then_flight, then_fenced) = (self.wgmma_in_flight, self.fenced);
+                (self.wgmma_in_flight, self.fenced) = (in_flight, fenced);
                 self.body(otherwise, scope, div, &mut other);
+                self.wgmma_in_flight |= then_flight;
+                self.fenced &= then_fenced;
                 self.lane_divergent -= lanes;
                 for (x, o) in sync.iter_mut().zip(other) {
                     *x = (*x).min(o);
@@ -410,8 +474,9 @@ impl Verifier<'_> {
                 }
             }
             Stmt::WaitGroup { .. } => {
-                for x in sync.iter_mut() {
-                    if *x == Sync::Unsynced {
+                // Completes cp.async groups, not TMA copies.
+                for (b, x) in sync.iter_mut().enumerate() {
+                    if *x == Sync::Unsynced && !self.tma_written.contains(&(b as u32)) {
                         *x = Sync::Waited;
                     }
                 }
@@ -578,6 +643,91 @@ impl Verifier<'_> {
                     self.reg(r, compute_kind(*dtype), scope, s, "load destination");
                 }
                 self.expr(pred, scope, Some(s));
+            }
+            Stmt::MbarrierInit { bar, count } => {
+                if *count == 0 {
+                    self.err(Fault::BadValue, s, "an mbarrier expecting 0 arrivals".into());
+                }
+                self.smem(bar, scope, s);
+            }
+            Stmt::FenceMbarrierInit | Stmt::FenceProxyAsync | Stmt::WgmmaFence | Stmt::WgmmaCommit => {
+                if matches!(st, Stmt::WgmmaFence) {
+                    self.fenced = true;
+                }
+            }
+            Stmt::MbarrierArriveExpectTx { bar, .. } => self.smem(bar, scope, s),
+            Stmt::MbarrierWait { bar, parity } => {
+                self.smem(bar, scope, s);
+                self.expr(parity, scope, Some(s));
+                // The wait makes the copies that completed the phase visible.
+                for b in &self.tma_written {
+                    if let Some(x) = sync.get_mut(*b as usize) {
+                        *x = Sync::Synced;
+                    }
+                }
+            }
+            Stmt::TmaLoad { dst, map, coords, bar } => {
+                self.smem(dst, scope, s);
+                self.smem(bar, scope, s);
+                for c in coords {
+                    self.expr(c, scope, Some(s));
+                }
+                match self.k.params.get(map.0 as usize).map(|p| p.kind) {
+                    Some(ParamKind::TensorMap(m)) => {
+                        if m.swizzle != dst.swizzle {
+                            let msg = format!(
+                                "the tensor map writes its box with swizzle {}, the destination has {}",
+                                m.swizzle, dst.swizzle
+                            );
+                            self.err(Fault::Swizzle, s, msg);
+                        }
+                        self.pointer(m.tensor, s);
+                    }
+                    _ => self.err(Fault::BadId, s, format!("parameter {} is not a tensor map", map.0)),
+                }
+            }
+            Stmt::WgmmaWait { pending } => {
+                if *pending == 0 {
+                    self.wgmma_in_flight = false;
+                }
+            }
+            Stmt::Wgmma { ab, n, d, a, b, .. } => {
+                if !matches!(ab, crate::DType::F16 | crate::DType::BF16) {
+                    self.err(Fault::FragmentShape, s, format!("wgmma operands are {}", ab.dsl_name()));
+                }
+                if *n == 0 || n % 8 != 0 || *n > 256 {
+                    self.err(Fault::FragmentShape, s, format!("wgmma m64n{n}k16: n is 8, 16, …, 256"));
+                }
+                let last = RegRef { reg: d.reg, index: d.index.clone() + (*n as i64 / 2 - 1).max(0) };
+                self.fragment_reg(d, RegKind::F32, scope, s, "wgmma accumulator");
+                self.fragment_reg(&last, RegKind::F32, scope, s, "wgmma accumulator");
+                if !self.fenced {
+                    let msg = "no wgmma.fence since another instruction accessed the accumulators (or before the                                first wgmma) on some path";
+                    self.err(Fault::Race, s, msg.into());
+                }
+                for desc in [a, b] {
+                    self.smem(&desc.start, scope, s);
+                    if desc.start.swizzle != Swizzle::IDENTITY && desc.start.swizzle != Swizzle::B128 {
+                        let msg = format!("no wgmma descriptor mode is the swizzle {}", desc.start.swizzle);
+                        self.err(Fault::Swizzle, s, msg);
+                    }
+                    if desc.lbo % 16 != 0 || desc.sbo % 16 != 0 || desc.lbo >= 1 << 18 || desc.sbo >= 1 << 18 {
+                        let msg = format!(
+                            "descriptor offsets lbo {} and sbo {}: multiples of 16 below 2^18",
+                            desc.lbo, desc.sbo
+                        );
+                        self.err(Fault::BadValue, s, msg);
+                    }
+                    let buf = desc.start.buf.0;
+                    if self.tma_written.contains(&buf) && sync.get(buf as usize) != Some(&Sync::Synced) {
+                        let name = &self.k.smem[buf as usize].name;
+                        let msg = format!(
+                            "reads `{name}`, which TMA copies write, with no mbarrier wait on some path before it"
+                        );
+                        self.err(Fault::IncompleteRead, s, msg);
+                    }
+                }
+                self.wgmma_in_flight = true;
             }
         }
     }

@@ -76,6 +76,18 @@ impl fmt::Display for Kernel {
                 }
                 ParamKind::I32 => writeln!(f, "  param {}: i32", p.name)?,
                 ParamKind::I64 => writeln!(f, "  param {}: i64", p.name)?,
+                ParamKind::TensorMap(m) => writeln!(
+                    f,
+                    "  param {}: tensor_map({}, dims=[{}, {}], row_stride={}, box=[{}, {}], swizzle={})",
+                    p.name,
+                    self.param_name(m.tensor),
+                    self.param_name(m.dims[0]),
+                    self.param_name(m.dims[1]),
+                    self.param_name(m.row_stride),
+                    m.box_dims[0],
+                    m.box_dims[1],
+                    m.swizzle
+                )?,
             }
         }
         for b in &self.smem {
@@ -116,6 +128,10 @@ impl Kernel {
     fn smem_text(&self, s: &SmemRef) -> String {
         let name = name_or(self.smem.get(s.buf.0 as usize).map(|b| b.name.as_str()), "smem", s.buf.0);
         format!("{name}[{}]@{}", self.expr(&s.offset), s.swizzle)
+    }
+
+    fn desc_text(&self, d: &MatrixDesc) -> String {
+        format!("desc({}, lbo={}, sbo={})", self.smem_text(&d.start), d.lbo, d.sbo)
     }
 
     fn global_text(&self, g: &GlobalRef) -> String {
@@ -184,6 +200,37 @@ impl Kernel {
                     }
                 }
                 Stmt::Barrier => writeln!(f, "bar.sync 0")?,
+                Stmt::MbarrierInit { bar, count } => writeln!(f, "mbarrier.init {}, {count}", self.smem_text(bar))?,
+                Stmt::FenceMbarrierInit => writeln!(f, "fence.mbarrier_init.release.cluster")?,
+                Stmt::MbarrierArriveExpectTx { bar, bytes } => {
+                    writeln!(f, "mbarrier.arrive.expect_tx {}, {bytes}", self.smem_text(bar))?
+                }
+                Stmt::MbarrierWait { bar, parity } => {
+                    writeln!(f, "mbarrier.try_wait.parity {}, {}", self.smem_text(bar), self.expr(parity))?
+                }
+                Stmt::TmaLoad { dst, map, coords, bar } => writeln!(
+                    f,
+                    "cp.async.bulk.tensor.2d {}, {}[{}, {}], mbar={}",
+                    self.smem_text(dst),
+                    self.param_name(*map),
+                    self.expr(&coords[0]),
+                    self.expr(&coords[1]),
+                    self.smem_text(bar)
+                )?,
+                Stmt::FenceProxyAsync => writeln!(f, "fence.proxy.async.shared::cta")?,
+                Stmt::WgmmaFence => writeln!(f, "wgmma.fence")?,
+                Stmt::Wgmma { ab, n, d, a, b, trans_b } => writeln!(
+                    f,
+                    "wgmma.mma_async.m64n{n}k16.f32.{0}.{0} {1}..+{2}, {3}, {4}{5}",
+                    ab.dsl_name(),
+                    self.reg_text(d),
+                    n / 2,
+                    self.desc_text(a),
+                    self.desc_text(b),
+                    if *trans_b { ", trans_b" } else { "" }
+                )?,
+                Stmt::WgmmaCommit => writeln!(f, "wgmma.commit_group")?,
+                Stmt::WgmmaWait { pending } => writeln!(f, "wgmma.wait_group {pending}")?,
                 Stmt::CpAsync { dst, src, bytes, src_bytes } => writeln!(
                     f,
                     "cp.async.{}.shared.global {}, {}, {bytes}, src_bytes={}",

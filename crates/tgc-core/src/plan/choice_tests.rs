@@ -38,7 +38,11 @@ fn every_generated_candidate_validates_and_every_rejection_has_a_reason() {
         for p in [gemm(4096), Problem::gemm(1000, 3000, 520, DType::BF16)] {
             let s = space::candidates(&p, t);
             assert!(!s.valid.is_empty(), "{}", t.name);
-            assert_eq!(s.valid.len() + s.rejected.len(), 4 * 2 * 2 * 3);
+            let size = match t.template_shape(p.dtype).map(|s| s.instr) {
+                Some("wgmma") => space::WGMMA_TILES.len() * space::WGMMA_STAGES.len(),
+                _ => space::TILES.len() * space::WARP_TILES.len() * space::STAGES.len() * space::VECTOR_WIDTHS.len(),
+            };
+            assert_eq!(s.valid.len() + s.rejected.len(), size, "{}", t.name);
             for plan in &s.valid {
                 assert_eq!(validate(plan, t, &p), vec![]);
                 assert_eq!(parse_dsl(&print_dsl(plan)).unwrap(), *plan);

@@ -65,28 +65,44 @@ pub fn smem_per_cta(tile: [u64; 3], stages: u64, dtype: DType) -> u64 {
     (bm * bk + bk * bn) * dtype.size_bytes() as u64 * stages
 }
 
-/// Warps per CTA: one warp per warp tile, `(BM/WM)·(BN/WN)` (§1.7's
-/// `m.i.o → warp.y`, `n.i.o → warp.x`).
-pub fn warps_per_cta(tile: [u64; 3], warp_tile: [u64; 2]) -> u64 {
-    (tile[0] / warp_tile[0].max(1)) * (tile[1] / warp_tile[1].max(1))
+/// The threads that share one warp tile on `target` for `dtype`: a warp
+/// for `mma.sync`, a warpgroup of four for `wgmma`
+/// ([`super::target::MmaShape::threads`]); a warp when the target has no
+/// shape for `dtype`.
+pub fn group_threads(dtype: DType, target: &Target) -> u64 {
+    target.template_shape(dtype).map_or(target.warp_size, |s| s.threads)
 }
 
-/// §5 `acc_regs(BM, BN, warp_tile)`: the warp's `WM×WN` f32 accumulator
-/// spread over its lanes, `WM·WN / warp_size` registers per thread (one
-/// f32 a register). The block tile enters only through the warp count.
-pub fn acc_regs(warp_tile: [u64; 2], target: &Target) -> u64 {
-    (warp_tile[0] * warp_tile[1]).div_ceil(target.warp_size)
+/// Warps per CTA: one warp (or warpgroup, [`group_threads`]) per warp
+/// tile, `(BM/WM)·(BN/WN)·(group threads / warp size)` (§1.7's `m.i.o →
+/// warp.y`, `n.i.o → warp.x`).
+pub fn warps_per_cta(tile: [u64; 3], warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
+    let groups = (tile[0] / warp_tile[0].max(1)) * (tile[1] / warp_tile[1].max(1));
+    groups * (group_threads(dtype, target) / target.warp_size).max(1)
+}
+
+/// §5 `acc_regs(BM, BN, warp_tile)`: the warp tile's `WM×WN` f32
+/// accumulator spread over the threads that share it ([`group_threads`]),
+/// `WM·WN / threads` registers per thread (one f32 a register). The block
+/// tile enters only through the warp count.
+pub fn acc_regs(warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
+    (warp_tile[0] * warp_tile[1]).div_ceil(group_threads(dtype, target))
 }
 
 /// Operand fragment registers per thread: one MMA `k` step of the warp's
 /// A (`WM×k`) and B (`k×WN`) fragments in `dtype`, packed into 32-bit
 /// registers and spread over the warp's lanes (the `ldmatrix` →
-/// `mma.sync` operands of §5). 0 when the target has no MMA shape for
-/// `dtype`.
+/// `mma.sync` operands of §5). 0 when the target's template shape reads
+/// its operands from shared memory (`wgmma` with descriptors) or the
+/// target has no shape for `dtype`.
 pub fn operand_regs(warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
-    let Some(mma) = target.mma_sync_shape(dtype) else { return 0 };
-    let bytes = (warp_tile[0] + warp_tile[1]) * mma.k * dtype.size_bytes() as u64;
-    bytes.div_ceil(4 * target.warp_size)
+    match target.template_shape(dtype) {
+        Some(mma) if mma.instr == "mma.sync" => {
+            let bytes = (warp_tile[0] + warp_tile[1]) * mma.k * dtype.size_bytes() as u64;
+            bytes.div_ceil(4 * target.warp_size)
+        }
+        _ => 0,
+    }
 }
 
 /// `regs_per_thr ≈ base + acc_regs(BM,BN,warp_tile) + epilogue_regs`
@@ -94,7 +110,7 @@ pub fn operand_regs(warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
 /// [`operand_regs`]. `epilogue_regs` is 0: the epilogue ops of §12.6 work
 /// in place on the accumulator.
 pub fn regs_per_thread(warp_tile: [u64; 2], dtype: DType, target: &Target) -> u64 {
-    BASE_REGS + acc_regs(warp_tile, target) + operand_regs(warp_tile, dtype, target)
+    BASE_REGS + acc_regs(warp_tile, dtype, target) + operand_regs(warp_tile, dtype, target)
 }
 
 /// `cta_per_SM = min(SMEM_lim/smem_per_CTA, REG_lim/(regs_thr*thr_per_CTA),
@@ -146,7 +162,7 @@ pub fn of(plan: &Plan, dtype: DType, target: &Target) -> Option<Resources> {
     let warp_tile = plan.warp_tile.as_ref()?.value;
     let smem_per_cta = smem_per_cta(tile, stages(plan), dtype);
     let regs_per_thread = regs_per_thread(warp_tile, dtype, target);
-    let warps_per_cta = warps_per_cta(tile, warp_tile);
+    let warps_per_cta = warps_per_cta(tile, warp_tile, dtype, target);
     let (ctas_per_sm, cta_limit) = ctas_per_sm(target, smem_per_cta, regs_per_thread, warps_per_cta);
     Some(Resources {
         smem_per_cta,

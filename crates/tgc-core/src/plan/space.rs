@@ -26,6 +26,15 @@ pub const WARP_TILES: [[u64; 2]; 2] = [[64, 64], [64, 32]];
 /// `vectorize` widths `{4, 8, 16}` (§5, §6), in elements.
 pub const VECTOR_WIDTHS: [u64; 3] = [4, 8, 16];
 
+/// The block tiles of the `wgmma` space (sm90): the two `docs/sm90.md`
+/// measured on an H200, `128 × 128` and `128 × 256` with `BK = 64` (one
+/// 128-byte swizzle row of 16-bit elements); the warp tile is the
+/// warpgroup's `64 × BN`.
+pub const WGMMA_TILES: [[u64; 3]; 2] = [[128, 128, 64], [128, 256, 64]];
+
+/// `stages ∈ {3, 4, 5}` of the `wgmma` space (issue 15's sm90 space).
+pub const WGMMA_STAGES: [u64; 3] = [3, 4, 5];
+
 /// The enumerated space for one problem and target.
 #[derive(Clone, Debug, Default)]
 pub struct Space {
@@ -95,22 +104,36 @@ pub fn check(plan: &Plan, target: &Target, problem: &Problem) -> Vec<String> {
 }
 
 /// Enumerates the §6 space for `problem` on `target` in a fixed order
-/// (tile, warp tile, stages, vector width) and checks each plan.
+/// (tile, warp tile, stages, vector width) and checks each plan: the
+/// `mma.sync` space above, or on a target whose template issues `wgmma`
+/// ([`Target::template_shape`]) [`WGMMA_TILES`] × [`WGMMA_STAGES`] with
+/// the warpgroup tile `64 × BN` and 8-element (16-byte) vectors.
 pub fn candidates(problem: &Problem, target: &Target) -> Space {
-    let mut space = Space::default();
-    for tile in TILES {
-        for warp_tile in WARP_TILES {
-            for stages in STAGES {
-                for vec in VECTOR_WIDTHS {
-                    let plan = gemm_plan(target, tile, warp_tile, stages, vec);
-                    let why = check(&plan, target, problem);
-                    if why.is_empty() {
-                        space.valid.push(plan);
-                    } else {
-                        space.rejected.push((plan, why));
+    let mut plans = Vec::new();
+    if target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma") {
+        for tile in WGMMA_TILES {
+            for stages in WGMMA_STAGES {
+                plans.push(gemm_plan(target, tile, [64, tile[1]], stages, 8));
+            }
+        }
+    } else {
+        for tile in TILES {
+            for warp_tile in WARP_TILES {
+                for stages in STAGES {
+                    for vec in VECTOR_WIDTHS {
+                        plans.push(gemm_plan(target, tile, warp_tile, stages, vec));
                     }
                 }
             }
+        }
+    }
+    let mut space = Space::default();
+    for plan in plans {
+        let why = check(&plan, target, problem);
+        if why.is_empty() {
+            space.valid.push(plan);
+        } else {
+            space.rejected.push((plan, why));
         }
     }
     space

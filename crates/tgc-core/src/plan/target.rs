@@ -42,6 +42,10 @@ pub struct MmaShape {
     pub k: u64,
     /// Operand (A/B) dtypes; accumulation is in f32.
     pub dtypes: &'static [DType],
+    /// The threads that issue one instruction together and share its
+    /// accumulator: a warp (32) for `mma.sync`, a warpgroup (128) for
+    /// `wgmma` [PTX]. A plan's `warp_tile` is the tile of one such group.
+    pub threads: u64,
 }
 
 /// One GPU target. Sizes are in bytes, bandwidth in GB/s (10⁹ bytes/s),
@@ -90,7 +94,11 @@ pub struct Target {
 const F16_BF16: &[DType] = &[DType::F16, DType::BF16];
 
 /// `mma.sync.aligned.m16n8k16` for f16/bf16 operands [PTX].
-const MMA_M16N8K16: MmaShape = MmaShape { instr: "mma.sync", m: 16, n: 8, k: 16, dtypes: F16_BF16 };
+const MMA_M16N8K16: MmaShape = MmaShape { instr: "mma.sync", m: 16, n: 8, k: 16, dtypes: F16_BF16, threads: 32 };
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16` for f16/bf16 operands, N a
+/// multiple of 8 up to 256; `n` is the smallest [PTX].
+const WGMMA_M64NNK16: MmaShape = MmaShape { instr: "wgmma", m: 64, n: 8, k: 16, dtypes: F16_BF16, threads: 128 };
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
@@ -178,9 +186,9 @@ pub const SM90: Target = Target {
     l2_gbps: 8986.0,
     // 400 clocks [MLA].
     mem_latency_clocks: 400,
-    // `mma.sync` m16n8k16 still runs on sm_90; `wgmma` takes m64nNk16 with
-    // N a multiple of 8 up to 256 for f16/bf16 [PTX]; N = 8 is the smallest.
-    mma_shapes: &[MMA_M16N8K16, MmaShape { instr: "wgmma", m: 64, n: 8, k: 16, dtypes: F16_BF16 }],
+    // The template's SM90 branch issues `wgmma`; `mma.sync` m16n8k16 still
+    // runs on sm_90 (the attention template uses it there) [PTX].
+    mma_shapes: &[WGMMA_M64NNK16, MMA_M16N8K16],
 };
 
 /// Every known target, in name order.
@@ -195,6 +203,13 @@ impl Target {
             let known: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
             diag!(UnknownName, "unknown target `{name}`; known targets: {}", known.join(", "))
         })
+    }
+
+    /// The shape the MMA template's GEMM issues for operands of `dtype` on
+    /// this target (the first of [`Target::mma_shapes`] that takes it):
+    /// `mma.sync` on sm80, `wgmma` on sm90.
+    pub fn template_shape(&self, dtype: DType) -> Option<&'static MmaShape> {
+        self.mma_shapes.iter().find(|s| s.dtypes.contains(&dtype))
     }
 
     /// The first `mma.sync` shape for operands of `dtype`, if the target has one.
@@ -241,6 +256,8 @@ mod tests {
             assert_eq!((m.m, m.n, m.k), (16, 8, 16));
             assert!(t.mma_sync_shape(DType::F32).is_none());
         }
+        assert_eq!(SM80.template_shape(DType::BF16).map(|s| (s.instr, s.threads)), Some(("mma.sync", 32)));
+        assert_eq!(SM90.template_shape(DType::F16).map(|s| (s.instr, s.m, s.threads)), Some(("wgmma", 64, 128)));
         assert!(TARGETS.iter().all(|t| t.peak_tensor_tflops > 0.0 && t.dram_gbps > 0.0));
         // The L2 feeds the SMs faster than DRAM, shared memory faster still.
         for t in TARGETS {

@@ -393,6 +393,16 @@ impl<'k> Frame<'k> {
             | Stmt::LdGlobalVec { .. } => {
                 self.simt_stmt(st, mask, args, s)?;
             }
+            Stmt::MbarrierInit { .. }
+            | Stmt::FenceMbarrierInit
+            | Stmt::MbarrierArriveExpectTx { .. }
+            | Stmt::MbarrierWait { .. }
+            | Stmt::TmaLoad { .. }
+            | Stmt::FenceProxyAsync
+            | Stmt::WgmmaFence
+            | Stmt::Wgmma { .. }
+            | Stmt::WgmmaCommit
+            | Stmt::WgmmaWait { .. } => self.sm90_stmt(st, mask, args, s)?,
         }
         Ok(())
     }

@@ -51,6 +51,7 @@ use super::ir::*;
 
 mod exec;
 pub mod scalar;
+mod sm90;
 use crate::DType;
 
 /// A launch argument, one per kernel parameter in order.
@@ -60,6 +61,10 @@ pub enum Arg {
     Tensor(Vec<u8>),
     /// A scalar parameter's value.
     Int(i64),
+    /// A tensor-map parameter: the map its [`TensorMapParam`] makes from
+    /// the other arguments (the tensor and its dims), as the runtime
+    /// encodes it on the device.
+    TensorMap,
 }
 
 impl Arg {
@@ -81,7 +86,7 @@ impl Arg {
     /// The elements of a tensor argument read as `dtype`; empty for a scalar.
     pub fn values(&self, dtype: DType) -> Vec<f64> {
         match self {
-            Arg::Int(_) => Vec::new(),
+            Arg::Int(_) | Arg::TensorMap => Vec::new(),
             Arg::Tensor(b) => b.chunks_exact(dtype.size_bytes()).map(|c| load(dtype, c)).collect(),
         }
     }
@@ -147,6 +152,9 @@ pub struct Stats {
     pub ldmatrix: u64,
     pub mma: u64,
     pub barriers: u64,
+    /// `wgmma` instructions (one per warpgroup) and bytes TMA copied.
+    pub wgmma: u64,
+    pub tma_bytes: u64,
     /// Extra shared-memory wavefronts of `ldmatrix` bank conflicts: per
     /// 8×8 matrix (one phase, 8 rows of 16 bytes), the most rows that fall
     /// in the same 16-byte group of the 32 four-byte banks, less one.
@@ -181,6 +189,7 @@ fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), G
             (ParamKind::Ptr { dtype, .. }, Arg::Tensor(b)) if b.len() % dtype.size_bytes() == 0 => {}
             (ParamKind::I32, Arg::Int(v)) if i32::try_from(*v).is_ok() => scalars[i] = *v,
             (ParamKind::I64, Arg::Int(v)) => scalars[i] = *v,
+            (ParamKind::TensorMap(_), Arg::TensorMap) => {}
             _ => return Err(bad(format!("argument {i} does not fit parameter `{}` ({:?})", p.name, p.kind))),
         }
     }
@@ -197,6 +206,12 @@ fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), G
             "shared buffer `{}` ends past the {} bytes of shared memory",
             b.name, kernel.smem_bytes
         )));
+    }
+    for p in &kernel.params {
+        if let ParamKind::TensorMap(m) = p.kind {
+            sm90::check_map(kernel, &m, &scalars, args)
+                .map_err(|why| bad(format!("tensor map `{}`: {why}", p.name)))?;
+        }
     }
     let mut ids = HashMap::new();
     index(&kernel.body, &mut 0, &mut ids);
@@ -223,6 +238,8 @@ fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), G
                 stats.ldmatrix += f.stats.ldmatrix;
                 stats.mma += f.stats.mma;
                 stats.barriers += f.stats.barriers;
+                stats.wgmma += f.stats.wgmma;
+                stats.tma_bytes += f.stats.tma_bytes;
                 stats.ldmatrix_bank_conflicts += f.stats.ldmatrix_bank_conflicts;
                 regs = f.regs;
             }
@@ -256,6 +273,12 @@ struct ByteState {
     w_epoch: u32,
     reader: u32,
     r_epoch: u32,
+    /// In-flight `wgmma`s (not retired by a `wgmma.wait_group`) that read
+    /// this byte.
+    wgmma_readers: u16,
+    /// Written through the generic proxy with no `fence.proxy.async` by
+    /// the writer since: the async proxy (`wgmma`) may not see it.
+    generic: bool,
 }
 
 /// One `cp.async` in flight: where it lands and what it carries.
@@ -283,6 +306,15 @@ struct Frame<'k> {
     committed: Vec<VecDeque<Vec<Copy>>>,
     /// The variables of the enclosing `For`s (a `Let` may not assign them).
     loop_vars: Vec<VarId>,
+    /// The mbarriers, by shared byte address.
+    mbars: HashMap<usize, sm90::Mbarrier>,
+    /// Per warpgroup (128 threads): its `wgmma` groups.
+    warpgroups: Vec<sm90::Warpgroup>,
+    /// Per register array: per register (`t * len + i`), the in-flight
+    /// `wgmma`s that write it.
+    reg_pending: Vec<Vec<u16>>,
+    /// Per register array: whether a `wgmma` accumulates into it.
+    wgmma_acc: Vec<bool>,
     stats: Stats,
 }
 
@@ -311,6 +343,10 @@ impl<'k> Frame<'k> {
             open: (0..threads).map(|_| Vec::new()).collect(),
             committed: (0..threads).map(|_| VecDeque::new()).collect(),
             loop_vars: Vec::new(),
+            mbars: HashMap::new(),
+            warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
+            reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
+            wgmma_acc: sm90::accumulator_arrays(k),
             stats: Stats::default(),
         }
     }
@@ -416,6 +452,7 @@ impl<'k> Frame<'k> {
 
     fn get_reg(&self, r: &RegRef, t: usize, s: Option<u32>) -> R<u32> {
         let (a, i) = self.reg(r, t, s)?;
+        self.check_not_in_flight(a, i, t, s)?;
         Ok(self.regs[a][i])
     }
 
@@ -427,8 +464,32 @@ impl<'k> Frame<'k> {
 
     fn set_reg(&mut self, r: &RegRef, t: usize, v: u32, s: Option<u32>) -> R<()> {
         let (a, i) = self.reg(r, t, s)?;
+        self.check_not_in_flight(a, i, t, s)?;
+        if self.wgmma_acc[a] {
+            // Other instructions wrote a wgmma accumulator: the next wgmma
+            // needs a wgmma.fence first.
+            self.warpgroups[t / 128].fenced = false;
+        }
         self.regs[a][i] = v;
         Ok(())
+    }
+
+    /// An `IncompleteRead` when register `i` of array `a` (thread `t`) is
+    /// written by a `wgmma` no `wgmma.wait_group` retired.
+    fn check_not_in_flight(&self, a: usize, i: usize, t: usize, s: Option<u32>) -> R<()> {
+        if self.reg_pending[a][i] == 0 {
+            return Ok(());
+        }
+        let arr = &self.k.regs[a];
+        Err(self.err(
+            Fault::IncompleteRead,
+            s,
+            format!(
+                "thread {t} accesses {}[{}] while a wgmma that writes it is in flight (no wgmma.wait_group retired it)",
+                arr.name,
+                i % arr.len as usize
+            ),
+        ))
     }
 
     /// The byte address in shared memory of `r` for thread `t`, checked to
@@ -541,10 +602,18 @@ impl<'k> Frame<'k> {
         Ok(self.smem[addr..addr + len].to_vec())
     }
 
-    /// Checks a write of `[addr, addr + len)` by `t` against readers of this epoch.
+    /// Checks a write of `[addr, addr + len)` by `t` against readers of
+    /// this epoch and `wgmma`s in flight.
     fn check_write(&self, addr: usize, len: usize, t: usize, s: Option<u32>) -> R<()> {
         for b in addr..addr + len {
             let st = self.state[b];
+            if st.wgmma_readers > 0 {
+                return Err(self.err(
+                    Fault::Race,
+                    s,
+                    format!("thread {t} writes shared byte {b}, which a wgmma no wgmma.wait_group retired reads"),
+                ));
+            }
             if st.reader != 0 && st.reader != t as u32 + 1 && st.r_epoch == self.epoch {
                 return Err(self.err(
                     Fault::Race,
@@ -571,6 +640,7 @@ impl<'k> Frame<'k> {
             }
             st.writer = t as u32 + 1;
             st.w_epoch = self.epoch;
+            st.generic = true;
         }
     }
 

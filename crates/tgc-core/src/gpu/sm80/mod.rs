@@ -63,6 +63,7 @@ use super::ir::*;
 pub mod attention;
 mod epilogue;
 mod implicit;
+mod wgmma;
 
 pub use implicit::{Access, Affine, Axis, Digit, Implicit};
 
@@ -116,6 +117,10 @@ pub struct GemmParams {
     /// needs both zeroed before the launch, `splitk_serial` the locks.
     pub workspace: Option<ParamId>,
     pub locks: Option<ParamId>,
+    /// SM90 with TMA only: the tensor maps of `A` and `B`
+    /// ([`ParamKind::TensorMap`]), which the host makes from `A`, `B` and
+    /// the scalars.
+    pub tensor_maps: Option<[ParamId; 2]>,
     pub m: ParamId,
     pub n: ParamId,
     pub k: ParamId,
@@ -207,7 +212,6 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if gemm.split_k == 0 {
         return Err(diag!(Unsupported, "split-K over 0 slices"));
     }
-    let sh = shape(plan, gemm.split_k)?;
     if !matches!(gemm.ab, DType::F16 | DType::BF16) || !matches!(gemm.out, DType::F16 | DType::BF16 | DType::F32) {
         return Err(diag!(
             Unsupported,
@@ -227,13 +231,18 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     let arch = match plan.arch.as_ref().map(|a| a.value.as_str()) {
         None | Some("sm80") => Arch::Sm80,
         Some("sm90") => Arch::Sm90,
-        Some(a) => return Err(diag!(Unsupported, "the SM80 template does not target `{a}`")),
+        Some(a) => return Err(diag!(Unsupported, "the MMA template does not target `{a}`")),
+    };
+    let sh = match arch {
+        Arch::Sm80 => shape(plan, gemm.split_k)?,
+        Arch::Sm90 => wgmma::shape(plan, gemm)?,
     };
     let names: Vec<&str> = plan.epilogue.iter().map(|e| e.value.as_str()).collect();
     if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
         return Err(diag!(UnknownOp, "epilogue op `{bad}`; known: {}", crate::plan::EPILOGUE_OPS.join(" ")));
     }
-    let mut b = Builder { k: Kernel::empty("gemm_sm80", arch), sh, gemm: gemm.clone(), hoisted: Vec::new() };
+    let name = format!("gemm_{}", arch.name());
+    let mut b = Builder { k: Kernel::empty(&name, arch), sh, gemm: gemm.clone(), hoisted: Vec::new() };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let a = b.param("A", ptr(gemm.ab, false));
     let bp = b.param("B", ptr(gemm.ab, false));
@@ -246,7 +255,11 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
         (None, None)
     };
     let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
-    let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, m, n, k, lda, ldb, ldc };
+    let tensor_maps = (arch == Arch::Sm90 && wgmma::uses_tma(gemm)).then(|| {
+        let [a_map, b_map] = wgmma::tensor_maps(&b.sh, gemm, [a, bp], [m, n, k, lda, ldb]);
+        [b.param("A_map", ParamKind::TensorMap(a_map)), b.param("B_map", ParamKind::TensorMap(b_map))]
+    });
+    let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, tensor_maps, m, n, k, lda, ldb, ldc };
     let mut ops = Vec::new();
     if gemm.round_sum {
         ops.push(Epi::Cast(gemm.ab));
@@ -260,7 +273,10 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
             _ => Epi::Residual(residual.unwrap_or(p.c)),
         });
     }
-    b.body(&p, &ops);
+    match arch {
+        Arch::Sm80 => b.body(&p, &ops),
+        Arch::Sm90 => b.body_sm90(&p, &ops),
+    }
     Ok((b.k, p))
 }
 
@@ -337,8 +353,6 @@ struct Ids {
     a_smem: SmemRef,
     b_smem: SmemRef,
     acc: RegId,
-    afrag: RegId,
-    bfrag: RegId,
     /// An implicit GEMM's batch digits (of `blockIdx.z`); empty otherwise.
     batch: Vec<Expr>,
     /// The element offset of this batch point's `C` (0 without batch).
@@ -366,6 +380,22 @@ impl Builder {
 
     fn smem(&mut self, name: &str, size: i64, row_bytes: i64, swizzle: bool) -> SmemRef {
         self.k.add_smem(name, size as u64, row_swizzle(row_bytes, swizzle))
+    }
+
+    /// The `Let`s of the thread's and block's coordinates: `tid`, `lane`,
+    /// `warp`, the warp's tile row and column (`warp_m`, `warp_n`: warp `w`
+    /// at `(w / (BN/WN), w % (BN/WN))`), and the block tile's first row and
+    /// column (`block_m`, `block_n`).
+    fn thread_ids(&mut self, out: &mut Vec<Stmt>) -> [Expr; 7] {
+        let (bm, bn, warps_n) = (self.sh.bm, self.sh.bn, self.sh.bn / self.sh.wn);
+        let tid = self.let_(out, "tid", Expr::ThreadIdx(Dim::X));
+        let lane = self.let_(out, "lane", tid.clone() % 32);
+        let warp = self.let_(out, "warp", tid.clone() / 32);
+        let wm = self.let_(out, "warp_m", warp.clone() / warps_n);
+        let wn = self.let_(out, "warp_n", warp.clone() % warps_n);
+        let block_m = self.let_(out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
+        let block_n = self.let_(out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+        [tid, lane, warp, wm, wn, block_m, block_n]
     }
 
     /// `for v in 0..n unroll { f(v) }`.
@@ -397,13 +427,7 @@ impl Builder {
         let bfrag = self.regs("bfrag", RegKind::B16x2, ni_n * 2);
 
         let mut out = Vec::new();
-        let tid = self.let_(&mut out, "tid", Expr::ThreadIdx(Dim::X));
-        let lane = self.let_(&mut out, "lane", tid.clone() % 32);
-        let warp = self.let_(&mut out, "warp", tid.clone() / 32);
-        let wm_e = self.let_(&mut out, "warp_m", warp.clone() / warps_n);
-        let wn_e = self.let_(&mut out, "warp_n", warp.clone() % warps_n);
-        let bm_e = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
-        let bn_e = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+        let [tid, lane, warp, wm_e, wn_e, bm_e, bn_e] = self.thread_ids(&mut out);
         let split = self.gemm.split_k as i64;
         let (kt0, ktiles) = if split > 1 {
             // Slice blockIdx.z takes k tiles [kt_begin, kt_begin + ktiles).
@@ -438,8 +462,6 @@ impl Builder {
             a_smem,
             b_smem,
             acc,
-            afrag,
-            bfrag,
         };
         self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
             vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
@@ -458,7 +480,7 @@ impl Builder {
         main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
         main.push(Stmt::CommitGroup);
         let stage = self.let_(&mut main, "stage", kt_e % stages);
-        main.extend(self.compute(&ids, stage));
+        main.extend(self.compute(&ids, stage, afrag, bfrag));
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
         match (p.workspace, p.locks) {
@@ -500,6 +522,7 @@ impl Builder {
             smem: ids.a_smem.clone(),
             stage_bytes: bm * bk * es,
             implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.a, Axis::M, Axis::K)),
+            atom: None,
         };
         let b = match self.gemm.b_layout {
             BLayout::KN => Operand {
@@ -516,6 +539,8 @@ impl Builder {
                 smem: ids.b_smem.clone(),
                 stage_bytes: bk * bn * es,
                 implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.b, Axis::K, Axis::N)),
+                // wgmma reads an MN-major B in 64-column atoms.
+                atom: (self.k.arch == Arch::Sm90).then_some(wgmma::ATOM_COLS),
             },
             BLayout::NK => Operand {
                 param: p.b,
@@ -531,6 +556,7 @@ impl Builder {
                 smem: ids.b_smem.clone(),
                 stage_bytes: bn * bk * es,
                 implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.b, Axis::N, Axis::K)),
+                atom: None,
             },
         };
         [(a, "a"), (b, "b")]
@@ -580,7 +606,11 @@ impl Builder {
         };
         let src_bytes = self.let_(&mut body, &format!("{tag}_bytes"), valid * es);
         let offset = Expr::c(0).lt(src_bytes.clone()).select(at, 0);
-        let dst = SmemRef { offset: stage * o.stage_bytes + row * (o.cols * es) + col * es, ..o.smem.clone() };
+        let in_stage = match o.atom {
+            None => row * (o.cols * es) + col * es,
+            Some(a) => col.clone() / a * (o.rows * a * es) + row * (a * es) + col % a * es,
+        };
+        let dst = SmemRef { offset: stage * o.stage_bytes + in_stage, ..o.smem.clone() };
         let src = GlobalRef { param: o.param, offset };
         let copy = copy_stmt(dst, src, bytes, src_bytes);
         if chunks % threads == 0 {
@@ -596,7 +626,7 @@ impl Builder {
     }
 
     /// The k16 steps on ring stage `stage`: ldmatrix A and B, then mma.
-    fn compute(&mut self, ids: &Ids, stage: Expr) -> Vec<Stmt> {
+    fn compute(&mut self, ids: &Ids, stage: Expr, afrag: RegId, bfrag: RegId) -> Vec<Stmt> {
         let (bn, bk, wm, wn) = (self.sh.bn, self.sh.bk, self.sh.wm, self.sh.wn);
         let es = self.gemm.ab.size_bytes() as i64;
         let (mi_n, ni_n) = (wm / 16, wn / 8);
@@ -614,7 +644,7 @@ impl Builder {
                 let col = ks.clone() * 16 + lane.clone() / 16 * 8;
                 let src =
                     SmemRef { offset: stage.clone() * a_stage + row * (bk * es) + col * es, ..ids.a_smem.clone() };
-                let dst = (0..4).map(|j| RegRef { reg: ids.afrag, index: mi.clone() * 4 + j }).collect();
+                let dst = (0..4).map(|j| RegRef { reg: afrag, index: mi.clone() * 4 + j }).collect();
                 vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
             });
             // B fragments, two n8 tiles per ldmatrix.x4: matrices (b0, b1) of tile 2nj, then of 2nj+1.
@@ -632,7 +662,7 @@ impl Builder {
                     }
                 };
                 let src = SmemRef { offset: stage.clone() * b_stage + offset, ..ids.b_smem.clone() };
-                let dst = (0..4).map(|j| RegRef { reg: ids.bfrag, index: nj.clone() * 4 + j }).collect();
+                let dst = (0..4).map(|j| RegRef { reg: bfrag, index: nj.clone() * 4 + j }).collect();
                 vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src }]
             });
             b.for_unrolled(&mut step, "mma_m", mi_n, |b, mi| {
@@ -645,8 +675,8 @@ impl Builder {
                     vec![Stmt::MmaSync {
                         ab,
                         d: c.clone(),
-                        a: reg(ids.afrag, mi.clone() * 4, 4),
-                        b: reg(ids.bfrag, ni * 2, 2),
+                        a: reg(afrag, mi.clone() * 4, 4),
+                        b: reg(bfrag, ni * 2, 2),
                         c,
                     }]
                 });
@@ -700,4 +730,8 @@ pub(super) struct Operand {
     /// access's offset for their digits, zero where a guard fails; `None`:
     /// `row · ld + col`.
     implicit: Option<implicit::Tile>,
+    /// Columns per atom of an MN-major `wgmma` operand: the tile is stored
+    /// as `cols / atom` blocks of `rows × atom` (the layout of
+    /// [`MatrixDesc`]); `None`: rows of `cols`.
+    atom: Option<i64>,
 }

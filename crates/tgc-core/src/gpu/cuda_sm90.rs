@@ -1,0 +1,187 @@
+//! The CUDA C of the SM90 statements (a part of the printer, [`super`]):
+//! TMA copies completing on mbarriers and `wgmma` from shared-memory
+//! matrix descriptors, as the hand-written kernel of `docs/sm90.md`
+//! prints them (measured there on an H200).
+//!
+//! | IR | CUDA C |
+//! |----|--------|
+//! | `MbarrierInit` | `mbarrier.init.shared::cta.b64 [b], count;` (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier") |
+//! | `FenceMbarrierInit` | `fence.mbarrier_init.release.cluster;` ("membar/fence") |
+//! | `MbarrierArriveExpectTx` | `mbarrier.arrive.expect_tx.shared::cta.b64 _, [b], bytes;` |
+//! | `MbarrierWait` | `tgc_mbar_wait(b, parity)`: `mbarrier.try_wait.parity` in a loop |
+//! | `TmaLoad` | `tgc_tma_load_2d(dst, &map, b, c0, c1)`: `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes` ("Data Movement and Conversion Instructions: cp.async.bulk.tensor") |
+//! | `FenceProxyAsync` | `fence.proxy.async.shared::cta;` ("membar/fence") |
+//! | `WgmmaFence` / `WgmmaCommit` / `WgmmaWait` | `wgmma.fence.sync.aligned;` / `wgmma.commit_group.sync.aligned;` / `wgmma.wait_group.sync.aligned N;` |
+//! | `Wgmma` | `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d…}, da, db, 1, 1, 1, 0, trans_b;` with the descriptors made by `tgc_wgmma_desc` ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate", "Matrix Descriptor Format") |
+//!
+//! A tensor-map parameter prints as `const __grid_constant__
+//! tgc_tensor_map`, 128 bytes aligned to 64 (the driver's `CUtensorMap`;
+//! no header is included). Descriptor starts and TMA destinations are
+//! printed unswizzled: the hardware applies the 128-byte swizzle to the
+//! address bits, which is why the kernel's shared-memory base is aligned
+//! to [`Kernel::smem_base_align`].
+
+use std::fmt::Write;
+
+use crate::DType;
+
+use super::*;
+
+/// Device helpers of the SM90 statements (printed once per unit that has one).
+pub(super) const SM90_PRELUDE: &str = r#"
+// SM90 helpers: TMA tensor maps, mbarrier waits, wgmma descriptors.
+struct __align__(64) tgc_tensor_map { unsigned long long opaque[16]; }; // CUtensorMap
+__device__ __forceinline__ void tgc_mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nTGC_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra TGC_WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tgc_tma_load_2d(unsigned dst, const tgc_tensor_map* map, unsigned bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+// A wgmma matrix descriptor: start address, leading and stride byte
+// offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
+__device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | ((unsigned long long)mode << 62);
+}
+"#;
+
+/// Whether `k` has an SM90 statement or a tensor-map parameter (its unit
+/// needs [`SM90_PRELUDE`]).
+pub(super) fn uses_sm90(k: &Kernel) -> bool {
+    let mut any = k.params.iter().any(|p| matches!(p.kind, ParamKind::TensorMap(_)));
+    k.walk(&mut |_, s| any |= s.min_arch() == Arch::Sm90 && !matches!(s, Stmt::GridDepControlWait));
+    any
+}
+
+/// The descriptor's swizzle mode (PTX ISA "Matrix Descriptor Format":
+/// 0 none, 1 128-byte); `None` for a swizzle no mode is.
+pub(super) fn desc_mode(s: Swizzle) -> Option<u32> {
+    if s == Swizzle::IDENTITY {
+        Some(0)
+    } else if s == Swizzle::B128 {
+        Some(1)
+    } else {
+        None
+    }
+}
+
+impl Printer<'_> {
+    /// The 32-bit shared address of `r` without its swizzle (a descriptor
+    /// start, a TMA destination or an mbarrier), checked to carry its
+    /// buffer's swizzle.
+    fn smem_raw_addr(&self, r: &SmemRef, stmt: u32) -> Result<String, CudaError> {
+        let buf = self
+            .k
+            .smem
+            .get(r.buf.0 as usize)
+            .ok_or_else(|| self.err(stmt, Fault::BadId, "shared buffer out of range"))?;
+        if r.swizzle != buf.swizzle {
+            return Err(self.err(
+                stmt,
+                Fault::Swizzle,
+                format!("swizzle {} is not `{}`'s {}", r.swizzle, buf.name, buf.swizzle),
+            ));
+        }
+        Ok(format!("{} + {}", self.smem[r.buf.0 as usize], self.expr_u32(&r.offset, stmt)?))
+    }
+
+    fn desc(&self, d: &MatrixDesc, stmt: u32) -> Result<String, CudaError> {
+        let mode = desc_mode(d.start.swizzle).ok_or_else(|| {
+            self.err(stmt, Fault::Swizzle, format!("no wgmma descriptor mode is the swizzle {}", d.start.swizzle))
+        })?;
+        Ok(format!("tgc_wgmma_desc({}, {}u, {}u, {mode}u)", self.smem_raw_addr(&d.start, stmt)?, d.lbo, d.sbo))
+    }
+
+    /// Prints one SM90 statement (the caller matched it).
+    pub(super) fn sm90_stmt(&self, out: &mut String, s: &Stmt, id: u32, tag: &str) -> Result<(), CudaError> {
+        match s {
+            Stmt::MbarrierInit { bar, count } => writeln!(
+                out,
+                "{tag}asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" :: \"r\"({}), \"r\"({count}u));",
+                self.smem_raw_addr(bar, id)?
+            )
+            .unwrap(),
+            Stmt::FenceMbarrierInit => writeln!(
+                out,
+                "{tag}asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");"
+            )
+            .unwrap(),
+            Stmt::MbarrierArriveExpectTx { bar, bytes } => writeln!(
+                out,
+                "{tag}asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n\" :: \"r\"({}), \"r\"({bytes}u) : \"memory\");",
+                self.smem_raw_addr(bar, id)?
+            )
+            .unwrap(),
+            Stmt::MbarrierWait { bar, parity } => writeln!(
+                out,
+                "{tag}tgc_mbar_wait({}, {});",
+                self.smem_raw_addr(bar, id)?,
+                self.expr_u32(parity, id)?
+            )
+            .unwrap(),
+            Stmt::TmaLoad { dst, map, coords, bar } => {
+                if !matches!(self.k.params.get(map.0 as usize).map(|p| p.kind), Some(ParamKind::TensorMap(_))) {
+                    return Err(self.err(id, Fault::BadId, format!("parameter {} is not a tensor map", map.0)));
+                }
+                writeln!(
+                    out,
+                    "{tag}tgc_tma_load_2d({}, &{}, {}, (int){}, (int){});",
+                    self.smem_raw_addr(dst, id)?,
+                    self.params[map.0 as usize],
+                    self.smem_raw_addr(bar, id)?,
+                    self.expr(&coords[0], Some(id))?,
+                    self.expr(&coords[1], Some(id))?
+                )
+                .unwrap()
+            }
+            Stmt::FenceProxyAsync => {
+                writeln!(out, "{tag}asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");").unwrap()
+            }
+            Stmt::WgmmaFence => {
+                writeln!(out, "{tag}asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");").unwrap()
+            }
+            Stmt::WgmmaCommit => {
+                writeln!(out, "{tag}asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");").unwrap()
+            }
+            Stmt::WgmmaWait { pending } => writeln!(
+                out,
+                "{tag}asm volatile(\"wgmma.wait_group.sync.aligned {pending};\\n\" ::: \"memory\");"
+            )
+            .unwrap(),
+            Stmt::Wgmma { ab, n, d, a, b, trans_b } => {
+                let t = match ab {
+                    DType::F16 => "f16",
+                    DType::BF16 => "bf16",
+                    other => return Err(self.err(id, Fault::FragmentShape, format!("wgmma on {other} operands"))),
+                };
+                if *n == 0 || n % 8 != 0 || *n > 256 {
+                    return Err(self.err(id, Fault::FragmentShape, format!("wgmma m64n{n}k16: n is 8, 16, …, 256")));
+                }
+                if self.reg_kind(d, id)? != RegKind::F32 {
+                    return Err(self.err(id, Fault::FragmentShape, "wgmma accumulates into f32 registers"));
+                }
+                let count = (n / 2) as i64;
+                let regs: Vec<String> = (0..count)
+                    .map(|i| self.reg(&RegRef { reg: d.reg, index: d.index.clone() + i }, id).map(|r| format!("\"+f\"({r})")))
+                    .collect::<Result<_, _>>()?;
+                let slots: Vec<String> = (0..count).map(|i| format!("%{i}")).collect();
+                writeln!(
+                    out,
+                    "{tag}asm volatile(\"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, %{count}, %{}, 1, 1, 1, 0, {};\\n\" : {} : \"l\"({}), \"l\"({}));",
+                    slots.join(", "),
+                    count + 1,
+                    u32::from(*trans_b),
+                    regs.join(", "),
+                    self.desc(a, id)?,
+                    self.desc(b, id)?
+                )
+                .unwrap()
+            }
+            _ => return Err(self.err(id, Fault::BadValue, format!("{} is not an SM90 statement", s.head()))),
+        }
+        Ok(())
+    }
+}

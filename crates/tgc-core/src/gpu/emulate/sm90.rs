@@ -1,0 +1,547 @@
+//! The SM90 statements' semantics (see the module doc of `emulate`):
+//! TMA box copies that land when a wait completes their mbarrier's
+//! phase, mbarrier phases with arrival and transaction counts, and
+//! `wgmma` with descriptor-addressed, swizzled operand tiles whose
+//! results are in flight until a `wgmma.wait_group` retires them.
+
+use super::*;
+
+/// One mbarrier's state (PTX ISA "mbarrier": phases, pending arrival
+/// count, transaction count).
+pub(super) struct Mbarrier {
+    count: u32,
+    arrivals_left: u32,
+    /// Bytes `expect_tx` announced for the current phase.
+    tx_expected: u64,
+    /// The TMA copies that complete on the current phase, with their
+    /// issuing thread, and their bytes.
+    inflight: Vec<(usize, Copy)>,
+    inflight_bytes: u64,
+    /// Completed phases; the current phase's parity is `phase & 1`.
+    phase: u32,
+}
+
+/// One `wgmma` in flight: the registers it writes and the shared bytes it reads.
+struct WgmmaOp {
+    reg: usize,
+    first: usize,
+    count: usize,
+    bytes: Vec<usize>,
+}
+
+/// One warpgroup's `wgmma` state.
+#[derive(Default)]
+pub(super) struct Warpgroup {
+    /// A `wgmma.fence` since other instructions last wrote an accumulator.
+    pub(super) fenced: bool,
+    open: Vec<WgmmaOp>,
+    committed: VecDeque<Vec<WgmmaOp>>,
+}
+
+/// Per register array of `k`, whether a `wgmma` accumulates into it.
+pub(super) fn accumulator_arrays(k: &Kernel) -> Vec<bool> {
+    let mut acc = vec![false; k.regs.len()];
+    k.walk(&mut |_, s| {
+        if let Stmt::Wgmma { d, .. } = s {
+            if let Some(x) = acc.get_mut(d.reg.0 as usize) {
+                *x = true;
+            }
+        }
+    });
+    acc
+}
+
+/// The tensor and scalars of map `m` at a launch: dtype, elements per row,
+/// rows, row stride, box extents.
+struct MapView {
+    dtype: DType,
+    dims: [i64; 2],
+    row_stride: i64,
+}
+
+fn map_view(k: &Kernel, m: &TensorMapParam, scalars: &[i64], args: &[Arg]) -> Result<MapView, String> {
+    let scalar = |p: ParamId| match k.params.get(p.0 as usize).map(|q| q.kind) {
+        Some(ParamKind::I32 | ParamKind::I64) => Ok(scalars[p.0 as usize]),
+        _ => Err(format!("parameter {} is not a scalar", p.0)),
+    };
+    let (Some(ParamKind::Ptr { dtype, .. }), Some(Arg::Tensor(data))) =
+        (k.params.get(m.tensor.0 as usize).map(|p| p.kind), args.get(m.tensor.0 as usize))
+    else {
+        return Err(format!("parameter {} is not a tensor", m.tensor.0));
+    };
+    let dims = [scalar(m.dims[0])?, scalar(m.dims[1])?];
+    let row_stride = scalar(m.row_stride)?;
+    let es = dtype.size_bytes() as i64;
+    if dims.iter().any(|&d| !(1..=1 << 32).contains(&d)) {
+        return Err(format!("extents {dims:?} not in 1..=2^32"));
+    }
+    if row_stride < dims[0] || (row_stride * es) % 16 != 0 {
+        return Err(format!(
+            "row stride {row_stride} is below the row's {} elements or not a multiple of 16 bytes",
+            dims[0]
+        ));
+    }
+    let need = (dims[1] - 1).saturating_mul(row_stride).saturating_add(dims[0]);
+    if (data.len() as i64) / es < need {
+        return Err(format!("the tensor holds {} elements, the map spans {need}", data.len() as i64 / es));
+    }
+    Ok(MapView { dtype, dims, row_stride })
+}
+
+/// Checks tensor map `m` against the driver's rules for
+/// `cuTensorMapEncodeTiled` (those `tgc_runtime::cuda::tma` applies) for
+/// the launch's `args`.
+pub(super) fn check_map(k: &Kernel, m: &TensorMapParam, scalars: &[i64], args: &[Arg]) -> Result<(), String> {
+    let v = map_view(k, m, scalars, args)?;
+    if matches!(v.dtype, DType::Bool) {
+        return Err("TMA does not copy bool".into());
+    }
+    let inner = m.box_dims[0] as u64 * v.dtype.size_bytes() as u64;
+    if m.box_dims.iter().any(|&b| !(1..=256).contains(&b)) || !inner.is_multiple_of(16) {
+        return Err(format!("box {:?}: extents 1 to 256, the inner one a multiple of 16 bytes", m.box_dims));
+    }
+    match m.swizzle {
+        s if s == Swizzle::IDENTITY => Ok(()),
+        s if s == Swizzle::B128 && inner <= 128 => Ok(()),
+        s => Err(format!("swizzle {s} with a {inner}-byte inner box (none, or 128B with at most 128 bytes)")),
+    }
+}
+
+/// Byte offset, before the swizzle, of element `(outer, k)` of a
+/// descriptor's tile that starts at `start` (the layouts of
+/// [`MatrixDesc`]); `outer` is the M or N index.
+fn desc_offset(d: &MatrixDesc, start: u64, mn_major: bool, outer: u64, k: u64) -> Option<u64> {
+    let (lbo, sbo) = (d.lbo as u64, d.sbo as u64);
+    match (d.start.swizzle == Swizzle::B128, mn_major) {
+        (true, false) => Some(start + outer / 8 * sbo + outer % 8 * 128 + 2 * k),
+        (true, true) => Some(start + outer / 64 * lbo + k / 8 * sbo + k % 8 * 128 + 2 * (outer % 64)),
+        (false, false) if d.start.swizzle == Swizzle::IDENTITY => {
+            Some(start + outer / 8 * sbo + outer % 8 * 16 + k / 8 * lbo + 2 * (k % 8))
+        }
+        _ => None,
+    }
+}
+
+impl<'k> Frame<'k> {
+    /// The warpgroups with all 128 threads active; a partly active one is
+    /// a `Divergence` (the `wgmma.*` instructions are `.sync.aligned`).
+    fn full_warpgroups(&self, mask: &[bool], s: Option<u32>, what: &str) -> R<Vec<usize>> {
+        let mut out = Vec::new();
+        for (w, lanes) in mask.chunks(128).enumerate() {
+            let n = lanes.iter().filter(|&&m| m).count();
+            if n == 128 {
+                out.push(w);
+            } else if n > 0 {
+                return Err(self.err(
+                    Fault::Divergence,
+                    s,
+                    format!("{what} with {n} of warpgroup {w}'s 128 threads active"),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The mbarrier at `bar` for thread `t`: its byte address.
+    fn mbar_addr(&self, bar: &SmemRef, t: usize, s: Option<u32>) -> R<usize> {
+        self.smem_addr(bar, t, 8, 8, s)
+    }
+
+    fn mbar(&mut self, addr: usize, s: Option<u32>) -> R<&mut Mbarrier> {
+        if !self.mbars.contains_key(&addr) {
+            return Err(self.err(Fault::BadValue, s, format!("the mbarrier at shared byte {addr} is not initialised")));
+        }
+        Ok(self.mbars.get_mut(&addr).expect("checked"))
+    }
+
+    pub(super) fn sm90_stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg], s: Option<u32>) -> R<()> {
+        match st {
+            Stmt::MbarrierInit { bar, count } => {
+                if *count == 0 {
+                    return Err(self.err(Fault::BadValue, s, "an mbarrier expecting 0 arrivals".into()));
+                }
+                for t in Self::active(mask) {
+                    let a = self.mbar_addr(bar, t, s)?;
+                    if self.mbars.get(&a).is_some_and(|m| !m.inflight.is_empty()) {
+                        return Err(self.err(
+                            Fault::Race,
+                            s,
+                            format!("re-initialises the mbarrier at byte {a} with copies in flight"),
+                        ));
+                    }
+                    let m = Mbarrier {
+                        count: *count,
+                        arrivals_left: *count,
+                        tx_expected: 0,
+                        inflight: Vec::new(),
+                        inflight_bytes: 0,
+                        phase: 0,
+                    };
+                    self.mbars.insert(a, m);
+                }
+            }
+            Stmt::FenceMbarrierInit => {}
+            Stmt::MbarrierArriveExpectTx { bar, bytes } => {
+                for t in Self::active(mask) {
+                    let a = self.mbar_addr(bar, t, s)?;
+                    let m = self.mbar(a, s)?;
+                    if m.arrivals_left == 0 {
+                        let phase = m.phase;
+                        return Err(self.err(
+                            Fault::BadValue,
+                            s,
+                            format!("thread {t}: more arrivals than the mbarrier at byte {a} expects in phase {phase}"),
+                        ));
+                    }
+                    m.arrivals_left -= 1;
+                    m.tx_expected += *bytes as u64;
+                }
+            }
+            Stmt::MbarrierWait { bar, parity } => {
+                for t in Self::active(mask) {
+                    let a = self.mbar_addr(bar, t, s)?;
+                    let p = self.eval(parity, t, s)?;
+                    if !(0..=1).contains(&p) {
+                        return Err(self.err(Fault::BadValue, s, format!("thread {t}: parity {p}")));
+                    }
+                    let m = self.mbar(a, s)?;
+                    if (m.phase & 1) as i64 != p {
+                        // The phase of parity p is the one before the current: complete.
+                        continue;
+                    }
+                    let (phase, left, expected, carried) = (m.phase, m.arrivals_left, m.tx_expected, m.inflight_bytes);
+                    if left > 0 || carried < expected {
+                        return Err(self.err(
+                            Fault::Deadlock,
+                            s,
+                            format!(
+                                "thread {t} waits for phase {phase} (parity {p}) of the mbarrier at byte {a}, which cannot \
+                                 complete: {left} arrivals and {} bytes of copies missing",
+                                expected - carried
+                            ),
+                        ));
+                    }
+                    if carried > expected {
+                        return Err(self.err(
+                            Fault::BadValue,
+                            s,
+                            format!(
+                                "the copies completing on the mbarrier at byte {a} carry {carried} bytes, expect_tx announced {expected}"
+                            ),
+                        ));
+                    }
+                    let copies = std::mem::take(&mut m.inflight);
+                    m.phase += 1;
+                    m.arrivals_left = m.count;
+                    m.tx_expected = 0;
+                    m.inflight_bytes = 0;
+                    for (issuer, c) in copies {
+                        // Visible to every thread that observed the phase: no
+                        // barrier epoch to race with.
+                        self.land(&c, issuer, true);
+                        for b in c.dst..c.dst + c.data.len() {
+                            self.state[b].w_epoch = 0;
+                            self.state[b].generic = false;
+                        }
+                    }
+                }
+            }
+            Stmt::TmaLoad { dst, map, coords, bar } => {
+                let Some(ParamKind::TensorMap(m)) = self.k.params.get(map.0 as usize).map(|p| p.kind) else {
+                    return Err(self.err(Fault::BadId, s, format!("parameter {} is not a tensor map", map.0)));
+                };
+                if dst.swizzle != m.swizzle {
+                    return Err(self.err(
+                        Fault::Swizzle,
+                        s,
+                        format!(
+                            "the box is written with the map's swizzle {}, the destination says {}",
+                            m.swizzle, dst.swizzle
+                        ),
+                    ));
+                }
+                let view = map_view(self.k, &m, self.scalars, args).map_err(|w| self.err(Fault::BadValue, s, w))?;
+                let es = view.dtype.size_bytes();
+                let [b0, b1] = m.box_dims.map(|b| b as usize);
+                let row_bytes = b0 * es;
+                let box_bytes = row_bytes * b1;
+                let align = if m.swizzle == Swizzle::B128 { 1024 } else { 128 };
+                for t in Self::active(mask) {
+                    let Some(buf) = self.k.smem.get(dst.buf.0 as usize) else {
+                        return Err(self.err(Fault::BadId, s, format!("shared buffer {} is not declared", dst.buf.0)));
+                    };
+                    let off = self.eval(&dst.offset, t, s)?;
+                    if off < 0 || off as u64 + box_bytes as u64 > buf.size {
+                        return Err(self.err(
+                            Fault::OutOfBounds,
+                            s,
+                            format!(
+                                "thread {t}: a {box_bytes}-byte box at offset {off} outside `{}` ({} bytes)",
+                                buf.name, buf.size
+                            ),
+                        ));
+                    }
+                    let at = buf.offset + off as u64;
+                    if !at.is_multiple_of(align) {
+                        return Err(self.err(
+                            Fault::Misaligned,
+                            s,
+                            format!("thread {t}: box destination at shared byte {at}, not {align}-byte aligned"),
+                        ));
+                    }
+                    let [c0, c1] = [self.eval(&coords[0], t, s)?, self.eval(&coords[1], t, s)?];
+                    let bar_at = self.mbar_addr(bar, t, s)?;
+                    self.mbar(bar_at, s)?;
+                    let Some(Arg::Tensor(data)) = args.get(m.tensor.0 as usize) else {
+                        return Err(self.err(Fault::BadId, s, "the map's tensor is not an argument".into()));
+                    };
+                    let mut copies = Vec::with_capacity(box_bytes / 16);
+                    for r in 0..b1 {
+                        let y = c1 + r as i64;
+                        for chunk in 0..row_bytes / 16 {
+                            let mut bytes = vec![0u8; 16];
+                            for e in 0..16 / es {
+                                let x = c0 + ((chunk * 16) / es + e) as i64;
+                                if (0..view.dims[0]).contains(&x) && (0..view.dims[1]).contains(&y) {
+                                    let g = ((y * view.row_stride + x) as usize) * es;
+                                    bytes[e * es..(e + 1) * es].copy_from_slice(&data[g..g + es]);
+                                }
+                            }
+                            let pre = off as u64 + (r * row_bytes + chunk * 16) as u64;
+                            let phys = (buf.offset + m.swizzle.apply(pre)) as usize;
+                            copies.push(Copy { dst: phys, data: bytes });
+                        }
+                    }
+                    for c in &copies {
+                        for b in c.dst..c.dst + 16 {
+                            if self.state[b].wgmma_readers > 0 {
+                                return Err(self.err(
+                                    Fault::Race,
+                                    s,
+                                    format!("thread {t}: the box overwrites shared byte {b}, which a wgmma no wgmma.wait_group retired reads"),
+                                ));
+                            }
+                        }
+                        self.check_write(c.dst, 16, t, s)?;
+                        for b in c.dst..c.dst + 16 {
+                            self.state[b].pending += 1;
+                        }
+                    }
+                    self.stats.tma_bytes += box_bytes as u64;
+                    let mb = self.mbar(bar_at, s)?;
+                    mb.inflight_bytes += box_bytes as u64;
+                    mb.inflight.extend(copies.into_iter().map(|c| (t, c)));
+                }
+            }
+            Stmt::FenceProxyAsync => {
+                let active: Vec<u32> = Self::active(mask).map(|t| t as u32 + 1).collect();
+                for st in self.state.iter_mut().filter(|b| b.generic) {
+                    if active.binary_search(&st.writer).is_ok() {
+                        st.generic = false;
+                    }
+                }
+            }
+            Stmt::WgmmaFence => {
+                for w in self.full_warpgroups(mask, s, "wgmma.fence")? {
+                    self.warpgroups[w].fenced = true;
+                }
+            }
+            Stmt::WgmmaCommit => {
+                for w in self.full_warpgroups(mask, s, "wgmma.commit_group")? {
+                    let g = std::mem::take(&mut self.warpgroups[w].open);
+                    self.warpgroups[w].committed.push_back(g);
+                }
+            }
+            Stmt::WgmmaWait { pending } => {
+                for w in self.full_warpgroups(mask, s, "wgmma.wait_group")? {
+                    while self.warpgroups[w].committed.len() > *pending as usize {
+                        let group = self.warpgroups[w].committed.pop_front().unwrap_or_default();
+                        for op in group {
+                            self.retire(w, op);
+                        }
+                    }
+                }
+            }
+            Stmt::Wgmma { ab, n, d, a, b, trans_b } => self.wgmma(mask, s, *ab, *n, d, a, b, *trans_b)?,
+            _ => return Err(self.err(Fault::BadValue, s, format!("{} is not an SM90 statement", st.head()))),
+        }
+        Ok(())
+    }
+
+    fn retire(&mut self, w: usize, op: WgmmaOp) {
+        let len = self.k.regs[op.reg].len as usize;
+        for t in w * 128..(w + 1) * 128 {
+            for i in op.first..op.first + op.count {
+                let p = &mut self.reg_pending[op.reg][t * len + i];
+                *p = p.saturating_sub(1);
+            }
+        }
+        for b in op.bytes {
+            self.state[b].wgmma_readers = self.state[b].wgmma_readers.saturating_sub(1);
+        }
+    }
+
+    /// The buffer and pre-swizzle start offset of descriptor `d`, the
+    /// same for every thread of warpgroup `w`.
+    fn desc_start(&self, d: &MatrixDesc, w: usize, s: Option<u32>) -> R<(usize, u64)> {
+        let Some(buf) = self.k.smem.get(d.start.buf.0 as usize) else {
+            return Err(self.err(Fault::BadId, s, format!("shared buffer {} is not declared", d.start.buf.0)));
+        };
+        let off = self.eval(&d.start.offset, w * 128, s)?;
+        for t in w * 128 + 1..(w + 1) * 128 {
+            if self.eval(&d.start.offset, t, s)? != off {
+                return Err(self.err(
+                    Fault::BadValue,
+                    s,
+                    format!("the descriptor differs between threads of warpgroup {w}"),
+                ));
+            }
+        }
+        if off < 0 {
+            return Err(self.err(Fault::OutOfBounds, s, format!("descriptor start {off} in `{}`", buf.name)));
+        }
+        if d.start.swizzle == Swizzle::B128 && buf.offset % 1024 != 0 {
+            return Err(self.err(
+                Fault::Misaligned,
+                s,
+                format!(
+                    "`{}` at shared byte {} is read with the 128-byte swizzle but not 1024-byte aligned",
+                    buf.name, buf.offset
+                ),
+            ));
+        }
+        Ok((d.start.buf.0 as usize, off as u64))
+    }
+
+    /// Reads the 16-bit element `(outer, k)` of descriptor `d`'s tile as
+    /// thread `t`, recording the bytes read.
+    #[allow(clippy::too_many_arguments)]
+    fn desc_elem(
+        &mut self,
+        d: &MatrixDesc,
+        (buf, start): (usize, u64),
+        mn_major: bool,
+        outer: u64,
+        k: u64,
+        t: usize,
+        ab: DType,
+        read: &mut Vec<usize>,
+        s: Option<u32>,
+    ) -> R<f32> {
+        let b = &self.k.smem[buf];
+        let Some(off) = desc_offset(d, start, mn_major, outer, k) else {
+            return Err(self.err(
+                Fault::BadValue,
+                s,
+                format!(
+                    "a wgmma descriptor with swizzle {} {}-major is not emulated",
+                    d.start.swizzle,
+                    if mn_major { "MN" } else { "K" }
+                ),
+            ));
+        };
+        if off + 2 > b.size {
+            return Err(self.err(
+                Fault::OutOfBounds,
+                s,
+                format!("wgmma operand byte {off} outside `{}` ({} bytes)", b.name, b.size),
+            ));
+        }
+        let phys = (b.offset + d.start.swizzle.apply(off)) as usize;
+        if self.state[phys].generic || self.state[phys + 1].generic {
+            return Err(self.err(
+                Fault::Race,
+                s,
+                format!(
+                    "wgmma reads shared byte {phys} of `{}`, written through the generic proxy with no fence.proxy.async by its writer",
+                    b.name
+                ),
+            ));
+        }
+        let bytes = self.read_smem(phys, 2, t, s)?;
+        read.extend([phys, phys + 1]);
+        Ok(b16_to_f32(ab, u16::from_le_bytes([bytes[0], bytes[1]])))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(
+        &mut self,
+        mask: &[bool],
+        s: Option<u32>,
+        ab: DType,
+        n: u32,
+        d: &RegRef,
+        a: &MatrixDesc,
+        b: &MatrixDesc,
+        trans_b: bool,
+    ) -> R<()> {
+        if !matches!(ab, DType::F16 | DType::BF16) || n == 0 || !n.is_multiple_of(8) || n > 256 {
+            return Err(self.err(
+                Fault::FragmentShape,
+                s,
+                format!("wgmma m64n{n}k16 on {}: n is 8, 16, …, 256 and the operands f16 or bf16", ab.dsl_name()),
+            ));
+        }
+        let half = n as usize / 2;
+        for w in self.full_warpgroups(mask, s, "wgmma.mma_async")? {
+            if !self.warpgroups[w].fenced {
+                return Err(self.err(
+                    Fault::Race,
+                    s,
+                    format!("warpgroup {w}: wgmma with no wgmma.fence since other instructions wrote its accumulators (or before the first wgmma)"),
+                ));
+            }
+            let t0 = w * 128;
+            let first = self.eval(&d.index, t0, s)?;
+            let (arr, _) = self.reg(d, t0, s)?;
+            let len = self.k.regs[arr].len as usize;
+            if self.k.regs[arr].kind != RegKind::F32 || first as usize + half > len {
+                return Err(self.err(
+                    Fault::FragmentShape,
+                    s,
+                    format!(
+                        "wgmma m64n{n}k16 accumulates into {half} f32 registers from {}[{first}]",
+                        self.k.regs[arr].name
+                    ),
+                ));
+            }
+            let (sa, sb) = (self.desc_start(a, w, s)?, self.desc_start(b, w, s)?);
+            let mut read = Vec::new();
+            let mut ma = vec![[0f32; 16]; 64];
+            for (r, row) in ma.iter_mut().enumerate() {
+                for (k, x) in row.iter_mut().enumerate() {
+                    *x = self.desc_elem(a, sa, false, r as u64, k as u64, t0, ab, &mut read, s)?;
+                }
+            }
+            let mut mb = vec![[0f32; 16]; n as usize];
+            for (c, col) in mb.iter_mut().enumerate() {
+                for (k, x) in col.iter_mut().enumerate() {
+                    *x = self.desc_elem(b, sb, trans_b, c as u64, k as u64, t0, ab, &mut read, s)?;
+                }
+            }
+            for warp in 0..4 {
+                for lane in 0..32 {
+                    let t = t0 + warp * 32 + lane;
+                    let (g, q) = (lane / 4, lane % 4);
+                    for i in 0..half {
+                        let (j, h, c) = (i / 4, i % 4 / 2, i % 2);
+                        let (row, col) = (16 * warp + g + 8 * h, 8 * j + 2 * q + c);
+                        let slot = t * len + first as usize + i;
+                        let mut acc = f32::from_bits(self.regs[arr][slot]);
+                        for k in 0..16 {
+                            acc += ma[row][k] * mb[col][k];
+                        }
+                        self.regs[arr][slot] = acc.to_bits();
+                        self.reg_pending[arr][slot] += 1;
+                    }
+                }
+            }
+            for &byte in &read {
+                self.state[byte].wgmma_readers += 1;
+            }
+            self.warpgroups[w].open.push(WgmmaOp { reg: arr, first: first as usize, count: half, bytes: read });
+            self.stats.wgmma += 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,313 @@
+//! The SM90 branch of the MMA template (`000` §1.8: "`tma.load` /
+//! `mbarrier` → `wgmma`"; the arch is the template's only branch besides
+//! tails): the kernel `docs/sm90.md` wrote by hand and measured on an
+//! H200, in its non-warp-specialised form, from a plan whose `warp_tile`
+//! is the warpgroup's `64 × BN` (`000` §1.7: "`warp_tile` で
+//! `ldmatrix|wgmma` 形状を確定").
+//!
+//! ```text
+//! acc = 0
+//! thread 0: init full[s] (1 arrival) for every stage; fence; bar.sync
+//! thread 0: for s in 0..stages-1: if s < ktiles { issue(s) }
+//! for kt in 0..ktiles:
+//!     mbarrier wait full[kt % S], parity (kt / S) % 2     // tile kt landed
+//!     wgmma.fence; 4 × wgmma m64nBNk16 (A, B from descriptors); commit
+//!     wgmma.wait_group 1; bar.sync     // every warpgroup retired tile kt-1's reads
+//!     thread 0: if kt+S-1 < ktiles { issue(kt+S-1) into stage (kt-1) % S }
+//! wgmma.wait_group 0
+//! epilogue on the accumulators (the SM80 epilogue: warp w of the CTA holds rows 16w..16w+15)
+//! issue(t): arrive.expect_tx(full[t % S], stage bytes); TMA A box, B box(es)
+//! ```
+//!
+//! - Block: `BM / 64` warpgroups (128 threads each); warpgroup `g` owns
+//!   rows `64g..64g+63` of the tile. Grid `(⌈N/BN⌉, ⌈M/BM⌉)`.
+//! - Shared memory: per stage A as `BM` rows of `BK = 64` elements (128
+//!   bytes, K-major) and B as `BN` rows of `BK` (`[N,K]`, K-major) or
+//!   `BN / 64` atoms of `BK` rows of 64 elements (`[K,N]`, MN-major:
+//!   `wgmma`'s `trans_b`), all with the 128-byte swizzle, 1024-byte
+//!   aligned; then one 8-byte mbarrier per stage.
+//! - Copies: TMA boxes (A `64 × BM`, B `64 × 64` per atom or `64 × BN`)
+//!   when the operands' rows are 16-byte aligned (TMA's rule for strides):
+//!   the box's out-of-bounds part is zero-filled, so tails need no code.
+//!   Otherwise `cp.async` into the same layout (the SM80 loader with the
+//!   zero-filling predicates), completed by `cp.async.wait_group`, then
+//!   `fence.proxy.async` (the copies are generic-proxy writes, `wgmma`
+//!   reads through the async proxy) and `bar.sync`.
+//! - Descriptors ([`MatrixDesc`]): A and a K-major B with `sbo = 1024`
+//!   (eight 128-byte rows) and the k-th 16-wide step 32 bytes further; an
+//!   MN-major B with `lbo` = one atom (`64 · BK · 2` bytes), `sbo = 1024`
+//!   and the k-th step 16 rows (2048 bytes) further — the assignment the
+//!   H200 confirmed (`docs/sm90.md`).
+//!
+//! Not built here (errors `Unsupported`): split-K, implicit GEMM
+//! (convolution), other tiles than `BK · sizeof(T) = 128`, `BM` a multiple
+//! of 64 up to 256, `BN` a multiple of 64 up to 256.
+
+use super::*;
+
+/// Columns of one atom of an MN-major operand: 64 16-bit elements, one
+/// 128-byte swizzle row.
+pub(super) const ATOM_COLS: i64 = 64;
+
+/// Bytes of one swizzle row, the K extent of a tile row in bytes.
+const ROW_BYTES: i64 = 128;
+
+/// The plan's numbers for the SM90 branch, with the warp tile as the
+/// epilogue sees it (each warp 16 rows of the warpgroup's 64, all `BN`
+/// columns: the `wgmma` D fragment is the `mma.m16n8` C layout repeated).
+///
+/// Errors: `Unsupported` for what the module doc lists and for a
+/// `warp_tile` other than `64 × BN`.
+pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
+    let unsupported = |m: String| diag!(Unsupported, "the SM90 template needs {m}");
+    let [bm, bn, bk] = plan.tile.as_ref().ok_or_else(|| unsupported("a `tile`".into()))?.value;
+    let [wm, wn] = plan.warp_tile.as_ref().ok_or_else(|| unsupported("a `warp_tile`".into()))?.value;
+    let stages =
+        plan.pipeline.as_ref().ok_or_else(|| unsupported("`pipeline ... stages=2..5`".into()))?.value.stages.value;
+    let es = gemm.ab.size_bytes() as u64;
+    if !(2..=5).contains(&stages) {
+        return Err(unsupported(format!("2 to 5 stages, not {stages}")));
+    }
+    if bk * es != ROW_BYTES as u64 || wm != 64 || wn != bn || bm % 64 != 0 || !(64..=256).contains(&bm) {
+        return Err(unsupported(format!(
+            "BK of 128 bytes, BM a multiple of 64 up to 256 and the warpgroup tile 64 x BN (tile {bm}x{bn}x{bk}, \
+             warp_tile {wm}x{wn})"
+        )));
+    }
+    if bn % ATOM_COLS as u64 != 0 || bn > 256 {
+        return Err(unsupported(format!("BN a multiple of 64 up to 256, not {bn}")));
+    }
+    if gemm.split_k != 1 || gemm.implicit.is_some() {
+        return Err(unsupported("a plain GEMM: no split-K or implicit GEMM (convolution) yet".into()));
+    }
+    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
+    if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
+        return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
+    }
+    let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
+    let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
+    Ok(Shape {
+        bm: bm as i64,
+        bn: bn as i64,
+        bk: bk as i64,
+        wm: 16,
+        wn: bn as i64,
+        stages: stages as i64,
+        vec,
+        pred: [tail("m"), tail("n"), tail("k")],
+        swizzle: [true, true],
+        parallel_split: false,
+    })
+}
+
+/// Whether the operands are copied by TMA: their rows (`lda`, `ldb`) are
+/// multiples of 16 bytes, TMA's rule for a tensor's strides
+/// (`cuTensorMapEncodeTiled`).
+pub(super) fn uses_tma(gemm: &Gemm) -> bool {
+    let es = gemm.ab.size_bytes() as u32;
+    (gemm.align_a * es).is_multiple_of(16) && (gemm.align_b * es).is_multiple_of(16)
+}
+
+/// The tensor maps of A and B: A `[M, K]` in boxes of `64 × BM`; B `[K, N]`
+/// in boxes of `64 × 64` (one atom) or `[N, K]` in boxes of `64 × BN`; all
+/// with the 128-byte swizzle. `ab` are the pointer parameters, `scalars`
+/// `M, N, K, lda, ldb`.
+pub(super) fn tensor_maps(sh: &Shape, gemm: &Gemm, ab: [ParamId; 2], scalars: [ParamId; 5]) -> [TensorMapParam; 2] {
+    let [m, n, k, lda, ldb] = scalars;
+    let (bm, bn, bk) = (sh.bm as u32, sh.bn as u32, sh.bk as u32);
+    let a = TensorMapParam { tensor: ab[0], dims: [k, m], row_stride: lda, box_dims: [bk, bm], swizzle: Swizzle::B128 };
+    let b = match gemm.b_layout {
+        BLayout::KN => TensorMapParam {
+            tensor: ab[1],
+            dims: [n, k],
+            row_stride: ldb,
+            box_dims: [ATOM_COLS as u32, bk],
+            swizzle: Swizzle::B128,
+        },
+        BLayout::NK => {
+            TensorMapParam { tensor: ab[1], dims: [k, n], row_stride: ldb, box_dims: [bk, bn], swizzle: Swizzle::B128 }
+        }
+    };
+    [a, b]
+}
+
+impl Builder {
+    /// A shared buffer of `size` bytes at the next 1024-byte boundary (the
+    /// 128-byte swizzle's period).
+    fn smem_1024(&mut self, name: &str, size: i64, swizzle: Swizzle) -> SmemRef {
+        self.k.smem_bytes = self.k.smem_bytes.div_ceil(1024) * 1024;
+        self.k.add_smem(name, size as u64, swizzle)
+    }
+
+    /// The kernel body of the module doc.
+    pub(super) fn body_sm90(&mut self, p: &GemmParams, ops: &[Epi]) {
+        let (bm, bn, bk, stages) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages);
+        let es = self.gemm.ab.size_bytes() as i64;
+        self.k.block = [(bm / 64 * 128) as u32, 1, 1];
+        self.k.min_blocks_per_sm = Some(1);
+        let param = Expr::Param;
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(1)];
+        let a_stage = bm * bk * es;
+        let b_stage = bn * bk * es;
+        let a_smem = self.smem_1024("As", stages * a_stage, Swizzle::B128);
+        let b_smem = self.smem_1024("Bs", stages * b_stage, Swizzle::B128);
+        let acc = self.regs("acc", RegKind::F32, bn / 2);
+
+        let mut out = Vec::new();
+        let [tid, lane, warp, wm, wn, block_m, block_n] = self.thread_ids(&mut out);
+        let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
+        let warpgroup = self.let_(&mut out, "warpgroup", tid.clone() / 128);
+        let ids = Ids {
+            tid,
+            lane,
+            warp,
+            wm,
+            wn,
+            bm: block_m,
+            bn: block_n,
+            kt0: Expr::c(0),
+            ktiles,
+            a_smem,
+            b_smem,
+            acc,
+            batch: Vec::new(),
+            c_batch: Expr::c(0),
+        };
+        self.for_unrolled(&mut out, "i", bn / 2, |_, i| {
+            vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
+        });
+        let thread0 = ids.tid.clone().eq(0);
+        let kt = self.var("kt");
+        let kt_e = Expr::Var(kt);
+        let mut main = Vec::new();
+        let stage = self.let_(&mut main, "stage", kt_e.clone() % stages);
+        match p.tensor_maps {
+            Some(maps) => {
+                let bars = self.k.add_smem("full", 8 * stages as u64, Swizzle::IDENTITY);
+                let bar = |s: Expr| SmemRef { offset: s * 8, ..bars.clone() };
+                let mut init = Vec::new();
+                self.for_unrolled(&mut init, "s", stages, |_, s| vec![Stmt::MbarrierInit { bar: bar(s), count: 1 }]);
+                init.push(Stmt::FenceMbarrierInit);
+                out.push(Stmt::If { cond: thread0.clone(), then: init, otherwise: Vec::new() });
+                out.push(Stmt::Barrier);
+                let mut prologue = Vec::new();
+                self.for_unrolled(&mut prologue, "s", stages - 1, |b, s| {
+                    let issue = b.issue_tma(&ids, maps, &bars, s.clone(), s.clone());
+                    vec![Stmt::If { cond: s.lt(ids.ktiles.clone()), then: issue, otherwise: Vec::new() }]
+                });
+                out.push(Stmt::If { cond: thread0.clone(), then: prologue, otherwise: Vec::new() });
+                main.push(Stmt::MbarrierWait { bar: bar(stage.clone()), parity: kt_e.clone() / stages % 2 });
+                main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
+                let pf = self.let_(&mut main, "kt_next", kt_e + (stages - 1));
+                let issue = self.issue_tma(&ids, maps, &bars, pf.clone() % stages, pf.clone());
+                main.push(Stmt::If {
+                    cond: thread0.and(pf.lt(ids.ktiles.clone())),
+                    then: issue,
+                    otherwise: Vec::new(),
+                });
+            }
+            None => {
+                self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
+                    let loads = b.load_tiles(p, &ids, s.clone(), s.clone());
+                    vec![
+                        Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() },
+                        Stmt::CommitGroup,
+                    ]
+                });
+                main.extend([Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::FenceProxyAsync, Stmt::Barrier]);
+                main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
+                let pf = self.let_(&mut main, "kt_next", kt_e + (stages - 1));
+                let loads = self.load_tiles(p, &ids, pf.clone() % stages, pf.clone());
+                main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
+                main.push(Stmt::CommitGroup);
+            }
+        }
+        out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
+        if p.tensor_maps.is_none() {
+            out.push(Stmt::WaitGroup { pending: 0 });
+        }
+        out.push(Stmt::WgmmaWait { pending: 0 });
+        out.extend(self.epilogue(p, &ids, ops));
+        self.k.body = out;
+    }
+
+    /// Thread 0's copies of k-tile `kt` into ring stage `stage`: the
+    /// stage's mbarrier armed with the stage's bytes, then the A box and
+    /// the B box(es).
+    fn issue_tma(&mut self, ids: &Ids, maps: [ParamId; 2], bars: &SmemRef, stage: Expr, kt: Expr) -> Vec<Stmt> {
+        let (bm, bn, bk) = (self.sh.bm, self.sh.bn, self.sh.bk);
+        let es = self.gemm.ab.size_bytes() as i64;
+        let (a_stage, b_stage) = (bm * bk * es, bn * bk * es);
+        let bar = SmemRef { offset: stage.clone() * 8, ..bars.clone() };
+        let k0 = kt * bk;
+        let mut out = vec![
+            Stmt::MbarrierArriveExpectTx { bar: bar.clone(), bytes: (a_stage + b_stage) as u32 },
+            Stmt::TmaLoad {
+                dst: SmemRef { offset: stage.clone() * a_stage, ..ids.a_smem.clone() },
+                map: maps[0],
+                coords: [k0.clone(), ids.bm.clone()],
+                bar: bar.clone(),
+            },
+        ];
+        match self.gemm.b_layout {
+            BLayout::KN => {
+                for j in 0..bn / ATOM_COLS {
+                    out.push(Stmt::TmaLoad {
+                        dst: SmemRef {
+                            offset: stage.clone() * b_stage + j * ATOM_COLS * bk * es,
+                            ..ids.b_smem.clone()
+                        },
+                        map: maps[1],
+                        coords: [ids.bn.clone() + j * ATOM_COLS, k0.clone()],
+                        bar: bar.clone(),
+                    });
+                }
+            }
+            BLayout::NK => out.push(Stmt::TmaLoad {
+                dst: SmemRef { offset: stage * b_stage, ..ids.b_smem.clone() },
+                map: maps[1],
+                coords: [k0, ids.bn.clone()],
+                bar,
+            }),
+        }
+        out
+    }
+
+    /// The `wgmma`s of one k-tile on ring stage `stage`, then the wait
+    /// that retires the previous k-tile's and the barrier after which its
+    /// stage may be refilled.
+    fn wgmma_ktile(&mut self, ids: &Ids, warpgroup: &Expr, stage: Expr) -> Vec<Stmt> {
+        let (bm, bn, bk) = (self.sh.bm, self.sh.bn, self.sh.bk);
+        let es = self.gemm.ab.size_bytes() as i64;
+        let (a_stage, b_stage) = (bm * bk * es, bn * bk * es);
+        let trans_b = self.gemm.b_layout == BLayout::KN;
+        let ab = self.gemm.ab;
+        let mut out = vec![Stmt::WgmmaFence];
+        self.for_unrolled(&mut out, "ks", bk / 16, |_, ks| {
+            let a = MatrixDesc {
+                start: SmemRef {
+                    offset: stage.clone() * a_stage + warpgroup.clone() * (64 * ROW_BYTES) + ks.clone() * (16 * es),
+                    ..ids.a_smem.clone()
+                },
+                lbo: 16,
+                sbo: 8 * ROW_BYTES as u32,
+            };
+            let b = if trans_b {
+                MatrixDesc {
+                    start: SmemRef { offset: stage.clone() * b_stage + ks * (16 * ROW_BYTES), ..ids.b_smem.clone() },
+                    lbo: (ATOM_COLS * bk * es) as u32,
+                    sbo: 8 * ROW_BYTES as u32,
+                }
+            } else {
+                MatrixDesc {
+                    start: SmemRef { offset: stage.clone() * b_stage + ks * (16 * es), ..ids.b_smem.clone() },
+                    lbo: 16,
+                    sbo: 8 * ROW_BYTES as u32,
+                }
+            };
+            vec![Stmt::Wgmma { ab, n: bn as u32, d: RegRef { reg: ids.acc, index: Expr::c(0) }, a, b, trans_b }]
+        });
+        out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }, Stmt::Barrier]);
+        out
+    }
+}

@@ -1,0 +1,228 @@
+//! The SM90 branch of the MMA template (TMA, mbarrier, `wgmma`) run on the
+//! emulator against the reference interpreter and an f64 reference, and
+//! the verifier and emulator on deliberately broken schedules (inputs as
+//! in `tests`: multiples of 1/8, so sums are exact in f32).
+
+use super::emulate::{self, Arg};
+use super::ir::*;
+use super::sm80::{self, BLayout, Gemm, GemmParams};
+use super::tests::{
+    assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_with_stats, Case,
+};
+use super::verify;
+use crate::plan::{self, space, Plan, Spanned};
+use crate::DType;
+
+/// An sm90 plan: tile `BM × BN × 64`, the warpgroup tile `64 × BN`.
+fn plan_sm90(bm: u64, bn: u64, stages: u64, epilogue: &[&str]) -> Plan {
+    let mut p = space::gemm_plan(&plan::target::SM90, [bm, bn, 64], [64, bn], stages, 8);
+    p.epilogue = epilogue.iter().map(|e| Spanned::new(e.to_string())).collect();
+    p
+}
+
+/// GEMM + bias + ReLU in f16 and bf16 against the interpreter, B `[K,N]`
+/// and `[N,K]`, each of {1, 17, 64, 127, 130, 256, 1000} on each axis
+/// (Latin-square rows as in `tests::gemm_bias_relu_matches_interp`; 1000
+/// with the other axes small, the emulator's time). Rows whose leading
+/// dimensions are multiples of 8 elements take the TMA copies, the others
+/// `cp.async`; both are asserted to occur.
+#[test]
+fn gemm_bias_relu_matches_interp() {
+    let shapes: [(i64, i64, i64); 10] = [
+        (1, 17, 64),
+        (17, 64, 127),
+        (64, 127, 130),
+        (127, 130, 256),
+        (130, 256, 1),
+        (256, 1, 17),
+        (1000, 17, 64),
+        (64, 1000, 17),
+        (17, 64, 1000),
+        (130, 136, 256),
+    ];
+    let plan = plan_sm90(128, 128, 4, &["bias", "relu"]);
+    let mut paths = [0; 2];
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
+        for dt in [DType::F16, DType::BF16] {
+            let case = Case::new(m, n, k);
+            let g = gemm(dt, dt, layout, n, k);
+            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            paths[p.tensor_maps.is_some() as usize] += 1;
+            verify::verify(&kernel).unwrap_or_else(|e| panic!("{e:#?}\n{kernel}"));
+            let what = format!("{} M={m} N={n} K={k} {layout:?}", dt.dsl_name());
+            let got = run_kernel(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+            if layout == BLayout::KN {
+                assert_close(&got, &interp_gemm_bias_relu(dt, &case), &what);
+            }
+            assert_close(&got, &reference(&plan, &g, &case), &what);
+        }
+    }
+    assert!(paths[0] > 0 && paths[1] > 0, "cp.async and TMA kernels: {paths:?}");
+}
+
+/// Every plan of the sm90 space the plan checks accept builds a kernel
+/// that verifies and computes the right result, B `[K,N]` and `[N,K]`
+/// alternately, in bf16 with an f32 output, SiLU and a residual.
+#[test]
+fn every_valid_plan_of_the_sm90_space_runs() {
+    let (m, n, k) = (136, 264, 200);
+    let case = Case::new(m, n, k);
+    let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, DType::BF16);
+    let sp = space::candidates(&problem, &plan::target::SM90);
+    assert_eq!(sp.valid.len(), 5, "{:?}", sp.rejected);
+    for (i, p) in sp.valid.iter().enumerate() {
+        let mut p = p.clone();
+        p.epilogue = ["bias", "silu", "residual"].map(|e| Spanned::new(e.to_string())).to_vec();
+        let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
+        let mut g = gemm(DType::BF16, DType::F32, layout, n, k);
+        g.round_sum = false;
+        let what = format!("plan {i} ({layout:?}):\n{}", plan::print_dsl(&p));
+        let got = run(&p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_close(&got, &reference(&p, &g, &case), &what);
+    }
+}
+
+/// One CTA of 128 × 128 over two k-tiles: 2 k-tiles × 4 k-steps × 2
+/// warpgroups `wgmma`s, two stages of A and B boxes by TMA.
+#[test]
+fn counts_of_one_tile() {
+    let plan = plan_sm90(128, 128, 3, &[]);
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, 128, 128);
+    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (_, stats) = run_with_stats(&kernel, &p, &g, &Case::new(128, 128, 128)).unwrap();
+    assert_eq!((stats.ctas, stats.wgmma, stats.tma_bytes), (1, 16, 2 * (128 * 64 + 64 * 128) * 2));
+    assert_eq!(stats.cp_async_bytes, 0);
+    assert_eq!(kernel.smem_base_align(), 1024);
+    assert_eq!(kernel.launch_smem_bytes(), kernel.smem_bytes + 1008);
+}
+
+/// A TMA kernel (f16, B `[K,N]`, bias + ReLU) and a shape with tails.
+fn setup(k: i64) -> (Plan, Gemm, Case, Kernel, GemmParams) {
+    let plan = plan_sm90(128, 128, 3, &["bias", "relu"]);
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, k);
+    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    (plan, g, Case::new(130, 136, k), kernel, p)
+}
+
+fn faults(k: &Kernel) -> Vec<(Fault, Option<u32>)> {
+    verify::verify(k).err().unwrap_or_default().iter().map(|e| (e.fault, e.stmt)).collect()
+}
+
+#[test]
+fn the_built_kernels_verify() {
+    for k in [200, 127] {
+        let (_, _, _, kernel, _) = setup(k);
+        assert_eq!(faults(&kernel), vec![], "{kernel}");
+    }
+}
+
+#[test]
+fn a_missing_mbarrier_wait_is_caught_by_verifier_and_emulator() {
+    let (_, g, case, mut kernel, p) = setup(200);
+    let wgmma = first(&kernel, |s| matches!(s, Stmt::Wgmma { .. }));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierWait { .. }));
+    // The wgmma's id is one less once the wait before it is gone.
+    assert!(faults(&kernel).contains(&(Fault::IncompleteRead, Some(wgmma - 1))), "{:?}", faults(&kernel));
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::IncompleteRead, "{e}");
+}
+
+#[test]
+fn a_wrong_parity_is_caught_by_the_emulator() {
+    let (_, g, case, mut kernel, p) = setup(200);
+    let wait = first(&kernel, |s| matches!(s, Stmt::MbarrierWait { .. }));
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::MbarrierWait { parity, .. } = s {
+            *parity = parity.clone().xor(1);
+        }
+    });
+    assert_eq!(faults(&kernel), vec![]);
+    // At k-tile 0 the wait for parity 1 passes at once: the wgmma reads a
+    // stage whose copy has not landed.
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::IncompleteRead, "{e}");
+    assert!(e.stmt > Some(wait), "{e}");
+}
+
+#[test]
+fn a_missing_wait_group_before_the_epilogue_is_caught() {
+    let (_, g, case, mut kernel, p) = setup(200);
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::WgmmaWait { pending: 0 }));
+    let f = faults(&kernel);
+    assert!(!f.is_empty() && f.iter().all(|x| x.0 == Fault::IncompleteRead), "{f:?}");
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::IncompleteRead, "{e}");
+    assert!(e.message.contains("wgmma that writes it is in flight"), "{e}");
+}
+
+#[test]
+fn a_descriptor_swizzle_that_does_not_match_the_tma_box_is_caught() {
+    let (plan, g, case, mut kernel, p) = setup(200);
+    let wgmma = first(&kernel, |s| matches!(s, Stmt::Wgmma { .. }));
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::Wgmma { b, .. } = s {
+            b.start.swizzle = Swizzle::IDENTITY;
+        }
+    });
+    assert!(faults(&kernel).contains(&(Fault::Swizzle, Some(wgmma))), "{:?}", faults(&kernel));
+    // The emulator reads what such a descriptor addresses: the wrong
+    // elements (or none it can decode).
+    match run_kernel(&kernel, &p, &g, &case) {
+        Err(e) => assert_eq!(e.fault, Fault::BadValue, "{e}"),
+        Ok(got) => assert_ne!(got, reference(&plan, &g, &case)),
+    }
+}
+
+#[test]
+fn a_missing_wgmma_fence_is_caught() {
+    let (_, g, case, mut kernel, p) = setup(200);
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::WgmmaFence));
+    assert!(faults(&kernel).iter().any(|f| f.0 == Fault::Race), "{:?}", faults(&kernel));
+    assert_eq!(run_kernel(&kernel, &p, &g, &case).unwrap_err().fault, Fault::Race);
+}
+
+#[test]
+fn a_missing_proxy_fence_after_cp_async_is_caught_by_the_emulator() {
+    let (_, g, case, mut kernel, p) = setup(127);
+    assert!(p.tensor_maps.is_none(), "K = 127: rows not 16-byte aligned, cp.async");
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::FenceProxyAsync));
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::Race, "{e}");
+    assert!(e.message.contains("fence.proxy.async"), "{e}");
+}
+
+#[test]
+fn an_expect_tx_short_of_the_copies_is_caught() {
+    let (_, g, case, mut kernel, p) = setup(200);
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::MbarrierArriveExpectTx { bytes, .. } = s {
+            *bytes += 1024;
+        }
+    });
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::Deadlock, "{e}");
+    assert!(e.message.contains("1024 bytes of copies missing"), "{e}");
+}
+
+#[test]
+fn a_tensor_map_that_breaks_the_driver_rules_is_refused_before_running() {
+    let (_, _, _, mut kernel, p) = setup(200);
+    let [a_map, _] = p.tensor_maps.unwrap();
+    let ParamKind::TensorMap(m) = &mut kernel.params[a_map.0 as usize].kind else { panic!() };
+    m.box_dims[0] = 72; // 144 bytes: wider than the 128-byte swizzle
+    let mut args = vec![Arg::Int(0); kernel.params.len()];
+    args[p.a.0 as usize] = Arg::tensor(DType::F16, &vec![0.0; 130 * 200]);
+    args[p.b.0 as usize] = Arg::tensor(DType::F16, &vec![0.0; 200 * 136]);
+    args[p.bias.unwrap().0 as usize] = Arg::tensor(DType::F16, &[0.0; 136]);
+    args[p.c.0 as usize] = Arg::tensor(DType::F16, &vec![0.0; 130 * 136]);
+    for (id, v) in [(p.m, 130), (p.n, 136), (p.k, 200), (p.lda, 200), (p.ldb, 136), (p.ldc, 136)] {
+        args[id.0 as usize] = Arg::Int(v);
+    }
+    for id in p.tensor_maps.unwrap() {
+        args[id.0 as usize] = Arg::TensorMap;
+    }
+    let e = emulate::run(&kernel, &mut args).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::BadValue, None), "{e}");
+    assert!(e.message.contains("tensor map `A_map`") && e.message.contains("swizzle"), "{e}");
+}
