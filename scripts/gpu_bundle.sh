@@ -22,7 +22,9 @@
 # the absolute path they were built in (`CARGO_MANIFEST_DIR`); where that
 # path does not exist on the GPU machine, --run links it to this copy
 # (which needs write access to its parent). BENCH_ITERS (default 20) and
-# SWEEP_ITERS (default 10) set the iterations per case; BENCH=rows runs
+# SWEEP_ITERS (default 10) set the iterations per case; BENCH=gemm runs
+# only `bench_gpu --gemm` (the GEMM table: on a 9.x device the sm90 and
+# sm80 branches against cuBLAS), BENCH=rows runs
 # only `bench_gpu --rows` (softmax, layernorm and cumsum) after the tests,
 # BENCH=conv only `bench_gpu --conv` (BENCH=attention `--attention`,
 # BENCH=minilm `--minilm`; BENCH_ONLY=TEXT passes `--only TEXT`), BENCH=convplans only the plan sweep
@@ -53,6 +55,10 @@ for l in sys.stdin:
     build runtime tgc_runtime test --no-run -p tgc-runtime --features cuda
     build sm80_kernel sm80_kernel test --no-run -p tgc --features sm80 --test sm80_kernel
     build build_sm80 sm80 test --no-run -p tgc-build-demo --features sm80 --test sm80
+    # Feature sm90: on a 9.x device `launch` takes the sm90 twins (TMA + wgmma).
+    build sm90_kernel sm80_kernel test --no-run -p tgc --features sm90 --test sm80_kernel
+    build build_sm90_sm80 sm80 test --no-run -p tgc-build-demo --features sm90 --test sm80
+    build build_sm90 sm90 test --no-run -p tgc-build-demo --features sm90 --test sm90
     build cli cli test --no-run -p tgc-cli --test cli
     cargo build -p tgc-cli --locked --bin tgc
     strip --strip-debug -o "$DIR/tgc" target/debug/tgc
@@ -92,7 +98,7 @@ export TGC_CUDA_ROOT="$ROOT" LD_LIBRARY_PATH="$LIB:${LD_LIBRARY_PATH:-}" TGC_GPU
 say "CUDA $CUDA ($("$CUDA/bin/nvcc" --version | tail -1))"
 mkdir -p target/debug && cp "$BUNDLE/tgc" target/debug/tgc
 failed=0
-for t in runtime sm80_kernel build_sm80 cli; do
+for t in runtime sm80_kernel build_sm80 sm90_kernel build_sm90_sm80 build_sm90 cli; do
     "$BUNDLE/$t" --test-threads 8 >"$LOGS/$t.txt" 2>&1
     rc=$?
     [ $rc -eq 0 ] || failed=1
@@ -106,6 +112,8 @@ if [ -x "$SAN" ]; then
     for tool in memcheck racecheck synccheck initcheck; do
         "$SAN" --tool $tool --error-exitcode 1 "$BUNDLE/sm80_kernel" --test-threads 1 run_on_gpu >>"$LOGS/sanitizer.txt" 2>&1
         r1=$?
+        "$SAN" --tool $tool --error-exitcode 1 "$BUNDLE/sm90_kernel" --test-threads 1 run_on_gpu >>"$LOGS/sanitizer.txt" 2>&1
+        r1=$((r1 + $?))
         "$SAN" --tool $tool --error-exitcode 1 target/debug/tgc run examples/graphs/gemm_bias_relu.tgc --backend cuda \
             --input "x=$WORK/x.npy" --input "w=$WORK/w.npy" --input "bias=$WORK/bias.npy" --output-dir "$WORK/out" \
             >>"$LOGS/sanitizer.txt" 2>&1
@@ -121,7 +129,7 @@ BENCH="${BENCH:-full}"
 for bench in ${BENCH//,/ }; do
     case "$bench" in
     none) ;;
-    rows | conv | attention | minilm)
+    gemm | rows | conv | attention | minilm)
         "$BUNDLE/bench_gpu" "--$bench" "${BENCH_ITERS:-20}" ${BENCH_ONLY:+--only "$BENCH_ONLY"} \
             >"$LOGS/bench-$bench.txt" 2>&1 || failed=1
         say "bench_gpu --$bench:"

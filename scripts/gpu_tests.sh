@@ -7,7 +7,9 @@
 #   - tests/sm80_kernel.rs (kernel!'s run_on_gpu vs the CPU run: the GEMM's
 #     tensor-core kernel in f16 and bf16, a whole attention graph's SIMT
 #     kernels) and the build helper's sm80 modules (GEMM, softmax, the
-#     mlp model's sm80::Model: ConstPool upload, CUDA Graph per cluster);
+#     mlp model's sm80::Model: ConstPool upload, CUDA Graph per cluster),
+#     again with feature sm90, whose launches take the sm90 twins (TMA +
+#     wgmma) on a 9.x device;
 #   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`).
 # Then compute-sanitizer (memcheck, racecheck, synccheck, initcheck) runs
 # the generated kernels: the sm80_kernel test binary and `tgc run --backend
@@ -24,6 +26,10 @@ export TGC_GPU=1
 cargo test -p tgc-runtime --locked --features cuda
 cargo test -p tgc --locked --features sm80 --test sm80_kernel
 cargo test -p tgc-build-demo --locked --features sm80 --test sm80
+# On a 9.x device, `launch` picks the sm90 twins (TMA + wgmma): the same
+# tests through them.
+cargo test -p tgc --locked --features sm90 --test sm80_kernel
+cargo test -p tgc-build-demo --locked --features sm90 --test sm80 --test sm90
 cargo test -p tgc-cli --locked --test cli
 
 SAN_DIR="$PWD/.toolchain/sanitizer"

@@ -16,9 +16,11 @@ cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
 # kernel! and the build helper with feature sm80 embed a GEMM's cubin and PTX
 # (NVRTC at build time) with typed launch functions: their argument checks,
-# and NoDevice without a GPU.
-cargo test -p tgc --locked --features sm80 --test sm80_kernel
+# and NoDevice without a GPU; with sm90 (a superset of sm80) also the sm_90a
+# twins and the choice between them by the device's architecture.
+cargo test -p tgc --locked --features sm90 --test sm80_kernel
 cargo test -p tgc-build-demo --locked --features sm80 --test sm80
+cargo test -p tgc-build-demo --locked --features sm90 --test sm90
 # The GPU runtime (feature `cuda`): without a driver its tests check the
 # NoDevice path and say that the GPU half was skipped.
 cargo test -p tgc-runtime --locked --features cuda

@@ -227,6 +227,7 @@ fn the_printed_steps_run_in_the_emulator_match_the_cpu_run() {
                 StepArg::Temp(t) => Arg::Tensor(temps[t].clone()),
                 StepArg::I32(v) => Arg::Int(v as i64),
                 StepArg::I64(v) => Arg::Int(v),
+                StepArg::TensorMap(_) => Arg::TensorMap,
             })
             .collect();
         emulate::run(&launch.kernel, &mut args).unwrap_or_else(|e| panic!("`{}`: {e}", step.kernel));
@@ -302,4 +303,26 @@ fn the_readme_example_runs_or_reports_no_device() {
         Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
         other => other.unwrap(),
     }
+}
+
+/// With feature `sm90` (`cargo test -p tgc --features sm90 --test
+/// sm80_kernel`, as `scripts/test.sh` runs it): the GEMM's ShapeSet point
+/// also has its sm90 twin (TMA + wgmma, an sm_90a cubin), which
+/// `steps_for` picks on a 9.x device and `launch` with the device's
+/// architecture; the attention graph has no wgmma kernel, so no twin.
+#[cfg(feature = "sm90")]
+#[test]
+fn the_sm90_twin_is_picked_on_a_9x_device() {
+    let twin = &gemm::sm80::shape_0_sm90::MODULE;
+    assert_eq!(twin.cubins.iter().map(|c| c.sm).collect::<Vec<_>>(), [90]);
+    assert!(gemm::sm80::shape_0_sm90::PTX.contains(".target sm_90a"));
+    assert!(gemm::sm80::shape_0_sm90::PTX.contains("cp.async.bulk.tensor.2d"));
+    assert!(gemm::sm80::shape_0_sm90::PLAN_JSON.is_some_and(|j| j.contains("\"sm90\"")));
+    assert_eq!(gemm::sm80::steps_for(90, 200, 128, 64).unwrap().0.name, twin.name);
+    assert_eq!(gemm::sm80::steps_for(80, 200, 128, 64).unwrap().0.name, gemm::sm80::shape_0::MODULE.name);
+    assert_eq!(gemm::sm80::steps_for(90, 100, 128, 64).unwrap().0.name, gemm::sm80::generic::MODULE.name);
+    assert_eq!(
+        attention::sm80::steps_for(90, 2, 8, 16).unwrap().0.name,
+        attention::sm80::steps(2, 8, 16).unwrap().0.name
+    );
 }

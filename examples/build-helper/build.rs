@@ -3,7 +3,8 @@
 //! `tgc-tune/`) and writes their typed Rust modules to
 //! `$OUT_DIR/tgc_kernels.rs` (and the C ABI of the model `mlp` to
 //! `$OUT_DIR/tgc_kernels.h`); with feature `sm80`, GEMM graphs also get
-//! their sm_80 kernel and typed GPU launch functions (NVRTC at build time).
+//! their sm_80 kernel and typed GPU launch functions (NVRTC at build time),
+//! with `sm90` also their sm_90a twins (TMA + wgmma) for 9.x devices.
 
 fn main() {
     let result = tgc_core::build::Kernels::new()
@@ -11,6 +12,9 @@ fn main() {
         .shapes(&[("M", 64), ("N", 64), ("K", 64)])
         .kernel("softmax_rows", "graphs/softmax_rows.tgc")
         .kernel("gemm_f16", "graphs/gemm_f16.tgc")
+        // Its default sizes as a ShapeSet point: with feature `sm80` the
+        // tensor-core kernel there (with `sm90` also its sm_90a twin).
+        .shapes(&[("M", 128), ("N", 64), ("K", 64)])
         // A model: its weights in a ConstPool, a `Model` type and the C ABI
         // of `$OUT_DIR/tgc_kernels.h` (exported from the crate's cdylib).
         // ShapeSet buckets of `padded` symbols.
@@ -19,6 +23,7 @@ fn main() {
         .kernel("mlp", "graphs/mlp.tgc")
         .model(&["x"])
         .sm80(std::env::var_os("CARGO_FEATURE_SM80").is_some())
+        .sm90(std::env::var_os("CARGO_FEATURE_SM90").is_some())
         // Block sizes measured by `tgc tune graphs/gemm_bias_relu.tgc
         // --point M=64,N=64,K=64` (the ShapeSet point above).
         .tuning("tgc-tune")

@@ -1,8 +1,11 @@
-//! Benchmark (not a test): tgc's sm80 GEMM kernels against cuBLAS through
-//! PyTorch, on the GPU of the machine it runs on.
+//! Benchmark (not a test): tgc's GEMM kernels against cuBLAS through
+//! PyTorch, on the GPU of the machine it runs on: the MMA template's sm80
+//! branch (`mma.sync`) on an 8.x device; on a 9.x device its sm90 branch
+//! (TMA + `wgmma`) in the tgc column and the sm80 branch in a last
+//! column, both against the same torch run.
 //!
 //! ```text
-//! cargo run --release -p tgc-cli --features cuda --example bench_gpu [-- ITERS] [--rows | --conv]
+//! cargo run --release -p tgc-cli --features cuda --example bench_gpu [-- ITERS] [--gemm | --rows | --conv | --attention | --minilm]
 //! ```
 //!
 //! For f16 and bf16, each of M×N×K = 1024³, 4096³, 8192³, 4096×3072×768 and
@@ -49,7 +52,7 @@
 //! stream of its own) and replayed, one driver call per run: the launch
 //! overhead a graph saves.
 //!
-//! With `--rows` it runs only the softmax, layernorm and cumsum rows, with
+//! With `--gemm` it runs only the GEMM rows; with `--rows` only the softmax, layernorm and cumsum rows, with
 //! `--conv` only the convolutions, with `--attention` only attention, with
 //! `--minilm` only MiniLM; `--only TEXT` keeps the attention and MiniLM
 //! rows whose name contains TEXT (`--only causal`).
@@ -61,7 +64,7 @@
 //! (an [`Estimator`] that ranks only that plan first, the seam a tuning
 //! cache uses), compiled and timed as above. Printed per plan: the analytic
 //! model's estimate for the sm80 target (A100, the plan tgc chooses), its
-//! estimate for the GPU at hand ([`device_target`]) with that rank, and
+//! estimate for the GPU at hand ([`sm80_model_of`]) with that rank, and
 //! the measured TFLOP/s and rank; then per shape the device model's pick
 //! against the best measured plan and the Spearman rank correlation of the
 //! two orders; one `sweep,…` CSV line per plan for the record.
@@ -139,6 +142,7 @@ fn main() -> ExitCode {
     let conv_only = args.iter().any(|a| a == "--conv");
     let attention_only = args.iter().any(|a| a == "--attention");
     let minilm_only = args.iter().any(|a| a == "--minilm");
+    let gemm_only = args.iter().any(|a| a == "--gemm");
     let rows_only = args.iter().any(|a| a == "--rows") || conv_only || attention_only || minilm_only;
     let iters: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20);
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).map_or("", |s| s.as_str());
@@ -152,12 +156,22 @@ fn main() -> ExitCode {
     if sweep {
         return plan_sweep(&gpu, iters, conv_only);
     }
-    println!("device sm_{}, {iters} iterations per case", gpu.sm());
+    let target = gpu::device_target(gpu.sm());
+    println!("device sm_{}, target {}, {iters} iterations per case", gpu.sm(), target.name);
     let mut failed = false;
+    // On a 9.x device the GEMMs run on the template's wgmma branch; the
+    // sm80 branch (mma.sync) is measured beside it.
+    let sm80_too = target.name != plans::target::SM80.name;
     if !rows_only {
         println!(
-            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
-            "dtype", "M×N×K", "epilogue", "tgc TF/s", "torch TF/s", "ratio"
+            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}{}",
+            "dtype",
+            "M×N×K",
+            "epilogue",
+            "tgc TF/s",
+            "torch TF/s",
+            "ratio",
+            if sm80_too { format!(" {:>10} {:>8}", "sm80 TF/s", "ratio") } else { String::new() }
         );
     }
     for dtype in if rows_only { &[][..] } else { &[DType::F16, DType::BF16][..] } {
@@ -172,9 +186,27 @@ fn main() -> ExitCode {
                 let pair = measure(&gpu, &case, &text, &torch_case, iters, flops / 1e12);
                 failed |= pair.tgc.is_none();
                 let [tgc, torch, ratio] = pair.cells(1, 2);
-                println!("{dtype:<6} {shape:<20} {epilogue:<10} {tgc:>10} {torch:>10} {ratio:>8}");
+                let mut sm80 = String::new();
+                if sm80_too {
+                    let g = pipeline::load(&text, Format::Dsl, None).map_err(|d| d.to_string());
+                    let key = format!("{:x}sm80", fxhash(&text));
+                    let s = g.and_then(|l| {
+                        tgc_seconds_on(&gpu, &l.graph, &key, iters, &cost::Analytic, &plans::target::SM80)
+                    });
+                    let old = Pair {
+                        tgc: s.map(|s| flops / 1e12 / s).map_err(|e| eprintln!("sm80 {case}: {e}")).ok(),
+                        torch: pair.torch,
+                    };
+                    failed |= old.tgc.is_none();
+                    let [t, _, r] = old.cells(1, 2);
+                    sm80 = format!(" {t:>10} {r:>8}");
+                }
+                println!("{dtype:<6} {shape:<20} {epilogue:<10} {tgc:>10} {torch:>10} {ratio:>8}{sm80}");
             }
         }
+    }
+    if gemm_only {
+        return if failed { ExitCode::from(1) } else { ExitCode::SUCCESS };
     }
     let others_only = conv_only || attention_only || minilm_only;
     let row_cases: &[(usize, usize)] = if others_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
@@ -423,7 +455,20 @@ fn tgc_seconds_with(gpu: &Gpu, text: &str, iters: usize, estimator: &dyn Estimat
 /// [`tgc_seconds_with`] of a loaded graph with every dimension bound;
 /// `key` names its module in the cache.
 fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &dyn Estimator) -> Result<f64, String> {
-    let mut c = gpu::Compiled::with_estimator(gpu, g, key, estimator).map_err(err)?;
+    tgc_seconds_on(gpu, g, key, iters, estimator, gpu::device_target(gpu.sm()))
+}
+
+/// [`tgc_seconds_graph`] compiled for the target row `target` (the sm80
+/// template on a 9.x device).
+fn tgc_seconds_on(
+    gpu: &Gpu,
+    g: &Graph,
+    key: &str,
+    iters: usize,
+    estimator: &dyn Estimator,
+    target: &Target,
+) -> Result<f64, String> {
+    let mut c = gpu::Compiled::for_target(gpu, g, key, estimator, target).map_err(err)?;
     c.upload(&sample_inputs(g)?).map_err(err)?;
     c.run().map_err(err)?;
     gpu.synchronize().map_err(|e| e.to_string())?;
@@ -510,7 +555,7 @@ impl Estimator for PinAttention {
 /// code) with the tensor rate of `mma.sync` taken as sm80's per SM and
 /// clock (an assumption: no datasheet gives `mma.sync`'s rate on sm_90,
 /// whose quoted peak is `wgmma`'s); `None` elsewhere.
-fn device_target(sm: u32) -> Option<Target> {
+fn sm80_model_of(sm: u32) -> Option<Target> {
     let (a100, h100) = (&plans::target::SM80, &plans::target::SM90);
     match sm {
         80 => Some(a100.clone()),
@@ -526,7 +571,7 @@ fn device_target(sm: u32) -> Option<Target> {
 /// The `--plans` sweep (module doc).
 fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
     let target = &plans::target::SM80;
-    let device = device_target(gpu.sm()).unwrap_or_else(|| target.clone());
+    let device = sm80_model_of(gpu.sm()).unwrap_or_else(|| target.clone());
     println!(
         "device sm_{}, {iters} iterations per plan; model: the analytic estimate for {} (sm80) and for this device \
          ({} SMs, {:.0} TFLOP/s tensor, {:.0} GB/s DRAM)",
@@ -574,7 +619,7 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
             let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
                 .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
             let measured = if tensor_core {
-                tgc_seconds_with(gpu, text, iters, &pinned, &format!("plan{i}"))
+                tgc_seconds_on(gpu, &g, &format!("{:x}plan{i}", fxhash(text)), iters, &pinned, target)
             } else {
                 Err("the plan did not give the tensor-core kernel".to_string())
             };

@@ -276,17 +276,17 @@ fn compile(
     if how.tuning.is_some() && target != Target::Cpu {
         return Err(Failure::user("--tuning applies to --target cpu only"));
     }
-    if target == Target::Sm90 {
-        return Err(Failure::user(
-            "target sm90 is not available in this build: GPU code generation exists for sm80 only",
-        ));
-    }
     for s in dump {
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
     }
     let loaded = timings.time("load (read, parse, lower to Tiny IR)", || load(path, entry))?;
     let mut given = parse_dims(dims)?;
-    if target == Target::Sm80 {
+    let gpu = match target {
+        Target::Cpu => None,
+        Target::Sm80 => Some("sm80"),
+        Target::Sm90 => Some("sm90"),
+    };
+    if gpu.is_some() {
         // A GPU kernel is compiled for concrete sizes: a symbol not given
         // takes the graph header's default, and the user is told so.
         let defaulted: Vec<(String, i64)> = loaded
@@ -307,8 +307,8 @@ fn compile(
     } else {
         loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
     };
-    if target == Target::Sm80 {
-        return compile_sm80(path, &loaded, &graph, dump, out, timings);
+    if let Some(gpu) = gpu {
+        return compile_gpu(path, gpu, &loaded, &graph, dump, out, timings);
     }
     let tuning = match how.tuning {
         Some(dir) => Some(tgc_core::tune::Tuning {
@@ -339,12 +339,14 @@ fn compile(
     Ok(())
 }
 
-/// `compile --target sm80`: the GPU program's `.cu`, `.ptx`, `.cubin`
-/// (and the tensor-core kernel's `plan.json`) into `out`, a note on stderr
-/// when the template refused the graph's GEMM, and the dumps (the GPU
-/// stages from the compiled program, the others as for the CPU target).
-fn compile_sm80(
+/// `compile --target sm80|sm90` (`target`): the GPU program's `.cu`,
+/// `.ptx`, `.cubin` (and the tensor-core kernel's `plan.json`) into `out`,
+/// a note on stderr when the template refused the graph's GEMM, and the
+/// dumps (the GPU stages from the compiled program, the others as for the
+/// CPU target).
+fn compile_gpu(
     path: &Path,
+    target: &str,
     loaded: &Loaded,
     graph: &tgc_core::tiny::Graph,
     dump: &[String],
@@ -352,7 +354,7 @@ fn compile_sm80(
     timings: &mut Timings,
 ) -> Result<()> {
     let gpu = timings
-        .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, "sm80"))
+        .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, target))
         .map_err(|d| Failure::diag(path, &d))?;
     for d in &gpu.refusals {
         eprintln!(
@@ -370,6 +372,9 @@ fn compile_sm80(
     for s in dump {
         let text = if pipeline::is_gpu_stage(s) {
             timings.time(&format!("dump {s}"), || pipeline::dump_gpu_stage(s, &gpu))
+        } else if s == "plan" {
+            let row = tgc_core::plan::Target::by_name(target).map_err(|d| Failure::diag(path, &d))?;
+            Ok(timings.time("dump plan", || pipeline::plan_dump(graph, row)))
         } else {
             let artifacts = match &cpu {
                 Some(a) => a,

@@ -1,12 +1,14 @@
 //! `tgc run --backend cuda` (feature `cuda`, on by default): a graph with
-//! every dim bound, compiled for sm80, loaded on a GPU, run on host inputs,
+//! every dim bound, compiled for the device's target ([`device_target`]:
+//! sm90 on a 9.x device, else sm80), loaded on a GPU, run on host inputs,
 //! its outputs copied back. Also used by the `bench_gpu` example (through
 //! `#[path]`), which times [`Compiled::run`].
 //!
-//! The graph becomes `gpu::simt`'s program for sm80: the tensor-core kernel
-//! for a graph that is one GEMM + epilogue, else one SIMT kernel per region;
-//! its `steps` (launched in order on one stream by `Gpu::run_steps`, with
-//! uninitialised device temporaries) are those a generated `sm80::launch` runs.
+//! The graph becomes `gpu::simt`'s program for that target: the tensor-core
+//! kernel for a graph that is one GEMM + epilogue, else one SIMT kernel per
+//! region; its `steps` (launched in order on one stream by
+//! `Gpu::run_steps`, with uninitialised device temporaries) are those a
+//! generated `sm80::launch` runs.
 
 use tgc_core::gpu::simt;
 use tgc_core::tiny::Graph;
@@ -35,7 +37,18 @@ impl From<Diagnostic> for GpuError {
     }
 }
 
-/// A graph compiled for sm80 and loaded on a GPU: its launches at the
+/// The target row a device of architecture `sm` (`10 * major + minor`)
+/// gets: sm90 (the MMA template's `wgmma` branch, compiled for sm_90a) on
+/// 9.x, sm80 elsewhere (its PTX JIT-compiles on newer devices).
+pub fn device_target(sm: u32) -> &'static tgc_core::plan::Target {
+    if sm / 10 == 9 {
+        &tgc_core::plan::target::SM90
+    } else {
+        &tgc_core::plan::target::SM80
+    }
+}
+
+/// A graph compiled for a GPU target and loaded on a GPU: its launches at the
 /// bound shape and the device buffers of its inputs and outputs.
 pub struct Compiled<'g> {
     gpu: &'g Gpu,
@@ -58,8 +71,9 @@ fn concrete(d: &tgc_core::sym::Dim) -> Result<usize, GpuError> {
 
 impl<'g> Compiled<'g> {
     /// Compiles `bound` (every dim bound; `name` makes the module's cache
-    /// key unique) with [`simt::lower_program_for`] for sm80 and allocates
-    /// its inputs and outputs on `gpu`.
+    /// key unique) with [`simt::lower_program_with`] for the device's
+    /// target ([`device_target`]) and allocates its inputs and outputs on
+    /// `gpu`.
     ///
     /// Errors: the compiler's diagnostics (`Io` without the CUDA
     /// toolchain); `Kernel` for a failed allocation.
@@ -76,7 +90,21 @@ impl<'g> Compiled<'g> {
         name: &str,
         estimator: &dyn tgc_core::plan::cost::Estimator,
     ) -> Result<Compiled<'g>, GpuError> {
-        let prog = simt::lower_program_with(bound, &tgc_core::plan::target::SM80, estimator)?;
+        Compiled::for_target(gpu, bound, name, estimator, device_target(gpu.sm()))
+    }
+
+    /// [`Compiled::with_estimator`] for the target row `target` (`bench_gpu`
+    /// runs the sm80 template on a 9.x device beside the sm90 one); the
+    /// cubin is for the newest architecture of the program's kernels, its
+    /// PTX the fallback elsewhere.
+    pub fn for_target(
+        gpu: &'g Gpu,
+        bound: &Graph,
+        name: &str,
+        estimator: &dyn tgc_core::plan::cost::Estimator,
+        target: &tgc_core::plan::Target,
+    ) -> Result<Compiled<'g>, GpuError> {
+        let prog = simt::lower_program_with(bound, target, estimator)?;
         // Every dim is bound: the program's symbols, if any, have no value.
         if let Some(s) = prog.symbols.first() {
             return Err(GpuError::Diag(diag!(UnboundSymbol, "symbol `{s}` has no value")));
@@ -95,12 +123,17 @@ impl<'g> Compiled<'g> {
             buffers.push(alloc(t.bytes().len())?);
             outputs.push(t);
         }
-        let (_, compiled) = tgc_core::pipeline::compile_kernels(&prog.kernels(), &format!("{}.cu", prog.name))?;
+        let kernels = prog.kernels();
+        let (_, compiled) = tgc_core::pipeline::compile_kernels(&kernels, &format!("{}.cu", prog.name))?;
+        let sm = match kernels.iter().map(|k| k.arch).max() {
+            Some(tgc_core::gpu::ir::Arch::Sm90) => 90,
+            Some(tgc_core::gpu::ir::Arch::Sm80) | None => 80,
+        };
         // The module lives until the process ends: a command or a benchmark
         // loads a handful.
         let module = Module {
-            name: Box::leak(format!("{}:{name}", prog.name).into_boxed_str()),
-            cubins: Box::leak(vec![Cubin { sm: 80, image: Box::leak(compiled.cubin.into_boxed_slice()) }].into()),
+            name: Box::leak(format!("{}:{}:{name}", prog.name, target.name).into_boxed_str()),
+            cubins: Box::leak(vec![Cubin { sm, image: Box::leak(compiled.cubin.into_boxed_slice()) }].into()),
             ptx: Box::leak(compiled.ptx.into_boxed_str()),
         };
         Ok(Compiled { gpu, module, steps, buffers, n_inputs: bound.inputs().len(), outputs })

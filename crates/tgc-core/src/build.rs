@@ -68,6 +68,7 @@ pub struct Kernels {
     opt_level: Option<u32>,
     cargo_metadata: Option<bool>,
     sm80: bool,
+    sm90: bool,
     tuning: Option<PathBuf>,
     misuse: Vec<String>,
 }
@@ -302,6 +303,16 @@ impl Kernels {
         self
     }
 
+    /// With `on`, [`Kernels::sm80`]'s submodule also holds the sm90 twins
+    /// of its variants (the MMA template's TMA + `wgmma` kernels, an
+    /// sm_90a cubin each; [`crate::emit::gpu_api::sm80_module`]), which its
+    /// `steps_for` and `launch` pick on a 9.x device: `tgc::kernel!`'s
+    /// feature `sm90`. Turns on [`Kernels::sm80`]. Off by default.
+    pub fn sm90(mut self, on: bool) -> Kernels {
+        self.sm90 = on;
+        self
+    }
+
     /// Compiles every kernel and writes, in the output directory:
     /// `<lib>.rs` (one `pub mod <kernel>` per kernel), `<lib>/<symbol>.c`
     /// (the C units) and the static library `<lib>` (`lib<lib>.a`), which
@@ -383,10 +394,10 @@ impl Kernels {
                     eprintln!("warning: {note}");
                 }
             }
-            if self.sm80 {
+            if self.sm80 || self.sm90 {
                 let prefix = out_dir.join(lib).join(format!("{symbol}_")).display().to_string();
                 let source = crate::emit::gpu_api::CubinSource::Files(&prefix);
-                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source)
+                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source, self.sm90)
                     .map_err(|m| BuildError::Gpu(format!("kernel `{}`: {m}", k.name)))?;
                 if let Some(run_inputs) = &k.model {
                     let items = crate::emit::model::sm80_model_items(&k.name, &graph, run_inputs)

@@ -253,8 +253,8 @@ pub fn regions(g: &Graph) -> DResult<String> {
 /// that has a contraction, an attention inside the graph as the one fused
 /// region the lowering makes of it
 /// ([`crate::gpu::template::region_graphs`]), or why it is not planned; a
-/// graph with none says so. [`dump_stage`] uses `sm80` until the CLI takes
-/// a GPU target.
+/// graph with none says so. [`dump_stage`] (the CPU target's dumps) uses
+/// `sm80`; `tgc compile --target sm80|sm90` passes its target.
 pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     let attention = crate::gpu::attention::match_attention(g);
     if let Ok(text) = template_plan(g, target) {
@@ -451,7 +451,8 @@ impl GpuArtifacts {
     }
 }
 
-/// Compiles `g` for the GPU target `target` (`sm80`): lowers it to its GPU
+/// Compiles `g` for the GPU target `target` (`sm80` or `sm90`, the rows of
+/// [`plan::target`]): lowers it to its GPU
 /// program ([`crate::gpu::simt::lower_program_noting`]: a tensor-core
 /// template for a graph that is one contraction (GEMM, batched matmul,
 /// convolution) + epilogue or one attention with concrete sizes, else the
@@ -461,24 +462,23 @@ impl GpuArtifacts {
 /// CUDA C unit, compiles it with NVRTC and reads ptxas's report of each
 /// kernel. A contraction the templates do not take (symbolic sizes, f32
 /// operands, an op after it that is no epilogue, sizes past its launch
-/// limits) runs as SIMT kernels, with a note saying why.
+/// limits) runs as SIMT kernels, with a note saying why. On sm90 the GEMM
+/// takes the template's `wgmma` branch and the unit compiles for sm_90a.
 ///
-/// Errors: `Unsupported` for a target other than `sm80`; those of
+/// Errors: `UnknownName` for another target; those of
 /// lowering; `Internal` when the verifier or the printer rejects a
 /// kernel; `Io` when the CUDA toolchain is missing or NVRTC or ptxas
 /// fails (the toolchain's message says what to install).
 pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
-    if target != "sm80" {
-        return Err(diag!(Unsupported, "GPU target `{target}` is not built yet (sm80 is)"));
-    }
+    let row = plan::Target::by_name(target)?;
     let symbol = c_symbol(&g.name);
-    let (program, refusals) = crate::gpu::simt::lower_program_noting(g, &plan::target::SM80, &plan::cost::Analytic)?;
+    let (program, refusals) = crate::gpu::simt::lower_program_noting(g, row, &plan::cost::Analytic)?;
     let kernels = program.kernels();
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    let reported = tc
-        .ptxas_resources(&compiled.ptx, crate::gpu::cuda::toolchain_arch(crate::gpu::ir::Arch::Sm80))
-        .map_err(|e| diag!(Io, "{e}"))?;
+    let arch = kernels.iter().map(|k| k.arch).max().unwrap_or(crate::gpu::ir::Arch::Sm80);
+    let reported =
+        tc.ptxas_resources(&compiled.ptx, crate::gpu::cuda::toolchain_arch(arch)).map_err(|e| diag!(Io, "{e}"))?;
     let mut resources = Vec::new();
     for k in &kernels {
         let name = crate::gpu::cuda::symbol(k);
@@ -524,7 +524,10 @@ pub fn dump_gpu_stage(stage: &str, gpu: &GpuArtifacts) -> DResult<String> {
             for (l, r) in gpu.program.launches.iter().zip(&gpu.resources) {
                 out.push_str(&format!(
                     "// {:?} form; ptxas: {} registers, {} bytes spilled, {} bytes of dynamic shared memory\n",
-                    l.form, r.registers, r.spill_stores, l.kernel.smem_bytes
+                    l.form,
+                    r.registers,
+                    r.spill_stores,
+                    l.kernel.launch_smem_bytes()
                 ));
                 out.push_str(&l.kernel.to_string());
             }

@@ -229,7 +229,8 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         .items
         .parse()
         .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
-    let gpu = sm80_items(&g, &inv.shapes, cfg!(feature = "sm80")).map_err(|m| error(span, &m))?;
+    let gpu =
+        sm80_items(&g, &inv.shapes, cfg!(feature = "sm80"), cfg!(feature = "sm90")).map_err(|m| error(span, &m))?;
     // Rebuild the crate when the graph file changes.
     let track = file.map(|f| {
         quote!(
@@ -290,12 +291,14 @@ fn read_tuning(dir: &str, at: Span) -> Result<(Option<tune::Tuning>, TokenStream
 /// submodule `sm80` with the whole graph's kernels and launch functions,
 /// or a constant `SM80_SKIPPED` for a graph the GPU path does not take; the
 /// facade's `sm80` turns on its `cuda`). `Err` (a compile error) when the
-/// kernels do not compile, e.g. without the CUDA toolchain.
-fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool) -> Result<TokenStream, String> {
+/// kernels do not compile, e.g. without the CUDA toolchain. With feature
+/// `sm90` (which turns on `sm80`) the submodule also holds the sm90 twins
+/// its `launch` picks on a 9.x device.
+fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool, sm90: bool) -> Result<TokenStream, String> {
     if !enabled {
         return Ok(TokenStream::new());
     }
-    let module = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline)?;
+    let module = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline, sm90)?;
     module.text.parse().map_err(|e| format!("tgc generated an sm80 module that does not parse (a tgc bug): {e}"))
 }
 
@@ -316,7 +319,7 @@ mod tests {
     #[test]
     fn a_gemm_with_one_shape_point_embeds_its_tensor_core_and_simt_kernels() {
         let point: BTreeMap<String, i64> = [("M".to_string(), 100)].into();
-        let ts = sm80_items(&graph(GEMM), &[point], true).unwrap_or_else(|e| panic!("{e}"));
+        let ts = sm80_items(&graph(GEMM), std::slice::from_ref(&point), true, false).unwrap_or_else(|e| panic!("{e}"));
         let text = ts.to_string();
         for want in [
             "pub mod sm80",
@@ -331,7 +334,14 @@ mod tests {
             assert!(text.contains(want), "no `{want}` in {}", &text[at..(at + 300).min(text.len())]);
         }
         assert!(text.contains("mma.sync.aligned.m16n8k16"), "the shape_0 PTX has no MMA");
-        assert!(sm80_items(&graph(GEMM), &[], false).unwrap().is_empty());
+        assert!(!text.contains("_sm90"), "no sm90 twins without feature sm90");
+        assert!(sm80_items(&graph(GEMM), &[], false, false).unwrap().is_empty());
+        // With sm90: the point's twin, compiled for sm_90a, chosen on 9.x.
+        let text = sm80_items(&graph(GEMM), &[point], true, true).unwrap().to_string();
+        for want in ["pub mod shape_0_sm90", "wgmma.mma_async", "sm : 90", "if sm / 10 == 9"] {
+            assert!(text.contains(want), "no `{want}` with sm90");
+        }
+        assert!(!text.contains("pub mod generic_sm90"), "a symbolic generic variant has no wgmma kernel");
     }
 
     const F32_GEMM: &str = "graph<M, N=96, K=80> g(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N]) {
@@ -427,10 +437,10 @@ mod tests {
 
     #[test]
     fn graphs_without_a_shape_point_get_the_generic_kernels() {
-        let ts = sm80_items(&graph(GEMM), &[], true).unwrap().to_string();
+        let ts = sm80_items(&graph(GEMM), &[], true, false).unwrap().to_string();
         assert!(ts.contains("pub mod generic") && !ts.contains("shape_0"), "{}", &ts[..300]);
         let scale = graph("graph<N=4> main(x: f32[N]) -> (y: f32[N]) {\n y = x * 2.0\n return y\n}");
-        let ts = sm80_items(&scale, &[], true).unwrap().to_string();
+        let ts = sm80_items(&scale, &[], true, false).unwrap().to_string();
         assert!(ts.contains("pub mod generic") && ts.contains("Elementwise"), "{}", &ts[..300]);
     }
 }

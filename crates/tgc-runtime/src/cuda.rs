@@ -60,7 +60,9 @@ use cudarc::nvrtc::Ptx;
 
 pub use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchArgs, PushKernelArg};
 
-pub use crate::launch::{grid_extent, Launch, Limits, Step, StepArg, Steps, DEFAULT_DYNAMIC_SMEM_BYTES};
+pub use crate::launch::{
+    grid_extent, BufferArg, Launch, Limits, MapArg, Step, StepArg, Steps, DEFAULT_DYNAMIC_SMEM_BYTES,
+};
 pub use tma::{check_tile_map, Swizzle, TensorMap, TileMap};
 
 use crate::model::{ConstPool, WeightSpec};
@@ -416,11 +418,12 @@ impl Gpu {
     pub unsafe fn run_steps(&self, m: &Module, steps: &Steps, tensors: &[u64]) -> Result<()> {
         for s in &steps.steps {
             for a in &s.args {
+                let tensor = |k: usize| (k >= tensors.len()).then(|| format!("tensor {k} of {}", tensors.len()));
+                let temp =
+                    |k: usize| (k >= steps.temps.len()).then(|| format!("temporary {k} of {}", steps.temps.len()));
                 let missing = match *a {
-                    StepArg::Tensor(k) => (k >= tensors.len()).then(|| format!("tensor {k} of {}", tensors.len())),
-                    StepArg::Temp(k) => {
-                        (k >= steps.temps.len()).then(|| format!("temporary {k} of {}", steps.temps.len()))
-                    }
+                    StepArg::Tensor(k) | StepArg::TensorMap(MapArg { buffer: BufferArg::Tensor(k), .. }) => tensor(k),
+                    StepArg::Temp(k) | StepArg::TensorMap(MapArg { buffer: BufferArg::Temp(k), .. }) => temp(k),
                     StepArg::I32(_) | StepArg::I64(_) => None,
                 };
                 if let Some(what) = missing {
@@ -433,17 +436,33 @@ impl Gpu {
         let alloc = |bytes: usize| unsafe { self.stream.alloc::<u8>(bytes.max(1)) };
         let temps: Vec<CudaSlice<u8>> =
             steps.temps.iter().map(|&b| alloc(b).map_err(driver("allocating a temporary"))).collect::<Result<_>>()?;
+        let address = |b: BufferArg| match b {
+            BufferArg::Tensor(k) => tensors[k],
+            BufferArg::Temp(k) => DeviceArg::<u8>::address(&temps[k]),
+        };
         for s in &steps.steps {
             let args: Vec<KernelArg> = s
                 .args
                 .iter()
-                .map(|a| match *a {
-                    StepArg::Tensor(k) => KernelArg::Ptr(tensors[k]),
-                    StepArg::Temp(k) => KernelArg::Ptr(DeviceArg::<u8>::address(&temps[k])),
-                    StepArg::I32(v) => KernelArg::I32(v),
-                    StepArg::I64(v) => KernelArg::I64(v),
+                .map(|a| {
+                    Ok(match *a {
+                        StepArg::Tensor(k) => KernelArg::Ptr(tensors[k]),
+                        StepArg::Temp(k) => KernelArg::Ptr(DeviceArg::<u8>::address(&temps[k])),
+                        StepArg::I32(v) => KernelArg::I32(v),
+                        StepArg::I64(v) => KernelArg::I64(v),
+                        StepArg::TensorMap(m) => {
+                            let map = TileMap {
+                                dtype: m.dtype,
+                                dims: m.dims.to_vec(),
+                                strides: vec![m.row_stride_bytes],
+                                box_dims: m.box_dims.to_vec(),
+                                swizzle: if m.swizzle_128b { tma::Swizzle::B128 } else { tma::Swizzle::None },
+                            };
+                            KernelArg::TensorMap(self.tensor_map(&s.kernel, address(m.buffer), &map)?)
+                        }
+                    })
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             // SAFETY: the caller's contract; the temporaries are live
             // device allocations of this stream until after the last launch.
             unsafe { self.launch_raw(m, &s.kernel, &s.launch, &args) }?;

@@ -77,6 +77,38 @@ pub enum StepArg {
     I32(i32),
     /// A `long long`.
     I64(i64),
+    /// A TMA tensor map of a graph tensor or temporary, passed by value
+    /// (sm_90 kernels); `cuda::Gpu::run_steps` encodes it at each launch
+    /// from the buffer's device address.
+    TensorMap(MapArg),
+}
+
+/// A graph tensor or a temporary of a [`Steps`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferArg {
+    /// The graph's tensor `k` (inputs then outputs), as [`StepArg::Tensor`].
+    Tensor(usize),
+    /// [`Steps::temps`]`[k]`, as [`StepArg::Temp`].
+    Temp(usize),
+}
+
+/// The tensor map of a 2-D row-major tensor and the box one copy moves
+/// (`cuTensorMapEncodeTiled`'s arguments; `cuda::tma::TileMap` with the
+/// address taken from `buffer` at launch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapArg {
+    /// The tensor the map describes.
+    pub buffer: BufferArg,
+    /// Its element type.
+    pub dtype: crate::DType,
+    /// Extents in elements, innermost first.
+    pub dims: [u64; 2],
+    /// Bytes between consecutive rows (dim 1).
+    pub row_stride_bytes: u64,
+    /// The box in elements, innermost first.
+    pub box_dims: [u32; 2],
+    /// The 128-byte swizzle (`CU_TENSOR_MAP_SWIZZLE_128B`); else none.
+    pub swizzle_128b: bool,
 }
 
 /// One kernel launch of a [`Steps`].

@@ -94,8 +94,10 @@ impl Sm80Module {
 
 /// One compiled program of the module.
 struct Variant {
-    /// `generic` or `shape_<k>`.
+    /// `generic` or `shape_<k>`, with `_sm90` for the sm90 target's.
     name: String,
+    /// The architecture its cubin is for (`80`, or `90` for sm_90a).
+    sm: u32,
     /// The point's values in symbol order (`None` for `generic`).
     point: Option<Vec<i64>>,
     program: GpuProgram,
@@ -110,7 +112,17 @@ struct Variant {
 /// Errors: the message of a compile error for anything but a graph the GPU
 /// path does not take (`Unsupported`, which becomes `SM80_SKIPPED`): no CUDA
 /// toolchain, a kernel the verifier or NVRTC rejects (a tgc bug).
-pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSource) -> Result<Sm80Module, String> {
+///
+/// With `sm90` (the facade's feature `sm90`), every variant whose program
+/// on the sm90 target has a kernel of the template's `wgmma` branch gets
+/// an sm90 twin `<variant>_sm90`, compiled for sm_90a, and `steps_for`
+/// (and so `launch`) picks the twins on a 9.x device.
+pub fn sm80_module(
+    g: &Graph,
+    shapes: &[BTreeMap<String, i64>],
+    source: CubinSource,
+    sm90: bool,
+) -> Result<Sm80Module, String> {
     let skipped = |why: String| Sm80Module {
         text: format!(
             "/// Why this graph has no embedded sm80 kernels (feature `sm80`).\npub const SM80_SKIPPED: &str = {};\n",
@@ -142,11 +154,28 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
     }
     programs.push(("generic".to_string(), None, generic));
     let mut variants = Vec::new();
+    let mut twins = Vec::new();
     for (name, point, program) in programs {
-        variants.push(compile(g, name, point, program).map_err(fail)?);
+        if sm90 {
+            let bound = match &point {
+                Some(values) => {
+                    let full = g.symbols.iter().map(|s| s.name.clone()).zip(values.iter().copied()).collect();
+                    Some(g.bind(&full).map_err(fail)?)
+                }
+                None if g.symbols.is_empty() => Some(g.clone()),
+                None => None,
+            };
+            if let Some(bound) = bound {
+                let twin = simt::lower_program_for(&bound, Some(&crate::plan::target::SM90)).map_err(fail)?;
+                if twin.kernels().iter().any(|k| k.arch == crate::gpu::ir::Arch::Sm90) {
+                    twins.push(compile(g, format!("{name}_sm90"), 90, point.clone(), twin).map_err(fail)?);
+                }
+            }
+        }
+        variants.push(compile(g, name, 80, point, program).map_err(fail)?);
     }
     let mut files = Vec::new();
-    let text = module_text(g, &variants, |v| match source {
+    let text = module_text(g, &variants, &twins, |v| match source {
         CubinSource::Inline => byte_string(&v.cubin),
         CubinSource::Files(prefix) => {
             let path = format!("{prefix}{}.cubin", v.name);
@@ -160,15 +189,35 @@ pub fn sm80_module(g: &Graph, shapes: &[BTreeMap<String, i64>], source: CubinSou
 }
 
 /// Verifies `program`'s kernels and compiles them as one NVRTC unit
-/// ([`crate::pipeline::compile_kernels`]).
-fn compile(g: &Graph, name: String, point: Option<Vec<i64>>, program: GpuProgram) -> DResult<Variant> {
+/// ([`crate::pipeline::compile_kernels`], for sm_`sm`: the newest
+/// architecture of its kernels).
+fn compile(g: &Graph, name: String, sm: u32, point: Option<Vec<i64>>, program: GpuProgram) -> DResult<Variant> {
     let (_, compiled) = crate::pipeline::compile_kernels(&program.kernels(), &format!("{}_{name}.cu", g.name))?;
     let plan_json = program.launches.iter().find_map(|l| l.plan.as_ref()).map(crate::plan::to_json);
-    Ok(Variant { name, point, program, cubin: compiled.cubin, ptx: compiled.ptx, plan_json })
+    Ok(Variant { name, sm, point, program, cubin: compiled.cubin, ptx: compiled.ptx, plan_json })
 }
 
-/// `pub mod sm80 { … }`; `cubin` gives the expression of a variant's bytes.
-fn module_text(g: &Graph, variants: &[Variant], mut cubin: impl FnMut(&Variant) -> String) -> DResult<String> {
+/// The Rust statement that returns variant `v`'s module and steps when the
+/// dims are its point (unconditionally for `generic`).
+fn variant_return(v: &Variant) -> String {
+    let call = format!("(&self::{0}::MODULE, self::{0}::steps(&__dims)?)", v.name);
+    match &v.point {
+        Some(values) => {
+            let conds: Vec<String> = values.iter().enumerate().map(|(i, x)| format!("__dims[{i}] == {x}")).collect();
+            format!("    if {} {{\n        return Ok({call});\n    }}", conds.join(" && "))
+        }
+        None => format!("    return Ok({call});"),
+    }
+}
+
+/// `pub mod sm80 { … }`; `cubin` gives the expression of a variant's
+/// bytes; `twins` are the sm90 variants.
+fn module_text(
+    g: &Graph,
+    variants: &[Variant],
+    twins: &[Variant],
+    mut cubin: impl FnMut(&Variant) -> String,
+) -> DResult<String> {
     let params = param_names(g);
     let (n_in, n_out) = (g.inputs().len(), g.outputs.len());
     let n_io = n_in + n_out;
@@ -198,7 +247,7 @@ fn module_text(g: &Graph, variants: &[Variant], mut cubin: impl FnMut(&Variant) 
     }
     let _ = writeln!(s, "#![allow(non_snake_case, clippy::all)]");
     let _ = writeln!(s, "use {CHECKS} as __c;");
-    for v in variants {
+    for v in variants.iter().chain(twins) {
         s.push_str(&variant_text(&printer, v, &cubin(v))?);
     }
 
@@ -267,19 +316,33 @@ fn module_text(g: &Graph, variants: &[Variant], mut cubin: impl FnMut(&Variant) 
     );
     let _ = writeln!(s, "    let __dims = self::dims({dim_args})?;");
     for v in variants {
-        let call = format!("(&self::{0}::MODULE, self::{0}::steps(&__dims)?)", v.name);
-        match &v.point {
-            Some(values) => {
-                let conds: Vec<String> =
-                    values.iter().enumerate().map(|(i, x)| format!("__dims[{i}] == {x}")).collect();
-                let _ = writeln!(s, "    if {} {{\n        return Ok({call});\n    }}", conds.join(" && "));
-            }
-            None => {
-                let _ = writeln!(s, "    Ok({call})");
-            }
-        }
+        let _ = writeln!(s, "{}", variant_return(v));
     }
     let _ = writeln!(s, "}}");
+
+    // steps_for
+    let _ = writeln!(
+        s,
+        "/// [`steps`] for a device of architecture `sm` (`10 * major + minor`, `Gpu::sm`): on a 9.x device the \
+         sm90 variant of these dims when the crate was built with feature `sm90` and the dims have one (the \
+         template's TMA + wgmma kernels, an sm_90a cubin); otherwise [`steps`]. No device needed."
+    );
+    let _ = writeln!(s, "///\n/// # Errors\n///\n/// Those of [`steps`].");
+    let _ = writeln!(
+        s,
+        "pub fn steps_for(sm: u32, {}) -> ::core::result::Result<(&'static {cuda}::Module, {cuda}::Steps), {err}> {{",
+        dim_params.join(", ")
+    );
+    if twins.is_empty() {
+        let _ = writeln!(s, "    let _ = sm;");
+    } else {
+        let _ = writeln!(s, "    if sm / 10 == 9 {{\n    let __dims = self::dims({dim_args})?;");
+        for v in twins {
+            let _ = writeln!(s, "{}", variant_return(v));
+        }
+        let _ = writeln!(s, "    }}");
+    }
+    let _ = writeln!(s, "    self::steps({dim_args})\n}}");
 
     // launch
     let _ = writeln!(
@@ -308,7 +371,7 @@ fn module_text(g: &Graph, variants: &[Variant], mut cubin: impl FnMut(&Variant) 
         .chain(params[n_io..].iter().cloned())
         .collect();
     let _ = writeln!(s, "    let __addr = self::check({})?;", check_args.join(", "));
-    let _ = writeln!(s, "    let (__module, __steps) = self::steps({dim_args})?;");
+    let _ = writeln!(s, "    let (__module, __steps) = self::steps_for(gpu.sm(), {dim_args})?;");
     for line in [
         "// SAFETY: `__module` holds the kernels `__steps` names, whose arguments tgc bound from the",
         "// same program the module was compiled from. `check` passed: each buffer has exactly its",
@@ -383,14 +446,19 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
     let _ = writeln!(s, "#[allow(unused_imports)]\nuse {CHECKS} as __c;");
     let _ = writeln!(s, "const CUBIN_BYTES: &[u8] = {cubin};");
     let _ = writeln!(s, "const PTX_TEXT: &str = {};", lit(&v.ptx));
-    let _ = writeln!(s, "/// The ELF cubin for `sm_80`.\npub static CUBIN: &[u8] = CUBIN_BYTES;");
-    let _ = writeln!(s, "/// The PTX (`.target sm_80`), which a driver can JIT for newer GPUs.");
+    let (arch, jit) = match v.sm {
+        80 => ("sm_80", "which a driver can JIT for newer GPUs"),
+        _ => ("sm_90a", "for 9.0 devices only: `wgmma` and TMA are not in later architectures' PTX"),
+    };
+    let _ = writeln!(s, "/// The ELF cubin for `{arch}`.\npub static CUBIN: &[u8] = CUBIN_BYTES;");
+    let _ = writeln!(s, "/// The PTX (`.target {arch}`), {jit}.");
     let _ = writeln!(s, "pub static PTX: &str = PTX_TEXT;");
     let _ = writeln!(s, "/// [`CUBIN`] and [`PTX`] as the GPU runtime's module (`tgc::cuda`).");
     let _ = writeln!(
         s,
         "pub static MODULE: {cuda}::Module = {cuda}::Module {{ name: ::core::module_path!(), cubins: \
-         &[{cuda}::Cubin {{ sm: 80, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};"
+         &[{cuda}::Cubin {{ sm: {}, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};",
+        v.sm
     );
     let symbols: Vec<String> = p.launches.iter().map(|l| lit(&crate::gpu::cuda::symbol(&l.kernel))).collect();
     let _ = writeln!(s, "/// The kernels' `extern \"C\"` names, in launch order.");
@@ -447,6 +515,7 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
                     format!("{cuda}::StepArg::I32({v}i32)")
                 }
                 LaunchArg::Int(v) => format!("{cuda}::StepArg::I64({v}i64)"),
+                LaunchArg::TensorMap => tensor_map_arg(l, q, &of_buf, &cuda)?,
             });
         }
         let [bx, by, bz] = l.block();
@@ -456,7 +525,7 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
              args: vec![{}],\n        }},",
             lit(&symbol),
             grid.join(", "),
-            l.kernel.smem_bytes,
+            l.kernel.launch_smem_bytes(),
             args.join(", ")
         ));
     }
@@ -464,6 +533,41 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
     let _ = writeln!(s, "    Ok({cuda}::Steps {{ temps, steps }})\n}}");
     s.push_str("}\n");
     Ok(s)
+}
+
+/// The Rust of a `StepArg::TensorMap` for parameter `q` of launch `l`
+/// ([`crate::gpu::simt::Launch::tensor_map`] with the dims as `__dims`).
+///
+/// Errors: `Internal` when `q` is not a tensor map or its tensor or scalars
+/// are not bound as a map needs.
+fn tensor_map_arg(l: &simt::Launch, q: &crate::gpu::ir::Param, of_buf: &[StepArg], cuda: &str) -> DResult<String> {
+    use crate::gpu::ir::{ParamKind, Swizzle};
+    let ParamKind::TensorMap(m) = &q.kind else {
+        return Err(diag!(Internal, "a tensor map bound to parameter `{}`", q.name));
+    };
+    let buffer = match l.args.get(m.tensor.0 as usize).and_then(|a| match a {
+        LaunchArg::Buffer(b) => of_buf.get(b.0 as usize),
+        _ => None,
+    }) {
+        Some(StepArg::Tensor(k)) => format!("{cuda}::BufferArg::Tensor({k})"),
+        Some(StepArg::Temp(k)) => format!("{cuda}::BufferArg::Temp({k})"),
+        _ => return Err(diag!(Internal, "the tensor of tensor map `{}` is not bound to a buffer", q.name)),
+    };
+    let Some(ParamKind::Ptr { dtype, .. }) = l.kernel.params.get(m.tensor.0 as usize).map(|p| p.kind) else {
+        return Err(diag!(Internal, "the tensor of tensor map `{}` is not a pointer", q.name));
+    };
+    let value = |p| grid_expr(&Expr::Param(p), &l.args).map(|e| format!("({e}) as u64"));
+    Ok(format!(
+        "{cuda}::StepArg::TensorMap({cuda}::MapArg {{ buffer: {buffer}, dtype: {FACADE}::DType::{dtype:?}, \
+         dims: [{}, {}], row_stride_bytes: {} * {}, box_dims: [{}, {}], swizzle_128b: {} }})",
+        value(m.dims[0])?,
+        value(m.dims[1])?,
+        value(m.row_stride)?,
+        dtype.size_bytes(),
+        m.box_dims[0],
+        m.box_dims[1],
+        m.swizzle == Swizzle::B128
+    ))
 }
 
 /// A grid expression of a kernel launched with `args` as Rust of type

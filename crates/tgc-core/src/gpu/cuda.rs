@@ -139,28 +139,22 @@ pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
     Ok(out)
 }
 
-/// Prints `kernels` as one unit and compiles it with NVRTC for their
-/// architecture (all must have the same), with `-lineinfo` off. Resource
-/// usage comes from [`Toolchain::ptxas_resources`] on the PTX, not from
-/// NVRTC's log: the CUDA 13.0.88 toolkit's NVRTC on the H100 machine left
-/// `-Xptxas=-v`'s report out of its log (the wheel's NVRTC put it there).
+/// Prints `kernels` as one unit and compiles it with NVRTC for the newest
+/// architecture among them (a kernel's `arch` is the oldest it runs on:
+/// an sm80 SIMT kernel beside an sm90 `wgmma` kernel compiles for
+/// sm_90a), with `-lineinfo` off. Resource usage comes from
+/// [`Toolchain::ptxas_resources`] on the PTX, not from NVRTC's log: the
+/// CUDA 13.0.88 toolkit's NVRTC on the H100 machine left `-Xptxas=-v`'s
+/// report out of its log (the wheel's NVRTC put it there).
 ///
-/// Errors: [`CudaError::Print`] as [`print_unit`], or for kernels of two
-/// architectures; [`CudaError::Toolchain`] when NVRTC fails.
+/// Errors: [`CudaError::Print`] as [`print_unit`], or for no kernel;
+/// [`CudaError::Toolchain`] when NVRTC fails.
 pub fn compile(tc: &Toolchain, kernels: &[Kernel], name: &str) -> Result<(String, Compiled), CudaError> {
-    let Some(first) = kernels.first() else {
+    let Some(arch) = kernels.iter().map(|k| k.arch).max() else {
         return Err(GpuError::new(Fault::BadValue, None, "no kernel to compile").into());
     };
-    if let Some(k) = kernels.iter().find(|k| k.arch != first.arch) {
-        return Err(GpuError::new(
-            Fault::Arch,
-            None,
-            format!("`{}` is for {} and `{}` for {}", first.name, first.arch.name(), k.name, k.arch.name()),
-        )
-        .into());
-    }
     let source = print_unit(kernels)?;
-    let compiled = tc.compile(&source, name, toolchain_arch(first.arch), &[])?;
+    let compiled = tc.compile(&source, name, toolchain_arch(arch), &[])?;
     Ok((source, compiled))
 }
 

@@ -201,6 +201,10 @@ pub enum LaunchArg {
     /// A constant for the parameter's integer type (the sm80 template's
     /// `M`, `N`, `K` and leading dimensions).
     Int(i64),
+    /// The TMA tensor map the parameter's [`ir::TensorMapParam`]
+    /// describes, made at launch from this launch's arguments for its
+    /// tensor and scalars ([`Launch::tensor_map`]).
+    TensorMap,
 }
 
 /// One kernel of a program and how to launch it.
@@ -241,6 +245,46 @@ impl Launch {
     /// Threads per block dimension.
     pub fn block(&self) -> [u32; 3] {
         self.kernel.block
+    }
+
+    /// The runtime's description of tensor map `m` (a parameter of this
+    /// launch's kernel) at `dims`: its tensor is the buffer this launch
+    /// binds to `m.tensor` (as `of_buf`, [`GpuProgram::buffer_args`],
+    /// makes it a kernel argument), its extents and row stride the values
+    /// of the scalars `m` names.
+    ///
+    /// Errors: `Internal` when `m.tensor` is not bound to a buffer or a
+    /// scalar is negative or not bound to a value.
+    pub fn tensor_map(
+        &self,
+        m: &ir::TensorMapParam,
+        of_buf: &[tgc_runtime::launch::StepArg],
+        dims: &[i64],
+    ) -> DResult<tgc_runtime::launch::MapArg> {
+        use tgc_runtime::launch::{BufferArg, MapArg, StepArg};
+        let buffer = match self.args.get(m.tensor.0 as usize).and_then(|a| match a {
+            LaunchArg::Buffer(b) => of_buf.get(b.0 as usize),
+            _ => None,
+        }) {
+            Some(StepArg::Tensor(k)) => BufferArg::Tensor(*k),
+            Some(StepArg::Temp(k)) => BufferArg::Temp(*k),
+            _ => return Err(diag!(Internal, "the tensor of a tensor map is not bound to a buffer")),
+        };
+        let Some(ir::ParamKind::Ptr { dtype, .. }) = self.kernel.params.get(m.tensor.0 as usize).map(|p| p.kind) else {
+            return Err(diag!(Internal, "the tensor of a tensor map is not a pointer parameter"));
+        };
+        let value = |p: ir::ParamId| -> DResult<u64> {
+            let v = eval_launch(&Expr::Param(p), &self.args, dims)?;
+            u64::try_from(v).map_err(|_| diag!(Internal, "a tensor map's extent or stride is {v}"))
+        };
+        Ok(MapArg {
+            buffer,
+            dtype,
+            dims: [value(m.dims[0])?, value(m.dims[1])?],
+            row_stride_bytes: value(m.row_stride)? * dtype.size_bytes() as u64,
+            box_dims: m.box_dims,
+            swizzle_128b: m.swizzle == ir::Swizzle::B128,
+        })
     }
 }
 
@@ -411,10 +455,14 @@ impl GpuProgram {
                         .get(*k)
                         .ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?)?,
                     LaunchArg::Int(v) => int(*v)?,
+                    LaunchArg::TensorMap => match &p.kind {
+                        ir::ParamKind::TensorMap(m) => StepArg::TensorMap(l.tensor_map(m, &of_buf, dims)?),
+                        _ => return Err(diag!(Internal, "a tensor map bound to parameter `{}`", p.name)),
+                    },
                 });
             }
-            let smem = u32::try_from(l.kernel.smem_bytes)
-                .map_err(|_| diag!(Internal, "{} bytes of shared memory", l.kernel.smem_bytes))?;
+            let smem = u32::try_from(l.kernel.launch_smem_bytes())
+                .map_err(|_| diag!(Internal, "{} bytes of shared memory", l.kernel.launch_smem_bytes()))?;
             steps.push(Step {
                 kernel: symbol.into(),
                 launch: Geometry { grid, block: l.block(), dynamic_smem_bytes: smem },
@@ -2430,6 +2478,7 @@ pub fn emulate(prog: &GpuProgram, dims: &[i64], inputs: &[Vec<f64>]) -> DResult<
                 LaunchArg::Buffer(b) => mem[b.0 as usize].clone(),
                 LaunchArg::Dim(k) => Arg::Int(dims.get(*k).copied().unwrap_or(0)),
                 LaunchArg::Int(v) => Arg::Int(*v),
+                LaunchArg::TensorMap => Arg::TensorMap,
             })
             .collect();
         emulate::run(&l.kernel, &mut args).map_err(|e| diag!(Internal, "kernel `{}`: {e}", l.kernel.name))?;

@@ -49,6 +49,10 @@ pub struct Template {
     /// The `algo_choice` value it implements (`000` §1.7).
     pub algo_choice: &'static str,
     pub arch: Arch,
+    /// Tried only when no other template of the pattern and architecture
+    /// takes the graph (its estimate is not comparable with theirs: the
+    /// sm80 kernels that sm90 runs where its own branch has none).
+    pub fallback: bool,
     /// The graph's one-launch program and its estimate, or why the
     /// template does not take it (a positioned `Unsupported` or
     /// `UnboundSymbol`).
@@ -69,6 +73,15 @@ pub const TEMPLATES: &[Template] = &[
         pattern: GraphPattern::Contraction,
         algo_choice: "implicit_gemm",
         arch: Arch::Sm80,
+        fallback: false,
+        lower: gemm,
+    },
+    Template {
+        name: "sm90 GEMM (TMA + wgmma)",
+        pattern: GraphPattern::Contraction,
+        algo_choice: "implicit_gemm",
+        arch: Arch::Sm90,
+        fallback: false,
         lower: gemm,
     },
     Template {
@@ -76,6 +89,7 @@ pub const TEMPLATES: &[Template] = &[
         pattern: GraphPattern::Attention,
         algo_choice: "online_softmax",
         arch: Arch::Sm80,
+        fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
     },
     Template {
@@ -83,7 +97,36 @@ pub const TEMPLATES: &[Template] = &[
         pattern: GraphPattern::Attention,
         algo_choice: "streaming_softmax_2pass",
         arch: Arch::Sm80,
+        fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
+    },
+    // sm90 runs the sm80 templates' mma.sync kernels where the wgmma branch
+    // has none (attention) or refuses the graph (an implicit GEMM), planned
+    // and estimated on the sm80 row: an sm_80 kernel compiles for sm_90a
+    // unchanged.
+    Template {
+        name: "sm80 GEMM (mma.sync) on sm90",
+        pattern: GraphPattern::Contraction,
+        algo_choice: "implicit_gemm",
+        arch: Arch::Sm90,
+        fallback: true,
+        lower: |g, _, e| gemm(g, &crate::plan::target::SM80, e),
+    },
+    Template {
+        name: "sm80 attention (FlashAttention-2) on sm90",
+        pattern: GraphPattern::Attention,
+        algo_choice: "online_softmax",
+        arch: Arch::Sm90,
+        fallback: true,
+        lower: |g, _, e| attention(g, &crate::plan::target::SM80, e, Algorithm::OnlineSoftmax),
+    },
+    Template {
+        name: "sm80 attention (two-pass softmax) on sm90",
+        pattern: GraphPattern::Attention,
+        algo_choice: "streaming_softmax_2pass",
+        arch: Arch::Sm90,
+        fallback: true,
+        lower: |g, _, e| attention(g, &crate::plan::target::SM80, e, Algorithm::StreamingSoftmax2Pass),
     },
 ];
 
@@ -100,29 +143,32 @@ pub fn pattern_of(g: &Graph) -> Option<GraphPattern> {
 
 /// The program of the template of `g`'s pattern for `target`'s
 /// architecture that takes it with the least estimated time (the earlier
-/// in [`TEMPLATES`] on a tie); `Some(Err)` with the first refusal when
-/// none does; `None` when no template has `g`'s pattern.
+/// in [`TEMPLATES`] on a tie; the fallback templates only when no other
+/// takes it); `Some(Err)` with the first refusal when none does; `None`
+/// when no template has `g`'s pattern.
 pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DResult<GpuProgram>> {
     let pattern = pattern_of(g)?;
     let arch = Arch::parse(target.name)?;
     let mut refusal: Option<Diagnostic> = None;
-    let mut best: Option<Lowered> = None;
-    for t in TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch) {
-        match (t.lower)(g, target, estimator) {
-            Ok(l) => {
-                if best.as_ref().is_none_or(|b| l.estimate.time_s < b.estimate.time_s) {
-                    best = Some(l);
+    for fallback in [false, true] {
+        let mut best: Option<Lowered> = None;
+        for t in TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch && t.fallback == fallback) {
+            match (t.lower)(g, target, estimator) {
+                Ok(l) => {
+                    if best.as_ref().is_none_or(|b| l.estimate.time_s < b.estimate.time_s) {
+                        best = Some(l);
+                    }
+                }
+                Err(d) => {
+                    refusal.get_or_insert(d);
                 }
             }
-            Err(d) => {
-                refusal.get_or_insert(d);
-            }
+        }
+        if let Some(l) = best {
+            return Some(Ok(l.program));
         }
     }
-    match best {
-        Some(l) => Some(Ok(l.program)),
-        None => refusal.map(Err),
-    }
+    refusal.map(Err)
 }
 
 /// How the CPU back end's lowering forms regions for the templates
@@ -174,6 +220,7 @@ fn rebind(launch: Launch, reads: &[BufId], out: BufId, region: Vec<NodeId>) -> D
         .map(|a| match a {
             LaunchArg::Buffer(b) => Ok(LaunchArg::Buffer(to_parent(*b))),
             LaunchArg::Int(v) => Ok(LaunchArg::Int(*v)),
+            LaunchArg::TensorMap => Ok(LaunchArg::TensorMap),
             LaunchArg::Dim(_) => Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")),
         })
         .collect::<DResult<_>>()?;
@@ -514,6 +561,9 @@ fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
     }
     if let Some(p) = ps.residual {
         bind.push((p, LaunchArg::Buffer(role(Operand::Residual)?)));
+    }
+    for p in ps.tensor_maps.into_iter().flatten() {
+        bind.push((p, LaunchArg::TensorMap));
     }
     let mut args = Vec::new();
     for i in 0..gk.kernel.params.len() {

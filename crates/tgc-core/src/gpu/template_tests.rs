@@ -7,7 +7,7 @@ use super::simt::{lower_program_noting, tests::check_program, Form};
 use super::template::{lower, pattern_of, GraphPattern, Template, TEMPLATES};
 use crate::pipeline::{self, Format};
 use crate::plan::cost::Analytic;
-use crate::plan::target::SM80;
+use crate::plan::target::{SM80, SM90};
 use crate::tiny::Graph;
 
 fn load(src: &str) -> Graph {
@@ -15,8 +15,9 @@ fn load(src: &str) -> Graph {
 }
 
 /// The seam: every `TEMPLATES` entry takes a graph of its pattern (a
-/// GEMM + bias + ReLU, an attention), each `(pattern, algo_choice, arch)`
-/// is listed once, and a graph of no template's pattern gets no refusal.
+/// GEMM + bias + ReLU, an attention), each `(pattern, algo_choice, arch,
+/// fallback)` is listed once, and a graph of no template's pattern gets no
+/// refusal.
 #[test]
 fn every_template_takes_a_graph_of_its_pattern() {
     let gemm = load(
@@ -35,7 +36,8 @@ fn every_template_takes_a_graph_of_its_pattern() {
         assert_eq!(p.launches.iter().map(|l| l.form).collect::<Vec<_>>(), [form]);
     }
     for (i, t) in TEMPLATES.iter().enumerate() {
-        let same = |u: &&Template| (u.pattern, u.algo_choice, u.arch) == (t.pattern, t.algo_choice, t.arch);
+        let key = |u: &Template| (u.pattern, u.algo_choice, u.arch, u.fallback);
+        let same = |u: &&Template| key(u) == key(t);
         assert_eq!(TEMPLATES.iter().filter(same).count(), 1, "{} listed twice", t.name);
         assert!(TEMPLATES[..i].iter().all(|u| u.name != t.name));
     }
@@ -117,6 +119,34 @@ fn a_convolution_before_a_pool_runs_on_the_template() {
     let (forms, notes) = regions(src, 1e-3);
     assert_eq!(forms.first(), Some(&Form::Gemm), "{forms:?} {notes:?}");
     assert!(forms[1..].iter().all(|f| !f.tensor_cores()), "{forms:?}");
+}
+
+/// On sm90 a GEMM takes the template's wgmma branch (an sm90 kernel with
+/// TMA copies); a convolution (an implicit GEMM, which that branch does not
+/// build) and an attention take the sm80 kernels, the fallbacks; each
+/// program emulated against the interpreter.
+#[test]
+fn sm90_takes_the_wgmma_branch_and_falls_back_to_the_sm80_kernels() {
+    let gemm =
+        "graph g(x: f16[40, 64], w: f16[64, 24], b: f16[24]) -> (y: f16[40, 24]) {\n    y = relu(matmul(x, w) + \
+                b)\n    return y\n}\n";
+    let conv = "graph c(x: f16[2, 8, 10, 10], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[2, 16, 10, 10]) {\n    y = \
+                relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    return y\n}\n";
+    let att =
+        "graph a(q: f16[1, 2, 17, 16], k: f16[1, 2, 17, 16], v: f16[1, 2, 17, 16]) -> (o: f16[1, 2, 17, 16]) {\n    \
+               o = attention(q, k, v)\n    return o\n}\n";
+    use super::ir::Arch;
+    for (src, arch, form, tol) in [
+        (gemm, Arch::Sm90, Form::Gemm, 1e-3),
+        (conv, Arch::Sm80, Form::Gemm, 1e-3),
+        (att, Arch::Sm80, Form::Attention, 4e-3),
+    ] {
+        let g = load(src);
+        let (prog, notes) = lower_program_noting(&g, &SM90, &Analytic).unwrap_or_else(|e| panic!("{e}"));
+        let launches: Vec<_> = prog.launches.iter().map(|l| (l.form, l.kernel.arch)).collect();
+        assert_eq!(launches, [(form, arch)], "{src}: {notes:?}");
+        check_program(&g, prog, &[], tol);
+    }
 }
 
 /// An attention whose softmax is also an output of the graph is not fused
