@@ -16,7 +16,12 @@
 //! `cpu::loop_ir::Expr`) with `Compute`, `Accumulate`, the warp butterfly
 //! `ShflBfly` (`shfl.sync.bfly`), the warp scan's `ShflUpScan`
 //! (`shfl.sync.up`) and `ShflIdx` (`shfl.sync.idx`), scalar `StGlobal` and vector
-//! `LdGlobalVec`, and `i32` registers ([`RegKind::I32`]).
+//! `LdGlobalVec`, and `i32` registers ([`RegKind::I32`]). The SM90 branch
+//! of the MMA template adds tensor-map parameters
+//! ([`ParamKind::TensorMap`]), `TmaLoad`, the mbarrier statements
+//! (`MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`,
+//! `MbarrierWait`), `FenceProxyAsync`, and `Wgmma` with its
+//! `WgmmaFence`/`WgmmaCommit`/`WgmmaWait`.
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
 //! the statement's id):
@@ -45,6 +50,17 @@
 //!    copies). The verifier checks the path structure (a wait and then a
 //!    barrier before every such read, in every loop iteration that issues
 //!    new copies); the emulator checks the group counts byte by byte.
+//!
+//! 7. SM90: a `Wgmma` reads only bytes of TMA copies an `MbarrierWait`
+//!    completed (the same path rule as 6, with the wait in place of
+//!    `WaitGroup` + `Barrier`; the emulator checks each byte and each
+//!    phase's arrival and transaction counts); other statements touch a
+//!    `wgmma` accumulator only after a `WgmmaWait { pending: 0 }`, and a
+//!    `WgmmaFence` separates their accesses from the next `Wgmma`
+//!    (PTX ISA "wgmma.fence"); `Wgmma` and its fence, commit and wait run
+//!    in whole warpgroups (invariant 3's rule, `.sync.aligned`); a TMA
+//!    box is written, and a descriptor reads, with its buffer's swizzle
+//!    (invariant 5).
 //!
 //! Units: global offsets ([`GlobalRef::offset`]) are in elements of the
 //! pointer's dtype; shared offsets ([`SmemRef::offset`]) are in bytes from

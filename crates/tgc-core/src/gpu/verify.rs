@@ -38,6 +38,16 @@
 //!   (`IncompleteRead`). Whether
 //!   the `WaitGroup`'s count completes exactly the group that wrote the
 //!   stage read is the emulator's check (per byte, [`super::emulate`]).
+//! - SM90 (invariant 7): `Wgmma` and the `wgmma` fence, commit and wait
+//!   are collectives (`Divergence` under thread-dependent control); a
+//!   `Wgmma` of a buffer TMA writes needs an `MbarrierWait` on every path
+//!   since the data may have changed (`IncompleteRead`); a register of a
+//!   `wgmma` accumulator array touched by another statement where a
+//!   `Wgmma` may still be in flight (no `WgmmaWait { pending: 0 }` on some
+//!   path) is `IncompleteRead`, and a `Wgmma` with no `WgmmaFence` after
+//!   such an access on some path is a `Race`; a TMA box's map swizzle,
+//!   its destination's and the buffer's agree, and a descriptor's is a
+//!   mode `wgmma` has (`Swizzle`); the tensor-map parameter exists.
 
 use std::collections::{BTreeSet, HashSet};
 

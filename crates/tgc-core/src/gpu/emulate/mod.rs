@@ -39,6 +39,21 @@
 //!   f64 are f32 rounding); `shfl.sync.bfly` needs every lane of the warp
 //!   active (`Divergence` otherwise) and exchanges the values all lanes had
 //!   before it.
+//! - SM90 (`emulate/sm90.rs`): a TMA box reads global memory when
+//!   issued (zero outside the tensor) and lands, swizzled, when an
+//!   `MbarrierWait` completes the phase of its mbarrier, which needs every
+//!   expected arrival and exactly the bytes `expect_tx` announced; a wait
+//!   on a phase that cannot complete is a `Deadlock`, one on the previous
+//!   phase's parity passes at once (the data may not be there: the next
+//!   read of it is an `IncompleteRead`). A `wgmma` reads its A and B tiles
+//!   through the descriptors' layouts ([`MatrixDesc`]) when issued and
+//!   writes the D fragment, whose registers are in flight until a
+//!   `wgmma.wait_group` retires the group: touching them before is an
+//!   `IncompleteRead`, overwriting bytes an in-flight `wgmma` reads is a
+//!   `Race`, as is a `wgmma` without a `wgmma.fence` since other
+//!   statements wrote its accumulators, or one reading bytes written
+//!   through the generic proxy (`st.shared`, `cp.async`) without a
+//!   `fence.proxy.async` by their writer.
 //! - Every global and shared access is checked against its tensor or
 //!   buffer (`OutOfBounds`) and its alignment (`Misaligned`; tensors are
 //!   taken as 256-byte aligned, as `cudaMalloc` gives).
