@@ -146,6 +146,40 @@ fn convolutions_run_on_the_mma_template() {
     }
 }
 
+/// The same convolutions (every other one of the grid above) on sm90: the
+/// template's wgmma branch with its `cp.async` loader (an implicit GEMM's
+/// operands are no TMA tensors), equal to the interpreter; one f16 and one
+/// bf16 layer compiled for sm_90a to `HGMMA` with `LDGSTS` and no spills.
+#[test]
+fn convolutions_run_on_the_wgmma_branch_on_sm90() {
+    let grid = [
+        BASE,
+        Conv { r: 1, pad: [0; 4], ..BASE },
+        Conv { r: 5, pad: [2, 2, 2, 2], h: 11, w: 10, ..BASE },
+        Conv { stride: 2, pad: [0, 1, 0, 1], h: 8, w: 8, ..BASE },
+        Conv { dtype: "bf16", nhwc: true, relu: true, ..BASE },
+        Conv { n: 1, c: 16, h: 5, w: 5, k: 24, nhwc: true, ..BASE },
+    ];
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
+    for (i, conv) in grid.into_iter().enumerate() {
+        let g = load(&conv.source());
+        let prog = lower_program_for(&g, Some(&crate::plan::target::SM90)).unwrap_or_else(|e| panic!("{e}"));
+        let p = super::simt::tests::check_program(&g, prog, &[], tol(conv.dtype));
+        assert_eq!(gemm_launch(&p).kernel.arch, Arch::Sm90, "{conv:?}");
+        if i == 0 || i == 4 {
+            let kernels = p.kernels();
+            let (_, compiled) = cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
+            for r in tc.ptxas_resources(&compiled.ptx, cuda::toolchain_arch(Arch::Sm90)).unwrap() {
+                assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
+            }
+            let ops = sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+            for want in ["HGMMA", "LDGSTS"] {
+                assert!(ops.iter().any(|o| o.starts_with(want)), "no {want} in {ops:?}");
+            }
+        }
+    }
+}
+
 /// Every input of the bound graph `g` filled with `value`.
 pub(super) fn filled_inputs(g: &Graph, value: f64) -> Vec<Vec<f64>> {
     let numel = |id| g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).product();

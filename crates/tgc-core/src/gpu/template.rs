@@ -101,9 +101,9 @@ pub const TEMPLATES: &[Template] = &[
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
     },
     // sm90 runs the sm80 templates' mma.sync kernels where the wgmma branch
-    // has none (attention) or refuses the graph (an implicit GEMM), planned
-    // and estimated on the sm80 row: an sm_80 kernel compiles for sm_90a
-    // unchanged.
+    // has none (attention) or refuses the graph (split-K, which plan choice
+    // does not pick today), planned and estimated on the sm80 row: an sm_80
+    // kernel compiles for sm_90a unchanged.
     Template {
         name: "sm80 GEMM (mma.sync) on sm90",
         pattern: GraphPattern::Contraction,

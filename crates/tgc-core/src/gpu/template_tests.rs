@@ -122,9 +122,9 @@ fn a_convolution_before_a_pool_runs_on_the_template() {
 }
 
 /// On sm90 a GEMM takes the template's wgmma branch (an sm90 kernel with
-/// TMA copies); a convolution (an implicit GEMM, which that branch does not
-/// build) and an attention take the sm80 kernels, the fallbacks; each
-/// program emulated against the interpreter.
+/// TMA copies), and so does a convolution (its `cp.async` loader); an
+/// attention takes the sm80 kernel, a fallback; each program emulated
+/// against the interpreter.
 #[test]
 fn sm90_takes_the_wgmma_branch_and_falls_back_to_the_sm80_kernels() {
     let gemm =
@@ -138,7 +138,7 @@ fn sm90_takes_the_wgmma_branch_and_falls_back_to_the_sm80_kernels() {
     use super::ir::Arch;
     for (src, arch, form, tol) in [
         (gemm, Arch::Sm90, Form::Gemm, 1e-3),
-        (conv, Arch::Sm80, Form::Gemm, 1e-3),
+        (conv, Arch::Sm90, Form::Gemm, 1e-3),
         (att, Arch::Sm80, Form::Attention, 4e-3),
     ] {
         let g = load(src);

@@ -309,10 +309,7 @@ impl Builder {
             let src_bytes = self.let_(&mut out, &format!("{tag}{i}_bytes"), valid * es);
             let at = slot.offset.clone() + Self::affine(&k_terms, &digits);
             let offset = Expr::c(0).lt(src_bytes.clone()).select(at, 0);
-            let dst = SmemRef {
-                offset: stage.clone() * o.stage_bytes + slot.row.clone() * (o.cols * es) + slot.col.clone() * es,
-                ..o.smem.clone()
-            };
+            let dst = o.smem_at(stage.clone(), slot.row.clone(), slot.col.clone(), es);
             let src = GlobalRef { param: o.param, offset };
             let copy = copy_stmt(dst, src, (v * es) as u32, src_bytes);
             let last = (i as i64 + 1) * threads > chunks;

@@ -398,6 +398,21 @@ impl Builder {
         [tid, lane, warp, wm, wn, block_m, block_n]
     }
 
+    /// An implicit GEMM's batch digits (of `blockIdx.z`) and the element
+    /// offset of this batch point's `C`: none and 0 without batch.
+    fn batch_ids(&mut self, out: &mut Vec<Stmt>) -> (Vec<Expr>, Expr) {
+        let batch_extents = self.gemm.implicit.as_ref().map(|im| im.batch.clone()).unwrap_or_default();
+        let batch = self.split_digits(out, "batch", Expr::BlockIdx(Dim::Z), &batch_extents);
+        let c_batch = match &self.gemm.implicit {
+            Some(im) if !batch.is_empty() => {
+                let at = Self::affine(&im.c_batch, &[(implicit::Axis::Batch, &batch)]);
+                self.let_(out, "c_batch", at)
+            }
+            _ => Expr::c(0),
+        };
+        (batch, c_batch)
+    }
+
     /// `for v in 0..n unroll { f(v) }`.
     fn for_unrolled(&mut self, out: &mut Vec<Stmt>, name: &str, n: i64, f: impl FnOnce(&mut Self, Expr) -> Vec<Stmt>) {
         let var = self.var(name);
@@ -438,15 +453,7 @@ impl Builder {
         } else {
             (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk))
         };
-        let batch_extents = self.gemm.implicit.as_ref().map(|im| im.batch.clone()).unwrap_or_default();
-        let batch = self.split_digits(&mut out, "batch", Expr::BlockIdx(Dim::Z), &batch_extents);
-        let c_batch = match &self.gemm.implicit {
-            Some(im) if !batch.is_empty() => {
-                let at = Self::affine(&im.c_batch, &[(implicit::Axis::Batch, &batch)]);
-                self.let_(&mut out, "c_batch", at)
-            }
-            _ => Expr::c(0),
-        };
+        let (batch, c_batch) = self.batch_ids(&mut out);
         let ids = Ids {
             batch,
             c_batch,
@@ -606,11 +613,7 @@ impl Builder {
         };
         let src_bytes = self.let_(&mut body, &format!("{tag}_bytes"), valid * es);
         let offset = Expr::c(0).lt(src_bytes.clone()).select(at, 0);
-        let in_stage = match o.atom {
-            None => row * (o.cols * es) + col * es,
-            Some(a) => col.clone() / a * (o.rows * a * es) + row * (a * es) + col % a * es,
-        };
-        let dst = SmemRef { offset: stage * o.stage_bytes + in_stage, ..o.smem.clone() };
+        let dst = o.smem_at(stage, row, col, es);
         let src = GlobalRef { param: o.param, offset };
         let copy = copy_stmt(dst, src, bytes, src_bytes);
         if chunks % threads == 0 {
@@ -734,4 +737,16 @@ pub(super) struct Operand {
     /// as `cols / atom` blocks of `rows × atom` (the layout of
     /// [`MatrixDesc`]); `None`: rows of `cols`.
     atom: Option<i64>,
+}
+
+impl Operand {
+    /// Where element `(row, col)` of ring stage `stage` of this tile lies
+    /// in shared memory (before the swizzle), for elements of `es` bytes.
+    fn smem_at(&self, stage: Expr, row: Expr, col: Expr, es: i64) -> SmemRef {
+        let in_stage = match self.atom {
+            None => row * (self.cols * es) + col * es,
+            Some(a) => col.clone() / a * (self.rows * a * es) + row * (a * es) + col % a * es,
+        };
+        SmemRef { offset: stage * self.stage_bytes + in_stage, ..self.smem.clone() }
+    }
 }

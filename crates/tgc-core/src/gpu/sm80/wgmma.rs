@@ -29,7 +29,7 @@
 //! - Copies: TMA boxes (A `64 × BM`, B `64 × 64` per atom or `64 × BN`)
 //!   when the operands' rows are 16-byte aligned (TMA's rule for strides):
 //!   the box's out-of-bounds part is zero-filled, so tails need no code.
-//!   Otherwise `cp.async` into the same layout (the SM80 loader with the
+//!   Otherwise (and for an implicit GEMM) `cp.async` into the same layout (the SM80 loader with the
 //!   zero-filling predicates), completed by `cp.async.wait_group`, then
 //!   `fence.proxy.async` (the copies are generic-proxy writes, `wgmma`
 //!   reads through the async proxy) and `bar.sync`.
@@ -39,9 +39,13 @@
 //!   and the k-th step 16 rows (2048 bytes) further — the assignment the
 //!   H200 confirmed (`docs/sm90.md`).
 //!
-//! Not built here (errors `Unsupported`): split-K, implicit GEMM
-//! (convolution), other tiles than `BK · sizeof(T) = 128`, `BM` a multiple
-//! of 64 up to 256, `BN` a multiple of 64 up to 256.
+//! - An implicit GEMM (a convolution, a batched matmul: [`Gemm::implicit`])
+//!   takes the `cp.async` loader with its computed addresses, batch points
+//!   on the grid's `z`, as the SM80 branch does.
+//!
+//! Not built here (errors `Unsupported`): split-K, other tiles than
+//! `BK · sizeof(T) = 128`, `BM` a multiple of 64 up to 256, `BN` a multiple
+//! of 64 up to 256.
 
 use super::*;
 
@@ -77,8 +81,8 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     if bn % ATOM_COLS as u64 != 0 || bn > 256 {
         return Err(unsupported(format!("BN a multiple of 64 up to 256, not {bn}")));
     }
-    if gemm.split_k != 1 || gemm.implicit.is_some() {
-        return Err(unsupported("a plain GEMM: no split-K or implicit GEMM (convolution) yet".into()));
+    if gemm.split_k != 1 {
+        return Err(unsupported("no split-K (it is not built for this branch yet)".into()));
     }
     let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
     if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
@@ -100,12 +104,13 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     })
 }
 
-/// Whether the operands are copied by TMA: their rows (`lda`, `ldb`) are
+/// Whether the operands are copied by TMA: a plain GEMM (an implicit
+/// GEMM's operands are not 2-D tensors) whose rows (`lda`, `ldb`) are
 /// multiples of 16 bytes, TMA's rule for a tensor's strides
 /// (`cuTensorMapEncodeTiled`).
 pub(super) fn uses_tma(gemm: &Gemm) -> bool {
     let es = gemm.ab.size_bytes() as u32;
-    (gemm.align_a * es).is_multiple_of(16) && (gemm.align_b * es).is_multiple_of(16)
+    gemm.implicit.is_none() && (gemm.align_a * es).is_multiple_of(16) && (gemm.align_b * es).is_multiple_of(16)
 }
 
 /// The tensor maps of A and B: A `[M, K]` in boxes of `64 × BM`; B `[K, N]`
@@ -146,7 +151,8 @@ impl Builder {
         self.k.block = [(bm / 64 * 128) as u32, 1, 1];
         self.k.min_blocks_per_sm = Some(1);
         let param = Expr::Param;
-        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(1)];
+        let z = self.gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch));
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(z)];
         let a_stage = bm * bk * es;
         let b_stage = bn * bk * es;
         let a_smem = self.smem_1024("As", stages * a_stage, Swizzle::B128);
@@ -157,6 +163,7 @@ impl Builder {
         let [tid, lane, warp, wm, wn, block_m, block_n] = self.thread_ids(&mut out);
         let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
         let warpgroup = self.let_(&mut out, "warpgroup", tid.clone() / 128);
+        let (batch, c_batch) = self.batch_ids(&mut out);
         let ids = Ids {
             tid,
             lane,
@@ -170,8 +177,8 @@ impl Builder {
             a_smem,
             b_smem,
             acc,
-            batch: Vec::new(),
-            c_batch: Expr::c(0),
+            batch,
+            c_batch,
         };
         self.for_unrolled(&mut out, "i", bn / 2, |_, i| {
             vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
@@ -207,6 +214,7 @@ impl Builder {
                 });
             }
             None => {
+                self.hoist_implicit(p, &ids, &mut out);
                 self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
                     let loads = b.load_tiles(p, &ids, s.clone(), s.clone());
                     vec![
