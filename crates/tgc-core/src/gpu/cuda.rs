@@ -489,8 +489,9 @@ impl<'k> Printer<'k> {
             .ok_or_else(|| self.err(stmt, Fault::BadId, "register array out of range"))
     }
 
-    /// The 32-bit shared address of `r`: buffer base + swizzled offset.
-    fn smem_addr(&self, r: &SmemRef, stmt: u32) -> Result<String, CudaError> {
+    /// The C name of `r`'s buffer's base address, once `r` is checked to
+    /// name a buffer and carry its swizzle.
+    fn smem_base(&self, r: &SmemRef, stmt: u32) -> Result<&str, CudaError> {
         let buf = self
             .k
             .smem
@@ -503,8 +504,13 @@ impl<'k> Printer<'k> {
                 format!("swizzle {} is not `{}`'s {}", r.swizzle, buf.name, buf.swizzle),
             ));
         }
+        Ok(&self.smem[r.buf.0 as usize])
+    }
+
+    /// The 32-bit shared address of `r`: buffer base + swizzled offset.
+    fn smem_addr(&self, r: &SmemRef, stmt: u32) -> Result<String, CudaError> {
+        let base = self.smem_base(r, stmt)?;
         let off = self.expr_u32(&r.offset, stmt)?;
-        let base = &self.smem[r.buf.0 as usize];
         Ok(if r.swizzle.bits == 0 {
             format!("{base} + {off}")
         } else {

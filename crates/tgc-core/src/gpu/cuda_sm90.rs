@@ -73,19 +73,7 @@ impl Printer<'_> {
     /// start, a TMA destination or an mbarrier), checked to carry its
     /// buffer's swizzle.
     fn smem_raw_addr(&self, r: &SmemRef, stmt: u32) -> Result<String, CudaError> {
-        let buf = self
-            .k
-            .smem
-            .get(r.buf.0 as usize)
-            .ok_or_else(|| self.err(stmt, Fault::BadId, "shared buffer out of range"))?;
-        if r.swizzle != buf.swizzle {
-            return Err(self.err(
-                stmt,
-                Fault::Swizzle,
-                format!("swizzle {} is not `{}`'s {}", r.swizzle, buf.name, buf.swizzle),
-            ));
-        }
-        Ok(format!("{} + {}", self.smem[r.buf.0 as usize], self.expr_u32(&r.offset, stmt)?))
+        Ok(format!("{} + {}", self.smem_base(r, stmt)?, self.expr_u32(&r.offset, stmt)?))
     }
 
     fn desc(&self, d: &MatrixDesc, stmt: u32) -> Result<String, CudaError> {
