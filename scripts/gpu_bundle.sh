@@ -2,7 +2,8 @@
 # The GPU tier for a GPU machine without a Rust toolchain (DESIGN.md's GPU
 # tier; what scripts/gpu_tests.sh runs, built elsewhere): on a machine with
 # the toolchain, builds the tier's test binaries (tgc-runtime's `cuda`
-# tests, tests/sm80_kernel.rs, the build helper's sm80 test, the CLI tests),
+# tests, tests/sm80_kernel.rs, the build helper's sm80 test, the same two
+# and the build helper's sm90 test with feature sm90, the CLI tests),
 # the `tgc` binary and the `bench_gpu` example (release), strips their
 # debug info and copies them with this script into DIR:
 #
