@@ -1063,6 +1063,19 @@ impl Kernel {
         }
     }
 
+    /// Per register array, whether a `wgmma` accumulates into it (its `d`).
+    pub fn wgmma_accumulators(&self) -> Vec<bool> {
+        let mut acc = vec![false; self.regs.len()];
+        self.walk(&mut |_, s| {
+            if let Stmt::Wgmma { d, .. } = s {
+                if let Some(x) = acc.get_mut(d.reg.0 as usize) {
+                    *x = true;
+                }
+            }
+        });
+        acc
+    }
+
     /// Threads per block.
     pub fn threads(&self) -> u64 {
         self.block.iter().map(|&b| b as u64).product()

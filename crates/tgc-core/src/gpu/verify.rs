@@ -64,7 +64,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         lane_vars: Vec::new(),
         lane_divergent: 0,
         unrolled: Vec::new(),
-        accumulators: accumulator_arrays(k),
+        accumulators: k.wgmma_accumulators(),
         tma_written: BTreeSet::new(),
         wgmma_in_flight: false,
         fenced: false,
@@ -124,19 +124,6 @@ struct Verifier<'k> {
     /// On every path to here a `wgmma.fence` follows the last access of an
     /// accumulator by another instruction.
     fenced: bool,
-}
-
-/// Per register array of `k`, whether a `wgmma` accumulates into it.
-fn accumulator_arrays(k: &Kernel) -> Vec<bool> {
-    let mut acc = vec![false; k.regs.len()];
-    k.walk(&mut |_, s| {
-        if let Stmt::Wgmma { d, .. } = s {
-            if let Some(x) = acc.get_mut(d.reg.0 as usize) {
-                *x = true;
-            }
-        }
-    });
-    acc
 }
 
 /// `e` with the variables of `env`, when it reads nothing else and

@@ -361,7 +361,7 @@ impl<'k> Frame<'k> {
             mbars: HashMap::new(),
             warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
             reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
-            wgmma_acc: sm90::accumulator_arrays(k),
+            wgmma_acc: k.wgmma_accumulators(),
             stats: Stats::default(),
         }
     }

@@ -38,19 +38,6 @@ pub(super) struct Warpgroup {
     committed: VecDeque<Vec<WgmmaOp>>,
 }
 
-/// Per register array of `k`, whether a `wgmma` accumulates into it.
-pub(super) fn accumulator_arrays(k: &Kernel) -> Vec<bool> {
-    let mut acc = vec![false; k.regs.len()];
-    k.walk(&mut |_, s| {
-        if let Stmt::Wgmma { d, .. } = s {
-            if let Some(x) = acc.get_mut(d.reg.0 as usize) {
-                *x = true;
-            }
-        }
-    });
-    acc
-}
-
 /// The tensor and scalars of map `m` at a launch: dtype, elements per row,
 /// rows, row stride, box extents.
 struct MapView {
