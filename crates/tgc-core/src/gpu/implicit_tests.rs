@@ -20,35 +20,35 @@ use crate::tiny::Graph;
 
 /// One 2-D convolution of the grid.
 #[derive(Clone, Copy, Debug)]
-struct Conv {
-    n: i64,
-    c: i64,
-    h: i64,
-    w: i64,
-    k: i64,
+pub(super) struct Conv {
+    pub(super) n: i64,
+    pub(super) c: i64,
+    pub(super) h: i64,
+    pub(super) w: i64,
+    pub(super) k: i64,
     /// Square kernel.
-    r: i64,
-    stride: i64,
+    pub(super) r: i64,
+    pub(super) stride: i64,
     /// Top, bottom, left, right.
-    pad: [i64; 4],
-    dilation: i64,
-    groups: i64,
+    pub(super) pad: [i64; 4],
+    pub(super) dilation: i64,
+    pub(super) groups: i64,
     /// NHWC activations and OHWI weights (through permutes) instead of
     /// NCHW / OIHW.
-    nhwc: bool,
-    dtype: &'static str,
-    relu: bool,
+    pub(super) nhwc: bool,
+    pub(super) dtype: &'static str,
+    pub(super) relu: bool,
 }
 
 impl Conv {
-    fn out(&self) -> (i64, i64) {
+    pub(super) fn out(&self) -> (i64, i64) {
         let span = self.dilation * (self.r - 1) + 1;
         let p = (self.h + self.pad[0] + self.pad[1] - span) / self.stride + 1;
         let q = (self.w + self.pad[2] + self.pad[3] - span) / self.stride + 1;
         (p, q)
     }
 
-    fn source(&self) -> String {
+    pub(super) fn source(&self) -> String {
         let Conv { n, c, h, w, k, r, stride, pad, dilation, groups, nhwc, dtype, relu } = *self;
         let (p, q) = self.out();
         let cg = c / groups;
@@ -73,7 +73,7 @@ impl Conv {
     }
 }
 
-fn load(src: &str) -> Graph {
+pub(super) fn load(src: &str) -> Graph {
     pipeline::load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e}\n{src}")).graph
 }
 
@@ -100,7 +100,7 @@ fn gemm_launch(p: &GpuProgram) -> &super::simt::Launch {
     l
 }
 
-const BASE: Conv = Conv {
+pub(super) const BASE: Conv = Conv {
     n: 2,
     c: 8,
     h: 9,

@@ -75,6 +75,24 @@ pub struct GemmGraph {
     pub output: String,
     /// The contraction (`REDUCE SUM`) node.
     pub contraction: NodeId,
+    /// A convolution's spatial windows on the GEMM's digits (Poly-View's
+    /// `conv` pattern, `000` §1.4), each once; empty for a matmul. A
+    /// window whose output or reduce variable has extent 1 has no digit
+    /// and is left out.
+    pub windows: Vec<ConvWindow>,
+}
+
+/// One sliding window of a convolution: the operand index component
+/// `stride·out + dilation·reduce + offset` (`index_book::contraction::Window`,
+/// not a group's block of channels) with its variables as GEMM digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvWindow {
+    /// The output position's digit (`M`, `N` or batch).
+    pub out: Digit,
+    /// The filter tap's digit (`K`).
+    pub reduce: Digit,
+    pub stride: i64,
+    pub dilation: i64,
 }
 
 /// The kernel of a GEMM graph and how it was made.
@@ -420,6 +438,16 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
             named.push((input_name(g, id), *role));
         }
     }
+    let mut windows: Vec<ConvWindow> = Vec::new();
+    for w in pattern.windows.iter().filter(|w| !w.grouped) {
+        let (Some(&Some(out)), Some(&Some(reduce))) = (digit.get(w.out as usize), digit.get(w.reduce as usize)) else {
+            continue;
+        };
+        let cw = ConvWindow { out, reduce, stride: w.stride, dilation: w.dilation };
+        if !windows.contains(&cw) {
+            windows.push(cw);
+        }
+    }
     let batch = gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch));
     let mut problem = plan::Problem::gemm((m * batch) as u64, n as u64, k as u64, ab);
     if gemm.implicit.is_some() {
@@ -435,6 +463,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         inputs: named,
         output: g.outputs[0].name.clone(),
         contraction: r,
+        windows,
     })
 }
 

@@ -47,6 +47,7 @@ pub mod sm80;
 pub mod template;
 pub mod toolchain;
 pub mod verify;
+pub mod winograd;
 mod write;
 
 #[cfg(test)]
@@ -61,3 +62,5 @@ mod template_tests;
 mod tests;
 #[cfg(test)]
 mod wgmma_tests;
+#[cfg(test)]
+mod winograd_tests;

@@ -157,6 +157,9 @@ pub enum Form {
     /// graph that is one contraction (GEMM, batched matmul, convolution) +
     /// epilogue ([`lower_program_for`]).
     Gemm,
+    /// A transform of the Winograd convolution ([`super::winograd`]): one
+    /// thread per tile (or filter) and channel, around its batched GEMM.
+    WinogradTransform,
     /// The sm80 fused attention template ([`super::attention::build`],
     /// FlashAttention-2 on `mma.sync`) for a whole graph that is one
     /// attention ([`lower_program_for`]).
@@ -186,7 +189,9 @@ impl Form {
     pub fn tensor_cores(self) -> bool {
         match self {
             Form::Gemm | Form::Attention => true,
-            Form::Elementwise | Form::WarpReduce | Form::Serial | Form::Rows | Form::Scan => false,
+            Form::Elementwise | Form::WarpReduce | Form::Serial | Form::Rows | Form::Scan | Form::WinogradTransform => {
+                false
+            }
         }
     }
 }
@@ -2243,7 +2248,9 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
     let rank = lk.loops.len() as u32;
     let total = product(lk.loops.iter().map(|d| b.dim(d)).collect::<DResult<Vec<_>>>()?);
     let body = match form {
-        Form::Gemm | Form::Attention | Form::Rows => return Err(diag!(Internal, "form_of never chooses {form:?}")),
+        Form::Gemm | Form::Attention | Form::Rows | Form::WinogradTransform => {
+            return Err(diag!(Internal, "form_of never chooses {form:?}"))
+        }
         Form::Scan => return Err(diag!(Internal, "a scan is lowered by lower_scan")),
         Form::Elementwise | Form::Serial => {
             let out = p.buffer(lk.out);

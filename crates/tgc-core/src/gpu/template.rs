@@ -85,6 +85,22 @@ pub const TEMPLATES: &[Template] = &[
         lower: gemm,
     },
     Template {
+        name: "sm80 Winograd F(2×2, 3×3) convolution",
+        pattern: GraphPattern::Contraction,
+        algo_choice: super::winograd::ALGO,
+        arch: Arch::Sm80,
+        fallback: false,
+        lower: super::winograd::lower,
+    },
+    Template {
+        name: "sm90 Winograd F(2×2, 3×3) convolution",
+        pattern: GraphPattern::Contraction,
+        algo_choice: super::winograd::ALGO,
+        arch: Arch::Sm90,
+        fallback: false,
+        lower: super::winograd::lower,
+    },
+    Template {
         name: "sm80 attention (FlashAttention-2)",
         pattern: GraphPattern::Attention,
         algo_choice: "online_softmax",
@@ -435,7 +451,7 @@ pub fn region_graphs(g: &Graph, target: &Target, estimator: &dyn Estimator) -> D
 
 /// The GEMM template ([`super::lower::build_with`]) as a program, with
 /// its chosen plan's estimate.
-fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Lowered> {
+pub(super) fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Lowered> {
     let gk = super::lower::build_with(g, target, estimator, &format!("{}_gemm", g.name))?;
     let estimate = gk.estimate;
     let program = gemm_program(g, gk).ok_or_else(|| {
@@ -463,7 +479,7 @@ fn attention(g: &Graph, target: &Target, estimator: &dyn Estimator, algo: Algori
 
 /// The buffers of a one-kernel program of `g`: one per graph input, in
 /// order (`in{i}`), then the output (`out0`).
-fn whole_graph_buffers(g: &Graph) -> Vec<Buffer> {
+pub(super) fn whole_graph_buffers(g: &Graph) -> Vec<Buffer> {
     let mut buffers = Vec::new();
     for (i, id) in g.inputs().into_iter().enumerate() {
         let t = g.ty(id);
