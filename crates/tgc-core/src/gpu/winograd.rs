@@ -50,16 +50,18 @@
 //! algorithm is a choice of the plan and not the default.
 //!
 //! **Choice.** [`lower`]'s estimate is the estimator's time for the
-//! batched GEMM's plan plus each transform's reads and writes at the
-//! target's DRAM bandwidth (an analytic estimate, `M` counted again at f32
-//! beyond the GEMM model's output bytes); [`super::template::lower`] keeps
-//! this program only where that is below the implicit GEMM's.
+//! batched GEMM's plan, plus each transform's reads and writes at the
+//! target's DRAM bandwidth (`M` counted again at f32 beyond the GEMM
+//! model's output bytes), plus [`LAUNCH_GAP_S`] for each launch beyond
+//! the first — an analytic estimate, not a measurement;
+//! [`super::template::lower`] keeps this program only where that is
+//! below the implicit GEMM's.
 
 use crate::cpu::loop_ir::{BufId, Buffer, Role};
 use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::Pattern;
-use crate::plan::cost::{Estimate, Estimator, Limit};
+use crate::plan::cost::{Estimate, Estimator, Limit, LAUNCH_GAP_S};
 use crate::plan::{AlgoChoice, Spanned, Target};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
@@ -298,7 +300,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
         + 2.0 * bytes(m_buf)
         + bytes(out_buf)
         + gg.inputs.iter().filter(|x| matches!(x.1, Operand::Residual)).count() as f64 * bytes(out_buf);
-    let transforms_s = traffic / (target.dram_gbps * 1e9);
+    let transforms_s = traffic / (target.dram_gbps * 1e9) + (launches.len() - 1) as f64 * LAUNCH_GAP_S;
     let estimate = Estimate {
         time_s: inner.estimate.time_s + transforms_s,
         limit: if transforms_s > inner.estimate.time_s { Limit::Dram } else { inner.estimate.limit },

@@ -92,6 +92,14 @@ use super::{Plan, Problem, Target};
 /// kept.
 pub const TENSOR_WARPS_PER_SM: u64 = 8;
 
+/// The time a kernel launched right after another in the same stream
+/// adds beyond its own run: about 1 µs (NVIDIA Technical Blog, "Getting
+/// Started with CUDA Graphs", 2019: 3.8 µs per kernel for kernels that run
+/// 2.9 µs, launched back to back without synchronising). A number from
+/// that source, not measured here; what a program of several launches
+/// (the Winograd transforms) pays per launch beyond the first.
+pub const LAUNCH_GAP_S: f64 = 1e-6;
+
 /// `exp2` results per clock of one SM's special function units
 /// (`MUFU.EX2`) on compute capability 8.0 and 9.0: CUDA C++ Programming
 /// Guide, "Arithmetic Instructions", the throughput table's row for
