@@ -608,6 +608,33 @@ fn compile_dumps_the_plan_of_a_bound_gemm() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("not planned: the sm80 template needs concrete sizes"));
 }
 
+/// `compile --dump plan` on a 3×3 convolution ranks its algorithms: the
+/// implicit GEMM for ResNet-50's first 3×3 layer (64 channels, 56×56,
+/// batch 8), Winograd for its 14×14 layer of 256 channels, with the plan
+/// of Winograd's batched GEMM (the analytic model's choice, see
+/// `gpu::winograd`).
+#[test]
+fn compile_dumps_the_algorithms_of_a_convolution() {
+    let dir = temp("conv_algos");
+    for (c, hw, chosen) in [(64, 56, "implicit_gemm"), (256, 14, "winograd_3x3")] {
+        let src = dir.join(format!("conv{c}.tgc"));
+        std::fs::write(
+            &src,
+            format!(
+                "graph r(x: f16[8, {hw}, {hw}, {c}], w: f16[{c}, 3, 3, {c}], b: f16[{c}]) -> (y: f16[8, {hw}, {hw}, \
+                 {c}]) {{\n    xc = permute(x, [0, 3, 1, 2])\n    wc = permute(w, [0, 3, 1, 2])\n    c = \
+                 relu(conv2d(xc, wc, bias=b, pad=[1, 1]))\n    y = permute(c, [0, 2, 3, 1])\n    return y\n}}\n"
+            ),
+        )
+        .unwrap();
+        let o = tgc(&["compile", src.to_str().unwrap(), "--dump", "plan"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(&format!("* algo_choice conv = {chosen}")), "{out}");
+        assert_eq!(out.contains("winograd_3x3's batched GEMM"), chosen == "winograd_3x3", "{out}");
+    }
+}
+
 /// `compile --target sm80` on a GEMM + bias + ReLU with concrete dims
 /// writes the tensor-core kernel's CUDA C, PTX, cubin and plan, and prints
 /// the GPU stages; any other graph gets its SIMT kernels (the launches of

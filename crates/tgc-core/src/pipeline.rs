@@ -353,10 +353,48 @@ fn gemm_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
         .require_mma_sync(graph.problem.dtype)
         .map_err(|why| why.to_string())
         .and_then(|_| crate::gpu::lower::choose(&graph, target, &plan::cost::Analytic).map_err(|d| d.message));
-    Ok(match choice {
+    let ranked = match choice {
         Ok(c) => format!("contraction `{label}`{how}: {}", plan::dump(&graph.problem, target, &c)),
         Err(why) => format!("contraction `{label}`{how}: not planned: {why}\n"),
-    })
+    };
+    if graph.pattern != crate::index_book::contraction::Pattern::Conv {
+        return Ok(ranked);
+    }
+    Ok(format!("{}{ranked}", conv_algorithms(g, target)))
+}
+
+/// The `algo_choice conv` templates of `target` for the convolution `g`,
+/// each with its estimate (the chosen one marked `*`, as
+/// `gpu::template::lower` chooses) or why it does not take `g`; when
+/// Winograd is chosen, its batched GEMM's plan.
+fn conv_algorithms(g: &Graph, target: &plan::Target) -> String {
+    use crate::gpu::template;
+    let Some(tried) = template::candidates(g, target, &plan::cost::Analytic, false) else { return String::new() };
+    let best = template::best(&tried);
+    let mut out =
+        format!("algorithms for this convolution on {} (analytic estimates, not measurements):\n", target.name);
+    for (i, (t, r)) in tried.iter().enumerate() {
+        let mark = if best == Some(i) { '*' } else { ' ' };
+        let cost = match r {
+            Ok(l) => format!("estimate {:.1} µs, limited by {}", l.estimate.time_s * 1e6, l.estimate.limit.as_str()),
+            Err(d) => format!("not taken: {}", d.message),
+        };
+        out.push_str(&format!("{mark} algo_choice conv = {:<14} {:<40} {cost}\n", t.algo_choice, t.name));
+    }
+    let winograd = best.map(|i| &tried[i]).filter(|(t, _)| t.algo_choice == crate::gpu::winograd::ALGO);
+    if let Some((_, Ok(l))) = winograd {
+        for launch in &l.program.launches {
+            if let Some(p) = &launch.plan {
+                out.push_str(&format!(
+                    "{}'s batched GEMM (16 GEMMs over the 4×4 tile positions), plan:\n",
+                    crate::gpu::winograd::ALGO
+                ));
+                out.push_str(&plan::print_dsl(p));
+            }
+        }
+        out.push_str("the implicit GEMM's plans, not chosen:\n");
+    }
+    out
 }
 
 /// One stage's dump.

@@ -567,6 +567,8 @@ fn lower_regions(
         None => Vec::new(),
     };
     let mut launches = Vec::new();
+    // Buffers a region's template adds (the Winograd transforms').
+    let mut temps = Vec::new();
     let mut k = 0;
     while k < p.kernels.len() {
         if let Some(f) = fused.iter().position(|f| f.kernels.contains(&k)) {
@@ -586,9 +588,14 @@ fn lower_regions(
                 continue;
             }
         }
-        let template = templates.and_then(|(t, e)| super::template::lower_region(g, &p, &stored, &p.kernels[k], t, e));
+        let first_temp = (p.buffers.len() + temps.len()) as u32;
+        let template =
+            templates.and_then(|(t, e)| super::template::lower_region(g, &p, &stored, &p.kernels[k], t, e, first_temp));
         match template {
-            Some(Ok(l)) => launches.push(l),
+            Some(Ok(r)) => {
+                launches.extend(r.launches);
+                temps.extend(r.temps);
+            }
             Some(Err(d)) => {
                 notes.push(d);
                 launches.extend(lower_simt(&p, k, totals[k], tiles)?);
@@ -597,13 +604,10 @@ fn lower_regions(
         }
         k += 1;
     }
-    let prog = GpuProgram {
-        name: p.name.clone(),
-        symbols: p.symbols.clone(),
-        checks: p.checks.clone(),
-        buffers: p.buffers,
-        launches,
-    };
+    let mut buffers = p.buffers;
+    buffers.extend(temps);
+    let prog =
+        GpuProgram { name: p.name.clone(), symbols: p.symbols.clone(), checks: p.checks.clone(), buffers, launches };
     Ok(prog.without_unused_temps())
 }
 

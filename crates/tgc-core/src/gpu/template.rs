@@ -163,28 +163,50 @@ pub fn pattern_of(g: &Graph) -> Option<GraphPattern> {
 /// takes it); `Some(Err)` with the first refusal when none does; `None`
 /// when no template has `g`'s pattern.
 pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DResult<GpuProgram>> {
-    let pattern = pattern_of(g)?;
-    let arch = Arch::parse(target.name)?;
     let mut refusal: Option<Diagnostic> = None;
     for fallback in [false, true] {
-        let mut best: Option<Lowered> = None;
-        for t in TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch && t.fallback == fallback) {
-            match (t.lower)(g, target, estimator) {
-                Ok(l) => {
-                    if best.as_ref().is_none_or(|b| l.estimate.time_s < b.estimate.time_s) {
-                        best = Some(l);
-                    }
-                }
-                Err(d) => {
-                    refusal.get_or_insert(d);
-                }
-            }
+        let mut tried = candidates(g, target, estimator, fallback)?;
+        if let Some(i) = best(&tried) {
+            return tried.swap_remove(i).1.ok().map(|l| Ok(l.program));
         }
-        if let Some(l) = best {
-            return Some(Ok(l.program));
+        for (_, r) in tried {
+            if let Err(d) = r {
+                refusal.get_or_insert(d);
+            }
         }
     }
     refusal.map(Err)
+}
+
+/// Each template of `g`'s pattern and `target`'s architecture (the
+/// fallback ones when `fallback`, else the others), in [`TEMPLATES`]
+/// order, with its program and estimate or its refusal: what [`lower`]
+/// ranks, and the `plan` dump prints. `None` when no template has `g`'s
+/// pattern or the target has no templates.
+pub fn candidates(
+    g: &Graph,
+    target: &Target,
+    estimator: &dyn Estimator,
+    fallback: bool,
+) -> Option<Vec<(&'static Template, DResult<Lowered>)>> {
+    let pattern = pattern_of(g)?;
+    let arch = Arch::parse(target.name)?;
+    let chosen = TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch && t.fallback == fallback);
+    Some(chosen.map(|t| (t, (t.lower)(g, target, estimator))).collect())
+}
+
+/// The index of the lowered candidate with the least estimate (the
+/// earlier on a tie), if any lowered.
+pub fn best(candidates: &[(&'static Template, DResult<Lowered>)]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, (_, r)) in candidates.iter().enumerate() {
+        if let Ok(l) = r {
+            if best.is_none_or(|(_, t)| l.estimate.time_s < t) {
+                best = Some((i, l.estimate.time_s));
+            }
+        }
+    }
+    best.map(|b| b.0)
 }
 
 /// How the CPU back end's lowering forms regions for the templates
@@ -197,11 +219,13 @@ pub fn region_options() -> crate::cpu::from_tiny::Options {
     crate::cpu::from_tiny::Options { grouping, fuse: false, ..Default::default() }
 }
 
-/// The launch of region kernel `k` of `p` (the CPU back end's lowering of
-/// the bound graph `g`, [`region_options`], its stored values `stored`)
-/// on the first template that takes the region as a graph of its own
-/// ([`region_graph`]). `None` when the region has no template's pattern
-/// (no contraction); `Some(Err)` with the templates' refusal.
+/// The launches of region kernel `k` of `p` (the CPU back end's lowering
+/// of the bound graph `g`, [`region_options`], its stored values
+/// `stored`) on the template that takes the region as a graph of its own
+/// ([`region_graph`]) with the least estimate, bound to `p`'s buffers; the
+/// template's temporaries become new buffers numbered from `first_temp`.
+/// `None` when the region has no template's pattern (no contraction);
+/// `Some(Err)` with the templates' refusal.
 pub fn lower_region(
     g: &Graph,
     p: &Program,
@@ -209,7 +233,8 @@ pub fn lower_region(
     k: &Kernel,
     target: &Target,
     estimator: &dyn Estimator,
-) -> Option<DResult<Launch>> {
+    first_temp: u32,
+) -> Option<DResult<RegionLaunches>> {
     let (sub, reads) = match region_graph(g, p, stored, k)? {
         Ok(x) => x,
         Err(d) => return Some(Err(d)),
@@ -218,18 +243,44 @@ pub fn lower_region(
         Ok(prog) => prog,
         Err(d) => return Some(Err(d)),
     };
-    let [launch] = <[Launch; 1]>::try_from(prog.launches).ok()?;
-    Some(rebind(launch, &reads, k.out, k.nodes.clone()))
+    // The region graph's program: its inputs (`reads`), its output, then
+    // its temporaries.
+    let temps: Vec<Buffer> = prog.buffers.iter().skip(reads.len() + 1).cloned().collect();
+    let to_parent = |b: BufId| match (b.0 as usize).checked_sub(reads.len()) {
+        None => reads[b.0 as usize],
+        Some(0) => k.out,
+        Some(t) => BufId(first_temp + t as u32 - 1),
+    };
+    let launches: DResult<Vec<Launch>> = prog
+        .launches
+        .into_iter()
+        .map(|l| {
+            let region = if l.region.is_empty() { Vec::new() } else { k.nodes.clone() };
+            rebind(l, &to_parent, region)
+        })
+        .collect();
+    let temps = temps
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| Buffer { name: format!("tmp{}", first_temp as usize + i), ..b })
+        .collect();
+    Some(launches.map(|launches| RegionLaunches { launches, temps }))
+}
+
+/// A region's launches on a template ([`lower_region`]) and the
+/// temporaries they add to the program, in buffer-id order from the
+/// `first_temp` they were bound with.
+pub struct RegionLaunches {
+    pub launches: Vec<Launch>,
+    pub temps: Vec<Buffer>,
 }
 
 /// A launch of a region graph ([`subgraph`]) bound to the program's
-/// buffers: the region graph's inputs are `reads` in order, its output is
-/// `out`; `region` the nodes it computes.
+/// buffers by `to_parent`; `region` the nodes it computes.
 ///
 /// Errors: `Internal` for an argument that reads a symbol (a region graph
 /// is bound).
-fn rebind(launch: Launch, reads: &[BufId], out: BufId, region: Vec<NodeId>) -> DResult<Launch> {
-    let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(out);
+fn rebind(launch: Launch, to_parent: &dyn Fn(BufId) -> BufId, region: Vec<NodeId>) -> DResult<Launch> {
     let args = launch
         .args
         .iter()
@@ -240,7 +291,8 @@ fn rebind(launch: Launch, reads: &[BufId], out: BufId, region: Vec<NodeId>) -> D
             LaunchArg::Dim(_) => Err(diag!(Internal, "a template's region kernel reads a symbol of its bound graph")),
         })
         .collect::<DResult<_>>()?;
-    Ok(Launch { args, region, outs: vec![out], ..launch })
+    let outs = launch.outs.iter().map(|&b| to_parent(b)).collect();
+    Ok(Launch { args, region, outs, ..launch })
 }
 
 /// Region kernel `k` of `p` (lowered from `g`, its stored values
@@ -395,7 +447,8 @@ pub fn attention_regions(
             let Some(Ok(prog)) = lower(&sub, target, estimator) else { continue };
             let Some(launch) = prog.launches.into_iter().next() else { continue };
             let region = g.ids().filter(|id| inside[id.index()]).collect();
-            let Ok(launch) = rebind(launch, &reads, k2.out, region) else { continue };
+            let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(k2.out);
+            let Ok(launch) = rebind(launch, &to_parent, region) else { continue };
             out.push(FusedAttention { launch, kernels, name: k2.name.clone(), graph: sub });
         }
     }

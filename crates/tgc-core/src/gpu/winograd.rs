@@ -62,7 +62,7 @@ use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::Pattern;
 use crate::plan::cost::{Estimate, Estimator, Limit, LAUNCH_GAP_S};
-use crate::plan::{AlgoChoice, Spanned, Target};
+use crate::plan::{AlgoChoice, Plan, Problem, Spanned, Target};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
 use crate::DType;
@@ -262,7 +262,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     let m_buf = temp("winograd_m", DType::F32, [16, p, k]);
 
     let gemm_graph = batched_gemm(&format!("{}_winograd", g.name), ab, p, c, k)?;
-    let inner = super::template::gemm(&gemm_graph, target, estimator).map_err(|d| d.or_at(at.span))?;
+    let inner = super::template::gemm(&gemm_graph, target, &AsWinograd(estimator)).map_err(|d| d.or_at(at.span))?;
     let [mut gemm_launch] = <[Launch; 1]>::try_from(inner.program.launches)
         .map_err(|_| diag!(Internal, "the batched GEMM is not one launch"))?;
     let bufs = [v_buf, u_buf, m_buf];
@@ -273,12 +273,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     }
     gemm_launch.region = Vec::new();
     gemm_launch.outs = vec![m_buf];
-    if let Some(plan) = &mut gemm_launch.plan {
-        plan.algo_choice.push(Spanned::new(AlgoChoice {
-            key: Spanned::new("conv".to_string()),
-            value: Spanned::new(ALGO.to_string()),
-        }));
-    }
+    gemm_launch.plan = gemm_launch.plan.as_ref().map(tagged);
 
     let launches = vec![
         transform_launch(input_transform(&geo, ab, &g.name), &[x_buf, v_buf], v_buf),
@@ -307,6 +302,30 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     };
     let program = GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches };
     Ok(Lowered { program, estimate })
+}
+
+/// An estimator that sees the batched GEMM's plans as Winograd's, each
+/// with `algo_choice conv winograd_3x3` ([`tagged`]): a measured or pinned
+/// estimator tells them from the implicit GEMM's by it.
+struct AsWinograd<'e>(&'e dyn Estimator);
+
+impl Estimator for AsWinograd<'_> {
+    fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        self.0.estimate(&tagged(plan), problem, target)
+    }
+}
+
+/// `plan` with `algo_choice conv winograd_3x3` added.
+pub fn tagged(plan: &Plan) -> Plan {
+    let mut plan = plan.clone();
+    let value = AlgoChoice { key: Spanned::new("conv".to_string()), value: Spanned::new(ALGO.to_string()) };
+    plan.algo_choice.push(Spanned::new(value));
+    plan
+}
+
+/// The plan's `algo_choice conv` value, if it has one.
+pub fn conv_algorithm(plan: &Plan) -> Option<&str> {
+    plan.algo_choice.iter().find(|a| a.value.key.value == "conv").map(|a| a.value.value.value.as_str())
 }
 
 /// `M[16, P, K] = V[16, P, C] · U[16, C, K]` as a graph: operands of

@@ -11,10 +11,12 @@ use super::simt::{emulate, Form, GpuProgram};
 use super::toolchain::{sass_opcodes, Toolchain};
 use super::winograd::{self, AT, BT, G};
 use super::{cuda, ir::Arch, verify};
+use crate::diag::DResult;
 use crate::diag::ErrorName;
 use crate::interp;
-use crate::plan::cost::Analytic;
+use crate::plan::cost::{Analytic, Estimate, Estimator, Limit};
 use crate::plan::target::{SM80, SM90};
+use crate::plan::{Plan, Problem, Target};
 use crate::tiny::Graph;
 
 /// The inputs `check_program` gives a graph (rounded to their dtypes).
@@ -160,9 +162,8 @@ fn winograd_convolutions_stay_within_the_stated_bound() {
             [Form::WinogradTransform, Form::WinogradTransform, Form::Gemm, Form::WinogradTransform],
             "{conv:?}"
         );
-        let gemm = &p.launches[2];
-        let plan = gemm.plan.as_ref().unwrap();
-        assert!(plan.algo_choice.iter().any(|a| a.value.key.value == "conv" && a.value.value.value == winograd::ALGO));
+        let plan = p.launches[2].plan.as_ref().unwrap();
+        assert_eq!(winograd::conv_algorithm(plan), Some(winograd::ALGO));
     }
 }
 
@@ -264,4 +265,40 @@ fn an_unguarded_input_transform_is_caught() {
     let data: Vec<Vec<f64>> = inputs(&g).iter().map(|t| t.data.clone()).collect();
     let e = emulate(&p, &[], &data).expect_err("the unguarded reads ran");
     assert!(e.message.contains("out of bounds") || e.message.contains("outside"), "{e}");
+}
+
+/// Ranks the plans of `algo_choice conv winograd_3x3` first (estimate 0)
+/// and every other plan after them (1 s): how a measured or pinned
+/// estimator picks Winograd through the seam.
+struct PinWinograd;
+
+impl Estimator for PinWinograd {
+    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> DResult<Estimate> {
+        let time_s = if winograd::conv_algorithm(plan) == Some(winograd::ALGO) { 0.0 } else { 1.0 };
+        Ok(Estimate { time_s, limit: Limit::Compute })
+    }
+}
+
+/// Conv → ReLU → MaxPool with Winograd pinned: the convolution's region
+/// becomes the four Winograd launches (their temporaries added to the
+/// program), the pool a SIMT kernel after them; equal to the interpreter
+/// within 1e-2 relative (the bound above allows more than the implicit
+/// GEMM's 1e-3 where the transforms cancel).
+#[test]
+fn a_pinned_winograd_convolution_runs_inside_a_larger_graph() {
+    let src = "graph crp(x: f16[2, 8, 10, 10], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[2, 16, 5, 5]) {\n    c = \
+               relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    y = maxpool2d(c, kernel=[2, 2], stride=[2, 2])\n    return \
+               y\n}\n";
+    let g = load(src);
+    let prog = super::simt::lower_program_with(&g, &SM80, &PinWinograd).unwrap_or_else(|e| panic!("{e}"));
+    let p = super::simt::tests::check_program(&g, prog, &[], 1e-2);
+    let forms: Vec<Form> = p.launches.iter().map(|l| l.form).collect();
+    assert_eq!(&forms[..4], [Form::WinogradTransform, Form::WinogradTransform, Form::Gemm, Form::WinogradTransform]);
+    assert!(forms[4..].iter().all(|f| !f.tensor_cores()), "{forms:?}");
+    let temps = p.buffers.iter().filter(|b| b.role == crate::cpu::loop_ir::Role::Temp).count();
+    assert!(temps >= 3, "{:?}", p.buffers);
+    // The analytic model keeps this small layer on the implicit GEMM.
+    let analytic = super::simt::lower_program_for(&g, Some(&SM80)).unwrap();
+    assert_eq!(analytic.launches[0].form, Form::Gemm);
+    assert!(analytic.launches.iter().all(|l| l.form != Form::WinogradTransform));
 }
