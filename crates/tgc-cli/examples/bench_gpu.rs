@@ -26,9 +26,11 @@
 //!
 //! Then the 3×3 and 1×1 convolutions of ResNet-50 ([`CONVS`], batch 32,
 //! f16, channels-last: NHWC activations, OHWI weights, bias) — tgc's
-//! implicit GEMM on the MMA template against `torch.nn.functional.conv2d`
+//! choice between the implicit GEMM on the MMA template and Winograd
+//! F(2×2, 3×3) (`gpu::winograd`) against `torch.nn.functional.conv2d`
 //! on `channels_last` tensors (cuDNN) — in TFLOP/s (2·N·P·Q·K·C·R·S per
-//! run).
+//! run, the direct convolution's count for both algorithms); then each
+//! algorithm pinned in place of the model's choice, in the same units.
 //!
 //! Then attention ([`ATTENTION`], f16, batch 4, 16 heads, head dim 64 and
 //! 128, sequence 512 to 16k, no mask, causal or not): tgc's fused
@@ -78,6 +80,7 @@
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use tgc_core::gpu::winograd;
 use tgc_core::pipeline::{self, Format};
 use tgc_core::plan::cost::{self, Estimate, Estimator, Limit};
 use tgc_core::plan::{self as plans, Plan, Problem, Target};
@@ -282,11 +285,14 @@ fn pair(case: &str, tgc: Result<f64, String>, torch_case: &[&str], iters: usize,
     Pair { tgc, torch }
 }
 
-/// The [`CONVS`] rows; whether a tgc case failed.
+/// The [`CONVS`] rows; whether a tgc case failed. After tgc's choice (the
+/// analytic model's algorithm) and PyTorch, the same graph with each
+/// `algo_choice conv` pinned: the implicit GEMM, and Winograd F(2×2, 3×3)
+/// for the 3×3 stride-1 layers (`-` for the others, which it does not take).
 fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
     println!(
-        "{:<6} {:<28} {:>8} {:>10} {:>10} {:>8}",
-        "dtype", "N×H×W×C → K, R×R/stride", "P×Q", "tgc TF/s", "torch TF/s", "ratio"
+        "{:<6} {:<28} {:>8} {:>10} {:>10} {:>8} {:>14} {:>14}",
+        "dtype", "N×H×W×C → K, R×R/stride", "P×Q", "tgc TF/s", "torch TF/s", "ratio", "implicit TF/s", "winograd TF/s"
     );
     let mut failed = false;
     for &(hw, c, k, r, stride) in &CONVS {
@@ -307,7 +313,28 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
         );
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(1, 2);
-        println!("{:<6} {case:<28} {:>8} {tgc:>10} {torch:>10} {ratio:>8}", "f16", format!("{pq}×{pq}"));
+        let mut pinned = Vec::new();
+        for algo in ["implicit_gemm", winograd::ALGO] {
+            if algo == winograd::ALGO && (r, stride) != (3, 1) {
+                pinned.push("-".to_string());
+                continue;
+            }
+            pinned.push(match tgc_seconds_with(gpu, &text, iters, &PinConv(algo), algo) {
+                Ok(secs) => format!("{:.2}", flops / secs / 1e12),
+                Err(e) => {
+                    eprintln!("conv {case} ({algo}): {e}");
+                    failed = true;
+                    "failed".to_string()
+                }
+            });
+        }
+        println!(
+            "{:<6} {case:<28} {:>8} {tgc:>10} {torch:>10} {ratio:>8} {:>14} {:>14}",
+            "f16",
+            format!("{pq}×{pq}"),
+            pinned[0],
+            pinned[1]
+        );
     }
     failed
 }
@@ -546,6 +573,19 @@ impl Estimator for PinAttention {
     fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
         let pinned = cost::attention_algorithm(plan) == Some(self.0);
         Ok(Estimate { time_s: if pinned { 0.0 } else { 1.0 }, limit: Limit::Compute })
+    }
+}
+
+/// Ranks the plans of one `algo_choice conv` first and every other plan
+/// after them: pins Winograd (its batched GEMM's plans carry
+/// `algo_choice conv winograd_3x3`, `gpu::winograd::tagged`) or the
+/// implicit GEMM (the plans without it) through the [`Estimator`] seam.
+struct PinConv(&'static str);
+
+impl Estimator for PinConv {
+    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
+        let algo = winograd::conv_algorithm(plan).unwrap_or("implicit_gemm");
+        Ok(Estimate { time_s: if algo == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
     }
 }
 
