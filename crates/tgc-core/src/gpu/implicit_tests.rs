@@ -300,19 +300,22 @@ fn an_implicit_gemm_without_its_padding_guards_is_caught_by_the_emulator() {
     assert!(err.message.contains("OutOfBounds") && err.message.contains("outside `A`"), "{err}");
 }
 
-/// The `plan` dump of a ResNet-50 3×3 layer: the ranking the kernel's plan
-/// is chosen from, as a GEMM over the convolution's implicit axes, with the
-/// warp tiles the address registers leave no room for rejected.
+/// The `plan` dump of a ResNet-50 3×3 layer: its algorithms ranked (the
+/// implicit GEMM chosen), then the ranking the kernel's plan is chosen
+/// from, as a GEMM over the convolution's implicit axes, with the warp
+/// tiles the address registers leave no room for rejected.
 #[test]
 fn the_plan_dump_of_a_resnet_layer_ranks_its_implicit_gemm() {
     let conv = Conv { n: 32, c: 256, h: 14, w: 14, k: 256, nhwc: true, ..BASE };
     let dump = pipeline::plan_dump(&load(&conv.source()), &SM80);
+    assert!(dump.starts_with("algorithms for this convolution on sm80"), "{dump}");
+    assert!(dump.contains("* algo_choice conv = implicit_gemm"), "{dump}");
     assert!(
-        dump.starts_with("contraction `")
-            && dump.contains("(conv as an implicit GEMM: 1 batch points of M=6272 N=256 K=2304)"),
+        dump.contains("\ncontraction `n13` (conv as an implicit GEMM: 1 batch points of M=6272 N=256 K=2304)"),
         "{dump}"
     );
-    assert_eq!(dump.lines().filter(|l| l.starts_with('*')).count(), 1, "{dump}");
+    // One algorithm and one plan chosen.
+    assert_eq!(dump.lines().filter(|l| l.starts_with('*')).count(), 2, "{dump}");
     assert!(dump.contains("for the implicit GEMM's addresses exceed sm80's 255"), "{dump}");
 }
 
