@@ -341,12 +341,13 @@ fn gemm_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
     let how = match &graph.gemm.implicit {
         None => String::new(),
         Some(im) => format!(
-            " ({} as an implicit GEMM: {} batch points of M={} N={} K={})",
+            " ({} as an implicit GEMM: {} batch points of M={} N={} K={}{})",
             graph.pattern.name(),
             im.extent(crate::gpu::sm80::Axis::Batch),
             graph.sizes[0],
             graph.sizes[1],
-            graph.sizes[2]
+            graph.sizes[2],
+            if im.pool.is_some() { ", its 2×2 max pool on the output tile" } else { "" }
         ),
     };
     let choice = target

@@ -352,3 +352,129 @@ fn a_gathered_operand_feeds_the_mma_template() {
     let forms: Vec<Form> = p.launches.iter().map(|l| l.form).collect();
     assert!(forms.contains(&Form::Gemm), "{forms:?}");
 }
+
+/// Conv → bias → ReLU → 2×2 max pool of stride 2, channels-first or
+/// channels-last, the pooled image `⌊P/2⌋ × ⌊Q/2⌋`.
+fn conv_pool_source(n: i64, c: i64, h: i64, w: i64, k: i64, nhwc: bool, dtype: &str) -> String {
+    let (p, q) = (h / 2, w / 2);
+    if nhwc {
+        format!(
+            "graph crp(x: {dtype}[{n}, {h}, {w}, {c}], wt: {dtype}[{k}, 3, 3, {c}], b: {dtype}[{k}]) -> (y: \
+             {dtype}[{n}, {p}, {q}, {k}]) {{\n    xc = permute(x, [0, 3, 1, 2])\n    wc = permute(wt, [0, 3, 1, 2])\n    \
+             c = relu(conv2d(xc, wc, bias=b, pad=[1, 1]))\n    m = maxpool2d(c, kernel=[2, 2], stride=[2, 2])\n    y = \
+             permute(m, [0, 2, 3, 1])\n    return y\n}}\n"
+        )
+    } else {
+        format!(
+            "graph crp(x: {dtype}[{n}, {c}, {h}, {w}], wt: {dtype}[{k}, {c}, 3, 3], b: {dtype}[{k}]) -> (y: \
+             {dtype}[{n}, {k}, {p}, {q}]) {{\n    c = relu(conv2d(x, wt, bias=b, pad=[1, 1]))\n    y = maxpool2d(c, \
+             kernel=[2, 2], stride=[2, 2])\n    return y\n}}\n"
+        )
+    }
+}
+
+/// A convolution + ReLU followed by a 2×2 max pool is one launch of the
+/// MMA template that pools its output tile (`Implicit::pool`): on the GEMM
+/// rows for channels-last outputs (pixels are rows), on its columns for
+/// channels-first ones; even and odd images (an odd last row or column is
+/// not pooled, as the interpreter's floor), f16 and bf16, sm80 and sm90;
+/// equal to the interpreter. The sm80 kernels compile without spills to
+/// tensor-core SASS with `SHFL.BFLY`.
+#[test]
+fn a_pooled_convolution_is_one_launch_that_pools_its_tile() {
+    use super::sm80::Axis;
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
+    let cases = [
+        (2, 8, 10, 10, 16, false, "f16", Axis::N),
+        (2, 8, 10, 10, 16, true, "f16", Axis::M),
+        (2, 8, 9, 11, 16, false, "f16", Axis::N),
+        (1, 16, 7, 9, 24, true, "f16", Axis::M),
+        (2, 8, 12, 10, 32, true, "bf16", Axis::M),
+        (2, 5, 8, 6, 8, false, "bf16", Axis::N),
+    ];
+    for (i, &(n, c, h, w, k, nhwc, dtype, axis)) in cases.iter().enumerate() {
+        let g = load(&conv_pool_source(n, c, h, w, k, nhwc, dtype));
+        let m = super::lower::match_gemm(&g).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.gemm.implicit.as_ref().and_then(|im| im.pool), Some(axis));
+        let p = check(&g, tol(dtype));
+        gemm_launch(&p);
+        let sm90 = lower_program_for(&g, Some(&crate::plan::target::SM90)).unwrap_or_else(|e| panic!("{e}"));
+        let sm90 = super::simt::tests::check_program(&g, sm90, &[], tol(dtype));
+        assert_eq!(gemm_launch(&sm90).kernel.arch, Arch::Sm90);
+        if i < 2 {
+            compiles_to_mma(&tc, &p, true);
+            let kernels = p.kernels();
+            let (_, compiled) = cuda::compile(&tc, &kernels, &p.name).unwrap();
+            let ops = sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+            assert!(ops.iter().any(|o| o.starts_with("SHFL.BFLY")), "{ops:?}");
+        }
+    }
+}
+
+/// What the pooled epilogue does not take is refused at the view, and the
+/// graph runs as an implicit GEMM and a SIMT pool: a 3×3 window (overlapping),
+/// a padded 2×2 one, a pool of stride 1.
+#[test]
+fn other_pools_after_a_convolution_stay_separate_kernels() {
+    let base = conv_pool_source(2, 8, 10, 10, 16, false, "f16");
+    for (from, to) in [
+        ("kernel=[2, 2], stride=[2, 2]", "kernel=[3, 3], stride=[2, 2]"),
+        ("kernel=[2, 2], stride=[2, 2]", "kernel=[2, 2], stride=[2, 2], pad=[1, 1]"),
+        ("kernel=[2, 2], stride=[2, 2]", "kernel=[2, 2], stride=[1, 1]"),
+    ] {
+        let src = base.replace(from, to);
+        let out = match (from, to) {
+            (_, t) if t.contains("3, 3") => "[2, 16, 4, 4]",
+            (_, t) if t.contains("pad") => "[2, 16, 6, 6]",
+            _ => "[2, 16, 9, 9]",
+        };
+        let src = src.replace("[2, 16, 5, 5]", out);
+        let g = load(&src);
+        let d = super::lower::match_gemm(&g).expect_err("the template took the pool");
+        assert!(d.message.contains("not a 2×2 max pool of stride 2") || d.message.contains("`PAD` after"), "{d}");
+        let p = check(&g, 1e-3);
+        assert_eq!(p.launches[0].form, Form::Gemm, "{src}");
+        assert!(p.launches.len() > 1);
+    }
+}
+
+/// The pooled epilogue without its second butterfly step (lane mask 8)
+/// takes the max of two rows of each window, not four: the emulator's
+/// result differs from the interpreter's, as the test above would report.
+#[test]
+fn a_pooled_epilogue_missing_a_shuffle_gives_wrong_maxima() {
+    use super::ir::Stmt;
+    let g = load(&conv_pool_source(2, 8, 10, 10, 16, true, "f16"));
+    let mut p = lower_program_for(&g, Some(&SM80)).unwrap();
+    fn drop_mask8(body: &mut Vec<Stmt>) {
+        body.retain(|s| !matches!(s, Stmt::ShflBfly { lane_mask: 8, .. }));
+        for s in body {
+            match s {
+                Stmt::For { body, .. } => drop_mask8(body),
+                Stmt::If { then, otherwise, .. } => {
+                    drop_mask8(then);
+                    drop_mask8(otherwise);
+                }
+                _ => {}
+            }
+        }
+    }
+    let before = format!("{}", p.launches[0].kernel);
+    drop_mask8(&mut p.launches[0].kernel.body);
+    assert_ne!(before, format!("{}", p.launches[0].kernel), "no mask-8 shuffle to drop");
+    let ts: Vec<crate::interp::Tensor> = g
+        .inputs()
+        .into_iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).collect();
+            let n = shape.iter().product();
+            crate::interp::Tensor::new(g.dtype(id), &shape, tgc_runtime::tensor::sample_values(k as u64 + 7, n))
+                .unwrap()
+        })
+        .collect();
+    let want = crate::interp::run(&g, &Default::default(), &ts).unwrap();
+    let got = emulate(&p, &[], &ts.iter().map(|t| t.data.clone()).collect::<Vec<_>>()).unwrap();
+    let wrong = got[0].iter().zip(&want[0].data).filter(|(a, b)| (*a - *b).abs() > 1e-3 * b.abs().max(1.0)).count();
+    assert!(wrong > 0, "every pooled maximum still matched");
+}

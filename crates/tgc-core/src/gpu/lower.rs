@@ -39,7 +39,7 @@ use crate::diag::DResult;
 use crate::index_book::contraction::{self, Pattern};
 use crate::plan::cost::Estimator;
 use crate::plan::{self, Plan, Spanned, Target};
-use crate::tiny::{BinaryOp, Graph, NodeId, Op, UnaryOp};
+use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
 use super::ir::Kernel;
@@ -272,7 +272,11 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
 
     let epilogue_chain = epilogue_chain(g, &t, r, &extents)?;
     let out_strides = epilogue_chain.strides();
-    let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain, .. } = epilogue_chain;
+    let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain, pool, .. } = epilogue_chain;
+    if !pool.is_empty() && epi_inputs.iter().any(|x| x.role == Operand::Residual) {
+        return Err(diag!(Unsupported, "a residual before a pooling: the pooled epilogue adds no residual")
+            .at_node(g.node(cur)));
+    }
     if g.outputs.len() != 1 {
         return Err(diag!(
             Unsupported,
@@ -339,19 +343,50 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
     if k_v.is_empty() {
         return Err(diag!(Unsupported, "the contraction sums over no axis longer than 1").at_node(rn));
     }
+    // A pooled variable `v` (`pool`) is `2·coarse + fine`: its coarse digit
+    // (extent ⌊E/2⌋) where `v` stands, its window digit (extent 2) after
+    // every other digit of its axis, rows' before columns', so that each
+    // four consecutive points of the axis are one window.
+    let pool_axis = match pool[..] {
+        [] => None,
+        [a, b] if m_v.contains(&a) && m_v.contains(&b) => Some(Axis::M),
+        [a, b] if n_v.contains(&a) && n_v.contains(&b) => Some(Axis::N),
+        _ => {
+            return Err(diag!(Unsupported, "the pooled axes are not both rows or both columns of the GEMM")
+                .at_node(g.node(cur)))
+        }
+    };
     let mut digit = vec![None; extents.len()];
+    let mut fine: Vec<Option<Digit>> = vec![None; extents.len()];
+    let mut digit_ext: Vec<Vec<i64>> = Vec::new();
     for (axis, vars) in [(Axis::Batch, batch_v), (Axis::M, m_v), (Axis::N, n_v), (Axis::K, &k_v[..])] {
+        let mut exts = Vec::new();
         for (index, &v) in vars.iter().enumerate() {
             digit[v] = Some(Digit { axis, index });
+            exts.push(if pool.contains(&v) { extents[v] / 2 } else { extents[v] });
         }
+        if pool_axis == Some(axis) {
+            for &v in &pool {
+                fine[v] = Some(Digit { axis, index: exts.len() });
+                exts.push(2);
+            }
+        }
+        digit_ext.push(exts);
     }
-    let ext = |vars: &[usize]| vars.iter().map(|&v| extents[v]).collect::<Vec<i64>>();
+    // The affine terms of `c · v`.
+    let terms = |v: usize, c: i64| -> Vec<(Digit, i64)> {
+        match (digit[v], fine[v]) {
+            (Some(d), Some(f)) => vec![(d, 2 * c), (f, c)],
+            (Some(d), None) => vec![(d, c)],
+            (None, _) => Vec::new(),
+        }
+    };
     // Variable coefficients → digit terms (a size-1 variable is always 0).
     let to_affine = |(vars, constant): (Vec<(usize, i64)>, i64)| -> DResult<Affine> {
         let mut a = Affine { terms: Vec::new(), constant };
         for (v, c) in vars {
             match digit[v] {
-                Some(d) => a.terms.push((d, c)),
+                Some(_) => a.terms.extend(terms(v, c)),
                 None if extents[v] == 1 => {}
                 None => return Err(diag!(Internal, "variable i{v} has no GEMM axis").at_node(rn)),
             }
@@ -374,15 +409,17 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
             .collect(),
         constant: 0,
     };
+    let [batch_e, m_e, n_e, k_e] = <[Vec<i64>; 4]>::try_from(digit_ext).unwrap_or_default();
     let mut implicit = Implicit {
-        batch: ext(batch_v),
-        m: ext(m_v),
-        n: ext(n_v),
-        k: ext(&k_v),
+        batch: batch_e,
+        m: m_e,
+        n: n_e,
+        k: k_e,
         a: access(a_op, a_flat)?,
         b: access(b_op, b_flat)?,
         bias: None,
         c_batch,
+        pool: pool_axis,
     };
     let mut inputs: Vec<(NodeId, Operand)> = vec![(a_op.src, Operand::A), (b_op.src, Operand::B)];
     for EpilogueInput { node: input, role, axes, offset } in &epi_inputs {
@@ -391,8 +428,8 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
             let st = strides(g, *input).ok_or_else(symbolic)?;
             let mut bias = Affine { terms: Vec::new(), constant: *offset };
             for (a, s) in axes.iter().zip(st) {
-                if let Some(d) = a.and_then(|v| digit[v]) {
-                    bias.terms.push((d, s));
+                if let Some(v) = a {
+                    bias.terms.extend(terms(*v, s));
                 }
             }
             implicit.bias = Some(bias);
@@ -487,6 +524,11 @@ pub(super) struct Chain {
     pub inputs: Vec<EpilogueInput>,
     /// The `MUL`, the sum and every node after it.
     pub nodes: Vec<NodeId>,
+    /// A 2×2 max pool of stride 2 after the epilogue ops ([`max_pool`]):
+    /// the contraction's output variables of its window rows and columns,
+    /// in that order (their axes in `order` are the pooled ones, of half
+    /// the extent rounded down); empty without one.
+    pub pool: Vec<usize>,
 }
 
 /// A bias or residual an epilogue reads.
@@ -527,6 +569,7 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
         (0..t.out).map(|v| vec![((extents[v] > 1).then_some(v), extents[v])]).collect();
     let (mut cur, mut round_sum, mut epilogue) = (r, false, Vec::new());
     let mut chain = vec![t.mul, r];
+    let mut pool: Vec<usize> = Vec::new();
     let mut epi_inputs: Vec<EpilogueInput> = Vec::new();
     while !g.outputs.iter().any(|o| o.node == cur) {
         let [next] = users[cur.index()].as_slice() else {
@@ -560,6 +603,20 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                     .collect();
             }
             Op::Permute { perm } => groups = perm.iter().map(|&p| groups[p].clone()).collect(),
+            Op::View { map } if pool.is_empty() => {
+                let (reduce, pooled) = max_pool(g, &users, *next, map, &groups)?;
+                for &k in &pooled {
+                    groups[k][0].1 /= 2;
+                }
+                pool = pooled.iter().filter_map(|&k| groups[k][0].0).collect();
+                chain.push(*next);
+                cur = reduce;
+                chain.push(reduce);
+                continue;
+            }
+            Op::Binary(BinaryOp::Add) if !pool.is_empty() => {
+                return Err(diag!(Unsupported, "an ADD after the pooling: the epilogue adds before it").at_node(nn));
+            }
             Op::Binary(BinaryOp::Add) => {
                 let other = if nn.src[0] == cur { nn.src[1] } else { nn.src[0] };
                 if groups.iter().any(|x| x.len() > 1) {
@@ -598,7 +655,8 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             other => {
                 return Err(diag!(
                     Unsupported,
-                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, residual)",
+                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, residual, a 2×2 max \
+                     pool)",
                     other.name()
                 )
                 .at_node(nn))
@@ -608,19 +666,81 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
         cur = *next;
     }
     let (order, dims) = groups.into_iter().flatten().unzip();
-    Ok(Chain { end: cur, order, dims, round_sum, epilogue, inputs: epi_inputs, nodes: chain })
+    Ok(Chain { end: cur, order, dims, round_sum, epilogue, inputs: epi_inputs, nodes: chain, pool })
 }
 
-/// Whether `id` reaches the graph's output through movements and `RELU`s
-/// only: a `CAST` there is the store's rounding (a `RELU` gives the same
-/// bits before or after a rounding: it keeps or zeroes its input).
+/// The max pool the `VIEW` `view` (of a value whose axes are the
+/// contraction variables `groups`, its map `map`) starts: the view's only
+/// user is a `REDUCE MAX` over the two window axes it appends, and the
+/// map is the identity but on two axes, each `2·o + w` for a window axis
+/// `w` of extent 2 — a 2×2 window of stride 2 without padding over two
+/// output variables of the contraction, the pooling the epilogue does on
+/// the output tile (`Implicit::pool`). The `REDUCE` node and the pooled
+/// axes, in window order.
+///
+/// Errors: `Unsupported` at the view for any other view, window or use.
+fn max_pool(
+    g: &Graph,
+    users: &[Vec<NodeId>],
+    view: NodeId,
+    map: &[AffExpr],
+    groups: &[Vec<(Option<usize>, i64)>],
+) -> DResult<(NodeId, Vec<usize>)> {
+    let vn = g.node(view);
+    let refuse = |why: &str| {
+        diag!(Unsupported, "a view after the contraction that is not a 2×2 max pool of stride 2 ({why})").at_node(vn)
+    };
+    let r = map.len();
+    let reduce = match users[view.index()].as_slice() {
+        [u] => *u,
+        _ => return Err(refuse("used more than once")),
+    };
+    let axes_ok = matches!(&g.node(reduce).op, Op::Reduce { op: ReduceOp::Max, axes } if axes[..] == [r, r + 1]);
+    if !axes_ok || g.shape(view).len() != r + 2 {
+        return Err(refuse("not a REDUCE MAX over its two window axes"));
+    }
+    let mut pooled = vec![usize::MAX; 2];
+    for (k, e) in map.iter().enumerate() {
+        if e.constant_part().as_int() != Some(0) {
+            return Err(refuse("an offset: a padded window"));
+        }
+        let terms: Vec<(u32, Option<i64>)> = e.var_coeffs().map(|(v, c)| (v, c.as_int())).collect();
+        match terms[..] {
+            [(v, Some(1))] if v as usize == k => {}
+            [(o, Some(2)), (w, Some(1))] | [(w, Some(1)), (o, Some(2))] if o as usize == k && w as usize >= r => {
+                let j = w as usize - r;
+                let whole = groups[k].len() == 1 && groups[k][0].0.is_some() && groups[k][0].1 >= 2;
+                if g.shape(view)[w as usize].as_int() != Some(2) || pooled[j] != usize::MAX || !whole {
+                    return Err(refuse("a window other than 2 over one output variable"));
+                }
+                pooled[j] = k;
+            }
+            _ => return Err(refuse("a window of stride or size other than 2")),
+        }
+    }
+    if pooled.contains(&usize::MAX) {
+        return Err(refuse("a window over fewer than two axes"));
+    }
+    Ok((reduce, pooled))
+}
+
+/// Whether `id` reaches the graph's output through movements, `RELU`s and
+/// `REDUCE MAX`es only: a `CAST` there is the store's rounding (a `RELU`
+/// or a max gives the same bits before or after a rounding, which is
+/// monotone).
 fn stores(g: &Graph, users: &[Vec<NodeId>], mut id: NodeId) -> bool {
     loop {
         if g.outputs.iter().any(|o| o.node == id) {
             return true;
         }
         match users[id.index()].as_slice() {
-            [next] if g.node(*next).op.is_movement() || g.node(*next).op == Op::Unary(UnaryOp::Relu) => id = *next,
+            [next]
+                if g.node(*next).op.is_movement()
+                    || g.node(*next).op == Op::Unary(UnaryOp::Relu)
+                    || matches!(g.node(*next).op, Op::Reduce { op: ReduceOp::Max, .. }) =>
+            {
+                id = *next
+            }
             _ => return false,
         }
     }

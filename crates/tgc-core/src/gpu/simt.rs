@@ -563,7 +563,7 @@ fn lower_regions(
     // Attentions inside a larger graph: one fused launch in place of
     // their regions' kernels, at the last of them.
     let mut fused = match templates {
-        Some((t, e)) => super::template::attention_regions(g, &p, &stored, t, e),
+        Some((t, e)) => super::template::fused_regions(g, &p, &stored, t, e),
         None => Vec::new(),
     };
     let mut launches = Vec::new();

@@ -396,7 +396,7 @@ fn subgraph(
 /// weights, stored or not) down to the values `r1`'s operands read; when
 /// that graph is an attention the template takes and no kernel outside it
 /// reads a value inside, its launch replaces the kernels whose roots it
-/// holds ([`FusedAttention`]). Refusals are not errors: those regions
+/// holds ([`FusedRegion`]). Refusals are not errors: those regions
 /// stay as they are.
 pub fn attention_regions(
     g: &Graph,
@@ -404,10 +404,10 @@ pub fn attention_regions(
     stored: &BTreeMap<NodeId, BufId>,
     target: &Target,
     estimator: &dyn Estimator,
-) -> Vec<FusedAttention> {
+) -> Vec<FusedRegion> {
     let contractions: Vec<NodeId> = g.ids().filter(|&id| is_contraction(g, id)).collect();
     let consumers = g.consumers();
-    let mut out: Vec<FusedAttention> = Vec::new();
+    let mut out: Vec<FusedRegion> = Vec::new();
     for (i, &r1) in contractions.iter().enumerate() {
         // The values that depend on r1.
         let mut after = vec![false; g.len()];
@@ -449,24 +449,101 @@ pub fn attention_regions(
             let region = g.ids().filter(|id| inside[id.index()]).collect();
             let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(k2.out);
             let Ok(launch) = rebind(launch, &to_parent, region) else { continue };
-            out.push(FusedAttention { launch, kernels, name: k2.name.clone(), graph: sub });
+            out.push(FusedRegion { launch, kernels, name: k2.name.clone(), graph: sub });
         }
     }
     out
 }
 
-/// An attention inside a larger graph as one launch of the attention
-/// template ([`attention_regions`]).
-pub struct FusedAttention {
+/// A contraction + epilogue inside a larger graph whose only reader is a
+/// kernel the GEMM template can fuse into its epilogue (a 2×2 max pool,
+/// `sm80::Implicit::pool`: `003`'s convolution → pool fusion done on the
+/// output tile), as one launch: for each kernel `k2` reading the stored
+/// result of a contraction's kernel `k1` that nothing else reads, the
+/// region of `k2` grown back through `k1`'s; when the template takes that
+/// graph whole as one launch, it replaces both. Refusals are not errors:
+/// those regions stay as they are.
+pub fn pooled_regions(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    target: &Target,
+    estimator: &dyn Estimator,
+) -> Vec<FusedRegion> {
+    let consumers = g.consumers();
+    let root_of = |k: &Kernel| k.nodes.first().copied();
+    let mut out: Vec<FusedRegion> = Vec::new();
+    for (i1, k1) in p.kernels.iter().enumerate() {
+        let Some(r1) = root_of(k1) else { continue };
+        let has_contraction = k1.nodes.iter().any(|&n| is_contraction(g, n))
+            || k1.reduce.as_ref().is_some_and(|r| is_contraction(g, r.node));
+        if !has_contraction || g.outputs.iter().any(|o| o.node == r1) {
+            continue;
+        }
+        // The one kernel that reads r1.
+        let readers: Vec<usize> = (0..p.kernels.len())
+            .filter(|&k| {
+                root_of(&p.kernels[k]).is_some_and(|root| {
+                    let inside = ancestors(g, root, &|s| stored.contains_key(&s));
+                    consumers[r1.index()].iter().any(|c| inside[c.index()])
+                })
+            })
+            .collect();
+        let [i2] = readers[..] else { continue };
+        let Some(r2) = root_of(&p.kernels[i2]) else { continue };
+        if i2 <= i1 || p.rows.iter().any(|r| r.kernels.contains(&i2)) {
+            continue;
+        }
+        let inside = ancestors(g, r2, &|s| stored.contains_key(&s) && s != r1);
+        if consumers[r1.index()].iter().any(|c| !inside[c.index()]) {
+            continue;
+        }
+        let name = format!("{}_{}", g.name, p.kernels[i2].name);
+        let Some(Ok((sub, reads))) = subgraph(g, p, stored, r2, &inside, &name) else { continue };
+        if pattern_of(&sub) != Some(GraphPattern::Contraction) {
+            continue;
+        }
+        let Some(Ok(prog)) = lower(&sub, target, estimator) else { continue };
+        let [launch] = &prog.launches[..] else { continue };
+        let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(p.kernels[i2].out);
+        let region = g.ids().filter(|id| inside[id.index()]).collect();
+        let Ok(launch) = rebind(launch.clone(), &to_parent, region) else { continue };
+        out.push(FusedRegion { launch, kernels: vec![i1, i2], name: p.kernels[i2].name.clone(), graph: sub });
+    }
+    out
+}
+
+/// The fused launches of `p`'s regions: its attentions
+/// ([`attention_regions`]), then the contractions pooled on their tile
+/// ([`pooled_regions`]) that share no kernel with them.
+pub fn fused_regions(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    target: &Target,
+    estimator: &dyn Estimator,
+) -> Vec<FusedRegion> {
+    let mut fused = attention_regions(g, p, stored, target, estimator);
+    for f in pooled_regions(g, p, stored, target, estimator) {
+        if !fused.iter().any(|x| x.kernels.iter().any(|k| f.kernels.contains(k))) {
+            fused.push(f);
+        }
+    }
+    fused
+}
+
+/// Regions of a larger graph fused into one launch of a template: an
+/// attention ([`attention_regions`]) or a contraction with the pool after
+/// it ([`pooled_regions`]).
+pub struct FusedRegion {
     /// The launch, bound to the program's buffers.
     pub launch: Launch,
     /// The indices in `p.kernels` of the region kernels it replaces,
     /// increasing.
     pub kernels: Vec<usize>,
-    /// The name of the kernel of its second contraction, whose output it
-    /// writes.
+    /// The name of the last kernel it replaces, whose output it writes.
     pub name: String,
-    /// The attention as a graph of its own, what the template took.
+    /// The fused regions as a graph of their own, what the template took.
     pub graph: Graph,
 }
 
@@ -482,7 +559,7 @@ pub struct FusedAttention {
 pub fn region_graphs(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Vec<(String, Graph)>> {
     let p = crate::cpu::from_tiny::lower_with(g, &region_options())?;
     let stored = stored_values(g, &p);
-    let mut fused = attention_regions(g, &p, &stored, target, estimator);
+    let mut fused = fused_regions(g, &p, &stored, target, estimator);
     let mut out = Vec::new();
     for (i, k) in p.kernels.iter().enumerate() {
         if let Some(f) = fused.iter().position(|f| f.kernels.contains(&i)) {
@@ -609,6 +686,9 @@ fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
     }
     let [m, n, k] = gk.graph.sizes;
     let ldb = if gk.graph.gemm.b_layout == super::sm80::BLayout::KN { n } else { k };
+    // A pool on the columns stores a quarter of each row (`Implicit::pool`).
+    let pooled_n = gk.graph.gemm.implicit.as_ref().is_some_and(|im| im.pool == Some(super::sm80::Axis::N));
+    let ldc = if pooled_n { n / 4 } else { n };
     let buffers = whole_graph_buffers(g);
     let role_buf: Vec<(Operand, BufId)> =
         gk.graph.inputs.iter().enumerate().map(|(i, (_, role))| (*role, BufId(i as u32))).collect();
@@ -623,7 +703,7 @@ fn gemm_program(g: &Graph, gk: super::lower::GpuKernel) -> Option<GpuProgram> {
         (ps.k, LaunchArg::Int(k)),
         (ps.lda, LaunchArg::Int(k)),
         (ps.ldb, LaunchArg::Int(ldb)),
-        (ps.ldc, LaunchArg::Int(n)),
+        (ps.ldc, LaunchArg::Int(ldc)),
     ];
     if let Some(p) = ps.bias {
         bind.push((p, LaunchArg::Buffer(role(Operand::Bias)?)));

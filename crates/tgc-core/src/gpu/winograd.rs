@@ -195,6 +195,9 @@ fn geometry(gg: &GemmGraph) -> Result<Geometry, String> {
         return Err("it is not a convolution".into());
     }
     let Some(im) = gg.gemm.implicit.clone() else { return Err("it is not an implicit GEMM".into()) };
+    if im.pool.is_some() {
+        return Err("its output is pooled on the GEMM's tile".into());
+    }
     let [w0, w1] = gg.windows[..] else {
         return Err(format!("it has {} spatial windows longer than 1, not 2", gg.windows.len()));
     };

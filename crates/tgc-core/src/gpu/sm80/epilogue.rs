@@ -5,12 +5,16 @@
 //! atomics), which meet in an f32 workspace before the epilogue.
 
 use super::*;
+use crate::tiny::{BinaryOp, ReduceOp};
 
 impl Builder {
     /// The epilogue on `acc` and the stores of `C`: staged through shared
     /// memory for stores of `vs > 2` elements, else straight from the
     /// fragments (pairs of adjacent columns).
     pub(super) fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: &[Epi]) -> Vec<Stmt> {
+        if let Some(axis) = self.gemm.implicit.as_ref().and_then(|im| im.pool) {
+            return self.pooled_epilogue(p, ids, ops, axis);
+        }
         let (wm, wn) = (self.sh.wm, self.sh.wn);
         let (mi_n, ni_n) = (wm / 16, wn / 8);
         let eo = self.gemm.out.size_bytes() as i64;
@@ -74,6 +78,78 @@ impl Builder {
             slice
         });
         out
+    }
+
+    /// The epilogue of a GEMM that max-pools its output tile
+    /// ([`Implicit::pool`]): the ops on every accumulator, then the max of
+    /// each window's four elements and one store per window. A window on
+    /// `M` is four consecutive rows, which the `mma` C fragment (PTX ISA
+    /// "Matrix Fragments for mma.m16n8k16") gives to the four lanes whose
+    /// `lane / 4` differ in its two low bits: two butterfly steps (lane
+    /// masks 4 and 8) leave the max in all of them and the first stores
+    /// it. A window on `N` is four consecutive columns: two in this lane's
+    /// pair, two in lane `lane ^ 1`'s; the pair's max, one butterfly step
+    /// (mask 1), the even lane stores. Rows past `M` (columns past `N`)
+    /// form whole windows (the axis is a multiple of 4), so a window never
+    /// mixes them with real ones; the shuffles run in every lane.
+    fn pooled_epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: &[Epi], axis: Axis) -> Vec<Stmt> {
+        let lane = ids.lane.clone();
+        let out = self.gemm.out;
+        self.for_fragments(ids, |b, row, col, regs| {
+            let mut body = Vec::new();
+            for (j, r) in regs.iter().enumerate() {
+                let ops = b.ops_at(&mut body, p, ids, ops, row, &(col.clone() + j as i64));
+                body.push(Stmt::Epilogue { acc: r.clone(), pred: b.in_c(p, row, col, j as i64, 1), ops });
+            }
+            let bfly = |r: &RegRef, lane_mask: u32| Stmt::ShflBfly {
+                op: ReduceOp::Max,
+                dtype: DType::F32,
+                acc: r.clone(),
+                lane_mask,
+            };
+            let c_batch = |at: Expr| match ids.c_batch {
+                Expr::Const(0) => at,
+                ref c => c.clone() + at,
+            };
+            match axis {
+                Axis::M => {
+                    for r in regs {
+                        body.push(bfly(r, 4));
+                        body.push(bfly(r, 8));
+                    }
+                    let first = (lane.clone() / 4 % 4).eq(0);
+                    for (j, r) in regs.iter().enumerate() {
+                        let at = c_batch(row.clone() / 4 * Expr::Param(p.ldc) + col.clone() + j as i64);
+                        let pred = first.clone().and(b.in_c(p, row, col, j as i64, 1));
+                        body.push(Stmt::StGlobal {
+                            dst: GlobalRef { param: p.c, offset: at },
+                            src: r.clone(),
+                            dtype: out,
+                            pred,
+                        });
+                    }
+                }
+                // `check_implicit` admits a pool on `M` or `N` only.
+                Axis::N | Axis::K | Axis::Batch => {
+                    let value = ScalarExpr::Binary {
+                        op: BinaryOp::Max,
+                        a: Box::new(ScalarExpr::Reg { reg: regs[0].clone(), dtype: DType::F32 }),
+                        b: Box::new(ScalarExpr::Reg { reg: regs[1].clone(), dtype: DType::F32 }),
+                    };
+                    body.push(Stmt::Compute { dst: regs[0].clone(), value });
+                    body.push(bfly(&regs[0], 1));
+                    let at = c_batch(row.clone() * Expr::Param(p.ldc) + col.clone() / 4);
+                    let pred = (lane.clone() % 2).eq(0).and(b.in_c(p, row, col, 0, 1));
+                    body.push(Stmt::StGlobal {
+                        dst: GlobalRef { param: p.c, offset: at },
+                        src: regs[0].clone(),
+                        dtype: out,
+                        pred,
+                    });
+                }
+            }
+            body
+        })
     }
 
     /// `row < M && col + j < N` for the `n` columns from `col + j`, as

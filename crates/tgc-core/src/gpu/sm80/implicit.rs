@@ -81,6 +81,15 @@ pub struct Implicit {
     /// `C`'s (and the residual's) offset of a batch point: terms over
     /// batch digits only.
     pub c_batch: Affine,
+    /// A 2×2 max pool of stride 2 on the output tile (the convolution →
+    /// pool fusion of `003`, issue 13): the last two digits of this axis
+    /// (`M` or `N`, extent 2 each) are a window's row and column, so each
+    /// four consecutive rows (or columns) of the GEMM are one window. The
+    /// epilogue applies its ops, takes the window's max across the lanes
+    /// that hold it (`shfl.sync.bfly`) and stores one element, at `row /
+    /// 4` (or `col / 4`) of a `C` whose `ldc` is the pooled row's length.
+    /// No residual with it.
+    pub pool: Option<Axis>,
 }
 
 /// An operand tile's view of an [`Implicit`] GEMM: its access and the

@@ -294,6 +294,12 @@ fn check_implicit(im: &Implicit, gemm: &Gemm) -> DResult<()> {
             return bad(format!("{axis:?} digits {ds:?}"));
         }
     }
+    if let Some(axis) = im.pool {
+        let ds = im.digits(axis);
+        if !matches!(axis, Axis::M | Axis::N) || ds.len() < 2 || ds[ds.len() - 2..] != [2, 2] {
+            return bad(format!("a pool on {axis:?} digits {ds:?}"));
+        }
+    }
     let mut affines: Vec<(&str, &Affine, &[Axis])> = vec![
         ("A", &im.a.offset, &[Axis::Batch, Axis::M, Axis::K]),
         ("B", &im.b.offset, &[Axis::Batch, Axis::K, Axis::N]),
