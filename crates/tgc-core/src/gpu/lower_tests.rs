@@ -67,10 +67,18 @@ fn what_is_not_one_concrete_gemm_is_a_positioned_error() {
     assert_eq!((span.line, span.col), (4, 11), "{err}");
     assert!(err.message.contains("give them with --dim"), "{err}");
 
-    // The convolution is recognised; the max pool after it is no epilogue.
-    let err = match_gemm(&bind(&example("conv_relu_pool.tgc"), &[("N", 2)])).unwrap_err();
+    // The convolution is recognised, and its 2×2 max pool of stride 2 is
+    // pooled on the output tile (NCHW: on the GEMM's columns); a 3×3 pool
+    // is no epilogue.
+    let m = match_gemm(&bind(&example("conv_relu_pool.tgc"), &[("N", 2)])).unwrap();
+    assert_eq!(m.gemm.implicit.as_ref().and_then(|im| im.pool), Some(crate::gpu::sm80::Axis::N));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/graphs/conv_relu_pool.tgc");
+    let text =
+        std::fs::read_to_string(path).unwrap().replace("kernel=[2, 2]", "kernel=[3, 3]").replace("16, 16]", "15, 15]");
+    let g = pipeline::load(&text, Format::Dsl, None).unwrap().graph;
+    let err = match_gemm(&bind(&g, &[("N", 2)])).unwrap_err();
     assert_eq!(err.name, ErrorName::Unsupported, "{err}");
-    assert!(err.span.is_some() && err.message.contains("after the contraction"), "{err}");
+    assert!(err.span.is_some() && err.message.contains("not a 2×2 max pool of stride 2"), "{err}");
 
     let err = match_gemm(&example("attention.tgc")).unwrap_err();
     assert_eq!(err.name, ErrorName::Unsupported, "{err}");

@@ -279,7 +279,7 @@ impl Estimator for PinWinograd {
     }
 }
 
-/// Conv → ReLU → MaxPool with Winograd pinned: the convolution's region
+/// Conv → ReLU → AvgPool with Winograd pinned: the convolution's region
 /// becomes the four Winograd launches (their temporaries added to the
 /// program), the pool a SIMT kernel after them; equal to the interpreter
 /// within 1e-2 relative (the bound above allows more than the implicit
@@ -287,7 +287,7 @@ impl Estimator for PinWinograd {
 #[test]
 fn a_pinned_winograd_convolution_runs_inside_a_larger_graph() {
     let src = "graph crp(x: f16[2, 8, 10, 10], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[2, 16, 5, 5]) {\n    c = \
-               relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    y = maxpool2d(c, kernel=[2, 2], stride=[2, 2])\n    return \
+               relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    y = avgpool2d(c, kernel=[2, 2], stride=[2, 2])\n    return \
                y\n}\n";
     let g = load(src);
     let prog = super::simt::lower_program_with(&g, &SM80, &PinWinograd).unwrap_or_else(|e| panic!("{e}"));
