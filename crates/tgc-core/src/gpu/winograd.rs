@@ -405,6 +405,23 @@ impl Simt {
     fn regs(&mut self, name: &str, len: u32) -> RegId {
         self.k.add_regs(name, RegKind::F32, len)
     }
+
+    /// The kernel whose body is `body` then `inner` under `inside` (the
+    /// thread's point below the total).
+    fn finish(mut self, mut body: Vec<Stmt>, inside: Expr, inner: Vec<Stmt>) -> Kernel {
+        body.push(Stmt::If { cond: inside, then: inner, otherwise: Vec::new() });
+        self.k.body = body;
+        self.k
+    }
+}
+
+/// Stores the 16 registers `regs` rounded to `dtype`: register `q` at
+/// element `q · plane + at` of `param` (one plane per tile position).
+fn store_planes(body: &mut Vec<Stmt>, param: ParamId, regs: RegId, plane: i64, at: Expr, dtype: DType) {
+    for q in 0..16 {
+        let offset = Expr::linear([(1, at.clone())], q as i64 * plane);
+        body.push(Stmt::StGlobal { dst: GlobalRef { param, offset }, src: reg(regs, q), dtype, pred: Expr::c(1) });
+    }
 }
 
 fn reg(reg: RegId, i: usize) -> RegRef {
@@ -529,18 +546,8 @@ fn input_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
         }
     }
     let vr = sandwich(&mut s, &mut inner, "v", &BT, d);
-    for q in 0..16 {
-        let offset = (Expr::c(q as i64) * p + pl.clone()) * c + cl.clone();
-        inner.push(Stmt::StGlobal {
-            dst: GlobalRef { param: v, offset },
-            src: reg(vr, q),
-            dtype: ab,
-            pred: Expr::c(1),
-        });
-    }
-    body.push(Stmt::If { cond: idx.lt(p * c), then: inner, otherwise: Vec::new() });
-    s.k.body = body;
-    s.k
+    store_planes(&mut inner, v, vr, p * c, pl * c + cl, ab);
+    s.finish(body, idx.lt(p * c), inner)
 }
 
 /// Kernel 2: `U[ξν][c][k] = (G g Gᵀ)[ξ][ν]`, one thread per `(c, k)`.
@@ -571,18 +578,8 @@ fn weight_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
         }
     }
     let ur = sandwich(&mut s, &mut inner, "u", &G, gr);
-    for q in 0..16 {
-        let offset = (Expr::c(q as i64) * c + cl.clone()) * k + kl.clone();
-        inner.push(Stmt::StGlobal {
-            dst: GlobalRef { param: u, offset },
-            src: reg(ur, q),
-            dtype: ab,
-            pred: Expr::c(1),
-        });
-    }
-    body.push(Stmt::If { cond: idx.lt(c * k), then: inner, otherwise: Vec::new() });
-    s.k.body = body;
-    s.k
+    store_planes(&mut inner, u, ur, c * k, cl * k + kl, ab);
+    s.finish(body, idx.lt(c * k), inner)
 }
 
 /// Kernel 4: `Y = Aᵀ M A` per tile and output channel, the graph's
@@ -675,10 +672,8 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
             });
         }
     }
-    body.push(Stmt::If { cond: idx.lt(p * k), then: inner, otherwise: Vec::new() });
-    s.k.body = body;
     Ok(Launch {
-        kernel: s.k,
+        kernel: s.finish(body, idx.lt(p * k), inner),
         form: Form::WinogradTransform,
         args,
         region: g.ids().collect(),
