@@ -325,7 +325,8 @@ fn attention_plan(g: &Graph, graph: &crate::gpu::attention::AttentionGraph, targ
         out.push_str(&format!("{mark} algo_choice attention = {:<24} {cost}\n", algo.algo_choice()));
     }
     let chosen = ranked[best.unwrap_or(0)].0;
-    out.push_str(&template::describe(&graph.attention, chosen));
+    let arch = crate::gpu::ir::Arch::parse(target.name).unwrap_or(crate::gpu::ir::Arch::Sm80);
+    out.push_str(&template::describe(&graph.attention, chosen, arch));
     out
 }
 

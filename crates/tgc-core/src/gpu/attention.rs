@@ -677,7 +677,9 @@ pub fn build(g: &Graph, target: &crate::plan::Target, algo: Algorithm, symbol: &
     let graph = match_attention(g)?;
     let at = g.node(graph.scores);
     target.require_mma_sync(graph.attention.ab).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let (mut kernel, params) = sm80_attention::build(&graph.attention, algo).map_err(|d| d.or_at(at.span))?;
+    let arch = super::ir::Arch::parse(target.name)
+        .ok_or_else(|| diag!(Unsupported, "no attention template for target `{}`", target.name).at_node(at))?;
+    let (mut kernel, params) = sm80_attention::build(&graph.attention, algo, arch).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     let plan = sm80_attention::plan(&graph.attention, algo, target);
     Ok(AttentionKernel { graph, algo, plan, kernel, params })

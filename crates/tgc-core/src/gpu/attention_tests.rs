@@ -321,3 +321,75 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
         }
     }
 }
+
+/// On sm90 an attention whose head and value dimensions are multiples of
+/// 64 takes the wgmma branch of the template (`Q·Kᵀ` and `P·V` by `wgmma`
+/// from 128-byte swizzled tiles, `P` through shared memory), both softmax
+/// algorithms; head dims 64 and 128, sequence lengths 1, 17, 64 and 130,
+/// causal and masked, f16 and bf16, equal to the interpreter; other head
+/// dims fall back to the sm80 kernel. One f16 and one bf16 kernel compile
+/// for sm_90a without spills, with `HGMMA` in the SASS.
+#[test]
+fn attention_takes_the_wgmma_branch_on_sm90() {
+    use super::ir::Arch;
+    use crate::plan::target::SM90;
+    let cases = [
+        Case { m: 64, n: 64, d: 64, ..BASE },
+        Case { m: 1, n: 130, d: 64, causal: true, ..BASE },
+        Case { m: 130, n: 17, d: 64, mask: true, ..BASE },
+        Case { m: 17, n: 130, d: 128, h: 1, mask: true, causal: true, ..BASE },
+        Case { m: 64, n: 130, d: 64, causal: true, dtype: "bf16", ..BASE },
+        Case { m: 130, n: 130, d: 128, h: 1, dtype: "bf16", ..BASE },
+    ];
+    let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
+    for (i, c) in cases.into_iter().enumerate() {
+        let g = load(&c.source());
+        for algo in Algorithm::ALL {
+            let (prog, notes) = lower_program_noting(&g, &SM90, &Prefer(algo)).unwrap_or_else(|e| panic!("{e}"));
+            let [l] = &prog.launches[..] else { panic!("{} launches: {notes:?}", prog.launches.len()) };
+            assert_eq!((l.form, l.kernel.arch), (Form::Attention, Arch::Sm90), "{c:?}");
+            assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo.algo_choice()));
+            let p = super::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
+            if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {
+                let kernels = p.kernels();
+                let (_, compiled) = super::cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
+                for r in tc.ptxas_resources(&compiled.ptx, super::cuda::toolchain_arch(Arch::Sm90)).unwrap() {
+                    assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
+                }
+                let ops = super::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+                assert!(ops.iter().any(|o| o.starts_with("HGMMA")), "{ops:?}");
+            }
+        }
+    }
+    // Head dimension 16: the sm80 kernel, on sm90.
+    let g = load(&BASE.source());
+    let p = lower_program_for(&g, Some(&SM90)).unwrap();
+    assert_eq!((p.launches[0].form, p.launches[0].kernel.arch), (Form::Attention, Arch::Sm80));
+}
+
+/// The wgmma attention without the `fence.proxy.async` that orders the
+/// `cp.async` copies (generic proxy) before the `wgmma`s that read them
+/// (async proxy): the emulator reports the race.
+#[test]
+fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
+    use super::ir::Stmt;
+    let g = load(&Case { m: 64, n: 64, d: 64, ..BASE }.source());
+    let (mut prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
+    fn unfence(body: &mut Vec<Stmt>) {
+        body.retain(|s| !matches!(s, Stmt::FenceProxyAsync));
+        for s in body {
+            match s {
+                Stmt::For { body, .. } => unfence(body),
+                Stmt::If { then, otherwise, .. } => {
+                    unfence(then);
+                    unfence(otherwise);
+                }
+                _ => {}
+            }
+        }
+    }
+    unfence(&mut prog.launches[0].kernel.body);
+    let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
+    let e = emulate(&prog, &[], &inputs).expect_err("the unfenced kernel ran");
+    assert!(e.message.contains("fence.proxy.async") || e.message.contains("proxy"), "{e}");
+}

@@ -116,10 +116,27 @@ pub const TEMPLATES: &[Template] = &[
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
     },
-    // sm90 runs the sm80 templates' mma.sync kernels where the wgmma branch
-    // has none (attention) or refuses the graph (split-K, which plan choice
-    // does not pick today), planned and estimated on the sm80 row: an sm_80
-    // kernel compiles for sm_90a unchanged.
+    Template {
+        name: "sm90 attention (FlashAttention-2 on wgmma)",
+        pattern: GraphPattern::Attention,
+        algo_choice: "online_softmax",
+        arch: Arch::Sm90,
+        fallback: false,
+        lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
+    },
+    Template {
+        name: "sm90 attention (two-pass softmax on wgmma)",
+        pattern: GraphPattern::Attention,
+        algo_choice: "streaming_softmax_2pass",
+        arch: Arch::Sm90,
+        fallback: false,
+        lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
+    },
+    // sm90 runs the sm80 templates' mma.sync kernels where its wgmma
+    // branches refuse the graph (split-K, which plan choice does not pick
+    // today; an attention whose head or value dimension is not a multiple
+    // of 64), planned and estimated on the sm80 row: an sm_80 kernel
+    // compiles for sm_90a unchanged.
     Template {
         name: "sm80 GEMM (mma.sync) on sm90",
         pattern: GraphPattern::Contraction,

@@ -50,6 +50,22 @@
 //! column invalid for all of a CTA's rows, the loop stops before those
 //! blocks ([`Bias::Guarded`] with one constraint falling in `n`).
 //!
+//! **sm90** ([`build`] with `Arch::Sm90`, head and value dimensions
+//! multiples of 64): the same CTA of one warpgroup and the same loops, the
+//! two products by `wgmma.m64nNk16` (issue 15) — `S = Q·K_jᵀ` from Q and
+//! K_j (K-major), `O += P·V_j` from `P` (K-major) and V_j (MN-major) —
+//! on tiles the copies write as column blocks of 64 elements with the
+//! 128-byte swizzle (`k_major`); `P`, rounded, goes through shared memory
+//! (`Ps`) instead of registers; each wait for copies is followed by
+//! `fence.proxy.async` (the copies are generic-proxy writes, `wgmma` an
+//! async-proxy read) before its barrier, and each product is fenced,
+//! committed and waited for (`wgmma.wait_group 0`) before the softmax
+//! reads `S` or rescales `O`. The `wgmma` D fragment is the `mma.m16n8`
+//! accumulator layout repeated (warp `w` of the warpgroup holds rows
+//! `16w + g` and `16w + g + 8`), so the softmax, the rescaling and the
+//! stores are the sm80 code. Not pipelined across the two products or
+//! warp-specialised as FlashAttention-3 is; not measured on a GPU.
+//!
 //! Fragments (PTX ISA "Matrix Fragments for mma.m16n8k16"): an accumulator
 //! tile's registers `c0, c1` are row `g = lane/4`, columns `2·(lane%4)`,
 //! `+1`, and `c2, c3` row `g + 8`; an A fragment's `a0..a3` are the same
@@ -77,6 +93,12 @@ pub const MIN_BLOCKS: u32 = 1;
 /// The largest head and value dimension (registers: `O` takes `dv/2` and
 /// the Q fragments `d/4` per thread).
 pub const MAX_HEAD_DIM: i64 = 128;
+/// Elements of one 128-byte swizzle row (f16/bf16): on sm90 a tile of `d`
+/// columns is `d / 64` such column blocks, each `rows × 128` bytes.
+const WGMMA_COLS: i64 = 64;
+/// The bytes between 8-row groups of a 128-byte swizzled tile (a
+/// descriptor's `sbo`, `wgmma::Builder`'s as well).
+const SWIZZLE_ATOM: i64 = 1024;
 
 /// How the kernel finds each row's softmax maximum (`000` §1.7
 /// `algo_choice attention`; the loop skeletons are in the module doc).
@@ -125,9 +147,10 @@ pub struct AttentionParams {
 /// 16-byte aligned runs (the `c` coefficient 1, every other a multiple of
 /// 8), an output whose column pairs are not aligned, or more batch points
 /// than the grid's `y` allows.
-pub fn build(a: &Attention, algo: Algorithm) -> DResult<(Kernel, AttentionParams)> {
-    check(a)?;
-    let mut b = Builder { k: Kernel::empty("attention_sm80", Arch::Sm80), a: a.clone() };
+pub fn build(a: &Attention, algo: Algorithm, arch: Arch) -> DResult<(Kernel, AttentionParams)> {
+    check(a, arch)?;
+    let name = format!("attention_{}", arch.name());
+    let mut b = Builder { k: Kernel::empty(&name, arch), a: a.clone(), arch };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let q = b.k.add_param("Q", ptr(a.ab, false));
     let k = b.k.add_param("K", ptr(a.ab, false));
@@ -168,9 +191,10 @@ pub fn problem(a: &Attention) -> Problem {
     Problem::attention(u(batch), u(a.m), u(a.n), u(a.d), u(a.dv), a.ab)
 }
 
-/// The template's schedule for `a` with `algo`, for the `plan` dump:
+/// The template's schedule for `a` with `algo` on `arch` (the sm90 branch
+/// where it takes `a`, else the sm80 kernel), for the `plan` dump:
 /// `algo_choice`, tiles, warps, stages, the sizes and the score ops.
-pub fn describe(a: &Attention, algo: Algorithm) -> String {
+pub fn describe(a: &Attention, algo: Algorithm, arch: Arch) -> String {
     let ops: Vec<String> = a
         .scores
         .iter()
@@ -183,18 +207,25 @@ pub fn describe(a: &Attention, algo: Algorithm) -> String {
             ScoreOp::Round(d) => format!("round to {d}"),
         })
         .collect();
-    let fits = match check(a) {
-        Ok(()) => "on the sm80 attention template".to_string(),
+    let arch = if arch == Arch::Sm90 && check(a, Arch::Sm90).is_ok() { Arch::Sm90 } else { Arch::Sm80 };
+    let fits = match check(a, arch) {
+        Ok(()) => format!("on the {} attention template", arch.name()),
         Err(d) => format!("not on the template ({})", d.message),
     };
     let loops = match algo {
         Algorithm::OnlineSoftmax => "one pass over K and V with a running maximum",
         Algorithm::StreamingSoftmax2Pass => "a pass over K for the maximum, then one over K and V",
     };
+    let products = match arch {
+        Arch::Sm80 => "K/V in a 2-stage cp.async ring, P kept in registers (ldmatrix + mma.sync)",
+        Arch::Sm90 => {
+            "K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma, P through shared memory"
+        }
+    };
     format!(
         "algo_choice attention = {}, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
-         {}, {} → {}\n  tile: {BM} query rows × {BN} keys per step, {WARPS} warps (16 rows each), K/V in a 2-stage \
-         cp.async ring, P kept in registers, {loops}\n  scores: {}\n",
+         {}, {} → {}\n  tile: {BM} query rows × {BN} keys per step, {WARPS} warps (16 rows each), {products}, \
+         {loops}\n  scores: {}\n",
         algo.algo_choice(),
         a.batch.iter().product::<i64>(),
         a.m,
@@ -207,8 +238,14 @@ pub fn describe(a: &Attention, algo: Algorithm) -> String {
     )
 }
 
-fn check(a: &Attention) -> DResult<()> {
-    let unsupported = |why: String| Err(diag!(Unsupported, "the sm80 attention template: {why}"));
+fn check(a: &Attention, arch: Arch) -> DResult<()> {
+    let unsupported = |why: String| Err(diag!(Unsupported, "the {} attention template: {why}", arch.name()));
+    if arch == Arch::Sm90 && (a.d % WGMMA_COLS != 0 || a.dv % WGMMA_COLS != 0) {
+        return unsupported(format!(
+            "head and value dimensions that are multiples of {WGMMA_COLS} (one 128-byte swizzle row), not {} and {}",
+            a.d, a.dv
+        ));
+    }
     if !matches!(a.ab, DType::F16 | DType::BF16) || !matches!(a.out, DType::F16 | DType::BF16 | DType::F32) {
         return unsupported(format!("f16/bf16 operands and f16/bf16/f32 output, not {} → {}", a.ab, a.out));
     }
@@ -243,6 +280,9 @@ fn check(a: &Attention) -> DResult<()> {
 struct Builder {
     k: Kernel,
     a: Attention,
+    /// `Sm80`: `ldmatrix` + `mma.sync`; `Sm90`: the two products by
+    /// `wgmma` from 128-byte swizzled tiles (module doc).
+    arch: Arch,
 }
 
 /// The per-thread values the parts of the kernel share.
@@ -263,6 +303,8 @@ struct Regs {
     qs: SmemRef,
     ks: SmemRef,
     vs: SmemRef,
+    /// sm90: `P` of one key block, the A operand of `P·V`'s `wgmma`.
+    ps: Option<SmemRef>,
     /// Q's A fragments and a B fragment of K.
     qf: RegId,
     kf: RegId,
@@ -322,9 +364,20 @@ impl Builder {
         self.k.block = [threads as u32, 1, 1];
         self.k.min_blocks_per_sm = Some(MIN_BLOCKS);
         self.k.grid = [Expr::c((a.m + BM - 1) / BM), Expr::c(a.batch.iter().product()), Expr::c(1)];
-        let qs = self.k.add_smem("Qs", (BM * a.d * es) as u64, row_swizzle(a.d * es, true));
-        let ks = self.k.add_smem("Ks", (2 * BN * a.d * es) as u64, row_swizzle(a.d * es, true));
-        let vs = self.k.add_smem("Vs", (2 * BN * a.dv * es) as u64, row_swizzle(a.dv * es, true));
+        let (qs, ks, vs, ps) = match self.arch {
+            Arch::Sm80 => (
+                self.k.add_smem("Qs", (BM * a.d * es) as u64, row_swizzle(a.d * es, true)),
+                self.k.add_smem("Ks", (2 * BN * a.d * es) as u64, row_swizzle(a.d * es, true)),
+                self.k.add_smem("Vs", (2 * BN * a.dv * es) as u64, row_swizzle(a.dv * es, true)),
+                None,
+            ),
+            Arch::Sm90 => (
+                self.smem_1024("Qs", BM * a.d * es),
+                self.smem_1024("Ks", 2 * BN * a.d * es),
+                self.smem_1024("Vs", 2 * BN * a.dv * es),
+                Some(self.smem_1024("Ps", BM * BN * es)),
+            ),
+        };
         let n_s = BN / 8 * 4;
         let n_o = a.dv / 8 * 4;
         let qf = self.k.add_regs("qf", RegKind::B16x2, (a.d / 16 * 4) as u32);
@@ -335,7 +388,7 @@ impl Builder {
         let o = self.k.add_regs("o", RegKind::F32, n_o as u32);
         let [mrow, mnew, shift, corr, lrow] =
             ["m_row", "m_new", "m_shift", "corr", "l_row"].map(|n| self.k.add_regs(n, RegKind::F32, 2));
-        let rg = Regs { qs, ks, vs, qf, kf, s, mrow, mnew, shift, corr, lrow, n_s };
+        let rg = Regs { qs, ks, vs, ps, qf, kf, s, mrow, mnew, shift, corr, lrow, n_s };
 
         let mut out = Vec::new();
         let tid = self.let_(&mut out, "tid", Expr::ThreadIdx(Dim::X));
@@ -375,10 +428,11 @@ impl Builder {
             Algorithm::StreamingSoftmax2Pass => &[(false, "k0")],
         };
         self.copy_first_blocks(&mut out, p, &ids, &rg, &blocks, first_blocks);
-        out.push(Stmt::WaitGroup { pending: first_blocks.len() as u32 });
-        out.push(Stmt::Barrier);
-        // Q's A fragments: matrix l/8 is rows +8·((l/8)%2), columns +8·(l/16).
-        self.for_unrolled(&mut out, "qk", a.d / 16, |_, kk| {
+        out.extend(self.landed(first_blocks.len() as u32));
+        // Q's A fragments: matrix l/8 is rows +8·((l/8)%2), columns +8·(l/16)
+        // (sm90's wgmma reads Q from shared memory).
+        let q_steps = if self.arch == Arch::Sm80 { a.d / 16 } else { 0 };
+        self.for_unrolled(&mut out, "qk", q_steps, |_, kk| {
             let row = ids.warp.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
             let col = kk.clone() * 16 + ids.lane.clone() / 16 * 8;
             let src = SmemRef { offset: row * (a.d * es) + col * es, ..rg.qs.clone() };
@@ -447,37 +501,76 @@ impl Builder {
                 vec![Stmt::Compute { dst: reg(o, i), value: v }]
             });
         }
-        // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are one k16 step.
-        self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
-            (0..4)
-                .map(|x| {
-                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
-                    Stmt::PackB16x2 {
-                        dst: reg(pf, kk.clone() * 4 + x),
-                        lo: reg(s, base.clone()),
-                        hi: reg(s, base + 1),
-                        dtype: a.ab,
-                    }
-                })
-                .collect()
-        });
-        main.push(Stmt::WaitGroup { pending: 1 });
-        main.push(Stmt::Barrier);
+        match &rg.ps {
+            None => {
+                // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are one k16 step.
+                self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
+                    (0..4)
+                        .map(|x| {
+                            let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
+                            Stmt::PackB16x2 {
+                                dst: reg(pf, kk.clone() * 4 + x),
+                                lo: reg(s, base.clone()),
+                                hi: reg(s, base + 1),
+                                dtype: a.ab,
+                            }
+                        })
+                        .collect()
+                });
+            }
+            Some(ps) => {
+                // P's pairs of columns rounded into Ps (row-major, 128-byte
+                // rows), for P·V's wgmma; `landed` below fences and publishes them.
+                self.for_unrolled(&mut main, "pst", n_s / 2, |_, i| {
+                    let r = i.clone() * 2;
+                    let row = ids.warp.clone() * 16 + ids.g.clone() + r.clone() % 4 / 2 * 8;
+                    let col = r.clone() / 4 * 8 + ids.t4.clone() * 2;
+                    let dst = SmemRef { offset: row * (WGMMA_COLS * es) + col * es, ..ps.clone() };
+                    vec![Stmt::StShared { dst, src: vec![reg(s, r.clone()), reg(s, r + 1)], dtype: a.ab }]
+                });
+            }
+        }
+        main.extend(self.landed(1));
         let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
         main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
         main.push(Stmt::CommitGroup);
         // O += P·V_j.
         let v_stage = BN * a.dv * es;
-        self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
-            let mut step = Vec::new();
-            b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
-                let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
-                let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
-                let src = SmemRef { offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es, ..rg.vs.clone() };
-                ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
-            });
-            step
-        });
+        match &rg.ps {
+            None => self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
+                let mut step = Vec::new();
+                b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
+                    let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
+                    let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
+                    let src =
+                        SmemRef { offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es, ..rg.vs.clone() };
+                    ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
+                });
+                step
+            }),
+            Some(ps) => {
+                // V_j is MN-major (rows of keys, `dv / 64` column blocks of
+                // `BN` rows each): lbo steps a column block, sbo 8 keys.
+                main.push(Stmt::WgmmaFence);
+                for kk in 0..BN / 16 {
+                    let a_desc = k_major(ps, Expr::c(0), kk, BM);
+                    let b_desc = MatrixDesc {
+                        start: SmemRef { offset: stage.clone() * v_stage + kk * 16 * WGMMA_COLS * es, ..rg.vs.clone() },
+                        lbo: (BN * WGMMA_COLS * es) as u32,
+                        sbo: SWIZZLE_ATOM as u32,
+                    };
+                    main.push(Stmt::Wgmma {
+                        ab: a.ab,
+                        n: a.dv as u32,
+                        d: reg(o, Expr::c(0)),
+                        a: a_desc,
+                        b: b_desc,
+                        trans_b: true,
+                    });
+                }
+                main.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+            }
+        }
         out.push(Stmt::For { var: head.var, start: Expr::c(0), end: blocks, step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
 
@@ -504,6 +597,26 @@ impl Builder {
             v
         });
         self.k.body = out;
+    }
+
+    /// Waits until at most `pending` copy groups are in flight, then
+    /// publishes what landed to the CTA (`bar.sync`); on sm90 each thread
+    /// first orders its copies before the `wgmma`s that read them
+    /// (`fence.proxy.async`).
+    fn landed(&self, pending: u32) -> Vec<Stmt> {
+        let mut v = vec![Stmt::WaitGroup { pending }];
+        if self.arch == Arch::Sm90 {
+            v.push(Stmt::FenceProxyAsync);
+        }
+        v.push(Stmt::Barrier);
+        v
+    }
+
+    /// A shared buffer of `size` bytes at the next 1024-byte boundary, with
+    /// the 128-byte swizzle a `wgmma` descriptor reads.
+    fn smem_1024(&mut self, name: &str, size: i64) -> SmemRef {
+        self.k.smem_bytes = self.k.smem_bytes.div_ceil(SWIZZLE_ATOM as u64) * SWIZZLE_ATOM as u64;
+        self.k.add_smem(name, size as u64, Swizzle::B128)
     }
 
     /// The copies of key block 0 into ring stage 0, one commit group each
@@ -541,7 +654,7 @@ impl Builder {
         let a = self.a.clone();
         let var = self.k.add_var(&format!("j{tag}"));
         let je = Expr::Var(var);
-        let mut body = vec![Stmt::WaitGroup { pending }, Stmt::Barrier];
+        let mut body = self.landed(pending);
         let stage = self.let_(&mut body, &format!("stage{tag}"), je.clone() % 2);
         let next = self.let_(&mut body, &format!("next{tag}"), je.clone() + 1);
         let tile = key_tile(&a, p, rg, false, next.clone() * BN);
@@ -559,7 +672,19 @@ impl Builder {
         let s = rg.s;
         self.for_unrolled(out, "si", rg.n_s, |_, i| vec![Stmt::MovF32 { dst: reg(s, i), value: 0.0 }]);
         let k_stage = BN * a.d * es;
-        self.for_unrolled(out, "sk", a.d / 16, |b, kk| {
+        if self.arch == Arch::Sm90 {
+            // Q (64 rows: warp w's 16 are its rows of S) and K_j, both
+            // K-major, by `wgmma` k16 step by step.
+            out.push(Stmt::WgmmaFence);
+            for kk in 0..a.d / 16 {
+                let q = k_major(&rg.qs, Expr::c(0), kk, BM);
+                let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
+                out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d: reg(s, Expr::c(0)), a: q, b: k, trans_b: false });
+            }
+            out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+        }
+        let sm80_steps = if self.arch == Arch::Sm80 { a.d / 16 } else { 0 };
+        self.for_unrolled(out, "sk", sm80_steps, |b, kk| {
             let mut step = Vec::new();
             b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
                 let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
@@ -755,7 +880,16 @@ impl Builder {
         let inside = self.let_(&mut body, &format!("{tag}_in"), at_row.clone().lt(t.row_end));
         let (m, n) = if t.query { (at_row, Expr::c(0)) } else { (Expr::c(0), at_row) };
         let at = lin_expr(t.lin, &ids.batch, m, n, col.clone());
-        let dst = SmemRef { offset: stage * t.stage_bytes + row * (t.cols * es) + col * es, ..t.smem.clone() };
+        let in_tile = match self.arch {
+            Arch::Sm80 => row * (t.cols * es) + col.clone() * es,
+            // Column block `col / 64` of `rows × 128` bytes, then the row.
+            Arch::Sm90 => {
+                col.clone() / WGMMA_COLS * (t.rows * WGMMA_COLS * es)
+                    + row * (WGMMA_COLS * es)
+                    + col.clone() % WGMMA_COLS * es
+            }
+        };
+        let dst = SmemRef { offset: stage * t.stage_bytes + in_tile, ..t.smem.clone() };
         let src = GlobalRef { param: t.param, offset: inside.clone().select(at, 0) };
         let copy = Stmt::CpAsync { dst, src, bytes: 16, src_bytes: inside.select(16, 0) };
         if chunks % threads == 0 {
@@ -783,6 +917,16 @@ fn key_tile<'l>(a: &'l Attention, p: &AttentionParams, rg: &Regs, value: bool, r
         lin,
         query: false,
     }
+}
+
+/// The K-major descriptor of k16 step `kk` of a `rows`-row tile at byte
+/// `base` of `smem` laid out as sm90's copies write it (column blocks of
+/// 64 elements, `rows × 128` bytes each, 128-byte swizzle): the step's
+/// column block, then 32 bytes per step inside it; `sbo` steps 8 rows.
+fn k_major(smem: &SmemRef, base: Expr, kk: i64, rows: i64) -> MatrixDesc {
+    let block = kk * 16 / WGMMA_COLS;
+    let offset = base + (block * rows * 128 + kk * 16 % WGMMA_COLS * 2);
+    MatrixDesc { start: SmemRef { offset, ..smem.clone() }, lbo: 16, sbo: SWIZZLE_ATOM as u32 }
 }
 
 /// `l` at batch digits `batch` and `(m, n, c)`, only its non-zero terms.
