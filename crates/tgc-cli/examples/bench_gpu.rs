@@ -319,7 +319,7 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
                 pinned.push("-".to_string());
                 continue;
             }
-            pinned.push(match tgc_seconds_with(gpu, &text, iters, &PinConv(algo), algo) {
+            pinned.push(match tgc_seconds_with(gpu, &text, iters, &pin("conv", algo), algo) {
                 Ok(secs) => format!("{:.2}", flops / secs / 1e12),
                 Err(e) => {
                     eprintln!("conv {case} ({algo}): {e}");
@@ -373,7 +373,8 @@ fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
         failed |= pair.tgc.is_none();
         let [tgc, torch, ratio] = pair.cells(2, 3);
         // The same graph with the two-pass softmax pinned.
-        let two_pass = match tgc_seconds_with(gpu, &text, iters, &PinAttention("streaming_softmax_2pass"), "2pass") {
+        let two_pass = match tgc_seconds_with(gpu, &text, iters, &pin("attention", "streaming_softmax_2pass"), "2pass")
+        {
             Ok(secs) => format!("{:.2}", flops / secs / 1e12),
             Err(e) => {
                 eprintln!("attention {case} (two-pass): {e}");
@@ -534,7 +535,7 @@ fn sample_inputs(g: &Graph) -> Result<Vec<HostTensor>, String> {
 /// synchronisations.
 fn replay_seconds(gpu: &Gpu, g: &Graph, key: &str, iters: usize) -> Result<f64, String> {
     let stream = gpu.new_stream().map_err(|e| e.to_string())?;
-    let mut c = gpu::Compiled::new(&stream, g, key).map_err(err)?;
+    let mut c = gpu::Compiled::with_estimator(&stream, g, key, &cost::Analytic).map_err(err)?;
     c.upload(&sample_inputs(g)?).map_err(err)?;
     c.run().map_err(err)?;
     let replay = stream.capture(|_| {
@@ -564,29 +565,10 @@ impl Estimator for Pinned<'_> {
     }
 }
 
-/// Ranks the attention plans of one `algo_choice attention` first and
-/// every other plan after it: pins a softmax algorithm of the attention
-/// template through the [`Estimator`] seam.
-struct PinAttention(&'static str);
-
-impl Estimator for PinAttention {
-    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
-        let pinned = cost::attention_algorithm(plan) == Some(self.0);
-        Ok(Estimate { time_s: if pinned { 0.0 } else { 1.0 }, limit: Limit::Compute })
-    }
-}
-
-/// Ranks the plans of one `algo_choice conv` first and every other plan
-/// after them: pins Winograd (its batched GEMM's plans carry
-/// `algo_choice conv winograd_3x3`, `gpu::winograd::tagged`) or the
-/// implicit GEMM (the plans without it) through the [`Estimator`] seam.
-struct PinConv(&'static str);
-
-impl Estimator for PinConv {
-    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
-        let algo = winograd::conv_algorithm(plan).unwrap_or("implicit_gemm");
-        Ok(Estimate { time_s: if algo == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
-    }
+/// The analytic model with one algorithm pinned (`key=value`, as `tgc run
+/// --algo`): the templates of the other algorithms for that key refuse.
+fn pin(key: &str, value: &str) -> cost::PinnedAlgorithms<'static> {
+    cost::PinnedAlgorithms { pins: vec![(key.to_string(), value.to_string())], inner: &cost::Analytic }
 }
 
 /// The machine numbers of the GPU at hand for the analytic model, as the

@@ -62,6 +62,13 @@ pub enum Command {
         /// 64 GiB (`tgc_core::pipeline::MAX_RUN_BYTES`).
         #[arg(long, value_name = "BYTES", default_value_t = tgc_core::pipeline::MAX_RUN_BYTES, value_parser = parse_bytes)]
         max_memory: u64,
+        /// Pin an algorithm of the GPU templates (`--backend cuda`;
+        /// repeatable): `conv=implicit_gemm|winograd_3x3`,
+        /// `attention=online_softmax|streaming_softmax_2pass`. A template of
+        /// another algorithm for that key is not taken; where the pinned
+        /// one cannot take a graph, the graph runs as it would otherwise.
+        #[arg(long = "algo", value_name = "KEY=VALUE")]
+        algos: Vec<String>,
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {
@@ -103,6 +110,11 @@ pub enum Command {
         /// corrupted or hand-edited record is an error.
         #[arg(long, value_name = "DIR")]
         tuning: Option<PathBuf>,
+        /// Pin an algorithm of the GPU templates (`--target sm80|sm90`;
+        /// repeatable), as for `run`: e.g. `--algo conv=winograd_3x3`. The
+        /// `plan` dump shows the other algorithms refused by the pin.
+        #[arg(long = "algo", value_name = "KEY=VALUE")]
+        algos: Vec<String>,
     },
     /// Measure candidate block sizes of every packed CPU kernel at each
     /// ShapeSet point on this machine, check each candidate against the

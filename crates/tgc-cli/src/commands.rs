@@ -39,13 +39,13 @@ type Result<T> = std::result::Result<T, Failure>;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Check { graph, entry, dump } => check(&graph, entry.as_deref(), &dump),
-        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles, max_memory } => {
-            let run = RunOptions { backend, tiles: &tiles, max_memory };
+        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles, max_memory, algos } => {
+            let run = RunOptions { backend, tiles: &tiles, max_memory, algos: &algos };
             run_graph(&graph, entry.as_deref(), &dims, &inputs, &output_dir, &run)
         }
-        Command::Compile { graph, entry, target, dims, dump, out, timings, tuning } => {
+        Command::Compile { graph, entry, target, dims, dump, out, timings, tuning, algos } => {
             let mut t = Timings::default();
-            let how = CompileOptions { target, out: out.as_deref(), tuning: tuning.as_deref() };
+            let how = CompileOptions { target, out: out.as_deref(), tuning: tuning.as_deref(), algos: &algos };
             let result = compile(&graph, entry.as_deref(), &dims, &dump, &how, &mut t);
             if timings {
                 eprint!("{}", t.report());
@@ -164,6 +164,20 @@ struct RunOptions<'a> {
     backend: Backend,
     tiles: &'a [String],
     max_memory: u64,
+    /// `--algo` pins, unparsed.
+    algos: &'a [String],
+}
+
+/// The estimator of the GPU templates: the analytic model with the
+/// `--algo` pins (`KEY=VALUE` each).
+///
+/// Errors: a pin that is not `KEY=VALUE` of `000` §1.7's algorithms.
+pub(crate) fn estimator(algos: &[String]) -> Result<tgc_core::plan::cost::PinnedAlgorithms<'static>> {
+    let pins = algos
+        .iter()
+        .map(|a| tgc_core::plan::cost::parse_pin(a).map_err(|d| Failure::user(d.message)))
+        .collect::<Result<_>>()?;
+    Ok(tgc_core::plan::cost::PinnedAlgorithms { pins, inner: &tgc_core::plan::cost::Analytic })
 }
 
 fn run_graph(
@@ -179,6 +193,11 @@ fn run_graph(
     if !tile_axes.is_empty() && backend != Backend::Cpu {
         return Err(Failure::user("--tile applies to --backend cpu only"));
     }
+    if !run.algos.is_empty() && backend != Backend::Cuda {
+        return Err(Failure::user("--algo applies to --backend cuda only"));
+    }
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    let estimator = estimator(run.algos)?;
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
     let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
@@ -228,7 +247,7 @@ fn run_graph(
             }
         }
         #[cfg(feature = "cuda")]
-        Backend::Cuda => crate::gpu::run_cuda(&bound, &ordered).map_err(|e| match e {
+        Backend::Cuda => crate::gpu::run_cuda(&bound, &ordered, &estimator).map_err(|e| match e {
             crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
             crate::gpu::GpuError::Runtime(e) => Failure::from(e),
         })?,
@@ -257,11 +276,12 @@ pub(crate) fn scratch_dir(command: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// `tgc compile`'s target, output folder and tuning cache.
+/// `tgc compile`'s target, output folder, tuning cache and `--algo` pins.
 struct CompileOptions<'a> {
     target: Target,
     out: Option<&'a Path>,
     tuning: Option<&'a Path>,
+    algos: &'a [String],
 }
 
 fn compile(
@@ -276,6 +296,10 @@ fn compile(
     if how.tuning.is_some() && target != Target::Cpu {
         return Err(Failure::user("--tuning applies to --target cpu only"));
     }
+    if !how.algos.is_empty() && target == Target::Cpu {
+        return Err(Failure::user("--algo applies to --target sm80 and sm90 only"));
+    }
+    let estimator = estimator(how.algos)?;
     for s in dump {
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
     }
@@ -308,7 +332,7 @@ fn compile(
         loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
     };
     if let Some(gpu) = gpu {
-        return compile_gpu(path, gpu, &loaded, &graph, dump, out, timings);
+        return compile_gpu(path, gpu, &loaded, &graph, dump, out, &estimator, timings);
     }
     let tuning = match how.tuning {
         Some(dir) => Some(tgc_core::tune::Tuning {
@@ -344,6 +368,7 @@ fn compile(
 /// a note on stderr when the template refused the graph's GEMM, and the
 /// dumps (the GPU stages from the compiled program, the others as for the
 /// CPU target).
+#[allow(clippy::too_many_arguments)]
 fn compile_gpu(
     path: &Path,
     target: &str,
@@ -351,10 +376,11 @@ fn compile_gpu(
     graph: &tgc_core::tiny::Graph,
     dump: &[String],
     out: Option<&Path>,
+    estimator: &dyn tgc_core::plan::cost::Estimator,
     timings: &mut Timings,
 ) -> Result<()> {
     let gpu = timings
-        .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, target))
+        .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, target, estimator))
         .map_err(|d| Failure::diag(path, &d))?;
     for d in &gpu.refusals {
         eprintln!(
@@ -374,7 +400,7 @@ fn compile_gpu(
             timings.time(&format!("dump {s}"), || pipeline::dump_gpu_stage(s, &gpu))
         } else if s == "plan" {
             let row = tgc_core::plan::Target::by_name(target).map_err(|d| Failure::diag(path, &d))?;
-            Ok(timings.time("dump plan", || pipeline::plan_dump(graph, row)))
+            Ok(timings.time("dump plan", || pipeline::plan_dump(graph, row, estimator)))
         } else {
             let artifacts = match &cpu {
                 Some(a) => a,

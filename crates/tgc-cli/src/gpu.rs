@@ -72,18 +72,12 @@ fn concrete(d: &tgc_core::sym::Dim) -> Result<usize, GpuError> {
 impl<'g> Compiled<'g> {
     /// Compiles `bound` (every dim bound; `name` makes the module's cache
     /// key unique) with [`simt::lower_program_with`] for the device's
-    /// target ([`device_target`]) and allocates its inputs and outputs on
-    /// `gpu`.
+    /// target ([`device_target`]), a template's plans ranked by `estimator`
+    /// (the analytic model, `--algo` pins, or one plan pinned by
+    /// `bench_gpu --plans`), and allocates its inputs and outputs on `gpu`.
     ///
     /// Errors: the compiler's diagnostics (`Io` without the CUDA
     /// toolchain); `Kernel` for a failed allocation.
-    pub fn new(gpu: &'g Gpu, bound: &Graph, name: &str) -> Result<Compiled<'g>, GpuError> {
-        Compiled::with_estimator(gpu, bound, name, &tgc_core::plan::cost::Analytic)
-    }
-
-    /// [`Compiled::new`] with a GEMM's plan ranked by `estimator`
-    /// ([`simt::lower_program_with`]); `bench_gpu --plans` pins one plan of
-    /// the space this way.
     pub fn with_estimator(
         gpu: &'g Gpu,
         bound: &Graph,
@@ -193,9 +187,13 @@ impl<'g> Compiled<'g> {
 /// GPU gets `NoDevice` before anything is compiled.
 ///
 /// Errors: those of [`Gpu::new`] and [`Compiled`]'s steps.
-pub fn run_cuda(bound: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, GpuError> {
+pub fn run_cuda(
+    bound: &Graph,
+    inputs: &[HostTensor],
+    estimator: &dyn tgc_core::plan::cost::Estimator,
+) -> Result<Vec<HostTensor>, GpuError> {
     let gpu = Gpu::new(0)?;
-    let mut c = Compiled::new(&gpu, bound, "run")?;
+    let mut c = Compiled::with_estimator(&gpu, bound, "run", estimator)?;
     c.upload(inputs)?;
     c.run()?;
     c.download()

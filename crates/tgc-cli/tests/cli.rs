@@ -257,6 +257,83 @@ fn implicit_gemm_graphs_run_like_the_interpreter() {
     }
 }
 
+/// A convolution + ReLU + 2×2 max pool (one kernel pooling its tile on
+/// sm80 and sm90) and an attention of head dimension 64 (sm90's wgmma
+/// branch on a 9.x device): the CPU backend and, on a GPU, the kernels like
+/// the interpreter; `compile --target sm90 --dump gpu` shows one kernel
+/// each, the attention's an sm90 one.
+#[test]
+fn pooled_convolution_and_d64_attention_run_like_the_interpreter() {
+    let path = "crates/tgc-cli/tests/graphs/conv_pool_nhwc.tgc";
+    let ins =
+        [("x", DType::F16, vec![2, 11, 9, 16]), ("w", DType::F16, vec![32, 3, 3, 16]), ("b", DType::F16, vec![32])];
+    cpu_matches_interp(path, &ins, &[]);
+    let att = "crates/tgc-cli/tests/graphs/attention_d64.tgc";
+    let ins = [
+        ("q", DType::F16, vec![1, 2, 70, 64]),
+        ("k", DType::F16, vec![1, 2, 130, 64]),
+        ("v", DType::F16, vec![1, 2, 130, 64]),
+    ];
+    cpu_matches_interp(att, &ins, &[]);
+    for (graph, form) in [(path, "// Gemm form; ptxas: "), (att, "// Attention form; ptxas: ")] {
+        let o = tgc(&["compile", graph, "--target", "sm90", "--dump", "gpu"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(out.matches("form; ptxas: ").count(), 1, "{out}");
+        assert!(out.contains(form) && out.contains("arch=sm90"), "{out}");
+    }
+}
+
+/// `--algo conv=winograd_3x3` pins Winograd F(2×2, 3×3) for a 3×3
+/// convolution the analytic model keeps on the implicit GEMM: `compile
+/// --target sm80` gives its four kernels (three transforms around the
+/// batched GEMM), the `plan` dump shows the implicit GEMM refused by the
+/// pin, and on a GPU `run --backend cuda --algo …` matches the interpreter
+/// (within the GPU tier's 1e-2: Winograd's error bound is larger than the
+/// direct convolution's, `gpu::winograd`). A pin that names no algorithm,
+/// or a pin for the CPU, is an error that lists the choices.
+#[test]
+fn a_pinned_algorithm_is_what_compile_and_run_use() {
+    let path = "crates/tgc-cli/tests/graphs/conv3x3_nhwc.tgc";
+    let o = tgc(&["compile", path, "--target", "sm80", "--algo", "conv=winograd_3x3", "--dump", "gpu,plan"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.matches("// WinogradTransform form; ptxas: ").count(), 3, "{out}");
+    assert_eq!(out.matches("// Gemm form; ptxas: ").count(), 1, "{out}");
+    assert!(out.contains("* algo_choice conv = winograd_3x3"), "{out}");
+    assert!(out.contains("is not the pinned winograd_3x3 (--algo)"), "{out}");
+    // Without the pin, the model's choice: the one implicit GEMM.
+    let o = tgc(&["compile", path, "--target", "sm80", "--dump", "gpu"]);
+    assert!(String::from_utf8_lossy(&o.stdout).matches("form; ptxas: ").count() == 1);
+
+    let o = tgc(&["compile", path, "--target", "sm80", "--algo", "conv=fft"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`fft` is no conv algorithm; they are implicit_gemm, winograd_3x3"), "{}", stderr(&o));
+    let o = tgc(&["compile", path, "--algo", "conv=winograd_3x3"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--algo applies to --target sm80 and sm90 only"), "{}", stderr(&o));
+
+    // The GPU tier: the pinned program on the device against the interpreter.
+    let dir = temp("winograd-run");
+    let ins =
+        [("x", DType::F16, vec![2, 12, 10, 32]), ("w", DType::F16, vec![48, 3, 3, 32]), ("b", DType::F16, vec![48])];
+    let mut args: Vec<String> = Vec::new();
+    for (k, (name, dtype, shape)) in ins.iter().enumerate() {
+        let n = shape.iter().product();
+        let t = HostTensor::from_f64(*dtype, shape, &sample_values(k as u64 + 1, n)).unwrap();
+        let file = dir.join(format!("{name}.npy"));
+        npy::write_npy(&file, &t).unwrap();
+        args.extend(["--input".to_string(), format!("{name}={}", file.display())]);
+    }
+    let want = dir.join("interp");
+    let mut a = vec!["run", path, "--backend", "interp", "--output-dir", want.to_str().unwrap()];
+    a.extend(args.iter().map(String::as_str));
+    let o = tgc(&a);
+    assert!(o.status.success(), "{}", stderr(&o));
+    args.extend(["--algo".to_string(), "conv=winograd_3x3".to_string()]);
+    gpu_matches_interp(path, &dir, &args, &want);
+}
+
 /// The cumulative ops: the CPU backend (rows of one block and of several)
 /// and, on a GPU, the warp scans (one segment, several) like the
 /// interpreter.

@@ -255,9 +255,9 @@ pub fn regions(g: &Graph) -> DResult<String> {
 /// ([`crate::gpu::template::region_graphs`]), or why it is not planned; a
 /// graph with none says so. [`dump_stage`] (the CPU target's dumps) uses
 /// `sm80`; `tgc compile --target sm80|sm90` passes its target.
-pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
+pub fn plan_dump(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> String {
     let attention = crate::gpu::attention::match_attention(g);
-    if let Ok(text) = template_plan(g, target) {
+    if let Ok(text) = template_plan(g, target, estimator) {
         return text;
     }
     let mut out = String::new();
@@ -266,10 +266,10 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
     {
         out.push_str(&format!("two contractions, not fused as an attention: {}\n", d.message));
     }
-    match crate::gpu::template::region_graphs(g, target, &plan::cost::Analytic) {
+    match crate::gpu::template::region_graphs(g, target, estimator) {
         Ok(regions) => {
             for (name, sub) in regions {
-                let text = template_plan(&sub, target).unwrap_or_else(|why| format!("{why}\n"));
+                let text = template_plan(&sub, target, estimator).unwrap_or_else(|why| format!("{why}\n"));
                 out.push_str(&format!("region {name}: {text}"));
             }
         }
@@ -284,10 +284,10 @@ pub fn plan_dump(g: &Graph, target: &plan::Target) -> String {
 /// The plan dump of `g` when a template takes it whole: an attention's
 /// ([`attention_plan`]) or a GEMM's ([`gemm_plan`]); `Err` with why `g` is
 /// no GEMM.
-fn template_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
+fn template_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> Result<String, String> {
     match crate::gpu::attention::match_attention(g) {
-        Ok(graph) => Ok(attention_plan(g, &graph, target)),
-        Err(_) => gemm_plan(g, target),
+        Ok(graph) => Ok(attention_plan(g, &graph, target, estimator)),
+        Err(_) => gemm_plan(g, target, estimator),
     }
 }
 
@@ -295,16 +295,20 @@ fn template_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
 /// the fused template ranked by the analytic model (the chosen one marked
 /// `*`, the earlier on a tie, as `gpu::template::lower` chooses), then the
 /// chosen one's schedule.
-fn attention_plan(g: &Graph, graph: &crate::gpu::attention::AttentionGraph, target: &plan::Target) -> String {
+fn attention_plan(
+    g: &Graph,
+    graph: &crate::gpu::attention::AttentionGraph,
+    target: &plan::Target,
+    estimator: &dyn plan::cost::Estimator,
+) -> String {
     use crate::gpu::sm80::attention::{self as template, Algorithm};
-    use crate::plan::cost::Estimator;
     let label = &g.node(graph.scores).label;
     let problem = template::problem(&graph.attention);
     let ranked: Vec<(Algorithm, Result<crate::plan::cost::Estimate, String>)> = Algorithm::ALL
         .iter()
         .map(|&algo| {
             let plan = template::plan(&graph.attention, algo, target);
-            (algo, plan::cost::Analytic.estimate(&plan, &problem, target).map_err(|d| d.message))
+            (algo, estimator.estimate(&plan, &problem, target).map_err(|d| d.message))
         })
         .collect();
     let mut best: Option<usize> = None;
@@ -333,7 +337,7 @@ fn attention_plan(g: &Graph, graph: &crate::gpu::attention::AttentionGraph, targ
 /// The ranked plan space of `g`'s MMA kernel when `g` is one contraction +
 /// epilogue (the ranking, or why no plan fits); `Err` with why `g` is not
 /// ([`crate::gpu::lower::match_gemm`]'s refusal, naming the contraction).
-fn gemm_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
+fn gemm_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> Result<String, String> {
     let graph = crate::gpu::lower::match_gemm(g).map_err(|d| match &d.node {
         Some(n) => format!("contraction `{n}`: not planned: {}", d.message),
         None => format!("not planned: {}", d.message),
@@ -354,7 +358,7 @@ fn gemm_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
     let choice = target
         .require_mma_sync(graph.problem.dtype)
         .map_err(|why| why.to_string())
-        .and_then(|_| crate::gpu::lower::choose(&graph, target, &plan::cost::Analytic).map_err(|d| d.message));
+        .and_then(|_| crate::gpu::lower::choose(&graph, target, estimator).map_err(|d| d.message));
     let ranked = match choice {
         Ok(c) => format!("contraction `{label}`{how}: {}", plan::dump(&graph.problem, target, &c)),
         Err(why) => format!("contraction `{label}`{how}: not planned: {why}\n"),
@@ -362,16 +366,16 @@ fn gemm_plan(g: &Graph, target: &plan::Target) -> Result<String, String> {
     if graph.pattern != crate::index_book::contraction::Pattern::Conv {
         return Ok(ranked);
     }
-    Ok(format!("{}{ranked}", conv_algorithms(g, target)))
+    Ok(format!("{}{ranked}", conv_algorithms(g, target, estimator)))
 }
 
 /// The `algo_choice conv` templates of `target` for the convolution `g`,
 /// each with its estimate (the chosen one marked `*`, as
 /// `gpu::template::lower` chooses) or why it does not take `g`; when
 /// Winograd is chosen, its batched GEMM's plan.
-fn conv_algorithms(g: &Graph, target: &plan::Target) -> String {
+fn conv_algorithms(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> String {
     use crate::gpu::template;
-    let Some(tried) = template::candidates(g, target, &plan::cost::Analytic, false) else { return String::new() };
+    let Some(tried) = template::candidates(g, target, estimator, false) else { return String::new() };
     let best = template::best(&tried);
     let mut out =
         format!("algorithms for this convolution on {} (analytic estimates, not measurements):\n", target.name);
@@ -424,7 +428,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         #[cfg(feature = "poly")]
         "poly_view" => poly_view_of(g, &artifacts.front.book)?,
         "region" => region::dump(g, &artifacts.front.regions),
-        "plan" => plan_dump(g, &plan::target::SM80),
+        "plan" => plan_dump(g, &plan::target::SM80, &plan::cost::Analytic),
         "c" => artifacts.c_source.clone(),
         "gpu" | "cu" | "ptx" | "sass" => {
             return Err(diag!(Unsupported, "stage `{stage}` is made by `tgc compile --target sm80` (a GPU target)"))
@@ -509,10 +513,10 @@ impl GpuArtifacts {
 /// lowering; `Internal` when the verifier or the printer rejects a
 /// kernel; `Io` when the CUDA toolchain is missing or NVRTC or ptxas
 /// fails (the toolchain's message says what to install).
-pub fn compile_gpu(g: &Graph, target: &str) -> DResult<GpuArtifacts> {
+pub fn compile_gpu(g: &Graph, target: &str, estimator: &dyn plan::cost::Estimator) -> DResult<GpuArtifacts> {
     let row = plan::Target::by_name(target)?;
     let symbol = c_symbol(&g.name);
-    let (program, refusals) = crate::gpu::simt::lower_program_noting(g, row, &plan::cost::Analytic)?;
+    let (program, refusals) = crate::gpu::simt::lower_program_noting(g, row, estimator)?;
     let kernels = program.kernels();
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;

@@ -207,7 +207,7 @@ fn the_plan_dump_shows_an_attention_inside_a_graph_as_one_region() {
     let prog = lower_program_for(&g, Some(&SM80)).unwrap();
     let count = |form| prog.launches.iter().filter(|l| l.form == form).count();
     assert_eq!((count(Form::Gemm), count(Form::Attention)), (4, 1));
-    let dump = crate::pipeline::plan_dump(&g, &SM80);
+    let dump = crate::pipeline::plan_dump(&g, &SM80, &Analytic);
     let regions: Vec<&str> = dump.lines().filter(|l| l.starts_with("region ")).collect();
     assert_eq!(regions.len(), 5, "{dump}");
     assert_eq!(regions.iter().filter(|l| l.contains(": attention at ")).count(), 1, "{dump}");

@@ -307,7 +307,7 @@ fn an_implicit_gemm_without_its_padding_guards_is_caught_by_the_emulator() {
 #[test]
 fn the_plan_dump_of_a_resnet_layer_ranks_its_implicit_gemm() {
     let conv = Conv { n: 32, c: 256, h: 14, w: 14, k: 256, nhwc: true, ..BASE };
-    let dump = pipeline::plan_dump(&load(&conv.source()), &SM80);
+    let dump = pipeline::plan_dump(&load(&conv.source()), &SM80, &crate::plan::cost::Analytic);
     assert!(dump.starts_with("algorithms for this convolution on sm80"), "{dump}");
     assert!(dump.contains("* algo_choice conv = implicit_gemm"), "{dump}");
     assert!(

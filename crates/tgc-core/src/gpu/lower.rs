@@ -801,7 +801,10 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
     target.require_mma_sync(graph.problem.dtype).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
     let choice = choose(&graph, target, estimator).map_err(|d| d.or_at(at.span))?;
     let Some(&(ref best, estimate)) = choice.best() else {
-        return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}", target.name).at_node(at));
+        // The last rejection: the estimator's (a pinned algorithm) when it
+        // refused them all, else the space's.
+        let why = choice.rejected.last().map(|(_, w)| format!(": {}", w.join("; "))).unwrap_or_default();
+        return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}{why}", target.name).at_node(at));
     };
     check_launch(&graph, best).map_err(|d| d.at_node(at))?;
     let mut plan = best.clone();
@@ -820,13 +823,24 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
 pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
 
 /// The ranked plan space of `graph` on `target` by `estimator`
-/// ([`plan::cost::choose_with`]); for an implicit GEMM, the plans whose
+/// ([`plan::cost::choose_with`]; a convolution's plans carry `algo_choice
+/// conv implicit_gemm`, also as the estimator sees them); for an implicit GEMM, the plans whose
 /// registers with [`IMPLICIT_ADDRESS_REGS`] exceed the target's limit are
 /// rejected.
 ///
 /// Errors: those of [`plan::cost::choose_with`].
 pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
-    let mut choice = plan::cost::choose_with(estimator, &graph.problem, target)?;
+    let mut choice = if graph.pattern == Pattern::Conv {
+        // A convolution's plans say they are its implicit GEMM.
+        let tagged = plan::cost::Tagged { inner: estimator, key: "conv", value: "implicit_gemm" };
+        let mut c = plan::cost::choose_with(&tagged, &graph.problem, target)?;
+        let tag = |p: &Plan| plan::cost::with_algorithm(p, "conv", "implicit_gemm");
+        c.candidates.iter_mut().for_each(|(p, _)| *p = tag(p));
+        c.rejected.iter_mut().for_each(|(p, _)| *p = tag(p));
+        c
+    } else {
+        plan::cost::choose_with(estimator, &graph.problem, target)?
+    };
     if graph.gemm.implicit.is_some() {
         choice.reject(|p| {
             let regs = plan::resources::of(p, graph.problem.dtype, target)?.regs_per_thread;

@@ -100,7 +100,7 @@ fn what_is_not_one_concrete_gemm_is_a_positioned_error() {
 #[test]
 fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
     let g = bind(&example("gemm_bias_relu.tgc"), &[("M", 1000), ("N", 512), ("K", 256)]);
-    let gpu = pipeline::compile_gpu(&g, "sm80").unwrap_or_else(|e| panic!("{e}"));
+    let gpu = pipeline::compile_gpu(&g, "sm80", &crate::plan::cost::Analytic).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(gpu.symbol, "tgc_gemm_bias_relu");
     assert!(gpu.refusals.is_empty(), "{:?}", gpu.refusals);
     // One launch: the tensor-core kernel, with its plan.

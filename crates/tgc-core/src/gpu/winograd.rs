@@ -50,7 +50,8 @@
 //! algorithm is a choice of the plan and not the default.
 //!
 //! **Choice.** [`lower`]'s estimate is the estimator's time for the
-//! batched GEMM's plan, plus each transform's reads and writes at the
+//! batched GEMM's plan (the plans tagged `algo_choice conv winograd_3x3`,
+//! [`tagged`], as the estimator sees them), plus each transform's reads and writes at the
 //! target's DRAM bandwidth (`M` counted again at f32 beyond the GEMM
 //! model's output bytes), plus [`LAUNCH_GAP_S`] for each launch beyond
 //! the first — an analytic estimate, not a measurement;
@@ -61,8 +62,8 @@ use crate::cpu::loop_ir::{BufId, Buffer, Role};
 use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::Pattern;
-use crate::plan::cost::{Estimate, Estimator, Limit, LAUNCH_GAP_S};
-use crate::plan::{AlgoChoice, Plan, Problem, Spanned, Target};
+use crate::plan::cost::{algorithm, with_algorithm, Estimate, Estimator, Limit, Tagged, LAUNCH_GAP_S};
+use crate::plan::{Plan, Target};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
 use crate::DType;
@@ -265,7 +266,8 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     let m_buf = temp("winograd_m", DType::F32, [16, p, k]);
 
     let gemm_graph = batched_gemm(&format!("{}_winograd", g.name), ab, p, c, k)?;
-    let inner = super::template::gemm(&gemm_graph, target, &AsWinograd(estimator)).map_err(|d| d.or_at(at.span))?;
+    let as_winograd = Tagged { inner: estimator, key: "conv", value: ALGO };
+    let inner = super::template::gemm(&gemm_graph, target, &as_winograd).map_err(|d| d.or_at(at.span))?;
     let [mut gemm_launch] = <[Launch; 1]>::try_from(inner.program.launches)
         .map_err(|_| diag!(Internal, "the batched GEMM is not one launch"))?;
     let bufs = [v_buf, u_buf, m_buf];
@@ -307,28 +309,14 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     Ok(Lowered { program, estimate })
 }
 
-/// An estimator that sees the batched GEMM's plans as Winograd's, each
-/// with `algo_choice conv winograd_3x3` ([`tagged`]): a measured or pinned
-/// estimator tells them from the implicit GEMM's by it.
-struct AsWinograd<'e>(&'e dyn Estimator);
-
-impl Estimator for AsWinograd<'_> {
-    fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
-        self.0.estimate(&tagged(plan), problem, target)
-    }
-}
-
-/// `plan` with `algo_choice conv winograd_3x3` added.
+/// `plan` as Winograd's: with `algo_choice conv winograd_3x3`.
 pub fn tagged(plan: &Plan) -> Plan {
-    let mut plan = plan.clone();
-    let value = AlgoChoice { key: Spanned::new("conv".to_string()), value: Spanned::new(ALGO.to_string()) };
-    plan.algo_choice.push(Spanned::new(value));
-    plan
+    with_algorithm(plan, "conv", ALGO)
 }
 
 /// The plan's `algo_choice conv` value, if it has one.
 pub fn conv_algorithm(plan: &Plan) -> Option<&str> {
-    plan.algo_choice.iter().find(|a| a.value.key.value == "conv").map(|a| a.value.value.value.as_str())
+    algorithm(plan, "conv")
 }
 
 /// `M[16, P, K] = V[16, P, C] · U[16, C, K]` as a graph: operands of

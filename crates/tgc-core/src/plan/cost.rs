@@ -378,6 +378,80 @@ fn largest(terms: &[f64]) -> usize {
     (1..terms.len()).fold(0, |best, i| if terms[i] > terms[best] { i } else { best })
 }
 
+/// `plan` with `algo_choice key value` added (replacing another value of
+/// `key`).
+pub fn with_algorithm(plan: &Plan, key: &str, value: &str) -> Plan {
+    let mut plan = plan.clone();
+    plan.algo_choice.retain(|a| a.value.key.value != key);
+    let choice =
+        super::AlgoChoice { key: super::Spanned::new(key.to_string()), value: super::Spanned::new(value.to_string()) };
+    plan.algo_choice.push(super::Spanned::new(choice));
+    plan
+}
+
+/// The plan's `algo_choice` value for `key`, if it has one.
+pub fn algorithm<'p>(plan: &'p Plan, key: &str) -> Option<&'p str> {
+    plan.algo_choice.iter().find(|a| a.value.key.value == key).map(|a| a.value.value.value.as_str())
+}
+
+/// An estimator that sees every plan with `algo_choice key value`
+/// ([`with_algorithm`]): a template ranking the plans of one algorithm
+/// (the implicit GEMM's of a convolution, Winograd's batched GEMM) says
+/// which it is, so that a measured or pinned estimator can tell them
+/// apart.
+pub struct Tagged<'e> {
+    pub inner: &'e dyn Estimator,
+    pub key: &'static str,
+    pub value: &'static str,
+}
+
+impl Estimator for Tagged<'_> {
+    fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        self.inner.estimate(&with_algorithm(plan, self.key, self.value), problem, target)
+    }
+}
+
+/// `inner` with algorithms pinned (`tgc compile|run --algo
+/// conv=winograd_3x3`): a plan whose `algo_choice` for a pinned key is
+/// another value is not costed (an error naming the pin), so a template of
+/// another algorithm refuses the graph and the pinned one is taken where
+/// it can be; plans without that key are costed by `inner`.
+pub struct PinnedAlgorithms<'e> {
+    /// `(key, value)` pairs, each checked by [`parse_pin`].
+    pub pins: Vec<(String, String)>,
+    pub inner: &'e dyn Estimator,
+}
+
+impl Estimator for PinnedAlgorithms<'_> {
+    fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        for (key, value) in &self.pins {
+            if let Some(other) = algorithm(plan, key).filter(|v| v != value) {
+                return Err(diag!(Unsupported, "algo_choice {key} {other} is not the pinned {value} (--algo)"));
+            }
+        }
+        self.inner.estimate(plan, problem, target)
+    }
+}
+
+/// `key=value`, an `algo_choice` of `000` §1.7
+/// ([`super::validate::ALGORITHMS`]).
+///
+/// Errors: `UnknownName` for another form, key or value, listing the
+/// choices.
+pub fn parse_pin(text: &str) -> DResult<(String, String)> {
+    let keys: Vec<&str> = super::validate::ALGORITHMS.iter().map(|(k, _)| *k).collect();
+    let Some((key, value)) = text.split_once('=') else {
+        return Err(diag!(UnknownName, "--algo `{text}`: write KEY=VALUE, KEY one of {}", keys.join(", ")));
+    };
+    let Some((_, values)) = super::validate::ALGORITHMS.iter().find(|(k, _)| *k == key) else {
+        return Err(diag!(UnknownName, "--algo: no algorithm key `{key}`; the keys are {}", keys.join(", ")));
+    };
+    if !values.contains(&value) {
+        return Err(diag!(UnknownName, "--algo: `{value}` is no {key} algorithm; they are {}", values.join(", ")));
+    }
+    Ok((key.to_string(), value.to_string()))
+}
+
 impl Estimator for Analytic {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
         if attention_algorithm(plan).is_some() {
@@ -390,7 +464,7 @@ impl Estimator for Analytic {
 
 /// The plan's `algo_choice attention` value, if it has one.
 pub fn attention_algorithm(plan: &Plan) -> Option<&str> {
-    plan.algo_choice.iter().find(|a| a.value.key.value == "attention").map(|a| a.value.value.value.as_str())
+    algorithm(plan, "attention")
 }
 
 /// `[b, M, N, d, dv]` of an attention problem ([`Problem::attention`]).
