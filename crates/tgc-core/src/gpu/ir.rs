@@ -1020,6 +1020,29 @@ impl Kernel {
         VarId(self.vars.len() as u32 - 1)
     }
 
+    /// `idx`'s digits of extents `extents` (mixed radix, outermost first):
+    /// `idx / Π(later extents) % extent`, without the `%` on the outermost
+    /// digit and the `/` on the innermost, each a `Let` named `name{j}`
+    /// pushed to `out` (one digit is `idx`'s expression itself).
+    pub fn split_digits(&mut self, out: &mut Vec<Stmt>, name: &str, idx: Expr, extents: &[i64]) -> Vec<Expr> {
+        let n = extents.len();
+        (0..n)
+            .map(|j| {
+                let below: i64 = extents[j + 1..].iter().product();
+                let mut e = if below == 1 { idx.clone() } else { idx.clone() / below };
+                if j > 0 {
+                    e = e % extents[j];
+                }
+                if n == 1 {
+                    return e;
+                }
+                let var = self.add_var(&format!("{name}{j}"));
+                out.push(Stmt::Let { var, value: e });
+                Expr::Var(var)
+            })
+            .collect()
+    }
+
     /// Appends a register array of `len` registers.
     pub fn add_regs(&mut self, name: &str, kind: RegKind, len: u32) -> RegId {
         self.regs.push(RegArray { name: name.into(), kind, len });

@@ -239,7 +239,8 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     let geo = geometry(&gg)
         .map_err(|why| diag!(Unsupported, "winograd_3x3 does not take this contraction: {why}").at_node(at))?;
     let (p, c, k) = geo.sizes();
-    if [16 * p * c, 16 * c * k, 16 * p * k].iter().any(|&n| n > i32::MAX as i64) {
+    let elements = |a: i64, b: i64| a.saturating_mul(b).saturating_mul(16);
+    if [elements(p, c), elements(c, k), elements(p, k)].iter().any(|&n| n > i32::MAX as i64) {
         return Err(diag!(Unsupported, "winograd_3x3: its transformed tensors exceed 2^31 elements").at_node(at));
     }
     let ab = gg.gemm.ab;
@@ -372,19 +373,8 @@ impl Simt {
         Expr::Var(var)
     }
 
-    /// `value`'s digits of `extents` (mixed radix, outermost first).
-    fn split(&mut self, body: &mut Vec<Stmt>, name: &str, value: Expr, extents: &[i64]) -> Vec<Expr> {
-        (0..extents.len())
-            .map(|j| {
-                let below: i64 = extents[j + 1..].iter().product();
-                let e = if j == 0 { value.clone() / below } else { value.clone() / below % extents[j] };
-                self.let_(body, &format!("{name}{j}"), e)
-            })
-            .collect()
-    }
-
-    /// The thread's point (`blockIdx.x · THREADS + threadIdx.x`) and the
-    /// body run where it is below `total`.
+    /// The thread's point, `blockIdx.x · THREADS + threadIdx.x`, as the
+    /// variable `idx`.
     fn point(&mut self, body: &mut Vec<Stmt>) -> Expr {
         let at = Expr::BlockIdx(GridDim::X) * THREADS + Expr::ThreadIdx(GridDim::X);
         self.let_(body, "idx", at)
@@ -509,9 +499,9 @@ fn input_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
     let idx = s.point(&mut body);
     let mut inner = Vec::new();
     let cl = s.let_(&mut inner, "cl", idx.clone() % c);
-    let cs = s.split(&mut inner, "c", cl.clone(), &geo.channel_extents());
+    let cs = s.k.split_digits(&mut inner, "c", cl.clone(), &geo.channel_extents());
     let pl = s.let_(&mut inner, "p", idx.clone() / c);
-    let ts = s.split(&mut inner, "t", pl.clone(), &geo.tile_extents());
+    let ts = s.k.split_digits(&mut inner, "t", pl.clone(), &geo.tile_extents());
     let d = s.regs("d", 16);
     let batch = &ts[..geo.im.batch.len()];
     for i in 0..4 {
@@ -548,8 +538,8 @@ fn weight_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
     let mut inner = Vec::new();
     let kl = s.let_(&mut inner, "kl", idx.clone() % k);
     let cl = s.let_(&mut inner, "cl", idx.clone() / k);
-    let ks = s.split(&mut inner, "k", kl.clone(), geo.im.digits(geo.w_axis()));
-    let cs = s.split(&mut inner, "c", cl.clone(), &geo.channel_extents());
+    let ks = s.k.split_digits(&mut inner, "k", kl.clone(), geo.im.digits(geo.w_axis()));
+    let cs = s.k.split_digits(&mut inner, "c", cl.clone(), &geo.channel_extents());
     let gr = s.regs("g", 9);
     for a in 0..3 {
         for b in 0..3 {
@@ -594,8 +584,8 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
     let mut inner = Vec::new();
     let kl = s.let_(&mut inner, "kl", idx.clone() % k);
     let pl = s.let_(&mut inner, "p", idx.clone() / k);
-    let ks = s.split(&mut inner, "k", kl.clone(), geo.im.digits(geo.w_axis()));
-    let ts = s.split(&mut inner, "t", pl.clone(), &geo.tile_extents());
+    let ks = s.k.split_digits(&mut inner, "k", kl.clone(), geo.im.digits(geo.w_axis()));
+    let ts = s.k.split_digits(&mut inner, "t", pl.clone(), &geo.tile_extents());
     let mr = s.regs("m", 16);
     for q in 0..16 {
         let offset = (Expr::c(q as i64) * p + pl.clone()) * k + kl.clone();

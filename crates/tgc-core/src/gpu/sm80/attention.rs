@@ -402,7 +402,8 @@ impl Builder {
         // bound every tile costs the same.
         let tiles = (a.m + BM - 1) / BM;
         let m0 = self.let_(&mut out, "m0", (Expr::c(tiles - 1) - Expr::BlockIdx(Dim::X)) * BM);
-        let batch = self.split_digits(&mut out, Expr::BlockIdx(Dim::Y));
+        let batch_extents = a.batch.clone();
+        let batch = self.k.split_digits(&mut out, "batch", Expr::BlockIdx(Dim::Y), &batch_extents);
         let ids = Ids { tid, lane, warp, g, t4, m0, batch };
         let kv_end = self.kv_end(&ids);
         let kv_end = self.let_(&mut out, "kv_end", kv_end);
@@ -767,18 +768,6 @@ impl Builder {
                 },
             ]
         });
-    }
-
-    /// The batch digits of `idx` (outermost first).
-    fn split_digits(&mut self, out: &mut Vec<Stmt>, idx: Expr) -> Vec<Expr> {
-        let extents = self.a.batch.clone();
-        (0..extents.len())
-            .map(|j| {
-                let below: i64 = extents[j + 1..].iter().product();
-                let e = if j == 0 { idx.clone() / below } else { idx.clone() / below % extents[j] };
-                self.let_(out, &format!("batch{j}"), e)
-            })
-            .collect()
     }
 
     /// The keys this CTA reads: `N`, or fewer where a −inf constant bias

@@ -194,8 +194,8 @@ impl Builder {
     fn bias_at(&mut self, body: &mut Vec<Stmt>, ids: &Ids, row: &Expr, col: &Expr) -> Expr {
         let Some(im) = self.gemm.implicit.clone() else { return col.clone() };
         let Some(bias) = &im.bias else { return col.clone() };
-        let md = if bias.uses(Axis::M) { self.split_digits(body, "bias_m", row.clone(), &im.m) } else { Vec::new() };
-        let nd = if bias.uses(Axis::N) { self.split_digits(body, "bias_n", col.clone(), &im.n) } else { Vec::new() };
+        let md = if bias.uses(Axis::M) { self.k.split_digits(body, "bias_m", row.clone(), &im.m) } else { Vec::new() };
+        let nd = if bias.uses(Axis::N) { self.k.split_digits(body, "bias_n", col.clone(), &im.n) } else { Vec::new() };
         Self::affine(bias, &[(Axis::Batch, &ids.batch), (Axis::M, &md), (Axis::N, &nd)])
     }
 

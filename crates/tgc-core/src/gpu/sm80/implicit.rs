@@ -159,27 +159,6 @@ impl Implicit {
 }
 
 impl Builder {
-    /// `idx`'s digits of extents `extents` (outermost first): `idx /
-    /// Π(later extents) % extent`, without the `%` on the outermost digit
-    /// and the `/` on the innermost.
-    pub(super) fn split_digits(&mut self, out: &mut Vec<Stmt>, name: &str, idx: Expr, extents: &[i64]) -> Vec<Expr> {
-        let n = extents.len();
-        (0..n)
-            .map(|j| {
-                let below: i64 = extents[j + 1..].iter().product();
-                let mut e = if below == 1 { idx.clone() } else { idx.clone() / below };
-                if j > 0 {
-                    e = e % extents[j];
-                }
-                if n == 1 {
-                    e
-                } else {
-                    self.let_(out, &format!("{name}{j}"), e)
-                }
-            })
-            .collect()
-    }
-
     /// `a` at digit values `digits` (only the axes `a` uses need be
     /// present).
     pub(super) fn affine(a: &Affine, digits: &[(Axis, &[Expr])]) -> Expr {
@@ -263,7 +242,7 @@ impl Builder {
                     (true, false) => (end - g.clone()).max(0).min(v),
                 };
                 let fixed_elems = self.let_(out, &format!("{tag}{i}_in"), elems);
-                let digits = self.split_digits(out, &format!("{tag}{i}_d"), g, &fixed_digits);
+                let digits = self.k.split_digits(out, &format!("{tag}{i}_d"), g, &fixed_digits);
                 let at = Self::affine(&offset_terms, &[(Axis::Batch, &ids.batch), (fixed, &digits)]);
                 let offset = self.let_(out, &format!("{tag}{i}_off"), at);
                 slots.push(Slot { row, col, fixed_elems, digits, offset });
@@ -293,7 +272,7 @@ impl Builder {
                 None => {
                     let k0 = if k_is_col { o.col0.clone() } else { o.row0.clone() };
                     let gk = self.let_(&mut out, &format!("{tag}{i}_k"), k0 + local_k);
-                    let kd = self.split_digits(&mut out, &format!("{tag}{i}_kd"), gk.clone(), &k_digits);
+                    let kd = self.k.split_digits(&mut out, &format!("{tag}{i}_kd"), gk.clone(), &k_digits);
                     if k_is_col && threads % per_row == 0 {
                         shared = Some((gk.clone(), kd.clone()));
                     }

@@ -408,7 +408,7 @@ impl Builder {
     /// offset of this batch point's `C`: none and 0 without batch.
     fn batch_ids(&mut self, out: &mut Vec<Stmt>) -> (Vec<Expr>, Expr) {
         let batch_extents = self.gemm.implicit.as_ref().map(|im| im.batch.clone()).unwrap_or_default();
-        let batch = self.split_digits(out, "batch", Expr::BlockIdx(Dim::Z), &batch_extents);
+        let batch = self.k.split_digits(out, "batch", Expr::BlockIdx(Dim::Z), &batch_extents);
         let c_batch = match &self.gemm.implicit {
             Some(im) if !batch.is_empty() => {
                 let at = Self::affine(&im.c_batch, &[(implicit::Axis::Batch, &batch)]);
@@ -609,8 +609,8 @@ impl Builder {
         let (valid, at) = match &o.implicit {
             None => (valid, g_row * o.ld.clone() + g_col),
             Some(t) => {
-                let rd = self.split_digits(&mut body, &format!("{tag}_r"), g_row, &t.rows.1);
-                let cd = self.split_digits(&mut body, &format!("{tag}_c"), g_col, &t.cols.1);
+                let rd = self.k.split_digits(&mut body, &format!("{tag}_r"), g_row, &t.rows.1);
+                let cd = self.k.split_digits(&mut body, &format!("{tag}_c"), g_col, &t.cols.1);
                 let digits = [(Axis::Batch, &ids.batch[..]), (t.rows.0, &rd[..]), (t.cols.0, &cd[..])];
                 let inside =
                     t.access.guards.iter().fold(Expr::c(1), |acc, g| acc.and(Expr::c(-1).lt(Self::affine(g, &digits))));
