@@ -375,20 +375,7 @@ fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
     use super::ir::Stmt;
     let g = load(&Case { m: 64, n: 64, d: 64, ..BASE }.source());
     let (mut prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
-    fn unfence(body: &mut Vec<Stmt>) {
-        body.retain(|s| !matches!(s, Stmt::FenceProxyAsync));
-        for s in body {
-            match s {
-                Stmt::For { body, .. } => unfence(body),
-                Stmt::If { then, otherwise, .. } => {
-                    unfence(then);
-                    unfence(otherwise);
-                }
-                _ => {}
-            }
-        }
-    }
-    unfence(&mut prog.launches[0].kernel.body);
+    super::tests::remove(&mut prog.launches[0].kernel.body, &|s| matches!(s, Stmt::FenceProxyAsync));
     let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
     let e = emulate(&prog, &[], &inputs).expect_err("the unfenced kernel ran");
     assert!(e.message.contains("fence.proxy.async") || e.message.contains("proxy"), "{e}");

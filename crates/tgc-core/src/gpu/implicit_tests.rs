@@ -446,21 +446,8 @@ fn a_pooled_epilogue_missing_a_shuffle_gives_wrong_maxima() {
     use super::ir::Stmt;
     let g = load(&conv_pool_source(2, 8, 10, 10, 16, true, "f16"));
     let mut p = lower_program_for(&g, Some(&SM80)).unwrap();
-    fn drop_mask8(body: &mut Vec<Stmt>) {
-        body.retain(|s| !matches!(s, Stmt::ShflBfly { lane_mask: 8, .. }));
-        for s in body {
-            match s {
-                Stmt::For { body, .. } => drop_mask8(body),
-                Stmt::If { then, otherwise, .. } => {
-                    drop_mask8(then);
-                    drop_mask8(otherwise);
-                }
-                _ => {}
-            }
-        }
-    }
     let before = format!("{}", p.launches[0].kernel);
-    drop_mask8(&mut p.launches[0].kernel.body);
+    super::tests::remove(&mut p.launches[0].kernel.body, &|s| matches!(s, Stmt::ShflBfly { lane_mask: 8, .. }));
     assert_ne!(before, format!("{}", p.launches[0].kernel), "no mask-8 shuffle to drop");
     let ts: Vec<crate::interp::Tensor> = g
         .inputs()

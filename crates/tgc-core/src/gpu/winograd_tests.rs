@@ -247,21 +247,14 @@ fn an_unguarded_input_transform_is_caught() {
     use super::ir::{ScalarExpr, Stmt};
     let g = load(&W3.source());
     let mut p = winograd::lower(&g, &SM80, &Analytic).unwrap().program;
-    fn unguard(body: &mut [Stmt]) {
-        for s in body {
-            match s {
-                Stmt::If { then, .. } => unguard(then),
-                Stmt::Compute { value: ScalarExpr::Cast { x, .. }, .. } => {
-                    if let ScalarExpr::Select { then, .. } = &**x {
-                        let load = (**then).clone();
-                        **x = load;
-                    }
-                }
-                _ => {}
+    super::tests::edit(&mut p.launches[0].kernel.body, &mut |s| {
+        if let Stmt::Compute { value: ScalarExpr::Cast { x, .. }, .. } = s {
+            if let ScalarExpr::Select { then, .. } = &**x {
+                let load = (**then).clone();
+                **x = load;
             }
         }
-    }
-    unguard(&mut p.launches[0].kernel.body);
+    });
     let data: Vec<Vec<f64>> = inputs(&g).iter().map(|t| t.data.clone()).collect();
     let e = emulate(&p, &[], &data).expect_err("the unguarded reads ran");
     assert!(e.message.contains("out of bounds") || e.message.contains("outside"), "{e}");
