@@ -38,9 +38,11 @@
 //! `mma.sync`) for the frontend's `attention(q, k, v, causal=…)` against
 //! `torch.nn.functional.scaled_dot_product_attention` with the flash
 //! backend, in TFLOP/s (4·B·H·S²·D per run: the two products; half of it
-//! when causal, as FlashAttention counts), and in a last column tgc's
-//! kernel with the two-pass softmax (`streaming_softmax_2pass`) pinned in
-//! place of the model's choice, in the same units. A graph the fused template does
+//! when causal, as FlashAttention counts), then tgc's kernel with the
+//! two-pass softmax (`streaming_softmax_2pass`) pinned in place of the
+//! model's choice, and on a 9.x device (where the tgc column is the
+//! template's wgmma branch for head dims 64 and 128) the sm80 kernel
+//! (`mma.sync`), in the same units. A graph the fused template does
 //! not take is reported, not run (its SIMT kernels would hold the score
 //! matrix in global memory).
 //!
@@ -342,9 +344,18 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
 /// The [`ATTENTION`] rows whose name contains `only`; whether a tgc case
 /// failed.
 fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
+    // On a 9.x device the tgc column is the template's wgmma branch; its
+    // sm80 kernel (mma.sync) is measured beside it.
+    let sm80_too = gpu::device_target(gpu.sm()).name != plans::target::SM80.name;
     println!(
-        "{:<6} {:<28} {:>10} {:>10} {:>8} {:>12}",
-        "dtype", "B×H×S×D", "tgc TF/s", "torch TF/s", "ratio", "2-pass TF/s"
+        "{:<6} {:<28} {:>10} {:>10} {:>8} {:>12}{}",
+        "dtype",
+        "B×H×S×D",
+        "tgc TF/s",
+        "torch TF/s",
+        "ratio",
+        "2-pass TF/s",
+        if sm80_too { format!(" {:>10}", "sm80 TF/s") } else { String::new() }
     );
     let mut failed = false;
     let (b, h) = (4usize, 16usize);
@@ -382,7 +393,22 @@ fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
                 "failed".to_string()
             }
         };
-        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8} {two_pass:>12}", "f16");
+        let mut sm80 = String::new();
+        if sm80_too {
+            let g = pipeline::load(&text, Format::Dsl, None).map_err(|d| d.to_string());
+            let key = format!("{:x}sm80", fxhash(&text));
+            let secs =
+                g.and_then(|l| tgc_seconds_on(gpu, &l.graph, &key, iters, &cost::Analytic, &plans::target::SM80));
+            sm80 = match secs {
+                Ok(secs) => format!(" {:>10.2}", flops / secs / 1e12),
+                Err(e) => {
+                    eprintln!("attention {case} (sm80): {e}");
+                    failed = true;
+                    format!(" {:>10}", "failed")
+                }
+            };
+        }
+        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8} {two_pass:>12}{sm80}", "f16");
     }
     failed
 }
