@@ -65,8 +65,8 @@ pub enum Command {
         /// Pin an algorithm of the GPU templates (`--backend cuda`;
         /// repeatable): `conv=implicit_gemm|winograd_3x3`,
         /// `attention=online_softmax|streaming_softmax_2pass`. A template of
-        /// another algorithm for that key is not taken; where the pinned
-        /// one cannot take a graph, the graph runs as it would otherwise.
+        /// another algorithm for that key is not taken; a graph (or region)
+        /// the pinned one cannot take runs as SIMT kernels, with a note.
         #[arg(long = "algo", value_name = "KEY=VALUE")]
         algos: Vec<String>,
     },

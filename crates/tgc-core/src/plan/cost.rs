@@ -415,7 +415,8 @@ impl Estimator for Tagged<'_> {
 /// conv=winograd_3x3`): a plan whose `algo_choice` for a pinned key is
 /// another value is not costed (an error naming the pin), so a template of
 /// another algorithm refuses the graph and the pinned one is taken where
-/// it can be; plans without that key are costed by `inner`.
+/// it can be (where it cannot, no template takes the graph); plans without
+/// that key are costed by `inner`.
 pub struct PinnedAlgorithms<'e> {
     /// `(key, value)` pairs, each checked by [`parse_pin`].
     pub pins: Vec<(String, String)>,
