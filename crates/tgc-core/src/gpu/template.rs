@@ -489,6 +489,17 @@ pub fn pooled_regions(
 ) -> Vec<FusedRegion> {
     let consumers = g.consumers();
     let root_of = |k: &Kernel| k.nodes.first().copied();
+    // The stored values each kernel's region reads, computed once.
+    let read_by: Vec<Vec<NodeId>> = p
+        .kernels
+        .iter()
+        .map(|k| {
+            let Some(root) = root_of(k) else { return Vec::new() };
+            let inside = ancestors(g, root, &|s| stored.contains_key(&s));
+            let read = |s: &NodeId| !inside[s.index()] && consumers[s.index()].iter().any(|c| inside[c.index()]);
+            stored.keys().copied().filter(read).collect()
+        })
+        .collect();
     let mut out: Vec<FusedRegion> = Vec::new();
     for (i1, k1) in p.kernels.iter().enumerate() {
         let Some(r1) = root_of(k1) else { continue };
@@ -498,14 +509,7 @@ pub fn pooled_regions(
             continue;
         }
         // The one kernel that reads r1.
-        let readers: Vec<usize> = (0..p.kernels.len())
-            .filter(|&k| {
-                root_of(&p.kernels[k]).is_some_and(|root| {
-                    let inside = ancestors(g, root, &|s| stored.contains_key(&s));
-                    consumers[r1.index()].iter().any(|c| inside[c.index()])
-                })
-            })
-            .collect();
+        let readers: Vec<usize> = (0..p.kernels.len()).filter(|&k| read_by[k].contains(&r1)).collect();
         let [i2] = readers[..] else { continue };
         let Some(r2) = root_of(&p.kernels[i2]) else { continue };
         if i2 <= i1 || p.rows.iter().any(|r| r.kernels.contains(&i2)) {
