@@ -32,15 +32,7 @@ fn cpu_matches_interp_with(
         dims.iter().map(|d| d.1.to_string()).collect::<Vec<_>>().join("x"),
         cpu_args.join("_").replace(['=', '-'], "")
     ));
-    let mut args: Vec<String> = Vec::new();
-    for (k, (name, dtype, shape)) in inputs.iter().enumerate() {
-        let n = shape.iter().product();
-        let t = HostTensor::from_f64(*dtype, shape, &sample_values(k as u64 + 1, n)).unwrap();
-        let file = dir.join(format!("{name}.npy"));
-        npy::write_npy(&file, &t).unwrap();
-        args.push("--input".into());
-        args.push(format!("{name}={}", file.display()));
-    }
+    let mut args = write_inputs(&dir, inputs);
     for (s, v) in dims {
         args.push("--dim".into());
         args.push(format!("{s}={v}"));
@@ -78,6 +70,22 @@ fn cpu_matches_interp_with(
     }
     assert!(compared > 0, "no outputs were written");
     gpu_matches_interp(graph, &dir, &args, &outs[1]);
+}
+
+/// Sample tensors for `inputs` (`sample_values` seeded 1, 2, … in order)
+/// written to `dir` as `.npy`; the `--input NAME=FILE` arguments that read
+/// them.
+fn write_inputs(dir: &Path, inputs: &[(&str, DType, Vec<usize>)]) -> Vec<String> {
+    let mut args = Vec::new();
+    for (k, (name, dtype, shape)) in inputs.iter().enumerate() {
+        let n = shape.iter().product();
+        let t = HostTensor::from_f64(*dtype, shape, &sample_values(k as u64 + 1, n)).unwrap();
+        let file = dir.join(format!("{name}.npy"));
+        npy::write_npy(&file, &t).unwrap();
+        args.push("--input".into());
+        args.push(format!("{name}={}", file.display()));
+    }
+    args
 }
 
 /// The GPU tier (`DESIGN.md`): `--backend cuda` on the same inputs,
@@ -317,14 +325,7 @@ fn a_pinned_algorithm_is_what_compile_and_run_use() {
     let dir = temp("winograd-run");
     let ins =
         [("x", DType::F16, vec![2, 12, 10, 32]), ("w", DType::F16, vec![48, 3, 3, 32]), ("b", DType::F16, vec![48])];
-    let mut args: Vec<String> = Vec::new();
-    for (k, (name, dtype, shape)) in ins.iter().enumerate() {
-        let n = shape.iter().product();
-        let t = HostTensor::from_f64(*dtype, shape, &sample_values(k as u64 + 1, n)).unwrap();
-        let file = dir.join(format!("{name}.npy"));
-        npy::write_npy(&file, &t).unwrap();
-        args.extend(["--input".to_string(), format!("{name}={}", file.display())]);
-    }
+    let mut args = write_inputs(&dir, &ins);
     let want = dir.join("interp");
     let mut a = vec!["run", path, "--backend", "interp", "--output-dir", want.to_str().unwrap()];
     a.extend(args.iter().map(String::as_str));

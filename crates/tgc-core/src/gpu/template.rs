@@ -456,17 +456,8 @@ pub fn attention_regions(
             if escapes || taken || g.outputs.iter().any(|o| inside[o.node.index()] && o.node != root) {
                 continue;
             }
-            let name = format!("{}_{}", g.name, k2.name);
-            let Some(Ok((sub, reads))) = subgraph(g, p, stored, root, &inside, &name) else { continue };
-            if pattern_of(&sub) != Some(GraphPattern::Attention) {
-                continue;
-            }
-            let Some(Ok(prog)) = lower(&sub, target, estimator) else { continue };
-            let Some(launch) = prog.launches.into_iter().next() else { continue };
-            let region = g.ids().filter(|id| inside[id.index()]).collect();
-            let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(k2.out);
-            let Ok(launch) = rebind(launch, &to_parent, region) else { continue };
-            out.push(FusedRegion { launch, kernels, name: k2.name.clone(), graph: sub });
+            let fused = Fusion { root, inside: &inside, last: k2, kernels, pattern: GraphPattern::Attention };
+            out.extend(fused.lower(g, p, stored, target, estimator));
         }
     }
     out
@@ -519,19 +510,50 @@ pub fn pooled_regions(
         if consumers[r1.index()].iter().any(|c| !inside[c.index()]) {
             continue;
         }
-        let name = format!("{}_{}", g.name, p.kernels[i2].name);
-        let Some(Ok((sub, reads))) = subgraph(g, p, stored, r2, &inside, &name) else { continue };
-        if pattern_of(&sub) != Some(GraphPattern::Contraction) {
-            continue;
-        }
-        let Some(Ok(prog)) = lower(&sub, target, estimator) else { continue };
-        let [launch] = &prog.launches[..] else { continue };
-        let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(p.kernels[i2].out);
-        let region = g.ids().filter(|id| inside[id.index()]).collect();
-        let Ok(launch) = rebind(launch.clone(), &to_parent, region) else { continue };
-        out.push(FusedRegion { launch, kernels: vec![i1, i2], name: p.kernels[i2].name.clone(), graph: sub });
+        let last = &p.kernels[i2];
+        let fused =
+            Fusion { root: r2, inside: &inside, last, kernels: vec![i1, i2], pattern: GraphPattern::Contraction };
+        out.extend(fused.lower(g, p, stored, target, estimator));
     }
     out
+}
+
+/// Region kernels of a larger graph to fuse: the nodes `inside` (a mask
+/// over the graph, the root `root`), which replace `kernels` and write
+/// the output of `last`, the last of them.
+struct Fusion<'a> {
+    root: NodeId,
+    inside: &'a [bool],
+    last: &'a Kernel,
+    kernels: Vec<usize>,
+    pattern: GraphPattern,
+}
+
+impl Fusion<'_> {
+    /// The nodes as a graph of their own ([`subgraph`]) lowered to one
+    /// launch of a template of `pattern` and bound to `p`'s buffers; `None`
+    /// where the graph has another pattern or no template takes it as one
+    /// launch.
+    fn lower(
+        self,
+        g: &Graph,
+        p: &Program,
+        stored: &BTreeMap<NodeId, BufId>,
+        target: &Target,
+        estimator: &dyn Estimator,
+    ) -> Option<FusedRegion> {
+        let name = format!("{}_{}", g.name, self.last.name);
+        let (sub, reads) = subgraph(g, p, stored, self.root, self.inside, &name)?.ok()?;
+        if pattern_of(&sub) != Some(self.pattern) {
+            return None;
+        }
+        let prog = lower(&sub, target, estimator)?.ok()?;
+        let [launch] = <[Launch; 1]>::try_from(prog.launches).ok()?;
+        let to_parent = |b: BufId| reads.get(b.0 as usize).copied().unwrap_or(self.last.out);
+        let region = g.ids().filter(|id| self.inside[id.index()]).collect();
+        let launch = rebind(launch, &to_parent, region).ok()?;
+        Some(FusedRegion { launch, kernels: self.kernels, name: self.last.name.clone(), graph: sub })
+    }
 }
 
 /// The fused launches of `p`'s regions: its attentions

@@ -50,8 +50,8 @@
 //! algorithm is a choice of the plan and not the default.
 //!
 //! **Choice.** [`lower`]'s estimate is the estimator's time for the
-//! batched GEMM's plan (the plans tagged `algo_choice conv winograd_3x3`,
-//! [`tagged`], as the estimator sees them), plus each transform's reads and writes at the
+//! batched GEMM's plan (the plans tagged `algo_choice conv winograd_3x3`
+//! as the estimator sees them, `plan::cost::Tagged`), plus each transform's reads and writes at the
 //! target's DRAM bandwidth (`M` counted again at f32 beyond the GEMM
 //! model's output bytes), plus [`LAUNCH_GAP_S`] for each launch beyond
 //! the first — an analytic estimate, not a measurement;
@@ -62,8 +62,8 @@ use crate::cpu::loop_ir::{BufId, Buffer, Role};
 use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::Pattern;
-use crate::plan::cost::{algorithm, with_algorithm, Estimate, Estimator, Limit, Tagged, LAUNCH_GAP_S};
-use crate::plan::{Plan, Target};
+use crate::plan::cost::{with_algorithm, Estimate, Estimator, Limit, Tagged, LAUNCH_GAP_S};
+use crate::plan::Target;
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
 use crate::DType;
@@ -72,7 +72,7 @@ use super::ir::{BinOp, Dim as GridDim, EpilogueOp};
 use super::ir::{Expr, GlobalRef, Kernel, ParamId, ParamKind, RegId, RegKind, RegRef, ScalarExpr, Stmt, VarId};
 use super::lower::{match_gemm, ConvWindow, GemmGraph, Operand};
 use super::simt::{Form, GpuProgram, Launch, LaunchArg};
-use super::sm80::{Access, Affine, Axis, Digit, Implicit};
+use super::sm80::{Access, Axis, Implicit};
 use super::template::Lowered;
 
 /// `Bᵀ` of F(2×2, 3×3): row `ξ` of the input transform.
@@ -279,7 +279,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     }
     gemm_launch.region = Vec::new();
     gemm_launch.outs = vec![m_buf];
-    gemm_launch.plan = gemm_launch.plan.as_ref().map(tagged);
+    gemm_launch.plan = gemm_launch.plan.as_ref().map(|p| with_algorithm(p, "conv", ALGO));
 
     let launches = vec![
         transform_launch(input_transform(&geo, ab, &g.name), &[x_buf, v_buf], v_buf),
@@ -308,16 +308,6 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     };
     let program = GpuProgram { name: g.name.clone(), symbols: Vec::new(), checks: Vec::new(), buffers, launches };
     Ok(Lowered { program, estimate })
-}
-
-/// `plan` as Winograd's: with `algo_choice conv winograd_3x3`.
-pub fn tagged(plan: &Plan) -> Plan {
-    with_algorithm(plan, "conv", ALGO)
-}
-
-/// The plan's `algo_choice conv` value, if it has one.
-pub fn conv_algorithm(plan: &Plan) -> Option<&str> {
-    algorithm(plan, "conv")
 }
 
 /// `M[16, P, K] = V[16, P, C] · U[16, C, K]` as a graph: operands of
@@ -462,22 +452,20 @@ fn sandwich<const N: usize>(s: &mut Simt, body: &mut Vec<Stmt>, name: &str, l: &
     y
 }
 
-/// `0 ≤ a` for every guard, as one condition (`1` for none).
-fn guarded(guards: &[Affine], digits: &[(Axis, &[Expr])]) -> Expr {
-    guards.iter().fold(Expr::c(1), |acc, g| {
-        let ok = Expr::bin(BinOp::Le, Expr::c(0), affine(g, digits));
-        if acc == Expr::c(1) {
-            ok
-        } else {
-            Expr::bin(BinOp::LAnd, acc, ok)
+/// Element `digits` of operand `param` read through `access`: zero where
+/// a guard fails (padding), widened to f32.
+fn load_f32(param: ParamId, access: &Access, digits: &[(Axis, &[Expr])], dtype: DType) -> ScalarExpr {
+    let load = ScalarExpr::Load { src: GlobalRef { param, offset: access.offset.at(digits) }, dtype };
+    let value = if access.guards.is_empty() {
+        load
+    } else {
+        ScalarExpr::Select {
+            cond: access.inside(digits),
+            then: Box::new(load),
+            otherwise: Box::new(ScalarExpr::Const { value: 0.0, dtype }),
         }
-    })
-}
-
-/// `a` at the digit values `digits` (an absent digit is 0).
-fn affine(a: &Affine, digits: &[(Axis, &[Expr])]) -> Expr {
-    let value = |d: Digit| digits.iter().find(|x| x.0 == d.axis).and_then(|x| x.1.get(d.index)).cloned();
-    Expr::linear(a.terms.iter().filter_map(|&(d, c)| value(d).map(|v| (c, v))), a.constant)
+    };
+    ScalarExpr::Cast { to: DType::F32, x: Box::new(value) }
 }
 
 /// `Σ v_j · Π_{l > j} e_l`: the row-major index of digit values `vs` of
@@ -509,18 +497,8 @@ fn input_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
             let own = geo.x_digits(&ts, [0, 0]);
             let ks = geo.k_digits(&cs, [i, j]);
             let digits = [(Axis::Batch, batch), (geo.x_axis(), &own[..]), (Axis::K, &ks[..])];
-            let access = geo.x_access();
-            let load =
-                ScalarExpr::Load { src: GlobalRef { param: x, offset: affine(&access.offset, &digits) }, dtype: ab };
-            let value = ScalarExpr::Select {
-                cond: guarded(&access.guards, &digits),
-                then: Box::new(load),
-                otherwise: Box::new(ScalarExpr::Const { value: 0.0, dtype: ab }),
-            };
-            inner.push(Stmt::Compute {
-                dst: reg(d, (4 * i + j) as usize),
-                value: ScalarExpr::Cast { to: DType::F32, x: Box::new(value) },
-            });
+            let value = load_f32(x, geo.x_access(), &digits, ab);
+            inner.push(Stmt::Compute { dst: reg(d, (4 * i + j) as usize), value });
         }
     }
     let vr = sandwich(&mut s, &mut inner, "v", &BT, d);
@@ -545,14 +523,8 @@ fn weight_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
         for b in 0..3 {
             let kd = geo.k_digits(&cs, [a, b]);
             let digits = [(geo.w_axis(), &ks[..]), (Axis::K, &kd[..])];
-            let load = ScalarExpr::Load {
-                src: GlobalRef { param: w, offset: affine(&geo.w_access().offset, &digits) },
-                dtype: ab,
-            };
-            inner.push(Stmt::Compute {
-                dst: reg(gr, (3 * a + b) as usize),
-                value: ScalarExpr::Cast { to: DType::F32, x: Box::new(load) },
-            });
+            let value = load_f32(w, geo.w_access(), &digits, ab);
+            inner.push(Stmt::Compute { dst: reg(gr, (3 * a + b) as usize), value });
         }
     }
     let ur = sandwich(&mut s, &mut inner, "u", &G, gr);
@@ -604,7 +576,7 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
             let own = geo.x_digits(&ts, [a as i64, b as i64]);
             let (md, nd) = if geo.x_is_a { (&own, &ks) } else { (&ks, &own) };
             let digits = [(Axis::Batch, batch), (Axis::M, &md[..]), (Axis::N, &nd[..])];
-            let c_at = affine(&geo.im.c_batch, &digits) + mixed_radix(md, &m_ext) * ldc + mixed_radix(nd, &n_ext);
+            let c_at = geo.im.c_batch.at(&digits) + mixed_radix(md, &m_ext) * ldc + mixed_radix(nd, &n_ext);
             let c_at = s.let_(&mut inner, &format!("c{q}"), c_at);
             let mut inside = Expr::c(1);
             for (w, extent) in
@@ -621,7 +593,7 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
             for &name in &names {
                 ops.push(match name {
                     "bias" => {
-                        let at = geo.im.bias.as_ref().map_or(Expr::c(0), |bias| affine(bias, &digits));
+                        let at = geo.im.bias.as_ref().map_or(Expr::c(0), |bias| bias.at(&digits));
                         let param = bias.ok_or_else(|| diag!(Internal, "a bias epilogue without its input"))?;
                         EpilogueOp::Bias { param, at }
                     }

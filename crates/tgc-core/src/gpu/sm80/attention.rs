@@ -432,14 +432,15 @@ impl Builder {
         out.extend(self.landed(first_blocks.len() as u32));
         // Q's A fragments: matrix l/8 is rows +8·((l/8)%2), columns +8·(l/16)
         // (sm90's wgmma reads Q from shared memory).
-        let q_steps = if self.arch == Arch::Sm80 { a.d / 16 } else { 0 };
-        self.for_unrolled(&mut out, "qk", q_steps, |_, kk| {
-            let row = ids.warp.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
-            let col = kk.clone() * 16 + ids.lane.clone() / 16 * 8;
-            let src = SmemRef { offset: row * (a.d * es) + col * es, ..rg.qs.clone() };
-            let dst = (0..4).map(|j| reg(qf, kk.clone() * 4 + j)).collect();
-            vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
-        });
+        if self.arch == Arch::Sm80 {
+            self.for_unrolled(&mut out, "qk", a.d / 16, |_, kk| {
+                let row = ids.warp.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
+                let col = kk.clone() * 16 + ids.lane.clone() / 16 * 8;
+                let src = SmemRef { offset: row * (a.d * es) + col * es, ..rg.qs.clone() };
+                let dst = (0..4).map(|j| reg(qf, kk.clone() * 4 + j)).collect();
+                vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
+            });
+        }
         self.for_unrolled(&mut out, "oi", n_o, |_, i| vec![Stmt::MovF32 { dst: reg(o, i), value: 0.0 }]);
         self.for_unrolled(&mut out, "h", 2, |_, h| {
             vec![
@@ -673,28 +674,30 @@ impl Builder {
         let s = rg.s;
         self.for_unrolled(out, "si", rg.n_s, |_, i| vec![Stmt::MovF32 { dst: reg(s, i), value: 0.0 }]);
         let k_stage = BN * a.d * es;
-        if self.arch == Arch::Sm90 {
-            // Q (64 rows: warp w's 16 are its rows of S) and K_j, both
-            // K-major, by `wgmma` k16 step by step.
-            out.push(Stmt::WgmmaFence);
-            for kk in 0..a.d / 16 {
-                let q = k_major(&rg.qs, Expr::c(0), kk, BM);
-                let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
-                out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d: reg(s, Expr::c(0)), a: q, b: k, trans_b: false });
+        match self.arch {
+            Arch::Sm80 => self.for_unrolled(out, "sk", a.d / 16, |b, kk| {
+                let mut step = Vec::new();
+                b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
+                    let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
+                    let kcol = kk.clone() * 16 + ids.lane.clone() / 8 % 2 * 8;
+                    let src =
+                        SmemRef { offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es, ..rg.ks.clone() };
+                    ldmatrix_mma_pair(a.ab, src, false, rg.kf, s, &nj, rg.qf, kk.clone() * 4)
+                });
+                step
+            }),
+            Arch::Sm90 => {
+                // Q (64 rows: warp w's 16 are its rows of S) and K_j, both
+                // K-major, by `wgmma` k16 step by step.
+                out.push(Stmt::WgmmaFence);
+                for kk in 0..a.d / 16 {
+                    let q = k_major(&rg.qs, Expr::c(0), kk, BM);
+                    let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
+                    out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d: reg(s, Expr::c(0)), a: q, b: k, trans_b: false });
+                }
+                out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
             }
-            out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
         }
-        let sm80_steps = if self.arch == Arch::Sm80 { a.d / 16 } else { 0 };
-        self.for_unrolled(out, "sk", sm80_steps, |b, kk| {
-            let mut step = Vec::new();
-            b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
-                let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
-                let kcol = kk.clone() * 16 + ids.lane.clone() / 8 % 2 * 8;
-                let src = SmemRef { offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es, ..rg.ks.clone() };
-                ldmatrix_mma_pair(a.ab, src, false, rg.kf, s, &nj, rg.qf, kk.clone() * 4)
-            });
-            step
-        });
         // The scores, masked past M × N and by the guarded biases; a block
         // whose every score is inside and has every guard holding takes a
         // copy without the selects (most blocks: the masks cost the

@@ -196,7 +196,7 @@ impl Builder {
         let Some(bias) = &im.bias else { return col.clone() };
         let md = if bias.uses(Axis::M) { self.k.split_digits(body, "bias_m", row.clone(), &im.m) } else { Vec::new() };
         let nd = if bias.uses(Axis::N) { self.k.split_digits(body, "bias_n", col.clone(), &im.n) } else { Vec::new() };
-        Self::affine(bias, &[(Axis::Batch, &ids.batch), (Axis::M, &md), (Axis::N, &nd)])
+        bias.at(&[(Axis::Batch, &ids.batch), (Axis::M, &md), (Axis::N, &nd)])
     }
 
     /// The element offset of `(row, col)` in `C` (and in the residual and

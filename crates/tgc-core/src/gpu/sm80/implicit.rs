@@ -41,6 +41,13 @@ pub struct Affine {
 }
 
 impl Affine {
+    /// The value at digit values `digits` (only the axes it uses need be
+    /// present; a digit absent from `digits` adds nothing).
+    pub fn at(&self, digits: &[(Axis, &[Expr])]) -> Expr {
+        let value = |d: Digit| digits.iter().find(|x| x.0 == d.axis).and_then(|x| x.1.get(d.index)).cloned();
+        Expr::linear(self.terms.iter().filter_map(|&(d, c)| value(d).map(|v| (c, v))), self.constant)
+    }
+
     /// The coefficient of `d` (0 when absent).
     pub fn coeff(&self, d: Digit) -> i64 {
         self.terms.iter().filter(|t| t.0 == d).map(|t| t.1).sum()
@@ -58,6 +65,14 @@ impl Affine {
 pub struct Access {
     pub offset: Affine,
     pub guards: Vec<Affine>,
+}
+
+impl Access {
+    /// Whether every guard holds at digit values `digits` (the element is
+    /// not padding), as a truth value.
+    pub fn inside(&self, digits: &[(Axis, &[Expr])]) -> Expr {
+        self.guards.iter().fold(Expr::c(1), |acc, g| acc.and(Expr::c(-1).lt(g.at(digits))))
+    }
 }
 
 /// The implicit GEMM's axes and accesses. `M`, `N`, `K` of the kernel are
@@ -158,16 +173,7 @@ impl Implicit {
     }
 }
 
-impl Builder {
-    /// `a` at digit values `digits` (only the axes `a` uses need be
-    /// present).
-    pub(super) fn affine(a: &Affine, digits: &[(Axis, &[Expr])]) -> Expr {
-        let terms = a.terms.iter().filter_map(|&(d, c)| {
-            digits.iter().find(|x| x.0 == d.axis).and_then(|x| x.1.get(d.index)).map(|v| (c, v.clone()))
-        });
-        Expr::linear(terms, a.constant)
-    }
-}
+impl Builder {}
 
 /// One copy slot of an operand tile (copy `i` of each thread), its values
 /// that do not change along `K`, computed once before the k loop: the
@@ -243,7 +249,7 @@ impl Builder {
                 };
                 let fixed_elems = self.let_(out, &format!("{tag}{i}_in"), elems);
                 let digits = self.k.split_digits(out, &format!("{tag}{i}_d"), g, &fixed_digits);
-                let at = Self::affine(&offset_terms, &[(Axis::Batch, &ids.batch), (fixed, &digits)]);
+                let at = offset_terms.at(&[(Axis::Batch, &ids.batch), (fixed, &digits)]);
                 let offset = self.let_(out, &format!("{tag}{i}_off"), at);
                 slots.push(Slot { row, col, fixed_elems, digits, offset });
             }
@@ -287,15 +293,14 @@ impl Builder {
                 (true, false) => gk.lt(k_end).select(v, 0),
             };
             let digits = [(Axis::Batch, &ids.batch[..]), (fixed, &slot.digits[..]), (Axis::K, &kd[..])];
-            let inside =
-                t.access.guards.iter().fold(Expr::c(1), |acc, g| acc.and(Expr::c(-1).lt(Self::affine(g, &digits))));
+            let inside = t.access.inside(&digits);
             let k_terms = Affine {
                 terms: t.access.offset.terms.iter().filter(|x| x.0.axis == Axis::K).copied().collect(),
                 constant: 0,
             };
             let valid = inside.select(slot.fixed_elems.clone().min(k_elems), 0);
             let src_bytes = self.let_(&mut out, &format!("{tag}{i}_bytes"), valid * es);
-            let at = slot.offset.clone() + Self::affine(&k_terms, &digits);
+            let at = slot.offset.clone() + k_terms.at(&digits);
             let offset = Expr::c(0).lt(src_bytes.clone()).select(at, 0);
             let dst = o.smem_at(stage.clone(), slot.row.clone(), slot.col.clone(), es);
             let src = GlobalRef { param: o.param, offset };

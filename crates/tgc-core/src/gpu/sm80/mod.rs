@@ -411,7 +411,7 @@ impl Builder {
         let batch = self.k.split_digits(out, "batch", Expr::BlockIdx(Dim::Z), &batch_extents);
         let c_batch = match &self.gemm.implicit {
             Some(im) if !batch.is_empty() => {
-                let at = Self::affine(&im.c_batch, &[(implicit::Axis::Batch, &batch)]);
+                let at = im.c_batch.at(&[(implicit::Axis::Batch, &batch)]);
                 self.let_(out, "c_batch", at)
             }
             _ => Expr::c(0),
@@ -612,9 +612,7 @@ impl Builder {
                 let rd = self.k.split_digits(&mut body, &format!("{tag}_r"), g_row, &t.rows.1);
                 let cd = self.k.split_digits(&mut body, &format!("{tag}_c"), g_col, &t.cols.1);
                 let digits = [(Axis::Batch, &ids.batch[..]), (t.rows.0, &rd[..]), (t.cols.0, &cd[..])];
-                let inside =
-                    t.access.guards.iter().fold(Expr::c(1), |acc, g| acc.and(Expr::c(-1).lt(Self::affine(g, &digits))));
-                (inside.select(valid, 0), Self::affine(&t.access.offset, &digits))
+                (t.access.inside(&digits).select(valid, 0), t.access.offset.at(&digits))
             }
         };
         let src_bytes = self.let_(&mut body, &format!("{tag}_bytes"), valid * es);
