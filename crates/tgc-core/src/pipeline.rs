@@ -389,14 +389,10 @@ fn conv_algorithms(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost:
     }
     let winograd = best.map(|i| &tried[i]).filter(|(t, _)| t.algo_choice == crate::gpu::winograd::ALGO);
     if let Some((_, Ok(l))) = winograd {
-        for launch in &l.program.launches {
-            if let Some(p) = &launch.plan {
-                out.push_str(&format!(
-                    "{}'s batched GEMM (16 GEMMs over the 4×4 tile positions), plan:\n",
-                    crate::gpu::winograd::ALGO
-                ));
-                out.push_str(&plan::print_dsl(p));
-            }
+        if let Some(p) = l.program.launches.iter().find_map(|launch| launch.plan.as_ref()) {
+            let algo = crate::gpu::winograd::ALGO;
+            out.push_str(&format!("{algo}'s batched GEMM (16 GEMMs over the 4×4 tile positions), plan:\n"));
+            out.push_str(&plan::print_dsl(p));
         }
         out.push_str("the implicit GEMM's plans, not chosen:\n");
     }
