@@ -685,7 +685,7 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
         println!("{name} (* the sm80 choice)");
         println!(
             "  {:<28} {:>9} {:>9} {:>5} {:>9} {:>5}",
-            "plan (tile warp stages vec)", "sm80 TF", "device TF", "rank", "meas TF", "rank"
+            "plan (tile warp st vec ws)", "sm80 TF", "device TF", "rank", "meas TF", "rank"
         );
         for (j, (i, plan, model, on_device, measured)) in rows.iter().enumerate() {
             let mark = if choice.best == Some(*i) { '*' } else { ' ' };
@@ -722,7 +722,7 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
     }
 }
 
-/// `tile warp_tile stages vec` of a plan ([`plans::plan_shape`]), space-separated.
+/// `tile warp_tile stages vec ws` of a plan ([`plans::plan_shape`]), space-separated.
 fn plan_name(p: &Plan) -> String {
     plans::plan_shape(p).join(" ")
 }

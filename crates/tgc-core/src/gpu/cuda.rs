@@ -652,6 +652,17 @@ impl<'k> Printer<'k> {
                 }
             }
             Stmt::Barrier => writeln!(out, "{tag}__syncthreads(); // bar.sync 0").unwrap(),
+            Stmt::BarrierNamed { id: bar, threads } => {
+                writeln!(out, "{tag}asm volatile(\"bar.sync {bar}, {threads};\\n\" ::: \"memory\");").unwrap()
+            }
+            Stmt::WarpSpecialize { producer_threads, producer, consumer } => {
+                writeln!(out, "{tag}if (threadIdx.x < {producer_threads}u) {{ // warp-specialised: producer role")
+                    .unwrap();
+                self.body(out, producer, depth + 1)?;
+                writeln!(out, "{pad}}} else {{ // consumer role").unwrap();
+                self.body(out, consumer, depth + 1)?;
+                writeln!(out, "{pad}}}").unwrap();
+            }
             Stmt::CpAsync { dst, src, bytes, src_bytes } => {
                 let cache = match bytes {
                     16 => "cg",
@@ -893,7 +904,9 @@ impl<'k> Printer<'k> {
             | Stmt::WgmmaFence
             | Stmt::Wgmma { .. }
             | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. } => self.sm90_stmt(out, s, id, &tag)?,
+            | Stmt::WgmmaWait { .. }
+            | Stmt::MbarrierArrive { .. }
+            | Stmt::SetMaxNReg { .. } => self.sm90_stmt(out, s, id, &tag)?,
         }
         Ok(())
     }

@@ -9,6 +9,8 @@
 //! | `FenceMbarrierInit` | `fence.mbarrier_init.release.cluster;` ("membar/fence") |
 //! | `MbarrierArriveExpectTx` | `mbarrier.arrive.expect_tx.shared::cta.b64 _, [b], bytes;` |
 //! | `MbarrierWait` | `tgc_mbar_wait(b, parity)`: `mbarrier.try_wait.parity` in a loop |
+//! | `MbarrierArrive` | `mbarrier.arrive.shared::cta.b64 _, [b];` |
+//! | `SetMaxNReg` | `setmaxnreg.{inc\|dec}.sync.aligned.u32 regs;` ("Miscellaneous Instructions: setmaxnreg", sm_90a) |
 //! | `TmaLoad` | `tgc_tma_load_2d(dst, &map, b, c0, c1)`: `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes` ("Data Movement and Conversion Instructions: cp.async.bulk.tensor") |
 //! | `FenceProxyAsync` | `fence.proxy.async.shared::cta;` ("membar/fence") |
 //! | `WgmmaFence` / `WgmmaCommit` / `WgmmaWait` | `wgmma.fence.sync.aligned;` / `wgmma.commit_group.sync.aligned;` / `wgmma.wait_group.sync.aligned N;` |
@@ -110,6 +112,19 @@ impl Printer<'_> {
                 self.expr_u32(parity, id)?
             )
             .unwrap(),
+            Stmt::MbarrierArrive { bar } => writeln!(
+                out,
+                "{tag}asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\\n\" :: \"r\"({}) : \"memory\");",
+                self.smem_raw_addr(bar, id)?
+            )
+            .unwrap(),
+            Stmt::SetMaxNReg { inc, regs } => {
+                if regs % 8 != 0 || !(24..=256).contains(regs) {
+                    return Err(self.err(id, Fault::BadValue, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256")));
+                }
+                let op = if *inc { "inc" } else { "dec" };
+                writeln!(out, "{tag}asm volatile(\"setmaxnreg.{op}.sync.aligned.u32 {regs};\\n\");").unwrap()
+            }
             Stmt::TmaLoad { dst, map, coords, bar } => {
                 if !matches!(self.k.params.get(map.0 as usize).map(|p| p.kind), Some(ParamKind::TensorMap(_))) {
                     return Err(self.err(id, Fault::BadId, format!("parameter {} is not a tensor map", map.0)));

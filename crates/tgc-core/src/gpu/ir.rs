@@ -20,8 +20,11 @@
 //! of the MMA template adds tensor-map parameters
 //! ([`ParamKind::TensorMap`]), `TmaLoad`, the mbarrier statements
 //! (`MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`,
-//! `MbarrierWait`), `FenceProxyAsync`, and `Wgmma` with its
-//! `WgmmaFence`/`WgmmaCommit`/`WgmmaWait`.
+//! `MbarrierWait`, `MbarrierArrive`), `FenceProxyAsync`, `Wgmma` with its
+//! `WgmmaFence`/`WgmmaCommit`/`WgmmaWait`, and for warp specialisation
+//! `WarpSpecialize` (a producer and a consumer role, each whole
+//! warpgroups, running concurrently), `SetMaxNReg` and the named barrier
+//! `BarrierNamed` of one role's threads.
 //!
 //! Invariants ([`super::verify`] checks them and reports each violation with
 //! the statement's id):
@@ -61,6 +64,13 @@
 //!    in whole warpgroups (invariant 3's rule, `.sync.aligned`); a TMA
 //!    box is written, and a descriptor reads, with its buffer's swizzle
 //!    (invariant 5).
+//! 8. Warp specialisation: a `WarpSpecialize` is not nested in another or
+//!    under thread-dependent control, and its roles are whole warpgroups;
+//!    inside a role a barrier is the role's `BarrierNamed` (a `Barrier`
+//!    would wait for the other role's threads), and the roles meet only
+//!    through mbarriers; `SetMaxNReg` is a warpgroup collective whose
+//!    count is a multiple of 8 in 24..=256, and the roles' budgets fit the
+//!    SM's 64K registers (PTX ISA "setmaxnreg").
 //!
 //! Units: global offsets ([`GlobalRef::offset`]) are in elements of the
 //! pointer's dtype; shared offsets ([`SmemRef::offset`]) are in bytes from
@@ -720,6 +730,21 @@ pub enum Stmt {
     If { cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt> },
     /// `bar.sync 0`: every thread of the CTA.
     Barrier,
+    /// `bar.sync id, threads` (PTX ISA "bar.sync"): the named barrier `id`
+    /// (1..=15; 0 is [`Stmt::Barrier`]'s) of `threads` threads (a multiple
+    /// of 32): one role's threads of a [`Stmt::WarpSpecialize`].
+    BarrierNamed { id: u32, threads: u32 },
+    /// Warp specialisation (CUTLASS's producer/consumer kernels): the
+    /// threads below `producer_threads` (whole warpgroups) run `producer`,
+    /// the others `consumer`, concurrently; the roles share data through
+    /// shared memory ordered by mbarriers only. Printed as `if
+    /// (threadIdx.x < producer_threads) { producer } else { consumer }`.
+    WarpSpecialize { producer_threads: u32, producer: Vec<Stmt>, consumer: Vec<Stmt> },
+    /// `setmaxnreg.{inc|dec}.sync.aligned.u32 regs` (PTX ISA
+    /// "setmaxnreg", sm_90a): the executing warpgroup's registers per
+    /// thread become `regs` (a multiple of 8 in 24..=256), released to or
+    /// taken from the CTA's pool.
+    SetMaxNReg { inc: bool, regs: u32 },
     /// `cp.async.{cg|ca}.shared.global [dst], [src], bytes, src_bytes` (PTX
     /// ISA "cp.async"): copies `src_bytes` (0..=`bytes`) bytes and
     /// zero-fills the rest; `bytes` ∈ {4, 8, 16}, both addresses aligned to
@@ -841,6 +866,10 @@ pub enum Stmt {
     /// phase of parity `parity` (0 or 1) has completed. Phase `p`'s data
     /// (the copies that complete it) are visible to the thread after it.
     MbarrierWait { bar: SmemRef, parity: Expr },
+    /// `mbarrier.arrive.shared::cta.b64 _, [bar]`: each executing thread
+    /// arrives once on the current phase (a consumer releasing a ring
+    /// stage to the producer).
+    MbarrierArrive { bar: SmemRef },
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
     /// [dst], [map, {coords}], [bar]` (PTX ISA "cp.async.bulk.tensor"): each
     /// executing thread copies the box of tensor-map parameter `map` whose
@@ -889,6 +918,9 @@ impl Stmt {
             | Stmt::FenceMbarrierInit
             | Stmt::MbarrierArriveExpectTx { .. }
             | Stmt::MbarrierWait { .. }
+            | Stmt::MbarrierArrive { .. }
+            | Stmt::SetMaxNReg { .. }
+            | Stmt::WarpSpecialize { .. }
             | Stmt::TmaLoad { .. }
             | Stmt::FenceProxyAsync
             | Stmt::WgmmaFence
@@ -907,6 +939,9 @@ impl Stmt {
             Stmt::For { .. } => "for".into(),
             Stmt::If { .. } => "if".into(),
             Stmt::Barrier => "bar.sync".into(),
+            Stmt::BarrierNamed { id, threads } => format!("bar.sync {id}, {threads}"),
+            Stmt::WarpSpecialize { .. } => "warp_specialize".into(),
+            Stmt::SetMaxNReg { inc, regs } => format!("setmaxnreg.{} {regs}", if *inc { "inc" } else { "dec" }),
             Stmt::CpAsync { .. } => "cp.async".into(),
             Stmt::CommitGroup => "cp.async.commit_group".into(),
             Stmt::WaitGroup { pending } => format!("cp.async.wait_group {pending}"),
@@ -937,6 +972,7 @@ impl Stmt {
             Stmt::FenceMbarrierInit => "fence.mbarrier_init".into(),
             Stmt::MbarrierArriveExpectTx { .. } => "mbarrier.arrive.expect_tx".into(),
             Stmt::MbarrierWait { .. } => "mbarrier.try_wait.parity".into(),
+            Stmt::MbarrierArrive { .. } => "mbarrier.arrive".into(),
             Stmt::TmaLoad { .. } => "cp.async.bulk.tensor.2d".into(),
             Stmt::FenceProxyAsync => "fence.proxy.async".into(),
             Stmt::WgmmaFence => "wgmma.fence".into(),
@@ -950,7 +986,37 @@ impl Stmt {
     /// (`wgmma.*`): all 128 threads of each warpgroup that reaches it
     /// execute it together.
     pub fn is_warpgroup_collective(&self) -> bool {
-        matches!(self, Stmt::WgmmaFence | Stmt::Wgmma { .. } | Stmt::WgmmaCommit | Stmt::WgmmaWait { .. })
+        matches!(
+            self,
+            Stmt::WgmmaFence
+                | Stmt::Wgmma { .. }
+                | Stmt::WgmmaCommit
+                | Stmt::WgmmaWait { .. }
+                | Stmt::SetMaxNReg { .. }
+        )
+    }
+
+    /// The statement lists nested in this one, in pre-order: a `For`'s
+    /// body, an `If`'s `then` and `otherwise`, a `WarpSpecialize`'s
+    /// producer and consumer; empty slices for the others.
+    pub fn children(&self) -> [&[Stmt]; 2] {
+        match self {
+            Stmt::For { body, .. } => [body, &[]],
+            Stmt::If { then, otherwise, .. } => [then, otherwise],
+            Stmt::WarpSpecialize { producer, consumer, .. } => [producer, consumer],
+            _ => [&[], &[]],
+        }
+    }
+
+    /// The nested statement lists as [`Stmt::children`] lists them (only
+    /// those that exist), to edit.
+    pub fn children_mut(&mut self) -> Vec<&mut Vec<Stmt>> {
+        match self {
+            Stmt::For { body, .. } => vec![body],
+            Stmt::If { then, otherwise, .. } => vec![then, otherwise],
+            Stmt::WarpSpecialize { producer, consumer, .. } => vec![producer, consumer],
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -1115,13 +1181,8 @@ fn walk(body: &[Stmt], next: &mut u32, f: &mut impl FnMut(u32, &Stmt)) {
     for s in body {
         f(*next, s);
         *next += 1;
-        match s {
-            Stmt::For { body, .. } => walk(body, next, f),
-            Stmt::If { then, otherwise, .. } => {
-                walk(then, next, f);
-                walk(otherwise, next, f);
-            }
-            _ => {}
+        for body in s.children() {
+            walk(body, next, f);
         }
     }
 }

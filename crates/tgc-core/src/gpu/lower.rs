@@ -826,7 +826,9 @@ pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
 /// ([`plan::cost::choose_with`]; a convolution's plans carry `algo_choice
 /// conv implicit_gemm`, also as the estimator sees them); for an implicit GEMM, the plans whose
 /// registers with [`IMPLICIT_ADDRESS_REGS`] exceed the target's limit are
-/// rejected.
+/// rejected, and `warp_specialize` plans where the operands cannot be
+/// copied by TMA ([`super::sm80::uses_tma`]: the specialised form's
+/// producer issues TMA copies only).
 ///
 /// Errors: those of [`plan::cost::choose_with`].
 pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
@@ -841,6 +843,13 @@ pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> 
     } else {
         plan::cost::choose_with(estimator, &graph.problem, target)?
     };
+    if !super::sm80::uses_tma(&graph.gemm) {
+        choice.reject(|p| {
+            p.warp_specialize.as_ref().map(|_| {
+                "warp_specialize needs TMA copies: operand rows of a multiple of 16 bytes and no implicit GEMM".into()
+            })
+        });
+    }
     if graph.gemm.implicit.is_some() {
         choice.reject(|p| {
             let regs = plan::resources::of(p, graph.problem.dtype, target)?.regs_per_thread;

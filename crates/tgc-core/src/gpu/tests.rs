@@ -259,13 +259,8 @@ fn nk_layout_f32_output_silu_gelu_residual() {
 pub(super) fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
     body.retain(|s| !drop(s));
     for s in body.iter_mut() {
-        match s {
-            Stmt::For { body, .. } => remove(body, drop),
-            Stmt::If { then, otherwise, .. } => {
-                remove(then, drop);
-                remove(otherwise, drop);
-            }
-            _ => {}
+        for body in s.children_mut() {
+            remove(body, drop);
         }
     }
 }
@@ -274,13 +269,8 @@ pub(super) fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
 pub(super) fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
     for s in body.iter_mut() {
         f(s);
-        match s {
-            Stmt::For { body, .. } => edit(body, f),
-            Stmt::If { then, otherwise, .. } => {
-                edit(then, f);
-                edit(otherwise, f);
-            }
-            _ => {}
+        for body in s.children_mut() {
+            edit(body, f);
         }
     }
 }

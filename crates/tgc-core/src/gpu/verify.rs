@@ -68,6 +68,8 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         tma_written: BTreeSet::new(),
         wgmma_in_flight: false,
         fenced: false,
+        role: None,
+        concurrent: BTreeSet::new(),
     };
     k.walk(&mut |_, s| {
         if let Stmt::TmaLoad { dst, .. } = s {
@@ -124,6 +126,12 @@ struct Verifier<'k> {
     /// On every path to here a `wgmma.fence` follows the last access of an
     /// accumulator by another instruction.
     fenced: bool,
+    /// Inside a role of a `WarpSpecialize`: the role's threads.
+    role: Option<u32>,
+    /// The shared buffers the other role writes (by copies) while this one
+    /// runs: a loop here that waits on an mbarrier may read new data in
+    /// each iteration.
+    concurrent: BTreeSet<u32>,
 }
 
 /// `e` with the variables of `env`, when it reads nothing else and
@@ -201,14 +209,18 @@ fn buffers(body: &[Stmt], reads: bool, out: &mut BTreeSet<u32>) {
                 out.insert(a.start.buf.0);
                 out.insert(b.start.buf.0);
             }
-            Stmt::For { body, .. } => buffers(body, reads, out),
-            Stmt::If { then, otherwise, .. } => {
-                buffers(then, reads, out);
-                buffers(otherwise, reads, out);
+            _ => {
+                for body in s.children() {
+                    buffers(body, reads, out);
+                }
             }
-            _ => {}
         }
     }
+}
+
+/// Whether `s` or a statement nested in it is one `pick` selects.
+fn contains(s: &Stmt, pick: &impl Fn(&Stmt) -> bool) -> bool {
+    pick(s) || s.children().iter().any(|body| body.iter().any(|x| contains(x, pick)))
 }
 
 impl Verifier<'_> {
@@ -381,9 +393,15 @@ impl Verifier<'_> {
                 format!("{} needs {} but the kernel is for {}", st.head(), st.min_arch().name(), self.k.arch.name());
             self.err(Fault::Arch, s, msg);
         }
-        let collective =
-            matches!(st, Stmt::Barrier | Stmt::AtomicArrive { .. } | Stmt::LdMatrix { .. } | Stmt::MmaSync { .. })
-                || st.is_warpgroup_collective();
+        let collective = matches!(
+            st,
+            Stmt::Barrier
+                | Stmt::BarrierNamed { .. }
+                | Stmt::WarpSpecialize { .. }
+                | Stmt::AtomicArrive { .. }
+                | Stmt::LdMatrix { .. }
+                | Stmt::MmaSync { .. }
+        ) || st.is_warpgroup_collective();
         if collective && divergent {
             self.err(Fault::Divergence, s, format!("{} under control flow that depends on the thread", st.head()));
         }
@@ -411,7 +429,11 @@ impl Verifier<'_> {
                 self.define(*var, s, thread);
                 // A loop that both copies into a buffer and reads it reads
                 // new data in each iteration.
-                let (mut written, mut read) = (BTreeSet::new(), BTreeSet::new());
+                // So does a loop that moves through mbarrier phases while
+                // the other role of a warp-specialised kernel copies.
+                let waits = body.iter().any(|x| contains(x, &|y| matches!(y, Stmt::MbarrierWait { .. })));
+                let mut written = if waits { self.concurrent.clone() } else { BTreeSet::new() };
+                let mut read = BTreeSet::new();
                 buffers(body, false, &mut written);
                 buffers(body, true, &mut read);
                 let targets: Vec<u32> = written.intersection(&read).copied().collect();
@@ -463,7 +485,35 @@ impl Verifier<'_> {
                     *x = (*x).min(o);
                 }
             }
-            Stmt::Barrier => {
+            Stmt::WarpSpecialize { producer_threads, producer, consumer } => {
+                self.specialize(s, *producer_threads, [producer, consumer], scope, sync)
+            }
+            Stmt::SetMaxNReg { regs, .. } => {
+                if regs % 8 != 0 || !(24..=256).contains(regs) {
+                    self.err(Fault::BadValue, s, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256"));
+                }
+            }
+            Stmt::MbarrierArrive { bar } => self.smem(bar, scope, s),
+            Stmt::Barrier | Stmt::BarrierNamed { .. } => {
+                let cta = self.k.threads() as u32;
+                match (st, self.role) {
+                    (Stmt::Barrier, Some(_)) => self.err(
+                        Fault::Divergence,
+                        s,
+                        "bar.sync 0 inside a warp-specialised role waits for the other role's threads".into(),
+                    ),
+                    (Stmt::BarrierNamed { id, threads }, role) => {
+                        if !(1..16).contains(id) {
+                            self.err(Fault::BadValue, s, format!("named barrier {id}: ids are 1 to 15"));
+                        }
+                        let want = role.unwrap_or(cta);
+                        if *threads != want {
+                            let msg = format!("bar.sync {id}, {threads} where {want} threads run");
+                            self.err(Fault::Divergence, s, msg);
+                        }
+                    }
+                    _ => {}
+                }
                 for x in sync.iter_mut() {
                     if *x == Sync::Waited {
                         *x = Sync::Synced;
@@ -727,6 +777,79 @@ impl Verifier<'_> {
                 self.wgmma_in_flight = true;
             }
         }
+    }
+
+    /// Invariant 8 for the `WarpSpecialize` statement `s`: whole-warpgroup
+    /// roles of a one-dimensional block, not nested, their `setmaxnreg`
+    /// budgets within the SM's 64K registers; each role checked as a body
+    /// of its own threads (the split is uniform in each warpgroup, so the
+    /// role's collectives are not divergent), with the buffers the other
+    /// role copies into changing under it.
+    fn specialize(
+        &mut self,
+        s: u32,
+        producer_threads: u32,
+        roles: [&[Stmt]; 2],
+        scope: &mut Vec<VarId>,
+        sync: &mut [Sync],
+    ) {
+        let cta = self.k.threads() as u32;
+        if self.role.is_some() {
+            self.err(Fault::Divergence, s, "warp_specialize inside a role".into());
+        }
+        if self.k.block[1] != 1
+            || self.k.block[2] != 1
+            || producer_threads == 0
+            || producer_threads % 128 != 0
+            || producer_threads >= cta
+            || cta % 128 != 0
+        {
+            let msg = format!(
+                "roles of whole warpgroups of a one-dimensional block: a producer of {producer_threads} threads in a block of {:?}",
+                self.k.block
+            );
+            self.err(Fault::BadValue, s, msg);
+        }
+        let threads = [producer_threads, cta.saturating_sub(producer_threads)];
+        let budget: Option<u32> = roles
+            .iter()
+            .zip(threads)
+            .map(|(body, n)| {
+                body.iter().rev().find_map(|x| match x {
+                    Stmt::SetMaxNReg { regs, .. } => Some(regs * n),
+                    _ => None,
+                })
+            })
+            .sum();
+        if let Some(total) = budget.filter(|&t| t > 65536) {
+            let msg = format!("the roles' setmaxnreg budgets take {total} registers, more than an SM's 65536");
+            self.err(Fault::BadValue, s, msg);
+        }
+        let written: [BTreeSet<u32>; 2] = roles.map(|body| {
+            let mut w = BTreeSet::new();
+            buffers(body, false, &mut w);
+            w
+        });
+        let (in_flight, fenced) = (self.wgmma_in_flight, self.fenced);
+        let (mut flight_any, mut fenced_all) = (false, true);
+        let entry = sync.to_vec();
+        let mut meet = sync.to_vec();
+        for (i, body) in roles.into_iter().enumerate() {
+            let mut state = entry.clone();
+            self.role = Some(threads[i]);
+            self.concurrent = written[1 - i].clone();
+            (self.wgmma_in_flight, self.fenced) = (in_flight, fenced);
+            self.body(body, scope, false, &mut state);
+            flight_any |= self.wgmma_in_flight;
+            fenced_all &= self.fenced;
+            for (m, x) in meet.iter_mut().zip(state) {
+                *m = (*m).min(x);
+            }
+        }
+        self.role = None;
+        self.concurrent.clear();
+        (self.wgmma_in_flight, self.fenced) = (flight_any, fenced_all);
+        sync.copy_from_slice(&meet);
     }
 
     /// Whether `e` may differ between the lanes of one warp: it reads a

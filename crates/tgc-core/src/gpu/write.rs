@@ -200,6 +200,17 @@ impl Kernel {
                     }
                 }
                 Stmt::Barrier => writeln!(f, "bar.sync 0")?,
+                Stmt::BarrierNamed { id, threads } => writeln!(f, "bar.sync {id}, {threads}")?,
+                Stmt::WarpSpecialize { producer_threads, producer, consumer } => {
+                    writeln!(f, "warp_specialize producer=threads 0..{producer_threads}")?;
+                    self.write_body(f, producer, depth + 1, next)?;
+                    writeln!(f, "{pad}consumer")?;
+                    self.write_body(f, consumer, depth + 1, next)?;
+                }
+                Stmt::SetMaxNReg { inc, regs } => {
+                    writeln!(f, "setmaxnreg.{}.sync.aligned.u32 {regs}", if *inc { "inc" } else { "dec" })?
+                }
+                Stmt::MbarrierArrive { bar } => writeln!(f, "mbarrier.arrive {}", self.smem_text(bar))?,
                 Stmt::MbarrierInit { bar, count } => writeln!(f, "mbarrier.init {}, {count}", self.smem_text(bar))?,
                 Stmt::FenceMbarrierInit => writeln!(f, "fence.mbarrier_init.release.cluster")?,
                 Stmt::MbarrierArriveExpectTx { bar, bytes } => {

@@ -45,6 +45,12 @@
 //!     `bias` once. This is the L2 reuse that tile rasterisation relies on
 //!     (CUTLASS's threadblock swizzle; Triton's matmul tutorial, "L2 cache
 //!     optimizations").
+//! - On a target whose template issues `wgmma`, a plan without
+//!   `warp_specialize` has its tensor term raised by
+//!   [`UNSPECIALIZED_WGMMA_LOSS`]: its computing warps also issue the
+//!   copies and meet at a `bar.sync` every k-tile, which the specialised
+//!   form leaves to a producer warpgroup (an estimate from measurements,
+//!   see there).
 //! - `time = Σ waves max(terms)`; the reported [`Limit`] is the term that
 //!   decided the most time.
 //! - Ties go to the wider vector (§4.2 counts narrowing it as a loss), then
@@ -91,6 +97,16 @@ use super::{Plan, Problem, Target};
 /// picks reached 97% and 96% of the best measured plan on average); 8 is
 /// kept.
 pub const TENSOR_WARPS_PER_SM: u64 = 8;
+
+/// The fraction of tensor time a `wgmma` kernel without warp
+/// specialisation loses to issuing its own copies and to a `bar.sync` per
+/// k-tile: 5%, an estimate read off `docs/sm90.md`'s H200 measurements of
+/// the hand-written kernel at 4096³ and 8192³, where the midpoints of the
+/// specialised form's ranges are 3–8% above the non-specialised one's.
+/// Where the tensor term does not decide (the smaller shapes of that table,
+/// where the two measured level), the two forms tie and the earlier,
+/// non-specialised candidate wins.
+pub const UNSPECIALIZED_WGMMA_LOSS: f64 = 0.05;
 
 /// The time a kernel launched right after another in the same stream
 /// adds beyond its own run: about 1 µs (NVIDIA Technical Blog, "Getting
@@ -234,13 +250,15 @@ impl Analytic {
         }
         let slots = target.sm_count * res.ctas_per_sm;
         let waves = tiles.div_ceil(slots);
+        let wgmma = target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma");
+        let issue_loss = if wgmma && plan.warp_specialize.is_none() { 1.0 + UNSPECIALIZED_WGMMA_LOSS } else { 1.0 };
 
         // One wave of `count` tiles starting at tile index `start`: its
         // five terms.
         let wave = |start: u64, count: u64, first: bool| -> [f64; 5] {
             let cw = count.div_ceil(target.sm_count) as f64;
             let warps = cw * res.warps_per_cta as f64;
-            let compute = cw * flops / (tensor_rate * (warps / TENSOR_WARPS_PER_SM as f64).min(1.0));
+            let compute = cw * flops / (tensor_rate * (warps / TENSOR_WARPS_PER_SM as f64).min(1.0)) * issue_loss;
             let smem = cw * smem_bytes / smem_rate;
             let l2 = cw * fill / l2_rate;
             // The wave's CTAs stream their fills side by side.

@@ -178,7 +178,7 @@ fn describe(t: &Tok) -> String {
 }
 
 /// Statement keywords: §12.6's, then the extensions.
-const KEYWORDS: [&str; 16] = [
+const KEYWORDS: [&str; 17] = [
     "split",
     "reorder",
     "fuse",
@@ -195,6 +195,7 @@ const KEYWORDS: [&str; 16] = [
     "warp_tile",
     "layout_hint",
     "local_edge",
+    "warp_specialize",
 ];
 
 /// Parses Schedule DSL text into a [`Plan`].
@@ -306,6 +307,7 @@ fn statement(plan: &mut Plan, kw: &str, s: &mut Stmt) -> DResult<()> {
                 .map_err(|e| e.or_at(w.span))?;
             once(&mut plan.warp_tile, t, s, kw)?;
         }
+        "warp_specialize" => once(&mut plan.warp_specialize, (), s, kw)?,
         "layout_hint" => {
             let key = s.checked("a hint name", is_ident, "an identifier")?.value;
             let v = s.checked("a hint value", is_hint_word, "`[A-Za-z0-9_]+`")?.value;
@@ -375,7 +377,7 @@ pub(crate) fn parse_warp_tile(s: &str) -> Option<[u64; 2]> {
 /// Prints `plan` as canonical DSL text: one statement a line, each ending in
 /// `;`, in the order `arch`, `tile`, `warp_tile`, loop steps (in their
 /// order), `bind`, `pipeline`, `cache_read`, `vectorize`, `predicate_tail`,
-/// `epilogue`, `algo_choice`, `layout_hint`, `local_edge`.
+/// `epilogue`, `algo_choice`, `layout_hint`, `local_edge`, `warp_specialize`.
 pub fn print_dsl(plan: &Plan) -> String {
     let mut lines: Vec<String> = Vec::new();
     if let Some(a) = &plan.arch {
@@ -429,6 +431,9 @@ pub fn print_dsl(plan: &Plan) -> String {
     for e in &plan.local_edges {
         let d = e.value.depth.map_or(String::new(), |d| format!(" depth={d}"));
         lines.push(format!("local_edge {} {} {}{d}", e.value.from, e.value.to, e.value.buffer.as_str()));
+    }
+    if plan.warp_specialize.is_some() {
+        lines.push("warp_specialize".into());
     }
     lines.iter().map(|l| format!("{l};\n")).collect()
 }

@@ -321,6 +321,11 @@ impl Reader<'_> {
                             .push(Spanned { value: LocalEdge { from, to, buffer, depth }, span: self.at(&q) });
                     }
                 }
+                "warp_specialize" => {
+                    if self.boolean(v, &p)? {
+                        plan.warp_specialize = Some(Spanned { value: (), span: self.at(&p) });
+                    }
+                }
                 _ => unreachable!("`object` admits only KEYS"),
             }
         }
@@ -381,8 +386,9 @@ impl Reader<'_> {
     }
 }
 
-/// The top-level keys: §12.5's, then `loops` and `pipeline_axis`.
-const KEYS: [&str; 14] = [
+/// The top-level keys: §12.5's, then `loops`, `pipeline_axis` and
+/// `warp_specialize`.
+const KEYS: [&str; 15] = [
     "tile",
     "stages",
     "bind",
@@ -397,6 +403,7 @@ const KEYS: [&str; 14] = [
     "local_edges",
     "loops",
     "pipeline_axis",
+    "warp_specialize",
 ];
 
 /// `/cache/0/at` → `cache[0].at`, for messages.
@@ -506,6 +513,9 @@ pub fn to_json(plan: &Plan) -> String {
             })
             .collect();
         m.insert("local_edges".into(), Value::Array(e));
+    }
+    if plan.warp_specialize.is_some() {
+        m.insert("warp_specialize".into(), json!(true));
     }
     if !plan.loops.is_empty() {
         let l: Vec<Value> = plan

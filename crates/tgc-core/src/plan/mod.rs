@@ -14,7 +14,9 @@
 //!   the statements of §12.6, plus statements for the §12.5 fields the
 //!   minimal grammar leaves out: `arch sm80`, `tile BM BN BK`,
 //!   `warp_tile 64x64`, `layout_hint KEY VALUE`,
-//!   `local_edge FROM TO BUFFER [depth=N]`; and `pipeline` may omit its axis
+//!   `local_edge FROM TO BUFFER [depth=N]`, and `warp_specialize` (the
+//!   sm90 template's producer/consumer form, JSON `"warp_specialize":
+//!   true`); and `pipeline` may omit its axis
 //!   (a JSON plan with `stages` and no `pipeline_axis`).
 //!
 //! Invariants (what both readers guarantee; [`validate`] checks the rest):
@@ -22,8 +24,8 @@
 //! 1. Axis names match `[a-z.]+` (§12.6 `axis`), algorithm values
 //!    `[a-z0-9_]+` (§12.6 `value`), tensor and hint names are identifiers;
 //!    so every plan prints to DSL text that parses back.
-//! 2. `arch`, `tile`, `warp_tile`, `pipeline` and `vectorize` appear at most
-//!    once (JSON has one key for each).
+//! 2. `arch`, `tile`, `warp_tile`, `pipeline`, `vectorize` and
+//!    `warp_specialize` appear at most once (JSON has one key for each).
 //! 3. Loop steps keep their order (a `fuse` may use an axis a `split` made).
 //! 4. Every element read from text carries its span; spans take no part in
 //!    equality, so a plan read from DSL equals the same plan read from JSON.
@@ -122,6 +124,11 @@ pub struct Plan {
     pub algo_choice: Vec<Spanned<AlgoChoice>>,
     pub layout_hints: Vec<Spanned<LayoutHint>>,
     pub local_edges: Vec<Spanned<LocalEdge>>,
+    /// `warp_specialize` (an extension of §12.6; JSON `"warp_specialize":
+    /// true`): one producer warpgroup issues the operand copies and the
+    /// block's other warpgroups compute (CUTLASS 3's producer/consumer
+    /// kernels; the sm90 template, with TMA copies).
+    pub warp_specialize: Option<Spanned<()>>,
 }
 
 /// A loop transformation (§12.6 `split`, `reorder`, `fuse`, `unroll`).

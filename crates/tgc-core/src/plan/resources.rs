@@ -15,6 +15,27 @@ use super::{LoopStep, Plan, Target};
 /// hardware number.
 pub const BASE_REGS: u64 = 32;
 
+/// Threads of a warp-specialised CTA's producer role (`warp_specialize`):
+/// one warpgroup issuing the TMA copies.
+pub const PRODUCER_THREADS: u64 = 128;
+
+/// Registers per thread `setmaxnreg` leaves the producer warpgroup: 40, as
+/// CUTLASS 3's warp-specialised kernels and `docs/sm90.md`'s hand-written
+/// kernel (measured on an H200) give it; it only issues copies.
+pub const PRODUCER_REGS: u64 = 40;
+
+/// Registers per thread of a warp-specialised CTA's roles as the template
+/// sets them with `setmaxnreg`: `[producer, consumer]`, the producer's
+/// [`PRODUCER_REGS`] and the consumers' share of the rest of the SM's
+/// register file, rounded down to a multiple of 8 and at most 256 (PTX ISA
+/// "setmaxnreg": counts 24 to 256 in steps of 8). One CTA per SM: it takes
+/// the whole register file. 232 for two consumer warpgroups on a 64K-register SM.
+pub fn specialized_regs(consumer_threads: u64, target: &Target) -> [u64; 2] {
+    let rest = target.regs_per_sm.saturating_sub(PRODUCER_THREADS * PRODUCER_REGS);
+    let share = (rest.checked_div(consumer_threads).unwrap_or(0) / 8 * 8).min(256);
+    [PRODUCER_REGS, share]
+}
+
 /// What limits the CTAs per SM ([`ctas_per_sm`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CtaLimit {
@@ -46,8 +67,10 @@ pub struct Resources {
     pub smem_per_cta: u64,
     /// Estimated 32-bit registers per thread ([`regs_per_thread`]).
     pub regs_per_thread: u64,
-    /// Warps per CTA ([`warps_per_cta`]).
+    /// Warps per CTA that compute ([`warps_per_cta`]).
     pub warps_per_cta: u64,
+    /// Threads per CTA: the computing warps' and, with `warp_specialize`,
+    /// the producer's [`PRODUCER_THREADS`].
     pub threads_per_cta: u64,
     /// CTAs resident on one SM (0: the CTA does not fit).
     pub ctas_per_sm: u64,
@@ -163,12 +186,21 @@ pub fn of(plan: &Plan, dtype: DType, target: &Target) -> Option<Resources> {
     let smem_per_cta = smem_per_cta(tile, stages(plan), dtype);
     let regs_per_thread = regs_per_thread(warp_tile, dtype, target);
     let warps_per_cta = warps_per_cta(tile, warp_tile, dtype, target);
-    let (ctas_per_sm, cta_limit) = ctas_per_sm(target, smem_per_cta, regs_per_thread, warps_per_cta);
+    let mut threads_per_cta = warps_per_cta * target.warp_size;
+    let (ctas_per_sm, cta_limit) = if plan.warp_specialize.is_some() {
+        // The producer warpgroup joins the CTA, whose roles share the whole
+        // register file (`specialized_regs`).
+        threads_per_cta += PRODUCER_THREADS;
+        let warps = threads_per_cta / target.warp_size;
+        ctas_per_sm(target, smem_per_cta, target.regs_per_sm / threads_per_cta, warps)
+    } else {
+        ctas_per_sm(target, smem_per_cta, regs_per_thread, warps_per_cta)
+    };
     Some(Resources {
         smem_per_cta,
         regs_per_thread,
         warps_per_cta,
-        threads_per_cta: warps_per_cta * target.warp_size,
+        threads_per_cta,
         ctas_per_sm,
         cta_limit,
         occupancy: occupancy(target, ctas_per_sm, warps_per_cta),

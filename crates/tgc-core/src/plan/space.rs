@@ -76,6 +76,7 @@ pub fn gemm_plan(target: &Target, tile: [u64; 3], warp_tile: [u64; 2], stages: u
             hint("C_stride", HintValue::Word("row".into())),
         ],
         local_edges: Vec::new(),
+        warp_specialize: None,
     }
 }
 
@@ -89,10 +90,16 @@ pub fn check(plan: &Plan, target: &Target, problem: &Problem) -> Vec<String> {
     match resources::of(plan, problem.dtype, target) {
         None => why.push("the plan has no block tile or no warp_tile".into()),
         Some(r) => {
-            if r.regs_per_thread > target.regs_per_thread_max {
+            let (most, whose) = if plan.warp_specialize.is_some() {
+                let consumers = r.threads_per_cta - resources::PRODUCER_THREADS;
+                (resources::specialized_regs(consumers, target)[1], "the consumers' setmaxnreg budget of")
+            } else {
+                (target.regs_per_thread_max, "")
+            };
+            if r.regs_per_thread > most {
                 why.push(format!(
-                    "about {} registers per thread (000 §5) exceed {}'s {}",
-                    r.regs_per_thread, target.name, target.regs_per_thread_max
+                    "about {} registers per thread (000 §5) exceed {}'s {whose} {most}",
+                    r.regs_per_thread, target.name
                 ));
             }
             if r.ctas_per_sm == 0 {
@@ -106,14 +113,19 @@ pub fn check(plan: &Plan, target: &Target, problem: &Problem) -> Vec<String> {
 /// Enumerates the §6 space for `problem` on `target` in a fixed order
 /// (tile, warp tile, stages, vector width) and checks each plan: the
 /// `mma.sync` space above, or on a target whose template issues `wgmma`
-/// ([`Target::template_shape`]) [`WGMMA_TILES`] × [`WGMMA_STAGES`] with
-/// the warpgroup tile `64 × BN` and 8-element (16-byte) vectors.
+/// ([`Target::template_shape`]) [`WGMMA_TILES`] × [`WGMMA_STAGES`] × with
+/// and without `warp_specialize`, with the warpgroup tile `64 × BN` and
+/// 8-element (16-byte) vectors.
 pub fn candidates(problem: &Problem, target: &Target) -> Space {
     let mut plans = Vec::new();
     if target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma") {
         for tile in WGMMA_TILES {
             for stages in WGMMA_STAGES {
-                plans.push(gemm_plan(target, tile, [64, tile[1]], stages, 8));
+                for specialize in [false, true] {
+                    let mut plan = gemm_plan(target, tile, [64, tile[1]], stages, 8);
+                    plan.warp_specialize = specialize.then(|| Spanned::new(()));
+                    plans.push(plan);
+                }
             }
         }
     } else {

@@ -27,6 +27,8 @@
 //!   `cp.async` copy and of a vector `ld/st.global` up to 128 bits, PTX ISA;
 //!   `000` §1.7, §5), and divides the axis's extent when known
 //!   (`Unsupported`).
+//! - `warp_specialize` only where the target's template issues `wgmma`
+//!   (sm90) (`Unsupported`).
 //! - `epilogue` ops are §12.6's `bias relu silu gelu residual` (`UnknownOp`).
 //! - `algo_choice` keys and values are those of §1.7 (`splitk_*` read as
 //!   `splitk_serial`/`splitk_parallel`, §5's two split-K kinds)
@@ -150,6 +152,16 @@ pub fn validate(plan: &Plan, target: &Target, problem: &Problem) -> Vec<Diagnost
         if !(2..=most).contains(&p.value.stages.value) {
             let e = diag!(Unsupported, "stages = {} is outside 2 to {most} ({source})", p.value.stages.value);
             v.errs.push(e.or_at(p.value.stages.span));
+        }
+    }
+    if let Some(w) = &plan.warp_specialize {
+        if !target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma") {
+            let e = diag!(
+                Unsupported,
+                "warp_specialize needs a target whose template issues wgmma (sm90), not `{}`",
+                target.name
+            );
+            v.errs.push(e.or_at(w.span));
         }
     }
     for c in &plan.cache {

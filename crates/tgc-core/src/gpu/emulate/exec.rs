@@ -20,50 +20,31 @@ impl<'k> Frame<'k> {
                     self.set_var(*var, t, x, s)?;
                 }
             }
-            Stmt::For { var, start, end, step, body, .. } => {
-                if *step <= 0 {
-                    return Err(self.err(Fault::BadValue, s, format!("loop step {step} is not positive")));
-                }
-                for t in Self::active(mask) {
-                    let x = self.eval(start, t, s)?;
-                    self.set_var(*var, t, x, s)?;
-                }
-                if self.loop_vars.contains(var) {
-                    let msg = format!("reuses the enclosing loop's variable `{}`", self.k.vars[var.0 as usize]);
-                    return Err(self.err(Fault::BadId, s, msg));
-                }
-                self.loop_vars.push(*var);
-                let mut live = mask.to_vec();
-                loop {
-                    for (t, l) in live.iter_mut().enumerate() {
-                        if *l {
-                            let i = self.eval(&Expr::Var(*var), t, s)?;
-                            *l = i < self.eval(end, t, s)?;
-                        }
-                    }
-                    if !live.iter().any(|&m| m) {
-                        break;
-                    }
+            Stmt::For { body, .. } => {
+                let mut live = self.loop_enter(st, mask, s)?;
+                while live.iter().any(|&m| m) {
                     self.exec(body, &live, args)?;
-                    for t in Self::active(&live).collect::<Vec<_>>() {
-                        let i = self.eval(&Expr::Var(*var), t, s)?;
-                        self.set_var(*var, t, i.saturating_add(*step), s)?;
-                    }
+                    self.loop_next(st, &mut live, s)?;
                 }
-                self.loop_vars.pop();
             }
-            Stmt::If { cond, then, otherwise } => {
-                let mut yes = vec![false; self.threads];
-                let mut no = vec![false; self.threads];
-                for t in Self::active(mask) {
-                    if self.eval(cond, t, s)? != 0 {
-                        yes[t] = true;
-                    } else {
-                        no[t] = true;
-                    }
-                }
+            Stmt::If { then, otherwise, .. } => {
+                let (yes, no) = self.branch(st, mask, s)?;
                 self.exec(then, &yes, args)?;
                 self.exec(otherwise, &no, args)?;
+            }
+            Stmt::WarpSpecialize { .. } => self.specialize(st, mask, args, s)?,
+            Stmt::BarrierNamed { id, threads } => {
+                let n = mask.iter().filter(|&&m| m).count();
+                if !(1..16).contains(id) || threads % 32 != 0 {
+                    let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
+                    return Err(self.err(Fault::BadValue, s, msg));
+                }
+                if n != *threads as usize {
+                    let msg = format!("bar.sync {id}, {threads} reached by {n} threads");
+                    return Err(self.err(Fault::Divergence, s, msg));
+                }
+                self.epoch += 1;
+                self.stats.barriers += 1;
             }
             Stmt::Barrier => {
                 let n = mask.iter().filter(|&&m| m).count();
@@ -397,6 +378,8 @@ impl<'k> Frame<'k> {
             | Stmt::FenceMbarrierInit
             | Stmt::MbarrierArriveExpectTx { .. }
             | Stmt::MbarrierWait { .. }
+            | Stmt::MbarrierArrive { .. }
+            | Stmt::SetMaxNReg { .. }
             | Stmt::TmaLoad { .. }
             | Stmt::FenceProxyAsync
             | Stmt::WgmmaFence
@@ -405,6 +388,78 @@ impl<'k> Frame<'k> {
             | Stmt::WgmmaWait { .. } => self.sm90_stmt(st, mask, args, s)?,
         }
         Ok(())
+    }
+
+    /// Enters the `For` `st` under `mask`: sets its variable to `start`
+    /// and returns the threads for which the first iteration runs (the
+    /// variable stays in `loop_vars` until [`Frame::loop_next`] ends it).
+    pub(super) fn loop_enter(&mut self, st: &'k Stmt, mask: &[bool], s: Option<u32>) -> R<Vec<bool>> {
+        let Stmt::For { var, start, step, .. } = st else {
+            return Err(self.err(Fault::BadId, s, format!("{} is not a loop", st.head())));
+        };
+        if *step <= 0 {
+            return Err(self.err(Fault::BadValue, s, format!("loop step {step} is not positive")));
+        }
+        for t in Self::active(mask) {
+            let x = self.eval(start, t, s)?;
+            self.set_var(*var, t, x, s)?;
+        }
+        if self.loop_vars.contains(var) {
+            let msg = format!("reuses the enclosing loop's variable `{}`", self.k.vars[var.0 as usize]);
+            return Err(self.err(Fault::BadId, s, msg));
+        }
+        self.loop_vars.push(*var);
+        let mut live = mask.to_vec();
+        self.loop_test(st, &mut live, s)?;
+        Ok(live)
+    }
+
+    /// Ends an iteration of the `For` `st` for the `live` threads: steps
+    /// the variable and keeps the threads whose condition still holds;
+    /// when none does, the loop is left.
+    pub(super) fn loop_next(&mut self, st: &'k Stmt, live: &mut [bool], s: Option<u32>) -> R<()> {
+        let Stmt::For { var, step, .. } = st else {
+            return Err(self.err(Fault::BadId, s, format!("{} is not a loop", st.head())));
+        };
+        for t in Self::active(live).collect::<Vec<_>>() {
+            let i = self.eval(&Expr::Var(*var), t, s)?;
+            self.set_var(*var, t, i.saturating_add(*step), s)?;
+        }
+        self.loop_test(st, live, s)
+    }
+
+    fn loop_test(&mut self, st: &'k Stmt, live: &mut [bool], s: Option<u32>) -> R<()> {
+        let Stmt::For { var, end, .. } = st else {
+            return Err(self.err(Fault::BadId, s, format!("{} is not a loop", st.head())));
+        };
+        for (t, l) in live.iter_mut().enumerate() {
+            if *l {
+                let i = self.eval(&Expr::Var(*var), t, s)?;
+                *l = i < self.eval(end, t, s)?;
+            }
+        }
+        if !live.iter().any(|&m| m) {
+            self.loop_vars.pop();
+        }
+        Ok(())
+    }
+
+    /// The threads of `mask` that take the `If` `st`'s `then` and those
+    /// that take its `otherwise`.
+    pub(super) fn branch(&self, st: &'k Stmt, mask: &[bool], s: Option<u32>) -> R<(Vec<bool>, Vec<bool>)> {
+        let Stmt::If { cond, .. } = st else {
+            return Err(self.err(Fault::BadId, s, format!("{} is not a branch", st.head())));
+        };
+        let mut yes = vec![false; self.threads];
+        let mut no = vec![false; self.threads];
+        for t in Self::active(mask) {
+            if self.eval(cond, t, s)? != 0 {
+                yes[t] = true;
+            } else {
+                no[t] = true;
+            }
+        }
+        Ok((yes, no))
     }
 
     /// The byte offset and value of the `i32` lock at `g`.

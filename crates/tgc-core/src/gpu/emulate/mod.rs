@@ -65,6 +65,7 @@ use half::{bf16, f16};
 use super::ir::*;
 
 mod exec;
+mod roles;
 pub mod scalar;
 mod sm90;
 use crate::DType;
@@ -267,13 +268,8 @@ fn index(body: &[Stmt], next: &mut u32, ids: &mut HashMap<*const Stmt, u32>) {
     for s in body {
         ids.insert(s as *const Stmt, *next);
         *next += 1;
-        match s {
-            Stmt::For { body, .. } => index(body, next, ids),
-            Stmt::If { then, otherwise, .. } => {
-                index(then, next, ids);
-                index(otherwise, next, ids);
-            }
-            _ => {}
+        for body in s.children() {
+            index(body, next, ids);
         }
     }
 }
@@ -288,6 +284,10 @@ struct ByteState {
     w_epoch: u32,
     reader: u32,
     r_epoch: u32,
+    /// The reader's mbarrier arrivals before the read: a writer that has
+    /// since waited on a phase with a later arrival of the reader is
+    /// ordered after the read ([`Frame::acquired`]).
+    r_arrived: u32,
     /// In-flight `wgmma`s (not retired by a `wgmma.wait_group`) that read
     /// this byte.
     wgmma_readers: u16,
@@ -323,6 +323,14 @@ struct Frame<'k> {
     loop_vars: Vec<VarId>,
     /// The mbarriers, by shared byte address.
     mbars: HashMap<usize, sm90::Mbarrier>,
+    /// Per thread, its mbarrier arrivals so far.
+    arrived: Vec<u32>,
+    /// `(waiter, arriver)` → the latest arrival of `arriver` whose phase
+    /// `waiter` has seen complete: what the arriver did before it happens
+    /// before what the waiter does after (PTX ISA memory consistency
+    /// model: mbarrier arrive has release, a completed wait acquire
+    /// semantics).
+    acquired: HashMap<(u32, u32), u32>,
     /// Per warpgroup (128 threads): its `wgmma` groups.
     warpgroups: Vec<sm90::Warpgroup>,
     /// Per register array: per register (`t * len + i`), the in-flight
@@ -359,6 +367,8 @@ impl<'k> Frame<'k> {
             committed: (0..threads).map(|_| VecDeque::new()).collect(),
             loop_vars: Vec::new(),
             mbars: HashMap::new(),
+            arrived: vec![0; threads],
+            acquired: HashMap::new(),
             warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
             reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
             wgmma_acc: k.wgmma_accumulators(),
@@ -613,6 +623,7 @@ impl<'k> Frame<'k> {
             }
             self.state[b].reader = t as u32 + 1;
             self.state[b].r_epoch = self.epoch;
+            self.state[b].r_arrived = self.arrived[t];
         }
         Ok(self.smem[addr..addr + len].to_vec())
     }
@@ -629,12 +640,16 @@ impl<'k> Frame<'k> {
                     format!("thread {t} writes shared byte {b}, which a wgmma no wgmma.wait_group retired reads"),
                 ));
             }
-            if st.reader != 0 && st.reader != t as u32 + 1 && st.r_epoch == self.epoch {
+            let released = || {
+                let arrival = self.acquired.get(&(t as u32, st.reader - 1)).copied().unwrap_or(0);
+                arrival > st.r_arrived
+            };
+            if st.reader != 0 && st.reader != t as u32 + 1 && st.r_epoch == self.epoch && !released() {
                 return Err(self.err(
                     Fault::Race,
                     s,
                     format!(
-                        "thread {t} writes shared byte {b} read by thread {} with no bar.sync between",
+                        "thread {t} writes shared byte {b} read by thread {} with no bar.sync or mbarrier phase between",
                         st.reader - 1
                     ),
                 ));

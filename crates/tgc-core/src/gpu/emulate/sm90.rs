@@ -19,6 +19,10 @@ pub(super) struct Mbarrier {
     inflight_bytes: u64,
     /// Completed phases; the current phase's parity is `phase & 1`.
     phase: u32,
+    /// The current phase's arrivals (thread, its arrival count) and the
+    /// last completed phase's, which its waiters acquire.
+    arrivers: Vec<(u32, u32)>,
+    completed: Vec<(u32, u32)>,
 }
 
 /// One `wgmma` in flight: the registers it writes and the shared bytes it reads.
@@ -129,6 +133,14 @@ impl<'k> Frame<'k> {
         Ok(out)
     }
 
+    /// Thread `t` has seen the phase whose arrivals are `seen` complete.
+    fn acquire(&mut self, t: usize, seen: &[(u32, u32)]) {
+        for &(r, n) in seen {
+            let a = self.acquired.entry((t as u32, r)).or_insert(0);
+            *a = (*a).max(n);
+        }
+    }
+
     /// The mbarrier at `bar` for thread `t`: its byte address.
     fn mbar_addr(&self, bar: &SmemRef, t: usize, s: Option<u32>) -> R<usize> {
         self.smem_addr(bar, t, 8, 8, s)
@@ -139,6 +151,37 @@ impl<'k> Frame<'k> {
             return Err(self.err(Fault::BadValue, s, format!("the mbarrier at shared byte {addr} is not initialised")));
         }
         Ok(self.mbars.get_mut(&addr).expect("checked"))
+    }
+
+    /// Why the `MbarrierWait` `st` cannot complete now for the `mask`
+    /// threads (a `Deadlock` naming the phase and what it lacks), or `None`
+    /// when every thread's phase has completed or can complete: all its
+    /// arrivals came and its copies carry at least the announced bytes.
+    pub(super) fn wait_blocks(&mut self, st: &'k Stmt, mask: &[bool], s: Option<u32>) -> R<Option<GpuError>> {
+        let Stmt::MbarrierWait { bar, parity } = st else {
+            return Err(self.err(Fault::BadId, s, format!("{} is not an mbarrier wait", st.head())));
+        };
+        for t in Self::active(mask) {
+            let a = self.mbar_addr(bar, t, s)?;
+            let p = self.eval(parity, t, s)?;
+            if !(0..=1).contains(&p) {
+                return Err(self.err(Fault::BadValue, s, format!("thread {t}: parity {p}")));
+            }
+            let m = self.mbar(a, s)?;
+            let (phase, left, expected, carried) = (m.phase, m.arrivals_left, m.tx_expected, m.inflight_bytes);
+            if (phase & 1) as i64 == p && (left > 0 || carried < expected) {
+                return Ok(Some(self.err(
+                    Fault::Deadlock,
+                    s,
+                    format!(
+                        "thread {t} waits for phase {phase} (parity {p}) of the mbarrier at byte {a}, which cannot \
+                         complete: {left} arrivals and {} bytes of copies missing",
+                        expected - carried
+                    ),
+                )));
+            }
+        }
+        Ok(None)
     }
 
     pub(super) fn sm90_stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg], s: Option<u32>) -> R<()> {
@@ -163,12 +206,18 @@ impl<'k> Frame<'k> {
                         inflight: Vec::new(),
                         inflight_bytes: 0,
                         phase: 0,
+                        arrivers: Vec::new(),
+                        completed: Vec::new(),
                     };
                     self.mbars.insert(a, m);
                 }
             }
             Stmt::FenceMbarrierInit => {}
-            Stmt::MbarrierArriveExpectTx { bar, bytes } => {
+            Stmt::MbarrierArriveExpectTx { bar, .. } | Stmt::MbarrierArrive { bar } => {
+                let bytes = match st {
+                    Stmt::MbarrierArriveExpectTx { bytes, .. } => *bytes,
+                    _ => 0,
+                };
                 for t in Self::active(mask) {
                     let a = self.mbar_addr(bar, t, s)?;
                     let m = self.mbar(a, s)?;
@@ -181,33 +230,27 @@ impl<'k> Frame<'k> {
                         ));
                     }
                     m.arrivals_left -= 1;
-                    m.tx_expected += *bytes as u64;
+                    m.tx_expected += bytes as u64;
+                    self.arrived[t] += 1;
+                    let n = self.arrived[t];
+                    self.mbar(a, s)?.arrivers.push((t as u32, n));
                 }
             }
             Stmt::MbarrierWait { bar, parity } => {
+                if let Some(e) = self.wait_blocks(st, mask, s)? {
+                    return Err(e);
+                }
                 for t in Self::active(mask) {
                     let a = self.mbar_addr(bar, t, s)?;
                     let p = self.eval(parity, t, s)?;
-                    if !(0..=1).contains(&p) {
-                        return Err(self.err(Fault::BadValue, s, format!("thread {t}: parity {p}")));
-                    }
                     let m = self.mbar(a, s)?;
                     if (m.phase & 1) as i64 != p {
                         // The phase of parity p is the one before the current: complete.
+                        let seen = m.completed.clone();
+                        self.acquire(t, &seen);
                         continue;
                     }
-                    let (phase, left, expected, carried) = (m.phase, m.arrivals_left, m.tx_expected, m.inflight_bytes);
-                    if left > 0 || carried < expected {
-                        return Err(self.err(
-                            Fault::Deadlock,
-                            s,
-                            format!(
-                                "thread {t} waits for phase {phase} (parity {p}) of the mbarrier at byte {a}, which cannot \
-                                 complete: {left} arrivals and {} bytes of copies missing",
-                                expected - carried
-                            ),
-                        ));
-                    }
+                    let (expected, carried) = (m.tx_expected, m.inflight_bytes);
                     if carried > expected {
                         return Err(self.err(
                             Fault::BadValue,
@@ -218,10 +261,13 @@ impl<'k> Frame<'k> {
                         ));
                     }
                     let copies = std::mem::take(&mut m.inflight);
+                    m.completed = std::mem::take(&mut m.arrivers);
+                    let seen = m.completed.clone();
                     m.phase += 1;
                     m.arrivals_left = m.count;
                     m.tx_expected = 0;
                     m.inflight_bytes = 0;
+                    self.acquire(t, &seen);
                     for (issuer, c) in copies {
                         // Visible to every thread that observed the phase: no
                         // barrier epoch to race with.
@@ -231,6 +277,16 @@ impl<'k> Frame<'k> {
                             self.state[b].generic = false;
                         }
                     }
+                }
+            }
+            Stmt::SetMaxNReg { regs, .. } => {
+                self.full_warpgroups(mask, s, "setmaxnreg")?;
+                if regs % 8 != 0 || !(24..=256).contains(regs) {
+                    return Err(self.err(
+                        Fault::BadValue,
+                        s,
+                        format!("setmaxnreg {regs}: a multiple of 8 in 24..=256"),
+                    ));
                 }
             }
             Stmt::TmaLoad { dst, map, coords, bar } => {

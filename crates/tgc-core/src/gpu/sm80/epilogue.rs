@@ -24,7 +24,7 @@ impl Builder {
             .unwrap_or(1);
         let staged = vs > 2;
         let cs = staged.then(|| {
-            let size = self.k.threads() as i64 / 32 * 16 * wn * eo;
+            let size = self.computing_threads() / 32 * 16 * wn * eo;
             self.staging_buffer(size)
         });
         let lane = ids.lane.clone();
@@ -33,6 +33,12 @@ impl Builder {
             // Every warp is done reading the operand tiles the staging buffer may overlay.
             out.push(Stmt::Barrier);
         }
+        // How far this lane's first row and column are from C's edges:
+        // each element's guard compares a constant offset with them.
+        let row0 = ids.bm.clone() + ids.wm.clone() * wm + lane.clone() / 4;
+        let col0 = ids.bn.clone() + ids.wn.clone() * wn + lane.clone() % 4 * 2;
+        let rows_left = self.let_(&mut out, "rows_left", Expr::Param(p.m) - row0);
+        let cols_left = self.let_(&mut out, "cols_left", Expr::Param(p.n) - col0);
         self.for_unrolled(&mut out, "em", mi_n, |b, mi| {
             let mut slice = Vec::new();
             b.for_unrolled(&mut slice, "en", ni_n, |b, ni| {
@@ -53,7 +59,12 @@ impl Builder {
                     let regs: Vec<RegRef> = (0..2).map(|j| RegRef { reg: ids.acc, index: reg0.clone() + j }).collect();
                     for (j, r) in regs.iter().enumerate() {
                         let ops = b.ops_at(&mut body, p, ids, ops, &row, &(col.clone() + j as i64));
-                        body.push(Stmt::Epilogue { acc: r.clone(), pred: b.in_c(p, &row, &col, j as i64, 1), ops });
+                        let [pm, pn, _] = b.sh.pred;
+                        let in_m =
+                            if pm { (mi.clone() * 16 + h.clone() * 8).lt(rows_left.clone()) } else { Expr::c(1) };
+                        let in_n =
+                            if pn { (ni.clone() * 8 + (j as i64 + 1)).le(cols_left.clone()) } else { Expr::c(1) };
+                        body.push(Stmt::Epilogue { acc: r.clone(), pred: in_m.and(in_n), ops });
                     }
                     match &cs {
                         Some(cs) => {

@@ -66,6 +66,7 @@ mod implicit;
 mod wgmma;
 
 pub use implicit::{Access, Affine, Axis, Digit, Implicit};
+pub use wgmma::uses_tma;
 
 /// How `B` is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +144,9 @@ struct Shape {
     swizzle: [bool; 2],
     /// `splitk_parallel` rather than `splitk_serial`.
     parallel_split: bool,
+    /// `warp_specialize`: a producer warpgroup before the computing ones
+    /// (the SM90 branch with TMA copies).
+    specialize: bool,
 }
 
 fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
@@ -150,6 +154,9 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
     let [bm, bn, bk] = plan.tile.as_ref().ok_or_else(|| unsupported("a `tile`"))?.value;
     let [wm, wn] = plan.warp_tile.as_ref().ok_or_else(|| unsupported("a `warp_tile`"))?.value;
     let stages = plan.pipeline.as_ref().ok_or_else(|| unsupported("`pipeline ... stages=2|3`"))?.value.stages.value;
+    if plan.warp_specialize.is_some() {
+        return Err(unsupported("no `warp_specialize` (the SM90 branch's form)"));
+    }
     if !(2..=3).contains(&stages) {
         return Err(unsupported("2 or 3 stages"));
     }
@@ -193,6 +200,7 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         pred: [tail("m"), tail("n"), tail("k")],
         parallel_split: algo == Some("splitk_parallel"),
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
+        specialize: false,
     })
 }
 
@@ -372,6 +380,13 @@ impl Builder {
 
     fn var(&mut self, name: &str) -> VarId {
         self.k.add_var(name)
+    }
+
+    /// The threads that hold accumulators: the block's, less a
+    /// warp-specialised kernel's producer warpgroup.
+    fn computing_threads(&self) -> i64 {
+        let producer = if self.sh.specialize { crate::plan::resources::PRODUCER_THREADS as i64 } else { 0 };
+        self.k.threads() as i64 - producer
     }
 
     fn let_(&mut self, out: &mut Vec<Stmt>, name: &str, value: Expr) -> Expr {

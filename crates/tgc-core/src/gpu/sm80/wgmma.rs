@@ -48,6 +48,7 @@
 //! of 64 up to 256.
 
 use super::*;
+use crate::plan::resources::{PRODUCER_REGS, PRODUCER_THREADS};
 
 /// Columns of one atom of an MN-major operand: 64 16-bit elements, one
 /// 128-byte swizzle row.
@@ -88,6 +89,12 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
         return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
     }
+    let specialize = plan.warp_specialize.is_some();
+    if specialize && !uses_tma(gemm) {
+        return Err(unsupported(
+            "TMA copies for `warp_specialize` (operand rows of a multiple of 16 bytes, not an implicit GEMM)".into(),
+        ));
+    }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
     let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
     Ok(Shape {
@@ -101,6 +108,7 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
         pred: [tail("m"), tail("n"), tail("k")],
         swizzle: [true, true],
         parallel_split: false,
+        specialize,
     })
 }
 
@@ -108,7 +116,7 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
 /// GEMM's operands are not 2-D tensors) whose rows (`lda`, `ldb`) are
 /// multiples of 16 bytes, TMA's rule for a tensor's strides
 /// (`cuTensorMapEncodeTiled`).
-pub(super) fn uses_tma(gemm: &Gemm) -> bool {
+pub fn uses_tma(gemm: &Gemm) -> bool {
     let es = gemm.ab.size_bytes() as u32;
     gemm.implicit.is_none() && (gemm.align_a * es).is_multiple_of(16) && (gemm.align_b * es).is_multiple_of(16)
 }
@@ -146,6 +154,9 @@ impl Builder {
 
     /// The kernel body of the module doc.
     pub(super) fn body_sm90(&mut self, p: &GemmParams, ops: &[Epi]) {
+        if let (true, Some(maps)) = (self.sh.specialize, p.tensor_maps) {
+            return self.body_sm90_specialized(p, ops, maps);
+        }
         let (bm, bn, bk, stages) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages);
         let es = self.gemm.ab.size_bytes() as i64;
         self.k.block = [(bm / 64 * 128) as u32, 1, 1];
@@ -205,6 +216,7 @@ impl Builder {
                 out.push(Stmt::If { cond: thread0.clone(), then: prologue, otherwise: Vec::new() });
                 main.push(Stmt::MbarrierWait { bar: bar(stage.clone()), parity: kt_e.clone() / stages % 2 });
                 main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
+                main.push(Stmt::Barrier);
                 let pf = self.let_(&mut main, "kt_next", kt_e + (stages - 1));
                 let issue = self.issue_tma(&ids, maps, &bars, pf.clone() % stages, pf.clone());
                 main.push(Stmt::If {
@@ -224,6 +236,7 @@ impl Builder {
                 });
                 main.extend([Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::FenceProxyAsync, Stmt::Barrier]);
                 main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
+                main.push(Stmt::Barrier);
                 let pf = self.let_(&mut main, "kt_next", kt_e + (stages - 1));
                 let loads = self.load_tiles(p, &ids, pf.clone() % stages, pf.clone());
                 main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
@@ -282,8 +295,8 @@ impl Builder {
     }
 
     /// The `wgmma`s of one k-tile on ring stage `stage`, then the wait
-    /// that retires the previous k-tile's and the barrier after which its
-    /// stage may be refilled.
+    /// that retires the previous k-tile's (after which its stage may be
+    /// refilled).
     fn wgmma_ktile(&mut self, ids: &Ids, warpgroup: &Expr, stage: Expr) -> Vec<Stmt> {
         let (bm, bn, bk) = (self.sh.bm, self.sh.bn, self.sh.bk);
         let es = self.gemm.ab.size_bytes() as i64;
@@ -315,7 +328,135 @@ impl Builder {
             };
             vec![Stmt::Wgmma { ab, n: bn as u32, d: RegRef { reg: ids.acc, index: Expr::c(0) }, a, b, trans_b }]
         });
-        out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }, Stmt::Barrier]);
+        out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }]);
         out
+    }
+
+    /// The warp-specialised body (`warp_specialize`, TMA copies; the module
+    /// doc's second form): warpgroup 0 is the producer, whose thread 0
+    /// fills the ring as stages come free; warpgroups `1..=BM/64` compute,
+    /// warpgroup `1 + g` rows `64g..64g+63`, and release each stage once
+    /// the `wgmma`s that read it retired. `full[s]` completes when stage
+    /// `s`'s copies landed, `empty[s]` when every consumer thread released
+    /// it; the producer's first pass over the ring waits on the phase
+    /// before `empty`'s first (parity 1), which has completed.
+    fn body_sm90_specialized(&mut self, p: &GemmParams, ops: &[Epi], maps: [ParamId; 2]) {
+        let (bm, bn, bk, stages) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages);
+        let es = self.gemm.ab.size_bytes() as i64;
+        let producer = PRODUCER_THREADS as i64;
+        let consumers = bm / 64 * 128;
+        self.k.block = [(producer + consumers) as u32, 1, 1];
+        self.k.min_blocks_per_sm = Some(1);
+        let param = Expr::Param;
+        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(1)];
+        let a_smem = self.smem_1024("As", stages * bm * bk * es, Swizzle::B128);
+        let b_smem = self.smem_1024("Bs", stages * bn * bk * es, Swizzle::B128);
+        let full = self.k.add_smem("full", 8 * stages as u64, Swizzle::IDENTITY);
+        let empty = self.k.add_smem("empty", 8 * stages as u64, Swizzle::IDENTITY);
+        let at = |bars: &SmemRef, s: Expr| SmemRef { offset: s * 8, ..bars.clone() };
+        let acc = self.regs("acc", RegKind::F32, bn / 2);
+        let target = crate::plan::target::TARGETS.iter().find(|t| t.name == "sm90");
+        let [producer_regs, consumer_regs] = target
+            .map_or([PRODUCER_REGS, 232], |t| crate::plan::resources::specialized_regs(consumers as u64, t))
+            .map(|r| r as u32);
+
+        let mut out = Vec::new();
+        let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
+        let block_m = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
+        let block_n = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+        let mut init = Vec::new();
+        self.for_unrolled(&mut init, "s", stages, |_, s| {
+            vec![
+                Stmt::MbarrierInit { bar: at(&full, s.clone()), count: 1 },
+                Stmt::MbarrierInit { bar: at(&empty, s), count: consumers as u32 },
+            ]
+        });
+        init.push(Stmt::FenceMbarrierInit);
+        out.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: init, otherwise: Vec::new() });
+        out.push(Stmt::Barrier);
+
+        // The consumers' ids, counted from their first thread.
+        let mut consumer = vec![Stmt::SetMaxNReg { inc: true, regs: consumer_regs }];
+        let tid = self.let_(&mut consumer, "tid", Expr::ThreadIdx(Dim::X) - producer);
+        let lane = self.let_(&mut consumer, "lane", tid.clone() % 32);
+        let warp = self.let_(&mut consumer, "warp", tid.clone() / 32);
+        let warpgroup = self.let_(&mut consumer, "warpgroup", tid.clone() / 128);
+        let ids = Ids {
+            tid,
+            lane,
+            wm: warp.clone(),
+            wn: Expr::c(0),
+            warp,
+            bm: block_m,
+            bn: block_n,
+            kt0: Expr::c(0),
+            ktiles,
+            a_smem,
+            b_smem,
+            acc,
+            batch: Vec::new(),
+            c_batch: Expr::c(0),
+        };
+
+        let kt = self.var("kt");
+        let mut fill = Vec::new();
+        let stage = self.let_(&mut fill, "stage", Expr::Var(kt) % stages);
+        let parity = (Expr::Var(kt) / stages + 1) % 2;
+        fill.push(Stmt::MbarrierWait { bar: at(&empty, stage.clone()), parity });
+        fill.extend(self.issue_tma(&ids, maps, &full, stage, Expr::Var(kt)));
+        let fill_loop =
+            Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: fill };
+        let producer_body = vec![
+            Stmt::SetMaxNReg { inc: false, regs: producer_regs },
+            Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: vec![fill_loop], otherwise: Vec::new() },
+        ];
+
+        self.for_unrolled(&mut consumer, "i", bn / 2, |_, i| {
+            vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
+        });
+        let kt = self.var("kt");
+        let kt_e = Expr::Var(kt);
+        let mut main = Vec::new();
+        let stage = self.let_(&mut main, "stage", kt_e.clone() % stages);
+        main.push(Stmt::MbarrierWait { bar: at(&full, stage.clone()), parity: kt_e.clone() / stages % 2 });
+        main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
+        // The previous k-tile's wgmmas retired: its stage is free.
+        main.push(Stmt::If {
+            cond: Expr::c(0).lt(kt_e.clone()),
+            then: vec![Stmt::MbarrierArrive { bar: at(&empty, (kt_e + (stages - 1)) % stages) }],
+            otherwise: Vec::new(),
+        });
+        consumer.push(Stmt::For {
+            var: kt,
+            start: Expr::c(0),
+            end: ids.ktiles.clone(),
+            step: 1,
+            unroll: false,
+            body: main,
+        });
+        consumer.push(Stmt::WgmmaWait { pending: 0 });
+        let mut epilogue = self.epilogue(p, &ids, ops);
+        name_barriers(&mut epilogue, CONSUMER_BARRIER, consumers as u32);
+        consumer.extend(epilogue);
+        out.push(Stmt::WarpSpecialize { producer_threads: producer as u32, producer: producer_body, consumer });
+        self.k.body = out;
+    }
+}
+
+/// The named barrier (`bar.sync 1, threads`) of a warp-specialised
+/// kernel's consumer role; 0 is `bar.sync 0`'s, the whole CTA's.
+const CONSUMER_BARRIER: u32 = 1;
+
+/// Rewrites every `bar.sync 0` in `body` as the named barrier `id` of
+/// `threads` threads: the epilogue of the consumer role synchronises its
+/// own threads, not the producer's.
+fn name_barriers(body: &mut [Stmt], id: u32, threads: u32) {
+    for s in body {
+        if *s == Stmt::Barrier {
+            *s = Stmt::BarrierNamed { id, threads };
+        }
+        for body in s.children_mut() {
+            name_barriers(body, id, threads);
+        }
     }
 }
