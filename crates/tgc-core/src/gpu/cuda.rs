@@ -10,6 +10,8 @@
 //! | `For` | `for (long long v = …)`, `#pragma unroll` (or `unroll 1`) |
 //! | `If` | `if (…) { … } else { … }` |
 //! | `Barrier` | `__syncthreads();` (`bar.sync 0`, "Parallel Synchronization and Communication Instructions: bar, barrier") |
+//! | `BarrierNamed` | `bar.sync id, threads;` (the same section) |
+//! | `WarpSpecialize` | `if (threadIdx.x < producer_threads) { producer } else { consumer }` |
 //! | `CpAsync` | `cp.async.cg.shared.global [d], [s], 16, src_size;` (`.ca` for 4 and 8 bytes: `.cg` takes only 16; "Data Movement and Conversion Instructions: cp.async") |
 //! | `CommitGroup` / `WaitGroup` | `cp.async.commit_group;` / `cp.async.wait_group N;` ("cp.async.commit_group", "cp.async.wait_group") |
 //! | `CopySync` | `tgc_copy_sync(…)`: `ld.global` + `st.shared`, zero fill past `src_bytes` |

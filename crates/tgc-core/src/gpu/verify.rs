@@ -48,6 +48,17 @@
 //!   such an access on some path is a `Race`; a TMA box's map swizzle,
 //!   its destination's and the buffer's agree, and a descriptor's is a
 //!   mode `wgmma` has (`Swizzle`); the tensor-map parameter exists.
+//! - Warp specialisation (invariant 8): a `WarpSpecialize` is not nested
+//!   or under thread-dependent control, its roles are whole warpgroups of
+//!   a one-dimensional block, and the `setmaxnreg` budgets its roles end
+//!   with fit the SM's 65536 registers (`BadValue`); each role is checked
+//!   as a body of its own threads (the split is uniform per warpgroup, so
+//!   the role's collectives are not divergent), where a `bar.sync 0` is a
+//!   `Divergence` (it would wait for the other role) and a named barrier
+//!   must count the role's threads; a loop of one role that waits on an
+//!   mbarrier reads, in each iteration, new data in the buffers the other
+//!   role copies into (invariant 6's loop rule); `setmaxnreg` counts are
+//!   multiples of 8 in 24..=256.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -800,9 +811,9 @@ impl Verifier<'_> {
         if self.k.block[1] != 1
             || self.k.block[2] != 1
             || producer_threads == 0
-            || producer_threads % 128 != 0
+            || !producer_threads.is_multiple_of(128)
             || producer_threads >= cta
-            || cta % 128 != 0
+            || !cta.is_multiple_of(128)
         {
             let msg = format!(
                 "roles of whole warpgroups of a one-dimensional block: a producer of {producer_threads} threads in a block of {:?}",

@@ -226,3 +226,162 @@ fn a_tensor_map_that_breaks_the_driver_rules_is_refused_before_running() {
     assert_eq!((e.fault, e.stmt), (Fault::BadValue, None), "{e}");
     assert!(e.message.contains("tensor map `A_map`") && e.message.contains("swizzle"), "{e}");
 }
+
+/// `plan_sm90` with `warp_specialize`.
+fn plan_ws(bm: u64, bn: u64, stages: u64, epilogue: &[&str]) -> Plan {
+    let mut p = plan_sm90(bm, bn, stages, epilogue);
+    p.warp_specialize = Some(Spanned::new(()));
+    p
+}
+
+/// The warp-specialised form over `gemm_bias_relu_matches_interp`'s grid:
+/// where the operand rows are 16-byte aligned (TMA) it matches the
+/// interpreter and the f64 reference, f16 and bf16, both B layouts; where
+/// they are not, the template refuses it (`Unsupported`: the producer
+/// issues TMA copies only) rather than building another form.
+#[test]
+fn warp_specialized_gemm_matches_interp() {
+    // Rows of B [K,N] with N = 258, and of A and B [N,K] with K = 127, are
+    // not 16-byte aligned.
+    let shapes: [(i64, i64, i64); 7] = [
+        (1, 64, 64),
+        (17, 136, 128),
+        (130, 258, 200),
+        (1000, 24, 64),
+        (64, 1000, 72),
+        (127, 130, 127),
+        (130, 136, 448),
+    ];
+    let plan = plan_ws(128, 128, 4, &["bias", "relu"]);
+    let (mut ran, mut refused) = (0, 0);
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
+        for dt in [DType::F16, DType::BF16] {
+            let case = Case::new(m, n, k);
+            let g = gemm(dt, dt, layout, n, k);
+            let what = format!("{} M={m} N={n} K={k} {layout:?}", dt.dsl_name());
+            if !sm80::uses_tma(&g) {
+                let e = sm80::build(&plan, &g).unwrap_err();
+                assert!(e.message.contains("TMA copies for `warp_specialize`"), "{what}: {e}");
+                refused += 1;
+                continue;
+            }
+            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            assert_eq!(kernel.threads(), 384, "{what}");
+            verify::verify(&kernel).unwrap_or_else(|e| panic!("{what}: {e:#?}\n{kernel}"));
+            let got = run_kernel(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+            if layout == BLayout::KN {
+                assert_close(&got, &interp_gemm_bias_relu(dt, &case), &what);
+            }
+            assert_close(&got, &reference(&plan, &g, &case), &what);
+            ran += 1;
+        }
+    }
+    assert_eq!((ran, refused), (10, 4));
+    // The 128 × 256 tile, five k-tiles over a ring of three (five stages
+    // do not fit).
+    let plan = plan_ws(128, 256, 3, &["bias", "relu"]);
+    let case = Case::new(136, 264, 320);
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
+    assert_close(&run(&plan, &g, &case).unwrap(), &reference(&plan, &g, &case), "128x256 ws");
+}
+
+/// One CTA of the specialised 128 × 128 over two k-tiles does the
+/// non-specialised form's work: the same `wgmma`s and TMA bytes, 384
+/// threads, and the register budgets of `resources::specialized_regs`.
+#[test]
+fn counts_of_one_specialized_tile() {
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, 128, 128);
+    let (kernel, p) = sm80::build(&plan_ws(128, 128, 3, &[]), &g).unwrap();
+    let (_, stats) = run_with_stats(&kernel, &p, &g, &Case::new(128, 128, 128)).unwrap();
+    assert_eq!((stats.ctas, stats.wgmma, stats.tma_bytes), (1, 16, 2 * (128 * 64 + 64 * 128) * 2));
+    assert_eq!(kernel.block, [384, 1, 1]);
+    let mut budgets = Vec::new();
+    kernel.walk(&mut |_, s| {
+        if let Stmt::SetMaxNReg { inc, regs } = s {
+            budgets.push((*inc, *regs));
+        }
+    });
+    assert_eq!(budgets, vec![(false, 40), (true, 232)]);
+}
+
+/// A specialised TMA kernel (f16, B `[K,N]`, bias + ReLU, K = 448: seven
+/// k-tiles over a three-stage ring, so every stage is refilled).
+fn setup_ws() -> (Gemm, Case, Kernel, GemmParams) {
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, 448);
+    let (kernel, p) = sm80::build(&plan_ws(128, 128, 3, &["bias", "relu"]), &g).unwrap();
+    assert_eq!(faults(&kernel), vec![], "{kernel}");
+    (g, Case::new(130, 136, 448), kernel, p)
+}
+
+/// The id of the producer's wait on a ring stage's `empty` barrier.
+fn empty_wait(k: &Kernel) -> u32 {
+    let empty = k.smem.iter().position(|b| b.name == "empty").unwrap() as u32;
+    first(k, |s| matches!(s, Stmt::MbarrierWait { bar, .. } if bar.buf.0 == empty))
+}
+
+#[test]
+fn a_consumer_that_never_releases_a_stage_deadlocks_the_producer() {
+    let (g, case, mut kernel, p) = setup_ws();
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierArrive { .. }));
+    let wait = empty_wait(&kernel);
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
+    assert!(e.message.contains("256 arrivals"), "{e}");
+}
+
+#[test]
+fn a_producer_that_does_not_wait_for_a_free_stage_is_caught() {
+    let (g, case, mut kernel, p) = setup_ws();
+    let empty = kernel.smem.iter().position(|b| b.name == "empty").unwrap() as u32;
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierWait { bar, .. } if bar.buf.0 == empty));
+    // It refills stage 0 while its copies for k-tile 0 are in flight: a
+    // second arrival on a phase that expects one.
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::BadValue, "{e}");
+    assert!(e.message.contains("more arrivals than the mbarrier"), "{e}");
+}
+
+#[test]
+fn a_wrong_parity_on_the_free_stages_deadlocks() {
+    let (g, case, mut kernel, p) = setup_ws();
+    let wait = empty_wait(&kernel);
+    let empty = kernel.smem.iter().position(|b| b.name == "empty").unwrap() as u32;
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::MbarrierWait { bar, parity } = s {
+            if bar.buf.0 == empty {
+                *parity = parity.clone().xor(1);
+            }
+        }
+    });
+    // The first pass waits for phase 0 of a ring no consumer has used.
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
+}
+
+#[test]
+fn a_whole_cta_barrier_inside_a_role_is_caught() {
+    let (g, case, mut kernel, p) = setup_ws();
+    edit(&mut kernel.body, &mut |s| {
+        if matches!(s, Stmt::BarrierNamed { .. }) {
+            *s = Stmt::Barrier;
+        }
+    });
+    let bar = first(&kernel, |s| matches!(s, Stmt::Barrier));
+    assert!(faults(&kernel).iter().any(|f| f.0 == Fault::Divergence && f.1 > Some(bar)), "{:?}", faults(&kernel));
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::Divergence, "{e}");
+    assert!(e.message.contains("bar.sync reached by 256 of 384 threads"), "{e}");
+}
+
+#[test]
+fn register_budgets_beyond_the_register_file_are_caught() {
+    let (_, _, mut kernel, _) = setup_ws();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::SetMaxNReg { inc: true, regs } = s {
+            *regs = 256;
+        }
+    });
+    let errs = verify::verify(&kernel).unwrap_err();
+    assert!(errs.iter().any(|e| e.fault == Fault::BadValue && e.message.contains("70656 registers")), "{errs:?}");
+}

@@ -155,7 +155,7 @@ pub fn validate(plan: &Plan, target: &Target, problem: &Problem) -> Vec<Diagnost
         }
     }
     if let Some(w) = &plan.warp_specialize {
-        if !target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma") {
+        if target.template_shape(problem.dtype).is_none_or(|s| s.instr != "wgmma") {
             let e = diag!(
                 Unsupported,
                 "warp_specialize needs a target whose template issues wgmma (sm90), not `{}`",

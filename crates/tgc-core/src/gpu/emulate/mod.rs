@@ -54,6 +54,15 @@
 //!   statements wrote its accumulators, or one reading bytes written
 //!   through the generic proxy (`st.shared`, `cp.async`) without a
 //!   `fence.proxy.async` by their writer.
+//! - Warp specialisation (`emulate/roles.rs`): the two roles of a
+//!   `WarpSpecialize` run as tasks, each in lockstep over its own threads,
+//!   taking turns whenever one reaches an `MbarrierWait` that cannot
+//!   complete yet; when neither can move it is a `Deadlock` naming the
+//!   wait. An mbarrier arrival orders what the arriving thread did before
+//!   it before what a thread does after its wait sees that phase complete
+//!   (release/acquire), which the race check of a shared write honours
+//!   like a `bar.sync`. `bar.sync id, n` needs exactly `n` active threads;
+//!   `setmaxnreg` whole warpgroups.
 //! - Every global and shared access is checked against its tensor or
 //!   buffer (`OutOfBounds`) and its alignment (`Misaligned`; tensors are
 //!   taken as 256-byte aligned, as `cudaMalloc` gives).

@@ -60,7 +60,7 @@ impl<'k> Frame<'k> {
         if mask.iter().any(|&m| !m) {
             return Err(self.err(Fault::Divergence, s, "warp_specialize reached by part of the CTA".into()));
         }
-        if split == 0 || split % 128 != 0 || split >= self.threads {
+        if split == 0 || !split.is_multiple_of(128) || split >= self.threads {
             let msg = format!("a producer of {split} threads: whole warpgroups, fewer than the CTA's {}", self.threads);
             return Err(self.err(Fault::BadValue, s, msg));
         }

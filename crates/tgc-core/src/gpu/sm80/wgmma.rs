@@ -1,9 +1,10 @@
 //! The SM90 branch of the MMA template (`000` §1.8: "`tma.load` /
 //! `mbarrier` → `wgmma`"; the arch is the template's only branch besides
 //! tails): the kernel `docs/sm90.md` wrote by hand and measured on an
-//! H200, in its non-warp-specialised form, from a plan whose `warp_tile`
-//! is the warpgroup's `64 × BN` (`000` §1.7: "`warp_tile` で
-//! `ldmatrix|wgmma` 形状を確定").
+//! H200, in both its forms, from a plan whose `warp_tile` is the
+//! warpgroup's `64 × BN` (`000` §1.7: "`warp_tile` で `ldmatrix|wgmma`
+//! 形状を確定"). Without `warp_specialize` every warpgroup computes and
+//! thread 0 also issues the copies:
 //!
 //! ```text
 //! acc = 0
@@ -17,6 +18,27 @@
 //! wgmma.wait_group 0
 //! epilogue on the accumulators (the SM80 epilogue: warp w of the CTA holds rows 16w..16w+15)
 //! issue(t): arrive.expect_tx(full[t % S], stage bytes); TMA A box, B box(es)
+//! ```
+//!
+//! With `warp_specialize` (TMA copies only) warpgroup 0 is a producer and
+//! warpgroups `1..=BM/64` compute (CUTLASS 3's warp-specialised
+//! "cooperative" kernel; [`Stmt::WarpSpecialize`]); the roles meet only at
+//! the `full`/`empty` mbarrier pairs, so no `bar.sync` waits on a k-tile:
+//!
+//! ```text
+//! thread 0: init full[s] (1 arrival), empty[s] (consumer threads) for every stage; fence; bar.sync
+//! producer warpgroup: setmaxnreg.dec 40
+//!     thread 0: for kt in 0..ktiles:
+//!         mbarrier wait empty[kt % S], parity (kt / S + 1) % 2   // the first pass finds every stage free
+//!         issue(kt) into stage kt % S
+//! consumer warpgroups: setmaxnreg.inc 232 (resources::specialized_regs)
+//!     acc = 0
+//!     for kt in 0..ktiles:
+//!         mbarrier wait full[kt % S], parity (kt / S) % 2
+//!         wgmma.fence; 4 × wgmma; commit; wgmma.wait_group 1
+//!         if kt > 0: mbarrier arrive empty[(kt - 1) % S]        // tile kt-1's reads retired
+//!     wgmma.wait_group 0
+//!     epilogue, its bar.sync the consumers' named barrier 1
 //! ```
 //!
 //! - Block: `BM / 64` warpgroups (128 threads each); warpgroup `g` owns
@@ -43,7 +65,8 @@
 //!   takes the `cp.async` loader with its computed addresses, batch points
 //!   on the grid's `z`, as the SM80 branch does.
 //!
-//! Not built here (errors `Unsupported`): split-K, other tiles than
+//! Not built here (errors `Unsupported`): `warp_specialize` with the
+//! `cp.async` loader, split-K, other tiles than
 //! `BK · sizeof(T) = 128`, `BM` a multiple of 64 up to 256, `BN` a multiple
 //! of 64 up to 256.
 
