@@ -504,7 +504,8 @@ mod template {
     /// 16-byte aligned: `lda` odd, so its A copies are synchronous), compiled by NVRTC for sm_90a: no spills or stack,
     /// at most 255 registers for the non-specialised form
     /// (`__launch_bounds__(256, 1)`, no `setmaxnreg` budget); the
-    /// warp-specialised form within its launch share of the register file
+    /// warp-specialised forms (one CTA per tile, or persistent) within
+    /// their launch share of the register file
     /// (`__launch_bounds__(384, 1)`: 168) with `setmaxnreg` in the SASS
     /// (`USETMAXREG`), so the consumers' 232 and the producer's 40 are what
     /// ptxas allocated the roles; in the SASS the `wgmma` (`HGMMA`), the TMA
@@ -515,7 +516,7 @@ mod template {
         let target = &plan::target::SM90;
         let problem = plan::Problem::gemm(4096, 4096, 4096, DType::F16);
         let sp = space::candidates(&problem, target);
-        assert_eq!(sp.valid.len(), 10, "{:?}", sp.rejected);
+        assert_eq!(sp.valid.len(), 15, "{:?}", sp.rejected);
         let mut kernels = Vec::new();
         for p in &sp.valid {
             let mut p = p.clone();
@@ -523,7 +524,11 @@ mod template {
             for layout in [BLayout::KN, BLayout::NK] {
                 let (mut k, params) = sm80::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
                 assert!(params.tensor_maps.is_some());
-                let ws = if p.warp_specialize.is_some() { "_ws" } else { "" };
+                let ws = match &p.warp_specialize {
+                    None => "",
+                    Some(w) if w.value.persistent => "_wsp",
+                    Some(_) => "_ws",
+                };
                 k.name = format!("{}{ws}_{layout:?}", plan_name(&p));
                 kernels.push(k);
             }
@@ -560,7 +565,7 @@ mod template {
                 eprintln!("{}: {} registers, spills {}/{}", r.function, r.registers, r.spill_stores, r.spill_loads);
                 assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
                 let k = kernels.iter().chain([&cp_async]).find(|k| k.name == r.function).expect("a built kernel");
-                let specialized = k.name.contains("_ws_");
+                let specialized = k.name.contains("_ws_") || k.name.contains("_wsp_");
                 let most =
                     if specialized { target.regs_per_sm / k.threads() / 8 * 8 } else { target.regs_per_thread_max };
                 assert!(r.registers as u64 <= most, "{r:?}");

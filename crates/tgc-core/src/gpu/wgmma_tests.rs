@@ -70,7 +70,7 @@ fn every_valid_plan_of_the_sm90_space_runs() {
     let case = Case::new(m, n, k);
     let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, DType::BF16);
     let sp = space::candidates(&problem, &plan::target::SM90);
-    assert_eq!(sp.valid.len(), 10, "{:?}", sp.rejected);
+    assert_eq!(sp.valid.len(), 15, "{:?}", sp.rejected);
     for (i, p) in sp.valid.iter().enumerate() {
         let mut p = p.clone();
         p.epilogue = ["bias", "silu", "residual"].map(|e| Spanned::new(e.to_string())).to_vec();
@@ -230,7 +230,7 @@ fn a_tensor_map_that_breaks_the_driver_rules_is_refused_before_running() {
 /// `plan_sm90` with `warp_specialize`.
 fn plan_ws(bm: u64, bn: u64, stages: u64, epilogue: &[&str]) -> Plan {
     let mut p = plan_sm90(bm, bn, stages, epilogue);
-    p.warp_specialize = Some(Spanned::new(()));
+    p.warp_specialize = Some(Spanned::new(plan::Specialize::default()));
     p
 }
 
@@ -384,4 +384,76 @@ fn register_budgets_beyond_the_register_file_are_caught() {
     });
     let errs = verify::verify(&kernel).unwrap_err();
     assert!(errs.iter().any(|e| e.fault == Fault::BadValue && e.message.contains("70656 registers")), "{errs:?}");
+}
+
+/// The persistent form: one CTA per SM of the sm90 row walks the tiles,
+/// the ring's phases running on from one tile into the next. The kernel
+/// as it runs on a GPU of two SMs (its CTA count, `min(tiles, 132)`, set
+/// to 2: emulating 132 CTAs' tiles would take minutes) over five tiles of
+/// 128 × 128 (M = 640, N = 24): CTA 0 takes tiles 0, 2, 4, CTA 1 tiles 1
+/// and 3; K = 200 (four k-tiles over a ring of three, so stages and
+/// parities carry over the tile boundaries). Against the f64 reference
+/// and, for B `[K,N]`, the interpreter; then as built, M = 130 (two tiles,
+/// two CTAs).
+#[test]
+fn persistent_warp_specialized_gemm_matches_interp() {
+    let mut plan = plan_ws(128, 128, 3, &["bias", "relu"]);
+    plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true }));
+    for (dt, layout, m, ctas) in [(DType::BF16, BLayout::KN, 640, Some(2)), (DType::F16, BLayout::NK, 130, None)] {
+        let case = Case::new(m, 24, 200);
+        let g = gemm(dt, dt, layout, case.n, case.k);
+        let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+        verify::verify(&kernel).unwrap_or_else(|e| panic!("{e:#?}\n{kernel}"));
+        if let Some(c) = ctas {
+            let var = kernel.vars.iter().position(|v| v == "ctas").unwrap() as u32;
+            kernel.grid[0] = Expr::c(c);
+            edit(&mut kernel.body, &mut |s| {
+                if let Stmt::Let { var: v, value } = s {
+                    if v.0 == var {
+                        *value = Expr::c(c);
+                    }
+                }
+            });
+        }
+        let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{m}: {e}"));
+        let tiles = (m + 127) / 128;
+        assert_eq!(stats.ctas as i64, ctas.unwrap_or(tiles), "{m}");
+        assert_eq!(stats.wgmma as i64, tiles * 2 * 4 * 4, "{m}: two warpgroups, four k-tiles of four");
+        if layout == BLayout::KN {
+            assert_close(&got, &interp_gemm_bias_relu(dt, &case), "persistent");
+        }
+        assert_close(&got, &reference(&plan, &g, &case), "persistent");
+    }
+}
+
+/// A persistent kernel whose consumers do not release the last k-tile's
+/// stage of a tile: one CTA, four tiles of one k-tile each over a ring of
+/// three, so the fourth tile's copies wait for the first tile's stage,
+/// which is never released.
+#[test]
+fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
+    let mut plan = plan_ws(128, 128, 3, &[]);
+    plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true }));
+    let case = Case::new(512, 24, 64);
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
+    let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+    let ctas = kernel.vars.iter().position(|v| v == "ctas").unwrap() as u32;
+    kernel.grid[0] = Expr::c(1);
+    let mut arrives = 0;
+    edit(&mut kernel.body, &mut |s| {
+        match s {
+            Stmt::Let { var, value } if var.0 == ctas => *value = Expr::c(1),
+            Stmt::MbarrierArrive { .. } => {
+                arrives += 1;
+                // The second: after the k loop (K = 64, one k-tile).
+                if arrives == 2 {
+                    *s = Stmt::If { cond: Expr::c(0), then: Vec::new(), otherwise: Vec::new() };
+                }
+            }
+            _ => {}
+        }
+    });
+    assert_eq!(arrives, 2);
+    let Err(e) = run_kernel(&kernel, &p, &g, &case) else { panic!("ran to the end") };
+    assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(empty_wait(&kernel))), "{e}");
 }

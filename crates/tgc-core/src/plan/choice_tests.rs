@@ -39,7 +39,7 @@ fn every_generated_candidate_validates_and_every_rejection_has_a_reason() {
             let s = space::candidates(&p, t);
             assert!(!s.valid.is_empty(), "{}", t.name);
             let size = match t.template_shape(p.dtype).map(|s| s.instr) {
-                Some("wgmma") => space::WGMMA_TILES.len() * space::WGMMA_STAGES.len() * 2,
+                Some("wgmma") => space::WGMMA_TILES.len() * space::WGMMA_STAGES.len() * 3,
                 _ => space::TILES.len() * space::WARP_TILES.len() * space::STAGES.len() * space::VECTOR_WIDTHS.len(),
             };
             assert_eq!(s.valid.len() + s.rejected.len(), size, "{}", t.name);

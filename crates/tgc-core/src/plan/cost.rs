@@ -45,14 +45,19 @@
 //!     `bias` once. This is the L2 reuse that tile rasterisation relies on
 //!     (CUTLASS's threadblock swizzle; Triton's matmul tutorial, "L2 cache
 //!     optimizations").
-//! - On a target whose template issues `wgmma`, a plan without
-//!   `warp_specialize` has its tensor term raised by
-//!   [`UNSPECIALIZED_WGMMA_LOSS`]: its computing warps also issue the
-//!   copies and meet at a `bar.sync` every k-tile, which the specialised
-//!   form leaves to a producer warpgroup (an estimate from measurements,
-//!   see there).
 //! - `time = Σ waves max(terms)`; the reported [`Limit`] is the term that
 //!   decided the most time.
+//! - On a target whose template issues `wgmma`: a plan without
+//!   `warp_specialize` has its tensor term raised by
+//!   [`UNSPECIALIZED_WGMMA_LOSS`] (its computing warps also issue the
+//!   copies and meet at a `bar.sync` every k-tile, which the specialised
+//!   form leaves to a producer warpgroup; an estimate from measurements,
+//!   see there); and each wave exposes one pipeline fill, a memory round
+//!   trip (`mem_latency_clocks`) before its first `wgmma`, added to the
+//!   time whichever term limits, except with `warp_specialize persistent`,
+//!   whose producer fills the next tile's stages while the consumers
+//!   finish this one: one fill in all (a first-principles estimate, not
+//!   measured).
 //! - Ties go to the wider vector (§4.2 counts narrowing it as a loss), then
 //!   to fewer stages (the same estimate from less shared memory), then to
 //!   the earlier candidate.
@@ -104,8 +109,7 @@ pub const TENSOR_WARPS_PER_SM: u64 = 8;
 /// the hand-written kernel at 4096³ and 8192³, where the midpoints of the
 /// specialised form's ranges are 3–8% above the non-specialised one's.
 /// Where the tensor term does not decide (the smaller shapes of that table,
-/// where the two measured level), the two forms tie and the earlier,
-/// non-specialised candidate wins.
+/// where the two measured level), it changes nothing.
 pub const UNSPECIALIZED_WGMMA_LOSS: f64 = 0.05;
 
 /// The time a kernel launched right after another in the same stream
@@ -252,6 +256,7 @@ impl Analytic {
         let waves = tiles.div_ceil(slots);
         let wgmma = target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma");
         let issue_loss = if wgmma && plan.warp_specialize.is_none() { 1.0 + UNSPECIALIZED_WGMMA_LOSS } else { 1.0 };
+        let persistent = plan.warp_specialize.as_ref().is_some_and(|w| w.value.persistent);
 
         // One wave of `count` tiles starting at tile index `start`: its
         // five terms.
@@ -283,6 +288,12 @@ impl Analytic {
             kinds.push((wave(start, tiles - start, false), 1));
         }
         let (time_s, sums, arg) = sum_waves(&kinds);
+        let fills = match (wgmma, persistent) {
+            (false, _) => 0,
+            (true, false) => waves,
+            (true, true) => 1,
+        };
+        let time_s = time_s + fills as f64 * latency;
         const LIMITS: [Limit; 5] = [Limit::Compute, Limit::SharedMemory, Limit::L2, Limit::Latency, Limit::Dram];
         Ok(Terms {
             resources: res,

@@ -307,7 +307,13 @@ fn statement(plan: &mut Plan, kw: &str, s: &mut Stmt) -> DResult<()> {
                 .map_err(|e| e.or_at(w.span))?;
             once(&mut plan.warp_tile, t, s, kw)?;
         }
-        "warp_specialize" => once(&mut plan.warp_specialize, (), s, kw)?,
+        "warp_specialize" => {
+            let persistent = !s.at_end();
+            if persistent {
+                s.keyword("persistent")?;
+            }
+            once(&mut plan.warp_specialize, Specialize { persistent }, s, kw)?
+        }
         "layout_hint" => {
             let key = s.checked("a hint name", is_ident, "an identifier")?.value;
             let v = s.checked("a hint value", is_hint_word, "`[A-Za-z0-9_]+`")?.value;
@@ -432,8 +438,8 @@ pub fn print_dsl(plan: &Plan) -> String {
         let d = e.value.depth.map_or(String::new(), |d| format!(" depth={d}"));
         lines.push(format!("local_edge {} {} {}{d}", e.value.from, e.value.to, e.value.buffer.as_str()));
     }
-    if plan.warp_specialize.is_some() {
-        lines.push("warp_specialize".into());
+    if let Some(w) = &plan.warp_specialize {
+        lines.push(if w.value.persistent { "warp_specialize persistent" } else { "warp_specialize" }.into());
     }
     lines.iter().map(|l| format!("{l};\n")).collect()
 }

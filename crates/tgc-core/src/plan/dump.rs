@@ -10,18 +10,23 @@ use super::{print_dsl, Plan, Problem, Target};
 
 /// A GEMM plan's shape as the dump's columns: the block tile (`128x128x32`),
 /// the warp tile (`64x64`), the stages, the vector width (`-` and 0 for
-/// what the plan does not give) and `ws` for `warp_specialize` (else `-`).
+/// what the plan does not give) and `ws` for `warp_specialize`, `wsp`
+/// for `warp_specialize persistent` (else `-`).
 pub fn plan_shape(plan: &Plan) -> [String; 5] {
     let t = block_tile(plan).map_or("-".into(), |[m, n, k]| format!("{m}x{n}x{k}"));
     let w = plan.warp_tile.as_ref().map_or("-".into(), |w| format!("{}x{}", w.value[0], w.value[1]));
     let v = plan.vectorize.as_ref().map_or(0, |v| v.value.width.value);
-    let ws = if plan.warp_specialize.is_some() { "ws" } else { "-" };
+    let ws = match &plan.warp_specialize {
+        None => "-",
+        Some(w) if w.value.persistent => "wsp",
+        Some(_) => "ws",
+    };
     [t, w, stages(plan).to_string(), v.to_string(), ws.to_string()]
 }
 
 fn shape(plan: &Plan) -> String {
     let [t, w, st, v, ws] = plan_shape(plan);
-    format!("{t:<12} {w:<7} {st:>2} {v:>3} {ws:>2}")
+    format!("{t:<12} {w:<7} {st:>2} {v:>3} {ws:>3}")
 }
 
 /// The dump of `choice` for `problem` on `target`.
@@ -33,7 +38,7 @@ pub fn dump(problem: &Problem, target: &Target, choice: &Choice) -> String {
     let _ = writeln!(s, "estimates of the analytic model (000 §5, §6), not measurements");
     let _ = writeln!(
         s,
-        "  {:<12} {:<7} {:>2} {:>3} {:>2} {:>9} {:>4} {:>4} {:>12} {:>5} {:>10} {:>12}  limit",
+        "  {:<12} {:<7} {:>2} {:>3} {:>3} {:>9} {:>4} {:>4} {:>12} {:>5} {:>10} {:>12}  limit",
         "tile", "warp", "st", "vec", "ws", "smem_B", "regs", "thr", "CTA/SM", "occ", "est_us", "est_TFLOP/s"
     );
     for (i, (plan, e)) in choice.candidates.iter().enumerate() {

@@ -322,9 +322,19 @@ impl Reader<'_> {
                     }
                 }
                 "warp_specialize" => {
-                    if self.boolean(v, &p)? {
-                        plan.warp_specialize = Some(Spanned { value: (), span: self.at(&p) });
-                    }
+                    let value = match v {
+                        Value::Bool(b) => b.then_some(Specialize { persistent: false }),
+                        _ => {
+                            let o = self.object(v, &p, &["persistent"])?;
+                            let persistent = o
+                                .get("persistent")
+                                .map(|b| self.boolean(b, &format!("{p}/persistent")))
+                                .transpose()?
+                                .unwrap_or(false);
+                            Some(Specialize { persistent })
+                        }
+                    };
+                    plan.warp_specialize = value.map(|value| Spanned { value, span: self.at(&p) });
                 }
                 _ => unreachable!("`object` admits only KEYS"),
             }
@@ -514,8 +524,9 @@ pub fn to_json(plan: &Plan) -> String {
             .collect();
         m.insert("local_edges".into(), Value::Array(e));
     }
-    if plan.warp_specialize.is_some() {
-        m.insert("warp_specialize".into(), json!(true));
+    if let Some(w) = &plan.warp_specialize {
+        let v = if w.value.persistent { json!({"persistent": true}) } else { json!(true) };
+        m.insert("warp_specialize".into(), v);
     }
     if !plan.loops.is_empty() {
         let l: Vec<Value> = plan

@@ -14,9 +14,10 @@
 //!   the statements of §12.6, plus statements for the §12.5 fields the
 //!   minimal grammar leaves out: `arch sm80`, `tile BM BN BK`,
 //!   `warp_tile 64x64`, `layout_hint KEY VALUE`,
-//!   `local_edge FROM TO BUFFER [depth=N]`, and `warp_specialize` (the
-//!   sm90 template's producer/consumer form, JSON `"warp_specialize":
-//!   true`); and `pipeline` may omit its axis
+//!   `local_edge FROM TO BUFFER [depth=N]`, and `warp_specialize
+//!   [persistent]` (the sm90 template's producer/consumer form, JSON
+//!   `"warp_specialize": true` or `{"persistent": true}`); and `pipeline`
+//!   may omit its axis
 //!   (a JSON plan with `stages` and no `pipeline_axis`).
 //!
 //! Invariants (what both readers guarantee; [`validate`] checks the rest):
@@ -124,11 +125,22 @@ pub struct Plan {
     pub algo_choice: Vec<Spanned<AlgoChoice>>,
     pub layout_hints: Vec<Spanned<LayoutHint>>,
     pub local_edges: Vec<Spanned<LocalEdge>>,
-    /// `warp_specialize` (an extension of §12.6; JSON `"warp_specialize":
-    /// true`): one producer warpgroup issues the operand copies and the
-    /// block's other warpgroups compute (CUTLASS 3's producer/consumer
-    /// kernels; the sm90 template, with TMA copies).
-    pub warp_specialize: Option<Spanned<()>>,
+    /// `warp_specialize [persistent]` (an extension of §12.6; JSON
+    /// `"warp_specialize": true` or `{"persistent": true}`): one producer
+    /// warpgroup issues the operand copies and the block's other
+    /// warpgroups compute (CUTLASS 3's producer/consumer kernels; the sm90
+    /// template, with TMA copies).
+    pub warp_specialize: Option<Spanned<Specialize>>,
+}
+
+/// How a warp-specialised kernel schedules its tiles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Specialize {
+    /// A persistent tile scheduler: one CTA per SM (at most one per tile)
+    /// walks the tiles `blockIdx.x, blockIdx.x + gridDim.x, …`, its producer
+    /// filling the ring for the next tile while the consumers run the
+    /// epilogue of this one. Otherwise one CTA per tile.
+    pub persistent: bool,
 }
 
 /// A loop transformation (§12.6 `split`, `reorder`, `fuse`, `unroll`).

@@ -113,17 +113,17 @@ pub fn check(plan: &Plan, target: &Target, problem: &Problem) -> Vec<String> {
 /// Enumerates the §6 space for `problem` on `target` in a fixed order
 /// (tile, warp tile, stages, vector width) and checks each plan: the
 /// `mma.sync` space above, or on a target whose template issues `wgmma`
-/// ([`Target::template_shape`]) [`WGMMA_TILES`] × [`WGMMA_STAGES`] × with
-/// and without `warp_specialize`, with the warpgroup tile `64 × BN` and
-/// 8-element (16-byte) vectors.
+/// ([`Target::template_shape`]) [`WGMMA_TILES`] × [`WGMMA_STAGES`] ×
+/// {not specialised, `warp_specialize`, `warp_specialize persistent`},
+/// with the warpgroup tile `64 × BN` and 8-element (16-byte) vectors.
 pub fn candidates(problem: &Problem, target: &Target) -> Space {
     let mut plans = Vec::new();
     if target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma") {
         for tile in WGMMA_TILES {
             for stages in WGMMA_STAGES {
-                for specialize in [false, true] {
+                for specialize in [None, Some(false), Some(true)] {
                     let mut plan = gemm_plan(target, tile, [64, tile[1]], stages, 8);
-                    plan.warp_specialize = specialize.then(|| Spanned::new(()));
+                    plan.warp_specialize = specialize.map(|persistent| Spanned::new(Specialize { persistent }));
                     plans.push(plan);
                 }
             }

@@ -253,7 +253,7 @@ prop_compose! {
         algo in proptest::collection::btree_map(word(), word(), 0..3),
         hints in proptest::collection::btree_map("[A-Za-z_][A-Za-z0-9_]{0,6}", prop_oneof![any::<bool>().prop_map(HintValue::Bool), "x[a-z0-9]{0,4}".prop_map(HintValue::Word)], 0..3),
         edges in proptest::collection::vec((word(), word(), 0usize..3, proptest::option::of(2u64..4)), 0..3),
-        specialize in any::<bool>(),
+        specialize in proptest::option::of(any::<bool>()),
     ) -> Plan {
         Plan {
             arch: arch.map(|a| sp(a.to_string())),
@@ -275,7 +275,7 @@ prop_compose! {
                     sp(LocalEdge { from, to, buffer, depth })
                 })
                 .collect(),
-            warp_specialize: specialize.then(|| sp(())),
+            warp_specialize: specialize.map(|persistent| sp(Specialize { persistent })),
         }
     }
 }

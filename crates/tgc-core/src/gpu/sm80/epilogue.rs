@@ -10,7 +10,9 @@ use crate::tiny::{BinaryOp, ReduceOp};
 impl Builder {
     /// The epilogue on `acc` and the stores of `C`: staged through shared
     /// memory for stores of `vs > 2` elements, else straight from the
-    /// fragments (pairs of adjacent columns).
+    /// fragments (pairs of adjacent columns), as always in a persistent
+    /// kernel, whose producer is filling the operand ring (which a staging
+    /// buffer would overlay) for the next tile meanwhile.
     pub(super) fn epilogue(&mut self, p: &GemmParams, ids: &Ids, ops: &[Epi]) -> Vec<Stmt> {
         if let Some(axis) = self.gemm.implicit.as_ref().and_then(|im| im.pool) {
             return self.pooled_epilogue(p, ids, ops, axis);
@@ -22,7 +24,7 @@ impl Builder {
             .into_iter()
             .find(|&v| v * eo <= 16 && v <= self.gemm.align_c as i64 && v <= self.sh.vec && wn % v == 0)
             .unwrap_or(1);
-        let staged = vs > 2;
+        let staged = vs > 2 && !self.sh.persistent;
         let cs = staged.then(|| {
             let size = self.computing_threads() / 32 * 16 * wn * eo;
             self.staging_buffer(size)

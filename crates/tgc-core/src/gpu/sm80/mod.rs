@@ -147,6 +147,8 @@ struct Shape {
     /// `warp_specialize`: a producer warpgroup before the computing ones
     /// (the SM90 branch with TMA copies).
     specialize: bool,
+    /// `warp_specialize persistent`: one CTA per SM walks the tiles.
+    persistent: bool,
 }
 
 fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
@@ -201,6 +203,7 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         parallel_split: algo == Some("splitk_parallel"),
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
         specialize: false,
+        persistent: false,
     })
 }
 
@@ -353,6 +356,7 @@ struct Builder {
 }
 
 /// The per-thread values every part of the kernel uses.
+#[derive(Clone)]
 struct Ids {
     tid: Expr,
     lane: Expr,

@@ -37,9 +37,17 @@
 //!         mbarrier wait full[kt % S], parity (kt / S) % 2
 //!         wgmma.fence; 4 × wgmma; commit; wgmma.wait_group 1
 //!         if kt > 0: mbarrier arrive empty[(kt - 1) % S]        // tile kt-1's reads retired
-//!     wgmma.wait_group 0
+//!     wgmma.wait_group 0; mbarrier arrive empty[(ktiles - 1) % S]
 //!     epilogue, its bar.sync the consumers' named barrier 1
 //! ```
+//!
+//! With `warp_specialize persistent` the grid is `min(tiles, 132)` CTAs
+//! (the sm90 row's SMs), CTA `b` takes the tiles `b, b + ctas, …` (`N`
+//! fastest), and both roles wrap the loops above in one over them, counting
+//! the ring's uses `it = i · ktiles + kt` for stages and parities, so the
+//! producer fills the next tile's stages while the consumers run this
+//! one's epilogue; that epilogue stores C from the fragments (no staging
+//! buffer over the ring the producer is filling).
 //!
 //! - Block: `BM / 64` warpgroups (128 threads each); warpgroup `g` owns
 //!   rows `64g..64g+63` of the tile. Grid `(⌈N/BN⌉, ⌈M/BM⌉)`.
@@ -113,6 +121,7 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
         return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
     }
     let specialize = plan.warp_specialize.is_some();
+    let persistent = plan.warp_specialize.as_ref().is_some_and(|w| w.value.persistent);
     if specialize && !uses_tma(gemm) {
         return Err(unsupported(
             "TMA copies for `warp_specialize` (operand rows of a multiple of 16 bytes, not an implicit GEMM)".into(),
@@ -132,6 +141,7 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
         swizzle: [true, true],
         parallel_split: false,
         specialize,
+        persistent,
     })
 }
 
@@ -362,7 +372,10 @@ impl Builder {
     /// the `wgmma`s that read it retired. `full[s]` completes when stage
     /// `s`'s copies landed, `empty[s]` when every consumer thread released
     /// it; the producer's first pass over the ring waits on the phase
-    /// before `empty`'s first (parity 1), which has completed.
+    /// before `empty`'s first (parity 1), which has completed. Both roles
+    /// count the ring's uses `it = i · ktiles + kt` over this CTA's tiles
+    /// `i` (one, or with `persistent` those of [`Builder::tiles`]), so the
+    /// ring and its phases run on from one tile into the next.
     fn body_sm90_specialized(&mut self, p: &GemmParams, ops: &[Epi], maps: [ParamId; 2]) {
         let (bm, bn, bk, stages) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages);
         let es = self.gemm.ab.size_bytes() as i64;
@@ -370,8 +383,6 @@ impl Builder {
         let consumers = bm / 64 * 128;
         self.k.block = [(producer + consumers) as u32, 1, 1];
         self.k.min_blocks_per_sm = Some(1);
-        let param = Expr::Param;
-        self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(1)];
         let a_smem = self.smem_1024("As", stages * bm * bk * es, Swizzle::B128);
         let b_smem = self.smem_1024("Bs", stages * bn * bk * es, Swizzle::B128);
         let full = self.k.add_smem("full", 8 * stages as u64, Swizzle::IDENTITY);
@@ -384,9 +395,8 @@ impl Builder {
             .map(|r| r as u32);
 
         let mut out = Vec::new();
-        let ktiles = self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk);
-        let block_m = self.let_(&mut out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
-        let block_n = self.let_(&mut out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+        let ktiles = self.let_(&mut out, "ktiles", (Expr::Param(p.k) + (bk - 1)) / bk);
+        let tiles = self.tiles(p, &mut out);
         let mut init = Vec::new();
         self.for_unrolled(&mut init, "s", stages, |_, s| {
             vec![
@@ -410,8 +420,8 @@ impl Builder {
             wm: warp.clone(),
             wn: Expr::c(0),
             warp,
-            bm: block_m,
-            bn: block_n,
+            bm: Expr::c(0),
+            bn: Expr::c(0),
             kt0: Expr::c(0),
             ktiles,
             a_smem,
@@ -420,50 +430,130 @@ impl Builder {
             batch: Vec::new(),
             c_batch: Expr::c(0),
         };
+        let use_of = |i: &Expr, kt: Expr| match i {
+            Expr::Const(0) => kt,
+            i => i.clone() * ids.ktiles.clone() + kt,
+        };
 
-        let kt = self.var("kt");
-        let mut fill = Vec::new();
-        let stage = self.let_(&mut fill, "stage", Expr::Var(kt) % stages);
-        let parity = (Expr::Var(kt) / stages + 1) % 2;
-        fill.push(Stmt::MbarrierWait { bar: at(&empty, stage.clone()), parity });
-        fill.extend(self.issue_tma(&ids, maps, &full, stage, Expr::Var(kt)));
-        let fill_loop =
-            Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: fill };
+        let mut fill_tiles = Vec::new();
+        self.tile_loop(&mut fill_tiles, &tiles, |b, i, block_m, block_n| {
+            let kt = b.var("kt");
+            let mut fill = Vec::new();
+            let it = b.let_(&mut fill, "it", use_of(&i, Expr::Var(kt)));
+            let stage = b.let_(&mut fill, "stage", it.clone() % stages);
+            fill.push(Stmt::MbarrierWait { bar: at(&empty, stage.clone()), parity: (it / stages + 1) % 2 });
+            let ids = Ids { bm: block_m, bn: block_n, ..ids.clone() };
+            fill.extend(b.issue_tma(&ids, maps, &full, stage, Expr::Var(kt)));
+            vec![Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: fill }]
+        });
         let producer_body = vec![
             Stmt::SetMaxNReg { inc: false, regs: producer_regs },
-            Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: vec![fill_loop], otherwise: Vec::new() },
+            Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: fill_tiles, otherwise: Vec::new() },
         ];
 
-        self.for_unrolled(&mut consumer, "i", bn / 2, |_, i| {
-            vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
+        self.tile_loop(&mut consumer, &tiles, |b, i, block_m, block_n| {
+            let mut tile = Vec::new();
+            b.for_unrolled(&mut tile, "i", bn / 2, |_, r| {
+                vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: r }, value: 0.0 }]
+            });
+            let kt = b.var("kt");
+            let kt_e = Expr::Var(kt);
+            let mut main = Vec::new();
+            let it = b.let_(&mut main, "it", use_of(&i, kt_e.clone()));
+            let stage = b.let_(&mut main, "stage", it.clone() % stages);
+            main.push(Stmt::MbarrierWait { bar: at(&full, stage.clone()), parity: it.clone() / stages % 2 });
+            main.extend(b.wgmma_ktile(&ids, &warpgroup, stage));
+            // The previous k-tile's wgmmas retired: its stage is free.
+            main.push(Stmt::If {
+                cond: Expr::c(0).lt(kt_e.clone()),
+                then: vec![Stmt::MbarrierArrive { bar: at(&empty, (it + (stages - 1)) % stages) }],
+                otherwise: Vec::new(),
+            });
+            tile.push(Stmt::For {
+                var: kt,
+                start: Expr::c(0),
+                end: ids.ktiles.clone(),
+                step: 1,
+                unroll: false,
+                body: main,
+            });
+            tile.push(Stmt::WgmmaWait { pending: 0 });
+            // And so is the last k-tile's: the next tile's copies may use it.
+            let last = use_of(&i, ids.ktiles.clone() - 1) % stages;
+            tile.push(Stmt::If {
+                cond: Expr::c(0).lt(ids.ktiles.clone()),
+                then: vec![Stmt::MbarrierArrive { bar: at(&empty, last) }],
+                otherwise: Vec::new(),
+            });
+            let ids = Ids { bm: block_m, bn: block_n, ..ids.clone() };
+            let mut epilogue = b.epilogue(p, &ids, ops);
+            name_barriers(&mut epilogue, CONSUMER_BARRIER, consumers as u32);
+            tile.extend(epilogue);
+            tile
         });
-        let kt = self.var("kt");
-        let kt_e = Expr::Var(kt);
-        let mut main = Vec::new();
-        let stage = self.let_(&mut main, "stage", kt_e.clone() % stages);
-        main.push(Stmt::MbarrierWait { bar: at(&full, stage.clone()), parity: kt_e.clone() / stages % 2 });
-        main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
-        // The previous k-tile's wgmmas retired: its stage is free.
-        main.push(Stmt::If {
-            cond: Expr::c(0).lt(kt_e.clone()),
-            then: vec![Stmt::MbarrierArrive { bar: at(&empty, (kt_e + (stages - 1)) % stages) }],
-            otherwise: Vec::new(),
-        });
-        consumer.push(Stmt::For {
-            var: kt,
-            start: Expr::c(0),
-            end: ids.ktiles.clone(),
-            step: 1,
-            unroll: false,
-            body: main,
-        });
-        consumer.push(Stmt::WgmmaWait { pending: 0 });
-        let mut epilogue = self.epilogue(p, &ids, ops);
-        name_barriers(&mut epilogue, CONSUMER_BARRIER, consumers as u32);
-        consumer.extend(epilogue);
         out.push(Stmt::WarpSpecialize { producer_threads: producer as u32, producer: producer_body, consumer });
         self.k.body = out;
     }
+
+    /// The grid and this CTA's tiles. One CTA per `BM × BN` tile, the grid
+    /// `(⌈N/BN⌉, ⌈M/BM⌉)`; or with `persistent` one CTA per SM of the sm90
+    /// target row (at most one per tile) on the grid's `x`, which takes the
+    /// tiles `blockIdx.x + i · ctas` (`N` fastest, as `bind n.o block.x`
+    /// orders them).
+    fn tiles(&mut self, p: &GemmParams, out: &mut Vec<Stmt>) -> Tiles {
+        let (bm, bn) = (self.sh.bm, self.sh.bn);
+        let tiles_m = (Expr::Param(p.m) + (bm - 1)) / bm;
+        let tiles_n = (Expr::Param(p.n) + (bn - 1)) / bn;
+        if !self.sh.persistent {
+            self.k.grid = [tiles_n, tiles_m, Expr::c(1)];
+            return Tiles::Grid;
+        }
+        let sms = crate::plan::target::SM90.sm_count as i64;
+        let ctas = Expr::bin(BinOp::Min, tiles_m.clone() * tiles_n.clone(), Expr::c(sms));
+        self.k.grid = [ctas.clone(), Expr::c(1), Expr::c(1)];
+        let tiles_n = self.let_(out, "tiles_n", tiles_n);
+        let count = self.let_(out, "tiles", tiles_m * tiles_n.clone());
+        let ctas = self.let_(out, "ctas", ctas);
+        let mine = self.let_(out, "my_tiles", (count - Expr::BlockIdx(Dim::X) + ctas.clone() - 1) / ctas.clone());
+        Tiles::Persistent { tiles_n, ctas, mine }
+    }
+
+    /// `f(i, block_m, block_n)` for each of this CTA's tiles `i`: once (`i`
+    /// = 0, the tile of `blockIdx`), or in a loop over [`Tiles::Persistent`]'s.
+    fn tile_loop(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        tiles: &Tiles,
+        f: impl FnOnce(&mut Self, Expr, Expr, Expr) -> Vec<Stmt>,
+    ) {
+        let (bm, bn) = (self.sh.bm, self.sh.bn);
+        match tiles {
+            Tiles::Grid => {
+                let block_m = self.let_(out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
+                let block_n = self.let_(out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+                let body = f(self, Expr::c(0), block_m, block_n);
+                out.extend(body);
+            }
+            Tiles::Persistent { tiles_n, ctas, mine } => {
+                let i = self.var("i_tile");
+                let mut body = Vec::new();
+                let tile = self.let_(&mut body, "tile", Expr::BlockIdx(Dim::X) + Expr::Var(i) * ctas.clone());
+                let block_m = self.let_(&mut body, "block_m", tile.clone() / tiles_n.clone() * bm);
+                let block_n = self.let_(&mut body, "block_n", tile % tiles_n.clone() * bn);
+                body.extend(f(self, Expr::Var(i), block_m, block_n));
+                out.push(Stmt::For { var: i, start: Expr::c(0), end: mine.clone(), step: 1, unroll: false, body });
+            }
+        }
+    }
+}
+
+/// Which tiles a CTA of the warp-specialised kernel computes
+/// ([`Builder::tiles`]).
+enum Tiles {
+    /// The one of its `blockIdx`.
+    Grid,
+    /// `blockIdx.x + i · ctas` for `i` in `0..mine`, `tiles_n` tiles a row.
+    Persistent { tiles_n: Expr, ctas: Expr, mine: Expr },
 }
 
 /// The named barrier (`bar.sync 1, threads`) of a warp-specialised
