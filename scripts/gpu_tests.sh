@@ -31,6 +31,9 @@ cargo test -p tgc-build-demo --locked --features sm80 --test sm80
 cargo test -p tgc --locked --features sm90 --test sm80_kernel
 cargo test -p tgc-build-demo --locked --features sm90 --test sm80 --test sm90
 cargo test -p tgc-cli --locked --test cli
+# Every plan of the device's GEMM space (on sm90 the warp-specialised and
+# persistent forms too) against a CPU reference.
+cargo test -p tgc-cli --locked --test gpu_plans
 
 SAN_DIR="$PWD/.toolchain/sanitizer"
 SAN="$SAN_DIR/nvidia/cu13/bin/compute-sanitizer"
