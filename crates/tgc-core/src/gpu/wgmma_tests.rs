@@ -457,3 +457,27 @@ fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
     let Err(e) = run_kernel(&kernel, &p, &g, &case) else { panic!("ran to the end") };
     assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(empty_wait(&kernel))), "{e}");
 }
+
+/// Without the `bar.sync` after each k-tile's `wgmma.wait_group 1`, thread
+/// 0 refills a stage the other warpgroup's `wgmma`s read with nothing
+/// ordering those reads before its copy: no mbarrier carries the other
+/// threads' arrivals to it in this form, so the emulator's race check
+/// still sees it.
+#[test]
+fn a_refill_without_the_barrier_after_the_wgmmas_is_a_race() {
+    let plan = plan_sm90(128, 128, 3, &[]);
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, 448);
+    let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+    let mut in_loop = 0;
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::For { body, unroll: false, .. } = s {
+            let before = body.len();
+            body.retain(|x| !matches!(x, Stmt::Barrier));
+            in_loop += before - body.len();
+        }
+    });
+    assert_eq!(in_loop, 1);
+    let Err(e) = run_kernel(&kernel, &p, &g, &Case::new(130, 136, 448)) else { panic!("ran to the end") };
+    assert_eq!(e.fault, Fault::Race, "{e}");
+    assert!(e.message.contains("no bar.sync or mbarrier phase between"), "{e}");
+}
