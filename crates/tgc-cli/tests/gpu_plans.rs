@@ -90,7 +90,7 @@ fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
 #[test]
 fn every_sm90_form_lowers_pinned_to_its_own_launch() {
     let plans = pinned_plans(&graph(), &tgc_core::plan::target::SM90);
-    assert_eq!(plans.len(), 15);
+    assert_eq!(plans.len(), 33);
 }
 
 #[test]

@@ -28,14 +28,15 @@ fn steps_pick_the_sm90_twin_on_a_9x_device_and_the_sm80_kernels_elsewhere() {
             _ => None,
         })
         .collect();
-    // x [128, 64] in boxes of 64 x 128 rows, w [64, 64] (K x N) in 64 x 64
+    // x [128, 64] in boxes of 64 x 64 rows (the model's 64 x 128 tile for
+    // M = 128: two CTAs rather than one), w [64, 64] (K x N) in 64 x 64
     // atoms, both f16 with the 128-byte swizzle.
     let x = MapArg {
         buffer: BufferArg::Tensor(0),
         dtype: DType::F16,
         dims: [64, 128],
         row_stride_bytes: 128,
-        box_dims: [64, 128],
+        box_dims: [64, 64],
         swizzle_128b: true,
     };
     let w = MapArg { buffer: BufferArg::Tensor(1), dims: [64, 64], box_dims: [64, 64], ..x };

@@ -516,7 +516,7 @@ mod template {
         let target = &plan::target::SM90;
         let problem = plan::Problem::gemm(4096, 4096, 4096, DType::F16);
         let sp = space::candidates(&problem, target);
-        assert_eq!(sp.valid.len(), 15, "{:?}", sp.rejected);
+        assert_eq!(sp.valid.len(), 33, "{:?}", sp.rejected);
         let mut kernels = Vec::new();
         for p in &sp.valid {
             let mut p = p.clone();

@@ -28,9 +28,11 @@ pub const VECTOR_WIDTHS: [u64; 3] = [4, 8, 16];
 
 /// The block tiles of the `wgmma` space (sm90): the two `docs/sm90.md`
 /// measured on an H200, `128 × 128` and `128 × 256` with `BK = 64` (one
-/// 128-byte swizzle row of 16-bit elements); the warp tile is the
+/// 128-byte swizzle row of 16-bit elements), and their one-warpgroup
+/// halves `64 × 128` and `64 × 256` (one consumer warpgroup when
+/// specialised; less padding when `M` is small); the warp tile is the
 /// warpgroup's `64 × BN`.
-pub const WGMMA_TILES: [[u64; 3]; 2] = [[128, 128, 64], [128, 256, 64]];
+pub const WGMMA_TILES: [[u64; 3]; 4] = [[64, 128, 64], [64, 256, 64], [128, 128, 64], [128, 256, 64]];
 
 /// `stages ∈ {3, 4, 5}` of the `wgmma` space (issue 15's sm90 space).
 pub const WGMMA_STAGES: [u64; 3] = [3, 4, 5];
