@@ -102,6 +102,18 @@ pub(super) fn run_with_stats(
     g: &Gemm,
     case: &Case,
 ) -> Result<(Vec<f64>, emulate::Stats), GpuError> {
+    run_ordered(kernel, p, g, case, emulate::RoleOrder::default())
+}
+
+/// [`run_with_stats`] with a warp-specialised kernel's roles interleaved
+/// as `order` says.
+pub(super) fn run_ordered(
+    kernel: &Kernel,
+    p: &GemmParams,
+    g: &Gemm,
+    case: &Case,
+    order: emulate::RoleOrder,
+) -> Result<(Vec<f64>, emulate::Stats), GpuError> {
     let mut args = vec![Arg::Int(0); kernel.params.len()];
     let ldb = if g.b_layout == BLayout::KN { case.n } else { case.k };
     args[p.a.0 as usize] = Arg::tensor(g.ab, &case.a);
@@ -124,7 +136,7 @@ pub(super) fn run_with_stats(
     for map in p.tensor_maps.into_iter().flatten() {
         args[map.0 as usize] = Arg::TensorMap;
     }
-    let stats = emulate::run(kernel, &mut args)?;
+    let stats = emulate::run_ordered(kernel, &mut args, order)?;
     Ok((args[p.c.0 as usize].values(g.out), stats))
 }
 

@@ -7,7 +7,8 @@ use super::emulate::{self, Arg};
 use super::ir::*;
 use super::sm80::{self, BLayout, Gemm, GemmParams};
 use super::tests::{
-    assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_with_stats, Case,
+    assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_ordered,
+    run_with_stats, Case,
 };
 use super::verify;
 use crate::plan::{self, space, Plan, Spanned};
@@ -274,6 +275,14 @@ fn warp_specialized_gemm_matches_interp() {
                 assert_close(&got, &interp_gemm_bias_relu(dt, &case), &what);
             }
             assert_close(&got, &reference(&plan, &g, &case), &what);
+            // The roles taking turns after every statement: the same bits
+            // (f16 only: the emulator's time).
+            if dt == DType::F16 {
+                let (stepped, _) = run_ordered(&kernel, &p, &g, &case, emulate::RoleOrder::EveryStatement)
+                    .unwrap_or_else(|e| panic!("{what}, every statement: {e}"));
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&stepped), bits(&got), "{what}");
+            }
             ran += 1;
         }
     }
@@ -416,6 +425,12 @@ fn persistent_warp_specialized_gemm_matches_interp() {
             });
         }
         let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{m}: {e}"));
+        let (stepped, _) = run_ordered(&kernel, &p, &g, &case, emulate::RoleOrder::EveryStatement)
+            .unwrap_or_else(|e| panic!("{m}, every statement: {e}"));
+        assert_eq!(
+            stepped.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            got.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
         let tiles = (m + 127) / 128;
         assert_eq!(stats.ctas as i64, ctas.unwrap_or(tiles), "{m}");
         assert_eq!(stats.wgmma as i64, tiles * 2 * 4 * 4, "{m}: two warpgroups, four k-tiles of four");

@@ -57,8 +57,9 @@
 //! - Warp specialisation (`emulate/roles.rs`): the two roles of a
 //!   `WarpSpecialize` run as tasks, each in lockstep over its own threads,
 //!   taking turns whenever one reaches an `MbarrierWait` that cannot
-//!   complete yet; when neither can move it is a `Deadlock` naming the
-//!   wait. An mbarrier arrival orders what the arriving thread did before
+//!   complete yet ([`run_ordered`] with [`RoleOrder::EveryStatement`]:
+//!   after every statement); when neither can move it is a `Deadlock`
+//!   naming the wait. An mbarrier arrival orders what the arriving thread did before
 //!   it before what a thread does after its wait sees that phase complete
 //!   (release/acquire), which the race check of a shared write honours
 //!   like a `bar.sync`. `bar.sync id, n` needs exactly `n` active threads;
@@ -193,17 +194,36 @@ pub struct Stats {
 /// `BadValue` without a statement for arguments that do not fit the
 /// parameters or a grid or block that cannot launch.
 pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
-    launch(kernel, args).map(|(stats, _)| stats)
+    launch(kernel, args, RoleOrder::default()).map(|(stats, _)| stats)
+}
+
+/// How the emulator interleaves the two roles of a `WarpSpecialize`
+/// (`emulate/roles.rs`); every order is one the hardware allows, and a
+/// correct kernel gives the same result under each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RoleOrder {
+    /// Each role runs until it waits on a phase that cannot complete yet.
+    #[default]
+    UntilBlocked,
+    /// The roles take turns after every statement: the producer never
+    /// runs far ahead of the consumers.
+    EveryStatement,
+}
+
+/// [`run`] with the roles of a warp-specialised kernel interleaved as
+/// `order` says.
+pub fn run_ordered(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<Stats, GpuError> {
+    launch(kernel, args, order).map(|(stats, _)| stats)
 }
 
 /// [`run`], also returning the register arrays of the last CTA run (per
 /// [`RegId`], `len` registers per thread, thread-major; `f32` registers as
 /// their bits): what a fragment holds, for tests and debugging.
 pub fn run_keeping_registers(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
-    launch(kernel, args)
+    launch(kernel, args, RoleOrder::default())
 }
 
-fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
+fn launch(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<(Stats, Vec<Vec<u32>>), GpuError> {
     let bad = |m: String| GpuError::new(Fault::BadValue, None, m);
     if args.len() != kernel.params.len() {
         return Err(bad(format!("{} arguments for {} parameters", args.len(), kernel.params.len())));
@@ -256,6 +276,7 @@ fn launch(kernel: &Kernel, args: &mut [Arg]) -> Result<(Stats, Vec<Vec<u32>>), G
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 let mut f = Frame::new(kernel, &scalars, &ids, threads as usize, [x, y, z]);
+                f.order = order;
                 let mask = vec![true; threads as usize];
                 f.exec(&kernel.body, &mask, args)?;
                 stats.ctas += 1;
@@ -340,6 +361,8 @@ struct Frame<'k> {
     /// model: mbarrier arrive has release, a completed wait acquire
     /// semantics).
     acquired: HashMap<(u32, u32), u32>,
+    /// How a `WarpSpecialize`'s roles interleave.
+    order: RoleOrder,
     /// Per warpgroup (128 threads): its `wgmma` groups.
     warpgroups: Vec<sm90::Warpgroup>,
     /// Per register array: per register (`t * len + i`), the in-flight
@@ -378,6 +401,7 @@ impl<'k> Frame<'k> {
             mbars: HashMap::new(),
             arrived: vec![0; threads],
             acquired: HashMap::new(),
+            order: RoleOrder::default(),
             warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
             reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
             wgmma_acc: k.wgmma_accumulators(),

@@ -12,8 +12,10 @@
 //! that never releases a stage, a producer that never fills one, a wrong
 //! parity).
 //!
-//! What this order can and cannot see: each role runs as far as it can
-//! before the other moves, one of the orders the hardware allows. The
+//! What this order can and cannot see: by default each role runs as far
+//! as it can before the other moves ([`RoleOrder::UntilBlocked`]), or the
+//! roles take turns after every statement ([`RoleOrder::EveryStatement`]);
+//! both are orders the hardware allows, far apart. The
 //! mbarrier checks hold in every order (a read of a stage before its
 //! phase completed is an `IncompleteRead`, since the copies land at the
 //! wait; an arrival beyond a phase's count is an error); a role's
@@ -41,6 +43,9 @@ enum Level<'k> {
 /// How far a turn got.
 enum Turn {
     Done,
+    /// Ran a statement and gave the other role its turn
+    /// ([`RoleOrder::EveryStatement`]).
+    Yielded,
     /// Stopped at a wait that cannot complete (its `Deadlock` error),
     /// after running at least one statement when `moved`.
     Blocked {
@@ -82,16 +87,18 @@ impl<'k> Frame<'k> {
                 std::mem::swap(&mut self.loop_vars, &mut task.loop_vars);
                 match turn? {
                     Turn::Done => (*done, moved) = (true, true),
+                    Turn::Yielded => moved = true,
                     Turn::Blocked { wait, moved: m } => {
                         moved |= m;
                         stuck.get_or_insert(wait);
                     }
                 }
             }
-            match stuck {
-                None => return Ok(()),
-                Some(wait) if !moved => return Err(wait),
-                Some(_) => {}
+            if done.iter().all(|&d| d) {
+                return Ok(());
+            }
+            if let (Some(wait), false) = (stuck, moved) {
+                return Err(wait);
             }
         }
     }
@@ -144,6 +151,9 @@ impl<'k> Frame<'k> {
                         }
                     }
                     moved = true;
+                    if self.order == RoleOrder::EveryStatement {
+                        return Ok(Turn::Yielded);
+                    }
                 }
                 Level::Loop { st, body, live } => {
                     let (st, body, s) = (*st, *body, self.id(st));

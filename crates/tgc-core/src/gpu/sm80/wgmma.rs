@@ -79,7 +79,7 @@
 //! of 64 up to 256.
 
 use super::*;
-use crate::plan::resources::{PRODUCER_REGS, PRODUCER_THREADS};
+use crate::plan::resources::PRODUCER_THREADS;
 
 /// Columns of one atom of an MN-major operand: 64 16-bit elements, one
 /// 128-byte swizzle row.
@@ -389,10 +389,8 @@ impl Builder {
         let empty = self.k.add_smem("empty", 8 * stages as u64, Swizzle::IDENTITY);
         let at = |bars: &SmemRef, s: Expr| SmemRef { offset: s * 8, ..bars.clone() };
         let acc = self.regs("acc", RegKind::F32, bn / 2);
-        let target = crate::plan::target::TARGETS.iter().find(|t| t.name == "sm90");
-        let [producer_regs, consumer_regs] = target
-            .map_or([PRODUCER_REGS, 232], |t| crate::plan::resources::specialized_regs(consumers as u64, t))
-            .map(|r| r as u32);
+        let [producer_regs, consumer_regs] =
+            crate::plan::resources::specialized_regs(consumers as u64, &crate::plan::target::SM90).map(|r| r as u32);
 
         let mut out = Vec::new();
         let ktiles = self.let_(&mut out, "ktiles", (Expr::Param(p.k) + (bk - 1)) / bk);
