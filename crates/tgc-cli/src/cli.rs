@@ -82,16 +82,17 @@ pub enum Command {
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, dot (the graph
         /// as Graphviz DOT), indexbook, poly_view, region, dot_regions (DOT
-        /// with each region a cluster, fused edges bold), plan (the sm80
-        /// plans ranked by their estimates: each GEMM or convolution's plan
-        /// space, an attention's softmax algorithms; needs concrete sizes,
-        /// e.g. from `--dim`), c;
-        /// with `--target sm80` also gpu (every kernel's GPU dialect IR), cu
-        /// (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.
+        /// with each region a cluster, fused edges bold), plan (the GPU
+        /// target's plans ranked by their estimates: each GEMM or
+        /// convolution's plan space — on sm90 with the warp-specialised
+        /// `ws` and persistent `wsp` forms —, an attention's softmax
+        /// algorithms; needs concrete sizes, e.g. from `--dim`), c;
+        /// with `--target sm80|sm90` also gpu (every kernel's GPU dialect
+        /// IR), cu (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts here instead of printing the dumps: for
-        /// `cpu` the C source and Tiny IR JSON; for `sm80` the graph's GPU
+        /// `cpu` the C source and Tiny IR JSON; for `sm80|sm90` the graph's GPU
         /// kernels (with concrete sizes, the tensor-core templates for a
         /// GEMM or convolution + epilogue and for an attention, whole or as
         /// regions; SIMT kernels for the rest) as `<name>.cu`,
