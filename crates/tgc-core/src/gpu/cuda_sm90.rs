@@ -119,7 +119,7 @@ impl Printer<'_> {
             )
             .unwrap(),
             Stmt::SetMaxNReg { inc, regs } => {
-                if regs % 8 != 0 || !(24..=256).contains(regs) {
+                if !is_maxnreg_count(*regs) {
                     return Err(self.err(id, Fault::BadValue, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256")));
                 }
                 let op = if *inc { "inc" } else { "dec" };

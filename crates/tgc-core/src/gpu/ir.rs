@@ -1020,6 +1020,16 @@ impl Stmt {
     }
 }
 
+/// The ids of named barriers, `bar.sync id, threads` (PTX ISA "bar.sync":
+/// 16 per CTA, 0 being `bar.sync 0`'s).
+pub const NAMED_BARRIER_IDS: std::ops::Range<u32> = 1..16;
+
+/// Whether `regs` is a register count `setmaxnreg` takes: a multiple of 8
+/// in 24..=256 (PTX ISA "setmaxnreg").
+pub fn is_maxnreg_count(regs: u32) -> bool {
+    regs.is_multiple_of(8) && (24..=256).contains(&regs)
+}
+
 /// The lower-case name of a reduction (`sum`, `prod`, `max`, `min`).
 pub fn reduce_name(op: ReduceOp) -> &'static str {
     match op {

@@ -500,7 +500,7 @@ impl Verifier<'_> {
                 self.specialize(s, *producer_threads, [producer, consumer], scope, sync)
             }
             Stmt::SetMaxNReg { regs, .. } => {
-                if regs % 8 != 0 || !(24..=256).contains(regs) {
+                if !is_maxnreg_count(*regs) {
                     self.err(Fault::BadValue, s, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256"));
                 }
             }
@@ -514,7 +514,7 @@ impl Verifier<'_> {
                         "bar.sync 0 inside a warp-specialised role waits for the other role's threads".into(),
                     ),
                     (Stmt::BarrierNamed { id, threads }, role) => {
-                        if !(1..16).contains(id) {
+                        if !NAMED_BARRIER_IDS.contains(id) {
                             self.err(Fault::BadValue, s, format!("named barrier {id}: ids are 1 to 15"));
                         }
                         let want = role.unwrap_or(cta);

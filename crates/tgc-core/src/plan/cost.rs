@@ -254,7 +254,7 @@ impl Analytic {
         }
         let slots = target.sm_count * res.ctas_per_sm;
         let waves = tiles.div_ceil(slots);
-        let wgmma = target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma");
+        let wgmma = target.issues_wgmma(problem.dtype);
         let issue_loss = if wgmma && plan.warp_specialize.is_none() { 1.0 + UNSPECIALIZED_WGMMA_LOSS } else { 1.0 };
         let persistent = plan.warp_specialize.as_ref().is_some_and(|w| w.value.persistent);
 

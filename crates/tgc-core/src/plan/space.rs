@@ -120,7 +120,7 @@ pub fn check(plan: &Plan, target: &Target, problem: &Problem) -> Vec<String> {
 /// with the warpgroup tile `64 × BN` and 8-element (16-byte) vectors.
 pub fn candidates(problem: &Problem, target: &Target) -> Space {
     let mut plans = Vec::new();
-    if target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma") {
+    if target.issues_wgmma(problem.dtype) {
         for tile in WGMMA_TILES {
             for stages in WGMMA_STAGES {
                 for specialize in [None, Some(false), Some(true)] {

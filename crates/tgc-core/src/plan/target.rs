@@ -212,6 +212,13 @@ impl Target {
         self.mma_shapes.iter().find(|s| s.dtypes.contains(&dtype))
     }
 
+    /// Whether the MMA template issues `wgmma` for operands of `dtype` here
+    /// ([`Target::template_shape`]): the SM90 branch, its plan space and
+    /// its forms (`warp_specialize`).
+    pub fn issues_wgmma(&self, dtype: DType) -> bool {
+        self.template_shape(dtype).is_some_and(|s| s.instr == "wgmma")
+    }
+
     /// The first `mma.sync` shape for operands of `dtype`, if the target has one.
     pub fn mma_sync_shape(&self, dtype: DType) -> Option<&'static MmaShape> {
         self.mma_shapes.iter().find(|s| s.instr == "mma.sync" && s.dtypes.contains(&dtype))

@@ -147,15 +147,15 @@ pub fn validate(plan: &Plan, target: &Target, problem: &Problem) -> Vec<Diagnost
         // 000 §1.7 fixes {2, 3} for the mma.sync pipeline; the wgmma
         // template's mbarrier ring takes up to 5 (issue 15's sm90 space;
         // docs/sm90.md measured 4 on an H200).
-        let wgmma = target.template_shape(problem.dtype).is_some_and(|s| s.instr == "wgmma");
-        let (most, source) = if wgmma { (5, "the sm90 wgmma space") } else { (3, "000 §1.7") };
+        let (most, source) =
+            if target.issues_wgmma(problem.dtype) { (5, "the sm90 wgmma space") } else { (3, "000 §1.7") };
         if !(2..=most).contains(&p.value.stages.value) {
             let e = diag!(Unsupported, "stages = {} is outside 2 to {most} ({source})", p.value.stages.value);
             v.errs.push(e.or_at(p.value.stages.span));
         }
     }
     if let Some(w) = &plan.warp_specialize {
-        if target.template_shape(problem.dtype).is_none_or(|s| s.instr != "wgmma") {
+        if !target.issues_wgmma(problem.dtype) {
             let e = diag!(
                 Unsupported,
                 "warp_specialize needs a target whose template issues wgmma (sm90), not `{}`",

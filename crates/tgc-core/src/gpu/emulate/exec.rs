@@ -33,27 +33,20 @@ impl<'k> Frame<'k> {
                 self.exec(otherwise, &no, args)?;
             }
             Stmt::WarpSpecialize { .. } => self.specialize(st, mask, args, s)?,
-            Stmt::BarrierNamed { id, threads } => {
+            Stmt::Barrier | Stmt::BarrierNamed { .. } => {
                 let n = mask.iter().filter(|&&m| m).count();
-                if !(1..16).contains(id) || threads % 32 != 0 {
-                    let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
-                    return Err(self.err(Fault::BadValue, s, msg));
-                }
-                if n != *threads as usize {
-                    let msg = format!("bar.sync {id}, {threads} reached by {n} threads");
-                    return Err(self.err(Fault::Divergence, s, msg));
-                }
-                self.epoch += 1;
-                self.stats.barriers += 1;
-            }
-            Stmt::Barrier => {
-                let n = mask.iter().filter(|&&m| m).count();
-                if n != self.threads {
-                    return Err(self.err(
-                        Fault::Divergence,
-                        s,
-                        format!("bar.sync reached by {n} of {} threads", self.threads),
-                    ));
+                let (want, reached) = match st {
+                    Stmt::BarrierNamed { id, threads } => {
+                        if !NAMED_BARRIER_IDS.contains(id) || threads % 32 != 0 {
+                            let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
+                            return Err(self.err(Fault::BadValue, s, msg));
+                        }
+                        (*threads as usize, format!("bar.sync {id}, {threads} reached by {n} threads"))
+                    }
+                    _ => (self.threads, format!("bar.sync reached by {n} of {} threads", self.threads)),
+                };
+                if n != want {
+                    return Err(self.err(Fault::Divergence, s, reached));
                 }
                 self.epoch += 1;
                 self.stats.barriers += 1;

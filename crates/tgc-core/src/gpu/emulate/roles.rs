@@ -138,14 +138,14 @@ impl<'k> Frame<'k> {
                         Stmt::WarpSpecialize { .. } => {
                             return Err(self.err(Fault::Divergence, s, "warp_specialize inside a role".into()));
                         }
-                        Stmt::MbarrierWait { .. } => {
-                            if let Some(wait) = self.wait_blocks(st, mask, s)? {
-                                return Ok(Turn::Blocked { wait, moved });
-                            }
-                            *next += 1;
-                            self.stmt(st, mask, args)?;
-                        }
                         _ => {
+                            // A wait whose phase cannot complete yet gives
+                            // the other role its turn.
+                            if matches!(st, Stmt::MbarrierWait { .. }) {
+                                if let Some(wait) = self.wait_blocks(st, mask, s)? {
+                                    return Ok(Turn::Blocked { wait, moved });
+                                }
+                            }
                             *next += 1;
                             self.stmt(st, mask, args)?;
                         }

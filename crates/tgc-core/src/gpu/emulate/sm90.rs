@@ -281,7 +281,7 @@ impl<'k> Frame<'k> {
             }
             Stmt::SetMaxNReg { regs, .. } => {
                 self.full_warpgroups(mask, s, "setmaxnreg")?;
-                if regs % 8 != 0 || !(24..=256).contains(regs) {
+                if !is_maxnreg_count(*regs) {
                     return Err(self.err(
                         Fault::BadValue,
                         s,

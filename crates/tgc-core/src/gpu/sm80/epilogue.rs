@@ -24,7 +24,7 @@ impl Builder {
             .into_iter()
             .find(|&v| v * eo <= 16 && v <= self.gemm.align_c as i64 && v <= self.sh.vec && wn % v == 0)
             .unwrap_or(1);
-        let staged = vs > 2 && !self.sh.persistent;
+        let staged = vs > 2 && !self.sh.persistent();
         let cs = staged.then(|| {
             let size = self.computing_threads() / 32 * 16 * wn * eo;
             self.staging_buffer(size)

@@ -144,11 +144,17 @@ struct Shape {
     swizzle: [bool; 2],
     /// `splitk_parallel` rather than `splitk_serial`.
     parallel_split: bool,
-    /// `warp_specialize`: a producer warpgroup before the computing ones
-    /// (the SM90 branch with TMA copies).
-    specialize: bool,
-    /// `warp_specialize persistent`: one CTA per SM walks the tiles.
-    persistent: bool,
+    /// `warp_specialize [persistent]`: a producer warpgroup before the
+    /// computing ones (the SM90 branch with TMA copies), and whether one
+    /// CTA per SM walks the tiles.
+    specialize: Option<crate::plan::Specialize>,
+}
+
+impl Shape {
+    /// `warp_specialize persistent`.
+    fn persistent(&self) -> bool {
+        self.specialize.is_some_and(|s| s.persistent)
+    }
 }
 
 fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
@@ -202,8 +208,7 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         pred: [tail("m"), tail("n"), tail("k")],
         parallel_split: algo == Some("splitk_parallel"),
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
-        specialize: false,
-        persistent: false,
+        specialize: None,
     })
 }
 
@@ -389,7 +394,7 @@ impl Builder {
     /// The threads that hold accumulators: the block's, less a
     /// warp-specialised kernel's producer warpgroup.
     fn computing_threads(&self) -> i64 {
-        let producer = if self.sh.specialize { crate::plan::resources::PRODUCER_THREADS as i64 } else { 0 };
+        let producer = if self.sh.specialize.is_some() { crate::plan::resources::PRODUCER_THREADS as i64 } else { 0 };
         self.k.threads() as i64 - producer
     }
 

@@ -120,9 +120,8 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
         return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
     }
-    let specialize = plan.warp_specialize.is_some();
-    let persistent = plan.warp_specialize.as_ref().is_some_and(|w| w.value.persistent);
-    if specialize && !uses_tma(gemm) {
+    let specialize = plan.warp_specialize.as_ref().map(|w| w.value);
+    if specialize.is_some() && !uses_tma(gemm) {
         return Err(unsupported(
             "TMA copies for `warp_specialize` (operand rows of a multiple of 16 bytes, not an implicit GEMM)".into(),
         ));
@@ -141,7 +140,6 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
         swizzle: [true, true],
         parallel_split: false,
         specialize,
-        persistent,
     })
 }
 
@@ -187,7 +185,7 @@ impl Builder {
 
     /// The kernel body of the module doc.
     pub(super) fn body_sm90(&mut self, p: &GemmParams, ops: &[Epi]) {
-        if let (true, Some(maps)) = (self.sh.specialize, p.tensor_maps) {
+        if let (Some(_), Some(maps)) = (self.sh.specialize, p.tensor_maps) {
             return self.body_sm90_specialized(p, ops, maps);
         }
         let (bm, bn, bk, stages) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages);
@@ -502,7 +500,7 @@ impl Builder {
         let (bm, bn) = (self.sh.bm, self.sh.bn);
         let tiles_m = (Expr::Param(p.m) + (bm - 1)) / bm;
         let tiles_n = (Expr::Param(p.n) + (bn - 1)) / bn;
-        if !self.sh.persistent {
+        if !self.sh.persistent() {
             self.k.grid = [tiles_n, tiles_m, Expr::c(1)];
             return Tiles::Grid;
         }
