@@ -84,8 +84,8 @@ use std::time::Instant;
 
 use tgc_core::gpu::winograd;
 use tgc_core::pipeline::{self, Format};
-use tgc_core::plan::cost::{self, Estimate, Estimator, Limit};
-use tgc_core::plan::{self as plans, Plan, Problem, Target};
+use tgc_core::plan::cost::{self, Estimator};
+use tgc_core::plan::{self as plans, Plan, Target};
 use tgc_core::tiny::Graph;
 use tgc_runtime::cuda::Gpu;
 use tgc_runtime::{DType, HostTensor};
@@ -581,16 +581,6 @@ fn replay_seconds(gpu: &Gpu, g: &Graph, key: &str, iters: usize) -> Result<f64, 
     Ok(start.elapsed().as_secs_f64() / iters as f64)
 }
 
-/// Ranks one plan first and every other plan after it: pins a plan of the
-/// space through the [`Estimator`] seam.
-struct Pinned<'p>(&'p Plan);
-
-impl Estimator for Pinned<'_> {
-    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
-        Ok(Estimate { time_s: if plan == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
-    }
-}
-
 /// The analytic model with one algorithm pinned (`key=value`, as `tgc run
 /// --algo`): the templates of the other algorithms for that key refuse.
 fn pin(key: &str, value: &str) -> cost::PinnedAlgorithms<'static> {
@@ -663,7 +653,7 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
         let Ok(choice) = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic) else { continue };
         let mut rows = Vec::new();
         for (i, (plan, est)) in choice.candidates.iter().enumerate() {
-            let pinned = Pinned(plan);
+            let pinned = cost::PinnedPlan(plan);
             let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
                 .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
             let measured = if tensor_core {

@@ -10,19 +10,10 @@
 mod gpu;
 
 use tgc_core::pipeline::{self, Format};
-use tgc_core::plan::cost::{self, Estimate, Estimator, Limit};
-use tgc_core::plan::{Plan, Problem, Target};
+use tgc_core::plan::cost;
+use tgc_core::plan::{Plan, Target};
 use tgc_runtime::cuda::Gpu;
 use tgc_runtime::{DType, HostTensor};
-
-/// One plan pinned: every other candidate estimated slower.
-struct Pinned<'p>(&'p Plan);
-
-impl Estimator for Pinned<'_> {
-    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> tgc_core::diag::DResult<Estimate> {
-        Ok(Estimate { time_s: if plan == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
-    }
-}
 
 /// `values` rounded to f16, as the device sees them.
 fn f16_rounded(shape: &[usize], values: &[f64]) -> (HostTensor, Vec<f64>) {
@@ -72,7 +63,8 @@ fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
     let choice = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic).expect("a plan space");
     let mut forms = std::collections::BTreeSet::new();
     for (plan, _) in &choice.candidates {
-        let p = tgc_core::gpu::simt::lower_program_with(graph, target, &Pinned(plan)).expect("the plan lowers");
+        let p =
+            tgc_core::gpu::simt::lower_program_with(graph, target, &cost::PinnedPlan(plan)).expect("the plan lowers");
         assert_eq!(p.launches.len(), 1);
         assert_eq!(p.launches[0].form, tgc_core::gpu::simt::Form::Gemm);
         // The launch's plan is the candidate with the graph's epilogue.
@@ -115,7 +107,7 @@ fn every_plan_of_the_device_space_matches_a_cpu_reference() {
     let want = reference(&x, &w, &b, [m, n, k]);
     for (i, plan) in plans.iter().enumerate() {
         let shape = tgc_core::plan::plan_shape(plan).join(" ");
-        let mut c = gpu::Compiled::for_target(&gpu, &graph, &format!("plan{i}"), &Pinned(plan), target)
+        let mut c = gpu::Compiled::for_target(&gpu, &graph, &format!("plan{i}"), &cost::PinnedPlan(plan), target)
             .unwrap_or_else(|e| panic!("plan {shape}: {e:?}"));
         c.upload(&[xt.clone(), wt.clone(), bt.clone()]).unwrap_or_else(|e| panic!("plan {shape}: {e:?}"));
         c.run().unwrap_or_else(|e| panic!("plan {shape}: {e:?}"));

@@ -440,6 +440,17 @@ impl Estimator for Tagged<'_> {
     }
 }
 
+/// One whole plan pinned (`bench_gpu --plans`, the GPU tier's
+/// `gpu_plans` test): it is estimated at 0 s and every other candidate at
+/// 1 s, so the space's choice is this plan wherever it is a candidate.
+pub struct PinnedPlan<'p>(pub &'p Plan);
+
+impl Estimator for PinnedPlan<'_> {
+    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> DResult<Estimate> {
+        Ok(Estimate { time_s: if plan == self.0 { 0.0 } else { 1.0 }, limit: Limit::Compute })
+    }
+}
+
 /// `inner` with algorithms pinned (`tgc compile|run --algo
 /// conv=winograd_3x3`): a plan whose `algo_choice` for a pinned key is
 /// another value is not costed (an error naming the pin), so a template of
