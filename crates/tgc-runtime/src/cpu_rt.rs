@@ -367,10 +367,18 @@ unsafe extern "C" fn c_ukernel_direct(
 /// and subtracts `1.5·2^23`, whose sum also holds `n` in its low bits (no
 /// float-to-int conversion, undefined for NaN in C). `2^r` is the minimax
 /// polynomial of degree 6 for the relative error on `[-1/2, 1/2]` (Remez
-/// exchange; `1.9·10⁻⁹` with exact coefficients, 1.2 ulp with these f32
-/// coefficients and f32 Horner steps), and `2^n` two exponent-field
-/// scalings, so a result below `2^-126` rounds once into the subnormals.
-#[inline]
+/// exchange; `1.9·10⁻⁹` with exact coefficients) in fused Horner steps
+/// (`f32::mul_add`, one rounding each: within 1 ulp of glibc's `exp2f` for
+/// every f32, checked exhaustively on 2026-11-29), and `2^n` two
+/// exponent-field scalings, so a result below `2^-126` rounds once into
+/// the subnormals.
+///
+/// Inlined into its caller, with the caller's instruction set: a fused
+/// multiply-add is one instruction where the caller is compiled with FMA
+/// (the generated kernels run inside [`with_fma`]; any aarch64 code),
+/// else the C library's correctly rounded `fmaf`, much slower but the
+/// same bits.
+#[inline(always)]
 pub fn exp2(x: f32) -> f32 {
     let a = x.abs();
     let c = (if 160.0 < a { 160.0 } else { a }).copysign(x);
@@ -380,13 +388,41 @@ pub fn exp2(x: f32) -> f32 {
     let r = c - (t - 12_582_912.0);
     let mut p = 1.534_581_2e-4_f32;
     for k in [1.339_993_1e-3, 9.618_489e-3, 5.550_328_6e-2, 2.402_264_6e-1, 6.931_472e-1, 1.0] {
-        p = p * r + k;
+        p = p.mul_add(r, k);
     }
     let n = t.to_bits().wrapping_sub(0x4b40_0000) as i32;
     let (n1, n2) = (n >> 1, n.wrapping_sub(n >> 1));
     let s1 = f32::from_bits((n1.wrapping_add(127) as u32) << 23);
     let s2 = f32::from_bits((n2.wrapping_add(127) as u32) << 23);
     (p * s1) * s2
+}
+
+/// Runs `f` compiled for x86-64 with AVX2 and FMA when the CPU has both
+/// (detected once; then a cached test per call), else as it is — the
+/// Rust printer's counterpart of the C kernels' `target_clones`
+/// (`tgc_core::emit::c`'s `TGC_CLONES`). The printed Rust kernels run their
+/// bodies, and their pool tasks, inside it: `f` and what it inlines (the
+/// printed kernel, [`exp2`], `f32::mul_add`) are then compiled as part of
+/// one function that has those features, so a fused multiply-add is one
+/// instruction and the loops vectorise 8 wide instead of 4. Without it, a
+/// build for the default x86-64 target would call the C library's `fmaf`
+/// for every step of a fused sum and of [`exp2`]. Same bits either way.
+///
+/// That relies on `f` being inlined, as a closure called once is; a
+/// closure that is not still runs, with the default instruction set.
+#[inline]
+pub fn with_fma<R, F: FnOnce() -> R>(f: F) -> R {
+    #[cfg(all(target_arch = "x86_64", not(all(target_feature = "avx2", target_feature = "fma"))))]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn with_features<R, F: FnOnce() -> R>(f: F) -> R {
+            f()
+        }
+        // SAFETY: the CPU has AVX2 and FMA, the features the function
+        // is compiled with.
+        return unsafe { with_features(f) };
+    }
+    f()
 }
 
 /// `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + Σ_p a[p*MR + i]·b[p*NR + j]`

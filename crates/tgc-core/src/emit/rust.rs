@@ -258,13 +258,15 @@ fn kernel(g: &Graph, p: &Program, k: &Kernel, cp: &str) -> String {
     params.push(format!("{}: &mut [{}]", out.name, storage_ty(out.dtype)));
     let used = k.symbols();
     params.extend(p.dims().filter(|x| used.contains(*x)).map(|x| format!("{}: i64", sym_name(x))));
-    let _ = writeln!(s, "    fn {}({}) {{", k.name, params.join(", "));
+    // The body runs inside `cpu_rt::with_fma` (compiled with AVX2 and FMA
+    // where the CPU has them), as the C kernels have their clones.
+    let _ = writeln!(s, "    fn {}({}) {{ {cp}::__private::cpu_rt::with_fma(|| {{", k.name, params.join(", "));
     match (packed::of(k), &k.scan) {
         (Some(c), _) => packed(&mut s, p, k, c, cp),
         (None, Some(sc)) => scan(&mut s, p, k, sc),
         (None, None) => nest(&mut s, p, k, &k.nest(), 2),
     }
-    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "    }}) }}");
     s
 }
 
@@ -300,7 +302,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         let (pk_mt, pk_nt): (i64, i64) = ((pk_M + pk_mpart - 1) / pk_mpart, (pk_N + pk_nc - 1) / pk_nc);
         let pk_chunk: usize = (pk_mpart * ((pk_nc + {NR} - 1) / {NR} * {NR} + {NR})) as usize;
         let mut pk_sums: ::std::vec::Vec<f32> = {cp}::scratch::take(pk_chunk * (pk_batch * pk_mt * pk_nt) as usize);
-        pk_rt.parallel_chunks(&mut pk_sums, pk_chunk, &|pk_t: i64, pk_c: &mut [f32]| {{",
+        pk_rt.parallel_chunks(&mut pk_sums, pk_chunk, &|pk_t: i64, pk_c: &mut [f32]| {rt}::with_fma(|| {{",
         nc = blocks.nc,
         k_all = dim(&Dim::product(c.k_loops), Lang::Rust),
         whole = window.as_ref().map_or(String::new(), |w| format!(
@@ -357,7 +359,7 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
                 pk_ko = pk_ke;
             }}
             {}
-        }});
+        }}));
         for pk_t in 0i64..pk_batch * pk_mt * pk_nt {{
             let pk_c: &[f32] = &pk_sums[pk_t as usize * pk_chunk..];",
         give.join(" ")
@@ -959,7 +961,10 @@ fn split_reduction(s: &mut String, p: &Program, k: &Kernel, r: &Reduction, depth
 /// `RELU` as the interpreter defines them, `EXP2` as the C printer's
 /// `tgc_exp2f` (the runtime's `cpu_rt::exp2`), and `GATHER`'s position
 /// (`tiny::op::gather_position`, the C printer's `tgc_gather_at`). `CRATE`
-/// stands for the crate path the module is printed with.
+/// stands for the crate path the module is printed with. Each is printed
+/// `#[inline(always)]`: a helper left out of line
+/// would be compiled without the features of `cpu_rt::with_fma`, and
+/// `exp2`'s fused steps would be calls of the C library's `fmaf`.
 const FLOAT_HELPERS: [(&str, &str); 5] = [
     (
         "gather_at",
@@ -1113,7 +1118,7 @@ fn print(g: &Graph, p: &Program, cp: &str) -> String {
     }
     for (name, code) in FLOAT_HELPERS {
         if float_helpers(p).contains(name) {
-            let _ = writeln!(s, "    {}", code.replace("CRATE", cp));
+            let _ = writeln!(s, "    #[inline(always)] {}", code.replace("CRATE", cp));
         }
     }
     for k in &p.kernels {

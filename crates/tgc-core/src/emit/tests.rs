@@ -3,6 +3,8 @@
 
 mod harness;
 
+use std::process::Command;
+
 use harness::{assert_close, compile, compile_with, data, f32_inputs, Scratch};
 
 use crate::diag::ErrorName;
@@ -581,10 +583,10 @@ fn padded_row_max_snapshots() {
         #[allow(unused_parens, unused_variables, unused_mut, non_snake_case, clippy::all)]
         pub fn body(inputs: (&[::tgc::half::f16],), outputs: (&mut [f32],), dims: &[i64]) -> ::core::result::Result<(), ::std::string::String> {
             use ::tgc::half::f16;
-            fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else if a > b { a } else { b } }
-            fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }
+            #[inline(always)] fn max_f32(a: f32, b: f32) -> f32 { if a.is_nan() || b.is_nan() { f32::NAN } else if a > b { a } else { b } }
+            #[inline(always)] fn relu_f32(x: f32) -> f32 { if x < 0.0 { 0.0 } else { x } }
             // k0 -> out0 (y): n3 RELU; inlines n1 PAD; accumulates n2 REDUCE MAX in fp32 in a register
-            fn k0(in0: &[f16], out0: &mut [f32], s_M: i64, s_K: i64) {
+            fn k0(in0: &[f16], out0: &mut [f32], s_M: i64, s_K: i64) { ::tgc::__private::cpu_rt::with_fma(|| {
                 for i0 in 0i64..s_M {
                     let mut acc_l: [f32; 32] = [f32::NEG_INFINITY; 32];
                     let pk_e: i64 = (s_K + 1);
@@ -607,7 +609,7 @@ fn padded_row_max_snapshots() {
                     let acc: f32 = acc_l[0];
                     out0[i0 as usize] = relu_f32(acc);
                 }
-            }
+            }) }
             if dims.len() != 2 {
                 return Err(::std::format!("graph {} takes 2 dims ({}), got {}", "rowmax", "M, K", dims.len()));
             }
@@ -1056,6 +1058,66 @@ fn exp2_gives_the_same_bits_in_c_and_rust() {
     for x in finite_in_f64 {
         assert_eq!(tgc_runtime::cpu_rt::exp2(x), f32::INFINITY, "exp2({x:e})");
     }
+}
+
+/// `tgc_exp2f`'s fused steps are FMA instructions in the clones that have
+/// FMA (`TGC_CLONES`: AVX-512F and x86-64-v3), not calls of the C
+/// library's `fmaf` — with a call per step the row loops of softmax stay
+/// scalar —, while the baseline clone, which has no FMA, calls it. Read
+/// from GCC's assembly of a softmax; skipped (and says so) off x86-64 or
+/// with a C compiler other than GCC 12 or later, where the clones differ.
+#[test]
+fn exp2_steps_are_fma_instructions_in_the_fma_clones() {
+    let gcc_major = Command::new("cc")
+        .arg("-dumpversion")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok());
+    let is_gcc = Command::new("cc").arg("--version").output().is_ok_and(|o| {
+        let v = String::from_utf8_lossy(&o.stdout).to_lowercase();
+        !v.contains("clang")
+    });
+    if !cfg!(target_arch = "x86_64") || !is_gcc || gcc_major.is_none_or(|m| m < 12) {
+        eprintln!("skipped: needs x86-64 and GCC 12 or later as `cc` (found {gcc_major:?}, gcc: {is_gcc})");
+        return;
+    }
+    let g = crate::pipeline::load(
+        "graph<N> s(x: f32[N, 1024]) -> (y: f32[N, 1024]) {\n    y = softmax(x, axis=-1)\n    return y\n}",
+        crate::pipeline::Format::Dsl,
+        None,
+    )
+    .unwrap()
+    .graph;
+    let dir = Scratch::new("clones");
+    let src = dir.0.join("k.c");
+    std::fs::write(&src, super::c::emit_c_units_with(&[(&g, "tgc_s")], &crate::cpu::Options::default()).unwrap())
+        .unwrap();
+    let out = Command::new("cc").args(tgc_runtime::cpu::cflags()).args(["-S", "-o", "-"]).arg(&src).output().unwrap();
+    assert!(out.status.success(), "cc -S failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    // Per clone suffix: (functions, `call fmaf` lines, `vfmadd` lines).
+    let mut seen: std::collections::BTreeMap<&str, (usize, usize, usize)> = Default::default();
+    let mut clone: Option<&str> = None;
+    let asm = String::from_utf8(out.stdout).unwrap();
+    for line in asm.lines() {
+        if let Some(label) = line.strip_suffix(':').filter(|l| !l.starts_with(['.', ' ', '\t'])) {
+            clone = ["avx512f", "arch_x86_64_v3", "default"].into_iter().find(|c| label.ends_with(&format!(".{c}")));
+            if let Some(c) = clone {
+                seen.entry(c).or_default().0 += 1;
+            }
+        } else if let Some(c) = clone {
+            let e = seen.entry(c).or_default();
+            e.1 += usize::from(line.contains("call") && line.contains("fmaf"));
+            e.2 += usize::from(line.trim_start().starts_with("vfmadd"));
+        }
+    }
+    for c in ["avx512f", "arch_x86_64_v3"] {
+        let (fns, calls, fmas) = seen.get(c).copied().unwrap_or_default();
+        assert!(fns > 0, "no `.{c}` clone in the assembly: {seen:?}");
+        assert_eq!(calls, 0, "the `.{c}` clone calls fmaf: {seen:?}");
+        assert!(fmas >= 6, "the `.{c}` clone has {fmas} vfmadd: {seen:?}");
+    }
+    assert!(seen.get("default").is_some_and(|d| d.1 > 0), "the baseline clone has no fmaf call to see: {seen:?}");
 }
 
 /// The graph-layer ops of `004` §4 — `sign`, `clamp`, `pow` (a constant

@@ -22,9 +22,13 @@ __attribute__((malloc, noinline, unused)) static void* tgc_fresh(void* p) { retu
 static inline void* tgc_fresh(void* p) { return p; }
 #endif
 
-/* Kernels in AVX-512, AVX2 and baseline versions, one chosen at load time. */
+/* Kernels in AVX-512, AVX2 (with FMA) and baseline versions, one chosen at load time. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+#if __GNUC__ >= 12
+#define TGC_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
+#else
 #define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 #else
 #define TGC_CLONES
 #endif
