@@ -190,6 +190,16 @@ impl Contraction<'_> {
     /// 2026-11-28: 4.9 against 4.7 ms for the whole kernel, best of 200),
     /// where a plain conv's pixel rows took 3.8 against 4.5 ms.
     pub fn copy(&self, k: &Kernel, side: Side, buffers: &[super::loop_ir::Buffer], run: usize) -> Option<RowCopy> {
+        let cp = self.row_copy(side, buffers)?;
+        let (_, axes, _) = self.factor(side);
+        let &inner = axes.last()?;
+        let long = |d: &Dim| d.as_int().is_none_or(|n| n >= run as i64);
+        (cp.unit_stride(inner) && long(&extent(k, &[inner]))).then_some(cp)
+    }
+
+    /// The factor of `side` as a [`RowCopy`], whatever its rows' strides:
+    /// [`Contraction::copy`]'s form without its condition on runs.
+    fn row_copy(&self, side: Side, buffers: &[super::loop_ir::Buffer]) -> Option<RowCopy> {
         let (e, axes, order) = self.factor(side);
         if order != PackOrder::DepthInner {
             return None;
@@ -211,15 +221,64 @@ impl Contraction<'_> {
                 .map(|v| if axes.contains(&(v as usize)) == row { AffExpr::var(v) } else { AffExpr::int(0) })
                 .collect()
         };
-        let &inner = axes.last()?;
-        let long = |d: &Dim| d.as_int().is_none_or(|n| n >= run as i64);
-        if index.coeff(inner as u32).and_then(Dim::as_int) != Some(1) || !long(&extent(k, &[inner])) {
-            return None;
-        }
         let row = index.substitute(&keep(true)).ok()?;
         let row = &row - &AffExpr::constant(index.constant_part().clone());
         let rest = index.substitute(&keep(false)).ok()?;
         Some(RowCopy { buf: *buf, row, rest, interior: guard })
+    }
+
+    /// For a [`Packed::pooled`] kernel whose `b` factor (the image under
+    /// the convolution's window, its rows the pooled pixels, each pooling
+    /// window's pixels consecutive) is a copy as for [`Contraction::copy`]
+    /// but whose pooling window is too narrow for its runs (a 2×2 window's
+    /// rows are pairs): the form in which a printer packs one whole pooling
+    /// window at a time, at each K point one move of `run` values per row
+    /// of the window, where the window lies inside the image. On the conv
+    /// of `bench_cpu` (64 channels at 56×56, one thread of an AVX-512 EPYC,
+    /// 2026-11-29, with the grouped pooled epilogue) the kernel took 2.65
+    /// instead of 3.0 ms. `None` unless the window's extents are known, its
+    /// last loop has stride 1 in the load and the window fits in a group
+    /// of [`NR`] panel rows.
+    pub fn window_copy(&self, k: &Kernel, buffers: &[super::loop_ir::Buffer]) -> Option<WindowCopy> {
+        self.pooled?;
+        let r = k.reduce.as_ref()?;
+        let cp = self.row_copy(Side::B, buffers)?;
+        let (_, axes, _) = self.factor(Side::B);
+        let window = &axes[axes.len().checked_sub(r.loops.len())?..];
+        let extents: Vec<i64> = r.loops.iter().map(Dim::as_int).collect::<Option<_>>()?;
+        let (&last, _) = window.split_last()?;
+        let run = *extents.last()?;
+        let points: i64 = extents.iter().product();
+        if !cp.unit_stride(last) || run < 1 || points > NR as i64 {
+            return None;
+        }
+        // Where the pixel guards hold at every point of the window (and
+        // every K point): each at its least over the window's box.
+        let first = window[0] as u32;
+        let (win, dims) = (first..first + window.len() as u32, &r.loops);
+        let interior =
+            cp.interior.iter().map(|c| least(&c.expr, &win, dims).map(Constr::ge0)).collect::<Option<_>>()?;
+        // The offset of each row of the window from its first pixel: its
+        // loops but the last at their values, row-major.
+        let index = &cp.row;
+        let offsets = (0..points / run)
+            .map(|t| {
+                let mut vals: Vec<AffExpr> = (0..index.arity()).map(|_| AffExpr::int(0)).collect();
+                let mut rest = t;
+                for (j, &v) in window[..window.len() - 1].iter().enumerate().rev() {
+                    vals[v] = AffExpr::int(rest % extents[j]);
+                    rest /= extents[j];
+                }
+                index.substitute(&vals).ok()
+            })
+            .collect::<Option<_>>()?;
+        Some(WindowCopy {
+            copy: RowCopy { interior, ..cp },
+            window: window.to_vec(),
+            points: points as usize,
+            run: run as usize,
+            offsets,
+        })
     }
 
     /// For an `a` read in place ([`PackOrder::Direct`]): its buffer, its
@@ -257,6 +316,30 @@ pub struct RowCopy {
     pub row: AffExpr,
     pub rest: AffExpr,
     pub interior: Vec<Constr>,
+}
+
+impl RowCopy {
+    /// Whether loop `v` has stride 1 in the copied load.
+    fn unit_stride(&self, v: usize) -> bool {
+        self.row.coeff(v as u32).and_then(Dim::as_int) == Some(1)
+    }
+}
+
+/// A pooled kernel's `b` factor packed a pooling window at a time
+/// ([`Contraction::window_copy`]): for a pixel that is its window's first
+/// (every loop of `window` at 0) and whose whole window meets
+/// `copy.interior`, the window's `points` panel rows are, at each K point,
+/// `offsets.len()` runs of `run` consecutive values, run `r` at
+/// `buf[rest + row + offsets[r]]` (`row` at that first pixel), stored at
+/// the panel rows `r·run ..` after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowCopy {
+    pub copy: RowCopy,
+    /// The window's loops, in nest order (the panel's last rows).
+    pub window: Vec<usize>,
+    pub points: usize,
+    pub run: usize,
+    pub offsets: Vec<AffExpr>,
 }
 
 /// Whether `e` reads through an [`Expr::Select`].

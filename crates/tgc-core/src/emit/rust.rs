@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{BufId, Expr, Kernel, Nest, Program, Reduction, Role, Scan, SCAN_BLOCK, SCAN_LANES};
-use crate::cpu::packed::{self, Contraction, PackOrder, MR, NR};
+use crate::cpu::packed::{self, Contraction, PackOrder, Side, MR, NR};
 use crate::cpu::{lanes, lower_with, Options};
 use crate::diag;
 use crate::diag::Diagnostic;
@@ -470,13 +470,23 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
     match order {
         PackOrder::Direct => unreachable!("a factor read in place is not packed"),
         PackOrder::DepthInner => {
+            let window = if side == Side::B { c.window_copy(k, &p.buffers) } else { None };
+            if window.is_some() {
+                s.push_str("                let mut pk_skip: i64 = 0;\n");
+            }
+            let _ = writeln!(s, "                for pk_j in 0i64..{rows} {{");
+            if window.is_some() {
+                s.push_str("                    if pk_skip > 0 {\n                        pk_skip -= 1;\n                        continue;\n                    }\n");
+            }
             let _ = writeln!(
                 s,
-                "                for pk_j in 0i64..{rows} {{
-                    let pk_at: usize = (pk_j / {width} * pk_kb * {width} + pk_j % {width}) as usize;
+                "                    let pk_at: usize = (pk_j / {width} * pk_kb * {width} + pk_j % {width}) as usize;
                     if pk_j < {valid} {{"
             );
             decode(s, k, &format!("{origin} + pk_j"), axes, 6);
+            if let Some(wc) = &window {
+                pack_window(s, c, panel, &p.buffer(wc.copy.buf).name, wc);
+            }
             s.push_str("                        let mut pk_q: usize = pk_at;\n");
             let fill = |s: &mut String, x: &str, at: usize| fill_row(s, c, name, x, width, at);
             match c.interior(side) {
@@ -526,6 +536,53 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
             close(s, depth, 4);
         }
     }
+}
+
+/// A whole pooling window of a pooled kernel's `b` panel at the decoded
+/// pixel `pk_j` (indentation 6), as the C printer's `pack_window` packs
+/// it: one slice copy of `run` values per row of the window at each K
+/// point, then `pk_skip` past the window's other pixels.
+fn pack_window(s: &mut String, c: &Contraction, panel: &Panel, src: &str, wc: &packed::WindowCopy) {
+    let Panel { name, valid, width, .. } = *panel;
+    let (points, run) = (wc.points, wc.run);
+    let mut cond: Vec<String> = wc.window.iter().map(|v| format!("i{v} == 0")).collect();
+    cond.push(format!("pk_j + {points} <= {valid}"));
+    cond.push(format!("pk_j % {width} + {points} <= {width}"));
+    if !wc.copy.interior.is_empty() {
+        cond.push(guard(&wc.copy.interior, Lang::Rust));
+    }
+    let _ = writeln!(
+        s,
+        "                        if {} {{
+                            // A pooling window inside the image, a run of {run} values per row of it.
+                            let pk_wb: i64 = {};
+                            let mut pk_q: usize = pk_at;",
+        cond.join(" && "),
+        aff(&wc.copy.row, Lang::Rust)
+    );
+    let depth = pack_k_loops(s, c, 7);
+    let w = depth * 4;
+    let _ = writeln!(s, "{:w$}let pk_src: i64 = pk_wb + {};", "", aff(&wc.copy.rest, Lang::Rust));
+    for (r, off) in wc.offsets.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{:w$}let pk_from = (pk_src + {}) as usize;
+{:w$}{name}[pk_q + {at}..pk_q + {at} + {run}].copy_from_slice(&{src}[pk_from..pk_from + {run}]);",
+            "",
+            aff(off, Lang::Rust),
+            "",
+            at = r * run
+        );
+    }
+    let _ = writeln!(s, "{:w$}pk_q += {width};", "");
+    close_loops(s, depth, 7);
+    let _ = writeln!(
+        s,
+        "                            pk_skip = {};
+                            continue;
+                        }}",
+        points - 1
+    );
 }
 
 /// Opens the K loops of a panel's K block (`pk_ko..pk_ke` for the first)

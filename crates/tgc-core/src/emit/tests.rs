@@ -746,7 +746,9 @@ fn few_row_contractions_read_a_factor_in_place() {
 /// fusion) on the packed template with the pooling as the epilogue
 /// (`cpu::packed`'s `pooled`), on C and Rust, against the interpreter:
 /// strides, dilations, padding, groups, overlapping and ragged windows,
-/// max and average pools. Fusion needs Poly-View (the `poly` feature).
+/// max and average pools; windows packed a window at a time where they
+/// lie inside the image (overlapping 3×3 ones across panel groups too).
+/// Fusion needs Poly-View (the `poly` feature).
 #[cfg(feature = "poly")]
 #[test]
 fn pooled_convolutions_match_the_interpreter() {
@@ -866,6 +868,13 @@ fn pooled_convolutions_match_the_interpreter() {
         let packed = cs.form != Form::Plain;
         assert_eq!(lib.c_src.contains("pk_rt->ukernel("), packed, "C of case {t}:\n{}", lib.c_src);
         assert_eq!(lib.rust_src.contains("cpu_rt::ukernel("), packed, "Rust of case {t}:\n{}", lib.rust_src);
+        // A pooling window's pixels are consecutive in the image row at
+        // stride 1: packed a window at a time (`Contraction::window_copy`).
+        let windows = cs.form == Form::Pooled && cs.stride == 1;
+        for (lang, src) in [("C", &lib.c_src), ("Rust", &lib.rust_src)] {
+            let got = src.contains("A pooling window inside the image");
+            assert_eq!(got, windows, "{lang} of case {t} packs a window at a time: {got}\n{src}");
+        }
         let inputs = f32_inputs(&g, 7000 + 10 * t as u64);
         let (c_run, r_run) = lib.run(&inputs, &[]);
         assert_eq!((c_run.rc, r_run.rc), (0, 0), "case {t}");

@@ -115,6 +115,23 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
                 const int64_t i2 = pk_f4 % 16;
                 pk_f4 /= 16;
                 const int64_t i0 = pk_f4;
+                if (i4 == 0 && i5 == 0 && pk_j + 4 <= pk_nb && pk_j % 32 + 4 <= 32 && 2*i2 - 1 >= 0 && -2*i2 + 29 >= 0 && 2*i3 - 1 >= 0 && -2*i3 + 29 >= 0) {
+                    /* A pooling window inside the image, a run of 2 values per row of it. */
+                    const int64_t pk_wb = 3072*i0 + 64*i2 + 2*i3 + 32*i4 + i5;
+                    int64_t pk_q = 0;
+                    for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
+                        for (int64_t i7 = 0; i7 < 3; i7 += 1) {
+                            for (int64_t i8 = 0; i8 < 3; i8 += 1) {
+                                const float* restrict pk_src = &in0[pk_wb + 1024*i6 + 32*i7 + i8 - 33];
+                                memcpy(pk_dst + pk_q * 32 + 0, pk_src + 0, 2 * sizeof(float));
+                                memcpy(pk_dst + pk_q * 32 + 2, pk_src + 32, 2 * sizeof(float));
+                                pk_q += 1;
+                            }
+                        }
+                    }
+                    pk_j += 3;
+                    continue;
+                }
                 int64_t pk_q = 0;
                 if (2*i2 + i4 - 1 >= 0 && -2*i2 - i4 + 30 >= 0 && 2*i3 + i5 - 1 >= 0 && -2*i3 - i5 + 30 >= 0) {
                     for (int64_t i6 = pk_ko; i6 < pk_ke; i6 += 1) {
@@ -177,7 +194,43 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
     }
     for (int64_t pk_i = 0; pk_i < pk_mb; pk_i++) {
         const int64_t i1 = pk_m0 + pk_i;
-        for (int64_t pk_g = 0; pk_g < pk_nb; pk_g += pk_w) {
+        int64_t pk_g = 0;
+        for (; pk_g + 8 * pk_w <= pk_nb; pk_g += 8 * pk_w) {
+            float pk_v[8];
+            for (int64_t pk_gg = 0; pk_gg < 8; pk_gg++) pk_v[pk_gg] = (-INFINITY);
+            for (int64_t pk_j = 0; pk_j < pk_w; pk_j++) {
+                int64_t pk_f4 = pk_j;
+                const int64_t i5 = pk_f4 % 2;
+                pk_f4 /= 2;
+                const int64_t i4 = pk_f4;
+                (void)i4;
+                (void)i5;
+                for (int64_t pk_gg = 0; pk_gg < 8; pk_gg++) {
+                    int64_t pk_f5 = (pk_n0 + pk_g) / pk_w + pk_gg;
+                    const int64_t i3 = pk_f5 % 16;
+                    pk_f5 /= 16;
+                    const int64_t i2 = pk_f5 % 16;
+                    pk_f5 /= 16;
+                    const int64_t i0 = pk_f5;
+                    (void)i0;
+                    (void)i2;
+                    (void)i3;
+                    const float acc0 = pk_c[pk_i * pk_ldc + pk_g + pk_gg * pk_w + pk_j];
+                    pk_v[pk_gg] = tgc_max_f32(pk_v[pk_gg], tgc_relu_f32((acc0 + in2[i1])));
+                }
+            }
+            for (int64_t pk_gg = 0; pk_gg < 8; pk_gg++) {
+                int64_t pk_f4 = (pk_n0 + pk_g) / pk_w + pk_gg;
+                const int64_t i3 = pk_f4 % 16;
+                pk_f4 /= 16;
+                const int64_t i2 = pk_f4 % 16;
+                pk_f4 /= 16;
+                const int64_t i0 = pk_f4;
+                const float acc = pk_v[pk_gg];
+                out0[2048*i0 + 256*i1 + 16*i2 + i3] = acc;
+            }
+        }
+        for (; pk_g < pk_nb; pk_g += pk_w) {
             float acc = (-INFINITY);
             int64_t pk_f3 = (pk_n0 + pk_g) / pk_w;
             const int64_t i3 = pk_f3 % 16;
