@@ -53,7 +53,8 @@ use crate::{Error, Result};
 /// `-ffp-contract=off` keeps the compiler from fusing `a*b+c` into an FMA,
 /// so a kernel gives the same bits in every clone and as its Rust print
 /// (generated code calls `fmaf` where it wants a fused operation: the
-/// steps of a contraction, `tgc_core::cpu::packed::fused_factors`); `-fno-trapping-math` and
+/// steps of a contraction, `tgc_core::cpu::packed::fused_factors`, and
+/// `tgc_exp2f`'s polynomial); `-fno-trapping-math` and
 /// `-fno-math-errno` say that no kernel reads the floating-point exception
 /// flags or `errno`, which lets the vectoriser turn the branch-free
 /// selects of `tgc_exp2f` and the clamps into vector blends and inline
