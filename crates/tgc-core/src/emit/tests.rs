@@ -881,6 +881,37 @@ fn pooled_convolutions_match_the_interpreter() {
     }
 }
 
+/// A pooled convolution at symbolic sizes packs its windows a window at a
+/// time too (`Contraction::window_copy`: the window's row offset is the
+/// image width, a symbol), C and Rust against the interpreter at even and
+/// odd sizes, with windows on every border and, at 5 × 5, none inside.
+#[cfg(feature = "poly")]
+#[test]
+fn symbolic_pooled_convolution_packs_whole_windows() {
+    let src = "graph<H, W, P, Q> cps(x: f32[1, 3, H, W], w: f32[4, 3, 3, 3], b: f32[4]) -> (y: f32[1, 4, P, Q]) {
+        c = conv2d(x, w, bias=b, stride=[1, 1], pad=[1, 1])
+        r = relu(c)
+        y = maxpool2d(r, kernel=[2, 2], stride=[2, 2], pad=[0, 0])
+        return y
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    for (lang, code) in [("C", &lib.c_src), ("Rust", &lib.rust_src)] {
+        assert!(code.contains("A pooling window inside the image"), "{lang} packs no whole window:\n{code}");
+    }
+    for (t, (h, w)) in [(9i64, 12i64), (6, 7), (5, 5), (16, 16)].into_iter().enumerate() {
+        let inputs = vec![
+            data(900 + t as u64, (3 * h * w) as usize, -1.0, 1.0, DType::F32),
+            data(910 + t as u64, 4 * 3 * 9, -1.0, 1.0, DType::F32),
+            data(920 + t as u64, 4, -1.0, 1.0, DType::F32),
+        ];
+        let (c, r) = lib.run(&inputs, &[h, w, h / 2, w / 2]);
+        assert_eq!((c.rc, r.rc), (0, 0), "{h}×{w}");
+        let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&c.outputs[0]), bits(&r.outputs[0]), "{h}×{w}: C vs Rust");
+    }
+}
+
 /// Convolution windows packed as copies (`cpu::packed::Contraction::copy`,
 /// both printers' `pack_copy`), C and Rust against the interpreter:
 /// rows of pixels wide enough for blocks of eight consecutive interior
