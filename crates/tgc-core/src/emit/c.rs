@@ -632,16 +632,31 @@ impl Printer<'_> {
         s.push_str(open);
         let _ = writeln!(s, "    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {{");
         self.local = local.iter().copied().collect();
+        // The last kernel one row late, in the loop of the two before it.
+        let deferred = rows::defers_into_producer_loop(ks).then(|| ks[ks.len() - 1]);
+        let run = if deferred.is_some() { &ks[..ks.len() - 1] } else { ks };
         let mut i = 0;
-        while i < ks.len() {
-            let k = ks[i];
+        while i < run.len() {
+            let k = run[i];
             let Nest::Loop(_, body) = k.nest() else { unreachable!("a kernel on the pool has an outermost loop") };
             if ks.len() == 1 {
                 self.nest(s, k, &body, 2);
-            } else if let Some(&next) = ks.get(i + 1).filter(|&&n| rows::reduces_in_producer_loop(k, n)) {
-                let _ = writeln!(s, "        {{ /* {}, {} in its loop */", k.name, next.name);
+            } else if let Some(&next) = run.get(i + 1).filter(|&&n| rows::reduces_in_producer_loop(k, n)) {
+                let late = deferred.filter(|_| i + 2 == run.len());
+                match late {
+                    Some(l) => {
+                        let _ = writeln!(
+                            s,
+                            "        {{ /* {}, {} in its loop; {} of the row before, chunk by chunk ahead of it */",
+                            k.name, next.name, l.name
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(s, "        {{ /* {}, {} in its loop */", k.name, next.name);
+                    }
+                }
                 let r = next.reduce.as_ref().expect("reduces_in_producer_loop takes a reduction");
-                self.split_reduction(s, next, r, Some(k), 3);
+                self.split_reduction_with(s, next, r, Some(k), late, 3);
                 self.store(s, next, 3);
                 s.push_str("        }\n");
                 i += 1;
@@ -652,8 +667,18 @@ impl Printer<'_> {
             }
             i += 1;
         }
-        self.local.clear();
         s.push_str("    }\n");
+        if let Some(l) = deferred {
+            let Nest::Loop(_, body) = l.nest() else { unreachable!("a deferred kernel has an outermost loop") };
+            let _ = writeln!(
+                s,
+                "    if (pk_hi > pk_lo) {{ /* {} of the last row */\n        const int64_t i0 = pk_hi - 1;",
+                l.name
+            );
+            self.nest(s, l, &body, 2);
+            s.push_str("    }\n");
+        }
+        self.local.clear();
         s.push_str(close);
         if local.is_empty() {
             s.push_str("}\n\n");
@@ -1609,6 +1634,22 @@ impl Printer<'_> {
     /// [`rows::reduces_in_producer_loop`]), each point of the reduce loop
     /// first stores `producer`'s point at `(i0, j)`.
     fn split_reduction(&mut self, s: &mut String, k: &Kernel, r: &Reduction, producer: Option<&Kernel>, depth: usize) {
+        self.split_reduction_with(s, k, r, producer, None, depth);
+    }
+
+    /// [`Self::split_reduction`], with `late` (a row group's last kernel,
+    /// [`rows::defers_into_producer_loop`]) stored for row `i0 − 1` over
+    /// each chunk of the loop before the chunk's own points, and before
+    /// each point of the tail (never in the task's first row).
+    fn split_reduction_with(
+        &mut self,
+        s: &mut String,
+        k: &Kernel,
+        r: &Reduction,
+        producer: Option<&Kernel>,
+        late: Option<&Kernel>,
+        depth: usize,
+    ) {
         let lanes = k.lanes;
         let ty = compute_ty(r.dtype);
         let init = self.literal(r.op.identity(r.dtype), r.dtype);
@@ -1634,7 +1675,22 @@ impl Printer<'_> {
         let v = k.loops.len() + outer.len();
         let x = self.expr(&r.value);
         let update = self.binary(r.op.combine(), "acc_l[pk_l]".into(), x, r.dtype);
-        lane_chunks(s, v, None, &dim(inner, Lang::C), lanes, d, &mut |s, d| {
+        let late_stores = late.map(|l| {
+            let mut chunk = String::new();
+            let mut point = String::new();
+            let _ = writeln!(
+                chunk,
+                "if (i0 > pk_lo) {{\n    const int64_t pk_prev = i0 - 1;\n    for (int64_t pk_m = 0; pk_m < {lanes}; pk_m += 1) {{\n        const int64_t i0 = pk_prev;\n        const int64_t i{v} = pk_r + pk_m;"
+            );
+            self.store(&mut chunk, l, 2);
+            chunk.push_str("    }\n}\n");
+            point.push_str("if (i0 > pk_lo) {\n    const int64_t pk_prev = i0 - 1;\n    {\n        const int64_t i0 = pk_prev;\n");
+            self.store(&mut point, l, 2);
+            point.push_str("    }\n}\n");
+            (chunk, point)
+        });
+        let ahead = late_stores.as_ref().map(|(chunk, point)| (chunk.as_str(), point.as_str()));
+        lane_chunks_with(s, v, None, &dim(inner, Lang::C), lanes, d, ahead, &mut |s, d| {
             if let Some(e) = producer {
                 self.store(s, e, d);
             }
@@ -1672,6 +1728,29 @@ fn lane_chunks(
     depth: usize,
     body: &mut dyn FnMut(&mut String, usize),
 ) {
+    lane_chunks_with(s, v, lo, hi, lanes, depth, None, body);
+}
+
+/// [`lane_chunks`], with `ahead = (chunk, point)`: the lines of `chunk`
+/// printed at the top of each chunk, before its loop over the lanes
+/// (`pk_r` is the chunk's first point), those of `point` at the top of each
+/// tail point (`i{v}` is the point).
+#[allow(clippy::too_many_arguments)]
+fn lane_chunks_with(
+    s: &mut String,
+    v: usize,
+    lo: Option<&str>,
+    hi: &str,
+    lanes: usize,
+    depth: usize,
+    ahead: Option<(&str, &str)>,
+    body: &mut dyn FnMut(&mut String, usize),
+) {
+    let indent = |s: &mut String, text: &str, d: usize| {
+        for line in text.lines() {
+            let _ = writeln!(s, "{:w$}{line}", "", w = d * 4);
+        }
+    };
     let w = depth * 4;
     let (start, full) = match lo {
         None => ("0".to_string(), format!("floord({hi}, {lanes}) * {lanes}")),
@@ -1680,11 +1759,18 @@ fn lane_chunks(
     let _ = writeln!(
         s,
         "{:w$}const int64_t pk_full{v} = {full};
-{:w$}for (int64_t pk_r = {start}; pk_r < pk_full{v}; pk_r += {lanes}) {{
-{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
+{:w$}for (int64_t pk_r = {start}; pk_r < pk_full{v}; pk_r += {lanes}) {{",
+        "", ""
+    );
+    if let Some((chunk, _)) = ahead {
+        indent(s, chunk, depth + 1);
+    }
+    let _ = writeln!(
+        s,
+        "{:w$}    for (int64_t pk_l = 0; pk_l < {lanes}; pk_l += 1) {{
 {:w$}        const int64_t i{v} = pk_r + pk_l;
 {:w$}        (void)i{v};",
-        "", "", "", "", ""
+        "", "", ""
     );
     body(s, depth + 2);
     let _ = writeln!(
@@ -1696,6 +1782,9 @@ fn lane_chunks(
 {:w$}    (void)i{v};",
         "", "", "", "", ""
     );
+    if let Some((_, point)) = ahead {
+        indent(s, point, depth + 1);
+    }
     body(s, depth + 1);
     let _ = writeln!(s, "{:w$}}}", "");
 }
