@@ -35,7 +35,9 @@ use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
 use tgc_runtime::cpu_rt::C_DECL;
 
-use super::{aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang, Panel, A_PANEL, B_PANEL};
+use super::{
+    aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, window_start, Lang, Panel, A_PANEL, B_PANEL,
+};
 
 /// Generates the C translation unit of `g`, exporting `symbol`.
 ///
@@ -656,7 +658,7 @@ impl Printer<'_> {
                     }
                 }
                 let r = next.reduce.as_ref().expect("reduces_in_producer_loop takes a reduction");
-                self.split_reduction_with(s, next, r, Some(k), late, 3);
+                self.split_reduction(s, next, r, Some(k), late, 3);
                 self.store(s, next, 3);
                 s.push_str("        }\n");
                 i += 1;
@@ -896,12 +898,12 @@ impl Printer<'_> {
             Some(id) => {
                 // Each window's columns, folded in the reduce loops' order:
                 // EPILOGUE_GROUP windows at a time, the window's points
-                // outermost and the group's windows innermost, a loop of
-                // constant trip count that GCC vectorises (one window at a
-                // time, the fold is a chain of dependent scalar steps:
-                // 18% of the conv of `bench_cpu` at 64 channels, 56×56, on
-                // one thread of an AVX-512 EPYC, 2026-11-29); then the
-                // remaining windows one by one.
+                // outermost and the group's windows innermost, so the group
+                // is that many independent folds (GCC leaves the loop
+                // scalar; one window at a time, the folds were one chain of
+                // dependent steps, 18% of the conv of `bench_cpu` at 64
+                // channels, 56×56, on one thread of an AVX-512 EPYC,
+                // 2026-11-29); then the remaining windows one by one.
                 let (out_n, window) = pk.n.split_at(pk.n.len() - r.loops.len());
                 let init = self.literal(r.op.identity(r.dtype), r.dtype);
                 let ty = compute_ty(r.dtype);
@@ -1124,15 +1126,8 @@ impl Printer<'_> {
     /// point one `memcpy` of `run` values per row of the window (GCC moves
     /// a pair as one 64-bit load and store) —, then on past the window.
     fn pack_window(&mut self, s: &mut String, c: &Contraction, panel: &Panel, wc: &packed::WindowCopy) {
-        let Panel { valid, width, .. } = *panel;
+        let width = panel.width;
         let (points, run) = (wc.points, wc.run);
-        let first: Vec<String> = wc.window.iter().map(|v| format!("i{v} == 0")).collect();
-        let mut cond = first;
-        cond.push(format!("pk_j + {points} <= {valid}"));
-        cond.push(format!("pk_j % {width} + {points} <= {width}"));
-        if !wc.copy.interior.is_empty() {
-            cond.push(guard(&wc.copy.interior, Lang::C));
-        }
         let rest = self.subscript(wc.copy.buf, &wc.copy.rest);
         let _ = writeln!(
             s,
@@ -1140,7 +1135,7 @@ impl Printer<'_> {
                     /* A pooling window inside the image, a run of {run} values per row of it. */
                     const int64_t pk_wb = {};
                     int64_t pk_q = 0;",
-            cond.join(" && "),
+            window_start(wc, panel, Lang::C),
             bare(aff(&wc.copy.row, Lang::C))
         );
         let depth = pack_k_loops(s, c, 5);
@@ -1573,7 +1568,7 @@ impl Printer<'_> {
             _ => Some(bound(&l.lo, Lang::C)),
         };
         let hi = bound(&l.hi, Lang::C);
-        lane_chunks(s, l.var as usize, lo.as_deref(), &hi, lanes::LANES, depth, &mut |s, d| self.point(s, k, d));
+        lane_chunks(s, l.var as usize, lo.as_deref(), &hi, lanes::LANES, depth, None, &mut |s, d| self.point(s, k, d));
     }
 
     /// One output point at indentation `depth`: the reduction, then the store.
@@ -1590,7 +1585,7 @@ impl Printer<'_> {
             *depth += 1;
         };
         if let (Some(r), true) = (&k.reduce, k.lanes > 1) {
-            self.split_reduction(s, k, r, None, depth);
+            self.split_reduction(s, k, r, None, None, depth);
         } else if let Some(r) = &k.reduce {
             let init = self.literal(r.op.identity(r.dtype), r.dtype);
             let _ = writeln!(s, "{:w$}{} acc = {init};", "", compute_ty(r.dtype), w = depth * 4);
@@ -1633,15 +1628,11 @@ impl Printer<'_> {
     /// With `producer` (a row group's kernel before `k`,
     /// [`rows::reduces_in_producer_loop`]), each point of the reduce loop
     /// first stores `producer`'s point at `(i0, j)`.
-    fn split_reduction(&mut self, s: &mut String, k: &Kernel, r: &Reduction, producer: Option<&Kernel>, depth: usize) {
-        self.split_reduction_with(s, k, r, producer, None, depth);
-    }
-
-    /// [`Self::split_reduction`], with `late` (a row group's last kernel,
-    /// [`rows::defers_into_producer_loop`]) stored for row `i0 − 1` over
-    /// each chunk of the loop before the chunk's own points, and before
-    /// each point of the tail (never in the task's first row).
-    fn split_reduction_with(
+    /// With `late` (a row group's last kernel,
+    /// [`rows::defers_into_producer_loop`]), that kernel is stored for row
+    /// `i0 − 1` over each chunk of the loop before the chunk's own points,
+    /// and before each point of the tail (never in the task's first row).
+    fn split_reduction(
         &mut self,
         s: &mut String,
         k: &Kernel,
@@ -1676,21 +1667,17 @@ impl Printer<'_> {
         let x = self.expr(&r.value);
         let update = self.binary(r.op.combine(), "acc_l[pk_l]".into(), x, r.dtype);
         let late_stores = late.map(|l| {
-            let mut chunk = String::new();
-            let mut point = String::new();
-            let _ = writeln!(
-                chunk,
-                "if (i0 > pk_lo) {{\n    const int64_t pk_prev = i0 - 1;\n    for (int64_t pk_m = 0; pk_m < {lanes}; pk_m += 1) {{\n        const int64_t i0 = pk_prev;\n        const int64_t i{v} = pk_r + pk_m;"
+            let mut store = String::new();
+            self.store(&mut store, l, 2);
+            let prev = "if (i0 > pk_lo) {\n    const int64_t pk_prev = i0 - 1;\n";
+            let chunk = format!(
+                "{prev}    for (int64_t pk_m = 0; pk_m < {lanes}; pk_m += 1) {{\n        const int64_t i0 = pk_prev;\n        const int64_t i{v} = pk_r + pk_m;\n{store}    }}\n}}\n"
             );
-            self.store(&mut chunk, l, 2);
-            chunk.push_str("    }\n}\n");
-            point.push_str("if (i0 > pk_lo) {\n    const int64_t pk_prev = i0 - 1;\n    {\n        const int64_t i0 = pk_prev;\n");
-            self.store(&mut point, l, 2);
-            point.push_str("    }\n}\n");
+            let point = format!("{prev}    {{\n        const int64_t i0 = pk_prev;\n{store}    }}\n}}\n");
             (chunk, point)
         });
         let ahead = late_stores.as_ref().map(|(chunk, point)| (chunk.as_str(), point.as_str()));
-        lane_chunks_with(s, v, None, &dim(inner, Lang::C), lanes, d, ahead, &mut |s, d| {
+        lane_chunks(s, v, None, &dim(inner, Lang::C), lanes, d, ahead, &mut |s, d| {
             if let Some(e) = producer {
                 self.store(s, e, d);
             }
@@ -1718,25 +1705,12 @@ impl Printer<'_> {
 /// when `lo` is 0, [`lanes`]'s rule). The chunk loop's constant trip count
 /// lets GCC's `-O2` vectoriser (its cheapest cost model, which refuses a
 /// loop that needs an epilogue) replace it by vector code whatever the
-/// extents.
-fn lane_chunks(
-    s: &mut String,
-    v: usize,
-    lo: Option<&str>,
-    hi: &str,
-    lanes: usize,
-    depth: usize,
-    body: &mut dyn FnMut(&mut String, usize),
-) {
-    lane_chunks_with(s, v, lo, hi, lanes, depth, None, body);
-}
-
-/// [`lane_chunks`], with `ahead = (chunk, point)`: the lines of `chunk`
+/// extents. With `ahead = Some((chunk, point))`, the lines of `chunk` are
 /// printed at the top of each chunk, before its loop over the lanes
 /// (`pk_r` is the chunk's first point), those of `point` at the top of each
 /// tail point (`i{v}` is the point).
 #[allow(clippy::too_many_arguments)]
-fn lane_chunks_with(
+fn lane_chunks(
     s: &mut String,
     v: usize,
     lo: Option<&str>,
@@ -1978,9 +1952,9 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
     }
 }
 
-/// Columns (pooled: windows) of a packed kernel's epilogue computed per
-/// group of constant size, so that GCC vectorises the group; 8 is one AVX2 vector
-/// of `f32`. On a 1024³ GEMM on one thread of an AVX2 EPYC (2026-11-28,
+/// Columns of a packed kernel's epilogue computed per group of constant
+/// size, so that GCC vectorises the group (pooled: windows, whose folds
+/// then run side by side); 8 is one AVX2 vector of `f32`. On a 1024³ GEMM on one thread of an AVX2 EPYC (2026-11-28,
 /// `perf record`), the generated code's share of the samples (packing and
 /// epilogue; the rest is the micro-kernel) went from 14.5% to 12.5%.
 const EPILOGUE_GROUP: usize = 8;

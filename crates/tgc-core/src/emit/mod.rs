@@ -207,6 +207,22 @@ fn guard(cs: &[Constr], lang: Lang) -> String {
     v.join(" && ")
 }
 
+/// The condition, in both printers' syntax, under which the decoded pixel
+/// `pk_j` of `panel` starts a pooling window packed whole
+/// ([`crate::cpu::packed::WindowCopy`]): its window loops at 0, the
+/// window's pixels valid and in one group of the panel's width, and the
+/// window inside the image.
+fn window_start(wc: &crate::cpu::packed::WindowCopy, panel: &Panel, lang: Lang) -> String {
+    let (points, width, valid) = (wc.points, panel.width, panel.valid);
+    let mut cond: Vec<String> = wc.window.iter().map(|v| format!("i{v} == 0")).collect();
+    cond.push(format!("pk_j + {points} <= {valid}"));
+    cond.push(format!("pk_j % {width} + {points} <= {width}"));
+    if !wc.copy.interior.is_empty() {
+        cond.push(guard(&wc.copy.interior, lang));
+    }
+    cond.join(" && ")
+}
+
 /// One line describing a kernel for a comment:
 /// `k0 -> out0 (Y): n14 RELU; inlines n13 ADD, …; accumulates n9 REDUCE SUM in fp32`.
 fn kernel_summary(g: &Graph, p: &Program, k: &Kernel) -> String {

@@ -34,7 +34,9 @@ use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
 
-use super::{aff, bound, comment_text, dim, guard, kernel_summary, sym_name, Lang, Panel, A_PANEL, B_PANEL};
+use super::{
+    aff, bound, comment_text, dim, guard, kernel_summary, sym_name, window_start, Lang, Panel, A_PANEL, B_PANEL,
+};
 
 /// Generates the Rust text of `g`; `crate_path` is the path of the facade
 /// crate that re-exports `half` (e.g. `::tgc`).
@@ -543,21 +545,15 @@ fn pack(s: &mut String, p: &Program, k: &Kernel, c: &Contraction, panel: &Panel)
 /// it: one slice copy of `run` values per row of the window at each K
 /// point, then `pk_skip` past the window's other pixels.
 fn pack_window(s: &mut String, c: &Contraction, panel: &Panel, src: &str, wc: &packed::WindowCopy) {
-    let Panel { name, valid, width, .. } = *panel;
+    let Panel { name, width, .. } = *panel;
     let (points, run) = (wc.points, wc.run);
-    let mut cond: Vec<String> = wc.window.iter().map(|v| format!("i{v} == 0")).collect();
-    cond.push(format!("pk_j + {points} <= {valid}"));
-    cond.push(format!("pk_j % {width} + {points} <= {width}"));
-    if !wc.copy.interior.is_empty() {
-        cond.push(guard(&wc.copy.interior, Lang::Rust));
-    }
     let _ = writeln!(
         s,
         "                        if {} {{
                             // A pooling window inside the image, a run of {run} values per row of it.
                             let pk_wb: i64 = {};
                             let mut pk_q: usize = pk_at;",
-        cond.join(" && "),
+        window_start(wc, panel, Lang::Rust),
         aff(&wc.copy.row, Lang::Rust)
     );
     let depth = pack_k_loops(s, c, 7);
