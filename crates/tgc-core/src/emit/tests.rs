@@ -1110,14 +1110,11 @@ fn exp2_gives_the_same_bits_in_c_and_rust() {
     }
 }
 
-/// `tgc_exp2f`'s fused steps are FMA instructions in the clones that have
-/// FMA (`TGC_CLONES`: AVX-512F and x86-64-v3), not calls of the C
-/// library's `fmaf` — with a call per step the row loops of softmax stay
-/// scalar —, while the baseline clone, which has no FMA, calls it. Read
-/// from GCC's assembly of a softmax; skipped (and says so) off x86-64 or
-/// with a C compiler other than GCC 12 or later, where the clones differ.
-#[test]
-fn exp2_steps_are_fma_instructions_in_the_fma_clones() {
+/// The major version of GCC when `cc` is GCC 12 or later on x86-64 — where
+/// `TGC_CLONES` has its x86-64-v3 clone and `tgc_exp2f` its vector
+/// variants (`TGC_VECTOR_ABI`) —, else `None` after saying why the caller
+/// skips.
+fn gcc_12_on_x86_64() -> Option<u32> {
     let gcc_major = Command::new("cc")
         .arg("-dumpversion")
         .output()
@@ -1130,8 +1127,13 @@ fn exp2_steps_are_fma_instructions_in_the_fma_clones() {
     });
     if !cfg!(target_arch = "x86_64") || !is_gcc || gcc_major.is_none_or(|m| m < 12) {
         eprintln!("skipped: needs x86-64 and GCC 12 or later as `cc` (found {gcc_major:?}, gcc: {is_gcc})");
-        return;
+        return None;
     }
+    gcc_major
+}
+
+/// The C of a softmax over rows of 1024, as the runtime compiles it.
+fn softmax_c() -> String {
     let g = crate::pipeline::load(
         "graph<N> s(x: f32[N, 1024]) -> (y: f32[N, 1024]) {\n    y = softmax(x, axis=-1)\n    return y\n}",
         crate::pipeline::Format::Dsl,
@@ -1139,35 +1141,132 @@ fn exp2_steps_are_fma_instructions_in_the_fma_clones() {
     )
     .unwrap()
     .graph;
+    super::c::emit_c_units_with(&[(&g, "tgc_s")], &crate::cpu::Options::default()).unwrap()
+}
+
+/// Softmax's `EXP2` in GCC's assembly: each clone of the row loop calls
+/// `tgc_exp2f`'s vector variant for its width (x86-64 vector function ABI:
+/// `_ZGVeN16v_` in the AVX-512F clone, `_ZGVdN8v_` in the x86-64-v3 one,
+/// `_ZGVbN4v_` in the baseline), and the variants are the instructions
+/// they are written for: no call (an `fmaf` call per step would be
+/// scalar), six `vfmadd`, the clamp's `vminps`/`vmaxps`, and in the
+/// AVX-512F one `vrndscaleps` and `vscalefps`. Skipped (and says so) off
+/// x86-64 or with a C compiler other than GCC 12 or later.
+#[test]
+fn exp2_is_a_vector_function_in_the_clones() {
+    if gcc_12_on_x86_64().is_none() {
+        return;
+    }
     let dir = Scratch::new("clones");
     let src = dir.0.join("k.c");
-    std::fs::write(&src, super::c::emit_c_units_with(&[(&g, "tgc_s")], &crate::cpu::Options::default()).unwrap())
-        .unwrap();
+    std::fs::write(&src, softmax_c()).unwrap();
     let out = Command::new("cc").args(tgc_runtime::cpu::cflags()).args(["-S", "-o", "-"]).arg(&src).output().unwrap();
     assert!(out.status.success(), "cc -S failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    // Per clone suffix: (functions, `call fmaf` lines, `vfmadd` lines).
-    let mut seen: std::collections::BTreeMap<&str, (usize, usize, usize)> = Default::default();
-    let mut clone: Option<&str> = None;
+    // Each function's instructions, by label.
     let asm = String::from_utf8(out.stdout).unwrap();
+    let mut bodies: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    let mut current: Option<&str> = None;
     for line in asm.lines() {
         if let Some(label) = line.strip_suffix(':').filter(|l| !l.starts_with(['.', ' ', '\t'])) {
-            clone = ["avx512f", "arch_x86_64_v3", "default"].into_iter().find(|c| label.ends_with(&format!(".{c}")));
-            if let Some(c) = clone {
-                seen.entry(c).or_default().0 += 1;
-            }
-        } else if let Some(c) = clone {
-            let e = seen.entry(c).or_default();
-            e.1 += usize::from(line.contains("call") && line.contains("fmaf"));
-            e.2 += usize::from(line.trim_start().starts_with("vfmadd"));
+            current = Some(label);
+        } else if let Some(f) = current.filter(|_| line.starts_with('\t') && !line.starts_with("\t.")) {
+            bodies.entry(f).or_default().push(line.trim());
         }
     }
-    for c in ["avx512f", "arch_x86_64_v3"] {
-        let (fns, calls, fmas) = seen.get(c).copied().unwrap_or_default();
-        assert!(fns > 0, "no `.{c}` clone in the assembly: {seen:?}");
-        assert_eq!(calls, 0, "the `.{c}` clone calls fmaf: {seen:?}");
-        assert!(fmas >= 6, "the `.{c}` clone has {fmas} vfmadd: {seen:?}");
+    let body =
+        |name: &str| bodies.get(name).unwrap_or_else(|| panic!("no `{name}` in the assembly: {:?}", bodies.keys()));
+    let count = |name: &str, op: &str| body(name).iter().filter(|l| l.starts_with(op)).count();
+    for (clone, variant) in [
+        ("avx512f", "_ZGVeN16v_tgc_exp2f"),
+        ("arch_x86_64_v3", "_ZGVdN8v_tgc_exp2f"),
+        ("default", "_ZGVbN4v_tgc_exp2f"),
+    ] {
+        let rows = bodies.keys().find(|l| l.starts_with("tgc_") && l.ends_with(&format!("_rows.{clone}")));
+        let rows = rows.unwrap_or_else(|| panic!("no `.{clone}` clone of the row loop: {:?}", bodies.keys()));
+        assert!(
+            body(rows).iter().any(|l| l.starts_with("call") && l.contains(variant)),
+            "`{rows}` does not call {variant}"
+        );
     }
-    assert!(seen.get("default").is_some_and(|d| d.1 > 0), "the baseline clone has no fmaf call to see: {seen:?}");
+    for variant in ["_ZGVeN16v_tgc_exp2f", "_ZGVdN8v_tgc_exp2f"] {
+        assert_eq!(count(variant, "call"), 0, "{variant} calls: {:?}", body(variant));
+        assert_eq!(count(variant, "vfmadd"), 6, "{variant}: {:?}", body(variant));
+        assert!(count(variant, "vminps") == 1 && count(variant, "vmaxps") == 1, "{variant}: {:?}", body(variant));
+    }
+    assert!(count("_ZGVeN16v_tgc_exp2f", "vrndscaleps") == 1 && count("_ZGVeN16v_tgc_exp2f", "vscalefps") == 1);
+}
+
+/// Every vector variant of `tgc_exp2f` that this CPU can run gives the bits
+/// of the lane code (`tgc_exp2f_lane`, the operations of
+/// `cpu_rt::exp2`) — NaN payloads included — over every 4099th f32 and the
+/// edges: signed zeros, ties, the overflow and subnormal edges, infinities,
+/// quiet and signalling NaNs. A C driver includes the generated source
+/// and calls the variants directly; the AVX2 and AVX-512F ones only where
+/// the CPU has them (the driver says which it ran, and one always runs).
+/// Skipped (and says so) off x86-64 or without GCC 12 or later.
+#[test]
+fn exp2_vector_variants_give_the_lane_bits() {
+    if gcc_12_on_x86_64().is_none() {
+        return;
+    }
+    let dir = Scratch::new("exp2_variants");
+    std::fs::write(dir.0.join("k.c"), softmax_c()).unwrap();
+    let driver = r#"#include "k.c"
+#include <stdio.h>
+static const uint32_t EDGES[] = { 0x00000000u, 0x80000000u, 0x3f000000u, 0xbf000000u, 0x3fc00000u, 0xc0200000u,
+    0x42fe0000u, 0x43000000u, 0x431f8000u, 0x43200000u, 0x43210000u, 0xc2fb0000u, 0xc2fc0000u, 0xc2fd0000u,
+    0xc3150000u, 0xc3158000u, 0xc3160000u, 0xc3200000u, 0x7f7fffffu, 0xff7fffffu, 0x00800000u, 0x00000001u,
+    0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7fa00001u, 0xff812345u, 0x7fc0beefu };
+static int check(const char* name, int width, void (*apply)(float*))
+{
+    long bad = 0, n = 0;
+    for (uint64_t base = 0; base < (1ull << 32) + 64; base += 16ull * 4099ull) {
+        uint32_t bits[16];
+        float v[16], lane[16];
+        for (int i = 0; i < 16; i += 1)
+            bits[i] = base < (1ull << 32) ? (uint32_t)(base + 4099ull * (uint64_t)i) : EDGES[(i + base) % (sizeof EDGES / 4)];
+        memcpy(v, bits, sizeof v);
+        for (int i = 0; i < 16; i += 1) lane[i] = tgc_exp2f_lane(v[i]);
+        for (int i = 0; i < 16; i += width) apply(v + i);
+        for (int i = 0; i < 16; i += 1) {
+            uint32_t a, b;
+            memcpy(&a, &lane[i], 4);
+            memcpy(&b, &v[i], 4);
+            n += 1;
+            if (a != b && bad++ < 5) printf("%s: %08x -> lane %08x, variant %08x\n", name, bits[i], a, b);
+        }
+    }
+    printf("%s: %ld inputs, %ld differ\n", name, n, bad);
+    return bad != 0;
+}
+static void v4(float* v) { __m128 x; memcpy(&x, v, sizeof x); x = tgc_exp2f_v4(x); memcpy(v, &x, sizeof x); }
+__attribute__((target("avx"))) static void v8c(float* v) { __m256 x = _mm256_loadu_ps(v); _mm256_storeu_ps(v, tgc_exp2f_v8c(x)); }
+__attribute__((target("avx2,fma"))) static void v8(float* v) { __m256 x = _mm256_loadu_ps(v); _mm256_storeu_ps(v, tgc_exp2f_v8(x)); }
+__attribute__((target("avx512f"))) static void v16(float* v) { __m512 x = _mm512_loadu_ps(v); _mm512_storeu_ps(v, tgc_exp2f_v16(x)); }
+int main(void)
+{
+    int bad = check("sse2", 4, v4);
+    if (__builtin_cpu_supports("avx")) bad |= check("avx", 8, v8c);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) bad |= check("avx2", 8, v8);
+    if (__builtin_cpu_supports("avx512f")) bad |= check("avx512f", 16, v16);
+    return bad;
+}
+"#;
+    std::fs::write(dir.0.join("main.c"), driver).unwrap();
+    let exe = dir.0.join("variants");
+    let mut cc = Command::new("cc");
+    cc.args(tgc_runtime::cpu::VALUE_CFLAGS)
+        .args(["-O2", "-std=gnu11", "-o"])
+        .arg(&exe)
+        .arg(dir.0.join("main.c"))
+        .arg("-lm");
+    let out = cc.output().unwrap();
+    assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    let report = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{report}");
+    assert!(run.status.success(), "a variant differs from the lane code:\n{report}");
+    assert!(report.contains("sse2: ") && report.lines().all(|l| l.ends_with(" 0 differ")), "{report}");
 }
 
 /// The graph-layer ops of `004` §4 — `sign`, `clamp`, `pow` (a constant

@@ -26,6 +26,7 @@ static inline void* tgc_fresh(void* p) { return p; }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
 #if __GNUC__ >= 12
 #define TGC_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
+#define TGC_VECTOR_ABI 1
 #else
 #define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
