@@ -302,6 +302,20 @@ pub struct Interior {
     pub value: Expr,
 }
 
+/// The most columns (`N`, at compile time) for which `a` is read in place
+/// (`cpu_rt::ukernel_direct`) whenever [`direct`] allows it: the micro-kernel
+/// then reads `a` from its rows once per panel of `b` (32 panels here),
+/// instead of packing all of it once and reading the packed copy per
+/// panel. Measured on a Zen 4 EPYC, one thread, kernels alone (best of
+/// 20–300, same bits, 2026-11-29), packed → in place: conv 3×3 → ReLU →
+/// 2×2 pool at 256 channels, 14×14 (196 columns, 7 panels) 2.95 → 2.35 ms;
+/// at 128 channels, 28×28 (784 columns) 2.48 → 2.38; GEMM 512³ 2.46 →
+/// 2.45, 1024³ 19.5–19.9 → 19.7–20.2; and above the bound, at 64 channels,
+/// 56×56 (3136 columns, 98 panels) 2.68 → 3.03. The packing gathers `a`
+/// (a weight of `Cout × C·9`) row group by row group once, which costs
+/// about as much as reading it in place from 25–30 panels.
+pub const DIRECT_COLS: usize = 32 * NR;
+
 /// Rows of a copied panel ([`Contraction::copy`]) that the printers move at
 /// once when their parts are consecutive: one AVX2 vector of `f32`.
 pub const COPY_RUN: usize = 8;
@@ -599,7 +613,11 @@ fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
     }
     let batch = (0..out).filter(|v| !m.contains(v) && !n.contains(v)).collect();
     let (a, b) = if swapped { (y, x) } else { (x, y) };
-    let a_order = if in_place(a, &m, &n) { PackOrder::Direct } else { pack_order(a, &m) };
+    // Few columns (at most DIRECT_COLS): `a` is read in place whenever it
+    // can be, whatever the swap decided, pooled or not.
+    let few_cols = extent(k, &n).as_int().is_some_and(|c| c <= DIRECT_COLS as i64);
+    let a_order =
+        if in_place(a, &m, &n) || few_cols && direct(a, &m, &sum) { PackOrder::Direct } else { pack_order(a, &m) };
     let b_order = pack_order(b, &n);
     Some(Packed { m, n, batch, swapped, pooled, a_order, b_order, blocks })
 }
@@ -806,7 +824,8 @@ mod tests {
 
     /// At most `NR` rows (or columns): the factor with unit stride along
     /// `K` is read in place as `a` — a weight `w[N, K]` swaps sides to be
-    /// it — and packed otherwise; above `NR` both are packed.
+    /// it — and packed otherwise; above `NR` rows there is no swap, and `a`
+    /// is read in place up to [`DIRECT_COLS`] columns, packed above.
     #[test]
     fn few_rows_read_the_other_factor_in_place() {
         use PackOrder::{DepthInner, Direct, Grouped, WidthInner};
@@ -814,13 +833,26 @@ mod tests {
             // (M, N, params, body, swapped, a_order, b_order)
             (16, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, Grouped),
             (32, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", true, Direct, Grouped),
-            (33, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", false, Grouped, Grouped),
-            // w[K, N] has no unit stride along K: no swap.
-            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Grouped, WidthInner),
+            // No swap above NR rows; `x` still read in place up to DIRECT_COLS columns.
+            (33, 384, "x: f32[M, K], w: f32[N, K]", "matmul(x, transpose(w, 0, 1))", false, Direct, Grouped),
+            (
+                33,
+                DIRECT_COLS + 32,
+                "x: f32[M, K], w: f32[N, K]",
+                "matmul(x, transpose(w, 0, 1))",
+                false,
+                Grouped,
+                Grouped,
+            ),
+            // w[K, N] has no unit stride along K: no swap (`x` is read in place).
+            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
             // Few columns: `x` (unit stride along K) is used by one panel of `b`.
             (384, 16, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
             // A transposed `x` has no unit stride along K.
             (384, 16, "x: f32[K, M], w: f32[K, N]", "matmul(transpose(x, 0, 1), w)", false, WidthInner, WidthInner),
+            // Up to DIRECT_COLS columns `x` is still read in place, above not.
+            (384, DIRECT_COLS, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
+            (384, DIRECT_COLS + 1, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Grouped, WidthInner),
         ];
         for (m, n, params, body, swapped, a, b) in cases {
             // Known sizes: a symbol's default is no known size.
@@ -840,6 +872,21 @@ mod tests {
         );
         let pk = p.kernels[0].packed.as_ref().expect("packed");
         assert_eq!((pk.m.len(), pk.n.len(), pk.a_order, pk.b_order), (1, 2, Direct, DepthInner), "{pk:?}");
+        // Conv → ReLU → pool: the weights are read in place up to
+        // DIRECT_COLS columns (32×32 pixels), packed above (34×34).
+        for (hw, want) in [(32, Direct), (34, Grouped)] {
+            let p = program(&format!(
+                "graph cp(x: f32[1, 8, {hw}, {hw}], w: f32[16, 8, 3, 3]) -> (y: f32[1, 16, {o}, {o}]) {{
+                    c = conv2d(x, w, stride=[1, 1], pad=[1, 1])
+                    y = maxpool2d(relu(c), kernel=[2, 2], stride=[2, 2], pad=[0, 0])
+                    return y
+                }}",
+                o = hw / 2
+            ));
+            let pk = p.kernels.iter().find_map(|k| k.packed.as_ref()).expect("packed");
+            assert!(pk.pooled, "{pk:?}");
+            assert_eq!(pk.a_order, want, "{hw}×{hw}: {pk:?}");
+        }
     }
 
     #[test]
