@@ -1044,6 +1044,78 @@ fn row_groups_match_the_interpreter_across_parts() {
     }
 }
 
+/// A row `MAX` or `MIN` of a contiguous f32 run is the C helper
+/// `tgc_max_run_f32` / `tgc_min_run_f32`, whose vector path (AVX-512F or
+/// AVX2 where the CPU has them) must give the bits of the lane loop it
+/// replaces — `tgc_max_f32`'s rule per lane (`lanes`' order, then the
+/// halving fold), modelled here — on rows of two full chunks and a tail
+/// with NaNs (two payloads in one lane: the first wins), a NaN only in the
+/// tail, signed zeros (a tie takes the new value), infinities, and rows of
+/// one and of 32 values. The Rust printer agrees bit for bit except for a
+/// NaN's payload (its `max_f32` returns the canonical NaN).
+#[test]
+fn row_max_and_min_runs_give_the_lane_loop_bits() {
+    let src = "graph<R, C> mm(x: f32[R, C]) -> (a: f32[R], b: f32[R]) {
+        a = max(x, axes=[1])
+        b = min(x, axes=[1])
+        return a, b
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    for helper in ["tgc_max_run_f32(&", "tgc_min_run_f32(&"] {
+        assert!(lib.c_src.contains(helper), "no call of {helper}:\n{}", lib.c_src);
+    }
+    let nan = |bits: u32| f32::from_bits(bits) as f64;
+    for (r, c) in [(7, 77), (3, 1), (2, 32)] {
+        let mut x = data(5 + c as u64, r * c, -4.0, 4.0, DType::F32);
+        if c > 64 {
+            let mut rows: Vec<&mut [f64]> = x.chunks_mut(c).collect();
+            rows[1][40] = nan(0x7fc0_beef);
+            rows[2][70] = nan(0xffc0_1234);
+            rows[3].iter_mut().enumerate().for_each(|(j, v)| *v = if j % 3 == 0 { -0.0 } else { 0.0 });
+            rows[4][5] = f64::INFINITY;
+            rows[4][6] = f64::NEG_INFINITY;
+            rows[5][3] = nan(0x7fc0_0001);
+            rows[5][35] = nan(0x7fc0_0002);
+            rows[6].iter_mut().for_each(|v| *v = f64::NEG_INFINITY);
+        }
+        let (cr, rr) = lib.run(&[x.clone()], &[r as i64, c as i64]);
+        assert_eq!((cr.rc, rr.rc), (0, 0));
+        // The lane loop's result for one row, with C's rule for `op`.
+        let lane_loop = |row: &[f64], greater: bool| -> u32 {
+            let pick = |a: f32, b: f32| if (if greater { a > b } else { a < b }) || a.is_nan() { a } else { b };
+            let mut acc = [if greater { f32::NEG_INFINITY } else { f32::INFINITY }; crate::cpu::lanes::LANES];
+            for (j, &v) in row.iter().enumerate() {
+                acc[j % acc.len()] = pick(acc[j % acc.len()], v as f32);
+            }
+            for half in crate::cpu::lanes::fold_steps(acc.len()) {
+                for a in 0..half {
+                    acc[a] = pick(acc[a], acc[a + half]);
+                }
+            }
+            acc[0].to_bits()
+        };
+        for i in 0..r {
+            let row = &x[i * c..(i + 1) * c];
+            for (k, greater) in [(0, true), (1, false)] {
+                let (got, rust) = (cr.outputs[k][i] as f32, rr.outputs[k][i] as f32);
+                assert_eq!(got.to_bits(), lane_loop(row, greater), "output {k} row {i} at {r}x{c}: C vs the lane loop");
+                assert!(
+                    got.to_bits() == rust.to_bits() || got.is_nan() && rust.is_nan(),
+                    "output {k} row {i}: C vs Rust"
+                );
+            }
+        }
+        if c > 64 {
+            assert_eq!((cr.outputs[0][1] as f32).to_bits(), 0x7fc0_beef);
+            assert_eq!((cr.outputs[0][5] as f32).to_bits(), 0x7fc0_0001, "the first NaN of a lane wins");
+            assert_eq!((cr.outputs[1][2] as f32).to_bits(), 0xffc0_1234);
+            assert_eq!(cr.outputs[0][4], f64::INFINITY);
+            assert_eq!(cr.outputs[1][4], f64::NEG_INFINITY);
+        }
+    }
+}
+
 /// `EXP2` over every kind of input — zeros, halves (ties of the rounding to
 /// an integer), the overflow and underflow edges, subnormal results, huge
 /// magnitudes, infinities, NaN — and a sweep of bit patterns: the C
