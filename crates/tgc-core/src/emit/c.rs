@@ -82,7 +82,8 @@ pub fn emit_c_units_with(units: &[(&Graph, &str)], opts: &Options) -> Result<Str
 fn check_symbol(symbol: &str) -> Result<(), Diagnostic> {
     let ok = symbol.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok || C_RESERVED.contains(&symbol) || HELPERS.iter().any(|(n, _)| *n == symbol) {
+    let helper = HELPERS.iter().chain(&RUN_HELPERS).any(|(n, _)| *n == symbol);
+    if !ok || C_RESERVED.contains(&symbol) || helper {
         return Err(diag!(Unsupported, "`{symbol}` cannot name the generated C function"));
     }
     Ok(())
@@ -207,6 +208,12 @@ const C_RESERVED: &[&str] = &[
     "tgc_exp2f_v8c",
     "tgc_exp2f_v8",
     "tgc_exp2f_v16",
+    "tgc_max_run_exact",
+    "tgc_max_run_v16",
+    "tgc_max_run_v8",
+    "tgc_min_run_exact",
+    "tgc_min_run_v16",
+    "tgc_min_run_v8",
 ];
 
 /// Helper functions, emitted when used, in this order.
@@ -441,164 +448,6 @@ static inline int32_t tgc_f32_to_i32(float x)
     ),
     ("tgc_max_f32", "/* NaN if either is NaN (`a` if it is one, else `b`), as the interpreter; `b` on a tie;\n * one select of two compares, which vectorises to four instructions. */\nstatic inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }"),
     ("tgc_min_f32", "/* NaN if either is NaN (`a` if it is one, else `b`), as the interpreter; `b` on a tie;\n * one select of two compares, which vectorises to four instructions. */\nstatic inline float tgc_min_f32(float a, float b) { return (a < b || a != a) ? a : b; }"),
-    (
-        "tgc_max_run_f32",
-        "/* acc[j % 32] = tgc_max_f32(acc[j % 32], x[j]) for j = 0, 1, ..., n - 1 in turn: a MAX or MIN
- * reduction of a run of n floats in the 32 lanes of cpu::lanes, exactly as the printed lane
- * loop computes it. Where the CPU has AVX-512F or AVX2 the lanes are vector registers updated
- * by vmaxps, which is tgc_max_f32 for every pair but one with a NaN (its second operand wins,
- * not the first); the run's NaNs are watched by one unordered compare per two vectors, and a
- * run that has one (or an acc that has one) is done again lane by lane. Softmax 4096x1024, one
- * thread of a Zen 4 EPYC: 1.69 -> 1.55 ms (scratch driver, best of 40, 2026-11-29), the four
- * instructions of tgc_max_f32's select being one chain per vector of lanes. */
-TGC_CLONES static void tgc_max_run_exact(const float* restrict x, int64_t n, float* restrict acc)
-{
-    const int64_t full = n / 32 * 32;
-    for (int64_t r = 0; r < full; r += 32)
-        for (int64_t l = 0; l < 32; l += 1) acc[l] = tgc_max_f32(acc[l], x[r + l]);
-    for (int64_t l = 0; full + l < n; l += 1) acc[l] = tgc_max_f32(acc[l], x[full + l]);
-}
-#if defined(TGC_VECTOR_ABI)
-__attribute__((target(\"avx512f\"))) static void tgc_max_run_v16(const float* restrict x, int64_t n, float* restrict acc)
-{
-    __m512 a0 = _mm512_loadu_ps(acc), a1 = _mm512_loadu_ps(acc + 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(a0, a1, _CMP_UNORD_Q);
-    const int64_t full = n / 32 * 32;
-    for (int64_t r = 0; r < full; r += 32) {
-        const __m512 x0 = _mm512_loadu_ps(x + r), x1 = _mm512_loadu_ps(x + r + 16);
-        nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);
-        a0 = _mm512_max_ps(a0, x0);
-        a1 = _mm512_max_ps(a1, x1);
-    }
-    if (nan) {
-        tgc_max_run_exact(x, n, acc);
-        return;
-    }
-    float t[32];
-    _mm512_storeu_ps(t, a0);
-    _mm512_storeu_ps(t + 16, a1);
-    for (int64_t l = 0; full + l < n; l += 1) t[l] = tgc_max_f32(t[l], x[full + l]);
-    memcpy(acc, t, sizeof t);
-}
-__attribute__((target(\"avx2\"))) static void tgc_max_run_v8(const float* restrict x, int64_t n, float* restrict acc)
-{
-    __m256 a[4], nan = _mm256_setzero_ps();
-    for (int g = 0; g < 4; g += 1) {
-        a[g] = _mm256_loadu_ps(acc + 8 * g);
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a[g], a[g], _CMP_UNORD_Q));
-    }
-    const int64_t full = n / 32 * 32;
-    for (int64_t r = 0; r < full; r += 32) {
-        __m256 v[4];
-        for (int g = 0; g < 4; g += 1) v[g] = _mm256_loadu_ps(x + r + 8 * g);
-        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v[0], v[1], _CMP_UNORD_Q), _mm256_cmp_ps(v[2], v[3], _CMP_UNORD_Q)));
-        for (int g = 0; g < 4; g += 1) a[g] = _mm256_max_ps(a[g], v[g]);
-    }
-    if (_mm256_movemask_ps(nan)) {
-        tgc_max_run_exact(x, n, acc);
-        return;
-    }
-    float t[32];
-    for (int g = 0; g < 4; g += 1) _mm256_storeu_ps(t + 8 * g, a[g]);
-    for (int64_t l = 0; full + l < n; l += 1) t[l] = tgc_max_f32(t[l], x[full + l]);
-    memcpy(acc, t, sizeof t);
-}
-#endif
-static void tgc_max_run_f32(const float* restrict x, int64_t n, float* restrict acc)
-{
-#if defined(TGC_VECTOR_ABI)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports(\"avx512f\")) {
-        tgc_max_run_v16(x, n, acc);
-        return;
-    }
-    if (__builtin_cpu_supports(\"avx2\")) {
-        tgc_max_run_v8(x, n, acc);
-        return;
-    }
-#endif
-    tgc_max_run_exact(x, n, acc);
-}",
-    ),
-    (
-        "tgc_min_run_f32",
-        "/* acc[j % 32] = tgc_min_f32(acc[j % 32], x[j]) for j = 0, 1, ..., n - 1 in turn: a MAX or MIN
- * reduction of a run of n floats in the 32 lanes of cpu::lanes, exactly as the printed lane
- * loop computes it. Where the CPU has AVX-512F or AVX2 the lanes are vector registers updated
- * by vminps, which is tgc_min_f32 for every pair but one with a NaN (its second operand wins,
- * not the first); the run's NaNs are watched by one unordered compare per two vectors, and a
- * run that has one (or an acc that has one) is done again lane by lane. Softmax 4096x1024, one
- * thread of a Zen 4 EPYC: 1.69 -> 1.55 ms (scratch driver, best of 40, 2026-11-29), the four
- * instructions of tgc_min_f32's select being one chain per vector of lanes. */
-TGC_CLONES static void tgc_min_run_exact(const float* restrict x, int64_t n, float* restrict acc)
-{
-    const int64_t full = n / 32 * 32;
-    for (int64_t r = 0; r < full; r += 32)
-        for (int64_t l = 0; l < 32; l += 1) acc[l] = tgc_min_f32(acc[l], x[r + l]);
-    for (int64_t l = 0; full + l < n; l += 1) acc[l] = tgc_min_f32(acc[l], x[full + l]);
-}
-#if defined(TGC_VECTOR_ABI)
-__attribute__((target(\"avx512f\"))) static void tgc_min_run_v16(const float* restrict x, int64_t n, float* restrict acc)
-{
-    __m512 a0 = _mm512_loadu_ps(acc), a1 = _mm512_loadu_ps(acc + 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(a0, a1, _CMP_UNORD_Q);
-    const int64_t full = n / 32 * 32;
-    for (int64_t r = 0; r < full; r += 32) {
-        const __m512 x0 = _mm512_loadu_ps(x + r), x1 = _mm512_loadu_ps(x + r + 16);
-        nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);
-        a0 = _mm512_min_ps(a0, x0);
-        a1 = _mm512_min_ps(a1, x1);
-    }
-    if (nan) {
-        tgc_min_run_exact(x, n, acc);
-        return;
-    }
-    float t[32];
-    _mm512_storeu_ps(t, a0);
-    _mm512_storeu_ps(t + 16, a1);
-    for (int64_t l = 0; full + l < n; l += 1) t[l] = tgc_min_f32(t[l], x[full + l]);
-    memcpy(acc, t, sizeof t);
-}
-__attribute__((target(\"avx2\"))) static void tgc_min_run_v8(const float* restrict x, int64_t n, float* restrict acc)
-{
-    __m256 a[4], nan = _mm256_setzero_ps();
-    for (int g = 0; g < 4; g += 1) {
-        a[g] = _mm256_loadu_ps(acc + 8 * g);
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a[g], a[g], _CMP_UNORD_Q));
-    }
-    const int64_t full = n / 32 * 32;
-    for (int64_t r = 0; r < full; r += 32) {
-        __m256 v[4];
-        for (int g = 0; g < 4; g += 1) v[g] = _mm256_loadu_ps(x + r + 8 * g);
-        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v[0], v[1], _CMP_UNORD_Q), _mm256_cmp_ps(v[2], v[3], _CMP_UNORD_Q)));
-        for (int g = 0; g < 4; g += 1) a[g] = _mm256_min_ps(a[g], v[g]);
-    }
-    if (_mm256_movemask_ps(nan)) {
-        tgc_min_run_exact(x, n, acc);
-        return;
-    }
-    float t[32];
-    for (int g = 0; g < 4; g += 1) _mm256_storeu_ps(t + 8 * g, a[g]);
-    for (int64_t l = 0; full + l < n; l += 1) t[l] = tgc_min_f32(t[l], x[full + l]);
-    memcpy(acc, t, sizeof t);
-}
-#endif
-static void tgc_min_run_f32(const float* restrict x, int64_t n, float* restrict acc)
-{
-#if defined(TGC_VECTOR_ABI)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports(\"avx512f\")) {
-        tgc_min_run_v16(x, n, acc);
-        return;
-    }
-    if (__builtin_cpu_supports(\"avx2\")) {
-        tgc_min_run_v8(x, n, acc);
-        return;
-    }
-#endif
-    tgc_min_run_exact(x, n, acc);
-}",
-    ),
     ("tgc_relu_f32", "static inline float tgc_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }"),
     ("tgc_add_i32", "static inline int32_t tgc_add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }"),
     ("tgc_sub_i32", "static inline int32_t tgc_sub_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }"),
@@ -611,6 +460,89 @@ static void tgc_min_run_f32(const float* restrict x, int64_t n, float* restrict 
     ("tgc_scan8_mul", "/* v[0..8] becomes its inclusive product times acc, as tgc_scan8_add with 1 shifted in. */\nstatic inline void tgc_scan8_mul(float* v, float acc)\n{\n    const tgc_v8f z = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};\n    tgc_v8f s;\n    memcpy(&s, v, sizeof s);\n    s = s * TGC_SHIFT8(z, s, 1);\n    s = s * TGC_SHIFT8(z, s, 2);\n    s = s * TGC_SHIFT8(z, s, 4);\n    s = s * acc;\n    memcpy(v, &s, sizeof s);\n}"),
     ("tgc_gather_at", "/* GATHER's position for index value v on an axis of size d (tiny::op::gather_position):\n * negative counts from the end, then clamped to [0, d). */\nstatic inline int64_t tgc_gather_at(int32_t v, int64_t d) { int64_t i = v < 0 ? (int64_t)v + d : (int64_t)v; return i < 0 ? 0 : i >= d ? d - 1 : i; }"),
 ];
+
+/// `tgc_max_run_f32` and `tgc_min_run_f32` ([`RUN_HELPERS`]): this text with
+/// `OP` replaced by `max` or `min`, printed after [`HELPERS`] (it calls
+/// `tgc_OP_f32` and the intrinsics of `tgc_immintrin`).
+const RUN_F32: &str = "/* acc[j % 32] = tgc_OP_f32(acc[j % 32], x[j]) for j = 0, 1, ..., n - 1 in turn: a MAX or MIN
+ * reduction of a run of n floats in the 32 lanes of cpu::lanes, exactly as the printed lane
+ * loop computes it. Where the CPU has AVX-512F or AVX2 the lanes are vector registers updated
+ * by vOPps, which is tgc_OP_f32 for every pair but one with a NaN (its second operand wins,
+ * not the first); the run's NaNs are watched by one unordered compare per two vectors, and a
+ * run that has one (or an acc that has one) is done again lane by lane. Softmax 4096x1024, one
+ * thread of a Zen 4 EPYC: 1.69 -> 1.55 ms (scratch driver, best of 40, 2026-11-29), the four
+ * instructions of tgc_OP_f32's select being one chain per vector of lanes. */
+TGC_CLONES static void tgc_OP_run_exact(const float* restrict x, int64_t n, float* restrict acc)
+{
+    const int64_t full = n / 32 * 32;
+    for (int64_t r = 0; r < full; r += 32)
+        for (int64_t l = 0; l < 32; l += 1) acc[l] = tgc_OP_f32(acc[l], x[r + l]);
+    for (int64_t l = 0; full + l < n; l += 1) acc[l] = tgc_OP_f32(acc[l], x[full + l]);
+}
+#if defined(TGC_VECTOR_ABI)
+__attribute__((target(\"avx512f\"))) static void tgc_OP_run_v16(const float* restrict x, int64_t n, float* restrict acc)
+{
+    __m512 a0 = _mm512_loadu_ps(acc), a1 = _mm512_loadu_ps(acc + 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(a0, a1, _CMP_UNORD_Q);
+    const int64_t full = n / 32 * 32;
+    for (int64_t r = 0; r < full; r += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x + r), x1 = _mm512_loadu_ps(x + r + 16);
+        nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);
+        a0 = _mm512_OP_ps(a0, x0);
+        a1 = _mm512_OP_ps(a1, x1);
+    }
+    if (nan) {
+        tgc_OP_run_exact(x, n, acc);
+        return;
+    }
+    float t[32];
+    _mm512_storeu_ps(t, a0);
+    _mm512_storeu_ps(t + 16, a1);
+    for (int64_t l = 0; full + l < n; l += 1) t[l] = tgc_OP_f32(t[l], x[full + l]);
+    memcpy(acc, t, sizeof t);
+}
+__attribute__((target(\"avx2\"))) static void tgc_OP_run_v8(const float* restrict x, int64_t n, float* restrict acc)
+{
+    __m256 a[4], nan = _mm256_setzero_ps();
+    for (int g = 0; g < 4; g += 1) {
+        a[g] = _mm256_loadu_ps(acc + 8 * g);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a[g], a[g], _CMP_UNORD_Q));
+    }
+    const int64_t full = n / 32 * 32;
+    for (int64_t r = 0; r < full; r += 32) {
+        __m256 v[4];
+        for (int g = 0; g < 4; g += 1) v[g] = _mm256_loadu_ps(x + r + 8 * g);
+        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v[0], v[1], _CMP_UNORD_Q), _mm256_cmp_ps(v[2], v[3], _CMP_UNORD_Q)));
+        for (int g = 0; g < 4; g += 1) a[g] = _mm256_OP_ps(a[g], v[g]);
+    }
+    if (_mm256_movemask_ps(nan)) {
+        tgc_OP_run_exact(x, n, acc);
+        return;
+    }
+    float t[32];
+    for (int g = 0; g < 4; g += 1) _mm256_storeu_ps(t + 8 * g, a[g]);
+    for (int64_t l = 0; full + l < n; l += 1) t[l] = tgc_OP_f32(t[l], x[full + l]);
+    memcpy(acc, t, sizeof t);
+}
+#endif
+static void tgc_OP_run_f32(const float* restrict x, int64_t n, float* restrict acc)
+{
+#if defined(TGC_VECTOR_ABI)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports(\"avx512f\")) {
+        tgc_OP_run_v16(x, n, acc);
+        return;
+    }
+    if (__builtin_cpu_supports(\"avx2\")) {
+        tgc_OP_run_v8(x, n, acc);
+        return;
+    }
+#endif
+    tgc_OP_run_exact(x, n, acc);
+}";
+
+/// The helpers made from [`RUN_F32`], and the operation of each.
+const RUN_HELPERS: [(&str, &str); 2] = [("tgc_max_run_f32", "max"), ("tgc_min_run_f32", "min")];
 
 /// The `#pragma scop` line that opens the nests of `ks` and the
 /// `#pragma endscop` line that closes them, or none where one of them
@@ -2386,6 +2318,11 @@ fn print(units: &[(&Graph, Program, &str)], marks: Marks) -> String {
     for (name, code) in HELPERS {
         if needed.contains(name) {
             let _ = writeln!(s, "{code}\n");
+        }
+    }
+    for (name, op) in RUN_HELPERS {
+        if needed.contains(name) {
+            let _ = writeln!(s, "{}\n", RUN_F32.replace("OP", op));
         }
     }
     s.push_str(&bodies.join("\n"));
