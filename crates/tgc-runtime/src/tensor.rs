@@ -50,6 +50,12 @@ pub fn num_elements(shape: &[usize]) -> Option<usize> {
 /// ONNX Runtime's CPU allocators align to 64 as well.
 pub const TENSOR_ALIGN: usize = 64;
 
+/// A type of no size aligned to [`TENSOR_ALIGN`], whose dangling pointer is where an
+/// empty [`AlignedBytes`] points.
+#[repr(align(64))]
+struct Line;
+const _: () = assert!(std::mem::align_of::<Line>() == TENSOR_ALIGN);
+
 /// Bytes in one allocation aligned to [`TENSOR_ALIGN`]: `Vec<u8>`'s
 /// ownership without its alignment of 1.
 struct AlignedBytes {
@@ -71,7 +77,7 @@ impl AlignedBytes {
     /// the caller never writes are never touched.
     fn zeroed(n: usize, what: &dyn Fn() -> String) -> Result<AlignedBytes> {
         if n == 0 {
-            return Ok(AlignedBytes { ptr: std::ptr::NonNull::dangling(), len: 0 });
+            return Ok(AlignedBytes { ptr: std::ptr::NonNull::<Line>::dangling().cast(), len: 0 });
         }
         let oom = || Error::OutOfMemory { what: what(), bytes: n };
         let layout = std::alloc::Layout::from_size_align(n, TENSOR_ALIGN).map_err(|_| oom())?;
@@ -86,6 +92,14 @@ impl AlignedBytes {
         let mut b = AlignedBytes::zeroed(bytes.len(), what)?;
         b.copy_from_slice(bytes);
         Ok(b)
+    }
+
+    /// `n` zero bytes; aborts when the allocator refuses, as `Vec` does
+    /// (for `clone` and [`HostTensor::convert`], which return no `Result`).
+    fn zeroed_or_abort(n: usize) -> AlignedBytes {
+        AlignedBytes::zeroed(n, &String::new).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(n, TENSOR_ALIGN).unwrap())
+        })
     }
 }
 
@@ -123,9 +137,9 @@ impl std::ops::DerefMut for AlignedBytes {
 impl Clone for AlignedBytes {
     /// A copy; aborts when the allocator refuses, as `Vec`'s `clone` does.
     fn clone(&self) -> AlignedBytes {
-        AlignedBytes::copy_of(self, &String::new).unwrap_or_else(|_| {
-            std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(self.len, TENSOR_ALIGN).unwrap())
-        })
+        let mut b = AlignedBytes::zeroed_or_abort(self.len);
+        b.copy_from_slice(self);
+        b
     }
 }
 
@@ -279,10 +293,7 @@ impl HostTensor {
             return self.clone();
         }
         let size = dtype.size_bytes();
-        let n = self.len() * size;
-        let mut data = AlignedBytes::zeroed(n, &String::new).unwrap_or_else(|_| {
-            std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(n, TENSOR_ALIGN).unwrap())
-        });
+        let mut data = AlignedBytes::zeroed_or_abort(self.len() * size);
         let src = self.data.chunks_exact(self.dtype.size_bytes());
         for (dst, src) in data.chunks_exact_mut(size).zip(src) {
             encode(dtype, decode(self.dtype, src), dst);
@@ -376,6 +387,7 @@ mod tests {
         }
         let empty = HostTensor::zeros(DType::F32, &[0, 4]).unwrap();
         assert!(empty.is_empty() && empty.bytes().is_empty() && empty.clone() == empty);
+        assert!(aligned(&empty) && aligned(&empty.clone()), "empty at {:p}", empty.bytes().as_ptr());
     }
 
     #[test]
