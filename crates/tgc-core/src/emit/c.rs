@@ -543,6 +543,7 @@ static void tgc_OP_run_f32(const float* restrict x, int64_t n, float* restrict a
 
 /// The helpers made from [`RUN_F32`], and the operation of each.
 const RUN_HELPERS: [(&str, &str); 2] = [("tgc_max_run_f32", "max"), ("tgc_min_run_f32", "min")];
+const _: () = assert!(lanes::LANES == 32, "RUN_F32 is written for the 32 lanes of cpu::lanes");
 
 /// The `#pragma scop` line that opens the nests of `ks` and the
 /// `#pragma endscop` line that closes them, or none where one of them

@@ -1345,6 +1345,111 @@ int main(void)
     assert!(report.contains("sse2: ") && report.lines().all(|l| l.ends_with(" 0 differ")), "{report}");
 }
 
+/// Every path of `tgc_max_run_f32` and `tgc_min_run_f32` that this CPU can
+/// run — the lane loop, AVX2, AVX-512F — gives the lane loop's bits for
+/// all 32 lanes, called directly by a C driver that includes the generated
+/// source (the graph test above reaches only the widest path): runs of 0
+/// to 100 values of random signs with NaNs (payloads) in chunks and tails,
+/// signed zeros, infinities, and an incoming acc with a NaN. Skipped (and
+/// says so) off x86-64 or without GCC 12 or later.
+#[test]
+fn row_max_and_min_run_paths_give_the_lane_loop_bits() {
+    if gcc_12_on_x86_64().is_none() {
+        return;
+    }
+    let g = crate::pipeline::load(
+        "graph<R, C> mm(x: f32[R, C]) -> (a: f32[R], b: f32[R]) {\n    a = max(x, axes=[1])\n    b = min(x, axes=[1])\n    return a, b\n}",
+        crate::pipeline::Format::Dsl,
+        None,
+    )
+    .unwrap()
+    .graph;
+    let dir = Scratch::new("run_paths");
+    std::fs::write(
+        dir.0.join("k.c"),
+        super::c::emit_c_units_with(&[(&g, "tgc_mm")], &crate::cpu::Options::default()).unwrap(),
+    )
+    .unwrap();
+    let driver = r#"#include "k.c"
+#include <stdio.h>
+typedef void (*run_fn)(const float* restrict, int64_t, float* restrict);
+static uint32_t state = 12345u;
+static uint32_t next(void) { state = state * 1664525u + 1013904223u; return state; }
+static float value(void)
+{
+    const uint32_t r = next() % 64u;
+    const uint32_t payload = next() & 0x3fffffu;
+    uint32_t bits;
+    if (r == 0) bits = 0x7fc00000u | payload;
+    else if (r == 1) bits = 0xffc00000u | payload;
+    else if (r == 2) bits = 0x80000000u;
+    else if (r == 3) bits = 0x00000000u;
+    else if (r == 4) bits = 0x7f800000u;
+    else if (r == 5) bits = 0xff800000u;
+    else { float f = (float)(int32_t)(next() % 2001u) / 250.0f - 4.0f; memcpy(&bits, &f, 4); }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static int compare(const char* name, run_fn f, run_fn exact, int64_t n, const float* x, const float* acc0)
+{
+    float want[32], got[32];
+    memcpy(want, acc0, sizeof want);
+    memcpy(got, acc0, sizeof got);
+    exact(x, n, want);
+    f(x, n, got);
+    if (memcmp(want, got, sizeof want) != 0) {
+        printf("%s differs at n = %ld\n", name, (long)n);
+        return 1;
+    }
+    return 0;
+}
+int main(void)
+{
+    int bad = 0, runs = 0;
+    float x[100], acc0[32];
+    for (int trial = 0; trial < 4000; trial += 1) {
+        const int64_t n = (int64_t)(next() % 101u);
+        /* Mostly clean runs (the vector path's own result), some with NaNs. */
+        const int dirty = trial % 4 == 0;
+        for (int64_t j = 0; j < n; j += 1) {
+            float v = value();
+            if (!dirty && v != v) v = 1.5f;
+            x[j] = v;
+        }
+        for (int l = 0; l < 32; l += 1) acc0[l] = trial % 97 == 0 && l == 5 ? NAN : (trial % 2 ? -INFINITY : INFINITY);
+        bad |= compare("max exact", tgc_max_run_exact, tgc_max_run_exact, n, x, acc0);
+        if (__builtin_cpu_supports("avx2")) {
+            bad |= compare("max avx2", tgc_max_run_v8, tgc_max_run_exact, n, x, acc0);
+            bad |= compare("min avx2", tgc_min_run_v8, tgc_min_run_exact, n, x, acc0);
+            runs |= 1;
+        }
+        if (__builtin_cpu_supports("avx512f")) {
+            bad |= compare("max avx512f", tgc_max_run_v16, tgc_max_run_exact, n, x, acc0);
+            bad |= compare("min avx512f", tgc_min_run_v16, tgc_min_run_exact, n, x, acc0);
+            runs |= 2;
+        }
+    }
+    printf("paths: avx2 %s, avx512f %s\n", runs & 1 ? "checked" : "not on this CPU", runs & 2 ? "checked" : "not on this CPU");
+    return bad;
+}
+"#;
+    std::fs::write(dir.0.join("main.c"), driver).unwrap();
+    let exe = dir.0.join("runs");
+    let mut cc = Command::new("cc");
+    cc.args(tgc_runtime::cpu::VALUE_CFLAGS)
+        .args(["-O2", "-std=gnu11", "-o"])
+        .arg(&exe)
+        .arg(dir.0.join("main.c"))
+        .arg("-lm");
+    let out = cc.output().unwrap();
+    assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    let report = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{report}");
+    assert!(run.status.success(), "a vector path differs from the lane loop:\n{report}");
+}
+
 /// The graph-layer ops of `004` §4 — `sign`, `clamp`, `pow` (a constant
 /// integer exponent and the general form), `batch_norm`, `instance_norm` —
 /// in C and Rust against the interpreter, at symbolic sizes: odd ones and
