@@ -315,6 +315,7 @@ pub struct Interior {
 /// all-MiniLM-L6-v2 slower on two threads (`bench/`, 8×32: 36–38 → 48–49
 /// ms; 8×128: 139 → 154–161), whose projections have 384 columns.
 pub const DIRECT_COLS: usize = 8 * NR;
+const _: () = assert!(DIRECT_COLS >= NR, "the swap's in-place `a` (at most NR columns) is one of these");
 
 /// Rows of a copied panel ([`Contraction::copy`]) that the printers move at
 /// once when their parts are consecutive: one AVX2 vector of `f32`.
@@ -613,11 +614,11 @@ fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
     }
     let batch = (0..out).filter(|v| !m.contains(v) && !n.contains(v)).collect();
     let (a, b) = if swapped { (y, x) } else { (x, y) };
-    // Few columns (at most DIRECT_COLS): `a` is read in place whenever it
-    // can be, whatever the swap decided, pooled or not.
+    // Few columns (at most DIRECT_COLS, which covers `in_place`'s NR): `a`
+    // is read in place whenever it can be, whatever the swap decided,
+    // pooled or not.
     let few_cols = extent(k, &n).as_int().is_some_and(|c| c <= DIRECT_COLS as i64);
-    let a_order =
-        if in_place(a, &m, &n) || few_cols && direct(a, &m, &sum) { PackOrder::Direct } else { pack_order(a, &m) };
+    let a_order = if few_cols && direct(a, &m, &sum) { PackOrder::Direct } else { pack_order(a, &m) };
     let b_order = pack_order(b, &n);
     Some(Packed { m, n, batch, swapped, pooled, a_order, b_order, blocks })
 }
