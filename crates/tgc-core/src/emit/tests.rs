@@ -5,7 +5,7 @@ mod harness;
 
 use std::process::Command;
 
-use harness::{assert_close, compile, compile_with, data, f32_inputs, Scratch};
+use harness::{assert_close, compile, compile_edited, compile_with, data, f32_inputs, Scratch};
 
 use crate::diag::ErrorName;
 use crate::sym::Dim;
@@ -248,8 +248,10 @@ fn softmax_like_reduce_with_fan_out() {
     // exponentials held one row at a time (no tensor-sized temporary), the
     // sum in the exp2's loop, the division of the row before ahead of each
     // chunk of that loop (`rows::defers_into_producer_loop`), the last
-    // row's after the rows.
-    assert_eq!(lib.c_src.matches("#pragma scop").count(), 1, "{}", lib.c_src);
+    // row's after the rows; printed three times, as the AVX-512F and AVX2
+    // copies of `emit::c`'s `Isa` (the `EXP2` in a lane loop) and the usual
+    // function.
+    assert_eq!(lib.c_src.matches("#pragma scop").count(), 3, "{}", lib.c_src);
     for k in [
         "{ /* k0 */",
         "{ /* k1, k2 in its loop; k3 of the row before, chunk by chunk ahead of it */",
@@ -1029,8 +1031,11 @@ fn row_groups_match_the_interpreter_across_parts() {
     // (layernorm's normalisation) one row late inside the last of those
     // loops (`rows::defers_into_producer_loop`); the Rust does neither: the
     // bits below are the same either way.
-    assert_eq!(lib.c_src.matches(" in its loop").count(), 3, "{}", lib.c_src);
-    assert_eq!(lib.c_src.matches("of the row before, chunk by chunk ahead of it */").count(), 1, "{}", lib.c_src);
+    // Three prints of the group, each with the same loops: the copies of
+    // `emit::c`'s `Isa` (softmax's `EXP2` is in a lane loop) and the usual one.
+    let prints = 3;
+    assert_eq!(lib.c_src.matches(" in its loop").count(), 3 * prints, "{}", lib.c_src);
+    assert_eq!(lib.c_src.matches("of the row before, chunk by chunk ahead of it */").count(), prints, "{}", lib.c_src);
     for (r, c) in [(1, 1), (3, 9), (67, 1000), (130, 517)] {
         let x = data(71 + c as u64, r * c, -6.0, 6.0, DType::F32);
         let gamma = data(72, c, 0.5, 1.5, DType::F32);
@@ -1040,6 +1045,56 @@ fn row_groups_match_the_interpreter_across_parts() {
         let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
         for k in 0..2 {
             assert_eq!(bits(&cr.outputs[k]), bits(&rr.outputs[k]), "output {k} at {r}x{c}: C vs Rust");
+        }
+    }
+}
+
+/// A row group whose lane loop computes `EXP2` (softmax's) is printed as
+/// explicit vectors in an AVX-512F and an AVX2 copy beside the usual one
+/// (`emit::c`'s `Isa`), and every copy gives the bits of the Rust print (the
+/// lane loop's operations in the lane loop's order): the source is edited
+/// so that the dispatcher skips AVX-512F, then AVX2 too, and each copy the
+/// CPU can run is run on rows with full chunks and tails, of one value and
+/// of 32, with NaN, infinities and values whose exponential is subnormal.
+/// Skipped (and says so) off x86-64 or without GCC 12 or later, where the
+/// copies are not compiled.
+#[test]
+fn explicit_vector_copies_give_the_lane_loop_bits() {
+    if gcc_12_on_x86_64().is_none() {
+        return;
+    }
+    let src = "graph<R, C> sm(x: f32[R, C]) -> (y: f32[R, C]) {
+        y = softmax(x, axis=-1)
+        return y
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let avx512 = "__builtin_cpu_supports(\"avx512f\")) return tgc_";
+    let avx2 = "__builtin_cpu_supports(\"x86-64-v3\")) return tgc_";
+    let forced: [(&str, &dyn Fn(String) -> String); 3] = [
+        ("as dispatched", &|c| c),
+        ("without AVX-512F", &|c: String| c.replace(avx512, "0) return tgc_")),
+        ("portable", &|c: String| c.replace(avx512, "0) return tgc_").replace(avx2, "0) return tgc_")),
+    ];
+    for (path, edit) in forced {
+        let lib = compile_edited(&g, &crate::cpu::Options::default(), edit);
+        for copy in ["_rows_avx512(", "_rows_avx2(", "_rows_portable("] {
+            assert!(lib.c_src.contains(copy), "no {copy} in the C:\n{}", lib.c_src);
+        }
+        assert!(lib.c_src.contains("tgc_exp2f_x16(") && lib.c_src.contains("tgc_exp2f_x8("));
+        for (r, c) in [(1, 1), (3, 31), (2, 32), (4, 77), (9, 1000), (130, 517)] {
+            let mut x = data(91 + c as u64, r * c, -30.0, 30.0, DType::F32);
+            if c > 64 {
+                let mut rows: Vec<&mut [f64]> = x.chunks_mut(c).collect();
+                rows[0][40] = f64::NEG_INFINITY;
+                rows[1][3] = 200.0;
+                rows[1][70] = -200.0;
+                rows[2][35] = f64::NAN;
+                rows[3].iter_mut().enumerate().for_each(|(j, v)| *v = if j % 2 == 0 { 88.0 } else { -60.0 });
+            }
+            let (cr, rr) = lib.run(&[x], &[r as i64, c as i64]);
+            assert_eq!((cr.rc, rr.rc), (0, 0));
+            let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&cr.outputs[0]), bits(&rr.outputs[0]), "{path} at {r}x{c}: C vs Rust");
         }
     }
 }
@@ -1220,14 +1275,17 @@ fn softmax_c() -> String {
     super::c::emit_c_units_with(&[(&g, "tgc_s")], &crate::cpu::Options::default()).unwrap()
 }
 
-/// Softmax's `EXP2` in GCC's assembly: each clone of the row loop calls
-/// `tgc_exp2f`'s vector variant for its width (x86-64 vector function ABI:
-/// `_ZGVeN16v_` in the AVX-512F clone, `_ZGVdN8v_` in the x86-64-v3 one,
-/// `_ZGVbN4v_` in the baseline), and the variants are the instructions
-/// they are written for: no call (an `fmaf` call per step would be
-/// scalar), six `vfmadd`, the clamp's `vminps`/`vmaxps`, and in the
-/// AVX-512F one `vrndscaleps` and `vscalefps`. Skipped (and says so) off
-/// x86-64 or with a C compiler other than GCC 12 or later.
+/// Softmax's `EXP2` in GCC's assembly: each clone of the usual row loop
+/// (`_rows_portable`) calls `tgc_exp2f`'s vector variant for its width
+/// (x86-64 vector function ABI: `_ZGVeN16v_` in the AVX-512F clone,
+/// `_ZGVdN8v_` in the x86-64-v3 one, `_ZGVbN4v_` in the baseline), the
+/// AVX-512F and AVX2 copies of `emit::c`'s `Isa` have their variant
+/// inlined (no call; its FMAs and its scaling in the copy), and the
+/// variants are the instructions they are written for: no call (an `fmaf`
+/// call per step would be scalar), six `vfmadd`, the clamp's
+/// `vminps`/`vmaxps`, and in the AVX-512F one `vrndscaleps` and
+/// `vscalefps`. Skipped (and says so) off x86-64 or with a C compiler
+/// other than GCC 12 or later.
 #[test]
 fn exp2_is_a_vector_function_in_the_clones() {
     if gcc_12_on_x86_64().is_none() {
@@ -1257,12 +1315,21 @@ fn exp2_is_a_vector_function_in_the_clones() {
         ("arch_x86_64_v3", "_ZGVdN8v_tgc_exp2f"),
         ("default", "_ZGVbN4v_tgc_exp2f"),
     ] {
-        let rows = bodies.keys().find(|l| l.starts_with("tgc_") && l.ends_with(&format!("_rows.{clone}")));
+        let rows = bodies.keys().find(|l| l.starts_with("tgc_") && l.ends_with(&format!("_rows_portable.{clone}")));
         let rows = rows.unwrap_or_else(|| panic!("no `.{clone}` clone of the row loop: {:?}", bodies.keys()));
         assert!(
             body(rows).iter().any(|l| l.starts_with("call") && l.contains(variant)),
             "`{rows}` does not call {variant}"
         );
+    }
+    // The copies of `emit::c`'s `Isa` have the variant inlined.
+    for (copy, variant, scale) in
+        [("_rows_avx512", "_ZGVeN16v_tgc_exp2f", "vscalefps"), ("_rows_avx2", "_ZGVdN8v_tgc_exp2f", "vpslld")]
+    {
+        let rows = bodies.keys().find(|l| l.starts_with("tgc_") && l.contains(copy));
+        let rows = rows.unwrap_or_else(|| panic!("no `{copy}` copy of the row loop: {:?}", bodies.keys()));
+        assert!(!body(rows).iter().any(|l| l.starts_with("call") && l.contains(variant)), "`{rows}` calls {variant}");
+        assert!(count(rows, "vfmadd") >= 6 && count(rows, scale) >= 1, "`{rows}`: {:?}", body(rows));
     }
     for variant in ["_ZGVeN16v_tgc_exp2f", "_ZGVdN8v_tgc_exp2f"] {
         assert_eq!(count(variant, "call"), 0, "{variant} calls: {:?}", body(variant));

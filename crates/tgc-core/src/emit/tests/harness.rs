@@ -158,9 +158,15 @@ pub fn compile(g: &Graph) -> Compiled {
 /// [`compile`], lowering under `opts` (tile sizes then follow the symbols
 /// in the `dims` of [`Compiled::run`]).
 pub fn compile_with(g: &Graph, opts: &crate::cpu::Options) -> Compiled {
+    compile_edited(g, opts, &|c| c)
+}
+
+/// [`compile_with`], the C source passed through `edit` before it is
+/// compiled (a test forcing one of a dispatcher's paths).
+pub fn compile_edited(g: &Graph, opts: &crate::cpu::Options, edit: &dyn Fn(String) -> String) -> Compiled {
     let dir = Scratch::new("emit");
     let symbol = format!("tgc_test_{}", g.name);
-    let c_src = super::super::c::emit_c_units_with(&[(g, &symbol)], opts).unwrap();
+    let c_src = edit(super::super::c::emit_c_units_with(&[(g, &symbol)], opts).unwrap());
     let c_path = dir.0.join("k.c");
     std::fs::write(&c_path, &c_src).unwrap();
     let c_lib = dir.0.join("libk.so");
