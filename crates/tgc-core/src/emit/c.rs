@@ -2127,7 +2127,9 @@ impl Printer<'_> {
             (chunk, point)
         });
         let vector = match self.isa {
-            Some(isa) if outer.is_empty() && lanes % isa.width() == 0 => self.vector_lanes(k, r, producer, late, isa),
+            Some(isa) if outer.is_empty() && lanes.is_multiple_of(isa.width()) => {
+                self.vector_lanes(k, r, producer, late, isa)
+            }
             _ => None,
         };
         let late_stores = match (&vector, late_stores) {
