@@ -873,11 +873,16 @@ impl Printer<'_> {
         let (bufs, syms) = ctx_fields(p, &[k], &[]);
         let params = kernel_params(&bufs, &syms);
         let (open, close) = scop_pragmas(&[k]);
-        let _ = writeln!(s, "TGC_CLONES static void tgc_{}_{symbol}({})\n{{", k.name, params.join(", "));
-        s.push_str(open);
-        self.nest(&mut s, k, &k.nest(), 1);
-        s.push_str(close);
-        s.push_str("}\n");
+        let name = format!("tgc_{}_{symbol}", k.name);
+        let args: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        self.per_isa(&mut s, &name, "void", &params, &args, &mut |pr, suffix| {
+            let attribute = pr.isa.map_or("TGC_CLONES", Isa::attribute);
+            let mut f = format!("{attribute} static void {name}{suffix}({})\n{{\n{open}", params.join(", "));
+            pr.nest(&mut f, k, &k.nest(), 1);
+            f.push_str(close);
+            f.push_str("}\n");
+            f
+        });
         s
     }
 
@@ -915,22 +920,17 @@ impl Printer<'_> {
         let (bufs, syms) = ctx_fields(p, ks, local);
         let params = kernel_params(&bufs, &syms);
         let ret = if local.is_empty() { "void" } else { "int32_t" };
-        self.isa = Some(Isa::Avx512);
-        self.vectorised = false;
-        let avx512 = self.rows_function(name, "_avx512", ks, local, &params, &syms);
-        self.isa = Some(Isa::Avx2);
-        let avx2 = self.rows_function(name, "_avx2", ks, local, &params, &syms);
-        self.isa = None;
-        if self.vectorised {
-            s.push_str("#if defined(TGC_VECTOR_ABI)\n");
-            s.push_str(&avx512);
-            s.push_str(&avx2);
-            s.push_str("#endif\n");
-            s.push_str(&self.rows_function(name, "_portable", ks, local, &params, &syms));
-            self.rows_dispatcher(s, name, ret, local, &params, &bufs, &syms);
-        } else {
-            s.push_str(&self.rows_function(name, "", ks, local, &params, &syms));
+        let mut rows_params = params.clone();
+        rows_params.extend(["const int64_t pk_lo".to_string(), "const int64_t pk_hi".to_string()]);
+        let mut args: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        args.extend(["pk_lo".to_string(), "pk_hi".to_string()]);
+        if !local.is_empty() {
+            rows_params.push("const tgc_rt* rt".into());
+            args.push("rt".into());
         }
+        self.per_isa(s, &format!("{name}_rows"), ret, &rows_params, &args, &mut |pr, suffix| {
+            pr.rows_function(name, suffix, ks, local, &params, &syms)
+        });
         let failed = if local.is_empty() { "" } else { "    const tgc_rt* rt;\n    int32_t failed;\n" };
         ctx_struct(s, name, &bufs, &syms, &format!("    int64_t nt;\n{failed}"));
         let extent = dim(&ks[0].loops[0], Lang::C);
@@ -1001,6 +1001,37 @@ impl Printer<'_> {
                 s,
                 "    pk_ctx.nt = pk_nt;\n    pk_ctx.rt = rt;\n    pk_ctx.failed = 0;\n    rt->parallel_for(rt, pk_nt, {name}_task, &pk_ctx);\n    return pk_ctx.failed;\n}}"
             );
+        }
+    }
+
+    /// The function `NAME` that `print(self, suffix)` prints as
+    /// `NAME{suffix}` under [`Printer::isa`]: once with no ISA (suffix
+    /// `""`) when no lane loop of it comes out as explicit vectors, else an
+    /// AVX-512F and an AVX2 copy (where `TGC_VECTOR_ABI` is defined), the
+    /// usual one as `NAME_portable`, and [`isa_dispatcher`] as `NAME`,
+    /// which takes `params` and passes `args` on.
+    fn per_isa(
+        &mut self,
+        s: &mut String,
+        name: &str,
+        ret: &str,
+        params: &[String],
+        args: &[String],
+        print: &mut dyn FnMut(&mut Self, &str) -> String,
+    ) {
+        self.vectorised = false;
+        let mut copies = String::new();
+        for isa in [Isa::Avx512, Isa::Avx2] {
+            self.isa = Some(isa);
+            copies.push_str(&print(self, &format!("_{}", isa.suffix())));
+        }
+        self.isa = None;
+        if self.vectorised {
+            let _ = write!(s, "#if defined(TGC_VECTOR_ABI)\n{copies}#endif\n");
+            s.push_str(&print(self, "_portable"));
+            isa_dispatcher(s, name, ret, params, args);
+        } else {
+            s.push_str(&print(self, ""));
         }
     }
 
@@ -1098,57 +1129,6 @@ impl Printer<'_> {
             let _ = writeln!(s, "    {}\n    return 0;\n}}\n", close_scratch("rt"));
         }
         std::mem::take(s)
-    }
-
-    /// `NAME_rows` of [`Printer::row_tasks`] where it has a copy per
-    /// [`Isa`]: the AVX-512F copy where the CPU has AVX-512F, else the
-    /// AVX2 copy where it has x86-64-v3, else the portable one.
-    #[allow(clippy::too_many_arguments)]
-    fn rows_dispatcher(
-        &self,
-        s: &mut String,
-        name: &str,
-        ret: &str,
-        local: &[BufId],
-        params: &[String],
-        bufs: &[Field],
-        syms: &[Field],
-    ) {
-        let mut args: Vec<String> = bufs.iter().chain(syms).map(|(_, n)| n.clone()).collect();
-        args.extend(["pk_lo".to_string(), "pk_hi".to_string()]);
-        if !local.is_empty() {
-            args.push("rt".into());
-        }
-        let call = |suffix: &str| {
-            let c = format!("{name}_rows_{suffix}({})", args.join(", "));
-            if local.is_empty() {
-                format!("{{\n        {c};\n        return;\n    }}")
-            } else {
-                format!("return {c};")
-            }
-        };
-        let _ = writeln!(
-            s,
-            "static {ret} {name}_rows({}, const int64_t pk_lo, const int64_t pk_hi{})
-{{
-#if defined(TGC_VECTOR_ABI)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports(\"avx512f\")) {}
-    if (__builtin_cpu_supports(\"x86-64-v3\")) {}
-#endif
-    {}
-}}
-",
-            params.join(", "),
-            if local.is_empty() { "" } else { ", const tgc_rt* rt" },
-            call(Isa::Avx512.suffix()),
-            call(Isa::Avx2.suffix()),
-            if local.is_empty() {
-                format!("{name}_rows_portable({});", args.join(", "))
-            } else {
-                format!("return {name}_rows_portable({});", args.join(", "))
-            },
-        );
     }
 
     /// A kernel on the packed contraction template ([`crate::cpu::packed`]):
@@ -1959,7 +1939,9 @@ impl Printer<'_> {
             _ => Some(bound(&l.lo, Lang::C)),
         };
         let hi = bound(&l.hi, Lang::C);
-        lane_chunks(s, l.var as usize, lo.as_deref(), &hi, lanes::LANES, depth, None, None, &mut |s, d| {
+        let vector = self.isa.and_then(|isa| self.vector_points(k, l.var, isa));
+        let explicit = vector.as_deref().map(|chunk| ("", chunk, ""));
+        lane_chunks(s, l.var as usize, lo.as_deref(), &hi, lanes::LANES, depth, None, explicit, &mut |s, d| {
             self.point(s, k, d)
         });
     }
@@ -2221,6 +2203,27 @@ impl Printer<'_> {
         Some(VectorLanes { open, chunk, close, late: late.unwrap_or_default() })
     }
 
+    /// The explicit vector form of a chunk of [`Printer::chunked_loop`]
+    /// (`k` element-wise, `i{lane}` its innermost loop) for `isa`, when
+    /// `k`'s value computes `EXP2` and has a vector form
+    /// ([`Printer::vector_store`]): the chunk's points `w` at a time.
+    fn vector_points(&mut self, k: &Kernel, lane: u32, isa: Isa) -> Option<String> {
+        let w = isa.width();
+        let mut exp2 = false;
+        let store = self.vector_store(k, lane, w, &mut exp2)?;
+        if !exp2 || !lanes::LANES.is_multiple_of(w) {
+            return None;
+        }
+        self.used.insert("tgc_exp2f_xn");
+        self.vectorised = true;
+        let mut chunk = String::new();
+        for h in 0..lanes::LANES / w {
+            let at = if h == 0 { "pk_r".to_string() } else { format!("pk_r + {}", h * w) };
+            let _ = write!(chunk, "{{\n    const int64_t i{lane} = {at};\n    {store}}}\n");
+        }
+        Some(chunk)
+    }
+
     /// The store of `k`'s value at lane point `i{lane}` for `w` lanes at
     /// once ([`Printer::vexpr`]), when `k` stores f32 one element a lane.
     fn vector_store(&mut self, k: &Kernel, lane: u32, w: usize, exp2: &mut bool) -> Option<String> {
@@ -2294,6 +2297,38 @@ impl Printer<'_> {
             }
         }
     }
+}
+
+/// `static RET NAME(PARAMS)` for a function printed once per [`Isa`]:
+/// it runs `NAME_avx512` where the CPU has AVX-512F, else `NAME_avx2`
+/// where it has x86-64-v3, else `NAME_portable` (the only one where
+/// `TGC_VECTOR_ABI` is not defined), passing `args` on.
+fn isa_dispatcher(s: &mut String, name: &str, ret: &str, params: &[String], args: &[String]) {
+    let args = args.join(", ");
+    let call = |suffix: &str| match ret {
+        "void" => format!("{{\n        {name}_{suffix}({args});\n        return;\n    }}"),
+        _ => format!("return {name}_{suffix}({args});"),
+    };
+    let portable = match ret {
+        "void" => format!("{name}_portable({args});"),
+        _ => format!("return {name}_portable({args});"),
+    };
+    let _ = writeln!(
+        s,
+        "static {ret} {name}({})
+{{
+#if defined(TGC_VECTOR_ABI)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports(\"avx512f\")) {}
+    if (__builtin_cpu_supports(\"x86-64-v3\")) {}
+#endif
+    {portable}
+}}
+",
+        params.join(", "),
+        call(Isa::Avx512.suffix()),
+        call(Isa::Avx2.suffix()),
+    );
 }
 
 /// The explicit vector chunk of a lane loop ([`Printer::vector_lanes`]),
