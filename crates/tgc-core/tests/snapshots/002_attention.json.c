@@ -161,6 +161,23 @@ __attribute__((target("avx512f"))) static inline __m512 tgc_exp2f_v16(__m512 x)
 static inline float tgc_exp2f(float x) { return tgc_exp2f_lane(x); }
 #endif
 
+/* Vectors of 8 and 16 floats (GCC and Clang vector extensions) for explicitly vectorised
+ * loops (emit::c's Isa, a pooled epilogue's windows), with the int32 lanes of their compares
+ * (selects of bits); the _u types load and store at any float's address. */
+typedef float tgc_f32x8 __attribute__((vector_size(32)));
+typedef float tgc_f32x16 __attribute__((vector_size(64)));
+typedef int32_t tgc_i32x8 __attribute__((vector_size(32)));
+typedef int32_t tgc_i32x16 __attribute__((vector_size(64)));
+typedef float tgc_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float tgc_f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
+
+/* tgc_exp2f of every lane of a vector, the same bits: its vector variants, to be inlined into
+ * the AVX-512F and AVX2 copies of a function (emit::c's Isa). */
+#if defined(TGC_VECTOR_ABI)
+__attribute__((target("avx512f"), always_inline)) static inline tgc_f32x16 tgc_exp2f_x16(tgc_f32x16 x) { return (tgc_f32x16)tgc_exp2f_v16((__m512)x); }
+__attribute__((target("arch=x86-64-v3"), always_inline)) static inline tgc_f32x8 tgc_exp2f_x8(tgc_f32x8 x) { return (tgc_f32x8)tgc_exp2f_v8((__m256)x); }
+#endif
+
 static inline float tgc_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
@@ -480,7 +497,239 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
 /* k2 -> tmp2 (n12): n12 EXP2; inlines n11 MUL, n11.1.expand EXPAND, n11.1.const CONST, n10 SUB, n10.1.expand EXPAND */
 /* k3 -> tmp3 (n13): n13 REDUCE; accumulates n13 REDUCE SUM in fp32 in a register */
 /* k4 -> out0 (n15): n15 CAST; inlines n14 FDIV, n14.1.expand EXPAND */
-TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+#if defined(TGC_VECTOR_ABI)
+__attribute__((target("avx512f"))) static int32_t tgc_k1to4_tgc_main_rows_avx512(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+{
+    (void)s_B;
+    (void)s_H;
+    (void)s_M;
+    (void)s_N;
+    const int64_t pk_bytes[3] = { (int64_t)(s_H*s_M) * (int64_t)sizeof(float), (int64_t)(s_H*s_M*s_N) * (int64_t)sizeof(float), (int64_t)(s_H*s_M) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
+        return 1;
+    }
+    float* restrict tmp1 = (float* restrict)tgc_fresh(pk_ptrs[0]); /* one row */
+    float* restrict tmp2 = (float* restrict)tgc_fresh(pk_ptrs[1]); /* one row */
+    float* restrict tmp3 = (float* restrict)tgc_fresh(pk_ptrs[2]); /* one row */
+#pragma scop
+    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+        { /* k1 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
+                    {
+                        const int64_t i3 = 0;
+                        tgc_max_run_f32(&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3], s_N, acc_l);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp1[s_M*i1 + i2] = acc;
+                }
+            }
+        }
+        { /* k2 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        {
+                            const int64_t i3 = pk_r;
+                            *(tgc_f32x16u*)&tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x16((((*(const tgc_f32x16u*)&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp1[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 16;
+                            *(tgc_f32x16u*)&tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x16((((*(const tgc_f32x16u*)&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp1[s_M*i1 + i2]) * 1.442695f));
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp1[s_M*i1 + i2]) * 1.442695f));
+                    }
+                }
+            }
+        }
+        { /* k3 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp3[s_M*i1 + i2] = acc;
+                }
+            }
+        }
+        { /* k4 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            out0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp2[s_M*s_N*i1 + s_N*i2 + i3] / tmp3[s_M*i1 + i2])));
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        out0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp2[s_M*s_N*i1 + s_N*i2 + i3] / tmp3[s_M*i1 + i2])));
+                    }
+                }
+            }
+        }
+    }
+#pragma endscop
+    rt->scratch_release(rt, pk_ws);
+    return 0;
+}
+
+__attribute__((target("arch=x86-64-v3"))) static int32_t tgc_k1to4_tgc_main_rows_avx2(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+{
+    (void)s_B;
+    (void)s_H;
+    (void)s_M;
+    (void)s_N;
+    const int64_t pk_bytes[3] = { (int64_t)(s_H*s_M) * (int64_t)sizeof(float), (int64_t)(s_H*s_M*s_N) * (int64_t)sizeof(float), (int64_t)(s_H*s_M) * (int64_t)sizeof(float) };
+    void* pk_ptrs[3];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 3, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
+        return 1;
+    }
+    float* restrict tmp1 = (float* restrict)tgc_fresh(pk_ptrs[0]); /* one row */
+    float* restrict tmp2 = (float* restrict)tgc_fresh(pk_ptrs[1]); /* one row */
+    float* restrict tmp3 = (float* restrict)tgc_fresh(pk_ptrs[2]); /* one row */
+#pragma scop
+    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+        { /* k1 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
+                    {
+                        const int64_t i3 = 0;
+                        tgc_max_run_f32(&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3], s_N, acc_l);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp1[s_M*i1 + i2] = acc;
+                }
+            }
+        }
+        { /* k2 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        {
+                            const int64_t i3 = pk_r;
+                            *(tgc_f32x8u*)&tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp1[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 8;
+                            *(tgc_f32x8u*)&tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp1[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 16;
+                            *(tgc_f32x8u*)&tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp1[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 24;
+                            *(tgc_f32x8u*)&tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp1[s_M*i1 + i2]) * 1.442695f));
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        tmp2[s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp1[s_M*i1 + i2]) * 1.442695f));
+                    }
+                }
+            }
+        }
+        { /* k3 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        acc_l[pk_l] = (acc_l[pk_l] + tmp2[s_M*s_N*i1 + s_N*i2 + i3]);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp3[s_M*i1 + i2] = acc;
+                }
+            }
+        }
+        { /* k4 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            out0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp2[s_M*s_N*i1 + s_N*i2 + i3] / tmp3[s_M*i1 + i2])));
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        out0[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_f32_to_f16(tgc_round_f16((tmp2[s_M*s_N*i1 + s_N*i2 + i3] / tmp3[s_M*i1 + i2])));
+                    }
+                }
+            }
+        }
+    }
+#pragma endscop
+    rt->scratch_release(rt, pk_ws);
+    return 0;
+}
+
+#endif
+TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows_portable(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
 {
     (void)s_B;
     (void)s_H;
@@ -586,6 +835,16 @@ TGC_CLONES static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, ui
 #pragma endscop
     rt->scratch_release(rt, pk_ws);
     return 0;
+}
+
+static int32_t tgc_k1to4_tgc_main_rows(const float* restrict tmp0, uint16_t* restrict out0, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+{
+#if defined(TGC_VECTOR_ABI)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return tgc_k1to4_tgc_main_rows_avx512(tmp0, out0, s_B, s_H, s_M, s_N, pk_lo, pk_hi, rt);
+    if (__builtin_cpu_supports("x86-64-v3")) return tgc_k1to4_tgc_main_rows_avx2(tmp0, out0, s_B, s_H, s_M, s_N, pk_lo, pk_hi, rt);
+#endif
+    return tgc_k1to4_tgc_main_rows_portable(tmp0, out0, s_B, s_H, s_M, s_N, pk_lo, pk_hi, rt);
 }
 
 struct tgc_k1to4_tgc_main_ctx {

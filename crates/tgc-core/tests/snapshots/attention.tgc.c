@@ -163,6 +163,23 @@ __attribute__((target("avx512f"))) static inline __m512 tgc_exp2f_v16(__m512 x)
 static inline float tgc_exp2f(float x) { return tgc_exp2f_lane(x); }
 #endif
 
+/* Vectors of 8 and 16 floats (GCC and Clang vector extensions) for explicitly vectorised
+ * loops (emit::c's Isa, a pooled epilogue's windows), with the int32 lanes of their compares
+ * (selects of bits); the _u types load and store at any float's address. */
+typedef float tgc_f32x8 __attribute__((vector_size(32)));
+typedef float tgc_f32x16 __attribute__((vector_size(64)));
+typedef int32_t tgc_i32x8 __attribute__((vector_size(32)));
+typedef int32_t tgc_i32x16 __attribute__((vector_size(64)));
+typedef float tgc_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float tgc_f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
+
+/* tgc_exp2f of every lane of a vector, the same bits: its vector variants, to be inlined into
+ * the AVX-512F and AVX2 copies of a function (emit::c's Isa). */
+#if defined(TGC_VECTOR_ABI)
+__attribute__((target("avx512f"), always_inline)) static inline tgc_f32x16 tgc_exp2f_x16(tgc_f32x16 x) { return (tgc_f32x16)tgc_exp2f_v16((__m512)x); }
+__attribute__((target("arch=x86-64-v3"), always_inline)) static inline tgc_f32x8 tgc_exp2f_x8(tgc_f32x8 x) { return (tgc_f32x8)tgc_exp2f_v8((__m256)x); }
+#endif
+
 /* NaN if either is NaN (`a` if it is one, else `b`), as the interpreter; `b` on a tie;
  * one select of two compares, which vectorises to four instructions. */
 static inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }
@@ -471,7 +488,197 @@ static int32_t tgc_k1_tgc_attention(const float* restrict in0, const float* rest
 /* k2 -> tmp2 (n23): n23 REDUCE; accumulates n23 REDUCE MAX in fp32 in a register */
 /* k3 -> tmp3 (n31): n31 EXP2; inlines n30 MUL, n29 EXPAND, n27 CONST, n26 SUB, n25 EXPAND */
 /* k4 -> tmp4 (n32): n32 REDUCE; accumulates n32 REDUCE SUM in fp32 in a register */
-TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+#if defined(TGC_VECTOR_ABI)
+__attribute__((target("avx512f"))) static int32_t tgc_k2to4_tgc_attention_rows_avx512(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+{
+    (void)s_B;
+    (void)s_H;
+    (void)s_M;
+    (void)s_N;
+    const int64_t pk_bytes[1] = { (int64_t)(s_H*s_M) * (int64_t)sizeof(float) };
+    void* pk_ptrs[1];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 1, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
+        return 1;
+    }
+    float* restrict tmp2 = (float* restrict)tgc_fresh(pk_ptrs[0]); /* one row */
+#pragma scop
+    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+        { /* k2 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
+                    {
+                        const int64_t i3 = 0;
+                        tgc_max_run_f32(&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3], s_N, acc_l);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp2[s_M*i1 + i2] = acc;
+                }
+            }
+        }
+        { /* k3 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        {
+                            const int64_t i3 = pk_r;
+                            *(tgc_f32x16u*)&tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x16((((*(const tgc_f32x16u*)&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 16;
+                            *(tgc_f32x16u*)&tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x16((((*(const tgc_f32x16u*)&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
+                    }
+                }
+            }
+        }
+        { /* k4 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp4[s_H*s_M*i0 + s_M*i1 + i2] = acc;
+                }
+            }
+        }
+    }
+#pragma endscop
+    rt->scratch_release(rt, pk_ws);
+    return 0;
+}
+
+__attribute__((target("arch=x86-64-v3"))) static int32_t tgc_k2to4_tgc_attention_rows_avx2(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+{
+    (void)s_B;
+    (void)s_H;
+    (void)s_M;
+    (void)s_N;
+    const int64_t pk_bytes[1] = { (int64_t)(s_H*s_M) * (int64_t)sizeof(float) };
+    void* pk_ptrs[1];
+    const int64_t pk_ws = rt->scratch_acquire(rt, 1, pk_bytes, pk_ptrs);
+    if (!pk_ws) {
+        return 1;
+    }
+    float* restrict tmp2 = (float* restrict)tgc_fresh(pk_ptrs[0]); /* one row */
+#pragma scop
+    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+        { /* k2 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
+                    {
+                        const int64_t i3 = 0;
+                        tgc_max_run_f32(&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3], s_N, acc_l);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = tgc_max_f32(acc_l[pk_a], acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp2[s_M*i1 + i2] = acc;
+                }
+            }
+        }
+        { /* k3 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        {
+                            const int64_t i3 = pk_r;
+                            *(tgc_f32x8u*)&tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 8;
+                            *(tgc_f32x8u*)&tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 16;
+                            *(tgc_f32x8u*)&tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                        {
+                            const int64_t i3 = pk_r + 24;
+                            *(tgc_f32x8u*)&tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f_x8((((*(const tgc_f32x8u*)&tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]) - tmp2[s_M*i1 + i2]) * 1.442695f));
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] = tgc_exp2f(((tmp1[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3] - tmp2[s_M*i1 + i2]) * 1.442695f));
+                    }
+                }
+            }
+        }
+        { /* k4 */
+            for (int64_t i1 = 0; i1 < s_H; i1 += 1) {
+                for (int64_t i2 = 0; i2 < s_M; i2 += 1) {
+                    float acc_l[32];
+                    for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
+                    const int64_t pk_full3 = floord(s_N, 32) * 32;
+                    for (int64_t pk_r = 0; pk_r < pk_full3; pk_r += 32) {
+                        for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) {
+                            const int64_t i3 = pk_r + pk_l;
+                            (void)i3;
+                            acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                        }
+                    }
+                    for (int64_t pk_l = 0; pk_full3 + pk_l < s_N; pk_l += 1) {
+                        const int64_t i3 = pk_full3 + pk_l;
+                        (void)i3;
+                        acc_l[pk_l] = (acc_l[pk_l] + tmp3[s_H*s_M*s_N*i0 + s_M*s_N*i1 + s_N*i2 + i3]);
+                    }
+                    for (int64_t pk_a = 0; pk_a < 16; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 16]);
+                    for (int64_t pk_a = 0; pk_a < 8; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 8]);
+                    for (int64_t pk_a = 0; pk_a < 4; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 4]);
+                    for (int64_t pk_a = 0; pk_a < 2; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 2]);
+                    for (int64_t pk_a = 0; pk_a < 1; pk_a += 1) acc_l[pk_a] = (acc_l[pk_a] + acc_l[pk_a + 1]);
+                    const float acc = acc_l[0];
+                    tmp4[s_H*s_M*i0 + s_M*i1 + i2] = acc;
+                }
+            }
+        }
+    }
+#pragma endscop
+    rt->scratch_release(rt, pk_ws);
+    return 0;
+}
+
+#endif
+TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows_portable(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
 {
     (void)s_B;
     (void)s_H;
@@ -556,6 +763,16 @@ TGC_CLONES static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp
 #pragma endscop
     rt->scratch_release(rt, pk_ws);
     return 0;
+}
+
+static int32_t tgc_k2to4_tgc_attention_rows(const float* restrict tmp1, float* restrict tmp3, float* restrict tmp4, const int64_t s_B, const int64_t s_H, const int64_t s_M, const int64_t s_N, const int64_t pk_lo, const int64_t pk_hi, const tgc_rt* rt)
+{
+#if defined(TGC_VECTOR_ABI)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return tgc_k2to4_tgc_attention_rows_avx512(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, pk_lo, pk_hi, rt);
+    if (__builtin_cpu_supports("x86-64-v3")) return tgc_k2to4_tgc_attention_rows_avx2(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, pk_lo, pk_hi, rt);
+#endif
+    return tgc_k2to4_tgc_attention_rows_portable(tmp1, tmp3, tmp4, s_B, s_H, s_M, s_N, pk_lo, pk_hi, rt);
 }
 
 struct tgc_k2to4_tgc_attention_ctx {

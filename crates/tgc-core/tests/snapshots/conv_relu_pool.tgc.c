@@ -50,6 +50,16 @@ typedef struct tgc_rt {
     void (*scratch_release)(const struct tgc_rt* rt, int64_t handle);
 } tgc_rt;
 
+/* Vectors of 8 and 16 floats (GCC and Clang vector extensions) for explicitly vectorised
+ * loops (emit::c's Isa, a pooled epilogue's windows), with the int32 lanes of their compares
+ * (selects of bits); the _u types load and store at any float's address. */
+typedef float tgc_f32x8 __attribute__((vector_size(32)));
+typedef float tgc_f32x16 __attribute__((vector_size(64)));
+typedef int32_t tgc_i32x8 __attribute__((vector_size(32)));
+typedef int32_t tgc_i32x16 __attribute__((vector_size(64)));
+typedef float tgc_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float tgc_f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
+
 /* NaN if either is NaN (`a` if it is one, else `b`), as the interpreter; `b` on a tie;
  * one select of two compares, which vectorises to four instructions. */
 static inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }
@@ -198,27 +208,21 @@ TGC_CLONES static void tgc_k0_tgc_conv_relu_pool_task(void* pk_vctx, int64_t pk_
         int64_t pk_g = 0;
         for (; pk_g + 8 * pk_w <= pk_nb; pk_g += 8 * pk_w) {
             float pk_v[8];
-            for (int64_t pk_gg = 0; pk_gg < 8; pk_gg++) pk_v[pk_gg] = (-INFINITY);
-            for (int64_t pk_j = 0; pk_j < pk_w; pk_j++) {
-                int64_t pk_f4 = pk_j;
-                const int64_t i5 = pk_f4 % 2;
-                pk_f4 /= 2;
-                const int64_t i4 = pk_f4;
-                (void)i4;
-                (void)i5;
-                for (int64_t pk_gg = 0; pk_gg < 8; pk_gg++) {
-                    int64_t pk_f5 = (pk_n0 + pk_g) / pk_w + pk_gg;
-                    const int64_t i3 = pk_f5 % 16;
-                    pk_f5 /= 16;
-                    const int64_t i2 = pk_f5 % 16;
-                    pk_f5 /= 16;
-                    const int64_t i0 = pk_f5;
-                    (void)i0;
-                    (void)i2;
-                    (void)i3;
-                    const float acc0 = pk_c[pk_i * pk_ldc + pk_g + pk_gg * pk_w + pk_j];
-                    pk_v[pk_gg] = tgc_max_f32(pk_v[pk_gg], tgc_relu_f32((acc0 + in2[i1])));
+            {
+                const float* restrict pk_cc = &pk_c[pk_i * pk_ldc + pk_g];
+                tgc_f32x8 pk_vv = { (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY), (-INFINITY) };
+                for (int64_t pk_j = 0; pk_j < pk_w; pk_j++) {
+                    int64_t pk_f5 = pk_j;
+                    const int64_t i5 = pk_f5 % 2;
+                    pk_f5 /= 2;
+                    const int64_t i4 = pk_f5;
+                    (void)i4;
+                    (void)i5;
+                    const tgc_f32x8 acc0 = { pk_cc[0 * pk_w + pk_j], pk_cc[1 * pk_w + pk_j], pk_cc[2 * pk_w + pk_j], pk_cc[3 * pk_w + pk_j], pk_cc[4 * pk_w + pk_j], pk_cc[5 * pk_w + pk_j], pk_cc[6 * pk_w + pk_j], pk_cc[7 * pk_w + pk_j] };
+                    const tgc_f32x8 pk_x = ((tgc_f32x8)((tgc_i32x8)(acc0 + in2[i1]) & ~((acc0 + in2[i1]) < 0.0f)));
+                    pk_vv = ((tgc_f32x8)((((pk_vv > pk_x) | (pk_vv != pk_vv)) & (tgc_i32x8)pk_vv) | (~((pk_vv > pk_x) | (pk_vv != pk_vv)) & (tgc_i32x8)pk_x)));
                 }
+                memcpy(pk_v, &pk_vv, sizeof pk_vv);
             }
             for (int64_t pk_gg = 0; pk_gg < 8; pk_gg++) {
                 int64_t pk_f4 = (pk_n0 + pk_g) / pk_w + pk_gg;
