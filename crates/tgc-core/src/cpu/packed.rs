@@ -304,17 +304,23 @@ pub struct Interior {
 
 /// The most columns (`N`, at compile time) for which `a` is read in place
 /// (`cpu_rt::ukernel_direct`) whenever [`direct`] allows it: the micro-kernel
-/// then reads `a` from its rows once per panel of `b` (8 panels here),
+/// then reads `a` from its rows once per panel of `b` (32 panels here),
 /// instead of packing all of it once and reading the packed copy per
 /// panel. Measured on a Zen 4 EPYC, one thread, kernels alone (best of
 /// 20–300, same bits, 2026-11-29), packed → in place: conv 3×3 → ReLU →
 /// 2×2 pool at 256 channels, 14×14 (196 columns, 7 panels) 2.95 → 2.35 ms;
 /// at 128 channels, 28×28 (784 columns) 2.48 → 2.38; at 64 channels,
 /// 56×56 (3136 columns) 2.68 → 3.03; GEMM 512³ 2.46 → 2.45, 1024³ 19.5–19.9
-/// → 19.7–20.2. A bound of 32 panels took the 128-channel gain but made
-/// all-MiniLM-L6-v2 slower on two threads (`bench/`, 8×32: 36–38 → 48–49
-/// ms; 8×128: 139 → 154–161), whose projections have 384 columns.
-pub const DIRECT_COLS: usize = 8 * NR;
+/// → 19.7–20.2. The bound was 8 panels for a while, after all-MiniLM-L6-v2
+/// on two threads (`bench/`, whose projections have 384 columns) took
+/// 48–49 ms at 8×32 with 32; but those runs are bimodal on this machine
+/// (35 and 49 ms with the same code, 2026-11-29), and with the pooled
+/// epilogue in vectors, 32 panels against 8 measured the same for MiniLM
+/// (`bench/ -- 10`, 8×32 / 8×128: two threads 34.8–36.2 / 133–136 ms
+/// against 34.9–35.1 / 131–132; one thread 65–68 / 261–265 against 65 /
+/// 258–263) and the conv at 128 channels, 28×28, one thread 2.41 → 2.26
+/// ms (2026-11-29).
+pub const DIRECT_COLS: usize = 32 * NR;
 const _: () = assert!(DIRECT_COLS >= NR, "the swap's in-place `a` (at most NR columns) is one of these");
 
 /// Rows of a copied panel ([`Contraction::copy`]) that the printers move at
@@ -845,8 +851,10 @@ mod tests {
                 Grouped,
                 Grouped,
             ),
-            // w[K, N] has no unit stride along K: no swap.
-            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Grouped, WidthInner),
+            // w[K, N] has no unit stride along K: no swap (`x` read in
+            // place, its columns being few), and packed above DIRECT_COLS.
+            (16, 384, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
+            (16, DIRECT_COLS + 32, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Grouped, WidthInner),
             // Few columns: `x` (unit stride along K) is used by one panel of `b`.
             (384, 16, "x: f32[M, K], w: f32[K, N]", "matmul(x, w)", false, Direct, WidthInner),
             // A transposed `x` has no unit stride along K.
@@ -874,8 +882,9 @@ mod tests {
         let pk = p.kernels[0].packed.as_ref().expect("packed");
         assert_eq!((pk.m.len(), pk.n.len(), pk.a_order, pk.b_order), (1, 2, Direct, DepthInner), "{pk:?}");
         // Conv → ReLU → pool: the weights are read in place up to
-        // DIRECT_COLS columns (16×16 pixels), packed above (18×18).
-        for (hw, want) in [(16, Direct), (18, Grouped)] {
+        // DIRECT_COLS columns (32×32 pixels), packed above (34×34).
+        assert_eq!(DIRECT_COLS, 32 * 32);
+        for (hw, want) in [(32, Direct), (34, Grouped)] {
             let p = program(&format!(
                 "graph cp(x: f32[1, 8, {hw}, {hw}], w: f32[16, 8, 3, 3]) -> (y: f32[1, 16, {o}, {o}]) {{
                     c = conv2d(x, w, stride=[1, 1], pad=[1, 1])
