@@ -2483,7 +2483,11 @@ fn lane_stride(index: &crate::affine::AffExpr, lane: u32) -> Option<i64> {
 /// extents. With `ahead = Some((chunk, point))`, the lines of `chunk` are
 /// printed at the top of each chunk, before its loop over the lanes
 /// (`pk_r` is the chunk's first point), those of `point` at the top of each
-/// tail point (`i{v}` is the point).
+/// tail point (`i{v}` is the point). With `explicit = Some((open, chunk,
+/// close))` (explicit vectors: [`Printer::vector_lanes`],
+/// [`Printer::vector_points`]), the lines of `chunk` replace the loop over
+/// the lanes, those of `open` come before the chunk loop and those of
+/// `close` after it, before the tail.
 #[allow(clippy::too_many_arguments)]
 fn lane_chunks(
     s: &mut String,
