@@ -635,17 +635,18 @@ struct Printer<'a> {
     /// The local temporaries of the row group being printed: held as one
     /// row, addressed by [`rows::row_subscript`].
     local: BTreeSet<BufId>,
-    /// The instruction set of the row function being printed, whose lane
-    /// loops may then be explicit vectors ([`Printer::vector_lanes`]);
-    /// `None` elsewhere.
+    /// The instruction set of the copy being printed ([`Printer::per_isa`]),
+    /// whose lane loops may then be explicit vectors
+    /// ([`Printer::vector_lanes`], [`Printer::vector_points`]); `None`
+    /// elsewhere.
     isa: Option<Isa>,
     /// Whether a lane loop of the function being printed came out as
     /// explicit vectors.
     vectorised: bool,
 }
 
-/// An instruction set a row function is printed for when a lane loop of it
-/// computes `EXP2` (`004` §SIMD lowering: vector code with a scalar tail):
+/// An instruction set a function (a row function or a plain kernel) is
+/// printed for when a lane loop of it computes `EXP2` (`004` §SIMD lowering: vector code with a scalar tail):
 /// then, where `TGC_VECTOR_ABI` is defined (x86-64, GCC 12 or later), the
 /// function is printed once per `Isa`, each copy's lane loop as explicit
 /// vectors of [`Isa::width`] floats calling that width's `tgc_exp2f_x*`,
