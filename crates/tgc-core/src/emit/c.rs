@@ -928,14 +928,15 @@ impl Printer<'_> {
         let ret = if local.is_empty() { "void" } else { "int32_t" };
         let mut rows_params = params.clone();
         rows_params.extend(["const int64_t pk_lo".to_string(), "const int64_t pk_hi".to_string()]);
-        let mut args: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        let direct: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
+        let mut args = direct.clone();
         args.extend(["pk_lo".to_string(), "pk_hi".to_string()]);
         if !local.is_empty() {
             rows_params.push("const tgc_rt* rt".into());
             args.push("rt".into());
         }
         self.per_isa(s, &format!("{name}_rows"), ret, &rows_params, &args, &mut |pr, suffix| {
-            pr.rows_function(name, suffix, ks, local, &params, &syms)
+            pr.rows_function(name, suffix, ret, ks, local, &rows_params, &syms)
         });
         let failed = if local.is_empty() { "" } else { "    const tgc_rt* rt;\n    int32_t failed;\n" };
         ctx_struct(s, name, &bufs, &syms, &format!("    int64_t nt;\n{failed}"));
@@ -976,7 +977,6 @@ impl Printer<'_> {
         let work = if work.len() == 1 { work.remove(0) } else { format!("({})", work.join(" + ")) };
         let mut params = params;
         params.push("const tgc_rt* rt".into());
-        let direct: Vec<String> = bufs.iter().chain(&syms).map(|(_, n)| n.clone()).collect();
         let serial = if local.is_empty() {
             format!("{name}_rows({}, 0, pk_e);\n        return;", direct.join(", "))
         } else {
@@ -1042,11 +1042,15 @@ impl Printer<'_> {
     }
 
     /// `NAME_rows` of [`Printer::row_tasks`] named `NAME_rows{suffix}`, for
-    /// [`Printer::isa`] (`None`: under `TGC_CLONES`).
+    /// [`Printer::isa`] (`None`: under `TGC_CLONES`), returning `ret` and
+    /// taking `params` (the row range and, with `local` rows, the runtime
+    /// last).
+    #[allow(clippy::too_many_arguments)]
     fn rows_function(
         &mut self,
         name: &str,
         suffix: &str,
+        ret: &str,
         ks: &[&Kernel],
         local: &[BufId],
         params: &[String],
@@ -1055,14 +1059,8 @@ impl Printer<'_> {
         let p = self.p;
         let mut s = String::new();
         let s = &mut s;
-        let ret = if local.is_empty() { "void" } else { "int32_t" };
         let attribute = self.isa.map_or("TGC_CLONES", Isa::attribute);
-        let _ = writeln!(
-            s,
-            "{attribute} static {ret} {name}_rows{suffix}({}, const int64_t pk_lo, const int64_t pk_hi{})\n{{",
-            params.join(", "),
-            if local.is_empty() { "" } else { ", const tgc_rt* rt" }
-        );
+        let _ = writeln!(s, "{attribute} static {ret} {name}_rows{suffix}({})\n{{", params.join(", "));
         // The outermost extent is the caller's: its symbols may be unused here.
         for (_, n) in syms {
             let _ = writeln!(s, "    (void){n};");
@@ -2150,9 +2148,7 @@ impl Printer<'_> {
             (chunk, point)
         });
         let vector = match self.isa {
-            Some(isa) if outer.is_empty() && lanes.is_multiple_of(isa.width()) => {
-                self.vector_lanes(k, r, producer, late, isa)
-            }
+            Some(isa) if outer.is_empty() => self.vector_lanes(k, r, producer, late, isa),
             _ => None,
         };
         let late_stores = match (&vector, late_stores) {
@@ -2191,17 +2187,16 @@ impl Printer<'_> {
         let (w, lanes) = (isa.width(), k.lanes);
         let v = k.loops.len() as u32;
         let combine = match (r.op, r.dtype) {
-            (ReduceOp::Sum, DType::F32) => "+",
-            (ReduceOp::Prod, DType::F32) => "*",
+            (ReduceOp::Sum, DType::F32) if lanes.is_multiple_of(w) => "+",
+            (ReduceOp::Prod, DType::F32) if lanes.is_multiple_of(w) => "*",
             _ => return None,
         };
         let mut exp2 = false;
-        let mut point = String::new();
-        if let Some(e) = producer {
-            point.push_str(&self.vector_store(e, v, w, &mut exp2)?);
-        }
+        let store = match producer {
+            Some(e) => self.vector_store(e, v, w, &mut exp2)?,
+            None => String::new(),
+        };
         let (x, _) = self.vexpr(&r.value, &VecAt { w, unit: Some(v), across: &[], acc: None }, &mut exp2)?;
-        let _ = writeln!(point, "pk_v = (pk_v {combine} {x});");
         let late_store = match late {
             Some(l) => Some(self.vector_store(l, v, w, &mut exp2)?),
             None => None,
@@ -2212,31 +2207,19 @@ impl Printer<'_> {
         self.used.insert("tgc_exp2f_xn");
         self.vectorised = true;
         let ty = format!("tgc_f32x{w}");
-        let parts = lanes / w;
-        let at = |h: usize| if h == 0 { "pk_r".to_string() } else { format!("pk_r + {}", h * w) };
         let mut open = String::new();
-        let mut chunk = String::new();
         let mut close = String::new();
-        for h in 0..parts {
+        for h in 0..lanes / w {
             let _ = writeln!(open, "{ty} pk_v{h} = *(const {ty}u*)&acc_l[{}];", h * w);
-            let body = point.replace("pk_v", &format!("pk_v{h}"));
-            let _ = writeln!(chunk, "{{\n    const int64_t i{v} = {};", at(h));
-            for line in body.lines() {
-                let _ = writeln!(chunk, "    {line}");
-            }
-            chunk.push_str("}\n");
             let _ = writeln!(close, "*({ty}u*)&acc_l[{}] = pk_v{h};", h * w);
         }
+        let chunk = vector_parts(v, w, lanes, &|h| format!("{store}pk_v{h} = (pk_v{h} {combine} {x});\n"));
         let late = late_store.map(|store| {
             let mut t =
                 "if (i0 > pk_lo) {\n    const int64_t pk_prev = i0 - 1;\n    {\n        const int64_t i0 = pk_prev;\n"
                     .to_string();
-            for h in 0..parts {
-                let _ = writeln!(t, "        {{\n            const int64_t i{v} = {};", at(h));
-                for line in store.lines() {
-                    let _ = writeln!(t, "            {line}");
-                }
-                t.push_str("        }\n");
+            for line in vector_parts(v, w, lanes, &|_| store.clone()).lines() {
+                let _ = writeln!(t, "        {line}");
             }
             t.push_str("    }\n}\n");
             t
@@ -2285,12 +2268,7 @@ impl Printer<'_> {
         }
         self.used.insert("tgc_exp2f_xn");
         self.vectorised = true;
-        let mut chunk = String::new();
-        for h in 0..lanes::LANES / w {
-            let at = if h == 0 { "pk_r".to_string() } else { format!("pk_r + {}", h * w) };
-            let _ = write!(chunk, "{{\n    const int64_t i{lane} = {at};\n    {store}}}\n");
-        }
-        Some(chunk)
+        Some(vector_parts(lane, w, lanes::LANES, &|_| store.clone()))
     }
 
     /// The store of `k`'s value at lane point `i{lane}` for `w` lanes at
@@ -2383,6 +2361,23 @@ impl Printer<'_> {
             }
         }
     }
+}
+
+/// A chunk of `lanes` points of loop `i{v}` (from `pk_r`) as `lanes / w`
+/// blocks of `w` lanes, block `h` with `i{v}` at its first point and the
+/// lines of `body(h)` (explicit vectors: [`Printer::vector_lanes`],
+/// [`Printer::vector_points`]).
+fn vector_parts(v: u32, w: usize, lanes: usize, body: &dyn Fn(usize) -> String) -> String {
+    let mut s = String::new();
+    for h in 0..lanes / w {
+        let at = if h == 0 { "pk_r".to_string() } else { format!("pk_r + {}", h * w) };
+        let _ = writeln!(s, "{{\n    const int64_t i{v} = {at};");
+        for line in body(h).lines() {
+            let _ = writeln!(s, "    {line}");
+        }
+        s.push_str("}\n");
+    }
+    s
 }
 
 /// Where [`Printer::vexpr`] prints: `w` lanes at once, lane `l` at the
