@@ -5,7 +5,7 @@ mod harness;
 
 use std::process::Command;
 
-use harness::{assert_close, compile, compile_edited, compile_with, data, f32_inputs, Scratch};
+use harness::{assert_close, compile, compile_edited, compile_with, data, f32_bits, f32_inputs, Scratch};
 
 use crate::diag::ErrorName;
 use crate::sym::Dim;
@@ -67,8 +67,7 @@ fn symbolic_tiles_in_c_and_rust() {
         let (c, r) = tiled.run(&ins, &[dims[0], dims[1], dims[2], t[0], t[1]]);
         for (run, who) in [(c, "C"), (r, "Rust")] {
             assert_eq!(run.rc, 0, "{who}");
-            let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&run.outputs[0]), bits(&want.outputs[0]), "{who} at tiles {t:?}");
+            assert_eq!(f32_bits(&run.outputs[0]), f32_bits(&want.outputs[0]), "{who} at tiles {t:?}");
         }
     }
     // `run` wants the interpreter's agreement, which ignores tiles: check
@@ -897,8 +896,7 @@ fn pooled_convolutions_match_the_interpreter() {
             assert!(lib.c_src.contains("pk_vv = "), "C of case {t} folds windows as vectors:\n{}", lib.c_src);
         }
         for (k, (c, r)) in c_run.outputs.iter().zip(&r_run.outputs).enumerate() {
-            let same = c.iter().zip(r).all(|(a, b)| (*a as f32).to_bits() == (*b as f32).to_bits());
-            assert!(same, "case {t}, output {k}: C and Rust differ in bits");
+            assert_eq!(f32_bits(c), f32_bits(r), "case {t}, output {k}: C and Rust differ in bits");
         }
     }
 }
@@ -929,8 +927,7 @@ fn symbolic_pooled_convolution_packs_whole_windows() {
         ];
         let (c, r) = lib.run(&inputs, &[h, w, h / 2, w / 2]);
         assert_eq!((c.rc, r.rc), (0, 0), "{h}×{w}");
-        let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&c.outputs[0]), bits(&r.outputs[0]), "{h}×{w}: C vs Rust");
+        assert_eq!(f32_bits(&c.outputs[0]), f32_bits(&r.outputs[0]), "{h}×{w}: C vs Rust");
     }
 }
 
@@ -1052,9 +1049,8 @@ fn row_groups_match_the_interpreter_across_parts() {
         let beta = data(73, c, -0.5, 0.5, DType::F32);
         let (cr, rr) = lib.run(&[x, gamma, beta], &[r as i64, c as i64]);
         assert_eq!((cr.rc, rr.rc), (0, 0));
-        let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
         for k in 0..2 {
-            assert_eq!(bits(&cr.outputs[k]), bits(&rr.outputs[k]), "output {k} at {r}x{c}: C vs Rust");
+            assert_eq!(f32_bits(&cr.outputs[k]), f32_bits(&rr.outputs[k]), "output {k} at {r}x{c}: C vs Rust");
         }
     }
 }
@@ -1108,9 +1104,12 @@ fn explicit_vector_copies_give_the_lane_loop_bits() {
             }
             let (cr, rr) = lib.run(&[x], &[r as i64, c as i64]);
             assert_eq!((cr.rc, rr.rc), (0, 0));
-            let bits = |v: &[f64]| v.iter().map(|x| (*x as f32).to_bits()).collect::<Vec<_>>();
             for k in 0..2 {
-                assert_eq!(bits(&cr.outputs[k]), bits(&rr.outputs[k]), "{path}, output {k} at {r}x{c}: C vs Rust");
+                assert_eq!(
+                    f32_bits(&cr.outputs[k]),
+                    f32_bits(&rr.outputs[k]),
+                    "{path}, output {k} at {r}x{c}: C vs Rust"
+                );
             }
         }
     }

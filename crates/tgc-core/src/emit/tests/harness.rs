@@ -76,6 +76,12 @@ fn input_dtypes(g: &Graph) -> Vec<DType> {
     g.inputs().into_iter().map(|i| g.dtype(i)).collect()
 }
 
+/// The f32 bits of output values (each an f32 widened to f64): the way
+/// tests compare two outputs bit for bit.
+pub fn f32_bits(v: &[f64]) -> Vec<u32> {
+    v.iter().map(|x| (*x as f32).to_bits()).collect()
+}
+
 /// A compiled graph: the C library and the Rust library.
 pub struct Compiled {
     c: libloading::Library,
