@@ -650,12 +650,12 @@ struct Printer<'a> {
 /// then, where `TGC_VECTOR_ABI` is defined (x86-64, GCC 12 or later), the
 /// function is printed once per `Isa`, each copy's lane loop as explicit
 /// vectors of [`Isa::width`] floats calling that width's `tgc_exp2f_x*`,
-/// beside the usual print under `TGC_CLONES` (`NAME_rows_portable`), and a
+/// beside the usual print under `TGC_CLONES` (`NAME_portable`), and a
 /// dispatcher runs the copy the CPU can. GCC's own vectoriser calls
 /// `tgc_exp2f`'s vector variant out of line and keeps the lanes in memory
 /// around the call; with the variant inlined into explicit vectors,
 /// softmax 4096×1024 on one thread of a Zen 4 EPYC went from 1.61 to 1.31
-/// ms, and from 2.81 to 2.61 ms in the AVX2 copy (scratch driver, same
+/// ms, and from 2.81 to 2.10 ms in the AVX2 copy (scratch driver, same
 /// bits, 2026-11-29). The variants are written in each ISA's intrinsics,
 /// which only a function compiled for that ISA can inline: hence copies,
 /// not `target_clones`.
