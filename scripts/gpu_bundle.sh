@@ -4,7 +4,8 @@
 # the toolchain, builds the tier's test binaries (tgc-runtime's `cuda`
 # tests, tests/sm80_kernel.rs, the build helper's sm80 test, the same two
 # and the build helper's sm90 test with feature sm90, the CLI tests, the
-# plan-space test tests/gpu_plans.rs),
+# plan-space test tests/gpu_plans.rs, the CLI's tuning test (`tgc tune
+# --target` measuring on the device)),
 # the `tgc` binary and the `bench_gpu` example (release), strips their
 # debug info and copies them with this script into DIR:
 #
@@ -63,6 +64,7 @@ for l in sys.stdin:
     build build_sm90 sm90 test --no-run -p tgc-build-demo --features sm90 --test sm90
     build cli cli test --no-run -p tgc-cli --test cli
     build gpu_plans gpu_plans test --no-run -p tgc-cli --test gpu_plans
+    build tune tune test --no-run -p tgc-cli --test tune
     cargo build -p tgc-cli --locked --bin tgc
     strip --strip-debug -o "$DIR/tgc" target/debug/tgc
     cargo build --release -p tgc-cli --locked --features cuda --example bench_gpu
@@ -101,7 +103,7 @@ export TGC_CUDA_ROOT="$ROOT" LD_LIBRARY_PATH="$LIB:${LD_LIBRARY_PATH:-}" TGC_GPU
 say "CUDA $CUDA ($("$CUDA/bin/nvcc" --version | tail -1))"
 mkdir -p target/debug && cp "$BUNDLE/tgc" target/debug/tgc
 failed=0
-for t in runtime sm80_kernel build_sm80 sm90_kernel build_sm90_sm80 build_sm90 cli gpu_plans; do
+for t in runtime sm80_kernel build_sm80 sm90_kernel build_sm90_sm80 build_sm90 cli gpu_plans tune; do
     "$BUNDLE/$t" --test-threads 8 >"$LOGS/$t.txt" 2>&1
     rc=$?
     [ $rc -eq 0 ] || failed=1

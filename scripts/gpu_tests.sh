@@ -10,7 +10,8 @@
 #     mlp model's sm80::Model: ConstPool upload, CUDA Graph per cluster),
 #     again with feature sm90, whose launches take the sm90 twins (TMA +
 #     wgmma) on a 9.x device;
-#   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`).
+#   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`, `tgc
+#     tune --target` measuring a GEMM's plans on the device).
 # Then compute-sanitizer (memcheck, racecheck, synccheck, initcheck) runs
 # the generated kernels: the sm80_kernel test binary and `tgc run --backend
 # cuda` on examples/graphs/gemm_bias_relu.tgc. compute-sanitizer is the
@@ -34,6 +35,9 @@ cargo test -p tgc-cli --locked --test cli
 # Every plan of the device's GEMM space (on sm90 the warp-specialised and
 # persistent forms too) against a CPU reference.
 cargo test -p tgc-cli --locked --test gpu_plans
+# `tgc tune --target` for the device: every plan of a GEMM measured, the
+# fastest recorded and built from the record.
+cargo test -p tgc-cli --locked --test tune
 
 SAN_DIR="$PWD/.toolchain/sanitizer"
 SAN="$SAN_DIR/nvidia/cu13/bin/compute-sanitizer"

@@ -105,9 +105,10 @@ pub enum Command {
         /// (loading, each artifact, each dump).
         #[arg(long)]
         timings: bool,
-        /// Take the packed kernels' block sizes from this tuning cache
-        /// (written by `tgc tune`; `--target cpu`). A kernel without a
-        /// record keeps the analytic sizes, with a note on stderr; a
+        /// Take the packed kernels' block sizes (`--target cpu`) or the GPU
+        /// templates' plans (`sm80|sm90`, from DIR/gpu/) from this tuning
+        /// cache, written by `tgc tune`. A kernel or plan decision without
+        /// a record keeps the analytic choice, with a note on stderr; a
         /// corrupted or hand-edited record is an error.
         #[arg(long, value_name = "DIR")]
         tuning: Option<PathBuf>,
@@ -118,15 +119,20 @@ pub enum Command {
         algos: Vec<String>,
     },
     /// Measure candidate block sizes of every packed CPU kernel at each
-    /// ShapeSet point on this machine, check each candidate against the
+    /// ShapeSet point on this machine (or, with --target sm80|sm90, every
+    /// plan of the GPU templates on GPU 0), check each candidate against the
     /// interpreter, and record the fastest in a tuning cache to commit.
     ///
     /// Examples:
     ///   tgc tune graphs/gemm.tgc --point M=256,N=256,K=256 --cache tgc-tune
     ///   tgc tune minilm.tgc --point B=1,S=16 --point B=8,S=128 --report tune.csv
     ///   tgc tune minilm.tgc --point B=8,S=128 --check   # for CI: measures nothing
+    ///   tgc tune graphs/gemm.tgc --target sm90 --point M=4096,N=4096,K=4096
     ///
     /// The kernels' thread count is TGC_NUM_THREADS (default: all cores).
+    /// GPU records go to CACHE/gpu/, one per plan decision (a template's
+    /// problem: its sizes, dtype and algorithm key); `tgc compile --target
+    /// sm80|sm90 --tuning CACHE` reads them.
     #[command(verbatim_doc_comment)]
     Tune {
         /// A `.tgc` or `.json` graph file.
@@ -160,6 +166,11 @@ pub enum Command {
         /// extension `.svg`.
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
+        /// What to tune: `cpu` the packed kernels' block sizes on this
+        /// machine; `sm80`/`sm90` the GPU templates' plans on GPU 0 (sm90
+        /// needs a 9.x device; `--check` needs none).
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: Target,
     },
     /// Find or install the CUDA 13.0 toolchain (NVRTC, ptxas, cuobjdump,
     /// the headers) that `--target sm80` and the GPU features compile with.

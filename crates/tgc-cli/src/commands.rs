@@ -53,7 +53,7 @@ pub fn run(cli: Cli) -> Result<()> {
             result
         }
         Command::Toolchain { action } => toolchain(action),
-        Command::Tune { graph, entry, points, dims, cache, check, warmup, repetitions, report } => {
+        Command::Tune { graph, entry, points, dims, cache, check, warmup, repetitions, report, target } => {
             crate::tune::tune(&crate::tune::TuneArgs {
                 graph: &graph,
                 entry: entry.as_deref(),
@@ -64,6 +64,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 warmup,
                 repetitions: repetitions as usize,
                 report: report.as_deref(),
+                target,
             })
         }
     }
@@ -293,9 +294,6 @@ fn compile(
     timings: &mut Timings,
 ) -> Result<()> {
     let (target, out) = (how.target, how.out);
-    if how.tuning.is_some() && target != Target::Cpu {
-        return Err(Failure::user("--tuning applies to --target cpu only"));
-    }
     if !how.algos.is_empty() && target == Target::Cpu {
         return Err(Failure::user("--algo applies to --target sm80 and sm90 only"));
     }
@@ -332,7 +330,17 @@ fn compile(
         loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
     };
     if let Some(gpu) = gpu {
-        return compile_gpu(path, gpu, &loaded, &graph, dump, out, &estimator, timings);
+        let Some(dir) = how.tuning else {
+            return compile_gpu(path, gpu, &loaded, &graph, dump, out, &estimator, timings);
+        };
+        let dir = dir.join(tgc_core::tune::gpu::SUBDIR);
+        let cache = tgc_core::tune::Cache::open(&dir).map_err(|e| Failure::user(e.to_string()))?;
+        let recorded = tgc_core::tune::gpu::Recorded::new(&cache, &estimator);
+        compile_gpu(path, gpu, &loaded, &graph, dump, out, &recorded, timings)?;
+        if let Some(note) = recorded.miss_note(&graph.name) {
+            eprintln!("note: {note}");
+        }
+        return Ok(());
     }
     let tuning = match how.tuning {
         Some(dir) => Some(tgc_core::tune::Tuning {

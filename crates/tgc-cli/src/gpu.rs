@@ -99,6 +99,20 @@ impl<'g> Compiled<'g> {
         target: &tgc_core::plan::Target,
     ) -> Result<Compiled<'g>, GpuError> {
         let prog = simt::lower_program_with(bound, target, estimator)?;
+        Compiled::from_program(gpu, bound, prog, &format!("{}:{name}", target.name))
+    }
+
+    /// [`Compiled::for_target`] of the program `prog` of `bound` already
+    /// lowered (`tgc tune --target` pins a plan in it); `name` makes the
+    /// module's cache key unique in the process.
+    ///
+    /// Errors: as [`Compiled::for_target`].
+    pub fn from_program(
+        gpu: &'g Gpu,
+        bound: &Graph,
+        prog: simt::GpuProgram,
+        name: &str,
+    ) -> Result<Compiled<'g>, GpuError> {
         // Every dim is bound: the program's symbols, if any, have no value.
         if let Some(s) = prog.symbols.first() {
             return Err(GpuError::Diag(diag!(UnboundSymbol, "symbol `{s}` has no value")));
@@ -126,7 +140,7 @@ impl<'g> Compiled<'g> {
         // The module lives until the process ends: a command or a benchmark
         // loads a handful.
         let module = Module {
-            name: Box::leak(format!("{}:{}:{name}", prog.name, target.name).into_boxed_str()),
+            name: Box::leak(format!("{}:{name}", prog.name).into_boxed_str()),
             cubins: Box::leak(vec![Cubin { sm, image: Box::leak(compiled.cubin.into_boxed_slice()) }].into()),
             ptx: Box::leak(compiled.ptx.into_boxed_str()),
         };

@@ -12,6 +12,7 @@ mod commands;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod tune;
+mod tune_gpu;
 
 use std::process::ExitCode;
 

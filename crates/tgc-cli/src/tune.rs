@@ -22,14 +22,17 @@ pub struct TuneArgs<'a> {
     pub warmup: usize,
     pub repetitions: usize,
     pub report: Option<&'a Path>,
+    /// `cpu`: the packed kernels' block sizes; `sm80`/`sm90`: the GPU
+    /// templates' plans, measured on GPU 0.
+    pub target: crate::cli::Target,
 }
 
 type Result<T> = std::result::Result<T, Failure>;
 
 /// A point's label (`B=8, S=128`) and its bound graph.
-struct Point {
-    label: String,
-    graph: tgc_core::tiny::Graph,
+pub(crate) struct Point {
+    pub label: String,
+    pub graph: tgc_core::tiny::Graph,
 }
 
 pub fn tune(a: &TuneArgs) -> Result<()> {
@@ -66,6 +69,14 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
             )));
         }
         points.push(Point { label, graph });
+    }
+    let target = match a.target {
+        crate::cli::Target::Cpu => None,
+        crate::cli::Target::Sm80 => Some(&tgc_core::plan::target::SM80),
+        crate::cli::Target::Sm90 => Some(&tgc_core::plan::target::SM90),
+    };
+    if let Some(target) = target {
+        return crate::tune_gpu::tune(path, &g.name, &points, a, target);
     }
     let mut cache = Cache::open(a.cache).map_err(|e| Failure::user(e.to_string()))?;
     let tc = Toolchain::host().map_err(Failure::user)?;
@@ -222,7 +233,7 @@ fn check(path: &Path, points: &[Point], cache: &Cache, tc: &Toolchain) -> Result
     Ok(())
 }
 
-fn write(file: &Path, text: &str) -> Result<()> {
+pub(crate) fn write(file: &Path, text: &str) -> Result<()> {
     std::fs::write(file, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     Ok(())

@@ -145,3 +145,123 @@ fn tune_records_the_unfused_program_too() {
     let o = tgc_in(&dir, &["tune", "mlp.tgc", "--check"]);
     assert!(o.status.success() && stdout(&o).contains("3 packed kernel keys recorded"), "{}", stdout(&o));
 }
+
+const GEMM_F16: &str = "// f16 GEMM + bias + ReLU for the tensor-core templates.
+graph<M=256> gemm(x: f16[M, 64], w: f16[64, 192], b: f16[192]) -> (y: f16[M, 192]) {
+    y = relu(matmul(x, w) + b)
+    return y
+}
+";
+
+/// Whether GPU 0 can be opened; with `TGC_GPU=1` (scripts/gpu_tests.sh) it
+/// must be.
+fn gpu_present() -> bool {
+    let present = tgc_runtime::cuda::Gpu::new(0).is_ok();
+    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
+    assert!(present || !required, "TGC_GPU=1 but GPU 0 cannot be opened");
+    present
+}
+
+/// The tensor-core plan `compile --target sm80 --out DIR` wrote, without
+/// its epilogue (as the records hold it).
+fn written_plan(dir: &std::path::Path) -> tgc_core::plan::Plan {
+    let text = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+    let plan = tgc_core::plan::from_json(&text).unwrap_or_else(|d| panic!("{}", d.message));
+    tgc_core::plan::Plan { epilogue: Vec::new(), ..plan }
+}
+
+/// `tgc tune --target sm80` measures on a GPU: without one it says so and
+/// writes nothing. `--check` needs no GPU: it fails until the plan
+/// decision has a record (written here through the library, as the
+/// measuring run writes it, with a stand-in timing that prefers a plan the
+/// analytic model does not choose), then passes; `compile --tuning` then
+/// builds the recorded plan, and notes a decision without one.
+#[test]
+fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() {
+    use tgc_core::tune::gpu as tg;
+    let dir = temp("tune-gpu");
+    let _ = std::fs::remove_dir_all(dir.join("tgc-tune"));
+    std::fs::write(dir.join("gemm.tgc"), GEMM_F16).unwrap();
+    if !gpu_present() {
+        let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80"]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("tgc tune --target sm80 measures on a GPU: no GPU device available"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!dir.join("tgc-tune").exists(), "nothing written");
+    }
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80", "--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .contains("M=256: decision f16 m=256 n=192 k=64; A, B; distinct 16384, 12288; algo [matmul] has no record"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("1 plan decision of gemm.tgc has no GPU tuning record"), "{}", stderr(&o));
+
+    let g = tgc_core::pipeline::load(GEMM_F16, tgc_core::pipeline::Format::Dsl, None).unwrap().graph;
+    let g = g.bind(&[("M".to_string(), 256)].into_iter().collect()).unwrap();
+    let target = &tgc_core::plan::target::SM80;
+    let ds = tg::decisions(&g, target).unwrap();
+    let analytic = ds[0].analytic.clone().unwrap();
+    let last = ds[0].candidates.last().unwrap().clone();
+    assert_ne!(analytic, last);
+    let mut stand_in = |p: &tgc_core::gpu::simt::GpuProgram| {
+        Ok::<_, ()>(Ok(if tg::launched_plans(p).contains(&last) { 5 } else { 50 }))
+    };
+    let tuned = tg::tune(&g, target, ds, &mut stand_in, &mut |_, _| {}).unwrap();
+    let machine = tg::GpuMachine { device: "a stand-in".into(), sm: 80, repetitions: 1 };
+    let record = tuned[0].record("gemm at M=256".into(), machine, "2026-11-29T00:00:00Z".into()).unwrap();
+    let mut cache: tgc_core::tune::Cache<tg::GpuRecord> =
+        tgc_core::tune::Cache::open(&dir.join("tgc-tune").join(tg::SUBDIR)).unwrap();
+    cache.put(record).unwrap();
+
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80", "--check"]);
+    assert!(o.status.success() && stdout(&o).contains("M=256: 1 plan decision recorded"), "{}", stderr(&o));
+    let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", "sm80", "--tuning", "tgc-tune", "--out", "tuned"]);
+    assert!(o.status.success() && !stderr(&o).contains("no GPU tuning record"), "{}", stderr(&o));
+    assert_eq!(written_plan(&dir.join("tuned")), last, "the recorded plan is built");
+    let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", "sm80", "--tuning", "tgc-tune", "--dump", "plan"]);
+    assert!(stdout(&o).contains("times measured on a GPU by `tgc tune --target`"), "{}", stdout(&o));
+    let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", "sm80", "--out", "analytic"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(written_plan(&dir.join("analytic")), analytic, "without --tuning, the analytic plan");
+
+    // Another point has no record: the analytic plan, with a note.
+    let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", "sm80", "--dim", "M=128", "--tuning", "tgc-tune"]);
+    assert!(o.status.success() && stderr(&o).contains("no GPU tuning record for 1 plan decision"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a GPU (gated: skipped without one, a failure under `TGC_GPU=1`):
+/// `tgc tune --target` for the device measures every plan of the GEMM,
+/// records the fastest, `--check` passes and `compile --tuning` builds it.
+#[test]
+fn gpu_tuning_on_a_gpu_measures_and_records_the_fastest_plan() {
+    if !gpu_present() {
+        eprintln!("gpu_tuning_on_a_gpu: skipped, GPU 0 cannot be opened");
+        return;
+    }
+    let sm = tgc_runtime::cuda::Gpu::new(0).unwrap().sm();
+    let target = if sm / 10 == 9 { "sm90" } else { "sm80" };
+    let dir = temp("tune-gpu-device");
+    let _ = std::fs::remove_dir_all(dir.join("tgc-tune"));
+    std::fs::write(dir.join("gemm.tgc"), GEMM_F16).unwrap();
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", target, "--warmup", "1", "--repetitions", "5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    println!("{}", stdout(&o));
+    assert!(stdout(&o).contains("plans measured, best"), "{}", stdout(&o));
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", target, "--check"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let records: Vec<_> = std::fs::read_dir(dir.join("tgc-tune/gpu")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(records.len(), 1);
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&records[0]).unwrap()).unwrap();
+    let chosen = tgc_core::plan::parse_dsl(record["plan"].as_str().unwrap()).unwrap();
+    let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", target, "--tuning", "tgc-tune", "--out", "tuned"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(written_plan(&dir.join("tuned")), chosen);
+    let _ = std::fs::remove_dir_all(&dir);
+}

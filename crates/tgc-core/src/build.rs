@@ -281,9 +281,12 @@ impl Kernels {
 
     /// Reads the ShapeSet points' block sizes from the tuning cache `dir`
     /// (relative to the crate's `Cargo.toml`; written by `tgc tune`, see
-    /// [`crate::tune`]). Nothing is measured at build time: a kernel with no
-    /// record keeps the analytic sizes and the build prints a
-    /// `cargo:warning`; a corrupted or hand-edited record fails the build.
+    /// [`crate::tune`]), and with [`Kernels::sm80`] or [`Kernels::sm90`]
+    /// the GPU templates' plans from its `gpu/` folder (`tgc tune --target
+    /// sm80|sm90`, [`crate::tune::gpu`]). Nothing is measured at build
+    /// time: a kernel or plan decision with no record keeps the analytic
+    /// choice and the build prints a `cargo:warning`; a corrupted or
+    /// hand-edited record fails the build.
     pub fn tuning(mut self, dir: impl AsRef<Path>) -> Kernels {
         self.tuning = Some(dir.as_ref().to_path_buf());
         self
@@ -350,6 +353,7 @@ impl Kernels {
             .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("."));
         let prefix = symbol_prefix();
+        let mut gpu_cache = None;
         let tuning = match &self.tuning {
             Some(dir) => {
                 let dir = manifest_dir.join(dir);
@@ -357,6 +361,11 @@ impl Kernels {
                     println!("cargo:rerun-if-changed={}", dir.display());
                 }
                 let cache = crate::tune::Cache::open(&dir).map_err(|e| BuildError::Config(e.to_string()))?;
+                if self.sm80 || self.sm90 {
+                    let gpu = crate::tune::Cache::open(&dir.join(crate::tune::gpu::SUBDIR))
+                        .map_err(|e| BuildError::Config(e.to_string()))?;
+                    gpu_cache = Some(gpu);
+                }
                 let arch = self.target_triple()?.split('-').next().unwrap_or_default().to_string();
                 let compiler = self.cc_build()?.try_get_compiler().map_err(|e| BuildError::CCompiler(e.to_string()))?;
                 let toolchain =
@@ -397,8 +406,21 @@ impl Kernels {
             if self.sm80 || self.sm90 {
                 let prefix = out_dir.join(lib).join(format!("{symbol}_")).display().to_string();
                 let source = crate::emit::gpu_api::CubinSource::Files(&prefix);
-                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source, self.sm90)
+                let recorded =
+                    gpu_cache.as_ref().map(|c| crate::tune::gpu::Recorded::new(c, &crate::plan::cost::Analytic));
+                let plans: &dyn crate::plan::cost::Estimator = match &recorded {
+                    Some(r) => r,
+                    None => &crate::plan::cost::Analytic,
+                };
+                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source, self.sm90, plans)
                     .map_err(|m| BuildError::Gpu(format!("kernel `{}`: {m}", k.name)))?;
+                if let Some(note) = recorded.and_then(|r| r.miss_note(&graph.name)) {
+                    if metadata {
+                        println!("cargo:warning={note}");
+                    } else {
+                        eprintln!("warning: {note}");
+                    }
+                }
                 if let Some(run_inputs) = &k.model {
                     let items = crate::emit::model::sm80_model_items(&k.name, &graph, run_inputs)
                         .map_err(|diagnostic| BuildError::Graph { file: file.clone(), diagnostic })?;

@@ -219,6 +219,10 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         Some((dir, at)) => read_tuning(dir, *at)?,
         None => (None, TokenStream::new()),
     };
+    let gpu_cache = match &inv.tuning {
+        Some((dir, at)) if cfg!(feature = "sm80") => Some(read_gpu_tuning(dir, *at, &mut warnings)?),
+        _ => None,
+    };
     let module = api::kernel_module(&name.to_string(), &g, &inv.shapes, &Backend::Rust { tuning })
         .map_err(|d| error(span, &d.to_string()))?;
     let note_span = inv.tuning.as_ref().map_or(span, |(_, at)| *at);
@@ -229,8 +233,16 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         .items
         .parse()
         .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
-    let gpu =
-        sm80_items(&g, &inv.shapes, cfg!(feature = "sm80"), cfg!(feature = "sm90")).map_err(|m| error(span, &m))?;
+    let recorded = gpu_cache.as_ref().map(|c| tune::gpu::Recorded::new(c, &tgc_core::plan::cost::Analytic));
+    let plans: &dyn tgc_core::plan::cost::Estimator = match &recorded {
+        Some(r) => r,
+        None => &tgc_core::plan::cost::Analytic,
+    };
+    let gpu = sm80_items(&g, &inv.shapes, cfg!(feature = "sm80"), cfg!(feature = "sm90"), plans)
+        .map_err(|m| error(span, &m))?;
+    if let Some(note) = recorded.and_then(|r| r.miss_note(&g.name)) {
+        warnings.extend(warning(note_span, &note));
+    }
     // Rebuild the crate when the graph file changes.
     let track = file.map(|f| {
         quote!(
@@ -286,6 +298,26 @@ fn read_tuning(dir: &str, at: Span) -> Result<(Option<tune::Tuning>, TokenStream
     }
 }
 
+/// `tuning("DIR")` with feature `sm80`: the GPU records of `DIR/gpu`
+/// (`tgc tune --target sm80|sm90`), with the items that make Cargo rebuild
+/// when one present now changes (added to `items`). A record that fails
+/// its checks is a compile error at `at`.
+fn read_gpu_tuning(
+    dir: &str,
+    at: Span,
+    items: &mut TokenStream,
+) -> Result<tune::Cache<tune::gpu::GpuRecord>, TokenStream> {
+    let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let full = std::path::Path::new(&root).join(dir).join(tune::gpu::SUBDIR);
+    let cache = tune::Cache::open(&full).map_err(|e| error(at, &e.to_string()))?;
+    for r in cache.paths().map(|p| p.display().to_string()) {
+        items.extend(quote!(
+            const _: &[u8] = include_bytes!(#r);
+        ));
+    }
+    Ok(cache)
+}
+
 /// With feature `sm80`: the sm80 part of the module,
 /// [`tgc_core::emit::gpu_api::sm80_module`] with the cubins inline (a
 /// submodule `sm80` with the whole graph's kernels and launch functions,
@@ -294,11 +326,17 @@ fn read_tuning(dir: &str, at: Span) -> Result<(Option<tune::Tuning>, TokenStream
 /// kernels do not compile, e.g. without the CUDA toolchain. With feature
 /// `sm90` (which turns on `sm80`) the submodule also holds the sm90 twins
 /// its `launch` picks on a 9.x device.
-fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool, sm90: bool) -> Result<TokenStream, String> {
+fn sm80_items(
+    g: &Graph,
+    shapes: &[BTreeMap<String, i64>],
+    enabled: bool,
+    sm90: bool,
+    plans: &dyn tgc_core::plan::cost::Estimator,
+) -> Result<TokenStream, String> {
     if !enabled {
         return Ok(TokenStream::new());
     }
-    let module = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline, sm90)?;
+    let module = gpu_api::sm80_module(g, shapes, gpu_api::CubinSource::Inline, sm90, plans)?;
     module.text.parse().map_err(|e| format!("tgc generated an sm80 module that does not parse (a tgc bug): {e}"))
 }
 
@@ -306,6 +344,7 @@ fn sm80_items(g: &Graph, shapes: &[BTreeMap<String, i64>], enabled: bool, sm90: 
 mod tests {
     use super::*;
     use tgc_core::cpu::packed::Blocks;
+    use tgc_core::plan::cost::Analytic;
 
     fn graph(text: &str) -> Graph {
         pipeline::load(text, Format::Dsl, None).unwrap().graph
@@ -319,7 +358,8 @@ mod tests {
     #[test]
     fn a_gemm_with_one_shape_point_embeds_its_tensor_core_and_simt_kernels() {
         let point: BTreeMap<String, i64> = [("M".to_string(), 100)].into();
-        let ts = sm80_items(&graph(GEMM), std::slice::from_ref(&point), true, false).unwrap_or_else(|e| panic!("{e}"));
+        let ts = sm80_items(&graph(GEMM), std::slice::from_ref(&point), true, false, &Analytic)
+            .unwrap_or_else(|e| panic!("{e}"));
         let text = ts.to_string();
         for want in [
             "pub mod sm80",
@@ -335,9 +375,9 @@ mod tests {
         }
         assert!(text.contains("mma.sync.aligned.m16n8k16"), "the shape_0 PTX has no MMA");
         assert!(!text.contains("_sm90"), "no sm90 twins without feature sm90");
-        assert!(sm80_items(&graph(GEMM), &[], false, false).unwrap().is_empty());
+        assert!(sm80_items(&graph(GEMM), &[], false, false, &Analytic).unwrap().is_empty());
         // With sm90: the point's twin, compiled for sm_90a, chosen on 9.x.
-        let text = sm80_items(&graph(GEMM), &[point], true, true).unwrap().to_string();
+        let text = sm80_items(&graph(GEMM), &[point], true, true, &Analytic).unwrap().to_string();
         for want in ["pub mod shape_0_sm90", "wgmma.mma_async", "sm : 90", "if sm / 10 == 9"] {
             assert!(text.contains(want), "no `{want}` with sm90");
         }
@@ -437,10 +477,10 @@ mod tests {
 
     #[test]
     fn graphs_without_a_shape_point_get_the_generic_kernels() {
-        let ts = sm80_items(&graph(GEMM), &[], true, false).unwrap().to_string();
+        let ts = sm80_items(&graph(GEMM), &[], true, false, &Analytic).unwrap().to_string();
         assert!(ts.contains("pub mod generic") && !ts.contains("shape_0"), "{}", &ts[..300]);
         let scale = graph("graph<N=4> main(x: f32[N]) -> (y: f32[N]) {\n y = x * 2.0\n return y\n}");
-        let ts = sm80_items(&scale, &[], true, false).unwrap().to_string();
+        let ts = sm80_items(&scale, &[], true, false, &Analytic).unwrap().to_string();
         assert!(ts.contains("pub mod generic") && ts.contains("Elementwise"), "{}", &ts[..300]);
     }
 }

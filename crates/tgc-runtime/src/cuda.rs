@@ -305,6 +305,13 @@ impl Gpu {
         self.sm
     }
 
+    /// The device's name as the driver reports it (`NVIDIA H200`).
+    ///
+    /// Errors: [`Error::Kernel`] when the driver cannot say.
+    pub fn name(&self) -> Result<String> {
+        self.ctx.name().map_err(driver("reading the device name"))
+    }
+
     /// The device's launch limits.
     pub fn limits(&self) -> &Limits {
         &self.limits

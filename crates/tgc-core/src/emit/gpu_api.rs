@@ -117,11 +117,16 @@ struct Variant {
 /// on the sm90 target has a kernel of the template's `wgmma` branch gets
 /// an sm90 twin `<variant>_sm90`, compiled for sm_90a, and `steps_for`
 /// (and so `launch`) picks the twins on a 9.x device.
+///
+/// `plans` ranks the templates' plans of every program with concrete
+/// sizes: [`crate::plan::cost::Analytic`], or a tuning cache's measured
+/// times ([`crate::tune::gpu::Recorded`]).
 pub fn sm80_module(
     g: &Graph,
     shapes: &[BTreeMap<String, i64>],
     source: CubinSource,
     sm90: bool,
+    plans: &dyn crate::plan::cost::Estimator,
 ) -> Result<Sm80Module, String> {
     let skipped = |why: String| Sm80Module {
         text: format!(
@@ -133,7 +138,8 @@ pub fn sm80_module(
     };
     let fail = |d: crate::Diagnostic| format!("tgc (feature `sm80`): {d}");
     let target = &crate::plan::target::SM80;
-    let generic = if g.symbols.is_empty() { simt::lower_program_for(g, Some(target)) } else { simt::lower_program(g) };
+    let generic =
+        if g.symbols.is_empty() { simt::lower_program_with(g, target, plans) } else { simt::lower_program(g) };
     let generic = match generic {
         Ok(p) => p,
         Err(d) if d.name == crate::ErrorName::Unsupported => return Ok(skipped(d.message)),
@@ -147,7 +153,7 @@ pub fn sm80_module(
         let full: BTreeMap<String, i64> =
             g.symbols.iter().map(|s| s.name.clone()).zip(values.iter().copied()).collect();
         let bound = g.bind(&full).map_err(fail)?;
-        let program = simt::lower_program_for(&bound, Some(target)).map_err(fail)?;
+        let program = simt::lower_program_with(&bound, target, plans).map_err(fail)?;
         if program.launches.iter().any(|l| l.form.tensor_cores()) {
             programs.push((format!("shape_{k}"), Some(values), program));
         }
@@ -166,7 +172,7 @@ pub fn sm80_module(
                 None => None,
             };
             if let Some(bound) = bound {
-                let twin = simt::lower_program_for(&bound, Some(&crate::plan::target::SM90)).map_err(fail)?;
+                let twin = simt::lower_program_with(&bound, &crate::plan::target::SM90, plans).map_err(fail)?;
                 if twin.kernels().iter().any(|k| k.arch == crate::gpu::ir::Arch::Sm90) {
                     twins.push(compile(g, format!("{name}_sm90"), 90, point.clone(), twin).map_err(fail)?);
                 }

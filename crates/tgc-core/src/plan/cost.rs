@@ -141,6 +141,9 @@ pub enum Limit {
     Latency,
     /// DRAM bandwidth.
     Dram,
+    /// Not a model's term: a time measured on a GPU (`tgc tune --target`,
+    /// [`crate::tune::gpu`]).
+    Measured,
 }
 
 impl Limit {
@@ -152,6 +155,7 @@ impl Limit {
             Limit::L2 => "l2",
             Limit::Latency => "latency",
             Limit::Dram => "dram",
+            Limit::Measured => "measured",
         }
     }
 }

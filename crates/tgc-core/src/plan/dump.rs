@@ -35,7 +35,11 @@ pub fn dump(problem: &Problem, target: &Target, choice: &Choice) -> String {
     let [m, n, k] = gemm_dims(problem).unwrap_or([0, 0, 0]);
     let flops = 2.0 * m as f64 * n as f64 * k as f64;
     let _ = writeln!(s, "GEMM M={m} N={n} K={k} {} on {} ({})", problem.dtype, target.name, target.part);
-    let _ = writeln!(s, "estimates of the analytic model (000 §5, §6), not measurements");
+    if choice.candidates.iter().any(|(_, e)| e.limit == crate::plan::cost::Limit::Measured) {
+        let _ = writeln!(s, "times measured on a GPU by `tgc tune --target` (limit `measured`), not estimates");
+    } else {
+        let _ = writeln!(s, "estimates of the analytic model (000 §5, §6), not measurements");
+    }
     let _ = writeln!(
         s,
         "  {:<12} {:<7} {:>2} {:>3} {:>3} {:>9} {:>4} {:>4} {:>12} {:>5} {:>10} {:>12}  limit",

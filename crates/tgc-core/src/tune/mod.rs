@@ -25,6 +25,9 @@
 //! name, or whose `digest` (SHA-256 of the record with an empty digest) does
 //! not match — so a hand-edited plan is refused, never trusted.
 
+pub mod gpu;
+#[cfg(test)]
+mod gpu_tests;
 pub mod report;
 pub mod search;
 #[cfg(test)]
@@ -236,34 +239,58 @@ pub struct Record {
     pub digest: String,
 }
 
-impl Record {
-    /// The digest the record should carry.
-    pub fn compute_digest(&self) -> String {
-        let mut bare = self.clone();
-        bare.digest.clear();
-        sha256_hex(serde_json::to_string(&bare).expect("Record serialises").as_bytes())
+impl Entry for Record {
+    fn key(&self) -> &str {
+        &self.key
     }
 
-    /// Why the record cannot be trusted, if it cannot.
-    fn fault(&self, stem: &str) -> Option<String> {
+    fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    fn set_digest(&mut self, digest: String) {
+        self.digest = digest;
+    }
+
+    fn fault(&self) -> Option<String> {
         if self.schema != SCHEMA {
             return Some(format!("schema `{}` is not `{SCHEMA}`", self.schema));
         }
         if self.key != self.inputs.key() {
             return Some("its key is not the hash of its inputs".into());
         }
-        if self.key != stem {
-            return Some(format!("its key {} is not its file name", self.key));
-        }
-        if self.digest != self.compute_digest() {
-            return Some("its digest does not match its content (edited by hand?)".into());
-        }
+        None
+    }
+
+    fn plan_fault(&self) -> Option<String> {
         let b = self.plan;
         let (mr, nr) = (crate::cpu::packed::MR, crate::cpu::packed::NR);
         if b.mc == 0 || b.nc == 0 || b.kc == 0 || !b.mc.is_multiple_of(mr) || !b.nc.is_multiple_of(nr) {
             return Some(format!("its plan's block sizes are not positive multiples of MR = {mr} and NR = {nr}"));
         }
         None
+    }
+}
+
+/// A record a [`Cache`] holds, one JSON file `<key>.json` each: the CPU
+/// block sizes ([`Record`]) and the GPU plans ([`gpu::GpuRecord`]).
+pub trait Entry: Clone + Serialize + serde::de::DeserializeOwned {
+    /// Its key: the hash of its key inputs, and its file's name.
+    fn key(&self) -> &str;
+    /// The digest it carries.
+    fn digest(&self) -> &str;
+    fn set_digest(&mut self, digest: String);
+    /// Why its schema or key cannot be trusted, if it cannot.
+    fn fault(&self) -> Option<String>;
+    /// Why its plan and timings cannot be trusted, if they cannot (checked
+    /// after the digest, so a hand edit is reported as one).
+    fn plan_fault(&self) -> Option<String>;
+
+    /// The digest it should carry: SHA-256 of its JSON with the digest empty.
+    fn compute_digest(&self) -> String {
+        let mut bare = self.clone();
+        bare.set_digest(String::new());
+        sha256_hex(serde_json::to_string(&bare).expect("a record serialises").as_bytes())
     }
 }
 
@@ -292,20 +319,21 @@ impl Tuning {
     }
 }
 
-/// A folder of [`Record`]s, `<key>.json` each.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Cache {
+/// A folder of records, `<key>.json` each: [`Record`]s (CPU block sizes)
+/// by default, [`gpu::GpuRecord`]s in its [`gpu::SUBDIR`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cache<R = Record> {
     dir: PathBuf,
-    records: BTreeMap<String, Record>,
+    records: BTreeMap<String, R>,
 }
 
-impl Cache {
+impl<R: Entry> Cache<R> {
     /// Reads every `*.json` of `dir` (none when `dir` does not exist) and
     /// checks each record (see the module doc).
     ///
     /// Errors: [`CacheError::Io`] for a folder or file that cannot be read;
     /// [`CacheError::Refused`] for the first record that fails a check.
-    pub fn open(dir: &Path) -> Result<Cache, CacheError> {
+    pub fn open(dir: &Path) -> Result<Cache<R>, CacheError> {
         let io = |source| CacheError::Io { path: dir.to_path_buf(), source };
         let mut cache = Cache { dir: dir.to_path_buf(), records: BTreeMap::new() };
         let entries = match std::fs::read_dir(dir) {
@@ -329,12 +357,21 @@ impl Cache {
             }
             let text =
                 std::fs::read_to_string(&path).map_err(|source| CacheError::Io { path: path.clone(), source })?;
-            let record: Record = serde_json::from_str(&text).map_err(|e| refused(format!("not a record: {e}")))?;
+            let record: R = serde_json::from_str(&text).map_err(|e| refused(format!("not a record: {e}")))?;
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-            if let Some(why) = record.fault(stem) {
+            if let Some(why) = record.fault() {
                 return Err(refused(why));
             }
-            cache.records.insert(record.key.clone(), record);
+            if record.key() != stem {
+                return Err(refused(format!("its key {} is not its file name", record.key())));
+            }
+            if record.digest() != record.compute_digest() {
+                return Err(refused("its digest does not match its content (edited by hand?)".into()));
+            }
+            if let Some(why) = record.plan_fault() {
+                return Err(refused(why));
+            }
+            cache.records.insert(record.key().to_string(), record);
         }
         Ok(cache)
     }
@@ -349,7 +386,7 @@ impl Cache {
         self.records.keys().map(|k| self.dir.join(format!("{k}.json")))
     }
 
-    pub fn get(&self, key: &str) -> Option<&Record> {
+    pub fn get(&self, key: &str) -> Option<&R> {
         self.records.get(key)
     }
 
@@ -364,14 +401,14 @@ impl Cache {
     /// Adds or replaces `record` (its digest recomputed) and writes its file.
     ///
     /// Errors: [`CacheError::Io`] when the folder or file cannot be written.
-    pub fn put(&mut self, mut record: Record) -> Result<PathBuf, CacheError> {
-        record.digest = record.compute_digest();
+    pub fn put(&mut self, mut record: R) -> Result<PathBuf, CacheError> {
+        record.set_digest(record.compute_digest());
         std::fs::create_dir_all(&self.dir).map_err(|source| CacheError::Io { path: self.dir.clone(), source })?;
-        let path = self.dir.join(format!("{}.json", record.key));
-        let mut text = serde_json::to_string_pretty(&record).expect("Record serialises");
+        let path = self.dir.join(format!("{}.json", record.key()));
+        let mut text = serde_json::to_string_pretty(&record).expect("a record serialises");
         text.push('\n');
         std::fs::write(&path, text).map_err(|source| CacheError::Io { path: path.clone(), source })?;
-        self.records.insert(record.key.clone(), record);
+        self.records.insert(record.key().to_string(), record);
         Ok(path)
     }
 }

@@ -428,7 +428,7 @@ fn work(p: &Program, k: usize) -> (f64, f64) {
 /// two f32 sums differ in their last bits (fused against separate
 /// multiply-adds), as the analytic f16 GEMM 128×3072×768 did against the
 /// interpreter at 2 of its 393216 outputs (2.5546875 against 2.55078125).
-fn close(a: &HostTensor, b: &HostTensor) -> bool {
+pub fn close(a: &HostTensor, b: &HostTensor) -> bool {
     let ulp = match b.dtype() {
         tgc_runtime::DType::F16 => 2f64.powi(-10),
         tgc_runtime::DType::BF16 => 2f64.powi(-7),

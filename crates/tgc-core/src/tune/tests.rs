@@ -129,7 +129,7 @@ fn refusal(name: &str, edit: impl Fn(&Path, &str) -> Option<(PathBuf, String)>) 
         std::fs::remove_file(&path).unwrap();
         std::fs::write(to, text).unwrap();
     }
-    let err = Cache::open(&dir).expect_err("refused").to_string();
+    let err = Cache::<Record>::open(&dir).expect_err("refused").to_string();
     let _ = std::fs::remove_dir_all(&dir);
     err
 }

@@ -1,0 +1,268 @@
+//! GPU plan tuning without a GPU: the decisions a graph has, the choice
+//! among measured candidates (a stand-in `measure` plays the device), the
+//! records' round trip and checks, and builds reading them.
+
+use std::path::PathBuf;
+
+use super::gpu::*;
+use super::{Cache, CacheError, Entry};
+use crate::gpu::simt;
+use crate::pipeline::{self, Format};
+use crate::plan::target::{SM80, SM90};
+use crate::plan::{cost, Plan, Target};
+
+fn load(text: &str) -> crate::tiny::Graph {
+    pipeline::load(text, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("test"))).graph
+}
+
+fn gemm() -> crate::tiny::Graph {
+    load(
+        "graph g(x: f16[256, 64], w: f16[64, 192], b: f16[192]) -> (y: f16[256, 192]) {\n    y = relu(matmul(x, w) + \
+         b)\n    return y\n}\n",
+    )
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tgc-tune-gpu-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn machine() -> GpuMachine {
+    GpuMachine { device: "a stand-in".into(), sm: 80, repetitions: 3 }
+}
+
+/// The tensor-core plans `p` launches.
+fn launched(p: &simt::GpuProgram) -> Vec<Plan> {
+    launched_plans(p)
+}
+
+#[test]
+fn a_gemm_has_one_decision_whose_candidates_are_its_plan_space() {
+    let g = gemm();
+    for target in [&SM80, &SM90] {
+        let ds = decisions(&g, target).unwrap();
+        assert_eq!(ds.len(), 1, "{}", target.name);
+        let gg = crate::gpu::lower::match_gemm(&g).unwrap();
+        let choice = crate::gpu::lower::choose(&gg, target, &cost::Analytic).unwrap();
+        let space: Vec<&Plan> = choice.candidates.iter().map(|(p, _)| p).collect();
+        let found: Vec<&Plan> = ds[0].candidates.iter().collect();
+        // Every plan the space costs, rejected after costing or not.
+        assert!(space.iter().all(|p| found.contains(p)), "{}", target.name);
+        assert_eq!(ds[0].analytic.as_ref(), choice.best().map(|(p, _)| p), "{}", target.name);
+        assert_eq!(ds[0].inputs.target, target.name);
+        assert_eq!(ds[0].inputs.decision, "f16 m=256 n=192 k=64; A, B; distinct 16384, 12288; algo [matmul]");
+    }
+}
+
+/// The stand-in device: a plan's "time" from its index among the
+/// candidates, with the last candidate fastest and the second failing its
+/// check.
+fn stand_in(candidates: &[Plan]) -> impl FnMut(&simt::GpuProgram) -> Result<Outcome, String> + '_ {
+    move |p: &simt::GpuProgram| {
+        let plan = launched(p).into_iter().next().expect("a tensor-core launch");
+        let i = candidates.iter().position(|c| *c == plan).expect("the launch is a candidate");
+        Ok(match i {
+            1 => Err("differs from the interpreter".into()),
+            _ if i + 1 == candidates.len() => Ok(10),
+            _ => Ok(100 + i as u64),
+        })
+    }
+}
+
+fn tuned(g: &crate::tiny::Graph, target: &Target) -> Vec<TunedDecision> {
+    let ds = decisions(g, target).unwrap();
+    let candidates = ds[0].candidates.clone();
+    let mut calls = 0;
+    let mut measure = stand_in(&candidates);
+    let mut counting = |p: &simt::GpuProgram| {
+        calls += 1;
+        measure(p)
+    };
+    let mut last = (0, 0);
+    let out = tune(g, target, ds, &mut counting, &mut |d, t| last = (d, t)).unwrap();
+    assert_eq!(last, (candidates.len(), candidates.len()));
+    let taken = out[0].outcomes.iter().filter(|(_, o)| !o.as_ref().is_err_and(|e| e.starts_with("not taken"))).count();
+    assert_eq!(calls, taken, "measure runs each taken candidate once");
+    out
+}
+
+#[test]
+fn tuning_keeps_the_least_median_and_a_build_from_its_record_launches_it() {
+    let g = gemm();
+    for target in [&SM80, &SM90] {
+        let t = tuned(&g, target);
+        let d = &t[0];
+        let last = d.decision.candidates.len() - 1;
+        assert_eq!(d.best, Some(last), "{}", target.name);
+        assert_eq!(d.outcomes[1].1, Err("differs from the interpreter".to_string()));
+        assert_ne!(d.decision.analytic.as_ref(), Some(&d.outcomes[last].0), "the stand-in prefers another plan");
+
+        let dir = temp(target.name);
+        let mut cache: Cache<GpuRecord> = Cache::open(&dir).unwrap();
+        let record = d.record("g at -".into(), machine(), "2026-11-29T00:00:00Z".into()).unwrap();
+        assert_eq!((record.fault(), record.plan_fault()), (None, None));
+        cache.put(record).unwrap();
+        let cache: Cache<GpuRecord> = Cache::open(&dir).unwrap();
+        assert_eq!(cache.len(), 1);
+
+        let recorded = Recorded::new(&cache, &cost::Analytic);
+        let p = simt::lower_program_with(&g, target, &recorded).unwrap();
+        assert_eq!(launched(&p), [d.outcomes[last].0.clone()], "{}", target.name);
+        assert_eq!(recorded.misses(), []);
+        assert_eq!(recorded.miss_note("g"), None);
+
+        // Without a record: the analytic plan, and a note naming the miss.
+        let empty: Cache<GpuRecord> = Cache::open(&dir.join("none")).unwrap();
+        let recorded = Recorded::new(&empty, &cost::Analytic);
+        let p = simt::lower_program_with(&g, target, &recorded).unwrap();
+        assert_eq!(launched(&p), [d.decision.analytic.clone().unwrap()]);
+        assert_eq!(recorded.misses().len(), 1);
+        let note = recorded.miss_note("g").unwrap();
+        assert!(note.contains("no GPU tuning record for 1 plan decision (first: f16 m=256"), "{note}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A record whose content was changed is refused with its file and why;
+/// so is one re-digested by hand whose plan is not the least median.
+#[test]
+fn an_edited_gpu_record_is_refused() {
+    let g = gemm();
+    let t = tuned(&g, &SM80);
+    let record = t[0].record("g at -".into(), machine(), "2026-11-29T00:00:00Z".into()).unwrap();
+    let dir = temp("edited");
+    let mut cache: Cache<GpuRecord> = Cache::open(&dir).unwrap();
+    let path = cache.put(record.clone()).unwrap();
+    let refused = |why: &str| match Cache::<GpuRecord>::open(&dir) {
+        Err(CacheError::Refused { path: p, why: w }) => {
+            assert_eq!(p, path);
+            assert!(w.contains(why), "{w}");
+        }
+        other => panic!("{other:?}"),
+    };
+
+    let other = t[0].outcomes[0].0.clone();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replacen(
+        &serde_json::to_string(&record.plan).unwrap(),
+        &serde_json::to_string(&crate::plan::print_dsl(&other)).unwrap(),
+        1,
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&path, &edited).unwrap();
+    refused("digest does not match");
+
+    let mut forged = record.clone();
+    forged.plan = crate::plan::print_dsl(&other);
+    forged.set_digest(forged.compute_digest());
+    std::fs::write(&path, serde_json::to_string(&forged).unwrap()).unwrap();
+    refused("not the measured candidate of the least median");
+
+    let mut moved = record.clone();
+    moved.inputs.target = "sm90".into();
+    moved.set_digest(moved.compute_digest());
+    std::fs::write(&path, serde_json::to_string(&moved).unwrap()).unwrap();
+    refused("key is not the hash of its inputs");
+
+    // A CPU cache at the same folder reads no GPU record (they live in
+    // `gpu/`), and a GPU record is no CPU record.
+    std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
+    assert!(matches!(Cache::<super::Record>::open(&dir), Err(CacheError::Refused { .. })));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A convolution's decisions carry its `conv` key: its implicit GEMM's
+/// plans are another decision than a GEMM's of the same sizes, and
+/// Winograd's batched GEMM a third; pinning any candidate launches it,
+/// Winograd's included (its transforms' estimate does not outweigh a pin).
+#[test]
+fn a_convolution_has_decisions_of_its_own_and_each_candidate_can_be_pinned() {
+    let g = load(
+        "graph c(x: f16[2, 8, 10, 10], w: f16[16, 8, 3, 3]) -> (y: f16[2, 16, 10, 10]) {\n    y = relu(conv2d(x, w, \
+         pad=[1, 1]))\n    return y\n}\n",
+    );
+    let ds = decisions(&g, &SM80).unwrap();
+    assert!(ds.len() >= 2, "{:?}", ds.iter().map(|d| &d.inputs.decision).collect::<Vec<_>>());
+    let texts: Vec<&str> = ds.iter().map(|d| d.inputs.decision.as_str()).collect();
+    assert!(texts.iter().all(|d| d.ends_with("algo [conv, matmul]")), "{texts:?}");
+    let winograd =
+        ds.iter().position(|d| d.candidates.iter().any(|p| cost::algorithm(p, "conv") == Some("winograd_3x3")));
+    let w = winograd.expect("a Winograd decision");
+    // The implicit GEMM's register allowance rejects the 64×64 warp tiles
+    // after costing: pinned, they are not taken; the others are launched.
+    let t = tune(&g, &SM80, vec![ds[w].clone()], &mut |p| Ok::<_, ()>(Ok(launched(p).len() as u64)), &mut |_, _| {})
+        .unwrap();
+    for (plan, outcome) in &t[0].outcomes {
+        let wide = plan.warp_tile.as_ref().is_some_and(|w| w.value == [64, 64]);
+        match outcome {
+            Ok(_) => assert!(!wide),
+            Err(why) => assert!(wide && why.starts_with("not taken"), "{why}"),
+        }
+    }
+    assert!(t[0].best.is_some());
+}
+
+#[test]
+fn an_attention_decides_between_its_algorithms() {
+    let g = load(
+        "graph att(q: f16[1, 2, 128, 64], k: f16[1, 2, 128, 64], v: f16[1, 2, 128, 64]) -> (o: f16[1, 2, 128, 64]) \
+         {\n    o = attention(q, k, v, causal=false)\n    return o\n}\n",
+    );
+    for target in [&SM80, &SM90] {
+        let ds = decisions(&g, target).unwrap();
+        assert_eq!(ds.len(), 1);
+        assert!(ds[0].inputs.decision.ends_with("algo [attention]"), "{}", ds[0].inputs.decision);
+        let algos: Vec<&str> = ds[0].candidates.iter().filter_map(cost::attention_algorithm).collect();
+        assert!(algos.len() >= 2, "{algos:?}");
+        let t = tune(&g, target, ds, &mut |p| Ok::<_, ()>(Ok(launched(p).len() as u64)), &mut |_, _| {}).unwrap();
+        assert!(
+            t[0].outcomes.iter().all(|(_, o)| o.is_ok()),
+            "every algorithm is taken when pinned: {:?}",
+            t[0].outcomes
+        );
+    }
+}
+
+/// The build helper's and `kernel!`'s sm80 part (`emit::gpu_api::sm80_module`)
+/// ranks its ShapeSet points' plans by the records: the point's variant
+/// embeds the recorded plan (its `PLAN_JSON`), and an untuned point the
+/// analytic one, noted as a miss. Needs the CUDA toolchain (NVRTC), as the
+/// build does.
+#[test]
+fn the_sm80_module_of_a_build_embeds_the_recorded_plan() {
+    let text = "graph<M=256> g(x: f16[M, 64], w: f16[64, 192], b: f16[192]) -> (y: f16[M, 192]) {\n    y = \
+                relu(matmul(x, w) + b)\n    return y\n}\n";
+    let symbolic = load(text);
+    let t = tuned(&gemm(), &SM80);
+    let d = &t[0];
+    let won = d.outcomes[d.best.unwrap()].0.clone();
+    let dir = temp("module");
+    let mut cache: Cache<GpuRecord> = Cache::open(&dir).unwrap();
+    cache.put(d.record("g at M=256".into(), machine(), "2026-11-29T00:00:00Z".into()).unwrap()).unwrap();
+    let recorded = Recorded::new(&cache, &cost::Analytic);
+    let points: Vec<std::collections::BTreeMap<String, i64>> =
+        [256, 128].iter().map(|&m| [("M".to_string(), m)].into_iter().collect()).collect();
+    let module = crate::emit::gpu_api::sm80_module(
+        &symbolic,
+        &points,
+        crate::emit::gpu_api::CubinSource::Inline,
+        false,
+        &recorded,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let embedded = |plan: &Plan| {
+        let full = Plan {
+            epilogue: ["bias", "relu"].map(|e| crate::plan::Spanned::new(e.to_string())).to_vec(),
+            ..plan.clone()
+        };
+        format!("pub const PLAN_JSON: Option<&str> = Some({:?});", crate::plan::to_json(&full))
+    };
+    assert!(module.text.contains(&embedded(&won)), "the tuned point's plan");
+    let m128 = symbolic.bind(&points[1]).unwrap();
+    let analytic = decisions(&m128, &SM80).unwrap()[0].analytic.clone().unwrap();
+    assert!(module.text.contains(&embedded(&analytic)), "the untuned point's analytic plan");
+    assert_eq!(recorded.misses().len(), 1, "M=128 has no record");
+    assert!(recorded.misses()[0].1.starts_with("f16 m=128 "));
+    let _ = std::fs::remove_dir_all(&dir);
+}
