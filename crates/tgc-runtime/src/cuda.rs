@@ -261,6 +261,7 @@ impl Gpu {
                 attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
+            sm_count: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         };
         let stream = ctx.default_stream();
         let sm = (10 * major + minor).max(0) as u32;
@@ -388,6 +389,7 @@ impl Gpu {
     /// with the elements the kernel reads or writes for these arguments and
     /// `launch`, written buffers overlapping no other argument.
     pub unsafe fn launch_raw(&self, m: &Module, name: &str, launch: &Launch, args: &[KernelArg]) -> Result<()> {
+        let launch = &launch.on(&self.limits);
         let f = self.prepare(m, name, launch)?;
         let mut b = self.stream.launch_builder(&f);
         for a in args {
@@ -702,8 +704,9 @@ mod tests {
             max_threads_per_block: 1024,
             max_smem_per_block_optin: 232_448,
             max_grid: [1 << 31, 65535, 65535],
+            sm_count: 132,
         };
-        let ok = Launch { grid: [10, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 100_000 };
+        let ok = Launch { grid: [10, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 100_000, persistent: false };
         assert_eq!(ok.check("k", &limits), Ok(()));
         for (launch, want) in [
             (Launch { block: [1024, 2, 1], ..ok }, "2048 threads per block > 1024"),
@@ -714,6 +717,26 @@ mod tests {
             let e = launch.check("gemm", &limits).unwrap_err().to_string();
             assert!(e.contains("launch of `gemm`") && e.contains(want), "{e}");
         }
+    }
+
+    /// A persistent grid planned for the sm90 row's 132 SMs runs one block
+    /// per SM of a smaller part (an H100 PCIe's 114) and keeps a grid that
+    /// already fits; other launches keep their grid.
+    #[test]
+    fn a_persistent_grid_is_capped_at_the_device_sms() {
+        let limits = |sm_count| Limits {
+            max_threads_per_block: 1024,
+            max_smem_per_block_optin: 232_448,
+            max_grid: [1 << 31, 65535, 65535],
+            sm_count,
+        };
+        let planned = Launch { grid: [132, 1, 1], block: [384, 1, 1], dynamic_smem_bytes: 200_000, persistent: true };
+        assert_eq!(planned.on(&limits(114)).grid, [114, 1, 1]);
+        assert_eq!(planned.on(&limits(132)).grid, [132, 1, 1]);
+        assert_eq!(Launch { grid: [7, 1, 1], ..planned }.on(&limits(114)).grid, [7, 1, 1]);
+        assert_eq!(planned.on(&limits(0)).grid, [1, 1, 1], "a device reporting no SMs still gets one block");
+        let fixed = Launch { persistent: false, ..planned };
+        assert_eq!(fixed.on(&limits(114)), fixed);
     }
 
     /// A buffer with a chosen element count and address, for the checks.
@@ -792,7 +815,8 @@ DONE:
         };
         let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
         let n = 1000u32;
-        let launch = Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0 };
+        let launch =
+            Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false };
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
         let dx = gpu.upload(&x).unwrap();
@@ -866,7 +890,8 @@ DONE:
         let wv = dev.weight::<f32>(0).unwrap();
         let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
         let n = 1000u32;
-        let launch = Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0 };
+        let launch =
+            Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false };
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let mut a = gpu.zeros::<f32>(n as usize).unwrap();
         let mut b = gpu.zeros::<f32>(n as usize).unwrap();
@@ -996,7 +1021,7 @@ WAIT:
         let misaligned = gpu.tensor_map("x", DeviceArg::<f32>::address(&dx) + 4, &map);
         assert_eq!(misaligned, Err(Error::Misaligned { arg: "x".into(), align: 16 }));
         let m = Module { name: "tma_box_test", cubins: &[], ptx: TMA_BOX_PTX };
-        let launch = Launch { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0 };
+        let launch = Launch { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false };
         for (c0, c1) in [(0usize, 0usize), (32, 16)] {
             let dy = gpu.zeros::<f32>(128).unwrap();
             let args = [

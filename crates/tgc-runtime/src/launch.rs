@@ -23,6 +23,10 @@ pub struct Launch {
     pub block: [u32; 3],
     /// Dynamic shared memory per block, in bytes.
     pub dynamic_smem_bytes: u32,
+    /// `grid[0]` is an upper bound: a persistent kernel, which walks its
+    /// work by `gridDim.x`, gets at most one block per SM of the device
+    /// ([`Launch::on`]).
+    pub persistent: bool,
 }
 
 /// Dynamic shared memory a function gets without opting in, in bytes.
@@ -37,9 +41,23 @@ pub struct Limits {
     pub max_smem_per_block_optin: u32,
     /// Grid extents, x/y/z.
     pub max_grid: [u32; 3],
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
 }
 
 impl Launch {
+    /// The launch as it runs on a device of `limits`: a [`Launch::persistent`]
+    /// grid's `x` capped at the device's SMs (at least 1), so it runs in one
+    /// wave on a part with fewer SMs than the target row it was planned for
+    /// (an H100 PCIe's 114 against the SXM's 132); others unchanged.
+    pub fn on(&self, limits: &Limits) -> Launch {
+        let mut l = *self;
+        if l.persistent {
+            l.grid[0] = l.grid[0].min(limits.sm_count.max(1));
+        }
+        l
+    }
+
     /// `Ok` when the launch fits `limits`; otherwise [`Error::Kernel`]
     /// naming `kernel` and the limit it breaks. A zero extent is refused too
     /// (the driver would reject it with a less helpful message).

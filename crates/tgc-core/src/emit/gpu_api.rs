@@ -527,11 +527,12 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
         let [bx, by, bz] = l.block();
         steps.push(format!(
             "        {cuda}::Step {{\n            kernel: ::std::borrow::Cow::Borrowed({}),\n            launch: \
-             {cuda}::Launch {{ grid: [{}], block: [{bx}, {by}, {bz}], dynamic_smem_bytes: {} }},\n            \
-             args: vec![{}],\n        }},",
+             {cuda}::Launch {{ grid: [{}], block: [{bx}, {by}, {bz}], dynamic_smem_bytes: {}, persistent: {} \
+             }},\n            args: vec![{}],\n        }},",
             lit(&symbol),
             grid.join(", "),
             l.kernel.launch_smem_bytes(),
+            l.kernel.persistent,
             args.join(", ")
         ));
     }

@@ -262,6 +262,7 @@ fn write_c_expr(
         Expr::Var(v) => out.push_str(&var(*v)),
         Expr::ThreadIdx(d) => write!(out, "(long long)threadIdx.{}", d.name()).unwrap(),
         Expr::BlockIdx(d) => write!(out, "(long long)blockIdx.{}", d.name()).unwrap(),
+        Expr::GridDim(d) => write!(out, "(long long)gridDim.{}", d.name()).unwrap(),
         Expr::Bin(op, a, b) => match prelude_call(*op) {
             Some(name) => {
                 write!(out, "{name}(").unwrap();
@@ -332,7 +333,7 @@ fn is_bool_op(op: BinOp) -> bool {
 fn has_wide_leaf(e: &Expr) -> bool {
     match e {
         Expr::Const(v) => i32::try_from(*v).is_err(),
-        Expr::Param(_) | Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_) => true,
+        Expr::Param(_) | Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_) | Expr::GridDim(_) => true,
         Expr::Bin(op, a, b) => !is_bool_op(*op) && (has_wide_leaf(a) || has_wide_leaf(b)),
         Expr::Select(_, a, b) => has_wide_leaf(a) || has_wide_leaf(b),
     }

@@ -272,6 +272,9 @@ pub enum Expr {
     ThreadIdx(Dim),
     /// `blockIdx.{x,y,z}`.
     BlockIdx(Dim),
+    /// `gridDim.{x,y,z}` (PTX `%nctaid`): the blocks of the launch, which
+    /// for a [`Kernel::persistent`] kernel's `x` the runtime chooses.
+    GridDim(Dim),
     Bin(BinOp, Box<Expr>, Box<Expr>),
     /// `cond ? a : b`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
@@ -1048,6 +1051,12 @@ pub struct Kernel {
     pub params: Vec<Param>,
     /// Blocks per grid dimension, over scalar parameters.
     pub grid: [Expr; 3],
+    /// `grid[0]` is an upper bound: the runtime launches at most one block
+    /// per SM of the device along `x` (a persistent kernel, which walks its
+    /// work by `gridDim.x`: [`Expr::GridDim`]), so a device with fewer SMs
+    /// than the target row (an H100 PCIe's 114 against the SXM's 132)
+    /// runs one wave.
+    pub persistent: bool,
     /// Threads per block dimension.
     pub block: [u32; 3],
     /// `__launch_bounds__`'s minimum blocks per SM, when the kernel states
@@ -1074,6 +1083,7 @@ impl Kernel {
             arch,
             params: Vec::new(),
             grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
+            persistent: false,
             block: [32, 1, 1],
             min_blocks_per_sm: None,
             smem_bytes: 0,

@@ -89,7 +89,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
     });
     for (d, e) in k.grid.iter().enumerate() {
         e.visit(&mut |x| {
-            if matches!(x, Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_)) {
+            if matches!(x, Expr::Var(_) | Expr::ThreadIdx(_) | Expr::BlockIdx(_) | Expr::GridDim(_)) {
                 v.errs.push(GpuError::new(Fault::BadId, None, format!("grid dimension {d} uses more than parameters")));
             }
         });

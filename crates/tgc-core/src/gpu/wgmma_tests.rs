@@ -397,8 +397,9 @@ fn register_budgets_beyond_the_register_file_are_caught() {
 
 /// The persistent form: one CTA per SM of the sm90 row walks the tiles,
 /// the ring's phases running on from one tile into the next. The kernel
-/// as it runs on a GPU of two SMs (its CTA count, `min(tiles, 132)`, set
-/// to 2: emulating 132 CTAs' tiles would take minutes) over five tiles of
+/// as it runs on a GPU of two SMs (its grid, `min(tiles, 132)`, capped to
+/// 2 as the runtime caps it to a device's SMs; emulating 132 CTAs' tiles
+/// would take minutes) over five tiles of
 /// 128 × 128 (M = 640, N = 24): CTA 0 takes tiles 0, 2, 4, CTA 1 tiles 1
 /// and 3; K = 200 (four k-tiles over a ring of three, so stages and
 /// parities carry over the tile boundaries). Against the f64 reference
@@ -413,16 +414,11 @@ fn persistent_warp_specialized_gemm_matches_interp() {
         let g = gemm(dt, dt, layout, case.n, case.k);
         let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
         verify::verify(&kernel).unwrap_or_else(|e| panic!("{e:#?}\n{kernel}"));
+        assert!(kernel.persistent, "the runtime caps its grid at the device's SMs");
         if let Some(c) = ctas {
-            let var = kernel.vars.iter().position(|v| v == "ctas").unwrap() as u32;
+            // What the runtime launches on a device of `c` SMs
+            // (`Launch::on`): the tile walk follows `gridDim.x`.
             kernel.grid[0] = Expr::c(c);
-            edit(&mut kernel.body, &mut |s| {
-                if let Stmt::Let { var: v, value } = s {
-                    if v.0 == var {
-                        *value = Expr::c(c);
-                    }
-                }
-            });
         }
         let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{m}: {e}"));
         let (stepped, _) = run_ordered(&kernel, &p, &g, &case, emulate::RoleOrder::EveryStatement)
@@ -452,20 +448,16 @@ fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
     let case = Case::new(512, 24, 64);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
     let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
-    let ctas = kernel.vars.iter().position(|v| v == "ctas").unwrap() as u32;
+    // One SM: one CTA walks the four tiles.
     kernel.grid[0] = Expr::c(1);
     let mut arrives = 0;
     edit(&mut kernel.body, &mut |s| {
-        match s {
-            Stmt::Let { var, value } if var.0 == ctas => *value = Expr::c(1),
-            Stmt::MbarrierArrive { .. } => {
-                arrives += 1;
-                // The second: after the k loop (K = 64, one k-tile).
-                if arrives == 2 {
-                    *s = Stmt::If { cond: Expr::c(0), then: Vec::new(), otherwise: Vec::new() };
-                }
+        if let Stmt::MbarrierArrive { .. } = s {
+            arrives += 1;
+            // The second: after the k loop (K = 64, one k-tile).
+            if arrives == 2 {
+                *s = Stmt::If { cond: Expr::c(0), then: Vec::new(), otherwise: Vec::new() };
             }
-            _ => {}
         }
     });
     assert_eq!(arrives, 2);

@@ -32,6 +32,7 @@ fn write_expr(f: &mut fmt::Formatter<'_>, k: &Kernel, e: &Expr) -> fmt::Result {
         Expr::Var(v) => f.write_str(&name_or(k.vars.get(v.0 as usize).map(|s| s.as_str()), "v", v.0)),
         Expr::ThreadIdx(d) => write!(f, "threadIdx.{}", d.name()),
         Expr::BlockIdx(d) => write!(f, "blockIdx.{}", d.name()),
+        Expr::GridDim(d) => write!(f, "gridDim.{}", d.name()),
         Expr::Bin(op @ (BinOp::Min | BinOp::Max | BinOp::FloorDiv), a, b) => {
             write!(f, "{}(", op.symbol())?;
             write_expr(f, k, a)?;

@@ -262,7 +262,7 @@ fn launch(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<(Stats,
     index(&kernel.body, &mut 0, &mut ids);
     let mut grid = [0i64; 3];
     {
-        let no_vars = Frame::new(kernel, &scalars, &ids, 1, [0; 3]);
+        let no_vars = Frame::new(kernel, &scalars, &ids, 1, [0; 3], [0; 3]);
         for (d, (g, e)) in grid.iter_mut().zip(&kernel.grid).enumerate() {
             *g = no_vars.eval(e, 0, None)?;
             if *g < 0 {
@@ -275,7 +275,7 @@ fn launch(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<(Stats,
     for z in 0..grid[2] {
         for y in 0..grid[1] {
             for x in 0..grid[0] {
-                let mut f = Frame::new(kernel, &scalars, &ids, threads as usize, [x, y, z]);
+                let mut f = Frame::new(kernel, &scalars, &ids, threads as usize, [x, y, z], grid);
                 f.order = order;
                 let mask = vec![true; threads as usize];
                 f.exec(&kernel.body, &mask, args)?;
@@ -339,6 +339,8 @@ struct Frame<'k> {
     ids: &'k HashMap<*const Stmt, u32>,
     threads: usize,
     block_idx: [i64; 3],
+    /// The launch's blocks per dimension (`gridDim`).
+    grid_dim: [i64; 3],
     /// `vars[t * nvars + v]`.
     vars: Vec<Option<i64>>,
     /// Per register array: `regs[a][t * len + i]`.
@@ -382,6 +384,7 @@ impl<'k> Frame<'k> {
         ids: &'k HashMap<*const Stmt, u32>,
         threads: usize,
         block_idx: [i64; 3],
+        grid_dim: [i64; 3],
     ) -> Frame<'k> {
         let smem = k.smem_bytes as usize;
         Frame {
@@ -390,6 +393,7 @@ impl<'k> Frame<'k> {
             ids,
             threads,
             block_idx,
+            grid_dim,
             vars: vec![None; threads * k.vars.len()],
             regs: k.regs.iter().map(|r| vec![0u32; threads * r.len as usize]).collect(),
             smem: vec![0; if threads > 1 { smem } else { 0 }],
@@ -444,6 +448,7 @@ impl<'k> Frame<'k> {
             }
             Expr::ThreadIdx(d) => self.thread_idx(t)[d.index()],
             Expr::BlockIdx(d) => self.block_idx[d.index()],
+            Expr::GridDim(d) => self.grid_dim[d.index()],
             Expr::Select(c, a, b) => {
                 if self.eval(c, t, s)? != 0 {
                     self.eval(a, t, s)?

@@ -41,9 +41,11 @@
 //!     epilogue, its bar.sync the consumers' named barrier 1
 //! ```
 //!
-//! With `warp_specialize persistent` the grid is `min(tiles, 132)` CTAs
-//! (the sm90 row's SMs), CTA `b` takes the tiles `b, b + ctas, …` (`N`
-//! fastest), and both roles wrap the loops above in one over them, counting
+//! With `warp_specialize persistent` the grid is `min(tiles, SMs)` CTAs
+//! (the sm90 row's 132 SMs, capped at launch to the device's: an H100 PCIe
+//! has 114), CTA `b` takes the tiles `b, b + ctas, …` with `ctas =
+//! gridDim.x` (`N` fastest), and both roles wrap the loops above in one
+//! over them, counting
 //! the ring's uses `it = i · ktiles + kt` for stages and parities, so the
 //! producer fills the next tile's stages while the consumers run this
 //! one's epilogue; that epilogue stores C from the fragments (no staging
@@ -492,10 +494,11 @@ impl Builder {
     }
 
     /// The grid and this CTA's tiles. One CTA per `BM × BN` tile, the grid
-    /// `(⌈N/BN⌉, ⌈M/BM⌉)`; or with `persistent` one CTA per SM of the sm90
-    /// target row (at most one per tile) on the grid's `x`, which takes the
-    /// tiles `blockIdx.x + i · ctas` (`N` fastest, as `bind n.o block.x`
-    /// orders them).
+    /// `(⌈N/BN⌉, ⌈M/BM⌉)`; or with `persistent` one CTA per SM (at most one
+    /// per tile) on the grid's `x`: `min(tiles, 132)` for the sm90 row,
+    /// fewer where the runtime finds fewer SMs ([`crate::gpu::ir::Kernel::persistent`]),
+    /// each taking the tiles `blockIdx.x + i · gridDim.x` (`N` fastest, as
+    /// `bind n.o block.x` orders them).
     fn tiles(&mut self, p: &GemmParams, out: &mut Vec<Stmt>) -> Tiles {
         let (bm, bn) = (self.sh.bm, self.sh.bn);
         let tiles_m = (Expr::Param(p.m) + (bm - 1)) / bm;
@@ -504,12 +507,15 @@ impl Builder {
             self.k.grid = [tiles_n, tiles_m, Expr::c(1)];
             return Tiles::Grid;
         }
+        // At most one CTA per SM: the row's 132 here, the device's when the
+        // runtime launches it (`Kernel::persistent`); the tile walk follows
+        // `gridDim.x`.
         let sms = crate::plan::target::SM90.sm_count as i64;
-        let ctas = Expr::bin(BinOp::Min, tiles_m.clone() * tiles_n.clone(), Expr::c(sms));
-        self.k.grid = [ctas.clone(), Expr::c(1), Expr::c(1)];
+        self.k.grid = [Expr::bin(BinOp::Min, tiles_m.clone() * tiles_n.clone(), Expr::c(sms)), Expr::c(1), Expr::c(1)];
+        self.k.persistent = true;
         let tiles_n = self.let_(out, "tiles_n", tiles_n);
         let count = self.let_(out, "tiles", tiles_m * tiles_n.clone());
-        let ctas = self.let_(out, "ctas", ctas);
+        let ctas = self.let_(out, "ctas", Expr::GridDim(Dim::X));
         let mine = self.let_(out, "my_tiles", (count - Expr::BlockIdx(Dim::X) + ctas.clone() - 1) / ctas.clone());
         Tiles::Persistent { tiles_n, ctas, mine }
     }
