@@ -113,13 +113,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
             interpreter_bytes: 2 << 30,
             fuse,
         };
-        let bar = ProgressBar::new(1);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix} {msg:<22} [{bar:30}] {pos}/{len} {elapsed}")
-                .expect("a valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("[{}/{}] {}", i + 1, points.len(), pt.label));
+        let bar = progress_bar("{prefix} {msg:<22} [{bar:30}] {pos}/{len} {elapsed}", i, points.len(), &pt.label);
         let mut progress = |p: tune::Progress| {
             bar.set_message(p.stage);
             bar.set_length(p.total as u64);
@@ -233,7 +227,16 @@ fn check(path: &Path, points: &[Point], cache: &Cache, tc: &Toolchain) -> Result
     Ok(())
 }
 
-pub(crate) fn write(file: &Path, text: &str) -> Result<()> {
+/// The bar of point `i` of `count` (`[i+1/count] LABEL`) in `template`
+/// (`indicatif`'s), of length 1 until the work is known.
+pub(crate) fn progress_bar(template: &str, i: usize, count: usize, label: &str) -> ProgressBar {
+    let bar = ProgressBar::new(1);
+    bar.set_style(ProgressStyle::with_template(template).expect("a valid template").progress_chars("=> "));
+    bar.set_prefix(format!("[{}/{count}] {label}", i + 1));
+    bar
+}
+
+fn write(file: &Path, text: &str) -> Result<()> {
     std::fs::write(file, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     Ok(())

@@ -21,8 +21,10 @@ use crate::tune::{Point, TuneArgs};
 type Result<T> = std::result::Result<T, Failure>;
 
 /// The wall time one timed repetition aims at, in nanoseconds.
+#[cfg(feature = "cuda")]
 pub const BATCH_NS: u64 = 200_000;
 /// The most runs in one timed repetition.
+#[cfg(feature = "cuda")]
 pub const MAX_BATCH: u64 = 100;
 
 pub fn tune(path: &Path, graph: &str, points: &[Point], a: &TuneArgs, target: &'static Target) -> Result<()> {
@@ -97,7 +99,6 @@ fn measure(
     a: &TuneArgs,
     target: &'static Target,
 ) -> Result<()> {
-    use indicatif::{ProgressBar, ProgressStyle};
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use tgc_core::{pipeline, tune};
@@ -130,13 +131,8 @@ fn measure(
         let inputs = pipeline::sample_inputs(&pt.graph).map_err(|d| Failure::diag(path, &d))?;
         pipeline::check_run_bytes(&pt.graph, pipeline::MAX_RUN_BYTES).map_err(|d| Failure::diag(path, &d))?;
         let want = pipeline::run_interp(&pt.graph, &inputs).map_err(|d| Failure::diag(path, &d))?;
-        let bar = ProgressBar::new(1);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}")
-                .expect("a valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("[{}/{}] {}", i + 1, points.len(), pt.label));
+        let bar =
+            crate::tune::progress_bar("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}", i, points.len(), &pt.label);
         let mut n = 0;
         let mut run = |prog: &tgc_core::gpu::simt::GpuProgram| -> Result<tg::Outcome> {
             n += 1;

@@ -184,14 +184,14 @@ impl Entry for GpuRecord {
         self.digest = digest;
     }
 
-    fn fault(&self) -> Option<String> {
-        if self.schema != GPU_SCHEMA {
-            return Some(format!("schema `{}` is not `{GPU_SCHEMA}`", self.schema));
-        }
-        if self.key != self.inputs.key() {
-            return Some("its key is not the hash of its inputs".into());
-        }
-        None
+    const SCHEMA: &'static str = GPU_SCHEMA;
+
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn inputs_key(&self) -> String {
+        self.inputs.key()
     }
 
     fn plan_fault(&self) -> Option<String> {

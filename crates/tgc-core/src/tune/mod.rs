@@ -252,14 +252,14 @@ impl Entry for Record {
         self.digest = digest;
     }
 
-    fn fault(&self) -> Option<String> {
-        if self.schema != SCHEMA {
-            return Some(format!("schema `{}` is not `{SCHEMA}`", self.schema));
-        }
-        if self.key != self.inputs.key() {
-            return Some("its key is not the hash of its inputs".into());
-        }
-        None
+    const SCHEMA: &'static str = SCHEMA;
+
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn inputs_key(&self) -> String {
+        self.inputs.key()
     }
 
     fn plan_fault(&self) -> Option<String> {
@@ -280,11 +280,26 @@ pub trait Entry: Clone + Serialize + serde::de::DeserializeOwned {
     /// The digest it carries.
     fn digest(&self) -> &str;
     fn set_digest(&mut self, digest: String);
-    /// Why its schema or key cannot be trusted, if it cannot.
-    fn fault(&self) -> Option<String>;
+    /// The schema a record of this type has.
+    const SCHEMA: &'static str;
+    /// The schema it says it has.
+    fn schema(&self) -> &str;
+    /// The hash of its key inputs: what its key must be.
+    fn inputs_key(&self) -> String;
     /// Why its plan and timings cannot be trusted, if they cannot (checked
     /// after the digest, so a hand edit is reported as one).
     fn plan_fault(&self) -> Option<String>;
+
+    /// Why its schema or key cannot be trusted, if it cannot.
+    fn fault(&self) -> Option<String> {
+        if self.schema() != Self::SCHEMA {
+            return Some(format!("schema `{}` is not `{}`", self.schema(), Self::SCHEMA));
+        }
+        if self.key() != self.inputs_key() {
+            return Some("its key is not the hash of its inputs".into());
+        }
+        None
+    }
 
     /// The digest it should carry: SHA-256 of its JSON with the digest empty.
     fn compute_digest(&self) -> String {
