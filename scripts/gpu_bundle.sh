@@ -6,7 +6,8 @@
 # and the build helper's sm90 test with feature sm90, the CLI tests, the
 # plan-space test tests/gpu_plans.rs, the CLI's tuning test (`tgc tune
 # --target` measuring on the device)),
-# the `tgc` binary and the `bench_gpu` example (release), strips their
+# the `tgc` binary (debug for the tests, release as `tgc-release` for
+# BENCH=tune) and the `bench_gpu` example (release), strips their
 # debug info and copies them with this script into DIR:
 #
 #   bash scripts/gpu_bundle.sh DIR          # here: build and bundle
@@ -32,7 +33,10 @@
 # BENCH=conv only `bench_gpu --conv` (BENCH=attention `--attention`,
 # BENCH=minilm `--minilm`; BENCH_ONLY=TEXT passes `--only TEXT`), BENCH=convplans only the plan sweep
 # of the 3×3 convolutions, BENCH=bench `bench_gpu` without the plan sweep,
-# BENCH=none no benchmark; several words separated by commas run in turn
+# BENCH=tune `tgc tune --target` (sm90 on a 9.x device, else sm80) on the
+# f16 GEMM + bias + ReLU at 1024³, 4096³ and 4096×3072×768 (every plan
+# measured, analytic against tuned; TUNE_REPS timed runs each, default
+# 5), BENCH=none no benchmark; several words separated by commas run in turn
 # (BENCH=conv,convplans). The default is BENCH=full.
 set -uo pipefail
 
@@ -67,6 +71,8 @@ for l in sys.stdin:
     build tune tune test --no-run -p tgc-cli --test tune
     cargo build -p tgc-cli --locked --bin tgc
     strip --strip-debug -o "$DIR/tgc" target/debug/tgc
+    cargo build --release -p tgc-cli --locked --bin tgc
+    strip --strip-debug -o "$DIR/tgc-release" target/release/tgc
     cargo build --release -p tgc-cli --locked --features cuda --example bench_gpu
     strip --strip-debug -o "$DIR/bench_gpu" target/release/examples/bench_gpu
     cp scripts/gpu_bundle.sh "$DIR/gpu_bundle.sh"
@@ -156,6 +162,17 @@ for bench in ${BENCH//,/ }; do
         grep -E "^GEMM|^conv|pick|Spearman" "$LOGS/sweep.txt"
         ;;
     bench) ;;
+    tune)
+        case "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)" in
+        9.*) TT=sm90 ;;
+        *) TT=sm80 ;;
+        esac
+        "$BUNDLE/tgc-release" tune examples/graphs/gemm_bias_relu.tgc --target "$TT" --cache "$LOGS/tgc-tune" \
+            --point M=1024,N=1024,K=1024 --point M=4096,N=4096,K=4096 --point M=4096,N=3072,K=768 \
+            --repetitions "${TUNE_REPS:-5}" >"$LOGS/tune.txt" 2>&1 || failed=1
+        say "tgc tune --target $TT (records in $LOGS/tgc-tune/gpu):"
+        cat "$LOGS/tune.txt"
+        ;;
     *)
         say "unknown BENCH word \`$bench\`"
         failed=1

@@ -2,10 +2,11 @@
 //! 0 and recorded in the cache's `gpu/` folder (`tgc_core::tune::gpu`).
 //!
 //! Each candidate is the whole graph with that plan pinned: compiled,
-//! run once and compared with the interpreter (`000` §9's tolerance), then
+//! run once and compared with the interpreter (`000` §9's tolerance; for
+//! a point above `INTERPRETER_MACS`, with tgc's CPU backend), then
 //! run `--warmup` times and timed `--repetitions` times; the median is
 //! kept. A timed repetition is a batch of back-to-back runs lasting about
-//! [`BATCH_NS`] (at most [`MAX_BATCH`] runs; `bench_gpu` times the same
+//! `BATCH_NS` (at most `MAX_BATCH` runs; `bench_gpu` times the same
 //! way) between two stream synchronisations, wall clock, divided by the
 //! batch; temporaries are allocated per run, as `tgc run` does.
 
@@ -20,6 +21,11 @@ use crate::tune::{Point, TuneArgs};
 
 type Result<T> = std::result::Result<T, Failure>;
 
+/// The most multiply-adds of a point's tensor-core problems whose
+/// reference is the interpreter (about 10 s of it in a release build);
+/// above, tgc's CPU backend computes the reference.
+#[cfg(feature = "cuda")]
+pub const INTERPRETER_MACS: u64 = 1 << 28;
 /// The wall time one timed repetition aims at, in nanoseconds.
 #[cfg(feature = "cuda")]
 pub const BATCH_NS: u64 = 200_000;
@@ -130,7 +136,23 @@ fn measure(
         }
         let inputs = pipeline::sample_inputs(&pt.graph).map_err(|d| Failure::diag(path, &d))?;
         pipeline::check_run_bytes(&pt.graph, pipeline::MAX_RUN_BYTES).map_err(|d| Failure::diag(path, &d))?;
-        let want = pipeline::run_interp(&pt.graph, &inputs).map_err(|d| Failure::diag(path, &d))?;
+        let macs: u64 = ds.iter().map(tg::Decision::macs).sum();
+        let want = if macs <= INTERPRETER_MACS {
+            pipeline::run_interp(&pt.graph, &inputs).map_err(|d| Failure::diag(path, &d))?
+        } else {
+            eprintln!(
+                "note: {} at {}: {macs} multiply-adds are too many for the interpreter; the reference is tgc's CPU \
+                 backend (itself checked against the interpreter by the test suite)",
+                graph, pt.label
+            );
+            let work = crate::commands::scratch_dir("tune")?;
+            let out = pipeline::run_cpu(&pt.graph, &inputs, &work).map_err(|e| match e {
+                pipeline::RunError::Diag(d) => Failure::diag(path, &d),
+                pipeline::RunError::Runtime(e) => Failure::from(e),
+            });
+            let _ = std::fs::remove_dir_all(&work);
+            out?
+        };
         let bar =
             crate::tune::progress_bar("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}", i, points.len(), &pt.label);
         let mut n = 0;

@@ -253,6 +253,19 @@ impl Decision {
     pub fn key(&self) -> String {
         self.inputs.key()
     }
+
+    /// The multiply-adds of its problem: `M·N·K` of a GEMM, `b·M·N·(d +
+    /// dv)` of an attention (its two products); 0 for a problem without
+    /// known extents.
+    pub fn macs(&self) -> u64 {
+        if let Ok([m, n, k]) = cost::gemm_dims(&self.problem) {
+            return m.saturating_mul(n).saturating_mul(k);
+        }
+        match cost::attention_dims(&self.problem) {
+            Ok([b, m, n, d, dv]) => b.saturating_mul(m).saturating_mul(n).saturating_mul(d + dv),
+            Err(_) => 0,
+        }
+    }
 }
 
 /// The plans of `p`'s tensor-core launches as the estimator saw them (the

@@ -51,6 +51,7 @@ fn a_gemm_has_one_decision_whose_candidates_are_its_plan_space() {
         assert!(space.iter().all(|p| found.contains(p)), "{}", target.name);
         assert_eq!(ds[0].analytic.as_ref(), choice.best().map(|(p, _)| p), "{}", target.name);
         assert_eq!(ds[0].inputs.target, target.name);
+        assert_eq!(ds[0].macs(), 256 * 192 * 64);
         assert_eq!(ds[0].inputs.decision, "f16 m=256 n=192 k=64; A, B; distinct 16384, 12288; algo [matmul]");
     }
 }
@@ -213,6 +214,7 @@ fn an_attention_decides_between_its_algorithms() {
         let ds = decisions(&g, target).unwrap();
         assert_eq!(ds.len(), 1);
         assert!(ds[0].inputs.decision.ends_with("algo [attention]"), "{}", ds[0].inputs.decision);
+        assert_eq!(ds[0].macs(), 2 * 128 * 128 * (64 + 64), "two batch points, both products");
         let algos: Vec<&str> = ds[0].candidates.iter().filter_map(cost::attention_algorithm).collect();
         assert!(algos.len() >= 2, "{algos:?}");
         let t = tune(&g, target, ds, &mut |p| Ok::<_, ()>(Ok(launched(p).len() as u64)), &mut |_, _| {}).unwrap();
