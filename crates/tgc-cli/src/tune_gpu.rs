@@ -129,36 +129,42 @@ fn measure(
         GpuError::Diag(d) => Failure::diag(path, &d),
         GpuError::Runtime(e) => Failure::from(e),
     };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut work = Vec::new();
     for (i, (pt, ds)) in points.iter().zip(decided).enumerate() {
         if ds.is_empty() {
             println!("{graph} at {}: no tensor-core template takes it on {}: nothing to tune", pt.label, target.name);
             continue;
         }
-        let inputs = pipeline::sample_inputs(&pt.graph).map_err(|d| Failure::diag(path, &d))?;
-        pipeline::check_run_bytes(&pt.graph, pipeline::MAX_RUN_BYTES).map_err(|d| Failure::diag(path, &d))?;
+        for u in tg::units(&pt.graph, target, &mut seen).map_err(|d| Failure::diag(path, &d))? {
+            work.push((i, pt, u));
+        }
+    }
+    for (i, pt, tg::Unit { name, graph: unit, decisions: ds }) in work {
+        let label = if unit.name == graph { pt.label.clone() } else { format!("{} ({name})", pt.label) };
+        let inputs = pipeline::sample_inputs(&unit).map_err(|d| Failure::diag(path, &d))?;
+        pipeline::check_run_bytes(&unit, pipeline::MAX_RUN_BYTES).map_err(|d| Failure::diag(path, &d))?;
         let macs: u64 = ds.iter().map(tg::Decision::macs).sum();
         let want = if macs <= INTERPRETER_MACS {
-            pipeline::run_interp(&pt.graph, &inputs).map_err(|d| Failure::diag(path, &d))?
+            pipeline::run_interp(&unit, &inputs).map_err(|d| Failure::diag(path, &d))?
         } else {
             eprintln!(
-                "note: {} at {}: {macs} multiply-adds are too many for the interpreter; the reference is tgc's CPU \
-                 backend (itself checked against the interpreter by the test suite)",
-                graph, pt.label
+                "note: {graph} at {label}: {macs} multiply-adds are too many for the interpreter; the reference is \
+                 tgc's CPU backend (itself checked against the interpreter by the test suite)"
             );
-            let work = crate::commands::scratch_dir("tune")?;
-            let out = pipeline::run_cpu(&pt.graph, &inputs, &work).map_err(|e| match e {
+            let dir = crate::commands::scratch_dir("tune")?;
+            let out = pipeline::run_cpu(&unit, &inputs, &dir).map_err(|e| match e {
                 pipeline::RunError::Diag(d) => Failure::diag(path, &d),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
             });
-            let _ = std::fs::remove_dir_all(&work);
+            let _ = std::fs::remove_dir_all(&dir);
             out?
         };
-        let bar =
-            crate::tune::progress_bar("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}", i, points.len(), &pt.label);
+        let bar = crate::tune::progress_bar("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}", i, points.len(), &label);
         let mut n = 0;
         let mut run = |prog: &tgc_core::gpu::simt::GpuProgram| -> Result<tg::Outcome> {
             n += 1;
-            let mut c = match Compiled::from_program(&gpu, &pt.graph, prog.clone(), &format!("tune{i}.{n}")) {
+            let mut c = match Compiled::from_program(&gpu, &unit, prog.clone(), &format!("tune{i}.{name}.{n}")) {
                 Ok(c) => c,
                 Err(GpuError::Diag(d)) => return Ok(Err(format!("does not compile: {}", d.message))),
                 Err(e) => return Err(failure(e)),
@@ -167,7 +173,7 @@ fn measure(
             c.run().map_err(failure)?;
             let got = c.download().map_err(failure)?;
             if let Some(o) = got.iter().zip(&want).position(|(g, w)| !tune::search::close(g, w)) {
-                return Ok(Err(format!("output {o} differs from the interpreter beyond 000 §9's tolerance")));
+                return Ok(Err(format!("output {o} differs from the reference beyond 000 §9's tolerance")));
             }
             for _ in 0..a.warmup {
                 c.run().map_err(failure)?;
@@ -192,13 +198,13 @@ fn measure(
             times.sort_unstable();
             Ok(Ok(times[(times.len() - 1) / 2]))
         };
-        let tuned = tg::tune(&pt.graph, target, ds, &mut run, &mut |done, total| {
+        let tuned = tg::tune(&unit, target, ds, &mut run, &mut |done, total| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         })?;
         bar.finish_and_clear();
         let date = tune::utc_date(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
-        println!("{graph} at {} on {} ({}, {}):", pt.label, target.name, machine.device, a.repetitions);
+        println!("{graph} at {label} on {} ({}, {} timed runs):", target.name, machine.device, a.repetitions);
         for t in &tuned {
             let time = |p: Option<&tgc_core::plan::Plan>| {
                 let at = t.outcomes.iter().position(|(c, _)| Some(c) == p)?;
@@ -227,7 +233,7 @@ fn measure(
                     println!("  {}: no plan measured ({why})", t.decision.inputs.decision);
                 }
             }
-            if let Some(record) = t.record(format!("{graph} at {}", pt.label), machine.clone(), date.clone()) {
+            if let Some(record) = t.record(format!("{graph} at {label}"), machine.clone(), date.clone()) {
                 cache.put(record).map_err(|e| Failure::user(e.to_string()))?;
             }
         }

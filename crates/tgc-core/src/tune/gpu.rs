@@ -10,15 +10,17 @@
 //! candidate. [`decisions`] finds them by lowering the graph once with an
 //! estimator that notes what it is asked.
 //!
-//! **Measuring** ([`tune`]): for each decision in turn, each candidate is
-//! pinned ([`Choices`]: the earlier decisions' winners stay pinned), the
-//! graph is lowered again, and the caller's `measure` runs the whole
-//! program (its check against the interpreter first, then warm-up and
-//! timed runs); a candidate the template does not launch when pinned (it
-//! rejected the plan after costing it) is noted as not taken. The winner
-//! is the least median. The time is the whole program's, so a decision is
-//! measured in the graph it serves; two decisions of one graph are tuned
-//! one after the other, not jointly.
+//! **Measuring** ([`tune`]) runs on [`units`]: the graph when a template
+//! takes it whole, else each region a template takes, as a graph of its
+//! own. For each decision of a unit in turn, each candidate is pinned
+//! ([`Choices`]: the earlier decisions' winners stay pinned), the unit is
+//! lowered again, and the caller's `measure` runs its program (its check
+//! against a reference first, then warm-up and timed runs); a candidate
+//! the template does not launch when pinned (it rejected the plan after
+//! costing it) is noted as not taken. The winner is the least median. The
+//! time is the unit's program's, so a decision is measured in the region
+//! it serves, epilogue included; two decisions of one unit (a convolution's
+//! two algorithms) are tuned one after the other, not jointly.
 //!
 //! **Reading** ([`Recorded`]): a problem with a record gets its candidates'
 //! measured medians as estimates (a plan the record did not measure is not
@@ -272,6 +274,42 @@ impl Decision {
 /// epilogue is the template's, added after the choice).
 pub fn launched_plans(p: &GpuProgram) -> Vec<Plan> {
     p.launches.iter().filter_map(|l| Some(Plan { epilogue: Vec::new(), ..l.plan.clone()? })).collect()
+}
+
+/// A graph tuning measures ([`units`]) and the decisions it measures there.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// The graph's name, or the region's kernel (`k3`).
+    pub name: String,
+    pub graph: Graph,
+    pub decisions: Vec<Decision>,
+}
+
+/// The graphs tuning measures for the bound graph `g` on `target` (module
+/// doc): `g` itself when a template takes it whole
+/// ([`crate::gpu::template::lower`]), else each of its regions a template
+/// takes, as a graph of its own ([`crate::gpu::template::region_graphs`]),
+/// named by its kernel — so a candidate of a model's layer compiles and
+/// runs that layer's few launches, not the whole model. A decision whose
+/// key is in `seen` is left out, and each one kept is added: regions of
+/// the same problem (a model's layers) are measured once. Units left
+/// without decisions are dropped.
+///
+/// Errors: those of the lowering.
+pub fn units(g: &Graph, target: &Target, seen: &mut BTreeSet<String>) -> DResult<Vec<Unit>> {
+    let graphs = match crate::gpu::template::lower(g, target, &cost::Analytic) {
+        Some(Ok(_)) => vec![(g.name.clone(), g.clone())],
+        _ => crate::gpu::template::region_graphs(g, target, &cost::Analytic)?,
+    };
+    let mut out = Vec::new();
+    for (name, graph) in graphs {
+        let mut ds = decisions(&graph, target)?;
+        ds.retain(|d| seen.insert(d.key()));
+        if !ds.is_empty() {
+            out.push(Unit { name, graph, decisions: ds });
+        }
+    }
+    Ok(out)
 }
 
 /// The decisions of the bound graph `g` on `target`, found by lowering it

@@ -268,3 +268,38 @@ fn the_sm80_module_of_a_build_embeds_the_recorded_plan() {
     assert!(recorded.misses()[0].1.starts_with("f16 m=128 "));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two layers of the same GEMM + bias + ReLU then a softmax: no template
+/// takes the graph whole, so tuning measures its regions as graphs of
+/// their own; the second layer's decision is the first's (same problem),
+/// measured once, and a later point that repeats it adds nothing. The
+/// unit's candidates lower, pinned, to the unit's own few launches.
+#[test]
+fn a_model_is_tuned_region_by_region_and_a_repeated_layer_once() {
+    let g = load(
+        "graph mlp(x: f16[256, 64], w1: f16[64, 64], b1: f16[64], w2: f16[64, 64], b2: f16[64]) -> (y: f16[256, \
+         64]) {\n    h = relu(matmul(x, w1) + b1)\n    z = relu(matmul(h, w2) + b2)\n    y = softmax(z, axis=1)\n    \
+         return y\n}\n",
+    );
+    let whole = decisions(&g, &SM80).unwrap();
+    assert_eq!(whole.len(), 1, "both layers are one decision");
+    let mut seen = std::collections::BTreeSet::new();
+    let units = units(&g, &SM80, &mut seen).unwrap();
+    assert_eq!(units.len(), 1, "{:?}", units.iter().map(|u| &u.name).collect::<Vec<_>>());
+    assert_eq!(units[0].decisions[0].key(), whole[0].key());
+    assert!(units[0].graph.ids().count() < g.ids().count(), "a region, not the model");
+    assert_eq!(seen.len(), 1);
+    assert!(super::gpu::units(&g, &SM80, &mut seen).unwrap().is_empty(), "nothing new at a repeated point");
+
+    let u = &units[0];
+    let t =
+        tune(&u.graph, &SM80, u.decisions.clone(), &mut |p| Ok::<_, ()>(Ok(p.launches.len() as u64)), &mut |_, _| {})
+            .unwrap();
+    assert!(t[0].outcomes.iter().any(|(_, o)| *o == Ok(1)), "one launch per pinned candidate: {:?}", t[0].outcomes);
+
+    // A graph a template takes whole is its own unit.
+    let mut seen = std::collections::BTreeSet::new();
+    let whole_unit = super::gpu::units(&gemm(), &SM80, &mut seen).unwrap();
+    assert_eq!(whole_unit.len(), 1);
+    assert_eq!(whole_unit[0].name, "g");
+}
