@@ -58,7 +58,9 @@ fn check(path: &Path, points: &[Point], decided: &[Vec<tg::Decision>], cache: &C
     let mut missing = 0;
     for (pt, ds) in points.iter().zip(decided) {
         let misses: Vec<&tg::Decision> = ds.iter().filter(|d| cache.get(&d.key()).is_none()).collect();
-        if misses.is_empty() {
+        if ds.is_empty() {
+            println!("{}: no plan decision: no tensor-core template takes it", pt.label);
+        } else if misses.is_empty() {
             println!("{}: {} plan decision{} recorded", pt.label, ds.len(), if ds.len() == 1 { "" } else { "s" });
         }
         for d in &misses {
