@@ -163,7 +163,8 @@ pub enum Command {
         repetitions: u64,
         /// Write the measurement log (`000` §9: FLOPs, bytes, estimate,
         /// measured, plan) as CSV to FILE, and its picture to FILE with the
-        /// extension `.svg`.
+        /// extension `.svg` (for `--target sm80|sm90`: every plan's
+        /// measured time against the analytic model's estimate).
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
         /// What to tune: `cpu` the packed kernels' block sizes on this

@@ -236,7 +236,7 @@ pub(crate) fn progress_bar(template: &str, i: usize, count: usize, label: &str) 
     bar
 }
 
-fn write(file: &Path, text: &str) -> Result<()> {
+pub(crate) fn write(file: &Path, text: &str) -> Result<()> {
     std::fs::write(file, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     Ok(())

@@ -34,12 +34,6 @@ pub const BATCH_NS: u64 = 200_000;
 pub const MAX_BATCH: u64 = 100;
 
 pub fn tune(path: &Path, graph: &str, points: &[Point], a: &TuneArgs, target: &'static Target) -> Result<()> {
-    if a.report.is_some() {
-        return Err(Failure::user(
-            "--report is for --target cpu; a GPU record lists every candidate's time (tgc tune --target writes them \
-             to CACHE/gpu/)",
-        ));
-    }
     let dir = a.cache.join(tg::SUBDIR);
     let cache: Cache<GpuRecord> = Cache::open(&dir).map_err(|e| Failure::user(e.to_string()))?;
     let mut decided = Vec::new();
@@ -142,6 +136,7 @@ fn measure(
             work.push((i, pt, u));
         }
     }
+    let mut reports = Vec::new();
     for (i, pt, tg::Unit { name, graph: unit, decisions: ds }) in work {
         let label = if unit.name == graph { pt.label.clone() } else { format!("{} ({name})", pt.label) };
         let inputs = pipeline::sample_inputs(&unit).map_err(|d| Failure::diag(path, &d))?;
@@ -239,6 +234,13 @@ fn measure(
                 cache.put(record).map_err(|e| Failure::user(e.to_string()))?;
             }
         }
+        reports.push((label, tuned));
+    }
+    if let Some(file) = a.report {
+        let units: Vec<tune::report::GpuUnitReport> =
+            reports.iter().map(|(label, tuned)| tune::report::GpuUnitReport { graph, point: label, tuned }).collect();
+        crate::tune::write(file, &tune::report::gpu_csv(&units))?;
+        crate::tune::write(&file.with_extension("svg"), &tune::report::gpu_svg(&units))?;
     }
     println!("GPU tuning records {}: {}", cache.dir().display(), cache.len());
     Ok(())

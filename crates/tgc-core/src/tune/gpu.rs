@@ -256,6 +256,19 @@ impl Decision {
         self.inputs.key()
     }
 
+    /// The bytes its problem reads and writes once: the distinct operand
+    /// elements and the output (`M·N` of a GEMM, `b·M·dv` of an
+    /// attention), in its dtype.
+    pub fn bytes(&self) -> u64 {
+        let e = self.problem.dtype.size_bytes() as u64;
+        let out = match (cost::gemm_dims(&self.problem), cost::attention_dims(&self.problem)) {
+            (Ok([m, n, _]), _) => m.saturating_mul(n),
+            (_, Ok([b, m, _, _, dv])) => b.saturating_mul(m).saturating_mul(dv),
+            _ => 0,
+        };
+        self.problem.distinct.iter().fold(out, |s, &d| s.saturating_add(d)).saturating_mul(e)
+    }
+
     /// The multiply-adds of its problem: `M·N·K` of a GEMM, `b·M·N·(d +
     /// dv)` of an attention (its two products); 0 for a problem without
     /// known extents.

@@ -303,3 +303,32 @@ fn a_model_is_tuned_region_by_region_and_a_repeated_layer_once() {
     assert_eq!(whole_unit.len(), 1);
     assert_eq!(whole_unit[0].name, "g");
 }
+
+/// `tgc tune --target --report`: one CSV line per candidate (the chosen
+/// and the analytic plan marked, a failure's reason kept), and an SVG
+/// with one dot per measured candidate the model costs.
+#[test]
+fn the_gpu_report_lists_every_candidate_and_plots_the_measured_ones() {
+    let g = gemm();
+    let t = tuned(&g, &SM80);
+    let units = [super::report::GpuUnitReport { graph: "g", point: "M=256", tuned: &t }];
+    let csv = super::report::gpu_csv(&units);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], super::report::GPU_CSV_HEADER);
+    let d = &t[0];
+    assert_eq!(lines.len(), 1 + d.outcomes.len());
+    let cols = |l: &str| l.rsplit(',').take(2).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(lines[1..].iter().filter(|l| cols(l)[0] == "true").count(), 1, "one chosen");
+    assert_eq!(lines[1..].iter().filter(|l| cols(l)[1] == "true").count(), 1, "one analytic");
+    assert!(lines[2].contains("\"differs from the interpreter\""), "{}", lines[2]);
+    assert!(
+        lines[1].contains(&format!(",{},{},0,", 2 * 256 * 192 * 64, (256 * 64 + 64 * 192 + 256 * 192) * 2)),
+        "{}",
+        lines[1]
+    );
+    let svg = super::report::gpu_svg(&units);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    let measured = d.outcomes.iter().filter(|(_, o)| o.is_ok()).count();
+    assert_eq!(svg.matches("<circle").count(), measured, "every measured candidate is costed by the model");
+    assert_eq!(svg.matches("fill=\"#2a2\"").count(), 1, "the chosen plan in green");
+}

@@ -1,6 +1,8 @@
 //! `tgc tune --report`: the `000` §9 measurement log as CSV, and a picture
 //! of it as SVG (measured time of every candidate, the chosen one marked,
-//! against a roofline estimate).
+//! against a roofline estimate); for `--target sm80|sm90` ([`gpu_csv`],
+//! [`gpu_svg`]) every plan's measured time against the analytic model's
+//! estimate.
 
 use std::fmt::Write as _;
 
@@ -200,4 +202,175 @@ fn color(b: Blocks, u: &Tuned) -> &'static str {
 /// `text` with XML's special characters escaped.
 fn xml(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// One GPU tuning unit's results for the report: the graph, its point and
+/// unit label (`B=8, S=128 (k5)`), and its decisions.
+pub struct GpuUnitReport<'a> {
+    pub graph: &'a str,
+    pub point: &'a str,
+    pub tuned: &'a [super::gpu::TunedDecision],
+}
+
+/// The CSV header of [`gpu_csv`].
+pub const GPU_CSV_HEADER: &str =
+    "graph,point,key,decision,flops,bytes,candidate,plan,estimate_ns,limit,measured_ns,failed,analytic,chosen";
+
+/// The analytic model's estimate of candidate `plan` of `d`, in
+/// nanoseconds, and its limiting term; `None` when it cannot cost it.
+fn gpu_estimate(d: &super::gpu::Decision, plan: &crate::plan::Plan) -> Option<(f64, &'static str)> {
+    use crate::plan::cost::Estimator as _;
+    let target = crate::plan::Target::by_name(&d.inputs.target).ok()?;
+    let e = crate::plan::cost::Analytic.estimate(plan, &d.problem, target).ok()?;
+    Some((e.time_s * 1e9, e.limit.as_str()))
+}
+
+/// One CSV line per candidate of every decision (`000` §9: FLOPs, bytes,
+/// estimate, measured, plan): `plan` is its shape (tile, warp tile,
+/// stages, vector width, form), `estimate_ns` the analytic model's for
+/// the decision's problem (empty where it cannot cost it), `measured_ns`
+/// the unit's median (empty with `failed` saying why).
+pub fn gpu_csv(units: &[GpuUnitReport]) -> String {
+    let mut s = format!("{GPU_CSV_HEADER}\n");
+    for u in units {
+        for t in u.tuned {
+            let d = &t.decision;
+            for (i, (plan, outcome)) in t.outcomes.iter().enumerate() {
+                let est = gpu_estimate(d, plan);
+                let _ = writeln!(
+                    s,
+                    "{},\"{}\",{},\"{}\",{},{},{i},\"{}\",{},{},{},\"{}\",{},{}",
+                    u.graph,
+                    u.point,
+                    &d.key()[..16],
+                    d.inputs.decision,
+                    2 * d.macs(),
+                    d.bytes(),
+                    crate::plan::plan_shape(plan).join(" "),
+                    est.map_or(String::new(), |(ns, _)| format!("{ns:.0}")),
+                    est.map_or("", |(_, l)| l),
+                    outcome.as_ref().map_or(String::new(), |ns| ns.to_string()),
+                    outcome.as_ref().err().map_or(String::new(), |w| w.replace('"', "'")),
+                    d.analytic.as_ref() == Some(plan),
+                    t.best == Some(i),
+                );
+            }
+        }
+    }
+    s
+}
+
+/// An SVG picture of the GPU report: per decision one panel, every
+/// measured candidate a dot at (the analytic estimate, the measured time)
+/// on log scales — the dashed diagonal is estimate = measured, so a dot
+/// below it ran faster than the model said — the chosen plan green, the
+/// analytic one grey, the others blue; how many candidates failed or were
+/// not taken is written under the panel.
+pub fn gpu_svg(units: &[GpuUnitReport]) -> String {
+    const PANEL: f64 = 220.0;
+    const PAD: f64 = 48.0;
+    const COLS: usize = 3;
+    let panels: Vec<(&GpuUnitReport, &super::gpu::TunedDecision)> =
+        units.iter().flat_map(|u| u.tuned.iter().map(move |t| (u, t))).collect();
+    let rows = panels.len().div_ceil(COLS).max(1);
+    let (w, h) = (COLS as f64 * (PANEL + PAD) + PAD, rows as f64 * (PANEL + 2.0 * PAD) + 60.0);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" font-family=\"sans-serif\" font-size=\"11\">"
+    );
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"10\" y=\"20\" font-size=\"14\">tgc tune --target: measured time (up) against the analytic estimate (right), log scales</text>"
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"10\" y=\"38\">green: chosen · grey: the analytic model's choice · blue: other plan · dashed: estimate = measured</text>"
+    );
+    for (k, (u, t)) in panels.iter().enumerate() {
+        let (x0, y0) = (PAD + (k % COLS) as f64 * (PANEL + PAD), 60.0 + (k / COLS) as f64 * (PANEL + 2.0 * PAD));
+        let d = &t.decision;
+        let dots: Vec<(f64, f64, usize)> = t
+            .outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (plan, o))| Some((gpu_estimate(d, plan)?.0, *o.as_ref().ok()? as f64, i)))
+            .filter(|&(e, m, _)| e > 0.0 && m > 0.0)
+            .collect();
+        let label = format!("{} {} · {}", u.graph, u.point, d.inputs.decision);
+        let _ = writeln!(s, "<text x=\"{x0:.1}\" y=\"{:.1}\">{}</text>", y0 - 6.0, xml(&clip(&label, 44)));
+        let _ = writeln!(
+            s,
+            "<rect x=\"{x0:.1}\" y=\"{y0:.1}\" width=\"{PANEL}\" height=\"{PANEL}\" fill=\"none\" stroke=\"#888\"/>"
+        );
+        let failed = t.outcomes.len() - dots.len();
+        let _ = writeln!(
+            s,
+            "<text x=\"{x0:.1}\" y=\"{:.1}\">{} plotted, {failed} failed, not taken or not costed</text>",
+            y0 + PANEL + 14.0,
+            dots.len()
+        );
+        if dots.is_empty() {
+            continue;
+        }
+        // One log range for both axes, so the diagonal is estimate = measured.
+        let lo = dots.iter().flat_map(|&(e, m, _)| [e, m]).fold(f64::INFINITY, f64::min).log10().floor();
+        let hi = dots.iter().flat_map(|&(e, m, _)| [e, m]).fold(0.0f64, f64::max).log10().ceil().max(lo + 1.0);
+        let at = |v: f64| (v.log10() - lo) / (hi - lo) * PANEL;
+        let _ = writeln!(
+            s,
+            "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{y0:.1}\" stroke=\"#aaa\" stroke-dasharray=\"4,3\"/>",
+            y0 + PANEL,
+            x0 + PANEL
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{x0:.1}\" y=\"{:.1}\">{} ns</text><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{} ns</text>",
+            y0 + PANEL + 28.0,
+            si(10f64.powf(lo)),
+            x0 + PANEL,
+            y0 + PANEL + 28.0,
+            si(10f64.powf(hi))
+        );
+        for &(e, m, i) in &dots {
+            let colour = if t.best == Some(i) {
+                "#2a2"
+            } else if d.analytic.as_ref() == Some(&t.outcomes[i].0) {
+                "#999"
+            } else {
+                "#48c"
+            };
+            let tip = crate::plan::plan_shape(&t.outcomes[i].0).join(" ");
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"><title>{tip}: estimate {e:.0} ns, measured {m:.0} ns</title></circle>",
+                x0 + at(e),
+                y0 + PANEL - at(m)
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// `text` cut to `n` characters with an ellipsis.
+fn clip(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_string();
+    }
+    let mut t: String = text.chars().take(n - 1).collect();
+    t.push('…');
+    t
+}
+
+/// A power of ten of nanoseconds with a k/M suffix: `10k`, `1M`.
+fn si(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.0}M", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.0}k", ns / 1e3)
+    } else {
+        format!("{ns:.0}")
+    }
 }
