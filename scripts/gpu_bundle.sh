@@ -169,7 +169,7 @@ for bench in ${BENCH//,/ }; do
         esac
         "$BUNDLE/tgc-release" tune examples/graphs/gemm_bias_relu.tgc --target "$TT" --cache "$LOGS/tgc-tune" \
             --point M=1024,N=1024,K=1024 --point M=4096,N=4096,K=4096 --point M=4096,N=3072,K=768 \
-            --repetitions "${TUNE_REPS:-5}" >"$LOGS/tune.txt" 2>&1 || failed=1
+            --repetitions "${TUNE_REPS:-5}" --report "$LOGS/tune.csv" >"$LOGS/tune.txt" 2>&1 || failed=1
         say "tgc tune --target $TT (records in $LOGS/tgc-tune/gpu):"
         cat "$LOGS/tune.txt"
         ;;
