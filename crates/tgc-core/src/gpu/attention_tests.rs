@@ -325,7 +325,9 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 /// On sm90 an attention whose head and value dimensions are multiples of
 /// 64 takes the wgmma branch of the template (`Q·Kᵀ` and `P·V` by `wgmma`
 /// from 128-byte swizzled tiles, `P` through shared memory), both softmax
-/// algorithms; head dims 64 and 128, sequence lengths 1, 17, 64 and 130,
+/// algorithms, two warpgroups of 64 query rows a CTA (a CTA's second
+/// warpgroup past `M` at 1, 17 and 64 rows, partly at 130); head dims 64
+/// and 128, sequence lengths 1, 17, 64 and 130,
 /// causal and masked, f16 and bf16, equal to the interpreter; other head
 /// dims fall back to the sm80 kernel. One f16 and one bf16 kernel compile
 /// for sm_90a without spills, with `HGMMA` in the SASS.
@@ -348,6 +350,9 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
             let (prog, notes) = lower_program_noting(&g, &SM90, &Prefer(algo)).unwrap_or_else(|e| panic!("{e}"));
             let [l] = &prog.launches[..] else { panic!("{} launches: {notes:?}", prog.launches.len()) };
             assert_eq!((l.form, l.kernel.arch), (Form::Attention, Arch::Sm90), "{c:?}");
+            // Two warpgroups, 128 query rows a CTA.
+            assert_eq!(l.kernel.block, [256, 1, 1]);
+            assert_eq!(l.plan.as_ref().and_then(|p| p.tile.as_ref()).map(|t| t.value[0]), Some(128));
             assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo.algo_choice()));
             let p = super::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
             if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {

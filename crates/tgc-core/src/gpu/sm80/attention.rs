@@ -51,7 +51,9 @@
 //! blocks ([`Bias::Guarded`] with one constraint falling in `n`).
 //!
 //! **sm90** ([`build`] with `Arch::Sm90`, head and value dimensions
-//! multiples of 64): the same CTA of one warpgroup and the same loops, the
+//! multiples of 64): a CTA of two warpgroups ([`SM90_WARPS`]: 128 query
+//! rows, warpgroup `w / 4` owning rows `64·(w / 4)..`, so each K/V tile in
+//! shared memory serves twice the rows) and the same loops, the
 //! two products by `wgmma.m64nNk16` (issue 15) — `S = Q·K_jᵀ` from Q and
 //! K_j (K-major), `O += P·V_j` from `P` (K-major) and V_j (MN-major) —
 //! on tiles the copies write as column blocks of 64 elements with the
@@ -82,10 +84,23 @@ use crate::DType;
 use super::super::ir::*;
 use super::row_swizzle;
 
-/// Warps per CTA; each owns 16 query rows.
+/// Warps per CTA of the sm80 kernel; each owns 16 query rows.
 pub const WARPS: i64 = 4;
-/// Query rows per CTA.
+/// Query rows per CTA of the sm80 kernel.
 pub const BM: i64 = 16 * WARPS;
+/// Warps per CTA of the sm90 kernel: two warpgroups of 64 query rows
+/// each, so every K/V tile copied to shared memory serves 128 rows (half
+/// the copies per query row of one warpgroup; FlashAttention-3's two
+/// consumer warpgroups, without its producer warpgroup or ping-pong).
+pub const SM90_WARPS: i64 = 8;
+
+/// Warps per CTA on `arch`: [`WARPS`] or [`SM90_WARPS`].
+pub fn warps(arch: Arch) -> i64 {
+    match arch {
+        Arch::Sm80 => WARPS,
+        Arch::Sm90 => SM90_WARPS,
+    }
+}
 /// Keys per block of the loop.
 pub const BN: i64 = 64;
 /// `__launch_bounds__`'s minimum CTAs per SM (see [`Kernel::min_blocks_per_sm`]).
@@ -150,7 +165,8 @@ pub struct AttentionParams {
 pub fn build(a: &Attention, algo: Algorithm, arch: Arch) -> DResult<(Kernel, AttentionParams)> {
     check(a, arch)?;
     let name = format!("attention_{}", arch.name());
-    let mut b = Builder { k: Kernel::empty(&name, arch), a: a.clone(), arch };
+    let warps = warps(arch);
+    let mut b = Builder { k: Kernel::empty(&name, arch), a: a.clone(), arch, warps, bm: 16 * warps };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let q = b.k.add_param("Q", ptr(a.ab, false));
     let k = b.k.add_param("K", ptr(a.ab, false));
@@ -169,14 +185,17 @@ pub fn build(a: &Attention, algo: Algorithm, arch: Arch) -> DResult<(Kernel, Att
 }
 
 /// The Schedule Plan (`000` §1.7) of `a`'s kernel with `algo` on
-/// `target`: `arch`, `tile = [BM, BN, d]`, `warp_tile = 16xBN`, the K/V
-/// ring's two stages and `algo_choice attention`; what
+/// `target`: `arch`, `tile = [16·warps, BN, d]` (the sm90 kernel's two
+/// warpgroups where `target` issues `wgmma`, else [`BM`]), `warp_tile =
+/// 16xBN`, the K/V ring's two stages and `algo_choice attention`; what
 /// [`crate::plan::cost::Estimator`]s rank the algorithms by.
 pub fn plan(a: &Attention, algo: Algorithm, target: &crate::plan::Target) -> Plan {
     let ax = |s: &str| Spanned::new(s.to_string());
+    let arch = if target.issues_wgmma(a.ab) { Arch::Sm90 } else { Arch::Sm80 };
+    let bm = 16 * warps(arch);
     Plan {
         arch: Some(ax(target.name)),
-        tile: Some(Spanned::new([BM as u64, BN as u64, a.d as u64])),
+        tile: Some(Spanned::new([bm as u64, BN as u64, a.d as u64])),
         warp_tile: Some(Spanned::new([16, BN as u64])),
         pipeline: Some(Spanned::new(Pipeline { axis: Some(ax("n")), stages: Spanned::new(2) })),
         algo_choice: vec![Spanned::new(AlgoChoice { key: ax("attention"), value: ax(algo.algo_choice()) })],
@@ -219,14 +238,17 @@ pub fn describe(a: &Attention, algo: Algorithm, arch: Arch) -> String {
     let products = match arch {
         Arch::Sm80 => "K/V in a 2-stage cp.async ring, P kept in registers (ldmatrix + mma.sync)",
         Arch::Sm90 => {
-            "K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma, P through shared memory"
+            "two warpgroups, K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma, P \
+             through shared memory"
         }
     };
+    let warps = warps(arch);
     format!(
         "algo_choice attention = {}, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
-         {}, {} → {}\n  tile: {BM} query rows × {BN} keys per step, {WARPS} warps (16 rows each), {products}, \
+         {}, {} → {}\n  tile: {} query rows × {BN} keys per step, {warps} warps (16 rows each), {products}, \
          {loops}\n  scores: {}\n",
         algo.algo_choice(),
+        16 * warps,
         a.batch.iter().product::<i64>(),
         a.m,
         a.n,
@@ -283,6 +305,9 @@ struct Builder {
     /// `Sm80`: `ldmatrix` + `mma.sync`; `Sm90`: the two products by
     /// `wgmma` from 128-byte swizzled tiles (module doc).
     arch: Arch,
+    /// Warps per CTA ([`warps`]) and the CTA's query rows, `16 · warps`.
+    warps: i64,
+    bm: i64,
 }
 
 /// The per-thread values the parts of the kernel share.
@@ -360,22 +385,23 @@ impl Builder {
     fn body(&mut self, p: &AttentionParams, algo: Algorithm) {
         let a = self.a.clone();
         let es = a.ab.size_bytes() as i64;
-        let threads = WARPS * 32;
+        let bm = self.bm;
+        let threads = self.warps * 32;
         self.k.block = [threads as u32, 1, 1];
         self.k.min_blocks_per_sm = Some(MIN_BLOCKS);
-        self.k.grid = [Expr::c((a.m + BM - 1) / BM), Expr::c(a.batch.iter().product()), Expr::c(1)];
+        self.k.grid = [Expr::c((a.m + bm - 1) / bm), Expr::c(a.batch.iter().product()), Expr::c(1)];
         let (qs, ks, vs, ps) = match self.arch {
             Arch::Sm80 => (
-                self.k.add_smem("Qs", (BM * a.d * es) as u64, row_swizzle(a.d * es, true)),
+                self.k.add_smem("Qs", (bm * a.d * es) as u64, row_swizzle(a.d * es, true)),
                 self.k.add_smem("Ks", (2 * BN * a.d * es) as u64, row_swizzle(a.d * es, true)),
                 self.k.add_smem("Vs", (2 * BN * a.dv * es) as u64, row_swizzle(a.dv * es, true)),
                 None,
             ),
             Arch::Sm90 => (
-                self.smem_1024("Qs", BM * a.d * es),
+                self.smem_1024("Qs", bm * a.d * es),
                 self.smem_1024("Ks", 2 * BN * a.d * es),
                 self.smem_1024("Vs", 2 * BN * a.dv * es),
-                Some(self.smem_1024("Ps", BM * BN * es)),
+                Some(self.smem_1024("Ps", bm * BN * es)),
             ),
         };
         let n_s = BN / 8 * 4;
@@ -400,8 +426,8 @@ impl Builder {
         // read the most keys, and starting them first leaves the short
         // ones to fill the final wave (longest job first). Without a
         // bound every tile costs the same.
-        let tiles = (a.m + BM - 1) / BM;
-        let m0 = self.let_(&mut out, "m0", (Expr::c(tiles - 1) - Expr::BlockIdx(Dim::X)) * BM);
+        let tiles = (a.m + bm - 1) / bm;
+        let m0 = self.let_(&mut out, "m0", (Expr::c(tiles - 1) - Expr::BlockIdx(Dim::X)) * bm);
         let batch_extents = a.batch.clone();
         let batch = self.k.split_digits(&mut out, "batch", Expr::BlockIdx(Dim::Y), &batch_extents);
         let ids = Ids { tid, lane, warp, g, t4, m0, batch };
@@ -413,7 +439,7 @@ impl Builder {
             param: p.q,
             smem: rg.qs.clone(),
             stage_bytes: 0,
-            rows: BM,
+            rows: bm,
             cols: a.d,
             row0: ids.m0.clone(),
             row_end: a.m,
@@ -555,7 +581,7 @@ impl Builder {
                 // `BN` rows each): lbo steps a column block, sbo 8 keys.
                 main.push(Stmt::WgmmaFence);
                 for kk in 0..BN / 16 {
-                    let a_desc = k_major(ps, Expr::c(0), kk, BM);
+                    let a_desc = k_major(ps, self.warpgroup_rows(&ids), kk, bm);
                     let b_desc = MatrixDesc {
                         start: SmemRef { offset: stage.clone() * v_stage + kk * 16 * WGMMA_COLS * es, ..rg.vs.clone() },
                         lbo: (BN * WGMMA_COLS * es) as u32,
@@ -599,6 +625,15 @@ impl Builder {
             v
         });
         self.k.body = out;
+    }
+
+    /// The byte offset, inside each 64-column block of a `bm`-row tile
+    /// (`Qs`, `Ps`), of this thread's warpgroup's 64 rows: the start of its
+    /// `wgmma` A operand (warpgroup `w / 4` of warp `w` owns rows
+    /// `64·(w / 4)..`, its D fragment rows `16·w + g` and `+ 8`).
+    fn warpgroup_rows(&self, ids: &Ids) -> Expr {
+        let es = self.a.ab.size_bytes() as i64;
+        ids.warp.clone() / 4 * (64 * WGMMA_COLS * es)
     }
 
     /// Waits until at most `pending` copy groups are in flight, then
@@ -691,7 +726,7 @@ impl Builder {
                 // K-major, by `wgmma` k16 step by step.
                 out.push(Stmt::WgmmaFence);
                 for kk in 0..a.d / 16 {
-                    let q = k_major(&rg.qs, Expr::c(0), kk, BM);
+                    let q = k_major(&rg.qs, self.warpgroup_rows(ids), kk, self.bm);
                     let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
                     out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d: reg(s, Expr::c(0)), a: q, b: k, trans_b: false });
                 }
@@ -776,7 +811,7 @@ impl Builder {
     /// The keys this CTA reads: `N`, or fewer where a −inf constant bias
     /// with one constraint `α·m + β·n + γ ≥ 0` (`α ≥ 0 > β`, no batch
     /// term: the causal mask) rules out every key past a column for all of
-    /// the CTA's rows `m ≤ m0 + BM − 1`: `n ≤ ⌊(α·(m0 + BM − 1) + γ) / −β⌋`.
+    /// the CTA's rows `m ≤ m0 + bm − 1`: `n ≤ ⌊(α·(m0 + bm − 1) + γ) / −β⌋`.
     /// Only when every later score op keeps −inf at −inf (a positive
     /// scale, a rounding, a constant bias that is never +inf).
     fn kv_end(&self, ids: &Ids) -> Expr {
@@ -796,7 +831,7 @@ impl Builder {
             }
             for l in valid {
                 if l.m >= 0 && l.n < 0 && l.c == 0 && l.batch.iter().all(|&x| x == 0) {
-                    let last = ids.m0.clone() + (BM - 1);
+                    let last = ids.m0.clone() + (self.bm - 1);
                     let bound = Expr::bin(BinOp::FloorDiv, last * l.m + l.constant, Expr::c(-l.n));
                     end = end.min((bound + 1).max(0));
                 }
@@ -806,13 +841,13 @@ impl Builder {
     }
 
     /// Whether every score of key block `je` of this CTA (rows `m0 ..
-    /// m0 + BM`, columns `je·BN .. (je + 1)·BN`) is inside `M × N` and has
+    /// m0 + bm`, columns `je·BN .. (je + 1)·BN`) is inside `M × N` and has
     /// every guarded bias at its `value`: each constraint `α·m + β·n + … ≥
     /// 0` holds at its minimum over that box (`m0` or the last row by the
     /// sign of `α`, likewise for `n`). A constraint on the channel is never
     /// taken to hold. Uniform over the CTA.
     fn interior(&self, ids: &Ids, je: Expr) -> Expr {
-        let (first_row, last_row) = (ids.m0.clone(), ids.m0.clone() + (BM - 1));
+        let (first_row, last_row) = (ids.m0.clone(), ids.m0.clone() + (self.bm - 1));
         let (first_col, last_col) = (je.clone() * BN, je * BN + (BN - 1));
         let mut cond = last_row.clone().lt(self.a.m).and(last_col.clone().lt(self.a.n));
         for op in &self.a.scores {
