@@ -292,8 +292,9 @@ fn template_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::E
 }
 
 /// The `plan` dump of the attention `graph` (of `g`): each algorithm of
-/// the fused template ranked by the analytic model (the chosen one marked
-/// `*`, the earlier on a tie, as `gpu::template::lower` chooses), then the
+/// the fused template with each CTA size (query rows) ranked by the
+/// estimator (the chosen one marked `*`, the earlier on a tie, as
+/// `gpu::template::lower` and `gpu::attention::build` choose), then the
 /// chosen one's schedule.
 fn attention_plan(
     g: &Graph,
@@ -304,11 +305,13 @@ fn attention_plan(
     use crate::gpu::sm80::attention::{self as template, Algorithm};
     let label = &g.node(graph.scores).label;
     let problem = template::problem(&graph.attention);
-    let ranked: Vec<(Algorithm, Result<crate::plan::cost::Estimate, String>)> = Algorithm::ALL
+    let arch = crate::gpu::ir::Arch::parse(target.name).unwrap_or(crate::gpu::ir::Arch::Sm80);
+    let ranked: Vec<((Algorithm, i64), Result<crate::plan::cost::Estimate, String>)> = Algorithm::ALL
         .iter()
-        .map(|&algo| {
-            let plan = template::plan(&graph.attention, algo, target);
-            (algo, estimator.estimate(&plan, &problem, target).map_err(|d| d.message))
+        .flat_map(|&algo| template::warp_choices(arch).iter().map(move |&w| (algo, w)))
+        .map(|(algo, warps)| {
+            let plan = template::plan(&graph.attention, algo, target, warps);
+            ((algo, warps), estimator.estimate(&plan, &problem, target).map_err(|d| d.message))
         })
         .collect();
     let mut best: Option<usize> = None;
@@ -320,17 +323,17 @@ fn attention_plan(
         }
     }
     let mut out = format!("attention at `{label}`:\n");
-    for (i, (algo, e)) in ranked.iter().enumerate() {
+    for (i, ((algo, warps), e)) in ranked.iter().enumerate() {
         let mark = if Some(i) == best { '*' } else { ' ' };
         let cost = match e {
             Ok(e) => format!("estimate {:.1} µs, limited by {}", e.time_s * 1e6, e.limit.as_str()),
             Err(why) => format!("not costed: {why}"),
         };
-        out.push_str(&format!("{mark} algo_choice attention = {:<24} {cost}\n", algo.algo_choice()));
+        let algo = algo.algo_choice();
+        out.push_str(&format!("{mark} algo_choice attention = {algo:<24} {:>3} rows  {cost}\n", 16 * warps));
     }
-    let chosen = ranked[best.unwrap_or(0)].0;
-    let arch = crate::gpu::ir::Arch::parse(target.name).unwrap_or(crate::gpu::ir::Arch::Sm80);
-    out.push_str(&template::describe(&graph.attention, chosen, arch));
+    let (chosen, warps) = ranked[best.unwrap_or(0)].0;
+    out.push_str(&template::describe(&graph.attention, chosen, arch, warps));
     out
 }
 

@@ -668,19 +668,46 @@ pub struct AttentionKernel {
 }
 
 /// Recognises `g` ([`match_attention`]) and builds its fused kernel for
-/// `target` with the softmax by `algo`, named `symbol`.
+/// `target` with the softmax by `algo`, named `symbol`, on the CTA size
+/// ([`sm80_attention::warp_choices`]) `estimator` ranks first (the smaller
+/// on a tie).
 ///
 /// Errors: those of [`match_attention`]; `Unsupported` when `target` has
 /// no `mma.sync` for the operands' dtype or the template does not take the
-/// attention (`sm80::attention::build`), at the `Q·Kᵀ` contraction.
-pub fn build(g: &Graph, target: &crate::plan::Target, algo: Algorithm, symbol: &str) -> DResult<AttentionKernel> {
+/// attention (`sm80::attention::build`), and the estimator's when it costs
+/// no CTA size, at the `Q·Kᵀ` contraction.
+pub fn build(
+    g: &Graph,
+    target: &crate::plan::Target,
+    algo: Algorithm,
+    estimator: &dyn crate::plan::cost::Estimator,
+    symbol: &str,
+) -> DResult<AttentionKernel> {
     let graph = match_attention(g)?;
     let at = g.node(graph.scores);
     target.require_mma_sync(graph.attention.ab).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
     let arch = super::ir::Arch::parse(target.name)
         .ok_or_else(|| diag!(Unsupported, "no attention template for target `{}`", target.name).at_node(at))?;
-    let (mut kernel, params) = sm80_attention::build(&graph.attention, algo, arch).map_err(|d| d.or_at(at.span))?;
+    let problem = sm80_attention::problem(&graph.attention);
+    let mut best: Option<(f64, crate::plan::Plan, i64)> = None;
+    let mut refusal = None;
+    for &warps in sm80_attention::warp_choices(arch) {
+        let plan = sm80_attention::plan(&graph.attention, algo, target, warps);
+        match estimator.estimate(&plan, &problem, target) {
+            Ok(e) if best.as_ref().is_none_or(|(t, _, _)| e.time_s < *t) => best = Some((e.time_s, plan, warps)),
+            Ok(_) => {}
+            Err(d) => {
+                refusal.get_or_insert(d);
+            }
+        }
+    }
+    let Some((_, plan, warps)) = best else {
+        let d =
+            refusal.unwrap_or_else(|| diag!(Internal, "the attention template offers no CTA size on {}", arch.name()));
+        return Err(d.or_at(at.span));
+    };
+    let (mut kernel, params) =
+        sm80_attention::build(&graph.attention, algo, arch, warps).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
-    let plan = sm80_attention::plan(&graph.attention, algo, target);
     Ok(AttentionKernel { graph, algo, plan, kernel, params })
 }

@@ -75,6 +75,19 @@ impl Estimator for Prefer {
     }
 }
 
+/// Ranks the plans of one `algo_choice attention` with `rows` query rows
+/// a CTA first (estimate 0) and every other at 1 s: one CTA size pinned.
+struct PreferRows(Algorithm, u64);
+
+impl Estimator for PreferRows {
+    fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> DResult<Estimate> {
+        let rows = plan.tile.as_ref().map(|t| t.value[0]);
+        let time_s =
+            if attention_algorithm(plan) == Some(self.0.algo_choice()) && rows == Some(self.1) { 0.0 } else { 1.0 };
+        Ok(Estimate { time_s, limit: Limit::Compute })
+    }
+}
+
 /// Lowers `g` for sm80 with `algo` preferred, checks its one launch is the
 /// fused attention kernel with that algorithm, then verifies, emulates and
 /// compares it with the interpreter.
@@ -132,7 +145,7 @@ fn the_model_prefers_online_softmax_and_costs_the_second_pass() {
     let g = load(&Case { b: 4, h: 16, m: 4096, n: 4096, d: 64, ..BASE }.source());
     let a = super::attention::match_attention(&g).unwrap().attention;
     let problem = super::sm80::attention::problem(&a);
-    let est = |algo| Analytic.estimate(&super::sm80::attention::plan(&a, algo, &SM80), &problem, &SM80).unwrap();
+    let est = |algo| Analytic.estimate(&super::sm80::attention::plan(&a, algo, &SM80, 4), &problem, &SM80).unwrap();
     let (online, two) = (est(Algorithm::OnlineSoftmax), est(Algorithm::StreamingSoftmax2Pass));
     assert_eq!(online.limit, Limit::Compute, "{online:?}");
     let ratio = two.time_s / online.time_s;
@@ -325,9 +338,9 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 /// On sm90 an attention whose head and value dimensions are multiples of
 /// 64 takes the wgmma branch of the template (`Q·Kᵀ` and `P·V` by `wgmma`
 /// from 128-byte swizzled tiles, `P` through shared memory), both softmax
-/// algorithms, two warpgroups of 64 query rows a CTA (a CTA's second
-/// warpgroup past `M` at 1, 17 and 64 rows, partly at 130); head dims 64
-/// and 128, sequence lengths 1, 17, 64 and 130,
+/// algorithms, CTAs of one and of two warpgroups of 64 query rows (the
+/// second warpgroup past `M` at 1, 17 and 64 rows, partly at 130); head
+/// dims 64 and 128, sequence lengths 1, 17, 64 and 130,
 /// causal and masked, f16 and bf16, equal to the interpreter; other head
 /// dims fall back to the sm80 kernel. One f16 and one bf16 kernel compile
 /// for sm_90a without spills, with `HGMMA` in the SASS.
@@ -346,13 +359,14 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
     let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
     for (i, c) in cases.into_iter().enumerate() {
         let g = load(&c.source());
-        for algo in Algorithm::ALL {
-            let (prog, notes) = lower_program_noting(&g, &SM90, &Prefer(algo)).unwrap_or_else(|e| panic!("{e}"));
+        for (algo, rows) in Algorithm::ALL.into_iter().flat_map(|a| [(a, 64), (a, 128)]) {
+            let (prog, notes) =
+                lower_program_noting(&g, &SM90, &PreferRows(algo, rows)).unwrap_or_else(|e| panic!("{e}"));
             let [l] = &prog.launches[..] else { panic!("{} launches: {notes:?}", prog.launches.len()) };
             assert_eq!((l.form, l.kernel.arch), (Form::Attention, Arch::Sm90), "{c:?}");
-            // Two warpgroups, 128 query rows a CTA.
-            assert_eq!(l.kernel.block, [256, 1, 1]);
-            assert_eq!(l.plan.as_ref().and_then(|p| p.tile.as_ref()).map(|t| t.value[0]), Some(128));
+            // One warpgroup per 64 query rows of a CTA.
+            assert_eq!(l.kernel.block, [rows as u32 * 2, 1, 1]);
+            assert_eq!(l.plan.as_ref().and_then(|p| p.tile.as_ref()).map(|t| t.value[0]), Some(rows));
             assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo.algo_choice()));
             let p = super::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
             if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {

@@ -643,7 +643,7 @@ pub(super) fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DRe
 /// Errors: those of the build, and the estimator's when it cannot cost the
 /// plan.
 fn attention(g: &Graph, target: &Target, estimator: &dyn Estimator, algo: Algorithm) -> DResult<Lowered> {
-    let ak = super::attention::build(g, target, algo, &format!("{}_attention", g.name))?;
+    let ak = super::attention::build(g, target, algo, estimator, &format!("{}_attention", g.name))?;
     let problem = super::sm80::attention::problem(&ak.graph.attention);
     let at = g.node(ak.graph.scores).span;
     let estimate = estimator.estimate(&ak.plan, &problem, target).map_err(|d| d.or_at(at))?;

@@ -51,9 +51,10 @@
 //! blocks ([`Bias::Guarded`] with one constraint falling in `n`).
 //!
 //! **sm90** ([`build`] with `Arch::Sm90`, head and value dimensions
-//! multiples of 64): a CTA of two warpgroups ([`SM90_WARPS`]: 128 query
-//! rows, warpgroup `w / 4` owning rows `64·(w / 4)..`, so each K/V tile in
-//! shared memory serves twice the rows) and the same loops, the
+//! multiples of 64): a CTA of one warpgroup or two ([`warp_choices`]; with
+//! two, 128 query rows, warpgroup `w / 4` owning rows `64·(w / 4)..`, so
+//! each K/V tile in shared memory serves twice the rows) and the same
+//! loops, the
 //! two products by `wgmma.m64nNk16` (issue 15) — `S = Q·K_jᵀ` from Q and
 //! K_j (K-major), `O += P·V_j` from `P` (K-major) and V_j (MN-major) —
 //! on tiles the copies write as column blocks of 64 elements with the
@@ -88,17 +89,21 @@ use super::row_swizzle;
 pub const WARPS: i64 = 4;
 /// Query rows per CTA of the sm80 kernel.
 pub const BM: i64 = 16 * WARPS;
-/// Warps per CTA of the sm90 kernel: two warpgroups of 64 query rows
+/// The larger CTA of the sm90 kernel: two warpgroups of 64 query rows
 /// each, so every K/V tile copied to shared memory serves 128 rows (half
 /// the copies per query row of one warpgroup; FlashAttention-3's two
 /// consumer warpgroups, without its producer warpgroup or ping-pong).
 pub const SM90_WARPS: i64 = 8;
 
-/// Warps per CTA on `arch`: [`WARPS`] or [`SM90_WARPS`].
-pub fn warps(arch: Arch) -> i64 {
+/// The CTA sizes, in warps, the kernel offers on `arch`: the sm80 kernel's
+/// [`WARPS`]; on sm90 one warpgroup or two ([`SM90_WARPS`]) — two share
+/// each K/V tile among twice the rows but make half the CTAs, which fills
+/// fewer SMs when `M` is short — ranked by the estimator through the
+/// plan's `tile[0] = 16 · warps` ([`plan`]).
+pub fn warp_choices(arch: Arch) -> &'static [i64] {
     match arch {
-        Arch::Sm80 => WARPS,
-        Arch::Sm90 => SM90_WARPS,
+        Arch::Sm80 => &[WARPS],
+        Arch::Sm90 => &[WARPS, SM90_WARPS],
     }
 }
 /// Keys per block of the loop.
@@ -154,18 +159,27 @@ pub struct AttentionParams {
     pub o: ParamId,
 }
 
-/// The fused attention kernel of `a` computing its softmax by `algo`.
+/// The fused attention kernel of `a` computing its softmax by `algo`, on
+/// a CTA of `warps` warps (one of [`warp_choices`]).
 ///
-/// Errors: `Unsupported` for operand dtypes other than f16/bf16, an output
+/// Errors: `Unsupported` for a `warps` the arch does not offer, operand
+/// dtypes other than f16/bf16, an output
 /// other than f16/bf16/f32, head or value dimensions that are not
 /// multiples of 16 up to [`MAX_HEAD_DIM`], `q`/`k`/`v` whose rows are not
 /// 16-byte aligned runs (the `c` coefficient 1, every other a multiple of
 /// 8), an output whose column pairs are not aligned, or more batch points
 /// than the grid's `y` allows.
-pub fn build(a: &Attention, algo: Algorithm, arch: Arch) -> DResult<(Kernel, AttentionParams)> {
+pub fn build(a: &Attention, algo: Algorithm, arch: Arch, warps: i64) -> DResult<(Kernel, AttentionParams)> {
     check(a, arch)?;
+    if !warp_choices(arch).contains(&warps) {
+        let offered = warp_choices(arch);
+        return Err(diag!(
+            Unsupported,
+            "the {} attention template has CTAs of {offered:?} warps, not {warps}",
+            arch.name()
+        ));
+    }
     let name = format!("attention_{}", arch.name());
-    let warps = warps(arch);
     let mut b = Builder { k: Kernel::empty(&name, arch), a: a.clone(), arch, warps, bm: 16 * warps };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let q = b.k.add_param("Q", ptr(a.ab, false));
@@ -184,15 +198,14 @@ pub fn build(a: &Attention, algo: Algorithm, arch: Arch) -> DResult<(Kernel, Att
     Ok((b.k, p))
 }
 
-/// The Schedule Plan (`000` §1.7) of `a`'s kernel with `algo` on
-/// `target`: `arch`, `tile = [16·warps, BN, d]` (the sm90 kernel's two
-/// warpgroups where `target` issues `wgmma`, else [`BM`]), `warp_tile =
-/// 16xBN`, the K/V ring's two stages and `algo_choice attention`; what
-/// [`crate::plan::cost::Estimator`]s rank the algorithms by.
-pub fn plan(a: &Attention, algo: Algorithm, target: &crate::plan::Target) -> Plan {
+/// The Schedule Plan (`000` §1.7) of `a`'s kernel with `algo` on a CTA
+/// of `warps` warps on `target`: `arch`, `tile = [16·warps, BN, d]`,
+/// `warp_tile = 16xBN`, the K/V ring's two stages and `algo_choice
+/// attention`; what [`crate::plan::cost::Estimator`]s rank the algorithms
+/// and CTA sizes by.
+pub fn plan(a: &Attention, algo: Algorithm, target: &crate::plan::Target, warps: i64) -> Plan {
     let ax = |s: &str| Spanned::new(s.to_string());
-    let arch = if target.issues_wgmma(a.ab) { Arch::Sm90 } else { Arch::Sm80 };
-    let bm = 16 * warps(arch);
+    let bm = 16 * warps;
     Plan {
         arch: Some(ax(target.name)),
         tile: Some(Spanned::new([bm as u64, BN as u64, a.d as u64])),
@@ -210,10 +223,11 @@ pub fn problem(a: &Attention) -> Problem {
     Problem::attention(u(batch), u(a.m), u(a.n), u(a.d), u(a.dv), a.ab)
 }
 
-/// The template's schedule for `a` with `algo` on `arch` (the sm90 branch
-/// where it takes `a`, else the sm80 kernel), for the `plan` dump:
-/// `algo_choice`, tiles, warps, stages, the sizes and the score ops.
-pub fn describe(a: &Attention, algo: Algorithm, arch: Arch) -> String {
+/// The template's schedule for `a` with `algo` on a CTA of `warps` warps
+/// on `arch` (the sm90 branch where it takes `a`, else the sm80 kernel),
+/// for the `plan` dump: `algo_choice`, tiles, warps, stages, the sizes and
+/// the score ops.
+pub fn describe(a: &Attention, algo: Algorithm, arch: Arch, warps: i64) -> String {
     let ops: Vec<String> = a
         .scores
         .iter()
@@ -238,17 +252,16 @@ pub fn describe(a: &Attention, algo: Algorithm, arch: Arch) -> String {
     let products = match arch {
         Arch::Sm80 => "K/V in a 2-stage cp.async ring, P kept in registers (ldmatrix + mma.sync)",
         Arch::Sm90 => {
-            "two warpgroups, K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma, P \
-             through shared memory"
+            "K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma (a warpgroup per 64 \
+             rows), P through shared memory"
         }
     };
-    let warps = warps(arch);
+    let warps = if warp_choices(arch).contains(&warps) { warps } else { WARPS };
     format!(
         "algo_choice attention = {}, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
          {}, {} → {}\n  tile: {} query rows × {BN} keys per step, {warps} warps (16 rows each), {products}, \
          {loops}\n  scores: {}\n",
         algo.algo_choice(),
-        16 * warps,
         a.batch.iter().product::<i64>(),
         a.m,
         a.n,
@@ -256,6 +269,7 @@ pub fn describe(a: &Attention, algo: Algorithm, arch: Arch) -> String {
         a.dv,
         a.ab,
         a.out,
+        16 * warps,
         if ops.is_empty() { "S".to_string() } else { format!("S, {}", ops.join(", ")) }
     )
 }
