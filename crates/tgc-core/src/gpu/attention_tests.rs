@@ -88,15 +88,23 @@ impl Estimator for PreferRows {
     }
 }
 
-/// Lowers `g` for sm80 with `algo` preferred, checks its one launch is the
-/// fused attention kernel with that algorithm, then verifies, emulates and
-/// compares it with the interpreter.
-fn check_with(g: &Graph, tol: f64, algo: Algorithm) -> GpuProgram {
-    let (prog, notes) = lower_program_noting(g, &SM80, &Prefer(algo)).unwrap_or_else(|e| panic!("{e}"));
+/// Lowers `g` for sm80 with `algo` preferred (and `rows` query rows a CTA
+/// when given), checks its one launch is the fused attention kernel with
+/// that algorithm, then verifies, emulates and compares it with the
+/// interpreter.
+fn check_with(g: &Graph, tol: f64, algo: Algorithm, rows: Option<u64>) -> GpuProgram {
+    let lowered = match rows {
+        Some(r) => lower_program_noting(g, &SM80, &PreferRows(algo, r)),
+        None => lower_program_noting(g, &SM80, &Prefer(algo)),
+    };
+    let (prog, notes) = lowered.unwrap_or_else(|e| panic!("{e}"));
     let [l] = &prog.launches[..] else { panic!("{} launches: {notes:?}", prog.launches.len()) };
     assert_eq!(l.form, Form::Attention, "{}", l.kernel);
     let plan = l.plan.as_ref().expect("the attention launch's plan");
     assert_eq!(attention_algorithm(plan), Some(algo.algo_choice()));
+    if let Some(r) = rows {
+        assert_eq!((plan.tile.as_ref().map(|t| t.value[0]), l.kernel.block[0]), (Some(r), r as u32 * 2));
+    }
     super::simt::tests::check_program(g, prog, &[], tol)
 }
 
@@ -105,14 +113,15 @@ fn check(g: &Graph, tol: f64) -> GpuProgram {
     let (prog, _) = lower_program_noting(g, &SM80, &Analytic).unwrap_or_else(|e| panic!("{e}"));
     let plan = prog.launches.first().and_then(|l| l.plan.as_ref()).expect("the attention launch's plan");
     let algo = Algorithm::ALL.into_iter().find(|a| attention_algorithm(plan) == Some(a.algo_choice())).unwrap();
-    check_with(g, tol, algo)
+    check_with(g, tol, algo, None)
 }
 
 const BASE: Case = Case { b: 1, h: 2, m: 17, n: 17, d: 16, causal: false, mask: false, dtype: "f16" };
 
 /// Head dims 16, 64 and 128; sequence lengths 1, 17, 64 and 130 (tails
-/// of the 64-row and 64-key blocks, more key blocks than one); causal and
-/// additive masks; f16 and bf16; each with both softmax algorithms.
+/// of the 64- and 128-row and 64-key blocks, more key blocks than one);
+/// causal and additive masks; f16 and bf16; each with both softmax
+/// algorithms on CTAs of 4 and 8 warps (64 and 128 query rows).
 #[test]
 fn attention_grid_matches_the_interpreter() {
     let cases = [
@@ -130,7 +139,9 @@ fn attention_grid_matches_the_interpreter() {
     for c in cases {
         let g = load(&c.source());
         for algo in Algorithm::ALL {
-            check_with(&g, tol(c.dtype), algo);
+            for rows in [64, 128] {
+                check_with(&g, tol(c.dtype), algo, Some(rows));
+            }
         }
     }
 }
@@ -320,15 +331,15 @@ fn a_two_pass_attention_without_its_pass_barrier_is_caught() {
 }
 
 /// Head dims 64 and 128 at a long sequence, causal or not, with either
-/// softmax algorithm, compile to sm_80 cubins without spills, with
-/// `HMMA.16816.F32`, `LDSM` and `LDGSTS`.
+/// softmax algorithm on CTAs of 64 and 128 query rows, compile to sm_80
+/// cubins without spills, with `HMMA.16816.F32`, `LDSM` and `LDGSTS`.
 #[test]
 fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
     let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
     for (d, causal) in [(64, false), (64, true), (128, false), (128, true)] {
         let g = load(&Case { b: 4, h: 16, m: 4096, n: 4096, d, causal, ..BASE }.source());
-        for algo in Algorithm::ALL {
-            let (p, _) = lower_program_noting(&g, &SM80, &Prefer(algo)).unwrap();
+        for (algo, rows) in Algorithm::ALL.into_iter().flat_map(|a| [(a, 64), (a, 128)]) {
+            let (p, _) = lower_program_noting(&g, &SM80, &PreferRows(algo, rows)).unwrap();
             assert_eq!(p.launches[0].form, Form::Attention);
             super::implicit_tests::compiles_to_mma(&tc, &p, true);
         }

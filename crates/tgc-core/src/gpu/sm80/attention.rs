@@ -4,8 +4,9 @@
 //! without writing the score matrix to memory.
 //!
 //! Skeleton of `online_softmax` (FlashAttention-2, Dao 2023), one CTA of
-//! [`WARPS`] warps per [`BM`] query rows of one batch point, each warp
-//! owning 16 rows:
+//! [`WARPS`] warps per [`BM`] query rows of one batch point (or
+//! [`WIDE_WARPS`] per 128 rows: [`warp_choices`]), each warp owning 16
+//! rows:
 //!
 //! ```text
 //! copy Q tile → Qs; commit; copy K₀ → Ks[0]; commit; copy V₀ → Vs[0]; commit
@@ -89,21 +90,21 @@ use super::row_swizzle;
 pub const WARPS: i64 = 4;
 /// Query rows per CTA of the sm80 kernel.
 pub const BM: i64 = 16 * WARPS;
-/// The larger CTA of the sm90 kernel: two warpgroups of 64 query rows
-/// each, so every K/V tile copied to shared memory serves 128 rows (half
-/// the copies per query row of one warpgroup; FlashAttention-3's two
-/// consumer warpgroups, without its producer warpgroup or ping-pong).
-pub const SM90_WARPS: i64 = 8;
+/// The larger CTA: 8 warps, 128 query rows — on sm90 two warpgroups of 64
+/// rows each (FlashAttention-3's two consumer warpgroups, without its
+/// producer warpgroup or ping-pong) — so every K/V tile copied to shared
+/// memory serves twice the rows of [`WARPS`].
+pub const WIDE_WARPS: i64 = 8;
 
-/// The CTA sizes, in warps, the kernel offers on `arch`: the sm80 kernel's
-/// [`WARPS`]; on sm90 one warpgroup or two ([`SM90_WARPS`]) — two share
-/// each K/V tile among twice the rows but make half the CTAs, which fills
-/// fewer SMs when `M` is short — ranked by the estimator through the
-/// plan's `tile[0] = 16 · warps` ([`plan`]).
+/// The CTA sizes, in warps, the kernel offers on `arch`: [`WARPS`] (64
+/// query rows; on sm90 one warpgroup) or [`WIDE_WARPS`] (128 rows) — the
+/// wide CTA halves the K/V copies per query row but makes half the CTAs,
+/// which fills fewer SMs when `M` is short — ranked by the estimator
+/// through the plan's `tile[0] = 16 · warps` ([`plan`]). The same on both
+/// arches today; per arch so that a branch can offer its own.
 pub fn warp_choices(arch: Arch) -> &'static [i64] {
     match arch {
-        Arch::Sm80 => &[WARPS],
-        Arch::Sm90 => &[WARPS, SM90_WARPS],
+        Arch::Sm80 | Arch::Sm90 => &[WARPS, WIDE_WARPS],
     }
 }
 /// Keys per block of the loop.
