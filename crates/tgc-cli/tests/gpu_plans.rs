@@ -2,8 +2,10 @@
 //! reference: on an sm90 device the wgmma plans in all three forms (not
 //! specialised, warp-specialised, persistent), whose producer/consumer
 //! ordering and persistent tile walk the emulator runs in one order only;
-//! on others the mma.sync space. Without a GPU the test says that it
-//! skipped; with `TGC_GPU=1` (scripts/gpu_tests.sh) a missing GPU fails it.
+//! on others the mma.sync space; and every attention plan (each softmax
+//! algorithm on CTAs of 64 and 128 query rows) against the interpreter.
+//! Without a GPU the tests say that they skipped; with `TGC_GPU=1`
+//! (scripts/gpu_tests.sh) a missing GPU fails them.
 
 #[path = "../src/gpu.rs"]
 #[allow(dead_code)]
@@ -116,5 +118,66 @@ fn every_plan_of_the_device_space_matches_a_cpu_reference() {
             assert!((g - r).abs() <= 1e-2 + 1e-2 * r.abs(), "plan {shape}: y[{}, {}] = {g}, want {r}", at / n, at % n);
         }
         eprintln!("plan {shape}: matches");
+    }
+}
+
+/// An f16 attention with tails on both sequence axes (130 queries and keys,
+/// head dim 64, causal): its plans on `target` (each softmax algorithm on
+/// CTAs of 64 and 128 query rows), each checked to lower, pinned, to one
+/// attention launch with that plan.
+fn attention_plans(target: &Target) -> (tgc_core::tiny::Graph, Vec<Plan>) {
+    let text = "graph att(q: f16[1, 2, 130, 64], k: f16[1, 2, 130, 64], v: f16[1, 2, 130, 64]) -> (o: f16[1, 2, 130, \
+                64]) {\n    o = attention(q, k, v, causal=true)\n    return o\n}\n";
+    let graph = pipeline::load(text, Format::Dsl, None).expect("the graph loads").graph;
+    let ds = tgc_core::tune::gpu::decisions(&graph, target).expect("the attention lowers");
+    let [d] = &ds[..] else { panic!("one decision: {ds:?}") };
+    for plan in &d.candidates {
+        let p = tgc_core::gpu::simt::lower_program_with(&graph, target, &cost::PinnedPlan(plan)).expect("it lowers");
+        assert_eq!(p.launches.len(), 1);
+        assert_eq!(p.launches[0].form, tgc_core::gpu::simt::Form::Attention);
+        assert_eq!(p.launches[0].plan.as_ref(), Some(plan));
+    }
+    let rows: std::collections::BTreeSet<u64> =
+        d.candidates.iter().filter_map(|p| p.tile.as_ref().map(|t| t.value[0])).collect();
+    assert_eq!(rows.into_iter().collect::<Vec<_>>(), [64, 128]);
+    (graph, d.candidates.clone())
+}
+
+#[test]
+fn every_attention_plan_lowers_pinned_to_its_own_launch() {
+    for target in [&tgc_core::plan::target::SM80, &tgc_core::plan::target::SM90] {
+        assert_eq!(attention_plans(target).1.len(), 4, "{}", target.name);
+    }
+}
+
+/// Every attention plan of the device's target on the GPU against the
+/// interpreter (`1e-2` relative and absolute); skipped without a GPU, a
+/// failure without one under `TGC_GPU=1`.
+#[test]
+fn every_attention_plan_of_the_device_matches_the_interpreter() {
+    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
+    let gpu = match Gpu::new(0) {
+        Ok(g) => g,
+        Err(e) if !required => {
+            eprintln!("every_attention_plan_of_the_device: skipped, no GPU: {e}");
+            return;
+        }
+        Err(e) => panic!("TGC_GPU=1 but no GPU: {e}"),
+    };
+    let target = gpu::device_target(gpu.sm());
+    let (graph, plans) = attention_plans(target);
+    let inputs = pipeline::sample_inputs(&graph).expect("inputs");
+    let want = pipeline::run_interp(&graph, &inputs).expect("the interpreter runs")[0].to_f64_vec();
+    for (i, plan) in plans.iter().enumerate() {
+        let shape = format!("{:?} rows {:?}", cost::attention_algorithm(plan), plan.tile.as_ref().map(|t| t.value[0]));
+        let mut c = gpu::Compiled::for_target(&gpu, &graph, &format!("att{i}"), &cost::PinnedPlan(plan), target)
+            .unwrap_or_else(|e| panic!("{shape}: {e:?}"));
+        c.upload(&inputs).unwrap_or_else(|e| panic!("{shape}: {e:?}"));
+        c.run().unwrap_or_else(|e| panic!("{shape}: {e:?}"));
+        let got = c.download().unwrap_or_else(|e| panic!("{shape}: {e:?}"))[0].to_f64_vec();
+        for (at, (g, r)) in got.iter().zip(&want).enumerate() {
+            assert!((g - r).abs() <= 1e-2 + 1e-2 * r.abs(), "{shape}: o[{at}] = {g}, want {r}");
+        }
+        eprintln!("{shape}: matches");
     }
 }
