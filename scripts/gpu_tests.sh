@@ -33,7 +33,8 @@ cargo test -p tgc --locked --features sm90 --test sm80_kernel
 cargo test -p tgc-build-demo --locked --features sm90 --test sm80 --test sm90
 cargo test -p tgc-cli --locked --test cli
 # Every plan of the device's GEMM space (on sm90 the warp-specialised and
-# persistent forms too) against a CPU reference.
+# persistent forms too) against a CPU reference, and every attention plan
+# (algorithm × 64 or 128 query rows a CTA) against the interpreter.
 cargo test -p tgc-cli --locked --test gpu_plans
 # `tgc tune --target` for the device: every plan of a GEMM measured, the
 # fastest recorded and built from the record.
