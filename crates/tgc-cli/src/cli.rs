@@ -69,6 +69,12 @@ pub enum Command {
         /// the pinned one cannot take runs as SIMT kernels, with a note.
         #[arg(long = "algo", value_name = "KEY=VALUE")]
         algos: Vec<String>,
+        /// Rank the GPU templates' plans by this tuning cache's records
+        /// (`--backend cuda`; DIR/gpu/, written by `tgc tune --target`); a
+        /// plan decision without a record keeps the analytic plan, with a
+        /// note.
+        #[arg(long, value_name = "DIR")]
+        tuning: Option<PathBuf>,
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {

@@ -39,8 +39,8 @@ type Result<T> = std::result::Result<T, Failure>;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Check { graph, entry, dump } => check(&graph, entry.as_deref(), &dump),
-        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles, max_memory, algos } => {
-            let run = RunOptions { backend, tiles: &tiles, max_memory, algos: &algos };
+        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles, max_memory, algos, tuning } => {
+            let run = RunOptions { backend, tiles: &tiles, max_memory, algos: &algos, tuning: tuning.as_deref() };
             run_graph(&graph, entry.as_deref(), &dims, &inputs, &output_dir, &run)
         }
         Command::Compile { graph, entry, target, dims, dump, out, timings, tuning, algos } => {
@@ -167,6 +167,8 @@ struct RunOptions<'a> {
     max_memory: u64,
     /// `--algo` pins, unparsed.
     algos: &'a [String],
+    /// `--tuning`: the cache whose GPU records rank the plans.
+    tuning: Option<&'a Path>,
 }
 
 /// The estimator of the GPU templates: the analytic model with the
@@ -196,6 +198,9 @@ fn run_graph(
     }
     if !run.algos.is_empty() && backend != Backend::Cuda {
         return Err(Failure::user("--algo applies to --backend cuda only"));
+    }
+    if run.tuning.is_some() && backend != Backend::Cuda {
+        return Err(Failure::user("--tuning applies to --backend cuda only (CPU builds read it with `tgc compile`)"));
     }
     #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     let estimator = estimator(run.algos)?;
@@ -248,10 +253,25 @@ fn run_graph(
             }
         }
         #[cfg(feature = "cuda")]
-        Backend::Cuda => crate::gpu::run_cuda(&bound, &ordered, &estimator).map_err(|e| match e {
-            crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
-            crate::gpu::GpuError::Runtime(e) => Failure::from(e),
-        })?,
+        Backend::Cuda => {
+            let failure = |e| match e {
+                crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
+                crate::gpu::GpuError::Runtime(e) => Failure::from(e),
+            };
+            match run.tuning {
+                None => crate::gpu::run_cuda(&bound, &ordered, &estimator).map_err(failure)?,
+                Some(dir) => {
+                    let dir = dir.join(tgc_core::tune::gpu::SUBDIR);
+                    let cache = tgc_core::tune::Cache::open(&dir).map_err(|e| Failure::user(e.to_string()))?;
+                    let recorded = tgc_core::tune::gpu::Recorded::new(&cache, &estimator);
+                    let out = crate::gpu::run_cuda(&bound, &ordered, &recorded).map_err(failure)?;
+                    if let Some(note) = recorded.miss_note(&bound.name) {
+                        eprintln!("note: {note}");
+                    }
+                    out
+                }
+            }
+        }
         #[cfg(not(feature = "cuda"))]
         Backend::Cuda => {
             return Err(Failure::user(

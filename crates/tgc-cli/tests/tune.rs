@@ -233,6 +233,24 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
     // Another point has no record: the analytic plan, with a note.
     let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", "sm80", "--dim", "M=128", "--tuning", "tgc-tune"]);
     assert!(o.status.success() && stderr(&o).contains("no GPU tuning record for 1 plan decision"), "{}", stderr(&o));
+
+    // `run` reads the records on the GPU only.
+    let o = tgc_in(&dir, &["run", "gemm.tgc", "--backend", "cpu", "--tuning", "tgc-tune"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--tuning applies to --backend cuda only"), "{}", stderr(&o));
+
+    // A hand edit of the GPU record is refused by check and compile.
+    let file = std::fs::read_dir(dir.join("tgc-tune/gpu")).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replacen("\"a stand-in\"", "\"another device\"", 1)).unwrap();
+    for args in [
+        &["tune", "gemm.tgc", "--target", "sm80", "--check"][..],
+        &["compile", "gemm.tgc", "--target", "sm80", "--tuning", "tgc-tune"][..],
+    ] {
+        let o = tgc_in(&dir, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("is refused: its digest does not match"), "{args:?}: {}", stderr(&o));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
