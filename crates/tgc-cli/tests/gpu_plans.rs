@@ -81,6 +81,20 @@ fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
     choice.candidates.into_iter().map(|(p, _)| p).collect()
 }
 
+/// GPU 0, or `None` after saying that `test` skipped; without a GPU under
+/// `TGC_GPU=1` (scripts/gpu_tests.sh) a panic.
+fn device(test: &str) -> Option<Gpu> {
+    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
+    match Gpu::new(0) {
+        Ok(g) => Some(g),
+        Err(e) if !required => {
+            eprintln!("{test}: skipped, no GPU: {e}");
+            None
+        }
+        Err(e) => panic!("TGC_GPU=1 but no GPU: {e}"),
+    }
+}
+
 #[test]
 fn every_sm90_form_lowers_pinned_to_its_own_launch() {
     let plans = pinned_plans(&graph(), &tgc_core::plan::target::SM90);
@@ -89,15 +103,7 @@ fn every_sm90_form_lowers_pinned_to_its_own_launch() {
 
 #[test]
 fn every_plan_of_the_device_space_matches_a_cpu_reference() {
-    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
-    let gpu = match Gpu::new(0) {
-        Ok(g) => g,
-        Err(e) if !required => {
-            eprintln!("every_plan_of_the_device_space: skipped, no GPU: {e}");
-            return;
-        }
-        Err(e) => panic!("TGC_GPU=1 but no GPU: {e}"),
-    };
+    let Some(gpu) = device("every_plan_of_the_device_space") else { return };
     let (m, n, k) = (M, N, K);
     let graph = graph();
     let target = gpu::device_target(gpu.sm());
@@ -155,15 +161,7 @@ fn every_attention_plan_lowers_pinned_to_its_own_launch() {
 /// failure without one under `TGC_GPU=1`.
 #[test]
 fn every_attention_plan_of_the_device_matches_the_interpreter() {
-    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
-    let gpu = match Gpu::new(0) {
-        Ok(g) => g,
-        Err(e) if !required => {
-            eprintln!("every_attention_plan_of_the_device: skipped, no GPU: {e}");
-            return;
-        }
-        Err(e) => panic!("TGC_GPU=1 but no GPU: {e}"),
-    };
+    let Some(gpu) = device("every_attention_plan_of_the_device") else { return };
     let target = gpu::device_target(gpu.sm());
     let (graph, plans) = attention_plans(target);
     let inputs = pipeline::sample_inputs(&graph).expect("inputs");
