@@ -344,7 +344,7 @@ pub fn decisions(g: &Graph, target: &Target) -> DResult<Vec<Decision>> {
 
 /// An estimate below any other: a pinned plan wins even where a template
 /// adds its own terms (Winograd's transforms) to the estimate.
-const PINNED_S: f64 = -1.0;
+pub const PINNED_S: f64 = -1.0;
 
 /// Pins one plan per decision and costs the rest with `inner`: a pinned
 /// plan is estimated at [`PINNED_S`], the other candidates of its decision
