@@ -1,9 +1,11 @@
 //! `tgc tune --target sm80|sm90`: the GPU templates' plans measured on GPU
 //! 0 and recorded in the cache's `gpu/` folder (`tgc_core::tune::gpu`).
 //!
-//! Each candidate is the whole graph with that plan pinned: compiled,
-//! run once and compared with the interpreter (`000` §9's tolerance; for
-//! a point above `INTERPRETER_MACS`, with tgc's CPU backend), then
+//! Each candidate is a unit (`tune::gpu::units`: the graph when a template
+//! takes it whole, else the region the decision serves, as a graph of its
+//! own) with that plan pinned: compiled, run once and compared with the
+//! interpreter (`000` §9's tolerance; above `INTERPRETER_MACS`, with
+//! tgc's CPU backend), then
 //! run `--warmup` times and timed `--repetitions` times; the median is
 //! kept. A timed repetition is a batch of back-to-back runs lasting about
 //! `BATCH_NS` (at most `MAX_BATCH` runs; `bench_gpu` times the same
