@@ -183,6 +183,21 @@ pub(crate) fn estimator(algos: &[String]) -> Result<tgc_core::plan::cost::Pinned
     Ok(tgc_core::plan::cost::PinnedAlgorithms { pins, inner: &tgc_core::plan::cost::Analytic })
 }
 
+/// The GPU records of `--tuning DIR`, if given.
+///
+/// Errors: a folder or record that cannot be read, or is refused.
+fn gpu_records(tuning: Option<&Path>) -> Result<Option<tgc_core::tune::Cache<tgc_core::tune::gpu::GpuRecord>>> {
+    tuning.map(tgc_core::tune::gpu::open).transpose().map_err(|e| Failure::user(e.to_string()))
+}
+
+/// The note on stderr for the plan decisions of graph `graph` that `plans`
+/// found no record for, if any.
+fn note_misses(plans: &tgc_core::tune::gpu::Recorded, graph: &str) {
+    if let Some(note) = plans.miss_note(graph) {
+        eprintln!("note: {note}");
+    }
+}
+
 fn run_graph(
     path: &Path,
     entry: Option<&str>,
@@ -258,19 +273,11 @@ fn run_graph(
                 crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
                 crate::gpu::GpuError::Runtime(e) => Failure::from(e),
             };
-            match run.tuning {
-                None => crate::gpu::run_cuda(&bound, &ordered, &estimator).map_err(failure)?,
-                Some(dir) => {
-                    let dir = dir.join(tgc_core::tune::gpu::SUBDIR);
-                    let cache = tgc_core::tune::Cache::open(&dir).map_err(|e| Failure::user(e.to_string()))?;
-                    let recorded = tgc_core::tune::gpu::Recorded::new(&cache, &estimator);
-                    let out = crate::gpu::run_cuda(&bound, &ordered, &recorded).map_err(failure)?;
-                    if let Some(note) = recorded.miss_note(&bound.name) {
-                        eprintln!("note: {note}");
-                    }
-                    out
-                }
-            }
+            let cache = gpu_records(run.tuning)?;
+            let plans = tgc_core::tune::gpu::Recorded::new(cache.as_ref(), &estimator);
+            let out = crate::gpu::run_cuda(&bound, &ordered, &plans).map_err(failure)?;
+            note_misses(&plans, &bound.name);
+            out
         }
         #[cfg(not(feature = "cuda"))]
         Backend::Cuda => {
@@ -350,16 +357,10 @@ fn compile(
         loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
     };
     if let Some(gpu) = gpu {
-        let Some(dir) = how.tuning else {
-            return compile_gpu(path, gpu, &loaded, &graph, dump, out, &estimator, timings);
-        };
-        let dir = dir.join(tgc_core::tune::gpu::SUBDIR);
-        let cache = tgc_core::tune::Cache::open(&dir).map_err(|e| Failure::user(e.to_string()))?;
-        let recorded = tgc_core::tune::gpu::Recorded::new(&cache, &estimator);
-        compile_gpu(path, gpu, &loaded, &graph, dump, out, &recorded, timings)?;
-        if let Some(note) = recorded.miss_note(&graph.name) {
-            eprintln!("note: {note}");
-        }
+        let cache = gpu_records(how.tuning)?;
+        let plans = tgc_core::tune::gpu::Recorded::new(cache.as_ref(), &estimator);
+        compile_gpu(path, gpu, &loaded, &graph, dump, out, &plans, timings)?;
+        note_misses(&plans, &graph.name);
         return Ok(());
     }
     let tuning = match how.tuning {

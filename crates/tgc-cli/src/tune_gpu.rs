@@ -36,8 +36,7 @@ pub const BATCH_NS: u64 = 200_000;
 pub const MAX_BATCH: u64 = 100;
 
 pub fn tune(path: &Path, graph: &str, points: &[Point], a: &TuneArgs, target: &'static Target) -> Result<()> {
-    let dir = a.cache.join(tg::SUBDIR);
-    let cache: Cache<GpuRecord> = Cache::open(&dir).map_err(|e| Failure::user(e.to_string()))?;
+    let cache = tg::open(a.cache).map_err(|e| Failure::user(e.to_string()))?;
     let mut decided = Vec::new();
     for pt in points {
         let ds = tg::decisions(&pt.graph, target).map_err(|d| Failure::diag(path, &d))?;

@@ -215,8 +215,7 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
     let tuned = tg::tune(&g, target, ds, &mut stand_in, &mut |_, _| {}).unwrap();
     let machine = tg::GpuMachine { device: "a stand-in".into(), sm: 80, repetitions: 1 };
     let record = tuned[0].record("gemm at M=256".into(), machine, "2026-11-29T00:00:00Z".into()).unwrap();
-    let mut cache: tgc_core::tune::Cache<tg::GpuRecord> =
-        tgc_core::tune::Cache::open(&dir.join("tgc-tune").join(tg::SUBDIR)).unwrap();
+    let mut cache = tg::open(&dir.join("tgc-tune")).unwrap();
     cache.put(record).unwrap();
 
     let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80", "--check"]);

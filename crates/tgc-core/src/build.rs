@@ -362,9 +362,7 @@ impl Kernels {
                 }
                 let cache = crate::tune::Cache::open(&dir).map_err(|e| BuildError::Config(e.to_string()))?;
                 if self.sm80 || self.sm90 {
-                    let gpu = crate::tune::Cache::open(&dir.join(crate::tune::gpu::SUBDIR))
-                        .map_err(|e| BuildError::Config(e.to_string()))?;
-                    gpu_cache = Some(gpu);
+                    gpu_cache = Some(crate::tune::gpu::open(&dir).map_err(|e| BuildError::Config(e.to_string()))?);
                 }
                 let arch = self.target_triple()?.split('-').next().unwrap_or_default().to_string();
                 let compiler = self.cc_build()?.try_get_compiler().map_err(|e| BuildError::CCompiler(e.to_string()))?;
@@ -406,15 +404,10 @@ impl Kernels {
             if self.sm80 || self.sm90 {
                 let prefix = out_dir.join(lib).join(format!("{symbol}_")).display().to_string();
                 let source = crate::emit::gpu_api::CubinSource::Files(&prefix);
-                let recorded =
-                    gpu_cache.as_ref().map(|c| crate::tune::gpu::Recorded::new(c, &crate::plan::cost::Analytic));
-                let plans: &dyn crate::plan::cost::Estimator = match &recorded {
-                    Some(r) => r,
-                    None => &crate::plan::cost::Analytic,
-                };
-                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source, self.sm90, plans)
+                let plans = crate::tune::gpu::Recorded::new(gpu_cache.as_ref(), &crate::plan::cost::Analytic);
+                let mut sm80 = crate::emit::gpu_api::sm80_module(&graph, &points, source, self.sm90, &plans)
                     .map_err(|m| BuildError::Gpu(format!("kernel `{}`: {m}", k.name)))?;
-                if let Some(note) = recorded.and_then(|r| r.miss_note(&graph.name)) {
+                if let Some(note) = plans.miss_note(&graph.name) {
                     if metadata {
                         println!("cargo:warning={note}");
                     } else {

@@ -233,14 +233,10 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         .items
         .parse()
         .map_err(|e| error(span, &format!("tgc generated Rust that does not parse (a tgc bug): {e}")))?;
-    let recorded = gpu_cache.as_ref().map(|c| tune::gpu::Recorded::new(c, &tgc_core::plan::cost::Analytic));
-    let plans: &dyn tgc_core::plan::cost::Estimator = match &recorded {
-        Some(r) => r,
-        None => &tgc_core::plan::cost::Analytic,
-    };
-    let gpu = sm80_items(&g, &inv.shapes, cfg!(feature = "sm80"), cfg!(feature = "sm90"), plans)
+    let plans = tune::gpu::Recorded::new(gpu_cache.as_ref(), &tgc_core::plan::cost::Analytic);
+    let gpu = sm80_items(&g, &inv.shapes, cfg!(feature = "sm80"), cfg!(feature = "sm90"), &plans)
         .map_err(|m| error(span, &m))?;
-    if let Some(note) = recorded.and_then(|r| r.miss_note(&g.name)) {
+    if let Some(note) = plans.miss_note(&g.name) {
         warnings.extend(warning(note_span, &note));
     }
     // Rebuild the crate when the graph file changes.
@@ -277,15 +273,8 @@ fn warning(span: Span, msg: &str) -> TokenStream {
 /// identified is a warning (the analytic sizes are used); a record that
 /// fails its checks is a compile error at `at`.
 fn read_tuning(dir: &str, at: Span) -> Result<(Option<tune::Tuning>, TokenStream), TokenStream> {
-    let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
-    let full = std::path::Path::new(&root).join(dir);
-    let cache = tune::Cache::open(&full).map_err(|e| error(at, &e.to_string()))?;
-    let mut items = TokenStream::new();
-    for r in cache.paths().map(|p| p.display().to_string()) {
-        items.extend(quote!(
-            const _: &[u8] = include_bytes!(#r);
-        ));
-    }
+    let cache = tune::Cache::open(&cache_dir(dir)).map_err(|e| error(at, &e.to_string()))?;
+    let mut items = tracked(&cache);
     match tune::Toolchain::host() {
         Ok(toolchain) => Ok((Some(tune::Tuning { cache, toolchain }), items)),
         Err(e) => {
@@ -307,15 +296,27 @@ fn read_gpu_tuning(
     at: Span,
     items: &mut TokenStream,
 ) -> Result<tune::Cache<tune::gpu::GpuRecord>, TokenStream> {
+    let cache = tune::gpu::open(&cache_dir(dir)).map_err(|e| error(at, &e.to_string()))?;
+    items.extend(tracked(&cache));
+    Ok(cache)
+}
+
+/// `tuning("DIR")`'s folder: `DIR` relative to the crate's `Cargo.toml`.
+fn cache_dir(dir: &str) -> std::path::PathBuf {
     let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
-    let full = std::path::Path::new(&root).join(dir).join(tune::gpu::SUBDIR);
-    let cache = tune::Cache::open(&full).map_err(|e| error(at, &e.to_string()))?;
+    std::path::Path::new(&root).join(dir)
+}
+
+/// An `include_bytes!` of each record of `cache`, so that Cargo rebuilds
+/// the invocation when one changes.
+fn tracked<R: tune::Entry>(cache: &tune::Cache<R>) -> TokenStream {
+    let mut items = TokenStream::new();
     for r in cache.paths().map(|p| p.display().to_string()) {
         items.extend(quote!(
             const _: &[u8] = include_bytes!(#r);
         ));
     }
-    Ok(cache)
+    items
 }
 
 /// With feature `sm80`: the sm80 part of the module,

@@ -38,6 +38,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -458,17 +459,25 @@ pub fn tune<E>(
     Ok(out)
 }
 
+/// The GPU records of the tuning cache folder `dir` (its [`SUBDIR`]).
+///
+/// Errors: those of [`super::Cache::open`].
+pub fn open(dir: &Path) -> Result<super::Cache<GpuRecord>, super::CacheError> {
+    super::Cache::open(&dir.join(SUBDIR))
+}
+
 /// Costs a problem with a record by its measured medians, the rest with
 /// `inner` (module doc, "Reading"); the keys without a record are kept for
-/// the build's note ([`Recorded::misses`]).
+/// the build's note ([`Recorded::misses`]). Without a cache (a build not
+/// asked to read one) every plan is `inner`'s and nothing is a miss.
 pub struct Recorded<'a> {
-    pub cache: &'a super::Cache<GpuRecord>,
+    pub cache: Option<&'a super::Cache<GpuRecord>>,
     pub inner: &'a dyn Estimator,
     misses: RefCell<BTreeSet<(String, String)>>,
 }
 
 impl<'a> Recorded<'a> {
-    pub fn new(cache: &'a super::Cache<GpuRecord>, inner: &'a dyn Estimator) -> Recorded<'a> {
+    pub fn new(cache: Option<&'a super::Cache<GpuRecord>>, inner: &'a dyn Estimator) -> Recorded<'a> {
         Recorded { cache, inner, misses: RefCell::new(BTreeSet::new()) }
     }
 
@@ -494,9 +503,12 @@ impl<'a> Recorded<'a> {
 
 impl Estimator for Recorded<'_> {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
+        let Some(cache) = self.cache else {
+            return self.inner.estimate(plan, problem, target);
+        };
         let inputs = GpuKeyInputs::of(problem, plan, target);
         let key = inputs.key();
-        match self.cache.get(&key) {
+        match cache.get(&key) {
             Some(r) => match r.seconds(plan) {
                 Some(time_s) => Ok(Estimate { time_s, limit: Limit::Measured }),
                 None => Err(crate::diag!(

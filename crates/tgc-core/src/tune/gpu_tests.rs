@@ -32,11 +32,6 @@ fn machine() -> GpuMachine {
     GpuMachine { device: "a stand-in".into(), sm: 80, repetitions: 3 }
 }
 
-/// The tensor-core plans `p` launches.
-fn launched(p: &simt::GpuProgram) -> Vec<Plan> {
-    launched_plans(p)
-}
-
 #[test]
 fn a_gemm_has_one_decision_whose_candidates_are_its_plan_space() {
     let g = gemm();
@@ -61,7 +56,7 @@ fn a_gemm_has_one_decision_whose_candidates_are_its_plan_space() {
 /// check.
 fn stand_in(candidates: &[Plan]) -> impl FnMut(&simt::GpuProgram) -> Result<Outcome, String> + '_ {
     move |p: &simt::GpuProgram| {
-        let plan = launched(p).into_iter().next().expect("a tensor-core launch");
+        let plan = launched_plans(p).into_iter().next().expect("a tensor-core launch");
         let i = candidates.iter().position(|c| *c == plan).expect("the launch is a candidate");
         Ok(match i {
             1 => Err("differs from the interpreter".into()),
@@ -107,20 +102,26 @@ fn tuning_keeps_the_least_median_and_a_build_from_its_record_launches_it() {
         let cache: Cache<GpuRecord> = Cache::open(&dir).unwrap();
         assert_eq!(cache.len(), 1);
 
-        let recorded = Recorded::new(&cache, &cost::Analytic);
+        let recorded = Recorded::new(Some(&cache), &cost::Analytic);
         let p = simt::lower_program_with(&g, target, &recorded).unwrap();
-        assert_eq!(launched(&p), [d.outcomes[last].0.clone()], "{}", target.name);
+        assert_eq!(launched_plans(&p), [d.outcomes[last].0.clone()], "{}", target.name);
         assert_eq!(recorded.misses(), []);
         assert_eq!(recorded.miss_note("g"), None);
 
         // Without a record: the analytic plan, and a note naming the miss.
         let empty: Cache<GpuRecord> = Cache::open(&dir.join("none")).unwrap();
-        let recorded = Recorded::new(&empty, &cost::Analytic);
+        let recorded = Recorded::new(Some(&empty), &cost::Analytic);
         let p = simt::lower_program_with(&g, target, &recorded).unwrap();
-        assert_eq!(launched(&p), [d.decision.analytic.clone().unwrap()]);
+        assert_eq!(launched_plans(&p), [d.decision.analytic.clone().unwrap()]);
         assert_eq!(recorded.misses().len(), 1);
         let note = recorded.miss_note("g").unwrap();
         assert!(note.contains("no GPU tuning record for 1 plan decision (first: f16 m=256"), "{note}");
+        // Without a cache (a build not asked to read one): the analytic
+        // plan, and no note.
+        let none = Recorded::new(None, &cost::Analytic);
+        let p = simt::lower_program_with(&g, target, &none).unwrap();
+        assert_eq!(launched_plans(&p), [d.decision.analytic.clone().unwrap()]);
+        assert_eq!((none.misses(), none.miss_note("g")), (Vec::new(), None));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
@@ -192,8 +193,9 @@ fn a_convolution_has_decisions_of_its_own_and_each_candidate_can_be_pinned() {
     let w = winograd.expect("a Winograd decision");
     // The implicit GEMM's register allowance rejects the 64×64 warp tiles
     // after costing: pinned, they are not taken; the others are launched.
-    let t = tune(&g, &SM80, vec![ds[w].clone()], &mut |p| Ok::<_, ()>(Ok(launched(p).len() as u64)), &mut |_, _| {})
-        .unwrap();
+    let t =
+        tune(&g, &SM80, vec![ds[w].clone()], &mut |p| Ok::<_, ()>(Ok(launched_plans(p).len() as u64)), &mut |_, _| {})
+            .unwrap();
     for (plan, outcome) in &t[0].outcomes {
         let wide = plan.warp_tile.as_ref().is_some_and(|w| w.value == [64, 64]);
         match outcome {
@@ -217,7 +219,7 @@ fn an_attention_decides_between_its_algorithms() {
         assert_eq!(ds[0].macs(), 2 * 128 * 128 * (64 + 64), "two batch points, both products");
         let algos: Vec<&str> = ds[0].candidates.iter().filter_map(cost::attention_algorithm).collect();
         assert!(algos.len() >= 2, "{algos:?}");
-        let t = tune(&g, target, ds, &mut |p| Ok::<_, ()>(Ok(launched(p).len() as u64)), &mut |_, _| {}).unwrap();
+        let t = tune(&g, target, ds, &mut |p| Ok::<_, ()>(Ok(launched_plans(p).len() as u64)), &mut |_, _| {}).unwrap();
         assert!(
             t[0].outcomes.iter().all(|(_, o)| o.is_ok()),
             "every algorithm is taken when pinned: {:?}",
@@ -242,7 +244,7 @@ fn the_sm80_module_of_a_build_embeds_the_recorded_plan() {
     let dir = temp("module");
     let mut cache: Cache<GpuRecord> = Cache::open(&dir).unwrap();
     cache.put(d.record("g at M=256".into(), machine(), "2026-11-29T00:00:00Z".into()).unwrap()).unwrap();
-    let recorded = Recorded::new(&cache, &cost::Analytic);
+    let recorded = Recorded::new(Some(&cache), &cost::Analytic);
     let points: Vec<std::collections::BTreeMap<String, i64>> =
         [256, 128].iter().map(|&m| [("M".to_string(), m)].into_iter().collect()).collect();
     let module = crate::emit::gpu_api::sm80_module(

@@ -20,10 +20,13 @@
 //! `tgc tune --check` reports the kernel as missing.
 //!
 //! **Integrity.** [`Cache::open`] refuses, with the file and the reason, a
-//! record that does not parse under the schema ([`SCHEMA`], no unknown
+//! record that does not parse under its schema ([`SCHEMA`], no unknown
 //! fields), whose `key` is not the hash of its `inputs` or not its file
-//! name, or whose `digest` (SHA-256 of the record with an empty digest) does
-//! not match — so a hand-edited plan is refused, never trusted.
+//! name, whose `digest` (SHA-256 of the record with an empty digest) does
+//! not match, or whose plan is invalid ([`Entry::plan_fault`]) — so a
+//! hand-edited plan is refused, never trusted. The same checks serve the
+//! GPU templates' records ([`gpu`], in the cache's [`gpu::SUBDIR`]):
+//! [`Cache`] holds any [`Entry`].
 
 pub mod gpu;
 #[cfg(test)]

@@ -45,11 +45,10 @@
 //! (the sm90 row's 132 SMs, capped at launch to the device's: an H100 PCIe
 //! has 114), CTA `b` takes the tiles `b, b + ctas, …` with `ctas =
 //! gridDim.x` (`N` fastest), and both roles wrap the loops above in one
-//! over them, counting
-//! the ring's uses `it = i · ktiles + kt` for stages and parities, so the
-//! producer fills the next tile's stages while the consumers run this
-//! one's epilogue; that epilogue stores C from the fragments (no staging
-//! buffer over the ring the producer is filling).
+//! over them, counting the ring's uses `it = i · ktiles + kt` for stages
+//! and parities, so the producer fills the next tile's stages while the
+//! consumers run this one's epilogue; that epilogue stores C from the
+//! fragments (no staging buffer over the ring the producer is filling).
 //!
 //! - Block: `BM / 64` warpgroups (128 threads each); warpgroup `g` owns
 //!   rows `64g..64g+63` of the tile. Grid `(⌈N/BN⌉, ⌈M/BM⌉)`.
