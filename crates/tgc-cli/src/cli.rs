@@ -91,7 +91,8 @@ pub enum Command {
         /// with each region a cluster, fused edges bold), plan (the GPU
         /// target's plans ranked by their estimates: each GEMM or
         /// convolution's plan space — on sm90 with the warp-specialised
-        /// `ws` and persistent `wsp` forms —, an attention's softmax
+        /// `ws` and persistent `wsp` forms, `ws2`/`wsp2` in clusters of
+        /// two CTAs —, an attention's softmax
         /// algorithms; needs concrete sizes, e.g. from `--dim`), c;
         /// with `--target sm80|sm90` also gpu (every kernel's GPU dialect
         /// IR), cu (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.

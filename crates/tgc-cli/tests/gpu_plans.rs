@@ -1,7 +1,8 @@
 //! Every plan of the device's GEMM space run on the GPU against a CPU
-//! reference: on an sm90 device the wgmma plans in all three forms (not
-//! specialised, warp-specialised, persistent), whose producer/consumer
-//! ordering and persistent tile walk the emulator runs in one order only;
+//! reference: on an sm90 device the wgmma plans in all their forms (not
+//! specialised, warp-specialised, persistent; the last two also in
+//! clusters of two CTAs), whose producer/consumer ordering and persistent
+//! tile walk the emulator runs in one order only;
 //! on others the mma.sync space; and every attention plan (each softmax
 //! algorithm on CTAs of 64 and 128 query rows) against the interpreter.
 //! Without a GPU the tests say that they skipped; with `TGC_GPU=1`
@@ -59,7 +60,8 @@ fn graph() -> tgc_core::tiny::Graph {
 
 /// The candidates of the GEMM's space on `target`, each checked to lower,
 /// pinned, to one tensor-core launch with that plan (what the GPU part
-/// runs); on sm90 all three forms are among them.
+/// runs); on sm90 all five forms are among them (the three of the module
+/// doc, the specialised two also with `cluster=2`).
 fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
     let gg = tgc_core::gpu::lower::match_gemm(graph).expect("a GEMM");
     let choice = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic).expect("a plan space");
@@ -76,7 +78,8 @@ fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
         forms.insert(tgc_core::plan::plan_shape(plan)[4].clone());
     }
     if target.name == "sm90" {
-        assert_eq!(forms.into_iter().collect::<Vec<_>>(), ["-", "ws", "wsp"], "every form is a candidate");
+        let forms: Vec<String> = forms.into_iter().collect();
+        assert_eq!(forms, ["-", "ws", "ws2", "wsp", "wsp2"], "every form is a candidate");
     }
     choice.candidates.into_iter().map(|(p, _)| p).collect()
 }
@@ -98,7 +101,7 @@ fn device(test: &str) -> Option<Gpu> {
 #[test]
 fn every_sm90_form_lowers_pinned_to_its_own_launch() {
     let plans = pinned_plans(&graph(), &tgc_core::plan::target::SM90);
-    assert_eq!(plans.len(), 33);
+    assert_eq!(plans.len(), 55);
 }
 
 #[test]

@@ -706,7 +706,8 @@ mod tests {
             max_grid: [1 << 31, 65535, 65535],
             sm_count: 132,
         };
-        let ok = Launch { grid: [10, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 100_000, persistent: false };
+        let ok =
+            Launch { grid: [10, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 100_000, persistent: false, cluster: 1 };
         assert_eq!(ok.check("k", &limits), Ok(()));
         for (launch, want) in [
             (Launch { block: [1024, 2, 1], ..ok }, "2048 threads per block > 1024"),
@@ -730,13 +731,22 @@ mod tests {
             max_grid: [1 << 31, 65535, 65535],
             sm_count,
         };
-        let planned = Launch { grid: [132, 1, 1], block: [384, 1, 1], dynamic_smem_bytes: 200_000, persistent: true };
+        let planned =
+            Launch { grid: [132, 1, 1], block: [384, 1, 1], dynamic_smem_bytes: 200_000, persistent: true, cluster: 1 };
         assert_eq!(planned.on(&limits(114)).grid, [114, 1, 1]);
         assert_eq!(planned.on(&limits(132)).grid, [132, 1, 1]);
         assert_eq!(Launch { grid: [7, 1, 1], ..planned }.on(&limits(114)).grid, [7, 1, 1]);
         assert_eq!(planned.on(&limits(0)).grid, [1, 1, 1], "a device reporting no SMs still gets one block");
         let fixed = Launch { persistent: false, ..planned };
         assert_eq!(fixed.on(&limits(114)), fixed);
+        // Pairs of CTAs: whole clusters only, at least one.
+        let pairs = Launch { cluster: 2, ..planned };
+        assert_eq!(pairs.on(&limits(115)).grid, [114, 1, 1]);
+        assert_eq!(pairs.on(&limits(1)).grid, [2, 1, 1]);
+        let limits = limits(132);
+        assert!(pairs.check("k", &limits).is_ok());
+        let odd = Launch { grid: [131, 1, 1], ..pairs }.check("k", &limits).unwrap_err().to_string();
+        assert!(odd.contains("not a multiple of its cluster's 2 CTAs"), "{odd}");
     }
 
     /// A buffer with a chosen element count and address, for the checks.
@@ -815,8 +825,13 @@ DONE:
         };
         let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
         let n = 1000u32;
-        let launch =
-            Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false };
+        let launch = Launch {
+            grid: [n.div_ceil(128), 1, 1],
+            block: [128, 1, 1],
+            dynamic_smem_bytes: 0,
+            persistent: false,
+            cluster: 1,
+        };
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
         let dx = gpu.upload(&x).unwrap();
@@ -890,8 +905,13 @@ DONE:
         let wv = dev.weight::<f32>(0).unwrap();
         let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
         let n = 1000u32;
-        let launch =
-            Launch { grid: [n.div_ceil(128), 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false };
+        let launch = Launch {
+            grid: [n.div_ceil(128), 1, 1],
+            block: [128, 1, 1],
+            dynamic_smem_bytes: 0,
+            persistent: false,
+            cluster: 1,
+        };
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let mut a = gpu.zeros::<f32>(n as usize).unwrap();
         let mut b = gpu.zeros::<f32>(n as usize).unwrap();
@@ -1021,7 +1041,8 @@ WAIT:
         let misaligned = gpu.tensor_map("x", DeviceArg::<f32>::address(&dx) + 4, &map);
         assert_eq!(misaligned, Err(Error::Misaligned { arg: "x".into(), align: 16 }));
         let m = Module { name: "tma_box_test", cubins: &[], ptx: TMA_BOX_PTX };
-        let launch = Launch { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false };
+        let launch =
+            Launch { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 0, persistent: false, cluster: 1 };
         for (c0, c1) in [(0usize, 0usize), (32, 16)] {
             let dy = gpu.zeros::<f32>(128).unwrap();
             let args = [

@@ -27,6 +27,10 @@ pub struct Launch {
     /// work by `gridDim.x`, gets at most one block per SM of the device
     /// ([`Launch::on`]).
     pub persistent: bool,
+    /// CTAs per thread block cluster along `x` (1: none). The kernel
+    /// states it itself (`__cluster_dims__`), so a plain launch runs it;
+    /// `grid[0]` is a multiple of it, also after [`Launch::on`].
+    pub cluster: u32,
 }
 
 /// Dynamic shared memory a function gets without opting in, in bytes.
@@ -47,13 +51,16 @@ pub struct Limits {
 
 impl Launch {
     /// The launch as it runs on a device of `limits`: a [`Launch::persistent`]
-    /// grid's `x` capped at the device's SMs (at least 1), so it runs in one
-    /// wave on a part with fewer SMs than the target row it was planned for
-    /// (an H100 PCIe's 114 against the SXM's 132); others unchanged.
+    /// grid's `x` capped at the device's SMs, rounded down to whole
+    /// clusters (at least one), so it runs in one wave on a part with fewer
+    /// SMs than the target row it was planned for (an H100 PCIe's 114
+    /// against the SXM's 132); others unchanged.
     pub fn on(&self, limits: &Limits) -> Launch {
         let mut l = *self;
         if l.persistent {
-            l.grid[0] = l.grid[0].min(limits.sm_count.max(1));
+            let cluster = l.cluster.max(1);
+            let sms = (limits.sm_count / cluster * cluster).max(cluster);
+            l.grid[0] = l.grid[0].min(sms);
         }
         l
     }
@@ -65,6 +72,9 @@ impl Launch {
         let bad = |what: String| Err(Error::Kernel(format!("launch of `{kernel}`: {what}")));
         if self.grid.contains(&0) || self.block.contains(&0) {
             return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
+        }
+        if self.cluster == 0 || !self.grid[0].is_multiple_of(self.cluster) {
+            return bad(format!("grid x of {} is not a multiple of its cluster's {} CTAs", self.grid[0], self.cluster));
         }
         let threads: u64 = self.block.iter().map(|&b| b as u64).product();
         if threads > limits.max_threads_per_block as u64 {

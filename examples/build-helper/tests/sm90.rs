@@ -28,9 +28,11 @@ fn steps_pick_the_sm90_twin_on_a_9x_device_and_the_sm80_kernels_elsewhere() {
             _ => None,
         })
         .collect();
-    // x [128, 64] in boxes of 64 x 64 rows (the model's 64 x 128 tile for
-    // M = 128: two CTAs rather than one), w [64, 64] (K x N) in 64 x 64
-    // atoms, both f16 with the 128-byte swizzle.
+    // x [128, 64] in boxes of 64 x 64 rows (the model's 64-row tile for
+    // M = 128: two CTAs rather than one, which the model puts in a cluster
+    // sharing w), w [64, 64] (K x N) in 64-column atoms of which each CTA
+    // of the pair copies 32 of the 64 K rows and multicasts them, both f16
+    // with the 128-byte swizzle.
     let x = MapArg {
         buffer: BufferArg::Tensor(0),
         dtype: DType::F16,
@@ -39,8 +41,9 @@ fn steps_pick_the_sm90_twin_on_a_9x_device_and_the_sm80_kernels_elsewhere() {
         box_dims: [64, 64],
         swizzle_128b: true,
     };
-    let w = MapArg { buffer: BufferArg::Tensor(1), dims: [64, 64], box_dims: [64, 64], ..x };
+    let w = MapArg { buffer: BufferArg::Tensor(1), dims: [64, 64], box_dims: [64, 32], ..x };
     assert_eq!(maps, [x, w]);
+    assert_eq!((s90.steps[0].launch.cluster, s90.steps[0].launch.grid[0] % 2), (2, 0));
     for sm in [80, 86, 89, 100] {
         let (m, steps) = gemm_f16::sm80::steps_for(sm, 128, 64, 64).unwrap();
         assert_eq!((sms(m), m.name), (vec![80], "tgc_build_demo::gemm_f16::sm80::shape_0"), "sm {sm}");

@@ -527,12 +527,13 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
         let [bx, by, bz] = l.block();
         steps.push(format!(
             "        {cuda}::Step {{\n            kernel: ::std::borrow::Cow::Borrowed({}),\n            launch: \
-             {cuda}::Launch {{ grid: [{}], block: [{bx}, {by}, {bz}], dynamic_smem_bytes: {}, persistent: {} \
-             }},\n            args: vec![{}],\n        }},",
+             {cuda}::Launch {{ grid: [{}], block: [{bx}, {by}, {bz}], dynamic_smem_bytes: {}, persistent: {}, \
+             cluster: {} }},\n            args: vec![{}],\n        }},",
             lit(&symbol),
             grid.join(", "),
             l.kernel.launch_smem_bytes(),
             l.kernel.persistent,
+            l.kernel.cluster,
             args.join(", ")
         ));
     }

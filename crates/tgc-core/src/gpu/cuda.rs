@@ -39,7 +39,9 @@
 //! - The kernel is `extern "C" __global__` with the symbol [`symbol`] (the
 //!   kernel's name made a C identifier) and `__launch_bounds__(threads)`,
 //!   or `__launch_bounds__(threads, m)` when the kernel states
-//!   [`Kernel::min_blocks_per_sm`].
+//!   [`Kernel::min_blocks_per_sm`]; a clustered kernel also has
+//!   `__cluster_dims__(n, 1, 1)` (its cluster size is fixed at compile
+//!   time, so a plain `cuLaunchKernel` launches it).
 //! - No header is included: 16-bit floats travel as `unsigned short` bits
 //!   (`tgc_f16`, `tgc_bf16`), converted with `cvt` in inline PTX
 //!   (bf16 → f32 is a 16-bit shift: `cvt.f32.bf16` needs sm_90).
@@ -573,7 +575,8 @@ impl<'k> Printer<'k> {
             Some(m) => format!("{}, {m}", k.threads()),
             None => k.threads().to_string(),
         };
-        writeln!(out, "extern \"C\" __global__ void __launch_bounds__({bounds}) {sym}(").unwrap();
+        let cluster = if k.cluster > 1 { format!("__cluster_dims__({}, 1, 1) ", k.cluster) } else { String::new() };
+        writeln!(out, "extern \"C\" __global__ void {cluster}__launch_bounds__({bounds}) {sym}(").unwrap();
         for (i, p) in params.iter().enumerate() {
             writeln!(out, "    {p}{}", if i + 1 < params.len() { "," } else { "" }).unwrap();
         }
@@ -903,6 +906,7 @@ impl<'k> Printer<'k> {
             | Stmt::MbarrierArriveExpectTx { .. }
             | Stmt::MbarrierWait { .. }
             | Stmt::TmaLoad { .. }
+            | Stmt::ClusterSync
             | Stmt::FenceProxyAsync
             | Stmt::WgmmaFence
             | Stmt::Wgmma { .. }

@@ -9,9 +9,10 @@
 //! | `FenceMbarrierInit` | `fence.mbarrier_init.release.cluster;` ("membar/fence") |
 //! | `MbarrierArriveExpectTx` | `mbarrier.arrive.expect_tx.shared::cta.b64 _, [b], bytes;` |
 //! | `MbarrierWait` | `tgc_mbar_wait(b, parity)`: `mbarrier.try_wait.parity` in a loop |
-//! | `MbarrierArrive` | `mbarrier.arrive.shared::cta.b64 _, [b];` |
+//! | `MbarrierArrive` | `mbarrier.arrive.shared::cta.b64 _, [b];`; to a peer: `tgc_mbar_arrive_cluster(b, cta)`: `mapa.shared::cluster.u32` then `mbarrier.arrive.release.cluster.shared::cluster.b64` ("Data Movement and Conversion Instructions: mapa") |
+//! | `ClusterSync` | `barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;` ("barrier.cluster") |
 //! | `SetMaxNReg` | `setmaxnreg.{inc\|dec}.sync.aligned.u32 regs;` ("Miscellaneous Instructions: setmaxnreg", sm_90a) |
-//! | `TmaLoad` | `tgc_tma_load_2d(dst, &map, b, c0, c1)`: `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes` ("Data Movement and Conversion Instructions: cp.async.bulk.tensor") |
+//! | `TmaLoad` | `tgc_tma_load_2d(dst, &map, b, c0, c1)`: `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes` ("Data Movement and Conversion Instructions: cp.async.bulk.tensor"); multicast: `tgc_tma_load_2d_multicast(…, mask)`, the same with `.multicast::cluster` and a 16-bit `ctaMask` |
 //! | `FenceProxyAsync` | `fence.proxy.async.shared::cta;` ("membar/fence") |
 //! | `WgmmaFence` / `WgmmaCommit` / `WgmmaWait` | `wgmma.fence.sync.aligned;` / `wgmma.commit_group.sync.aligned;` / `wgmma.wait_group.sync.aligned N;` |
 //! | `Wgmma` | `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d…}, da, db, 1, 1, 1, 0, trans_b;` with the descriptors made by `tgc_wgmma_desc` ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate", "Matrix Descriptor Format") |
@@ -41,6 +42,15 @@ __device__ __forceinline__ void tgc_mbar_wait(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void tgc_tma_load_2d(unsigned dst, const tgc_tensor_map* map, unsigned bar, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
                  :: "r"(dst), "l"((unsigned long long)map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void tgc_tma_load_2d_multicast(unsigned dst, const tgc_tensor_map* map, unsigned bar, int c0, int c1, unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n"
+                 :: "r"(dst), "l"((unsigned long long)map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+// An arrival on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
+__device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned cta) {
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
@@ -112,10 +122,22 @@ impl Printer<'_> {
                 self.expr_u32(parity, id)?
             )
             .unwrap(),
-            Stmt::MbarrierArrive { bar } => writeln!(
+            Stmt::MbarrierArrive { bar, cta: None } => writeln!(
                 out,
                 "{tag}asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\\n\" :: \"r\"({}) : \"memory\");",
                 self.smem_raw_addr(bar, id)?
+            )
+            .unwrap(),
+            Stmt::MbarrierArrive { bar, cta: Some(cta) } => writeln!(
+                out,
+                "{tag}tgc_mbar_arrive_cluster({}, {});",
+                self.smem_raw_addr(bar, id)?,
+                self.expr_u32(cta, id)?
+            )
+            .unwrap(),
+            Stmt::ClusterSync => writeln!(
+                out,
+                "{tag}asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");"
             )
             .unwrap(),
             Stmt::SetMaxNReg { inc, regs } => {
@@ -125,13 +147,17 @@ impl Printer<'_> {
                 let op = if *inc { "inc" } else { "dec" };
                 writeln!(out, "{tag}asm volatile(\"setmaxnreg.{op}.sync.aligned.u32 {regs};\\n\");").unwrap()
             }
-            Stmt::TmaLoad { dst, map, coords, bar } => {
+            Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
                 if !matches!(self.k.params.get(map.0 as usize).map(|p| p.kind), Some(ParamKind::TensorMap(_))) {
                     return Err(self.err(id, Fault::BadId, format!("parameter {} is not a tensor map", map.0)));
                 }
+                let (name, mask) = match multicast {
+                    None => ("tgc_tma_load_2d", String::new()),
+                    Some(m) => ("tgc_tma_load_2d_multicast", format!(", (unsigned short){m}u")),
+                };
                 writeln!(
                     out,
-                    "{tag}tgc_tma_load_2d({}, &{}, {}, (int){}, (int){});",
+                    "{tag}{name}({}, &{}, {}, (int){}, (int){}{mask});",
                     self.smem_raw_addr(dst, id)?,
                     self.params[map.0 as usize],
                     self.smem_raw_addr(bar, id)?,

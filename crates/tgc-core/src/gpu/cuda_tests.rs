@@ -111,6 +111,7 @@ fn mini_gemm(ab: DType) -> Kernel {
         ],
         grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
         persistent: false,
+        cluster: 1,
         block: [32, 1, 1],
         min_blocks_per_sm: None,
         smem_bytes: 768,
@@ -200,6 +201,7 @@ fn misc_kernel() -> Kernel {
         ],
         grid: [p(3) / 64 + 1, Expr::c(1), Expr::c(1)],
         persistent: false,
+        cluster: 1,
         block: [64, 1, 1],
         min_blocks_per_sm: Some(2),
         smem_bytes: 512,
@@ -512,33 +514,44 @@ mod template {
     /// (`USETMAXREG`), so the consumers' 232 and the producer's 40 are what
     /// ptxas allocated the roles; in the SASS the `wgmma` (`HGMMA`), the TMA
     /// copies (`UTMALDG`) and the mbarrier operations (`SYNCS`); the
-    /// `cp.async` kernel has `LDGSTS` instead of both.
+    /// `cp.async` kernel has `LDGSTS` instead of both. The clustered forms
+    /// (`cluster=2`, compiled in units of their own) multicast their B
+    /// halves (`UTMALDG.2D.MULTICAST`) and meet at the cluster barrier
+    /// (`UCGABAR_ARV`, `UCGABAR_WAIT`); the others do neither.
     #[test]
     fn every_sm90_plan_compiles_to_wgmma_and_tma_without_spills() {
         let target = &plan::target::SM90;
         let problem = plan::Problem::gemm(4096, 4096, 4096, DType::F16);
         let sp = space::candidates(&problem, target);
-        assert_eq!(sp.valid.len(), 33, "{:?}", sp.rejected);
-        let mut kernels = Vec::new();
+        assert_eq!(sp.valid.len(), 55, "{:?}", sp.rejected);
+        let (mut kernels, mut clustered) = (Vec::new(), Vec::new());
         for p in &sp.valid {
             let mut p = p.clone();
             p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
             for layout in [BLayout::KN, BLayout::NK] {
                 let (mut k, params) = sm80::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
                 assert!(params.tensor_maps.is_some());
-                let ws = match &p.warp_specialize {
-                    None => "",
-                    Some(w) if w.value.persistent => "_wsp",
-                    Some(_) => "_ws",
+                let ws = match p.warp_specialize.as_ref().map(|w| w.value) {
+                    None => String::new(),
+                    Some(w) => {
+                        let cluster = if w.cluster > 1 { format!("_c{}", w.cluster) } else { String::new() };
+                        format!("_ws{}{cluster}", if w.persistent { "p" } else { "" })
+                    }
                 };
                 k.name = format!("{}{ws}_{layout:?}", plan_name(&p));
-                kernels.push(k);
+                if k.cluster > 1 {
+                    clustered.push(k);
+                } else {
+                    kernels.push(k);
+                }
             }
         }
+        assert!(!clustered.is_empty(), "the space has clusters of two");
         let (mut cp_async, params) = sm80::build(&sp.valid[0], &Gemm { align_a: 1, ..gemm() }).unwrap();
         assert!(params.tensor_maps.is_none());
         cp_async.name = "gemm_sm90_cp_async".into();
         let mut units: Vec<&[Kernel]> = kernels.chunks(kernels.len().div_ceil(4)).collect();
+        units.extend(clustered.chunks(clustered.len().div_ceil(2)));
         units.push(std::slice::from_ref(&cp_async));
         let tc = toolchain();
         let compiled: Vec<(Vec<String>, String, Vec<toolchain::Resources>)> = std::thread::scope(|scope| {
@@ -563,11 +576,19 @@ mod template {
             assert!(has("HGMMA"), "{names:?}: {ops:?}");
             let tma = names[0] != cp_async.name;
             assert_eq!((has("UTMALDG"), has("SYNCS"), has("LDGSTS")), (tma, tma, !tma), "{names:?}: {ops:?}");
+            let cluster = names[0].contains("_c2_");
+            let cluster_ops = (has("UTMALDG.2D.MULTICAST"), has("UCGABAR_ARV"), has("UCGABAR_WAIT"));
+            assert_eq!(cluster_ops, (cluster, cluster, cluster), "{names:?}: {ops:?}");
             for r in resources {
                 eprintln!("{}: {} registers, spills {}/{}", r.function, r.registers, r.spill_stores, r.spill_loads);
                 assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
-                let k = kernels.iter().chain([&cp_async]).find(|k| k.name == r.function).expect("a built kernel");
-                let specialized = k.name.contains("_ws_") || k.name.contains("_wsp_");
+                let k = kernels
+                    .iter()
+                    .chain(&clustered)
+                    .chain([&cp_async])
+                    .find(|k| k.name == r.function)
+                    .expect("a built kernel");
+                let specialized = k.name.contains("_ws");
                 let most =
                     if specialized { target.regs_per_sm / k.threads() / 8 * 8 } else { target.regs_per_thread_max };
                 assert!(r.registers as u64 <= most, "{r:?}");
@@ -576,7 +597,7 @@ mod template {
                 }
             }
         }
-        assert_eq!(compiled.iter().map(|c| c.2.len()).sum::<usize>(), kernels.len() + 1);
+        assert_eq!(compiled.iter().map(|c| c.2.len()).sum::<usize>(), kernels.len() + clustered.len() + 1);
     }
 
     /// Serial split-K (semaphore wait/release on a lock per tile) and

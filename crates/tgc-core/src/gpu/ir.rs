@@ -871,16 +871,34 @@ pub enum Stmt {
     MbarrierWait { bar: SmemRef, parity: Expr },
     /// `mbarrier.arrive.shared::cta.b64 _, [bar]`: each executing thread
     /// arrives once on the current phase (a consumer releasing a ring
-    /// stage to the producer).
-    MbarrierArrive { bar: SmemRef },
+    /// stage to the producer). With `cta`, the arrival goes to the
+    /// mbarrier at the same offset in that CTA of the cluster (its rank,
+    /// `0..Kernel::cluster`): `mapa.shared::cluster` then
+    /// `mbarrier.arrive.release.cluster.shared::cluster.b64` (PTX ISA
+    /// "mapa", "mbarrier.arrive"), a consumer releasing a stage that its
+    /// peer's producer multicasts into.
+    MbarrierArrive { bar: SmemRef, cta: Option<Expr> },
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
     /// [dst], [map, {coords}], [bar]` (PTX ISA "cp.async.bulk.tensor"): each
     /// executing thread copies the box of tensor-map parameter `map` whose
     /// first element is at `coords` (innermost first, in elements; may lie
     /// partly or wholly outside the tensor: zero fill) to `dst` (128-byte
     /// aligned, 1024 with the 128-byte swizzle; the map's swizzle), and
-    /// completes the box's bytes on `bar`'s current phase.
-    TmaLoad { dst: SmemRef, map: ParamId, coords: [Expr; 2], bar: SmemRef },
+    /// completes the box's bytes on `bar`'s current phase. With
+    /// `multicast` (`.multicast::cluster`, a `ctaMask` of cluster ranks)
+    /// the box lands at `dst` in every CTA of the mask and completes its
+    /// bytes on the mbarrier at `bar`'s offset in each (PTX ISA
+    /// "cp.async.bulk.tensor": "the destination and mbarrier addresses are
+    /// relative to each destination CTA").
+    TmaLoad { dst: SmemRef, map: ParamId, coords: [Expr; 2], bar: SmemRef, multicast: Option<u16> },
+    /// `barrier.cluster.arrive.release.aligned` then
+    /// `barrier.cluster.wait.acquire.aligned` (PTX ISA "barrier.cluster"):
+    /// every thread of every CTA of the cluster meets here. Needed after
+    /// the mbarriers are initialised, before a peer's multicast or remote
+    /// arrival may reach them, and before a CTA exits while a peer may
+    /// still reach its shared memory (PTX ISA "Distributed Shared
+    /// Memory"). A CTA barrier too.
+    ClusterSync,
     /// `fence.proxy.async.shared::cta` (PTX ISA "membar/fence"): orders
     /// this thread's earlier generic-proxy writes of shared memory (`st`,
     /// `cp.async`) before later async-proxy reads (`wgmma`, TMA), which
@@ -925,6 +943,7 @@ impl Stmt {
             | Stmt::SetMaxNReg { .. }
             | Stmt::WarpSpecialize { .. }
             | Stmt::TmaLoad { .. }
+            | Stmt::ClusterSync
             | Stmt::FenceProxyAsync
             | Stmt::WgmmaFence
             | Stmt::Wgmma { .. }
@@ -975,8 +994,11 @@ impl Stmt {
             Stmt::FenceMbarrierInit => "fence.mbarrier_init".into(),
             Stmt::MbarrierArriveExpectTx { .. } => "mbarrier.arrive.expect_tx".into(),
             Stmt::MbarrierWait { .. } => "mbarrier.try_wait.parity".into(),
-            Stmt::MbarrierArrive { .. } => "mbarrier.arrive".into(),
-            Stmt::TmaLoad { .. } => "cp.async.bulk.tensor.2d".into(),
+            Stmt::MbarrierArrive { cta: None, .. } => "mbarrier.arrive".into(),
+            Stmt::MbarrierArrive { cta: Some(_), .. } => "mbarrier.arrive.shared::cluster".into(),
+            Stmt::TmaLoad { multicast: None, .. } => "cp.async.bulk.tensor.2d".into(),
+            Stmt::TmaLoad { multicast: Some(_), .. } => "cp.async.bulk.tensor.2d.multicast::cluster".into(),
+            Stmt::ClusterSync => "barrier.cluster".into(),
             Stmt::FenceProxyAsync => "fence.proxy.async".into(),
             Stmt::WgmmaFence => "wgmma.fence".into(),
             Stmt::Wgmma { n, .. } => format!("wgmma.mma_async.m64n{n}k16"),
@@ -1057,6 +1079,11 @@ pub struct Kernel {
     /// than the target row (an H100 PCIe's 114 against the SXM's 132)
     /// runs one wave.
     pub persistent: bool,
+    /// CTAs per thread block cluster along `x` (1: no cluster), printed as
+    /// `__cluster_dims__(cluster, 1, 1)`; `grid[0]` is then a multiple of
+    /// it, and the CTA's rank in its cluster is `blockIdx.x % cluster`
+    /// (CUDA C++ Programming Guide, "Thread Block Clusters").
+    pub cluster: u32,
     /// Threads per block dimension.
     pub block: [u32; 3],
     /// `__launch_bounds__`'s minimum blocks per SM, when the kernel states
@@ -1084,6 +1111,7 @@ impl Kernel {
             params: Vec::new(),
             grid: [Expr::c(1), Expr::c(1), Expr::c(1)],
             persistent: false,
+            cluster: 1,
             block: [32, 1, 1],
             min_blocks_per_sm: None,
             smem_bytes: 0,

@@ -470,7 +470,13 @@ impl GpuProgram {
                 .map_err(|_| diag!(Internal, "{} bytes of shared memory", l.kernel.launch_smem_bytes()))?;
             steps.push(Step {
                 kernel: symbol.into(),
-                launch: Geometry { grid, block: l.block(), dynamic_smem_bytes: smem, persistent: l.kernel.persistent },
+                launch: Geometry {
+                    grid,
+                    block: l.block(),
+                    dynamic_smem_bytes: smem,
+                    persistent: l.kernel.persistent,
+                    cluster: l.kernel.cluster,
+                },
                 args,
             });
         }

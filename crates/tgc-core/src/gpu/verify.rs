@@ -59,6 +59,18 @@
 //!   mbarrier reads, in each iteration, new data in the buffers the other
 //!   role copies into (invariant 6's loop rule); `setmaxnreg` counts are
 //!   multiples of 8 in 24..=256.
+//! - Clusters (invariant 9): a kernel of more than one CTA per cluster is
+//!   for sm90 with a one-dimensional cluster of at most 8 CTAs
+//!   (the portable size, CUDA C++ Programming Guide "Thread Block
+//!   Clusters"); a multicast `TmaLoad`'s mask names CTAs of the cluster
+//!   and a remote `MbarrierArrive` needs a cluster (`BadValue`); a
+//!   `ClusterSync` is a collective of the whole CTA, so not inside a
+//!   role either (`Divergence`); a kernel whose CTAs reach a peer's shared
+//!   memory (multicast or remote arrivals) has a `ClusterSync` after
+//!   its last `MbarrierInit` before any other statement of the body's top
+//!   level, and ends with one, so no CTA exits while a peer may still
+//!   write its shared memory (PTX ISA "Distributed Shared Memory")
+//!   (`Race`).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -104,6 +116,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
             ));
         }
     }
+    v.cluster();
     let mut sync = Sync::entry(k);
     v.body(&k.body, &mut Vec::new(), false, &mut sync);
     if v.errs.is_empty() {
@@ -408,6 +421,7 @@ impl Verifier<'_> {
             st,
             Stmt::Barrier
                 | Stmt::BarrierNamed { .. }
+                | Stmt::ClusterSync
                 | Stmt::WarpSpecialize { .. }
                 | Stmt::AtomicArrive { .. }
                 | Stmt::LdMatrix { .. }
@@ -504,8 +518,19 @@ impl Verifier<'_> {
                     self.err(Fault::BadValue, s, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256"));
                 }
             }
-            Stmt::MbarrierArrive { bar } => self.smem(bar, scope, s),
-            Stmt::Barrier | Stmt::BarrierNamed { .. } => {
+            Stmt::MbarrierArrive { bar, cta } => {
+                self.smem(bar, scope, s);
+                if let Some(cta) = cta {
+                    self.expr(cta, scope, Some(s));
+                    self.cluster_rank(cta, s);
+                }
+            }
+            Stmt::ClusterSync if self.role.is_some() => self.err(
+                Fault::Divergence,
+                s,
+                "barrier.cluster inside a warp-specialised role waits for the other role's threads".into(),
+            ),
+            Stmt::Barrier | Stmt::BarrierNamed { .. } | Stmt::ClusterSync => {
                 let cta = self.k.threads() as u32;
                 match (st, self.role) {
                     (Stmt::Barrier, Some(_)) => self.err(
@@ -724,9 +749,16 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::TmaLoad { dst, map, coords, bar } => {
+            Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
                 self.smem(dst, scope, s);
                 self.smem(bar, scope, s);
+                if let Some(mask) = multicast {
+                    let cluster = self.k.cluster;
+                    if cluster < 2 || *mask == 0 || u32::from(*mask) >> cluster != 0 {
+                        let msg = format!("multicast to CTAs {mask:#b} of a cluster of {cluster}");
+                        self.err(Fault::BadValue, s, msg);
+                    }
+                }
                 for c in coords {
                     self.expr(c, scope, Some(s));
                 }
@@ -787,6 +819,59 @@ impl Verifier<'_> {
                 }
                 self.wgmma_in_flight = true;
             }
+        }
+    }
+
+    /// Invariant 9's kernel-wide part (the module doc): the cluster's size
+    /// and arch, and the `ClusterSync`s a kernel that reaches its peers'
+    /// shared memory needs at the top level of its body.
+    fn cluster(&mut self) {
+        let k = self.k;
+        if k.cluster == 0 || (k.cluster > 1 && (k.arch < Arch::Sm90 || k.cluster > 8)) {
+            let msg = format!("a cluster of {} CTAs on {}: 1, or 2 to 8 on sm90", k.cluster, k.arch.name());
+            self.errs.push(GpuError::new(Fault::BadValue, None, msg));
+        }
+        let (mut remote, mut last_init, mut syncs, mut last_top) = (None, None, Vec::new(), None);
+        k.walk(&mut |id, s| {
+            let top = k.body.iter().any(|t| std::ptr::eq(t, s));
+            match s {
+                Stmt::TmaLoad { multicast: Some(_), .. } | Stmt::MbarrierArrive { cta: Some(_), .. } => {
+                    remote.get_or_insert(id);
+                }
+                Stmt::MbarrierInit { .. } => last_init = Some(id),
+                Stmt::ClusterSync if top => syncs.push(id),
+                _ => {}
+            }
+            if top {
+                last_top = Some((id, (*s != Stmt::ClusterSync).then(|| s.head())));
+            }
+        });
+        let Some(first) = remote else { return };
+        let after_init = last_init.unwrap_or(0);
+        if !syncs.iter().any(|&c| c > after_init && c < first) {
+            let msg = "a peer's multicast or arrival may reach this CTA's mbarriers before they are initialised: \
+                       no barrier.cluster at the top level between the last mbarrier.init and it";
+            self.err(Fault::Race, first, msg.into());
+        }
+        if let Some((id, Some(head))) = last_top {
+            let msg = format!(
+                "the kernel ends with {head}, not barrier.cluster: a CTA may exit while a peer still writes its shared memory"
+            );
+            self.err(Fault::Race, id, msg);
+        }
+    }
+
+    /// A remote arrival's CTA rank `cta` lies in the cluster where it is a
+    /// constant; a remote arrival needs a cluster.
+    fn cluster_rank(&mut self, cta: &Expr, s: u32) {
+        let cluster = self.k.cluster as i64;
+        let out = match cta {
+            Expr::Const(c) => !(0..cluster).contains(c),
+            _ => cluster < 2,
+        };
+        if out || cluster < 2 {
+            let msg = format!("an arrival on CTA {cta:?} of a cluster of {cluster}");
+            self.err(Fault::BadValue, s, msg);
         }
     }
 

@@ -71,7 +71,7 @@ fn every_valid_plan_of_the_sm90_space_runs() {
     let case = Case::new(m, n, k);
     let problem = plan::Problem::gemm(m as u64, n as u64, k as u64, DType::BF16);
     let sp = space::candidates(&problem, &plan::target::SM90);
-    assert_eq!(sp.valid.len(), 33, "{:?}", sp.rejected);
+    assert_eq!(sp.valid.len(), 45, "{:?}", sp.rejected);
     for (i, p) in sp.valid.iter().enumerate() {
         let mut p = p.clone();
         p.epilogue = ["bias", "silu", "residual"].map(|e| Spanned::new(e.to_string())).to_vec();
@@ -336,7 +336,7 @@ fn a_consumer_that_never_releases_a_stage_deadlocks_the_producer() {
     let wait = empty_wait(&kernel);
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
-    assert!(e.message.contains("256 arrivals"), "{e}");
+    assert!(e.message.contains("8 arrivals"), "{e}"); // lane 0 of each of the 8 consumer warps
 }
 
 #[test]
@@ -408,7 +408,7 @@ fn register_budgets_beyond_the_register_file_are_caught() {
 #[test]
 fn persistent_warp_specialized_gemm_matches_interp() {
     let mut plan = plan_ws(128, 128, 3, &["bias", "relu"]);
-    plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true }));
+    plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true, cluster: 1 }));
     for (dt, layout, m, ctas) in [(DType::BF16, BLayout::KN, 640, Some(2)), (DType::F16, BLayout::NK, 130, None)] {
         let case = Case::new(m, 24, 200);
         let g = gemm(dt, dt, layout, case.n, case.k);
@@ -444,7 +444,7 @@ fn persistent_warp_specialized_gemm_matches_interp() {
 #[test]
 fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
     let mut plan = plan_ws(128, 128, 3, &[]);
-    plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true }));
+    plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true, cluster: 1 }));
     let case = Case::new(512, 24, 64);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
     let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
@@ -487,4 +487,146 @@ fn a_refill_without_the_barrier_after_the_wgmmas_is_a_race() {
     let Err(e) = run_kernel(&kernel, &p, &g, &Case::new(130, 136, 448)) else { panic!("ran to the end") };
     assert_eq!(e.fault, Fault::Race, "{e}");
     assert!(e.message.contains("no bar.sync or mbarrier phase between"), "{e}");
+}
+
+/// `plan_ws` with clusters of two CTAs (`warp_specialize [persistent]
+/// cluster=2`): 128 × 128 tiles, three stages, bias + ReLU.
+fn plan_cluster(persistent: bool) -> Plan {
+    let mut p = plan_ws(128, 128, 3, &["bias", "relu"]);
+    p.warp_specialize = Some(Spanned::new(plan::Specialize { persistent, cluster: 2 }));
+    p
+}
+
+/// Pairs of CTAs on vertically adjacent tiles, each copying half of the
+/// shared B tile and multicasting it to both: against the interpreter
+/// (B `[K,N]`) and the f64 reference, both B layouts, f16 and bf16, one
+/// CTA per tile and persistent. M = 300 is three tiles, so the last
+/// pair's second CTA lies below M and stores nothing; the persistent
+/// kernel runs as on a device of two or three SMs (one cluster) walking
+/// `⌈M/256⌉ · ⌈N/128⌉` units. K = 200: four k-tiles over a ring of three.
+/// The tasks taking turns after every statement (the CTAs in step) give
+/// the same bits. Every CTA receives whole stages: its A box and both
+/// halves of B.
+#[test]
+fn clustered_gemm_matches_interp() {
+    let k = 200;
+    for (persistent, dt, layout, m, n) in [
+        (false, DType::F16, BLayout::KN, 130, 136),
+        (false, DType::BF16, BLayout::NK, 300, 72),
+        (true, DType::F16, BLayout::NK, 300, 136),
+        (true, DType::BF16, BLayout::KN, 520, 24),
+    ] {
+        let plan = plan_cluster(persistent);
+        let case = Case::new(m, n, k);
+        let g = gemm(dt, dt, layout, n, k);
+        let what = format!("{} M={m} N={n} {layout:?} persistent={persistent}", dt.dsl_name());
+        let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+        verify::verify(&kernel).unwrap_or_else(|e| panic!("{what}: {e:#?}\n{kernel}"));
+        assert_eq!(kernel.cluster, 2, "{what}");
+        let units = (m + 255) / 256 * ((n + 127) / 128);
+        if persistent {
+            kernel.grid[0] = Expr::c(2);
+        }
+        let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let ctas = if persistent { 2 } else { 2 * units };
+        assert_eq!(stats.ctas as i64, ctas, "{what}");
+        assert_eq!(stats.tma_bytes as i64, 2 * units * 4 * (128 * 64 + 64 * 128) * 2, "{what}");
+        let (stepped, _) = run_ordered(&kernel, &p, &g, &case, emulate::RoleOrder::EveryStatement)
+            .unwrap_or_else(|e| panic!("{what}, every statement: {e}"));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&stepped), bits(&got), "{what}");
+        if layout == BLayout::KN {
+            assert_close(&got, &interp_gemm_bias_relu(dt, &case), &what);
+        }
+        assert_close(&got, &reference(&plan, &g, &case), &what);
+    }
+}
+
+/// A clustered kernel (f16, B `[K,N]`, M = 300: two pairs) that verifies.
+fn setup_cluster() -> (Gemm, Case, Kernel, GemmParams) {
+    let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, 200);
+    let (kernel, p) = sm80::build(&plan_cluster(false), &g).unwrap();
+    assert_eq!(faults(&kernel), vec![], "{kernel}");
+    (g, Case::new(300, 136, 200), kernel, p)
+}
+
+#[test]
+fn a_clustered_kernel_prints_its_cluster_multicast_and_remote_arrivals() {
+    let (_, _, kernel, _) = setup_cluster();
+    let text = kernel.to_string();
+    for part in ["cluster=2", "multicast=0b11", "mbarrier.arrive.shared::cluster", "barrier.cluster"] {
+        assert!(text.contains(part), "{part}:\n{text}");
+    }
+    let src = super::cuda::print(&kernel).unwrap();
+    for part in [
+        "__cluster_dims__(2, 1, 1)",
+        ".multicast::cluster",
+        "tgc_tma_load_2d_multicast(",
+        "mapa.shared::cluster.u32",
+        "tgc_mbar_arrive_cluster(",
+        "barrier.cluster.arrive.release.aligned",
+    ] {
+        assert!(src.contains(part), "{part}:\n{src}");
+    }
+}
+
+/// Each consumer releases a stage to its own CTA only: the peer's
+/// producer, which multicasts into it too, waits for arrivals that never
+/// come.
+#[test]
+fn a_stage_released_to_one_cta_of_the_cluster_deadlocks_its_peer() {
+    let (g, case, mut kernel, p) = setup_cluster();
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierArrive { cta: Some(Expr::Const(1)), .. }));
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::Deadlock, "{e}");
+    // CTA 1's producer: none of the 2 × 8 consumer warps' arrivals came.
+    let wait = format!("Deadlock at s{}: block (1, 0, 0): thread 0 waits", empty_wait(&kernel));
+    assert!(e.message.contains(&wait) && e.message.contains("16 arrivals"), "{e}");
+}
+
+/// The producers send their B halves to CTA 0 only: CTA 1's stages never
+/// receive the bytes its mbarrier expects.
+#[test]
+fn a_multicast_that_misses_a_cta_is_caught() {
+    let (g, case, mut kernel, p) = setup_cluster();
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::TmaLoad { multicast: Some(m), .. } = s {
+            *m = 0b01;
+        }
+    });
+    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
+    assert_eq!(e.fault, Fault::Deadlock, "{e}");
+    assert!(e.message.contains("block (1, 0, 0)") && e.message.contains("bytes of copies missing"), "{e}");
+    edit(&mut kernel.body, &mut |s| {
+        if let Stmt::TmaLoad { multicast: Some(m), .. } = s {
+            *m = 0b100;
+        }
+    });
+    let tma = first(&kernel, |s| matches!(s, Stmt::TmaLoad { multicast: Some(_), .. }));
+    assert!(faults(&kernel).contains(&(Fault::BadValue, Some(tma))), "{:?}", faults(&kernel));
+}
+
+/// Without the `barrier.cluster` after the mbarriers' initialisation a
+/// peer's multicast may reach them first; without the last one a CTA may
+/// exit while its peer still releases stages to it.
+#[test]
+fn missing_cluster_barriers_are_caught() {
+    let (g, case, kernel, p) = setup_cluster();
+    let first_remote = first(&kernel, |s| matches!(s, Stmt::TmaLoad { multicast: Some(_), .. }));
+    let mut early = kernel.clone();
+    let sync = early.body.iter().position(|s| *s == Stmt::ClusterSync).unwrap();
+    early.body[sync] = Stmt::Barrier;
+    assert!(faults(&early).contains(&(Fault::Race, Some(first_remote))), "{:?}", faults(&early));
+
+    let mut late = kernel.clone();
+    assert_eq!(late.body.pop(), Some(Stmt::ClusterSync));
+    let specialize = first(&late, |s| matches!(s, Stmt::WarpSpecialize { .. }));
+    assert!(faults(&late).contains(&(Fault::Race, Some(specialize))), "{:?}", faults(&late));
+    // In every order: the CTA that finishes first has received its peer's
+    // copies and arrivals since its last barrier.cluster.
+    for order in [emulate::RoleOrder::UntilBlocked, emulate::RoleOrder::EveryStatement] {
+        let Err(e) = run_ordered(&late, &p, &g, &case, order) else { panic!("{order:?}: ran to the end") };
+        assert_eq!(e.fault, Fault::Race, "{e}");
+        assert!(e.message.contains("no barrier.cluster"), "{e}");
+    }
 }

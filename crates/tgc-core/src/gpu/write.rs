@@ -63,10 +63,11 @@ impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "kernel {} arch={} grid=[{}] block={:?} smem={}B",
+            "kernel {} arch={} grid=[{}]{} block={:?} smem={}B",
             self.name,
             self.arch.name(),
             self.grid_text(),
+            if self.cluster > 1 { format!(" cluster={}", self.cluster) } else { String::new() },
             self.block,
             self.smem_bytes
         )?;
@@ -211,7 +212,11 @@ impl Kernel {
                 Stmt::SetMaxNReg { inc, regs } => {
                     writeln!(f, "setmaxnreg.{}.sync.aligned.u32 {regs}", if *inc { "inc" } else { "dec" })?
                 }
-                Stmt::MbarrierArrive { bar } => writeln!(f, "mbarrier.arrive {}", self.smem_text(bar))?,
+                Stmt::MbarrierArrive { bar, cta: None } => writeln!(f, "mbarrier.arrive {}", self.smem_text(bar))?,
+                Stmt::MbarrierArrive { bar, cta: Some(cta) } => {
+                    writeln!(f, "mbarrier.arrive.shared::cluster {}, cta={}", self.smem_text(bar), self.expr(cta))?
+                }
+                Stmt::ClusterSync => writeln!(f, "barrier.cluster.arrive; barrier.cluster.wait")?,
                 Stmt::MbarrierInit { bar, count } => writeln!(f, "mbarrier.init {}, {count}", self.smem_text(bar))?,
                 Stmt::FenceMbarrierInit => writeln!(f, "fence.mbarrier_init.release.cluster")?,
                 Stmt::MbarrierArriveExpectTx { bar, bytes } => {
@@ -220,14 +225,15 @@ impl Kernel {
                 Stmt::MbarrierWait { bar, parity } => {
                     writeln!(f, "mbarrier.try_wait.parity {}, {}", self.smem_text(bar), self.expr(parity))?
                 }
-                Stmt::TmaLoad { dst, map, coords, bar } => writeln!(
+                Stmt::TmaLoad { dst, map, coords, bar, multicast } => writeln!(
                     f,
-                    "cp.async.bulk.tensor.2d {}, {}[{}, {}], mbar={}",
+                    "cp.async.bulk.tensor.2d {}, {}[{}, {}], mbar={}{}",
                     self.smem_text(dst),
                     self.param_name(*map),
                     self.expr(&coords[0]),
                     self.expr(&coords[1]),
-                    self.smem_text(bar)
+                    self.smem_text(bar),
+                    multicast.map_or(String::new(), |m| format!(", multicast={m:#b}"))
                 )?,
                 Stmt::FenceProxyAsync => writeln!(f, "fence.proxy.async.shared::cta")?,
                 Stmt::WgmmaFence => writeln!(f, "wgmma.fence")?,

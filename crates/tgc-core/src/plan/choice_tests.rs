@@ -39,7 +39,12 @@ fn every_generated_candidate_validates_and_every_rejection_has_a_reason() {
             let s = space::candidates(&p, t);
             assert!(!s.valid.is_empty(), "{}", t.name);
             let size = match t.template_shape(p.dtype).map(|s| s.instr) {
-                Some("wgmma") => space::WGMMA_TILES.len() * space::WGMMA_STAGES.len() * 3,
+                // Three forms, and two more with `cluster=2` (every tile
+                // has at least two tiles along M here).
+                Some("wgmma") => {
+                    assert!(space::WGMMA_TILES.iter().all(|t| space::offers_cluster(&p, t[0])));
+                    space::WGMMA_TILES.len() * space::WGMMA_STAGES.len() * space::WGMMA_FORMS.len()
+                }
                 _ => space::TILES.len() * space::WARP_TILES.len() * space::STAGES.len() * space::VECTOR_WIDTHS.len(),
             };
             assert_eq!(s.valid.len() + s.rejected.len(), size, "{}", t.name);
@@ -145,10 +150,20 @@ fn large_gemms_are_compute_bound_on_big_tiles_and_small_ones_take_small_tiles() 
     for t in target::TARGETS {
         let large = cost::choose(&gemm(4096), t).unwrap();
         let (big, e) = large.best().unwrap();
-        // On sm90 the row's peak is `wgmma`'s, which `cp.async` tiles
-        // through L2 cannot feed.
-        let want = if t.name == "sm80" { Limit::Compute } else { Limit::L2 };
-        assert_eq!(e.limit, want, "{}", t.name);
+        assert_eq!(e.limit, Limit::Compute, "{}", t.name);
+        // On sm90 the row's peak is `wgmma`'s, which tiles copied through
+        // L2 one CTA at a time cannot feed (every plan without a cluster
+        // is L2-bound); a cluster pair multicasting B can.
+        if t.name == "sm90" {
+            assert_eq!(big.warp_specialize.as_ref().map(|w| w.value.cluster), Some(2), "{}", print_dsl(big));
+            let unclustered: Vec<&Estimate> = large
+                .candidates
+                .iter()
+                .filter(|(p, _)| p.warp_specialize.as_ref().is_none_or(|w| w.value.cluster == 1))
+                .map(|(_, e)| e)
+                .collect();
+            assert!(!unclustered.is_empty() && unclustered.iter().all(|e| e.limit == Limit::L2));
+        }
         assert!(area(big) >= 128 * 128, "{}: {}", t.name, print_dsl(big));
         let small = cost::choose(&gemm(512), t).unwrap();
         let (little, _) = small.best().unwrap();
@@ -246,4 +261,70 @@ fn attention_estimates_count_the_passes_and_stay_below_the_peak() {
     let mut bare = attention_plan("online_softmax", 64);
     bare.tile = None;
     assert!(Analytic.estimate(&bare, &p, t).is_err());
+}
+
+/// `plan` as `warp_specialize [persistent] cluster=N`.
+fn specialized(plan: &Plan, persistent: bool, cluster: u32) -> Plan {
+    let mut plan = plan.clone();
+    plan.warp_specialize = Some(Spanned::new(Specialize { persistent, cluster }));
+    plan
+}
+
+/// A cluster pair (`warp_specialize cluster=2`) copies `(BM + BN/2)·Kp·e`
+/// bytes per CTA from L2 instead of `(BM + BN)·Kp·e`: for a large GEMM
+/// that the same tile leaves L2-bound on sm90, the estimate is faster,
+/// while the shared-memory, latency and tensor terms stay as they were.
+#[test]
+fn a_cluster_pair_multicasting_b_relieves_an_l2_bound_gemm() {
+    let t = &target::SM90;
+    let p = gemm(8192);
+    let tile = space::gemm_plan(t, [128, 256, 64], [64, 256], 4, 8);
+    for persistent in [false, true] {
+        let one = Analytic.terms(&specialized(&tile, persistent, 1), &p, t).unwrap();
+        let two = Analytic.terms(&specialized(&tile, persistent, 2), &p, t).unwrap();
+        assert_eq!(one.limit, Limit::L2);
+        assert!(two.time_s < one.time_s, "{} vs {}", two.time_s, one.time_s);
+        // (128 + 256/2) / (128 + 256) of the L2 bytes.
+        assert!((two.l2_s / one.l2_s - 256.0 / 384.0).abs() < 1e-12, "{} vs {}", two.l2_s, one.l2_s);
+        assert_eq!((two.tiles, two.waves), (one.tiles, one.waves));
+        // (DRAM differs: a wave's pairs cover other rows and columns.)
+        assert_eq!([two.compute_s, two.smem_s, two.latency_s], [one.compute_s, one.smem_s, one.latency_s]);
+    }
+    // An odd number of tiles along M rounds up to whole pairs; the spare
+    // CTA (on a tile beyond M) writes no C, so DRAM sees the same bytes.
+    let odd = Problem::gemm(3 * 128, 4096, 4096, DType::F16);
+    let one = Analytic.terms(&specialized(&tile, false, 1), &odd, t).unwrap();
+    let two = Analytic.terms(&specialized(&tile, false, 2), &odd, t).unwrap();
+    assert_eq!((one.tiles, two.tiles), (3 * 16, 4 * 16));
+    assert_eq!(two.dram_s, one.dram_s);
+}
+
+/// `cluster=2` candidates only where a pair has two tiles along M to
+/// share B, on the target whose template issues wgmma, and for a plain
+/// GEMM (not one whose operands re-read their elements).
+#[test]
+fn cluster_candidates_need_two_tiles_along_m() {
+    let clustered = |p: &Problem, t: &Target| {
+        let s = space::candidates(p, t);
+        let all = s.valid.iter().chain(s.rejected.iter().map(|(p, _)| p));
+        let rows: Vec<u64> = all
+            .filter(|p| p.warp_specialize.as_ref().is_some_and(|w| w.value.cluster == 2))
+            .map(|p| p.tile.as_ref().unwrap().value[0])
+            .collect();
+        rows
+    };
+    // M of exactly one tile of every wgmma tile (BM = 64 or 128).
+    assert_eq!(clustered(&Problem::gemm(64, 4096, 4096, DType::F16), &target::SM90), Vec::<u64>::new());
+    // M = 128 is one 128-row tile but two 64-row ones.
+    let rows = clustered(&Problem::gemm(128, 4096, 4096, DType::F16), &target::SM90);
+    assert!(!rows.is_empty() && rows.iter().all(|&bm| bm == 64), "{rows:?}");
+    let c = cost::choose(&Problem::gemm(128, 4096, 4096, DType::F16), &target::SM90).unwrap();
+    assert!(c.candidates.iter().all(|(p, _)| {
+        p.warp_specialize.as_ref().is_none_or(|w| w.value.cluster == 1 || p.tile.as_ref().unwrap().value[0] == 64)
+    }));
+    // An implicit GEMM (a convolution's A re-reads its input) and sm80.
+    let mut conv = gemm(4096);
+    conv.distinct[0] /= 9;
+    assert_eq!(clustered(&conv, &target::SM90), Vec::<u64>::new());
+    assert_eq!(clustered(&gemm(4096), &target::SM80), Vec::<u64>::new());
 }

@@ -21,7 +21,8 @@
 //!   takes only 16 and the narrower `.ca` copies pass through L1, which
 //!   shares its data path with shared memory (PTX ISA, `cp.async`; A100
 //!   whitepaper, "combined L1 data cache and shared memory").
-//! - **Waves**: `tiles = ⌈M/BM⌉·⌈N/BN⌉` run `slots = SMs·c` at a time,
+//! - **Waves**: `tiles = ⌈M/BM⌉·⌈N/BN⌉` (`⌈M/BM⌉` even with `cluster=2`,
+//!   below) run `slots = SMs·c` at a time,
 //!   `⌈tiles/slots⌉` waves; in a wave of `n` tiles an SM runs
 //!   `cw = ⌈n/SMs⌉` of them, so a partial last wave costs as much per SM as
 //!   a full one of `cw` (wave quantisation).
@@ -31,7 +32,8 @@
 //!     model takes two warps per scheduler to cover the `mma`/`ldmatrix`
 //!     latencies ([`TENSOR_WARPS_PER_SM`], an assumption, see there);
 //!   - shared memory: `cw·(G + R [+ G]) / (smem_bytes_per_clock·clock)`;
-//!   - L2: `cw·G / (l2_bandwidth/SMs)`;
+//!   - L2: `cw·G / (l2_bandwidth/SMs)` (less the multicast half of B
+//!     with `cluster=2`, below);
 //!   - latency (Little's law): `stages − 1` K-steps of `(BM+BN)·BK·e` bytes
 //!     in flight per CTA over a `mem_latency_clocks` round trip deliver at
 //!     most `(stages−1)·(BM+BN)·BK·e / latency` per CTA, so `G` takes
@@ -58,6 +60,25 @@
 //!   whose producer fills the next tile's stages while the consumers
 //!   finish this one: one fill in all (a first-principles estimate, not
 //!   measured).
+//! - **Clusters** (`warp_specialize [persistent] cluster=2`, sm90): the two
+//!   CTAs of a cluster take M tiles `2p` and `2p+1` of one N tile, and
+//!   each copies its A tile and half of the shared B tile from L2,
+//!   multicast to both. So the L2 term's `G` is `(BM + BN/2)·Kp·e` per
+//!   CTA instead of `(BM + BN)·Kp·e`, while the shared-memory term keeps
+//!   `G` (the whole B tile still lands in each CTA) and so does the
+//!   latency term (a CTA still waits for `(stages−1)·(BM+BN)·BK·e` bytes
+//!   to land per round trip, its peer's half included, so its bound is
+//!   unchanged). The tiles along M round up to even (`⌈M/BM⌉` odd: the
+//!   last pair's second CTA computes on zero-filled A, loads its half of
+//!   B for its peer and stores nothing: it costs a tile in every term but
+//!   DRAM, where its C is not written), `slots` is rounded down to whole
+//!   clusters, and a wave's DRAM bytes count the clusters launched `n`
+//!   fastest (each A row panel of the pairs' rows and each B column panel
+//!   once). Persistent, the grid is pairs of CTAs walking tile pairs: one
+//!   fill, as above. Not counted: an SM whose cluster partner cannot be
+//!   placed (clusters are placed within a GPC), the multicast's own cost,
+//!   and the cluster barriers. A first-principles estimate, not measured
+//!   on a GPU.
 //! - Ties go to the wider vector (§4.2 counts narrowing it as a loss), then
 //!   to fewer stages (the same estimate from less shared memory), then to
 //!   the earlier candidate.
@@ -184,9 +205,11 @@ pub struct Analytic;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Terms {
     pub resources: Resources,
-    /// `⌈M/BM⌉·⌈N/BN⌉`.
+    /// The CTAs' tiles, `⌈M/BM⌉·⌈N/BN⌉`, with `⌈M/BM⌉` rounded up to a
+    /// multiple of the CTAs per cluster (module doc, "Clusters").
     pub tiles: u64,
-    /// `⌈tiles / (SMs·c)⌉`.
+    /// `⌈tiles / slots⌉`, `slots` the `SMs·c` CTAs resident at once (a
+    /// whole number of clusters).
     pub waves: u64,
     pub compute_s: f64,
     pub smem_s: f64,
@@ -224,13 +247,20 @@ impl Analytic {
         let [wm, wn] = plan.warp_tile.as_ref().map_or([1, 1], |w| w.value.map(|x| x.max(1)));
         let vec = plan.vectorize.as_ref().map_or(1, |v| v.value.width.value);
         let e = problem.dtype.size_bytes() as f64;
-        let (tm, tn) = (m.div_ceil(bm), n.div_ceil(bn));
+        // CTAs per cluster: a cluster is a column of tiles sharing a B
+        // tile, so the tiles along M round up to whole clusters.
+        let cluster = plan.warp_specialize.as_ref().map_or(1, |w| u64::from(w.value.cluster.max(1)));
+        let m_tiles = m.div_ceil(bm);
+        let (tm, tn) = (m_tiles.div_ceil(cluster) * cluster, n.div_ceil(bn));
         let kp = (k.div_ceil(bk) * bk) as f64;
         let (bmf, bnf, bkf) = (bm as f64, bn as f64, bk as f64);
 
         // Per tile (module doc).
         let flops = 2.0 * bmf * bnf * kp;
+        // Bytes landing in the CTA's shared memory, and the part of them
+        // it copies from L2 (its share of a multicast B).
         let fill = (bmf + bnf) * kp * e;
+        let l2_fill = (bmf + bnf / cluster as f64) * kp * e;
         let ldmatrix = kp * e * bmf * bnf * (1.0 / wm as f64 + 1.0 / wn as f64);
         let through_l1 = if vec as f64 * e < 16.0 { fill } else { 0.0 };
         let smem_bytes = fill + ldmatrix + through_l1;
@@ -256,7 +286,10 @@ impl Analytic {
         if tiles == 0 {
             return Err(diag!(Unsupported, "the cost model needs a GEMM with M and N of at least 1"));
         }
-        let slots = target.sm_count * res.ctas_per_sm;
+        let slots = target.sm_count * res.ctas_per_sm / cluster * cluster;
+        if slots == 0 {
+            return Err(diag!(Unsupported, "no cluster of {cluster} CTAs of this plan fits on {}", target.name));
+        }
         let waves = tiles.div_ceil(slots);
         let wgmma = target.issues_wgmma(problem.dtype);
         let issue_loss = if wgmma && plan.warp_specialize.is_none() { 1.0 + UNSPECIALIZED_WGMMA_LOSS } else { 1.0 };
@@ -269,14 +302,22 @@ impl Analytic {
             let warps = cw * res.warps_per_cta as f64;
             let compute = cw * flops / (tensor_rate * (warps / TENSOR_WARPS_PER_SM as f64).min(1.0)) * issue_loss;
             let smem = cw * smem_bytes / smem_rate;
-            let l2 = cw * fill / l2_rate;
+            let l2 = cw * l2_fill / l2_rate;
             // The wave's CTAs stream their fills side by side.
             let lat = fill * latency / in_flight;
-            let rows = (start + count - 1) / tn - start / tn + 1;
-            let cols = count.min(tn);
+            // Clusters (columns of `cluster` tiles) launch `n` fastest: the
+            // wave's first and last cluster, the rows of tiles they cover
+            // within M, and the columns.
+            let (u0, u1) = (start / cluster, (start + count - 1) / cluster);
+            let (r0, r1) = (u0 / tn, u1 / tn);
+            let rows = (cluster * (r1 + 1)).min(m_tiles).saturating_sub(cluster * r0);
+            let cols = (u1 - u0 + 1).min(tn);
+            // Tiles beyond M (the last row of clusters' spare CTAs) store nothing.
+            let last = tm / cluster - 1;
+            let spare = (u1 + 1).min((last + 1) * tn).saturating_sub(u0.max(last * tn)) * (tm - m_tiles);
             let a = rows as f64 * bmf * k as f64 * e * a_unique;
             let b = if first || !b_fits { cols as f64 * bnf * k as f64 * e * b_unique } else { 0.0 };
-            let c = count as f64 * bmf * bnf * e * (1.0 + epilogue_tile);
+            let c = (count - spare) as f64 * bmf * bnf * e * (1.0 + epilogue_tile);
             let bias_bytes = if first && bias { n as f64 * e } else { 0.0 };
             let dram = (a + b + c + bias_bytes) / dram_rate;
             [compute, smem, l2, lat, dram]

@@ -308,11 +308,8 @@ fn statement(plan: &mut Plan, kw: &str, s: &mut Stmt) -> DResult<()> {
             once(&mut plan.warp_tile, t, s, kw)?;
         }
         "warp_specialize" => {
-            let persistent = !s.at_end();
-            if persistent {
-                s.keyword("persistent")?;
-            }
-            once(&mut plan.warp_specialize, Specialize { persistent }, s, kw)?
+            let spec = specialize(s)?;
+            once(&mut plan.warp_specialize, spec, s, kw)?
         }
         "layout_hint" => {
             let key = s.checked("a hint name", is_ident, "an identifier")?.value;
@@ -349,6 +346,47 @@ fn statement(plan: &mut Plan, kw: &str, s: &mut Stmt) -> DResult<()> {
         }
     }
     Ok(())
+}
+
+/// The options of `warp_specialize`: `persistent` and `cluster=N` (N 1
+/// or 2), each at most once, in either order.
+fn specialize(s: &mut Stmt) -> DResult<Specialize> {
+    let mut spec = Specialize::default();
+    let (mut persistent, mut cluster) = (false, false);
+    while !s.at_end() {
+        let twice = |what: &str, at: Span| diag!(SyntaxError, "`{what}` is given twice in `warp_specialize`").at(at);
+        if s.peek_word("persistent") {
+            let at = s.keyword("persistent")?;
+            if std::mem::replace(&mut persistent, true) {
+                return Err(twice("persistent", at));
+            }
+            spec.persistent = true;
+        } else if s.peek_word("cluster") {
+            let at = s.keyword("cluster")?;
+            s.punct(Tok::Assign, "`=` after `cluster`")?;
+            let n = s.int("the CTAs per cluster (`cluster=1` or `cluster=2`)")?;
+            if std::mem::replace(&mut cluster, true) {
+                return Err(twice("cluster", at));
+            }
+            spec.cluster = cluster_size(n.value).ok_or_else(|| {
+                diag!(SyntaxError, "a cluster of {} CTAs; write cluster=1 or 2", n.value).or_at(n.span)
+            })?;
+        } else {
+            let w = s.word("`persistent` or `cluster=N`")?;
+            return Err(diag!(
+                SyntaxError,
+                "expected `persistent` or `cluster=N` after `warp_specialize`, found `{}`",
+                w.value
+            )
+            .or_at(w.span));
+        }
+    }
+    Ok(spec)
+}
+
+/// `n` as a [`Specialize::cluster`]: 1 or 2.
+pub(crate) fn cluster_size(n: u64) -> Option<u32> {
+    matches!(n, 1 | 2).then_some(n as u32)
 }
 
 /// `axis+`.
@@ -439,7 +477,9 @@ pub fn print_dsl(plan: &Plan) -> String {
         lines.push(format!("local_edge {} {} {}{d}", e.value.from, e.value.to, e.value.buffer.as_str()));
     }
     if let Some(w) = &plan.warp_specialize {
-        lines.push(if w.value.persistent { "warp_specialize persistent" } else { "warp_specialize" }.into());
+        let persistent = if w.value.persistent { " persistent" } else { "" };
+        let cluster = if w.value.cluster != 1 { format!(" cluster={}", w.value.cluster) } else { String::new() };
+        lines.push(format!("warp_specialize{persistent}{cluster}"));
     }
     lines.iter().map(|l| format!("{l};\n")).collect()
 }

@@ -11,22 +11,27 @@ use super::{print_dsl, Plan, Problem, Target};
 /// A GEMM plan's shape as the dump's columns: the block tile (`128x128x32`),
 /// the warp tile (`64x64`), the stages, the vector width (`-` and 0 for
 /// what the plan does not give) and `ws` for `warp_specialize`, `wsp`
-/// for `warp_specialize persistent` (else `-`).
+/// for `warp_specialize persistent` (else `-`), followed by the CTAs per
+/// cluster when not 1: `ws2` for `warp_specialize cluster=2`, `wsp2` for
+/// `warp_specialize persistent cluster=2`.
 pub fn plan_shape(plan: &Plan) -> [String; 5] {
     let t = block_tile(plan).map_or("-".into(), |[m, n, k]| format!("{m}x{n}x{k}"));
     let w = plan.warp_tile.as_ref().map_or("-".into(), |w| format!("{}x{}", w.value[0], w.value[1]));
     let v = plan.vectorize.as_ref().map_or(0, |v| v.value.width.value);
     let ws = match &plan.warp_specialize {
-        None => "-",
-        Some(w) if w.value.persistent => "wsp",
-        Some(_) => "ws",
+        None => "-".to_string(),
+        Some(w) => {
+            let form = if w.value.persistent { "wsp" } else { "ws" };
+            let cluster = if w.value.cluster != 1 { w.value.cluster.to_string() } else { String::new() };
+            format!("{form}{cluster}")
+        }
     };
-    [t, w, stages(plan).to_string(), v.to_string(), ws.to_string()]
+    [t, w, stages(plan).to_string(), v.to_string(), ws]
 }
 
 fn shape(plan: &Plan) -> String {
     let [t, w, st, v, ws] = plan_shape(plan);
-    format!("{t:<12} {w:<7} {st:>2} {v:>3} {ws:>3}")
+    format!("{t:<12} {w:<7} {st:>2} {v:>3} {ws:>4}")
 }
 
 /// The dump of `choice` for `problem` on `target`.
@@ -42,7 +47,7 @@ pub fn dump(problem: &Problem, target: &Target, choice: &Choice) -> String {
     }
     let _ = writeln!(
         s,
-        "  {:<12} {:<7} {:>2} {:>3} {:>3} {:>9} {:>4} {:>4} {:>12} {:>5} {:>10} {:>12}  limit",
+        "  {:<12} {:<7} {:>2} {:>3} {:>4} {:>9} {:>4} {:>4} {:>12} {:>5} {:>10} {:>12}  limit",
         "tile", "warp", "st", "vec", "ws", "smem_B", "regs", "thr", "CTA/SM", "occ", "est_us", "est_TFLOP/s"
     );
     for (i, (plan, e)) in choice.candidates.iter().enumerate() {

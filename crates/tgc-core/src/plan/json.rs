@@ -15,7 +15,7 @@ use crate::diag::span_of;
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::tiny::json::source::{span_at_line_col, strip_comments};
 
-use super::dsl::{is_hint_word, parse_warp_tile};
+use super::dsl::{cluster_size, is_hint_word, parse_warp_tile};
 use super::*;
 
 /// Reads a plan from JSON text.
@@ -323,15 +323,26 @@ impl Reader<'_> {
                 }
                 "warp_specialize" => {
                     let value = match v {
-                        Value::Bool(b) => b.then_some(Specialize { persistent: false }),
+                        Value::Bool(b) => b.then_some(Specialize::default()),
                         _ => {
-                            let o = self.object(v, &p, &["persistent"])?;
+                            let o = self.object(v, &p, &["persistent", "cluster"])?;
                             let persistent = o
                                 .get("persistent")
                                 .map(|b| self.boolean(b, &format!("{p}/persistent")))
                                 .transpose()?
                                 .unwrap_or(false);
-                            Some(Specialize { persistent })
+                            let cluster = match o.get("cluster") {
+                                None => 1,
+                                Some(c) => {
+                                    let q = format!("{p}/cluster");
+                                    let n = self.uint(c, &q)?;
+                                    cluster_size(n.value).ok_or_else(|| {
+                                        diag!(SyntaxError, "a cluster of {} CTAs; write cluster=1 or 2", n.value)
+                                            .or_at(n.span)
+                                    })?
+                                }
+                            };
+                            Some(Specialize { persistent, cluster })
                         }
                     };
                     plan.warp_specialize = value.map(|value| Spanned { value, span: self.at(&p) });
@@ -525,7 +536,18 @@ pub fn to_json(plan: &Plan) -> String {
         m.insert("local_edges".into(), Value::Array(e));
     }
     if let Some(w) = &plan.warp_specialize {
-        let v = if w.value.persistent { json!({"persistent": true}) } else { json!(true) };
+        let v = if w.value == Specialize::default() {
+            json!(true)
+        } else {
+            let mut o = Map::new();
+            if w.value.persistent {
+                o.insert("persistent".into(), json!(true));
+            }
+            if w.value.cluster != 1 {
+                o.insert("cluster".into(), json!(w.value.cluster));
+            }
+            Value::Object(o)
+        };
         m.insert("warp_specialize".into(), v);
     }
     if !plan.loops.is_empty() {

@@ -15,10 +15,13 @@
 //!   minimal grammar leaves out: `arch sm80`, `tile BM BN BK`,
 //!   `warp_tile 64x64`, `layout_hint KEY VALUE`,
 //!   `local_edge FROM TO BUFFER [depth=N]`, and `warp_specialize
-//!   [persistent]` (the sm90 template's producer/consumer form, JSON
-//!   `"warp_specialize": true` or `{"persistent": true}`); and `pipeline`
-//!   may omit its axis
-//!   (a JSON plan with `stages` and no `pipeline_axis`).
+//!   [persistent] [cluster=N]` (the sm90 template's producer/consumer
+//!   form; `persistent` and `cluster=` in either order, `N` 1 or 2,
+//!   printed `warp_specialize persistent cluster=2` with `cluster=1` left
+//!   out; JSON `"warp_specialize": true` or `{"persistent": B, "cluster":
+//!   N}`, printed `true` for the default form and `cluster` only when not
+//!   1); and `pipeline` may omit its axis (a JSON plan with `stages` and
+//!   no `pipeline_axis`).
 //!
 //! Invariants (what both readers guarantee; [`validate`] checks the rest):
 //!
@@ -26,7 +29,8 @@
 //!    `[a-z0-9_]+` (§12.6 `value`), tensor and hint names are identifiers;
 //!    so every plan prints to DSL text that parses back.
 //! 2. `arch`, `tile`, `warp_tile`, `pipeline`, `vectorize` and
-//!    `warp_specialize` appear at most once (JSON has one key for each).
+//!    `warp_specialize` appear at most once (JSON has one key for each);
+//!    a `warp_specialize`'s `cluster` is 1 or 2.
 //! 3. Loop steps keep their order (a `fuse` may use an axis a `split` made).
 //! 4. Every element read from text carries its span; spans take no part in
 //!    equality, so a plan read from DSL equals the same plan read from JSON.
@@ -125,22 +129,36 @@ pub struct Plan {
     pub algo_choice: Vec<Spanned<AlgoChoice>>,
     pub layout_hints: Vec<Spanned<LayoutHint>>,
     pub local_edges: Vec<Spanned<LocalEdge>>,
-    /// `warp_specialize [persistent]` (an extension of §12.6; JSON
-    /// `"warp_specialize": true` or `{"persistent": true}`): one producer
-    /// warpgroup issues the operand copies and the block's other
-    /// warpgroups compute (CUTLASS 3's producer/consumer kernels; the sm90
-    /// template, with TMA copies).
+    /// `warp_specialize [persistent] [cluster=N]` (an extension of §12.6;
+    /// JSON `"warp_specialize": true` or `{"persistent": true, "cluster":
+    /// 2}`): one producer warpgroup issues the operand copies and the
+    /// block's other warpgroups compute (CUTLASS 3's producer/consumer
+    /// kernels; the sm90 template, with TMA copies).
     pub warp_specialize: Option<Spanned<Specialize>>,
 }
 
 /// How a warp-specialised kernel schedules its tiles.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Specialize {
     /// A persistent tile scheduler: one CTA per SM (at most one per tile)
     /// walks the tiles `blockIdx.x, blockIdx.x + gridDim.x, …`, its producer
     /// filling the ring for the next tile while the consumers run the
     /// epilogue of this one. Otherwise one CTA per tile.
     pub persistent: bool,
+    /// CTAs per thread block cluster: 1, or 2 for a pair of CTAs on
+    /// vertically adjacent tiles (M tiles `2p` and `2p + 1`, the same B
+    /// tile) whose producers each load their A tile and half of B and
+    /// multicast that half to both (TMA `.multicast::cluster`; sm90 only).
+    /// With an odd number of tiles along M the last pair's second CTA
+    /// lies beyond M: it loads its half of B for its peer and stores
+    /// nothing. Persistent, the grid is pairs of CTAs walking tile pairs.
+    pub cluster: u32,
+}
+
+impl Default for Specialize {
+    fn default() -> Specialize {
+        Specialize { persistent: false, cluster: 1 }
+    }
 }
 
 /// A loop transformation (§12.6 `split`, `reorder`, `fuse`, `unroll`).

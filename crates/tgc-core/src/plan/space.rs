@@ -112,20 +112,44 @@ pub fn check(plan: &Plan, target: &Target, problem: &Problem) -> Vec<String> {
     why
 }
 
+/// The forms of a `wgmma` plan, in the space's order: not specialised,
+/// `warp_specialize`, `warp_specialize persistent`, then both with
+/// `cluster=2` (`(persistent, cluster)`).
+pub const WGMMA_FORMS: [Option<(bool, u32)>; 5] =
+    [None, Some((false, 1)), Some((true, 1)), Some((false, 2)), Some((true, 2))];
+
+/// Whether the space offers `warp_specialize … cluster=2` for `problem`
+/// with a block tile of `bm` rows: a GEMM of known extents with at least
+/// two tiles along M (a pair of CTAs shares a B tile), and not an
+/// implicit GEMM as far as [`Problem::distinct`] tells (a convolution's
+/// `A` re-reads its elements, so it has fewer than `M·K`; the TMA copies
+/// the form needs do not take an implicit GEMM). `distinct` cannot tell
+/// an implicit GEMM that reads each element once (a 1×1 convolution):
+/// the template refuses that one.
+pub fn offers_cluster(problem: &Problem, bm: u64) -> bool {
+    let Ok([m, n, k]) = super::cost::gemm_dims(problem) else { return false };
+    m.div_ceil(bm.max(1)) >= 2 && problem.distinct == [m * k, k * n]
+}
+
 /// Enumerates the §6 space for `problem` on `target` in a fixed order
 /// (tile, warp tile, stages, vector width) and checks each plan: the
 /// `mma.sync` space above, or on a target whose template issues `wgmma`
 /// ([`Target::template_shape`]) [`WGMMA_TILES`] × [`WGMMA_STAGES`] ×
-/// {not specialised, `warp_specialize`, `warp_specialize persistent`},
+/// [`WGMMA_FORMS`] (not specialised, `warp_specialize`, `warp_specialize
+/// persistent`, and those two with `cluster=2` where [`offers_cluster`]),
 /// with the warpgroup tile `64 × BN` and 8-element (16-byte) vectors.
 pub fn candidates(problem: &Problem, target: &Target) -> Space {
     let mut plans = Vec::new();
     if target.issues_wgmma(problem.dtype) {
         for tile in WGMMA_TILES {
             for stages in WGMMA_STAGES {
-                for specialize in [None, Some(false), Some(true)] {
+                for form in WGMMA_FORMS {
+                    if form.is_some_and(|(_, cluster)| cluster != 1) && !offers_cluster(problem, tile[0]) {
+                        continue;
+                    }
                     let mut plan = gemm_plan(target, tile, [64, tile[1]], stages, 8);
-                    plan.warp_specialize = specialize.map(|persistent| Spanned::new(Specialize { persistent }));
+                    plan.warp_specialize =
+                        form.map(|(persistent, cluster)| Spanned::new(Specialize { persistent, cluster }));
                     plans.push(plan);
                 }
             }

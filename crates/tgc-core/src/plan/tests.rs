@@ -216,6 +216,97 @@ fn every_violation_is_reported() {
     assert_eq!(names, [AxisSizeMismatch, InvalidAxis, Unsupported, UnknownOp]);
 }
 
+/// `warp_specialize` with `persistent` and `cluster=N` in either order:
+/// the same plan from DSL and JSON, printed canonically, round-tripping.
+#[test]
+fn warp_specialize_cluster_round_trips() {
+    let spec = |persistent, cluster| Some(sp(Specialize { persistent, cluster }));
+    for (dsl, json, want, printed, printed_json) in [
+        ("warp_specialize;", "true", spec(false, 1), "warp_specialize;\n", "true"),
+        ("warp_specialize cluster=1;", "{}", spec(false, 1), "warp_specialize;\n", "true"),
+        (
+            "warp_specialize cluster=2;",
+            r#"{"cluster": 2}"#,
+            spec(false, 2),
+            "warp_specialize cluster=2;\n",
+            r#"{"cluster":2}"#,
+        ),
+        (
+            "warp_specialize cluster = 2 persistent;",
+            r#"{"cluster": 2, "persistent": true}"#,
+            spec(true, 2),
+            "warp_specialize persistent cluster=2;\n",
+            r#"{"persistent":true,"cluster":2}"#,
+        ),
+        (
+            "warp_specialize persistent cluster=1;",
+            r#"{"persistent": true, "cluster": 1}"#,
+            spec(true, 1),
+            "warp_specialize persistent;\n",
+            r#"{"persistent":true}"#,
+        ),
+    ] {
+        let d = parse_dsl(dsl).unwrap_or_else(|e| panic!("{dsl}: {e}"));
+        let j = from_json(&format!("{{\"warp_specialize\": {json}}}")).unwrap_or_else(|e| panic!("{json}: {e}"));
+        assert_eq!(d.warp_specialize, want, "{dsl}");
+        assert_eq!(j, d, "{json}");
+        assert_eq!(print_dsl(&d), printed);
+        assert_eq!(parse_dsl(&print_dsl(&d)).unwrap(), d);
+        let text = to_json(&d);
+        let squashed: String = text.split_whitespace().collect();
+        assert_eq!(squashed, format!("{{\"warp_specialize\":{printed_json}}}"), "{text}");
+        assert_eq!(from_json(&text).unwrap(), d);
+    }
+}
+
+#[test]
+fn warp_specialize_cluster_errors_are_positioned() {
+    use ErrorName::*;
+    for (text, at, says) in [
+        ("warp_specialize cluster=3;", "3;", "cluster=1 or 2"),
+        ("warp_specialize persistent cluster=0;", "0;", "cluster=1 or 2"),
+        ("warp_specialize cluster=two;", "two", "CTAs per cluster"),
+        ("warp_specialize cluster 2;", "2;", "`=` after `cluster`"),
+        ("warp_specialize cluster=2 cluster=2;", "cluster=2;", "given twice"),
+        ("warp_specialize persistent persistent;", "persistent;", "given twice"),
+        ("warp_specialize clusters=2;", "clusters", "`persistent` or `cluster=N`"),
+    ] {
+        let e = parse_dsl(text).unwrap_err();
+        assert_at(&e, SyntaxError, text, at);
+        assert!(e.message.contains(says), "{text}: {e}");
+    }
+    for (text, at, says) in [
+        ("{\"warp_specialize\": {\"cluster\": 4}}", "4}", "cluster=1 or 2"),
+        ("{\"warp_specialize\": {\"persistent\": true,\n  \"cluster\": \"2\"}}", "\"2\"", "unsigned integer"),
+        ("{\"warp_specialize\": {\"clusters\": 2}}", "\"clusters\"", "persistent, cluster"),
+    ] {
+        let e = from_json(text).unwrap_err();
+        assert_at(&e, SyntaxError, text, at);
+        assert!(e.message.contains(says), "{text}: {e}");
+    }
+}
+
+/// `cluster=2` (like every `warp_specialize`) needs the target whose
+/// template issues wgmma; a plan built in code with another cluster size
+/// is refused there.
+#[test]
+fn warp_specialize_cluster_needs_sm90() {
+    let text = "tile 128 256 64;\nwarp_tile 64x256;\npipeline stages=4;\nwarp_specialize persistent cluster=2;";
+    let p = parse_dsl(text).unwrap();
+    assert_eq!(validate(&p, &target::SM90, &gemm()), vec![]);
+    let text80 = "tile 128 128 32;\nwarp_tile 64x64;\nwarp_specialize cluster=2;";
+    let errs = validate(&parse_dsl(text80).unwrap(), &target::SM80, &gemm());
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_at(&errs[0], ErrorName::Unsupported, text80, "warp_specialize cluster=2");
+    assert!(errs[0].message.contains("cluster=2") && errs[0].message.contains("`sm80`"), "{}", errs[0]);
+    let mut odd = p.clone();
+    odd.warp_specialize.as_mut().unwrap().value.cluster = 4;
+    let errs = validate(&odd, &target::SM90, &gemm());
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_at(&errs[0], ErrorName::Unsupported, text, "warp_specialize persistent");
+    assert!(errs[0].message.contains("cluster=1 or 2"), "{}", errs[0]);
+}
+
 fn axis() -> impl Strategy<Value = String> {
     proptest::string::string_regex("[a-z]{1,2}(\\.[io]){0,3}").unwrap()
 }
@@ -253,7 +344,7 @@ prop_compose! {
         algo in proptest::collection::btree_map(word(), word(), 0..3),
         hints in proptest::collection::btree_map("[A-Za-z_][A-Za-z0-9_]{0,6}", prop_oneof![any::<bool>().prop_map(HintValue::Bool), "x[a-z0-9]{0,4}".prop_map(HintValue::Word)], 0..3),
         edges in proptest::collection::vec((word(), word(), 0usize..3, proptest::option::of(2u64..4)), 0..3),
-        specialize in proptest::option::of(any::<bool>()),
+        specialize in proptest::option::of((any::<bool>(), 1u32..3)),
     ) -> Plan {
         Plan {
             arch: arch.map(|a| sp(a.to_string())),
@@ -275,7 +366,7 @@ prop_compose! {
                     sp(LocalEdge { from, to, buffer, depth })
                 })
                 .collect(),
-            warp_specialize: specialize.map(|persistent| sp(Specialize { persistent })),
+            warp_specialize: specialize.map(|(persistent, cluster)| sp(Specialize { persistent, cluster })),
         }
     }
 }

@@ -28,7 +28,7 @@
 //!   `000` §1.7, §5), and divides the axis's extent when known
 //!   (`Unsupported`).
 //! - `warp_specialize` only where the target's template issues `wgmma`
-//!   (sm90) (`Unsupported`).
+//!   (sm90), `cluster=2` included, and its cluster 1 or 2 (`Unsupported`).
 //! - `epilogue` ops are §12.6's `bias relu silu gelu residual` (`UnknownOp`).
 //! - `algo_choice` keys and values are those of §1.7 (`splitk_*` read as
 //!   `splitk_serial`/`splitk_parallel`, §5's two split-K kinds)
@@ -155,12 +155,14 @@ pub fn validate(plan: &Plan, target: &Target, problem: &Problem) -> Vec<Diagnost
         }
     }
     if let Some(w) = &plan.warp_specialize {
+        let cluster = w.value.cluster;
         if !target.issues_wgmma(problem.dtype) {
-            let e = diag!(
-                Unsupported,
-                "warp_specialize needs a target whose template issues wgmma (sm90), not `{}`",
-                target.name
-            );
+            let what = if cluster == 2 { "warp_specialize cluster=2" } else { "warp_specialize" };
+            let e =
+                diag!(Unsupported, "{what} needs a target whose template issues wgmma (sm90), not `{}`", target.name);
+            v.errs.push(e.or_at(w.span));
+        } else if !(1..=2).contains(&cluster) {
+            let e = diag!(Unsupported, "warp_specialize cluster={cluster}: a cluster is cluster=1 or 2 CTAs");
             v.errs.push(e.or_at(w.span));
         }
     }

@@ -20,20 +20,12 @@ impl<'k> Frame<'k> {
                     self.set_var(*var, t, x, s)?;
                 }
             }
-            Stmt::For { body, .. } => {
-                let mut live = self.loop_enter(st, mask, s)?;
-                while live.iter().any(|&m| m) {
-                    self.exec(body, &live, args)?;
-                    self.loop_next(st, &mut live, s)?;
-                }
+            Stmt::For { .. } | Stmt::If { .. } | Stmt::WarpSpecialize { .. } => {
+                let msg =
+                    format!("{} runs as a task's control flow (`emulate/tasks.rs`), not as a statement", st.head());
+                return Err(self.err(Fault::BadValue, s, msg));
             }
-            Stmt::If { then, otherwise, .. } => {
-                let (yes, no) = self.branch(st, mask, s)?;
-                self.exec(then, &yes, args)?;
-                self.exec(otherwise, &no, args)?;
-            }
-            Stmt::WarpSpecialize { .. } => self.specialize(st, mask, args, s)?,
-            Stmt::Barrier | Stmt::BarrierNamed { .. } => {
+            Stmt::Barrier | Stmt::BarrierNamed { .. } | Stmt::ClusterSync => {
                 let n = mask.iter().filter(|&&m| m).count();
                 let (want, reached) = match st {
                     Stmt::BarrierNamed { id, threads } => {
@@ -43,13 +35,16 @@ impl<'k> Frame<'k> {
                         }
                         (*threads as usize, format!("bar.sync {id}, {threads} reached by {n} threads"))
                     }
-                    _ => (self.threads, format!("bar.sync reached by {n} of {} threads", self.threads)),
+                    _ => (self.threads, format!("{} reached by {n} of {} threads", st.head(), self.threads)),
                 };
                 if n != want {
                     return Err(self.err(Fault::Divergence, s, reached));
                 }
                 self.epoch += 1;
                 self.stats.barriers += 1;
+                if *st == Stmt::ClusterSync {
+                    self.received_since_sync = false;
+                }
             }
             Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
                 let is_async = matches!(st, Stmt::CpAsync { .. });

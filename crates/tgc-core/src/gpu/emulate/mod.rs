@@ -5,10 +5,11 @@
 //!
 //! Model:
 //!
-//! - CTAs run one after another in `blockIdx` order (x fastest). Inside a
-//!   CTA all threads run in lockstep, statement by statement, under an
-//!   active mask: `If` narrows the mask, `For` keeps the threads whose
-//!   condition holds. A `Barrier` with some but not all threads active is a
+//! - CTAs run one after another in `blockIdx` order (x fastest), the CTAs
+//!   of a thread block cluster ([`Kernel::cluster`]) concurrently as tasks
+//!   (`emulate/tasks.rs`). Inside a CTA all threads run in lockstep,
+//!   statement by statement, under an active mask: `If` narrows the mask,
+//!   `For` keeps the threads whose condition holds. A `Barrier` with some but not all threads active is a
 //!   `Divergence` error, as is an `ldmatrix`/`mma.sync` with a partly
 //!   active warp (both are `.aligned`, PTX ISA).
 //! - Shared memory is bytes, fresh per CTA, with per-byte state: the
@@ -54,12 +55,16 @@
 //!   statements wrote its accumulators, or one reading bytes written
 //!   through the generic proxy (`st.shared`, `cp.async`) without a
 //!   `fence.proxy.async` by their writer.
-//! - Warp specialisation (`emulate/roles.rs`): the two roles of a
-//!   `WarpSpecialize` run as tasks, each in lockstep over its own threads,
-//!   taking turns whenever one reaches an `MbarrierWait` that cannot
-//!   complete yet ([`run_ordered`] with [`RoleOrder::EveryStatement`]:
-//!   after every statement); when neither can move it is a `Deadlock`
-//!   naming the wait. An mbarrier arrival orders what the arriving thread did before
+//! - Warp specialisation and clusters (`emulate/tasks.rs`): the two roles
+//!   of a `WarpSpecialize`, and the CTAs of a cluster, run as tasks, each
+//!   in lockstep over its own threads, taking turns whenever one reaches
+//!   an `MbarrierWait` that cannot complete yet or a `barrier.cluster`
+//!   its peers have not reached ([`run_ordered`] with
+//!   [`RoleOrder::EveryStatement`]: after every statement); when none can
+//!   move it is a `Deadlock` naming the wait. A multicast box lands in
+//!   every CTA of its mask and completes on each one's mbarrier; a remote
+//!   arrival counts on the peer's; one reaching a CTA that has exited is
+//!   a `Race`. An mbarrier arrival orders what the arriving thread did before
 //!   it before what a thread does after its wait sees that phase complete
 //!   (release/acquire), which the race check of a shared write honours
 //!   like a `bar.sync`. `bar.sync id, n` needs exactly `n` active threads;
@@ -75,9 +80,9 @@ use half::{bf16, f16};
 use super::ir::*;
 
 mod exec;
-mod roles;
 pub mod scalar;
 mod sm90;
+mod tasks;
 use crate::DType;
 
 /// A launch argument, one per kernel parameter in order.
@@ -197,16 +202,19 @@ pub fn run(kernel: &Kernel, args: &mut [Arg]) -> Result<Stats, GpuError> {
     launch(kernel, args, RoleOrder::default()).map(|(stats, _)| stats)
 }
 
-/// How the emulator interleaves the two roles of a `WarpSpecialize`
-/// (`emulate/roles.rs`); every order is one the hardware allows, and a
-/// correct kernel gives the same result under each.
+/// How the emulator interleaves its tasks, the CTAs of a cluster and the
+/// two roles of a `WarpSpecialize` (`emulate/tasks.rs`); every order is
+/// one the hardware allows, and a correct kernel gives the same result
+/// under each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RoleOrder {
-    /// Each role runs until it waits on a phase that cannot complete yet.
+    /// Each task runs until it waits on a phase that cannot complete yet
+    /// (or at a `barrier.cluster`).
     #[default]
     UntilBlocked,
-    /// The roles take turns after every statement: the producer never
-    /// runs far ahead of the consumers.
+    /// The tasks take turns after every statement: the producer never
+    /// runs far ahead of the consumers, nor one CTA of a cluster ahead of
+    /// the other.
     EveryStatement,
 }
 
@@ -270,24 +278,35 @@ fn launch(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<(Stats,
             }
         }
     }
+    let cluster = kernel.cluster.max(1) as i64;
+    if grid[0] % cluster != 0 {
+        return Err(bad(format!("grid x of {} is not a multiple of the cluster's {cluster} CTAs", grid[0])));
+    }
     let mut stats = Stats::default();
     let mut regs = Vec::new();
     for z in 0..grid[2] {
         for y in 0..grid[1] {
-            for x in 0..grid[0] {
-                let mut f = Frame::new(kernel, &scalars, &ids, threads as usize, [x, y, z], grid);
-                f.order = order;
-                let mask = vec![true; threads as usize];
-                f.exec(&kernel.body, &mask, args)?;
-                stats.ctas += 1;
-                stats.cp_async_bytes += f.stats.cp_async_bytes;
-                stats.ldmatrix += f.stats.ldmatrix;
-                stats.mma += f.stats.mma;
-                stats.barriers += f.stats.barriers;
-                stats.wgmma += f.stats.wgmma;
-                stats.tma_bytes += f.stats.tma_bytes;
-                stats.ldmatrix_bank_conflicts += f.stats.ldmatrix_bank_conflicts;
-                regs = f.regs;
+            for x in (0..grid[0]).step_by(cluster as usize) {
+                let mut frames: Vec<Frame> = (0..cluster)
+                    .map(|r| {
+                        let mut f = Frame::new(kernel, &scalars, &ids, threads as usize, [x + r, y, z], grid);
+                        f.order = order;
+                        f.rank = r as usize;
+                        f
+                    })
+                    .collect();
+                tasks::run_cluster(&mut frames, &kernel.body, args)?;
+                for f in frames {
+                    stats.ctas += 1;
+                    stats.cp_async_bytes += f.stats.cp_async_bytes;
+                    stats.ldmatrix += f.stats.ldmatrix;
+                    stats.mma += f.stats.mma;
+                    stats.barriers += f.stats.barriers;
+                    stats.wgmma += f.stats.wgmma;
+                    stats.tma_bytes += f.stats.tma_bytes;
+                    stats.ldmatrix_bank_conflicts += f.stats.ldmatrix_bank_conflicts;
+                    regs = f.regs;
+                }
             }
         }
     }
@@ -363,8 +382,21 @@ struct Frame<'k> {
     /// model: mbarrier arrive has release, a completed wait acquire
     /// semantics).
     acquired: HashMap<(u32, u32), u32>,
-    /// How a `WarpSpecialize`'s roles interleave.
+    /// How the tasks (the cluster's CTAs, a `WarpSpecialize`'s roles)
+    /// interleave.
     order: RoleOrder,
+    /// The CTA's rank in its cluster (`blockIdx.x % Kernel::cluster`).
+    rank: usize,
+    /// Its effects on peer CTAs, delivered when its task's turn ends.
+    outbox: Vec<sm90::Remote>,
+    /// The `barrier.cluster`s the CTA has arrived at.
+    cluster_arrivals: u32,
+    /// Whether the CTA has run to its end (a peer may no longer reach its
+    /// shared memory).
+    exited: bool,
+    /// A peer reached this CTA's shared memory since it last passed a
+    /// `barrier.cluster`: it may not exit before passing another.
+    received_since_sync: bool,
     /// Per warpgroup (128 threads): its `wgmma` groups.
     warpgroups: Vec<sm90::Warpgroup>,
     /// Per register array: per register (`t * len + i`), the in-flight
@@ -406,6 +438,11 @@ impl<'k> Frame<'k> {
             arrived: vec![0; threads],
             acquired: HashMap::new(),
             order: RoleOrder::default(),
+            rank: 0,
+            outbox: Vec::new(),
+            cluster_arrivals: 0,
+            exited: false,
+            received_since_sync: false,
             warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
             reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
             wgmma_acc: k.wgmma_accumulators(),
@@ -710,16 +747,6 @@ impl<'k> Frame<'k> {
             st.w_epoch = self.epoch;
             st.generic = true;
         }
-    }
-
-    fn exec(&mut self, body: &'k [Stmt], mask: &[bool], args: &mut [Arg]) -> R<()> {
-        if !mask.iter().any(|&m| m) {
-            return Ok(());
-        }
-        for s in body {
-            self.stmt(s, mask, args)?;
-        }
-        Ok(())
     }
 
     fn active(mask: &[bool]) -> impl Iterator<Item = usize> + '_ {

@@ -25,6 +25,24 @@ pub(super) struct Mbarrier {
     completed: Vec<(u32, u32)>,
 }
 
+/// A statement's effect on a peer CTA of the cluster, delivered when its
+/// task's turn ends (`emulate/tasks.rs`).
+pub(super) enum Remote {
+    /// A multicast box's 16-byte copies for CTA `cta`, issued by thread
+    /// `issuer` of its peer, completing on the mbarrier at byte `bar`.
+    Box { cta: usize, bar: usize, issuer: usize, copies: Vec<Copy>, s: Option<u32> },
+    /// An arrival on CTA `cta`'s mbarrier at byte `bar`.
+    Arrive { cta: usize, bar: usize, s: Option<u32> },
+}
+
+impl Remote {
+    pub(super) fn cta(&self) -> usize {
+        match self {
+            Remote::Box { cta, .. } | Remote::Arrive { cta, .. } => *cta,
+        }
+    }
+}
+
 /// One `wgmma` in flight: the registers it writes and the shared bytes it reads.
 struct WgmmaOp {
     reg: usize,
@@ -176,12 +194,83 @@ impl<'k> Frame<'k> {
                     format!(
                         "thread {t} waits for phase {phase} (parity {p}) of the mbarrier at byte {a}, which cannot \
                          complete: {left} arrivals and {} bytes of copies missing",
-                        expected - carried
+                        expected.saturating_sub(carried)
                     ),
                 )));
             }
         }
         Ok(None)
+    }
+
+    /// One arrival, by `who`, on the current phase of this CTA's mbarrier
+    /// at byte `a`.
+    fn arrive(&mut self, a: usize, s: Option<u32>, who: &str) -> R<()> {
+        let m = self.mbar(a, s)?;
+        if m.arrivals_left == 0 {
+            let phase = m.phase;
+            let msg = format!("{who}: more arrivals than the mbarrier at byte {a} expects in phase {phase}");
+            return Err(self.err(Fault::BadValue, s, msg));
+        }
+        m.arrivals_left -= 1;
+        Ok(())
+    }
+
+    /// The cluster rank `cta` names for thread `t`.
+    fn cluster_rank(&self, cta: &Expr, t: usize, s: Option<u32>) -> R<usize> {
+        let r = self.eval(cta, t, s)?;
+        let cluster = self.k.cluster.max(1) as i64;
+        if !(0..cluster).contains(&r) {
+            return Err(self.err(Fault::BadValue, s, format!("thread {t}: CTA {r} of a cluster of {cluster}")));
+        }
+        Ok(r as usize)
+    }
+
+    /// A box's `copies` (issued by thread `issuer`, of this CTA when
+    /// `local`, else of a peer) arriving in this CTA's shared memory, to
+    /// land when a wait completes the phase of its mbarrier at byte `bar`.
+    fn receive_box(&mut self, copies: Vec<Copy>, bar: usize, issuer: usize, local: bool, s: Option<u32>) -> R<()> {
+        self.mbar(bar, s)?;
+        let who = if local { format!("thread {issuer}") } else { format!("a peer's thread {issuer}") };
+        for c in &copies {
+            for b in c.dst..c.dst + c.data.len() {
+                if self.state[b].wgmma_readers > 0 {
+                    return Err(self.err(
+                        Fault::Race,
+                        s,
+                        format!("{who}: the box overwrites shared byte {b}, which a wgmma no wgmma.wait_group retired reads"),
+                    ));
+                }
+            }
+            if local {
+                self.check_write(c.dst, c.data.len(), issuer, s)?;
+            }
+            for b in c.dst..c.dst + c.data.len() {
+                self.state[b].pending += 1;
+            }
+        }
+        let bytes: u64 = copies.iter().map(|c| c.data.len() as u64).sum();
+        self.stats.tma_bytes += bytes;
+        let mb = self.mbar(bar, s)?;
+        mb.inflight_bytes += bytes;
+        mb.inflight.extend(copies.into_iter().map(|c| (issuer, c)));
+        Ok(())
+    }
+
+    /// Applies a peer's effect on this CTA (`emulate/tasks.rs`).
+    pub(super) fn receive(&mut self, r: Remote) -> R<()> {
+        let s = match &r {
+            Remote::Box { s, .. } | Remote::Arrive { s, .. } => *s,
+        };
+        if self.exited {
+            let msg =
+                "reaches the shared memory of a CTA of the cluster that has exited (no barrier.cluster before its end)";
+            return Err(self.err(Fault::Race, s, msg.into()));
+        }
+        self.received_since_sync = true;
+        match r {
+            Remote::Box { bar, issuer, copies, .. } => self.receive_box(copies, bar, issuer, false, s),
+            Remote::Arrive { bar, .. } => self.arrive(bar, s, "a peer's arrival"),
+        }
     }
 
     pub(super) fn sm90_stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg], s: Option<u32>) -> R<()> {
@@ -213,24 +302,23 @@ impl<'k> Frame<'k> {
                 }
             }
             Stmt::FenceMbarrierInit => {}
-            Stmt::MbarrierArriveExpectTx { bar, .. } | Stmt::MbarrierArrive { bar } => {
-                let bytes = match st {
-                    Stmt::MbarrierArriveExpectTx { bytes, .. } => *bytes,
-                    _ => 0,
+            Stmt::MbarrierArriveExpectTx { bar, .. } | Stmt::MbarrierArrive { bar, .. } => {
+                let (bytes, cta) = match st {
+                    Stmt::MbarrierArriveExpectTx { bytes, .. } => (*bytes, None),
+                    Stmt::MbarrierArrive { cta, .. } => (0, cta.as_ref()),
+                    _ => (0, None),
                 };
                 for t in Self::active(mask) {
                     let a = self.mbar_addr(bar, t, s)?;
-                    let m = self.mbar(a, s)?;
-                    if m.arrivals_left == 0 {
-                        let phase = m.phase;
-                        return Err(self.err(
-                            Fault::BadValue,
-                            s,
-                            format!("thread {t}: more arrivals than the mbarrier at byte {a} expects in phase {phase}"),
-                        ));
+                    if let Some(cta) = cta {
+                        let r = self.cluster_rank(cta, t, s)?;
+                        if r != self.rank {
+                            self.outbox.push(Remote::Arrive { cta: r, bar: a, s });
+                            continue;
+                        }
                     }
-                    m.arrivals_left -= 1;
-                    m.tx_expected += bytes as u64;
+                    self.arrive(a, s, &format!("thread {t}"))?;
+                    self.mbar(a, s)?.tx_expected += bytes as u64;
                     self.arrived[t] += 1;
                     let n = self.arrived[t];
                     self.mbar(a, s)?.arrivers.push((t as u32, n));
@@ -289,7 +377,7 @@ impl<'k> Frame<'k> {
                     ));
                 }
             }
-            Stmt::TmaLoad { dst, map, coords, bar } => {
+            Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
                 let Some(ParamKind::TensorMap(m)) = self.k.params.get(map.0 as usize).map(|p| p.kind) else {
                     return Err(self.err(Fault::BadId, s, format!("parameter {} is not a tensor map", map.0)));
                 };
@@ -355,25 +443,24 @@ impl<'k> Frame<'k> {
                             copies.push(Copy { dst: phys, data: bytes });
                         }
                     }
-                    for c in &copies {
-                        for b in c.dst..c.dst + 16 {
-                            if self.state[b].wgmma_readers > 0 {
-                                return Err(self.err(
-                                    Fault::Race,
-                                    s,
-                                    format!("thread {t}: the box overwrites shared byte {b}, which a wgmma no wgmma.wait_group retired reads"),
-                                ));
+                    match multicast {
+                        None => self.receive_box(copies, bar_at, t, true, s)?,
+                        Some(mask) => {
+                            let cluster = self.k.cluster.max(1) as usize;
+                            if *mask == 0 || usize::from(*mask) >> cluster != 0 {
+                                let msg = format!("multicast to CTAs {mask:#b} of a cluster of {cluster}");
+                                return Err(self.err(Fault::BadValue, s, msg));
+                            }
+                            for r in (0..cluster).filter(|r| mask >> r & 1 == 1) {
+                                let copies = copies.iter().map(|c| Copy { dst: c.dst, data: c.data.clone() }).collect();
+                                if r == self.rank {
+                                    self.receive_box(copies, bar_at, t, true, s)?;
+                                } else {
+                                    self.outbox.push(Remote::Box { cta: r, bar: bar_at, issuer: t, copies, s });
+                                }
                             }
                         }
-                        self.check_write(c.dst, 16, t, s)?;
-                        for b in c.dst..c.dst + 16 {
-                            self.state[b].pending += 1;
-                        }
                     }
-                    self.stats.tma_bytes += box_bytes as u64;
-                    let mb = self.mbar(bar_at, s)?;
-                    mb.inflight_bytes += box_bytes as u64;
-                    mb.inflight.extend(copies.into_iter().map(|c| (t, c)));
                 }
             }
             Stmt::FenceProxyAsync => {

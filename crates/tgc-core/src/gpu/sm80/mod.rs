@@ -155,6 +155,11 @@ impl Shape {
     fn persistent(&self) -> bool {
         self.specialize.is_some_and(|s| s.persistent)
     }
+
+    /// CTAs per cluster (`warp_specialize … cluster=N`; 1 without).
+    fn cluster(&self) -> i64 {
+        self.specialize.map_or(1, |s| s.cluster as i64)
+    }
 }
 
 fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {

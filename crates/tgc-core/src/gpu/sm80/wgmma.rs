@@ -26,7 +26,7 @@
 //! the `full`/`empty` mbarrier pairs, so no `bar.sync` waits on a k-tile:
 //!
 //! ```text
-//! thread 0: init full[s] (1 arrival), empty[s] (consumer threads) for every stage; fence; bar.sync
+//! thread 0: init full[s] (1 arrival), empty[s] (consumer warps) for every stage; fence; bar.sync
 //! producer warpgroup: setmaxnreg.dec 40
 //!     thread 0: for kt in 0..ktiles:
 //!         mbarrier wait empty[kt % S], parity (kt / S + 1) % 2   // the first pass finds every stage free
@@ -36,8 +36,8 @@
 //!     for kt in 0..ktiles:
 //!         mbarrier wait full[kt % S], parity (kt / S) % 2
 //!         wgmma.fence; 4 × wgmma; commit; wgmma.wait_group 1
-//!         if kt > 0: mbarrier arrive empty[(kt - 1) % S]        // tile kt-1's reads retired
-//!     wgmma.wait_group 0; mbarrier arrive empty[(ktiles - 1) % S]
+//!         if kt > 0: lane 0: mbarrier arrive empty[(kt - 1) % S]   // tile kt-1's reads retired
+//!     wgmma.wait_group 0; lane 0: mbarrier arrive empty[(ktiles - 1) % S]
 //!     epilogue, its bar.sync the consumers' named barrier 1
 //! ```
 //!
@@ -49,6 +49,22 @@
 //! and parities, so the producer fills the next tile's stages while the
 //! consumers run this one's epilogue; that epilogue stores C from the
 //! fragments (no staging buffer over the ring the producer is filling).
+//!
+//! With `warp_specialize … cluster=2` two CTAs on vertically adjacent
+//! tiles (the same B tile) form a thread block cluster (CUTLASS 3's 2×1
+//! cluster shape; PTX ISA "Cluster of Cooperative Thread Arrays"): each
+//! producer copies its A box and half of the B tile, multicast to both
+//! CTAs (`.multicast::cluster`), so the pair reads B from L2 once; each
+//! CTA's `full[s]` still expects the whole stage. A stage is free only
+//! when both CTAs' consumers are done with it, so `empty[s]` counts the
+//! consumer warps of both and lane 0 of each consumer warp arrives on it
+//! in both CTAs (`mapa` + `mbarrier.arrive.shared::cluster`). A
+//! `barrier.cluster` follows the mbarrier initialisation (no peer may
+//! reach them before) and ends the kernel (no CTA exits while its peer may
+//! still write to it). Rank `r = blockIdx.x % 2` takes the `r`-th tile of
+//! its cluster's pair; with `M` an odd number of tiles the last pair's
+//! second CTA lies below `M`: it loads its half of B for its peer and
+//! stores nothing.
 //!
 //! - Block: `BM / 64` warpgroups (128 threads each); warpgroup `g` owns
 //!   rows `64g..64g+63` of the tile. Grid `(⌈N/BN⌉, ⌈M/BM⌉)`.
@@ -77,7 +93,7 @@
 //! Not built here (errors `Unsupported`): `warp_specialize` with the
 //! `cp.async` loader, split-K, other tiles than
 //! `BK · sizeof(T) = 128`, `BM` a multiple of 64 up to 256, `BN` a multiple
-//! of 64 up to 256.
+//! of 64 up to 256, clusters of more than 2 CTAs or sharing A.
 
 use super::*;
 use crate::plan::resources::PRODUCER_THREADS;
@@ -127,6 +143,9 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
             "TMA copies for `warp_specialize` (operand rows of a multiple of 16 bytes, not an implicit GEMM)".into(),
         ));
     }
+    if let Some(c) = specialize.map(|s| s.cluster).filter(|c| !(1..=2).contains(c)) {
+        return Err(unsupported(format!("a cluster of 1 or 2 CTAs, not {c}")));
+    }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
     let tail = |root: &str| plan.predicate_tail.iter().any(|a| a.value.split('.').next() == Some(root));
     Ok(Shape {
@@ -154,19 +173,23 @@ pub fn uses_tma(gemm: &Gemm) -> bool {
 }
 
 /// The tensor maps of A and B: A `[M, K]` in boxes of `64 × BM`; B `[K, N]`
-/// in boxes of `64 × 64` (one atom) or `[N, K]` in boxes of `64 × BN`; all
-/// with the 128-byte swizzle. `ab` are the pointer parameters, `scalars`
+/// in boxes of `64 × 64` (one atom) or `[N, K]` in boxes of `64 × BN`,
+/// the B boxes `1/c` as tall in a cluster of `c`; all with the 128-byte
+/// swizzle. `ab` are the pointer parameters, `scalars`
 /// `M, N, K, lda, ldb`.
 pub(super) fn tensor_maps(sh: &Shape, gemm: &Gemm, ab: [ParamId; 2], scalars: [ParamId; 5]) -> [TensorMapParam; 2] {
     let [m, n, k, lda, ldb] = scalars;
-    let (bm, bn, bk) = (sh.bm as u32, sh.bn as u32, sh.bk as u32);
+    // A cluster's CTAs each copy 1/cluster of the B tile: `BN / c` rows
+    // of an `[N, K]` B, `BK / c` rows of each atom of a `[K, N]` one.
+    let c = sh.cluster() as u32;
+    let (bm, bn, bk) = (sh.bm as u32, sh.bn as u32 / c, sh.bk as u32);
     let a = TensorMapParam { tensor: ab[0], dims: [k, m], row_stride: lda, box_dims: [bk, bm], swizzle: Swizzle::B128 };
     let b = match gemm.b_layout {
         BLayout::KN => TensorMapParam {
             tensor: ab[1],
             dims: [n, k],
             row_stride: ldb,
-            box_dims: [ATOM_COLS as u32, bk],
+            box_dims: [ATOM_COLS as u32, bk / c],
             swizzle: Swizzle::B128,
         },
         BLayout::NK => {
@@ -286,13 +309,24 @@ impl Builder {
 
     /// Thread 0's copies of k-tile `kt` into ring stage `stage`: the
     /// stage's mbarrier armed with the stage's bytes, then the A box and
-    /// the B box(es).
+    /// the B box(es). In a cluster of `c` the CTA of rank `r` copies the
+    /// `r`-th of `c` slices of the B tile (rows of an `[N, K]` B, k-rows of
+    /// each atom of a `[K, N]` one) and multicasts it to every CTA of the
+    /// cluster, which share the B tile; each CTA's mbarrier still expects
+    /// the whole stage, its slice and its peers'.
     fn issue_tma(&mut self, ids: &Ids, maps: [ParamId; 2], bars: &SmemRef, stage: Expr, kt: Expr) -> Vec<Stmt> {
-        let (bm, bn, bk) = (self.sh.bm, self.sh.bn, self.sh.bk);
+        let (bm, bn, bk, c) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.cluster());
         let es = self.gemm.ab.size_bytes() as i64;
         let (a_stage, b_stage) = (bm * bk * es, bn * bk * es);
         let bar = SmemRef { offset: stage.clone() * 8, ..bars.clone() };
         let k0 = kt * bk;
+        // This CTA's slice of B (none but the whole tile without a cluster).
+        let (rank, multicast) = match c {
+            1 => (None, None),
+            c => (Some(Expr::BlockIdx(Dim::X) % c), Some(((1u32 << c) - 1) as u16)),
+        };
+        let slice = |rows: i64| rank.clone().map(|r| r * rows);
+        let plus = |e: Expr, d: Option<Expr>| d.map_or(e.clone(), |d| e + d);
         let mut out = vec![
             Stmt::MbarrierArriveExpectTx { bar: bar.clone(), bytes: (a_stage + b_stage) as u32 },
             Stmt::TmaLoad {
@@ -300,27 +334,28 @@ impl Builder {
                 map: maps[0],
                 coords: [k0.clone(), ids.bm.clone()],
                 bar: bar.clone(),
+                multicast: None,
             },
         ];
         match self.gemm.b_layout {
             BLayout::KN => {
                 for j in 0..bn / ATOM_COLS {
+                    let atom = stage.clone() * b_stage + j * ATOM_COLS * bk * es;
                     out.push(Stmt::TmaLoad {
-                        dst: SmemRef {
-                            offset: stage.clone() * b_stage + j * ATOM_COLS * bk * es,
-                            ..ids.b_smem.clone()
-                        },
+                        dst: SmemRef { offset: plus(atom, slice(bk / c * ROW_BYTES)), ..ids.b_smem.clone() },
                         map: maps[1],
-                        coords: [ids.bn.clone() + j * ATOM_COLS, k0.clone()],
+                        coords: [ids.bn.clone() + j * ATOM_COLS, plus(k0.clone(), slice(bk / c))],
                         bar: bar.clone(),
+                        multicast,
                     });
                 }
             }
             BLayout::NK => out.push(Stmt::TmaLoad {
-                dst: SmemRef { offset: stage * b_stage, ..ids.b_smem.clone() },
+                dst: SmemRef { offset: plus(stage * b_stage, slice(bn / c * bk * es)), ..ids.b_smem.clone() },
                 map: maps[1],
-                coords: [k0, ids.bn.clone()],
+                coords: [k0, plus(ids.bn.clone(), slice(bn / c))],
                 bar,
+                multicast,
             }),
         }
         out
@@ -376,11 +411,12 @@ impl Builder {
     /// `i` (one, or with `persistent` those of [`Builder::tiles`]), so the
     /// ring and its phases run on from one tile into the next.
     fn body_sm90_specialized(&mut self, p: &GemmParams, ops: &[Epi], maps: [ParamId; 2]) {
-        let (bm, bn, bk, stages) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages);
+        let (bm, bn, bk, stages, cluster) = (self.sh.bm, self.sh.bn, self.sh.bk, self.sh.stages, self.sh.cluster());
         let es = self.gemm.ab.size_bytes() as i64;
         let producer = PRODUCER_THREADS as i64;
         let consumers = bm / 64 * 128;
         self.k.block = [(producer + consumers) as u32, 1, 1];
+        self.k.cluster = cluster as u32;
         self.k.min_blocks_per_sm = Some(1);
         let a_smem = self.smem_1024("As", stages * bm * bk * es, Swizzle::B128);
         let b_smem = self.smem_1024("Bs", stages * bn * bk * es, Swizzle::B128);
@@ -398,12 +434,14 @@ impl Builder {
         self.for_unrolled(&mut init, "s", stages, |_, s| {
             vec![
                 Stmt::MbarrierInit { bar: at(&full, s.clone()), count: 1 },
-                Stmt::MbarrierInit { bar: at(&empty, s), count: consumers as u32 },
+                Stmt::MbarrierInit { bar: at(&empty, s), count: (consumers / 32 * cluster) as u32 },
             ]
         });
         init.push(Stmt::FenceMbarrierInit);
         out.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: init, otherwise: Vec::new() });
-        out.push(Stmt::Barrier);
+        // A cluster's peers multicast into this CTA's ring and release its
+        // stages: its mbarriers are initialised before any peer goes on.
+        out.push(if cluster > 1 { Stmt::ClusterSync } else { Stmt::Barrier });
 
         // The consumers' ids, counted from their first thread.
         let mut consumer = vec![Stmt::SetMaxNReg { inc: true, regs: consumer_regs }];
@@ -430,6 +468,16 @@ impl Builder {
         let use_of = |i: &Expr, kt: Expr| match i {
             Expr::Const(0) => kt,
             i => i.clone() * ids.ktiles.clone() + kt,
+        };
+        // Lane 0 of each consumer warp releases a stage, after its
+        // warpgroup's `wgmma.wait_group` retired the reads, to every CTA
+        // of the cluster (whose producers all write the stage).
+        let release = |stage: Expr| {
+            let arrive = |r: i64| Stmt::MbarrierArrive {
+                bar: at(&empty, stage.clone()),
+                cta: (cluster > 1).then(|| Expr::c(r)),
+            };
+            Stmt::If { cond: ids.lane.clone().eq(0), then: (0..cluster).map(arrive).collect(), otherwise: Vec::new() }
         };
 
         let mut fill_tiles = Vec::new();
@@ -463,7 +511,7 @@ impl Builder {
             // The previous k-tile's wgmmas retired: its stage is free.
             main.push(Stmt::If {
                 cond: Expr::c(0).lt(kt_e.clone()),
-                then: vec![Stmt::MbarrierArrive { bar: at(&empty, (it + (stages - 1)) % stages) }],
+                then: vec![release((it + (stages - 1)) % stages)],
                 otherwise: Vec::new(),
             });
             tile.push(Stmt::For {
@@ -479,16 +527,26 @@ impl Builder {
             let last = use_of(&i, ids.ktiles.clone() - 1) % stages;
             tile.push(Stmt::If {
                 cond: Expr::c(0).lt(ids.ktiles.clone()),
-                then: vec![Stmt::MbarrierArrive { bar: at(&empty, last) }],
+                then: vec![release(last)],
                 otherwise: Vec::new(),
             });
-            let ids = Ids { bm: block_m, bn: block_n, ..ids.clone() };
+            let ids = Ids { bm: block_m.clone(), bn: block_n, ..ids.clone() };
             let mut epilogue = b.epilogue(p, &ids, ops);
             name_barriers(&mut epilogue, CONSUMER_BARRIER, consumers as u32);
+            if cluster > 1 {
+                // The second CTA of the last pair may lie below M: it loads
+                // its slice of B for its peer and stores nothing.
+                epilogue = vec![Stmt::If { cond: block_m.lt(Expr::Param(p.m)), then: epilogue, otherwise: Vec::new() }];
+            }
             tile.extend(epilogue);
             tile
         });
         out.push(Stmt::WarpSpecialize { producer_threads: producer as u32, producer: producer_body, consumer });
+        if cluster > 1 {
+            // No CTA exits while a peer may still multicast into it or
+            // release its stages.
+            out.push(Stmt::ClusterSync);
+        }
         self.k.body = out;
     }
 
@@ -498,25 +556,37 @@ impl Builder {
     /// fewer where the runtime finds fewer SMs ([`crate::gpu::ir::Kernel::persistent`]),
     /// each taking the tiles `blockIdx.x + i · gridDim.x` (`N` fastest, as
     /// `bind n.o block.x` orders them).
+    ///
+    /// In a cluster of `c` CTAs the unit is a column of `c` tiles, the
+    /// cluster's, rank `r` (`blockIdx.x % c`) taking the `r`-th: the grid
+    /// is `(c·⌈N/BN⌉, ⌈M/(c·BM)⌉)`, or `c · min(units, ⌊132/c⌋)` CTAs for
+    /// `persistent`, cluster `blockIdx.x / c` taking the units
+    /// `blockIdx.x / c + i · gridDim.x / c`.
     fn tiles(&mut self, p: &GemmParams, out: &mut Vec<Stmt>) -> Tiles {
-        let (bm, bn) = (self.sh.bm, self.sh.bn);
-        let tiles_m = (Expr::Param(p.m) + (bm - 1)) / bm;
+        let (bm, bn, c) = (self.sh.bm, self.sh.bn, self.sh.cluster());
+        let rows = (Expr::Param(p.m) + (c * bm - 1)) / (c * bm);
         let tiles_n = (Expr::Param(p.n) + (bn - 1)) / bn;
+        let per_cluster = |e: Expr| if c == 1 { e } else { e * c };
         if !self.sh.persistent() {
-            self.k.grid = [tiles_n, tiles_m, Expr::c(1)];
+            self.k.grid = [per_cluster(tiles_n), rows, Expr::c(1)];
             return Tiles::Grid;
         }
         // At most one CTA per SM: the row's 132 here, the device's when the
-        // runtime launches it (`Kernel::persistent`); the tile walk follows
-        // `gridDim.x`.
-        let sms = crate::plan::target::SM90.sm_count as i64;
-        self.k.grid = [Expr::bin(BinOp::Min, tiles_m.clone() * tiles_n.clone(), Expr::c(sms)), Expr::c(1), Expr::c(1)];
+        // runtime launches it (`Kernel::persistent`, whole clusters); the
+        // tile walk follows `gridDim.x`.
+        let clusters = crate::plan::target::SM90.sm_count as i64 / c;
+        let units = Expr::bin(BinOp::Min, rows.clone() * tiles_n.clone(), Expr::c(clusters));
+        self.k.grid = [per_cluster(units), Expr::c(1), Expr::c(1)];
         self.k.persistent = true;
         let tiles_n = self.let_(out, "tiles_n", tiles_n);
-        let count = self.let_(out, "tiles", tiles_m * tiles_n.clone());
-        let ctas = self.let_(out, "ctas", Expr::GridDim(Dim::X));
-        let mine = self.let_(out, "my_tiles", (count - Expr::BlockIdx(Dim::X) + ctas.clone() - 1) / ctas.clone());
-        Tiles::Persistent { tiles_n, ctas, mine }
+        let count = self.let_(out, "tiles", rows * tiles_n.clone());
+        let (first, ctas) = match c {
+            1 => (Expr::BlockIdx(Dim::X), Expr::GridDim(Dim::X)),
+            c => (Expr::BlockIdx(Dim::X) / c, Expr::GridDim(Dim::X) / c),
+        };
+        let ctas = self.let_(out, "ctas", ctas);
+        let mine = self.let_(out, "my_tiles", (count - first.clone() + ctas.clone() - 1) / ctas.clone());
+        Tiles::Persistent { tiles_n, first, ctas, mine }
     }
 
     /// `f(i, block_m, block_n)` for each of this CTA's tiles `i`: once (`i`
@@ -527,19 +597,22 @@ impl Builder {
         tiles: &Tiles,
         f: impl FnOnce(&mut Self, Expr, Expr, Expr) -> Vec<Stmt>,
     ) {
-        let (bm, bn) = (self.sh.bm, self.sh.bn);
+        let (bm, bn, c) = (self.sh.bm, self.sh.bn, self.sh.cluster());
+        // The row of tiles of unit row `u` this CTA takes: its rank's.
+        let row = |u: Expr| if c == 1 { u * bm } else { (u * c + Expr::BlockIdx(Dim::X) % c) * bm };
+        let column = |x: Expr| if c == 1 { x * bn } else { x / c * bn };
         match tiles {
             Tiles::Grid => {
-                let block_m = self.let_(out, "block_m", Expr::BlockIdx(Dim::Y) * bm);
-                let block_n = self.let_(out, "block_n", Expr::BlockIdx(Dim::X) * bn);
+                let block_m = self.let_(out, "block_m", row(Expr::BlockIdx(Dim::Y)));
+                let block_n = self.let_(out, "block_n", column(Expr::BlockIdx(Dim::X)));
                 let body = f(self, Expr::c(0), block_m, block_n);
                 out.extend(body);
             }
-            Tiles::Persistent { tiles_n, ctas, mine } => {
+            Tiles::Persistent { tiles_n, first, ctas, mine } => {
                 let i = self.var("i_tile");
                 let mut body = Vec::new();
-                let tile = self.let_(&mut body, "tile", Expr::BlockIdx(Dim::X) + Expr::Var(i) * ctas.clone());
-                let block_m = self.let_(&mut body, "block_m", tile.clone() / tiles_n.clone() * bm);
+                let tile = self.let_(&mut body, "tile", first.clone() + Expr::Var(i) * ctas.clone());
+                let block_m = self.let_(&mut body, "block_m", row(tile.clone() / tiles_n.clone()));
                 let block_n = self.let_(&mut body, "block_n", tile % tiles_n.clone() * bn);
                 body.extend(f(self, Expr::Var(i), block_m, block_n));
                 out.push(Stmt::For { var: i, start: Expr::c(0), end: mine.clone(), step: 1, unroll: false, body });
@@ -553,8 +626,9 @@ impl Builder {
 enum Tiles {
     /// The one of its `blockIdx`.
     Grid,
-    /// `blockIdx.x + i · ctas` for `i` in `0..mine`, `tiles_n` tiles a row.
-    Persistent { tiles_n: Expr, ctas: Expr, mine: Expr },
+    /// `first + i · ctas` for `i` in `0..mine`, `tiles_n` tiles (or units
+    /// of a cluster's tiles) a row.
+    Persistent { tiles_n: Expr, first: Expr, ctas: Expr, mine: Expr },
 }
 
 /// The named barrier (`bar.sync 1, threads`) of a warp-specialised
