@@ -348,7 +348,7 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 
 /// On sm90 an attention whose head and value dimensions are multiples of
 /// 64 takes the wgmma branch of the template (`Q·Kᵀ` and `P·V` by `wgmma`
-/// from 128-byte swizzled tiles, `P` through shared memory), both softmax
+/// from 128-byte swizzled tiles, `P` from registers), both softmax
 /// algorithms, CTAs of one and of two warpgroups of 64 query rows (the
 /// second warpgroup past `M` at 1, 17 and 64 rows, partly at 130); head
 /// dims 64 and 128, sequence lengths 1, 17, 64 and 130,

@@ -197,14 +197,29 @@ impl Printer<'_> {
                     .map(|i| self.reg(&RegRef { reg: d.reg, index: d.index.clone() + i }, id).map(|r| format!("\"+f\"({r})")))
                     .collect::<Result<_, _>>()?;
                 let slots: Vec<String> = (0..count).map(|i| format!("%{i}")).collect();
+                // A from a descriptor: `desc_a, desc_b, scale-d, scale-a,
+                // scale-b, trans-a, trans-b`; from registers: `{a0..a3},
+                // desc_b, scale-d, scale-a, scale-b, trans-b` (no trans-a).
+                let (a_slot, a_inputs, trans_a) = match a {
+                    WgmmaA::Smem(a) => (format!("%{count}"), format!("\"l\"({})", self.desc(a, id)?), ", 0"),
+                    WgmmaA::Regs(r) => {
+                        if self.reg_kind(r, id)? != RegKind::B16x2 {
+                            return Err(self.err(id, Fault::FragmentShape, "wgmma's A registers hold b16 pairs"));
+                        }
+                        let inputs: Vec<String> = (0..4)
+                            .map(|j| self.reg(&RegRef { reg: r.reg, index: r.index.clone() + j }, id).map(|x| format!("\"r\"({x})")))
+                            .collect::<Result<_, _>>()?;
+                        let slots: Vec<String> = (count..count + 4).map(|i| format!("%{i}")).collect();
+                        (format!("{{{}}}", slots.join(", ")), inputs.join(", "), "")
+                    }
+                };
+                let b_slot = count + if matches!(a, WgmmaA::Smem(_)) { 1 } else { 4 };
                 writeln!(
                     out,
-                    "{tag}asm volatile(\"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, %{count}, %{}, 1, 1, 1, 0, {};\\n\" : {} : \"l\"({}), \"l\"({}));",
+                    "{tag}asm volatile(\"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, {a_slot}, %{b_slot}, 1, 1, 1{trans_a}, {};\\n\" : {} : {a_inputs}, \"l\"({}));",
                     slots.join(", "),
-                    count + 1,
                     u32::from(*trans_b),
                     regs.join(", "),
-                    self.desc(a, id)?,
                     self.desc(b, id)?
                 )
                 .unwrap()

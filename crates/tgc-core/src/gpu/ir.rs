@@ -910,8 +910,8 @@ pub enum Stmt {
     WgmmaFence,
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}` (PTX ISA
     /// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the
-    /// warpgroup (128 threads) adds the product of the 64×16 A tile (`a`,
-    /// K-major) and the 16×`n` B tile (`b`: K-major, or MN-major when
+    /// warpgroup (128 threads) adds the product of the 64×16 A tile (`a`:
+    /// K-major in shared memory, or fragments in registers, [`WgmmaA`]) and the 16×`n` B tile (`b`: K-major, or MN-major when
     /// `trans_b`) to its 64×`n` f32 accumulator, `n / 2` registers per
     /// thread from `d`: warp `w` of the warpgroup, lane `l` (`g = l / 4`,
     /// `q = l % 4`) holds in register `4j + 2h + c` the element of row
@@ -920,13 +920,29 @@ pub enum Stmt {
     /// Asynchronous: the registers hold the sum only after a
     /// [`Stmt::WgmmaWait`] retires its group; `n` is a multiple of 8 up to
     /// 256.
-    Wgmma { ab: DType, n: u32, d: RegRef, a: MatrixDesc, b: MatrixDesc, trans_b: bool },
+    Wgmma { ab: DType, n: u32, d: RegRef, a: WgmmaA, b: MatrixDesc, trans_b: bool },
     /// `wgmma.commit_group.sync.aligned`: closes the warpgroup's open
     /// group of `wgmma`s.
     WgmmaCommit,
     /// `wgmma.wait_group.sync.aligned pending`: waits until at most
     /// `pending` of the warpgroup's committed groups are in flight.
     WgmmaWait { pending: u32 },
+}
+
+/// Where a [`Stmt::Wgmma`] reads its 64×16 A tile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WgmmaA {
+    /// Shared memory through a K-major matrix descriptor.
+    Smem(MatrixDesc),
+    /// Registers: four `B16x2` registers per thread from this one, warp
+    /// `w` of the warpgroup holding rows `16w..16w+15` in the layout of
+    /// `mma.m16n8k16`'s A fragment (with `g = lane / 4`, `q = lane % 4`:
+    /// register `j` holds row `16w + g + 8·(j % 2)`, columns `2q + 8·(j / 2)`
+    /// and `+1`, the first in the low half; PTX ISA "Register Fragments and
+    /// Shared Memory Matrix Layouts", wgmma A in registers). Like the
+    /// accumulators they may not be touched while the `wgmma` is in flight,
+    /// and a write to them needs a `wgmma.fence` before the next `wgmma`.
+    Regs(RegRef),
 }
 
 impl Stmt {
@@ -1200,13 +1216,20 @@ impl Kernel {
         }
     }
 
-    /// Per register array, whether a `wgmma` accumulates into it (its `d`).
-    pub fn wgmma_accumulators(&self) -> Vec<bool> {
+    /// Per register array, whether a `wgmma` uses it: accumulates into it
+    /// (its `d`) or reads its A fragments from it ([`WgmmaA::Regs`]).
+    pub fn wgmma_registers(&self) -> Vec<bool> {
         let mut acc = vec![false; self.regs.len()];
         self.walk(&mut |_, s| {
-            if let Stmt::Wgmma { d, .. } = s {
-                if let Some(x) = acc.get_mut(d.reg.0 as usize) {
-                    *x = true;
+            if let Stmt::Wgmma { d, a, .. } = s {
+                let a = match a {
+                    WgmmaA::Regs(r) => Some(r.reg.0 as usize),
+                    WgmmaA::Smem(_) => None,
+                };
+                for r in [Some(d.reg.0 as usize), a].into_iter().flatten() {
+                    if let Some(x) = acc.get_mut(r) {
+                        *x = true;
+                    }
                 }
             }
         });

@@ -87,7 +87,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         lane_vars: Vec::new(),
         lane_divergent: 0,
         unrolled: Vec::new(),
-        accumulators: k.wgmma_accumulators(),
+        accumulators: k.wgmma_registers(),
         tma_written: BTreeSet::new(),
         wgmma_in_flight: false,
         fenced: false,
@@ -230,7 +230,9 @@ fn buffers(body: &[Stmt], reads: bool, out: &mut BTreeSet<u32>) {
                 out.insert(src.buf.0);
             }
             Stmt::Wgmma { a, b, .. } if reads => {
-                out.insert(a.start.buf.0);
+                if let WgmmaA::Smem(a) = a {
+                    out.insert(a.start.buf.0);
+                }
                 out.insert(b.start.buf.0);
             }
             _ => {
@@ -289,7 +291,8 @@ impl Verifier<'_> {
             if self.wgmma_in_flight {
                 let name = &self.k.regs[r.reg.0 as usize].name;
                 let msg = format!(
-                    "{what} register `{name}` is a wgmma accumulator, accessed with no wgmma.wait_group 0 after the last                      wgmma on some path"
+                    "{what} register `{name}` is a wgmma operand, accessed with no wgmma.wait_group 0 after the last \
+                     wgmma on some path"
                 );
                 self.err(Fault::IncompleteRead, s, msg);
             }
@@ -791,11 +794,21 @@ impl Verifier<'_> {
                 let last = RegRef { reg: d.reg, index: d.index.clone() + (*n as i64 / 2 - 1).max(0) };
                 self.fragment_reg(d, RegKind::F32, scope, s, "wgmma accumulator");
                 self.fragment_reg(&last, RegKind::F32, scope, s, "wgmma accumulator");
+                if let WgmmaA::Regs(r) = a {
+                    let last = RegRef { reg: r.reg, index: r.index.clone() + 3 };
+                    self.fragment_reg(r, RegKind::B16x2, scope, s, "wgmma A fragment");
+                    self.fragment_reg(&last, RegKind::B16x2, scope, s, "wgmma A fragment");
+                }
                 if !self.fenced {
-                    let msg = "no wgmma.fence since another instruction accessed the accumulators (or before the                                first wgmma) on some path";
+                    let msg = "no wgmma.fence since another instruction accessed the wgmma operands (or before the \
+                               first wgmma) on some path";
                     self.err(Fault::Race, s, msg.into());
                 }
-                for desc in [a, b] {
+                let descs = match a {
+                    WgmmaA::Smem(a) => vec![a, b],
+                    WgmmaA::Regs(_) => vec![b],
+                };
+                for desc in descs {
                     self.smem(&desc.start, scope, s);
                     if desc.start.swizzle != Swizzle::IDENTITY && desc.start.swizzle != Swizzle::B128 {
                         let msg = format!("no wgmma descriptor mode is the swizzle {}", desc.start.swizzle);

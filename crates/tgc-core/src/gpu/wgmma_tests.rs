@@ -154,7 +154,7 @@ fn a_missing_wait_group_before_the_epilogue_is_caught() {
     assert!(!f.is_empty() && f.iter().all(|x| x.0 == Fault::IncompleteRead), "{f:?}");
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!(e.fault, Fault::IncompleteRead, "{e}");
-    assert!(e.message.contains("wgmma that writes it is in flight"), "{e}");
+    assert!(e.message.contains("wgmma that uses it is in flight"), "{e}");
 }
 
 #[test]
@@ -629,4 +629,142 @@ fn missing_cluster_barriers_are_caught() {
         assert_eq!(e.fault, Fault::Race, "{e}");
         assert!(e.message.contains("no barrier.cluster"), "{e}");
     }
+}
+
+/// A hand-built warpgroup that multiplies a 64 × 16 A, loaded from global
+/// memory into its registers as `mma.m16n8k16` A fragments, by a 16 × 8 B
+/// in shared memory (`[N, K]`, K-major, no swizzle: 8-row core matrices of
+/// 16 bytes, the second half of K `lbo` = 128 bytes on) with one `wgmma`
+/// whose A operand is the registers ([`WgmmaA::Regs`]), and stores the
+/// 64 × 8 f32 product. With `late_pack`, A's fragments are packed only
+/// after the `wgmma.fence`; with `repack_in_flight`, packed once more
+/// between the `wgmma`'s commit and its wait.
+fn register_a_kernel(late_pack: bool, repack_in_flight: bool) -> Kernel {
+    let mut k = Kernel::empty("wgmma_register_a", Arch::Sm90);
+    let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
+    let (a, b, c) = (
+        k.add_param("A", ptr(DType::F16, false)),
+        k.add_param("B", ptr(DType::F16, false)),
+        k.add_param("C", ptr(DType::F32, true)),
+    );
+    k.block = [128, 1, 1];
+    let bs = k.add_smem("Bs", 256, Swizzle::IDENTITY);
+    let pf = k.add_regs("pf", RegKind::B16x2, 4);
+    let x = k.add_regs("x", RegKind::F32, 8);
+    let acc = k.add_regs("acc", RegKind::F32, 4);
+    let reg = |r: RegId, i: i64| RegRef { reg: r, index: Expr::c(i) };
+    let tid_var = k.add_var("tid");
+    let mut body = vec![Stmt::Let { var: tid_var, value: Expr::ThreadIdx(Dim::X) }];
+    let tid = Expr::Var(tid_var);
+    let (warp, g, q) = (tid.clone() / 32, tid.clone() % 32 / 4, tid.clone() % 4);
+    // B: 16 copies of 16 bytes, row n = tid % 8, K half tid / 8.
+    let copy = Stmt::CpAsync {
+        dst: SmemRef { buf: bs.buf, offset: tid.clone() % 8 * 16 + tid.clone() / 8 * 128, swizzle: Swizzle::IDENTITY },
+        src: GlobalRef { param: b, offset: tid.clone() % 8 * 16 + tid.clone() / 8 * 8 },
+        bytes: 16,
+        src_bytes: Expr::c(16),
+    };
+    body.extend([
+        Stmt::If { cond: tid.clone().lt(16), then: vec![copy], otherwise: Vec::new() },
+        Stmt::CommitGroup,
+        Stmt::WaitGroup { pending: 0 },
+        Stmt::FenceProxyAsync,
+        Stmt::Barrier,
+    ]);
+    // A's fragment j: row 16·warp + g + 8·(j % 2), columns 2q + 8·(j / 2), +1.
+    let mut pack = Vec::new();
+    for j in 0..4i64 {
+        let row = warp.clone() * 16 + g.clone() + 8 * (j % 2);
+        let at = row * 16 + q.clone() * 2 + 8 * (j / 2);
+        body.push(Stmt::LdGlobalVec {
+            dst: vec![reg(x, 2 * j), reg(x, 2 * j + 1)],
+            src: GlobalRef { param: a, offset: at },
+            dtype: DType::F16,
+            pred: Expr::c(1),
+        });
+        pack.push(Stmt::PackB16x2 { dst: reg(pf, j), lo: reg(x, 2 * j), hi: reg(x, 2 * j + 1), dtype: DType::F16 });
+    }
+    if !late_pack {
+        body.append(&mut pack.clone());
+    }
+    body.extend((0..4).map(|i| Stmt::MovF32 { dst: reg(acc, i), value: 0.0 }));
+    body.push(Stmt::WgmmaFence);
+    if late_pack {
+        body.append(&mut pack.clone());
+    }
+    let desc = MatrixDesc {
+        start: SmemRef { buf: bs.buf, offset: Expr::c(0), swizzle: Swizzle::IDENTITY },
+        lbo: 128,
+        sbo: 256,
+    };
+    body.extend([
+        Stmt::Wgmma { ab: DType::F16, n: 8, d: reg(acc, 0), a: WgmmaA::Regs(reg(pf, 0)), b: desc, trans_b: false },
+        Stmt::WgmmaCommit,
+    ]);
+    if repack_in_flight {
+        body.push(pack[0].clone());
+    }
+    body.push(Stmt::WgmmaWait { pending: 0 });
+    // D: registers 2h, 2h+1 hold row 16·warp + g + 8h, columns 2q, 2q+1.
+    for h in 0..2i64 {
+        let row = warp.clone() * 16 + g.clone() + 8 * h;
+        body.push(Stmt::StGlobalVec {
+            dst: GlobalRef { param: c, offset: row * 8 + q.clone() * 2 },
+            src: vec![reg(acc, 2 * h), reg(acc, 2 * h + 1)],
+            dtype: DType::F32,
+            pred: Expr::c(1),
+        });
+    }
+    k.body = body;
+    k
+}
+
+/// Runs [`register_a_kernel`] on A = `(3i + 5k) % 11 / 8 − 0.5`, B =
+/// `(7n + 2k) % 13 / 8 − 0.75` (exact in f16 and in f32 sums).
+fn run_register_a(kernel: &Kernel) -> (Result<emulate::Stats, GpuError>, Vec<f64>, Vec<f64>) {
+    let av: Vec<f64> = (0..64 * 16).map(|x| ((3 * (x / 16) + 5 * (x % 16)) % 11) as f64 / 8.0 - 0.5).collect();
+    let bv: Vec<f64> = (0..8 * 16).map(|x| ((7 * (x / 16) + 2 * (x % 16)) % 13) as f64 / 8.0 - 0.75).collect();
+    let mut args =
+        vec![Arg::tensor(DType::F16, &av), Arg::tensor(DType::F16, &bv), Arg::tensor(DType::F32, &[0.0; 64 * 8])];
+    let r = emulate::run(kernel, &mut args);
+    let want = (0..64 * 8).map(|x| (0..16).map(|kk| av[x / 8 * 16 + kk] * bv[x % 8 * 16 + kk]).sum()).collect();
+    (r, args[2].values(DType::F32), want)
+}
+
+/// `wgmma` with its A operand in registers: the product in the emulator
+/// equals the f64 one, the kernel verifies and prints the register form
+/// (`{a0..a3}`, no `trans-a`) that NVRTC compiles for sm_90a to `HGMMA`.
+#[test]
+fn a_wgmma_reads_its_a_fragments_from_registers() {
+    let kernel = register_a_kernel(false, false);
+    assert_eq!(faults(&kernel), vec![], "{kernel}");
+    let (stats, got, want) = run_register_a(&kernel);
+    assert_eq!(stats.unwrap().wgmma, 1);
+    assert_eq!(got, want);
+    let src = super::cuda::print(&kernel).unwrap();
+    let line = src.lines().find(|l| l.contains("wgmma.mma_async")).unwrap();
+    assert!(line.contains("m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1, 0;"), "{line}");
+    let tc = super::toolchain::Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain: {e}"));
+    let (_, compiled) = super::cuda::compile(&tc, std::slice::from_ref(&kernel), "register_a").unwrap();
+    let ops = super::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+    assert!(ops.iter().any(|o| o.starts_with("HGMMA.64x8x16.F32")), "{ops:?}");
+}
+
+/// A fragments written after the `wgmma.fence` (a `Race`), or while the
+/// `wgmma` that reads them is in flight (`IncompleteRead`): caught by the
+/// verifier and the emulator.
+#[test]
+fn register_a_fragments_touched_unfenced_or_in_flight_are_caught() {
+    let late = register_a_kernel(true, false);
+    let wgmma = first(&late, |s| matches!(s, Stmt::Wgmma { .. }));
+    assert!(faults(&late).contains(&(Fault::Race, Some(wgmma))), "{:?}", faults(&late));
+    let e = run_register_a(&late).0.unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::Race, Some(wgmma)), "{e}");
+
+    let repack = register_a_kernel(false, true);
+    let write = first(&repack, |s| matches!(s, Stmt::WgmmaCommit)) + 1;
+    assert!(faults(&repack).contains(&(Fault::IncompleteRead, Some(write))), "{:?}", faults(&repack));
+    let e = run_register_a(&repack).0.unwrap_err();
+    assert_eq!((e.fault, e.stmt), (Fault::IncompleteRead, Some(write)), "{e}");
+    assert!(e.message.contains("pf[0] while a wgmma that uses it is in flight"), "{e}");
 }

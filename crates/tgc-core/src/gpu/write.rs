@@ -243,7 +243,10 @@ impl Kernel {
                     ab.dsl_name(),
                     self.reg_text(d),
                     n / 2,
-                    self.desc_text(a),
+                    match a {
+                        WgmmaA::Smem(a) => self.desc_text(a),
+                        WgmmaA::Regs(r) => format!("{}..+4", self.reg_text(r)),
+                    },
                     self.desc_text(b),
                     if *trans_b { ", trans_b" } else { "" }
                 )?,

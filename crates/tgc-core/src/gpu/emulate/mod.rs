@@ -445,7 +445,7 @@ impl<'k> Frame<'k> {
             received_since_sync: false,
             warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
             reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
-            wgmma_acc: k.wgmma_accumulators(),
+            wgmma_acc: k.wgmma_registers(),
             stats: Stats::default(),
         }
     }
@@ -566,7 +566,7 @@ impl<'k> Frame<'k> {
         let (a, i) = self.reg(r, t, s)?;
         self.check_not_in_flight(a, i, t, s)?;
         if self.wgmma_acc[a] {
-            // Other instructions wrote a wgmma accumulator: the next wgmma
+            // Other instructions wrote a wgmma operand: the next wgmma
             // needs a wgmma.fence first.
             self.warpgroups[t / 128].fenced = false;
         }
@@ -575,7 +575,8 @@ impl<'k> Frame<'k> {
     }
 
     /// An `IncompleteRead` when register `i` of array `a` (thread `t`) is
-    /// written by a `wgmma` no `wgmma.wait_group` retired.
+    /// used (written, or read as A fragments) by a `wgmma` no
+    /// `wgmma.wait_group` retired.
     fn check_not_in_flight(&self, a: usize, i: usize, t: usize, s: Option<u32>) -> R<()> {
         if self.reg_pending[a][i] == 0 {
             return Ok(());
@@ -585,7 +586,7 @@ impl<'k> Frame<'k> {
             Fault::IncompleteRead,
             s,
             format!(
-                "thread {t} accesses {}[{}] while a wgmma that writes it is in flight (no wgmma.wait_group retired it)",
+                "thread {t} accesses {}[{}] while a wgmma that uses it is in flight (no wgmma.wait_group retired it)",
                 arr.name,
                 i % arr.len as usize
             ),

@@ -43,11 +43,11 @@ impl Remote {
     }
 }
 
-/// One `wgmma` in flight: the registers it writes and the shared bytes it reads.
+/// One `wgmma` in flight: the registers it uses (array, first, count per
+/// thread: its accumulators, and its A fragments when they are registers)
+/// and the shared bytes it reads.
 struct WgmmaOp {
-    reg: usize,
-    first: usize,
-    count: usize,
+    regs: Vec<(usize, usize, usize)>,
     bytes: Vec<usize>,
 }
 
@@ -498,12 +498,57 @@ impl<'k> Frame<'k> {
         Ok(())
     }
 
+    /// Warpgroup `w`'s A tile from its fragments in registers `r..r+4`
+    /// ([`WgmmaA::Regs`]'s layout) into `ma`, marking them in use by the
+    /// `wgmma` (returned as array, first, count) until it retires; other
+    /// `wgmma`s may read them meanwhile, other statements may not touch
+    /// them.
+    fn wgmma_a_regs(
+        &mut self,
+        r: &RegRef,
+        w: usize,
+        ab: DType,
+        ma: &mut [[f32; 16]],
+        s: Option<u32>,
+    ) -> R<(usize, usize, usize)> {
+        let t0 = w * 128;
+        let first = self.eval(&r.index, t0, s)?;
+        let (arr, _) = self.reg(r, t0, s)?;
+        let len = self.k.regs[arr].len as usize;
+        if self.k.regs[arr].kind != RegKind::B16x2 || first < 0 || first as usize + 4 > len {
+            let msg =
+                format!("wgmma reads its A fragments from 4 b16x2 registers at {}[{first}]", self.k.regs[arr].name);
+            return Err(self.err(Fault::FragmentShape, s, msg));
+        }
+        for warp in 0..4 {
+            for lane in 0..32 {
+                let t = t0 + warp * 32 + lane;
+                if self.eval(&r.index, t, s)? != first {
+                    let msg = format!("the A registers differ between threads of warpgroup {w}");
+                    return Err(self.err(Fault::BadValue, s, msg));
+                }
+                let (g, q) = (lane / 4, lane % 4);
+                for j in 0..4 {
+                    let slot = t * len + first as usize + j;
+                    let v = self.regs[arr][slot];
+                    let (row, col) = (16 * warp + g + 8 * (j % 2), 2 * q + 8 * (j / 2));
+                    ma[row][col] = b16_to_f32(ab, v as u16);
+                    ma[row][col + 1] = b16_to_f32(ab, (v >> 16) as u16);
+                    self.reg_pending[arr][slot] += 1;
+                }
+            }
+        }
+        Ok((arr, first as usize, 4))
+    }
+
     fn retire(&mut self, w: usize, op: WgmmaOp) {
-        let len = self.k.regs[op.reg].len as usize;
-        for t in w * 128..(w + 1) * 128 {
-            for i in op.first..op.first + op.count {
-                let p = &mut self.reg_pending[op.reg][t * len + i];
-                *p = p.saturating_sub(1);
+        for (arr, first, count) in op.regs {
+            let len = self.k.regs[arr].len as usize;
+            for t in w * 128..(w + 1) * 128 {
+                for i in first..first + count {
+                    let p = &mut self.reg_pending[arr][t * len + i];
+                    *p = p.saturating_sub(1);
+                }
             }
         }
         for b in op.bytes {
@@ -601,7 +646,7 @@ impl<'k> Frame<'k> {
         ab: DType,
         n: u32,
         d: &RegRef,
-        a: &MatrixDesc,
+        a: &WgmmaA,
         b: &MatrixDesc,
         trans_b: bool,
     ) -> R<()> {
@@ -635,14 +680,21 @@ impl<'k> Frame<'k> {
                     ),
                 ));
             }
-            let (sa, sb) = (self.desc_start(a, w, s)?, self.desc_start(b, w, s)?);
             let mut read = Vec::new();
             let mut ma = vec![[0f32; 16]; 64];
-            for (r, row) in ma.iter_mut().enumerate() {
-                for (k, x) in row.iter_mut().enumerate() {
-                    *x = self.desc_elem(a, sa, false, r as u64, k as u64, t0, ab, &mut read, s)?;
+            let mut used = vec![(arr, first as usize, half)];
+            match a {
+                WgmmaA::Smem(a) => {
+                    let sa = self.desc_start(a, w, s)?;
+                    for (r, row) in ma.iter_mut().enumerate() {
+                        for (k, x) in row.iter_mut().enumerate() {
+                            *x = self.desc_elem(a, sa, false, r as u64, k as u64, t0, ab, &mut read, s)?;
+                        }
+                    }
                 }
+                WgmmaA::Regs(r) => used.push(self.wgmma_a_regs(r, w, ab, &mut ma, s)?),
             }
+            let sb = self.desc_start(b, w, s)?;
             let mut mb = vec![[0f32; 16]; n as usize];
             for (c, col) in mb.iter_mut().enumerate() {
                 for (k, x) in col.iter_mut().enumerate() {
@@ -669,7 +721,7 @@ impl<'k> Frame<'k> {
             for &byte in &read {
                 self.state[byte].wgmma_readers += 1;
             }
-            self.warpgroups[w].open.push(WgmmaOp { reg: arr, first: first as usize, count: half, bytes: read });
+            self.warpgroups[w].open.push(WgmmaOp { regs: used, bytes: read });
             self.stats.wgmma += 1;
         }
         Ok(())

@@ -57,10 +57,12 @@
 //! each K/V tile in shared memory serves twice the rows) and the same
 //! loops, the
 //! two products by `wgmma.m64nNk16` (issue 15) — `S = Q·K_jᵀ` from Q and
-//! K_j (K-major), `O += P·V_j` from `P` (K-major) and V_j (MN-major) —
-//! on tiles the copies write as column blocks of 64 elements with the
-//! 128-byte swizzle (`k_major`); `P`, rounded, goes through shared memory
-//! (`Ps`) instead of registers; each wait for copies is followed by
+//! K_j (K-major), `O += P·V_j` from `P` and V_j (MN-major) — on tiles the
+//! copies write as column blocks of 64 elements with the 128-byte swizzle
+//! (`k_major`); `P`, rounded and packed as on sm80, stays in registers:
+//! `wgmma`'s A operand from registers ([`WgmmaA::Regs`]) has
+//! `mma.m16n8k16`'s A fragment layout per warp, as FlashAttention-3
+//! feeds its second product; each wait for copies is followed by
 //! `fence.proxy.async` (the copies are generic-proxy writes, `wgmma` an
 //! async-proxy read) before its barrier, and each product is fenced,
 //! committed and waited for (`wgmma.wait_group 0`) before the softmax
@@ -254,7 +256,7 @@ pub fn describe(a: &Attention, algo: Algorithm, arch: Arch, warps: i64) -> Strin
         Arch::Sm80 => "K/V in a 2-stage cp.async ring, P kept in registers (ldmatrix + mma.sync)",
         Arch::Sm90 => {
             "K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma (a warpgroup per 64 \
-             rows), P through shared memory"
+             rows), P kept in registers as the second wgmma's A operand"
         }
     };
     let warps = if warp_choices(arch).contains(&warps) { warps } else { WARPS };
@@ -343,8 +345,6 @@ struct Regs {
     qs: SmemRef,
     ks: SmemRef,
     vs: SmemRef,
-    /// sm90: `P` of one key block, the A operand of `P·V`'s `wgmma`.
-    ps: Option<SmemRef>,
     /// Q's A fragments and a B fragment of K.
     qf: RegId,
     kf: RegId,
@@ -405,18 +405,16 @@ impl Builder {
         self.k.block = [threads as u32, 1, 1];
         self.k.min_blocks_per_sm = Some(MIN_BLOCKS);
         self.k.grid = [Expr::c((a.m + bm - 1) / bm), Expr::c(a.batch.iter().product()), Expr::c(1)];
-        let (qs, ks, vs, ps) = match self.arch {
+        let (qs, ks, vs) = match self.arch {
             Arch::Sm80 => (
                 self.k.add_smem("Qs", (bm * a.d * es) as u64, row_swizzle(a.d * es, true)),
                 self.k.add_smem("Ks", (2 * BN * a.d * es) as u64, row_swizzle(a.d * es, true)),
                 self.k.add_smem("Vs", (2 * BN * a.dv * es) as u64, row_swizzle(a.dv * es, true)),
-                None,
             ),
             Arch::Sm90 => (
                 self.smem_1024("Qs", bm * a.d * es),
                 self.smem_1024("Ks", 2 * BN * a.d * es),
                 self.smem_1024("Vs", 2 * BN * a.dv * es),
-                Some(self.smem_1024("Ps", bm * BN * es)),
             ),
         };
         let n_s = BN / 8 * 4;
@@ -429,7 +427,7 @@ impl Builder {
         let o = self.k.add_regs("o", RegKind::F32, n_o as u32);
         let [mrow, mnew, shift, corr, lrow] =
             ["m_row", "m_new", "m_shift", "corr", "l_row"].map(|n| self.k.add_regs(n, RegKind::F32, 2));
-        let rg = Regs { qs, ks, vs, ps, qf, kf, s, mrow, mnew, shift, corr, lrow, n_s };
+        let rg = Regs { qs, ks, vs, qf, kf, s, mrow, mnew, shift, corr, lrow, n_s };
 
         let mut out = Vec::new();
         let tid = self.let_(&mut out, "tid", Expr::ThreadIdx(Dim::X));
@@ -544,43 +542,30 @@ impl Builder {
                 vec![Stmt::Compute { dst: reg(o, i), value: v }]
             });
         }
-        match &rg.ps {
-            None => {
-                // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are one k16 step.
-                self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
-                    (0..4)
-                        .map(|x| {
-                            let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
-                            Stmt::PackB16x2 {
-                                dst: reg(pf, kk.clone() * 4 + x),
-                                lo: reg(s, base.clone()),
-                                hi: reg(s, base + 1),
-                                dtype: a.ab,
-                            }
-                        })
-                        .collect()
-                });
-            }
-            Some(ps) => {
-                // P's pairs of columns rounded into Ps (row-major, 128-byte
-                // rows), for P·V's wgmma; `landed` below fences and publishes them.
-                self.for_unrolled(&mut main, "pst", n_s / 2, |_, i| {
-                    let r = i.clone() * 2;
-                    let row = ids.warp.clone() * 16 + ids.g.clone() + r.clone() % 4 / 2 * 8;
-                    let col = r.clone() / 4 * 8 + ids.t4.clone() * 2;
-                    let dst = SmemRef { offset: row * (WGMMA_COLS * es) + col * es, ..ps.clone() };
-                    vec![Stmt::StShared { dst, src: vec![reg(s, r.clone()), reg(s, r + 1)], dtype: a.ab }]
-                });
-            }
-        }
+        // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are
+        // one k16 step, for `mma.sync` and for `wgmma` alike (its register
+        // A fragment is `mma.m16n8k16`'s per warp).
+        self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
+            (0..4)
+                .map(|x| {
+                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
+                    Stmt::PackB16x2 {
+                        dst: reg(pf, kk.clone() * 4 + x),
+                        lo: reg(s, base.clone()),
+                        hi: reg(s, base + 1),
+                        dtype: a.ab,
+                    }
+                })
+                .collect()
+        });
         main.extend(self.landed(1));
         let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
         main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
         main.push(Stmt::CommitGroup);
         // O += P·V_j.
         let v_stage = BN * a.dv * es;
-        match &rg.ps {
-            None => self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
+        match self.arch {
+            Arch::Sm80 => self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
                 let mut step = Vec::new();
                 b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
                     let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
@@ -591,12 +576,12 @@ impl Builder {
                 });
                 step
             }),
-            Some(ps) => {
-                // V_j is MN-major (rows of keys, `dv / 64` column blocks of
-                // `BN` rows each): lbo steps a column block, sbo 8 keys.
+            Arch::Sm90 => {
+                // P from its registers (FlashAttention-3's P·V); V_j is
+                // MN-major (rows of keys, `dv / 64` column blocks of `BN`
+                // rows each): lbo steps a column block, sbo 8 keys.
                 main.push(Stmt::WgmmaFence);
                 for kk in 0..BN / 16 {
-                    let a_desc = k_major(ps, self.warpgroup_rows(&ids), kk, bm);
                     let b_desc = MatrixDesc {
                         start: SmemRef { offset: stage.clone() * v_stage + kk * 16 * WGMMA_COLS * es, ..rg.vs.clone() },
                         lbo: (BN * WGMMA_COLS * es) as u32,
@@ -606,7 +591,7 @@ impl Builder {
                         ab: a.ab,
                         n: a.dv as u32,
                         d: reg(o, Expr::c(0)),
-                        a: a_desc,
+                        a: WgmmaA::Regs(reg(pf, Expr::c(kk * 4))),
                         b: b_desc,
                         trans_b: true,
                     });
@@ -643,7 +628,7 @@ impl Builder {
     }
 
     /// The byte offset, inside each 64-column block of a `bm`-row tile
-    /// (`Qs`, `Ps`), of this thread's warpgroup's 64 rows: the start of its
+    /// (`Qs`), of this thread's warpgroup's 64 rows: the start of its
     /// `wgmma` A operand (warpgroup `w / 4` of warp `w` owns rows
     /// `64·(w / 4)..`, its D fragment rows `16·w + g` and `+ 8`).
     fn warpgroup_rows(&self, ids: &Ids) -> Expr {
@@ -743,7 +728,8 @@ impl Builder {
                 for kk in 0..a.d / 16 {
                     let q = k_major(&rg.qs, self.warpgroup_rows(ids), kk, self.bm);
                     let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
-                    out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d: reg(s, Expr::c(0)), a: q, b: k, trans_b: false });
+                    let (d, q) = (reg(s, Expr::c(0)), WgmmaA::Smem(q));
+                    out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d, a: q, b: k, trans_b: false });
                 }
                 out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
             }

@@ -393,7 +393,8 @@ impl Builder {
                     sbo: 8 * ROW_BYTES as u32,
                 }
             };
-            vec![Stmt::Wgmma { ab, n: bn as u32, d: RegRef { reg: ids.acc, index: Expr::c(0) }, a, b, trans_b }]
+            let (d, a) = (RegRef { reg: ids.acc, index: Expr::c(0) }, WgmmaA::Smem(a));
+            vec![Stmt::Wgmma { ab, n: bn as u32, d, a, b, trans_b }]
         });
         out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }]);
         out
