@@ -410,3 +410,31 @@ fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
     let e = emulate(&prog, &[], &inputs).expect_err("the unfenced kernel ran");
     assert!(e.message.contains("fence.proxy.async") || e.message.contains("proxy"), "{e}");
 }
+
+/// The wgmma attention overlaps the softmax of key block `j` with the
+/// `P·V` of block `j − 1`: `S_j` is committed first and `wait_group 1`
+/// retires it alone, the verifier and the emulator tracking the two groups
+/// apart. Waiting for neither (`wait_group 2`) lets the softmax read
+/// scores still in flight: both report it.
+#[test]
+fn the_softmax_overlapped_with_p_v_waits_for_its_scores() {
+    use super::ir::{Fault, Stmt};
+    let g = load(&Case { m: 64, n: 130, d: 64, ..BASE }.source());
+    let (prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
+    let kernel = &prog.launches[0].kernel;
+    super::verify::verify(kernel).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut waits = 0;
+    kernel.walk(&mut |_, s| waits += usize::from(*s == Stmt::WgmmaWait { pending: 1 }));
+    assert_eq!(waits, 1, "the overlapped loop's one partial wait");
+    let mut broken = prog.clone();
+    super::tests::edit(&mut broken.launches[0].kernel.body, &mut |s| {
+        if *s == (Stmt::WgmmaWait { pending: 1 }) {
+            *s = Stmt::WgmmaWait { pending: 2 };
+        }
+    });
+    let errs = super::verify::verify(&broken.launches[0].kernel).unwrap_err();
+    assert!(errs.iter().any(|e| e.fault == Fault::IncompleteRead && e.message.contains("`s`")), "{errs:?}");
+    let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
+    let e = emulate(&broken, &[], &inputs).expect_err("the softmax read scores in flight");
+    assert!(e.message.contains("IncompleteRead") && e.message.contains("accesses s["), "{e}");
+}

@@ -58,7 +58,8 @@
 //!    completed (the same path rule as 6, with the wait in place of
 //!    `WaitGroup` + `Barrier`; the emulator checks each byte and each
 //!    phase's arrival and transaction counts); other statements touch a
-//!    `wgmma` accumulator only after a `WgmmaWait { pending: 0 }`, and a
+//!    `wgmma`'s accumulators or A-fragment registers only after a
+//!    `WgmmaWait` retired its group, and a
 //!    `WgmmaFence` separates their accesses from the next `Wgmma`
 //!    (PTX ISA "wgmma.fence"); `Wgmma` and its fence, commit and wait run
 //!    in whole warpgroups (invariant 3's rule, `.sync.aligned`); a TMA

@@ -41,10 +41,12 @@
 //! - SM90 (invariant 7): `Wgmma` and the `wgmma` fence, commit and wait
 //!   are collectives (`Divergence` under thread-dependent control); a
 //!   `Wgmma` of a buffer TMA writes needs an `MbarrierWait` on every path
-//!   since the data may have changed (`IncompleteRead`); a register of a
-//!   `wgmma` accumulator array touched by another statement where a
-//!   `Wgmma` may still be in flight (no `WgmmaWait { pending: 0 }` on some
-//!   path) is `IncompleteRead`, and a `Wgmma` with no `WgmmaFence` after
+//!   since the data may have changed (`IncompleteRead`); a register of an
+//!   array a `wgmma` uses (its accumulators, its A fragments) touched by
+//!   another statement where a `Wgmma` using that array may still be in
+//!   flight on some path (not retired by a `WgmmaWait`: `wait_group N`
+//!   retires all but the newest `N` committed groups) is
+//!   `IncompleteRead`, and a `Wgmma` with no `WgmmaFence` after
 //!   such an access on some path is a `Race`; a TMA box's map swizzle,
 //!   its destination's and the buffer's agree, and a descriptor's is a
 //!   mode `wgmma` has (`Swizzle`); the tensor-map parameter exists.
@@ -89,7 +91,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         unrolled: Vec::new(),
         accumulators: k.wgmma_registers(),
         tma_written: BTreeSet::new(),
-        wgmma_in_flight: false,
+        wgmma_in_flight: InFlight::default(),
         fenced: false,
         role: None,
         concurrent: BTreeSet::new(),
@@ -126,6 +128,47 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
     }
 }
 
+/// The register arrays of `wgmma`s that may be in flight: those of the
+/// open (uncommitted) group and of each committed group, oldest first. A
+/// `wgmma.wait_group N` retires all but the newest `N` committed groups
+/// (PTX ISA "wgmma.wait_group"); where paths meet, the groups are joined
+/// newest with newest.
+#[derive(Clone, Debug, Default)]
+struct InFlight {
+    open: BTreeSet<u32>,
+    groups: Vec<BTreeSet<u32>>,
+}
+
+impl InFlight {
+    fn commit(&mut self) {
+        let group = std::mem::take(&mut self.open);
+        self.groups.push(group);
+    }
+
+    fn wait(&mut self, pending: usize) {
+        let retired = self.groups.len().saturating_sub(pending);
+        self.groups.drain(..retired);
+    }
+
+    /// Whether a `wgmma` may still use register array `reg`.
+    fn uses(&self, reg: u32) -> bool {
+        self.open.contains(&reg) || self.groups.iter().any(|g| g.contains(&reg))
+    }
+
+    /// Both paths' groups (either may have been taken).
+    fn join(&mut self, other: &InFlight) {
+        self.open.extend(other.open.iter().copied());
+        if other.groups.len() > self.groups.len() {
+            let extra = other.groups.len() - self.groups.len();
+            self.groups.splice(0..0, other.groups[..extra].iter().cloned());
+        }
+        let offset = self.groups.len() - other.groups.len();
+        for (mine, theirs) in self.groups[offset..].iter_mut().zip(&other.groups) {
+            mine.extend(theirs.iter().copied());
+        }
+    }
+}
+
 struct Verifier<'k> {
     k: &'k Kernel,
     errs: Vec<GpuError>,
@@ -144,9 +187,8 @@ struct Verifier<'k> {
     accumulators: Vec<bool>,
     /// The shared buffers TMA copies write.
     tma_written: BTreeSet<u32>,
-    /// On some path to here a `wgmma` is in flight (no `wgmma.wait_group
-    /// 0` after it).
-    wgmma_in_flight: bool,
+    /// The register arrays `wgmma`s may still be using here, on some path.
+    wgmma_in_flight: InFlight,
     /// On every path to here a `wgmma.fence` follows the last access of an
     /// accumulator by another instruction.
     fenced: bool,
@@ -288,7 +330,7 @@ impl Verifier<'_> {
     /// and a `wgmma.fence` needed after it), then [`Verifier::fragment_reg`].
     fn reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
         if self.accumulators.get(r.reg.0 as usize).copied().unwrap_or(false) {
-            if self.wgmma_in_flight {
+            if self.wgmma_in_flight.uses(r.reg.0) {
                 let name = &self.k.regs[r.reg.0 as usize].name;
                 let msg = format!(
                     "{what} register `{name}` is a wgmma operand, accessed with no wgmma.wait_group 0 after the last \
@@ -480,11 +522,11 @@ impl Verifier<'_> {
                     }
                     _ => false,
                 };
-                let (in_flight, fenced) = (self.wgmma_in_flight, self.fenced);
+                let (in_flight, fenced) = (self.wgmma_in_flight.clone(), self.fenced);
                 self.lane_divergent += lanes as u32;
                 self.body(body, scope, divergent || thread, sync);
                 self.lane_divergent -= lanes as u32;
-                self.wgmma_in_flight |= in_flight;
+                self.wgmma_in_flight.join(&in_flight);
                 self.fenced &= fenced;
                 if pushed {
                     self.unrolled.pop();
@@ -500,13 +542,13 @@ impl Verifier<'_> {
                 let div = divergent || cond.depends_on_thread(&self.thread_vars);
                 let lanes = self.lane_varying(cond) as u32;
                 let mut other = sync.to_vec();
-                let (in_flight, fenced) = (self.wgmma_in_flight, self.fenced);
+                let (in_flight, fenced) = (self.wgmma_in_flight.clone(), self.fenced);
                 self.lane_divergent += lanes;
                 self.body(then, scope, div, sync);
-                let (then_flight, then_fenced) = (self.wgmma_in_flight, self.fenced);
-                (self.wgmma_in_flight, self.fenced) = (in_flight, fenced);
+                let (then_flight, then_fenced) = (std::mem::replace(&mut self.wgmma_in_flight, in_flight), self.fenced);
+                self.fenced = fenced;
                 self.body(otherwise, scope, div, &mut other);
-                self.wgmma_in_flight |= then_flight;
+                self.wgmma_in_flight.join(&then_flight);
                 self.fenced &= then_fenced;
                 self.lane_divergent -= lanes;
                 for (x, o) in sync.iter_mut().zip(other) {
@@ -736,7 +778,8 @@ impl Verifier<'_> {
                 }
                 self.smem(bar, scope, s);
             }
-            Stmt::FenceMbarrierInit | Stmt::FenceProxyAsync | Stmt::WgmmaFence | Stmt::WgmmaCommit => {
+            Stmt::WgmmaCommit => self.wgmma_in_flight.commit(),
+            Stmt::FenceMbarrierInit | Stmt::FenceProxyAsync | Stmt::WgmmaFence => {
                 if matches!(st, Stmt::WgmmaFence) {
                     self.fenced = true;
                 }
@@ -779,11 +822,7 @@ impl Verifier<'_> {
                     _ => self.err(Fault::BadId, s, format!("parameter {} is not a tensor map", map.0)),
                 }
             }
-            Stmt::WgmmaWait { pending } => {
-                if *pending == 0 {
-                    self.wgmma_in_flight = false;
-                }
-            }
+            Stmt::WgmmaWait { pending } => self.wgmma_in_flight.wait(*pending as usize),
             Stmt::Wgmma { ab, n, d, a, b, .. } => {
                 if !matches!(ab, crate::DType::F16 | crate::DType::BF16) {
                     self.err(Fault::FragmentShape, s, format!("wgmma operands are {}", ab.dsl_name()));
@@ -830,7 +869,11 @@ impl Verifier<'_> {
                         self.err(Fault::IncompleteRead, s, msg);
                     }
                 }
-                self.wgmma_in_flight = true;
+                let a_regs = match a {
+                    WgmmaA::Regs(r) => Some(r.reg.0),
+                    WgmmaA::Smem(_) => None,
+                };
+                self.wgmma_in_flight.open.extend([Some(d.reg.0), a_regs].into_iter().flatten());
             }
         }
     }
@@ -939,17 +982,17 @@ impl Verifier<'_> {
             buffers(body, false, &mut w);
             w
         });
-        let (in_flight, fenced) = (self.wgmma_in_flight, self.fenced);
-        let (mut flight_any, mut fenced_all) = (false, true);
+        let (in_flight, fenced) = (self.wgmma_in_flight.clone(), self.fenced);
+        let (mut flight_any, mut fenced_all) = (InFlight::default(), true);
         let entry = sync.to_vec();
         let mut meet = sync.to_vec();
         for (i, body) in roles.into_iter().enumerate() {
             let mut state = entry.clone();
             self.role = Some(threads[i]);
             self.concurrent = written[1 - i].clone();
-            (self.wgmma_in_flight, self.fenced) = (in_flight, fenced);
+            (self.wgmma_in_flight, self.fenced) = (in_flight.clone(), fenced);
             self.body(body, scope, false, &mut state);
-            flight_any |= self.wgmma_in_flight;
+            flight_any.join(&self.wgmma_in_flight);
             fenced_all &= self.fenced;
             for (m, x) in meet.iter_mut().zip(state) {
                 *m = (*m).min(x);

@@ -69,8 +69,25 @@
 //! reads `S` or rescales `O`. The `wgmma` D fragment is the `mma.m16n8`
 //! accumulator layout repeated (warp `w` of the warpgroup holds rows
 //! `16w + g` and `16w + g + 8`), so the softmax, the rescaling and the
-//! stores are the sm80 code. Not pipelined across the two products or
-//! warp-specialised as FlashAttention-3 is; not measured on a GPU.
+//! stores are the sm80 code. The loop overlaps the softmax of key block
+//! `j` with the second product of block `j − 1` (FlashAttention-3's
+//! intra-warpgroup overlap, Shah et al. 2024, §3.2):
+//!
+//! ```text
+//! for j in 0..blocks:
+//!     wait_group 0; fence.proxy.async; bar.sync   // K_j, V_{j−1} landed
+//!     copy K_{j+1} → Ks[(j+1)%2]; copy V_j → Vs[j%2] (j > 0); commit
+//!     wgmma.fence; S = Q·K_jᵀ (wgmma); commit
+//!     if j > 0: O += P·V_{j−1} (wgmma, P from registers); commit; wait_group 1
+//!     else: wait_group 0                         // S landed, P·V may run on
+//!     x = S·scale + biases; m', c; P = exp2(...); l
+//!     wait_group 0; O = O·c; P → packed registers
+//! wait_group 0; fence.proxy.async; bar.sync; O += P·V_last (wgmma); wait_group 0
+//! ```
+//!
+//! Not warp-specialised (no producer warpgroup: every thread issues
+//! `cp.async`) nor ping-ponged between warpgroups as FlashAttention-3 is;
+//! not measured on a GPU.
 //!
 //! Fragments (PTX ISA "Matrix Fragments for mma.m16n8k16"): an accumulator
 //! tile's registers `c0, c1` are row `g = lane/4`, columns `2·(lane%4)`,
@@ -256,7 +273,8 @@ pub fn describe(a: &Attention, algo: Algorithm, arch: Arch, warps: i64) -> Strin
         Arch::Sm80 => "K/V in a 2-stage cp.async ring, P kept in registers (ldmatrix + mma.sync)",
         Arch::Sm90 => {
             "K/V in a 2-stage cp.async ring of 128-byte swizzled tiles, Q·Kᵀ and P·V by wgmma (a warpgroup per 64 \
-             rows), P kept in registers as the second wgmma's A operand"
+             rows), P kept in registers as the second wgmma's A operand, P·V of a block overlapping the next \
+             block's softmax"
         }
     };
     let warps = if warp_choices(arch).contains(&warps) { warps } else { WARPS };
@@ -520,9 +538,30 @@ impl Builder {
             self.copy_first_blocks(&mut out, p, &ids, &rg, &blocks, &[(false, "k0"), (true, "v0")]);
         }
 
-        let (mut main, head) = self.key_loop_head(p, &ids, &rg, &blocks, 1, "");
-        let (stage, next) = (head.stage.clone(), head.next.clone());
-        self.scores(&mut main, p, &ids, &rg, head.je, head.stage);
+        let (mut main, head) = match self.arch {
+            Arch::Sm80 => self.key_loop_head(p, &ids, &rg, &blocks, 1, ""),
+            Arch::Sm90 => self.overlapped_loop_head(p, &ids, &rg, &blocks),
+        };
+        let (stage, next, je) = (head.stage.clone(), head.next.clone(), head.je.clone());
+        match self.arch {
+            Arch::Sm80 => self.scores(&mut main, p, &ids, &rg, je.clone(), stage.clone()),
+            Arch::Sm90 => {
+                // S_j = Q·K_jᵀ issued, then O += P_{j−1}·V_{j−1}: the
+                // softmax of block j runs while the second product of
+                // block j − 1 does (FlashAttention-3's intra-warpgroup
+                // overlap); `wait_group 1` waits for S_j only.
+                self.score_products(&mut main, &ids, &rg, stage.clone());
+                main.push(Stmt::WgmmaCommit);
+                let mut previous = self.value_products(&rg, o, pf, (je.clone() + 1) % 2);
+                previous.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }]);
+                main.push(Stmt::If {
+                    cond: Expr::c(0).lt(je.clone()),
+                    then: previous,
+                    otherwise: vec![Stmt::WgmmaWait { pending: 0 }],
+                });
+                self.score_ops(&mut main, p, &ids, &rg, je.clone());
+            }
+        }
         if algo == Algorithm::OnlineSoftmax {
             self.online_maximum(&mut main, &rg);
         }
@@ -536,6 +575,10 @@ impl Builder {
                 Stmt::Accumulate { op: ReduceOp::Sum, dtype: DType::F32, acc: reg(lrow, h), value: f32v(s, i) },
             ]
         });
+        if self.arch == Arch::Sm90 {
+            // P_{j−1}·V_{j−1} retired: O may be rescaled, P_j packed.
+            main.push(Stmt::WgmmaWait { pending: 0 });
+        }
         if algo == Algorithm::OnlineSoftmax {
             self.for_unrolled(&mut main, "oc", n_o, |_, i| {
                 let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
@@ -558,48 +601,53 @@ impl Builder {
                 })
                 .collect()
         });
-        main.extend(self.landed(1));
-        let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
-        main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
-        main.push(Stmt::CommitGroup);
-        // O += P·V_j.
-        let v_stage = BN * a.dv * es;
         match self.arch {
-            Arch::Sm80 => self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
-                let mut step = Vec::new();
-                b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
-                    let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
-                    let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
-                    let src =
-                        SmemRef { offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es, ..rg.vs.clone() };
-                    ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
-                });
-                step
-            }),
-            Arch::Sm90 => {
-                // P from its registers (FlashAttention-3's P·V); V_j is
-                // MN-major (rows of keys, `dv / 64` column blocks of `BN`
-                // rows each): lbo steps a column block, sbo 8 keys.
-                main.push(Stmt::WgmmaFence);
-                for kk in 0..BN / 16 {
-                    let b_desc = MatrixDesc {
-                        start: SmemRef { offset: stage.clone() * v_stage + kk * 16 * WGMMA_COLS * es, ..rg.vs.clone() },
-                        lbo: (BN * WGMMA_COLS * es) as u32,
-                        sbo: SWIZZLE_ATOM as u32,
-                    };
-                    main.push(Stmt::Wgmma {
-                        ab: a.ab,
-                        n: a.dv as u32,
-                        d: reg(o, Expr::c(0)),
-                        a: WgmmaA::Regs(reg(pf, Expr::c(kk * 4))),
-                        b: b_desc,
-                        trans_b: true,
+            Arch::Sm80 => {
+                main.extend(self.landed(1));
+                let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
+                main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+                main.push(Stmt::CommitGroup);
+                // O += P·V_j.
+                let v_stage = BN * a.dv * es;
+                self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
+                    let mut step = Vec::new();
+                    b.for_unrolled(&mut step, "vn", a.dv / 16, |_, nj| {
+                        let krow = kk.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 8 % 2 * 8;
+                        let ncol = nj.clone() * 16 + ids.lane.clone() / 16 * 8;
+                        let src = SmemRef {
+                            offset: stage.clone() * v_stage + krow * (a.dv * es) + ncol * es,
+                            ..rg.vs.clone()
+                        };
+                        ldmatrix_mma_pair(a.ab, src, true, vf, o, &nj, pf, kk.clone() * 4)
                     });
-                }
-                main.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+                    step
+                });
+                out.push(Stmt::For {
+                    var: head.var,
+                    start: Expr::c(0),
+                    end: blocks,
+                    step: 1,
+                    unroll: false,
+                    body: main,
+                });
+            }
+            Arch::Sm90 => {
+                out.push(Stmt::For {
+                    var: head.var,
+                    start: Expr::c(0),
+                    end: blocks.clone(),
+                    step: 1,
+                    unroll: false,
+                    body: main,
+                });
+                // The last block's O += P·V, once its V landed.
+                let mut last = self.landed(0);
+                last.push(Stmt::WgmmaFence);
+                last.extend(self.value_products(&rg, o, pf, (blocks.clone() - 1) % 2));
+                last.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+                out.push(Stmt::If { cond: Expr::c(0).lt(blocks), then: last, otherwise: Vec::new() });
             }
         }
-        out.push(Stmt::For { var: head.var, start: Expr::c(0), end: blocks, step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
 
         // O / l, stored as column pairs.
@@ -625,6 +673,62 @@ impl Builder {
             v
         });
         self.k.body = out;
+    }
+
+    /// sm90's `O += P·V` of the key block in V's ring stage `v_stage`: `P`
+    /// from its packed registers `pf` (FlashAttention-3's second product),
+    /// V MN-major (rows of keys, `dv / 64` column blocks of `BN` rows each:
+    /// lbo steps a column block, sbo 8 keys); the `wgmma`s of an open
+    /// group, after a `wgmma.fence` the caller placed.
+    fn value_products(&self, rg: &Regs, o: RegId, pf: RegId, v_stage: Expr) -> Vec<Stmt> {
+        let a = &self.a;
+        let es = a.ab.size_bytes() as i64;
+        let stage_bytes = BN * a.dv * es;
+        (0..BN / 16)
+            .map(|kk| Stmt::Wgmma {
+                ab: a.ab,
+                n: a.dv as u32,
+                d: reg(o, Expr::c(0)),
+                a: WgmmaA::Regs(reg(pf, Expr::c(kk * 4))),
+                b: MatrixDesc {
+                    start: SmemRef {
+                        offset: v_stage.clone() * stage_bytes + kk * 16 * WGMMA_COLS * es,
+                        ..rg.vs.clone()
+                    },
+                    lbo: (BN * WGMMA_COLS * es) as u32,
+                    sbo: SWIZZLE_ATOM as u32,
+                },
+                trans_b: true,
+            })
+            .collect()
+    }
+
+    /// The head of sm90's overlapped key loop (iteration `j`): every copy
+    /// issued so far landed (K_j, and V_{j−1} for the `P·V` this iteration
+    /// issues), fenced and published; then K_{j+1} into K's other stage
+    /// (its last reader, `S_{j−1}`, retired in iteration `j − 1`) and V_j
+    /// (`j > 0`; V₀ came with the first blocks) into V's stage `j % 2`
+    /// (its last reader, `P_{j−2}·V_{j−2}`, retired in iteration `j − 1`),
+    /// one commit group.
+    fn overlapped_loop_head(
+        &mut self,
+        p: &AttentionParams,
+        ids: &Ids,
+        rg: &Regs,
+        blocks: &Expr,
+    ) -> (Vec<Stmt>, LoopHead) {
+        let a = self.a.clone();
+        let var = self.k.add_var("j");
+        let je = Expr::Var(var);
+        let mut body = self.landed(0);
+        let stage = self.let_(&mut body, "stage", je.clone() % 2);
+        let next = self.let_(&mut body, "next", je.clone() + 1);
+        let k_copy = self.copy(&key_tile(&a, p, rg, false, next.clone() * BN), ids, next.clone() % 2, "k");
+        body.push(Stmt::If { cond: next.clone().lt(blocks.clone()), then: k_copy, otherwise: Vec::new() });
+        let v_copy = self.copy(&key_tile(&a, p, rg, true, je.clone() * BN), ids, stage.clone(), "v");
+        body.push(Stmt::If { cond: Expr::c(0).lt(je.clone()), then: v_copy, otherwise: Vec::new() });
+        body.push(Stmt::CommitGroup);
+        (body, LoopHead { var, je, stage, next })
     }
 
     /// The byte offset, inside each 64-column block of a `bm`-row tile
@@ -704,6 +808,17 @@ impl Builder {
     /// `S = Q·K_jᵀ` for key block `je` (in ring stage `stage`), then the
     /// score ops, into `rg.s`.
     fn scores(&mut self, out: &mut Vec<Stmt>, p: &AttentionParams, ids: &Ids, rg: &Regs, je: Expr, stage: Expr) {
+        self.score_products(out, ids, rg, stage);
+        if self.arch == Arch::Sm90 {
+            out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+        }
+        self.score_ops(out, p, ids, rg, je);
+    }
+
+    /// `S = Q·K_jᵀ` of the block in ring stage `stage` into `rg.s`: on sm80
+    /// done, on sm90 issued (the `wgmma`s of an open group, which the
+    /// caller commits and waits for).
+    fn score_products(&mut self, out: &mut Vec<Stmt>, ids: &Ids, rg: &Regs, stage: Expr) {
         let a = self.a.clone();
         let es = a.ab.size_bytes() as i64;
         let s = rg.s;
@@ -731,9 +846,15 @@ impl Builder {
                     let (d, q) = (reg(s, Expr::c(0)), WgmmaA::Smem(q));
                     out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d, a: q, b: k, trans_b: false });
                 }
-                out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
             }
         }
+    }
+
+    /// The score ops on `S` of key block `je` in `rg.s`: scale, biases,
+    /// rounding, and the mask past M × N and by the guarded biases.
+    fn score_ops(&mut self, out: &mut Vec<Stmt>, p: &AttentionParams, ids: &Ids, rg: &Regs, je: Expr) {
+        let a = self.a.clone();
+        let s = rg.s;
         // The scores, masked past M × N and by the guarded biases; a block
         // whose every score is inside and has every guard holding takes a
         // copy without the selects (most blocks: the masks cost the
