@@ -720,6 +720,17 @@ mod tests {
         }
     }
 
+    /// `ADD_ONE_PTX`'s launch over `n` elements: 128 threads a block.
+    fn add_one_launch(n: u32) -> Launch {
+        Launch {
+            grid: [n.div_ceil(128), 1, 1],
+            block: [128, 1, 1],
+            dynamic_smem_bytes: 0,
+            persistent: false,
+            cluster: 1,
+        }
+    }
+
     /// A persistent grid planned for the sm90 row's 132 SMs runs one block
     /// per SM of a smaller part (an H100 PCIe's 114) and keeps a grid that
     /// already fits; other launches keep their grid.
@@ -825,13 +836,7 @@ DONE:
         };
         let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
         let n = 1000u32;
-        let launch = Launch {
-            grid: [n.div_ceil(128), 1, 1],
-            block: [128, 1, 1],
-            dynamic_smem_bytes: 0,
-            persistent: false,
-            cluster: 1,
-        };
+        let launch = add_one_launch(n);
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
         let dx = gpu.upload(&x).unwrap();
@@ -905,13 +910,7 @@ DONE:
         let wv = dev.weight::<f32>(0).unwrap();
         let m = Module { name: "add_one_test", cubins: &[], ptx: ADD_ONE_PTX };
         let n = 1000u32;
-        let launch = Launch {
-            grid: [n.div_ceil(128), 1, 1],
-            block: [128, 1, 1],
-            dynamic_smem_bytes: 0,
-            persistent: false,
-            cluster: 1,
-        };
+        let launch = add_one_launch(n);
         let f = gpu.prepare(&m, "add_one", &launch).unwrap();
         let mut a = gpu.zeros::<f32>(n as usize).unwrap();
         let mut b = gpu.zeros::<f32>(n as usize).unwrap();

@@ -622,31 +622,19 @@ impl Builder {
                     });
                     step
                 });
-                out.push(Stmt::For {
-                    var: head.var,
-                    start: Expr::c(0),
-                    end: blocks,
-                    step: 1,
-                    unroll: false,
-                    body: main,
-                });
             }
-            Arch::Sm90 => {
-                out.push(Stmt::For {
-                    var: head.var,
-                    start: Expr::c(0),
-                    end: blocks.clone(),
-                    step: 1,
-                    unroll: false,
-                    body: main,
-                });
-                // The last block's O += P·V, once its V landed.
-                let mut last = self.landed(0);
-                last.push(Stmt::WgmmaFence);
-                last.extend(self.value_products(&rg, o, pf, (blocks.clone() - 1) % 2));
-                last.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
-                out.push(Stmt::If { cond: Expr::c(0).lt(blocks), then: last, otherwise: Vec::new() });
-            }
+            // P·V_j in the next iteration, or after the loop.
+            Arch::Sm90 => {}
+        }
+        let loop_end = blocks.clone();
+        out.push(Stmt::For { var: head.var, start: Expr::c(0), end: loop_end, step: 1, unroll: false, body: main });
+        if self.arch == Arch::Sm90 {
+            // The last block's O += P·V, once its V landed.
+            let mut last = self.landed(0);
+            last.push(Stmt::WgmmaFence);
+            last.extend(self.value_products(&rg, o, pf, (blocks.clone() - 1) % 2));
+            last.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+            out.push(Stmt::If { cond: Expr::c(0).lt(blocks), then: last, otherwise: Vec::new() });
         }
         out.push(Stmt::WaitGroup { pending: 0 });
 
