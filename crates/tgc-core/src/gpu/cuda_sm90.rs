@@ -201,19 +201,22 @@ impl Printer<'_> {
                 // scale-b, trans-a, trans-b`; from registers: `{a0..a3},
                 // desc_b, scale-d, scale-a, scale-b, trans-b` (no trans-a).
                 let (a_slot, a_inputs, trans_a) = match a {
-                    WgmmaA::Smem(a) => (format!("%{count}"), format!("\"l\"({})", self.desc(a, id)?), ", 0"),
+                    WgmmaA::Smem(a) => (format!("%{count}"), vec![format!("\"l\"({})", self.desc(a, id)?)], ", 0"),
                     WgmmaA::Regs(r) => {
                         if self.reg_kind(r, id)? != RegKind::B16x2 {
                             return Err(self.err(id, Fault::FragmentShape, "wgmma's A registers hold b16 pairs"));
                         }
-                        let inputs: Vec<String> = (0..4)
-                            .map(|j| self.reg(&RegRef { reg: r.reg, index: r.index.clone() + j }, id).map(|x| format!("\"r\"({x})")))
-                            .collect::<Result<_, _>>()?;
+                        let mut inputs = Vec::new();
+                        for j in 0..4 {
+                            let x = self.reg(&RegRef { reg: r.reg, index: r.index.clone() + j }, id)?;
+                            inputs.push(format!("\"r\"({x})"));
+                        }
                         let slots: Vec<String> = (count..count + 4).map(|i| format!("%{i}")).collect();
-                        (format!("{{{}}}", slots.join(", ")), inputs.join(", "), "")
+                        (format!("{{{}}}", slots.join(", ")), inputs, "")
                     }
                 };
-                let b_slot = count + if matches!(a, WgmmaA::Smem(_)) { 1 } else { 4 };
+                let b_slot = count + a_inputs.len() as i64;
+                let a_inputs = a_inputs.join(", ");
                 writeln!(
                     out,
                     "{tag}asm volatile(\"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, {a_slot}, %{b_slot}, 1, 1, 1{trans_a}, {};\\n\" : {} : {a_inputs}, \"l\"({}));",

@@ -912,7 +912,8 @@ pub enum Stmt {
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}` (PTX ISA
     /// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the
     /// warpgroup (128 threads) adds the product of the 64×16 A tile (`a`:
-    /// K-major in shared memory, or fragments in registers, [`WgmmaA`]) and the 16×`n` B tile (`b`: K-major, or MN-major when
+    /// K-major in shared memory, or fragments in registers, [`WgmmaA`])
+    /// and the 16×`n` B tile (`b`: K-major, or MN-major when
     /// `trans_b`) to its 64×`n` f32 accumulator, `n / 2` registers per
     /// thread from `d`: warp `w` of the warpgroup, lane `l` (`g = l / 4`,
     /// `q = l % 4`) holds in register `4j + 2h + c` the element of row
@@ -944,6 +945,24 @@ pub enum WgmmaA {
     /// accumulators they may not be touched while the `wgmma` is in flight,
     /// and a write to them needs a `wgmma.fence` before the next `wgmma`.
     Regs(RegRef),
+}
+
+impl WgmmaA {
+    /// The first A-fragment register, when A is in registers.
+    pub fn regs(&self) -> Option<&RegRef> {
+        match self {
+            WgmmaA::Regs(r) => Some(r),
+            WgmmaA::Smem(_) => None,
+        }
+    }
+
+    /// The descriptor, when A is in shared memory.
+    pub fn desc(&self) -> Option<&MatrixDesc> {
+        match self {
+            WgmmaA::Smem(d) => Some(d),
+            WgmmaA::Regs(_) => None,
+        }
+    }
 }
 
 impl Stmt {
@@ -1223,12 +1242,8 @@ impl Kernel {
         let mut acc = vec![false; self.regs.len()];
         self.walk(&mut |_, s| {
             if let Stmt::Wgmma { d, a, .. } = s {
-                let a = match a {
-                    WgmmaA::Regs(r) => Some(r.reg.0 as usize),
-                    WgmmaA::Smem(_) => None,
-                };
-                for r in [Some(d.reg.0 as usize), a].into_iter().flatten() {
-                    if let Some(x) = acc.get_mut(r) {
+                for r in std::iter::once(d).chain(a.regs()) {
+                    if let Some(x) = acc.get_mut(r.reg.0 as usize) {
                         *x = true;
                     }
                 }

@@ -89,7 +89,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         lane_vars: Vec::new(),
         lane_divergent: 0,
         unrolled: Vec::new(),
-        accumulators: k.wgmma_registers(),
+        wgmma_registers: k.wgmma_registers(),
         tma_written: BTreeSet::new(),
         wgmma_in_flight: InFlight::default(),
         fenced: false,
@@ -183,8 +183,9 @@ struct Verifier<'k> {
     lane_divergent: u32,
     /// The enclosing unrolled loops with constant bounds: variable, start, end, step.
     unrolled: Vec<(VarId, i64, i64, i64)>,
-    /// Per register array: whether a `wgmma` accumulates into it.
-    accumulators: Vec<bool>,
+    /// Per register array: whether a `wgmma` uses it (its accumulators or
+    /// A fragments, [`Kernel::wgmma_registers`]).
+    wgmma_registers: Vec<bool>,
     /// The shared buffers TMA copies write.
     tma_written: BTreeSet<u32>,
     /// The register arrays `wgmma`s may still be using here, on some path.
@@ -272,9 +273,7 @@ fn buffers(body: &[Stmt], reads: bool, out: &mut BTreeSet<u32>) {
                 out.insert(src.buf.0);
             }
             Stmt::Wgmma { a, b, .. } if reads => {
-                if let WgmmaA::Smem(a) = a {
-                    out.insert(a.start.buf.0);
-                }
+                out.extend(a.desc().map(|a| a.start.buf.0));
                 out.insert(b.start.buf.0);
             }
             _ => {
@@ -329,12 +328,12 @@ impl Verifier<'_> {
     /// `wgmma` rules: not while a `wgmma` that writes it may be in flight,
     /// and a `wgmma.fence` needed after it), then [`Verifier::fragment_reg`].
     fn reg(&mut self, r: &RegRef, kind: RegKind, scope: &[VarId], s: u32, what: &str) {
-        if self.accumulators.get(r.reg.0 as usize).copied().unwrap_or(false) {
+        if self.wgmma_registers.get(r.reg.0 as usize).copied().unwrap_or(false) {
             if self.wgmma_in_flight.uses(r.reg.0) {
                 let name = &self.k.regs[r.reg.0 as usize].name;
                 let msg = format!(
-                    "{what} register `{name}` is a wgmma operand, accessed with no wgmma.wait_group 0 after the last \
-                     wgmma on some path"
+                    "{what} register `{name}` is a wgmma operand, accessed while a wgmma that uses it may be in \
+                     flight on some path (no wgmma.wait_group retired it)"
                 );
                 self.err(Fault::IncompleteRead, s, msg);
             }
@@ -833,7 +832,7 @@ impl Verifier<'_> {
                 let last = RegRef { reg: d.reg, index: d.index.clone() + (*n as i64 / 2 - 1).max(0) };
                 self.fragment_reg(d, RegKind::F32, scope, s, "wgmma accumulator");
                 self.fragment_reg(&last, RegKind::F32, scope, s, "wgmma accumulator");
-                if let WgmmaA::Regs(r) = a {
+                if let Some(r) = a.regs() {
                     let last = RegRef { reg: r.reg, index: r.index.clone() + 3 };
                     self.fragment_reg(r, RegKind::B16x2, scope, s, "wgmma A fragment");
                     self.fragment_reg(&last, RegKind::B16x2, scope, s, "wgmma A fragment");
@@ -843,11 +842,7 @@ impl Verifier<'_> {
                                first wgmma) on some path";
                     self.err(Fault::Race, s, msg.into());
                 }
-                let descs = match a {
-                    WgmmaA::Smem(a) => vec![a, b],
-                    WgmmaA::Regs(_) => vec![b],
-                };
-                for desc in descs {
+                for desc in a.desc().into_iter().chain([b]) {
                     self.smem(&desc.start, scope, s);
                     if desc.start.swizzle != Swizzle::IDENTITY && desc.start.swizzle != Swizzle::B128 {
                         let msg = format!("no wgmma descriptor mode is the swizzle {}", desc.start.swizzle);
@@ -869,11 +864,7 @@ impl Verifier<'_> {
                         self.err(Fault::IncompleteRead, s, msg);
                     }
                 }
-                let a_regs = match a {
-                    WgmmaA::Regs(r) => Some(r.reg.0),
-                    WgmmaA::Smem(_) => None,
-                };
-                self.wgmma_in_flight.open.extend([Some(d.reg.0), a_regs].into_iter().flatten());
+                self.wgmma_in_flight.open.extend(std::iter::once(d).chain(a.regs()).map(|r| r.reg.0));
             }
         }
     }

@@ -160,7 +160,7 @@ impl<'k> Frame<'k> {
                         let (g, q) = (l / 4, l % 4);
                         for (j, r) in a.iter().enumerate() {
                             let v = self.get_reg(r, t, s)?;
-                            let (row, col) = (g + 8 * (j % 2), 2 * q + 8 * (j / 2));
+                            let (row, col) = a_fragment_at(l, j);
                             ma[row][col] = b16_to_f32(*ab, v as u16);
                             ma[row][col + 1] = b16_to_f32(*ab, (v >> 16) as u16);
                         }

@@ -9,9 +9,10 @@
 //!   of a thread block cluster ([`Kernel::cluster`]) concurrently as tasks
 //!   (`emulate/tasks.rs`). Inside a CTA all threads run in lockstep,
 //!   statement by statement, under an active mask: `If` narrows the mask,
-//!   `For` keeps the threads whose condition holds. A `Barrier` with some but not all threads active is a
-//!   `Divergence` error, as is an `ldmatrix`/`mma.sync` with a partly
-//!   active warp (both are `.aligned`, PTX ISA).
+//!   `For` keeps the threads whose condition holds. A `Barrier` with some
+//!   but not all threads active is a `Divergence` error, as is an
+//!   `ldmatrix`/`mma.sync` with a partly active warp (both are `.aligned`,
+//!   PTX ISA).
 //! - Shared memory is bytes, fresh per CTA, with per-byte state: the
 //!   `cp.async` copies in flight on it, its last writer and reader and the
 //!   barrier epoch of each. A `cp.async` reads global memory when issued and
@@ -64,11 +65,11 @@
 //!   move it is a `Deadlock` naming the wait. A multicast box lands in
 //!   every CTA of its mask and completes on each one's mbarrier; a remote
 //!   arrival counts on the peer's; one reaching a CTA that has exited is
-//!   a `Race`. An mbarrier arrival orders what the arriving thread did before
-//!   it before what a thread does after its wait sees that phase complete
-//!   (release/acquire), which the race check of a shared write honours
-//!   like a `bar.sync`. `bar.sync id, n` needs exactly `n` active threads;
-//!   `setmaxnreg` whole warpgroups.
+//!   a `Race`. An mbarrier arrival orders what the arriving thread did
+//!   before it before what a thread does after its wait sees that phase
+//!   complete (release/acquire), which the race check of a shared write
+//!   honours like a `bar.sync`. `bar.sync id, n` needs exactly `n` active
+//!   threads; `setmaxnreg` whole warpgroups.
 //! - Every global and shared access is checked against its tensor or
 //!   buffer (`OutOfBounds`) and its alignment (`Misaligned`; tensors are
 //!   taken as 256-byte aligned, as `cudaMalloc` gives).
@@ -166,6 +167,16 @@ fn round_to(dtype: DType, v: f32) -> f32 {
         DType::BF16 => bf16::from_f32(v).to_f32(),
         _ => v,
     }
+}
+
+/// Where register `j` (0..4) of lane `lane`'s `mma.m16n8k16` A fragment
+/// lies in the warp's 16×16 tile, as (row, first column); the register
+/// holds that column and the next, the first in its low half (PTX ISA
+/// "Matrix Fragments for mma.m16n8k16": `a0:(g, 2t..)`, `a1:(g+8, 2t..)`,
+/// `a2:(g, 2t+8..)`, `a3:(g+8, 2t+8..)`). `wgmma`'s A in registers is this
+/// per warp of the warpgroup.
+fn a_fragment_at(lane: usize, j: usize) -> (usize, usize) {
+    (lane / 4 + 8 * (j % 2), 2 * (lane % 4) + 8 * (j / 2))
 }
 
 fn b16_to_f32(ab: DType, bits: u16) -> f32 {
@@ -346,6 +357,7 @@ struct ByteState {
 }
 
 /// One `cp.async` in flight: where it lands and what it carries.
+#[derive(Clone)]
 struct Copy {
     dst: usize,
     data: Vec<u8>,
@@ -400,10 +412,11 @@ struct Frame<'k> {
     /// Per warpgroup (128 threads): its `wgmma` groups.
     warpgroups: Vec<sm90::Warpgroup>,
     /// Per register array: per register (`t * len + i`), the in-flight
-    /// `wgmma`s that write it.
+    /// `wgmma`s that use it (write it, or read it as A fragments).
     reg_pending: Vec<Vec<u16>>,
-    /// Per register array: whether a `wgmma` accumulates into it.
-    wgmma_acc: Vec<bool>,
+    /// Per register array: whether a `wgmma` uses it
+    /// ([`Kernel::wgmma_registers`]).
+    wgmma_regs: Vec<bool>,
     stats: Stats,
 }
 
@@ -445,7 +458,7 @@ impl<'k> Frame<'k> {
             received_since_sync: false,
             warpgroups: (0..threads.div_ceil(128)).map(|_| sm90::Warpgroup::default()).collect(),
             reg_pending: k.regs.iter().map(|r| vec![0u16; threads * r.len as usize]).collect(),
-            wgmma_acc: k.wgmma_registers(),
+            wgmma_regs: k.wgmma_registers(),
             stats: Stats::default(),
         }
     }
@@ -565,7 +578,7 @@ impl<'k> Frame<'k> {
     fn set_reg(&mut self, r: &RegRef, t: usize, v: u32, s: Option<u32>) -> R<()> {
         let (a, i) = self.reg(r, t, s)?;
         self.check_not_in_flight(a, i, t, s)?;
-        if self.wgmma_acc[a] {
+        if self.wgmma_regs[a] {
             // Other instructions wrote a wgmma operand: the next wgmma
             // needs a wgmma.fence first.
             self.warpgroups[t / 128].fenced = false;

@@ -452,7 +452,7 @@ impl<'k> Frame<'k> {
                                 return Err(self.err(Fault::BadValue, s, msg));
                             }
                             for r in (0..cluster).filter(|r| mask >> r & 1 == 1) {
-                                let copies = copies.iter().map(|c| Copy { dst: c.dst, data: c.data.clone() }).collect();
+                                let copies = copies.clone();
                                 if r == self.rank {
                                     self.receive_box(copies, bar_at, t, true, s)?;
                                 } else {
@@ -527,11 +527,11 @@ impl<'k> Frame<'k> {
                     let msg = format!("the A registers differ between threads of warpgroup {w}");
                     return Err(self.err(Fault::BadValue, s, msg));
                 }
-                let (g, q) = (lane / 4, lane % 4);
                 for j in 0..4 {
                     let slot = t * len + first as usize + j;
                     let v = self.regs[arr][slot];
-                    let (row, col) = (16 * warp + g + 8 * (j % 2), 2 * q + 8 * (j / 2));
+                    let (row, col) = a_fragment_at(lane, j);
+                    let row = 16 * warp + row;
                     ma[row][col] = b16_to_f32(ab, v as u16);
                     ma[row][col + 1] = b16_to_f32(ab, (v >> 16) as u16);
                     self.reg_pending[arr][slot] += 1;

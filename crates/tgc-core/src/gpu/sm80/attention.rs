@@ -509,7 +509,7 @@ impl Builder {
         if algo == Algorithm::StreamingSoftmax2Pass {
             // First pass: each thread's maximum of its scores, over every
             // key block; the quads agree on it after the loop.
-            let (mut pass, head) = self.key_loop_head(p, &ids, &rg, &blocks, 0, "1");
+            let (mut pass, head) = self.key_loop_head(p, &ids, &rg, &blocks, 0, "1", false);
             self.scores(&mut pass, p, &ids, &rg, head.je, head.stage);
             self.for_unrolled(&mut pass, "mi1", n_s, |_, i| {
                 vec![Stmt::Accumulate {
@@ -539,8 +539,8 @@ impl Builder {
         }
 
         let (mut main, head) = match self.arch {
-            Arch::Sm80 => self.key_loop_head(p, &ids, &rg, &blocks, 1, ""),
-            Arch::Sm90 => self.overlapped_loop_head(p, &ids, &rg, &blocks),
+            Arch::Sm80 => self.key_loop_head(p, &ids, &rg, &blocks, 1, "", false),
+            Arch::Sm90 => self.key_loop_head(p, &ids, &rg, &blocks, 0, "", true),
         };
         let (stage, next, je) = (head.stage.clone(), head.next.clone(), head.je.clone());
         match self.arch {
@@ -626,8 +626,8 @@ impl Builder {
             // P·V_j in the next iteration, or after the loop.
             Arch::Sm90 => {}
         }
-        let loop_end = blocks.clone();
-        out.push(Stmt::For { var: head.var, start: Expr::c(0), end: loop_end, step: 1, unroll: false, body: main });
+        let end = blocks.clone();
+        out.push(Stmt::For { var: head.var, start: Expr::c(0), end, step: 1, unroll: false, body: main });
         if self.arch == Arch::Sm90 {
             // The last block's O += P·V, once its V landed.
             let mut last = self.landed(0);
@@ -691,34 +691,6 @@ impl Builder {
             .collect()
     }
 
-    /// The head of sm90's overlapped key loop (iteration `j`): every copy
-    /// issued so far landed (K_j, and V_{j−1} for the `P·V` this iteration
-    /// issues), fenced and published; then K_{j+1} into K's other stage
-    /// (its last reader, `S_{j−1}`, retired in iteration `j − 1`) and V_j
-    /// (`j > 0`; V₀ came with the first blocks) into V's stage `j % 2`
-    /// (its last reader, `P_{j−2}·V_{j−2}`, retired in iteration `j − 1`),
-    /// one commit group.
-    fn overlapped_loop_head(
-        &mut self,
-        p: &AttentionParams,
-        ids: &Ids,
-        rg: &Regs,
-        blocks: &Expr,
-    ) -> (Vec<Stmt>, LoopHead) {
-        let a = self.a.clone();
-        let var = self.k.add_var("j");
-        let je = Expr::Var(var);
-        let mut body = self.landed(0);
-        let stage = self.let_(&mut body, "stage", je.clone() % 2);
-        let next = self.let_(&mut body, "next", je.clone() + 1);
-        let k_copy = self.copy(&key_tile(&a, p, rg, false, next.clone() * BN), ids, next.clone() % 2, "k");
-        body.push(Stmt::If { cond: next.clone().lt(blocks.clone()), then: k_copy, otherwise: Vec::new() });
-        let v_copy = self.copy(&key_tile(&a, p, rg, true, je.clone() * BN), ids, stage.clone(), "v");
-        body.push(Stmt::If { cond: Expr::c(0).lt(je.clone()), then: v_copy, otherwise: Vec::new() });
-        body.push(Stmt::CommitGroup);
-        (body, LoopHead { var, je, stage, next })
-    }
-
     /// The byte offset, inside each 64-column block of a `bm`-row tile
     /// (`Qs`), of this thread's warpgroup's 64 rows: the start of its
     /// `wgmma` A operand (warpgroup `w / 4` of warp `w` owns rows
@@ -770,7 +742,12 @@ impl Builder {
     /// The start of a loop over the key blocks: a new loop variable `j`
     /// (names suffixed by `tag`), the wait for K_j (`pending` groups left in
     /// flight) and the barrier, then K_{j+1}'s copy into the other stage,
-    /// committed.
+    /// committed. With `value_too` (sm90's overlapped loop, `pending` 0:
+    /// every copy landed, K_j and the V_{j−1} its `P·V` reads), V_j also
+    /// (`j > 0`; V₀ came with the first blocks) into V's stage `j % 2`, in
+    /// the same group: that stage's last reader, `P_{j−2}·V_{j−2}`, retired
+    /// in iteration `j − 1`, as did K's other stage's, `S_{j−1}`.
+    #[allow(clippy::too_many_arguments)]
     fn key_loop_head(
         &mut self,
         p: &AttentionParams,
@@ -779,6 +756,7 @@ impl Builder {
         blocks: &Expr,
         pending: u32,
         tag: &str,
+        value_too: bool,
     ) -> (Vec<Stmt>, LoopHead) {
         let a = self.a.clone();
         let var = self.k.add_var(&format!("j{tag}"));
@@ -789,6 +767,10 @@ impl Builder {
         let tile = key_tile(&a, p, rg, false, next.clone() * BN);
         let copy = self.copy(&tile, ids, next.clone() % 2, &format!("k{tag}"));
         body.push(Stmt::If { cond: next.clone().lt(blocks.clone()), then: copy, otherwise: Vec::new() });
+        if value_too {
+            let copy = self.copy(&key_tile(&a, p, rg, true, je.clone() * BN), ids, stage.clone(), &format!("v{tag}"));
+            body.push(Stmt::If { cond: Expr::c(0).lt(je.clone()), then: copy, otherwise: Vec::new() });
+        }
         body.push(Stmt::CommitGroup);
         (body, LoopHead { var, je, stage, next })
     }

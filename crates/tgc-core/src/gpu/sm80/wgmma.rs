@@ -200,6 +200,13 @@ pub(super) fn tensor_maps(sh: &Shape, gemm: &Gemm, ab: [ParamId; 2], scalars: [P
 }
 
 impl Builder {
+    /// This CTA's rank in its cluster, `blockIdx.x % c` ([`Kernel::cluster`]),
+    /// or `None` without a cluster.
+    fn cluster_rank(&self) -> Option<Expr> {
+        let c = self.sh.cluster();
+        (c > 1).then(|| Expr::BlockIdx(Dim::X) % c)
+    }
+
     /// A shared buffer of `size` bytes at the next 1024-byte boundary (the
     /// 128-byte swizzle's period).
     fn smem_1024(&mut self, name: &str, size: i64, swizzle: Swizzle) -> SmemRef {
@@ -320,11 +327,10 @@ impl Builder {
         let (a_stage, b_stage) = (bm * bk * es, bn * bk * es);
         let bar = SmemRef { offset: stage.clone() * 8, ..bars.clone() };
         let k0 = kt * bk;
-        // This CTA's slice of B (none but the whole tile without a cluster).
-        let (rank, multicast) = match c {
-            1 => (None, None),
-            c => (Some(Expr::BlockIdx(Dim::X) % c), Some(((1u32 << c) - 1) as u16)),
-        };
+        // This CTA's slice of B (none but the whole tile without a cluster),
+        // sent to every CTA of the cluster.
+        let rank = self.cluster_rank();
+        let multicast = rank.is_some().then(|| ((1u32 << c) - 1) as u16);
         let slice = |rows: i64| rank.clone().map(|r| r * rows);
         let plus = |e: Expr, d: Option<Expr>| d.map_or(e.clone(), |d| e + d);
         let mut out = vec![
@@ -600,7 +606,11 @@ impl Builder {
     ) {
         let (bm, bn, c) = (self.sh.bm, self.sh.bn, self.sh.cluster());
         // The row of tiles of unit row `u` this CTA takes: its rank's.
-        let row = |u: Expr| if c == 1 { u * bm } else { (u * c + Expr::BlockIdx(Dim::X) % c) * bm };
+        let rank = self.cluster_rank();
+        let row = |u: Expr| match rank.clone() {
+            None => u * bm,
+            Some(r) => (u * c + r) * bm,
+        };
         let column = |x: Expr| if c == 1 { x * bn } else { x / c * bn };
         match tiles {
             Tiles::Grid => {
