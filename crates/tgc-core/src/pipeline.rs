@@ -68,8 +68,22 @@ impl Format {
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub graph: Graph,
-    /// The `frontend` dump (graph-language sources only).
+    /// The `frontend` dump (graph-language and ONNX sources).
     pub frontend: Option<String>,
+    /// Values of inputs the source itself holds (an ONNX model's
+    /// initializers), by input name: `run` binds them unless given.
+    pub weights: Vec<(String, HostTensor)>,
+    /// `(input or output name, the source's name)` where they differ (an
+    /// ONNX name that is not an identifier).
+    pub aliases: Vec<(String, String)>,
+}
+
+impl Loaded {
+    /// The graph's name for an input or output given by its own name or
+    /// by the source's (an ONNX name).
+    pub fn name_of<'a>(&'a self, name: &'a str) -> &'a str {
+        self.aliases.iter().find(|(_, s)| s == name).map_or(name, |(t, _)| t.as_str())
+    }
 }
 
 /// Parses and lowers (DSL) or loads (JSON) a graph, then verifies the Tiny
@@ -90,10 +104,28 @@ pub fn load(text: &str, format: Format, entry: Option<&str>) -> DResult<Loaded> 
             (tiny::json::load_json(text)?, None)
         }
     };
-    verify_tiny(&graph)?;
-    let book = index_book::build(&graph)?;
-    index_book::verify::check(&graph, &book)?;
-    Ok(Loaded { graph, frontend })
+    checked(Loaded { graph, frontend, weights: Vec::new(), aliases: Vec::new() })
+}
+
+/// Imports the ONNX model at `path` ([`frontend::onnx::read_model`], with
+/// the inputs `fixed` at import time) and lowers it like a graph-language
+/// source; its initializers become [`Loaded::weights`].
+///
+/// Errors: the importer's, each naming the node or tensor.
+pub fn load_onnx(path: &Path, fixed: &[onnx_protobuf::TensorProto]) -> DResult<Loaded> {
+    let imported = frontend::onnx::read_model(path, fixed)?;
+    let graph = frontend::to_tiny::lower_program(&imported.program, None).map_err(|d| imported.locate(d))?;
+    let frontend = Some(frontend::ir::dump(&imported.program));
+    checked(Loaded { graph, frontend, weights: imported.weights, aliases: imported.onnx_names })
+}
+
+/// Verifies a loaded graph's Tiny IR and builds its IndexBook, so that
+/// every user error surfaces at load.
+fn checked(loaded: Loaded) -> DResult<Loaded> {
+    verify_tiny(&loaded.graph)?;
+    let book = index_book::build(&loaded.graph)?;
+    index_book::verify::check(&loaded.graph, &book)?;
+    Ok(loaded)
 }
 
 fn verify_tiny(g: &Graph) -> DResult<()> {

@@ -11,6 +11,7 @@ pub mod ast;
 pub mod decompile;
 pub mod ir;
 pub mod lexer;
+pub mod onnx;
 pub mod ops;
 pub mod parser;
 pub mod resolve;

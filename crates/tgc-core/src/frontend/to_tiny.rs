@@ -132,6 +132,79 @@ pub fn lower_program(p: &FProgram, entry: Option<&str>) -> DResult<Graph> {
     Ok(g)
 }
 
+/// Statement-by-statement lowering of one graph without subgraph calls, for
+/// a frontend that needs each value's shape and dtype while it builds the
+/// graph (the ONNX importer, [`crate::frontend::onnx`]): the same shape and
+/// dtype rules as [`lower_program`], one statement at a time.
+///
+/// Values are numbered by the caller (any dense numbering; a
+/// [`FStmt`]'s operands and results use it).
+pub(crate) struct Incremental {
+    lw: Lowerer<'static>,
+    vals: Vec<Option<NodeId>>,
+}
+
+/// The program of [`Incremental`]: it has no graph, so a call fails.
+static NO_GRAPHS: FProgram = FProgram { graphs: Vec::new() };
+
+impl Incremental {
+    pub(crate) fn new(name: &str) -> Incremental {
+        Incremental { lw: Lowerer { p: &NO_GRAPHS, g: Graph::new(name) }, vals: Vec::new() }
+    }
+
+    /// The graph's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.lw.g.name
+    }
+
+    /// Declares symbol `name` (no default) if it is not declared yet.
+    pub(crate) fn symbol(&mut self, name: &str) {
+        if !self.lw.g.symbols.iter().any(|s| s.name == name) {
+            self.lw.g.symbols.push(Symbol { name: name.to_string(), default: None, padded: false });
+        }
+    }
+
+    /// Defines value `v` as an `INPUT` of `prm`'s name, dtype and shape.
+    pub(crate) fn param(&mut self, v: ValueId, prm: &FTensor) -> DResult<()> {
+        self.lw.g.cur_span = Some(prm.span);
+        let id = self.lw.g.input(&prm.name, prm.dtype, &prm.shape)?;
+        self.set(v, id);
+        Ok(())
+    }
+
+    /// Lowers `st`, defining its results.
+    pub(crate) fn stmt(&mut self, st: &FStmt) -> DResult<()> {
+        self.lw.g.cur_span = Some(st.span);
+        let outs = self.lw.stmt(st, &self.vals, &Subst::new(), 0)?;
+        for (v, n) in st.results.iter().zip(outs) {
+            self.set(*v, n);
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, v: ValueId, n: NodeId) {
+        let k = v.0 as usize;
+        if self.vals.len() <= k {
+            self.vals.resize(k + 1, None);
+        }
+        self.vals[k] = Some(n);
+    }
+
+    fn node(&self, v: ValueId) -> DResult<NodeId> {
+        self.vals.get(v.0 as usize).copied().flatten().ok_or_else(|| diag!(Internal, "value %{} is not defined", v.0))
+    }
+
+    /// The shape of a defined value.
+    pub(crate) fn shape(&self, v: ValueId) -> DResult<&[Dim]> {
+        Ok(self.lw.g.shape(self.node(v)?))
+    }
+
+    /// The dtype of a defined value.
+    pub(crate) fn dtype(&self, v: ValueId) -> DResult<DType> {
+        Ok(self.lw.g.dtype(self.node(v)?))
+    }
+}
+
 /// Names a node after its source value when the label is free.
 fn label(g: &mut Graph, id: NodeId, name: &str) {
     if g.find(name).is_none() {

@@ -1,0 +1,352 @@
+//! Tests of the ONNX importer on models built here (ONNX's own operator
+//! cases run in `tests/onnx_node.rs`).
+
+use std::collections::BTreeMap;
+
+use onnx_protobuf::attribute_proto::AttributeType;
+use onnx_protobuf::tensor_shape_proto::{dimension, Dimension};
+use onnx_protobuf::type_proto::{self, Tensor as TensorType};
+use onnx_protobuf::{
+    AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
+    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use protobuf::{EnumOrUnknown, MessageField};
+
+use super::proto::code;
+use super::*;
+use crate::diag::ErrorName;
+
+fn value_info(name: &str, elem: i32, dims: &[Result<i64, &str>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Ok(v) => dimension::Value::DimValue(*v),
+                Err(p) => dimension::Value::DimParam(p.to_string()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let tensor = TensorType {
+        elem_type: elem,
+        shape: MessageField::some(TensorShapeProto { dim, ..Default::default() }),
+        ..Default::default()
+    };
+    ValueInfoProto {
+        name: name.into(),
+        type_: MessageField::some(TypeProto {
+            value: Some(type_proto::Value::TensorType(tensor)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn floats(name: &str, dims: &[i64], v: &[f32]) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: dims.to_vec(),
+        data_type: code::FLOAT,
+        float_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn int64s(name: &str, v: &[i64]) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: vec![v.len() as i64],
+        data_type: code::INT64,
+        int64_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn int_attr(name: &str, v: i64) -> AttributeProto {
+    AttributeProto { name: name.into(), type_: EnumOrUnknown::new(AttributeType::INT), i: v, ..Default::default() }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        op_type: op.into(),
+        name: format!("{op}_{}", outputs.first().unwrap_or(&"")),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+struct M {
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<&'static str>,
+    inits: Vec<TensorProto>,
+    opset: i64,
+}
+
+impl M {
+    fn new(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: &[&'static str]) -> M {
+        M { nodes, inputs, outputs: outputs.to_vec(), inits: Vec::new(), opset: 17 }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let graph = GraphProto {
+            name: "g".into(),
+            node: self.nodes.clone(),
+            input: self.inputs.clone(),
+            output: self.outputs.iter().map(|o| ValueInfoProto { name: o.to_string(), ..Default::default() }).collect(),
+            initializer: self.inits.clone(),
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: 8,
+            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: self.opset, ..Default::default() }],
+            graph: MessageField::some(graph),
+            ..Default::default()
+        };
+        model.write_to_bytes().unwrap()
+    }
+
+    fn import(&self) -> DResult<Imported> {
+        import(&self.bytes(), None, &[])
+    }
+}
+
+/// Runs an imported program on the interpreter with its weights and `x`.
+fn run(imp: &Imported, x: &[HostTensor]) -> Vec<HostTensor> {
+    let g = crate::frontend::to_tiny::lower_program(&imp.program, None).unwrap();
+    let mut ins: Vec<HostTensor> = x.to_vec();
+    ins.extend(imp.weights.iter().map(|(_, t)| t.clone()));
+    let shapes: Vec<Vec<usize>> = ins.iter().map(|t| t.shape().to_vec()).collect();
+    let bound = g.bind(&g.resolve_dims(&BTreeMap::new(), Some(&shapes)).unwrap()).unwrap();
+    crate::pipeline::run_interp(&bound, &ins).unwrap()
+}
+
+#[test]
+fn a_shape_chain_over_a_symbol_folds_to_one_reshape() {
+    // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])): PyTorch's
+    // `x.view(x.size(0), -1)`.
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("Gather", &["s", "zero"], &["b"], vec![int_attr("axis", 0)]),
+        node("Unsqueeze", &["b", "axes0"], &["b1"], vec![]),
+        node("Concat", &["b1", "minus1"], &["shape"], vec![int_attr("axis", 0)]),
+        node("Reshape", &["x", "shape"], &["y"], vec![]),
+    ];
+    let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Err("batch"), Ok(4), Ok(6)])], &["y"]);
+    m.inits = vec![
+        TensorProto { name: "zero".into(), data_type: code::INT64, int64_data: vec![0], ..Default::default() },
+        int64s("axes0", &[0]),
+        int64s("minus1", &[-1]),
+    ];
+    let imp = m.import().unwrap();
+    let fg = &imp.program.graphs[0];
+    assert_eq!(fg.syms, vec![("batch".to_string(), None)]);
+    assert_eq!(fg.params.len(), 1, "the shape constants are folded, not weights");
+    let ops: Vec<String> = fg.body.iter().map(|s| s.op.name()).collect();
+    assert_eq!(ops, ["reshape"]);
+    assert_eq!(fg.results[0].shape, vec![Dim::sym("batch"), Dim::int(24)]);
+    let x = HostTensor::from_f64(DType::F32, &[2, 4, 6], &(0..48).map(f64::from).collect::<Vec<_>>()).unwrap();
+    let y = run(&imp, &[x]);
+    assert_eq!(y[0].shape(), &[2, 24]);
+    assert_eq!(y[0].to_f64_vec()[30], 30.0);
+}
+
+#[test]
+fn gemm_bias_relu_matches_a_hand_computation() {
+    let nodes =
+        vec![node("Gemm", &["x", "w", "b"], &["h"], vec![int_attr("transB", 1)]), node("Relu", &["h"], &["y"], vec![])];
+    let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(2), Ok(3)])], &["y"]);
+    // w is [N=2, K=3] (transB), b [2].
+    m.inits = vec![floats("w", &[2, 3], &[1.0, 0.0, -1.0, 0.5, 0.5, 0.5]), floats("b", &[2], &[0.5, -10.0])];
+    let imp = m.import().unwrap();
+    assert_eq!(imp.weights.len(), 2);
+    let x = HostTensor::from_f64(DType::F32, &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let y = run(&imp, &[x]);
+    // Row 0: [1-3+0.5, relu(3-10)] ; row 1: [4-6+0.5, relu(7.5-10)].
+    assert_eq!(y[0].to_f64_vec(), vec![0.0, 0.0, 0.0, 0.0]);
+    let x = HostTensor::from_f64(DType::F32, &[2, 3], &[3.0, 0.0, 1.0, 10.0, 10.0, 2.0]).unwrap();
+    let y = run(&imp, &[x]);
+    assert_eq!(y[0].to_f64_vec(), vec![2.5, 0.0, 8.5, 1.0]);
+}
+
+#[test]
+fn dead_nodes_identity_and_dropout_make_no_statement() {
+    let nodes = vec![
+        node("Identity", &["x"], &["a"], vec![]),
+        node("Dropout", &["a"], &["b"], vec![]),
+        node("NotAnOperator", &["x"], &["unused"], vec![]),
+        node("Relu", &["b"], &["y"], vec![]),
+    ];
+    let m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(3)])], &["y"]);
+    let imp = m.import().unwrap();
+    let ops: Vec<String> = imp.program.graphs[0].body.iter().map(|s| s.op.name()).collect();
+    assert_eq!(ops, ["relu"]);
+}
+
+#[test]
+fn onnx_names_become_identifiers_and_map_back() {
+    let nodes = vec![node("Relu", &["input.1"], &["output:0"], vec![])];
+    let m = M::new(nodes, vec![value_info("input.1", code::FLOAT, &[Ok(3)])], &["output:0"]);
+    let imp = m.import().unwrap();
+    let fg = &imp.program.graphs[0];
+    assert_eq!(fg.params[0].name, "input_1");
+    assert_eq!(fg.results[0].name, "output_0");
+    assert_eq!(imp.tgc_name("input.1"), "input_1");
+    assert_eq!(imp.tgc_name("output:0"), "output_0");
+}
+
+/// The error of importing `m`, with its node, as rendered.
+fn error(m: &M) -> (ErrorName, String) {
+    let d = m.import().unwrap_err();
+    (d.name, d.render("model.onnx"))
+}
+
+#[test]
+fn bad_models_are_refused_naming_the_node_or_tensor() {
+    let relu = || vec![node("Relu", &["x"], &["y"], vec![])];
+    let x = || vec![value_info("x", code::FLOAT, &[Ok(3)])];
+
+    let d = import(b"\xff\xff\xff not a model", None, &[]).unwrap_err();
+    assert_eq!(d.name, ErrorName::SyntaxError);
+    let bytes = M::new(relu(), x(), &["y"]).bytes();
+    let d = import(&bytes[..bytes.len() / 2], None, &[]).unwrap_err();
+    assert_eq!(d.name, ErrorName::SyntaxError, "a truncated model: {d}");
+
+    let mut m = M::new(relu(), x(), &["y"]);
+    m.opset = 5;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("opset 5"), "{text}");
+
+    let mut m = M::new(relu(), x(), &["y"]);
+    m.nodes[0].domain = "com.microsoft".into();
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("com.microsoft") && text.contains("(node #0 `Relu_y` (Relu, opset 17))"), "{text}");
+
+    // A cycle: a is read before any node defines it.
+    let nodes = vec![node("Relu", &["a"], &["b"], vec![]), node("Relu", &["b"], &["a"], vec![])];
+    let (name, text) = error(&M::new(nodes, x(), &["a"]));
+    assert_eq!(name, ErrorName::UnknownName);
+    assert!(text.contains("`a`") && text.contains("#0"), "{text}");
+
+    let nodes = vec![node("Add", &["x", "missing"], &["y"], vec![])];
+    let (name, text) = error(&M::new(nodes, x(), &["y"]));
+    assert_eq!(name, ErrorName::UnknownName);
+    assert!(text.contains("`missing`"), "{text}");
+
+    let nodes = vec![node("Add", &["x", "w"], &["y"], vec![])];
+    let mut m = M::new(nodes, x(), &["y"]);
+    m.inits = vec![TensorProto {
+        name: "w".into(),
+        dims: vec![3],
+        data_type: code::FLOAT,
+        raw_data: vec![0; 8],
+        ..Default::default()
+    }];
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::AxisSizeMismatch);
+    assert!(text.contains("tensor `w`") && text.contains("needs 12 bytes but holds 8"), "{text}");
+
+    let nodes = vec![node("Add", &["i", "w"], &["y"], vec![])];
+    let mut m = M::new(nodes, vec![value_info("i", code::INT64, &[Ok(3)])], &["y"]);
+    m.inits = vec![int64s("w", &[1, 1 << 40, 2])];
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("`w`") && text.contains("1099511627776"), "{text}");
+
+    let nodes = vec![node("Relu", &["x"], &["y"], vec![int_attr("alpha", 2)])];
+    let (name, text) = error(&M::new(nodes, x(), &["y"]));
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("attribute `alpha` of Relu"), "{text}");
+
+    let nodes = vec![node("Hardmax", &["x"], &["y"], vec![])];
+    let (name, text) = error(&M::new(nodes, x(), &["y"]));
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("operator Hardmax"), "{text}");
+
+    let nodes = vec![node("Reshape", &["x", "x"], &["y"], vec![])];
+    let (name, text) = error(&M::new(nodes, x(), &["y"]));
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("computed at run time"), "{text}");
+}
+
+fn external(name: &str, location: &str) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: vec![3],
+        data_type: code::FLOAT,
+        data_location: EnumOrUnknown::from_i32(1),
+        external_data: vec![
+            StringStringEntryProto { key: "location".into(), value: location.into(), ..Default::default() },
+            StringStringEntryProto { key: "offset".into(), value: "4".into(), ..Default::default() },
+        ],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn external_data_is_read_inside_the_model_folder_only() {
+    let dir = std::env::temp_dir().join(format!("tgc-onnx-ext-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("m")).unwrap();
+    let bytes: Vec<u8> = [9.0f32, 1.0, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(dir.join("m/w.data"), &bytes).unwrap();
+    std::fs::write(dir.join("outside.data"), &bytes).unwrap();
+    let model = |loc: &str| {
+        let mut m = M::new(
+            vec![node("Add", &["x", "w"], &["y"], vec![])],
+            vec![value_info("x", code::FLOAT, &[Ok(3)])],
+            &["y"],
+        );
+        m.inits = vec![external("w", loc)];
+        m.bytes()
+    };
+    let m_dir = dir.join("m");
+    let imp = import(&model("w.data"), Some(&m_dir), &[]).unwrap();
+    let x = HostTensor::from_f64(DType::F32, &[3], &[10.0, 20.0, 30.0]).unwrap();
+    assert_eq!(run(&imp, &[x])[0].to_f64_vec(), vec![11.0, 22.0, 33.0]);
+    for loc in ["../outside.data", "/etc/passwd", "sub/../../outside.data"] {
+        let d = import(&model(loc), Some(&m_dir), &[]).unwrap_err();
+        assert_eq!(d.name, ErrorName::Io, "{loc}: {d}");
+        assert!(d.message.contains("inside the model's folder"), "{loc}: {d}");
+    }
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(dir.join("outside.data"), m_dir.join("link.data")).unwrap();
+        let d = import(&model("link.data"), Some(&m_dir), &[]).unwrap_err();
+        assert!(d.message.contains("resolves outside"), "{d}");
+    }
+    let d = import(&model("w.data"), None, &[]).unwrap_err();
+    assert_eq!(d.name, ErrorName::Unsupported);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_operator_list_is_sorted_and_every_entry_converts_or_refuses_by_attribute() {
+    assert!(ops::OPERATORS.windows(2).all(|w| w[0] < w[1]), "binary search needs a sorted list");
+}
+
+#[test]
+fn symbolic_range_runs_as_an_iota() {
+    // positions = Range(0, Shape(x)[1], 1): BERT's position ids.
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("Gather", &["s", "one"], &["len"], vec![int_attr("axis", 0)]),
+        node("Range", &["zero", "len", "one"], &["pos"], vec![]),
+        node("Cast", &["pos"], &["y"], vec![int_attr("to", code::FLOAT as i64)]),
+    ];
+    let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(1), Err("seq")])], &["y"]);
+    let scalar = |n: &str, v: i64| TensorProto {
+        name: n.into(),
+        data_type: code::INT64,
+        int64_data: vec![v],
+        ..Default::default()
+    };
+    m.inits = vec![scalar("zero", 0), scalar("one", 1)];
+    let imp = m.import().unwrap();
+    let x = HostTensor::zeros(DType::F32, &[1, 5]).unwrap();
+    assert_eq!(run(&imp, &[x])[0].to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+}
