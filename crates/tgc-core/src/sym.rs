@@ -83,6 +83,22 @@ impl Dim {
         self.as_int() == Some(1)
     }
 
+    /// The least value the dimension can take when every symbol is at
+    /// least 1 (symbols are sizes, and a size is at least 1:
+    /// `Graph::resolve_dims`): `Some` for a sum of symbol products with
+    /// positive coefficients plus a constant, `None` otherwise (a negative
+    /// coefficient or a floor division leaves the bound open).
+    pub fn lower_bound(&self) -> Option<i64> {
+        let mut bound: i64 = 0;
+        for (m, &c) in &self.terms {
+            if !m.is_empty() && (c < 0 || m.iter().any(|a| !matches!(a, Atom::Sym(_)))) {
+                return None;
+            }
+            bound = bound.checked_add(c)?;
+        }
+        Some(bound)
+    }
+
     fn from_terms(terms: impl IntoIterator<Item = (Monomial, i64)>) -> Dim {
         let mut out: BTreeMap<Monomial, i64> = BTreeMap::new();
         for (m, c) in terms {

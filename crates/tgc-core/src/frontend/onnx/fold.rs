@@ -31,12 +31,22 @@ fn int_div(a: &Dim, b: &Dim) -> Option<Dim> {
     }
 }
 
+/// A comparison of known integers; one of a symbolic dim and an integer
+/// below its least value ([`Dim::lower_bound`]) is decided too — PyTorch's
+/// `Where(Equal(shape, -1), 1, shape)` over a symbolic `batch` is `shape`.
 fn int_cmp(f: fn(f64, f64) -> bool) -> impl Fn(&Dim, &Dim) -> Option<bool> {
     move |a, b| {
         if a == b {
             return Some(f(0.0, 0.0));
         }
-        Some(f(a.as_int()? as f64, b.as_int()? as f64))
+        match (a.as_int(), b.as_int()) {
+            (Some(x), Some(y)) => Some(f(x as f64, y as f64)),
+            // Every value of the symbolic side lies above the integer, so
+            // the comparison has one answer over [bound, ∞).
+            (None, Some(y)) if a.lower_bound()? > y => Some(f(y as f64 + 1.0, y as f64)),
+            (Some(x), None) if b.lower_bound()? > x => Some(f(x as f64, x as f64 + 1.0)),
+            _ => None,
+        }
     }
 }
 
@@ -389,7 +399,11 @@ fn slice(x: &Known, ins: &[Option<std::rc::Rc<Known>>], a: &Attrs, opset: i64) -
         if opset < 10 {
             return a.ints(name);
         }
-        ins.get(k).and_then(|x| x.as_deref()).map(|v| v.int_values(name)).transpose()
+        match ins.get(k).and_then(|x| x.as_deref()) {
+            // Bounds of symbols give a shape only known at run time.
+            Some(v) if !v.is_concrete() => Ok(None),
+            v => v.map(|v| v.int_values(name)).transpose(),
+        }
     };
     let (Some(starts), Some(ends)) = (get(1, "starts")?, get(2, "ends")?) else { return Ok(None) };
     let r = x.shape.len();

@@ -1066,26 +1066,39 @@ fn slice(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let x = b.run(n.required(0)?)?;
     let xs = b.shape(x)?;
     let r = xs.len();
-    let get = |b: &mut Builder, k: usize, name: &str| -> DResult<Option<Vec<i64>>> {
+    // Starts and ends may be expressions of symbols (`sequence_length`);
+    // axes and steps are integers.
+    let get = |b: &mut Builder, k: usize, name: &str| -> DResult<Option<Vec<Dim>>> {
         if n.opset < 10 {
-            return n.a.ints(name);
+            return Ok(n.a.ints(name)?.map(|v| v.into_iter().map(Dim::int).collect()));
         }
-        opt_known(b, n, k, name)?.map(|v| v.int_values(name)).transpose()
+        opt_known(b, n, k, name)?.map(|v| v.dims(name).map(<[Dim]>::to_vec)).transpose()
+    };
+    let ints = |v: Option<Vec<Dim>>, name: &str| -> DResult<Option<Vec<i64>>> {
+        v.map(|v| {
+            v.iter()
+                .map(|d| {
+                    d.as_int().ok_or_else(|| diag!(UnboundSymbol, "Slice {name} depends on `{d}`; bind it with --dim"))
+                })
+                .collect()
+        })
+        .transpose()
     };
     let starts = get(b, 1, "starts")?.ok_or_else(|| diag!(SyntaxError, "Slice needs starts"))?;
     let ends = get(b, 2, "ends")?.ok_or_else(|| diag!(SyntaxError, "Slice needs ends"))?;
-    let axes = get(b, 3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-    let steps = get(b, 4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
+    let axes = ints(get(b, 3, "axes")?, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = ints(get(b, 4, "steps")?, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
     let mut bounds: Vec<(Dim, Dim, Dim)> = xs.iter().map(|d| (Dim::int(0), d.clone(), Dim::int(1))).collect();
     let mut flips = Vec::new();
     for k in 0..starts.len() {
         let ax = norm_axis(*axes.get(k).unwrap_or(&(k as i64)), r)?;
-        let (start, end, step) = (starts[k], *ends.get(k).unwrap_or(&i64::MAX), *steps.get(k).unwrap_or(&1));
+        let (start, end) = (&starts[k], ends.get(k).cloned().unwrap_or(Dim::int(i64::MAX)));
+        let step = *steps.get(k).unwrap_or(&1);
         if step == 0 {
             return Err(diag!(NegativeStride, "Slice step 0 on axis {ax}"));
         }
-        let (lo, hi) = match xs[ax].as_int() {
-            Some(d) => {
+        let (lo, hi) = match (xs[ax].as_int(), start.as_int(), end.as_int()) {
+            (Some(d), Some(start), Some(end)) => {
                 let (s, e) = fold::slice_bounds(start, end, step, d);
                 if step > 0 {
                     (Dim::int(s), Dim::int(e.max(s)))
@@ -1095,22 +1108,22 @@ fn slice(b: &mut Builder, n: &N) -> DResult<ValueId> {
                     (Dim::int(d - 1 - s), Dim::int((d - 1 - e).max(d - 1 - s)))
                 }
             }
-            None if step > 0 => {
+            _ if step > 0 => {
+                // A symbolic size or bound: a concrete bound counts from the
+                // end when negative and is the size past it; a symbolic one
+                // is taken as it is (it lies in [0, size] for any shape the
+                // model accepts).
                 let d = &xs[ax];
-                let at = |v: i64| -> DResult<Dim> {
-                    if v >= i64::MAX / 2 {
-                        Ok(d.clone())
-                    } else if v >= 0 {
-                        Ok(Dim::int(v))
-                    } else if v > -(1 << 40) {
-                        Ok(d - &Dim::int(-v))
-                    } else {
-                        Ok(Dim::int(0))
-                    }
+                let at = |v: &Dim| match v.as_int() {
+                    Some(v) if v >= i64::MAX / 2 => d.clone(),
+                    Some(v) if v >= 0 => Dim::int(v),
+                    Some(v) if v > -(1 << 40) => d - &Dim::int(-v),
+                    Some(_) => Dim::int(0),
+                    None => v.clone(),
                 };
-                (at(start)?, at(end)?)
+                (at(start), at(&end))
             }
-            None => return Err(diag!(Unsupported, "a reversed Slice over the symbolic size `{}`", xs[ax])),
+            _ => return Err(diag!(Unsupported, "a reversed Slice over the symbolic size `{}`", xs[ax])),
         };
         bounds[ax] = (lo, hi, Dim::int(step.abs()));
     }
