@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of tgc's input formats with AFL++ (issue 18): not a
-# test, a long run. The targets are tgc_core::fuzz::TARGETS (dsl, tiny_json,
+# test, a long run. The targets are tgc_core::fuzz::TARGETS (dsl, onnx, tiny_json,
 # plan_dsl, plan_json, npy, safetensors, and the structure-aware graphs,
 # whose bytes choose a valid graph that the interpreter and the SIMT emulator
 # must compute alike); the driver is fuzz/ (its own
@@ -31,7 +31,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(dsl tiny_json plan_dsl plan_json npy safetensors graphs)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(dsl onnx tiny_json plan_dsl plan_json npy safetensors graphs)
 AFL_ROOT="$ROOT/.toolchain/afl"
 export PATH="$AFL_ROOT/bin:$PATH"
 if ! command -v cargo-afl >/dev/null; then

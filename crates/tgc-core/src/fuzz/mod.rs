@@ -25,8 +25,9 @@ pub mod gen;
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets by name, as `fuzz/` and the corpus folders name them.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("dsl", dsl),
+    ("onnx", onnx),
     ("tiny_json", tiny_json),
     ("plan_dsl", plan_dsl),
     ("plan_json", plan_json),
@@ -58,6 +59,16 @@ fn graph(data: &[u8], format: Format, what: &str) {
     let Ok(text) = crate::diag::decode_source(data.to_vec()) else { return };
     let built = pipeline::load(&text, format, None).and_then(|l| crate::index_book::build(&l.graph));
     user_error_only(what, built);
+}
+
+/// An ONNX model: decode, import and lower to Tiny IR (what `tgc check
+/// model.onnx` does, without external data), then build the IndexBook.
+pub fn onnx(data: &[u8]) {
+    let built = crate::frontend::onnx::import(data, None, &[]).and_then(|imported| {
+        let g = crate::frontend::to_tiny::lower_program(&imported.program, None)?;
+        crate::index_book::build(&g)
+    });
+    user_error_only("onnx", built);
 }
 
 /// The Schedule Plan DSL (`000` §12.5's text form).

@@ -325,8 +325,40 @@ fn external_data_is_read_inside_the_model_folder_only() {
 }
 
 #[test]
-fn the_operator_list_is_sorted_and_every_entry_converts_or_refuses_by_attribute() {
-    assert!(ops::OPERATORS.windows(2).all(|w| w[0] < w[1]), "binary search needs a sorted list");
+fn the_operator_list_is_sorted() {
+    assert!(ops::OPERATORS.windows(2).all(|w| w[0].name < w[1].name), "binary search needs a sorted list");
+}
+
+/// `docs/onnx_operators.md` from [`ops::OPERATORS`].
+fn operator_table() -> String {
+    let mut s = String::from(
+        "# ONNX operators the importer takes\n\n\
+         Generated from `tgc_core::frontend::onnx::ops::OPERATORS` (a test of \
+         `frontend/onnx/tests.rs` holds this file to it; `UPDATE_EXPECT=1` rewrites it).\n\n\
+         Every operator is of the default domain and every model must import an opset from \
+         7 to 28. No operator takes tensors with a zero-size axis or of a type tgc does not \
+         compute in (f32, f16, bf16, i32, bool; int64 is computed as int32, each value checked). \
+         An operator or attribute not listed is refused with an error naming the node.\n\n\
+         | operator | opsets | limits |\n| --- | --- | --- |\n",
+    );
+    for o in ops::OPERATORS {
+        let first = o.since.max(MIN_OPSET);
+        let limits = if o.limits.is_empty() { "—" } else { o.limits };
+        s.push_str(&format!("| {} | {first}–{MAX_OPSET} | {limits} |\n", o.name));
+    }
+    s
+}
+
+#[test]
+fn the_operator_table_in_docs_is_the_importers_list() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/onnx_operators.md");
+    let table = operator_table();
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&path, &table).unwrap();
+        return;
+    }
+    let doc = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(doc == table, "docs/onnx_operators.md is not the importer's list; UPDATE_EXPECT=1 rewrites it");
 }
 
 #[test]
