@@ -44,6 +44,8 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Abs", since: 1, limits: "" },
     Operator { name: "Add", since: 1, limits: "" },
     Operator { name: "And", since: 1, limits: "" },
+    Operator { name: "ArgMax", since: 1, limits: "a NaN is not the extreme (ONNX leaves it unspecified)" },
+    Operator { name: "ArgMin", since: 1, limits: "as ArgMax" },
     Operator { name: "Attention", since: 23, limits: "no key/value cache, `softcap`, windows or `qk_matmul_output_mode`; outputs 1–3 not computed; 3-D operands need `q_num_heads` and `kv_num_heads`" },
     Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; `ceil_mode` with `count_include_pad` refused where the last window is partial" },
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
@@ -81,9 +83,10 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "HardSwish", since: 14, limits: "" },
     Operator { name: "Identity", since: 1, limits: "" },
     Operator { name: "InstanceNormalization", since: 1, limits: "" },
+    Operator { name: "IsInf", since: 10, limits: "" },
     Operator { name: "IsNaN", since: 9, limits: "" },
     Operator { name: "LRN", since: 1, limits: "" },
-    Operator { name: "LayerNormalization", since: 17, limits: "outputs Mean and InvStdDev not computed" },
+    Operator { name: "LayerNormalization", since: 17, limits: "" },
     Operator { name: "LeakyRelu", since: 1, limits: "" },
     Operator { name: "Less", since: 1, limits: "" },
     Operator { name: "LessOrEqual", since: 12, limits: "" },
@@ -132,6 +135,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Squeeze", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
     Operator { name: "Sub", since: 1, limits: "" },
     Operator { name: "Sum", since: 1, limits: "" },
+    Operator { name: "Swish", since: 24, limits: "" },
     Operator { name: "Tanh", since: 1, limits: "" },
     Operator { name: "ThresholdedRelu", since: 10, limits: "" },
     Operator { name: "Tile", since: 1, limits: "repeats known at import (a constant, or computed from shapes)" },
@@ -181,6 +185,9 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "ConstantOfShape" => &["value"],
         "Conv" | "ConvTranspose" => CONV,
         "CumSum" => &["exclusive", "reverse"],
+        "ArgMax" | "ArgMin" => &["axis", "keepdims", "select_last_index"],
+        "Swish" => &["alpha"],
+        "IsInf" => &["detect_negative", "detect_positive"],
         "DepthToSpace" | "SpaceToDepth" => &["blocksize", "mode"],
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
@@ -380,7 +387,7 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             let args = (0..3).map(|k| b.run(n.required(k)?).map(Operand::Value)).collect::<DResult<Vec<_>>>()?;
             one(b.emit(FOp::InstanceNorm { eps: n.a.float_or("epsilon", 1e-5)? }, args))
         }
-        "LayerNormalization" => one(layer_norm(b, &n)),
+        "LayerNormalization" => layer_norm(b, &n),
         "RMSNormalization" => one(rms_norm(b, &n)),
         "LRN" => one(lrn(b, &n)),
         "Softmax" | "LogSoftmax" => one(softmax(b, &n)),
@@ -461,6 +468,30 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             one(b.emit(scan, vec![Operand::Value(x)]))
         }
         "Trilu" => one(trilu(b, &n)),
+        "ArgMax" | "ArgMin" => one(arg_extreme(b, &n)),
+        "Swish" => {
+            let x = b.run(n.required(0)?)?;
+            let s = bin(b, BinaryFn::Mul, val(x), b.lit(n.a.float_or("alpha", 1.0)?, LitKind::Float))?;
+            let s = unary(b, UnaryFn::Sigmoid, s)?;
+            one(bin(b, BinaryFn::Mul, val(x), val(s)))
+        }
+        "IsInf" => {
+            let x = b.run(n.required(0)?)?;
+            let (pos, neg) = (n.a.int_or("detect_positive", 1)? != 0, n.a.int_or("detect_negative", 1)? != 0);
+            let inf = |b: &Builder, v: f64| b.lit(v, LitKind::Float);
+            one(match (pos, neg) {
+                (true, true) => {
+                    let a = unary(b, UnaryFn::Abs, x)?;
+                    bin(b, BinaryFn::Eq, val(a), inf(b, f64::INFINITY))
+                }
+                (true, false) => bin(b, BinaryFn::Eq, val(x), inf(b, f64::INFINITY)),
+                (false, true) => bin(b, BinaryFn::Eq, val(x), inf(b, f64::NEG_INFINITY)),
+                (false, false) => {
+                    let shape = b.shape(x)?;
+                    b.splat(0.0, DType::Bool, &shape)
+                }
+            })
+        }
         "Attention" => attention(b, &n),
         "Range" => one(range(b, &n)),
         "ConstantOfShape" => {
@@ -959,12 +990,13 @@ fn pool(b: &mut Builder, n: &N) -> DResult<ValueId> {
     b.emit(op, vec![val(x)])
 }
 
-fn layer_norm(b: &mut Builder, n: &N) -> DResult<ValueId> {
-    n.no_output(1, "the mean")?;
-    n.no_output(2, "the inverse standard deviation")?;
+/// `LayerNormalization`; its optional outputs Mean and InvStdDev (f32,
+/// the normalised axes kept as size 1) are computed beside it when wanted.
+fn layer_norm(b: &mut Builder, n: &N) -> DResult<Vec<Val>> {
     let x = b.run(n.required(0)?)?;
     let r = b.shape(x)?.len();
     let axis = norm_axis(n.a.int_or("axis", -1)?, r)?;
+    let eps = n.a.float_or("epsilon", 1e-5)?;
     let gamma = b.run(n.required(1)?)?;
     let beta = match n.input(2) {
         Some(name) => b.run(name)?,
@@ -973,8 +1005,24 @@ fn layer_norm(b: &mut Builder, n: &N) -> DResult<ValueId> {
             b.splat(0.0, dt, &shape)?
         }
     };
-    let axes = (axis as i64..r as i64).collect();
-    b.emit(FOp::LayerNorm { axes, eps: n.a.float_or("epsilon", 1e-5)? }, vec![val(x), val(gamma), val(beta)])
+    let axes: Vec<i64> = (axis as i64..r as i64).collect();
+    let y = b.emit(FOp::LayerNorm { axes: axes.clone(), eps }, vec![val(x), val(gamma), val(beta)])?;
+    let mut out = vec![Val::Run(y)];
+    if n.wants(1) || n.wants(2) {
+        let xf = if b.dtype(x)? == DType::F32 { x } else { b.emit(FOp::Cast { to: DType::F32 }, vec![val(x)])? };
+        let mean_of = |b: &mut Builder, v: ValueId| {
+            let axes = Some(axes.iter().map(|&a| AxisRef::Index(a)).collect());
+            b.emit(FOp::Reduce { op: ReduceFn::Mean, axes, keepdim: true, acc: None }, vec![val(v)])
+        };
+        let mean = mean_of(b, xf)?;
+        let c = bin(b, BinaryFn::Sub, val(xf), val(mean))?;
+        let sq = bin(b, BinaryFn::Mul, val(c), val(c))?;
+        let var = mean_of(b, sq)?;
+        let var = bin(b, BinaryFn::Add, val(var), b.lit(eps, LitKind::Float))?;
+        out.push(Val::Run(mean));
+        out.push(Val::Run(unary(b, UnaryFn::Rsqrt, var)?));
+    }
+    Ok(out)
 }
 
 /// `LRN` (Krizhevsky et al.): `x / (bias + alpha/size · Σ x²)^beta`, the sum
@@ -1543,4 +1591,28 @@ fn rms_norm(b: &mut Builder, n: &N) -> DResult<ValueId> {
         y = b.emit(FOp::Cast { to: dt }, vec![val(y)])?;
     }
     bin(b, BinaryFn::Mul, val(y), val(scale))
+}
+
+/// `ArgMax`/`ArgMin` along `axis`: the first (or, with
+/// `select_last_index`, the last) index whose element equals the extreme,
+/// as `where(x == extreme, index, sentinel)` reduced by min (max); the
+/// indices are an exclusive running sum of ones along the axis. A NaN
+/// never equals the extreme, so a row with a NaN gives the extreme of the
+/// other elements' indices (ONNX leaves NaN unspecified).
+fn arg_extreme(b: &mut Builder, n: &N) -> DResult<ValueId> {
+    let x = b.run(n.required(0)?)?;
+    let shape = b.shape(x)?;
+    let axis = norm_axis(n.a.int_or("axis", 0)?, shape.len())?;
+    let keepdim = n.a.int_or("keepdims", 1)? != 0;
+    let last = n.a.int_or("select_last_index", 0)? != 0;
+    let f = if n.node.op_type == "ArgMax" { ReduceFn::Max } else { ReduceFn::Min };
+    let ax = Some(vec![AxisRef::Index(axis as i64)]);
+    let m = b.emit(FOp::Reduce { op: f, axes: ax.clone(), keepdim: true, acc: None }, vec![val(x)])?;
+    let hit = bin(b, BinaryFn::Eq, val(x), val(m))?;
+    let ones = b.splat(1.0, DType::I32, &shape)?;
+    let idx =
+        b.emit(FOp::Scan { op: ReduceFn::Sum, axis: axis as i64, exclusive: true, reverse: false }, vec![val(ones)])?;
+    let (sentinel, pick) = if last { (-1.0, ReduceFn::Max) } else { (i32::MAX as f64, ReduceFn::Min) };
+    let cand = b.emit(FOp::Where, vec![val(hit), val(idx), b.lit(sentinel, LitKind::Int)])?;
+    b.emit(FOp::Reduce { op: pick, axes: ax, keepdim, acc: None }, vec![val(cand)])
 }
