@@ -2,7 +2,8 @@
 //! ShapeSet point's block sizes from the committed tuning cache
 //! `tgc-tune/`) and writes their typed Rust modules to
 //! `$OUT_DIR/tgc_kernels.rs` (and the C ABI of the model `mlp` to
-//! `$OUT_DIR/tgc_kernels.h`); with feature `sm80`, GEMM graphs also get
+//! `$OUT_DIR/tgc_kernels.h`) and the ONNX model `models/small_cnn.onnx`;
+//! with feature `sm80`, GEMM graphs also get
 //! their sm_80 kernel and typed GPU launch functions (NVRTC at build time),
 //! with `sm90` also their sm_90a twins (TMA + wgmma) for 9.x devices.
 
@@ -22,6 +23,10 @@ fn main() {
         .shape_set(&[("R", &[4]), ("C", &[8, 16])])
         .kernel("mlp", "graphs/mlp.tgc")
         .model(&["x"])
+        // An ONNX model (models/small_cnn.py writes it): a model whose run
+        // input is the ONNX graph's `input`, its initializers embedded as
+        // the weights (`small_cnn::Model::embedded()`).
+        .onnx("small_cnn", "models/small_cnn.onnx")
         .sm80(std::env::var_os("CARGO_FEATURE_SM80").is_some())
         .sm90(std::env::var_os("CARGO_FEATURE_SM90").is_some())
         // Block sizes measured by `tgc tune graphs/gemm_bias_relu.tgc

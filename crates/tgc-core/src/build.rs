@@ -1,5 +1,5 @@
 //! The build-script helper: compiles graph files (`.tgc` or Tiny IR `.json`)
-//! at `cargo build` time into C, builds the C into one static library with
+//! and ONNX models ([`Kernels::onnx`]) at `cargo build` time into C, builds the C into one static library with
 //! the system C compiler (through the [`cc`] crate), and writes a Rust file
 //! of typed kernel modules to `include!`.
 //!
@@ -81,6 +81,9 @@ struct KernelSpec {
     shapes: Vec<Vec<(String, i64)>>,
     /// The run inputs of a model ([`Kernels::model`]).
     model: Option<Vec<String>>,
+    /// An ONNX model ([`Kernels::onnx`]): a model whose run inputs are the
+    /// ONNX graph inputs, its initializers embedded as its weights.
+    onnx: bool,
 }
 
 /// What [`Kernels::compile`] wrote.
@@ -170,7 +173,26 @@ impl Kernels {
             entry: None,
             shapes: Vec::new(),
             model: None,
+            onnx: false,
         });
+        self
+    }
+
+    /// Adds the ONNX model at `path` (relative to the manifest directory)
+    /// as kernel `name`, imported by [`crate::frontend::onnx`]: a model
+    /// ([`Kernels::model`]) whose run inputs are the ONNX graph's inputs and
+    /// whose weights are its initializers. The weights are written to
+    /// `OUT_DIR/<lib>/<name>.safetensors` and embedded in the binary: the
+    /// module gains `WEIGHT_DATA` (those bytes) and `Model::embedded()`
+    /// (`Model::init` from them). To load them from a file at run time
+    /// instead, write them once with `tgc import` and call `Model::init`
+    /// with a `tgc::model::Safetensors` over the file's bytes.
+    pub fn onnx(mut self, name: &str, path: impl AsRef<Path>) -> Kernels {
+        self = self.kernel(name, path);
+        if let Some(k) = self.kernels.last_mut() {
+            k.onnx = true;
+            k.model = Some(Vec::new());
+        }
         self
     }
 
@@ -377,6 +399,7 @@ impl Kernels {
         let mut files = Vec::new();
         let mut sm80_cubins: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         let mut model_decls = Vec::new();
+        let mut weight_files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         for (i, k) in self.kernels.iter().enumerate() {
             api::check_module_name(&k.name).map_err(|d| BuildError::Config(d.message))?;
             if self.kernels[..i].iter().any(|o| o.name == k.name) {
@@ -387,12 +410,30 @@ impl Kernels {
                 println!("cargo:rerun-if-changed={}", file.display());
             }
             let symbol = format!("tgc_{prefix}_{}", k.name);
-            let (mut module, graph, points) = compile_kernel(k, &file, &symbol, tuning.as_ref())?;
-            if let Some(run_inputs) = &k.model {
+            let (mut module, loaded, points) = compile_kernel(k, &file, &symbol, tuning.as_ref())?;
+            let graph = loaded.graph;
+            let run_inputs = match (&k.model, k.onnx) {
+                (Some(_), true) => {
+                    let weights = &loaded.weights;
+                    let runs =
+                        pipeline::input_names(&graph).into_iter().filter(|n| !weights.iter().any(|(w, _)| w == n));
+                    Some(runs.collect::<Vec<_>>())
+                }
+                (model, false) => model.clone(),
+                (None, true) => None,
+            };
+            if let Some(run_inputs) = &run_inputs {
                 let m = crate::emit::model::model_items(&k.name, &graph, run_inputs, &module.arenas)
                     .map_err(|diagnostic| BuildError::Graph { file: file.clone(), diagnostic })?;
                 module.items.push_str(&m.items);
                 model_decls.push(m.header);
+            }
+            if k.onnx {
+                let bytes = tgc_runtime::safetensors_io::to_safetensors(&loaded.weights)
+                    .map_err(|e| BuildError::Config(format!("kernel `{}`: {e}", k.name)))?;
+                let path = out_dir.join(lib).join(format!("{}.safetensors", k.name));
+                weight_files.push((path.clone(), bytes));
+                module.items.push_str(&crate::emit::model::embedded_weights_items(&path.display().to_string()));
             }
             for note in &module.notes {
                 if metadata {
@@ -414,7 +455,7 @@ impl Kernels {
                         eprintln!("warning: {note}");
                     }
                 }
-                if let Some(run_inputs) = &k.model {
+                if let Some(run_inputs) = &run_inputs {
                     let items = crate::emit::model::sm80_model_items(&k.name, &graph, run_inputs)
                         .map_err(|diagnostic| BuildError::Graph { file: file.clone(), diagnostic })?;
                     sm80.add_items(&items);
@@ -437,8 +478,8 @@ impl Kernels {
             path: c_dir.clone(),
             source,
         })?;
-        for (path, cubin) in &sm80_cubins {
-            std::fs::write(path, cubin).map_err(|source| BuildError::Io {
+        for (path, bytes) in sm80_cubins.iter().chain(&weight_files) {
+            std::fs::write(path, bytes).map_err(|source| BuildError::Io {
                 action: "write",
                 path: path.clone(),
                 source,
@@ -529,9 +570,9 @@ impl Kernels {
     }
 }
 
-/// Loads one kernel's graph and generates its module.
-/// A kernel's module, with its graph and ShapeSet points (for the sm80 part).
-type CompiledKernel = (api::KernelModule, crate::tiny::Graph, Vec<BTreeMap<String, i64>>);
+/// A kernel's module, with what was loaded (its graph, and an ONNX model's
+/// weights) and its ShapeSet points (for the sm80 part).
+type CompiledKernel = (api::KernelModule, pipeline::Loaded, Vec<BTreeMap<String, i64>>);
 
 /// The kernel's module, and its graph and ShapeSet points.
 fn compile_kernel(
@@ -541,10 +582,14 @@ fn compile_kernel(
     tuning: Option<&crate::tune::Tuning>,
 ) -> Result<CompiledKernel, BuildError> {
     let graph_err = |diagnostic: Diagnostic| BuildError::Graph { file: file.to_path_buf(), diagnostic };
-    let text = crate::diag::read_source(file)
-        .map_err(|source| BuildError::Io { action: "read", path: file.to_path_buf(), source })?
-        .map_err(graph_err)?;
-    let loaded = pipeline::load(&text, Format::of(file, &text), k.entry.as_deref()).map_err(graph_err)?;
+    let loaded = if k.onnx {
+        pipeline::load_onnx(file, &[]).map_err(graph_err)?
+    } else {
+        let text = crate::diag::read_source(file)
+            .map_err(|source| BuildError::Io { action: "read", path: file.to_path_buf(), source })?
+            .map_err(graph_err)?;
+        pipeline::load(&text, Format::of(file, &text), k.entry.as_deref()).map_err(graph_err)?
+    };
     let mut points = Vec::new();
     for p in &k.shapes {
         let mut point = BTreeMap::new();
@@ -560,7 +605,7 @@ fn compile_kernel(
     }
     let backend = Backend::C { symbol: symbol.to_string(), tuning: tuning.cloned() };
     let module = api::kernel_module(&k.name, &loaded.graph, &points, &backend).map_err(graph_err)?;
-    Ok((module, loaded.graph, points))
+    Ok((module, loaded, points))
 }
 
 /// `<package>_<version>` from Cargo's variables, as C identifier characters.

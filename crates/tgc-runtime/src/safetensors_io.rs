@@ -1,5 +1,6 @@
 //! Reading one tensor of a `.safetensors` file (the `NAME=FILE.safetensors:TENSOR`
-//! inputs of `tgc run`).
+//! inputs of `tgc run`), and writing named tensors as one
+//! ([`to_safetensors`]: an imported model's weights).
 //!
 //! Element types read: F16, BF16, F32, I32 and BOOL as themselves; F64 and I64
 //! converted to f32 (nearest) and i32 (an error when a value is out of range),
@@ -12,6 +13,27 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::tensor::{f64_le_to_f32_le, i64_le_to_i32_le};
 use crate::{DType, Error, HostTensor, Result};
+
+/// The bytes of a `.safetensors` file holding `tensors` by name, in their
+/// own dtypes (F16, BF16, F32, I32, BOOL), in the order given.
+///
+/// Errors: [`Error::Format`] for two tensors of one name.
+pub fn to_safetensors(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
+    let mut views = Vec::with_capacity(tensors.len());
+    for (name, t) in tensors {
+        let dtype = match t.dtype() {
+            DType::F16 => Dtype::F16,
+            DType::BF16 => Dtype::BF16,
+            DType::F32 => Dtype::F32,
+            DType::I32 => Dtype::I32,
+            DType::Bool => Dtype::BOOL,
+        };
+        let view = safetensors::tensor::TensorView::new(dtype, t.shape().to_vec(), t.bytes())
+            .map_err(|e| Error::Format(format!("tensor `{name}`: {e}")))?;
+        views.push((name.as_str(), view));
+    }
+    safetensors::tensor::serialize(views, &None).map_err(|e| Error::Format(format!("cannot write .safetensors: {e}")))
+}
 
 /// Names listed when a requested tensor is missing.
 const MAX_LISTED_NAMES: usize = 10;

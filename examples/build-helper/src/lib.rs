@@ -14,7 +14,12 @@
 //!   loads its weights once into a ConstPool and `Model::run(x, y, B)` takes
 //!   only the input; the crate's cdylib exports the same as the C functions
 //!   `tgc_mlp_model_init/run/free` of `$OUT_DIR/tgc_kernels.h`
-//!   (`tests/c/mlp.c` calls them).
+//!   (`tests/c/mlp.c` calls them);
+//! - `small_cnn`: the ONNX model `models/small_cnn.onnx` (a Conv →
+//!   BatchNormalization → Relu → MaxPool → Flatten → Gemm exported as
+//!   PyTorch would), imported at build time: `small_cnn::Model::embedded()`
+//!   loads the initializers embedded in the binary and
+//!   `Model::run(input, logits, batch)` runs it.
 //!
 //! Each module has the API of a `tgc::kernel!` module (`run`, `TINY_IR`,
 //! `GENERATED_SOURCE`), and the same argument checks.

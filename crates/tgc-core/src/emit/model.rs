@@ -394,6 +394,28 @@ fn c_len(p: &str, params: &[String]) -> String {
     n
 }
 
+/// The items of a model whose weights are embedded in the binary (an ONNX
+/// model's initializers, [`crate::build::Kernels::onnx`]): `WEIGHT_DATA`,
+/// the bytes of the `.safetensors` file at `path` (read by
+/// `include_bytes!` at compile time), and `Model::embedded`.
+pub fn embedded_weights_items(path: &str) -> String {
+    format!(
+        "/// The model's weights as the bytes of a `.safetensors` file, embedded at build time.\n\
+         pub static WEIGHT_DATA: &[u8] = include_bytes!({});\n\n\
+         impl Model {{\n    \
+             /// [`Model::init`] from the embedded weights ([`WEIGHT_DATA`]).\n    \
+             ///\n    \
+             /// # Errors\n    \
+             ///\n    \
+             /// `OutOfMemory` when the pool cannot be allocated.\n    \
+             pub fn embedded() -> ::core::result::Result<Model, {FACADE}::Error> {{\n        \
+                 Model::init(&mut {FACADE}::model::Safetensors::new(WEIGHT_DATA))\n    \
+             }}\n\
+         }}\n",
+        lit(path)
+    )
+}
+
 /// The whole header of library `lib` with the declarations of its models.
 pub fn header(lib: &str, decls: &[String]) -> String {
     let guard = format!("TGC_{}_H", lib.to_ascii_uppercase());
