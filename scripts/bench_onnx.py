@@ -1,0 +1,112 @@
+"""Benchmark (not a test): whole ONNX models on the CPU, tgc against ONNX
+Runtime with the same thread count, on the same inputs, outputs compared.
+
+Models: ResNet-50 and SqueezeNet (the `onnx` wheel's model-zoo
+architectures, their weights made seeded random as scripts/onnx_models.py
+does), batch 1 at 224²; paraphrase-MiniLM-L3-v2 (an `optimum` export, its own
+weights) at 1×128 and 8×128 tokens.
+
+    python3 scripts/bench_onnx.py BENCH_ONNX [--threads 1,2] [--runs 20] [--only TEXT]
+
+BENCH_ONNX is the `bench_onnx` example (crates/tgc-cli/examples); run
+through scripts/bench_onnx.sh. For each model it prints the time from
+`.onnx` to a runnable program (import + C generation and compile), and per
+thread count tgc's and ONNX Runtime's median ms over RUNS calls after one
+warm-up, ORT/tgc (≥ 1 means tgc is faster) and the largest difference of
+the outputs; a row whose outputs differ beyond rtol 1e-3 + atol 1e-4 is
+marked FAIL and the script exits 1.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_models import LIGHT, randomize  # noqa: E402
+
+
+def ort_ms(path, feeds, threads, runs):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    out = sess.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = sess.run(None, feeds)
+        times.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(times)), out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    work = tempfile.mkdtemp(prefix="tgc-bench-onnx-")
+    cases = []
+    for k, name in enumerate(["resnet50", "squeezenet"]):
+        model = randomize(onnx.load(os.path.join(LIGHT, f"light_{name}.onnx")), seed=k)
+        path = os.path.join(work, f"{name}.onnx")
+        onnx.save(model, path)
+        inp = model.graph.input[0].name
+        x = np.random.default_rng(100 + k).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        cases.append((f"{name} 1×3×224²", path, {inp: x}))
+    minilm = os.environ.get("TGC_MINILM_ONNX")
+    if minilm:
+        for b, s in [(1, 128), (8, 128)]:
+            rng = np.random.default_rng(b)
+            ids = rng.integers(0, 30000, (b, s)).astype(np.int64)
+            cases.append((f"minilm_l3 {b}×{s}", minilm, {"input_ids": ids, "attention_mask": np.ones((b, s), np.int64)}))
+    failed = 0
+    print("| model | threads | .onnx → runnable s (import + C) | tgc ms | ORT ms | ORT/tgc | max|d| |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for label, path, feeds in cases:
+        if args.only not in label:
+            continue
+        d = tempfile.mkdtemp(dir=work)
+        flags = []
+        for name, v in feeds.items():
+            f = os.path.join(d, name + ".npy")
+            np.save(f, v.astype(np.int32) if v.dtype == np.int64 else v)
+            flags += ["--input", f"{name}={f}"]
+        out = os.path.join(d, "out")
+        r = subprocess.run(
+            [args.bench, path, *flags, "--threads", args.threads, "--runs", str(args.runs), "--out", out],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            print(f"| {label} | - | error: {r.stderr.strip()[:200]} | | | | |")
+            failed += 1
+            continue
+        tgc = json.loads(r.stdout.strip().splitlines()[-1])
+        got = [np.load(os.path.join(out, f"output_{k}.npy")) for k in range(len(os.listdir(out)))]
+        setup = f"{tgc['import_s'] + tgc['compile_s']:.1f} ({tgc['import_s']:.1f} + {tgc['compile_s']:.1f})"
+        for n in threads:
+            time.sleep(1)
+            peer, want = ort_ms(path, feeds, n, args.runs)
+            diff = max(float(np.max(np.abs(g.astype(np.float64) - w))) for g, w in zip(got, want))
+            ok = all(g.shape == w.shape and np.allclose(g, w, rtol=1e-3, atol=1e-4) for g, w in zip(got, want))
+            failed += not ok
+            t = tgc["ms"][str(n)]
+            mark = "" if ok else " FAIL"
+            print(f"| {label} | {n} | {setup} | {t:.2f} | {peer:.2f} | {peer / t:.2f} | {diff:.1e}{mark} |")
+            setup = ""
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
