@@ -1,4 +1,4 @@
-# Sourced by scripts/bench_cpu.sh and scripts/onnx_conformance.sh: installs
+# Sourced by scripts/bench_cpu.sh, scripts/onnx_models.sh and scripts/bench_onnx.sh: installs
 # the Python packages the CPU peers and the ONNX conformance run import
 # (NumPy, ONNX, ONNX Runtime) once with pip into .toolchain/bench
 # (git-ignored), pinned with the packages they import (installed with

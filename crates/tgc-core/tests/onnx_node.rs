@@ -1,13 +1,18 @@
-//! ONNX's operator test cases (the `onnx` wheel's `backend/test/case/node`,
-//! written to `.toolchain/onnx-node` by `scripts/setup.sh`) through the
-//! importer and the reference interpreter, against the outputs the cases
-//! record, and against the committed expectation `tests/onnx/node.expect`
-//! (one line per case: name, status, reason). Any difference from the
+//! ONNX's backend test cases through the importer and the reference
+//! interpreter, against the outputs the cases record: the operator cases
+//! (the `onnx` wheel's `backend/test/case/node`, written to
+//! `.toolchain/onnx-node` by `scripts/setup.sh`) and the wheel's own
+//! `pytorch-converted`, `pytorch-operator` and `simple` suites (in
+//! `.toolchain/onnx`); and against the committed expectation
+//! `tests/onnx/node.expect` (one line per case: suite/name, status,
+//! reason). Any difference from the
 //! expectation fails — a case that stopped passing, or one that started;
 //! `UPDATE_EXPECT=1` rewrites the file.
 //!
-//! Statuses: `pass`; `fail` (outputs differ beyond [`tolerance`] or in
-//! shape); `unsupported`
+//! Statuses: `pass` (the interpreter and then the CPU backend, whose
+//! cases are compiled in batches, both give the recorded outputs); `fail`
+//! (the interpreter's outputs differ beyond [`tolerance`] or in shape);
+//! `fail-cpu` (the interpreter's match, the CPU backend's do not); `unsupported`
 //! (the importer refused the model, with its error); `error` (imported, but
 //! binding or running failed). Inputs of type int64 are fixed at import
 //! (`load_onnx`'s `fixed`): in these cases they carry the shapes, axes and
@@ -25,9 +30,18 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The case folder: `TGC_ONNX_NODE_DATA`, else `.toolchain/onnx-node`.
-fn data_dir() -> PathBuf {
-    std::env::var_os("TGC_ONNX_NODE_DATA").map_or_else(|| root().join(".toolchain/onnx-node"), PathBuf::from)
+/// The suites: `(name, folder of case folders)`; the operator cases in
+/// `TGC_ONNX_NODE_DATA`, else `.toolchain/onnx-node`.
+fn suites() -> Vec<(&'static str, PathBuf)> {
+    let node =
+        std::env::var_os("TGC_ONNX_NODE_DATA").map_or_else(|| root().join(".toolchain/onnx-node"), PathBuf::from);
+    let data = root().join(".toolchain/onnx/onnx/backend/test/data");
+    vec![
+        ("node", node),
+        ("pytorch-converted", data.join("pytorch-converted")),
+        ("pytorch-operator", data.join("pytorch-operator")),
+        ("simple", data.join("simple")),
+    ]
 }
 
 /// Reads `dir/{kind}_K.pb` for K = 0, 1, … as tensors.
@@ -55,67 +69,41 @@ fn tolerance(dtype: tgc_runtime::DType) -> (f64, f64) {
     }
 }
 
-/// One case's status and reason.
-fn run_case(dir: &Path) -> (String, String, bool) {
-    let data = dir.join("test_data_set_0");
-    let (inputs, outputs) = (tensors(&data, "input"), tensors(&data, "output"));
-    let scope = in_scope(&inputs) && in_scope(&outputs);
-    let short = |d: &tgc_core::Diagnostic| {
-        let mut s = format!("{}: {}", d.name, d.message);
-        s.truncate(160);
-        s.replace(['\n', '\t'], " ")
-    };
-    // Integer inputs feed shapes, axes and pads in these cases, which a real
-    // model holds as initializers: fixed at import, as those would be.
-    let fixed: Vec<_> = inputs.iter().filter(|t| t.data_type == proto::code::INT64).cloned().collect();
-    let loaded = match pipeline::load_onnx(&dir.join("model.onnx"), &fixed) {
-        Ok(l) => l,
-        Err(d) => return ("unsupported".into(), short(&d), scope),
-    };
-    let g = &loaded.graph;
-    let mut given: BTreeMap<String, tgc_runtime::HostTensor> = BTreeMap::new();
-    for t in inputs.iter().filter(|t| !fixed.contains(t)) {
-        match onnx::host_tensor(t, None) {
-            Ok(h) => {
-                given.insert(loaded.name_of(&t.name).to_string(), h);
-            }
-            Err(d) => return ("unsupported".into(), short(&d), scope),
-        }
+/// A case's outcome: status, reason, whether it is in scope, and for a
+/// case the interpreter passed, what the CPU stage runs.
+struct Outcome {
+    status: &'static str,
+    reason: String,
+    scope: bool,
+    cpu: Option<CpuRun>,
+}
+
+/// A case for the CPU backend: the bound graph, its inputs, the expected
+/// outputs.
+struct CpuRun {
+    graph: tgc_core::tiny::Graph,
+    inputs: Vec<tgc_runtime::HostTensor>,
+    want: Vec<proto::Values>,
+}
+
+fn short(d: &tgc_core::Diagnostic) -> String {
+    let mut s = format!("{}: {}", d.name, d.message);
+    s.truncate(160);
+    s.replace(['\n', '\t'], " ")
+}
+
+/// `Err(reason)` when `got` differs from `want` beyond [`tolerance`].
+fn compare(want: &[proto::Values], got: &[tgc_runtime::HostTensor]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), want.len()));
     }
-    for (name, t) in &loaded.weights {
-        given.entry(name.clone()).or_insert_with(|| t.clone());
-    }
-    let mut ordered = Vec::new();
-    for name in pipeline::input_names(g) {
-        match given.remove(&name) {
-            Some(t) => ordered.push(t),
-            None => return ("error".into(), format!("no data for input `{name}`"), scope),
-        }
-    }
-    let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.shape().to_vec()).collect();
-    let bound = match g.resolve_dims(&BTreeMap::new(), Some(&shapes)).and_then(|v| g.bind(&v)) {
-        Ok(b) => b,
-        Err(d) => return ("error".into(), short(&d), scope),
-    };
-    let got = match pipeline::run_interp(&bound, &ordered) {
-        Ok(o) => o,
-        Err(d) => return ("error".into(), short(&d), scope),
-    };
-    for (k, (want, got)) in outputs.iter().zip(&got).enumerate() {
-        let want = match proto::read_values(want, None) {
-            Ok(v) => v,
-            Err(d) => return ("unsupported".into(), short(&d), scope),
-        };
+    for (k, (want, got)) in want.iter().zip(got).enumerate() {
         if want.shape != got.shape() {
-            return (
-                "fail".into(),
-                format!("output {k} has shape {:?}, expected {:?}", got.shape(), want.shape),
-                scope,
-            );
+            return Err(format!("output {k} has shape {:?}, expected {:?}", got.shape(), want.shape));
         }
-        let wv: Vec<f64> = match want.data {
-            proto::Data::Float(f) => f,
-            proto::Data::Int(i) => i.into_iter().map(|v| v as f64).collect(),
+        let wv: Vec<f64> = match &want.data {
+            proto::Data::Float(f) => f.clone(),
+            proto::Data::Int(i) => i.iter().map(|&v| v as f64).collect(),
         };
         let (rtol, atol) = tolerance(got.dtype());
         let mut worst = 0.0f64;
@@ -126,34 +114,157 @@ fn run_case(dir: &Path) -> (String, String, bool) {
             }
         }
         if worst > 0.0 {
-            return ("fail".into(), format!("output {k} differs by up to {worst:.3e}"), scope);
+            return Err(format!("output {k} differs by up to {worst:.3e}"));
         }
     }
-    if got.len() != outputs.len() {
-        return ("fail".into(), format!("{} outputs, expected {}", got.len(), outputs.len()), scope);
+    Ok(())
+}
+
+/// Imports one case and runs it on the interpreter.
+fn run_case(dir: &Path) -> Outcome {
+    let data = dir.join("test_data_set_0");
+    let (mut inputs, outputs) = (tensors(&data, "input"), tensors(&data, "output"));
+    // `input_K.pb` is the model's K-th input that is not an initializer;
+    // older suites leave the tensors' names empty.
+    let model = proto::decode_model(&std::fs::read(dir.join("model.onnx")).unwrap()).unwrap();
+    let graph = model.graph.as_ref().unwrap();
+    let run_inputs = graph.input.iter().filter(|i| !graph.initializer.iter().any(|t| t.name == i.name));
+    for (t, decl) in inputs.iter_mut().zip(run_inputs) {
+        t.name = decl.name.clone();
     }
-    ("pass".into(), String::new(), scope)
+    let scope = in_scope(&inputs) && in_scope(&outputs);
+    let end = |status, reason| Outcome { status, reason, scope, cpu: None };
+    // Integer inputs feed shapes, axes and pads in these cases, which a real
+    // model holds as initializers: fixed at import, as those would be.
+    let fixed: Vec<_> = inputs.iter().filter(|t| t.data_type == proto::code::INT64).cloned().collect();
+    let loaded = match pipeline::load_onnx(&dir.join("model.onnx"), &fixed) {
+        Ok(l) => l,
+        Err(d) => return end("unsupported", short(&d)),
+    };
+    let g = &loaded.graph;
+    let mut given: BTreeMap<String, tgc_runtime::HostTensor> = BTreeMap::new();
+    for t in inputs.iter().filter(|t| !fixed.contains(t)) {
+        match onnx::host_tensor(t, None) {
+            Ok(h) => {
+                given.insert(loaded.name_of(&t.name).to_string(), h);
+            }
+            Err(d) => return end("unsupported", short(&d)),
+        }
+    }
+    for (name, t) in &loaded.weights {
+        given.entry(name.clone()).or_insert_with(|| t.clone());
+    }
+    let mut ordered = Vec::new();
+    for name in pipeline::input_names(g) {
+        match given.remove(&name) {
+            Some(t) => ordered.push(t),
+            None => return end("error", format!("no data for input `{name}`")),
+        }
+    }
+    let want = match outputs.iter().map(|t| proto::read_values(t, None)).collect::<Result<Vec<_>, _>>() {
+        Ok(w) => w,
+        Err(d) => return end("unsupported", short(&d)),
+    };
+    let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.shape().to_vec()).collect();
+    let bound = match g.resolve_dims(&BTreeMap::new(), Some(&shapes)).and_then(|v| g.bind(&v)) {
+        Ok(b) => b,
+        Err(d) => return end("error", short(&d)),
+    };
+    match pipeline::run_interp(&bound, &ordered) {
+        Err(d) => end("error", short(&d)),
+        Ok(got) => match compare(&want, &got) {
+            Err(why) => end("fail", why),
+            Ok(()) => Outcome {
+                status: "pass",
+                reason: String::new(),
+                scope,
+                cpu: Some(CpuRun { graph: bound, inputs: ordered, want }),
+            },
+        },
+    }
+}
+
+/// Cases compiled into one C library by the CPU stage.
+const CPU_BATCH: usize = 64;
+
+/// Runs the cases the interpreter passed on the CPU backend, [`CPU_BATCH`]
+/// to one C compiler run; a case the CPU backend gets wrong becomes
+/// `fail-cpu`. A batch whose compilation or run fails is run again case by
+/// case, so that one case cannot hide the others.
+fn cpu_stage(outcomes: &mut [Outcome]) {
+    let work = std::env::temp_dir().join(format!("tgc-onnx-node-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let todo: Vec<usize> = (0..outcomes.len()).filter(|&i| outcomes[i].cpu.is_some()).collect();
+    for (k, &i) in todo.iter().enumerate() {
+        // Distinct C symbols within a batch.
+        outcomes[i].cpu.as_mut().unwrap().graph.name = format!("case{k}");
+    }
+    let run = |outcomes: &[Outcome], cases: &[usize]| {
+        let runs: Vec<_> =
+            cases.iter().map(|&i| outcomes[i].cpu.as_ref().unwrap()).map(|c| (&c.graph, &c.inputs[..])).collect();
+        pipeline::run_cpu_batch(&runs, &work).map_err(|e| match e {
+            pipeline::RunError::Diag(d) => short(&d),
+            pipeline::RunError::Runtime(e) => e.to_string().replace(['\n', '\t'], " ").chars().take(160).collect(),
+        })
+    };
+    let judge = |batch: &[usize]| -> Vec<Result<(), String>> {
+        let want = |i: usize| &outcomes[i].cpu.as_ref().unwrap().want;
+        match run(outcomes, batch) {
+            Ok(results) => batch.iter().zip(results).map(|(&i, got)| compare(want(i), &got)).collect(),
+            Err(_) => {
+                batch.iter().map(|&i| run(outcomes, &[i]).and_then(|mut r| compare(want(i), &r.remove(0)))).collect()
+            }
+        }
+    };
+    // Two workers, each compiling every other batch: the C compiler is
+    // most of the time and runs on one core.
+    let batches: Vec<&[usize]> = todo.chunks(CPU_BATCH).collect();
+    let verdicts: Vec<(usize, Result<(), String>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let (batches, judge) = (&batches, &judge);
+                s.spawn(move || {
+                    batches.iter().skip(w).step_by(2).flat_map(|b| b.iter().copied().zip(judge(b))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    for (i, verdict) in verdicts {
+        if let Err(why) = verdict {
+            outcomes[i].status = "fail-cpu";
+            outcomes[i].reason = why;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 #[test]
-fn onnx_node_cases_match_their_expectation() {
-    let dir = data_dir();
-    let mut cases: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(r) => r.map(|e| e.unwrap().path()).filter(|p| p.join("model.onnx").exists()).collect(),
-        Err(e) => panic!("{}: {e}; scripts/setup.sh writes ONNX's node cases there", dir.display()),
-    };
-    cases.sort();
-    assert!(cases.len() > 1000, "only {} cases in {}", cases.len(), dir.display());
+fn onnx_backend_cases_match_their_expectation() {
+    let mut cases: Vec<(String, PathBuf)> = Vec::new();
+    for (suite, dir) in suites() {
+        let mut found: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(r) => r.map(|e| e.unwrap().path()).filter(|p| p.join("model.onnx").exists()).collect(),
+            Err(e) => panic!("{}: {e}; scripts/setup.sh installs ONNX's test cases", dir.display()),
+        };
+        assert!(found.len() >= 10, "only {} cases in {}", found.len(), dir.display());
+        found.sort();
+        for case in found {
+            let name = case.file_name().unwrap().to_string_lossy().into_owned();
+            cases.push((format!("{suite}/{name}"), case));
+        }
+    }
+    let mut outcomes: Vec<Outcome> = cases.iter().map(|(_, dir)| run_case(dir)).collect();
+    cpu_stage(&mut outcomes);
     let mut lines = Vec::new();
     let (mut scope_n, mut scope_pass, mut counts) = (0, 0, BTreeMap::<String, usize>::new());
     let mut reasons = BTreeMap::<String, usize>::new();
-    for case in &cases {
-        let name = case.file_name().unwrap().to_string_lossy().into_owned();
-        let (status, reason, scope) = run_case(case);
-        if scope {
+    for ((name, _), o) in cases.iter().zip(&outcomes) {
+        let Outcome { status, reason, scope, .. } = o;
+        if *scope {
             scope_n += 1;
-            scope_pass += usize::from(status == "pass");
-            if status != "pass" {
+            scope_pass += usize::from(*status == "pass");
+            if *status != "pass" {
                 // The reason without the names that vary between cases.
                 let mut parts = reason.split('`');
                 let general: String =
@@ -161,13 +272,13 @@ fn onnx_node_cases_match_their_expectation() {
                 *reasons.entry(format!("{status}: {general}")).or_default() += 1;
             }
         }
-        *counts.entry(status.clone()).or_default() += 1;
+        *counts.entry(status.to_string()).or_default() += 1;
         lines.push(format!("{name}\t{status}\t{reason}"));
     }
     let text = lines.join("\n") + "\n";
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
     println!(
-        "ONNX node cases: {scope_pass} of {scope_n} in scope pass ({:.1}%); all {}: {}",
+        "ONNX backend cases: {scope_pass} of {scope_n} in scope pass ({:.1}%); all {}: {}",
         100.0 * scope_pass as f64 / scope_n.max(1) as f64,
         cases.len(),
         summary.join(", ")
@@ -197,7 +308,7 @@ fn onnx_node_cases_match_their_expectation() {
     }
     assert!(
         diffs.is_empty(),
-        "{} ONNX node cases differ from tests/onnx/node.expect (UPDATE_EXPECT=1 rewrites it):\n{}",
+        "{} ONNX backend cases differ from tests/onnx/node.expect (UPDATE_EXPECT=1 rewrites it):\n{}",
         diffs.len(),
         diffs.join("\n")
     );

@@ -192,7 +192,8 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
         "Gelu" => &["approximate"],
-        "Gemm" => &["alpha", "beta", "transA", "transB"],
+        // Opset 6's `broadcast` lets C broadcast, as it always may from 7 on.
+        "Gemm" => &["alpha", "beta", "broadcast", "transA", "transB"],
         "HardSigmoid" => &["alpha", "beta"],
         "InstanceNormalization" => &["epsilon"],
         "LRN" => &["alpha", "beta", "bias", "size"],
@@ -208,6 +209,11 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Transpose" => &["perm"],
         "Trilu" => &["upper"],
         o if o.starts_with("Reduce") => REDUCE,
+        // Before opset 7 a binary op broadcast its second operand only with
+        // `broadcast=1`, aligned at `axis` when given: without `axis` that is
+        // NumPy's right-aligned broadcast, so `broadcast` is taken and `axis`
+        // refused.
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "And" | "Or" | "Xor" | "Equal" | "Less" | "Greater" => &["broadcast"],
         _ => &[],
     }
 }
@@ -332,7 +338,13 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         | "Softsign" | "Mish" => one(activation(b, &n)),
         "PRelu" => {
             let x = b.run(n.required(0)?)?;
-            let s = b.run(n.required(1)?)?;
+            let mut s = b.run(n.required(1)?)?;
+            let (xr, ss) = (b.shape(x)?.len(), b.shape(s)?);
+            if n.opset < 7 && ss.len() == 1 && !ss[0].is_one() && xr > 2 {
+                // Before opset 7 a 1-D slope is one value per channel (axis 1).
+                let axes = (1..xr as i64 - 1).collect();
+                s = b.emit(FOp::Movement(Movement::Unsqueeze { axes }), vec![val(s)])?;
+            }
             let neg = b.emit(FOp::Binary(BinaryFn::Lt), vec![Operand::Value(x), b.lit(0.0, LitKind::Float)])?;
             let scaled = b.emit(FOp::Binary(BinaryFn::Mul), vec![Operand::Value(x), Operand::Value(s)])?;
             one(b.emit(FOp::Where, vec![Operand::Value(neg), Operand::Value(scaled), Operand::Value(x)]))

@@ -336,7 +336,7 @@ fn operator_table() -> String {
          Generated from `tgc_core::frontend::onnx::ops::OPERATORS` (a test of \
          `frontend/onnx/tests.rs` holds this file to it; `UPDATE_EXPECT=1` rewrites it).\n\n\
          Every operator is of the default domain and every model must import an opset from \
-         7 to 28. No operator takes tensors with a zero-size axis or of a type tgc does not \
+         6 to 28. No operator takes tensors with a zero-size axis or of a type tgc does not \
          compute in (f32, f16, bf16, i32, bool; int64 is computed as int32, each value checked). \
          An operator or attribute not listed is refused with an error naming the node.\n\n\
          | operator | opsets | limits |\n| --- | --- | --- |\n",
