@@ -120,6 +120,11 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "ReduceSumSquare", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
     Operator { name: "Relu", since: 1, limits: "" },
     Operator { name: "Reshape", since: 1, limits: "the shape known at import (a constant, or computed from shapes)" },
+    Operator {
+        name: "Resize",
+        since: 10,
+        limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
+    },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
     Operator { name: "Sigmoid", since: 1, limits: "" },
@@ -142,6 +147,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Transpose", since: 1, limits: "" },
     Operator { name: "Trilu", since: 14, limits: "k known at import (a constant, or computed from shapes)" },
     Operator { name: "Unsqueeze", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
+    Operator { name: "Upsample", since: 7, limits: "as Resize (opset 7–9; mode nearest, asymmetric with floor)" },
     Operator { name: "Where", since: 9, limits: "" },
     Operator { name: "Xor", since: 1, limits: "" },
 ];
@@ -187,6 +193,20 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "CumSum" => &["exclusive", "reverse"],
         "ArgMax" | "ArgMin" => &["axis", "keepdims", "select_last_index"],
         "Swish" => &["alpha"],
+        // `cubic_coeff_a`, `exclude_outside` and `extrapolation_value` act
+        // only in modes the conversion refuses.
+        "Resize" => &[
+            "antialias",
+            "axes",
+            "coordinate_transformation_mode",
+            "cubic_coeff_a",
+            "exclude_outside",
+            "extrapolation_value",
+            "keep_aspect_ratio_policy",
+            "mode",
+            "nearest_mode",
+        ],
+        "Upsample" => &["mode", "scales"],
         "IsInf" => &["detect_negative", "detect_positive"],
         "DepthToSpace" | "SpaceToDepth" => &["blocksize", "mode"],
         "Dropout" => &["is_test", "ratio", "seed"],
@@ -480,6 +500,7 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             one(b.emit(scan, vec![Operand::Value(x)]))
         }
         "Trilu" => one(trilu(b, &n)),
+        "Resize" | "Upsample" => one(resize(b, &n)),
         "ArgMax" | "ArgMin" => one(arg_extreme(b, &n)),
         "Swish" => {
             let x = b.run(n.required(0)?)?;
@@ -1627,4 +1648,97 @@ fn arg_extreme(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let (sentinel, pick) = if last { (-1.0, ReduceFn::Max) } else { (i32::MAX as f64, ReduceFn::Min) };
     let cand = b.emit(FOp::Where, vec![val(hit), val(idx), b.lit(sentinel, LitKind::Int)])?;
     b.emit(FOp::Reduce { op: pick, axes: ax, keepdim, acc: None }, vec![val(cand)])
+}
+
+/// `Resize` (and the older `Upsample`) in mode nearest by a whole factor
+/// per axis, where every output index `o` reads input `o / factor`: a
+/// repeat of each element (`RepeatInterleave`). Which coordinate and
+/// rounding modes give exactly that was checked for factors 1 to 5; other
+/// modes, fractional factors and the linear and cubic modes are refused.
+fn resize(b: &mut Builder, n: &N) -> DResult<ValueId> {
+    let x = b.run(n.required(0)?)?;
+    let xs = b.shape(x)?;
+    let r = xs.len();
+    let upsample = n.node.op_type == "Upsample";
+    let mode = n.a.string("mode")?.unwrap_or_else(|| "nearest".into());
+    let (ctm, nearest) = if upsample || n.opset < 11 {
+        ("asymmetric".to_string(), "floor".to_string())
+    } else {
+        (
+            n.a.string("coordinate_transformation_mode")?.unwrap_or_else(|| "half_pixel".into()),
+            n.a.string("nearest_mode")?.unwrap_or_else(|| "round_prefer_floor".into()),
+        )
+    };
+    let repeat = matches!(
+        (ctm.as_str(), nearest.as_str()),
+        ("asymmetric", "floor")
+            | ("half_pixel" | "pytorch_half_pixel", "round_prefer_floor" | "round_prefer_ceil")
+            | ("tf_half_pixel_for_nn", "floor")
+    );
+    if mode != "nearest" || !repeat {
+        return Err(diag!(
+            Unsupported,
+            "{} mode `{mode}` with coordinate_transformation_mode `{ctm}` and nearest_mode `{nearest}` (only nearest \
+             resizes that repeat each element)",
+            n.node.op_type
+        ));
+    }
+    if n.a.int_or("antialias", 0)? != 0 || n.a.string("keep_aspect_ratio_policy")?.is_some_and(|p| p != "stretch") {
+        return Err(diag!(Unsupported, "Resize with antialias or a keep_aspect_ratio_policy other than stretch"));
+    }
+    let axes: Vec<usize> = match n.a.ints("axes")? {
+        Some(a) => a.iter().map(|&v| norm_axis(v, r)).collect::<DResult<_>>()?,
+        None => (0..r).collect(),
+    };
+    let (scales_at, sizes_at) = match (upsample, n.opset) {
+        (true, o) if o < 9 => (None, None),
+        (true, _) | (false, 10) => (Some(1), None),
+        _ => (Some(2), Some(3)),
+    };
+    let scales = match scales_at.and_then(|k| n.input(k).map(|_| k)) {
+        Some(k) => Some(need_known(b, n, k, "scales")?.float_values("scales")?),
+        None if upsample => n.a.floats("scales")?,
+        None => None,
+    };
+    let sizes = match sizes_at.and_then(|k| n.input(k).map(|_| k)) {
+        Some(k) => Some(need_known(b, n, k, "sizes")?.int_values("sizes")?),
+        None => None,
+    };
+    let factors: Vec<i64> = match (scales.filter(|s| !s.is_empty()), sizes) {
+        (Some(s), _) => s
+            .iter()
+            .map(|&f| {
+                let w = f as i64;
+                if w as f64 == f && w >= 1 {
+                    Ok(w)
+                } else {
+                    Err(diag!(Unsupported, "Resize by the scale {f} (only whole factors of at least 1)"))
+                }
+            })
+            .collect::<DResult<_>>()?,
+        (None, Some(sizes)) => sizes
+            .iter()
+            .zip(&axes)
+            .map(|(&want, &ax)| match xs[ax].as_int() {
+                Some(d) if want >= d && want % d == 0 => Ok(want / d),
+                _ => Err(diag!(Unsupported, "Resize of size {} to {want} (only whole factors of at least 1)", xs[ax])),
+            })
+            .collect::<DResult<_>>()?,
+        (None, None) => return Err(diag!(SyntaxError, "{} needs scales or sizes", n.node.op_type)),
+    };
+    if factors.len() != axes.len() {
+        return Err(diag!(AxisSizeMismatch, "{} factors for {} axes", factors.len(), axes.len()));
+    }
+    let mut v = x;
+    for (&ax, &f) in axes.iter().zip(&factors) {
+        if f > 1 {
+            let m = Movement::RepeatInterleave { repeats: Dim::int(f), axis: ax as i64 };
+            v = b.emit(FOp::Movement(m), vec![val(v)])?;
+        }
+    }
+    if v == x {
+        let shape = b.shape(x)?;
+        v = b.emit(FOp::Movement(Movement::Reshape { shape }), vec![val(x)])?;
+    }
+    Ok(v)
 }
