@@ -16,7 +16,8 @@
 //! (the importer refused the model, with its error); `error` (imported, but
 //! binding or running failed). Inputs of type int64 are fixed at import
 //! (`load_onnx`'s `fixed`): in these cases they carry the shapes, axes and
-//! pads a real model holds as initializers. A case is *in scope* when every input and
+//! pads a real model holds as initializers; so is an input the importer
+//! reports it needs at import time (`Resize`'s scales). A case is *in scope* when every input and
 //! output is of a type tgc computes in (f32, f16, bf16, i32, i64 narrowed,
 //! bool); the summary line gives the pass rate of those.
 
@@ -135,11 +136,21 @@ fn run_case(dir: &Path) -> Outcome {
     let scope = in_scope(&inputs) && in_scope(&outputs);
     let end = |status, reason| Outcome { status, reason, scope, cpu: None };
     // Integer inputs feed shapes, axes and pads in these cases, which a real
-    // model holds as initializers: fixed at import, as those would be.
-    let fixed: Vec<_> = inputs.iter().filter(|t| t.data_type == proto::code::INT64).cloned().collect();
-    let loaded = match pipeline::load_onnx(&dir.join("model.onnx"), &fixed) {
-        Ok(l) => l,
-        Err(d) => return end("unsupported", short(&d)),
+    // model holds as initializers: fixed at import, as those would be; and
+    // so is any other input the importer says it needs at import time
+    // (`Resize`'s float scales).
+    let mut fixed: Vec<_> = inputs.iter().filter(|t| t.data_type == proto::code::INT64).cloned().collect();
+    let loaded = loop {
+        match pipeline::load_onnx(&dir.join("model.onnx"), &fixed) {
+            Ok(l) => break l,
+            Err(d) => {
+                let needed = d.message.contains("is computed at run time").then(|| d.message.split('`').nth(1)).flatten();
+                match inputs.iter().find(|t| Some(t.name.as_str()) == needed && !fixed.contains(t)) {
+                    Some(t) => fixed.push(t.clone()),
+                    None => return end("unsupported", short(&d)),
+                }
+            }
+        }
     };
     let g = &loaded.graph;
     let mut given: BTreeMap<String, tgc_runtime::HostTensor> = BTreeMap::new();
