@@ -51,9 +51,9 @@ pub fn to_source(p: &FProgram) -> DResult<String> {
     let text = super::decompile::decompile(&raise(p)?);
     let back = super::parser::parse(&text)
         .and_then(|ast| super::resolve::resolve(&ast))
-        .map_err(|d| diag!(Internal, "the printed program does not read back ({}: {})\n{text}", d.name, d.message))?;
+        .map_err(|d| diag!(Internal, "the printed program does not read back: {}", d.render("(printed)")))?;
     if !same_program(p, &back) {
-        return Err(diag!(Internal, "the printed program reads back as another program\n{text}"));
+        return Err(diag!(Internal, "the printed program reads back as another program"));
     }
     Ok(text)
 }

@@ -25,6 +25,15 @@ fn round_trip(p: &FProgram, what: &str) -> String {
     text
 }
 
+/// [`round_trip`] of a syntax tree that resolves: the hook of the other
+/// frontend tests' helpers (`lower_ok`, `interpret`), so every program
+/// they build is printed and read back too.
+pub fn reads_back(p: &crate::frontend::ast::Program) {
+    if let Ok(fir) = resolve(p) {
+        round_trip(&fir, &crate::frontend::decompile::decompile(p));
+    }
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
