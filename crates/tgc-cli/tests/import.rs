@@ -90,25 +90,35 @@ fn model(op: &str) -> Vec<u8> {
         i: 1,
         ..Default::default()
     };
+    let nodes = vec![
+        node("MatMul", &["input.1", "fc.weight"], "h", vec![]),
+        node("Add", &["h", "fc.bias"], "z", vec![]),
+        node(op, &["z"], "out", vec![]),
+        node("Gather", &["out", "idx"], "picked", vec![axis]),
+    ];
+    let input = tensor_info("input.1", &[Err("batch"), Ok(4)]);
+    model_bytes("tiny mlp", nodes, input, &["out", "picked"], inits, 17)
+}
+
+fn model_bytes(
+    name: &str,
+    node: Vec<NodeProto>,
+    input: ValueInfoProto,
+    outputs: &[&str],
+    initializer: Vec<TensorProto>,
+    opset: i64,
+) -> Vec<u8> {
     let graph = GraphProto {
-        name: "tiny mlp".into(),
-        node: vec![
-            node("MatMul", &["input.1", "fc.weight"], "h", vec![]),
-            node("Add", &["h", "fc.bias"], "z", vec![]),
-            node(op, &["z"], "out", vec![]),
-            node("Gather", &["out", "idx"], "picked", vec![axis]),
-        ],
-        input: vec![tensor_info("input.1", &[Err("batch"), Ok(4)])],
-        output: ["out", "picked"]
-            .iter()
-            .map(|o| ValueInfoProto { name: o.to_string(), ..Default::default() })
-            .collect(),
-        initializer: inits,
+        name: name.into(),
+        node,
+        input: vec![input],
+        output: outputs.iter().map(|o| ValueInfoProto { name: o.to_string(), ..Default::default() }).collect(),
+        initializer,
         ..Default::default()
     };
     let model = ModelProto {
         ir_version: 8,
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 17, ..Default::default() }],
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset, ..Default::default() }],
         graph: MessageField::some(graph),
         ..Default::default()
     };
@@ -231,5 +241,18 @@ fn a_model_that_does_not_import_writes_nothing_and_names_the_node() {
     std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
     let e = fails(&["import", &path(&bad), "--out", &path(&out)]);
     assert!(e.contains("bad.onnx") && e.contains("error[SyntaxError]"), "{e}");
+    // Imported, but with no graph-language text: refused naming the node.
+    let dilations = AttributeProto {
+        name: "dilations".into(),
+        type_: protobuf::EnumOrUnknown::new(onnx_protobuf::attribute_proto::AttributeType::INTS),
+        ints: vec![2],
+        ..Default::default()
+    };
+    let kernel = AttributeProto { name: "kernel_shape".into(), ints: vec![2], ..dilations.clone() };
+    let pool = node("AveragePool", &["x"], "y", vec![kernel, dilations]);
+    std::fs::write(&bad, model_bytes("pool", vec![pool], tensor_info("x", &[Ok(1), Ok(1), Ok(8)]), &["y"], vec![], 19))
+        .unwrap();
+    let e = fails(&["import", &path(&bad), "--out", &path(&out)]);
+    assert!(e.contains("#0 `AveragePool_y` (AveragePool, opset 19)") && e.contains("dilated average pool"), "{e}");
     assert!(!out.exists(), "a failed import created {}", out.display());
 }

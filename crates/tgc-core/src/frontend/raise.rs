@@ -19,11 +19,12 @@
 //! - a non-finite literal operand is written as the literal division that
 //!   `resolve` folds to it (`1.0 / 0.0`, `-1.0 / 0.0`, `0.0 / 0.0`).
 //!
-//! Errors (`Unsupported`, at the statement's span) for what the graph
-//! language cannot spell: a declared size that is neither an integer nor a
-//! symbol (`2*N` as a result size), a non-finite attribute (`clamp(x,
-//! min=-inf)`), a dilated average pool, arithmetic of two literals (which
-//! `resolve` folds), and an op whose attributes no call makes (a `cummean`).
+//! Errors (`Unsupported`, at the statement's or the declared tensor's
+//! span) for what the graph language cannot spell: a declared size that
+//! is neither an integer nor a symbol (`2*N` as a result size), a
+//! non-finite attribute (`clamp(x, min=-inf)`), a dilated average pool,
+//! arithmetic of two literals (which `resolve` folds), and an op whose
+//! attributes no call makes (a `cummean`).
 
 use std::collections::{HashMap, HashSet};
 
