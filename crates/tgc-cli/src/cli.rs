@@ -46,6 +46,13 @@ pub enum Command {
         /// An input tensor: `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR` (repeatable).
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
+        /// Inputs by name from PATH: a folder of `NAME.npy` files (other
+        /// files in it are passed over) or a `.safetensors` file (each
+        /// tensor an input, e.g. the weights `tgc import` writes). With
+        /// `--input` too, a name given by both is an error; an ONNX model's
+        /// own initializers fill the inputs neither gives.
+        #[arg(long = "inputs", value_name = "PATH")]
+        inputs_from: Option<PathBuf>,
         /// Where to write `<output name>.npy` (created if missing).
         #[arg(long, default_value = ".")]
         output_dir: PathBuf,
@@ -75,6 +82,28 @@ pub enum Command {
         /// note.
         #[arg(long, value_name = "DIR")]
         tuning: Option<PathBuf>,
+    },
+    /// Write an ONNX model as a graph-language program and its weights:
+    /// DIR/<graph>.tgc (the imported graph, which reads back as exactly
+    /// what `tgc run MODEL.onnx` runs) and DIR/weights.safetensors (every
+    /// initializer the graph takes as a parameter, by parameter name).
+    ///
+    /// Example (`main_graph` is the graph's name in the model, as PyTorch
+    /// exports it):
+    ///   tgc import model.onnx --out model
+    ///   tgc run model/main_graph.tgc --inputs model/weights.safetensors --input input_1=x.npy
+    ///
+    /// Nothing is written when the model does not import, or holds what
+    /// the graph language cannot spell (a result of size 2*N, a
+    /// non-finite attribute, a dilated average pool): the error names the
+    /// node or the result.
+    #[command(verbatim_doc_comment)]
+    Import {
+        /// The `.onnx` model (its external data is read from its folder).
+        model: PathBuf,
+        /// The folder to write into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {

@@ -39,10 +39,24 @@ type Result<T> = std::result::Result<T, Failure>;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Check { graph, entry, dump } => check(&graph, entry.as_deref(), &dump),
-        Command::Run { graph, entry, backend, dims, inputs, output_dir, tiles, max_memory, algos, tuning } => {
+        Command::Run {
+            graph,
+            entry,
+            backend,
+            dims,
+            inputs,
+            inputs_from,
+            output_dir,
+            tiles,
+            max_memory,
+            algos,
+            tuning,
+        } => {
             let run = RunOptions { backend, tiles: &tiles, max_memory, algos: &algos, tuning: tuning.as_deref() };
-            run_graph(&graph, entry.as_deref(), &dims, &inputs, &output_dir, &run)
+            let given = Inputs { flags: &inputs, from: inputs_from.as_deref() };
+            run_graph(&graph, entry.as_deref(), &dims, &given, &output_dir, &run)
         }
+        Command::Import { model, out } => crate::import::import(&model, &out),
         Command::Compile { graph, entry, target, dims, dump, out, timings, tuning, algos } => {
             let mut t = Timings::default();
             let how = CompileOptions { target, out: out.as_deref(), tuning: tuning.as_deref(), algos: &algos };
@@ -147,6 +161,58 @@ fn read_input(spec: &str) -> Result<(String, HostTensor)> {
     Ok((name.to_string(), tensor))
 }
 
+/// `tgc run`'s inputs: the `--input` flags and the `--inputs` source.
+struct Inputs<'a> {
+    flags: &'a [String],
+    from: Option<&'a Path>,
+}
+
+/// The tensors of `--inputs PATH`, by file name: each `NAME.npy` of a
+/// folder (other files passed over), or each tensor of a `.safetensors`
+/// file, read whole after checking its size against `max_bytes` (the
+/// run's `--max-memory`, which its inputs count against).
+///
+/// Errors: a path that is neither, a file that cannot be read or is not a
+/// valid `.npy` or `.safetensors`.
+fn read_inputs_from(path: &Path, max_bytes: u64) -> Result<Vec<(String, HostTensor)>> {
+    let io = |e: std::io::Error| Failure::user(format!("--inputs {}: {e}", path.display()));
+    if path.is_dir() {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(io)? {
+            let p = entry.map_err(io)?.path();
+            if let (Some(stem), Some("npy")) =
+                (p.file_stem().and_then(|s| s.to_str()), p.extension().and_then(|e| e.to_str()))
+            {
+                files.push((stem.to_string(), p.clone()));
+            }
+        }
+        files.sort();
+        return files.into_iter().map(|(name, p)| Ok((name, tgc_runtime::npy::read_npy(&p)?))).collect();
+    }
+    if path.extension().is_none_or(|e| e != "safetensors") {
+        return Err(Failure::user(format!(
+            "--inputs {}: expected a folder of NAME.npy files or a .safetensors file",
+            path.display()
+        )));
+    }
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > max_bytes {
+        return Err(Failure::user(format!(
+            "--inputs {}: {len} bytes is more than --max-memory ({max_bytes})",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| Failure::user(format!("--inputs {}: not a valid .safetensors file: {e}", path.display())))?;
+    let mut names = file.names();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| Ok((name.clone(), tgc_runtime::safetensors_io::read_safetensors_tensor_bytes(&bytes, name)?)))
+        .collect()
+}
+
 /// `--tile AXIS=SIZE` options, sorted by axis: the strip-mined axes and
 /// their sizes.
 fn parse_tiles(tiles: &[String]) -> Result<(Vec<usize>, Vec<i64>)> {
@@ -208,7 +274,7 @@ fn run_graph(
     path: &Path,
     entry: Option<&str>,
     dims: &[String],
-    inputs: &[String],
+    inputs: &Inputs,
     out_dir: &Path,
     run: &RunOptions,
 ) -> Result<()> {
@@ -228,8 +294,13 @@ fn run_graph(
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
     let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
-    for spec in inputs {
-        let (name, t) = read_input(spec)?;
+    let from = match inputs.from {
+        Some(p) => read_inputs_from(p, run.max_memory)?,
+        None => Vec::new(),
+    };
+    for (name, t) in
+        inputs.flags.iter().map(|spec| read_input(spec)).collect::<Result<Vec<_>>>()?.into_iter().chain(from)
+    {
         let name = loaded.name_of(&name).to_string();
         if given.insert(name.clone(), t).is_some() {
             return Err(Failure::user(format!("input `{name}` is given twice")));

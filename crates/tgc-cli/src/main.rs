@@ -1,5 +1,6 @@
 //! `tgc`: the command-line tool. Runs the same pipeline as `tgc::kernel!` on
-//! files: `check` a graph, `run` it on data, `compile` it and dump stages.
+//! files: `check` a graph, `run` it on data, `compile` it and dump stages,
+//! `import` an ONNX model as graph-language text and weights.
 //!
 //! Exit status (the contract of `DESIGN.md`): 0 success; 1 a diagnosed user
 //! error (message on stderr); 2 an internal error. No input makes it panic
@@ -11,6 +12,7 @@ mod cli;
 mod commands;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod import;
 mod tune;
 mod tune_gpu;
 

@@ -80,6 +80,8 @@ pub struct Imported {
     /// `(tgc name, ONNX name)` of each input, weight and output whose ONNX
     /// name is not an identifier.
     pub onnx_names: Vec<(String, String)>,
+    /// The model's default-domain opset.
+    pub opset: i64,
     /// The description of each converted node, by its index in the model.
     nodes: Vec<String>,
 }
@@ -617,6 +619,7 @@ impl<'m> Builder<'m> {
             program: FProgram { graphs: vec![fg] },
             weights: self.weights,
             onnx_names: self.onnx_names,
+            opset: self.opset,
             nodes: self.nodes,
         })
     }

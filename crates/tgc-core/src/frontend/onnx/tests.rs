@@ -108,8 +108,12 @@ impl M {
         model.write_to_bytes().unwrap()
     }
 
+    /// Imports the model; an import also prints in the graph language and
+    /// reads back (`raise::to_source` checks it).
     fn import(&self) -> DResult<Imported> {
-        import(&self.bytes(), None, &[])
+        let imported = import(&self.bytes(), None, &[])?;
+        crate::frontend::raise::to_source(&imported.program).unwrap_or_else(|d| panic!("{}", d.message));
+        Ok(imported)
     }
 }
 

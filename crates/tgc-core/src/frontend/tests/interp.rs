@@ -11,9 +11,12 @@ use crate::frontend::to_tiny::lower;
 use crate::interp::{run, Tensor};
 use crate::DType::{self, F16, F32};
 
-/// Parses, lowers and interprets `src` on `inputs` (in parameter order).
+/// Parses, lowers and interprets `src` on `inputs` (in parameter order);
+/// the program also prints and reads back (`frontend::raise`).
 fn interpret(src: &str, inputs: Vec<Tensor>) -> Vec<Tensor> {
-    let g = lower(&parse(src).unwrap_or_else(|e| panic!("{e}")), None).unwrap_or_else(|e| panic!("{e}"));
+    let p = parse(src).unwrap_or_else(|e| panic!("{e}"));
+    super::raise::reads_back(&p);
+    let g = lower(&p, None).unwrap_or_else(|e| panic!("{e}"));
     run(&g, &BTreeMap::new(), &inputs).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -8,8 +8,10 @@ use crate::tiny::infer::fmt_shape;
 use crate::tiny::{verify::verify, Graph, Op, ReduceOp};
 use crate::DType::{self, Bool, F16, F32, I32};
 
-/// Lowers, verifies, and checks that every node has a span.
+/// Lowers, verifies, and checks that every node has a span; the program
+/// also prints and reads back (`frontend::raise`).
 pub fn lower_ok(p: &Program) -> Graph {
+    super::raise::reads_back(p);
     let g = lower(p, None).unwrap_or_else(|e| panic!("lowering failed: {e}"));
     let errs = verify(&g);
     assert!(errs.is_empty(), "verifier: {errs:?}\n{}", crate::tiny::text::dump(&g));

@@ -10,3 +10,4 @@ mod examples;
 mod interp;
 mod lowering;
 mod numeric;
+mod raise;

@@ -1,0 +1,118 @@
+//! `tgc import MODEL.onnx --out DIR`: an ONNX model as a graph-language
+//! program and its weights, to read, edit and run without the model.
+//!
+//! - `DIR/<graph>.tgc`: the imported program printed by
+//!   `frontend::raise::to_source` (which checks that the text reads back
+//!   as the imported program), after a header comment naming the model,
+//!   its opset, the inputs and outputs whose ONNX names differ, and the
+//!   command that runs it;
+//! - `DIR/weights.safetensors`: every weight (an initializer the program
+//!   takes as a parameter) under its parameter name, in its dtype.
+//!
+//! Nothing is written unless the model imports and prints; each file is
+//! written under a temporary name in `DIR` and renamed into place.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use tgc_core::frontend::onnx::{read_model, Imported};
+use tgc_core::frontend::raise::to_source;
+use tgc_runtime::{DType, HostTensor};
+
+use crate::commands::Failure;
+
+/// The name of the weights file in the output folder.
+pub(crate) const WEIGHTS_FILE: &str = "weights.safetensors";
+
+/// Imports `model` and writes its program and weights into `out` (created
+/// if missing), printing each file written.
+///
+/// Errors: the importer's and the printer's diagnostics, rendered at the
+/// model (naming the node or tensor); a folder or file that cannot be
+/// written.
+pub(crate) fn import(model: &Path, out: &Path) -> Result<(), Failure> {
+    let imported = read_model(model, &[]).map_err(|d| Failure::diag(model, &d))?;
+    let text = to_source(&imported.program).map_err(|d| Failure::diag(model, &imported.locate(d)))?;
+    let graph = &imported.program.graphs[0];
+    let weights = weights_bytes(model, &imported)?;
+    std::fs::create_dir_all(out).map_err(|e| Failure::user(format!("cannot create {}: {e}", out.display())))?;
+    let program = out.join(format!("{}.tgc", graph.name));
+    write_file(&program, format!("{}{text}", header(model, out, &imported)).as_bytes())?;
+    println!("wrote {} (graph `{}`, {} statements)", program.display(), graph.name, graph.body.len());
+    let weights_path = out.join(WEIGHTS_FILE);
+    write_file(&weights_path, &weights)?;
+    let bytes: usize = imported.weights.iter().map(|(_, t)| t.bytes().len()).sum();
+    println!("wrote {} ({} tensors, {bytes} bytes)", weights_path.display(), imported.weights.len());
+    Ok(())
+}
+
+/// The comment lines before the program.
+fn header(model: &Path, out: &Path, imported: &Imported) -> String {
+    let g = &imported.program.graphs[0];
+    let file = model.file_name().map_or_else(|| model.display().to_string(), |f| f.to_string_lossy().into_owned());
+    let mut s = String::new();
+    let _ = writeln!(s, "// Imported by `tgc import` from {} (ONNX opset {}).", file.escape_debug(), imported.opset);
+    let _ = writeln!(
+        s,
+        "// Its {} weights are parameters too, in {WEIGHTS_FILE} next to this file.",
+        imported.weights.len()
+    );
+    let weight: Vec<&str> = imported.weights.iter().map(|(n, _)| n.as_str()).collect();
+    let inputs: Vec<&str> = g.params.iter().map(|p| p.name.as_str()).filter(|n| !weight.contains(n)).collect();
+    for (tgc, onnx) in &imported.onnx_names {
+        if !weight.contains(&tgc.as_str()) {
+            let _ = writeln!(s, "// `{tgc}` is the model's `{}`.", onnx.escape_debug());
+        }
+    }
+    let dir = out.display().to_string();
+    let given: Vec<String> = inputs.iter().map(|n| format!(" --input {n}={n}.npy")).collect();
+    let _ = writeln!(
+        s,
+        "// Run: tgc run {}/{}.tgc --inputs {}/{WEIGHTS_FILE}{}",
+        dir.escape_debug(),
+        g.name,
+        dir.escape_debug(),
+        given.concat()
+    );
+    s.push('\n');
+    s
+}
+
+/// The weights as a `.safetensors` file, with the model's name and opset
+/// in its metadata.
+fn weights_bytes(model: &Path, imported: &Imported) -> Result<Vec<u8>, Failure> {
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let views = imported
+        .weights
+        .iter()
+        .map(|(name, t): &(String, HostTensor)| {
+            let dtype = match t.dtype() {
+                DType::F16 => Dtype::F16,
+                DType::BF16 => Dtype::BF16,
+                DType::F32 => Dtype::F32,
+                DType::I32 => Dtype::I32,
+                DType::Bool => Dtype::BOOL,
+            };
+            TensorView::new(dtype, t.shape().to_vec(), t.bytes())
+                .map(|v| (name.clone(), v))
+                .map_err(|e| Failure::user(format!("weight `{name}`: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let source = model.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+    let meta = HashMap::from([("source".to_string(), source), ("opset".to_string(), imported.opset.to_string())]);
+    safetensors::serialize(views, &Some(meta)).map_err(|e| Failure::user(format!("cannot serialize the weights: {e}")))
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder,
+/// so that `path` is never left half written.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let name = path.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Failure::user(format!("cannot write {}: {e}", path.display()))
+    })
+}
