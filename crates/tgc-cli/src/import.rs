@@ -12,13 +12,11 @@
 //! Nothing is written unless the model imports and prints; each file is
 //! written under a temporary name in `DIR` and renamed into place.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use tgc_core::frontend::onnx::{read_model, Imported};
 use tgc_core::frontend::raise::to_source;
-use tgc_runtime::{DType, HostTensor};
 
 use crate::commands::Failure;
 
@@ -82,27 +80,10 @@ fn header(model: &Path, out: &Path, imported: &Imported) -> String {
 /// The weights as a `.safetensors` file, with the model's name and opset
 /// in its metadata.
 fn weights_bytes(model: &Path, imported: &Imported) -> Result<Vec<u8>, Failure> {
-    use safetensors::tensor::TensorView;
-    use safetensors::Dtype;
-    let views = imported
-        .weights
-        .iter()
-        .map(|(name, t): &(String, HostTensor)| {
-            let dtype = match t.dtype() {
-                DType::F16 => Dtype::F16,
-                DType::BF16 => Dtype::BF16,
-                DType::F32 => Dtype::F32,
-                DType::I32 => Dtype::I32,
-                DType::Bool => Dtype::BOOL,
-            };
-            TensorView::new(dtype, t.shape().to_vec(), t.bytes())
-                .map(|v| (name.clone(), v))
-                .map_err(|e| Failure::user(format!("weight `{name}`: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let source = model.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned());
-    let meta = HashMap::from([("source".to_string(), source), ("opset".to_string(), imported.opset.to_string())]);
-    safetensors::serialize(views, &Some(meta)).map_err(|e| Failure::user(format!("cannot serialize the weights: {e}")))
+    let opset = imported.opset.to_string();
+    let meta = [("source", source.as_str()), ("opset", opset.as_str())];
+    tgc_runtime::safetensors_io::to_safetensors(&imported.weights, &meta).map_err(Failure::from)
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder,

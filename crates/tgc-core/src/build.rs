@@ -429,7 +429,7 @@ impl Kernels {
                 model_decls.push(m.header);
             }
             if k.onnx {
-                let bytes = tgc_runtime::safetensors_io::to_safetensors(&loaded.weights)
+                let bytes = tgc_runtime::safetensors_io::to_safetensors(&loaded.weights, &[])
                     .map_err(|e| BuildError::Config(format!("kernel `{}`: {e}", k.name)))?;
                 let path = out_dir.join(lib).join(format!("{}.safetensors", k.name));
                 weight_files.push((path.clone(), bytes));

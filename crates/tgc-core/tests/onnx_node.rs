@@ -144,7 +144,8 @@ fn run_case(dir: &Path) -> Outcome {
         match pipeline::load_onnx(&dir.join("model.onnx"), &fixed) {
             Ok(l) => break l,
             Err(d) => {
-                let needed = d.message.contains("is computed at run time").then(|| d.message.split('`').nth(1)).flatten();
+                let needed =
+                    d.message.contains("is computed at run time").then(|| d.message.split('`').nth(1)).flatten();
                 match inputs.iter().find(|t| Some(t.name.as_str()) == needed && !fixed.contains(t)) {
                     Some(t) => fixed.push(t.clone()),
                     None => return end("unsupported", short(&d)),

@@ -15,10 +15,11 @@ use crate::tensor::{f64_le_to_f32_le, i64_le_to_i32_le};
 use crate::{DType, Error, HostTensor, Result};
 
 /// The bytes of a `.safetensors` file holding `tensors` by name, in their
-/// own dtypes (F16, BF16, F32, I32, BOOL), in the order given.
+/// own dtypes (F16, BF16, F32, I32, BOOL), in the order given, with
+/// `metadata` in the header's `__metadata__`.
 ///
 /// Errors: [`Error::Format`] for two tensors of one name.
-pub fn to_safetensors(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
+pub fn to_safetensors(tensors: &[(String, HostTensor)], metadata: &[(&str, &str)]) -> Result<Vec<u8>> {
     let mut views = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
         let dtype = match t.dtype() {
@@ -32,7 +33,10 @@ pub fn to_safetensors(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
             .map_err(|e| Error::Format(format!("tensor `{name}`: {e}")))?;
         views.push((name.as_str(), view));
     }
-    safetensors::tensor::serialize(views, &None).map_err(|e| Error::Format(format!("cannot write .safetensors: {e}")))
+    let metadata =
+        (!metadata.is_empty()).then(|| metadata.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    safetensors::tensor::serialize(views, &metadata)
+        .map_err(|e| Error::Format(format!("cannot write .safetensors: {e}")))
 }
 
 /// Names listed when a requested tensor is missing.
