@@ -2,11 +2,13 @@
 //! code 1 and a `file:line:col: error[Name]: message` line.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tgc_core::pipeline::{self, Loaded};
 use tgc_core::timings::Timings;
 use tgc_core::{Diagnostic, ErrorName};
+use tgc_runtime::input::Pending;
 use tgc_runtime::HostTensor;
 
 use crate::cli::{Backend, Cli, Command, Target, ToolchainAction};
@@ -126,15 +128,16 @@ fn check(path: &Path, entry: Option<&str>, dump: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Reads `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR`.
-fn read_input(spec: &str) -> Result<(String, HostTensor)> {
+/// Opens `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR` and reads the
+/// file's header; the data is read later, once the run's budget allows it.
+fn open_input(spec: &str) -> Result<(String, Pending<File>)> {
     let (name, file) = spec.split_once('=').ok_or_else(|| {
         Failure::user(format!("--input `{spec}`: expected NAME=FILE.npy or NAME=FILE.safetensors:TENSOR"))
     })?;
     let tensor = if let Some((f, t)) = file.rsplit_once(':').filter(|(f, _)| f.ends_with(".safetensors")) {
-        tgc_runtime::safetensors_io::read_safetensors_tensor(Path::new(f), t)?
+        tgc_runtime::safetensors_io::open_safetensors(Path::new(f), t)?
     } else if file.ends_with(".npy") {
-        tgc_runtime::npy::read_npy(Path::new(file))?
+        tgc_runtime::npy::open_npy(Path::new(file))?
     } else {
         return Err(Failure::user(format!("--input `{spec}`: the file must be .npy or .safetensors:TENSOR")));
     };
@@ -221,9 +224,9 @@ fn run_graph(
     let estimator = estimator(run.algos)?;
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
-    let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
+    let mut given: BTreeMap<String, Pending<File>> = BTreeMap::new();
     for spec in inputs {
-        let (name, t) = read_input(spec)?;
+        let (name, t) = open_input(spec)?;
         if given.insert(name.clone(), t).is_some() {
             return Err(Failure::user(format!("input `{name}` is given twice")));
         }
@@ -234,23 +237,31 @@ fn run_graph(
             return Err(Failure::user(format!("the graph has no input `{name}` (inputs: {})", names.join(", "))));
         }
     }
-    let mut ordered = Vec::new();
+    let mut pending = Vec::new();
     for (name, id) in names.iter().zip(g.inputs()) {
         let t = given
             .remove(name)
             .ok_or_else(|| Failure::user(format!("missing --input {name}=FILE (inputs: {})", names.join(", "))))?;
         let want = g.dtype(id);
-        let t = match (t.dtype(), want) {
-            (a, b) if a == b => t,
-            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => t.convert(want),
+        match (t.dtype(), want) {
+            (a, b) if a == b => {}
+            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => {}
             (a, b) => return Err(Failure::user(format!("input `{name}` is {a} but the graph wants {b}"))),
-        };
-        ordered.push(t);
+        }
+        pending.push((t, want));
     }
-    let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.shape().to_vec()).collect();
+    let shapes: Vec<Vec<usize>> = pending.iter().map(|(t, _)| t.shape().to_vec()).collect();
     let values = g.resolve_dims(&parse_dims(dims)?, Some(&shapes)).map_err(|d| Failure::diag(path, &d))?;
     let bound = g.bind(&values).map_err(|d| Failure::diag(path, &d))?;
-    pipeline::check_run_bytes(&bound, run.max_memory).map_err(|d| Failure::diag(path, &d))?;
+    let file_bytes = pending.iter().fold(0u64, |sum, (t, _)| sum.saturating_add(t.data_bytes()));
+    pipeline::check_run_bytes(&bound, file_bytes, run.max_memory).map_err(|d| Failure::diag(path, &d))?;
+    let ordered = pending
+        .into_iter()
+        .map(|(t, want)| {
+            let t = t.read()?;
+            Ok(if t.dtype() == want { t } else { t.convert(want) })
+        })
+        .collect::<Result<Vec<HostTensor>>>()?;
     let outputs = match backend {
         Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
         Backend::Cpu => {
