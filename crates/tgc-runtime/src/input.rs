@@ -1,10 +1,10 @@
-//! What the `.npy` and `.safetensors` readers share: a [`Source`] of known
+//! What the `.npy` and `.safetensors` readers share: a `Source` of known
 //! length that reads only the bytes asked for, once it holds them, and a
 //! [`Pending`] tensor, whose header is read and checked but whose data is not.
 //!
 //! Reading a tensor file takes two steps:
 //!
-//! 1. [`Source::open`] refuses anything but a regular file (after symbolic
+//! 1. `Source::open` refuses anything but a regular file (after symbolic
 //!    links), so that `/dev/zero`, a FIFO or a directory fails before a byte
 //!    is read, and learns the file's length from the opened handle. The
 //!    format's reader then reads its header, within the format's bound, and
