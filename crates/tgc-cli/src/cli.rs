@@ -63,10 +63,11 @@ pub enum Command {
         #[arg(long = "tile", value_name = "AXIS=SIZE")]
         tiles: Vec<String>,
         /// The most bytes of tensors the run may hold, counted as every
-        /// node's value at once (an upper bound for every backend) and
-        /// checked before anything is allocated; a number with an optional
-        /// K, M or G suffix (powers of 1024), e.g. 512M. The default is
-        /// 64 GiB (`tgc_core::pipeline::MAX_RUN_BYTES`).
+        /// node's value at once (an upper bound for every backend) plus
+        /// the data of the input files, and checked from the files'
+        /// headers before their data is read or anything is allocated; a
+        /// number with an optional K, M or G suffix (powers of 1024), e.g.
+        /// 512M. The default is 64 GiB (`tgc_core::pipeline::MAX_RUN_BYTES`).
         #[arg(long, value_name = "BYTES", default_value_t = tgc_core::pipeline::MAX_RUN_BYTES, value_parser = parse_bytes)]
         max_memory: u64,
         /// Pin an algorithm of the GPU templates (`--backend cuda`;

@@ -2,11 +2,13 @@
 //! code 1 and a `file:line:col: error[Name]: message` line.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tgc_core::pipeline::{self, Loaded};
 use tgc_core::timings::Timings;
 use tgc_core::{Diagnostic, ErrorName};
+use tgc_runtime::input::Pending;
 use tgc_runtime::HostTensor;
 
 use crate::cli::{Backend, Cli, Command, Target, ToolchainAction};
@@ -146,15 +148,16 @@ fn check(path: &Path, entry: Option<&str>, dump: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Reads `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR`.
-fn read_input(spec: &str) -> Result<(String, HostTensor)> {
+/// Opens `NAME=FILE.npy` or `NAME=FILE.safetensors:TENSOR` and reads the
+/// file's header; the data is read later, once the run's budget allows it.
+fn open_input(spec: &str) -> Result<(String, Pending<File>)> {
     let (name, file) = spec.split_once('=').ok_or_else(|| {
         Failure::user(format!("--input `{spec}`: expected NAME=FILE.npy or NAME=FILE.safetensors:TENSOR"))
     })?;
     let tensor = if let Some((f, t)) = file.rsplit_once(':').filter(|(f, _)| f.ends_with(".safetensors")) {
-        tgc_runtime::safetensors_io::read_safetensors_tensor(Path::new(f), t)?
+        tgc_runtime::safetensors_io::open_safetensors(Path::new(f), t)?
     } else if file.ends_with(".npy") {
-        tgc_runtime::npy::read_npy(Path::new(file))?
+        tgc_runtime::npy::open_npy(Path::new(file))?
     } else {
         return Err(Failure::user(format!("--input `{spec}`: the file must be .npy or .safetensors:TENSOR")));
     };
@@ -167,14 +170,13 @@ struct Inputs<'a> {
     from: Option<&'a Path>,
 }
 
-/// The tensors of `--inputs PATH`, by file name: each `NAME.npy` of a
-/// folder (other files passed over), or each tensor of a `.safetensors`
-/// file, read whole after checking its size against `max_bytes` (the
-/// run's `--max-memory`, which its inputs count against).
+/// The tensors of `--inputs PATH`, by file name, opened (their headers
+/// read, the data not yet): each `NAME.npy` of a folder (other files
+/// passed over), or each tensor of a `.safetensors` file.
 ///
-/// Errors: a path that is neither, a file that cannot be read or is not a
-/// valid `.npy` or `.safetensors`.
-fn read_inputs_from(path: &Path, max_bytes: u64) -> Result<Vec<(String, HostTensor)>> {
+/// Errors: a path that is neither, a file that cannot be opened or is not
+/// a valid `.npy` or `.safetensors`.
+fn open_inputs_from(path: &Path) -> Result<Vec<(String, Pending<File>)>> {
     let io = |e: std::io::Error| Failure::user(format!("--inputs {}: {e}", path.display()));
     if path.is_dir() {
         let mut files = Vec::new();
@@ -187,7 +189,7 @@ fn read_inputs_from(path: &Path, max_bytes: u64) -> Result<Vec<(String, HostTens
             }
         }
         files.sort();
-        return files.into_iter().map(|(name, p)| Ok((name, tgc_runtime::npy::read_npy(&p)?))).collect();
+        return files.into_iter().map(|(name, p)| Ok((name, tgc_runtime::npy::open_npy(&p)?))).collect();
     }
     if path.extension().is_none_or(|e| e != "safetensors") {
         return Err(Failure::user(format!(
@@ -195,22 +197,51 @@ fn read_inputs_from(path: &Path, max_bytes: u64) -> Result<Vec<(String, HostTens
             path.display()
         )));
     }
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > max_bytes {
-        return Err(Failure::user(format!(
-            "--inputs {}: {len} bytes is more than --max-memory ({max_bytes})",
-            path.display()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(io)?;
-    let file = safetensors::SafeTensors::deserialize(&bytes)
-        .map_err(|e| Failure::user(format!("--inputs {}: not a valid .safetensors file: {e}", path.display())))?;
-    let mut names = file.names();
-    names.sort();
-    names
+    tgc_runtime::safetensors_io::tensor_names(path)?
         .into_iter()
-        .map(|name| Ok((name.clone(), tgc_runtime::safetensors_io::read_safetensors_tensor_bytes(&bytes, name)?)))
+        .map(|name| {
+            let t = tgc_runtime::safetensors_io::open_safetensors(path, &name)?;
+            Ok((name, t))
+        })
         .collect()
+}
+
+/// An input of a run: opened from a file (read once the budget allows), or
+/// held by the source (an ONNX model's initializer).
+enum Given {
+    Opened(Pending<File>),
+    Held(HostTensor),
+}
+
+impl Given {
+    fn dtype(&self) -> tgc_runtime::DType {
+        match self {
+            Given::Opened(p) => p.dtype(),
+            Given::Held(t) => t.dtype(),
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            Given::Opened(p) => p.shape(),
+            Given::Held(t) => t.shape(),
+        }
+    }
+
+    /// The bytes the run holds for it beyond the graph's own tensors.
+    fn data_bytes(&self) -> u64 {
+        match self {
+            Given::Opened(p) => p.data_bytes(),
+            Given::Held(t) => t.bytes().len() as u64,
+        }
+    }
+
+    fn read(self) -> Result<HostTensor> {
+        match self {
+            Given::Opened(p) => Ok(p.read()?),
+            Given::Held(t) => Ok(t),
+        }
+    }
 }
 
 /// `--tile AXIS=SIZE` options, sorted by axis: the strip-mined axes and
@@ -293,21 +324,22 @@ fn run_graph(
     let estimator = estimator(run.algos)?;
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
-    let mut given: BTreeMap<String, HostTensor> = BTreeMap::new();
+    let mut given: BTreeMap<String, Given> = BTreeMap::new();
     let from = match inputs.from {
-        Some(p) => read_inputs_from(p, run.max_memory)?,
+        Some(p) => open_inputs_from(p)?,
         None => Vec::new(),
     };
     for (name, t) in
-        inputs.flags.iter().map(|spec| read_input(spec)).collect::<Result<Vec<_>>>()?.into_iter().chain(from)
+        inputs.flags.iter().map(|spec| open_input(spec)).collect::<Result<Vec<_>>>()?.into_iter().chain(from)
     {
         let name = loaded.name_of(&name).to_string();
+        let t = Given::Opened(t);
         if given.insert(name.clone(), t).is_some() {
             return Err(Failure::user(format!("input `{name}` is given twice")));
         }
     }
     for (name, t) in &loaded.weights {
-        given.entry(name.clone()).or_insert_with(|| t.clone());
+        given.entry(name.clone()).or_insert_with(|| Given::Held(t.clone()));
     }
     let names = pipeline::input_names(g);
     for name in given.keys() {
@@ -315,23 +347,31 @@ fn run_graph(
             return Err(Failure::user(format!("the graph has no input `{name}` (inputs: {})", names.join(", "))));
         }
     }
-    let mut ordered = Vec::new();
+    let mut pending = Vec::new();
     for (name, id) in names.iter().zip(g.inputs()) {
         let t = given
             .remove(name)
             .ok_or_else(|| Failure::user(format!("missing --input {name}=FILE (inputs: {})", names.join(", "))))?;
         let want = g.dtype(id);
-        let t = match (t.dtype(), want) {
-            (a, b) if a == b => t,
-            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => t.convert(want),
+        match (t.dtype(), want) {
+            (a, b) if a == b => {}
+            (tgc_runtime::DType::F32, tgc_runtime::DType::BF16) => {}
             (a, b) => return Err(Failure::user(format!("input `{name}` is {a} but the graph wants {b}"))),
-        };
-        ordered.push(t);
+        }
+        pending.push((t, want));
     }
-    let shapes: Vec<Vec<usize>> = ordered.iter().map(|t| t.shape().to_vec()).collect();
+    let shapes: Vec<Vec<usize>> = pending.iter().map(|(t, _)| t.shape().to_vec()).collect();
     let values = g.resolve_dims(&parse_dims(dims)?, Some(&shapes)).map_err(|d| Failure::diag(path, &d))?;
     let bound = g.bind(&values).map_err(|d| Failure::diag(path, &d))?;
-    pipeline::check_run_bytes(&bound, run.max_memory).map_err(|d| Failure::diag(path, &d))?;
+    let file_bytes = pending.iter().fold(0u64, |sum, (t, _)| sum.saturating_add(t.data_bytes()));
+    pipeline::check_run_bytes(&bound, file_bytes, run.max_memory).map_err(|d| Failure::diag(path, &d))?;
+    let ordered = pending
+        .into_iter()
+        .map(|(t, want)| {
+            let t = t.read()?;
+            Ok(if t.dtype() == want { t } else { t.convert(want) })
+        })
+        .collect::<Result<Vec<HostTensor>>>()?;
     let outputs = match backend {
         Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
         Backend::Cpu => {

@@ -141,7 +141,7 @@ fn measure(
     for (i, pt, tg::Unit { name, graph: unit, decisions: ds }) in work {
         let label = if unit.name == graph { pt.label.clone() } else { format!("{} ({name})", pt.label) };
         let inputs = pipeline::sample_inputs(&unit).map_err(|d| Failure::diag(path, &d))?;
-        pipeline::check_run_bytes(&unit, pipeline::MAX_RUN_BYTES).map_err(|d| Failure::diag(path, &d))?;
+        pipeline::check_run_bytes(&unit, 0, pipeline::MAX_RUN_BYTES).map_err(|d| Failure::diag(path, &d))?;
         let macs: u64 = ds.iter().map(tg::Decision::macs).sum();
         let want = if macs <= INTERPRETER_MACS {
             pipeline::run_interp(&unit, &inputs).map_err(|d| Failure::diag(path, &d))?

@@ -292,7 +292,7 @@ fn the_source_size_limit_holds_at_its_value() {
 }
 
 /// `tgc run --max-memory`: a budget of exactly the bytes the run holds
-/// (every node's value) runs, one byte less is `ResourceExceeded` at the
+/// (every node's value and the input files' data) runs, one byte less is `ResourceExceeded` at the
 /// expression of the largest tensor, before anything is allocated.
 #[test]
 fn the_run_budget_holds_at_its_value() {
@@ -319,12 +319,112 @@ fn the_run_budget_holds_at_its_value() {
             budget,
         ])
     };
-    let need = 4 + 4 + 2 * 4 * 1024;
+    // With the 4 bytes of x.npy's data, which the reader holds (issue 54).
+    let need = 4 + 4 + 4 + 2 * 4 * 1024;
     let o = run(&need.to_string());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let e = assert_user_error(&run(&(need - 1).to_string()), &format!("{file}:2:9"), "ResourceExceeded");
-    assert!(e.contains(&format!("needs up to {need} bytes")), "{e}");
+    assert!(e.contains(&format!("needs up to {need} bytes of tensors (4 of them the data read from its input")), "{e}");
     let o = run("1T");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("`1T` is not a byte count"), "{}", stderr(&o));
+}
+
+/// Runs `tgc ARGS` under a 3 GB address-space limit (so that a reader that
+/// grows without bound fails instead of taking the machine's memory) and
+/// kills it after 20 s (so that one that blocks fails instead of hanging
+/// the test); returns its output and how long it ran.
+fn tgc_bounded(args: &[String]) -> (Output, std::time::Duration) {
+    let start = std::time::Instant::now();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 3000000 && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_tgc"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    (out, start.elapsed())
+}
+
+/// `tgc run GRAPH --backend interp --input SPEC --output-dir OUT` as [`tgc_bounded`] runs it.
+fn run_bounded(graph: &str, spec: &str, out: &Path, more: &[&str]) -> (Output, std::time::Duration) {
+    let mut args: Vec<String> =
+        ["run", graph, "--backend", "interp", "--input", spec, "--output-dir"].iter().map(|s| s.to_string()).collect();
+    args.push(out.display().to_string());
+    args.extend(more.iter().map(|s| s.to_string()));
+    tgc_bounded(&args)
+}
+
+/// Issue 54, 4. An input that is a link to `/dev/zero` was read until
+/// memory ran out, and a FIFO blocked `tgc run` until a writer came: an
+/// input must be a regular file, checked before a byte is read (as `.npy`
+/// and as `.safetensors`).
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once() {
+    let dir = temp("hostile-not-files");
+    let graph = write(&dir, "g.tgc", "graph<N=4> main(x: f32[N]) -> (y: f32[N]) {\n    y = x + x\n    return y\n}\n");
+    let fifo = |name: &str| {
+        let path = dir.join(name);
+        let ok = Command::new("mkfifo").arg(&path).status().unwrap().success();
+        assert!(ok, "mkfifo {}", path.display());
+        path
+    };
+    let cases = [
+        (dir.join("zero.npy"), "a character device"),
+        (dir.join("zero.safetensors"), "a character device"),
+        (fifo("fifo.npy"), "a FIFO"),
+        (fifo("fifo.safetensors"), "a FIFO"),
+        (dir.join("dir.npy"), "a directory"),
+    ];
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.npy")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.safetensors")).unwrap();
+    std::fs::create_dir_all(dir.join("dir.npy")).unwrap();
+    for (path, kind) in cases {
+        let tensor = if path.extension().unwrap() == "safetensors" { ":x" } else { "" };
+        let (o, took) = run_bounded(&graph, &format!("x={}{tensor}", path.display()), &dir.join("out"), &[]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{}: {e}", path.display());
+        let want = format!("cannot read `{}`: it is {kind}, not a regular file", path.display());
+        assert!(e.contains(&want), "want {want}, got {e}");
+        assert!(took.as_secs_f64() < 1.0, "{}: {took:?}", path.display());
+    }
+}
+
+/// Issue 54, 4. Input files were read whole before any check, so a file
+/// whose header declared 1 TiB of data was read (or allocated) before the
+/// run's budget refused the tensors; the data is now counted against
+/// `--max-memory` from the header, before it is read. The files are sparse:
+/// 1 TiB long, a few blocks on disk.
+#[test]
+fn input_data_is_counted_against_the_budget_before_it_is_read() {
+    let dir = temp("hostile-huge-input");
+    let graph = write(&dir, "g.tgc", "graph<N=4> main(x: f32[N]) -> (y: f32[N]) {\n    y = x + x\n    return y\n}\n");
+    let n: u64 = 1 << 38;
+    let sparse = |name: &str, header: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, header).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(header.len() as u64 + 4 * n).unwrap();
+        path
+    };
+    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}\n");
+    let npy =
+        sparse("huge.npy", &[&b"\x93NUMPY\x01\x00"[..], &(dict.len() as u16).to_le_bytes(), dict.as_bytes()].concat());
+    let json = format!(r#"{{"x":{{"dtype":"F32","shape":[{n}],"data_offsets":[0,{}]}}}}"#, 4 * n);
+    let st = sparse("huge.safetensors", &[&(json.len() as u64).to_le_bytes()[..], json.as_bytes()].concat());
+    for spec in [format!("x={}", npy.display()), format!("x={}:x", st.display())] {
+        let (o, took) = run_bounded(&graph, &spec, &dir.join("out"), &["--max-memory", "1G"]);
+        let e = assert_user_error(&o, &format!("{graph}:1:17"), "ResourceExceeded");
+        let want =
+            format!("needs up to {} bytes of tensors ({} of them the data read from its input files)", 12 * n, 4 * n);
+        assert!(e.contains(&want), "{spec}: want {want}, got {e}");
+        assert!(took.as_secs_f64() < 1.0, "{spec}: {took:?}");
+    }
 }

@@ -655,18 +655,21 @@ pub fn sample_inputs(g: &Graph) -> DResult<Vec<HostTensor>> {
 /// run (`tgc run --max-memory` sets another).
 pub const MAX_RUN_BYTES: u64 = 1 << 36;
 
-/// The bytes of every node's value of the bound graph `g` together: what
-/// the reference interpreter holds at most, and an upper bound for the
-/// backends (which keep fused intermediates in registers and scratch
-/// rows). `tgc run` checks it against its budget before any backend
-/// allocates, so that a run too large for the budget stops with a message
-/// instead of an allocation failure, or a kill by the operating system
-/// once over-committed pages are touched.
+/// The bytes a run of the bound graph `g` holds at most: every node's value
+/// together (what the reference interpreter holds at most, and an upper
+/// bound for the backends, which keep fused intermediates in registers and
+/// scratch rows), plus `file_bytes`, the data of the input files it reads
+/// (a reader holds a file's data while it builds the tensor; `tgc run`
+/// passes the sum of `tgc_runtime::input::Pending::data_bytes`). `tgc run`
+/// checks it against its budget before it reads the input files' data and
+/// before any backend allocates, so that a run too large for the budget
+/// stops with a message instead of an allocation failure, or a kill by the
+/// operating system once over-committed pages are touched.
 ///
 /// Errors: `ResourceExceeded` at the largest node when the total exceeds
 /// `budget` bytes; `UnboundSymbol` for a graph that is not bound.
-pub fn check_run_bytes(g: &Graph, budget: u64) -> DResult<u64> {
-    let mut total: u128 = 0;
+pub fn check_run_bytes(g: &Graph, file_bytes: u64, budget: u64) -> DResult<u64> {
+    let mut total: u128 = file_bytes as u128;
     let mut largest: Option<(u128, NodeId)> = None;
     for id in g.ids() {
         let mut n: u128 = g.dtype(id).size_bytes() as u128;
@@ -684,10 +687,14 @@ pub fn check_run_bytes(g: &Graph, budget: u64) -> DResult<u64> {
     match largest {
         Some((bytes, id)) if total > budget as u128 => {
             let node = g.node(id);
+            let files = match file_bytes {
+                0 => String::new(),
+                n => format!(" ({n} of them the data read from its input files)"),
+            };
             Err(diag!(
                 ResourceExceeded,
-                "the run needs up to {total} bytes of tensors, more than the budget of {budget} bytes (`--max-memory`, \
-                 default {} GiB); the largest is this {} of shape [{}] ({bytes} bytes)",
+                "the run needs up to {total} bytes of tensors{files}, more than the budget of {budget} bytes \
+                 (`--max-memory`, default {} GiB); the largest is this {} of shape [{}] ({bytes} bytes)",
                 MAX_RUN_BYTES >> 30,
                 node.op.name(),
                 g.shape(id).iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")

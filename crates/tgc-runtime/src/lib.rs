@@ -3,7 +3,9 @@
 //! - [`error`]: `tgc::Error`, the error of every generated function and runtime call.
 //! - [`dtype`]: element types and their rounding.
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
-//! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
+//! - [`npy`] and [`safetensors_io`]: reading and writing tensor files;
+//!   [`input`]: what their readers share (regular files only, headers read
+//!   before the data, each read bounded by the file's length).
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
 //!   GEMM micro-kernel, and the scratch memory they ask it for.
@@ -25,6 +27,7 @@ pub mod cpu_rt;
 pub mod cuda;
 pub mod dtype;
 pub mod error;
+pub mod input;
 pub mod launch;
 pub mod model;
 pub mod npy;

@@ -14,11 +14,22 @@
 //! order. Written: f16 `<f2`, f32 `<f4`, i32 `<i4`, bool `|b1`, and bf16 as
 //! f32 `<f4` since NumPy has no bf16 (`DESIGN.md`, `tgc run`).
 //!
+//! A header is read as NumPy's `format.read_array_header` reads it: at most
+//! [`MAX_HEADER_BYTES`] long, a dict of exactly the keys `descr`,
+//! `fortran_order` and `shape` (a key repeated is refused too, where NumPy
+//! would keep the last), `fortran_order` a bool and `shape` a tuple of
+//! integers (`(2, 3)`, `(6,)` or `()`; `(6)` is the integer 6 and `[6]` a
+//! list, both refused). The file must then hold exactly the data the header
+//! declares; [`open_npy`] checks all this before any data is read.
+//!
 //! Every malformed input is an [`Error::Format`] naming what is wrong.
 
+use std::fs::File;
+use std::io::{Read, Seek};
 use std::path::Path;
 
-use crate::tensor::{f64_le_to_f32_le, i64_le_to_i32_le, num_elements};
+use crate::input::{Pending, Source, Stored};
+use crate::tensor::num_elements;
 use crate::{DType, Error, HostTensor, Result};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -33,18 +44,33 @@ const GROWTH_AXIS_MAX_DIGITS: usize = 21;
 /// Deepest nesting accepted in a header dict; guards the recursive parser.
 const MAX_DEPTH: usize = 16;
 
+/// The longest header dict read, in bytes: NumPy's own bound
+/// (`_MAX_HEADER_SIZE` in `numpy/lib/format.py`, which `np.load` passes over
+/// only with `allow_pickle=True`). The header of a rank-16 tensor takes a
+/// few hundred.
+pub const MAX_HEADER_BYTES: u64 = 10_000;
+
+/// The keys of a header dict, each exactly once.
+const KEYS: [&str; 3] = ["descr", "fortran_order", "shape"];
+
 /// Reads the `.npy` file at `path`, keeping its dtype (f64 and i64 data come
-/// back as f32 and i32, see the module doc).
+/// back as f32 and i32, see the module doc): [`open_npy`], then
+/// [`Pending::read`].
 ///
-/// Errors: [`Error::Io`] when the file cannot be read; [`Error::Format`]
-/// (naming the path) when its content is not a supported `.npy` array.
+/// Errors: those of [`open_npy`] and [`Pending::read`].
 pub fn read_npy(path: impl AsRef<Path>) -> Result<HostTensor> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
-    read_npy_bytes(&bytes).map_err(|e| match e {
-        Error::Format(msg) => Error::Format(format!("`{}`: {msg}", path.display())),
-        e => e,
-    })
+    open_npy(path.as_ref())?.read()
+}
+
+/// Opens the `.npy` file at `path` and reads its header: the tensor's dtype
+/// and shape, its data not yet read.
+///
+/// Errors: [`Error::Io`] when the file cannot be opened or is not a regular
+/// file; [`Error::Format`] (naming the path) when its header is not that of
+/// a supported `.npy` array or the file does not hold exactly the data the
+/// header declares.
+pub fn open_npy(path: &Path) -> Result<Pending<File>> {
+    pending(Source::open(path)?)
 }
 
 /// Parses the bytes of a whole `.npy` file, as [`read_npy`] does.
@@ -53,31 +79,76 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<HostTensor> {
 /// a malformed header dict, a negative or overflowing shape, truncated or
 /// trailing data, or an i64 value outside i32.
 pub fn read_npy_bytes(bytes: &[u8]) -> Result<HostTensor> {
-    let (header, data) = split_header(bytes)?;
-    let header = parse_header(header)?;
-    let too_big = || Error::Format(format!("shape {:?} is too large", header.shape));
-    let n = num_elements(&header.shape).ok_or_else(too_big)?;
-    let need = n.checked_mul(header.descr.size).ok_or_else(too_big)?;
-    if data.len() < need {
+    pending(Source::bytes(bytes))?.read()
+}
+
+/// The tensor `source` holds, after checking its header and its length.
+fn pending<R: Read + Seek>(mut source: Source<R>) -> Result<Pending<R>> {
+    match layout(&mut source) {
+        Ok((header, offset, bytes)) => Ok(Pending {
+            source,
+            offset,
+            bytes,
+            stored: header.descr.stored,
+            big_endian: header.descr.big_endian,
+            fortran_order: header.fortran_order,
+            shape: header.shape,
+            name: None,
+        }),
+        Err(e) => Err(source.in_context(e)),
+    }
+}
+
+/// The header of the `.npy` file in `source`, where its data starts and how
+/// many bytes it takes, once the file is known to end right after them.
+fn layout<R: Read + Seek>(source: &mut Source<R>) -> Result<(Header, u64, u64)> {
+    if source.len() < 8 || source.read_at(0, 6, "magic")? != MAGIC {
+        return Err(Error::Format("not a .npy file (missing the \\x93NUMPY magic)".into()));
+    }
+    let version = source.read_at(6, 2, ".npy version")?;
+    let (major, minor) = (version[0], version[1]);
+    let len_bytes = match major {
+        1 => 2,
+        2 | 3 => 4,
+        _ => {
+            return Err(Error::Format(format!(
+                "unsupported .npy format version {major}.{minor} (supported: 1.0, 2.0, 3.0)"
+            )))
+        }
+    };
+    let len_field = source.read_at(8, len_bytes, ".npy header")?;
+    let len = len_field.iter().rev().fold(0u64, |acc, &b| acc << 8 | b as u64);
+    if len > MAX_HEADER_BYTES {
         return Err(Error::Format(format!(
-            "truncated data: shape {:?} of `{}` needs {need} bytes, the file has {}",
-            header.shape,
-            header.descr.text,
-            data.len()
+            "a .npy header of {len} bytes is longer than the {MAX_HEADER_BYTES} read (NumPy's bound too)"
         )));
     }
-    if data.len() > need {
+    let start = 8 + len_bytes;
+    let text = source.read_at(start, len, ".npy header")?;
+    if major == 3 && std::str::from_utf8(&text).is_err() {
+        return Err(Error::Format("a version 3.0 .npy header must be UTF-8".into()));
+    }
+    let header = parse_header(&text)?;
+    let too_big = || Error::Format(format!("shape {:?} is too large", header.shape));
+    let n = num_elements(&header.shape).ok_or_else(too_big)?;
+    let need =
+        u64::try_from(n).ok().and_then(|n| n.checked_mul(header.descr.stored.size() as u64)).ok_or_else(too_big)?;
+    let offset = start + len;
+    let have = source.len() - offset;
+    if have < need {
+        return Err(Error::Format(format!(
+            "truncated data: shape {:?} of `{}` needs {need} bytes, the file has {have}",
+            header.shape, header.descr.text
+        )));
+    }
+    if have > need {
         return Err(Error::Format(format!(
             "{} unexpected bytes after the data of shape {:?}",
-            data.len() - need,
+            have - need,
             header.shape
         )));
     }
-    let (dtype, mut out) = header.descr.decode(data)?;
-    if header.fortran_order && header.shape.len() > 1 {
-        out = fortran_to_c(&out, &header.shape, dtype.size_bytes());
-    }
-    HostTensor::from_bytes(dtype, &header.shape, out)
+    Ok((header, offset, need))
 }
 
 /// Writes `tensor` to `path` as a version 1.0 `.npy` file (bf16 as f32).
@@ -136,33 +207,6 @@ fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
     out
 }
 
-/// Splits a file into its header dict text and its data.
-fn split_header(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
-    if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(Error::Format("not a .npy file (missing the \\x93NUMPY magic)".into()));
-    }
-    let (major, minor) = (bytes[6], bytes[7]);
-    let len_bytes = match major {
-        1 => 2,
-        2 | 3 => 4,
-        _ => {
-            return Err(Error::Format(format!(
-                "unsupported .npy format version {major}.{minor} (supported: 1.0, 2.0, 3.0)"
-            )))
-        }
-    };
-    let start = 8 + len_bytes;
-    let truncated = || Error::Format("truncated .npy header".into());
-    let len_field = bytes.get(8..start).ok_or_else(truncated)?;
-    let len = len_field.iter().rev().fold(0usize, |acc, &b| acc << 8 | b as usize);
-    let end = start.checked_add(len).ok_or_else(truncated)?;
-    let header = bytes.get(start..end).ok_or_else(truncated)?;
-    if major == 3 && std::str::from_utf8(header).is_err() {
-        return Err(Error::Format("a version 3.0 .npy header must be UTF-8".into()));
-    }
-    Ok((header, &bytes[end..]))
-}
-
 /// The three keys of a `.npy` header dict.
 struct Header {
     descr: Descr,
@@ -181,23 +225,34 @@ fn parse_header(text: &[u8]) -> Result<Header> {
     let Py::Dict(entries) = value else {
         return Err(bad("the header is not a dict".into()));
     };
-    let get = |key: &str| {
-        entries
-            .iter()
-            .find(|(k, _)| matches!(k, Py::Str(s) if s == key))
-            .map(|(_, v)| v)
-            .ok_or_else(|| bad(format!("missing key '{key}'")))
-    };
-    let descr = match get("descr")? {
-        Py::Str(s) => Descr::parse(s)?,
+    let mut values: [Option<Py>; 3] = [None, None, None];
+    for (at, key, value) in entries {
+        let Py::Str(key) = key else {
+            return Err(bad(format!("the key at byte {at} is not a string")));
+        };
+        let Some(k) = KEYS.iter().position(|&name| name == key) else {
+            return Err(bad(format!(
+                "unknown key '{key}' at byte {at} (the keys are 'descr', 'fortran_order' and 'shape')"
+            )));
+        };
+        if values[k].replace(value).is_some() {
+            return Err(bad(format!("key '{key}' given again at byte {at}")));
+        }
+    }
+    let [descr, fortran_order, shape] = values;
+    let missing = |k: usize| bad(format!("missing key '{}'", KEYS[k]));
+    let descr = match descr.ok_or_else(|| missing(0))? {
+        Py::Str(s) => Descr::parse(&s)?,
         _ => return Err(unsupported_descr("a structured dtype")),
     };
-    let fortran_order = match get("fortran_order")? {
-        Py::Bool(b) => *b,
+    let fortran_order = match fortran_order.ok_or_else(|| missing(1))? {
+        Py::Bool(b) => b,
         _ => return Err(bad("'fortran_order' is not True or False".into())),
     };
-    let Py::Seq(dims) = get("shape")? else {
-        return Err(bad("'shape' is not a tuple".into()));
+    let dims = match shape.ok_or_else(|| missing(2))? {
+        Py::Tuple(dims) => dims,
+        Py::List => return Err(bad("'shape' is a list, not a tuple".into())),
+        _ => return Err(bad("'shape' is not a tuple".into())),
     };
     let shape = dims
         .iter()
@@ -213,19 +268,8 @@ fn parse_header(text: &[u8]) -> Result<Header> {
 /// A supported `descr`: the file's element type and byte order.
 struct Descr {
     text: String,
-    kind: FileType,
-    size: usize,
+    stored: Stored,
     big_endian: bool,
-}
-
-#[derive(Clone, Copy)]
-enum FileType {
-    F16,
-    F32,
-    F64,
-    I32,
-    I64,
-    Bool,
 }
 
 fn unsupported_descr(what: &str) -> Error {
@@ -240,68 +284,24 @@ impl Descr {
         let unsupported = || unsupported_descr(&format!("'{text}'"));
         let mut chars = text.chars();
         let order = chars.next().ok_or_else(unsupported)?;
-        let (kind, size) = match chars.as_str() {
-            "f2" => (FileType::F16, 2),
-            "f4" => (FileType::F32, 4),
-            "f8" => (FileType::F64, 8),
-            "i4" => (FileType::I32, 4),
-            "i8" => (FileType::I64, 8),
-            "b1" => (FileType::Bool, 1),
+        let stored = match chars.as_str() {
+            "f2" => Stored::F16,
+            "f4" => Stored::F32,
+            "f8" => Stored::F64,
+            "i4" => Stored::I32,
+            "i8" => Stored::I64,
+            "b1" => Stored::Bool,
             _ => return Err(unsupported()),
         };
         let big_endian = match order {
             '<' => false,
             '>' => true,
             '=' => cfg!(target_endian = "big"),
-            '|' if size == 1 => false,
+            '|' if stored.size() == 1 => false,
             _ => return Err(unsupported()),
         };
-        Ok(Descr { text: text.to_string(), kind, size, big_endian })
+        Ok(Descr { text: text.to_string(), stored, big_endian })
     }
-
-    /// Converts file elements to the dtype they are read as, in that dtype's
-    /// little-endian storage.
-    fn decode(&self, data: &[u8]) -> Result<(DType, Vec<u8>)> {
-        let mut le = data.to_vec();
-        if self.big_endian {
-            le.chunks_exact_mut(self.size).for_each(<[u8]>::reverse);
-        }
-        Ok(match self.kind {
-            FileType::F16 => (DType::F16, le),
-            FileType::F32 => (DType::F32, le),
-            FileType::I32 => (DType::I32, le),
-            FileType::Bool => (DType::Bool, le.iter().map(|&b| (b != 0) as u8).collect()),
-            FileType::F64 => (DType::F32, f64_le_to_f32_le(&le)),
-            FileType::I64 => (DType::I32, i64_le_to_i32_le(&le)?),
-        })
-    }
-}
-
-/// Reorders column-major elements of `size` bytes into row-major order.
-fn fortran_to_c(data: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
-    let mut strides = Vec::with_capacity(shape.len());
-    let mut stride = 1;
-    for &d in shape {
-        strides.push(stride);
-        stride *= d;
-    }
-    let mut out = Vec::with_capacity(data.len());
-    let mut index = vec![0; shape.len()];
-    let mut src = 0; // element offset in `data` of `index`
-    for _ in 0..data.len() / size {
-        out.extend_from_slice(&data[src * size..(src + 1) * size]);
-        // Advance `index` in row-major order, keeping `src` in step.
-        for k in (0..shape.len()).rev() {
-            index[k] += 1;
-            src += strides[k];
-            if index[k] < shape[k] {
-                break;
-            }
-            src -= strides[k] * shape[k];
-            index[k] = 0;
-        }
-    }
-    out
 }
 
 /// The Python literals a `.npy` header uses.
@@ -310,9 +310,11 @@ enum Py {
     Int(i64),
     Bool(bool),
     None,
-    /// A tuple or a list.
-    Seq(Vec<Py>),
-    Dict(Vec<(Py, Py)>),
+    Tuple(Vec<Py>),
+    /// A list: never a valid value of a key here, so its items are dropped.
+    List,
+    /// Each entry with the byte offset of its key.
+    Dict(Vec<(usize, Py, Py)>),
 }
 
 /// A recursive-descent parser for Python literals, over the header bytes.
@@ -345,6 +347,22 @@ impl Parser<'_> {
         }
     }
 
+    /// The items up to `close`, comma-separated (a trailing comma allowed),
+    /// and whether there was a comma.
+    fn items(&mut self, close: u8, depth: usize) -> std::result::Result<(Vec<Py>, bool), String> {
+        let mut items = Vec::new();
+        let mut comma = false;
+        while self.peek() != Some(close) {
+            items.push(self.value(depth + 1)?);
+            if self.peek() != Some(close) {
+                self.expect(b',')?;
+                comma = true;
+            }
+        }
+        self.pos += 1;
+        Ok((items, comma))
+    }
+
     fn value(&mut self, depth: usize) -> std::result::Result<Py, String> {
         if depth > MAX_DEPTH {
             return Err(format!("nested deeper than {MAX_DEPTH} levels"));
@@ -354,9 +372,10 @@ impl Parser<'_> {
                 self.pos += 1;
                 let mut entries = Vec::new();
                 while self.peek() != Some(b'}') {
+                    let at = self.pos;
                     let key = self.value(depth + 1)?;
                     self.expect(b':')?;
-                    entries.push((key, self.value(depth + 1)?));
+                    entries.push((at, key, self.value(depth + 1)?));
                     if self.peek() != Some(b'}') {
                         self.expect(b',')?;
                     }
@@ -364,18 +383,19 @@ impl Parser<'_> {
                 self.pos += 1;
                 Ok(Py::Dict(entries))
             }
-            Some(open @ (b'(' | b'[')) => {
-                let close = if open == b'(' { b')' } else { b']' };
+            Some(b'(') => {
                 self.pos += 1;
-                let mut items = Vec::new();
-                while self.peek() != Some(close) {
-                    items.push(self.value(depth + 1)?);
-                    if self.peek() != Some(close) {
-                        self.expect(b',')?;
-                    }
+                // As in Python, `(x)` is `x`; `()`, `(x,)` and `(x, y)` are tuples.
+                let (mut items, comma) = self.items(b')', depth)?;
+                match items.len() {
+                    1 if !comma => Ok(items.remove(0)),
+                    _ => Ok(Py::Tuple(items)),
                 }
+            }
+            Some(b'[') => {
                 self.pos += 1;
-                Ok(Py::Seq(items))
+                self.items(b']', depth)?;
+                Ok(Py::List)
             }
             Some(quote @ (b'\'' | b'"')) => {
                 self.pos += 1;
@@ -498,11 +518,12 @@ mod tests {
         }
         let empty = HostTensor::zeros(DType::I32, &[0, 4]).unwrap();
         assert_eq!(read_npy_bytes(&write_npy_bytes(&empty)).unwrap(), empty);
-        // A header over 64 KiB needs format version 2.0.
+        // A header over 64 KiB needs format version 2.0, and is longer than
+        // the reader (and NumPy's) reads.
         let high_rank = HostTensor::zeros(DType::F16, &[1; 30_000]).unwrap();
         let bytes = write_npy_bytes(&high_rank);
         assert_eq!((bytes[6], bytes.iter().position(|&b| b == b'\n').unwrap() % ALIGN), (2, ALIGN - 1));
-        assert_eq!(read_npy_bytes(&bytes).unwrap(), high_rank);
+        assert!(format_error(&bytes).contains("is longer than the 10000 read"));
     }
 
     #[test]
@@ -526,7 +547,7 @@ mod tests {
         let t = read_npy_bytes(&npy_with(2, dict, &[0x3f, 0x80, 0, 0, 0xc0, 0, 0, 0])).unwrap();
         assert_eq!((t.dtype(), t.to_f32_vec()), (DType::F32, vec![1.0, -2.0]));
 
-        let dict = "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": [1]}";
+        let dict = "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": (1,)}";
         let t = read_npy_bytes(&npy_with(3, dict, &0.1f64.to_le_bytes())).unwrap();
         assert_eq!((t.dtype(), t.to_f32_vec()), (DType::F32, vec![0.1f32]));
 
@@ -552,9 +573,65 @@ mod tests {
         let t = read_npy_bytes(&npy_with(1, dict, &data)).unwrap();
         assert_eq!(t.shape(), [3, 2]);
         assert_eq!(t.to_f64_vec(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    }
 
-        let got = fortran_to_c(&[0, 1, 2, 3, 4, 5, 6, 7], &[2, 2, 2], 1);
-        assert_eq!(got, [0, 4, 2, 6, 1, 5, 3, 7]);
+    /// NumPy's `read_array_header`: exactly the three keys, `shape` a tuple
+    /// (`(4)` is the integer 4 in Python). A repeated `descr` was read with
+    /// its first value and the data reinterpreted.
+    #[test]
+    fn header_keys_and_shape_are_numpys() {
+        let dict = |descr: &str, shape: &str| format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}}}");
+        for shape in ["(4,)", "( 4 , )", "(2, 2)", "(1, 4, 1,)"] {
+            let t = read_npy_bytes(&npy_with(1, &dict("'<f4'", shape), &[0; 16])).unwrap();
+            assert_eq!(t.len(), 4, "{shape}");
+        }
+        assert!(read_npy_bytes(&npy_with(1, &dict("'<f4'", "()"), &[0; 4])).unwrap().shape().is_empty());
+        let cases = [
+            (dict("'<f4', 'descr': '<i4'", "(4,)"), "key 'descr' given again at byte 17"),
+            (dict("'<f4'", "(4,), 'shape': (2, 2)"), "key 'shape' given again"),
+            (dict("'<f4'", "(4,), 'extra': 0"), "unknown key 'extra' at byte"),
+            (dict("'<f4'", "(4,), 'Shape': (4,)"), "unknown key 'Shape'"),
+            (dict("'<f4'", "(4,), 7: 0"), "the key at byte 56 is not a string"),
+            (dict("'<f4'", "[4]"), "'shape' is a list, not a tuple"),
+            (dict("'<f4'", "(4)"), "'shape' is not a tuple"),
+            (dict("'<f4'", "4"), "'shape' is not a tuple"),
+            (dict("'<f4'", "((4,),)"), "not a tuple of non-negative integers"),
+        ];
+        for (dict, want) in cases {
+            let msg = format_error(&npy_with(1, &dict, &[0; 16]));
+            assert!(msg.contains(want), "{dict}: `{msg}` should mention `{want}`");
+        }
+    }
+
+    /// [`MAX_HEADER_BYTES`] holds at its value, before the header is read.
+    #[test]
+    fn the_header_limit_holds_at_its_value() {
+        let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}";
+        let padded = |len: usize| format!("{dict:<0$}", len - 1) + "\n";
+        let max = MAX_HEADER_BYTES as usize;
+        assert_eq!(read_npy_bytes(&npy_with(2, &padded(max), &[0; 4])).unwrap().len(), 1);
+        let msg = format_error(&npy_with(2, &padded(max + 1), &[0; 4]));
+        assert!(msg.contains("a .npy header of 10001 bytes is longer than the 10000 read"), "{msg}");
+        // A length field of 4 GiB in a file of 16 bytes: refused, not allocated.
+        let mut huge = npy_with(2, "", &[0; 4]);
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(format_error(&huge).contains("4294967295 bytes is longer than"));
+    }
+
+    /// [`open_npy`] reads the header only: the tensor's size is known before
+    /// its data is read.
+    #[test]
+    fn opening_reads_the_header_only() {
+        let dir = TempDir::new("npy-open");
+        let path = dir.path().join("big.npy");
+        let t = HostTensor::zeros(DType::F32, &[1 << 20]).unwrap();
+        write_npy(&path, &t).unwrap();
+        let pending = open_npy(&path).unwrap();
+        assert_eq!((pending.dtype(), pending.shape(), pending.data_bytes()), (DType::F32, &[1 << 20][..], 4 << 20));
+        // The file shrinks after the header was checked: the read says so.
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(1000).unwrap();
+        let e = pending.read().unwrap_err();
+        assert!(matches!(&e, Error::Io(m) if m.contains("big.npy") && m.contains("end of file")), "{e}");
     }
 
     #[test]

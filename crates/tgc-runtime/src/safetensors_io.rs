@@ -6,12 +6,21 @@
 //! converted to f32 (nearest) and i32 (an error when a value is out of range),
 //! as `.npy` files are. Safetensors data is little-endian and row-major, the
 //! layout of [`HostTensor`].
+//!
+//! The header (an 8-byte little-endian length, then that many bytes of
+//! JSON) is read first, within the format's bound [`MAX_HEADER_BYTES`], and
+//! checked as the format's reference reader checks it; then the data of the
+//! one tensor asked for, and nothing else.
 
+use std::fs::File;
+use std::io::{Read, Seek};
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors};
+use safetensors::tensor::Metadata;
+use safetensors::Dtype;
 
-use crate::tensor::{f64_le_to_f32_le, i64_le_to_i32_le};
+use crate::input::{Pending, Source, Stored};
+use crate::tensor::num_elements;
 use crate::{DType, Error, HostTensor, Result};
 
 /// The bytes of a `.safetensors` file holding `tensors` by name, in their
@@ -42,45 +51,114 @@ pub fn to_safetensors(tensors: &[(String, HostTensor)], metadata: &[(&str, &str)
 /// Names listed when a requested tensor is missing.
 const MAX_LISTED_NAMES: usize = 10;
 
-/// Reads the tensor `tensor_name` of the `.safetensors` file at `path`.
+/// The longest JSON header read, in bytes: the format's own bound
+/// (`MAX_HEADER_SIZE` of the `safetensors` crate, which refuses longer ones).
+pub const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Reads the tensor `tensor_name` of the `.safetensors` file at `path`:
+/// [`open_safetensors`], then [`Pending::read`].
 ///
-/// The whole file is read into memory.
-///
-/// Errors: [`Error::Io`] when the file cannot be read; [`Error::Format`] when
-/// it is not a valid `.safetensors` file, has no tensor of that name (the
-/// message lists the names it has), or holds an unsupported element type.
+/// Errors: those of [`open_safetensors`] and [`Pending::read`].
 pub fn read_safetensors_tensor(path: impl AsRef<Path>, tensor_name: &str) -> Result<HostTensor> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
-    read_safetensors_tensor_bytes(&bytes, tensor_name).map_err(|e| match e {
-        Error::Format(msg) => Error::Format(format!("`{}`: {msg}", path.display())),
-        e => e,
-    })
+    open_safetensors(path.as_ref(), tensor_name)?.read()
+}
+
+/// Opens the `.safetensors` file at `path` and reads its header: the dtype
+/// and shape of its tensor `tensor_name`, whose data is not read yet (nor
+/// that of the other tensors, ever).
+///
+/// Errors: [`Error::Io`] when the file cannot be opened or is not a regular
+/// file; [`Error::Format`] (naming the path) when it is not a valid
+/// `.safetensors` file (a header longer than [`MAX_HEADER_BYTES`], or not
+/// the JSON of the format, tensors that do not lie back to back, a file
+/// longer or shorter than its tensors), has no tensor of that name (the
+/// message lists the names it has), or holds an unsupported element type.
+pub fn open_safetensors(path: &Path, tensor_name: &str) -> Result<Pending<File>> {
+    pending(Source::open(path)?, tensor_name)
 }
 
 /// Reads the tensor `tensor_name` from the bytes of a whole `.safetensors`
 /// file, as [`read_safetensors_tensor`] does.
 pub fn read_safetensors_tensor_bytes(bytes: &[u8], tensor_name: &str) -> Result<HostTensor> {
-    let file =
-        SafeTensors::deserialize(bytes).map_err(|e| Error::Format(format!("not a valid .safetensors file: {e}")))?;
-    let Ok(view) = file.tensor(tensor_name) else {
-        return Err(Error::Format(missing_tensor_message(&file, tensor_name)));
+    pending(Source::bytes(bytes), tensor_name)?.read()
+}
+
+/// The tensor `tensor_name` of `source`, after checking the header and the
+/// file's length.
+fn pending<R: Read + Seek>(mut source: Source<R>, tensor_name: &str) -> Result<Pending<R>> {
+    match find(&mut source, tensor_name) {
+        Ok((offset, bytes, stored, shape)) => Ok(Pending {
+            source,
+            offset,
+            bytes,
+            stored,
+            big_endian: false,
+            fortran_order: false,
+            shape,
+            name: Some(tensor_name.to_string()),
+        }),
+        Err(e) => Err(source.in_context(e)),
+    }
+}
+
+/// The names of the tensors of the `.safetensors` file at `path`, sorted,
+/// from its header (checked as [`open_safetensors`] checks it; no data is
+/// read).
+///
+/// Errors: those of [`open_safetensors`] but a missing name.
+pub fn tensor_names(path: &Path) -> Result<Vec<String>> {
+    let mut source = Source::open(path)?;
+    match header(&mut source) {
+        Ok((header, _)) => {
+            let mut names: Vec<String> = header.tensors().into_keys().collect();
+            names.sort();
+            Ok(names)
+        }
+        Err(e) => Err(source.in_context(e)),
+    }
+}
+
+/// The checked header of `source` and its length in bytes.
+fn header<R: Read + Seek>(source: &mut Source<R>) -> Result<(Metadata, u64)> {
+    let invalid = |msg: String| Error::Format(format!("not a valid .safetensors file: {msg}"));
+    if source.len() < 8 {
+        return Err(invalid(format!("{} bytes, fewer than the 8 of the header's length", source.len())));
+    }
+    let len_field: [u8; 8] = source.read_at(0, 8, "header length")?.try_into().expect("8 bytes");
+    let n = u64::from_le_bytes(len_field);
+    if n > MAX_HEADER_BYTES {
+        return Err(invalid(format!("a header of {n} bytes, longer than the format's {MAX_HEADER_BYTES}")));
+    }
+    if 8 + n > source.len() {
+        return Err(invalid(format!("a header of {n} bytes in a file of {}", source.len())));
+    }
+    let text = source.read_at(8, n, ".safetensors header")?;
+    let header: Metadata =
+        serde_json::from_slice(&text).map_err(|e| invalid(format!("the header is not the format's JSON: {e}")))?;
+    drop(text);
+    let end = data_end(&header).map_err(invalid)?;
+    let have = source.len() - 8 - n;
+    if end != have {
+        return Err(invalid(format!("its tensors take {end} bytes of data, the file has {have} after the header")));
+    }
+    Ok((header, n))
+}
+
+/// Where the data of tensor `tensor_name` starts in `source`, its bytes,
+/// element type and shape.
+fn find<R: Read + Seek>(source: &mut Source<R>, tensor_name: &str) -> Result<(u64, u64, Stored, Vec<usize>)> {
+    let (header, n) = header(source)?;
+    let Some(info) = header.info(tensor_name) else {
+        return Err(Error::Format(missing_tensor_message(&header, tensor_name)));
     };
-    let data = view.data();
-    let (dtype, data) = match view.dtype() {
-        Dtype::F16 => (DType::F16, data.to_vec()),
-        Dtype::BF16 => (DType::BF16, data.to_vec()),
-        Dtype::F32 => (DType::F32, data.to_vec()),
-        Dtype::I32 => (DType::I32, data.to_vec()),
-        Dtype::BOOL => (DType::Bool, data.iter().map(|&b| (b != 0) as u8).collect()),
-        Dtype::F64 => (DType::F32, f64_le_to_f32_le(data)),
-        Dtype::I64 => (
-            DType::I32,
-            i64_le_to_i32_le(data).map_err(|e| match e {
-                Error::Format(msg) => Error::Format(format!("tensor `{tensor_name}`: {msg}")),
-                e => e,
-            })?,
-        ),
+    let stored = match info.dtype {
+        Dtype::F16 => Stored::F16,
+        Dtype::BF16 => Stored::BF16,
+        Dtype::F32 => Stored::F32,
+        Dtype::I32 => Stored::I32,
+        Dtype::BOOL => Stored::Bool,
+        Dtype::F64 => Stored::F64,
+        Dtype::I64 => Stored::I64,
         other => {
             return Err(Error::Format(format!(
                 "tensor `{tensor_name}` has unsupported dtype {other:?}; supported: \
@@ -88,12 +166,43 @@ pub fn read_safetensors_tensor_bytes(bytes: &[u8], tensor_name: &str) -> Result<
             )))
         }
     };
-    HostTensor::from_bytes(dtype, view.shape(), data)
+    let (start, stop) = info.data_offsets;
+    Ok((8 + n + start as u64, (stop - start) as u64, stored, info.shape.clone()))
+}
+
+/// The bytes of data the header's tensors take, checked as the format
+/// requires (the `safetensors` crate's `Metadata::validate`, private
+/// there): in order of their offsets the tensors lie back to back from
+/// byte 0, each as long as its dtype and shape make it.
+///
+/// Errors: the first tensor that breaks the rule, as a message.
+fn data_end(header: &Metadata) -> std::result::Result<u64, String> {
+    let mut tensors: Vec<_> = header.tensors().into_iter().collect();
+    tensors.sort_by_key(|(_, info)| info.data_offsets);
+    let mut end = 0;
+    for (name, info) in tensors {
+        let (start, stop) = info.data_offsets;
+        if start != end || stop < start {
+            return Err(format!("tensor `{name}` has data offsets [{start}, {stop}]; it must start at {end}"));
+        }
+        let bytes = num_elements(&info.shape).and_then(|n| n.checked_mul(info.dtype.size()));
+        if bytes != Some(stop - start) {
+            return Err(format!(
+                "tensor `{name}` of {:?} {:?} takes {} bytes, not the {} of its data offsets",
+                info.dtype,
+                info.shape,
+                bytes.map_or("too many".to_string(), |b| b.to_string()),
+                stop - start
+            ));
+        }
+        end = stop;
+    }
+    Ok(end as u64)
 }
 
 /// "no tensor `x`; the file has: a, b, ... (N more)", names sorted.
-fn missing_tensor_message(file: &SafeTensors<'_>, tensor_name: &str) -> String {
-    let mut names = file.names();
+fn missing_tensor_message(header: &Metadata, tensor_name: &str) -> String {
+    let mut names: Vec<String> = header.tensors().into_keys().collect();
     names.sort();
     if names.is_empty() {
         return format!("no tensor `{tensor_name}`; the file holds no tensors");
@@ -108,6 +217,7 @@ fn missing_tensor_message(file: &SafeTensors<'_>, tensor_name: &str) -> String {
 mod tests {
     use super::*;
     use crate::test_util::TempDir;
+    use crate::DType;
     use safetensors::tensor::TensorView;
 
     /// A `.safetensors` file with the given (name, dtype, shape, data) tensors.
@@ -186,5 +296,56 @@ mod tests {
         let bytes = file(&[("l", Dtype::I64, vec![1], le([(1i64 << 40).to_le_bytes()]))]);
         let msg = format_error(&bytes, "l");
         assert!(msg.contains("tensor `l`") && msg.contains("does not fit in i32"), "{msg}");
+    }
+
+    /// An 8-byte length, then that many bytes of JSON header: each part is
+    /// checked against the file's length before it is read.
+    #[test]
+    fn the_header_and_the_layout_are_checked_before_the_data() {
+        let with_header = |json: &str, data: &[u8]| {
+            let mut b = (json.len() as u64).to_le_bytes().to_vec();
+            b.extend_from_slice(json.as_bytes());
+            b.extend_from_slice(data);
+            b
+        };
+        let x = r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        assert_eq!(read_safetensors_tensor_bytes(&with_header(x, &[0; 8]), "x").unwrap().len(), 2);
+        let mut huge = with_header(x, &[0; 8]);
+        huge[..8].copy_from_slice(&(MAX_HEADER_BYTES + 1).to_le_bytes());
+        let cases = [
+            (b"\x05\0\0".to_vec(), "3 bytes, fewer than the 8 of the header's length"),
+            (huge, "a header of 100000001 bytes, longer than the format's 100000000"),
+            (with_header(x, &[0; 8])[..40].to_vec(), "a header of 54 bytes in a file of 40"),
+            (with_header(x, &[0; 7]), "its tensors take 8 bytes of data, the file has 7 after the header"),
+            (with_header(x, &[0; 9]), "its tensors take 8 bytes of data, the file has 9 after the header"),
+            (with_header(r#"{"x": 5}"#, &[]), "the header is not the format's JSON"),
+            (
+                with_header(r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#, &[0; 12]),
+                "tensor `x` has data offsets [4, 12]; it must start at 0",
+            ),
+            (
+                with_header(r#"{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, &[0; 8]),
+                "tensor `x` of F32 [3] takes 12 bytes, not the 8 of its data offsets",
+            ),
+        ];
+        for (bytes, want) in cases {
+            let msg = format_error(&bytes, "x");
+            assert!(msg.starts_with("not a valid .safetensors file: ") && msg.contains(want), "{msg}");
+        }
+    }
+
+    /// [`open_safetensors`] reads the header only; [`Pending::read`] the one
+    /// tensor's bytes.
+    #[test]
+    fn opening_reads_the_header_only() {
+        let dir = TempDir::new("safetensors-open");
+        let path = dir.path().join("m.safetensors");
+        let a = le((0..4).map(|v| (v as f32).to_le_bytes()));
+        std::fs::write(&path, file(&[("a", Dtype::F32, vec![4], a), ("b", Dtype::I64, vec![2], vec![0; 16])])).unwrap();
+        let b = open_safetensors(&path, "b").unwrap();
+        assert_eq!((b.dtype(), b.shape(), b.data_bytes()), (DType::I32, &[2][..], 16));
+        assert_eq!(b.read().unwrap().to_f64_vec(), [0.0, 0.0]);
+        let e = open_safetensors(&path, "c").err().unwrap();
+        assert!(matches!(&e, Error::Format(m) if m.contains("m.safetensors") && m.contains("has: a, b")), "{e}");
     }
 }

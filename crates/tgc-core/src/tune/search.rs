@@ -171,7 +171,7 @@ pub fn tune_point(
         return Ok(PointResult { units, graph_ns: (0, 0) });
     }
     let inputs = pipeline::sample_inputs(g).map_err(RunError::Diag)?;
-    let reference = match pipeline::check_run_bytes(g, opts.interpreter_bytes) {
+    let reference = match pipeline::check_run_bytes(g, 0, opts.interpreter_bytes) {
         Ok(_) => Some(pipeline::run_interp(g, &inputs).map_err(RunError::Diag)?),
         Err(_) => None,
     };
