@@ -4,6 +4,7 @@
 //! - [`dtype`]: element types and their rounding.
 //! - [`tensor`]: [`HostTensor`], dense tensors in host memory.
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files.
+//! - [`files`]: files written whole or not at all, private scratch folders.
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
 //!   GEMM micro-kernel, and the scratch memory they ask it for.
@@ -25,6 +26,7 @@ pub mod cpu_rt;
 pub mod cuda;
 pub mod dtype;
 pub mod error;
+pub mod files;
 pub mod launch;
 pub mod model;
 pub mod npy;
