@@ -221,3 +221,39 @@ fn compile_out_removes_the_plan_of_an_earlier_compile() {
     assert!(wrote.contains(".cubin") && !wrote.contains("plan.json\n"), "a SIMT program: {wrote}");
     assert!(!out.join("plan.json").exists(), "{:?}", entries(&out));
 }
+
+/// Item 6: an output named with 300 letters computed everything, wrote
+/// the other outputs, then failed with "File name too long". Now the name
+/// is refused where it stands, before anything is written, in both
+/// source formats.
+#[test]
+fn an_over_long_output_name_is_refused_before_anything_is_written() {
+    let (dir, _) = fresh("files-long-name");
+    let input = write_input(&dir, &[1.0, 2.0, 3.0, 4.0]);
+    let long = "y".repeat(300);
+    let dsl = dir.join("long.tgc");
+    std::fs::write(
+        &dsl,
+        format!("graph main(x: f32[4]) -> (a: f32[4], {long}: f32[4]) {{\n    a = relu(x)\n    {long} = neg(x)\n    return a, {long}\n}}\n"),
+    )
+    .unwrap();
+    let json = dir.join("long.json");
+    std::fs::write(
+        &json,
+        format!(
+            "{{\"uops\": [\n  {{\"id\": \"n0\", \"uop\": \"INPUT\", \"arg\": {{\"tensor_id\": \"x\", \"dtype\": \"fp32\", \"shape\": [4]}}}},\n  {{\"id\": \"n1\", \"uop\": \"RELU\", \"src\": [\"n0\"]}}\n],\n \"outputs\": [{{\"name\": \"a\", \"id\": \"n1\"}}, {{\"name\": \"{long}\", \"id\": \"n1\"}}]}}\n"
+        ),
+    )
+    .unwrap();
+    for (file, at) in [(&dsl, ":1:38:"), (&json, ":5:50:")] {
+        let out = dir.join("out");
+        let f = file.to_str().unwrap();
+        let o =
+            common::tgc(&["run", f, "--backend", "interp", "--input", &input, "--output-dir", out.to_str().unwrap()]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(e.starts_with(&format!("{f}{at} error[SyntaxError]: ")), "{e}");
+        assert!(e.contains("is 300 bytes, more than the 128 a name may have"), "{e}");
+        assert!(!out.exists(), "nothing written");
+    }
+}

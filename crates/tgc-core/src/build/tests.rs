@@ -124,6 +124,8 @@ fn mistakes_are_errors_not_panics() {
     assert!(config(dir.kernels().kernel("s", &scale), "lib-name").contains("cannot name the library"));
     assert!(config(dir.kernels(), "k").contains("no kernels"));
     assert!(config(dir.kernels().kernel("type", &scale), "k").contains("not a Rust identifier"));
+    let long = "k".repeat(300);
+    assert!(config(dir.kernels().kernel(&long, &scale), "k").contains("is 300 bytes, more than the 128"));
     assert!(config(dir.kernels().kernel("s", &scale).kernel("s", &scale), "k").contains("given twice"));
     assert!(config(dir.kernels().kernel("s", &scale).shapes(&[("N", 4), ("N", 5)]), "k").contains("`N` twice"));
     // Kernel `s` point 0 and kernel `s_shape0` would both export `…_s_shape0`.
