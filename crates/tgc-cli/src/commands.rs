@@ -2,7 +2,7 @@
 //! code 1 and a `file:line:col: error[Name]: message` line.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tgc_core::pipeline::{self, Loaded};
 use tgc_core::timings::Timings;

@@ -114,9 +114,11 @@ fn run_compiles_in_a_fresh_private_folder_and_removes_it() {
     assert_eq!(entries(&tmp.join(&planted[0])), [stem], "the planted folder is not used");
 }
 
-/// Item 1 for `tgc tune`: its scratch folder is removed after the run.
+/// Item 1 for `tgc tune`: it compiled in `/tmp/tgc-tune-<pid>` made with
+/// the umask's mode, left behind when the tuning failed. Now the folder is
+/// private and removed either way.
 #[test]
-fn tune_leaves_nothing_in_the_temp_root() {
+fn tune_compiles_in_a_private_folder_and_leaves_nothing_in_the_temp_root() {
     let (dir, tmp) = fresh("files-tune");
     std::fs::write(
         dir.join("gemm.tgc"),
@@ -124,16 +126,27 @@ fn tune_leaves_nothing_in_the_temp_root() {
          return y\n}\n",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_tgc"))
-        .args(["tune", "gemm.tgc", "--point", "M=16,N=16,K=16", "--warmup", "0", "--repetitions", "1"])
-        .current_dir(&dir)
-        .env("TMPDIR", &tmp)
-        .output()
-        .unwrap();
+    let (spy, log) = spy_cc(&dir);
+    let tune = |cc: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_tgc"))
+            .args(["tune", "gemm.tgc", "--point", "M=16,N=16,K=16", "--warmup", "0", "--repetitions", "1"])
+            .current_dir(&dir)
+            .env("TMPDIR", &tmp)
+            .env("CC", cc)
+            .output()
+            .unwrap()
+    };
+    let o = tune(&spy);
     assert!(o.status.success(), "{}", stderr(&o));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.lines().all(|l| l.starts_with(&format!("700 {}/tgc-tune-", tmp.display()))), "{logged}");
     assert_eq!(entries(&tmp), Vec::<String>::new());
     let records = entries(&dir.join("tgc-tune"));
     assert!(!records.is_empty() && records.iter().all(|r| r.ends_with(".json")), "{records:?}");
+
+    let o = tune(Path::new("false"));
+    assert_eq!(o.status.code(), Some(1), "the C compiler fails: {}", stderr(&o));
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "removed after a failure too");
 }
 
 /// Item 5: a second run into the same `--output-dir`, killed while writing

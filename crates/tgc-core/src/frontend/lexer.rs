@@ -357,7 +357,7 @@ mod tests {
     #[test]
     fn names_longer_than_the_limit_are_refused_where_they_stand() {
         let at_limit = "n".repeat(MAX_NAME_BYTES);
-        assert_eq!(kinds(&at_limit), vec![Ident(at_limit.clone())]);
+        assert_eq!(kinds(&at_limit), vec![TokenKind::Ident(at_limit.clone())]);
         let long = "n".repeat(MAX_NAME_BYTES + 1);
         let err = lex(&format!("y = {long}")).unwrap_err();
         assert_eq!(err.name, ErrorName::SyntaxError);
