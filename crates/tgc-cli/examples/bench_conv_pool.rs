@@ -61,8 +61,8 @@ fn time(kernel: &CompiledCpu, inputs: &[HostTensor], outputs: &mut [HostTensor],
 
 fn main() {
     let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5).max(1);
-    let dir = std::env::temp_dir().join(format!("tgc-bench-conv-pool-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("work directory");
+    let work = tgc_runtime::files::scratch_dir("bench-conv-pool").expect("work directory");
+    let dir = work.path();
     let shapes = [
         Shape { c: 64, hw: 56, k: 64, pool: 2, pad: 0 },
         Shape { c: 128, hw: 28, k: 128, pool: 2, pad: 0 },
@@ -78,7 +78,7 @@ fn main() {
         let src = graph(s);
         let g = pipeline::load(&src, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("bench"))).graph;
         let inputs: Vec<HostTensor> = pipeline::sample_inputs(&g).expect("inputs");
-        let compile = |opts: &Options| CompiledCpu::new(&g, opts, &dir).unwrap_or_else(|e| panic!("{e:?}"));
+        let compile = |opts: &Options| CompiledCpu::new(&g, opts, dir).unwrap_or_else(|e| panic!("{e:?}"));
         let fused = compile(&Options::default());
         let unfused = compile(&Options { fuse: false, ..Options::default() });
         let tiled = compile(&Options { tiles: TilePlan::spatial_nchw(), ..Options::default() });
@@ -105,5 +105,4 @@ fn main() {
             t_fused / t_tiled
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

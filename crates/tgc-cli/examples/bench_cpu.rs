@@ -251,11 +251,14 @@ fn main() -> ExitCode {
          max|d| = largest |peer - tgc| of the outputs",
         threads.join(",")
     );
-    let dir = std::env::temp_dir().join(format!("tgc-bench-cpu-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("bench_cpu: cannot create the work directory {}: {e}", dir.display());
-        return ExitCode::from(1);
-    }
+    let work = match tgc_runtime::files::scratch_dir("bench-cpu") {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("bench_cpu: cannot create a work directory in {}: {e}", std::env::temp_dir().display());
+            return ExitCode::from(1);
+        }
+    };
+    let dir = work.path();
     // Every tgc timing first, then every peer (see the module doc).
     let mut failed = false;
     let families: Vec<Family> = [Family::Gemm, Family::Softmax, Family::Layernorm, Family::Conv, Family::Cumsum]
@@ -264,7 +267,7 @@ fn main() -> ExitCode {
         .collect();
     let mut timed = Vec::new();
     for case in CASES.into_iter().filter(|c| families.contains(&c.family())) {
-        match time_case(case, &args, &dir) {
+        match time_case(case, &args, dir) {
             Ok(t) => timed.push(t),
             Err(e) => {
                 eprintln!("bench_cpu: {} {}: {e}", case.peer_op(), case.label());
@@ -287,7 +290,7 @@ fn main() -> ExitCode {
     if let Some(v) = &peers.versions {
         println!("\npeers: {v} (scripts/bench_cpu_peers.py)");
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(work);
     if failed {
         ExitCode::from(1)
     } else {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tgc_core::pipeline::{self, Loaded};
 use tgc_core::timings::Timings;
@@ -376,15 +376,16 @@ fn run_graph(
         Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
         Backend::Cpu => {
             let work = scratch_dir("run")?;
+            let work = work.path();
             let failure = |e| match e {
                 pipeline::RunError::Diag(d) => Failure::diag(path, &d),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
             };
             if tile_axes.is_empty() {
-                pipeline::run_cpu(&bound, &ordered, &work).map_err(failure)?
+                pipeline::run_cpu(&bound, &ordered, work).map_err(failure)?
             } else {
                 let opts = pipeline::Options { tiles: pipeline::TilePlan { axes: tile_axes }, ..Default::default() };
-                let compiled = pipeline::CompiledCpu::new(&bound, &opts, &work).map_err(failure)?;
+                let compiled = pipeline::CompiledCpu::new(&bound, &opts, work).map_err(failure)?;
                 compiled.run(&ordered, &tile_sizes).map_err(failure)?
             }
         }
@@ -417,12 +418,13 @@ fn run_graph(
     Ok(())
 }
 
-/// A private directory for the kernels this process compiles for `command`
-/// (`run`, `tune`).
-pub(crate) fn scratch_dir(command: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("tgc-{command}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
+/// A fresh private folder for the kernels this process compiles for
+/// `command` (`run`, `tune`), removed when the value drops
+/// ([`tgc_runtime::files::scratch_dir`]).
+pub(crate) fn scratch_dir(command: &str) -> Result<tgc_runtime::files::TempDir> {
+    tgc_runtime::files::scratch_dir(command).map_err(|e| {
+        Failure::user(format!("cannot create a scratch folder in {}: {e}", std::env::temp_dir().display()))
+    })
 }
 
 /// `tgc compile`'s target, output folder, tuning cache and `--algo` pins.
@@ -540,7 +542,9 @@ fn compile_gpu(
     }
     if let Some(dir) = out {
         create_dir(dir)?;
-        for (file, bytes) in gpu.files() {
+        let files = gpu.files();
+        remove_stale_plans(dir, &files)?;
+        for (file, bytes) in files {
             write_file(&dir.join(file), &bytes)?;
         }
     }
@@ -564,12 +568,34 @@ fn compile_gpu(
     Ok(())
 }
 
+/// Removes from `dir` the plan files of an earlier `compile --out`
+/// ([`pipeline::GpuArtifacts::is_plan_file`]) that `files` does not hold: a
+/// `plan.json` beside a cubin it was not made for would be read as its plan.
+///
+/// Errors: `dir` cannot be listed, or a stale plan cannot be removed.
+fn remove_stale_plans(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    let cannot = |what: &str, p: &Path, e: std::io::Error| Failure::user(format!("cannot {what} {}: {e}", p.display()));
+    for entry in std::fs::read_dir(dir).map_err(|e| cannot("list", dir, e))? {
+        let entry = entry.map_err(|e| cannot("list", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if pipeline::GpuArtifacts::is_plan_file(name) && !files.iter().any(|(f, _)| f == name) {
+            std::fs::remove_file(entry.path()).map_err(|e| cannot("remove the stale", &entry.path(), e))?;
+            println!("removed {} (a plan of an earlier compile)", entry.path().display());
+        }
+    }
+    Ok(())
+}
+
 fn create_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Failure::user(format!("cannot create {}: {e}", dir.display())))
 }
 
-fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(p, bytes).map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
+/// Writes `bytes` to `p` whole or not at all ([`tgc_runtime::files::write_atomic`])
+/// and says so on stdout.
+pub(crate) fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
+    tgc_runtime::files::write_atomic(p, bytes)
+        .map_err(|e| Failure::user(format!("cannot write {}: {e}", p.display())))?;
     println!("wrote {}", p.display());
     Ok(())
 }

@@ -86,14 +86,8 @@ fn weights_bytes(model: &Path, imported: &Imported) -> Result<Vec<u8>, Failure> 
     tgc_runtime::safetensors_io::to_safetensors(&imported.weights, &meta).map_err(Failure::from)
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder,
-/// so that `path` is never left half written.
+/// Writes `bytes` to `path` whole or not at all (`files::write_atomic`).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    let name = path.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Failure::user(format!("cannot write {}: {e}", path.display()))
-    })
+    tgc_runtime::files::write_atomic(path, bytes)
+        .map_err(|e| Failure::user(format!("cannot write {}: {e}", path.display())))
 }

@@ -9,7 +9,7 @@ use tgc_core::pipeline;
 use tgc_core::tune::report::{self, PointReport, Roofline};
 use tgc_core::tune::{self, Cache, Machine, Record, Timing, Toolchain, TuneOptions};
 
-use crate::commands::{parse_dims, scratch_dir, Failure};
+use crate::commands::{parse_dims, scratch_dir, write_file, Failure};
 
 /// What `tgc tune` was asked.
 pub struct TuneArgs<'a> {
@@ -109,7 +109,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
         let opts = TuneOptions {
             warmup: a.warmup,
             repetitions: a.repetitions,
-            work_dir: work.clone(),
+            work_dir: work.path().to_path_buf(),
             interpreter_bytes: 2 << 30,
             fuse,
         };
@@ -179,14 +179,14 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
         let label = if fuse { pt.label.clone() } else { format!("{} unfused", pt.label) };
         results.push((label, result));
     }
-    let _ = std::fs::remove_dir_all(&work);
+    drop(work);
     println!("tuning cache {}: {} records", cache.dir().display(), cache.len());
     if let Some(file) = a.report {
         let reports: Vec<PointReport> =
             results.iter().map(|(label, r)| PointReport { graph: &g.name, point: label, result: r }).collect();
         let roof = Roofline::this_machine(threads);
-        write(file, &report::csv(&reports, &roof))?;
-        write(&file.with_extension("svg"), &report::svg(&reports, &roof))?;
+        write_file(file, report::csv(&reports, &roof).as_bytes())?;
+        write_file(&file.with_extension("svg"), report::svg(&reports, &roof).as_bytes())?;
     }
     Ok(())
 }
@@ -234,10 +234,4 @@ pub(crate) fn progress_bar(template: &str, i: usize, count: usize, label: &str) 
     bar.set_style(ProgressStyle::with_template(template).expect("a valid template").progress_chars("=> "));
     bar.set_prefix(format!("[{}/{count}] {label}", i + 1));
     bar
-}
-
-pub(crate) fn write(file: &Path, text: &str) -> Result<()> {
-    std::fs::write(file, text).map_err(|e| Failure::user(format!("cannot write {}: {e}", file.display())))?;
-    println!("wrote {}", file.display());
-    Ok(())
 }

@@ -151,12 +151,10 @@ fn measure(
                  tgc's CPU backend (itself checked against the interpreter by the test suite)"
             );
             let dir = crate::commands::scratch_dir("tune")?;
-            let out = pipeline::run_cpu(&unit, &inputs, &dir).map_err(|e| match e {
+            pipeline::run_cpu(&unit, &inputs, dir.path()).map_err(|e| match e {
                 pipeline::RunError::Diag(d) => Failure::diag(path, &d),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
-            });
-            let _ = std::fs::remove_dir_all(&dir);
-            out?
+            })?
         };
         let bar = crate::tune::progress_bar("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}", i, points.len(), &label);
         let mut n = 0;
@@ -240,8 +238,8 @@ fn measure(
     if let Some(file) = a.report {
         let units: Vec<tune::report::GpuUnitReport> =
             reports.iter().map(|(label, tuned)| tune::report::GpuUnitReport { graph, point: label, tuned }).collect();
-        crate::tune::write(file, &tune::report::gpu_csv(&units))?;
-        crate::tune::write(&file.with_extension("svg"), &tune::report::gpu_svg(&units))?;
+        crate::commands::write_file(file, tune::report::gpu_csv(&units).as_bytes())?;
+        crate::commands::write_file(&file.with_extension("svg"), tune::report::gpu_svg(&units).as_bytes())?;
     }
     println!("GPU tuning records {}: {}", cache.dir().display(), cache.len());
     Ok(())

@@ -479,7 +479,7 @@ impl Kernels {
             source,
         })?;
         for (path, bytes) in sm80_cubins.iter().chain(&weight_files) {
-            std::fs::write(path, bytes).map_err(|source| BuildError::Io {
+            tgc_runtime::files::write_atomic(path, bytes).map_err(|source| BuildError::Io {
                 action: "write",
                 path: path.clone(),
                 source,
@@ -629,12 +629,20 @@ fn rustc_host() -> Result<String, String> {
 }
 
 /// Writes `text` to `path` unless it already holds exactly that (so Cargo
-/// and `cc` see unchanged files as unchanged).
+/// and `cc` see unchanged files as unchanged), whole or not at all
+/// ([`tgc_runtime::files::write_atomic`]: a build killed part way leaves no
+/// torn file, and a link at `path` is replaced, not followed).
 fn write(path: &Path, text: &str) -> Result<(), BuildError> {
-    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+        && std::fs::read_to_string(path).is_ok_and(|old| old == text)
+    {
         return Ok(());
     }
-    std::fs::write(path, text).map_err(|source| BuildError::Io { action: "write", path: path.to_path_buf(), source })
+    tgc_runtime::files::write_atomic(path, text.as_bytes()).map_err(|source| BuildError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The C optimisation level of the kernels: `explicit` when the build

@@ -520,6 +520,14 @@ impl GpuArtifacts {
         files
     }
 
+    /// True for the name of a plan file [`GpuArtifacts::files`] may hold
+    /// (`plan.json`, `plan_<kernel>.json`): these are not named by the
+    /// program, so `compile --out` removes those of an earlier compile that
+    /// it does not write again.
+    pub fn is_plan_file(name: &str) -> bool {
+        name == "plan.json" || name.strip_prefix("plan_").is_some_and(|rest| rest.ends_with(".json"))
+    }
+
     /// The plan of the program's first tensor-core kernel, if it has one.
     pub fn plan(&self) -> Option<&plan::Plan> {
         self.program.launches.iter().find_map(|l| l.plan.as_ref())

@@ -118,14 +118,20 @@ pub fn c_compiler() -> (String, Command) {
 /// place, so a process that already mapped an older library of the same name
 /// keeps a valid mapping. A process that already loaded `dir/stem.so` gets the
 /// old library back from the dynamic loader when it loads the path again:
-/// give different sources different stems (a hash of the source, say).
+/// give different sources different stems (a hash of the source, say). The C
+/// file is written by [`crate::files::write_atomic`] (a link planted at its
+/// name is replaced, not followed).
+///
+/// `dir` must be a folder only this user can write, such as a
+/// [`crate::files::scratch_dir`]: the library is loaded from it, and another
+/// user who can rename files there can swap in their own between build and load.
 ///
 /// Errors: [`Error::Io`] when `dir` cannot be written; [`Error::Kernel`] when
 /// the compiler cannot be run or fails (the message holds its stderr).
 pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
     let source = dir.join(format!("{stem}.c"));
-    std::fs::write(&source, c_source).map_err(|e| Error::io("write", &source, e))?;
+    crate::files::write_atomic(&source, c_source.as_bytes()).map_err(|e| Error::io("write", &source, e))?;
     let library = dir.join(format!("{stem}.{}", std::env::consts::DLL_EXTENSION));
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -300,6 +306,21 @@ int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dim
         let Error::Kernel(msg) = &e else { panic!("expected a kernel error, got {e:?}") };
         assert!(msg.contains("bad.c") && msg.contains("error"), "{msg}");
         assert!(!dir.path().join(format!("bad.{}", std::env::consts::DLL_EXTENSION)).exists());
+    }
+
+    /// A link planted at `stem.c` (issue 54 item 1) is replaced: the file
+    /// it points to keeps its content (the C source used to be written
+    /// through it).
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_the_c_file_is_not_followed() {
+        let dir = TempDir::new("cpu-link");
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "the user's file\n").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("add.c")).unwrap();
+        compile_shared(ADD_C, dir.path(), "add").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file\n");
+        assert_eq!(std::fs::read_to_string(dir.path().join("add.c")).unwrap(), ADD_C);
     }
 
     #[test]

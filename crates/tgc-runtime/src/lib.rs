@@ -6,6 +6,7 @@
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files;
 //!   [`input`]: what their readers share (regular files only, headers read
 //!   before the data, each read bounded by the file's length).
+//! - [`files`]: files written whole or not at all, private scratch folders.
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
 //!   GEMM micro-kernel, and the scratch memory they ask it for.
@@ -27,6 +28,7 @@ pub mod cpu_rt;
 pub mod cuda;
 pub mod dtype;
 pub mod error;
+pub mod files;
 pub mod input;
 pub mod launch;
 pub mod model;

@@ -151,12 +151,14 @@ fn layout<R: Read + Seek>(source: &mut Source<R>) -> Result<(Header, u64, u64)> 
     Ok((header, offset, need))
 }
 
-/// Writes `tensor` to `path` as a version 1.0 `.npy` file (bf16 as f32).
+/// Writes `tensor` to `path` as a version 1.0 `.npy` file (bf16 as f32),
+/// whole or not at all ([`crate::files::write_atomic`]): a reader never sees
+/// part of it, and a writer killed part way leaves an earlier file as it was.
 ///
 /// Errors: [`Error::Io`] when the file cannot be written.
 pub fn write_npy(path: impl AsRef<Path>, tensor: &HostTensor) -> Result<()> {
     let path = path.as_ref();
-    std::fs::write(path, write_npy_bytes(tensor)).map_err(|e| Error::io("write", path, e))
+    crate::files::write_atomic(path, &write_npy_bytes(tensor)).map_err(|e| Error::io("write", path, e))
 }
 
 /// The bytes of a `.npy` file holding `tensor`, identical to what NumPy's

@@ -750,10 +750,15 @@ fn is_keyword(s: &str) -> bool {
 }
 
 /// Checks that `name` can name a kernel module: a Rust identifier, not a
-/// keyword (a raw identifier `r#type` is accepted).
+/// keyword (a raw identifier `r#type` is accepted), of at most
+/// [`MAX_NAME_BYTES`](crate::frontend::lexer::MAX_NAME_BYTES) (it becomes part
+/// of the build helper's file names).
 ///
 /// Errors: `Unsupported` otherwise.
 pub fn check_module_name(name: &str) -> DResult<()> {
+    if let Some(why) = crate::frontend::lexer::name_length_fault("kernel", name) {
+        return Err(diag!(Unsupported, "{why}"));
+    }
     let ok = match name.strip_prefix("r#") {
         Some(raw) => is_rust_ident(raw) && !matches!(raw, "crate" | "self" | "super" | "Self"),
         None => is_rust_ident(name) && !is_keyword(name),

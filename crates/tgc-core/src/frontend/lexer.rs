@@ -124,6 +124,29 @@ impl TokenKind {
     }
 }
 
+/// The most bytes in a name: every identifier of the graph language, the
+/// graph, input and output names of Tiny IR JSON, a build's kernel names.
+/// Names become parts of file names (`<output>.npy`, `tgc_<graph>.c`, the
+/// build helper's `tgc_<package>_<version>_<kernel>….c`), and Linux refuses
+/// a path component over `NAME_MAX` = 255 bytes (`<linux/limits.h>`; ext4,
+/// XFS, btrfs and tmpfs all stop there). 128 leaves room for what tgc adds:
+/// the longest, `tgc_<graph>_<16 hex digits>.<pid>-<counter>.partial` while
+/// `tgc run` builds, is 186 bytes at most.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Why `name` (`what`: "output", "kernel", …) cannot be a name: longer than
+/// [`MAX_NAME_BYTES`]. `None` when it is short enough.
+pub fn name_length_fault(what: &str, name: &str) -> Option<String> {
+    (name.len() > MAX_NAME_BYTES).then(|| {
+        let start: String = name.chars().take(24).collect();
+        format!(
+            "{what} name `{start}…` is {} bytes, more than the {MAX_NAME_BYTES} a name may have (names become parts \
+             of file names)",
+            name.len()
+        )
+    })
+}
+
 /// True for a name of the graph language: `[A-Za-z_][A-Za-z0-9_]*`. Names
 /// that reach generated code or file names (inputs, outputs, graphs) from
 /// other front ends (Tiny IR JSON) are held to the same rule.
@@ -175,6 +198,9 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
         }
         let (kind, len) = if is_ident_start(b) {
             let len = run_len(&bytes[pos..], is_ident_continue);
+            if let Some(why) = name_length_fault("the", &src[pos..pos + len]) {
+                return Err(diag!(SyntaxError, "{why}").at(span(len)));
+            }
             (TokenKind::Ident(src[pos..pos + len].to_string()), len)
         } else if b.is_ascii_digit() {
             number(&src[pos..]).map_err(|e| e.at(span(1)))?
@@ -324,6 +350,20 @@ mod tests {
             let span = err.span.unwrap();
             assert_eq!((span.line, span.col, err.message.as_str()), (line, col, msg), "{src}");
         }
+    }
+
+    /// A name becomes part of file names: one over `MAX_NAME_BYTES` is
+    /// refused at the name; one at the limit lexes.
+    #[test]
+    fn names_longer_than_the_limit_are_refused_where_they_stand() {
+        let at_limit = "n".repeat(MAX_NAME_BYTES);
+        assert_eq!(kinds(&at_limit), vec![TokenKind::Ident(at_limit.clone())]);
+        let long = "n".repeat(MAX_NAME_BYTES + 1);
+        let err = lex(&format!("y = {long}")).unwrap_err();
+        assert_eq!(err.name, ErrorName::SyntaxError);
+        let span = err.span.unwrap();
+        assert_eq!((span.line, span.col, span.end - span.start), (1, 5, 129));
+        assert!(err.message.contains("is 129 bytes, more than the 128 a name may have"), "{}", err.message);
     }
 
     #[test]

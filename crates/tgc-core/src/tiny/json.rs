@@ -133,8 +133,10 @@ fn locate(e: Diagnostic, text: &str, clean: &str) -> Diagnostic {
 
 /// Names that become identifiers in generated code or file names (the
 /// graph's, its inputs', its outputs') follow the graph language's rule
-/// ([`is_identifier`]): an output named `../../x` must not make `tgc run`
-/// write outside its output folder.
+/// ([`is_identifier`], at most [`MAX_NAME_BYTES`](crate::frontend::lexer::MAX_NAME_BYTES)):
+/// an output named `../../x` must not make `tgc run` write outside its output
+/// folder, nor one of 300 letters make it fail with "File name too long" after
+/// computing everything.
 ///
 /// Errors: `SyntaxError` at the first occurrence of the name in the text.
 fn check_names(g: &Graph, text: &str, clean: &str) -> Result<(), Diagnostic> {
@@ -150,6 +152,9 @@ fn check_names(g: &Graph, text: &str, clean: &str) -> Result<(), Diagnostic> {
                 "{what} name {name:?} is not a plain name: letters, digits and `_`, not starting with a digit"
             )
             .or_at(source::string_span(text, clean, name)));
+        }
+        if let Some(why) = crate::frontend::lexer::name_length_fault(what, name) {
+            return Err(diag!(SyntaxError, "{why}").or_at(source::string_span(text, clean, name)));
         }
     }
     Ok(())

@@ -416,7 +416,9 @@ impl<R: Entry> Cache<R> {
         self.records.is_empty()
     }
 
-    /// Adds or replaces `record` (its digest recomputed) and writes its file.
+    /// Adds or replaces `record` (its digest recomputed) and writes its file,
+    /// whole or not at all ([`tgc_runtime::files::write_atomic`]: a tuning
+    /// run killed part way leaves no torn record to refuse later).
     ///
     /// Errors: [`CacheError::Io`] when the folder or file cannot be written.
     pub fn put(&mut self, mut record: R) -> Result<PathBuf, CacheError> {
@@ -425,7 +427,8 @@ impl<R: Entry> Cache<R> {
         let path = self.dir.join(format!("{}.json", record.key()));
         let mut text = serde_json::to_string_pretty(&record).expect("a record serialises");
         text.push('\n');
-        std::fs::write(&path, text).map_err(|source| CacheError::Io { path: path.clone(), source })?;
+        tgc_runtime::files::write_atomic(&path, text.as_bytes())
+            .map_err(|source| CacheError::Io { path: path.clone(), source })?;
         self.records.insert(record.key().to_string(), record);
         Ok(path)
     }

@@ -117,6 +117,27 @@ fn a_build_takes_the_recorded_block_sizes_and_notes_a_miss() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A record is written whole (issue 54 item 5): a link planted at its file
+/// name is replaced, and the file it points to keeps its content.
+#[cfg(unix)]
+#[test]
+fn a_record_replaces_a_link_planted_at_its_name() {
+    let g = bound(TWO_LAYERS, &[("M", 64), ("K", 32)]);
+    let dir = temp("link");
+    let record = record_for(&g, Blocks { mc: 12, nc: 32, kc: 8, threads: 0 });
+    let path = dir.join(format!("{}.json", record.key()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "the user's file\n").unwrap();
+    let mut cache = Cache::open(&dir).unwrap();
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    assert_eq!(cache.put(record).unwrap(), path);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file\n");
+    assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_file());
+    assert_eq!(Cache::<Record>::open(&dir).unwrap().len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Writes a good record, lets `edit` change its file, and returns
 /// `Cache::open`'s error.
 fn refusal(name: &str, edit: impl Fn(&Path, &str) -> Option<(PathBuf, String)>) -> String {

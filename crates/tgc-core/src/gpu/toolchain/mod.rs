@@ -321,31 +321,29 @@ fn python_site_packages(python: &std::ffi::OsStr) -> Vec<PathBuf> {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect()
 }
 
-/// A scratch folder under the system temp dir, removed on drop: ptxas and
+/// A fresh private folder under the system temp dir
+/// ([`tgc_runtime::files::scratch_dir`]), removed on drop: ptxas and
 /// cuobjdump read and write files only.
-struct Scratch(PathBuf);
+struct Scratch(tgc_runtime::files::TempDir);
 
 impl Scratch {
     fn new() -> Result<Scratch, Error> {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("tgc-cuda-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|source| Error::Io { context: format!("creating {}", dir.display()), source })?;
+        let dir = tgc_runtime::files::scratch_dir("cuda").map_err(|source| Error::Io {
+            context: format!("creating a scratch folder in {}", std::env::temp_dir().display()),
+            source,
+        })?;
         Ok(Scratch(dir))
     }
 
+    /// The folder.
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
     fn write(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
-        let path = self.0.join(name);
+        let path = self.path().join(name);
         std::fs::write(&path, bytes)
             .map_err(|source| Error::Io { context: format!("writing {}", path.display()), source })?;
         Ok(path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

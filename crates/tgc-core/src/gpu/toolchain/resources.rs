@@ -30,7 +30,7 @@ impl Toolchain {
     pub fn ptxas_resources(&self, ptx: &str, arch: Arch) -> Result<Vec<Resources>, Error> {
         let scratch = Scratch::new()?;
         let input = scratch.write("kernel.ptx", ptx.as_bytes())?;
-        let output = scratch.0.join("kernel.cubin");
+        let output = scratch.path().join("kernel.cubin");
         let arch_flag = format!("-arch={}", arch.sm());
         let text = self
             .run("ptxas", &["-v".as_ref(), arch_flag.as_ref(), input.as_os_str(), "-o".as_ref(), output.as_os_str()])?;

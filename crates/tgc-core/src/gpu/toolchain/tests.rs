@@ -160,3 +160,20 @@ fn arch_names_are_ptxas_names() {
     assert_eq!(Arch::Sm80.to_string(), "sm_80");
     assert_eq!(Arch::Sm90a.sm(), "sm_90a");
 }
+
+/// The folder ptxas and cuobjdump work in (issue 54 item 1) is new for each
+/// call, private (mode 0700; it was `tgc-cuda-<pid>-<n>`, made with the
+/// umask's mode), and removed with its files on drop.
+#[cfg(unix)]
+#[test]
+fn the_tools_scratch_folder_is_fresh_private_and_removed() {
+    use std::os::unix::fs::PermissionsExt;
+    let (a, b) = (Scratch::new().unwrap(), Scratch::new().unwrap());
+    assert_ne!(a.path(), b.path());
+    assert_eq!(std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777, 0o700);
+    let file = a.write("kernel.ptx", b"//").unwrap();
+    assert_eq!(file.parent(), Some(a.path()));
+    let dir = a.path().to_path_buf();
+    drop(a);
+    assert!(!dir.exists());
+}
