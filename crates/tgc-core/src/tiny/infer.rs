@@ -340,14 +340,7 @@ pub fn infer(
                 require_le(&Dim::int(0), &lo[k], format!("SHRINK lo ≥ 0 on axis {k}"), &mut cons, bad)?;
                 require_le(&(&lo[k] + &Dim::int(1)), &hi[k], format!("SHRINK lo < hi on axis {k}"), &mut cons, bad)?;
                 require_le(&hi[k], &x.shape[k], format!("SHRINK hi ≤ size on axis {k}"), &mut cons, bad)?;
-                // ⌈(hi − lo) / step⌉ as ⌊(hi − lo − 1) / step⌋ + 1 (equal for every
-                // integer), which cannot overflow for any step when lo < hi.
-                let what = || format!("SHRINK [{}, {}) step {} on axis {k}", lo[k], hi[k], step[k]);
-                let span = exact(hi[k].checked_sub(&lo[k]).and_then(|s| s.checked_sub(&Dim::int(1))), what)?;
-                let n = span
-                    .floordiv(&step[k])
-                    .ok_or_else(|| diag!(NegativeStride, "SHRINK step {} must be positive", step[k]))?;
-                shape.push(exact(n.checked_add(&Dim::int(1)), what)?);
+                shape.push(shrink_size(&lo[k], &hi[k], &step[k], k)?);
             }
             TensorType { dtype: x.dtype, shape }
         }
@@ -422,6 +415,20 @@ pub fn infer(
     };
     check_size(&ty.shape)?;
     Ok((ty, cons))
+}
+
+/// The size `⌈(hi − lo) / step⌉` of axis `k` of a `SHRINK`: for known
+/// bounds `⌊(hi − lo − 1) / step⌋ + 1`, which no step overflows once `lo <
+/// hi` is checked; for symbolic ones `⌊(hi − lo + step − 1) / step⌋`, the
+/// canonical form that equal declared shapes must match, computed exactly.
+fn shrink_size(lo: &Dim, hi: &Dim, step: &Dim, k: usize) -> DResult<Dim> {
+    let overflow = || format!("SHRINK [{lo}, {hi}) step {step} on axis {k}");
+    if let (Some(l), Some(h), Some(s)) = (lo.as_int(), hi.as_int(), step.as_int()) {
+        let n = h.checked_sub(l).and_then(|d| d.checked_sub(1)).map(|d| d.div_euclid(s)).and_then(|q| q.checked_add(1));
+        return exact(n.map(Dim::int), overflow);
+    }
+    let span = hi.checked_sub(lo).and_then(|d| d.checked_add(step)).and_then(|d| d.checked_sub(&Dim::int(1)));
+    exact(span, overflow)?.floordiv(step).ok_or_else(|| diag!(NegativeStride, "SHRINK step {step} must be positive"))
 }
 
 /// The value of a non-decreasing VIEW map `e` (`index_map[k]`) at the first
