@@ -277,9 +277,11 @@ impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
         let mut put = |f: &mut fmt::Formatter<'_>, c: &Dim, body: Option<String>| -> fmt::Result {
-            let (neg, mag) = match c.as_int() {
-                Some(v) if v < 0 => (true, Dim::int(-v)),
-                _ => (false, c.clone()),
+            // The magnitude as text: `-i64::MIN` has no `i64`.
+            let (neg, coef, one) = match c.as_int() {
+                Some(v) => (v < 0, v.unsigned_abs().to_string(), v.unsigned_abs() == 1),
+                None if c.as_sym().is_some() => (false, c.to_string(), false),
+                None => (false, format!("({c})"), false),
             };
             if first {
                 if neg {
@@ -289,11 +291,9 @@ impl fmt::Display for Shown<'_> {
                 f.write_str(if neg { " - " } else { " + " })?;
             }
             first = false;
-            let coef =
-                if mag.as_int().is_some() || mag.as_sym().is_some() { mag.to_string() } else { format!("({mag})") };
             match body {
                 None => f.write_str(&coef),
-                Some(b) if mag.is_one() => f.write_str(&b),
+                Some(b) if one => f.write_str(&b),
                 Some(b) => write!(f, "{coef}*{b}"),
             }
         };
@@ -447,6 +447,17 @@ mod tests {
         assert_eq!(e("i0 / 1"), e("i0"));
         assert_eq!(e("i0").floordiv(&Dim::int(4), &|_| Some(Dim::int(4))), Some(AffExpr::int(0)));
         assert!(e("i0").floordiv(&Dim::int(0), &none).is_none());
+    }
+
+    /// A coefficient or constant of `i64::MIN` prints (its magnitude is no
+    /// `i64`; the fuzzer's `tiny_json` crash-d3258474c312999a, a VIEW refused
+    /// with its map in the message).
+    #[test]
+    fn the_ends_of_i64_print() {
+        let min = AffExpr::constant(Dim::int(i64::MIN));
+        assert_eq!(min.to_string(), "-9223372036854775808");
+        assert_eq!((&e("i0") + &min).to_string(), "i0 - 9223372036854775808");
+        assert_eq!(e("i0").scale(&Dim::int(i64::MIN)).to_string(), "-9223372036854775808*i0");
     }
 
     #[test]

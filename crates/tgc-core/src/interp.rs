@@ -292,7 +292,7 @@ fn eval(n: &Node, out: &[usize], srcs: &[Src], input: Option<&Tensor>) -> DResul
         }
         Op::Const { value } => vec![dtype.round(*value)],
         Op::Unary(u) => x()?.data.iter().map(|&v| unary(*u, v)).collect(),
-        Op::Cast => x()?.data.iter().map(|&v| dtype.round(v)).collect(),
+        Op::Cast => x()?.data.iter().map(|&v| dtype.cast(v)).collect(),
         Op::Binary(b) => srcs[0].data.iter().zip(srcs[1].data).map(|(&a, &c)| binary(*b, a, c)).collect(),
         Op::Where => {
             let (c, a, b) = (srcs[0].data, srcs[1].data, srcs[2].data);

@@ -9,10 +9,12 @@
 //!   (`(2*M)/2 = M`, `(M*K)/K = M`), and one of two integers is evaluated;
 //!   anything else stays an atom `(a)/(b)`.
 //!
-//! - coefficient arithmetic saturates at the ends of `i64` instead of
-//!   overflowing: no input makes it panic, and a saturated size is caught by
-//!   the element-count limit of `tiny::infer` ([`MAX_ELEMENTS`]);
-//!   [`Dim::eval`] reports overflow as an error.
+//! - the operators' coefficient arithmetic saturates at the ends of `i64`
+//!   instead of overflowing, so no input makes it panic; shape inference
+//!   (`tiny::infer`) uses the exact [`Dim::checked_add`], [`Dim::checked_sub`]
+//!   and [`Dim::checked_mul`] instead, since a saturated term can come back in
+//!   range through a later subtraction; [`Dim::eval`] reports overflow as an
+//!   error.
 //!
 //! The text form is parsed by [`Dim::parse`]: integers, symbol names, `+ - *`,
 //! `/` (floor division, divisor > 0) and parentheses. Display prints that form.
@@ -107,6 +109,45 @@ impl Dim {
         }
         out.retain(|_, c| *c != 0);
         Dim { terms: out }
+    }
+
+    /// Sums the coefficients of equal monomials exactly: `None` when a sum
+    /// leaves `i64`.
+    fn checked_from_terms(terms: impl IntoIterator<Item = (Monomial, i128)>) -> Option<Dim> {
+        let mut sums: BTreeMap<Monomial, i128> = BTreeMap::new();
+        for (m, c) in terms {
+            let e = sums.entry(m).or_insert(0);
+            *e = e.checked_add(c)?;
+        }
+        let terms = sums.into_iter().filter(|(_, c)| *c != 0).map(|(m, c)| Some((m, i64::try_from(c).ok()?)));
+        Some(Dim { terms: terms.collect::<Option<_>>()? })
+    }
+
+    /// `self + o` exactly: `None` when a coefficient leaves `i64` (shape
+    /// inference's arithmetic, where a saturated size could come back in
+    /// range through a later subtraction).
+    pub fn checked_add(&self, o: &Dim) -> Option<Dim> {
+        Dim::checked_from_terms(self.terms.iter().chain(&o.terms).map(|(m, c)| (m.clone(), *c as i128)))
+    }
+
+    /// `self - o` exactly: `None` when a coefficient leaves `i64`.
+    pub fn checked_sub(&self, o: &Dim) -> Option<Dim> {
+        let neg = o.terms.iter().map(|(m, c)| (m.clone(), -(*c as i128)));
+        Dim::checked_from_terms(self.terms.iter().map(|(m, c)| (m.clone(), *c as i128)).chain(neg))
+    }
+
+    /// `self · o` exactly: `None` when a coefficient leaves `i64`.
+    pub fn checked_mul(&self, o: &Dim) -> Option<Dim> {
+        let mut out = Vec::new();
+        for (ma, ca) in &self.terms {
+            for (mb, cb) in &o.terms {
+                let mut m: Monomial = ma.iter().chain(mb.iter()).cloned().collect();
+                m.sort();
+                // Two i64 factors: the product fits in i128.
+                out.push((m, *ca as i128 * *cb as i128));
+            }
+        }
+        Dim::checked_from_terms(out)
     }
 
     /// Floor division by `d` (`d` must be positive; `None` for a known
@@ -503,6 +544,18 @@ mod tests {
         assert_eq!(Dim::int(i64::MIN).to_string(), i64::MIN.to_string());
         assert!(d("M*N*K").eval(&|_| Some(1 << 31)).is_err());
         assert_eq!(Dim::int(i64::MIN).floordiv(&Dim::int(-1)), None);
+    }
+
+    #[test]
+    fn checked_arithmetic_is_exact_or_none() {
+        let (big, ten) = (Dim::int(i64::MAX), Dim::int(10));
+        assert_eq!(ten.checked_add(&big), None, "10 + MAX leaves i64");
+        assert_eq!(big.checked_sub(&ten).and_then(|d| d.checked_add(&ten)), Some(big.clone()));
+        assert_eq!(Dim::int(0).checked_sub(&Dim::int(i64::MIN)), None);
+        assert_eq!(Dim::int(-1).checked_sub(&Dim::int(i64::MAX)), Some(Dim::int(i64::MIN)));
+        assert_eq!(d("M + 1").checked_mul(&d("M - 1")), Some(d("M*M - 1")), "cross terms cancel");
+        assert_eq!(d("4294967296*M").checked_mul(&d("4294967296")), None);
+        assert_eq!(d("2*M + N").checked_add(&d("M - N")), Some(d("3*M")));
     }
 
     #[test]

@@ -75,10 +75,23 @@ impl DType {
         }
     }
 
+    /// The value Tiny `CAST` to this dtype gives for the value `x` of any
+    /// dtype (as f64), one rule for every backend (`docs/numerics.md`):
+    /// to i32, truncation toward zero saturating at `i32::MIN` and
+    /// `i32::MAX` (±inf included), NaN to 0 — Rust's `as`, and PTX's
+    /// `cvt.rzi.s32.f32`; to the other dtypes, [`DType::round`].
+    pub fn cast(self, x: f64) -> f64 {
+        match self {
+            DType::I32 => x as i32 as f64,
+            _ => self.round(x),
+        }
+    }
+
     /// Rounds an f64 value to this dtype and returns it as f64: the value a
     /// tensor of this dtype can hold (round to nearest even for floats,
-    /// truncation toward zero with wrap-around for i32 as C casts do for
-    /// in-range values, `x != 0` for bool).
+    /// truncation toward zero with wrap-around for i32, the two's-complement
+    /// result of integer arithmetic, `x != 0` for bool). [`DType::cast`] is
+    /// the rule of a `CAST`.
     pub fn round(self, x: f64) -> f64 {
         match self {
             DType::F16 => f16_from_f64(x).to_f64(),
@@ -161,6 +174,26 @@ mod tests {
         assert_eq!(DType::BF16.round(1.0 + 1.0 / 512.0), 1.0);
         assert_eq!(DType::I32.round(-2.7), -2.0);
         assert_eq!(DType::Bool.round(0.5), 1.0);
+    }
+
+    #[test]
+    fn cast_to_i32_truncates_and_saturates_with_nan_to_zero() {
+        let table = [
+            (f64::INFINITY, i32::MAX),
+            (f64::NEG_INFINITY, i32::MIN),
+            (f64::NAN, 0),
+            (3e9, i32::MAX),
+            (-3e9, i32::MIN),
+            (2147483648.0, i32::MAX),
+            (-2147483648.0, i32::MIN),
+            (2147483520.0, 2147483520),
+            (-2.9, -2),
+        ];
+        for (x, want) in table {
+            assert_eq!(DType::I32.cast(x), want as f64, "cast({x}, i32)");
+        }
+        assert_eq!(DType::I32.round(2147483648.0), i32::MIN as f64, "integer arithmetic wraps");
+        assert_eq!(DType::F16.cast(1e300), f64::INFINITY);
     }
 
     #[test]

@@ -467,15 +467,14 @@ static inline uint16_t tgc_f32_to_bf16(float f)
     ("tgc_round_bf16", "static inline float tgc_round_bf16(float x) { return tgc_bf16_to_f32(tgc_f32_to_bf16(x)); }"),
     (
         "tgc_f32_to_i32",
-        "/* Truncation toward zero to int64 (NaN to 0, saturating), then wrap to int32. */
+        "/* CAST to i32 (tgc_runtime::DType::cast): truncation toward zero, saturating at INT32_MIN and
+ * INT32_MAX, NaN to 0; C's conversion is undefined outside the range. */
 static inline int32_t tgc_f32_to_i32(float x)
 {
-    int64_t v;
-    if (x != x) v = 0;
-    else if (x >= 9223372036854775807.0f) v = INT64_MAX;
-    else if (x <= -9223372036854775808.0f) v = INT64_MIN;
-    else v = (int64_t)x;
-    return (int32_t)(uint32_t)(uint64_t)v;
+    if (x != x) return 0;
+    if (x >= 2147483648.0f) return INT32_MAX;
+    if (x < -2147483648.0f) return INT32_MIN;
+    return (int32_t)x;
 }",
     ),
     ("tgc_max_f32", "/* NaN if either is NaN (`a` if it is one, else `b`), as the interpreter; `b` on a tie;\n * one select of two compares, which vectorises to four instructions. */\nstatic inline float tgc_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }"),

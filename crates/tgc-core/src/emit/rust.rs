@@ -139,7 +139,8 @@ fn cast(x: String, from: DType, to: DType) -> String {
         _ if from == to => x,
         (F16 | BF16 | F32, F32) => x,
         (F16 | BF16 | F32, F16 | BF16) => round_to(x, to),
-        (F16 | BF16 | F32, I32) => format!("({x} as i64 as i32)"),
+        // Rust's `as` is the rule of `DType::cast`: truncating, saturating, NaN to 0.
+        (F16 | BF16 | F32, I32) => format!("({x} as i32)"),
         (F16 | BF16 | F32, Bool) => format!("({x} != 0.0f32)"),
         (I32, F16 | BF16 | F32) => round_to(format!("({x} as f32)"), to),
         (I32, Bool) => format!("({x} != 0i32)"),

@@ -2,6 +2,7 @@
 //! here.
 
 mod harness;
+mod numerics;
 
 use std::process::Command;
 

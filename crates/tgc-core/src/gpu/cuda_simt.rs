@@ -22,7 +22,7 @@ use super::*;
 /// Device helpers of the SIMT statements (printed once per unit that has one).
 pub(super) const SIMT_PRELUDE: &str = r#"
 // SIMT template helpers: the CPU backend's semantics (NaN-propagating
-// MAX/MIN, RELU as x < 0 ? 0 : x, wrapping i32, CAST to i32 truncating).
+// MAX/MIN, RELU as x < 0 ? 0 : x, wrapping i32, CAST to i32 truncating and saturating).
 __device__ __forceinline__ float tgc_max_nan(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b); }
 __device__ __forceinline__ float tgc_min_nan(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : fminf(a, b); }
 __device__ __forceinline__ float tgc_relu(float x) { return x < 0.0f ? 0.0f : x; }
@@ -32,14 +32,12 @@ __device__ __forceinline__ int tgc_add_i32(int a, int b) { return (int)((unsigne
 __device__ __forceinline__ int tgc_sub_i32(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
 __device__ __forceinline__ int tgc_mul_i32(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
 __device__ __forceinline__ int tgc_neg_i32(int a) { return (int)(0u - (unsigned)a); }
-// Truncation toward zero to int64 (NaN to 0, saturating), then wrap to int32.
+// CAST to i32 (tgc_runtime::DType::cast): truncation toward zero, saturating
+// (cvt's float-to-integer conversion clamps to the destination range), NaN to 0.
 __device__ __forceinline__ int tgc_f32_to_i32(float x) {
-    long long v;
-    if (x != x) v = 0;
-    else if (x >= 9223372036854775807.0f) v = 9223372036854775807LL;
-    else if (x <= -9223372036854775808.0f) v = (-9223372036854775807LL - 1);
-    else v = (long long)x;
-    return (int)(unsigned)(unsigned long long)v;
+    int v;
+    asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(v) : "f"(x));
+    return x != x ? 0 : v;
 }
 "#;
 

@@ -153,6 +153,14 @@ impl Graph {
         self.ids().filter(|&i| matches!(self.node(i).op, Op::Input { .. })).collect()
     }
 
+    /// The name an `INPUT` node was declared with (its label for another node).
+    fn input_name(&self, id: NodeId) -> &str {
+        match &self.node(id).op {
+            Op::Input { name } => name,
+            _ => &self.node(id).label,
+        }
+    }
+
     /// The node ids that read each node.
     pub fn consumers(&self) -> Vec<Vec<NodeId>> {
         let mut out = vec![Vec::new(); self.nodes.len()];
@@ -218,6 +226,7 @@ impl Graph {
             .or_at(self.cur_span)
             .on_node(label));
         }
+        let op = one_element_shrinks_step_by_one(op, &ty.shape);
         let id = NodeId(self.nodes.len() as u32);
         let mut label = label;
         while self.find(&label).is_some() {
@@ -366,10 +375,7 @@ impl Graph {
             let ins = self.inputs();
             for (id, got) in ins.iter().zip(shapes) {
                 let want = self.shape(*id);
-                let name = match &self.node(*id).op {
-                    Op::Input { name } => name.clone(),
-                    _ => self.node(*id).label.clone(),
-                };
+                let name = self.input_name(*id);
                 if want.len() != got.len() {
                     return Err(diag!(
                         AxisSizeMismatch,
@@ -419,11 +425,18 @@ impl Graph {
         if let Some(shapes) = inputs {
             for (id, got) in self.inputs().iter().zip(shapes) {
                 let want = self.shape(*id);
-                for (d, &g) in want.iter().zip(got) {
+                for (k, (d, &g)) in want.iter().zip(got).enumerate() {
                     let v = d.eval(&|s| out.get(s).copied()).map_err(|m| diag!(UnboundSymbol, "{m}"))?;
                     if v != g as i64 {
-                        return Err(diag!(AxisSizeMismatch, "an input has size {g} where the graph needs {d} = {v}")
-                            .at_node(self.node(*id)));
+                        // The value of a symbolic size too: `(N + 1 = 5)`.
+                        let value = if d.as_int().is_some() { String::new() } else { format!(" ({d} = {v})") };
+                        return Err(diag!(
+                            AxisSizeMismatch,
+                            "input `{}` has size {g} on axis {k} where the graph declares {}{value}",
+                            self.input_name(*id),
+                            super::infer::fmt_shape(want)
+                        )
+                        .at_node(self.node(*id)));
                     }
                 }
             }
@@ -493,4 +506,19 @@ fn op_arg_symbols(op: &Op) -> std::collections::BTreeSet<String> {
         _ => {}
     }
     out
+}
+
+/// `op` with every `SHRINK` axis of one element written `[lo, lo + 1)`
+/// step 1: the same element, whatever the step was, so that no backend
+/// multiplies an index by a step it never takes (`slice(x, [[0, 10,
+/// 2^63 − 1]])` would overflow the first index past the end).
+fn one_element_shrinks_step_by_one(op: Op, shape: &[Dim]) -> Op {
+    let Op::Shrink { lo, mut hi, mut step } = op else { return op };
+    for k in 0..shape.len() {
+        if shape[k].is_one() && !step[k].is_one() {
+            hi[k] = &lo[k] + &Dim::int(1);
+            step[k] = Dim::int(1);
+        }
+    }
+    Op::Shrink { lo, hi, step }
 }

@@ -1,7 +1,7 @@
 //! The shape and dtype rules of Tiny IR (`spec/002` §3–4, `000` §13): one
 //! function, used by the builder when a node is added and by the verifier.
 
-use crate::affine::AffExpr;
+use crate::affine::{AffAtom, AffExpr};
 use crate::diag;
 use crate::diag::{DResult, Diagnostic};
 use crate::sym::Dim;
@@ -88,6 +88,13 @@ fn differ_by_constant_factor(a: &Dim, b: &Dim) -> bool {
     factor(a, b).is_some() || factor(b, a).is_some()
 }
 
+/// A size computed with [`Dim`]'s exact arithmetic, or `AxisSizeMismatch`
+/// naming `what` when a coefficient leaves `i64` (a saturated value could
+/// come back in range and be taken for a real size).
+fn exact(d: Option<Dim>, what: impl FnOnce() -> String) -> DResult<Dim> {
+    d.ok_or_else(|| diag!(AxisSizeMismatch, "{}: the size overflows 64-bit integers", what()))
+}
+
 /// Checks that every known dimension of a declared shape is ≥ 1.
 pub fn check_shape(shape: &[Dim]) -> DResult<()> {
     for d in shape {
@@ -106,8 +113,9 @@ pub fn check_shape(shape: &[Dim]) -> DResult<()> {
 /// counts are checked again once the symbols are bound ([`Graph::bind`](super::Graph::bind)
 /// re-infers every node).
 fn check_size(shape: &[Dim]) -> DResult<()> {
-    let numel = Dim::product(shape);
-    if numel.monomials().any(|(_, c)| c.unsigned_abs() > crate::sym::MAX_ELEMENTS as u64) {
+    let numel = shape.iter().try_fold(Dim::int(1), |a, b| a.checked_mul(b));
+    let over = |n: &Dim| n.monomials().any(|(_, c)| c.unsigned_abs() > crate::sym::MAX_ELEMENTS as u64);
+    if numel.as_ref().is_none_or(over) {
         return Err(diag!(
             Unsupported,
             "shape {} has more than {} elements, the limit for one tensor",
@@ -304,7 +312,8 @@ pub fn infer(
                         return Err(diag!(Unsupported, "negative padding {p}; use shrink to cut"));
                     }
                 }
-                shape.push(&(d + lo) + hi);
+                let padded = d.checked_add(lo).and_then(|s| s.checked_add(hi));
+                shape.push(exact(padded, || format!("PAD of size {d} by [{lo}, {hi}]"))?);
             }
             TensorType { dtype: x.dtype, shape }
         }
@@ -331,11 +340,7 @@ pub fn infer(
                 require_le(&Dim::int(0), &lo[k], format!("SHRINK lo ≥ 0 on axis {k}"), &mut cons, bad)?;
                 require_le(&(&lo[k] + &Dim::int(1)), &hi[k], format!("SHRINK lo < hi on axis {k}"), &mut cons, bad)?;
                 require_le(&hi[k], &x.shape[k], format!("SHRINK hi ≤ size on axis {k}"), &mut cons, bad)?;
-                let span = &(&(&hi[k] - &lo[k]) + &step[k]) - &Dim::int(1);
-                let n = span
-                    .floordiv(&step[k])
-                    .ok_or_else(|| diag!(NegativeStride, "SHRINK step {} must be positive", step[k]))?;
-                shape.push(n);
+                shape.push(shrink_size(&lo[k], &hi[k], &step[k], k)?);
             }
             TensorType { dtype: x.dtype, shape }
         }
@@ -392,12 +397,8 @@ pub fn infer(
                     ));
                 }
                 check_view_monotone(e, k)?;
-                let lo = e.substitute(&vec![AffExpr::int(0); to.len()]).map_err(|m| diag!(InvalidAxis, "{m}"))?;
-                let last: Vec<AffExpr> = to.iter().map(|d| AffExpr::constant(d - &Dim::int(1))).collect();
-                let hi = e.substitute(&last).map_err(|m| diag!(InvalidAxis, "{m}"))?;
-                let (Some(lo), Some(hi)) = (lo.as_constant(), hi.as_constant()) else {
-                    return Err(diag!(Internal, "VIEW bound did not fold to a constant"));
-                };
+                let (lo, hi) = (view_corner(e, k, &to, false)?, view_corner(e, k, &to, true)?);
+                let (lo, hi) = (&lo, &hi);
                 let bad = || {
                     diag!(
                         AxisSizeMismatch,
@@ -406,7 +407,8 @@ pub fn infer(
                     )
                 };
                 require_le(&Dim::int(0), lo, format!("VIEW index_map[{k}] ≥ 0"), &mut cons, bad)?;
-                require_le(&(hi + &Dim::int(1)), &x.shape[k], format!("VIEW index_map[{k}] < size"), &mut cons, bad)?;
+                let end = exact(hi.checked_add(&Dim::int(1)), || format!("VIEW index_map[{k}] = {e}"))?;
+                require_le(&end, &x.shape[k], format!("VIEW index_map[{k}] < size"), &mut cons, bad)?;
             }
             TensorType { dtype: x.dtype, shape: to }
         }
@@ -415,17 +417,63 @@ pub fn infer(
     Ok((ty, cons))
 }
 
+/// The size `⌈(hi − lo) / step⌉` of axis `k` of a `SHRINK`: for known
+/// bounds `⌊(hi − lo − 1) / step⌋ + 1`, which no step overflows once `lo <
+/// hi` is checked; for symbolic ones `⌊(hi − lo + step − 1) / step⌋`, the
+/// canonical form that equal declared shapes must match, computed exactly.
+fn shrink_size(lo: &Dim, hi: &Dim, step: &Dim, k: usize) -> DResult<Dim> {
+    let overflow = || format!("SHRINK [{lo}, {hi}) step {step} on axis {k}");
+    if let (Some(l), Some(h), Some(s)) = (lo.as_int(), hi.as_int(), step.as_int()) {
+        let n = h.checked_sub(l).and_then(|d| d.checked_sub(1)).map(|d| d.div_euclid(s)).and_then(|q| q.checked_add(1));
+        return exact(n.map(Dim::int), overflow);
+    }
+    let span = hi.checked_sub(lo).and_then(|d| d.checked_add(step)).and_then(|d| d.checked_sub(&Dim::int(1)));
+    exact(span, overflow)?.floordiv(step).ok_or_else(|| diag!(NegativeStride, "SHRINK step {step} must be positive"))
+}
+
+/// The value of a non-decreasing VIEW map `e` (`index_map[k]`) at the first
+/// (`last` false) or the last point of the output shape `to`: its least or
+/// greatest value. With a concrete shape and map it is evaluated exactly,
+/// so every value the map takes — floor divisions' operands included —
+/// fits `i64` once both corners do; a symbolic one is substituted (and
+/// checked exactly when [`Graph::bind`](super::Graph::bind) re-infers the node).
+fn view_corner(e: &AffExpr, k: usize, to: &[Dim], last: bool) -> DResult<Dim> {
+    let at = |d: &Dim| if last { d.checked_sub(&Dim::int(1)) } else { Some(Dim::int(0)) };
+    let concrete: Option<Vec<i64>> = to.iter().map(|d| at(d)?.as_int()).collect();
+    if let (Some(point), true) = (&concrete, e.symbols().is_empty()) {
+        return e
+            .eval(point, &|_| None)
+            .map(Dim::int)
+            .map_err(|m| diag!(AxisSizeMismatch, "VIEW index_map[{k}] = {e} at {point:?}: {m}"));
+    }
+    let point: Vec<AffExpr> = to
+        .iter()
+        .map(|d| exact(at(d), || format!("VIEW output size {d}")).map(AffExpr::constant))
+        .collect::<DResult<_>>()?;
+    let v = e.substitute(&point).map_err(|m| diag!(InvalidAxis, "{m}"))?;
+    v.as_constant().cloned().ok_or_else(|| diag!(Internal, "VIEW bound did not fold to a constant"))
+}
+
 /// VIEW maps must be non-decreasing in every output index: a negative step is
-/// `NegativeStride` (decision 5; `FLIP` is the way to reverse).
+/// `NegativeStride` (decision 5; `FLIP` is the way to reverse); a floor
+/// division subtracted, as in the expansion of a remainder `e % q` into
+/// `e − q·floor(e / q)`, is `Unsupported` (the map wraps around).
 fn check_view_monotone(e: &AffExpr, k: usize) -> DResult<()> {
     for (atom, c) in e.terms() {
         if c.as_int().is_some_and(|v| v < 0) {
-            return Err(diag!(
-                NegativeStride,
-                "VIEW index_map[{k}] = {e} has a negative step; use FLIP to reverse an axis"
-            ));
+            return Err(match atom {
+                AffAtom::Var(j) => diag!(
+                    NegativeStride,
+                    "VIEW index_map[{k}] = {e} has the negative step {c} along i{j}; use FLIP to reverse an axis"
+                ),
+                AffAtom::FloorDiv(..) => diag!(
+                    Unsupported,
+                    "VIEW index_map[{k}] = {e} subtracts a floor division (a remainder `%` does), so it wraps \
+                     around where a VIEW map must never decrease; write the wrap as a RESHAPE and EXPAND (as `tile` does)"
+                ),
+            });
         }
-        if let crate::affine::AffAtom::FloorDiv(inner, _) = atom {
+        if let AffAtom::FloorDiv(inner, _) = atom {
             check_view_monotone(inner, k)?;
         }
     }

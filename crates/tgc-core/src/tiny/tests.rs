@@ -145,3 +145,53 @@ fn reshape_merges_counts_merged_axes_and_refuses_splits() {
     );
     assert_eq!(op::reshape_merges(&[s[0].clone(), Dim::int(8)], &[Dim::int(8), s[0].clone()]), None);
 }
+
+/// A refusal names the actual problem (issue 54 item 8): a wrong concrete
+/// input size is not "needs 2 = 2", a remainder in a VIEW map is not "a
+/// negative step".
+#[test]
+fn refusals_name_the_actual_problem() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", DType::F32, &shape(&["N", "2"])).unwrap();
+    let y = g.input("y", DType::F32, &shape(&["N", "N + 1"])).unwrap();
+    g.outputs.push(Output { name: "a".into(), node: x });
+    g.outputs.push(Output { name: "b".into(), node: y });
+    g.declare_input_symbols().unwrap();
+    let e = g.resolve_dims(&BTreeMap::new(), Some(&[vec![4, 3], vec![4, 5]])).unwrap_err();
+    assert_eq!(e.message, "input `x` has size 3 on axis 1 where the graph declares [N, 2]");
+    let e = g.resolve_dims(&BTreeMap::new(), Some(&[vec![4, 2], vec![4, 6]])).unwrap_err();
+    assert_eq!(e.message, "input `y` has size 6 on axis 1 where the graph declares [N, N + 1] (N + 1 = 5)");
+
+    let mut g = Graph::new("t");
+    let x = g.input("x", DType::F32, &shape(&["7"])).unwrap();
+    let wrap = g.view(x, &shape(&["20"]), &[AffExpr::parse("i0 % 7").unwrap()]).unwrap_err();
+    assert_eq!(wrap.name, ErrorName::Unsupported);
+    assert!(wrap.message.contains("subtracts a floor division (a remainder `%` does)"), "{}", wrap.message);
+    assert!(!wrap.message.contains("negative step"), "{}", wrap.message);
+    let back = g.view(x, &shape(&["7"]), &[AffExpr::parse("6 - i0").unwrap()]).unwrap_err();
+    assert_eq!(back.name, ErrorName::NegativeStride);
+    assert!(back.message.contains("has the negative step -1 along i0"), "{}", back.message);
+}
+
+/// Shape arithmetic is exact at the ends of `i64` (issue 54 item 2): a
+/// step of `i64::MAX` keeps one element where `(hi − lo + step − 1)/step`
+/// saturated to 0, and a VIEW whose floor division's operand passes
+/// `i64::MAX` is refused where the saturated bound let it read past its
+/// source.
+#[test]
+fn shape_arithmetic_is_exact_at_the_ends_of_i64() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", DType::F32, &shape(&["10"])).unwrap();
+    let max = Dim::int(i64::MAX);
+    let s = g.shrink(x, &[Dim::int(0)], &[Dim::int(10)], std::slice::from_ref(&max)).unwrap();
+    assert_eq!(g.shape(s), &[Dim::int(1)]);
+    let s = g.shrink(x, &[Dim::int(9)], &[Dim::int(10)], &[max]).unwrap();
+    assert_eq!(g.shape(s), &[Dim::int(1)]);
+
+    let m = g.input("m", DType::F32, &shape(&["2"])).unwrap();
+    let big = i64::MAX;
+    let map = AffExpr::parse(&format!("({big}*i0 + {big}*i1 + 1) / {big}")).unwrap();
+    let e = g.view(m, &shape(&["2", "2"]), &[map]).unwrap_err();
+    assert_eq!(e.name, ErrorName::AxisSizeMismatch);
+    assert!(e.message.contains("overflows i64"), "{}", e.message);
+}

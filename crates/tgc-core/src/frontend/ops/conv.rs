@@ -38,13 +38,14 @@ pub fn window(g: &mut Graph, x: NodeId, kernel: &[Dim], w: &Window, pad_value: f
     if r < n {
         return Err(fail(g, diag!(AxisSizeMismatch, "a {n}-d window needs rank ≥ {n}, got {}", fmt_shape(&s))));
     }
+    // The kernel first: a pool's stride defaults to it.
+    if let Some(k) = kernel.iter().find(|k| k.as_int().is_some_and(|v| v < 1)) {
+        return Err(fail(g, diag!(AxisSizeMismatch, "kernel size {k} must be at least 1")));
+    }
     for d in w.stride.iter().chain(&w.dilation) {
         if d.as_int().is_some_and(|v| v <= 0) {
             return Err(fail(g, diag!(NegativeStride, "window stride and dilation must be positive, got {d}")));
         }
-    }
-    if let Some(k) = kernel.iter().find(|k| k.as_int().is_some_and(|v| v < 1)) {
-        return Err(fail(g, diag!(AxisSizeMismatch, "kernel size {k} must be at least 1")));
     }
     let zero = Dim::int(0);
     let mut pads = vec![(zero.clone(), zero.clone()); r - n];
@@ -378,12 +379,14 @@ pub fn conv_transpose(
 }
 
 /// Rejects pads of more than half the kernel (as PyTorch does): such a
-/// window could see only padding.
+/// window could see only padding. A kernel size below 1 is left to
+/// [`window`]'s error, which names it.
 fn check_pool_pad(g: &Graph, kernel: &[Dim], w: &Window) -> DResult<()> {
     for (k, (b, a)) in kernel.iter().zip(&w.pad) {
         for p in [b, a] {
-            if let (Some(pv), Some(kv)) = (p.as_int(), k.as_int()) {
-                if 2 * pv > kv {
+            if let (Some(pv), Some(kv)) = (p.as_int(), k.as_int().filter(|&kv| kv >= 1)) {
+                // 2·pv > kv without overflow.
+                if pv > kv / 2 {
                     return Err(fail(
                         g,
                         diag!(Unsupported, "pool padding {pv} is more than half the kernel size {kv}"),

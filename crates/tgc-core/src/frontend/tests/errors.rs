@@ -161,6 +161,19 @@ fn unsupported_constructs_are_reported() {
     expect_err(src, Unsupported, "maxpool2d");
 }
 
+/// A kernel size below 1 is named as such (issue 54 item 8), not as a pad
+/// "more than half the kernel size -1".
+#[test]
+fn a_pool_kernel_below_one_is_named() {
+    for pool in ["maxpool2d", "avgpool2d"] {
+        let src = format!(
+            "graph main(x: f32[1, 1, 8, 8]) -> (z: f32[1, 1, 4, 4]) {{\n    z = {pool}(x, kernel=[-1, 2])\n    return z\n}}\n"
+        );
+        let m = expect_err(&src, AxisSizeMismatch, pool);
+        assert_eq!(m, "kernel size -1 must be at least 1", "{pool}");
+    }
+}
+
 #[test]
 fn exponential_inlining_is_refused_before_it_starts() {
     let mut src = String::from("graph f9(a: f32[2]) -> (b: f32[2]) {\n    b = relu(a)\n    return b\n}\n");

@@ -125,11 +125,7 @@ pub fn cast(from: DType, to: DType, x: u32) -> u32 {
         _ if from == to => x,
         (F16 | BF16 | F32, F32) => x,
         (F16 | BF16 | F32, F16 | BF16) => round_bits(to, x),
-        (F16 | BF16 | F32, I32) => {
-            let v = f(x);
-            let w: i64 = if v.is_nan() { 0 } else { v as i64 };
-            w as i32 as u32
-        }
+        (F16 | BF16 | F32, I32) => DType::I32.cast(f(x) as f64) as i32 as u32,
         (F16 | BF16 | F32, Bool) => (f(x) != 0.0) as u32,
         (I32, F16 | BF16 | F32) => round_bits(to, (x as i32 as f32).to_bits()),
         (I32, Bool) => (x != 0) as u32,
