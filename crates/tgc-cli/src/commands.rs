@@ -139,10 +139,11 @@ fn check(path: &Path, entry: Option<&str>, dump: &[String]) -> Result<()> {
     if dump.is_empty() {
         return Ok(());
     }
-    let artifacts =
-        pipeline::compile_cpu(&loaded.graph, &mut Timings::default()).map_err(|d| Failure::diag(path, &d))?;
+    let artifacts = pipeline::compile_cpu(&loaded.graph, &mut Timings::default())
+        .map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
     for s in dump {
-        let text = pipeline::dump_stage(s, &loaded, &loaded.graph, &artifacts).map_err(|d| Failure::diag(path, &d))?;
+        let text = pipeline::dump_stage(s, &loaded, &loaded.graph, &artifacts)
+            .map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
         print!("=== {s} ===\n{text}");
     }
     Ok(())
@@ -361,10 +362,14 @@ fn run_graph(
         pending.push((t, want));
     }
     let shapes: Vec<Vec<usize>> = pending.iter().map(|(t, _)| t.shape().to_vec()).collect();
-    let values = g.resolve_dims(&parse_dims(dims)?, Some(&shapes)).map_err(|d| Failure::diag(path, &d))?;
-    let bound = g.bind(&values).map_err(|d| Failure::diag(path, &d))?;
+    let values =
+        g.resolve_dims(&parse_dims(dims)?, Some(&shapes)).map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
+    let bound = g.bind(&values).map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
     let file_bytes = pending.iter().fold(0u64, |sum, (t, _)| sum.saturating_add(t.data_bytes()));
-    pipeline::check_run_bytes(&bound, file_bytes, run.max_memory).map_err(|d| Failure::diag(path, &d))?;
+    // The CPU backend allocates its program's buffers; the interpreter (and
+    // the bound for the GPU) every node's value.
+    let check = if backend == Backend::Cpu { pipeline::check_cpu_run_bytes } else { pipeline::check_run_bytes };
+    check(&bound, file_bytes, run.max_memory).map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
     let ordered = pending
         .into_iter()
         .map(|(t, want)| {
@@ -373,12 +378,14 @@ fn run_graph(
         })
         .collect::<Result<Vec<HostTensor>>>()?;
     let outputs = match backend {
-        Backend::Interp => pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &d))?,
+        Backend::Interp => {
+            pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &loaded.locate(d)))?
+        }
         Backend::Cpu => {
             let work = scratch_dir("run")?;
             let work = work.path();
             let failure = |e| match e {
-                pipeline::RunError::Diag(d) => Failure::diag(path, &d),
+                pipeline::RunError::Diag(d) => Failure::diag(path, &loaded.locate(d)),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
             };
             if tile_axes.is_empty() {
@@ -392,7 +399,7 @@ fn run_graph(
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
             let failure = |e| match e {
-                crate::gpu::GpuError::Diag(d) => Failure::diag(path, &d),
+                crate::gpu::GpuError::Diag(d) => Failure::diag(path, &loaded.locate(d)),
                 crate::gpu::GpuError::Runtime(e) => Failure::from(e),
             };
             let cache = gpu_records(run.tuning)?;
@@ -477,7 +484,7 @@ fn compile(
     let graph = if given.is_empty() {
         loaded.graph.clone()
     } else {
-        loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &d))?
+        loaded.graph.bind(&given).map_err(|d| Failure::diag(path, &loaded.locate(d)))?
     };
     if let Some(gpu) = gpu {
         let cache = gpu_records(how.tuning)?;
@@ -493,8 +500,8 @@ fn compile(
         }),
         None => None,
     };
-    let artifacts =
-        pipeline::compile_cpu_tuned(&graph, tuning.as_ref(), timings).map_err(|d| Failure::diag(path, &d))?;
+    let artifacts = pipeline::compile_cpu_tuned(&graph, tuning.as_ref(), timings)
+        .map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
     if let Some(dir) = out {
         create_dir(dir)?;
         for (file, text) in &artifacts.files {
@@ -509,7 +516,7 @@ fn compile(
     for s in dump {
         let text = timings
             .time(&format!("dump {s}"), || pipeline::dump_stage(s, &loaded, &graph, &artifacts))
-            .map_err(|d| Failure::diag(path, &d))?;
+            .map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
         emit_dump(s, &text, out)?;
     }
     Ok(())

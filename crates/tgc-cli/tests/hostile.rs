@@ -330,6 +330,45 @@ fn the_run_budget_holds_at_its_value() {
     assert!(stderr(&o).contains("`1T` is not a byte count"), "{}", stderr(&o));
 }
 
+/// `tgc run --backend cpu --max-memory`: the CPU backend is held to the
+/// buffers its program allocates (here x and y: the reshape, the expand and
+/// the sum are fused into y's kernel), not to every node's value, so a
+/// graph whose views are larger than its buffers (a convolution's window,
+/// VGG-19's first layers) still runs.
+#[test]
+fn the_cpu_budget_counts_the_buffers_of_its_program() {
+    let dir = temp("hostile-cpu-budget");
+    let file = write(
+        &dir,
+        "budget.tgc",
+        "graph main(x: f32[1]) -> (y: f32[32, 32]) {\n    e = expand(reshape(x, [1, 1]), [32, 32])\n    y = e + e\n    return y\n}\n",
+    );
+    let x = one_input(&dir);
+    let out = dir.join("out");
+    let run = |budget: &str| {
+        tgc(&[
+            "run",
+            &file,
+            "--backend",
+            "cpu",
+            "--input",
+            &x,
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--max-memory",
+            budget,
+        ])
+    };
+    // x's buffer, y's buffer, and x.npy's 4 bytes of data.
+    let need = 4 + 4 * 1024 + 4;
+    let o = run(&need.to_string());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&(need - 1).to_string());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(&format!("needs up to {need} bytes")) && e.contains("buffer `y` of shape [32, 32]"), "{e}");
+}
+
 /// Runs `tgc ARGS` under a 3 GB address-space limit (so that a reader that
 /// grows without bound fails instead of taking the machine's memory) and
 /// kills it after 20 s (so that one that blocks fails instead of hanging

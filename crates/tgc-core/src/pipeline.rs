@@ -19,7 +19,7 @@ use crate::diag::DResult;
 #[cfg(feature = "poly")]
 use crate::poly;
 use crate::timings::Timings;
-use crate::tiny::{self, Graph, NodeId, Op};
+use crate::tiny::{self, Graph, Op};
 use crate::{cpu, diag, emit, frontend, index_book, interp, plan, region};
 use tgc_runtime::HostTensor;
 
@@ -76,9 +76,31 @@ pub struct Loaded {
     /// `(input or output name, the source's name)` where they differ (an
     /// ONNX name that is not an identifier).
     pub aliases: Vec<(String, String)>,
+    /// An ONNX model's node descriptions, by node index: its statements'
+    /// spans are line `index + 1` (`frontend::onnx`'s invariant), which
+    /// [`Loaded::locate`] turns back into the node.
+    pub nodes: Vec<String>,
 }
 
 impl Loaded {
+    /// `d` pointing at what the source calls it: for an ONNX model the
+    /// node its span stands for (and no line and column), else `d` as it
+    /// is.
+    pub fn locate(&self, mut d: crate::Diagnostic) -> crate::Diagnostic {
+        if self.nodes.is_empty() {
+            return d;
+        }
+        if let Some(sp) = d.span.take() {
+            if let Some(n) = (sp.line as usize).checked_sub(1).and_then(|k| self.nodes.get(k)) {
+                d.node = Some(match d.node.take() {
+                    Some(tiny) => format!("{n}; Tiny IR node {tiny}"),
+                    None => n.clone(),
+                });
+            }
+        }
+        d
+    }
+
     /// The graph's name for an input or output given by its own name or
     /// by the source's (an ONNX name).
     pub fn name_of<'a>(&'a self, name: &'a str) -> &'a str {
@@ -104,7 +126,7 @@ pub fn load(text: &str, format: Format, entry: Option<&str>) -> DResult<Loaded> 
             (tiny::json::load_json(text)?, None)
         }
     };
-    checked(Loaded { graph, frontend, weights: Vec::new(), aliases: Vec::new() })
+    checked(Loaded { graph, frontend, weights: Vec::new(), aliases: Vec::new(), nodes: Vec::new() })
 }
 
 /// Imports the ONNX model at `path` ([`frontend::onnx::read_model`], with
@@ -116,16 +138,23 @@ pub fn load_onnx(path: &Path, fixed: &[onnx_protobuf::TensorProto]) -> DResult<L
     let imported = frontend::onnx::read_model(path, fixed)?;
     let graph = frontend::to_tiny::lower_program(&imported.program, None).map_err(|d| imported.locate(d))?;
     let frontend = Some(frontend::ir::dump(&imported.program));
-    checked(Loaded { graph, frontend, weights: imported.weights, aliases: imported.onnx_names })
+    let nodes = imported.node_descriptions().to_vec();
+    let loaded = Loaded { graph, frontend, weights: imported.weights, aliases: imported.onnx_names, nodes };
+    checked_ref(&loaded).map_err(|d| loaded.locate(d))?;
+    Ok(loaded)
 }
 
 /// Verifies a loaded graph's Tiny IR and builds its IndexBook, so that
 /// every user error surfaces at load.
 fn checked(loaded: Loaded) -> DResult<Loaded> {
+    checked_ref(&loaded)?;
+    Ok(loaded)
+}
+
+fn checked_ref(loaded: &Loaded) -> DResult<()> {
     verify_tiny(&loaded.graph)?;
     let book = index_book::build(&loaded.graph)?;
-    index_book::verify::check(&loaded.graph, &book)?;
-    Ok(loaded)
+    index_book::verify::check(&loaded.graph, &book)
 }
 
 fn verify_tiny(g: &Graph) -> DResult<()> {
@@ -677,41 +706,83 @@ pub const MAX_RUN_BYTES: u64 = 1 << 36;
 /// Errors: `ResourceExceeded` at the largest node when the total exceeds
 /// `budget` bytes; `UnboundSymbol` for a graph that is not bound.
 pub fn check_run_bytes(g: &Graph, file_bytes: u64, budget: u64) -> DResult<u64> {
-    let mut total: u128 = file_bytes as u128;
-    let mut largest: Option<(u128, NodeId)> = None;
+    let mut values = Vec::new();
     for id in g.ids() {
-        let mut n: u128 = g.dtype(id).size_bytes() as u128;
-        for d in g.shape(id) {
-            let v = d
-                .as_int()
-                .ok_or_else(|| diag!(UnboundSymbol, "`{d}` is not bound").on_node(g.node(id).label.clone()))?;
-            n = n.saturating_mul(v.max(0) as u128);
-        }
-        total = total.saturating_add(n);
-        if largest.is_none_or(|(m, _)| n > m) {
-            largest = Some((n, id));
-        }
+        let node = g.node(id);
+        let bytes = value_bytes(g.dtype(id), g.shape(id)).map_err(|d| d.on_node(node.label.clone()))?;
+        values.push((bytes, id));
     }
-    match largest {
+    let (total, largest) = total_bytes(values.iter().map(|&(b, _)| b), file_bytes);
+    match largest.map(|k| values[k]) {
         Some((bytes, id)) if total > budget as u128 => {
             let node = g.node(id);
-            let files = match file_bytes {
-                0 => String::new(),
-                n => format!(" ({n} of them the data read from its input files)"),
-            };
-            Err(diag!(
-                ResourceExceeded,
-                "the run needs up to {total} bytes of tensors{files}, more than the budget of {budget} bytes \
-                 (`--max-memory`, default {} GiB); the largest is this {} of shape [{}] ({bytes} bytes)",
-                MAX_RUN_BYTES >> 30,
-                node.op.name(),
-                g.shape(id).iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-            )
-            .or_at(node.span)
-            .on_node(node.label.clone()))
+            let what = format!("{} of shape {}", node.op.name(), crate::tiny::infer::fmt_shape(g.shape(id)));
+            Err(over_budget(total, file_bytes, budget, &what, bytes).or_at(node.span).on_node(node.label.clone()))
         }
         _ => Ok(total.min(u64::MAX as u128) as u64),
     }
+}
+
+/// [`check_run_bytes`] for the CPU backend: the bytes of the buffers its
+/// program of the bound graph `g` allocates (inputs, outputs and
+/// temporaries, each whole: an upper bound, as temporaries share arena
+/// slots), plus `file_bytes`. A fused intermediate is never a buffer, so a
+/// convolution's window (an `EXPAND` of the image by the filter taps,
+/// which [`check_run_bytes`] counts whole) costs nothing here.
+///
+/// Errors: as [`check_run_bytes`], at the largest buffer; the lowering's.
+pub fn check_cpu_run_bytes(g: &Graph, file_bytes: u64, budget: u64) -> DResult<u64> {
+    let program = crate::cpu::lower(g)?;
+    let sizes = program.buffers.iter().map(|b| value_bytes(b.dtype, &b.shape)).collect::<DResult<Vec<_>>>()?;
+    let (total, largest) = total_bytes(sizes.iter().copied(), file_bytes);
+    match largest {
+        Some(k) if total > budget as u128 => {
+            let b = &program.buffers[k];
+            let what = format!("buffer `{}` of shape {}", b.label, crate::tiny::infer::fmt_shape(&b.shape));
+            Err(over_budget(total, file_bytes, budget, &what, sizes[k]))
+        }
+        _ => Ok(total.min(u64::MAX as u128) as u64),
+    }
+}
+
+/// The bytes of a bound value of `dtype` and `shape`.
+///
+/// Errors: `UnboundSymbol` for a shape with a symbol.
+fn value_bytes(dtype: crate::DType, shape: &[crate::sym::Dim]) -> DResult<u128> {
+    let mut n: u128 = dtype.size_bytes() as u128;
+    for d in shape {
+        let v = d.as_int().ok_or_else(|| diag!(UnboundSymbol, "`{d}` is not bound"))?;
+        n = n.saturating_mul(v.max(0) as u128);
+    }
+    Ok(n)
+}
+
+/// The sum of `sizes` and `file_bytes`, and the index of the largest size.
+fn total_bytes(sizes: impl Iterator<Item = u128>, file_bytes: u64) -> (u128, Option<usize>) {
+    let mut total: u128 = file_bytes as u128;
+    let mut largest: Option<(u128, usize)> = None;
+    for (k, n) in sizes.enumerate() {
+        total = total.saturating_add(n);
+        if largest.is_none_or(|(m, _)| n > m) {
+            largest = Some((n, k));
+        }
+    }
+    (total, largest.map(|(_, k)| k))
+}
+
+/// The `ResourceExceeded` of a run needing `total` bytes over `budget`,
+/// `what` (of `bytes`) the largest part.
+fn over_budget(total: u128, file_bytes: u64, budget: u64, what: &str, bytes: u128) -> crate::Diagnostic {
+    let files = match file_bytes {
+        0 => String::new(),
+        n => format!(" ({n} of them the data read from its input files)"),
+    };
+    diag!(
+        ResourceExceeded,
+        "the run needs up to {total} bytes of tensors{files}, more than the budget of {budget} bytes \
+         (`--max-memory`, default {} GiB); the largest is this {what} ({bytes} bytes)",
+        MAX_RUN_BYTES >> 30
+    )
 }
 
 /// Runs a fully bound graph on the reference interpreter.

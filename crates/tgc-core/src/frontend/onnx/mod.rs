@@ -100,6 +100,12 @@ impl Imported {
         d
     }
 
+    /// The description of each converted node, by its index in the model
+    /// (what [`Imported::locate`] names).
+    pub fn node_descriptions(&self) -> &[String] {
+        &self.nodes
+    }
+
     /// The tgc name of an input, weight or output given by its ONNX name
     /// (or by its tgc name).
     pub fn tgc_name<'a>(&'a self, name: &'a str) -> &'a str {
@@ -662,9 +668,17 @@ pub fn host_tensor(t: &TensorProto, dir: Option<&Path>) -> DResult<HostTensor> {
     }
 }
 
-/// `name` as a graph-language identifier (the module doc's rule).
+/// `name` as a graph-language identifier (the module doc's rule), at most
+/// [`crate::frontend::lexer::MAX_NAME_BYTES`] less 8 bytes (room for a
+/// `_N` suffix): a longer name keeps its end, where an exporter's names
+/// differ (`/encoder/layer.0/attention/self/query/MatMul_output_0`).
 pub fn ident(name: &str) -> String {
     let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let most = crate::frontend::lexer::MAX_NAME_BYTES - 8;
+    if s.len() > most {
+        // Every character is ASCII here, so any byte index is a boundary.
+        s = s.split_off(s.len() - most);
+    }
     if s.is_empty()
         || s.starts_with(|c: char| c.is_ascii_digit())
         || crate::frontend::parser::RESERVED_WORDS.contains(&s.as_str())
