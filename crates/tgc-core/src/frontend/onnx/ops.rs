@@ -838,6 +838,21 @@ fn norm_axis(axis: i64, rank: usize) -> DResult<usize> {
     usize::try_from(a).ok().filter(|&a| a < rank).ok_or_else(|| diag!(InvalidAxis, "axis {axis} is out of range"))
 }
 
+/// The largest stride, dilation, pad and kernel size the importer takes
+/// (2^31 - 1: ONNX's ints are 64-bit, a window never needs more, and a
+/// product of two stays far inside i64).
+const WINDOW_MAX: i64 = i32::MAX as i64;
+
+/// `values` when each is in `[lo, WINDOW_MAX]`.
+///
+/// Errors: `Unsupported` naming attribute `what` otherwise.
+fn in_range(values: Vec<i64>, lo: i64, what: &str) -> DResult<Vec<i64>> {
+    match values.iter().find(|v| !(lo..=WINDOW_MAX).contains(v)) {
+        Some(v) => Err(diag!(Unsupported, "attribute `{what}` holds {v}; the importer takes {lo} to {WINDOW_MAX}")),
+        None => Ok(values),
+    }
+}
+
 /// The spatial window of a convolution or pool of `k` spatial axes over
 /// input sizes `sizes`, with `kernel` extents (dilated by the window).
 fn window(n: &N, sizes: &[Dim], kernel: &[Dim], transposed: bool) -> DResult<Window> {
@@ -849,11 +864,21 @@ fn window(n: &N, sizes: &[Dim], kernel: &[Dim], transposed: bool) -> DResult<Win
         }
         Ok(v)
     };
-    let stride = ints("strides", 1)?;
-    let dilation = ints("dilations", 1)?;
-    let pads = n.a.ints("pads")?.unwrap_or_else(|| vec![0; 2 * k]);
+    let stride = in_range(ints("strides", 1)?, 1, "strides")?;
+    let dilation = in_range(ints("dilations", 1)?, 1, "dilations")?;
+    let pads = in_range(n.a.ints("pads")?.unwrap_or_else(|| vec![0; 2 * k]), 0, "pads")?;
     if pads.len() != 2 * k {
         return Err(diag!(AxisSizeMismatch, "attribute `pads` has {} entries for {k} spatial axes", pads.len()));
+    }
+    // Kernel extents in range too, so the window arithmetic (products of
+    // two such values) stays far inside i64.
+    for (i, kd) in kernel.iter().enumerate() {
+        if kd.as_int().is_some_and(|v| !(1..=WINDOW_MAX).contains(&v)) {
+            return Err(diag!(
+                Unsupported,
+                "kernel size {kd} on spatial axis {i} (the importer takes 1 to {WINDOW_MAX})"
+            ));
+        }
     }
     let mut pad: Vec<(Dim, Dim)> = (0..k).map(|i| (Dim::int(pads[i]), Dim::int(pads[k + i]))).collect();
     let auto = n.a.string("auto_pad")?.unwrap_or_else(|| "NOTSET".into());
@@ -928,10 +953,25 @@ fn conv_transpose(b: &mut Builder, n: &N) -> DResult<ValueId> {
     }
     let k = xs.len() - 2;
     let mut window = window(n, &xs[2..], &ws[2..], true)?;
-    let mut out_pad: Vec<i64> = n.a.ints("output_padding")?.unwrap_or_else(|| vec![0; k]);
+    let mut out_pad: Vec<i64> =
+        in_range(n.a.ints("output_padding")?.unwrap_or_else(|| vec![0; k]), 0, "output_padding")?;
+    if out_pad.len() != k {
+        return Err(diag!(
+            AxisSizeMismatch,
+            "attribute `output_padding` has {} entries for {k} spatial axes",
+            out_pad.len()
+        ));
+    }
     let auto = n.a.string("auto_pad")?.unwrap_or_default();
-    if let Some(out) = n.a.ints("output_shape")? {
-        let out = &out[out.len().saturating_sub(k)..];
+    if let Some(out) = n.a.ints("output_shape")?.map(|o| in_range(o, 1, "output_shape")).transpose()? {
+        if out.len() < k {
+            return Err(diag!(
+                AxisSizeMismatch,
+                "attribute `output_shape` has {} entries for {k} spatial axes",
+                out.len()
+            ));
+        }
+        let out = &out[out.len() - k..];
         for i in 0..k {
             let ins = xs[2 + i]
                 .as_int()
@@ -939,7 +979,13 @@ fn conv_transpose(b: &mut Builder, n: &N) -> DResult<ValueId> {
             let kk = ws[2 + i].as_int().unwrap_or(1);
             let s = window.stride[i].as_int().unwrap_or(1);
             let d = window.dilation[i].as_int().unwrap_or(1);
-            let total = s * (ins - 1) + out_pad[i] + (kk - 1) * d + 1 - out[i];
+            // In i128: the input size may be up to 2^48 and the stride 2^31.
+            let total =
+                s as i128 * (ins as i128 - 1) + out_pad[i] as i128 + (kk as i128 - 1) * d as i128 + 1 - out[i] as i128;
+            let total = i64::try_from(total)
+                .ok()
+                .filter(|t| t.unsigned_abs() <= WINDOW_MAX as u64)
+                .ok_or_else(|| diag!(Unsupported, "ConvTranspose pads of {total} on spatial axis {i}"))?;
             if total < 0 {
                 // A larger output than the full one: the rest is output padding.
                 out_pad[i] -= total;
@@ -980,7 +1026,8 @@ fn pool(b: &mut Builder, n: &N) -> DResult<ValueId> {
     }
     let kernel: Vec<Dim> =
         n.a.ints("kernel_shape")?
-            .ok_or_else(|| diag!(SyntaxError, "{} needs attribute `kernel_shape`", n.node.op_type))?
+            .ok_or_else(|| diag!(SyntaxError, "{} needs attribute `kernel_shape`", n.node.op_type))
+            .and_then(|k| in_range(k, 1, "kernel_shape"))?
             .into_iter()
             .map(Dim::int)
             .collect();
@@ -1142,7 +1189,14 @@ fn split(b: &mut Builder, n: &N) -> DResult<Vec<Val>> {
     let op = match sizes {
         Some(s) => Pieces::Split { sizes: s, axis },
         None => {
-            let pieces = n.a.int("num_outputs")?.map_or(outs, |v| v as usize);
+            let pieces = match n.a.int("num_outputs")? {
+                None => outs,
+                Some(v) if v >= 1 && v as u64 == outs as u64 => outs,
+                Some(v) => return Err(diag!(AxisSizeMismatch, "Split into {v} pieces with {outs} outputs")),
+            };
+            if pieces == 0 {
+                return Err(diag!(ArityMismatch, "Split without outputs"));
+            }
             match xs[ax].as_int() {
                 Some(d) if d % pieces as i64 != 0 => {
                     // ONNX 18: the last piece is smaller.
