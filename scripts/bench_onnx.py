@@ -78,8 +78,8 @@ def main():
             continue
         d = tempfile.mkdtemp(dir=work)
         flags = []
-        for name, v in feeds.items():
-            f = os.path.join(d, name + ".npy")
+        for j, (name, v) in enumerate(feeds.items()):
+            f = os.path.join(d, f"input_{j}.npy")
             np.save(f, v.astype(np.int32) if v.dtype == np.int64 else v)
             flags += ["--input", f"{name}={f}"]
         out = os.path.join(d, "out")

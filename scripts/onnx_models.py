@@ -92,8 +92,9 @@ def check(args, name, path, d, feeds):
     int32) and compares every output with ONNX Runtime's; True on a match."""
     names, want = reference(path, feeds)
     flags = []
-    for k, v in feeds.items():
-        f = os.path.join(d, k + ".npy")
+    for j, (k, v) in enumerate(feeds.items()):
+        # ONNX names may hold `/` (`gpu_0/data_0`): the file is named by position.
+        f = os.path.join(d, f"input_{j}.npy")
         np.save(f, v.astype(np.int32) if v.dtype == np.int64 else v)
         flags += ["--input", f"{k}={f}"]
     out = os.path.join(d, "out")
