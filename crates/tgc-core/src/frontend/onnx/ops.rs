@@ -918,39 +918,39 @@ fn window(n: &N, sizes: &[Dim], kernel: &[Dim], transposed: bool) -> DResult<Win
     })
 }
 
-fn conv(b: &mut Builder, n: &N) -> DResult<ValueId> {
+/// A convolution's operands `x, w[, bias]` and the shapes of `x` and `w`.
+///
+/// Errors: `AxisSizeMismatch` for an input of rank below 3 or a weight of
+/// another rank.
+fn conv_operands(b: &mut Builder, n: &N) -> DResult<(Vec<Operand>, Vec<Dim>, Vec<Dim>)> {
     let x = b.run(n.required(0)?)?;
     let w = b.run(n.required(1)?)?;
     let (xs, ws) = (b.shape(x)?, b.shape(w)?);
     if xs.len() < 3 || ws.len() != xs.len() {
         return Err(diag!(
             AxisSizeMismatch,
-            "Conv of an input of rank {} with a weight of rank {}",
+            "{} of an input of rank {} with a weight of rank {}",
+            n.node.op_type,
             xs.len(),
             ws.len()
         ));
     }
-    let window = window(n, &xs[2..], &ws[2..], false)?;
     let mut args = vec![val(x), val(w)];
     if let Some(bias) = n.input(2) {
         args.push(val(b.run(bias)?));
     }
+    Ok((args, xs, ws))
+}
+
+fn conv(b: &mut Builder, n: &N) -> DResult<ValueId> {
+    let (args, xs, ws) = conv_operands(b, n)?;
+    let window = window(n, &xs[2..], &ws[2..], false)?;
     let bias = args.len() == 3;
     b.emit(FOp::Conv { window, groups: n.a.int_or("group", 1)?, bias }, args)
 }
 
 fn conv_transpose(b: &mut Builder, n: &N) -> DResult<ValueId> {
-    let x = b.run(n.required(0)?)?;
-    let w = b.run(n.required(1)?)?;
-    let (xs, ws) = (b.shape(x)?, b.shape(w)?);
-    if xs.len() < 3 || ws.len() != xs.len() {
-        return Err(diag!(
-            AxisSizeMismatch,
-            "ConvTranspose of an input of rank {} with a weight of rank {}",
-            xs.len(),
-            ws.len()
-        ));
-    }
+    let (args, xs, ws) = conv_operands(b, n)?;
     let k = xs.len() - 2;
     let mut window = window(n, &xs[2..], &ws[2..], true)?;
     let mut out_pad: Vec<i64> =
@@ -1008,10 +1008,6 @@ fn conv_transpose(b: &mut Builder, n: &N) -> DResult<ValueId> {
             window.pad[i] =
                 if auto == "SAME_UPPER" { (Dim::int(small), Dim::int(big)) } else { (Dim::int(big), Dim::int(small)) };
         }
-    }
-    let mut args = vec![val(x), val(w)];
-    if let Some(bias) = n.input(2) {
-        args.push(val(b.run(bias)?));
     }
     let bias = args.len() == 3;
     let output_padding = out_pad.into_iter().map(Dim::int).collect();
