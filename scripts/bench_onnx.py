@@ -30,7 +30,7 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnx_models import LIGHT, randomize  # noqa: E402
+from onnx_models import LIGHT, input_flags, randomize  # noqa: E402
 
 
 def ort_ms(path, feeds, threads, runs):
@@ -77,11 +77,7 @@ def main():
         if args.only not in label:
             continue
         d = tempfile.mkdtemp(dir=work)
-        flags = []
-        for j, (name, v) in enumerate(feeds.items()):
-            f = os.path.join(d, f"input_{j}.npy")
-            np.save(f, v.astype(np.int32) if v.dtype == np.int64 else v)
-            flags += ["--input", f"{name}={f}"]
+        flags = input_flags(d, feeds)
         out = os.path.join(d, "out")
         r = subprocess.run(
             [args.bench, path, *flags, "--threads", args.threads, "--runs", str(args.runs), "--out", out],

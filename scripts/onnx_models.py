@@ -87,16 +87,23 @@ def reference(path, feeds):
     return [o.name for o in sess.get_outputs()], sess.run(None, feeds)
 
 
-def check(args, name, path, d, feeds):
-    """Runs `tgc run` on `path` with `feeds` (saved as .npy, int64 as
-    int32) and compares every output with ONNX Runtime's; True on a match."""
-    names, want = reference(path, feeds)
+def input_flags(d, feeds):
+    """Saves `feeds` in folder `d` as .npy files (int64 as int32, which tgc
+    computes in) and returns the `--input NAME=FILE` flags for them."""
     flags = []
     for j, (k, v) in enumerate(feeds.items()):
         # ONNX names may hold `/` (`gpu_0/data_0`): the file is named by position.
         f = os.path.join(d, f"input_{j}.npy")
         np.save(f, v.astype(np.int32) if v.dtype == np.int64 else v)
         flags += ["--input", f"{k}={f}"]
+    return flags
+
+
+def check(args, name, path, d, feeds):
+    """Runs `tgc run` on `path` with `feeds` and compares every output with
+    ONNX Runtime's; True on a match."""
+    names, want = reference(path, feeds)
+    flags = input_flags(d, feeds)
     out = os.path.join(d, "out")
     t0 = time.time()
     r = subprocess.run([args.tgc, "run", path, "--backend", args.backend, *flags, "--output-dir", out], capture_output=True, text=True)
