@@ -12,6 +12,7 @@ use tgc_runtime::input::Pending;
 use tgc_runtime::HostTensor;
 
 use crate::cli::{Backend, Cli, Command, Target, ToolchainAction};
+use crate::progress::Stages;
 
 /// Why a command failed: the message for stderr and the exit code.
 pub struct Failure {
@@ -323,6 +324,7 @@ fn run_graph(
     }
     #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     let estimator = estimator(run.algos)?;
+    let stages = Stages::start(&format!("loading {}", path.display()));
     let loaded = load(path, entry)?;
     let g = &loaded.graph;
     let mut given: BTreeMap<String, Given> = BTreeMap::new();
@@ -379,6 +381,7 @@ fn run_graph(
         .collect::<Result<Vec<HostTensor>>>()?;
     let outputs = match backend {
         Backend::Interp => {
+            stages.stage("running on the reference interpreter");
             pipeline::run_interp(&bound, &ordered).map_err(|d| Failure::diag(path, &loaded.locate(d)))?
         }
         Backend::Cpu => {
@@ -388,13 +391,11 @@ fn run_graph(
                 pipeline::RunError::Diag(d) => Failure::diag(path, &loaded.locate(d)),
                 pipeline::RunError::Runtime(e) => Failure::from(e),
             };
-            if tile_axes.is_empty() {
-                pipeline::run_cpu(&bound, &ordered, work).map_err(failure)?
-            } else {
-                let opts = pipeline::Options { tiles: pipeline::TilePlan { axes: tile_axes }, ..Default::default() };
-                let compiled = pipeline::CompiledCpu::new(&bound, &opts, work).map_err(failure)?;
-                compiled.run(&ordered, &tile_sizes).map_err(failure)?
-            }
+            stages.stage("generating C and compiling it");
+            let opts = pipeline::Options { tiles: pipeline::TilePlan { axes: tile_axes }, ..Default::default() };
+            let compiled = pipeline::CompiledCpu::new(&bound, &opts, work).map_err(failure)?;
+            stages.stage("running");
+            compiled.run(&ordered, &tile_sizes).map_err(failure)?
         }
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
@@ -404,7 +405,9 @@ fn run_graph(
             };
             let cache = gpu_records(run.tuning)?;
             let plans = tgc_core::tune::gpu::Recorded::new(cache.as_ref(), &estimator);
+            stages.stage("compiling CUDA and running on the GPU");
             let out = crate::gpu::run_cuda(&bound, &ordered, &plans).map_err(failure)?;
+            stages.clear();
             note_misses(&plans, &bound.name);
             out
         }
@@ -458,7 +461,9 @@ fn compile(
     for s in dump {
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
     }
+    let stages = Stages::start(&format!("loading {}", path.display()));
     let loaded = timings.time("load (read, parse, lower to Tiny IR)", || load(path, entry))?;
+    stages.clear();
     let mut given = parse_dims(dims)?;
     let gpu = match target {
         Target::Cpu => None,
@@ -538,9 +543,11 @@ fn compile_gpu(
     estimator: &dyn tgc_core::plan::cost::Estimator,
     timings: &mut Timings,
 ) -> Result<()> {
+    let stages = Stages::start(&format!("compiling the GPU kernels for {target} (plan, CUDA C, NVRTC)"));
     let gpu = timings
         .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, target, estimator))
         .map_err(|d| Failure::diag(path, &d))?;
+    stages.clear();
     for d in &gpu.refusals {
         eprintln!(
             "note: this runs as SIMT kernels, the tensor-core templates refused it: {}",

@@ -19,6 +19,7 @@ use tgc_core::frontend::onnx::{read_model, Imported};
 use tgc_core::frontend::raise::to_source;
 
 use crate::commands::Failure;
+use crate::progress::Stages;
 
 /// The name of the weights file in the output folder.
 pub(crate) const WEIGHTS_FILE: &str = "weights.safetensors";
@@ -30,10 +31,14 @@ pub(crate) const WEIGHTS_FILE: &str = "weights.safetensors";
 /// model (naming the node or tensor); a folder or file that cannot be
 /// written.
 pub(crate) fn import(model: &Path, out: &Path) -> Result<(), Failure> {
+    let stages = Stages::start(&format!("importing {}", model.display()));
     let imported = read_model(model, &[]).map_err(|d| Failure::diag(model, &d))?;
+    stages.stage("printing the program");
     let text = to_source(&imported.program).map_err(|d| Failure::diag(model, &imported.locate(d)))?;
     let graph = &imported.program.graphs[0];
+    stages.stage("collecting the weights");
     let weights = weights_bytes(model, &imported)?;
+    stages.clear();
     std::fs::create_dir_all(out).map_err(|e| Failure::user(format!("cannot create {}: {e}", out.display())))?;
     let program = out.join(format!("{}.tgc", graph.name));
     write_file(&program, format!("{}{text}", header(model, out, &imported)).as_bytes())?;

@@ -13,6 +13,7 @@ mod commands;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod import;
+mod progress;
 mod tune;
 mod tune_gpu;
 

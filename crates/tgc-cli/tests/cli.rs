@@ -887,3 +887,33 @@ fn a_closed_stdout_is_not_an_internal_error() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("internal error"), "{}", stderr(&o));
 }
+
+/// On a terminal, `tgc run` names the stage it is in on stderr (a
+/// network's C compile takes tens of seconds); through a pipe it prints
+/// none of it. util-linux `script` gives the command a pseudo-terminal and
+/// copies what the terminal shows to its own standard output.
+#[test]
+fn run_shows_its_stages_on_a_terminal_only() {
+    let dir = temp("stages");
+    let inputs = [("x", DType::F16, vec![128, 64]), ("w", DType::F16, vec![64, 256]), ("bias", DType::F16, vec![256])];
+    let mut args: Vec<String> =
+        ["run", "examples/graphs/gemm_bias_relu.tgc", "--backend", "cpu", "--output-dir"].map(String::from).to_vec();
+    args.push(dir.join("out").display().to_string());
+    args.extend(write_inputs(&dir, &inputs));
+    let quoted: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_tgc").to_string())
+        .chain(args.iter().cloned())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let o = Command::new("script")
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .current_dir(repo())
+        .output()
+        .expect("util-linux `script` runs (it gives the test a terminal)");
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "tgc on a terminal failed: {shown}");
+    assert!(shown.contains("generating C and compiling it"), "no stage was shown on the terminal: {shown}");
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let piped = tgc(&refs);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert!(!stderr(&piped).contains("compiling"), "a pipe got the spinner: {}", stderr(&piped));
+}
