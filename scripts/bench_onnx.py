@@ -4,7 +4,8 @@ Runtime with the same thread count, on the same inputs, outputs compared.
 Models: ResNet-50 and SqueezeNet (the `onnx` wheel's model-zoo
 architectures, their weights made seeded random as scripts/onnx_models.py
 does), batch 1 at 224²; paraphrase-MiniLM-L3-v2 (an `optimum` export, its own
-weights) at 1×128 and 8×128 tokens.
+weights) at 1×128 and 8×128 tokens; all-MiniLM-L6-v2 (PyTorch's export,
+scripts/onnx_export_minilm.py) at bench/'s buckets 1×16, 8×32 and 8×128.
 
     python3 scripts/bench_onnx.py BENCH_ONNX [--threads 1,2] [--runs 20] [--only TEXT]
 
@@ -64,12 +65,19 @@ def main():
         inp = model.graph.input[0].name
         x = np.random.default_rng(100 + k).standard_normal((1, 3, 224, 224)).astype(np.float32)
         cases.append((f"{name} 1×3×224²", path, {inp: x}))
-    minilm = os.environ.get("TGC_MINILM_ONNX")
-    if minilm:
-        for b, s in [(1, 128), (8, 128)]:
-            rng = np.random.default_rng(b)
+    # The MiniLM exports at the batch × sequence buckets of bench/ (L6) and
+    # two of them (L3), random token ids, no padding.
+    for env, name, shapes in [
+        ("TGC_MINILM_ONNX", "minilm_l3", [(1, 128), (8, 128)]),
+        ("TGC_MINILM_L6_ONNX", "minilm_l6", [(1, 16), (8, 32), (8, 128)]),
+    ]:
+        path = os.environ.get(env)
+        if not path:
+            continue
+        for b, s in shapes:
+            rng = np.random.default_rng(b * s)
             ids = rng.integers(0, 30000, (b, s)).astype(np.int64)
-            cases.append((f"minilm_l3 {b}×{s}", minilm, {"input_ids": ids, "attention_mask": np.ones((b, s), np.int64)}))
+            cases.append((f"{name} {b}×{s}", path, {"input_ids": ids, "attention_mask": np.ones((b, s), np.int64)}))
     failed = 0
     print("| model | threads | .onnx → runnable s (import + C) | tgc ms | ORT ms | ORT/tgc | max|d| |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

