@@ -23,6 +23,8 @@ use super::known::Known;
 use super::proto::{self, Attrs};
 use super::{Builder, Val};
 
+mod loss;
+
 /// An operator of the default domain the importer takes.
 #[derive(Clone, Copy, Debug)]
 pub struct Operator {
@@ -100,6 +102,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Mish", since: 18, limits: "" },
     Operator { name: "Mul", since: 1, limits: "" },
     Operator { name: "Neg", since: 1, limits: "" },
+    Operator { name: "NegativeLogLikelihoodLoss", since: 12, limits: "target int32 or int64" },
     Operator { name: "Not", since: 1, limits: "" },
     Operator { name: "Or", since: 1, limits: "" },
     Operator { name: "PRelu", since: 1, limits: "" },
@@ -132,6 +135,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Size", since: 1, limits: "" },
     Operator { name: "Slice", since: 1, limits: "starts, ends, axes, steps known at import (a constant, or computed from shapes) (bounds may be symbolic); a reversed slice needs a concrete size" },
     Operator { name: "Softmax", since: 1, limits: "" },
+    Operator { name: "SoftmaxCrossEntropyLoss", since: 12, limits: "target int32 or int64" },
     Operator { name: "Softplus", since: 1, limits: "" },
     Operator { name: "Softsign", since: 1, limits: "" },
     Operator { name: "SpaceToDepth", since: 1, limits: "rank 4" },
@@ -217,6 +221,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "HardSigmoid" => &["alpha", "beta"],
         "InstanceNormalization" => &["epsilon"],
         "LRN" => &["alpha", "beta", "bias", "size"],
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => &["ignore_index", "reduction"],
         "LayerNormalization" | "RMSNormalization" => &["axis", "epsilon", "stash_type"],
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
@@ -423,6 +428,8 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "RMSNormalization" => one(rms_norm(b, &n)),
         "LRN" => one(lrn(b, &n)),
         "Softmax" | "LogSoftmax" => one(softmax(b, &n)),
+        "NegativeLogLikelihoodLoss" => loss::negative_log_likelihood(b, &n),
+        "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy(b, &n),
         "Flatten" => {
             let x = b.run(n.required(0)?)?;
             let shape = b.shape(x)?;
