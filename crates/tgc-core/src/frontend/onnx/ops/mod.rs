@@ -26,6 +26,8 @@ use super::{Builder, Val};
 mod loss;
 mod normalization;
 mod one_hot;
+mod scatter;
+mod top_k;
 
 /// An operator of the default domain the importer takes.
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +81,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Floor", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
     Operator { name: "Gather", since: 1, limits: "indices int32 or int64" },
     Operator { name: "GatherElements", since: 11, limits: "indices int32 or int64" },
+    Operator { name: "GatherND", since: 11, limits: "indices int32 or int64; the indexed sizes concrete" },
     Operator { name: "Gelu", since: 20, limits: "`approximate` none or tanh" },
     Operator { name: "Gemm", since: 1, limits: "" },
     Operator { name: "GlobalAveragePool", since: 1, limits: "" },
@@ -138,6 +141,9 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "Scatter", since: 9, limits: "as ScatterElements (opsets 9–10; ONNX deprecates it from 11)" },
+    Operator { name: "ScatterElements", since: 11, limits: "indices int32 or int64; the size along `axis` concrete" },
+    Operator { name: "ScatterND", since: 11, limits: "indices int32 or int64; the indexed sizes concrete" },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
     Operator { name: "Shrink", since: 9, limits: "of a float tensor" },
@@ -159,6 +165,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Tanh", since: 1, limits: "" },
     Operator { name: "ThresholdedRelu", since: 10, limits: "" },
     Operator { name: "Tile", since: 1, limits: "repeats known at import (a constant, or computed from shapes)" },
+    Operator { name: "TopK", since: 1, limits: "k known at import (a constant, or computed from shapes); a NaN is not ordered (ONNX leaves it unspecified)" },
     Operator { name: "Transpose", since: 1, limits: "" },
     Operator { name: "Trilu", since: 14, limits: "k known at import (a constant, or computed from shapes)" },
     Operator { name: "Unsqueeze", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
@@ -229,6 +236,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
         "EyeLike" => &["dtype", "k"],
+        "GatherND" => &["batch_dims"],
         "Gelu" => &["approximate"],
         // Opset 6's `broadcast` lets C broadcast, as it always may from 7 on.
         "Gemm" => &["alpha", "beta", "broadcast", "transA", "transB"],
@@ -244,12 +252,16 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
         "Reshape" => &["allowzero", "shape"],
+        "Scatter" => &["axis"],
+        "ScatterElements" => &["axis", "reduction"],
+        "ScatterND" => &["reduction"],
         "Selu" => &["alpha", "gamma"],
         "Shape" => &["end", "start"],
         "Shrink" => &["bias", "lambd"],
         "Slice" => &["axes", "ends", "starts"],
         "Split" => &["axis", "num_outputs", "split"],
         "Squeeze" | "Unsqueeze" => &["axes"],
+        "TopK" => &["axis", "k", "largest", "sorted"],
         "Transpose" => &["perm"],
         "Trilu" => &["upper"],
         o if o.starts_with("Reduce") => REDUCE,
@@ -513,6 +525,10 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             let i = index_tensor(b, n.required(1)?, x, n.a.int_or("axis", 0)?)?;
             one(b.emit(FOp::Gather { axis: n.a.int_or("axis", 0)? }, vec![Operand::Value(x), Operand::Value(i)]))
         }
+        "GatherND" => one(scatter::gather_nd(b, &n)),
+        "Scatter" | "ScatterElements" => one(scatter::scatter_elements(b, &n)),
+        "ScatterND" => one(scatter::scatter_nd(b, &n)),
+        "TopK" => top_k::top_k(b, &n),
         "Expand" => one(expand(b, &n)),
         "Tile" => {
             let x = b.run(n.required(0)?)?;
