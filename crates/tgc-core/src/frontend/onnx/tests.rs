@@ -266,15 +266,63 @@ fn bad_models_are_refused_naming_the_node_or_tensor() {
     assert_eq!(name, ErrorName::Unsupported);
     assert!(text.contains("attribute `alpha` of Relu"), "{text}");
 
-    let nodes = vec![node("Hardmax", &["x"], &["y"], vec![])];
+    let nodes = vec![node("StringNormalizer", &["x"], &["y"], vec![])];
     let (name, text) = error(&M::new(nodes, x(), &["y"]));
     assert_eq!(name, ErrorName::Unsupported);
-    assert!(text.contains("operator Hardmax"), "{text}");
+    assert!(text.contains("operator StringNormalizer"), "{text}");
 
     let nodes = vec![node("Reshape", &["x", "x"], &["y"], vec![])];
     let (name, text) = error(&M::new(nodes, x(), &["y"]));
     assert_eq!(name, ErrorName::Unsupported);
     assert!(text.contains("computed at run time"), "{text}");
+}
+
+fn str_attr(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        type_: EnumOrUnknown::new(AttributeType::STRING),
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn loss_norm_one_hot_and_scatter_forms_not_taken_are_refused_naming_them() {
+    let x = |dims: &[i64]| value_info("x", code::FLOAT, &dims.iter().map(|&d| Ok(d)).collect::<Vec<_>>());
+    let t = || value_info("t", code::INT32, &[Ok(2)]);
+    let at = |m: &mut M, opset| {
+        m.opset = opset;
+        error(m)
+    };
+
+    let nodes = vec![node("NegativeLogLikelihoodLoss", &["x", "t"], &["y"], vec![str_attr("reduction", "max")])];
+    let (name, text) = at(&mut M::new(nodes, vec![x(&[2, 3]), t()], &["y"]), 13);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("reduction=`max`") && text.contains("NegativeLogLikelihoodLoss"), "{text}");
+
+    // A target that is not [N, d1, ...] of scores [N, C, d1, ...].
+    let nodes = vec![node("SoftmaxCrossEntropyLoss", &["x", "t"], &["y"], vec![])];
+    let (name, text) = at(&mut M::new(nodes, vec![x(&[3, 2]), t()], &["y"]), 13);
+    assert_eq!(name, ErrorName::AxisSizeMismatch);
+    assert!(text.contains("target of shape"), "{text}");
+
+    let nodes = vec![node("LpNormalization", &["x"], &["y"], vec![int_attr("p", 3)])];
+    let (name, text) = at(&mut M::new(nodes, vec![x(&[2, 3])], &["y"]), 13);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("p=3"), "{text}");
+
+    // OneHot's depth sizes its result: it must be known at import.
+    let nodes = vec![node("OneHot", &["t", "d", "v"], &["y"], vec![])];
+    let inputs = vec![t(), value_info("d", code::FLOAT, &[]), value_info("v", code::FLOAT, &[Ok(2)])];
+    let (name, text) = at(&mut M::new(nodes, inputs, &["y"]), 13);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("depth") && text.contains("computed at run time"), "{text}");
+
+    let nodes = vec![node("ScatterND", &["x", "i", "x"], &["y"], vec![])];
+    let inputs = vec![x(&[4, 3]), value_info("i", code::INT32, &[Ok(2), Ok(1)])];
+    let (name, text) = at(&mut M::new(nodes, inputs, &["y"]), 18);
+    assert_eq!(name, ErrorName::AxisSizeMismatch);
+    assert!(text.contains("ScatterND") && text.contains("updates of shape"), "{text}");
 }
 
 fn external(name: &str, location: &str) -> TensorProto {

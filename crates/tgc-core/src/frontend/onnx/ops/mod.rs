@@ -23,6 +23,12 @@ use super::known::Known;
 use super::proto::{self, Attrs};
 use super::{Builder, Val};
 
+mod loss;
+mod normalization;
+mod one_hot;
+mod scatter;
+mod top_k;
+
 /// An operator of the default domain the importer takes.
 #[derive(Clone, Copy, Debug)]
 pub struct Operator {
@@ -59,6 +65,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "ConstantOfShape", since: 9, limits: "the shape known at import (a constant, or computed from shapes)" },
     Operator { name: "Conv", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused" },
     Operator { name: "ConvTranspose", since: 1, limits: "`output_shape` over a symbolic size refused" },
+    Operator { name: "CumProd", since: 26, limits: "the axis known at import (a constant, or computed from shapes)" },
     Operator { name: "CumSum", since: 11, limits: "the axis known at import (a constant, or computed from shapes)" },
     Operator { name: "DepthToSpace", since: 1, limits: "rank 4" },
     Operator { name: "Div", since: 1, limits: "" },
@@ -69,18 +76,22 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Erf", since: 9, limits: "" },
     Operator { name: "Exp", since: 1, limits: "" },
     Operator { name: "Expand", since: 8, limits: "the shape known at import (a constant, or computed from shapes)" },
+    Operator { name: "EyeLike", since: 9, limits: "" },
     Operator { name: "Flatten", since: 1, limits: "" },
     Operator { name: "Floor", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
     Operator { name: "Gather", since: 1, limits: "indices int32 or int64" },
     Operator { name: "GatherElements", since: 11, limits: "indices int32 or int64" },
+    Operator { name: "GatherND", since: 11, limits: "indices int32 or int64; the indexed sizes concrete" },
     Operator { name: "Gelu", since: 20, limits: "`approximate` none or tanh" },
     Operator { name: "Gemm", since: 1, limits: "" },
     Operator { name: "GlobalAveragePool", since: 1, limits: "" },
     Operator { name: "GlobalMaxPool", since: 1, limits: "" },
     Operator { name: "Greater", since: 1, limits: "" },
     Operator { name: "GreaterOrEqual", since: 12, limits: "" },
+    Operator { name: "GroupNormalization", since: 18, limits: "" },
     Operator { name: "HardSigmoid", since: 1, limits: "" },
     Operator { name: "HardSwish", since: 14, limits: "" },
+    Operator { name: "Hardmax", since: 1, limits: "" },
     Operator { name: "Identity", since: 1, limits: "" },
     Operator { name: "InstanceNormalization", since: 1, limits: "" },
     Operator { name: "IsInf", since: 10, limits: "" },
@@ -92,15 +103,20 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "LessOrEqual", since: 12, limits: "" },
     Operator { name: "Log", since: 1, limits: "" },
     Operator { name: "LogSoftmax", since: 1, limits: "" },
+    Operator { name: "LpNormalization", since: 1, limits: "" },
+    Operator { name: "LpPool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused" },
     Operator { name: "MatMul", since: 1, limits: "" },
     Operator { name: "Max", since: 1, limits: "" },
     Operator { name: "MaxPool", since: 1, limits: "as AveragePool; no Indices output, `storage_order=0`" },
     Operator { name: "Mean", since: 1, limits: "" },
+    Operator { name: "MeanVarianceNormalization", since: 9, limits: "" },
     Operator { name: "Min", since: 1, limits: "" },
     Operator { name: "Mish", since: 18, limits: "" },
     Operator { name: "Mul", since: 1, limits: "" },
     Operator { name: "Neg", since: 1, limits: "" },
+    Operator { name: "NegativeLogLikelihoodLoss", since: 12, limits: "target int32 or int64" },
     Operator { name: "Not", since: 1, limits: "" },
+    Operator { name: "OneHot", since: 9, limits: "depth known at import (a constant, or computed from shapes)" },
     Operator { name: "Or", since: 1, limits: "" },
     Operator { name: "PRelu", since: 1, limits: "" },
     Operator { name: "Pad", since: 1, limits: "modes constant, reflect, edge; pads, value and axes known at import (a constant, or computed from shapes); no negative pads" },
@@ -125,13 +141,18 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "Scatter", since: 9, limits: "as ScatterElements (opsets 9–10; ONNX deprecates it from 11)" },
+    Operator { name: "ScatterElements", since: 11, limits: "indices int32 or int64; the size along `axis` concrete" },
+    Operator { name: "ScatterND", since: 11, limits: "indices int32 or int64; the indexed sizes concrete" },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
+    Operator { name: "Shrink", since: 9, limits: "of a float tensor" },
     Operator { name: "Sigmoid", since: 1, limits: "" },
     Operator { name: "Sign", since: 9, limits: "" },
     Operator { name: "Size", since: 1, limits: "" },
     Operator { name: "Slice", since: 1, limits: "starts, ends, axes, steps known at import (a constant, or computed from shapes) (bounds may be symbolic); a reversed slice needs a concrete size" },
     Operator { name: "Softmax", since: 1, limits: "" },
+    Operator { name: "SoftmaxCrossEntropyLoss", since: 12, limits: "target int32 or int64" },
     Operator { name: "Softplus", since: 1, limits: "" },
     Operator { name: "Softsign", since: 1, limits: "" },
     Operator { name: "SpaceToDepth", since: 1, limits: "rank 4" },
@@ -144,6 +165,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Tanh", since: 1, limits: "" },
     Operator { name: "ThresholdedRelu", since: 10, limits: "" },
     Operator { name: "Tile", since: 1, limits: "repeats known at import (a constant, or computed from shapes)" },
+    Operator { name: "TopK", since: 1, limits: "k known at import (a constant, or computed from shapes); a NaN is not ordered (ONNX leaves it unspecified)" },
     Operator { name: "Transpose", since: 1, limits: "" },
     Operator { name: "Trilu", since: 14, limits: "k known at import (a constant, or computed from shapes)" },
     Operator { name: "Unsqueeze", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
@@ -186,11 +208,13 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "CastLike" => &["round_mode", "saturate"],
         "Celu" | "Elu" | "LeakyRelu" | "ThresholdedRelu" => &["alpha"],
         "Clip" => &["max", "min"],
-        "Concat" | "Flatten" | "Gather" | "GatherElements" | "LogSoftmax" | "Softmax" => &["axis"],
+        "Concat" | "Flatten" | "Gather" | "GatherElements" | "Hardmax" | "LogSoftmax" | "OneHot" | "Softmax" => {
+            &["axis"]
+        }
         "Constant" => &["value", "value_float", "value_floats", "value_int", "value_ints"],
         "ConstantOfShape" => &["value"],
         "Conv" | "ConvTranspose" => CONV,
-        "CumSum" => &["exclusive", "reverse"],
+        "CumProd" | "CumSum" => &["exclusive", "reverse"],
         "ArgMax" | "ArgMin" => &["axis", "keepdims", "select_last_index"],
         "Swish" => &["alpha"],
         // `cubic_coeff_a`, `exclude_outside` and `extrapolation_value` act
@@ -211,21 +235,33 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "DepthToSpace" | "SpaceToDepth" => &["blocksize", "mode"],
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
+        "EyeLike" => &["dtype", "k"],
+        "GatherND" => &["batch_dims"],
         "Gelu" => &["approximate"],
         // Opset 6's `broadcast` lets C broadcast, as it always may from 7 on.
         "Gemm" => &["alpha", "beta", "broadcast", "transA", "transB"],
+        "GroupNormalization" => &["epsilon", "num_groups", "stash_type"],
         "HardSigmoid" => &["alpha", "beta"],
         "InstanceNormalization" => &["epsilon"],
         "LRN" => &["alpha", "beta", "bias", "size"],
+        "LpNormalization" => &["axis", "p"],
+        "LpPool" => &["auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"],
+        "MeanVarianceNormalization" => &["axes"],
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => &["ignore_index", "reduction"],
         "LayerNormalization" | "RMSNormalization" => &["axis", "epsilon", "stash_type"],
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
         "Reshape" => &["allowzero", "shape"],
+        "Scatter" => &["axis"],
+        "ScatterElements" => &["axis", "reduction"],
+        "ScatterND" => &["reduction"],
         "Selu" => &["alpha", "gamma"],
         "Shape" => &["end", "start"],
+        "Shrink" => &["bias", "lambd"],
         "Slice" => &["axes", "ends", "starts"],
         "Split" => &["axis", "num_outputs", "split"],
         "Squeeze" | "Unsqueeze" => &["axes"],
+        "TopK" => &["axis", "k", "largest", "sorted"],
         "Transpose" => &["perm"],
         "Trilu" => &["upper"],
         o if o.starts_with("Reduce") => REDUCE,
@@ -396,8 +432,11 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "ConvTranspose" => one(conv_transpose(b, &n)),
         "MaxPool" | "AveragePool" => {
             n.no_output(1, "the argmax indices")?;
-            one(pool(b, &n))
+            let x = b.run(n.required(0)?)?;
+            let op = pool(&n, &b.shape(x)?, n.a.int_or("count_include_pad", 0)? != 0)?;
+            one(b.emit(op, vec![val(x)]))
         }
+        "LpPool" => one(normalization::lp_pool(b, &n)),
         "GlobalAveragePool" | "GlobalMaxPool" => {
             let x = b.run(n.required(0)?)?;
             let r = b.shape(x)?.len() as i64;
@@ -421,8 +460,16 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         }
         "LayerNormalization" => layer_norm(b, &n),
         "RMSNormalization" => one(rms_norm(b, &n)),
+        "GroupNormalization" => one(normalization::group_norm(b, &n)),
+        "LpNormalization" => one(normalization::lp_normalization(b, &n)),
+        "MeanVarianceNormalization" => one(normalization::mean_variance(b, &n)),
         "LRN" => one(lrn(b, &n)),
         "Softmax" | "LogSoftmax" => one(softmax(b, &n)),
+        "NegativeLogLikelihoodLoss" => loss::negative_log_likelihood(b, &n),
+        "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy(b, &n),
+        "Hardmax" => one(one_hot::hardmax(b, &n)),
+        "OneHot" => one(one_hot::one_hot(b, &n)),
+        "EyeLike" => one(one_hot::eye_like(b, &n)),
         "Flatten" => {
             let x = b.run(n.required(0)?)?;
             let shape = b.shape(x)?;
@@ -478,6 +525,10 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             let i = index_tensor(b, n.required(1)?, x, n.a.int_or("axis", 0)?)?;
             one(b.emit(FOp::Gather { axis: n.a.int_or("axis", 0)? }, vec![Operand::Value(x), Operand::Value(i)]))
         }
+        "GatherND" => one(scatter::gather_nd(b, &n)),
+        "Scatter" | "ScatterElements" => one(scatter::scatter_elements(b, &n)),
+        "ScatterND" => one(scatter::scatter_nd(b, &n)),
+        "TopK" => top_k::top_k(b, &n),
         "Expand" => one(expand(b, &n)),
         "Tile" => {
             let x = b.run(n.required(0)?)?;
@@ -487,12 +538,12 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "Pad" => one(pad(b, &n)),
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1" | "ReduceL2"
         | "ReduceSumSquare" | "ReduceLogSum" | "ReduceLogSumExp" => one(reduce(b, &n)),
-        "CumSum" => {
+        "CumSum" | "CumProd" => {
             let x = b.run(n.required(0)?)?;
-            let axis = need_known(b, &n, 1, "axis")?.int_values("CumSum's axis")?;
-            let axis = *axis.first().ok_or_else(|| diag!(SyntaxError, "CumSum's axis is empty"))?;
+            let axis = need_known(b, &n, 1, "axis")?.int_values("the axis")?;
+            let axis = *axis.first().ok_or_else(|| diag!(SyntaxError, "{op}'s axis is empty"))?;
             let scan = FOp::Scan {
-                op: ReduceFn::Sum,
+                op: if op == "CumSum" { ReduceFn::Sum } else { ReduceFn::Prod },
                 axis,
                 exclusive: n.a.int_or("exclusive", 0)? != 0,
                 reverse: n.a.int_or("reverse", 0)? != 0,
@@ -502,6 +553,22 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "Trilu" => one(trilu(b, &n)),
         "Resize" | "Upsample" => one(resize(b, &n)),
         "ArgMax" | "ArgMin" => one(arg_extreme(b, &n)),
+        "Shrink" => {
+            // `x + bias` below `-lambd`, `x - bias` above `lambd`, else 0.
+            let x = b.run(n.required(0)?)?;
+            if !b.dtype(x)?.is_float() {
+                return Err(diag!(Unsupported, "Shrink of a {} tensor (float types only)", b.dtype(x)?));
+            }
+            let (lambd, bias) = (n.a.float_or("lambd", 0.5)?, n.a.float_or("bias", 0.0)?);
+            let f = |v: f64| b.lit(v, LitKind::Float);
+            let (lo, hi, bf, zero) = (f(-lambd), f(lambd), f(bias), f(0.0));
+            let below = bin(b, BinaryFn::Lt, val(x), lo)?;
+            let above = bin(b, BinaryFn::Gt, val(x), hi)?;
+            let up = bin(b, BinaryFn::Add, val(x), bf)?;
+            let down = bin(b, BinaryFn::Sub, val(x), bf)?;
+            let y = b.emit(FOp::Where, vec![val(above), val(down), zero])?;
+            one(b.emit(FOp::Where, vec![val(below), val(up), val(y)]))
+        }
         "Swish" => {
             let x = b.run(n.required(0)?)?;
             let s = bin(b, BinaryFn::Mul, val(x), b.lit(n.a.float_or("alpha", 1.0)?, LitKind::Float))?;
@@ -1014,9 +1081,9 @@ fn conv_transpose(b: &mut Builder, n: &N) -> DResult<ValueId> {
     b.emit(FOp::ConvTranspose { window, output_padding, groups: n.a.int_or("group", 1)?, bias }, args)
 }
 
-fn pool(b: &mut Builder, n: &N) -> DResult<ValueId> {
-    let x = b.run(n.required(0)?)?;
-    let xs = b.shape(x)?;
+/// The pool of node `n`'s kind (`MaxPool`, else an average) with the
+/// node's window attributes, over an input of shape `xs`.
+fn pool(n: &N, xs: &[Dim], count_include_pad: bool) -> DResult<FOp> {
     if n.a.int_or("storage_order", 0)? != 0 {
         return Err(diag!(Unsupported, "MaxPool storage_order=1"));
     }
@@ -1032,7 +1099,6 @@ fn pool(b: &mut Builder, n: &N) -> DResult<ValueId> {
     }
     let mut window = window(n, &xs[2..], &kernel, false)?;
     let max = n.node.op_type == "MaxPool";
-    let count_include_pad = n.a.int_or("count_include_pad", 0)? != 0;
     if n.a.int_or("ceil_mode", 0)? != 0 {
         for i in 0..kernel.len() {
             let d = xs[2 + i]
@@ -1062,8 +1128,7 @@ fn pool(b: &mut Builder, n: &N) -> DResult<ValueId> {
             }
         }
     }
-    let op = if max { FOp::MaxPool { kernel, window } } else { FOp::AvgPool { kernel, window, count_include_pad } };
-    b.emit(op, vec![val(x)])
+    Ok(if max { FOp::MaxPool { kernel, window } } else { FOp::AvgPool { kernel, window, count_include_pad } })
 }
 
 /// `LayerNormalization`; its optional outputs Mean and InvStdDev (f32,
@@ -1689,6 +1754,22 @@ fn arg_extreme(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let keepdim = n.a.int_or("keepdims", 1)? != 0;
     let last = n.a.int_or("select_last_index", 0)? != 0;
     let f = if n.node.op_type == "ArgMax" { ReduceFn::Max } else { ReduceFn::Min };
+    Ok(extreme_index(b, x, axis, f, last, keepdim)?.1)
+}
+
+/// The positions along `axis` (i32, `x`'s shape) and the first (with
+/// `last`, the last) position whose element of `x` equals the extreme `f`
+/// along `axis` (the axis kept as size 1 when `keepdim`), as
+/// [`arg_extreme`] describes.
+fn extreme_index(
+    b: &mut Builder,
+    x: ValueId,
+    axis: usize,
+    f: ReduceFn,
+    last: bool,
+    keepdim: bool,
+) -> DResult<(ValueId, ValueId)> {
+    let shape = b.shape(x)?;
     let ax = Some(vec![AxisRef::Index(axis as i64)]);
     let m = b.emit(FOp::Reduce { op: f, axes: ax.clone(), keepdim: true, acc: None }, vec![val(x)])?;
     let hit = bin(b, BinaryFn::Eq, val(x), val(m))?;
@@ -1697,7 +1778,7 @@ fn arg_extreme(b: &mut Builder, n: &N) -> DResult<ValueId> {
         b.emit(FOp::Scan { op: ReduceFn::Sum, axis: axis as i64, exclusive: true, reverse: false }, vec![val(ones)])?;
     let (sentinel, pick) = if last { (-1.0, ReduceFn::Max) } else { (i32::MAX as f64, ReduceFn::Min) };
     let cand = b.emit(FOp::Where, vec![val(hit), val(idx), b.lit(sentinel, LitKind::Int)])?;
-    b.emit(FOp::Reduce { op: pick, axes: ax, keepdim, acc: None }, vec![val(cand)])
+    Ok((idx, b.emit(FOp::Reduce { op: pick, axes: ax, keepdim, acc: None }, vec![val(cand)])?))
 }
 
 /// `Resize` (and the older `Upsample`) in mode nearest by a whole factor
