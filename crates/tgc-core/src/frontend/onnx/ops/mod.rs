@@ -23,6 +23,8 @@ use super::known::Known;
 use super::proto::{self, Attrs};
 use super::{Builder, Val};
 
+mod trig;
+
 /// An operator of the default domain the importer takes.
 #[derive(Clone, Copy, Debug)]
 pub struct Operator {
@@ -42,10 +44,16 @@ pub struct Operator {
 /// and a test holds the file to it).
 pub const OPERATORS: &[Operator] = &[
     Operator { name: "Abs", since: 1, limits: "" },
+    Operator { name: "Acos", since: 7, limits: "" },
+    Operator { name: "Acosh", since: 9, limits: "" },
     Operator { name: "Add", since: 1, limits: "" },
     Operator { name: "And", since: 1, limits: "" },
     Operator { name: "ArgMax", since: 1, limits: "a NaN is not the extreme (ONNX leaves it unspecified)" },
     Operator { name: "ArgMin", since: 1, limits: "as ArgMax" },
+    Operator { name: "Asin", since: 7, limits: "" },
+    Operator { name: "Asinh", since: 9, limits: "" },
+    Operator { name: "Atan", since: 7, limits: "" },
+    Operator { name: "Atanh", since: 9, limits: "" },
     Operator { name: "Attention", since: 23, limits: "no key/value cache, `softcap`, windows or `qk_matmul_output_mode`; outputs 1–3 not computed; 3-D operands need `q_num_heads` and `kv_num_heads`" },
     Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; `ceil_mode` with `count_include_pad` refused where the last window is partial" },
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
@@ -59,6 +67,8 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "ConstantOfShape", since: 9, limits: "the shape known at import (a constant, or computed from shapes)" },
     Operator { name: "Conv", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused" },
     Operator { name: "ConvTranspose", since: 1, limits: "`output_shape` over a symbolic size refused" },
+    Operator { name: "Cos", since: 7, limits: "NaN for magnitudes above 65536" },
+    Operator { name: "Cosh", since: 9, limits: "" },
     Operator { name: "CumSum", since: 11, limits: "the axis known at import (a constant, or computed from shapes)" },
     Operator { name: "DepthToSpace", since: 1, limits: "rank 4" },
     Operator { name: "Div", since: 1, limits: "" },
@@ -129,6 +139,8 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Shape", since: 1, limits: "" },
     Operator { name: "Sigmoid", since: 1, limits: "" },
     Operator { name: "Sign", since: 9, limits: "" },
+    Operator { name: "Sin", since: 7, limits: "NaN for magnitudes above 65536" },
+    Operator { name: "Sinh", since: 9, limits: "" },
     Operator { name: "Size", since: 1, limits: "" },
     Operator { name: "Slice", since: 1, limits: "starts, ends, axes, steps known at import (a constant, or computed from shapes) (bounds may be symbolic); a reversed slice needs a concrete size" },
     Operator { name: "Softmax", since: 1, limits: "" },
@@ -141,6 +153,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Sub", since: 1, limits: "" },
     Operator { name: "Sum", since: 1, limits: "" },
     Operator { name: "Swish", since: 24, limits: "" },
+    Operator { name: "Tan", since: 7, limits: "NaN for magnitudes above 65536" },
     Operator { name: "Tanh", since: 1, limits: "" },
     Operator { name: "ThresholdedRelu", since: 10, limits: "" },
     Operator { name: "Tile", since: 1, limits: "repeats known at import (a constant, or computed from shapes)" },
@@ -288,6 +301,9 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
     match op {
         "Identity" => one(b.run(n.required(0)?)),
         "Dropout" => dropout(b, &n),
+        "Acos" | "Acosh" | "Asin" | "Asinh" | "Atan" | "Atanh" | "Cos" | "Cosh" | "Sin" | "Sinh" | "Tan" => {
+            trig::convert(b, &n)
+        }
         "Abs" | "Erf" | "Exp" | "Log" | "Neg" | "Reciprocal" | "Relu" | "Sigmoid" | "Sign" | "Sqrt" | "Tanh" => {
             let f = match op {
                 "Abs" => UnaryFn::Abs,
