@@ -23,6 +23,7 @@ use super::known::Known;
 use super::proto::{self, Attrs};
 use super::{Builder, Val};
 
+mod recurrent;
 mod trig;
 
 /// An operator of the default domain the importer takes.
@@ -81,6 +82,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Expand", since: 8, limits: "the shape known at import (a constant, or computed from shapes)" },
     Operator { name: "Flatten", since: 1, limits: "" },
     Operator { name: "Floor", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
+    Operator { name: "GRU", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`" },
     Operator { name: "Gather", since: 1, limits: "indices int32 or int64" },
     Operator { name: "GatherElements", since: 11, limits: "indices int32 or int64" },
     Operator { name: "Gelu", since: 20, limits: "`approximate` none or tanh" },
@@ -96,6 +98,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "IsInf", since: 10, limits: "" },
     Operator { name: "IsNaN", since: 9, limits: "" },
     Operator { name: "LRN", since: 1, limits: "" },
+    Operator { name: "LSTM", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`; `input_forget` 0" },
     Operator { name: "LayerNormalization", since: 17, limits: "" },
     Operator { name: "LeakyRelu", since: 1, limits: "" },
     Operator { name: "Less", since: 1, limits: "" },
@@ -116,6 +119,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Pad", since: 1, limits: "modes constant, reflect, edge; pads, value and axes known at import (a constant, or computed from shapes); no negative pads" },
     Operator { name: "Pow", since: 1, limits: "" },
     Operator { name: "RMSNormalization", since: 23, limits: "" },
+    Operator { name: "RNN", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`" },
     Operator { name: "Range", since: 11, limits: "start, limit, delta known at import (a constant, or computed from shapes); a symbolic limit needs a positive integer delta" },
     Operator { name: "Reciprocal", since: 1, limits: "" },
     Operator { name: "ReduceL1", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
@@ -135,6 +139,7 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "Scan", since: 9, limits: "the sequence length known at import (unrolled); body initializers of at most 65536 elements" },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
     Operator { name: "Sigmoid", since: 1, limits: "" },
@@ -225,6 +230,27 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
         "Gelu" => &["approximate"],
+        "GRU" => &[
+            "activation_alpha",
+            "activation_beta",
+            "activations",
+            "clip",
+            "direction",
+            "hidden_size",
+            "layout",
+            "linear_before_reset",
+        ],
+        "LSTM" => &[
+            "activation_alpha",
+            "activation_beta",
+            "activations",
+            "clip",
+            "direction",
+            "hidden_size",
+            "input_forget",
+            "layout",
+        ],
+        "RNN" => &["activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout"],
         // Opset 6's `broadcast` lets C broadcast, as it always may from 7 on.
         "Gemm" => &["alpha", "beta", "broadcast", "transA", "transB"],
         "HardSigmoid" => &["alpha", "beta"],
@@ -234,6 +260,14 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
         "Reshape" => &["allowzero", "shape"],
+        "Scan" => &[
+            "body",
+            "num_scan_inputs",
+            "scan_input_axes",
+            "scan_input_directions",
+            "scan_output_axes",
+            "scan_output_directions",
+        ],
         "Selu" => &["alpha", "gamma"],
         "Shape" => &["end", "start"],
         "Slice" => &["axes", "ends", "starts"],
@@ -301,6 +335,8 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
     match op {
         "Identity" => one(b.run(n.required(0)?)),
         "Dropout" => dropout(b, &n),
+        "GRU" | "LSTM" | "RNN" => recurrent::convert(b, &n),
+        "Scan" => recurrent::scan(b, &n),
         "Acos" | "Acosh" | "Asin" | "Asinh" | "Atan" | "Atanh" | "Cos" | "Cosh" | "Sin" | "Sinh" | "Tan" => {
             trig::convert(b, &n)
         }
