@@ -458,3 +458,15 @@ fn recurrent_forms_not_taken_are_refused_by_name() {
     assert!(text.contains("R must be [1, 3, 3]") || text.contains("R [1, 3, 3]"), "{text}");
     assert!(rnn(vec![int_attr("hidden_size", 4)]).import().is_ok());
 }
+
+#[test]
+fn a_dft_over_the_complex_axis_is_refused() {
+    let x = vec![value_info("x", code::FLOAT, &[Ok(1), Ok(8), Ok(2)])];
+    let mut m = M::new(vec![node("DFT", &["x"], &["y"], vec![int_attr("axis", 2)])], x, &["y"]);
+    m.opset = 19;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::InvalidAxis);
+    assert!(text.contains("DFT axis 2 of a rank-3 input") && text.contains("(DFT, opset 19)"), "{text}");
+    m.nodes[0].attribute = vec![int_attr("axis", 1)];
+    assert!(m.import().is_ok());
+}

@@ -24,6 +24,7 @@ use super::proto::{self, Attrs};
 use super::{Builder, Val};
 
 mod recurrent;
+mod signal;
 mod trig;
 
 /// An operator of the default domain the importer takes.
@@ -58,6 +59,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Attention", since: 23, limits: "no key/value cache, `softcap`, windows or `qk_matmul_output_mode`; outputs 1–3 not computed; 3-D operands need `q_num_heads` and `kv_num_heads`" },
     Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; `ceil_mode` with `count_include_pad` refused where the last window is partial" },
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
+    Operator { name: "BlackmanWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "Cast", since: 1, limits: "to float, float16, bfloat16, int32, int64 (computed as int32) or bool" },
     Operator { name: "CastLike", since: 15, limits: "as Cast" },
     Operator { name: "Ceil", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
@@ -71,6 +73,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Cos", since: 7, limits: "NaN for magnitudes above 65536" },
     Operator { name: "Cosh", since: 9, limits: "" },
     Operator { name: "CumSum", since: 11, limits: "the axis known at import (a constant, or computed from shapes)" },
+    Operator { name: "DFT", since: 17, limits: "`axis` and `dft_length` known at import; matmuls against import-time cos/sin matrices of at most 2^20 elements (absolute error (2·n + 1)·2^-24·Σ\\|x\\| over n input points)" },
     Operator { name: "DepthToSpace", since: 1, limits: "rank 4" },
     Operator { name: "Div", since: 1, limits: "" },
     Operator { name: "Dropout", since: 1, limits: "inference only (the mask output is all true)" },
@@ -91,6 +94,8 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "GlobalMaxPool", since: 1, limits: "" },
     Operator { name: "Greater", since: 1, limits: "" },
     Operator { name: "GreaterOrEqual", since: 12, limits: "" },
+    Operator { name: "HammingWindow", since: 17, limits: "size known at import (computed there)" },
+    Operator { name: "HannWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "HardSigmoid", since: 1, limits: "" },
     Operator { name: "HardSwish", since: 14, limits: "" },
     Operator { name: "Identity", since: 1, limits: "" },
@@ -139,6 +144,7 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "STFT", since: 17, limits: "`frame_step` and `frame_length` known at import; as DFT" },
     Operator { name: "Scan", since: 9, limits: "the sequence length known at import (unrolled); body initializers of at most 65536 elements" },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
@@ -230,6 +236,9 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
         "Gelu" => &["approximate"],
+        "BlackmanWindow" | "HammingWindow" | "HannWindow" => &["output_datatype", "periodic"],
+        "DFT" => &["axis", "inverse", "onesided"],
+        "STFT" => &["onesided"],
         "GRU" => &[
             "activation_alpha",
             "activation_beta",
@@ -335,6 +344,9 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
     match op {
         "Identity" => one(b.run(n.required(0)?)),
         "Dropout" => dropout(b, &n),
+        "BlackmanWindow" | "HammingWindow" | "HannWindow" => signal::window(b, &n),
+        "DFT" => signal::dft(b, &n),
+        "STFT" => signal::stft(b, &n),
         "GRU" | "LSTM" | "RNN" => recurrent::convert(b, &n),
         "Scan" => recurrent::scan(b, &n),
         "Acos" | "Acosh" | "Asin" | "Asinh" | "Atan" | "Atanh" | "Cos" | "Cosh" | "Sin" | "Sinh" | "Tan" => {
