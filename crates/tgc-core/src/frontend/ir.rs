@@ -149,11 +149,22 @@ pub enum UnaryFn {
     Neg,
     Erf,
     Sign,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
 }
 
 impl UnaryFn {
     /// Every unary function, for name lookup.
-    pub const ALL: [UnaryFn; 17] = [
+    pub const ALL: [UnaryFn; 28] = [
         UnaryFn::Relu,
         UnaryFn::Gelu,
         UnaryFn::GeluTanh,
@@ -171,6 +182,17 @@ impl UnaryFn {
         UnaryFn::Neg,
         UnaryFn::Erf,
         UnaryFn::Sign,
+        UnaryFn::Sin,
+        UnaryFn::Cos,
+        UnaryFn::Tan,
+        UnaryFn::Asin,
+        UnaryFn::Acos,
+        UnaryFn::Atan,
+        UnaryFn::Sinh,
+        UnaryFn::Cosh,
+        UnaryFn::Asinh,
+        UnaryFn::Acosh,
+        UnaryFn::Atanh,
     ];
 
     /// The DSL call name.
@@ -193,6 +215,17 @@ impl UnaryFn {
             UnaryFn::Neg => "neg",
             UnaryFn::Erf => "erf",
             UnaryFn::Sign => "sign",
+            UnaryFn::Sin => "sin",
+            UnaryFn::Cos => "cos",
+            UnaryFn::Tan => "tan",
+            UnaryFn::Asin => "asin",
+            UnaryFn::Acos => "acos",
+            UnaryFn::Atan => "atan",
+            UnaryFn::Sinh => "sinh",
+            UnaryFn::Cosh => "cosh",
+            UnaryFn::Asinh => "asinh",
+            UnaryFn::Acosh => "acosh",
+            UnaryFn::Atanh => "atanh",
         }
     }
 }

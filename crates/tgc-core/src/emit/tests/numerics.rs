@@ -125,6 +125,17 @@ const OPS: &[(&str, &str)] = &[
     ("erf", "erf(x)"),
     ("gelu", "gelu(x)"),
     ("gelu_tanh", "gelu_tanh(x)"),
+    ("sin", "sin(x)"),
+    ("cos", "cos(x)"),
+    ("tan", "tan(x)"),
+    ("asin", "asin(x)"),
+    ("acos", "acos(x)"),
+    ("atan", "atan(x)"),
+    ("sinh", "sinh(x)"),
+    ("cosh", "cosh(x)"),
+    ("asinh", "asinh(x)"),
+    ("acosh", "acosh(x)"),
+    ("atanh", "atanh(x)"),
     ("sum", "sum(s)"),
 ];
 

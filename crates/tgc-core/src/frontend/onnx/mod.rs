@@ -224,10 +224,22 @@ fn live_nodes(graph: &GraphProto) -> Vec<bool> {
             if !live[k] {
                 live[k] = true;
                 stack.extend(graph.node[k].input.iter().map(String::as_str).filter(|s| !s.is_empty()));
+                subgraph_inputs(&graph.node[k], &mut stack);
             }
         }
     }
     live
+}
+
+/// The inputs of the nodes of `node`'s graph attributes (`Scan`'s body),
+/// at every depth: a body may read any value of the enclosing graph.
+fn subgraph_inputs<'g>(node: &'g NodeProto, out: &mut Vec<&'g str>) {
+    for g in node.attribute.iter().filter_map(|a| a.g.as_ref()) {
+        for n in &g.node {
+            out.extend(n.input.iter().map(String::as_str).filter(|s| !s.is_empty()));
+            subgraph_inputs(n, out);
+        }
+    }
 }
 
 /// A value of the model during import.

@@ -10,7 +10,7 @@
 
 use std::path::{Component, Path};
 
-use onnx_protobuf::{AttributeProto, Message, ModelProto, TensorProto};
+use onnx_protobuf::{AttributeProto, GraphProto, Message, ModelProto, TensorProto};
 
 use crate::diag;
 use crate::diag::DResult;
@@ -361,8 +361,10 @@ mod attr_type {
     pub const INT: i32 = 2;
     pub const STRING: i32 = 3;
     pub const TENSOR: i32 = 4;
+    pub const GRAPH: i32 = 5;
     pub const FLOATS: i32 = 6;
     pub const INTS: i32 = 7;
+    pub const STRINGS: i32 = 8;
 }
 
 impl<'a> Attrs<'a> {
@@ -409,10 +411,24 @@ impl<'a> Attrs<'a> {
         Ok(self.typed(name, attr_type::STRING, "a string")?.map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
+    pub fn strings(&self, name: &str) -> DResult<Option<Vec<String>>> {
+        Ok(self
+            .typed(name, attr_type::STRINGS, "a list of strings")?
+            .map(|a| a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()))
+    }
+
     pub fn tensor(&self, name: &str) -> DResult<Option<&'a TensorProto>> {
         match self.typed(name, attr_type::TENSOR, "a tensor")? {
             None => Ok(None),
             Some(a) => a.t.as_ref().map(Some).ok_or_else(|| diag!(SyntaxError, "attribute `{name}` holds no tensor")),
+        }
+    }
+
+    /// A graph attribute (`Scan`'s `body`).
+    pub fn graph(&self, name: &str) -> DResult<Option<&'a GraphProto>> {
+        match self.typed(name, attr_type::GRAPH, "a graph")? {
+            None => Ok(None),
+            Some(a) => a.g.as_ref().map(Some).ok_or_else(|| diag!(SyntaxError, "attribute `{name}` holds no graph")),
         }
     }
 

@@ -434,3 +434,87 @@ fn symbolic_range_runs_as_an_iota() {
     let x = HostTensor::zeros(DType::F32, &[1, 5]).unwrap();
     assert_eq!(run(&imp, &[x])[0].to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
 }
+
+/// A `Scan` node over `body` (nodes, input names, output names).
+fn scan_node(inputs: &[&str], outputs: &[&str], body: (Vec<NodeProto>, &[&str], &[&str]), m: i64) -> NodeProto {
+    let names = |v: &[&str]| v.iter().map(|n| ValueInfoProto { name: n.to_string(), ..Default::default() }).collect();
+    let g = GraphProto {
+        name: "body".into(),
+        node: body.0,
+        input: names(body.1),
+        output: names(body.2),
+        ..Default::default()
+    };
+    let body = AttributeProto {
+        name: "body".into(),
+        type_: EnumOrUnknown::new(AttributeType::GRAPH),
+        g: MessageField::some(g),
+        ..Default::default()
+    };
+    node("Scan", inputs, outputs, vec![body, int_attr("num_scan_inputs", m)])
+}
+
+#[test]
+fn a_scan_body_binds_its_names_afresh_each_step() {
+    // The body's state is named `c`, like a weight of the enclosing graph
+    // that `Mul` has already made a run-time tensor: each step must read
+    // the state, not the weight.
+    let body = (
+        vec![node("Add", &["c", "xt"], &["next"], vec![]), node("Identity", &["next"], &["out"], vec![])],
+        &["c", "xt"][..],
+        &["next", "out"][..],
+    );
+    let nodes = vec![node("Mul", &["x", "c"], &["m"], vec![]), scan_node(&["s0", "x"], &["y", "z"], body, 1)];
+    let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(3), Ok(2)])], &["m", "y", "z"]);
+    m.inits = vec![floats("c", &[2], &[10.0, 20.0]), floats("s0", &[2], &[0.0, 0.0])];
+    let imp = m.import().unwrap();
+    let x = HostTensor::from_f64(DType::F32, &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let out = run(&imp, &[x]);
+    assert_eq!(out[0].to_f64_vec(), vec![10.0, 40.0, 30.0, 80.0, 50.0, 120.0]);
+    assert_eq!(out[1].to_f64_vec(), vec![9.0, 12.0]);
+    assert_eq!(out[2].to_f64_vec(), vec![1.0, 2.0, 4.0, 6.0, 9.0, 12.0]);
+}
+
+#[test]
+fn recurrent_forms_not_taken_are_refused_by_name() {
+    let x = || vec![value_info("x", code::FLOAT, &[Err("T"), Ok(1), Ok(2)])];
+    let body = || (vec![node("Identity", &["xt"], &["out"], vec![])], &["xt"][..], &["out"][..]);
+    let (name, text) = error(&M::new(vec![scan_node(&["x"], &["z"], body(), 1)], x(), &["z"]));
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("Scan over the symbolic length `T`") && text.contains("(Scan, opset 17)"), "{text}");
+
+    let strings = |name: &str, v: &[&str]| AttributeProto {
+        name: name.into(),
+        type_: EnumOrUnknown::new(AttributeType::STRINGS),
+        strings: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        ..Default::default()
+    };
+    let rnn = |attrs: Vec<AttributeProto>| {
+        let mut m = M::new(
+            vec![node("RNN", &["x", "w", "r"], &["", "h"], attrs)],
+            vec![value_info("x", code::FLOAT, &[Ok(3), Ok(1), Ok(2)])],
+            &["h"],
+        );
+        m.inits = vec![floats("w", &[1, 4, 2], &[0.5; 8]), floats("r", &[1, 4, 4], &[0.25; 16])];
+        m
+    };
+    let (name, text) = error(&rnn(vec![strings("activations", &["Elu"])]));
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("RNN activation `Elu`"), "{text}");
+    let (name, text) = error(&rnn(vec![int_attr("hidden_size", 3)]));
+    assert_eq!(name, ErrorName::AxisSizeMismatch);
+    assert!(text.contains("R must be [1, 3, 3]") || text.contains("R [1, 3, 3]"), "{text}");
+    assert!(rnn(vec![int_attr("hidden_size", 4)]).import().is_ok());
+}
+
+#[test]
+fn a_dft_over_the_complex_axis_is_refused() {
+    let x = vec![value_info("x", code::FLOAT, &[Ok(1), Ok(8), Ok(2)])];
+    let mut m = M::new(vec![node("DFT", &["x"], &["y"], vec![int_attr("axis", 2)])], x, &["y"]);
+    m.opset = 19;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::InvalidAxis);
+    assert!(text.contains("DFT axis 2 of a rank-3 input") && text.contains("(DFT, opset 19)"), "{text}");
+    m.nodes[0].attribute = vec![int_attr("axis", 1)];
+    assert!(m.import().is_ok());
+}

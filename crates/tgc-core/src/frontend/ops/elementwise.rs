@@ -11,6 +11,7 @@ use crate::diag::DResult;
 use crate::frontend::ir::{BinaryFn, UnaryFn};
 use crate::tiny::{BinaryOp, Graph, NodeId, UnaryOp};
 
+use super::trig;
 use super::{broadcast_shape, broadcast_to, cast_to, const_like, require_float, upcast, LN_2, LOG2_E};
 
 /// `a f b` with right-aligned broadcasting (decision 3).
@@ -229,21 +230,21 @@ pub fn where_(g: &mut Graph, cond: NodeId, a: NodeId, b: NodeId) -> DResult<Node
 }
 
 /// `x op c` for a scalar constant `c` in the dtype of `x`.
-fn with_const(g: &mut Graph, op: BinaryOp, x: NodeId, c: f64) -> DResult<NodeId> {
+pub(super) fn with_const(g: &mut Graph, op: BinaryOp, x: NodeId, c: f64) -> DResult<NodeId> {
     let k = const_like(g, x, c)?;
     g.binary(op, x, k)
 }
 
 /// `c op x` for a scalar constant `c`.
-fn const_with(g: &mut Graph, op: BinaryOp, c: f64, x: NodeId) -> DResult<NodeId> {
+pub(super) fn const_with(g: &mut Graph, op: BinaryOp, c: f64, x: NodeId) -> DResult<NodeId> {
     let k = const_like(g, x, c)?;
     g.binary(op, k, x)
 }
 
 /// Applies an element-wise function of one operand.
 ///
-/// Decomposed functions (`exp log sigmoid tanh silu gelu gelu_tanh erf`) need
-/// a float operand and compute f16/bf16 in f32, casting back.
+/// Decomposed functions (`exp log sigmoid tanh silu gelu gelu_tanh erf`, and
+/// the circular and hyperbolic functions of [`trig`]) need a float operand and compute f16/bf16 in f32, casting back.
 ///
 /// Errors: `DTypeMismatch` for a non-float operand where one is needed
 /// (`neg`, `relu` and `abs` also take i32).
@@ -271,6 +272,17 @@ pub fn unary(g: &mut Graph, f: UnaryFn, x: NodeId) -> DResult<NodeId> {
                 UnaryFn::Silu => silu(g, x)?,
                 UnaryFn::Gelu => gelu(g, x)?,
                 UnaryFn::GeluTanh => gelu_tanh(g, x)?,
+                UnaryFn::Sin => trig::sin(g, x)?,
+                UnaryFn::Cos => trig::cos(g, x)?,
+                UnaryFn::Tan => trig::tan(g, x)?,
+                UnaryFn::Asin => trig::asin(g, x)?,
+                UnaryFn::Acos => trig::acos(g, x)?,
+                UnaryFn::Atan => trig::atan(g, x)?,
+                UnaryFn::Sinh => trig::sinh(g, x)?,
+                UnaryFn::Cosh => trig::cosh(g, x)?,
+                UnaryFn::Asinh => trig::asinh(g, x)?,
+                UnaryFn::Acosh => trig::acosh(g, x)?,
+                UnaryFn::Atanh => trig::atanh(g, x)?,
                 _ => erf(g, x)?,
             };
             cast_to(g, y, dt)
@@ -359,7 +371,7 @@ fn erfc_abs(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
 }
 
 /// `x < 0` as a bool tensor.
-fn is_negative(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
+pub(super) fn is_negative(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
     let z = const_like(g, x, 0.0)?;
     g.binary(BinaryOp::Cmplt, x, z)
 }

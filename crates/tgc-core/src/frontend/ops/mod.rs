@@ -27,6 +27,7 @@ pub mod elementwise;
 pub mod movement;
 pub mod nn;
 pub mod reduce;
+pub mod trig;
 
 /// log2(e), the factor of `exp(x) = exp2(x·log2 e)`.
 pub const LOG2_E: f64 = std::f64::consts::LOG2_E;

@@ -107,6 +107,76 @@ fn unary_decompositions_meet_their_stated_error_bounds() {
     }
 }
 
+/// The spacing of f32 at `v` (2^-149 among the subnormals).
+fn ulp32(v: f64) -> f64 {
+    let e = v.abs().max(f32::MIN_POSITIVE as f64).log2().floor() as i32;
+    2f64.powi(e - 23)
+}
+
+/// f32 points of `[lo, hi]`: a uniform grid, and magnitudes spread
+/// logarithmically down to 1e-30 (both signs where the range has them).
+fn sweep(lo: f64, hi: f64) -> Vec<f64> {
+    let mut xs = grid(lo, hi, 40_000);
+    let top = lo.abs().max(hi.abs());
+    for i in 0..=20_000 {
+        let m = (1e-30f64.ln() + (top.ln() - 1e-30f64.ln()) * i as f64 / 20_000.0).exp();
+        xs.extend([m, -m].into_iter().filter(|x| (lo..=hi).contains(x)));
+    }
+    xs.into_iter().map(|x| x as f32 as f64).collect()
+}
+
+/// The circular and hyperbolic functions of `ops/trig.rs` evaluated in f32
+/// against Rust's f64 functions (the platform libm): at most `ulp` units in
+/// the last place plus `rel(x)` relative, the bounds their doc comments
+/// state, on a sweep of each domain; `sin cos tan` also next to each
+/// multiple of π/2 up to 65536 (where the reduction cancels most), and NaN
+/// beyond it.
+#[test]
+fn trig_decompositions_meet_their_ulp_bounds() {
+    type Rel = fn(f64) -> f64;
+    let zero: Rel = |_| 0.0;
+    let exp_rel: Rel = |x| (2.0 * x.abs() + 2.0) * U;
+    let cases: [(UnaryFn, fn(f64) -> f64, f64, f64, f64, Rel); 11] = [
+        (UnaryFn::Sin, f64::sin, -65536.0, 65536.0, 3.5, zero),
+        (UnaryFn::Cos, f64::cos, -65536.0, 65536.0, 3.5, zero),
+        (UnaryFn::Tan, f64::tan, -65536.0, 65536.0, 7.0, zero),
+        (UnaryFn::Asin, f64::asin, -1.0, 1.0, 2.5, zero),
+        (UnaryFn::Acos, f64::acos, -1.0, 1.0, 1.5, zero),
+        (UnaryFn::Atan, f64::atan, -3e38, 3e38, 2.5, zero),
+        (UnaryFn::Sinh, f64::sinh, -89.0, 89.0, 2.0, exp_rel),
+        (UnaryFn::Cosh, f64::cosh, -89.0, 89.0, 2.0, exp_rel),
+        (UnaryFn::Asinh, f64::asinh, -3e38, 3e38, 2.5, zero),
+        (UnaryFn::Acosh, f64::acosh, 1.0, 3e38, 3.0, zero),
+        (UnaryFn::Atanh, f64::atanh, -0.999_999_9, 0.999_999_9, 3.5, zero),
+    ];
+    for (f, reference, lo, hi, ulps, rel) in cases {
+        let mut xs = sweep(lo, hi);
+        if f == UnaryFn::Acosh {
+            xs.extend(sweep(0.0, 8.0).into_iter().map(|x| (1.0 + x) as f32 as f64));
+        }
+        if matches!(f, UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tan) {
+            for k in 1..41_723 {
+                let c = (k as f64 * std::f64::consts::FRAC_PI_2) as f32;
+                xs.extend([c.next_down(), c, c.next_up()].map(f64::from));
+            }
+        }
+        let (_, y) = run(f, &xs);
+        let mut worst = (0.0, 0.0);
+        for (&x, &v) in xs.iter().zip(&y) {
+            let r = reference(x);
+            let err = (v - r).abs() / (ulps * ulp32(r) + rel(x) * r.abs());
+            if !(err <= 1.0) && err > worst.0 {
+                worst = (err, x);
+            }
+        }
+        assert!(worst.0 == 0.0, "{} outside {ulps} ulp: {:.2}× the bound at x = {:e}", f.name(), worst.0, worst.1);
+    }
+    for f in [UnaryFn::Sin, UnaryFn::Cos, UnaryFn::Tan] {
+        let (_, y) = run(f, &[65537.0, -1e10, f64::INFINITY]);
+        assert!(y.iter().all(|v| v.is_nan()), "{} beyond the reduction: {y:?}", f.name());
+    }
+}
+
 #[test]
 fn saturation_gives_no_nan() {
     let xs = [-1e4, -100.0, 100.0, 1e4];

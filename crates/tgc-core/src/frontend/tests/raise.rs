@@ -83,6 +83,7 @@ graph<N=2 padded, S=8, H> main(x: f32[N, 3, 8, 8], v: f32[N, 4], w: f32[6, 3, 3,
     r1 = relu(-x * 2.0 + 1) - neg(3.0)
     r2 = gelu(x) / gelu_tanh(x) + silu(x) * sigmoid(x) - tanh(x) + exp(x) + exp2(x) + log(x) + log2(x)
     r3 = sqrt(x) + rsqrt(x) + recip(x) + abs(x) + erf(x) + sign(x) + x * (1.0 / 0.0) + (-1.0 / 0.0)
+    r4 = sin(x) + cos(x) + tan(x) + asin(x) + acos(x) + atan(x) + sinh(x) + cosh(x) + asinh(x) + acosh(x) + atanh(x)
     c1 = (x < 1.0) == (x >= -2.5)
     c2 = where(x <= 0.5, maximum(x, 0.25), minimum(x, pow(x, 2.0)))
     c3 = where((x > x) != (x == x), 1.0, 0.0 / 0.0)

@@ -26,8 +26,11 @@ use super::{Builder, Val};
 mod loss;
 mod normalization;
 mod one_hot;
+mod recurrent;
 mod scatter;
+mod signal;
 mod top_k;
+mod trig;
 
 /// An operator of the default domain the importer takes.
 #[derive(Clone, Copy, Debug)]
@@ -48,13 +51,20 @@ pub struct Operator {
 /// and a test holds the file to it).
 pub const OPERATORS: &[Operator] = &[
     Operator { name: "Abs", since: 1, limits: "" },
+    Operator { name: "Acos", since: 7, limits: "" },
+    Operator { name: "Acosh", since: 9, limits: "" },
     Operator { name: "Add", since: 1, limits: "" },
     Operator { name: "And", since: 1, limits: "" },
     Operator { name: "ArgMax", since: 1, limits: "a NaN is not the extreme (ONNX leaves it unspecified)" },
     Operator { name: "ArgMin", since: 1, limits: "as ArgMax" },
+    Operator { name: "Asin", since: 7, limits: "" },
+    Operator { name: "Asinh", since: 9, limits: "" },
+    Operator { name: "Atan", since: 7, limits: "" },
+    Operator { name: "Atanh", since: 9, limits: "" },
     Operator { name: "Attention", since: 23, limits: "no key/value cache, `softcap`, windows or `qk_matmul_output_mode`; outputs 1–3 not computed; 3-D operands need `q_num_heads` and `kv_num_heads`" },
     Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; `ceil_mode` with `count_include_pad` refused where the last window is partial" },
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
+    Operator { name: "BlackmanWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "Cast", since: 1, limits: "to float, float16, bfloat16, int32, int64 (computed as int32) or bool" },
     Operator { name: "CastLike", since: 15, limits: "as Cast" },
     Operator { name: "Ceil", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
@@ -65,8 +75,11 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "ConstantOfShape", since: 9, limits: "the shape known at import (a constant, or computed from shapes)" },
     Operator { name: "Conv", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused" },
     Operator { name: "ConvTranspose", since: 1, limits: "`output_shape` over a symbolic size refused" },
+    Operator { name: "Cos", since: 7, limits: "NaN for magnitudes above 65536" },
+    Operator { name: "Cosh", since: 9, limits: "" },
     Operator { name: "CumProd", since: 26, limits: "the axis known at import (a constant, or computed from shapes)" },
     Operator { name: "CumSum", since: 11, limits: "the axis known at import (a constant, or computed from shapes)" },
+    Operator { name: "DFT", since: 17, limits: "`axis` and `dft_length` known at import; matmuls against import-time cos/sin matrices of at most 2^20 elements (absolute error (2·n + 1)·2^-24·Σ\\|x\\| over n input points)" },
     Operator { name: "DepthToSpace", since: 1, limits: "rank 4" },
     Operator { name: "Div", since: 1, limits: "" },
     Operator { name: "Dropout", since: 1, limits: "inference only (the mask output is all true)" },
@@ -79,6 +92,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "EyeLike", since: 9, limits: "" },
     Operator { name: "Flatten", since: 1, limits: "" },
     Operator { name: "Floor", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
+    Operator { name: "GRU", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`" },
     Operator { name: "Gather", since: 1, limits: "indices int32 or int64" },
     Operator { name: "GatherElements", since: 11, limits: "indices int32 or int64" },
     Operator { name: "GatherND", since: 11, limits: "indices int32 or int64; the indexed sizes concrete" },
@@ -89,6 +103,8 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Greater", since: 1, limits: "" },
     Operator { name: "GreaterOrEqual", since: 12, limits: "" },
     Operator { name: "GroupNormalization", since: 18, limits: "" },
+    Operator { name: "HammingWindow", since: 17, limits: "size known at import (computed there)" },
+    Operator { name: "HannWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "HardSigmoid", since: 1, limits: "" },
     Operator { name: "HardSwish", since: 14, limits: "" },
     Operator { name: "Hardmax", since: 1, limits: "" },
@@ -97,6 +113,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "IsInf", since: 10, limits: "" },
     Operator { name: "IsNaN", since: 9, limits: "" },
     Operator { name: "LRN", since: 1, limits: "" },
+    Operator { name: "LSTM", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`; `input_forget` 0" },
     Operator { name: "LayerNormalization", since: 17, limits: "" },
     Operator { name: "LeakyRelu", since: 1, limits: "" },
     Operator { name: "Less", since: 1, limits: "" },
@@ -122,6 +139,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Pad", since: 1, limits: "modes constant, reflect, edge; pads, value and axes known at import (a constant, or computed from shapes); no negative pads" },
     Operator { name: "Pow", since: 1, limits: "" },
     Operator { name: "RMSNormalization", since: 23, limits: "" },
+    Operator { name: "RNN", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`" },
     Operator { name: "Range", since: 11, limits: "start, limit, delta known at import (a constant, or computed from shapes); a symbolic limit needs a positive integer delta" },
     Operator { name: "Reciprocal", since: 1, limits: "" },
     Operator { name: "ReduceL1", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
@@ -141,6 +159,8 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "STFT", since: 17, limits: "`frame_step` and `frame_length` known at import; as DFT" },
+    Operator { name: "Scan", since: 9, limits: "the sequence length known at import (unrolled); body initializers of at most 65536 elements" },
     Operator { name: "Scatter", since: 9, limits: "as ScatterElements (opsets 9–10; ONNX deprecates it from 11)" },
     Operator { name: "ScatterElements", since: 11, limits: "indices int32 or int64; the size along `axis` concrete" },
     Operator { name: "ScatterND", since: 11, limits: "indices int32 or int64; the indexed sizes concrete" },
@@ -149,6 +169,8 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Shrink", since: 9, limits: "of a float tensor" },
     Operator { name: "Sigmoid", since: 1, limits: "" },
     Operator { name: "Sign", since: 9, limits: "" },
+    Operator { name: "Sin", since: 7, limits: "NaN for magnitudes above 65536" },
+    Operator { name: "Sinh", since: 9, limits: "" },
     Operator { name: "Size", since: 1, limits: "" },
     Operator { name: "Slice", since: 1, limits: "starts, ends, axes, steps known at import (a constant, or computed from shapes) (bounds may be symbolic); a reversed slice needs a concrete size" },
     Operator { name: "Softmax", since: 1, limits: "" },
@@ -162,6 +184,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Sub", since: 1, limits: "" },
     Operator { name: "Sum", since: 1, limits: "" },
     Operator { name: "Swish", since: 24, limits: "" },
+    Operator { name: "Tan", since: 7, limits: "NaN for magnitudes above 65536" },
     Operator { name: "Tanh", since: 1, limits: "" },
     Operator { name: "ThresholdedRelu", since: 10, limits: "" },
     Operator { name: "Tile", since: 1, limits: "repeats known at import (a constant, or computed from shapes)" },
@@ -238,6 +261,30 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "EyeLike" => &["dtype", "k"],
         "GatherND" => &["batch_dims"],
         "Gelu" => &["approximate"],
+        "BlackmanWindow" | "HammingWindow" | "HannWindow" => &["output_datatype", "periodic"],
+        "DFT" => &["axis", "inverse", "onesided"],
+        "STFT" => &["onesided"],
+        "GRU" => &[
+            "activation_alpha",
+            "activation_beta",
+            "activations",
+            "clip",
+            "direction",
+            "hidden_size",
+            "layout",
+            "linear_before_reset",
+        ],
+        "LSTM" => &[
+            "activation_alpha",
+            "activation_beta",
+            "activations",
+            "clip",
+            "direction",
+            "hidden_size",
+            "input_forget",
+            "layout",
+        ],
+        "RNN" => &["activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout"],
         // Opset 6's `broadcast` lets C broadcast, as it always may from 7 on.
         "Gemm" => &["alpha", "beta", "broadcast", "transA", "transB"],
         "GroupNormalization" => &["epsilon", "num_groups", "stash_type"],
@@ -255,6 +302,14 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Scatter" => &["axis"],
         "ScatterElements" => &["axis", "reduction"],
         "ScatterND" => &["reduction"],
+        "Scan" => &[
+            "body",
+            "num_scan_inputs",
+            "scan_input_axes",
+            "scan_input_directions",
+            "scan_output_axes",
+            "scan_output_directions",
+        ],
         "Selu" => &["alpha", "gamma"],
         "Shape" => &["end", "start"],
         "Shrink" => &["bias", "lambd"],
@@ -324,6 +379,14 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
     match op {
         "Identity" => one(b.run(n.required(0)?)),
         "Dropout" => dropout(b, &n),
+        "BlackmanWindow" | "HammingWindow" | "HannWindow" => signal::window(b, &n),
+        "DFT" => signal::dft(b, &n),
+        "STFT" => signal::stft(b, &n),
+        "GRU" | "LSTM" | "RNN" => recurrent::convert(b, &n),
+        "Scan" => recurrent::scan(b, &n),
+        "Acos" | "Acosh" | "Asin" | "Asinh" | "Atan" | "Atanh" | "Cos" | "Cosh" | "Sin" | "Sinh" | "Tan" => {
+            trig::convert(b, &n)
+        }
         "Abs" | "Erf" | "Exp" | "Log" | "Neg" | "Reciprocal" | "Relu" | "Sigmoid" | "Sign" | "Sqrt" | "Tanh" => {
             let f = match op {
                 "Abs" => UnaryFn::Abs,
