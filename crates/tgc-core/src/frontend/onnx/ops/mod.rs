@@ -67,6 +67,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Conv", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused" },
     Operator { name: "ConvTranspose", since: 1, limits: "`output_shape` over a symbolic size refused" },
     Operator { name: "CumSum", since: 11, limits: "the axis known at import (a constant, or computed from shapes)" },
+    Operator { name: "DeformConv", since: 19, limits: "2 spatial axes; sizes other than the batch concrete" },
     Operator { name: "DepthToSpace", since: 1, limits: "rank 4" },
     Operator { name: "Div", since: 1, limits: "" },
     Operator { name: "Dropout", since: 1, limits: "inference only (the mask output is all true)" },
@@ -217,6 +218,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         ],
         "Upsample" => &["mode", "scales"],
         "IsInf" => &["detect_negative", "detect_positive"],
+        "DeformConv" => &["dilations", "group", "kernel_shape", "offset_group", "pads", "strides"],
         "DepthToSpace" | "SpaceToDepth" => &["blocksize", "mode"],
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
@@ -515,6 +517,7 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "Col2Im" => one(sample::col2im(b, &n)),
         "AffineGrid" => one(sample::affine_grid(b, &n)),
         "GridSample" => one(sample::grid_sample(b, &n)),
+        "DeformConv" => one(sample::deform_conv(b, &n)),
         "ArgMax" | "ArgMin" => one(arg_extreme(b, &n)),
         "Swish" => {
             let x = b.run(n.required(0)?)?;

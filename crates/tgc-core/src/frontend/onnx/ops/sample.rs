@@ -1,5 +1,6 @@
 //! ONNX operators that move values between image positions and columns
-//! or sample at run-time places: `Col2Im`, `AffineGrid`, `GridSample`.
+//! or sample at run-time places: `Col2Im`, `AffineGrid`, `GridSample`,
+//! `DeformConv`.
 
 use crate::diag;
 use crate::diag::DResult;
@@ -416,4 +417,97 @@ fn gather_taps(
         });
     }
     sum.ok_or_else(|| diag!(Internal, "a sampling without taps"))
+}
+
+/// `DeformConv` over two spatial axes: each kernel tap of each output
+/// position reads the input at its place moved by the run-time `offset`
+/// (bilinear, zeros outside: ONNX's reference samples with `GridSample`),
+/// scaled by `mask` when given; the sampled columns `[N, C·ΠK, ΠO]` then
+/// meet the weight in one grouped `matmul`, and the bias is added.
+///
+/// Errors: `Unsupported` for another number of spatial axes or a symbolic
+/// size other than the batch; `AxisSizeMismatch` for channels, groups or
+/// offsets that do not fit together.
+pub(super) fn deform_conv(b: &mut Builder, n: &N) -> DResult<ValueId> {
+    let x = b.run(n.required(0)?)?;
+    let w = b.run(n.required(1)?)?;
+    let off = b.run(n.required(2)?)?;
+    let (xs, ws, os) = (b.shape(x)?, b.shape(w)?, b.shape(off)?);
+    if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
+        return Err(diag!(
+            Unsupported,
+            "DeformConv over other than 2 spatial axes (ranks {}, {}, {})",
+            xs.len(),
+            ws.len(),
+            os.len()
+        ));
+    }
+    let int = |d: &Dim| d.as_int().ok_or_else(|| diag!(Unsupported, "DeformConv over the symbolic size `{d}`"));
+    let (c, h, wd) = (int(&xs[1])?, int(&xs[2])?, int(&xs[3])?);
+    let (oc, cg, kh, kw) = (int(&ws[0])?, int(&ws[1])?, int(&ws[2])?, int(&ws[3])?);
+    let (oh, ow) = (int(&os[2])?, int(&os[3])?);
+    let group = n.a.int_or("group", 1)?;
+    let og = n.a.int_or("offset_group", 1)?;
+    let k = kh * kw;
+    let fits = group >= 1 && og >= 1 && cg * group == c && oc % group == 0 && c % og == 0;
+    if !fits || int(&os[1])? != og * k * 2 || n.a.ints("kernel_shape")?.is_some_and(|s| s != [kh, kw]) {
+        return Err(diag!(
+            AxisSizeMismatch,
+            "DeformConv of {c} channels, a weight [{oc}, {cg}, {kh}, {kw}], group {group}, offset_group {og} and \
+             offsets of {} channels",
+            os[1]
+        ));
+    }
+    let win = window(n, &xs[2..], &ws[2..], false)?;
+    let at = |v: &Dim| v.as_int().unwrap_or(0);
+    let batch = xs[0].clone();
+    let p = oh * ow;
+    let dtype = b.dtype(x)?;
+    let d = |v: i64| Dim::int(v);
+    let reshape =
+        |b: &mut Builder, v: ValueId, shape: Vec<Dim>| b.emit(FOp::Movement(Movement::Reshape { shape }), vec![val(v)]);
+    let off = reshape(b, off, vec![batch.clone(), d(og), d(k), d(2), d(p)])?;
+    let code = proto::code_of(b.dtype(off)?);
+    let mut per_axis = Vec::new();
+    for axis in 0..2 {
+        let mut bounds: Vec<(Dim, Dim)> =
+            [batch.clone(), d(og), d(k), d(2), d(p)].into_iter().map(|e| (d(0), e)).collect();
+        bounds[3] = (d(axis as i64), d(axis as i64 + 1));
+        let comp = b.emit(FOp::Movement(Movement::Shrink { bounds }), vec![val(off)])?;
+        let comp = reshape(b, comp, vec![batch.clone(), d(og), d(1), d(k * p)])?;
+        // The tap's place before the offset: −pad + stride·out + dilation·tap.
+        let (stride, dil, pad) = (at(&win.stride[axis]), at(&win.dilation[axis]), at(&win.pad[axis].0));
+        let base: Vec<f64> = (0..k * p)
+            .map(|e| {
+                let (tap, out) = (e / p, e % p);
+                let (t, o) = if axis == 0 { (tap / kw, out / ow) } else { (tap % kw, out % ow) };
+                (-pad + stride * o + dil * t) as f64
+            })
+            .collect();
+        let base = b.materialize(
+            &Known { code, shape: vec![(k * p) as usize], data: super::super::kdata_of(code, base) },
+            &format!("{}_place{axis}", n.node.output.first().map_or("deform_conv", String::as_str)),
+        )?;
+        let at_place = b.emit(FOp::Binary(BinaryFn::Add), vec![val(comp), val(base)])?;
+        let len = if axis == 0 { h } else { wd };
+        per_axis.push(pixel_taps(&mut Ops { b: &mut *b }, at_place, len, Sampling::Linear, Padding::Zeros, true)?);
+    }
+    let flat = reshape(b, x, vec![batch.clone(), d(og), d(c / og), d(h * wd)])?;
+    let shape = vec![batch.clone(), d(og), d(c / og), d(k * p)];
+    let mut cols = gather_taps(&mut Ops { b: &mut *b }, flat, &per_axis, &[h, wd], shape, dtype)?;
+    if let Some(mask) = n.input(4) {
+        let m = b.run(mask)?;
+        let m = reshape(b, m, vec![batch.clone(), d(og), d(1), d(k * p)])?;
+        cols = b.emit(FOp::Binary(BinaryFn::Mul), vec![val(cols), val(m)])?;
+    }
+    let cols = reshape(b, cols, vec![batch.clone(), d(group), d(cg * k), d(p)])?;
+    let wm = reshape(b, w, vec![d(group), d(oc / group), d(cg * k)])?;
+    let y = b.emit(FOp::Matmul, vec![val(wm), val(cols)])?;
+    let mut y = reshape(b, y, vec![batch, d(oc), d(oh), d(ow)])?;
+    if let Some(bias) = n.input(3) {
+        let bv = b.run(bias)?;
+        let bv = reshape(b, bv, vec![d(oc), d(1), d(1)])?;
+        y = b.emit(FOp::Binary(BinaryFn::Add), vec![val(y), val(bv)])?;
+    }
+    Ok(y)
 }
