@@ -14,9 +14,9 @@
 //! (the interpreter's outputs differ beyond [`tolerance`] or in shape);
 //! `fail-cpu` (the interpreter's match, the CPU backend's do not); `unsupported`
 //! (the importer refused the model, with its error); `error` (imported, but
-//! binding or running failed). Inputs of type int64 are fixed at import
-//! (`load_onnx`'s `fixed`): in these cases they carry the shapes, axes and
-//! pads a real model holds as initializers; so is an input the importer
+//! binding or running failed). Inputs of type int64 and integer scalars are
+//! fixed at import (`load_onnx`'s `fixed`): in these cases they carry the
+//! shapes, axes, pads and sizes a real model holds as initializers; so is an input the importer
 //! reports it needs at import time (`Resize`'s scales). A case is *in scope* when every input and
 //! output is of a type tgc computes in (f32, f16, bf16, i32, i64 narrowed,
 //! bool); the summary line gives the pass rate of those.
@@ -135,11 +135,14 @@ fn run_case(dir: &Path) -> Outcome {
     }
     let scope = in_scope(&inputs) && in_scope(&outputs);
     let end = |status, reason| Outcome { status, reason, scope, cpu: None };
-    // Integer inputs feed shapes, axes and pads in these cases, which a real
-    // model holds as initializers: fixed at import, as those would be; and
-    // so is any other input the importer says it needs at import time
-    // (`Resize`'s float scales).
-    let mut fixed: Vec<_> = inputs.iter().filter(|t| t.data_type == proto::code::INT64).cloned().collect();
+    // Int64 inputs and integer scalars feed shapes, axes, pads and sizes in
+    // these cases, which a real model holds as initializers: fixed at
+    // import, as those would be; and so is any other input the importer
+    // says it needs at import time (`Resize`'s float scales).
+    let shape_like = |t: &&onnx_protobuf::TensorProto| {
+        t.data_type == proto::code::INT64 || (proto::is_int(t.data_type) && t.dims.is_empty())
+    };
+    let mut fixed: Vec<_> = inputs.iter().filter(shape_like).cloned().collect();
     let loaded = loop {
         match pipeline::load_onnx(&dir.join("model.onnx"), &fixed) {
             Ok(l) => break l,

@@ -122,6 +122,19 @@ pub(super) fn try_fold(b: &mut Builder, node: &onnx_protobuf::NodeProto, a: &Att
     if op == "Constant" {
         return constant(b, a).map(|k| k.map(|k| vec![k]));
     }
+    // `CastLike` of a known value needs only the other input's type.
+    if let ("CastLike", [x, like, ..]) = (op, &node.input[..]) {
+        if let Some(k) = b.known(x)? {
+            let to = match b.known(like)? {
+                Some(l) => l.code,
+                None => {
+                    let v = b.run(like)?;
+                    proto::code_of(b.dtype(v)?)
+                }
+            };
+            return Ok(cast(&k, to)?.map(|k| vec![k]));
+        }
+    }
     let mut ins = Vec::new();
     for name in &node.input {
         if name.is_empty() {

@@ -518,3 +518,38 @@ fn a_dft_over_the_complex_axis_is_refused() {
     m.nodes[0].attribute = vec![int_attr("axis", 1)];
     assert!(m.import().is_ok());
 }
+
+#[test]
+fn resizes_and_samplings_the_importer_cannot_compute_are_refused() {
+    let resize = |scales: &[f32], dims: &[Result<i64, &'static str>]| {
+        let nodes = vec![node("Resize", &["x", "", "scales"], &["y"], vec![])];
+        let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, dims)], &["y"]);
+        m.inits = vec![floats("scales", &[scales.len() as i64], scales)];
+        error(&m)
+    };
+    // A fractional scale of a symbolic size: the output size is unknown.
+    let (name, text) = resize(&[1.0, 1.5], &[Ok(1), Err("w")]);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("symbolic size `w` by 1.5"), "{text}");
+    // A scale whose tables would be huge is refused before they are made.
+    let (name, text) = resize(&[1.0, 1e9], &[Ok(1), Ok(3)]);
+    assert_eq!(name, ErrorName::ResourceExceeded);
+    assert!(text.contains("Resize's interpolation table"), "{text}");
+
+    let mode = AttributeProto {
+        name: "mode".into(),
+        type_: EnumOrUnknown::new(AttributeType::STRING),
+        s: b"cubic".to_vec(),
+        ..Default::default()
+    };
+    let nodes = vec![node("GridSample", &["x", "grid"], &["y"], vec![mode])];
+    let inputs = vec![
+        value_info("x", code::FLOAT, &[Ok(1), Ok(1), Ok(2), Ok(2), Ok(2)]),
+        value_info("grid", code::FLOAT, &[Ok(1), Ok(2), Ok(2), Ok(2), Ok(3)]),
+    ];
+    let mut m = M::new(nodes, inputs, &["y"]);
+    m.opset = 20;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("GridSample mode `cubic` over 3 spatial axes"), "{text}");
+}

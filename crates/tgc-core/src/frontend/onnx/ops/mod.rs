@@ -26,7 +26,10 @@ use super::{Builder, Val};
 mod loss;
 mod normalization;
 mod one_hot;
+mod pool;
 mod recurrent;
+mod resize;
+mod sample;
 mod scatter;
 mod signal;
 mod top_k;
@@ -54,6 +57,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Acos", since: 7, limits: "" },
     Operator { name: "Acosh", since: 9, limits: "" },
     Operator { name: "Add", since: 1, limits: "" },
+    Operator { name: "AffineGrid", since: 20, limits: "size known at import (a constant, or computed from shapes)" },
     Operator { name: "And", since: 1, limits: "" },
     Operator { name: "ArgMax", since: 1, limits: "a NaN is not the extreme (ONNX leaves it unspecified)" },
     Operator { name: "ArgMin", since: 1, limits: "as ArgMax" },
@@ -62,14 +66,16 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Atan", since: 7, limits: "" },
     Operator { name: "Atanh", since: 9, limits: "" },
     Operator { name: "Attention", since: 23, limits: "no key/value cache, `softcap`, windows or `qk_matmul_output_mode`; outputs 1–3 not computed; 3-D operands need `q_num_heads` and `kv_num_heads`" },
-    Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; `ceil_mode` with `count_include_pad` refused where the last window is partial" },
+    Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; pads over half the kernel, or `ceil_mode` with `count_include_pad` and a partial last window, need concrete sizes" },
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
     Operator { name: "BlackmanWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "Cast", since: 1, limits: "to float, float16, bfloat16, int32, int64 (computed as int32) or bool" },
     Operator { name: "CastLike", since: 15, limits: "as Cast" },
     Operator { name: "Ceil", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
     Operator { name: "Celu", since: 12, limits: "" },
+    Operator { name: "CenterCropPad", since: 18, limits: "the shape known at import (a constant, or computed from shapes); the cropped or padded sizes concrete" },
     Operator { name: "Clip", since: 1, limits: "" },
+    Operator { name: "Col2Im", since: 18, limits: "image_shape and block_shape known at import (a constant, or computed from shapes) and concrete" },
     Operator { name: "Concat", since: 1, limits: "" },
     Operator { name: "Constant", since: 1, limits: "a tensor, float(s) or int(s) (no strings or sparse tensors)" },
     Operator { name: "ConstantOfShape", since: 9, limits: "the shape known at import (a constant, or computed from shapes)" },
@@ -80,6 +86,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "CumProd", since: 26, limits: "the axis known at import (a constant, or computed from shapes)" },
     Operator { name: "CumSum", since: 11, limits: "the axis known at import (a constant, or computed from shapes)" },
     Operator { name: "DFT", since: 17, limits: "`axis` and `dft_length` known at import; matmuls against import-time cos/sin matrices of at most 2^20 elements (absolute error (2·n + 1)·2^-24·Σ\\|x\\| over n input points)" },
+    Operator { name: "DeformConv", since: 19, limits: "2 spatial axes; sizes other than the batch concrete" },
     Operator { name: "DepthToSpace", since: 1, limits: "rank 4" },
     Operator { name: "Div", since: 1, limits: "" },
     Operator { name: "Dropout", since: 1, limits: "inference only (the mask output is all true)" },
@@ -102,6 +109,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "GlobalMaxPool", since: 1, limits: "" },
     Operator { name: "Greater", since: 1, limits: "" },
     Operator { name: "GreaterOrEqual", since: 12, limits: "" },
+    Operator { name: "GridSample", since: 16, limits: "concrete input sizes; cubic over 2 spatial axes only" },
     Operator { name: "GroupNormalization", since: 18, limits: "" },
     Operator { name: "HammingWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "HannWindow", since: 17, limits: "size known at import (computed there)" },
@@ -136,7 +144,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "OneHot", since: 9, limits: "depth known at import (a constant, or computed from shapes)" },
     Operator { name: "Or", since: 1, limits: "" },
     Operator { name: "PRelu", since: 1, limits: "" },
-    Operator { name: "Pad", since: 1, limits: "modes constant, reflect, edge; pads, value and axes known at import (a constant, or computed from shapes); no negative pads" },
+    Operator { name: "Pad", since: 1, limits: "pads, value and axes known at import (a constant, or computed from shapes); no negative pads; mode wrap over concrete sizes" },
     Operator { name: "Pow", since: 1, limits: "" },
     Operator { name: "RMSNormalization", since: 23, limits: "" },
     Operator { name: "RNN", since: 7, limits: "the sequence length known at import (unrolled); activations Sigmoid, Tanh and Relu only; no `activation_alpha`/`activation_beta`" },
@@ -157,7 +165,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator {
         name: "Resize",
         since: 10,
-        limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
+        limits: "scales, sizes and roi known at import; a symbolic size only in a nearest repeat by a whole factor; interpolation of float tensors only; at most 2^16 taps (output size × filter width) per axis",
     },
     Operator { name: "STFT", since: 17, limits: "`frame_step` and `frame_length` known at import; as DFT" },
     Operator { name: "Scan", since: 9, limits: "the sequence length known at import (unrolled); body initializers of at most 65536 elements" },
@@ -192,7 +200,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Transpose", since: 1, limits: "" },
     Operator { name: "Trilu", since: 14, limits: "k known at import (a constant, or computed from shapes)" },
     Operator { name: "Unsqueeze", since: 1, limits: "axes known at import (a constant, or computed from shapes)" },
-    Operator { name: "Upsample", since: 7, limits: "as Resize (opset 7–9; mode nearest, asymmetric with floor)" },
+    Operator { name: "Upsample", since: 7, limits: "as Resize (asymmetric coordinates)" },
     Operator { name: "Where", since: 9, limits: "" },
     Operator { name: "Xor", since: 1, limits: "" },
 ];
@@ -225,12 +233,15 @@ fn attributes(op: &str) -> &'static [&'static str] {
             "softcap",
             "softmax_precision",
         ],
+        "AffineGrid" => &["align_corners"],
         "AveragePool" | "MaxPool" => POOL,
         "BatchNormalization" => &["epsilon", "is_test", "momentum", "spatial", "training_mode"],
         "Cast" => &["round_mode", "saturate", "to"],
         "CastLike" => &["round_mode", "saturate"],
         "Celu" | "Elu" | "LeakyRelu" | "ThresholdedRelu" => &["alpha"],
         "Clip" => &["max", "min"],
+        "CenterCropPad" => &["axes"],
+        "Col2Im" => &["dilations", "pads", "strides"],
         "Concat" | "Flatten" | "Gather" | "GatherElements" | "Hardmax" | "LogSoftmax" | "OneHot" | "Softmax" => {
             &["axis"]
         }
@@ -240,8 +251,6 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "CumProd" | "CumSum" => &["exclusive", "reverse"],
         "ArgMax" | "ArgMin" => &["axis", "keepdims", "select_last_index"],
         "Swish" => &["alpha"],
-        // `cubic_coeff_a`, `exclude_outside` and `extrapolation_value` act
-        // only in modes the conversion refuses.
         "Resize" => &[
             "antialias",
             "axes",
@@ -255,6 +264,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         ],
         "Upsample" => &["mode", "scales"],
         "IsInf" => &["detect_negative", "detect_positive"],
+        "DeformConv" => &["dilations", "group", "kernel_shape", "offset_group", "pads", "strides"],
         "DepthToSpace" | "SpaceToDepth" => &["blocksize", "mode"],
         "Dropout" => &["is_test", "ratio", "seed"],
         "Einsum" => &["equation"],
@@ -288,6 +298,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         // Opset 6's `broadcast` lets C broadcast, as it always may from 7 on.
         "Gemm" => &["alpha", "beta", "broadcast", "transA", "transB"],
         "GroupNormalization" => &["epsilon", "num_groups", "stash_type"],
+        "GridSample" => &["align_corners", "mode", "padding_mode"],
         "HardSigmoid" => &["alpha", "beta"],
         "InstanceNormalization" => &["epsilon"],
         "LRN" => &["alpha", "beta", "bias", "size"],
@@ -496,8 +507,7 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "MaxPool" | "AveragePool" => {
             n.no_output(1, "the argmax indices")?;
             let x = b.run(n.required(0)?)?;
-            let op = pool(&n, &b.shape(x)?, n.a.int_or("count_include_pad", 0)? != 0)?;
-            one(b.emit(op, vec![val(x)]))
+            one(pool(b, &n, x, op == "MaxPool"))
         }
         "LpPool" => one(normalization::lp_pool(b, &n)),
         "GlobalAveragePool" | "GlobalMaxPool" => {
@@ -614,7 +624,12 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             one(b.emit(scan, vec![Operand::Value(x)]))
         }
         "Trilu" => one(trilu(b, &n)),
-        "Resize" | "Upsample" => one(resize(b, &n)),
+        "Resize" | "Upsample" => one(resize::resize(b, &n)),
+        "CenterCropPad" => one(resize::center_crop_pad(b, &n)),
+        "Col2Im" => one(sample::col2im(b, &n)),
+        "AffineGrid" => one(sample::affine_grid(b, &n)),
+        "GridSample" => one(sample::grid_sample(b, &n)),
+        "DeformConv" => one(sample::deform_conv(b, &n)),
         "ArgMax" | "ArgMin" => one(arg_extreme(b, &n)),
         "Shrink" => {
             // `x + bias` below `-lambd`, `x - bias` above `lambd`, else 0.
@@ -1039,6 +1054,9 @@ fn window(n: &N, sizes: &[Dim], kernel: &[Dim], transposed: bool) -> DResult<Win
                 };
             }
         }
+        // A transposed convolution's SAME pads depend on its output padding:
+        // its conversion sets them.
+        "SAME_UPPER" | "SAME_LOWER" => {}
         _ => return Err(diag!(Unsupported, "auto_pad=`{auto}`")),
     }
     Ok(Window {
@@ -1144,9 +1162,19 @@ fn conv_transpose(b: &mut Builder, n: &N) -> DResult<ValueId> {
     b.emit(FOp::ConvTranspose { window, output_padding, groups: n.a.int_or("group", 1)?, bias }, args)
 }
 
-/// The pool of node `n`'s kind (`MaxPool`, else an average) with the
-/// node's window attributes, over an input of shape `xs`.
-fn pool(n: &N, xs: &[Dim], count_include_pad: bool) -> DResult<FOp> {
+/// A pooling node's window over an input of shape `xs`: the kernel, the
+/// window with `ceil_mode`'s extra end padding added, the model's own pads
+/// (`real`), and whether `ceil_mode` made a last window partial.
+struct PoolWindow {
+    kernel: Vec<Dim>,
+    window: Window,
+    real: Vec<(Dim, Dim)>,
+    partial: bool,
+}
+
+/// The window of pooling node `n` (its attributes) over an input of shape
+/// `xs`.
+fn pool_window(n: &N, xs: &[Dim]) -> DResult<PoolWindow> {
     if n.a.int_or("storage_order", 0)? != 0 {
         return Err(diag!(Unsupported, "MaxPool storage_order=1"));
     }
@@ -1161,7 +1189,8 @@ fn pool(n: &N, xs: &[Dim], count_include_pad: bool) -> DResult<FOp> {
         return Err(diag!(AxisSizeMismatch, "a {}-d kernel over an input of rank {}", kernel.len(), xs.len()));
     }
     let mut window = window(n, &xs[2..], &kernel, false)?;
-    let max = n.node.op_type == "MaxPool";
+    let real = window.pad.clone();
+    let mut partial = false;
     if n.a.int_or("ceil_mode", 0)? != 0 {
         for i in 0..kernel.len() {
             let d = xs[2 + i]
@@ -1181,17 +1210,29 @@ fn pool(n: &N, xs: &[Dim], count_include_pad: bool) -> DResult<FOp> {
             }
             let extra = (out - 1) * s + (k - 1) * dil + 1 - (d + pb + pe);
             if extra > 0 {
-                if !max && count_include_pad {
-                    return Err(diag!(
-                        Unsupported,
-                        "AveragePool with ceil_mode and count_include_pad over a partial last window"
-                    ));
-                }
+                partial = true;
                 window.pad[i].1 = Dim::int(pe + extra);
             }
         }
     }
-    Ok(if max { FOp::MaxPool { kernel, window } } else { FOp::AvgPool { kernel, window, count_include_pad } })
+    Ok(PoolWindow { kernel, window, real, partial })
+}
+
+/// `MaxPool` (`max`) or `AveragePool` of `x` under node `n`'s window: the
+/// Frontend IR's pool where it takes the window as it is, else with the
+/// pads made explicit ([`pool::padded`]).
+fn pool(b: &mut Builder, n: &N, x: ValueId, max: bool) -> DResult<ValueId> {
+    let count_include_pad = n.a.int_or("count_include_pad", 0)? != 0;
+    let PoolWindow { kernel, window, real, partial } = pool_window(n, &b.shape(x)?)?;
+    let over = real.iter().zip(&kernel).any(|((lo, hi), k)| {
+        let k = k.as_int().unwrap_or(1);
+        [lo, hi].iter().any(|p| p.as_int().is_some_and(|p| p > k / 2))
+    });
+    if over || (partial && !max && count_include_pad) {
+        return pool::padded(b, x, kernel, window, &real, max, count_include_pad);
+    }
+    let op = if max { FOp::MaxPool { kernel, window } } else { FOp::AvgPool { kernel, window, count_include_pad } };
+    b.emit(op, vec![val(x)])
 }
 
 /// `LayerNormalization`; its optional outputs Mean and InvStdDev (f32,
@@ -1469,9 +1510,10 @@ fn pad(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let x = b.run(n.required(0)?)?;
     let r = b.shape(x)?.len();
     let mode = match n.a.string("mode")?.as_deref().unwrap_or("constant") {
-        "constant" => PadMode::Constant,
-        "reflect" => PadMode::Reflect,
-        "edge" => PadMode::Edge,
+        "constant" => Some(PadMode::Constant),
+        "reflect" => Some(PadMode::Reflect),
+        "edge" => Some(PadMode::Edge),
+        "wrap" => None,
         m => return Err(diag!(Unsupported, "Pad mode `{m}`")),
     };
     let (pads, value, axes) = if n.opset < 11 {
@@ -1499,7 +1541,35 @@ fn pad(b: &mut Builder, n: &N) -> DResult<ValueId> {
     for (i, &ax) in axes.iter().enumerate() {
         all[ax] = (Dim::int(pads[i]), Dim::int(pads[k + i]));
     }
-    b.emit(FOp::Movement(Movement::Pad { pads: all, value, mode }), vec![val(x)])
+    match mode {
+        Some(mode) => b.emit(FOp::Movement(Movement::Pad { pads: all, value, mode }), vec![val(x)]),
+        None => wrap_pad(b, x, &all),
+    }
+}
+
+/// `Pad` in mode wrap (the tensor continued periodically): a `tile` by
+/// enough copies to cover both pads, then the window `[lo, size + hi)`
+/// around the middle copy.
+///
+/// Errors: `Unsupported` for a symbolic size along a padded axis.
+fn wrap_pad(b: &mut Builder, x: ValueId, pads: &[(Dim, Dim)]) -> DResult<ValueId> {
+    let xs = b.shape(x)?;
+    let (mut reps, mut bounds) = (Vec::new(), Vec::new());
+    for (d, (lo, hi)) in xs.iter().zip(pads) {
+        let (lo, hi) = (lo.as_int().unwrap_or(0), hi.as_int().unwrap_or(0));
+        if lo == 0 && hi == 0 {
+            reps.push(Dim::int(1));
+            bounds.push((Dim::int(0), d.clone()));
+            continue;
+        }
+        let d =
+            d.as_int().filter(|&d| d > 0).ok_or_else(|| diag!(Unsupported, "Pad mode wrap along the size `{d}`"))?;
+        let before = (lo + d - 1) / d;
+        reps.push(Dim::int(before + 1 + (hi + d - 1) / d));
+        bounds.push((Dim::int(before * d - lo), Dim::int(before * d + d + hi)));
+    }
+    let t = b.emit(FOp::Movement(Movement::Tile { reps }), vec![val(x)])?;
+    b.emit(FOp::Movement(Movement::Shrink { bounds }), vec![val(t)])
 }
 
 fn reduce(b: &mut Builder, n: &N) -> DResult<ValueId> {
@@ -1842,97 +1912,4 @@ fn extreme_index(
     let (sentinel, pick) = if last { (-1.0, ReduceFn::Max) } else { (i32::MAX as f64, ReduceFn::Min) };
     let cand = b.emit(FOp::Where, vec![val(hit), val(idx), b.lit(sentinel, LitKind::Int)])?;
     Ok((idx, b.emit(FOp::Reduce { op: pick, axes: ax, keepdim, acc: None }, vec![val(cand)])?))
-}
-
-/// `Resize` (and the older `Upsample`) in mode nearest by a whole factor
-/// per axis, where every output index `o` reads input `o / factor`: a
-/// repeat of each element (`RepeatInterleave`). Which coordinate and
-/// rounding modes give exactly that was checked for factors 1 to 5; other
-/// modes, fractional factors and the linear and cubic modes are refused.
-fn resize(b: &mut Builder, n: &N) -> DResult<ValueId> {
-    let x = b.run(n.required(0)?)?;
-    let xs = b.shape(x)?;
-    let r = xs.len();
-    let upsample = n.node.op_type == "Upsample";
-    let mode = n.a.string("mode")?.unwrap_or_else(|| "nearest".into());
-    let (ctm, nearest) = if upsample || n.opset < 11 {
-        ("asymmetric".to_string(), "floor".to_string())
-    } else {
-        (
-            n.a.string("coordinate_transformation_mode")?.unwrap_or_else(|| "half_pixel".into()),
-            n.a.string("nearest_mode")?.unwrap_or_else(|| "round_prefer_floor".into()),
-        )
-    };
-    let repeat = matches!(
-        (ctm.as_str(), nearest.as_str()),
-        ("asymmetric", "floor")
-            | ("half_pixel" | "pytorch_half_pixel", "round_prefer_floor" | "round_prefer_ceil")
-            | ("tf_half_pixel_for_nn", "floor")
-    );
-    if mode != "nearest" || !repeat {
-        return Err(diag!(
-            Unsupported,
-            "{} mode `{mode}` with coordinate_transformation_mode `{ctm}` and nearest_mode `{nearest}` (only nearest \
-             resizes that repeat each element)",
-            n.node.op_type
-        ));
-    }
-    if n.a.int_or("antialias", 0)? != 0 || n.a.string("keep_aspect_ratio_policy")?.is_some_and(|p| p != "stretch") {
-        return Err(diag!(Unsupported, "Resize with antialias or a keep_aspect_ratio_policy other than stretch"));
-    }
-    let axes: Vec<usize> = match n.a.ints("axes")? {
-        Some(a) => a.iter().map(|&v| norm_axis(v, r)).collect::<DResult<_>>()?,
-        None => (0..r).collect(),
-    };
-    let (scales_at, sizes_at) = match (upsample, n.opset) {
-        (true, o) if o < 9 => (None, None),
-        (true, _) | (false, 10) => (Some(1), None),
-        _ => (Some(2), Some(3)),
-    };
-    let scales = match scales_at.and_then(|k| n.input(k).map(|_| k)) {
-        Some(k) => Some(need_known(b, n, k, "scales")?.float_values("scales")?),
-        None if upsample => n.a.floats("scales")?,
-        None => None,
-    };
-    let sizes = match sizes_at.and_then(|k| n.input(k).map(|_| k)) {
-        Some(k) => Some(need_known(b, n, k, "sizes")?.int_values("sizes")?),
-        None => None,
-    };
-    let factors: Vec<i64> = match (scales.filter(|s| !s.is_empty()), sizes) {
-        (Some(s), _) => s
-            .iter()
-            .map(|&f| {
-                let w = f as i64;
-                if w as f64 == f && w >= 1 {
-                    Ok(w)
-                } else {
-                    Err(diag!(Unsupported, "Resize by the scale {f} (only whole factors of at least 1)"))
-                }
-            })
-            .collect::<DResult<_>>()?,
-        (None, Some(sizes)) => sizes
-            .iter()
-            .zip(&axes)
-            .map(|(&want, &ax)| match xs[ax].as_int() {
-                Some(d) if want >= d && want % d == 0 => Ok(want / d),
-                _ => Err(diag!(Unsupported, "Resize of size {} to {want} (only whole factors of at least 1)", xs[ax])),
-            })
-            .collect::<DResult<_>>()?,
-        (None, None) => return Err(diag!(SyntaxError, "{} needs scales or sizes", n.node.op_type)),
-    };
-    if factors.len() != axes.len() {
-        return Err(diag!(AxisSizeMismatch, "{} factors for {} axes", factors.len(), axes.len()));
-    }
-    let mut v = x;
-    for (&ax, &f) in axes.iter().zip(&factors) {
-        if f > 1 {
-            let m = Movement::RepeatInterleave { repeats: Dim::int(f), axis: ax as i64 };
-            v = b.emit(FOp::Movement(m), vec![val(v)])?;
-        }
-    }
-    if v == x {
-        let shape = b.shape(x)?;
-        v = b.emit(FOp::Movement(Movement::Reshape { shape }), vec![val(x)])?;
-    }
-    Ok(v)
 }

@@ -10,7 +10,7 @@ use crate::sym::Dim;
 use crate::DType;
 
 use super::super::Builder;
-use super::{bin, norm_axis, pool, unary, val, N};
+use super::{bin, norm_axis, pool_window, unary, val, PoolWindow, N};
 
 fn mean(b: &mut Builder, axes: &[i64], v: ValueId) -> DResult<ValueId> {
     let axes = Some(axes.iter().map(|&a| AxisRef::Index(a)).collect());
@@ -79,9 +79,7 @@ pub(super) fn lp_pool(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let powered = abs_pow(b, x, p)?;
     // Without `count_include_pad` the window takes a partial last window
     // under `ceil_mode` by padding it; all padding counts as 0 below.
-    let FOp::AvgPool { kernel, mut window, .. } = pool(n, &b.shape(powered)?, false)? else {
-        return Err(diag!(Internal, "LpPool's window is not an average pool's"));
-    };
+    let PoolWindow { kernel, mut window, .. } = pool_window(n, &b.shape(powered)?)?;
     // The padding as zeros of its own, so the pool has none (and none of
     // the limits on padding an average pool has).
     let pads: Vec<(Dim, Dim)> = [(Dim::int(0), Dim::int(0)), (Dim::int(0), Dim::int(0))]
