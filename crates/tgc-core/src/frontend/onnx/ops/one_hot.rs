@@ -41,7 +41,7 @@ pub(super) fn one_hot(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let idx = b.emit(FOp::Movement(Movement::Unsqueeze { axes: vec![axis as i64] }), vec![val(idx)])?;
     let mut along = vec![Dim::int(1); r + 1];
     along[axis] = Dim::int(depth as i64);
-    let pos = iota(b, &along[axis].clone())?;
+    let pos = iota(b, &Dim::int(depth as i64))?;
     let pos = b.emit(FOp::Movement(Movement::Reshape { shape: along }), vec![val(pos)])?;
     let hit = bin(b, BinaryFn::Eq, val(idx), val(pos))?;
     let sizes = vec![Dim::int(1), Dim::int(1)];
