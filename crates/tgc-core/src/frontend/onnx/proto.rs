@@ -83,6 +83,17 @@ pub fn runtime_dtype(c: i32) -> Option<DType> {
     }
 }
 
+/// The element type of a run-time tensor of `dtype` (`i32` as `INT32`).
+pub fn code_of(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => code::FLOAT,
+        DType::F16 => code::FLOAT16,
+        DType::BF16 => code::BFLOAT16,
+        DType::I32 => code::INT32,
+        DType::Bool => code::BOOL,
+    }
+}
+
 /// Whether element type `c` is a floating-point type tgc reads.
 pub fn is_float(c: i32) -> bool {
     matches!(c, code::FLOAT | code::FLOAT16 | code::BFLOAT16 | code::DOUBLE)

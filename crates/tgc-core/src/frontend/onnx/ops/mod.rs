@@ -18,6 +18,8 @@ use crate::frontend::ir::*;
 use crate::sym::Dim;
 use crate::DType;
 
+mod rounding;
+
 use super::fold;
 use super::known::Known;
 use super::proto::{self, Attrs};
@@ -51,7 +53,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
     Operator { name: "Cast", since: 1, limits: "to float, float16, bfloat16, int32, int64 (computed as int32) or bool" },
     Operator { name: "CastLike", since: 15, limits: "as Cast" },
-    Operator { name: "Ceil", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
+    Operator { name: "Ceil", since: 1, limits: "" },
     Operator { name: "Celu", since: 12, limits: "" },
     Operator { name: "Clip", since: 1, limits: "" },
     Operator { name: "Concat", since: 1, limits: "" },
@@ -70,7 +72,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Exp", since: 1, limits: "" },
     Operator { name: "Expand", since: 8, limits: "the shape known at import (a constant, or computed from shapes)" },
     Operator { name: "Flatten", since: 1, limits: "" },
-    Operator { name: "Floor", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
+    Operator { name: "Floor", since: 1, limits: "" },
     Operator { name: "Gather", since: 1, limits: "indices int32 or int64" },
     Operator { name: "GatherElements", since: 11, limits: "indices int32 or int64" },
     Operator { name: "Gelu", since: 20, limits: "`approximate` none or tanh" },
@@ -98,6 +100,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "Mean", since: 1, limits: "" },
     Operator { name: "Min", since: 1, limits: "" },
     Operator { name: "Mish", since: 18, limits: "" },
+    Operator { name: "Mod", since: 10, limits: "of values known at import (a constant, or computed from shapes) only" },
     Operator { name: "Mul", since: 1, limits: "" },
     Operator { name: "Neg", since: 1, limits: "" },
     Operator { name: "Not", since: 1, limits: "" },
@@ -125,6 +128,7 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "Round", since: 11, limits: "" },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
     Operator { name: "Sigmoid", since: 1, limits: "" },
@@ -218,6 +222,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "InstanceNormalization" => &["epsilon"],
         "LRN" => &["alpha", "beta", "bias", "size"],
         "LayerNormalization" | "RMSNormalization" => &["axis", "epsilon", "stash_type"],
+        "Mod" => &["fmod"],
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
         "Reshape" => &["allowzero", "shape"],
@@ -543,9 +548,16 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             one(b.declare_weight(&name, host))
         }
         "DepthToSpace" | "SpaceToDepth" => one(depth_space(b, &n)),
-        "Floor" | "Ceil" => {
-            Err(diag!(Unsupported, "{op} of a tensor computed at run time (only of values known at import)"))
+        "Floor" | "Ceil" | "Round" => {
+            let how = match op {
+                "Floor" => rounding::Rounding::Floor,
+                "Ceil" => rounding::Rounding::Ceil,
+                _ => rounding::Rounding::HalfEven,
+            };
+            let x = b.run(n.required(0)?)?;
+            one(rounding::round(b, x, how))
         }
+        "Mod" => Err(diag!(Unsupported, "Mod of a tensor computed at run time (only of values known at import)")),
         _ => Err(diag!(Internal, "operator {op} is listed in OPERATORS but has no conversion")),
     }
 }
