@@ -458,3 +458,14 @@ fn mod_of_known_values_takes_the_sign_fmod_asks_for() {
     assert!(text.contains("Mod of a tensor computed at run time"), "{text}");
 }
 
+#[test]
+fn attention_refuses_half_a_cache() {
+    let q = || value_info("q", code::FLOAT, &[Ok(1), Ok(1), Ok(2), Ok(4)]);
+    let pk = value_info("pk", code::FLOAT, &[Ok(1), Ok(1), Ok(3), Ok(4)]);
+    let nodes = vec![node("Attention", &["q", "q", "q", "", "pk"], &["y"], vec![])];
+    let mut m = M::new(nodes, vec![q(), pk], &["y"]);
+    m.opset = 23;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::SyntaxError);
+    assert!(text.contains("past_key and past_value must be given together") && text.contains("Attention"), "{text}");
+}

@@ -18,6 +18,8 @@ use crate::frontend::ir::*;
 use crate::sym::Dim;
 use crate::DType;
 
+mod attention;
+mod rotary;
 mod rounding;
 
 use super::fold;
@@ -48,7 +50,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "And", since: 1, limits: "" },
     Operator { name: "ArgMax", since: 1, limits: "a NaN is not the extreme (ONNX leaves it unspecified)" },
     Operator { name: "ArgMin", since: 1, limits: "as ArgMax" },
-    Operator { name: "Attention", since: 23, limits: "no key/value cache, `softcap`, windows or `qk_matmul_output_mode`; outputs 1–3 not computed; 3-D operands need `q_num_heads` and `kv_num_heads`" },
+    Operator { name: "Attention", since: 23, limits: "3-D operands need `q_num_heads` and `kv_num_heads`; causal or windowed attention needs a concrete past length (a concrete query length with `nonpad_kv_seqlen`); with a cache, softcap, window, padding lengths or output 3 a symbolic head size needs `scale`; `softmax_precision` double is computed in float" },
     Operator { name: "AveragePool", since: 1, limits: "`auto_pad` SAME with a stride > 1 over a symbolic size refused; `ceil_mode` with `count_include_pad` refused where the last window is partial" },
     Operator { name: "BatchNormalization", since: 1, limits: "inference only (`training_mode=0`, `spatial=1`; outputs 1–4 not computed)" },
     Operator { name: "Cast", since: 1, limits: "to float, float16, bfloat16, int32, int64 (computed as int32) or bool" },
@@ -128,6 +130,7 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "mode nearest by whole factors (scales or sizes known at import) under the coordinate modes where that is a repeat: asymmetric with floor, half_pixel or pytorch_half_pixel with round_prefer_floor or round_prefer_ceil, tf_half_pixel_for_nn with floor",
     },
+    Operator { name: "RotaryEmbedding", since: 23, limits: "" },
     Operator { name: "Round", since: 11, limits: "" },
     Operator { name: "Selu", since: 1, limits: "" },
     Operator { name: "Shape", since: 1, limits: "" },
@@ -178,8 +181,10 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Attention" => &[
             "is_causal",
             "kv_num_heads",
+            "left_window_size",
             "q_num_heads",
             "qk_matmul_output_mode",
+            "right_window_size",
             "scale",
             "softcap",
             "softmax_precision",
@@ -226,6 +231,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
         "Reshape" => &["allowzero", "shape"],
+        "RotaryEmbedding" => &["interleaved", "num_heads", "rotary_embedding_dim"],
         "Selu" => &["alpha", "gamma"],
         "Shape" => &["end", "start"],
         "Slice" => &["axes", "ends", "starts"],
@@ -530,7 +536,8 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
                 }
             })
         }
-        "Attention" => attention(b, &n),
+        "Attention" => attention::attention(b, &n),
+        "RotaryEmbedding" => one(rotary::rotary_embedding(b, &n)),
         "Range" => one(range(b, &n)),
         "ConstantOfShape" => {
             let shape = need_known(b, &n, 0, "shape")?.dims("ConstantOfShape's shape")?.to_vec();
@@ -1604,67 +1611,6 @@ fn einsum(b: &mut Builder, n: &N) -> DResult<ValueId> {
         }
         k => Err(bad(&format!("{k} operands (one or two are taken)"))),
     }
-}
-
-/// `Attention` (opset 23) without a key/value cache: 4-D `[B, H, S, D]`
-/// operands, or 3-D `[B, S, H·D]` ones with `q_num_heads`/`kv_num_heads`;
-/// fewer key/value heads than query heads (grouped-query attention) are
-/// repeated; a bool mask keeps `true`, a float mask is added to the scores.
-fn attention(b: &mut Builder, n: &N) -> DResult<Vec<Val>> {
-    for k in 1..4 {
-        n.no_output(k, "the key/value cache or the scores")?;
-    }
-    if n.input(4).is_some() || n.input(5).is_some() || n.input(6).is_some() {
-        return Err(diag!(Unsupported, "Attention with a past key/value cache"));
-    }
-    if n.a.float_or("softcap", 0.0)? != 0.0 || n.a.int_or("qk_matmul_output_mode", 0)? != 0 {
-        return Err(diag!(Unsupported, "Attention with softcap or a qk_matmul_output_mode"));
-    }
-    let mut qkv = Vec::new();
-    let heads = [n.a.int("q_num_heads")?, n.a.int("kv_num_heads")?, n.a.int("kv_num_heads")?];
-    let three = {
-        let q = b.run(n.required(0)?)?;
-        b.shape(q)?.len() == 3
-    };
-    for (k, h) in heads.iter().enumerate() {
-        let mut v = b.run(n.required(k)?)?;
-        let s = b.shape(v)?;
-        if three {
-            let h = h.ok_or_else(|| diag!(SyntaxError, "3-D Attention needs q_num_heads and kv_num_heads"))?;
-            let d = s[2].floordiv(&Dim::int(h)).ok_or_else(|| diag!(AxisSizeMismatch, "{h} heads"))?;
-            let split = vec![s[0].clone(), s[1].clone(), Dim::int(h), d];
-            v = b.emit(FOp::Movement(Movement::Reshape { shape: split }), vec![val(v)])?;
-            v = b.emit(FOp::Movement(Movement::Permute { perm: vec![0, 2, 1, 3] }), vec![val(v)])?;
-        } else if s.len() != 4 {
-            return Err(diag!(AxisSizeMismatch, "Attention operands of rank {}", s.len()));
-        }
-        qkv.push(v);
-    }
-    let (hq, hk) = (b.shape(qkv[0])?[1].clone(), b.shape(qkv[1])?[1].clone());
-    if hq != hk {
-        let rep = hq
-            .floordiv(&hk)
-            .filter(|r| &(r * &hk) == &hq)
-            .ok_or_else(|| diag!(AxisSizeMismatch, "{hq} query heads are not a multiple of {hk} key/value heads"))?;
-        for v in &mut qkv[1..] {
-            *v = b.emit(FOp::Movement(Movement::RepeatInterleave { repeats: rep.clone(), axis: 1 }), vec![val(*v)])?;
-        }
-    }
-    let mut args: Vec<Operand> = qkv.iter().map(|&v| val(v)).collect();
-    if let Some(m) = n.input(3) {
-        args.push(val(b.run(m)?));
-    }
-    let mask = args.len() == 4;
-    let scale = n.a.has("scale").then(|| n.a.float_or("scale", 1.0)).transpose()?;
-    let causal = n.a.int_or("is_causal", 0)? != 0;
-    let mut y = b.emit(FOp::Attention { mask, causal, scale }, args)?;
-    if three {
-        y = b.emit(FOp::Movement(Movement::Permute { perm: vec![0, 2, 1, 3] }), vec![val(y)])?;
-        let s = b.shape(y)?;
-        let joined = vec![s[0].clone(), s[1].clone(), &s[2] * &s[3]];
-        y = b.emit(FOp::Movement(Movement::Reshape { shape: joined }), vec![val(y)])?;
-    }
-    Ok(vec![Val::Run(y)])
 }
 
 /// `RMSNormalization` (opset 23): `x / sqrt(mean(x², axes) + epsilon) ·
