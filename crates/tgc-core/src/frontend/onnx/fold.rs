@@ -64,6 +64,9 @@ fn elementwise(op: &str) -> Option<Fun> {
         "GreaterOrEqual" => Fun::Cmp(|a, b| a >= b),
         "Max" => Fun::Int(|a, b| Some(Dim::int(a.as_int()?.max(b.as_int()?)))),
         "Min" => Fun::Int(|a, b| Some(Dim::int(a.as_int()?.min(b.as_int()?)))),
+        "And" => Fun::Int(|a, b| Some(Dim::int((a.as_int()? != 0 && b.as_int()? != 0) as i64))),
+        "Or" => Fun::Int(|a, b| Some(Dim::int((a.as_int()? != 0 || b.as_int()? != 0) as i64))),
+        "Xor" => Fun::Int(|a, b| Some(Dim::int(((a.as_int()? != 0) != (b.as_int()? != 0)) as i64))),
         "Pow" => Fun::Int(|a, b| Some(Dim::int(a.as_int()?.checked_pow(u32::try_from(b.as_int()?).ok()?)?))),
         _ => return None,
     })
@@ -122,18 +125,20 @@ pub(super) fn try_fold(b: &mut Builder, node: &onnx_protobuf::NodeProto, a: &Att
     if op == "Constant" {
         return constant(b, a).map(|k| k.map(|k| vec![k]));
     }
-    // `CastLike` of a known value needs only the other input's type.
-    if let ("CastLike", [x, like, ..]) = (op, &node.input[..]) {
-        if let Some(k) = b.known(x)? {
-            let to = match b.known(like)? {
-                Some(l) => l.code,
-                None => {
-                    let v = b.run(like)?;
-                    proto::code_of(b.dtype(v)?)
-                }
-            };
-            return Ok(cast(&k, to)?.map(|k| vec![k]));
-        }
+    // `CastLike` needs only the type of its second input.
+    if op == "CastLike" {
+        let (Some(x), Some(like)) = (node.input.first(), node.input.get(1)) else {
+            return Err(diag!(ArityMismatch, "CastLike needs two inputs"));
+        };
+        let Some(x) = b.known(x)? else { return Ok(None) };
+        let to = match b.known(like)? {
+            Some(k) => k.code,
+            None => {
+                let v = b.run(like)?;
+                proto::code_of(b.dtype(v)?)
+            }
+        };
+        return Ok(cast(&x, to)?.map(|k| vec![k]));
     }
     let mut ins = Vec::new();
     for name in &node.input {
@@ -155,6 +160,7 @@ pub(super) fn try_fold(b: &mut Builder, node: &onnx_protobuf::NodeProto, a: &Att
         "Abs" => unary(x, |d| d.as_int().map(|v| Dim::int(v.abs())), f64::abs),
         "Floor" => unary(x, |d| Some(d.clone()), f64::floor),
         "Ceil" => unary(x, |d| Some(d.clone()), f64::ceil),
+        "Round" => unary(x, |d| Some(d.clone()), f64::round_ties_even),
         "Sqrt" if proto::is_float(x.code) => unary(x, |_| None, f64::sqrt),
         "Not" => unary(x, |d| d.as_int().map(|v| Dim::int((v == 0) as i64)), |v| (v == 0.0) as i64 as f64),
         "Squeeze" | "Unsqueeze" | "Reshape" | "Flatten" => {
@@ -187,6 +193,10 @@ pub(super) fn try_fold(b: &mut Builder, node: &onnx_protobuf::NodeProto, a: &Att
             _ => None,
         },
         "Sum" | "Mean" => None,
+        "Mod" => match input(1) {
+            Some(y) => modulo(x, y, a.int_or("fmod", 0)? != 0)?,
+            None => None,
+        },
         _ => match (input(1), elementwise(op)) {
             (Some(y), Some(f)) => binary(op, x, y, f)?,
             _ => None,
@@ -233,6 +243,50 @@ fn binary(op: &str, x: &Known, y: &Known, f: Fun) -> DResult<Option<Known>> {
             Ok(Some(bools(v, shape)))
         }
     }
+}
+
+/// `Mod` as the reference computes it: with `fmod` the remainder of
+/// truncated division (C's `fmod`, the sign of the dividend), without it
+/// that of floored division (NumPy's `mod`, the sign of the divisor). A
+/// zero integer divisor, or a symbolic dividend other than over a positive
+/// divisor without `fmod`, is not folded.
+fn modulo(x: &Known, y: &Known, fmod: bool) -> DResult<Option<Known>> {
+    let float = proto::is_float(x.code) || proto::is_float(y.code);
+    let shape = broadcast_shapes(&x.shape, &y.shape)?;
+    known::check_size(shape.iter().product(), "Mod")?;
+    let (ix, iy) = (broadcast_index(&x.shape, &shape), broadcast_index(&y.shape, &shape));
+    if float {
+        let (xv, yv) = (x.float_values("Mod's A")?, y.float_values("Mod's B")?);
+        let floored = |p: f64, q: f64| {
+            let r = p % q;
+            if fmod {
+                r
+            } else if r == 0.0 {
+                0f64.copysign(q)
+            } else if (r < 0.0) != (q < 0.0) {
+                r + q
+            } else {
+                r
+            }
+        };
+        let data = ix.iter().zip(&iy).map(|(&i, &j)| round(x.code, floored(xv[i], yv[j]))).collect();
+        return Ok(Some(Known { code: x.code, shape, data: KData::Float(data) }));
+    }
+    let (xd, yd) = (x.dims("Mod's A")?, y.dims("Mod's B")?);
+    let one = |a: &Dim, d: &Dim| -> Option<Dim> {
+        match (a.as_int(), d.as_int()) {
+            (Some(p), Some(q)) if q != 0 => {
+                let r = p.checked_rem(q)?;
+                Some(Dim::int(if !fmod && r != 0 && (r < 0) != (q < 0) { r + q } else { r }))
+            }
+            (None, Some(q)) if q > 0 && !fmod => a.modulo(d),
+            _ => None,
+        }
+    };
+    let Some(v) = ix.iter().zip(&iy).map(|(&i, &j)| one(&xd[i], &yd[j])).collect::<Option<Vec<Dim>>>() else {
+        return Ok(None);
+    };
+    Ok(Some(Known { code: x.code, shape, data: KData::Int(v) }))
 }
 
 fn bools(v: Vec<bool>, shape: Vec<usize>) -> Known {

@@ -553,3 +553,86 @@ fn resizes_and_samplings_the_importer_cannot_compute_are_refused() {
     assert_eq!(name, ErrorName::Unsupported);
     assert!(text.contains("GridSample mode `cubic` over 3 spatial axes"), "{text}");
 }
+
+#[test]
+fn run_time_floor_ceil_and_round_are_exact_at_the_edges() {
+    // Ties, signed zeros, the last fractional f32s below 2^23, integral
+    // values above it, infinities and NaN.
+    let x: Vec<f32> = vec![
+        -0.0,
+        0.5,
+        1.5,
+        2.5,
+        -2.5,
+        -0.4,
+        0.4,
+        -1.5,
+        8_388_607.5,
+        -8_388_607.5,
+        16_777_216.0,
+        -3.0e9,
+        1.0e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let cases = [("Floor", f32::floor as fn(f32) -> f32), ("Ceil", f32::ceil), ("Round", f32::round_ties_even)];
+    for (op, want) in cases {
+        let nodes = vec![node(op, &["x"], &["y"], vec![])];
+        let imp = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(x.len() as i64)])], &["y"]).import().unwrap();
+        let input = HostTensor::from_f64(DType::F32, &[x.len()], &x.iter().map(|&v| v as f64).collect::<Vec<_>>());
+        let got = run(&imp, &[input.unwrap()])[0].to_f64_vec();
+        for (k, &v) in x.iter().enumerate() {
+            let (w, g) = (want(v), got[k] as f32);
+            assert!(w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()), "{op}({v:?}) = {g:?}, not {w:?}");
+        }
+    }
+}
+
+#[test]
+fn mod_of_known_values_takes_the_sign_fmod_asks_for() {
+    let a = [-7.0, 7.0, -7.0, 7.0, 6.0];
+    let b = [3.0, -3.0, -3.0, 3.0, -3.0];
+    // fmod=0: floored (sign of the divisor); fmod=1: truncated (of the dividend).
+    let cases: [(i32, i64, [f64; 5]); 3] = [
+        (code::INT64, 0, [2.0, -2.0, -1.0, 1.0, 0.0]),
+        (code::INT64, 1, [-1.0, 1.0, -1.0, 1.0, 0.0]),
+        (code::FLOAT, 0, [2.0, -2.0, -1.0, 1.0, 0.0]),
+    ];
+    for (elem, fmod, want) in cases {
+        let nodes = vec![
+            node("Mod", &["a", "b"], &["m"], vec![int_attr("fmod", fmod)]),
+            node("Cast", &["m"], &["c"], vec![int_attr("to", code::FLOAT as i64)]),
+            node("Add", &["x", "c"], &["y"], vec![]),
+        ];
+        let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(5)])], &["y"]);
+        m.opset = 13;
+        m.inits = if elem == code::INT64 {
+            vec![int64s("a", &a.map(|v| v as i64)), int64s("b", &b.map(|v| v as i64))]
+        } else {
+            vec![floats("a", &[5], &a.map(|v| v as f32)), floats("b", &[5], &b.map(|v| v as f32))]
+        };
+        let imp = m.import().unwrap();
+        let got = run(&imp, &[HostTensor::zeros(DType::F32, &[5]).unwrap()])[0].to_f64_vec();
+        assert_eq!(got, want.to_vec(), "Mod of type {elem} with fmod={fmod}");
+    }
+    // A tensor computed at run time is refused, naming the operator.
+    let nodes = vec![node("Mod", &["x", "x"], &["y"], vec![int_attr("fmod", 1)])];
+    let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(5)])], &["y"]);
+    m.opset = 13;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::Unsupported);
+    assert!(text.contains("Mod of a tensor computed at run time"), "{text}");
+}
+
+#[test]
+fn attention_refuses_half_a_cache() {
+    let q = || value_info("q", code::FLOAT, &[Ok(1), Ok(1), Ok(2), Ok(4)]);
+    let pk = value_info("pk", code::FLOAT, &[Ok(1), Ok(1), Ok(3), Ok(4)]);
+    let nodes = vec![node("Attention", &["q", "q", "q", "", "pk"], &["y"], vec![])];
+    let mut m = M::new(nodes, vec![q(), pk], &["y"]);
+    m.opset = 23;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::SyntaxError);
+    assert!(text.contains("past_key and past_value must be given together") && text.contains("Attention"), "{text}");
+}

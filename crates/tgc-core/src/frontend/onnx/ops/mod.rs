@@ -23,12 +23,15 @@ use super::known::Known;
 use super::proto::{self, Attrs};
 use super::{Builder, Val};
 
+mod attention;
 mod loss;
 mod normalization;
 mod one_hot;
 mod pool;
 mod recurrent;
 mod resize;
+mod rotary;
+mod rounding;
 mod sample;
 mod scatter;
 mod signal;
@@ -71,7 +74,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "BlackmanWindow", since: 17, limits: "size known at import (computed there)" },
     Operator { name: "Cast", since: 1, limits: "to float, float16, bfloat16, int32, int64 (computed as int32) or bool" },
     Operator { name: "CastLike", since: 15, limits: "as Cast" },
-    Operator { name: "Ceil", since: 1, limits: "of values known at import (a constant, or computed from shapes) only" },
+    Operator { name: "Ceil", since: 1, limits: "" },
     Operator { name: "Celu", since: 12, limits: "" },
     Operator { name: "CenterCropPad", since: 18, limits: "the shape known at import (a constant, or computed from shapes); the cropped or padded sizes concrete" },
     Operator { name: "Clip", since: 1, limits: "" },
@@ -137,6 +140,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "MeanVarianceNormalization", since: 9, limits: "" },
     Operator { name: "Min", since: 1, limits: "" },
     Operator { name: "Mish", since: 18, limits: "" },
+    Operator { name: "Mod", since: 10, limits: "of values known at import (a constant, or computed from shapes) only" },
     Operator { name: "Mul", since: 1, limits: "" },
     Operator { name: "Neg", since: 1, limits: "" },
     Operator { name: "NegativeLogLikelihoodLoss", since: 12, limits: "target int32 or int64" },
@@ -167,6 +171,8 @@ pub const OPERATORS: &[Operator] = &[
         since: 10,
         limits: "scales, sizes and roi known at import; a symbolic size only in a nearest repeat by a whole factor; interpolation of float tensors only; at most 2^16 taps (output size × filter width) per axis",
     },
+    Operator { name: "RotaryEmbedding", since: 23, limits: "" },
+    Operator { name: "Round", since: 11, limits: "" },
     Operator { name: "STFT", since: 17, limits: "`frame_step` and `frame_length` known at import; as DFT" },
     Operator { name: "Scan", since: 9, limits: "the sequence length known at import (unrolled); body initializers of at most 65536 elements" },
     Operator { name: "Scatter", since: 9, limits: "as ScatterElements (opsets 9–10; ONNX deprecates it from 11)" },
@@ -227,8 +233,10 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "Attention" => &[
             "is_causal",
             "kv_num_heads",
+            "left_window_size",
             "q_num_heads",
             "qk_matmul_output_mode",
+            "right_window_size",
             "scale",
             "softcap",
             "softmax_precision",
@@ -307,6 +315,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         "MeanVarianceNormalization" => &["axes"],
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => &["ignore_index", "reduction"],
         "LayerNormalization" | "RMSNormalization" => &["axis", "epsilon", "stash_type"],
+        "Mod" => &["fmod"],
         "Pad" => &["mode", "paddings", "pads", "value"],
         "Range" => &["stash_type"],
         "Reshape" => &["allowzero", "shape"],
@@ -321,6 +330,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
             "scan_output_axes",
             "scan_output_directions",
         ],
+        "RotaryEmbedding" => &["interleaved", "num_heads", "rotary_embedding_dim"],
         "Selu" => &["alpha", "gamma"],
         "Shape" => &["end", "start"],
         "Shrink" => &["bias", "lambd"],
@@ -670,7 +680,8 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
                 }
             })
         }
-        "Attention" => attention(b, &n),
+        "Attention" => attention::attention(b, &n),
+        "RotaryEmbedding" => one(rotary::rotary_embedding(b, &n)),
         "Range" => one(range(b, &n)),
         "ConstantOfShape" => {
             let shape = need_known(b, &n, 0, "shape")?.dims("ConstantOfShape's shape")?.to_vec();
@@ -688,9 +699,16 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
             one(b.declare_weight(&name, host))
         }
         "DepthToSpace" | "SpaceToDepth" => one(depth_space(b, &n)),
-        "Floor" | "Ceil" => {
-            Err(diag!(Unsupported, "{op} of a tensor computed at run time (only of values known at import)"))
+        "Floor" | "Ceil" | "Round" => {
+            let how = match op {
+                "Floor" => rounding::Rounding::Floor,
+                "Ceil" => rounding::Rounding::Ceil,
+                _ => rounding::Rounding::HalfEven,
+            };
+            let x = b.run(n.required(0)?)?;
+            one(rounding::round(b, x, how))
         }
+        "Mod" => Err(diag!(Unsupported, "Mod of a tensor computed at run time (only of values known at import)")),
         _ => Err(diag!(Internal, "operator {op} is listed in OPERATORS but has no conversion")),
     }
 }
@@ -1790,67 +1808,6 @@ fn einsum(b: &mut Builder, n: &N) -> DResult<ValueId> {
         }
         k => Err(bad(&format!("{k} operands (one or two are taken)"))),
     }
-}
-
-/// `Attention` (opset 23) without a key/value cache: 4-D `[B, H, S, D]`
-/// operands, or 3-D `[B, S, H·D]` ones with `q_num_heads`/`kv_num_heads`;
-/// fewer key/value heads than query heads (grouped-query attention) are
-/// repeated; a bool mask keeps `true`, a float mask is added to the scores.
-fn attention(b: &mut Builder, n: &N) -> DResult<Vec<Val>> {
-    for k in 1..4 {
-        n.no_output(k, "the key/value cache or the scores")?;
-    }
-    if n.input(4).is_some() || n.input(5).is_some() || n.input(6).is_some() {
-        return Err(diag!(Unsupported, "Attention with a past key/value cache"));
-    }
-    if n.a.float_or("softcap", 0.0)? != 0.0 || n.a.int_or("qk_matmul_output_mode", 0)? != 0 {
-        return Err(diag!(Unsupported, "Attention with softcap or a qk_matmul_output_mode"));
-    }
-    let mut qkv = Vec::new();
-    let heads = [n.a.int("q_num_heads")?, n.a.int("kv_num_heads")?, n.a.int("kv_num_heads")?];
-    let three = {
-        let q = b.run(n.required(0)?)?;
-        b.shape(q)?.len() == 3
-    };
-    for (k, h) in heads.iter().enumerate() {
-        let mut v = b.run(n.required(k)?)?;
-        let s = b.shape(v)?;
-        if three {
-            let h = h.ok_or_else(|| diag!(SyntaxError, "3-D Attention needs q_num_heads and kv_num_heads"))?;
-            let d = s[2].floordiv(&Dim::int(h)).ok_or_else(|| diag!(AxisSizeMismatch, "{h} heads"))?;
-            let split = vec![s[0].clone(), s[1].clone(), Dim::int(h), d];
-            v = b.emit(FOp::Movement(Movement::Reshape { shape: split }), vec![val(v)])?;
-            v = b.emit(FOp::Movement(Movement::Permute { perm: vec![0, 2, 1, 3] }), vec![val(v)])?;
-        } else if s.len() != 4 {
-            return Err(diag!(AxisSizeMismatch, "Attention operands of rank {}", s.len()));
-        }
-        qkv.push(v);
-    }
-    let (hq, hk) = (b.shape(qkv[0])?[1].clone(), b.shape(qkv[1])?[1].clone());
-    if hq != hk {
-        let rep = hq
-            .floordiv(&hk)
-            .filter(|r| &(r * &hk) == &hq)
-            .ok_or_else(|| diag!(AxisSizeMismatch, "{hq} query heads are not a multiple of {hk} key/value heads"))?;
-        for v in &mut qkv[1..] {
-            *v = b.emit(FOp::Movement(Movement::RepeatInterleave { repeats: rep.clone(), axis: 1 }), vec![val(*v)])?;
-        }
-    }
-    let mut args: Vec<Operand> = qkv.iter().map(|&v| val(v)).collect();
-    if let Some(m) = n.input(3) {
-        args.push(val(b.run(m)?));
-    }
-    let mask = args.len() == 4;
-    let scale = n.a.has("scale").then(|| n.a.float_or("scale", 1.0)).transpose()?;
-    let causal = n.a.int_or("is_causal", 0)? != 0;
-    let mut y = b.emit(FOp::Attention { mask, causal, scale }, args)?;
-    if three {
-        y = b.emit(FOp::Movement(Movement::Permute { perm: vec![0, 2, 1, 3] }), vec![val(y)])?;
-        let s = b.shape(y)?;
-        let joined = vec![s[0].clone(), s[1].clone(), &s[2] * &s[3]];
-        y = b.emit(FOp::Movement(Movement::Reshape { shape: joined }), vec![val(y)])?;
-    }
-    Ok(vec![Val::Run(y)])
 }
 
 /// `RMSNormalization` (opset 23): `x / sqrt(mean(x², axes) + epsilon) ·
