@@ -535,14 +535,23 @@ fn resizes_and_samplings_the_importer_cannot_compute_are_refused() {
     let (name, text) = resize(&[1.0, 1e9], &[Ok(1), Ok(3)]);
     assert_eq!(name, ErrorName::ResourceExceeded);
     assert!(text.contains("Resize's interpolation table"), "{text}");
-
-    let mode = AttributeProto {
+    // So is an antialias filter as wide as a tiny scale makes it.
+    let mode = |m: &str| AttributeProto {
         name: "mode".into(),
         type_: EnumOrUnknown::new(AttributeType::STRING),
-        s: b"cubic".to_vec(),
+        s: m.as_bytes().to_vec(),
         ..Default::default()
     };
-    let nodes = vec![node("GridSample", &["x", "grid"], &["y"], vec![mode])];
+    let attrs = vec![mode("linear"), int_attr("antialias", 1)];
+    let nodes = vec![node("Resize", &["x", "", "scales"], &["y"], attrs)];
+    let mut m = M::new(nodes, vec![value_info("x", code::FLOAT, &[Ok(1), Ok(1 << 20)])], &["y"]);
+    m.inits = vec![floats("scales", &[2], &[1.0, 1e-5])];
+    m.opset = 18;
+    let (name, text) = error(&m);
+    assert_eq!(name, ErrorName::ResourceExceeded);
+    assert!(text.contains("Resize's interpolation table"), "{text}");
+
+    let nodes = vec![node("GridSample", &["x", "grid"], &["y"], vec![mode("cubic")])];
     let inputs = vec![
         value_info("x", code::FLOAT, &[Ok(1), Ok(1), Ok(2), Ok(2), Ok(2)]),
         value_info("grid", code::FLOAT, &[Ok(1), Ok(2), Ok(2), Ok(2), Ok(3)]),

@@ -136,6 +136,7 @@ pub const OPERATORS: &[Operator] = &[
     Operator { name: "MatMul", since: 1, limits: "" },
     Operator { name: "Max", since: 1, limits: "" },
     Operator { name: "MaxPool", since: 1, limits: "as AveragePool; no Indices output, `storage_order=0`" },
+    Operator { name: "MaxUnpool", since: 9, limits: "indices known at import (a constant, or computed from shapes); concrete sizes; outputs of at most 2^16 elements" },
     Operator { name: "Mean", since: 1, limits: "" },
     Operator { name: "MeanVarianceNormalization", since: 9, limits: "" },
     Operator { name: "Min", since: 1, limits: "" },
@@ -243,6 +244,7 @@ fn attributes(op: &str) -> &'static [&'static str] {
         ],
         "AffineGrid" => &["align_corners"],
         "AveragePool" | "MaxPool" => POOL,
+        "MaxUnpool" => &["kernel_shape", "pads", "strides"],
         "BatchNormalization" => &["epsilon", "is_test", "momentum", "spatial", "training_mode"],
         "Cast" => &["round_mode", "saturate", "to"],
         "CastLike" => &["round_mode", "saturate"],
@@ -640,6 +642,7 @@ pub(super) fn convert(b: &mut Builder, node: &NodeProto) -> DResult<Vec<Val>> {
         "AffineGrid" => one(sample::affine_grid(b, &n)),
         "GridSample" => one(sample::grid_sample(b, &n)),
         "DeformConv" => one(sample::deform_conv(b, &n)),
+        "MaxUnpool" => one(pool::max_unpool(b, &n)),
         "ArgMax" | "ArgMin" => one(arg_extreme(b, &n)),
         "Shrink" => {
             // `x + bias` below `-lambd`, `x - bias` above `lambd`, else 0.

@@ -2,17 +2,17 @@
 //! over half the kernel (the IR follows PyTorch, which refuses them) and
 //! `AveragePool`'s `ceil_mode` with `count_include_pad` over a partial
 //! last window (whose divisor counts the pads but not the part of the
-//! window past them).
+//! window past them); and `MaxUnpool`.
 
 use crate::diag;
 use crate::diag::DResult;
 use crate::frontend::ir::*;
 use crate::sym::Dim;
 
-use super::super::known::Known;
-use super::super::proto;
+use super::super::known::{self, Known};
+use super::super::proto::{self, code};
 use super::super::Builder;
-use super::{bin, val};
+use super::{bin, need_known, val, N};
 
 /// `MaxPool`/`AveragePool` of `x` with the model's pads `real` made
 /// explicit: `x` padded by them (with −inf, or the lowest integer, for a
@@ -91,4 +91,81 @@ pub(super) fn padded(
     let known = Known { code: c, shape, data: super::super::kdata_of(c, table) };
     let f = b.materialize(&known, "pool_count")?;
     bin(b, BinaryFn::Mul, val(y), val(f))
+}
+
+/// `MaxUnpool` with its `indices` known at import (ONNX's backend cases
+/// hold them as constants; a model that computes them with `MaxPool` at
+/// run time is refused): each output element is the input element whose
+/// index names it (the last, where several do) or 0, a `take` of the
+/// flattened input by a known table and a `where` by a known mask; an
+/// `output_shape` larger than the inferred one pads zeros at the end.
+///
+/// Errors: `Unsupported` for run-time indices or symbolic sizes;
+/// `AxisSizeMismatch` for an index outside the output or an
+/// `output_shape` smaller than the inferred one; `ResourceExceeded` for an
+/// output of more than [`known::MAX_KNOWN_ELEMENTS`] elements.
+pub(super) fn max_unpool(b: &mut Builder, n: &N) -> DResult<ValueId> {
+    let x = b.run(n.required(0)?)?;
+    let xs = b.shape(x)?;
+    let dims: Vec<i64> = xs
+        .iter()
+        .map(|d| d.as_int().ok_or_else(|| diag!(Unsupported, "MaxUnpool over the symbolic size `{d}`")))
+        .collect::<DResult<_>>()?;
+    let k = dims.len().saturating_sub(2);
+    let kernel =
+        n.a.ints("kernel_shape")?.ok_or_else(|| diag!(SyntaxError, "MaxUnpool needs attribute `kernel_shape`"))?;
+    let strides = n.a.ints("strides")?.unwrap_or_else(|| vec![1; k]);
+    let pads = n.a.ints("pads")?.unwrap_or_else(|| vec![0; 2 * k]);
+    if k == 0 || kernel.len() != k || strides.len() != k || pads.len() != 2 * k {
+        return Err(diag!(AxisSizeMismatch, "MaxUnpool of rank {} with a {}-d kernel", dims.len(), kernel.len()));
+    }
+    let mut inferred = dims[..2].to_vec();
+    for i in 0..k {
+        inferred.push((dims[2 + i] - 1) * strides[i] - (pads[i] + pads[k + i]) + kernel[i]);
+    }
+    if inferred.iter().any(|&d| d < 1) {
+        return Err(diag!(AxisSizeMismatch, "MaxUnpool's output shape {inferred:?} is empty"));
+    }
+    let total: i64 = inferred.iter().product();
+    known::check_size(total as usize, "MaxUnpool's output table")?;
+    let indices = need_known(b, n, 1, "indices")?.int_values("MaxUnpool's indices")?;
+    let count: i64 = dims.iter().product();
+    if indices.len() as i64 != count {
+        return Err(diag!(AxisSizeMismatch, "MaxUnpool has {} indices for {count} elements", indices.len()));
+    }
+    let mut source = vec![-1i64; total as usize];
+    for (e, &i) in indices.iter().enumerate() {
+        let slot = usize::try_from(i)
+            .ok()
+            .filter(|&s| s < source.len())
+            .ok_or_else(|| diag!(AxisSizeMismatch, "MaxUnpool index {i} is outside the output of {total} elements"))?;
+        source[slot] = e as i64;
+    }
+    let out = n.node.output.first().map_or("max_unpool", String::as_str).to_string();
+    let table = |b: &mut Builder, c: i32, v: Vec<f64>, what: &str| {
+        b.materialize(
+            &Known { code: c, shape: vec![total as usize], data: super::super::kdata_of(c, v) },
+            &format!("{out}_{what}"),
+        )
+    };
+    let flat = b.emit(FOp::Movement(Movement::Reshape { shape: vec![Dim::int(count)] }), vec![val(x)])?;
+    let idx = table(b, code::INT32, source.iter().map(|&s| s.max(0) as f64).collect(), "source")?;
+    let mut y = b.emit(FOp::Take { axis: 0 }, vec![val(flat), val(idx)])?;
+    if source.iter().any(|&s| s < 0) {
+        let written = table(b, code::BOOL, source.iter().map(|&s| (s >= 0) as u8 as f64).collect(), "written")?;
+        let zero = b.lit_for(0.0, b.dtype(x)?);
+        y = b.emit(FOp::Where, vec![val(written), val(y), zero])?;
+    }
+    let shape: Vec<Dim> = inferred.iter().map(|&d| Dim::int(d)).collect();
+    y = b.emit(FOp::Movement(Movement::Reshape { shape }), vec![val(y)])?;
+    if let Some(want) = super::opt_known(b, n, 2, "output_shape")?.map(|k| k.int_values("output_shape")).transpose()? {
+        if want.len() != inferred.len() || want.iter().zip(&inferred).any(|(w, i)| w < i) {
+            return Err(diag!(AxisSizeMismatch, "MaxUnpool's output_shape {want:?} is smaller than {inferred:?}"));
+        }
+        if want != inferred {
+            let pads = want.iter().zip(&inferred).map(|(w, i)| (Dim::int(0), Dim::int(w - i))).collect();
+            y = b.emit(FOp::Movement(Movement::Pad { pads, value: 0.0, mode: PadMode::Constant }), vec![val(y)])?;
+        }
+    }
+    Ok(y)
 }

@@ -51,6 +51,18 @@ enum Round {
 }
 
 impl Filter {
+    /// How many taps [`Filter::coeffs`] gives at `scale` (as f64: an
+    /// antialias filter of a tiny scale is wider than any table).
+    fn width(self, scale: f64) -> f64 {
+        let reach = match self {
+            Filter::Linear { antialias: true } => 1.0,
+            Filter::Cubic { antialias: true, .. } => 2.0,
+            Filter::Cubic { .. } => return 4.0,
+            _ => return 2.0,
+        };
+        2.0 - 2.0 * ((-reach / scale.min(1.0)).floor() + 1.0)
+    }
+
     /// The weights of the taps (ONNX's `_nearest_coeffs`, `_linear_coeffs`,
     /// `_cubic_coeffs` and their antialias forms, which widen the filter
     /// by `1/scale` when down-scaling and normalise it).
@@ -140,7 +152,7 @@ struct Taps {
 /// (`roi` is `tf_crop_and_resize`'s start and end).
 ///
 /// Errors: `ResourceExceeded` when the tables would pass
-/// [`known::MAX_KNOWN_ELEMENTS`].
+/// [`known::MAX_KNOWN_ELEMENTS`] taps.
 fn taps(
     filter: Filter,
     coords: Coords,
@@ -151,8 +163,15 @@ fn taps(
     exclude_outside: bool,
 ) -> DResult<Taps> {
     let width = scale * input as f64;
-    let n = filter.coeffs(1.0, scale).len();
-    known::check_size(out as usize * n, "Resize's interpolation table")?;
+    let cells = filter.width(scale) * out as f64;
+    if cells > known::MAX_KNOWN_ELEMENTS as f64 {
+        return Err(diag!(
+            ResourceExceeded,
+            "Resize's interpolation table would hold {cells} taps, more than {}",
+            known::MAX_KNOWN_ELEMENTS
+        ));
+    }
+    let n = filter.width(scale) as usize;
     let last = (input - 1) as f64;
     let mut t = Taps { n, index: Vec::new(), weight: Vec::new(), outside: Vec::new() };
     for y in 0..out {
@@ -181,7 +200,7 @@ fn taps(
         let (xp, p) = (x + pad, (x + pad).floor());
         let frac = xp - p;
         let half = (n / 2) as i64;
-        let offset = if n % 2 == 0 {
+        let offset = if n.is_multiple_of(2) {
             if frac == 0.0 {
                 -half
             } else {
@@ -393,7 +412,7 @@ fn resize_axis(
     let (Some(input), Some(out)) = (xs[ax].as_int(), out.as_int()) else {
         return symbolic_repeat(b, x, ax, scale, o);
     };
-    if input == 0 || out == 0 {
+    if input < 1 || out < 1 {
         return Err(diag!(Unsupported, "Resize of an axis of size {input} to {out}"));
     }
     let t = taps(o.filter, o.coords, input, out, scale, roi, o.exclude_outside)?;
@@ -536,6 +555,19 @@ mod tests {
                     })
                 });
                 assert_eq!(repeats, taken.contains(&(coords, round)), "{coords:?} {round:?}");
+            }
+        }
+    }
+
+    /// [`Filter::width`] is the number of coefficients each filter gives.
+    #[test]
+    fn filter_widths_match_their_coefficients() {
+        for antialias in [false, true] {
+            for f in [Filter::Nearest(Round::Floor), Filter::Linear { antialias }, Filter::Cubic { a: -0.5, antialias }]
+            {
+                for scale in [0.1, 0.3, 0.6, 1.0, 2.5] {
+                    assert_eq!(f.width(scale), f.coeffs(0.4, scale).len() as f64, "{f:?} at {scale}");
+                }
             }
         }
     }
