@@ -35,8 +35,8 @@ fn a_slice_step_at_the_i64_limit_keeps_one_element_on_every_backend() {
     let x: Vec<f64> = (1..=10).map(f64::from).collect();
     let want = vec![vec![1.0], vec![4.0], vec![1.0]];
     let lib = compile(&g);
-    assert_eq!(lib.interp(&[x.clone()], &[]), Some(want.clone()), "interpreter");
-    let (c, r) = lib.run(&[x.clone()], &[]);
+    assert_eq!(lib.interp(std::slice::from_ref(&x), &[]), Some(want.clone()), "interpreter");
+    let (c, r) = lib.run(std::slice::from_ref(&x), &[]);
     assert_eq!((c.rc, c.outputs), (0, want.clone()), "C");
     assert_eq!((r.rc, r.outputs), (0, want.clone()), "Rust");
     assert_eq!(emulated(&g, &[x]), want, "SIMT emulator");
@@ -91,11 +91,15 @@ fn cast_to_i32_is_one_rule_on_every_backend() {
         let x: Vec<f64> = rows.iter().map(|r| r.1).collect();
         let want: Vec<f64> = rows.iter().map(|r| r.2).collect();
         let lib = compile(&g);
-        let (c, r) = lib.run(&[x.clone()], &[]);
-        assert_eq!(lib.interp(&[x.clone()], &[]), Some(vec![want.clone()]), "interpreter from {dt} of {x:?}");
+        let (c, r) = lib.run(std::slice::from_ref(&x), &[]);
+        assert_eq!(
+            lib.interp(std::slice::from_ref(&x), &[]),
+            Some(vec![want.clone()]),
+            "interpreter from {dt} of {x:?}"
+        );
         assert_eq!((c.rc, &c.outputs[0]), (0, &want), "C from {dt} of {x:?}");
         assert_eq!((r.rc, &r.outputs[0]), (0, &want), "Rust from {dt} of {x:?}");
-        assert_eq!(emulated(&g, &[x.clone()]), vec![want], "SIMT emulator from {dt} of {x:?}");
+        assert_eq!(emulated(&g, std::slice::from_ref(&x)), vec![want], "SIMT emulator from {dt} of {x:?}");
         // The CUDA of the same program compiles, its cast the one `cvt` that saturates.
         let prog = crate::gpu::simt::lower_program(&g).unwrap();
         let tc = crate::gpu::toolchain::Toolchain::locate().unwrap_or_else(|e| panic!("scripts/setup.sh's CUDA: {e}"));

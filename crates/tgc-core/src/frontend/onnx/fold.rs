@@ -477,7 +477,7 @@ fn slice(x: &Known, ins: &[Option<std::rc::Rc<Known>>], a: &Attrs, opset: i64) -
     let axes = get(3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = get(4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
     let mut sel: Vec<Vec<usize>> = x.shape.iter().map(|&d| (0..d).collect()).collect();
-    for k in 0..starts.len() {
+    for (k, &start) in starts.iter().enumerate() {
         let ax = axes.get(k).copied().unwrap_or(k as i64);
         let ax = if ax < 0 { ax + r as i64 } else { ax };
         let ax = usize::try_from(ax)
@@ -489,7 +489,7 @@ fn slice(x: &Known, ins: &[Option<std::rc::Rc<Known>>], a: &Attrs, opset: i64) -
         if step == 0 {
             return Err(diag!(NegativeStride, "Slice step 0"));
         }
-        let (s, e) = slice_bounds(starts[k], ends.get(k).copied().unwrap_or(i64::MAX), step, d);
+        let (s, e) = slice_bounds(start, ends.get(k).copied().unwrap_or(i64::MAX), step, d);
         let mut v = Vec::new();
         let mut i = s;
         while (step > 0 && i < e) || (step < 0 && i > e) {

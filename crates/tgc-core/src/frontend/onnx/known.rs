@@ -35,11 +35,17 @@ pub enum KData {
 }
 
 impl KData {
+    /// The number of elements.
     pub fn len(&self) -> usize {
         match self {
             KData::Float(v) => v.len(),
             KData::Int(v) => v.len(),
         }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -63,8 +69,14 @@ impl Known {
         Known { code, shape: Vec::new(), data }
     }
 
+    /// The number of elements.
     pub fn len(&self) -> usize {
         self.data.len()
+    }
+
+    /// True when the tensor has no elements (an axis of size 0).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
     }
 
     /// The integer elements.

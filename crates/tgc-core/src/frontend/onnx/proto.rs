@@ -153,11 +153,17 @@ pub enum Data {
 }
 
 impl Data {
+    /// The number of elements.
     pub fn len(&self) -> usize {
         match self {
             Data::Float(v) => v.len(),
             Data::Int(v) => v.len(),
         }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -1428,9 +1428,9 @@ fn slice(b: &mut Builder, n: &N) -> DResult<ValueId> {
     let steps = ints(get(b, 4, "steps")?, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
     let mut bounds: Vec<(Dim, Dim, Dim)> = xs.iter().map(|d| (Dim::int(0), d.clone(), Dim::int(1))).collect();
     let mut flips = Vec::new();
-    for k in 0..starts.len() {
+    for (k, start) in starts.iter().enumerate() {
         let ax = norm_axis(*axes.get(k).unwrap_or(&(k as i64)), r)?;
-        let (start, end) = (&starts[k], ends.get(k).cloned().unwrap_or(Dim::int(i64::MAX)));
+        let end = ends.get(k).cloned().unwrap_or(Dim::int(i64::MAX));
         let step = *steps.get(k).unwrap_or(&1);
         if step == 0 {
             return Err(diag!(NegativeStride, "Slice step 0 on axis {ax}"));
