@@ -132,7 +132,8 @@ def check(args, name, path, d, feeds, want=None):
     return ok
 
 
-# Sentences of 4 to 15 tokens, so that the batch pads all but the longest.
+# Sentences of 4 to 17 tokens ([CLS] and [SEP] included), so that the batch
+# pads all but the longest.
 SENTENCES = [
     "A man is eating food.",
     "A man is eating a piece of bread.",
