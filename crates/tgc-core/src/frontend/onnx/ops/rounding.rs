@@ -26,10 +26,11 @@ pub(super) enum Rounding {
     HalfEven,
 }
 
-/// `x` truncated toward zero (f32 in, f32 out; `|x| < 2^23`).
+/// `x` truncated toward zero, in `x`'s dtype (`|x| < 2^23`).
 fn trunc(b: &mut Builder, x: ValueId) -> DResult<ValueId> {
+    let dt = b.dtype(x)?;
     let i = b.emit(FOp::Cast { to: DType::I32 }, vec![val(x)])?;
-    b.emit(FOp::Cast { to: DType::F32 }, vec![val(i)])
+    b.emit(FOp::Cast { to: dt }, vec![val(i)])
 }
 
 /// `t ± 1` where `cond`, else `t`.
@@ -38,8 +39,9 @@ fn step(b: &mut Builder, cond: ValueId, t: ValueId, by: f64) -> DResult<ValueId>
     b.emit(FOp::Where, vec![val(cond), val(moved), val(t)])
 }
 
-/// `floor(x)` for f32 `|x| < 2^23`.
-fn floor_small(b: &mut Builder, x: ValueId) -> DResult<ValueId> {
+/// `floor(x)` for `|x| < 2^23`, in `x`'s dtype (a caller that holds its
+/// values in that range first needs none of [`round`]'s guards).
+pub(super) fn floor_small(b: &mut Builder, x: ValueId) -> DResult<ValueId> {
     let t = trunc(b, x)?;
     let above = bin(b, BinaryFn::Gt, val(t), val(x))?;
     step(b, above, t, -1.0)
@@ -61,19 +63,7 @@ pub(super) fn round(b: &mut Builder, x: ValueId, how: Rounding) -> DResult<Value
             let below = bin(b, BinaryFn::Lt, val(t), val(safe))?;
             step(b, below, t, 1.0)?
         }
-        Rounding::HalfEven => {
-            // `safe − f` is exact: both lie within one unit of each other.
-            let f = floor_small(b, safe)?;
-            let frac = bin(b, BinaryFn::Sub, val(safe), val(f))?;
-            let half = bin(b, BinaryFn::Mul, val(f), b.lit(0.5, LitKind::Float))?;
-            let hf = floor_small(b, half)?;
-            let odd = bin(b, BinaryFn::Ne, val(hf), val(half))?;
-            let tie = bin(b, BinaryFn::Eq, val(frac), b.lit(0.5, LitKind::Float))?;
-            let tie_up = b.emit(FOp::Where, vec![val(tie), val(odd), b.lit(0.0, LitKind::Bool)])?;
-            let over = bin(b, BinaryFn::Gt, val(frac), b.lit(0.5, LitKind::Float))?;
-            let up = b.emit(FOp::Where, vec![val(over), b.lit(1.0, LitKind::Bool), val(tie_up)])?;
-            step(b, up, f, 1.0)?
-        }
+        Rounding::HalfEven => half_even_small(b, safe)?,
     };
     // The sign bit of `x`: negative, or −0 (whose reciprocal is −inf).
     let r_inv = unary(b, UnaryFn::Recip, xf)?;
@@ -88,4 +78,20 @@ pub(super) fn round(b: &mut Builder, x: ValueId, how: Rounding) -> DResult<Value
         return Ok(y);
     }
     b.emit(FOp::Cast { to: dt }, vec![val(y)])
+}
+
+/// `x` rounded to the nearest integer, a tie to the even one, for `|x| <
+/// 2^23`, in `x`'s dtype.
+pub(super) fn half_even_small(b: &mut Builder, x: ValueId) -> DResult<ValueId> {
+    // `x − f` is exact: both lie within one unit of each other.
+    let f = floor_small(b, x)?;
+    let frac = bin(b, BinaryFn::Sub, val(x), val(f))?;
+    let half = bin(b, BinaryFn::Mul, val(f), b.lit(0.5, LitKind::Float))?;
+    let hf = floor_small(b, half)?;
+    let odd = bin(b, BinaryFn::Ne, val(hf), val(half))?;
+    let tie = bin(b, BinaryFn::Eq, val(frac), b.lit(0.5, LitKind::Float))?;
+    let tie_up = b.emit(FOp::Where, vec![val(tie), val(odd), b.lit(0.0, LitKind::Bool)])?;
+    let over = bin(b, BinaryFn::Gt, val(frac), b.lit(0.5, LitKind::Float))?;
+    let up = b.emit(FOp::Where, vec![val(over), b.lit(1.0, LitKind::Bool), val(tie_up)])?;
+    step(b, up, f, 1.0)
 }

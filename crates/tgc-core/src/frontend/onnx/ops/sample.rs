@@ -11,7 +11,7 @@ use crate::DType;
 use super::super::known::{self, Known};
 use super::super::proto;
 use super::super::Builder;
-use super::{need_known, val, window, N};
+use super::{need_known, rounding, val, window, N};
 
 /// `Col2Im`: columns `[N, C·Πblock, L]` summed back into images `[N, C,
 /// *image_shape]` (the Frontend IR's `col2im`).
@@ -116,15 +116,9 @@ impl Ops<'_, '_> {
         self.where_(le, val(x), self.lit(hi))
     }
 
-    /// `floor(x)` of `x` in `[-FAR, FAR]`: the truncation of a cast to
-    /// i32, less 1 where it rounded up.
+    /// `floor(x)` of `x` in `[-FAR, FAR]` ([`rounding::floor_small`]).
     fn floor(&mut self, x: ValueId) -> DResult<ValueId> {
-        let dt = self.b.dtype(x)?;
-        let i = self.b.emit(FOp::Cast { to: DType::I32 }, vec![val(x)])?;
-        let t = self.b.emit(FOp::Cast { to: dt }, vec![val(i)])?;
-        let up = self.bin(BinaryFn::Gt, val(t), val(x))?;
-        let less = self.bin(BinaryFn::Sub, val(t), self.lit(1.0))?;
-        self.where_(up, val(less), val(t))
+        rounding::floor_small(self.b, x)
     }
 
     /// Whether the whole number `n` is even.
@@ -134,15 +128,10 @@ impl Ops<'_, '_> {
         self.bin(BinaryFn::Eq, val(f), val(h))
     }
 
-    /// NumPy's `rint` (halves to even) of `x` in `[-FAR, FAR]`.
+    /// NumPy's `rint` (halves to even) of `x` in `[-FAR, FAR]`
+    /// ([`rounding::half_even_small`]).
     fn rint(&mut self, x: ValueId) -> DResult<ValueId> {
-        let h = self.bin(BinaryFn::Add, val(x), self.lit(0.5))?;
-        let f = self.floor(h)?;
-        let tie = self.bin(BinaryFn::Eq, val(f), val(h))?;
-        let even = self.even(f)?;
-        let less = self.bin(BinaryFn::Sub, val(f), self.lit(1.0))?;
-        let odd = self.where_(even, val(f), val(less))?;
-        self.where_(tie, val(odd), val(f))
+        rounding::half_even_small(self.b, x)
     }
 
     /// ONNX's `_gs_reflect`: `x` outside `[lo, hi]` reflected by the near
