@@ -291,34 +291,33 @@ fn the_source_size_limit_holds_at_its_value() {
     assert!(e.contains("MAX_SOURCE_BYTES"), "{e}");
 }
 
-/// `tgc run --max-memory`: a budget of exactly the bytes the run holds
-/// (every node's value and the input files' data) runs, one byte less is `ResourceExceeded` at the
-/// expression of the largest tensor, before anything is allocated.
-#[test]
-fn the_run_budget_holds_at_its_value() {
-    let dir = temp("hostile-budget");
-    // x: 4 B, reshape: 4 B, expand: 4·1024 B, add: 4·1024 B.
+/// A graph of one 4-byte input whose nodes are larger than its buffers
+/// (an expand of a reshape, added to itself), written to the test folder
+/// `name` with its input; returns the graph's path and a runner of `tgc run
+/// --backend BACKEND --max-memory BUDGET` on it.
+fn budget_runs(name: &str, backend: &'static str) -> (String, impl Fn(&str) -> Output) {
+    let dir = temp(name);
     let file = write(
         &dir,
         "budget.tgc",
         "graph main(x: f32[1]) -> (y: f32[32, 32]) {\n    e = expand(reshape(x, [1, 1]), [32, 32])\n    y = e + e\n    return y\n}\n",
     );
     let x = one_input(&dir);
-    let out = dir.join("out");
-    let run = |budget: &str| {
-        tgc(&[
-            "run",
-            &file,
-            "--backend",
-            "interp",
-            "--input",
-            &x,
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--max-memory",
-            budget,
-        ])
+    let out = dir.join("out").to_str().unwrap().to_owned();
+    let graph = file.clone();
+    let run = move |budget: &str| {
+        tgc(&["run", &graph, "--backend", backend, "--input", &x, "--output-dir", &out, "--max-memory", budget])
     };
+    (file, run)
+}
+
+/// `tgc run --max-memory`: a budget of exactly the bytes the run holds
+/// (every node's value and the input files' data) runs, one byte less is `ResourceExceeded` at the
+/// expression of the largest tensor, before anything is allocated.
+#[test]
+fn the_run_budget_holds_at_its_value() {
+    // x: 4 B, reshape: 4 B, expand: 4·1024 B, add: 4·1024 B.
+    let (file, run) = budget_runs("hostile-budget", "interp");
     // With the 4 bytes of x.npy's data, which the reader holds (issue 54).
     let need = 4 + 4 + 4 + 2 * 4 * 1024;
     let o = run(&need.to_string());
@@ -337,28 +336,7 @@ fn the_run_budget_holds_at_its_value() {
 /// VGG-19's first layers) still runs.
 #[test]
 fn the_cpu_budget_counts_the_buffers_of_its_program() {
-    let dir = temp("hostile-cpu-budget");
-    let file = write(
-        &dir,
-        "budget.tgc",
-        "graph main(x: f32[1]) -> (y: f32[32, 32]) {\n    e = expand(reshape(x, [1, 1]), [32, 32])\n    y = e + e\n    return y\n}\n",
-    );
-    let x = one_input(&dir);
-    let out = dir.join("out");
-    let run = |budget: &str| {
-        tgc(&[
-            "run",
-            &file,
-            "--backend",
-            "cpu",
-            "--input",
-            &x,
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--max-memory",
-            budget,
-        ])
-    };
+    let (_, run) = budget_runs("hostile-cpu-budget", "cpu");
     // x's buffer, y's buffer, and x.npy's 4 bytes of data.
     let need = 4 + 4 * 1024 + 4;
     let o = run(&need.to_string());
