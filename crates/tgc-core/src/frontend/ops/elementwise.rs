@@ -241,6 +241,17 @@ pub(super) fn const_with(g: &mut Graph, op: BinaryOp, c: f64, x: NodeId) -> DRes
     g.binary(op, k, x)
 }
 
+/// Horner's rule `(…(c₀·z + c₁)·z + …) + cₙ` in the dtype of `z`
+/// (`cs` not empty).
+pub(super) fn horner(g: &mut Graph, z: NodeId, cs: &[f64]) -> DResult<NodeId> {
+    let mut p = const_like(g, z, cs[0])?;
+    for &c in &cs[1..] {
+        let m = g.binary(BinaryOp::Mul, p, z)?;
+        p = with_const(g, BinaryOp::Add, m, c)?;
+    }
+    Ok(p)
+}
+
 /// Applies an element-wise function of one operand.
 ///
 /// Decomposed functions (`exp log sigmoid tanh silu gelu gelu_tanh erf`, and
@@ -358,11 +369,8 @@ fn erfc_abs(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
     let pa = with_const(g, BinaryOp::Mul, a, AS_P)?;
     let d = const_with(g, BinaryOp::Add, 1.0, pa)?;
     let t = g.unary(UnaryOp::Recip, d)?;
-    let mut poly = const_like(g, t, AS_A[4])?;
-    for c in AS_A[..4].iter().rev() {
-        let m = g.binary(BinaryOp::Mul, poly, t)?;
-        poly = with_const(g, BinaryOp::Add, m, *c)?;
-    }
+    let a5_first: Vec<f64> = AS_A.iter().rev().copied().collect();
+    let poly = horner(g, t, &a5_first)?;
     let poly = g.binary(BinaryOp::Mul, poly, t)?;
     let a2 = g.binary(BinaryOp::Mul, a, a)?;
     let s = with_const(g, BinaryOp::Mul, a2, -LOG2_E)?;

@@ -23,7 +23,7 @@ use crate::tiny::{BinaryOp, Graph, NodeId, UnaryOp};
 use crate::DType;
 
 use super::const_like;
-use super::elementwise::{abs, const_with, is_negative, log, with_const};
+use super::elementwise::{abs, const_with, horner, is_negative, log, with_const};
 use super::{LN_2, LOG2_E};
 
 /// The largest `|x|` that `sin cos tan` reduce: `k = round(|x|·2/π) ≤
@@ -56,16 +56,6 @@ const SINH_P: [f64; 5] = [1.0 / 39_916_800.0, 1.0 / 362_880.0, 1.0 / 5_040.0, 1.
 /// From this `|x|` on, `asinh` and `acosh` use `ln(2|x|)`: `x² + 1 = x²` in
 /// f32 there, and `x²` would overflow from 1.8e19.
 const ASINH_LARGE: f64 = 4096.0;
-
-/// Horner's rule `(…(c₀·z + c₁)·z + …) + cₙ`.
-fn horner(g: &mut Graph, z: NodeId, cs: &[f64]) -> DResult<NodeId> {
-    let mut p = const_like(g, z, cs[0])?;
-    for &c in &cs[1..] {
-        let m = g.binary(BinaryOp::Mul, p, z)?;
-        p = with_const(g, BinaryOp::Add, m, c)?;
-    }
-    Ok(p)
-}
 
 /// `t + t·z·P(z)` with `z = t²`, the odd polynomial of every Cephes kernel.
 fn odd_poly(g: &mut Graph, t: NodeId, cs: &[f64]) -> DResult<NodeId> {
