@@ -272,7 +272,8 @@ fn attention_runs_on_the_gpu_or_reports_no_device() {
     }
 }
 
-/// The example of README.md's "GPU usage", as written there.
+/// The example of docs/gpu.md's "`kernel!` and the build helper with features
+/// `sm80`, `sm90`", as written there.
 fn readme_example() -> Result<(), tgc::Error> {
     // Host slices: checks, uploads, launches on device 0, downloads.
     let (x, w, b) = (vec![f16::ONE; 200 * 64], vec![f16::ONE; 64 * 128], vec![f16::ZERO; 128]);

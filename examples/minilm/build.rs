@@ -1,7 +1,7 @@
 //! Compiles `graphs/minilm.tgc` (the whole encoder, one graph) to C with the
 //! system C compiler, specialised for the batch × sequence buckets of
 //! `src/buckets.rs`, with the block sizes `tgc tune` measured (the
-//! committed cache `tgc-tune/`, see the README), and writes its typed Rust
+//! committed cache `tgc-tune/`, see docs/tuning.md), and writes its typed Rust
 //! module, with the model `encoder::Model`, to `$OUT_DIR/minilm_kernels.rs`.
 
 include!("src/buckets.rs");
