@@ -75,3 +75,11 @@ pub mod __private {
     pub use tgc_runtime::checks;
     pub use tgc_runtime::cpu_rt;
 }
+
+/// README.md's Rust examples as doc tests, so that the page stays true: the
+/// quick example runs, and the build script of "Getting started" compiles
+/// (it needs a build script's `$OUT_DIR` to run; `examples/build-helper`
+/// runs the same code).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;

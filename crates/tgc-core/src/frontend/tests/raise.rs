@@ -13,6 +13,8 @@ use crate::frontend::parser::parse;
 use crate::frontend::raise::{raise, same_program, to_source};
 use crate::frontend::resolve::{builtin_names, resolve};
 
+use super::docs::{doc_pages, root};
+
 fn resolved(src: &str) -> FProgram {
     resolve(&parse(src).unwrap_or_else(|d| panic!("{}\n{src}", d.render("src")))).unwrap()
 }
@@ -32,10 +34,6 @@ pub fn reads_back(p: &crate::frontend::ast::Program) {
     if let Ok(fir) = resolve(p) {
         round_trip(&fir, &crate::frontend::decompile::decompile(p));
     }
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Every `.tgc` file under `dir`, outside build and tool folders.
@@ -59,8 +57,11 @@ fn every_graph_file_and_doc_example_reads_back() {
     assert!(files.len() >= 15, "only {} .tgc files found", files.len());
     let mut sources: Vec<(String, String)> =
         files.iter().map(|f| (f.display().to_string(), std::fs::read_to_string(f).unwrap())).collect();
-    for page in ["docs/dsl.md", "README.md", "docs/getting-started.md"] {
-        let Ok(text) = std::fs::read_to_string(root().join(page)) else { continue };
+    let pages = doc_pages();
+    assert!(pages.iter().any(|p| p.ends_with("docs/dsl.md")), "the walk found {pages:?}");
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let page = page.strip_prefix(root()).unwrap_or(&page).display().to_string();
         for (k, block) in text.split("```tgc\n").skip(1).enumerate() {
             sources.push((format!("{page} example {k}"), block.split("```").next().unwrap().to_string()));
         }
