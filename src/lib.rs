@@ -40,8 +40,8 @@
 //! (the variant and its launch list for given dims, no device), `launch`
 //! (device buffers on a `tgc::cuda::Gpu`) and `run_on_gpu` (host slices,
 //! device 0), all returning [`Error`] (`NoDevice` without a GPU). The GPU
-//! tier (`scripts/gpu_tests.sh`) runs them against the CPU `run`; it passed
-//! on an H100 on 2026-11-26.
+//! tier (`scripts/gpu_tests.sh`) runs them against the CPU `run`
+//! (`docs/gpu.md`; its runs are in `docs/results.md`).
 
 pub use tgc_macros::kernel;
 pub use tgc_runtime::{DType, Error, Result};
