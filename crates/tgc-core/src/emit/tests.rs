@@ -379,6 +379,40 @@ fn dims_breaking_a_constraint_are_refused() {
     assert_eq!((c.rc, r.rc), (2, 2));
 }
 
+/// The harness's check with the interpreter cannot drop out unseen: an
+/// interpreter call that fails for a reason other than the dims (an input
+/// longer than its shape at the dims, of which C and Rust read the start)
+/// fails `run`, where it used to skip the comparison; a refusal of the dims
+/// is named (`DimsRefused`, `AxisSizeMismatch`) and C and Rust must refuse
+/// them too; a library dropped with no call compared fails the test.
+#[test]
+fn the_harness_fails_a_call_the_interpreter_does_not_check() {
+    let g = crate::pipeline::load(
+        "graph<N> twice(x: f32[N]) -> (y: f32[N]) {\n    y = x * 2\n    return y\n}",
+        crate::pipeline::Format::Dsl,
+        None,
+    )
+    .unwrap()
+    .graph;
+    let lib = compile(&g);
+    let message = |p: Box<dyn std::any::Any + Send>| p.downcast_ref::<String>().cloned().unwrap_or_default();
+    let long = data(1, 5, -1.0, 1.0, DType::F32);
+    let broken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lib.run(&[long], &[4])));
+    let e = message(broken.expect_err("`run` passed a call the interpreter failed"));
+    assert!(e.contains("the interpreter fails at dims [4], which is no dims refusal"), "{e}");
+    assert!(e.contains("has 4 elements, got 5"), "{e}");
+
+    let refused = lib.interp(&[vec![]], &[0]).expect_err("the interpreter refuses N = 0");
+    assert_eq!(refused.0.name, ErrorName::AxisSizeMismatch);
+    assert!(refused.0.message.contains("symbol `N` = 0: sizes must be at least 1"), "{}", refused.0);
+    let (c, r) = lib.run(&[vec![]], &[0]);
+    assert_eq!((c.rc, r.rc), (2, 2));
+
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(lib)));
+    let e = message(dropped.expect_err("a library with no compared call dropped quietly"));
+    assert_eq!(e, "`twice`: no call was compared with the interpreter");
+}
+
 #[test]
 fn bad_symbols_and_crate_paths_are_refused() {
     let g = gemm_bias_relu(DType::F32, "M", "N", "K");
@@ -482,7 +516,9 @@ fn spec_graphs_match_the_interpreter() {
                     data(100 * t as u64 + k as u64 + 1, n as usize, -1.0, 1.0, g.dtype(id))
                 })
                 .collect();
-            assert!(lib.interp(&inputs, &dims).is_some(), "{name}: the interpreter refuses {point:?}");
+            if let Err(refused) = lib.interp(&inputs, &dims) {
+                panic!("{name}: the interpreter refuses {point:?}: {}", refused.0);
+            }
             let (c, r) = lib.run(&inputs, &dims);
             assert_eq!((c.rc, r.rc), (0, 0), "{name} at {point:?}");
         }
