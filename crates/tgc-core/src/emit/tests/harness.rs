@@ -258,21 +258,30 @@ pub struct Run {
 impl Compiled {
     /// Runs the C and the Rust code on the same inputs (values per input, in
     /// `Graph::inputs()` order) and dims, and asserts that both agree with
-    /// the reference interpreter ([`assert_close`]);
-    /// where the interpreter
-    /// refuses the dims ([`DimsRefused`]), that both refuse them too. Any
-    /// other interpreter error fails the test ([`Compiled::interp`]).
+    /// the reference interpreter (each output within [`Tol::of`] its
+    /// dtype); where the interpreter refuses the dims ([`DimsRefused`]),
+    /// that both refuse them too. Any other interpreter error fails the
+    /// test ([`Compiled::interp`]).
     pub fn run(&self, inputs: &[Vec<f64>], dims: &[i64]) -> (Run, Run) {
+        let tols: Vec<Tol> = self.outs.iter().map(|dt| Tol::of(*dt)).collect();
+        self.run_within(inputs, dims, &tols)
+    }
+
+    /// [`Compiled::run`] with output `k` compared within `tols[k]`: for an
+    /// output whose op states a looser bound than its dtype's
+    /// ([`Tol::of`]), named where the caller gives it.
+    pub fn run_within(&self, inputs: &[Vec<f64>], dims: &[i64], tols: &[Tol]) -> (Run, Run) {
+        assert_eq!(tols.len(), self.outs.len(), "one tolerance per output");
         let (c, r) = self.run_unchecked(inputs, dims);
         match self.interp(inputs, dims) {
             Ok(want) => {
                 for (run, who) in [(&c, "C"), (&r, "Rust")] {
                     assert_eq!(run.rc, 0, "{who}: the interpreter accepts dims {dims:?}");
                     for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
-                        assert_close(
+                        assert_within(
                             got,
                             want,
-                            self.outs[k],
+                            tols[k],
                             &format!("{who} output {k} vs the interpreter at dims {dims:?}"),
                         );
                     }
@@ -371,18 +380,53 @@ impl Compiled {
     }
 }
 
-/// Asserts `got ≈ want` elementwise: `|g - w| ≤ 1e-3 + rtol·|w|` with `rtol`
-/// 1e-3, or two units in the last place of `dt` when coarser.
+/// How far an output may be from the interpreter's value `w`:
+/// `|got − w| ≤ atol + rtol·|w|`.
+#[derive(Clone, Copy, Debug)]
+pub struct Tol {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Tol {
+    /// f32: 1e-5 relative, about 84 units in the last place (2^-23 ≈
+    /// 1.2e-7 of the value): room for the few-ulp bounds of
+    /// `docs/numerics.md`'s ops along a chain and for a sum's rounding in
+    /// another order, not for a wrong constant or approximation (an `exp`
+    /// or `erf` off by 1e-4). The floor, 1e-5 absolute, is that relative
+    /// error of a term of magnitude 1 — the tests' inputs lie in [-1, 1)
+    /// or near it: an element that a sum cancels to near 0 carries the
+    /// rounding of its terms (about √n·2^-24 of their magnitude for n
+    /// terms), not of itself.
+    pub const F32: Tol = Tol { rtol: 1e-5, atol: 1e-5 };
+
+    /// The tolerance of an output of `dt`: [`Tol::F32`]; for f16 and bf16
+    /// 1e-3 absolute and two units in the last place relative (the output
+    /// rounded to the other side of a boundary when an f32 sum differs in
+    /// its last bits); i32 and bool exact.
+    pub fn of(dt: DType) -> Tol {
+        match dt {
+            DType::F32 => Tol::F32,
+            DType::F16 => Tol { rtol: 2.0 * 2f64.powi(-10), atol: 1e-3 },
+            DType::BF16 => Tol { rtol: 2.0 * 2f64.powi(-7), atol: 1e-3 },
+            DType::I32 | DType::Bool => Tol { rtol: 0.0, atol: 0.0 },
+        }
+    }
+}
+
+/// Asserts `got ≈ want` elementwise within [`Tol::of`]`(dt)`; NaN only
+/// where `want` is NaN.
 pub fn assert_close(got: &[f64], want: &[f64], dt: DType, what: &str) {
+    assert_within(got, want, Tol::of(dt), what);
+}
+
+/// Asserts `got ≈ want` elementwise within `tol`; NaN only where `want`
+/// is NaN.
+pub fn assert_within(got: &[f64], want: &[f64], tol: Tol, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let rtol = match dt {
-        DType::F16 => 2.0 * 2f64.powi(-10),
-        DType::BF16 => 2.0 * 2f64.powi(-7),
-        _ => 1e-3,
-    };
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g - w).abs() <= 1e-3 + rtol * w.abs() || (g.is_nan() && w.is_nan()) || g == w;
-        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+        let ok = (g - w).abs() <= tol.atol + tol.rtol * w.abs() || (g.is_nan() && w.is_nan()) || g == w;
+        assert!(ok, "{what}: element {i}: got {g}, want {w} ({:.2e} off, {tol:?})", (g - w).abs());
     }
 }
 
