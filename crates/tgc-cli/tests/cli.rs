@@ -11,20 +11,35 @@ use tgc_runtime::{npy, DType, HostTensor};
 mod common;
 use common::{repo, stderr, temp, tgc};
 
+/// The tolerance of an f32 output of the CPU backend against the
+/// interpreter, absolute and relative: 1e-5 (about 84 units in the last
+/// place), the emit harness's `Tol::F32` and its reasons — room for the
+/// few-ulp bounds of `docs/numerics.md`'s ops along a chain and a sum's
+/// rounding in another order, the floor that relative error of the terms
+/// of magnitude 1 a sum cancels (the inputs are `sample_values`, in [-1, 1)).
+const F32_TOL: f64 = 1e-5;
+
+/// The tolerance of an f16 or bf16 output, absolute and relative: 1e-3,
+/// about one f16 step near 1 (the output rounded to the other side of a sum
+/// that differs in its last f32 bits).
+const HALF_TOL: f64 = 1e-3;
+
 /// Writes random inputs, runs the graph on the CPU backend and on the
-/// interpreter, and compares every output within rtol = atol = 1e-3.
+/// interpreter, and compares every output within [`F32_TOL`] (f32 outputs)
+/// or [`HALF_TOL`] (f16 and bf16 ones); i32 and bool outputs are exact.
 fn cpu_matches_interp(graph: &str, inputs: &[(&str, DType, Vec<usize>)], dims: &[(&str, i64)]) {
-    cpu_matches_interp_with(graph, inputs, dims, &[], 1e-3);
+    cpu_matches_interp_with(graph, inputs, dims, &[], HALF_TOL);
 }
 
-/// [`cpu_matches_interp`] with `cpu_args` added to the CPU run, the CPU
-/// within `tol` (absolute and relative) of the interpreter.
+/// [`cpu_matches_interp`] with `cpu_args` added to the CPU run, f16 and
+/// bf16 outputs within `half_tol` (absolute and relative) of the
+/// interpreter.
 fn cpu_matches_interp_with(
     graph: &str,
     inputs: &[(&str, DType, Vec<usize>)],
     dims: &[(&str, i64)],
     cpu_args: &[&str],
-    tol: f64,
+    half_tol: f64,
 ) {
     let dir = temp(&format!(
         "{}-{}-{}",
@@ -63,8 +78,15 @@ fn cpu_matches_interp_with(
         let want = npy::read_npy(&p).unwrap();
         let got = npy::read_npy(outs[0].join(p.file_name().unwrap())).unwrap();
         assert_eq!(got.shape(), want.shape());
+        assert_eq!(got.dtype(), want.dtype());
+        let tol = match want.dtype() {
+            DType::F32 => F32_TOL,
+            DType::F16 | DType::BF16 => half_tol,
+            DType::I32 | DType::Bool => 0.0,
+        };
         for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
-            assert!((g - w).abs() <= tol + tol * w.abs(), "{graph} {dims:?}: element {i}: cpu {g} vs interp {w}");
+            let ok = (g - w).abs() <= tol + tol * w.abs();
+            assert!(ok, "{graph} {dims:?}: {}[{i}]: cpu {g} vs interp {w} (tolerance {tol:e})", p.display());
         }
         compared += 1;
     }
@@ -475,7 +497,7 @@ fn bert_layer_runs_its_contractions_on_the_templates() {
 fn run_with_run_time_tiles_matches_the_interpreter() {
     let ins = [("x", DType::F32, vec![1, 3, 32, 32]), ("w", DType::F32, vec![8, 3, 3, 3]), ("b", DType::F32, vec![8])];
     for tiles in [["--tile", "2=3", "--tile", "3=5"], ["--tile", "3=16", "--tile", "2=1"]] {
-        cpu_matches_interp_with("examples/graphs/conv_relu_pool.tgc", &ins, &[], &tiles, 1e-3);
+        cpu_matches_interp_with("examples/graphs/conv_relu_pool.tgc", &ins, &[], &tiles, HALF_TOL);
     }
 }
 

@@ -83,6 +83,11 @@ pub fn f32_bits(v: &[f64]) -> Vec<u32> {
 }
 
 /// A compiled graph: the C library and the Rust library.
+///
+/// Dropped without a panic under way, it asserts that at least one call was
+/// compared with the interpreter ([`Compiled::run`]'s check, or an answer of
+/// [`Compiled::interp`] for a test that compares by hand): a test whose every
+/// call the interpreter refused compared C with Rust only.
 pub struct Compiled {
     c: libloading::Library,
     rust: libloading::Library,
@@ -92,8 +97,27 @@ pub struct Compiled {
     ins: Vec<DType>,
     outs: Vec<DType>,
     graph: Graph,
+    /// Calls the interpreter answered (each compared with it).
+    compared: std::cell::Cell<usize>,
     _dir: Scratch,
 }
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && self.compared.get() == 0 {
+            panic!("`{}`: no call was compared with the interpreter", self.graph.name);
+        }
+    }
+}
+
+/// The interpreter's refusal of a call's dims: a symbol below 1, sizes that
+/// break a shape rule (`AxisSizeMismatch` from `Graph::resolve_dims` or
+/// `Graph::bind`), or an input whose size is negative at the dims. The one
+/// answer of [`Compiled::interp`] after which [`Compiled::run`] compares no
+/// outputs (it asserts that C and Rust refuse the dims too); every other
+/// interpreter error fails the test.
+#[derive(Debug)]
+pub struct DimsRefused(pub crate::diag::Diagnostic);
 
 type CEntry =
     unsafe extern "C" fn(*const *const c_void, *const *mut c_void, *const i64, *const tgc_runtime::cpu_rt::Rt) -> i32;
@@ -210,7 +234,18 @@ pub fn compile_edited(g: &Graph, opts: &crate::cpu::Options, edit: &dyn Fn(Strin
     // SAFETY: the libraries were just built from generated code; loading runs no initialisers of ours.
     let (c, rust) = unsafe { (libloading::Library::new(&c_lib).unwrap(), libloading::Library::new(&rs_lib).unwrap()) };
     let outs = g.outputs.iter().map(|o| g.dtype(o.node)).collect();
-    Compiled { c, rust, symbol, c_src, rust_src, ins: input_dtypes(g), outs, graph: g.clone(), _dir: dir }
+    Compiled {
+        c,
+        rust,
+        symbol,
+        c_src,
+        rust_src,
+        ins: input_dtypes(g),
+        outs,
+        graph: g.clone(),
+        compared: std::cell::Cell::new(0),
+        _dir: dir,
+    }
 }
 
 /// What one run returns: status and output values.
@@ -222,20 +257,39 @@ pub struct Run {
 
 impl Compiled {
     /// Runs the C and the Rust code on the same inputs (values per input, in
-    /// `Graph::inputs()` order) and dims; where the reference interpreter
-    /// accepts the dims, asserts that both agree with it.
+    /// `Graph::inputs()` order) and dims, and asserts that both agree with
+    /// the reference interpreter (each output within [`Tol::of`] its
+    /// dtype); where the interpreter refuses the dims ([`DimsRefused`]),
+    /// that both refuse them too. Any other interpreter error fails the
+    /// test ([`Compiled::interp`]).
     pub fn run(&self, inputs: &[Vec<f64>], dims: &[i64]) -> (Run, Run) {
+        let tols: Vec<Tol> = self.outs.iter().map(|dt| Tol::of(*dt)).collect();
+        self.run_within(inputs, dims, &tols)
+    }
+
+    /// [`Compiled::run`] with output `k` compared within `tols[k]`: for an
+    /// output whose op states a looser bound than its dtype's
+    /// ([`Tol::of`]), named where the caller gives it.
+    pub fn run_within(&self, inputs: &[Vec<f64>], dims: &[i64], tols: &[Tol]) -> (Run, Run) {
+        assert_eq!(tols.len(), self.outs.len(), "one tolerance per output");
         let (c, r) = self.run_unchecked(inputs, dims);
-        if let Some(want) = self.interp(inputs, dims) {
-            for (run, who) in [(&c, "C"), (&r, "Rust")] {
-                assert_eq!(run.rc, 0, "{who}: the interpreter accepts dims {dims:?}");
-                for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
-                    assert_close(
-                        got,
-                        want,
-                        self.outs[k],
-                        &format!("{who} output {k} vs the interpreter at dims {dims:?}"),
-                    );
+        match self.interp(inputs, dims) {
+            Ok(want) => {
+                for (run, who) in [(&c, "C"), (&r, "Rust")] {
+                    assert_eq!(run.rc, 0, "{who}: the interpreter accepts dims {dims:?}");
+                    for (k, (got, want)) in run.outputs.iter().zip(&want).enumerate() {
+                        assert_within(
+                            got,
+                            want,
+                            tols[k],
+                            &format!("{who} output {k} vs the interpreter at dims {dims:?}"),
+                        );
+                    }
+                }
+            }
+            Err(DimsRefused(e)) => {
+                for (run, who) in [(&c, "C"), (&r, "Rust")] {
+                    assert_ne!(run.rc, 0, "{who} runs dims {dims:?}, which the interpreter refuses: {e}");
                 }
             }
         }
@@ -290,33 +344,89 @@ impl Compiled {
         (Run { rc: c_rc, outputs: dec(c_out) }, Run { rc: r_rc, outputs: dec(r_out) })
     }
 
-    /// The reference interpreter's outputs, or `None` when it refuses the dims.
-    pub fn interp(&self, inputs: &[Vec<f64>], dims: &[i64]) -> Option<Vec<Vec<f64>>> {
+    /// The reference interpreter's outputs, or its refusal of the dims; a
+    /// call it answers counts as compared (the caller compares by hand).
+    ///
+    /// Panics, failing the test, on every other interpreter error (an input
+    /// of the wrong length or dtype, a symbol without a value, a tensor past
+    /// `interp::MAX_ELEMENTS`, an `Internal` error of the interpreter).
+    pub fn interp(&self, inputs: &[Vec<f64>], dims: &[i64]) -> Result<Vec<Vec<f64>>, DimsRefused> {
         let g = &self.graph;
         let map: BTreeMap<String, i64> = g.symbols.iter().zip(dims).map(|(s, v)| (s.name.clone(), *v)).collect();
         let bind = |s: &str| map.get(s).copied();
+        let failed = |e: &dyn std::fmt::Display| -> ! {
+            panic!("`{}`: the interpreter fails at dims {dims:?}, which is no dims refusal: {e}", g.name)
+        };
         let mut tensors = Vec::new();
         for (id, v) in g.inputs().into_iter().zip(inputs) {
-            let shape: Option<Vec<usize>> =
-                g.shape(id).iter().map(|d| d.eval(&bind).ok().and_then(|x| usize::try_from(x).ok())).collect();
-            tensors.push(interp::Tensor::new(g.dtype(id), &shape?, v.clone()).ok()?);
+            let mut shape = Vec::new();
+            for d in g.shape(id) {
+                let n = d.eval(&bind).unwrap_or_else(|e| failed(&e));
+                let n = usize::try_from(n).map_err(|_| {
+                    DimsRefused(crate::diag!(AxisSizeMismatch, "an input has size {n}").at_node(g.node(id)))
+                })?;
+                shape.push(n);
+            }
+            tensors.push(interp::Tensor::new(g.dtype(id), &shape, v.clone()).unwrap_or_else(|e| failed(&e)));
         }
-        Some(interp::run(g, &map, &tensors).ok()?.into_iter().map(|t| t.data).collect())
+        match interp::run(g, &map, &tensors) {
+            Ok(outs) => {
+                self.compared.set(self.compared.get() + 1);
+                Ok(outs.into_iter().map(|t| t.data).collect())
+            }
+            Err(e) if e.name == crate::diag::ErrorName::AxisSizeMismatch => Err(DimsRefused(e)),
+            Err(e) => failed(&e),
+        }
     }
 }
 
-/// Asserts `got ≈ want` elementwise: `|g - w| ≤ 1e-3 + rtol·|w|` with `rtol`
-/// 1e-3, or two units in the last place of `dt` when coarser.
+/// How far an output may be from the interpreter's value `w`:
+/// `|got − w| ≤ atol + rtol·|w|`.
+#[derive(Clone, Copy, Debug)]
+pub struct Tol {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Tol {
+    /// f32: 1e-5 relative, about 84 units in the last place (2^-23 ≈
+    /// 1.2e-7 of the value): room for the few-ulp bounds of
+    /// `docs/numerics.md`'s ops along a chain and for a sum's rounding in
+    /// another order, not for a wrong constant or approximation (an `exp`
+    /// or `erf` off by 1e-4). The floor, 1e-5 absolute, is that relative
+    /// error of a term of magnitude 1 — the tests' inputs lie in [-1, 1)
+    /// or near it: an element that a sum cancels to near 0 carries the
+    /// rounding of its terms (about √n·2^-24 of their magnitude for n
+    /// terms), not of itself.
+    pub const F32: Tol = Tol { rtol: 1e-5, atol: 1e-5 };
+
+    /// The tolerance of an output of `dt`: [`Tol::F32`]; for f16 and bf16
+    /// 1e-3 absolute and two units in the last place relative (the output
+    /// rounded to the other side of a boundary when an f32 sum differs in
+    /// its last bits); i32 and bool exact.
+    pub fn of(dt: DType) -> Tol {
+        match dt {
+            DType::F32 => Tol::F32,
+            DType::F16 => Tol { rtol: 2.0 * 2f64.powi(-10), atol: 1e-3 },
+            DType::BF16 => Tol { rtol: 2.0 * 2f64.powi(-7), atol: 1e-3 },
+            DType::I32 | DType::Bool => Tol { rtol: 0.0, atol: 0.0 },
+        }
+    }
+}
+
+/// Asserts `got ≈ want` elementwise within [`Tol::of`]`(dt)`; NaN only
+/// where `want` is NaN.
 pub fn assert_close(got: &[f64], want: &[f64], dt: DType, what: &str) {
+    assert_within(got, want, Tol::of(dt), what);
+}
+
+/// Asserts `got ≈ want` elementwise within `tol`; NaN only where `want`
+/// is NaN.
+pub fn assert_within(got: &[f64], want: &[f64], tol: Tol, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let rtol = match dt {
-        DType::F16 => 2.0 * 2f64.powi(-10),
-        DType::BF16 => 2.0 * 2f64.powi(-7),
-        _ => 1e-3,
-    };
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g - w).abs() <= 1e-3 + rtol * w.abs() || (g.is_nan() && w.is_nan()) || g == w;
-        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+        let ok = (g - w).abs() <= tol.atol + tol.rtol * w.abs() || (g.is_nan() && w.is_nan()) || g == w;
+        assert!(ok, "{what}: element {i}: got {g}, want {w} ({:.2e} off, {tol:?})", (g - w).abs());
     }
 }
 
