@@ -77,7 +77,12 @@ def minilm(torch, xs, dtype, dev):
         }.items():
             state[p + name + ".weight"] = t[w][i]
             state[p + name + ".bias"] = t[b][i]
-    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    # Every parameter comes from the graph; only the buffers of default
+    # position and token type ids may be left (they are not weights).
+    loaded = model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    left = [k for k in loaded.missing_keys if not k.endswith(("position_ids", "token_type_ids"))]
+    if left or loaded.unexpected_keys:
+        raise ValueError(f"BertModel's weights do not match the graph's: {left} missing, {loaded.unexpected_keys} unknown")
     model = model.to(dev, dtype).eval()
     ids = t["ids"].to(dev, torch.long)
     mask = t["mask"].to(dev)
