@@ -20,15 +20,17 @@ The case, a JSON object:
               OMP_NUM_THREADS, set here before NumPy is imported, so one
               process serves one thread count; ONNX Runtime's
               intra_op_num_threads (inter_op_num_threads = 1). NumPy's
-              element-wise operations are single-threaded whatever the count.
+              element-wise operations (softmax, layernorm, cumsum) are
+              single-threaded whatever the count, and its reply says so.
   runs        timed runs (default 5), after one warm-up run
   inputs      optional .npy paths, one per shape (f32); without them the
               inputs are uniform in [-1, 1) from a fixed seed
   output_dir  optional: each peer writes its output there as PEER.npy
 
-Prints one JSON object: {"versions": {...}, "peers": [{"name", "ms" (the
-median wall time of one call), "output" (path, with output_dir)} or {"name",
-"error"}]}. Exits 2 on a malformed case and 3 when NumPy is missing (the
+Prints one JSON object: {"versions": {...}, "peers": [{"name", "threads"
+(those it ran with: NumPy's element-wise ops 1, its GEMM and its conv's
+contraction the case's, ONNX Runtime the case's), "ms" (the median wall time
+of one call), "output" (path, with output_dir)} or {"name", "error"}]}. Exits 2 on a malformed case and 3 when NumPy is missing (the
 peers' own absence is an "error" entry).
 """
 import json
@@ -40,6 +42,15 @@ LAYERNORM_EPS = 1e-5  # tgc's `layernorm` default (DSL.md)
 ONNX_OPSET = 17  # the first with LayerNormalization
 ONNX_IR_VERSION = 8  # the IR version of opset 17
 INSTALL_HINT = "run scripts/bench_cpu.sh (installs numpy, onnx and onnxruntime into .toolchain/bench)"
+
+
+def peer_threads(name, op, threads):
+    """The threads peer `name` runs `op` with: OpenBLAS's count for NumPy's
+    GEMM and conv (its contraction; the rest of the conv runs on one), one
+    for NumPy's element-wise ops, the intra-op count for ONNX Runtime."""
+    if name == "numpy" and op not in ("gemm", "conv_relu_pool"):
+        return 1
+    return threads
 
 
 def median_ms(step, runs):
@@ -182,7 +193,7 @@ def main():
     ]:
         try:
             step = make()
-            result = {"name": name, "ms": median_ms(step, runs)}
+            result = {"name": name, "threads": peer_threads(name, op, threads), "ms": median_ms(step, runs)}
             if "output_dir" in case:
                 result["output"] = os.path.join(case["output_dir"], f"{name}.npy")
                 np.save(result["output"], np.asarray(step(), dtype=np.float32))

@@ -21,7 +21,8 @@
 # runs each test binary with TGC_GPU=1 (a missing GPU fails), then
 # compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the
 # sm80_kernel GPU test and on `tgc run --backend cuda`, then `bench_gpu`
-# and `bench_gpu --plans`, each one's output in LOGDIR, and a summary on
+# and `bench_gpu --plans` (each row checked against PyTorch's output; a row
+# that disagrees fails the run), each one's output in LOGDIR, and a summary on
 # stdout. TGC_CUDA_ROOT is set to a folder of links to that CUDA's bin/,
 # lib64/ and include/. The test binaries read files of the repository at
 # the absolute path they were built in (`CARGO_MANIFEST_DIR`); where that
@@ -157,7 +158,7 @@ for bench in ${BENCH//,/ }; do
     convplans)
         "$BUNDLE/bench_gpu" --plans --conv "${SWEEP_ITERS:-10}" >"$LOGS/sweep-conv.txt" 2>&1 || failed=1
         say "bench_gpu --plans --conv (per-plan rows in $LOGS/sweep-conv.txt):"
-        grep -E "^conv|pick|Spearman" "$LOGS/sweep-conv.txt"
+        grep -E "^conv|pick|Spearman|agreement" "$LOGS/sweep-conv.txt"
         ;;
     bench | full)
         "$BUNDLE/bench_gpu" "${BENCH_ITERS:-20}" >"$LOGS/bench.txt" 2>&1 || failed=1
@@ -167,7 +168,7 @@ for bench in ${BENCH//,/ }; do
     full)
         "$BUNDLE/bench_gpu" --plans "${SWEEP_ITERS:-10}" >"$LOGS/sweep.txt" 2>&1 || failed=1
         say "bench_gpu --plans (per-plan rows in $LOGS/sweep.txt):"
-        grep -E "^GEMM|^conv|pick|Spearman" "$LOGS/sweep.txt"
+        grep -E "^GEMM|^conv|pick|Spearman|agreement" "$LOGS/sweep.txt"
         ;;
     bench) ;;
     tune)

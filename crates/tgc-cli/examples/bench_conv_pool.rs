@@ -11,14 +11,25 @@
 //! same graph with fusion off ([`Options::fuse`]: the conv stored, then
 //! ReLU → MaxPool). *Tiled* is the fused kernel with the pool's H and W
 //! loops strip-mined by run-time tiles of 8 × 8. Each variant is compiled
-//! once (C, `cc -O2`), checked against the fused output, run once to warm
-//! up, then RUNS times (default 5); the median wall time is printed in ms
-//! with the ratios. Timings include nothing but the kernel call.
+//! once (C, `cc -O2`), run once to warm up, then RUNS times (default 5);
+//! the median wall time is printed in ms with the ratios. Timings include
+//! nothing but the kernel call. The last column is the agreement of the
+//! unfused and tiled outputs with the fused one (the worse of the two,
+//! `examples/common/agreement.rs`'s convolution bound: `max|d|/relative
+//! ok`, or `FAIL`); a row that fails makes the run exit 1 after the last
+//! row. With `TGC_BENCH_CORRUPT=1` the compared outputs are made wrong
+//! first, so every row must fail.
 
+use std::process::ExitCode;
 use std::time::Instant;
 
 use tgc_core::pipeline::{self, CompiledCpu, Format, Options, TilePlan};
 use tgc_runtime::HostTensor;
+
+// Each benchmark uses the bounds of its own ops.
+#[allow(dead_code)]
+#[path = "common/agreement.rs"]
+mod agreement;
 
 /// One benchmark shape: input `[1, c, hw, hw]`, `k` 3×3 filters (stride 1,
 /// pad 1), then a max pool `pool`×`pool` with stride 2 and padding `pad`.
@@ -59,7 +70,7 @@ fn time(kernel: &CompiledCpu, inputs: &[HostTensor], outputs: &mut [HostTensor],
     ms[ms.len() / 2]
 }
 
-fn main() {
+fn main() -> ExitCode {
     let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5).max(1);
     let work = tgc_runtime::files::scratch_dir("bench-conv-pool").expect("work directory");
     let dir = work.path();
@@ -71,9 +82,10 @@ fn main() {
     ];
     println!("Conv 3x3 s1 p1 -> ReLU -> MaxPool s2, N=1, f32; median of {runs} runs after one warm-up (ms)");
     println!(
-        "{:<34} {:>10} {:>10} {:>10} {:>16} {:>14}",
-        "shape", "unfused", "fused", "tiled 8x8", "unfused/fused", "fused/tiled"
+        "{:<34} {:>10} {:>10} {:>10} {:>16} {:>14} {:>20}",
+        "shape", "unfused", "fused", "tiled 8x8", "unfused/fused", "fused/tiled", "agreement"
     );
+    let mut failed = 0;
     for s in &shapes {
         let src = graph(s);
         let g = pipeline::load(&src, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("bench"))).graph;
@@ -84,25 +96,30 @@ fn main() {
         let tiled = compile(&Options { tiles: TilePlan::spatial_nchw(), ..Options::default() });
         let tiles = [8, 8];
         let want = fused.run(&inputs, &[]).expect("fused run");
-        for (name, k, t) in [("unfused", &unfused, &[][..]), ("tiled", &tiled, &tiles[..])] {
+        let op = agreement::Op::Conv { n: 9 * s.c };
+        let mut worst: Option<agreement::Agreement> = None;
+        for (k, t) in [(&unfused, &[][..]), (&tiled, &tiles[..])] {
             let got = k.run(&inputs, t).expect("run");
-            let diff = want[0]
-                .to_f64_vec()
-                .iter()
-                .zip(got[0].to_f64_vec())
-                .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
-                .fold(0.0, f64::max);
-            assert!(diff <= 1e-5, "{name} disagrees with fused: max relative difference {diff}");
+            let a = agreement::compare(&got[0], &want[0], op).expect("the variants' outputs have one shape");
+            worst = Some(worst.map_or(a, |w| w.worse(a)));
         }
+        let agreement = worst.expect("two variants compared");
+        failed += usize::from(!agreement.ok());
         let mut out = want;
         let t_unfused = time(&unfused, &inputs, &mut out, &[], runs);
         let t_fused = time(&fused, &inputs, &mut out, &[], runs);
         let t_tiled = time(&tiled, &inputs, &mut out, &tiles, runs);
         let label = format!("C={} H=W={} K={} pool {}x{} p{}", s.c, s.hw, s.k, s.pool, s.pool, s.pad);
         println!(
-            "{label:<34} {t_unfused:>10.2} {t_fused:>10.2} {t_tiled:>10.2} {:>16.2} {:>14.2}",
+            "{label:<34} {t_unfused:>10.2} {t_fused:>10.2} {t_tiled:>10.2} {:>16.2} {:>14.2} {agreement:>20}",
             t_unfused / t_fused,
             t_fused / t_tiled
         );
+    }
+    println!("agreement: {} rows compared, {failed} FAIL", shapes.len());
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }

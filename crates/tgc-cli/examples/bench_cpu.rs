@@ -1,6 +1,7 @@
 //! Benchmark (not a test): tgc's generated CPU kernels against NumPy
 //! (OpenBLAS) and ONNX Runtime, measured in the same run with the same
-//! number of threads on both sides.
+//! number of threads offered to both sides, on the same inputs, each row's
+//! outputs compared.
 //!
 //! ```text
 //! bash scripts/bench_cpu.sh [RUNS] [--threads 1,2] [--only gemm|softmax|layernorm|conv|cumsum] [--peak-gflops F]
@@ -36,11 +37,17 @@
 //! peer process, even half a second after it exited, measured two-thread
 //! times up to 1.9× longer, 2.33 ms instead of 1.24 ms for 128×1536×384;
 //! the pause gives the peers the same quiet start.) The peers write their
-//! outputs back, and each row gives their largest absolute difference from
-//! tgc's output.
+//! outputs back, and each is compared with tgc's under the case's bound
+//! (`examples/common/agreement.rs`: normwise, `max|tgc − peer| ≤ tol ·
+//! max|peer|`, `tol` per op).
 //!
-//! Printed per row: tgc's median ms and rate, then for each peer its median
-//! ms and peer/tgc (≥ 1 means tgc is faster). Rates: GEMM GFLOP/s
+//! Printed per row: the thread count tgc ran with, tgc's median ms and rate,
+//! then for each peer the threads it ran with, its median ms, peer/tgc (≥ 1
+//! means tgc is faster) and the agreement (`max|d|/relative ok`, or `FAIL`).
+//! NumPy's softmax, layernorm and cumsum are single-threaded whatever the
+//! count (its ufuncs have no thread pool), so their rows say 1 thread for
+//! NumPy; its conv's contraction runs in OpenBLAS on `n` threads, the
+//! padding, window view and pooling on one. Rates: GEMM GFLOP/s
 //! (2·M·N·K per call) and the fraction of the f32 peak of `n` cores (at most
 //! the machine's); softmax, layernorm and cumsum GB/s (every tensor read
 //! or written once); conv GFLOP/s of the convolution (2·K·C·9·H·W). The peak of a core
@@ -49,8 +56,11 @@
 //! `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
 //!
 //! A missing peer (no Python, NumPy or ONNX Runtime) prints `-`, and once
-//! what is missing and how to install it. Exits 1 when a tgc kernel fails to
-//! compile or run.
+//! what is missing and how to install it; the last line counts the rows
+//! compared, failed and not compared. Exits 1, after every row is printed,
+//! when a tgc kernel fails to compile or run or a row's outputs disagree.
+//! With `TGC_BENCH_CORRUPT=1` every tgc output is made wrong before it is
+//! compared, so every compared row must fail (the check of the check).
 
 use std::collections::HashSet;
 use std::num::NonZeroUsize;
@@ -62,6 +72,13 @@ use clap::{Parser, ValueEnum};
 use serde_json::{json, Value};
 use tgc_core::pipeline::{self, CompiledCpu, Format, Options, RunError};
 use tgc_runtime::{cpu_rt, npy, HostTensor};
+
+// Each benchmark uses the bounds of its own ops.
+#[allow(dead_code)]
+#[path = "common/agreement.rs"]
+mod agreement;
+
+use agreement::{Agreement, Op};
 
 /// The peers' script, run as `$PYTHON bench_cpu_peers.py CASE_JSON`.
 const PEER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench_cpu_peers.py");
@@ -206,6 +223,17 @@ impl Case {
         }
     }
 
+    /// What the case computes, for its agreement bound.
+    fn op(self) -> Op {
+        match self {
+            Case::Gemm { k, .. } => Op::Contraction { n: k },
+            Case::Softmax { cols, .. } => Op::Softmax { n: cols },
+            Case::Layernorm { cols, .. } => Op::Layernorm { n: cols },
+            Case::Conv { c, .. } => Op::Conv { n: 9 * c },
+            Case::Cumsum { cols, .. } => Op::Cumsum { n: cols },
+        }
+    }
+
     /// The work of one call in the unit of the rate column: flops (GEMM,
     /// conv) or bytes read and written (softmax, layernorm, cumsum).
     fn work(self) -> f64 {
@@ -247,8 +275,9 @@ fn main() -> ExitCode {
     };
     let threads: Vec<String> = args.threads.iter().map(|n| n.to_string()).collect();
     println!(
-        "median of {runs} runs after one warm-up, threads {}; ratio = peer ms / tgc ms (>= 1: tgc faster); \
-         max|d| = largest |peer - tgc| of the outputs",
+        "median of {runs} runs after one warm-up, threads {}; thr = the threads each side ran with; \
+         ratio = peer ms / tgc ms (>= 1: tgc faster); agreement = max|tgc - peer| / that over max|peer|, \
+         ok within the op's bound (examples/common/agreement.rs), else FAIL",
         threads.join(",")
     );
     let work = match tgc_runtime::files::scratch_dir("bench-cpu") {
@@ -276,22 +305,27 @@ fn main() -> ExitCode {
         }
     }
     let mut peers = Peers::new();
+    let mut tally = Tally::default();
     for family in families {
         let (title, rate) = family.heading();
         println!("\n== {title}");
         println!(
-            "{:<18} {:>3} {:>9} {rate} {:>9} {:>7} {:>9} {:>7} {:>9} {:>9}",
-            "case", "thr", "tgc ms", "numpy ms", "ratio", "ort ms", "ratio", "max|d| np", "max|d| ort"
+            "{:<18} {:>3} {:>9} {rate} | {:>3} {:>9} {:>7} {:>20} | {:>3} {:>9} {:>7} {:>20}",
+            "case", "thr", "tgc ms", "thr", "numpy ms", "ratio", "agreement", "thr", "ort ms", "ratio", "agreement"
         );
         for t in timed.iter().filter(|t| t.case.family() == family) {
-            report(t, peak, &mut peers);
+            report(t, peak, &mut peers, &mut tally);
         }
     }
     if let Some(v) = &peers.versions {
         println!("\npeers: {v} (scripts/bench_cpu_peers.py)");
     }
+    println!(
+        "agreement: {} outputs compared, {} FAIL, {} not compared (no peer output)",
+        tally.compared, tally.failed, tally.missing
+    );
     drop(work);
-    if failed {
+    if failed || tally.failed > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -343,9 +377,18 @@ fn time_case(case: Case, args: &Args, dir: &Path) -> Result<Timed, String> {
     Ok(Timed { case, request, output, ms })
 }
 
+/// How many peer outputs were compared with tgc's, how many of those
+/// disagreed, and how many peers gave none.
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    failed: usize,
+    missing: usize,
+}
+
 /// Times the peers of `t` at each of its thread counts and prints one row
-/// per thread count.
-fn report(t: &Timed, peak: Option<f64>, peers: &mut Peers) {
+/// per thread count, counting its comparisons in `tally`.
+fn report(t: &Timed, peak: Option<f64>, peers: &mut Peers, tally: &mut Tally) {
     let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
     for &(n, ms) in &t.ms {
         let rate = t.case.work() / ms / 1e6;
@@ -357,17 +400,24 @@ fn report(t: &Timed, peak: Option<f64>, peers: &mut Peers) {
         let mut row = format!("{:<18} {n:>3} {ms:>9.3} {rate_cols}", t.case.label());
         let mut request = t.request.clone();
         request["threads"] = json!(n.get());
-        let results = peers.run(&request, &t.output);
+        let results = peers.run(&request, &t.output, t.case.op());
         for r in &results {
+            let threads = r.threads.map_or("-".to_string(), |n| n.to_string());
+            row.push_str(&format!(" | {threads:>3}"));
             match r.ms {
                 Some(p) => row.push_str(&format!(" {p:>9.3} {:>7.2}", p / ms)),
                 None => row.push_str(&format!(" {:>9} {:>7}", "-", "-")),
             }
-        }
-        for r in &results {
-            match r.max_diff {
-                Some(d) => row.push_str(&format!(" {d:>9.1e}")),
-                None => row.push_str(&format!(" {:>9}", "-")),
+            match r.agreement {
+                Some(a) => {
+                    tally.compared += 1;
+                    tally.failed += usize::from(!a.ok());
+                    row.push_str(&format!(" {a:>20}"));
+                }
+                None => {
+                    tally.missing += 1;
+                    row.push_str(&format!(" {:>20}", "-"));
+                }
             }
         }
         println!("{row}");
@@ -417,15 +467,17 @@ fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
 /// is noted on stderr).
 #[derive(Clone, Copy)]
 struct PeerResult {
+    /// The threads it ran with (NumPy's element-wise ops: 1).
+    threads: Option<usize>,
     /// Median ms of one call.
     ms: Option<f64>,
-    /// Largest absolute difference of its output from tgc's.
-    max_diff: Option<f64>,
+    /// How its output agrees with tgc's.
+    agreement: Option<Agreement>,
 }
 
 impl PeerResult {
     /// A peer that did not run.
-    const MISSING: PeerResult = PeerResult { ms: None, max_diff: None };
+    const MISSING: PeerResult = PeerResult { threads: None, ms: None, agreement: None };
 }
 
 /// The peers' runner: the Python to run `bench_cpu_peers.py` with, the
@@ -453,9 +505,9 @@ impl Peers {
     }
 
     /// Times the peers on `request` (the case as `bench_cpu_peers.py` reads
-    /// it) and compares their outputs with tgc's `want`. One result per
-    /// [`PEERS`] entry.
-    fn run(&mut self, request: &Value, want: &HostTensor) -> Vec<PeerResult> {
+    /// it) and compares their outputs with tgc's output `tgc` under `op`'s
+    /// bound. One result per [`PEERS`] entry.
+    fn run(&mut self, request: &Value, tgc: &HostTensor, op: Op) -> Vec<PeerResult> {
         let reply = match self.ask(&request.to_string()) {
             Ok(r) => r,
             Err(e) => {
@@ -480,14 +532,15 @@ impl Peers {
                 if let Some(e) = r["error"].as_str() {
                     self.note(format!("{name}: {e}"));
                 }
-                let max_diff = r["output"].as_str().and_then(|path| match max_abs_diff(Path::new(path), want) {
-                    Ok(d) => Some(d),
+                let agreement = r["output"].as_str().and_then(|path| match agree(Path::new(path), tgc, op) {
+                    Ok(a) => Some(a),
                     Err(e) => {
                         self.note(format!("{name}: {e}"));
                         None
                     }
                 });
-                PeerResult { ms: r["ms"].as_f64(), max_diff }
+                let threads = r["threads"].as_u64().map(|n| n as usize);
+                PeerResult { threads, ms: r["ms"].as_f64(), agreement }
             })
             .collect()
     }
@@ -516,14 +569,11 @@ impl Peers {
     }
 }
 
-/// The largest absolute difference between the `.npy` array at `path` and
-/// `want`, element by element.
+/// How tgc's output `tgc` agrees with the peer's, the `.npy` array at
+/// `path`, under `op`'s bound ([`agreement::compare`]).
 ///
-/// Errors: the file cannot be read, or its shape is not `want`'s.
-fn max_abs_diff(path: &Path, want: &HostTensor) -> Result<f64, String> {
-    let got = npy::read_npy(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if got.shape() != want.shape() {
-        return Err(format!("output shape {:?}, tgc's is {:?}", got.shape(), want.shape()));
-    }
-    Ok(got.to_f64_vec().iter().zip(want.to_f64_vec()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max))
+/// Errors: the file cannot be read, or its shape is not tgc's.
+fn agree(path: &Path, tgc: &HostTensor, op: Op) -> Result<Agreement, String> {
+    let peer = npy::read_npy(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    agreement::compare(tgc, &peer, op)
 }

@@ -11,12 +11,25 @@
 //! For f16 and bf16, each of M×N×K = 1024³, 4096³, 8192³, 4096×3072×768 and
 //! 4096×768×3072, twice: a plain GEMM (`y = x·w`, against `torch.matmul`)
 //! and GEMM + bias + ReLU (tgc's one fused kernel, against torch's matmul,
-//! add and ReLU as separate kernels). Each tgc kernel is compiled (NVRTC,
-//! the cost model's plan), run once to warm up, then ITERS times (default
-//! 20) back to back between two stream synchronisations; the PyTorch
-//! numbers come from `scripts/bench_torch.py` run in the same process's
-//! lifetime on the same GPU (CUDA events). Printed: TFLOP/s (2·M·N·K per
-//! run) of each and tgc/torch. Without PyTorch the torch column says why.
+//! add and ReLU as separate kernels). Printed: TFLOP/s (2·M·N·K per run) of
+//! each and tgc/torch.
+//!
+//! Every row runs both sides on the same inputs: tgc's sample values
+//! (`tensor::sample_values`, seeded by input position), written as `.npy`
+//! for `scripts/bench_torch.py`, which runs torch on them and writes its
+//! output back. Both sides are timed the same way: [`WARMUP`] runs, then
+//! ITERS runs (default 20) back to back between two CUDA events on the
+//! stream they run on ([`Gpu::record_event`] here, `torch.cuda.Event`
+//! there): device time, not the host's. Each row's last column is the
+//! agreement of every tgc kernel in it (the model's choice and the pinned
+//! or sm80 columns) with torch's output, the worst printed
+//! (`examples/common/agreement.rs`: normwise, `max|tgc − torch| ≤ tol ·
+//! max|torch|`, `tol` per op), `FAIL` beyond the bound; the run then exits
+//! 1 after every row is printed. The last line counts the rows compared,
+//! failed and not compared. Without PyTorch the torch column and the
+//! agreement say `-` and stderr says why. With `TGC_BENCH_CORRUPT=1` every
+//! tgc output is made wrong before it is compared, so every compared row
+//! must fail (the check of the check).
 //!
 //! Then softmax, layernorm and cumsum over the last axis of f16 `[rows,
 //! cols]` (8192×1024 and 4096×4096; cumsum also over one row of 2²⁴):
@@ -47,10 +60,11 @@
 //! matrix in global memory).
 //!
 //! Then MiniLM ([`MINILM`], `examples/minilm`'s encoder graph with its
-//! tensors in f16, random weights): tgc's program (per layer six GEMMs on
-//! the MMA template, the fused attention, SIMT kernels for the rest)
-//! against the same encoder in PyTorch (`transformers`' `BertModel` in
-//! f16 with SDPA attention, then the masked mean pooling and L2
+//! tensors in f16, weights of sample values scaled as [`minilm_inputs`]
+//! says): tgc's program (per layer six GEMMs on the MMA template, the
+//! fused attention, SIMT kernels for the rest) against the same encoder
+//! with the same weights in PyTorch (`transformers`' `BertModel` in f16
+//! with SDPA attention, then the masked mean pooling and L2
 //! normalisation), in sequences per second; a second tgc column runs the
 //! same launches captured once as a CUDA Graph ([`Gpu::capture`], on a
 //! stream of its own) and replayed, one driver call per run: the launch
@@ -68,8 +82,9 @@
 //! (an [`Estimator`] that ranks only that plan first, the seam a tuning
 //! cache uses), compiled and timed as above. Printed per plan: the analytic
 //! model's estimate for the sm80 target (A100, the plan tgc chooses), its
-//! estimate for the GPU at hand ([`sm80_model_of`]) with that rank, and
-//! the measured TFLOP/s and rank; then per shape the device model's pick
+//! estimate for the GPU at hand ([`sm80_model_of`]) with that rank, the
+//! measured TFLOP/s and rank, and the plan's agreement with torch's output
+//! (torch run once per shape); then per shape the device model's pick
 //! against the best measured plan and the Spearman rank correlation of the
 //! two orders; one `sweep,…` CSV line per plan for the record.
 //!
@@ -77,10 +92,11 @@
 //! cargo run --release -p tgc-cli --features cuda --example bench_gpu -- --plans [ITERS]
 //! ```
 //!
-//! Without a GPU (no driver or no device) it prints that and exits 1.
+//! Without a GPU (no driver or no device) it prints that and exits 1; it
+//! also exits 1 when a tgc kernel fails to compile or run.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Instant;
 
 use tgc_core::gpu::winograd;
 use tgc_core::pipeline::{self, Format};
@@ -88,11 +104,18 @@ use tgc_core::plan::cost::{self, Estimator};
 use tgc_core::plan::{self as plans, Plan, Target};
 use tgc_core::tiny::Graph;
 use tgc_runtime::cuda::Gpu;
-use tgc_runtime::{DType, HostTensor};
+use tgc_runtime::{npy, DType, HostTensor};
 
 #[allow(dead_code)]
 #[path = "../src/gpu.rs"]
 mod gpu;
+
+// Each benchmark uses the bounds of its own ops.
+#[allow(dead_code)]
+#[path = "common/agreement.rs"]
+mod agreement;
+
+use agreement::{Agreement, Op};
 
 const SHAPES: [(usize, usize, usize); 5] =
     [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 3072, 768), (4096, 768, 3072)];
@@ -158,25 +181,40 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let work = match tgc_runtime::files::scratch_dir("bench-gpu") {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("bench_gpu: cannot create a work directory in {}: {e}", std::env::temp_dir().display());
+            return ExitCode::from(1);
+        }
+    };
+    let mut bench = Bench { gpu: &gpu, iters, work: work.path(), rows: 0, failed: false, tally: Tally::default() };
     if sweep {
-        return plan_sweep(&gpu, iters, conv_only);
+        plan_sweep(&mut bench, conv_only);
+        return bench.exit();
     }
     let target = gpu::device_target(gpu.sm());
-    println!("device sm_{}, target {}, {iters} iterations per case", gpu.sm(), target.name);
-    let mut failed = false;
+    println!(
+        "device sm_{}, target {}, {iters} iterations per case after {WARMUP} warm-up runs, both sides timed with \
+         CUDA events; agreement = max|tgc - torch| / that over max|torch| of every tgc column, ok within the op's \
+         bound (examples/common/agreement.rs), else FAIL",
+        gpu.sm(),
+        target.name
+    );
     // On a 9.x device the GEMMs run on the template's wgmma branch; the
     // sm80 branch (mma.sync) is measured beside it.
     let sm80_too = target.name != plans::target::SM80.name;
     if !rows_only {
         println!(
-            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}{}",
+            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}{} {:>20}",
             "dtype",
             "M×N×K",
             "epilogue",
             "tgc TF/s",
             "torch TF/s",
             "ratio",
-            if sm80_too { format!(" {:>10} {:>8}", "sm80 TF/s", "ratio") } else { String::new() }
+            if sm80_too { format!(" {:>10} {:>8}", "sm80 TF/s", "ratio") } else { String::new() },
+            "agreement"
         );
     }
     for dtype in if rows_only { &[][..] } else { &[DType::F16, DType::BF16][..] } {
@@ -188,37 +226,32 @@ fn main() -> ExitCode {
                 let torch_case = [&dtype.to_string(), "gemm", &m.to_string(), &n.to_string(), &k.to_string(), epilogue];
                 let case = format!("{dtype} {shape} {epilogue}");
                 let text = gemm_graph(dtype, m, n, k, epilogue);
-                let pair = measure(&gpu, &case, &text, &torch_case, iters, flops / 1e12);
-                failed |= pair.tgc.is_none();
+                let Some(mut row) = bench.row(&case, &text, Op::Contraction { n: k }) else { continue };
+                let pair = row.pair(&torch_case, flops / 1e12);
                 let [tgc, torch, ratio] = pair.cells(1, 2);
                 let mut sm80 = String::new();
                 if sm80_too {
-                    let g = pipeline::load(&text, Format::Dsl, None).map_err(|d| d.to_string());
-                    let key = format!("{:x}sm80", fxhash(&text));
-                    let s = g.and_then(|l| {
-                        tgc_seconds_on(&gpu, &l.graph, &key, iters, &cost::Analytic, &plans::target::SM80)
-                    });
-                    let old = Pair {
-                        tgc: s.map(|s| flops / 1e12 / s).map_err(|e| eprintln!("sm80 {case}: {e}")).ok(),
-                        torch: pair.torch,
-                    };
-                    failed |= old.tgc.is_none();
+                    let old = row.tgc("sm80", &cost::Analytic, &plans::target::SM80);
+                    let old = Pair { tgc: old.map(|s| flops / 1e12 / s).ok(), torch: pair.torch };
                     let [t, _, r] = old.cells(1, 2);
                     sm80 = format!(" {t:>10} {r:>8}");
                 }
-                println!("{dtype:<6} {shape:<20} {epilogue:<10} {tgc:>10} {torch:>10} {ratio:>8}{sm80}");
+                let agreement = row.finish();
+                println!(
+                    "{dtype:<6} {shape:<20} {epilogue:<10} {tgc:>10} {torch:>10} {ratio:>8}{sm80} {agreement:>20}"
+                );
             }
         }
     }
     if gemm_only {
-        return if failed { ExitCode::from(1) } else { ExitCode::SUCCESS };
+        return bench.exit();
     }
     let others_only = conv_only || attention_only || minilm_only;
     let row_cases: &[(usize, usize)] = if others_only { &[] } else { &[(8192, 1024), (4096, 4096)] };
     if !others_only {
         println!(
-            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8}",
-            "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio"
+            "{:<6} {:<20} {:<10} {:>10} {:>10} {:>8} {:>20}",
+            "dtype", "rows×cols", "op", "tgc GB/s", "torch GB/s", "ratio", "agreement"
         );
     }
     let long_row: &[(usize, usize, &str)] = if others_only { &[] } else { &[(1, 1 << 24, "cumsum")] };
@@ -232,24 +265,228 @@ fn main() -> ExitCode {
         let gbytes = 2.0 * 2.0 * rows as f64 * cols as f64 / 1e9;
         let shape = format!("{rows}×{cols}");
         let torch_case = ["f16", op, &rows.to_string(), &cols.to_string(), "0", "none"];
-        let pair = measure(&gpu, &format!("{op} {shape}"), &text, &torch_case, iters, gbytes);
-        failed |= pair.tgc.is_none();
-        let [tgc, torch, ratio] = pair.cells(0, 2);
-        println!("{:<6} {shape:<20} {op:<10} {tgc:>10} {torch:>10} {ratio:>8}", "f16");
+        let bound = match op {
+            "softmax" => Op::Softmax { n: cols },
+            "layernorm" => Op::Layernorm { n: cols },
+            _ => Op::Cumsum { n: cols },
+        };
+        let Some(mut row) = bench.row(&format!("{op} {shape}"), &text, bound) else { continue };
+        let [tgc, torch, ratio] = row.pair(&torch_case, gbytes).cells(0, 2);
+        let agreement = row.finish();
+        println!("{:<6} {shape:<20} {op:<10} {tgc:>10} {torch:>10} {ratio:>8} {agreement:>20}", "f16");
     }
     if conv_only || !rows_only {
-        failed |= conv_rows(&gpu, iters);
+        conv_rows(&mut bench);
     }
     if attention_only || !rows_only {
-        failed |= attention_rows(&gpu, iters, only);
+        attention_rows(&mut bench, only);
     }
     if minilm_only || !rows_only {
-        failed |= minilm_rows(&gpu, iters, only);
+        minilm_rows(&mut bench, only);
     }
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    bench.exit()
+}
+
+/// Warm-up runs before the timed ones, on both sides (`bench_torch.py`'s
+/// count).
+const WARMUP: usize = 5;
+
+/// The run's state: the device, the iterations per case, the folder the
+/// rows' inputs and torch's outputs are written to, whether something
+/// failed, and the rows' agreements so far.
+struct Bench<'a> {
+    gpu: &'a Gpu,
+    iters: usize,
+    work: &'a Path,
+    /// Rows made so far (each gets a folder of its own).
+    rows: usize,
+    /// A tgc kernel failed to compile or run, or a row's outputs disagreed.
+    failed: bool,
+    tally: Tally,
+}
+
+/// How many rows were compared with torch, how many of those disagreed,
+/// and how many had no torch output to compare with.
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    disagreed: usize,
+    uncompared: usize,
+}
+
+impl<'a> Bench<'a> {
+    /// The row `name` of the graph `text` on its sample inputs; `None`
+    /// (why on stderr, the run failed) when the graph does not load or the
+    /// inputs cannot be written.
+    fn row(&mut self, name: &str, text: &str, op: Op) -> Option<Row<'_, 'a>> {
+        let made = pipeline::load(text, Format::Dsl, None)
+            .map_err(|d| d.to_string())
+            .and_then(|l| Ok((sample_inputs(&l.graph)?, l.graph)));
+        let (inputs, graph) = made.map_err(|e| eprintln!("{name}: {e}")).ok()?;
+        self.row_of(name, graph, format!("{:x}", fxhash(text)), inputs, op)
+    }
+
+    /// [`Bench::row`] of a loaded graph (every dim bound) on `inputs`;
+    /// `key` names its modules in the cache.
+    fn row_of(
+        &mut self,
+        name: &str,
+        graph: Graph,
+        key: String,
+        inputs: Vec<HostTensor>,
+        op: Op,
+    ) -> Option<Row<'_, 'a>> {
+        self.rows += 1;
+        let dir = self.work.join(format!("row{}", self.rows));
+        let written = std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| {
+            inputs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let path = dir.join(format!("input{i}.npy"));
+                    npy::write_npy(&path, t).map_err(|e| format!("{}: {e}", path.display())).map(|()| path)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let paths = match written {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                self.failed = true;
+                return None;
+            }
+        };
+        Some(Row {
+            bench: self,
+            name: name.to_string(),
+            graph,
+            key,
+            inputs,
+            dir,
+            paths,
+            op,
+            torch: None,
+            last: None,
+            worst: None,
+        })
+    }
+
+    /// The exit code: 1 when anything failed. Prints the agreement count.
+    fn exit(&self) -> ExitCode {
+        let t = &self.tally;
+        println!(
+            "agreement: {} rows compared, {} FAIL, {} not compared (no torch output)",
+            t.compared, t.disagreed, t.uncompared
+        );
+        if self.failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// One row: a graph, its inputs (written as `.npy` for torch in `dir`)
+/// and, once torch ran on them, torch's output, with which every tgc
+/// kernel of the row is compared; `worst` is the worst agreement so far.
+struct Row<'b, 'a> {
+    bench: &'b mut Bench<'a>,
+    name: String,
+    graph: Graph,
+    key: String,
+    inputs: Vec<HostTensor>,
+    dir: PathBuf,
+    paths: Vec<PathBuf>,
+    op: Op,
+    torch: Option<HostTensor>,
+    /// The agreement of the last tgc kernel compared.
+    last: Option<Agreement>,
+    worst: Option<Agreement>,
+}
+
+impl Row<'_, '_> {
+    /// torch's rate and tgc's (the model's choice for the device), `work`
+    /// per second; torch runs first, so tgc's output is compared with its.
+    fn pair(&mut self, torch_case: &[&str], work: f64) -> Pair {
+        let torch = self.torch(torch_case).map(|s| work / s).ok();
+        let target = gpu::device_target(self.bench.gpu.sm());
+        let tgc = self.tgc("", &cost::Analytic, target).map(|s| work / s).ok();
+        Pair { tgc, torch }
+    }
+
+    /// Seconds per run of `bench_torch.py`'s version on the row's inputs,
+    /// keeping its output; `None` with why on stderr.
+    fn torch(&mut self, case: &[&str]) -> Result<f64, String> {
+        let out = self.dir.join("torch.npy");
+        let ran = torch_seconds(case, self.bench.iters, &out, &self.paths)
+            .and_then(|s| Ok((s, npy::read_npy(&out).map_err(|e| format!("{}: {e}", out.display()))?)));
+        match ran {
+            Ok((s, t)) => {
+                self.torch = Some(t);
+                Ok(s)
+            }
+            Err(e) => {
+                eprintln!("torch {}: {e}", self.name);
+                Err(e)
+            }
+        }
+    }
+
+    /// Seconds per run of tgc's kernels compiled for `target` with plans
+    /// ranked by `estimator` (`tag` keeps the module cache keys of one
+    /// graph's variants apart); their output is compared with torch's. An
+    /// error is printed on stderr and fails the run.
+    fn tgc(&mut self, tag: &str, estimator: &dyn Estimator, target: &Target) -> Result<f64, String> {
+        let key = format!("{}{tag}", self.key);
+        let ran = tgc_run(self.bench.gpu, &self.graph, &key, self.bench.iters, estimator, target, &self.inputs);
+        self.checked(tag, ran)
+    }
+
+    /// [`Row::tgc`] with the launches captured once as a CUDA Graph and
+    /// replayed ([`replay_run`]).
+    fn replayed(&mut self) -> Result<f64, String> {
+        let key = format!("{}graph", self.key);
+        let ran = replay_run(self.bench.gpu, &self.graph, &key, self.bench.iters, &self.inputs);
+        self.checked("as a CUDA Graph", ran)
+    }
+
+    /// The seconds of `ran`, its output compared with torch's into `worst`.
+    fn checked(&mut self, tag: &str, ran: Result<(f64, Vec<HostTensor>), String>) -> Result<f64, String> {
+        let (secs, outputs) = ran.map_err(|e| {
+            eprintln!("tgc {} {tag}: {e}", self.name);
+            self.bench.failed = true;
+            e
+        })?;
+        if let (Some(want), Some(got)) = (&self.torch, outputs.first()) {
+            let a = agreement::compare(got, want, self.op).unwrap_or_else(|e| {
+                eprintln!("tgc {} {tag}: {e}", self.name);
+                Agreement { max_abs: f64::NAN, max_rel: f64::NAN, tol: self.op.tolerance(got.dtype()) }
+            });
+            self.last = Some(a);
+            self.worst = Some(self.worst.map_or(a, |w| w.worse(a)));
+        }
+        Ok(secs)
+    }
+
+    /// The row's agreement cell (`-` without torch's output), counted in
+    /// the tally; removes the row's files.
+    fn finish(self) -> String {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let t = &mut self.bench.tally;
+        match self.worst {
+            Some(a) => {
+                t.compared += 1;
+                if !a.ok() {
+                    t.disagreed += 1;
+                    self.bench.failed = true;
+                }
+                a.to_string()
+            }
+            None => {
+                t.uncompared += 1;
+                "-".to_string()
+            }
+        }
     }
 }
 
@@ -273,30 +510,23 @@ impl Pair {
     }
 }
 
-/// tgc's kernels for the graph `text` ([`tgc_seconds`]) and PyTorch's
-/// `torch_case` ([`torch_seconds`]), each as `work` per second; a side that
-/// fails is `None`, with why on stderr after `case`.
-fn measure(gpu: &Gpu, case: &str, text: &str, torch_case: &[&str], iters: usize, work: f64) -> Pair {
-    pair(case, tgc_seconds(gpu, text, iters), torch_case, iters, work)
-}
-
-/// [`measure`] from tgc's seconds per run already taken (or why not).
-fn pair(case: &str, tgc: Result<f64, String>, torch_case: &[&str], iters: usize, work: f64) -> Pair {
-    let tgc = tgc.map(|s| work / s).map_err(|e| eprintln!("tgc {case}: {e}")).ok();
-    let torch = torch_seconds(torch_case, iters).map(|s| work / s).map_err(|e| eprintln!("torch {case}: {e}")).ok();
-    Pair { tgc, torch }
-}
-
-/// The [`CONVS`] rows; whether a tgc case failed. After tgc's choice (the
-/// analytic model's algorithm) and PyTorch, the same graph with each
-/// `algo_choice conv` pinned: the implicit GEMM, and Winograd F(2×2, 3×3)
-/// for the 3×3 stride-1 layers (`-` for the others, which it does not take).
-fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
+/// The [`CONVS`] rows. After tgc's choice (the analytic model's algorithm)
+/// and PyTorch, the same graph with each `algo_choice conv` pinned: the
+/// implicit GEMM, and Winograd F(2×2, 3×3) for the 3×3 stride-1 layers
+/// (`-` for the others, which it does not take).
+fn conv_rows(bench: &mut Bench) {
     println!(
-        "{:<6} {:<28} {:>8} {:>10} {:>10} {:>8} {:>14} {:>14}",
-        "dtype", "N×H×W×C → K, R×R/stride", "P×Q", "tgc TF/s", "torch TF/s", "ratio", "implicit TF/s", "winograd TF/s"
+        "{:<6} {:<28} {:>8} {:>10} {:>10} {:>8} {:>14} {:>14} {:>20}",
+        "dtype",
+        "N×H×W×C → K, R×R/stride",
+        "P×Q",
+        "tgc TF/s",
+        "torch TF/s",
+        "ratio",
+        "implicit TF/s",
+        "winograd TF/s",
+        "agreement"
     );
-    let mut failed = false;
     for &(hw, c, k, r, stride) in &CONVS {
         let n = CONV_BATCH;
         let pad = r / 2;
@@ -305,59 +535,48 @@ fn conv_rows(gpu: &Gpu, iters: usize) -> bool {
         let text = conv_graph(n, hw, c, k, r, stride, pad);
         let spec = format!("{n},{hw},{c},{k},{r},{stride},{pad}");
         let case = format!("{n}×{hw}×{hw}×{c} → {k}, {r}×{r}/{stride}");
-        let pair = measure(
-            gpu,
-            &format!("conv {case}"),
-            &text,
-            &["f16", "conv", &spec, "0", "0", "bias"],
-            iters,
-            flops / 1e12,
-        );
-        failed |= pair.tgc.is_none();
-        let [tgc, torch, ratio] = pair.cells(1, 2);
+        let Some(mut row) = bench.row(&format!("conv {case}"), &text, Op::Conv { n: c * r * r }) else { continue };
+        let [tgc, torch, ratio] = row.pair(&["f16", "conv", &spec, "0", "0", "bias"], flops / 1e12).cells(1, 2);
+        let target = gpu::device_target(row.bench.gpu.sm());
         let mut pinned = Vec::new();
         for algo in ["implicit_gemm", winograd::ALGO] {
             if algo == winograd::ALGO && (r, stride) != (3, 1) {
                 pinned.push("-".to_string());
                 continue;
             }
-            pinned.push(match tgc_seconds_with(gpu, &text, iters, &pin("conv", algo), algo) {
+            pinned.push(match row.tgc(algo, &pin("conv", algo), target) {
                 Ok(secs) => format!("{:.2}", flops / secs / 1e12),
-                Err(e) => {
-                    eprintln!("conv {case} ({algo}): {e}");
-                    failed = true;
-                    "failed".to_string()
-                }
+                Err(_) => "failed".to_string(),
             });
         }
+        let agreement = row.finish();
         println!(
-            "{:<6} {case:<28} {:>8} {tgc:>10} {torch:>10} {ratio:>8} {:>14} {:>14}",
+            "{:<6} {case:<28} {:>8} {tgc:>10} {torch:>10} {ratio:>8} {:>14} {:>14} {agreement:>20}",
             "f16",
             format!("{pq}×{pq}"),
             pinned[0],
             pinned[1]
         );
     }
-    failed
 }
 
-/// The [`ATTENTION`] rows whose name contains `only`; whether a tgc case
-/// failed.
-fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
+/// The [`ATTENTION`] rows whose name contains `only`.
+fn attention_rows(bench: &mut Bench, only: &str) {
     // On a 9.x device the tgc column is the template's wgmma branch; its
     // sm80 kernel (mma.sync) is measured beside it.
-    let sm80_too = gpu::device_target(gpu.sm()).name != plans::target::SM80.name;
+    let target = gpu::device_target(bench.gpu.sm());
+    let sm80_too = target.name != plans::target::SM80.name;
     println!(
-        "{:<6} {:<28} {:>10} {:>10} {:>8} {:>12}{}",
+        "{:<6} {:<28} {:>10} {:>10} {:>8} {:>12}{} {:>20}",
         "dtype",
         "B×H×S×D",
         "tgc TF/s",
         "torch TF/s",
         "ratio",
         "2-pass TF/s",
-        if sm80_too { format!(" {:>10}", "sm80 TF/s") } else { String::new() }
+        if sm80_too { format!(" {:>10}", "sm80 TF/s") } else { String::new() },
+        "agreement"
     );
-    let mut failed = false;
     let (b, h) = (4usize, 16usize);
     for &(seq, d, causal) in &ATTENTION {
         let flops = 4.0 * (b * h * seq * seq * d) as f64 / if causal { 2.0 } else { 1.0 };
@@ -376,55 +595,39 @@ fn attention_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
             .map_or(Ok(()), |d| Err(d.message));
         if let Err(why) = fused {
             println!("{:<6} {case:<28} not fused ({why}): not run", "f16");
-            failed = true;
+            bench.failed = true;
             continue;
         }
+        let Some(mut row) = bench.row(&format!("attention {case}"), &text, Op::Attention) else { continue };
         let torch_case = ["f16", "attention", &spec, "0", "0", if causal { "causal" } else { "none" }];
-        let pair = measure(gpu, &format!("attention {case}"), &text, &torch_case, iters, flops / 1e12);
-        failed |= pair.tgc.is_none();
-        let [tgc, torch, ratio] = pair.cells(2, 3);
+        let [tgc, torch, ratio] = row.pair(&torch_case, flops / 1e12).cells(2, 3);
         // The same graph with the two-pass softmax pinned.
-        let two_pass = match tgc_seconds_with(gpu, &text, iters, &pin("attention", "streaming_softmax_2pass"), "2pass")
-        {
+        let two_pass = match row.tgc("2pass", &pin("attention", "streaming_softmax_2pass"), target) {
             Ok(secs) => format!("{:.2}", flops / secs / 1e12),
-            Err(e) => {
-                eprintln!("attention {case} (two-pass): {e}");
-                failed = true;
-                "failed".to_string()
-            }
+            Err(_) => "failed".to_string(),
         };
         let mut sm80 = String::new();
         if sm80_too {
-            let g = pipeline::load(&text, Format::Dsl, None).map_err(|d| d.to_string());
-            let key = format!("{:x}sm80", fxhash(&text));
-            let secs =
-                g.and_then(|l| tgc_seconds_on(gpu, &l.graph, &key, iters, &cost::Analytic, &plans::target::SM80));
-            sm80 = match secs {
+            sm80 = match row.tgc("sm80", &cost::Analytic, &plans::target::SM80) {
                 Ok(secs) => format!(" {:>10.2}", flops / secs / 1e12),
-                Err(e) => {
-                    eprintln!("attention {case} (sm80): {e}");
-                    failed = true;
-                    format!(" {:>10}", "failed")
-                }
+                Err(_) => format!(" {:>10}", "failed"),
             };
         }
-        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8} {two_pass:>12}{sm80}", "f16");
+        let agreement = row.finish();
+        println!("{:<6} {case:<28} {tgc:>10} {torch:>10} {ratio:>8} {two_pass:>12}{sm80} {agreement:>20}", "f16");
     }
-    failed
 }
 
 /// The MiniLM rows: `(batch, sequence length)`.
 const MINILM: [(usize, usize); 3] = [(1, 128), (8, 128), (32, 128)];
 
-/// The [`MINILM`] rows whose name contains `only`; whether a tgc case
-/// failed.
-fn minilm_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
+/// The [`MINILM`] rows whose name contains `only`.
+fn minilm_rows(bench: &mut Bench, only: &str) {
     println!(
-        "{:<6} {:<12} {:>10} {:>12} {:>10} {:>8}",
-        "dtype", "MiniLM B×S", "tgc seq/s", "graph seq/s", "torch seq/s", "ratio"
+        "{:<6} {:<12} {:>10} {:>12} {:>10} {:>8} {:>20}",
+        "dtype", "MiniLM B×S", "tgc seq/s", "graph seq/s", "torch seq/s", "ratio", "agreement"
     );
     let text = include_str!("../../../examples/minilm/graphs/minilm.tgc").replace("f32[", "f16[");
-    let mut failed = false;
     for &(b, s) in &MINILM {
         let case = format!("{b}×{s}");
         if !case.contains(only) {
@@ -432,25 +635,48 @@ fn minilm_rows(gpu: &Gpu, iters: usize, only: &str) -> bool {
         }
         let dims = [("B".to_string(), b as i64), ("S".to_string(), s as i64)].into_iter().collect();
         let graph = pipeline::load(&text, Format::Dsl, None).and_then(|l| l.graph.bind(&dims));
-        let graph = graph.map_err(|d| d.to_string());
-        let secs =
-            graph.clone().and_then(|g| tgc_seconds_graph(gpu, &g, &format!("minilm{b}x{s}"), iters, &cost::Analytic));
-        let replayed = graph.and_then(|g| replay_seconds(gpu, &g, &format!("minilm{b}x{s}"), iters));
-        let replayed = match replayed {
-            Ok(t) => format!("{:.1}", b as f64 / t),
+        let made = graph.map_err(|d| d.to_string()).and_then(|g| Ok((minilm_inputs(&g)?, g)));
+        let (inputs, graph) = match made {
+            Ok(m) => m,
             Err(e) => {
-                eprintln!("MiniLM {case} as a CUDA Graph: {e}");
-                failed = true;
-                "failed".into()
+                eprintln!("MiniLM {case}: {e}");
+                bench.failed = true;
+                continue;
             }
         };
+        let name = format!("MiniLM {case}");
+        let Some(mut row) = bench.row_of(&name, graph, format!("minilm{b}x{s}"), inputs, Op::Model) else { continue };
         let torch_case = ["f16", "minilm", &format!("{b},{s}"), "0", "0", "none"];
-        let pair = pair(&format!("MiniLM {case}"), secs, &torch_case, iters, b as f64);
-        failed |= pair.tgc.is_none();
-        let [tgc, torch, ratio] = pair.cells(0, 2);
-        println!("{:<6} {case:<12} {tgc:>10} {replayed:>12} {torch:>10} {ratio:>8}", "f16");
+        let [tgc, torch, ratio] = row.pair(&torch_case, b as f64).cells(0, 2);
+        let replayed = match row.replayed() {
+            Ok(t) => format!("{:.1}", b as f64 / t),
+            Err(_) => "failed".into(),
+        };
+        let agreement = row.finish();
+        println!("{:<6} {case:<12} {tgc:>10} {replayed:>12} {torch:>10} {ratio:>8} {agreement:>20}", "f16");
     }
-    failed
+}
+
+/// The inputs of MiniLM's graph `g` (every dim bound), in the shape of a
+/// trained model so that the output is well conditioned: token ids spread
+/// over the vocabulary, a mask of ones (no padding), LayerNorm gains
+/// `1 ± 0.1`, and every other weight and bias sample values scaled to
+/// ±0.05 (about the standard deviation of 0.02 that `BertModel` draws its
+/// weights from).
+fn minilm_inputs(g: &Graph) -> Result<Vec<HostTensor>, String> {
+    let mut inputs = Vec::new();
+    for (i, (id, name)) in g.inputs().into_iter().zip(pipeline::input_names(g)).enumerate() {
+        let shape: Vec<usize> = g.shape(id).iter().map(|d| d.as_int().unwrap_or(1) as usize).collect();
+        let values = tgc_runtime::tensor::sample_values(i as u64 + 1, shape.iter().product());
+        let values: Vec<f64> = match name.as_str() {
+            "ids" => values.iter().map(|v| ((v + 1.0) / 2.0 * 30521.0).floor()).collect(),
+            "mask" => vec![1.0; values.len()],
+            "eg" | "g1" | "g2" => values.iter().map(|v| 1.0 + 0.1 * v).collect(),
+            _ => values.iter().map(|v| 0.05 * v).collect(),
+        };
+        inputs.push(HostTensor::from_f64(g.dtype(id), &shape, &values).map_err(|e| e.to_string())?);
+    }
+    Ok(inputs)
 }
 
 /// The convolution case's graph: NHWC activations, OHWI weights and bias
@@ -492,46 +718,39 @@ fn row_graph(op: &str, rows: usize, cols: usize) -> String {
     }
 }
 
-/// Seconds per run of tgc's kernels for the graph `text` (every size
-/// concrete), after a warm-up run: ITERS runs queued back to back between
-/// two synchronisations.
-fn tgc_seconds(gpu: &Gpu, text: &str, iters: usize) -> Result<f64, String> {
-    tgc_seconds_with(gpu, text, iters, &cost::Analytic, "")
-}
-
-/// [`tgc_seconds`] with the GEMM's plan ranked by `estimator`; `tag` keeps
-/// the module cache keys of one graph's plans apart.
-fn tgc_seconds_with(gpu: &Gpu, text: &str, iters: usize, estimator: &dyn Estimator, tag: &str) -> Result<f64, String> {
-    let g = pipeline::load(text, Format::Dsl, None).map_err(|d| d.to_string())?.graph;
-    tgc_seconds_graph(gpu, &g, &format!("{:x}{tag}", fxhash(text)), iters, estimator)
-}
-
-/// [`tgc_seconds_with`] of a loaded graph with every dimension bound;
-/// `key` names its module in the cache.
-fn tgc_seconds_graph(gpu: &Gpu, g: &Graph, key: &str, iters: usize, estimator: &dyn Estimator) -> Result<f64, String> {
-    tgc_seconds_on(gpu, g, key, iters, estimator, gpu::device_target(gpu.sm()))
-}
-
-/// [`tgc_seconds_graph`] compiled for the target row `target` (the sm80
-/// template on a 9.x device).
-fn tgc_seconds_on(
+/// Seconds per run of tgc's kernels for `g` (every dim bound; `key` names
+/// its module in the cache) compiled for `target` with plans ranked by
+/// `estimator`, on `inputs` ([`event_seconds`]), and the outputs of the
+/// last run.
+fn tgc_run(
     gpu: &Gpu,
     g: &Graph,
     key: &str,
     iters: usize,
     estimator: &dyn Estimator,
     target: &Target,
-) -> Result<f64, String> {
+    inputs: &[HostTensor],
+) -> Result<(f64, Vec<HostTensor>), String> {
     let mut c = gpu::Compiled::for_target(gpu, g, key, estimator, target).map_err(err)?;
-    c.upload(&sample_inputs(g)?).map_err(err)?;
-    c.run().map_err(err)?;
-    gpu.synchronize().map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    for _ in 0..iters {
-        c.run().map_err(err)?;
+    c.upload(inputs).map_err(err)?;
+    let secs = event_seconds(gpu, iters, || c.run().map_err(err))?;
+    Ok((secs, c.download().map_err(err)?))
+}
+
+/// Seconds per run of `run`, which queues one run on `gpu`'s stream:
+/// [`WARMUP`] runs, then ITERS runs back to back between two CUDA events
+/// on that stream (`bench_torch.py`'s method: the device time of the
+/// queued runs, not the host's).
+fn event_seconds(gpu: &Gpu, iters: usize, mut run: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    for _ in 0..WARMUP {
+        run()?;
     }
-    gpu.synchronize().map_err(|e| e.to_string())?;
-    Ok(start.elapsed().as_secs_f64() / iters as f64)
+    let start = gpu.record_event().map_err(|e| e.to_string())?;
+    for _ in 0..iters {
+        run()?;
+    }
+    let end = gpu.record_event().map_err(|e| e.to_string())?;
+    Ok(start.ms_until(&end).map_err(|e| e.to_string())? / 1e3 / iters as f64)
 }
 
 /// A compile or run error of [`gpu::Compiled`] as one line.
@@ -555,14 +774,20 @@ fn sample_inputs(g: &Graph) -> Result<Vec<HostTensor>, String> {
     Ok(inputs)
 }
 
-/// Seconds per run of the graph's launches replayed as one CUDA Graph: on
-/// a stream of its own (the default stream cannot be captured), one direct
-/// run, one captured, a warm-up replay, then ITERS replays between two
-/// synchronisations.
-fn replay_seconds(gpu: &Gpu, g: &Graph, key: &str, iters: usize) -> Result<f64, String> {
+/// Seconds per run of the graph's launches replayed as one CUDA Graph, and
+/// the outputs of the last replay: on a stream of its own (the default
+/// stream cannot be captured), one direct run, one captured, then
+/// [`event_seconds`] of the replays.
+fn replay_run(
+    gpu: &Gpu,
+    g: &Graph,
+    key: &str,
+    iters: usize,
+    inputs: &[HostTensor],
+) -> Result<(f64, Vec<HostTensor>), String> {
     let stream = gpu.new_stream().map_err(|e| e.to_string())?;
     let mut c = gpu::Compiled::with_estimator(&stream, g, key, &cost::Analytic).map_err(err)?;
-    c.upload(&sample_inputs(g)?).map_err(err)?;
+    c.upload(inputs).map_err(err)?;
     c.run().map_err(err)?;
     let replay = stream.capture(|_| {
         c.run().map_err(|e| match e {
@@ -571,14 +796,8 @@ fn replay_seconds(gpu: &Gpu, g: &Graph, key: &str, iters: usize) -> Result<f64, 
         })
     });
     let replay = replay.map_err(|e| e.to_string())?;
-    replay.replay().map_err(|e| e.to_string())?;
-    stream.synchronize().map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    for _ in 0..iters {
-        replay.replay().map_err(|e| e.to_string())?;
-    }
-    stream.synchronize().map_err(|e| e.to_string())?;
-    Ok(start.elapsed().as_secs_f64() / iters as f64)
+    let secs = event_seconds(&stream, iters, || replay.replay().map_err(|e| e.to_string()))?;
+    Ok((secs, c.download().map_err(err)?))
 }
 
 /// The analytic model with one algorithm pinned (`key=value`, as `tgc run
@@ -607,7 +826,8 @@ fn sm80_model_of(sm: u32) -> Option<Target> {
 }
 
 /// The `--plans` sweep (module doc).
-fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
+fn plan_sweep(bench: &mut Bench, conv_only: bool) {
+    let (gpu, iters) = (bench.gpu, bench.iters);
     let target = &plans::target::SM80;
     let device = sm80_model_of(gpu.sm()).unwrap_or_else(|| target.clone());
     println!(
@@ -619,34 +839,34 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
         device.peak_tensor_tflops,
         device.dram_gbps
     );
-    let mut failed = false;
-    let mut cases: Vec<(String, String)> = Vec::new();
+    // Each case: its name, graph, torch's case and the bound of its output.
+    let mut cases: Vec<(String, String, Vec<String>, Op)> = Vec::new();
     if !conv_only {
         for &(m, n, k) in &SWEEP {
-            cases.push((format!("GEMM f16 {m}×{n}×{k}"), gemm_graph(DType::F16, m, n, k, "none")));
+            let torch = ["f16", "gemm", &m.to_string(), &n.to_string(), &k.to_string(), "none"].map(String::from);
+            let text = gemm_graph(DType::F16, m, n, k, "none");
+            cases.push((format!("GEMM f16 {m}×{n}×{k}"), text, torch.to_vec(), Op::Contraction { n: k }));
         }
     }
     for &(hw, c, kout, r, stride) in CONVS.iter().filter(|c| c.3 == 3) {
         let name = format!("conv f16 {CONV_BATCH}×{hw}×{hw}×{c} → {kout}, {r}×{r}");
-        cases.push((name, conv_graph(CONV_BATCH, hw, c, kout, r, stride, r / 2)));
+        let spec = format!("{CONV_BATCH},{hw},{c},{kout},{r},{stride},{}", r / 2);
+        let torch = ["f16", "conv", &spec, "0", "0", "bias"].map(String::from);
+        let text = conv_graph(CONV_BATCH, hw, c, kout, r, stride, r / 2);
+        cases.push((name, text, torch.to_vec(), Op::Conv { n: c * r * r }));
     }
-    for (name, text) in &cases {
-        let g = match pipeline::load(text, Format::Dsl, None) {
-            Ok(l) => l.graph,
-            Err(d) => {
-                eprintln!("{name}: {d}");
-                failed = true;
-                continue;
-            }
-        };
+    for (name, text, torch_case, op) in &cases {
+        let Some(mut row) = bench.row(name, text, *op) else { continue };
+        let g = row.graph.clone();
         let gg = match tgc_core::gpu::lower::match_gemm(&g) {
             Ok(gg) => gg,
             Err(d) => {
                 eprintln!("{name}: {d}");
-                failed = true;
+                row.bench.failed = true;
                 continue;
             }
         };
+        let _ = row.torch(&torch_case.iter().map(String::as_str).collect::<Vec<_>>());
         let problem = gg.problem.clone();
         let [m, n, k] = cost::gemm_dims(&problem).unwrap_or([0; 3]);
         let flops = 2.0 * m as f64 * n as f64 * k as f64;
@@ -657,30 +877,30 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
             let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
                 .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
             let measured = if tensor_core {
-                tgc_seconds_on(gpu, &g, &format!("{:x}plan{i}", fxhash(text)), iters, &pinned, target)
+                row.tgc(&format!("plan{i}"), &pinned, target)
             } else {
-                Err("the plan did not give the tensor-core kernel".to_string())
+                eprintln!("{name} {}: the plan did not give the tensor-core kernel", plan_name(plan));
+                row.bench.failed = true;
+                continue;
             };
             let on_device = cost::Analytic.estimate(plan, &problem, &device).map_or(0.0, |e| flops / e.time_s / 1e12);
-            match measured {
-                Ok(s) => rows.push((i, plan, flops / est.time_s / 1e12, on_device, flops / s / 1e12)),
-                Err(e) => {
-                    eprintln!("{name} {}: {e}", plan_name(plan));
-                    failed = true;
-                }
+            if let Ok(s) = measured {
+                let agreement = row.last.map_or("-".to_string(), |a| a.to_string());
+                rows.push((i, plan, flops / est.time_s / 1e12, on_device, flops / s / 1e12, agreement));
             }
         }
+        let agreement = row.finish();
         let device_rank = ranks(&rows.iter().map(|r| r.3).collect::<Vec<_>>());
         let measured_rank = ranks(&rows.iter().map(|r| r.4).collect::<Vec<_>>());
         println!("{name} (* the sm80 choice)");
         println!(
-            "  {:<28} {:>9} {:>9} {:>5} {:>9} {:>5}",
-            "plan (tile warp st vec ws)", "sm80 TF", "device TF", "rank", "meas TF", "rank"
+            "  {:<28} {:>9} {:>9} {:>5} {:>9} {:>5} {:>20}",
+            "plan (tile warp st vec ws)", "sm80 TF", "device TF", "rank", "meas TF", "rank", "agreement"
         );
-        for (j, (i, plan, model, on_device, measured)) in rows.iter().enumerate() {
+        for (j, (i, plan, model, on_device, measured, agreement)) in rows.iter().enumerate() {
             let mark = if choice.best == Some(*i) { '*' } else { ' ' };
             println!(
-                "{mark} {:<28} {model:>9.1} {on_device:>9.1} {:>5} {measured:>9.1} {:>5}",
+                "{mark} {:<28} {model:>9.1} {on_device:>9.1} {:>5} {measured:>9.1} {:>5} {agreement:>20}",
                 plan_name(plan),
                 device_rank[j],
                 measured_rank[j]
@@ -704,11 +924,7 @@ fn plan_sweep(gpu: &Gpu, iters: usize, conv_only: bool) -> ExitCode {
             }
         }
         println!("  Spearman ρ (device model vs measured) {:.2}", spearman(&device_rank, &measured_rank));
-    }
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+        println!("  agreement with torch, worst plan: {agreement}");
     }
 }
 
@@ -743,15 +959,18 @@ fn fxhash(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
-/// Seconds per run of PyTorch's version, from `scripts/bench_torch.py`.
-/// `case`: dtype, op (`gemm`, `softmax`, `layernorm`), three sizes, epilogue.
-fn torch_seconds(case: &[&str], iters: usize) -> Result<f64, String> {
+/// Seconds per run of PyTorch's version, from `scripts/bench_torch.py`, on
+/// tgc's `inputs` (`.npy`, graph order), its output written to `output`.
+/// `case`: dtype, op (`gemm`, `softmax`, …), three sizes, epilogue.
+fn torch_seconds(case: &[&str], iters: usize, output: &Path, inputs: &[PathBuf]) -> Result<f64, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench_torch.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let o = Command::new(&python)
         .arg(script)
         .args(case)
         .arg(iters.to_string())
+        .arg(output)
+        .args(inputs)
         .output()
         .map_err(|e| format!("cannot run {python}: {e}"))?;
     if !o.status.success() {

@@ -1,18 +1,22 @@
 //! Benchmark (not a test): one ONNX model from `.onnx` to a runnable CPU
 //! program and its run time, for `scripts/bench_onnx.py`, which times ONNX
-//! Runtime on the same inputs with the same threads and checks the outputs.
+//! Runtime on the same inputs with the same threads and passes its outputs
+//! here to be compared.
 //!
 //! ```text
 //! cargo run --release -p tgc-cli --example bench_onnx -- MODEL.onnx \
-//!     --input NAME=FILE.npy ... [--threads 1,2] [--runs 20] --out DIR
+//!     --input NAME=FILE.npy ... --expect FILE.npy ... [--threads 1,2] [--runs 20] --out DIR
 //! ```
 //!
 //! Prints one JSON object: `import_s` (decode, import, lower and check:
 //! `pipeline::load_onnx`), `compile_s` (C generation, the C compiler and
-//! loading: `pipeline::CompiledCpu::new`, the default options), and for
+//! loading: `pipeline::CompiledCpu::new`, the default options), for
 //! each thread count `n` (set with `cpu_rt::set_threads`) the median of
-//! `--runs` calls after one warm-up, in ms. The outputs of the last call
-//! are written to `DIR/output_K.npy`.
+//! `--runs` calls after one warm-up, in ms, and `agreement`: the outputs of
+//! the last call against the `--expect` files (ONNX Runtime's, in output
+//! order) under the whole-model bound (`examples/common/agreement.rs`), the
+//! worst output's `cell` (`max|d|/relative ok`, or `FAIL`) and `ok`. The
+//! outputs are written to `DIR/output_K.npy`.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -24,6 +28,11 @@ use clap::Parser;
 use serde_json::json;
 use tgc_core::pipeline::{self, CompiledCpu, Options, RunError};
 use tgc_runtime::{cpu_rt, npy, HostTensor};
+
+// Each benchmark uses the bounds of its own ops.
+#[allow(dead_code)]
+#[path = "common/agreement.rs"]
+mod agreement;
 
 #[derive(Parser)]
 struct Args {
@@ -38,6 +47,10 @@ struct Args {
     /// Timed calls per thread count; the median is printed.
     #[arg(long, default_value = "20")]
     runs: NonZeroUsize,
+    /// The peer's output for each output of the model, in order, that tgc's
+    /// are compared with.
+    #[arg(long = "expect", value_name = "FILE.npy", required = true)]
+    expect: Vec<PathBuf>,
     /// Where the outputs are written.
     #[arg(long)]
     out: PathBuf,
@@ -102,6 +115,16 @@ fn run(args: Args) -> Result<(), String> {
         npy::write_npy(&args.out.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
     }
     let _ = std::fs::remove_dir_all(&work);
-    println!("{}", json!({ "import_s": import_s, "compile_s": compile_s, "ms": times }));
+    if args.expect.len() != outputs.len() {
+        return Err(format!("{} --expect files for the model's {} outputs", args.expect.len(), outputs.len()));
+    }
+    let mut worst: Option<agreement::Agreement> = None;
+    for (k, (got, path)) in outputs.iter().zip(&args.expect).enumerate() {
+        let want = npy::read_npy(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let a = agreement::compare(got, &want, agreement::Op::Model).map_err(|e| format!("output {k}: {e}"))?;
+        worst = Some(worst.map_or(a, |w| w.worse(a)));
+    }
+    let agreement = worst.map(|a| json!({ "cell": a.to_string(), "ok": a.ok() }));
+    println!("{}", json!({ "import_s": import_s, "compile_s": compile_s, "ms": times, "agreement": agreement }));
     Ok(())
 }

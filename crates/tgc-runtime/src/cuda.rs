@@ -10,6 +10,9 @@
 //! - [`Launch`]: grid, block and dynamic shared memory, checked against the
 //!   device before a launch ([`Gpu::prepare`] raises a function's dynamic
 //!   shared-memory limit when it asks for more than the 48 KiB default).
+//! - [`Event`]: a timing event recorded on a handle's stream
+//!   ([`Gpu::record_event`]); two of them give the device time of the work
+//!   queued between them.
 //!
 //! Rules followed here (CUDA C++ Programming Guide, "Compute Capability",
 //! "Binary Compatibility"): a cubin for `sm_XY` runs on devices of the same
@@ -50,11 +53,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{
-    CUdevice_attribute, CUfunction_attribute_enum, CUgraphInstantiate_flags, CUstreamCaptureMode,
+    CUdevice_attribute, CUevent_flags, CUfunction_attribute_enum, CUgraphInstantiate_flags, CUstreamCaptureMode,
 };
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, DevicePtr, DeviceRepr, DeviceSlice, DriverError,
-    ValidAsZeroBits,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, DevicePtr, DeviceRepr, DeviceSlice,
+    DriverError, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -323,6 +326,16 @@ impl Gpu {
         &self.stream
     }
 
+    /// A timing event recorded on this handle's stream: it completes when
+    /// the work queued on the stream before it has. Two of them time the
+    /// work queued between them on the device ([`Event::ms_until`]), as
+    /// PyTorch's `torch.cuda.Event(enable_timing=True)` does.
+    ///
+    /// Errors: [`Error::Kernel`] when the driver cannot create or record it.
+    pub fn record_event(&self) -> Result<Event> {
+        self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map(Event).map_err(driver("recording an event"))
+    }
+
     /// The module `m` on this device, loaded on first use: the cubin
     /// [`pick_cubin`] chooses, else its PTX.
     ///
@@ -580,6 +593,21 @@ impl Gpu {
             Some(graph) => Ok(Replay { graph }),
             None => Err(Error::Kernel("the captured body queued no work".into())),
         }
+    }
+}
+
+/// A timing event on a stream ([`Gpu::record_event`]).
+pub struct Event(CudaEvent);
+
+impl Event {
+    /// Milliseconds of device time from this event to `end` (recorded
+    /// later on the same stream), waiting for both to complete. The
+    /// driver's resolution is about 0.5 µs (`cuEventElapsedTime`).
+    ///
+    /// Errors: [`Error::Kernel`] when the events belong to different
+    /// contexts or the work before them failed.
+    pub fn ms_until(&self, end: &Event) -> Result<f64> {
+        self.0.elapsed_ms(&end.0).map(f64::from).map_err(driver("reading the time between two events"))
     }
 }
 
