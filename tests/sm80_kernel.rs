@@ -52,11 +52,13 @@ tgc::kernel!(gemm_bf16:
     shapes(M = 48)
 );
 
-/// `TGC_GPU=1` (scripts/gpu_tests.sh): the GPU tier must run, so a missing
-/// GPU fails the test instead of skipping its GPU half.
-fn gpu_required() -> bool {
-    std::env::var("TGC_GPU").is_ok_and(|v| v == "1")
+/// The GPU tier's rules (`scripts/gpu_tests.sh`): under `TGC_GPU=1` a
+/// missing GPU fails a test instead of skipping its GPU half, and each GPU
+/// comparison that ran is counted.
+mod gpu_tier {
+    include!("support/gpu_tier.rs");
 }
+use gpu_tier::required as gpu_required;
 
 /// A device buffer with a chosen length and address: no GPU needed.
 struct Fake(usize, u64);
@@ -166,6 +168,7 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g.to_bits(), w.to_bits(), "y[{i}]: GPU {g}, CPU {w}");
             }
+            gpu_tier::compared("sm80_kernel: f16 GEMM run_on_gpu");
         }
     }
     let xb: Vec<bf16> = (0..48 * 32).map(|i| bf16::from_f32((i % 5) as f32 - 2.0)).collect();
@@ -179,7 +182,10 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
         }
         Err(e) => panic!("{e}"),
         // Small integers: exact in bf16 and in the f32 sum.
-        Ok(()) => assert_eq!(got, want),
+        Ok(()) => {
+            assert_eq!(got, want);
+            gpu_tier::compared("sm80_kernel: bf16 GEMM run_on_gpu");
+        }
     }
 }
 
@@ -283,6 +289,7 @@ fn attention_runs_on_the_gpu_or_reports_no_device() {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "o[{i}]: GPU {g}, CPU {w}");
             }
+            gpu_tier::compared("sm80_kernel: attention graph run_on_gpu");
         }
     }
 }
@@ -316,7 +323,8 @@ fn readme_example() -> Result<(), tgc::Error> {
 fn the_readme_example_runs_or_reports_no_device() {
     match readme_example() {
         Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
-        other => other.unwrap(),
+        Err(e) => panic!("{e}"),
+        Ok(()) => gpu_tier::compared("sm80_kernel: the README's GPU example"),
     }
 }
 
