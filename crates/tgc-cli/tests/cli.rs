@@ -182,16 +182,17 @@ fn verdict(graph: &str, got: &Cuda, listed: Option<&str>, required: bool) -> Ver
     }
 }
 
+/// A GPU lowering for the check: the bound graph and target to the
+/// program's unbound symbols, or the refusal.
+type Lowering<'a> =
+    dyn Fn(&tgc_core::tiny::Graph, &tgc_core::plan::Target) -> Result<Vec<String>, tgc_core::Diagnostic> + 'a;
+
 /// What `tgc run CASE --backend cuda` decides before it opens a device
 /// (`tgc-cli`'s `run_graph` and `gpu::run_cuda`, the same calls): the
 /// graph bound to the dims of its inputs' shapes and the `--dim`s, lowered
 /// by `lower` for `target`; `Refused` with `error[Name]: message` when
 /// that fails or leaves a symbol unbound, else `Runs`.
-fn lowering(
-    case: &GpuCase,
-    target: &tgc_core::plan::Target,
-    lower: &dyn Fn(&tgc_core::tiny::Graph, &tgc_core::plan::Target) -> Result<Vec<String>, tgc_core::Diagnostic>,
-) -> Cuda {
+fn lowering(case: &GpuCase, target: &tgc_core::plan::Target, lower: &Lowering) -> Cuda {
     use tgc_core::pipeline;
     let path = repo().join(case.graph);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", case.graph));

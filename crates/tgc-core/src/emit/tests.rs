@@ -1100,8 +1100,7 @@ fn explicit_vector_copies_give_the_lane_loop_bits() {
         }
         assert!(lib.c_src.contains("tgc_exp2f_x16(") && lib.c_src.contains("tgc_exp2f_x8("));
         assert!(lib.c_src.contains("if (TGC_MAX_ISA >= 2 && __builtin_cpu_supports(\"avx512f\"))"));
-        let mut at = 0;
-        for (r, c) in [(1, 1), (3, 31), (2, 32), (4, 77), (9, 1000), (130, 517)] {
+        for (at, (r, c)) in [(1, 1), (3, 31), (2, 32), (4, 77), (9, 1000), (130, 517)].into_iter().enumerate() {
             let mut x = data(91 + c as u64, r * c, -30.0, 30.0, DType::F32);
             if c > 64 {
                 let mut rows: Vec<&mut [f64]> = x.chunks_mut(c).collect();
@@ -1122,7 +1121,6 @@ fn explicit_vector_copies_give_the_lane_loop_bits() {
                 Some(want) => assert_eq!(&bits, want, "{} at {r}x{c}: vs the portable path", isa.name()),
                 None => portable.push(bits),
             }
-            at += 1;
         }
         ran.push(isa);
     }
