@@ -18,7 +18,8 @@
 #
 #   bash DIR/gpu_bundle.sh --run LOGDIR     # there: run
 #
-# runs each test binary with TGC_GPU=1 (a missing GPU fails), then
+# runs each test binary with TGC_GPU=1 (a missing GPU fails; each must
+# count at least its minimum of GPU comparisons, as in gpu_tests.sh), then
 # compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the
 # sm80_kernel GPU test and on `tgc run --backend cuda`, then `bench_gpu`
 # and `bench_gpu --plans` (each row checked against PyTorch's output; a row
@@ -118,13 +119,20 @@ export TGC_CUDA_ROOT="$ROOT" LD_LIBRARY_PATH="$LIB:${LD_LIBRARY_PATH:-}" TGC_GPU
 say "CUDA $CUDA ($("$CUDA/bin/nvcc" --version | tail -1))"
 mkdir -p target/debug && cp "$BUNDLE/tgc" target/debug/tgc
 failed=0
-for t in runtime sm80_kernel build_sm80 sm90_kernel build_sm90_sm80 build_sm90 cli gpu_plans tune; do
+# Each binary with the least number of GPU comparisons it must count
+# (TGC_GPU_RAN_LOG, tests/support/gpu_tier.rs; scripts/gpu_tests.sh's minima).
+for tm in runtime:2 sm80_kernel:4 build_sm80:3 sm90_kernel:4 build_sm90_sm80:3 build_sm90:1 cli:28 gpu_plans:2 tune:1; do
+    t="${tm%:*}" min="${tm#*:}"
+    export TGC_GPU_RAN_LOG="$(cd "$LOGS" && pwd)/$t.compared"
+    : >"$TGC_GPU_RAN_LOG"
     "$BUNDLE/$t" --test-threads 8 >"$LOGS/$t.txt" 2>&1
     rc=$?
-    [ $rc -eq 0 ] || failed=1
-    say "$t: exit $rc, $(grep '^test result' "$LOGS/$t.txt" | tail -1)"
+    n="$(wc -l <"$TGC_GPU_RAN_LOG")"
+    [ $rc -eq 0 ] && [ "$n" -ge "$min" ] || failed=1
+    say "$t: exit $rc, $(grep '^test result' "$LOGS/$t.txt" | tail -1), GPU comparisons: ran $n (at least $min)"
     grep -E '^test .* FAILED$' "$LOGS/$t.txt"
 done
+unset TGC_GPU_RAN_LOG
 SAN="$(command -v compute-sanitizer || echo "$CUDA/bin/compute-sanitizer")"
 if [ -x "$SAN" ]; then
     WORK="$(mktemp -d)"

@@ -11,7 +11,15 @@
 #     again with feature sm90, whose launches take the sm90 twins (TMA +
 #     wgmma) on a 9.x device;
 #   - the CLI tests (`tgc run --backend cuda` vs `--backend interp`, `tgc
-#     tune --target` measuring a GEMM's plans on the device).
+#     tune --target` measuring a GEMM's plans on the device); a graph the
+#     GPU lowering refuses fails them unless it is listed, with its reason,
+#     in crates/tgc-cli/tests/gpu_refusals.txt.
+# Each GPU comparison that ran and agreed is counted (one line in the file
+# TGC_GPU_RAN_LOG names: tests/support/gpu_tier.rs), and each step fails
+# below its minimum here — what every sm_80 or newer device runs; an sm_90
+# device also runs tgc-runtime's TMA box load — so a comparison that stops
+# running fails the tier instead of passing unseen. A line added to
+# gpu_refusals.txt lowers the CLI's minimum by the cases of that graph.
 # Then compute-sanitizer (memcheck, racecheck, synccheck, initcheck) runs
 # the generated kernels: the sm80_kernel test binary and `tgc run --backend
 # cuda` on examples/graphs/gemm_bias_relu.tgc. compute-sanitizer is the
@@ -24,21 +32,43 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export TGC_GPU=1
-cargo test -p tgc-runtime --locked --features cuda
-cargo test -p tgc --locked --features sm80 --test sm80_kernel
-cargo test -p tgc-build-demo --locked --features sm80 --test sm80
+WORK="$(mktemp -d)"
+COMPARED=0
+# counted MIN COMMAND...: runs COMMAND, then fails unless it counted at
+# least MIN GPU comparisons.
+counted() {
+    local min="$1"
+    shift
+    export TGC_GPU_RAN_LOG="$WORK/compared.log"
+    : >"$TGC_GPU_RAN_LOG"
+    "$@"
+    local n
+    n="$(wc -l <"$TGC_GPU_RAN_LOG")"
+    COMPARED=$((COMPARED + n))
+    echo "scripts/gpu_tests.sh: GPU comparisons: ran $n (at least $min): $*"
+    if [ "$n" -lt "$min" ]; then
+        echo "scripts/gpu_tests.sh: $* ran $n GPU comparisons, fewer than its minimum $min; those that ran:" >&2
+        cat "$TGC_GPU_RAN_LOG" >&2
+        exit 1
+    fi
+}
+counted 2 cargo test -p tgc-runtime --locked --features cuda
+counted 4 cargo test -p tgc --locked --features sm80 --test sm80_kernel
+counted 3 cargo test -p tgc-build-demo --locked --features sm80 --test sm80
 # On a 9.x device, `launch` picks the sm90 twins (TMA + wgmma): the same
 # tests through them.
-cargo test -p tgc --locked --features sm90 --test sm80_kernel
-cargo test -p tgc-build-demo --locked --features sm90 --test sm80 --test sm90
-cargo test -p tgc-cli --locked --test cli
+counted 4 cargo test -p tgc --locked --features sm90 --test sm80_kernel
+counted 4 cargo test -p tgc-build-demo --locked --features sm90 --test sm80 --test sm90
+counted 28 cargo test -p tgc-cli --locked --test cli
 # Every plan of the device's GEMM space (on sm90 the warp-specialised and
 # persistent forms too) against a CPU reference, and every attention plan
 # (algorithm × 64 or 128 query rows a CTA) against the interpreter.
-cargo test -p tgc-cli --locked --test gpu_plans
+counted 2 cargo test -p tgc-cli --locked --test gpu_plans
 # `tgc tune --target` for the device: every plan of a GEMM measured, the
 # fastest recorded and built from the record.
-cargo test -p tgc-cli --locked --test tune
+counted 1 cargo test -p tgc-cli --locked --test tune
+unset TGC_GPU_RAN_LOG
+echo "scripts/gpu_tests.sh: $COMPARED GPU comparisons ran"
 
 SAN_DIR="$PWD/.toolchain/sanitizer"
 SAN="$SAN_DIR/nvidia/cu13/bin/compute-sanitizer"
@@ -64,7 +94,6 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "sm80_kernel":
         print(m["executable"])')"
 cargo build -p tgc-cli --locked --bin tgc
-WORK="$(mktemp -d)"
 python3 scripts/gemm_inputs.py "$WORK"
 for tool in memcheck racecheck synccheck initcheck; do
     echo "== compute-sanitizer --tool $tool: sm80_kernel tests"

@@ -14,6 +14,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cc >/dev/null || { echo "scripts/test.sh: a C compiler (cc) is required" >&2; exit 1; }
 bash scripts/setup.sh
+# The CPU instruction sets this machine has (its flags in /proc/cpuinfo,
+# names of tgc_runtime::cpu_rt::Isa): the tests that force each one through
+# the dispatchers count the paths they skip, and fail if one of these was
+# skipped (tests/support/isa_paths.rs). Set TGC_REQUIRE_ISA to override.
+if [ -z "${TGC_REQUIRE_ISA+x}" ] && [ -r /proc/cpuinfo ]; then
+    flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    TGC_REQUIRE_ISA=portable
+    case "$flags" in *" avx2 "*) case "$flags" in *" fma "*) TGC_REQUIRE_ISA+=",avx2" ;; esac ;; esac
+    case "$flags" in *" avx512f "*) TGC_REQUIRE_ISA+=",avx512" ;; esac
+    export TGC_REQUIRE_ISA
+    echo "scripts/test.sh: TGC_REQUIRE_ISA=$TGC_REQUIRE_ISA"
+fi
 cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
 # kernel! and the build helper with feature sm80 embed a GEMM's cubin and PTX

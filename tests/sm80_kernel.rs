@@ -52,11 +52,13 @@ tgc::kernel!(gemm_bf16:
     shapes(M = 48)
 );
 
-/// `TGC_GPU=1` (scripts/gpu_tests.sh): the GPU tier must run, so a missing
-/// GPU fails the test instead of skipping its GPU half.
-fn gpu_required() -> bool {
-    std::env::var("TGC_GPU").is_ok_and(|v| v == "1")
+/// The GPU tier's rules (`scripts/gpu_tests.sh`): under `TGC_GPU=1` a
+/// missing GPU fails a test instead of skipping its GPU half, and each GPU
+/// comparison that ran is counted.
+mod gpu_tier {
+    include!("support/gpu_tier.rs");
 }
+use gpu_tier::required as gpu_required;
 
 /// A device buffer with a chosen length and address: no GPU needed.
 struct Fake(usize, u64);
@@ -129,8 +131,8 @@ fn a_misaligned_buffer_is_refused() {
 
 /// `run_on_gpu` against the CPU `run` (the reference tier's interpreter is
 /// what `run` is tested against): `NoDevice` without a GPU, and then the
-/// GPU half is reported skipped; with one, the results agree within f16/bf16
-/// rounding of the f32 sum.
+/// GPU half is reported skipped; with one, the results are the CPU's
+/// exactly, on inputs for which no step rounds.
 #[test]
 fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
     let (m, n, k) = (200usize, 128usize, 64usize);
@@ -139,6 +141,13 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
     let b: Vec<f16> = (0..n).map(|i| f16::from_f32((i % 3) as f32 - 1.0)).collect();
     let mut want = vec![f16::ZERO; m * n];
     gemm::run(&x, &w, &b, &mut want, m, n, k).unwrap();
+    // The inputs make the result exact (argued below): the CPU's f16
+    // values are the f64 sums, unrounded.
+    for (at, v) in want.iter().enumerate() {
+        let (i, j) = (at / n, at % n);
+        let sum: f64 = (0..k).map(|p| x[i * k + p].to_f64() * w[p * n + j].to_f64()).sum::<f64>() + b[j].to_f64();
+        assert_eq!(v.to_f64(), sum.max(0.0), "y[{i}, {j}]");
+    }
     let mut got = vec![f16::ZERO; m * n];
     // Wrong lengths are refused before the device is opened.
     let e = gemm::sm80::run_on_gpu(&x[1..], &w, &b, &mut got, m, n, k).unwrap_err();
@@ -146,11 +155,20 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
     match gemm::sm80::run_on_gpu(&x, &w, &b, &mut got, m, n, k) {
         Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
         Err(e) => panic!("{e}"),
+        // x and w are multiples of 1/8 of magnitude at most 6/8 and 5/8:
+        // each product a multiple of 1/64 of at most 30/64, so every
+        // partial sum of the K = 64 steps (in any order, the tensor cores'
+        // f32 accumulation included) is a multiple of 1/64 below 30 in
+        // magnitude, and with the bias (-1, 0 or 1) below 31: fewer than
+        // 31 · 64 = 1984 < 2^11 units of 1/64, exact in f16's 11-bit
+        // significand. Neither side rounds: the bits agree
+        // (`gpu::simt`'s `a_gemm_graph_takes_the_sm80_template_when_asked`
+        // shows the same of the emulated template without a GPU).
         Ok(()) => {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                let (g, w) = (g.to_f32(), w.to_f32());
-                assert!((g - w).abs() <= 1e-2 * w.abs().max(1.0), "y[{i}]: GPU {g}, CPU {w}");
+                assert_eq!(g.to_bits(), w.to_bits(), "y[{i}]: GPU {g}, CPU {w}");
             }
+            gpu_tier::compared("sm80_kernel: f16 GEMM run_on_gpu");
         }
     }
     let xb: Vec<bf16> = (0..48 * 32).map(|i| bf16::from_f32((i % 5) as f32 - 2.0)).collect();
@@ -164,7 +182,10 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
         }
         Err(e) => panic!("{e}"),
         // Small integers: exact in bf16 and in the f32 sum.
-        Ok(()) => assert_eq!(got, want),
+        Ok(()) => {
+            assert_eq!(got, want);
+            gpu_tier::compared("sm80_kernel: bf16 GEMM run_on_gpu");
+        }
     }
 }
 
@@ -268,6 +289,7 @@ fn attention_runs_on_the_gpu_or_reports_no_device() {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "o[{i}]: GPU {g}, CPU {w}");
             }
+            gpu_tier::compared("sm80_kernel: attention graph run_on_gpu");
         }
     }
 }
@@ -302,7 +324,8 @@ fn readme_example() -> Result<(), tgc::Error> {
 fn the_readme_example_runs_or_reports_no_device() {
     match readme_example() {
         Err(Error::NoDevice(why)) if !gpu_required() => eprintln!("skipped the GPU half of this test: {why}"),
-        other => other.unwrap(),
+        Err(e) => panic!("{e}"),
+        Ok(()) => gpu_tier::compared("sm80_kernel: the README's GPU example"),
     }
 }
 

@@ -91,7 +91,7 @@ fn cpu_matches_interp_with(
         compared += 1;
     }
     assert!(compared > 0, "no outputs were written");
-    gpu_matches_interp(graph, &dir, &args, &outs[1]);
+    gpu_matches_interp(&GpuCase { graph, inputs, dims, algos: &[] }, &dir, &args, &outs[1]);
 }
 
 /// Sample tensors for `inputs` (`sample_values` seeded 1, 2, … in order)
@@ -110,12 +110,164 @@ fn write_inputs(dir: &Path, inputs: &[(&str, DType, Vec<usize>)]) -> Vec<String>
     args
 }
 
+/// The GPU tier's rules, shared with the other test binaries that have a
+/// GPU part.
+mod gpu_tier {
+    include!("../../../tests/support/gpu_tier.rs");
+}
+
+/// The committed list of the CLI tests' graphs that `tgc run --backend
+/// cuda` is expected to refuse, each with the start of its refusal.
+const REFUSALS: &str = "crates/tgc-cli/tests/gpu_refusals.txt";
+
+/// The reason [`REFUSALS`] gives for `graph` (the refusal's text must
+/// contain it), if the graph is listed.
+fn listed_refusal(graph: &str) -> Option<String> {
+    let text = std::fs::read_to_string(repo().join(REFUSALS)).unwrap_or_else(|e| panic!("{REFUSALS}: {e}"));
+    parse_refusals(&text).into_iter().find(|(g, _)| g == graph).map(|(_, why)| why)
+}
+
+/// The `(graph, reason)` lines of a refusal list: `GRAPH | error[Name]:
+/// message`, `#` comments and blank lines aside. Panics on a line of
+/// another form, naming it.
+fn parse_refusals(text: &str) -> Vec<(String, String)> {
+    let lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
+    lines
+        .map(|(at, l)| match l.split_once(" | ") {
+            Some((g, why)) if why.starts_with("error[") => (g.trim().to_string(), why.trim().to_string()),
+            _ => panic!("{REFUSALS}:{}: expected `GRAPH | error[Name]: message`: {l}", at + 1),
+        })
+        .collect()
+}
+
+/// One GPU comparison of the CLI tests: `tgc run GRAPH --backend cuda` on
+/// inputs of these dtypes and shapes, with these `--dim`s and `--algo` pins.
+struct GpuCase<'a> {
+    graph: &'a str,
+    inputs: &'a [(&'a str, DType, Vec<usize>)],
+    dims: &'a [(&'a str, i64)],
+    algos: &'a [&'a str],
+}
+
+/// What `tgc run --backend cuda` answered for a graph, or what its
+/// lowering alone decides before a device is needed ([`lowering`]).
+#[derive(Debug)]
+enum Cuda {
+    /// It ran (or it lowers: the run's kernels would be compiled).
+    Runs,
+    /// No device: `tgc: no GPU device available: …`.
+    NoDevice(String),
+    /// The GPU lowering refused the graph: the `error[Unsupported]` or
+    /// `error[UnboundSymbol]` diagnostic.
+    Refused(String),
+    /// Any other failure.
+    Failed(String),
+}
+
+/// What the GPU tier does with an answer.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Compare the GPU's outputs with the interpreter's.
+    Compare,
+    /// Skip the comparison, printing why.
+    Skip(String),
+    /// Fail the test with this message.
+    Fail(String),
+}
+
+/// The GPU tier's rule for `graph`'s answer `got`, `listed` being the
+/// reason [`REFUSALS`] gives for it and `required` whether `TGC_GPU=1`:
+/// a run is compared, and fails if the graph is listed (a listed graph
+/// that runs is a stale line); no device skips, or fails when the tier is
+/// required; a refusal skips only when it is listed with that reason, and
+/// fails otherwise, with or without `TGC_GPU=1` (a refusal means that a
+/// device was opened, or that the lowering alone refused); any other
+/// failure fails.
+fn verdict(graph: &str, got: &Cuda, listed: Option<&str>, required: bool) -> Verdict {
+    match (got, listed) {
+        (Cuda::Runs, None) => Verdict::Compare,
+        (Cuda::Runs, Some(why)) => Verdict::Fail(format!(
+            "{graph} is listed in {REFUSALS} as refused ({why}), but the GPU lowering takes it: remove its line"
+        )),
+        (Cuda::NoDevice(e), _) if !required => Verdict::Skip(format!("no GPU: {e}")),
+        (Cuda::NoDevice(e), _) => Verdict::Fail(format!("TGC_GPU=1 but there is no GPU: {e}")),
+        (Cuda::Refused(e), Some(why)) if e.contains(why) => {
+            Verdict::Skip(format!("refused as {REFUSALS} expects: {why}"))
+        }
+        (Cuda::Refused(e), Some(why)) => {
+            Verdict::Fail(format!("{graph} is refused, but not as {REFUSALS} says ({why}): {e}"))
+        }
+        (Cuda::Refused(e), None) => {
+            Verdict::Fail(format!("{graph} is refused by the GPU lowering and is not in {REFUSALS}: {e}"))
+        }
+        (Cuda::Failed(e), _) => Verdict::Fail(format!("{graph}: tgc run --backend cuda failed: {e}")),
+    }
+}
+
+/// A GPU lowering for the check: the bound graph and target to the
+/// program's unbound symbols, or the refusal.
+type Lowering<'a> =
+    dyn Fn(&tgc_core::tiny::Graph, &tgc_core::plan::Target) -> Result<Vec<String>, tgc_core::Diagnostic> + 'a;
+
+/// What `tgc run CASE --backend cuda` decides before it opens a device
+/// (`tgc-cli`'s `run_graph` and `gpu::run_cuda`, the same calls): the
+/// graph bound to the dims of its inputs' shapes and the `--dim`s, lowered
+/// by `lower` for `target`; `Refused` with `error[Name]: message` when
+/// that fails or leaves a symbol unbound, else `Runs`.
+fn lowering(case: &GpuCase, target: &tgc_core::plan::Target, lower: &Lowering) -> Cuda {
+    use tgc_core::pipeline;
+    let path = repo().join(case.graph);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", case.graph));
+    let g = pipeline::load(&text, pipeline::Format::of(&path, &text), None).expect("the graph loads").graph;
+    let shapes: Vec<Vec<usize>> = case.inputs.iter().map(|(_, _, s)| s.clone()).collect();
+    let given = case.dims.iter().map(|(s, v)| (s.to_string(), *v)).collect();
+    let values = g.resolve_dims(&given, Some(&shapes)).expect("the dims resolve");
+    let bound = g.bind(&values).expect("the graph binds");
+    let refused = |d: tgc_core::Diagnostic| Cuda::Refused(format!("error[{}]: {}", d.name, d.message));
+    match lower(&bound, target) {
+        Ok(symbols) => match symbols.first() {
+            Some(s) => refused(tgc_core::Diagnostic::new(
+                tgc_core::diag::ErrorName::UnboundSymbol,
+                format!("symbol `{s}` has no value"),
+            )),
+            None => Cuda::Runs,
+        },
+        Err(d) => refused(d),
+    }
+}
+
+/// The GPU lowering `tgc run --backend cuda` uses: the analytic model with
+/// the `--algo` pins, for `target`; the program's unbound symbols.
+fn cli_lowering<'a>(
+    algos: &'a [&'a str],
+) -> impl Fn(&tgc_core::tiny::Graph, &tgc_core::plan::Target) -> Result<Vec<String>, tgc_core::Diagnostic> + 'a {
+    move |g, target| {
+        use tgc_core::plan::cost;
+        let pins = algos.iter().map(|a| cost::parse_pin(a)).collect::<Result<_, _>>()?;
+        let pinned = cost::PinnedAlgorithms { pins, inner: &cost::Analytic };
+        let plans = tgc_core::tune::gpu::Recorded::new(None, &pinned);
+        Ok(tgc_core::gpu::simt::lower_program_with(g, target, &plans)?.symbols)
+    }
+}
+
 /// The GPU tier (`DESIGN.md`): `--backend cuda` on the same inputs,
 /// compared with the interpreter's outputs in `want_dir` (within f16
-/// rounding of an f32 sum). Without a GPU, or for a graph the GPU code
-/// generation does not cover yet, it prints why the GPU part was skipped;
-/// with `TGC_GPU=1` (scripts/gpu_tests.sh) a missing GPU is a failure.
-fn gpu_matches_interp(graph: &str, dir: &Path, args: &[String], want_dir: &Path) {
+/// rounding of an f32 sum), then counted ([`gpu_tier::compared`]). First,
+/// with or without a GPU, the lowering for each target a device can get
+/// (sm80, sm90) must refuse exactly the graphs [`REFUSALS`] lists, for the
+/// reason it gives ([`verdict`]). Then the run: without a GPU it prints
+/// that it skipped, and with `TGC_GPU=1` (scripts/gpu_tests.sh) fails; a
+/// refusal skips only for a listed graph, with its listed reason.
+fn gpu_matches_interp(case: &GpuCase, dir: &Path, args: &[String], want_dir: &Path) {
+    let graph = case.graph;
+    let listed = listed_refusal(graph);
+    let required = gpu_tier::required();
+    for target in [&tgc_core::plan::target::SM80, &tgc_core::plan::target::SM90] {
+        let lowered = lowering(case, target, &cli_lowering(case.algos));
+        if let Verdict::Fail(e) = verdict(graph, &lowered, listed.as_deref(), required) {
+            panic!("{} lowering: {e}", target.name);
+        }
+    }
     let out_dir = dir.join("cuda");
     let mut a: Vec<String> = vec![
         "run".into(),
@@ -129,18 +281,21 @@ fn gpu_matches_interp(graph: &str, dir: &Path, args: &[String], want_dir: &Path)
     let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
     let o = tgc(&refs);
     let e = stderr(&o);
-    if !o.status.success() {
-        assert_eq!(o.status.code(), Some(1), "{e}");
-        let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
-        if e.contains("no GPU device available") && !required {
-            eprintln!("{graph}: skipped the GPU part: {}", e.trim());
+    let got = match o.status.code() {
+        Some(0) => Cuda::Runs,
+        Some(1) if e.contains("no GPU device available") => Cuda::NoDevice(e.trim().to_string()),
+        Some(1) if e.contains("error[Unsupported]") || e.contains("error[UnboundSymbol]") => {
+            Cuda::Refused(e.trim().to_string())
+        }
+        _ => Cuda::Failed(format!("tgc {refs:?}: {e}")),
+    };
+    match verdict(graph, &got, listed.as_deref(), required) {
+        Verdict::Compare => {}
+        Verdict::Skip(why) => {
+            eprintln!("{graph}: skipped the GPU part: {why}");
             return;
         }
-        if e.contains("error[Unsupported]") || e.contains("error[UnboundSymbol]") {
-            eprintln!("{graph}: skipped the GPU part, no GPU kernel for this graph: {}", e.trim());
-            return;
-        }
-        panic!("tgc {refs:?} failed: {e}");
+        Verdict::Fail(e) => panic!("{e}"),
     }
     for entry in std::fs::read_dir(want_dir).unwrap() {
         let p = entry.unwrap().path();
@@ -150,6 +305,57 @@ fn gpu_matches_interp(graph: &str, dir: &Path, args: &[String], want_dir: &Path)
         for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
             assert!((g - w).abs() <= 1e-2 + 1e-2 * w.abs(), "{graph}: element {i}: cuda {g} vs interp {w}");
         }
+    }
+    let shapes: Vec<&Vec<usize>> = case.inputs.iter().map(|(_, _, s)| s).collect();
+    gpu_tier::compared(&format!("cli {graph} {shapes:?} {:?} {:?}", case.dims, case.algos));
+}
+
+/// The GPU tier's rule on every kind of answer, no GPU needed: a refusal
+/// of a graph not in [`REFUSALS`] fails under `TGC_GPU=1` (and without),
+/// a listed graph that runs fails, a listed refusal for another reason
+/// fails, no device fails only under `TGC_GPU=1`.
+#[test]
+fn the_gpu_tier_fails_an_unlisted_refusal_and_a_stale_listing() {
+    let refused = Cuda::Refused("g.tgc: error[Unsupported]: no template takes it".into());
+    let why = "error[Unsupported]: no template takes it";
+    for required in [true, false] {
+        assert!(matches!(verdict("g.tgc", &refused, None, required), Verdict::Fail(_)));
+        assert!(matches!(verdict("g.tgc", &Cuda::Runs, Some(why), required), Verdict::Fail(_)));
+        assert!(matches!(verdict("g.tgc", &refused, Some("error[Unsupported]: f32"), required), Verdict::Fail(_)));
+        assert!(matches!(verdict("g.tgc", &refused, Some(why), required), Verdict::Skip(_)));
+        assert_eq!(verdict("g.tgc", &Cuda::Runs, None, required), Verdict::Compare);
+        assert!(matches!(verdict("g.tgc", &Cuda::Failed("boom".into()), None, required), Verdict::Fail(_)));
+    }
+    let none = Cuda::NoDevice("tgc: no GPU device available: no driver".into());
+    assert!(matches!(verdict("g.tgc", &none, None, true), Verdict::Fail(_)));
+    assert!(matches!(verdict("g.tgc", &none, None, false), Verdict::Skip(_)));
+    // The committed list parses, and each line names a graph that exists.
+    let text = std::fs::read_to_string(repo().join(REFUSALS)).unwrap();
+    for (graph, _) in parse_refusals(&text) {
+        assert!(repo().join(&graph).is_file(), "{REFUSALS}: no graph {graph}");
+    }
+}
+
+/// A deliberately broken GPU lowering — a template that refuses every
+/// graph — fails the CLI's GPU check with no GPU, for every graph not in
+/// [`REFUSALS`]: what `gpu_matches_interp` panics on, under `TGC_GPU=1` or
+/// not. The real lowering of the same graph passes the check.
+#[test]
+fn a_lowering_that_refuses_every_graph_fails_the_gpu_check() {
+    let broken = |_: &tgc_core::tiny::Graph, _: &tgc_core::plan::Target| -> Result<Vec<String>, tgc_core::Diagnostic> {
+        Err(tgc_core::Diagnostic::new(tgc_core::diag::ErrorName::Unsupported, "this template refuses every graph"))
+    };
+    let inputs = [("x", DType::F16, vec![7, 5]), ("w", DType::F16, vec![5, 3]), ("bias", DType::F16, vec![3])];
+    let case = GpuCase { graph: "examples/graphs/gemm_bias_relu.tgc", inputs: &inputs, dims: &[], algos: &[] };
+    assert_eq!(listed_refusal(case.graph), None);
+    for target in [&tgc_core::plan::target::SM80, &tgc_core::plan::target::SM90] {
+        let got = lowering(&case, target, &broken);
+        match verdict(case.graph, &got, None, true) {
+            Verdict::Fail(e) => assert!(e.contains("this template refuses every graph") && e.contains(REFUSALS), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        let real = lowering(&case, target, &cli_lowering(&[]));
+        assert_eq!(verdict(case.graph, &real, None, true), Verdict::Compare, "{}: {real:?}", target.name);
     }
 }
 
@@ -354,7 +560,12 @@ fn a_pinned_algorithm_is_what_compile_and_run_use() {
     let o = tgc(&a);
     assert!(o.status.success(), "{}", stderr(&o));
     args.extend(["--algo".to_string(), "conv=winograd_3x3".to_string()]);
-    gpu_matches_interp(path, &dir, &args, &want);
+    gpu_matches_interp(
+        &GpuCase { graph: path, inputs: &ins, dims: &[], algos: &["conv=winograd_3x3"] },
+        &dir,
+        &args,
+        &want,
+    );
 }
 
 /// The cumulative ops: the CPU backend (rows of one block and of several)

@@ -18,6 +18,11 @@ use tgc_core::plan::{Plan, Target};
 use tgc_runtime::cuda::Gpu;
 use tgc_runtime::{DType, HostTensor};
 
+/// The GPU tier's rules (`scripts/gpu_tests.sh`).
+mod gpu_tier {
+    include!("../../../tests/support/gpu_tier.rs");
+}
+
 /// `values` rounded to f16, as the device sees them.
 fn f16_rounded(shape: &[usize], values: &[f64]) -> (HostTensor, Vec<f64>) {
     let t = HostTensor::from_f64(DType::F16, shape, values).expect("an f16 tensor");
@@ -87,10 +92,9 @@ fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
 /// GPU 0, or `None` after saying that `test` skipped; without a GPU under
 /// `TGC_GPU=1` (scripts/gpu_tests.sh) a panic.
 fn device(test: &str) -> Option<Gpu> {
-    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
     match Gpu::new(0) {
         Ok(g) => Some(g),
-        Err(e) if !required => {
+        Err(e) if !gpu_tier::required() => {
             eprintln!("{test}: skipped, no GPU: {e}");
             None
         }
@@ -128,6 +132,7 @@ fn every_plan_of_the_device_space_matches_a_cpu_reference() {
         }
         eprintln!("plan {shape}: matches");
     }
+    gpu_tier::compared(&format!("gpu_plans: every GEMM plan of {} ({})", target.name, plans.len()));
 }
 
 /// An f16 attention with tails on both sequence axes (130 queries and keys,
@@ -181,4 +186,5 @@ fn every_attention_plan_of_the_device_matches_the_interpreter() {
         }
         eprintln!("{shape}: matches");
     }
+    gpu_tier::compared(&format!("gpu_plans: every attention plan of {} ({})", target.name, plans.len()));
 }

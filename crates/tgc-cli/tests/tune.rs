@@ -157,9 +157,13 @@ graph<M=256> gemm(x: f16[M, 64], w: f16[64, 192], b: f16[192]) -> (y: f16[M, 192
 /// must be.
 fn gpu_present() -> bool {
     let present = tgc_runtime::cuda::Gpu::new(0).is_ok();
-    let required = std::env::var("TGC_GPU").is_ok_and(|v| v == "1");
-    assert!(present || !required, "TGC_GPU=1 but GPU 0 cannot be opened");
+    assert!(present || !gpu_tier::required(), "TGC_GPU=1 but GPU 0 cannot be opened");
     present
+}
+
+/// The GPU tier's rules (`scripts/gpu_tests.sh`).
+mod gpu_tier {
+    include!("../../../tests/support/gpu_tier.rs");
 }
 
 /// The tensor-core plan `compile --target sm80 --out DIR` wrote, without
@@ -281,4 +285,5 @@ fn gpu_tuning_on_a_gpu_measures_and_records_the_fastest_plan() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(written_plan(&dir.join("tuned")), chosen);
     let _ = std::fs::remove_dir_all(&dir);
+    gpu_tier::compared(&format!("tune: tgc tune --target {target} measured, recorded and built"));
 }

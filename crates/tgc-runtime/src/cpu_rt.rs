@@ -33,7 +33,9 @@
 //! `bench_cpu --only gemm` at 1024³ on one thread took 30–46 ms in the runs
 //! of 2026-11-27 with a multiply and an add per step, and 19.7 ms with the
 //! FMA the same day (NumPy: 22.6 ms in that run). The variant is chosen
-//! once at run time (`is_x86_feature_detected!`): AVX-512F (the whole
+//! at run time from [`Isa::ALL`] (the CPU's features detected once with
+//! `is_x86_feature_detected!`, the choice capped by [`set_max_isa`], which
+//! runs a narrower variant on a wider CPU): AVX-512F (the whole
 //! `MR × NR` tile in twelve `zmm` accumulators), AVX with FMA (the tile as
 //! two `MR × 16` halves in twelve `ymm` each), else the portable loop over
 //! `f32::mul_add` (fused on every target: an instruction where the target
@@ -533,21 +535,108 @@ struct Tile {
 /// A micro-kernel variant.
 type Kernel = unsafe fn(&Tile);
 
-/// The variant for this CPU, chosen once.
-fn best() -> Kernel {
-    static BEST: OnceLock<Kernel> = OnceLock::new();
-    *BEST.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return ukernel_avx512 as Kernel;
-            }
-            if std::arch::is_x86_feature_detected!("fma") {
-                return ukernel_fma as Kernel;
-            }
+/// An instruction set that the CPU code dispatches on, narrowest first:
+/// the micro-kernel's variants ([`ukernel`]; capped by [`set_max_isa`])
+/// and the generated C's copies and clones (`tgc_core::emit::c`; capped
+/// when the library is compiled, by the macro `TGC_MAX_ISA` set to an
+/// [`Isa::level`]). Every one gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// The target's baseline: the portable loops.
+    Portable,
+    /// AVX2 with FMA (x86-64-v3): vectors of 8 floats.
+    Avx2,
+    /// AVX-512F: vectors of 16 floats.
+    Avx512,
+}
+
+impl Isa {
+    /// Every instruction set, narrowest first: the list the dispatchers
+    /// choose from.
+    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    /// Its name: `portable`, `avx2`, `avx512`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
-        ukernel_portable as Kernel
-    })
+    }
+
+    /// Its position in [`Isa::ALL`]: the value of `TGC_MAX_ISA` that caps
+    /// generated C at it.
+    pub const fn level(self) -> usize {
+        self as usize
+    }
+
+    /// The instruction set named `name` ([`Isa::name`]), if any.
+    pub fn by_name(name: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    /// Whether this CPU runs it: `Portable` everywhere; on x86-64 `Avx2`
+    /// with FMA (what the micro-kernel's AVX variant needs; the generated
+    /// C's AVX2 copies test for x86-64-v3 themselves) and `Avx512` with
+    /// AVX-512F; neither elsewhere.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+}
+
+/// [`set_max_isa`]'s cap as an [`Isa::level`]; `usize::MAX`: none.
+static MAX_ISA: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Caps the micro-kernel's variant at `isa` from now on, for the whole
+/// process (`None` lifts the cap): a way to run the narrower paths on a
+/// CPU that has wider ones, with the same bits. Generated C's own copies
+/// are capped when it is compiled (`-DTGC_MAX_ISA=`[`Isa::level`]).
+///
+/// Errors: [`Error::Kernel`](crate::Error::Kernel) naming `isa` when this
+/// CPU cannot run it ([`Isa::available`]); the cap is then unchanged.
+pub fn set_max_isa(isa: Option<Isa>) -> crate::Result<()> {
+    if let Some(isa) = isa.filter(|i| !i.available()) {
+        return Err(crate::Error::Kernel(format!(
+            "cannot run the CPU kernels as {}: this CPU does not have it (it has {})",
+            isa.name(),
+            Isa::ALL.iter().filter(|i| i.available()).map(|i| i.name()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    MAX_ISA.store(isa.map_or(usize::MAX, Isa::level), Ordering::Relaxed);
+    Ok(())
+}
+
+/// The instruction set of the micro-kernel's variant now: the widest this
+/// CPU has (detected once), at most [`set_max_isa`]'s.
+pub fn ukernel_isa() -> Isa {
+    static WIDEST: OnceLock<Isa> = OnceLock::new();
+    let widest = *WIDEST.get_or_init(|| Isa::ALL.into_iter().rfind(|i| i.available()).unwrap_or(Isa::Portable));
+    let cap = MAX_ISA.load(Ordering::Relaxed);
+    Isa::ALL.into_iter().rfind(|i| *i <= widest && i.level() <= cap).unwrap_or(Isa::Portable)
+}
+
+/// The variant of instruction set `isa` (the dispatcher's table).
+fn variant(isa: Isa) -> Kernel {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => ukernel_avx512,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => ukernel_fma,
+        _ => ukernel_portable,
+    }
+}
+
+/// The variant to run: [`ukernel_isa`]'s.
+fn best() -> Kernel {
+    variant(ukernel_isa())
 }
 
 /// The portable micro-kernel: columns `j0..j0 + HALF` for both halves, the
@@ -835,6 +924,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The ISA paths' report (`tests/support/isa_paths.rs`).
+    mod isa_report {
+        use crate::cpu_rt::Isa;
+        include!("../../../tests/support/isa_paths.rs");
+    }
+
+    /// Each instruction set of [`Isa::ALL`] this CPU has, forced with
+    /// [`set_max_isa`] and reached through the dispatcher as generated C
+    /// reaches it (`Rt::current()`'s `ukernel` and `ukernel_direct`), gives
+    /// the plain nest's bits, each from its own variant; one the CPU lacks
+    /// is refused, naming it, and counted as skipped. Other tests of this
+    /// binary may run meanwhile on the forced variant: the same bits.
+    #[test]
+    fn every_isa_forced_through_the_dispatcher_gives_the_plain_nests_bits() {
+        let (kc, ldc) = (53, NR + 3);
+        let a = data(kc * MR, 11);
+        let b = data(kc * NR, 12);
+        let c0 = data((MR - 1) * ldc + NR, 13);
+        let want = naive(kc, &a, &b, &c0, ldc, true);
+        let mut a_rows = vec![f32::NAN; MR * kc];
+        for p in 0..kc {
+            for i in 0..MR {
+                a_rows[i * kc + p] = a[p * MR + i];
+            }
+        }
+        let (mut ran, mut skipped, mut kernels) = (Vec::new(), Vec::new(), Vec::new());
+        for isa in Isa::ALL {
+            if !isa.available() {
+                let e = set_max_isa(Some(isa)).unwrap_err().to_string();
+                assert!(e.contains(&format!("as {}: this CPU does not have it", isa.name())), "{e}");
+                skipped.push(isa);
+                continue;
+            }
+            set_max_isa(Some(isa)).unwrap();
+            assert_eq!(ukernel_isa(), isa);
+            let rt = Rt::current();
+            let mut got = c0.clone();
+            let mut direct = c0.clone();
+            // SAFETY: the lengths are those `ukernel` and `ukernel_direct` check.
+            unsafe {
+                (rt.ukernel)(kc as i64, a.as_ptr(), b.as_ptr(), got.as_mut_ptr(), ldc as i64, NR as i64, 1);
+                let (ap, bp, dp) = (a_rows.as_ptr(), b.as_ptr(), direct.as_mut_ptr());
+                (rt.ukernel_direct)(kc as i64, ap, kc as i64, MR as i64, bp, dp, ldc as i64, NR as i64, 1);
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{} through Rt::ukernel", isa.name());
+            assert_eq!(bits(&direct), bits(&want), "{} through Rt::ukernel_direct", isa.name());
+            kernels.push(variant(isa) as usize);
+            ran.push(isa);
+        }
+        set_max_isa(None).unwrap();
+        kernels.dedup();
+        assert_eq!(kernels.len(), ran.len(), "each forced ISA runs its own variant");
+        isa_report::isa_paths("tgc-runtime micro-kernel", &ran, &skipped);
     }
 
     /// Fewer valid rows than `MR`: the valid rows are those of the padded

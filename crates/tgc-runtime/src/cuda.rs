@@ -713,6 +713,11 @@ impl<K: std::hash::Hash + Eq> Graphs<K> {
 mod tests {
     use super::*;
 
+    /// The GPU tier's rules (`scripts/gpu_tests.sh`).
+    mod gpu_tier {
+        include!("../../../tests/support/gpu_tier.rs");
+    }
+
     const A: &[u8] = b"a";
 
     #[test]
@@ -852,7 +857,7 @@ DONE:
     #[test]
     fn no_device_without_a_driver_and_a_ptx_kernel_with_one() {
         let gpu = match Gpu::new(0) {
-            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+            Err(Error::NoDevice(why)) if gpu_tier::required() => {
                 panic!("TGC_GPU=1 but there is no GPU: {why}")
             }
             Err(Error::NoDevice(why)) => {
@@ -892,13 +897,14 @@ DONE:
         unsafe { args.launch(Gpu::config(&launch)) }.unwrap();
         let z = other.download(&dz).unwrap();
         assert!(z.iter().zip(&x).all(|(z, x)| *z == x + 2.0));
+        gpu_tier::compared("tgc-runtime cuda: a PTX kernel on two streams");
     }
 
     /// Device 0, or `None` after saying that the GPU half of the test
     /// (`what`) is skipped; with `TGC_GPU=1` a missing GPU fails the test.
     fn gpu_or_skip(what: &str) -> Option<Gpu> {
         match Gpu::new(0) {
-            Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").is_ok_and(|v| v == "1") => {
+            Err(Error::NoDevice(why)) if gpu_tier::required() => {
                 panic!("TGC_GPU=1 but there is no GPU: {why}")
             }
             Err(Error::NoDevice(why)) => {
@@ -987,6 +993,7 @@ DONE:
         let replayed = time(&mut || replay.replay().unwrap());
         expect(gpu.download(&b).unwrap());
         eprintln!("32 launches: {direct:.1} µs queued one by one, {replayed:.1} µs as one CUDA Graph replay");
+        gpu_tier::compared("tgc-runtime cuda: ConstPool upload, CUDA Graph replay");
     }
 
     /// One TMA box load (sm_90): thread 0 arms an mbarrier for 512 bytes and
@@ -1088,5 +1095,6 @@ WAIT:
                 assert_eq!(*got, want, "box at ({c0}, {c1}), element {k} (row {r}, column {c})");
             }
         }
+        gpu_tier::compared("tgc-runtime cuda: a TMA box load (sm_90)");
     }
 }

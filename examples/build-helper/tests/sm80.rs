@@ -10,6 +10,12 @@ use tgc::half::f16;
 use tgc::Error;
 use tgc_build_demo::{gemm_f16, mlp, softmax_rows};
 
+/// The GPU tier's rules (`scripts/gpu_tests.sh`): under `TGC_GPU=1` a
+/// missing GPU fails, and each GPU comparison that ran is counted.
+mod gpu_tier {
+    include!("../../../tests/support/gpu_tier.rs");
+}
+
 struct Fake(usize, u64);
 
 impl tgc::cuda::DeviceArg<f16> for Fake {
@@ -37,12 +43,15 @@ fn the_build_helpers_launch_functions_check_then_need_a_device() {
     gemm_f16::run(&xs, &ws, &bs, &mut want, 128, 64, 64).unwrap();
     let mut got = vec![f16::ZERO; 128 * 64];
     match gemm_f16::sm80::run_on_gpu(&xs, &ws, &bs, &mut got, 128, 64, 64) {
-        Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").as_deref() != Ok("1") => {
+        Err(Error::NoDevice(why)) if !gpu_tier::required() => {
             eprintln!("skipped the GPU half of this test: {why}")
         }
         Err(e) => panic!("{e}"),
         // Small integers: exact in f16 and in the f32 sum.
-        Ok(()) => assert_eq!(got, want),
+        Ok(()) => {
+            assert_eq!(got, want);
+            gpu_tier::compared("build-helper sm80: f16 GEMM run_on_gpu");
+        }
     }
 }
 
@@ -63,7 +72,7 @@ fn a_whole_graph_checks_its_shape_facts_then_needs_a_device() {
     softmax_rows::run(&x, &mut want, r, c, r * c).unwrap();
     let mut got = vec![f16::ZERO; r * c];
     match softmax_rows::sm80::run_on_gpu(&x, &mut got, r, c, r * c) {
-        Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").as_deref() != Ok("1") => {
+        Err(Error::NoDevice(why)) if !gpu_tier::required() => {
             eprintln!("skipped the GPU half of this test: {why}")
         }
         Err(e) => panic!("{e}"),
@@ -72,6 +81,7 @@ fn a_whole_graph_checks_its_shape_facts_then_needs_a_device() {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!((g.to_f32() - w.to_f32()).abs() <= 1e-3, "p[{i}]: GPU {g}, CPU {w}");
             }
+            gpu_tier::compared("build-helper sm80: softmax graph run_on_gpu");
         }
     }
 }
@@ -95,7 +105,7 @@ fn the_gpu_model_runs_each_cluster_directly_then_captured_then_replayed() {
     })
     .unwrap();
     let mut gpu = match mlp::sm80::Model::new(&host) {
-        Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").as_deref() != Ok("1") => {
+        Err(Error::NoDevice(why)) if !gpu_tier::required() => {
             eprintln!("skipped the GPU half of this test: {why}");
             return;
         }
@@ -116,6 +126,7 @@ fn the_gpu_model_runs_each_cluster_directly_then_captured_then_replayed() {
             assert_eq!(gpu.captured(), cluster + usize::from(run >= 1), "B = {b}, run {run}");
         }
     }
+    gpu_tier::compared("build-helper sm80: mlp sm80::Model direct, captured, replayed");
     let b = 4;
     let x = vec![0.5f32; b * 16];
     let mut y = vec![0.0f32; b * 8];

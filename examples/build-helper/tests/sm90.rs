@@ -12,6 +12,12 @@ use tgc::half::f16;
 use tgc::{DType, Error};
 use tgc_build_demo::gemm_f16;
 
+/// The GPU tier's rules (`scripts/gpu_tests.sh`): under `TGC_GPU=1` a
+/// missing GPU fails, and each GPU comparison that ran is counted.
+mod gpu_tier {
+    include!("../../../tests/support/gpu_tier.rs");
+}
+
 #[test]
 fn steps_pick_the_sm90_twin_on_a_9x_device_and_the_sm80_kernels_elsewhere() {
     let sms = |m: &tgc::cuda::Module| m.cubins.iter().map(|c| c.sm).collect::<Vec<_>>();
@@ -61,11 +67,14 @@ fn the_launch_needs_a_device() {
     let (x, w, b) = (vec![f16::ONE; 128 * 64], vec![f16::ONE; 64 * 64], vec![f16::ZERO; 64]);
     let mut y = vec![f16::ZERO; 128 * 64];
     match gemm_f16::sm80::run_on_gpu(&x, &w, &b, &mut y, 128, 64, 64) {
-        Err(Error::NoDevice(why)) if std::env::var("TGC_GPU").as_deref() != Ok("1") => {
+        Err(Error::NoDevice(why)) if !gpu_tier::required() => {
             eprintln!("skipped the GPU half of this test: {why}")
         }
         Err(e) => panic!("{e}"),
         // Sums of 64 ones: exact.
-        Ok(()) => assert!(y.iter().all(|v| v.to_f32() == 64.0), "{:?}", &y[..8]),
+        Ok(()) => {
+            assert!(y.iter().all(|v| v.to_f32() == 64.0), "{:?}", &y[..8]);
+            gpu_tier::compared("build-helper sm90: f16 GEMM run_on_gpu through launch's choice");
+        }
     }
 }

@@ -33,7 +33,7 @@ use crate::diag::Diagnostic;
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp, Rel, UnaryOp};
 use crate::DType;
-use tgc_runtime::cpu_rt::C_DECL;
+use tgc_runtime::cpu_rt::{Isa as RtIsa, C_DECL};
 
 use super::{
     aff, bare, bound, comment_text, dim, guard, kernel_summary, sym_name, window_start, Lang, Panel, A_PANEL, B_PANEL,
@@ -565,11 +565,11 @@ static void tgc_OP_run_f32(const float* restrict x, int64_t n, float* restrict a
 {
 #if defined(TGC_VECTOR_ABI)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports(\"avx512f\")) {
+    if (TGC_MAX_ISA >= 2 && __builtin_cpu_supports(\"avx512f\")) {
         tgc_OP_run_v16(x, n, acc);
         return;
     }
-    if (__builtin_cpu_supports(\"avx2\")) {
+    if (TGC_MAX_ISA >= 1 && __builtin_cpu_supports(\"avx2\")) {
         tgc_OP_run_v8(x, n, acc);
         return;
     }
@@ -579,6 +579,10 @@ static void tgc_OP_run_f32(const float* restrict x, int64_t n, float* restrict a
 
 /// The helpers made from [`RUN_F32`], and the operation of each.
 const RUN_HELPERS: [(&str, &str); 2] = [("tgc_max_run_f32", "max"), ("tgc_min_run_f32", "min")];
+const _: () = assert!(
+    RtIsa::Avx512.level() == 2 && RtIsa::Avx2.level() == 1,
+    "RUN_F32 and CLONES test TGC_MAX_ISA against these levels"
+);
 const _: () = assert!(lanes::LANES == 32, "RUN_F32 is written for the 32 lanes of cpu::lanes");
 
 /// The `#pragma scop` line that opens the nests of `ks` and the
@@ -680,6 +684,15 @@ impl Isa {
         match self {
             Isa::Avx512 => "avx512",
             Isa::Avx2 => "avx2",
+        }
+    }
+
+    /// The runtime's name for this ISA, whose [`RtIsa::level`] is the
+    /// `TGC_MAX_ISA` from which the dispatcher may run this copy.
+    fn runtime(self) -> RtIsa {
+        match self {
+            Isa::Avx512 => RtIsa::Avx512,
+            Isa::Avx2 => RtIsa::Avx2,
         }
     }
 
@@ -2404,7 +2417,8 @@ fn vector_select(w: usize, max: bool, a: &str, b: &str) -> String {
 /// `static RET NAME(PARAMS)` for a function printed once per [`Isa`]:
 /// it runs `NAME_avx512` where the CPU has AVX-512F, else `NAME_avx2`
 /// where it has x86-64-v3, else `NAME_portable` (the only one where
-/// `TGC_VECTOR_ABI` is not defined), passing `args` on.
+/// `TGC_VECTOR_ABI` is not defined), passing `args` on; a copy only when
+/// `TGC_MAX_ISA` ([`CLONES`]) is at least its ISA's level.
 fn isa_dispatcher(s: &mut String, name: &str, ret: &str, params: &[String], args: &[String]) {
     let args = args.join(", ");
     let call = |suffix: &str| match ret {
@@ -2421,14 +2435,16 @@ fn isa_dispatcher(s: &mut String, name: &str, ret: &str, params: &[String], args
 {{
 #if defined(TGC_VECTOR_ABI)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports(\"avx512f\")) {}
-    if (__builtin_cpu_supports(\"x86-64-v3\")) {}
+    if (TGC_MAX_ISA >= {} && __builtin_cpu_supports(\"avx512f\")) {}
+    if (TGC_MAX_ISA >= {} && __builtin_cpu_supports(\"x86-64-v3\")) {}
 #endif
     {portable}
 }}
 ",
         params.join(", "),
+        Isa::Avx512.runtime().level(),
         call(Isa::Avx512.suffix()),
+        Isa::Avx2.runtime().level(),
         call(Isa::Avx2.suffix()),
     );
 }
@@ -2760,13 +2776,31 @@ const EPILOGUE_GROUP: usize = 8;
 /// the helper), which a vectorised loop calls; softmax 4096×1024 on one
 /// thread of a Zen 4 EPYC: 2.13 → 1.70 ms (scratch driver, best of 40,
 /// 2026-11-29).
-const CLONES: &str = "/* Kernels in AVX-512, AVX2 (with FMA) and baseline versions, one chosen at load time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+///
+/// `TGC_MAX_ISA`, a macro the compile may set (`-DTGC_MAX_ISA=N`, N the
+/// [`RtIsa::level`] of `tgc_runtime::cpu_rt::Isa`: 2 AVX-512F, the default;
+/// 1 AVX2; 0 the baseline), caps the library: no clone and no copy of a
+/// wider ISA is chosen, at load time or by the dispatchers
+/// ([`isa_dispatcher`], `tgc_max_run_f32`), so the narrower paths run on a
+/// wider CPU, with the same bits. (The micro-kernel the library calls
+/// through its `tgc_rt` has its own cap, `tgc_runtime::cpu_rt::set_max_isa`.)
+const CLONES: &str = "/* Kernels in AVX-512, AVX2 (with FMA) and baseline versions, one chosen at load time;
+ * TGC_MAX_ISA (2, 1 or 0: compile with -DTGC_MAX_ISA=N) caps them at AVX-512F, AVX2 or the baseline. */
+#ifndef TGC_MAX_ISA
+#define TGC_MAX_ISA 2
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__) && TGC_MAX_ISA >= 1
 #if __GNUC__ >= 12
+#if TGC_MAX_ISA >= 2
 #define TGC_CLONES __attribute__((target_clones(\"avx512f\", \"arch=x86-64-v3\", \"default\")))
-#define TGC_VECTOR_ABI 1
 #else
+#define TGC_CLONES __attribute__((target_clones(\"arch=x86-64-v3\", \"default\")))
+#endif
+#define TGC_VECTOR_ABI 1
+#elif TGC_MAX_ISA >= 2
 #define TGC_CLONES __attribute__((target_clones(\"avx512f\", \"avx2\", \"default\")))
+#else
+#define TGC_CLONES __attribute__((target_clones(\"avx2\", \"default\")))
 #endif
 #else
 #define TGC_CLONES

@@ -1096,40 +1096,47 @@ fn row_groups_match_the_interpreter_across_parts() {
 /// GELU's element-wise loop) is printed with the loop as explicit vectors
 /// in an AVX-512F and an AVX2 copy beside the usual one
 /// (`emit::c`'s `Isa`), and every copy gives the bits of the Rust print (the
-/// lane loop's operations in the lane loop's order): the source is edited
-/// so that the dispatcher skips AVX-512F, then AVX2 too, and each copy the
-/// CPU can run is run on rows with full chunks and tails, of one value and
-/// of 32, with NaN, infinities and values whose exponential is subnormal.
+/// lane loop's operations in the lane loop's order): each instruction set
+/// of `cpu_rt::Isa::ALL` this CPU has is forced through the dispatchers —
+/// the C compiled with `TGC_MAX_ISA` at its level (the clones, the copies,
+/// softmax's row maximum), the micro-kernel of a matmul capped by
+/// `cpu_rt::set_max_isa` — and run on rows with full chunks and tails, of
+/// one value and of 32, with NaN, infinities and values whose exponential
+/// is subnormal: C and Rust agree with the interpreter and with each other
+/// bit for bit, and every ISA gives the portable path's bits. The paths
+/// skipped for want of the ISA are counted (`tests/support/isa_paths.rs`).
 /// Skipped (and says so) off x86-64 or without GCC 12 or later, where the
 /// copies are not compiled.
 #[test]
 fn explicit_vector_copies_give_the_lane_loop_bits() {
+    use tgc_runtime::cpu_rt::{self, Isa};
     if gcc_12_on_x86_64().is_none() {
         return;
     }
-    let src = "graph<R, C> sm(x: f32[R, C]) -> (y: f32[R, C], z: f32[R, C]) {
+    let src = "graph<R, C> sm(x: f32[R, C], w: f32[C, 40]) -> (y: f32[R, C], z: f32[R, C], p: f32[R, 40]) {
         y = softmax(x, axis=-1)
         z = gelu(x)
-        return y, z
+        p = matmul(x, w)
+        return y, z, p
     }";
     let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
-    // Every dispatch on AVX-512F (the copies', the row maximum's) skipped,
-    // then x86-64-v3's too (the row maximum's AVX2 path stays: its bits are
-    // the lane loop's, checked on its own above).
-    let avx512 = "__builtin_cpu_supports(\"avx512f\")";
-    let avx2 = "__builtin_cpu_supports(\"x86-64-v3\")";
-    let forced: [(&str, &dyn Fn(String) -> String); 3] = [
-        ("as dispatched", &|c| c),
-        ("without AVX-512F", &|c: String| c.replace(avx512, "0")),
-        ("portable", &|c: String| c.replace(avx512, "0").replace(avx2, "0")),
-    ];
-    for (path, edit) in forced {
-        let lib = compile_edited(&g, &crate::cpu::Options::default(), edit);
-        for copy in ["_rows_avx512(", "_rows_avx2(", "_rows_portable("] {
+    let (mut ran, mut skipped) = (Vec::new(), Vec::new());
+    let mut portable: Vec<Vec<Vec<u32>>> = Vec::new();
+    for isa in Isa::ALL {
+        if !isa.available() {
+            assert!(cpu_rt::set_max_isa(Some(isa)).is_err());
+            skipped.push(isa);
+            continue;
+        }
+        cpu_rt::set_max_isa(Some(isa)).unwrap();
+        let level = isa.level();
+        let lib = compile_edited(&g, &crate::cpu::Options::default(), &|c| format!("#define TGC_MAX_ISA {level}\n{c}"));
+        for copy in ["_rows_avx512(", "_rows_avx2(", "_rows_portable(", "rt->ukernel"] {
             assert!(lib.c_src.contains(copy), "no {copy} in the C:\n{}", lib.c_src);
         }
         assert!(lib.c_src.contains("tgc_exp2f_x16(") && lib.c_src.contains("tgc_exp2f_x8("));
-        for (r, c) in [(1, 1), (3, 31), (2, 32), (4, 77), (9, 1000), (130, 517)] {
+        assert!(lib.c_src.contains("if (TGC_MAX_ISA >= 2 && __builtin_cpu_supports(\"avx512f\"))"));
+        for (at, (r, c)) in [(1, 1), (3, 31), (2, 32), (4, 77), (9, 1000), (130, 517)].into_iter().enumerate() {
             let mut x = data(91 + c as u64, r * c, -30.0, 30.0, DType::F32);
             if c > 64 {
                 let mut rows: Vec<&mut [f64]> = x.chunks_mut(c).collect();
@@ -1139,17 +1146,28 @@ fn explicit_vector_copies_give_the_lane_loop_bits() {
                 rows[2][35] = f64::NAN;
                 rows[3].iter_mut().enumerate().for_each(|(j, v)| *v = if j % 2 == 0 { 88.0 } else { -60.0 });
             }
-            let (cr, rr) = lib.run(&[x], &[r as i64, c as i64]);
+            let w = data(7 + c as u64, c * 40, -1.0, 1.0, DType::F32);
+            let (cr, rr) = lib.run(&[x, w], &[r as i64, c as i64]);
             assert_eq!((cr.rc, rr.rc), (0, 0));
-            for k in 0..2 {
-                assert_eq!(
-                    f32_bits(&cr.outputs[k]),
-                    f32_bits(&rr.outputs[k]),
-                    "{path}, output {k} at {r}x{c}: C vs Rust"
-                );
+            let bits: Vec<Vec<u32>> = cr.outputs.iter().map(|o| f32_bits(o)).collect();
+            for (k, b) in bits.iter().enumerate() {
+                assert_eq!(*b, f32_bits(&rr.outputs[k]), "{}, output {k} at {r}x{c}: C vs Rust", isa.name());
+            }
+            match portable.get(at) {
+                Some(want) => assert_eq!(&bits, want, "{} at {r}x{c}: vs the portable path", isa.name()),
+                None => portable.push(bits),
             }
         }
+        ran.push(isa);
     }
+    cpu_rt::set_max_isa(None).unwrap();
+    isa_report::isa_paths("emit::c dispatch and micro-kernel", &ran, &skipped);
+}
+
+/// The ISA paths' report (`tests/support/isa_paths.rs`).
+mod isa_report {
+    use tgc_runtime::cpu_rt::Isa;
+    include!("../../../../tests/support/isa_paths.rs");
 }
 
 /// A row `MAX` or `MIN` of a contiguous f32 run is the C helper
@@ -1568,6 +1586,17 @@ int main(void)
     let report = String::from_utf8_lossy(&run.stdout);
     eprintln!("{report}");
     assert!(run.status.success(), "a vector path differs from the lane loop:\n{report}");
+    // The driver's paths, counted: the lane loop always, then each vector path.
+    use tgc_runtime::cpu_rt::Isa;
+    let (mut ran, mut skipped) = (vec![Isa::Portable], Vec::new());
+    for (isa, name) in [(Isa::Avx2, "avx2"), (Isa::Avx512, "avx512f")] {
+        match (report.contains(&format!("{name} checked")), report.contains(&format!("{name} not on this CPU"))) {
+            (true, false) => ran.push(isa),
+            (false, true) => skipped.push(isa),
+            _ => panic!("no line on {name}'s path:\n{report}"),
+        }
+    }
+    isa_report::isa_paths("tgc_max_run_f32 and tgc_min_run_f32 paths", &ran, &skipped);
 }
 
 /// The graph-layer ops of `004` §4 — `sign`, `clamp`, `pow` (a constant

@@ -22,13 +22,23 @@ __attribute__((malloc, noinline, unused)) static void* tgc_fresh(void* p) { retu
 static inline void* tgc_fresh(void* p) { return p; }
 #endif
 
-/* Kernels in AVX-512, AVX2 (with FMA) and baseline versions, one chosen at load time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__)
+/* Kernels in AVX-512, AVX2 (with FMA) and baseline versions, one chosen at load time;
+ * TGC_MAX_ISA (2, 1 or 0: compile with -DTGC_MAX_ISA=N) caps them at AVX-512F, AVX2 or the baseline. */
+#ifndef TGC_MAX_ISA
+#define TGC_MAX_ISA 2
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && defined(__ELF__) && TGC_MAX_ISA >= 1
 #if __GNUC__ >= 12
+#if TGC_MAX_ISA >= 2
 #define TGC_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#define TGC_VECTOR_ABI 1
 #else
+#define TGC_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+#define TGC_VECTOR_ABI 1
+#elif TGC_MAX_ISA >= 2
 #define TGC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TGC_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 #else
 #define TGC_CLONES
