@@ -34,7 +34,9 @@ pub enum Command {
     /// Symbolic dims come from `--dim`, then from the input shapes, then from
     /// the graph's defaults.
     Run {
+        /// A `.tgc` or `.json` graph file, or an `.onnx` model.
         graph: PathBuf,
+        /// The graph to use when the file has several (default: `main`).
         #[arg(long)]
         entry: Option<String>,
         /// `cpu` (generated C), `interp` (the reference interpreter) or `cuda`.
@@ -108,9 +110,13 @@ pub enum Command {
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {
+        /// A `.tgc` or `.json` graph file, or an `.onnx` model.
         graph: PathBuf,
+        /// The graph to use when the file has several (default: `main`).
         #[arg(long)]
         entry: Option<String>,
+        /// What to compile for: `cpu` (C for this machine), `sm80` (CUDA
+        /// for 8.x GPUs) or `sm90` (9.x: Hopper's TMA and wgmma kernels).
         #[arg(long, value_enum, default_value_t = Target::Cpu)]
         target: Target,
         /// A symbolic dimension's value to specialise for (repeatable).
@@ -260,4 +266,28 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     };
     let n: u64 = digits.parse().map_err(|_| format!("`{text}` is not a byte count such as 4096, 512M or 8G"))?;
     n.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more than 2^64 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand, at any depth, says what it is in
+    /// `--help`.
+    #[test]
+    fn every_argument_is_described() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "tgc", &mut missing);
+        assert!(missing.is_empty(), "arguments without help text: {missing:?}");
+    }
 }
