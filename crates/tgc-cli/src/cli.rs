@@ -124,14 +124,17 @@ pub enum Command {
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, dot (the graph
         /// as Graphviz DOT), indexbook, poly_view, region, dot_regions (DOT
-        /// with each region a cluster, fused edges bold), plan (the GPU
+        /// with each region a cluster, fused edges bold), dot_kernels (DOT,
+        /// one box per region and an edge per tensor between them), plan (the GPU
         /// target's plans ranked by their estimates: each GEMM or
         /// convolution's plan space — on sm90 with the warp-specialised
         /// `ws` and persistent `wsp` forms, `ws2`/`wsp2` in clusters of
         /// two CTAs —, an attention's softmax
         /// algorithms; needs concrete sizes, e.g. from `--dim`), c;
         /// with `--target sm80|sm90` also gpu (every kernel's GPU dialect
-        /// IR), cu (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.
+        /// IR), cu (CUDA C), ptx, sass. Each printed stage is headed
+        /// `=== stage ===`, except a DOT stage dumped alone, so that
+        /// `--dump dot_kernels | dot -Tsvg > g.svg` renders it.
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts here instead of printing the dumps: for

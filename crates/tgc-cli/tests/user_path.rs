@@ -1,0 +1,40 @@
+//! What a new user meets first: pipeable DOT dumps, the one-box-per-region
+//! picture.
+
+mod common;
+
+use common::{stderr, tgc};
+
+fn stdout_of(args: &[&str]) -> String {
+    let o = tgc(args);
+    assert!(o.status.success(), "tgc {args:?}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A DOT stage dumped alone is bare DOT text (`| dot -Tpng` reads it);
+/// with several stages each is headed.
+#[test]
+fn a_dot_dump_alone_pipes_into_graphviz() {
+    let graph = "examples/minilm/graphs/minilm.tgc";
+    for stage in ["dot", "dot_regions", "dot_kernels"] {
+        let out = stdout_of(&["compile", graph, "--dump", stage]);
+        assert!(out.starts_with("digraph \"main\" {\n") && out.ends_with("}\n"), "{stage}: {}", &out[..80]);
+    }
+    let both = stdout_of(&["compile", graph, "--dump", "tiny,dot"]);
+    assert!(both.starts_with("=== tiny ===\n") && both.contains("=== dot ===\ndigraph"), "{}", &both[..80]);
+}
+
+/// `dot_kernels` draws each region once: as many boxes as `dot_regions` has
+/// clusters.
+#[test]
+fn dot_kernels_has_one_box_per_region() {
+    let graph = "examples/minilm/graphs/minilm.tgc";
+    let clusters = stdout_of(&["compile", graph, "--dump", "dot_regions"]).matches("subgraph cluster_").count();
+    let kernels = stdout_of(&["compile", graph, "--dump", "dot_kernels"]);
+    let boxes =
+        kernels.lines().filter(|l| l.starts_with("  r") && l.contains(" [label=") && !l.contains(" -> ")).count();
+    assert!(clusters > 10);
+    assert_eq!(boxes, clusters, "{kernels}");
+    assert!(!kernels.contains("subgraph"), "{kernels}");
+}
+
