@@ -171,9 +171,9 @@ pub enum Command {
     ///
     /// Examples:
     ///   tgc tune graphs/gemm.tgc --point M=256,N=256,K=256 --cache tgc-tune
-    ///   tgc tune minilm.tgc --point B=1,S=16 --point B=8,S=128 --report tune.csv
-    ///   tgc tune minilm.tgc --point B=8,S=128 --check   # for CI: measures nothing
-    ///   tgc tune graphs/gemm.tgc --target sm90 --point M=4096,N=4096,K=4096
+    ///   tgc tune minilm.tgc --point B=1,S=16 --point B=8,S=128 --cache tgc-tune --report tune.csv
+    ///   tgc tune minilm.tgc --point B=8,S=128 --cache tgc-tune --check   # for CI: measures nothing
+    ///   tgc tune graphs/gemm.tgc --target sm90 --point M=4096,N=4096,K=4096 --cache tgc-tune
     ///
     /// The kernels' thread count is TGC_NUM_THREADS (default: all cores).
     /// GPU records go to CACHE/gpu/, one per plan decision (a template's
@@ -194,8 +194,10 @@ pub enum Command {
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
         /// The tuning cache: a folder of one JSON record per kernel key,
-        /// created if missing.
-        #[arg(long, value_name = "DIR", default_value = "tgc-tune")]
+        /// created if missing. Required, so that records land where the
+        /// build that reads them looks (e.g. `tgc-tune` beside the crate's
+        /// `Cargo.toml` for `kernel!`'s `tuning("tgc-tune")`).
+        #[arg(long, value_name = "DIR")]
         cache: PathBuf,
         /// Measure nothing: exit 1 when a kernel of a point has no record
         /// (never tuned, or its graph, tgc or C compiler changed since).

@@ -1,9 +1,9 @@
 //! What a new user meets first: pipeable DOT dumps, the one-box-per-region
-//! picture.
+//! picture, the tuning cache's place.
 
 mod common;
 
-use common::{stderr, tgc};
+use common::{stderr, temp, tgc, tgc_in};
 
 fn stdout_of(args: &[&str]) -> String {
     let o = tgc(args);
@@ -38,3 +38,19 @@ fn dot_kernels_has_one_box_per_region() {
     assert!(!kernels.contains("subgraph"), "{kernels}");
 }
 
+/// `tgc tune` without `--cache` writes nowhere: the cache's folder is the
+/// user's to name, never the folder they happen to stand in.
+#[test]
+fn tune_needs_a_cache_folder() {
+    let dir = temp("tune-no-cache");
+    std::fs::write(
+        dir.join("g.tgc"),
+        "graph main(x: f32[8, 8], w: f32[8, 8]) -> (y: f32[8, 8]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    )
+    .unwrap();
+    let o = tgc_in(&dir, &["tune", "g.tgc", "--warmup", "0", "--repetitions", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cache <DIR>"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only g.tgc is there");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
