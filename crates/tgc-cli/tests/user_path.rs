@@ -54,3 +54,36 @@ fn tune_needs_a_cache_folder() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only g.tgc is there");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The console line of `tgc tune` shows the CSV's numbers (round 1's
+/// medians of the analytic and the chosen sizes), and the CSV's `threads`
+/// says how many threads a candidate ran on.
+#[test]
+fn tune_console_and_csv_agree() {
+    let dir = temp("tune-agree");
+    std::fs::write(
+        dir.join("g.tgc"),
+        "graph main(x: f32[64, 64], w: f32[64, 64]) -> (y: f32[64, 64]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tgc"))
+        .args(["tune", "g.tgc", "--cache", "c", "--warmup", "0", "--repetitions", "3", "--report", "log.csv"])
+        .current_dir(&dir)
+        .env("TGC_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let line = out.lines().find(|l| l.contains(" µs → ")).unwrap_or_else(|| panic!("{out}"));
+    let shown: Vec<f64> =
+        line.split(" µs").take(2).map(|t| t.split_whitespace().last().unwrap().parse().unwrap()).collect();
+    let csv = std::fs::read_to_string(dir.join("log.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.rsplit(',').collect()).collect();
+    // Reversed columns: chosen, analytic, measured_ns, threads, …
+    let measured = |col: usize| rows.iter().find(|r| r[col] == "true").unwrap()[2].parse::<f64>().unwrap() / 1e3;
+    for (i, col) in [1, 0].into_iter().enumerate() {
+        assert!((measured(col) - shown[i]).abs() < 0.051, "console {line} against CSV:\n{csv}");
+    }
+    assert!(rows.iter().all(|r| r[3] == "1"), "one pool thread:\n{csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
