@@ -30,7 +30,7 @@ fn main() {
         .sm80(std::env::var_os("CARGO_FEATURE_SM80").is_some())
         .sm90(std::env::var_os("CARGO_FEATURE_SM90").is_some())
         // Block sizes measured by `tgc tune graphs/gemm_bias_relu.tgc
-        // --point M=64,N=64,K=64` (the ShapeSet point above).
+        // --point M=64,N=64,K=64 --cache tgc-tune` (the ShapeSet point above).
         .tuning("tgc-tune")
         .compile("tgc_kernels");
     if let Err(e) = result {

@@ -34,7 +34,9 @@ pub enum Command {
     /// Symbolic dims come from `--dim`, then from the input shapes, then from
     /// the graph's defaults.
     Run {
+        /// A `.tgc` or `.json` graph file, or an `.onnx` model.
         graph: PathBuf,
+        /// The graph to use when the file has several (default: `main`).
         #[arg(long)]
         entry: Option<String>,
         /// `cpu` (generated C), `interp` (the reference interpreter) or `cuda`.
@@ -108,9 +110,13 @@ pub enum Command {
     },
     /// Compile a graph for a target and print or write the requested stages.
     Compile {
+        /// A `.tgc` or `.json` graph file, or an `.onnx` model.
         graph: PathBuf,
+        /// The graph to use when the file has several (default: `main`).
         #[arg(long)]
         entry: Option<String>,
+        /// What to compile for: `cpu` (C for this machine), `sm80` (CUDA
+        /// for 8.x GPUs) or `sm90` (9.x: Hopper's TMA and wgmma kernels).
         #[arg(long, value_enum, default_value_t = Target::Cpu)]
         target: Target,
         /// A symbolic dimension's value to specialise for (repeatable).
@@ -118,14 +124,17 @@ pub enum Command {
         dims: Vec<String>,
         /// Comma-separated stages to dump: frontend, tiny, dot (the graph
         /// as Graphviz DOT), indexbook, poly_view, region, dot_regions (DOT
-        /// with each region a cluster, fused edges bold), plan (the GPU
+        /// with each region a cluster, fused edges bold), dot_kernels (DOT,
+        /// one box per region and an edge per tensor between them), plan (the GPU
         /// target's plans ranked by their estimates: each GEMM or
         /// convolution's plan space — on sm90 with the warp-specialised
         /// `ws` and persistent `wsp` forms, `ws2`/`wsp2` in clusters of
         /// two CTAs —, an attention's softmax
         /// algorithms; needs concrete sizes, e.g. from `--dim`), c;
         /// with `--target sm80|sm90` also gpu (every kernel's GPU dialect
-        /// IR), cu (CUDA C), ptx, sass. Render a DOT dump with `dot -Tsvg`.
+        /// IR), cu (CUDA C), ptx, sass. Each printed stage is headed
+        /// `=== stage ===`, except a DOT stage dumped alone, so that
+        /// `--dump dot_kernels | dot -Tsvg > g.svg` renders it.
         #[arg(long, value_delimiter = ',')]
         dump: Vec<String>,
         /// Write the artifacts here instead of printing the dumps: for
@@ -162,9 +171,9 @@ pub enum Command {
     ///
     /// Examples:
     ///   tgc tune graphs/gemm.tgc --point M=256,N=256,K=256 --cache tgc-tune
-    ///   tgc tune minilm.tgc --point B=1,S=16 --point B=8,S=128 --report tune.csv
-    ///   tgc tune minilm.tgc --point B=8,S=128 --check   # for CI: measures nothing
-    ///   tgc tune graphs/gemm.tgc --target sm90 --point M=4096,N=4096,K=4096
+    ///   tgc tune minilm.tgc --point B=1,S=16 --point B=8,S=128 --cache tgc-tune --report tune.csv
+    ///   tgc tune minilm.tgc --point B=8,S=128 --cache tgc-tune --check   # for CI: measures nothing
+    ///   tgc tune graphs/gemm.tgc --target sm90 --point M=4096,N=4096,K=4096 --cache tgc-tune
     ///
     /// The kernels' thread count is TGC_NUM_THREADS (default: all cores).
     /// GPU records go to CACHE/gpu/, one per plan decision (a template's
@@ -185,8 +194,10 @@ pub enum Command {
         #[arg(long = "dim", value_name = "SYM=INT")]
         dims: Vec<String>,
         /// The tuning cache: a folder of one JSON record per kernel key,
-        /// created if missing.
-        #[arg(long, value_name = "DIR", default_value = "tgc-tune")]
+        /// created if missing. Required, so that records land where the
+        /// build that reads them looks (e.g. `tgc-tune` beside the crate's
+        /// `Cargo.toml` for `kernel!`'s `tuning("tgc-tune")`).
+        #[arg(long, value_name = "DIR")]
         cache: PathBuf,
         /// Measure nothing: exit 1 when a kernel of a point has no record
         /// (never tuned, or its graph, tgc or C compiler changed since).
@@ -260,4 +271,28 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     };
     let n: u64 = digits.parse().map_err(|_| format!("`{text}` is not a byte count such as 4096, 512M or 8G"))?;
     n.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more than 2^64 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand, at any depth, says what it is in
+    /// `--help`.
+    #[test]
+    fn every_argument_is_described() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "tgc", &mut missing);
+        assert!(missing.is_empty(), "arguments without help text: {missing:?}");
+    }
 }

@@ -522,7 +522,7 @@ fn compile(
         let text = timings
             .time(&format!("dump {s}"), || pipeline::dump_stage(s, &loaded, &graph, &artifacts))
             .map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
-        emit_dump(s, &text, out)?;
+        emit_dump(s, &text, out, dump.len() == 1)?;
     }
     Ok(())
 }
@@ -577,7 +577,7 @@ fn compile_gpu(
             timings.time(&format!("dump {s}"), || pipeline::dump_stage(s, loaded, graph, artifacts))
         }
         .map_err(|d| Failure::diag(path, &d))?;
-        emit_dump(s, &text, out)?;
+        emit_dump(s, &text, out, dump.len() == 1)?;
     }
     Ok(())
 }
@@ -614,13 +614,16 @@ pub(crate) fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Prints a stage's dump, or writes it to `<out>/<stage>.txt` (`.dot` for
-/// the DOT stages).
-fn emit_dump(s: &str, text: &str, out: Option<&Path>) -> Result<()> {
+/// Prints a stage's dump, headed `=== stage ===` unless it is the only
+/// stage asked (`alone`) and DOT text, so that `--dump dot | dot -Tpng`
+/// works; or writes it to `<out>/<stage>.txt` (`.dot` for the DOT stages).
+fn emit_dump(s: &str, text: &str, out: Option<&Path>, alone: bool) -> Result<()> {
+    let dot = pipeline::is_dot_stage(s);
     match out {
-        Some(dir) => {
-            let ext = if matches!(s, "dot" | "dot_regions") { "dot" } else { "txt" };
-            write_file(&dir.join(format!("{s}.{ext}")), text.as_bytes())
+        Some(dir) => write_file(&dir.join(format!("{s}.{}", if dot { "dot" } else { "txt" })), text.as_bytes()),
+        None if dot && alone => {
+            print!("{text}");
+            Ok(())
         }
         None => {
             print!("=== {s} ===\n{text}");

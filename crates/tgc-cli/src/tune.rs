@@ -136,15 +136,18 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
             println!("  no packed kernel: nothing to tune");
         }
         for u in &result.units {
-            let (base, won) = u.confirm_ns;
             let chosen = if u.best == u.analytic { "analytic kept" } else { "tuned" };
+            let (base, best) = u.round1_ns();
+            let (base, best) = (base.unwrap_or(0), best.unwrap_or(0));
+            let (confirm_base, confirm_won) = u.confirm_ns;
             println!(
-                "  {:<18} {:>9.1} µs → {:>9.1} µs ({:.2}×, {chosen}: {})",
+                "  {:<18} {:>9.1} µs → {:>9.1} µs ({:.2}×, {chosen}: {}; round 2, winner against analytic: {:.2}×)",
                 u.kernels.join(" "),
                 base as f64 / 1e3,
-                won.min(base) as f64 / 1e3,
-                base as f64 / won.min(base).max(1) as f64,
-                u.best
+                best as f64 / 1e3,
+                base as f64 / best.max(1) as f64,
+                u.best,
+                confirm_base as f64 / confirm_won.max(1) as f64,
             );
             let record = Record {
                 schema: tune::SCHEMA.to_string(),
@@ -183,7 +186,7 @@ pub fn tune(a: &TuneArgs) -> Result<()> {
     println!("tuning cache {}: {} records", cache.dir().display(), cache.len());
     if let Some(file) = a.report {
         let reports: Vec<PointReport> =
-            results.iter().map(|(label, r)| PointReport { graph: &g.name, point: label, result: r }).collect();
+            results.iter().map(|(label, r)| PointReport { graph: &g.name, point: label, result: r, threads }).collect();
         let roof = Roofline::this_machine(threads);
         write_file(file, report::csv(&reports, &roof).as_bytes())?;
         write_file(&file.with_extension("svg"), report::svg(&reports, &roof).as_bytes())?;

@@ -129,7 +129,18 @@ fn tune_compiles_in_a_private_folder_and_leaves_nothing_in_the_temp_root() {
     let (spy, log) = spy_cc(&dir);
     let tune = |cc: &Path| {
         Command::new(env!("CARGO_BIN_EXE_tgc"))
-            .args(["tune", "gemm.tgc", "--point", "M=16,N=16,K=16", "--warmup", "0", "--repetitions", "1"])
+            .args([
+                "tune",
+                "gemm.tgc",
+                "--cache",
+                "tgc-tune",
+                "--point",
+                "M=16,N=16,K=16",
+                "--warmup",
+                "0",
+                "--repetitions",
+                "1",
+            ])
             .current_dir(&dir)
             .env("TMPDIR", &tmp)
             .env("CC", cc)

@@ -24,13 +24,26 @@ fn tune_writes_a_cache_that_check_and_compile_read_and_an_edit_invalidates() {
     let point = ["--point", "M=96,N=64,K=48"];
 
     // Nothing tuned yet: --check fails and names the kernel.
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", point[0], point[1], "--check"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stdout(&o).contains("kernel k0 has no record") && stderr(&o).contains("run `tgc tune`"), "{}", stdout(&o));
 
     let o = tgc_in(
         &dir,
-        &["tune", "gemm.tgc", point[0], point[1], "--warmup", "0", "--repetitions", "2", "--report", "log.csv"],
+        &[
+            "tune",
+            "gemm.tgc",
+            "--cache",
+            "tgc-tune",
+            point[0],
+            point[1],
+            "--warmup",
+            "0",
+            "--repetitions",
+            "2",
+            "--report",
+            "log.csv",
+        ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -43,7 +56,7 @@ fn tune_writes_a_cache_that_check_and_compile_read_and_an_edit_invalidates() {
     let svg = std::fs::read_to_string(dir.join("log.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("<rect") && svg.trim_end().ends_with("</svg>"));
 
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", point[0], point[1], "--check"]);
     assert!(o.status.success() && stdout(&o).contains("1 packed kernel key recorded"), "{}", stderr(&o));
 
     // Two builds from the cache print the same C, with the recorded kc.
@@ -76,14 +89,14 @@ fn tune_writes_a_cache_that_check_and_compile_read_and_an_edit_invalidates() {
 
     // An edit of the graph changes the kernel: --check fails again.
     std::fs::write(dir.join("gemm.tgc"), GEMM.replace("relu(", "sigmoid(")).unwrap();
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", point[0], point[1], "--check"]);
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", point[0], point[1], "--check"]);
     assert_eq!(o.status.code(), Some(1), "a stale record does not pass: {}", stdout(&o));
 
     // A hand edit of the plan is refused, by check and by compile.
     let text = std::fs::read_to_string(&records[0]).unwrap();
     std::fs::write(&records[0], text.replacen(&format!("\"kc\": {kc}"), &format!("\"kc\": {}", kc + 1), 1)).unwrap();
     for args in [
-        &["tune", "gemm.tgc", point[0], point[1], "--check"][..],
+        &["tune", "gemm.tgc", "--cache", "tgc-tune", point[0], point[1], "--check"][..],
         &["compile", "gemm.tgc", "--tuning", "tgc-tune", "--dump", "c"][..],
     ] {
         let o = tgc_in(&dir, args);
@@ -101,10 +114,10 @@ fn tune_rejects_a_point_that_leaves_a_symbol_open_or_names_no_symbol() {
         "graph<M, N, K> g(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N]) {\n    y = matmul(x, w)\n    return y\n}\n",
     )
     .unwrap();
-    let o = tgc_in(&dir, &["tune", "g.tgc", "--point", "M=8,K=8"]);
+    let o = tgc_in(&dir, &["tune", "g.tgc", "--cache", "tgc-tune", "--point", "M=8,K=8"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("leaves N open"), "{}", stderr(&o));
-    let o = tgc_in(&dir, &["tune", "g.tgc", "--point", "M=8,K"]);
+    let o = tgc_in(&dir, &["tune", "g.tgc", "--cache", "tgc-tune", "--point", "M=8,K"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--point `M=8,K`"), "{}", stderr(&o));
     assert!(!dir.join("tgc-tune").exists(), "a refused command writes nothing");
@@ -136,13 +149,13 @@ fn tune_records_the_unfused_program_too() {
 }
 ";
     std::fs::write(dir.join("mlp.tgc"), mlp).unwrap();
-    let o = tgc_in(&dir, &["tune", "mlp.tgc", "--warmup", "0", "--repetitions", "2"]);
+    let o = tgc_in(&dir, &["tune", "mlp.tgc", "--cache", "tgc-tune", "--warmup", "0", "--repetitions", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("main at B=4 (unfused, as builds without feature `poly` lower it)"), "{out}");
     let records = std::fs::read_dir(dir.join("tgc-tune")).unwrap().count();
     assert_eq!(records, 3, "the fused program's kernel and the unfused program's two: {out}");
-    let o = tgc_in(&dir, &["tune", "mlp.tgc", "--check"]);
+    let o = tgc_in(&dir, &["tune", "mlp.tgc", "--cache", "tgc-tune", "--check"]);
     assert!(o.status.success() && stdout(&o).contains("3 packed kernel keys recorded"), "{}", stdout(&o));
 }
 
@@ -187,7 +200,7 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
     let _ = std::fs::remove_dir_all(dir.join("tgc-tune"));
     std::fs::write(dir.join("gemm.tgc"), GEMM_F16).unwrap();
     if !gpu_present() {
-        let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80"]);
+        let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", "--target", "sm80"]);
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
         assert!(
             stderr(&o).contains("tgc tune --target sm80 measures on a GPU: no GPU device available"),
@@ -196,7 +209,7 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
         );
         assert!(!dir.join("tgc-tune").exists(), "nothing written");
     }
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80", "--check"]);
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", "--target", "sm80", "--check"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stdout(&o)
@@ -222,7 +235,7 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
     let mut cache = tg::open(&dir.join("tgc-tune")).unwrap();
     cache.put(record).unwrap();
 
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", "sm80", "--check"]);
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", "--target", "sm80", "--check"]);
     assert!(o.status.success() && stdout(&o).contains("M=256: 1 plan decision recorded"), "{}", stderr(&o));
     let o = tgc_in(&dir, &["compile", "gemm.tgc", "--target", "sm80", "--tuning", "tgc-tune", "--out", "tuned"]);
     assert!(o.status.success() && !stderr(&o).contains("no GPU tuning record"), "{}", stderr(&o));
@@ -247,7 +260,7 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replacen("\"a stand-in\"", "\"another device\"", 1)).unwrap();
     for args in [
-        &["tune", "gemm.tgc", "--target", "sm80", "--check"][..],
+        &["tune", "gemm.tgc", "--cache", "tgc-tune", "--target", "sm80", "--check"][..],
         &["compile", "gemm.tgc", "--target", "sm80", "--tuning", "tgc-tune"][..],
     ] {
         let o = tgc_in(&dir, args);
@@ -271,11 +284,14 @@ fn gpu_tuning_on_a_gpu_measures_and_records_the_fastest_plan() {
     let dir = temp("tune-gpu-device");
     let _ = std::fs::remove_dir_all(dir.join("tgc-tune"));
     std::fs::write(dir.join("gemm.tgc"), GEMM_F16).unwrap();
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", target, "--warmup", "1", "--repetitions", "5"]);
+    let o = tgc_in(
+        &dir,
+        &["tune", "gemm.tgc", "--cache", "tgc-tune", "--target", target, "--warmup", "1", "--repetitions", "5"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     println!("{}", stdout(&o));
     assert!(stdout(&o).contains("plans measured, best"), "{}", stdout(&o));
-    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--target", target, "--check"]);
+    let o = tgc_in(&dir, &["tune", "gemm.tgc", "--cache", "tgc-tune", "--target", target, "--check"]);
     assert!(o.status.success(), "{}", stdout(&o));
     let records: Vec<_> = std::fs::read_dir(dir.join("tgc-tune/gpu")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(records.len(), 1);

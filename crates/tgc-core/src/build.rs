@@ -286,8 +286,8 @@ impl Kernels {
         self
     }
 
-    /// The C optimisation level; default `$OPT_LEVEL` (Cargo's profile)
-    /// capped at 2, else 2 (see [`c_opt_level`]).
+    /// The C optimisation level; default 2 in every Cargo profile, debug
+    /// builds included (see [`c_opt_level`]).
     pub fn opt_level(mut self, level: u32) -> Kernels {
         self.opt_level = Some(level);
         self
@@ -530,10 +530,7 @@ impl Kernels {
             None => rustc_host().map_err(BuildError::Config)?,
         };
         let mut build = cc::Build::new();
-        build
-            .target(&self.target_triple()?)
-            .host(&host)
-            .opt_level(c_opt_level(self.opt_level, env("OPT_LEVEL").as_deref()));
+        build.target(&self.target_triple()?).host(&host).opt_level(c_opt_level(self.opt_level));
         if env("DEBUG").is_none() {
             build.debug(false);
         }
@@ -646,19 +643,15 @@ fn write(path: &Path, text: &str) -> Result<(), BuildError> {
 }
 
 /// The C optimisation level of the kernels: `explicit` when the build
-/// script chose one, else Cargo's numeric `$OPT_LEVEL` (`cargo`) capped at
-/// 2, else 2 (outside Cargo, or `s`/`z`). Not 3 by default: GCC 12.2's `-O3` loop vectoriser (the
-/// dynamic cost model) miscompiles a generated reduction whose subscript
-/// holds a floor division (found by the movement property test, seed
-/// `0x74676370726f7030` case 202: `-O3` gives -3 where `-O2` and the
-/// interpreter give 0); `tgc_runtime::cpu` compiles at `-O2` for the same
-/// reason.
-fn c_opt_level(explicit: Option<u32>, cargo: Option<&str>) -> u32 {
-    match (explicit, cargo.map(str::parse::<u32>)) {
-        (Some(level), _) => level,
-        (None, Some(Ok(level))) => level.min(2),
-        (None, _) => 2,
-    }
+/// script chose one, else 2 whatever Cargo's profile, so a debug build
+/// (`$OPT_LEVEL` 0) does not run unoptimised micro-kernels. Not 3 by
+/// default: GCC 12.2's `-O3` loop vectoriser (the dynamic cost model)
+/// miscompiles a generated reduction whose subscript holds a floor division
+/// (found by the movement property test, seed `0x74676370726f7030` case
+/// 202: `-O3` gives -3 where `-O2` and the interpreter give 0);
+/// `tgc_runtime::cpu` compiles at `-O2` for the same reason.
+fn c_opt_level(explicit: Option<u32>) -> u32 {
+    explicit.unwrap_or(2)
 }
 
 #[cfg(test)]

@@ -165,12 +165,26 @@ impl Diagnostic {
 
     /// Renders as `file:line:col: error[Name]: message (node n3)`.
     pub fn render(&self, file: &str) -> String {
+        self.render_headed(Some(file), &format!("error[{}]:", self.name))
+    }
+
+    /// The text of a `compile_error!` (the `kernel!` macro's diagnostics):
+    /// `file:line:col: [Name] message (node n3)`. rustc prints `error: `
+    /// before it, so the name stands without a second `error`. Without
+    /// `file` (an inline graph) no position is written: rustc points at the
+    /// token, and a position in the macro's rebuilt text would mislead.
+    pub fn render_for_rustc(&self, file: Option<&str>) -> String {
+        self.render_headed(file, &format!("[{}]", self.name))
+    }
+
+    fn render_headed(&self, file: Option<&str>, head: &str) -> String {
         let mut s = String::new();
-        match self.span {
-            Some(sp) => s.push_str(&format!("{file}:{}:{}: ", sp.line, sp.col)),
-            None => s.push_str(&format!("{file}: ")),
+        match (file, self.span) {
+            (Some(file), Some(sp)) => s.push_str(&format!("{file}:{}:{}: ", sp.line, sp.col)),
+            (Some(file), None) => s.push_str(&format!("{file}: ")),
+            (None, _) => {}
         }
-        s.push_str(&format!("error[{}]: {}", self.name, self.message));
+        s.push_str(&format!("{head} {}", self.message));
         if let Some(n) = &self.node {
             s.push_str(&format!(" (node {n})"));
         }

@@ -34,6 +34,7 @@ pub const STAGES: &[(&str, bool)] = &[
     ("poly_view", cfg!(feature = "poly")),
     ("region", true),
     ("dot_regions", true),
+    ("dot_kernels", true),
     ("plan", true),
     ("gpu", true),
     ("cu", true),
@@ -164,7 +165,13 @@ fn verify_tiny(g: &Graph) -> DResult<()> {
     }
 }
 
+/// Whether `stage`'s dump is Graphviz DOT text (`.dot` under `--out`).
+pub fn is_dot_stage(stage: &str) -> bool {
+    matches!(stage, "dot" | "dot_regions" | "dot_kernels")
+}
+
 /// Checks that `stage` is a known stage built in this version.
+
 pub fn check_stage(stage: &str) -> DResult<()> {
     let available: Vec<&str> = STAGES.iter().filter(|s| s.1).map(|s| s.0).collect();
     match STAGES.iter().find(|s| s.0 == stage) {
@@ -484,6 +491,7 @@ pub fn dump_stage(stage: &str, loaded: &Loaded, g: &Graph, artifacts: &Artifacts
         }
         "dot" => tiny::dot::dump(g),
         "dot_regions" => tiny::dot::dump_regions(g, &artifacts.front.regions),
+        "dot_kernels" => tiny::dot::dump_kernels(g, &artifacts.front.regions),
         "indexbook" => index_book::dump(g, &artifacts.front.book),
         #[cfg(feature = "poly")]
         "poly_view" => poly_view_of(g, &artifacts.front.book)?,

@@ -42,8 +42,8 @@ fn check_stages(path: &Path) {
         pipeline::compile_cpu(&loaded.graph, &mut Default::default()).unwrap_or_else(|d| panic!("{}", d.render(name)));
     for &(stage, built) in pipeline::STAGES {
         // Region formation asks Poly Core only with feature `poly`; the
-        // `region`, `dot_regions` and `c` snapshots are those of that build.
-        let formed = matches!(stage, "region" | "dot_regions" | "c");
+        // `region`, `dot_regions`, `dot_kernels` and `c` snapshots are those of that build.
+        let formed = matches!(stage, "region" | "dot_regions" | "dot_kernels" | "c");
         // The GPU stages need a concrete GEMM and a GPU target
         // (`pipeline::compile_gpu`; gpu/lower_tests.rs and the CLI test).
         if !built

@@ -190,9 +190,7 @@ fn load(inv: &Invocation) -> Result<(Graph, Option<String>), TokenStream> {
             let src = SourceText::from_tokens(toks);
             let g = pipeline::load(&src.text, Format::Dsl, None).map_err(|d| {
                 let span = d.span.and_then(|s| src.span_at(s.start as usize)).unwrap_or_else(Span::call_site);
-                // rustc shows where; the text position of the rebuilt source would only mislead.
-                let d = Diagnostic { span: None, ..d };
-                error(span, &d.to_string())
+                error(span, &d.render_for_rustc(None))
             })?;
             Ok((g.graph, None))
         }
@@ -201,9 +199,9 @@ fn load(inv: &Invocation) -> Result<(Graph, Option<String>), TokenStream> {
             let full = std::path::Path::new(&dir).join(path);
             let text = tgc_core::diag::read_source(&full)
                 .map_err(|e| error(*span, &format!("cannot read {}: {e}", full.display())))?
-                .map_err(|d| error(*span, &d.render(path)))?;
+                .map_err(|d| error(*span, &d.render_for_rustc(Some(path))))?;
             let g = pipeline::load(&text, Format::of(&full, &text), None)
-                .map_err(|d: Diagnostic| error(*span, &d.render(path)))?;
+                .map_err(|d: Diagnostic| error(*span, &d.render_for_rustc(Some(path))))?;
             Ok((g.graph, Some(full.display().to_string())))
         }
     }
@@ -224,7 +222,7 @@ fn compile(inv: &Invocation) -> Result<TokenStream, TokenStream> {
         _ => None,
     };
     let module = api::kernel_module(&name.to_string(), &g, &inv.shapes, &Backend::Rust { tuning })
-        .map_err(|d| error(span, &d.to_string()))?;
+        .map_err(|d| error(span, &d.render_for_rustc(file.as_deref())))?;
     let note_span = inv.tuning.as_ref().map_or(span, |(_, at)| *at);
     for note in &module.notes {
         warnings.extend(warning(note_span, note));

@@ -4,7 +4,10 @@
 //! [`crate::region`] as a coloured cluster: an edge inside one region is
 //! fused — the value never reaches memory — and drawn bold, an edge between
 //! regions goes through memory and is drawn dashed; a value a region stores
-//! has a double border). Render with `dot -Tsvg graph.dot -o graph.svg`.
+//! has a double border), and `--dump dot_kernels` (one box per region,
+//! that is per generated kernel, with an edge for each tensor one region
+//! stores and another reads, labelled with its type; graph inputs and
+//! outputs as ovals). Render with `dot -Tsvg graph.dot -o graph.svg`.
 //!
 //! Node `k` of the graph is DOT node `n<k>`; graph outputs are extra
 //! `out<k>` nodes. A node a region inlines into several regions (a cheap
@@ -68,6 +71,70 @@ pub fn dump_regions(g: &Graph, rs: &Regions) -> String {
         _ => " [style=dashed]",
     });
     outputs(g, &mut s);
+    s.push_str("}\n");
+    s
+}
+
+/// One box per region, with the tensors between them (the `--dump
+/// dot_kernels` stage; see the module doc). Region `k` is DOT node `r<k>`,
+/// labelled with its name, the op of each value it stores and that value's
+/// type; a value a region reads that no region stores (a graph input) is
+/// an oval `t<node>`.
+pub fn dump_kernels(g: &Graph, rs: &Regions) -> String {
+    let mut stored_by: HashMap<NodeId, usize> = HashMap::new();
+    for (r, region) in rs.regions.iter().enumerate() {
+        for o in &region.outputs {
+            stored_by.entry(o.node).or_insert(r);
+        }
+    }
+    let ty = |id: NodeId| {
+        let n = g.node(id);
+        format!("{}{}", n.ty.dtype.json_name(), fmt_shape(&n.ty.shape))
+    };
+    let mut s = header(g);
+    for (r, region) in rs.regions.iter().enumerate() {
+        let mut label = region.name.clone();
+        for o in &region.outputs {
+            let _ = write!(label, "\n{} {} {}", g.node(o.node).label, g.node(o.node).op.name(), ty(o.node));
+        }
+        let _ =
+            writeln!(s, "  r{r} [label={}, style=filled, fillcolor={}];", quote(&label), PALETTE[r % PALETTE.len()]);
+    }
+    let mut sources: Vec<NodeId> = Vec::new();
+    let mut drawn: HashSet<(String, usize)> = HashSet::new();
+    for (r, region) in rs.regions.iter().enumerate() {
+        for input in &region.inputs {
+            let from = match stored_by.get(&input.node) {
+                Some(p) => format!("r{p}"),
+                None => {
+                    if !sources.contains(&input.node) {
+                        sources.push(input.node);
+                    }
+                    format!("t{}", input.node.index())
+                }
+            };
+            if drawn.insert((from.clone(), r)) {
+                let _ = writeln!(s, "  {from} -> r{r} [label={}];", quote(&ty(input.node)));
+            }
+        }
+    }
+    for o in &g.outputs {
+        if !stored_by.contains_key(&o.node) && !sources.contains(&o.node) {
+            sources.push(o.node);
+        }
+    }
+    for id in sources {
+        let _ = writeln!(
+            s,
+            "  t{} [label={}, shape=oval];",
+            id.index(),
+            quote(&format!("{}\n{}", g.node(id).label, ty(id)))
+        );
+    }
+    for (k, o) in g.outputs.iter().enumerate() {
+        let from = stored_by.get(&o.node).map_or_else(|| format!("t{}", o.node.index()), |r| format!("r{r}"));
+        let _ = writeln!(s, "  out{k} [label={}, shape=oval];\n  {from} -> out{k};", quote(&o.name));
+    }
     s.push_str("}\n");
     s
 }
@@ -166,6 +233,28 @@ mod tests {
         for id in g.ids() {
             assert_eq!(d.matches(&format!("  n{} [label=", id.index())).count(), 1, "{d}");
         }
+    }
+
+    #[test]
+    fn kernels_are_one_box_per_region() {
+        let g = graph(
+            "graph two(x: f32[4, 8], w: f32[8, 3]) -> (y: f32[4, 3]) {
+                y = matmul(softmax(x, axis=-1), w)
+                return y
+            }",
+        );
+        let front = crate::region::front(&g, true, crate::region::Grouping::default()).unwrap();
+        let rs = &front.regions.regions;
+        assert!(rs.len() >= 2);
+        let d = dump_kernels(&g, &front.regions);
+        assert!(d.starts_with("digraph \"two\" {\n") && d.ends_with("}\n"), "{d}");
+        let boxes = d.lines().filter(|l| l.starts_with("  r") && l.contains(" [label=") && !l.contains(" -> ")).count();
+        assert_eq!(boxes, rs.len(), "{d}");
+        let ovals: Vec<&str> = d.lines().filter(|l| l.contains("shape=oval")).collect();
+        assert_eq!(ovals.len(), 3, "x, w and the output y:\n{d}");
+        // Every tensor between two regions is one labelled edge.
+        let between = d.lines().filter(|l| l.starts_with("  r") && l.contains(" -> r")).count();
+        assert!(between >= 1 && d.contains(" [label=\"fp32[4, 8]\"];"), "{d}");
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct PointReport<'a> {
     pub graph: &'a str,
     pub point: &'a str,
     pub result: &'a PointResult,
+    /// The threads of the runtime's pool it ran with (`TGC_NUM_THREADS`).
+    pub threads: usize,
 }
 
 /// The CSV header of [`csv`].
@@ -47,9 +49,11 @@ pub const CSV_HEADER: &str =
     "graph,point,key,kernels,flops,bytes,estimate_ns,candidate,mc,nc,kc,threads,measured_ns,analytic,chosen";
 
 /// One CSV line per candidate of every unit of every point (`000` §9:
-/// FLOPs, bytes, estimate, measured, plan); `threads` is the plan's cap
-/// (`0`: every thread of the pool), `measured_ns` is empty for a candidate
-/// whose results differed from the interpreter.
+/// FLOPs, bytes, estimate, measured, plan); `threads` is the threads the
+/// candidate ran on (its cap, or the pool's size for an uncapped plan),
+/// `measured_ns` round 1's median ([`Tuned::round1_ns`] gives the
+/// console's two), empty for a candidate whose results differed from the
+/// interpreter.
 pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
     let mut s = format!("{CSV_HEADER}\n");
     for pr in points {
@@ -68,7 +72,7 @@ pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
                     c.blocks.mc,
                     c.blocks.nc,
                     c.blocks.kc,
-                    c.blocks.threads,
+                    if c.blocks.threads == 0 { pr.threads } else { c.blocks.threads.min(pr.threads) },
                     c.median_ns.map_or(String::new(), |n| n.to_string()),
                     c.blocks == u.analytic,
                     c.blocks == u.best,
@@ -135,7 +139,7 @@ pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
     }
     let _ = writeln!(
         s,
-        "<text x=\"{:.1}\" y=\"{:.1}\">right: round 2's speed-up of the chosen plan, and its time</text>",
+        "<text x=\"{:.1}\" y=\"{:.1}\">right: the chosen plan's speed-up over the analytic one, and its time</text>",
         LEFT,
         ay + 30.0
     );
@@ -174,15 +178,16 @@ pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
                 "<line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{y:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"3,2\"/>",
                 y + row - GAP / 2.0
             );
-            let best = u.confirm_ns.1.min(u.confirm_ns.0);
-            let _ = writeln!(
-                s,
-                "<text x=\"{:.1}\" y=\"{:.1}\">{:.2}× · {:.0} µs</text>",
-                LEFT + WIDTH + 8.0,
-                y + 15.0,
-                u.confirm_ns.0 as f64 / best.max(1) as f64,
-                best as f64 / 1e3
-            );
+            if let Some(best) = u.round1_ns().1 {
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{:.1}\" y=\"{:.1}\">{:.2}× · {:.1} µs</text>",
+                    LEFT + WIDTH + 8.0,
+                    y + 15.0,
+                    base as f64 / best.max(1) as f64,
+                    best as f64 / 1e3
+                );
+            }
         }
     }
     s.push_str("</svg>\n");

@@ -108,6 +108,16 @@ pub struct Tuned {
     pub bytes: f64,
 }
 
+impl Tuned {
+    /// Round 1's medians of the analytic sizes and of the chosen ones, in
+    /// nanoseconds (`None` for sizes whose results differed): the numbers
+    /// the console line, the report's CSV rows and its picture all show.
+    pub fn round1_ns(&self) -> (Option<u64>, Option<u64>) {
+        let of = |b: Blocks| self.candidates.iter().find(|c| c.blocks == b).and_then(|c| c.median_ns);
+        (of(self.analytic), of(self.best))
+    }
+}
+
 /// What [`tune_point`] measured.
 #[derive(Clone, Debug)]
 pub struct PointResult {

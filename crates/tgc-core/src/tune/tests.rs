@@ -228,15 +228,15 @@ fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
         bytes: 1e5,
     };
     let result = PointResult { units: vec![unit], graph_ns: (2000, 1800) };
-    let points = [report::PointReport { graph: "g<&>", point: "M=8, N=4", result: &result }];
+    let points = [report::PointReport { graph: "g<&>", point: "M=8, N=4", result: &result, threads: 4 }];
     let roof = report::Roofline { peak_flops: 1e9, bandwidth: 1e9 };
     assert_eq!(roof.estimate_ns(2e6, 1e5), 2e6);
     let csv = report::csv(&points, &roof);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], report::CSV_HEADER);
     assert_eq!(lines.len(), 4, "a line per candidate: {csv}");
-    assert!(lines[1].ends_with(",12,64,128,0,1000,true,false"), "{}", lines[1]);
-    assert!(lines[2].contains(",12,64,64,0,,false,false"), "a refused candidate has no time: {}", lines[2]);
+    assert!(lines[1].ends_with(",12,64,128,4,1000,true,false"), "an uncapped plan ran on the pool's 4: {}", lines[1]);
+    assert!(lines[2].contains(",12,64,64,4,,false,false"), "a refused candidate has no time: {}", lines[2]);
     assert!(lines[3].ends_with(",6,64,128,1,800,false,true"), "{}", lines[3]);
     assert!(lines[1].contains(",\"M=8, N=4\",") && lines[1].contains(",k3 k9,2000000,100000,2000000,"));
     let svg = report::svg(&points, &roof);
@@ -245,7 +245,9 @@ fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
     assert!(svg.contains("fill=\"#2a2\"><title>mc=6 nc=64 kc=128 threads=1: 800 ns"), "the chosen bar is green");
     assert!(svg.contains("results differed"), "the refused candidate is marked");
     assert!(svg.contains("g&lt;&amp;&gt;") && !svg.contains("g<&>"), "names are escaped");
-    assert!(svg.contains("1.22×"), "round 2's speed-up: {svg}");
+    // The picture's numbers are the CSV's: 1000 ns / 800 ns, not round 2's 1000 / 820.
+    assert_eq!(result.units[0].round1_ns(), (Some(1000), Some(800)));
+    assert!(svg.contains("1.25× · 0.8 µs") && !svg.contains("1.22×"), "round 1's speed-up: {svg}");
 }
 
 #[test]

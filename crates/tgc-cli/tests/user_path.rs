@@ -1,0 +1,89 @@
+//! What a new user meets first: pipeable DOT dumps, the one-box-per-region
+//! picture, the tuning cache's place.
+
+mod common;
+
+use common::{stderr, temp, tgc, tgc_in};
+
+fn stdout_of(args: &[&str]) -> String {
+    let o = tgc(args);
+    assert!(o.status.success(), "tgc {args:?}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A DOT stage dumped alone is bare DOT text (`| dot -Tpng` reads it);
+/// with several stages each is headed.
+#[test]
+fn a_dot_dump_alone_pipes_into_graphviz() {
+    let graph = "examples/minilm/graphs/minilm.tgc";
+    for stage in ["dot", "dot_regions", "dot_kernels"] {
+        let out = stdout_of(&["compile", graph, "--dump", stage]);
+        assert!(out.starts_with("digraph \"main\" {\n") && out.ends_with("}\n"), "{stage}: {}", &out[..80]);
+    }
+    let both = stdout_of(&["compile", graph, "--dump", "tiny,dot"]);
+    assert!(both.starts_with("=== tiny ===\n") && both.contains("=== dot ===\ndigraph"), "{}", &both[..80]);
+}
+
+/// `dot_kernels` draws each region once: as many boxes as `dot_regions` has
+/// clusters.
+#[test]
+fn dot_kernels_has_one_box_per_region() {
+    let graph = "examples/minilm/graphs/minilm.tgc";
+    let clusters = stdout_of(&["compile", graph, "--dump", "dot_regions"]).matches("subgraph cluster_").count();
+    let kernels = stdout_of(&["compile", graph, "--dump", "dot_kernels"]);
+    let boxes =
+        kernels.lines().filter(|l| l.starts_with("  r") && l.contains(" [label=") && !l.contains(" -> ")).count();
+    assert!(clusters > 10);
+    assert_eq!(boxes, clusters, "{kernels}");
+    assert!(!kernels.contains("subgraph"), "{kernels}");
+}
+
+/// `tgc tune` without `--cache` writes nowhere: the cache's folder is the
+/// user's to name, never the folder they happen to stand in.
+#[test]
+fn tune_needs_a_cache_folder() {
+    let dir = temp("tune-no-cache");
+    std::fs::write(
+        dir.join("g.tgc"),
+        "graph main(x: f32[8, 8], w: f32[8, 8]) -> (y: f32[8, 8]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    )
+    .unwrap();
+    let o = tgc_in(&dir, &["tune", "g.tgc", "--warmup", "0", "--repetitions", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cache <DIR>"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only g.tgc is there");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The console line of `tgc tune` shows the CSV's numbers (round 1's
+/// medians of the analytic and the chosen sizes), and the CSV's `threads`
+/// says how many threads a candidate ran on.
+#[test]
+fn tune_console_and_csv_agree() {
+    let dir = temp("tune-agree");
+    std::fs::write(
+        dir.join("g.tgc"),
+        "graph main(x: f32[64, 64], w: f32[64, 64]) -> (y: f32[64, 64]) {\n    y = matmul(x, w)\n    return y\n}\n",
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tgc"))
+        .args(["tune", "g.tgc", "--cache", "c", "--warmup", "0", "--repetitions", "3", "--report", "log.csv"])
+        .current_dir(&dir)
+        .env("TGC_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let line = out.lines().find(|l| l.contains(" µs → ")).unwrap_or_else(|| panic!("{out}"));
+    let shown: Vec<f64> =
+        line.split(" µs").take(2).map(|t| t.split_whitespace().last().unwrap().parse().unwrap()).collect();
+    let csv = std::fs::read_to_string(dir.join("log.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.rsplit(',').collect()).collect();
+    // Reversed columns: chosen, analytic, measured_ns, threads, …
+    let measured = |col: usize| rows.iter().find(|r| r[col] == "true").unwrap()[2].parse::<f64>().unwrap() / 1e3;
+    for (i, col) in [1, 0].into_iter().enumerate() {
+        assert!((measured(col) - shown[i]).abs() < 0.051, "console {line} against CSV:\n{csv}");
+    }
+    assert!(rows.iter().all(|r| r[3] == "1"), "one pool thread:\n{csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
