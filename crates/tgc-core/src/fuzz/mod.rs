@@ -267,13 +267,16 @@ mod tests {
     use super::*;
 
     /// The comparison the `graphs` target rests on sees a one-element
-    /// difference, and an input that runs out makes a small valid graph.
+    /// difference in a movement case, and an input that runs out makes a
+    /// small valid graph of either family.
     #[test]
     fn graphs_checks_outputs_exactly_and_accepts_any_input() {
         for data in [&[][..], &[0xff; 3], &[7, 200, 13, 99, 1, 0, 255, 42, 5]] {
             graphs(data);
+            graphs_mma(data);
         }
-        let case = gen::from_bytes(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let case = gen::from_bytes(&[0, 1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        assert_eq!(case.bound, None, "a movement case");
         let want = interpret(&case).unwrap();
         assert_eq!(same_outputs(&case, "test", &want, &want), Ok(()));
         let mut got = want.clone();
