@@ -3,7 +3,8 @@
 # test, a long run. The targets are tgc_core::fuzz::TARGETS (dsl, onnx, tiny_json,
 # plan_dsl, plan_json, npy, safetensors, and the structure-aware graphs,
 # whose bytes choose a valid graph that the interpreter and the SIMT emulator
-# must compute alike); the driver is fuzz/ (its own
+# must compute alike, and graphs_mma, the same for matmuls, convolutions and
+# attentions lowered through the sm80 tensor-core templates); the driver is fuzz/ (its own
 # workspace). Why AFL++: through cargo-afl it instruments with rustc's stable
 # sanitizer-coverage passes, so it runs on the stable toolchain this project
 # builds with; cargo-fuzz (libFuzzer) needs nightly.
@@ -23,15 +24,15 @@
 # saw no coverage from this driver, every input timing out, since afl.rs's
 # persistent loop stops the process with SIGSTOP after an input when it runs
 # outside afl-fuzz.)
-# After a graphs run, every case of its queue also runs on the CPU backend
-# (one C compiler run per batch, too slow for each execution) and must match
-# the interpreter.
+# After a graphs or graphs_mma run, every case of its queue also runs on the
+# CPU backend (one C compiler run per batch, too slow for each execution) and
+# must match the interpreter.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(dsl onnx tiny_json plan_dsl plan_json npy safetensors graphs)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(dsl onnx tiny_json plan_dsl plan_json npy safetensors graphs graphs_mma)
 AFL_ROOT="$ROOT/.toolchain/afl"
 export PATH="$AFL_ROOT/bin:$PATH"
 if ! command -v cargo-afl >/dev/null; then
@@ -75,9 +76,9 @@ for t in "${TARGETS[@]}"; do
         [ -e "$ROOT/fuzz/corpus/$t/$name" ] || { cp "$c" "$ROOT/fuzz/corpus/$t/$name"; kept=$((kept + 1)); }
     done
     echo "$t: $kept new entries that found an edge copied to fuzz/corpus/$t/cov-*" >&2
-    if [ "$t" = graphs ]; then
-        echo "== graphs: the queue on the CPU backend" >&2
-        (cd "$ROOT" && TGC_FUZZ_QUEUE="$out/default/queue" cargo test -q --release -p tgc-core \
+    if [ "$t" = graphs ] || [ "$t" = graphs_mma ]; then
+        echo "== $t: the queue on the CPU backend" >&2
+        (cd "$ROOT" && TGC_FUZZ_QUEUE="$out/default/queue" TGC_FUZZ_TARGET="$t" cargo test -q --release -p tgc-core \
             --test fuzz_corpus graphs_corpus_runs_alike_on_the_cpu_backend -- --nocapture)
     fi
 done

@@ -38,24 +38,42 @@ fn user_errors_are_not_findings() {
 }
 
 /// The `graphs` target's cases (`fuzz/corpus/graphs`, or the folder
-/// `TGC_FUZZ_QUEUE` names: `scripts/fuzz.sh graphs` sets it to the fuzzer's
-/// queue after a run) compute on the CPU backend what the interpreter does,
-/// bit for bit.
+/// `TGC_FUZZ_QUEUE` names for the target `TGC_FUZZ_TARGET`, `graphs` or
+/// `graphs_mma`, default `graphs`: `scripts/fuzz.sh` sets both to a run's
+/// queue after it) compute on the CPU backend what the interpreter does:
+/// bit for bit for a movement case, within the op's bound for a numeric one
+/// (`fuzz::same_outputs`). The committed `graphs_mma` corpus replays
+/// through its own target only: its ops are among `graphs`' numeric cases,
+/// and its convolutions and attentions take the C compiler about three
+/// times as long per case as the rest of this corpus.
 #[test]
 fn graphs_corpus_runs_alike_on_the_cpu_backend() {
-    let dir = match std::env::var_os("TGC_FUZZ_QUEUE") {
-        Some(q) => PathBuf::from(q),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs"),
+    let (target, dir) = match std::env::var_os("TGC_FUZZ_QUEUE") {
+        Some(q) => (std::env::var("TGC_FUZZ_TARGET").unwrap_or_else(|_| "graphs".into()), PathBuf::from(q)),
+        None => ("graphs".into(), Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs")),
     };
-    let files = files_in(&dir);
+    cpu_matches_the_interpreter(&target, &dir);
+}
+
+/// The case a `graphs` or `graphs_mma` input describes.
+fn decode(target: &str, file: &Path) -> gen::Case {
+    let data = std::fs::read(file).unwrap();
+    let case = match target {
+        "graphs" => gen::from_bytes(&data),
+        "graphs_mma" => gen::mma_from_bytes(&data),
+        other => panic!("TGC_FUZZ_TARGET={other}: not graphs or graphs_mma"),
+    };
+    case.unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// Every input of `dir` (for `target`) on the CPU backend, in batches.
+fn cpu_matches_the_interpreter(target: &str, dir: &Path) {
+    let files = files_in(dir);
     assert!(!files.is_empty(), "no inputs in {}", dir.display());
-    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_graphs-{}", std::process::id()));
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz_{target}-{}", std::process::id()));
     let mut failed = Vec::new();
     for chunk in files.chunks(BATCH) {
-        let cases: Vec<gen::Case> = chunk
-            .iter()
-            .map(|f| gen::from_bytes(&std::fs::read(f).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", f.display())))
-            .collect();
+        let cases: Vec<gen::Case> = chunk.iter().map(|f| decode(target, f)).collect();
         for ((file, case), cpu) in chunk.iter().zip(&cases).zip(fuzz::run_cpu(&cases, &work)) {
             let check = fuzz::interpret(case).and_then(|want| fuzz::same_outputs(case, "CPU backend", &cpu?, &want));
             if let Err(e) = check {
@@ -78,7 +96,7 @@ fn graphs_corpus_runs_alike_on_the_cpu_backend() {
 fn graphs_corpus_sources_do_not_grow_when_preprocessed() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/graphs");
     for f in files_in(&dir) {
-        let case = gen::from_bytes(&std::fs::read(&f).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let case = decode("graphs", &f);
         let c = tgc_core::emit::c::emit_c(&case.graph, "tgc_case").unwrap();
         let body: String = c.lines().filter(|l| !l.starts_with("#include")).map(|l| format!("{l}\n")).collect();
         let expanded = preprocess(&body);

@@ -18,7 +18,16 @@
 //! property tests ([`case`]), the fuzzer's input for the fuzz target
 //! ([`from_bytes`]). Input values are drawn so that every result is exact in
 //! f32 (see [`Gen::data`]): the evaluators must agree bit for bit.
+//!
+//! The numeric cases ([`numeric`]: transcendentals, softmax, layernorm,
+//! matmul, convolution, attention, in f32, f16 or bf16) share the operand
+//! chains; their values are not exact, and each case carries its op's error
+//! bound ([`Case::bound`]). The fuzz target's first choice is the family
+//! ([`from_bytes`]); [`mma_from_bytes`] draws the tensor-core family.
 
+mod numeric;
+
+use super::tolerance::Bound;
 use crate::affine::AffExpr;
 use crate::frontend::ir::{Movement, PadMode};
 use crate::sym::Dim;
@@ -90,6 +99,10 @@ pub struct Case {
     pub graph: Graph,
     pub dtype: DType,
     pub inputs: Vec<Vec<f64>>,
+    /// How far an evaluator's output element may be from the interpreter's:
+    /// `None` for the movement cases (bit for bit), the op's bound for the
+    /// numeric ones ([`numeric`]).
+    pub bound: Option<Bound>,
 }
 
 /// Generates case `index` of the run seeded with `seed`: the same pair always
@@ -118,20 +131,45 @@ fn seeded(seed: u64, index: u64, non_scop: bool) -> Result<Case, String> {
     generate(&mut rng, &format!("case{index}"), non_scop)
 }
 
-/// The case a fuzzer's input describes (see [`Bytes`]).
+/// The case a fuzzer's input describes (see [`Bytes`]): its first choice
+/// is the family, 0 a movement case (this module's graphs, exact), else a
+/// numeric one ([`numeric`]: an op with a stated error bound, in f32, f16
+/// or bf16).
 ///
 /// Errors: as [`case`].
 pub fn from_bytes(data: &[u8]) -> Result<Case, String> {
-    generate(&mut Bytes(data), "fuzz", true)
+    let mut src = Bytes(data);
+    match src.below(2) {
+        0 => generate(&mut src, "fuzz", true),
+        _ => numeric::generate(&mut src, "fuzz", numeric::Family::Any),
+    }
+}
+
+/// The tensor-core case a fuzzer's input describes: a numeric case that is
+/// a matmul, convolution or attention in f16 or bf16 ([`numeric`]).
+///
+/// Errors: as [`case`].
+pub fn mma_from_bytes(data: &[u8]) -> Result<Case, String> {
+    numeric::generate(&mut Bytes(data), "fuzz", numeric::Family::TensorCore)
+}
+
+/// Numeric case `index` of the run seeded with `seed` (see [`case`]); with
+/// `tensor_core`, of the tensor-core family ([`mma_from_bytes`]).
+///
+/// Errors: as [`case`].
+pub fn numeric_case(seed: u64, index: u64, tensor_core: bool) -> Result<Case, String> {
+    let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03));
+    let family = if tensor_core { numeric::Family::TensorCore } else { numeric::Family::Any };
+    numeric::generate(&mut rng, &format!("case{index}"), family)
 }
 
 fn generate<E: Entropy>(src: &mut E, name: &str, non_scop: bool) -> Result<Case, String> {
     let dtype = if src.below(2) == 1 { DType::I32 } else { DType::F32 };
     let data = SplitMix64::new(src.below(1 << 16) as u64);
-    let mut gen = Gen { src, data, dtype, inputs: Vec::new(), non_scop, gathers: 0 };
+    let mut gen = Gen { src, data, dtype, inputs: Vec::new(), non_scop, gathers: 0, spread: None };
     let mut g = Graph::new(name);
     match gen.graph(&mut g) {
-        Ok(()) => Ok(Case { graph: g, dtype, inputs: gen.inputs }),
+        Ok(()) => Ok(Case { graph: g, dtype, inputs: gen.inputs, bound: None }),
         Err(e) => Err(format!("{e}\nTiny IR so far:\n{}", crate::tiny::text::dump(&g))),
     }
 }
@@ -290,6 +328,10 @@ struct Gen<'e, E> {
     non_scop: bool,
     /// `GATHER` index inputs made so far (for their names).
     gathers: usize,
+    /// `None`: exact input values ([`Gen::data`]); `Some(r)`: values of
+    /// the dtype uniform in `[−r, r]`, every bit of the mantissa drawn
+    /// (the numeric cases).
+    spread: Option<f64>,
 }
 
 impl<E: Entropy> Gen<'_, E> {
@@ -379,22 +421,34 @@ impl<E: Entropy> Gen<'_, E> {
     fn data(&mut self, n: usize) -> Vec<f64> {
         let data = &mut self.data;
         (0..n)
-            .map(|_| match self.dtype {
-                DType::I32 => data.below(19) as f64 - 9.0,
-                _ => (data.below(65) as f64 - 32.0) / 8.0,
+            .map(|_| match (self.dtype, self.spread) {
+                (DType::I32, _) => data.below(19) as f64 - 9.0,
+                (_, None) => (data.below(65) as f64 - 32.0) / 8.0,
+                (dt, Some(r)) => {
+                    let unit = (data.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                    dt.round((2.0 * unit - 1.0) * r)
+                }
             })
             .collect()
     }
 
     // --- the graph ---------------------------------------------------------
 
-    fn graph(&mut self, g: &mut Graph) -> Result<(), String> {
+    /// The shape of the element-wise op: rank 1 to 4, each axis at most
+    /// [`MAX_TARGET_DIM`], at most [`MAX_TARGET_NUMEL`] elements.
+    fn target_shape(&mut self) -> Vec<usize> {
         let rank = self.range(1, MAX_RANK);
         let mut t: Vec<usize> = (0..rank).map(|_| self.range(1, MAX_TARGET_DIM)).collect();
         while numel(&t) > MAX_TARGET_NUMEL {
             let k = self.below(rank);
             t[k] = t[k].div_ceil(2);
         }
+        t
+    }
+
+    fn graph(&mut self, g: &mut Graph) -> Result<(), String> {
+        let t = self.target_shape();
+        let rank = t.len();
         let a = self.operand(g, "a", &t)?;
         let b = match self.weighted(&[7, 2, 2]) {
             0 => self.operand(g, "b", &t)?,

@@ -144,7 +144,7 @@ fn movement_chains_that_do_not_fold_are_stored_part_way() {
     let book = tgc_core::index_book::build(&g).unwrap();
     let kernels = tgc_core::region::form(&g, &book).unwrap().regions.len();
     assert!((2..40).contains(&kernels), "{kernels} kernels: stored part way, not at every link");
-    let case = gen::Case { graph: g, dtype: DType::F32, inputs: vec![(0..6).map(f64::from).collect()] };
+    let case = gen::Case { graph: g, dtype: DType::F32, inputs: vec![(0..6).map(f64::from).collect()], bound: None };
     let checked = Checked::of(0, case.clone()).unwrap();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("movement_links-{}", std::process::id()));
     let cpu = fuzz::run_cpu(&[case], &dir).pop().unwrap();
