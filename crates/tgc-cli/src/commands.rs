@@ -527,6 +527,10 @@ fn compile(
     Ok(())
 }
 
+/// The lead of the note `compile --target` prints for each contraction the
+/// tensor-core templates refuse, before the template's reason.
+const SIMT_FALLBACK: &str = "falls back to SIMT kernels because the tensor-core templates refuse it:";
+
 /// `compile --target sm80|sm90` (`target`): the GPU program's `.cu`,
 /// `.ptx`, `.cubin` (and the tensor-core kernel's `plan.json`) into `out`,
 /// a note on stderr when the template refused the graph's GEMM, and the
@@ -549,10 +553,7 @@ fn compile_gpu(
         .map_err(|d| Failure::diag(path, &d))?;
     stages.clear();
     for d in &gpu.refusals {
-        eprintln!(
-            "note: this runs as SIMT kernels, the tensor-core templates refused it: {}",
-            d.render(&path.display().to_string())
-        );
+        eprintln!("{}", d.render_note(&path.display().to_string(), SIMT_FALLBACK));
     }
     if let Some(dir) = out {
         create_dir(dir)?;

@@ -177,6 +177,14 @@ impl Diagnostic {
         self.render_headed(file, &format!("[{}]", self.name))
     }
 
+    /// Renders as a note, not an error: `file:line:col: note: {lead} message
+    /// (node n3)`, for a refusal the compiler recovers from (a contraction
+    /// the tensor-core templates refuse runs as SIMT kernels). The error
+    /// name stays out of the text: nothing failed.
+    pub fn render_note(&self, file: &str, lead: &str) -> String {
+        self.render_headed(Some(file), &format!("note: {lead}"))
+    }
+
     fn render_headed(&self, file: Option<&str>, head: &str) -> String {
         let mut s = String::new();
         match (file, self.span) {
