@@ -110,14 +110,7 @@ pub fn safetensors(data: &[u8]) {
 /// run, on every corpus file in the test command's replay and on a whole
 /// fuzzer queue after `scripts/fuzz.sh graphs`.
 pub fn graphs(data: &[u8]) {
-    let case = gen::from_bytes(data).unwrap_or_else(|e| panic!("generator: {e}"));
-    let check = interpret(&case).and_then(|want| {
-        let got = emulate(&case)?;
-        same_outputs(&case, "SIMT emulator", &got, &want)
-    });
-    if let Err(e) = check {
-        panic!("{e}\n{}", crate::tiny::text::dump(&case.graph));
-    }
+    against_interpreter(gen::from_bytes(data), "SIMT emulator", emulate);
 }
 
 /// The tensor-core target: the input chooses a matmul, convolution or
@@ -127,11 +120,19 @@ pub fn graphs(data: &[u8]) {
 /// where they refuse it) and run in the GPU emulator; its outputs must be
 /// within the op's error bound of the interpreter's ([`tolerance`]).
 pub fn graphs_mma(data: &[u8]) {
-    let case = gen::mma_from_bytes(data).unwrap_or_else(|e| panic!("generator: {e}"));
-    let check = interpret(&case).and_then(|want| {
-        let got = emulate_sm80(&case)?;
-        same_outputs(&case, "sm80 emulator", &got, &want)
-    });
+    against_interpreter(gen::mma_from_bytes(data), "sm80 emulator", emulate_sm80);
+}
+
+/// The check of the structure-aware targets: `run`'s outputs of the
+/// generated case must be the interpreter's ([`same_outputs`]); a
+/// generator error or a disagreement panics with the graph's text.
+fn against_interpreter(
+    case: Result<gen::Case, String>,
+    who: &str,
+    run: fn(&gen::Case) -> Result<Vec<Vec<f64>>, String>,
+) {
+    let case = case.unwrap_or_else(|e| panic!("generator: {e}"));
+    let check = interpret(&case).and_then(|want| same_outputs(&case, who, &run(&case)?, &want));
     if let Err(e) = check {
         panic!("{e}\n{}", crate::tiny::text::dump(&case.graph));
     }

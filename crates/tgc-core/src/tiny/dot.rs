@@ -211,16 +211,16 @@ mod tests {
         assert!(d.contains(&format!("out0 [label=\"y\", shape=oval];\n  n{out} -> out0;")), "{d}");
     }
 
+    /// Softmax then a matmul: two regions, so some edges are fused and one
+    /// at least goes through memory.
+    const TWO_REGIONS: &str = "graph two(x: f32[4, 8], w: f32[8, 3]) -> (y: f32[4, 3]) {
+        y = matmul(softmax(x, axis=-1), w)
+        return y
+    }";
+
     #[test]
     fn regions_are_clusters_with_fused_edges_bold() {
-        // Softmax then a matmul: two regions, so some edges are fused and
-        // one at least goes through memory.
-        let g = graph(
-            "graph two(x: f32[4, 8], w: f32[8, 3]) -> (y: f32[4, 3]) {
-                y = matmul(softmax(x, axis=-1), w)
-                return y
-            }",
-        );
+        let g = graph(TWO_REGIONS);
         let front = crate::region::front(&g, true, crate::region::Grouping::default()).unwrap();
         assert!(front.regions.regions.len() >= 2);
         let d = dump_regions(&g, &front.regions);
@@ -237,12 +237,7 @@ mod tests {
 
     #[test]
     fn kernels_are_one_box_per_region() {
-        let g = graph(
-            "graph two(x: f32[4, 8], w: f32[8, 3]) -> (y: f32[4, 3]) {
-                y = matmul(softmax(x, axis=-1), w)
-                return y
-            }",
-        );
+        let g = graph(TWO_REGIONS);
         let front = crate::region::front(&g, true, crate::region::Grouping::default()).unwrap();
         let rs = &front.regions.regions;
         assert!(rs.len() >= 2);
