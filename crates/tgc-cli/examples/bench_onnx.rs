@@ -112,7 +112,7 @@ fn run(args: Args) -> Result<(), String> {
     }
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     for (k, t) in outputs.iter().enumerate() {
-        npy::write_npy(&args.out.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
+        npy::write_npy(args.out.join(format!("output_{k}.npy")), t).map_err(|e| e.to_string())?;
     }
     let _ = std::fs::remove_dir_all(&work);
     if args.expect.len() != outputs.len() {

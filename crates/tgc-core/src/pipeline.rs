@@ -171,7 +171,6 @@ pub fn is_dot_stage(stage: &str) -> bool {
 }
 
 /// Checks that `stage` is a known stage built in this version.
-
 pub fn check_stage(stage: &str) -> DResult<()> {
     let available: Vec<&str> = STAGES.iter().filter(|s| s.1).map(|s| s.0).collect();
     match STAGES.iter().find(|s| s.0 == stage) {
