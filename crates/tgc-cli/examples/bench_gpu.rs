@@ -591,7 +591,7 @@ fn attention_rows(bench: &mut Bench, only: &str) {
         }
         let fused = pipeline::load(&text, Format::Dsl, None)
             .ok()
-            .and_then(|l| tgc_core::gpu::attention::match_attention(&l.graph).err())
+            .and_then(|l| tgc_core::gpu::attention::recognise::match_attention(&l.graph).err())
             .map_or(Ok(()), |d| Err(d.message));
         if let Err(why) = fused {
             println!("{:<6} {case:<28} not fused ({why}): not run", "f16");
@@ -858,7 +858,7 @@ fn plan_sweep(bench: &mut Bench, conv_only: bool) {
     for (name, text, torch_case, op) in &cases {
         let Some(mut row) = bench.row(name, text, *op) else { continue };
         let g = row.graph.clone();
-        let gg = match tgc_core::gpu::lower::match_gemm(&g) {
+        let gg = match tgc_core::gpu::mma::recognise::match_gemm(&g) {
             Ok(gg) => gg,
             Err(d) => {
                 eprintln!("{name}: {d}");
@@ -870,12 +870,12 @@ fn plan_sweep(bench: &mut Bench, conv_only: bool) {
         let problem = gg.problem.clone();
         let [m, n, k] = cost::gemm_dims(&problem).unwrap_or([0; 3]);
         let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        let Ok(choice) = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic) else { continue };
+        let Ok(choice) = tgc_core::gpu::mma::lower::choose(&gg, target, &cost::Analytic) else { continue };
         let mut rows = Vec::new();
         for (i, (plan, est)) in choice.candidates.iter().enumerate() {
             let pinned = cost::PinnedPlan(plan);
-            let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
-                .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
+            let tensor_core = tgc_core::gpu::driver::lower_program_with(&g, target, &pinned)
+                .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::program::Form::Gemm));
             let measured = if tensor_core {
                 row.tgc(&format!("plan{i}"), &pinned, target)
             } else {
@@ -910,7 +910,7 @@ fn plan_sweep(bench: &mut Bench, conv_only: bool) {
         let best_measured = rows.iter().map(|r| r.4).fold(0.0f64, f64::max);
         // The device's space is checked against the device's row, so its
         // candidates are matched by plan, not by index.
-        let device_choice = tgc_core::gpu::lower::choose(&gg, &device, &cost::Analytic).ok();
+        let device_choice = tgc_core::gpu::mma::lower::choose(&gg, &device, &cost::Analytic).ok();
         let device_pick = device_choice.as_ref().and_then(|c| c.best()).map(|(p, _)| p);
         let sm80_pick = choice.best().map(|(p, _)| p);
         for (who, pick) in [("sm80 model's", sm80_pick), ("device model's", device_pick)] {

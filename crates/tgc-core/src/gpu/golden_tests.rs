@@ -5,9 +5,12 @@
 //! dump prints). `UPDATE_EXPECT=1` rewrites `snapshots/golden/`; a change
 //! there is a change of generated code and is reviewed as one.
 
-use super::simt::{lower_program, lower_program_with, GpuProgram};
-use super::template::{GraphPattern, TEMPLATES};
-use super::{cuda, ir};
+use super::driver::{lower_program, lower_program_with};
+use super::program::GpuProgram;
+use super::template::GraphPattern;
+use super::driver::TEMPLATES;
+use crate::emit::cuda;
+use super::dialect::ir;
 use crate::pipeline::{self, Format};
 use crate::plan::cost::Analytic;
 use crate::plan::target::{SM80, SM90};

@@ -78,7 +78,7 @@ use std::collections::{HashMap, VecDeque};
 
 use half::{bf16, f16};
 
-use super::ir::*;
+use super::dialect::ir::*;
 
 mod exec;
 pub mod scalar;
@@ -781,3 +781,6 @@ impl<'k> Frame<'k> {
         Ok(warps)
     }
 }
+
+#[cfg(test)]
+mod tests;

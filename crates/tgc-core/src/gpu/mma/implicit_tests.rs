@@ -1,6 +1,6 @@
-//! Implicit GEMM on the SM80 MMA template ([`super::sm80::Implicit`]):
+//! Implicit GEMM on the SM80 MMA template ([`super::Implicit`]):
 //! graphs that are one convolution or batched matmul + epilogue, lowered
-//! through [`super::lower`] (the IndexBook's contraction pattern), run in
+//! through [`super::recognise`] (the IndexBook's contraction pattern), run in
 //! the emulator against the reference interpreter, and compiled with NVRTC
 //! to sm_80 cubins without spills whose SASS has the tensor-core MMA.
 //!
@@ -10,45 +10,48 @@
 //! 2^-8 relative, and an f32 sum in another order may round to the
 //! neighbour).
 
-use super::simt::{emulate, lower_program_for, Form, GpuProgram};
-use super::sm80::Axis;
-use super::toolchain::{sass_opcodes, Toolchain};
-use super::{cuda, ir::Arch, verify};
+use crate::gpu::program::{emulate, Form, GpuProgram};
+use crate::gpu::driver::lower_program_for;
+use super::Axis;
+use crate::gpu::toolchain::{sass_opcodes, Toolchain};
+use crate::emit::cuda;
+use crate::gpu::dialect::ir::Arch;
+use crate::gpu::dialect::verify;
 use crate::pipeline::{self, Format};
 use crate::plan::target::SM80;
 use crate::tiny::Graph;
 
 /// One 2-D convolution of the grid.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Conv {
-    pub(super) n: i64,
-    pub(super) c: i64,
-    pub(super) h: i64,
-    pub(super) w: i64,
-    pub(super) k: i64,
+pub(crate) struct Conv {
+    pub(crate) n: i64,
+    pub(crate) c: i64,
+    pub(crate) h: i64,
+    pub(crate) w: i64,
+    pub(crate) k: i64,
     /// Square kernel.
-    pub(super) r: i64,
-    pub(super) stride: i64,
+    pub(crate) r: i64,
+    pub(crate) stride: i64,
     /// Top, bottom, left, right.
-    pub(super) pad: [i64; 4],
-    pub(super) dilation: i64,
-    pub(super) groups: i64,
+    pub(crate) pad: [i64; 4],
+    pub(crate) dilation: i64,
+    pub(crate) groups: i64,
     /// NHWC activations and OHWI weights (through permutes) instead of
     /// NCHW / OIHW.
-    pub(super) nhwc: bool,
-    pub(super) dtype: &'static str,
-    pub(super) relu: bool,
+    pub(crate) nhwc: bool,
+    pub(crate) dtype: &'static str,
+    pub(crate) relu: bool,
 }
 
 impl Conv {
-    pub(super) fn out(&self) -> (i64, i64) {
+    pub(crate) fn out(&self) -> (i64, i64) {
         let span = self.dilation * (self.r - 1) + 1;
         let p = (self.h + self.pad[0] + self.pad[1] - span) / self.stride + 1;
         let q = (self.w + self.pad[2] + self.pad[3] - span) / self.stride + 1;
         (p, q)
     }
 
-    pub(super) fn source(&self) -> String {
+    pub(crate) fn source(&self) -> String {
         let Conv { n, c, h, w, k, r, stride, pad, dilation, groups, nhwc, dtype, relu } = *self;
         let (p, q) = self.out();
         let cg = c / groups;
@@ -73,7 +76,7 @@ impl Conv {
     }
 }
 
-pub(super) fn load(src: &str) -> Graph {
+pub(crate) fn load(src: &str) -> Graph {
     pipeline::load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e}\n{src}")).graph
 }
 
@@ -82,7 +85,7 @@ pub(super) fn load(src: &str) -> Graph {
 /// `tol` relative to max(1, |reference|).
 fn check(g: &Graph, tol: f64) -> GpuProgram {
     let prog = lower_program_for(g, Some(&SM80)).unwrap_or_else(|e| panic!("{e}"));
-    super::simt::tests::check_program(g, prog, &[], tol)
+    crate::gpu::simt::tests::check_program(g, prog, &[], tol)
 }
 
 fn tol(dtype: &str) -> f64 {
@@ -94,13 +97,13 @@ fn tol(dtype: &str) -> f64 {
 }
 
 /// The one launch of `p`, which must be the MMA template's.
-fn gemm_launch(p: &GpuProgram) -> &super::simt::Launch {
+fn gemm_launch(p: &GpuProgram) -> &crate::gpu::program::Launch {
     let [l] = &p.launches[..] else { panic!("{} launches", p.launches.len()) };
     assert_eq!(l.form, Form::Gemm, "{}", l.kernel);
     l
 }
 
-pub(super) const BASE: Conv = Conv {
+pub(crate) const BASE: Conv = Conv {
     n: 2,
     c: 8,
     h: 9,
@@ -140,7 +143,7 @@ fn convolutions_run_on_the_mma_template() {
         let g = load(&conv.source());
         let p = check(&g, tol(conv.dtype));
         gemm_launch(&p);
-        let m = super::lower::match_gemm(&g).unwrap();
+        let m = super::recognise::match_gemm(&g).unwrap();
         // A copy of at least 4 bytes is a `cp.async` (LDGSTS).
         compiles_to_mma(&tc, &p, m.gemm.align_a.max(m.gemm.align_b) >= 2);
     }
@@ -164,7 +167,7 @@ fn convolutions_run_on_the_wgmma_branch_on_sm90() {
     for (i, conv) in grid.into_iter().enumerate() {
         let g = load(&conv.source());
         let prog = lower_program_for(&g, Some(&crate::plan::target::SM90)).unwrap_or_else(|e| panic!("{e}"));
-        let p = super::simt::tests::check_program(&g, prog, &[], tol(conv.dtype));
+        let p = crate::gpu::simt::tests::check_program(&g, prog, &[], tol(conv.dtype));
         assert_eq!(gemm_launch(&p).kernel.arch, Arch::Sm90, "{conv:?}");
         if i == 0 || i == 4 {
             let kernels = p.kernels();
@@ -181,14 +184,14 @@ fn convolutions_run_on_the_wgmma_branch_on_sm90() {
 }
 
 /// Every input of the bound graph `g` filled with `value`.
-pub(super) fn filled_inputs(g: &Graph, value: f64) -> Vec<Vec<f64>> {
+pub(crate) fn filled_inputs(g: &Graph, value: f64) -> Vec<Vec<f64>> {
     let numel = |id| g.shape(id).iter().map(|d| d.as_int().unwrap() as usize).product();
     g.inputs().into_iter().map(|id| vec![value; numel(id)]).collect()
 }
 
 /// Compiles `p`'s kernels with NVRTC for sm_80: no spills, and SASS with
 /// `HMMA.16816.F32`, `LDSM` and, when `ldgsts`, `LDGSTS`.
-pub(super) fn compiles_to_mma(tc: &Toolchain, p: &GpuProgram, ldgsts: bool) {
+pub(crate) fn compiles_to_mma(tc: &Toolchain, p: &GpuProgram, ldgsts: bool) {
     let kernels = p.kernels();
     let (_, compiled) = cuda::compile(tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
     let res = tc.ptxas_resources(&compiled.ptx, cuda::toolchain_arch(Arch::Sm80)).unwrap();
@@ -222,7 +225,7 @@ fn grouped_convolutions_are_correct() {
 #[test]
 fn conv_layouts_choose_the_gemm_axes_and_copy_widths() {
     let nhwc = load(&Conv { c: 16, nhwc: true, ..BASE }.source());
-    let m = super::lower::match_gemm(&nhwc).unwrap();
+    let m = super::recognise::match_gemm(&nhwc).unwrap();
     let im = m.gemm.implicit.as_ref().expect("an implicit GEMM");
     assert_eq!(
         (im.batch.clone(), im.m.clone(), im.n.clone(), im.k.clone()),
@@ -233,7 +236,7 @@ fn conv_layouts_choose_the_gemm_axes_and_copy_widths() {
     assert_eq!(im.a.guards.len(), 4, "{:?}", im.a.guards);
 
     let nchw = load(&BASE.source());
-    let m = super::lower::match_gemm(&nchw).unwrap();
+    let m = super::recognise::match_gemm(&nchw).unwrap();
     let im = m.gemm.implicit.as_ref().expect("an implicit GEMM");
     assert_eq!(
         (im.batch.clone(), im.m.clone(), im.n.clone(), im.k.clone()),
@@ -257,7 +260,7 @@ fn batched_matmuls_run_on_the_mma_template() {
         let g = load(src);
         let p = check(&g, 1e-3);
         gemm_launch(&p);
-        let m = super::lower::match_gemm(&g).unwrap();
+        let m = super::recognise::match_gemm(&g).unwrap();
         assert!(m.gemm.implicit.as_ref().is_some_and(|im| im.extent(Axis::Batch) > 1), "{src}");
     }
 }
@@ -286,14 +289,14 @@ fn implicit_gemms_compile_without_spills_to_hmma_ldgsts_ldsm() {
 fn an_implicit_gemm_without_its_padding_guards_is_caught_by_the_emulator() {
     let g = load(&Conv { nhwc: true, ..BASE }.source());
     let mut prog = lower_program_for(&g, Some(&SM80)).unwrap();
-    let mut graph = super::lower::match_gemm(&g).unwrap();
+    let mut graph = super::recognise::match_gemm(&g).unwrap();
     let im = graph.gemm.implicit.as_mut().expect("an implicit GEMM");
     assert!(!im.a.guards.is_empty());
     im.a.guards.clear();
     let launch = &mut prog.launches[0];
     let plan = launch.plan.clone().expect("the MMA kernel's plan");
-    let (kernel, _) = super::sm80::build(&plan, &graph.gemm).unwrap();
-    launch.kernel = super::ir::Kernel { name: launch.kernel.name.clone(), ..kernel };
+    let (kernel, _) = super::build(&plan, &graph.gemm).unwrap();
+    launch.kernel = crate::gpu::dialect::ir::Kernel { name: launch.kernel.name.clone(), ..kernel };
     verify::verify(&launch.kernel).unwrap_or_else(|e| panic!("{e:?}"));
     let inputs = filled_inputs(&g, 0.5);
     let err = emulate(&prog, &[], &inputs).expect_err("reads outside the activations");
@@ -382,7 +385,7 @@ fn conv_pool_source(n: i64, c: i64, h: i64, w: i64, k: i64, nhwc: bool, dtype: &
 /// tensor-core SASS with `SHFL.BFLY`.
 #[test]
 fn a_pooled_convolution_is_one_launch_that_pools_its_tile() {
-    use super::sm80::Axis;
+    use super::Axis;
     let tc = Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain of scripts/setup.sh: {e}"));
     let cases = [
         (2, 8, 10, 10, 16, false, "f16", Axis::N),
@@ -394,12 +397,12 @@ fn a_pooled_convolution_is_one_launch_that_pools_its_tile() {
     ];
     for (i, &(n, c, h, w, k, nhwc, dtype, axis)) in cases.iter().enumerate() {
         let g = load(&conv_pool_source(n, c, h, w, k, nhwc, dtype));
-        let m = super::lower::match_gemm(&g).unwrap_or_else(|e| panic!("{e}"));
+        let m = super::recognise::match_gemm(&g).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(m.gemm.implicit.as_ref().and_then(|im| im.pool), Some(axis));
         let p = check(&g, tol(dtype));
         gemm_launch(&p);
         let sm90 = lower_program_for(&g, Some(&crate::plan::target::SM90)).unwrap_or_else(|e| panic!("{e}"));
-        let sm90 = super::simt::tests::check_program(&g, sm90, &[], tol(dtype));
+        let sm90 = crate::gpu::simt::tests::check_program(&g, sm90, &[], tol(dtype));
         assert_eq!(gemm_launch(&sm90).kernel.arch, Arch::Sm90);
         if i < 2 {
             compiles_to_mma(&tc, &p, true);
@@ -430,7 +433,7 @@ fn other_pools_after_a_convolution_stay_separate_kernels() {
         };
         let src = src.replace("[2, 16, 5, 5]", out);
         let g = load(&src);
-        let d = super::lower::match_gemm(&g).expect_err("the template took the pool");
+        let d = super::recognise::match_gemm(&g).expect_err("the template took the pool");
         assert!(d.message.contains("not a 2×2 max pool of stride 2") || d.message.contains("`PAD` after"), "{d}");
         let p = check(&g, 1e-3);
         assert_eq!(p.launches[0].form, Form::Gemm, "{src}");
@@ -443,7 +446,7 @@ fn other_pools_after_a_convolution_stay_separate_kernels() {
 /// result differs from the interpreter's, as the test above would report.
 #[test]
 fn a_pooled_epilogue_missing_a_shuffle_gives_wrong_maxima() {
-    use super::ir::Stmt;
+    use crate::gpu::dialect::ir::Stmt;
     let g = load(&conv_pool_source(2, 8, 10, 10, 16, true, "f16"));
     let mut p = lower_program_for(&g, Some(&SM80)).unwrap();
     let before = format!("{}", p.launches[0].kernel);

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::gpu::mma::recognise::*;
+use crate::gpu::mma::{BLayout, Gemm};
 use crate::gpu::toolchain::sass_opcodes;
 use crate::pipeline::{self, Format};
 use crate::plan::resources;
@@ -71,7 +73,7 @@ fn what_is_not_one_concrete_gemm_is_a_positioned_error() {
     // pooled on the output tile (NCHW: on the GEMM's columns); a 3×3 pool
     // is no epilogue.
     let m = match_gemm(&bind(&example("conv_relu_pool.tgc"), &[("N", 2)])).unwrap();
-    assert_eq!(m.gemm.implicit.as_ref().and_then(|im| im.pool), Some(crate::gpu::sm80::Axis::N));
+    assert_eq!(m.gemm.implicit.as_ref().and_then(|im| im.pool), Some(crate::gpu::mma::Axis::N));
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/graphs/conv_relu_pool.tgc");
     let text =
         std::fs::read_to_string(path).unwrap().replace("kernel=[2, 2]", "kernel=[3, 3]").replace("16, 16]", "15, 15]");
@@ -105,7 +107,7 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
     assert!(gpu.refusals.is_empty(), "{:?}", gpu.refusals);
     // One launch: the tensor-core kernel, with its plan.
     let [launch] = &gpu.program.launches[..] else { panic!("{} launches", gpu.program.launches.len()) };
-    assert_eq!(launch.form, crate::gpu::simt::Form::Gemm);
+    assert_eq!(launch.form, crate::gpu::program::Form::Gemm);
     let plan = gpu.plan().expect("the tensor-core kernel's plan");
     let target = &crate::plan::target::SM80;
     let est = resources::of(plan, DType::F16, target).unwrap();

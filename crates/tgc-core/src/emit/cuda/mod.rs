@@ -1,6 +1,6 @@
 //! The CUDA C printer: a GPU dialect IR [`Kernel`] as CUDA C++ with inline
-//! PTX (the `cu` stage), and its compilation to PTX and an sm_80 cubin with
-//! NVRTC ([`compile`]).
+//! PTX (the `cu` stage), and its compilation to PTX and a cubin for the
+//! newest architecture among the kernels with NVRTC ([`compile`]).
 //!
 //! What each IR statement prints as (PTX ISA 9.0 sections named):
 //!
@@ -21,8 +21,8 @@
 //! | `Epilogue` | the ops in `f32` on the accumulator, in place |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
-//! | `MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`, `MbarrierWait`, `TmaLoad`, `WgmmaFence`, `Wgmma`, `WgmmaCommit`, `WgmmaWait` | the SM90 statements, `cuda_sm90.rs` (`mbarrier.*`, `cp.async.bulk.tensor.2d`, `wgmma.*`) |
-//! | `Compute`, `Accumulate`, `ShflBfly`, `ShflUpScan`, `ShflIdx`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `cuda_simt.rs` (scalar C in `float`/`int`, `shfl.sync.{bfly,up,idx}.b32`, `ld.global[.v2/.v4].b32`) |
+//! | `MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`, `MbarrierWait`, `TmaLoad`, `WgmmaFence`, `Wgmma`, `WgmmaCommit`, `WgmmaWait` | the SM90 statements, `sm90.rs` (`mbarrier.*`, `cp.async.bulk.tensor.2d`, `wgmma.*`) |
+//! | `Compute`, `Accumulate`, `ShflBfly`, `ShflUpScan`, `ShflIdx`, `StGlobal`, `LdGlobalVec` | the SIMT statements, `simt.rs` (scalar C in `float`/`int`, `shfl.sync.{bfly,up,idx}.b32`, `ld.global[.v2/.v4].b32`) |
 //!
 //! Invariants of the printed source:
 //!
@@ -46,20 +46,21 @@
 //!   (`tgc_f16`, `tgc_bf16`), converted with `cvt` in inline PTX
 //!   (bf16 → f32 is a 16-bit shift: `cvt.f32.bf16` needs sm_90).
 //!
-//! Launch (a later issue): grid and block as the comment above the kernel
-//! says, with the kernel's `smem_bytes` of dynamic shared memory (above 48
-//! KiB it needs `cudaFuncAttributeMaxDynamicSharedMemorySize`).
+//! Launch: grid and block as the comment above the kernel says, with the
+//! kernel's `smem_bytes` of dynamic shared memory (above 48 KiB it needs
+//! `cudaFuncAttributeMaxDynamicSharedMemorySize`); the launches of a whole
+//! program are [`crate::gpu::program::GpuProgram::steps`].
 //!
 //! The tests compile it with NVRTC and read what ptxas and cuobjdump
-//! report; the GPU tier runs it (it passed on an H100 on 2026-11-26).
+//! report; the GPU tier runs it.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
 
 use crate::DType;
 
-use super::ir::*;
-use super::toolchain::{self, Compiled, Toolchain};
+use crate::gpu::dialect::ir::*;
+use crate::gpu::toolchain::{self, Compiled, Toolchain};
 
 /// Why a kernel could not be printed or compiled.
 #[derive(Debug, thiserror::Error)]
@@ -1156,14 +1157,11 @@ pub fn tagged_ids(source: &str) -> Vec<u32> {
     ids
 }
 
-#[path = "cuda_simt.rs"]
 mod simt;
 use simt::{uses_simt, SIMT_PRELUDE};
 
-#[path = "cuda_sm90.rs"]
 mod sm90;
 use sm90::{uses_sm90, SM90_PRELUDE};
 
 #[cfg(test)]
-#[path = "cuda_tests.rs"]
 mod tests;

@@ -58,15 +58,23 @@ use crate::diag::DResult;
 use crate::plan::{HintValue, Plan};
 use crate::DType;
 
-use super::ir::*;
+use super::dialect::ir::*;
 
-pub mod attention;
 mod epilogue;
 mod implicit;
-mod wgmma;
+pub mod lower;
+pub mod recognise;
+mod sm90;
+
+#[cfg(test)]
+pub(crate) mod implicit_tests;
+#[cfg(test)]
+mod sm90_tests;
+#[cfg(test)]
+pub(crate) mod tests;
 
 pub use implicit::{Access, Affine, Axis, Digit, Implicit};
-pub use wgmma::uses_tma;
+pub use sm90::uses_tma;
 
 /// How `B` is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,7 +264,7 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     };
     let sh = match arch {
         Arch::Sm80 => shape(plan, gemm.split_k)?,
-        Arch::Sm90 => wgmma::shape(plan, gemm)?,
+        Arch::Sm90 => sm90::shape(plan, gemm)?,
     };
     let names: Vec<&str> = plan.epilogue.iter().map(|e| e.value.as_str()).collect();
     if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
@@ -276,8 +284,8 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
         (None, None)
     };
     let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
-    let tensor_maps = (arch == Arch::Sm90 && wgmma::uses_tma(gemm)).then(|| {
-        let [a_map, b_map] = wgmma::tensor_maps(&b.sh, gemm, [a, bp], [m, n, k, lda, ldb]);
+    let tensor_maps = (arch == Arch::Sm90 && sm90::uses_tma(gemm)).then(|| {
+        let [a_map, b_map] = sm90::tensor_maps(&b.sh, gemm, [a, bp], [m, n, k, lda, ldb]);
         [b.param("A_map", ParamKind::TensorMap(a_map)), b.param("B_map", ParamKind::TensorMap(b_map))]
     });
     let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, tensor_maps, m, n, k, lda, ldb, ldc };
@@ -582,7 +590,7 @@ impl Builder {
                 stage_bytes: bk * bn * es,
                 implicit: self.gemm.implicit.as_ref().map(|im| im.tile(&im.b, Axis::K, Axis::N)),
                 // wgmma reads an MN-major B in 64-column atoms.
-                atom: (self.k.arch == Arch::Sm90).then_some(wgmma::ATOM_COLS),
+                atom: (self.k.arch == Arch::Sm90).then_some(sm90::ATOM_COLS),
             },
             BLayout::NK => Operand {
                 param: p.b,
@@ -726,7 +734,7 @@ impl Builder {
 
 /// The swizzle of a buffer of rows of `row_bytes` ([`Swizzle::for_rows`]),
 /// or none when `swizzle` is false or the rows are not a power of two.
-fn row_swizzle(row_bytes: i64, swizzle: bool) -> Swizzle {
+pub(crate) fn row_swizzle(row_bytes: i64, swizzle: bool) -> Swizzle {
     if swizzle {
         Swizzle::for_rows(row_bytes as u64).unwrap_or(Swizzle::IDENTITY)
     } else {

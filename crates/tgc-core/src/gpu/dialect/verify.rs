@@ -37,7 +37,7 @@
 //!   into that buffer and reads it (each iteration reads new data)
 //!   (`IncompleteRead`). Whether
 //!   the `WaitGroup`'s count completes exactly the group that wrote the
-//!   stage read is the emulator's check (per byte, [`super::emulate`]).
+//!   stage read is the emulator's check (per byte, [`crate::gpu::emulate`]).
 //! - SM90 (invariant 7): `Wgmma` and the `wgmma` fence, commit and wait
 //!   are collectives (`Divergence` under thread-dependent control); a
 //!   `Wgmma` of a buffer TMA writes needs an `MbarrierWait` on every path

@@ -10,15 +10,15 @@
 
 use std::collections::BTreeMap;
 
-use super::emulate::{self, Arg};
-use super::ir::*;
-use super::sm80::{self, BLayout, Gemm, GemmParams};
-use super::verify;
+use crate::gpu::emulate::{self, Arg};
+use crate::gpu::dialect::ir::*;
+use crate::gpu::mma::{self, BLayout, Gemm, GemmParams};
+use crate::gpu::dialect::verify;
 use crate::plan::{self, space, Plan, Spanned};
 use crate::DType;
 
 /// `n` multiples of 1/8 in [-1, 1], deterministic in `seed`.
-pub(super) fn values(seed: u64, n: usize) -> Vec<f64> {
+pub(crate) fn values(seed: u64, n: usize) -> Vec<f64> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -30,7 +30,7 @@ pub(super) fn values(seed: u64, n: usize) -> Vec<f64> {
         .collect()
 }
 
-pub(super) fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
+pub(crate) fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> Gemm {
     let align = |x: i64| [8u32, 4, 2, 1].into_iter().find(|&a| x % a as i64 == 0).unwrap_or(1);
     let ldb = if b_layout == BLayout::KN { n } else { k };
     Gemm {
@@ -47,18 +47,18 @@ pub(super) fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> 
 }
 
 /// Inputs of one problem: A `[M,K]`, B as stored, bias `[N]`, residual `[M,N]`.
-pub(super) struct Case {
-    pub(super) m: i64,
-    pub(super) n: i64,
-    pub(super) k: i64,
-    pub(super) a: Vec<f64>,
-    pub(super) b: Vec<f64>,
-    pub(super) bias: Vec<f64>,
-    pub(super) residual: Vec<f64>,
+pub(crate) struct Case {
+    pub(crate) m: i64,
+    pub(crate) n: i64,
+    pub(crate) k: i64,
+    pub(crate) a: Vec<f64>,
+    pub(crate) b: Vec<f64>,
+    pub(crate) bias: Vec<f64>,
+    pub(crate) residual: Vec<f64>,
 }
 
 impl Case {
-    pub(super) fn new(m: i64, n: i64, k: i64) -> Case {
+    pub(crate) fn new(m: i64, n: i64, k: i64) -> Case {
         let s = (m * 1_000_003 + n * 1009 + k) as u64;
         Case {
             m,
@@ -84,19 +84,19 @@ impl Case {
 }
 
 /// Runs the kernel of `plan` for `g` on `case`; returns `C`.
-pub(super) fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
-    let (kernel, p) = sm80::build(plan, g).expect("the template builds");
+pub(crate) fn run(plan: &Plan, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
+    let (kernel, p) = mma::build(plan, g).expect("the template builds");
     if let Err(errs) = verify::verify(&kernel) {
         panic!("the built kernel fails the verifier: {errs:#?}\n{kernel}");
     }
     run_kernel(&kernel, &p, g, case)
 }
 
-pub(super) fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
+pub(crate) fn run_kernel(kernel: &Kernel, p: &GemmParams, g: &Gemm, case: &Case) -> Result<Vec<f64>, GpuError> {
     run_with_stats(kernel, p, g, case).map(|(c, _)| c)
 }
 
-pub(super) fn run_with_stats(
+pub(crate) fn run_with_stats(
     kernel: &Kernel,
     p: &GemmParams,
     g: &Gemm,
@@ -107,7 +107,7 @@ pub(super) fn run_with_stats(
 
 /// [`run_with_stats`] with a warp-specialised kernel's roles interleaved
 /// as `order` says.
-pub(super) fn run_ordered(
+pub(crate) fn run_ordered(
     kernel: &Kernel,
     p: &GemmParams,
     g: &Gemm,
@@ -142,7 +142,7 @@ pub(super) fn run_ordered(
 
 /// The f64 reference: the sum rounded to `ab` when `round_sum` (the graph's `CAST`), the
 /// plan's epilogue exactly, then the rounding to `out` of the store.
-pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
+pub(crate) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
     let r = |v: f64| g.ab.round(v);
     let mut c = vec![0.0; m * n];
@@ -170,7 +170,7 @@ pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     c
 }
 
-pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
+pub(crate) fn assert_close(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!((g - w).abs() <= 1e-3 + 1e-3 * w.abs(), "{what}: element {i}: got {g}, want {w}");
@@ -186,7 +186,7 @@ fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[
 /// The interpreter's `relu(cast(X·W) + bias)` (`test_graphs::gemm_bias_relu`),
 /// rounded to `dt` as storing the output tensor rounds it (the interpreter
 /// keeps the exact value after the add).
-pub(super) fn interp_gemm_bias_relu(dt: DType, case: &Case) -> Vec<f64> {
+pub(crate) fn interp_gemm_bias_relu(dt: DType, case: &Case) -> Vec<f64> {
     let g = crate::test_graphs::gemm_bias_relu(dt, "M", "N", "K");
     let (m, n, k) = (case.m as usize, case.n as usize, case.k as usize);
     let t = |shape: &[usize], v: &[f64]| crate::interp::Tensor::new(dt, shape, v.to_vec()).unwrap();
@@ -268,7 +268,7 @@ fn nk_layout_f32_output_silu_gelu_residual() {
 }
 
 /// Removes, everywhere in `body`, the statements `drop` selects.
-pub(super) fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
+pub(crate) fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
     body.retain(|s| !drop(s));
     for s in body.iter_mut() {
         for body in s.children_mut() {
@@ -278,7 +278,7 @@ pub(super) fn remove(body: &mut Vec<Stmt>, drop: &impl Fn(&Stmt) -> bool) {
 }
 
 /// Applies `f` to every statement of `body`, nested ones included.
-pub(super) fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
+pub(crate) fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
     for s in body.iter_mut() {
         f(s);
         for body in s.children_mut() {
@@ -288,7 +288,7 @@ pub(super) fn edit(body: &mut [Stmt], f: &mut impl FnMut(&mut Stmt)) {
 }
 
 /// The pre-order id of the first statement `pick` selects.
-pub(super) fn first(k: &Kernel, pick: impl Fn(&Stmt) -> bool) -> u32 {
+pub(crate) fn first(k: &Kernel, pick: impl Fn(&Stmt) -> bool) -> u32 {
     let mut found = None;
     k.walk(&mut |id, s| {
         if found.is_none() && pick(s) {
@@ -303,7 +303,7 @@ fn broken_setup() -> (Plan, Gemm, Case, Kernel, GemmParams) {
     let plan = plan_with([64, 64, 32], [64, 32], 3, 8, &["bias", "relu"]);
     let case = Case::new(40, 64, 128);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
-    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (kernel, p) = mma::build(&plan, &g).unwrap();
     verify::verify(&kernel).unwrap();
     (plan, g, case, kernel, p)
 }
@@ -379,7 +379,7 @@ fn swizzle_mismatch_is_caught_by_verifier_and_gives_wrong_results() {
 fn dropped_tail_predicate_reads_out_of_bounds() {
     let (mut plan, g, case, _, _) = broken_setup();
     plan.predicate_tail.retain(|a| a.value != "m.i.i");
-    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (kernel, p) = mma::build(&plan, &g).unwrap();
     verify::verify(&kernel).unwrap();
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     let copy_a = first(&kernel, |s| matches!(s, Stmt::CpAsync { src, .. } if src.param == p.a));
@@ -471,7 +471,7 @@ fn swizzle_makes_ldmatrix_rows_conflict_free() {
 fn c_stores_are_16_bytes_when_aligned() {
     let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
     let widths = |out: DType, n: i64| {
-        let (k, _) = sm80::build(&plan, &gemm(DType::F16, out, BLayout::KN, n, 64)).unwrap();
+        let (k, _) = mma::build(&plan, &gemm(DType::F16, out, BLayout::KN, n, 64)).unwrap();
         let mut w = std::collections::BTreeSet::new();
         k.walk(&mut |_, s| {
             if let Stmt::StGlobalVec { src, .. } = s {
@@ -484,7 +484,7 @@ fn c_stores_are_16_bytes_when_aligned() {
     assert_eq!(widths(DType::F32, 64), (vec![1, 4], true));
     assert_eq!(widths(DType::F16, 66), (vec![1, 2], false));
     assert_eq!(widths(DType::F16, 17), (vec![1], false));
-    let (k, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
+    let (k, _) = mma::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
     assert!(k.to_string().contains("st.global.v8.f16 C[(((c_grow * ldc) + c_gcol) + 0)]"), "{k}");
 }
 
@@ -508,7 +508,7 @@ fn split_k_parallel_matches_reference() {
         let case = Case::new(m, n, k);
         let mut g = gemm(DType::BF16, DType::BF16, BLayout::NK, n, k);
         g.split_k = split;
-        let (kernel, _) = sm80::build(&plan, &g).unwrap();
+        let (kernel, _) = mma::build(&plan, &g).unwrap();
         assert!(kernel.to_string().contains("red.global.add.f32 workspace["), "{kernel}");
         let got = run(&plan, &g, &case).unwrap();
         assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k} split {split}"));
@@ -529,7 +529,7 @@ fn split_k_serial_matches_reference() {
     }
     let mut g = gemm(DType::F16, DType::F16, BLayout::KN, 64, 64);
     g.split_k = 2;
-    let e = sm80::build(&plan_with([64, 64, 32], [64, 32], 2, 8, &[]), &g).unwrap_err();
+    let e = mma::build(&plan_with([64, 64, 32], [64, 32], 2, 8, &[]), &g).unwrap_err();
     assert!(e.message.contains("splitk_serial"), "{e}");
 }
 
@@ -541,7 +541,7 @@ fn split_k_lock_not_advanced_deadlocks() {
     let case = Case::new(40, 64, 128);
     let mut g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
     g.split_k = 2;
-    let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (mut kernel, p) = mma::build(&plan, &g).unwrap();
     edit(&mut kernel.body, &mut |s| {
         if let Stmt::SemaphoreRelease { value, .. } = s {
             *value = Expr::BlockIdx(Dim::Z);
@@ -558,8 +558,8 @@ fn split_k_lock_not_advanced_deadlocks() {
 #[test]
 fn dump_of_an_sm80_kernel() {
     let plan = plan_with([64, 64, 32], [64, 32], 2, 8, &["bias", "relu"]);
-    let (kernel, _) = sm80::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
-    expect_test::expect_file!["snapshots/gemm_sm80_f16_64x64x32_2stage.gpu"].assert_eq(&kernel.to_string());
+    let (kernel, _) = mma::build(&plan, &gemm(DType::F16, DType::F16, BLayout::KN, 64, 64)).unwrap();
+    expect_test::expect_file!["../snapshots/gemm_sm80_f16_64x64x32_2stage.gpu"].assert_eq(&kernel.to_string());
 }
 
 /// The template's swizzle makes every `ldmatrix` phase conflict-free, for
@@ -573,7 +573,7 @@ fn swizzled_ldmatrix_has_no_bank_conflicts() {
         for layout in [BLayout::KN, BLayout::NK] {
             let g = gemm(DType::F16, DType::F16, layout, case.n, case.k);
             let mut plan = plan_with(tile, warp, 2, 8, &["relu"]);
-            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            let (kernel, p) = mma::build(&plan, &g).unwrap();
             let (got, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap();
             let what = format!("{tile:?} {layout:?}");
             assert!(stats.ldmatrix > 0, "{what}");
@@ -583,7 +583,7 @@ fn swizzled_ldmatrix_has_no_bank_conflicts() {
                     h.value.value = plan::HintValue::Bool(false);
                 }
             }
-            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            let (kernel, p) = mma::build(&plan, &g).unwrap();
             assert!(kernel.smem.iter().all(|b| b.swizzle == Swizzle::IDENTITY));
             let (plain, stats) = run_with_stats(&kernel, &p, &g, &case).unwrap();
             assert!(stats.ldmatrix_bank_conflicts > 0, "{what}");

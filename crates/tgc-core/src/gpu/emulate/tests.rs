@@ -4,9 +4,9 @@
 //! faults of single statements (misaligned, out-of-bounds and racing
 //! accesses), each naming its statement.
 
-use super::emulate::{run, run_keeping_registers, Arg};
-use super::ir::*;
-use super::verify::verify;
+use crate::gpu::emulate::{run, run_keeping_registers, Arg};
+use crate::gpu::dialect::ir::*;
+use crate::gpu::dialect::verify::verify;
 use crate::DType;
 
 /// One warp. `src` (f16 `[rows, 8]` holding `0, 1, 2, …`) is copied row by

@@ -1,6 +1,6 @@
 //! The GPU dialect IR (`000` §1.8): one CUDA kernel as a tree of statements
 //! close to PTX, from which the CUDA C printer writes C with inline PTX and
-//! which the emulator ([`super::emulate`]) runs on the CPU.
+//! which the emulator ([`crate::gpu::emulate`]) runs on the CPU.
 //!
 //! A [`Kernel`] has typed parameters, a grid (expressions over the scalar
 //! parameters) and a block shape, shared-memory buffers with byte offsets
@@ -11,7 +11,7 @@
 //! `Barrier`, a synchronous global→shared copy for operands too misaligned
 //! for `cp.async`, an accumulator initialiser, shared loads and stores of
 //! registers (the epilogue's staging of C for 16-byte global stores), and
-//! `griddepcontrol.wait`. The SIMT template ([`super::simt`]) adds scalar
+//! `griddepcontrol.wait`. The SIMT template ([`crate::gpu::simt`]) adds scalar
 //! values computed in registers ([`ScalarExpr`], the mirror of
 //! `cpu::loop_ir::Expr`) with `Compute`, `Accumulate`, the warp butterfly
 //! `ShflBfly` (`shfl.sync.bfly`), the warp scan's `ShflUpScan`
@@ -79,8 +79,8 @@
 //! expressions are evaluated in `i64` with C semantics (`/` and `%`
 //! truncate); comparisons give 0 or 1.
 //!
-//! The text form (`Display` of [`Kernel`], the future `gpu` dump stage) is
-//! in `write.rs`.
+//! The text form (`Display` of [`Kernel`], the `gpu` dump) is in
+//! `text.rs`.
 //!
 //! Statement ids: statements are numbered in pre-order (a `For` before its
 //! body, an `If`'s `then` before its `else`) from 0; the text dump prints
@@ -1337,4 +1337,4 @@ impl fmt::Display for GpuError {
 
 impl std::error::Error for GpuError {}
 
-pub use super::write::ExprText;
+pub use super::text::ExprText;

@@ -560,7 +560,7 @@ impl Builder {
     /// The grid and this CTA's tiles. One CTA per `BM × BN` tile, the grid
     /// `(⌈N/BN⌉, ⌈M/BM⌉)`; or with `persistent` one CTA per SM (at most one
     /// per tile) on the grid's `x`: `min(tiles, 132)` for the sm90 row,
-    /// fewer where the runtime finds fewer SMs ([`crate::gpu::ir::Kernel::persistent`]),
+    /// fewer where the runtime finds fewer SMs ([`crate::gpu::dialect::ir::Kernel::persistent`]),
     /// each taking the tiles `blockIdx.x + i · gridDim.x` (`N` fastest, as
     /// `bind n.o block.x` orders them).
     ///

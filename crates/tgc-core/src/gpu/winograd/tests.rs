@@ -1,4 +1,4 @@
-//! Winograd F(2×2, 3×3) ([`super::winograd`]): the four-launch program of
+//! Winograd F(2×2, 3×3) ([`crate::gpu::winograd`]): the four-launch program of
 //! 3×3 convolutions run in the emulator against the interpreter, every
 //! output within the module's stated error bound computed in f64 from the
 //! inputs; the refusals; the model's choice between it and the implicit
@@ -6,11 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use super::implicit_tests::{load, Conv, BASE};
-use super::simt::{emulate, Form, GpuProgram};
-use super::toolchain::{sass_opcodes, Toolchain};
-use super::winograd::{self, AT, BT, G};
-use super::{cuda, ir::Arch, verify};
+use crate::gpu::mma::implicit_tests::{load, Conv, BASE};
+use crate::gpu::program::{emulate, Form, GpuProgram};
+use crate::gpu::toolchain::{sass_opcodes, Toolchain};
+use crate::gpu::winograd::{self, AT, BT, G};
+use crate::emit::cuda;
+use crate::gpu::dialect::ir::Arch;
+use crate::gpu::dialect::verify;
 use crate::diag::DResult;
 use crate::diag::ErrorName;
 use crate::interp;
@@ -204,7 +206,7 @@ fn the_model_chooses_winograd_only_where_it_estimates_a_gain() {
     for target in [&SM80, &SM90] {
         for (conv, winograd) in [(resnet, false), (wide, true)] {
             let g = load(&conv.source());
-            let p = super::simt::lower_program_for(&g, Some(target)).unwrap();
+            let p = crate::gpu::driver::lower_program_for(&g, Some(target)).unwrap();
             let took = p.launches.iter().any(|l| l.form == Form::WinogradTransform);
             assert_eq!(
                 took,
@@ -213,7 +215,7 @@ fn the_model_chooses_winograd_only_where_it_estimates_a_gain() {
                 target.name,
                 p.launches.iter().map(|l| l.form).collect::<Vec<_>>()
             );
-            let implicit = super::template::gemm(&g, target, &Analytic).unwrap().estimate.time_s;
+            let implicit = crate::gpu::mma::lower::gemm(&g, target, &Analytic).unwrap().estimate.time_s;
             let wino = winograd::lower(&g, target, &Analytic).unwrap().estimate.time_s;
             assert_eq!(wino < implicit, winograd, "{}: winograd {wino:e} s, implicit {implicit:e} s", target.name);
         }
@@ -244,10 +246,10 @@ fn winograd_kernels_compile_without_spills() {
 /// reads outside the activation: the emulator stops it.
 #[test]
 fn an_unguarded_input_transform_is_caught() {
-    use super::ir::{ScalarExpr, Stmt};
+    use crate::gpu::dialect::ir::{ScalarExpr, Stmt};
     let g = load(&W3.source());
     let mut p = winograd::lower(&g, &SM80, &Analytic).unwrap().program;
-    super::tests::edit(&mut p.launches[0].kernel.body, &mut |s| {
+    crate::gpu::mma::tests::edit(&mut p.launches[0].kernel.body, &mut |s| {
         if let Stmt::Compute { value: ScalarExpr::Cast { x, .. }, .. } = s {
             if let ScalarExpr::Select { then, .. } = &**x {
                 let load = (**then).clone();
@@ -283,15 +285,15 @@ fn a_pinned_winograd_convolution_runs_inside_a_larger_graph() {
                relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    y = avgpool2d(c, kernel=[2, 2], stride=[2, 2])\n    return \
                y\n}\n";
     let g = load(src);
-    let prog = super::simt::lower_program_with(&g, &SM80, &PinWinograd).unwrap_or_else(|e| panic!("{e}"));
-    let p = super::simt::tests::check_program(&g, prog, &[], 1e-2);
+    let prog = crate::gpu::driver::lower_program_with(&g, &SM80, &PinWinograd).unwrap_or_else(|e| panic!("{e}"));
+    let p = crate::gpu::simt::tests::check_program(&g, prog, &[], 1e-2);
     let forms: Vec<Form> = p.launches.iter().map(|l| l.form).collect();
     assert_eq!(&forms[..4], [Form::WinogradTransform, Form::WinogradTransform, Form::Gemm, Form::WinogradTransform]);
     assert!(forms[4..].iter().all(|f| !f.tensor_cores()), "{forms:?}");
     let temps = p.buffers.iter().filter(|b| b.role == crate::cpu::loop_ir::Role::Temp).count();
     assert!(temps >= 3, "{:?}", p.buffers);
     // The analytic model keeps this small layer on the implicit GEMM.
-    let analytic = super::simt::lower_program_for(&g, Some(&SM80)).unwrap();
+    let analytic = crate::gpu::driver::lower_program_for(&g, Some(&SM80)).unwrap();
     assert_eq!(analytic.launches[0].form, Form::Gemm);
     assert!(analytic.launches.iter().all(|l| l.form != Form::WinogradTransform));
 }

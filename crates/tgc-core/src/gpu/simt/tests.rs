@@ -5,8 +5,16 @@
 
 use std::collections::BTreeMap;
 
+use super::rows::*;
+use super::scan::*;
 use super::*;
-use crate::gpu::{cuda, toolchain::Toolchain, verify};
+use crate::gpu::driver::{lower_program, lower_program_for, lower_regions};
+use crate::tiny::{Graph, NodeId};
+use crate::gpu::emulate::{self, Arg};
+use crate::gpu::program::{emulate, Form, GpuProgram, Launch, LaunchArg};
+use crate::emit::cuda;
+use crate::gpu::toolchain::Toolchain;
+use crate::gpu::dialect::verify;
 use crate::interp;
 use crate::pipeline::{self, Format};
 
@@ -762,7 +770,7 @@ fn steps_bind_tensors_temporaries_and_dims_at_the_given_sizes() {
     assert_eq!(s.temps, temps);
     assert_eq!(s.steps.len(), p.launches.len());
     for (step, l) in s.steps.iter().zip(&p.launches) {
-        assert_eq!(step.kernel, crate::gpu::cuda::symbol(&l.kernel));
+        assert_eq!(step.kernel, crate::emit::cuda::symbol(&l.kernel));
         assert_eq!(step.launch.grid.map(i64::from), l.grid(&dims).unwrap());
         assert_eq!(step.launch.block, l.block());
         for (arg, a) in step.args.iter().zip(&l.args) {

@@ -1,10 +1,13 @@
-//! The template seam ([`super::template`]): every registered template takes
+//! The template seam ([`crate::gpu::driver`]): every registered template takes
 //! a graph of its pattern, and a region of a larger graph that is a
 //! contraction + epilogue runs on the MMA template (`lower_region`), the
 //! program emulated against the interpreter.
 
-use super::simt::{lower_program_noting, tests::check_program, Form};
-use super::template::{lower, pattern_of, GraphPattern, Template, TEMPLATES};
+use crate::gpu::driver::lower_program_noting;
+use crate::gpu::simt::tests::check_program;
+use crate::gpu::program::Form;
+use crate::gpu::driver::{lower, TEMPLATES};
+use crate::gpu::template::{pattern_of, GraphPattern, Template};
 use crate::pipeline::{self, Format};
 use crate::plan::cost::Analytic;
 use crate::plan::target::{SM80, SM90};
@@ -142,7 +145,7 @@ fn sm90_takes_the_wgmma_branch_and_falls_back_to_the_sm80_kernels() {
     let att =
         "graph a(q: f16[1, 2, 17, 16], k: f16[1, 2, 17, 16], v: f16[1, 2, 17, 16]) -> (o: f16[1, 2, 17, 16]) {\n    \
                o = attention(q, k, v)\n    return o\n}\n";
-    use super::ir::Arch;
+    use crate::gpu::dialect::ir::Arch;
     for (src, arch, form, tol) in [
         (gemm, Arch::Sm90, Form::Gemm, 1e-3),
         (conv, Arch::Sm90, Form::Gemm, 1e-3),

@@ -26,7 +26,7 @@
 //!    as `V[16][P][C]`;
 //! 2. the weight transform (one thread per input and output channel):
 //!    `U[16][C][K]`, rounded likewise;
-//! 3. the batched GEMM on the MMA template ([`super::template`]'s GEMM,
+//! 3. the batched GEMM on the MMA template ([`super::driver`]'s GEMM,
 //!    its plan chosen by the estimator), f32 out: `M[16][P][K]`;
 //! 4. the output transform (one thread per tile and output channel):
 //!    `Y = Aᵀ M A` in f32, then the graph's epilogue (the same
@@ -55,7 +55,7 @@
 //! target's DRAM bandwidth (`M` counted again at f32 beyond the GEMM
 //! model's output bytes), plus [`LAUNCH_GAP_S`] for each launch beyond
 //! the first — an analytic estimate, not a measurement;
-//! [`super::template::lower`] keeps this program only where that is
+//! [`super::driver::lower`] keeps this program only where that is
 //! below the implicit GEMM's.
 
 use crate::cpu::loop_ir::{BufId, Buffer, Role};
@@ -68,11 +68,11 @@ use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
 use crate::DType;
 
-use super::ir::{BinOp, Dim as GridDim, EpilogueOp};
-use super::ir::{Expr, GlobalRef, Kernel, ParamId, ParamKind, RegId, RegKind, RegRef, ScalarExpr, Stmt, VarId};
-use super::lower::{match_gemm, ConvWindow, GemmGraph, Operand};
-use super::simt::{Form, GpuProgram, Launch, LaunchArg};
-use super::sm80::{Access, Axis, Implicit};
+use super::dialect::ir::{BinOp, Dim as GridDim, EpilogueOp};
+use super::dialect::ir::{Expr, GlobalRef, Kernel, ParamId, ParamKind, RegId, RegKind, RegRef, ScalarExpr, Stmt, VarId};
+use super::mma::recognise::{match_gemm, ConvWindow, GemmGraph, Operand};
+use super::program::{Form, GpuProgram, Launch, LaunchArg};
+use super::mma::{Access, Axis, Implicit};
 use super::template::Lowered;
 
 /// `Bᵀ` of F(2×2, 3×3): row `ξ` of the input transform.
@@ -244,7 +244,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
         return Err(diag!(Unsupported, "winograd_3x3: its transformed tensors exceed 2^31 elements").at_node(at));
     }
     let ab = gg.gemm.ab;
-    let mut buffers = super::template::whole_graph_buffers(g);
+    let mut buffers = super::program::whole_graph_buffers(g);
     let input_buf = |role: Operand| -> DResult<BufId> {
         let i = gg.inputs.iter().position(|x| x.1 == role);
         i.map(|i| BufId(i as u32)).ok_or_else(|| diag!(Internal, "the convolution has no {role:?} input"))
@@ -268,7 +268,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
 
     let gemm_graph = batched_gemm(&format!("{}_winograd", g.name), ab, p, c, k)?;
     let as_winograd = Tagged { inner: estimator, key: "conv", value: ALGO };
-    let inner = super::template::gemm(&gemm_graph, target, &as_winograd).map_err(|d| d.or_at(at.span))?;
+    let inner = super::mma::lower::gemm(&gemm_graph, target, &as_winograd).map_err(|d| d.or_at(at.span))?;
     let [mut gemm_launch] = <[Launch; 1]>::try_from(inner.program.launches)
         .map_err(|_| diag!(Internal, "the batched GEMM is not one launch"))?;
     let bufs = [v_buf, u_buf, m_buf];
@@ -347,7 +347,7 @@ struct Simt {
 
 impl Simt {
     fn new(name: &str, total: i64) -> Simt {
-        let mut k = Kernel::empty(name, super::ir::Arch::Sm80);
+        let mut k = Kernel::empty(name, super::dialect::ir::Arch::Sm80);
         k.block = [THREADS as u32, 1, 1];
         k.grid = [Expr::c((total + THREADS - 1) / THREADS), Expr::c(1), Expr::c(1)];
         Simt { k }
@@ -631,3 +631,6 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
         plan: None,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,7 @@
 //! `algo_choice.attention = online_softmax | streaming_softmax_2pass`): recognising a graph that is
 //! the attention chain `matmul → softmax → matmul` ([`match_attention`])
 //! and instantiating the SM80 FlashAttention-2 template
-//! ([`super::sm80::attention`]).
+//! ([`super::kernel`]).
 //!
 //! Recognised (what the frontend's `attention(q, k, v, mask, causal,
 //! scale)` builds, `spec/002` §5.3, and the same chain written by hand
@@ -43,8 +43,7 @@ use crate::index_book::{self, contraction, IndexBook};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
-use super::lower::{self, flat_offset, input_name, strides};
-use super::sm80::attention::{self as sm80_attention, Algorithm};
+use crate::gpu::mma::recognise::{self as gemm, flat_offset, input_name, strides};
 
 /// An element offset or a guard expression, affine in the attention's
 /// variables: the batch digits, the query row `m`, the key row `n` and the
@@ -325,7 +324,7 @@ pub fn match_attention(g: &Graph) -> DResult<AttentionGraph> {
     }
     vars2[t2.out] = Some(Var::N);
     vars2[c2] = Some(Var::C);
-    let chain = lower::epilogue_chain(g, &t2, r2, &ext2)?;
+    let chain = gemm::epilogue_chain(g, &t2, r2, &ext2)?;
     // A rounding of the sum to the operands' dtype is the store's when the
     // output has that dtype.
     let out = g.dtype(chain.end);
@@ -484,7 +483,7 @@ fn finish_bias(b: RawBias, ext: &[i64], nbatch: usize) -> Option<Bias> {
 fn bias(g: &Graph, book: &IndexBook, id: NodeId) -> DResult<(RawBias, Vec<NodeId>)> {
     let unsupported = |what: &str| diag!(Unsupported, "{what}").at_node(g.node(id));
     let c = chase_identity(g, book, id).ok_or_else(|| unsupported("a bias of the scores whose reads do not fold"))?;
-    let affine = |e: &AffExpr| lower::linear(e, 1);
+    let affine = |e: &AffExpr| gemm::linear(e, 1);
     match &g.node(c.src).op {
         Op::Const { value } => {
             let otherwise = c.guard.first().map_or(0.0, |p| p.otherwise);
@@ -510,7 +509,7 @@ fn bias(g: &Graph, book: &IndexBook, id: NodeId) -> DResult<(RawBias, Vec<NodeId
             let mut at = (Vec::new(), 0);
             let st = strides(g, input).ok_or_else(|| unsupported("a bias of symbolic layout"))?;
             for (e, s) in c.index.iter().zip(st) {
-                let (vs, k) = lower::linear(e, s).ok_or_else(|| unsupported("a bias read at a symbolic offset"))?;
+                let (vs, k) = gemm::linear(e, s).ok_or_else(|| unsupported("a bias read at a symbolic offset"))?;
                 at.0.extend(vs);
                 at.1 += k;
             }
@@ -581,7 +580,7 @@ fn check_row_reduce(g: &Graph, r: NodeId, op: ReduceOp, rank: usize) -> DResult<
         _ => Err(diag!(
             Unsupported,
             "the softmax's {} is not an f32 reduction of the last axis",
-            crate::gpu::ir::reduce_name(op)
+            crate::gpu::dialect::ir::reduce_name(op)
         )
         .at_node(g.node(r))),
     }
@@ -653,61 +652,4 @@ fn constant(g: &Graph, book: &IndexBook, id: NodeId) -> Option<(f64, Vec<NodeId>
     sub.outputs.push(crate::tiny::Output { name: "c".into(), node: map[&c.src] });
     let out = crate::interp::run(&sub, &BTreeMap::new(), &[]).ok()?;
     Some((*out.first()?.data.first()?, nodes))
-}
-
-/// The fused kernel of an attention graph and how it was made.
-#[derive(Clone, Debug)]
-pub struct AttentionKernel {
-    pub graph: AttentionGraph,
-    /// The softmax's algorithm and the kernel's plan
-    /// (`sm80::attention::plan`).
-    pub algo: Algorithm,
-    pub plan: crate::plan::Plan,
-    pub kernel: crate::gpu::ir::Kernel,
-    pub params: sm80_attention::AttentionParams,
-}
-
-/// Recognises `g` ([`match_attention`]) and builds its fused kernel for
-/// `target` with the softmax by `algo`, named `symbol`, on the CTA size
-/// ([`sm80_attention::warp_choices`]) `estimator` ranks first (the smaller
-/// on a tie).
-///
-/// Errors: those of [`match_attention`]; `Unsupported` when `target` has
-/// no `mma.sync` for the operands' dtype or the template does not take the
-/// attention (`sm80::attention::build`), and the estimator's when it costs
-/// no CTA size, at the `Q·Kᵀ` contraction.
-pub fn build(
-    g: &Graph,
-    target: &crate::plan::Target,
-    algo: Algorithm,
-    estimator: &dyn crate::plan::cost::Estimator,
-    symbol: &str,
-) -> DResult<AttentionKernel> {
-    let graph = match_attention(g)?;
-    let at = g.node(graph.scores);
-    target.require_mma_sync(graph.attention.ab).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let arch = super::ir::Arch::parse(target.name)
-        .ok_or_else(|| diag!(Unsupported, "no attention template for target `{}`", target.name).at_node(at))?;
-    let problem = sm80_attention::problem(&graph.attention);
-    let mut best: Option<(f64, crate::plan::Plan, i64)> = None;
-    let mut refusal = None;
-    for &warps in sm80_attention::warp_choices(arch) {
-        let plan = sm80_attention::plan(&graph.attention, algo, target, warps);
-        match estimator.estimate(&plan, &problem, target) {
-            Ok(e) if best.as_ref().is_none_or(|(t, _, _)| e.time_s < *t) => best = Some((e.time_s, plan, warps)),
-            Ok(_) => {}
-            Err(d) => {
-                refusal.get_or_insert(d);
-            }
-        }
-    }
-    let Some((_, plan, warps)) = best else {
-        let d =
-            refusal.unwrap_or_else(|| diag!(Internal, "the attention template offers no CTA size on {}", arch.name()));
-        return Err(d.or_at(at.span));
-    };
-    let (mut kernel, params) =
-        sm80_attention::build(&graph.attention, algo, arch, warps).map_err(|d| d.or_at(at.span))?;
-    kernel.name = symbol.to_string();
-    Ok(AttentionKernel { graph, algo, plan, kernel, params })
 }

@@ -420,7 +420,7 @@ fn what_cannot_be_printed_names_the_statement() {
 
 mod template {
     use super::*;
-    use crate::gpu::sm80::{self, BLayout, Gemm};
+    use crate::gpu::mma::{self, BLayout, Gemm};
     use crate::plan::{self, resources, space, Plan, Spanned};
 
     pub fn gemm() -> Gemm {
@@ -463,7 +463,7 @@ mod template {
         for p in &sp.valid {
             let mut p = p.clone();
             p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
-            let (mut k, _) = sm80::build(&p, &gemm()).unwrap();
+            let (mut k, _) = mma::build(&p, &gemm()).unwrap();
             k.name = plan_name(&p);
             kernels.push(k);
             plans.push(p);
@@ -529,7 +529,7 @@ mod template {
             let mut p = p.clone();
             p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
             for layout in [BLayout::KN, BLayout::NK] {
-                let (mut k, params) = sm80::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
+                let (mut k, params) = mma::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
                 assert!(params.tensor_maps.is_some());
                 let ws = match p.warp_specialize.as_ref().map(|w| w.value) {
                     None => String::new(),
@@ -547,7 +547,7 @@ mod template {
             }
         }
         assert!(!clustered.is_empty(), "the space has clusters of two");
-        let (mut cp_async, params) = sm80::build(&sp.valid[0], &Gemm { align_a: 1, ..gemm() }).unwrap();
+        let (mut cp_async, params) = mma::build(&sp.valid[0], &Gemm { align_a: 1, ..gemm() }).unwrap();
         assert!(params.tensor_maps.is_none());
         cp_async.name = "gemm_sm90_cp_async".into();
         let mut units: Vec<&[Kernel]> = kernels.chunks(kernels.len().div_ceil(4)).collect();
@@ -614,7 +614,7 @@ mod template {
             p.algo_choice[0].value.value = Spanned::new(algo.to_string());
             let mut g = gemm();
             g.split_k = 3;
-            let (mut k, _) = sm80::build(&p, &g).unwrap_or_else(|e| panic!("{algo}: {e}"));
+            let (mut k, _) = mma::build(&p, &g).unwrap_or_else(|e| panic!("{algo}: {e}"));
             k.name = format!("gemm_splitk_{name}");
             let src = print(&k).unwrap();
             assert_eq!(tagged_ids(&src), (0..count_stmts(&k.body)).collect::<Vec<_>>(), "{src}");

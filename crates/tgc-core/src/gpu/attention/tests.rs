@@ -1,5 +1,5 @@
-//! The fused attention template ([`super::sm80::attention`]): attention
-//! graphs recognised by [`super::attention::match_attention`], run in the
+//! The fused attention template ([`super::kernel`]): attention
+//! graphs recognised by [`super::recognise::match_attention`], run in the
 //! emulator against the reference interpreter, and compiled with NVRTC to
 //! sm_80 cubins without spills whose SASS has the tensor-core MMA.
 //!
@@ -11,10 +11,11 @@
 //! (seen: `0.97509765625` for `0.9755859375`, one f16 step); the grid
 //! passed at `5e-4` (f16) and `4e-3` (bf16) when this was written.
 
-use super::simt::{emulate, lower_program_for, lower_program_noting, Form, GpuProgram};
-use super::sm80::attention::Algorithm;
-use super::toolchain::Toolchain;
-use super::verify;
+use crate::gpu::program::{emulate, Form, GpuProgram};
+use crate::gpu::driver::{lower_program_for, lower_program_noting};
+use super::kernel::Algorithm;
+use crate::gpu::toolchain::Toolchain;
+use crate::gpu::dialect::verify;
 use crate::diag::DResult;
 use crate::pipeline::{self, Format};
 use crate::plan::cost::{attention_algorithm, Analytic, Estimate, Estimator, Limit};
@@ -105,7 +106,7 @@ fn check_with(g: &Graph, tol: f64, algo: Algorithm, rows: Option<u64>) -> GpuPro
     if let Some(r) = rows {
         assert_eq!((plan.tile.as_ref().map(|t| t.value[0]), l.kernel.block[0]), (Some(r), r as u32 * 2));
     }
-    super::simt::tests::check_program(g, prog, &[], tol)
+    crate::gpu::simt::tests::check_program(g, prog, &[], tol)
 }
 
 /// [`check_with`] the algorithm the analytic model chooses.
@@ -154,9 +155,9 @@ fn attention_grid_matches_the_interpreter() {
 #[test]
 fn the_model_prefers_online_softmax_and_costs_the_second_pass() {
     let g = load(&Case { b: 4, h: 16, m: 4096, n: 4096, d: 64, ..BASE }.source());
-    let a = super::attention::match_attention(&g).unwrap().attention;
-    let problem = super::sm80::attention::problem(&a);
-    let est = |algo| Analytic.estimate(&super::sm80::attention::plan(&a, algo, &SM80, 4), &problem, &SM80).unwrap();
+    let a = super::recognise::match_attention(&g).unwrap().attention;
+    let problem = super::kernel::problem(&a);
+    let est = |algo| Analytic.estimate(&super::kernel::plan(&a, algo, &SM80, 4), &problem, &SM80).unwrap();
     let (online, two) = (est(Algorithm::OnlineSoftmax), est(Algorithm::StreamingSoftmax2Pass));
     assert_eq!(online.limit, Limit::Compute, "{online:?}");
     let ratio = two.time_s / online.time_s;
@@ -172,13 +173,13 @@ fn the_model_prefers_online_softmax_and_costs_the_second_pass() {
 #[test]
 fn causal_attention_skips_the_masked_key_blocks() {
     let g = load(&Case { m: 130, n: 130, causal: true, ..BASE }.source());
-    let m = super::attention::match_attention(&g).unwrap();
+    let m = super::recognise::match_attention(&g).unwrap();
     let a = &m.attention;
     assert_eq!((a.m, a.n, a.d, a.dv, a.batch.clone()), (130, 130, 16, 16, vec![1, 2]));
     let guarded = a
         .scores
         .iter()
-        .filter(|op| matches!(op, super::attention::ScoreOp::Add(super::attention::Bias::Guarded { .. })))
+        .filter(|op| matches!(op, super::recognise::ScoreOp::Add(super::recognise::Bias::Guarded { .. })))
         .count();
     assert_eq!(guarded, 1, "{:?}", a.scores);
     let prog = lower_program_for(&g, Some(&SM80)).unwrap();
@@ -195,8 +196,8 @@ fn a_hand_written_chain_reaches_the_fused_template() {
                permute(k, [0, 2, 1])\n    s = matmul(q, kt) * 0.125\n    p = softmax(s, -1)\n    o = matmul(p, v)\n    \
                return o\n}\n";
     let g = load(src);
-    let m = super::attention::match_attention(&g).unwrap_or_else(|e| panic!("{e}"));
-    assert!(m.attention.scores.iter().any(|op| matches!(op, super::attention::ScoreOp::Round(crate::DType::F16))));
+    let m = super::recognise::match_attention(&g).unwrap_or_else(|e| panic!("{e}"));
+    assert!(m.attention.scores.iter().any(|op| matches!(op, super::recognise::ScoreOp::Round(crate::DType::F16))));
     assert_eq!((m.attention.d, m.attention.dv), (32, 16));
     check(&g, tol("f16"));
 }
@@ -211,7 +212,7 @@ fn permuted_operands_and_a_broadcast_mask_are_addressed_in_place() {
                permute(v, [0, 2, 1, 3])\n    a = attention(qh, kh, vh, mask=mask)\n    o = permute(a, [0, 2, 1, 3])\n    \
                return o\n}\n";
     let g = load(src);
-    let m = super::attention::match_attention(&g).unwrap_or_else(|e| panic!("{e}"));
+    let m = super::recognise::match_attention(&g).unwrap_or_else(|e| panic!("{e}"));
     let a = &m.attention;
     assert_eq!((a.q.m, a.q.c, a.q.batch.clone()), (96, 1, vec![2304, 32]));
     check(&g, tol("f16"));
@@ -280,7 +281,7 @@ fn attentions_the_template_refuses_say_why() {
             assert!(notes.iter().any(|n| n.message.contains(why) && n.span.is_some()), "{why}: {notes:?}");
         }
         if gemm_regions {
-            super::simt::tests::check_program(&g, prog, &[], tol("f16"));
+            crate::gpu::simt::tests::check_program(&g, prog, &[], tol("f16"));
         }
     }
 }
@@ -290,7 +291,7 @@ fn attentions_the_template_refuses_say_why() {
 /// unfinished copy (`what`: the expected fault, for the message).
 fn assert_caught(g: &Graph, prog: &GpuProgram, what: &str) {
     if verify::verify(&prog.launches[0].kernel).is_ok() {
-        let inputs = super::implicit_tests::filled_inputs(g, 0.5);
+        let inputs = crate::gpu::mma::implicit_tests::filled_inputs(g, 0.5);
         let err = emulate(prog, &[], &inputs).expect_err(what);
         assert!(err.message.contains("Race") || err.message.contains("IncompleteRead"), "{what}: {err}");
     }
@@ -305,10 +306,10 @@ fn an_attention_without_its_v_barrier_is_caught() {
     let g = load(&Case { m: 64, n: 130, ..BASE }.source());
     let mut prog = lower_program_for(&g, Some(&SM80)).unwrap();
     let k = &mut prog.launches[0].kernel;
-    let main = k.body.iter_mut().find(|s| matches!(s, super::ir::Stmt::For { unroll: false, .. }));
-    let Some(super::ir::Stmt::For { body, .. }) = main else { panic!("no key loop in\n{k}") };
+    let main = k.body.iter_mut().find(|s| matches!(s, crate::gpu::dialect::ir::Stmt::For { unroll: false, .. }));
+    let Some(crate::gpu::dialect::ir::Stmt::For { body, .. }) = main else { panic!("no key loop in\n{k}") };
     let barriers: Vec<usize> =
-        body.iter().enumerate().filter(|(_, s)| **s == super::ir::Stmt::Barrier).map(|x| x.0).collect();
+        body.iter().enumerate().filter(|(_, s)| **s == crate::gpu::dialect::ir::Stmt::Barrier).map(|x| x.0).collect();
     assert_eq!(barriers.len(), 2);
     body.remove(barriers[1]);
     assert_caught(&g, &prog, "a race on V's stage");
@@ -320,7 +321,7 @@ fn an_attention_without_its_v_barrier_is_caught() {
 /// block (three key blocks: the last in stage 0).
 #[test]
 fn a_two_pass_attention_without_its_pass_barrier_is_caught() {
-    use super::ir::Stmt;
+    use crate::gpu::dialect::ir::Stmt;
     let g = load(&Case { m: 64, n: 130, ..BASE }.source());
     let (mut prog, _) = lower_program_noting(&g, &SM80, &Prefer(Algorithm::StreamingSoftmax2Pass)).unwrap();
     let k = &mut prog.launches[0].kernel;
@@ -341,7 +342,7 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
         for (algo, rows) in Algorithm::ALL.into_iter().flat_map(|a| [(a, 64), (a, 128)]) {
             let (p, _) = lower_program_noting(&g, &SM80, &PreferRows(algo, rows)).unwrap();
             assert_eq!(p.launches[0].form, Form::Attention);
-            super::implicit_tests::compiles_to_mma(&tc, &p, true);
+            crate::gpu::mma::implicit_tests::compiles_to_mma(&tc, &p, true);
         }
     }
 }
@@ -357,7 +358,7 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 /// for sm_90a without spills, with `HGMMA` in the SASS.
 #[test]
 fn attention_takes_the_wgmma_branch_on_sm90() {
-    use super::ir::Arch;
+    use crate::gpu::dialect::ir::Arch;
     use crate::plan::target::SM90;
     let cases = [
         Case { m: 64, n: 64, d: 64, ..BASE },
@@ -379,14 +380,14 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
             assert_eq!(l.kernel.block, [rows as u32 * 2, 1, 1]);
             assert_eq!(l.plan.as_ref().and_then(|p| p.tile.as_ref()).map(|t| t.value[0]), Some(rows));
             assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo.algo_choice()));
-            let p = super::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
+            let p = crate::gpu::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
             if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {
                 let kernels = p.kernels();
-                let (_, compiled) = super::cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
-                for r in tc.ptxas_resources(&compiled.ptx, super::cuda::toolchain_arch(Arch::Sm90)).unwrap() {
+                let (_, compiled) = crate::emit::cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
+                for r in tc.ptxas_resources(&compiled.ptx, crate::emit::cuda::toolchain_arch(Arch::Sm90)).unwrap() {
                     assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
                 }
-                let ops = super::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+                let ops = crate::gpu::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
                 assert!(ops.iter().any(|o| o.starts_with("HGMMA")), "{ops:?}");
             }
         }
@@ -402,11 +403,11 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
 /// (async proxy): the emulator reports the race.
 #[test]
 fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
-    use super::ir::Stmt;
+    use crate::gpu::dialect::ir::Stmt;
     let g = load(&Case { m: 64, n: 64, d: 64, ..BASE }.source());
     let (mut prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
-    super::tests::remove(&mut prog.launches[0].kernel.body, &|s| matches!(s, Stmt::FenceProxyAsync));
-    let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
+    crate::gpu::mma::tests::remove(&mut prog.launches[0].kernel.body, &|s| matches!(s, Stmt::FenceProxyAsync));
+    let inputs = crate::gpu::mma::implicit_tests::filled_inputs(&g, 0.5);
     let e = emulate(&prog, &[], &inputs).expect_err("the unfenced kernel ran");
     assert!(e.message.contains("fence.proxy.async") || e.message.contains("proxy"), "{e}");
 }
@@ -418,23 +419,23 @@ fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
 /// scores still in flight: both report it.
 #[test]
 fn the_softmax_overlapped_with_p_v_waits_for_its_scores() {
-    use super::ir::{Fault, Stmt};
+    use crate::gpu::dialect::ir::{Fault, Stmt};
     let g = load(&Case { m: 64, n: 130, d: 64, ..BASE }.source());
     let (prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
     let kernel = &prog.launches[0].kernel;
-    super::verify::verify(kernel).unwrap_or_else(|e| panic!("{e:?}"));
+    crate::gpu::dialect::verify::verify(kernel).unwrap_or_else(|e| panic!("{e:?}"));
     let mut waits = 0;
     kernel.walk(&mut |_, s| waits += usize::from(*s == Stmt::WgmmaWait { pending: 1 }));
     assert_eq!(waits, 1, "the overlapped loop's one partial wait");
     let mut broken = prog.clone();
-    super::tests::edit(&mut broken.launches[0].kernel.body, &mut |s| {
+    crate::gpu::mma::tests::edit(&mut broken.launches[0].kernel.body, &mut |s| {
         if *s == (Stmt::WgmmaWait { pending: 1 }) {
             *s = Stmt::WgmmaWait { pending: 2 };
         }
     });
-    let errs = super::verify::verify(&broken.launches[0].kernel).unwrap_err();
+    let errs = crate::gpu::dialect::verify::verify(&broken.launches[0].kernel).unwrap_err();
     assert!(errs.iter().any(|e| e.fault == Fault::IncompleteRead && e.message.contains("`s`")), "{errs:?}");
-    let inputs = super::implicit_tests::filled_inputs(&g, 0.5);
+    let inputs = crate::gpu::mma::implicit_tests::filled_inputs(&g, 0.5);
     let e = emulate(&broken, &[], &inputs).expect_err("the softmax read scores in flight");
     assert!(e.message.contains("IncompleteRead") && e.message.contains("accesses s["), "{e}");
 }

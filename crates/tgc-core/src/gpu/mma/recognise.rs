@@ -37,13 +37,11 @@ use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::{self, Pattern};
-use crate::plan::cost::Estimator;
-use crate::plan::{self, Plan, Spanned, Target};
+use crate::plan;
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
-use super::ir::Kernel;
-use super::sm80::{self, Access, Affine, Axis, BLayout, Digit, Gemm, GemmParams, Implicit};
+use super::{Access, Affine, Axis, BLayout, Digit, Gemm, Implicit};
 
 /// What a graph input is to the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,17 +91,6 @@ pub struct ConvWindow {
     pub reduce: Digit,
     pub stride: i64,
     pub dilation: i64,
-}
-
-/// The kernel of a GEMM graph and how it was made.
-#[derive(Clone, Debug)]
-pub struct GpuKernel {
-    pub graph: GemmGraph,
-    /// The chosen plan, with the graph's epilogue, and its estimate.
-    pub plan: Plan,
-    pub estimate: plan::cost::Estimate,
-    pub kernel: Kernel,
-    pub params: GemmParams,
 }
 
 /// Follows movement ops from `id` (whose axes are `axes`, each the index
@@ -180,7 +167,7 @@ fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(No
     }
 }
 
-pub(super) fn input_name(g: &Graph, id: NodeId) -> String {
+pub(crate) fn input_name(g: &Graph, id: NodeId) -> String {
     match &g.node(id).op {
         Op::Input { name } => name.clone(),
         _ => g.node(id).label.clone(),
@@ -506,7 +493,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
 
 /// The single-use chain of nodes from the contraction `r` to the graph's
 /// output (module doc), and what it asks of the kernel.
-pub(super) struct Chain {
+pub(crate) struct Chain {
     /// The last node: the graph's output.
     pub end: NodeId,
     /// Which output variable of the contraction each axis of `end` is
@@ -532,7 +519,7 @@ pub(super) struct Chain {
 }
 
 /// A bias or residual an epilogue reads.
-pub(super) struct EpilogueInput {
+pub(crate) struct EpilogueInput {
     /// The graph input.
     pub node: NodeId,
     pub role: Operand,
@@ -560,7 +547,7 @@ impl Chain {
 ///
 /// Errors: `Unsupported` at the node that is not an epilogue the template
 /// fuses, at a second use, at a bias or residual it cannot read.
-pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
+pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
     let users = g.consumers();
     let ab = g.dtype(t.mul);
     // Per axis of `cur`: the variables (`None` for size 1) and extents of
@@ -753,20 +740,20 @@ fn digit_of(axis: Axis) -> Digit {
 
 /// Row-major element strides of `id`'s shape (`region::MemRef::of`);
 /// `None` when one is symbolic.
-pub(super) fn strides(g: &Graph, id: NodeId) -> Option<Vec<i64>> {
+pub(crate) fn strides(g: &Graph, id: NodeId) -> Option<Vec<i64>> {
     crate::region::MemRef::of(g, id).strides.iter().map(|d| d.as_int()).collect()
 }
 
 /// `e · scale` as `(variable, coefficient)` pairs and a constant; `None`
 /// when a coefficient or the constant is symbolic.
-pub(super) fn linear(e: &AffExpr, scale: i64) -> Option<(Vec<(usize, i64)>, i64)> {
+pub(crate) fn linear(e: &AffExpr, scale: i64) -> Option<(Vec<(usize, i64)>, i64)> {
     let vars = e.var_coeffs().map(|(v, c)| c.as_int().map(|c| (v as usize, c * scale))).collect::<Option<_>>()?;
     Some((vars, e.constant_part().as_int()? * scale))
 }
 
 /// The flat element offset of an operand (`Σ stride · index`) as
 /// [`linear`] gives it, each variable once.
-pub(super) fn flat_offset(g: &Graph, op: &contraction::Operand) -> Option<(Vec<(usize, i64)>, i64)> {
+pub(crate) fn flat_offset(g: &Graph, op: &contraction::Operand) -> Option<(Vec<(usize, i64)>, i64)> {
     let mut vars: Vec<(usize, i64)> = Vec::new();
     let mut constant = 0;
     for (e, s) in op.idx.iter().zip(strides(g, op.src)?) {
@@ -781,136 +768,3 @@ pub(super) fn flat_offset(g: &Graph, op: &contraction::Operand) -> Option<(Vec<(
     }
     Some((vars, constant))
 }
-
-/// Recognises `g`, chooses the best plan of the space for `target` by the
-/// analytic model ([`plan::cost::choose`]), adds the graph's epilogue to it
-/// and builds the kernel, named `symbol`.
-///
-/// Errors: those of [`match_gemm`], of plan choice (no valid plan) and of
-/// [`sm80::build`], at the contraction.
-pub fn build(g: &Graph, target: &Target, symbol: &str) -> DResult<GpuKernel> {
-    build_with(g, target, &plan::cost::Analytic, symbol)
-}
-
-/// [`build`] with the plan ranked best by `estimator` (the seam of
-/// [`plan::cost::Estimator`]: measured timings, a plan sweep) instead of
-/// the analytic model.
-pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol: &str) -> DResult<GpuKernel> {
-    let graph = match_gemm(g)?;
-    let at = g.node(graph.contraction);
-    target.require_mma_sync(graph.problem.dtype).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let choice = choose(&graph, target, estimator).map_err(|d| d.or_at(at.span))?;
-    let Some(&(ref best, estimate)) = choice.best() else {
-        // The last rejection: the estimator's (a pinned algorithm) when it
-        // refused them all, else the space's.
-        let why = choice.rejected.last().map(|(_, w)| format!(": {}", w.join("; "))).unwrap_or_default();
-        return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}{why}", target.name).at_node(at));
-    };
-    check_launch(&graph, best).map_err(|d| d.at_node(at))?;
-    let mut plan = best.clone();
-    plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
-    let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
-    kernel.name = symbol.to_string();
-    Ok(GpuKernel { graph, plan, estimate, kernel, params })
-}
-
-/// Registers per thread an implicit GEMM's loader needs beyond the plan's
-/// estimate ([`plan::resources::regs_per_thread`]): the digits of each
-/// copy's row and column and its guards. An allowance from ptxas's
-/// reports, not a model: a 3×3 NHWC convolution took 167 registers with a
-/// 64×32 warp tile (estimate 120) and spilled at 255 with 64×64
-/// (estimate 192).
-pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
-
-/// The ranked plan space of `graph` on `target` by `estimator`
-/// ([`plan::cost::choose_with`]; a convolution's plans carry `algo_choice
-/// conv implicit_gemm`, also as the estimator sees them); for an implicit GEMM, the plans whose
-/// registers with [`IMPLICIT_ADDRESS_REGS`] exceed the target's limit are
-/// rejected, and `warp_specialize` plans where the operands cannot be
-/// copied by TMA ([`super::sm80::uses_tma`]: the specialised form's
-/// producer issues TMA copies only).
-///
-/// Errors: those of [`plan::cost::choose_with`].
-pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
-    let mut choice = if graph.pattern == Pattern::Conv {
-        // A convolution's plans say they are its implicit GEMM.
-        let tagged = plan::cost::Tagged { inner: estimator, key: "conv", value: "implicit_gemm" };
-        let mut c = plan::cost::choose_with(&tagged, &graph.problem, target)?;
-        let tag = |p: &Plan| plan::cost::with_algorithm(p, "conv", "implicit_gemm");
-        c.candidates.iter_mut().for_each(|(p, _)| *p = tag(p));
-        c.rejected.iter_mut().for_each(|(p, _)| *p = tag(p));
-        c
-    } else {
-        plan::cost::choose_with(estimator, &graph.problem, target)?
-    };
-    if !super::sm80::uses_tma(&graph.gemm) {
-        choice.reject(|p| {
-            p.warp_specialize.as_ref().map(|_| {
-                "warp_specialize needs TMA copies: operand rows of a multiple of 16 bytes and no implicit GEMM".into()
-            })
-        });
-    }
-    if graph.gemm.implicit.is_some() {
-        choice.reject(|p| {
-            let regs = plan::resources::of(p, graph.problem.dtype, target)?.regs_per_thread;
-            (regs + IMPLICIT_ADDRESS_REGS > target.regs_per_thread_max).then(|| {
-                format!(
-                    "about {regs} registers per thread and {IMPLICIT_ADDRESS_REGS} for the implicit GEMM's addresses \
-                     exceed {}'s {}",
-                    target.name, target.regs_per_thread_max
-                )
-            })
-        });
-    }
-    Ok(choice)
-}
-
-/// The most blocks of a grid along `y` and `z`; `x` allows
-/// [`MAX_GRID_X`] (CUDA C++ Programming Guide, "Technical Specifications per
-/// Compute Capability", the same for every compute capability since 3.0).
-pub const MAX_GRID_YZ: u64 = 65_535;
-
-/// The most blocks of a grid along `x`: 2^31 - 1.
-pub const MAX_GRID_X: u64 = (1 << 31) - 1;
-
-/// Checks that the SM80 template can launch `graph`'s GEMM with `plan`:
-/// `M`, `N`, `K` (and so the leading dimensions) fit the kernel's `int`
-/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)` fits the limits
-/// above.
-///
-/// Errors: `Unsupported`, naming the size and the limit.
-fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
-    let [m, n, k] = graph.sizes.map(|x| x as u64);
-    for (name, v) in [("M", m), ("N", n), ("K", k)] {
-        if v > i32::MAX as u64 {
-            return Err(diag!(
-                Unsupported,
-                "{name} = {v} does not fit the sm80 kernel's 32-bit `int {name}` parameter (at most {})",
-                i32::MAX
-            ));
-        }
-    }
-    let [bm, bn, _] = plan.tile.as_ref().map_or([1; 3], |t| t.value);
-    let blocks =
-        [("x", n.div_ceil(bn.max(1)), MAX_GRID_X, "N", bn), ("y", m.div_ceil(bm.max(1)), MAX_GRID_YZ, "M", bm)];
-    for (axis, blocks, limit, dim, tile) in blocks {
-        if blocks > limit {
-            return Err(diag!(
-                Unsupported,
-                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} CUDA allows"
-            ));
-        }
-    }
-    let batch = graph.gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch)) as u64;
-    if batch > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {MAX_GRID_YZ}"));
-    }
-    if graph.gemm.split_k as u64 > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {MAX_GRID_YZ}", graph.gemm.split_k));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-#[path = "lower_tests.rs"]
-mod tests;

@@ -97,13 +97,13 @@
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::gpu::attention::{Attention, Bias, Lin, ScoreOp};
+use crate::gpu::attention::recognise::{Attention, Bias, Lin, ScoreOp};
 use crate::plan::{AlgoChoice, Pipeline, Plan, Problem, Spanned};
 use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
-use super::super::ir::*;
-use super::row_swizzle;
+use crate::gpu::dialect::ir::*;
+use crate::gpu::mma::row_swizzle;
 
 /// Warps per CTA of the sm80 kernel; each owns 16 query rows.
 pub const WARPS: i64 = 4;
@@ -328,7 +328,7 @@ fn check(a: &Attention, arch: Arch) -> DResult<()> {
         return unsupported(format!("the output's column pairs are not contiguous and aligned ({:?})", a.o));
     }
     let points: i64 = a.batch.iter().product();
-    if points > crate::gpu::lower::MAX_GRID_YZ as i64 {
+    if points > crate::gpu::mma::lower::MAX_GRID_YZ as i64 {
         return unsupported(format!("{points} batch points exceed the grid's y limit"));
     }
     Ok(())

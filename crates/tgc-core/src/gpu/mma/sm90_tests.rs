@@ -3,14 +3,11 @@
 //! the verifier and emulator on deliberately broken schedules (inputs as
 //! in `tests`: multiples of 1/8, so sums are exact in f32).
 
-use super::emulate::{self, Arg};
-use super::ir::*;
-use super::sm80::{self, BLayout, Gemm, GemmParams};
-use super::tests::{
-    assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_ordered,
-    run_with_stats, Case,
-};
-use super::verify;
+use crate::gpu::emulate::{self, Arg};
+use crate::gpu::dialect::ir::*;
+use crate::gpu::mma::{self, BLayout, Gemm, GemmParams};
+use super::tests::{assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_ordered, run_with_stats, Case};
+use crate::gpu::dialect::verify;
 use crate::plan::{self, space, Plan, Spanned};
 use crate::DType;
 
@@ -48,7 +45,7 @@ fn gemm_bias_relu_matches_interp() {
         for dt in [DType::F16, DType::BF16] {
             let case = Case::new(m, n, k);
             let g = gemm(dt, dt, layout, n, k);
-            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            let (kernel, p) = mma::build(&plan, &g).unwrap();
             paths[p.tensor_maps.is_some() as usize] += 1;
             verify::verify(&kernel).unwrap_or_else(|e| panic!("{e:#?}\n{kernel}"));
             let what = format!("{} M={m} N={n} K={k} {layout:?}", dt.dsl_name());
@@ -90,7 +87,7 @@ fn every_valid_plan_of_the_sm90_space_runs() {
 fn counts_of_one_tile() {
     let plan = plan_sm90(128, 128, 3, &[]);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, 128, 128);
-    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (kernel, p) = mma::build(&plan, &g).unwrap();
     let (_, stats) = run_with_stats(&kernel, &p, &g, &Case::new(128, 128, 128)).unwrap();
     assert_eq!((stats.ctas, stats.wgmma, stats.tma_bytes), (1, 16, 2 * (128 * 64 + 64 * 128) * 2));
     assert_eq!(stats.cp_async_bytes, 0);
@@ -102,7 +99,7 @@ fn counts_of_one_tile() {
 fn setup(k: i64) -> (Plan, Gemm, Case, Kernel, GemmParams) {
     let plan = plan_sm90(128, 128, 3, &["bias", "relu"]);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, k);
-    let (kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (kernel, p) = mma::build(&plan, &g).unwrap();
     (plan, g, Case::new(130, 136, k), kernel, p)
 }
 
@@ -261,13 +258,13 @@ fn warp_specialized_gemm_matches_interp() {
             let case = Case::new(m, n, k);
             let g = gemm(dt, dt, layout, n, k);
             let what = format!("{} M={m} N={n} K={k} {layout:?}", dt.dsl_name());
-            if !sm80::uses_tma(&g) {
-                let e = sm80::build(&plan, &g).unwrap_err();
+            if !mma::uses_tma(&g) {
+                let e = mma::build(&plan, &g).unwrap_err();
                 assert!(e.message.contains("TMA copies for `warp_specialize`"), "{what}: {e}");
                 refused += 1;
                 continue;
             }
-            let (kernel, p) = sm80::build(&plan, &g).unwrap();
+            let (kernel, p) = mma::build(&plan, &g).unwrap();
             assert_eq!(kernel.threads(), 384, "{what}");
             verify::verify(&kernel).unwrap_or_else(|e| panic!("{what}: {e:#?}\n{kernel}"));
             let got = run_kernel(&kernel, &p, &g, &case).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -301,7 +298,7 @@ fn warp_specialized_gemm_matches_interp() {
 #[test]
 fn counts_of_one_specialized_tile() {
     let g = gemm(DType::F16, DType::F16, BLayout::KN, 128, 128);
-    let (kernel, p) = sm80::build(&plan_ws(128, 128, 3, &[]), &g).unwrap();
+    let (kernel, p) = mma::build(&plan_ws(128, 128, 3, &[]), &g).unwrap();
     let (_, stats) = run_with_stats(&kernel, &p, &g, &Case::new(128, 128, 128)).unwrap();
     assert_eq!((stats.ctas, stats.wgmma, stats.tma_bytes), (1, 16, 2 * (128 * 64 + 64 * 128) * 2));
     assert_eq!(kernel.block, [384, 1, 1]);
@@ -318,7 +315,7 @@ fn counts_of_one_specialized_tile() {
 /// k-tiles over a three-stage ring, so every stage is refilled).
 fn setup_ws() -> (Gemm, Case, Kernel, GemmParams) {
     let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, 448);
-    let (kernel, p) = sm80::build(&plan_ws(128, 128, 3, &["bias", "relu"]), &g).unwrap();
+    let (kernel, p) = mma::build(&plan_ws(128, 128, 3, &["bias", "relu"]), &g).unwrap();
     assert_eq!(faults(&kernel), vec![], "{kernel}");
     (g, Case::new(130, 136, 448), kernel, p)
 }
@@ -412,7 +409,7 @@ fn persistent_warp_specialized_gemm_matches_interp() {
     for (dt, layout, m, ctas) in [(DType::BF16, BLayout::KN, 640, Some(2)), (DType::F16, BLayout::NK, 130, None)] {
         let case = Case::new(m, 24, 200);
         let g = gemm(dt, dt, layout, case.n, case.k);
-        let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+        let (mut kernel, p) = mma::build(&plan, &g).unwrap();
         verify::verify(&kernel).unwrap_or_else(|e| panic!("{e:#?}\n{kernel}"));
         assert!(kernel.persistent, "the runtime caps its grid at the device's SMs");
         if let Some(c) = ctas {
@@ -447,7 +444,7 @@ fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
     plan.warp_specialize = Some(Spanned::new(plan::Specialize { persistent: true, cluster: 1 }));
     let case = Case::new(512, 24, 64);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
-    let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (mut kernel, p) = mma::build(&plan, &g).unwrap();
     // One SM: one CTA walks the four tiles.
     kernel.grid[0] = Expr::c(1);
     let mut arrives = 0;
@@ -474,7 +471,7 @@ fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
 fn a_refill_without_the_barrier_after_the_wgmmas_is_a_race() {
     let plan = plan_sm90(128, 128, 3, &[]);
     let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, 448);
-    let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+    let (mut kernel, p) = mma::build(&plan, &g).unwrap();
     let mut in_loop = 0;
     edit(&mut kernel.body, &mut |s| {
         if let Stmt::For { body, unroll: false, .. } = s {
@@ -520,7 +517,7 @@ fn clustered_gemm_matches_interp() {
         let case = Case::new(m, n, k);
         let g = gemm(dt, dt, layout, n, k);
         let what = format!("{} M={m} N={n} {layout:?} persistent={persistent}", dt.dsl_name());
-        let (mut kernel, p) = sm80::build(&plan, &g).unwrap();
+        let (mut kernel, p) = mma::build(&plan, &g).unwrap();
         verify::verify(&kernel).unwrap_or_else(|e| panic!("{what}: {e:#?}\n{kernel}"));
         assert_eq!(kernel.cluster, 2, "{what}");
         let units = (m + 255) / 256 * ((n + 127) / 128);
@@ -545,7 +542,7 @@ fn clustered_gemm_matches_interp() {
 /// A clustered kernel (f16, B `[K,N]`, M = 300: two pairs) that verifies.
 fn setup_cluster() -> (Gemm, Case, Kernel, GemmParams) {
     let g = gemm(DType::F16, DType::F16, BLayout::KN, 136, 200);
-    let (kernel, p) = sm80::build(&plan_cluster(false), &g).unwrap();
+    let (kernel, p) = mma::build(&plan_cluster(false), &g).unwrap();
     assert_eq!(faults(&kernel), vec![], "{kernel}");
     (g, Case::new(300, 136, 200), kernel, p)
 }
@@ -557,7 +554,7 @@ fn a_clustered_kernel_prints_its_cluster_multicast_and_remote_arrivals() {
     for part in ["cluster=2", "multicast=0b11", "mbarrier.arrive.shared::cluster", "barrier.cluster"] {
         assert!(text.contains(part), "{part}:\n{text}");
     }
-    let src = super::cuda::print(&kernel).unwrap();
+    let src = crate::emit::cuda::print(&kernel).unwrap();
     for part in [
         "__cluster_dims__(2, 1, 1)",
         ".multicast::cluster",
@@ -741,12 +738,12 @@ fn a_wgmma_reads_its_a_fragments_from_registers() {
     let (stats, got, want) = run_register_a(&kernel);
     assert_eq!(stats.unwrap().wgmma, 1);
     assert_eq!(got, want);
-    let src = super::cuda::print(&kernel).unwrap();
+    let src = crate::emit::cuda::print(&kernel).unwrap();
     let line = src.lines().find(|l| l.contains("wgmma.mma_async")).unwrap();
     assert!(line.contains("m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1, 0;"), "{line}");
-    let tc = super::toolchain::Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain: {e}"));
-    let (_, compiled) = super::cuda::compile(&tc, std::slice::from_ref(&kernel), "register_a").unwrap();
-    let ops = super::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+    let tc = crate::gpu::toolchain::Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain: {e}"));
+    let (_, compiled) = crate::emit::cuda::compile(&tc, std::slice::from_ref(&kernel), "register_a").unwrap();
+    let ops = crate::gpu::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
     assert!(ops.iter().any(|o| o.starts_with("HGMMA.64x8x16.F32")), "{ops:?}");
 }
 
