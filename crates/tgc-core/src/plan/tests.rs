@@ -202,7 +202,10 @@ fn pipeline_vector_and_epilogue_rules() {
     // The implicit warp level: n.i.i has the warp tile's WN = 32 elements.
     check("tile 128 64 32;\nwarp_tile 64x32;\nvectorize n.i.i 8;", &[]);
     check("epilogue bias relu tanh;", &[(UnknownOp, "tanh")]);
-    check("algo_choice matmul splitk_parallel;\nalgo_choice conv winograd_5x5;", &[(UnknownName, "winograd_5x5")]);
+    check(
+        "algo_choice matmul splitk_parallel;\nalgo_choice conv winograd_5x5;",
+        &[(UnknownName, "splitk_parallel"), (UnknownName, "winograd_5x5")],
+    );
     check("algo_choice pooling naive;", &[(UnknownName, "pooling")]);
     check("local_edge a b smem_ring depth=4;", &[(Unsupported, "local_edge")]);
 }

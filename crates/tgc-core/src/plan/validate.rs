@@ -30,9 +30,9 @@
 //! - `warp_specialize` only where the target's template issues `wgmma`
 //!   (sm90), `cluster=2` included, and its cluster 1 or 2 (`Unsupported`).
 //! - `epilogue` ops are §12.6's `bias relu silu gelu residual` (`UnknownOp`).
-//! - `algo_choice` keys and values are those of §1.7 (`splitk_*` read as
-//!   `splitk_serial`/`splitk_parallel`, §5's two split-K kinds)
-//!   (`UnknownName`); `cache_read` tensors are the problem's, when it names
+//! - `algo_choice` keys and values are those of §1.7 that a template
+//!   builds (§1.7's split-K kinds `splitk_serial`/`splitk_parallel` are
+//!   not: `UnknownName`); `cache_read` tensors are the problem's, when it names
 //!   them (`UnknownName`); `local_edges` depths are 2 or 3 (`Unsupported`).
 //!
 //! Axis naming follows §1.7's example: `split a F` makes `a.o` and `a.i`;
@@ -104,7 +104,7 @@ pub const EPILOGUE_OPS: [&str; 5] = ["bias", "relu", "silu", "gelu", "residual"]
 
 /// §1.7 `algo_choice`: each key and its algorithms.
 pub const ALGORITHMS: [(&str, &[&str]); 3] = [
-    ("matmul", &["implicit_gemm", "splitk_serial", "splitk_parallel"]),
+    ("matmul", &["implicit_gemm"]),
     ("conv", &["implicit_gemm", "winograd_3x3", "fft_conv"]),
     ("attention", &["streaming_softmax_2pass", "online_softmax"]),
 ];

@@ -839,59 +839,6 @@ impl<'k> Printer<'k> {
                 writeln!(out, "{tag}{}", self.store(id, "shared", &format!("\"r\"({a})"), src, *dtype)?).unwrap();
             }
             Stmt::LdShared { dst, src, dtype } => self.ld_shared(out, id, &pad, dst, src, *dtype)?,
-            Stmt::SemaphoreWait { lock, value } => {
-                let (g, _) = self.global(lock, id)?;
-                let v = self.expr(value, Some(id))?;
-                writeln!(out, "{tag}{{ // semaphore wait: spin until *lock == value").unwrap();
-                writeln!(out, "{pad}    int tgc_seen;").unwrap();
-                writeln!(
-                    out,
-                    "{pad}    do {{ asm volatile(\"ld.acquire.gpu.global.b32 %0, [%1];\\n\" : \"=r\"(tgc_seen) : \"l\"({g}) : \"memory\"); }} while (tgc_seen != (int)({v}));"
-                )
-                .unwrap();
-                writeln!(out, "{pad}}}").unwrap();
-            }
-            Stmt::SemaphoreRelease { lock, value } => {
-                let (g, _) = self.global(lock, id)?;
-                let v = self.expr(value, Some(id))?;
-                writeln!(
-                    out,
-                    "{tag}asm volatile(\"fence.acq_rel.gpu;\\n\\tst.relaxed.gpu.global.b32 [%0], %1;\\n\" :: \"l\"({g}), \"r\"((int)({v})) : \"memory\");"
-                )
-                .unwrap();
-            }
-            Stmt::RedAddF32 { dst, src, pred } => {
-                let (g, d) = self.global(dst, id)?;
-                if d != DType::F32 || self.reg_kind(src, id)? != RegKind::F32 {
-                    return Err(self.err(id, Fault::BadValue, "red.global.add.f32 needs an f32 tensor and register"));
-                }
-                let red = format!(
-                    "asm volatile(\"red.global.add.f32 [%0], %1;\\n\" :: \"l\"({g}), \"f\"({}) : \"memory\");",
-                    self.reg(src, id)?
-                );
-                match pred {
-                    Expr::Const(v) if *v != 0 => writeln!(out, "{tag}{red}").unwrap(),
-                    _ => writeln!(out, "{tag}if ({}) {red}", self.cond(pred, id)?).unwrap(),
-                }
-            }
-            Stmt::AtomicArrive { var, counter } => {
-                let (g, _) = self.global(counter, id)?;
-                let v = self.var(*var, id)?;
-                let slot = format!("tgc_arrived_s{id}");
-                writeln!(out, "{tag}__shared__ unsigned {slot}; // atomic arrive: the CTA's arrival order").unwrap();
-                writeln!(out, "{pad}__syncthreads();").unwrap();
-                writeln!(out, "{pad}if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {{").unwrap();
-                writeln!(out, "{pad}    unsigned tgc_old;").unwrap();
-                writeln!(
-                    out,
-                    "{pad}    asm volatile(\"fence.acq_rel.gpu;\\n\\tatom.global.add.u32 %0, [%1], 1;\\n\" : \"=r\"(tgc_old) : \"l\"({g}) : \"memory\");"
-                )
-                .unwrap();
-                writeln!(out, "{pad}    {slot} = tgc_old;").unwrap();
-                writeln!(out, "{pad}}}").unwrap();
-                writeln!(out, "{pad}__syncthreads();").unwrap();
-                writeln!(out, "{pad}const long long {v} = {slot};").unwrap();
-            }
             Stmt::GridDepControlWait => {
                 writeln!(out, "{tag}asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");").unwrap()
             }

@@ -30,12 +30,11 @@
 //! the statement's id):
 //!
 //! 1. Ids index their tables: every [`ParamId`], [`VarId`], [`RegId`],
-//!    [`SmemId`] is in range; a variable is defined once (`Let`, `For` or
-//!    `AtomicArrive`)
+//!    [`SmemId`] is in range; a variable is defined once (`Let` or `For`)
 //!    and used only inside the scope that defines it.
 //! 2. Each statement kind runs on the architectures [`Stmt::min_arch`]
 //!    names; the kernel's `arch` is at least that.
-//! 3. `Barrier`, `AtomicArrive`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
+//! 3. `Barrier`, `LdMatrix` and `MmaSync` are not under an `If` or a `For`
 //!    whose condition or bounds depend on the thread (`bar.sync` needs
 //!    every thread of the CTA, `ldmatrix`/`mma.sync` are `.aligned`: every
 //!    lane of the warp; PTX ISA "bar.sync", "ldmatrix", "mma").
@@ -799,22 +798,6 @@ pub enum Stmt {
     /// `dtype` at `src` into f32 registers, or one `i32` into an `i32`
     /// register; at most 16 bytes, aligned.
     LdShared { dst: Vec<RegRef>, src: SmemRef, dtype: DType },
-    /// Spins until the `i32` at `lock` equals `value`
-    /// (`ld.acquire.gpu` in a loop; CUTLASS `Semaphore::wait`): orders a
-    /// CTA after the one that released `value`.
-    SemaphoreWait { lock: GlobalRef, value: Expr },
-    /// `fence.acq_rel.gpu` then `st.relaxed.gpu` of `value` to the `i32` at
-    /// `lock` (CUTLASS `Semaphore::release`).
-    SemaphoreRelease { lock: GlobalRef, value: Expr },
-    /// `red.global.add.f32 [dst], src` when `pred` (PTX ISA "red"): an
-    /// atomic add of an f32 register to an f32 tensor element.
-    RedAddF32 { dst: GlobalRef, src: RegRef, pred: Expr },
-    /// The CTA arrives at a counter: `bar.sync`, then thread 0 runs
-    /// `fence.acq_rel.gpu` and `atom.global.add.u32 old, [counter], 1` and
-    /// shares `old` through shared memory, `bar.sync`; every thread's `var`
-    /// is `old` (so `var` is the same in the whole CTA). Needs the whole CTA
-    /// like `Barrier`.
-    AtomicArrive { var: VarId, counter: GlobalRef },
     /// `griddepcontrol.wait` (PTX ISA 7.8, sm_90): waits for the grids this
     /// one depends on; a no-op for a kernel launched alone.
     GridDepControlWait,
@@ -1014,10 +997,6 @@ impl Stmt {
             Stmt::StGlobalVec { src, .. } => format!("st.global.v{}", src.len()),
             Stmt::StShared { src, .. } => format!("st.shared.v{}", src.len()),
             Stmt::LdShared { dst, .. } => format!("ld.shared.v{}", dst.len()),
-            Stmt::SemaphoreWait { .. } => "semaphore.wait".into(),
-            Stmt::SemaphoreRelease { .. } => "semaphore.release".into(),
-            Stmt::RedAddF32 { .. } => "red.global.add.f32".into(),
-            Stmt::AtomicArrive { .. } => "atomic.arrive".into(),
             Stmt::GridDepControlWait => "griddepcontrol.wait".into(),
             Stmt::Compute { .. } => "compute".into(),
             Stmt::Accumulate { op, .. } => format!("accumulate.{}", reduce_name(*op)),
@@ -1303,8 +1282,8 @@ pub enum Fault {
     OutOfBounds,
     /// An access not aligned to its size.
     Misaligned,
-    /// A `SemaphoreWait` that no CTA still to run can satisfy (the
-    /// emulator runs CTAs one at a time in `blockIdx` order).
+    /// A wait that can never complete: an `MbarrierWait` on a phase no
+    /// thread still to run completes, or tasks that all wait.
     Deadlock,
     /// A bad operand value: a size out of range, division by zero, a
     /// register index out of its array, a wrong launch argument.

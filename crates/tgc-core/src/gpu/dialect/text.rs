@@ -338,22 +338,6 @@ impl Kernel {
                     self.regs_text(dst),
                     self.smem_text(src)
                 )?,
-                Stmt::SemaphoreWait { lock, value } => {
-                    writeln!(f, "semaphore.wait {} == {}", self.global_text(lock), self.expr(value))?
-                }
-                Stmt::SemaphoreRelease { lock, value } => {
-                    writeln!(f, "semaphore.release {} = {}", self.global_text(lock), self.expr(value))?
-                }
-                Stmt::RedAddF32 { dst, src, pred } => writeln!(
-                    f,
-                    "red.global.add.f32 {}, {} if {}",
-                    self.global_text(dst),
-                    self.reg_text(src),
-                    self.expr(pred)
-                )?,
-                Stmt::AtomicArrive { var, counter } => {
-                    writeln!(f, "let {} = atomic.arrive {}", self.expr(&Expr::Var(*var)), self.global_text(counter))?
-                }
                 Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
                 Stmt::Compute { dst, value } => writeln!(f, "{} = {}", self.reg_text(dst), self.scalar_text(value))?,
                 Stmt::Accumulate { op, dtype, acc, value } => writeln!(

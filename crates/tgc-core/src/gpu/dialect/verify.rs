@@ -12,9 +12,8 @@
 //!   most the kernel's `arch` (`Arch`).
 //! - Divergence (invariant 3): a statement is under divergent control when
 //!   an enclosing `If` condition or `For` bound depends on the thread
-//!   (`threadIdx`, or a variable whose value does, transitively; an
-//!   `AtomicArrive` variable is the same in the whole CTA). `Barrier`,
-//!   `AtomicArrive`, `LdMatrix` and `MmaSync` must not be (conservatively also for
+//!   (`threadIdx`, or a variable whose value does, transitively).
+//!   `Barrier`, `LdMatrix` and `MmaSync` must not be (conservatively also for
 //!   collectives: a warp-uniform condition counts as divergent) (`Divergence`).
 //! - Fragments (invariant 4): register counts and kinds of `LdMatrix` and
 //!   `MmaSync`; `MmaSync` operands f16 or bf16; every register index is a
@@ -467,7 +466,6 @@ impl Verifier<'_> {
                 | Stmt::BarrierNamed { .. }
                 | Stmt::ClusterSync
                 | Stmt::WarpSpecialize { .. }
-                | Stmt::AtomicArrive { .. }
                 | Stmt::LdMatrix { .. }
                 | Stmt::MmaSync { .. }
         ) || st.is_warpgroup_collective();
@@ -689,27 +687,6 @@ impl Verifier<'_> {
                 for r in regs {
                     self.reg(r, compute_kind(*dtype), scope, s, "shared store/load");
                 }
-            }
-            Stmt::RedAddF32 { dst, src, pred } => {
-                self.global(dst, scope, s);
-                self.reg(src, RegKind::F32, scope, s, "red.add source");
-                self.expr(pred, scope, Some(s));
-            }
-            Stmt::AtomicArrive { var, counter } => {
-                self.global(counter, scope, s);
-                // The same value in every thread: not thread-dependent.
-                self.define(*var, s, false);
-                scope.push(*var);
-                // Its barriers complete what a preceding wait completed.
-                for x in sync.iter_mut() {
-                    if *x == Sync::Waited {
-                        *x = Sync::Synced;
-                    }
-                }
-            }
-            Stmt::SemaphoreWait { lock, value } | Stmt::SemaphoreRelease { lock, value } => {
-                self.global(lock, scope, s);
-                self.expr(value, scope, Some(s));
             }
             Stmt::StGlobalVec { dst, src, pred, .. } => {
                 self.global(dst, scope, s);

@@ -107,10 +107,9 @@ pub const TEMPLATES: &[Template] = &[
         lower: |g, t, e| attention::lower(g, t, e, Algorithm::StreamingSoftmax2Pass),
     },
     // sm90 runs the sm80 templates' mma.sync kernels where its wgmma
-    // branches refuse the graph (split-K, which plan choice does not pick
-    // today; an attention whose head or value dimension is not a multiple
-    // of 64), planned and estimated on the sm80 row: an sm_80 kernel
-    // compiles for sm_90a unchanged.
+    // branches refuse the graph (an attention whose head or value dimension
+    // is not a multiple of 64), planned and estimated on the sm80 row: an
+    // sm_80 kernel compiles for sm_90a unchanged.
     Template {
         name: "sm80 GEMM (mma.sync) on sm90",
         pattern: GraphPattern::Contraction,

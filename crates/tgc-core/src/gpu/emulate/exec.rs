@@ -287,71 +287,6 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::SemaphoreWait { lock, value } => {
-                for t in Self::active(mask) {
-                    let want = self.eval(value, t, s)?;
-                    let have = self.lock(lock, t, args, s)?.1;
-                    if have != want {
-                        return Err(self.err(
-                            Fault::Deadlock,
-                            s,
-                            format!("thread {t} waits for the lock to read {want}; it reads {have} after every earlier CTA ran"),
-                        ));
-                    }
-                }
-            }
-            Stmt::SemaphoreRelease { lock, value } => {
-                for t in Self::active(mask) {
-                    let v = self.eval(value, t, s)?;
-                    let v = i32::try_from(v).map_err(|_| self.err(Fault::BadValue, s, format!("lock value {v}")))?;
-                    let (at, _) = self.lock(lock, t, args, s)?;
-                    if let Some(Arg::Tensor(b)) = args.get_mut(lock.param.0 as usize) {
-                        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                    }
-                }
-            }
-            Stmt::RedAddF32 { dst, src, pred } => {
-                for t in Self::active(mask) {
-                    if self.eval(pred, t, s)? == 0 {
-                        continue;
-                    }
-                    let (at, dtype) = self.global_addr(dst, t, 4, 4, args, s)?;
-                    if dtype != DType::F32 {
-                        return Err(self.err(
-                            Fault::BadValue,
-                            s,
-                            format!("red.add.f32 into a {} tensor", dtype.dsl_name()),
-                        ));
-                    }
-                    let v = f32::from_bits(self.get_reg(src, t, s)?);
-                    if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
-                        let old = f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-                        b[at..at + 4].copy_from_slice(&(old + v).to_le_bytes());
-                    }
-                }
-            }
-            Stmt::AtomicArrive { var, counter } => {
-                let n = mask.iter().filter(|&&m| m).count();
-                if n != self.threads {
-                    return Err(self.err(
-                        Fault::Divergence,
-                        s,
-                        format!("atomic.arrive reached by {n} of {} threads", self.threads),
-                    ));
-                }
-                let (at, old) = self.lock(counter, 0, args, s)?;
-                let new = i32::try_from(old + 1)
-                    .map_err(|_| self.err(Fault::BadValue, s, format!("counter {old} overflows")))?;
-                if let Some(Arg::Tensor(b)) = args.get_mut(counter.param.0 as usize) {
-                    b[at..at + 4].copy_from_slice(&new.to_le_bytes());
-                }
-                for t in 0..self.threads {
-                    self.set_var(*var, t, old, s)?;
-                }
-                // Its two barriers.
-                self.epoch += 2;
-                self.stats.barriers += 2;
-            }
             Stmt::GridDepControlWait => {}
             Stmt::Compute { .. }
             | Stmt::Accumulate { .. }
@@ -448,18 +383,6 @@ impl<'k> Frame<'k> {
             }
         }
         Ok((yes, no))
-    }
-
-    /// The byte offset and value of the `i32` lock at `g`.
-    fn lock(&self, g: &GlobalRef, t: usize, args: &[Arg], s: Option<u32>) -> R<(usize, i64)> {
-        let (at, dtype) = self.global_addr(g, t, 4, 4, args, s)?;
-        if dtype != DType::I32 {
-            return Err(self.err(Fault::BadValue, s, format!("a lock in a {} tensor", dtype.dsl_name())));
-        }
-        match args.get(g.param.0 as usize) {
-            Some(Arg::Tensor(b)) => Ok((at, i32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as i64)),
-            _ => Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", g.param.0))),
-        }
     }
 
     fn bad_vector(&self, s: Option<u32>, len: usize, dtype: DType) -> GpuError {

@@ -1,8 +1,6 @@
 //! The epilogue of the SM80 template (`001` §8): the plan's ops on the
 //! accumulator registers and the stores of C — straight from the
-//! fragments or staged through shared memory for 16-byte stores — and the
-//! two split-K reductions (serial through locks, parallel through f32
-//! atomics), which meet in an f32 workspace before the epilogue.
+//! fragments or staged through shared memory for 16-byte stores.
 
 use super::*;
 use crate::tiny::{BinaryOp, ReduceOp};
@@ -212,9 +210,8 @@ impl Builder {
         bias.at(&[(Axis::Batch, &ids.batch), (Axis::M, &md), (Axis::N, &nd)])
     }
 
-    /// The element offset of `(row, col)` in `C` (and in the residual and
-    /// the split-K workspace): the batch point's offset plus `row · ldc +
-    /// col`.
+    /// The element offset of `(row, col)` in `C` (and in the residual):
+    /// the batch point's offset plus `row · ldc + col`.
     fn c_at(&self, p: &GemmParams, ids: &Ids, row: &Expr, col: &Expr) -> Expr {
         let in_batch = row.clone() * Expr::Param(p.ldc) + col.clone();
         match ids.c_batch {
@@ -225,8 +222,8 @@ impl Builder {
 
     /// Stores of `regs` (adjacent columns from `(row, col)`): one vector
     /// store when all are inside `C` and aligned, else one per element.
-    /// `dst` is `C` or the split-K workspace (`[M, ldc]` of `dtype`, whose
-    /// leading dimension is a multiple of `align` elements).
+    /// `dst` is `C` (`[M, ldc]` of `dtype`, whose leading dimension is a
+    /// multiple of `align` elements).
     #[allow(clippy::too_many_arguments)]
     fn store(
         &mut self,
@@ -282,103 +279,6 @@ impl Builder {
             body.extend(b.store(p, ids, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs));
             body
         });
-        out
-    }
-
-    /// Serial split-K (CUTLASS's semaphore reduction): slice `z` waits
-    /// until the tile's lock reads `z`, adds slice `z-1`'s partial sums from
-    /// the f32 workspace (`[M, ldc]`), then either stores its partial sums
-    /// there and sets the lock to `z+1` (`z < splits-1`) or runs the
-    /// epilogue and stores C (the last slice). The lock array (one i32 per
-    /// output tile, `blockIdx.y · gridDim.x + blockIdx.x`) starts zeroed.
-    pub(super) fn split_k_epilogue(
-        &mut self,
-        p: &GemmParams,
-        ids: &Ids,
-        ops: &[Epi],
-        ws: ParamId,
-        locks: ParamId,
-    ) -> Vec<Stmt> {
-        let z = Expr::BlockIdx(Dim::Z);
-        let last = self.gemm.split_k as i64 - 1;
-        let grid_x = self.k.grid[0].clone();
-        let lock = GlobalRef { param: locks, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
-        let thread0 = ids.tid.clone().eq(0);
-        let mut gather = vec![
-            Stmt::If {
-                cond: thread0.clone(),
-                then: vec![Stmt::SemaphoreWait { lock: lock.clone(), value: z.clone() }],
-                otherwise: Vec::new(),
-            },
-            Stmt::Barrier,
-        ];
-        gather.extend(self.for_fragments(ids, |b, row, col, regs| {
-            regs.iter()
-                .enumerate()
-                .map(|(j, r)| Stmt::Epilogue {
-                    acc: r.clone(),
-                    pred: b.in_c(p, row, col, j as i64, 1),
-                    ops: vec![EpilogueOp::Residual { param: ws, at: b.c_at(p, ids, row, &(col.clone() + j as i64)) }],
-                })
-                .collect()
-        }));
-        let mut partial = self.for_fragments(ids, |b, row, col, regs| {
-            b.store(p, ids, ws, DType::F32, (b.gemm.align_c as i64).min(2), row, col, regs)
-        });
-        partial.push(Stmt::Barrier);
-        partial.push(Stmt::If {
-            cond: thread0,
-            then: vec![Stmt::SemaphoreRelease { lock, value: z.clone() + 1 }],
-            otherwise: Vec::new(),
-        });
-        vec![
-            Stmt::If { cond: Expr::c(0).lt(z.clone()), then: gather, otherwise: Vec::new() },
-            Stmt::If { cond: z.lt(last), then: partial, otherwise: self.epilogue(p, ids, ops) },
-        ]
-    }
-
-    /// Parallel split-K: every slice adds its partial sums to the zeroed
-    /// f32 workspace with `red.global.add.f32` and arrives at the tile's
-    /// counter; the slice that arrives last (whichever it is) reads the
-    /// full sums back and runs the epilogue. The counters (one i32 per
-    /// output tile) start zeroed.
-    pub(super) fn parallel_split_k_epilogue(
-        &mut self,
-        p: &GemmParams,
-        ids: &Ids,
-        ops: &[Epi],
-        ws: ParamId,
-        counters: ParamId,
-    ) -> Vec<Stmt> {
-        let grid_x = self.k.grid[0].clone();
-        let counter = GlobalRef { param: counters, offset: Expr::BlockIdx(Dim::Y) * grid_x + Expr::BlockIdx(Dim::X) };
-        let mut out = self.for_fragments(ids, |b, row, col, regs| {
-            regs.iter()
-                .enumerate()
-                .map(|(j, r)| Stmt::RedAddF32 {
-                    dst: GlobalRef { param: ws, offset: b.c_at(p, ids, row, &(col.clone() + j as i64)) },
-                    src: r.clone(),
-                    pred: b.in_c(p, row, col, j as i64, 1),
-                })
-                .collect()
-        });
-        let var = self.var("arrived");
-        out.push(Stmt::AtomicArrive { var, counter });
-        let mut last = self.for_fragments(ids, |b, row, col, regs| {
-            let mut v = Vec::new();
-            for (j, r) in regs.iter().enumerate() {
-                v.push(Stmt::MovF32 { dst: r.clone(), value: 0.0 });
-                v.push(Stmt::Epilogue {
-                    acc: r.clone(),
-                    pred: b.in_c(p, row, col, j as i64, 1),
-                    ops: vec![EpilogueOp::Residual { param: ws, at: b.c_at(p, ids, row, &(col.clone() + j as i64)) }],
-                });
-            }
-            v
-        });
-        last.extend(self.epilogue(p, ids, ops));
-        let n = self.gemm.split_k as i64;
-        out.push(Stmt::If { cond: Expr::Var(var).eq(n - 1), then: last, otherwise: Vec::new() });
         out
     }
 

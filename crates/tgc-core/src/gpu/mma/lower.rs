@@ -123,7 +123,7 @@ pub const MAX_GRID_X: u64 = (1 << 31) - 1;
 
 /// Checks that the SM80 template can launch `graph`'s GEMM with `plan`:
 /// `M`, `N`, `K` (and so the leading dimensions) fit the kernel's `int`
-/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)` fits the limits
+/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, batch)` fits the limits
 /// above.
 ///
 /// Errors: `Unsupported`, naming the size and the limit.
@@ -153,9 +153,6 @@ fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
     if batch > MAX_GRID_YZ {
         return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {MAX_GRID_YZ}"));
     }
-    if graph.gemm.split_k as u64 > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {MAX_GRID_YZ}", graph.gemm.split_k));
-    }
     Ok(())
 }
 
@@ -167,8 +164,7 @@ pub fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Lo
     let program = gemm_program(g, gk).ok_or_else(|| {
         diag!(
             Unsupported,
-            "the GEMM kernel's parameters do not bind to the program's buffers (one input as both operands, or a \
-             split-K workspace)"
+            "the GEMM kernel's parameters do not bind to the program's buffers (one input as both operands)"
         )
     })?;
     Ok(Lowered { program, estimate })
@@ -176,13 +172,13 @@ pub fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Lo
 
 
 /// The one-launch program of the GEMM graph `g` with its tensor-core
-/// kernel `gk` ([`build_with`]), when it needs no split-K.
+/// kernel `gk` ([`build_with`]); `None` when a kernel parameter binds to
+/// no buffer of the graph (one input as both operands) or the graph has
+/// more than one output.
 fn gemm_program(g: &Graph, gk: GpuKernel) -> Option<GpuProgram> {
     use super::recognise::Operand;
     let ps = &gk.params;
-    // Split-K's workspace and locks are not buffers of a program (plan
-    // choice never splits K today: `lower::build` builds `split_k: 1`).
-    if ps.workspace.is_some() || ps.locks.is_some() || g.outputs.len() != 1 {
+    if g.outputs.len() != 1 {
         return None;
     }
     let [m, n, k] = gk.graph.sizes;

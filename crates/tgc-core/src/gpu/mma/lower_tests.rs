@@ -44,7 +44,6 @@ fn spec_gemm_bias_relu_is_a_kn_gemm_with_rounding_bias_and_relu() {
             align_a: 8,
             align_b: 8,
             align_c: 8,
-            split_k: 1,
             implicit: None
         }
     );

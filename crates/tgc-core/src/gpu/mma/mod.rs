@@ -40,16 +40,6 @@
 //!   its fragment's pairs of adjacent columns. A vector that would cross
 //!   the `N` tail falls back to predicated single-element stores.
 //!
-//! - Split-K (`algo_choice matmul splitk_serial|splitk_parallel`, [`Gemm::split_k`]
-//!   slices, `000` §5): slice `blockIdx.z` runs its share of the k tiles;
-//!   the slices of one output tile then meet in order through a lock and
-//!   an f32 workspace (CUTLASS's serial reduction), the last one running
-//!   the epilogue.
-//!
-//!   With `splitk_parallel` the slices add their partial sums to the
-//!   workspace with f32 atomics (`red.global.add.f32`) in any order and
-//!   arrive at a per-tile counter; the last to arrive runs the epilogue.
-//!
 //! Not built here (errors `Unsupported`): warp tiles whose `WN` is not a
 //! multiple of 16.
 
@@ -101,15 +91,11 @@ pub struct Gemm {
     pub align_a: u32,
     pub align_b: u32,
     pub align_c: u32,
-    /// Split-K slices (`blockIdx.z`); 1 is none. More than 1 needs the
-    /// plan's `algo_choice matmul splitk_serial` or `splitk_parallel`.
-    pub split_k: u32,
     /// The operands' affine addresses of an implicit GEMM ([`Implicit`]);
     /// `None`: `A`, `B`, `C` row-major with the `lda`, `ldb`, `ldc`
     /// parameters. With it the kernel reads only `M`, `N`, `K` (the
     /// digits' products) and `ldc` (`N`) of its scalars, the `align_*`
-    /// fields are the copy widths [`Implicit::vector_width`] allows, and
-    /// `split_k` is 1.
+    /// fields are the copy widths [`Implicit::vector_width`] allows.
     pub implicit: Option<Implicit>,
 }
 
@@ -121,11 +107,6 @@ pub struct GemmParams {
     pub bias: Option<ParamId>,
     pub residual: Option<ParamId>,
     pub c: ParamId,
-    /// Split-K only: the f32 partial sums `[M, ldc]` and the i32 locks or
-    /// counters, one per output tile (`⌈M/BM⌉·⌈N/BN⌉`); `splitk_parallel`
-    /// needs both zeroed before the launch, `splitk_serial` the locks.
-    pub workspace: Option<ParamId>,
-    pub locks: Option<ParamId>,
     /// SM90 with TMA only: the tensor maps of `A` and `B`
     /// ([`ParamKind::TensorMap`]), which the host makes from `A`, `B` and
     /// the scalars.
@@ -150,8 +131,6 @@ struct Shape {
     vec: i64,
     pred: [bool; 3],
     swizzle: [bool; 2],
-    /// `splitk_parallel` rather than `splitk_serial`.
-    parallel_split: bool,
     /// `warp_specialize [persistent]`: a producer warpgroup before the
     /// computing ones (the SM90 branch with TMA copies), and whether one
     /// CTA per SM walks the tiles.
@@ -170,7 +149,7 @@ impl Shape {
     }
 }
 
-fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
+fn shape(plan: &Plan) -> DResult<Shape> {
     let unsupported = |m: &str| diag!(Unsupported, "the SM80 template needs {m}");
     let [bm, bn, bk] = plan.tile.as_ref().ok_or_else(|| unsupported("a `tile`"))?.value;
     let [wm, wn] = plan.warp_tile.as_ref().ok_or_else(|| unsupported("a `warp_tile`"))?.value;
@@ -189,15 +168,8 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         ));
     }
     let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
-    match (algo.unwrap_or("implicit_gemm"), split_k) {
-        ("implicit_gemm", 1) | ("splitk_serial" | "splitk_parallel", _) => {}
-        ("implicit_gemm", _) => {
-            return Err(diag!(
-                Unsupported,
-                "split-K over {split_k} slices needs `algo_choice matmul splitk_serial` or `splitk_parallel`"
-            ))
-        }
-        (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
+    if let Some(other) = algo.filter(|&a| a != "implicit_gemm") {
+        return Err(diag!(Unsupported, "the SM80 template builds `implicit_gemm`, not `{other}`"));
     }
     let threads = (bm / wm) * (bn / wn) * 32;
     if threads > 1024 {
@@ -219,7 +191,6 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         stages: stages as i64,
         vec,
         pred: [tail("m"), tail("n"), tail("k")],
-        parallel_split: algo == Some("splitk_parallel"),
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
         specialize: None,
     })
@@ -229,8 +200,8 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
 /// for `sm80` or `sm90`) and `gemm`, and its parameter ids.
 ///
 /// Parameters: `A`, `B`, then `bias` when the epilogue has `bias`,
-/// `residual` when it has `residual`, then `C`, `workspace` and `locks`
-/// under split-K, and the `i32` scalars `M`, `N`, `K`, `lda`, `ldb`, `ldc`.
+/// `residual` when it has `residual`, then `C`, and the `i32` scalars `M`,
+/// `N`, `K`, `lda`, `ldb`, `ldc`.
 ///
 /// Errors: `Unsupported` for what the module doc lists, for a plan without
 /// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
@@ -238,9 +209,6 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
 /// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
 /// silu gelu residual`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
-    if gemm.split_k == 0 {
-        return Err(diag!(Unsupported, "split-K over 0 slices"));
-    }
     if !matches!(gemm.ab, DType::F16 | DType::BF16) || !matches!(gemm.out, DType::F16 | DType::BF16 | DType::F32) {
         return Err(diag!(
             Unsupported,
@@ -255,7 +223,7 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
         }
     }
     if let Some(im) = &gemm.implicit {
-        check_implicit(im, gemm)?;
+        check_implicit(im)?;
     }
     let arch = match plan.arch.as_ref().map(|a| a.value.as_str()) {
         None | Some("sm80") => Arch::Sm80,
@@ -263,7 +231,7 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
         Some(a) => return Err(diag!(Unsupported, "the MMA template does not target `{a}`")),
     };
     let sh = match arch {
-        Arch::Sm80 => shape(plan, gemm.split_k)?,
+        Arch::Sm80 => shape(plan)?,
         Arch::Sm90 => sm90::shape(plan, gemm)?,
     };
     let names: Vec<&str> = plan.epilogue.iter().map(|e| e.value.as_str()).collect();
@@ -278,17 +246,12 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     let bias = names.contains(&"bias").then(|| b.param("bias", ptr(gemm.ab, false)));
     let residual = names.contains(&"residual").then(|| b.param("residual", ptr(gemm.ab, false)));
     let c = b.param("C", ptr(gemm.out, true));
-    let (workspace, locks) = if gemm.split_k > 1 {
-        (Some(b.param("workspace", ptr(DType::F32, true))), Some(b.param("locks", ptr(DType::I32, true))))
-    } else {
-        (None, None)
-    };
     let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
     let tensor_maps = (arch == Arch::Sm90 && sm90::uses_tma(gemm)).then(|| {
         let [a_map, b_map] = sm90::tensor_maps(&b.sh, gemm, [a, bp], [m, n, k, lda, ldb]);
         [b.param("A_map", ParamKind::TensorMap(a_map)), b.param("B_map", ParamKind::TensorMap(b_map))]
     });
-    let p = GemmParams { a, b: bp, bias, residual, c, workspace, locks, tensor_maps, m, n, k, lda, ldb, ldc };
+    let p = GemmParams { a, b: bp, bias, residual, c, tensor_maps, m, n, k, lda, ldb, ldc };
     let mut ops = Vec::new();
     if gemm.round_sum {
         ops.push(Epi::Cast(gemm.ab));
@@ -311,12 +274,9 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
 
 /// The invariants [`Builder`] relies on for an implicit GEMM: digits ≥ 1,
 /// `M`, `N`, `K` not empty, each access's terms on its own axes and
-/// digits, no split-K.
-fn check_implicit(im: &Implicit, gemm: &Gemm) -> DResult<()> {
+/// digits.
+fn check_implicit(im: &Implicit) -> DResult<()> {
     let bad = |why: String| Err(diag!(Internal, "implicit GEMM: {why}"));
-    if gemm.split_k != 1 {
-        return bad(format!("split-K over {} slices", gemm.split_k));
-    }
     for axis in [Axis::Batch, Axis::M, Axis::N, Axis::K] {
         let ds = im.digits(axis);
         if ds.iter().any(|&e| e < 1) || (axis != Axis::Batch && ds.is_empty()) {
@@ -383,7 +343,7 @@ struct Ids {
     wn: Expr,
     bm: Expr,
     bn: Expr,
-    /// The first k tile of this CTA (`blockIdx.z`'s slice under split-K) and how many.
+    /// The first k tile of the CTA (0: every CTA runs all of them) and how many.
     kt0: Expr,
     ktiles: Expr,
     a_smem: SmemRef,
@@ -472,10 +432,7 @@ impl Builder {
         let (mi_n, ni_n) = (wm / 16, wn / 8);
         self.k.block = [threads as u32, 1, 1];
         let param = Expr::Param;
-        let z = match &self.gemm.implicit {
-            Some(im) => im.extent(implicit::Axis::Batch),
-            None => self.gemm.split_k as i64,
-        };
+        let z = self.gemm.implicit.as_ref().map_or(1, |im| im.extent(implicit::Axis::Batch));
         self.k.grid = [(param(p.n) + (bn - 1)) / bn, (param(p.m) + (bm - 1)) / bm, Expr::c(z)];
         let a_smem = self.smem("As", stages * bm * bk * es, bk * es, self.sh.swizzle[0]);
         let b_row = if self.gemm.b_layout == BLayout::KN { bn } else { bk };
@@ -486,16 +443,7 @@ impl Builder {
 
         let mut out = Vec::new();
         let [tid, lane, warp, wm_e, wn_e, bm_e, bn_e] = self.thread_ids(&mut out);
-        let split = self.gemm.split_k as i64;
-        let (kt0, ktiles) = if split > 1 {
-            // Slice blockIdx.z takes k tiles [kt_begin, kt_begin + ktiles).
-            let total = self.let_(&mut out, "ktiles_total", (param(p.k) + (bk - 1)) / bk);
-            let per = self.let_(&mut out, "ktiles_per_split", (total.clone() + (split - 1)) / split);
-            let kt0 = self.let_(&mut out, "kt_begin", Expr::BlockIdx(Dim::Z) * per.clone());
-            (kt0.clone(), self.let_(&mut out, "ktiles", (total - kt0).max(0).min(per)))
-        } else {
-            (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk))
-        };
+        let (kt0, ktiles) = (Expr::c(0), self.let_(&mut out, "ktiles", (param(p.k) + (bk - 1)) / bk));
         let (batch, c_batch) = self.batch_ids(&mut out);
         let ids = Ids {
             batch,
@@ -533,13 +481,7 @@ impl Builder {
         main.extend(self.compute(&ids, stage, afrag, bfrag));
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
         out.push(Stmt::WaitGroup { pending: 0 });
-        match (p.workspace, p.locks) {
-            (Some(ws), Some(locks)) if split > 1 && self.sh.parallel_split => {
-                out.extend(self.parallel_split_k_epilogue(p, &ids, ops, ws, locks))
-            }
-            (Some(ws), Some(locks)) if split > 1 => out.extend(self.split_k_epilogue(p, &ids, ops, ws, locks)),
-            _ => out.extend(self.epilogue(p, &ids, ops)),
-        }
+        out.extend(self.epilogue(p, &ids, ops));
         self.k.body = out;
     }
 

@@ -440,7 +440,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         let b_layout = if plain_b(BLayout::KN) { BLayout::KN } else { BLayout::NK };
         let ldb = if b_layout == BLayout::KN { n } else { k };
         let [aa, ab_, ac] = [k, ldb, n].map(|x| align(x as u64));
-        Gemm { ab, out, b_layout, round_sum, align_a: aa, align_b: ab_, align_c: ac, split_k: 1, implicit: None }
+        Gemm { ab, out, b_layout, round_sum, align_a: aa, align_b: ab_, align_c: ac, implicit: None }
     } else {
         let (kn, nk) = (implicit.vector_width(&implicit.b, Axis::N), implicit.vector_width(&implicit.b, Axis::K));
         let b_layout = if kn > nk { BLayout::KN } else { BLayout::NK };
@@ -452,7 +452,6 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
             align_a: implicit.vector_width(&implicit.a, Axis::K),
             align_b: kn.max(nk),
             align_c: align(n as u64),
-            split_k: 1,
             implicit: Some(implicit),
         }
     };

@@ -91,7 +91,7 @@
 //!   on the grid's `z`, as the SM80 branch does.
 //!
 //! Not built here (errors `Unsupported`): `warp_specialize` with the
-//! `cp.async` loader, split-K, other tiles than
+//! `cp.async` loader, other tiles than
 //! `BK · sizeof(T) = 128`, `BM` a multiple of 64 up to 256, `BN` a multiple
 //! of 64 up to 256, clusters of more than 2 CTAs or sharing A.
 
@@ -130,9 +130,6 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     if bn % ATOM_COLS as u64 != 0 || bn > 256 {
         return Err(unsupported(format!("BN a multiple of 64 up to 256, not {bn}")));
     }
-    if gemm.split_k != 1 {
-        return Err(unsupported("no split-K (it is not built for this branch yet)".into()));
-    }
     let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
     if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
         return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
@@ -158,7 +155,6 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
         vec,
         pred: [tail("m"), tail("n"), tail("k")],
         swizzle: [true, true],
-        parallel_split: false,
         specialize,
     })
 }

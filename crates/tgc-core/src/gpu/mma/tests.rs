@@ -41,7 +41,6 @@ pub(crate) fn gemm(ab: DType, out: DType, b_layout: BLayout, n: i64, k: i64) -> 
         align_a: align(k),
         align_b: align(ldb),
         align_c: align(n),
-        split_k: 1,
         implicit: None,
     }
 }
@@ -125,11 +124,6 @@ pub(crate) fn run_ordered(
         args[r.0 as usize] = Arg::tensor(g.ab, &case.residual);
     }
     args[p.c.0 as usize] = Arg::tensor(g.out, &vec![f64::NAN; (case.m * case.n) as usize]);
-    if let (Some(ws), Some(locks)) = (p.workspace, p.locks) {
-        args[ws.0 as usize] = Arg::tensor(DType::F32, &vec![0.0; (case.m * case.n) as usize]);
-        // At least one lock per output tile (tiles are at least 1×1).
-        args[locks.0 as usize] = Arg::tensor(DType::I32, &vec![0.0; (case.m * case.n) as usize]);
-    }
     for (id, v) in [(p.m, case.m), (p.n, case.n), (p.k, case.k), (p.lda, case.k), (p.ldb, ldb), (p.ldc, case.n)] {
         args[id.0 as usize] = Arg::Int(v);
     }
@@ -488,72 +482,7 @@ fn c_stores_are_16_bytes_when_aligned() {
     assert!(k.to_string().contains("st.global.v8.f16 C[(((c_grow * ldc) + c_gcol) + 0)]"), "{k}");
 }
 
-fn split_k_plan(stages: u64) -> Plan {
-    algo(plan_with([64, 64, 32], [64, 32], stages, 8, &["bias", "relu"]), "splitk_serial")
-}
-
-fn algo(mut plan: Plan, matmul: &str) -> Plan {
-    plan.algo_choice[0].value.value = Spanned::new(matmul.to_string());
-    plan
-}
-
-/// Parallel split-K: f32 atomics into the workspace, the last slice to
-/// arrive runs the epilogue (here the last in `blockIdx.z` order).
-#[test]
-fn split_k_parallel_matches_reference() {
-    for (m, n, k, split, tile, warp) in
-        [(70, 40, 300, 3, [64, 64, 32], [64, 32]), (130, 17, 100, 2, [128, 64, 64], [64, 64])]
-    {
-        let plan = algo(plan_with(tile, warp, 3, 8, &["bias", "relu"]), "splitk_parallel");
-        let case = Case::new(m, n, k);
-        let mut g = gemm(DType::BF16, DType::BF16, BLayout::NK, n, k);
-        g.split_k = split;
-        let (kernel, _) = mma::build(&plan, &g).unwrap();
-        assert!(kernel.to_string().contains("red.global.add.f32 workspace["), "{kernel}");
-        let got = run(&plan, &g, &case).unwrap();
-        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k} split {split}"));
-    }
-}
-
-/// Serial split-K: slices of K (uneven, some empty) meet through the
-/// workspace and the locks; the result is the unsplit one.
-#[test]
-fn split_k_serial_matches_reference() {
-    for (m, n, k, split, stages) in [(70, 40, 300, 3, 3), (17, 130, 64, 4, 2), (64, 64, 17, 2, 3)] {
-        let plan = split_k_plan(stages);
-        let case = Case::new(m, n, k);
-        let mut g = gemm(DType::F16, DType::F16, BLayout::KN, n, k);
-        g.split_k = split;
-        let got = run(&plan, &g, &case).unwrap();
-        assert_close(&got, &reference(&plan, &g, &case), &format!("{m}x{n}x{k} split {split}"));
-    }
-    let mut g = gemm(DType::F16, DType::F16, BLayout::KN, 64, 64);
-    g.split_k = 2;
-    let e = mma::build(&plan_with([64, 64, 32], [64, 32], 2, 8, &[]), &g).unwrap_err();
-    assert!(e.message.contains("splitk_serial"), "{e}");
-}
-
-/// A slice that releases the lock without advancing it leaves the next
-/// slice waiting forever: the emulator names the wait.
-#[test]
-fn split_k_lock_not_advanced_deadlocks() {
-    let plan = split_k_plan(2);
-    let case = Case::new(40, 64, 128);
-    let mut g = gemm(DType::F16, DType::F16, BLayout::KN, case.n, case.k);
-    g.split_k = 2;
-    let (mut kernel, p) = mma::build(&plan, &g).unwrap();
-    edit(&mut kernel.body, &mut |s| {
-        if let Stmt::SemaphoreRelease { value, .. } = s {
-            *value = Expr::BlockIdx(Dim::Z);
-        }
-    });
-    verify::verify(&kernel).unwrap();
-    let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
-    let wait = first(&kernel, |s| matches!(s, Stmt::SemaphoreWait { .. }));
-    assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
-}
-
-/// The text dump of one SM80 kernel (the future `gpu` dump stage):
+/// The text dump of one SM80 kernel (the `gpu` dump):
 /// `UPDATE_EXPECT=1` regenerates it; review the diff.
 #[test]
 fn dump_of_an_sm80_kernel() {
