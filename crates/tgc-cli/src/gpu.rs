@@ -134,8 +134,8 @@ impl<'g> Compiled<'g> {
         let kernels = prog.kernels();
         let (_, compiled) = tgc_core::pipeline::compile_kernels(&kernels, &format!("{}.cu", prog.name))?;
         let sm = match kernels.iter().map(|k| k.arch).max() {
-            Some(tgc_core::gpu::dialect::ir::Arch::Sm90) => 90,
-            Some(tgc_core::gpu::dialect::ir::Arch::Sm80) | None => 80,
+            Some(tgc_core::gpu::dialect::Arch::Sm90) => 90,
+            Some(tgc_core::gpu::dialect::Arch::Sm80) | None => 80,
         };
         // The module lives until the process ends: a command or a benchmark
         // loads a handful.

@@ -372,7 +372,7 @@ fn attention_plan(
     use crate::gpu::attention::kernel::{self, Algorithm};
     let label = &g.node(graph.scores).label;
     let problem = kernel::problem(&graph.attention);
-    let arch = crate::gpu::dialect::ir::Arch::parse(target.name).unwrap_or(crate::gpu::dialect::ir::Arch::Sm80);
+    let arch = crate::gpu::dialect::Arch::parse(target.name).unwrap_or(crate::gpu::dialect::Arch::Sm80);
     let ranked: Vec<((Algorithm, i64), Result<crate::plan::cost::Estimate, String>)> = Algorithm::ALL
         .iter()
         .flat_map(|&algo| kernel::warp_choices(arch).iter().map(move |&w| (algo, w)))
@@ -595,12 +595,12 @@ pub fn compile_gpu(g: &Graph, target: &str, estimator: &dyn plan::cost::Estimato
     let kernels = program.kernels();
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    let arch = kernels.iter().map(|k| k.arch).max().unwrap_or(crate::gpu::dialect::ir::Arch::Sm80);
+    let arch = kernels.iter().map(|k| k.arch).max().unwrap_or(crate::gpu::dialect::Arch::Sm80);
     let reported =
         tc.ptxas_resources(&compiled.ptx, crate::emit::cuda::toolchain_arch(arch)).map_err(|e| diag!(Io, "{e}"))?;
     let mut resources = Vec::new();
     for k in &kernels {
-        let name = crate::emit::cuda::symbol(k);
+        let name = k.symbol();
         let r = reported.iter().find(|r| r.function == name);
         resources.push(r.cloned().ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{name}`"))?);
     }
@@ -616,7 +616,7 @@ pub fn compile_gpu(g: &Graph, target: &str, estimator: &dyn plan::cost::Estimato
 /// printer rejects a kernel, a tgc bug; `Io` when the CUDA toolchain is
 /// missing or NVRTC fails.
 pub fn compile_kernels(
-    kernels: &[crate::gpu::dialect::ir::Kernel],
+    kernels: &[crate::gpu::dialect::Kernel],
     unit: &str,
 ) -> DResult<(String, crate::gpu::toolchain::Compiled)> {
     for k in kernels {

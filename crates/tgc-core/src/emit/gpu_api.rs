@@ -49,9 +49,9 @@ use std::fmt::Write;
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::gpu::dialect::ir::{BinOp, Expr};
-use crate::gpu::{driver, program};
+use crate::gpu::dialect::{BinOp, Expr};
 use crate::gpu::program::{GpuProgram, LaunchArg, TENSOR_ALIGN};
+use crate::gpu::{driver, program};
 use crate::tiny::Graph;
 use tgc_runtime::launch::StepArg;
 
@@ -174,7 +174,7 @@ pub fn sm80_module(
             };
             if let Some(bound) = bound {
                 let twin = driver::lower_program_with(&bound, &crate::plan::target::SM90, plans).map_err(fail)?;
-                if twin.kernels().iter().any(|k| k.arch == crate::gpu::dialect::ir::Arch::Sm90) {
+                if twin.kernels().iter().any(|k| k.arch == crate::gpu::dialect::Arch::Sm90) {
                     twins.push(compile(g, format!("{name}_sm90"), 90, point.clone(), twin).map_err(fail)?);
                 }
             }
@@ -467,7 +467,7 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
          &[{cuda}::Cubin {{ sm: {}, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};",
         v.sm
     );
-    let symbols: Vec<String> = p.launches.iter().map(|l| lit(&crate::emit::cuda::symbol(&l.kernel))).collect();
+    let symbols: Vec<String> = p.launches.iter().map(|l| lit(&l.kernel.symbol())).collect();
     let _ = writeln!(s, "/// The kernels' `extern \"C\"` names, in launch order.");
     let _ = writeln!(s, "pub const KERNELS: [&str; {}] = [{}];", symbols.len(), symbols.join(", "));
     let _ = writeln!(
@@ -499,14 +499,14 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
     let _ = writeln!(s, "    let temps = vec![{}];", temps.join(", "));
     let mut steps = Vec::new();
     for l in &p.launches {
-        let symbol = crate::emit::cuda::symbol(&l.kernel);
+        let symbol = l.kernel.symbol();
         let mut grid = Vec::new();
         for e in &l.kernel.grid {
             grid.push(format!("{cuda}::grid_extent({}, {})?", lit(&symbol), grid_expr(e, &l.args)?));
         }
         let mut args = Vec::new();
         for (a, q) in l.args.iter().zip(&l.kernel.params) {
-            let i32_param = q.kind == crate::gpu::dialect::ir::ParamKind::I32;
+            let i32_param = q.kind == crate::gpu::dialect::ParamKind::I32;
             args.push(match a {
                 LaunchArg::Buffer(b) => match of_buf[b.0 as usize] {
                     StepArg::Tensor(k) => format!("{cuda}::StepArg::Tensor({k})"),
@@ -549,8 +549,13 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
 ///
 /// Errors: `Internal` when `q` is not a tensor map or its tensor or scalars
 /// are not bound as a map needs.
-fn tensor_map_arg(l: &program::Launch, q: &crate::gpu::dialect::ir::Param, of_buf: &[StepArg], cuda: &str) -> DResult<String> {
-    use crate::gpu::dialect::ir::{ParamKind, Swizzle};
+fn tensor_map_arg(
+    l: &program::Launch,
+    q: &crate::gpu::dialect::Param,
+    of_buf: &[StepArg],
+    cuda: &str,
+) -> DResult<String> {
+    use crate::gpu::dialect::{ParamKind, Swizzle};
     let ParamKind::TensorMap(m) = &q.kind else {
         return Err(diag!(Internal, "a tensor map bound to parameter `{}`", q.name));
     };

@@ -1,16 +1,16 @@
 //! Golden `gpu` and `cu` dumps: every template of the driver's list at one
 //! fixed problem of its pattern, and every SIMT form, as the GPU dialect
-//! text ([`ir::Kernel`]'s `Display`, one `// {form} form` line before each
+//! text ([`dialect::Kernel`]'s `Display`, one `// {form} form` line before each
 //! launch) and the CUDA C unit of the program's kernels (what the `cu`
 //! dump prints). `UPDATE_EXPECT=1` rewrites `snapshots/golden/`; a change
 //! there is a change of generated code and is reviewed as one.
 
+use super::dialect;
+use super::driver::TEMPLATES;
 use super::driver::{lower_program, lower_program_with};
 use super::program::GpuProgram;
 use super::template::GraphPattern;
-use super::driver::TEMPLATES;
 use crate::emit::cuda;
-use super::dialect::ir;
 use crate::pipeline::{self, Format};
 use crate::plan::cost::Analytic;
 use crate::plan::target::{SM80, SM90};
@@ -77,8 +77,8 @@ fn every_template_at_a_fixed_problem() {
     let att = load(ATTENTION);
     for t in TEMPLATES {
         let target = match t.arch {
-            ir::Arch::Sm80 => &SM80,
-            ir::Arch::Sm90 => &SM90,
+            dialect::Arch::Sm80 => &SM80,
+            dialect::Arch::Sm90 => &SM90,
         };
         let problems: Vec<(&str, &Graph)> = match (t.pattern, t.algo_choice) {
             (GraphPattern::Contraction, super::winograd::ALGO) => vec![("conv", &conv)],
@@ -101,8 +101,14 @@ fn every_template_at_a_fixed_problem() {
 #[test]
 fn every_simt_form_at_a_fixed_problem() {
     let simt: [(&str, &str); 9] = [
-        ("elementwise_vec", "graph e(x: f32[8, 64], y: f32[64]) -> (z: f32[8, 64]) {\n    z = gelu(x + y)\n    return z\n}\n"),
-        ("elementwise_scalar", "graph e(x: f16[7, 5]) -> (z: f16[5, 7]) {\n    z = permute(x, [1, 0]) * 2\n    return z\n}\n"),
+        (
+            "elementwise_vec",
+            "graph e(x: f32[8, 64], y: f32[64]) -> (z: f32[8, 64]) {\n    z = gelu(x + y)\n    return z\n}\n",
+        ),
+        (
+            "elementwise_scalar",
+            "graph e(x: f16[7, 5]) -> (z: f16[5, 7]) {\n    z = permute(x, [1, 0]) * 2\n    return z\n}\n",
+        ),
         ("warp_reduce", "graph r(x: f32[6, 1000]) -> (s: f32[6]) {\n    s = sum(x, [1])\n    return s\n}\n"),
         ("serial", "graph r(x: f32[6, 5, 3]) -> (s: f32[6, 3]) {\n    s = max(x, [1])\n    return s\n}\n"),
         ("rows_registers", "graph s(x: f16[5, 72]) -> (y: f16[5, 72]) {\n    y = softmax(x * 3)\n    return y\n}\n"),

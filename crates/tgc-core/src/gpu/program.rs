@@ -14,13 +14,12 @@ use crate::diag;
 use crate::diag::DResult;
 use crate::tiny::{Constraint, Graph, NodeId};
 
+use super::dialect::{self, *};
 use super::emulate::{self, Arg};
-use super::dialect::ir::{self, *};
 
 /// The byte alignment every tensor argument of a GPU kernel needs: the
 /// 16-byte vector accesses (`cp.async.cg`, `ld`/`st.global.v4`).
 pub const TENSOR_ALIGN: usize = 16;
-
 
 /// How a kernel maps a region onto threads (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,9 +57,9 @@ pub enum Form {
     /// gives the warp's total, which goes to shared memory; after
     /// `bar.sync` the warp starts from the tile's carry combined with the
     /// totals of the warps before it, and scans each chunk with five
-    /// [`Stmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2, 4, 8, 16),
+    /// [`SimtStmt::ShflUpScan`] steps (Hillis & Steele, deltas 1, 2, 4, 8, 16),
     /// the carry combined in, the lanes inside the row storing (an
-    /// exclusive scan the value of the lane before, [`Stmt::ShflIdx`]),
+    /// exclusive scan the value of the lane before, [`SimtStmt::ShflIdx`]),
     /// lane 31's value the next carry. A row not known to fit one tile is
     /// three launches of this form (reduce-then-scan): the tiles' totals
     /// into a temporary, their scan in place per row, and every tile from
@@ -93,7 +92,7 @@ pub enum LaunchArg {
     /// A constant for the parameter's integer type (the sm80 template's
     /// `M`, `N`, `K` and leading dimensions).
     Int(i64),
-    /// The TMA tensor map the parameter's [`ir::TensorMapParam`]
+    /// The TMA tensor map the parameter's [`dialect::TensorMapParam`]
     /// describes, made at launch from this launch's arguments for its
     /// tensor and scalars ([`Launch::tensor_map`]).
     TensorMap,
@@ -106,7 +105,7 @@ pub struct Launch {
     /// its `block` constant; `smem_bytes` of dynamic shared memory (0 for
     /// the SIMT forms; the sm80 template's stages, above 48 KiB needing
     /// `cudaFuncAttributeMaxDynamicSharedMemorySize`).
-    pub kernel: ir::Kernel,
+    pub kernel: dialect::Kernel,
     pub form: Form,
     /// One per kernel parameter, in order.
     pub args: Vec<LaunchArg>,
@@ -149,7 +148,7 @@ impl Launch {
     /// scalar is negative or not bound to a value.
     pub fn tensor_map(
         &self,
-        m: &ir::TensorMapParam,
+        m: &dialect::TensorMapParam,
         of_buf: &[tgc_runtime::launch::StepArg],
         dims: &[i64],
     ) -> DResult<tgc_runtime::launch::MapArg> {
@@ -162,10 +161,11 @@ impl Launch {
             Some(StepArg::Temp(k)) => BufferArg::Temp(*k),
             _ => return Err(diag!(Internal, "the tensor of a tensor map is not bound to a buffer")),
         };
-        let Some(ir::ParamKind::Ptr { dtype, .. }) = self.kernel.params.get(m.tensor.0 as usize).map(|p| p.kind) else {
+        let Some(dialect::ParamKind::Ptr { dtype, .. }) = self.kernel.params.get(m.tensor.0 as usize).map(|p| p.kind)
+        else {
             return Err(diag!(Internal, "the tensor of a tensor map is not a pointer parameter"));
         };
-        let value = |p: ir::ParamId| -> DResult<u64> {
+        let value = |p: dialect::ParamId| -> DResult<u64> {
             let v = eval_launch(&Expr::Param(p), &self.args, dims)?;
             u64::try_from(v).map_err(|_| diag!(Internal, "a tensor map's extent or stride is {v}"))
         };
@@ -175,7 +175,7 @@ impl Launch {
             dims: [value(m.dims[0])?, value(m.dims[1])?],
             row_stride_bytes: value(m.row_stride)? * dtype.size_bytes() as u64,
             box_dims: m.box_dims,
-            swizzle_128b: m.swizzle == ir::Swizzle::B128,
+            swizzle_128b: m.swizzle == dialect::Swizzle::B128,
         })
     }
 }
@@ -228,7 +228,7 @@ fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
 ///    [`GpuProgram::check_dims`].
 /// 2. Compile [`GpuProgram::kernels`] as one unit
 ///    ([`crate::emit::cuda::compile`]); each kernel's entry point is
-///    [`crate::emit::cuda::symbol`]`(&launch.kernel)`.
+///    `launch.kernel.symbol()`.
 /// 3. Allocate every buffer: [`GpuProgram::elements`] × `dtype.size_bytes()`
 ///    bytes (inputs copied in; outputs need no initial value; temporaries
 ///    zeroed).
@@ -327,7 +327,7 @@ impl GpuProgram {
         let of_buf = self.buffer_args();
         let mut steps = Vec::new();
         for l in &self.launches {
-            let symbol = crate::emit::cuda::symbol(&l.kernel);
+            let symbol = l.kernel.symbol();
             let grid = l.grid(dims)?;
             let extent = |v: i64| tgc_runtime::launch::grid_extent(&symbol, v).map_err(|e| diag!(Io, "{e}"));
             let grid = [extent(grid[0])?, extent(grid[1])?, extent(grid[2])?];
@@ -335,7 +335,7 @@ impl GpuProgram {
             for (a, p) in l.args.iter().zip(&l.kernel.params) {
                 let int = |v: i64| -> DResult<StepArg> {
                     Ok(match p.kind {
-                        ir::ParamKind::I32 => StepArg::I32(
+                        dialect::ParamKind::I32 => StepArg::I32(
                             i32::try_from(v).map_err(|_| diag!(Internal, "{v} does not fit parameter `{}`", p.name))?,
                         ),
                         _ => StepArg::I64(v),
@@ -348,7 +348,7 @@ impl GpuProgram {
                         .ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?)?,
                     LaunchArg::Int(v) => int(*v)?,
                     LaunchArg::TensorMap => match &p.kind {
-                        ir::ParamKind::TensorMap(m) => StepArg::TensorMap(l.tensor_map(m, &of_buf, dims)?),
+                        dialect::ParamKind::TensorMap(m) => StepArg::TensorMap(l.tensor_map(m, &of_buf, dims)?),
                         _ => return Err(diag!(Internal, "a tensor map bound to parameter `{}`", p.name)),
                     },
                 });
@@ -423,7 +423,7 @@ impl GpuProgram {
     }
 
     /// The kernels, for one NVRTC unit ([`crate::emit::cuda::compile`]).
-    pub fn kernels(&self) -> Vec<ir::Kernel> {
+    pub fn kernels(&self) -> Vec<dialect::Kernel> {
         self.launches.iter().map(|l| l.kernel.clone()).collect()
     }
 }

@@ -5,7 +5,7 @@
 //! program and the estimator's time for it).
 
 use crate::diag::DResult;
-use crate::gpu::dialect::ir::Arch;
+use crate::gpu::dialect::Arch;
 use crate::gpu::program::GpuProgram;
 use crate::index_book::contraction::is_contraction;
 use crate::plan::cost::{Estimate, Estimator};

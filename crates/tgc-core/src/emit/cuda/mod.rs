@@ -36,7 +36,7 @@
 //!   array, plus the buffer's offset, plus the buffer's swizzle of the
 //!   in-buffer offset. The swizzle functions are printed from
 //!   [`Swizzle::expr`], the IR's own formula, not written a second time.
-//! - The kernel is `extern "C" __global__` with the symbol [`symbol`] (the
+//! - The kernel is `extern "C" __global__` with the symbol [`Kernel::symbol`] (the
 //!   kernel's name made a C identifier) and `__launch_bounds__(threads)`,
 //!   or `__launch_bounds__(threads, m)` when the kernel states
 //!   [`Kernel::min_blocks_per_sm`]; a clustered kernel also has
@@ -59,7 +59,7 @@ use std::fmt::Write;
 
 use crate::DType;
 
-use crate::gpu::dialect::ir::*;
+use crate::gpu::dialect::*;
 use crate::gpu::toolchain::{self, Compiled, Toolchain};
 
 /// Why a kernel could not be printed or compiled.
@@ -78,18 +78,6 @@ impl From<GpuError> for CudaError {
     fn from(e: GpuError) -> CudaError {
         CudaError::Print(e)
     }
-}
-
-/// The `extern "C"` symbol of `kernel`: its name with every character that
-/// is not an ASCII letter, digit or `_` replaced by `_` (and `_` in front
-/// of a leading digit). Stable: it depends on the name alone.
-pub fn symbol(kernel: &Kernel) -> String {
-    let mut s: String =
-        kernel.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
-    }
-    s
 }
 
 /// The toolchain architecture a kernel's `arch` compiles for.
@@ -116,8 +104,8 @@ pub fn print(kernel: &Kernel) -> Result<String, CudaError> {
 pub fn print_unit(kernels: &[Kernel]) -> Result<String, CudaError> {
     let mut seen = HashSet::new();
     for k in kernels {
-        if !seen.insert(symbol(k)) {
-            return Err(GpuError::new(Fault::BadId, None, format!("two kernels named `{}`", symbol(k))).into());
+        if !seen.insert(k.symbol()) {
+            return Err(GpuError::new(Fault::BadId, None, format!("two kernels named `{}`", k.symbol())).into());
         }
     }
     let mut out = String::new();
@@ -410,7 +398,7 @@ struct Printer<'k> {
 impl<'k> Printer<'k> {
     fn new(k: &'k Kernel) -> Result<Printer<'k>, CudaError> {
         let mut used: HashSet<String> = HashSet::new();
-        used.insert(symbol(k));
+        used.insert(k.symbol());
         let mut name = |s: &str, fallback: String| {
             let mut base: String =
                 s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
@@ -534,7 +522,7 @@ impl<'k> Printer<'k> {
 
     fn kernel(&mut self, out: &mut String) -> Result<(), CudaError> {
         let k = self.k;
-        let sym = symbol(k);
+        let sym = k.symbol();
         let grid: Vec<String> = k.grid.iter().map(|e| self.expr(e, None)).collect::<Result<_, _>>()?;
         writeln!(
             out,
@@ -670,7 +658,7 @@ impl<'k> Printer<'k> {
                 self.body(out, consumer, depth + 1)?;
                 writeln!(out, "{pad}}}").unwrap();
             }
-            Stmt::CpAsync { dst, src, bytes, src_bytes } => {
+            Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes, src_bytes }) => {
                 let cache = match bytes {
                     16 => "cg",
                     4 | 8 => "ca",
@@ -694,13 +682,13 @@ impl<'k> Printer<'k> {
                     .unwrap();
                 }
             }
-            Stmt::CommitGroup => {
+            Stmt::Mma(MmaStmt::CommitGroup) => {
                 writeln!(out, "{tag}asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");").unwrap()
             }
-            Stmt::WaitGroup { pending } => {
+            Stmt::Mma(MmaStmt::WaitGroup { pending }) => {
                 writeln!(out, "{tag}asm volatile(\"cp.async.wait_group {pending};\\n\" ::: \"memory\");").unwrap()
             }
-            Stmt::CopySync { dst, src, bytes, src_bytes } => {
+            Stmt::Mma(MmaStmt::CopySync { dst, src, bytes, src_bytes }) => {
                 if !matches!(bytes, 2 | 4 | 8 | 16) {
                     return Err(self.err(
                         id,
@@ -712,7 +700,7 @@ impl<'k> Printer<'k> {
                 let (g, _) = self.global(src, id)?;
                 writeln!(out, "{tag}tgc_copy_sync({d}, {g}, {bytes}u, {});", self.expr_u32(src_bytes, id)?).unwrap();
             }
-            Stmt::LdMatrix { num, trans, dst, src } => {
+            Stmt::Mma(MmaStmt::LdMatrix { num, trans, dst, src }) => {
                 let n = num.count();
                 if dst.len() != n {
                     return Err(self.err(
@@ -739,7 +727,7 @@ impl<'k> Printer<'k> {
                 )
                 .unwrap();
             }
-            Stmt::MmaSync { ab, d, a, b, c } => {
+            Stmt::Mma(MmaStmt::MmaSync { ab, d, a, b, c }) => {
                 let t = match ab {
                     DType::F16 => "f16",
                     DType::BF16 => "bf16",
@@ -795,13 +783,13 @@ impl<'k> Printer<'k> {
                 writeln!(out, "{inner}: {}", outs.join(", ")).unwrap();
                 writeln!(out, "{inner}: {});", ins.join(", ")).unwrap();
             }
-            Stmt::MovF32 { dst, value } => {
+            Stmt::Mma(MmaStmt::MovF32 { dst, value }) => {
                 if self.reg_kind(dst, id)? != RegKind::F32 {
                     return Err(self.err(id, Fault::FragmentShape, "an f32 value into a b32 register"));
                 }
                 writeln!(out, "{tag}{} = {};", self.reg(dst, id)?, f32_literal(*value)).unwrap();
             }
-            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+            Stmt::Mma(MmaStmt::PackB16x2 { dst, lo, hi, dtype }) => {
                 let kinds = [(dst, RegKind::B16x2), (lo, RegKind::F32), (hi, RegKind::F32)];
                 for (r, kind) in kinds {
                     if self.reg_kind(r, id)? != kind {
@@ -822,8 +810,8 @@ impl<'k> Printer<'k> {
                 )
                 .unwrap();
             }
-            Stmt::Epilogue { acc, pred, ops } => self.epilogue(out, id, &pad, acc, pred, ops)?,
-            Stmt::StGlobalVec { dst, src, dtype, pred } => {
+            Stmt::Mma(MmaStmt::Epilogue { acc, pred, ops }) => self.epilogue(out, id, &pad, acc, pred, ops)?,
+            Stmt::Mma(MmaStmt::StGlobalVec { dst, src, dtype, pred }) => {
                 let (g, pd) = self.global(dst, id)?;
                 if pd != *dtype {
                     return Err(self.err(id, Fault::BadValue, format!("stores {dtype} into a {pd} tensor")));
@@ -834,34 +822,13 @@ impl<'k> Printer<'k> {
                     _ => writeln!(out, "{tag}if ({}) {store}", self.cond(pred, id)?).unwrap(),
                 }
             }
-            Stmt::StShared { dst, src, dtype } => {
+            Stmt::Mma(MmaStmt::StShared { dst, src, dtype }) => {
                 let a = self.smem_addr(dst, id)?;
                 writeln!(out, "{tag}{}", self.store(id, "shared", &format!("\"r\"({a})"), src, *dtype)?).unwrap();
             }
-            Stmt::LdShared { dst, src, dtype } => self.ld_shared(out, id, &pad, dst, src, *dtype)?,
-            Stmt::GridDepControlWait => {
-                writeln!(out, "{tag}asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");").unwrap()
-            }
-            Stmt::Compute { .. }
-            | Stmt::Accumulate { .. }
-            | Stmt::ShflBfly { .. }
-            | Stmt::ShflUpScan { .. }
-            | Stmt::ShflIdx { .. }
-            | Stmt::StGlobal { .. }
-            | Stmt::LdGlobalVec { .. } => self.simt_stmt(out, s, id, &tag, &pad)?,
-            Stmt::MbarrierInit { .. }
-            | Stmt::FenceMbarrierInit
-            | Stmt::MbarrierArriveExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::ClusterSync
-            | Stmt::FenceProxyAsync
-            | Stmt::WgmmaFence
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::SetMaxNReg { .. } => self.sm90_stmt(out, s, id, &tag)?,
+            Stmt::Mma(MmaStmt::LdShared { dst, src, dtype }) => self.ld_shared(out, id, &pad, dst, src, *dtype)?,
+            Stmt::Simt(x) => self.simt_stmt(out, x, id, &tag, &pad)?,
+            Stmt::Sm90(x) => self.sm90_stmt(out, x, id, &tag)?,
         }
         Ok(())
     }

@@ -64,7 +64,7 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
 /// needs [`SM90_PRELUDE`]).
 pub(super) fn uses_sm90(k: &Kernel) -> bool {
     let mut any = k.params.iter().any(|p| matches!(p.kind, ParamKind::TensorMap(_)));
-    k.walk(&mut |_, s| any |= s.min_arch() == Arch::Sm90 && !matches!(s, Stmt::GridDepControlWait));
+    k.walk(&mut |_, s| any |= s.min_arch() == Arch::Sm90 && !matches!(s, Stmt::Sm90(Sm90Stmt::GridDepControlWait)));
     any
 }
 
@@ -96,58 +96,58 @@ impl Printer<'_> {
     }
 
     /// Prints one SM90 statement (the caller matched it).
-    pub(super) fn sm90_stmt(&self, out: &mut String, s: &Stmt, id: u32, tag: &str) -> Result<(), CudaError> {
+    pub(super) fn sm90_stmt(&self, out: &mut String, s: &Sm90Stmt, id: u32, tag: &str) -> Result<(), CudaError> {
         match s {
-            Stmt::MbarrierInit { bar, count } => writeln!(
+            Sm90Stmt::MbarrierInit { bar, count } => writeln!(
                 out,
                 "{tag}asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" :: \"r\"({}), \"r\"({count}u));",
                 self.smem_raw_addr(bar, id)?
             )
             .unwrap(),
-            Stmt::FenceMbarrierInit => writeln!(
+            Sm90Stmt::FenceMbarrierInit => writeln!(
                 out,
                 "{tag}asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");"
             )
             .unwrap(),
-            Stmt::MbarrierArriveExpectTx { bar, bytes } => writeln!(
+            Sm90Stmt::MbarrierArriveExpectTx { bar, bytes } => writeln!(
                 out,
                 "{tag}asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n\" :: \"r\"({}), \"r\"({bytes}u) : \"memory\");",
                 self.smem_raw_addr(bar, id)?
             )
             .unwrap(),
-            Stmt::MbarrierWait { bar, parity } => writeln!(
+            Sm90Stmt::MbarrierWait { bar, parity } => writeln!(
                 out,
                 "{tag}tgc_mbar_wait({}, {});",
                 self.smem_raw_addr(bar, id)?,
                 self.expr_u32(parity, id)?
             )
             .unwrap(),
-            Stmt::MbarrierArrive { bar, cta: None } => writeln!(
+            Sm90Stmt::MbarrierArrive { bar, cta: None } => writeln!(
                 out,
                 "{tag}asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\\n\" :: \"r\"({}) : \"memory\");",
                 self.smem_raw_addr(bar, id)?
             )
             .unwrap(),
-            Stmt::MbarrierArrive { bar, cta: Some(cta) } => writeln!(
+            Sm90Stmt::MbarrierArrive { bar, cta: Some(cta) } => writeln!(
                 out,
                 "{tag}tgc_mbar_arrive_cluster({}, {});",
                 self.smem_raw_addr(bar, id)?,
                 self.expr_u32(cta, id)?
             )
             .unwrap(),
-            Stmt::ClusterSync => writeln!(
+            Sm90Stmt::ClusterSync => writeln!(
                 out,
                 "{tag}asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");"
             )
             .unwrap(),
-            Stmt::SetMaxNReg { inc, regs } => {
+            Sm90Stmt::SetMaxNReg { inc, regs } => {
                 if !is_maxnreg_count(*regs) {
                     return Err(self.err(id, Fault::BadValue, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256")));
                 }
                 let op = if *inc { "inc" } else { "dec" };
                 writeln!(out, "{tag}asm volatile(\"setmaxnreg.{op}.sync.aligned.u32 {regs};\\n\");").unwrap()
             }
-            Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
+            Sm90Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
                 if !matches!(self.k.params.get(map.0 as usize).map(|p| p.kind), Some(ParamKind::TensorMap(_))) {
                     return Err(self.err(id, Fault::BadId, format!("parameter {} is not a tensor map", map.0)));
                 }
@@ -166,21 +166,21 @@ impl Printer<'_> {
                 )
                 .unwrap()
             }
-            Stmt::FenceProxyAsync => {
+            Sm90Stmt::FenceProxyAsync => {
                 writeln!(out, "{tag}asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");").unwrap()
             }
-            Stmt::WgmmaFence => {
+            Sm90Stmt::WgmmaFence => {
                 writeln!(out, "{tag}asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");").unwrap()
             }
-            Stmt::WgmmaCommit => {
+            Sm90Stmt::WgmmaCommit => {
                 writeln!(out, "{tag}asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");").unwrap()
             }
-            Stmt::WgmmaWait { pending } => writeln!(
+            Sm90Stmt::WgmmaWait { pending } => writeln!(
                 out,
                 "{tag}asm volatile(\"wgmma.wait_group.sync.aligned {pending};\\n\" ::: \"memory\");"
             )
             .unwrap(),
-            Stmt::Wgmma { ab, n, d, a, b, trans_b } => {
+            Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b } => {
                 let t = match ab {
                     DType::F16 => "f16",
                     DType::BF16 => "bf16",
@@ -227,7 +227,9 @@ impl Printer<'_> {
                 )
                 .unwrap()
             }
-            _ => return Err(self.err(id, Fault::BadValue, format!("{} is not an SM90 statement", s.head()))),
+            Sm90Stmt::GridDepControlWait => {
+                writeln!(out, "{tag}asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");").unwrap()
+            }
         }
         Ok(())
     }

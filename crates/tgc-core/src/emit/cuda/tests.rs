@@ -35,69 +35,69 @@ fn mini_gemm(ab: DType) -> Kernel {
         Stmt::Let { var: VarId(lane), value: Expr::ThreadIdx(Dim::X) },
         Stmt::Let { var: VarId(row), value: v(lane) / 2 },
         Stmt::Let { var: VarId(chunk), value: v(lane) % 2 },
-        Stmt::CpAsync {
+        Stmt::Mma(MmaStmt::CpAsync {
             dst: a_tile,
             src: GlobalRef { param: ParamId(0), offset: v(row).min(m.clone() - 1).max(0) * 16 + v(chunk) * 8 },
             bytes: 16,
             src_bytes: v(row).lt(m.clone()).select(16, 0),
-        },
+        }),
         Stmt::If {
             cond: v(lane).lt(16),
-            then: vec![Stmt::CpAsync {
+            then: vec![Stmt::Mma(MmaStmt::CpAsync {
                 dst: SmemRef { buf: SmemId(1), offset: v(lane) * 16, swizzle: Swizzle::IDENTITY },
                 src: GlobalRef { param: ParamId(1), offset: v(lane) * 8 },
                 bytes: 16,
                 src_bytes: Expr::c(16),
-            }],
+            })],
             otherwise: vec![],
         },
-        Stmt::CommitGroup,
-        Stmt::WaitGroup { pending: 0 },
+        Stmt::Mma(MmaStmt::CommitGroup),
+        Stmt::Mma(MmaStmt::WaitGroup { pending: 0 }),
         Stmt::Barrier,
-        Stmt::LdMatrix {
+        Stmt::Mma(MmaStmt::LdMatrix {
             num: LdMatrixNum::X4,
             trans: false,
             dst: (0..4).map(|i| reg(0, i)).collect(),
             src: SmemRef { buf: SmemId(0), offset: (v(lane) % 16) * 32 + (v(lane) / 16) * 16, swizzle: a_swz },
-        },
-        Stmt::LdMatrix {
+        }),
+        Stmt::Mma(MmaStmt::LdMatrix {
             num: LdMatrixNum::X2,
             trans: true,
             dst: (0..2).map(|i| reg(1, i)).collect(),
             src: SmemRef { buf: SmemId(1), offset: (v(lane) % 16) * 16, swizzle: Swizzle::IDENTITY },
-        },
+        }),
         Stmt::For {
             var: VarId(j),
             start: Expr::c(0),
             end: Expr::c(4),
             step: 1,
             unroll: true,
-            body: vec![Stmt::MovF32 { dst: RegRef { reg: RegId(2), index: v(j) }, value: 0.0 }],
+            body: vec![Stmt::Mma(MmaStmt::MovF32 { dst: RegRef { reg: RegId(2), index: v(j) }, value: 0.0 })],
         },
-        Stmt::MmaSync {
+        Stmt::Mma(MmaStmt::MmaSync {
             ab,
             d: (0..4).map(|i| reg(2, i)).collect(),
             a: (0..4).map(|i| reg(0, i)).collect(),
             b: (0..2).map(|i| reg(1, i)).collect(),
             c: (0..4).map(|i| reg(2, i)).collect(),
-        },
+        }),
     ];
     for i in 0..4i64 {
         let row = v(lane) / 4 + 8 * (i / 2);
-        body.push(Stmt::Epilogue {
+        body.push(Stmt::Mma(MmaStmt::Epilogue {
             acc: reg(2, i),
             pred: row.lt(m.clone()),
             ops: vec![EpilogueOp::Bias { param: ParamId(2), at: (v(lane) % 4) * 2 + i % 2 }, EpilogueOp::Relu],
-        });
+        }));
     }
     for half in 0..2i64 {
         let row = v(lane) / 4 + 8 * half;
-        body.push(Stmt::StGlobalVec {
+        body.push(Stmt::Mma(MmaStmt::StGlobalVec {
             dst: GlobalRef { param: ParamId(3), offset: row.clone() * 8 + (v(lane) % 4) * 2 },
             src: vec![reg(2, 2 * half), reg(2, 2 * half + 1)],
             dtype: ab,
             pred: row.lt(m.clone()),
-        });
+        }));
     }
     Kernel {
         name: format!("mini_gemm_{}", ab.dsl_name()),
@@ -137,12 +137,12 @@ fn misc_kernel() -> Kernel {
     let (t, i, int) = (0, 1, 2);
     let body = vec![
         Stmt::Let { var: VarId(t), value: Expr::ThreadIdx(Dim::X) + Expr::BlockIdx(Dim::X) * 64 },
-        Stmt::CopySync {
+        Stmt::Mma(MmaStmt::CopySync {
             dst: SmemRef { buf: SmemId(0), offset: v(t) * 8, swizzle: Swizzle::IDENTITY },
             src: GlobalRef { param: ParamId(0), offset: v(t) * 4 },
             bytes: 8,
             src_bytes: (p(3) - v(t) * 4).min(4).max(0) * 2,
-        },
+        }),
         Stmt::Barrier,
         Stmt::For {
             var: VarId(i),
@@ -152,14 +152,14 @@ fn misc_kernel() -> Kernel {
             unroll: false,
             body: vec![Stmt::If {
                 cond: v(i).eq(0),
-                then: vec![Stmt::MovF32 { dst: reg(0, 0), value: f32::INFINITY }],
+                then: vec![Stmt::Mma(MmaStmt::MovF32 { dst: reg(0, 0), value: f32::INFINITY })],
                 otherwise: vec![Stmt::Let { var: VarId(int), value: Expr::c(1 << 40) * 3 }],
             }],
         },
-        Stmt::MovF32 { dst: reg(0, 1), value: -1.5 },
-        Stmt::MovF32 { dst: reg(0, 2), value: 1e-3 },
-        Stmt::MovF32 { dst: reg(0, 3), value: 3.0 },
-        Stmt::Epilogue {
+        Stmt::Mma(MmaStmt::MovF32 { dst: reg(0, 1), value: -1.5 }),
+        Stmt::Mma(MmaStmt::MovF32 { dst: reg(0, 2), value: 1e-3 }),
+        Stmt::Mma(MmaStmt::MovF32 { dst: reg(0, 3), value: 3.0 }),
+        Stmt::Mma(MmaStmt::Epilogue {
             acc: reg(0, 1),
             pred: Expr::c(1),
             ops: vec![
@@ -169,25 +169,25 @@ fn misc_kernel() -> Kernel {
                 EpilogueOp::Cast(DType::BF16),
                 EpilogueOp::Cast(DType::F16),
             ],
-        },
-        Stmt::StGlobalVec {
+        }),
+        Stmt::Mma(MmaStmt::StGlobalVec {
             dst: GlobalRef { param: ParamId(2), offset: v(t) * 4 },
             src: (0..4).map(|k| reg(0, k)).collect(),
             dtype: DType::F32,
             pred: v(t).lt(p(3)),
-        },
-        Stmt::StGlobalVec {
+        }),
+        Stmt::Mma(MmaStmt::StGlobalVec {
             dst: GlobalRef { param: ParamId(1), offset: v(t) * 4 },
             src: (0..4).map(|k| reg(0, k)).collect(),
             dtype: DType::BF16,
             pred: Expr::c(1),
-        },
-        Stmt::StGlobalVec {
+        }),
+        Stmt::Mma(MmaStmt::StGlobalVec {
             dst: GlobalRef { param: ParamId(4), offset: v(t) },
             src: vec![reg(0, 0)],
             dtype: DType::F16,
             pred: Expr::c(1),
-        },
+        }),
     ];
     Kernel {
         name: "misc-kernel".into(),
@@ -365,7 +365,7 @@ fn both_kernels_compile_in_one_unit_to_sm80_cubin_without_spills() {
     let names: Vec<&str> = resources.iter().map(|r| r.function.as_str()).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     for k in &kernels {
-        assert!(names.contains(&symbol(k).as_str()), "{} not in {names:?}", symbol(k));
+        assert!(names.contains(&k.symbol().as_str()), "{} not in {names:?}", k.symbol());
     }
     for r in &resources {
         assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "{r:?}");
@@ -390,7 +390,7 @@ fn ptxas_sm80(tc: &Toolchain, compiled: &toolchain::Compiled) -> Vec<toolchain::
 fn a_griddepcontrol_kernel_compiles_for_sm90a() {
     let mut k = misc_kernel();
     k.arch = Arch::Sm90;
-    k.body.insert(0, Stmt::GridDepControlWait);
+    k.body.insert(0, Stmt::Sm90(Sm90Stmt::GridDepControlWait));
     let (src, compiled) = compile(&toolchain(), &[k], "pdl.cu").unwrap_or_else(|e| panic!("{e}"));
     assert!(src.contains("/* s0 */ asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");"), "{src}");
     assert!(compiled.ptx.contains("griddepcontrol.wait"), "{}", compiled.ptx);
@@ -399,14 +399,14 @@ fn a_griddepcontrol_kernel_compiles_for_sm90a() {
 #[test]
 fn what_cannot_be_printed_names_the_statement() {
     let mut k = mini_gemm(DType::F16);
-    let Stmt::MmaSync { b, .. } = &mut k.body[11] else { panic!("not the mma: {:?}", k.body[11]) };
+    let Stmt::Mma(MmaStmt::MmaSync { b, .. }) = &mut k.body[11] else { panic!("not the mma: {:?}", k.body[11]) };
     b.pop();
     let err = print(&k).unwrap_err();
     let CudaError::Print(e) = &err else { panic!("{err}") };
     assert_eq!((e.fault, e.stmt), (Fault::FragmentShape, Some(13)), "{err}");
 
     let mut k = misc_kernel();
-    let Stmt::StGlobalVec { src, .. } = &mut k.body[9] else { panic!("{:?}", k.body[9]) };
+    let Stmt::Mma(MmaStmt::StGlobalVec { src, .. }) = &mut k.body[9] else { panic!("{:?}", k.body[9]) };
     src.pop();
     let err = print(&k).unwrap_err();
     assert!(err.to_string().contains("a store of 3 bf16 elements"), "{err}");

@@ -102,7 +102,7 @@ use crate::plan::{AlgoChoice, Pipeline, Plan, Problem, Spanned};
 use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
-use crate::gpu::dialect::ir::*;
+use crate::gpu::dialect::*;
 use crate::gpu::mma::row_swizzle;
 
 /// Warps per CTA of the sm80 kernel; each owns 16 query rows.
@@ -478,7 +478,7 @@ impl Builder {
             query: true,
         };
         out.extend(self.copy(&q_tile, &ids, Expr::c(0), "q"));
-        out.push(Stmt::CommitGroup);
+        out.push(Stmt::Mma(MmaStmt::CommitGroup));
         // The first key block of the loop over K and V; the two-pass
         // softmax's first pass reads only K.
         let first_blocks: &[(bool, &str)] = match algo {
@@ -495,14 +495,14 @@ impl Builder {
                 let col = kk.clone() * 16 + ids.lane.clone() / 16 * 8;
                 let src = SmemRef { offset: row * (a.d * es) + col * es, ..rg.qs.clone() };
                 let dst = (0..4).map(|j| reg(qf, kk.clone() * 4 + j)).collect();
-                vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
+                vec![Stmt::Mma(MmaStmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src })]
             });
         }
-        self.for_unrolled(&mut out, "oi", n_o, |_, i| vec![Stmt::MovF32 { dst: reg(o, i), value: 0.0 }]);
+        self.for_unrolled(&mut out, "oi", n_o, |_, i| vec![Stmt::Mma(MmaStmt::MovF32 { dst: reg(o, i), value: 0.0 })]);
         self.for_unrolled(&mut out, "h", 2, |_, h| {
             vec![
-                Stmt::MovF32 { dst: reg(mrow, h.clone()), value: f32::NEG_INFINITY },
-                Stmt::MovF32 { dst: reg(lrow, h), value: 0.0 },
+                Stmt::Mma(MmaStmt::MovF32 { dst: reg(mrow, h.clone()), value: f32::NEG_INFINITY }),
+                Stmt::Mma(MmaStmt::MovF32 { dst: reg(lrow, h), value: 0.0 }),
             ]
         });
 
@@ -512,12 +512,12 @@ impl Builder {
             let (mut pass, head) = self.key_loop_head(p, &ids, &rg, &blocks, 0, "1", false);
             self.scores(&mut pass, p, &ids, &rg, head.je, head.stage);
             self.for_unrolled(&mut pass, "mi1", n_s, |_, i| {
-                vec![Stmt::Accumulate {
+                vec![Stmt::Simt(SimtStmt::Accumulate {
                     op: ReduceOp::Max,
                     dtype: DType::F32,
                     acc: reg(mrow, i.clone() % 4 / 2),
                     value: f32v(s, i),
-                }]
+                })]
             });
             out.push(Stmt::For {
                 var: head.var,
@@ -532,7 +532,10 @@ impl Builder {
             out.push(Stmt::Barrier);
             self.for_unrolled(&mut out, "mq1", 2, |_, h| {
                 let mut v: Vec<Stmt> = quad(ReduceOp::Max, reg(mrow, h.clone()));
-                v.push(Stmt::Compute { dst: reg(shift, h.clone()), value: finite_or_zero(f32v(mrow, h)) });
+                v.push(Stmt::Simt(SimtStmt::Compute {
+                    dst: reg(shift, h.clone()),
+                    value: finite_or_zero(f32v(mrow, h)),
+                }));
                 v
             });
             self.copy_first_blocks(&mut out, p, &ids, &rg, &blocks, &[(false, "k0"), (true, "v0")]);
@@ -551,13 +554,13 @@ impl Builder {
                 // block j − 1 does (FlashAttention-3's intra-warpgroup
                 // overlap); `wait_group 1` waits for S_j only.
                 self.score_products(&mut main, &ids, &rg, stage.clone());
-                main.push(Stmt::WgmmaCommit);
+                main.push(Stmt::Sm90(Sm90Stmt::WgmmaCommit));
                 let mut previous = self.value_products(&rg, o, pf, (je.clone() + 1) % 2);
-                previous.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }]);
+                previous.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 1 })]);
                 main.push(Stmt::If {
                     cond: Expr::c(0).lt(je.clone()),
                     then: previous,
-                    otherwise: vec![Stmt::WgmmaWait { pending: 0 }],
+                    otherwise: vec![Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 })],
                 });
                 self.score_ops(&mut main, p, &ids, &rg, je.clone());
             }
@@ -571,18 +574,26 @@ impl Builder {
             let h = i.clone() % 4 / 2;
             let x = bin(BinaryOp::Sub, f32v(s, i.clone()), f32v(shift, h.clone()));
             vec![
-                Stmt::Compute { dst: reg(s, i.clone()), value: exp2(bin(BinaryOp::Mul, x, e_scale.clone())) },
-                Stmt::Accumulate { op: ReduceOp::Sum, dtype: DType::F32, acc: reg(lrow, h), value: f32v(s, i) },
+                Stmt::Simt(SimtStmt::Compute {
+                    dst: reg(s, i.clone()),
+                    value: exp2(bin(BinaryOp::Mul, x, e_scale.clone())),
+                }),
+                Stmt::Simt(SimtStmt::Accumulate {
+                    op: ReduceOp::Sum,
+                    dtype: DType::F32,
+                    acc: reg(lrow, h),
+                    value: f32v(s, i),
+                }),
             ]
         });
         if self.arch == Arch::Sm90 {
             // P_{j−1}·V_{j−1} retired: O may be rescaled, P_j packed.
-            main.push(Stmt::WgmmaWait { pending: 0 });
+            main.push(Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 }));
         }
         if algo == Algorithm::OnlineSoftmax {
             self.for_unrolled(&mut main, "oc", n_o, |_, i| {
                 let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
-                vec![Stmt::Compute { dst: reg(o, i), value: v }]
+                vec![Stmt::Simt(SimtStmt::Compute { dst: reg(o, i), value: v })]
             });
         }
         // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are
@@ -592,12 +603,12 @@ impl Builder {
             (0..4)
                 .map(|x| {
                     let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
-                    Stmt::PackB16x2 {
+                    Stmt::Mma(MmaStmt::PackB16x2 {
                         dst: reg(pf, kk.clone() * 4 + x),
                         lo: reg(s, base.clone()),
                         hi: reg(s, base + 1),
                         dtype: a.ab,
-                    }
+                    })
                 })
                 .collect()
         });
@@ -606,7 +617,7 @@ impl Builder {
                 main.extend(self.landed(1));
                 let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
                 main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
-                main.push(Stmt::CommitGroup);
+                main.push(Stmt::Mma(MmaStmt::CommitGroup));
                 // O += P·V_j.
                 let v_stage = BN * a.dv * es;
                 self.for_unrolled(&mut main, "vk", BN / 16, |b, kk| {
@@ -631,18 +642,18 @@ impl Builder {
         if self.arch == Arch::Sm90 {
             // The last block's O += P·V, once its V landed.
             let mut last = self.landed(0);
-            last.push(Stmt::WgmmaFence);
+            last.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
             last.extend(self.value_products(&rg, o, pf, (blocks.clone() - 1) % 2));
-            last.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+            last.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 })]);
             out.push(Stmt::If { cond: Expr::c(0).lt(blocks), then: last, otherwise: Vec::new() });
         }
-        out.push(Stmt::WaitGroup { pending: 0 });
+        out.push(Stmt::Mma(MmaStmt::WaitGroup { pending: 0 }));
 
         // O / l, stored as column pairs.
         self.for_unrolled(&mut out, "lq", 2, |_, h| quad(ReduceOp::Sum, reg(lrow, h.clone())));
         self.for_unrolled(&mut out, "on", n_o, |_, i| {
             let v = bin(BinaryOp::Fdiv, f32v(o, i.clone()), f32v(lrow, i.clone() % 4 / 2));
-            vec![Stmt::Compute { dst: reg(o, i), value: v }]
+            vec![Stmt::Simt(SimtStmt::Compute { dst: reg(o, i), value: v })]
         });
         self.for_unrolled(&mut out, "st", a.dv / 8, |b, nt| {
             let mut v = Vec::new();
@@ -651,12 +662,12 @@ impl Builder {
                 let col = nt.clone() * 8 + ids.t4.clone() * 2;
                 let at = lin_expr(&a.o, &ids.batch, row.clone(), Expr::c(0), col);
                 let src = (0..2).map(|x| reg(o, nt.clone() * 4 + h.clone() * 2 + x)).collect();
-                vec![Stmt::StGlobalVec {
+                vec![Stmt::Mma(MmaStmt::StGlobalVec {
                     dst: GlobalRef { param: p.o, offset: at },
                     src,
                     dtype: a.out,
                     pred: row.lt(a.m),
-                }]
+                })]
             });
             v
         });
@@ -673,20 +684,22 @@ impl Builder {
         let es = a.ab.size_bytes() as i64;
         let stage_bytes = BN * a.dv * es;
         (0..BN / 16)
-            .map(|kk| Stmt::Wgmma {
-                ab: a.ab,
-                n: a.dv as u32,
-                d: reg(o, Expr::c(0)),
-                a: WgmmaA::Regs(reg(pf, Expr::c(kk * 4))),
-                b: MatrixDesc {
-                    start: SmemRef {
-                        offset: v_stage.clone() * stage_bytes + kk * 16 * WGMMA_COLS * es,
-                        ..rg.vs.clone()
+            .map(|kk| {
+                Stmt::Sm90(Sm90Stmt::Wgmma {
+                    ab: a.ab,
+                    n: a.dv as u32,
+                    d: reg(o, Expr::c(0)),
+                    a: WgmmaA::Regs(reg(pf, Expr::c(kk * 4))),
+                    b: MatrixDesc {
+                        start: SmemRef {
+                            offset: v_stage.clone() * stage_bytes + kk * 16 * WGMMA_COLS * es,
+                            ..rg.vs.clone()
+                        },
+                        lbo: (BN * WGMMA_COLS * es) as u32,
+                        sbo: SWIZZLE_ATOM as u32,
                     },
-                    lbo: (BN * WGMMA_COLS * es) as u32,
-                    sbo: SWIZZLE_ATOM as u32,
-                },
-                trans_b: true,
+                    trans_b: true,
+                })
             })
             .collect()
     }
@@ -705,9 +718,9 @@ impl Builder {
     /// first orders its copies before the `wgmma`s that read them
     /// (`fence.proxy.async`).
     fn landed(&self, pending: u32) -> Vec<Stmt> {
-        let mut v = vec![Stmt::WaitGroup { pending }];
+        let mut v = vec![Stmt::Mma(MmaStmt::WaitGroup { pending })];
         if self.arch == Arch::Sm90 {
-            v.push(Stmt::FenceProxyAsync);
+            v.push(Stmt::Sm90(Sm90Stmt::FenceProxyAsync));
         }
         v.push(Stmt::Barrier);
         v
@@ -735,7 +748,7 @@ impl Builder {
         for &(value, tag) in which {
             let copy = self.copy(&key_tile(&a, p, rg, value, Expr::c(0)), ids, Expr::c(0), tag);
             out.push(Stmt::If { cond: Expr::c(0).lt(blocks.clone()), then: copy, otherwise: Vec::new() });
-            out.push(Stmt::CommitGroup);
+            out.push(Stmt::Mma(MmaStmt::CommitGroup));
         }
     }
 
@@ -771,7 +784,7 @@ impl Builder {
             let copy = self.copy(&key_tile(&a, p, rg, true, je.clone() * BN), ids, stage.clone(), &format!("v{tag}"));
             body.push(Stmt::If { cond: Expr::c(0).lt(je.clone()), then: copy, otherwise: Vec::new() });
         }
-        body.push(Stmt::CommitGroup);
+        body.push(Stmt::Mma(MmaStmt::CommitGroup));
         (body, LoopHead { var, je, stage, next })
     }
 
@@ -780,7 +793,7 @@ impl Builder {
     fn scores(&mut self, out: &mut Vec<Stmt>, p: &AttentionParams, ids: &Ids, rg: &Regs, je: Expr, stage: Expr) {
         self.score_products(out, ids, rg, stage);
         if self.arch == Arch::Sm90 {
-            out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 0 }]);
+            out.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 })]);
         }
         self.score_ops(out, p, ids, rg, je);
     }
@@ -792,7 +805,7 @@ impl Builder {
         let a = self.a.clone();
         let es = a.ab.size_bytes() as i64;
         let s = rg.s;
-        self.for_unrolled(out, "si", rg.n_s, |_, i| vec![Stmt::MovF32 { dst: reg(s, i), value: 0.0 }]);
+        self.for_unrolled(out, "si", rg.n_s, |_, i| vec![Stmt::Mma(MmaStmt::MovF32 { dst: reg(s, i), value: 0.0 })]);
         let k_stage = BN * a.d * es;
         match self.arch {
             Arch::Sm80 => self.for_unrolled(out, "sk", a.d / 16, |b, kk| {
@@ -809,12 +822,12 @@ impl Builder {
             Arch::Sm90 => {
                 // Q (64 rows: warp w's 16 are its rows of S) and K_j, both
                 // K-major, by `wgmma` k16 step by step.
-                out.push(Stmt::WgmmaFence);
+                out.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
                 for kk in 0..a.d / 16 {
                     let q = k_major(&rg.qs, self.warpgroup_rows(ids), kk, self.bm);
                     let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
                     let (d, q) = (reg(s, Expr::c(0)), WgmmaA::Smem(q));
-                    out.push(Stmt::Wgmma { ab: a.ab, n: BN as u32, d, a: q, b: k, trans_b: false });
+                    out.push(Stmt::Sm90(Sm90Stmt::Wgmma { ab: a.ab, n: BN as u32, d, a: q, b: k, trans_b: false }));
                 }
             }
         }
@@ -856,7 +869,7 @@ impl Builder {
                 } else {
                     x
                 };
-                vec![Stmt::Compute { dst: reg(s, i), value }]
+                vec![Stmt::Simt(SimtStmt::Compute { dst: reg(s, i), value })]
             });
             body
         };
@@ -872,14 +885,16 @@ impl Builder {
     fn online_maximum(&mut self, out: &mut Vec<Stmt>, rg: &Regs) {
         let Regs { s, mrow, mnew, shift, corr, lrow, .. } = *rg;
         let e_scale = cst(self.a.exp_scale as f64);
-        self.for_unrolled(out, "mh", 2, |_, h| vec![Stmt::Compute { dst: reg(mnew, h.clone()), value: f32v(mrow, h) }]);
+        self.for_unrolled(out, "mh", 2, |_, h| {
+            vec![Stmt::Simt(SimtStmt::Compute { dst: reg(mnew, h.clone()), value: f32v(mrow, h) })]
+        });
         self.for_unrolled(out, "mi", rg.n_s, |_, i| {
-            vec![Stmt::Accumulate {
+            vec![Stmt::Simt(SimtStmt::Accumulate {
                 op: ReduceOp::Max,
                 dtype: DType::F32,
                 acc: reg(mnew, i.clone() % 4 / 2),
                 value: f32v(s, i),
-            }]
+            })]
         });
         self.for_unrolled(out, "mq", 2, |_, h| quad(ReduceOp::Max, reg(mnew, h.clone())));
         self.for_unrolled(out, "ch", 2, |_, h| {
@@ -889,13 +904,16 @@ impl Builder {
                 e_scale.clone(),
             ));
             vec![
-                Stmt::Compute { dst: reg(shift, h.clone()), value: finite_or_zero(f32v(mnew, h.clone())) },
-                Stmt::Compute { dst: reg(corr, h.clone()), value: c },
-                Stmt::Compute { dst: reg(mrow, h.clone()), value: f32v(mnew, h.clone()) },
-                Stmt::Compute {
+                Stmt::Simt(SimtStmt::Compute {
+                    dst: reg(shift, h.clone()),
+                    value: finite_or_zero(f32v(mnew, h.clone())),
+                }),
+                Stmt::Simt(SimtStmt::Compute { dst: reg(corr, h.clone()), value: c }),
+                Stmt::Simt(SimtStmt::Compute { dst: reg(mrow, h.clone()), value: f32v(mnew, h.clone()) }),
+                Stmt::Simt(SimtStmt::Compute {
                     dst: reg(lrow, h.clone()),
                     value: bin(BinaryOp::Mul, f32v(lrow, h.clone()), f32v(corr, h)),
-                },
+                }),
             ]
         });
     }
@@ -1010,7 +1028,7 @@ impl Builder {
         };
         let dst = SmemRef { offset: stage * t.stage_bytes + in_tile, ..t.smem.clone() };
         let src = GlobalRef { param: t.param, offset: inside.clone().select(at, 0) };
-        let copy = Stmt::CpAsync { dst, src, bytes: 16, src_bytes: inside.select(16, 0) };
+        let copy = Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes: 16, src_bytes: inside.select(16, 0) });
         if chunks % threads == 0 {
             body.push(copy);
         } else {
@@ -1071,16 +1089,16 @@ fn ldmatrix_mma_pair(
 ) -> Vec<Stmt> {
     let r = |reg: RegId, index: Expr| RegRef { reg, index };
     let dst = (0..4).map(|x| r(bf, Expr::c(x))).collect();
-    let mut v = vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src }];
+    let mut v = vec![Stmt::Mma(MmaStmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src })];
     for half in 0..2 {
         let c: Vec<RegRef> = (0..4).map(|x| r(acc, (nj.clone() * 2 + half) * 4 + x)).collect();
-        v.push(Stmt::MmaSync {
+        v.push(Stmt::Mma(MmaStmt::MmaSync {
             ab,
             d: c.clone(),
             a: (0..4).map(|x| r(af, a_base.clone() + x)).collect(),
             b: (0..2).map(|x| r(bf, Expr::c(half * 2 + x))).collect(),
             c,
-        });
+        }));
     }
     v
 }
@@ -1115,5 +1133,7 @@ fn finite_or_zero(x: ScalarExpr) -> ScalarExpr {
 /// `acc` reduced by `op` over the quad of lanes that hold one row of a
 /// fragment (lanes `4·g .. 4·g + 4`), every lane left with the result.
 fn quad(op: ReduceOp, acc: RegRef) -> Vec<Stmt> {
-    [1, 2].map(|lane_mask| Stmt::ShflBfly { op, dtype: DType::F32, acc: acc.clone(), lane_mask }).to_vec()
+    [1, 2]
+        .map(|lane_mask| Stmt::Simt(SimtStmt::ShflBfly { op, dtype: DType::F32, acc: acc.clone(), lane_mask }))
+        .to_vec()
 }

@@ -15,7 +15,7 @@ mod tests;
 use crate::cpu::loop_ir::BufId;
 use crate::diag;
 use crate::diag::DResult;
-use crate::gpu::dialect::ir::ParamId;
+use crate::gpu::dialect::ParamId;
 use crate::gpu::program::{whole_graph_buffers, Form, GpuProgram, Launch, LaunchArg};
 use crate::gpu::template::Lowered;
 use crate::plan::cost::Estimator;
@@ -33,7 +33,7 @@ pub struct AttentionKernel {
     /// (`sm80::attention::plan`).
     pub algo: Algorithm,
     pub plan: crate::plan::Plan,
-    pub kernel: crate::gpu::dialect::ir::Kernel,
+    pub kernel: crate::gpu::dialect::Kernel,
     pub params: kernel::AttentionParams,
 }
 
@@ -56,7 +56,7 @@ pub fn build(
     let graph = match_attention(g)?;
     let at = g.node(graph.scores);
     target.require_mma_sync(graph.attention.ab).map_err(|why| diag!(Unsupported, "{why}").at_node(at))?;
-    let arch = super::dialect::ir::Arch::parse(target.name)
+    let arch = super::dialect::Arch::parse(target.name)
         .ok_or_else(|| diag!(Unsupported, "no attention template for target `{}`", target.name).at_node(at))?;
     let problem = kernel::problem(&graph.attention);
     let mut best: Option<(f64, crate::plan::Plan, i64)> = None;
@@ -76,8 +76,7 @@ pub fn build(
             refusal.unwrap_or_else(|| diag!(Internal, "the attention template offers no CTA size on {}", arch.name()));
         return Err(d.or_at(at.span));
     };
-    let (mut kernel, params) =
-        kernel::build(&graph.attention, algo, arch, warps).map_err(|d| d.or_at(at.span))?;
+    let (mut kernel, params) = kernel::build(&graph.attention, algo, arch, warps).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     Ok(AttentionKernel { graph, algo, plan, kernel, params })
 }
@@ -94,7 +93,6 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator, algo: Algori
     let estimate = estimator.estimate(&ak.plan, &problem, target).map_err(|d| d.or_at(at))?;
     Ok(Lowered { program: attention_program(g, ak)?, estimate })
 }
-
 
 /// The one-launch program of the attention graph `g` with its fused
 /// kernel `ak` ([`super::attention::build`]).

@@ -580,7 +580,7 @@ fn check_row_reduce(g: &Graph, r: NodeId, op: ReduceOp, rank: usize) -> DResult<
         _ => Err(diag!(
             Unsupported,
             "the softmax's {} is not an f32 reduction of the last axis",
-            crate::gpu::dialect::ir::reduce_name(op)
+            crate::gpu::dialect::reduce_name(op)
         )
         .at_node(g.node(r))),
     }

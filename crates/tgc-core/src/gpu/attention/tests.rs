@@ -11,12 +11,12 @@
 //! (seen: `0.97509765625` for `0.9755859375`, one f16 step); the grid
 //! passed at `5e-4` (f16) and `4e-3` (bf16) when this was written.
 
-use crate::gpu::program::{emulate, Form, GpuProgram};
-use crate::gpu::driver::{lower_program_for, lower_program_noting};
 use super::kernel::Algorithm;
-use crate::gpu::toolchain::Toolchain;
-use crate::gpu::dialect::verify;
 use crate::diag::DResult;
+use crate::gpu::dialect::verify;
+use crate::gpu::driver::{lower_program_for, lower_program_noting};
+use crate::gpu::program::{emulate, Form, GpuProgram};
+use crate::gpu::toolchain::Toolchain;
 use crate::pipeline::{self, Format};
 use crate::plan::cost::{attention_algorithm, Analytic, Estimate, Estimator, Limit};
 use crate::plan::target::SM80;
@@ -306,10 +306,10 @@ fn an_attention_without_its_v_barrier_is_caught() {
     let g = load(&Case { m: 64, n: 130, ..BASE }.source());
     let mut prog = lower_program_for(&g, Some(&SM80)).unwrap();
     let k = &mut prog.launches[0].kernel;
-    let main = k.body.iter_mut().find(|s| matches!(s, crate::gpu::dialect::ir::Stmt::For { unroll: false, .. }));
-    let Some(crate::gpu::dialect::ir::Stmt::For { body, .. }) = main else { panic!("no key loop in\n{k}") };
+    let main = k.body.iter_mut().find(|s| matches!(s, crate::gpu::dialect::Stmt::For { unroll: false, .. }));
+    let Some(crate::gpu::dialect::Stmt::For { body, .. }) = main else { panic!("no key loop in\n{k}") };
     let barriers: Vec<usize> =
-        body.iter().enumerate().filter(|(_, s)| **s == crate::gpu::dialect::ir::Stmt::Barrier).map(|x| x.0).collect();
+        body.iter().enumerate().filter(|(_, s)| **s == crate::gpu::dialect::Stmt::Barrier).map(|x| x.0).collect();
     assert_eq!(barriers.len(), 2);
     body.remove(barriers[1]);
     assert_caught(&g, &prog, "a race on V's stage");
@@ -321,7 +321,7 @@ fn an_attention_without_its_v_barrier_is_caught() {
 /// block (three key blocks: the last in stage 0).
 #[test]
 fn a_two_pass_attention_without_its_pass_barrier_is_caught() {
-    use crate::gpu::dialect::ir::Stmt;
+    use crate::gpu::dialect::Stmt;
     let g = load(&Case { m: 64, n: 130, ..BASE }.source());
     let (mut prog, _) = lower_program_noting(&g, &SM80, &Prefer(Algorithm::StreamingSoftmax2Pass)).unwrap();
     let k = &mut prog.launches[0].kernel;
@@ -358,7 +358,7 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 /// for sm_90a without spills, with `HGMMA` in the SASS.
 #[test]
 fn attention_takes_the_wgmma_branch_on_sm90() {
-    use crate::gpu::dialect::ir::Arch;
+    use crate::gpu::dialect::Arch;
     use crate::plan::target::SM90;
     let cases = [
         Case { m: 64, n: 64, d: 64, ..BASE },
@@ -383,7 +383,8 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
             let p = crate::gpu::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
             if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {
                 let kernels = p.kernels();
-                let (_, compiled) = crate::emit::cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
+                let (_, compiled) =
+                    crate::emit::cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
                 for r in tc.ptxas_resources(&compiled.ptx, crate::emit::cuda::toolchain_arch(Arch::Sm90)).unwrap() {
                     assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
                 }
@@ -403,10 +404,12 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
 /// (async proxy): the emulator reports the race.
 #[test]
 fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
-    use crate::gpu::dialect::ir::Stmt;
+    use crate::gpu::dialect::{Sm90Stmt, Stmt};
     let g = load(&Case { m: 64, n: 64, d: 64, ..BASE }.source());
     let (mut prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
-    crate::gpu::mma::tests::remove(&mut prog.launches[0].kernel.body, &|s| matches!(s, Stmt::FenceProxyAsync));
+    crate::gpu::mma::tests::remove(&mut prog.launches[0].kernel.body, &|s| {
+        matches!(s, Stmt::Sm90(Sm90Stmt::FenceProxyAsync))
+    });
     let inputs = crate::gpu::mma::implicit_tests::filled_inputs(&g, 0.5);
     let e = emulate(&prog, &[], &inputs).expect_err("the unfenced kernel ran");
     assert!(e.message.contains("fence.proxy.async") || e.message.contains("proxy"), "{e}");
@@ -419,18 +422,18 @@ fn a_wgmma_attention_without_its_proxy_fence_is_a_race() {
 /// scores still in flight: both report it.
 #[test]
 fn the_softmax_overlapped_with_p_v_waits_for_its_scores() {
-    use crate::gpu::dialect::ir::{Fault, Stmt};
+    use crate::gpu::dialect::{Fault, Sm90Stmt, Stmt};
     let g = load(&Case { m: 64, n: 130, d: 64, ..BASE }.source());
     let (prog, _) = lower_program_noting(&g, &crate::plan::target::SM90, &Analytic).unwrap();
     let kernel = &prog.launches[0].kernel;
     crate::gpu::dialect::verify::verify(kernel).unwrap_or_else(|e| panic!("{e:?}"));
     let mut waits = 0;
-    kernel.walk(&mut |_, s| waits += usize::from(*s == Stmt::WgmmaWait { pending: 1 }));
+    kernel.walk(&mut |_, s| waits += usize::from(*s == Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 1 })));
     assert_eq!(waits, 1, "the overlapped loop's one partial wait");
     let mut broken = prog.clone();
     crate::gpu::mma::tests::edit(&mut broken.launches[0].kernel.body, &mut |s| {
-        if *s == (Stmt::WgmmaWait { pending: 1 }) {
-            *s = Stmt::WgmmaWait { pending: 2 };
+        if *s == (Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 1 })) {
+            *s = Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 2 });
         }
     });
     let errs = crate::gpu::dialect::verify::verify(&broken.launches[0].kernel).unwrap_err();

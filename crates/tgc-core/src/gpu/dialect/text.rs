@@ -8,6 +8,8 @@
 use std::fmt;
 
 use super::ir::*;
+use super::kernel::*;
+use super::stmt::*;
 
 /// Prints expressions with the kernel's names.
 pub struct ExprText<'a> {
@@ -209,23 +211,27 @@ impl Kernel {
                     writeln!(f, "{pad}consumer")?;
                     self.write_body(f, consumer, depth + 1, next)?;
                 }
-                Stmt::SetMaxNReg { inc, regs } => {
+                Stmt::Sm90(Sm90Stmt::SetMaxNReg { inc, regs }) => {
                     writeln!(f, "setmaxnreg.{}.sync.aligned.u32 {regs}", if *inc { "inc" } else { "dec" })?
                 }
-                Stmt::MbarrierArrive { bar, cta: None } => writeln!(f, "mbarrier.arrive {}", self.smem_text(bar))?,
-                Stmt::MbarrierArrive { bar, cta: Some(cta) } => {
+                Stmt::Sm90(Sm90Stmt::MbarrierArrive { bar, cta: None }) => {
+                    writeln!(f, "mbarrier.arrive {}", self.smem_text(bar))?
+                }
+                Stmt::Sm90(Sm90Stmt::MbarrierArrive { bar, cta: Some(cta) }) => {
                     writeln!(f, "mbarrier.arrive.shared::cluster {}, cta={}", self.smem_text(bar), self.expr(cta))?
                 }
-                Stmt::ClusterSync => writeln!(f, "barrier.cluster.arrive; barrier.cluster.wait")?,
-                Stmt::MbarrierInit { bar, count } => writeln!(f, "mbarrier.init {}, {count}", self.smem_text(bar))?,
-                Stmt::FenceMbarrierInit => writeln!(f, "fence.mbarrier_init.release.cluster")?,
-                Stmt::MbarrierArriveExpectTx { bar, bytes } => {
+                Stmt::Sm90(Sm90Stmt::ClusterSync) => writeln!(f, "barrier.cluster.arrive; barrier.cluster.wait")?,
+                Stmt::Sm90(Sm90Stmt::MbarrierInit { bar, count }) => {
+                    writeln!(f, "mbarrier.init {}, {count}", self.smem_text(bar))?
+                }
+                Stmt::Sm90(Sm90Stmt::FenceMbarrierInit) => writeln!(f, "fence.mbarrier_init.release.cluster")?,
+                Stmt::Sm90(Sm90Stmt::MbarrierArriveExpectTx { bar, bytes }) => {
                     writeln!(f, "mbarrier.arrive.expect_tx {}, {bytes}", self.smem_text(bar))?
                 }
-                Stmt::MbarrierWait { bar, parity } => {
+                Stmt::Sm90(Sm90Stmt::MbarrierWait { bar, parity }) => {
                     writeln!(f, "mbarrier.try_wait.parity {}, {}", self.smem_text(bar), self.expr(parity))?
                 }
-                Stmt::TmaLoad { dst, map, coords, bar, multicast } => writeln!(
+                Stmt::Sm90(Sm90Stmt::TmaLoad { dst, map, coords, bar, multicast }) => writeln!(
                     f,
                     "cp.async.bulk.tensor.2d {}, {}[{}, {}], mbar={}{}",
                     self.smem_text(dst),
@@ -235,9 +241,9 @@ impl Kernel {
                     self.smem_text(bar),
                     multicast.map_or(String::new(), |m| format!(", multicast={m:#b}"))
                 )?,
-                Stmt::FenceProxyAsync => writeln!(f, "fence.proxy.async.shared::cta")?,
-                Stmt::WgmmaFence => writeln!(f, "wgmma.fence")?,
-                Stmt::Wgmma { ab, n, d, a, b, trans_b } => writeln!(
+                Stmt::Sm90(Sm90Stmt::FenceProxyAsync) => writeln!(f, "fence.proxy.async.shared::cta")?,
+                Stmt::Sm90(Sm90Stmt::WgmmaFence) => writeln!(f, "wgmma.fence")?,
+                Stmt::Sm90(Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b }) => writeln!(
                     f,
                     "wgmma.mma_async.m64n{n}k16.f32.{0}.{0} {1}..+{2}, {3}, {4}{5}",
                     ab.dsl_name(),
@@ -250,9 +256,9 @@ impl Kernel {
                     self.desc_text(b),
                     if *trans_b { ", trans_b" } else { "" }
                 )?,
-                Stmt::WgmmaCommit => writeln!(f, "wgmma.commit_group")?,
-                Stmt::WgmmaWait { pending } => writeln!(f, "wgmma.wait_group {pending}")?,
-                Stmt::CpAsync { dst, src, bytes, src_bytes } => writeln!(
+                Stmt::Sm90(Sm90Stmt::WgmmaCommit) => writeln!(f, "wgmma.commit_group")?,
+                Stmt::Sm90(Sm90Stmt::WgmmaWait { pending }) => writeln!(f, "wgmma.wait_group {pending}")?,
+                Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes, src_bytes }) => writeln!(
                     f,
                     "cp.async.{}.shared.global {}, {}, {bytes}, src_bytes={}",
                     if *bytes == 16 { "cg" } else { "ca" },
@@ -260,16 +266,16 @@ impl Kernel {
                     self.global_text(src),
                     self.expr(src_bytes)
                 )?,
-                Stmt::CommitGroup => writeln!(f, "cp.async.commit_group")?,
-                Stmt::WaitGroup { pending } => writeln!(f, "cp.async.wait_group {pending}")?,
-                Stmt::CopySync { dst, src, bytes, src_bytes } => writeln!(
+                Stmt::Mma(MmaStmt::CommitGroup) => writeln!(f, "cp.async.commit_group")?,
+                Stmt::Mma(MmaStmt::WaitGroup { pending }) => writeln!(f, "cp.async.wait_group {pending}")?,
+                Stmt::Mma(MmaStmt::CopySync { dst, src, bytes, src_bytes }) => writeln!(
                     f,
                     "copy.sync {}, {}, {bytes}, src_bytes={}",
                     self.smem_text(dst),
                     self.global_text(src),
                     self.expr(src_bytes)
                 )?,
-                Stmt::LdMatrix { num, trans, dst, src } => writeln!(
+                Stmt::Mma(MmaStmt::LdMatrix { num, trans, dst, src }) => writeln!(
                     f,
                     "ldmatrix.sync.aligned.m8n8.x{}{}.shared.b16 {}, {}",
                     num.count(),
@@ -277,7 +283,7 @@ impl Kernel {
                     self.regs_text(dst),
                     self.smem_text(src)
                 )?,
-                Stmt::MmaSync { ab, d, a, b, c } => writeln!(
+                Stmt::Mma(MmaStmt::MmaSync { ab, d, a, b, c }) => writeln!(
                     f,
                     "mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {1}, {2}, {3}, {4}",
                     ab.dsl_name(),
@@ -286,8 +292,8 @@ impl Kernel {
                     self.regs_text(b),
                     self.regs_text(c)
                 )?,
-                Stmt::MovF32 { dst, value } => writeln!(f, "mov.b32 {}, {value:?}", self.reg_text(dst))?,
-                Stmt::PackB16x2 { dst, lo, hi, dtype } => writeln!(
+                Stmt::Mma(MmaStmt::MovF32 { dst, value }) => writeln!(f, "mov.b32 {}, {value:?}", self.reg_text(dst))?,
+                Stmt::Mma(MmaStmt::PackB16x2 { dst, lo, hi, dtype }) => writeln!(
                     f,
                     "cvt.rn.{}x2.f32 {}, {}, {}",
                     dtype.dsl_name(),
@@ -295,7 +301,7 @@ impl Kernel {
                     self.reg_text(hi),
                     self.reg_text(lo)
                 )?,
-                Stmt::Epilogue { acc, pred, ops } => {
+                Stmt::Mma(MmaStmt::Epilogue { acc, pred, ops }) => {
                     let ops: Vec<String> = ops
                         .iter()
                         .map(|o| match o {
@@ -313,7 +319,7 @@ impl Kernel {
                         .collect();
                     writeln!(f, "epilogue {} if {}: {}", self.reg_text(acc), self.expr(pred), ops.join(" "))?
                 }
-                Stmt::StGlobalVec { dst, src, dtype, pred } => writeln!(
+                Stmt::Mma(MmaStmt::StGlobalVec { dst, src, dtype, pred }) => writeln!(
                     f,
                     "st.global.v{}.{} {}, {} if {}",
                     src.len(),
@@ -322,7 +328,7 @@ impl Kernel {
                     self.regs_text(src),
                     self.expr(pred)
                 )?,
-                Stmt::StShared { dst, src, dtype } => writeln!(
+                Stmt::Mma(MmaStmt::StShared { dst, src, dtype }) => writeln!(
                     f,
                     "st.shared.v{}.{} {}, {}",
                     src.len(),
@@ -330,7 +336,7 @@ impl Kernel {
                     self.smem_text(dst),
                     self.regs_text(src)
                 )?,
-                Stmt::LdShared { dst, src, dtype } => writeln!(
+                Stmt::Mma(MmaStmt::LdShared { dst, src, dtype }) => writeln!(
                     f,
                     "ld.shared.v{}.{} {}, {}",
                     dst.len(),
@@ -338,9 +344,11 @@ impl Kernel {
                     self.regs_text(dst),
                     self.smem_text(src)
                 )?,
-                Stmt::GridDepControlWait => writeln!(f, "griddepcontrol.wait")?,
-                Stmt::Compute { dst, value } => writeln!(f, "{} = {}", self.reg_text(dst), self.scalar_text(value))?,
-                Stmt::Accumulate { op, dtype, acc, value } => writeln!(
+                Stmt::Sm90(Sm90Stmt::GridDepControlWait) => writeln!(f, "griddepcontrol.wait")?,
+                Stmt::Simt(SimtStmt::Compute { dst, value }) => {
+                    writeln!(f, "{} = {}", self.reg_text(dst), self.scalar_text(value))?
+                }
+                Stmt::Simt(SimtStmt::Accumulate { op, dtype, acc, value }) => writeln!(
                     f,
                     "{} = {}.{}({0}, {})",
                     self.reg_text(acc),
@@ -348,21 +356,21 @@ impl Kernel {
                     dtype.dsl_name(),
                     self.scalar_text(value)
                 )?,
-                Stmt::ShflBfly { op, dtype, acc, lane_mask } => writeln!(
+                Stmt::Simt(SimtStmt::ShflBfly { op, dtype, acc, lane_mask }) => writeln!(
                     f,
                     "{} = {}.{}({0}, shfl.sync.bfly.b32({0}, {lane_mask}))",
                     self.reg_text(acc),
                     reduce_name(*op),
                     dtype.dsl_name()
                 )?,
-                Stmt::ShflUpScan { op, dtype, acc, delta } => writeln!(
+                Stmt::Simt(SimtStmt::ShflUpScan { op, dtype, acc, delta }) => writeln!(
                     f,
                     "{} = {}.{}(shfl.sync.up.b32({0}, {delta}), {0}) if lane >= {delta}",
                     self.reg_text(acc),
                     reduce_name(*op),
                     dtype.dsl_name()
                 )?,
-                Stmt::ShflIdx { dtype, dst, src, lane } => writeln!(
+                Stmt::Simt(SimtStmt::ShflIdx { dtype, dst, src, lane }) => writeln!(
                     f,
                     "{} = shfl.sync.idx.b32.{}({}, {})",
                     self.reg_text(dst),
@@ -370,7 +378,7 @@ impl Kernel {
                     self.reg_text(src),
                     self.expr(lane)
                 )?,
-                Stmt::StGlobal { dst, src, dtype, pred } => writeln!(
+                Stmt::Simt(SimtStmt::StGlobal { dst, src, dtype, pred }) => writeln!(
                     f,
                     "st.global.{} {}, {} if {}",
                     dtype.dsl_name(),
@@ -378,7 +386,7 @@ impl Kernel {
                     self.reg_text(src),
                     self.expr(pred)
                 )?,
-                Stmt::LdGlobalVec { dst, src, dtype, pred } => writeln!(
+                Stmt::Simt(SimtStmt::LdGlobalVec { dst, src, dtype, pred }) => writeln!(
                     f,
                     "ld.global.v{}.{} {}, {} if {}",
                     dst.len(),

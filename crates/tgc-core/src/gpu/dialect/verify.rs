@@ -76,6 +76,8 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::ir::*;
+use super::kernel::*;
+use super::stmt::*;
 
 /// Every violation in `k`, in pre-order of the statements; `Ok` when none.
 pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
@@ -96,7 +98,7 @@ pub fn verify(k: &Kernel) -> Result<(), Vec<GpuError>> {
         concurrent: BTreeSet::new(),
     };
     k.walk(&mut |_, s| {
-        if let Stmt::TmaLoad { dst, .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::TmaLoad { dst, .. }) = s {
             v.tma_written.insert(dst.buf.0);
         }
     });
@@ -265,21 +267,35 @@ impl Sync {
 fn buffers(body: &[Stmt], reads: bool, out: &mut BTreeSet<u32>) {
     for s in body {
         match s {
-            Stmt::CpAsync { dst, .. } | Stmt::TmaLoad { dst, .. } if !reads => {
-                out.insert(dst.buf.0);
+            Stmt::Mma(MmaStmt::CpAsync { dst, .. }) | Stmt::Sm90(Sm90Stmt::TmaLoad { dst, .. }) => {
+                if !reads {
+                    out.insert(dst.buf.0);
+                }
             }
-            Stmt::LdMatrix { src, .. } if reads => {
-                out.insert(src.buf.0);
+            Stmt::Mma(MmaStmt::LdMatrix { src, .. }) => {
+                if reads {
+                    out.insert(src.buf.0);
+                }
             }
-            Stmt::Wgmma { a, b, .. } if reads => {
-                out.extend(a.desc().map(|a| a.start.buf.0));
-                out.insert(b.start.buf.0);
+            Stmt::Sm90(Sm90Stmt::Wgmma { a, b, .. }) => {
+                if reads {
+                    out.extend(a.desc().map(|a| a.start.buf.0));
+                    out.insert(b.start.buf.0);
+                }
             }
-            _ => {
+            Stmt::For { .. } | Stmt::If { .. } | Stmt::WarpSpecialize { .. } => {
                 for body in s.children() {
                     buffers(body, reads, out);
                 }
             }
+            // No other statement copies into shared memory by `cp.async` or
+            // TMA, or reads it by `ldmatrix` or a descriptor.
+            Stmt::Let { .. }
+            | Stmt::Barrier
+            | Stmt::BarrierNamed { .. }
+            | Stmt::Mma(_)
+            | Stmt::Simt(_)
+            | Stmt::Sm90(_) => {}
         }
     }
 }
@@ -464,10 +480,10 @@ impl Verifier<'_> {
             st,
             Stmt::Barrier
                 | Stmt::BarrierNamed { .. }
-                | Stmt::ClusterSync
+                | Stmt::Sm90(Sm90Stmt::ClusterSync)
                 | Stmt::WarpSpecialize { .. }
-                | Stmt::LdMatrix { .. }
-                | Stmt::MmaSync { .. }
+                | Stmt::Mma(MmaStmt::LdMatrix { .. })
+                | Stmt::Mma(MmaStmt::MmaSync { .. })
         ) || st.is_warpgroup_collective();
         if collective && divergent {
             self.err(Fault::Divergence, s, format!("{} under control flow that depends on the thread", st.head()));
@@ -498,7 +514,8 @@ impl Verifier<'_> {
                 // new data in each iteration.
                 // So does a loop that moves through mbarrier phases while
                 // the other role of a warp-specialised kernel copies.
-                let waits = body.iter().any(|x| contains(x, &|y| matches!(y, Stmt::MbarrierWait { .. })));
+                let waits =
+                    body.iter().any(|x| contains(x, &|y| matches!(y, Stmt::Sm90(Sm90Stmt::MbarrierWait { .. }))));
                 let mut written = if waits { self.concurrent.clone() } else { BTreeSet::new() };
                 let mut read = BTreeSet::new();
                 buffers(body, false, &mut written);
@@ -555,24 +572,24 @@ impl Verifier<'_> {
             Stmt::WarpSpecialize { producer_threads, producer, consumer } => {
                 self.specialize(s, *producer_threads, [producer, consumer], scope, sync)
             }
-            Stmt::SetMaxNReg { regs, .. } => {
+            Stmt::Sm90(Sm90Stmt::SetMaxNReg { regs, .. }) => {
                 if !is_maxnreg_count(*regs) {
                     self.err(Fault::BadValue, s, format!("setmaxnreg {regs}: a multiple of 8 in 24..=256"));
                 }
             }
-            Stmt::MbarrierArrive { bar, cta } => {
+            Stmt::Sm90(Sm90Stmt::MbarrierArrive { bar, cta }) => {
                 self.smem(bar, scope, s);
                 if let Some(cta) = cta {
                     self.expr(cta, scope, Some(s));
                     self.cluster_rank(cta, s);
                 }
             }
-            Stmt::ClusterSync if self.role.is_some() => self.err(
+            Stmt::Sm90(Sm90Stmt::ClusterSync) if self.role.is_some() => self.err(
                 Fault::Divergence,
                 s,
                 "barrier.cluster inside a warp-specialised role waits for the other role's threads".into(),
             ),
-            Stmt::Barrier | Stmt::BarrierNamed { .. } | Stmt::ClusterSync => {
+            Stmt::Barrier | Stmt::BarrierNamed { .. } | Stmt::Sm90(Sm90Stmt::ClusterSync) => {
                 let cta = self.k.threads() as u32;
                 match (st, self.role) {
                     (Stmt::Barrier, Some(_)) => self.err(
@@ -598,7 +615,7 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::WaitGroup { .. } => {
+            Stmt::Mma(MmaStmt::WaitGroup { .. }) => {
                 // Completes cp.async groups, not TMA copies.
                 for (b, x) in sync.iter_mut().enumerate() {
                     if *x == Sync::Unsynced && !self.tma_written.contains(&(b as u32)) {
@@ -606,9 +623,11 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::CommitGroup | Stmt::GridDepControlWait => {}
-            Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
-                let sizes: &[u32] = if matches!(st, Stmt::CpAsync { .. }) { &[4, 8, 16] } else { &[2, 4, 8, 16] };
+            Stmt::Mma(MmaStmt::CommitGroup) | Stmt::Sm90(Sm90Stmt::GridDepControlWait) => {}
+            Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes, src_bytes })
+            | Stmt::Mma(MmaStmt::CopySync { dst, src, bytes, src_bytes }) => {
+                let sizes: &[u32] =
+                    if matches!(st, Stmt::Mma(MmaStmt::CpAsync { .. })) { &[4, 8, 16] } else { &[2, 4, 8, 16] };
                 if !sizes.contains(bytes) {
                     self.err(Fault::BadValue, s, format!("{} of {bytes} bytes; sizes are {sizes:?}", st.head()));
                 }
@@ -616,7 +635,7 @@ impl Verifier<'_> {
                 self.global(src, scope, s);
                 self.expr(src_bytes, scope, Some(s));
             }
-            Stmt::LdMatrix { num, dst, src, .. } => {
+            Stmt::Mma(MmaStmt::LdMatrix { num, dst, src, .. }) => {
                 if dst.len() != num.count() {
                     let msg = format!("{} writes {} registers, not {}", st.head(), num.count(), dst.len());
                     self.err(Fault::FragmentShape, s, msg);
@@ -641,7 +660,7 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::MmaSync { ab, d, a, b, c } => {
+            Stmt::Mma(MmaStmt::MmaSync { ab, d, a, b, c }) => {
                 if !matches!(ab, crate::DType::F16 | crate::DType::BF16) {
                     self.err(Fault::FragmentShape, s, format!("mma.m16n8k16 operands are {}", ab.dsl_name()));
                 }
@@ -660,8 +679,8 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::MovF32 { dst, .. } => self.reg(dst, RegKind::F32, scope, s, "mov"),
-            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+            Stmt::Mma(MmaStmt::MovF32 { dst, .. }) => self.reg(dst, RegKind::F32, scope, s, "mov"),
+            Stmt::Mma(MmaStmt::PackB16x2 { dst, lo, hi, dtype }) => {
                 if !matches!(dtype, crate::DType::F16 | crate::DType::BF16) {
                     self.err(Fault::BadValue, s, format!("cvt packs f16 or bf16 pairs, not {dtype}"));
                 }
@@ -669,7 +688,7 @@ impl Verifier<'_> {
                 self.reg(lo, RegKind::F32, scope, s, "cvt source");
                 self.reg(hi, RegKind::F32, scope, s, "cvt source");
             }
-            Stmt::Epilogue { acc, pred, ops } => {
+            Stmt::Mma(MmaStmt::Epilogue { acc, pred, ops }) => {
                 self.reg(acc, RegKind::F32, scope, s, "epilogue");
                 self.expr(pred, scope, Some(s));
                 for op in ops {
@@ -682,24 +701,25 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::StShared { dst, src: regs, dtype } | Stmt::LdShared { dst: regs, src: dst, dtype } => {
+            Stmt::Mma(MmaStmt::StShared { dst, src: regs, dtype })
+            | Stmt::Mma(MmaStmt::LdShared { dst: regs, src: dst, dtype }) => {
                 self.smem(dst, scope, s);
                 for r in regs {
                     self.reg(r, compute_kind(*dtype), scope, s, "shared store/load");
                 }
             }
-            Stmt::StGlobalVec { dst, src, pred, .. } => {
+            Stmt::Mma(MmaStmt::StGlobalVec { dst, src, pred, .. }) => {
                 self.global(dst, scope, s);
                 for r in src {
                     self.reg(r, RegKind::F32, scope, s, "store source");
                 }
                 self.expr(pred, scope, Some(s));
             }
-            Stmt::Compute { dst, value } => {
+            Stmt::Simt(SimtStmt::Compute { dst, value }) => {
                 self.reg(dst, compute_kind(value.dtype()), scope, s, "compute destination");
                 self.scalar(value, scope, s);
             }
-            Stmt::Accumulate { dtype, acc, value, .. } => {
+            Stmt::Simt(SimtStmt::Accumulate { dtype, acc, value, .. }) => {
                 self.reg(acc, compute_kind(*dtype), scope, s, "accumulator");
                 if value.dtype() != *dtype {
                     let msg = format!("accumulates a {} value into a {dtype} accumulator", value.dtype());
@@ -707,21 +727,21 @@ impl Verifier<'_> {
                 }
                 self.scalar(value, scope, s);
             }
-            Stmt::ShflBfly { dtype, acc, lane_mask, .. } => {
+            Stmt::Simt(SimtStmt::ShflBfly { dtype, acc, lane_mask, .. }) => {
                 self.reg(acc, compute_kind(*dtype), scope, s, "shuffled");
                 if *lane_mask >= 32 {
                     self.err(Fault::BadValue, s, format!("lane mask {lane_mask} is not a lane (0 to 31)"));
                 }
                 self.full_mask(s, "shfl.sync.bfly");
             }
-            Stmt::ShflUpScan { dtype, acc, delta, .. } => {
+            Stmt::Simt(SimtStmt::ShflUpScan { dtype, acc, delta, .. }) => {
                 self.reg(acc, compute_kind(*dtype), scope, s, "scanned");
                 if !(1..32).contains(delta) {
                     self.err(Fault::BadValue, s, format!("shfl.sync.up delta {delta} (1 to 31)"));
                 }
                 self.full_mask(s, "shfl.sync.up");
             }
-            Stmt::ShflIdx { dtype, dst, src, lane } => {
+            Stmt::Simt(SimtStmt::ShflIdx { dtype, dst, src, lane }) => {
                 self.reg(dst, compute_kind(*dtype), scope, s, "broadcast destination");
                 self.reg(src, compute_kind(*dtype), scope, s, "broadcast source");
                 if let Expr::Const(l) = lane {
@@ -732,12 +752,12 @@ impl Verifier<'_> {
                 self.expr(lane, scope, Some(s));
                 self.full_mask(s, "shfl.sync.idx");
             }
-            Stmt::StGlobal { dst, src, dtype, pred } => {
+            Stmt::Simt(SimtStmt::StGlobal { dst, src, dtype, pred }) => {
                 self.global(dst, scope, s);
                 self.reg(src, compute_kind(*dtype), scope, s, "store source");
                 self.expr(pred, scope, Some(s));
             }
-            Stmt::LdGlobalVec { dst, src, dtype, pred } => {
+            Stmt::Simt(SimtStmt::LdGlobalVec { dst, src, dtype, pred }) => {
                 let bytes = dst.len() * dtype.size_bytes();
                 if !dst.len().is_power_of_two() || bytes > 16 {
                     self.err(Fault::BadValue, s, format!("{} of {bytes} bytes (a power of two up to 16)", st.head()));
@@ -748,20 +768,22 @@ impl Verifier<'_> {
                 }
                 self.expr(pred, scope, Some(s));
             }
-            Stmt::MbarrierInit { bar, count } => {
+            Stmt::Sm90(Sm90Stmt::MbarrierInit { bar, count }) => {
                 if *count == 0 {
                     self.err(Fault::BadValue, s, "an mbarrier expecting 0 arrivals".into());
                 }
                 self.smem(bar, scope, s);
             }
-            Stmt::WgmmaCommit => self.wgmma_in_flight.commit(),
-            Stmt::FenceMbarrierInit | Stmt::FenceProxyAsync | Stmt::WgmmaFence => {
-                if matches!(st, Stmt::WgmmaFence) {
+            Stmt::Sm90(Sm90Stmt::WgmmaCommit) => self.wgmma_in_flight.commit(),
+            Stmt::Sm90(Sm90Stmt::FenceMbarrierInit)
+            | Stmt::Sm90(Sm90Stmt::FenceProxyAsync)
+            | Stmt::Sm90(Sm90Stmt::WgmmaFence) => {
+                if matches!(st, Stmt::Sm90(Sm90Stmt::WgmmaFence)) {
                     self.fenced = true;
                 }
             }
-            Stmt::MbarrierArriveExpectTx { bar, .. } => self.smem(bar, scope, s),
-            Stmt::MbarrierWait { bar, parity } => {
+            Stmt::Sm90(Sm90Stmt::MbarrierArriveExpectTx { bar, .. }) => self.smem(bar, scope, s),
+            Stmt::Sm90(Sm90Stmt::MbarrierWait { bar, parity }) => {
                 self.smem(bar, scope, s);
                 self.expr(parity, scope, Some(s));
                 // The wait makes the copies that completed the phase visible.
@@ -771,7 +793,7 @@ impl Verifier<'_> {
                     }
                 }
             }
-            Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
+            Stmt::Sm90(Sm90Stmt::TmaLoad { dst, map, coords, bar, multicast }) => {
                 self.smem(dst, scope, s);
                 self.smem(bar, scope, s);
                 if let Some(mask) = multicast {
@@ -798,8 +820,8 @@ impl Verifier<'_> {
                     _ => self.err(Fault::BadId, s, format!("parameter {} is not a tensor map", map.0)),
                 }
             }
-            Stmt::WgmmaWait { pending } => self.wgmma_in_flight.wait(*pending as usize),
-            Stmt::Wgmma { ab, n, d, a, b, .. } => {
+            Stmt::Sm90(Sm90Stmt::WgmmaWait { pending }) => self.wgmma_in_flight.wait(*pending as usize),
+            Stmt::Sm90(Sm90Stmt::Wgmma { ab, n, d, a, b, .. }) => {
                 if !matches!(ab, crate::DType::F16 | crate::DType::BF16) {
                     self.err(Fault::FragmentShape, s, format!("wgmma operands are {}", ab.dsl_name()));
                 }
@@ -858,16 +880,33 @@ impl Verifier<'_> {
         let (mut remote, mut last_init, mut syncs, mut last_top) = (None, None, Vec::new(), None);
         k.walk(&mut |id, s| {
             let top = k.body.iter().any(|t| std::ptr::eq(t, s));
-            match s {
-                Stmt::TmaLoad { multicast: Some(_), .. } | Stmt::MbarrierArrive { cta: Some(_), .. } => {
-                    remote.get_or_insert(id);
+            if let Stmt::Sm90(x) = s {
+                match x {
+                    Sm90Stmt::TmaLoad { multicast: Some(_), .. } | Sm90Stmt::MbarrierArrive { cta: Some(_), .. } => {
+                        remote.get_or_insert(id);
+                    }
+                    Sm90Stmt::MbarrierInit { .. } => last_init = Some(id),
+                    Sm90Stmt::ClusterSync => {
+                        if top {
+                            syncs.push(id)
+                        }
+                    }
+                    Sm90Stmt::TmaLoad { multicast: None, .. }
+                    | Sm90Stmt::MbarrierArrive { cta: None, .. }
+                    | Sm90Stmt::SetMaxNReg { .. }
+                    | Sm90Stmt::GridDepControlWait
+                    | Sm90Stmt::FenceMbarrierInit
+                    | Sm90Stmt::MbarrierArriveExpectTx { .. }
+                    | Sm90Stmt::MbarrierWait { .. }
+                    | Sm90Stmt::FenceProxyAsync
+                    | Sm90Stmt::WgmmaFence
+                    | Sm90Stmt::Wgmma { .. }
+                    | Sm90Stmt::WgmmaCommit
+                    | Sm90Stmt::WgmmaWait { .. } => {}
                 }
-                Stmt::MbarrierInit { .. } => last_init = Some(id),
-                Stmt::ClusterSync if top => syncs.push(id),
-                _ => {}
             }
             if top {
-                last_top = Some((id, (*s != Stmt::ClusterSync).then(|| s.head())));
+                last_top = Some((id, (*s != Stmt::Sm90(Sm90Stmt::ClusterSync)).then(|| s.head())));
             }
         });
         let Some(first) = remote else { return };
@@ -935,9 +974,12 @@ impl Verifier<'_> {
             .iter()
             .zip(threads)
             .map(|(body, n)| {
-                body.iter().rev().find_map(|x| match x {
-                    Stmt::SetMaxNReg { regs, .. } => Some(regs * n),
-                    _ => None,
+                body.iter().rev().find_map(|x| {
+                    if let Stmt::Sm90(Sm90Stmt::SetMaxNReg { regs, .. }) = x {
+                        Some(regs * n)
+                    } else {
+                        None
+                    }
                 })
             })
             .sum();

@@ -23,170 +23,17 @@
 //!    compile` prints.
 //!
 //! A template is a folder of `gpu/` with a function that lowers a graph of
-//! its pattern to a [`Lowered`] program or says why not, registered by one
-//! row of [`TEMPLATES`].
+//! its pattern to a [`crate::gpu::template::Lowered`] program or says why
+//! not, registered by one row of [`TEMPLATES`] (`driver/templates.rs`).
 
-use crate::diag::{DResult, Diagnostic};
-use crate::plan::cost::Estimator;
-use crate::plan::Target;
+use crate::diag::DResult;
 use crate::tiny::Graph;
 
-use super::attention::kernel::Algorithm;
-use super::dialect::ir::Arch;
 use super::program::GpuProgram;
-use super::template::{pattern_of, GraphPattern, Lowered, Template};
 use super::simt::rows::lower_rows;
 use super::simt::scan::{lower_simt, scan_totals, ScanTiles, SCAN_TILES};
-use super::{attention, mma};
 use crate::cpu::from_tiny;
 
-/// Every template, in the order [`lower`] tries them.
-pub const TEMPLATES: &[Template] = &[
-    Template {
-        name: "sm80 GEMM (plain or implicit)",
-        pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
-        arch: Arch::Sm80,
-        fallback: false,
-        lower: mma::lower::gemm,
-    },
-    Template {
-        name: "sm90 GEMM (TMA + wgmma)",
-        pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
-        arch: Arch::Sm90,
-        fallback: false,
-        lower: mma::lower::gemm,
-    },
-    Template {
-        name: "sm80 Winograd F(2×2, 3×3) convolution",
-        pattern: GraphPattern::Contraction,
-        algo_choice: super::winograd::ALGO,
-        arch: Arch::Sm80,
-        fallback: false,
-        lower: super::winograd::lower,
-    },
-    Template {
-        name: "sm90 Winograd F(2×2, 3×3) convolution",
-        pattern: GraphPattern::Contraction,
-        algo_choice: super::winograd::ALGO,
-        arch: Arch::Sm90,
-        fallback: false,
-        lower: super::winograd::lower,
-    },
-    Template {
-        name: "sm80 attention (FlashAttention-2)",
-        pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
-        arch: Arch::Sm80,
-        fallback: false,
-        lower: |g, t, e| attention::lower(g, t, e, Algorithm::OnlineSoftmax),
-    },
-    Template {
-        name: "sm80 attention (two-pass softmax)",
-        pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
-        arch: Arch::Sm80,
-        fallback: false,
-        lower: |g, t, e| attention::lower(g, t, e, Algorithm::StreamingSoftmax2Pass),
-    },
-    Template {
-        name: "sm90 attention (FlashAttention-2 on wgmma)",
-        pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
-        arch: Arch::Sm90,
-        fallback: false,
-        lower: |g, t, e| attention::lower(g, t, e, Algorithm::OnlineSoftmax),
-    },
-    Template {
-        name: "sm90 attention (two-pass softmax on wgmma)",
-        pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
-        arch: Arch::Sm90,
-        fallback: false,
-        lower: |g, t, e| attention::lower(g, t, e, Algorithm::StreamingSoftmax2Pass),
-    },
-    // sm90 runs the sm80 templates' mma.sync kernels where its wgmma
-    // branches refuse the graph (an attention whose head or value dimension
-    // is not a multiple of 64), planned and estimated on the sm80 row: an
-    // sm_80 kernel compiles for sm_90a unchanged.
-    Template {
-        name: "sm80 GEMM (mma.sync) on sm90",
-        pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
-        arch: Arch::Sm90,
-        fallback: true,
-        lower: |g, _, e| mma::lower::gemm(g, &crate::plan::target::SM80, e),
-    },
-    Template {
-        name: "sm80 attention (FlashAttention-2) on sm90",
-        pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
-        arch: Arch::Sm90,
-        fallback: true,
-        lower: |g, _, e| attention::lower(g, &crate::plan::target::SM80, e, Algorithm::OnlineSoftmax),
-    },
-    Template {
-        name: "sm80 attention (two-pass softmax) on sm90",
-        pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
-        arch: Arch::Sm90,
-        fallback: true,
-        lower: |g, _, e| attention::lower(g, &crate::plan::target::SM80, e, Algorithm::StreamingSoftmax2Pass),
-    },
-];
-
-/// The program of the template of `g`'s pattern for `target`'s
-/// architecture that takes it with the least estimated time (the earlier
-/// in [`TEMPLATES`] on a tie; the fallback templates only when no other
-/// takes it); `Some(Err)` with the first refusal when none does; `None`
-/// when no template has `g`'s pattern.
-pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> Option<DResult<GpuProgram>> {
-    let mut refusal: Option<Diagnostic> = None;
-    for fallback in [false, true] {
-        let mut tried = candidates(g, target, estimator, fallback)?;
-        if let Some(i) = best(&tried) {
-            return tried.swap_remove(i).1.ok().map(|l| Ok(l.program));
-        }
-        for (_, r) in tried {
-            if let Err(d) = r {
-                refusal.get_or_insert(d);
-            }
-        }
-    }
-    refusal.map(Err)
-}
-
-/// Each template of `g`'s pattern and `target`'s architecture (the
-/// fallback ones when `fallback`, else the others), in [`TEMPLATES`]
-/// order, with its program and estimate or its refusal: what [`lower`]
-/// ranks, and the `plan` dump prints. `None` when no template has `g`'s
-/// pattern or the target has no templates.
-pub fn candidates(
-    g: &Graph,
-    target: &Target,
-    estimator: &dyn Estimator,
-    fallback: bool,
-) -> Option<Vec<(&'static Template, DResult<Lowered>)>> {
-    let pattern = pattern_of(g)?;
-    let arch = Arch::parse(target.name)?;
-    let chosen = TEMPLATES.iter().filter(|t| t.pattern == pattern && t.arch == arch && t.fallback == fallback);
-    Some(chosen.map(|t| (t, (t.lower)(g, target, estimator))).collect())
-}
-
-/// The index of the lowered candidate with the least estimate (the
-/// earlier on a tie), if any lowered.
-pub fn best(candidates: &[(&'static Template, DResult<Lowered>)]) -> Option<usize> {
-    let mut best: Option<(usize, f64)> = None;
-    for (i, (_, r)) in candidates.iter().enumerate() {
-        if let Ok(l) = r {
-            if best.is_none_or(|(_, t)| l.estimate.time_s < t) {
-                best = Some((i, l.estimate.time_s));
-            }
-        }
-    }
-    best.map(|b| b.0)
-}
 /// Errors: those of [`from_tiny::lower`]; `Unsupported` for a value the
 /// SIMT template cannot compute (none today beyond the CPU backend's).
 pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
@@ -206,7 +53,8 @@ pub(crate) fn lower_regions(
     tiles: ScanTiles,
     notes: &mut Vec<crate::Diagnostic>,
 ) -> DResult<GpuProgram> {
-    let opts = if templates.is_some() { super::driver::regions::region_options() } else { from_tiny::Options::default() };
+    let opts =
+        if templates.is_some() { super::driver::regions::region_options() } else { from_tiny::Options::default() };
     let mut p = from_tiny::lower_with(g, &opts)?;
     let totals = scan_totals(&mut p, tiles);
     let stored = templates.map(|_| super::driver::regions::stored_values(g, &p)).unwrap_or_default();
@@ -239,8 +87,8 @@ pub(crate) fn lower_regions(
             }
         }
         let first_temp = (p.buffers.len() + temps.len()) as u32;
-        let template =
-            templates.and_then(|(t, e)| super::driver::regions::lower_region(g, &p, &stored, &p.kernels[k], t, e, first_temp));
+        let template = templates
+            .and_then(|(t, e)| super::driver::regions::lower_region(g, &p, &stored, &p.kernels[k], t, e, first_temp));
         match template {
             Some(Ok(r)) => {
                 launches.extend(r.launches);
@@ -321,6 +169,9 @@ pub fn lower_program_noting(
 }
 
 pub mod regions;
+mod templates;
+
+pub use templates::{best, candidates, lower, TEMPLATES};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! The regions of a larger graph on the templates: each region kernel of
 //! the CPU back end's lowering (formed as [`region_options`] says) as a
 //! graph of its own ([`region_graph`], its stored inputs the graph's
-//! inputs), lowered by the driver's ranking ([`super::lower`]) and bound
+//! inputs), lowered by the driver's ranking ([`super::templates::lower`]) and bound
 //! back to the program's buffers; and the regions fused across kernels
 //! into one template launch ([`fused_regions`]: an attention, a
 //! contraction with the 2×2 pool after it).
@@ -19,7 +19,7 @@ use crate::tiny::{Graph, NodeId};
 use crate::gpu::program::{Launch, LaunchArg};
 use crate::gpu::template::{pattern_of, GraphPattern};
 
-use super::lower;
+use super::templates::lower;
 
 /// How the CPU back end's lowering forms regions for the templates
 /// (`simt`'s program and the `plan` dump read the same): element-wise

@@ -4,9 +4,9 @@
 //! program emulated against the interpreter.
 
 use crate::gpu::driver::lower_program_noting;
-use crate::gpu::simt::tests::check_program;
-use crate::gpu::program::Form;
 use crate::gpu::driver::{lower, TEMPLATES};
+use crate::gpu::program::Form;
+use crate::gpu::simt::tests::check_program;
 use crate::gpu::template::{pattern_of, GraphPattern, Template};
 use crate::pipeline::{self, Format};
 use crate::plan::cost::Analytic;
@@ -145,7 +145,7 @@ fn sm90_takes_the_wgmma_branch_and_falls_back_to_the_sm80_kernels() {
     let att =
         "graph a(q: f16[1, 2, 17, 16], k: f16[1, 2, 17, 16], v: f16[1, 2, 17, 16]) -> (o: f16[1, 2, 17, 16]) {\n    \
                o = attention(q, k, v)\n    return o\n}\n";
-    use crate::gpu::dialect::ir::Arch;
+    use crate::gpu::dialect::Arch;
     for (src, arch, form, tol) in [
         (gemm, Arch::Sm90, Form::Gemm, 1e-3),
         (conv, Arch::Sm90, Form::Gemm, 1e-3),

@@ -25,29 +25,10 @@ impl<'k> Frame<'k> {
                     format!("{} runs as a task's control flow (`emulate/tasks.rs`), not as a statement", st.head());
                 return Err(self.err(Fault::BadValue, s, msg));
             }
-            Stmt::Barrier | Stmt::BarrierNamed { .. } | Stmt::ClusterSync => {
-                let n = mask.iter().filter(|&&m| m).count();
-                let (want, reached) = match st {
-                    Stmt::BarrierNamed { id, threads } => {
-                        if !NAMED_BARRIER_IDS.contains(id) || threads % 32 != 0 {
-                            let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
-                            return Err(self.err(Fault::BadValue, s, msg));
-                        }
-                        (*threads as usize, format!("bar.sync {id}, {threads} reached by {n} threads"))
-                    }
-                    _ => (self.threads, format!("{} reached by {n} of {} threads", st.head(), self.threads)),
-                };
-                if n != want {
-                    return Err(self.err(Fault::Divergence, s, reached));
-                }
-                self.epoch += 1;
-                self.stats.barriers += 1;
-                if *st == Stmt::ClusterSync {
-                    self.received_since_sync = false;
-                }
-            }
-            Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
-                let is_async = matches!(st, Stmt::CpAsync { .. });
+            Stmt::Barrier | Stmt::BarrierNamed { .. } => self.barrier(st, mask, s)?,
+            Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes, src_bytes })
+            | Stmt::Mma(MmaStmt::CopySync { dst, src, bytes, src_bytes }) => {
+                let is_async = matches!(st, Stmt::Mma(MmaStmt::CpAsync { .. }));
                 let sizes: &[u32] = if is_async { &[4, 8, 16] } else { &[2, 4, 8, 16] };
                 if !sizes.contains(bytes) {
                     return Err(self.err(
@@ -87,13 +68,13 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::CommitGroup => {
+            Stmt::Mma(MmaStmt::CommitGroup) => {
                 for t in Self::active(mask) {
                     let g = std::mem::take(&mut self.open[t]);
                     self.committed[t].push_back(g);
                 }
             }
-            Stmt::WaitGroup { pending } => {
+            Stmt::Mma(MmaStmt::WaitGroup { pending }) => {
                 for t in Self::active(mask) {
                     while self.committed[t].len() > *pending as usize {
                         if let Some(g) = self.committed[t].pop_front() {
@@ -104,7 +85,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::LdMatrix { num, trans, dst, src } => {
+            Stmt::Mma(MmaStmt::LdMatrix { num, trans, dst, src }) => {
                 if dst.len() != num.count() {
                     return Err(self.err(
                         Fault::FragmentShape,
@@ -139,7 +120,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::MmaSync { ab, d, a, b, c } => {
+            Stmt::Mma(MmaStmt::MmaSync { ab, d, a, b, c }) => {
                 if d.len() != 4 || a.len() != 4 || b.len() != 2 || c.len() != 4 {
                     return Err(self.err(
                         Fault::FragmentShape,
@@ -188,12 +169,12 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::MovF32 { dst, value } => {
+            Stmt::Mma(MmaStmt::MovF32 { dst, value }) => {
                 for t in Self::active(mask) {
                     self.set_reg(dst, t, value.to_bits(), s)?;
                 }
             }
-            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+            Stmt::Mma(MmaStmt::PackB16x2 { dst, lo, hi, dtype }) => {
                 let mut bytes = Vec::with_capacity(4);
                 for t in Self::active(mask) {
                     bytes.clear();
@@ -205,7 +186,7 @@ impl<'k> Frame<'k> {
                     self.set_reg(dst, t, packed, s)?;
                 }
             }
-            Stmt::Epilogue { acc, pred, ops } => {
+            Stmt::Mma(MmaStmt::Epilogue { acc, pred, ops }) => {
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {
                         continue;
@@ -231,7 +212,7 @@ impl<'k> Frame<'k> {
                     self.set_reg(acc, t, v.to_bits(), s)?;
                 }
             }
-            Stmt::StGlobalVec { dst, src, dtype, pred } => {
+            Stmt::Mma(MmaStmt::StGlobalVec { dst, src, dtype, pred }) => {
                 let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {
@@ -255,7 +236,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::StShared { dst, src, dtype } => {
+            Stmt::Mma(MmaStmt::StShared { dst, src, dtype }) => {
                 let n = shared_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                 for t in Self::active(mask) {
                     let a = self.smem_addr(dst, t, n, n, s)?;
@@ -272,7 +253,7 @@ impl<'k> Frame<'k> {
                     self.land(&Copy { dst: a, data: bytes }, t, false);
                 }
             }
-            Stmt::LdShared { dst, src, dtype } => {
+            Stmt::Mma(MmaStmt::LdShared { dst, src, dtype }) => {
                 let n = shared_bytes(dst.len(), *dtype).ok_or_else(|| self.bad_vector(s, dst.len(), *dtype))?;
                 let es = dtype.size_bytes();
                 for t in Self::active(mask) {
@@ -287,28 +268,32 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::GridDepControlWait => {}
-            Stmt::Compute { .. }
-            | Stmt::Accumulate { .. }
-            | Stmt::ShflBfly { .. }
-            | Stmt::ShflUpScan { .. }
-            | Stmt::ShflIdx { .. }
-            | Stmt::StGlobal { .. }
-            | Stmt::LdGlobalVec { .. } => {
-                self.simt_stmt(st, mask, args, s)?;
+            Stmt::Simt(x) => self.simt_stmt(x, mask, args, s)?,
+            Stmt::Sm90(x) => self.sm90_stmt(st, x, mask, args, s)?,
+        }
+        Ok(())
+    }
+
+    /// A CTA barrier `st` (`Barrier`, `BarrierNamed`, `ClusterSync`)
+    /// reached by the `mask` threads: every thread it waits for is there.
+    pub(super) fn barrier(&mut self, st: &'k Stmt, mask: &[bool], s: Option<u32>) -> R<()> {
+        let n = mask.iter().filter(|&&m| m).count();
+        let (want, reached) = if let Stmt::BarrierNamed { id, threads } = st {
+            if !NAMED_BARRIER_IDS.contains(id) || threads % 32 != 0 {
+                let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
+                return Err(self.err(Fault::BadValue, s, msg));
             }
-            Stmt::MbarrierInit { .. }
-            | Stmt::FenceMbarrierInit
-            | Stmt::MbarrierArriveExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::SetMaxNReg { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::WgmmaFence
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. } => self.sm90_stmt(st, mask, args, s)?,
+            (*threads as usize, format!("bar.sync {id}, {threads} reached by {n} threads"))
+        } else {
+            (self.threads, format!("{} reached by {n} of {} threads", st.head(), self.threads))
+        };
+        if n != want {
+            return Err(self.err(Fault::Divergence, s, reached));
+        }
+        self.epoch += 1;
+        self.stats.barriers += 1;
+        if *st == Stmt::Sm90(Sm90Stmt::ClusterSync) {
+            self.received_since_sync = false;
         }
         Ok(())
     }

@@ -72,7 +72,7 @@ use std::collections::{HashMap, VecDeque};
 
 use half::{bf16, f16};
 
-use super::dialect::ir::*;
+use super::dialect::*;
 
 mod exec;
 pub mod scalar;

@@ -4,9 +4,9 @@
 //! faults of single statements (misaligned, out-of-bounds and racing
 //! accesses), each naming its statement.
 
-use crate::gpu::emulate::{run, run_keeping_registers, Arg};
-use crate::gpu::dialect::ir::*;
 use crate::gpu::dialect::verify::verify;
+use crate::gpu::dialect::*;
+use crate::gpu::emulate::{run, run_keeping_registers, Arg};
 use crate::DType;
 
 /// One warp. `src` (f16 `[rows, 8]` holding `0, 1, 2, …`) is copied row by
@@ -22,12 +22,12 @@ fn kernel(rows: i64, rest: Vec<Stmt>) -> Kernel {
     k.regs.push(RegArray { name: "v".into(), kind: RegKind::F32, len: 8 });
     k.vars.push("row".into());
     let row = Expr::Var(VarId(0));
-    let copy = Stmt::CopySync {
+    let copy = Stmt::Mma(MmaStmt::CopySync {
         dst: smem(row.clone() * 16),
         src: GlobalRef { param: ParamId(0), offset: row * 8 },
         bytes: 16,
         src_bytes: Expr::c(16),
-    };
+    });
     let t = Expr::ThreadIdx(Dim::X);
     k.body = vec![Stmt::For { var: VarId(0), start: t, end: Expr::c(rows), step: 32, unroll: false, body: vec![copy] }];
     k.body.push(Stmt::Barrier);
@@ -57,7 +57,7 @@ fn ldmatrix(num: LdMatrixNum, trans: bool) -> Vec<Vec<(f64, f64)>> {
     let rows = 8 * n as i64;
     let dst = (0..n).map(|i| RegRef { reg: RegId(0), index: Expr::c(i as i64) }).collect();
     // Lane l gives row l % 8 of matrix l / 8; lanes past 8n give rows the instruction ignores.
-    let k = kernel(rows, vec![Stmt::LdMatrix { num, trans, dst, src: smem(lane() % rows * 16) }]);
+    let k = kernel(rows, vec![Stmt::Mma(MmaStmt::LdMatrix { num, trans, dst, src: smem(lane() % rows * 16) })]);
     verify(&k).unwrap();
     let (_, regs) = run_keeping_registers(&k, &mut args(rows)).unwrap();
     let half = |bits: u32| half::f16::from_bits(bits as u16).to_f64();
@@ -82,18 +82,25 @@ fn ldmatrix_fragment_layouts() {
 }
 
 fn copy_row(row: Expr, bytes: u32, src_offset: Expr) -> Stmt {
-    Stmt::CpAsync {
+    Stmt::Mma(MmaStmt::CpAsync {
         dst: smem(row * 16),
         src: GlobalRef { param: ParamId(0), offset: src_offset },
         bytes,
         src_bytes: Expr::c(bytes as i64),
-    }
+    })
 }
 
 #[test]
 fn misaligned_cp_async_names_the_statement() {
     // s3: a 16-byte cp.async from element 1 (byte 2) of `src`.
-    let k = kernel(8, vec![copy_row(lane() % 8, 16, Expr::c(1)), Stmt::CommitGroup, Stmt::WaitGroup { pending: 0 }]);
+    let k = kernel(
+        8,
+        vec![
+            copy_row(lane() % 8, 16, Expr::c(1)),
+            Stmt::Mma(MmaStmt::CommitGroup),
+            Stmt::Mma(MmaStmt::WaitGroup { pending: 0 }),
+        ],
+    );
     verify(&k).unwrap();
     let e = run(&k, &mut args(8)).unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::Misaligned, Some(3)), "{e}");
@@ -106,7 +113,12 @@ fn out_of_bounds_shared_and_global_accesses_name_the_statement() {
     // s3: ldmatrix rows 8..40 of a 32-row buffer.
     let k = kernel(
         32,
-        vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst: frag, src: smem((lane() + 8) * 16) }],
+        vec![Stmt::Mma(MmaStmt::LdMatrix {
+            num: LdMatrixNum::X4,
+            trans: false,
+            dst: frag,
+            src: smem((lane() + 8) * 16),
+        })],
     );
     let e = run(&k, &mut args(32)).unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::OutOfBounds, Some(3)), "{e}");
@@ -123,13 +135,13 @@ fn out_of_bounds_shared_and_global_accesses_name_the_statement() {
 #[test]
 fn write_after_read_race_names_the_write() {
     let v = (0..8).map(|i| RegRef { reg: RegId(1), index: Expr::c(i) }).collect();
-    let read = Stmt::LdShared { dst: v, src: smem(lane() % 8 * 16), dtype: DType::F16 };
-    let write = Stmt::CopySync {
+    let read = Stmt::Mma(MmaStmt::LdShared { dst: v, src: smem(lane() % 8 * 16), dtype: DType::F16 });
+    let write = Stmt::Mma(MmaStmt::CopySync {
         dst: smem((lane() + 7) % 8 * 16),
         src: GlobalRef { param: ParamId(0), offset: Expr::c(0) },
         bytes: 16,
         src_bytes: Expr::c(16),
-    };
+    });
     let k = kernel(8, vec![read.clone(), write.clone()]);
     verify(&k).unwrap();
     let e = run(&k, &mut args(8)).unwrap_err();
@@ -149,7 +161,7 @@ fn hostile_values_are_errors() {
     let k = kernel(8, vec![copy_row(lane() % 8, 16, Expr::c(i64::MAX / 2 + 7))]);
     assert_eq!(run(&k, &mut args(8)).unwrap_err().fault, Fault::OutOfBounds);
     let mut k = kernel(8, vec![copy_row(lane() % 8, 16, Expr::c(0))]);
-    if let Some(Stmt::CpAsync { dst, .. }) = k.body.last_mut() {
+    if let Some(Stmt::Mma(MmaStmt::CpAsync { dst, .. })) = k.body.last_mut() {
         dst.offset = Expr::c(i64::MAX);
     }
     assert_eq!(run(&k, &mut args(8)).unwrap_err().fault, Fault::OutOfBounds);

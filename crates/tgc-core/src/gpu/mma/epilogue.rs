@@ -64,7 +64,7 @@ impl Builder {
                             if pm { (mi.clone() * 16 + h.clone() * 8).lt(rows_left.clone()) } else { Expr::c(1) };
                         let in_n =
                             if pn { (ni.clone() * 8 + (j as i64 + 1)).le(cols_left.clone()) } else { Expr::c(1) };
-                        body.push(Stmt::Epilogue { acc: r.clone(), pred: in_m.and(in_n), ops });
+                        body.push(Stmt::Mma(MmaStmt::Epilogue { acc: r.clone(), pred: in_m.and(in_n), ops }));
                     }
                     match &cs {
                         Some(cs) => {
@@ -73,7 +73,7 @@ impl Builder {
                                 + ni.clone() * 8
                                 + lane.clone() % 4 * 2;
                             let dst = SmemRef { offset: at * eo, ..cs.clone() };
-                            body.push(Stmt::StShared { dst, src: regs, dtype: b.gemm.out });
+                            body.push(Stmt::Mma(MmaStmt::StShared { dst, src: regs, dtype: b.gemm.out }));
                         }
                         None => body.extend(b.store(p, ids, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs)),
                     }
@@ -110,13 +110,10 @@ impl Builder {
             let mut body = Vec::new();
             for (j, r) in regs.iter().enumerate() {
                 let ops = b.ops_at(&mut body, p, ids, ops, row, &(col.clone() + j as i64));
-                body.push(Stmt::Epilogue { acc: r.clone(), pred: b.in_c(p, row, col, j as i64, 1), ops });
+                body.push(Stmt::Mma(MmaStmt::Epilogue { acc: r.clone(), pred: b.in_c(p, row, col, j as i64, 1), ops }));
             }
-            let bfly = |r: &RegRef, lane_mask: u32| Stmt::ShflBfly {
-                op: ReduceOp::Max,
-                dtype: DType::F32,
-                acc: r.clone(),
-                lane_mask,
+            let bfly = |r: &RegRef, lane_mask: u32| {
+                Stmt::Simt(SimtStmt::ShflBfly { op: ReduceOp::Max, dtype: DType::F32, acc: r.clone(), lane_mask })
             };
             let c_batch = |at: Expr| match ids.c_batch {
                 Expr::Const(0) => at,
@@ -132,12 +129,12 @@ impl Builder {
                     for (j, r) in regs.iter().enumerate() {
                         let at = c_batch(row.clone() / 4 * Expr::Param(p.ldc) + col.clone() + j as i64);
                         let pred = first.clone().and(b.in_c(p, row, col, j as i64, 1));
-                        body.push(Stmt::StGlobal {
+                        body.push(Stmt::Simt(SimtStmt::StGlobal {
                             dst: GlobalRef { param: p.c, offset: at },
                             src: r.clone(),
                             dtype: out,
                             pred,
-                        });
+                        }));
                     }
                 }
                 // `check_implicit` admits a pool on `M` or `N` only.
@@ -147,16 +144,16 @@ impl Builder {
                         a: Box::new(ScalarExpr::Reg { reg: regs[0].clone(), dtype: DType::F32 }),
                         b: Box::new(ScalarExpr::Reg { reg: regs[1].clone(), dtype: DType::F32 }),
                     };
-                    body.push(Stmt::Compute { dst: regs[0].clone(), value });
+                    body.push(Stmt::Simt(SimtStmt::Compute { dst: regs[0].clone(), value }));
                     body.push(bfly(&regs[0], 1));
                     let at = c_batch(row.clone() * Expr::Param(p.ldc) + col.clone() / 4);
                     let pred = (lane.clone() % 2).eq(0).and(b.in_c(p, row, col, 0, 1));
-                    body.push(Stmt::StGlobal {
+                    body.push(Stmt::Simt(SimtStmt::StGlobal {
                         dst: GlobalRef { param: p.c, offset: at },
                         src: regs[0].clone(),
                         dtype: out,
                         pred,
-                    });
+                    }));
                 }
             }
             body
@@ -239,15 +236,17 @@ impl Builder {
         let n = regs.len() as i64;
         let at = |j: i64| GlobalRef { param: dst, offset: self.c_at(p, ids, row, col) + j };
         let singles: Vec<Stmt> = (0..n)
-            .map(|j| Stmt::StGlobalVec {
-                dst: at(j),
-                src: vec![regs[j as usize].clone()],
-                dtype,
-                pred: self.in_c(p, row, col, j, 1),
+            .map(|j| {
+                Stmt::Mma(MmaStmt::StGlobalVec {
+                    dst: at(j),
+                    src: vec![regs[j as usize].clone()],
+                    dtype,
+                    pred: self.in_c(p, row, col, j, 1),
+                })
             })
             .collect();
         if n > 1 && align >= n {
-            let vector = Stmt::StGlobalVec { dst: at(0), src: regs.to_vec(), dtype, pred: Expr::c(1) };
+            let vector = Stmt::Mma(MmaStmt::StGlobalVec { dst: at(0), src: regs.to_vec(), dtype, pred: Expr::c(1) });
             vec![Stmt::If { cond: self.in_c(p, row, col, 0, n), then: vec![vector], otherwise: singles }]
         } else {
             singles
@@ -269,11 +268,11 @@ impl Builder {
             let r = b.let_(&mut body, "c_row", c.clone() / per_row);
             let cc = b.let_(&mut body, "c_col", c % per_row * vs);
             let at = ids.warp.clone() * (16 * wn) + r.clone() * wn + cc.clone();
-            body.push(Stmt::LdShared {
+            body.push(Stmt::Mma(MmaStmt::LdShared {
                 dst: regs.clone(),
                 src: SmemRef { offset: at * eo, ..cs.clone() },
                 dtype: b.gemm.out,
-            });
+            }));
             let row = b.let_(&mut body, "c_grow", ids.bm.clone() + ids.wm.clone() * wm + mi.clone() * 16 + r);
             let col = b.let_(&mut body, "c_gcol", ids.bn.clone() + ids.wn.clone() * wn + cc);
             body.extend(b.store(p, ids, p.c, b.gemm.out, b.gemm.align_c as i64, &row, &col, &regs));

@@ -10,13 +10,13 @@
 //! 2^-8 relative, and an f32 sum in another order may round to the
 //! neighbour).
 
-use crate::gpu::program::{emulate, Form, GpuProgram};
-use crate::gpu::driver::lower_program_for;
 use super::Axis;
-use crate::gpu::toolchain::{sass_opcodes, Toolchain};
 use crate::emit::cuda;
-use crate::gpu::dialect::ir::Arch;
 use crate::gpu::dialect::verify;
+use crate::gpu::dialect::Arch;
+use crate::gpu::driver::lower_program_for;
+use crate::gpu::program::{emulate, Form, GpuProgram};
+use crate::gpu::toolchain::{sass_opcodes, Toolchain};
 use crate::pipeline::{self, Format};
 use crate::plan::target::SM80;
 use crate::tiny::Graph;
@@ -296,7 +296,7 @@ fn an_implicit_gemm_without_its_padding_guards_is_caught_by_the_emulator() {
     let launch = &mut prog.launches[0];
     let plan = launch.plan.clone().expect("the MMA kernel's plan");
     let (kernel, _) = super::build(&plan, &graph.gemm).unwrap();
-    launch.kernel = crate::gpu::dialect::ir::Kernel { name: launch.kernel.name.clone(), ..kernel };
+    launch.kernel = crate::gpu::dialect::Kernel { name: launch.kernel.name.clone(), ..kernel };
     verify::verify(&launch.kernel).unwrap_or_else(|e| panic!("{e:?}"));
     let inputs = filled_inputs(&g, 0.5);
     let err = emulate(&prog, &[], &inputs).expect_err("reads outside the activations");
@@ -446,11 +446,13 @@ fn other_pools_after_a_convolution_stay_separate_kernels() {
 /// result differs from the interpreter's, as the test above would report.
 #[test]
 fn a_pooled_epilogue_missing_a_shuffle_gives_wrong_maxima() {
-    use crate::gpu::dialect::ir::Stmt;
+    use crate::gpu::dialect::{SimtStmt, Stmt};
     let g = load(&conv_pool_source(2, 8, 10, 10, 16, true, "f16"));
     let mut p = lower_program_for(&g, Some(&SM80)).unwrap();
     let before = format!("{}", p.launches[0].kernel);
-    super::tests::remove(&mut p.launches[0].kernel.body, &|s| matches!(s, Stmt::ShflBfly { lane_mask: 8, .. }));
+    super::tests::remove(&mut p.launches[0].kernel.body, &|s| {
+        matches!(s, Stmt::Simt(SimtStmt::ShflBfly { lane_mask: 8, .. }))
+    });
     assert_ne!(before, format!("{}", p.launches[0].kernel), "no mask-8 shuffle to drop");
     let ts: Vec<crate::interp::Tensor> = g
         .inputs()

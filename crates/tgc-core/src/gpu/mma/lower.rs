@@ -4,17 +4,17 @@
 //! ([`super::build`], the sm80 or sm90 branch by the plan's `arch`) → a
 //! one-launch program bound to the graph's buffers.
 
+use crate::cpu::loop_ir::BufId;
 use crate::diag;
 use crate::diag::DResult;
-use crate::plan::cost::Estimator;
-use crate::plan::{self, Plan, Target};
-use crate::index_book::contraction::Pattern;
-use crate::plan::Spanned;
-use crate::tiny::Graph;
-use crate::cpu::loop_ir::BufId;
-use crate::gpu::dialect::ir::{Kernel, ParamId};
+use crate::gpu::dialect::{Kernel, ParamId};
 use crate::gpu::program::{whole_graph_buffers, Form, GpuProgram, Launch, LaunchArg};
 use crate::gpu::template::Lowered;
+use crate::index_book::contraction::Pattern;
+use crate::plan::cost::Estimator;
+use crate::plan::Spanned;
+use crate::plan::{self, Plan, Target};
+use crate::tiny::Graph;
 
 use super::recognise::{match_gemm, GemmGraph};
 use super::{Axis, GemmParams};
@@ -169,7 +169,6 @@ pub fn gemm(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<Lo
     })?;
     Ok(Lowered { program, estimate })
 }
-
 
 /// The one-launch program of the GEMM graph `g` with its tensor-core
 /// kernel `gk` ([`build_with`]); `None` when a kernel parameter binds to

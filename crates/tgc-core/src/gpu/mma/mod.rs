@@ -48,7 +48,7 @@ use crate::diag::DResult;
 use crate::plan::{HintValue, Plan};
 use crate::DType;
 
-use super::dialect::ir::*;
+use super::dialect::*;
 
 mod epilogue;
 mod implicit;
@@ -462,25 +462,28 @@ impl Builder {
             acc,
         };
         self.for_unrolled(&mut out, "i", mi_n * ni_n * 4, |_, i| {
-            vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
+            vec![Stmt::Mma(MmaStmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 })]
         });
         self.hoist_implicit(p, &ids, &mut out);
         // Prologue: tiles 0..stages-1.
         self.for_unrolled(&mut out, "s", stages - 1, |b, s| {
             let loads = b.load_tiles(p, &ids, s.clone(), ids.kt0.clone() + s.clone());
-            vec![Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() }, Stmt::CommitGroup]
+            vec![
+                Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() },
+                Stmt::Mma(MmaStmt::CommitGroup),
+            ]
         });
         let kt = self.var("kt");
         let kt_e = Expr::Var(kt);
-        let mut main = vec![Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::Barrier];
+        let mut main = vec![Stmt::Mma(MmaStmt::WaitGroup { pending: (stages - 2) as u32 }), Stmt::Barrier];
         let pf = self.let_(&mut main, "kt_next", kt_e.clone() + (stages - 1));
         let loads = self.load_tiles(p, &ids, pf.clone() % stages, ids.kt0.clone() + pf.clone());
         main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
-        main.push(Stmt::CommitGroup);
+        main.push(Stmt::Mma(MmaStmt::CommitGroup));
         let stage = self.let_(&mut main, "stage", kt_e % stages);
         main.extend(self.compute(&ids, stage, afrag, bfrag));
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
-        out.push(Stmt::WaitGroup { pending: 0 });
+        out.push(Stmt::Mma(MmaStmt::WaitGroup { pending: 0 }));
         out.extend(self.epilogue(p, &ids, ops));
         self.k.body = out;
     }
@@ -631,7 +634,7 @@ impl Builder {
                 let src =
                     SmemRef { offset: stage.clone() * a_stage + row * (bk * es) + col * es, ..ids.a_smem.clone() };
                 let dst = (0..4).map(|j| RegRef { reg: afrag, index: mi.clone() * 4 + j }).collect();
-                vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src }]
+                vec![Stmt::Mma(MmaStmt::LdMatrix { num: LdMatrixNum::X4, trans: false, dst, src })]
             });
             // B fragments, two n8 tiles per ldmatrix.x4: matrices (b0, b1) of tile 2nj, then of 2nj+1.
             b.for_unrolled(&mut step, "nj", ni_n / 2, |_, nj| {
@@ -649,7 +652,7 @@ impl Builder {
                 };
                 let src = SmemRef { offset: stage.clone() * b_stage + offset, ..ids.b_smem.clone() };
                 let dst = (0..4).map(|j| RegRef { reg: bfrag, index: nj.clone() * 4 + j }).collect();
-                vec![Stmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src }]
+                vec![Stmt::Mma(MmaStmt::LdMatrix { num: LdMatrixNum::X4, trans, dst, src })]
             });
             b.for_unrolled(&mut step, "mma_m", mi_n, |b, mi| {
                 let mut inner = Vec::new();
@@ -658,13 +661,13 @@ impl Builder {
                         (0..n).map(|j| RegRef { reg: r, index: base.clone() + j }).collect()
                     };
                     let c = reg(ids.acc, (mi.clone() * ni_n + ni.clone()) * 4, 4);
-                    vec![Stmt::MmaSync {
+                    vec![Stmt::Mma(MmaStmt::MmaSync {
                         ab,
                         d: c.clone(),
                         a: reg(afrag, mi.clone() * 4, 4),
                         b: reg(bfrag, ni * 2, 2),
                         c,
-                    }]
+                    })]
                 });
                 inner
             });
@@ -689,9 +692,9 @@ pub(crate) fn row_swizzle(row_bytes: i64, swizzle: bool) -> Swizzle {
 /// bytes (its smallest size, PTX ISA "cp.async"), else synchronous.
 fn copy_stmt(dst: SmemRef, src: GlobalRef, bytes: u32, src_bytes: Expr) -> Stmt {
     if bytes >= 4 {
-        Stmt::CpAsync { dst, src, bytes, src_bytes }
+        Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes, src_bytes })
     } else {
-        Stmt::CopySync { dst, src, bytes, src_bytes }
+        Stmt::Mma(MmaStmt::CopySync { dst, src, bytes, src_bytes })
     }
 }
 

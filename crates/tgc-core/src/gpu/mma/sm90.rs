@@ -250,7 +250,7 @@ impl Builder {
             c_batch,
         };
         self.for_unrolled(&mut out, "i", bn / 2, |_, i| {
-            vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 }]
+            vec![Stmt::Mma(MmaStmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 })]
         });
         let thread0 = ids.tid.clone().eq(0);
         let kt = self.var("kt");
@@ -262,8 +262,10 @@ impl Builder {
                 let bars = self.k.add_smem("full", 8 * stages as u64, Swizzle::IDENTITY);
                 let bar = |s: Expr| SmemRef { offset: s * 8, ..bars.clone() };
                 let mut init = Vec::new();
-                self.for_unrolled(&mut init, "s", stages, |_, s| vec![Stmt::MbarrierInit { bar: bar(s), count: 1 }]);
-                init.push(Stmt::FenceMbarrierInit);
+                self.for_unrolled(&mut init, "s", stages, |_, s| {
+                    vec![Stmt::Sm90(Sm90Stmt::MbarrierInit { bar: bar(s), count: 1 })]
+                });
+                init.push(Stmt::Sm90(Sm90Stmt::FenceMbarrierInit));
                 out.push(Stmt::If { cond: thread0.clone(), then: init, otherwise: Vec::new() });
                 out.push(Stmt::Barrier);
                 let mut prologue = Vec::new();
@@ -272,7 +274,10 @@ impl Builder {
                     vec![Stmt::If { cond: s.lt(ids.ktiles.clone()), then: issue, otherwise: Vec::new() }]
                 });
                 out.push(Stmt::If { cond: thread0.clone(), then: prologue, otherwise: Vec::new() });
-                main.push(Stmt::MbarrierWait { bar: bar(stage.clone()), parity: kt_e.clone() / stages % 2 });
+                main.push(Stmt::Sm90(Sm90Stmt::MbarrierWait {
+                    bar: bar(stage.clone()),
+                    parity: kt_e.clone() / stages % 2,
+                }));
                 main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
                 main.push(Stmt::Barrier);
                 let pf = self.let_(&mut main, "kt_next", kt_e + (stages - 1));
@@ -289,23 +294,27 @@ impl Builder {
                     let loads = b.load_tiles(p, &ids, s.clone(), s.clone());
                     vec![
                         Stmt::If { cond: s.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() },
-                        Stmt::CommitGroup,
+                        Stmt::Mma(MmaStmt::CommitGroup),
                     ]
                 });
-                main.extend([Stmt::WaitGroup { pending: (stages - 2) as u32 }, Stmt::FenceProxyAsync, Stmt::Barrier]);
+                main.extend([
+                    Stmt::Mma(MmaStmt::WaitGroup { pending: (stages - 2) as u32 }),
+                    Stmt::Sm90(Sm90Stmt::FenceProxyAsync),
+                    Stmt::Barrier,
+                ]);
                 main.extend(self.wgmma_ktile(&ids, &warpgroup, stage));
                 main.push(Stmt::Barrier);
                 let pf = self.let_(&mut main, "kt_next", kt_e + (stages - 1));
                 let loads = self.load_tiles(p, &ids, pf.clone() % stages, pf.clone());
                 main.push(Stmt::If { cond: pf.lt(ids.ktiles.clone()), then: loads, otherwise: Vec::new() });
-                main.push(Stmt::CommitGroup);
+                main.push(Stmt::Mma(MmaStmt::CommitGroup));
             }
         }
         out.push(Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: main });
         if p.tensor_maps.is_none() {
-            out.push(Stmt::WaitGroup { pending: 0 });
+            out.push(Stmt::Mma(MmaStmt::WaitGroup { pending: 0 }));
         }
-        out.push(Stmt::WgmmaWait { pending: 0 });
+        out.push(Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 }));
         out.extend(self.epilogue(p, &ids, ops));
         self.k.body = out;
     }
@@ -330,35 +339,35 @@ impl Builder {
         let slice = |rows: i64| rank.clone().map(|r| r * rows);
         let plus = |e: Expr, d: Option<Expr>| d.map_or(e.clone(), |d| e + d);
         let mut out = vec![
-            Stmt::MbarrierArriveExpectTx { bar: bar.clone(), bytes: (a_stage + b_stage) as u32 },
-            Stmt::TmaLoad {
+            Stmt::Sm90(Sm90Stmt::MbarrierArriveExpectTx { bar: bar.clone(), bytes: (a_stage + b_stage) as u32 }),
+            Stmt::Sm90(Sm90Stmt::TmaLoad {
                 dst: SmemRef { offset: stage.clone() * a_stage, ..ids.a_smem.clone() },
                 map: maps[0],
                 coords: [k0.clone(), ids.bm.clone()],
                 bar: bar.clone(),
                 multicast: None,
-            },
+            }),
         ];
         match self.gemm.b_layout {
             BLayout::KN => {
                 for j in 0..bn / ATOM_COLS {
                     let atom = stage.clone() * b_stage + j * ATOM_COLS * bk * es;
-                    out.push(Stmt::TmaLoad {
+                    out.push(Stmt::Sm90(Sm90Stmt::TmaLoad {
                         dst: SmemRef { offset: plus(atom, slice(bk / c * ROW_BYTES)), ..ids.b_smem.clone() },
                         map: maps[1],
                         coords: [ids.bn.clone() + j * ATOM_COLS, plus(k0.clone(), slice(bk / c))],
                         bar: bar.clone(),
                         multicast,
-                    });
+                    }));
                 }
             }
-            BLayout::NK => out.push(Stmt::TmaLoad {
+            BLayout::NK => out.push(Stmt::Sm90(Sm90Stmt::TmaLoad {
                 dst: SmemRef { offset: plus(stage * b_stage, slice(bn / c * bk * es)), ..ids.b_smem.clone() },
                 map: maps[1],
                 coords: [k0, plus(ids.bn.clone(), slice(bn / c))],
                 bar,
                 multicast,
-            }),
+            })),
         }
         out
     }
@@ -372,7 +381,7 @@ impl Builder {
         let (a_stage, b_stage) = (bm * bk * es, bn * bk * es);
         let trans_b = self.gemm.b_layout == BLayout::KN;
         let ab = self.gemm.ab;
-        let mut out = vec![Stmt::WgmmaFence];
+        let mut out = vec![Stmt::Sm90(Sm90Stmt::WgmmaFence)];
         self.for_unrolled(&mut out, "ks", bk / 16, |_, ks| {
             let a = MatrixDesc {
                 start: SmemRef {
@@ -396,9 +405,9 @@ impl Builder {
                 }
             };
             let (d, a) = (RegRef { reg: ids.acc, index: Expr::c(0) }, WgmmaA::Smem(a));
-            vec![Stmt::Wgmma { ab, n: bn as u32, d, a, b, trans_b }]
+            vec![Stmt::Sm90(Sm90Stmt::Wgmma { ab, n: bn as u32, d, a, b, trans_b })]
         });
-        out.extend([Stmt::WgmmaCommit, Stmt::WgmmaWait { pending: 1 }]);
+        out.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 1 })]);
         out
     }
 
@@ -436,18 +445,18 @@ impl Builder {
         let mut init = Vec::new();
         self.for_unrolled(&mut init, "s", stages, |_, s| {
             vec![
-                Stmt::MbarrierInit { bar: at(&full, s.clone()), count: 1 },
-                Stmt::MbarrierInit { bar: at(&empty, s), count: (consumers / 32 * cluster) as u32 },
+                Stmt::Sm90(Sm90Stmt::MbarrierInit { bar: at(&full, s.clone()), count: 1 }),
+                Stmt::Sm90(Sm90Stmt::MbarrierInit { bar: at(&empty, s), count: (consumers / 32 * cluster) as u32 }),
             ]
         });
-        init.push(Stmt::FenceMbarrierInit);
+        init.push(Stmt::Sm90(Sm90Stmt::FenceMbarrierInit));
         out.push(Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: init, otherwise: Vec::new() });
         // A cluster's peers multicast into this CTA's ring and release its
         // stages: its mbarriers are initialised before any peer goes on.
-        out.push(if cluster > 1 { Stmt::ClusterSync } else { Stmt::Barrier });
+        out.push(if cluster > 1 { Stmt::Sm90(Sm90Stmt::ClusterSync) } else { Stmt::Barrier });
 
         // The consumers' ids, counted from their first thread.
-        let mut consumer = vec![Stmt::SetMaxNReg { inc: true, regs: consumer_regs }];
+        let mut consumer = vec![Stmt::Sm90(Sm90Stmt::SetMaxNReg { inc: true, regs: consumer_regs })];
         let tid = self.let_(&mut consumer, "tid", Expr::ThreadIdx(Dim::X) - producer);
         let lane = self.let_(&mut consumer, "lane", tid.clone() % 32);
         let warp = self.let_(&mut consumer, "warp", tid.clone() / 32);
@@ -476,9 +485,11 @@ impl Builder {
         // warpgroup's `wgmma.wait_group` retired the reads, to every CTA
         // of the cluster (whose producers all write the stage).
         let release = |stage: Expr| {
-            let arrive = |r: i64| Stmt::MbarrierArrive {
-                bar: at(&empty, stage.clone()),
-                cta: (cluster > 1).then(|| Expr::c(r)),
+            let arrive = |r: i64| {
+                Stmt::Sm90(Sm90Stmt::MbarrierArrive {
+                    bar: at(&empty, stage.clone()),
+                    cta: (cluster > 1).then(|| Expr::c(r)),
+                })
             };
             Stmt::If { cond: ids.lane.clone().eq(0), then: (0..cluster).map(arrive).collect(), otherwise: Vec::new() }
         };
@@ -489,27 +500,33 @@ impl Builder {
             let mut fill = Vec::new();
             let it = b.let_(&mut fill, "it", use_of(&i, Expr::Var(kt)));
             let stage = b.let_(&mut fill, "stage", it.clone() % stages);
-            fill.push(Stmt::MbarrierWait { bar: at(&empty, stage.clone()), parity: (it / stages + 1) % 2 });
+            fill.push(Stmt::Sm90(Sm90Stmt::MbarrierWait {
+                bar: at(&empty, stage.clone()),
+                parity: (it / stages + 1) % 2,
+            }));
             let ids = Ids { bm: block_m, bn: block_n, ..ids.clone() };
             fill.extend(b.issue_tma(&ids, maps, &full, stage, Expr::Var(kt)));
             vec![Stmt::For { var: kt, start: Expr::c(0), end: ids.ktiles.clone(), step: 1, unroll: false, body: fill }]
         });
         let producer_body = vec![
-            Stmt::SetMaxNReg { inc: false, regs: producer_regs },
+            Stmt::Sm90(Sm90Stmt::SetMaxNReg { inc: false, regs: producer_regs }),
             Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(0), then: fill_tiles, otherwise: Vec::new() },
         ];
 
         self.tile_loop(&mut consumer, &tiles, |b, i, block_m, block_n| {
             let mut tile = Vec::new();
             b.for_unrolled(&mut tile, "i", bn / 2, |_, r| {
-                vec![Stmt::MovF32 { dst: RegRef { reg: acc, index: r }, value: 0.0 }]
+                vec![Stmt::Mma(MmaStmt::MovF32 { dst: RegRef { reg: acc, index: r }, value: 0.0 })]
             });
             let kt = b.var("kt");
             let kt_e = Expr::Var(kt);
             let mut main = Vec::new();
             let it = b.let_(&mut main, "it", use_of(&i, kt_e.clone()));
             let stage = b.let_(&mut main, "stage", it.clone() % stages);
-            main.push(Stmt::MbarrierWait { bar: at(&full, stage.clone()), parity: it.clone() / stages % 2 });
+            main.push(Stmt::Sm90(Sm90Stmt::MbarrierWait {
+                bar: at(&full, stage.clone()),
+                parity: it.clone() / stages % 2,
+            }));
             main.extend(b.wgmma_ktile(&ids, &warpgroup, stage));
             // The previous k-tile's wgmmas retired: its stage is free.
             main.push(Stmt::If {
@@ -525,7 +542,7 @@ impl Builder {
                 unroll: false,
                 body: main,
             });
-            tile.push(Stmt::WgmmaWait { pending: 0 });
+            tile.push(Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 }));
             // And so is the last k-tile's: the next tile's copies may use it.
             let last = use_of(&i, ids.ktiles.clone() - 1) % stages;
             tile.push(Stmt::If {
@@ -548,7 +565,7 @@ impl Builder {
         if cluster > 1 {
             // No CTA exits while a peer may still multicast into it or
             // release its stages.
-            out.push(Stmt::ClusterSync);
+            out.push(Stmt::Sm90(Sm90Stmt::ClusterSync));
         }
         self.k.body = out;
     }
@@ -556,7 +573,7 @@ impl Builder {
     /// The grid and this CTA's tiles. One CTA per `BM × BN` tile, the grid
     /// `(⌈N/BN⌉, ⌈M/BM⌉)`; or with `persistent` one CTA per SM (at most one
     /// per tile) on the grid's `x`: `min(tiles, 132)` for the sm90 row,
-    /// fewer where the runtime finds fewer SMs ([`crate::gpu::dialect::ir::Kernel::persistent`]),
+    /// fewer where the runtime finds fewer SMs ([`crate::gpu::dialect::Kernel::persistent`]),
     /// each taking the tiles `blockIdx.x + i · gridDim.x` (`N` fastest, as
     /// `bind n.o block.x` orders them).
     ///

@@ -3,11 +3,14 @@
 //! the verifier and emulator on deliberately broken schedules (inputs as
 //! in `tests`: multiples of 1/8, so sums are exact in f32).
 
-use crate::gpu::emulate::{self, Arg};
-use crate::gpu::dialect::ir::*;
-use crate::gpu::mma::{self, BLayout, Gemm, GemmParams};
-use super::tests::{assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_ordered, run_with_stats, Case};
+use super::tests::{
+    assert_close, edit, first, gemm, interp_gemm_bias_relu, reference, remove, run, run_kernel, run_ordered,
+    run_with_stats, Case,
+};
 use crate::gpu::dialect::verify;
+use crate::gpu::dialect::*;
+use crate::gpu::emulate::{self, Arg};
+use crate::gpu::mma::{self, BLayout, Gemm, GemmParams};
 use crate::plan::{self, space, Plan, Spanned};
 use crate::DType;
 
@@ -118,8 +121,8 @@ fn the_built_kernels_verify() {
 #[test]
 fn a_missing_mbarrier_wait_is_caught_by_verifier_and_emulator() {
     let (_, g, case, mut kernel, p) = setup(200);
-    let wgmma = first(&kernel, |s| matches!(s, Stmt::Wgmma { .. }));
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierWait { .. }));
+    let wgmma = first(&kernel, |s| matches!(s, Stmt::Sm90(Sm90Stmt::Wgmma { .. })));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierWait { .. })));
     // The wgmma's id is one less once the wait before it is gone.
     assert!(faults(&kernel).contains(&(Fault::IncompleteRead, Some(wgmma - 1))), "{:?}", faults(&kernel));
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
@@ -129,9 +132,9 @@ fn a_missing_mbarrier_wait_is_caught_by_verifier_and_emulator() {
 #[test]
 fn a_wrong_parity_is_caught_by_the_emulator() {
     let (_, g, case, mut kernel, p) = setup(200);
-    let wait = first(&kernel, |s| matches!(s, Stmt::MbarrierWait { .. }));
+    let wait = first(&kernel, |s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierWait { .. })));
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::MbarrierWait { parity, .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::MbarrierWait { parity, .. }) = s {
             *parity = parity.clone().xor(1);
         }
     });
@@ -146,7 +149,7 @@ fn a_wrong_parity_is_caught_by_the_emulator() {
 #[test]
 fn a_missing_wait_group_before_the_epilogue_is_caught() {
     let (_, g, case, mut kernel, p) = setup(200);
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::WgmmaWait { pending: 0 }));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 })));
     let f = faults(&kernel);
     assert!(!f.is_empty() && f.iter().all(|x| x.0 == Fault::IncompleteRead), "{f:?}");
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
@@ -157,9 +160,9 @@ fn a_missing_wait_group_before_the_epilogue_is_caught() {
 #[test]
 fn a_descriptor_swizzle_that_does_not_match_the_tma_box_is_caught() {
     let (plan, g, case, mut kernel, p) = setup(200);
-    let wgmma = first(&kernel, |s| matches!(s, Stmt::Wgmma { .. }));
+    let wgmma = first(&kernel, |s| matches!(s, Stmt::Sm90(Sm90Stmt::Wgmma { .. })));
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::Wgmma { b, .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::Wgmma { b, .. }) = s {
             b.start.swizzle = Swizzle::IDENTITY;
         }
     });
@@ -175,7 +178,7 @@ fn a_descriptor_swizzle_that_does_not_match_the_tma_box_is_caught() {
 #[test]
 fn a_missing_wgmma_fence_is_caught() {
     let (_, g, case, mut kernel, p) = setup(200);
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::WgmmaFence));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::WgmmaFence)));
     assert!(faults(&kernel).iter().any(|f| f.0 == Fault::Race), "{:?}", faults(&kernel));
     assert_eq!(run_kernel(&kernel, &p, &g, &case).unwrap_err().fault, Fault::Race);
 }
@@ -184,7 +187,7 @@ fn a_missing_wgmma_fence_is_caught() {
 fn a_missing_proxy_fence_after_cp_async_is_caught_by_the_emulator() {
     let (_, g, case, mut kernel, p) = setup(127);
     assert!(p.tensor_maps.is_none(), "K = 127: rows not 16-byte aligned, cp.async");
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::FenceProxyAsync));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::FenceProxyAsync)));
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!(e.fault, Fault::Race, "{e}");
     assert!(e.message.contains("fence.proxy.async"), "{e}");
@@ -194,7 +197,7 @@ fn a_missing_proxy_fence_after_cp_async_is_caught_by_the_emulator() {
 fn an_expect_tx_short_of_the_copies_is_caught() {
     let (_, g, case, mut kernel, p) = setup(200);
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::MbarrierArriveExpectTx { bytes, .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::MbarrierArriveExpectTx { bytes, .. }) = s {
             *bytes += 1024;
         }
     });
@@ -304,7 +307,7 @@ fn counts_of_one_specialized_tile() {
     assert_eq!(kernel.block, [384, 1, 1]);
     let mut budgets = Vec::new();
     kernel.walk(&mut |_, s| {
-        if let Stmt::SetMaxNReg { inc, regs } = s {
+        if let Stmt::Sm90(Sm90Stmt::SetMaxNReg { inc, regs }) = s {
             budgets.push((*inc, *regs));
         }
     });
@@ -323,13 +326,13 @@ fn setup_ws() -> (Gemm, Case, Kernel, GemmParams) {
 /// The id of the producer's wait on a ring stage's `empty` barrier.
 fn empty_wait(k: &Kernel) -> u32 {
     let empty = k.smem.iter().position(|b| b.name == "empty").unwrap() as u32;
-    first(k, |s| matches!(s, Stmt::MbarrierWait { bar, .. } if bar.buf.0 == empty))
+    first(k, |s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierWait { bar, .. }) if bar.buf.0 == empty))
 }
 
 #[test]
 fn a_consumer_that_never_releases_a_stage_deadlocks_the_producer() {
     let (g, case, mut kernel, p) = setup_ws();
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierArrive { .. }));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierArrive { .. })));
     let wait = empty_wait(&kernel);
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
@@ -340,7 +343,7 @@ fn a_consumer_that_never_releases_a_stage_deadlocks_the_producer() {
 fn a_producer_that_does_not_wait_for_a_free_stage_is_caught() {
     let (g, case, mut kernel, p) = setup_ws();
     let empty = kernel.smem.iter().position(|b| b.name == "empty").unwrap() as u32;
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierWait { bar, .. } if bar.buf.0 == empty));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierWait { bar, .. }) if bar.buf.0 == empty));
     // It refills stage 0 while its copies for k-tile 0 are in flight: a
     // second arrival on a phase that expects one.
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
@@ -354,7 +357,7 @@ fn a_wrong_parity_on_the_free_stages_deadlocks() {
     let wait = empty_wait(&kernel);
     let empty = kernel.smem.iter().position(|b| b.name == "empty").unwrap() as u32;
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::MbarrierWait { bar, parity } = s {
+        if let Stmt::Sm90(Sm90Stmt::MbarrierWait { bar, parity }) = s {
             if bar.buf.0 == empty {
                 *parity = parity.clone().xor(1);
             }
@@ -384,7 +387,7 @@ fn a_whole_cta_barrier_inside_a_role_is_caught() {
 fn register_budgets_beyond_the_register_file_are_caught() {
     let (_, _, mut kernel, _) = setup_ws();
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::SetMaxNReg { inc: true, regs } = s {
+        if let Stmt::Sm90(Sm90Stmt::SetMaxNReg { inc: true, regs }) = s {
             *regs = 256;
         }
     });
@@ -449,7 +452,7 @@ fn a_persistent_tile_that_keeps_its_last_stage_deadlocks() {
     kernel.grid[0] = Expr::c(1);
     let mut arrives = 0;
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::MbarrierArrive { .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::MbarrierArrive { .. }) = s {
             arrives += 1;
             // The second: after the k loop (K = 64, one k-tile).
             if arrives == 2 {
@@ -573,7 +576,7 @@ fn a_clustered_kernel_prints_its_cluster_multicast_and_remote_arrivals() {
 #[test]
 fn a_stage_released_to_one_cta_of_the_cluster_deadlocks_its_peer() {
     let (g, case, mut kernel, p) = setup_cluster();
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::MbarrierArrive { cta: Some(Expr::Const(1)), .. }));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierArrive { cta: Some(Expr::Const(1)), .. })));
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!(e.fault, Fault::Deadlock, "{e}");
     // CTA 1's producer: none of the 2 × 8 consumer warps' arrivals came.
@@ -587,7 +590,7 @@ fn a_stage_released_to_one_cta_of_the_cluster_deadlocks_its_peer() {
 fn a_multicast_that_misses_a_cta_is_caught() {
     let (g, case, mut kernel, p) = setup_cluster();
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::TmaLoad { multicast: Some(m), .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::TmaLoad { multicast: Some(m), .. }) = s {
             *m = 0b01;
         }
     });
@@ -595,11 +598,11 @@ fn a_multicast_that_misses_a_cta_is_caught() {
     assert_eq!(e.fault, Fault::Deadlock, "{e}");
     assert!(e.message.contains("block (1, 0, 0)") && e.message.contains("bytes of copies missing"), "{e}");
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::TmaLoad { multicast: Some(m), .. } = s {
+        if let Stmt::Sm90(Sm90Stmt::TmaLoad { multicast: Some(m), .. }) = s {
             *m = 0b100;
         }
     });
-    let tma = first(&kernel, |s| matches!(s, Stmt::TmaLoad { multicast: Some(_), .. }));
+    let tma = first(&kernel, |s| matches!(s, Stmt::Sm90(Sm90Stmt::TmaLoad { multicast: Some(_), .. })));
     assert!(faults(&kernel).contains(&(Fault::BadValue, Some(tma))), "{:?}", faults(&kernel));
 }
 
@@ -609,14 +612,14 @@ fn a_multicast_that_misses_a_cta_is_caught() {
 #[test]
 fn missing_cluster_barriers_are_caught() {
     let (g, case, kernel, p) = setup_cluster();
-    let first_remote = first(&kernel, |s| matches!(s, Stmt::TmaLoad { multicast: Some(_), .. }));
+    let first_remote = first(&kernel, |s| matches!(s, Stmt::Sm90(Sm90Stmt::TmaLoad { multicast: Some(_), .. })));
     let mut early = kernel.clone();
-    let sync = early.body.iter().position(|s| *s == Stmt::ClusterSync).unwrap();
+    let sync = early.body.iter().position(|s| *s == Stmt::Sm90(Sm90Stmt::ClusterSync)).unwrap();
     early.body[sync] = Stmt::Barrier;
     assert!(faults(&early).contains(&(Fault::Race, Some(first_remote))), "{:?}", faults(&early));
 
     let mut late = kernel.clone();
-    assert_eq!(late.body.pop(), Some(Stmt::ClusterSync));
+    assert_eq!(late.body.pop(), Some(Stmt::Sm90(Sm90Stmt::ClusterSync)));
     let specialize = first(&late, |s| matches!(s, Stmt::WarpSpecialize { .. }));
     assert!(faults(&late).contains(&(Fault::Race, Some(specialize))), "{:?}", faults(&late));
     // In every order: the CTA that finishes first has received its peer's
@@ -655,17 +658,17 @@ fn register_a_kernel(late_pack: bool, repack_in_flight: bool) -> Kernel {
     let tid = Expr::Var(tid_var);
     let (warp, g, q) = (tid.clone() / 32, tid.clone() % 32 / 4, tid.clone() % 4);
     // B: 16 copies of 16 bytes, row n = tid % 8, K half tid / 8.
-    let copy = Stmt::CpAsync {
+    let copy = Stmt::Mma(MmaStmt::CpAsync {
         dst: SmemRef { buf: bs.buf, offset: tid.clone() % 8 * 16 + tid.clone() / 8 * 128, swizzle: Swizzle::IDENTITY },
         src: GlobalRef { param: b, offset: tid.clone() % 8 * 16 + tid.clone() / 8 * 8 },
         bytes: 16,
         src_bytes: Expr::c(16),
-    };
+    });
     body.extend([
         Stmt::If { cond: tid.clone().lt(16), then: vec![copy], otherwise: Vec::new() },
-        Stmt::CommitGroup,
-        Stmt::WaitGroup { pending: 0 },
-        Stmt::FenceProxyAsync,
+        Stmt::Mma(MmaStmt::CommitGroup),
+        Stmt::Mma(MmaStmt::WaitGroup { pending: 0 }),
+        Stmt::Sm90(Sm90Stmt::FenceProxyAsync),
         Stmt::Barrier,
     ]);
     // A's fragment j: row 16·warp + g + 8·(j % 2), columns 2q + 8·(j / 2), +1.
@@ -673,19 +676,24 @@ fn register_a_kernel(late_pack: bool, repack_in_flight: bool) -> Kernel {
     for j in 0..4i64 {
         let row = warp.clone() * 16 + g.clone() + 8 * (j % 2);
         let at = row * 16 + q.clone() * 2 + 8 * (j / 2);
-        body.push(Stmt::LdGlobalVec {
+        body.push(Stmt::Simt(SimtStmt::LdGlobalVec {
             dst: vec![reg(x, 2 * j), reg(x, 2 * j + 1)],
             src: GlobalRef { param: a, offset: at },
             dtype: DType::F16,
             pred: Expr::c(1),
-        });
-        pack.push(Stmt::PackB16x2 { dst: reg(pf, j), lo: reg(x, 2 * j), hi: reg(x, 2 * j + 1), dtype: DType::F16 });
+        }));
+        pack.push(Stmt::Mma(MmaStmt::PackB16x2 {
+            dst: reg(pf, j),
+            lo: reg(x, 2 * j),
+            hi: reg(x, 2 * j + 1),
+            dtype: DType::F16,
+        }));
     }
     if !late_pack {
         body.append(&mut pack.clone());
     }
-    body.extend((0..4).map(|i| Stmt::MovF32 { dst: reg(acc, i), value: 0.0 }));
-    body.push(Stmt::WgmmaFence);
+    body.extend((0..4).map(|i| Stmt::Mma(MmaStmt::MovF32 { dst: reg(acc, i), value: 0.0 })));
+    body.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
     if late_pack {
         body.append(&mut pack.clone());
     }
@@ -695,22 +703,29 @@ fn register_a_kernel(late_pack: bool, repack_in_flight: bool) -> Kernel {
         sbo: 256,
     };
     body.extend([
-        Stmt::Wgmma { ab: DType::F16, n: 8, d: reg(acc, 0), a: WgmmaA::Regs(reg(pf, 0)), b: desc, trans_b: false },
-        Stmt::WgmmaCommit,
+        Stmt::Sm90(Sm90Stmt::Wgmma {
+            ab: DType::F16,
+            n: 8,
+            d: reg(acc, 0),
+            a: WgmmaA::Regs(reg(pf, 0)),
+            b: desc,
+            trans_b: false,
+        }),
+        Stmt::Sm90(Sm90Stmt::WgmmaCommit),
     ]);
     if repack_in_flight {
         body.push(pack[0].clone());
     }
-    body.push(Stmt::WgmmaWait { pending: 0 });
+    body.push(Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 }));
     // D: registers 2h, 2h+1 hold row 16·warp + g + 8h, columns 2q, 2q+1.
     for h in 0..2i64 {
         let row = warp.clone() * 16 + g.clone() + 8 * h;
-        body.push(Stmt::StGlobalVec {
+        body.push(Stmt::Mma(MmaStmt::StGlobalVec {
             dst: GlobalRef { param: c, offset: row * 8 + q.clone() * 2 },
             src: vec![reg(acc, 2 * h), reg(acc, 2 * h + 1)],
             dtype: DType::F32,
             pred: Expr::c(1),
-        });
+        }));
     }
     k.body = body;
     k
@@ -753,13 +768,13 @@ fn a_wgmma_reads_its_a_fragments_from_registers() {
 #[test]
 fn register_a_fragments_touched_unfenced_or_in_flight_are_caught() {
     let late = register_a_kernel(true, false);
-    let wgmma = first(&late, |s| matches!(s, Stmt::Wgmma { .. }));
+    let wgmma = first(&late, |s| matches!(s, Stmt::Sm90(Sm90Stmt::Wgmma { .. })));
     assert!(faults(&late).contains(&(Fault::Race, Some(wgmma))), "{:?}", faults(&late));
     let e = run_register_a(&late).0.unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::Race, Some(wgmma)), "{e}");
 
     let repack = register_a_kernel(false, true);
-    let write = first(&repack, |s| matches!(s, Stmt::WgmmaCommit)) + 1;
+    let write = first(&repack, |s| matches!(s, Stmt::Sm90(Sm90Stmt::WgmmaCommit))) + 1;
     assert!(faults(&repack).contains(&(Fault::IncompleteRead, Some(write))), "{:?}", faults(&repack));
     let e = run_register_a(&repack).0.unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::IncompleteRead, Some(write)), "{e}");

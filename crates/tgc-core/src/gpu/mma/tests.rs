@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::gpu::emulate::{self, Arg};
-use crate::gpu::dialect::ir::*;
-use crate::gpu::mma::{self, BLayout, Gemm, GemmParams};
 use crate::gpu::dialect::verify;
+use crate::gpu::dialect::*;
+use crate::gpu::emulate::{self, Arg};
+use crate::gpu::mma::{self, BLayout, Gemm, GemmParams};
 use crate::plan::{self, space, Plan, Spanned};
 use crate::DType;
 
@@ -303,14 +303,14 @@ fn broken_setup() -> (Plan, Gemm, Case, Kernel, GemmParams) {
 }
 
 fn is_ldmatrix_of(buf: u32) -> impl Fn(&Stmt) -> bool {
-    move |s| matches!(s, Stmt::LdMatrix { src, .. } if src.buf.0 == buf)
+    move |s| matches!(s, Stmt::Mma(MmaStmt::LdMatrix { src, .. }) if src.buf.0 == buf)
 }
 
 #[test]
 fn removed_wait_group_is_caught_by_verifier_and_emulator() {
     let (_, g, case, mut kernel, p) = broken_setup();
     // Drop the main loop's wait (pending = stages - 2), keep the final drain.
-    remove(&mut kernel.body, &|s| matches!(s, Stmt::WaitGroup { pending: 1 }));
+    remove(&mut kernel.body, &|s| matches!(s, Stmt::Mma(MmaStmt::WaitGroup { pending: 1 })));
     let ld = first(&kernel, is_ldmatrix_of(0));
     let errs = verify::verify(&kernel).unwrap_err();
     assert_eq!((errs[0].fault, errs[0].stmt), (Fault::IncompleteRead, Some(ld)), "{errs:?}");
@@ -326,7 +326,7 @@ fn removed_wait_group_is_caught_by_verifier_and_emulator() {
 fn wait_group_count_off_by_one_is_caught_by_emulator() {
     let (_, g, case, mut kernel, p) = broken_setup();
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::WaitGroup { pending: pending @ 1 } = s {
+        if let Stmt::Mma(MmaStmt::WaitGroup { pending: pending @ 1 }) = s {
             *pending = 2;
         }
     });
@@ -351,7 +351,7 @@ fn missing_barrier_after_wait_is_caught() {
 fn swizzle_mismatch_is_caught_by_verifier_and_gives_wrong_results() {
     let (plan, g, case, mut kernel, p) = broken_setup();
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::LdMatrix { src, .. } = s {
+        if let Stmt::Mma(MmaStmt::LdMatrix { src, .. }) = s {
             if src.buf.0 == 0 {
                 src.swizzle = Swizzle::IDENTITY;
             }
@@ -376,7 +376,7 @@ fn dropped_tail_predicate_reads_out_of_bounds() {
     let (kernel, p) = mma::build(&plan, &g).unwrap();
     verify::verify(&kernel).unwrap();
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
-    let copy_a = first(&kernel, |s| matches!(s, Stmt::CpAsync { src, .. } if src.param == p.a));
+    let copy_a = first(&kernel, |s| matches!(s, Stmt::Mma(MmaStmt::CpAsync { src, .. }) if src.param == p.a));
     assert_eq!((e.fault, e.stmt), (Fault::OutOfBounds, Some(copy_a)), "{e}");
     assert!(e.message.contains("outside `A`"), "{e}");
 }
@@ -397,7 +397,7 @@ fn divergent_barrier_is_caught() {
 #[test]
 fn sm90_statement_in_sm80_kernel_is_caught() {
     let (plan, g, case, mut kernel, p) = broken_setup();
-    kernel.body.insert(0, Stmt::GridDepControlWait);
+    kernel.body.insert(0, Stmt::Sm90(Sm90Stmt::GridDepControlWait));
     let errs = verify::verify(&kernel).unwrap_err();
     assert_eq!((errs[0].fault, errs[0].stmt), (Fault::Arch, Some(0)), "{errs:?}");
     assert_eq!(run_kernel(&kernel, &p, &g, &case).unwrap_err().fault, Fault::Arch);
@@ -410,11 +410,11 @@ fn sm90_statement_in_sm80_kernel_is_caught() {
 fn fragment_shape_errors_name_the_statement() {
     let (_, _, _, mut kernel, _) = broken_setup();
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::MmaSync { b, .. } = s {
+        if let Stmt::Mma(MmaStmt::MmaSync { b, .. }) = s {
             b.pop();
         }
     });
-    let mma = first(&kernel, |s| matches!(s, Stmt::MmaSync { .. }));
+    let mma = first(&kernel, |s| matches!(s, Stmt::Mma(MmaStmt::MmaSync { .. })));
     let errs = verify::verify(&kernel).unwrap_err();
     assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
     assert!(errs[0].message.contains("2 B registers, not 1"), "{}", errs[0]);
@@ -422,15 +422,15 @@ fn fragment_shape_errors_name_the_statement() {
     // A register index past its array, and one that depends on the lane.
     let (_, _, _, mut kernel, _) = broken_setup();
     edit(&mut kernel.body, &mut |s| {
-        if let Stmt::MmaSync { a, .. } = s {
+        if let Stmt::Mma(MmaStmt::MmaSync { a, .. }) = s {
             a[3].index = a[3].index.clone() + 1;
         }
-        if let Stmt::MovF32 { dst, .. } = s {
+        if let Stmt::Mma(MmaStmt::MovF32 { dst, .. }) = s {
             dst.index = Expr::ThreadIdx(Dim::X) % 32;
         }
     });
     let errs = verify::verify(&kernel).unwrap_err();
-    let mov = first(&kernel, |s| matches!(s, Stmt::MovF32 { .. }));
+    let mov = first(&kernel, |s| matches!(s, Stmt::Mma(MmaStmt::MovF32 { .. })));
     assert_eq!((errs[0].fault, errs[0].stmt), (Fault::FragmentShape, Some(mov)), "{errs:?}");
     assert!(errs[0].message.contains("not a constant"), "{}", errs[0]);
     assert_eq!((errs[1].fault, errs[1].stmt), (Fault::FragmentShape, Some(mma)), "{errs:?}");
@@ -468,7 +468,7 @@ fn c_stores_are_16_bytes_when_aligned() {
         let (k, _) = mma::build(&plan, &gemm(DType::F16, out, BLayout::KN, n, 64)).unwrap();
         let mut w = std::collections::BTreeSet::new();
         k.walk(&mut |_, s| {
-            if let Stmt::StGlobalVec { src, .. } = s {
+            if let Stmt::Mma(MmaStmt::StGlobalVec { src, .. }) = s {
                 w.insert(src.len());
             }
         });

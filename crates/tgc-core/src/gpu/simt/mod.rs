@@ -5,7 +5,7 @@
 //!
 //! [`super::driver::lower_program`] lowers a graph with [`crate::cpu::from_tiny::lower`] (regions,
 //! IndexBook subscripts, no strip-mining, row groups) and turns each row
-//! group into one [`ir::Kernel`] and each other [`loop_ir::Kernel`] into
+//! group into one [`dialect::Kernel`] and each other [`loop_ir::Kernel`] into
 //! one, of five forms ([`Form`]):
 //!
 //! - [`Form::Elementwise`] (no reduction): one thread per output element.
@@ -78,7 +78,7 @@
 //! constant multiple of 4, every group lies in one row: one multi-index
 //! per group (the innermost index stepping by one per element), and every
 //! load whose subscript is `i_last + 4·(…)` with constant coefficients (not
-//! under a `PAD` guard) is one `ld.global.v4` ([`Stmt::LdGlobalVec`]; at the
+//! under a `PAD` guard) is one `ld.global.v4` ([`SimtStmt::LdGlobalVec`]; at the
 //! group's first element the subscript is a multiple of 4, so the access is
 //! aligned); broadcast and other loads stay scalar. Otherwise each element
 //! of a group has its own multi-index and scalar loads, and the last partial
@@ -104,8 +104,8 @@ use crate::diag::DResult;
 use crate::sym::{Atom, Dim as SymDim};
 use crate::DType;
 
+use super::dialect::{self, *};
 use super::program::{Form, Launch, LaunchArg};
-use super::dialect::ir::{self, *};
 
 /// Threads per block of the one-thread-per-element forms.
 pub const THREADS: u32 = 256;
@@ -115,7 +115,6 @@ pub const MAX_BLOCKS: i64 = 1 << 16;
 pub const VEC: i64 = 4;
 /// Warps (output elements) per block of [`Form::WarpReduce`].
 pub const WARPS: u32 = 4;
-
 
 /// The form [`lower_program`] gives a kernel.
 pub fn form_of(k: &loop_ir::Kernel) -> Form {
@@ -135,7 +134,7 @@ pub fn form_of(k: &loop_ir::Kernel) -> Form {
 /// The builder of one kernel: parameters, registers, loop-variable bindings.
 struct Builder<'p> {
     p: &'p loop_ir::Program,
-    k: ir::Kernel,
+    k: dialect::Kernel,
     args: Vec<LaunchArg>,
     /// The pointer parameter of each buffer the kernel touches.
     buf_param: BTreeMap<BufId, ParamId>,
@@ -181,7 +180,7 @@ fn unrolled(var: VarId, n: i64, body: Vec<Stmt>) -> Stmt {
 /// The five `shfl.sync.bfly` steps (lane masks 16, 8, 4, 2, 1) that leave
 /// a warp's `op` of `acc` in every lane.
 fn butterfly(op: crate::tiny::ReduceOp, dtype: DType, acc: &RegRef) -> Vec<Stmt> {
-    [16, 8, 4, 2, 1].map(|m| Stmt::ShflBfly { op, dtype, acc: acc.clone(), lane_mask: m }).to_vec()
+    [16, 8, 4, 2, 1].map(|m| Stmt::Simt(SimtStmt::ShflBfly { op, dtype, acc: acc.clone(), lane_mask: m })).to_vec()
 }
 
 /// Warp `warp`'s slot of a [`Builder::warp_totals`] buffer.
@@ -192,8 +191,11 @@ fn warp_total_at(smem: SmemId, dtype: DType, warp: Expr) -> SmemRef {
 /// Lane 0 of each warp (`threadIdx.y`) stores its total `acc` in the
 /// warp's slot of `smem` ([`Builder::warp_totals`]).
 fn keep_warp_total(smem: SmemId, dtype: DType, acc: &RegRef) -> Stmt {
-    let keep =
-        Stmt::StShared { dst: warp_total_at(smem, dtype, Expr::ThreadIdx(Dim::Y)), src: vec![acc.clone()], dtype };
+    let keep = Stmt::Mma(MmaStmt::StShared {
+        dst: warp_total_at(smem, dtype, Expr::ThreadIdx(Dim::Y)),
+        src: vec![acc.clone()],
+        dtype,
+    });
     Stmt::If { cond: Expr::ThreadIdx(Dim::X).eq(Expr::c(0)), then: vec![keep], otherwise: vec![] }
 }
 
@@ -210,7 +212,7 @@ impl<'p> Builder<'p> {
     /// `reads` that it does not write, then a writable one per buffer of
     /// `writes`, then the symbols.
     fn with_buffers(p: &'p loop_ir::Program, name: &str, reads: &[BufId], writes: &[BufId]) -> Builder<'p> {
-        let mut k = ir::Kernel::empty(name, Arch::Sm80);
+        let mut k = dialect::Kernel::empty(name, Arch::Sm80);
         let mut args = Vec::new();
         let mut buf_param = BTreeMap::new();
         let params = reads.iter().filter(|b| !writes.contains(b)).map(|&b| (b, false));
@@ -420,10 +422,11 @@ impl<'p> Builder<'p> {
         for e in lk.computed_at() {
             let loop_ir::Expr::Reduce { id, op, dtype, first, loops, guard, value, .. } = e else { continue };
             let reg = RegRef { reg: self.reduces[id], index: Expr::c(0) };
-            let mut body = vec![Stmt::Compute { dst: reg.clone(), value: ScalarExpr::identity(*op, *dtype) }];
+            let mut body =
+                vec![Stmt::Simt(SimtStmt::Compute { dst: reg.clone(), value: ScalarExpr::identity(*op, *dtype) })];
             let (op, dtype) = (*op, *dtype);
             body.extend(self.serial_loops(*first, loops, &mut |b| {
-                Ok(vec![Stmt::Accumulate { op, dtype, acc: reg.clone(), value: b.scalar(value)? }])
+                Ok(vec![Stmt::Simt(SimtStmt::Accumulate { op, dtype, acc: reg.clone(), value: b.scalar(value)? })])
             })?);
             if guard.is_empty() {
                 out.extend(body);
@@ -440,7 +443,7 @@ impl<'p> Builder<'p> {
             }
         }
         let acc = self.acc_ref()?;
-        out.push(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc, value: self.scalar(&r.value)? });
+        out.push(Stmt::Simt(SimtStmt::Accumulate { op: r.op, dtype: r.dtype, acc, value: self.scalar(&r.value)? }));
         Ok(out)
     }
 
@@ -465,14 +468,17 @@ impl<'p> Builder<'p> {
             let first = self.loop_vars[&(last as u32)].clone();
             out.extend(self.vector_loads_of(&lk.value, last as u32, vec, &BTreeMap::new())?);
             out.extend(self.per_element(last as u32, first, vec, |b, u| {
-                Ok(Stmt::Compute { dst: RegRef { reg: v, index: Expr::c(u) }, value: b.scalar(&lk.value)? })
+                Ok(Stmt::Simt(SimtStmt::Compute {
+                    dst: RegRef { reg: v, index: Expr::c(u) },
+                    value: b.scalar(&lk.value)?,
+                }))
             })?);
-            out.push(Stmt::StGlobalVec {
+            out.push(Stmt::Mma(MmaStmt::StGlobalVec {
                 dst: GlobalRef { param, offset: Expr::Var(b0) },
                 src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
                 dtype,
                 pred: Expr::c(1),
-            });
+            }));
             return Ok(out);
         }
         let mut tail = Vec::new();
@@ -482,21 +488,21 @@ impl<'p> Builder<'p> {
             let mut body = Vec::new();
             self.unflatten(Expr::Var(e), 0, &lk.loops, &mut body)?;
             let reg = RegRef { reg: v, index: Expr::c(u) };
-            body.push(Stmt::Compute { dst: reg.clone(), value: self.scalar(&lk.value)? });
+            body.push(Stmt::Simt(SimtStmt::Compute { dst: reg.clone(), value: self.scalar(&lk.value)? }));
             out.push(Stmt::If { cond: Expr::Var(e).lt(total.clone()), then: body, otherwise: Vec::new() });
-            tail.push(Stmt::StGlobal {
+            tail.push(Stmt::Simt(SimtStmt::StGlobal {
                 dst: GlobalRef { param, offset: Expr::Var(e) },
                 src: reg,
                 dtype,
                 pred: Expr::Var(e).lt(total.clone()),
-            });
+            }));
         }
-        let full = Stmt::StGlobalVec {
+        let full = Stmt::Mma(MmaStmt::StGlobalVec {
             dst: GlobalRef { param, offset: Expr::Var(b0) },
             src: (0..vec).map(|u| RegRef { reg: v, index: Expr::c(u) }).collect(),
             dtype,
             pred: Expr::c(1),
-        };
+        });
         out.push(Stmt::If {
             cond: (Expr::Var(b0) + Expr::c(vec)).le(total.clone()),
             then: vec![full],
@@ -519,7 +525,7 @@ impl<'p> Builder<'p> {
     ) -> DResult<()> {
         let r = lk.reduce.as_ref().ok_or_else(|| diag!(Internal, "a warp reduction without a reduction"))?;
         let acc = self.acc_ref()?;
-        out.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
+        out.push(Stmt::Simt(SimtStmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) }));
         let red = product(r.loops.iter().map(|d| self.dim(d)).collect::<DResult<Vec<_>>>()?);
         if let Some((j, step)) = self.vector_reduction_step(lk, smem_of)? {
             let start = Expr::ThreadIdx(Dim::X) * Expr::c(VEC);
@@ -558,7 +564,11 @@ impl<'p> Builder<'p> {
         let reg = self.reg("l", dtype);
         let offset = self.aff(&crate::cpu::rows::row_subscript(&index))? * Expr::c(dtype.size_bytes() as i64);
         self.vec_loads.push((buf, index, reg.reg, true));
-        Ok(Stmt::LdShared { dst: vec![reg], src: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY }, dtype })
+        Ok(Stmt::Mma(MmaStmt::LdShared {
+            dst: vec![reg],
+            src: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY },
+            dtype,
+        }))
     }
 
     /// The body of a vectorised warp reduction step, with its loop
@@ -590,7 +600,12 @@ impl<'p> Builder<'p> {
         let mut body = self.vector_loads_of(&r.value, var, VEC, smem_of)?;
         let acc = self.acc_ref()?;
         body.extend(self.per_element(var, Expr::Var(j), VEC, |b, _| {
-            Ok(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc: acc.clone(), value: b.scalar(&r.value)? })
+            Ok(Stmt::Simt(SimtStmt::Accumulate {
+                op: r.op,
+                dtype: r.dtype,
+                acc: acc.clone(),
+                value: b.scalar(&r.value)?,
+            }))
         })?);
         Ok(Some((j, body)))
     }
@@ -628,7 +643,7 @@ impl<'p> Builder<'p> {
     /// when `smem_of` holds the output (a [`Form::Rows`] kernel).
     fn store_in(&mut self, lk: &loop_ir::Kernel, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Vec<Stmt>> {
         let v = self.reg("v", self.p.buffer(lk.out).dtype);
-        let mut out = vec![Stmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? }];
+        let mut out = vec![Stmt::Simt(SimtStmt::Compute { dst: v.clone(), value: self.scalar(&lk.value)? })];
         out.push(self.store_reg(lk, v, smem_of)?);
         Ok(out)
     }
@@ -684,14 +699,18 @@ impl<'p> Builder<'p> {
                 Some(&smem) => {
                     let at = self.aff(&crate::cpu::rows::row_subscript(&index))?;
                     let offset = at * Expr::c(dtype.size_bytes() as i64);
-                    Stmt::LdShared { dst, src: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY }, dtype }
+                    Stmt::Mma(MmaStmt::LdShared {
+                        dst,
+                        src: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY },
+                        dtype,
+                    })
                 }
-                None => Stmt::LdGlobalVec {
+                None => Stmt::Simt(SimtStmt::LdGlobalVec {
                     dst,
                     src: GlobalRef { param: self.param_of(buf)?, offset: self.aff(&index)? },
                     dtype,
                     pred: Expr::c(1),
-                },
+                }),
             });
             self.vec_loads.push((buf, index, reg, false));
         }
@@ -711,7 +730,6 @@ impl<'p> Builder<'p> {
         }
         Ok(out)
     }
-
 }
 
 /// Whether an element-wise kernel computes [`VEC`] elements per thread and
@@ -846,7 +864,7 @@ fn lower_kernel(p: &loop_ir::Program, lk: &loop_ir::Kernel) -> DResult<Launch> {
                 b.unflatten(Expr::Var(flat), 0, &lk.loops, &mut point)?;
                 if let Some(r) = &lk.reduce {
                     let acc = b.acc_ref()?;
-                    point.push(Stmt::Compute { dst: acc, value: ScalarExpr::identity(r.op, r.dtype) });
+                    point.push(Stmt::Simt(SimtStmt::Compute { dst: acc, value: ScalarExpr::identity(r.op, r.dtype) }));
                     point.extend(b.serial_loops(rank, &r.loops, &mut |b| b.update(lk))?);
                 }
                 point.extend(b.store(lk)?);

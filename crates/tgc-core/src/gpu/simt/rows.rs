@@ -50,23 +50,23 @@ impl<'p> Builder<'p> {
                     Some(&smem) => {
                         let at = self.aff(&crate::cpu::rows::row_subscript(&lk.store_index))?;
                         let offset = at * Expr::c(dtype.size_bytes() as i64);
-                        Stmt::StShared {
+                        Stmt::Mma(MmaStmt::StShared {
                             dst: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY },
                             src: regs,
                             dtype,
-                        }
+                        })
                     }
-                    None => Stmt::StGlobalVec {
+                    None => Stmt::Mma(MmaStmt::StGlobalVec {
                         dst: GlobalRef { param: self.param_of(lk.out)?, offset: self.aff(&lk.store_index)? },
                         src: regs,
                         dtype,
                         pred: Expr::c(1),
-                    },
+                    }),
                 });
             } else {
                 body.extend(self.vector_loads_of(&lk.value, 1, VEC, smem_of)?);
                 body.extend(self.per_element(1, Expr::Var(jj), VEC, |b, e| {
-                    Ok(Stmt::Compute { dst: regs[e as usize].clone(), value: b.scalar(&lk.value)? })
+                    Ok(Stmt::Simt(SimtStmt::Compute { dst: regs[e as usize].clone(), value: b.scalar(&lk.value)? }))
                 })?);
             }
             let at = Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32 * VEC) * Expr::Var(u) };
@@ -113,8 +113,8 @@ impl<'p> Builder<'p> {
             step: 1,
             unroll: false,
             body: vec![
-                Stmt::LdShared { dst: vec![total], src: warp_total_at(smem, dtype, Expr::Var(j)), dtype },
-                Stmt::Accumulate { op, dtype, acc: acc.clone(), value },
+                Stmt::Mma(MmaStmt::LdShared { dst: vec![total], src: warp_total_at(smem, dtype, Expr::Var(j)), dtype }),
+                Stmt::Simt(SimtStmt::Accumulate { op, dtype, acc: acc.clone(), value }),
             ],
         }
     }
@@ -162,7 +162,7 @@ impl<'p> Builder<'p> {
         let dtype = self.p.buffer(lk.out).dtype;
         if let Some((reg, _)) = self.row_regs.get(&lk.out) {
             let dst = RegRef { reg: *reg, index: Expr::c(0) };
-            return Ok(vec![Stmt::Compute { dst, value: ScalarExpr::Reg { reg: v, dtype } }]);
+            return Ok(vec![Stmt::Simt(SimtStmt::Compute { dst, value: ScalarExpr::Reg { reg: v, dtype } })]);
         }
         let store = self.store_reg(lk, v, &BTreeMap::new())?;
         Ok(vec![Stmt::If { cond: Expr::Var(*g).eq(Expr::c(0)), then: vec![store], otherwise: vec![] }])
@@ -170,20 +170,29 @@ impl<'p> Builder<'p> {
 
     /// The store of the value in `v` at the current output point: to the
     /// output buffer, or to its row in shared memory when `smem_of` holds it.
-    pub(super) fn store_reg(&mut self, lk: &loop_ir::Kernel, v: RegRef, smem_of: &BTreeMap<BufId, SmemId>) -> DResult<Stmt> {
+    pub(super) fn store_reg(
+        &mut self,
+        lk: &loop_ir::Kernel,
+        v: RegRef,
+        smem_of: &BTreeMap<BufId, SmemId>,
+    ) -> DResult<Stmt> {
         let dtype = self.p.buffer(lk.out).dtype;
         Ok(match smem_of.get(&lk.out) {
             Some(&smem) => {
                 let offset =
                     self.aff(&crate::cpu::rows::row_subscript(&lk.store_index))? * Expr::c(dtype.size_bytes() as i64);
-                Stmt::StShared { dst: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY }, src: vec![v], dtype }
+                Stmt::Mma(MmaStmt::StShared {
+                    dst: SmemRef { buf: smem, offset, swizzle: Swizzle::IDENTITY },
+                    src: vec![v],
+                    dtype,
+                })
             }
-            None => Stmt::StGlobal {
+            None => Stmt::Simt(SimtStmt::StGlobal {
                 dst: GlobalRef { param: self.buf_param[&lk.out], offset: self.aff(&lk.store_index)? },
                 src: v,
                 dtype,
                 pred: Expr::c(1),
-            },
+            }),
         })
     }
 }
@@ -429,18 +438,18 @@ fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: 
                             Some(reg) => RegRef { reg, index: u_at.clone() + Expr::c(e) },
                             None => RegRef { reg: vs, index: Expr::c(e) },
                         };
-                        Ok(Stmt::Compute { dst, value: b.scalar(&lk.value)? })
+                        Ok(Stmt::Simt(SimtStmt::Compute { dst, value: b.scalar(&lk.value)? }))
                     })?);
                     if out_reg.is_none() {
                         let regs: Vec<RegRef> = (0..rr.vec).map(|e| RegRef { reg: vs, index: Expr::c(e) }).collect();
                         b.loop_vars.insert(1, Expr::Var(base));
                         if rr.vec > 1 && dtype.is_float() && contiguous(&lk.store_index, 1, rr.vec) {
-                            out.push(Stmt::StGlobalVec {
+                            out.push(Stmt::Mma(MmaStmt::StGlobalVec {
                                 dst: GlobalRef { param: b.param_of(lk.out)?, offset: b.aff(&lk.store_index)? },
                                 src: regs,
                                 dtype,
                                 pred: Expr::c(1),
-                            });
+                            }));
                         } else {
                             for (e, r) in regs.into_iter().enumerate() {
                                 b.loop_vars.insert(1, Expr::Var(base) + Expr::c(e as i64));
@@ -455,17 +464,25 @@ fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: 
             None => {
                 // A value a row: every lane computes it.
                 let v = b.reg("v", p.buffer(lk.out).dtype);
-                point.push(Stmt::Compute { dst: v.clone(), value: b.scalar(&lk.value)? });
+                point.push(Stmt::Simt(SimtStmt::Compute { dst: v.clone(), value: b.scalar(&lk.value)? }));
                 point.extend(b.row_scalar(lk, v, &g)?);
             }
             Some(r) => {
                 let acc = b.reg("acc", r.dtype);
                 b.acc = Some(acc.reg);
-                point.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
+                point.push(Stmt::Simt(SimtStmt::Compute {
+                    dst: acc.clone(),
+                    value: ScalarExpr::identity(r.op, r.dtype),
+                }));
                 let step = b.lane_groups(rr, g, &mut |b, _, base| {
                     let mut out = b.row_loads(&r.value, rr)?;
                     out.extend(b.per_element(1, Expr::Var(base), rr.vec, |b, _| {
-                        Ok(Stmt::Accumulate { op: r.op, dtype: r.dtype, acc: acc.clone(), value: b.scalar(&r.value)? })
+                        Ok(Stmt::Simt(SimtStmt::Accumulate {
+                            op: r.op,
+                            dtype: r.dtype,
+                            acc: acc.clone(),
+                            value: b.scalar(&r.value)?,
+                        }))
                     })?);
                     Ok(out)
                 })?;
@@ -474,14 +491,17 @@ fn lower_rows_in_registers(p: &loop_ir::Program, group: &loop_ir::RowGroup, rr: 
                 if let Some(smem) = red_smem {
                     point.push(keep_warp_total(smem, r.dtype, &acc));
                     point.push(Stmt::Barrier);
-                    point.push(Stmt::Compute { dst: acc.clone(), value: ScalarExpr::identity(r.op, r.dtype) });
+                    point.push(Stmt::Simt(SimtStmt::Compute {
+                        dst: acc.clone(),
+                        value: ScalarExpr::identity(r.op, r.dtype),
+                    }));
                     let all = Expr::c(rr.warps as i64);
                     point.push(b.fold_warp_totals(smem, (r.op, r.dtype), &acc, Expr::c(0), all));
                     point.push(Stmt::Barrier);
                 }
                 b.loop_vars.remove(&1);
                 let v = b.reg("v", p.buffer(lk.out).dtype);
-                point.push(Stmt::Compute { dst: v.clone(), value: b.scalar(&lk.value)? });
+                point.push(Stmt::Simt(SimtStmt::Compute { dst: v.clone(), value: b.scalar(&lk.value)? }));
                 point.extend(b.row_scalar(lk, v, &g)?);
             }
         }
@@ -588,7 +608,7 @@ pub(crate) fn lower_rows(p: &loop_ir::Program, group: &loop_ir::RowGroup) -> DRe
                         body.push(b.store_reg(lk, at, &smem_of)?);
                     } else {
                         b.shared_loads(&lk.value, &smem_of, &mut body)?;
-                        body.push(Stmt::Compute { dst: at, value: b.scalar(&lk.value)? });
+                        body.push(Stmt::Simt(SimtStmt::Compute { dst: at, value: b.scalar(&lk.value)? }));
                         b.vec_loads.clear();
                     }
                     let at = Stmt::Let { var: jj, value: Expr::Var(j) + Expr::c(32) * Expr::Var(u) };

@@ -31,21 +31,23 @@ impl Builder<'_> {
         store: &dyn Fn(RegRef) -> Stmt,
     ) -> Vec<Stmt> {
         let mut out = vec![
-            Stmt::Compute { dst: v.clone(), value: ScalarExpr::identity(op, dt) },
+            Stmt::Simt(SimtStmt::Compute { dst: v.clone(), value: ScalarExpr::identity(op, dt) }),
             Stmt::If {
                 cond: inside.clone(),
-                then: vec![Stmt::Compute { dst: v.clone(), value }],
+                then: vec![Stmt::Simt(SimtStmt::Compute { dst: v.clone(), value })],
                 otherwise: Vec::new(),
             },
         ];
-        out.extend([1, 2, 4, 8, 16].map(|delta| Stmt::ShflUpScan { op, dtype: dt, acc: v.clone(), delta }));
-        out.push(Stmt::Accumulate {
+        out.extend(
+            [1, 2, 4, 8, 16].map(|delta| Stmt::Simt(SimtStmt::ShflUpScan { op, dtype: dt, acc: v.clone(), delta })),
+        );
+        out.push(Stmt::Simt(SimtStmt::Accumulate {
             op,
             dtype: dt,
             acc: v.clone(),
             value: ScalarExpr::Reg { reg: carry.clone(), dtype: dt },
-        });
-        let next = Stmt::ShflIdx { dtype: dt, dst: carry.clone(), src: v.clone(), lane: Expr::c(31) };
+        }));
+        let next = Stmt::Simt(SimtStmt::ShflIdx { dtype: dt, dst: carry.clone(), src: v.clone(), lane: Expr::c(31) });
         if !exclusive {
             out.push(Stmt::If { cond: inside, then: vec![store(v.clone())], otherwise: Vec::new() });
             out.push(next);
@@ -56,8 +58,11 @@ impl Builder<'_> {
         let lane = Expr::ThreadIdx(Dim::X);
         let before = self.reg("before", dt);
         let from = lane.clone().max(Expr::c(1)) - Expr::c(1);
-        out.push(Stmt::ShflIdx { dtype: dt, dst: before.clone(), src: v.clone(), lane: from });
-        let first = Stmt::Compute { dst: before.clone(), value: ScalarExpr::Reg { reg: carry.clone(), dtype: dt } };
+        out.push(Stmt::Simt(SimtStmt::ShflIdx { dtype: dt, dst: before.clone(), src: v.clone(), lane: from }));
+        let first = Stmt::Simt(SimtStmt::Compute {
+            dst: before.clone(),
+            value: ScalarExpr::Reg { reg: carry.clone(), dtype: dt },
+        });
         out.push(Stmt::If { cond: lane.eq(Expr::c(0)), then: vec![first], otherwise: Vec::new() });
         out.push(next);
         out.push(Stmt::If { cond: inside, then: vec![store(before)], otherwise: Vec::new() });
@@ -151,10 +156,10 @@ impl Builder<'_> {
             },
             _ => identity.clone(),
         };
-        body.push(Stmt::Compute { dst: tc.clone(), value: identity.clone() });
+        body.push(Stmt::Simt(SimtStmt::Compute { dst: tc.clone(), value: identity.clone() }));
         body.push(Stmt::If {
             cond: live.clone(),
-            then: vec![Stmt::Compute { dst: tc.clone(), value: init }],
+            then: vec![Stmt::Simt(SimtStmt::Compute { dst: tc.clone(), value: init })],
             otherwise: vec![],
         });
 
@@ -194,21 +199,21 @@ impl Builder<'_> {
             chunks,
             vec![
                 Stmt::Let { var: i, value: point(u) },
-                Stmt::Compute { dst: val(u), value: identity.clone() },
+                Stmt::Simt(SimtStmt::Compute { dst: val(u), value: identity.clone() }),
                 Stmt::If {
                     cond: Expr::Var(i).lt(len.clone()),
-                    then: vec![Stmt::Compute { dst: val(u), value }],
+                    then: vec![Stmt::Simt(SimtStmt::Compute { dst: val(u), value })],
                     otherwise: vec![],
                 },
             ],
         )];
-        fold.push(Stmt::Compute { dst: acc.clone(), value: identity.clone() });
+        fold.push(Stmt::Simt(SimtStmt::Compute { dst: acc.clone(), value: identity.clone() }));
         let u1 = self.var("u");
         let fold_value = ScalarExpr::Reg { reg: val(u1), dtype: dt };
         fold.push(unrolled(
             u1,
             chunks,
-            vec![Stmt::Accumulate { op: sc.op, dtype: dt, acc: acc.clone(), value: fold_value }],
+            vec![Stmt::Simt(SimtStmt::Accumulate { op: sc.op, dtype: dt, acc: acc.clone(), value: fold_value })],
         ));
         fold.extend(butterfly(sc.op, dt, &acc));
         fold.push(keep_warp_total(smem, dt, &acc));
@@ -223,11 +228,14 @@ impl Builder<'_> {
             let carry = self.reg("carry", dt);
             let v = self.reg("v", dt);
             let mut scan = vec![
-                Stmt::Compute { dst: carry.clone(), value: ScalarExpr::Reg { reg: tc.clone(), dtype: dt } },
+                Stmt::Simt(SimtStmt::Compute {
+                    dst: carry.clone(),
+                    value: ScalarExpr::Reg { reg: tc.clone(), dtype: dt },
+                }),
                 self.fold_warp_totals(smem, (sc.op, dt), &carry, Expr::Var(w0), y.clone()),
             ];
             let at = GlobalRef { param, offset };
-            let store = |src| Stmt::StGlobal { dst: at.clone(), src, dtype: out_dt, pred: Expr::c(1) };
+            let store = |src| Stmt::Simt(SimtStmt::StGlobal { dst: at.clone(), src, dtype: out_dt, pred: Expr::c(1) });
             let mut chunk = vec![Stmt::Let { var: i2, value: point(u2) }];
             let inside = Expr::Var(i2).lt(len.clone());
             let reg_value = ScalarExpr::Reg { reg: val(u2), dtype: dt };
@@ -243,18 +251,17 @@ impl Builder<'_> {
         }
         body.push(Stmt::For { var: k, start: Expr::c(0), end: count, step: 1, unroll: false, body: tile });
         if let ScanPass::Totals(tb) = pass {
-            let store = Stmt::StGlobal {
+            let store = Stmt::Simt(SimtStmt::StGlobal {
                 dst: GlobalRef { param: self.buf_param[&tb], offset: Expr::Var(item) },
                 src: tc,
                 dtype: dt,
                 pred: Expr::c(1),
-            };
+            });
             let lead = live.and(Expr::Var(w).eq(Expr::c(0))).and(lane.eq(Expr::c(0)));
             body.push(Stmt::If { cond: lead, then: vec![store], otherwise: vec![] });
         }
         Ok(body)
     }
-
 }
 
 /// The blocks of a scan ([`Form::Scan`], `Builder::block_scan`): `warps`
@@ -349,7 +356,12 @@ pub(crate) fn scan_totals(p: &mut loop_ir::Program, tiles: ScanTiles) -> Vec<Opt
 
 /// The SIMT launches of kernel `k` of `p`: [`lower_scan`]'s for a scan
 /// (with its tile totals `totals`), else [`lower_kernel`]'s one.
-pub(crate) fn lower_simt(p: &loop_ir::Program, k: usize, totals: Option<BufId>, tiles: ScanTiles) -> DResult<Vec<Launch>> {
+pub(crate) fn lower_simt(
+    p: &loop_ir::Program,
+    k: usize,
+    totals: Option<BufId>,
+    tiles: ScanTiles,
+) -> DResult<Vec<Launch>> {
     let lk = &p.kernels[k];
     match lk.scan {
         Some(_) => lower_scan(p, lk, totals, tiles),

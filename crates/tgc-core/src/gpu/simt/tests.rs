@@ -8,15 +8,15 @@ use std::collections::BTreeMap;
 use super::rows::*;
 use super::scan::*;
 use super::*;
+use crate::emit::cuda;
+use crate::gpu::dialect::verify;
 use crate::gpu::driver::{lower_program, lower_program_for, lower_regions};
-use crate::tiny::{Graph, NodeId};
 use crate::gpu::emulate::{self, Arg};
 use crate::gpu::program::{emulate, Form, GpuProgram, Launch, LaunchArg};
-use crate::emit::cuda;
 use crate::gpu::toolchain::Toolchain;
-use crate::gpu::dialect::verify;
 use crate::interp;
 use crate::pipeline::{self, Format};
+use crate::tiny::{Graph, NodeId};
 
 fn load(src: &str) -> Graph {
     pipeline::load(src, Format::Dsl, None).unwrap_or_else(|e| panic!("{e}\n{src}")).graph
@@ -511,12 +511,12 @@ fn warp_shuffles_under_lane_divergent_control_are_rejected() {
     let p = lower_program(&g).unwrap();
     let l = p.launches.iter().find(|l| l.form == Form::WarpReduce).unwrap();
     let mut k = l.kernel.clone();
-    let shfl = Stmt::ShflBfly {
+    let shfl = Stmt::Simt(SimtStmt::ShflBfly {
         op: crate::tiny::ReduceOp::Sum,
         dtype: DType::F32,
         acc: RegRef { reg: RegId(0), index: Expr::c(0) },
         lane_mask: 1,
-    };
+    });
     k.body = vec![Stmt::If { cond: Expr::ThreadIdx(Dim::X).lt(Expr::c(3)), then: vec![shfl], otherwise: Vec::new() }];
     let errs = verify::verify(&k).unwrap_err();
     assert!(errs.iter().any(|e| e.fault == Fault::Divergence), "{errs:?}");
@@ -531,10 +531,10 @@ fn warp_shuffles_under_lane_divergent_control_are_rejected() {
     let e = emulate::run(&k, &mut args).unwrap_err();
     assert_eq!(e.fault, Fault::Divergence, "{e}");
     // An f32 value into an i32 register is refused by both.
-    let bad = Stmt::Compute {
+    let bad = Stmt::Simt(SimtStmt::Compute {
         dst: RegRef { reg: RegId(0), index: Expr::c(0) },
         value: ScalarExpr::Const { value: 1.0, dtype: DType::I32 },
-    };
+    });
     k.body = vec![bad];
     let errs = verify::verify(&k).unwrap_err();
     assert!(errs.iter().any(|e| e.fault == Fault::FragmentShape && e.stmt == Some(0)), "{errs:?}");
@@ -708,7 +708,7 @@ fn a_computed_at_reduce_under_its_guard_runs_serially() {
 fn vector_loads_emulate_and_compile() {
     let tc = Toolchain::locate().unwrap();
     for (dt, sass) in [(DType::F32, "LDG.E.128"), (DType::F16, "LDG.E.64"), (DType::I32, "LDG.E.128")] {
-        let mut k = ir::Kernel::empty(&format!("vec_{}", dt.dsl_name()), Arch::Sm80);
+        let mut k = dialect::Kernel::empty(&format!("vec_{}", dt.dsl_name()), Arch::Sm80);
         k.params.push(Param { name: "x".into(), kind: ParamKind::Ptr { dtype: dt, writable: false } });
         k.params.push(Param { name: "y".into(), kind: ParamKind::Ptr { dtype: dt, writable: true } });
         k.params.push(Param { name: "shift".into(), kind: ParamKind::I64 });
@@ -716,22 +716,22 @@ fn vector_loads_emulate_and_compile() {
         let r = |i: i64| RegRef { reg: RegId(0), index: Expr::c(i) };
         let tid = Expr::ThreadIdx(Dim::X);
         let live = tid.clone().lt(Expr::c(8));
-        let mut body = vec![Stmt::LdGlobalVec {
+        let mut body = vec![Stmt::Simt(SimtStmt::LdGlobalVec {
             dst: (0..4).map(r).collect(),
             src: GlobalRef { param: ParamId(0), offset: tid.clone() * Expr::c(4) + Expr::Param(ParamId(2)) },
             dtype: dt,
             pred: live.clone(),
-        }];
+        })];
         for i in 0..4 {
             let x = ScalarExpr::Reg { reg: r(i), dtype: dt };
             let two = ScalarExpr::Binary { op: crate::tiny::BinaryOp::Add, a: Box::new(x.clone()), b: Box::new(x) };
-            body.push(Stmt::Compute { dst: r(i), value: two });
-            body.push(Stmt::StGlobal {
+            body.push(Stmt::Simt(SimtStmt::Compute { dst: r(i), value: two }));
+            body.push(Stmt::Simt(SimtStmt::StGlobal {
                 dst: GlobalRef { param: ParamId(1), offset: tid.clone() * Expr::c(4) + Expr::c(i) },
                 src: r(i),
                 dtype: dt,
                 pred: live.clone(),
-            });
+            }));
         }
         k.body = body;
         verify::verify(&k).unwrap_or_else(|e| panic!("{e:?}"));
@@ -770,7 +770,7 @@ fn steps_bind_tensors_temporaries_and_dims_at_the_given_sizes() {
     assert_eq!(s.temps, temps);
     assert_eq!(s.steps.len(), p.launches.len());
     for (step, l) in s.steps.iter().zip(&p.launches) {
-        assert_eq!(step.kernel, crate::emit::cuda::symbol(&l.kernel));
+        assert_eq!(step.kernel, l.kernel.symbol());
         assert_eq!(step.launch.grid.map(i64::from), l.grid(&dims).unwrap());
         assert_eq!(step.launch.block, l.block());
         for (arg, a) in step.args.iter().zip(&l.args) {

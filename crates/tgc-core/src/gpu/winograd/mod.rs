@@ -30,7 +30,7 @@
 //!    its plan chosen by the estimator), f32 out: `M[16][P][K]`;
 //! 4. the output transform (one thread per tile and output channel):
 //!    `Y = Aᵀ M A` in f32, then the graph's epilogue (the same
-//!    [`Stmt::Epilogue`] the GEMM kernel applies) and the store of each
+//!    [`MmaStmt::Epilogue`] the GEMM kernel applies) and the store of each
 //!    pixel inside the output.
 //!
 //! **Error.** With `u` the unit roundoff of the operand dtype (2⁻¹¹ for
@@ -68,11 +68,14 @@ use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
 use crate::DType;
 
-use super::dialect::ir::{BinOp, Dim as GridDim, EpilogueOp};
-use super::dialect::ir::{Expr, GlobalRef, Kernel, ParamId, ParamKind, RegId, RegKind, RegRef, ScalarExpr, Stmt, VarId};
+use super::dialect::MmaStmt;
+use super::dialect::{BinOp, Dim as GridDim, EpilogueOp};
+use super::dialect::{
+    Expr, GlobalRef, Kernel, ParamId, ParamKind, RegId, RegKind, RegRef, ScalarExpr, SimtStmt, Stmt, VarId,
+};
 use super::mma::recognise::{match_gemm, ConvWindow, GemmGraph, Operand};
-use super::program::{Form, GpuProgram, Launch, LaunchArg};
 use super::mma::{Access, Axis, Implicit};
+use super::program::{Form, GpuProgram, Launch, LaunchArg};
 use super::template::Lowered;
 
 /// `Bᵀ` of F(2×2, 3×3): row `ξ` of the input transform.
@@ -347,7 +350,7 @@ struct Simt {
 
 impl Simt {
     fn new(name: &str, total: i64) -> Simt {
-        let mut k = Kernel::empty(name, super::dialect::ir::Arch::Sm80);
+        let mut k = Kernel::empty(name, super::dialect::Arch::Sm80);
         k.block = [THREADS as u32, 1, 1];
         k.grid = [Expr::c((total + THREADS - 1) / THREADS), Expr::c(1), Expr::c(1)];
         Simt { k }
@@ -388,7 +391,12 @@ impl Simt {
 fn store_planes(body: &mut Vec<Stmt>, param: ParamId, regs: RegId, plane: i64, at: Expr, dtype: DType) {
     for q in 0..16 {
         let offset = Expr::linear([(1, at.clone())], q as i64 * plane);
-        body.push(Stmt::StGlobal { dst: GlobalRef { param, offset }, src: reg(regs, q), dtype, pred: Expr::c(1) });
+        body.push(Stmt::Simt(SimtStmt::StGlobal {
+            dst: GlobalRef { param, offset },
+            src: reg(regs, q),
+            dtype,
+            pred: Expr::c(1),
+        }));
     }
 }
 
@@ -439,14 +447,14 @@ fn sandwich<const N: usize>(s: &mut Simt, body: &mut Vec<Stmt>, name: &str, l: &
     for (row, coeffs) in l.iter().enumerate() {
         for j in 0..N {
             let value = combine(coeffs.iter().enumerate().map(|(i, &c)| (c, read(x, N * i + j))));
-            body.push(Stmt::Compute { dst: reg(t, N * row + j), value });
+            body.push(Stmt::Simt(SimtStmt::Compute { dst: reg(t, N * row + j), value }));
         }
     }
     let y = s.regs(name, (r * r) as u32);
     for row in 0..r {
         for (col, coeffs) in l.iter().enumerate() {
             let value = combine(coeffs.iter().enumerate().map(|(j, &c)| (c, read(t, N * row + j))));
-            body.push(Stmt::Compute { dst: reg(y, r * row + col), value });
+            body.push(Stmt::Simt(SimtStmt::Compute { dst: reg(y, r * row + col), value }));
         }
     }
     y
@@ -498,7 +506,7 @@ fn input_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
             let ks = geo.k_digits(&cs, [i, j]);
             let digits = [(Axis::Batch, batch), (geo.x_axis(), &own[..]), (Axis::K, &ks[..])];
             let value = load_f32(x, geo.x_access(), &digits, ab);
-            inner.push(Stmt::Compute { dst: reg(d, (4 * i + j) as usize), value });
+            inner.push(Stmt::Simt(SimtStmt::Compute { dst: reg(d, (4 * i + j) as usize), value }));
         }
     }
     let vr = sandwich(&mut s, &mut inner, "v", &BT, d);
@@ -524,7 +532,7 @@ fn weight_transform(geo: &Geometry, ab: DType, name: &str) -> Kernel {
             let kd = geo.k_digits(&cs, [a, b]);
             let digits = [(geo.w_axis(), &ks[..]), (Axis::K, &kd[..])];
             let value = load_f32(w, geo.w_access(), &digits, ab);
-            inner.push(Stmt::Compute { dst: reg(gr, (3 * a + b) as usize), value });
+            inner.push(Stmt::Simt(SimtStmt::Compute { dst: reg(gr, (3 * a + b) as usize), value }));
         }
     }
     let ur = sandwich(&mut s, &mut inner, "u", &G, gr);
@@ -561,10 +569,10 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
     let mr = s.regs("m", 16);
     for q in 0..16 {
         let offset = (Expr::c(q as i64) * p + pl.clone()) * k + kl.clone();
-        inner.push(Stmt::Compute {
+        inner.push(Stmt::Simt(SimtStmt::Compute {
             dst: reg(mr, q),
             value: ScalarExpr::Load { src: GlobalRef { param: m, offset }, dtype: DType::F32 },
-        });
+        }));
     }
     let yr = sandwich(&mut s, &mut inner, "y", &AT, mr);
     let batch = &ts[..geo.im.batch.len()];
@@ -610,13 +618,13 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
             inner.push(Stmt::If {
                 cond: inside,
                 then: vec![
-                    Stmt::Epilogue { acc: reg(yr, q), pred: Expr::c(1), ops },
-                    Stmt::StGlobal {
+                    Stmt::Mma(MmaStmt::Epilogue { acc: reg(yr, q), pred: Expr::c(1), ops }),
+                    Stmt::Simt(SimtStmt::StGlobal {
                         dst: GlobalRef { param: y, offset: c_at },
                         src: reg(yr, q),
                         dtype: gg.gemm.out,
                         pred: Expr::c(1),
-                    },
+                    }),
                 ],
                 otherwise: Vec::new(),
             });

@@ -6,15 +6,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::diag::DResult;
+use crate::diag::ErrorName;
+use crate::emit::cuda;
+use crate::gpu::dialect::verify;
+use crate::gpu::dialect::Arch;
 use crate::gpu::mma::implicit_tests::{load, Conv, BASE};
 use crate::gpu::program::{emulate, Form, GpuProgram};
 use crate::gpu::toolchain::{sass_opcodes, Toolchain};
 use crate::gpu::winograd::{self, AT, BT, G};
-use crate::emit::cuda;
-use crate::gpu::dialect::ir::Arch;
-use crate::gpu::dialect::verify;
-use crate::diag::DResult;
-use crate::diag::ErrorName;
 use crate::interp;
 use crate::plan::cost::{algorithm, Analytic, Estimate, Estimator, Limit};
 use crate::plan::target::{SM80, SM90};
@@ -246,11 +246,11 @@ fn winograd_kernels_compile_without_spills() {
 /// reads outside the activation: the emulator stops it.
 #[test]
 fn an_unguarded_input_transform_is_caught() {
-    use crate::gpu::dialect::ir::{ScalarExpr, Stmt};
+    use crate::gpu::dialect::{ScalarExpr, SimtStmt, Stmt};
     let g = load(&W3.source());
     let mut p = winograd::lower(&g, &SM80, &Analytic).unwrap().program;
     crate::gpu::mma::tests::edit(&mut p.launches[0].kernel.body, &mut |s| {
-        if let Stmt::Compute { value: ScalarExpr::Cast { x, .. }, .. } = s {
+        if let Stmt::Simt(SimtStmt::Compute { value: ScalarExpr::Cast { x, .. }, .. }) = s {
             if let ScalarExpr::Select { then, .. } = &**x {
                 let load = (**then).clone();
                 **x = load;
