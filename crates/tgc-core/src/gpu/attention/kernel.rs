@@ -1,4 +1,5 @@
-//! The SM80 attention template (`000` §7.3, `algo_choice.attention =
+//! The attention template's kernel builder, its sm80 (`mma.sync`) and
+//! sm90 (`wgmma`) branches (`000` §7.3, `algo_choice.attention =
 //! online_softmax | streaming_softmax_2pass`, [`Algorithm`]): `O =
 //! softmax(Q·Kᵀ·scale + bias)·V` for one [`Attention`] on `mma.sync`
 //! without writing the score matrix to memory.

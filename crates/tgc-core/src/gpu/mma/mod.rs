@@ -1,6 +1,10 @@
-//! The SM80 instance of the single MMA template (`000` §1.8, `001` §6,
-//! §12): from a Schedule [`Plan`] and a [`Gemm`] problem, a [`Kernel`] for
-//! `C[M,N] = epilogue(A[M,K] · B)` with `B` stored `[K,N]` or `[N,K]`.
+//! The MMA template (`000` §1.8, `001` §6, §12): from a Schedule [`Plan`]
+//! and a [`Gemm`] problem, a [`Kernel`] for `C[M,N] = epilogue(A[M,K] · B)`
+//! with `B` stored `[K,N]` or `[N,K]` — this file the problem, the builder
+//! and its sm80 branch (`mma.sync`); `sm90.rs` the sm90 branch (`wgmma`,
+//! TMA); `epilogue.rs` the epilogue and stores; `implicit.rs` the implicit
+//! GEMM's loader; [`recognise`] the graph recogniser; [`lower`] the
+//! template's entry (plan choice, the kernel as a one-launch program).
 //!
 //! Skeleton (CUTLASS's multistage SM80 GEMM):
 //!

@@ -1,6 +1,6 @@
-//! From a Tiny IR graph to one SM80 MMA kernel: recognising a graph that
-//! is one contraction plus an epilogue ([`match_gemm`]), choosing its plan
-//! with [`plan::cost::choose`] and instantiating the template ([`build`]).
+//! The MMA template's recogniser: a Tiny IR graph that is one contraction
+//! plus an epilogue ([`match_gemm`]) as the template's [`GemmGraph`] (its
+//! plan choice and the kernel are [`super::lower`]'s).
 //!
 //! Recognised:
 //!
