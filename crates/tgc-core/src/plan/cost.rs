@@ -126,7 +126,7 @@ pub const TENSOR_WARPS_PER_SM: u64 = 8;
 
 /// The fraction of tensor time a `wgmma` kernel without warp
 /// specialisation loses to issuing its own copies and to a `bar.sync` per
-/// k-tile: 5%, an estimate read off `docs/sm90.md`'s H200 measurements of
+/// k-tile: 5%, an estimate read off `docs/design/sm90_gemm.md`'s H200 measurements of
 /// the hand-written kernel at 4096³ and 8192³, where the midpoints of the
 /// specialised form's ranges are 3–8% above the non-specialised one's.
 /// Where the tensor term does not decide (the smaller shapes of that table,

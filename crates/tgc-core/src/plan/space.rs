@@ -26,7 +26,7 @@ pub const WARP_TILES: [[u64; 2]; 2] = [[64, 64], [64, 32]];
 /// `vectorize` widths `{4, 8, 16}` (§5, §6), in elements.
 pub const VECTOR_WIDTHS: [u64; 3] = [4, 8, 16];
 
-/// The block tiles of the `wgmma` space (sm90): the two `docs/sm90.md`
+/// The block tiles of the `wgmma` space (sm90): the two `docs/design/sm90_gemm.md`
 /// measured on an H200, `128 × 128` and `128 × 256` with `BK = 64` (one
 /// 128-byte swizzle row of 16-bit elements), and their one-warpgroup
 /// halves `64 × 128` and `64 × 256` (one consumer warpgroup when
