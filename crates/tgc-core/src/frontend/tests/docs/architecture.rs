@@ -16,7 +16,9 @@
 //!   `enum`, `trait`, `type`, `const`, `static`, `mod`, `macro_rules!`, a
 //!   `pub use`, an enum variant or a field) in that module's file or folder.
 //!
-//! Crates outside the workspace are written without `::` on the page.
+//! Crates outside the workspace are written without `::` on the page. The
+//! page stays within its line budget (`PAGE_LINES`, its template checklist
+//! `CHECKLIST_LINES`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -58,7 +60,11 @@ fn spans(page: &str) -> Vec<Span> {
     let mut paragraph = String::new();
     let mut flush = |paragraph: &mut String, section: &Option<PathBuf>| {
         out.extend(
-            paragraph.split('`').skip(1).step_by(2).map(|t| Span { text: t.trim().to_string(), section: section.clone() }),
+            paragraph
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|t| Span { text: t.trim().to_string(), section: section.clone() }),
         );
         paragraph.clear();
     };
@@ -210,7 +216,9 @@ fn every_path_and_item_the_architecture_page_names_exists() {
         if is_path(&span.text) {
             paths += 1;
             let found = root().join(&span.text).exists()
-                || section.is_some_and(|s| [s.join(&span.text), s.join("src").join(&span.text)].iter().any(|p| root().join(p).exists()));
+                || section.is_some_and(|s| {
+                    [s.join(&span.text), s.join("src").join(&span.text)].iter().any(|p| root().join(p).exists())
+                });
             if !found {
                 broken.insert(format!("path `{}`: no such file or folder", span.text));
             }
@@ -222,7 +230,28 @@ fn every_path_and_item_the_architecture_page_names_exists() {
         }
     }
     assert!(paths >= 40 && items >= 40, "{PAGE}: only {paths} paths and {items} items read");
-    assert!(broken.is_empty(), "{PAGE} names what does not exist:\n{}", broken.into_iter().collect::<Vec<_>>().join("\n"));
+    assert!(
+        broken.is_empty(),
+        "{PAGE} names what does not exist:\n{}",
+        broken.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// The most lines the page may have, and its template checklist.
+const PAGE_LINES: usize = 400;
+const CHECKLIST_LINES: usize = 20;
+
+#[test]
+fn the_page_keeps_its_line_budget() {
+    let page = page();
+    assert!(page.lines().count() <= PAGE_LINES, "{PAGE} has {} lines, more than {PAGE_LINES}", page.lines().count());
+    let checklist = page.split("## How to add a template").nth(1).expect("a template checklist");
+    let body = checklist.split("\n## ").next().unwrap_or("").trim();
+    assert!(
+        body.lines().count() <= CHECKLIST_LINES,
+        "{PAGE}'s template checklist has {} lines, more than {CHECKLIST_LINES}",
+        body.lines().count()
+    );
 }
 
 /// The `//!` doc of a source file, `//! ` taken off each line.
@@ -247,10 +276,8 @@ fn fault_kinds() -> BTreeSet<String> {
 
 #[test]
 fn the_gpu_ir_invariants_are_the_verifiers_checks() {
-    let numbered: Vec<u32> = module_doc(GPU_IR)
-        .iter()
-        .filter_map(|l| l.split_once(". ").and_then(|(n, _)| n.parse().ok()))
-        .collect();
+    let numbered: Vec<u32> =
+        module_doc(GPU_IR).iter().filter_map(|l| l.split_once(". ").and_then(|(n, _)| n.parse().ok())).collect();
     assert!(numbered.len() >= 5, "{GPU_IR}: no numbered invariant list");
     assert_eq!(numbered, (1..=numbered.len() as u32).collect::<Vec<_>>(), "{GPU_IR}: invariants numbered 1, 2, …");
 
@@ -274,8 +301,7 @@ fn the_gpu_ir_invariants_are_the_verifiers_checks() {
         else {
             continue;
         };
-        let named: Vec<&str> =
-            bullet.split('`').skip(1).step_by(2).filter(|w| faults.contains(*w)).collect();
+        let named: Vec<&str> = bullet.split('`').skip(1).step_by(2).filter(|w| faults.contains(*w)).collect();
         assert!(!named.is_empty(), "{GPU_VERIFY}: the check of invariant {n} names no `Fault` it reports: {bullet}");
         for fault in named {
             assert!(

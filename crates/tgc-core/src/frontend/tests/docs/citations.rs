@@ -146,7 +146,11 @@ fn source_files() -> Vec<PathBuf> {
 fn every_spec_section_the_code_cites_is_in_the_overview_index() {
     let index = index();
     let files = source_files();
-    assert!(files.iter().any(|p| p.ends_with("crates/tgc-core/src/gpu/mod.rs")), "the walk found {} files", files.len());
+    assert!(
+        files.iter().any(|p| p.ends_with("crates/tgc-core/src/gpu/mod.rs")),
+        "the walk found {} files",
+        files.len()
+    );
     let mut cited = BTreeSet::new();
     let mut missing: BTreeMap<Section, String> = BTreeMap::new();
     for file in &files {
