@@ -34,7 +34,7 @@ pub const VECTOR_WIDTHS: [u64; 3] = [4, 8, 16];
 /// warpgroup's `64 × BN`.
 pub const WGMMA_TILES: [[u64; 3]; 4] = [[64, 128, 64], [64, 256, 64], [128, 128, 64], [128, 256, 64]];
 
-/// `stages ∈ {3, 4, 5}` of the `wgmma` space (issue 15's sm90 space).
+/// `stages ∈ {3, 4, 5}` of the `wgmma` space (sm90).
 pub const WGMMA_STAGES: [u64; 3] = [3, 4, 5];
 
 /// The enumerated space for one problem and target.

@@ -153,7 +153,7 @@ fn defines(text: &str, name: &str) -> bool {
             || (t.starts_with("pub use") && found(name))
             || (t.starts_with(name)
                 && word_at(t, 0)
-                && t[name.len()..].trim_start().starts_with(|c: char| matches!(c, '(' | '{' | ',' | ':' | '=')))
+                && t[name.len()..].trim_start().starts_with(['(', '{', ',', ':', '=']))
     })
 }
 
