@@ -1,7 +1,9 @@
-//! No specification citation dangles: every section the code cites —
-//! "`000` §1.8", "`spec/002` §3–4", "`000` §1.3, §12.2" — is a row of the
-//! citation index of `docs/design/overview.md`, which states the rule in
-//! our words and links the section explaining it.
+//! No specification citation dangles: every section the code and the
+//! pages cite — "`000` §1.8", "`spec/002` §3–4", "`000` §1.3, §12.2" — is a
+//! row of the citation index of `docs/design/overview.md`, which states the
+//! rule in our words and links the section explaining it. The code is every
+//! `.rs` file under the source roots; the pages are those of
+//! [`super::doc_pages`].
 //!
 //! A citation is a document number `000`…`004` (in backticks, as
 //! `spec/00N`, or bare before a `§`) followed by its sections: `§A`, a
@@ -12,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::root;
+use super::{doc_pages, root};
 
 /// A cited section: the document (`"000"`) and the section (`"1.8"`).
 type Section = (String, String);
@@ -143,9 +145,10 @@ fn source_files() -> Vec<PathBuf> {
 }
 
 #[test]
-fn every_spec_section_the_code_cites_is_in_the_overview_index() {
+fn every_spec_section_the_code_and_the_pages_cite_is_in_the_overview_index() {
     let index = index();
-    let files = source_files();
+    let mut files = source_files();
+    files.extend(doc_pages());
     assert!(
         files.iter().any(|p| p.ends_with("crates/tgc-core/src/gpu/mod.rs")),
         "the walk found {} files",
