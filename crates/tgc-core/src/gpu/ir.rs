@@ -72,6 +72,14 @@
 //!    through mbarriers; `SetMaxNReg` is a warpgroup collective whose
 //!    count is a multiple of 8 in 24..=256, and the roles' budgets fit the
 //!    SM's 64K registers (PTX ISA "setmaxnreg").
+//! 9. Clusters: a kernel of more than one CTA per cluster is for sm90,
+//!    its cluster one-dimensional and at most 8 CTAs; a multicast
+//!    `TmaLoad` names CTAs of the cluster and a remote `MbarrierArrive`
+//!    needs one; `ClusterSync` is a collective of the whole CTA; a kernel
+//!    whose CTAs reach a peer's shared memory syncs the cluster after its
+//!    mbarriers' initialisation and at its end, so no CTA exits while a
+//!    peer may still write its shared memory (PTX ISA "Distributed Shared
+//!    Memory").
 //!
 //! Units: global offsets ([`GlobalRef::offset`]) are in elements of the
 //! pointer's dtype; shared offsets ([`SmemRef::offset`]) are in bytes from

@@ -142,7 +142,7 @@ fn estimates_stay_below_the_peak_and_the_terms_are_consistent() {
     assert!(t4097.time_s > Analytic.estimate(&two, &p, &target::SM80).unwrap().time_s);
 }
 
-/// The ranking properties issue 13 asks of the model: large problems are
+/// The ranking properties the model must have: large problems are
 /// compute-bound and take big tiles, small ones take small tiles.
 #[test]
 fn large_gemms_are_compute_bound_on_big_tiles_and_small_ones_take_small_tiles() {

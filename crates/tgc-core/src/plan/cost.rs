@@ -118,17 +118,18 @@ use super::{Plan, Problem, Target};
 /// datasheet number: with one warp per scheduler each `ldmatrix` → `mma`
 /// dependency and each barrier is exposed, and a scheduler hides latency
 /// only by switching between eligible warps (CUDA C++ Best Practices
-/// Guide, "Occupancy"). On the H100 sweep of 2026-11-26 (`bench_gpu
-/// --plans`, 7 shapes) 8 and 4 ranked the plans about equally well (the
-/// picks reached 97% and 96% of the best measured plan on average); 8 is
-/// kept.
+/// Guide, "Occupancy"). On an H100 plan sweep (`bench_gpu --plans`, 7
+/// shapes; `docs/results.md`, "the GEMM plan sweep") 8 and 4 rank the plans
+/// about equally well (the picks reach 97% and 96% of the best measured
+/// plan on average); 8 is kept.
 pub const TENSOR_WARPS_PER_SM: u64 = 8;
 
 /// The fraction of tensor time a `wgmma` kernel without warp
 /// specialisation loses to issuing its own copies and to a `bar.sync` per
-/// k-tile: 5%, an estimate read off `docs/sm90.md`'s H200 measurements of
-/// the hand-written kernel at 4096³ and 8192³, where the midpoints of the
-/// specialised form's ranges are 3–8% above the non-specialised one's.
+/// k-tile: 5%, an estimate read off the H200 measurements (`docs/results.md`)
+/// of the hand-written kernel of `docs/design/sm90_gemm.md` at 4096³ and
+/// 8192³, where the midpoints of the specialised form's ranges are 3–8%
+/// above the non-specialised one's.
 /// Where the tensor term does not decide (the smaller shapes of that table,
 /// where the two measured level), it changes nothing.
 pub const UNSPECIALIZED_WGMMA_LOSS: f64 = 0.05;
@@ -635,7 +636,7 @@ pub fn choose_with(estimator: &dyn Estimator, problem: &Problem, target: &Target
 }
 
 /// [`choose_with`] the [`Analytic`] model: the `(best plan, every candidate
-/// with its estimate)` of issue 4 as a [`Choice`].
+/// with its estimate)` as a [`Choice`].
 pub fn choose(problem: &Problem, target: &Target) -> DResult<Choice> {
     choose_with(&Analytic, problem, target)
 }

@@ -47,8 +47,9 @@
 //!
 //! Plan choice (`000` §5, §6): [`resources`] holds §5's formulas, [`space`]
 //! enumerates §6's MVP search space, [`cost`] ranks it through the
-//! [`cost::Estimator`] seam ([`cost::Analytic`] for now; measured tuning
-//! later) and [`cost::choose`] picks the best estimate; [`dump()`] prints the
+//! [`cost::Estimator`] seam ([`cost::Analytic`], or a tuning cache's
+//! measurements through `tune::gpu::Recorded`) and [`cost::choose`] picks
+//! the best estimate; [`dump()`] prints the
 //! ranked table (the `plan` stage).
 
 pub mod cost;

@@ -145,8 +145,8 @@ pub fn validate(plan: &Plan, target: &Target, problem: &Problem) -> Vec<Diagnost
             v.axis(a);
         }
         // 000 §1.7 fixes {2, 3} for the mma.sync pipeline; the wgmma
-        // template's mbarrier ring takes up to 5 (issue 15's sm90 space;
-        // docs/sm90.md measured 4 on an H200).
+        // template's mbarrier ring takes up to 5 (the sm90 space; the
+        // reference kernel of docs/design/sm90_gemm.md runs 4).
         let (most, source) =
             if target.issues_wgmma(problem.dtype) { (5, "the sm90 wgmma space") } else { (3, "000 §1.7") };
         if !(2..=most).contains(&p.value.stages.value) {
