@@ -158,9 +158,11 @@ pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
                     "relu" => v.max(0.0),
                     "residual" => v + r(case.residual[i * n + j]),
                     "silu" => v / (1.0 + (-v).exp()),
-                    "gelu" => {
+                    "gelu" => 0.5 * v * (1.0 + erf(v * std::f64::consts::FRAC_1_SQRT_2)),
+                    "gelu_tanh" => {
                         0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
                     }
+                    "tanh" => v.tanh(),
                     other => panic!("no reference for {other}"),
                 };
             }
@@ -168,6 +170,22 @@ pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
         }
     }
     c
+}
+
+/// `erf(u)` by its Maclaurin series `2/√π Σ (−1)ⁿ u^(2n+1) / (n! (2n+1))`
+/// (within 1e-9 for |u| ≤ 4, whose largest term is about 4e6), ±1 beyond
+/// (`1 − |erf|` < 2e-8 there): a reference independent of the A&S formula
+/// the frontend and the epilogue use.
+pub(super) fn erf(u: f64) -> f64 {
+    if u.abs() > 4.0 {
+        return u.signum();
+    }
+    let (mut term, mut sum) = (u, u);
+    for n in 1..200 {
+        term *= -u * u / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
 }
 
 pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
