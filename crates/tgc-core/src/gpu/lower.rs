@@ -12,7 +12,9 @@
 //!   loader's guards), operands in any layout reached through movements;
 //!   every size concrete (bound with `--dim`);
 //! - after the sum, a chain of single-use nodes, each one of: `CAST` to the
-//!   operand dtype before any other op (the rounding of `001` §0);
+//!   operand dtype before any other op (the rounding of `001` §0) or
+//!   before an activation (not repeated: the epilogue keeps f32 between
+//!   its ops and rounds at the store);
 //!   `RESHAPE`s that only add or drop size-1 axes and `PERMUTE`s (they
 //!   decide the output's layout); `ADD` of an input with the output's
 //!   layout (`residual`) or broadcast along some of its axes (`bias`, one
@@ -612,6 +614,11 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             Op::Cast if !round_sum && epilogue.is_empty() && g.dtype(*next) == ab => round_sum = true,
             // The store's rounding to the output's dtype.
             Op::Cast if stores(g, &users, *next) => {}
+            // The rounding of an activation's input (after a bias the
+            // frontend adds in f32), which the epilogue does not repeat:
+            // its ops keep f32 values, as after an ADD in the operands'
+            // dtype, and the store rounds.
+            Op::Cast if g.dtype(*next) == ab && recognise(g, &users, *next, &EPILOGUE_ACTIVATIONS).is_some() => {}
             Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
             Op::Reshape => {
                 let split = || {

@@ -195,7 +195,7 @@ pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
-fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[&str]) -> Plan {
+pub(super) fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[&str]) -> Plan {
     let mut p = space::gemm_plan(&plan::target::SM80, tile, warp, stages, vec);
     p.epilogue = epilogue.iter().map(|e| Spanned::new(e.to_string())).collect();
     p
