@@ -18,7 +18,7 @@
 //! | `LdMatrix` | `ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 {…}, [a];` ("Warp Level Matrix Load Instruction: ldmatrix") |
 //! | `MmaSync` | `mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32 {d}, {a}, {b}, {c};` ("Warp Level Matrix Multiply-Accumulate Instructions: mma", "Matrix Fragments for mma.m16n8k16 with floating point type") |
 //! | `MovF32` | `r[i] = 0.0f;` |
-//! | `Epilogue` | the ops in `f32` on the accumulator, in place |
+//! | `Epilogue` | the ops on the accumulator, in place, in `f32` (GELU, its tanh form and tanh through `double`: `ir::EpilogueOp` states each formula) |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
 //! | `MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`, `MbarrierWait`, `TmaLoad`, `WgmmaFence`, `Wgmma`, `WgmmaCommit`, `WgmmaWait` | the SM90 statements, `cuda_sm90.rs` (`mbarrier.*`, `cp.async.bulk.tensor.2d`, `wgmma.*`) |
