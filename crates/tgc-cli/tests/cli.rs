@@ -665,6 +665,26 @@ fn gemm_regions_of_a_larger_graph_run_like_the_interpreter() {
     assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
 }
 
+/// A matmul + bias + GELU: the CPU backend and, on a GPU, the kernel like
+/// the interpreter; `compile --target sm80` and `--target sm90` with
+/// `--dump gpu,cu` show one GEMM kernel whose epilogue computes the GELU
+/// (no SIMT kernel for it), without a note.
+#[test]
+fn a_gemm_with_gelu_is_one_kernel() {
+    let path = "crates/tgc-cli/tests/graphs/gemm_gelu.tgc";
+    let ins = [("x", DType::F16, vec![37, 32]), ("w", DType::F16, vec![32, 64]), ("b", DType::F16, vec![64])];
+    cpu_matches_interp(path, &ins, &[]);
+    for target in ["sm80", "sm90"] {
+        let o = tgc(&["compile", path, "--target", target, "--dump", "gpu,cu"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(out.matches("form; ptxas: ").count(), 1, "{target}: {out}");
+        assert!(out.contains("// Gemm form; ptxas: ") && out.contains(&format!("arch={target}")), "{target}: {out}");
+        assert!(out.contains("// epilogue: cast(f16), bias, gelu"), "{target}: {out}");
+        assert!(!stderr(&o).contains("note:"), "{target}: {}", stderr(&o));
+    }
+}
+
 /// `tgc toolchain show` names the toolchain it finds (scripts/setup.sh
 /// installed one); `tgc toolchain install` with a Python that cannot be
 /// run says so, exits 1 and creates nothing.
@@ -685,7 +705,8 @@ fn toolchain_show_and_a_failed_install() {
 }
 
 /// A BERT layer (MiniLM's, small): its six projections on the GEMM
-/// template and its attention fused, the rest SIMT kernels; the CPU
+/// template (the GELU in the intermediate one's epilogue) and its
+/// attention fused, the rest SIMT kernels; the CPU
 /// backend and, on a GPU, the program like the interpreter (the CPU within
 /// 8e-3: f16 values rounded in another summation order, through two
 /// layernorms, land a few f16 steps away; seen 3.9e-3 at 1.7).
@@ -717,6 +738,8 @@ fn bert_layer_runs_its_contractions_on_the_templates() {
     let gpu = String::from_utf8_lossy(&o.stdout);
     assert_eq!(gpu.matches("// Gemm form; ptxas: ").count(), 6, "{gpu}");
     assert_eq!(gpu.matches("// Attention form; ptxas: ").count(), 1, "{gpu}");
+    // The GELU is the intermediate projection's epilogue.
+    assert!(gpu.contains("]) gelu\n"), "{gpu}");
 }
 
 /// `run --tile`: the fused conv→relu→maxpool kernel strip-mined on H and W

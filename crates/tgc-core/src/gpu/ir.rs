@@ -720,10 +720,16 @@ pub enum EpilogueOp {
     Bias { param: ParamId, at: Expr },
     /// `v = max(v, 0)`.
     Relu,
-    /// `v = v / (1 + exp(-v))`.
+    /// `v = v / (1 + exp(-v))`, in f32.
     Silu,
-    /// `v = 0.5 v (1 + tanh(√(2/π)(v + 0.044715 v³)))` (the tanh form).
+    /// `v = 0.5 v (1 + erf(v/√2))`, in f64 with `erf` by the frontend's
+    /// Abramowitz & Stegun 7.1.26 ([`crate::frontend::ops::elementwise::erfc_abs_f64`],
+    /// absolute error ≤ 1.5e-7): the graph language's `gelu`.
     Gelu,
+    /// `v = 0.5 v (1 + tanh(√(2/π)(v + 0.044715 v³)))`, in f64: `gelu_tanh`.
+    GeluTanh,
+    /// `v = tanh(v)`, in f64.
+    Tanh,
     /// `v += residual[at]`.
     Residual { param: ParamId, at: Expr },
     /// Round `v` to `dtype` (stays an `f32` register).

@@ -12,11 +12,16 @@
 //!   loader's guards), operands in any layout reached through movements;
 //!   every size concrete (bound with `--dim`);
 //! - after the sum, a chain of single-use nodes, each one of: `CAST` to the
-//!   operand dtype before any other op (the rounding of `001` §0);
+//!   operand dtype before any other op (the rounding of `001` §0) or
+//!   before an activation (not repeated: the epilogue keeps f32 between
+//!   its ops and rounds at the store);
 //!   `RESHAPE`s that only add or drop size-1 axes and `PERMUTE`s (they
 //!   decide the output's layout); `ADD` of an input with the output's
 //!   layout (`residual`) or broadcast along some of its axes (`bias`, one
-//!   per kernel); `RELU`. The chain's end is the graph's only output.
+//!   per kernel); `RELU`; the decomposition of SiLU, GELU (erf or tanh
+//!   form) or tanh ([`EPILOGUE_ACTIVATIONS`], recognised as the frontend
+//!   writes it), before any pooling. The chain's end is the graph's only
+//!   output.
 //!
 //! The GEMM's axes come from the output's layout: `N` is its innermost run
 //! of variables that only one operand (`B`) reads, `M` the run before it
@@ -36,6 +41,8 @@
 use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
+use crate::frontend::ir::UnaryFn;
+use crate::frontend::ops::recognise::recognise;
 use crate::index_book::contraction::{self, Pattern};
 use crate::plan::cost::Estimator;
 use crate::plan::{self, Plan, Spanned, Target};
@@ -553,6 +560,11 @@ impl Chain {
     }
 }
 
+/// The activations the epilogue computes in one step (a plan epilogue op
+/// of the function's name, [`crate::plan::EPILOGUE_OPS`]), recognised by
+/// their frontend decomposition ([`recognise`]); `RELU` is a Tiny IR op.
+pub const EPILOGUE_ACTIVATIONS: [UnaryFn; 4] = [UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh, UnaryFn::Tanh];
+
 /// Follows the users of the contraction `r` (traced as `t`, variables of
 /// extents `extents`) to the graph's output. A `RESHAPE` may add or drop
 /// size-1 axes and merge adjacent axes (the offsets stay affine in the
@@ -572,6 +584,21 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
     let mut pool: Vec<usize> = Vec::new();
     let mut epi_inputs: Vec<EpilogueInput> = Vec::new();
     while !g.outputs.iter().any(|o| o.node == cur) {
+        // An activation's decomposition reads its input more than once.
+        if let Some(act) = recognise(g, &users, cur, &EPILOGUE_ACTIVATIONS) {
+            if !pool.is_empty() {
+                return Err(diag!(
+                    Unsupported,
+                    "`{}` after the pooling: the pooled epilogue computes its ops before the max",
+                    act.f.name()
+                )
+                .at_node(g.node(act.root)));
+            }
+            epilogue.push(act.f.name().to_string());
+            chain.extend(act.nodes);
+            cur = act.root;
+            continue;
+        }
         let [next] = users[cur.index()].as_slice() else {
             return Err(diag!(
                 Unsupported,
@@ -587,6 +614,11 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             Op::Cast if !round_sum && epilogue.is_empty() && g.dtype(*next) == ab => round_sum = true,
             // The store's rounding to the output's dtype.
             Op::Cast if stores(g, &users, *next) => {}
+            // The rounding of an activation's input (after a bias the
+            // frontend adds in f32), which the epilogue does not repeat:
+            // its ops keep f32 values, as after an ADD in the operands'
+            // dtype, and the store rounds.
+            Op::Cast if g.dtype(*next) == ab && recognise(g, &users, *next, &EPILOGUE_ACTIVATIONS).is_some() => {}
             Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
             Op::Reshape => {
                 let split = || {
@@ -655,8 +687,8 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             other => {
                 return Err(diag!(
                     Unsupported,
-                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, residual, a 2×2 max \
-                     pool)",
+                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, silu, gelu, \
+                     gelu_tanh, tanh, residual, a 2×2 max pool)",
                     other.name()
                 )
                 .at_node(nn))

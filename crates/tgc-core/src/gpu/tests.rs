@@ -158,9 +158,11 @@ pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
                     "relu" => v.max(0.0),
                     "residual" => v + r(case.residual[i * n + j]),
                     "silu" => v / (1.0 + (-v).exp()),
-                    "gelu" => {
+                    "gelu" => 0.5 * v * (1.0 + erf(v * std::f64::consts::FRAC_1_SQRT_2)),
+                    "gelu_tanh" => {
                         0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
                     }
+                    "tanh" => v.tanh(),
                     other => panic!("no reference for {other}"),
                 };
             }
@@ -170,6 +172,22 @@ pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
     c
 }
 
+/// `erf(u)` by its Maclaurin series `2/√π Σ (−1)ⁿ u^(2n+1) / (n! (2n+1))`
+/// (within 1e-9 for |u| ≤ 4, whose largest term is about 4e6), ±1 beyond
+/// (`1 − |erf|` < 2e-8 there): a reference independent of the A&S formula
+/// the frontend and the epilogue use.
+pub(super) fn erf(u: f64) -> f64 {
+    if u.abs() > 4.0 {
+        return u.signum();
+    }
+    let (mut term, mut sum) = (u, u);
+    for n in 1..200 {
+        term *= -u * u / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
 pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -177,7 +195,7 @@ pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
-fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[&str]) -> Plan {
+pub(super) fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[&str]) -> Plan {
     let mut p = space::gemm_plan(&plan::target::SM80, tile, warp, stages, vec);
     p.epilogue = epilogue.iter().map(|e| Spanned::new(e.to_string())).collect();
     p

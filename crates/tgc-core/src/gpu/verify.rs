@@ -680,7 +680,12 @@ impl Verifier<'_> {
                             self.pointer(*param, s);
                             self.expr(at, scope, Some(s));
                         }
-                        EpilogueOp::Relu | EpilogueOp::Silu | EpilogueOp::Gelu | EpilogueOp::Cast(_) => {}
+                        EpilogueOp::Relu
+                        | EpilogueOp::Silu
+                        | EpilogueOp::Gelu
+                        | EpilogueOp::GeluTanh
+                        | EpilogueOp::Tanh
+                        | EpilogueOp::Cast(_) => {}
                     }
                 }
             }

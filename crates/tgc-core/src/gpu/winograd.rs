@@ -600,6 +600,8 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
                     "relu" => EpilogueOp::Relu,
                     "silu" => EpilogueOp::Silu,
                     "gelu" => EpilogueOp::Gelu,
+                    "gelu_tanh" => EpilogueOp::GeluTanh,
+                    "tanh" => EpilogueOp::Tanh,
                     "residual" => {
                         let param = residual.ok_or_else(|| diag!(Internal, "a residual epilogue without its input"))?;
                         EpilogueOp::Residual { param, at: c_at.clone() }

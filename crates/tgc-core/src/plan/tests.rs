@@ -201,7 +201,7 @@ fn pipeline_vector_and_epilogue_rules() {
     check("split n 12;\nvectorize n.i 4;", &[]);
     // The implicit warp level: n.i.i has the warp tile's WN = 32 elements.
     check("tile 128 64 32;\nwarp_tile 64x32;\nvectorize n.i.i 8;", &[]);
-    check("epilogue bias relu tanh;", &[(UnknownOp, "tanh")]);
+    check("epilogue bias relu sigmoid;", &[(UnknownOp, "sigmoid")]);
     check("algo_choice matmul splitk_parallel;\nalgo_choice conv winograd_5x5;", &[(UnknownName, "winograd_5x5")]);
     check("algo_choice pooling naive;", &[(UnknownName, "pooling")]);
     check("local_edge a b smem_ring depth=4;", &[(Unsupported, "local_edge")]);
@@ -209,7 +209,7 @@ fn pipeline_vector_and_epilogue_rules() {
 
 #[test]
 fn every_violation_is_reported() {
-    let text = "tile 128 64 64;\nwarp_tile 64x128;\npipeline k.i stages=5;\nepilogue tanh;\nbind q block.x;";
+    let text = "tile 128 64 64;\nwarp_tile 64x128;\npipeline k.i stages=5;\nepilogue sigmoid;\nbind q block.x;";
     let p = parse_dsl(text).unwrap();
     let names: Vec<ErrorName> = validate(&p, &target::SM80, &gemm()).iter().map(|e| e.name).collect();
     use ErrorName::*;

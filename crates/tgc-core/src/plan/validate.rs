@@ -29,7 +29,7 @@
 //!   (`Unsupported`).
 //! - `warp_specialize` only where the target's template issues `wgmma`
 //!   (sm90), `cluster=2` included, and its cluster 1 or 2 (`Unsupported`).
-//! - `epilogue` ops are §12.6's `bias relu silu gelu residual` (`UnknownOp`).
+//! - `epilogue` ops are [`EPILOGUE_OPS`] (`UnknownOp`).
 //! - `algo_choice` keys and values are those of §1.7 (`splitk_*` read as
 //!   `splitk_serial`/`splitk_parallel`, §5's two split-K kinds)
 //!   (`UnknownName`); `cache_read` tensors are the problem's, when it names
@@ -99,8 +99,10 @@ impl Problem {
     }
 }
 
-/// The epilogue ops of §12.6 `op`.
-pub const EPILOGUE_OPS: [&str; 5] = ["bias", "relu", "silu", "gelu", "residual"];
+/// The epilogue ops: §12.6 `op`'s `bias relu silu gelu residual`, and
+/// `gelu_tanh` and `tanh`; each activation is the graph language's function
+/// of that name (`gelu` the erf form, `gelu_tanh` the tanh approximation).
+pub const EPILOGUE_OPS: [&str; 7] = ["bias", "relu", "silu", "gelu", "gelu_tanh", "tanh", "residual"];
 
 /// §1.7 `algo_choice`: each key and its algorithms.
 pub const ALGORITHMS: [(&str, &[&str]); 3] = [

@@ -227,8 +227,8 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
 /// Errors: `Unsupported` for what the module doc lists, for a plan without
 /// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
 /// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
-/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
-/// silu gelu residual`.
+/// than 1024 threads; `UnknownOp` for an epilogue op outside
+/// [`crate::plan::EPILOGUE_OPS`].
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if gemm.split_k == 0 {
         return Err(diag!(Unsupported, "split-K over 0 slices"));
@@ -291,6 +291,8 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
             "relu" => Epi::Relu,
             "silu" => Epi::Silu,
             "gelu" => Epi::Gelu,
+            "gelu_tanh" => Epi::GeluTanh,
+            "tanh" => Epi::Tanh,
             _ => Epi::Residual(residual.unwrap_or(p.c)),
         });
     }
@@ -349,6 +351,8 @@ enum Epi {
     Relu,
     Silu,
     Gelu,
+    GeluTanh,
+    Tanh,
     Residual(ParamId),
 }
 
