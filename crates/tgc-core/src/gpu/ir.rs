@@ -89,6 +89,7 @@
 
 use std::fmt;
 
+use crate::plan::target::{self, Target};
 use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -112,6 +113,15 @@ impl Arch {
 
     pub fn parse(s: &str) -> Option<Arch> {
         [Arch::Sm80, Arch::Sm90].into_iter().find(|a| a.name() == s)
+    }
+
+    /// The hardware row kernels for this architecture are checked against
+    /// (grid, thread, register and shared-memory limits).
+    pub fn target(self) -> &'static Target {
+        match self {
+            Arch::Sm80 => &target::SM80,
+            Arch::Sm90 => &target::SM90,
+        }
     }
 }
 

@@ -806,7 +806,7 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
         let why = choice.rejected.last().map(|(_, w)| format!(": {}", w.join("; "))).unwrap_or_default();
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}{why}", target.name).at_node(at));
     };
-    check_launch(&graph, best).map_err(|d| d.at_node(at))?;
+    check_launch(&graph, best, target).map_err(|d| d.at_node(at))?;
     let mut plan = best.clone();
     plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
     let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
@@ -865,21 +865,13 @@ pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> 
     Ok(choice)
 }
 
-/// The most blocks of a grid along `y` and `z`; `x` allows
-/// [`MAX_GRID_X`] (CUDA C++ Programming Guide, "Technical Specifications per
-/// Compute Capability", the same for every compute capability since 3.0).
-pub const MAX_GRID_YZ: u64 = 65_535;
-
-/// The most blocks of a grid along `x`: 2^31 - 1.
-pub const MAX_GRID_X: u64 = (1 << 31) - 1;
-
-/// Checks that the SM80 template can launch `graph`'s GEMM with `plan`:
-/// `M`, `N`, `K` (and so the leading dimensions) fit the kernel's `int`
-/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)` fits the limits
-/// above.
+/// Checks that the SM80 template can launch `graph`'s GEMM with `plan` on
+/// `target`: `M`, `N`, `K` (and so the leading dimensions) fit the
+/// kernel's `int` parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)`
+/// fits the target's [`Target::max_grid`].
 ///
 /// Errors: `Unsupported`, naming the size and the limit.
-fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
+fn check_launch(graph: &GemmGraph, plan: &Plan, target: &Target) -> DResult<()> {
     let [m, n, k] = graph.sizes.map(|x| x as u64);
     for (name, v) in [("M", m), ("N", n), ("K", k)] {
         if v > i32::MAX as u64 {
@@ -891,22 +883,23 @@ fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
         }
     }
     let [bm, bn, _] = plan.tile.as_ref().map_or([1; 3], |t| t.value);
-    let blocks =
-        [("x", n.div_ceil(bn.max(1)), MAX_GRID_X, "N", bn), ("y", m.div_ceil(bm.max(1)), MAX_GRID_YZ, "M", bm)];
+    let [max_x, max_y, max_z] = target.max_grid;
+    let blocks = [("x", n.div_ceil(bn.max(1)), max_x, "N", bn), ("y", m.div_ceil(bm.max(1)), max_y, "M", bm)];
     for (axis, blocks, limit, dim, tile) in blocks {
         if blocks > limit {
             return Err(diag!(
                 Unsupported,
-                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} CUDA allows"
+                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} {} allows",
+                target.name
             ));
         }
     }
     let batch = graph.gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch)) as u64;
-    if batch > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {MAX_GRID_YZ}"));
+    if batch > max_z {
+        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {max_z}"));
     }
-    if graph.gemm.split_k as u64 > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {MAX_GRID_YZ}", graph.gemm.split_k));
+    if graph.gemm.split_k as u64 > max_z {
+        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {max_z}", graph.gemm.split_k));
     }
     Ok(())
 }

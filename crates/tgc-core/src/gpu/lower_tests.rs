@@ -137,3 +137,15 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
         "{dump}"
     );
 }
+
+/// The launch limits are the target's: a grid of more than one block
+/// along `y` is refused on a target whose row allows one.
+#[test]
+fn the_grid_limit_is_the_targets() {
+    let g = bind(&spec("000_gemm_bias_relu.json"), &[("M", 1024), ("N", 64), ("K", 64)]);
+    assert!(build(&g, &crate::plan::target::SM80, "k").is_ok());
+    let one_row = Target { max_grid: [crate::plan::target::SM80.max_grid[0], 1, 1], ..crate::plan::target::SM80 };
+    let err = build(&g, &one_row, "k").unwrap_err();
+    assert_eq!(err.name, ErrorName::Unsupported, "{err}");
+    assert!(err.message.contains("blocks along y") && err.message.contains("more than the 1 sm80 allows"), "{err}");
+}

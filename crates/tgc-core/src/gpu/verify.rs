@@ -53,7 +53,7 @@
 //! - Warp specialisation (invariant 8): a `WarpSpecialize` is not nested
 //!   or under thread-dependent control, its roles are whole warpgroups of
 //!   a one-dimensional block, and the `setmaxnreg` budgets its roles end
-//!   with fit the SM's 65536 registers (`BadValue`); each role is checked
+//!   with fit the target's `regs_per_sm` (`BadValue`); each role is checked
 //!   as a body of its own threads (the split is uniform per warpgroup, so
 //!   the role's collectives are not divergent), where a `bar.sync 0` is a
 //!   `Divergence` (it would wait for the other role) and a named barrier
@@ -932,8 +932,9 @@ impl Verifier<'_> {
                 })
             })
             .sum();
-        if let Some(total) = budget.filter(|&t| t > 65536) {
-            let msg = format!("the roles' setmaxnreg budgets take {total} registers, more than an SM's 65536");
+        let regs = self.k.arch.target().regs_per_sm;
+        if let Some(total) = budget.filter(|&t| u64::from(t) > regs) {
+            let msg = format!("the roles' setmaxnreg budgets take {total} registers, more than an SM's {regs}");
             self.err(Fault::BadValue, s, msg);
         }
         let written: [BTreeSet<u32>; 2] = roles.map(|body| {

@@ -257,13 +257,14 @@ fn launch(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<(Stats,
             _ => return Err(bad(format!("argument {i} does not fit parameter `{}` ({:?})", p.name, p.kind))),
         }
     }
-    let threads = kernel.threads();
-    if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
-        return Err(bad(format!("{threads} threads per block: not a positive multiple of 32 up to 1024")));
+    let target = kernel.arch.target();
+    let (threads, warp, most) = (kernel.threads(), target.warp_size, target.max_threads_per_block);
+    if threads == 0 || !threads.is_multiple_of(warp) || threads > most {
+        return Err(bad(format!("{threads} threads per block: not a positive multiple of {warp} up to {most}")));
     }
-    let smem_max = crate::plan::target::TARGETS.iter().map(|t| t.smem_per_block_max).max().unwrap_or(0);
+    let smem_max = target.smem_per_block_max;
     if kernel.smem_bytes > smem_max {
-        return Err(bad(format!("{} bytes of shared memory exceed any target's {smem_max}", kernel.smem_bytes)));
+        return Err(bad(format!("{} bytes of shared memory exceed {}'s {smem_max}", kernel.smem_bytes, target.name)));
     }
     if let Some(b) = kernel.smem.iter().find(|b| b.offset.saturating_add(b.size) > kernel.smem_bytes) {
         return Err(bad(format!(

@@ -328,7 +328,7 @@ fn check(a: &Attention, arch: Arch) -> DResult<()> {
         return unsupported(format!("the output's column pairs are not contiguous and aligned ({:?})", a.o));
     }
     let points: i64 = a.batch.iter().product();
-    if points > crate::gpu::lower::MAX_GRID_YZ as i64 {
+    if points as u64 > arch.target().max_grid[1] {
         return unsupported(format!("{points} batch points exceed the grid's y limit"));
     }
     Ok(())

@@ -191,11 +191,13 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         }
         (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
     }
-    let threads = (bm / wm) * (bn / wn) * 32;
-    if threads > 1024 {
+    let target = Arch::Sm80.target();
+    let threads = (bm / wm) * (bn / wn) * target.warp_size;
+    if threads > target.max_threads_per_block {
         return Err(diag!(
             ResourceExceeded,
-            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed 1024"
+            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed {}",
+            target.max_threads_per_block
         ));
     }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
@@ -227,7 +229,8 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
 /// Errors: `Unsupported` for what the module doc lists, for a plan without
 /// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
 /// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
-/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
+/// threads than the target's `max_threads_per_block`; `UnknownOp` for an
+/// epilogue op outside `bias relu
 /// silu gelu residual`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if gemm.split_k == 0 {
