@@ -207,6 +207,33 @@ fn pipeline_vector_and_epilogue_rules() {
     check("local_edge a b smem_ring depth=4;", &[(Unsupported, "local_edge")]);
 }
 
+/// The first error of the plan `text` checked for sm80: its reader's,
+/// else the validator's.
+fn first_error(text: &str) -> crate::Diagnostic {
+    match parse_dsl(text) {
+        Err(e) => e,
+        Ok(p) => validate(&p, &target::SM80, &gemm()).into_iter().next().unwrap_or_else(|| panic!("no error: {text}")),
+    }
+}
+
+/// `fft_conv` is implemented nowhere: a plan naming it gets the error of
+/// any unknown conv algorithm, at the name, and the accepted names the
+/// error lists do not include it.
+#[test]
+fn fft_conv_is_an_unknown_conv_algorithm() {
+    let text = "algo_choice conv fft_conv;";
+    let fft = first_error(text);
+    assert_at(&fft, ErrorName::UnknownName, text, "fft_conv");
+    let other = first_error("algo_choice conv no_such_algo;");
+    assert_eq!(fft.message.replace("fft_conv", "X"), other.message.replace("no_such_algo", "X"));
+    assert_eq!(fft.message.matches("fft_conv").count(), 1, "{fft}");
+    assert!(fft.message.contains("implicit_gemm") && fft.message.contains("winograd_3x3"), "{fft}");
+    let json = from_json(r#"{"algo_choice": {"conv": "fft_conv"}}"#)
+        .map(|p| validate(&p, &target::SM80, &gemm()).into_iter().next().expect("an error"));
+    let json = json.unwrap_or_else(|e| e);
+    assert_eq!((json.name, json.message), (fft.name, fft.message));
+}
+
 #[test]
 fn every_violation_is_reported() {
     let text = "tile 128 64 64;\nwarp_tile 64x128;\npipeline k.i stages=5;\nepilogue tanh;\nbind q block.x;";

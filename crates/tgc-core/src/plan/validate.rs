@@ -105,7 +105,7 @@ pub const EPILOGUE_OPS: [&str; 5] = ["bias", "relu", "silu", "gelu", "residual"]
 /// §1.7 `algo_choice`: each key and its algorithms.
 pub const ALGORITHMS: [(&str, &[&str]); 3] = [
     ("matmul", &["implicit_gemm", "splitk_serial", "splitk_parallel"]),
-    ("conv", &["implicit_gemm", "winograd_3x3", "fft_conv"]),
+    ("conv", &["implicit_gemm", "winograd_3x3"]),
     ("attention", &["streaming_softmax_2pass", "online_softmax"]),
 ];
 
