@@ -38,7 +38,7 @@ use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::{self, Pattern};
 use crate::plan::cost::Estimator;
-use crate::plan::{self, Plan, Spanned, Target};
+use crate::plan::{self, Epilogue, Plan, Spanned, Target};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -68,7 +68,7 @@ pub struct GemmGraph {
     pub gemm: Gemm,
     /// Epilogue op names in order (`bias`, `relu`, `residual`), as a
     /// plan's `epilogue`.
-    pub epilogue: Vec<String>,
+    pub epilogue: Vec<Epilogue>,
     /// Each graph input's role, in the graph's input order.
     pub inputs: Vec<(String, Operand)>,
     /// The graph output the kernel writes (`C`).
@@ -518,8 +518,8 @@ pub(super) struct Chain {
     pub dims: Vec<i64>,
     /// A `CAST` to the operands' dtype before any other op (`001` §0).
     pub round_sum: bool,
-    /// The plan's epilogue op names, in order.
-    pub epilogue: Vec<String>,
+    /// The plan's epilogue ops, in order.
+    pub epilogue: Vec<Epilogue>,
     /// Each bias or residual input.
     pub inputs: Vec<EpilogueInput>,
     /// The `MUL`, the sum and every node after it.
@@ -587,7 +587,7 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             Op::Cast if !round_sum && epilogue.is_empty() && g.dtype(*next) == ab => round_sum = true,
             // The store's rounding to the output's dtype.
             Op::Cast if stores(g, &users, *next) => {}
-            Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
+            Op::Unary(UnaryOp::Relu) => epilogue.push(Epilogue::Relu),
             Op::Reshape => {
                 let split = || {
                     diag!(Unsupported, "a RESHAPE after the contraction that splits an axis (or a symbolic one)")
@@ -642,7 +642,7 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                 // An axis longer than 1 with no variable is one a SHRINK
                 // sliced to one index (`trace` reaches inputs through
                 // broadcasts of size-1 axes otherwise): its offset says which.
-                epilogue.push(if role == Operand::Bias { "bias" } else { "residual" }.to_string());
+                epilogue.push(if role == Operand::Bias { Epilogue::Bias } else { Epilogue::Residual });
                 let strides = strides(g, input).ok_or_else(|| {
                     diag!(Unsupported, "an ADD after the contraction of a tensor of symbolic shape").at_node(nn)
                 })?;
@@ -808,7 +808,7 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
     };
     check_launch(&graph, best, target).map_err(|d| d.at_node(at))?;
     let mut plan = best.clone();
-    plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
+    plan.epilogue = graph.epilogue.iter().map(|&e| Spanned::new(e)).collect();
     let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     Ok(GpuKernel { graph, plan, estimate, kernel, params })
@@ -834,9 +834,10 @@ pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
 pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
     let mut choice = if graph.pattern == Pattern::Conv {
         // A convolution's plans say they are its implicit GEMM.
-        let tagged = plan::cost::Tagged { inner: estimator, key: "conv", value: "implicit_gemm" };
+        let conv = plan::AlgoChoice::Conv(plan::ConvAlgo::ImplicitGemm);
+        let tagged = plan::cost::Tagged { inner: estimator, choice: conv };
         let mut c = plan::cost::choose_with(&tagged, &graph.problem, target)?;
-        let tag = |p: &Plan| plan::cost::with_algorithm(p, "conv", "implicit_gemm");
+        let tag = |p: &Plan| plan::cost::with_algorithm(p, conv);
         c.candidates.iter_mut().for_each(|(p, _)| *p = tag(p));
         c.rejected.iter_mut().for_each(|(p, _)| *p = tag(p));
         c

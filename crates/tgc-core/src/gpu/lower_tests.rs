@@ -46,7 +46,7 @@ fn spec_gemm_bias_relu_is_a_kn_gemm_with_rounding_bias_and_relu() {
             implicit: None
         }
     );
-    assert_eq!(m.epilogue, ["bias", "relu"]);
+    assert_eq!(m.epilogue, [Epilogue::Bias, Epilogue::Relu]);
     let roles: Vec<(&str, Operand)> = m.inputs.iter().map(|(n, r)| (n.as_str(), *r)).collect();
     assert_eq!(roles, [("A", Operand::A), ("B", Operand::B), ("bias", Operand::Bias)]);
 }
