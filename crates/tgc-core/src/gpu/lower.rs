@@ -37,6 +37,7 @@ use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::{self, Pattern};
+use crate::index_book::{self, IndexBook};
 use crate::plan::cost::Estimator;
 use crate::plan::{self, Epilogue, Plan, Spanned, Target};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
@@ -107,75 +108,57 @@ pub struct GpuKernel {
 }
 
 /// Follows movement ops from `id` (whose axes are `axes`, each the index
-/// of an axis of the reference space, or `None` for a broadcast or size-1
-/// axis) down to a graph input; the input, its axes' meaning and the
-/// constant offset of each of its axes (a `SHRINK`'s `lo`: a slice of a
-/// stacked weight).
-fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
-    let mut offsets = vec![0i64; axes.len()];
+/// of a variable of the reference space, of extents `extents`, or `None`
+/// for a broadcast or size-1 axis) down to a graph input: the IndexBook's
+/// composition ([`index_book::chase`]), and through widening `CAST`s to
+/// f32 (exact from f16/bf16, which the epilogue converts as it loads).
+/// Returns the input, its axes' meaning and the constant offset of each of
+/// its axes (a `SHRINK`'s `lo`: a slice of a stacked weight).
+///
+/// Errors: `Unsupported` where the chain ends at a value that is not an
+/// input, reads under a guard (a `PAD`), or leaves an input axis that is
+/// not one variable plus a constant (a `RESHAPE` that merges or splits
+/// axes, a strided or symbolic `SHRINK`).
+fn trace(
+    g: &Graph,
+    book: &IndexBook,
+    id: NodeId,
+    axes: &[Option<usize>],
+    extents: &[i64],
+) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
+    let unsupported = |at: NodeId, what: &str| {
+        diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(g.node(at))
+    };
+    let dims: Vec<crate::sym::Dim> = extents.iter().map(|&e| crate::sym::Dim::int(e)).collect();
+    let mut index: Vec<AffExpr> = axes.iter().map(|a| a.map_or(AffExpr::int(0), |v| AffExpr::var(v as u32))).collect();
+    let mut from = id;
     loop {
-        let n = g.node(id);
-        let unsupported =
-            |what: &str| diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(n);
+        let c = index_book::chase(g, book, from, index, &dims, &|_| false)?;
+        if !c.guard.is_empty() {
+            return Err(unsupported(from, "a guarded read (a PAD)"));
+        }
+        let n = g.node(c.src);
         match &n.op {
-            Op::Input { .. } => return Ok((id, axes, offsets)),
-            Op::Expand => {
-                let x = n.src[0];
-                for (k, (from, to)) in g.shape(x).iter().zip(g.shape(id)).enumerate() {
-                    if from.is_one() && !to.is_one() {
-                        axes[k] = None;
-                        offsets[k] = 0;
-                    }
+            Op::Input { .. } => {
+                let mut meaning = Vec::with_capacity(c.index.len());
+                for e in &c.index {
+                    let vars: Vec<(u32, &crate::sym::Dim)> = e.var_coeffs().collect();
+                    let offset = e.constant_part().as_int();
+                    meaning.push(match (vars.as_slice(), offset) {
+                        ([], Some(o)) if e.terms().count() == 0 => (None, o),
+                        ([(v, k)], Some(o)) if k.as_int() == Some(1) && e.terms().count() == 1 => {
+                            (Some(*v as usize), o)
+                        }
+                        _ => return Err(unsupported(from, "an index that is not one variable plus a constant")),
+                    });
                 }
-                id = x;
+                return Ok((c.src, meaning.iter().map(|m| m.0).collect(), meaning.iter().map(|m| m.1).collect()));
             }
-            Op::Reshape => {
-                let x = n.src[0];
-                let kept: Vec<(Option<usize>, i64)> = g
-                    .shape(id)
-                    .iter()
-                    .zip(axes.iter().zip(&offsets))
-                    .filter(|(d, _)| !d.is_one())
-                    .map(|(_, (&a, &o))| (a, o))
-                    .collect();
-                let xs = g.shape(x);
-                let non_unit: Vec<usize> = (0..xs.len()).filter(|&k| !xs[k].is_one()).collect();
-                let ours: Vec<&crate::sym::Dim> = g.shape(id).iter().filter(|d| !d.is_one()).collect();
-                if non_unit.len() != kept.len() || non_unit.iter().zip(&ours).any(|(&k, d)| &xs[k] != *d) {
-                    return Err(unsupported("a RESHAPE that does more than add or drop size-1 axes"));
-                }
-                // A size-1 axis is read at index 0: its offset is dropped
-                // here and set by a SHRINK further down, if any.
-                let (mut next, mut next_off) = (vec![None; xs.len()], vec![0; xs.len()]);
-                for (&k, (a, o)) in non_unit.iter().zip(kept) {
-                    next[k] = a;
-                    next_off[k] = o;
-                }
-                axes = next;
-                offsets = next_off;
-                id = x;
+            Op::Cast if g.dtype(c.src) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
+                from = n.src[0];
+                index = c.index;
             }
-            // Widening to f32 is exact: the epilogue converts as it loads.
-            Op::Cast if g.dtype(id) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
-                id = n.src[0]
-            }
-            Op::Permute { perm } => {
-                let (mut next, mut next_off) = (vec![None; perm.len()], vec![0; perm.len()]);
-                for (j, &p) in perm.iter().enumerate() {
-                    next[p] = axes[j];
-                    next_off[p] = offsets[j];
-                }
-                axes = next;
-                offsets = next_off;
-                id = n.src[0];
-            }
-            Op::Shrink { lo, step, .. } if step.iter().all(|s| s.as_int() == Some(1)) => {
-                for (o, l) in offsets.iter_mut().zip(lo) {
-                    *o += l.as_int().ok_or_else(|| unsupported("a SHRINK with a symbolic bound"))?;
-                }
-                id = n.src[0];
-            }
-            other => return Err(unsupported(&format!("`{}`", other.name()))),
+            other => return Err(unsupported(c.src, &format!("`{}`", other.name()))),
         }
     }
 }
@@ -270,7 +253,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         }
     }
 
-    let epilogue_chain = epilogue_chain(g, &t, r, &extents)?;
+    let epilogue_chain = epilogue_chain(g, &book, &t, r, &extents)?;
     let out_strides = epilogue_chain.strides();
     let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain, pool, .. } = epilogue_chain;
     if !pool.is_empty() && epi_inputs.iter().any(|x| x.role == Operand::Residual) {
@@ -560,7 +543,13 @@ impl Chain {
 ///
 /// Errors: `Unsupported` at the node that is not an epilogue the template
 /// fuses, at a second use, at a bias or residual it cannot read.
-pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
+pub(super) fn epilogue_chain(
+    g: &Graph,
+    book: &IndexBook,
+    t: &contraction::Traced,
+    r: NodeId,
+    extents: &[i64],
+) -> DResult<Chain> {
     let users = g.consumers();
     let ab = g.dtype(t.mul);
     // Per axis of `cur`: the variables (`None` for size 1) and extents of
@@ -625,7 +614,7 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                     );
                 }
                 let order: Vec<Option<usize>> = groups.iter().map(|x| x[0].0).collect();
-                let (input, axes, offsets) = trace(g, other, order.clone())?;
+                let (input, axes, offsets) = trace(g, book, other, &order, extents)?;
                 let dims = g.shape(input);
                 // A residual has C's layout: its non-unit axes are C's, in order.
                 let same = axes.iter().flatten().eq(order.iter().flatten())
