@@ -396,7 +396,6 @@ fn attention_plan(
             Ok(e) => format!("estimate {:.1} µs, limited by {}", e.time_s * 1e6, e.limit.as_str()),
             Err(why) => format!("not costed: {why}"),
         };
-        let algo = algo.algo_choice();
         out.push_str(&format!("{mark} algo_choice attention = {algo:<24} {:>3} rows  {cost}\n", 16 * warps));
     }
     let (chosen, warps) = ranked[best.unwrap_or(0)].0;

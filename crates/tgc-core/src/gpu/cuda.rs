@@ -434,8 +434,11 @@ impl<'k> Printer<'k> {
             k.smem.iter().enumerate().map(|(i, b)| name(&format!("{}_smem", b.name), format!("smem{i}"))).collect();
         let vars = k.vars.iter().enumerate().map(|(i, v)| name(v, format!("v{i}"))).collect();
         let threads = k.threads();
-        if threads == 0 || threads > 1024 {
-            return Err(GpuError::new(Fault::BadValue, None, format!("{threads} threads per block (1 to 1024)")).into());
+        let most = k.arch.target().max_threads_per_block;
+        if threads == 0 || threads > most {
+            return Err(
+                GpuError::new(Fault::BadValue, None, format!("{threads} threads per block (1 to {most})")).into()
+            );
         }
         Ok(Printer { k, params, vars, regs, smem, next: 0 })
     }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::gpu::toolchain::sass_opcodes;
+use crate::plan::{AlgoChoice, Epilogue, MatmulAlgo};
 
 fn v(i: u32) -> Expr {
     Expr::Var(VarId(i))
@@ -467,7 +468,7 @@ mod template {
         let mut plans = Vec::new();
         for p in &sp.valid {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             let (mut k, _) = sm80::build(&p, &gemm()).unwrap();
             k.name = plan_name(&p);
             kernels.push(k);
@@ -532,7 +533,7 @@ mod template {
         let (mut kernels, mut clustered) = (Vec::new(), Vec::new());
         for p in &sp.valid {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             for layout in [BLayout::KN, BLayout::NK] {
                 let (mut k, params) = sm80::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
                 assert!(params.tensor_maps.is_some());
@@ -613,10 +614,10 @@ mod template {
     #[test]
     fn split_k_and_staged_c_kernels_compile() {
         let mut kernels = Vec::new();
-        for (algo, name) in [("splitk_serial", "serial"), ("splitk_parallel", "parallel")] {
+        for (algo, name) in [(MatmulAlgo::SplitkSerial, "serial"), (MatmulAlgo::SplitkParallel, "parallel")] {
             let mut p = space::gemm_plan(&plan::target::SM80, [64, 64, 32], [64, 32], 3, 8);
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
-            p.algo_choice[0].value.value = Spanned::new(algo.to_string());
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
+            p.algo_choice[0].value = AlgoChoice::Matmul(algo);
             let mut g = gemm();
             g.split_k = 3;
             let (mut k, _) = sm80::build(&p, &g).unwrap_or_else(|e| panic!("{algo}: {e}"));

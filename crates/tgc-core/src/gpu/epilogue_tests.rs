@@ -108,7 +108,7 @@ fn one_launch_each(graphs: &[(String, &str)], target: &Target, arch: Arch) -> Ve
             let what = format!("{act} on {}", target.name);
             one_gemm_launch(&prog, arch, &what);
             let plan = prog.launches[0].plan.as_ref().expect("the template's plan");
-            assert_eq!(plan.epilogue.last().map(|e| e.value.as_str()), Some(*act), "{what}");
+            assert_eq!(plan.epilogue.last().map(|e| e.value.name()), Some(*act), "{what}");
             check_program(&g, prog, &[], ACTIVATION_F16_TOL)
         })
         .collect()
@@ -152,7 +152,7 @@ fn a_feed_forward_block_has_its_gelu_in_the_first_gemm() {
     let forms: Vec<Form> = prog.launches.iter().map(|l| l.form).collect();
     assert_eq!(forms, [Form::Gemm, Form::Gemm], "{notes:?}");
     let first = prog.launches[0].plan.as_ref().expect("the template's plan");
-    assert_eq!(first.epilogue.iter().map(|e| e.value.as_str()).collect::<Vec<_>>(), ["bias", "gelu"]);
+    assert_eq!(first.epilogue.iter().map(|e| e.value.name()).collect::<Vec<_>>(), ["bias", "gelu"]);
     // Two f16 layers: the hidden layer's step carried through 64 products.
     check_program(&g, prog, &[], 4e-3);
 }

@@ -25,7 +25,7 @@ use crate::diag::{DResult, Diagnostic};
 use crate::frontend::ops::recognise::recognise;
 use crate::index_book::contraction::is_contraction;
 use crate::plan::cost::{Estimate, Estimator};
-use crate::plan::Target;
+use crate::plan::{AlgoChoice, ConvAlgo, Target};
 use crate::tiny::{Graph, NodeId};
 
 use super::ir::{Arch, ParamId};
@@ -48,8 +48,10 @@ pub struct Template {
     pub name: &'static str,
     /// The graphs it takes.
     pub pattern: GraphPattern,
-    /// The `algo_choice` value it implements (`000` §1.7).
-    pub algo_choice: &'static str,
+    /// The `algo_choice` it implements (`000` §1.7); the GEMM templates'
+    /// is given as a convolution's (`conv implicit_gemm`), a plain GEMM's
+    /// being the same algorithm under `matmul`.
+    pub algo_choice: AlgoChoice,
     pub arch: Arch,
     /// Tried only when no other template of the pattern and architecture
     /// takes the graph (its estimate is not comparable with theirs: the
@@ -73,7 +75,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 GEMM (plain or implicit)",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm80,
         fallback: false,
         lower: gemm,
@@ -81,7 +83,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 GEMM (TMA + wgmma)",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm90,
         fallback: false,
         lower: gemm,
@@ -105,7 +107,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (FlashAttention-2)",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm80,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
@@ -113,7 +115,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (two-pass softmax)",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm80,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
@@ -121,7 +123,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 attention (FlashAttention-2 on wgmma)",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm90,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
@@ -129,7 +131,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 attention (two-pass softmax on wgmma)",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm90,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
@@ -142,7 +144,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 GEMM (mma.sync) on sm90",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| gemm(g, &crate::plan::target::SM80, e),
@@ -150,7 +152,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (FlashAttention-2) on sm90",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| attention(g, &crate::plan::target::SM80, e, Algorithm::OnlineSoftmax),
@@ -158,7 +160,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (two-pass softmax) on sm90",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| attention(g, &crate::plan::target::SM80, e, Algorithm::StreamingSoftmax2Pass),

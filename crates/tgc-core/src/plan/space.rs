@@ -71,7 +71,7 @@ pub fn gemm_plan(target: &Target, tile: [u64; 3], warp_tile: [u64; 2], stages: u
         vectorize: Some(Spanned::new(Vectorize { axis: ax("n.i.i"), width: Spanned::new(vec) })),
         predicate_tail: vec![ax("m.i.i"), ax("n.i.i"), ax("k.i.i")],
         epilogue: Vec::new(),
-        algo_choice: vec![Spanned::new(AlgoChoice { key: ax("matmul"), value: ax("implicit_gemm") })],
+        algo_choice: vec![Spanned::new(AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm))],
         layout_hints: vec![
             hint("A_swizzle", HintValue::Bool(true)),
             hint("B_swizzle", HintValue::Bool(true)),
