@@ -128,8 +128,8 @@ pub mod __private {
 
 /// README.md's Rust examples as doc tests, so that the page stays true: the
 /// quick example runs, and the build script of "Getting started" compiles
-/// (it needs a build script's `$OUT_DIR` to run; `examples/build-helper`
-/// runs the same code).
+/// (it needs a build script's `$OUT_DIR` to run; `tests/getting_started.rs`
+/// builds and runs the section's whole crate, its `src/lib.rs` included).
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeExamples;
