@@ -599,8 +599,8 @@ fn compile_gpu(
 /// The lines that head each GPU dump (`gpu`, `cu`, `ptx`, `sass`): the
 /// architecture the unit was compiled for (what cuobjdump's `code for
 /// sm_XX` shows) and the `--target` (`target`); when the two differ (no
-/// kernel of an `sm90` program needs sm_90a, so it is sm_80 code, which a
-/// 9.x GPU runs), why: the contractions that fall back to SIMT kernels, in
+/// kernel of an `sm90` program needs sm_90a, so it is sm_80 code, whose PTX
+/// the driver compiles for a 9.x GPU), why: the contractions that fall back to SIMT kernels, in
 /// the words of their notes (`file` positions them), or that no kernel is
 /// an sm90 one. Each line starts with `//`, a comment in CUDA C and PTX.
 fn compiled_for(target: &str, gpu: &pipeline::GpuArtifacts, file: &str) -> String {
@@ -610,7 +610,7 @@ fn compiled_for(target: &str, gpu: &pipeline::GpuArtifacts, file: &str) -> Strin
     }
     let mut s = format!(
         "// compiled for {arch}, not the {asked} of --target {target}: no kernel needs {asked} (TMA, wgmma), so the \
-         unit is {arch} code, which the target's GPUs run\n"
+         unit is {arch} code (a GPU of the target runs its PTX, which the driver compiles as it loads)\n"
     );
     for d in &gpu.refusals {
         s.push_str(&format!("// {}\n", d.render_note(file, SIMT_FALLBACK)));

@@ -531,8 +531,8 @@ pub struct GpuArtifacts {
     pub cu: String,
     /// The architecture the unit is compiled for: `sm_90a` when a kernel
     /// uses sm90's instructions (TMA, wgmma), else `sm_80` (SIMT kernels
-    /// and the templates' sm80 branches, which a 9.x GPU runs too), on
-    /// either target.
+    /// and the templates' sm80 branches; a 9.x GPU runs their PTX, which
+    /// the driver compiles as it loads), on either target.
     pub arch: crate::gpu::toolchain::Arch,
     /// The architecture the target asks for: `sm_80` for `sm80`, `sm_90a`
     /// for `sm90`; [`GpuArtifacts::arch`] differs from it when no kernel
