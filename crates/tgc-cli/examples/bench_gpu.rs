@@ -47,7 +47,7 @@
 //!
 //! Then attention ([`ATTENTION`], f16, batch 4, 16 heads, head dim 64 and
 //! 128, sequence 512 to 16k, no mask, causal or not): tgc's fused
-//! attention kernel (`gpu::sm80::attention`, FlashAttention-2 on
+//! attention kernel (`gpu::attention::kernel`, FlashAttention-2 on
 //! `mma.sync`) for the frontend's `attention(q, k, v, causal=…)` against
 //! `torch.nn.functional.scaled_dot_product_attention` with the flash
 //! backend, in TFLOP/s (4·B·H·S²·D per run: the two products; half of it
@@ -78,7 +78,7 @@
 //! With `--plans` it sweeps the plan space instead: for each GEMM shape of
 //! [`SWEEP`] (f16) and each 3×3 convolution of [`CONVS`] (only those with
 //! `--conv` too), every plan the MMA kernel is chosen from
-//! (`gpu::lower::choose`) is pinned in turn
+//! (`gpu::mma::lower::choose`) is pinned in turn
 //! (an [`Estimator`] that ranks only that plan first, the seam a tuning
 //! cache uses), compiled and timed as above. Printed per plan: the analytic
 //! model's estimate for the sm80 target (A100, the plan tgc chooses), its
@@ -539,12 +539,12 @@ fn conv_rows(bench: &mut Bench) {
         let [tgc, torch, ratio] = row.pair(&["f16", "conv", &spec, "0", "0", "bias"], flops / 1e12).cells(1, 2);
         let target = gpu::device_target(row.bench.gpu.sm());
         let mut pinned = Vec::new();
-        for algo in ["implicit_gemm", winograd::ALGO] {
+        for algo in [plans::AlgoChoice::Conv(plans::ConvAlgo::ImplicitGemm), winograd::ALGO] {
             if algo == winograd::ALGO && (r, stride) != (3, 1) {
                 pinned.push("-".to_string());
                 continue;
             }
-            pinned.push(match row.tgc(algo, &pin("conv", algo), target) {
+            pinned.push(match row.tgc(algo.name(), &pin(algo), target) {
                 Ok(secs) => format!("{:.2}", flops / secs / 1e12),
                 Err(_) => "failed".to_string(),
             });
@@ -602,7 +602,11 @@ fn attention_rows(bench: &mut Bench, only: &str) {
         let torch_case = ["f16", "attention", &spec, "0", "0", if causal { "causal" } else { "none" }];
         let [tgc, torch, ratio] = row.pair(&torch_case, flops / 1e12).cells(2, 3);
         // The same graph with the two-pass softmax pinned.
-        let two_pass = match row.tgc("2pass", &pin("attention", "streaming_softmax_2pass"), target) {
+        let two_pass = match row.tgc(
+            "2pass",
+            &pin(plans::AlgoChoice::Attention(plans::AttentionAlgo::StreamingSoftmax2Pass)),
+            target,
+        ) {
             Ok(secs) => format!("{:.2}", flops / secs / 1e12),
             Err(_) => "failed".to_string(),
         };
@@ -802,8 +806,8 @@ fn replay_run(
 
 /// The analytic model with one algorithm pinned (`key=value`, as `tgc run
 /// --algo`): the templates of the other algorithms for that key refuse.
-fn pin(key: &str, value: &str) -> cost::PinnedAlgorithms<'static> {
-    cost::PinnedAlgorithms { pins: vec![(key.to_string(), value.to_string())], inner: &cost::Analytic }
+fn pin(choice: plans::AlgoChoice) -> cost::PinnedAlgorithms<'static> {
+    cost::PinnedAlgorithms { pins: vec![choice], inner: &cost::Analytic }
 }
 
 /// The machine numbers of the GPU at hand for the analytic model, as the

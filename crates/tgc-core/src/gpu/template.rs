@@ -9,7 +9,7 @@ use crate::gpu::dialect::Arch;
 use crate::gpu::program::GpuProgram;
 use crate::index_book::contraction::is_contraction;
 use crate::plan::cost::{Estimate, Estimator};
-use crate::plan::Target;
+use crate::plan::{AlgoChoice, Target};
 use crate::tiny::Graph;
 
 /// What a whole graph is to the templates, by its contractions.
@@ -27,8 +27,10 @@ pub struct Template {
     pub name: &'static str,
     /// The graphs it takes.
     pub pattern: GraphPattern,
-    /// The `algo_choice` value it implements (`000` §1.7).
-    pub algo_choice: &'static str,
+    /// The `algo_choice` it implements (`000` §1.7); the GEMM templates'
+    /// is given as a convolution's (`conv implicit_gemm`), a plain GEMM's
+    /// being the same algorithm under `matmul`.
+    pub algo_choice: AlgoChoice,
     pub arch: Arch,
     /// Tried only when no other template of the pattern and architecture
     /// takes the graph (its estimate is not comparable with theirs: the

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::gpu::toolchain::sass_opcodes;
+use crate::plan::Epilogue;
 
 fn v(i: u32) -> Expr {
     Expr::Var(VarId(i))
@@ -166,6 +167,8 @@ fn misc_kernel() -> Kernel {
                 EpilogueOp::Residual { param: ParamId(1), at: v(t) * p(3) },
                 EpilogueOp::Silu,
                 EpilogueOp::Gelu,
+                EpilogueOp::GeluTanh,
+                EpilogueOp::Tanh,
                 EpilogueOp::Cast(DType::BF16),
                 EpilogueOp::Cast(DType::F16),
             ],
@@ -297,22 +300,13 @@ fn every_statement_is_tagged_once_in_pre_order() {
     }
 }
 
-/// Evaluates the integer expressions a swizzle is made of.
+/// A swizzle's expression over variable 0 at `off` ([`Expr::eval`]).
 fn eval(e: &Expr, off: i64) -> i64 {
-    match e {
-        Expr::Const(c) => *c,
-        Expr::Var(_) => off,
-        Expr::Bin(op, a, b) => {
-            let (a, b) = (eval(a, off), eval(b, off));
-            match op {
-                BinOp::Xor => a ^ b,
-                BinOp::And => a & b,
-                BinOp::Shr => a >> b,
-                other => panic!("{other:?} in a swizzle"),
-            }
-        }
-        other => panic!("{other:?} in a swizzle"),
-    }
+    let mut leaf = |l: Leaf| match l {
+        Leaf::Var(_) => Ok(off),
+        other => Err(format!("{other:?} in a swizzle")),
+    };
+    e.eval(&mut leaf, &|u| u.to_string()).unwrap_or_else(|m| panic!("{m}"))
 }
 
 #[test]
@@ -345,6 +339,9 @@ fn misc_statements_print_with_c_names_and_wide_integers() {
         "float_[3] = 3.0f;",
         "tgc_copy_sync(stage_smem + (unsigned)(t * 8), x + (t * 4), 8u, (unsigned)(tgc_max(tgc_min((n - (t * 4)), 4), 0) * 2));",
         "tgc_v += tgc_bf16_to_f32(res[(t * n)]);",
+        "// epilogue: residual, silu, gelu, gelu_tanh, tanh, cast(bf16), cast(f16)",
+        "tgc_v = (float)(0.5 * x * (x < 0.0 ? q : 2.0 - q));",
+        "tgc_v = (float)tanh((double)tgc_v);",
         "st.global.v4.f32 [%0], {%1, %2, %3, %4};",
         "st.global.v2.b32 [%0], {%1, %2};",
         "\"r\"(tgc_pack_b16x2(tgc_f32_to_bf16(float_[0]), tgc_f32_to_bf16(float_[1])))",
@@ -461,7 +458,7 @@ mod template {
         let mut plans = Vec::new();
         for p in &sp.valid {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             let (mut k, _) = mma::build(&p, &gemm()).unwrap();
             k.name = plan_name(&p);
             kernels.push(k);
@@ -526,7 +523,7 @@ mod template {
         let (mut kernels, mut clustered) = (Vec::new(), Vec::new());
         for p in &sp.valid {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             for layout in [BLayout::KN, BLayout::NK] {
                 let (mut k, params) = mma::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
                 assert!(params.tensor_maps.is_some());
@@ -605,7 +602,7 @@ mod template {
     #[test]
     fn staged_c_kernel_compiles() {
         let mut p = space::gemm_plan(&plan::target::SM80, [64, 64, 32], [64, 32], 3, 8);
-        p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+        p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
         let (k, _) = mma::build(&p, &gemm()).unwrap_or_else(|e| panic!("{e}"));
         let src = print(&k).unwrap();
         assert_eq!(tagged_ids(&src), (0..count_stmts(&k.body)).collect::<Vec<_>>(), "{src}");

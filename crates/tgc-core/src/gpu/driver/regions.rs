@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use crate::cpu::loop_ir::{BufId, Buffer, Kernel, Program, Role};
 use crate::diag;
 use crate::diag::DResult;
+use crate::frontend::ops::recognise::recognise;
+use crate::gpu::mma::recognise::EPILOGUE_ACTIVATIONS;
 use crate::index_book::contraction::is_contraction;
 use crate::plan::cost::Estimator;
 use crate::plan::Target;
@@ -313,6 +315,52 @@ pub fn pooled_regions(
     out
 }
 
+/// A contraction + epilogue inside a larger graph followed by an
+/// activation the epilogue computes ([`crate::gpu::mma::recognise::EPILOGUE_ACTIVATIONS`]),
+/// whose steps the GPU's region formation stores apart (the decomposition
+/// reads its input more than once), as one launch: for each kernel `k1`
+/// of a contraction whose stored result `r1` is the input of an
+/// activation the graph computes whole ([`recognise`]), the region of the
+/// kernel computing the activation's result grown back through its stored
+/// steps and `k1`'s region; when nothing outside reads a value inside but
+/// that kernel's and
+/// the template takes that graph whole as one launch, it replaces those
+/// kernels. Refusals are not errors: those regions stay as they are.
+pub fn activation_regions(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    target: &Target,
+    estimator: &dyn Estimator,
+) -> Vec<FusedRegion> {
+    let consumers = g.consumers();
+    let mut out: Vec<FusedRegion> = Vec::new();
+    for k1 in &p.kernels {
+        let Some(r1) = k1.nodes.first().copied() else { continue };
+        let has_contraction = k1.nodes.iter().any(|&n| is_contraction(g, n))
+            || k1.reduce.as_ref().is_some_and(|r| is_contraction(g, r.node));
+        if !has_contraction || g.outputs.iter().any(|o| o.node == r1) {
+            continue;
+        }
+        let Some(act) = recognise(g, &consumers, r1, &EPILOGUE_ACTIVATIONS) else { continue };
+        // The kernel computing the result (its root may be a rounding or
+        // a movement of it, which the epilogue chain takes).
+        let Some(last) = p.kernels.iter().find(|k| k.nodes.contains(&act.root)) else { continue };
+        let Some(root) = last.nodes.first().copied() else { continue };
+        let step = |s: NodeId| s == r1 || act.nodes.contains(&s);
+        let inside = ancestors(g, root, &|s| stored.contains_key(&s) && !step(s));
+        let read_outside = |n: NodeId| consumers[n.index()].iter().any(|c| !inside[c.index()]);
+        if g.ids().any(|n| inside[n.index()] && n != root && read_outside(n)) {
+            continue;
+        }
+        let kernels =
+            (0..p.kernels.len()).filter(|&k| p.kernels[k].nodes.first().is_some_and(|r| inside[r.index()])).collect();
+        let fused = Fusion { root, inside: &inside, last, kernels, pattern: GraphPattern::Contraction };
+        out.extend(fused.lower(g, p, stored, target, estimator));
+    }
+    out
+}
+
 /// Region kernels of a larger graph to fuse: the nodes `inside` (a mask
 /// over the graph, the root `root`), which replace `kernels` and write
 /// the output of `last`, the last of them.
@@ -353,7 +401,8 @@ impl Fusion<'_> {
 
 /// The fused launches of `p`'s regions: its attentions
 /// ([`attention_regions`]), then the contractions pooled on their tile
-/// ([`pooled_regions`]) that share no kernel with them.
+/// ([`pooled_regions`]) and those with an activation after them
+/// ([`activation_regions`]) that share no kernel with those before.
 pub fn fused_regions(
     g: &Graph,
     p: &Program,
@@ -362,7 +411,8 @@ pub fn fused_regions(
     estimator: &dyn Estimator,
 ) -> Vec<FusedRegion> {
     let mut fused = attention_regions(g, p, stored, target, estimator);
-    for f in pooled_regions(g, p, stored, target, estimator) {
+    let contractions = pooled_regions(g, p, stored, target, estimator);
+    for f in contractions.into_iter().chain(activation_regions(g, p, stored, target, estimator)) {
         if !fused.iter().any(|x| x.kernels.iter().any(|k| f.kernels.contains(k))) {
             fused.push(f);
         }
@@ -371,8 +421,9 @@ pub fn fused_regions(
 }
 
 /// Regions of a larger graph fused into one launch of a template: an
-/// attention ([`attention_regions`]) or a contraction with the pool after
-/// it ([`pooled_regions`]).
+/// attention ([`attention_regions`]) or a contraction with the pool
+/// ([`pooled_regions`]) or the activation ([`activation_regions`]) after
+/// it.
 pub struct FusedRegion {
     /// The launch, bound to the program's buffers.
     pub launch: Launch,

@@ -9,7 +9,7 @@ use crate::gpu::program::GpuProgram;
 use crate::gpu::template::{pattern_of, GraphPattern, Lowered, Template};
 use crate::gpu::{attention, mma, winograd};
 use crate::plan::cost::Estimator;
-use crate::plan::Target;
+use crate::plan::{AlgoChoice, ConvAlgo, Target};
 use crate::tiny::Graph;
 
 /// Every template, in the order [`lower`] tries them.
@@ -17,7 +17,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 GEMM (plain or implicit)",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm80,
         fallback: false,
         lower: mma::lower::gemm,
@@ -25,7 +25,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 GEMM (TMA + wgmma)",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm90,
         fallback: false,
         lower: mma::lower::gemm,
@@ -49,7 +49,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (FlashAttention-2)",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm80,
         fallback: false,
         lower: |g, t, e| attention::lower(g, t, e, Algorithm::OnlineSoftmax),
@@ -57,7 +57,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (two-pass softmax)",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm80,
         fallback: false,
         lower: |g, t, e| attention::lower(g, t, e, Algorithm::StreamingSoftmax2Pass),
@@ -65,7 +65,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 attention (FlashAttention-2 on wgmma)",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm90,
         fallback: false,
         lower: |g, t, e| attention::lower(g, t, e, Algorithm::OnlineSoftmax),
@@ -73,7 +73,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 attention (two-pass softmax on wgmma)",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm90,
         fallback: false,
         lower: |g, t, e| attention::lower(g, t, e, Algorithm::StreamingSoftmax2Pass),
@@ -85,7 +85,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 GEMM (mma.sync) on sm90",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| mma::lower::gemm(g, &crate::plan::target::SM80, e),
@@ -93,7 +93,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (FlashAttention-2) on sm90",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| attention::lower(g, &crate::plan::target::SM80, e, Algorithm::OnlineSoftmax),
@@ -101,7 +101,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (two-pass softmax) on sm90",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| attention::lower(g, &crate::plan::target::SM80, e, Algorithm::StreamingSoftmax2Pass),

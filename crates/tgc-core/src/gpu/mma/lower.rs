@@ -54,9 +54,9 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
         let why = choice.rejected.last().map(|(_, w)| format!(": {}", w.join("; "))).unwrap_or_default();
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}{why}", target.name).at_node(at));
     };
-    check_launch(&graph, best).map_err(|d| d.at_node(at))?;
+    check_launch(&graph, best, target).map_err(|d| d.at_node(at))?;
     let mut plan = best.clone();
-    plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
+    plan.epilogue = graph.epilogue.iter().map(|&e| Spanned::new(e)).collect();
     let (mut kernel, params) = super::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     Ok(GpuKernel { graph, plan, estimate, kernel, params })
@@ -82,9 +82,10 @@ pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
 pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
     let mut choice = if graph.pattern == Pattern::Conv {
         // A convolution's plans say they are its implicit GEMM.
-        let tagged = plan::cost::Tagged { inner: estimator, key: "conv", value: "implicit_gemm" };
+        let conv = plan::AlgoChoice::Conv(plan::ConvAlgo::ImplicitGemm);
+        let tagged = plan::cost::Tagged { inner: estimator, choice: conv };
         let mut c = plan::cost::choose_with(&tagged, &graph.problem, target)?;
-        let tag = |p: &Plan| plan::cost::with_algorithm(p, "conv", "implicit_gemm");
+        let tag = |p: &Plan| plan::cost::with_algorithm(p, conv);
         c.candidates.iter_mut().for_each(|(p, _)| *p = tag(p));
         c.rejected.iter_mut().for_each(|(p, _)| *p = tag(p));
         c
@@ -113,21 +114,13 @@ pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> 
     Ok(choice)
 }
 
-/// The most blocks of a grid along `y` and `z`; `x` allows
-/// [`MAX_GRID_X`] (CUDA C++ Programming Guide, "Technical Specifications per
-/// Compute Capability", the same for every compute capability since 3.0).
-pub const MAX_GRID_YZ: u64 = 65_535;
-
-/// The most blocks of a grid along `x`: 2^31 - 1.
-pub const MAX_GRID_X: u64 = (1 << 31) - 1;
-
-/// Checks that the SM80 template can launch `graph`'s GEMM with `plan`:
-/// `M`, `N`, `K` (and so the leading dimensions) fit the kernel's `int`
-/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, batch)` fits the limits
-/// above.
+/// Checks that the SM80 template can launch `graph`'s GEMM with `plan` on
+/// `target`: `M`, `N`, `K` (and so the leading dimensions) fit the
+/// kernel's `int` parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, batch)`
+/// fits the target's [`Target::max_grid`].
 ///
 /// Errors: `Unsupported`, naming the size and the limit.
-fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
+fn check_launch(graph: &GemmGraph, plan: &Plan, target: &Target) -> DResult<()> {
     let [m, n, k] = graph.sizes.map(|x| x as u64);
     for (name, v) in [("M", m), ("N", n), ("K", k)] {
         if v > i32::MAX as u64 {
@@ -139,19 +132,20 @@ fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
         }
     }
     let [bm, bn, _] = plan.tile.as_ref().map_or([1; 3], |t| t.value);
-    let blocks =
-        [("x", n.div_ceil(bn.max(1)), MAX_GRID_X, "N", bn), ("y", m.div_ceil(bm.max(1)), MAX_GRID_YZ, "M", bm)];
+    let [max_x, max_y, max_z] = target.max_grid;
+    let blocks = [("x", n.div_ceil(bn.max(1)), max_x, "N", bn), ("y", m.div_ceil(bm.max(1)), max_y, "M", bm)];
     for (axis, blocks, limit, dim, tile) in blocks {
         if blocks > limit {
             return Err(diag!(
                 Unsupported,
-                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} CUDA allows"
+                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} {} allows",
+                target.name
             ));
         }
     }
     let batch = graph.gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch)) as u64;
-    if batch > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {MAX_GRID_YZ}"));
+    if batch > max_z {
+        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {max_z}"));
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! The MMA template (`000` §1.8, `001` §6, §12): from a Schedule [`Plan`]
-//! and a [`Gemm`] problem, a [`Kernel`] for `C[M,N] = epilogue(A[M,K] · B)`
+//! The MMA template (`000` §1.8, `001` §6,
+//! §12): from a Schedule [`Plan`] and a [`Gemm`] problem, a [`Kernel`] for `C[M,N] = epilogue(A[M,K] · B)`
 //! with `B` stored `[K,N]` or `[N,K]` — this file the problem, the builder
 //! and its sm80 branch (`mma.sync`); `sm90.rs` the sm90 branch (`wgmma`,
 //! TMA); `epilogue.rs` the epilogue and stores; `implicit.rs` the implicit
@@ -49,7 +49,7 @@
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::plan::{HintValue, Plan};
+use crate::plan::{AlgoChoice, AlgoKey, Epilogue, HintValue, MatmulAlgo, Plan};
 use crate::DType;
 
 use super::dialect::*;
@@ -60,6 +60,8 @@ pub mod lower;
 pub mod recognise;
 mod sm90;
 
+#[cfg(test)]
+mod epilogue_tests;
 #[cfg(test)]
 pub(crate) mod implicit_tests;
 #[cfg(test)]
@@ -171,15 +173,19 @@ fn shape(plan: &Plan) -> DResult<Shape> {
              (tile {bm}x{bn}x{bk}, warp tile {wm}x{wn})"
         ));
     }
-    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
-    if let Some(other) = algo.filter(|&a| a != "implicit_gemm") {
-        return Err(diag!(Unsupported, "the SM80 template builds `implicit_gemm`, not `{other}`"));
+    match crate::plan::cost::algorithm(plan, AlgoKey::Matmul) {
+        None | Some(AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm)) => {}
+        Some(other @ (AlgoChoice::Conv(_) | AlgoChoice::Attention(_))) => {
+            return Err(diag!(Internal, "algo_choice matmul holds `{other}`"))
+        }
     }
-    let threads = (bm / wm) * (bn / wn) * 32;
-    if threads > 1024 {
+    let target = Arch::Sm80.target();
+    let threads = (bm / wm) * (bn / wn) * target.warp_size;
+    if threads > target.max_threads_per_block {
         return Err(diag!(
             ResourceExceeded,
-            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed 1024"
+            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed {}",
+            target.max_threads_per_block
         ));
     }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
@@ -210,8 +216,7 @@ fn shape(plan: &Plan) -> DResult<Shape> {
 /// Errors: `Unsupported` for what the module doc lists, for a plan without
 /// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
 /// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
-/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
-/// silu gelu residual`.
+/// threads than the target's `max_threads_per_block`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if !matches!(gemm.ab, DType::F16 | DType::BF16) || !matches!(gemm.out, DType::F16 | DType::BF16 | DType::F32) {
         return Err(diag!(
@@ -238,17 +243,14 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
         Arch::Sm80 => shape(plan)?,
         Arch::Sm90 => sm90::shape(plan, gemm)?,
     };
-    let names: Vec<&str> = plan.epilogue.iter().map(|e| e.value.as_str()).collect();
-    if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
-        return Err(diag!(UnknownOp, "epilogue op `{bad}`; known: {}", crate::plan::EPILOGUE_OPS.join(" ")));
-    }
+    let names: Vec<Epilogue> = plan.epilogue.iter().map(|e| e.value).collect();
     let name = format!("gemm_{}", arch.name());
     let mut b = Builder { k: Kernel::empty(&name, arch), sh, gemm: gemm.clone(), hoisted: Vec::new() };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let a = b.param("A", ptr(gemm.ab, false));
     let bp = b.param("B", ptr(gemm.ab, false));
-    let bias = names.contains(&"bias").then(|| b.param("bias", ptr(gemm.ab, false)));
-    let residual = names.contains(&"residual").then(|| b.param("residual", ptr(gemm.ab, false)));
+    let bias = names.contains(&Epilogue::Bias).then(|| b.param("bias", ptr(gemm.ab, false)));
+    let residual = names.contains(&Epilogue::Residual).then(|| b.param("residual", ptr(gemm.ab, false)));
     let c = b.param("C", ptr(gemm.out, true));
     let [m, n, k, lda, ldb, ldc] = ["M", "N", "K", "lda", "ldb", "ldc"].map(|s| b.param(s, ParamKind::I32));
     let tensor_maps = (arch == Arch::Sm90 && sm90::uses_tma(gemm)).then(|| {
@@ -262,11 +264,13 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     }
     for name in names {
         ops.push(match name {
-            "bias" => Epi::Bias(bias.unwrap_or(p.c)),
-            "relu" => Epi::Relu,
-            "silu" => Epi::Silu,
-            "gelu" => Epi::Gelu,
-            _ => Epi::Residual(residual.unwrap_or(p.c)),
+            Epilogue::Bias => Epi::Bias(bias.unwrap_or(p.c)),
+            Epilogue::Relu => Epi::Relu,
+            Epilogue::Silu => Epi::Silu,
+            Epilogue::Gelu => Epi::Gelu,
+            Epilogue::GeluTanh => Epi::GeluTanh,
+            Epilogue::Tanh => Epi::Tanh,
+            Epilogue::Residual => Epi::Residual(residual.unwrap_or(p.c)),
         });
     }
     match arch {
@@ -321,6 +325,8 @@ enum Epi {
     Relu,
     Silu,
     Gelu,
+    GeluTanh,
+    Tanh,
     Residual(ParamId),
 }
 

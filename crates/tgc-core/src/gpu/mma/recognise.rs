@@ -12,11 +12,16 @@
 //!   loader's guards), operands in any layout reached through movements;
 //!   every size concrete (bound with `--dim`);
 //! - after the sum, a chain of single-use nodes, each one of: `CAST` to the
-//!   operand dtype before any other op (the rounding of `001` §0);
+//!   operand dtype before any other op (the rounding of `001` §0) or
+//!   before an activation (not repeated: the epilogue keeps f32 between
+//!   its ops and rounds at the store);
 //!   `RESHAPE`s that only add or drop size-1 axes and `PERMUTE`s (they
 //!   decide the output's layout); `ADD` of an input with the output's
 //!   layout (`residual`) or broadcast along some of its axes (`bias`, one
-//!   per kernel); `RELU`. The chain's end is the graph's only output.
+//!   per kernel); `RELU`; the decomposition of SiLU, GELU (erf or tanh
+//!   form) or tanh ([`EPILOGUE_ACTIVATIONS`], recognised as the frontend
+//!   writes it), before any pooling. The chain's end is the graph's only
+//!   output.
 //!
 //! The GEMM's axes come from the output's layout: `N` is its innermost run
 //! of variables that only one operand (`B`) reads, `M` the run before it
@@ -36,8 +41,11 @@
 use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
+use crate::frontend::ir::UnaryFn;
+use crate::frontend::ops::recognise::recognise;
 use crate::index_book::contraction::{self, Pattern};
-use crate::plan;
+use crate::index_book::{self, IndexBook};
+use crate::plan::{self, Epilogue};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -66,7 +74,7 @@ pub struct GemmGraph {
     pub gemm: Gemm,
     /// Epilogue op names in order (`bias`, `relu`, `residual`), as a
     /// plan's `epilogue`.
-    pub epilogue: Vec<String>,
+    pub epilogue: Vec<Epilogue>,
     /// Each graph input's role, in the graph's input order.
     pub inputs: Vec<(String, Operand)>,
     /// The graph output the kernel writes (`C`).
@@ -94,75 +102,57 @@ pub struct ConvWindow {
 }
 
 /// Follows movement ops from `id` (whose axes are `axes`, each the index
-/// of an axis of the reference space, or `None` for a broadcast or size-1
-/// axis) down to a graph input; the input, its axes' meaning and the
-/// constant offset of each of its axes (a `SHRINK`'s `lo`: a slice of a
-/// stacked weight).
-fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
-    let mut offsets = vec![0i64; axes.len()];
+/// of a variable of the reference space, of extents `extents`, or `None`
+/// for a broadcast or size-1 axis) down to a graph input: the IndexBook's
+/// composition ([`index_book::chase`]), and through widening `CAST`s to
+/// f32 (exact from f16/bf16, which the epilogue converts as it loads).
+/// Returns the input, its axes' meaning and the constant offset of each of
+/// its axes (a `SHRINK`'s `lo`: a slice of a stacked weight).
+///
+/// Errors: `Unsupported` where the chain ends at a value that is not an
+/// input, reads under a guard (a `PAD`), or leaves an input axis that is
+/// not one variable plus a constant (a `RESHAPE` that merges or splits
+/// axes, a strided or symbolic `SHRINK`).
+fn trace(
+    g: &Graph,
+    book: &IndexBook,
+    id: NodeId,
+    axes: &[Option<usize>],
+    extents: &[i64],
+) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
+    let unsupported = |at: NodeId, what: &str| {
+        diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(g.node(at))
+    };
+    let dims: Vec<crate::sym::Dim> = extents.iter().map(|&e| crate::sym::Dim::int(e)).collect();
+    let mut index: Vec<AffExpr> = axes.iter().map(|a| a.map_or(AffExpr::int(0), |v| AffExpr::var(v as u32))).collect();
+    let mut from = id;
     loop {
-        let n = g.node(id);
-        let unsupported =
-            |what: &str| diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(n);
+        let c = index_book::chase(g, book, from, index, &dims, &|_| false)?;
+        if !c.guard.is_empty() {
+            return Err(unsupported(from, "a guarded read (a PAD)"));
+        }
+        let n = g.node(c.src);
         match &n.op {
-            Op::Input { .. } => return Ok((id, axes, offsets)),
-            Op::Expand => {
-                let x = n.src[0];
-                for (k, (from, to)) in g.shape(x).iter().zip(g.shape(id)).enumerate() {
-                    if from.is_one() && !to.is_one() {
-                        axes[k] = None;
-                        offsets[k] = 0;
-                    }
+            Op::Input { .. } => {
+                let mut meaning = Vec::with_capacity(c.index.len());
+                for e in &c.index {
+                    let vars: Vec<(u32, &crate::sym::Dim)> = e.var_coeffs().collect();
+                    let offset = e.constant_part().as_int();
+                    meaning.push(match (vars.as_slice(), offset) {
+                        ([], Some(o)) if e.terms().count() == 0 => (None, o),
+                        ([(v, k)], Some(o)) if k.as_int() == Some(1) && e.terms().count() == 1 => {
+                            (Some(*v as usize), o)
+                        }
+                        _ => return Err(unsupported(from, "an index that is not one variable plus a constant")),
+                    });
                 }
-                id = x;
+                return Ok((c.src, meaning.iter().map(|m| m.0).collect(), meaning.iter().map(|m| m.1).collect()));
             }
-            Op::Reshape => {
-                let x = n.src[0];
-                let kept: Vec<(Option<usize>, i64)> = g
-                    .shape(id)
-                    .iter()
-                    .zip(axes.iter().zip(&offsets))
-                    .filter(|(d, _)| !d.is_one())
-                    .map(|(_, (&a, &o))| (a, o))
-                    .collect();
-                let xs = g.shape(x);
-                let non_unit: Vec<usize> = (0..xs.len()).filter(|&k| !xs[k].is_one()).collect();
-                let ours: Vec<&crate::sym::Dim> = g.shape(id).iter().filter(|d| !d.is_one()).collect();
-                if non_unit.len() != kept.len() || non_unit.iter().zip(&ours).any(|(&k, d)| &xs[k] != *d) {
-                    return Err(unsupported("a RESHAPE that does more than add or drop size-1 axes"));
-                }
-                // A size-1 axis is read at index 0: its offset is dropped
-                // here and set by a SHRINK further down, if any.
-                let (mut next, mut next_off) = (vec![None; xs.len()], vec![0; xs.len()]);
-                for (&k, (a, o)) in non_unit.iter().zip(kept) {
-                    next[k] = a;
-                    next_off[k] = o;
-                }
-                axes = next;
-                offsets = next_off;
-                id = x;
+            Op::Cast if g.dtype(c.src) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
+                from = n.src[0];
+                index = c.index;
             }
-            // Widening to f32 is exact: the epilogue converts as it loads.
-            Op::Cast if g.dtype(id) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
-                id = n.src[0]
-            }
-            Op::Permute { perm } => {
-                let (mut next, mut next_off) = (vec![None; perm.len()], vec![0; perm.len()]);
-                for (j, &p) in perm.iter().enumerate() {
-                    next[p] = axes[j];
-                    next_off[p] = offsets[j];
-                }
-                axes = next;
-                offsets = next_off;
-                id = n.src[0];
-            }
-            Op::Shrink { lo, step, .. } if step.iter().all(|s| s.as_int() == Some(1)) => {
-                for (o, l) in offsets.iter_mut().zip(lo) {
-                    *o += l.as_int().ok_or_else(|| unsupported("a SHRINK with a symbolic bound"))?;
-                }
-                id = n.src[0];
-            }
-            other => return Err(unsupported(&format!("`{}`", other.name()))),
+            other => return Err(unsupported(c.src, &format!("`{}`", other.name()))),
         }
     }
 }
@@ -257,7 +247,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         }
     }
 
-    let epilogue_chain = epilogue_chain(g, &t, r, &extents)?;
+    let epilogue_chain = epilogue_chain(g, &book, &t, r, &extents)?;
     let out_strides = epilogue_chain.strides();
     let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain, pool, .. } = epilogue_chain;
     if !pool.is_empty() && epi_inputs.iter().any(|x| x.role == Operand::Residual) {
@@ -504,8 +494,8 @@ pub(crate) struct Chain {
     pub dims: Vec<i64>,
     /// A `CAST` to the operands' dtype before any other op (`001` §0).
     pub round_sum: bool,
-    /// The plan's epilogue op names, in order.
-    pub epilogue: Vec<String>,
+    /// The plan's epilogue ops, in order.
+    pub epilogue: Vec<Epilogue>,
     /// Each bias or residual input.
     pub inputs: Vec<EpilogueInput>,
     /// The `MUL`, the sum and every node after it.
@@ -539,6 +529,11 @@ impl Chain {
     }
 }
 
+/// The activations the epilogue computes in one step (each the plan
+/// epilogue op [`Epilogue::of_function`] names), recognised by
+/// their frontend decomposition ([`recognise`]); `RELU` is a Tiny IR op.
+pub const EPILOGUE_ACTIVATIONS: [UnaryFn; 4] = [UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh, UnaryFn::Tanh];
+
 /// Follows the users of the contraction `r` (traced as `t`, variables of
 /// extents `extents`) to the graph's output. A `RESHAPE` may add or drop
 /// size-1 axes and merge adjacent axes (the offsets stay affine in the
@@ -546,7 +541,13 @@ impl Chain {
 ///
 /// Errors: `Unsupported` at the node that is not an epilogue the template
 /// fuses, at a second use, at a bias or residual it cannot read.
-pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
+pub(crate) fn epilogue_chain(
+    g: &Graph,
+    book: &IndexBook,
+    t: &contraction::Traced,
+    r: NodeId,
+    extents: &[i64],
+) -> DResult<Chain> {
     let users = g.consumers();
     let ab = g.dtype(t.mul);
     // Per axis of `cur`: the variables (`None` for size 1) and extents of
@@ -558,6 +559,23 @@ pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
     let mut pool: Vec<usize> = Vec::new();
     let mut epi_inputs: Vec<EpilogueInput> = Vec::new();
     while !g.outputs.iter().any(|o| o.node == cur) {
+        // An activation's decomposition reads its input more than once.
+        if let Some(act) = recognise(g, &users, cur, &EPILOGUE_ACTIVATIONS) {
+            if !pool.is_empty() {
+                return Err(diag!(
+                    Unsupported,
+                    "`{}` after the pooling: the pooled epilogue computes its ops before the max",
+                    act.f.name()
+                )
+                .at_node(g.node(act.root)));
+            }
+            let op = Epilogue::of_function(act.f)
+                .ok_or_else(|| diag!(Internal, "`{}` is not an epilogue op", act.f.name()))?;
+            epilogue.push(op);
+            chain.extend(act.nodes);
+            cur = act.root;
+            continue;
+        }
         let [next] = users[cur.index()].as_slice() else {
             return Err(diag!(
                 Unsupported,
@@ -573,7 +591,12 @@ pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             Op::Cast if !round_sum && epilogue.is_empty() && g.dtype(*next) == ab => round_sum = true,
             // The store's rounding to the output's dtype.
             Op::Cast if stores(g, &users, *next) => {}
-            Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
+            // The rounding of an activation's input (after a bias the
+            // frontend adds in f32), which the epilogue does not repeat:
+            // its ops keep f32 values, as after an ADD in the operands'
+            // dtype, and the store rounds.
+            Op::Cast if g.dtype(*next) == ab && recognise(g, &users, *next, &EPILOGUE_ACTIVATIONS).is_some() => {}
+            Op::Unary(UnaryOp::Relu) => epilogue.push(Epilogue::Relu),
             Op::Reshape => {
                 let split = || {
                     diag!(Unsupported, "a RESHAPE after the contraction that splits an axis (or a symbolic one)")
@@ -611,7 +634,7 @@ pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                     );
                 }
                 let order: Vec<Option<usize>> = groups.iter().map(|x| x[0].0).collect();
-                let (input, axes, offsets) = trace(g, other, order.clone())?;
+                let (input, axes, offsets) = trace(g, book, other, &order, extents)?;
                 let dims = g.shape(input);
                 // A residual has C's layout: its non-unit axes are C's, in order.
                 let same = axes.iter().flatten().eq(order.iter().flatten())
@@ -628,7 +651,7 @@ pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                 // An axis longer than 1 with no variable is one a SHRINK
                 // sliced to one index (`trace` reaches inputs through
                 // broadcasts of size-1 axes otherwise): its offset says which.
-                epilogue.push(if role == Operand::Bias { "bias" } else { "residual" }.to_string());
+                epilogue.push(if role == Operand::Bias { Epilogue::Bias } else { Epilogue::Residual });
                 let strides = strides(g, input).ok_or_else(|| {
                     diag!(Unsupported, "an ADD after the contraction of a tensor of symbolic shape").at_node(nn)
                 })?;
@@ -641,8 +664,8 @@ pub(crate) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             other => {
                 return Err(diag!(
                     Unsupported,
-                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, residual, a 2×2 max \
-                     pool)",
+                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, silu, gelu, \
+                     gelu_tanh, tanh, residual, a 2×2 max pool)",
                     other.name()
                 )
                 .at_node(nn))

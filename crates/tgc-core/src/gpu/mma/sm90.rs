@@ -130,8 +130,8 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     if bn % ATOM_COLS as u64 != 0 || bn > 256 {
         return Err(unsupported(format!("BN a multiple of 64 up to 256, not {bn}")));
     }
-    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
-    if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
+    let algo = crate::plan::cost::algorithm(plan, AlgoKey::Matmul);
+    if let Some(other) = algo.filter(|a| *a != AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm)) {
         return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
     }
     let specialize = plan.warp_specialize.as_ref().map(|w| w.value);
