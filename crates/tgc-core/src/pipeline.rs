@@ -807,7 +807,8 @@ pub enum RunError {
     Runtime(tgc_runtime::Error),
 }
 
-/// Generates C for a fully bound graph, compiles it in `work_dir`, and runs it.
+/// Generates C for a fully bound graph, compiles it (through the user's
+/// object cache when there is one, else in `work_dir`), and runs it.
 pub fn run_cpu(g: &Graph, inputs: &[HostTensor], work_dir: &Path) -> Result<Vec<HostTensor>, RunError> {
     let mut outs = run_cpu_batch(&[(g, inputs)], work_dir)?;
     Ok(outs.remove(0))
@@ -839,15 +840,23 @@ pub fn run_cpu_batch(runs: &[(&Graph, &[HostTensor])], work_dir: &Path) -> Resul
     runs.iter().zip(&entries).map(|((_, inputs), e)| e.run(&lib, inputs, &[])).collect()
 }
 
-/// Prints `units` as one C unit, compiles it in `work_dir` (named by the
-/// first symbol and a hash of the source) and loads it.
+/// Prints `units` as one C unit, compiles it and loads it: from the user's
+/// object cache ([`tgc_runtime::objcache::ObjectCache::from_env`]) when
+/// there is one, so the same C compiles once per user, else in `work_dir`
+/// (named by the first symbol and a hash of the source).
 fn compile_and_load(
     units: &[(&Graph, crate::cpu::Program, &str)],
     work_dir: &Path,
 ) -> Result<tgc_runtime::cpu::CpuLibrary, RunError> {
     let src = emit::c::emit_c_programs(units).map_err(RunError::Diag)?;
-    let stem = format!("{}_{:016x}", units[0].2, fnv1a(src.as_bytes()));
-    let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
+    let lib_path = match tgc_runtime::objcache::ObjectCache::from_env().map_err(RunError::Runtime)? {
+        Some(cache) => tgc_runtime::cpu::compile_cached(&src, &cache),
+        None => {
+            let stem = format!("{}_{:016x}", units[0].2, fnv1a(src.as_bytes()));
+            tgc_runtime::cpu::compile_shared(&src, work_dir, &stem)
+        }
+    }
+    .map_err(RunError::Runtime)?;
     // SAFETY: the library was generated from these graphs with the ABI of
     // `tgc_runtime::cpu`.
     unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)
@@ -931,7 +940,7 @@ pub struct CompiledCpu {
 
 impl CompiledCpu {
     /// Generates C for the bound graph `g` under `opts`, compiles it in
-    /// `work_dir` and loads it.
+    /// `work_dir` (or takes it from the user's object cache, as [`run_cpu`]) and loads it.
     ///
     /// Errors: as [`run_cpu`].
     pub fn new(g: &Graph, opts: &Options, work_dir: &Path) -> Result<CompiledCpu, RunError> {

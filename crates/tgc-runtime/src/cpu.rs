@@ -41,11 +41,14 @@
 //! generated Rust functions do, reporting [`Error`]); [`CpuLibrary::call`]
 //! cannot, which is why it is `unsafe`.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
+use crate::objcache::ObjectCache;
 use crate::{Error, Result};
 
 /// The C compiler flags that decide how generated kernels compute, for
@@ -137,12 +140,74 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let partial = dir.join(format!("{stem}.{}-{n}.partial", std::process::id()));
 
+    run_compiler(&source, &partial)?;
+    std::fs::rename(&partial, &library).map_err(|e| Error::io("create", &library, e))?;
+    Ok(library)
+}
+
+/// [`compile_shared`] through the object cache: the shared library of
+/// `c_source` from `cache` when it holds one built by the same compiler
+/// command, compiler version ([`compiler_version`]) and [`cflags`], else
+/// built into it (the C file kept beside it as `KEY.c`). Returns the
+/// library's path in `cache`.
+///
+/// Errors: as [`compile_shared`]; [`Error::Io`] when the cache holds the
+/// entry but it is not private ([`ObjectCache::lookup`]).
+pub fn compile_cached(c_source: &str, cache: &ObjectCache) -> Result<PathBuf> {
+    let (cc, _) = c_compiler();
+    let version = compiler_version()?;
+    let flags = cflags().join(" ");
+    let key = ObjectCache::key(&[c_source.as_bytes(), cc.as_bytes(), version.as_bytes(), flags.as_bytes()]);
+    let ext = std::env::consts::DLL_EXTENSION;
+    if let Some(library) = cache.lookup(&key, ext)? {
+        return Ok(library);
+    }
+    let source = cache.path(&key, "c");
+    crate::files::write_atomic(&source, c_source.as_bytes()).map_err(|e| Error::io("write", &source, e))?;
+    let partial = cache.partial(&key, ext);
+    run_compiler(&source, &partial)?;
+    cache.store(&partial, &key, ext)
+}
+
+/// What `CC --version` prints ([`c_compiler`]'s command), which names the
+/// compiler and its version: part of an object cache key, so an upgraded
+/// compiler builds anew. Run once per process and compiler command.
+///
+/// Errors: [`Error::Kernel`] when the compiler cannot be run or fails.
+pub fn compiler_version() -> Result<String> {
+    static SEEN: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
     let (cc, mut command) = c_compiler();
-    let output = command.args(cflags()).arg("-o").arg(&partial).arg(&source).arg("-lm").output().map_err(|e| {
-        Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"))
-    })?;
+    if let Some(v) = SEEN.lock().unwrap_or_else(|e| e.into_inner()).get(&cc) {
+        return Ok(v.clone());
+    }
+    let output = command.arg("--version").output().map_err(|e| cannot_run(&cc, &e))?;
     if !output.status.success() {
-        let _ = std::fs::remove_file(&partial);
+        return Err(Error::Kernel(format!("`{cc} --version` failed ({})", output.status)));
+    }
+    let version = String::from_utf8_lossy(&output.stdout).into_owned();
+    SEEN.lock().unwrap_or_else(|e| e.into_inner()).insert(cc, version.clone());
+    Ok(version)
+}
+
+/// The error of a C compiler `cc` that cannot be started.
+fn cannot_run(cc: &str, e: &std::io::Error) -> Error {
+    Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"))
+}
+
+/// Compiles the C file `source` into the shared library `library` with
+/// [`cflags`] (a failed compile removes `library`).
+fn run_compiler(source: &Path, library: &Path) -> Result<()> {
+    let (cc, mut command) = c_compiler();
+    let output = command
+        .args(cflags())
+        .arg("-o")
+        .arg(library)
+        .arg(source)
+        .arg("-lm")
+        .output()
+        .map_err(|e| cannot_run(&cc, &e))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(library);
         return Err(Error::Kernel(format!(
             "the C compiler `{cc}` failed ({}) on `{}`:\n{}",
             output.status,
@@ -150,8 +215,7 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
             String::from_utf8_lossy(&output.stderr).trim_end()
         )));
     }
-    std::fs::rename(&partial, &library).map_err(|e| Error::io("create", &library, e))?;
-    Ok(library)
+    Ok(())
 }
 
 /// A loaded shared library of generated C kernels (see the module doc for
@@ -320,6 +384,27 @@ int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dim
         compile_shared(ADD_C, dir.path(), "add").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file\n");
         assert_eq!(std::fs::read_to_string(dir.path().join("add.c")).unwrap(), ADD_C);
+    }
+
+    /// The second compile of the same C is the first's library: the test
+    /// puts another library in its place, and the second call returns it
+    /// without compiling. Other C is compiled anew.
+    #[test]
+    fn the_object_cache_returns_what_it_built() {
+        let dir = TempDir::new("cpu-cache");
+        let cache = ObjectCache::open(&dir.path().join("cache")).unwrap();
+        let first = compile_cached(ADD_C, &cache).unwrap();
+        assert!(first.starts_with(cache.dir()) && first.with_extension("c").exists());
+        let other_c = ADD_C.replace("a[i] + b[i]", "a[i] - b[i]");
+        let other = compile_cached(&other_c, &cache).unwrap();
+        assert_ne!(first, other);
+        std::fs::copy(&other, &first).unwrap();
+        assert_eq!(compile_cached(ADD_C, &cache).unwrap(), first);
+        let lib = unsafe { CpuLibrary::load(&first) }.unwrap();
+        let a = HostTensor::from_f32(DType::F32, &[1], &[1.0]).unwrap();
+        let mut out = HostTensor::zeros(DType::F32, &[1]).unwrap();
+        unsafe { lib.call("add", &[a.bytes(), a.bytes()], &mut [out.bytes_mut()], &[1]) }.unwrap();
+        assert_eq!(out.to_f32_vec(), [0.0], "the cached library (the subtracting one) was loaded");
     }
 
     #[test]
