@@ -19,7 +19,7 @@
 //! an allocation fails, 2 when the dims break a check of
 //! [`Program::checks`] (nothing is written then).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{
@@ -2828,20 +2828,43 @@ static inline void* tgc_fresh(void* p) { return p; }
 
 /// The whole translation unit: one comment block per graph, the includes
 /// and helpers, then each graph's kernels and entry point.
+///
+/// A function whose C is that of one printed before it, once both are
+/// spelled in their [`shared_form`] (ResNet's repeated blocks: the same
+/// shapes, the same ops, other weights), is not printed again: its entry
+/// point calls the earlier one with its own arguments, and a comment with
+/// its summary stands in its place.
 fn print(units: &[(&Graph, Program, &str)], marks: Marks) -> String {
     let mut used = BTreeSet::new();
     let mut bodies = Vec::new();
+    let mut printed: BTreeMap<String, String> = BTreeMap::new();
     for &(g, ref p, symbol) in units {
         let mut pr = Printer { g, p, used: BTreeSet::new(), local: BTreeSet::new(), isa: None, vectorised: false };
         let mut body = String::new();
+        let mut callees = Vec::new();
         for f in functions(p) {
             let text = match f {
                 Function::Group(g) => pr.group(g, symbol),
                 Function::Kernel(k) => pr.kernel(k, symbol),
             };
-            let _ = writeln!(body, "{text}");
+            let (ks, local, name) = callee(p, &f, symbol);
+            let (bufs, syms) = ctx_fields(p, &ks, local);
+            let params: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
+            match printed.entry(shared_form(&text, &name, &params)) {
+                std::collections::btree_map::Entry::Occupied(e) => {
+                    let summary: String =
+                        text.lines().take_while(|l| l.starts_with("/*")).map(|l| format!("{l}\n")).collect();
+                    let _ = writeln!(body, "{summary}/* {name}: the C of {}, called in its place. */\n", e.get());
+                    callees.push(e.get().clone());
+                }
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(name.clone());
+                    let _ = writeln!(body, "{text}");
+                    callees.push(name);
+                }
+            }
         }
-        body.push_str(&entry(p, symbol, marks));
+        body.push_str(&entry(p, symbol, marks, &callees));
         used.extend(pr.used);
         bodies.push(body);
     }
@@ -2924,8 +2947,53 @@ fn header(p: &Program, symbol: &str) -> String {
     s
 }
 
-/// The exported function: dims, checks, buffers, kernel calls, frees.
-fn entry(p: &Program, symbol: &str, marks: Marks) -> String {
+/// The kernels, the local temporaries and the C name of function `f` of
+/// `p` (of entry point `symbol`).
+fn callee<'p>(p: &'p Program, f: &Function<'p>, symbol: &str) -> (Vec<&'p Kernel>, &'p [BufId], String) {
+    match *f {
+        Function::Group(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
+        Function::Kernel(k) => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
+    }
+}
+
+/// The printed function `name` (its helpers `name_*` with it) whose
+/// parameters are `params`, spelled so that two functions that compute the
+/// same from their parameters in the same order read the same: comments
+/// dropped, `name` spelled `@f`, parameter `k` spelled `@k`. Every other
+/// identifier (locals, helpers, constants) is kept, so equal forms mean
+/// equal C up to those names.
+fn shared_form(text: &str, name: &str, params: &[String]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.find("*/").map_or("", |end| &after[end + 2..]);
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            let word = &rest[..end];
+            match params.iter().position(|p| p == word) {
+                Some(k) => {
+                    let _ = write!(out, "@{k}");
+                }
+                None => match word.strip_prefix(name).filter(|tail| tail.is_empty() || tail.starts_with('_')) {
+                    Some(tail) => {
+                        let _ = write!(out, "@f{tail}");
+                    }
+                    None => out.push_str(word),
+                },
+            }
+            rest = &rest[end..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// The exported function: dims, checks, buffers, kernel calls (function
+/// `c` of [`functions`] through `callees[c]`), frees.
+fn entry(p: &Program, symbol: &str, marks: Marks, callees: &[String]) -> String {
     let clock = match marks {
         Marks::None => "",
         Marks::Calls => ", void (*tgc_mark)(void* ctx, int64_t call), void* tgc_mark_ctx",
@@ -3011,11 +3079,8 @@ fn entry(p: &Program, symbol: &str, marks: Marks) -> String {
     if marks == Marks::Calls {
         s.push_str("    tgc_mark(tgc_mark_ctx, -1);\n");
     }
-    for (call, f) in functions(p).into_iter().enumerate() {
-        let (ks, local, name): (Vec<&Kernel>, &[BufId], String) = match f {
-            Function::Group(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
-            Function::Kernel(k) => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
-        };
+    for (call, (f, name)) in functions(p).into_iter().zip(callees).enumerate() {
+        let (ks, local, _) = callee(p, &f, symbol);
         let (bufs, syms) = ctx_fields(p, &ks, local);
         let mut args: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
         let is_packed = packed::of(ks[0]).is_some();

@@ -445,6 +445,39 @@ fn one_c_unit_runs_several_graphs() {
     assert_eq!(outs[1][0].to_f64_vec(), [-1.0, 2.0, -7.0]);
 }
 
+/// Two residual blocks of the same shapes and ops, other weights: the C
+/// holds the block's function once, called for both, and still computes
+/// what the interpreter does (inside `Compiled::run`). Different shapes
+/// keep their own functions.
+#[test]
+fn identical_kernels_are_printed_once() {
+    let block = |n: usize| {
+        format!(
+            "graph main(x: f32[{n}, 64], w0: f32[64, 64], w1: f32[64, 64], b1: f32[64], w2: f32[64, 64], b2: f32[64]) \
+             -> (y: f32[{n}, 64]) {{\n    x0 = matmul(x, w0)\n    y1 = relu(matmul(x0, w1) + b1) + x0\n    \
+             y = relu(matmul(y1, w2) + b2) + y1\n    return y\n}}\n"
+        )
+    };
+    let g = crate::pipeline::load(&block(24), crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    let c = &lib.c_src;
+    let defined = |k: &str| c.matches(&format!("static int32_t tgc_{k}_")).count();
+    assert_eq!((defined("k0"), defined("k1"), defined("k2")), (1, 1, 0), "{c}");
+    assert!(c.contains("/* tgc_k2_tgc_test_main: the C of tgc_k1_tgc_test_main, called in its place. */"), "{c}");
+    assert_eq!(c.matches("if (tgc_k1_tgc_test_main(").count(), 2, "{c}");
+    // Weights of 1/8 keep the three products' values near 1.
+    let inputs: Vec<Vec<f64>> =
+        f32_inputs(&g, 7).into_iter().map(|v| v.into_iter().map(|x| x / 8.0).collect()).collect();
+    lib.run(&inputs, &[]);
+
+    // The first block reads the graph input and writes a temporary of
+    // another size than the second's output: nothing is shared.
+    let text = block(24).replace("    x0 = matmul(x, w0)\n", "").replace("(x0, w1) + b1) + x0", "(x, w1) + b1) + x");
+    let g = crate::pipeline::load(&text, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let c = super::c::emit_c_units(&[(&g, "t")]).unwrap();
+    assert!(!c.contains("called in its place"), "{c}");
+}
+
 #[test]
 fn a_c_unit_refuses_functions_of_the_same_name() {
     let g = gemm_bias_relu(DType::F32, "M", "N", "K");
