@@ -850,8 +850,11 @@ pub(crate) fn run_cpu_parts(
 }
 
 /// The lines of generated C per translation unit of a CPU run
-/// ([`emit::c::emit_c_parts`]): SqueezeNet's 6,800 lines compile in four
-/// parts at once, and a graph of fewer lines stays one unit.
+/// ([`emit::c::emit_c_parts`]): the functions of a larger graph are cut
+/// into parts of about this many lines, compiled at once on the machine's
+/// cores; a graph of fewer lines stays one unit. Large enough that the
+/// includes and helpers each part repeats cost little, small enough that
+/// two cores share a CNN's compile.
 pub const PART_LINES: usize = 2000;
 
 /// Prints `units` as C in parts of about `part_lines` lines, compiles them
