@@ -1,32 +1,38 @@
 //! `tgc tune --report`: the `000` §9 measurement log as CSV, and a picture
-//! of it as SVG (measured time of every candidate, the chosen one marked,
-//! against a roofline estimate); for `--target sm80|sm90` ([`gpu_csv`],
-//! [`gpu_svg`]) every plan's measured time against the analytic model's
-//! estimate.
+//! of it as SVG (every candidate's measured time relative to its unit's
+//! fastest, labelled, the chosen one marked, with a roofline estimate);
+//! for `--target sm80|sm90` ([`gpu_csv`], [`gpu_svg`]) every plan's
+//! measured time against the analytic model's estimate.
 
 use std::fmt::Write as _;
 
 use super::search::{PointResult, Tuned};
 use crate::cpu::packed::Blocks;
+use crate::plan::target::CpuTarget;
 
 /// The roofline of `000` §6 for this CPU — an estimate, not a measurement:
 /// `time = max(FLOPs / peak, bytes / bandwidth)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {
-    /// FLOP/s: threads × 32 FLOP/cycle (two 8-lane FMA pipes, AVX2) × the
-    /// clock of `/proc/cpuinfo` (2 GHz when it says none).
+    /// FLOP/s.
     pub peak_flops: f64,
-    /// Bytes/s: 10 GB/s per thread, capped at 40 GB/s (an assumed DRAM
-    /// bandwidth of a server core's share).
+    /// Bytes/s.
     pub bandwidth: f64,
 }
 
 impl Roofline {
-    /// The assumed roofline of this machine with `threads` kernel threads.
+    /// The roofline of `threads` cores of CPU `t`
+    /// ([`CpuTarget::peak_flops`], [`CpuTarget::bandwidth`]).
+    pub fn of(t: &CpuTarget, threads: usize) -> Roofline {
+        Roofline { peak_flops: t.peak_flops(threads), bandwidth: t.bandwidth(threads) }
+    }
+
+    /// The assumed roofline of this machine with `threads` kernel threads:
+    /// [`Roofline::of`] [`CpuTarget::host`] (this machine's clock and
+    /// instruction set, the caches, pipes and bandwidths of
+    /// `plan::target::ZEN3`).
     pub fn this_machine(threads: usize) -> Roofline {
-        let mhz = super::cpuinfo("cpu MHz").and_then(|v| v.parse::<f64>().ok()).filter(|&m| m > 0.0).unwrap_or(2000.0);
-        let t = threads.max(1) as f64;
-        Roofline { peak_flops: t * 32.0 * mhz * 1e6, bandwidth: (t * 10e9).min(40e9) }
+        Roofline::of(&CpuTarget::host(), threads)
     }
 
     /// The estimated time of `flops` and `bytes`, in nanoseconds.
