@@ -211,7 +211,7 @@ fn utc_dates_follow_the_civil_calendar() {
 /// The contents of `svg`'s `<text>` elements, in order (a `<title>` inside
 /// one is left out).
 fn svg_texts(svg: &str) -> Vec<&str> {
-    svg.split("<text").skip(1).filter_map(|t| Some(t.split_once('>')?.1.split('<').next()?)).collect()
+    svg.split("<text").skip(1).filter_map(|t| t.split_once('>')?.1.split('<').next()).collect()
 }
 
 /// The width of the bar whose hover title starts with `title`.
