@@ -257,10 +257,14 @@ impl Target {
 ///
 /// - [AMD19h]: AMD, *Software Optimization Guide for AMD Family 19h
 ///   Processors*, pub. 56665: §2.5 (caches: 32 KiB L1d and 512 KiB L2 per
-///   core, 32 MiB L3 per complex of eight cores), §2.11 (the FPU's two FMA
-///   pipes, 256 bits wide).
+///   core, 32 MiB L3 per complex of eight cores) and its floating-point
+///   unit section (two FMA pipes, 256 bits wide). Not confirmed from a
+///   retrieved copy of the guide while writing this row (its search
+///   excerpt held only the contents); they are the Zen 3 numbers as
+///   generally quoted.
 /// - [EPYC]: AMD EPYC 7003 product pages (EPYC 7763, 7B13: 2.45 GHz base
-///   clock), the Zen 3 part of this project's AVX2 measurements.
+///   clock, the nominal clock of this project's Zen 3 machines in
+///   `docs/results.md`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CpuTarget {
     /// The part the numbers are for ([`CpuTarget::host`] keeps [`ZEN3`]'s:
