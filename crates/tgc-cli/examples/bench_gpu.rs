@@ -539,12 +539,12 @@ fn conv_rows(bench: &mut Bench) {
         let [tgc, torch, ratio] = row.pair(&["f16", "conv", &spec, "0", "0", "bias"], flops / 1e12).cells(1, 2);
         let target = gpu::device_target(row.bench.gpu.sm());
         let mut pinned = Vec::new();
-        for algo in ["implicit_gemm", winograd::ALGO] {
+        for algo in [plans::AlgoChoice::Conv(plans::ConvAlgo::ImplicitGemm), winograd::ALGO] {
             if algo == winograd::ALGO && (r, stride) != (3, 1) {
                 pinned.push("-".to_string());
                 continue;
             }
-            pinned.push(match row.tgc(algo, &pin("conv", algo), target) {
+            pinned.push(match row.tgc(algo.name(), &pin(algo), target) {
                 Ok(secs) => format!("{:.2}", flops / secs / 1e12),
                 Err(_) => "failed".to_string(),
             });
@@ -602,7 +602,11 @@ fn attention_rows(bench: &mut Bench, only: &str) {
         let torch_case = ["f16", "attention", &spec, "0", "0", if causal { "causal" } else { "none" }];
         let [tgc, torch, ratio] = row.pair(&torch_case, flops / 1e12).cells(2, 3);
         // The same graph with the two-pass softmax pinned.
-        let two_pass = match row.tgc("2pass", &pin("attention", "streaming_softmax_2pass"), target) {
+        let two_pass = match row.tgc(
+            "2pass",
+            &pin(plans::AlgoChoice::Attention(plans::AttentionAlgo::StreamingSoftmax2Pass)),
+            target,
+        ) {
             Ok(secs) => format!("{:.2}", flops / secs / 1e12),
             Err(_) => "failed".to_string(),
         };
@@ -802,8 +806,8 @@ fn replay_run(
 
 /// The analytic model with one algorithm pinned (`key=value`, as `tgc run
 /// --algo`): the templates of the other algorithms for that key refuse.
-fn pin(key: &str, value: &str) -> cost::PinnedAlgorithms<'static> {
-    cost::PinnedAlgorithms { pins: vec![(key.to_string(), value.to_string())], inner: &cost::Analytic }
+fn pin(choice: plans::AlgoChoice) -> cost::PinnedAlgorithms<'static> {
+    cost::PinnedAlgorithms { pins: vec![choice], inner: &cost::Analytic }
 }
 
 /// The machine numbers of the GPU at hand for the analytic model, as the

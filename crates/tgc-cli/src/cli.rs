@@ -132,7 +132,8 @@ pub enum Command {
         /// two CTAs —, an attention's softmax
         /// algorithms; needs concrete sizes, e.g. from `--dim`), c;
         /// with `--target sm80|sm90` also gpu (every kernel's GPU dialect
-        /// IR), cu (CUDA C), ptx, sass. Each printed stage is headed
+        /// IR), cu (CUDA C), ptx, sass, each opening with the architecture
+        /// it was compiled for (and why, when not the target's). Each printed stage is headed
         /// `=== stage ===`, except a DOT stage dumped alone, so that
         /// `--dump dot_kernels | dot -Tsvg > g.svg` renders it.
         #[arg(long, value_delimiter = ',')]
@@ -163,6 +164,14 @@ pub enum Command {
         /// `plan` dump shows the other algorithms refused by the pin.
         #[arg(long = "algo", value_name = "KEY=VALUE")]
         algos: Vec<String>,
+        /// How the regions (one kernel each) are formed, `--target cpu`:
+        /// `poly-core` (the grouping, then Poly Core's compute-at fusions:
+        /// what `kernel!` and the build helper lower with feature `poly`)
+        /// or `grouping` (the grouping alone: what they lower without it,
+        /// the facade's default). The GPU targets form their regions for
+        /// the templates, without Poly Core.
+        #[arg(long, value_enum, value_name = "RULE")]
+        regions: Option<Regions>,
     },
     /// Measure candidate block sizes of every packed CPU kernel at each
     /// ShapeSet point on this machine (or, with --target sm80|sm90, every
@@ -251,6 +260,15 @@ pub enum Backend {
     Cpu,
     Interp,
     Cuda,
+}
+
+/// How `compile --regions` forms the regions (`tgc_core::region::Former`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Regions {
+    /// The grouping, then Poly Core's compute-at fusions (feature `poly`).
+    PolyCore,
+    /// The grouping alone (`kernel!` and the build helper without `poly`).
+    Grouping,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

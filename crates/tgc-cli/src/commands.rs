@@ -60,9 +60,9 @@ pub fn run(cli: Cli) -> Result<()> {
             run_graph(&graph, entry.as_deref(), &dims, &given, &output_dir, &run)
         }
         Command::Import { model, out } => crate::import::import(&model, &out),
-        Command::Compile { graph, entry, target, dims, dump, out, timings, tuning, algos } => {
+        Command::Compile { graph, entry, target, dims, dump, out, timings, tuning, algos, regions } => {
             let mut t = Timings::default();
-            let how = CompileOptions { target, out: out.as_deref(), tuning: tuning.as_deref(), algos: &algos };
+            let how = CompileOptions { target, out: out.as_deref(), tuning: tuning.as_deref(), algos: &algos, regions };
             let result = compile(&graph, entry.as_deref(), &dims, &dump, &how, &mut t);
             if timings {
                 eprint!("{}", t.report());
@@ -437,12 +437,14 @@ pub(crate) fn scratch_dir(command: &str) -> Result<tgc_runtime::files::TempDir> 
     })
 }
 
-/// `tgc compile`'s target, output folder, tuning cache and `--algo` pins.
+/// `tgc compile`'s target, output folder, tuning cache, `--algo` pins and
+/// region rule.
 struct CompileOptions<'a> {
     target: Target,
     out: Option<&'a Path>,
     tuning: Option<&'a Path>,
     algos: &'a [String],
+    regions: Option<crate::cli::Regions>,
 }
 
 fn compile(
@@ -457,6 +459,15 @@ fn compile(
     if !how.algos.is_empty() && target == Target::Cpu {
         return Err(Failure::user("--algo applies to --target sm80 and sm90 only"));
     }
+    if how.regions.is_some() && target != Target::Cpu {
+        return Err(Failure::user(
+            "--regions applies to --target cpu only (the GPU targets form their regions for the templates)",
+        ));
+    }
+    let fuse = match how.regions {
+        None | Some(crate::cli::Regions::PolyCore) => true,
+        Some(crate::cli::Regions::Grouping) => false,
+    };
     let estimator = estimator(how.algos)?;
     for s in dump {
         pipeline::check_stage(s).map_err(|d| Failure::diag(path, &d))?;
@@ -505,7 +516,7 @@ fn compile(
         }),
         None => None,
     };
-    let artifacts = pipeline::compile_cpu_tuned(&graph, tuning.as_ref(), timings)
+    let artifacts = pipeline::compile_cpu_tuned(&graph, tuning.as_ref(), fuse, timings)
         .map_err(|d| Failure::diag(path, &loaded.locate(d)))?;
     if let Some(dir) = out {
         create_dir(dir)?;
@@ -552,9 +563,11 @@ fn compile_gpu(
         .time("GPU kernels (plan, lowering, CUDA C, PTX, cubin)", || pipeline::compile_gpu(graph, target, estimator))
         .map_err(|d| Failure::diag(path, &d))?;
     stages.clear();
+    let file = path.display().to_string();
     for d in &gpu.refusals {
-        eprintln!("{}", d.render_note(&path.display().to_string(), SIMT_FALLBACK));
+        eprintln!("{}", d.render_note(&file, SIMT_FALLBACK));
     }
+    let compiled_for = compiled_for(target, &gpu, &file);
     if let Some(dir) = out {
         create_dir(dir)?;
         let files = gpu.files();
@@ -566,7 +579,7 @@ fn compile_gpu(
     let mut cpu = None;
     for s in dump {
         let text = if pipeline::is_gpu_stage(s) {
-            timings.time(&format!("dump {s}"), || pipeline::dump_gpu_stage(s, &gpu))
+            timings.time(&format!("dump {s}"), || pipeline::dump_gpu_stage(s, &gpu)).map(|t| compiled_for.clone() + &t)
         } else if s == "plan" {
             let row = tgc_core::plan::Target::by_name(target).map_err(|d| Failure::diag(path, &d))?;
             Ok(timings.time("dump plan", || pipeline::plan_dump(graph, row, estimator)))
@@ -581,6 +594,32 @@ fn compile_gpu(
         emit_dump(s, &text, out, dump.len() == 1)?;
     }
     Ok(())
+}
+
+/// The lines that head each GPU dump (`gpu`, `cu`, `ptx`, `sass`): the
+/// architecture the unit was compiled for (what cuobjdump's `code for
+/// sm_XX` shows) and the `--target` (`target`); when the two differ (no
+/// kernel of an `sm90` program needs sm_90a, so it is sm_80 code, whose PTX
+/// the driver compiles for a 9.x GPU), why: the contractions that fall back to SIMT kernels, in
+/// the words of their notes (`file` positions them), or that no kernel is
+/// an sm90 one. Each line starts with `//`, a comment in CUDA C and PTX.
+fn compiled_for(target: &str, gpu: &pipeline::GpuArtifacts, file: &str) -> String {
+    let (arch, asked) = (gpu.arch, gpu.target_arch);
+    if arch == asked {
+        return format!("// compiled for {arch} (--target {target})\n");
+    }
+    let mut s = format!(
+        "// compiled for {arch}, not the {asked} of --target {target}: no kernel needs {asked} (TMA, wgmma), so the \
+         unit is {arch} code (a GPU of the target runs its PTX, which the driver compiles as it loads)\n"
+    );
+    for d in &gpu.refusals {
+        s.push_str(&format!("// {}\n", d.render_note(file, SIMT_FALLBACK)));
+    }
+    if gpu.refusals.is_empty() {
+        let forms: Vec<String> = gpu.program.launches.iter().map(|l| format!("{:?}", l.form)).collect();
+        s.push_str(&format!("// its kernels: {} (no template's {asked} branch takes them)\n", forms.join(", ")));
+    }
+    s
 }
 
 /// Removes from `dir` the plan files of an earlier `compile --out`

@@ -1,4 +1,4 @@
-//! The files `tgc` writes (issue 54 items 1, 5 and 6): its scratch folders
+//! The files `tgc` writes: its scratch folders
 //! are fresh, private and gone after the command, a planted folder with a
 //! link inside is never used; an output is written whole or not at all;
 //! a name the file system would refuse is refused when the graph is loaded.

@@ -79,7 +79,7 @@ fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
         // The launch's plan is the candidate with the graph's epilogue.
         let launched = p.launches[0].plan.clone().expect("a tensor-core launch has its plan");
         assert_eq!(Plan { epilogue: Vec::new(), ..launched.clone() }, *plan);
-        assert_eq!(launched.epilogue.iter().map(|e| e.value.as_str()).collect::<Vec<_>>(), ["bias", "relu"]);
+        assert_eq!(launched.epilogue.iter().map(|e| e.value.name()).collect::<Vec<_>>(), ["bias", "relu"]);
         forms.insert(tgc_core::plan::plan_shape(plan)[4].clone());
     }
     if target.name == "sm90" {

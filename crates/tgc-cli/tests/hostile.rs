@@ -1,4 +1,4 @@
-//! Hostile input (issue 18): each reproducer of the reliability probe ends
+//! Hostile input: each reproducer of the reliability probe ends
 //! with exit 1 and a positioned message, or exit 0 with a correct result
 //! where the input is valid — never an abort, a hang, an internal error or
 //! a write outside the folder the user named.
@@ -319,7 +319,7 @@ fn budget_runs(name: &str, backend: &'static str) -> (String, impl Fn(&str) -> O
 fn the_run_budget_holds_at_its_value() {
     // x: 4 B, reshape: 4 B, expand: 4·1024 B, add: 4·1024 B.
     let (file, run) = budget_runs("hostile-budget", "interp");
-    // With the 4 bytes of x.npy's data, which the reader holds (issue 54).
+    // With the 4 bytes of x.npy's data, which the reader holds.
     let need = 4 + 4 + 4 + 2 * 4 * 1024;
     let o = run(&need.to_string());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -1,5 +1,6 @@
 //! What a new user meets first: pipeable DOT dumps, the one-box-per-region
-//! picture, the tuning cache's place.
+//! picture, the tuning cache's place, GPU dumps that name the architecture
+//! they were compiled for.
 
 mod common;
 
@@ -97,4 +98,89 @@ fn tune_console_and_csv_agree() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The section of `=== stage ===` in `out`, up to the next banner.
+fn section<'a>(out: &'a str, stage: &str) -> &'a str {
+    let head = format!("=== {stage} ===\n");
+    let at = out.find(&head).unwrap_or_else(|| panic!("no {stage} dump")) + head.len();
+    let rest = &out[at..];
+    &rest[..rest.find("\n=== ").map_or(rest.len(), |e| e + 1)]
+}
+
+/// Every GPU dump opens with the architecture its unit was compiled for.
+/// An f32 GEMM on `--target sm90` falls back to SIMT kernels, which are
+/// sm_80 code: each dump says so, and why (the fallback's note), before
+/// cuobjdump's `code for sm_80`; an f16 GEMM gets sm_90a on sm90, and
+/// sm_80 on sm80.
+#[test]
+fn gpu_dumps_name_the_architecture_compiled_for() {
+    let dir = temp("compiled-for");
+    let graph = dir.join("gemm_f32.tgc");
+    std::fs::write(
+        &graph,
+        "graph<M=64, N=64, K=64> main(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N]) {\n    y = matmul(x, w)\n    \
+         return y\n}\n",
+    )
+    .unwrap();
+    let out = stdout_of(&["compile", graph.to_str().unwrap(), "--target", "sm90", "--dump", "gpu,cu,ptx,sass"]);
+    let why = format!(
+        "// {}:2:9: note: falls back to SIMT kernels because the tensor-core templates refuse it: ",
+        graph.display()
+    );
+    for stage in ["gpu", "cu", "ptx", "sass"] {
+        let text = section(&out, stage);
+        let lines: Vec<&str> = text.lines().take(2).collect();
+        assert!(
+            lines[0].starts_with("// compiled for sm_80, not the sm_90a of --target sm90: no kernel needs sm_90a")
+                && lines[1].starts_with(&why)
+                && lines[1].contains("f32"),
+            "{stage}:\n{text}"
+        );
+    }
+    assert!(section(&out, "sass").contains("code for sm_80"), "{out}");
+    assert!(section(&out, "ptx").contains(".target sm_80"), "{out}");
+
+    let f16 = "examples/graphs/gemm_bias_relu.tgc";
+    for (target, arch) in [("sm90", "sm_90a"), ("sm80", "sm_80")] {
+        let out = stdout_of(&["compile", f16, "--target", target, "--dump", "gpu,sass"]);
+        for stage in ["gpu", "sass"] {
+            let head = format!("// compiled for {arch} (--target {target})\n");
+            assert!(section(&out, stage).starts_with(&head), "{target} {stage}:\n{out}");
+        }
+        assert!(section(&out, "sass").contains(&format!("code for {arch}")), "{out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `kernel!` and the build helper lower through
+/// `tgc_core::emit::api::kernel_module`, the CLI through
+/// `pipeline::compile_cpu`: with feature `poly` on both sides (this test's
+/// tgc-core has it, as the binary's) the build helper's C is `tgc compile
+/// --dump c` byte for byte. Without `poly` (the facade's default, and a
+/// build script's plain `tgc-core`) the regions are the grouping's, which
+/// `--regions grouping` prints: Conv → ReLU → MaxPool is one kernel with
+/// Poly Core and two without it (docs/kernels.md, "`kernel!` and the CLI").
+#[test]
+fn the_build_helper_and_the_cli_give_the_same_kernels() {
+    use tgc_core::emit::api::{kernel_module, Backend};
+    let path = "examples/graphs/conv_relu_pool.tgc";
+    let text = std::fs::read_to_string(common::repo().join(path)).unwrap();
+    let g = tgc_core::pipeline::load(&text, tgc_core::pipeline::Format::Dsl, None).unwrap().graph;
+    let backend = Backend::C { symbol: format!("tgc_{}", g.name), tuning: None };
+    let helper = kernel_module("conv_relu_pool", &g, &[], &backend).unwrap();
+    let cli = stdout_of(&["compile", path, "--dump", "c"]);
+    assert_eq!(cli, format!("=== c ===\n{}", helper.c_units[0].source));
+
+    // One C function per kernel: `static … tgc_k<i>_<symbol>(…)`.
+    let kernels =
+        |c: &str| c.lines().filter(|l| l.starts_with("static ") && l.contains("_tgc_conv_relu_pool(")).count();
+    let grouping = stdout_of(&["compile", path, "--regions", "grouping", "--dump", "region,c"]);
+    assert!(grouping.contains("regions conv_relu_pool (grouping)\n"), "{grouping}");
+    assert_eq!((kernels(&cli), kernels(&grouping)), (1, 2), "{cli}\n{grouping}");
+    let fused = stdout_of(&["compile", path, "--regions", "poly-core", "--dump", "region"]);
+    assert!(fused.contains("regions conv_relu_pool (grouping + poly core)\n"), "{fused}");
+    let o = tgc(&["compile", path, "--target", "sm80", "--regions", "grouping"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--regions applies to --target cpu only"), "{}", stderr(&o));
 }

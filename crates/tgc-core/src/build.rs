@@ -186,7 +186,7 @@ impl Kernels {
     /// module gains `WEIGHT_DATA` (those bytes) and `Model::embedded()`
     /// (`Model::init` from them). To load them from a file at run time
     /// instead, write them once with `tgc import` and call `Model::init`
-    /// with a `tgc::model::Safetensors` over the file's bytes.
+    /// with `tgc::model::Safetensors::file(PATH)`.
     pub fn onnx(mut self, name: &str, path: impl AsRef<Path>) -> Kernels {
         self = self.kernel(name, path);
         if let Some(k) = self.kernels.last_mut() {

@@ -233,15 +233,22 @@ pub struct Artifacts {
 /// (loop nests, schedule, emission), `tiny.json`, `region.json` and
 /// `poly_view.json`.
 pub fn compile_cpu(g: &Graph, timings: &mut Timings) -> DResult<Artifacts> {
-    compile_cpu_tuned(g, None, timings)
+    compile_cpu_tuned(g, None, true, timings)
 }
 
 /// [`compile_cpu`] with the packed kernels' block sizes from `tuning`
-/// ([`crate::tune`]); a note in [`Artifacts::notes`] names the kernels that
-/// have no record (they keep the analytic sizes).
-pub fn compile_cpu_tuned(g: &Graph, tuning: Option<&crate::tune::Tuning>, timings: &mut Timings) -> DResult<Artifacts> {
+/// ([`crate::tune`]; a note in [`Artifacts::notes`] names the kernels that
+/// have no record: they keep the analytic sizes), and the regions formed
+/// with Poly Core's fusions when `fuse` (feature `poly`; without it, or
+/// when `fuse` is false, by the grouping alone: [`region::form_with`]).
+pub fn compile_cpu_tuned(
+    g: &Graph,
+    tuning: Option<&crate::tune::Tuning>,
+    fuse: bool,
+    timings: &mut Timings,
+) -> DResult<Artifacts> {
     let symbol = c_symbol(&g.name);
-    let front = timings.time("IndexBook and regions", || region::front(g, true, region::Grouping::default()))?;
+    let front = timings.time("IndexBook and regions", || region::front(g, fuse, region::Grouping::default()))?;
     let mut notes = Vec::new();
     let c_source = timings.time("C source", || {
         let mut p = cpu::from_tiny::lower_formed(g, &front.book, &front.regions, &Options::default())?;
@@ -396,7 +403,6 @@ fn attention_plan(
             Ok(e) => format!("estimate {:.1} µs, limited by {}", e.time_s * 1e6, e.limit.as_str()),
             Err(why) => format!("not costed: {why}"),
         };
-        let algo = algo.algo_choice();
         out.push_str(&format!("{mark} algo_choice attention = {algo:<24} {:>3} rows  {cost}\n", 16 * warps));
     }
     let (chosen, warps) = ranked[best.unwrap_or(0)].0;
@@ -522,9 +528,18 @@ pub struct GpuArtifacts {
     pub program: crate::gpu::simt::GpuProgram,
     /// The `cu` stage: CUDA C++ with inline PTX, every kernel.
     pub cu: String,
-    /// NVRTC's PTX (`.target sm_80`).
+    /// The architecture the unit is compiled for: `sm_90a` when a kernel
+    /// uses sm90's instructions (TMA, wgmma), else `sm_80` (SIMT kernels
+    /// and the templates' sm80 branches; a 9.x GPU runs their PTX, which
+    /// the driver compiles as it loads), on either target.
+    pub arch: crate::gpu::toolchain::Arch,
+    /// The architecture the target asks for: `sm_80` for `sm80`, `sm_90a`
+    /// for `sm90`; [`GpuArtifacts::arch`] differs from it when no kernel
+    /// of an `sm90` program needs sm_90a.
+    pub target_arch: crate::gpu::toolchain::Arch,
+    /// NVRTC's PTX (`.target` [`GpuArtifacts::arch`]).
     pub ptx: String,
-    /// The sm_80 ELF cubin.
+    /// The ELF cubin for [`GpuArtifacts::arch`].
     pub cubin: Vec<u8>,
     /// What ptxas reported per kernel (registers, shared memory, spills),
     /// in launch order.
@@ -596,15 +611,28 @@ pub fn compile_gpu(g: &Graph, target: &str, estimator: &dyn plan::cost::Estimato
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
     let arch = kernels.iter().map(|k| k.arch).max().unwrap_or(crate::gpu::ir::Arch::Sm80);
-    let reported =
-        tc.ptxas_resources(&compiled.ptx, crate::gpu::cuda::toolchain_arch(arch)).map_err(|e| diag!(Io, "{e}"))?;
+    let arch = crate::gpu::cuda::toolchain_arch(arch);
+    let target_arch = crate::gpu::ir::Arch::parse(row.name)
+        .map(crate::gpu::cuda::toolchain_arch)
+        .ok_or_else(|| diag!(Internal, "target `{}` has no GPU dialect architecture", row.name))?;
+    let reported = tc.ptxas_resources(&compiled.ptx, arch).map_err(|e| diag!(Io, "{e}"))?;
     let mut resources = Vec::new();
     for k in &kernels {
         let name = crate::gpu::cuda::symbol(k);
         let r = reported.iter().find(|r| r.function == name);
         resources.push(r.cloned().ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{name}`"))?);
     }
-    Ok(GpuArtifacts { symbol, program, cu, ptx: compiled.ptx, cubin: compiled.cubin, resources, refusals })
+    Ok(GpuArtifacts {
+        symbol,
+        program,
+        cu,
+        arch,
+        target_arch,
+        ptx: compiled.ptx,
+        cubin: compiled.cubin,
+        resources,
+        refusals,
+    })
 }
 
 /// Checks `kernels` with the GPU dialect verifier, prints them as one CUDA

@@ -1,5 +1,5 @@
 //! Wall time and peak memory of each compile stage: `tgc compile --timings`
-//! prints them, `scripts/bench_compile.sh` tabulates them (issue 18).
+//! prints them, `scripts/bench_compile.sh` tabulates them.
 //!
 //! Peak memory is the process's resident high-water mark (`VmHWM` of
 //! `/proc/self/status`), reset before each stage by writing `5` to

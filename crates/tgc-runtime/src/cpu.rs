@@ -70,7 +70,7 @@ pub const VALUE_CFLAGS: &[&str] = &["-ffp-contract=off", "-fno-trapping-math", "
 /// being loaded and stored at every chunk. `bash scripts/bench_cpu.sh 9
 /// --threads 1,2 --only layernorm` went from 1.45 to 0.96 ms with one
 /// thread and from 0.81 to 0.44 ms with two (4096×384), `--only softmax`
-/// from 7.71 to 7.09 ms with one (2-core AMD EPYC, 2026-11-28).
+/// from 7.71 to 7.09 ms with one (2-core AMD EPYC).
 pub const OPT_CFLAGS: &[&str] = &["-fpeel-loops"];
 
 /// Flags for every kernel library, with [`OPT_CFLAGS`] and [`VALUE_CFLAGS`]. No
@@ -308,9 +308,8 @@ int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dim
         assert!(!dir.path().join(format!("bad.{}", std::env::consts::DLL_EXTENSION)).exists());
     }
 
-    /// A link planted at `stem.c` (issue 54 item 1) is replaced: the file
-    /// it points to keeps its content (the C source used to be written
-    /// through it).
+    /// A link planted at `stem.c` is replaced: the file it points to keeps
+    /// its content (the C source is not written through it).
     #[cfg(unix)]
     #[test]
     fn a_link_planted_at_the_c_file_is_not_followed() {

@@ -30,9 +30,9 @@
 //! Rust: `tgc_core::cpu::packed::fused_sum`, the printers' invariant of
 //! `tgc_core::cpu::loop_ir`). An FMA is one instruction where a multiply
 //! and an add are two: on the AVX-512 Xeon of the benchmarks,
-//! `bench_cpu --only gemm` at 1024³ on one thread took 30–46 ms in the runs
-//! of 2026-11-27 with a multiply and an add per step, and 19.7 ms with the
-//! FMA the same day (NumPy: 22.6 ms in that run). The variant is chosen
+//! `bench_cpu --only gemm` at 1024³ on one thread takes 30–46 ms with a
+//! multiply and an add per step, and 19.7 ms with the FMA (NumPy: 22.6 ms
+//! in the same run; `docs/results.md`). The variant is chosen
 //! at run time from [`Isa::ALL`] (the CPU's features detected once with
 //! `is_x86_feature_detected!`, the choice capped by [`set_max_isa`], which
 //! runs a narrower variant on a wider CPU): AVX-512F (the whole
@@ -52,7 +52,7 @@ use crate::pool::Pool;
 /// Rows of the micro-kernel's register tile.
 pub const MR: usize = 6;
 /// Columns of the micro-kernel's register tile: two 16-lane AVX-512
-/// vectors. Measured on an AVX-512 Xeon, one thread, 2026-11-27, the tile
+/// vectors. Measured on an AVX-512 Xeon, one thread, the tile
 /// alone in a loop (`kc` 128, intrinsics in C): about 68 GFLOP/s for
 /// `6 × 32` with AVX-512 against 33 for the `6 × 16` AVX tile and 36–46 for
 /// a `6 × 16` AVX-512 one (six accumulators, too few to hide the adds'
@@ -245,7 +245,7 @@ pub fn packed_tasks(m: i64, n: i64, batch: i64, nc_max: i64, threads: i64) -> (i
 /// micro-tile (two 64-byte lines each) in distinct sets of a 64-set L1
 /// cache: with `np` = 1024 every row of a tile fell in the same two sets,
 /// 4 KiB apart, and the AVX2 kernel ran 5–10% slower on its tiles (a
-/// micro-kernel loop on an AVX2 EPYC, 2026-11-28).
+/// micro-kernel loop on an AVX2 EPYC).
 pub fn sums_stride(np: i64) -> i64 {
     let nr = NR as i64;
     if np / nr % 2 == 1 {
@@ -371,7 +371,7 @@ unsafe extern "C" fn c_ukernel_direct(
 /// polynomial of degree 6 for the relative error on `[-1/2, 1/2]` (Remez
 /// exchange; `1.9·10⁻⁹` with exact coefficients) in fused Horner steps
 /// (`f32::mul_add`, one rounding each: within 1 ulp of glibc's `exp2f` for
-/// every f32, checked exhaustively on 2026-11-29), and `2^n` two
+/// every f32, checked exhaustively), and `2^n` two
 /// exponent-field scalings, so a result below `2^-126` rounds once into
 /// the subnormals.
 ///
@@ -720,8 +720,8 @@ unsafe fn ukernel_fma(t: &Tile) {
 /// `ir` loop walks down the rows of one `NR`-column sliver. The sums of a
 /// whole task outgrow L2 (4 MiB for a 1024 × 1024 task), so without it
 /// each call waited on its tile's first loads: about a quarter of the
-/// AVX2 kernel's samples in `perf record` of a 1024³ GEMM on an AVX2 EPYC
-/// (2026-11-28). `c` is not dereferenced: a prefetch never faults, whatever
+/// AVX2 kernel's samples in `perf record` of a 1024³ GEMM on an AVX2 EPYC.
+/// `c` is not dereferenced: a prefetch never faults, whatever
 /// the address.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]

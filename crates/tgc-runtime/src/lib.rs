@@ -6,6 +6,8 @@
 //! - [`npy`] and [`safetensors_io`]: reading and writing tensor files;
 //!   [`input`]: what their readers share (regular files only, headers read
 //!   before the data, each read bounded by the file's length).
+//! - [`weights`]: the weight sources of a model that read tensor files
+//!   ([`model::Safetensors`], [`model::Npy`]).
 //! - [`files`]: files written whole or not at all, private scratch folders.
 //! - [`cpu`]: compiling generated C kernels and calling them.
 //! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
@@ -37,6 +39,7 @@ pub mod pool;
 pub mod safetensors_io;
 pub mod scratch;
 pub mod tensor;
+pub mod weights;
 
 #[cfg(test)]
 mod test_util;

@@ -19,6 +19,8 @@ use std::ptr::NonNull;
 
 use crate::{DType, Error, Result};
 
+pub use crate::weights::{Npy, Safetensors};
+
 /// The alignment in bytes of the ConstPool and of each weight in it: a
 /// cache line, an AVX-512 vector, and more than any GPU load needs.
 pub const POOL_ALIGN: usize = 64;
@@ -127,7 +129,8 @@ pub fn write_weight<T: Element>(spec: &WeightSpec, dst: &mut [u8], values: &[T])
 ///
 /// A closure `FnMut(&WeightSpec, &mut [u8]) -> Result<()>` is a source
 /// (use [`write_weight`] for typed values); [`Safetensors`] reads a
-/// `.safetensors` file by name; [`CWeights`] is the C ABI's.
+/// `.safetensors` file (in memory or on disk) by name, [`Npy`] a folder of
+/// `.npy` files, one per weight; [`CWeights`] is the C ABI's.
 pub trait WeightSource {
     /// Fills `dst` (exactly `spec.bytes()` long) with weight `spec`.
     fn fill(&mut self, spec: &WeightSpec, dst: &mut [u8]) -> Result<()>;
@@ -136,45 +139,6 @@ pub trait WeightSource {
 impl<F: FnMut(&WeightSpec, &mut [u8]) -> Result<()>> WeightSource for F {
     fn fill(&mut self, spec: &WeightSpec, dst: &mut [u8]) -> Result<()> {
         self(spec, dst)
-    }
-}
-
-/// The tensors of a `.safetensors` file, found by the weight's name (or by
-/// the name [`Safetensors::rename`] maps it to). A tensor must have the
-/// weight's dtype and shape, except that F64 and I64 tensors are read as
-/// f32 and i32 (as `tgc run` reads them).
-pub struct Safetensors<'a> {
-    bytes: &'a [u8],
-    rename: Box<dyn Fn(&str) -> String + 'a>,
-}
-
-impl<'a> Safetensors<'a> {
-    /// A source over the bytes of a whole `.safetensors` file; each weight
-    /// is the tensor of its own name.
-    pub fn new(bytes: &'a [u8]) -> Safetensors<'a> {
-        Safetensors { bytes, rename: Box::new(str::to_string) }
-    }
-
-    /// Reads weight `w` from the tensor named `map(w)`.
-    pub fn rename(mut self, map: impl Fn(&str) -> String + 'a) -> Safetensors<'a> {
-        self.rename = Box::new(map);
-        self
-    }
-}
-
-impl WeightSource for Safetensors<'_> {
-    fn fill(&mut self, spec: &WeightSpec, dst: &mut [u8]) -> Result<()> {
-        let name = (self.rename)(spec.name);
-        let t = crate::safetensors_io::read_safetensors_tensor_bytes(self.bytes, &name)?;
-        if t.dtype() != spec.dtype || t.shape() != spec.shape {
-            return Err(Error::ShapeMismatch {
-                what: format!("tensor `{name}` for weight `{}`", spec.name),
-                expected: spec.describe(),
-                got: format!("{}{:?}", t.dtype(), t.shape()),
-            });
-        }
-        dst.copy_from_slice(t.bytes());
-        Ok(())
     }
 }
 
@@ -668,22 +632,6 @@ mod tests {
         let mut wrong_type = |spec: &WeightSpec, dst: &mut [u8]| write_weight(spec, dst, &[0i32; 6]);
         let e = ConstPool::load(&SPECS[..1], &mut wrong_type).unwrap_err();
         assert!(matches!(e, Error::DTypeMismatch { expected: DType::F32, got: DType::I32, .. }));
-    }
-
-    #[test]
-    fn safetensors_by_name_checks_dtype_and_shape() {
-        use safetensors::tensor::TensorView;
-        let w: Vec<u8> = (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect();
-        let views = [("layer.w".to_string(), TensorView::new(safetensors::Dtype::F32, vec![2, 3], &w).unwrap())];
-        let file = safetensors::serialize(views, &None).unwrap();
-        let mut src = Safetensors::new(&file).rename(|n| format!("layer.{n}"));
-        let pool = ConstPool::load(&SPECS[..1], &mut src).unwrap();
-        assert_eq!(pool.get::<f32>(0), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        static WIDE: [WeightSpec; 1] = [WeightSpec { name: "w", dtype: DType::F32, shape: &[3, 2] }];
-        let e = ConstPool::load(&WIDE, &mut Safetensors::new(&file).rename(|n| format!("layer.{n}"))).unwrap_err();
-        assert!(e.to_string().contains("w: f32[3, 2]"), "{e}");
-        let e = ConstPool::load(&WIDE, &mut Safetensors::new(&file)).unwrap_err();
-        assert!(matches!(&e, Error::Format(m) if m.contains("no tensor `w`")), "{e}");
     }
 
     #[test]

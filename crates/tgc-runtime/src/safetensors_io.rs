@@ -13,7 +13,7 @@
 //! one tensor asked for, and nothing else.
 
 use std::fs::File;
-use std::io::{Read, Seek};
+use std::io::{Cursor, Read, Seek};
 use std::path::Path;
 
 use safetensors::tensor::Metadata;
@@ -80,7 +80,14 @@ pub fn open_safetensors(path: &Path, tensor_name: &str) -> Result<Pending<File>>
 /// Reads the tensor `tensor_name` from the bytes of a whole `.safetensors`
 /// file, as [`read_safetensors_tensor`] does.
 pub fn read_safetensors_tensor_bytes(bytes: &[u8], tensor_name: &str) -> Result<HostTensor> {
-    pending(Source::bytes(bytes), tensor_name)?.read()
+    open_safetensors_bytes(bytes, tensor_name)?.read()
+}
+
+/// [`open_safetensors`] over the bytes of a whole `.safetensors` file.
+///
+/// Errors: those of [`open_safetensors`] but the I/O ones.
+pub fn open_safetensors_bytes<'a>(bytes: &'a [u8], tensor_name: &str) -> Result<Pending<Cursor<&'a [u8]>>> {
+    pending(Source::bytes(bytes), tensor_name)
 }
 
 /// The tensor `tensor_name` of `source`, after checking the header and the

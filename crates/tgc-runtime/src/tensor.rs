@@ -46,7 +46,7 @@ pub fn num_elements(shape: &[usize]) -> Option<usize> {
 /// large tensor 16 bytes past a page, so every 64-byte vector load and
 /// store of a kernel spanned two cache lines: softmax 4096×1024 on one
 /// thread of a Zen 4 EPYC took 2.00 ms on such buffers and 1.76 ms on
-/// aligned ones (same library, scratch driver, 2026-11-29). PyTorch's and
+/// aligned ones (same library, scratch driver). PyTorch's and
 /// ONNX Runtime's CPU allocators align to 64 as well.
 pub const TENSOR_ALIGN: usize = 64;
 

@@ -1,9 +1,10 @@
 //! The model `mlp` (`build.rs`: `.model(&["x"])`) from Rust: its weights
-//! loaded once into a ConstPool, from typed slices and from a
-//! `.safetensors` file by name, and `Model::run` giving the bits of the
-//! module's `run` with the weights passed by hand.
+//! loaded once into a ConstPool, from typed slices, from a `.safetensors`
+//! file by name and from a folder of `.npy` files, and `Model::run` giving
+//! the bits of the module's `run` with the weights passed by hand.
 
-use tgc::model::{write_weight, ConstPool, Safetensors, WeightSpec, POOL_ALIGN};
+use tgc::model::{write_weight, ConstPool, Npy, Safetensors, WeightSpec, POOL_ALIGN};
+use tgc::{DType, HostTensor};
 use tgc_build_demo::mlp;
 
 /// Deterministic values in [-1, 1).
@@ -60,6 +61,56 @@ fn weights_load_from_safetensors_by_name() {
     }
     let e = mlp::Model::init(&mut Safetensors::new(&file)).err().expect("no tensor `w1`");
     assert!(e.to_string().contains("no tensor `w1`"), "{e}");
+}
+
+/// `Model::init` from `DIR/<weight>.npy` and from a `.safetensors` file on
+/// disk, as a user crate reads them through the facade alone; a file of
+/// the wrong shape or a missing one is an error naming the file and the
+/// weight.
+#[test]
+fn weights_load_from_npy_and_safetensors_files() {
+    let w = weights();
+    let dir = std::env::temp_dir().join(format!("tgc-build-demo-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tensors: Vec<(String, HostTensor)> = mlp::WEIGHTS
+        .iter()
+        .zip(&w)
+        .map(|(spec, v)| (spec.name.to_string(), HostTensor::from_f32(DType::F32, spec.shape, v).unwrap()))
+        .collect();
+    for (name, t) in &tensors {
+        tgc::npy::write_npy(dir.join(format!("{name}.npy")), t).unwrap();
+    }
+    let file = dir.join("mlp.safetensors");
+    std::fs::write(&file, tgc::safetensors_io::to_safetensors(&tensors, &[]).unwrap()).unwrap();
+    let x = values(99, 3 * 16);
+    let mut want = vec![0.0f32; 3 * 8];
+    mlp::run(&x, &w[0], &w[1], &w[2], &w[3], &mut want, 3).unwrap();
+    let from_npy = mlp::Model::init(&mut Npy::dir(&dir)).unwrap();
+    let from_file = mlp::Model::init(&mut Safetensors::file(&file)).unwrap();
+    for model in [from_npy, from_file] {
+        let mut got = vec![0.0f32; 3 * 8];
+        model.run(&x, &mut got, 3).unwrap();
+        assert_eq!(got, want);
+    }
+
+    let w1 = &mlp::WEIGHTS[0];
+    let (rows, cols) = (w1.shape[0], w1.shape[1]);
+    let transposed = HostTensor::from_f32(DType::F32, &[cols, rows], &w[0]).unwrap();
+    tgc::npy::write_npy(dir.join("w1.npy"), &transposed).unwrap();
+    let e = mlp::Model::init(&mut Npy::dir(&dir)).err().expect("a transposed w1");
+    let want = format!(
+        "`{}` for weight `w1`: expected w1: f32[{rows}, {cols}], got f32[{cols}, {rows}]",
+        dir.join("w1.npy").display()
+    );
+    assert_eq!(e.to_string(), want);
+    tgc::npy::write_npy(dir.join("w1.npy"), &tensors[0].1).unwrap();
+    std::fs::rename(dir.join("b2.npy"), dir.join("mlp.b2.npy")).unwrap();
+    let e = mlp::Model::init(&mut Npy::dir(&dir)).err().expect("no b2.npy");
+    let missing = dir.join("b2.npy").display().to_string();
+    assert!(matches!(&e, tgc::Error::Io(m) if m.contains(&missing)), "{e}");
+    let renamed = |w: &str| if w == "b2" { "mlp.b2.npy".to_string() } else { format!("{w}.npy") };
+    assert!(mlp::Model::init(&mut Npy::dir(&dir).rename(renamed)).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -85,7 +85,7 @@ fn compiles_graphs_into_a_static_library_and_a_rust_file() {
     }
 }
 
-/// The generated files are written whole (issue 54 items 1 and 5): a link
+/// The generated files are written whole: a link
 /// planted at a C file or the Rust file is replaced, the files it points to
 /// keep their content (they were written through the link), and no partial
 /// file is left in the output folder.

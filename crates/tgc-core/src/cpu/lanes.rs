@@ -19,7 +19,7 @@
 //! s)` for `a` a multiple of `2s`, strided the lanes and stayed scalar;
 //! `bash scripts/bench_cpu.sh 9 --threads 1,2 --only softmax` went from
 //! 8.74 to 7.71 ms with one thread and from 4.68 to 4.11 ms with two, on
-//! a 2-core AMD EPYC, 2026-11-28, a noisy machine). For `MAX`, `MIN` and
+//! a 2-core AMD EPYC, a noisy machine). For `MAX`, `MIN` and
 //! integer `SUM` that is the sequential
 //! result; a float `SUM` differs from it by rounding only (as the GPU's warp
 //! reductions do, `crate::gpu::simt`).
@@ -36,7 +36,7 @@ use super::packed;
 /// element-wise kernel's innermost loop: two 16-wide AVX-512 vectors, four
 /// 8-wide AVX vectors. With eight, an AVX-512 clone had one vector chain
 /// per reduction and vectorised element-wise chunks at half its width.
-/// Measured on a Xeon with AVX-512, one thread, 2026-11-27, on the row
+/// Measured on a Xeon with AVX-512, one thread, on the row
 /// kernel `bench_cpu`'s softmax (4096×1024) generates, called alone (best
 /// of 15): 9.9 ms with the AVX2 clone and 8 lanes, 8.8 with an AVX-512
 /// clone, 6.8 with that clone and 32 lanes (`emit::c`'s `TGC_CLONES`);

@@ -307,20 +307,13 @@ pub struct Interior {
 /// (`cpu_rt::ukernel_direct`) whenever [`direct`] allows it: the micro-kernel
 /// then reads `a` from its rows once per panel of `b` (32 panels here),
 /// instead of packing all of it once and reading the packed copy per
-/// panel. Measured on a Zen 4 EPYC, one thread, kernels alone (best of
-/// 20–300, same bits, 2026-11-29), packed → in place: conv 3×3 → ReLU →
-/// 2×2 pool at 256 channels, 14×14 (196 columns, 7 panels) 2.95 → 2.35 ms;
-/// at 128 channels, 28×28 (784 columns) 2.48 → 2.38; at 64 channels,
-/// 56×56 (3136 columns) 2.68 → 3.03; GEMM 512³ 2.46 → 2.45, 1024³ 19.5–19.9
-/// → 19.7–20.2. The bound was 8 panels for a while, after all-MiniLM-L6-v2
-/// on two threads (`bench/`, whose projections have 384 columns) took
-/// 48–49 ms at 8×32 with 32; but those runs are bimodal on this machine
-/// (35 and 49 ms with the same code, 2026-11-29), and with the pooled
-/// epilogue in vectors, 32 panels against 8 measured the same for MiniLM
-/// (`bench/ -- 10`, 8×32 / 8×128: two threads 34.8–36.2 / 133–136 ms
-/// against 34.9–35.1 / 131–132; one thread 65–68 / 261–265 against 65 /
-/// 258–263) and the conv at 128 channels, 28×28, one thread 2.41 → 2.26
-/// ms (2026-11-29).
+/// panel. Reading in place wins while the panels are few and loses when
+/// they are many: on one thread of a Zen 4 EPYC, kernels alone, same bits,
+/// conv 3×3 → ReLU → 2×2 pool at 256 channels, 14×14 (7 panels) takes 2.95
+/// ms packed and 2.35 ms in place, at 128 channels, 28×28 (25 panels) 2.41
+/// and 2.26 ms, at 64 channels, 56×56 (98 panels) 2.68 and 3.03 ms; GEMMs
+/// and all-MiniLM-L6-v2 (`bench/`) measure the same with a bound of 8 or
+/// 32 panels.
 pub const DIRECT_COLS: usize = 32 * NR;
 const _: () = assert!(DIRECT_COLS >= NR, "the swap's in-place `a` (at most NR columns) is one of these");
 

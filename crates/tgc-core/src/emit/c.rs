@@ -659,7 +659,7 @@ struct Printer<'a> {
 /// around the call; with the variant inlined into explicit vectors,
 /// softmax 4096×1024 on one thread of a Zen 4 EPYC went from 1.61 to 1.31
 /// ms, and from 2.81 to 2.10 ms in the AVX2 copy (scratch driver, same
-/// bits, 2026-11-29). The variants are written in each ISA's intrinsics,
+/// bits). The variants are written in each ISA's intrinsics,
 /// which only a function compiled for that ISA can inline: hence copies,
 /// not `target_clones`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1286,8 +1286,8 @@ impl Printer<'_> {
                 // is that many independent folds (GCC leaves the loop
                 // scalar; one window at a time, the folds were one chain of
                 // dependent steps, 18% of the conv of `bench_cpu` at 64
-                // channels, 56×56, on one thread of an AVX-512 EPYC,
-                // 2026-11-29); then the remaining windows one by one.
+                // channels, 56×56, on one thread of an AVX-512 EPYC);
+                // then the remaining windows one by one.
                 let (out_n, window) = pk.n.split_at(pk.n.len() - r.loops.len());
                 let init = self.literal(r.op.identity(r.dtype), r.dtype);
                 let ty = compute_ty(r.dtype);
@@ -1305,7 +1305,7 @@ impl Printer<'_> {
                     // GCC kept the scalar folds' selects as branches, which
                     // the data mispredicts: the conv of `bench_cpu` at 64
                     // channels, 56×56, one thread of a Zen 4 EPYC, 2.68 ->
-                    // 2.49 ms (2026-11-29, same bits).
+                    // 2.49 ms (same bits).
                     Some((x, fold)) => {
                         let lanes: Vec<String> = (0..g).map(|l| format!("pk_cc[{l} * pk_w + pk_j]")).collect();
                         let inits = vec![init.clone(); g].join(", ");
@@ -2749,8 +2749,8 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
 
 /// Columns of a packed kernel's epilogue computed per group of constant
 /// size, so that GCC vectorises the group (pooled: windows, whose folds
-/// then run side by side); 8 is one AVX2 vector of `f32`. On a 1024³ GEMM on one thread of an AVX2 EPYC (2026-11-28,
-/// `perf record`), the generated code's share of the samples (packing and
+/// then run side by side); 8 is one AVX2 vector of `f32`. On a 1024³ GEMM
+/// on one thread of an AVX2 EPYC (`perf record`), the generated code's share of the samples (packing and
 /// epilogue; the rest is the micro-kernel) went from 14.5% to 12.5%.
 const EPILOGUE_GROUP: usize = 8;
 
@@ -2771,8 +2771,7 @@ const EPILOGUE_GROUP: usize = 8;
 /// it also defines `TGC_VECTOR_ABI`: `tgc_exp2f` is then a function of the
 /// x86-64 vector function ABI with hand-written variants per width (see
 /// the helper), which a vectorised loop calls; softmax 4096×1024 on one
-/// thread of a Zen 4 EPYC: 2.13 → 1.70 ms (scratch driver, best of 40,
-/// 2026-11-29).
+/// thread of a Zen 4 EPYC: 2.13 → 1.70 ms (scratch driver, best of 40).
 ///
 /// `TGC_MAX_ISA`, a macro the compile may set (`-DTGC_MAX_ISA=N`, N the
 /// [`RtIsa::level`] of `tgc_runtime::cpu_rt::Isa`: 2 AVX-512F, the default;
@@ -2812,7 +2811,7 @@ const CLONES: &str = "/* Kernels in AVX-512, AVX2 (with FMA) and baseline versio
 /// 12 no longer if-converted the `tgc_exp2f` of softmax's row group (the
 /// rows' buffers came from the scratch stack instead of `malloc`), and the
 /// loop ran scalar: 45 ms instead of 10 ms for 4096×1024 on one thread of
-/// an AVX2 EPYC (2026-11-27). Not inlined, so the attribute holds; it runs
+/// an AVX2 EPYC. Not inlined, so the attribute holds; it runs
 /// once per buffer and scope.
 const FRESH: &str =
     "/* Scratch memory is fresh: like malloc's result it aliases nothing (see tgc_core's emit::c::FRESH). */

@@ -579,10 +579,11 @@ fn tensor_map_arg(l: &simt::Launch, q: &crate::gpu::ir::Param, of_buf: &[StepArg
 }
 
 /// A grid expression of a kernel launched with `args` as Rust of type
-/// `i64` over `__dims`. The operations wrap: the dims were checked, so
-/// every size the grid is computed from fits `i64`; division, floor
-/// division and `%` are only by positive constants (block sizes, strides),
-/// anything else is `Internal`.
+/// `i64` over `__dims`, with [`BinOp::eval`]'s value wherever that is
+/// defined (a property test below holds it to that). `+`, `-`, `*` wrap:
+/// the dims were checked, so every size the grid is computed from fits
+/// `i64`; division, floor division and `%` are only by positive constants
+/// (block sizes, strides), anything else is `Internal`.
 fn grid_expr(e: &Expr, args: &[LaunchArg]) -> DResult<String> {
     Ok(match e {
         Expr::Const(v) => format!("{v}i64"),
@@ -668,5 +669,224 @@ mod tests {
             }
         }
         assert!(floored, "no grid floors a size; the test no longer covers FloorDiv");
+    }
+
+    /// The value of a printed grid expression as Rust gives it: a tiny
+    /// reader of exactly the Rust `grid_expr` prints, each form given its
+    /// meaning by Rust's own `i64` operations (`/` and `%` panic where
+    /// `checked_div`/`checked_rem` give `None`), and typed, so a printed
+    /// `bool` where an `i64` belongs fails as rustc would fail it.
+    mod printed {
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub enum V {
+            I(i64),
+            B(bool),
+        }
+
+        pub fn value(text: &str, dims: &[i64]) -> Result<i64, String> {
+            let mut r = Reader { s: text.as_bytes(), at: 0, dims };
+            let v = r.expr()?;
+            r.skip();
+            match (v, r.at == r.s.len()) {
+                (V::I(v), true) => Ok(v),
+                (v, _) => Err(format!("{v:?}, then `{}`", &text[r.at..])),
+            }
+        }
+
+        struct Reader<'a> {
+            s: &'a [u8],
+            at: usize,
+            dims: &'a [i64],
+        }
+
+        impl Reader<'_> {
+            fn skip(&mut self) {
+                while self.s.get(self.at) == Some(&b' ') {
+                    self.at += 1;
+                }
+            }
+
+            fn eat(&mut self, tok: &str) -> bool {
+                self.skip();
+                let hit = self.s[self.at..].starts_with(tok.as_bytes());
+                if hit {
+                    self.at += tok.len();
+                }
+                hit
+            }
+
+            fn expect(&mut self, tok: &str) -> Result<(), String> {
+                if self.eat(tok) {
+                    Ok(())
+                } else {
+                    Err(format!("`{tok}` expected at byte {}", self.at))
+                }
+            }
+
+            fn int(&mut self, v: V) -> Result<i64, String> {
+                match v {
+                    V::I(v) => Ok(v),
+                    V::B(_) => Err(format!("a bool where an i64 belongs, byte {}", self.at)),
+                }
+            }
+
+            /// `postfix [(< | <= | !=) postfix]` (`/`, `%` bind tighter).
+            fn expr(&mut self) -> Result<V, String> {
+                let a = self.term()?;
+                for (tok, op) in [("<=", i64::le as fn(&i64, &i64) -> bool), ("<", i64::lt), ("!=", i64::ne)] {
+                    if self.eat(tok) {
+                        let (x, b) = (self.int(a)?, self.term()?);
+                        return Ok(V::B(op(&x, &self.int(b)?)));
+                    }
+                }
+                Ok(a)
+            }
+
+            fn term(&mut self) -> Result<V, String> {
+                let a = self.postfix()?;
+                for (tok, op) in [("/", i64::checked_div as fn(i64, i64) -> Option<i64>), ("%", i64::checked_rem)] {
+                    if self.eat(tok) {
+                        let (x, b) = (self.int(a)?, self.postfix()?);
+                        return op(x, self.int(b)?).map(V::I).ok_or_else(|| format!("`{tok}` panics"));
+                    }
+                }
+                Ok(a)
+            }
+
+            fn postfix(&mut self) -> Result<V, String> {
+                let mut v = self.primary()?;
+                loop {
+                    if self.eat("as i64") {
+                        v = V::I(match v {
+                            V::I(x) => x,
+                            V::B(b) => b as i64,
+                        });
+                    } else if self.eat(".") {
+                        let start = self.at;
+                        while self.s[self.at].is_ascii_alphanumeric() || self.s[self.at] == b'_' {
+                            self.at += 1;
+                        }
+                        let name = std::str::from_utf8(&self.s[start..self.at]).unwrap().to_string();
+                        self.expect("(")?;
+                        let (x, y) = (self.int(v)?, self.expr()?);
+                        let y = self.int(y)?;
+                        self.expect(")")?;
+                        v = V::I(match name.as_str() {
+                            "wrapping_add" => x.wrapping_add(y),
+                            "wrapping_sub" => x.wrapping_sub(y),
+                            "wrapping_mul" => x.wrapping_mul(y),
+                            "div_euclid" => x.checked_div_euclid(y).ok_or("`div_euclid` panics")?,
+                            "min" => x.min(y),
+                            "max" => x.max(y),
+                            other => return Err(format!("no method `{other}` on i64 here")),
+                        });
+                    } else {
+                        return Ok(v);
+                    }
+                }
+            }
+
+            fn primary(&mut self) -> Result<V, String> {
+                if self.eat("(") {
+                    let v = self.expr()?;
+                    self.expect(")")?;
+                    return Ok(v);
+                }
+                if self.eat("__dims[") {
+                    let k = self.literal()?;
+                    self.expect("]")?;
+                    return self.dims.get(k as usize).map(|&d| V::I(d)).ok_or_else(|| format!("no dim {k}"));
+                }
+                if self.eat("if ") {
+                    let c = self.expr()?;
+                    self.expect("{")?;
+                    let a = self.expr()?;
+                    self.expect("}")?;
+                    self.expect("else")?;
+                    self.expect("{")?;
+                    let b = self.expr()?;
+                    self.expect("}")?;
+                    return match c {
+                        V::B(true) => Ok(a),
+                        V::B(false) => Ok(b),
+                        V::I(_) => Err("an `if` on an i64".into()),
+                    };
+                }
+                Ok(V::I(self.literal()?))
+            }
+
+            /// A decimal literal, with or without its `i64` suffix.
+            fn literal(&mut self) -> Result<i64, String> {
+                self.skip();
+                let start = self.at;
+                if self.s.get(self.at) == Some(&b'-') {
+                    self.at += 1;
+                }
+                while self.s.get(self.at).is_some_and(u8::is_ascii_digit) {
+                    self.at += 1;
+                }
+                let digits = std::str::from_utf8(&self.s[start..self.at]).unwrap();
+                let v = digits.parse().map_err(|_| format!("a literal expected at byte {start}"))?;
+                self.eat("i64");
+                Ok(v)
+            }
+        }
+    }
+
+    /// The launch arguments of the property test: parameter `p` is dim
+    /// `p` for `p < 3`, the constant 7 for `p = 3`.
+    fn grid_args() -> Vec<LaunchArg> {
+        vec![LaunchArg::Dim(0), LaunchArg::Dim(1), LaunchArg::Dim(2), LaunchArg::Int(7)]
+    }
+
+    /// A grid expression over the operations `grid_expr` prints: dims,
+    /// constants and integers of either sign, `+ - * min max < <=`,
+    /// selects, and `/ % floord` by positive constants.
+    fn grid() -> proptest::strategy::BoxedStrategy<Expr> {
+        use crate::gpu::ir::ParamId;
+        use proptest::prelude::*;
+        let leaf = prop_oneof![(-40..40i64).prop_map(Expr::c), (0..4u32).prop_map(|p| Expr::Param(ParamId(p)))];
+        leaf.prop_recursive(4, 32, 3, |inner| {
+            let total = prop_oneof![
+                Just(BinOp::Add),
+                Just(BinOp::Sub),
+                Just(BinOp::Mul),
+                Just(BinOp::Min),
+                Just(BinOp::Max),
+                Just(BinOp::Lt),
+                Just(BinOp::Le)
+            ];
+            let division = prop_oneof![Just(BinOp::Div), Just(BinOp::Rem), Just(BinOp::FloorDiv)];
+            prop_oneof![
+                (total, inner.clone(), inner.clone()).prop_map(|(op, a, b)| Expr::bin(op, a, b)),
+                (division, inner.clone(), 1..9i64).prop_map(|(op, a, q)| Expr::bin(op, a, Expr::c(q))),
+                (inner.clone(), inner.clone(), inner).prop_map(|(c, a, b)| c.select(a, b)),
+            ]
+        })
+        .boxed()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// The Rust a grid prints as has the value [`Expr::eval`] gives the
+        /// grid, at dims of either sign (where C truncation, Rust's `/` and
+        /// floor division part), wherever that value is defined.
+        #[test]
+        fn printed_grids_mean_what_eval_says(e in grid(), dims in proptest::array::uniform3(-50..50i64)) {
+            let args = grid_args();
+            let mut leaf = |x: crate::gpu::ir::Leaf| match x {
+                crate::gpu::ir::Leaf::Param(p) => match args[p.0 as usize] {
+                    LaunchArg::Dim(k) => Ok(dims[k]),
+                    LaunchArg::Int(v) => Ok(v),
+                    LaunchArg::Buffer(_) | LaunchArg::TensorMap => Err(()),
+                },
+                other => panic!("the strategy made a {other:?}"),
+            };
+            let text = grid_expr(&e, &args).map_err(|d| proptest::test_runner::TestCaseError::fail(d.to_string()))?;
+            if let Ok(v) = e.eval(&mut leaf, &|_| ()) {
+                proptest::prop_assert_eq!(printed::value(&text, &dims), Ok(v), "{}", text);
+            }
+        }
     }
 }

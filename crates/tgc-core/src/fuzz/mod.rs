@@ -1,4 +1,4 @@
-//! Fuzz targets (issue 18): one function per input format a user can hand
+//! Fuzz targets: one function per input format a user can hand
 //! to tgc, each taking arbitrary bytes, and a structure-aware target
 //! ([`graphs`]) whose bytes choose a valid graph that every evaluator must
 //! compute alike. A target returns normally for every input; it panics only

@@ -325,7 +325,7 @@ pub fn match_attention(g: &Graph) -> DResult<AttentionGraph> {
     }
     vars2[t2.out] = Some(Var::N);
     vars2[c2] = Some(Var::C);
-    let chain = lower::epilogue_chain(g, &t2, r2, &ext2)?;
+    let chain = lower::epilogue_chain(g, &book, &t2, r2, &ext2)?;
     // A rounding of the sum to the operands' dtype is the store's when the
     // output has that dtype.
     let out = g.dtype(chain.end);

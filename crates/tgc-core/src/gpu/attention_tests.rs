@@ -67,7 +67,7 @@ struct Prefer(Algorithm);
 
 impl Estimator for Prefer {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
-        if attention_algorithm(plan) == Some(self.0.algo_choice()) {
+        if attention_algorithm(plan) == Some(self.0) {
             Ok(Estimate { time_s: 0.0, limit: Limit::Compute })
         } else {
             Analytic.estimate(plan, problem, target)
@@ -82,8 +82,7 @@ struct PreferRows(Algorithm, u64);
 impl Estimator for PreferRows {
     fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> DResult<Estimate> {
         let rows = plan.tile.as_ref().map(|t| t.value[0]);
-        let time_s =
-            if attention_algorithm(plan) == Some(self.0.algo_choice()) && rows == Some(self.1) { 0.0 } else { 1.0 };
+        let time_s = if attention_algorithm(plan) == Some(self.0) && rows == Some(self.1) { 0.0 } else { 1.0 };
         Ok(Estimate { time_s, limit: Limit::Compute })
     }
 }
@@ -101,7 +100,7 @@ fn check_with(g: &Graph, tol: f64, algo: Algorithm, rows: Option<u64>) -> GpuPro
     let [l] = &prog.launches[..] else { panic!("{} launches: {notes:?}", prog.launches.len()) };
     assert_eq!(l.form, Form::Attention, "{}", l.kernel);
     let plan = l.plan.as_ref().expect("the attention launch's plan");
-    assert_eq!(attention_algorithm(plan), Some(algo.algo_choice()));
+    assert_eq!(attention_algorithm(plan), Some(algo));
     if let Some(r) = rows {
         assert_eq!((plan.tile.as_ref().map(|t| t.value[0]), l.kernel.block[0]), (Some(r), r as u32 * 2));
     }
@@ -112,7 +111,7 @@ fn check_with(g: &Graph, tol: f64, algo: Algorithm, rows: Option<u64>) -> GpuPro
 fn check(g: &Graph, tol: f64) -> GpuProgram {
     let (prog, _) = lower_program_noting(g, &SM80, &Analytic).unwrap_or_else(|e| panic!("{e}"));
     let plan = prog.launches.first().and_then(|l| l.plan.as_ref()).expect("the attention launch's plan");
-    let algo = Algorithm::ALL.into_iter().find(|a| attention_algorithm(plan) == Some(a.algo_choice())).unwrap();
+    let algo = Algorithm::ALL.into_iter().find(|&a| attention_algorithm(plan) == Some(a)).unwrap();
     check_with(g, tol, algo, None)
 }
 
@@ -163,7 +162,7 @@ fn the_model_prefers_online_softmax_and_costs_the_second_pass() {
     assert!((1.4..1.6).contains(&ratio), "{two:?} / {online:?} = {ratio}");
     let prog = lower_program_for(&g, Some(&SM80)).unwrap();
     let plan = prog.launches[0].plan.as_ref().unwrap();
-    assert_eq!(attention_algorithm(plan), Some("online_softmax"));
+    assert_eq!(attention_algorithm(plan), Some(Algorithm::OnlineSoftmax));
 }
 
 /// The causal mask is recognised as a guarded −inf bias, and the key loop
@@ -378,7 +377,7 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
             // One warpgroup per 64 query rows of a CTA.
             assert_eq!(l.kernel.block, [rows as u32 * 2, 1, 1]);
             assert_eq!(l.plan.as_ref().and_then(|p| p.tile.as_ref()).map(|t| t.value[0]), Some(rows));
-            assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo.algo_choice()));
+            assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo));
             let p = super::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
             if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {
                 let kernels = p.kernels();

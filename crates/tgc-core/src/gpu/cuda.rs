@@ -18,7 +18,7 @@
 //! | `LdMatrix` | `ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 {…}, [a];` ("Warp Level Matrix Load Instruction: ldmatrix") |
 //! | `MmaSync` | `mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32 {d}, {a}, {b}, {c};` ("Warp Level Matrix Multiply-Accumulate Instructions: mma", "Matrix Fragments for mma.m16n8k16 with floating point type") |
 //! | `MovF32` | `r[i] = 0.0f;` |
-//! | `Epilogue` | the ops in `f32` on the accumulator, in place |
+//! | `Epilogue` | the ops on the accumulator, in place, in `f32` (GELU, its tanh form and tanh through `double`: `ir::EpilogueOp` states each formula) |
 //! | `StGlobalVec` | `st.global[.v2/.v4].{b16,b32,f32}` ("Data Movement and Conversion Instructions: st"); 16-bit values packed in pairs into `.b32` words above two elements |
 //! | `GridDepControlWait` | `griddepcontrol.wait;` ("griddepcontrol", sm_90) |
 //! | `MbarrierInit`, `FenceMbarrierInit`, `MbarrierArriveExpectTx`, `MbarrierWait`, `TmaLoad`, `WgmmaFence`, `Wgmma`, `WgmmaCommit`, `WgmmaWait` | the SM90 statements, `cuda_sm90.rs` (`mbarrier.*`, `cp.async.bulk.tensor.2d`, `wgmma.*`) |
@@ -434,8 +434,11 @@ impl<'k> Printer<'k> {
             k.smem.iter().enumerate().map(|(i, b)| name(&format!("{}_smem", b.name), format!("smem{i}"))).collect();
         let vars = k.vars.iter().enumerate().map(|(i, v)| name(v, format!("v{i}"))).collect();
         let threads = k.threads();
-        if threads == 0 || threads > 1024 {
-            return Err(GpuError::new(Fault::BadValue, None, format!("{threads} threads per block (1 to 1024)")).into());
+        let most = k.arch.target().max_threads_per_block;
+        if threads == 0 || threads > most {
+            return Err(
+                GpuError::new(Fault::BadValue, None, format!("{threads} threads per block (1 to {most})")).into()
+            );
         }
         Ok(Printer { k, params, vars, regs, smem, next: 0 })
     }
@@ -997,6 +1000,18 @@ impl<'k> Printer<'k> {
                 EpilogueOp::Relu => writeln!(out, "{inner}tgc_v = fmaxf(tgc_v, 0.0f);").unwrap(),
                 EpilogueOp::Silu => writeln!(out, "{inner}tgc_v = tgc_v / (1.0f + expf(-tgc_v));").unwrap(),
                 EpilogueOp::Gelu => {
+                    use crate::frontend::ops::elementwise::{AS_A, AS_P};
+                    let [a1, a2, a3, a4, a5] = AS_A;
+                    let r = std::f64::consts::FRAC_1_SQRT_2;
+                    writeln!(
+                        out,
+                        "{inner}{{ const double x = tgc_v; const double a = fabs(x * {r:?}); const double t = 1.0 / (1.0 + \
+                         {AS_P:?} * a); const double q = t * ({a1:?} + t * ({a2:?} + t * ({a3:?} + t * ({a4:?} + t * \
+                         {a5:?})))) * exp(-a * a); tgc_v = (float)(0.5 * x * (x < 0.0 ? q : 2.0 - q)); }}"
+                    )
+                    .unwrap()
+                }
+                EpilogueOp::GeluTanh => {
                     let c = (2.0f64 / std::f64::consts::PI).sqrt();
                     writeln!(
                         out,
@@ -1004,6 +1019,7 @@ impl<'k> Printer<'k> {
                     )
                     .unwrap()
                 }
+                EpilogueOp::Tanh => writeln!(out, "{inner}tgc_v = (float)tanh((double)tgc_v);").unwrap(),
                 EpilogueOp::Cast(DType::F16) => {
                     writeln!(out, "{inner}tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));").unwrap()
                 }
@@ -1111,6 +1127,8 @@ fn op_name(op: &EpilogueOp) -> String {
         EpilogueOp::Relu => "relu".into(),
         EpilogueOp::Silu => "silu".into(),
         EpilogueOp::Gelu => "gelu".into(),
+        EpilogueOp::GeluTanh => "gelu_tanh".into(),
+        EpilogueOp::Tanh => "tanh".into(),
         EpilogueOp::Residual { .. } => "residual".into(),
         EpilogueOp::Cast(d) => format!("cast({d})"),
     }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::gpu::toolchain::sass_opcodes;
+use crate::plan::{AlgoChoice, Epilogue, MatmulAlgo};
 
 fn v(i: u32) -> Expr {
     Expr::Var(VarId(i))
@@ -166,6 +167,8 @@ fn misc_kernel() -> Kernel {
                 EpilogueOp::Residual { param: ParamId(1), at: v(t) * p(3) },
                 EpilogueOp::Silu,
                 EpilogueOp::Gelu,
+                EpilogueOp::GeluTanh,
+                EpilogueOp::Tanh,
                 EpilogueOp::Cast(DType::BF16),
                 EpilogueOp::Cast(DType::F16),
             ],
@@ -345,6 +348,9 @@ fn misc_statements_print_with_c_names_and_wide_integers() {
         "float_[3] = 3.0f;",
         "tgc_copy_sync(stage_smem + (unsigned)(t * 8), x + (t * 4), 8u, (unsigned)(tgc_max(tgc_min((n - (t * 4)), 4), 0) * 2));",
         "tgc_v += tgc_bf16_to_f32(res[(t * n)]);",
+        "// epilogue: residual, silu, gelu, gelu_tanh, tanh, cast(bf16), cast(f16)",
+        "tgc_v = (float)(0.5 * x * (x < 0.0 ? q : 2.0 - q));",
+        "tgc_v = (float)tanh((double)tgc_v);",
         "st.global.v4.f32 [%0], {%1, %2, %3, %4};",
         "st.global.v2.b32 [%0], {%1, %2};",
         "\"r\"(tgc_pack_b16x2(tgc_f32_to_bf16(float_[0]), tgc_f32_to_bf16(float_[1])))",
@@ -462,7 +468,7 @@ mod template {
         let mut plans = Vec::new();
         for p in &sp.valid {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             let (mut k, _) = sm80::build(&p, &gemm()).unwrap();
             k.name = plan_name(&p);
             kernels.push(k);
@@ -527,7 +533,7 @@ mod template {
         let (mut kernels, mut clustered) = (Vec::new(), Vec::new());
         for p in &sp.valid {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             for layout in [BLayout::KN, BLayout::NK] {
                 let (mut k, params) = sm80::build(&p, &Gemm { b_layout: layout, ..gemm() }).unwrap();
                 assert!(params.tensor_maps.is_some());
@@ -608,10 +614,10 @@ mod template {
     #[test]
     fn split_k_and_staged_c_kernels_compile() {
         let mut kernels = Vec::new();
-        for (algo, name) in [("splitk_serial", "serial"), ("splitk_parallel", "parallel")] {
+        for (algo, name) in [(MatmulAlgo::SplitkSerial, "serial"), (MatmulAlgo::SplitkParallel, "parallel")] {
             let mut p = space::gemm_plan(&plan::target::SM80, [64, 64, 32], [64, 32], 3, 8);
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
-            p.algo_choice[0].value.value = Spanned::new(algo.to_string());
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
+            p.algo_choice[0].value = AlgoChoice::Matmul(algo);
             let mut g = gemm();
             g.split_k = 3;
             let (mut k, _) = sm80::build(&p, &g).unwrap_or_else(|e| panic!("{algo}: {e}"));

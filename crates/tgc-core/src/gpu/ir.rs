@@ -72,12 +72,21 @@
 //!    through mbarriers; `SetMaxNReg` is a warpgroup collective whose
 //!    count is a multiple of 8 in 24..=256, and the roles' budgets fit the
 //!    SM's 64K registers (PTX ISA "setmaxnreg").
+//! 9. Clusters: a kernel of more than one CTA per cluster is for sm90,
+//!    its cluster one-dimensional and at most 8 CTAs; a multicast
+//!    `TmaLoad` names CTAs of the cluster and a remote `MbarrierArrive`
+//!    needs one; `ClusterSync` is a collective of the whole CTA; a kernel
+//!    whose CTAs reach a peer's shared memory syncs the cluster after its
+//!    mbarriers' initialisation and at its end, so no CTA exits while a
+//!    peer may still write its shared memory (PTX ISA "Distributed Shared
+//!    Memory").
 //!
 //! Units: global offsets ([`GlobalRef::offset`]) are in elements of the
 //! pointer's dtype; shared offsets ([`SmemRef::offset`]) are in bytes from
 //! the buffer's start before the swizzle; copy sizes are in bytes. Integer
 //! expressions are evaluated in `i64` with C semantics (`/` and `%`
-//! truncate); comparisons give 0 or 1.
+//! truncate); comparisons give 0 or 1; what C leaves undefined (division
+//! by zero, overflow) is an error: [`BinOp::eval`], [`Expr::eval`].
 //!
 //! The text form (`Display` of [`Kernel`], the future `gpu` dump stage) is
 //! in `write.rs`.
@@ -88,6 +97,7 @@
 
 use std::fmt;
 
+use crate::plan::target::{self, Target};
 use crate::tiny::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -111,6 +121,15 @@ impl Arch {
 
     pub fn parse(s: &str) -> Option<Arch> {
         [Arch::Sm80, Arch::Sm90].into_iter().find(|a| a.name() == s)
+    }
+
+    /// The hardware row kernels for this architecture are checked against
+    /// (grid, thread, register and shared-memory limits).
+    pub fn target(self) -> &'static Target {
+        match self {
+            Arch::Sm80 => &target::SM80,
+            Arch::Sm90 => &target::SM90,
+        }
     }
 }
 
@@ -259,6 +278,91 @@ impl BinOp {
             BinOp::LOr => "||",
         }
     }
+
+    /// `x op y` in `i64` with C semantics (C11 §6.5.5–§6.5.14): `/`
+    /// truncates toward zero and `%` takes the dividend's sign; `>>` is
+    /// arithmetic (what nvcc and every C compiler tgc targets do with a
+    /// negative left operand); comparisons and `&&`/`||` give 0 or 1.
+    ///
+    /// Where C leaves the result undefined the answer is an [`EvalError`],
+    /// never a panic and never a wrapped value: division or remainder by
+    /// zero, a result outside `i64` (`+`, `-`, `*`, `i64::MIN / -1`,
+    /// `i64::MIN % -1`, a `<<` that shifts out significant bits), a shift
+    /// count outside `0..64`, and a [`BinOp::FloorDiv`] divisor that is not
+    /// positive.
+    ///
+    /// This is the one definition of the operators' meaning: the verifier,
+    /// the emulator and launch evaluation call it (through [`Expr::eval`]),
+    /// and a property test holds the Rust grid printer to it.
+    pub fn eval(self, x: i64, y: i64) -> Result<i64, EvalError> {
+        let fail = |why| EvalError { op: self, x, y, why };
+        let shift = || u32::try_from(y).ok().filter(|&n| n < 64).ok_or(fail(Undefined::ShiftCount));
+        let nonzero = || if y == 0 { Err(fail(Undefined::DivisionByZero)) } else { Ok(y) };
+        let overflow = |v: Option<i64>| v.ok_or(fail(Undefined::Overflow));
+        Ok(match self {
+            BinOp::Add => overflow(x.checked_add(y))?,
+            BinOp::Sub => overflow(x.checked_sub(y))?,
+            BinOp::Mul => overflow(x.checked_mul(y))?,
+            BinOp::Div => overflow(x.checked_div(nonzero()?))?,
+            BinOp::Rem => overflow(x.checked_rem(nonzero()?))?,
+            BinOp::FloorDiv if y > 0 => x.div_euclid(y),
+            BinOp::FloorDiv => return Err(fail(Undefined::FloorDivisor)),
+            BinOp::Min => x.min(y),
+            BinOp::Max => x.max(y),
+            BinOp::And => x & y,
+            BinOp::Or => x | y,
+            BinOp::Xor => x ^ y,
+            BinOp::Shl => {
+                let n = shift()?;
+                let v = x << n;
+                if v >> n != x {
+                    return Err(fail(Undefined::Overflow));
+                }
+                v
+            }
+            BinOp::Shr => x >> shift()?,
+            BinOp::Lt => (x < y) as i64,
+            BinOp::Le => (x <= y) as i64,
+            BinOp::Eq => (x == y) as i64,
+            BinOp::Ne => (x != y) as i64,
+            BinOp::LAnd => (x != 0 && y != 0) as i64,
+            BinOp::LOr => (x != 0 || y != 0) as i64,
+        })
+    }
+}
+
+/// Why a [`BinOp`] has no value on two operands ([`BinOp::eval`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalError {
+    pub op: BinOp,
+    pub x: i64,
+    pub y: i64,
+    pub why: Undefined,
+}
+
+/// The cases C leaves undefined, which [`BinOp::eval`] refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Undefined {
+    /// `/` or `%` by 0.
+    DivisionByZero,
+    /// The exact result is outside `i64`.
+    Overflow,
+    /// A shift count outside `0..64`.
+    ShiftCount,
+    /// A `floord` divisor that is not positive.
+    FloorDivisor,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self.why {
+            Undefined::DivisionByZero => "divides by zero",
+            Undefined::Overflow => "overflows i64",
+            Undefined::ShiftCount => "shifts by a count outside 0..64",
+            Undefined::FloorDivisor => "floor-divides by a divisor that is not positive",
+        };
+        write!(f, "`{} {} {}` {why}", self.x, self.op.symbol(), self.y)
+    }
 }
 
 /// An integer expression: addresses, loop bounds, predicates.
@@ -344,6 +448,45 @@ impl Expr {
         }
     }
 
+    /// The value of `self` with C semantics ([`BinOp::eval`]), where
+    /// `leaf` gives the value of each [`Leaf`] (or the caller's error for
+    /// one it cannot read) and `undefined` turns an operator's
+    /// [`EvalError`] into that error.
+    /// As in C, a `Select` evaluates only the chosen operand and `&&`/`||`
+    /// skip their right operand when the left decides (so `d != 0 && n / d`
+    /// is defined at `d = 0`).
+    pub fn eval<E>(
+        &self,
+        leaf: &mut impl FnMut(Leaf) -> Result<i64, E>,
+        undefined: &impl Fn(EvalError) -> E,
+    ) -> Result<i64, E> {
+        match self {
+            Expr::Const(v) => Ok(*v),
+            Expr::Param(p) => leaf(Leaf::Param(*p)),
+            Expr::Var(v) => leaf(Leaf::Var(*v)),
+            Expr::ThreadIdx(d) => leaf(Leaf::ThreadIdx(*d)),
+            Expr::BlockIdx(d) => leaf(Leaf::BlockIdx(*d)),
+            Expr::GridDim(d) => leaf(Leaf::GridDim(*d)),
+            Expr::Select(c, a, b) => {
+                if c.eval(leaf, undefined)? != 0 {
+                    a.eval(leaf, undefined)
+                } else {
+                    b.eval(leaf, undefined)
+                }
+            }
+            Expr::Bin(op, a, b) => {
+                let x = a.eval(leaf, undefined)?;
+                match (op, x) {
+                    (BinOp::LAnd, 0) => return Ok(0),
+                    (BinOp::LOr, x) if x != 0 => return Ok(1),
+                    _ => {}
+                }
+                let y = b.eval(leaf, undefined)?;
+                op.eval(x, y).map_err(undefined)
+            }
+        }
+    }
+
     /// Calls `f` on every sub-expression, this one first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);
@@ -372,6 +515,17 @@ impl Expr {
         });
         dep
     }
+}
+
+/// The leaves of an [`Expr`] whose value depends on where it is evaluated
+/// (what [`Expr::eval`] asks its caller for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaf {
+    Param(ParamId),
+    Var(VarId),
+    ThreadIdx(Dim),
+    BlockIdx(Dim),
+    GridDim(Dim),
 }
 
 impl From<i64> for Expr {
@@ -712,10 +866,16 @@ pub enum EpilogueOp {
     Bias { param: ParamId, at: Expr },
     /// `v = max(v, 0)`.
     Relu,
-    /// `v = v / (1 + exp(-v))`.
+    /// `v = v / (1 + exp(-v))`, in f32.
     Silu,
-    /// `v = 0.5 v (1 + tanh(√(2/π)(v + 0.044715 v³)))` (the tanh form).
+    /// `v = 0.5 v (1 + erf(v/√2))`, in f64 with `erf` by the frontend's
+    /// Abramowitz & Stegun 7.1.26 ([`crate::frontend::ops::elementwise::erfc_abs_f64`],
+    /// absolute error ≤ 1.5e-7): the graph language's `gelu`.
     Gelu,
+    /// `v = 0.5 v (1 + tanh(√(2/π)(v + 0.044715 v³)))`, in f64: `gelu_tanh`.
+    GeluTanh,
+    /// `v = tanh(v)`, in f64.
+    Tanh,
     /// `v += residual[at]`.
     Residual { param: ParamId, at: Expr },
     /// Round `v` to `dtype` (stays an `f32` register).
@@ -1338,3 +1498,68 @@ impl fmt::Display for GpuError {
 impl std::error::Error for GpuError {}
 
 pub use super::write::ExprText;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`BinOp::eval`]: C's truncating `/` and `%`, floor division,
+    /// arithmetic `>>`; what C leaves undefined is an error naming why.
+    #[test]
+    fn integer_operators_have_their_c_meaning() {
+        use BinOp::*;
+        let defined = [
+            (Div, -7, 2, -3),
+            (Rem, -7, 2, -1),
+            (Rem, 7, -2, 1),
+            (FloorDiv, -7, 2, -4),
+            (Shr, -8, 1, -4),
+            (Shl, 3, 4, 48),
+            (Shl, -1, 63, i64::MIN),
+            (And, 12, 10, 8),
+            (Div, i64::MIN, 1, i64::MIN),
+            (LAnd, 2, -1, 1),
+        ];
+        for (op, x, y, v) in defined {
+            assert_eq!(op.eval(x, y), Ok(v), "{x} {} {y}", op.symbol());
+        }
+        let undefined = [
+            (Div, i64::MIN, -1, Undefined::Overflow),
+            (Rem, i64::MIN, -1, Undefined::Overflow),
+            (Div, 1, 0, Undefined::DivisionByZero),
+            (Rem, 1, 0, Undefined::DivisionByZero),
+            (Add, i64::MAX, 1, Undefined::Overflow),
+            (Mul, i64::MIN, -1, Undefined::Overflow),
+            (Shl, i64::MAX, 1, Undefined::Overflow),
+            (Shl, 1, 64, Undefined::ShiftCount),
+            (Shr, 1, -1, Undefined::ShiftCount),
+            (FloorDiv, 1, 0, Undefined::FloorDivisor),
+            (FloorDiv, 1, -2, Undefined::FloorDivisor),
+        ];
+        for (op, x, y, why) in undefined {
+            assert_eq!(op.eval(x, y), Err(EvalError { op, x, y, why }));
+        }
+        let e = Div.eval(i64::MIN, -1).unwrap_err();
+        assert_eq!(e.to_string(), "`-9223372036854775808 / -1` overflows i64");
+    }
+
+    /// [`Expr::eval`] evaluates what C evaluates: the chosen operand of a
+    /// select, the right operand of `&&`/`||` only when the left does not
+    /// decide; leaves come from the caller.
+    #[test]
+    fn expressions_evaluate_as_c_does() {
+        let by_zero = Expr::c(1) / Expr::c(0);
+        let no_leaf = |_: Leaf| -> Result<i64, String> { Err("no leaf".into()) };
+        let undefined = |e: EvalError| e.to_string();
+        assert_eq!(Expr::c(0).and(by_zero.clone()).eval(&mut { no_leaf }, &undefined), Ok(0));
+        assert_eq!(Expr::bin(BinOp::LOr, Expr::c(3), by_zero.clone()).eval(&mut { no_leaf }, &undefined), Ok(1));
+        assert_eq!(Expr::c(0).select(by_zero.clone(), 5).eval(&mut { no_leaf }, &undefined), Ok(5));
+        assert_eq!(by_zero.eval(&mut { no_leaf }, &undefined), Err("`1 / 0` divides by zero".into()));
+        let x = Expr::ThreadIdx(Dim::X);
+        let mut leaf = |l: Leaf| match l {
+            Leaf::ThreadIdx(Dim::X) => Ok(-9),
+            other => Err(format!("{other:?}")),
+        };
+        assert_eq!((x.clone() / 4 + x % 4).eval(&mut leaf, &undefined), Ok(-2 + -1));
+    }
+}

@@ -12,11 +12,16 @@
 //!   loader's guards), operands in any layout reached through movements;
 //!   every size concrete (bound with `--dim`);
 //! - after the sum, a chain of single-use nodes, each one of: `CAST` to the
-//!   operand dtype before any other op (the rounding of `001` §0);
+//!   operand dtype before any other op (the rounding of `001` §0) or
+//!   before an activation (not repeated: the epilogue keeps f32 between
+//!   its ops and rounds at the store);
 //!   `RESHAPE`s that only add or drop size-1 axes and `PERMUTE`s (they
 //!   decide the output's layout); `ADD` of an input with the output's
 //!   layout (`residual`) or broadcast along some of its axes (`bias`, one
-//!   per kernel); `RELU`. The chain's end is the graph's only output.
+//!   per kernel); `RELU`; the decomposition of SiLU, GELU (erf or tanh
+//!   form) or tanh ([`EPILOGUE_ACTIVATIONS`], recognised as the frontend
+//!   writes it), before any pooling. The chain's end is the graph's only
+//!   output.
 //!
 //! The GEMM's axes come from the output's layout: `N` is its innermost run
 //! of variables that only one operand (`B`) reads, `M` the run before it
@@ -36,9 +41,12 @@
 use crate::affine::AffExpr;
 use crate::diag;
 use crate::diag::DResult;
+use crate::frontend::ir::UnaryFn;
+use crate::frontend::ops::recognise::recognise;
 use crate::index_book::contraction::{self, Pattern};
+use crate::index_book::{self, IndexBook};
 use crate::plan::cost::Estimator;
-use crate::plan::{self, Plan, Spanned, Target};
+use crate::plan::{self, Epilogue, Plan, Spanned, Target};
 use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -68,7 +76,7 @@ pub struct GemmGraph {
     pub gemm: Gemm,
     /// Epilogue op names in order (`bias`, `relu`, `residual`), as a
     /// plan's `epilogue`.
-    pub epilogue: Vec<String>,
+    pub epilogue: Vec<Epilogue>,
     /// Each graph input's role, in the graph's input order.
     pub inputs: Vec<(String, Operand)>,
     /// The graph output the kernel writes (`C`).
@@ -107,75 +115,57 @@ pub struct GpuKernel {
 }
 
 /// Follows movement ops from `id` (whose axes are `axes`, each the index
-/// of an axis of the reference space, or `None` for a broadcast or size-1
-/// axis) down to a graph input; the input, its axes' meaning and the
-/// constant offset of each of its axes (a `SHRINK`'s `lo`: a slice of a
-/// stacked weight).
-fn trace(g: &Graph, mut id: NodeId, mut axes: Vec<Option<usize>>) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
-    let mut offsets = vec![0i64; axes.len()];
+/// of a variable of the reference space, of extents `extents`, or `None`
+/// for a broadcast or size-1 axis) down to a graph input: the IndexBook's
+/// composition ([`index_book::chase`]), and through widening `CAST`s to
+/// f32 (exact from f16/bf16, which the epilogue converts as it loads).
+/// Returns the input, its axes' meaning and the constant offset of each of
+/// its axes (a `SHRINK`'s `lo`: a slice of a stacked weight).
+///
+/// Errors: `Unsupported` where the chain ends at a value that is not an
+/// input, reads under a guard (a `PAD`), or leaves an input axis that is
+/// not one variable plus a constant (a `RESHAPE` that merges or splits
+/// axes, a strided or symbolic `SHRINK`).
+fn trace(
+    g: &Graph,
+    book: &IndexBook,
+    id: NodeId,
+    axes: &[Option<usize>],
+    extents: &[i64],
+) -> DResult<(NodeId, Vec<Option<usize>>, Vec<i64>)> {
+    let unsupported = |at: NodeId, what: &str| {
+        diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(g.node(at))
+    };
+    let dims: Vec<crate::sym::Dim> = extents.iter().map(|&e| crate::sym::Dim::int(e)).collect();
+    let mut index: Vec<AffExpr> = axes.iter().map(|a| a.map_or(AffExpr::int(0), |v| AffExpr::var(v as u32))).collect();
+    let mut from = id;
     loop {
-        let n = g.node(id);
-        let unsupported =
-            |what: &str| diag!(Unsupported, "the sm80 GEMM cannot read its operand through {what}").at_node(n);
+        let c = index_book::chase(g, book, from, index, &dims, &|_| false)?;
+        if !c.guard.is_empty() {
+            return Err(unsupported(from, "a guarded read (a PAD)"));
+        }
+        let n = g.node(c.src);
         match &n.op {
-            Op::Input { .. } => return Ok((id, axes, offsets)),
-            Op::Expand => {
-                let x = n.src[0];
-                for (k, (from, to)) in g.shape(x).iter().zip(g.shape(id)).enumerate() {
-                    if from.is_one() && !to.is_one() {
-                        axes[k] = None;
-                        offsets[k] = 0;
-                    }
+            Op::Input { .. } => {
+                let mut meaning = Vec::with_capacity(c.index.len());
+                for e in &c.index {
+                    let vars: Vec<(u32, &crate::sym::Dim)> = e.var_coeffs().collect();
+                    let offset = e.constant_part().as_int();
+                    meaning.push(match (vars.as_slice(), offset) {
+                        ([], Some(o)) if e.terms().count() == 0 => (None, o),
+                        ([(v, k)], Some(o)) if k.as_int() == Some(1) && e.terms().count() == 1 => {
+                            (Some(*v as usize), o)
+                        }
+                        _ => return Err(unsupported(from, "an index that is not one variable plus a constant")),
+                    });
                 }
-                id = x;
+                return Ok((c.src, meaning.iter().map(|m| m.0).collect(), meaning.iter().map(|m| m.1).collect()));
             }
-            Op::Reshape => {
-                let x = n.src[0];
-                let kept: Vec<(Option<usize>, i64)> = g
-                    .shape(id)
-                    .iter()
-                    .zip(axes.iter().zip(&offsets))
-                    .filter(|(d, _)| !d.is_one())
-                    .map(|(_, (&a, &o))| (a, o))
-                    .collect();
-                let xs = g.shape(x);
-                let non_unit: Vec<usize> = (0..xs.len()).filter(|&k| !xs[k].is_one()).collect();
-                let ours: Vec<&crate::sym::Dim> = g.shape(id).iter().filter(|d| !d.is_one()).collect();
-                if non_unit.len() != kept.len() || non_unit.iter().zip(&ours).any(|(&k, d)| &xs[k] != *d) {
-                    return Err(unsupported("a RESHAPE that does more than add or drop size-1 axes"));
-                }
-                // A size-1 axis is read at index 0: its offset is dropped
-                // here and set by a SHRINK further down, if any.
-                let (mut next, mut next_off) = (vec![None; xs.len()], vec![0; xs.len()]);
-                for (&k, (a, o)) in non_unit.iter().zip(kept) {
-                    next[k] = a;
-                    next_off[k] = o;
-                }
-                axes = next;
-                offsets = next_off;
-                id = x;
+            Op::Cast if g.dtype(c.src) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
+                from = n.src[0];
+                index = c.index;
             }
-            // Widening to f32 is exact: the epilogue converts as it loads.
-            Op::Cast if g.dtype(id) == DType::F32 && matches!(g.dtype(n.src[0]), DType::F16 | DType::BF16) => {
-                id = n.src[0]
-            }
-            Op::Permute { perm } => {
-                let (mut next, mut next_off) = (vec![None; perm.len()], vec![0; perm.len()]);
-                for (j, &p) in perm.iter().enumerate() {
-                    next[p] = axes[j];
-                    next_off[p] = offsets[j];
-                }
-                axes = next;
-                offsets = next_off;
-                id = n.src[0];
-            }
-            Op::Shrink { lo, step, .. } if step.iter().all(|s| s.as_int() == Some(1)) => {
-                for (o, l) in offsets.iter_mut().zip(lo) {
-                    *o += l.as_int().ok_or_else(|| unsupported("a SHRINK with a symbolic bound"))?;
-                }
-                id = n.src[0];
-            }
-            other => return Err(unsupported(&format!("`{}`", other.name()))),
+            other => return Err(unsupported(c.src, &format!("`{}`", other.name()))),
         }
     }
 }
@@ -270,7 +260,7 @@ pub fn match_gemm(g: &Graph) -> DResult<GemmGraph> {
         }
     }
 
-    let epilogue_chain = epilogue_chain(g, &t, r, &extents)?;
+    let epilogue_chain = epilogue_chain(g, &book, &t, r, &extents)?;
     let out_strides = epilogue_chain.strides();
     let Chain { end: cur, order, round_sum, epilogue, inputs: epi_inputs, nodes: chain, pool, .. } = epilogue_chain;
     if !pool.is_empty() && epi_inputs.iter().any(|x| x.role == Operand::Residual) {
@@ -518,8 +508,8 @@ pub(super) struct Chain {
     pub dims: Vec<i64>,
     /// A `CAST` to the operands' dtype before any other op (`001` §0).
     pub round_sum: bool,
-    /// The plan's epilogue op names, in order.
-    pub epilogue: Vec<String>,
+    /// The plan's epilogue ops, in order.
+    pub epilogue: Vec<Epilogue>,
     /// Each bias or residual input.
     pub inputs: Vec<EpilogueInput>,
     /// The `MUL`, the sum and every node after it.
@@ -553,6 +543,11 @@ impl Chain {
     }
 }
 
+/// The activations the epilogue computes in one step (each the plan
+/// epilogue op [`Epilogue::of_function`] names), recognised by
+/// their frontend decomposition ([`recognise`]); `RELU` is a Tiny IR op.
+pub const EPILOGUE_ACTIVATIONS: [UnaryFn; 4] = [UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh, UnaryFn::Tanh];
+
 /// Follows the users of the contraction `r` (traced as `t`, variables of
 /// extents `extents`) to the graph's output. A `RESHAPE` may add or drop
 /// size-1 axes and merge adjacent axes (the offsets stay affine in the
@@ -560,7 +555,13 @@ impl Chain {
 ///
 /// Errors: `Unsupported` at the node that is not an epilogue the template
 /// fuses, at a second use, at a bias or residual it cannot read.
-pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, extents: &[i64]) -> DResult<Chain> {
+pub(super) fn epilogue_chain(
+    g: &Graph,
+    book: &IndexBook,
+    t: &contraction::Traced,
+    r: NodeId,
+    extents: &[i64],
+) -> DResult<Chain> {
     let users = g.consumers();
     let ab = g.dtype(t.mul);
     // Per axis of `cur`: the variables (`None` for size 1) and extents of
@@ -572,6 +573,23 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
     let mut pool: Vec<usize> = Vec::new();
     let mut epi_inputs: Vec<EpilogueInput> = Vec::new();
     while !g.outputs.iter().any(|o| o.node == cur) {
+        // An activation's decomposition reads its input more than once.
+        if let Some(act) = recognise(g, &users, cur, &EPILOGUE_ACTIVATIONS) {
+            if !pool.is_empty() {
+                return Err(diag!(
+                    Unsupported,
+                    "`{}` after the pooling: the pooled epilogue computes its ops before the max",
+                    act.f.name()
+                )
+                .at_node(g.node(act.root)));
+            }
+            let op = Epilogue::of_function(act.f)
+                .ok_or_else(|| diag!(Internal, "`{}` is not an epilogue op", act.f.name()))?;
+            epilogue.push(op);
+            chain.extend(act.nodes);
+            cur = act.root;
+            continue;
+        }
         let [next] = users[cur.index()].as_slice() else {
             return Err(diag!(
                 Unsupported,
@@ -587,7 +605,12 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             Op::Cast if !round_sum && epilogue.is_empty() && g.dtype(*next) == ab => round_sum = true,
             // The store's rounding to the output's dtype.
             Op::Cast if stores(g, &users, *next) => {}
-            Op::Unary(UnaryOp::Relu) => epilogue.push("relu".to_string()),
+            // The rounding of an activation's input (after a bias the
+            // frontend adds in f32), which the epilogue does not repeat:
+            // its ops keep f32 values, as after an ADD in the operands'
+            // dtype, and the store rounds.
+            Op::Cast if g.dtype(*next) == ab && recognise(g, &users, *next, &EPILOGUE_ACTIVATIONS).is_some() => {}
+            Op::Unary(UnaryOp::Relu) => epilogue.push(Epilogue::Relu),
             Op::Reshape => {
                 let split = || {
                     diag!(Unsupported, "a RESHAPE after the contraction that splits an axis (or a symbolic one)")
@@ -625,7 +648,7 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                     );
                 }
                 let order: Vec<Option<usize>> = groups.iter().map(|x| x[0].0).collect();
-                let (input, axes, offsets) = trace(g, other, order.clone())?;
+                let (input, axes, offsets) = trace(g, book, other, &order, extents)?;
                 let dims = g.shape(input);
                 // A residual has C's layout: its non-unit axes are C's, in order.
                 let same = axes.iter().flatten().eq(order.iter().flatten())
@@ -642,7 +665,7 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
                 // An axis longer than 1 with no variable is one a SHRINK
                 // sliced to one index (`trace` reaches inputs through
                 // broadcasts of size-1 axes otherwise): its offset says which.
-                epilogue.push(if role == Operand::Bias { "bias" } else { "residual" }.to_string());
+                epilogue.push(if role == Operand::Bias { Epilogue::Bias } else { Epilogue::Residual });
                 let strides = strides(g, input).ok_or_else(|| {
                     diag!(Unsupported, "an ADD after the contraction of a tensor of symbolic shape").at_node(nn)
                 })?;
@@ -655,8 +678,8 @@ pub(super) fn epilogue_chain(g: &Graph, t: &contraction::Traced, r: NodeId, exte
             other => {
                 return Err(diag!(
                     Unsupported,
-                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, residual, a 2×2 max \
-                     pool)",
+                    "`{}` after the contraction is not an epilogue the sm80 template fuses (bias, relu, silu, gelu, \
+                     gelu_tanh, tanh, residual, a 2×2 max pool)",
                     other.name()
                 )
                 .at_node(nn))
@@ -806,9 +829,9 @@ pub fn build_with(g: &Graph, target: &Target, estimator: &dyn Estimator, symbol:
         let why = choice.rejected.last().map(|(_, w)| format!(": {}", w.join("; "))).unwrap_or_default();
         return Err(diag!(Unsupported, "no plan of the space fits this GEMM on {}{why}", target.name).at_node(at));
     };
-    check_launch(&graph, best).map_err(|d| d.at_node(at))?;
+    check_launch(&graph, best, target).map_err(|d| d.at_node(at))?;
     let mut plan = best.clone();
-    plan.epilogue = graph.epilogue.iter().map(|e| Spanned::new(e.clone())).collect();
+    plan.epilogue = graph.epilogue.iter().map(|&e| Spanned::new(e)).collect();
     let (mut kernel, params) = sm80::build(&plan, &graph.gemm).map_err(|d| d.or_at(at.span))?;
     kernel.name = symbol.to_string();
     Ok(GpuKernel { graph, plan, estimate, kernel, params })
@@ -834,9 +857,10 @@ pub const IMPLICIT_ADDRESS_REGS: u64 = 64;
 pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> DResult<plan::cost::Choice> {
     let mut choice = if graph.pattern == Pattern::Conv {
         // A convolution's plans say they are its implicit GEMM.
-        let tagged = plan::cost::Tagged { inner: estimator, key: "conv", value: "implicit_gemm" };
+        let conv = plan::AlgoChoice::Conv(plan::ConvAlgo::ImplicitGemm);
+        let tagged = plan::cost::Tagged { inner: estimator, choice: conv };
         let mut c = plan::cost::choose_with(&tagged, &graph.problem, target)?;
-        let tag = |p: &Plan| plan::cost::with_algorithm(p, "conv", "implicit_gemm");
+        let tag = |p: &Plan| plan::cost::with_algorithm(p, conv);
         c.candidates.iter_mut().for_each(|(p, _)| *p = tag(p));
         c.rejected.iter_mut().for_each(|(p, _)| *p = tag(p));
         c
@@ -865,21 +889,13 @@ pub fn choose(graph: &GemmGraph, target: &Target, estimator: &dyn Estimator) -> 
     Ok(choice)
 }
 
-/// The most blocks of a grid along `y` and `z`; `x` allows
-/// [`MAX_GRID_X`] (CUDA C++ Programming Guide, "Technical Specifications per
-/// Compute Capability", the same for every compute capability since 3.0).
-pub const MAX_GRID_YZ: u64 = 65_535;
-
-/// The most blocks of a grid along `x`: 2^31 - 1.
-pub const MAX_GRID_X: u64 = (1 << 31) - 1;
-
-/// Checks that the SM80 template can launch `graph`'s GEMM with `plan`:
-/// `M`, `N`, `K` (and so the leading dimensions) fit the kernel's `int`
-/// parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)` fits the limits
-/// above.
+/// Checks that the SM80 template can launch `graph`'s GEMM with `plan` on
+/// `target`: `M`, `N`, `K` (and so the leading dimensions) fit the
+/// kernel's `int` parameters, and the grid `(⌈N/BN⌉, ⌈M/BM⌉, split_k)`
+/// fits the target's [`Target::max_grid`].
 ///
 /// Errors: `Unsupported`, naming the size and the limit.
-fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
+fn check_launch(graph: &GemmGraph, plan: &Plan, target: &Target) -> DResult<()> {
     let [m, n, k] = graph.sizes.map(|x| x as u64);
     for (name, v) in [("M", m), ("N", n), ("K", k)] {
         if v > i32::MAX as u64 {
@@ -891,22 +907,23 @@ fn check_launch(graph: &GemmGraph, plan: &Plan) -> DResult<()> {
         }
     }
     let [bm, bn, _] = plan.tile.as_ref().map_or([1; 3], |t| t.value);
-    let blocks =
-        [("x", n.div_ceil(bn.max(1)), MAX_GRID_X, "N", bn), ("y", m.div_ceil(bm.max(1)), MAX_GRID_YZ, "M", bm)];
+    let [max_x, max_y, max_z] = target.max_grid;
+    let blocks = [("x", n.div_ceil(bn.max(1)), max_x, "N", bn), ("y", m.div_ceil(bm.max(1)), max_y, "M", bm)];
     for (axis, blocks, limit, dim, tile) in blocks {
         if blocks > limit {
             return Err(diag!(
                 Unsupported,
-                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} CUDA allows"
+                "the grid needs {blocks} blocks along {axis} (⌈{dim}/{tile}⌉), more than the {limit} {} allows",
+                target.name
             ));
         }
     }
     let batch = graph.gemm.implicit.as_ref().map_or(1, |im| im.extent(Axis::Batch)) as u64;
-    if batch > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {MAX_GRID_YZ}"));
+    if batch > max_z {
+        return Err(diag!(Unsupported, "{batch} batch points exceed the grid's z limit {max_z}"));
     }
-    if graph.gemm.split_k as u64 > MAX_GRID_YZ {
-        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {MAX_GRID_YZ}", graph.gemm.split_k));
+    if graph.gemm.split_k as u64 > max_z {
+        return Err(diag!(Unsupported, "split-K of {} exceeds the grid's z limit {max_z}", graph.gemm.split_k));
     }
     Ok(())
 }

@@ -46,7 +46,7 @@ fn spec_gemm_bias_relu_is_a_kn_gemm_with_rounding_bias_and_relu() {
             implicit: None
         }
     );
-    assert_eq!(m.epilogue, ["bias", "relu"]);
+    assert_eq!(m.epilogue, [Epilogue::Bias, Epilogue::Relu]);
     let roles: Vec<(&str, Operand)> = m.inputs.iter().map(|(n, r)| (n.as_str(), *r)).collect();
     assert_eq!(roles, [("A", Operand::A), ("B", Operand::B), ("bias", Operand::Bias)]);
 }
@@ -136,4 +136,36 @@ fn the_chosen_plan_compiles_to_hmma_ldgsts_ldsm_within_its_estimate() {
         dump.starts_with("// Gemm form; ptxas: ") && dump.contains("\nkernel gemm_bias_relu_gemm arch=sm80"),
         "{dump}"
     );
+}
+
+/// The launch limits are the target's: a grid of more than one block
+/// along `y` is refused on a target whose row allows one.
+#[test]
+fn the_grid_limit_is_the_targets() {
+    let g = bind(&spec("000_gemm_bias_relu.json"), &[("M", 1024), ("N", 64), ("K", 64)]);
+    assert!(build(&g, &crate::plan::target::SM80, "k").is_ok());
+    let one_row = Target { max_grid: [crate::plan::target::SM80.max_grid[0], 1, 1], ..crate::plan::target::SM80 };
+    let err = build(&g, &one_row, "k").unwrap_err();
+    assert_eq!(err.name, ErrorName::Unsupported, "{err}");
+    assert!(err.message.contains("blocks along y") && err.message.contains("more than the 1 sm80 allows"), "{err}");
+}
+
+/// The epilogue reads a bias through the movements the IndexBook
+/// composes ([`index_book::chase`]): here a reshape into two axes and back,
+/// neither of which only adds or drops size-1 axes.
+#[test]
+fn a_bias_is_read_through_composed_movements() {
+    let text = "graph gemm_bias(x: f16[64, 32], w: f16[32, 48], bias: f16[48]) -> (y: f16[64, 48]) {\n    acc = \
+                matmul(x, w)\n    b = reshape(reshape(bias, [6, 8]), [48])\n    y = acc + b\n    return y\n}\n";
+    let g = pipeline::load(text, Format::Dsl, None).unwrap().graph;
+    let m = match_gemm(&g).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m.epilogue, [Epilogue::Bias]);
+    let roles: Vec<(&str, Operand)> = m.inputs.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+    assert_eq!(roles, [("x", Operand::A), ("w", Operand::B), ("bias", Operand::Bias)]);
+    // A bias of two axes merged is no contraction variable plus a constant.
+    let merged = text
+        .replace("bias: f16[48]", "bias: f16[6, 8]")
+        .replace("reshape(reshape(bias, [6, 8]), [48])", "reshape(bias, [48])");
+    let e = match_gemm(&pipeline::load(&merged, Format::Dsl, None).unwrap().graph).unwrap_err();
+    assert_eq!(e.name, ErrorName::Unsupported, "{e}");
 }

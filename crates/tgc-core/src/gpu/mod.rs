@@ -55,6 +55,8 @@ mod attention_tests;
 #[cfg(test)]
 mod emulate_tests;
 #[cfg(test)]
+mod epilogue_tests;
+#[cfg(test)]
 mod implicit_tests;
 #[cfg(test)]
 mod template_tests;

@@ -293,43 +293,22 @@ impl Launch {
     }
 }
 
+/// `e` of a kernel launched with `args` at `dims` ([`Expr::eval`]): a
+/// grid or a tensor map's extent, which reads only dims and constants.
 fn eval_launch(e: &Expr, args: &[LaunchArg], dims: &[i64]) -> DResult<i64> {
-    Ok(match e {
-        Expr::Const(v) => *v,
-        Expr::Param(p) => match args.get(p.0 as usize) {
+    let mut leaf = |x: Leaf| match x {
+        Leaf::Param(p) => match args.get(p.0 as usize) {
             Some(LaunchArg::Dim(k)) => {
-                *dims.get(*k).ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))?
+                dims.get(*k).copied().ok_or_else(|| diag!(Internal, "no value for dim {k} ({} given)", dims.len()))
             }
-            Some(LaunchArg::Int(v)) => *v,
-            _ => return Err(diag!(Internal, "grid reads parameter {} that is not a dim", p.0)),
+            Some(LaunchArg::Int(v)) => Ok(*v),
+            _ => Err(diag!(Internal, "grid reads parameter {} that is not a dim", p.0)),
         },
-        Expr::Bin(op, a, b) => {
-            let (x, y) = (eval_launch(a, args, dims)?, eval_launch(b, args, dims)?);
-            match op {
-                BinOp::Add => x.wrapping_add(y),
-                BinOp::Sub => x.wrapping_sub(y),
-                BinOp::Mul => x.wrapping_mul(y),
-                BinOp::Div | BinOp::Rem if y == 0 => return Err(diag!(Internal, "grid divides by zero")),
-                BinOp::Div => x / y,
-                BinOp::Rem => x % y,
-                BinOp::FloorDiv if y <= 0 => return Err(diag!(Internal, "grid floor-divides by {y}")),
-                BinOp::FloorDiv => x.div_euclid(y),
-                BinOp::Min => x.min(y),
-                BinOp::Max => x.max(y),
-                BinOp::Lt => (x < y) as i64,
-                BinOp::Le => (x <= y) as i64,
-                other => return Err(diag!(Internal, "grid uses `{}`", other.symbol())),
-            }
+        Leaf::Var(_) | Leaf::ThreadIdx(_) | Leaf::BlockIdx(_) | Leaf::GridDim(_) => {
+            Err(diag!(Internal, "grid reads a thread, block or variable"))
         }
-        Expr::Select(c, a, b) => {
-            if eval_launch(c, args, dims)? != 0 {
-                eval_launch(a, args, dims)?
-            } else {
-                eval_launch(b, args, dims)?
-            }
-        }
-        _ => return Err(diag!(Internal, "grid reads a thread, block or variable")),
-    })
+    };
+    e.eval(&mut leaf, &|u| diag!(Internal, "a launch's grid {u}"))
 }
 
 /// A whole graph as SIMT kernels: what the CUDA runtime executes; every

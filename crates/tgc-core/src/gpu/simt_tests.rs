@@ -780,3 +780,19 @@ fn steps_bind_tensors_temporaries_and_dims_at_the_given_sizes() {
     let e = p.steps(&[5, 0]).unwrap_err();
     assert!(e.message.contains("does not hold"), "{e}");
 }
+
+/// Launch evaluation is [`Expr::eval`]: it takes `&` and shifts (which a
+/// grid may use like any other expression), and `i64::MIN / -1` is an
+/// error, not a panic.
+#[test]
+fn launch_evaluation_has_the_irs_meaning() {
+    let args = [LaunchArg::Dim(0), LaunchArg::Int(3)];
+    let (d, three) = (Expr::Param(ParamId(0)), Expr::Param(ParamId(1)));
+    let e = Expr::bin(BinOp::And, Expr::bin(BinOp::Shr, d.clone(), three.clone()), Expr::c(7));
+    assert_eq!(eval_launch(&e, &args, &[100]).unwrap(), (100 >> 3) & 7);
+    assert_eq!(eval_launch(&(d.clone() / 2 + d.clone() % 2), &args, &[-7]).unwrap(), -3 + -1);
+    let err = eval_launch(&(d.clone() / -1), &args, &[i64::MIN]).unwrap_err();
+    assert_eq!(err.name, crate::ErrorName::Internal, "{err}");
+    assert!(err.message.ends_with("`-9223372036854775808 / -1` overflows i64"), "{err}");
+    assert!(eval_launch(&Expr::ThreadIdx(Dim::X), &args, &[1]).is_err());
+}

@@ -22,12 +22,14 @@ use std::collections::BTreeMap;
 use crate::cpu::loop_ir::{BufId, Buffer, Kernel, Program, Role};
 use crate::diag;
 use crate::diag::{DResult, Diagnostic};
+use crate::frontend::ops::recognise::recognise;
 use crate::index_book::contraction::is_contraction;
 use crate::plan::cost::{Estimate, Estimator};
-use crate::plan::Target;
+use crate::plan::{AlgoChoice, ConvAlgo, Target};
 use crate::tiny::{Graph, NodeId};
 
 use super::ir::{Arch, ParamId};
+use super::lower::EPILOGUE_ACTIVATIONS;
 use super::simt::{Form, GpuProgram, Launch, LaunchArg};
 use super::sm80::attention::Algorithm;
 
@@ -46,8 +48,10 @@ pub struct Template {
     pub name: &'static str,
     /// The graphs it takes.
     pub pattern: GraphPattern,
-    /// The `algo_choice` value it implements (`000` §1.7).
-    pub algo_choice: &'static str,
+    /// The `algo_choice` it implements (`000` §1.7); the GEMM templates'
+    /// is given as a convolution's (`conv implicit_gemm`), a plain GEMM's
+    /// being the same algorithm under `matmul`.
+    pub algo_choice: AlgoChoice,
     pub arch: Arch,
     /// Tried only when no other template of the pattern and architecture
     /// takes the graph (its estimate is not comparable with theirs: the
@@ -71,7 +75,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 GEMM (plain or implicit)",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm80,
         fallback: false,
         lower: gemm,
@@ -79,7 +83,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 GEMM (TMA + wgmma)",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm90,
         fallback: false,
         lower: gemm,
@@ -103,7 +107,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (FlashAttention-2)",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm80,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
@@ -111,7 +115,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (two-pass softmax)",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm80,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
@@ -119,7 +123,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 attention (FlashAttention-2 on wgmma)",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm90,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::OnlineSoftmax),
@@ -127,7 +131,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm90 attention (two-pass softmax on wgmma)",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm90,
         fallback: false,
         lower: |g, t, e| attention(g, t, e, Algorithm::StreamingSoftmax2Pass),
@@ -140,7 +144,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 GEMM (mma.sync) on sm90",
         pattern: GraphPattern::Contraction,
-        algo_choice: "implicit_gemm",
+        algo_choice: AlgoChoice::Conv(ConvAlgo::ImplicitGemm),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| gemm(g, &crate::plan::target::SM80, e),
@@ -148,7 +152,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (FlashAttention-2) on sm90",
         pattern: GraphPattern::Attention,
-        algo_choice: "online_softmax",
+        algo_choice: AlgoChoice::Attention(Algorithm::OnlineSoftmax),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| attention(g, &crate::plan::target::SM80, e, Algorithm::OnlineSoftmax),
@@ -156,7 +160,7 @@ pub const TEMPLATES: &[Template] = &[
     Template {
         name: "sm80 attention (two-pass softmax) on sm90",
         pattern: GraphPattern::Attention,
-        algo_choice: "streaming_softmax_2pass",
+        algo_choice: AlgoChoice::Attention(Algorithm::StreamingSoftmax2Pass),
         arch: Arch::Sm90,
         fallback: true,
         lower: |g, _, e| attention(g, &crate::plan::target::SM80, e, Algorithm::StreamingSoftmax2Pass),
@@ -518,6 +522,52 @@ pub fn pooled_regions(
     out
 }
 
+/// A contraction + epilogue inside a larger graph followed by an
+/// activation the epilogue computes ([`super::lower::EPILOGUE_ACTIVATIONS`]),
+/// whose steps the GPU's region formation stores apart (the decomposition
+/// reads its input more than once), as one launch: for each kernel `k1`
+/// of a contraction whose stored result `r1` is the input of an
+/// activation the graph computes whole ([`recognise`]), the region of the
+/// kernel computing the activation's result grown back through its stored
+/// steps and `k1`'s region; when nothing outside reads a value inside but
+/// that kernel's and
+/// the template takes that graph whole as one launch, it replaces those
+/// kernels. Refusals are not errors: those regions stay as they are.
+pub fn activation_regions(
+    g: &Graph,
+    p: &Program,
+    stored: &BTreeMap<NodeId, BufId>,
+    target: &Target,
+    estimator: &dyn Estimator,
+) -> Vec<FusedRegion> {
+    let consumers = g.consumers();
+    let mut out: Vec<FusedRegion> = Vec::new();
+    for k1 in &p.kernels {
+        let Some(r1) = k1.nodes.first().copied() else { continue };
+        let has_contraction = k1.nodes.iter().any(|&n| is_contraction(g, n))
+            || k1.reduce.as_ref().is_some_and(|r| is_contraction(g, r.node));
+        if !has_contraction || g.outputs.iter().any(|o| o.node == r1) {
+            continue;
+        }
+        let Some(act) = recognise(g, &consumers, r1, &EPILOGUE_ACTIVATIONS) else { continue };
+        // The kernel computing the result (its root may be a rounding or
+        // a movement of it, which the epilogue chain takes).
+        let Some(last) = p.kernels.iter().find(|k| k.nodes.contains(&act.root)) else { continue };
+        let Some(root) = last.nodes.first().copied() else { continue };
+        let step = |s: NodeId| s == r1 || act.nodes.contains(&s);
+        let inside = ancestors(g, root, &|s| stored.contains_key(&s) && !step(s));
+        let read_outside = |n: NodeId| consumers[n.index()].iter().any(|c| !inside[c.index()]);
+        if g.ids().any(|n| inside[n.index()] && n != root && read_outside(n)) {
+            continue;
+        }
+        let kernels =
+            (0..p.kernels.len()).filter(|&k| p.kernels[k].nodes.first().is_some_and(|r| inside[r.index()])).collect();
+        let fused = Fusion { root, inside: &inside, last, kernels, pattern: GraphPattern::Contraction };
+        out.extend(fused.lower(g, p, stored, target, estimator));
+    }
+    out
+}
+
 /// Region kernels of a larger graph to fuse: the nodes `inside` (a mask
 /// over the graph, the root `root`), which replace `kernels` and write
 /// the output of `last`, the last of them.
@@ -558,7 +608,8 @@ impl Fusion<'_> {
 
 /// The fused launches of `p`'s regions: its attentions
 /// ([`attention_regions`]), then the contractions pooled on their tile
-/// ([`pooled_regions`]) that share no kernel with them.
+/// ([`pooled_regions`]) and those with an activation after them
+/// ([`activation_regions`]) that share no kernel with those before.
 pub fn fused_regions(
     g: &Graph,
     p: &Program,
@@ -567,7 +618,8 @@ pub fn fused_regions(
     estimator: &dyn Estimator,
 ) -> Vec<FusedRegion> {
     let mut fused = attention_regions(g, p, stored, target, estimator);
-    for f in pooled_regions(g, p, stored, target, estimator) {
+    let contractions = pooled_regions(g, p, stored, target, estimator);
+    for f in contractions.into_iter().chain(activation_regions(g, p, stored, target, estimator)) {
         if !fused.iter().any(|x| x.kernels.iter().any(|k| f.kernels.contains(k))) {
             fused.push(f);
         }
@@ -576,8 +628,9 @@ pub fn fused_regions(
 }
 
 /// Regions of a larger graph fused into one launch of a template: an
-/// attention ([`attention_regions`]) or a contraction with the pool after
-/// it ([`pooled_regions`]).
+/// attention ([`attention_regions`]) or a contraction with the pool
+/// ([`pooled_regions`]) or the activation ([`activation_regions`]) after
+/// it.
 pub struct FusedRegion {
     /// The launch, bound to the program's buffers.
     pub launch: Launch,

@@ -14,7 +14,7 @@ use super::emulate::{self, Arg};
 use super::ir::*;
 use super::sm80::{self, BLayout, Gemm, GemmParams};
 use super::verify;
-use crate::plan::{self, space, Plan, Spanned};
+use crate::plan::{self, space, AlgoChoice, Epilogue, MatmulAlgo, Plan, Spanned};
 use crate::DType;
 
 /// `n` multiples of 1/8 in [-1, 1], deterministic in `seed`.
@@ -153,21 +153,38 @@ pub(super) fn reference(plan: &Plan, g: &Gemm, case: &Case) -> Vec<f64> {
                 v = r(v);
             }
             for op in &plan.epilogue {
-                v = match op.value.as_str() {
-                    "bias" => v + r(case.bias[j]),
-                    "relu" => v.max(0.0),
-                    "residual" => v + r(case.residual[i * n + j]),
-                    "silu" => v / (1.0 + (-v).exp()),
-                    "gelu" => {
+                v = match op.value {
+                    Epilogue::Bias => v + r(case.bias[j]),
+                    Epilogue::Relu => v.max(0.0),
+                    Epilogue::Residual => v + r(case.residual[i * n + j]),
+                    Epilogue::Silu => v / (1.0 + (-v).exp()),
+                    Epilogue::Gelu => 0.5 * v * (1.0 + erf(v * std::f64::consts::FRAC_1_SQRT_2)),
+                    Epilogue::GeluTanh => {
                         0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
                     }
-                    other => panic!("no reference for {other}"),
+                    Epilogue::Tanh => v.tanh(),
                 };
             }
             c[i * n + j] = g.out.round(v);
         }
     }
     c
+}
+
+/// `erf(u)` by its Maclaurin series `2/√π Σ (−1)ⁿ u^(2n+1) / (n! (2n+1))`
+/// (within 1e-9 for |u| ≤ 4, whose largest term is about 4e6), ±1 beyond
+/// (`1 − |erf|` < 2e-8 there): a reference independent of the A&S formula
+/// the frontend and the epilogue use.
+pub(super) fn erf(u: f64) -> f64 {
+    if u.abs() > 4.0 {
+        return u.signum();
+    }
+    let (mut term, mut sum) = (u, u);
+    for n in 1..200 {
+        term *= -u * u / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
 }
 
 pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
@@ -177,9 +194,9 @@ pub(super) fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
-fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[&str]) -> Plan {
+pub(super) fn plan_with(tile: [u64; 3], warp: [u64; 2], stages: u64, vec: u64, epilogue: &[&str]) -> Plan {
     let mut p = space::gemm_plan(&plan::target::SM80, tile, warp, stages, vec);
-    p.epilogue = epilogue.iter().map(|e| Spanned::new(e.to_string())).collect();
+    p.epilogue = epilogue.iter().map(|e| Spanned::new(Epilogue::parse(e, None).unwrap())).collect();
     p
 }
 
@@ -242,7 +259,7 @@ fn every_valid_plan_of_the_space_runs() {
         assert!(space.valid.len() >= 8, "only {} valid plans: {:?}", space.valid.len(), space.rejected);
         for (i, p) in space.valid.iter().enumerate() {
             let mut p = p.clone();
-            p.epilogue = vec![Spanned::new("bias".to_string()), Spanned::new("relu".to_string())];
+            p.epilogue = vec![Spanned::new(Epilogue::Bias), Spanned::new(Epilogue::Relu)];
             let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
             let g = gemm(dt, dt, layout, n, k);
             let what = format!("{} plan {i} ({layout:?}):\n{}", target.name, plan::print_dsl(&p));
@@ -489,12 +506,11 @@ fn c_stores_are_16_bytes_when_aligned() {
 }
 
 fn split_k_plan(stages: u64) -> Plan {
-    algo(plan_with([64, 64, 32], [64, 32], stages, 8, &["bias", "relu"]), "splitk_serial")
+    algo(plan_with([64, 64, 32], [64, 32], stages, 8, &["bias", "relu"]), MatmulAlgo::SplitkSerial)
 }
 
-fn algo(mut plan: Plan, matmul: &str) -> Plan {
-    plan.algo_choice[0].value.value = Spanned::new(matmul.to_string());
-    plan
+fn algo(plan: Plan, matmul: MatmulAlgo) -> Plan {
+    crate::plan::cost::with_algorithm(&plan, AlgoChoice::Matmul(matmul))
 }
 
 /// Parallel split-K: f32 atomics into the workspace, the last slice to
@@ -504,7 +520,7 @@ fn split_k_parallel_matches_reference() {
     for (m, n, k, split, tile, warp) in
         [(70, 40, 300, 3, [64, 64, 32], [64, 32]), (130, 17, 100, 2, [128, 64, 64], [64, 64])]
     {
-        let plan = algo(plan_with(tile, warp, 3, 8, &["bias", "relu"]), "splitk_parallel");
+        let plan = algo(plan_with(tile, warp, 3, 8, &["bias", "relu"]), MatmulAlgo::SplitkParallel);
         let case = Case::new(m, n, k);
         let mut g = gemm(DType::BF16, DType::BF16, BLayout::NK, n, k);
         g.split_k = split;

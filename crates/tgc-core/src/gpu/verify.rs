@@ -53,7 +53,7 @@
 //! - Warp specialisation (invariant 8): a `WarpSpecialize` is not nested
 //!   or under thread-dependent control, its roles are whole warpgroups of
 //!   a one-dimensional block, and the `setmaxnreg` budgets its roles end
-//!   with fit the SM's 65536 registers (`BadValue`); each role is checked
+//!   with fit the target's `regs_per_sm` (`BadValue`); each role is checked
 //!   as a body of its own threads (the split is uniform per warpgroup, so
 //!   the role's collectives are not divergent), where a `bar.sync 0` is a
 //!   `Divergence` (it would wait for the other role) and a named barrier
@@ -201,46 +201,14 @@ struct Verifier<'k> {
     concurrent: BTreeSet<u32>,
 }
 
-/// `e` with the variables of `env`, when it reads nothing else and
-/// divides by no zero.
+/// `e` with the variables of `env`, when it reads nothing else and its
+/// value is defined ([`Expr::eval`]).
 fn eval_const(e: &Expr, env: &[(VarId, i64)]) -> Option<i64> {
-    Some(match e {
-        Expr::Const(c) => *c,
-        Expr::Var(v) => env.iter().find(|x| x.0 == *v)?.1,
-        Expr::Select(c, a, b) => {
-            if eval_const(c, env)? != 0 {
-                eval_const(a, env)?
-            } else {
-                eval_const(b, env)?
-            }
-        }
-        Expr::Bin(op, a, b) => {
-            let (x, y) = (eval_const(a, env)?, eval_const(b, env)?);
-            match op {
-                BinOp::Add => x.checked_add(y)?,
-                BinOp::Sub => x.checked_sub(y)?,
-                BinOp::Mul => x.checked_mul(y)?,
-                BinOp::Div => x.checked_div(y)?,
-                BinOp::Rem => x.checked_rem(y)?,
-                BinOp::FloorDiv if y > 0 => x.div_euclid(y),
-                BinOp::FloorDiv => return None,
-                BinOp::Min => x.min(y),
-                BinOp::Max => x.max(y),
-                BinOp::And => x & y,
-                BinOp::Or => x | y,
-                BinOp::Xor => x ^ y,
-                BinOp::Shl => x.checked_shl(u32::try_from(y).ok()?)?,
-                BinOp::Shr => x.checked_shr(u32::try_from(y).ok()?)?,
-                BinOp::Lt => (x < y) as i64,
-                BinOp::Le => (x <= y) as i64,
-                BinOp::Eq => (x == y) as i64,
-                BinOp::Ne => (x != y) as i64,
-                BinOp::LAnd => (x != 0 && y != 0) as i64,
-                BinOp::LOr => (x != 0 || y != 0) as i64,
-            }
-        }
-        _ => return None,
-    })
+    let mut leaf = |x: Leaf| match x {
+        Leaf::Var(v) => env.iter().find(|p| p.0 == v).map(|p| p.1).ok_or(()),
+        Leaf::Param(_) | Leaf::ThreadIdx(_) | Leaf::BlockIdx(_) | Leaf::GridDim(_) => Err(()),
+    };
+    e.eval(&mut leaf, &|_| ()).ok()
 }
 
 /// Per shared buffer, how far the last `cp.async` into it is synchronised
@@ -680,7 +648,12 @@ impl Verifier<'_> {
                             self.pointer(*param, s);
                             self.expr(at, scope, Some(s));
                         }
-                        EpilogueOp::Relu | EpilogueOp::Silu | EpilogueOp::Gelu | EpilogueOp::Cast(_) => {}
+                        EpilogueOp::Relu
+                        | EpilogueOp::Silu
+                        | EpilogueOp::Gelu
+                        | EpilogueOp::GeluTanh
+                        | EpilogueOp::Tanh
+                        | EpilogueOp::Cast(_) => {}
                     }
                 }
             }
@@ -964,8 +937,9 @@ impl Verifier<'_> {
                 })
             })
             .sum();
-        if let Some(total) = budget.filter(|&t| t > 65536) {
-            let msg = format!("the roles' setmaxnreg budgets take {total} registers, more than an SM's 65536");
+        let regs = self.k.arch.target().regs_per_sm;
+        if let Some(total) = budget.filter(|&t| u64::from(t) > regs) {
+            let msg = format!("the roles' setmaxnreg budgets take {total} registers, more than an SM's {regs}");
             self.err(Fault::BadValue, s, msg);
         }
         let written: [BTreeSet<u32>; 2] = roles.map(|body| {

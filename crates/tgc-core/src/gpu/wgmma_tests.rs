@@ -11,13 +11,13 @@ use super::tests::{
     run_with_stats, Case,
 };
 use super::verify;
-use crate::plan::{self, space, Plan, Spanned};
+use crate::plan::{self, space, Epilogue, Plan, Spanned};
 use crate::DType;
 
 /// An sm90 plan: tile `BM × BN × 64`, the warpgroup tile `64 × BN`.
 fn plan_sm90(bm: u64, bn: u64, stages: u64, epilogue: &[&str]) -> Plan {
     let mut p = space::gemm_plan(&plan::target::SM90, [bm, bn, 64], [64, bn], stages, 8);
-    p.epilogue = epilogue.iter().map(|e| Spanned::new(e.to_string())).collect();
+    p.epilogue = epilogue.iter().map(|e| Spanned::new(Epilogue::parse(e, None).unwrap())).collect();
     p
 }
 
@@ -74,7 +74,7 @@ fn every_valid_plan_of_the_sm90_space_runs() {
     assert_eq!(sp.valid.len(), 45, "{:?}", sp.rejected);
     for (i, p) in sp.valid.iter().enumerate() {
         let mut p = p.clone();
-        p.epilogue = ["bias", "silu", "residual"].map(|e| Spanned::new(e.to_string())).to_vec();
+        p.epilogue = [Epilogue::Bias, Epilogue::Silu, Epilogue::Residual].map(Spanned::new).to_vec();
         let layout = if i % 2 == 0 { BLayout::KN } else { BLayout::NK };
         let mut g = gemm(DType::BF16, DType::F32, layout, n, k);
         g.round_sum = false;

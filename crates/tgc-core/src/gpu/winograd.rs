@@ -63,7 +63,7 @@ use crate::diag;
 use crate::diag::DResult;
 use crate::index_book::contraction::Pattern;
 use crate::plan::cost::{with_algorithm, Estimate, Estimator, Limit, Tagged, LAUNCH_GAP_S};
-use crate::plan::Target;
+use crate::plan::{AlgoChoice, ConvAlgo, Epilogue, Target};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, Graph, ReduceOp};
 use crate::DType;
@@ -89,7 +89,7 @@ pub const AT: [[f64; 4]; 2] = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]];
 const THREADS: i64 = 256;
 
 /// The `algo_choice conv` value of this template.
-pub const ALGO: &str = "winograd_3x3";
+pub const ALGO: AlgoChoice = AlgoChoice::Conv(ConvAlgo::Winograd3x3);
 
 /// How the convolution's implicit GEMM maps onto the transforms.
 struct Geometry {
@@ -267,7 +267,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     let m_buf = temp("winograd_m", DType::F32, [16, p, k]);
 
     let gemm_graph = batched_gemm(&format!("{}_winograd", g.name), ab, p, c, k)?;
-    let as_winograd = Tagged { inner: estimator, key: "conv", value: ALGO };
+    let as_winograd = Tagged { inner: estimator, choice: ALGO };
     let inner = super::template::gemm(&gemm_graph, target, &as_winograd).map_err(|d| d.or_at(at.span))?;
     let [mut gemm_launch] = <[Launch; 1]>::try_from(inner.program.launches)
         .map_err(|_| diag!(Internal, "the batched GEMM is not one launch"))?;
@@ -279,7 +279,7 @@ pub fn lower(g: &Graph, target: &Target, estimator: &dyn Estimator) -> DResult<L
     }
     gemm_launch.region = Vec::new();
     gemm_launch.outs = vec![m_buf];
-    gemm_launch.plan = gemm_launch.plan.as_ref().map(|p| with_algorithm(p, "conv", ALGO));
+    gemm_launch.plan = gemm_launch.plan.as_ref().map(|p| with_algorithm(p, ALGO));
 
     let launches = vec![
         transform_launch(input_transform(&geo, ab, &g.name), &[x_buf, v_buf], v_buf),
@@ -538,7 +538,7 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
     let (p, _, k) = geo.sizes();
     let mut s = Simt::new(&format!("{}_winograd_output", g.name), p * k);
     let ab = gg.gemm.ab;
-    let names: Vec<&str> = gg.epilogue.iter().map(String::as_str).collect();
+    let names = &gg.epilogue;
     let m = s.ptr("M", DType::F32, false);
     let mut args = vec![LaunchArg::Buffer(m_buf)];
     let mut operand = |s: &mut Simt, role: Operand, name: &str| -> Option<ParamId> {
@@ -546,8 +546,9 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
         args.push(LaunchArg::Buffer(BufId(i as u32)));
         Some(s.ptr(name, ab, false))
     };
-    let bias = if names.contains(&"bias") { operand(&mut s, Operand::Bias, "bias") } else { None };
-    let residual = if names.contains(&"residual") { operand(&mut s, Operand::Residual, "residual") } else { None };
+    let bias = if names.contains(&Epilogue::Bias) { operand(&mut s, Operand::Bias, "bias") } else { None };
+    let residual =
+        if names.contains(&Epilogue::Residual) { operand(&mut s, Operand::Residual, "residual") } else { None };
     let y = s.ptr("C", gg.gemm.out, true);
     args.push(LaunchArg::Buffer(out_buf));
 
@@ -590,21 +591,22 @@ fn output_transform(geo: &Geometry, gg: &GemmGraph, g: &Graph, m_buf: BufId, out
             if gg.gemm.round_sum {
                 ops.push(EpilogueOp::Cast(ab));
             }
-            for &name in &names {
+            for &name in names {
                 ops.push(match name {
-                    "bias" => {
+                    Epilogue::Bias => {
                         let at = geo.im.bias.as_ref().map_or(Expr::c(0), |bias| bias.at(&digits));
                         let param = bias.ok_or_else(|| diag!(Internal, "a bias epilogue without its input"))?;
                         EpilogueOp::Bias { param, at }
                     }
-                    "relu" => EpilogueOp::Relu,
-                    "silu" => EpilogueOp::Silu,
-                    "gelu" => EpilogueOp::Gelu,
-                    "residual" => {
+                    Epilogue::Relu => EpilogueOp::Relu,
+                    Epilogue::Silu => EpilogueOp::Silu,
+                    Epilogue::Gelu => EpilogueOp::Gelu,
+                    Epilogue::GeluTanh => EpilogueOp::GeluTanh,
+                    Epilogue::Tanh => EpilogueOp::Tanh,
+                    Epilogue::Residual => {
                         let param = residual.ok_or_else(|| diag!(Internal, "a residual epilogue without its input"))?;
                         EpilogueOp::Residual { param, at: c_at.clone() }
                     }
-                    other => return Err(diag!(UnknownOp, "epilogue op `{other}`")),
                 });
             }
             inner.push(Stmt::If {

@@ -16,7 +16,7 @@ use crate::diag::ErrorName;
 use crate::interp;
 use crate::plan::cost::{algorithm, Analytic, Estimate, Estimator, Limit};
 use crate::plan::target::{SM80, SM90};
-use crate::plan::{Plan, Problem, Target};
+use crate::plan::{AlgoKey, Plan, Problem, Target};
 use crate::tiny::Graph;
 
 /// The inputs `check_program` gives a graph (rounded to their dtypes).
@@ -163,7 +163,7 @@ fn winograd_convolutions_stay_within_the_stated_bound() {
             "{conv:?}"
         );
         let plan = p.launches[2].plan.as_ref().unwrap();
-        assert_eq!(algorithm(plan, "conv"), Some(winograd::ALGO));
+        assert_eq!(algorithm(plan, AlgoKey::Conv), Some(winograd::ALGO));
     }
 }
 
@@ -267,7 +267,7 @@ struct PinWinograd;
 
 impl Estimator for PinWinograd {
     fn estimate(&self, plan: &Plan, _: &Problem, _: &Target) -> DResult<Estimate> {
-        let time_s = if algorithm(plan, "conv") == Some(winograd::ALGO) { 0.0 } else { 1.0 };
+        let time_s = if algorithm(plan, AlgoKey::Conv) == Some(winograd::ALGO) { 0.0 } else { 1.0 };
         Ok(Estimate { time_s, limit: Limit::Compute })
     }
 }

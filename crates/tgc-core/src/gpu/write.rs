@@ -305,6 +305,8 @@ impl Kernel {
                             EpilogueOp::Relu => "relu".into(),
                             EpilogueOp::Silu => "silu".into(),
                             EpilogueOp::Gelu => "gelu".into(),
+                            EpilogueOp::GeluTanh => "gelu_tanh".into(),
+                            EpilogueOp::Tanh => "tanh".into(),
                             EpilogueOp::Residual { param, at } => {
                                 format!("residual({}[{}])", self.param_name(*param), self.expr(at))
                             }

@@ -221,8 +221,8 @@ mod tests {
 
     /// The second split folds what the first cannot: `f(i) = 2·(i mod 2) +
     /// floor(i/2)` on `0 ≤ i < 4` is an involution, and composing it with
-    /// itself simplifies to `i` (issue 18, item 3: the chain no longer
-    /// doubles per link).
+    /// itself simplifies to `i` (so a chain of them does not double per
+    /// link).
     #[test]
     fn a_composed_involution_folds_to_the_identity() {
         let ext = [Dim::int(4)];

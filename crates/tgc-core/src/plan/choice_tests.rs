@@ -142,7 +142,7 @@ fn estimates_stay_below_the_peak_and_the_terms_are_consistent() {
     assert!(t4097.time_s > Analytic.estimate(&two, &p, &target::SM80).unwrap().time_s);
 }
 
-/// The ranking properties issue 13 asks of the model: large problems are
+/// The ranking properties the model must have: large problems are
 /// compute-bound and take big tiles, small ones take small tiles.
 #[test]
 fn large_gemms_are_compute_bound_on_big_tiles_and_small_ones_take_small_tiles() {
@@ -218,12 +218,11 @@ fn the_dump_marks_one_choice_and_ends_with_its_plan() {
 }
 
 /// A plan of the attention template with `algo`, head dimension `d`.
-fn attention_plan(algo: &str, d: u64) -> Plan {
-    let ax = |s: &str| Spanned::new(s.to_string());
+fn attention_plan(algo: AttentionAlgo, d: u64) -> Plan {
     Plan {
         tile: Some(Spanned::new([64, 64, d])),
         warp_tile: Some(Spanned::new([16, 64])),
-        algo_choice: vec![Spanned::new(AlgoChoice { key: ax("attention"), value: ax(algo) })],
+        algo_choice: vec![Spanned::new(AlgoChoice::Attention(algo))],
         ..Plan::default()
     }
 }
@@ -239,8 +238,8 @@ fn attention_estimates_count_the_passes_and_stay_below_the_peak() {
     let mut limits = Vec::new();
     for (b, s, d) in [(96, 128, 32), (64, 4096, 64), (64, 8192, 128)] {
         let p = Problem::attention(b, s, s, d, d, DType::F16);
-        let online = Analytic.estimate(&attention_plan("online_softmax", d), &p, t).unwrap();
-        let two = Analytic.estimate(&attention_plan("streaming_softmax_2pass", d), &p, t).unwrap();
+        let online = Analytic.estimate(&attention_plan(AttentionAlgo::OnlineSoftmax, d), &p, t).unwrap();
+        let two = Analytic.estimate(&attention_plan(AttentionAlgo::StreamingSoftmax2Pass, d), &p, t).unwrap();
         let flops = 4.0 * (b * s * s * d) as f64;
         assert!(online.time_s >= flops / (t.peak_tensor_tflops * 1e12), "{online:?}");
         if online.limit == Limit::Compute {
@@ -249,16 +248,15 @@ fn attention_estimates_count_the_passes_and_stay_below_the_peak() {
             assert!(two.time_s >= online.time_s, "{two:?} vs {online:?}");
         }
         let longer = Problem::attention(b, s, 2 * s, d, d, DType::F16);
-        let more = Analytic.estimate(&attention_plan("online_softmax", d), &longer, t).unwrap();
+        let more = Analytic.estimate(&attention_plan(AttentionAlgo::OnlineSoftmax, d), &longer, t).unwrap();
         assert!(more.time_s > online.time_s, "{more:?} vs {online:?}");
         limits.push(online.limit);
     }
     assert_eq!(limits, [Limit::Dram, Limit::Compute, Limit::Compute]);
-    // A GEMM problem, an unknown algorithm, a plan without tiles: errors.
+    // A GEMM problem, a plan without tiles: errors.
     let p = Problem::attention(1, 64, 64, 64, 64, DType::F16);
-    assert!(Analytic.estimate(&attention_plan("online_softmax", 64), &gemm(64), t).is_err());
-    assert!(Analytic.estimate(&attention_plan("fft", 64), &p, t).is_err());
-    let mut bare = attention_plan("online_softmax", 64);
+    assert!(Analytic.estimate(&attention_plan(AttentionAlgo::OnlineSoftmax, 64), &gemm(64), t).is_err());
+    let mut bare = attention_plan(AttentionAlgo::OnlineSoftmax, 64);
     bare.tile = None;
     assert!(Analytic.estimate(&bare, &p, t).is_err());
 }

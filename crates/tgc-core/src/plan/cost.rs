@@ -111,24 +111,25 @@ use crate::diag::DResult;
 
 use super::resources::{self, Resources};
 use super::space::{self, Space};
-use super::{Plan, Problem, Target};
+use super::{AlgoChoice, AlgoKey, AttentionAlgo, Epilogue, Plan, Problem, Spanned, Target};
 
 /// Resident warps per SM at which the model lets the tensor cores run at
 /// their peak: two per scheduler of the four. An assumption, not a
 /// datasheet number: with one warp per scheduler each `ldmatrix` → `mma`
 /// dependency and each barrier is exposed, and a scheduler hides latency
 /// only by switching between eligible warps (CUDA C++ Best Practices
-/// Guide, "Occupancy"). On the H100 sweep of 2026-11-26 (`bench_gpu
-/// --plans`, 7 shapes) 8 and 4 ranked the plans about equally well (the
-/// picks reached 97% and 96% of the best measured plan on average); 8 is
-/// kept.
+/// Guide, "Occupancy"). On an H100 plan sweep (`bench_gpu --plans`, 7
+/// shapes; `docs/results.md`, "the GEMM plan sweep") 8 and 4 rank the plans
+/// about equally well (the picks reach 97% and 96% of the best measured
+/// plan on average); 8 is kept.
 pub const TENSOR_WARPS_PER_SM: u64 = 8;
 
 /// The fraction of tensor time a `wgmma` kernel without warp
 /// specialisation loses to issuing its own copies and to a `bar.sync` per
-/// k-tile: 5%, an estimate read off `docs/sm90.md`'s H200 measurements of
-/// the hand-written kernel at 4096³ and 8192³, where the midpoints of the
-/// specialised form's ranges are 3–8% above the non-specialised one's.
+/// k-tile: 5%, an estimate read off the H200 measurements (`docs/results.md`)
+/// of the hand-written kernel of `docs/design/sm90_gemm.md` at 4096³ and
+/// 8192³, where the midpoints of the specialised form's ranges are 3–8%
+/// above the non-specialised one's.
 /// Where the tensor term does not decide (the smaller shapes of that table,
 /// where the two measured level), it changes nothing.
 pub const UNSPECIALIZED_WGMMA_LOSS: f64 = 0.05;
@@ -275,8 +276,8 @@ impl Analytic {
         let latency = target.mem_latency_clocks as f64 / clock;
         let dram_rate = target.dram_gbps * 1e9;
 
-        let epilogue_tile: f64 = plan.epilogue.iter().filter(|op| op.value == "residual").count() as f64;
-        let bias = plan.epilogue.iter().any(|op| op.value == "bias");
+        let epilogue_tile: f64 = plan.epilogue.iter().filter(|op| op.value == Epilogue::Residual).count() as f64;
+        let bias = plan.epilogue.iter().any(|op| op.value == Epilogue::Bias);
         let b_fits = (k * n) as f64 * e <= target.l2_bytes as f64 / 2.0;
         // An implicit GEMM's operands re-read their distinct elements
         // (`Problem::distinct`); DRAM sees each once per tile that reads it.
@@ -363,9 +364,11 @@ impl Analytic {
     pub fn attention(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
         let [b, m, n, d, dv] = attention_dims(problem)?;
         let passes: u64 = match attention_algorithm(plan) {
-            Some("online_softmax") => 1,
-            Some("streaming_softmax_2pass") => 2,
-            other => return Err(diag!(Unsupported, "the cost model has no attention algorithm {other:?}")),
+            Some(AttentionAlgo::OnlineSoftmax) => 1,
+            Some(AttentionAlgo::StreamingSoftmax2Pass) => 2,
+            None => {
+                return Err(diag!(Unsupported, "the cost model costs attention plans with an algo_choice attention"))
+            }
         };
         let ([bm, bn, _], Some(wm)) = (
             resources::block_tile(plan).unwrap_or([0; 3]),
@@ -452,36 +455,33 @@ fn largest(terms: &[f64]) -> usize {
     (1..terms.len()).fold(0, |best, i| if terms[i] > terms[best] { i } else { best })
 }
 
-/// `plan` with `algo_choice key value` added (replacing another value of
-/// `key`).
-pub fn with_algorithm(plan: &Plan, key: &str, value: &str) -> Plan {
+/// `plan` with `algo_choice` `choice` added (replacing another value of
+/// its key).
+pub fn with_algorithm(plan: &Plan, choice: AlgoChoice) -> Plan {
     let mut plan = plan.clone();
-    plan.algo_choice.retain(|a| a.value.key.value != key);
-    let choice =
-        super::AlgoChoice { key: super::Spanned::new(key.to_string()), value: super::Spanned::new(value.to_string()) };
-    plan.algo_choice.push(super::Spanned::new(choice));
+    plan.algo_choice.retain(|a| a.value.key() != choice.key());
+    plan.algo_choice.push(Spanned::new(choice));
     plan
 }
 
-/// The plan's `algo_choice` value for `key`, if it has one.
-pub fn algorithm<'p>(plan: &'p Plan, key: &str) -> Option<&'p str> {
-    plan.algo_choice.iter().find(|a| a.value.key.value == key).map(|a| a.value.value.value.as_str())
+/// The plan's `algo_choice` for `key`, if it has one.
+pub fn algorithm(plan: &Plan, key: AlgoKey) -> Option<AlgoChoice> {
+    plan.algo_choice.iter().map(|a| a.value).find(|a| a.key() == key)
 }
 
-/// An estimator that sees every plan with `algo_choice key value`
+/// An estimator that sees every plan with `algo_choice` `choice`
 /// ([`with_algorithm`]): a template ranking the plans of one algorithm
 /// (the implicit GEMM's of a convolution, Winograd's batched GEMM) says
 /// which it is, so that a measured or pinned estimator can tell them
 /// apart.
 pub struct Tagged<'e> {
     pub inner: &'e dyn Estimator,
-    pub key: &'static str,
-    pub value: &'static str,
+    pub choice: AlgoChoice,
 }
 
 impl Estimator for Tagged<'_> {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
-        self.inner.estimate(&with_algorithm(plan, self.key, self.value), problem, target)
+        self.inner.estimate(&with_algorithm(plan, self.choice), problem, target)
     }
 }
 
@@ -503,39 +503,36 @@ impl Estimator for PinnedPlan<'_> {
 /// it can be (where it cannot, no template takes the graph); plans without
 /// that key are costed by `inner`.
 pub struct PinnedAlgorithms<'e> {
-    /// `(key, value)` pairs, each checked by [`parse_pin`].
-    pub pins: Vec<(String, String)>,
+    /// The pins, each read by [`parse_pin`].
+    pub pins: Vec<AlgoChoice>,
     pub inner: &'e dyn Estimator,
 }
 
 impl Estimator for PinnedAlgorithms<'_> {
     fn estimate(&self, plan: &Plan, problem: &Problem, target: &Target) -> DResult<Estimate> {
-        for (key, value) in &self.pins {
-            if let Some(other) = algorithm(plan, key).filter(|v| v != value) {
-                return Err(diag!(Unsupported, "algo_choice {key} {other} is not the pinned {value} (--algo)"));
+        for pin in &self.pins {
+            if let Some(other) = algorithm(plan, pin.key()).filter(|v| v != pin) {
+                let key = pin.key();
+                return Err(diag!(Unsupported, "algo_choice {key} {other} is not the pinned {pin} (--algo)"));
             }
         }
         self.inner.estimate(plan, problem, target)
     }
 }
 
-/// `key=value`, an `algo_choice` of `000` §1.7
-/// ([`super::validate::ALGORITHMS`]).
+/// `key=value`, an `algo_choice` of `000` §1.7 ([`AlgoChoice::parse`]).
 ///
 /// Errors: `UnknownName` for another form, key or value, listing the
 /// choices.
-pub fn parse_pin(text: &str) -> DResult<(String, String)> {
-    let keys: Vec<&str> = super::validate::ALGORITHMS.iter().map(|(k, _)| *k).collect();
+pub fn parse_pin(text: &str) -> DResult<AlgoChoice> {
     let Some((key, value)) = text.split_once('=') else {
+        let keys: Vec<&str> = AlgoKey::ALL.iter().map(|k| k.name()).collect();
         return Err(diag!(UnknownName, "--algo `{text}`: write KEY=VALUE, KEY one of {}", keys.join(", ")));
     };
-    let Some((_, values)) = super::validate::ALGORITHMS.iter().find(|(k, _)| *k == key) else {
-        return Err(diag!(UnknownName, "--algo: no algorithm key `{key}`; the keys are {}", keys.join(", ")));
-    };
-    if !values.contains(&value) {
-        return Err(diag!(UnknownName, "--algo: `{value}` is no {key} algorithm; they are {}", values.join(", ")));
-    }
-    Ok((key.to_string(), value.to_string()))
+    AlgoChoice::parse(&Spanned::new(key.to_string()), &Spanned::new(value.to_string())).map_err(|mut e| {
+        e.message = format!("--algo: {}", e.message);
+        e
+    })
 }
 
 impl Estimator for Analytic {
@@ -549,8 +546,11 @@ impl Estimator for Analytic {
 }
 
 /// The plan's `algo_choice attention` value, if it has one.
-pub fn attention_algorithm(plan: &Plan) -> Option<&str> {
-    algorithm(plan, "attention")
+pub fn attention_algorithm(plan: &Plan) -> Option<AttentionAlgo> {
+    plan.algo_choice.iter().find_map(|a| match a.value {
+        AlgoChoice::Attention(algo) => Some(algo),
+        AlgoChoice::Matmul(_) | AlgoChoice::Conv(_) => None,
+    })
 }
 
 /// `[b, M, N, d, dv]` of an attention problem ([`Problem::attention`]).
@@ -635,7 +635,7 @@ pub fn choose_with(estimator: &dyn Estimator, problem: &Problem, target: &Target
 }
 
 /// [`choose_with`] the [`Analytic`] model: the `(best plan, every candidate
-/// with its estimate)` of issue 4 as a [`Choice`].
+/// with its estimate)` as a [`Choice`].
 pub fn choose(problem: &Problem, target: &Target) -> DResult<Choice> {
     choose_with(&Analytic, problem, target)
 }

@@ -281,16 +281,17 @@ fn statement(plan: &mut Plan, kw: &str, s: &mut Stmt) -> DResult<()> {
             once(&mut plan.vectorize, Vectorize { axis, width }, s, kw)?;
         }
         "predicate_tail" => plan.predicate_tail.extend(axes(s)?),
-        "epilogue" => {
-            plan.epilogue.push(s.checked("an epilogue op", is_ident, "an identifier")?);
-            while !s.at_end() {
-                plan.epilogue.push(s.checked("an epilogue op", is_ident, "an identifier")?);
+        "epilogue" => loop {
+            let op = s.checked("an epilogue op", is_ident, "an identifier")?;
+            plan.epilogue.push(Spanned { value: Epilogue::parse(&op.value, op.span)?, span: op.span });
+            if s.at_end() {
+                break;
             }
-        }
+        },
         "algo_choice" => {
             let key = s.checked("an algorithm key", is_value_word, "`[a-z0-9_]+`")?;
             let value = s.checked("an algorithm", is_value_word, "`[a-z0-9_]+`")?;
-            plan.algo_choice.push(Spanned::at(AlgoChoice { key, value }, s.span()));
+            plan.algo_choice.push(Spanned::at(AlgoChoice::parse(&key, &value)?, s.span()));
         }
         "arch" => {
             let a = s.checked("a target name", is_value_word, "`[a-z0-9_]+`")?;
@@ -460,10 +461,11 @@ pub fn print_dsl(plan: &Plan) -> String {
         lines.push(format!("predicate_tail {}", join_axes(&plan.predicate_tail)));
     }
     if !plan.epilogue.is_empty() {
-        lines.push(format!("epilogue {}", join_axes(&plan.epilogue)));
+        let ops: Vec<&str> = plan.epilogue.iter().map(|op| op.value.name()).collect();
+        lines.push(format!("epilogue {}", ops.join(" ")));
     }
     for a in &plan.algo_choice {
-        lines.push(format!("algo_choice {} {}", a.value.key.value, a.value.value.value));
+        lines.push(format!("algo_choice {} {}", a.value.key(), a.value));
     }
     for h in &plan.layout_hints {
         let v = match &h.value.value {

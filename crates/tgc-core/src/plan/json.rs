@@ -264,7 +264,8 @@ impl Reader<'_> {
                 }
                 "epilogue" => {
                     for (i, a) in self.array(v, &p)?.iter().enumerate() {
-                        plan.epilogue.push(self.string(a, &format!("{p}/{i}"), is_ident, "an epilogue op name")?);
+                        let op = self.string(a, &format!("{p}/{i}"), is_ident, "an epilogue op name")?;
+                        plan.epilogue.push(Spanned { value: Epilogue::parse(&op.value, op.span)?, span: op.span });
                     }
                 }
                 "algo_choice" => {
@@ -279,7 +280,7 @@ impl Reader<'_> {
                         let value = self.string(val, &q, is_value_word, "an algorithm name (`[a-z0-9_]+`)")?;
                         let span = key_span.zip(value.span).map(|(a, b)| Span { end: b.end, ..a });
                         let key = Spanned { value: key.clone(), span: key_span };
-                        plan.algo_choice.push(Spanned { value: AlgoChoice { key, value }, span });
+                        plan.algo_choice.push(Spanned { value: AlgoChoice::parse(&key, &value)?, span });
                     }
                 }
                 "layout_hints" => {
@@ -494,7 +495,7 @@ pub fn to_json(plan: &Plan) -> String {
         m.insert("predicate_tail".into(), words(&plan.predicate_tail));
     }
     if !plan.epilogue.is_empty() {
-        m.insert("epilogue".into(), words(&plan.epilogue));
+        m.insert("epilogue".into(), Value::Array(plan.epilogue.iter().map(|op| json!(op.value.name())).collect()));
     }
     if let Some(a) = &plan.arch {
         m.insert("arch".into(), json!(a.value));
@@ -515,7 +516,7 @@ pub fn to_json(plan: &Plan) -> String {
     }
     if !plan.algo_choice.is_empty() {
         let a: Map<String, Value> =
-            plan.algo_choice.iter().map(|a| (a.value.key.value.clone(), json!(a.value.value.value))).collect();
+            plan.algo_choice.iter().map(|a| (a.value.key().to_string(), json!(a.value.name()))).collect();
         m.insert("algo_choice".into(), Value::Object(a));
     }
     if !plan.local_edges.is_empty() {

@@ -47,8 +47,9 @@
 //!
 //! Plan choice (`000` §5, §6): [`resources`] holds §5's formulas, [`space`]
 //! enumerates §6's MVP search space, [`cost`] ranks it through the
-//! [`cost::Estimator`] seam ([`cost::Analytic`] for now; measured tuning
-//! later) and [`cost::choose`] picks the best estimate; [`dump()`] prints the
+//! [`cost::Estimator`] seam ([`cost::Analytic`], or a tuning cache's
+//! measurements through `tune::gpu::Recorded`) and [`cost::choose`] picks
+//! the best estimate; [`dump()`] prints the
 //! ranked table (the `plan` stage).
 
 pub mod cost;
@@ -67,13 +68,14 @@ mod tests;
 
 use std::fmt;
 
-use crate::diag::Span;
+use crate::diag::{DResult, Span};
+use crate::frontend::ir::UnaryFn;
 
 pub use dsl::{parse_dsl, print_dsl};
 pub use dump::{dump, plan_shape};
 pub use json::{from_json, to_json};
 pub use target::{MmaShape, Target};
-pub use validate::{validate, LoopAxis, Problem, EPILOGUE_OPS};
+pub use validate::{validate, LoopAxis, Problem};
 
 /// A value with the span of the text it was read from. Equality and hashing
 /// ignore the span (invariant 4).
@@ -124,8 +126,8 @@ pub struct Plan {
     pub cache: Vec<Spanned<CacheRead>>,
     pub vectorize: Option<Spanned<Vectorize>>,
     pub predicate_tail: Vec<Axis>,
-    /// Epilogue op names (`bias`, `relu`, …), applied to the accumulator in order.
-    pub epilogue: Vec<Spanned<String>>,
+    /// Epilogue ops, applied to the accumulator in order.
+    pub epilogue: Vec<Spanned<Epilogue>>,
     pub algo_choice: Vec<Spanned<AlgoChoice>>,
     pub layout_hints: Vec<Spanned<LayoutHint>>,
     pub local_edges: Vec<Spanned<LocalEdge>>,
@@ -249,11 +251,255 @@ pub struct Vectorize {
     pub width: Spanned<u64>,
 }
 
-/// `algo_choice key value`, e.g. `matmul implicit_gemm`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AlgoChoice {
-    pub key: Spanned<String>,
-    pub value: Spanned<String>,
+/// The value of `all` whose `Display` is `word`.
+///
+/// Errors: `name` at `span`, "unknown WHAT `WORD`; expected one of …"
+/// listing every name of `all`.
+fn one_of<T: Copy + fmt::Display>(
+    all: &[T],
+    word: &str,
+    what: &str,
+    name: crate::diag::ErrorName,
+    span: Option<Span>,
+) -> DResult<T> {
+    all.iter().copied().find(|x| x.to_string() == word).ok_or_else(|| {
+        let names: Vec<String> = all.iter().map(T::to_string).collect();
+        let e = crate::diag::Diagnostic::new(
+            name,
+            format!("unknown {what} `{word}`; expected one of {}", names.join(", ")),
+        );
+        e.or_at(span)
+    })
+}
+
+/// An epilogue op (§12.6 `op`), applied to the `f32` accumulator in the
+/// plan's order: `bias` and `residual` add an operand, the others are
+/// activations. `Display` gives its plan name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// `bias`: `v += bias[col]`.
+    Bias,
+    /// `relu`: `v = max(v, 0)`.
+    Relu,
+    /// `silu`: `v = v / (1 + exp(-v))`.
+    Silu,
+    /// `gelu`: GELU's erf form, `x·Φ(x)`, as the graph language's `gelu`.
+    Gelu,
+    /// `gelu_tanh`: GELU's tanh approximation (the graph language's
+    /// `gelu_tanh`); with `tanh`, beyond §12.6's list.
+    GeluTanh,
+    /// `tanh`: `v = tanh(v)`.
+    Tanh,
+    /// `residual`: `v += residual[row, col]`.
+    Residual,
+}
+
+impl Epilogue {
+    pub const ALL: [Epilogue; 7] = [
+        Epilogue::Bias,
+        Epilogue::Relu,
+        Epilogue::Silu,
+        Epilogue::Gelu,
+        Epilogue::GeluTanh,
+        Epilogue::Tanh,
+        Epilogue::Residual,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Epilogue::Bias => "bias",
+            Epilogue::Relu => "relu",
+            Epilogue::Silu => "silu",
+            Epilogue::Gelu => "gelu",
+            Epilogue::GeluTanh => "gelu_tanh",
+            Epilogue::Tanh => "tanh",
+            Epilogue::Residual => "residual",
+        }
+    }
+
+    /// The graph language's function an activation op computes; `None`
+    /// for `bias` and `residual`, which add an operand.
+    pub fn function(self) -> Option<UnaryFn> {
+        match self {
+            Epilogue::Relu => Some(UnaryFn::Relu),
+            Epilogue::Silu => Some(UnaryFn::Silu),
+            Epilogue::Gelu => Some(UnaryFn::Gelu),
+            Epilogue::GeluTanh => Some(UnaryFn::GeluTanh),
+            Epilogue::Tanh => Some(UnaryFn::Tanh),
+            Epilogue::Bias | Epilogue::Residual => None,
+        }
+    }
+
+    /// The activation op computing `f`, if the epilogue has one.
+    pub fn of_function(f: UnaryFn) -> Option<Epilogue> {
+        Epilogue::ALL.into_iter().find(|e| e.function() == Some(f))
+    }
+
+    /// The op named `word`.
+    ///
+    /// Errors: `UnknownOp` at `span`, listing the ops.
+    pub fn parse(word: &str, span: Option<Span>) -> DResult<Epilogue> {
+        one_of(&Epilogue::ALL, word, "epilogue op", crate::diag::ErrorName::UnknownOp, span)
+    }
+}
+
+impl fmt::Display for Epilogue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// The problem an `algo_choice` is for (§1.7's keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AlgoKey {
+    Matmul,
+    Conv,
+    Attention,
+}
+
+impl AlgoKey {
+    pub const ALL: [AlgoKey; 3] = [AlgoKey::Matmul, AlgoKey::Conv, AlgoKey::Attention];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AlgoKey::Matmul => "matmul",
+            AlgoKey::Conv => "conv",
+            AlgoKey::Attention => "attention",
+        }
+    }
+
+    /// Every algorithm of this key, the default first.
+    pub fn algorithms(self) -> &'static [AlgoChoice] {
+        match self {
+            AlgoKey::Matmul => &[
+                AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm),
+                AlgoChoice::Matmul(MatmulAlgo::SplitkSerial),
+                AlgoChoice::Matmul(MatmulAlgo::SplitkParallel),
+            ],
+            AlgoKey::Conv => &[AlgoChoice::Conv(ConvAlgo::ImplicitGemm), AlgoChoice::Conv(ConvAlgo::Winograd3x3)],
+            AlgoKey::Attention => &[
+                AlgoChoice::Attention(AttentionAlgo::StreamingSoftmax2Pass),
+                AlgoChoice::Attention(AttentionAlgo::OnlineSoftmax),
+            ],
+        }
+    }
+
+    /// The key named `word`.
+    ///
+    /// Errors: `UnknownName` at `span`, listing the keys.
+    pub fn parse(word: &str, span: Option<Span>) -> DResult<AlgoKey> {
+        one_of(&AlgoKey::ALL, word, "algo_choice key", crate::diag::ErrorName::UnknownName, span)
+    }
+}
+
+impl fmt::Display for AlgoKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// `algo_choice matmul …` (§1.7; `splitk_*` are §5's two split-K kinds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatmulAlgo {
+    ImplicitGemm,
+    /// K split over the grid's `z`, the slices summed in turn through a
+    /// workspace and per-tile locks.
+    SplitkSerial,
+    /// K split over the grid's `z`, the slices summed by atomics.
+    SplitkParallel,
+}
+
+/// `algo_choice conv …` (§1.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConvAlgo {
+    /// The convolution as a GEMM over its im2col view, read in place.
+    ImplicitGemm,
+    /// Winograd `F(2×2, 3×3)`: transforms around a batched GEMM.
+    Winograd3x3,
+}
+
+/// `algo_choice attention …`: how the kernel finds each row's softmax
+/// maximum (§1.7; the loop skeletons are in `gpu::sm80::attention`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionAlgo {
+    /// `online_softmax` (FlashAttention-2): one pass over the keys with a
+    /// running maximum; when it grows, the row sum and `O` are rescaled.
+    OnlineSoftmax,
+    /// `streaming_softmax_2pass` (`000` §7.3, §11 item 9): a first pass
+    /// over K for each row's maximum, then the loop over K and V with that
+    /// maximum fixed — `Q·Kᵀ` computed twice and K read twice, nothing
+    /// rescaled.
+    StreamingSoftmax2Pass,
+}
+
+impl AttentionAlgo {
+    /// Both, in the order the templates are tried.
+    pub const ALL: [AttentionAlgo; 2] = [AttentionAlgo::OnlineSoftmax, AttentionAlgo::StreamingSoftmax2Pass];
+}
+
+/// `algo_choice key value`, e.g. `matmul implicit_gemm`: the algorithm
+/// and, through it, its key. `Display` gives the value's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AlgoChoice {
+    Matmul(MatmulAlgo),
+    Conv(ConvAlgo),
+    Attention(AttentionAlgo),
+}
+
+impl AlgoChoice {
+    pub fn key(self) -> AlgoKey {
+        match self {
+            AlgoChoice::Matmul(_) => AlgoKey::Matmul,
+            AlgoChoice::Conv(_) => AlgoKey::Conv,
+            AlgoChoice::Attention(_) => AlgoKey::Attention,
+        }
+    }
+
+    /// The value's name (`implicit_gemm`, `winograd_3x3`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm) | AlgoChoice::Conv(ConvAlgo::ImplicitGemm) => "implicit_gemm",
+            AlgoChoice::Matmul(MatmulAlgo::SplitkSerial) => "splitk_serial",
+            AlgoChoice::Matmul(MatmulAlgo::SplitkParallel) => "splitk_parallel",
+            AlgoChoice::Conv(ConvAlgo::Winograd3x3) => "winograd_3x3",
+            AlgoChoice::Attention(AttentionAlgo::OnlineSoftmax) => "online_softmax",
+            AlgoChoice::Attention(AttentionAlgo::StreamingSoftmax2Pass) => "streaming_softmax_2pass",
+        }
+    }
+
+    /// `algo_choice key value`.
+    ///
+    /// Errors: `UnknownName` at the key's span for an unknown key, at the
+    /// value's for an algorithm the key does not have, listing the
+    /// accepted names.
+    pub fn parse(key: &Spanned<String>, value: &Spanned<String>) -> DResult<AlgoChoice> {
+        let k = AlgoKey::parse(&key.value, key.span)?;
+        one_of(k.algorithms(), &value.value, &format!("{k} algorithm"), crate::diag::ErrorName::UnknownName, value.span)
+    }
+}
+
+impl fmt::Display for AlgoChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl fmt::Display for MatmulAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&AlgoChoice::Matmul(*self), f)
+    }
+}
+
+impl fmt::Display for ConvAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&AlgoChoice::Conv(*self), f)
+    }
+}
+
+impl fmt::Display for AttentionAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&AlgoChoice::Attention(*self), f)
+    }
 }
 
 /// One entry of `layout_hints`, e.g. `A_swizzle: true`, `C_stride: "row"`.

@@ -20,7 +20,7 @@ pub const BASE_REGS: u64 = 32;
 pub const PRODUCER_THREADS: u64 = 128;
 
 /// Registers per thread `setmaxnreg` leaves the producer warpgroup: 40, as
-/// CUTLASS 3's warp-specialised kernels and `docs/sm90.md`'s hand-written
+/// CUTLASS 3's warp-specialised kernels and `docs/design/sm90_gemm.md`'s hand-written
 /// kernel (measured on an H200) give it; it only issues copies.
 pub const PRODUCER_REGS: u64 = 40;
 

@@ -26,7 +26,7 @@ pub const WARP_TILES: [[u64; 2]; 2] = [[64, 64], [64, 32]];
 /// `vectorize` widths `{4, 8, 16}` (§5, §6), in elements.
 pub const VECTOR_WIDTHS: [u64; 3] = [4, 8, 16];
 
-/// The block tiles of the `wgmma` space (sm90): the two `docs/sm90.md`
+/// The block tiles of the `wgmma` space (sm90): the two `docs/design/sm90_gemm.md`
 /// measured on an H200, `128 × 128` and `128 × 256` with `BK = 64` (one
 /// 128-byte swizzle row of 16-bit elements), and their one-warpgroup
 /// halves `64 × 128` and `64 × 256` (one consumer warpgroup when
@@ -34,7 +34,7 @@ pub const VECTOR_WIDTHS: [u64; 3] = [4, 8, 16];
 /// warpgroup's `64 × BN`.
 pub const WGMMA_TILES: [[u64; 3]; 4] = [[64, 128, 64], [64, 256, 64], [128, 128, 64], [128, 256, 64]];
 
-/// `stages ∈ {3, 4, 5}` of the `wgmma` space (issue 15's sm90 space).
+/// `stages ∈ {3, 4, 5}` of the `wgmma` space (sm90).
 pub const WGMMA_STAGES: [u64; 3] = [3, 4, 5];
 
 /// The enumerated space for one problem and target.
@@ -71,7 +71,7 @@ pub fn gemm_plan(target: &Target, tile: [u64; 3], warp_tile: [u64; 2], stages: u
         vectorize: Some(Spanned::new(Vectorize { axis: ax("n.i.i"), width: Spanned::new(vec) })),
         predicate_tail: vec![ax("m.i.i"), ax("n.i.i"), ax("k.i.i")],
         epilogue: Vec::new(),
-        algo_choice: vec![Spanned::new(AlgoChoice { key: ax("matmul"), value: ax("implicit_gemm") })],
+        algo_choice: vec![Spanned::new(AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm))],
         layout_hints: vec![
             hint("A_swizzle", HintValue::Bool(true)),
             hint("B_swizzle", HintValue::Bool(true)),

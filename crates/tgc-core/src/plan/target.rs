@@ -73,6 +73,8 @@ pub struct Target {
     /// Most registers one thread may use.
     pub regs_per_thread_max: u64,
     pub max_threads_per_block: u64,
+    /// The most blocks of a grid along `x`, `y` and `z`.
+    pub max_grid: [u64; 3],
     pub max_warps_per_sm: u64,
     pub max_blocks_per_sm: u64,
     pub warp_size: u64,
@@ -125,6 +127,9 @@ pub const SM80: Target = Target {
     regs_per_thread_max: 255,
     // 1024 [CCG].
     max_threads_per_block: 1024,
+    // 2^31 - 1 along x, 65535 along y and z [CCG] (the same for every
+    // compute capability since 3.0).
+    max_grid: [(1 << 31) - 1, 65_535, 65_535],
     // 64 warps (2048 threads) per SM for 8.0 [CCG].
     max_warps_per_sm: 64,
     // 32 blocks per SM for 8.0 [CCG].
@@ -168,6 +173,9 @@ pub const SM90: Target = Target {
     regs_per_thread_max: 255,
     // 1024 [CCG].
     max_threads_per_block: 1024,
+    // 2^31 - 1 along x, 65535 along y and z [CCG] (the same for every
+    // compute capability since 3.0).
+    max_grid: [(1 << 31) - 1, 65_535, 65_535],
     // 64 warps per SM [CCG].
     max_warps_per_sm: 64,
     // 32 blocks per SM [CCG].
@@ -387,6 +395,7 @@ mod tests {
         for t in TARGETS {
             assert!(t.smem_per_block_max <= t.smem_per_sm, "{}", t.name);
             assert_eq!(t.max_threads_per_block % t.warp_size, 0);
+            assert!(t.max_grid[1] == t.max_grid[2] && t.max_grid[1] < t.max_grid[0], "{}", t.name);
             let m = t.mma_sync_shape(DType::F16).unwrap();
             assert_eq!((m.m, m.n, m.k), (16, 8, 16));
             assert!(t.mma_sync_shape(DType::F32).is_none());

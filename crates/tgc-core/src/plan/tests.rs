@@ -201,19 +201,74 @@ fn pipeline_vector_and_epilogue_rules() {
     check("split n 12;\nvectorize n.i 4;", &[]);
     // The implicit warp level: n.i.i has the warp tile's WN = 32 elements.
     check("tile 128 64 32;\nwarp_tile 64x32;\nvectorize n.i.i 8;", &[]);
-    check("epilogue bias relu tanh;", &[(UnknownOp, "tanh")]);
-    check("algo_choice matmul splitk_parallel;\nalgo_choice conv winograd_5x5;", &[(UnknownName, "winograd_5x5")]);
-    check("algo_choice pooling naive;", &[(UnknownName, "pooling")]);
     check("local_edge a b smem_ring depth=4;", &[(Unsupported, "local_edge")]);
+}
+
+/// Epilogue op and `algo_choice` names are read once, by the plan's
+/// readers: an unknown one is an error at the name, from DSL and JSON
+/// alike, listing the names accepted there.
+#[test]
+fn unknown_epilogue_and_algorithm_names_are_read_errors() {
+    use ErrorName::*;
+    for (text, name, at, accepted) in [
+        ("epilogue bias relu sigmoid;", UnknownOp, "sigmoid", "bias, relu, silu, gelu, gelu_tanh, tanh, residual"),
+        (
+            "algo_choice matmul splitk_parallel;\nalgo_choice conv winograd_5x5;",
+            UnknownName,
+            "winograd_5x5",
+            "implicit_gemm, winograd_3x3",
+        ),
+        ("algo_choice pooling naive;", UnknownName, "pooling", "matmul, conv, attention"),
+        ("algo_choice attention fft;", UnknownName, "fft", "streaming_softmax_2pass, online_softmax"),
+    ] {
+        let e = parse_dsl(text).unwrap_err();
+        assert_at(&e, name, text, at);
+        assert!(e.message.ends_with(&format!("`{at}`; expected one of {accepted}")), "{e}");
+    }
+    let e = from_json(r#"{"epilogue": ["bias", "sigmoid"]}"#).unwrap_err();
+    assert_eq!(e.name, UnknownOp, "{e}");
+    assert!(e.message.contains("`sigmoid`; expected one of bias,"), "{e}");
+    let e = from_json(r#"{"algo_choice": {"pooling": "naive"}}"#).unwrap_err();
+    assert_eq!(e.name, UnknownName, "{e}");
+    // The names print back as they were read.
+    let text = "epilogue bias silu residual;\nalgo_choice conv winograd_3x3;\nalgo_choice matmul splitk_serial;\n";
+    assert_eq!(print_dsl(&parse_dsl(text).unwrap()), text);
+}
+
+/// The first error of the plan `text` checked for sm80: its reader's,
+/// else the validator's.
+fn first_error(text: &str) -> crate::Diagnostic {
+    match parse_dsl(text) {
+        Err(e) => e,
+        Ok(p) => validate(&p, &target::SM80, &gemm()).into_iter().next().unwrap_or_else(|| panic!("no error: {text}")),
+    }
+}
+
+/// `fft_conv` is implemented nowhere: a plan naming it gets the error of
+/// any unknown conv algorithm, at the name, and the accepted names the
+/// error lists do not include it.
+#[test]
+fn fft_conv_is_an_unknown_conv_algorithm() {
+    let text = "algo_choice conv fft_conv;";
+    let fft = first_error(text);
+    assert_at(&fft, ErrorName::UnknownName, text, "fft_conv");
+    let other = first_error("algo_choice conv no_such_algo;");
+    assert_eq!(fft.message.replace("fft_conv", "X"), other.message.replace("no_such_algo", "X"));
+    assert_eq!(fft.message.matches("fft_conv").count(), 1, "{fft}");
+    assert!(fft.message.contains("implicit_gemm") && fft.message.contains("winograd_3x3"), "{fft}");
+    let json = from_json(r#"{"algo_choice": {"conv": "fft_conv"}}"#)
+        .map(|p| validate(&p, &target::SM80, &gemm()).into_iter().next().expect("an error"));
+    let json = json.unwrap_or_else(|e| e);
+    assert_eq!((json.name, json.message), (fft.name, fft.message));
 }
 
 #[test]
 fn every_violation_is_reported() {
-    let text = "tile 128 64 64;\nwarp_tile 64x128;\npipeline k.i stages=5;\nepilogue tanh;\nbind q block.x;";
+    let text = "tile 128 64 64;\nwarp_tile 64x128;\npipeline k.i stages=5;\nbind q block.x;";
     let p = parse_dsl(text).unwrap();
     let names: Vec<ErrorName> = validate(&p, &target::SM80, &gemm()).iter().map(|e| e.name).collect();
     use ErrorName::*;
-    assert_eq!(names, [AxisSizeMismatch, InvalidAxis, Unsupported, UnknownOp]);
+    assert_eq!(names, [AxisSizeMismatch, InvalidAxis, Unsupported]);
 }
 
 /// `warp_specialize` with `persistent` and `cluster=N` in either order:
@@ -340,8 +395,10 @@ prop_compose! {
         cache in proptest::collection::vec(("[A-Z][a-z0-9]{0,3}", axis(), proptest::option::of(any::<bool>())), 0..3),
         vectorize in proptest::option::of((axis(), 1u64..17)),
         tail in proptest::collection::vec(axis(), 0..4),
-        epilogue in proptest::collection::vec(word(), 0..3),
-        algo in proptest::collection::btree_map(word(), word(), 0..3),
+        epilogue in proptest::collection::vec(proptest::sample::select(&Epilogue::ALL[..]), 0..3),
+        // One value or none per key, in the key order a JSON object keeps.
+        algo in [AlgoKey::Attention, AlgoKey::Conv, AlgoKey::Matmul]
+            .map(|k| proptest::option::of(proptest::sample::select(k.algorithms()))),
         hints in proptest::collection::btree_map("[A-Za-z_][A-Za-z0-9_]{0,6}", prop_oneof![any::<bool>().prop_map(HintValue::Bool), "x[a-z0-9]{0,4}".prop_map(HintValue::Word)], 0..3),
         edges in proptest::collection::vec((word(), word(), 0usize..3, proptest::option::of(2u64..4)), 0..3),
         specialize in proptest::option::of((any::<bool>(), 1u32..3)),
@@ -357,7 +414,7 @@ prop_compose! {
             vectorize: vectorize.map(|(a, w)| sp(Vectorize { axis: sp(a), width: sp(w) })),
             predicate_tail: tail.into_iter().map(sp).collect(),
             epilogue: epilogue.into_iter().map(sp).collect(),
-            algo_choice: algo.into_iter().map(|(k, v)| sp(AlgoChoice { key: sp(k), value: sp(v) })).collect(),
+            algo_choice: algo.into_iter().flatten().map(sp).collect(),
             layout_hints: hints.into_iter().map(|(key, value)| sp(LayoutHint { key, value })).collect(),
             local_edges: edges
                 .into_iter()

@@ -188,7 +188,7 @@ pub(super) const ARRAY: &str = "A";
 
 /// Parsed and simplified isl objects by text: a graph of a thousand
 /// identical element-wise nodes parses its block texts once, not a
-/// thousand times (parsing dominated compile time, issue 18).
+/// thousand times (parsing would dominate compile time).
 #[derive(Default)]
 struct Parsed<'c> {
     sets: HashMap<String, Set<'c>>,

@@ -286,7 +286,7 @@ fn pad_splits_the_domain_into_a_read_piece_and_fill_pieces() {
 
 /// A `RESHAPE` of `[N, J]` to `[N, K]` holds only where `N*J = N*K`; the
 /// context carries it as `J = K` (the symbols are positive), so the read
-/// stays inside its source and the view verifies (issue 18, item 2).
+/// stays inside its source and the view verifies.
 #[test]
 fn a_reshape_between_symbols_equal_only_by_constraint_carries_it_into_the_context() {
     let mut g = Graph::new("regroup_symbols");

@@ -146,7 +146,7 @@ pub(crate) fn on_domain(m: &Map<'_>, domain: &Set<'_>) -> IslResult<String> {
 /// part, and blocks of the same shape and access pattern differ only in
 /// their tuple names, so each distinct pair (map, domain) is gisted once
 /// with its tuples renamed to placeholders, and renamed back for the text
-/// (a thousand-node chain gists a handful of maps, issue 18).
+/// (a thousand-node chain gists a handful of maps).
 #[derive(Default)]
 pub(crate) struct Gists<'c> {
     done: HashMap<(String, String), Map<'c>>,

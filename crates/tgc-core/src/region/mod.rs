@@ -23,8 +23,8 @@
 //!   write-back and read-back are gone, but every read re-runs its
 //!   reduction — a 2×2 stride-2 pool re-runs each conv point once (each
 //!   feeds one window), a 3×3 stride-2 pool up to 4 times, a stride-1 pool
-//!   k_h·k_w times. A tiled plan keeps the overlap in the `smem_ring` the
-//!   local edge names instead; the CPU backend does not tile yet.
+//!   k_h·k_w times. A tiled plan could keep the overlap in the `smem_ring`
+//!   the local edge names instead; the CPU back end recomputes.
 //! - **copy**: no body; copies a value already in memory (a graph input, or
 //!   a value another region stored) to a graph output.
 //!

@@ -146,8 +146,7 @@ fn reshape_merges_counts_merged_axes_and_refuses_splits() {
     assert_eq!(op::reshape_merges(&[s[0].clone(), Dim::int(8)], &[Dim::int(8), s[0].clone()]), None);
 }
 
-/// A refusal names the actual problem (issue 54 item 8): a wrong concrete
-/// input size is not "needs 2 = 2", a remainder in a VIEW map is not "a
+/// A refusal names the actual problem: a wrong concrete input size is not "needs 2 = 2", a remainder in a VIEW map is not "a
 /// negative step".
 #[test]
 fn refusals_name_the_actual_problem() {
@@ -173,11 +172,10 @@ fn refusals_name_the_actual_problem() {
     assert!(back.message.contains("has the negative step -1 along i0"), "{}", back.message);
 }
 
-/// Shape arithmetic is exact at the ends of `i64` (issue 54 item 2): a
-/// step of `i64::MAX` keeps one element where `(hi − lo + step − 1)/step`
-/// saturated to 0, and a VIEW whose floor division's operand passes
-/// `i64::MAX` is refused where the saturated bound let it read past its
-/// source.
+/// Shape arithmetic is exact at the ends of `i64`: a step of `i64::MAX`
+/// keeps one element (a saturating `(hi − lo + step − 1)/step` would give
+/// 0), and a VIEW whose floor division's operand passes `i64::MAX` is
+/// refused (a saturated bound would let it read past its source).
 #[test]
 fn shape_arithmetic_is_exact_at_the_ends_of_i64() {
     let mut g = Graph::new("t");

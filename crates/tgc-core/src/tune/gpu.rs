@@ -103,7 +103,7 @@ pub fn decision_text(problem: &Problem, plan: &Plan) -> String {
         .iter()
         .map(|a| format!("{}={}", a.name, a.extent.map_or_else(|| "?".to_string(), |e| e.to_string())))
         .collect();
-    let keys: BTreeSet<&str> = plan.algo_choice.iter().map(|a| a.value.key.value.as_str()).collect();
+    let keys: BTreeSet<&str> = plan.algo_choice.iter().map(|a| a.value.key().name()).collect();
     format!(
         "{} {}; {}; distinct {}, {}; algo [{}]",
         problem.dtype,

@@ -9,7 +9,7 @@ use super::{Cache, CacheError, Entry};
 use crate::gpu::simt;
 use crate::pipeline::{self, Format};
 use crate::plan::target::{SM80, SM90};
-use crate::plan::{cost, Plan, Target};
+use crate::plan::{cost, AlgoKey, AttentionAlgo, Epilogue, Plan, Target};
 
 fn load(text: &str) -> crate::tiny::Graph {
     pipeline::load(text, Format::Dsl, None).unwrap_or_else(|d| panic!("{}", d.render("test"))).graph
@@ -188,8 +188,9 @@ fn a_convolution_has_decisions_of_its_own_and_each_candidate_can_be_pinned() {
     assert!(ds.len() >= 2, "{:?}", ds.iter().map(|d| &d.inputs.decision).collect::<Vec<_>>());
     let texts: Vec<&str> = ds.iter().map(|d| d.inputs.decision.as_str()).collect();
     assert!(texts.iter().all(|d| d.ends_with("algo [conv, matmul]")), "{texts:?}");
-    let winograd =
-        ds.iter().position(|d| d.candidates.iter().any(|p| cost::algorithm(p, "conv") == Some("winograd_3x3")));
+    let winograd = ds.iter().position(|d| {
+        d.candidates.iter().any(|p| cost::algorithm(p, AlgoKey::Conv) == Some(crate::gpu::winograd::ALGO))
+    });
     let w = winograd.expect("a Winograd decision");
     // The implicit GEMM's register allowance rejects the 64×64 warp tiles
     // after costing: pinned, they are not taken; the others are launched.
@@ -217,7 +218,7 @@ fn an_attention_decides_between_its_algorithms() {
         assert_eq!(ds.len(), 1);
         assert!(ds[0].inputs.decision.ends_with("algo [attention]"), "{}", ds[0].inputs.decision);
         assert_eq!(ds[0].macs(), 2 * 128 * 128 * (64 + 64), "two batch points, both products");
-        let algos: Vec<&str> = ds[0].candidates.iter().filter_map(cost::attention_algorithm).collect();
+        let algos: Vec<AttentionAlgo> = ds[0].candidates.iter().filter_map(cost::attention_algorithm).collect();
         assert!(algos.len() >= 2, "{algos:?}");
         let t = tune(&g, target, ds, &mut |p| Ok::<_, ()>(Ok(launched_plans(p).len() as u64)), &mut |_, _| {}).unwrap();
         assert!(
@@ -256,10 +257,8 @@ fn the_sm80_module_of_a_build_embeds_the_recorded_plan() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let embedded = |plan: &Plan| {
-        let full = Plan {
-            epilogue: ["bias", "relu"].map(|e| crate::plan::Spanned::new(e.to_string())).to_vec(),
-            ..plan.clone()
-        };
+        let full =
+            Plan { epilogue: [Epilogue::Bias, Epilogue::Relu].map(crate::plan::Spanned::new).to_vec(), ..plan.clone() };
         format!("pub const PLAN_JSON: Option<&str> = Some({:?});", crate::plan::to_json(&full))
     };
     assert!(module.text.contains(&embedded(&won)), "the tuned point's plan");

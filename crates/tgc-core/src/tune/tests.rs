@@ -117,7 +117,7 @@ fn a_build_takes_the_recorded_block_sizes_and_notes_a_miss() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A record is written whole (issue 54 item 5): a link planted at its file
+/// A record is written whole: a link planted at its file
 /// name is replaced, and the file it points to keeps its content.
 #[cfg(unix)]
 #[test]

@@ -19,9 +19,9 @@ fn emulated(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
     crate::gpu::simt::emulate(&prog, &[], inputs).unwrap()
 }
 
-/// `slice(x, [[lo, 10, i64::MAX]])` keeps NumPy's one element `x[lo]`
-/// (issue 54 item 2): the size `(hi − lo + step − 1) / step` saturated to 0,
-/// so the interpreter summed nothing and the CPU backend failed.
+/// `slice(x, [[lo, 10, i64::MAX]])` keeps NumPy's one element `x[lo]` on
+/// every backend: the size `(hi − lo + step − 1) / step` is computed
+/// exactly, where a saturating one would give 0 and sum nothing.
 #[test]
 fn a_slice_step_at_the_i64_limit_keeps_one_element_on_every_backend() {
     let g = load(
@@ -46,11 +46,11 @@ fn a_slice_step_at_the_i64_limit_keeps_one_element_on_every_backend() {
     assert_eq!(emulated(&g, &[x]), want, "SIMT emulator");
 }
 
-/// `CAST` to i32 by the one rule of `tgc_runtime::DType::cast` (issue 54
-/// item 7): truncation toward zero, saturating, NaN to 0 — the same table
-/// from f32, f16 and bf16 on the interpreter, C, Rust and the emulator (it
-/// was a wrap through i64: inf → −1, −inf → 0, 3e9 → −1294967296), and
-/// NVRTC compiles the CUDA printer's form of it.
+/// `CAST` to i32 by the one rule of `tgc_runtime::DType::cast`: truncation
+/// toward zero, saturating, NaN to 0 — the same table from f32, f16 and
+/// bf16 on the interpreter, C, Rust and the emulator (not a wrap through
+/// i64, which gives inf → −1, −inf → 0, 3e9 → −1294967296), and NVRTC
+/// compiles the CUDA printer's form of it.
 #[test]
 fn cast_to_i32_is_one_rule_on_every_backend() {
     let (inf, nan) = (f64::INFINITY, f64::NAN);

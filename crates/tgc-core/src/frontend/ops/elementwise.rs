@@ -359,8 +359,19 @@ pub fn silu(g: &mut Graph, x: NodeId) -> DResult<NodeId> {
 /// Abramowitz & Stegun 7.1.26 coefficients: `erfc(a) ≈ t·(a1 + t·(a2 + t·(a3
 /// + t·(a4 + t·a5))))·exp(−a²)` with `t = 1/(1 + p·a)` for `a ≥ 0`,
 /// `|error| ≤ 1.5e-7` (Handbook of Mathematical Functions, 1964, p. 299).
-const AS_P: f64 = 0.327_591_1;
-const AS_A: [f64; 5] = [0.254_829_592, -0.284_496_736, 1.421_413_741, -1.453_152_027, 1.061_405_429];
+pub const AS_P: f64 = 0.327_591_1;
+/// `a1` to `a5` of [`AS_P`]'s formula.
+pub const AS_A: [f64; 5] = [0.254_829_592, -0.284_496_736, 1.421_413_741, -1.453_152_027, 1.061_405_429];
+
+/// `erfc(a)` for `a ≥ 0` by A&S 7.1.26 in f64: `t·(a1 + t·(a2 + t·(a3 +
+/// t·(a4 + t·a5))))·exp(−a²)`, `t = 1/(1 + p·a)`, the formula [`erfc_abs`]
+/// decomposes, for a back end that computes GELU in one step (the GPU
+/// emulator's epilogue; `gpu::cuda` prints the same expression).
+pub fn erfc_abs_f64(a: f64) -> f64 {
+    let t = 1.0 / (1.0 + AS_P * a);
+    let poly = AS_A.iter().rev().fold(0.0, |p, &c| p * t + c);
+    t * poly * (-a * a).exp()
+}
 
 /// `erfc(|x|)` by A&S 7.1.26 (see [`AS_A`]): `a = MAX(x, −x)`, `t = RECIP(1 +
 /// p·a)`, a Horner polynomial in `t`, times `EXP2(−a²·log2 e)`.

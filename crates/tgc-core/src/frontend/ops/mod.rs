@@ -26,6 +26,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod movement;
 pub mod nn;
+pub mod recognise;
 pub mod reduce;
 pub mod trig;
 

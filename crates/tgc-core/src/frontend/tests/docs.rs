@@ -1,15 +1,21 @@
 //! The pages stay true: `docs/dsl.md` names every builtin call and its
-//! examples load and run; every relative link of README.md and of the pages
-//! under docs/ names a file of the repository, and a `#section` of a
-//! Markdown page one of its headings (GitHub's anchors: lower case, spaces
-//! as `-`, other punctuation dropped). Links with a scheme (`https:`) are
-//! not followed.
+//! examples load and run; every relative link of README.md, ARCHITECTURE.md
+//! and the pages under docs/ names a file of the repository, and a
+//! `#section` of a Markdown page one of its headings (GitHub's anchors:
+//! lower case, spaces as `-`, other punctuation dropped). Links with a
+//! scheme (`https:`) are not followed. ARCHITECTURE.md's paths and items
+//! exist and the GPU IR's invariants are its verifier's ([`architecture`]);
+//! every specification section the code cites is in the design overview's
+//! index ([`citations`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::frontend::resolve::builtin_names;
 use crate::pipeline::{self, Format};
+
+mod architecture;
+mod citations;
 
 fn page() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/dsl.md");
@@ -55,8 +61,9 @@ pub(super) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// README.md and every Markdown page under docs/, sorted: the pages whose
-/// examples and links the tests read, so a new page needs no list edited.
+/// README.md, ARCHITECTURE.md and every Markdown page under docs/, sorted:
+/// the pages whose examples and links the tests read, so a new page needs
+/// no list edited.
 pub(super) fn doc_pages() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for p in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path())
@@ -68,7 +75,7 @@ pub(super) fn doc_pages() -> Vec<PathBuf> {
             }
         }
     }
-    let mut out = vec![root().join("README.md")];
+    let mut out = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
     walk(&root().join("docs"), &mut out);
     out.sort();
     out

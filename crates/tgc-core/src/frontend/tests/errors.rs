@@ -161,7 +161,7 @@ fn unsupported_constructs_are_reported() {
     expect_err(src, Unsupported, "maxpool2d");
 }
 
-/// A kernel size below 1 is named as such (issue 54 item 8), not as a pad
+/// A kernel size below 1 is named as such, not as a pad
 /// "more than half the kernel size -1".
 #[test]
 fn a_pool_kernel_below_one_is_named() {

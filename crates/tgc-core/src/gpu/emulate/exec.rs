@@ -2,6 +2,7 @@
 //! a CTA (see the module doc of `emulate` for the model).
 
 use super::*;
+use crate::frontend::ops::elementwise::erfc_abs_f64;
 
 impl<'k> Frame<'k> {
     pub(super) fn stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg]) -> R<()> {
@@ -221,10 +222,16 @@ impl<'k> Frame<'k> {
                             EpilogueOp::Silu => v / (1.0 + (-v).exp()),
                             EpilogueOp::Gelu => {
                                 let x = v as f64;
+                                let q = erfc_abs_f64((x * std::f64::consts::FRAC_1_SQRT_2).abs());
+                                (0.5 * x * if x < 0.0 { q } else { 2.0 - q }) as f32
+                            }
+                            EpilogueOp::GeluTanh => {
+                                let x = v as f64;
                                 (0.5 * x
                                     * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()))
                                     as f32
                             }
+                            EpilogueOp::Tanh => (v as f64).tanh() as f32,
                             EpilogueOp::Cast(d) => round_to(*d, v),
                         };
                     }

@@ -257,13 +257,14 @@ fn launch(kernel: &Kernel, args: &mut [Arg], order: RoleOrder) -> Result<(Stats,
             _ => return Err(bad(format!("argument {i} does not fit parameter `{}` ({:?})", p.name, p.kind))),
         }
     }
-    let threads = kernel.threads();
-    if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
-        return Err(bad(format!("{threads} threads per block: not a positive multiple of 32 up to 1024")));
+    let target = kernel.arch.target();
+    let (threads, warp, most) = (kernel.threads(), target.warp_size, target.max_threads_per_block);
+    if threads == 0 || !threads.is_multiple_of(warp) || threads > most {
+        return Err(bad(format!("{threads} threads per block: not a positive multiple of {warp} up to {most}")));
     }
-    let smem_max = crate::plan::target::TARGETS.iter().map(|t| t.smem_per_block_max).max().unwrap_or(0);
+    let smem_max = target.smem_per_block_max;
     if kernel.smem_bytes > smem_max {
-        return Err(bad(format!("{} bytes of shared memory exceed any target's {smem_max}", kernel.smem_bytes)));
+        return Err(bad(format!("{} bytes of shared memory exceed {}'s {smem_max}", kernel.smem_bytes, target.name)));
     }
     if let Some(b) = kernel.smem.iter().find(|b| b.offset.saturating_add(b.size) > kernel.smem_bytes) {
         return Err(bad(format!(
@@ -481,59 +482,29 @@ impl<'k> Frame<'k> {
         [(t % bx) as i64, ((t / bx) % by) as i64, (t / (bx * by)) as i64]
     }
 
+    /// `e` in thread `t` ([`Expr::eval`]); what C leaves undefined is a
+    /// [`Fault::BadValue`] at `s`.
     fn eval(&self, e: &Expr, t: usize, s: Option<u32>) -> R<i64> {
         let bad = |m: String| self.err(Fault::BadValue, s, m);
-        Ok(match e {
-            Expr::Const(v) => *v,
-            Expr::Param(p) => match self.k.params.get(p.0 as usize) {
-                Some(Param { kind: ParamKind::I32 | ParamKind::I64, .. }) => self.scalars[p.0 as usize],
-                _ => return Err(bad(format!("parameter {} is not a scalar", p.0))),
-            },
-            Expr::Var(v) => {
-                let nv = self.k.vars.len();
-                match self.vars.get(t * nv + v.0 as usize).copied().flatten() {
-                    Some(x) => x,
-                    None => return Err(bad(format!("variable {} read before it is set", v.0))),
+        let mut leaf = |x: Leaf| {
+            Ok(match x {
+                Leaf::Param(p) => match self.k.params.get(p.0 as usize) {
+                    Some(Param { kind: ParamKind::I32 | ParamKind::I64, .. }) => self.scalars[p.0 as usize],
+                    _ => return Err(bad(format!("parameter {} is not a scalar", p.0))),
+                },
+                Leaf::Var(v) => {
+                    let nv = self.k.vars.len();
+                    match self.vars.get(t * nv + v.0 as usize).copied().flatten() {
+                        Some(x) => x,
+                        None => return Err(bad(format!("variable {} read before it is set", v.0))),
+                    }
                 }
-            }
-            Expr::ThreadIdx(d) => self.thread_idx(t)[d.index()],
-            Expr::BlockIdx(d) => self.block_idx[d.index()],
-            Expr::GridDim(d) => self.grid_dim[d.index()],
-            Expr::Select(c, a, b) => {
-                if self.eval(c, t, s)? != 0 {
-                    self.eval(a, t, s)?
-                } else {
-                    self.eval(b, t, s)?
-                }
-            }
-            Expr::Bin(op, a, b) => {
-                let x = self.eval(a, t, s)?;
-                let y = self.eval(b, t, s)?;
-                match op {
-                    BinOp::Add => x.wrapping_add(y),
-                    BinOp::Sub => x.wrapping_sub(y),
-                    BinOp::Mul => x.wrapping_mul(y),
-                    BinOp::Div | BinOp::Rem if y == 0 => return Err(bad("division by zero".into())),
-                    BinOp::Div => x.wrapping_div(y),
-                    BinOp::Rem => x.wrapping_rem(y),
-                    BinOp::FloorDiv if y <= 0 => return Err(bad(format!("floor division by {y}"))),
-                    BinOp::FloorDiv => x.div_euclid(y),
-                    BinOp::Min => x.min(y),
-                    BinOp::Max => x.max(y),
-                    BinOp::And => x & y,
-                    BinOp::Or => x | y,
-                    BinOp::Xor => x ^ y,
-                    BinOp::Shl => x.wrapping_shl(y as u32),
-                    BinOp::Shr => x.wrapping_shr(y as u32),
-                    BinOp::Lt => (x < y) as i64,
-                    BinOp::Le => (x <= y) as i64,
-                    BinOp::Eq => (x == y) as i64,
-                    BinOp::Ne => (x != y) as i64,
-                    BinOp::LAnd => (x != 0 && y != 0) as i64,
-                    BinOp::LOr => (x != 0 || y != 0) as i64,
-                }
-            }
-        })
+                Leaf::ThreadIdx(d) => self.thread_idx(t)[d.index()],
+                Leaf::BlockIdx(d) => self.block_idx[d.index()],
+                Leaf::GridDim(d) => self.grid_dim[d.index()],
+            })
+        };
+        e.eval(&mut leaf, &|u| bad(u.to_string()))
     }
 
     fn set_var(&mut self, v: VarId, t: usize, x: i64, s: Option<u32>) -> R<()> {

@@ -140,32 +140,9 @@ const WGMMA_COLS: i64 = 64;
 /// descriptor's `sbo`, `wgmma::Builder`'s as well).
 const SWIZZLE_ATOM: i64 = 1024;
 
-/// How the kernel finds each row's softmax maximum (`000` §1.7
-/// `algo_choice attention`; the loop skeletons are in the module doc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    /// `online_softmax` (FlashAttention-2): one pass over the keys with a
-    /// running maximum; when it grows, the row sum and `O` are rescaled.
-    OnlineSoftmax,
-    /// `streaming_softmax_2pass` (`000` §7.3, §11 item 9): a first pass
-    /// over K for each row's maximum, then the loop over K and V with that
-    /// maximum fixed — `Q·Kᵀ` computed twice and K read twice, nothing
-    /// rescaled.
-    StreamingSoftmax2Pass,
-}
-
-impl Algorithm {
-    /// Both, in the order the templates are tried.
-    pub const ALL: [Algorithm; 2] = [Algorithm::OnlineSoftmax, Algorithm::StreamingSoftmax2Pass];
-
-    /// Its `algo_choice attention` value (`000` §1.7).
-    pub fn algo_choice(self) -> &'static str {
-        match self {
-            Algorithm::OnlineSoftmax => "online_softmax",
-            Algorithm::StreamingSoftmax2Pass => "streaming_softmax_2pass",
-        }
-    }
-}
+/// How the kernel finds each row's softmax maximum: the plan's
+/// `algo_choice attention` (the loop skeletons are in the module doc).
+pub use crate::plan::AttentionAlgo as Algorithm;
 
 /// The kernel's parameters, in ABI order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,7 +208,7 @@ pub fn plan(a: &Attention, algo: Algorithm, target: &crate::plan::Target, warps:
         tile: Some(Spanned::new([bm as u64, BN as u64, a.d as u64])),
         warp_tile: Some(Spanned::new([16, BN as u64])),
         pipeline: Some(Spanned::new(Pipeline { axis: Some(ax("n")), stages: Spanned::new(2) })),
-        algo_choice: vec![Spanned::new(AlgoChoice { key: ax("attention"), value: ax(algo.algo_choice()) })],
+        algo_choice: vec![Spanned::new(AlgoChoice::Attention(algo))],
         ..Plan::default()
     }
 }
@@ -282,7 +259,7 @@ pub fn describe(a: &Attention, algo: Algorithm, arch: Arch, warps: i64) -> Strin
         "algo_choice attention = {}, {fits}\n  {} batch points × M={} queries × N={} keys, head dim {}, value dim \
          {}, {} → {}\n  tile: {} query rows × {BN} keys per step, {warps} warps (16 rows each), {products}, \
          {loops}\n  scores: {}\n",
-        algo.algo_choice(),
+        algo,
         a.batch.iter().product::<i64>(),
         a.m,
         a.n,
@@ -328,7 +305,7 @@ fn check(a: &Attention, arch: Arch) -> DResult<()> {
         return unsupported(format!("the output's column pairs are not contiguous and aligned ({:?})", a.o));
     }
     let points: i64 = a.batch.iter().product();
-    if points > crate::gpu::lower::MAX_GRID_YZ as i64 {
+    if points as u64 > arch.target().max_grid[1] {
         return unsupported(format!("{points} batch points exceed the grid's y limit"));
     }
     Ok(())

@@ -193,6 +193,8 @@ impl Builder {
                 Epi::Relu => EpilogueOp::Relu,
                 Epi::Silu => EpilogueOp::Silu,
                 Epi::Gelu => EpilogueOp::Gelu,
+                Epi::GeluTanh => EpilogueOp::GeluTanh,
+                Epi::Tanh => EpilogueOp::Tanh,
                 Epi::Residual(param) => EpilogueOp::Residual { param, at: self.c_at(p, ids, row, col) },
                 Epi::Bias(param) => {
                     let at = bias_at.get_or_insert_with(|| self.bias_at(body, ids, row, col)).clone();

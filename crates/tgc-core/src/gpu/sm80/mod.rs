@@ -55,7 +55,7 @@
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::plan::{HintValue, Plan};
+use crate::plan::{AlgoChoice, AlgoKey, Epilogue, HintValue, MatmulAlgo, Plan};
 use crate::DType;
 
 use super::ir::*;
@@ -180,22 +180,29 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
              (tile {bm}x{bn}x{bk}, warp tile {wm}x{wn})"
         ));
     }
-    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
-    match (algo.unwrap_or("implicit_gemm"), split_k) {
-        ("implicit_gemm", 1) | ("splitk_serial" | "splitk_parallel", _) => {}
-        ("implicit_gemm", _) => {
+    let algo = match crate::plan::cost::algorithm(plan, AlgoKey::Matmul) {
+        None => MatmulAlgo::ImplicitGemm,
+        Some(AlgoChoice::Matmul(a)) => a,
+        Some(other @ (AlgoChoice::Conv(_) | AlgoChoice::Attention(_))) => {
+            return Err(diag!(Internal, "algo_choice matmul holds `{other}`"))
+        }
+    };
+    match (algo, split_k) {
+        (MatmulAlgo::ImplicitGemm, 1) | (MatmulAlgo::SplitkSerial | MatmulAlgo::SplitkParallel, _) => {}
+        (MatmulAlgo::ImplicitGemm, _) => {
             return Err(diag!(
                 Unsupported,
                 "split-K over {split_k} slices needs `algo_choice matmul splitk_serial` or `splitk_parallel`"
             ))
         }
-        (other, _) => return Err(diag!(Unsupported, "the SM80 template does not build `{other}` yet")),
     }
-    let threads = (bm / wm) * (bn / wn) * 32;
-    if threads > 1024 {
+    let target = Arch::Sm80.target();
+    let threads = (bm / wm) * (bn / wn) * target.warp_size;
+    if threads > target.max_threads_per_block {
         return Err(diag!(
             ResourceExceeded,
-            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed 1024"
+            "{threads} threads per block (warp tile {wm}x{wn} in tile {bm}x{bn}) exceed {}",
+            target.max_threads_per_block
         ));
     }
     let vec = plan.vectorize.as_ref().map_or(8, |v| v.value.width.value) as i64;
@@ -211,7 +218,7 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
         stages: stages as i64,
         vec,
         pred: [tail("m"), tail("n"), tail("k")],
-        parallel_split: algo == Some("splitk_parallel"),
+        parallel_split: algo == MatmulAlgo::SplitkParallel,
         swizzle: [hint("A_swizzle"), hint("B_swizzle")],
         specialize: None,
     })
@@ -227,8 +234,7 @@ fn shape(plan: &Plan, split_k: u32) -> DResult<Shape> {
 /// Errors: `Unsupported` for what the module doc lists, for a plan without
 /// `tile`, `warp_tile` or `pipeline stages=2|3`, and for operand or output
 /// dtypes other than those [`Gemm`] names; `ResourceExceeded` for more
-/// than 1024 threads; `UnknownOp` for an epilogue op outside `bias relu
-/// silu gelu residual`.
+/// threads than the target's `max_threads_per_block`.
 pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     if gemm.split_k == 0 {
         return Err(diag!(Unsupported, "split-K over 0 slices"));
@@ -258,17 +264,14 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
         Arch::Sm80 => shape(plan, gemm.split_k)?,
         Arch::Sm90 => wgmma::shape(plan, gemm)?,
     };
-    let names: Vec<&str> = plan.epilogue.iter().map(|e| e.value.as_str()).collect();
-    if let Some(bad) = names.iter().find(|n| !crate::plan::EPILOGUE_OPS.contains(n)) {
-        return Err(diag!(UnknownOp, "epilogue op `{bad}`; known: {}", crate::plan::EPILOGUE_OPS.join(" ")));
-    }
+    let names: Vec<Epilogue> = plan.epilogue.iter().map(|e| e.value).collect();
     let name = format!("gemm_{}", arch.name());
     let mut b = Builder { k: Kernel::empty(&name, arch), sh, gemm: gemm.clone(), hoisted: Vec::new() };
     let ptr = |dtype, writable| ParamKind::Ptr { dtype, writable };
     let a = b.param("A", ptr(gemm.ab, false));
     let bp = b.param("B", ptr(gemm.ab, false));
-    let bias = names.contains(&"bias").then(|| b.param("bias", ptr(gemm.ab, false)));
-    let residual = names.contains(&"residual").then(|| b.param("residual", ptr(gemm.ab, false)));
+    let bias = names.contains(&Epilogue::Bias).then(|| b.param("bias", ptr(gemm.ab, false)));
+    let residual = names.contains(&Epilogue::Residual).then(|| b.param("residual", ptr(gemm.ab, false)));
     let c = b.param("C", ptr(gemm.out, true));
     let (workspace, locks) = if gemm.split_k > 1 {
         (Some(b.param("workspace", ptr(DType::F32, true))), Some(b.param("locks", ptr(DType::I32, true))))
@@ -287,11 +290,13 @@ pub fn build(plan: &Plan, gemm: &Gemm) -> DResult<(Kernel, GemmParams)> {
     }
     for name in names {
         ops.push(match name {
-            "bias" => Epi::Bias(bias.unwrap_or(p.c)),
-            "relu" => Epi::Relu,
-            "silu" => Epi::Silu,
-            "gelu" => Epi::Gelu,
-            _ => Epi::Residual(residual.unwrap_or(p.c)),
+            Epilogue::Bias => Epi::Bias(bias.unwrap_or(p.c)),
+            Epilogue::Relu => Epi::Relu,
+            Epilogue::Silu => Epi::Silu,
+            Epilogue::Gelu => Epi::Gelu,
+            Epilogue::GeluTanh => Epi::GeluTanh,
+            Epilogue::Tanh => Epi::Tanh,
+            Epilogue::Residual => Epi::Residual(residual.unwrap_or(p.c)),
         });
     }
     match arch {
@@ -349,6 +354,8 @@ enum Epi {
     Relu,
     Silu,
     Gelu,
+    GeluTanh,
+    Tanh,
     Residual(ParamId),
 }
 

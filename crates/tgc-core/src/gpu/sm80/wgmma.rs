@@ -133,8 +133,8 @@ pub(super) fn shape(plan: &Plan, gemm: &Gemm) -> DResult<Shape> {
     if gemm.split_k != 1 {
         return Err(unsupported("no split-K (it is not built for this branch yet)".into()));
     }
-    let algo = plan.algo_choice.iter().find(|a| a.value.key.value == "matmul").map(|a| a.value.value.value.as_str());
-    if let Some(other) = algo.filter(|a| *a != "implicit_gemm") {
+    let algo = crate::plan::cost::algorithm(plan, AlgoKey::Matmul);
+    if let Some(other) = algo.filter(|a| *a != AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm)) {
         return Err(diag!(Unsupported, "the SM90 template does not build `{other}` yet"));
     }
     let specialize = plan.warp_specialize.as_ref().map(|w| w.value);
