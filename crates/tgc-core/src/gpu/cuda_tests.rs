@@ -300,22 +300,13 @@ fn every_statement_is_tagged_once_in_pre_order() {
     }
 }
 
-/// Evaluates the integer expressions a swizzle is made of.
+/// A swizzle's expression over variable 0 at `off` ([`Expr::eval`]).
 fn eval(e: &Expr, off: i64) -> i64 {
-    match e {
-        Expr::Const(c) => *c,
-        Expr::Var(_) => off,
-        Expr::Bin(op, a, b) => {
-            let (a, b) = (eval(a, off), eval(b, off));
-            match op {
-                BinOp::Xor => a ^ b,
-                BinOp::And => a & b,
-                BinOp::Shr => a >> b,
-                other => panic!("{other:?} in a swizzle"),
-            }
-        }
-        other => panic!("{other:?} in a swizzle"),
-    }
+    let mut leaf = |l: Leaf| match l {
+        Leaf::Var(_) => Ok(off),
+        other => Err(format!("{other:?} in a swizzle")),
+    };
+    e.eval(&mut leaf, &|u| u.to_string()).unwrap_or_else(|m| panic!("{m}"))
 }
 
 #[test]
