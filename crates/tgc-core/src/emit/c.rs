@@ -671,12 +671,9 @@ enum Isa {
 }
 
 impl Isa {
-    /// Floats in one vector of this ISA.
+    /// Floats in one vector of this ISA (`plan::target::f32_lanes`).
     fn width(self) -> usize {
-        match self {
-            Isa::Avx512 => 16,
-            Isa::Avx2 => 8,
-        }
+        crate::plan::target::f32_lanes(self.runtime()) as usize
     }
 
     /// The suffix of this ISA's copy of a function.
