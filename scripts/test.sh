@@ -26,6 +26,9 @@ if [ -z "${TGC_REQUIRE_ISA+x}" ] && [ -r /proc/cpuinfo ]; then
     export TGC_REQUIRE_ISA
     echo "scripts/test.sh: TGC_REQUIRE_ISA=$TGC_REQUIRE_ISA"
 fi
+# The object cache of compiled CPU kernels (tgc_runtime::objcache) inside
+# the build folder rather than the user's ~/.cache/tgc.
+export TGC_CACHE_DIR="${TGC_CACHE_DIR-$PWD/target/tgc-cache}"
 cargo test --workspace --locked --all-targets
 cargo test --workspace --locked --doc
 # kernel! and the build helper with feature sm80 embed a GEMM's cubin and PTX

@@ -51,9 +51,9 @@
 //! (2·M·N·K per call) and the fraction of the f32 peak of `n` cores (at most
 //! the machine's); softmax, layernorm and cumsum GB/s (every tensor read
 //! or written once); conv GFLOP/s of the convolution (2·K·C·9·H·W). The peak of a core
-//! is its f32 flops per cycle ([`flops_per_cycle`]: two FMA pipes of the
-//! widest vectors the runtime's micro-kernel uses) times the clock of
-//! `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
+//! is `tgc_core::plan::target::CpuTarget::host`'s: its f32 flops per cycle
+//! (two FMA pipes of the widest vectors the runtime's micro-kernel uses)
+//! times the clock of `/proc/cpuinfo`'s first "cpu MHz", or `--peak-gflops`.
 //!
 //! A missing peer (no Python, NumPy or ONNX Runtime) prints `-`, and once
 //! what is missing and how to install it; the last line counts the rows
@@ -71,6 +71,7 @@ use std::time::Instant;
 use clap::{Parser, ValueEnum};
 use serde_json::{json, Value};
 use tgc_core::pipeline::{self, CompiledCpu, Format, Options, RunError};
+use tgc_core::plan::target::{self, CpuTarget};
 use tgc_runtime::{cpu_rt, npy, HostTensor};
 
 // Each benchmark uses the bounds of its own ops.
@@ -90,17 +91,6 @@ const PEERS: [&str; 2] = ["numpy", "onnxruntime"];
 /// when it starts timing (see the module doc).
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// f32 flops per cycle of one core: two 16-lane FMA pipes where the CPU has
-/// AVX-512F (the runtime's micro-kernel then uses it; some Xeons have one
-/// such pipe, for them pass `--peak-gflops`), else two 8-lane ones (AVX2).
-fn flops_per_cycle() -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        return 64.0;
-    }
-    32.0
-}
-
 /// Times tgc's generated CPU kernels (f32 GEMM, softmax, layernorm, conv →
 /// ReLU → max pool) against NumPy and ONNX Runtime, run by
 /// scripts/bench_cpu_peers.py with $PYTHON (default python3), at equal thread
@@ -116,8 +106,8 @@ struct Args {
     /// Only this family of cases.
     #[arg(long)]
     only: Option<Family>,
-    /// The f32 peak of one core in GFLOP/s, instead of 32 or 64 flops/cycle × the
-    /// clock in /proc/cpuinfo.
+    /// The f32 peak of one core in GFLOP/s, instead of `CpuTarget::host`'s
+    /// flops per cycle × the clock in /proc/cpuinfo.
     #[arg(long)]
     peak_gflops: Option<f64>,
 }
@@ -446,7 +436,8 @@ fn run_error(e: RunError) -> String {
 }
 
 /// The f32 peak of one core in GFLOP/s, and where the number comes from:
-/// `flag`, else [`flops_per_cycle`] × the first "cpu MHz" of /proc/cpuinfo.
+/// `flag`, else [`CpuTarget::host`]'s (its flops per cycle × the first
+/// "cpu MHz" of /proc/cpuinfo; an error when it has none).
 fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
     if let Some(gflops) = flag {
         if !(gflops.is_finite() && gflops > 0.0) {
@@ -454,13 +445,13 @@ fn peak_per_core(flag: Option<f64>) -> Result<(f64, String), String> {
         }
         return Ok((gflops, "--peak-gflops".into()));
     }
-    let info = std::fs::read_to_string("/proc/cpuinfo").map_err(|e| format!("/proc/cpuinfo: {e}"))?;
-    let mhz = info
-        .lines()
-        .find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .ok_or("no \"cpu MHz\" in /proc/cpuinfo")?;
-    let per_cycle = flops_per_cycle();
-    Ok((per_cycle * mhz / 1e3, format!("{per_cycle} flops/cycle x {mhz} MHz, the first \"cpu MHz\" of /proc/cpuinfo")))
+    let mhz = target::cpu_mhz().ok_or("no \"cpu MHz\" in /proc/cpuinfo")?;
+    let host = CpuTarget::host();
+    let per_cycle = host.flops_per_clock();
+    Ok((
+        host.peak_flops(1) / 1e9,
+        format!("{per_cycle} flops/cycle ({}) x {mhz} MHz, the first \"cpu MHz\" of /proc/cpuinfo", host.isa.name()),
+    ))
 }
 
 /// One peer's numbers for one row; `None` where it did not run (the reason

@@ -1,6 +1,7 @@
 //! The files `tgc` writes: its scratch folders
 //! are fresh, private and gone after the command, a planted folder with a
-//! link inside is never used; an output is written whole or not at all;
+//! link inside is never used; its object cache is private and refused when
+//! others can write it; an output is written whole or not at all;
 //! a name the file system would refuse is refused when the graph is loaded.
 //!
 //! Each test gives `tgc` its own temp root (`TMPDIR`), so that what is left
@@ -55,8 +56,9 @@ fn spy_cc(dir: &Path) -> (PathBuf, PathBuf) {
     (spy, log)
 }
 
-/// `sh -c SCRIPT tgc` with the temp root `tmp` and the C compiler `cc`:
-/// the script `exec`s `"$0"` (tgc), which keeps the shell's process id.
+/// `sh -c SCRIPT tgc` with the temp root `tmp`, the C compiler `cc` and no
+/// object cache: the script `exec`s `"$0"` (tgc), which keeps the shell's
+/// process id.
 fn sh_tgc(script: &str, tmp: &Path, cc: &Path) -> std::process::Output {
     Command::new("sh")
         .arg("-c")
@@ -65,8 +67,59 @@ fn sh_tgc(script: &str, tmp: &Path, cc: &Path) -> std::process::Output {
         .current_dir(repo())
         .env("TMPDIR", tmp)
         .env("CC", cc)
+        .env("TGC_CACHE_DIR", "")
         .output()
         .unwrap()
+}
+
+/// `tgc run --backend cpu` keeps what it compiled in the object cache
+/// (`TGC_CACHE_DIR`, made mode 0700): a second run of the same graph runs
+/// no compile, a changed graph compiles, and a cache folder others can
+/// write is refused with a message that names it.
+#[test]
+fn a_second_run_compiles_nothing_from_the_private_object_cache() {
+    let (dir, tmp) = fresh("files-cache");
+    let cache = dir.join("cache");
+    let input = write_input(&dir, &[-1.0, 2.0, -3.0, 4.0]);
+    let (cc, log) = spy_cc(&dir);
+    let run = |graph: &str| {
+        let path = dir.join("g.tgc");
+        std::fs::write(&path, graph).unwrap();
+        let out = dir.join("out");
+        let o = Command::new(env!("CARGO_BIN_EXE_tgc"))
+            .args(["run", path.to_str().unwrap(), "--backend", "cpu", "--input", &input, "--output-dir"])
+            .arg(&out)
+            .env("TMPDIR", &tmp)
+            .env("CC", &cc)
+            .env("TGC_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        let compiles = std::fs::read_to_string(&log).map_or(0, |l| l.lines().count());
+        (o, compiles, npy::read_npy(out.join("y.npy")).map(|y| y.to_f32_vec()))
+    };
+    let (o, compiles, y) = run(RELU);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!((compiles, y.unwrap()), (1, vec![0.0, 2.0, 0.0, 4.0]));
+    assert_eq!(std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o700);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.starts_with(&format!("700 {}/", cache.display())), "{logged}");
+
+    let (o, compiles, y) = run(RELU);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!((compiles, y.unwrap()), (1, vec![0.0, 2.0, 0.0, 4.0]), "the second run compiled");
+
+    let (o, compiles, y) = run(&RELU.replace("relu(x)", "neg(x)"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!((compiles, y.unwrap()), (2, vec![1.0, -2.0, 3.0, -4.0]), "a changed graph compiles");
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (o, compiles, _) = run(RELU);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(&cache.display().to_string()) && e.contains("can be written by others"), "{e}");
+    assert!(e.contains("TGC_CACHE_DIR="), "{e}");
+    assert_eq!(compiles, 2);
 }
 
 /// Item 1: `tgc run --backend cpu` compiled into `/tmp/tgc-run-<pid>`,

@@ -57,8 +57,9 @@ fn tune_needs_a_cache_folder() {
 }
 
 /// The console line of `tgc tune` shows the CSV's numbers (round 1's
-/// medians of the analytic and the chosen sizes), and the CSV's `threads`
-/// says how many threads a candidate ran on.
+/// medians of the analytic and the chosen sizes), the CSV's `threads`
+/// says how many threads a candidate ran on, and the picture labels each
+/// candidate with the CSV's time.
 #[test]
 fn tune_console_and_csv_agree() {
     let dir = temp("tune-agree");
@@ -86,6 +87,16 @@ fn tune_console_and_csv_agree() {
         assert!((measured(col) - shown[i]).abs() < 0.051, "console {line} against CSV:\n{csv}");
     }
     assert!(rows.iter().all(|r| r[3] == "1"), "one pool thread:\n{csv}");
+    // The picture names every candidate as text, with the CSV's time as
+    // the console prints it.
+    let svg = std::fs::read_to_string(dir.join("log.svg")).unwrap();
+    for r in &rows {
+        let name = format!(">mc={} nc={} kc={}", r[6], r[5], r[4]);
+        assert!(svg.contains(&name), "{name} in:\n{svg}");
+        if let Ok(ns) = r[2].parse::<f64>() {
+            assert!(svg.contains(&format!(">{:.1} µs</text>", ns / 1e3)), "{ns} ns in:\n{svg}");
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

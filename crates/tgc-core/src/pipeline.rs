@@ -835,7 +835,8 @@ pub enum RunError {
     Runtime(tgc_runtime::Error),
 }
 
-/// Generates C for a fully bound graph, compiles it in `work_dir`, and runs it.
+/// Generates C for a fully bound graph, compiles it (through the user's
+/// object cache when there is one, else in `work_dir`), and runs it.
 pub fn run_cpu(g: &Graph, inputs: &[HostTensor], work_dir: &Path) -> Result<Vec<HostTensor>, RunError> {
     let mut outs = run_cpu_batch(&[(g, inputs)], work_dir)?;
     Ok(outs.remove(0))
@@ -851,6 +852,15 @@ pub fn run_cpu(g: &Graph, inputs: &[HostTensor], work_dir: &Path) -> Result<Vec<
 /// or shapes are not the graph's, or the first runtime failure; no graph's
 /// outputs are returned then.
 pub fn run_cpu_batch(runs: &[(&Graph, &[HostTensor])], work_dir: &Path) -> Result<Vec<Vec<HostTensor>>, RunError> {
+    run_cpu_parts(runs, work_dir, PART_LINES)
+}
+
+/// [`run_cpu_batch`] with the C in parts of about `part_lines` lines.
+pub(crate) fn run_cpu_parts(
+    runs: &[(&Graph, &[HostTensor])],
+    work_dir: &Path,
+    part_lines: usize,
+) -> Result<Vec<Vec<HostTensor>>, RunError> {
     if runs.is_empty() {
         return Ok(Vec::new());
     }
@@ -863,27 +873,37 @@ pub fn run_cpu_batch(runs: &[(&Graph, &[HostTensor])], work_dir: &Path) -> Resul
     }
     let units: Vec<(&Graph, crate::cpu::Program, &str)> =
         programs.into_iter().zip(&entries).map(|((g, p), e)| (g, p, e.symbol.as_str())).collect();
-    let lib = compile_and_load(&units, work_dir)?;
+    let lib = compile_and_load(&units, work_dir, part_lines)?;
     runs.iter().zip(&entries).map(|((_, inputs), e)| e.run(&lib, inputs, &[])).collect()
 }
 
-/// Prints `units` as one C unit, compiles it in `work_dir` (named by the
-/// first symbol and a hash of the source) and loads it.
+/// The lines of generated C per translation unit of a CPU run
+/// ([`emit::c::emit_c_parts`]): the functions of a larger graph are cut
+/// into parts of about this many lines, compiled at once on the machine's
+/// cores; a graph of fewer lines stays one unit. Large enough that the
+/// includes and helpers each part repeats cost little, small enough that
+/// two cores share a CNN's compile.
+pub const PART_LINES: usize = 2000;
+
+/// Prints `units` as C in parts of about `part_lines` lines, compiles them
+/// at once into one library ([`tgc_runtime::cpu::compile_units`]) and loads
+/// it: through the user's object cache
+/// ([`tgc_runtime::objcache::ObjectCache::from_env`]) when there is one, so
+/// the same C compiles once per user, else in `work_dir`.
 fn compile_and_load(
     units: &[(&Graph, crate::cpu::Program, &str)],
     work_dir: &Path,
+    part_lines: usize,
 ) -> Result<tgc_runtime::cpu::CpuLibrary, RunError> {
-    let src = emit::c::emit_c_programs(units).map_err(RunError::Diag)?;
-    let stem = format!("{}_{:016x}", units[0].2, fnv1a(src.as_bytes()));
-    let lib_path = tgc_runtime::cpu::compile_shared(&src, work_dir, &stem).map_err(RunError::Runtime)?;
+    let parts = emit::c::emit_c_parts(units, part_lines).map_err(RunError::Diag)?;
+    let cache = match tgc_runtime::objcache::ObjectCache::from_env().map_err(RunError::Runtime)? {
+        Some(cache) => cache,
+        None => tgc_runtime::objcache::ObjectCache::open(work_dir).map_err(RunError::Runtime)?,
+    };
+    let lib_path = tgc_runtime::cpu::compile_units(&parts, &cache).map_err(RunError::Runtime)?;
     // SAFETY: the library was generated from these graphs with the ABI of
     // `tgc_runtime::cpu`.
     unsafe { tgc_runtime::cpu::CpuLibrary::load(&lib_path) }.map_err(RunError::Runtime)
-}
-
-/// FNV-1a, to name compiled libraries by their source.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// One entry point of a compiled library: its symbol and the dtypes and
@@ -959,13 +979,13 @@ pub struct CompiledCpu {
 
 impl CompiledCpu {
     /// Generates C for the bound graph `g` under `opts`, compiles it in
-    /// `work_dir` and loads it.
+    /// `work_dir` (or takes it from the user's object cache, as [`run_cpu`]) and loads it.
     ///
     /// Errors: as [`run_cpu`].
     pub fn new(g: &Graph, opts: &Options, work_dir: &Path) -> Result<CompiledCpu, RunError> {
         let program = crate::cpu::lower_with(g, opts).map_err(RunError::Diag)?;
         let entry = Entry::of(g, &program)?;
-        let lib = compile_and_load(&[(g, program, entry.symbol.as_str())], work_dir)?;
+        let lib = compile_and_load(&[(g, program, entry.symbol.as_str())], work_dir, PART_LINES)?;
         Ok(CompiledCpu { lib, entry })
     }
 

@@ -269,7 +269,24 @@ fn onnx_backend_cases_match_their_expectation() {
             cases.push((format!("{suite}/{name}"), case));
         }
     }
-    let mut outcomes: Vec<Outcome> = cases.iter().map(|(_, dir)| run_case(dir)).collect();
+    // The interpreter runs of the cases, on every core: worker `w` takes
+    // every `workers`-th case.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut outcomes: Vec<Option<Outcome>> = (0..cases.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let cases = &cases;
+                s.spawn(move || {
+                    (w..cases.len()).step_by(workers).map(|i| (i, run_case(&cases[i].1))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for (i, o) in handles.into_iter().flat_map(|h| h.join().unwrap()) {
+            outcomes[i] = Some(o);
+        }
+    });
+    let mut outcomes: Vec<Outcome> = outcomes.into_iter().map(Option::unwrap).collect();
     cpu_stage(&mut outcomes);
     let mut lines = Vec::new();
     let (mut scope_n, mut scope_pass, mut counts) = (0, 0, BTreeMap::<String, usize>::new());

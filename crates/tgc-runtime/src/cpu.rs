@@ -41,11 +41,14 @@
 //! generated Rust functions do, reporting [`Error`]); [`CpuLibrary::call`]
 //! cannot, which is why it is `unsafe`.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
+use crate::objcache::ObjectCache;
 use crate::{Error, Result};
 
 /// The C compiler flags that decide how generated kernels compute, for
@@ -137,12 +140,141 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let partial = dir.join(format!("{stem}.{}-{n}.partial", std::process::id()));
 
-    let (cc, mut command) = c_compiler();
-    let output = command.args(cflags()).arg("-o").arg(&partial).arg(&source).arg("-lm").output().map_err(|e| {
-        Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"))
+    let mut command = c_compiler().1;
+    command.args(cflags()).arg("-o").arg(&partial).arg(&source).arg("-lm");
+    run_compiler(command, &source, &partial)?;
+    std::fs::rename(&partial, &library).map_err(|e| Error::io("create", &library, e))?;
+    Ok(library)
+}
+
+/// [`compile_shared`] through the object cache: the shared library of
+/// `c_source` from `cache` when it holds one built by the same compiler
+/// command, compiler version ([`compiler_version`]) and [`cflags`], else
+/// built into it (the C file kept beside it as `KEY.c`). Returns the
+/// library's path in `cache`.
+///
+/// Errors: as [`compile_shared`]; [`Error::Io`] when the cache holds the
+/// entry but it is not private ([`ObjectCache::lookup`]).
+pub fn compile_cached(c_source: &str, cache: &ObjectCache) -> Result<PathBuf> {
+    let (cc, _) = c_compiler();
+    let version = compiler_version()?;
+    let flags = cflags().join(" ");
+    let key = ObjectCache::key(&[c_source.as_bytes(), cc.as_bytes(), version.as_bytes(), flags.as_bytes()]);
+    let ext = std::env::consts::DLL_EXTENSION;
+    if let Some(library) = cache.lookup(&key, ext)? {
+        return Ok(library);
+    }
+    let source = cache.path(&key, "c");
+    crate::files::write_atomic(&source, c_source.as_bytes()).map_err(|e| Error::io("write", &source, e))?;
+    let partial = cache.partial(&key, ext);
+    let mut command = c_compiler().1;
+    command.args(cflags()).arg("-o").arg(&partial).arg(&source).arg("-lm");
+    run_compiler(command, &source, &partial)?;
+    cache.store(&partial, &key, ext)
+}
+
+/// The translation units `units` (C sources that together define the
+/// library's entry points, as `tgc_core`'s `emit::c::emit_c_parts` prints
+/// them) compiled into one shared library through `cache`: each unit's
+/// object (`-c`, with [`cflags`] but `-shared`) from the cache or
+/// compiled, up to the machine's threads at once, then the library of
+/// those objects (`-shared`) from the cache or linked. One unit is
+/// [`compile_cached`]. Returns the library's path in `cache`.
+///
+/// Errors: as [`compile_cached`], for the first unit that fails.
+pub fn compile_units(units: &[String], cache: &ObjectCache) -> Result<PathBuf> {
+    if let [unit] = units {
+        return compile_cached(unit, cache);
+    }
+    let (cc, _) = c_compiler();
+    let version = compiler_version()?;
+    let object_flags: Vec<&str> = cflags().into_iter().filter(|f| *f != "-shared").chain(["-c"]).collect();
+    let flags = object_flags.join(" ");
+    let mut objects = Vec::new();
+    let mut missing = Vec::new();
+    for unit in units {
+        let key = ObjectCache::key(&[unit.as_bytes(), cc.as_bytes(), version.as_bytes(), flags.as_bytes()]);
+        if cache.lookup(&key, "o")?.is_none() {
+            missing.push((unit, key.clone()));
+        }
+        objects.push(key);
+    }
+    let next = AtomicUsize::new(0);
+    let compile = || -> Result<()> {
+        while let Some((unit, key)) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let source = cache.path(key, "c");
+            crate::files::write_atomic(&source, unit.as_bytes()).map_err(|e| Error::io("write", &source, e))?;
+            let partial = cache.partial(key, "o");
+            let mut command = c_compiler().1;
+            command.args(&object_flags).arg("-o").arg(&partial).arg(&source);
+            run_compiler(command, &source, &partial)?;
+            cache.store(&partial, key, "o")?;
+        }
+        Ok(())
+    };
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(missing.len());
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs).map(|_| scope.spawn(compile)).collect();
+        let done: Vec<Result<()>> =
+            workers.into_iter().map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect();
+        done.into_iter().collect::<Result<()>>()
     })?;
+    const LINK_FLAGS: [&str; 2] = ["-shared", "-fPIC"];
+    let link_flags = LINK_FLAGS.join(" ");
+    let mut parts: Vec<&[u8]> = vec![cc.as_bytes(), version.as_bytes(), link_flags.as_bytes()];
+    parts.extend(objects.iter().map(|k| k.as_bytes()));
+    let key = ObjectCache::key(&parts);
+    let ext = std::env::consts::DLL_EXTENSION;
+    if let Some(library) = cache.lookup(&key, ext)? {
+        return Ok(library);
+    }
+    let partial = cache.partial(&key, ext);
+    let mut command = c_compiler().1;
+    command.args(LINK_FLAGS).arg("-o").arg(&partial);
+    for object in &objects {
+        let path = cache.lookup(object, "o")?.ok_or_else(|| {
+            Error::Kernel(format!("the object `{}` left the cache during the build", cache.path(object, "o").display()))
+        })?;
+        command.arg(path);
+    }
+    command.arg("-lm");
+    run_compiler(command, &cache.path(&objects[0], "o"), &partial)?;
+    cache.store(&partial, &key, ext)
+}
+
+/// What `CC --version` prints ([`c_compiler`]'s command), which names the
+/// compiler and its version: part of an object cache key, so an upgraded
+/// compiler builds anew. Run once per process and compiler command.
+///
+/// Errors: [`Error::Kernel`] when the compiler cannot be run or fails.
+pub fn compiler_version() -> Result<String> {
+    static SEEN: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+    let (cc, mut command) = c_compiler();
+    if let Some(v) = SEEN.lock().unwrap_or_else(|e| e.into_inner()).get(&cc) {
+        return Ok(v.clone());
+    }
+    let output = command.arg("--version").output().map_err(|e| cannot_run(&cc, &e))?;
     if !output.status.success() {
-        let _ = std::fs::remove_file(&partial);
+        return Err(Error::Kernel(format!("`{cc} --version` failed ({})", output.status)));
+    }
+    let version = String::from_utf8_lossy(&output.stdout).into_owned();
+    SEEN.lock().unwrap_or_else(|e| e.into_inner()).insert(cc, version.clone());
+    Ok(version)
+}
+
+/// The error of a C compiler `cc` that cannot be started.
+fn cannot_run(cc: &str, e: &std::io::Error) -> Error {
+    Error::Kernel(format!("cannot run the C compiler `{cc}`: {e} (install a C compiler or set CC)"))
+}
+
+/// Runs `command`, the C compiler writing `output_file` from `source` (a
+/// failed run removes `output_file`; its error names `source` and holds
+/// the compiler's stderr).
+fn run_compiler(mut command: Command, source: &Path, output_file: &Path) -> Result<()> {
+    let (cc, _) = c_compiler();
+    let output = command.output().map_err(|e| cannot_run(&cc, &e))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(output_file);
         return Err(Error::Kernel(format!(
             "the C compiler `{cc}` failed ({}) on `{}`:\n{}",
             output.status,
@@ -150,8 +282,7 @@ pub fn compile_shared(c_source: &str, dir: &Path, stem: &str) -> Result<PathBuf>
             String::from_utf8_lossy(&output.stderr).trim_end()
         )));
     }
-    std::fs::rename(&partial, &library).map_err(|e| Error::io("create", &library, e))?;
-    Ok(library)
+    Ok(())
 }
 
 /// A loaded shared library of generated C kernels (see the module doc for
@@ -320,6 +451,69 @@ int32_t fail(const void* const* inputs, void* const* outputs, const int64_t* dim
         compile_shared(ADD_C, dir.path(), "add").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file\n");
         assert_eq!(std::fs::read_to_string(dir.path().join("add.c")).unwrap(), ADD_C);
+    }
+
+    /// The second compile of the same C is the first's library: the test
+    /// puts another library in its place, and the second call returns it
+    /// without compiling. Other C is compiled anew.
+    #[test]
+    fn the_object_cache_returns_what_it_built() {
+        let dir = TempDir::new("cpu-cache");
+        let cache = ObjectCache::open(&dir.path().join("cache")).unwrap();
+        let first = compile_cached(ADD_C, &cache).unwrap();
+        assert!(first.starts_with(cache.dir()) && first.with_extension("c").exists());
+        let other_c = ADD_C.replace("a[i] + b[i]", "a[i] - b[i]");
+        let other = compile_cached(&other_c, &cache).unwrap();
+        assert_ne!(first, other);
+        std::fs::copy(&other, &first).unwrap();
+        assert_eq!(compile_cached(ADD_C, &cache).unwrap(), first);
+        let lib = unsafe { CpuLibrary::load(&first) }.unwrap();
+        let a = HostTensor::from_f32(DType::F32, &[1], &[1.0]).unwrap();
+        let mut out = HostTensor::zeros(DType::F32, &[1]).unwrap();
+        unsafe { lib.call("add", &[a.bytes(), a.bytes()], &mut [out.bytes_mut()], &[1]) }.unwrap();
+        assert_eq!(out.to_f32_vec(), [0.0], "the cached library (the subtracting one) was loaded");
+    }
+
+    /// Two units, the entry point in one and the function it calls in the
+    /// other, link into one library; after the second unit changes, the
+    /// first's object is the one built before (the same file), and the new
+    /// library computes with the new function.
+    #[cfg(unix)]
+    #[test]
+    fn units_compile_apart_and_link_into_one_library() {
+        use std::os::unix::fs::MetadataExt;
+        const ENTRY: &str = "#include <stdint.h>\nfloat twice(float x);\nint32_t dbl(const void* const* inputs, \
+                             void* const* outputs, const int64_t* dims, const void* rt) {\n    (void)rt;\n    \
+                             for (int64_t i = 0; i < dims[0]; i++) ((float*)outputs[0])[i] = \
+                             twice(((const float*)inputs[0])[i]);\n    return 0;\n}\n";
+        let twice = |body: &str| format!("float twice(float x) {{ return {body}; }}\n");
+        let dir = TempDir::new("cpu-units");
+        let cache = ObjectCache::open(&dir.path().join("cache")).unwrap();
+        let run = |units: &[String]| {
+            let path = compile_units(units, &cache).unwrap();
+            let lib = unsafe { CpuLibrary::load(&path) }.unwrap();
+            let x = HostTensor::from_f32(DType::F32, &[2], &[1.5, -2.0]).unwrap();
+            let mut y = HostTensor::zeros(DType::F32, &[2]).unwrap();
+            unsafe { lib.call("dbl", &[x.bytes()], &mut [y.bytes_mut()], &[2]) }.unwrap();
+            y.to_f32_vec()
+        };
+        let objects = || {
+            let mut inodes: Vec<(String, u64)> = std::fs::read_dir(cache.dir())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension() == Some("o".as_ref()))
+                .map(|p| (p.display().to_string(), std::fs::metadata(&p).unwrap().ino()))
+                .collect();
+            inodes.sort();
+            inodes
+        };
+        assert_eq!(run(&[ENTRY.to_string(), twice("2.0f * x")]), [3.0, -4.0]);
+        let before = objects();
+        assert_eq!(before.len(), 2);
+        assert_eq!(run(&[ENTRY.to_string(), twice("x + x + x")]), [4.5, -6.0]);
+        let after = objects();
+        assert_eq!(after.len(), 3);
+        assert_eq!(before.iter().filter(|o| after.contains(o)).count(), 2, "the entry's object is kept: {after:?}");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - [`weights`]: the weight sources of a model that read tensor files
 //!   ([`model::Safetensors`], [`model::Npy`]).
 //! - [`files`]: files written whole or not at all, private scratch folders.
-//! - [`cpu`]: compiling generated C kernels and calling them.
+//! - [`cpu`]: compiling generated C kernels and calling them;
+//!   [`objcache`]: the cache of what was compiled, by a hash of the source.
 //! - [`cpu_rt`]: what generated CPU kernels call: the thread pool and the
 //!   GEMM micro-kernel, and the scratch memory they ask it for.
 //! - [`scratch`]: the per-thread stacks of scratch blocks behind it.
@@ -35,6 +36,7 @@ pub mod input;
 pub mod launch;
 pub mod model;
 pub mod npy;
+pub mod objcache;
 pub mod pool;
 pub mod safetensors_io;
 pub mod scratch;

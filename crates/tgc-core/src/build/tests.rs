@@ -85,6 +85,30 @@ fn compiles_graphs_into_a_static_library_and_a_rust_file() {
     }
 }
 
+/// A second build compiles nothing (the objects come from
+/// `OUT_DIR/<lib>-objects`), and after one graph changes only its unit
+/// compiles; the library still holds every kernel.
+#[test]
+fn a_rebuild_compiles_only_the_units_that_changed() {
+    let dir = Scratch::new("rebuild");
+    let scale = dir.graph("scale.tgc", SCALE);
+    let neg = dir.graph("neg.tgc", "graph main(x: f32[2]) -> (y: f32[2]) { y = neg(x); return y }\n");
+    let build = || dir.kernels().kernel("scale", &scale).kernel("neg", &neg).compile("kernels").unwrap();
+    let first = build();
+    assert_eq!(first.compiled, first.c_files);
+    assert_eq!(build().compiled, Vec::<PathBuf>::new(), "nothing changed");
+    dir.graph("neg.tgc", "graph main(x: f32[2]) -> (y: f32[2]) { y = abs(x); return y }\n");
+    let third = build();
+    assert_eq!(third.compiled, [third.c_files[1].clone()], "only `neg` changed");
+    if !cfg!(target_env = "msvc") {
+        let archive = std::fs::read(dir.0.join("out").join("libkernels.a")).unwrap();
+        for unit in &third.c_files {
+            let symbol = unit.file_stem().unwrap().to_str().unwrap();
+            assert!(archive.windows(symbol.len()).any(|w| w == symbol.as_bytes()), "{symbol} in the library");
+        }
+    }
+}
+
 /// The generated files are written whole: a link
 /// planted at a C file or the Rust file is replaced, the files it points to
 /// keep their content (they were written through the link), and no partial

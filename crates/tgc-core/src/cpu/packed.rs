@@ -40,8 +40,8 @@
 //! et al., "Analytical Modeling Is Enough for High-Performance BLIS", ACM
 //! TOMS 43(2), 2016, simplified): `kc` so that a `kc × NR` panel of `b`
 //! fills half of L1, `mc` so that an `mc × kc` block of `a` fills half of L2,
-//! `nc` so that a `kc × nc` block of `b` fills half of the L3 share of a
-//! core. At run time the kernel halves the larger of `M` and `N`'s parts,
+//! `nc` so that a `kc × nc` block of `b` fills half of the part of L3 a
+//! core counts on (half its share, [`CacheModel::of`]). At run time the kernel halves the larger of `M` and `N`'s parts,
 //! then the other, while there are fewer tasks than threads
 //! (`cpu_rt::packed_tasks`), feeding no more threads than give each
 //! `cpu_rt::MIN_TASK_MACS` multiply-adds (`cpu_rt::split_threads`).
@@ -50,6 +50,7 @@ use std::collections::BTreeSet;
 
 use crate::affine::{AffAtom, AffExpr};
 use crate::index_book::Constr;
+use crate::plan::target::{CpuTarget, ZEN3};
 use crate::sym::Dim;
 use crate::tiny::{BinaryOp, ReduceOp};
 use crate::DType;
@@ -449,23 +450,24 @@ impl std::fmt::Display for Blocks {
 pub struct CacheModel {
     pub l1: usize,
     pub l2: usize,
-    /// The share of the last-level cache of one core.
+    /// The part of the last-level cache one core counts on ([`CacheModel::of`]).
     pub l3: usize,
 }
 
 impl Default for CacheModel {
-    /// The measured target, AMD EPYC 7003 (Zen 3, family 19h): 32 KiB L1d
-    /// and 512 KiB L2 per core, 32 MiB L3 per eight-core complex (AMD,
-    /// "Software Optimization Guide for AMD Family 19h Processors", pub.
-    /// 56665, §2.5); the L3 share is taken as 2 MiB, half a core's share, as
-    /// other work shares it. Most x86-64 and Arm server cores have at least
-    /// this much.
+    /// The model of `plan::target::ZEN3`, the measured target.
     fn default() -> CacheModel {
-        CacheModel { l1: 32 << 10, l2: 512 << 10, l3: 2 << 20 }
+        CacheModel::of(&ZEN3)
     }
 }
 
 impl CacheModel {
+    /// The model of CPU `t`: its L1d and L2, and half its L3 share of one
+    /// core, as other work shares it.
+    pub fn of(t: &CpuTarget) -> CacheModel {
+        CacheModel { l1: t.l1d_bytes as usize, l2: t.l2_bytes as usize, l3: (t.l3_per_core() / 2) as usize }
+    }
+
     /// Block sizes for `f32` panels (see the module doc).
     pub fn blocks(&self) -> Blocks {
         let f = std::mem::size_of::<f32>();

@@ -19,7 +19,7 @@
 //! an allocation fails, 2 when the dims break a check of
 //! [`Program::checks`] (nothing is written then).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use crate::cpu::loop_ir::{
@@ -671,12 +671,9 @@ enum Isa {
 }
 
 impl Isa {
-    /// Floats in one vector of this ISA.
+    /// Floats in one vector of this ISA (`plan::target::f32_lanes`).
     fn width(self) -> usize {
-        match self {
-            Isa::Avx512 => 16,
-            Isa::Avx2 => 8,
-        }
+        crate::plan::target::f32_lanes(self.runtime()) as usize
     }
 
     /// The suffix of this ISA's copy of a function.
@@ -2829,26 +2826,83 @@ static inline void* tgc_fresh(void* p) { return p; }
 /// The whole translation unit: one comment block per graph, the includes
 /// and helpers, then each graph's kernels and entry point.
 fn print(units: &[(&Graph, Program, &str)], marks: Marks) -> String {
+    let parts = print_parts(units, marks);
+    let mut s = parts.headers;
+    s.push_str(&parts.prelude);
+    let bodies: Vec<String> = parts
+        .graphs
+        .into_iter()
+        .map(|(pieces, entry)| pieces.into_iter().map(|p| p.text).collect::<String>() + &entry)
+        .collect();
+    s.push_str(&bodies.join("\n"));
+    s
+}
+
+/// A C unit in its parts ([`print_parts`]).
+struct Parts {
+    /// The comment block of each graph's entry point.
+    headers: String,
+    /// The includes, macros and helpers that any function may use.
+    prelude: String,
+    /// Per graph: its functions in call order, then its entry point.
+    graphs: Vec<(Vec<Piece>, String)>,
+}
+
+/// One printed function, or the comment that stands for one that shares
+/// an earlier function's C.
+struct Piece {
+    text: String,
+    /// The C name of the function `text` defines; `None` for a comment.
+    defines: Option<String>,
+}
+
+/// The parts of the unit of `units`.
+///
+/// A function whose C is that of one printed before it, once both are
+/// spelled in their [`shared_form`] (ResNet's repeated blocks: the same
+/// shapes, the same ops, other weights), is not printed again: its entry
+/// point calls the earlier one with its own arguments, and a comment with
+/// its summary stands in its place.
+fn print_parts(units: &[(&Graph, Program, &str)], marks: Marks) -> Parts {
     let mut used = BTreeSet::new();
-    let mut bodies = Vec::new();
+    let mut graphs = Vec::new();
+    let mut printed: BTreeMap<String, String> = BTreeMap::new();
     for &(g, ref p, symbol) in units {
         let mut pr = Printer { g, p, used: BTreeSet::new(), local: BTreeSet::new(), isa: None, vectorised: false };
-        let mut body = String::new();
+        let mut pieces = Vec::new();
+        let mut callees = Vec::new();
         for f in functions(p) {
             let text = match f {
                 Function::Group(g) => pr.group(g, symbol),
                 Function::Kernel(k) => pr.kernel(k, symbol),
             };
-            let _ = writeln!(body, "{text}");
+            let (ks, local, name) = callee(p, &f, symbol);
+            let (bufs, syms) = ctx_fields(p, &ks, local);
+            let params: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
+            match printed.entry(shared_form(&text, &name, &params)) {
+                std::collections::btree_map::Entry::Occupied(e) => {
+                    let summary: String =
+                        text.lines().take_while(|l| l.starts_with("/*")).map(|l| format!("{l}\n")).collect();
+                    let text = format!("{summary}/* {name}: the C of {}, called in its place. */\n\n", e.get());
+                    pieces.push(Piece { text, defines: None });
+                    callees.push(e.get().clone());
+                }
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(name.clone());
+                    pieces.push(Piece { text: format!("{text}\n"), defines: Some(name.clone()) });
+                    callees.push(name);
+                }
+            }
         }
-        body.push_str(&entry(p, symbol, marks));
+        let entry = entry(p, symbol, marks, &callees);
         used.extend(pr.used);
-        bodies.push(body);
+        graphs.push((pieces, entry));
+    }
+    let mut headers = String::new();
+    for (_, p, symbol) in units {
+        headers.push_str(&header(p, symbol));
     }
     let mut s = String::new();
-    for (_, p, symbol) in units {
-        s.push_str(&header(p, symbol));
-    }
     s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
     // A function, not isl's macro: the macro repeats `n`, so nested floor
     // divisions grew as 3^depth once preprocessed, and a fuzzed case
@@ -2875,8 +2929,81 @@ fn print(units: &[(&Graph, Program, &str)], marks: Marks) -> String {
             let _ = writeln!(s, "{}\n", RUN_F32.replace("OP", op));
         }
     }
-    s.push_str(&bodies.join("\n"));
-    s
+    Parts { headers, prelude: s, graphs }
+}
+
+/// `TGC_PART`, on the functions of a unit split into parts
+/// ([`emit_c_parts`]) in place of `static`: visible to the other parts of
+/// the library, hidden outside it.
+const PART: &str =
+    "/* A part of a kernel library: its functions are called from another part (see tgc_core's emit::c::PART). */
+#if defined(__GNUC__)
+#define TGC_PART __attribute__((visibility(\"hidden\")))
+#else
+#define TGC_PART
+#endif
+
+";
+
+/// [`emit_c_programs`] as several translation units, to compile at once
+/// and link into one library: the functions in parts of about
+/// `part_lines` lines each (each part with the includes and helpers), and
+/// last the entry points with a declaration of each function they call.
+/// A unit of at most `part_lines` lines stays whole: one unit, the text of
+/// [`emit_c_programs`].
+///
+/// Errors: as [`emit_c_programs`].
+pub fn emit_c_parts(programs: &[(&Graph, Program, &str)], part_lines: usize) -> Result<Vec<String>, Diagnostic> {
+    check_names(programs)?;
+    let parts = print_parts(programs, Marks::None);
+    let lines: usize = parts.graphs.iter().flat_map(|(ps, _)| ps).map(|p| p.text.lines().count()).sum();
+    if lines <= part_lines {
+        return Ok(vec![print(programs, Marks::None)]);
+    }
+    let mut units = Vec::new();
+    let mut declarations = String::new();
+    let mut part = String::new();
+    let mut part_len = 0;
+    for piece in parts.graphs.iter().flat_map(|(ps, _)| ps) {
+        let Some(name) = &piece.defines else { continue };
+        let (at, declaration) = definition(&piece.text, name).ok_or_else(|| {
+            diag!(Internal, "the C of `{name}` has no definition `static void|int32_t {name}(…)` to share")
+        })?;
+        let _ = writeln!(declarations, "TGC_PART {declaration};");
+        part.push_str(&piece.text[..at]);
+        part.push_str("TGC_PART");
+        part.push_str(&piece.text[at + "static".len()..]);
+        part_len += piece.text.lines().count();
+        if part_len >= part_lines {
+            units.push(format!("{}{PART}{}", parts.prelude, std::mem::take(&mut part)));
+            part_len = 0;
+        }
+    }
+    if !part.is_empty() {
+        units.push(format!("{}{PART}{part}", parts.prelude));
+    }
+    let entries: Vec<&str> = parts.graphs.iter().map(|(_, e)| e.as_str()).collect();
+    units.push(format!("{}{}{PART}{declarations}\n{}", parts.headers, parts.prelude, entries.join("\n")));
+    Ok(units)
+}
+
+/// Where in `text` the definition of function `name` begins
+/// (`static void name(…)` or `static int32_t name(…)` on one line, after
+/// any attribute) and its declaration without `static`.
+fn definition(text: &str, name: &str) -> Option<(usize, String)> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let signature = line.trim_end();
+        for ret in ["void", "int32_t"] {
+            if let Some(i) = signature.find(&format!("static {ret} {name}(")) {
+                if signature.ends_with(')') {
+                    return Some((at + i, signature[i + "static ".len()..].to_string()));
+                }
+            }
+        }
+        at += line.len();
+    }
+    None
 }
 
 /// The comment block that documents one graph's entry point.
@@ -2924,8 +3051,53 @@ fn header(p: &Program, symbol: &str) -> String {
     s
 }
 
-/// The exported function: dims, checks, buffers, kernel calls, frees.
-fn entry(p: &Program, symbol: &str, marks: Marks) -> String {
+/// The kernels, the local temporaries and the C name of function `f` of
+/// `p` (of entry point `symbol`).
+fn callee<'p>(p: &'p Program, f: &Function<'p>, symbol: &str) -> (Vec<&'p Kernel>, &'p [BufId], String) {
+    match *f {
+        Function::Group(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
+        Function::Kernel(k) => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
+    }
+}
+
+/// The printed function `name` (its helpers `name_*` with it) whose
+/// parameters are `params`, spelled so that two functions that compute the
+/// same from their parameters in the same order read the same: comments
+/// dropped, `name` spelled `@f`, parameter `k` spelled `@k`. Every other
+/// identifier (locals, helpers, constants) is kept, so equal forms mean
+/// equal C up to those names.
+fn shared_form(text: &str, name: &str, params: &[String]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.find("*/").map_or("", |end| &after[end + 2..]);
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            let word = &rest[..end];
+            match params.iter().position(|p| p == word) {
+                Some(k) => {
+                    let _ = write!(out, "@{k}");
+                }
+                None => match word.strip_prefix(name).filter(|tail| tail.is_empty() || tail.starts_with('_')) {
+                    Some(tail) => {
+                        let _ = write!(out, "@f{tail}");
+                    }
+                    None => out.push_str(word),
+                },
+            }
+            rest = &rest[end..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// The exported function: dims, checks, buffers, kernel calls (function
+/// `c` of [`functions`] through `callees[c]`), frees.
+fn entry(p: &Program, symbol: &str, marks: Marks, callees: &[String]) -> String {
     let clock = match marks {
         Marks::None => "",
         Marks::Calls => ", void (*tgc_mark)(void* ctx, int64_t call), void* tgc_mark_ctx",
@@ -3011,11 +3183,8 @@ fn entry(p: &Program, symbol: &str, marks: Marks) -> String {
     if marks == Marks::Calls {
         s.push_str("    tgc_mark(tgc_mark_ctx, -1);\n");
     }
-    for (call, f) in functions(p).into_iter().enumerate() {
-        let (ks, local, name): (Vec<&Kernel>, &[BufId], String) = match f {
-            Function::Group(g) => (p.kernels[g.kernels.clone()].iter().collect(), &g.local, group_name(p, g, symbol)),
-            Function::Kernel(k) => (vec![k], &[], format!("tgc_{}_{symbol}", k.name)),
-        };
+    for (call, (f, name)) in functions(p).into_iter().zip(callees).enumerate() {
+        let (ks, local, _) = callee(p, &f, symbol);
         let (bufs, syms) = ctx_fields(p, &ks, local);
         let mut args: Vec<String> = bufs.into_iter().chain(syms).map(|(_, n)| n).collect();
         let is_packed = packed::of(ks[0]).is_some();

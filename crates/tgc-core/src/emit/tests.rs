@@ -6,7 +6,9 @@ mod numerics;
 
 use std::process::Command;
 
-use harness::{assert_close, compile, compile_edited, compile_with, data, f32_bits, f32_inputs, Scratch, Tol};
+use harness::{
+    assert_close, assert_within, compile, compile_edited, compile_with, data, f32_bits, f32_inputs, Scratch, Tol,
+};
 
 use crate::diag::ErrorName;
 use crate::sym::Dim;
@@ -443,6 +445,83 @@ fn one_c_unit_runs_several_graphs() {
     let outs = crate::pipeline::run_cpu_batch(&[(&gemm, &gemm_in), (&neg, &neg_in)], &dir.0).unwrap();
     assert_close(&outs[0][0].to_f64_vec(), &gemm_ref(&xv, &wv, &bv, (2, 4, 3), DType::F32), DType::F32, "gemm");
     assert_eq!(outs[1][0].to_f64_vec(), [-1.0, 2.0, -7.0]);
+}
+
+/// Two residual blocks of the same shapes and ops, other weights: the C
+/// holds the block's function once, called for both, and still computes
+/// what the interpreter does (inside `Compiled::run`). Different shapes
+/// keep their own functions.
+#[test]
+fn identical_kernels_are_printed_once() {
+    let block = |n: usize| {
+        format!(
+            "graph main(x: f32[{n}, 64], w0: f32[64, 64], w1: f32[64, 64], b1: f32[64], w2: f32[64, 64], b2: f32[64]) \
+             -> (y: f32[{n}, 64]) {{\n    x0 = matmul(x, w0)\n    y1 = relu(matmul(x0, w1) + b1) + x0\n    \
+             y = relu(matmul(y1, w2) + b2) + y1\n    return y\n}}\n"
+        )
+    };
+    let g = crate::pipeline::load(&block(24), crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let lib = compile(&g);
+    let c = &lib.c_src;
+    let defined = |k: &str| c.matches(&format!("static int32_t tgc_{k}_")).count();
+    assert_eq!((defined("k0"), defined("k1"), defined("k2")), (1, 1, 0), "{c}");
+    assert!(c.contains("/* tgc_k2_tgc_test_main: the C of tgc_k1_tgc_test_main, called in its place. */"), "{c}");
+    assert_eq!(c.matches("if (tgc_k1_tgc_test_main(").count(), 2, "{c}");
+    // Weights of 1/8 keep the three products' values near 1.
+    let inputs: Vec<Vec<f64>> =
+        f32_inputs(&g, 7).into_iter().map(|v| v.into_iter().map(|x| x / 8.0).collect()).collect();
+    lib.run(&inputs, &[]);
+
+    // The first block reads the graph input and writes a temporary of
+    // another size than the second's output: nothing is shared.
+    let text = block(24).replace("    x0 = matmul(x, w0)\n", "").replace("(x0, w1) + b1) + x0", "(x, w1) + b1) + x");
+    let g = crate::pipeline::load(&text, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let c = super::c::emit_c_units(&[(&g, "t")]).unwrap();
+    assert!(!c.contains("called in its place"), "{c}");
+}
+
+/// The C of several graphs in parts of one function each (every function
+/// its own translation unit, the entry points in the last), compiled at
+/// once and linked into one library, computes what the interpreter does:
+/// attention (row groups), a fused convolution and pool, and the two
+/// residual blocks that share a function.
+#[test]
+fn c_in_parts_matches_the_interpreter() {
+    let root = format!("{}/../../examples/graphs", env!("CARGO_MANIFEST_DIR"));
+    let read = |name: &str| std::fs::read_to_string(format!("{root}/{name}")).unwrap();
+    let blocks = "graph main(x: f32[4, 32], w0: f32[32, 32], w1: f32[32, 32], b1: f32[32], w2: f32[32, 32], \
+                  b2: f32[32]) -> (y: f32[4, 32]) {\n    x0 = matmul(x, w0)\n    y1 = relu(matmul(x0, w1) + b1) + \
+                  x0\n    y = relu(matmul(y1, w2) + b2) + y1\n    return y\n}\n";
+    let mut graphs = Vec::new();
+    for text in [read("attention.tgc"), read("conv_relu_pool.tgc"), blocks.to_string()] {
+        let g = crate::pipeline::load(&text, crate::pipeline::Format::Dsl, None).unwrap().graph;
+        let values = g.resolve_dims(&Default::default(), None).unwrap();
+        graphs.push(g.bind(&values).unwrap());
+    }
+    let symbols: Vec<String> = graphs.iter().map(|g| format!("t_{}", g.name)).collect();
+    let programs: Vec<(&Graph, crate::cpu::Program, &str)> =
+        graphs.iter().zip(&symbols).map(|(g, s)| (g, crate::cpu::lower(g).unwrap(), s.as_str())).collect();
+    let parts = super::c::emit_c_parts(&programs, 1).unwrap();
+    let (entries, functions) = parts.split_last().unwrap();
+    assert!(functions.len() >= 6, "{} parts", functions.len());
+    for part in functions {
+        let defined = part.matches("TGC_PART void ").count() + part.matches("TGC_PART int32_t ").count();
+        assert_eq!(defined, 1, "one function a part:\n{part}");
+    }
+    assert_eq!(entries.matches("TGC_PART int32_t tgc_k1_t_main(").count(), 1, "{entries}");
+    assert_eq!(entries.matches("tgc_k1_t_main(in").count(), 2, "called for both blocks:\n{entries}");
+    assert_eq!(super::c::emit_c_parts(&programs, usize::MAX).unwrap(), [super::c::emit_c_programs(&programs).unwrap()]);
+
+    let inputs: Vec<Vec<HostTensor>> = graphs.iter().map(|g| crate::pipeline::sample_inputs(g).unwrap()).collect();
+    let runs: Vec<(&Graph, &[HostTensor])> = graphs.iter().zip(&inputs).map(|(g, i)| (g, &i[..])).collect();
+    let dir = Scratch::new("parts");
+    let outs = crate::pipeline::run_cpu_parts(&runs, &dir.0, 1).unwrap_or_else(|e| panic!("{e:?}"));
+    for ((g, inputs), got) in runs.iter().zip(outs) {
+        let want = crate::pipeline::run_interp(g, inputs).unwrap();
+        for (got, want) in got.iter().zip(&want) {
+            assert_within(&got.to_f64_vec(), &want.to_f64_vec(), Tol::of(want.dtype()), &g.name);
+        }
+    }
 }
 
 #[test]

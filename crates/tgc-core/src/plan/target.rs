@@ -1,4 +1,5 @@
-//! GPU targets: the hardware numbers plans are checked and costed against.
+//! Targets: the hardware numbers plans are checked and costed against —
+//! the GPU rows below and the CPU's ([`CpuTarget`], [`ZEN3`]).
 //!
 //! One row per target (`sm80` = A100-SXM4-80GB, `sm90` = H100-SXM5). The
 //! validator and, later, the cost model of `000` §5/§6 read these rows and
@@ -26,6 +27,8 @@
 //!
 //! Where a number could not be confirmed from a retrieved copy of its
 //! source while writing this table, its doc says so.
+
+use tgc_runtime::cpu_rt::Isa;
 
 use crate::diag;
 use crate::diag::DResult;
@@ -249,6 +252,131 @@ impl Target {
     }
 }
 
+/// The CPU the CPU back end is costed and blocked against. Sizes in bytes,
+/// the clock in MHz, bandwidths in GB/s (10⁹ bytes/s), an FMA counted as 2
+/// FLOP.
+///
+/// One row, [`ZEN3`], is read at compile time by the region cost
+/// (`region::cost::CPU`) and the packed template's block-size model
+/// (`cpu::packed::CacheModel`), so the generated code does not depend on
+/// the machine that compiles it; the tuning report's roofline
+/// (`tune::report::Roofline`) reads [`CpuTarget::host`], the same row with
+/// this machine's clock and instruction set. Sources:
+///
+/// - [AMD19h]: AMD, *Software Optimization Guide for AMD Family 19h
+///   Processors*, pub. 56665: §2.5 (caches: 32 KiB L1d and 512 KiB L2 per
+///   core, 32 MiB L3 per complex of eight cores) and its floating-point
+///   unit section (two FMA pipes, 256 bits wide). Not confirmed from a
+///   retrieved copy of the guide while writing this row (its search
+///   excerpt held only the contents); they are the Zen 3 numbers as
+///   generally quoted.
+/// - [EPYC]: AMD EPYC 7003 product pages (EPYC 7763, 7B13: 2.45 GHz base
+///   clock, the nominal clock of this project's Zen 3 machines in
+///   `docs/results.md`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuTarget {
+    /// The part the numbers are for ([`CpuTarget::host`] keeps [`ZEN3`]'s:
+    /// it assumes that part's caches, pipes and bandwidths).
+    pub part: &'static str,
+    /// The widest vector instruction set the peak is counted for.
+    pub isa: Isa,
+    /// Vector FMA instructions one core issues per clock (its FMA pipes).
+    pub fma_per_clock: u64,
+    pub clock_mhz: f64,
+    /// L1 data cache of one core.
+    pub l1d_bytes: u64,
+    /// L2 of one core.
+    pub l2_bytes: u64,
+    /// One L3, shared by [`CpuTarget::l3_cores`] cores.
+    pub l3_bytes: u64,
+    pub l3_cores: u64,
+    /// DRAM bandwidth one core streams.
+    pub dram_gbps_per_core: f64,
+    /// DRAM bandwidth all the kernels' threads together reach: their share
+    /// of the socket's.
+    pub dram_gbps: f64,
+}
+
+/// An AMD EPYC 7003 core (Zen 3, AVX2 with FMA).
+pub const ZEN3: CpuTarget = CpuTarget {
+    part: "AMD EPYC 7003 (Zen 3)",
+    // AVX2 with FMA, no AVX-512 [AMD19h].
+    isa: Isa::Avx2,
+    // Two 256-bit FMA pipes [AMD19h].
+    fma_per_clock: 2,
+    // 2.45 GHz base [EPYC].
+    clock_mhz: 2450.0,
+    // 32 KiB L1d, 512 KiB L2 per core, 32 MiB L3 per eight cores [AMD19h].
+    l1d_bytes: 32 * KIB,
+    l2_bytes: 512 * KIB,
+    l3_bytes: 32 * MIB,
+    l3_cores: 8,
+    // Configuration defaults, not datasheet numbers: one core streams about
+    // 10 GB/s from DRAM, and a server's threads share about 40 GB/s.
+    dram_gbps_per_core: 10.0,
+    dram_gbps: 40.0,
+};
+
+/// `f32` lanes of one vector of `isa`: 16 for AVX-512 (512 bits), 8 for
+/// AVX2, 4 for the portable loops (the 128-bit SSE2 or NEON vectors the C
+/// compiler vectorises them to).
+pub const fn f32_lanes(isa: Isa) -> u64 {
+    match isa {
+        Isa::Portable => 4,
+        Isa::Avx2 => 8,
+        Isa::Avx512 => 16,
+    }
+}
+
+impl CpuTarget {
+    /// `f32` FLOP one core computes per clock: FMAs per clock × lanes × 2.
+    pub const fn flops_per_clock(&self) -> u64 {
+        self.fma_per_clock * f32_lanes(self.isa) * 2
+    }
+
+    /// Peak `f32` FLOP/s of `threads` cores (at least one).
+    pub const fn peak_flops(&self, threads: usize) -> f64 {
+        let t = if threads == 0 { 1 } else { threads };
+        t as f64 * self.flops_per_clock() as f64 * self.clock_mhz * 1e6
+    }
+
+    /// Bytes/s `threads` cores (at least one) stream from DRAM: each
+    /// [`CpuTarget::dram_gbps_per_core`], together at most
+    /// [`CpuTarget::dram_gbps`].
+    pub const fn bandwidth(&self, threads: usize) -> f64 {
+        let t = if threads == 0 { 1 } else { threads };
+        (t as f64 * self.dram_gbps_per_core).min(self.dram_gbps) * 1e9
+    }
+
+    /// One core's share of the L3.
+    pub const fn l3_per_core(&self) -> u64 {
+        self.l3_bytes / self.l3_cores
+    }
+
+    /// This machine as the run-time reports see it: [`ZEN3`] with the clock
+    /// of `/proc/cpuinfo` ([`cpu_mhz`]; ZEN3's where it has none) and the
+    /// instruction set the runtime's micro-kernel runs
+    /// (`tgc_runtime::cpu_rt::ukernel_isa`). Caches, FMA pipes and
+    /// bandwidths stay ZEN3's: assumed, not read.
+    pub fn host() -> CpuTarget {
+        CpuTarget { isa: tgc_runtime::cpu_rt::ukernel_isa(), clock_mhz: cpu_mhz().unwrap_or(ZEN3.clock_mhz), ..ZEN3 }
+    }
+}
+
+/// The first value of `field` in Linux's `/proc/cpuinfo` (`None`
+/// elsewhere): the one place tgc reads it.
+pub fn cpuinfo(field: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = text.lines().find(|l| l.split(':').next().is_some_and(|k| k.trim() == field))?;
+    Some(line.split_once(':')?.1.trim().to_string())
+}
+
+/// This machine's clock in MHz: the first positive `cpu MHz` of
+/// [`cpuinfo`].
+pub fn cpu_mhz() -> Option<f64> {
+    cpuinfo("cpu MHz").and_then(|v| v.parse::<f64>().ok()).filter(|&m| m > 0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,5 +408,32 @@ mod tests {
             let smem_gbps = (t.smem_bytes_per_clock * t.sm_count) as f64 * t.clock_mhz / 1e3;
             assert!(t.dram_gbps < t.l2_gbps && t.l2_gbps < smem_gbps, "{}", t.name);
         }
+    }
+
+    #[test]
+    fn the_cpu_row_counts_its_peak_from_pipes_lanes_and_clock() {
+        // Zen 3's 32 single-precision FLOP per clock [AMD19h].
+        assert_eq!(ZEN3.flops_per_clock(), 32, "two 8-lane FMA pipes");
+        assert_eq!(ZEN3.peak_flops(1), ZEN3.flops_per_clock() as f64 * ZEN3.clock_mhz * 1e6);
+        assert_eq!(ZEN3.peak_flops(0), ZEN3.peak_flops(1));
+        assert_eq!(ZEN3.peak_flops(4), 4.0 * ZEN3.peak_flops(1));
+        // Each thread streams its share until the socket's bandwidth caps them.
+        assert_eq!(ZEN3.bandwidth(1), ZEN3.dram_gbps_per_core * 1e9);
+        assert_eq!(ZEN3.bandwidth(2), 2.0 * ZEN3.bandwidth(1));
+        assert_eq!(ZEN3.bandwidth(1 << 10), ZEN3.dram_gbps * 1e9);
+        assert_eq!(ZEN3.l3_per_core() * ZEN3.l3_cores, ZEN3.l3_bytes);
+        let lanes: Vec<u64> = Isa::ALL.into_iter().map(f32_lanes).collect();
+        assert_eq!(lanes, [4, 8, 16], "narrowest first, each twice the last");
+        assert!(ZEN3.l1d_bytes < ZEN3.l2_bytes && ZEN3.l2_bytes < ZEN3.l3_per_core());
+    }
+
+    #[test]
+    fn the_host_is_the_cpu_row_with_this_machines_clock_and_isa() {
+        let host = CpuTarget::host();
+        assert_eq!(host.isa, tgc_runtime::cpu_rt::ukernel_isa());
+        assert_eq!(host.clock_mhz, cpu_mhz().unwrap_or(ZEN3.clock_mhz));
+        assert!(host.clock_mhz > 0.0);
+        let assumed = CpuTarget { isa: ZEN3.isa, clock_mhz: ZEN3.clock_mhz, ..host };
+        assert_eq!(assumed, ZEN3, "caches, pipes and bandwidths are the row's");
     }
 }

@@ -32,11 +32,11 @@
 //! 1, vector width shrinking, SM90 TMA/WGMMA tiles) are about a chosen plan
 //! and are checked by plan choice, not here.
 //!
-//! Machine numbers come from a [`Machine`] row: [`CPU`] (configuration
-//! defaults, marked as such) or [`Machine::of_target`] (the `plan::target`
-//! rows); none is a literal in the formulas.
+//! Machine numbers come from a [`Machine`] row: [`CPU`] (the
+//! `plan::target::ZEN3` row, [`Machine::of_cpu`]) or [`Machine::of_target`]
+//! (the GPU rows of `plan::target`); none is a literal in the formulas.
 
-use crate::plan::target::Target;
+use crate::plan::target::{CpuTarget, Target, ZEN3};
 
 /// §4.2: "`smem_per_CTA` が上限の ~80% 超見込み → STOP".
 pub const LOCAL_BUFFER_FRACTION: f64 = 0.8;
@@ -60,14 +60,20 @@ pub struct Machine {
     pub kernel_overhead_s: f64,
 }
 
-/// The CPU backend's row: one core running the generated C. **All four are
-/// configuration defaults**, not measurements of a part: a core with 8-wide
-/// f32 FMA at ~3 GHz peaks near 100 GFLOP/s and the generated loops reach a
-/// fraction of it; one core streams ~10 GB/s from DRAM; 32 KiB is the
-/// common L1d size; a kernel call plus its temporary buffer's
-/// allocation is taken as 1 µs.
-pub const CPU: Machine =
-    Machine { name: "cpu", peak_flops: 50e9, bandwidth: 10e9, local_bytes: 32 * 1024, kernel_overhead_s: 1e-6 };
+/// The CPU backend's row: one core of `plan::target::ZEN3` running the
+/// generated C ([`Machine::of_cpu`]).
+pub const CPU: Machine = Machine::of_cpu(&ZEN3);
+
+/// The fraction of a core's peak FLOP/s the generated loops are costed at:
+/// a configuration default, not a measurement. A fused producer is
+/// recomputed in its consumer's loop nest, not in the packed template's
+/// micro-kernel, and such loops reach about half the peak.
+pub const CPU_LOOP_EFFICIENCY: f64 = 0.5;
+
+/// A call of a generated CPU kernel plus its temporary buffer's allocation:
+/// a configuration default (not a datasheet number, so not in
+/// `plan::target`).
+pub const CPU_CALL_OVERHEAD_S: f64 = 1e-6;
 
 /// A GPU kernel launch as seen by a stream of dependent kernels: a
 /// configuration default (commonly measured at 2–5 µs; not a datasheet
@@ -75,6 +81,19 @@ pub const CPU: Machine =
 pub const GPU_LAUNCH_OVERHEAD_S: f64 = 3e-6;
 
 impl Machine {
+    /// The row of one core of CPU `t`: its peak FLOP/s at
+    /// [`CPU_LOOP_EFFICIENCY`], the DRAM bandwidth one core streams, and
+    /// its L1 data cache.
+    pub const fn of_cpu(t: &CpuTarget) -> Machine {
+        Machine {
+            name: "cpu",
+            peak_flops: CPU_LOOP_EFFICIENCY * t.peak_flops(1),
+            bandwidth: t.bandwidth(1),
+            local_bytes: t.l1d_bytes,
+            kernel_overhead_s: CPU_CALL_OVERHEAD_S,
+        }
+    }
+
     /// The row of a GPU target: peak tensor throughput, DRAM bandwidth and
     /// the per-block shared memory limit from `plan::target`.
     pub fn of_target(t: &Target) -> Machine {
@@ -197,6 +216,12 @@ mod tests {
         assert_eq!(check_thresholds(&CPU, &e).unwrap_err().limit, CPU.local_bytes * 8 / 10);
         e.buffer_bytes = None;
         assert!(check_thresholds(&CPU, &e).is_ok());
+    }
+
+    #[test]
+    fn the_cpu_row_comes_from_plan_target() {
+        assert_eq!((CPU.peak_flops, CPU.bandwidth), (CPU_LOOP_EFFICIENCY * ZEN3.peak_flops(1), ZEN3.bandwidth(1)));
+        assert_eq!(CPU.local_bytes, ZEN3.l1d_bytes);
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn recompute_that_does_not_pay_is_a_cost_stop() {
     let r = check(
         &src,
         expect![[r#"
-            stop n10 -> y: cost: Δtime +1.038e-2 s >= 0 (benefit 5.343e-5 s, cost 1.043e-2 s, recompute x7.91)
+            stop n10 -> y: cost: Δtime +1.326e-2 s >= 0 (benefit 5.343e-5 s, cost 1.331e-2 s, recompute x7.91)
         "#]],
     );
     assert!(matches!(r.stops[0].reason, StopReason::Cost { delta, .. } if delta > 0.0));

@@ -204,17 +204,9 @@ pub struct Machine {
 impl Machine {
     /// This machine with `threads` kernel threads.
     pub fn this(threads: usize) -> Machine {
-        let cpu = cpuinfo("model name").unwrap_or_else(|| "unknown".into());
+        let cpu = crate::plan::target::cpuinfo("model name").unwrap_or_else(|| "unknown".into());
         Machine { cpu, threads, os: std::env::consts::OS.to_string(), cflags: tgc_runtime::cpu::cflags().join(" ") }
     }
-}
-
-/// The first value of `field` in Linux's `/proc/cpuinfo` (`None`
-/// elsewhere).
-pub fn cpuinfo(field: &str) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    let line = text.lines().find(|l| l.split(':').next().is_some_and(|k| k.trim() == field))?;
-    Some(line.split_once(':')?.1.trim().to_string())
 }
 
 /// One tuned kernel: its key and what it is the hash of, the chosen plan

@@ -1,32 +1,38 @@
 //! `tgc tune --report`: the `000` §9 measurement log as CSV, and a picture
-//! of it as SVG (measured time of every candidate, the chosen one marked,
-//! against a roofline estimate); for `--target sm80|sm90` ([`gpu_csv`],
-//! [`gpu_svg`]) every plan's measured time against the analytic model's
-//! estimate.
+//! of it as SVG (every candidate's measured time relative to its unit's
+//! fastest, labelled, the chosen one marked, with a roofline estimate);
+//! for `--target sm80|sm90` ([`gpu_csv`], [`gpu_svg`]) every plan's
+//! measured time against the analytic model's estimate.
 
 use std::fmt::Write as _;
 
 use super::search::{PointResult, Tuned};
 use crate::cpu::packed::Blocks;
+use crate::plan::target::CpuTarget;
 
 /// The roofline of `000` §6 for this CPU — an estimate, not a measurement:
 /// `time = max(FLOPs / peak, bytes / bandwidth)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {
-    /// FLOP/s: threads × 32 FLOP/cycle (two 8-lane FMA pipes, AVX2) × the
-    /// clock of `/proc/cpuinfo` (2 GHz when it says none).
+    /// FLOP/s.
     pub peak_flops: f64,
-    /// Bytes/s: 10 GB/s per thread, capped at 40 GB/s (an assumed DRAM
-    /// bandwidth of a server core's share).
+    /// Bytes/s.
     pub bandwidth: f64,
 }
 
 impl Roofline {
-    /// The assumed roofline of this machine with `threads` kernel threads.
+    /// The roofline of `threads` cores of CPU `t`
+    /// ([`CpuTarget::peak_flops`], [`CpuTarget::bandwidth`]).
+    pub fn of(t: &CpuTarget, threads: usize) -> Roofline {
+        Roofline { peak_flops: t.peak_flops(threads), bandwidth: t.bandwidth(threads) }
+    }
+
+    /// The assumed roofline of this machine with `threads` kernel threads:
+    /// [`Roofline::of`] [`CpuTarget::host`] (this machine's clock and
+    /// instruction set, the caches, pipes and bandwidths of
+    /// `plan::target::ZEN3`).
     pub fn this_machine(threads: usize) -> Roofline {
-        let mhz = super::cpuinfo("cpu MHz").and_then(|v| v.parse::<f64>().ok()).filter(|&m| m > 0.0).unwrap_or(2000.0);
-        let t = threads.max(1) as f64;
-        Roofline { peak_flops: t * 32.0 * mhz * 1e6, bandwidth: (t * 10e9).min(40e9) }
+        Roofline::of(&CpuTarget::host(), threads)
     }
 
     /// The estimated time of `flops` and `bytes`, in nanoseconds.
@@ -83,110 +89,147 @@ pub fn csv(points: &[PointReport], roof: &Roofline) -> String {
     s
 }
 
-/// An SVG picture of the points: per unit one row of bars, one per
-/// candidate, length the measured time relative to the analytic plan's
-/// (grey: analytic, green: chosen, blue: other, red cross: refused), and a
-/// dashed line at the roofline estimate.
+/// The widest span of [`svg`]'s axis, in percent over a unit's fastest
+/// candidate: a bar further out is cut at the edge (`»`), its label giving
+/// the whole number, so that the 1–3% differences that decide between
+/// candidates stay tens of pixels apart.
+pub const SVG_SPAN_MAX_PERCENT: f64 = 20.0;
+
+/// The spans [`svg`]'s axis may take, in percent, with their tick steps:
+/// the first that holds every candidate, else the last
+/// ([`SVG_SPAN_MAX_PERCENT`]).
+const SPANS: [(f64, f64); 5] = [(1.0, 0.25), (2.0, 0.5), (5.0, 1.0), (10.0, 2.0), (SVG_SPAN_MAX_PERCENT, 5.0)];
+
+/// `ns` as the console prints it: microseconds with one decimal.
+fn micros(ns: u64) -> String {
+    format!("{:.1} µs", ns as f64 / 1e3)
+}
+
+/// An SVG picture of the points: per unit a heading (its kernels, the
+/// chosen plan's speed-up over the analytic one and its time, the roofline
+/// estimate), then one bar per candidate, labelled as text with its block
+/// sizes and round 1's median ([`Tuned::round1_ns`]'s numbers, the CSV's
+/// `measured_ns`). The axis is relative: a bar's length is how much slower
+/// the candidate ran than its unit's fastest, in percent, from 0 (the
+/// fastest) to the smallest of `SPANS` holding them all, at most
+/// [`SVG_SPAN_MAX_PERCENT`]. Grey: analytic, green: chosen, blue: other,
+/// red cross: results differed from the interpreter.
 pub fn svg(points: &[PointReport], roof: &Roofline) -> String {
-    /// The height of one candidate's bar, and the gap between units.
-    const BAR: f64 = 6.0;
+    /// One candidate's line, a unit's heading, the gap between units.
+    const LINE: f64 = 15.0;
+    const HEAD: f64 = 20.0;
     const GAP: f64 = 10.0;
-    const LEFT: f64 = 330.0;
-    const WIDTH: f64 = 520.0;
+    const TOP: f64 = 78.0;
+    const LEFT: f64 = 410.0;
+    const WIDTH: f64 = 440.0;
     let rows: Vec<(&PointReport, &Tuned)> =
         points.iter().flat_map(|p| p.result.units.iter().map(move |u| (p, u))).collect();
-    // Each unit's row: one bar per candidate.
-    let heights: Vec<f64> = rows.iter().map(|(_, u)| BAR * u.candidates.len().max(2) as f64 + GAP).collect();
-    let tops: Vec<f64> = heights.iter().scan(56.0, |y, h| Some(std::mem::replace(y, *y + h))).collect();
-    let bottom = 56.0 + heights.iter().sum::<f64>();
-    let height = bottom + 44.0;
+    let heights: Vec<f64> = rows.iter().map(|(_, u)| HEAD + LINE * u.candidates.len() as f64 + GAP).collect();
+    let tops: Vec<f64> = heights.iter().scan(TOP, |y, h| Some(std::mem::replace(y, *y + h))).collect();
+    let bottom = TOP + heights.iter().sum::<f64>();
+    let height = bottom + 40.0;
+    // A unit's fastest candidate, and how much slower `ns` is, in percent.
+    let fastest = |u: &Tuned| u.candidates.iter().filter_map(|c| c.median_ns).min();
+    let slower = |u: &Tuned, ns: u64| fastest(u).map_or(0.0, |f| 100.0 * (ns as f64 / f.max(1) as f64 - 1.0));
+    let worst = rows
+        .iter()
+        .flat_map(|(_, u)| u.candidates.iter().filter_map(|c| c.median_ns.map(|ns| slower(u, ns))))
+        .fold(0.0f64, f64::max);
+    let (span, step) = SPANS.into_iter().find(|&(span, _)| worst <= span).unwrap_or(SPANS[SPANS.len() - 1]);
+    let x = |percent: f64| LEFT + WIDTH * (percent / span).min(1.0);
+
     let mut s = String::new();
     let _ = writeln!(
         s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
-        w = LEFT + WIDTH + 150.0
+        w = LEFT + WIDTH + 110.0
     );
     let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
     let _ = writeln!(
         s,
-        "<text x=\"10\" y=\"20\" font-size=\"14\">tgc tune: each candidate's measured time / the analytic plan's (shorter is faster)</text>"
+        "<text x=\"10\" y=\"20\" font-size=\"14\">tgc tune: how much slower each candidate ran than its unit's fastest (round 1's medians)</text>"
     );
     let _ = writeln!(
         s,
-        "<text x=\"10\" y=\"38\">grey: analytic · green: chosen · blue: other candidate · dashed: roofline estimate (assumed peaks, not measured)</text>"
+        "<text x=\"10\" y=\"38\">grey: analytic · green: chosen · blue: other candidate · ✗: results differed · roofline: assumed peaks, not measured</text>"
     );
-    // The scale: ratios up to the largest measured one (at least 1.5).
-    let ratio = |u: &Tuned, ns: u64| {
-        let base = u.candidates.iter().find(|c| c.blocks == u.analytic).and_then(|c| c.median_ns).unwrap_or(1).max(1);
-        ns as f64 / base as f64
-    };
-    let max = rows
-        .iter()
-        .flat_map(|(_, u)| u.candidates.iter().filter_map(|c| c.median_ns.map(|n| ratio(u, n))))
-        .fold(1.5f64, f64::max);
-    let x = |r: f64| LEFT + WIDTH * (r / max).min(1.0);
-    // The axis and grid, under the bars.
-    let ay = bottom + 4.0;
-    let _ =
-        writeln!(s, "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{ay:.1}\" y2=\"{ay:.1}\" stroke=\"black\"/>", LEFT + WIDTH);
-    for r in [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0].into_iter().filter(|&r| r <= max) {
+    // The axis and its grid, under the bars: ticks above and below.
+    let ay = bottom + 2.0;
+    for (y1, y2) in [(TOP - 12.0, TOP - 12.0), (ay, ay)] {
         let _ = writeln!(
             s,
-            "<line x1=\"{xr:.1}\" x2=\"{xr:.1}\" y1=\"50\" y2=\"{ay:.1}\" stroke=\"#ddd\"/><text x=\"{xr:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{r}×</text>",
-            ay + 14.0,
-            xr = x(r)
+            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{y1:.1}\" y2=\"{y2:.1}\" stroke=\"black\"/>",
+            LEFT + WIDTH
         );
+    }
+    let ticks = (span / step).round() as usize;
+    for t in 0..=ticks {
+        let p = step * t as f64;
+        let xp = x(p);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{xp:.1}\" x2=\"{xp:.1}\" y1=\"{:.1}\" y2=\"{ay:.1}\" stroke=\"#ddd\"/>",
+            TOP - 12.0
+        );
+        for ty in [TOP - 16.0, ay + 14.0] {
+            let _ = writeln!(s, "<text x=\"{xp:.1}\" y=\"{ty:.1}\" text-anchor=\"middle\">+{p}%</text>");
+        }
     }
     let _ = writeln!(
         s,
-        "<text x=\"{:.1}\" y=\"{:.1}\">right: the chosen plan's speed-up over the analytic one, and its time</text>",
-        LEFT,
+        "<text x=\"{LEFT}\" y=\"{:.1}\">slower than the unit's fastest, % (0 at the fastest; past +{span}% cut at the edge: »)</text>",
         ay + 30.0
     );
     for (i, (p, u)) in rows.iter().enumerate() {
-        let (y, row) = (tops[i], heights[i]);
-        let label = format!("{} {} · {} ({})", p.graph, p.point, u.kernels.join(" "), &u.key[..8]);
-        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\">{}</text>", y + 15.0, xml(&label));
-        let bar = BAR - 1.0;
+        let y = tops[i];
+        let mut head = format!("{} {} · {} ({})", p.graph, p.point, u.kernels.join(" "), &u.key[..8]);
+        let (base, best) = u.round1_ns();
+        if let (Some(base), Some(best)) = (base, best) {
+            let _ = write!(head, " — chosen: {:.2}× the analytic · {}", base as f64 / best.max(1) as f64, micros(best));
+        }
+        let est = roof.estimate_ns(u.flops, u.bytes);
+        let _ = write!(head, " · roofline {}", micros(est.round() as u64));
+        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\" font-weight=\"bold\">{}</text>", y + 14.0, xml(&head));
         for (j, c) in u.candidates.iter().enumerate() {
-            let by = y + 2.0 + BAR * j as f64;
-            let tip = c.blocks.to_string();
+            let by = y + HEAD + LINE * j as f64;
+            let text_y = by + LINE - 4.0;
+            let role = match (c.blocks == u.analytic, c.blocks == u.best) {
+                (true, true) => " (analytic, chosen)",
+                (true, false) => " (analytic)",
+                (false, true) => " (chosen)",
+                (false, false) => "",
+            };
+            let _ = writeln!(s, "<text x=\"20\" y=\"{text_y:.1}\">{}{role}</text>", c.blocks);
             match c.median_ns {
                 Some(ns) => {
-                    let colour = color(c.blocks, u);
+                    let percent = slower(u, ns);
+                    let width = (x(percent) - LEFT).max(2.0);
                     let _ = writeln!(
                         s,
-                        "<rect x=\"{LEFT}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{tip}: {ns} ns</title></rect>",
-                        x(ratio(u, ns)) - LEFT,
-                        bar.max(1.0),
+                        "<text x=\"{:.1}\" y=\"{text_y:.1}\" text-anchor=\"end\">{}</text>",
+                        LEFT - 8.0,
+                        micros(ns)
                     );
+                    let _ = writeln!(
+                        s,
+                        "<rect x=\"{LEFT}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {ns} ns</title></rect>",
+                        by + 2.0,
+                        width,
+                        LINE - 4.0,
+                        color(c.blocks, u),
+                        c.blocks
+                    );
+                    let cut = if percent > span { "» " } else { "" };
+                    let label =
+                        if ns == fastest(u).unwrap_or(ns) { "fastest".to_string() } else { format!("+{percent:.1}%") };
+                    let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{text_y:.1}\">{cut}{label}</text>", LEFT + width + 4.0);
                 }
                 None => {
                     let _ = writeln!(
                         s,
-                        "<text x=\"{LEFT}\" y=\"{:.1}\" fill=\"#c00\">✗<title>{tip}: results differed</title></text>",
-                        by + bar
+                        "<text x=\"{LEFT}\" y=\"{text_y:.1}\" fill=\"#c00\">✗ results differed from the interpreter</text>"
                     );
                 }
-            }
-        }
-        let est = roof.estimate_ns(u.flops, u.bytes);
-        if let Some(base) = u.candidates.iter().find(|c| c.blocks == u.analytic).and_then(|c| c.median_ns) {
-            let ex = x(est / base.max(1) as f64);
-            let _ = writeln!(
-                s,
-                "<line x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{y:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"3,2\"/>",
-                y + row - GAP / 2.0
-            );
-            if let Some(best) = u.round1_ns().1 {
-                let _ = writeln!(
-                    s,
-                    "<text x=\"{:.1}\" y=\"{:.1}\">{:.2}× · {:.1} µs</text>",
-                    LEFT + WIDTH + 8.0,
-                    y + 15.0,
-                    base as f64 / best.max(1) as f64,
-                    best as f64 / 1e3
-                );
             }
         }
     }

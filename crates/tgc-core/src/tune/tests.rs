@@ -208,8 +208,20 @@ fn utc_dates_follow_the_civil_calendar() {
     assert_eq!(utc_date(951_782_400), "2000-02-29T00:00:00Z");
 }
 
+/// The contents of `svg`'s `<text>` elements, in order (a `<title>` inside
+/// one is left out).
+fn svg_texts(svg: &str) -> Vec<&str> {
+    svg.split("<text").skip(1).filter_map(|t| t.split_once('>')?.1.split('<').next()).collect()
+}
+
+/// The width of the bar whose hover title starts with `title`.
+fn bar_width(svg: &str, title: &str) -> f64 {
+    let rect = svg.lines().find(|l| l.starts_with("<rect x=") && l.contains(&format!("<title>{title}"))).unwrap();
+    rect.split("width=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap()
+}
+
 #[test]
-fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
+fn the_report_has_a_csv_line_and_a_labelled_bar_per_candidate() {
     let b = |mc, nc, kc| Blocks { mc, nc, kc, threads: 0 };
     let inputs = KeyInputs { tgc: "0".into(), target: "cpu-test".into(), compiler: "c".into(), kernel: "k".into() };
     let unit = Tuned {
@@ -220,6 +232,7 @@ fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
         candidates: vec![
             Measured { blocks: b(12, 64, 128), median_ns: Some(1000) },
             Measured { blocks: b(12, 64, 64), median_ns: None },
+            Measured { blocks: b(24, 64, 128), median_ns: Some(816) },
             Measured { blocks: Blocks { threads: 1, ..b(6, 64, 128) }, median_ns: Some(800) },
         ],
         best: Blocks { threads: 1, ..b(6, 64, 128) },
@@ -234,20 +247,72 @@ fn the_report_has_a_csv_line_and_a_bar_per_candidate() {
     let csv = report::csv(&points, &roof);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], report::CSV_HEADER);
-    assert_eq!(lines.len(), 4, "a line per candidate: {csv}");
+    assert_eq!(lines.len(), 5, "a line per candidate: {csv}");
     assert!(lines[1].ends_with(",12,64,128,4,1000,true,false"), "an uncapped plan ran on the pool's 4: {}", lines[1]);
     assert!(lines[2].contains(",12,64,64,4,,false,false"), "a refused candidate has no time: {}", lines[2]);
-    assert!(lines[3].ends_with(",6,64,128,1,800,false,true"), "{}", lines[3]);
+    assert!(lines[4].ends_with(",6,64,128,1,800,false,true"), "{}", lines[4]);
     assert!(lines[1].contains(",\"M=8, N=4\",") && lines[1].contains(",k3 k9,2000000,100000,2000000,"));
+
     let svg = report::svg(&points, &roof);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<rect").count(), 3, "the background and two timed candidates: {svg}");
+    assert_eq!(svg.matches("<rect").count(), 4, "the background and three timed candidates: {svg}");
     assert!(svg.contains("fill=\"#2a2\"><title>mc=6 nc=64 kc=128 threads=1: 800 ns"), "the chosen bar is green");
-    assert!(svg.contains("results differed"), "the refused candidate is marked");
     assert!(svg.contains("g&lt;&amp;&gt;") && !svg.contains("g<&>"), "names are escaped");
+    // Every candidate is named in a <text>, with the CSV's time or why it has none.
+    let texts = svg_texts(&svg);
+    let line_of =
+        |name: &str| texts.iter().position(|t| t.starts_with(name)).unwrap_or_else(|| panic!("{name}: {texts:?}"));
+    for (name, then) in [
+        ("mc=12 nc=64 kc=128 (analytic)", ["1.0 µs", "» +25.0%"]),
+        ("mc=24 nc=64 kc=128", ["0.8 µs", "+2.0%"]),
+        ("mc=6 nc=64 kc=128 threads=1 (chosen)", ["0.8 µs", "fastest"]),
+    ] {
+        let at = line_of(name);
+        assert_eq!(&texts[at + 1..at + 3], &then[..], "{name}: {texts:?}");
+    }
+    assert_eq!(texts[line_of("mc=12 nc=64 kc=64") + 1], "✗ results differed from the interpreter");
     // The picture's numbers are the CSV's: 1000 ns / 800 ns, not round 2's 1000 / 820.
     assert_eq!(result.units[0].round1_ns(), (Some(1000), Some(800)));
-    assert!(svg.contains("1.25× · 0.8 µs") && !svg.contains("1.22×"), "round 1's speed-up: {svg}");
+    assert!(texts.iter().any(|t| t.contains("chosen: 1.25× the analytic · 0.8 µs")), "{texts:?}");
+    assert!(!svg.contains("1.22×"), "round 1's speed-up, not round 2's: {svg}");
+    // The axis starts at the fastest candidate, not at 0 ns: a 2% slower
+    // candidate's bar is tens of pixels longer than the fastest one's, the
+    // 25% slower one is cut at the axis' end (+20%).
+    let (fast, near, slow) = (bar_width(&svg, "mc=6 "), bar_width(&svg, "mc=24 "), bar_width(&svg, "mc=12 "));
+    assert!(fast <= 2.0 && near - fast >= 20.0 && slow > 5.0 * near, "{fast} {near} {slow}");
+    let ticks: Vec<&&str> =
+        texts.iter().filter(|t| t.starts_with('+') && t.ends_with('%') && !t.contains('.')).collect();
+    assert_eq!(ticks.first().map(|t| **t), Some("+0%"), "{texts:?}");
+    assert!(ticks.iter().any(|t| **t == format!("+{}%", report::SVG_SPAN_MAX_PERCENT)), "{ticks:?}");
+}
+
+/// With every candidate within 1% of the fastest, the axis spans 1%: a
+/// 0.5% difference is half its width.
+#[test]
+fn the_reports_axis_narrows_to_the_candidates_spread() {
+    let b = |mc| Blocks { mc, nc: 64, kc: 128, threads: 0 };
+    let inputs = KeyInputs { tgc: "0".into(), target: "cpu-test".into(), compiler: "c".into(), kernel: "k".into() };
+    let unit = Tuned {
+        key: inputs.key(),
+        inputs,
+        kernels: vec!["k0".into()],
+        analytic: b(12),
+        candidates: vec![
+            Measured { blocks: b(12), median_ns: Some(100_500) },
+            Measured { blocks: b(24), median_ns: Some(100_000) },
+        ],
+        best: b(12),
+        confirm_ns: (100_500, 100_000),
+        flops: 1e6,
+        bytes: 1e4,
+    };
+    let result = PointResult { units: vec![unit], graph_ns: (100_500, 100_000) };
+    let points = [report::PointReport { graph: "g", point: "", result: &result, threads: 1 }];
+    let svg = report::svg(&points, &report::Roofline { peak_flops: 1e12, bandwidth: 1e11 });
+    let (fast, slow) = (bar_width(&svg, "mc=24 "), bar_width(&svg, "mc=12 "));
+    assert!(fast <= 2.0 && slow > 100.0, "{fast} {slow}: {svg}");
+    let texts = svg_texts(&svg);
+    assert!(texts.contains(&"+1%") && texts.contains(&"+0.5%") && !texts.contains(&"+2%"), "{texts:?}");
 }
 
 #[test]
