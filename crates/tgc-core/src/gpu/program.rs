@@ -407,9 +407,6 @@ impl GpuProgram {
     }
 }
 
-/// Lowers every region of `g` to a SIMT kernel (see the module doc).
-///
-
 /// Runs `prog` in the emulator ([`emulate::run`]) with the symbol values
 /// `dims` (in [`GpuProgram::symbols`] order) on `inputs` (one per
 /// [`Role::Input`] buffer, in input order, values rounded to the buffer's

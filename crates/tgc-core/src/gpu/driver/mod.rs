@@ -34,8 +34,11 @@ use super::simt::rows::lower_rows;
 use super::simt::scan::{lower_simt, scan_totals, ScanTiles, SCAN_TILES};
 use crate::cpu::from_tiny;
 
+/// Lowers every region of `g` to a SIMT kernel ([`super::simt`]), no
+/// tensor-core template.
+///
 /// Errors: those of [`from_tiny::lower`]; `Unsupported` for a value the
-/// SIMT template cannot compute (none today beyond the CPU backend's).
+/// SIMT template cannot compute (none beyond the CPU backend's).
 pub fn lower_program(g: &Graph) -> DResult<GpuProgram> {
     lower_regions(g, None, SCAN_TILES, &mut Vec::new())
 }
