@@ -219,10 +219,10 @@ fn the_printed_steps_are_the_programs_steps() {
 #[test]
 fn the_printed_steps_run_in_the_emulator_match_the_cpu_run() {
     use tgc::cuda::StepArg;
+    use tgc_core::gpu::dialect::ParamKind;
     use tgc_core::gpu::emulate::{self, Arg};
-    use tgc_core::gpu::ir::ParamKind;
     let g = tgc_core::tiny::json::load_json(attention::TINY_IR).unwrap();
-    let prog = tgc_core::gpu::simt::lower_program(&g).unwrap();
+    let prog = tgc_core::gpu::driver::lower_program(&g).unwrap();
     let (b, s, d) = (2usize, 9usize, 16usize);
     let n = b * s * d;
     let data = |seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * seed + 3) % 17) as f32 / 8.0 - 1.0).collect() };
@@ -238,7 +238,7 @@ fn the_printed_steps_run_in_the_emulator_match_the_cpu_run() {
         let launch = prog
             .launches
             .iter()
-            .find(|l| tgc_core::gpu::cuda::symbol(&l.kernel) == step.kernel)
+            .find(|l| l.kernel.symbol() == step.kernel)
             .unwrap_or_else(|| panic!("no kernel `{}`", step.kernel));
         let mut args: Vec<Arg> = step
             .args

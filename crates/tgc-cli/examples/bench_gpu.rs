@@ -47,7 +47,7 @@
 //!
 //! Then attention ([`ATTENTION`], f16, batch 4, 16 heads, head dim 64 and
 //! 128, sequence 512 to 16k, no mask, causal or not): tgc's fused
-//! attention kernel (`gpu::sm80::attention`, FlashAttention-2 on
+//! attention kernel (`gpu::attention::kernel`, FlashAttention-2 on
 //! `mma.sync`) for the frontend's `attention(q, k, v, causal=…)` against
 //! `torch.nn.functional.scaled_dot_product_attention` with the flash
 //! backend, in TFLOP/s (4·B·H·S²·D per run: the two products; half of it
@@ -78,7 +78,7 @@
 //! With `--plans` it sweeps the plan space instead: for each GEMM shape of
 //! [`SWEEP`] (f16) and each 3×3 convolution of [`CONVS`] (only those with
 //! `--conv` too), every plan the MMA kernel is chosen from
-//! (`gpu::lower::choose`) is pinned in turn
+//! (`gpu::mma::lower::choose`) is pinned in turn
 //! (an [`Estimator`] that ranks only that plan first, the seam a tuning
 //! cache uses), compiled and timed as above. Printed per plan: the analytic
 //! model's estimate for the sm80 target (A100, the plan tgc chooses), its
@@ -591,7 +591,7 @@ fn attention_rows(bench: &mut Bench, only: &str) {
         }
         let fused = pipeline::load(&text, Format::Dsl, None)
             .ok()
-            .and_then(|l| tgc_core::gpu::attention::match_attention(&l.graph).err())
+            .and_then(|l| tgc_core::gpu::attention::recognise::match_attention(&l.graph).err())
             .map_or(Ok(()), |d| Err(d.message));
         if let Err(why) = fused {
             println!("{:<6} {case:<28} not fused ({why}): not run", "f16");
@@ -862,7 +862,7 @@ fn plan_sweep(bench: &mut Bench, conv_only: bool) {
     for (name, text, torch_case, op) in &cases {
         let Some(mut row) = bench.row(name, text, *op) else { continue };
         let g = row.graph.clone();
-        let gg = match tgc_core::gpu::lower::match_gemm(&g) {
+        let gg = match tgc_core::gpu::mma::recognise::match_gemm(&g) {
             Ok(gg) => gg,
             Err(d) => {
                 eprintln!("{name}: {d}");
@@ -874,12 +874,12 @@ fn plan_sweep(bench: &mut Bench, conv_only: bool) {
         let problem = gg.problem.clone();
         let [m, n, k] = cost::gemm_dims(&problem).unwrap_or([0; 3]);
         let flops = 2.0 * m as f64 * n as f64 * k as f64;
-        let Ok(choice) = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic) else { continue };
+        let Ok(choice) = tgc_core::gpu::mma::lower::choose(&gg, target, &cost::Analytic) else { continue };
         let mut rows = Vec::new();
         for (i, (plan, est)) in choice.candidates.iter().enumerate() {
             let pinned = cost::PinnedPlan(plan);
-            let tensor_core = tgc_core::gpu::simt::lower_program_with(&g, target, &pinned)
-                .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::simt::Form::Gemm));
+            let tensor_core = tgc_core::gpu::driver::lower_program_with(&g, target, &pinned)
+                .is_ok_and(|p| p.launches.iter().all(|l| l.form == tgc_core::gpu::program::Form::Gemm));
             let measured = if tensor_core {
                 row.tgc(&format!("plan{i}"), &pinned, target)
             } else {
@@ -914,7 +914,7 @@ fn plan_sweep(bench: &mut Bench, conv_only: bool) {
         let best_measured = rows.iter().map(|r| r.4).fold(0.0f64, f64::max);
         // The device's space is checked against the device's row, so its
         // candidates are matched by plan, not by index.
-        let device_choice = tgc_core::gpu::lower::choose(&gg, &device, &cost::Analytic).ok();
+        let device_choice = tgc_core::gpu::mma::lower::choose(&gg, &device, &cost::Analytic).ok();
         let device_pick = device_choice.as_ref().and_then(|c| c.best()).map(|(p, _)| p);
         let sm80_pick = choice.best().map(|(p, _)| p);
         for (who, pick) in [("sm80 model's", sm80_pick), ("device model's", device_pick)] {

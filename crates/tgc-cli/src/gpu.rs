@@ -10,7 +10,7 @@
 //! `Gpu::run_steps`, with uninitialised device temporaries) are those a
 //! generated `sm80::launch` runs.
 
-use tgc_core::gpu::simt;
+use tgc_core::gpu::{driver, program};
 use tgc_core::tiny::Graph;
 use tgc_core::{diag, Diagnostic};
 use tgc_runtime::cuda::{Cubin, CudaSlice, DeviceArg, Gpu, Module, Steps};
@@ -71,7 +71,7 @@ fn concrete(d: &tgc_core::sym::Dim) -> Result<usize, GpuError> {
 
 impl<'g> Compiled<'g> {
     /// Compiles `bound` (every dim bound; `name` makes the module's cache
-    /// key unique) with [`simt::lower_program_with`] for the device's
+    /// key unique) with [`driver::lower_program_with`] for the device's
     /// target ([`device_target`]), a template's plans ranked by `estimator`
     /// (the analytic model, `--algo` pins, or one plan pinned by
     /// `bench_gpu --plans`), and allocates its inputs and outputs on `gpu`.
@@ -98,7 +98,7 @@ impl<'g> Compiled<'g> {
         estimator: &dyn tgc_core::plan::cost::Estimator,
         target: &tgc_core::plan::Target,
     ) -> Result<Compiled<'g>, GpuError> {
-        let prog = simt::lower_program_with(bound, target, estimator)?;
+        let prog = driver::lower_program_with(bound, target, estimator)?;
         Compiled::from_program(gpu, bound, prog, &format!("{}:{name}", target.name))
     }
 
@@ -110,7 +110,7 @@ impl<'g> Compiled<'g> {
     pub fn from_program(
         gpu: &'g Gpu,
         bound: &Graph,
-        prog: simt::GpuProgram,
+        prog: program::GpuProgram,
         name: &str,
     ) -> Result<Compiled<'g>, GpuError> {
         // Every dim is bound: the program's symbols, if any, have no value.
@@ -134,8 +134,8 @@ impl<'g> Compiled<'g> {
         let kernels = prog.kernels();
         let (_, compiled) = tgc_core::pipeline::compile_kernels(&kernels, &format!("{}.cu", prog.name))?;
         let sm = match kernels.iter().map(|k| k.arch).max() {
-            Some(tgc_core::gpu::ir::Arch::Sm90) => 90,
-            Some(tgc_core::gpu::ir::Arch::Sm80) | None => 80,
+            Some(tgc_core::gpu::dialect::Arch::Sm90) => 90,
+            Some(tgc_core::gpu::dialect::Arch::Sm80) | None => 80,
         };
         // The module lives until the process ends: a command or a benchmark
         // loads a handful.

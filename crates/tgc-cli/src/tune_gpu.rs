@@ -158,7 +158,7 @@ fn measure(
         };
         let bar = crate::tune::progress_bar("{prefix} [{bar:30}] {pos}/{len} plans {elapsed}", i, points.len(), &label);
         let mut n = 0;
-        let mut run = |prog: &tgc_core::gpu::simt::GpuProgram| -> Result<tg::Outcome> {
+        let mut run = |prog: &tgc_core::gpu::program::GpuProgram| -> Result<tg::Outcome> {
             n += 1;
             let mut c = match Compiled::from_program(&gpu, &unit, prog.clone(), &format!("tune{i}.{name}.{n}")) {
                 Ok(c) => c,

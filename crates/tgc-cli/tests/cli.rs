@@ -256,7 +256,7 @@ fn cli_lowering<'a>(
         let pins = algos.iter().map(|a| cost::parse_pin(a)).collect::<Result<_, _>>()?;
         let pinned = cost::PinnedAlgorithms { pins, inner: &cost::Analytic };
         let plans = tgc_core::tune::gpu::Recorded::new(None, &pinned);
-        Ok(tgc_core::gpu::simt::lower_program_with(g, target, &plans)?.symbols)
+        Ok(tgc_core::gpu::driver::lower_program_with(g, target, &plans)?.symbols)
     }
 }
 

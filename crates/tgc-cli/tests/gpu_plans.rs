@@ -68,14 +68,14 @@ fn graph() -> tgc_core::tiny::Graph {
 /// runs); on sm90 all five forms are among them (the three of the module
 /// doc, the specialised two also with `cluster=2`).
 fn pinned_plans(graph: &tgc_core::tiny::Graph, target: &Target) -> Vec<Plan> {
-    let gg = tgc_core::gpu::lower::match_gemm(graph).expect("a GEMM");
-    let choice = tgc_core::gpu::lower::choose(&gg, target, &cost::Analytic).expect("a plan space");
+    let gg = tgc_core::gpu::mma::recognise::match_gemm(graph).expect("a GEMM");
+    let choice = tgc_core::gpu::mma::lower::choose(&gg, target, &cost::Analytic).expect("a plan space");
     let mut forms = std::collections::BTreeSet::new();
     for (plan, _) in &choice.candidates {
         let p =
-            tgc_core::gpu::simt::lower_program_with(graph, target, &cost::PinnedPlan(plan)).expect("the plan lowers");
+            tgc_core::gpu::driver::lower_program_with(graph, target, &cost::PinnedPlan(plan)).expect("the plan lowers");
         assert_eq!(p.launches.len(), 1);
-        assert_eq!(p.launches[0].form, tgc_core::gpu::simt::Form::Gemm);
+        assert_eq!(p.launches[0].form, tgc_core::gpu::program::Form::Gemm);
         // The launch's plan is the candidate with the graph's epilogue.
         let launched = p.launches[0].plan.clone().expect("a tensor-core launch has its plan");
         assert_eq!(Plan { epilogue: Vec::new(), ..launched.clone() }, *plan);
@@ -146,9 +146,9 @@ fn attention_plans(target: &Target) -> (tgc_core::tiny::Graph, Vec<Plan>) {
     let ds = tgc_core::tune::gpu::decisions(&graph, target).expect("the attention lowers");
     let [d] = &ds[..] else { panic!("one decision: {ds:?}") };
     for plan in &d.candidates {
-        let p = tgc_core::gpu::simt::lower_program_with(&graph, target, &cost::PinnedPlan(plan)).expect("it lowers");
+        let p = tgc_core::gpu::driver::lower_program_with(&graph, target, &cost::PinnedPlan(plan)).expect("it lowers");
         assert_eq!(p.launches.len(), 1);
-        assert_eq!(p.launches[0].form, tgc_core::gpu::simt::Form::Attention);
+        assert_eq!(p.launches[0].form, tgc_core::gpu::program::Form::Attention);
         assert_eq!(p.launches[0].plan.as_ref(), Some(plan));
     }
     let rows: std::collections::BTreeSet<u64> =

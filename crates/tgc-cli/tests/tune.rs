@@ -226,7 +226,7 @@ fn gpu_tuning_records_are_checked_without_a_gpu_and_compile_builds_their_plan() 
     let analytic = ds[0].analytic.clone().unwrap();
     let last = ds[0].candidates.last().unwrap().clone();
     assert_ne!(analytic, last);
-    let mut stand_in = |p: &tgc_core::gpu::simt::GpuProgram| {
+    let mut stand_in = |p: &tgc_core::gpu::program::GpuProgram| {
         Ok::<_, ()>(Ok(if tg::launched_plans(p).contains(&last) { 5 } else { 50 }))
     };
     let tuned = tg::tune(&g, target, ds, &mut stand_in, &mut |_, _| {}).unwrap();

@@ -321,16 +321,16 @@ pub fn regions(g: &Graph) -> DResult<String> {
 /// The `plan` dump of `g` for `target`, what the GPU lowering
 /// (`gpu::template`) chooses: for a graph that is one attention, its
 /// softmax algorithms ranked and the chosen schedule; for one contraction
-/// and its epilogue ([`crate::gpu::lower::match_gemm`]: a GEMM, a batched
+/// and its epilogue ([`crate::gpu::mma::recognise::match_gemm`]: a GEMM, a batched
 /// matmul, a convolution) the ranked plan space its MMA kernel is chosen
-/// from ([`crate::gpu::lower::choose`]); otherwise the same for each region
+/// from ([`crate::gpu::mma::lower::choose`]); otherwise the same for each region
 /// that has a contraction, an attention inside the graph as the one fused
 /// region the lowering makes of it
-/// ([`crate::gpu::template::region_graphs`]), or why it is not planned; a
+/// ([`crate::gpu::driver::regions::region_graphs`]), or why it is not planned; a
 /// graph with none says so. [`dump_stage`] (the CPU target's dumps) uses
 /// `sm80`; `tgc compile --target sm80|sm90` passes its target.
 pub fn plan_dump(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> String {
-    let attention = crate::gpu::attention::match_attention(g);
+    let attention = crate::gpu::attention::recognise::match_attention(g);
     if let Ok(text) = template_plan(g, target, estimator) {
         return text;
     }
@@ -340,7 +340,7 @@ pub fn plan_dump(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::E
     {
         out.push_str(&format!("two contractions, not fused as an attention: {}\n", d.message));
     }
-    match crate::gpu::template::region_graphs(g, target, estimator) {
+    match crate::gpu::driver::regions::region_graphs(g, target, estimator) {
         Ok(regions) => {
             for (name, sub) in regions {
                 let text = template_plan(&sub, target, estimator).unwrap_or_else(|why| format!("{why}\n"));
@@ -359,7 +359,7 @@ pub fn plan_dump(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::E
 /// ([`attention_plan`]) or a GEMM's ([`gemm_plan`]); `Err` with why `g` is
 /// no GEMM.
 fn template_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> Result<String, String> {
-    match crate::gpu::attention::match_attention(g) {
+    match crate::gpu::attention::recognise::match_attention(g) {
         Ok(graph) => Ok(attention_plan(g, &graph, target, estimator)),
         Err(_) => gemm_plan(g, target, estimator),
     }
@@ -368,23 +368,23 @@ fn template_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::E
 /// The `plan` dump of the attention `graph` (of `g`): each algorithm of
 /// the fused template with each CTA size (query rows) ranked by the
 /// estimator (the chosen one marked `*`, the earlier on a tie, as
-/// `gpu::template::lower` and `gpu::attention::build` choose), then the
+/// `gpu::driver::lower` and `gpu::attention::build` choose), then the
 /// chosen one's schedule.
 fn attention_plan(
     g: &Graph,
-    graph: &crate::gpu::attention::AttentionGraph,
+    graph: &crate::gpu::attention::recognise::AttentionGraph,
     target: &plan::Target,
     estimator: &dyn plan::cost::Estimator,
 ) -> String {
-    use crate::gpu::sm80::attention::{self as template, Algorithm};
+    use crate::gpu::attention::kernel::{self, Algorithm};
     let label = &g.node(graph.scores).label;
-    let problem = template::problem(&graph.attention);
-    let arch = crate::gpu::ir::Arch::parse(target.name).unwrap_or(crate::gpu::ir::Arch::Sm80);
+    let problem = kernel::problem(&graph.attention);
+    let arch = crate::gpu::dialect::Arch::parse(target.name).unwrap_or(crate::gpu::dialect::Arch::Sm80);
     let ranked: Vec<((Algorithm, i64), Result<crate::plan::cost::Estimate, String>)> = Algorithm::ALL
         .iter()
-        .flat_map(|&algo| template::warp_choices(arch).iter().map(move |&w| (algo, w)))
+        .flat_map(|&algo| kernel::warp_choices(arch).iter().map(move |&w| (algo, w)))
         .map(|(algo, warps)| {
-            let plan = template::plan(&graph.attention, algo, target, warps);
+            let plan = kernel::plan(&graph.attention, algo, target, warps);
             ((algo, warps), estimator.estimate(&plan, &problem, target).map_err(|d| d.message))
         })
         .collect();
@@ -406,15 +406,15 @@ fn attention_plan(
         out.push_str(&format!("{mark} algo_choice attention = {algo:<24} {:>3} rows  {cost}\n", 16 * warps));
     }
     let (chosen, warps) = ranked[best.unwrap_or(0)].0;
-    out.push_str(&template::describe(&graph.attention, chosen, arch, warps));
+    out.push_str(&kernel::describe(&graph.attention, chosen, arch, warps));
     out
 }
 
 /// The ranked plan space of `g`'s MMA kernel when `g` is one contraction +
 /// epilogue (the ranking, or why no plan fits); `Err` with why `g` is not
-/// ([`crate::gpu::lower::match_gemm`]'s refusal, naming the contraction).
+/// ([`crate::gpu::mma::recognise::match_gemm`]'s refusal, naming the contraction).
 fn gemm_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> Result<String, String> {
-    let graph = crate::gpu::lower::match_gemm(g).map_err(|d| match &d.node {
+    let graph = crate::gpu::mma::recognise::match_gemm(g).map_err(|d| match &d.node {
         Some(n) => format!("contraction `{n}`: not planned: {}", d.message),
         None => format!("not planned: {}", d.message),
     })?;
@@ -424,7 +424,7 @@ fn gemm_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estim
         Some(im) => format!(
             " ({} as an implicit GEMM: {} batch points of M={} N={} K={}{})",
             graph.pattern.name(),
-            im.extent(crate::gpu::sm80::Axis::Batch),
+            im.extent(crate::gpu::mma::Axis::Batch),
             graph.sizes[0],
             graph.sizes[1],
             graph.sizes[2],
@@ -434,7 +434,7 @@ fn gemm_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estim
     let choice = target
         .require_mma_sync(graph.problem.dtype)
         .map_err(|why| why.to_string())
-        .and_then(|_| crate::gpu::lower::choose(&graph, target, estimator).map_err(|d| d.message));
+        .and_then(|_| crate::gpu::mma::lower::choose(&graph, target, estimator).map_err(|d| d.message));
     let ranked = match choice {
         Ok(c) => format!("contraction `{label}`{how}: {}", plan::dump(&graph.problem, target, &c)),
         Err(why) => format!("contraction `{label}`{how}: not planned: {why}\n"),
@@ -447,12 +447,12 @@ fn gemm_plan(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estim
 
 /// The `algo_choice conv` templates of `target` for the convolution `g`,
 /// each with its estimate (the chosen one marked `*`, as
-/// `gpu::template::lower` chooses) or why it does not take `g`; when
+/// `gpu::driver::lower` chooses) or why it does not take `g`; when
 /// Winograd is chosen, its batched GEMM's plan.
 fn conv_algorithms(g: &Graph, target: &plan::Target, estimator: &dyn plan::cost::Estimator) -> String {
-    use crate::gpu::template;
-    let Some(tried) = template::candidates(g, target, estimator, false) else { return String::new() };
-    let best = template::best(&tried);
+    use crate::gpu::driver;
+    let Some(tried) = driver::candidates(g, target, estimator, false) else { return String::new() };
+    let best = driver::best(&tried);
     let mut out =
         format!("algorithms for this convolution on {} (analytic estimates, not measurements):\n", target.name);
     for (i, (t, r)) in tried.iter().enumerate() {
@@ -521,11 +521,11 @@ pub fn is_gpu_stage(stage: &str) -> bool {
 pub struct GpuArtifacts {
     /// `tgc_<graph name>`: the stem of the `.cu`, `.ptx` and `.cubin` files.
     pub symbol: String,
-    /// The kernels in launch order ([`crate::gpu::simt::lower_program_for`]):
+    /// The kernels in launch order ([`crate::gpu::driver::lower_program_for`]):
     /// the sm80 tensor-core kernel for a graph that is one contraction (GEMM,
     /// batched matmul, convolution) + epilogue with concrete sizes, the SIMT
     /// kernels of every region otherwise.
-    pub program: crate::gpu::simt::GpuProgram,
+    pub program: crate::gpu::program::GpuProgram,
     /// The `cu` stage: CUDA C++ with inline PTX, every kernel.
     pub cu: String,
     /// The architecture the unit is compiled for: `sm_90a` when a kernel
@@ -546,7 +546,7 @@ pub struct GpuArtifacts {
     pub resources: Vec<crate::gpu::toolchain::Resources>,
     /// Why a contraction or an attention did not get a tensor-core template
     /// (its SIMT kernels run instead): the templates' diagnostics,
-    /// positioned at the contraction ([`crate::gpu::simt::lower_program_noting`]).
+    /// positioned at the contraction ([`crate::gpu::driver::lower_program_noting`]).
     pub refusals: Vec<crate::Diagnostic>,
 }
 
@@ -587,7 +587,7 @@ impl GpuArtifacts {
 
 /// Compiles `g` for the GPU target `target` (`sm80` or `sm90`, the rows of
 /// [`plan::target`]): lowers it to its GPU
-/// program ([`crate::gpu::simt::lower_program_noting`]: a tensor-core
+/// program ([`crate::gpu::driver::lower_program_noting`]: a tensor-core
 /// template for a graph that is one contraction (GEMM, batched matmul,
 /// convolution) + epilogue or one attention with concrete sizes, else the
 /// SIMT kernels of its regions with the template's kernel for each region
@@ -606,19 +606,19 @@ impl GpuArtifacts {
 pub fn compile_gpu(g: &Graph, target: &str, estimator: &dyn plan::cost::Estimator) -> DResult<GpuArtifacts> {
     let row = plan::Target::by_name(target)?;
     let symbol = c_symbol(&g.name);
-    let (program, refusals) = crate::gpu::simt::lower_program_noting(g, row, estimator)?;
+    let (program, refusals) = crate::gpu::driver::lower_program_noting(g, row, estimator)?;
     let kernels = program.kernels();
     let (cu, compiled) = compile_kernels(&kernels, &format!("{symbol}.cu"))?;
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    let arch = kernels.iter().map(|k| k.arch).max().unwrap_or(crate::gpu::ir::Arch::Sm80);
-    let arch = crate::gpu::cuda::toolchain_arch(arch);
-    let target_arch = crate::gpu::ir::Arch::parse(row.name)
-        .map(crate::gpu::cuda::toolchain_arch)
+    let arch = kernels.iter().map(|k| k.arch).max().unwrap_or(crate::gpu::dialect::Arch::Sm80);
+    let arch = crate::emit::cuda::toolchain_arch(arch);
+    let target_arch = crate::gpu::dialect::Arch::parse(row.name)
+        .map(crate::emit::cuda::toolchain_arch)
         .ok_or_else(|| diag!(Internal, "target `{}` has no GPU dialect architecture", row.name))?;
     let reported = tc.ptxas_resources(&compiled.ptx, arch).map_err(|e| diag!(Io, "{e}"))?;
     let mut resources = Vec::new();
     for k in &kernels {
-        let name = crate::gpu::cuda::symbol(k);
+        let name = k.symbol();
         let r = reported.iter().find(|r| r.function == name);
         resources.push(r.cloned().ok_or_else(|| diag!(Internal, "ptxas reported nothing for `{name}`"))?);
     }
@@ -637,26 +637,26 @@ pub fn compile_gpu(g: &Graph, target: &str, estimator: &dyn plan::cost::Estimato
 
 /// Checks `kernels` with the GPU dialect verifier, prints them as one CUDA
 /// C unit named `unit` (e.g. `gemm.cu`) and compiles it with NVRTC
-/// ([`crate::gpu::cuda::compile`]): the CUDA C and NVRTC's PTX, cubin and
+/// ([`crate::emit::cuda::compile`]): the CUDA C and NVRTC's PTX, cubin and
 /// log.
 ///
 /// Errors: `Internal` when the verifier (naming the kernel) or the
 /// printer rejects a kernel, a tgc bug; `Io` when the CUDA toolchain is
 /// missing or NVRTC fails.
 pub fn compile_kernels(
-    kernels: &[crate::gpu::ir::Kernel],
+    kernels: &[crate::gpu::dialect::Kernel],
     unit: &str,
 ) -> DResult<(String, crate::gpu::toolchain::Compiled)> {
     for k in kernels {
-        if let Err(errors) = crate::gpu::verify::verify(k) {
+        if let Err(errors) = crate::gpu::dialect::verify::verify(k) {
             let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
             return Err(diag!(Internal, "GPU dialect verifier, kernel `{}`: {first}", k.name));
         }
     }
     let tc = crate::gpu::toolchain::Toolchain::locate().map_err(|e| diag!(Io, "{e}"))?;
-    crate::gpu::cuda::compile(&tc, kernels, unit).map_err(|e| match e {
-        crate::gpu::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
-        crate::gpu::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
+    crate::emit::cuda::compile(&tc, kernels, unit).map_err(|e| match e {
+        crate::emit::cuda::CudaError::Print(e) => diag!(Internal, "{e}"),
+        crate::emit::cuda::CudaError::Toolchain(e) => diag!(Io, "{e}"),
     })
 }
 

@@ -107,8 +107,8 @@ fn graphs_corpus_sources_do_not_grow_when_preprocessed() {
             body.len(),
             expanded.len()
         );
-        let prog = tgc_core::gpu::simt::lower_program(&case.graph).unwrap();
-        let cuda = tgc_core::gpu::cuda::print_unit(&prog.kernels()).unwrap();
+        let prog = tgc_core::gpu::driver::lower_program(&case.graph).unwrap();
+        let cuda = tgc_core::emit::cuda::print_unit(&prog.kernels()).unwrap();
         // The CUDA prints the same index expressions, fully parenthesised:
         // about 3× the C on this corpus (9.6 MB, 300×, with the old tree).
         assert!(

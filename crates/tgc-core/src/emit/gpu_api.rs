@@ -29,7 +29,7 @@
 //! - `steps(dims…) -> Result<(&'static Module, Steps), ::tgc::Error>`: the
 //!   variant for these dims and its launches ([`Steps`]: temporaries'
 //!   bytes, then each kernel's grid, block, shared memory and arguments),
-//!   equal to [`crate::gpu::simt::GpuProgram::steps`] of that variant;
+//!   equal to [`crate::gpu::program::GpuProgram::steps`] of that variant;
 //! - `launch(gpu, inputs…, outputs…, dims…)`: `check`, `steps`, then
 //!   `Gpu::run_steps` on `gpu`'s stream (temporaries allocated, uninitialised, and
 //!   freed in stream order; asynchronous: a failing kernel is reported by
@@ -49,8 +49,9 @@ use std::fmt::Write;
 
 use crate::diag;
 use crate::diag::DResult;
-use crate::gpu::ir::{BinOp, Expr};
-use crate::gpu::simt::{self, GpuProgram, LaunchArg, TENSOR_ALIGN};
+use crate::gpu::dialect::{BinOp, Expr};
+use crate::gpu::program::{GpuProgram, LaunchArg, TENSOR_ALIGN};
+use crate::gpu::{driver, program};
 use crate::tiny::Graph;
 use tgc_runtime::launch::StepArg;
 
@@ -139,7 +140,7 @@ pub fn sm80_module(
     let fail = |d: crate::Diagnostic| format!("tgc (feature `sm80`): {d}");
     let target = &crate::plan::target::SM80;
     let generic =
-        if g.symbols.is_empty() { simt::lower_program_with(g, target, plans) } else { simt::lower_program(g) };
+        if g.symbols.is_empty() { driver::lower_program_with(g, target, plans) } else { driver::lower_program(g) };
     let generic = match generic {
         Ok(p) => p,
         Err(d) if d.name == crate::ErrorName::Unsupported => return Ok(skipped(d.message)),
@@ -153,7 +154,7 @@ pub fn sm80_module(
         let full: BTreeMap<String, i64> =
             g.symbols.iter().map(|s| s.name.clone()).zip(values.iter().copied()).collect();
         let bound = g.bind(&full).map_err(fail)?;
-        let program = simt::lower_program_with(&bound, target, plans).map_err(fail)?;
+        let program = driver::lower_program_with(&bound, target, plans).map_err(fail)?;
         if program.launches.iter().any(|l| l.form.tensor_cores()) {
             programs.push((format!("shape_{k}"), Some(values), program));
         }
@@ -172,8 +173,8 @@ pub fn sm80_module(
                 None => None,
             };
             if let Some(bound) = bound {
-                let twin = simt::lower_program_with(&bound, &crate::plan::target::SM90, plans).map_err(fail)?;
-                if twin.kernels().iter().any(|k| k.arch == crate::gpu::ir::Arch::Sm90) {
+                let twin = driver::lower_program_with(&bound, &crate::plan::target::SM90, plans).map_err(fail)?;
+                if twin.kernels().iter().any(|k| k.arch == crate::gpu::dialect::Arch::Sm90) {
                     twins.push(compile(g, format!("{name}_sm90"), 90, point.clone(), twin).map_err(fail)?);
                 }
             }
@@ -466,7 +467,7 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
          &[{cuda}::Cubin {{ sm: {}, image: CUBIN_BYTES }}], ptx: PTX_TEXT }};",
         v.sm
     );
-    let symbols: Vec<String> = p.launches.iter().map(|l| lit(&crate::gpu::cuda::symbol(&l.kernel))).collect();
+    let symbols: Vec<String> = p.launches.iter().map(|l| lit(&l.kernel.symbol())).collect();
     let _ = writeln!(s, "/// The kernels' `extern \"C\"` names, in launch order.");
     let _ = writeln!(s, "pub const KERNELS: [&str; {}] = [{}];", symbols.len(), symbols.join(", "));
     let _ = writeln!(
@@ -498,14 +499,14 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
     let _ = writeln!(s, "    let temps = vec![{}];", temps.join(", "));
     let mut steps = Vec::new();
     for l in &p.launches {
-        let symbol = crate::gpu::cuda::symbol(&l.kernel);
+        let symbol = l.kernel.symbol();
         let mut grid = Vec::new();
         for e in &l.kernel.grid {
             grid.push(format!("{cuda}::grid_extent({}, {})?", lit(&symbol), grid_expr(e, &l.args)?));
         }
         let mut args = Vec::new();
         for (a, q) in l.args.iter().zip(&l.kernel.params) {
-            let i32_param = q.kind == crate::gpu::ir::ParamKind::I32;
+            let i32_param = q.kind == crate::gpu::dialect::ParamKind::I32;
             args.push(match a {
                 LaunchArg::Buffer(b) => match of_buf[b.0 as usize] {
                     StepArg::Tensor(k) => format!("{cuda}::StepArg::Tensor({k})"),
@@ -544,12 +545,17 @@ fn variant_text(printer: &Printer, v: &Variant, cubin: &str) -> DResult<String> 
 }
 
 /// The Rust of a `StepArg::TensorMap` for parameter `q` of launch `l`
-/// ([`crate::gpu::simt::Launch::tensor_map`] with the dims as `__dims`).
+/// ([`crate::gpu::program::Launch::tensor_map`] with the dims as `__dims`).
 ///
 /// Errors: `Internal` when `q` is not a tensor map or its tensor or scalars
 /// are not bound as a map needs.
-fn tensor_map_arg(l: &simt::Launch, q: &crate::gpu::ir::Param, of_buf: &[StepArg], cuda: &str) -> DResult<String> {
-    use crate::gpu::ir::{ParamKind, Swizzle};
+fn tensor_map_arg(
+    l: &program::Launch,
+    q: &crate::gpu::dialect::Param,
+    of_buf: &[StepArg],
+    cuda: &str,
+) -> DResult<String> {
+    use crate::gpu::dialect::{ParamKind, Swizzle};
     let ParamKind::TensorMap(m) = &q.kind else {
         return Err(diag!(Internal, "a tensor map bound to parameter `{}`", q.name));
     };
@@ -657,7 +663,7 @@ mod tests {
         let y = g.unary(UnaryOp::Relu, s).unwrap();
         g.outputs.push(Output { name: "y".into(), node: y });
         g.declare_input_symbols().unwrap();
-        let program = simt::lower_program(&g).unwrap();
+        let program = driver::lower_program(&g).unwrap();
         let mut floored = false;
         for l in &program.launches {
             for e in &l.kernel.grid {
@@ -843,7 +849,7 @@ mod tests {
     /// constants and integers of either sign, `+ - * min max < <=`,
     /// selects, and `/ % floord` by positive constants.
     fn grid() -> proptest::strategy::BoxedStrategy<Expr> {
-        use crate::gpu::ir::ParamId;
+        use crate::gpu::dialect::ParamId;
         use proptest::prelude::*;
         let leaf = prop_oneof![(-40..40i64).prop_map(Expr::c), (0..4u32).prop_map(|p| Expr::Param(ParamId(p)))];
         leaf.prop_recursive(4, 32, 3, |inner| {
@@ -875,8 +881,8 @@ mod tests {
         #[test]
         fn printed_grids_mean_what_eval_says(e in grid(), dims in proptest::array::uniform3(-50..50i64)) {
             let args = grid_args();
-            let mut leaf = |x: crate::gpu::ir::Leaf| match x {
-                crate::gpu::ir::Leaf::Param(p) => match args[p.0 as usize] {
+            let mut leaf = |x: crate::gpu::dialect::Leaf| match x {
+                crate::gpu::dialect::Leaf::Param(p) => match args[p.0 as usize] {
                     LaunchArg::Dim(k) => Ok(dims[k]),
                     LaunchArg::Int(v) => Ok(v),
                     LaunchArg::Buffer(_) | LaunchArg::TensorMap => Err(()),

@@ -1,7 +1,8 @@
 //! Source printers of the CPU loop-nest IR ([`crate::cpu::loop_ir`]): C11
 //! ([`c`]) and Rust ([`rust`]), and the typed Rust API around either body
 //! ([`api`]), plus the typed GPU launch functions of its `sm80` submodule
-//! ([`gpu_api`]). Both printers print the same [`crate::cpu::Program`];
+//! ([`gpu_api`]), and the CUDA C printer of the GPU dialect ([`cuda`]).
+//! Both CPU printers print the same [`crate::cpu::Program`];
 //! this module holds what they share: the printing of sizes, subscripts and
 //! guards, and the names used in generated code.
 //!
@@ -12,6 +13,7 @@
 
 pub mod api;
 pub mod c;
+pub mod cuda;
 pub mod gpu_api;
 pub mod model;
 pub mod rust;

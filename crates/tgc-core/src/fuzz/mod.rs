@@ -115,7 +115,7 @@ pub fn graphs(data: &[u8]) {
 
 /// The tensor-core target: the input chooses a matmul, convolution or
 /// attention in f16 or bf16 ([`gen::mma_from_bytes`]), lowered for sm80
-/// ([`crate::gpu::simt::lower_program_for`]: the implicit-GEMM MMA template
+/// ([`crate::gpu::driver::lower_program_for`]: the implicit-GEMM MMA template
 /// or the fused attention template where they take the graph, SIMT kernels
 /// where they refuse it) and run in the GPU emulator; its outputs must be
 /// within the op's error bound of the interpreter's ([`tolerance`]).
@@ -151,8 +151,8 @@ pub fn interpret(case: &gen::Case) -> Result<Vec<Vec<f64>>, String> {
 ///
 /// Errors: the lowering's or the emulator's diagnostic.
 pub fn emulate(case: &gen::Case) -> Result<Vec<Vec<f64>>, String> {
-    let prog = crate::gpu::simt::lower_program(&case.graph).map_err(|e| report("SIMT lowering", e))?;
-    crate::gpu::simt::emulate(&prog, &[], &case.inputs).map_err(|e| report("SIMT emulator", e))
+    let prog = crate::gpu::driver::lower_program(&case.graph).map_err(|e| report("SIMT lowering", e))?;
+    crate::gpu::program::emulate(&prog, &[], &case.inputs).map_err(|e| report("SIMT emulator", e))
 }
 
 /// The outputs of `case` lowered for sm80 (the tensor-core templates where
@@ -161,14 +161,14 @@ pub fn emulate(case: &gen::Case) -> Result<Vec<Vec<f64>>, String> {
 /// Errors: the lowering's or the emulator's diagnostic.
 pub fn emulate_sm80(case: &gen::Case) -> Result<Vec<Vec<f64>>, String> {
     let prog = sm80_program(case)?;
-    crate::gpu::simt::emulate(&prog, &[], &case.inputs).map_err(|e| report("sm80 emulator", e))
+    crate::gpu::program::emulate(&prog, &[], &case.inputs).map_err(|e| report("sm80 emulator", e))
 }
 
 /// `case` lowered for sm80 ([`emulate_sm80`]).
 ///
 /// Errors: the lowering's diagnostic.
-pub fn sm80_program(case: &gen::Case) -> Result<crate::gpu::simt::GpuProgram, String> {
-    crate::gpu::simt::lower_program_for(&case.graph, Some(&crate::plan::target::SM80))
+pub fn sm80_program(case: &gen::Case) -> Result<crate::gpu::program::GpuProgram, String> {
+    crate::gpu::driver::lower_program_for(&case.graph, Some(&crate::plan::target::SM80))
         .map_err(|e| report("sm80 lowering", e))
 }
 

@@ -13,7 +13,7 @@
 //! [`pattern`] decides `matmul` or `conv` by comparing the two operands'
 //! index expressions (`000` §3.5 "二入力 AxisMap の比較"); `algo_choice`
 //! (`000` §4.1 step 7) reads the answer: the GPU back end picks its
-//! template by it ([`crate::gpu::lower`]). The rule, per operand index
+//! template by it ([`crate::gpu::mma::recognise`]). The rule, per operand index
 //! component (an [`AffExpr`] over the reduction's variables):
 //! - a component with a floor division, or a non-integer or zero
 //!   coefficient, is not recognised: no pattern;

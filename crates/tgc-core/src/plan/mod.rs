@@ -371,11 +371,7 @@ impl AlgoKey {
     /// Every algorithm of this key, the default first.
     pub fn algorithms(self) -> &'static [AlgoChoice] {
         match self {
-            AlgoKey::Matmul => &[
-                AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm),
-                AlgoChoice::Matmul(MatmulAlgo::SplitkSerial),
-                AlgoChoice::Matmul(MatmulAlgo::SplitkParallel),
-            ],
+            AlgoKey::Matmul => &[AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm)],
             AlgoKey::Conv => &[AlgoChoice::Conv(ConvAlgo::ImplicitGemm), AlgoChoice::Conv(ConvAlgo::Winograd3x3)],
             AlgoKey::Attention => &[
                 AlgoChoice::Attention(AttentionAlgo::StreamingSoftmax2Pass),
@@ -398,15 +394,12 @@ impl fmt::Display for AlgoKey {
     }
 }
 
-/// `algo_choice matmul …` (§1.7; `splitk_*` are §5's two split-K kinds).
+/// `algo_choice matmul …` (§1.7): the one a template builds (§1.7's
+/// split-K kinds `splitk_serial`/`splitk_parallel` are not, so a plan
+/// naming them is an `UnknownName` at the name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatmulAlgo {
     ImplicitGemm,
-    /// K split over the grid's `z`, the slices summed in turn through a
-    /// workspace and per-tile locks.
-    SplitkSerial,
-    /// K split over the grid's `z`, the slices summed by atomics.
-    SplitkParallel,
 }
 
 /// `algo_choice conv …` (§1.7).
@@ -419,7 +412,7 @@ pub enum ConvAlgo {
 }
 
 /// `algo_choice attention …`: how the kernel finds each row's softmax
-/// maximum (§1.7; the loop skeletons are in `gpu::sm80::attention`).
+/// maximum (§1.7; the loop skeletons are in `gpu::attention::kernel`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AttentionAlgo {
     /// `online_softmax` (FlashAttention-2): one pass over the keys with a
@@ -459,8 +452,6 @@ impl AlgoChoice {
     pub fn name(self) -> &'static str {
         match self {
             AlgoChoice::Matmul(MatmulAlgo::ImplicitGemm) | AlgoChoice::Conv(ConvAlgo::ImplicitGemm) => "implicit_gemm",
-            AlgoChoice::Matmul(MatmulAlgo::SplitkSerial) => "splitk_serial",
-            AlgoChoice::Matmul(MatmulAlgo::SplitkParallel) => "splitk_parallel",
             AlgoChoice::Conv(ConvAlgo::Winograd3x3) => "winograd_3x3",
             AlgoChoice::Attention(AttentionAlgo::OnlineSoftmax) => "online_softmax",
             AlgoChoice::Attention(AttentionAlgo::StreamingSoftmax2Pass) => "streaming_softmax_2pass",

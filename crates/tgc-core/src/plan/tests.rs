@@ -212,12 +212,8 @@ fn unknown_epilogue_and_algorithm_names_are_read_errors() {
     use ErrorName::*;
     for (text, name, at, accepted) in [
         ("epilogue bias relu sigmoid;", UnknownOp, "sigmoid", "bias, relu, silu, gelu, gelu_tanh, tanh, residual"),
-        (
-            "algo_choice matmul splitk_parallel;\nalgo_choice conv winograd_5x5;",
-            UnknownName,
-            "winograd_5x5",
-            "implicit_gemm, winograd_3x3",
-        ),
+        ("algo_choice matmul splitk_parallel;", UnknownName, "splitk_parallel", "implicit_gemm"),
+        ("algo_choice conv winograd_5x5;", UnknownName, "winograd_5x5", "implicit_gemm, winograd_3x3"),
         ("algo_choice pooling naive;", UnknownName, "pooling", "matmul, conv, attention"),
         ("algo_choice attention fft;", UnknownName, "fft", "streaming_softmax_2pass, online_softmax"),
     ] {
@@ -231,7 +227,7 @@ fn unknown_epilogue_and_algorithm_names_are_read_errors() {
     let e = from_json(r#"{"algo_choice": {"pooling": "naive"}}"#).unwrap_err();
     assert_eq!(e.name, UnknownName, "{e}");
     // The names print back as they were read.
-    let text = "epilogue bias silu residual;\nalgo_choice conv winograd_3x3;\nalgo_choice matmul splitk_serial;\n";
+    let text = "epilogue bias silu residual;\nalgo_choice conv winograd_3x3;\nalgo_choice matmul implicit_gemm;\n";
     assert_eq!(print_dsl(&parse_dsl(text).unwrap()), text);
 }
 

@@ -44,7 +44,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{sha256_hex, Entry};
 use crate::diag::DResult;
-use crate::gpu::simt::{self, GpuProgram};
+use crate::gpu::driver;
+use crate::gpu::program::GpuProgram;
 use crate::plan::cost::{self, Estimate, Estimator, Limit};
 use crate::plan::{Plan, Problem, Target};
 use crate::tiny::Graph;
@@ -301,8 +302,8 @@ pub struct Unit {
 
 /// The graphs tuning measures for the bound graph `g` on `target` (module
 /// doc): `g` itself when a template takes it whole
-/// ([`crate::gpu::template::lower`]), else each of its regions a template
-/// takes, as a graph of its own ([`crate::gpu::template::region_graphs`]),
+/// ([`crate::gpu::driver::lower`]), else each of its regions a template
+/// takes, as a graph of its own ([`crate::gpu::driver::regions::region_graphs`]),
 /// named by its kernel — so a candidate of a model's layer compiles and
 /// runs that layer's few launches, not the whole model. A decision whose
 /// key is in `seen` is left out, and each one kept is added: regions of
@@ -311,9 +312,9 @@ pub struct Unit {
 ///
 /// Errors: those of the lowering.
 pub fn units(g: &Graph, target: &Target, seen: &mut BTreeSet<String>) -> DResult<Vec<Unit>> {
-    let graphs = match crate::gpu::template::lower(g, target, &cost::Analytic) {
+    let graphs = match crate::gpu::driver::lower(g, target, &cost::Analytic) {
         Some(Ok(_)) => vec![(g.name.clone(), g.clone())],
-        _ => crate::gpu::template::region_graphs(g, target, &cost::Analytic)?,
+        _ => crate::gpu::driver::regions::region_graphs(g, target, &cost::Analytic)?,
     };
     let mut out = Vec::new();
     for (name, graph) in graphs {
@@ -327,14 +328,14 @@ pub fn units(g: &Graph, target: &Target, seen: &mut BTreeSet<String>) -> DResult
 }
 
 /// The decisions of the bound graph `g` on `target`, found by lowering it
-/// with [`cost::Analytic`] ([`simt::lower_program_with`]); each with the
+/// with [`cost::Analytic`] ([`driver::lower_program_with`]); each with the
 /// plan that lowering launched. A graph no tensor-core template takes has
 /// none.
 ///
 /// Errors: those of the lowering.
 pub fn decisions(g: &Graph, target: &Target) -> DResult<Vec<Decision>> {
     let collect = Collect { inner: &cost::Analytic, seen: RefCell::new(Vec::new()) };
-    let program = simt::lower_program_with(g, target, &collect)?;
+    let program = driver::lower_program_with(g, target, &collect)?;
     let launched = launched_plans(&program);
     let mut out = collect.seen.into_inner();
     for d in &mut out {
@@ -434,7 +435,7 @@ pub fn tune<E>(
         for plan in &decision.candidates {
             let mut choices = Choices { pinned: pinned.clone(), inner: &cost::Analytic };
             choices.pinned.push((key.clone(), plan.clone()));
-            let outcome = match simt::lower_program_with(g, target, &choices) {
+            let outcome = match driver::lower_program_with(g, target, &choices) {
                 Err(d) => Err(format!("does not lower: {}", d.message)),
                 Ok(p) if !launched_plans(&p).contains(plan) => {
                     Err("not taken: the template rejected it after costing".to_string())

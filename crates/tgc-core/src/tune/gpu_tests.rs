@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::gpu::*;
 use super::{Cache, CacheError, Entry};
-use crate::gpu::simt;
+use crate::gpu::{driver, program};
 use crate::pipeline::{self, Format};
 use crate::plan::target::{SM80, SM90};
 use crate::plan::{cost, AlgoKey, AttentionAlgo, Epilogue, Plan, Target};
@@ -38,8 +38,8 @@ fn a_gemm_has_one_decision_whose_candidates_are_its_plan_space() {
     for target in [&SM80, &SM90] {
         let ds = decisions(&g, target).unwrap();
         assert_eq!(ds.len(), 1, "{}", target.name);
-        let gg = crate::gpu::lower::match_gemm(&g).unwrap();
-        let choice = crate::gpu::lower::choose(&gg, target, &cost::Analytic).unwrap();
+        let gg = crate::gpu::mma::recognise::match_gemm(&g).unwrap();
+        let choice = crate::gpu::mma::lower::choose(&gg, target, &cost::Analytic).unwrap();
         let space: Vec<&Plan> = choice.candidates.iter().map(|(p, _)| p).collect();
         let found: Vec<&Plan> = ds[0].candidates.iter().collect();
         // Every plan the space costs, rejected after costing or not.
@@ -54,8 +54,8 @@ fn a_gemm_has_one_decision_whose_candidates_are_its_plan_space() {
 /// The stand-in device: a plan's "time" from its index among the
 /// candidates, with the last candidate fastest and the second failing its
 /// check.
-fn stand_in(candidates: &[Plan]) -> impl FnMut(&simt::GpuProgram) -> Result<Outcome, String> + '_ {
-    move |p: &simt::GpuProgram| {
+fn stand_in(candidates: &[Plan]) -> impl FnMut(&program::GpuProgram) -> Result<Outcome, String> + '_ {
+    move |p: &program::GpuProgram| {
         let plan = launched_plans(p).into_iter().next().expect("a tensor-core launch");
         let i = candidates.iter().position(|c| *c == plan).expect("the launch is a candidate");
         Ok(match i {
@@ -71,7 +71,7 @@ fn tuned(g: &crate::tiny::Graph, target: &Target) -> Vec<TunedDecision> {
     let candidates = ds[0].candidates.clone();
     let mut calls = 0;
     let mut measure = stand_in(&candidates);
-    let mut counting = |p: &simt::GpuProgram| {
+    let mut counting = |p: &program::GpuProgram| {
         calls += 1;
         measure(p)
     };
@@ -103,7 +103,7 @@ fn tuning_keeps_the_least_median_and_a_build_from_its_record_launches_it() {
         assert_eq!(cache.len(), 1);
 
         let recorded = Recorded::new(Some(&cache), &cost::Analytic);
-        let p = simt::lower_program_with(&g, target, &recorded).unwrap();
+        let p = driver::lower_program_with(&g, target, &recorded).unwrap();
         assert_eq!(launched_plans(&p), [d.outcomes[last].0.clone()], "{}", target.name);
         assert_eq!(recorded.misses(), []);
         assert_eq!(recorded.miss_note("g"), None);
@@ -111,7 +111,7 @@ fn tuning_keeps_the_least_median_and_a_build_from_its_record_launches_it() {
         // Without a record: the analytic plan, and a note naming the miss.
         let empty: Cache<GpuRecord> = Cache::open(&dir.join("none")).unwrap();
         let recorded = Recorded::new(Some(&empty), &cost::Analytic);
-        let p = simt::lower_program_with(&g, target, &recorded).unwrap();
+        let p = driver::lower_program_with(&g, target, &recorded).unwrap();
         assert_eq!(launched_plans(&p), [d.decision.analytic.clone().unwrap()]);
         assert_eq!(recorded.misses().len(), 1);
         let note = recorded.miss_note("g").unwrap();
@@ -119,7 +119,7 @@ fn tuning_keeps_the_least_median_and_a_build_from_its_record_launches_it() {
         // Without a cache (a build not asked to read one): the analytic
         // plan, and no note.
         let none = Recorded::new(None, &cost::Analytic);
-        let p = simt::lower_program_with(&g, target, &none).unwrap();
+        let p = driver::lower_program_with(&g, target, &none).unwrap();
         assert_eq!(launched_plans(&p), [d.decision.analytic.clone().unwrap()]);
         assert_eq!((none.misses(), none.miss_note("g")), (Vec::new(), None));
         let _ = std::fs::remove_dir_all(&dir);

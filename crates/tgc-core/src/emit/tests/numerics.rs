@@ -15,8 +15,8 @@ fn load(src: &str) -> Graph {
 
 /// The outputs of `g`'s SIMT program run in the GPU emulator.
 fn emulated(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
-    let prog = crate::gpu::simt::lower_program(g).unwrap();
-    crate::gpu::simt::emulate(&prog, &[], inputs).unwrap()
+    let prog = crate::gpu::driver::lower_program(g).unwrap();
+    crate::gpu::program::emulate(&prog, &[], inputs).unwrap()
 }
 
 /// `slice(x, [[lo, 10, i64::MAX]])` keeps NumPy's one element `x[lo]` on
@@ -105,9 +105,9 @@ fn cast_to_i32_is_one_rule_on_every_backend() {
         assert_eq!((r.rc, &r.outputs[0]), (0, &want), "Rust from {dt} of {x:?}");
         assert_eq!(emulated(&g, std::slice::from_ref(&x)), vec![want], "SIMT emulator from {dt} of {x:?}");
         // The CUDA of the same program compiles, its cast the one `cvt` that saturates.
-        let prog = crate::gpu::simt::lower_program(&g).unwrap();
+        let prog = crate::gpu::driver::lower_program(&g).unwrap();
         let tc = crate::gpu::toolchain::Toolchain::locate().unwrap_or_else(|e| panic!("scripts/setup.sh's CUDA: {e}"));
-        let (_, compiled) = crate::gpu::cuda::compile(&tc, &prog.kernels(), &prog.name).unwrap();
+        let (_, compiled) = crate::emit::cuda::compile(&tc, &prog.kernels(), &prog.name).unwrap();
         assert!(compiled.ptx.contains("cvt.rzi.s32.f32"), "{}", compiled.ptx);
     }
 }

@@ -26,29 +26,10 @@ impl<'k> Frame<'k> {
                     format!("{} runs as a task's control flow (`emulate/tasks.rs`), not as a statement", st.head());
                 return Err(self.err(Fault::BadValue, s, msg));
             }
-            Stmt::Barrier | Stmt::BarrierNamed { .. } | Stmt::ClusterSync => {
-                let n = mask.iter().filter(|&&m| m).count();
-                let (want, reached) = match st {
-                    Stmt::BarrierNamed { id, threads } => {
-                        if !NAMED_BARRIER_IDS.contains(id) || threads % 32 != 0 {
-                            let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
-                            return Err(self.err(Fault::BadValue, s, msg));
-                        }
-                        (*threads as usize, format!("bar.sync {id}, {threads} reached by {n} threads"))
-                    }
-                    _ => (self.threads, format!("{} reached by {n} of {} threads", st.head(), self.threads)),
-                };
-                if n != want {
-                    return Err(self.err(Fault::Divergence, s, reached));
-                }
-                self.epoch += 1;
-                self.stats.barriers += 1;
-                if *st == Stmt::ClusterSync {
-                    self.received_since_sync = false;
-                }
-            }
-            Stmt::CpAsync { dst, src, bytes, src_bytes } | Stmt::CopySync { dst, src, bytes, src_bytes } => {
-                let is_async = matches!(st, Stmt::CpAsync { .. });
+            Stmt::Barrier | Stmt::BarrierNamed { .. } => self.barrier(st, mask, s)?,
+            Stmt::Mma(MmaStmt::CpAsync { dst, src, bytes, src_bytes })
+            | Stmt::Mma(MmaStmt::CopySync { dst, src, bytes, src_bytes }) => {
+                let is_async = matches!(st, Stmt::Mma(MmaStmt::CpAsync { .. }));
                 let sizes: &[u32] = if is_async { &[4, 8, 16] } else { &[2, 4, 8, 16] };
                 if !sizes.contains(bytes) {
                     return Err(self.err(
@@ -88,13 +69,13 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::CommitGroup => {
+            Stmt::Mma(MmaStmt::CommitGroup) => {
                 for t in Self::active(mask) {
                     let g = std::mem::take(&mut self.open[t]);
                     self.committed[t].push_back(g);
                 }
             }
-            Stmt::WaitGroup { pending } => {
+            Stmt::Mma(MmaStmt::WaitGroup { pending }) => {
                 for t in Self::active(mask) {
                     while self.committed[t].len() > *pending as usize {
                         if let Some(g) = self.committed[t].pop_front() {
@@ -105,7 +86,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::LdMatrix { num, trans, dst, src } => {
+            Stmt::Mma(MmaStmt::LdMatrix { num, trans, dst, src }) => {
                 if dst.len() != num.count() {
                     return Err(self.err(
                         Fault::FragmentShape,
@@ -140,7 +121,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::MmaSync { ab, d, a, b, c } => {
+            Stmt::Mma(MmaStmt::MmaSync { ab, d, a, b, c }) => {
                 if d.len() != 4 || a.len() != 4 || b.len() != 2 || c.len() != 4 {
                     return Err(self.err(
                         Fault::FragmentShape,
@@ -189,12 +170,12 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::MovF32 { dst, value } => {
+            Stmt::Mma(MmaStmt::MovF32 { dst, value }) => {
                 for t in Self::active(mask) {
                     self.set_reg(dst, t, value.to_bits(), s)?;
                 }
             }
-            Stmt::PackB16x2 { dst, lo, hi, dtype } => {
+            Stmt::Mma(MmaStmt::PackB16x2 { dst, lo, hi, dtype }) => {
                 let mut bytes = Vec::with_capacity(4);
                 for t in Self::active(mask) {
                     bytes.clear();
@@ -206,7 +187,7 @@ impl<'k> Frame<'k> {
                     self.set_reg(dst, t, packed, s)?;
                 }
             }
-            Stmt::Epilogue { acc, pred, ops } => {
+            Stmt::Mma(MmaStmt::Epilogue { acc, pred, ops }) => {
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {
                         continue;
@@ -238,7 +219,7 @@ impl<'k> Frame<'k> {
                     self.set_reg(acc, t, v.to_bits(), s)?;
                 }
             }
-            Stmt::StGlobalVec { dst, src, dtype, pred } => {
+            Stmt::Mma(MmaStmt::StGlobalVec { dst, src, dtype, pred }) => {
                 let n = vector_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                 for t in Self::active(mask) {
                     if self.eval(pred, t, s)? == 0 {
@@ -262,7 +243,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::StShared { dst, src, dtype } => {
+            Stmt::Mma(MmaStmt::StShared { dst, src, dtype }) => {
                 let n = shared_bytes(src.len(), *dtype).ok_or_else(|| self.bad_vector(s, src.len(), *dtype))?;
                 for t in Self::active(mask) {
                     let a = self.smem_addr(dst, t, n, n, s)?;
@@ -279,7 +260,7 @@ impl<'k> Frame<'k> {
                     self.land(&Copy { dst: a, data: bytes }, t, false);
                 }
             }
-            Stmt::LdShared { dst, src, dtype } => {
+            Stmt::Mma(MmaStmt::LdShared { dst, src, dtype }) => {
                 let n = shared_bytes(dst.len(), *dtype).ok_or_else(|| self.bad_vector(s, dst.len(), *dtype))?;
                 let es = dtype.size_bytes();
                 for t in Self::active(mask) {
@@ -294,93 +275,32 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::SemaphoreWait { lock, value } => {
-                for t in Self::active(mask) {
-                    let want = self.eval(value, t, s)?;
-                    let have = self.lock(lock, t, args, s)?.1;
-                    if have != want {
-                        return Err(self.err(
-                            Fault::Deadlock,
-                            s,
-                            format!("thread {t} waits for the lock to read {want}; it reads {have} after every earlier CTA ran"),
-                        ));
-                    }
-                }
+            Stmt::Simt(x) => self.simt_stmt(x, mask, args, s)?,
+            Stmt::Sm90(x) => self.sm90_stmt(st, x, mask, args, s)?,
+        }
+        Ok(())
+    }
+
+    /// A CTA barrier `st` (`Barrier`, `BarrierNamed`, `ClusterSync`)
+    /// reached by the `mask` threads: every thread it waits for is there.
+    pub(super) fn barrier(&mut self, st: &'k Stmt, mask: &[bool], s: Option<u32>) -> R<()> {
+        let n = mask.iter().filter(|&&m| m).count();
+        let (want, reached) = if let Stmt::BarrierNamed { id, threads } = st {
+            if !NAMED_BARRIER_IDS.contains(id) || threads % 32 != 0 {
+                let msg = format!("bar.sync {id}, {threads}: ids 1 to 15, a multiple of 32 threads");
+                return Err(self.err(Fault::BadValue, s, msg));
             }
-            Stmt::SemaphoreRelease { lock, value } => {
-                for t in Self::active(mask) {
-                    let v = self.eval(value, t, s)?;
-                    let v = i32::try_from(v).map_err(|_| self.err(Fault::BadValue, s, format!("lock value {v}")))?;
-                    let (at, _) = self.lock(lock, t, args, s)?;
-                    if let Some(Arg::Tensor(b)) = args.get_mut(lock.param.0 as usize) {
-                        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                    }
-                }
-            }
-            Stmt::RedAddF32 { dst, src, pred } => {
-                for t in Self::active(mask) {
-                    if self.eval(pred, t, s)? == 0 {
-                        continue;
-                    }
-                    let (at, dtype) = self.global_addr(dst, t, 4, 4, args, s)?;
-                    if dtype != DType::F32 {
-                        return Err(self.err(
-                            Fault::BadValue,
-                            s,
-                            format!("red.add.f32 into a {} tensor", dtype.dsl_name()),
-                        ));
-                    }
-                    let v = f32::from_bits(self.get_reg(src, t, s)?);
-                    if let Some(Arg::Tensor(b)) = args.get_mut(dst.param.0 as usize) {
-                        let old = f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-                        b[at..at + 4].copy_from_slice(&(old + v).to_le_bytes());
-                    }
-                }
-            }
-            Stmt::AtomicArrive { var, counter } => {
-                let n = mask.iter().filter(|&&m| m).count();
-                if n != self.threads {
-                    return Err(self.err(
-                        Fault::Divergence,
-                        s,
-                        format!("atomic.arrive reached by {n} of {} threads", self.threads),
-                    ));
-                }
-                let (at, old) = self.lock(counter, 0, args, s)?;
-                let new = i32::try_from(old + 1)
-                    .map_err(|_| self.err(Fault::BadValue, s, format!("counter {old} overflows")))?;
-                if let Some(Arg::Tensor(b)) = args.get_mut(counter.param.0 as usize) {
-                    b[at..at + 4].copy_from_slice(&new.to_le_bytes());
-                }
-                for t in 0..self.threads {
-                    self.set_var(*var, t, old, s)?;
-                }
-                // Its two barriers.
-                self.epoch += 2;
-                self.stats.barriers += 2;
-            }
-            Stmt::GridDepControlWait => {}
-            Stmt::Compute { .. }
-            | Stmt::Accumulate { .. }
-            | Stmt::ShflBfly { .. }
-            | Stmt::ShflUpScan { .. }
-            | Stmt::ShflIdx { .. }
-            | Stmt::StGlobal { .. }
-            | Stmt::LdGlobalVec { .. } => {
-                self.simt_stmt(st, mask, args, s)?;
-            }
-            Stmt::MbarrierInit { .. }
-            | Stmt::FenceMbarrierInit
-            | Stmt::MbarrierArriveExpectTx { .. }
-            | Stmt::MbarrierWait { .. }
-            | Stmt::MbarrierArrive { .. }
-            | Stmt::SetMaxNReg { .. }
-            | Stmt::TmaLoad { .. }
-            | Stmt::FenceProxyAsync
-            | Stmt::WgmmaFence
-            | Stmt::Wgmma { .. }
-            | Stmt::WgmmaCommit
-            | Stmt::WgmmaWait { .. } => self.sm90_stmt(st, mask, args, s)?,
+            (*threads as usize, format!("bar.sync {id}, {threads} reached by {n} threads"))
+        } else {
+            (self.threads, format!("{} reached by {n} of {} threads", st.head(), self.threads))
+        };
+        if n != want {
+            return Err(self.err(Fault::Divergence, s, reached));
+        }
+        self.epoch += 1;
+        self.stats.barriers += 1;
+        if *st == Stmt::Sm90(Sm90Stmt::ClusterSync) {
+            self.received_since_sync = false;
         }
         Ok(())
     }
@@ -455,18 +375,6 @@ impl<'k> Frame<'k> {
             }
         }
         Ok((yes, no))
-    }
-
-    /// The byte offset and value of the `i32` lock at `g`.
-    fn lock(&self, g: &GlobalRef, t: usize, args: &[Arg], s: Option<u32>) -> R<(usize, i64)> {
-        let (at, dtype) = self.global_addr(g, t, 4, 4, args, s)?;
-        if dtype != DType::I32 {
-            return Err(self.err(Fault::BadValue, s, format!("a lock in a {} tensor", dtype.dsl_name())));
-        }
-        match args.get(g.param.0 as usize) {
-            Some(Arg::Tensor(b)) => Ok((at, i32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as i64)),
-            _ => Err(self.err(Fault::BadId, s, format!("parameter {} has no tensor", g.param.0))),
-        }
     }
 
     fn bad_vector(&self, s: Option<u32>, len: usize, dtype: DType) -> GpuError {

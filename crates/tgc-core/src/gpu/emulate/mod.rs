@@ -29,12 +29,6 @@
 //!   `a2:(g, 2t+8..)`, `a3:(g+8, 2t+8..)`; B `b0:(k=2t.., n=g)`,
 //!   `b1:(k=2t+8.., n=g)`; C/D `c0,c1:(g, 2t..)`, `c2,c3:(g+8, 2t..)`).
 //!   Products and sums are in `f32`, summed in `k` order onto `c`.
-//! - Atomics: `red.add.f32` and `AtomicArrive` act at once (CTAs run one
-//!   at a time, so every order of their effects is this one).
-//! - Semaphores (split-K): a `SemaphoreWait` whose lock does not yet hold
-//!   its value would spin forever in this order (every CTA it could wait
-//!   for has a smaller `blockIdx` in the orders the template uses) and is
-//!   a `Deadlock`.
 //! - SIMT statements (`Compute`, `Accumulate`, `ShflBfly`, `StGlobal`,
 //!   `LdGlobalVec`; [`scalar`]): values in their compute type with the CPU
 //!   backend's semantics, in `f32` (so differences from the interpreter's
@@ -78,7 +72,7 @@ use std::collections::{HashMap, VecDeque};
 
 use half::{bf16, f16};
 
-use super::ir::*;
+use super::dialect::*;
 
 mod exec;
 pub mod scalar;
@@ -752,3 +746,6 @@ impl<'k> Frame<'k> {
         Ok(warps)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
-//! The SIMT template's statements ([`Stmt::Compute`], [`Stmt::Accumulate`],
-//! [`Stmt::ShflBfly`], [`Stmt::StGlobal`], [`Stmt::LdGlobalVec`]): scalar
+//! The SIMT template's statements ([`SimtStmt::Compute`], [`SimtStmt::Accumulate`],
+//! [`SimtStmt::ShflBfly`], [`SimtStmt::StGlobal`], [`SimtStmt::LdGlobalVec`]): scalar
 //! values in their compute type (`f32` bits, or `i32` for i32 and bool),
 //! with the CPU backend's semantics (`cpu::loop_ir`, `emit::c`).
 
@@ -235,17 +235,17 @@ impl<'k> Frame<'k> {
         })
     }
 
-    /// Runs a SIMT statement; `false` when `st` is not one.
-    pub(super) fn simt_stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg], s: Option<u32>) -> R<bool> {
+    /// Runs a SIMT statement.
+    pub(super) fn simt_stmt(&mut self, st: &'k SimtStmt, mask: &[bool], args: &mut [Arg], s: Option<u32>) -> R<()> {
         match st {
-            Stmt::Compute { dst, value } => {
+            SimtStmt::Compute { dst, value } => {
                 self.check_kind(dst, value.dtype(), s)?;
                 for t in Self::active(mask) {
                     let v = self.scalar(value, t, args, s)?;
                     self.set_reg(dst, t, v, s)?;
                 }
             }
-            Stmt::Accumulate { op, dtype, acc, value } => {
+            SimtStmt::Accumulate { op, dtype, acc, value } => {
                 self.check_kind(acc, *dtype, s)?;
                 if value.dtype() != *dtype {
                     let msg = format!("accumulates a {} value into a {} accumulator", value.dtype(), dtype);
@@ -257,7 +257,7 @@ impl<'k> Frame<'k> {
                     self.set_reg(acc, t, combine(*op, *dtype, a, v), s)?;
                 }
             }
-            Stmt::ShflBfly { op, dtype, acc, lane_mask } => {
+            SimtStmt::ShflBfly { op, dtype, acc, lane_mask } => {
                 self.check_kind(acc, *dtype, s)?;
                 if *lane_mask >= 32 {
                     return Err(self.err(Fault::BadValue, s, format!("lane mask {lane_mask} (0 to 31)")));
@@ -270,7 +270,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::ShflUpScan { op, dtype, acc, delta } => {
+            SimtStmt::ShflUpScan { op, dtype, acc, delta } => {
                 self.check_kind(acc, *dtype, s)?;
                 if !(1..32).contains(delta) {
                     return Err(self.err(Fault::BadValue, s, format!("shfl.sync.up delta {delta} (1 to 31)")));
@@ -283,7 +283,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::ShflIdx { dtype, dst, src, lane } => {
+            SimtStmt::ShflIdx { dtype, dst, src, lane } => {
                 self.check_kind(dst, *dtype, s)?;
                 self.check_kind(src, *dtype, s)?;
                 for w in self.full_warps(mask, s, "shfl.sync.idx")? {
@@ -298,7 +298,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::StGlobal { dst, src, dtype, pred } => {
+            SimtStmt::StGlobal { dst, src, dtype, pred } => {
                 self.check_kind(src, *dtype, s)?;
                 let es = dtype.size_bytes();
                 for t in Self::active(mask) {
@@ -317,7 +317,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::LdGlobalVec { dst, src, dtype, pred } => {
+            SimtStmt::LdGlobalVec { dst, src, dtype, pred } => {
                 let es = dtype.size_bytes();
                 let n = (dst.len() * es) as u64;
                 if !dst.len().is_power_of_two() || n > 16 {
@@ -345,8 +345,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            _ => return Ok(false),
         }
-        Ok(true)
+        Ok(())
     }
 }

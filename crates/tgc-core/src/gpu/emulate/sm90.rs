@@ -176,7 +176,7 @@ impl<'k> Frame<'k> {
     /// when every thread's phase has completed or can complete: all its
     /// arrivals came and its copies carry at least the announced bytes.
     pub(super) fn wait_blocks(&mut self, st: &'k Stmt, mask: &[bool], s: Option<u32>) -> R<Option<GpuError>> {
-        let Stmt::MbarrierWait { bar, parity } = st else {
+        let Stmt::Sm90(Sm90Stmt::MbarrierWait { bar, parity }) = st else {
             return Err(self.err(Fault::BadId, s, format!("{} is not an mbarrier wait", st.head())));
         };
         for t in Self::active(mask) {
@@ -273,9 +273,16 @@ impl<'k> Frame<'k> {
         }
     }
 
-    pub(super) fn sm90_stmt(&mut self, st: &'k Stmt, mask: &[bool], args: &mut [Arg], s: Option<u32>) -> R<()> {
-        match st {
-            Stmt::MbarrierInit { bar, count } => {
+    pub(super) fn sm90_stmt(
+        &mut self,
+        st: &'k Stmt,
+        x: &'k Sm90Stmt,
+        mask: &[bool],
+        args: &mut [Arg],
+        s: Option<u32>,
+    ) -> R<()> {
+        match x {
+            Sm90Stmt::MbarrierInit { bar, count } => {
                 if *count == 0 {
                     return Err(self.err(Fault::BadValue, s, "an mbarrier expecting 0 arrivals".into()));
                 }
@@ -301,12 +308,14 @@ impl<'k> Frame<'k> {
                     self.mbars.insert(a, m);
                 }
             }
-            Stmt::FenceMbarrierInit => {}
-            Stmt::MbarrierArriveExpectTx { bar, .. } | Stmt::MbarrierArrive { bar, .. } => {
-                let (bytes, cta) = match st {
-                    Stmt::MbarrierArriveExpectTx { bytes, .. } => (*bytes, None),
-                    Stmt::MbarrierArrive { cta, .. } => (0, cta.as_ref()),
-                    _ => (0, None),
+            Sm90Stmt::FenceMbarrierInit => {}
+            Sm90Stmt::MbarrierArriveExpectTx { bar, .. } | Sm90Stmt::MbarrierArrive { bar, .. } => {
+                let (bytes, cta) = if let Sm90Stmt::MbarrierArriveExpectTx { bytes, .. } = x {
+                    (*bytes, None)
+                } else if let Sm90Stmt::MbarrierArrive { cta, .. } = x {
+                    (0, cta.as_ref())
+                } else {
+                    (0, None)
                 };
                 for t in Self::active(mask) {
                     let a = self.mbar_addr(bar, t, s)?;
@@ -324,7 +333,7 @@ impl<'k> Frame<'k> {
                     self.mbar(a, s)?.arrivers.push((t as u32, n));
                 }
             }
-            Stmt::MbarrierWait { bar, parity } => {
+            Sm90Stmt::MbarrierWait { bar, parity } => {
                 if let Some(e) = self.wait_blocks(st, mask, s)? {
                     return Err(e);
                 }
@@ -367,7 +376,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::SetMaxNReg { regs, .. } => {
+            Sm90Stmt::SetMaxNReg { regs, .. } => {
                 self.full_warpgroups(mask, s, "setmaxnreg")?;
                 if !is_maxnreg_count(*regs) {
                     return Err(self.err(
@@ -377,7 +386,7 @@ impl<'k> Frame<'k> {
                     ));
                 }
             }
-            Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
+            Sm90Stmt::TmaLoad { dst, map, coords, bar, multicast } => {
                 let Some(ParamKind::TensorMap(m)) = self.k.params.get(map.0 as usize).map(|p| p.kind) else {
                     return Err(self.err(Fault::BadId, s, format!("parameter {} is not a tensor map", map.0)));
                 };
@@ -463,7 +472,7 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::FenceProxyAsync => {
+            Sm90Stmt::FenceProxyAsync => {
                 let active: Vec<u32> = Self::active(mask).map(|t| t as u32 + 1).collect();
                 for st in self.state.iter_mut().filter(|b| b.generic) {
                     if active.binary_search(&st.writer).is_ok() {
@@ -471,18 +480,18 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::WgmmaFence => {
+            Sm90Stmt::WgmmaFence => {
                 for w in self.full_warpgroups(mask, s, "wgmma.fence")? {
                     self.warpgroups[w].fenced = true;
                 }
             }
-            Stmt::WgmmaCommit => {
+            Sm90Stmt::WgmmaCommit => {
                 for w in self.full_warpgroups(mask, s, "wgmma.commit_group")? {
                     let g = std::mem::take(&mut self.warpgroups[w].open);
                     self.warpgroups[w].committed.push_back(g);
                 }
             }
-            Stmt::WgmmaWait { pending } => {
+            Sm90Stmt::WgmmaWait { pending } => {
                 for w in self.full_warpgroups(mask, s, "wgmma.wait_group")? {
                     while self.warpgroups[w].committed.len() > *pending as usize {
                         let group = self.warpgroups[w].committed.pop_front().unwrap_or_default();
@@ -492,8 +501,9 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Stmt::Wgmma { ab, n, d, a, b, trans_b } => self.wgmma(mask, s, *ab, *n, d, a, b, *trans_b)?,
-            _ => return Err(self.err(Fault::BadValue, s, format!("{} is not an SM90 statement", st.head()))),
+            Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b } => self.wgmma(mask, s, *ab, *n, d, a, b, *trans_b)?,
+            Sm90Stmt::ClusterSync => self.barrier(st, mask, s)?,
+            Sm90Stmt::GridDepControlWait => {}
         }
         Ok(())
     }

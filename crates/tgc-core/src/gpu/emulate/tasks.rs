@@ -260,18 +260,23 @@ impl<'k> Frame<'k> {
                             *next += 1;
                             return Ok(Turn::Specialize { producer, consumer, split });
                         }
-                        Stmt::ClusterSync if task.state != State::ClusterSyncDone => {
+                        Stmt::Sm90(Sm90Stmt::ClusterSync) if task.state != State::ClusterSyncDone => {
                             return Ok(Turn::ClusterSync { s });
                         }
-                        _ => {
+                        Stmt::Let { .. }
+                        | Stmt::Barrier
+                        | Stmt::BarrierNamed { .. }
+                        | Stmt::Mma(_)
+                        | Stmt::Simt(_)
+                        | Stmt::Sm90(_) => {
                             // A wait whose phase cannot complete yet gives
                             // the next task its turn.
-                            if matches!(st, Stmt::MbarrierWait { .. }) {
+                            if matches!(st, Stmt::Sm90(Sm90Stmt::MbarrierWait { .. })) {
                                 if let Some(wait) = self.wait_blocks(st, mask, s)? {
                                     return Ok(Turn::Blocked { wait, moved });
                                 }
                             }
-                            if matches!(st, Stmt::ClusterSync) {
+                            if matches!(st, Stmt::Sm90(Sm90Stmt::ClusterSync)) {
                                 task.state = State::Running;
                             }
                             *next += 1;

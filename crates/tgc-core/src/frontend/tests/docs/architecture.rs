@@ -31,8 +31,10 @@ const PAGE: &str = "ARCHITECTURE.md";
 /// The GPU dialect IR's module, whose `//!` doc numbers its invariants,
 /// and the verifier's, whose `//!` doc lists its checks: one place to
 /// update when the files move.
-const GPU_IR: &str = "crates/tgc-core/src/gpu/ir.rs";
-const GPU_VERIFY: &str = "crates/tgc-core/src/gpu/verify.rs";
+const GPU_IR: &str = "crates/tgc-core/src/gpu/dialect/ir.rs";
+const GPU_VERIFY: &str = "crates/tgc-core/src/gpu/dialect/verify.rs";
+/// The module whose `enum Fault` names the kinds of violation.
+const GPU_FAULTS: &str = "crates/tgc-core/src/gpu/dialect/kernel.rs";
 
 /// File extensions that make a code span a path.
 const EXTENSIONS: [&str; 12] = ["rs", "md", "sh", "toml", "cu", "txt", "tgc", "json", "py", "c", "h", "expect"];
@@ -263,9 +265,9 @@ fn module_doc(path: &str) -> Vec<String> {
         .collect()
 }
 
-/// The variants of `enum Fault` in the GPU IR's module.
+/// The variants of `enum Fault` of the GPU dialect.
 fn fault_kinds() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(root().join(GPU_IR)).unwrap();
+    let text = std::fs::read_to_string(root().join(GPU_FAULTS)).unwrap();
     let body = text.split("pub enum Fault {").nth(1).and_then(|b| b.split('}').next()).expect("enum Fault");
     body.lines()
         .map(str::trim)
@@ -327,6 +329,6 @@ fn spans_paths_and_items_are_read_as_the_test_says() {
     assert!(item("a::b<T>").is_none() && item("Plan").is_none());
     assert!(defines("pub(crate) fn lower_program(g: &Graph)", "lower_program"));
     assert!(defines("    Rows { group: usize },", "Rows") && !defines("fn lower_programs()", "lower_program"));
-    assert!(missing_item(&["gpu", "template", "TEMPLATES"], None).is_none());
-    assert!(missing_item(&["gpu", "template", "NO_SUCH_TABLE"], None).is_some());
+    assert!(missing_item(&["gpu", "driver", "TEMPLATES"], None).is_none());
+    assert!(missing_item(&["gpu", "driver", "NO_SUCH_TABLE"], None).is_some());
 }
