@@ -218,7 +218,7 @@ fn sm80_launch_limits_and_operand_dtypes_are_checked_at_compile_time() {
     // M = 2^24 every tile of the space needs more than 65535 blocks.
     for (dim, says) in [
         ("K=2147483648", &["K = 2147483648 does not fit the sm80 kernel's 32-bit `int K` parameter"][..]),
-        ("M=16777216", &["blocks along y (⌈M/", "⌉), more than the 65535 CUDA allows"][..]),
+        ("M=16777216", &["blocks along y (⌈M/", "⌉), more than the 65535 sm80 allows"][..]),
     ] {
         let e = refused(&["compile", graph, "--target", "sm80", "--dim", dim], at);
         assert!(says.iter().all(|s| e.contains(s)), "{dim}: {e}");
