@@ -194,9 +194,9 @@ fn run_on_gpu_matches_the_cpu_run_or_reports_no_device() {
 /// several dims, and so does the GEMM's at its ShapeSet point.
 #[test]
 fn the_printed_steps_are_the_programs_steps() {
-    use tgc_core::gpu::simt;
+    use tgc_core::gpu::driver;
     let g = tgc_core::tiny::json::load_json(attention::TINY_IR).unwrap();
-    let prog = simt::lower_program(&g).unwrap();
+    let prog = driver::lower_program(&g).unwrap();
     assert!(prog.launches.len() >= 3, "{} kernels", prog.launches.len());
     for (b, s, d) in [(1, 1, 16), (2, 7, 16), (3, 33, 5), (1, 130, 64)] {
         let (module, got) = attention::sm80::steps(b, s, d).unwrap();
@@ -207,7 +207,7 @@ fn the_printed_steps_are_the_programs_steps() {
     let g = tgc_core::tiny::json::load_json(gemm::TINY_IR).unwrap();
     let point = [("M", 200), ("N", 128), ("K", 64)].map(|(n, v)| (n.to_string(), v)).into();
     let bound = g.bind(&point).unwrap();
-    let prog = simt::lower_program_for(&bound, Some(&tgc_core::plan::target::SM80)).unwrap();
+    let prog = driver::lower_program_for(&bound, Some(&tgc_core::plan::target::SM80)).unwrap();
     assert_eq!(gemm::sm80::steps(200, 128, 64).unwrap().1, prog.steps(&[]).unwrap());
 }
 

@@ -366,7 +366,7 @@ pub const AS_A: [f64; 5] = [0.254_829_592, -0.284_496_736, 1.421_413_741, -1.453
 /// `erfc(a)` for `a ≥ 0` by A&S 7.1.26 in f64: `t·(a1 + t·(a2 + t·(a3 +
 /// t·(a4 + t·a5))))·exp(−a²)`, `t = 1/(1 + p·a)`, the formula [`erfc_abs`]
 /// decomposes, for a back end that computes GELU in one step (the GPU
-/// emulator's epilogue; `gpu::cuda` prints the same expression).
+/// emulator's epilogue; `emit::cuda` prints the same expression).
 pub fn erfc_abs_f64(a: f64) -> f64 {
     let t = 1.0 / (1.0 + AS_P * a);
     let poly = AS_A.iter().rev().fold(0.0, |p, &c| p * t + c);
