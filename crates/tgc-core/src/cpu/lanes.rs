@@ -29,7 +29,9 @@
 //! `k` order. (A matrix–vector product, whose vector owns no output loop,
 //! is not of that form and is split.)
 
-use super::loop_ir::Program;
+use crate::sym::Dim;
+
+use super::loop_ir::{Kernel, Program};
 use super::packed;
 
 /// Partial accumulators of a split reduction, and the chunk of an
@@ -50,15 +52,55 @@ pub fn fold_steps(lanes: usize) -> impl Iterator<Item = usize> {
     std::iter::successors((lanes > 1).then_some(lanes / 2), |&h| (h > 1).then_some(h / 2))
 }
 
-/// Sets [`Kernel::lanes`](super::loop_ir::Kernel::lanes) of every kernel of `p`: [`LANES`] for a
+/// Sets [`Kernel::lanes`] of every kernel of `p`: for a
 /// reduction that is not a contraction and computes nothing at its reads
-/// (a re-run reduction is printed inside the update), else 1.
+/// (a re-run reduction is printed inside the update), [`lanes_for`] its
+/// innermost reduce loop; else 1.
+/// A window kernel ([`is_window`]) gets one lane: its printers compute
+/// several output points side by side instead.
 pub fn plan(p: &mut Program) {
     for k in &mut p.kernels {
-        let split = k.reduce.as_ref().is_some_and(|r| !r.loops.is_empty())
-            && k.computed_at().is_empty()
-            && !packed::is_contraction(k);
-        k.lanes = if split { LANES } else { 1 };
+        let innermost = k.reduce.as_ref().and_then(|r| r.loops.last());
+        let split = innermost.is_some() && k.computed_at().is_empty() && !packed::is_contraction(k);
+        k.lanes = match innermost {
+            Some(n) if split && !is_window(k) => lanes_for(n),
+            _ => 1,
+        };
+    }
+}
+
+/// The most points a window of [`is_window`] has.
+pub const MAX_WINDOW: i64 = 64;
+
+/// Whether `k` reduces over a small window of constant size (a pooling's
+/// 3 × 3, a 7 × 7 global pool): a reduction that is not a contraction and
+/// computes nothing at its reads, with an output loop, whose reduce loops
+/// are constants of at most [`MAX_WINDOW`] points together. Its values are
+/// too few to split; the C printer instead computes
+/// eight consecutive points (`emit::c`'s window groups) of its innermost output loop
+/// together, window point by window point, each output's values still
+/// folded in the nest's order (so the bits are the plain nest's), as
+/// independent chains the CPU overlaps.
+pub fn is_window(k: &Kernel) -> bool {
+    let Some(r) = &k.reduce else { return false };
+    let points = r.loops.iter().try_fold(1i64, |n, d| d.as_int().map(|e| n.saturating_mul(e)));
+    !k.loops.is_empty()
+        && !r.loops.is_empty()
+        && points.is_some_and(|n| n <= MAX_WINDOW)
+        && k.computed_at().is_empty()
+        && !packed::is_contraction(k)
+}
+
+/// The accumulators of a split reduction whose innermost reduce loop runs
+/// `extent` times: [`LANES`], or for a loop known to run fewer times (a
+/// pooling window's row, a short softmax row) the largest power of two not
+/// above its extent — more lanes than values would only add identities
+/// to fold (a 3 × 3 max pool with 32 lanes spent 32 stores and 31
+/// maxima on its 9 values).
+pub fn lanes_for(extent: &Dim) -> usize {
+    match extent.as_int() {
+        Some(n) if n < LANES as i64 => 1 << (n.max(1).ilog2()),
+        _ => LANES,
     }
 }
 
@@ -67,6 +109,7 @@ mod tests {
     use super::*;
     use crate::cpu::lower;
     use crate::pipeline::{load, Format};
+    use crate::tiny::ReduceOp;
 
     #[test]
     fn the_fold_halves_the_lanes_down_to_one() {
@@ -76,9 +119,18 @@ mod tests {
     }
 
     #[test]
+    fn a_short_reduce_loop_gets_no_more_lanes_than_values() {
+        assert_eq!([1, 2, 3, 7, 8, 31].map(|n| lanes_for(&Dim::int(n))), [1, 2, 2, 4, 8, 16]);
+        assert_eq!(lanes_for(&Dim::int(32)), LANES);
+        assert_eq!(lanes_for(&Dim::int(4096)), LANES);
+        assert_eq!(lanes_for(&Dim::sym("N")), LANES);
+    }
+
+    #[test]
     fn row_reductions_are_split_and_contractions_are_not() {
+        // `s` sums rows of 72 values; `m` takes the maximum of a window of 5.
         let g = load(
-            "graph<M=5, N=7, K=3> main(x: f32[M, K], w: f32[K, N]) -> (y: f32[M, N], s: f32[M], m: f32[K]) {
+            "graph main(x: f32[5, 72], w: f32[72, 7]) -> (y: f32[5, 7], s: f32[5], m: f32[72]) {
                 y = matmul(x, w)
                 s = sum(x, axes=[1])
                 m = max(x, axes=[0])
@@ -90,14 +142,14 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e:?}"))
         .graph;
         let p = lower(&g).unwrap();
-        for k in &p.kernels {
-            let want = match (&k.reduce, packed::is_contraction(k)) {
-                (Some(_), false) => LANES,
-                _ => 1,
-            };
-            assert_eq!(k.lanes, want, "{}", k.name);
-        }
-        assert!(p.kernels.iter().any(|k| k.lanes == LANES));
-        assert!(p.kernels.iter().any(|k| k.packed.is_some() && k.lanes == 1));
+        let mut lanes: Vec<(bool, Option<ReduceOp>, usize)> =
+            p.kernels.iter().map(|k| (k.packed.is_some(), k.reduce.as_ref().map(|r| r.op), k.lanes)).collect();
+        lanes.sort_by_key(|l| l.2);
+        assert_eq!(
+            lanes,
+            [(true, Some(ReduceOp::Sum), 1), (false, Some(ReduceOp::Max), 1), (false, Some(ReduceOp::Sum), LANES)]
+        );
+        let windows: Vec<bool> = p.kernels.iter().map(|k| is_window(k)).collect();
+        assert_eq!(windows.iter().filter(|w| **w).count(), 1, "the max over 5 alone: {windows:?}");
     }
 }

@@ -79,6 +79,32 @@ pub fn plan(p: &mut Program) {
     p.rows = rows;
 }
 
+/// The rows a kernel alone on the pool (not in a row group) is cut into
+/// parts across: its first `part_loops(k)` output loops, flattened — the
+/// fewest leading loops whose points number at least [`MIN_PART_ROWS`]
+/// (or have a symbolic count), never the innermost of two or more (the
+/// one the vectoriser takes). A batch-1 NCHW kernel's `i0` has one point:
+/// cut across it alone, a max pool of SqueezeNet ran on one thread.
+pub fn part_loops(k: &Kernel) -> usize {
+    let most = k.loops.len().saturating_sub(1).max(1);
+    let mut points = 1i64;
+    for (d, e) in k.loops.iter().enumerate().take(most) {
+        match e.as_int() {
+            Some(n) => points = points.saturating_mul(n),
+            None => return d + 1,
+        }
+        if points >= MIN_PART_ROWS {
+            return d + 1;
+        }
+    }
+    most
+}
+
+/// The least number of rows [`part_loops`] cuts a kernel across: enough
+/// for every core of a server to get several, so that parts of whole rows
+/// balance.
+pub const MIN_PART_ROWS: i64 = 256;
+
 /// Whether a kernel can be part of a row group: a plain nest (neither
 /// packed nor strip-mined, not a scan) with an outermost output loop.
 pub fn can_join(k: &Kernel) -> bool {

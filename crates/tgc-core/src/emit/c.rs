@@ -923,7 +923,8 @@ impl Printer<'_> {
 
     /// Plain kernels sharing their outermost loop `i0` (one kernel, or a row
     /// group's) on the pool: `NAME_rows` runs every kernel's nest inside
-    /// each `i0 ∈ [pk_lo, pk_hi)`, holding one row of each `local`
+    /// each row `∈ [pk_lo, pk_hi)` (a point of `i0`, or of a lone kernel's
+    /// flattened [`rows::part_loops`]), holding one row of each `local`
     /// temporary; `NAME_task` runs one part; `NAME` splits the rows into
     /// parts of about [`MIN_TASK_POINTS`] loop points, at most one a
     /// thread, and runs them on `rt`'s pool, or on the caller's thread when
@@ -949,7 +950,7 @@ impl Printer<'_> {
         });
         let failed = if local.is_empty() { "" } else { "    const tgc_rt* rt;\n    int32_t failed;\n" };
         ctx_struct(s, name, &bufs, &syms, &format!("    int64_t nt;\n{failed}"));
-        let extent = dim(&ks[0].loops[0], Lang::C);
+        let extent = dim(&Dim::product(&ks[0].loops[..part_loops(ks)]), Lang::C);
         let _ = writeln!(s, "static void {name}_task(void* pk_vctx, int64_t pk_t)\n{{");
         let cst = if local.is_empty() { "const " } else { "" };
         let _ = writeln!(s, "    {cst}struct {name}_ctx* pk_ctx = ({cst}struct {name}_ctx*)pk_vctx;");
@@ -1086,6 +1087,22 @@ impl Printer<'_> {
         }
         let (open, close) = scop_pragmas(ks);
         s.push_str(open);
+        if let [k] = ks {
+            // A lone kernel: rows over its first part_loops loops, flattened.
+            let d = part_loops(ks);
+            let mut body = k.nest();
+            for _ in 0..d {
+                let Nest::Loop(_, inner) = body else { unreachable!("a kernel on the pool has its part loops") };
+                body = *inner;
+            }
+            s.push_str("    for (int64_t pk_row = pk_lo; pk_row < pk_hi; pk_row += 1) {\n");
+            decode(s, k, "pk_row", &(0..d).collect::<Vec<_>>(), 2);
+            self.nest(s, k, &body, 2);
+            s.push_str("    }\n");
+            s.push_str(close);
+            s.push_str("}\n\n");
+            return std::mem::take(s);
+        }
         let _ = writeln!(s, "    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {{");
         self.local = local.iter().copied().collect();
         // The last kernel one row late, in the loop of the two before it.
@@ -1959,6 +1976,9 @@ impl Printer<'_> {
             Nest::Loop(l, body) if k.reduce.is_none() && l.step.is_one() && **body == Nest::Point => {
                 self.chunked_loop(s, k, l, depth);
             }
+            Nest::Loop(l, body) if lanes::is_window(k) && l.step.is_one() && **body == Nest::Point => {
+                self.window_groups(s, k, l, depth);
+            }
             Nest::Loop(l, body) => {
                 let step = dim(&l.step, Lang::C);
                 let _ = writeln!(
@@ -1990,6 +2010,60 @@ impl Printer<'_> {
         let vector = self.isa.and_then(|isa| self.vector_points(k, l.var, isa));
         let explicit = vector.as_deref().map(|chunk| ("", chunk, ""));
         lane_chunks(s, l.var as usize, lo.as_deref(), &hi, lanes::LANES, depth, None, explicit, &mut |s, d| {
+            self.point(s, k, d)
+        });
+    }
+
+    /// The innermost output loop `l` of a window kernel
+    /// ([`lanes::is_window`]) in groups of [`WINDOW_GROUP`] points, each
+    /// group's accumulators side by side in `acc_g`: per point of the
+    /// window (the reduce loops in nest order) the group's values into
+    /// `pk_x`, then every accumulator folds its own; then the group is
+    /// stored; the tail point by point. Every output folds its values in the nest's order, so the
+    /// bits are the plain nest's.
+    fn window_groups(&mut self, s: &mut String, k: &Kernel, l: &crate::cpu::Loop, depth: usize) {
+        let Some(r) = &k.reduce else { return };
+        let lo = match l.lo.as_constant().and_then(|d| d.as_int()) {
+            Some(0) => None,
+            _ => Some(bound(&l.lo, Lang::C)),
+        };
+        let hi = bound(&l.hi, Lang::C);
+        let (v, g) = (l.var, WINDOW_GROUP);
+        let (ty, init) = (compute_ty(r.dtype), self.literal(r.op.identity(r.dtype), r.dtype));
+        let mut chunk =
+            format!("{ty} acc_g[{g}];\nfor (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) acc_g[pk_l] = {init};\n");
+        let first = k.loops.len();
+        for (j, e) in r.loops.iter().enumerate() {
+            let _ = writeln!(
+                chunk,
+                "{:w$}for (int64_t i{x} = 0; i{x} < {}; i{x} += 1) {{",
+                "",
+                dim(e, Lang::C),
+                x = first + j,
+                w = j * 4
+            );
+        }
+        // The group's values first, then their folds: GCC's -O2 vectoriser
+        // takes the fold loop, where a fold of a strided load ("complicated
+        // access pattern") stayed scalar, one mispredicted branch a maximum.
+        let w = r.loops.len() * 4;
+        let value = self.expr(&r.value);
+        let fold = self.binary(r.op.combine(), "acc_g[pk_l]".into(), "pk_x[pk_l]".into(), r.dtype);
+        let _ = writeln!(
+            chunk,
+            "{:w$}{ty} pk_x[{g}];\n{:w$}for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) {{\n{:w$}    const int64_t i{v} = pk_r + pk_l;\n{:w$}    (void)i{v};\n{:w$}    pk_x[pk_l] = {value};\n{:w$}}}\n{:w$}for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) acc_g[pk_l] = {fold};",
+            "", "", "", "", "", "", ""
+        );
+        for j in (0..r.loops.len()).rev() {
+            let _ = writeln!(chunk, "{:w$}}}", "", w = j * 4);
+        }
+        let _ = writeln!(
+            chunk,
+            "for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) {{\n    const int64_t i{v} = pk_r + pk_l;\n    (void)i{v};\n    const {ty} acc = acc_g[pk_l];"
+        );
+        self.store(&mut chunk, k, 1);
+        chunk.push_str("}\n");
+        lane_chunks(s, v as usize, lo.as_deref(), &hi, g, depth, None, Some(("", &chunk, "")), &mut |s, d| {
             self.point(s, k, d)
         });
     }
@@ -2686,6 +2760,16 @@ fn ctx_struct(s: &mut String, name: &str, bufs: &[Field], syms: &[Field], extra:
     let _ = write!(s, "{extra}}};\n\n");
 }
 
+/// The leading loops whose points [`Printer::row_tasks`] cuts into parts: a
+/// lone kernel's [`rows::part_loops`]; a row group's outermost loop, whose
+/// every point holds one row of the group's local temporaries.
+fn part_loops(ks: &[&Kernel]) -> usize {
+    match ks {
+        [k] => rows::part_loops(k),
+        _ => 1,
+    }
+}
+
 /// Declares the loop variables of `axes` (nest order) at the flat index
 /// `flat` of their row-major product, at indentation `depth`.
 fn decode(s: &mut String, k: &Kernel, flat: &str, axes: &[usize], depth: usize) {
@@ -2753,6 +2837,11 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
 /// on one thread of an AVX2 EPYC (`perf record`), the generated code's share of the samples (packing and
 /// epilogue; the rest is the micro-kernel) went from 14.5% to 12.5%.
 const EPILOGUE_GROUP: usize = 8;
+
+/// The output points a window kernel computes together
+/// ([`Printer::window_groups`]): eight independent folds, one AVX2 vector
+/// of `f32` when GCC vectorises them.
+const WINDOW_GROUP: usize = 8;
 
 /// `TGC_CLONES`, on every function with a loop nest: on x86-64 with GCC and
 /// glibc, GCC's `target_clones` compiles it three times, for AVX-512F, for

@@ -623,7 +623,8 @@ fn padded_row_max_snapshots() {
             (void)s_M;
             (void)s_K;
         #pragma scop
-            for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+            for (int64_t pk_row = pk_lo; pk_row < pk_hi; pk_row += 1) {
+                const int64_t i0 = pk_row;
                 float acc_l[32];
                 for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = (-INFINITY);
                 const int64_t pk_full1 = floord((s_K + 1), 32) * 32;
@@ -1167,6 +1168,49 @@ fn row_groups_match_the_interpreter_across_parts() {
         assert_eq!((cr.rc, rr.rc), (0, 0));
         for k in 0..2 {
             assert_eq!(f32_bits(&cr.outputs[k]), f32_bits(&rr.outputs[k]), "output {k} at {r}x{c}: C vs Rust");
+        }
+    }
+}
+
+/// Pooling windows (`cpu::lanes::is_window`) of a batch-1 NCHW image: one
+/// lane each, the C computing eight outputs of a row together
+/// (`Printer::window_groups`) and cutting its parts across the flattened
+/// batch, channel and row loops (`cpu::rows::part_loops`), the Rust the
+/// plain nest. Both agree with the interpreter, and with each other bit for
+/// bit on rows with whole groups and tails, with NaN and signed zeros (a
+/// maximum's ties).
+#[test]
+fn window_kernels_give_the_plain_nest_bits() {
+    let src = "graph<H, W, P, Q> pools(x: f32[1, 4, H, W]) -> (y: f32[1, 4, P, Q], z: f32[1, 4, H, W]) {
+        y = maxpool2d(relu(x), kernel=[3, 3], stride=[2, 2], pad=[0, 0])
+        z = avgpool2d(x, kernel=[3, 3], stride=[1, 1], pad=[1, 1])
+        return y, z
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let p = crate::cpu::lower(&g).unwrap();
+    let windows: Vec<&crate::cpu::Kernel> = p.kernels.iter().filter(|k| crate::cpu::lanes::is_window(k)).collect();
+    // The max pool and the average pool's two windows.
+    assert_eq!(windows.len(), 3, "{:?}", p.kernels.iter().map(|k| &k.name).collect::<Vec<_>>());
+    for k in &windows {
+        assert_eq!(k.lanes, 1, "{}", k.name);
+        if k.loops.len() == 4 {
+            assert_eq!(crate::cpu::rows::part_loops(k), 3, "{}", k.name);
+        }
+    }
+    let lib = compile(&g);
+    assert!(lib.c_src.contains("acc_g[pk_l]") && lib.c_src.contains("pk_row"), "{}", lib.c_src);
+    for (h, w) in [(3, 3), (7, 20), (9, 37), (21, 40)] {
+        let mut x = data(90 + w as u64, 4 * h * w, -2.0, 2.0, DType::F32);
+        let dims = [h as i64, w as i64, (h as i64 - 3) / 2 + 1, (w as i64 - 3) / 2 + 1];
+        lib.run(std::slice::from_ref(&x), &dims);
+        x[1] = f64::NAN;
+        x[w + 2] = -0.0;
+        x[w + 3] = 0.0;
+        x[2 * w + 2] = -0.0;
+        let (cr, rr) = lib.run_unchecked(&[x], &dims);
+        assert_eq!((cr.rc, rr.rc), (0, 0));
+        for k in 0..2 {
+            assert_eq!(f32_bits(&cr.outputs[k]), f32_bits(&rr.outputs[k]), "output {k} at {h}x{w}: C vs Rust");
         }
     }
 }
