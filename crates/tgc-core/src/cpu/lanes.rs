@@ -61,9 +61,8 @@ pub fn fold_steps(lanes: usize) -> impl Iterator<Item = usize> {
 pub fn plan(p: &mut Program) {
     for k in &mut p.kernels {
         let innermost = k.reduce.as_ref().and_then(|r| r.loops.last());
-        let split = innermost.is_some() && k.computed_at().is_empty() && !packed::is_contraction(k);
         k.lanes = match innermost {
-            Some(n) if split && !is_window(k) => lanes_for(n),
+            Some(n) if reduces_plainly(k) && !small_window(k) => lanes_for(n),
             _ => 1,
         };
     }
@@ -82,13 +81,21 @@ pub const MAX_WINDOW: i64 = 64;
 /// folded in the nest's order (so the bits are the plain nest's), as
 /// independent chains the CPU overlaps.
 pub fn is_window(k: &Kernel) -> bool {
+    small_window(k) && reduces_plainly(k)
+}
+
+/// A reduction with reduce loops that is not a contraction and computes
+/// nothing at its reads: the kind [`plan`] splits.
+fn reduces_plainly(k: &Kernel) -> bool {
+    k.reduce.as_ref().is_some_and(|r| !r.loops.is_empty()) && k.computed_at().is_empty() && !packed::is_contraction(k)
+}
+
+/// [`is_window`]'s shape: an output loop, and reduce loops of constant
+/// extents with at most [`MAX_WINDOW`] points together.
+fn small_window(k: &Kernel) -> bool {
     let Some(r) = &k.reduce else { return false };
     let points = r.loops.iter().try_fold(1i64, |n, d| d.as_int().map(|e| n.saturating_mul(e)));
-    !k.loops.is_empty()
-        && !r.loops.is_empty()
-        && points.is_some_and(|n| n <= MAX_WINDOW)
-        && k.computed_at().is_empty()
-        && !packed::is_contraction(k)
+    !k.loops.is_empty() && points.is_some_and(|n| n <= MAX_WINDOW)
 }
 
 /// The accumulators of a split reduction whose innermost reduce loop runs
@@ -149,7 +156,7 @@ mod tests {
             lanes,
             [(true, Some(ReduceOp::Sum), 1), (false, Some(ReduceOp::Max), 1), (false, Some(ReduceOp::Sum), LANES)]
         );
-        let windows: Vec<bool> = p.kernels.iter().map(|k| is_window(k)).collect();
+        let windows: Vec<bool> = p.kernels.iter().map(is_window).collect();
         assert_eq!(windows.iter().filter(|w| **w).count(), 1, "the max over 5 alone: {windows:?}");
     }
 }

@@ -1976,7 +1976,7 @@ impl Printer<'_> {
             Nest::Loop(l, body) if k.reduce.is_none() && l.step.is_one() && **body == Nest::Point => {
                 self.chunked_loop(s, k, l, depth);
             }
-            Nest::Loop(l, body) if lanes::is_window(k) && l.step.is_one() && **body == Nest::Point => {
+            Nest::Loop(l, body) if l.step.is_one() && **body == Nest::Point && lanes::is_window(k) => {
                 self.window_groups(s, k, l, depth);
             }
             Nest::Loop(l, body) => {
@@ -2002,10 +2002,7 @@ impl Printer<'_> {
     /// [`lanes::LANES`] points and a tail ([`lane_chunks`]); the points and
     /// what each computes are unchanged.
     fn chunked_loop(&mut self, s: &mut String, k: &Kernel, l: &crate::cpu::Loop, depth: usize) {
-        let lo = match l.lo.as_constant().and_then(|d| d.as_int()) {
-            Some(0) => None,
-            _ => Some(bound(&l.lo, Lang::C)),
-        };
+        let lo = chunk_start(l);
         let hi = bound(&l.hi, Lang::C);
         let vector = self.isa.and_then(|isa| self.vector_points(k, l.var, isa));
         let explicit = vector.as_deref().map(|chunk| ("", chunk, ""));
@@ -2023,10 +2020,7 @@ impl Printer<'_> {
     /// bits are the plain nest's.
     fn window_groups(&mut self, s: &mut String, k: &Kernel, l: &crate::cpu::Loop, depth: usize) {
         let Some(r) = &k.reduce else { return };
-        let lo = match l.lo.as_constant().and_then(|d| d.as_int()) {
-            Some(0) => None,
-            _ => Some(bound(&l.lo, Lang::C)),
-        };
+        let lo = chunk_start(l);
         let hi = bound(&l.hi, Lang::C);
         let (v, g) = (l.var, WINDOW_GROUP);
         let (ty, init) = (compute_ty(r.dtype), self.literal(r.op.identity(r.dtype), r.dtype));
@@ -2758,6 +2752,14 @@ fn ctx_struct(s: &mut String, name: &str, bufs: &[Field], syms: &[Field], extra:
         let _ = writeln!(s, "    {ty} {n};");
     }
     let _ = write!(s, "{extra}}};\n\n");
+}
+
+/// The first point of loop `l` as [`lane_chunks`] takes it: `None` for 0.
+fn chunk_start(l: &crate::cpu::Loop) -> Option<String> {
+    match l.lo.as_constant().and_then(|d| d.as_int()) {
+        Some(0) => None,
+        _ => Some(bound(&l.lo, Lang::C)),
+    }
 }
 
 /// The leading loops whose points [`Printer::row_tasks`] cuts into parts: a
