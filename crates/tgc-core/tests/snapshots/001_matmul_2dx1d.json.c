@@ -110,7 +110,8 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
     (void)s_M;
     (void)s_K;
 #pragma scop
-    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+    for (int64_t pk_row = pk_lo; pk_row < pk_hi; pk_row += 1) {
+        const int64_t i0 = pk_row;
         float acc_l[32];
         for (int64_t pk_l = 0; pk_l < 32; pk_l += 1) acc_l[pk_l] = 0.0f;
         const int64_t pk_full1 = floord(s_K, 32) * 32;

@@ -128,7 +128,8 @@ TGC_CLONES static void tgc_k0_tgc_main_rows(const uint16_t* restrict in0, const 
     (void)s_Ox;
     (void)s_Rcout;
 #pragma scop
-    for (int64_t i0 = pk_lo; i0 < pk_hi; i0 += 1) {
+    for (int64_t pk_row = pk_lo; pk_row < pk_hi; pk_row += 1) {
+        const int64_t i0 = pk_row;
         for (int64_t i1 = 0; i1 < s_Cout; i1 += 1) {
             for (int64_t i2 = 0; i2 < s_Oy; i2 += 1) {
                 for (int64_t i3 = 0; i3 < s_Ox; i3 += 1) {
