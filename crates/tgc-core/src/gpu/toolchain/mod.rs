@@ -49,7 +49,7 @@ use std::process::Command;
 
 pub use nvrtc::Compiled;
 pub use resources::{parse_ptxas_verbose, Resources};
-pub use sass::sass_opcodes;
+pub use sass::{sass_functions, sass_opcodes, Function, Instruction};
 
 /// The environment variable that overrides where the toolchain is looked for.
 pub const ROOT_ENV: &str = "TGC_CUDA_ROOT";

@@ -46,6 +46,29 @@ const SASS_SM80: &str = "
 \t\t..........
 ";
 
+/// A made-up sm_90a listing in cuobjdump's layout: a k loop from 0x10 to
+/// 0x50 whose mbarrier wait retries out of line (0x90, back into the loop
+/// at 0x30), fences before and after the loop, and the trailing
+/// self-branch ptxas ends every function with.
+const SASS_LOOPS: &str = "
+\tcode for sm_90a
+\t\tFunction : one
+        /*0000*/                   EXIT ;                                        /* 0x000000000000794d */
+\t\tFunction : ws
+        /*0000*/                   MEMBAR.ALL.GPU ;                              /* 0x0000000000007992 */
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ; /* 0x00000002ff0075a7 */
+        /*0020*/              @!P0 BRA 0x90 ;                                    /* 0x0000000000188947 */
+        /*0030*/                   HGMMA.64x128x16.F32 R24, gdesc[UR8], RZ, !UPT ; /* 0x0060000008187df0 */
+        /*0040*/                   MEMBAR.ALL.CTA ;                              /* 0x0000000000007992 */
+        /*0050*/               @P1 BRA 0x10 ;                                    /* 0xfffffffc00ec1947 */
+        /*0060*/                   MEMBAR.ALL.GPU ;                              /* 0x0000000000007992 */
+        /*0070*/                   EXIT ;                                        /* 0x000000000000794d */
+        /*0080*/                   BRA 0x80;                                     /* 0xfffffffc00fc7947 */
+        /*0090*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ; /* 0x00000002ff0075a7 */
+        /*00a0*/              @!P0 BRA 0x90 ;                                    /* 0xfffffffc00f88947 */
+        /*00b0*/                   BRA 0x30 ;                                    /* 0xfffffff400dc7947 */
+";
+
 #[test]
 fn ptxas_verbose_output_reads_as_resources() {
     let expected = Resources {
@@ -176,4 +199,33 @@ fn the_tools_scratch_folder_is_fresh_private_and_removed() {
     let dir = a.path().to_path_buf();
     drop(a);
     assert!(!dir.exists());
+}
+
+#[test]
+fn sass_functions_read_guards_opcodes_operands_and_branch_targets() {
+    let fs = sass_functions(SASS_LOOPS);
+    assert_eq!(
+        fs.iter().map(|f| (f.name.as_str(), f.instructions.len())).collect::<Vec<_>>(),
+        [("one", 1), ("ws", 12)]
+    );
+    let i = &fs[1].instructions[2];
+    assert_eq!(
+        (i.address, i.guard.as_deref(), i.opcode.as_str(), i.operands.as_str(), i.branch_target()),
+        (0x20, Some("!P0"), "BRA", "0x90", Some(0x90))
+    );
+    let hgmma = &fs[1].instructions[3];
+    assert_eq!((hgmma.opcode.as_str(), hgmma.operands.as_str()), ("HGMMA.64x128x16.F32", "R24, gdesc[UR8], RZ, !UPT"));
+    assert_eq!(hgmma.branch_target(), None);
+    assert_eq!(fs[1].instructions[8].branch_target(), Some(0x80), "`BRA 0x80;` without a space");
+}
+
+/// The loop, its out-of-line retry and the trailing self-branch are on
+/// cycles; the fences before and after the loop are not, although the
+/// retry's branch back into the loop (0xb0 → 0x30) spans the second.
+#[test]
+fn on_cycles_is_the_loops_and_their_out_of_line_code() {
+    let fs = sass_functions(SASS_LOOPS);
+    let looped: Vec<u32> = fs[1].on_cycles().iter().map(|i| i.address).collect();
+    assert_eq!(looped, [0x10, 0x20, 0x30, 0x40, 0x50, 0x80, 0x90, 0xa0, 0xb0]);
+    assert_eq!(fs[0].on_cycles(), Vec::<&Instruction>::new());
 }
