@@ -9,7 +9,7 @@
 //! | `FenceMbarrierInit` | `fence.mbarrier_init.release.cluster;` ("membar/fence") |
 //! | `MbarrierArriveExpectTx` | `mbarrier.arrive.expect_tx.shared::cta.b64 _, [b], bytes;` |
 //! | `MbarrierWait` | `tgc_mbar_wait(b, parity)`: `mbarrier.try_wait.parity` in a loop |
-//! | `MbarrierArrive` | `mbarrier.arrive.shared::cta.b64 _, [b];`; to a peer: `tgc_mbar_arrive_cluster(b, cta)`: `mapa.shared::cluster.u32` then `mbarrier.arrive.release.cluster.shared::cluster.b64` ("Data Movement and Conversion Instructions: mapa") |
+//! | `MbarrierArrive` | `mbarrier.arrive.shared::cta.b64 _, [b];`; to a peer: `tgc_mbar_arrive_cluster(b, cta)`: `mapa.shared::cluster.u32` then `mbarrier.arrive.shared::cluster.b64` with the default `.release.cta` semantics ("Data Movement and Conversion Instructions: mapa"; the explicit `.release.cluster` compiles to a CTA and a GPU `MEMBAR` before every arrival, CUTLASS's `ClusterBarrier::arrive` uses this form) |
 //! | `ClusterSync` | `barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;` ("barrier.cluster") |
 //! | `SetMaxNReg` | `setmaxnreg.{inc\|dec}.sync.aligned.u32 regs;` ("Miscellaneous Instructions: setmaxnreg", sm_90a) |
 //! | `TmaLoad` | `tgc_tma_load_2d(dst, &map, b, c0, c1)`: `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes` ("Data Movement and Conversion Instructions: cp.async.bulk.tensor"); multicast: `tgc_tma_load_2d_multicast(…, mask)`, the same with `.multicast::cluster` and a 16-bit `ctaMask` |
@@ -50,7 +50,7 @@ __device__ __forceinline__ void tgc_tma_load_2d_multicast(unsigned dst, const tg
 // An arrival on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
 __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned cta) {
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).

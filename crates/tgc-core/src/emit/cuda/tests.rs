@@ -3,7 +3,7 @@
 //! GPU is needed (NVRTC compiles without one); nothing here runs a kernel.
 
 use super::*;
-use crate::gpu::toolchain::sass_opcodes;
+use crate::gpu::toolchain::{sass_functions, sass_opcodes};
 use crate::plan::Epilogue;
 
 fn v(i: u32) -> Expr {
@@ -513,7 +513,9 @@ mod template {
     /// `cp.async` kernel has `LDGSTS` instead of both. The clustered forms
     /// (`cluster=2`, compiled in units of their own) multicast their B
     /// halves (`UTMALDG.2D.MULTICAST`) and meet at the cluster barrier
-    /// (`UCGABAR_ARV`, `UCGABAR_WAIT`); the others do neither.
+    /// (`UCGABAR_ARV`, `UCGABAR_WAIT`); the others do neither. No loop of
+    /// any of them has a GPU-scope fence (`MEMBAR.ALL.GPU`, which an
+    /// mbarrier arrival with `.release.cluster` semantics compiles to).
     #[test]
     fn every_sm90_plan_compiles_to_wgmma_and_tma_without_spills() {
         let target = &plan::target::SM90;
@@ -575,6 +577,18 @@ mod template {
             let cluster = names[0].contains("_c2_");
             let cluster_ops = (has("UTMALDG.2D.MULTICAST"), has("UCGABAR_ARV"), has("UCGABAR_WAIT"));
             assert_eq!(cluster_ops, (cluster, cluster, cluster), "{names:?}: {ops:?}");
+            for f in sass_functions(sass) {
+                let looped = f.on_cycles();
+                let gpu_fences: Vec<_> =
+                    looped.iter().filter(|i| i.opcode.starts_with("MEMBAR") && i.opcode.ends_with(".GPU")).collect();
+                eprintln!(
+                    "{}: {} instructions on loops, {} of them MEMBAR.*.GPU",
+                    f.name,
+                    looped.len(),
+                    gpu_fences.len()
+                );
+                assert!(gpu_fences.is_empty(), "{}: GPU-scope fences in a loop: {gpu_fences:?}", f.name);
+            }
             for r in resources {
                 eprintln!("{}: {} registers, spills {}/{}", r.function, r.registers, r.spill_stores, r.spill_loads);
                 assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");

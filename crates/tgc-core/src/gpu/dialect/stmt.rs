@@ -178,9 +178,12 @@ pub enum Sm90Stmt {
     /// stage to the producer). With `cta`, the arrival goes to the
     /// mbarrier at the same offset in that CTA of the cluster (its rank,
     /// `0..Kernel::cluster`): `mapa.shared::cluster` then
-    /// `mbarrier.arrive.release.cluster.shared::cluster.b64` (PTX ISA
-    /// "mapa", "mbarrier.arrive"), a consumer releasing a stage that its
-    /// peer's producer multicasts into.
+    /// `mbarrier.arrive.shared::cluster.b64` (PTX ISA "mapa",
+    /// "mbarrier.arrive"; the default `.release.cta` semantics, as
+    /// CUTLASS's `ClusterBarrier::arrive`: an explicit `.release.cluster`
+    /// costs two `MEMBAR`s per arrival), a consumer releasing a stage
+    /// that its peer's producer multicasts into, after the reads that
+    /// used it retired.
     MbarrierArrive { bar: SmemRef, cta: Option<Expr> },
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
     /// [dst], [map, {coords}], [bar]` (PTX ISA "cp.async.bulk.tensor"): each

@@ -26,7 +26,7 @@
 //! the `full`/`empty` mbarrier pairs, so no `bar.sync` waits on a k-tile:
 //!
 //! ```text
-//! thread 0: init full[s] (1 arrival), empty[s] (consumer warps) for every stage; fence; bar.sync
+//! thread 0: init full[s] (1 arrival), empty[s] (consumer warpgroups) for every stage; fence; bar.sync
 //! producer warpgroup: setmaxnreg.dec 40
 //!     thread 0: for kt in 0..ktiles:
 //!         mbarrier wait empty[kt % S], parity (kt / S + 1) % 2   // the first pass finds every stage free
@@ -36,8 +36,8 @@
 //!     for kt in 0..ktiles:
 //!         mbarrier wait full[kt % S], parity (kt / S) % 2
 //!         wgmma.fence; 4 × wgmma; commit; wgmma.wait_group 1
-//!         if kt > 0: lane 0: mbarrier arrive empty[(kt - 1) % S]   // tile kt-1's reads retired
-//!     wgmma.wait_group 0; lane 0: mbarrier arrive empty[(ktiles - 1) % S]
+//!         if kt > 0: thread 0 of the warpgroup: mbarrier arrive empty[(kt - 1) % S]   // tile kt-1's reads retired
+//!     wgmma.wait_group 0; thread 0 of the warpgroup: mbarrier arrive empty[(ktiles - 1) % S]
 //!     epilogue, its bar.sync the consumers' named barrier 1
 //! ```
 //!
@@ -57,8 +57,8 @@
 //! CTAs (`.multicast::cluster`), so the pair reads B from L2 once; each
 //! CTA's `full[s]` still expects the whole stage. A stage is free only
 //! when both CTAs' consumers are done with it, so `empty[s]` counts the
-//! consumer warps of both and lane 0 of each consumer warp arrives on it
-//! in both CTAs (`mapa` + `mbarrier.arrive.shared::cluster`). A
+//! consumer warpgroups of both and thread 0 of each consumer warpgroup
+//! arrives on it in both CTAs (`mapa` + `mbarrier.arrive.shared::cluster`). A
 //! `barrier.cluster` follows the mbarrier initialisation (no peer may
 //! reach them before) and ends the kernel (no CTA exits while its peer may
 //! still write to it). Rank `r = blockIdx.x % 2` takes the `r`-th tile of
@@ -416,7 +416,7 @@ impl Builder {
     /// fills the ring as stages come free; warpgroups `1..=BM/64` compute,
     /// warpgroup `1 + g` rows `64g..64g+63`, and release each stage once
     /// the `wgmma`s that read it retired. `full[s]` completes when stage
-    /// `s`'s copies landed, `empty[s]` when every consumer thread released
+    /// `s`'s copies landed, `empty[s]` when every consumer warpgroup released
     /// it; the producer's first pass over the ring waits on the phase
     /// before `empty`'s first (parity 1), which has completed. Both roles
     /// count the ring's uses `it = i · ktiles + kt` over this CTA's tiles
@@ -446,7 +446,7 @@ impl Builder {
         self.for_unrolled(&mut init, "s", stages, |_, s| {
             vec![
                 Stmt::Sm90(Sm90Stmt::MbarrierInit { bar: at(&full, s.clone()), count: 1 }),
-                Stmt::Sm90(Sm90Stmt::MbarrierInit { bar: at(&empty, s), count: (consumers / 32 * cluster) as u32 }),
+                Stmt::Sm90(Sm90Stmt::MbarrierInit { bar: at(&empty, s), count: (consumers / 128 * cluster) as u32 }),
             ]
         });
         init.push(Stmt::Sm90(Sm90Stmt::FenceMbarrierInit));
@@ -481,9 +481,12 @@ impl Builder {
             Expr::Const(0) => kt,
             i => i.clone() * ids.ktiles.clone() + kt,
         };
-        // Lane 0 of each consumer warp releases a stage, after its
-        // warpgroup's `wgmma.wait_group` retired the reads, to every CTA
-        // of the cluster (whose producers all write the stage).
+        // Thread 0 of each consumer warpgroup releases a stage, after the
+        // warpgroup's `wgmma.wait_group` retired its reads, to every CTA of
+        // the cluster (whose producers all write the stage): one arrival
+        // per warpgroup and CTA, as CUTLASS's
+        // `PipelineTmaAsync::consumer_release`.
+        let first_of_group = self.let_(&mut consumer, "wg_tid", ids.tid.clone() % 128).eq(0);
         let release = |stage: Expr| {
             let arrive = |r: i64| {
                 Stmt::Sm90(Sm90Stmt::MbarrierArrive {
@@ -491,7 +494,7 @@ impl Builder {
                     cta: (cluster > 1).then(|| Expr::c(r)),
                 })
             };
-            Stmt::If { cond: ids.lane.clone().eq(0), then: (0..cluster).map(arrive).collect(), otherwise: Vec::new() }
+            Stmt::If { cond: first_of_group.clone(), then: (0..cluster).map(arrive).collect(), otherwise: Vec::new() }
         };
 
         let mut fill_tiles = Vec::new();

@@ -336,7 +336,7 @@ fn a_consumer_that_never_releases_a_stage_deadlocks_the_producer() {
     let wait = empty_wait(&kernel);
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!((e.fault, e.stmt), (Fault::Deadlock, Some(wait)), "{e}");
-    assert!(e.message.contains("8 arrivals"), "{e}"); // lane 0 of each of the 8 consumer warps
+    assert!(e.message.contains("2 arrivals"), "{e}"); // thread 0 of each of the 2 consumer warpgroups
 }
 
 #[test]
@@ -579,9 +579,9 @@ fn a_stage_released_to_one_cta_of_the_cluster_deadlocks_its_peer() {
     remove(&mut kernel.body, &|s| matches!(s, Stmt::Sm90(Sm90Stmt::MbarrierArrive { cta: Some(Expr::Const(1)), .. })));
     let e = run_kernel(&kernel, &p, &g, &case).unwrap_err();
     assert_eq!(e.fault, Fault::Deadlock, "{e}");
-    // CTA 1's producer: none of the 2 × 8 consumer warps' arrivals came.
+    // CTA 1's producer: none of the 2 × 2 consumer warpgroups' arrivals came.
     let wait = format!("Deadlock at s{}: block (1, 0, 0): thread 0 waits", empty_wait(&kernel));
-    assert!(e.message.contains(&wait) && e.message.contains("16 arrivals"), "{e}");
+    assert!(e.message.contains(&wait) && e.message.contains("4 arrivals"), "{e}");
 }
 
 /// The producers send their B halves to CTA 0 only: CTA 1's stages never

@@ -73,7 +73,7 @@ __device__ __forceinline__ void tgc_tma_load_2d_multicast(unsigned dst, const tg
 // An arrival on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
 __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned cta) {
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).

@@ -73,7 +73,7 @@ __device__ __forceinline__ void tgc_tma_load_2d_multicast(unsigned dst, const tg
 // An arrival on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
 __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned cta) {
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
@@ -116,7 +116,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
         #pragma unroll
         /* s2 */ for (long long s = 0; s < 3; s += 1) {
             /* s3 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(full_smem + (unsigned)(s * 8)), "r"(1u));
-            /* s4 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty_smem + (unsigned)(s * 8)), "r"(8u));
+            /* s4 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty_smem + (unsigned)(s * 8)), "r"(2u));
         }
         /* s5 */ asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -143,74 +143,75 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
         /* s22 */ const long long lane = (tid % 32);
         /* s23 */ const long long warp = (tid / 32);
         /* s24 */ const long long warpgroup = (tid / 128);
-        /* s25 */ const long long block_m_1 = ((((long long)blockIdx.y * 2) + ((long long)blockIdx.x % 2)) * 64);
-        /* s26 */ const long long block_n_1 = (((long long)blockIdx.x / 2) * 128);
+        /* s25 */ const long long wg_tid = (tid % 128);
+        /* s26 */ const long long block_m_1 = ((((long long)blockIdx.y * 2) + ((long long)blockIdx.x % 2)) * 64);
+        /* s27 */ const long long block_n_1 = (((long long)blockIdx.x / 2) * 128);
         #pragma unroll
-        /* s27 */ for (long long i = 0; i < 64; i += 1) {
-            /* s28 */ acc[i] = 0.0f;
+        /* s28 */ for (long long i = 0; i < 64; i += 1) {
+            /* s29 */ acc[i] = 0.0f;
         }
         #pragma unroll 1
-        /* s29 */ for (long long kt_1 = 0; kt_1 < ktiles; kt_1 += 1) {
-            /* s30 */ const long long it_1 = kt_1;
-            /* s31 */ const long long stage_1 = (it_1 % 3);
-            /* s32 */ tgc_mbar_wait(full_smem + (unsigned)(stage_1 * 8), (unsigned)((it_1 / 3) % 2));
-            /* s33 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        /* s30 */ for (long long kt_1 = 0; kt_1 < ktiles; kt_1 += 1) {
+            /* s31 */ const long long it_1 = kt_1;
+            /* s32 */ const long long stage_1 = (it_1 % 3);
+            /* s33 */ tgc_mbar_wait(full_smem + (unsigned)(stage_1 * 8), (unsigned)((it_1 / 3) % 2));
+            /* s34 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
             #pragma unroll
-            /* s34 */ for (long long ks = 0; ks < 4; ks += 1) {
-                /* s35 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage_1 * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage_1 * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
+            /* s35 */ for (long long ks = 0; ks < 4; ks += 1) {
+                /* s36 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage_1 * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage_1 * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
             }
-            /* s36 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            /* s37 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-            /* s38 */ if (0 < kt_1) {
-                /* s39 */ if (lane == 0) {
-                    /* s40 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 0u);
-                    /* s41 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 1u);
+            /* s37 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            /* s39 */ if (0 < kt_1) {
+                /* s40 */ if (wg_tid == 0) {
+                    /* s41 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 0u);
+                    /* s42 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 1u);
                 }
             }
         }
-        /* s42 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        /* s43 */ if (0 < ktiles) {
-            /* s44 */ if (lane == 0) {
-                /* s45 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 0u);
-                /* s46 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 1u);
+        /* s43 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* s44 */ if (0 < ktiles) {
+            /* s45 */ if (wg_tid == 0) {
+                /* s46 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 0u);
+                /* s47 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 1u);
             }
         }
-        /* s47 */ if (block_m_1 < (long long)M) {
-            /* s48 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
-            /* s49 */ const long long rows_left = ((long long)M - ((block_m_1 + (warp * 16)) + (lane / 4)));
-            /* s50 */ const long long cols_left = ((long long)N - ((block_n_1 + ((long long)0 * 128)) + ((lane % 4) * 2)));
+        /* s48 */ if (block_m_1 < (long long)M) {
+            /* s49 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            /* s50 */ const long long rows_left = ((long long)M - ((block_m_1 + (warp * 16)) + (lane / 4)));
+            /* s51 */ const long long cols_left = ((long long)N - ((block_n_1 + ((long long)0 * 128)) + ((lane % 4) * 2)));
             #pragma unroll
-            /* s51 */ for (long long em = 0; em < 1; em += 1) {
+            /* s52 */ for (long long em = 0; em < 1; em += 1) {
                 #pragma unroll
-                /* s52 */ for (long long en = 0; en < 16; en += 1) {
+                /* s53 */ for (long long en = 0; en < 16; en += 1) {
                     #pragma unroll
-                    /* s53 */ for (long long eh = 0; eh < 2; eh += 1) {
-                        /* s54 */ const long long row = ((((block_m_1 + (warp * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
-                        /* s55 */ const long long col = (((block_n_1 + ((long long)0 * 128)) + (en * 8)) + ((lane % 4) * 2));
-                        /* s56 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16), bias, relu
+                    /* s54 */ for (long long eh = 0; eh < 2; eh += 1) {
+                        /* s55 */ const long long row = ((((block_m_1 + (warp * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
+                        /* s56 */ const long long col = (((block_n_1 + ((long long)0 * 128)) + (en * 8)) + ((lane % 4) * 2));
+                        /* s57 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16), bias, relu
                             float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)];
                             tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                             tgc_v += tgc_f16_to_f32(bias[(col + 0)]);
                             tgc_v = fmaxf(tgc_v, 0.0f);
                             acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)] = tgc_v;
                         }
-                        /* s57 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16), bias, relu
+                        /* s58 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16), bias, relu
                             float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)];
                             tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                             tgc_v += tgc_f16_to_f32(bias[(col + 1)]);
                             tgc_v = fmaxf(tgc_v, 0.0f);
                             acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)] = tgc_v;
                         }
-                        /* s58 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
+                        /* s59 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
                     }
                 }
-                /* s59 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                /* s60 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
                 #pragma unroll
-                /* s60 */ for (long long ci = 0; ci < 8; ci += 1) {
-                    /* s61 */ const long long c_chunk = ((ci * 32) + lane);
-                    /* s62 */ const long long c_row = (c_chunk / 16);
-                    /* s63 */ const long long c_col = ((c_chunk % 16) * 8);
-                    /* s64 */ {
+                /* s61 */ for (long long ci = 0; ci < 8; ci += 1) {
+                    /* s62 */ const long long c_chunk = ((ci * 32) + lane);
+                    /* s63 */ const long long c_row = (c_chunk / 16);
+                    /* s64 */ const long long c_col = ((c_chunk % 16) * 8);
+                    /* s65 */ {
                         unsigned tgc_w0, tgc_w1, tgc_w2, tgc_w3;
                         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(tgc_w0), "=r"(tgc_w1), "=r"(tgc_w2), "=r"(tgc_w3) : "r"(Cs_smem + (unsigned)((((warp * 2048) + (c_row * 128)) + c_col) * 2)) : "memory");
                         cfrag[0] = tgc_f16_to_f32((unsigned short)(tgc_w0 & 0xffffu));
@@ -222,24 +223,24 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
                         cfrag[6] = tgc_f16_to_f32((unsigned short)(tgc_w3 & 0xffffu));
                         cfrag[7] = tgc_f16_to_f32((unsigned short)(tgc_w3 >> 16));
                     }
-                    /* s65 */ const long long c_grow = (((block_m_1 + (warp * 16)) + (em * 16)) + c_row);
-                    /* s66 */ const long long c_gcol = ((block_n_1 + ((long long)0 * 128)) + c_col);
-                    /* s67 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
-                        /* s68 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
+                    /* s66 */ const long long c_grow = (((block_m_1 + (warp * 16)) + (em * 16)) + c_row);
+                    /* s67 */ const long long c_gcol = ((block_n_1 + ((long long)0 * 128)) + c_col);
+                    /* s68 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
+                        /* s69 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
                     } else {
-                        /* s69 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
-                        /* s70 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
-                        /* s71 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
-                        /* s72 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
-                        /* s73 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
-                        /* s74 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
-                        /* s75 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
-                        /* s76 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
+                        /* s70 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
+                        /* s71 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
+                        /* s72 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
+                        /* s73 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
+                        /* s74 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
+                        /* s75 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
+                        /* s76 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
+                        /* s77 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
                     }
                 }
-                /* s77 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                /* s78 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
             }
         }
     }
-    /* s78 */ asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    /* s79 */ asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
