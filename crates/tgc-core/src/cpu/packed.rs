@@ -83,6 +83,16 @@ pub struct Packed {
     pub a_order: PackOrder,
     /// How the `b` panel is packed.
     pub b_order: PackOrder,
+    /// `b` read through one row loop ([`flatten`]): when its rows are
+    /// several loops (a convolution's output pixels) that it reads only
+    /// through their row-major flattening (a 1×1 convolution's image
+    /// `x[c, h, w]` at `W·h + w`), `b` with the outer row loops at 0 and the
+    /// last one standing for the flat row (`pk_n0 + pk_j`, decoded by no
+    /// division), packed as rows over that one loop. Set only when that
+    /// packing reads the source along the rows ([`PackOrder::WidthInner`]):
+    /// the multi-loop rows would be packed one at a time, a strided read
+    /// per element.
+    pub b_flat: Option<Expr>,
     pub blocks: Blocks,
 }
 
@@ -143,7 +153,10 @@ impl Contraction<'_> {
         let pk = self.packed;
         match side {
             Side::A => (self.a, &pk.m, pk.a_order),
-            Side::B => (self.b, &pk.n, pk.b_order),
+            Side::B => match &pk.b_flat {
+                Some(flat) => (flat, &pk.n[pk.n.len() - 1..], pk.b_order),
+                None => (self.b, &pk.n, pk.b_order),
+            },
         }
     }
 
@@ -620,8 +633,64 @@ fn analyze_as(k: &Kernel, blocks: Blocks, pooled: bool) -> Option<Packed> {
     // pooled or not.
     let few_cols = extent(k, &n).as_int().is_some_and(|c| c <= DIRECT_COLS as i64);
     let a_order = if few_cols && direct(a, &m, &sum) { PackOrder::Direct } else { pack_order(a, &m) };
-    let b_order = pack_order(b, &n);
-    Some(Packed { m, n, batch, swapped, pooled, a_order, b_order, blocks })
+    let b_flat = match &n[..] {
+        [.., last] if !pooled && n.len() > 1 => {
+            flatten(k, b, &n).filter(|flat| pack_order(flat, &[*last]) == PackOrder::WidthInner)
+        }
+        _ => None,
+    };
+    let b_order = match &b_flat {
+        Some(_) => PackOrder::WidthInner,
+        None => pack_order(b, &n),
+    };
+    Some(Packed { m, n, batch, swapped, pooled, a_order, b_order, b_flat, blocks })
+}
+
+/// `e` with the loops `rows` (outer to inner, several) read as one: when
+/// every subscript and guard of `e` reads them only through their
+/// row-major flattening — coefficient `c · S_j` on loop `j`, `S_j` the
+/// product of the later loops' extents, `c` the last loop's (0 for
+/// all) — and never inside a floor division, `e` with every loop of `rows`
+/// but the last at 0, so that the last one set to the flat index `Σ S_j ·
+/// i_j` gives `e`'s value. `None` where `e` reads them otherwise (a
+/// padded or strided window, whose pixels are not consecutive), or holds a
+/// gather or a reduction.
+fn flatten(k: &Kernel, e: &Expr, rows: &[usize]) -> Option<Expr> {
+    let flat = |x: &AffExpr| -> Option<AffExpr> {
+        let mentions =
+            |inner: &AffExpr| inner.terms().any(|(a, _)| matches!(a, AffAtom::Var(v) if rows.contains(&(*v as usize))));
+        if x.terms().any(|(a, _)| matches!(a, AffAtom::FloorDiv(inner, _) if mentions(inner))) {
+            return None;
+        }
+        let &last = rows.last()?;
+        let c = x.coeff(last as u32);
+        let mut stride = Dim::int(1);
+        for (j, &v) in rows.iter().enumerate().rev().skip(1) {
+            stride = &stride * k.extent(rows[j + 1])?;
+            if x.coeff(v as u32).cloned() != c.map(|c| c * &stride) {
+                return None;
+            }
+        }
+        let vals: Vec<AffExpr> = (0..x.arity())
+            .map(|v| if rows.contains(&(v as usize)) && v as usize != last { AffExpr::int(0) } else { AffExpr::var(v) })
+            .collect();
+        x.substitute(&vals).ok()
+    };
+    let go = |x: &Expr| flatten(k, x, rows).map(Box::new);
+    Some(match e {
+        Expr::Load { buf, index, dtype } => Expr::Load { buf: *buf, index: flat(index)?, dtype: *dtype },
+        Expr::Const { .. } => e.clone(),
+        Expr::Unary { op, x } => Expr::Unary { op: *op, x: go(x)? },
+        Expr::Cast { to, x } => Expr::Cast { to: *to, x: go(x)? },
+        Expr::Binary { op, a, b } => Expr::Binary { op: *op, a: go(a)?, b: go(b)? },
+        Expr::Where { cond, a, b } => Expr::Where { cond: go(cond)?, a: go(a)?, b: go(b)? },
+        Expr::Select { valid, then, otherwise } => Expr::Select {
+            valid: valid.iter().map(|c| flat(&c.expr).map(Constr::ge0)).collect::<Option<_>>()?,
+            then: go(then)?,
+            otherwise: go(otherwise)?,
+        },
+        Expr::Gather { .. } | Expr::Acc { .. } | Expr::Reduce { .. } => return None,
+    })
 }
 
 /// Whether the factor `e`, with its panel's rows on the loops `rows`, can
@@ -821,6 +890,52 @@ mod tests {
             ));
             let pk = p.kernels[0].packed.as_ref().expect("packed");
             assert_eq!((pk.a_order, pk.b_order), want, "{body}");
+        }
+    }
+
+    /// A 1×1 convolution's image (NCHW: the pixels `W·h + w` apart, the
+    /// channels `H·W`) is packed as rows over one loop, the pixels read as
+    /// one flat index along which the image has unit stride; a window that
+    /// is padded or strided reads its pixels otherwise and keeps its rows
+    /// over both loops, packed row by row.
+    #[test]
+    fn a_pointwise_convolution_packs_its_pixels_as_one_flat_row() {
+        use PackOrder::{DepthInner, WidthInner};
+        let conv = |kernel: usize, stride: usize, pad: usize, x: &str| {
+            let p = program(&format!(
+                "graph conv(x: f32[1, 8, 10, 12], u: f32[1, 8, 10, 12], w: f32[40, 16, {kernel}, {kernel}]) -> (y: f32[1, 40, {h}, {w}]) {{
+                    y = conv2d({x}, w, stride=[{stride}, {stride}], pad=[{pad}, {pad}])
+                    return y
+                }}",
+                h = (10 + 2 * pad - kernel) / stride + 1,
+                w = (12 + 2 * pad - kernel) / stride + 1,
+            ));
+            p.kernels.iter().find_map(|k| k.packed.clone()).expect("a packed conv")
+        };
+        let cat = "concat([relu(x), u], axis=1)";
+        let pk = conv(1, 1, 0, cat);
+        assert_eq!((pk.n.len(), pk.b_order), (2, WidthInner), "{pk:?}");
+        let flat = pk.b_flat.as_ref().expect("flat rows");
+        // Every subscript of the flat factor reads the pixels through the
+        // inner loop alone, with coefficient 1.
+        let (h, w) = (pk.n[0] as u32, pk.n[1] as u32);
+        let mut loads = 0;
+        flat.walk(&mut |e| {
+            if let Expr::Load { index, .. } = e {
+                if index.coeff(w).is_some() {
+                    loads += 1;
+                    assert_eq!((index.coeff(h), index.coeff(w)), (None, Some(&Dim::int(1))), "{index:?}");
+                }
+            }
+        });
+        assert_eq!(loads, 2, "{flat:?}");
+        for (kernel, stride, pad) in [(1, 2, 0), (3, 1, 1), (3, 1, 0)] {
+            let pk = conv(kernel, stride, pad, cat);
+            assert_eq!(
+                (pk.b_flat.is_some(), pk.b_order),
+                (false, DepthInner),
+                "{kernel}×{kernel}, stride {stride}, pad {pad}"
+            );
         }
     }
 

@@ -350,6 +350,18 @@ typedef float tgc_f32x8u __attribute__((vector_size(32), aligned(4), may_alias))
 typedef float tgc_f32x16u __attribute__((vector_size(64), aligned(4), may_alias));",
     ),
     (
+        "tgc_even_f32xn",
+        "/* The elements 0, 2, ..., 2w - 2 from p: two loads of w floats, at p and at p + w - 1 (no
+ * element past the last one taken), and one shuffle of their even and odd lanes. */
+#if defined(__clang__)
+#define TGC_EVEN8(p) ((tgc_f32x8)__builtin_shufflevector(*(const tgc_f32x8u*)(p), *(const tgc_f32x8u*)((p) + 7), 0, 2, 4, 6, 9, 11, 13, 15))
+#define TGC_EVEN16(p) ((tgc_f32x16)__builtin_shufflevector(*(const tgc_f32x16u*)(p), *(const tgc_f32x16u*)((p) + 15), 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31))
+#else
+#define TGC_EVEN8(p) ((tgc_f32x8)__builtin_shuffle(*(const tgc_f32x8u*)(p), *(const tgc_f32x8u*)((p) + 7), (tgc_i32x8){0, 2, 4, 6, 9, 11, 13, 15}))
+#define TGC_EVEN16(p) ((tgc_f32x16)__builtin_shuffle(*(const tgc_f32x16u*)(p), *(const tgc_f32x16u*)((p) + 15), (tgc_i32x16){0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31}))
+#endif",
+    ),
+    (
         "tgc_exp2f_xn",
         "/* tgc_exp2f of every lane of a vector, the same bits: its vector variants, to be inlined into
  * the AVX-512F and AVX2 copies of a function (emit::c's Isa). */
@@ -604,6 +616,7 @@ fn helper_deps(name: &str) -> &'static [&'static str] {
         "tgc_scan8_add" | "tgc_scan8_mul" => &["tgc_v8f"],
         "tgc_exp2f" => &["tgc_immintrin"],
         "tgc_exp2f_xn" => &["tgc_immintrin", "tgc_exp2f", "tgc_f32xn"],
+        "tgc_even_f32xn" => &["tgc_f32xn"],
         "tgc_max_run_f32" => &["tgc_immintrin", "tgc_max_f32"],
         "tgc_min_run_f32" => &["tgc_immintrin", "tgc_min_f32"],
         _ => &[],
@@ -1315,7 +1328,8 @@ impl Printer<'_> {
         for (; pk_g + {g} * pk_w <= pk_nb; pk_g += {g} * pk_w) {{
             {ty} pk_v[{g}];"
                 );
-                match self.vector_windows(r, id, out_n) {
+                let across: Vec<u32> = out_n.iter().map(|&v| v as u32).collect();
+                match self.vector_fold(r, &VecAt { w: g, unit: None, across: &across, acc: Some(id) }) {
                     // The group's windows as the lanes of one vector: each
                     // point of the windows gathered from the sums (a
                     // stride of `pk_w`), its value and fold lane by lane.
@@ -1722,24 +1736,46 @@ impl Printer<'_> {
     fn pack_group(&mut self, s: &mut String, k: &Kernel, e: &Expr, panel: &Panel, axes: &[usize], depth: usize) {
         let Panel { origin, width, .. } = *panel;
         let w = depth * 4;
-        let _ = writeln!(
-            s,
-            "{:w$}if (pk_jn >= {width}) {{
-{:w$}    float pk_v[{width}];
-{:w$}    for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
-            "", "", ""
-        );
-        decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
         let x = self.expr(e);
+        let _ = writeln!(s, "{:w$}if (pk_jn >= {width}) {{", "");
+        match self.vector_group(e, axes, width) {
+            // A whole group as vectors of PACK_VECTOR rows, where the
+            // factor has a vector form along its one row loop: GCC's -O2
+            // vectoriser left the row loop scalar when the factor chose
+            // between sources (a `Concat`'s pieces under a 1×1
+            // convolution).
+            Some(vx) => {
+                let v = axes[0];
+                for h in 0..width / PACK_VECTOR {
+                    let at = h * PACK_VECTOR;
+                    let row = if h == 0 { String::new() } else { format!(" + {at}") };
+                    let _ = writeln!(
+                        s,
+                        "{:w$}    {{\n{:w$}        const int64_t i{v} = {origin} + pk_jb{row};\n{:w$}        *(tgc_f32x{PACK_VECTOR}u*)&pk_dst[{at}] = {vx};\n{:w$}    }}",
+                        "", "", "", ""
+                    );
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "{:w$}    float pk_v[{width}];\n{:w$}    for (int64_t pk_jj = 0; pk_jj < {width}; pk_jj++) {{",
+                    "", ""
+                );
+                decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
+                let _ = writeln!(
+                    s,
+                    "{:w$}        pk_v[pk_jj] = {x};\n{:w$}    }}\n{:w$}    memcpy(pk_dst, pk_v, sizeof pk_v);",
+                    "", "", ""
+                );
+            }
+        }
         let _ = writeln!(
             s,
-            "{:w$}        pk_v[pk_jj] = {x};
-{:w$}    }}
-{:w$}    memcpy(pk_dst, pk_v, sizeof pk_v);
-{:w$}}} else {{
+            "{:w$}}} else {{
 {:w$}    int64_t pk_jj = 0;
 {:w$}    for (; pk_jj < pk_jn; pk_jj++) {{",
-            "", "", "", "", "", ""
+            "", "", ""
         );
         decode(s, k, &format!("{origin} + pk_jb + pk_jj"), axes, depth + 2);
         let _ = writeln!(
@@ -1750,6 +1786,21 @@ impl Printer<'_> {
 {:w$}}}",
             "", "", "", ""
         );
+    }
+
+    /// A panel group's factor `e` as a vector of [`PACK_VECTOR`] rows
+    /// ([`Printer::vexpr`]), the group's first row at its one row loop:
+    /// `None` where the rows are several loops, the group width is not a
+    /// multiple of the vector, or `e` has no vector form.
+    fn vector_group(&mut self, e: &Expr, axes: &[usize], width: usize) -> Option<String> {
+        let (&[v], true) = (axes, width.is_multiple_of(PACK_VECTOR)) else { return None };
+        let mut exp2 = false;
+        let at = VecAt { w: PACK_VECTOR, unit: Some(v as u32), across: &[], acc: None };
+        let (x, vector) = self.vexpr(e, &at, &mut exp2)?;
+        (vector && !exp2 && e.dtype() == DType::F32).then(|| {
+            self.used.insert("tgc_f32xn");
+            x
+        })
     }
 
     /// The store of the kernel's value at the current output point.
@@ -2013,19 +2064,49 @@ impl Printer<'_> {
 
     /// The innermost output loop `l` of a window kernel
     /// ([`lanes::is_window`]) in groups of [`WINDOW_GROUP`] points, each
-    /// group's accumulators side by side in `acc_g`: per point of the
-    /// window (the reduce loops in nest order) the group's values into
-    /// `pk_x`, then every accumulator folds its own; then the group is
-    /// stored; the tail point by point. Every output folds its values in the nest's order, so the
-    /// bits are the plain nest's.
+    /// group's accumulators side by side: per point of the window (the
+    /// reduce loops in nest order) the group's values, then every
+    /// accumulator folds its own; then the group is stored; the tail point
+    /// by point. Where the value has a vector form ([`Printer::vector_fold`])
+    /// the group is one vector `pk_vv` and its loads vector loads (of every
+    /// second element for a stride-2 pooling, which GCC's -O2 vectoriser
+    /// left scalar as a "complicated access pattern"); else the values go
+    /// to `pk_x[]` and the folds to `acc_g[]`, a loop GCC's vectoriser
+    /// takes (a fold of a load it keeps scalar stayed scalar, one
+    /// mispredicted branch a maximum). Every output folds its values in the
+    /// nest's order, so the bits are the plain nest's.
     fn window_groups(&mut self, s: &mut String, k: &Kernel, l: &crate::cpu::Loop, depth: usize) {
         let Some(r) = &k.reduce else { return };
         let lo = chunk_start(l);
         let hi = bound(&l.hi, Lang::C);
         let (v, g) = (l.var, WINDOW_GROUP);
         let (ty, init) = (compute_ty(r.dtype), self.literal(r.op.identity(r.dtype), r.dtype));
-        let mut chunk =
-            format!("{ty} acc_g[{g}];\nfor (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) acc_g[pk_l] = {init};\n");
+        let vector = self.vector_fold(r, &VecAt { w: g, unit: Some(v), across: &[], acc: None });
+        let mut chunk = format!("{ty} acc_g[{g}];\n");
+        let (open, step, close) = match &vector {
+            Some((x, fold)) => (
+                format!(
+                    "{{\n    const int64_t i{v} = pk_r;\n    tgc_f32x{g} pk_vv = {{ {} }};\n",
+                    vec![init; g].join(", ")
+                ),
+                format!("const tgc_f32x{g} pk_x = {x};\npk_vv = {fold};\n"),
+                "    memcpy(acc_g, &pk_vv, sizeof pk_vv);\n}\n".to_string(),
+            ),
+            None => {
+                let value = self.expr(&r.value);
+                let fold = self.binary(r.op.combine(), "acc_g[pk_l]".into(), "pk_x[pk_l]".into(), r.dtype);
+                (
+                    format!("for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) acc_g[pk_l] = {init};\n"),
+                    format!(
+                        "{ty} pk_x[{g}];\nfor (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) {{\n    const int64_t i{v} = pk_r + pk_l;\n    (void)i{v};\n    pk_x[pk_l] = {value};\n}}\nfor (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) acc_g[pk_l] = {fold};\n"
+                    ),
+                    String::new(),
+                )
+            }
+        };
+        chunk.push_str(&open);
+        // The vector form's loops are inside its block.
+        let indent = if vector.is_some() { 4 } else { 0 };
         let first = k.loops.len();
         for (j, e) in r.loops.iter().enumerate() {
             let _ = writeln!(
@@ -2034,23 +2115,16 @@ impl Printer<'_> {
                 "",
                 dim(e, Lang::C),
                 x = first + j,
-                w = j * 4
+                w = indent + j * 4
             );
         }
-        // The group's values first, then their folds: GCC's -O2 vectoriser
-        // takes the fold loop, where a fold of a strided load ("complicated
-        // access pattern") stayed scalar, one mispredicted branch a maximum.
-        let w = r.loops.len() * 4;
-        let value = self.expr(&r.value);
-        let fold = self.binary(r.op.combine(), "acc_g[pk_l]".into(), "pk_x[pk_l]".into(), r.dtype);
-        let _ = writeln!(
-            chunk,
-            "{:w$}{ty} pk_x[{g}];\n{:w$}for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) {{\n{:w$}    const int64_t i{v} = pk_r + pk_l;\n{:w$}    (void)i{v};\n{:w$}    pk_x[pk_l] = {value};\n{:w$}}}\n{:w$}for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) acc_g[pk_l] = {fold};",
-            "", "", "", "", "", "", ""
-        );
-        for j in (0..r.loops.len()).rev() {
-            let _ = writeln!(chunk, "{:w$}}}", "", w = j * 4);
+        for line in step.lines() {
+            let _ = writeln!(chunk, "{:w$}{line}", "", w = indent + r.loops.len() * 4);
         }
+        for j in (0..r.loops.len()).rev() {
+            let _ = writeln!(chunk, "{:w$}}}", "", w = indent + j * 4);
+        }
+        chunk.push_str(&close);
         let _ = writeln!(
             chunk,
             "for (int64_t pk_l = 0; pk_l < {g}; pk_l += 1) {{\n    const int64_t i{v} = pk_r + pk_l;\n    (void)i{v};\n    const {ty} acc = acc_g[pk_l];"
@@ -2304,27 +2378,26 @@ impl Printer<'_> {
         Some(VectorLanes { open, chunk, close, late: late.unwrap_or_default() })
     }
 
-    /// The value and the fold of a pooled epilogue's group of
-    /// [`EPILOGUE_GROUP`] windows as vectors ([`Printer::vexpr`], the
-    /// windows the lanes, `acc{id}` their sums at one point of the window,
-    /// `out_n` the axes that vary with the window): `pk_x`'s value and
-    /// `pk_vv`'s update by `pk_x`, or `None` where `r` has no such form (a
-    /// value that is not f32 or calls `EXP2`, which needs a copy per ISA).
-    fn vector_windows(&mut self, r: &Reduction, id: u32, out_n: &[usize]) -> Option<(String, String)> {
-        let g = EPILOGUE_GROUP;
+    /// The value and the fold of a group of `at.w` windows as vectors
+    /// ([`Printer::vexpr`], the windows the lanes): a pooled epilogue's
+    /// [`EPILOGUE_GROUP`] windows (`acc{id}` their sums at one point of the
+    /// window, the axes that vary with the window `at.across`) or a window
+    /// kernel's [`WINDOW_GROUP`] consecutive outputs (`at.unit` their
+    /// loop). `pk_x`'s value and `pk_vv`'s update by `pk_x`, or `None`
+    /// where `r` has no such form (a value that is not f32 or calls `EXP2`,
+    /// which needs a copy per ISA).
+    fn vector_fold(&mut self, r: &Reduction, at: &VecAt) -> Option<(String, String)> {
         if r.dtype != DType::F32 {
             return None;
         }
-        let across: Vec<u32> = out_n.iter().map(|&v| v as u32).collect();
         let mut exp2 = false;
-        let at = VecAt { w: g, unit: None, across: &across, acc: Some(id) };
-        let (x, vector) = self.vexpr(&r.value, &at, &mut exp2)?;
+        let (x, vector) = self.vexpr(&r.value, at, &mut exp2)?;
         if exp2 || !vector {
             return None;
         }
         let fold = match r.op {
-            ReduceOp::Max => vector_select(g, true, "pk_vv", "pk_x"),
-            ReduceOp::Min => vector_select(g, false, "pk_vv", "pk_x"),
+            ReduceOp::Max => vector_select(at.w, true, "pk_vv", "pk_x"),
+            ReduceOp::Min => vector_select(at.w, false, "pk_vv", "pk_x"),
             ReduceOp::Sum => "(pk_vv + pk_x)".to_string(),
             ReduceOp::Prod => "(pk_vv * pk_x)".to_string(),
         };
@@ -2364,7 +2437,8 @@ impl Printer<'_> {
     /// `tgc_f32x{w}` vector, `(text, false)` a scalar the same in every lane
     /// (GCC's and Clang's vector extensions broadcast a scalar operand);
     /// `None` where this printer has no vector form of `e`. The vector
-    /// forms: an f32 load one element a lane, `at.acc`'s accumulator, `NEG`,
+    /// forms: an f32 load one element a lane or every second element (a
+    /// stride-2 pooling's, `TGC_EVEN*`), `at.acc`'s accumulator, `NEG`,
     /// `RELU`, `EXP2` (sets `exp2`), `ADD`, `SUB`, `MUL`, `FDIV` of f32, and
     /// `MAX`, `MIN` of two vectors: the same IEEE operations lane by lane as
     /// the scalar print, and `tgc_relu_f32`'s, `tgc_max_f32`'s and
@@ -2380,12 +2454,19 @@ impl Printer<'_> {
         match e {
             Expr::Load { buf, index, dtype: DType::F32 } => {
                 let sub = self.subscript(*buf, index);
-                let unit = at.unit.is_some_and(|u| lane_stride(&sub, u) == Some(1))
-                    && at.across.iter().all(|&v| lane_stride(&sub, v) == Some(0));
-                unit.then(|| {
-                    let name = &self.p.buffer(*buf).name;
-                    (format!("(*(const tgc_f32x{w}u*)&{name}[{}])", bare(aff(&sub, Lang::C))), true)
-                })
+                if !at.across.iter().all(|&v| lane_stride(&sub, v) == Some(0)) {
+                    return None;
+                }
+                let name = &self.p.buffer(*buf).name;
+                let first = format!("&{name}[{}]", bare(aff(&sub, Lang::C)));
+                match at.unit.and_then(|u| lane_stride(&sub, u)) {
+                    Some(1) => Some((format!("(*(const tgc_f32x{w}u*){first})"), true)),
+                    Some(2) if w == 8 || w == 16 => {
+                        self.used.insert("tgc_even_f32xn");
+                        Some((format!("TGC_EVEN{w}({first})"), true))
+                    }
+                    _ => None,
+                }
             }
             Expr::Reduce { id, dtype: DType::F32, .. } if at.acc == Some(*id) => Some((format!("acc{id}"), true)),
             Expr::Unary { op, x } if x.dtype() == DType::F32 => {
@@ -2417,13 +2498,25 @@ impl Printer<'_> {
                 };
                 Some((format!("({ta} {o} {tb})"), true))
             }
+            // A choice the same in every lane (a `Concat`'s piece, chosen
+            // by an outer loop): C's conditional of two vectors, which
+            // evaluates the chosen one only, as the scalar print.
+            Expr::Where { cond, a, b } if a.dtype() == DType::F32 && !self.varies(cond, at) => {
+                let c = self.expr(cond);
+                let (ta, tb) = (self.vexpr(a, at, exp2)?, self.vexpr(b, at, exp2)?);
+                Some((format!("(({c}) ? {} : {})", splat(w, ta), splat(w, tb)), true))
+            }
+            Expr::Select { valid, then, otherwise } if then.dtype() == DType::F32 && !guard_varies(valid, at) => {
+                let c = bare(guard(valid, Lang::C));
+                let (ta, tb) = (self.vexpr(then, at, exp2)?, self.vexpr(otherwise, at, exp2)?);
+                Some((format!("(({c}) ? {} : {})", splat(w, ta), splat(w, tb)), true))
+            }
             _ => None,
         }
     }
 
     /// Whether `e` may differ between the lanes of `at` (conservative: a
-    /// gather, select, `WHERE` or accumulator other than `at.acc`'s is
-    /// taken to).
+    /// gather or an accumulator other than `at.acc`'s is taken to).
     fn varies(&self, e: &Expr, at: &VecAt) -> bool {
         match e {
             Expr::Load { buf, index, .. } => {
@@ -2433,9 +2526,11 @@ impl Printer<'_> {
             Expr::Const { .. } => false,
             Expr::Unary { x, .. } | Expr::Cast { x, .. } => self.varies(x, at),
             Expr::Binary { a, b, .. } => self.varies(a, at) || self.varies(b, at),
-            Expr::Gather { .. } | Expr::Acc { .. } | Expr::Reduce { .. } | Expr::Where { .. } | Expr::Select { .. } => {
-                true
+            Expr::Where { cond, a, b } => self.varies(cond, at) || self.varies(a, at) || self.varies(b, at),
+            Expr::Select { valid, then, otherwise } => {
+                guard_varies(valid, at) || self.varies(then, at) || self.varies(otherwise, at)
             }
+            Expr::Gather { .. } | Expr::Acc { .. } | Expr::Reduce { .. } => true,
         }
     }
 }
@@ -2467,6 +2562,24 @@ struct VecAt<'a> {
     unit: Option<u32>,
     across: &'a [u32],
     acc: Option<u32>,
+}
+
+/// Whether a guard's constraints may differ between the lanes of `at`.
+fn guard_varies(valid: &[crate::index_book::Constr], at: &VecAt) -> bool {
+    valid.iter().any(|c| at.unit.iter().chain(at.across).any(|&v| lane_stride(&c.expr, v) != Some(0)))
+}
+
+/// [`Printer::vexpr`]'s `(text, vector)` as a `tgc_f32x{w}` (the type
+/// both arms of a conditional need: a load is of the unaligned type): a
+/// vector cast, a scalar broadcast by subtracting a zero vector, which
+/// keeps every value's bits (`-0.0 - 0.0` is `-0.0`; adding a zero would
+/// make it `+0.0`).
+fn splat(w: usize, (t, vector): (String, bool)) -> String {
+    if vector {
+        format!("((tgc_f32x{w}){t})")
+    } else {
+        format!("({t} - (tgc_f32x{w}){{0}})")
+    }
 }
 
 /// `tgc_max_f32(a, b)` (`max`) or `tgc_min_f32(a, b)` lane by lane on two
@@ -2839,6 +2952,10 @@ fn close_loops(s: &mut String, mut depth: usize, to: usize) {
 /// on one thread of an AVX2 EPYC (`perf record`), the generated code's share of the samples (packing and
 /// epilogue; the rest is the micro-kernel) went from 14.5% to 12.5%.
 const EPILOGUE_GROUP: usize = 8;
+
+/// The rows of a panel group ([`Printer::pack_group`]) one vector packs:
+/// one AVX-512 register (two AVX2 ones in that ISA's clone).
+const PACK_VECTOR: usize = 16;
 
 /// The output points a window kernel computes together
 /// ([`Printer::window_groups`]): eight independent folds, one AVX2 vector

@@ -1176,41 +1176,98 @@ fn row_groups_match_the_interpreter_across_parts() {
 /// lane each, the C computing eight outputs of a row together
 /// (`Printer::window_groups`) and cutting its parts across the flattened
 /// batch, channel and row loops (`cpu::rows::part_loops`), the Rust the
-/// plain nest. Both agree with the interpreter, and with each other bit for
-/// bit on rows with whole groups and tails, with NaN and signed zeros (a
-/// maximum's ties).
+/// plain nest. The stride-2 max pools (one of a `concat` whose piece an
+/// outer loop chooses) take the group as one vector of every second
+/// element (`TGC_EVEN8`); the padded average pool, whose guard varies along
+/// the row, the scalar group. Both agree with the interpreter, and with
+/// each other bit for bit on rows with whole groups and tails, with NaN and
+/// signed zeros (a maximum's ties).
 #[test]
 fn window_kernels_give_the_plain_nest_bits() {
-    let src = "graph<H, W, P, Q> pools(x: f32[1, 4, H, W]) -> (y: f32[1, 4, P, Q], z: f32[1, 4, H, W]) {
+    let src =
+        "graph<H, W, P, Q> pools(x: f32[1, 4, H, W]) -> (y: f32[1, 4, P, Q], z: f32[1, 4, H, W], u: f32[1, 8, P, Q]) {
         y = maxpool2d(relu(x), kernel=[3, 3], stride=[2, 2], pad=[0, 0])
         z = avgpool2d(x, kernel=[3, 3], stride=[1, 1], pad=[1, 1])
-        return y, z
+        u = maxpool2d(concat([relu(x), x], axis=1), kernel=[3, 3], stride=[2, 2], pad=[0, 0])
+        return y, z, u
     }";
     let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
     let p = crate::cpu::lower(&g).unwrap();
     let windows: Vec<&crate::cpu::Kernel> = p.kernels.iter().filter(|k| crate::cpu::lanes::is_window(k)).collect();
-    // The max pool and the average pool's two windows.
-    assert_eq!(windows.len(), 3, "{:?}", p.kernels.iter().map(|k| &k.name).collect::<Vec<_>>());
+    // The two max pools and the average pool's two windows.
+    assert_eq!(windows.len(), 4, "{:?}", p.kernels.iter().map(|k| &k.name).collect::<Vec<_>>());
     for k in &windows {
         assert_eq!(k.lanes, 1, "{}", k.name);
         if k.loops.len() == 4 {
             assert_eq!(crate::cpu::rows::part_loops(k), 3, "{}", k.name);
         }
     }
-    let lib = compile(&g);
-    assert!(lib.c_src.contains("acc_g[pk_l]") && lib.c_src.contains("pk_row"), "{}", lib.c_src);
-    for (h, w) in [(3, 3), (7, 20), (9, 37), (21, 40)] {
-        let mut x = data(90 + w as u64, 4 * h * w, -2.0, 2.0, DType::F32);
-        let dims = [h as i64, w as i64, (h as i64 - 3) / 2 + 1, (w as i64 - 3) / 2 + 1];
-        lib.run(std::slice::from_ref(&x), &dims);
-        x[1] = f64::NAN;
-        x[w + 2] = -0.0;
-        x[w + 3] = 0.0;
-        x[2 * w + 2] = -0.0;
-        let (cr, rr) = lib.run_unchecked(&[x], &dims);
-        assert_eq!((cr.rc, rr.rc), (0, 0));
-        for k in 0..2 {
-            assert_eq!(f32_bits(&cr.outputs[k]), f32_bits(&rr.outputs[k]), "output {k} at {h}x{w}: C vs Rust");
+    // Each instruction set's clone (`TGC_MAX_ISA` at its level) where this
+    // CPU and compiler have it, else the default one.
+    let levels: Vec<Option<usize>> = match gcc_12_on_x86_64() {
+        Some(_) => tgc_runtime::cpu_rt::Isa::ALL.iter().filter(|i| i.available()).map(|i| Some(i.level())).collect(),
+        None => vec![None],
+    };
+    for level in levels {
+        let lib = compile_edited(&g, &crate::cpu::Options::default(), &|c| match level {
+            Some(l) => format!("#define TGC_MAX_ISA {l}\n{c}"),
+            None => c.to_string(),
+        });
+        assert!(lib.c_src.contains("acc_g[pk_l]") && lib.c_src.contains("pk_row"), "{}", lib.c_src);
+        assert_eq!(lib.c_src.matches("pk_vv = {").count(), 2, "{}", lib.c_src);
+        // `relu` prints its operand twice: `y`'s two loads, `u`'s two and one.
+        assert_eq!(lib.c_src.matches("TGC_EVEN8(&in0[").count(), 2 + 3, "{}", lib.c_src);
+        assert_eq!(lib.c_src.matches("pk_x[pk_l] = ").count(), 2, "{}", lib.c_src);
+        for (h, w) in [(3, 3), (7, 20), (9, 37), (21, 40)] {
+            let mut x = data(90 + w as u64, 4 * h * w, -2.0, 2.0, DType::F32);
+            let dims = [h as i64, w as i64, (h as i64 - 3) / 2 + 1, (w as i64 - 3) / 2 + 1];
+            lib.run(std::slice::from_ref(&x), &dims);
+            x[1] = f64::NAN;
+            x[w + 2] = -0.0;
+            x[w + 3] = 0.0;
+            x[2 * w + 2] = -0.0;
+            let (cr, rr) = lib.run_unchecked(&[x], &dims);
+            assert_eq!((cr.rc, rr.rc), (0, 0));
+            for k in 0..3 {
+                let at = format!("output {k} at {h}x{w}, TGC_MAX_ISA {level:?}");
+                assert_eq!(f32_bits(&cr.outputs[k]), f32_bits(&rr.outputs[k]), "{at}: C vs Rust");
+            }
+        }
+    }
+}
+
+/// A 1×1 convolution over a `Concat` of an activation and an input
+/// (SqueezeNet's squeeze after its expands): the image's pixels packed as
+/// one flat row (`cpu::packed::Packed::b_flat`), the C a whole group of the
+/// panel as vectors along it (`Printer::vector_group`). C and Rust agree
+/// with the interpreter and with each other bit for bit at sizes whose
+/// pixels fill whole panel groups and leave tails, on every instruction
+/// set's clone this CPU and compiler have.
+#[test]
+fn a_pointwise_convolution_packs_flat_rows_with_the_plain_nest_bits() {
+    let src = "graph<H, W> pw(x: f32[1, 8, H, W], u: f32[1, 8, H, W], w: f32[40, 16, 1, 1]) -> (y: f32[1, 40, H, W]) {
+        y = relu(conv2d(concat([relu(x), u], axis=1), w, stride=[1, 1], pad=[0, 0]))
+        return y
+    }";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let levels: Vec<Option<usize>> = match gcc_12_on_x86_64() {
+        Some(_) => tgc_runtime::cpu_rt::Isa::ALL.iter().filter(|i| i.available()).map(|i| Some(i.level())).collect(),
+        None => vec![None],
+    };
+    for level in levels {
+        let lib = compile_edited(&g, &crate::cpu::Options::default(), &|c| match level {
+            Some(l) => format!("#define TGC_MAX_ISA {l}\n{c}"),
+            None => c.to_string(),
+        });
+        // The two halves of a panel group of 32 rows.
+        assert_eq!(lib.c_src.matches("*(tgc_f32x16u*)&pk_dst[").count(), 2, "{}", lib.c_src);
+        for (h, w) in [(1, 1), (3, 5), (4, 8), (7, 20), (11, 37)] {
+            let x = data(40 + w as u64, 8 * h * w, -2.0, 2.0, DType::F32);
+            let u = data(41 + w as u64, 8 * h * w, -2.0, 2.0, DType::F32);
+            let wt = data(42, 40 * 16, -1.0, 1.0, DType::F32);
+            let (cr, rr) = lib.run(&[x, u, wt], &[h as i64, w as i64]);
+            assert_eq!((cr.rc, rr.rc), (0, 0));
+            assert_eq!(f32_bits(&cr.outputs[0]), f32_bits(&rr.outputs[0]), "{h}x{w}, TGC_MAX_ISA {level:?}: C vs Rust");
         }
     }
 }

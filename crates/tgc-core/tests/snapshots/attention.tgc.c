@@ -899,12 +899,14 @@ TGC_CLONES static void tgc_k5_tgc_attention_task(void* pk_vctx, int64_t pk_t)
                     float* restrict pk_dst = pk_b + pk_jb * pk_kb + pk_q * 32;
                     const int64_t pk_jn = pk_nb - pk_jb;
                     if (pk_jn >= 32) {
-                        float pk_v[32];
-                        for (int64_t pk_jj = 0; pk_jj < 32; pk_jj++) {
-                            const int64_t i3 = pk_n0 + pk_jb + pk_jj;
-                            pk_v[pk_jj] = in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4];
+                        {
+                            const int64_t i3 = pk_n0 + pk_jb;
+                            *(tgc_f32x16u*)&pk_dst[0] = (*(const tgc_f32x16u*)&in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4]);
                         }
-                        memcpy(pk_dst, pk_v, sizeof pk_v);
+                        {
+                            const int64_t i3 = pk_n0 + pk_jb + 16;
+                            *(tgc_f32x16u*)&pk_dst[16] = (*(const tgc_f32x16u*)&in2[s_D*s_H*s_N*i0 + s_D*s_N*i1 + i3 + s_D*i4]);
+                        }
                     } else {
                         int64_t pk_jj = 0;
                         for (; pk_jj < pk_jn; pk_jj++) {
