@@ -1007,7 +1007,7 @@ fn pooled_convolutions_match_the_interpreter() {
         let (c_run, r_run) = lib.run(&inputs, &[]);
         assert_eq!((c_run.rc, r_run.rc), (0, 0), "case {t}");
         // The C folds a group of windows as the lanes of a vector
-        // (`Printer::vector_windows`), the Rust one window at a time: the
+        // (`Printer::vector_fold`), the Rust one window at a time: the
         // same operations in the same order, so the same bits.
         if cs.form == Form::Pooled {
             assert!(lib.c_src.contains("pk_vv = "), "C of case {t} folds windows as vectors:\n{}", lib.c_src);

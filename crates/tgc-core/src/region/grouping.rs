@@ -39,6 +39,15 @@
 //!   doubles the index; folded whole, a few dozen such links would not fit
 //!   in memory);
 //! - a `CONST` never materialises unless it is an output: it is a literal;
+//! - an f32 element-wise value computed from `INPUT`s and `CONST`s alone
+//!   whose expression holds a costly unary op (`EXP2`, `LOG2`, `SQRT`,
+//!   `RSQRT`, `RECIP`) and that its reader reads through an `EXPAND`
+//!   that broadcasts materialises: it is computed once per element of its
+//!   own shape, not once per point it is broadcast to (a
+//!   BatchNormalization's `RSQRT(var + eps) · scale`, `[C]`, read at every
+//!   pixel of a `[N, C, H, W]` image: inlined, ResNet-50's convolutions
+//!   computed a square root and a division per element of every packed
+//!   panel);
 //! - an element-wise value also materialises when inlining it would make a
 //!   chain of more than [`MAX_INLINE_DEPTH`] element-wise nodes (movement
 //!   nodes between them do not count): expressions, and the recursion of the
@@ -61,7 +70,7 @@
 
 use crate::diag::DResult;
 use crate::index_book::{self, Access, IndexBook};
-use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp};
+use crate::tiny::{BinaryOp, Graph, NodeId, Op, ReduceOp, UnaryOp};
 
 /// The deepest chain of element-wise nodes inlined into one expression.
 pub const MAX_INLINE_DEPTH: usize = 64;
@@ -185,6 +194,31 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
             } else if op.is_elementwise() && epilogue_add && from_input[i] {
                 materialised[i] = true;
             }
+        }
+    }
+    // A costly f32 value of the inputs alone that a reader broadcasts (a
+    // BatchNormalization's per-channel factor) is stored once per element
+    // of its own shape.
+    let mut costly = vec![false; n];
+    let mut of_inputs = vec![false; n];
+    for id in g.ids() {
+        let (i, node) = (id.index(), g.node(id));
+        of_inputs[i] = match &node.op {
+            Op::Input { .. } | Op::Const { .. } => true,
+            op if op.is_elementwise() || op.is_movement() => node.src.iter().all(|s| of_inputs[s.index()]),
+            _ => false,
+        };
+        costly[i] = of_inputs[i]
+            && (matches!(node.op, Op::Unary(u) if u != UnaryOp::Neg && u != UnaryOp::Relu)
+                || node.src.iter().any(|s| costly[s.index()] && !materialised[s.index()]));
+        if live[i]
+            && !materialised[i]
+            && costly[i]
+            && node.op.is_elementwise()
+            && g.dtype(id) == crate::DType::F32
+            && broadcast_read(g, id, &reader_of).is_some()
+        {
+            materialised[i] = true;
         }
     }
     // Inlined element-wise chains stay at most MAX_INLINE_DEPTH deep.
@@ -344,6 +378,50 @@ mod tests {
         let sum = g.ids().find(|&i| matches!(g.node(i).op, Op::Reduce { .. }));
         assert_eq!(f.kernels, vec![KernelPlan { root: relu, reduce: sum }]);
         assert_eq!(f.materialised.iter().filter(|m| **m).count(), 4);
+    }
+
+    /// A batch norm's per-channel factor `RSQRT(var + eps) · scale` is a
+    /// costly value of the inputs alone read through a broadcast: stored,
+    /// one kernel of `[C]` points, the image's kernel reading it. A
+    /// layernorm's `RSQRT` of its row statistics (a `REDUCE` below it) and
+    /// a computed mask without a costly op stay inlined.
+    #[test]
+    fn a_costly_value_of_the_inputs_is_stored_before_its_broadcast() {
+        let g = crate::pipeline::load(
+            "graph bn(x: f32[2, 3, 4, 5], s: f32[3], b: f32[3], m: f32[3], v: f32[3]) -> (y: f32[2, 3, 4, 5]) {
+                y = batch_norm(x, s, b, m, v, eps=1e-3)
+                return y
+            }",
+            crate::pipeline::Format::Dsl,
+            None,
+        )
+        .unwrap()
+        .graph;
+        let roots: Vec<(Op, Vec<crate::sym::Dim>)> =
+            grouped(&g).kernels.iter().map(|k| (g.node(k.root).op.clone(), g.shape(k.root).to_vec())).collect();
+        assert_eq!(roots.len(), 2, "{roots:?}");
+        assert_eq!(roots[0], (Op::Binary(BinaryOp::Mul), vec![crate::sym::Dim::int(3)]), "{roots:?}");
+        assert_eq!(roots[1].0, g.node(g.outputs[0].node).op, "{roots:?}");
+        let g = crate::pipeline::load(
+            "graph ln(x: f32[4, 8], g: f32[8], b: f32[8], k: f32[8]) -> (y: f32[4, 8], z: f32[4, 8]) {
+                y = layernorm(x, g, b)
+                z = x + (1.0 - k) * -10000.0
+                return y, z
+            }",
+            crate::pipeline::Format::Dsl,
+            None,
+        )
+        .unwrap()
+        .graph;
+        // Every kernel stores an output, a row statistic or a value read
+        // twice (`x − mean`).
+        let outputs: Vec<NodeId> = g.outputs.iter().map(|o| o.node).collect();
+        let f = grouped(&g);
+        for k in &f.kernels {
+            let op = &g.node(k.root).op;
+            let stored = outputs.contains(&k.root) || matches!(op, Op::Reduce { .. }) || f.readers[k.root.index()] > 1;
+            assert!(stored, "a kernel of {op:?}");
+        }
     }
 
     /// A `[A, B, K]` sum read as `[B, A]` through `PERMUTE` and as `[A*B]`
