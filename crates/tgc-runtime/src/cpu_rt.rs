@@ -212,18 +212,24 @@ impl Rt {
 /// printer prints into its kernels, `tgc_core::emit::c`): each task is a
 /// batch point × `mpart` rows × `nc` columns, starting from all `m` rows
 /// (rounded up to [`MR`]) and `min(n, nc_max)` columns (rounded up to
-/// [`NR`]); while there are fewer tasks than `threads`, the larger of the
-/// two sides is halved first (every task packs all of the other side's
-/// panel), then the other, down to one micro-tile; then the parts are
-/// evened out. Returns `(mpart, nc)`, multiples of `MR` and `NR`; `m`,
-/// `n`, `batch` ≥ 1. `threads` is the most threads to feed: callers pass
-/// [`split_threads`]'s.
-pub fn packed_tasks(m: i64, n: i64, batch: i64, nc_max: i64, threads: i64) -> (i64, i64) {
+/// [`NR`]); while there are fewer tasks than `threads`, one side is halved
+/// first, then the other, down to one micro-tile; then the parts are
+/// evened out. Every task packs the whole of its other side's panel, so
+/// the side halved first is the one whose split packs less twice: the
+/// rows (each task packing all of `b`) when `m > n`, the columns
+/// otherwise — and always the columns when `a` is read in place
+/// (`a_in_place`, nothing of it packed): two threads split a convolution's
+/// pixels, each packing half its im2col, instead of its channels, each
+/// packing all of it (the conv of `bench_cpu` at 256 channels, 14×14, ran
+/// no faster on two threads than on one). Returns `(mpart, nc)`, multiples
+/// of `MR` and `NR`; `m`, `n`, `batch` ≥ 1. `threads` is the most threads
+/// to feed: callers pass [`split_threads`]'s.
+pub fn packed_tasks(m: i64, n: i64, batch: i64, nc_max: i64, threads: i64, a_in_place: bool) -> (i64, i64) {
     let (mr, nr) = (MR as i64, NR as i64);
     let up = |x: i64, q: i64| (x + q - 1) / q * q;
     let (mut mpart, mut nc) = (up(m, mr), up(n, nr).min(nc_max));
     for side in 0..2 {
-        let rows = (side == 0) == (m > n);
+        let rows = (side == 0) == (!a_in_place && m > n);
         while batch * ((m + mpart - 1) / mpart) * ((n + nc - 1) / nc) < threads
             && (if rows { mpart > mr } else { nc > nr })
         {
@@ -1046,17 +1052,28 @@ mod tests {
     #[test]
     fn packed_tasks_split_the_larger_side_until_every_thread_has_one() {
         // One thread: all rows (rounded up to MR), nc_max columns.
-        assert_eq!(packed_tasks(100, 1000, 1, 256, 1), (102, 256));
+        assert_eq!(packed_tasks(100, 1000, 1, 256, 1, false), (102, 256));
         // Many rows, few columns: rows split first, then evened out.
-        let (mpart, nc) = packed_tasks(1000, 64, 1, 256, 4);
+        let (mpart, nc) = packed_tasks(1000, 64, 1, 256, 4, false);
         assert_eq!(((1000 + mpart - 1) / mpart * ((64 + nc - 1) / nc), mpart % MR as i64, nc), (4, 0, 64));
         // 16 rows, 384 columns, 2 threads: the columns are split.
-        let (mpart, nc) = packed_tasks(16, 384, 1, 1536, 2);
+        let (mpart, nc) = packed_tasks(16, 384, 1, 1536, 2, false);
         assert_eq!((mpart, nc), (18, 192));
         // Batches count: 8 batch points are enough tasks already.
-        assert_eq!(packed_tasks(64, 64, 8, 256, 4), (66, 64));
+        assert_eq!(packed_tasks(64, 64, 8, 256, 4, false), (66, 64));
         // A single micro-tile cannot be split.
-        assert_eq!(packed_tasks(3, 5, 1, 256, 8), (6, 32));
+        assert_eq!(packed_tasks(3, 5, 1, 256, 8, false), (6, 32));
+    }
+
+    /// With `a` read in place, the columns are split first whatever the
+    /// sizes (a 3×3 convolution of 256 channels at 14×14: 256 rows, 196
+    /// pixels), then the rows once the columns are one panel wide.
+    #[test]
+    fn packed_tasks_split_the_columns_first_when_a_is_read_in_place() {
+        assert_eq!(packed_tasks(256, 196, 1, 2048, 2, true), (258, 128));
+        assert_eq!(packed_tasks(256, 196, 1, 2048, 2, false), (132, 224));
+        let (mpart, nc) = packed_tasks(1000, 64, 1, 256, 4, true);
+        assert_eq!((nc, (1000 + mpart - 1) / mpart), (32, 2));
     }
 
     #[test]

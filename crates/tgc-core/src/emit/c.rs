@@ -1425,13 +1425,14 @@ impl Printer<'_> {
     /* Each thread gets at least MIN_TASK_MACS multiply-adds (cpu_rt::split_threads). */
     const double pk_most = (double)pk_batch * (double)pk_M * (double)pk_N * (double)({k_all}) / {min_macs:.1};
     if ((double)pk_pool.threads > pk_most) pk_pool.threads = pk_most >= 2.0 ? (int64_t)pk_most : 1;
-    /* A task: all of M, nc columns. Fewer tasks than threads: the larger
-       of M and N in parts first (every task packs all of the other side's
-       panel), then the other; then parts of even size. */
+    /* A task: all of M, nc columns. Fewer tasks than threads: one side in
+       parts first, then the other; then parts of even size. Every task packs
+       all of the other side's panel, so the side first is the one that packs
+       less twice (cpu_rt::packed_tasks): {first}. */
     int64_t pk_mpart = (pk_M + {MR} - 1) / {MR} * {MR}, pk_nc = (pk_N + {NR} - 1) / {NR} * {NR};
     if (pk_nc > {nc}) pk_nc = {nc};
     for (int pk_side = 0; pk_side < 2; pk_side++) {{
-        const int pk_rows = (pk_side == 0) == (pk_M > pk_N);
+        const int pk_rows = (pk_side == 0) == ({rows_first});
         while (pk_batch * ((pk_M + pk_mpart - 1) / pk_mpart) * ((pk_N + pk_nc - 1) / pk_nc) < pk_pool.threads
                && (pk_rows ? pk_mpart > {MR} : pk_nc > {NR})) {{
             if (pk_rows)
@@ -1453,6 +1454,8 @@ impl Printer<'_> {
 }}",
             nc = blocks.nc,
             kc = blocks.kc,
+            first = if direct { "N, as a is read in place" } else { "the larger of M and N" },
+            rows_first = if direct { "0" } else { "pk_M > pk_N" },
             k_all = dim(&Dim::product(c.k_loops), Lang::C),
             min_macs = tgc_runtime::cpu_rt::MIN_TASK_MACS,
             cap = match blocks.threads {

@@ -301,12 +301,13 @@ fn packed(s: &mut String, p: &Program, k: &Kernel, c: Contraction, cp: &str) {
         let (pk_M, pk_N, pk_batch): (i64, i64, i64) = ({m_ext}, {n_ext}, {batch_ext});
         let pk_threads: i64 = {rt}::split_threads(pk_batch as f64 * pk_M as f64 * pk_N as f64 * ({k_all}) as f64, pk_rt.threads);
         let pk_rt = {rt}::Rt {{ threads: pk_threads, ..pk_rt }};
-        let (pk_mpart, pk_nc): (i64, i64) = {rt}::packed_tasks(pk_M, pk_N, pk_batch, {nc}, pk_rt.threads);{whole}
+        let (pk_mpart, pk_nc): (i64, i64) = {rt}::packed_tasks(pk_M, pk_N, pk_batch, {nc}, pk_rt.threads, {in_place});{whole}
         let (pk_mt, pk_nt): (i64, i64) = ((pk_M + pk_mpart - 1) / pk_mpart, (pk_N + pk_nc - 1) / pk_nc);
         let pk_chunk: usize = (pk_mpart * ((pk_nc + {NR} - 1) / {NR} * {NR} + {NR})) as usize;
         let mut pk_sums: ::std::vec::Vec<f32> = {cp}::scratch::take(pk_chunk * (pk_batch * pk_mt * pk_nt) as usize);
         pk_rt.parallel_chunks(&mut pk_sums, pk_chunk, &|pk_t: i64, pk_c: &mut [f32]| {rt}::with_fma(|| {{",
         nc = blocks.nc,
+        in_place = pk.a_order == PackOrder::Direct,
         k_all = dim(&Dim::product(c.k_loops), Lang::Rust),
         whole = window.as_ref().map_or(String::new(), |w| format!(
             "\n        let pk_w: i64 = {w};\n        let pk_nc: i64 = (pk_nc + pk_w - 1) / pk_w * pk_w;"
