@@ -475,9 +475,10 @@ static int32_t tgc_k0_tgc_main(const uint16_t* restrict in0, const uint16_t* res
     /* Each thread gets at least MIN_TASK_MACS multiply-adds (cpu_rt::split_threads). */
     const double pk_most = (double)pk_batch * (double)pk_M * (double)pk_N * (double)(s_D) / 65536.0;
     if ((double)pk_pool.threads > pk_most) pk_pool.threads = pk_most >= 2.0 ? (int64_t)pk_most : 1;
-    /* A task: all of M, nc columns. Fewer tasks than threads: the larger
-       of M and N in parts first (every task packs all of the other side's
-       panel), then the other; then parts of even size. */
+    /* A task: all of M, nc columns. Fewer tasks than threads: one side in
+       parts first, then the other; then parts of even size. Every task packs
+       all of the other side's panel, so the side first is the one that packs
+       less twice (cpu_rt::packed_tasks): the larger of M and N. */
     int64_t pk_mpart = (pk_M + 6 - 1) / 6 * 6, pk_nc = (pk_N + 32 - 1) / 32 * 32;
     if (pk_nc > 2048) pk_nc = 2048;
     for (int pk_side = 0; pk_side < 2; pk_side++) {
