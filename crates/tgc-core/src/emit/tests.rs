@@ -7,7 +7,8 @@ mod numerics;
 use std::process::Command;
 
 use harness::{
-    assert_close, assert_within, compile, compile_edited, compile_with, data, f32_bits, f32_inputs, Scratch, Tol,
+    assert_close, assert_within, compile, compile_edited, compile_with, data, f32_bits, f32_inputs, Compiled, Scratch,
+    Tol,
 };
 
 use crate::diag::ErrorName;
@@ -1202,17 +1203,7 @@ fn window_kernels_give_the_plain_nest_bits() {
             assert_eq!(crate::cpu::rows::part_loops(k), 3, "{}", k.name);
         }
     }
-    // Each instruction set's clone (`TGC_MAX_ISA` at its level) where this
-    // CPU and compiler have it, else the default one.
-    let levels: Vec<Option<usize>> = match gcc_12_on_x86_64() {
-        Some(_) => tgc_runtime::cpu_rt::Isa::ALL.iter().filter(|i| i.available()).map(|i| Some(i.level())).collect(),
-        None => vec![None],
-    };
-    for level in levels {
-        let lib = compile_edited(&g, &crate::cpu::Options::default(), &|c| match level {
-            Some(l) => format!("#define TGC_MAX_ISA {l}\n{c}"),
-            None => c.to_string(),
-        });
+    for (level, lib) in each_isa_clone(&g) {
         assert!(lib.c_src.contains("acc_g[pk_l]") && lib.c_src.contains("pk_row"), "{}", lib.c_src);
         assert_eq!(lib.c_src.matches("pk_vv = {").count(), 2, "{}", lib.c_src);
         // `relu` prints its operand twice: `y`'s two loads, `u`'s two and one.
@@ -1250,15 +1241,7 @@ fn a_pointwise_convolution_packs_flat_rows_with_the_plain_nest_bits() {
         return y
     }";
     let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
-    let levels: Vec<Option<usize>> = match gcc_12_on_x86_64() {
-        Some(_) => tgc_runtime::cpu_rt::Isa::ALL.iter().filter(|i| i.available()).map(|i| Some(i.level())).collect(),
-        None => vec![None],
-    };
-    for level in levels {
-        let lib = compile_edited(&g, &crate::cpu::Options::default(), &|c| match level {
-            Some(l) => format!("#define TGC_MAX_ISA {l}\n{c}"),
-            None => c.to_string(),
-        });
+    for (level, lib) in each_isa_clone(&g) {
         // The two halves of a panel group of 32 rows.
         assert_eq!(lib.c_src.matches("*(tgc_f32x16u*)&pk_dst[").count(), 2, "{}", lib.c_src);
         for (h, w) in [(1, 1), (3, 5), (4, 8), (7, 20), (11, 37)] {
@@ -1508,6 +1491,27 @@ fn exp2_gives_the_same_bits_in_c_and_rust() {
 /// `TGC_CLONES` has its x86-64-v3 clone and `tgc_exp2f` its vector
 /// variants (`TGC_VECTOR_ABI`) —, else `None` after saying why the caller
 /// skips.
+/// `g` compiled once per instruction set's clone (`TGC_MAX_ISA` at its
+/// level, `Some(level)`) that this CPU and compiler have; where the clones
+/// are not compiled (not x86-64 with GCC 12 or later), once as it is
+/// (`None`).
+fn each_isa_clone(g: &Graph) -> Vec<(Option<usize>, Compiled)> {
+    let levels: Vec<Option<usize>> = match gcc_12_on_x86_64() {
+        Some(_) => tgc_runtime::cpu_rt::Isa::ALL.iter().filter(|i| i.available()).map(|i| Some(i.level())).collect(),
+        None => vec![None],
+    };
+    levels
+        .into_iter()
+        .map(|level| {
+            let lib = compile_edited(g, &crate::cpu::Options::default(), &|c| match level {
+                Some(l) => format!("#define TGC_MAX_ISA {l}\n{c}"),
+                None => c.to_string(),
+            });
+            (level, lib)
+        })
+        .collect()
+}
+
 fn gcc_12_on_x86_64() -> Option<u32> {
     let gcc_major = Command::new("cc")
         .arg("-dumpversion")
