@@ -426,7 +426,7 @@ mod tests {
         let m = api::kernel_module("g", &graph(F32_GEMM), &[point(64), point(32)], &backend).unwrap();
         let shape0 = &m.items[m.items.find("mod shape_0").unwrap()..m.items.find("mod shape_1").unwrap()];
         assert!(
-            shape0.contains("pk_batch, 64, pk_rt.threads)")
+            shape0.contains("pk_batch, 64, pk_rt.threads, ")
                 && shape0.contains("let pk_mc: i64 = 12;")
                 && shape0.contains("(40 / pk_kin)"),
             "not the record's sizes: {shape0}"
