@@ -1797,13 +1797,7 @@ impl Printer<'_> {
     /// multiple of the vector, or `e` has no vector form.
     fn vector_group(&mut self, e: &Expr, axes: &[usize], width: usize) -> Option<String> {
         let (&[v], true) = (axes, width.is_multiple_of(PACK_VECTOR)) else { return None };
-        let mut exp2 = false;
-        let at = VecAt { w: PACK_VECTOR, unit: Some(v as u32), across: &[], acc: None };
-        let (x, vector) = self.vexpr(e, &at, &mut exp2)?;
-        (vector && !exp2 && e.dtype() == DType::F32).then(|| {
-            self.used.insert("tgc_f32xn");
-            x
-        })
+        self.vector_value(e, &VecAt { w: PACK_VECTOR, unit: Some(v as u32), across: &[], acc: None })
     }
 
     /// The store of the kernel's value at the current output point.
@@ -2393,19 +2387,26 @@ impl Printer<'_> {
         if r.dtype != DType::F32 {
             return None;
         }
-        let mut exp2 = false;
-        let (x, vector) = self.vexpr(&r.value, at, &mut exp2)?;
-        if exp2 || !vector {
-            return None;
-        }
+        let x = self.vector_value(&r.value, at)?;
         let fold = match r.op {
             ReduceOp::Max => vector_select(at.w, true, "pk_vv", "pk_x"),
             ReduceOp::Min => vector_select(at.w, false, "pk_vv", "pk_x"),
             ReduceOp::Sum => "(pk_vv + pk_x)".to_string(),
             ReduceOp::Prod => "(pk_vv * pk_x)".to_string(),
         };
-        self.used.insert("tgc_f32xn");
         Some((x, fold))
+    }
+
+    /// `e` as a `tgc_f32x{at.w}` vector ([`Printer::vexpr`]), or `None`
+    /// where it has no vector form, is the same in every lane, or calls
+    /// `EXP2` (whose vector variant needs a copy per ISA).
+    fn vector_value(&mut self, e: &Expr, at: &VecAt) -> Option<String> {
+        let mut exp2 = false;
+        let (x, vector) = self.vexpr(e, at, &mut exp2)?;
+        (vector && !exp2).then(|| {
+            self.used.insert("tgc_f32xn");
+            x
+        })
     }
 
     /// The explicit vector form of a chunk of [`Printer::chunked_loop`]

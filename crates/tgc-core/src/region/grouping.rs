@@ -209,7 +209,7 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
             _ => false,
         };
         costly[i] = of_inputs[i]
-            && (matches!(node.op, Op::Unary(u) if u != UnaryOp::Neg && u != UnaryOp::Relu)
+            && (matches!(node.op, Op::Unary(u) if costly_unary(u))
                 || node.src.iter().any(|s| costly[s.index()] && !materialised[s.index()]));
         if live[i]
             && !materialised[i]
@@ -276,6 +276,15 @@ pub fn group(g: &Graph, book: &IndexBook, rules: Grouping) -> DResult<Formation>
         })
         .collect();
     Ok(Formation { materialised, kernels, live, readers })
+}
+
+/// Whether `u` costs more than an add (a transcendental, a square root, a
+/// division): the ops that make a broadcast value worth storing.
+fn costly_unary(u: UnaryOp) -> bool {
+    match u {
+        UnaryOp::Exp2 | UnaryOp::Log2 | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Recip => true,
+        UnaryOp::Neg | UnaryOp::Relu => false,
+    }
 }
 
 /// An op computed point by point from its operands' points: element-wise,
