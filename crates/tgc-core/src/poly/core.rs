@@ -149,16 +149,52 @@ pub fn can_compute_at(
     compute_at(view, producer, consumer, tile).map_err(internal)
 }
 
+/// [`can_compute_at`] and, when it is legal, [`min_buffer_for_edge`] for
+/// the same tile, with the access relation composed once (what region
+/// formation asks of each candidate).
+///
+/// Errors: `Internal` when isl fails on the view's own objects.
+pub fn compute_at_with_buffer(
+    view: &PolyView<'_>,
+    producer: NodeId,
+    consumer: NodeId,
+    tile: &[i64],
+) -> DResult<Result<(ComputeAt, Buffer), Reason>> {
+    let both = || -> IslResult<Result<(ComputeAt, Buffer), Reason>> {
+        let access = match access(view, producer, consumer)? {
+            Ok(a) => a,
+            Err(r) => return Ok(Err(r)),
+        };
+        let at = match compute_at_on(view, &access, producer, consumer, tile)? {
+            Ok(at) => at,
+            Err(r) => return Ok(Err(r)),
+        };
+        let buffer = buffer_for(view, &access, producer, consumer, &at)?;
+        Ok(Ok((at, buffer)))
+    };
+    both().map_err(internal)
+}
+
 fn compute_at(
     view: &PolyView<'_>,
     producer: NodeId,
     consumer: NodeId,
     tile: &[i64],
 ) -> IslResult<Result<ComputeAt, Reason>> {
-    let access = match access(view, producer, consumer)? {
-        Ok(a) => a,
-        Err(r) => return Ok(Err(r)),
-    };
+    match access(view, producer, consumer)? {
+        Ok(access) => compute_at_on(view, &access, producer, consumer, tile),
+        Err(r) => Ok(Err(r)),
+    }
+}
+
+/// [`compute_at`] given the access relation of `consumer` to `producer`.
+fn compute_at_on(
+    view: &PolyView<'_>,
+    access: &Map<'_>,
+    producer: NodeId,
+    consumer: NodeId,
+    tile: &[i64],
+) -> IslResult<Result<ComputeAt, Reason>> {
     let (Some(c), Some(p)) = (view.block(consumer), view.block(producer)) else { return Ok(Err(Reason::NoDependence)) };
     let Some(cs) = c.scop() else { return Ok(Err(Reason::NotInScop(c.name.clone()))) };
     let rank = cs.domain.n_dim()?;
@@ -179,7 +215,7 @@ fn compute_at(
         (0..rank).map(|k| i64::from(tile[k] != WHOLE && extents[k].is_none_or(|e| e >= 3 * tile[k]))).collect();
     let origin = vec![0; rank];
     let at = |pos: &[i64]| -> IslResult<Result<Vec<(i64, i64)>, Reason>> {
-        let needed = tile_set(c, &cs.domain, &tile, pos)?.apply(&access)?;
+        let needed = tile_set(c, &cs.domain, &tile, pos)?.apply(access)?;
         // isl bounds an empty set by NaN: say so rather than "unbounded".
         if needed.is_empty()? {
             return Ok(Err(Reason::NothingNeeded { position: pos.to_vec() }));
@@ -311,21 +347,42 @@ pub fn min_buffer_for_edge(view: &PolyView<'_>, producer: NodeId, consumer: Node
 }
 
 fn min_buffer(view: &PolyView<'_>, producer: NodeId, consumer: NodeId, tile: &[i64]) -> IslResult<Buffer> {
-    let gmem = |why| Buffer { kind: BufferKind::Gmem, bytes: None, why };
-    let Some(p) = view.block(producer) else { return Ok(gmem("no such producer")) };
+    let Some(p) = view.block(producer) else {
+        return Ok(Buffer { kind: BufferKind::Gmem, bytes: None, why: "no such producer" });
+    };
+    let Ok(access) = access(view, producer, consumer)? else {
+        return Ok(gmem(p, "not in the SCoP or no dependence"));
+    };
+    match compute_at_on(view, &access, producer, consumer, tile)? {
+        Ok(at) => buffer_for(view, &access, producer, consumer, &at),
+        Err(_) => Ok(gmem(p, "compute-at is not legal for this tile")),
+    }
+}
+
+/// `Gmem` for producer `p`: its whole tensor's bytes, when bounded.
+fn gmem(p: &Block<'_>, why: &'static str) -> Buffer {
     let whole = p
         .scop()
         .and_then(|s| extents(&s.write.range().ok()?).ok())
         .and_then(|e| e.iter().try_fold(p.dtype.size_bytes() as u64, |acc, x| x.map(|x| acc * x as u64)));
-    let gmem = |why| Buffer { kind: BufferKind::Gmem, bytes: whole, why };
-    if p.kind == BlockKind::Leaf {
-        return Ok(gmem("a leaf is a kernel argument in global memory"));
-    }
-    let Ok(access) = access(view, producer, consumer)? else { return Ok(gmem("not in the SCoP or no dependence")) };
-    let at = match compute_at(view, producer, consumer, tile)? {
-        Ok(a) => a,
-        Err(_) => return Ok(gmem("compute-at is not legal for this tile")),
+    Buffer { kind: BufferKind::Gmem, bytes: whole, why }
+}
+
+/// [`min_buffer`] given the access relation and a legal compute-at.
+fn buffer_for(
+    view: &PolyView<'_>,
+    access: &Map<'_>,
+    producer: NodeId,
+    consumer: NodeId,
+    at: &ComputeAt,
+) -> IslResult<Buffer> {
+    let Some(p) = view.block(producer) else {
+        return Ok(Buffer { kind: BufferKind::Gmem, bytes: None, why: "no such producer" });
     };
+    if p.kind == BlockKind::Leaf {
+        return Ok(gmem(p, "a leaf is a kernel argument in global memory"));
+    }
+    let gmem = |why| gmem(p, why);
     let Some(cs) = view.block(consumer).and_then(Block::scop) else { return Ok(gmem("not in the SCoP")) };
     // Producer element -> consumer elements that need it.
     let elements = access.reverse()?.apply_range(&cs.write)?;
@@ -336,7 +393,7 @@ fn min_buffer(view: &PolyView<'_>, producer: NodeId, consumer: NodeId, tile: &[i
             why: "each producer element feeds one consumer element",
         });
     }
-    let needs_one = cs.write.reverse()?.apply_range(&access)?.is_single_valued()?;
+    let needs_one = cs.write.reverse()?.apply_range(access)?.is_single_valued()?;
     if needs_one && !reduction_axes(view, p)?.is_empty() {
         return Ok(gmem("a reduction broadcast to its consumers: every tile waits for all of it"));
     }

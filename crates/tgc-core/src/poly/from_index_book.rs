@@ -31,63 +31,9 @@ pub fn build<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook) -> DResult<PolyView<
 
 /// [`build`] with explicit options.
 pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options) -> DResult<PolyView<'c>> {
-    if book.len() != g.len() {
-        return Err(diag!(Internal, "the IndexBook has {} entries for {} nodes", book.len(), g.len()));
-    }
-    let params = Params::new(&symbols(g));
-    let mut names: Vec<String> = Vec::with_capacity(g.len());
-    let mut taken: HashSet<String> = HashSet::with_capacity(g.len());
-    for id in g.ids() {
-        // `S_…` names statements: a tensor must not look like one.
-        let label = &g.node(id).label;
-        let base = if label.starts_with("S_") { format!("T{label}") } else { label.clone() };
-        let name = isl_name(&base, &|n| taken.contains(n));
-        taken.insert(name.clone());
-        names.push(name);
-    }
-    let context = ctx.set(&context_text(g, &params)).map_err(internal)?;
-    let mut parsed = Parsed::default();
-    let mut blocks = Vec::with_capacity(g.len());
-    for id in g.ids() {
-        let n = g.node(id);
-        let info = book.get(id).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", n.label))?;
-        // `000` §1.3 invariant 5: a data-dependent read is Non-SCoP.
-        let texts = match n.op {
-            Op::Gather { .. } => Err("GATHER reads its x at a data-dependent position (not affine)".to_string()),
-            Op::Scan { axis, .. } => {
-                Err(format!("SCAN reads its own previous point along axis {axis} (a recurrence, not modelled)"))
-            }
-            _ => ScopText::new(info, &names[id.index()], &names, &params),
-        };
-        let body = match texts {
-            Ok(t) => Body::Scop(t.parse(ctx, &mut parsed)?),
-            Err(reason) => Body::NonScop(shorten(reason)),
-        };
-        if let Body::Scop(s) = &body {
-            let pieces = count_pieces(s)?;
-            if pieces > opts.max_pieces {
-                return Err(diag!(
-                    ExcessivePiecewise,
-                    "this {} has {pieces} pieces after simplification, more than the limit of {}",
-                    n.op.name(),
-                    opts.max_pieces
-                )
-                .on_node(n.label.clone())
-                .or_at(n.span));
-            }
-        }
-        let axes = info.axes.iter().chain(&info.reduce_axes).cloned().collect();
-        blocks.push(Block {
-            node: id,
-            name: names[id.index()].clone(),
-            kind: kind_of(&n.op),
-            dtype: g.dtype(id),
-            axes,
-            body,
-            contraction: None,
-        });
-    }
-    let mut view = PolyView { name: g.name.clone(), params: params.names.clone(), context, blocks, edges: Vec::new() };
+    let mut b = Builder::new(ctx, g, book, *opts)?;
+    let blocks = g.ids().map(|id| b.block(id)).collect::<DResult<Vec<_>>>()?;
+    let mut view = b.view(blocks)?;
     for id in g.ids() {
         if let Some(c) = contraction::detect(g, book, &view, id)? {
             let b = &mut view.blocks[id.index()];
@@ -95,8 +41,213 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
             b.contraction = Some(c);
         }
     }
-    view.edges = edges(g, book, &view)?;
+    view.edges = edges(g, book, &view, &|_| true)?;
     Ok(view)
+}
+
+/// Poly-Views of parts of one graph: the blocks a question of Poly Core
+/// between two nodes needs ([`Parts::between`]), built alone, so that
+/// region formation asks about a producer and a consumer without building
+/// the view of the whole graph, and asks once for parts that are the same
+/// but for their names ([`Parts::key`]: ResNet's repeated blocks).
+///
+/// A part's view has a block per node, like [`build`]'s: those of the part
+/// as there (without contraction detection: every part block keeps the
+/// kind of its op), every other one outside the SCoP and without axes;
+/// its edges are those into the part's blocks.
+pub struct Parts<'g, 'c> {
+    builder: Builder<'g, 'c>,
+}
+
+impl<'g, 'c> Parts<'g, 'c> {
+    /// Errors: `Internal` when the book does not fit the graph.
+    pub fn new(ctx: &'c Ctx, g: &'g Graph, book: &'g IndexBook, opts: &Options) -> DResult<Parts<'g, 'c>> {
+        Ok(Parts { builder: Builder::new(ctx, g, book, *opts)? })
+    }
+
+    /// The nodes on a path from `producer` to `consumer` (both included),
+    /// in node order: the descendants of `producer` that `consumer`
+    /// depends on. Empty when `consumer` does not depend on `producer`.
+    pub fn between(&self, producer: NodeId, consumer: NodeId) -> Vec<NodeId> {
+        let (g, book) = (self.builder.g, self.builder.book);
+        if producer.index() >= consumer.index() || consumer.index() >= g.len() {
+            return Vec::new();
+        }
+        let span = producer.index()..=consumer.index();
+        let sources = |id: NodeId| book.get(id).into_iter().flat_map(|info| info.inputs.iter().map(|a| a.src));
+        let mut below = vec![false; g.len()];
+        below[producer.index()] = true;
+        for k in producer.index() + 1..=consumer.index() {
+            below[k] = sources(NodeId(k as u32)).any(|s| below[s.index()]);
+        }
+        let mut above = vec![false; g.len()];
+        above[consumer.index()] = true;
+        for k in span.clone().rev() {
+            if above[k] && below[k] {
+                for s in sources(NodeId(k as u32)).filter(|s| span.contains(&s.index())) {
+                    above[s.index()] = true;
+                }
+            }
+        }
+        span.filter(|&k| above[k] && below[k]).map(|k| NodeId(k as u32)).collect()
+    }
+
+    /// The isl text of `part`'s blocks (sorted node ids) without their
+    /// names: each block's kind, dtype, domain, write, reads (each source
+    /// by its position in `part`, or `*` outside it) and fills, or why it
+    /// is outside the SCoP. Two parts with the same key get the same
+    /// answers from Poly Core, but for the names in them.
+    ///
+    /// Errors: `Internal` when the book has no entry for a node.
+    pub fn key(&self, part: &[NodeId]) -> DResult<String> {
+        let mut key = String::new();
+        for &id in part {
+            let n = self.builder.g.node(id);
+            key.push_str(&format!("{} {}\n", kind_of(&n.op).name(), self.builder.g.dtype(id)));
+            match self.builder.text(id)? {
+                Ok(t) => {
+                    for s in [&t.domain, &t.write] {
+                        key.push_str(s);
+                        key.push('\n');
+                    }
+                    for (src, _, map) in &t.reads {
+                        match part.binary_search(src) {
+                            Ok(k) => key.push_str(&format!("{k} {map}\n")),
+                            Err(_) => key.push_str(&format!("* {map}\n")),
+                        }
+                    }
+                    for (before, valid, value) in &t.fills {
+                        key.push_str(&format!("fill {before} {valid} {value}\n"));
+                    }
+                }
+                Err(reason) => key.push_str(&format!("non_scop {reason}\n")),
+            }
+        }
+        Ok(key)
+    }
+
+    /// The view of `part` (sorted node ids).
+    ///
+    /// Errors: as [`build`]'s, for the part's blocks.
+    pub fn view(&mut self, part: &[NodeId]) -> DResult<PolyView<'c>> {
+        let g = self.builder.g;
+        let mut blocks = Vec::with_capacity(g.len());
+        for id in g.ids() {
+            blocks.push(match part.binary_search(&id) {
+                Ok(_) => self.builder.block(id)?,
+                Err(_) => self.builder.outside(id),
+            });
+        }
+        let mut view = self.builder.view(blocks)?;
+        view.edges = edges(g, self.builder.book, &view, &|id| part.binary_search(&id).is_ok())?;
+        Ok(view)
+    }
+}
+
+/// What every block of one graph's view is built with: the names, the
+/// parameters, and the isl objects parsed so far.
+struct Builder<'g, 'c> {
+    ctx: &'c Ctx,
+    g: &'g Graph,
+    book: &'g IndexBook,
+    opts: Options,
+    params: Params,
+    names: Vec<String>,
+    parsed: Parsed<'c>,
+}
+
+impl<'g, 'c> Builder<'g, 'c> {
+    fn new(ctx: &'c Ctx, g: &'g Graph, book: &'g IndexBook, opts: Options) -> DResult<Builder<'g, 'c>> {
+        if book.len() != g.len() {
+            return Err(diag!(Internal, "the IndexBook has {} entries for {} nodes", book.len(), g.len()));
+        }
+        let params = Params::new(&symbols(g));
+        let mut names: Vec<String> = Vec::with_capacity(g.len());
+        let mut taken: HashSet<String> = HashSet::with_capacity(g.len());
+        for id in g.ids() {
+            // `S_…` names statements: a tensor must not look like one.
+            let label = &g.node(id).label;
+            let base = if label.starts_with("S_") { format!("T{label}") } else { label.clone() };
+            let name = isl_name(&base, &|n| taken.contains(n));
+            taken.insert(name.clone());
+            names.push(name);
+        }
+        Ok(Builder { ctx, g, book, opts, params, names, parsed: Parsed::default() })
+    }
+
+    fn info(&self, id: NodeId) -> DResult<&'g IndexInfo> {
+        let book: &'g IndexBook = self.book;
+        book.get(id).ok_or_else(|| diag!(Internal, "the IndexBook has no entry for {}", self.g.node(id).label))
+    }
+
+    /// The block's isl text, or why it is outside the SCoP.
+    fn text(&self, id: NodeId) -> DResult<Result<ScopText, NonAffine>> {
+        let info = self.info(id)?;
+        // `000` §1.3 invariant 5: a data-dependent read is Non-SCoP.
+        Ok(match self.g.node(id).op {
+            Op::Gather { .. } => Err("GATHER reads its x at a data-dependent position (not affine)".to_string()),
+            Op::Scan { axis, .. } => {
+                Err(format!("SCAN reads its own previous point along axis {axis} (a recurrence, not modelled)"))
+            }
+            _ => ScopText::new(info, &self.names[id.index()], &self.names, &self.params),
+        })
+    }
+
+    fn block(&mut self, id: NodeId) -> DResult<Block<'c>> {
+        let n = self.g.node(id);
+        let body = match self.text(id)? {
+            Ok(t) => Body::Scop(t.parse(self.ctx, &mut self.parsed)?),
+            Err(reason) => Body::NonScop(shorten(reason)),
+        };
+        if let Body::Scop(s) = &body {
+            let pieces = count_pieces(s)?;
+            if pieces > self.opts.max_pieces {
+                return Err(diag!(
+                    ExcessivePiecewise,
+                    "this {} has {pieces} pieces after simplification, more than the limit of {}",
+                    n.op.name(),
+                    self.opts.max_pieces
+                )
+                .on_node(n.label.clone())
+                .or_at(n.span));
+            }
+        }
+        let info = self.info(id)?;
+        Ok(Block {
+            node: id,
+            name: self.names[id.index()].clone(),
+            kind: kind_of(&n.op),
+            dtype: self.g.dtype(id),
+            axes: info.axes.iter().chain(&info.reduce_axes).cloned().collect(),
+            body,
+            contraction: None,
+        })
+    }
+
+    /// A block left out of a part's view: no axes, outside the SCoP.
+    fn outside(&self, id: NodeId) -> Block<'c> {
+        Block {
+            node: id,
+            name: self.names[id.index()].clone(),
+            kind: kind_of(&self.g.node(id).op),
+            dtype: self.g.dtype(id),
+            axes: Vec::new(),
+            body: Body::NonScop("outside this part of the view".to_string()),
+            contraction: None,
+        }
+    }
+
+    /// The view of `blocks`, without edges.
+    fn view(&self, blocks: Vec<Block<'c>>) -> DResult<PolyView<'c>> {
+        let context = self.ctx.set(&context_text(self.g, &self.params)).map_err(internal)?;
+        Ok(PolyView {
+            name: self.g.name.clone(),
+            params: self.params.names.clone(),
+            context,
+            blocks,
+            edges: Vec::new(),
+        })
+    }
 }
 
 /// A reason cut to a readable length (symbolic reshapes print long terms).
@@ -293,10 +444,16 @@ pub(crate) fn count_pieces(s: &Scop<'_>) -> DResult<usize> {
 
 /// One edge per (consumer, distinct source) with its flow dependence
 /// `write_src ; read⁻¹`, and one self-edge per SCoP reduction for its
-/// accumulator (see the module doc of [`super`]).
-fn edges<'c>(g: &Graph, book: &IndexBook, view: &PolyView<'c>) -> DResult<Vec<Edge<'c>>> {
+/// accumulator (see the module doc of [`super`]), for the consumers `keep`
+/// accepts.
+fn edges<'c>(
+    g: &Graph,
+    book: &IndexBook,
+    view: &PolyView<'c>,
+    keep: &dyn Fn(NodeId) -> bool,
+) -> DResult<Vec<Edge<'c>>> {
     let mut out = Vec::new();
-    for id in g.ids() {
+    for id in g.ids().filter(|&id| keep(id)) {
         let Some(info) = book.get(id) else { continue };
         let to = &view.blocks[id.index()];
         for (k, a) in info.inputs.iter().enumerate() {

@@ -84,7 +84,7 @@ use crate::tiny::NodeId;
 use crate::DType;
 
 pub use contraction::{Contraction, Operand, Pattern, PatternInfo, Window};
-pub use from_index_book::{build, build_with};
+pub use from_index_book::{build, build_with, Parts};
 pub use isl::{Ctx, IslError, Map, Set, UnionMap, UnionSet};
 pub use text::dump;
 

@@ -480,3 +480,40 @@ fn a_gather_is_not_in_the_scop() {
     }
     assert!(scop(&v, "y").reads.len() == 2);
 }
+
+/// `Parts`: the part between two GEMMs of a chain holds the nodes on the
+/// way; two such parts that differ only in their names share a key (Poly
+/// Core is asked once for both), a part of other shapes does not.
+#[test]
+fn parts_of_the_same_shape_share_a_key() {
+    let src =
+        "graph g(x: f32[4, 8], a: f32[8, 8], b: f32[8, 8], c: f32[8, 8], d: f32[8, 16]) -> (y: f32[4, 16]) {\n    \
+               p = relu(matmul(x, a))\n    q = relu(matmul(p, b))\n    r = relu(matmul(q, c))\n    \
+               y = matmul(r, d)\n    return y\n}\n";
+    let g = crate::pipeline::load(src, crate::pipeline::Format::Dsl, None).unwrap().graph;
+    let book = index_book::build(&g).unwrap();
+    let sums: Vec<NodeId> = g.ids().filter(|&v| matches!(g.node(v).op, crate::tiny::Op::Reduce { .. })).collect();
+    assert_eq!(sums.len(), 4);
+    let ctx = Ctx::new();
+    let mut parts = Parts::new(&ctx, &g, &book, &Options::default()).unwrap();
+    let between: Vec<Vec<NodeId>> = sums.windows(2).map(|w| parts.between(w[0], w[1])).collect();
+    for (w, part) in sums.windows(2).zip(&between) {
+        assert_eq!((part.first(), part.last()), (Some(&w[0]), Some(&w[1])));
+        // The relu, then the second GEMM's movement of its left operand and the product.
+        assert!(part.len() > 3, "{part:?}");
+        assert!(part.iter().all(|v| v.index() > w[0].index() || *v == w[0]));
+    }
+    assert!(parts.between(sums[1], sums[0]).is_empty());
+    let keys: Vec<String> = between.iter().map(|p| parts.key(p).unwrap()).collect();
+    assert_eq!(keys[0], keys[1]);
+    assert_ne!(keys[1], keys[2]);
+    // The part's view answers as the whole view does.
+    let whole = build(&ctx, &g, &book).unwrap();
+    let view = parts.view(&between[0]).unwrap();
+    let tile = vec![1; g.shape(sums[1]).len()];
+    assert_eq!(
+        core::can_compute_at(&view, sums[0], sums[1], &tile).unwrap(),
+        core::can_compute_at(&whole, sums[0], sums[1], &tile).unwrap()
+    );
+    assert!(view.blocks.iter().filter(|b| b.scop().is_some()).map(|b| b.node).eq(between[0].iter().copied()));
+}

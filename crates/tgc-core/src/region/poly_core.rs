@@ -24,6 +24,12 @@
 //!
 //! A block outside the SCoP on the way is a region boundary
 //! ([`StopReason::NonScop`]).
+//!
+//! Poly Core is asked on the view of the part between `p` and `c` alone
+//! ([`poly::Parts`]), once per distinct part: candidates whose parts have
+//! the same key share the answer unless it names a block.
+
+use std::collections::HashMap;
 
 use crate::diag::DResult;
 use crate::index_book::IndexBook;
@@ -77,8 +83,8 @@ pub(super) fn compute_at_fusions(
         return Ok(Vec::new());
     }
     let ctx = poly::Ctx::new();
-    let view = match poly::build(&ctx, g, book) {
-        Ok(v) => v,
+    let mut parts = match poly::Parts::new(&ctx, g, book, &poly::Options::default()) {
+        Ok(p) => p,
         Err(e) => {
             for (p, c) in asks {
                 let reason = StopReason::NoPolyView(e.message.clone());
@@ -87,31 +93,42 @@ pub(super) fn compute_at_fusions(
             return Ok(Vec::new());
         }
     };
+    let mut asked: HashMap<String, Answer> = HashMap::new();
     let mut legal: Vec<(Candidate, Fusion)> = Vec::new();
     for (p, c) in asks {
         let stop = |reason| Stop { producer: p, consumer: Some(c), reason };
-        let tile = vec![1; g.shape(c).len()];
-        let at = match poly::core::can_compute_at(&view, p, c, &tile)? {
-            Ok(at) => at,
-            Err(Reason::NotInScop(block)) => {
+        let part = parts.between(p, c);
+        let key = parts.key(&part)?;
+        let answer = match asked.get(&key) {
+            Some(a) => a.clone(),
+            None => {
+                let a = ask(&mut parts, &part, p, c, &vec![1; g.shape(c).len()])?;
+                if a.nameless() {
+                    asked.insert(key, a.clone());
+                }
+                a
+            }
+        };
+        let (halo_bytes, buffer, buffer_bytes) = match answer {
+            Answer::Fuse { halo_bytes, buffer, buffer_bytes } => (halo_bytes, buffer, buffer_bytes),
+            Answer::Refused(Reason::NotInScop(block)) => {
                 stops.push(stop(StopReason::NonScop(block)));
                 continue;
             }
-            Err(why) => {
+            Answer::Refused(why) => {
                 stops.push(stop(StopReason::ComputeAt(why.to_string())));
                 continue;
             }
-        };
-        let b = poly::core::min_buffer_for_edge(&view, p, c, &tile)?;
-        let buffer = match b.kind {
-            BufferKind::Reg => EdgeBuffer::Reg,
-            BufferKind::SmemRing { depth } => EdgeBuffer::SmemRing { depth },
-            BufferKind::Gmem => {
-                stops.push(stop(StopReason::NeedsGmem(b.why.to_string())));
+            Answer::NeedsGmem(why) => {
+                stops.push(stop(StopReason::NeedsGmem(why.to_string())));
+                continue;
+            }
+            Answer::NoPolyView(why) => {
+                stops.push(stop(StopReason::NoPolyView(why)));
                 continue;
             }
         };
-        let facts = edge_facts(g, p, c, at.halo.bytes, b.bytes);
+        let facts = edge_facts(g, p, c, halo_bytes, buffer_bytes);
         if let Err(over) = cost::check_thresholds(m, &facts) {
             stops.push(stop(StopReason::OverThreshold { bytes: over.bytes, limit: over.limit, machine: m.name }));
             continue;
@@ -122,7 +139,7 @@ pub(super) fn compute_at_fusions(
             stops.push(stop(reason));
             continue;
         }
-        let edge = LocalEdge { producer: p, consumer: c, buffer, bytes: b.bytes };
+        let edge = LocalEdge { producer: p, consumer: c, buffer, bytes: buffer_bytes };
         legal
             .push((Candidate { producer: p, consumer: c, delta: d.time() }, Fusion { producer: p, consumer: c, edge }));
     }
@@ -141,6 +158,60 @@ pub(super) fn compute_at_fusions(
         stops.push(Stop { producer: x.producer, consumer: Some(x.consumer), reason });
     }
     Ok(fusions)
+}
+
+/// What Poly Core says of fusing `p` into `c` for one consumer point.
+#[derive(Clone, Debug)]
+enum Answer {
+    /// Legal: the needed box's bytes, and the smallest buffer (not `gmem`)
+    /// with its bytes.
+    Fuse { halo_bytes: u64, buffer: EdgeBuffer, buffer_bytes: Option<u64> },
+    /// `can_compute_at` says no.
+    Refused(Reason),
+    /// `min_buffer_for_edge` says `gmem`, for this reason.
+    NeedsGmem(&'static str),
+    /// The part's view failed to build (the error's message).
+    NoPolyView(String),
+}
+
+impl Answer {
+    /// True when the answer names no block, so that it holds for every
+    /// part with the same [`poly::Parts::key`].
+    fn nameless(&self) -> bool {
+        match self {
+            Answer::Fuse { .. } | Answer::NeedsGmem(_) => true,
+            Answer::Refused(r) => match r {
+                Reason::NotInScop(_) | Reason::BadTile(_) => false,
+                Reason::NoDependence
+                | Reason::SplitsReduction { .. }
+                | Reason::Unbounded { .. }
+                | Reason::NothingNeeded { .. } => true,
+            },
+            Answer::NoPolyView(_) => false,
+        }
+    }
+}
+
+/// Asks Poly Core, on the view of `part` (the nodes from `p` to `c`),
+/// whether `p` can be computed at `tile` of `c` and in which buffer.
+///
+/// Errors: `Internal` when isl fails on the view's own objects.
+fn ask(parts: &mut poly::Parts<'_, '_>, part: &[NodeId], p: NodeId, c: NodeId, tile: &[i64]) -> DResult<Answer> {
+    let view = match parts.view(part) {
+        Ok(v) => v,
+        Err(e) => return Ok(Answer::NoPolyView(e.message)),
+    };
+    let (at, b) = match poly::core::compute_at_with_buffer(&view, p, c, tile)? {
+        Ok(both) => both,
+        Err(why) => return Ok(Answer::Refused(why)),
+    };
+    Ok(match b.kind {
+        BufferKind::Reg => Answer::Fuse { halo_bytes: at.halo.bytes, buffer: EdgeBuffer::Reg, buffer_bytes: b.bytes },
+        BufferKind::SmemRing { depth } => {
+            Answer::Fuse { halo_bytes: at.halo.bytes, buffer: EdgeBuffer::SmemRing { depth }, buffer_bytes: b.bytes }
+        }
+        BufferKind::Gmem => Answer::NeedsGmem(b.why),
+    })
 }
 
 /// The cost model's view of edge `p → c` (`needed_bytes`: Poly Core's box

@@ -102,6 +102,7 @@ fn poly_view_and_poly_core_agree_with_brute_force_enumeration() {
             "barriers compared",
             "buffer reg compared",
             "buffer not reg compared",
+            "part view agreed",
         ] {
             assert!(counts.get(k).copied().unwrap_or(0) > 0, "{} cases never had `{k}`: {counts:?}", cases.len());
         }
@@ -139,12 +140,15 @@ fn check(g: &Graph, seed: u64, index: u64, counts: &mut BTreeMap<&'static str, u
     bytes[16] = 1; // another stream than the generator's
     let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
     let consumers: Vec<NodeId> = g.ids().filter(|&v| !g.node(v).src.is_empty()).collect();
+    let part_ctx = Ctx::new();
+    let mut parts = poly::Parts::new(&part_ctx, g, &book, &Default::default()).map_err(|d| d.message)?;
     for _ in 0..PAIRS_PER_CASE {
         let c = consumers[rng.random_range(0..consumers.len())];
         let producers: Vec<NodeId> = g.ids().filter(|&p| p.index() < c.index() && brute::reaches(g, p, c)).collect();
         let p = producers[rng.random_range(0..producers.len())];
         let tile = random_tile(g, c, &mut rng);
         check_halo(g, &view, p, c, &tile, &mut tally)
+            .and_then(|()| check_part(g, &view, &mut parts, p, c, &tile, &mut tally))
             .map_err(|e| format!("producer {} -> consumer {}, tile {tile:?}: {e}", label(g, p), label(g, c)))?;
     }
     Ok(())
@@ -152,6 +156,44 @@ fn check(g: &Graph, seed: u64, index: u64, counts: &mut BTreeMap<&'static str, u
 
 fn label(g: &Graph, v: NodeId) -> &str {
     &g.node(v).label
+}
+
+/// The view of the part between `p` and `c` alone (`poly::Parts`): it
+/// holds exactly the nodes on a path from `p` to `c`, and Poly Core gives
+/// the same answers on it as on the whole graph's view (`can_compute_at`,
+/// and `compute_at_with_buffer` as `can_compute_at` then
+/// `min_buffer_for_edge`).
+fn check_part(
+    g: &Graph,
+    view: &PolyView<'_>,
+    parts: &mut poly::Parts<'_, '_>,
+    p: NodeId,
+    c: NodeId,
+    tile: &[i64],
+    tally: &mut impl FnMut(&'static str),
+) -> Result<(), String> {
+    let part = parts.between(p, c);
+    let want: Vec<NodeId> = g.ids().filter(|&v| brute::reaches(g, p, v) && brute::reaches(g, v, c)).collect();
+    if part != want {
+        return Err(format!("the part between them is {part:?}, the paths' nodes {want:?}"));
+    }
+    let part_view = parts.view(&part).map_err(|d| format!("the part's view: {}", d.message))?;
+    let at = |v: &PolyView<'_>| core::can_compute_at(v, p, c, tile).map_err(|d| d.message);
+    let (whole, alone) = (at(view), at(&part_view));
+    if whole != alone {
+        return Err(format!("can_compute_at on the whole view {whole:?}, on the part's {alone:?}"));
+    }
+    // Both answers at once, on the part's view, as the two apart on the whole's.
+    let both = core::compute_at_with_buffer(&part_view, p, c, tile).map_err(|d| d.message)?;
+    let apart = match whole? {
+        Ok(at) => Ok((at, core::min_buffer_for_edge(view, p, c, tile).map_err(|d| d.message)?)),
+        Err(why) => Err(why),
+    };
+    if both != apart {
+        return Err(format!("compute_at_with_buffer on the part's view {both:?}, apart on the whole's {apart:?}"));
+    }
+    tally("part view agreed");
+    Ok(())
 }
 
 /// The reads of block `v` against the op definitions.
