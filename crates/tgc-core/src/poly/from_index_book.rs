@@ -41,7 +41,7 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
             b.contraction = Some(c);
         }
     }
-    view.edges = edges(g, book, &view, &|_| true)?;
+    view.edges = edges(g, book, &view, &|_| true, true)?;
     Ok(view)
 }
 
@@ -54,7 +54,11 @@ pub fn build_with<'c>(ctx: &'c Ctx, g: &Graph, book: &IndexBook, opts: &Options)
 /// A part's view has a block per node, like [`build`]'s: those of the part
 /// as there (without contraction detection: every part block keeps the
 /// kind of its op), every other one outside the SCoP and without axes;
-/// its edges are those into the part's blocks.
+/// its edges are those into the part's blocks, and only the self-edges
+/// (the accumulators') carry a dependence relation: the view answers Poly
+/// Core's questions about a producer and a consumer ([`super::core`]'s
+/// `can_compute_at`, `min_buffer_for_edge`, `compute_at_with_buffer`,
+/// `footprint`), not `analyze`'s.
 pub struct Parts<'g, 'c> {
     builder: Builder<'g, 'c>,
 }
@@ -139,7 +143,7 @@ impl<'g, 'c> Parts<'g, 'c> {
             });
         }
         let mut view = self.builder.view(blocks)?;
-        view.edges = edges(g, self.builder.book, &view, &|id| part.binary_search(&id).is_ok())?;
+        view.edges = edges(g, self.builder.book, &view, &|id| part.binary_search(&id).is_ok(), false)?;
         Ok(view)
     }
 }
@@ -445,12 +449,13 @@ pub(crate) fn count_pieces(s: &Scop<'_>) -> DResult<usize> {
 /// One edge per (consumer, distinct source) with its flow dependence
 /// `write_src ; read⁻¹`, and one self-edge per SCoP reduction for its
 /// accumulator (see the module doc of [`super`]), for the consumers `keep`
-/// accepts.
+/// accepts; without `flow`, the edges between blocks carry no relation.
 fn edges<'c>(
     g: &Graph,
     book: &IndexBook,
     view: &PolyView<'c>,
     keep: &dyn Fn(NodeId) -> bool,
+    flow: bool,
 ) -> DResult<Vec<Edge<'c>>> {
     let mut out = Vec::new();
     for id in g.ids().filter(|&id| keep(id)) {
@@ -459,7 +464,7 @@ fn edges<'c>(
         for (k, a) in info.inputs.iter().enumerate() {
             let from = view.blocks.get(a.src.index()).ok_or_else(|| diag!(Internal, "no block for a source"))?;
             let deps = match (from.scop(), to.scop()) {
-                (Some(f), Some(t)) => {
+                (Some(f), Some(t)) if flow => {
                     let read = &t.reads.get(k).ok_or_else(|| diag!(Internal, "block {} lacks read {k}", to.name))?.map;
                     let flow = f.write.apply_range(&read.reverse().map_err(internal)?).map_err(internal)?;
                     Some(Deps { flow: vec![simplify_map(&flow)?], anti: Vec::new(), output: Vec::new() })
