@@ -76,3 +76,39 @@ fn a_compile_error_comes_back_with_the_log() {
     assert_eq!(name, "bad.cu");
     assert!(log.contains("undeclared"), "{log}");
 }
+
+/// One warpgroup's `wgmma.m64n8k16` from two shared-memory descriptors
+/// adding to four f32 accumulators per thread read from `out`.
+/// `LOAD_AFTER_FENCE` decides where they are read: between `wgmma.fence`
+/// and the `wgmma` (the order PTX ISA forbids: a register write needs a
+/// fence after it), or before the fence, held there by empty `asm`
+/// operands.
+const WGMMA_KERNEL: &str = r#"
+extern "C" __global__ void wgmma_m64n8k16(float* out, unsigned long long da, unsigned long long db) {
+    float d[4];
+#if !LOAD_AFTER_FENCE
+    for (int i = 0; i < 4; ++i) { d[i] = out[threadIdx.x * 4 + i]; asm volatile("" : "+f"(d[i]) :: "memory"); }
+#endif
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#if LOAD_AFTER_FENCE
+    for (int i = 0; i < 4; ++i) d[i] = out[threadIdx.x * 4 + i];
+#endif
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, 1, 1, 1, 0, 0;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "l"(da), "l"(db));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = d[i];
+}
+"#;
+
+#[test]
+fn a_ptxas_c75xx_advisory_is_an_error() {
+    let tc = toolchain();
+    let err = tc.compile(WGMMA_KERNEL, "wgmma.cu", Arch::Sm90a, &["-DLOAD_AFTER_FENCE=1"]);
+    let Err(Error::Advisory { name, advisories, .. }) = &err else { panic!("{:?}", err.map(|c| c.ptx)) };
+    assert_eq!(name, "wgmma.cu");
+    assert!(advisories.iter().any(|a| a.contains("(C7519)")), "{advisories:?}");
+    let compiled = tc.compile(WGMMA_KERNEL, "wgmma.cu", Arch::Sm90a, &["-DLOAD_AFTER_FENCE=0"]);
+    let compiled = compiled.unwrap_or_else(|e| panic!("{e}"));
+    assert!(compiled.ptx.contains("wgmma.mma_async"), "{}", compiled.ptx);
+}

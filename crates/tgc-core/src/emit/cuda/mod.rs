@@ -391,6 +391,10 @@ struct Printer<'k> {
     params: Vec<String>,
     vars: Vec<String>,
     regs: Vec<String>,
+    /// Per register array, whether a `wgmma` uses it
+    /// ([`Kernel::wgmma_registers`]): the arrays pinned at each
+    /// `wgmma.fence` and after each wait.
+    wgmma_regs: Vec<bool>,
     smem: Vec<String>,
     next: u32,
 }
@@ -429,7 +433,7 @@ impl<'k> Printer<'k> {
                 GpuError::new(Fault::BadValue, None, format!("{threads} threads per block (1 to {most})")).into()
             );
         }
-        Ok(Printer { k, params, vars, regs, smem, next: 0 })
+        Ok(Printer { k, params, vars, regs, wgmma_regs: k.wgmma_registers(), smem, next: 0 })
     }
 
     fn err(&self, stmt: u32, fault: Fault, message: impl Into<String>) -> CudaError {

@@ -14,8 +14,8 @@
 //! | `SetMaxNReg` | `setmaxnreg.{inc\|dec}.sync.aligned.u32 regs;` ("Miscellaneous Instructions: setmaxnreg", sm_90a) |
 //! | `TmaLoad` | `tgc_tma_load_2d(dst, &map, b, c0, c1)`: `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes` ("Data Movement and Conversion Instructions: cp.async.bulk.tensor"); multicast: `tgc_tma_load_2d_multicast(…, mask)`, the same with `.multicast::cluster` and a 16-bit `ctaMask` |
 //! | `FenceProxyAsync` | `fence.proxy.async.shared::cta;` ("membar/fence") |
-//! | `WgmmaFence` / `WgmmaCommit` / `WgmmaWait` | `wgmma.fence.sync.aligned;` / `wgmma.commit_group.sync.aligned;` / `wgmma.wait_group.sync.aligned N;` |
-//! | `Wgmma` | `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d…}, da, db, 1, 1, 1, 0, trans_b;` with the descriptors made by `tgc_wgmma_desc` ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate", "Matrix Descriptor Format") |
+//! | `WgmmaFence` / `WgmmaCommit` / `WgmmaWait` | `wgmma.fence.sync.aligned;` / `wgmma.commit_group.sync.aligned;` / `wgmma.wait_group.sync.aligned N;`, with `tgc_pin` of every `wgmma` operand array before the fence and after the wait |
+//! | `Wgmma` | `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d…}, da, db, scale_d, 1, 1, 0, trans_b;` with the descriptors made by `tgc_wgmma_desc` ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate", "Matrix Descriptor Format") |
 //!
 //! A tensor-map parameter prints as `const __grid_constant__
 //! tgc_tensor_map`, 128 bytes aligned to 64 (the driver's `CUtensorMap`;
@@ -52,6 +52,19 @@ __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned c
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
                  "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
+// Keeps the compilers from moving any read or write of the register array `r`
+// across this point (as CUTLASS's warpgroup_fence_operand): printed before each
+// wgmma.fence and after each wait for every wgmma operand array, so that no
+// register code moves past a fence to its wgmma (where ptxas would inject a
+// warpgroup.arrive, advisory C7519) or above a wait.
+template <int N> __device__ __forceinline__ void tgc_pin(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_pin(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
 __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
@@ -81,6 +94,21 @@ pub(super) fn desc_mode(s: Swizzle) -> Option<u32> {
 }
 
 impl Printer<'_> {
+    /// `tgc_pin(r);` for each register array a `wgmma` uses (see the
+    /// prelude's `tgc_pin`).
+    fn pin_wgmma_operands(&self, out: &mut String, tag: &str) {
+        let pinned: Vec<String> = self
+            .regs
+            .iter()
+            .zip(&self.wgmma_regs)
+            .filter(|(_, &used)| used)
+            .map(|(name, _)| format!("tgc_pin({name});"))
+            .collect();
+        if !pinned.is_empty() {
+            writeln!(out, "{tag}{}", pinned.join(" ")).unwrap();
+        }
+    }
+
     /// The 32-bit shared address of `r` without its swizzle (a descriptor
     /// start, a TMA destination or an mbarrier), checked to carry its
     /// buffer's swizzle.
@@ -170,17 +198,18 @@ impl Printer<'_> {
                 writeln!(out, "{tag}asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");").unwrap()
             }
             Sm90Stmt::WgmmaFence => {
+                self.pin_wgmma_operands(out, &tag);
                 writeln!(out, "{tag}asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");").unwrap()
             }
             Sm90Stmt::WgmmaCommit => {
                 writeln!(out, "{tag}asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");").unwrap()
             }
-            Sm90Stmt::WgmmaWait { pending } => writeln!(
-                out,
-                "{tag}asm volatile(\"wgmma.wait_group.sync.aligned {pending};\\n\" ::: \"memory\");"
-            )
-            .unwrap(),
-            Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b } => {
+            Sm90Stmt::WgmmaWait { pending } => {
+                writeln!(out, "{tag}asm volatile(\"wgmma.wait_group.sync.aligned {pending};\\n\" ::: \"memory\");")
+                    .unwrap();
+                self.pin_wgmma_operands(out, &tag);
+            }
+            Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b, scale_d } => {
                 let t = match ab {
                     DType::F16 => "f16",
                     DType::BF16 => "bf16",
@@ -219,8 +248,9 @@ impl Printer<'_> {
                 let a_inputs = a_inputs.join(", ");
                 writeln!(
                     out,
-                    "{tag}asm volatile(\"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, {a_slot}, %{b_slot}, 1, 1, 1{trans_a}, {};\\n\" : {} : {a_inputs}, \"l\"({}));",
+                    "{tag}asm volatile(\"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, {a_slot}, %{b_slot}, {}, 1, 1{trans_a}, {};\\n\" : {} : {a_inputs}, \"l\"({}));",
                     slots.join(", "),
+                    u32::from(*scale_d),
                     u32::from(*trans_b),
                     regs.join(", "),
                     self.desc(b, id)?

@@ -530,10 +530,13 @@ impl Builder {
                 // S_j = Q·K_jᵀ issued, then O += P_{j−1}·V_{j−1}: the
                 // softmax of block j runs while the second product of
                 // block j − 1 does (FlashAttention-3's intra-warpgroup
-                // overlap); `wait_group 1` waits for S_j only.
+                // overlap); `wait_group 1` waits for S_j only. The second
+                // group has its own `wgmma.fence` (as FlashAttention-3's
+                // every product): without it ptxas injects one (C7519).
                 self.score_products(&mut main, &ids, &rg, stage.clone());
                 main.push(Stmt::Sm90(Sm90Stmt::WgmmaCommit));
-                let mut previous = self.value_products(&rg, o, pf, (je.clone() + 1) % 2);
+                let mut previous = vec![Stmt::Sm90(Sm90Stmt::WgmmaFence)];
+                previous.extend(self.value_products(&rg, o, pf, (je.clone() + 1) % 2));
                 previous.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 1 })]);
                 main.push(Stmt::If {
                     cond: Expr::c(0).lt(je.clone()),
@@ -677,6 +680,7 @@ impl Builder {
                         sbo: SWIZZLE_ATOM as u32,
                     },
                     trans_b: true,
+                    scale_d: true,
                 })
             })
             .collect()
@@ -783,29 +787,45 @@ impl Builder {
         let a = self.a.clone();
         let es = a.ab.size_bytes() as i64;
         let s = rg.s;
-        self.for_unrolled(out, "si", rg.n_s, |_, i| vec![Stmt::Mma(MmaStmt::MovF32 { dst: reg(s, i), value: 0.0 })]);
         let k_stage = BN * a.d * es;
         match self.arch {
-            Arch::Sm80 => self.for_unrolled(out, "sk", a.d / 16, |b, kk| {
-                let mut step = Vec::new();
-                b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
-                    let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
-                    let kcol = kk.clone() * 16 + ids.lane.clone() / 8 % 2 * 8;
-                    let src =
-                        SmemRef { offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es, ..rg.ks.clone() };
-                    ldmatrix_mma_pair(a.ab, src, false, rg.kf, s, &nj, rg.qf, kk.clone() * 4)
+            Arch::Sm80 => {
+                self.for_unrolled(out, "si", rg.n_s, |_, i| {
+                    vec![Stmt::Mma(MmaStmt::MovF32 { dst: reg(s, i), value: 0.0 })]
                 });
-                step
-            }),
+                self.for_unrolled(out, "sk", a.d / 16, |b, kk| {
+                    let mut step = Vec::new();
+                    b.for_unrolled(&mut step, "sn", BN / 16, |_, nj| {
+                        let nrow = nj.clone() * 16 + ids.lane.clone() % 8 + ids.lane.clone() / 16 * 8;
+                        let kcol = kk.clone() * 16 + ids.lane.clone() / 8 % 2 * 8;
+                        let src = SmemRef {
+                            offset: stage.clone() * k_stage + nrow * (a.d * es) + kcol * es,
+                            ..rg.ks.clone()
+                        };
+                        ldmatrix_mma_pair(a.ab, src, false, rg.kf, s, &nj, rg.qf, kk.clone() * 4)
+                    });
+                    step
+                })
+            }
             Arch::Sm90 => {
                 // Q (64 rows: warp w's 16 are its rows of S) and K_j, both
-                // K-major, by `wgmma` k16 step by step.
+                // K-major, by `wgmma` k16 step by step; the first step
+                // replaces S (scale-d = 0) rather than S being zeroed.
                 out.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
                 for kk in 0..a.d / 16 {
                     let q = k_major(&rg.qs, self.warpgroup_rows(ids), kk, self.bm);
                     let k = k_major(&rg.ks, stage.clone() * k_stage, kk, BN);
                     let (d, q) = (reg(s, Expr::c(0)), WgmmaA::Smem(q));
-                    out.push(Stmt::Sm90(Sm90Stmt::Wgmma { ab: a.ab, n: BN as u32, d, a: q, b: k, trans_b: false }));
+                    let scale_d = kk > 0;
+                    out.push(Stmt::Sm90(Sm90Stmt::Wgmma {
+                        ab: a.ab,
+                        n: BN as u32,
+                        d,
+                        a: q,
+                        b: k,
+                        trans_b: false,
+                        scale_d,
+                    }));
                 }
             }
         }

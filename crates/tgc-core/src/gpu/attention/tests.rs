@@ -355,6 +355,30 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 /// causal and masked, f16 and bf16, equal to the interpreter; other head
 /// dims fall back to the sm80 kernel. One f16 and one bf16 kernel compile
 /// for sm_90a without spills, with `HGMMA` in the SASS.
+/// The sm90 kernel's `S = Q·K_jᵀ` (the `wgmma`s with A in shared memory)
+/// starts each block with `scale-d = 0` and is never zeroed by moves (which
+/// NVVM moved past the `wgmma.fence`): of each `d / 16` k-steps the first
+/// replaces S, the others add.
+fn assert_scores_start_with_scale_d_0(k: &crate::gpu::dialect::Kernel, d: i64) {
+    use crate::gpu::dialect::{MmaStmt, Sm90Stmt, Stmt, WgmmaA};
+    let mut scores = Vec::new();
+    k.walk(&mut |_, st| {
+        if let Stmt::Sm90(Sm90Stmt::Wgmma { d, a: WgmmaA::Smem(_), scale_d, .. }) = st {
+            scores.push((d.reg, *scale_d));
+        }
+    });
+    assert!(!scores.is_empty() && scores.len() % (d as usize / 16) == 0, "{scores:?}");
+    for step in scores.chunks(d as usize / 16) {
+        let flags: Vec<bool> = step.iter().map(|s| s.1).collect();
+        assert_eq!(flags, (0..d / 16).map(|kk| kk > 0).collect::<Vec<_>>(), "{k}");
+    }
+    k.walk(&mut |id, st| {
+        if let Stmt::Mma(MmaStmt::MovF32 { dst, .. }) = st {
+            assert!(scores.iter().all(|s| s.0 != dst.reg), "s{id} zeroes a score register:\n{k}");
+        }
+    });
+}
+
 #[test]
 fn attention_takes_the_wgmma_branch_on_sm90() {
     use crate::gpu::dialect::Arch;
@@ -379,6 +403,7 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
             assert_eq!(l.kernel.block, [rows as u32 * 2, 1, 1]);
             assert_eq!(l.plan.as_ref().and_then(|p| p.tile.as_ref()).map(|t| t.value[0]), Some(rows));
             assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo));
+            assert_scores_start_with_scale_d_0(&l.kernel, c.d);
             let p = crate::gpu::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
             if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {
                 let kernels = p.kernels();

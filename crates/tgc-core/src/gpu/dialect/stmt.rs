@@ -227,8 +227,10 @@ pub enum Sm90Stmt {
     /// Shared Memory Matrix Layouts": the `mma.m16n8` C layout repeated).
     /// Asynchronous: the registers hold the sum only after a
     /// [`Sm90Stmt::WgmmaWait`] retires its group; `n` is a multiple of 8 up to
-    /// 256.
-    Wgmma { ab: DType, n: u32, d: RegRef, a: WgmmaA, b: MatrixDesc, trans_b: bool },
+    /// 256. `scale_d` is PTX's `scale-d`: when false the product replaces
+    /// the accumulator instead of adding to it (`d` is not read), so a
+    /// product starts without zeroing moves for the compilers to reorder.
+    Wgmma { ab: DType, n: u32, d: RegRef, a: WgmmaA, b: MatrixDesc, trans_b: bool, scale_d: bool },
     /// `wgmma.commit_group.sync.aligned`: closes the warpgroup's open
     /// group of `wgmma`s.
     WgmmaCommit,

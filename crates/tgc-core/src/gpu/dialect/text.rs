@@ -243,9 +243,9 @@ impl Kernel {
                 )?,
                 Stmt::Sm90(Sm90Stmt::FenceProxyAsync) => writeln!(f, "fence.proxy.async.shared::cta")?,
                 Stmt::Sm90(Sm90Stmt::WgmmaFence) => writeln!(f, "wgmma.fence")?,
-                Stmt::Sm90(Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b }) => writeln!(
+                Stmt::Sm90(Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b, scale_d }) => writeln!(
                     f,
-                    "wgmma.mma_async.m64n{n}k16.f32.{0}.{0} {1}..+{2}, {3}, {4}{5}",
+                    "wgmma.mma_async.m64n{n}k16.f32.{0}.{0} {1}..+{2}, {3}, {4}{5}{6}",
                     ab.dsl_name(),
                     self.reg_text(d),
                     n / 2,
@@ -254,7 +254,8 @@ impl Kernel {
                         WgmmaA::Regs(r) => format!("{}..+4", self.reg_text(r)),
                     },
                     self.desc_text(b),
-                    if *trans_b { ", trans_b" } else { "" }
+                    if *trans_b { ", trans_b" } else { "" },
+                    if *scale_d { "" } else { ", scale-d=0" }
                 )?,
                 Stmt::Sm90(Sm90Stmt::WgmmaCommit) => writeln!(f, "wgmma.commit_group")?,
                 Stmt::Sm90(Sm90Stmt::WgmmaWait { pending }) => writeln!(f, "wgmma.wait_group {pending}")?,

@@ -501,7 +501,9 @@ impl<'k> Frame<'k> {
                     }
                 }
             }
-            Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b } => self.wgmma(mask, s, *ab, *n, d, a, b, *trans_b)?,
+            Sm90Stmt::Wgmma { ab, n, d, a, b, trans_b, scale_d } => {
+                self.wgmma(mask, s, *ab, *n, d, a, b, *trans_b, *scale_d)?
+            }
             Sm90Stmt::ClusterSync => self.barrier(st, mask, s)?,
             Sm90Stmt::GridDepControlWait => {}
         }
@@ -659,6 +661,7 @@ impl<'k> Frame<'k> {
         a: &WgmmaA,
         b: &MatrixDesc,
         trans_b: bool,
+        scale_d: bool,
     ) -> R<()> {
         if !matches!(ab, DType::F16 | DType::BF16) || n == 0 || !n.is_multiple_of(8) || n > 256 {
             return Err(self.err(
@@ -719,7 +722,7 @@ impl<'k> Frame<'k> {
                         let (j, h, c) = (i / 4, i % 4 / 2, i % 2);
                         let (row, col) = (16 * warp + g + 8 * h, 8 * j + 2 * q + c);
                         let slot = t * len + first as usize + i;
-                        let mut acc = f32::from_bits(self.regs[arr][slot]);
+                        let mut acc = if scale_d { f32::from_bits(self.regs[arr][slot]) } else { 0.0 };
                         for k in 0..16 {
                             acc += ma[row][k] * mb[col][k];
                         }

@@ -405,7 +405,7 @@ impl Builder {
                 }
             };
             let (d, a) = (RegRef { reg: ids.acc, index: Expr::c(0) }, WgmmaA::Smem(a));
-            vec![Stmt::Sm90(Sm90Stmt::Wgmma { ab, n: bn as u32, d, a, b, trans_b })]
+            vec![Stmt::Sm90(Sm90Stmt::Wgmma { ab, n: bn as u32, d, a, b, trans_b, scale_d: true })]
         });
         out.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 1 })]);
         out

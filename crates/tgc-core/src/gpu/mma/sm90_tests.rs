@@ -710,6 +710,7 @@ fn register_a_kernel(late_pack: bool, repack_in_flight: bool) -> Kernel {
             a: WgmmaA::Regs(reg(pf, 0)),
             b: desc,
             trans_b: false,
+            scale_d: true,
         }),
         Stmt::Sm90(Sm90Stmt::WgmmaCommit),
     ]);
@@ -756,6 +757,16 @@ fn a_wgmma_reads_its_a_fragments_from_registers() {
     let src = crate::emit::cuda::print(&kernel).unwrap();
     let line = src.lines().find(|l| l.contains("wgmma.mma_async")).unwrap();
     assert!(line.contains("m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1, 0;"), "{line}");
+    // The operand arrays (A fragments, accumulators; not `x`) are pinned
+    // right before the fence and right after the wait, nowhere else.
+    let lines: Vec<&str> = src.lines().collect();
+    let pins: Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].contains("tgc_pin(") && !lines[i].contains("void")).collect();
+    let at = |what: &str| lines.iter().position(|l| l.contains(what)).unwrap();
+    assert_eq!(pins, [at("wgmma.fence.sync") - 1, at("wgmma.wait_group.sync") + 1], "{src}");
+    for &i in &pins {
+        assert!(lines[i].trim_start().ends_with("tgc_pin(pf); tgc_pin(acc);"), "{}", lines[i]);
+    }
     let tc = crate::gpu::toolchain::Toolchain::locate().unwrap_or_else(|e| panic!("the CUDA toolchain: {e}"));
     let (_, compiled) = crate::emit::cuda::compile(&tc, std::slice::from_ref(&kernel), "register_a").unwrap();
     let ops = crate::gpu::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());

@@ -47,7 +47,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub use nvrtc::Compiled;
+pub use nvrtc::{ptxas_advisories, Compiled};
 pub use resources::{parse_ptxas_verbose, Resources};
 pub use sass::{sass_functions, sass_opcodes, Function, Instruction};
 
@@ -120,6 +120,16 @@ pub enum Error {
     /// NVRTC rejected the source; `log` is its full program log.
     #[error("NVRTC could not compile `{name}` for {arch}:\n{log}")]
     Compile { name: String, arch: Arch, log: String },
+    /// NVRTC compiled the source, but ptxas reported a C75xx advisory in
+    /// the log: it changed the code behind the source's back, e.g. C7519,
+    /// a `warpgroup.arrive` injected before a `wgmma` whose operands were
+    /// written after the last `wgmma.fence` (a stall the source did not
+    /// ask for). `advisories` are those lines of `log`.
+    #[error(
+        "ptxas changed `{name}` for {arch} behind its source (a C75xx advisory, an error for tgc's kernels):\n{}",
+        advisories.join("\n")
+    )]
+    Advisory { name: String, arch: Arch, advisories: Vec<String>, log: String },
     /// A tool ran but failed; `output` is what it printed.
     #[error("{tool} failed ({status}):\n{output}")]
     Tool { tool: String, status: String, output: String },

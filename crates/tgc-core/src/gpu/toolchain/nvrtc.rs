@@ -118,7 +118,9 @@ impl Toolchain {
     /// then `options` (NVRTC's, e.g. `-lineinfo`, `-DTILE=64`).
     ///
     /// Errors: [`Error::Nvrtc`] when NVRTC cannot be loaded or is not 13.0,
-    /// [`Error::Compile`] with the log when the source does not compile.
+    /// [`Error::Compile`] with the log when the source does not compile,
+    /// [`Error::Advisory`] when it compiles but ptxas reports a C75xx
+    /// advisory ([`ptxas_advisories`]).
     pub fn compile(&self, source: &str, name: &str, arch: Arch, options: &[&str]) -> Result<Compiled, Error> {
         load(&self.lib)?;
         let lib = &self.lib;
@@ -144,11 +146,30 @@ impl Toolchain {
             }
             other => return Err(api_error(lib, "nvrtcCompileProgram", result::NvrtcError(other))),
         }
+        let advisories = ptxas_advisories(&log);
+        if !advisories.is_empty() {
+            return Err(Error::Advisory { name: name.to_string(), arch, advisories, log });
+        }
         // SAFETY: a live, compiled program.
         let ptx = unsafe { result::get_ptx(program.0) }.map_err(|e| api_error(lib, "nvrtcGetPTX", e))?;
         let cubin = get_cubin(&program).map_err(|e| api_error(lib, "nvrtcGetCUBIN", e))?;
         Ok(Compiled { ptx: text(&ptx), cubin, log })
     }
+}
+
+/// The lines of an NVRTC log that are ptxas advisories numbered C75xx
+/// (`ptxas info    : (C7519) warpgroup.arrive is injected …`): the notes
+/// by which ptxas says it added synchronisation or serialised `wgmma`s
+/// the source did not ask for.
+pub fn ptxas_advisories(log: &str) -> Vec<String> {
+    let is_code = |c: &str| {
+        let b = c.as_bytes();
+        b.len() >= 7 && c.starts_with("(C75") && b[4].is_ascii_digit() && b[5].is_ascii_digit() && b[6] == b')'
+    };
+    log.lines()
+        .filter(|l| l.contains("ptxas") && l.match_indices("(C75").any(|(i, _)| is_code(&l[i..])))
+        .map(|l| l.trim().to_string())
+        .collect()
 }
 
 fn get_cubin(program: &Program) -> Result<Vec<u8>, result::NvrtcError> {

@@ -229,3 +229,21 @@ fn on_cycles_is_the_loops_and_their_out_of_line_code() {
     assert_eq!(looped, [0x10, 0x20, 0x30, 0x40, 0x50, 0x80, 0x90, 0xa0, 0xb0]);
     assert_eq!(fs[0].on_cycles(), Vec::<&Instruction>::new());
 }
+
+#[test]
+fn ptxas_advisories_are_the_c75xx_lines_of_a_log() {
+    // NVRTC's log of an sm90 attention kernel (CUDA 13.0.88), with a
+    // front-end warning and a made-up C7510 and C751 (not a code) beside.
+    let log = "\
+att(119): warning #177-D: variable \"qf\" was declared but never referenced
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 958 by compiler to allow use of registers in GMMA in function 'att_attention'
+ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized
+ptxas info    : (C751) not an advisory code
+nvlink info : (C7519) from another tool
+";
+    let got = ptxas_advisories(log);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].starts_with("ptxas info    : (C7519) warpgroup.arrive"), "{got:?}");
+    assert!(got[1].starts_with("ptxas warning : (C7510)"), "{got:?}");
+    assert!(ptxas_advisories("").is_empty());
+}

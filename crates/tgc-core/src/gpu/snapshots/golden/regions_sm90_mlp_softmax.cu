@@ -94,6 +94,19 @@ __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned c
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
                  "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
+// Keeps the compilers from moving any read or write of the register array `r`
+// across this point (as CUTLASS's warpgroup_fence_operand): printed before each
+// wgmma.fence and after each wait for every wgmma operand array, so that no
+// register code moves past a fence to its wgmma (where ptxas would inject a
+// warpgroup.arrive, advisory C7519) or above a wait.
+template <int N> __device__ __forceinline__ void tgc_pin(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_pin(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
 __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
@@ -164,6 +177,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
     /* s23 */ for (long long kt = 0; kt < ktiles; kt += 1) {
         /* s24 */ const long long stage = (kt % 3);
         /* s25 */ tgc_mbar_wait(full_smem + (unsigned)(stage * 8), (unsigned)((kt / 3) % 2));
+        /* s26 */ tgc_pin(acc);
         /* s26 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
         /* s27 */ for (long long ks = 0; ks < 4; ks += 1) {
@@ -171,6 +185,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
         }
         /* s29 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         /* s30 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s30 */ tgc_pin(acc);
         /* s31 */ __syncthreads(); // bar.sync 0
         /* s32 */ const long long kt_next = (kt + 2);
         /* s33 */ if ((tid == 0) && (kt_next < ktiles)) {
@@ -181,6 +196,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
         }
     }
     /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s38 */ tgc_pin(acc);
     /* s39 */ __syncthreads(); // bar.sync 0
     /* s40 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
     /* s41 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
@@ -308,6 +324,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
     /* s23 */ for (long long kt = 0; kt < ktiles; kt += 1) {
         /* s24 */ const long long stage = (kt % 3);
         /* s25 */ tgc_mbar_wait(full_smem + (unsigned)(stage * 8), (unsigned)((kt / 3) % 2));
+        /* s26 */ tgc_pin(acc);
         /* s26 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
         /* s27 */ for (long long ks = 0; ks < 4; ks += 1) {
@@ -315,6 +332,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
         }
         /* s29 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         /* s30 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s30 */ tgc_pin(acc);
         /* s31 */ __syncthreads(); // bar.sync 0
         /* s32 */ const long long kt_next = (kt + 2);
         /* s33 */ if ((tid == 0) && (kt_next < ktiles)) {
@@ -325,6 +343,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
         }
     }
     /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s38 */ tgc_pin(acc);
     /* s39 */ __syncthreads(); // bar.sync 0
     /* s40 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
     /* s41 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));

@@ -75,6 +75,19 @@ __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned c
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
                  "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
+// Keeps the compilers from moving any read or write of the register array `r`
+// across this point (as CUTLASS's warpgroup_fence_operand): printed before each
+// wgmma.fence and after each wait for every wgmma operand array, so that no
+// register code moves past a fence to its wgmma (where ptxas would inject a
+// warpgroup.arrive, advisory C7519) or above a wait.
+template <int N> __device__ __forceinline__ void tgc_pin(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_pin(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
 __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
@@ -176,6 +189,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
         /* s60 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         /* s61 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         /* s62 */ __syncthreads(); // bar.sync 0
+        /* s63 */ tgc_pin(acc);
         /* s63 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
         /* s64 */ for (long long ks = 0; ks < 4; ks += 1) {
@@ -183,6 +197,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
         }
         /* s66 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         /* s67 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s67 */ tgc_pin(acc);
         /* s68 */ __syncthreads(); // bar.sync 0
         /* s69 */ const long long kt_next = (kt + 2);
         /* s70 */ if (kt_next < ktiles) {
@@ -216,6 +231,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
     }
     /* s95 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     /* s96 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s96 */ tgc_pin(acc);
     /* s97 */ __syncthreads(); // bar.sync 0
     /* s98 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
     /* s99 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));

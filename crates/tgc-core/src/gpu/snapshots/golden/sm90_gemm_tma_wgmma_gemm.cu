@@ -75,6 +75,19 @@ __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned c
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
                  "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
+// Keeps the compilers from moving any read or write of the register array `r`
+// across this point (as CUTLASS's warpgroup_fence_operand): printed before each
+// wgmma.fence and after each wait for every wgmma operand array, so that no
+// register code moves past a fence to its wgmma (where ptxas would inject a
+// warpgroup.arrive, advisory C7519) or above a wait.
+template <int N> __device__ __forceinline__ void tgc_pin(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_pin(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
 __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
@@ -155,6 +168,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
             /* s31 */ const long long it_1 = kt_1;
             /* s32 */ const long long stage_1 = (it_1 % 3);
             /* s33 */ tgc_mbar_wait(full_smem + (unsigned)(stage_1 * 8), (unsigned)((it_1 / 3) % 2));
+            /* s34 */ tgc_pin(acc);
             /* s34 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
             #pragma unroll
             /* s35 */ for (long long ks = 0; ks < 4; ks += 1) {
@@ -162,6 +176,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
             }
             /* s37 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            /* s38 */ tgc_pin(acc);
             /* s39 */ if (0 < kt_1) {
                 /* s40 */ if (wg_tid == 0) {
                     /* s41 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 0u);
@@ -170,6 +185,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
             }
         }
         /* s43 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* s43 */ tgc_pin(acc);
         /* s44 */ if (0 < ktiles) {
             /* s45 */ if (wg_tid == 0) {
                 /* s46 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 0u);

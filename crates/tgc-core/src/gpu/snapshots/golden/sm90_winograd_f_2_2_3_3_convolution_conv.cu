@@ -94,6 +94,19 @@ __device__ __forceinline__ void tgc_mbar_arrive_cluster(unsigned bar, unsigned c
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
                  "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" :: "r"(bar), "r"(cta) : "memory");
 }
+// Keeps the compilers from moving any read or write of the register array `r`
+// across this point (as CUTLASS's warpgroup_fence_operand): printed before each
+// wgmma.fence and after each wait for every wgmma operand array, so that no
+// register code moves past a fence to its wgmma (where ptxas would inject a
+// warpgroup.arrive, advisory C7519) or above a wait.
+template <int N> __device__ __forceinline__ void tgc_pin(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_pin(unsigned (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i]) :: "memory");
+}
 // A wgmma matrix descriptor: start address, leading and stride byte
 // offsets (in 16-byte units), swizzle mode in bits 62-63 (1: 128 bytes).
 __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
@@ -392,6 +405,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
         /* s110 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         /* s111 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         /* s112 */ __syncthreads(); // bar.sync 0
+        /* s113 */ tgc_pin(acc);
         /* s113 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
         /* s114 */ for (long long ks = 0; ks < 4; ks += 1) {
@@ -399,6 +413,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
         }
         /* s116 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         /* s117 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s117 */ tgc_pin(acc);
         /* s118 */ __syncthreads(); // bar.sync 0
         /* s119 */ const long long kt_next = (kt + 2);
         /* s120 */ if (kt_next < ktiles) {
@@ -440,6 +455,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
     }
     /* s155 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     /* s156 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s156 */ tgc_pin(acc);
     /* s157 */ __syncthreads(); // bar.sync 0
     /* s158 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
     /* s159 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
