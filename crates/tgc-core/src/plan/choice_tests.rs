@@ -326,3 +326,31 @@ fn cluster_candidates_need_two_tiles_along_m() {
     assert_eq!(clustered(&conv, &target::SM90), Vec::<u64>::new());
     assert_eq!(clustered(&gemm(4096), &target::SM80), Vec::<u64>::new());
 }
+
+/// With `wgmma` a ring of `stages` runs `stages − 2` k-tiles ahead (the
+/// stage is released one k-tile late), so on sm90 a fourth stage halves the
+/// latency term of a third, where on sm80 it takes it to two thirds; and a
+/// tie goes to the deeper ring: at 4096³ the 128×256 tile with 4 stages,
+/// as the hand-written kernel ran (`docs/design/sm90/reference_gemm.cu`).
+#[test]
+fn wgmma_rings_prefetch_two_stages_short_and_ties_take_the_deeper_ring() {
+    assert_eq!([2, 3, 4, 5].map(|s| cost::prefetch_depth(s, true)), [1, 1, 2, 3]);
+    assert_eq!([1, 2, 3, 4].map(|s| cost::prefetch_depth(s, false)), [1, 1, 2, 3]);
+    let p = gemm(4096);
+    for (t, ratio) in [(&target::SM90, 2.0), (&target::SM80, 1.5)] {
+        let latency = |stages| {
+            let plan = space::gemm_plan(t, [128, 128, 32], [64, 64], stages, 8);
+            Analytic.terms(&plan, &p, t).unwrap().latency_s
+        };
+        assert!((latency(3) / latency(4) - ratio).abs() < 1e-12, "{}: {} / {}", t.name, latency(3), latency(4));
+    }
+    let c = cost::choose(&p, &target::SM90).unwrap();
+    let (best, e) = c.best().unwrap();
+    assert_eq!(resources::block_tile(best).map(|[m, n, _]| [m, n]), Some([128, 256]), "{}", print_dsl(best));
+    assert_eq!(resources::stages(best), 4, "{}", print_dsl(best));
+    // The same plan with 3 stages costs the same: the tie decided it.
+    let mut shallow = best.clone();
+    shallow.pipeline.as_mut().unwrap().value.stages.value = 3;
+    let same = c.candidates.iter().find(|(q, _)| *q == shallow).map(|(_, e)| e.time_s);
+    assert_eq!(same, Some(e.time_s));
+}

@@ -34,10 +34,15 @@
 //!   - shared memory: `cw·(G + R [+ G]) / (smem_bytes_per_clock·clock)`;
 //!   - L2: `cw·G / (l2_bandwidth/SMs)` (less the multicast half of B
 //!     with `cluster=2`, below);
-//!   - latency (Little's law): `stages − 1` K-steps of `(BM+BN)·BK·e` bytes
+//!   - latency (Little's law): `ahead` K-steps of `(BM+BN)·BK·e` bytes
 //!     in flight per CTA over a `mem_latency_clocks` round trip deliver at
-//!     most `(stages−1)·(BM+BN)·BK·e / latency` per CTA, so `G` takes
-//!     `G·latency / ((stages−1)·(BM+BN)·BK·e)`;
+//!     most `ahead·(BM+BN)·BK·e / latency` per CTA, so `G` takes
+//!     `G·latency / (ahead·(BM+BN)·BK·e)`. The prefetch depth `ahead` is
+//!     `stages − 1` for `cp.async` + `mma.sync` (a stage is refilled once
+//!     its k-tile's `ldmatrix`s are done), but `stages − 2` (at least 1)
+//!     where the template issues `wgmma`: it waits with `wait_group 1`,
+//!     so a stage is released only after the next k-tile's `wgmma`s are
+//!     issued, one k-tile late ([`prefetch_depth`]);
 //!   - DRAM: the wave's bytes over `dram_bandwidth`, where L2 serves the
 //!     re-reads inside a wave: the launch order runs `n` fastest (`bind
 //!     n.o block.x`), so a wave reads each A row panel (`BM×K`) of the
@@ -80,8 +85,9 @@
 //!   and the cluster barriers. A first-principles estimate, not measured
 //!   on a GPU.
 //! - Ties go to the wider vector (§4.2 counts narrowing it as a loss), then
-//!   to fewer stages (the same estimate from less shared memory), then to
-//!   the earlier candidate.
+//!   to more stages (a deeper pipeline: the latency term takes one mean
+//!   round trip, and a deeper ring also hides its variation, which the
+//!   model does not see), then to the earlier candidate.
 //!
 //! **Attention** (a plan with `algo_choice attention`, over
 //! [`Problem::attention`]: `b` batch points of `M` queries, `N` keys, head
@@ -265,7 +271,8 @@ impl Analytic {
         let ldmatrix = kp * e * bmf * bnf * (1.0 / wm as f64 + 1.0 / wn as f64);
         let through_l1 = if vec as f64 * e < 16.0 { fill } else { 0.0 };
         let smem_bytes = fill + ldmatrix + through_l1;
-        let in_flight = (resources::stages(plan).max(2) - 1) as f64 * (bmf + bnf) * bkf * e;
+        let wgmma = target.issues_wgmma(problem.dtype);
+        let in_flight = prefetch_depth(resources::stages(plan), wgmma) as f64 * (bmf + bnf) * bkf * e;
 
         // Per-SM rates.
         let sms = target.sm_count as f64;
@@ -292,7 +299,6 @@ impl Analytic {
             return Err(diag!(Unsupported, "no cluster of {cluster} CTAs of this plan fits on {}", target.name));
         }
         let waves = tiles.div_ceil(slots);
-        let wgmma = target.issues_wgmma(problem.dtype);
         let issue_loss = if wgmma && plan.warp_specialize.is_none() { 1.0 + UNSPECIALIZED_WGMMA_LOSS } else { 1.0 };
         let persistent = plan.warp_specialize.as_ref().is_some_and(|w| w.value.persistent);
 
@@ -582,7 +588,7 @@ impl Choice {
 
     /// Moves the candidates `why` has a reason against to `rejected` and
     /// chooses again among the rest (the same order: fastest estimate,
-    /// then the wider vector, then fewer stages).
+    /// then the wider vector, then more stages).
     pub fn reject(&mut self, why: impl Fn(&Plan) -> Option<String>) {
         let mut kept = Vec::new();
         for (plan, e) in std::mem::take(&mut self.candidates) {
@@ -596,6 +602,15 @@ impl Choice {
     }
 }
 
+/// The k-tiles a CTA's copies run ahead of its products with a ring of
+/// `stages` (module doc, "latency"): `stages − 1`, or with `wgmma`
+/// (`wait_group 1`, the stage released one k-tile late) `stages − 2`;
+/// at least 1.
+pub fn prefetch_depth(stages: u64, wgmma: bool) -> u64 {
+    let held = if wgmma { 2 } else { 1 };
+    stages.saturating_sub(held).max(1)
+}
+
 /// The index of the best candidate (see [`Choice::reject`]).
 fn best_of(candidates: &[(Plan, Estimate)]) -> Option<usize> {
     let width = |p: &Plan| p.vectorize.as_ref().map_or(0, |v| v.value.width.value);
@@ -606,7 +621,7 @@ fn best_of(candidates: &[(Plan, Estimate)]) -> Option<usize> {
             Some((bp, be)) => {
                 let (w, bw) = (width(p), width(bp));
                 e.time_s < be.time_s
-                    || (e.time_s == be.time_s && (w > bw || (w == bw && resources::stages(p) < resources::stages(bp))))
+                    || (e.time_s == be.time_s && (w > bw || (w == bw && resources::stages(p) > resources::stages(bp))))
             }
         };
         if better {

@@ -252,6 +252,10 @@ impl Builder {
         self.for_unrolled(&mut out, "i", bn / 2, |_, i| {
             vec![Stmt::Mma(MmaStmt::MovF32 { dst: RegRef { reg: acc, index: i }, value: 0.0 })]
         });
+        // The zeroing fenced (and so pinned by the printer) where it is:
+        // else NVVM sinks a copy of it into the path that skips the k loop,
+        // and ptxas serialises every `wgmma` of the loop (C7515).
+        out.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
         let thread0 = ids.tid.clone().eq(0);
         let kt = self.var("kt");
         let kt_e = Expr::Var(kt);
@@ -521,6 +525,8 @@ impl Builder {
             b.for_unrolled(&mut tile, "i", bn / 2, |_, r| {
                 vec![Stmt::Mma(MmaStmt::MovF32 { dst: RegRef { reg: acc, index: r }, value: 0.0 })]
             });
+            // As in the lockstep form: the zeroing stays before the k loop.
+            tile.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
             let kt = b.var("kt");
             let kt_e = Expr::Var(kt);
             let mut main = Vec::new();

@@ -77,9 +77,9 @@ __device__ __forceinline__ int tgc_f32_to_i32(float x) {
     return x != x ? 0 : v;
 }
 
-// kernel mlp_k0_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 1), block (64, 1, 1), 16384 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 8192), swizzle Swizzle<2,4,3>
-// shared `Bs` (Bs_smem): bytes [8192, 16384), swizzle Swizzle<3,4,3>
+// kernel mlp_k0_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 1), block (64, 1, 1), 24576 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 12288), swizzle Swizzle<2,4,3>
+// shared `Bs` (Bs_smem): bytes [12288, 24576), swizzle Swizzle<3,4,3>
 // shared `Cs` (Cs_smem): bytes [0, 2048), swizzle none
 extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
     const tgc_f16* __restrict__ A,
@@ -96,7 +96,7 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 8192u;
+    const unsigned Bs_smem = tgc_smem_base + 12288u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     unsigned afrag[16];
@@ -115,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
         /* s9 */ acc[i] = 0.0f;
     }
     #pragma unroll
-    /* s10 */ for (long long s = 0; s < 1; s += 1) {
+    /* s10 */ for (long long s = 0; s < 2; s += 1) {
         /* s11 */ if (s < ktiles) {
             #pragma unroll
             /* s12 */ for (long long a_i = 0; a_i < 4; a_i += 1) {
@@ -138,9 +138,9 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
     }
     #pragma unroll 1
     /* s25 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s26 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        /* s26 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         /* s27 */ __syncthreads(); // bar.sync 0
-        /* s28 */ const long long kt_next = (kt + 1);
+        /* s28 */ const long long kt_next = (kt + 2);
         /* s29 */ if (kt_next < ktiles) {
             #pragma unroll
             /* s30 */ for (long long a_i_1 = 0; a_i_1 < 4; a_i_1 += 1) {
@@ -148,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
                 /* s32 */ const long long a_row_1 = (a_chunk_1 / 4);
                 /* s33 */ const long long a_col_1 = ((a_chunk_1 % 4) * 8);
                 /* s34 */ const long long a_bytes_1 = ((((block_m + a_row_1) < (long long)M) ? tgc_min(tgc_max(((long long)K - (((0 + kt_next) * 32) + a_col_1)), 0), 8) : 0) * 2);
-                /* s35 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a_row_1 * 64) + (a_col_1 * 2))))), "l"(A + ((0 < a_bytes_1) ? (((block_m + a_row_1) * (long long)lda) + (((0 + kt_next) * 32) + a_col_1)) : 0)), "r"((unsigned)a_bytes_1) : "memory");
+                /* s35 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a_row_1 * 64) + (a_col_1 * 2))))), "l"(A + ((0 < a_bytes_1) ? (((block_m + a_row_1) * (long long)lda) + (((0 + kt_next) * 32) + a_col_1)) : 0)), "r"((unsigned)a_bytes_1) : "memory");
             }
             #pragma unroll
             /* s36 */ for (long long b_i_1 = 0; b_i_1 < 4; b_i_1 += 1) {
@@ -156,11 +156,11 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
                 /* s38 */ const long long b_row_1 = (b_chunk_1 / 8);
                 /* s39 */ const long long b_col_1 = ((b_chunk_1 % 8) * 8);
                 /* s40 */ const long long b_bytes_1 = ((((((0 + kt_next) * 32) + b_row_1) < (long long)K) ? tgc_min(tgc_max(((long long)N - (block_n + b_col_1)), 0), 8) : 0) * 2);
-                /* s41 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 2) * 4096) + ((b_row_1 * 128) + (b_col_1 * 2))))), "l"(B + ((0 < b_bytes_1) ? (((((0 + kt_next) * 32) + b_row_1) * (long long)ldb) + (block_n + b_col_1)) : 0)), "r"((unsigned)b_bytes_1) : "memory");
+                /* s41 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 4096) + ((b_row_1 * 128) + (b_col_1 * 2))))), "l"(B + ((0 < b_bytes_1) ? (((((0 + kt_next) * 32) + b_row_1) * (long long)ldb) + (block_n + b_col_1)) : 0)), "r"((unsigned)b_bytes_1) : "memory");
             }
         }
         /* s42 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
-        /* s43 */ const long long stage = (kt % 2);
+        /* s43 */ const long long stage = (kt % 3);
         #pragma unroll
         /* s44 */ for (long long ks = 0; ks < 2; ks += 1) {
             #pragma unroll
@@ -249,9 +249,9 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k0_gemm(
     }
 }
 
-// kernel mlp_k1_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 1), block (64, 1, 1), 16384 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 8192), swizzle Swizzle<2,4,3>
-// shared `Bs` (Bs_smem): bytes [8192, 16384), swizzle Swizzle<3,4,3>
+// kernel mlp_k1_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 1), block (64, 1, 1), 24576 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 12288), swizzle Swizzle<2,4,3>
+// shared `Bs` (Bs_smem): bytes [12288, 24576), swizzle Swizzle<3,4,3>
 // shared `Cs` (Cs_smem): bytes [0, 4096), swizzle none
 extern "C" __global__ void __launch_bounds__(64) mlp_k1_gemm(
     const tgc_f16* __restrict__ A,
@@ -267,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k1_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 8192u;
+    const unsigned Bs_smem = tgc_smem_base + 12288u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     unsigned afrag[16];
@@ -286,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k1_gemm(
         /* s9 */ acc[i] = 0.0f;
     }
     #pragma unroll
-    /* s10 */ for (long long s = 0; s < 1; s += 1) {
+    /* s10 */ for (long long s = 0; s < 2; s += 1) {
         /* s11 */ if (s < ktiles) {
             #pragma unroll
             /* s12 */ for (long long a_i = 0; a_i < 4; a_i += 1) {
@@ -309,9 +309,9 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k1_gemm(
     }
     #pragma unroll 1
     /* s25 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s26 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        /* s26 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         /* s27 */ __syncthreads(); // bar.sync 0
-        /* s28 */ const long long kt_next = (kt + 1);
+        /* s28 */ const long long kt_next = (kt + 2);
         /* s29 */ if (kt_next < ktiles) {
             #pragma unroll
             /* s30 */ for (long long a_i_1 = 0; a_i_1 < 4; a_i_1 += 1) {
@@ -319,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k1_gemm(
                 /* s32 */ const long long a_row_1 = (a_chunk_1 / 4);
                 /* s33 */ const long long a_col_1 = ((a_chunk_1 % 4) * 8);
                 /* s34 */ const long long a_bytes_1 = ((((block_m + a_row_1) < (long long)M) ? tgc_min(tgc_max(((long long)K - (((0 + kt_next) * 32) + a_col_1)), 0), 8) : 0) * 2);
-                /* s35 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a_row_1 * 64) + (a_col_1 * 2))))), "l"(A + ((0 < a_bytes_1) ? (((block_m + a_row_1) * (long long)lda) + (((0 + kt_next) * 32) + a_col_1)) : 0)), "r"((unsigned)a_bytes_1) : "memory");
+                /* s35 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a_row_1 * 64) + (a_col_1 * 2))))), "l"(A + ((0 < a_bytes_1) ? (((block_m + a_row_1) * (long long)lda) + (((0 + kt_next) * 32) + a_col_1)) : 0)), "r"((unsigned)a_bytes_1) : "memory");
             }
             #pragma unroll
             /* s36 */ for (long long b_i_1 = 0; b_i_1 < 4; b_i_1 += 1) {
@@ -327,11 +327,11 @@ extern "C" __global__ void __launch_bounds__(64) mlp_k1_gemm(
                 /* s38 */ const long long b_row_1 = (b_chunk_1 / 8);
                 /* s39 */ const long long b_col_1 = ((b_chunk_1 % 8) * 8);
                 /* s40 */ const long long b_bytes_1 = ((((((0 + kt_next) * 32) + b_row_1) < (long long)K) ? tgc_min(tgc_max(((long long)N - (block_n + b_col_1)), 0), 8) : 0) * 2);
-                /* s41 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 2) * 4096) + ((b_row_1 * 128) + (b_col_1 * 2))))), "l"(B + ((0 < b_bytes_1) ? (((((0 + kt_next) * 32) + b_row_1) * (long long)ldb) + (block_n + b_col_1)) : 0)), "r"((unsigned)b_bytes_1) : "memory");
+                /* s41 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 4096) + ((b_row_1 * 128) + (b_col_1 * 2))))), "l"(B + ((0 < b_bytes_1) ? (((((0 + kt_next) * 32) + b_row_1) * (long long)ldb) + (block_n + b_col_1)) : 0)), "r"((unsigned)b_bytes_1) : "memory");
             }
         }
         /* s42 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
-        /* s43 */ const long long stage = (kt % 2);
+        /* s43 */ const long long stage = (kt % 3);
         #pragma unroll
         /* s44 */ for (long long ks = 0; ks < 2; ks += 1) {
             #pragma unroll

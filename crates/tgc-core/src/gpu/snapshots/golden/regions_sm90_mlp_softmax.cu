@@ -114,10 +114,10 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
            ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | ((unsigned long long)mode << 62);
 }
 
-// kernel mlp_k0_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 1), block (128, 1, 1), 74760 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 24576), swizzle Swizzle<3,4,3>
-// shared `Bs` (Bs_smem): bytes [24576, 73728), swizzle Swizzle<3,4,3>
-// shared `full` (full_smem): bytes [73728, 73752), swizzle none
+// kernel mlp_k0_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 1), block (128, 1, 1), 123928 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 40960), swizzle Swizzle<3,4,3>
+// shared `Bs` (Bs_smem): bytes [40960, 122880), swizzle Swizzle<3,4,3>
+// shared `full` (full_smem): bytes [122880, 122920), swizzle none
 // shared `Cs` (Cs_smem): bytes [0, 16384), swizzle none
 extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
     const tgc_f16* __restrict__ A,
@@ -136,8 +136,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = ((unsigned)__cvta_generic_to_shared(tgc_smem) + 1023u) & ~1023u;
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 24576u;
-    const unsigned full_smem = tgc_smem_base + 73728u;
+    const unsigned Bs_smem = tgc_smem_base + 40960u;
+    const unsigned full_smem = tgc_smem_base + 122880u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     float cfrag[8];
@@ -154,84 +154,86 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
     /* s9 */ for (long long i = 0; i < 64; i += 1) {
         /* s10 */ acc[i] = 0.0f;
     }
-    /* s11 */ if (tid == 0) {
+    /* s11 */ tgc_pin(acc);
+    /* s11 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s12 */ if (tid == 0) {
         #pragma unroll
-        /* s12 */ for (long long s = 0; s < 3; s += 1) {
-            /* s13 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(full_smem + (unsigned)(s * 8)), "r"(1u));
+        /* s13 */ for (long long s = 0; s < 5; s += 1) {
+            /* s14 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(full_smem + (unsigned)(s * 8)), "r"(1u));
         }
-        /* s14 */ asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        /* s15 */ asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    /* s15 */ __syncthreads(); // bar.sync 0
-    /* s16 */ if (tid == 0) {
+    /* s16 */ __syncthreads(); // bar.sync 0
+    /* s17 */ if (tid == 0) {
         #pragma unroll
-        /* s17 */ for (long long s_1 = 0; s_1 < 2; s_1 += 1) {
-            /* s18 */ if (s_1 < ktiles) {
-                /* s19 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)(s_1 * 8)), "r"(24576u) : "memory");
-                /* s20 */ tgc_tma_load_2d(As_smem + (unsigned)(s_1 * 8192), &A_map, full_smem + (unsigned)(s_1 * 8), (int)(s_1 * 64), (int)block_m);
-                /* s21 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 0), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 0), (int)(s_1 * 64));
-                /* s22 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 8192), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 64), (int)(s_1 * 64));
+        /* s18 */ for (long long s_1 = 0; s_1 < 4; s_1 += 1) {
+            /* s19 */ if (s_1 < ktiles) {
+                /* s20 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)(s_1 * 8)), "r"(24576u) : "memory");
+                /* s21 */ tgc_tma_load_2d(As_smem + (unsigned)(s_1 * 8192), &A_map, full_smem + (unsigned)(s_1 * 8), (int)(s_1 * 64), (int)block_m);
+                /* s22 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 0), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 0), (int)(s_1 * 64));
+                /* s23 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 8192), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 64), (int)(s_1 * 64));
             }
         }
     }
     #pragma unroll 1
-    /* s23 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s24 */ const long long stage = (kt % 3);
-        /* s25 */ tgc_mbar_wait(full_smem + (unsigned)(stage * 8), (unsigned)((kt / 3) % 2));
-        /* s26 */ tgc_pin(acc);
-        /* s26 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s24 */ for (long long kt = 0; kt < ktiles; kt += 1) {
+        /* s25 */ const long long stage = (kt % 5);
+        /* s26 */ tgc_mbar_wait(full_smem + (unsigned)(stage * 8), (unsigned)((kt / 5) % 2));
+        /* s27 */ tgc_pin(acc);
+        /* s27 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
-        /* s27 */ for (long long ks = 0; ks < 4; ks += 1) {
-            /* s28 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
+        /* s28 */ for (long long ks = 0; ks < 4; ks += 1) {
+            /* s29 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
         }
-        /* s29 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* s30 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        /* s30 */ tgc_pin(acc);
-        /* s31 */ __syncthreads(); // bar.sync 0
-        /* s32 */ const long long kt_next = (kt + 2);
-        /* s33 */ if ((tid == 0) && (kt_next < ktiles)) {
-            /* s34 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)((kt_next % 3) * 8)), "r"(24576u) : "memory");
-            /* s35 */ tgc_tma_load_2d(As_smem + (unsigned)((kt_next % 3) * 8192), &A_map, full_smem + (unsigned)((kt_next % 3) * 8), (int)(kt_next * 64), (int)block_m);
-            /* s36 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 3) * 16384) + 0), &B_map, full_smem + (unsigned)((kt_next % 3) * 8), (int)(block_n + 0), (int)(kt_next * 64));
-            /* s37 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 3) * 16384) + 8192), &B_map, full_smem + (unsigned)((kt_next % 3) * 8), (int)(block_n + 64), (int)(kt_next * 64));
+        /* s30 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        /* s31 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s31 */ tgc_pin(acc);
+        /* s32 */ __syncthreads(); // bar.sync 0
+        /* s33 */ const long long kt_next = (kt + 4);
+        /* s34 */ if ((tid == 0) && (kt_next < ktiles)) {
+            /* s35 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)((kt_next % 5) * 8)), "r"(24576u) : "memory");
+            /* s36 */ tgc_tma_load_2d(As_smem + (unsigned)((kt_next % 5) * 8192), &A_map, full_smem + (unsigned)((kt_next % 5) * 8), (int)(kt_next * 64), (int)block_m);
+            /* s37 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 5) * 16384) + 0), &B_map, full_smem + (unsigned)((kt_next % 5) * 8), (int)(block_n + 0), (int)(kt_next * 64));
+            /* s38 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 5) * 16384) + 8192), &B_map, full_smem + (unsigned)((kt_next % 5) * 8), (int)(block_n + 64), (int)(kt_next * 64));
         }
     }
-    /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    /* s38 */ tgc_pin(acc);
-    /* s39 */ __syncthreads(); // bar.sync 0
-    /* s40 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
-    /* s41 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
+    /* s39 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s39 */ tgc_pin(acc);
+    /* s40 */ __syncthreads(); // bar.sync 0
+    /* s41 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
+    /* s42 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
     #pragma unroll
-    /* s42 */ for (long long em = 0; em < 1; em += 1) {
+    /* s43 */ for (long long em = 0; em < 1; em += 1) {
         #pragma unroll
-        /* s43 */ for (long long en = 0; en < 16; en += 1) {
+        /* s44 */ for (long long en = 0; en < 16; en += 1) {
             #pragma unroll
-            /* s44 */ for (long long eh = 0; eh < 2; eh += 1) {
-                /* s45 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
-                /* s46 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
-                /* s47 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16), bias, relu
+            /* s45 */ for (long long eh = 0; eh < 2; eh += 1) {
+                /* s46 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
+                /* s47 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
+                /* s48 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16), bias, relu
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)];
                     tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                     tgc_v += tgc_f16_to_f32(bias[(col + 0)]);
                     tgc_v = fmaxf(tgc_v, 0.0f);
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)] = tgc_v;
                 }
-                /* s48 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16), bias, relu
+                /* s49 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16), bias, relu
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)];
                     tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                     tgc_v += tgc_f16_to_f32(bias[(col + 1)]);
                     tgc_v = fmaxf(tgc_v, 0.0f);
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)] = tgc_v;
                 }
-                /* s49 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
+                /* s50 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
             }
         }
-        /* s50 */ __syncthreads(); // bar.sync 0
+        /* s51 */ __syncthreads(); // bar.sync 0
         #pragma unroll
-        /* s51 */ for (long long ci = 0; ci < 8; ci += 1) {
-            /* s52 */ const long long c_chunk = ((ci * 32) + lane);
-            /* s53 */ const long long c_row = (c_chunk / 16);
-            /* s54 */ const long long c_col = ((c_chunk % 16) * 8);
-            /* s55 */ {
+        /* s52 */ for (long long ci = 0; ci < 8; ci += 1) {
+            /* s53 */ const long long c_chunk = ((ci * 32) + lane);
+            /* s54 */ const long long c_row = (c_chunk / 16);
+            /* s55 */ const long long c_col = ((c_chunk % 16) * 8);
+            /* s56 */ {
                 unsigned tgc_w0, tgc_w1, tgc_w2, tgc_w3;
                 asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(tgc_w0), "=r"(tgc_w1), "=r"(tgc_w2), "=r"(tgc_w3) : "r"(Cs_smem + (unsigned)((((warp * 2048) + (c_row * 128)) + c_col) * 2)) : "memory");
                 cfrag[0] = tgc_f16_to_f32((unsigned short)(tgc_w0 & 0xffffu));
@@ -243,29 +245,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k0_gemm(
                 cfrag[6] = tgc_f16_to_f32((unsigned short)(tgc_w3 & 0xffffu));
                 cfrag[7] = tgc_f16_to_f32((unsigned short)(tgc_w3 >> 16));
             }
-            /* s56 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
-            /* s57 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
-            /* s58 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
-                /* s59 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
+            /* s57 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
+            /* s58 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
+            /* s59 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
+                /* s60 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
             } else {
-                /* s60 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
-                /* s61 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
-                /* s62 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
-                /* s63 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
-                /* s64 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
-                /* s65 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
-                /* s66 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
-                /* s67 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
+                /* s61 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
+                /* s62 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
+                /* s63 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
+                /* s64 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
+                /* s65 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
+                /* s66 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
+                /* s67 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
+                /* s68 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
             }
         }
-        /* s68 */ __syncthreads(); // bar.sync 0
+        /* s69 */ __syncthreads(); // bar.sync 0
     }
 }
 
-// kernel mlp_k1_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 1), block (128, 1, 1), 74760 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 24576), swizzle Swizzle<3,4,3>
-// shared `Bs` (Bs_smem): bytes [24576, 73728), swizzle Swizzle<3,4,3>
-// shared `full` (full_smem): bytes [73728, 73752), swizzle none
+// kernel mlp_k1_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 1), block (128, 1, 1), 123928 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 40960), swizzle Swizzle<3,4,3>
+// shared `Bs` (Bs_smem): bytes [40960, 122880), swizzle Swizzle<3,4,3>
+// shared `full` (full_smem): bytes [122880, 122920), swizzle none
 // shared `Cs` (Cs_smem): bytes [0, 32768), swizzle none
 extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
     const tgc_f16* __restrict__ A,
@@ -283,8 +285,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = ((unsigned)__cvta_generic_to_shared(tgc_smem) + 1023u) & ~1023u;
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 24576u;
-    const unsigned full_smem = tgc_smem_base + 73728u;
+    const unsigned Bs_smem = tgc_smem_base + 40960u;
+    const unsigned full_smem = tgc_smem_base + 122880u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     float cfrag[4];
@@ -301,80 +303,82 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
     /* s9 */ for (long long i = 0; i < 64; i += 1) {
         /* s10 */ acc[i] = 0.0f;
     }
-    /* s11 */ if (tid == 0) {
+    /* s11 */ tgc_pin(acc);
+    /* s11 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s12 */ if (tid == 0) {
         #pragma unroll
-        /* s12 */ for (long long s = 0; s < 3; s += 1) {
-            /* s13 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(full_smem + (unsigned)(s * 8)), "r"(1u));
+        /* s13 */ for (long long s = 0; s < 5; s += 1) {
+            /* s14 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(full_smem + (unsigned)(s * 8)), "r"(1u));
         }
-        /* s14 */ asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        /* s15 */ asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    /* s15 */ __syncthreads(); // bar.sync 0
-    /* s16 */ if (tid == 0) {
+    /* s16 */ __syncthreads(); // bar.sync 0
+    /* s17 */ if (tid == 0) {
         #pragma unroll
-        /* s17 */ for (long long s_1 = 0; s_1 < 2; s_1 += 1) {
-            /* s18 */ if (s_1 < ktiles) {
-                /* s19 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)(s_1 * 8)), "r"(24576u) : "memory");
-                /* s20 */ tgc_tma_load_2d(As_smem + (unsigned)(s_1 * 8192), &A_map, full_smem + (unsigned)(s_1 * 8), (int)(s_1 * 64), (int)block_m);
-                /* s21 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 0), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 0), (int)(s_1 * 64));
-                /* s22 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 8192), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 64), (int)(s_1 * 64));
+        /* s18 */ for (long long s_1 = 0; s_1 < 4; s_1 += 1) {
+            /* s19 */ if (s_1 < ktiles) {
+                /* s20 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)(s_1 * 8)), "r"(24576u) : "memory");
+                /* s21 */ tgc_tma_load_2d(As_smem + (unsigned)(s_1 * 8192), &A_map, full_smem + (unsigned)(s_1 * 8), (int)(s_1 * 64), (int)block_m);
+                /* s22 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 0), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 0), (int)(s_1 * 64));
+                /* s23 */ tgc_tma_load_2d(Bs_smem + (unsigned)((s_1 * 16384) + 8192), &B_map, full_smem + (unsigned)(s_1 * 8), (int)(block_n + 64), (int)(s_1 * 64));
             }
         }
     }
     #pragma unroll 1
-    /* s23 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s24 */ const long long stage = (kt % 3);
-        /* s25 */ tgc_mbar_wait(full_smem + (unsigned)(stage * 8), (unsigned)((kt / 3) % 2));
-        /* s26 */ tgc_pin(acc);
-        /* s26 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s24 */ for (long long kt = 0; kt < ktiles; kt += 1) {
+        /* s25 */ const long long stage = (kt % 5);
+        /* s26 */ tgc_mbar_wait(full_smem + (unsigned)(stage * 8), (unsigned)((kt / 5) % 2));
+        /* s27 */ tgc_pin(acc);
+        /* s27 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
-        /* s27 */ for (long long ks = 0; ks < 4; ks += 1) {
-            /* s28 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
+        /* s28 */ for (long long ks = 0; ks < 4; ks += 1) {
+            /* s29 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
         }
-        /* s29 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* s30 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        /* s30 */ tgc_pin(acc);
-        /* s31 */ __syncthreads(); // bar.sync 0
-        /* s32 */ const long long kt_next = (kt + 2);
-        /* s33 */ if ((tid == 0) && (kt_next < ktiles)) {
-            /* s34 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)((kt_next % 3) * 8)), "r"(24576u) : "memory");
-            /* s35 */ tgc_tma_load_2d(As_smem + (unsigned)((kt_next % 3) * 8192), &A_map, full_smem + (unsigned)((kt_next % 3) * 8), (int)(kt_next * 64), (int)block_m);
-            /* s36 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 3) * 16384) + 0), &B_map, full_smem + (unsigned)((kt_next % 3) * 8), (int)(block_n + 0), (int)(kt_next * 64));
-            /* s37 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 3) * 16384) + 8192), &B_map, full_smem + (unsigned)((kt_next % 3) * 8), (int)(block_n + 64), (int)(kt_next * 64));
+        /* s30 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        /* s31 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s31 */ tgc_pin(acc);
+        /* s32 */ __syncthreads(); // bar.sync 0
+        /* s33 */ const long long kt_next = (kt + 4);
+        /* s34 */ if ((tid == 0) && (kt_next < ktiles)) {
+            /* s35 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)((kt_next % 5) * 8)), "r"(24576u) : "memory");
+            /* s36 */ tgc_tma_load_2d(As_smem + (unsigned)((kt_next % 5) * 8192), &A_map, full_smem + (unsigned)((kt_next % 5) * 8), (int)(kt_next * 64), (int)block_m);
+            /* s37 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 5) * 16384) + 0), &B_map, full_smem + (unsigned)((kt_next % 5) * 8), (int)(block_n + 0), (int)(kt_next * 64));
+            /* s38 */ tgc_tma_load_2d(Bs_smem + (unsigned)(((kt_next % 5) * 16384) + 8192), &B_map, full_smem + (unsigned)((kt_next % 5) * 8), (int)(block_n + 64), (int)(kt_next * 64));
         }
     }
-    /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    /* s38 */ tgc_pin(acc);
-    /* s39 */ __syncthreads(); // bar.sync 0
-    /* s40 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
-    /* s41 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
+    /* s39 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s39 */ tgc_pin(acc);
+    /* s40 */ __syncthreads(); // bar.sync 0
+    /* s41 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
+    /* s42 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
     #pragma unroll
-    /* s42 */ for (long long em = 0; em < 1; em += 1) {
+    /* s43 */ for (long long em = 0; em < 1; em += 1) {
         #pragma unroll
-        /* s43 */ for (long long en = 0; en < 16; en += 1) {
+        /* s44 */ for (long long en = 0; en < 16; en += 1) {
             #pragma unroll
-            /* s44 */ for (long long eh = 0; eh < 2; eh += 1) {
-                /* s45 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
-                /* s46 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
-                /* s47 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16)
+            /* s45 */ for (long long eh = 0; eh < 2; eh += 1) {
+                /* s46 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
+                /* s47 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
+                /* s48 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16)
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)];
                     tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)] = tgc_v;
                 }
-                /* s48 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16)
+                /* s49 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16)
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)];
                     tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)] = tgc_v;
                 }
-                /* s49 */ asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 4)), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]) : "memory");
+                /* s50 */ asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 4)), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]) : "memory");
             }
         }
-        /* s50 */ __syncthreads(); // bar.sync 0
+        /* s51 */ __syncthreads(); // bar.sync 0
         #pragma unroll
-        /* s51 */ for (long long ci = 0; ci < 16; ci += 1) {
-            /* s52 */ const long long c_chunk = ((ci * 32) + lane);
-            /* s53 */ const long long c_row = (c_chunk / 32);
-            /* s54 */ const long long c_col = ((c_chunk % 32) * 4);
-            /* s55 */ {
+        /* s52 */ for (long long ci = 0; ci < 16; ci += 1) {
+            /* s53 */ const long long c_chunk = ((ci * 32) + lane);
+            /* s54 */ const long long c_row = (c_chunk / 32);
+            /* s55 */ const long long c_col = ((c_chunk % 32) * 4);
+            /* s56 */ {
                 unsigned tgc_w0, tgc_w1, tgc_w2, tgc_w3;
                 asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(tgc_w0), "=r"(tgc_w1), "=r"(tgc_w2), "=r"(tgc_w3) : "r"(Cs_smem + (unsigned)((((warp * 2048) + (c_row * 128)) + c_col) * 4)) : "memory");
                 cfrag[0] = __uint_as_float(tgc_w0);
@@ -382,18 +386,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_k1_gemm(
                 cfrag[2] = __uint_as_float(tgc_w2);
                 cfrag[3] = __uint_as_float(tgc_w3);
             }
-            /* s56 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
-            /* s57 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
-            /* s58 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) {
-                /* s59 */ asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "f"(cfrag[0]), "f"(cfrag[1]), "f"(cfrag[2]), "f"(cfrag[3]) : "memory");
+            /* s57 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
+            /* s58 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
+            /* s59 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) {
+                /* s60 */ asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "f"(cfrag[0]), "f"(cfrag[1]), "f"(cfrag[2]), "f"(cfrag[3]) : "memory");
             } else {
-                /* s60 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "f"(cfrag[0]) : "memory");
-                /* s61 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "f"(cfrag[1]) : "memory");
-                /* s62 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "f"(cfrag[2]) : "memory");
-                /* s63 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "f"(cfrag[3]) : "memory");
+                /* s61 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "f"(cfrag[0]) : "memory");
+                /* s62 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "f"(cfrag[1]) : "memory");
+                /* s63 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "f"(cfrag[2]) : "memory");
+                /* s64 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "f"(cfrag[3]) : "memory");
             }
         }
-        /* s64 */ __syncthreads(); // bar.sync 0
+        /* s65 */ __syncthreads(); // bar.sync 0
     }
 }
 

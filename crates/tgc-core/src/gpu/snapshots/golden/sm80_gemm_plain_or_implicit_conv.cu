@@ -55,9 +55,9 @@ __device__ __forceinline__ void tgc_copy_sync(unsigned dst, const void* src, uns
 // Swizzle<2,4,3> (ir::Swizzle::expr): XOR of the 16-byte chunk index with higher offset bits.
 __device__ __forceinline__ unsigned tgc_swizzle_2_4_3(unsigned off) { return (off ^ ((off >> 3) & 48)); }
 
-// kernel conv_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 2), block (64, 1, 1), 16384 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 8192), swizzle Swizzle<2,4,3>
-// shared `Bs` (Bs_smem): bytes [8192, 16384), swizzle Swizzle<2,4,3>
+// kernel conv_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 2), block (64, 1, 1), 24576 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 12288), swizzle Swizzle<2,4,3>
+// shared `Bs` (Bs_smem): bytes [12288, 24576), swizzle Swizzle<2,4,3>
 // shared `Cs` (Cs_smem): bytes [0, 2048), swizzle none
 extern "C" __global__ void __launch_bounds__(64) conv_gemm(
     const tgc_f16* __restrict__ A,
@@ -74,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(64) conv_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 8192u;
+    const unsigned Bs_smem = tgc_smem_base + 12288u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     unsigned afrag[16];
@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(64) conv_gemm(
     /* s29 */ const long long a3_in = ((a3_fixed < (long long)M) ? 8 : 0);
     /* s30 */ const long long a3_off = (a3_fixed * 144);
     #pragma unroll
-    /* s31 */ for (long long s = 0; s < 1; s += 1) {
+    /* s31 */ for (long long s = 0; s < 2; s += 1) {
         /* s32 */ if (s < ktiles) {
             /* s33 */ const long long a0_k = (((0 + s) * 32) + a0_col);
             /* s34 */ const long long a0_kd0 = (a0_k / 9);
@@ -146,22 +146,22 @@ extern "C" __global__ void __launch_bounds__(64) conv_gemm(
     }
     #pragma unroll 1
     /* s57 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s58 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        /* s58 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         /* s59 */ __syncthreads(); // bar.sync 0
-        /* s60 */ const long long kt_next = (kt + 1);
+        /* s60 */ const long long kt_next = (kt + 2);
         /* s61 */ if (kt_next < ktiles) {
             /* s62 */ const long long a0_k_1 = (((0 + kt_next) * 32) + a0_col);
             /* s63 */ const long long a0_kd0_1 = (a0_k_1 / 9);
             /* s64 */ const long long a0_kd1_1 = ((a0_k_1 / 3) % 3);
             /* s65 */ const long long a0_kd2_1 = (a0_k_1 % 3);
             /* s66 */ const long long a0_bytes_1 = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s67 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a0_row * 64) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
+            /* s67 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a0_row * 64) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
             /* s68 */ const long long a1_bytes_1 = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s69 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a1_row * 64) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
+            /* s69 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a1_row * 64) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
             /* s70 */ const long long a2_bytes_1 = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s71 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a2_row * 64) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
+            /* s71 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a2_row * 64) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
             /* s72 */ const long long a3_bytes_1 = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s73 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a3_row * 64) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
+            /* s73 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a3_row * 64) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
             #pragma unroll 1
             /* s74 */ for (long long b_i_1 = 0; b_i_1 < 32; b_i_1 += 1) {
                 /* s75 */ const long long b_chunk_1 = ((b_i_1 * 64) + tid);
@@ -173,11 +173,11 @@ extern "C" __global__ void __launch_bounds__(64) conv_gemm(
                 /* s81 */ const long long b_c1_1 = (((((0 + kt_next) * 32) + b_col_1) / 3) % 3);
                 /* s82 */ const long long b_c2_1 = ((((0 + kt_next) * 32) + b_col_1) % 3);
                 /* s83 */ const long long b_bytes_1 = ((((((1 && ((-1) < ((b_r0_1 + b_c1_1) + (-1)))) && ((-1) < (((b_r0_1 * (-1)) + (b_c1_1 * (-1))) + 8))) && ((-1) < ((b_r1_1 + b_c2_1) + (-1)))) && ((-1) < (((b_r1_1 * (-1)) + (b_c2_1 * (-1))) + 8))) ? (((block_n + b_row_1) < (long long)N) ? tgc_min(tgc_max(((long long)K - (((0 + kt_next) * 32) + b_col_1)), 0), 1) : 0) : 0) * 2);
-                /* s84 */ tgc_copy_sync(Bs_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((b_row_1 * 64) + (b_col_1 * 2)))), B + ((0 < b_bytes_1) ? ((((((((long long)blockIdx.z * 1024) + (b_c0_1 * 64)) + (b_r0_1 * 8)) + (b_c1_1 * 8)) + b_r1_1) + b_c2_1) + (-9)) : 0), 2u, (unsigned)b_bytes_1);
+                /* s84 */ tgc_copy_sync(Bs_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((b_row_1 * 64) + (b_col_1 * 2)))), B + ((0 < b_bytes_1) ? ((((((((long long)blockIdx.z * 1024) + (b_c0_1 * 64)) + (b_r0_1 * 8)) + (b_c1_1 * 8)) + b_r1_1) + b_c2_1) + (-9)) : 0), 2u, (unsigned)b_bytes_1);
             }
         }
         /* s85 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
-        /* s86 */ const long long stage = (kt % 2);
+        /* s86 */ const long long stage = (kt % 3);
         #pragma unroll
         /* s87 */ for (long long ks = 0; ks < 2; ks += 1) {
             #pragma unroll

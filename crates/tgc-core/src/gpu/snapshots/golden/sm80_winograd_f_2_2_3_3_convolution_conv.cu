@@ -227,9 +227,9 @@ extern "C" __global__ void __launch_bounds__(256) conv_winograd_filter(
     }
 }
 
-// kernel conv_winograd_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 16), block (64, 1, 1), 16384 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 8192), swizzle Swizzle<2,4,3>
-// shared `Bs` (Bs_smem): bytes [8192, 16384), swizzle Swizzle<3,4,3>
+// kernel conv_winograd_gemm (sm_80): grid ((((long long)N + 63) / 64), (((long long)M + 63) / 64), 16), block (64, 1, 1), 24576 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 12288), swizzle Swizzle<2,4,3>
+// shared `Bs` (Bs_smem): bytes [12288, 24576), swizzle Swizzle<3,4,3>
 // shared `Cs` (Cs_smem): bytes [0, 4096), swizzle none
 extern "C" __global__ void __launch_bounds__(64) conv_winograd_gemm(
     const tgc_f16* __restrict__ A,
@@ -245,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(64) conv_winograd_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = (unsigned)__cvta_generic_to_shared(tgc_smem);
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 8192u;
+    const unsigned Bs_smem = tgc_smem_base + 12288u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     unsigned afrag[16];
@@ -305,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(64) conv_winograd_gemm(
     /* s49 */ const long long b3_in = tgc_min(tgc_max(((long long)N - b3_fixed), 0), 8);
     /* s50 */ const long long b3_off = (((long long)blockIdx.z * 512) + b3_fixed);
     #pragma unroll
-    /* s51 */ for (long long s = 0; s < 1; s += 1) {
+    /* s51 */ for (long long s = 0; s < 2; s += 1) {
         /* s52 */ if (s < ktiles) {
             /* s53 */ const long long a0_k = (((0 + s) * 32) + a0_col);
             /* s54 */ const long long a0_bytes = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
@@ -333,34 +333,34 @@ extern "C" __global__ void __launch_bounds__(64) conv_winograd_gemm(
     }
     #pragma unroll 1
     /* s75 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s76 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        /* s76 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         /* s77 */ __syncthreads(); // bar.sync 0
-        /* s78 */ const long long kt_next = (kt + 1);
+        /* s78 */ const long long kt_next = (kt + 2);
         /* s79 */ if (kt_next < ktiles) {
             /* s80 */ const long long a0_k_1 = (((0 + kt_next) * 32) + a0_col);
             /* s81 */ const long long a0_bytes_1 = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s82 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a0_row * 64) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + a0_k_1) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
+            /* s82 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a0_row * 64) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + a0_k_1) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
             /* s83 */ const long long a1_bytes_1 = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s84 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a1_row * 64) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + a0_k_1) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
+            /* s84 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a1_row * 64) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + a0_k_1) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
             /* s85 */ const long long a2_bytes_1 = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s86 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a2_row * 64) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + a0_k_1) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
+            /* s86 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a2_row * 64) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + a0_k_1) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
             /* s87 */ const long long a3_bytes_1 = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s88 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 2) * 4096) + ((a3_row * 64) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + a0_k_1) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
+            /* s88 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_2_4_3((unsigned)(((kt_next % 3) * 4096) + ((a3_row * 64) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + a0_k_1) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
             /* s89 */ const long long b0_k_1 = (((0 + kt_next) * 32) + b0_row);
             /* s90 */ const long long b0_bytes_1 = ((1 ? tgc_min(b0_in, ((b0_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s91 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 2) * 4096) + ((b0_row * 128) + (b0_col * 2))))), "l"(B + ((0 < b0_bytes_1) ? (b0_off + (b0_k_1 * 32)) : 0)), "r"((unsigned)b0_bytes_1) : "memory");
+            /* s91 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 4096) + ((b0_row * 128) + (b0_col * 2))))), "l"(B + ((0 < b0_bytes_1) ? (b0_off + (b0_k_1 * 32)) : 0)), "r"((unsigned)b0_bytes_1) : "memory");
             /* s92 */ const long long b1_k_1 = (((0 + kt_next) * 32) + b1_row);
             /* s93 */ const long long b1_bytes_1 = ((1 ? tgc_min(b1_in, ((b1_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s94 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 2) * 4096) + ((b1_row * 128) + (b1_col * 2))))), "l"(B + ((0 < b1_bytes_1) ? (b1_off + (b1_k_1 * 32)) : 0)), "r"((unsigned)b1_bytes_1) : "memory");
+            /* s94 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 4096) + ((b1_row * 128) + (b1_col * 2))))), "l"(B + ((0 < b1_bytes_1) ? (b1_off + (b1_k_1 * 32)) : 0)), "r"((unsigned)b1_bytes_1) : "memory");
             /* s95 */ const long long b2_k_1 = (((0 + kt_next) * 32) + b2_row);
             /* s96 */ const long long b2_bytes_1 = ((1 ? tgc_min(b2_in, ((b2_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s97 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 2) * 4096) + ((b2_row * 128) + (b2_col * 2))))), "l"(B + ((0 < b2_bytes_1) ? (b2_off + (b2_k_1 * 32)) : 0)), "r"((unsigned)b2_bytes_1) : "memory");
+            /* s97 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 4096) + ((b2_row * 128) + (b2_col * 2))))), "l"(B + ((0 < b2_bytes_1) ? (b2_off + (b2_k_1 * 32)) : 0)), "r"((unsigned)b2_bytes_1) : "memory");
             /* s98 */ const long long b3_k_1 = (((0 + kt_next) * 32) + b3_row);
             /* s99 */ const long long b3_bytes_1 = ((1 ? tgc_min(b3_in, ((b3_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s100 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 2) * 4096) + ((b3_row * 128) + (b3_col * 2))))), "l"(B + ((0 < b3_bytes_1) ? (b3_off + (b3_k_1 * 32)) : 0)), "r"((unsigned)b3_bytes_1) : "memory");
+            /* s100 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 4096) + ((b3_row * 128) + (b3_col * 2))))), "l"(B + ((0 < b3_bytes_1) ? (b3_off + (b3_k_1 * 32)) : 0)), "r"((unsigned)b3_bytes_1) : "memory");
         }
         /* s101 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
-        /* s102 */ const long long stage = (kt % 2);
+        /* s102 */ const long long stage = (kt % 3);
         #pragma unroll
         /* s103 */ for (long long ks = 0; ks < 2; ks += 1) {
             #pragma unroll

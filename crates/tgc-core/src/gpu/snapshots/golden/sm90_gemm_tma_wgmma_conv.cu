@@ -95,9 +95,9 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
            ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | ((unsigned long long)mode << 62);
 }
 
-// kernel conv_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 2), block (128, 1, 1), 74736 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 24576), swizzle Swizzle<3,4,3>
-// shared `Bs` (Bs_smem): bytes [24576, 73728), swizzle Swizzle<3,4,3>
+// kernel conv_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 2), block (128, 1, 1), 123888 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 40960), swizzle Swizzle<3,4,3>
+// shared `Bs` (Bs_smem): bytes [40960, 122880), swizzle Swizzle<3,4,3>
 // shared `Cs` (Cs_smem): bytes [0, 16384), swizzle none
 extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
     const tgc_f16* __restrict__ A,
@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = ((unsigned)__cvta_generic_to_shared(tgc_smem) + 1023u) & ~1023u;
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 24576u;
+    const unsigned Bs_smem = tgc_smem_base + 40960u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     float cfrag[8];
@@ -132,139 +132,141 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
     /* s10 */ for (long long i = 0; i < 64; i += 1) {
         /* s11 */ acc[i] = 0.0f;
     }
-    /* s12 */ const long long a0_row = ((tid / 8) + 0);
-    /* s13 */ const long long a0_col = ((tid % 8) * 8);
-    /* s14 */ const long long a0_fixed = (block_m + a0_row);
-    /* s15 */ const long long a0_in = ((a0_fixed < (long long)M) ? 8 : 0);
-    /* s16 */ const long long a0_off = (a0_fixed * 144);
-    /* s17 */ const long long a1_row = ((tid / 8) + 16);
-    /* s18 */ const long long a1_col = ((tid % 8) * 8);
-    /* s19 */ const long long a1_fixed = (block_m + a1_row);
-    /* s20 */ const long long a1_in = ((a1_fixed < (long long)M) ? 8 : 0);
-    /* s21 */ const long long a1_off = (a1_fixed * 144);
-    /* s22 */ const long long a2_row = ((tid / 8) + 32);
-    /* s23 */ const long long a2_col = ((tid % 8) * 8);
-    /* s24 */ const long long a2_fixed = (block_m + a2_row);
-    /* s25 */ const long long a2_in = ((a2_fixed < (long long)M) ? 8 : 0);
-    /* s26 */ const long long a2_off = (a2_fixed * 144);
-    /* s27 */ const long long a3_row = ((tid / 8) + 48);
-    /* s28 */ const long long a3_col = ((tid % 8) * 8);
-    /* s29 */ const long long a3_fixed = (block_m + a3_row);
-    /* s30 */ const long long a3_in = ((a3_fixed < (long long)M) ? 8 : 0);
-    /* s31 */ const long long a3_off = (a3_fixed * 144);
+    /* s12 */ tgc_pin(acc);
+    /* s12 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s13 */ const long long a0_row = ((tid / 8) + 0);
+    /* s14 */ const long long a0_col = ((tid % 8) * 8);
+    /* s15 */ const long long a0_fixed = (block_m + a0_row);
+    /* s16 */ const long long a0_in = ((a0_fixed < (long long)M) ? 8 : 0);
+    /* s17 */ const long long a0_off = (a0_fixed * 144);
+    /* s18 */ const long long a1_row = ((tid / 8) + 16);
+    /* s19 */ const long long a1_col = ((tid % 8) * 8);
+    /* s20 */ const long long a1_fixed = (block_m + a1_row);
+    /* s21 */ const long long a1_in = ((a1_fixed < (long long)M) ? 8 : 0);
+    /* s22 */ const long long a1_off = (a1_fixed * 144);
+    /* s23 */ const long long a2_row = ((tid / 8) + 32);
+    /* s24 */ const long long a2_col = ((tid % 8) * 8);
+    /* s25 */ const long long a2_fixed = (block_m + a2_row);
+    /* s26 */ const long long a2_in = ((a2_fixed < (long long)M) ? 8 : 0);
+    /* s27 */ const long long a2_off = (a2_fixed * 144);
+    /* s28 */ const long long a3_row = ((tid / 8) + 48);
+    /* s29 */ const long long a3_col = ((tid % 8) * 8);
+    /* s30 */ const long long a3_fixed = (block_m + a3_row);
+    /* s31 */ const long long a3_in = ((a3_fixed < (long long)M) ? 8 : 0);
+    /* s32 */ const long long a3_off = (a3_fixed * 144);
     #pragma unroll
-    /* s32 */ for (long long s = 0; s < 2; s += 1) {
-        /* s33 */ if (s < ktiles) {
-            /* s34 */ const long long a0_k = ((s * 64) + a0_col);
-            /* s35 */ const long long a0_kd0 = (a0_k / 9);
-            /* s36 */ const long long a0_kd1 = ((a0_k / 3) % 3);
-            /* s37 */ const long long a0_kd2 = (a0_k % 3);
-            /* s38 */ const long long a0_bytes = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s39 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes) ? (a0_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a0_bytes) : "memory");
-            /* s40 */ const long long a1_bytes = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s41 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes) ? (a1_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a1_bytes) : "memory");
-            /* s42 */ const long long a2_bytes = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s43 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes) ? (a2_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a2_bytes) : "memory");
-            /* s44 */ const long long a3_bytes = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s45 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes) ? (a3_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a3_bytes) : "memory");
+    /* s33 */ for (long long s = 0; s < 4; s += 1) {
+        /* s34 */ if (s < ktiles) {
+            /* s35 */ const long long a0_k = ((s * 64) + a0_col);
+            /* s36 */ const long long a0_kd0 = (a0_k / 9);
+            /* s37 */ const long long a0_kd1 = ((a0_k / 3) % 3);
+            /* s38 */ const long long a0_kd2 = (a0_k % 3);
+            /* s39 */ const long long a0_bytes = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s40 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes) ? (a0_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a0_bytes) : "memory");
+            /* s41 */ const long long a1_bytes = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s42 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes) ? (a1_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a1_bytes) : "memory");
+            /* s43 */ const long long a2_bytes = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s44 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes) ? (a2_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a2_bytes) : "memory");
+            /* s45 */ const long long a3_bytes = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s46 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes) ? (a3_off + (((a0_kd0 * 9) + (a0_kd1 * 3)) + a0_kd2)) : 0)), "r"((unsigned)a3_bytes) : "memory");
             #pragma unroll 1
-            /* s46 */ for (long long b_i = 0; b_i < 64; b_i += 1) {
-                /* s47 */ const long long b_chunk = ((b_i * 128) + tid);
-                /* s48 */ const long long b_row = (b_chunk / 64);
-                /* s49 */ const long long b_col = ((b_chunk % 64) * 1);
-                /* s50 */ const long long b_r0 = ((block_n + b_row) / 8);
-                /* s51 */ const long long b_r1 = ((block_n + b_row) % 8);
-                /* s52 */ const long long b_c0 = (((s * 64) + b_col) / 9);
-                /* s53 */ const long long b_c1 = ((((s * 64) + b_col) / 3) % 3);
-                /* s54 */ const long long b_c2 = (((s * 64) + b_col) % 3);
-                /* s55 */ const long long b_bytes = ((((((1 && ((-1) < ((b_r0 + b_c1) + (-1)))) && ((-1) < (((b_r0 * (-1)) + (b_c1 * (-1))) + 8))) && ((-1) < ((b_r1 + b_c2) + (-1)))) && ((-1) < (((b_r1 * (-1)) + (b_c2 * (-1))) + 8))) ? (((block_n + b_row) < (long long)N) ? tgc_min(tgc_max(((long long)K - ((s * 64) + b_col)), 0), 1) : 0) : 0) * 2);
-                /* s56 */ tgc_copy_sync(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((b_row * 128) + (b_col * 2)))), B + ((0 < b_bytes) ? ((((((((long long)blockIdx.z * 1024) + (b_c0 * 64)) + (b_r0 * 8)) + (b_c1 * 8)) + b_r1) + b_c2) + (-9)) : 0), 2u, (unsigned)b_bytes);
+            /* s47 */ for (long long b_i = 0; b_i < 64; b_i += 1) {
+                /* s48 */ const long long b_chunk = ((b_i * 128) + tid);
+                /* s49 */ const long long b_row = (b_chunk / 64);
+                /* s50 */ const long long b_col = ((b_chunk % 64) * 1);
+                /* s51 */ const long long b_r0 = ((block_n + b_row) / 8);
+                /* s52 */ const long long b_r1 = ((block_n + b_row) % 8);
+                /* s53 */ const long long b_c0 = (((s * 64) + b_col) / 9);
+                /* s54 */ const long long b_c1 = ((((s * 64) + b_col) / 3) % 3);
+                /* s55 */ const long long b_c2 = (((s * 64) + b_col) % 3);
+                /* s56 */ const long long b_bytes = ((((((1 && ((-1) < ((b_r0 + b_c1) + (-1)))) && ((-1) < (((b_r0 * (-1)) + (b_c1 * (-1))) + 8))) && ((-1) < ((b_r1 + b_c2) + (-1)))) && ((-1) < (((b_r1 * (-1)) + (b_c2 * (-1))) + 8))) ? (((block_n + b_row) < (long long)N) ? tgc_min(tgc_max(((long long)K - ((s * 64) + b_col)), 0), 1) : 0) : 0) * 2);
+                /* s57 */ tgc_copy_sync(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((b_row * 128) + (b_col * 2)))), B + ((0 < b_bytes) ? ((((((((long long)blockIdx.z * 1024) + (b_c0 * 64)) + (b_r0 * 8)) + (b_c1 * 8)) + b_r1) + b_c2) + (-9)) : 0), 2u, (unsigned)b_bytes);
             }
         }
-        /* s57 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
+        /* s58 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
     #pragma unroll 1
-    /* s58 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s59 */ const long long stage = (kt % 3);
-        /* s60 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-        /* s61 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        /* s62 */ __syncthreads(); // bar.sync 0
-        /* s63 */ tgc_pin(acc);
-        /* s63 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s59 */ for (long long kt = 0; kt < ktiles; kt += 1) {
+        /* s60 */ const long long stage = (kt % 5);
+        /* s61 */ asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+        /* s62 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        /* s63 */ __syncthreads(); // bar.sync 0
+        /* s64 */ tgc_pin(acc);
+        /* s64 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
-        /* s64 */ for (long long ks = 0; ks < 4; ks += 1) {
-            /* s65 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 32)), 16u, 1024u, 1u)));
+        /* s65 */ for (long long ks = 0; ks < 4; ks += 1) {
+            /* s66 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 32)), 16u, 1024u, 1u)));
         }
-        /* s66 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* s67 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        /* s67 */ tgc_pin(acc);
-        /* s68 */ __syncthreads(); // bar.sync 0
-        /* s69 */ const long long kt_next = (kt + 2);
-        /* s70 */ if (kt_next < ktiles) {
-            /* s71 */ const long long a0_k_1 = ((kt_next * 64) + a0_col);
-            /* s72 */ const long long a0_kd0_1 = (a0_k_1 / 9);
-            /* s73 */ const long long a0_kd1_1 = ((a0_k_1 / 3) % 3);
-            /* s74 */ const long long a0_kd2_1 = (a0_k_1 % 3);
-            /* s75 */ const long long a0_bytes_1 = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s76 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
-            /* s77 */ const long long a1_bytes_1 = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s78 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
-            /* s79 */ const long long a2_bytes_1 = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s80 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
-            /* s81 */ const long long a3_bytes_1 = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s82 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
+        /* s67 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        /* s68 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s68 */ tgc_pin(acc);
+        /* s69 */ __syncthreads(); // bar.sync 0
+        /* s70 */ const long long kt_next = (kt + 4);
+        /* s71 */ if (kt_next < ktiles) {
+            /* s72 */ const long long a0_k_1 = ((kt_next * 64) + a0_col);
+            /* s73 */ const long long a0_kd0_1 = (a0_k_1 / 9);
+            /* s74 */ const long long a0_kd1_1 = ((a0_k_1 / 3) % 3);
+            /* s75 */ const long long a0_kd2_1 = (a0_k_1 % 3);
+            /* s76 */ const long long a0_bytes_1 = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s77 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
+            /* s78 */ const long long a1_bytes_1 = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s79 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
+            /* s80 */ const long long a2_bytes_1 = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s81 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
+            /* s82 */ const long long a3_bytes_1 = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s83 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + (((a0_kd0_1 * 9) + (a0_kd1_1 * 3)) + a0_kd2_1)) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
             #pragma unroll 1
-            /* s83 */ for (long long b_i_1 = 0; b_i_1 < 64; b_i_1 += 1) {
-                /* s84 */ const long long b_chunk_1 = ((b_i_1 * 128) + tid);
-                /* s85 */ const long long b_row_1 = (b_chunk_1 / 64);
-                /* s86 */ const long long b_col_1 = ((b_chunk_1 % 64) * 1);
-                /* s87 */ const long long b_r0_1 = ((block_n + b_row_1) / 8);
-                /* s88 */ const long long b_r1_1 = ((block_n + b_row_1) % 8);
-                /* s89 */ const long long b_c0_1 = (((kt_next * 64) + b_col_1) / 9);
-                /* s90 */ const long long b_c1_1 = ((((kt_next * 64) + b_col_1) / 3) % 3);
-                /* s91 */ const long long b_c2_1 = (((kt_next * 64) + b_col_1) % 3);
-                /* s92 */ const long long b_bytes_1 = ((((((1 && ((-1) < ((b_r0_1 + b_c1_1) + (-1)))) && ((-1) < (((b_r0_1 * (-1)) + (b_c1_1 * (-1))) + 8))) && ((-1) < ((b_r1_1 + b_c2_1) + (-1)))) && ((-1) < (((b_r1_1 * (-1)) + (b_c2_1 * (-1))) + 8))) ? (((block_n + b_row_1) < (long long)N) ? tgc_min(tgc_max(((long long)K - ((kt_next * 64) + b_col_1)), 0), 1) : 0) : 0) * 2);
-                /* s93 */ tgc_copy_sync(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((b_row_1 * 128) + (b_col_1 * 2)))), B + ((0 < b_bytes_1) ? ((((((((long long)blockIdx.z * 1024) + (b_c0_1 * 64)) + (b_r0_1 * 8)) + (b_c1_1 * 8)) + b_r1_1) + b_c2_1) + (-9)) : 0), 2u, (unsigned)b_bytes_1);
+            /* s84 */ for (long long b_i_1 = 0; b_i_1 < 64; b_i_1 += 1) {
+                /* s85 */ const long long b_chunk_1 = ((b_i_1 * 128) + tid);
+                /* s86 */ const long long b_row_1 = (b_chunk_1 / 64);
+                /* s87 */ const long long b_col_1 = ((b_chunk_1 % 64) * 1);
+                /* s88 */ const long long b_r0_1 = ((block_n + b_row_1) / 8);
+                /* s89 */ const long long b_r1_1 = ((block_n + b_row_1) % 8);
+                /* s90 */ const long long b_c0_1 = (((kt_next * 64) + b_col_1) / 9);
+                /* s91 */ const long long b_c1_1 = ((((kt_next * 64) + b_col_1) / 3) % 3);
+                /* s92 */ const long long b_c2_1 = (((kt_next * 64) + b_col_1) % 3);
+                /* s93 */ const long long b_bytes_1 = ((((((1 && ((-1) < ((b_r0_1 + b_c1_1) + (-1)))) && ((-1) < (((b_r0_1 * (-1)) + (b_c1_1 * (-1))) + 8))) && ((-1) < ((b_r1_1 + b_c2_1) + (-1)))) && ((-1) < (((b_r1_1 * (-1)) + (b_c2_1 * (-1))) + 8))) ? (((block_n + b_row_1) < (long long)N) ? tgc_min(tgc_max(((long long)K - ((kt_next * 64) + b_col_1)), 0), 1) : 0) : 0) * 2);
+                /* s94 */ tgc_copy_sync(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((b_row_1 * 128) + (b_col_1 * 2)))), B + ((0 < b_bytes_1) ? ((((((((long long)blockIdx.z * 1024) + (b_c0_1 * 64)) + (b_r0_1 * 8)) + (b_c1_1 * 8)) + b_r1_1) + b_c2_1) + (-9)) : 0), 2u, (unsigned)b_bytes_1);
             }
         }
-        /* s94 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
+        /* s95 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    /* s95 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    /* s96 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    /* s96 */ tgc_pin(acc);
-    /* s97 */ __syncthreads(); // bar.sync 0
-    /* s98 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
-    /* s99 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
+    /* s96 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    /* s97 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s97 */ tgc_pin(acc);
+    /* s98 */ __syncthreads(); // bar.sync 0
+    /* s99 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
+    /* s100 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
     #pragma unroll
-    /* s100 */ for (long long em = 0; em < 1; em += 1) {
+    /* s101 */ for (long long em = 0; em < 1; em += 1) {
         #pragma unroll
-        /* s101 */ for (long long en = 0; en < 16; en += 1) {
+        /* s102 */ for (long long en = 0; en < 16; en += 1) {
             #pragma unroll
-            /* s102 */ for (long long eh = 0; eh < 2; eh += 1) {
-                /* s103 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
-                /* s104 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
-                /* s105 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: bias, relu
+            /* s103 */ for (long long eh = 0; eh < 2; eh += 1) {
+                /* s104 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
+                /* s105 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
+                /* s106 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: bias, relu
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)];
                     tgc_v += tgc_f16_to_f32(bias[row]);
                     tgc_v = fmaxf(tgc_v, 0.0f);
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)] = tgc_v;
                 }
-                /* s106 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: bias, relu
+                /* s107 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: bias, relu
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)];
                     tgc_v += tgc_f16_to_f32(bias[row]);
                     tgc_v = fmaxf(tgc_v, 0.0f);
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)] = tgc_v;
                 }
-                /* s107 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
+                /* s108 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
             }
         }
-        /* s108 */ __syncthreads(); // bar.sync 0
+        /* s109 */ __syncthreads(); // bar.sync 0
         #pragma unroll
-        /* s109 */ for (long long ci = 0; ci < 8; ci += 1) {
-            /* s110 */ const long long c_chunk = ((ci * 32) + lane);
-            /* s111 */ const long long c_row = (c_chunk / 16);
-            /* s112 */ const long long c_col = ((c_chunk % 16) * 8);
-            /* s113 */ {
+        /* s110 */ for (long long ci = 0; ci < 8; ci += 1) {
+            /* s111 */ const long long c_chunk = ((ci * 32) + lane);
+            /* s112 */ const long long c_row = (c_chunk / 16);
+            /* s113 */ const long long c_col = ((c_chunk % 16) * 8);
+            /* s114 */ {
                 unsigned tgc_w0, tgc_w1, tgc_w2, tgc_w3;
                 asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(tgc_w0), "=r"(tgc_w1), "=r"(tgc_w2), "=r"(tgc_w3) : "r"(Cs_smem + (unsigned)((((warp * 2048) + (c_row * 128)) + c_col) * 2)) : "memory");
                 cfrag[0] = tgc_f16_to_f32((unsigned short)(tgc_w0 & 0xffffu));
@@ -276,21 +278,21 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_gemm(
                 cfrag[6] = tgc_f16_to_f32((unsigned short)(tgc_w3 & 0xffffu));
                 cfrag[7] = tgc_f16_to_f32((unsigned short)(tgc_w3 >> 16));
             }
-            /* s114 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
-            /* s115 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
-            /* s116 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
-                /* s117 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
+            /* s115 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
+            /* s116 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
+            /* s117 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
+                /* s118 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
             } else {
-                /* s118 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
-                /* s119 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
-                /* s120 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
-                /* s121 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
-                /* s122 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
-                /* s123 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
-                /* s124 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
-                /* s125 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
+                /* s119 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
+                /* s120 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
+                /* s121 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
+                /* s122 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
+                /* s123 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
+                /* s124 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
+                /* s125 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
+                /* s126 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
             }
         }
-        /* s126 */ __syncthreads(); // bar.sync 0
+        /* s127 */ __syncthreads(); // bar.sync 0
     }
 }

@@ -95,11 +95,11 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
            ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | ((unsigned long long)mode << 62);
 }
 
-// kernel gemm_gemm (sm_90a): grid (((((long long)N + 127) / 128) * 2), (((long long)M + 127) / 128), 1), block (256, 1, 1), 74888 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 24576), swizzle Swizzle<3,4,3>
-// shared `Bs` (Bs_smem): bytes [24576, 73728), swizzle Swizzle<3,4,3>
-// shared `full` (full_smem): bytes [73728, 73752), swizzle none
-// shared `empty` (empty_smem): bytes [73856, 73880), swizzle none
+// kernel gemm_gemm (sm_90a): grid (((((long long)N + 127) / 128) * 2), (((long long)M + 127) / 128), 1), block (256, 1, 1), 124056 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 40960), swizzle Swizzle<3,4,3>
+// shared `Bs` (Bs_smem): bytes [40960, 122880), swizzle Swizzle<3,4,3>
+// shared `full` (full_smem): bytes [122880, 122920), swizzle none
+// shared `empty` (empty_smem): bytes [123008, 123048), swizzle none
 // shared `Cs` (Cs_smem): bytes [0, 16384), swizzle none
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) gemm_gemm(
     const tgc_f16* __restrict__ A,
@@ -118,16 +118,16 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = ((unsigned)__cvta_generic_to_shared(tgc_smem) + 1023u) & ~1023u;
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 24576u;
-    const unsigned full_smem = tgc_smem_base + 73728u;
-    const unsigned empty_smem = tgc_smem_base + 73856u;
+    const unsigned Bs_smem = tgc_smem_base + 40960u;
+    const unsigned full_smem = tgc_smem_base + 122880u;
+    const unsigned empty_smem = tgc_smem_base + 123008u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     float cfrag[8];
     /* s0 */ const long long ktiles = (((long long)K + 63) / 64);
     /* s1 */ if ((long long)threadIdx.x == 0) {
         #pragma unroll
-        /* s2 */ for (long long s = 0; s < 3; s += 1) {
+        /* s2 */ for (long long s = 0; s < 5; s += 1) {
             /* s3 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(full_smem + (unsigned)(s * 8)), "r"(1u));
             /* s4 */ asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(empty_smem + (unsigned)(s * 8)), "r"(2u));
         }
@@ -142,8 +142,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
             #pragma unroll 1
             /* s12 */ for (long long kt = 0; kt < ktiles; kt += 1) {
                 /* s13 */ const long long it = kt;
-                /* s14 */ const long long stage = (it % 3);
-                /* s15 */ tgc_mbar_wait(empty_smem + (unsigned)(stage * 8), (unsigned)(((it / 3) + 1) % 2));
+                /* s14 */ const long long stage = (it % 5);
+                /* s15 */ tgc_mbar_wait(empty_smem + (unsigned)(stage * 8), (unsigned)(((it / 5) + 1) % 2));
                 /* s16 */ asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full_smem + (unsigned)(stage * 8)), "r"(24576u) : "memory");
                 /* s17 */ tgc_tma_load_2d(As_smem + (unsigned)(stage * 8192), &A_map, full_smem + (unsigned)(stage * 8), (int)(kt * 64), (int)block_m);
                 /* s18 */ tgc_tma_load_2d_multicast(Bs_smem + (unsigned)(((stage * 16384) + 0) + (((long long)blockIdx.x % 2) * 4096)), &B_map, full_smem + (unsigned)(stage * 8), (int)(block_n + 0), (int)((kt * 64) + (((long long)blockIdx.x % 2) * 32)), (unsigned short)3u);
@@ -163,71 +163,73 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
         /* s28 */ for (long long i = 0; i < 64; i += 1) {
             /* s29 */ acc[i] = 0.0f;
         }
+        /* s30 */ tgc_pin(acc);
+        /* s30 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll 1
-        /* s30 */ for (long long kt_1 = 0; kt_1 < ktiles; kt_1 += 1) {
-            /* s31 */ const long long it_1 = kt_1;
-            /* s32 */ const long long stage_1 = (it_1 % 3);
-            /* s33 */ tgc_mbar_wait(full_smem + (unsigned)(stage_1 * 8), (unsigned)((it_1 / 3) % 2));
-            /* s34 */ tgc_pin(acc);
-            /* s34 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        /* s31 */ for (long long kt_1 = 0; kt_1 < ktiles; kt_1 += 1) {
+            /* s32 */ const long long it_1 = kt_1;
+            /* s33 */ const long long stage_1 = (it_1 % 5);
+            /* s34 */ tgc_mbar_wait(full_smem + (unsigned)(stage_1 * 8), (unsigned)((it_1 / 5) % 2));
+            /* s35 */ tgc_pin(acc);
+            /* s35 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
             #pragma unroll
-            /* s35 */ for (long long ks = 0; ks < 4; ks += 1) {
-                /* s36 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage_1 * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage_1 * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
+            /* s36 */ for (long long ks = 0; ks < 4; ks += 1) {
+                /* s37 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage_1 * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage_1 * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
             }
-            /* s37 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            /* s38 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-            /* s38 */ tgc_pin(acc);
-            /* s39 */ if (0 < kt_1) {
-                /* s40 */ if (wg_tid == 0) {
-                    /* s41 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 0u);
-                    /* s42 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 2) % 3) * 8), 1u);
+            /* s38 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            /* s39 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            /* s39 */ tgc_pin(acc);
+            /* s40 */ if (0 < kt_1) {
+                /* s41 */ if (wg_tid == 0) {
+                    /* s42 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 4) % 5) * 8), 0u);
+                    /* s43 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((it_1 + 4) % 5) * 8), 1u);
                 }
             }
         }
-        /* s43 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        /* s43 */ tgc_pin(acc);
-        /* s44 */ if (0 < ktiles) {
-            /* s45 */ if (wg_tid == 0) {
-                /* s46 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 0u);
-                /* s47 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 3) * 8), 1u);
+        /* s44 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* s44 */ tgc_pin(acc);
+        /* s45 */ if (0 < ktiles) {
+            /* s46 */ if (wg_tid == 0) {
+                /* s47 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 5) * 8), 0u);
+                /* s48 */ tgc_mbar_arrive_cluster(empty_smem + (unsigned)(((ktiles - 1) % 5) * 8), 1u);
             }
         }
-        /* s48 */ if (block_m_1 < (long long)M) {
-            /* s49 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
-            /* s50 */ const long long rows_left = ((long long)M - ((block_m_1 + (warp * 16)) + (lane / 4)));
-            /* s51 */ const long long cols_left = ((long long)N - ((block_n_1 + ((long long)0 * 128)) + ((lane % 4) * 2)));
+        /* s49 */ if (block_m_1 < (long long)M) {
+            /* s50 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            /* s51 */ const long long rows_left = ((long long)M - ((block_m_1 + (warp * 16)) + (lane / 4)));
+            /* s52 */ const long long cols_left = ((long long)N - ((block_n_1 + ((long long)0 * 128)) + ((lane % 4) * 2)));
             #pragma unroll
-            /* s52 */ for (long long em = 0; em < 1; em += 1) {
+            /* s53 */ for (long long em = 0; em < 1; em += 1) {
                 #pragma unroll
-                /* s53 */ for (long long en = 0; en < 16; en += 1) {
+                /* s54 */ for (long long en = 0; en < 16; en += 1) {
                     #pragma unroll
-                    /* s54 */ for (long long eh = 0; eh < 2; eh += 1) {
-                        /* s55 */ const long long row = ((((block_m_1 + (warp * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
-                        /* s56 */ const long long col = (((block_n_1 + ((long long)0 * 128)) + (en * 8)) + ((lane % 4) * 2));
-                        /* s57 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16), bias, relu
+                    /* s55 */ for (long long eh = 0; eh < 2; eh += 1) {
+                        /* s56 */ const long long row = ((((block_m_1 + (warp * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
+                        /* s57 */ const long long col = (((block_n_1 + ((long long)0 * 128)) + (en * 8)) + ((lane % 4) * 2));
+                        /* s58 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: cast(f16), bias, relu
                             float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)];
                             tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                             tgc_v += tgc_f16_to_f32(bias[(col + 0)]);
                             tgc_v = fmaxf(tgc_v, 0.0f);
                             acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)] = tgc_v;
                         }
-                        /* s58 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16), bias, relu
+                        /* s59 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: cast(f16), bias, relu
                             float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)];
                             tgc_v = tgc_f16_to_f32(tgc_f32_to_f16(tgc_v));
                             tgc_v += tgc_f16_to_f32(bias[(col + 1)]);
                             tgc_v = fmaxf(tgc_v, 0.0f);
                             acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)] = tgc_v;
                         }
-                        /* s59 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
+                        /* s60 */ asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 2)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), tgc_f32_to_f16(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]))) : "memory");
                     }
                 }
-                /* s60 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                /* s61 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
                 #pragma unroll
-                /* s61 */ for (long long ci = 0; ci < 8; ci += 1) {
-                    /* s62 */ const long long c_chunk = ((ci * 32) + lane);
-                    /* s63 */ const long long c_row = (c_chunk / 16);
-                    /* s64 */ const long long c_col = ((c_chunk % 16) * 8);
-                    /* s65 */ {
+                /* s62 */ for (long long ci = 0; ci < 8; ci += 1) {
+                    /* s63 */ const long long c_chunk = ((ci * 32) + lane);
+                    /* s64 */ const long long c_row = (c_chunk / 16);
+                    /* s65 */ const long long c_col = ((c_chunk % 16) * 8);
+                    /* s66 */ {
                         unsigned tgc_w0, tgc_w1, tgc_w2, tgc_w3;
                         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(tgc_w0), "=r"(tgc_w1), "=r"(tgc_w2), "=r"(tgc_w3) : "r"(Cs_smem + (unsigned)((((warp * 2048) + (c_row * 128)) + c_col) * 2)) : "memory");
                         cfrag[0] = tgc_f16_to_f32((unsigned short)(tgc_w0 & 0xffffu));
@@ -239,24 +241,24 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 1) g
                         cfrag[6] = tgc_f16_to_f32((unsigned short)(tgc_w3 & 0xffffu));
                         cfrag[7] = tgc_f16_to_f32((unsigned short)(tgc_w3 >> 16));
                     }
-                    /* s66 */ const long long c_grow = (((block_m_1 + (warp * 16)) + (em * 16)) + c_row);
-                    /* s67 */ const long long c_gcol = ((block_n_1 + ((long long)0 * 128)) + c_col);
-                    /* s68 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
-                        /* s69 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
+                    /* s67 */ const long long c_grow = (((block_m_1 + (warp * 16)) + (em * 16)) + c_row);
+                    /* s68 */ const long long c_gcol = ((block_n_1 + ((long long)0 * 128)) + c_col);
+                    /* s69 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) {
+                        /* s70 */ asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[0]), tgc_f32_to_f16(cfrag[1]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[2]), tgc_f32_to_f16(cfrag[3]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[4]), tgc_f32_to_f16(cfrag[5]))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(cfrag[6]), tgc_f32_to_f16(cfrag[7]))) : "memory");
                     } else {
-                        /* s70 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
-                        /* s71 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
-                        /* s72 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
-                        /* s73 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
-                        /* s74 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
-                        /* s75 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
-                        /* s76 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
-                        /* s77 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
+                        /* s71 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 0)), "h"(tgc_f32_to_f16(cfrag[0])) : "memory");
+                        /* s72 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 1)), "h"(tgc_f32_to_f16(cfrag[1])) : "memory");
+                        /* s73 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 2)), "h"(tgc_f32_to_f16(cfrag[2])) : "memory");
+                        /* s74 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 3)), "h"(tgc_f32_to_f16(cfrag[3])) : "memory");
+                        /* s75 */ if ((c_grow < (long long)M) && ((c_gcol + 5) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 4)), "h"(tgc_f32_to_f16(cfrag[4])) : "memory");
+                        /* s76 */ if ((c_grow < (long long)M) && ((c_gcol + 6) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 5)), "h"(tgc_f32_to_f16(cfrag[5])) : "memory");
+                        /* s77 */ if ((c_grow < (long long)M) && ((c_gcol + 7) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 6)), "h"(tgc_f32_to_f16(cfrag[6])) : "memory");
+                        /* s78 */ if ((c_grow < (long long)M) && ((c_gcol + 8) <= (long long)N)) asm volatile("st.global.b16 [%0], %1;\n" :: "l"(C + (((c_grow * (long long)ldc) + c_gcol) + 7)), "h"(tgc_f32_to_f16(cfrag[7])) : "memory");
                     }
                 }
-                /* s78 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                /* s79 */ asm volatile("bar.sync 1, 128;\n" ::: "memory");
             }
         }
     }
-    /* s79 */ asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    /* s80 */ asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }

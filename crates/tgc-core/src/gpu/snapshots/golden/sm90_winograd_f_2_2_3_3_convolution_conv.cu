@@ -264,9 +264,9 @@ extern "C" __global__ void __launch_bounds__(256) conv_winograd_filter(
     }
 }
 
-// kernel conv_winograd_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 16), block (128, 1, 1), 74736 bytes of dynamic shared memory
-// shared `As` (As_smem): bytes [0, 24576), swizzle Swizzle<3,4,3>
-// shared `Bs` (Bs_smem): bytes [24576, 73728), swizzle Swizzle<3,4,3>
+// kernel conv_winograd_gemm (sm_90a): grid ((((long long)N + 127) / 128), (((long long)M + 63) / 64), 16), block (128, 1, 1), 123888 bytes of dynamic shared memory
+// shared `As` (As_smem): bytes [0, 40960), swizzle Swizzle<3,4,3>
+// shared `Bs` (Bs_smem): bytes [40960, 122880), swizzle Swizzle<3,4,3>
 // shared `Cs` (Cs_smem): bytes [0, 32768), swizzle none
 extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
     const tgc_f16* __restrict__ A,
@@ -282,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
     extern __shared__ __align__(128) unsigned char tgc_smem[];
     const unsigned tgc_smem_base = ((unsigned)__cvta_generic_to_shared(tgc_smem) + 1023u) & ~1023u;
     const unsigned As_smem = tgc_smem_base + 0u;
-    const unsigned Bs_smem = tgc_smem_base + 24576u;
+    const unsigned Bs_smem = tgc_smem_base + 40960u;
     const unsigned Cs_smem = tgc_smem_base + 0u;
     float acc[64];
     float cfrag[4];
@@ -300,191 +300,193 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
     /* s10 */ for (long long i = 0; i < 64; i += 1) {
         /* s11 */ acc[i] = 0.0f;
     }
-    /* s12 */ const long long a0_row = ((tid / 8) + 0);
-    /* s13 */ const long long a0_col = ((tid % 8) * 8);
-    /* s14 */ const long long a0_fixed = (block_m + a0_row);
-    /* s15 */ const long long a0_in = ((a0_fixed < (long long)M) ? 8 : 0);
-    /* s16 */ const long long a0_off = (((long long)blockIdx.z * 512) + (a0_fixed * 16));
-    /* s17 */ const long long a1_row = ((tid / 8) + 16);
-    /* s18 */ const long long a1_col = ((tid % 8) * 8);
-    /* s19 */ const long long a1_fixed = (block_m + a1_row);
-    /* s20 */ const long long a1_in = ((a1_fixed < (long long)M) ? 8 : 0);
-    /* s21 */ const long long a1_off = (((long long)blockIdx.z * 512) + (a1_fixed * 16));
-    /* s22 */ const long long a2_row = ((tid / 8) + 32);
-    /* s23 */ const long long a2_col = ((tid % 8) * 8);
-    /* s24 */ const long long a2_fixed = (block_m + a2_row);
-    /* s25 */ const long long a2_in = ((a2_fixed < (long long)M) ? 8 : 0);
-    /* s26 */ const long long a2_off = (((long long)blockIdx.z * 512) + (a2_fixed * 16));
-    /* s27 */ const long long a3_row = ((tid / 8) + 48);
-    /* s28 */ const long long a3_col = ((tid % 8) * 8);
-    /* s29 */ const long long a3_fixed = (block_m + a3_row);
-    /* s30 */ const long long a3_in = ((a3_fixed < (long long)M) ? 8 : 0);
-    /* s31 */ const long long a3_off = (((long long)blockIdx.z * 512) + (a3_fixed * 16));
-    /* s32 */ const long long b0_row = ((tid / 16) + 0);
-    /* s33 */ const long long b0_col = ((tid % 16) * 8);
-    /* s34 */ const long long b0_fixed = (block_n + b0_col);
-    /* s35 */ const long long b0_in = tgc_min(tgc_max(((long long)N - b0_fixed), 0), 8);
-    /* s36 */ const long long b0_off = (((long long)blockIdx.z * 512) + b0_fixed);
-    /* s37 */ const long long b1_row = ((tid / 16) + 8);
-    /* s38 */ const long long b1_col = ((tid % 16) * 8);
-    /* s39 */ const long long b1_fixed = (block_n + b1_col);
-    /* s40 */ const long long b1_in = tgc_min(tgc_max(((long long)N - b1_fixed), 0), 8);
-    /* s41 */ const long long b1_off = (((long long)blockIdx.z * 512) + b1_fixed);
-    /* s42 */ const long long b2_row = ((tid / 16) + 16);
-    /* s43 */ const long long b2_col = ((tid % 16) * 8);
-    /* s44 */ const long long b2_fixed = (block_n + b2_col);
-    /* s45 */ const long long b2_in = tgc_min(tgc_max(((long long)N - b2_fixed), 0), 8);
-    /* s46 */ const long long b2_off = (((long long)blockIdx.z * 512) + b2_fixed);
-    /* s47 */ const long long b3_row = ((tid / 16) + 24);
-    /* s48 */ const long long b3_col = ((tid % 16) * 8);
-    /* s49 */ const long long b3_fixed = (block_n + b3_col);
-    /* s50 */ const long long b3_in = tgc_min(tgc_max(((long long)N - b3_fixed), 0), 8);
-    /* s51 */ const long long b3_off = (((long long)blockIdx.z * 512) + b3_fixed);
-    /* s52 */ const long long b4_row = ((tid / 16) + 32);
-    /* s53 */ const long long b4_col = ((tid % 16) * 8);
-    /* s54 */ const long long b4_fixed = (block_n + b4_col);
-    /* s55 */ const long long b4_in = tgc_min(tgc_max(((long long)N - b4_fixed), 0), 8);
-    /* s56 */ const long long b4_off = (((long long)blockIdx.z * 512) + b4_fixed);
-    /* s57 */ const long long b5_row = ((tid / 16) + 40);
-    /* s58 */ const long long b5_col = ((tid % 16) * 8);
-    /* s59 */ const long long b5_fixed = (block_n + b5_col);
-    /* s60 */ const long long b5_in = tgc_min(tgc_max(((long long)N - b5_fixed), 0), 8);
-    /* s61 */ const long long b5_off = (((long long)blockIdx.z * 512) + b5_fixed);
-    /* s62 */ const long long b6_row = ((tid / 16) + 48);
-    /* s63 */ const long long b6_col = ((tid % 16) * 8);
-    /* s64 */ const long long b6_fixed = (block_n + b6_col);
-    /* s65 */ const long long b6_in = tgc_min(tgc_max(((long long)N - b6_fixed), 0), 8);
-    /* s66 */ const long long b6_off = (((long long)blockIdx.z * 512) + b6_fixed);
-    /* s67 */ const long long b7_row = ((tid / 16) + 56);
-    /* s68 */ const long long b7_col = ((tid % 16) * 8);
-    /* s69 */ const long long b7_fixed = (block_n + b7_col);
-    /* s70 */ const long long b7_in = tgc_min(tgc_max(((long long)N - b7_fixed), 0), 8);
-    /* s71 */ const long long b7_off = (((long long)blockIdx.z * 512) + b7_fixed);
+    /* s12 */ tgc_pin(acc);
+    /* s12 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s13 */ const long long a0_row = ((tid / 8) + 0);
+    /* s14 */ const long long a0_col = ((tid % 8) * 8);
+    /* s15 */ const long long a0_fixed = (block_m + a0_row);
+    /* s16 */ const long long a0_in = ((a0_fixed < (long long)M) ? 8 : 0);
+    /* s17 */ const long long a0_off = (((long long)blockIdx.z * 512) + (a0_fixed * 16));
+    /* s18 */ const long long a1_row = ((tid / 8) + 16);
+    /* s19 */ const long long a1_col = ((tid % 8) * 8);
+    /* s20 */ const long long a1_fixed = (block_m + a1_row);
+    /* s21 */ const long long a1_in = ((a1_fixed < (long long)M) ? 8 : 0);
+    /* s22 */ const long long a1_off = (((long long)blockIdx.z * 512) + (a1_fixed * 16));
+    /* s23 */ const long long a2_row = ((tid / 8) + 32);
+    /* s24 */ const long long a2_col = ((tid % 8) * 8);
+    /* s25 */ const long long a2_fixed = (block_m + a2_row);
+    /* s26 */ const long long a2_in = ((a2_fixed < (long long)M) ? 8 : 0);
+    /* s27 */ const long long a2_off = (((long long)blockIdx.z * 512) + (a2_fixed * 16));
+    /* s28 */ const long long a3_row = ((tid / 8) + 48);
+    /* s29 */ const long long a3_col = ((tid % 8) * 8);
+    /* s30 */ const long long a3_fixed = (block_m + a3_row);
+    /* s31 */ const long long a3_in = ((a3_fixed < (long long)M) ? 8 : 0);
+    /* s32 */ const long long a3_off = (((long long)blockIdx.z * 512) + (a3_fixed * 16));
+    /* s33 */ const long long b0_row = ((tid / 16) + 0);
+    /* s34 */ const long long b0_col = ((tid % 16) * 8);
+    /* s35 */ const long long b0_fixed = (block_n + b0_col);
+    /* s36 */ const long long b0_in = tgc_min(tgc_max(((long long)N - b0_fixed), 0), 8);
+    /* s37 */ const long long b0_off = (((long long)blockIdx.z * 512) + b0_fixed);
+    /* s38 */ const long long b1_row = ((tid / 16) + 8);
+    /* s39 */ const long long b1_col = ((tid % 16) * 8);
+    /* s40 */ const long long b1_fixed = (block_n + b1_col);
+    /* s41 */ const long long b1_in = tgc_min(tgc_max(((long long)N - b1_fixed), 0), 8);
+    /* s42 */ const long long b1_off = (((long long)blockIdx.z * 512) + b1_fixed);
+    /* s43 */ const long long b2_row = ((tid / 16) + 16);
+    /* s44 */ const long long b2_col = ((tid % 16) * 8);
+    /* s45 */ const long long b2_fixed = (block_n + b2_col);
+    /* s46 */ const long long b2_in = tgc_min(tgc_max(((long long)N - b2_fixed), 0), 8);
+    /* s47 */ const long long b2_off = (((long long)blockIdx.z * 512) + b2_fixed);
+    /* s48 */ const long long b3_row = ((tid / 16) + 24);
+    /* s49 */ const long long b3_col = ((tid % 16) * 8);
+    /* s50 */ const long long b3_fixed = (block_n + b3_col);
+    /* s51 */ const long long b3_in = tgc_min(tgc_max(((long long)N - b3_fixed), 0), 8);
+    /* s52 */ const long long b3_off = (((long long)blockIdx.z * 512) + b3_fixed);
+    /* s53 */ const long long b4_row = ((tid / 16) + 32);
+    /* s54 */ const long long b4_col = ((tid % 16) * 8);
+    /* s55 */ const long long b4_fixed = (block_n + b4_col);
+    /* s56 */ const long long b4_in = tgc_min(tgc_max(((long long)N - b4_fixed), 0), 8);
+    /* s57 */ const long long b4_off = (((long long)blockIdx.z * 512) + b4_fixed);
+    /* s58 */ const long long b5_row = ((tid / 16) + 40);
+    /* s59 */ const long long b5_col = ((tid % 16) * 8);
+    /* s60 */ const long long b5_fixed = (block_n + b5_col);
+    /* s61 */ const long long b5_in = tgc_min(tgc_max(((long long)N - b5_fixed), 0), 8);
+    /* s62 */ const long long b5_off = (((long long)blockIdx.z * 512) + b5_fixed);
+    /* s63 */ const long long b6_row = ((tid / 16) + 48);
+    /* s64 */ const long long b6_col = ((tid % 16) * 8);
+    /* s65 */ const long long b6_fixed = (block_n + b6_col);
+    /* s66 */ const long long b6_in = tgc_min(tgc_max(((long long)N - b6_fixed), 0), 8);
+    /* s67 */ const long long b6_off = (((long long)blockIdx.z * 512) + b6_fixed);
+    /* s68 */ const long long b7_row = ((tid / 16) + 56);
+    /* s69 */ const long long b7_col = ((tid % 16) * 8);
+    /* s70 */ const long long b7_fixed = (block_n + b7_col);
+    /* s71 */ const long long b7_in = tgc_min(tgc_max(((long long)N - b7_fixed), 0), 8);
+    /* s72 */ const long long b7_off = (((long long)blockIdx.z * 512) + b7_fixed);
     #pragma unroll
-    /* s72 */ for (long long s = 0; s < 2; s += 1) {
-        /* s73 */ if (s < ktiles) {
-            /* s74 */ const long long a0_k = ((s * 64) + a0_col);
-            /* s75 */ const long long a0_bytes = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s76 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes) ? (a0_off + a0_k) : 0)), "r"((unsigned)a0_bytes) : "memory");
-            /* s77 */ const long long a1_bytes = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s78 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes) ? (a1_off + a0_k) : 0)), "r"((unsigned)a1_bytes) : "memory");
-            /* s79 */ const long long a2_bytes = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s80 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes) ? (a2_off + a0_k) : 0)), "r"((unsigned)a2_bytes) : "memory");
-            /* s81 */ const long long a3_bytes = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
-            /* s82 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes) ? (a3_off + a0_k) : 0)), "r"((unsigned)a3_bytes) : "memory");
-            /* s83 */ const long long b0_k = ((s * 64) + b0_row);
-            /* s84 */ const long long b0_bytes = ((1 ? tgc_min(b0_in, ((b0_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s85 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b0_col / 64) * 8192) + (b0_row * 128)) + ((b0_col % 64) * 2))))), "l"(B + ((0 < b0_bytes) ? (b0_off + (b0_k * 32)) : 0)), "r"((unsigned)b0_bytes) : "memory");
-            /* s86 */ const long long b1_k = ((s * 64) + b1_row);
-            /* s87 */ const long long b1_bytes = ((1 ? tgc_min(b1_in, ((b1_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s88 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b1_col / 64) * 8192) + (b1_row * 128)) + ((b1_col % 64) * 2))))), "l"(B + ((0 < b1_bytes) ? (b1_off + (b1_k * 32)) : 0)), "r"((unsigned)b1_bytes) : "memory");
-            /* s89 */ const long long b2_k = ((s * 64) + b2_row);
-            /* s90 */ const long long b2_bytes = ((1 ? tgc_min(b2_in, ((b2_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s91 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b2_col / 64) * 8192) + (b2_row * 128)) + ((b2_col % 64) * 2))))), "l"(B + ((0 < b2_bytes) ? (b2_off + (b2_k * 32)) : 0)), "r"((unsigned)b2_bytes) : "memory");
-            /* s92 */ const long long b3_k = ((s * 64) + b3_row);
-            /* s93 */ const long long b3_bytes = ((1 ? tgc_min(b3_in, ((b3_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s94 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b3_col / 64) * 8192) + (b3_row * 128)) + ((b3_col % 64) * 2))))), "l"(B + ((0 < b3_bytes) ? (b3_off + (b3_k * 32)) : 0)), "r"((unsigned)b3_bytes) : "memory");
-            /* s95 */ const long long b4_k = ((s * 64) + b4_row);
-            /* s96 */ const long long b4_bytes = ((1 ? tgc_min(b4_in, ((b4_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s97 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b4_col / 64) * 8192) + (b4_row * 128)) + ((b4_col % 64) * 2))))), "l"(B + ((0 < b4_bytes) ? (b4_off + (b4_k * 32)) : 0)), "r"((unsigned)b4_bytes) : "memory");
-            /* s98 */ const long long b5_k = ((s * 64) + b5_row);
-            /* s99 */ const long long b5_bytes = ((1 ? tgc_min(b5_in, ((b5_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s100 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b5_col / 64) * 8192) + (b5_row * 128)) + ((b5_col % 64) * 2))))), "l"(B + ((0 < b5_bytes) ? (b5_off + (b5_k * 32)) : 0)), "r"((unsigned)b5_bytes) : "memory");
-            /* s101 */ const long long b6_k = ((s * 64) + b6_row);
-            /* s102 */ const long long b6_bytes = ((1 ? tgc_min(b6_in, ((b6_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s103 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b6_col / 64) * 8192) + (b6_row * 128)) + ((b6_col % 64) * 2))))), "l"(B + ((0 < b6_bytes) ? (b6_off + (b6_k * 32)) : 0)), "r"((unsigned)b6_bytes) : "memory");
-            /* s104 */ const long long b7_k = ((s * 64) + b7_row);
-            /* s105 */ const long long b7_bytes = ((1 ? tgc_min(b7_in, ((b7_k < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s106 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b7_col / 64) * 8192) + (b7_row * 128)) + ((b7_col % 64) * 2))))), "l"(B + ((0 < b7_bytes) ? (b7_off + (b7_k * 32)) : 0)), "r"((unsigned)b7_bytes) : "memory");
+    /* s73 */ for (long long s = 0; s < 4; s += 1) {
+        /* s74 */ if (s < ktiles) {
+            /* s75 */ const long long a0_k = ((s * 64) + a0_col);
+            /* s76 */ const long long a0_bytes = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s77 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes) ? (a0_off + a0_k) : 0)), "r"((unsigned)a0_bytes) : "memory");
+            /* s78 */ const long long a1_bytes = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s79 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes) ? (a1_off + a0_k) : 0)), "r"((unsigned)a1_bytes) : "memory");
+            /* s80 */ const long long a2_bytes = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s81 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes) ? (a2_off + a0_k) : 0)), "r"((unsigned)a2_bytes) : "memory");
+            /* s82 */ const long long a3_bytes = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k), 0), 8)) : 0) * 2);
+            /* s83 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)((s * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes) ? (a3_off + a0_k) : 0)), "r"((unsigned)a3_bytes) : "memory");
+            /* s84 */ const long long b0_k = ((s * 64) + b0_row);
+            /* s85 */ const long long b0_bytes = ((1 ? tgc_min(b0_in, ((b0_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s86 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b0_col / 64) * 8192) + (b0_row * 128)) + ((b0_col % 64) * 2))))), "l"(B + ((0 < b0_bytes) ? (b0_off + (b0_k * 32)) : 0)), "r"((unsigned)b0_bytes) : "memory");
+            /* s87 */ const long long b1_k = ((s * 64) + b1_row);
+            /* s88 */ const long long b1_bytes = ((1 ? tgc_min(b1_in, ((b1_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s89 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b1_col / 64) * 8192) + (b1_row * 128)) + ((b1_col % 64) * 2))))), "l"(B + ((0 < b1_bytes) ? (b1_off + (b1_k * 32)) : 0)), "r"((unsigned)b1_bytes) : "memory");
+            /* s90 */ const long long b2_k = ((s * 64) + b2_row);
+            /* s91 */ const long long b2_bytes = ((1 ? tgc_min(b2_in, ((b2_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s92 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b2_col / 64) * 8192) + (b2_row * 128)) + ((b2_col % 64) * 2))))), "l"(B + ((0 < b2_bytes) ? (b2_off + (b2_k * 32)) : 0)), "r"((unsigned)b2_bytes) : "memory");
+            /* s93 */ const long long b3_k = ((s * 64) + b3_row);
+            /* s94 */ const long long b3_bytes = ((1 ? tgc_min(b3_in, ((b3_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s95 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b3_col / 64) * 8192) + (b3_row * 128)) + ((b3_col % 64) * 2))))), "l"(B + ((0 < b3_bytes) ? (b3_off + (b3_k * 32)) : 0)), "r"((unsigned)b3_bytes) : "memory");
+            /* s96 */ const long long b4_k = ((s * 64) + b4_row);
+            /* s97 */ const long long b4_bytes = ((1 ? tgc_min(b4_in, ((b4_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s98 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b4_col / 64) * 8192) + (b4_row * 128)) + ((b4_col % 64) * 2))))), "l"(B + ((0 < b4_bytes) ? (b4_off + (b4_k * 32)) : 0)), "r"((unsigned)b4_bytes) : "memory");
+            /* s99 */ const long long b5_k = ((s * 64) + b5_row);
+            /* s100 */ const long long b5_bytes = ((1 ? tgc_min(b5_in, ((b5_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s101 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b5_col / 64) * 8192) + (b5_row * 128)) + ((b5_col % 64) * 2))))), "l"(B + ((0 < b5_bytes) ? (b5_off + (b5_k * 32)) : 0)), "r"((unsigned)b5_bytes) : "memory");
+            /* s102 */ const long long b6_k = ((s * 64) + b6_row);
+            /* s103 */ const long long b6_bytes = ((1 ? tgc_min(b6_in, ((b6_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s104 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b6_col / 64) * 8192) + (b6_row * 128)) + ((b6_col % 64) * 2))))), "l"(B + ((0 < b6_bytes) ? (b6_off + (b6_k * 32)) : 0)), "r"((unsigned)b6_bytes) : "memory");
+            /* s105 */ const long long b7_k = ((s * 64) + b7_row);
+            /* s106 */ const long long b7_bytes = ((1 ? tgc_min(b7_in, ((b7_k < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s107 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)((s * 16384) + ((((b7_col / 64) * 8192) + (b7_row * 128)) + ((b7_col % 64) * 2))))), "l"(B + ((0 < b7_bytes) ? (b7_off + (b7_k * 32)) : 0)), "r"((unsigned)b7_bytes) : "memory");
         }
-        /* s107 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
+        /* s108 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
     #pragma unroll 1
-    /* s108 */ for (long long kt = 0; kt < ktiles; kt += 1) {
-        /* s109 */ const long long stage = (kt % 3);
-        /* s110 */ asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-        /* s111 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        /* s112 */ __syncthreads(); // bar.sync 0
-        /* s113 */ tgc_pin(acc);
-        /* s113 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    /* s109 */ for (long long kt = 0; kt < ktiles; kt += 1) {
+        /* s110 */ const long long stage = (kt % 5);
+        /* s111 */ asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+        /* s112 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        /* s113 */ __syncthreads(); // bar.sync 0
+        /* s114 */ tgc_pin(acc);
+        /* s114 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
-        /* s114 */ for (long long ks = 0; ks < 4; ks += 1) {
-            /* s115 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
+        /* s115 */ for (long long ks = 0; ks < 4; ks += 1) {
+            /* s116 */ asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 1;\n" : "+f"(acc[((long long)0 + 0)]), "+f"(acc[((long long)0 + 1)]), "+f"(acc[((long long)0 + 2)]), "+f"(acc[((long long)0 + 3)]), "+f"(acc[((long long)0 + 4)]), "+f"(acc[((long long)0 + 5)]), "+f"(acc[((long long)0 + 6)]), "+f"(acc[((long long)0 + 7)]), "+f"(acc[((long long)0 + 8)]), "+f"(acc[((long long)0 + 9)]), "+f"(acc[((long long)0 + 10)]), "+f"(acc[((long long)0 + 11)]), "+f"(acc[((long long)0 + 12)]), "+f"(acc[((long long)0 + 13)]), "+f"(acc[((long long)0 + 14)]), "+f"(acc[((long long)0 + 15)]), "+f"(acc[((long long)0 + 16)]), "+f"(acc[((long long)0 + 17)]), "+f"(acc[((long long)0 + 18)]), "+f"(acc[((long long)0 + 19)]), "+f"(acc[((long long)0 + 20)]), "+f"(acc[((long long)0 + 21)]), "+f"(acc[((long long)0 + 22)]), "+f"(acc[((long long)0 + 23)]), "+f"(acc[((long long)0 + 24)]), "+f"(acc[((long long)0 + 25)]), "+f"(acc[((long long)0 + 26)]), "+f"(acc[((long long)0 + 27)]), "+f"(acc[((long long)0 + 28)]), "+f"(acc[((long long)0 + 29)]), "+f"(acc[((long long)0 + 30)]), "+f"(acc[((long long)0 + 31)]), "+f"(acc[((long long)0 + 32)]), "+f"(acc[((long long)0 + 33)]), "+f"(acc[((long long)0 + 34)]), "+f"(acc[((long long)0 + 35)]), "+f"(acc[((long long)0 + 36)]), "+f"(acc[((long long)0 + 37)]), "+f"(acc[((long long)0 + 38)]), "+f"(acc[((long long)0 + 39)]), "+f"(acc[((long long)0 + 40)]), "+f"(acc[((long long)0 + 41)]), "+f"(acc[((long long)0 + 42)]), "+f"(acc[((long long)0 + 43)]), "+f"(acc[((long long)0 + 44)]), "+f"(acc[((long long)0 + 45)]), "+f"(acc[((long long)0 + 46)]), "+f"(acc[((long long)0 + 47)]), "+f"(acc[((long long)0 + 48)]), "+f"(acc[((long long)0 + 49)]), "+f"(acc[((long long)0 + 50)]), "+f"(acc[((long long)0 + 51)]), "+f"(acc[((long long)0 + 52)]), "+f"(acc[((long long)0 + 53)]), "+f"(acc[((long long)0 + 54)]), "+f"(acc[((long long)0 + 55)]), "+f"(acc[((long long)0 + 56)]), "+f"(acc[((long long)0 + 57)]), "+f"(acc[((long long)0 + 58)]), "+f"(acc[((long long)0 + 59)]), "+f"(acc[((long long)0 + 60)]), "+f"(acc[((long long)0 + 61)]), "+f"(acc[((long long)0 + 62)]), "+f"(acc[((long long)0 + 63)]) : "l"(tgc_wgmma_desc(As_smem + (unsigned)(((stage * 8192) + (warpgroup * 8192)) + (ks * 32)), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Bs_smem + (unsigned)((stage * 16384) + (ks * 2048)), 8192u, 1024u, 1u)));
         }
-        /* s116 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* s117 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        /* s117 */ tgc_pin(acc);
-        /* s118 */ __syncthreads(); // bar.sync 0
-        /* s119 */ const long long kt_next = (kt + 2);
-        /* s120 */ if (kt_next < ktiles) {
-            /* s121 */ const long long a0_k_1 = ((kt_next * 64) + a0_col);
-            /* s122 */ const long long a0_bytes_1 = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s123 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + a0_k_1) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
-            /* s124 */ const long long a1_bytes_1 = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s125 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + a0_k_1) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
-            /* s126 */ const long long a2_bytes_1 = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s127 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + a0_k_1) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
-            /* s128 */ const long long a3_bytes_1 = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
-            /* s129 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + a0_k_1) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
-            /* s130 */ const long long b0_k_1 = ((kt_next * 64) + b0_row);
-            /* s131 */ const long long b0_bytes_1 = ((1 ? tgc_min(b0_in, ((b0_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s132 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b0_col / 64) * 8192) + (b0_row * 128)) + ((b0_col % 64) * 2))))), "l"(B + ((0 < b0_bytes_1) ? (b0_off + (b0_k_1 * 32)) : 0)), "r"((unsigned)b0_bytes_1) : "memory");
-            /* s133 */ const long long b1_k_1 = ((kt_next * 64) + b1_row);
-            /* s134 */ const long long b1_bytes_1 = ((1 ? tgc_min(b1_in, ((b1_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s135 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b1_col / 64) * 8192) + (b1_row * 128)) + ((b1_col % 64) * 2))))), "l"(B + ((0 < b1_bytes_1) ? (b1_off + (b1_k_1 * 32)) : 0)), "r"((unsigned)b1_bytes_1) : "memory");
-            /* s136 */ const long long b2_k_1 = ((kt_next * 64) + b2_row);
-            /* s137 */ const long long b2_bytes_1 = ((1 ? tgc_min(b2_in, ((b2_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s138 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b2_col / 64) * 8192) + (b2_row * 128)) + ((b2_col % 64) * 2))))), "l"(B + ((0 < b2_bytes_1) ? (b2_off + (b2_k_1 * 32)) : 0)), "r"((unsigned)b2_bytes_1) : "memory");
-            /* s139 */ const long long b3_k_1 = ((kt_next * 64) + b3_row);
-            /* s140 */ const long long b3_bytes_1 = ((1 ? tgc_min(b3_in, ((b3_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s141 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b3_col / 64) * 8192) + (b3_row * 128)) + ((b3_col % 64) * 2))))), "l"(B + ((0 < b3_bytes_1) ? (b3_off + (b3_k_1 * 32)) : 0)), "r"((unsigned)b3_bytes_1) : "memory");
-            /* s142 */ const long long b4_k_1 = ((kt_next * 64) + b4_row);
-            /* s143 */ const long long b4_bytes_1 = ((1 ? tgc_min(b4_in, ((b4_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s144 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b4_col / 64) * 8192) + (b4_row * 128)) + ((b4_col % 64) * 2))))), "l"(B + ((0 < b4_bytes_1) ? (b4_off + (b4_k_1 * 32)) : 0)), "r"((unsigned)b4_bytes_1) : "memory");
-            /* s145 */ const long long b5_k_1 = ((kt_next * 64) + b5_row);
-            /* s146 */ const long long b5_bytes_1 = ((1 ? tgc_min(b5_in, ((b5_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s147 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b5_col / 64) * 8192) + (b5_row * 128)) + ((b5_col % 64) * 2))))), "l"(B + ((0 < b5_bytes_1) ? (b5_off + (b5_k_1 * 32)) : 0)), "r"((unsigned)b5_bytes_1) : "memory");
-            /* s148 */ const long long b6_k_1 = ((kt_next * 64) + b6_row);
-            /* s149 */ const long long b6_bytes_1 = ((1 ? tgc_min(b6_in, ((b6_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s150 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b6_col / 64) * 8192) + (b6_row * 128)) + ((b6_col % 64) * 2))))), "l"(B + ((0 < b6_bytes_1) ? (b6_off + (b6_k_1 * 32)) : 0)), "r"((unsigned)b6_bytes_1) : "memory");
-            /* s151 */ const long long b7_k_1 = ((kt_next * 64) + b7_row);
-            /* s152 */ const long long b7_bytes_1 = ((1 ? tgc_min(b7_in, ((b7_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
-            /* s153 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 3) * 16384) + ((((b7_col / 64) * 8192) + (b7_row * 128)) + ((b7_col % 64) * 2))))), "l"(B + ((0 < b7_bytes_1) ? (b7_off + (b7_k_1 * 32)) : 0)), "r"((unsigned)b7_bytes_1) : "memory");
+        /* s117 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        /* s118 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        /* s118 */ tgc_pin(acc);
+        /* s119 */ __syncthreads(); // bar.sync 0
+        /* s120 */ const long long kt_next = (kt + 4);
+        /* s121 */ if (kt_next < ktiles) {
+            /* s122 */ const long long a0_k_1 = ((kt_next * 64) + a0_col);
+            /* s123 */ const long long a0_bytes_1 = ((1 ? tgc_min(a0_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s124 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a0_row * 128) + (a0_col * 2))))), "l"(A + ((0 < a0_bytes_1) ? (a0_off + a0_k_1) : 0)), "r"((unsigned)a0_bytes_1) : "memory");
+            /* s125 */ const long long a1_bytes_1 = ((1 ? tgc_min(a1_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s126 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a1_row * 128) + (a1_col * 2))))), "l"(A + ((0 < a1_bytes_1) ? (a1_off + a0_k_1) : 0)), "r"((unsigned)a1_bytes_1) : "memory");
+            /* s127 */ const long long a2_bytes_1 = ((1 ? tgc_min(a2_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s128 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a2_row * 128) + (a2_col * 2))))), "l"(A + ((0 < a2_bytes_1) ? (a2_off + a0_k_1) : 0)), "r"((unsigned)a2_bytes_1) : "memory");
+            /* s129 */ const long long a3_bytes_1 = ((1 ? tgc_min(a3_in, tgc_min(tgc_max(((long long)K - a0_k_1), 0), 8)) : 0) * 2);
+            /* s130 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(As_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 8192) + ((a3_row * 128) + (a3_col * 2))))), "l"(A + ((0 < a3_bytes_1) ? (a3_off + a0_k_1) : 0)), "r"((unsigned)a3_bytes_1) : "memory");
+            /* s131 */ const long long b0_k_1 = ((kt_next * 64) + b0_row);
+            /* s132 */ const long long b0_bytes_1 = ((1 ? tgc_min(b0_in, ((b0_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s133 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b0_col / 64) * 8192) + (b0_row * 128)) + ((b0_col % 64) * 2))))), "l"(B + ((0 < b0_bytes_1) ? (b0_off + (b0_k_1 * 32)) : 0)), "r"((unsigned)b0_bytes_1) : "memory");
+            /* s134 */ const long long b1_k_1 = ((kt_next * 64) + b1_row);
+            /* s135 */ const long long b1_bytes_1 = ((1 ? tgc_min(b1_in, ((b1_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s136 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b1_col / 64) * 8192) + (b1_row * 128)) + ((b1_col % 64) * 2))))), "l"(B + ((0 < b1_bytes_1) ? (b1_off + (b1_k_1 * 32)) : 0)), "r"((unsigned)b1_bytes_1) : "memory");
+            /* s137 */ const long long b2_k_1 = ((kt_next * 64) + b2_row);
+            /* s138 */ const long long b2_bytes_1 = ((1 ? tgc_min(b2_in, ((b2_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s139 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b2_col / 64) * 8192) + (b2_row * 128)) + ((b2_col % 64) * 2))))), "l"(B + ((0 < b2_bytes_1) ? (b2_off + (b2_k_1 * 32)) : 0)), "r"((unsigned)b2_bytes_1) : "memory");
+            /* s140 */ const long long b3_k_1 = ((kt_next * 64) + b3_row);
+            /* s141 */ const long long b3_bytes_1 = ((1 ? tgc_min(b3_in, ((b3_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s142 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b3_col / 64) * 8192) + (b3_row * 128)) + ((b3_col % 64) * 2))))), "l"(B + ((0 < b3_bytes_1) ? (b3_off + (b3_k_1 * 32)) : 0)), "r"((unsigned)b3_bytes_1) : "memory");
+            /* s143 */ const long long b4_k_1 = ((kt_next * 64) + b4_row);
+            /* s144 */ const long long b4_bytes_1 = ((1 ? tgc_min(b4_in, ((b4_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s145 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b4_col / 64) * 8192) + (b4_row * 128)) + ((b4_col % 64) * 2))))), "l"(B + ((0 < b4_bytes_1) ? (b4_off + (b4_k_1 * 32)) : 0)), "r"((unsigned)b4_bytes_1) : "memory");
+            /* s146 */ const long long b5_k_1 = ((kt_next * 64) + b5_row);
+            /* s147 */ const long long b5_bytes_1 = ((1 ? tgc_min(b5_in, ((b5_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s148 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b5_col / 64) * 8192) + (b5_row * 128)) + ((b5_col % 64) * 2))))), "l"(B + ((0 < b5_bytes_1) ? (b5_off + (b5_k_1 * 32)) : 0)), "r"((unsigned)b5_bytes_1) : "memory");
+            /* s149 */ const long long b6_k_1 = ((kt_next * 64) + b6_row);
+            /* s150 */ const long long b6_bytes_1 = ((1 ? tgc_min(b6_in, ((b6_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s151 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b6_col / 64) * 8192) + (b6_row * 128)) + ((b6_col % 64) * 2))))), "l"(B + ((0 < b6_bytes_1) ? (b6_off + (b6_k_1 * 32)) : 0)), "r"((unsigned)b6_bytes_1) : "memory");
+            /* s152 */ const long long b7_k_1 = ((kt_next * 64) + b7_row);
+            /* s153 */ const long long b7_bytes_1 = ((1 ? tgc_min(b7_in, ((b7_k_1 < (long long)K) ? 8 : 0)) : 0) * 2);
+            /* s154 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Bs_smem + tgc_swizzle_3_4_3((unsigned)(((kt_next % 5) * 16384) + ((((b7_col / 64) * 8192) + (b7_row * 128)) + ((b7_col % 64) * 2))))), "l"(B + ((0 < b7_bytes_1) ? (b7_off + (b7_k_1 * 32)) : 0)), "r"((unsigned)b7_bytes_1) : "memory");
         }
-        /* s154 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
+        /* s155 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    /* s155 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    /* s156 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    /* s156 */ tgc_pin(acc);
-    /* s157 */ __syncthreads(); // bar.sync 0
-    /* s158 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
-    /* s159 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
+    /* s156 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    /* s157 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s157 */ tgc_pin(acc);
+    /* s158 */ __syncthreads(); // bar.sync 0
+    /* s159 */ const long long rows_left = ((long long)M - ((block_m + (warp_m * 16)) + (lane / 4)));
+    /* s160 */ const long long cols_left = ((long long)N - ((block_n + (warp_n * 128)) + ((lane % 4) * 2)));
     #pragma unroll
-    /* s160 */ for (long long em = 0; em < 1; em += 1) {
+    /* s161 */ for (long long em = 0; em < 1; em += 1) {
         #pragma unroll
-        /* s161 */ for (long long en = 0; en < 16; en += 1) {
+        /* s162 */ for (long long en = 0; en < 16; en += 1) {
             #pragma unroll
-            /* s162 */ for (long long eh = 0; eh < 2; eh += 1) {
-                /* s163 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
-                /* s164 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
-                /* s165 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: 
+            /* s163 */ for (long long eh = 0; eh < 2; eh += 1) {
+                /* s164 */ const long long row = ((((block_m + (warp_m * 16)) + (em * 16)) + (lane / 4)) + (eh * 8));
+                /* s165 */ const long long col = (((block_n + (warp_n * 128)) + (en * 8)) + ((lane % 4) * 2));
+                /* s166 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 1) <= cols_left)) { // epilogue: 
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)];
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)] = tgc_v;
                 }
-                /* s166 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: 
+                /* s167 */ if ((((em * 16) + (eh * 8)) < rows_left) && (((en * 8) + 2) <= cols_left)) { // epilogue: 
                     float tgc_v = acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)];
                     acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)] = tgc_v;
                 }
-                /* s167 */ asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 4)), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]) : "memory");
+                /* s168 */ asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(Cs_smem + (unsigned)(((((warp * 2048) + (((lane / 4) + (eh * 8)) * 128)) + (en * 8)) + ((lane % 4) * 2)) * 4)), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 0)]), "f"(acc[(((((em * 16) + en) * 4) + (eh * 2)) + 1)]) : "memory");
             }
         }
-        /* s168 */ __syncthreads(); // bar.sync 0
+        /* s169 */ __syncthreads(); // bar.sync 0
         #pragma unroll
-        /* s169 */ for (long long ci = 0; ci < 16; ci += 1) {
-            /* s170 */ const long long c_chunk = ((ci * 32) + lane);
-            /* s171 */ const long long c_row = (c_chunk / 32);
-            /* s172 */ const long long c_col = ((c_chunk % 32) * 4);
-            /* s173 */ {
+        /* s170 */ for (long long ci = 0; ci < 16; ci += 1) {
+            /* s171 */ const long long c_chunk = ((ci * 32) + lane);
+            /* s172 */ const long long c_row = (c_chunk / 32);
+            /* s173 */ const long long c_col = ((c_chunk % 32) * 4);
+            /* s174 */ {
                 unsigned tgc_w0, tgc_w1, tgc_w2, tgc_w3;
                 asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(tgc_w0), "=r"(tgc_w1), "=r"(tgc_w2), "=r"(tgc_w3) : "r"(Cs_smem + (unsigned)((((warp * 2048) + (c_row * 128)) + c_col) * 4)) : "memory");
                 cfrag[0] = __uint_as_float(tgc_w0);
@@ -492,18 +494,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_winograd_gemm(
                 cfrag[2] = __uint_as_float(tgc_w2);
                 cfrag[3] = __uint_as_float(tgc_w3);
             }
-            /* s174 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
-            /* s175 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
-            /* s176 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) {
-                /* s177 */ asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "f"(cfrag[0]), "f"(cfrag[1]), "f"(cfrag[2]), "f"(cfrag[3]) : "memory");
+            /* s175 */ const long long c_grow = (((block_m + (warp_m * 16)) + (em * 16)) + c_row);
+            /* s176 */ const long long c_gcol = ((block_n + (warp_n * 128)) + c_col);
+            /* s177 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) {
+                /* s178 */ asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "f"(cfrag[0]), "f"(cfrag[1]), "f"(cfrag[2]), "f"(cfrag[3]) : "memory");
             } else {
-                /* s178 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "f"(cfrag[0]) : "memory");
-                /* s179 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 1)), "f"(cfrag[1]) : "memory");
-                /* s180 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 2)), "f"(cfrag[2]) : "memory");
-                /* s181 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 3)), "f"(cfrag[3]) : "memory");
+                /* s179 */ if ((c_grow < (long long)M) && ((c_gcol + 1) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 0)), "f"(cfrag[0]) : "memory");
+                /* s180 */ if ((c_grow < (long long)M) && ((c_gcol + 2) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 1)), "f"(cfrag[1]) : "memory");
+                /* s181 */ if ((c_grow < (long long)M) && ((c_gcol + 3) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 2)), "f"(cfrag[2]) : "memory");
+                /* s182 */ if ((c_grow < (long long)M) && ((c_gcol + 4) <= (long long)N)) asm volatile("st.global.f32 [%0], %1;\n" :: "l"(C + ((c_batch + ((c_grow * (long long)ldc) + c_gcol)) + 3)), "f"(cfrag[3]) : "memory");
             }
         }
-        /* s182 */ __syncthreads(); // bar.sync 0
+        /* s183 */ __syncthreads(); // bar.sync 0
     }
 }
 
