@@ -76,14 +76,17 @@
 //!
 //! ```text
 //! for j in 0..blocks:
+//!     wgmma.wait_group 0                          // P·V_{j−2} retired
 //!     wait_group 0; fence.proxy.async; bar.sync   // K_j, V_{j−1} landed
 //!     copy K_{j+1} → Ks[(j+1)%2]; copy V_j → Vs[j%2] (j > 0); commit
+//!     if j > 0: P_{j−1} → packed registers; O = O·c
 //!     wgmma.fence; S = Q·K_jᵀ (wgmma); commit
-//!     if j > 0: O += P·V_{j−1} (wgmma, P from registers); commit; wait_group 1
-//!     else: wait_group 0                         // S landed, P·V may run on
+//!     if j > 0: O += P·V_{j−1} (wgmma, P from registers); commit
+//!               wait_group 1                     // S landed, P·V may run on
+//!     else: wait_group 0
 //!     x = S·scale + biases; m', c; P = exp2(...); l
-//!     wait_group 0; O = O·c; P → packed registers
-//! wait_group 0; fence.proxy.async; bar.sync; O += P·V_last (wgmma); wait_group 0
+//! wgmma.wait_group 0; wait_group 0; fence.proxy.async; bar.sync
+//! P_last → packed registers; O = O·c; O += P·V_last (wgmma); wait_group 0
 //! ```
 //!
 //! Not warp-specialised (no producer warpgroup: every thread issues
@@ -521,7 +524,18 @@ impl Builder {
 
         let (mut main, head) = match self.arch {
             Arch::Sm80 => self.key_loop_head(p, &ids, &rg, &blocks, 1, "", false),
-            Arch::Sm90 => self.key_loop_head(p, &ids, &rg, &blocks, 0, "", true),
+            Arch::Sm90 => {
+                // P_{j−2}·V_{j−2}, issued by the last iteration, retired
+                // before the barrier lets the copies refill its V stage
+                // and before P_{j−1} is packed over its A fragments. Here,
+                // across the loop's back edge, ptxas keeps the wait after
+                // block j − 1's softmax; at the end of the body it hoisted
+                // the wait above the first row maximum.
+                let mut top = vec![Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 })];
+                let (body, head) = self.key_loop_head(p, &ids, &rg, &blocks, 0, "", true);
+                top.extend(body);
+                (top, head)
+            }
         };
         let (stage, next, je) = (head.stage.clone(), head.next.clone(), head.je.clone());
         match self.arch {
@@ -533,6 +547,9 @@ impl Builder {
                 // overlap); `wait_group 1` waits for S_j only. The second
                 // group has its own `wgmma.fence` (as FlashAttention-3's
                 // every product): without it ptxas injects one (C7519).
+                let mut carried = self.pack_p(&rg, pf);
+                carried.extend(self.rescale_o(algo, &rg, o, n_o));
+                main.push(Stmt::If { cond: Expr::c(0).lt(je.clone()), then: carried, otherwise: Vec::new() });
                 self.score_products(&mut main, &ids, &rg, stage.clone());
                 main.push(Stmt::Sm90(Sm90Stmt::WgmmaCommit));
                 let mut previous = vec![Stmt::Sm90(Sm90Stmt::WgmmaFence)];
@@ -567,34 +584,12 @@ impl Builder {
                 }),
             ]
         });
-        if self.arch == Arch::Sm90 {
-            // P_{j−1}·V_{j−1} retired: O may be rescaled, P_j packed.
-            main.push(Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 }));
-        }
-        if algo == Algorithm::OnlineSoftmax {
-            self.for_unrolled(&mut main, "oc", n_o, |_, i| {
-                let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
-                vec![Stmt::Simt(SimtStmt::Compute { dst: reg(o, i), value: v })]
-            });
-        }
-        // P's accumulator pairs become A fragments: tiles 2kk and 2kk+1 are
-        // one k16 step, for `mma.sync` and for `wgmma` alike (its register
-        // A fragment is `mma.m16n8k16`'s per warp).
-        self.for_unrolled(&mut main, "pk", BN / 16, |_, kk| {
-            (0..4)
-                .map(|x| {
-                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
-                    Stmt::Mma(MmaStmt::PackB16x2 {
-                        dst: reg(pf, kk.clone() * 4 + x),
-                        lo: reg(s, base.clone()),
-                        hi: reg(s, base + 1),
-                        dtype: a.ab,
-                    })
-                })
-                .collect()
-        });
         match self.arch {
             Arch::Sm80 => {
+                let rescale = self.rescale_o(algo, &rg, o, n_o);
+                main.extend(rescale);
+                let packed = self.pack_p(&rg, pf);
+                main.extend(packed);
                 main.extend(self.landed(1));
                 let copy = self.copy(&key_tile(&a, p, &rg, true, next.clone() * BN), &ids, next.clone() % 2, "v");
                 main.push(Stmt::If { cond: next.lt(blocks.clone()), then: copy, otherwise: Vec::new() });
@@ -621,8 +616,12 @@ impl Builder {
         let end = blocks.clone();
         out.push(Stmt::For { var: head.var, start: Expr::c(0), end, step: 1, unroll: false, body: main });
         if self.arch == Arch::Sm90 {
-            // The last block's O += P·V, once its V landed.
+            // The last block's O += P·V, once P·V_{last−1} retired and
+            // V_last landed.
+            out.push(Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 }));
             let mut last = self.landed(0);
+            last.extend(self.pack_p(&rg, pf));
+            last.extend(self.rescale_o(algo, &rg, o, n_o));
             last.push(Stmt::Sm90(Sm90Stmt::WgmmaFence));
             last.extend(self.value_products(&rg, o, pf, (blocks.clone() - 1) % 2));
             last.extend([Stmt::Sm90(Sm90Stmt::WgmmaCommit), Stmt::Sm90(Sm90Stmt::WgmmaWait { pending: 0 })]);
@@ -874,6 +873,48 @@ impl Builder {
         let (fast, masked) = (scores(self, false), scores(self, true));
         let interior = self.interior(ids, je);
         out.push(Stmt::If { cond: interior, then: fast, otherwise: masked });
+    }
+
+    /// P's accumulator pairs as A fragments: tiles 2kk and 2kk+1 are one
+    /// k16 step, for `mma.sync` and for `wgmma` alike (its register A
+    /// fragment is `mma.m16n8k16`'s per warp).
+    fn pack_p(&mut self, rg: &Regs, pf: RegId) -> Vec<Stmt> {
+        let (s, ab) = (rg.s, self.a.ab);
+        let mut out = Vec::new();
+        self.for_unrolled(&mut out, "pk", BN / 16, |_, kk| {
+            (0..4)
+                .map(|x| {
+                    let base = (kk.clone() * 2 + x / 2) * 4 + x % 2 * 2;
+                    Stmt::Mma(MmaStmt::PackB16x2 {
+                        dst: reg(pf, kk.clone() * 4 + x),
+                        lo: reg(s, base.clone()),
+                        hi: reg(s, base + 1),
+                        dtype: ab,
+                    })
+                })
+                .collect()
+        });
+        out
+    }
+
+    /// Online softmax's `O = O·c` by the last block's correction (none for
+    /// the two-pass softmax, whose maximum is fixed). sm80 rescales after
+    /// the block's `exp2`; sm90 at the top of the next iteration, before
+    /// `S_j` is issued (between that issue and the next `wgmma.fence` ptxas
+    /// waits for `S_j` before a register operand touches `O`: C7517), so
+    /// `O` holds the blocks before `j − 1` at their maximum `m_{j−2}` and
+    /// `c` of block `j − 1` brings them to `m_{j−1}`, the shift of
+    /// `P_{j−1}`.
+    fn rescale_o(&mut self, algo: Algorithm, rg: &Regs, o: RegId, n_o: i64) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        if algo == Algorithm::OnlineSoftmax {
+            let corr = rg.corr;
+            self.for_unrolled(&mut out, "oc", n_o, |_, i| {
+                let v = bin(BinaryOp::Mul, f32v(o, i.clone()), f32v(corr, i.clone() % 4 / 2));
+                vec![Stmt::Simt(SimtStmt::Compute { dst: reg(o, i), value: v })]
+            });
+        }
+        out
     }
 
     /// Online softmax's step over one block of scores: the running maximum

@@ -353,8 +353,10 @@ fn attention_compiles_without_spills_to_hmma_ldgsts_ldsm() {
 /// second warpgroup past `M` at 1, 17 and 64 rows, partly at 130); head
 /// dims 64 and 128, sequence lengths 1, 17, 64 and 130,
 /// causal and masked, f16 and bf16, equal to the interpreter; other head
-/// dims fall back to the sm80 kernel. One f16 and one bf16 kernel compile
-/// for sm_90a without spills, with `HGMMA` in the SASS.
+/// dims fall back to the sm80 kernel. Three kernels (f16 at d = 128, bf16
+/// at d = 64 and 128) compile for sm_90a without spills, with `HGMMA` in
+/// the SASS and `P·V` running under the softmax
+/// ([`assert_p_v_runs_under_the_softmax`]).
 /// The sm90 kernel's `S = Q·K_jᵀ` (the `wgmma`s with A in shared memory)
 /// starts each block with `scale-d = 0` and is never zeroed by moves (which
 /// NVVM moved past the `wgmma.fence`): of each `d / 16` k-steps the first
@@ -377,6 +379,30 @@ fn assert_scores_start_with_scale_d_0(k: &crate::gpu::dialect::Kernel, d: i64) {
             assert!(scores.iter().all(|s| s.0 != dst.reg), "s{id} zeroes a score register:\n{k}");
         }
     });
+}
+
+/// In the SASS of an sm90 online-softmax attention, the key loop's
+/// `O += P·V` (the `HGMMA`s with A in registers) is in flight under the
+/// next block's whole softmax: from the loop's last of them, every
+/// `MUFU.EX2` on the loop is reached before a `WARPGROUP.DEPBAR.LE gsb0,
+/// 0x0` (`wgmma.wait_group 0`) — the order the kernel is built in, which
+/// ptxas keeps only because that wait sits across the back edge (at the
+/// end of the body it was hoisted above the row maximum).
+fn assert_p_v_runs_under_the_softmax(sass: &str, d: i64) {
+    let [f] = &crate::gpu::toolchain::sass_functions(sass)[..] else { panic!("one kernel:\n{sass}") };
+    let looped: Vec<u32> = f.on_cycles().iter().map(|i| i.address).collect();
+    let on_loop = |i: &crate::gpu::toolchain::Instruction| looped.contains(&i.address);
+    let p_v = |i: &crate::gpu::toolchain::Instruction| i.opcode.starts_with("HGMMA") && i.operands.contains(", R");
+    let last = f.instructions.iter().rposition(|i| on_loop(i) && p_v(i)).expect("a P·V HGMMA on the key loop");
+    let retires = |i: &crate::gpu::toolchain::Instruction| {
+        i.opcode == "WARPGROUP.DEPBAR.LE" && i.operands.replace(' ', "") == "gsb0,0x0"
+    };
+    let under = f.reachable_until(last, retires);
+    let ex2 = |i: &crate::gpu::toolchain::Instruction| on_loop(i) && i.opcode.starts_with("MUFU.EX2");
+    let looped_ex2 = f.instructions.iter().filter(|i| ex2(i)).count();
+    let overlapped = under.iter().filter(|i| ex2(i)).count();
+    eprintln!("d = {d}: {overlapped} of the loop's {looped_ex2} MUFU.EX2 issued while P·V is in flight");
+    assert!(looped_ex2 > 0 && overlapped == looped_ex2, "{overlapped} of {looped_ex2}:\n{sass}");
 }
 
 #[test]
@@ -405,15 +431,17 @@ fn attention_takes_the_wgmma_branch_on_sm90() {
             assert_eq!(attention_algorithm(l.plan.as_ref().unwrap()), Some(algo));
             assert_scores_start_with_scale_d_0(&l.kernel, c.d);
             let p = crate::gpu::simt::tests::check_program(&g, prog, &[], tol(c.dtype));
-            if algo == Algorithm::OnlineSoftmax && (i == 3 || i == 5) {
+            if algo == Algorithm::OnlineSoftmax && (3..=5).contains(&i) {
                 let kernels = p.kernels();
                 let (_, compiled) =
                     crate::emit::cuda::compile(&tc, &kernels, &p.name).unwrap_or_else(|e| panic!("{e}"));
                 for r in tc.ptxas_resources(&compiled.ptx, crate::emit::cuda::toolchain_arch(Arch::Sm90)).unwrap() {
                     assert_eq!((r.spill_stores, r.spill_loads, r.stack_frame), (0, 0, 0), "{r:?}");
                 }
-                let ops = crate::gpu::toolchain::sass_opcodes(&tc.sass(&compiled.cubin).unwrap());
+                let sass = tc.sass(&compiled.cubin).unwrap();
+                let ops = crate::gpu::toolchain::sass_opcodes(&sass);
                 assert!(ops.iter().any(|o| o.starts_with("HGMMA")), "{ops:?}");
+                assert_p_v_runs_under_the_softmax(&sass, c.d);
             }
         }
     }

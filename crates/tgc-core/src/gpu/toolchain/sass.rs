@@ -68,6 +68,33 @@ pub struct Function {
 }
 
 impl Function {
+    /// The indices of the instructions that may run right after the one at
+    /// index `n`: its `BRA`'s target and the next ([`Instruction::falls_through`]).
+    fn successors(&self, n: usize) -> Vec<usize> {
+        let ins = &self.instructions;
+        let target = ins[n].branch_target().and_then(|t| ins.binary_search_by_key(&t, |i| i.address).ok());
+        let next = (ins[n].falls_through() && n + 1 < ins.len()).then_some(n + 1);
+        target.into_iter().chain(next).collect()
+    }
+
+    /// The instructions that may run after the one at index `from` before
+    /// any for which `stop` holds (those stopping ones excluded), in
+    /// address order: what a path from `from` reaches along the `BRA`
+    /// targets and fall-throughs, e.g. the instructions issued while an
+    /// `HGMMA` is in flight, up to the `WARPGROUP.DEPBAR` that waits for it.
+    pub fn reachable_until(&self, from: usize, stop: impl Fn(&Instruction) -> bool) -> Vec<&Instruction> {
+        let mut seen = vec![false; self.instructions.len()];
+        let mut work = self.successors(from);
+        while let Some(n) = work.pop() {
+            if seen[n] || stop(&self.instructions[n]) {
+                continue;
+            }
+            seen[n] = true;
+            work.extend(self.successors(n));
+        }
+        self.instructions.iter().zip(seen).filter(|(_, s)| *s).map(|(i, _)| i).collect()
+    }
+
     /// The instructions that lie on a cycle of the function's control
     /// flow (a strongly connected component of more than one block, or a
     /// block that branches to itself): a loop's body, the out-of-line code
@@ -94,19 +121,8 @@ impl Function {
         let starts: Vec<usize> = leaders.into_iter().collect();
         let block_of = |n: usize| starts.partition_point(|&s| s <= n) - 1;
         let ends: Vec<usize> = (0..starts.len()).map(|b| starts.get(b + 1).map_or(ins.len(), |&e| e)).collect();
-        let succs: Vec<Vec<usize>> = (0..starts.len())
-            .map(|b| {
-                let last = &ins[ends[b] - 1];
-                let mut out = Vec::new();
-                if let Some(t) = last.branch_target().and_then(index_of) {
-                    out.push(block_of(t));
-                }
-                if last.falls_through() && ends[b] < ins.len() {
-                    out.push(b + 1);
-                }
-                out
-            })
-            .collect();
+        let succs: Vec<Vec<usize>> =
+            (0..starts.len()).map(|b| self.successors(ends[b] - 1).into_iter().map(block_of).collect()).collect();
         let looped = cyclic_blocks(&succs);
         (0..starts.len()).filter(|&b| looped[b]).flat_map(|b| &ins[starts[b]..ends[b]]).collect()
     }

@@ -230,6 +230,20 @@ fn on_cycles_is_the_loops_and_their_out_of_line_code() {
     assert_eq!(fs[0].on_cycles(), Vec::<&Instruction>::new());
 }
 
+/// From the `HGMMA` (index 3), up to a `MEMBAR.ALL.CTA`: its fall-through
+/// stops there; from 0x20's branch the retry, and its way back to 0x30,
+/// are reached too; the instructions after the fence are not.
+#[test]
+fn reachable_until_follows_branches_and_stops_at_the_stop() {
+    let fs = sass_functions(SASS_LOOPS);
+    let reached = |from: usize, stop: &str| -> Vec<u32> {
+        fs[1].reachable_until(from, |i| i.opcode == stop).iter().map(|i| i.address).collect()
+    };
+    assert_eq!(reached(3, "MEMBAR.ALL.CTA"), Vec::<u32>::new());
+    assert_eq!(reached(2, "MEMBAR.ALL.CTA"), [0x30, 0x90, 0xa0, 0xb0]);
+    assert_eq!(reached(0, "EXIT"), [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x90, 0xa0, 0xb0]);
+}
+
 #[test]
 fn ptxas_advisories_are_the_c75xx_lines_of_a_log() {
     // NVRTC's log of an sm90 attention kernel (CUDA 13.0.88), with a

@@ -195,148 +195,163 @@ extern "C" __global__ void __launch_bounds__(128, 1) att_attention(
     }
     #pragma unroll 1
     /* s41 */ for (long long j = 0; j < kv_blocks; j += 1) {
-        /* s42 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-        /* s43 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        /* s44 */ __syncthreads(); // bar.sync 0
-        /* s45 */ const long long stage = (j % 2);
-        /* s46 */ const long long next = (j + 1);
-        /* s47 */ if (next < kv_blocks) {
+        /* s42 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* s42 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+        /* s43 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        /* s44 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        /* s45 */ __syncthreads(); // bar.sync 0
+        /* s46 */ const long long stage = (j % 2);
+        /* s47 */ const long long next = (j + 1);
+        /* s48 */ if (next < kv_blocks) {
             #pragma unroll
-            /* s48 */ for (long long k_i = 0; k_i < 4; k_i += 1) {
-                /* s49 */ const long long k_chunk = ((k_i * 128) + tid);
-                /* s50 */ const long long k_row = (k_chunk / 8);
-                /* s51 */ const long long k_col = ((k_chunk % 8) * 8);
-                /* s52 */ const long long k_in = (((next * 64) + k_row) < 64);
-                /* s53 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Ks_smem + tgc_swizzle_3_4_3((unsigned)(((next % 2) * 8192) + ((((k_col / 64) * 8192) + (k_row * 128)) + ((k_col % 64) * 2))))), "l"(K + (k_in ? (((batch1 * 4096) + (((next * 64) + k_row) * 64)) + k_col) : 0)), "r"((unsigned)(k_in ? 16 : 0)) : "memory");
+            /* s49 */ for (long long k_i = 0; k_i < 4; k_i += 1) {
+                /* s50 */ const long long k_chunk = ((k_i * 128) + tid);
+                /* s51 */ const long long k_row = (k_chunk / 8);
+                /* s52 */ const long long k_col = ((k_chunk % 8) * 8);
+                /* s53 */ const long long k_in = (((next * 64) + k_row) < 64);
+                /* s54 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Ks_smem + tgc_swizzle_3_4_3((unsigned)(((next % 2) * 8192) + ((((k_col / 64) * 8192) + (k_row * 128)) + ((k_col % 64) * 2))))), "l"(K + (k_in ? (((batch1 * 4096) + (((next * 64) + k_row) * 64)) + k_col) : 0)), "r"((unsigned)(k_in ? 16 : 0)) : "memory");
             }
         }
-        /* s54 */ if (0 < j) {
+        /* s55 */ if (0 < j) {
             #pragma unroll
-            /* s55 */ for (long long v_i = 0; v_i < 4; v_i += 1) {
-                /* s56 */ const long long v_chunk = ((v_i * 128) + tid);
-                /* s57 */ const long long v_row = (v_chunk / 8);
-                /* s58 */ const long long v_col = ((v_chunk % 8) * 8);
-                /* s59 */ const long long v_in = (((j * 64) + v_row) < 64);
-                /* s60 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Vs_smem + tgc_swizzle_3_4_3((unsigned)((stage * 8192) + ((((v_col / 64) * 8192) + (v_row * 128)) + ((v_col % 64) * 2))))), "l"(V + (v_in ? (((batch1 * 4096) + (((j * 64) + v_row) * 64)) + v_col) : 0)), "r"((unsigned)(v_in ? 16 : 0)) : "memory");
+            /* s56 */ for (long long v_i = 0; v_i < 4; v_i += 1) {
+                /* s57 */ const long long v_chunk = ((v_i * 128) + tid);
+                /* s58 */ const long long v_row = (v_chunk / 8);
+                /* s59 */ const long long v_col = ((v_chunk % 8) * 8);
+                /* s60 */ const long long v_in = (((j * 64) + v_row) < 64);
+                /* s61 */ asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(Vs_smem + tgc_swizzle_3_4_3((unsigned)((stage * 8192) + ((((v_col / 64) * 8192) + (v_row * 128)) + ((v_col % 64) * 2))))), "l"(V + (v_in ? (((batch1 * 4096) + (((j * 64) + v_row) * 64)) + v_col) : 0)), "r"((unsigned)(v_in ? 16 : 0)) : "memory");
             }
         }
-        /* s61 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
-        /* s62 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
-        /* s62 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        /* s63 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 0, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 0), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 0), 16u, 1024u, 1u)));
-        /* s64 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 32), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 32), 16u, 1024u, 1u)));
-        /* s65 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 64), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 64), 16u, 1024u, 1u)));
-        /* s66 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 96), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 96), 16u, 1024u, 1u)));
-        /* s67 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* s68 */ if (0 < j) {
-            /* s69 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
-            /* s69 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-            /* s70 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)0 + 0)]), "r"(pf[((long long)0 + 1)]), "r"(pf[((long long)0 + 2)]), "r"(pf[((long long)0 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 0), 8192u, 1024u, 1u)));
-            /* s71 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)4 + 0)]), "r"(pf[((long long)4 + 1)]), "r"(pf[((long long)4 + 2)]), "r"(pf[((long long)4 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 2048), 8192u, 1024u, 1u)));
-            /* s72 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)8 + 0)]), "r"(pf[((long long)8 + 1)]), "r"(pf[((long long)8 + 2)]), "r"(pf[((long long)8 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 4096), 8192u, 1024u, 1u)));
-            /* s73 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)12 + 0)]), "r"(pf[((long long)12 + 1)]), "r"(pf[((long long)12 + 2)]), "r"(pf[((long long)12 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 6144), 8192u, 1024u, 1u)));
-            /* s74 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            /* s75 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-            /* s75 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+        /* s62 */ asm volatile("cp.async.commit_group;\n" ::: "memory");
+        /* s63 */ if (0 < j) {
+            #pragma unroll
+            /* s64 */ for (long long pk = 0; pk < 4; pk += 1) {
+                /* s65 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 0)]) : "f"(s[(((((pk * 2) + 0) * 4) + 0) + 1)]), "f"(s[((((pk * 2) + 0) * 4) + 0)]));
+                /* s66 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 1)]) : "f"(s[(((((pk * 2) + 0) * 4) + 2) + 1)]), "f"(s[((((pk * 2) + 0) * 4) + 2)]));
+                /* s67 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 2)]) : "f"(s[(((((pk * 2) + 1) * 4) + 0) + 1)]), "f"(s[((((pk * 2) + 1) * 4) + 0)]));
+                /* s68 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 3)]) : "f"(s[(((((pk * 2) + 1) * 4) + 2) + 1)]), "f"(s[((((pk * 2) + 1) * 4) + 2)]));
+            }
+            #pragma unroll
+            /* s69 */ for (long long oc = 0; oc < 32; oc += 1) {
+                /* s70 */ o[oc] = (o[oc] * corr[((oc % 4) / 2)]);
+            }
+        }
+        /* s71 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+        /* s71 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        /* s72 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 0, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 0), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 0), 16u, 1024u, 1u)));
+        /* s73 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 32), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 32), 16u, 1024u, 1u)));
+        /* s74 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 64), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 64), 16u, 1024u, 1u)));
+        /* s75 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n" : "+f"(s[((long long)0 + 0)]), "+f"(s[((long long)0 + 1)]), "+f"(s[((long long)0 + 2)]), "+f"(s[((long long)0 + 3)]), "+f"(s[((long long)0 + 4)]), "+f"(s[((long long)0 + 5)]), "+f"(s[((long long)0 + 6)]), "+f"(s[((long long)0 + 7)]), "+f"(s[((long long)0 + 8)]), "+f"(s[((long long)0 + 9)]), "+f"(s[((long long)0 + 10)]), "+f"(s[((long long)0 + 11)]), "+f"(s[((long long)0 + 12)]), "+f"(s[((long long)0 + 13)]), "+f"(s[((long long)0 + 14)]), "+f"(s[((long long)0 + 15)]), "+f"(s[((long long)0 + 16)]), "+f"(s[((long long)0 + 17)]), "+f"(s[((long long)0 + 18)]), "+f"(s[((long long)0 + 19)]), "+f"(s[((long long)0 + 20)]), "+f"(s[((long long)0 + 21)]), "+f"(s[((long long)0 + 22)]), "+f"(s[((long long)0 + 23)]), "+f"(s[((long long)0 + 24)]), "+f"(s[((long long)0 + 25)]), "+f"(s[((long long)0 + 26)]), "+f"(s[((long long)0 + 27)]), "+f"(s[((long long)0 + 28)]), "+f"(s[((long long)0 + 29)]), "+f"(s[((long long)0 + 30)]), "+f"(s[((long long)0 + 31)]) : "l"(tgc_wgmma_desc(Qs_smem + (unsigned)(((warp / 4) * 8192) + 96), 16u, 1024u, 1u)), "l"(tgc_wgmma_desc(Ks_smem + (unsigned)((stage * 8192) + 96), 16u, 1024u, 1u)));
+        /* s76 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        /* s77 */ if (0 < j) {
+            /* s78 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+            /* s78 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            /* s79 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)0 + 0)]), "r"(pf[((long long)0 + 1)]), "r"(pf[((long long)0 + 2)]), "r"(pf[((long long)0 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 0), 8192u, 1024u, 1u)));
+            /* s80 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)4 + 0)]), "r"(pf[((long long)4 + 1)]), "r"(pf[((long long)4 + 2)]), "r"(pf[((long long)4 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 2048), 8192u, 1024u, 1u)));
+            /* s81 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)8 + 0)]), "r"(pf[((long long)8 + 1)]), "r"(pf[((long long)8 + 2)]), "r"(pf[((long long)8 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 4096), 8192u, 1024u, 1u)));
+            /* s82 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)12 + 0)]), "r"(pf[((long long)12 + 1)]), "r"(pf[((long long)12 + 2)]), "r"(pf[((long long)12 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((j + 1) % 2) * 8192) + 6144), 8192u, 1024u, 1u)));
+            /* s83 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            /* s84 */ asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            /* s84 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
         } else {
-            /* s76 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            /* s76 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+            /* s85 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            /* s85 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
         }
-        /* s77 */ if (((m0 + 63) < 64) && (((j * 64) + 63) < 64)) {
+        /* s86 */ if (((m0 + 63) < 64) && (((j * 64) + 63) < 64)) {
             #pragma unroll
-            /* s78 */ for (long long xf = 0; xf < 32; xf += 1) {
-                /* s79 */ s[xf] = (s[xf] * 0.125f);
+            /* s87 */ for (long long xf = 0; xf < 32; xf += 1) {
+                /* s88 */ s[xf] = (s[xf] * 0.125f);
             }
         } else {
             #pragma unroll
-            /* s80 */ for (long long xi = 0; xi < 32; xi += 1) {
-                /* s81 */ s[xi] = ((((((m0 + (warp * 16)) + g) + (((xi % 4) / 2) * 8)) < 64) && (((((j * 64) + ((xi / 4) * 8)) + (t4 * 2)) + (xi % 2)) < 64)) ? (s[xi] * 0.125f) : __uint_as_float(0xff800000u));
+            /* s89 */ for (long long xi = 0; xi < 32; xi += 1) {
+                /* s90 */ s[xi] = ((((((m0 + (warp * 16)) + g) + (((xi % 4) / 2) * 8)) < 64) && (((((j * 64) + ((xi / 4) * 8)) + (t4 * 2)) + (xi % 2)) < 64)) ? (s[xi] * 0.125f) : __uint_as_float(0xff800000u));
             }
         }
         #pragma unroll
-        /* s82 */ for (long long mh = 0; mh < 2; mh += 1) {
-            /* s83 */ m_new[mh] = m_row[mh];
+        /* s91 */ for (long long mh = 0; mh < 2; mh += 1) {
+            /* s92 */ m_new[mh] = m_row[mh];
         }
         #pragma unroll
-        /* s84 */ for (long long mi = 0; mi < 32; mi += 1) {
-            /* s85 */ m_new[((mi % 4) / 2)] = tgc_max_nan(m_new[((mi % 4) / 2)], s[mi]);
+        /* s93 */ for (long long mi = 0; mi < 32; mi += 1) {
+            /* s94 */ m_new[((mi % 4) / 2)] = tgc_max_nan(m_new[((mi % 4) / 2)], s[mi]);
         }
         #pragma unroll
-        /* s86 */ for (long long mq = 0; mq < 2; mq += 1) {
-            /* s87 */ { // warp butterfly, lane ^ 1
+        /* s95 */ for (long long mq = 0; mq < 2; mq += 1) {
+            /* s96 */ { // warp butterfly, lane ^ 1
                 unsigned tgc_o;
                 asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;\n" : "=r"(tgc_o) : "r"(__float_as_uint(m_new[mq])));
                 m_new[mq] = tgc_max_nan(m_new[mq], __uint_as_float(tgc_o));
             }
-            /* s88 */ { // warp butterfly, lane ^ 2
+            /* s97 */ { // warp butterfly, lane ^ 2
                 unsigned tgc_o;
                 asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;\n" : "=r"(tgc_o) : "r"(__float_as_uint(m_new[mq])));
                 m_new[mq] = tgc_max_nan(m_new[mq], __uint_as_float(tgc_o));
             }
         }
         #pragma unroll
-        /* s89 */ for (long long ch = 0; ch < 2; ch += 1) {
-            /* s90 */ m_shift[ch] = ((int)(m_new[ch] == __uint_as_float(0xff800000u)) != 0 ? 0.0f : m_new[ch]);
-            /* s91 */ corr[ch] = exp2f(((m_row[ch] - m_shift[ch]) * 1.442695f));
-            /* s92 */ m_row[ch] = m_new[ch];
-            /* s93 */ l_row[ch] = (l_row[ch] * corr[ch]);
+        /* s98 */ for (long long ch = 0; ch < 2; ch += 1) {
+            /* s99 */ m_shift[ch] = ((int)(m_new[ch] == __uint_as_float(0xff800000u)) != 0 ? 0.0f : m_new[ch]);
+            /* s100 */ corr[ch] = exp2f(((m_row[ch] - m_shift[ch]) * 1.442695f));
+            /* s101 */ m_row[ch] = m_new[ch];
+            /* s102 */ l_row[ch] = (l_row[ch] * corr[ch]);
         }
         #pragma unroll
-        /* s94 */ for (long long pi = 0; pi < 32; pi += 1) {
-            /* s95 */ s[pi] = exp2f(((s[pi] - m_shift[((pi % 4) / 2)]) * 1.442695f));
-            /* s96 */ l_row[((pi % 4) / 2)] = (l_row[((pi % 4) / 2)] + s[pi]);
-        }
-        /* s97 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        /* s97 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
-        #pragma unroll
-        /* s98 */ for (long long oc = 0; oc < 32; oc += 1) {
-            /* s99 */ o[oc] = (o[oc] * corr[((oc % 4) / 2)]);
-        }
-        #pragma unroll
-        /* s100 */ for (long long pk = 0; pk < 4; pk += 1) {
-            /* s101 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 0)]) : "f"(s[(((((pk * 2) + 0) * 4) + 0) + 1)]), "f"(s[((((pk * 2) + 0) * 4) + 0)]));
-            /* s102 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 1)]) : "f"(s[(((((pk * 2) + 0) * 4) + 2) + 1)]), "f"(s[((((pk * 2) + 0) * 4) + 2)]));
-            /* s103 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 2)]) : "f"(s[(((((pk * 2) + 1) * 4) + 0) + 1)]), "f"(s[((((pk * 2) + 1) * 4) + 0)]));
-            /* s104 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk * 4) + 3)]) : "f"(s[(((((pk * 2) + 1) * 4) + 2) + 1)]), "f"(s[((((pk * 2) + 1) * 4) + 2)]));
+        /* s103 */ for (long long pi = 0; pi < 32; pi += 1) {
+            /* s104 */ s[pi] = exp2f(((s[pi] - m_shift[((pi % 4) / 2)]) * 1.442695f));
+            /* s105 */ l_row[((pi % 4) / 2)] = (l_row[((pi % 4) / 2)] + s[pi]);
         }
     }
-    /* s105 */ if (0 < kv_blocks) {
-        /* s106 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-        /* s107 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        /* s108 */ __syncthreads(); // bar.sync 0
-        /* s109 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
-        /* s109 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        /* s110 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)0 + 0)]), "r"(pf[((long long)0 + 1)]), "r"(pf[((long long)0 + 2)]), "r"(pf[((long long)0 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 0), 8192u, 1024u, 1u)));
-        /* s111 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)4 + 0)]), "r"(pf[((long long)4 + 1)]), "r"(pf[((long long)4 + 2)]), "r"(pf[((long long)4 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 2048), 8192u, 1024u, 1u)));
-        /* s112 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)8 + 0)]), "r"(pf[((long long)8 + 1)]), "r"(pf[((long long)8 + 2)]), "r"(pf[((long long)8 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 4096), 8192u, 1024u, 1u)));
-        /* s113 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)12 + 0)]), "r"(pf[((long long)12 + 1)]), "r"(pf[((long long)12 + 2)]), "r"(pf[((long long)12 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 6144), 8192u, 1024u, 1u)));
-        /* s114 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        /* s115 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        /* s115 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+    /* s106 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* s106 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+    /* s107 */ if (0 < kv_blocks) {
+        /* s108 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        /* s109 */ asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        /* s110 */ __syncthreads(); // bar.sync 0
+        #pragma unroll
+        /* s111 */ for (long long pk_1 = 0; pk_1 < 4; pk_1 += 1) {
+            /* s112 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk_1 * 4) + 0)]) : "f"(s[(((((pk_1 * 2) + 0) * 4) + 0) + 1)]), "f"(s[((((pk_1 * 2) + 0) * 4) + 0)]));
+            /* s113 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk_1 * 4) + 1)]) : "f"(s[(((((pk_1 * 2) + 0) * 4) + 2) + 1)]), "f"(s[((((pk_1 * 2) + 0) * 4) + 2)]));
+            /* s114 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk_1 * 4) + 2)]) : "f"(s[(((((pk_1 * 2) + 1) * 4) + 0) + 1)]), "f"(s[((((pk_1 * 2) + 1) * 4) + 0)]));
+            /* s115 */ asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(pf[((pk_1 * 4) + 3)]) : "f"(s[(((((pk_1 * 2) + 1) * 4) + 2) + 1)]), "f"(s[((((pk_1 * 2) + 1) * 4) + 2)]));
+        }
+        #pragma unroll
+        /* s116 */ for (long long oc_1 = 0; oc_1 < 32; oc_1 += 1) {
+            /* s117 */ o[oc_1] = (o[oc_1] * corr[((oc_1 % 4) / 2)]);
+        }
+        /* s118 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
+        /* s118 */ asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        /* s119 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)0 + 0)]), "r"(pf[((long long)0 + 1)]), "r"(pf[((long long)0 + 2)]), "r"(pf[((long long)0 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 0), 8192u, 1024u, 1u)));
+        /* s120 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)4 + 0)]), "r"(pf[((long long)4 + 1)]), "r"(pf[((long long)4 + 2)]), "r"(pf[((long long)4 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 2048), 8192u, 1024u, 1u)));
+        /* s121 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)8 + 0)]), "r"(pf[((long long)8 + 1)]), "r"(pf[((long long)8 + 2)]), "r"(pf[((long long)8 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 4096), 8192u, 1024u, 1u)));
+        /* s122 */ asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n" : "+f"(o[((long long)0 + 0)]), "+f"(o[((long long)0 + 1)]), "+f"(o[((long long)0 + 2)]), "+f"(o[((long long)0 + 3)]), "+f"(o[((long long)0 + 4)]), "+f"(o[((long long)0 + 5)]), "+f"(o[((long long)0 + 6)]), "+f"(o[((long long)0 + 7)]), "+f"(o[((long long)0 + 8)]), "+f"(o[((long long)0 + 9)]), "+f"(o[((long long)0 + 10)]), "+f"(o[((long long)0 + 11)]), "+f"(o[((long long)0 + 12)]), "+f"(o[((long long)0 + 13)]), "+f"(o[((long long)0 + 14)]), "+f"(o[((long long)0 + 15)]), "+f"(o[((long long)0 + 16)]), "+f"(o[((long long)0 + 17)]), "+f"(o[((long long)0 + 18)]), "+f"(o[((long long)0 + 19)]), "+f"(o[((long long)0 + 20)]), "+f"(o[((long long)0 + 21)]), "+f"(o[((long long)0 + 22)]), "+f"(o[((long long)0 + 23)]), "+f"(o[((long long)0 + 24)]), "+f"(o[((long long)0 + 25)]), "+f"(o[((long long)0 + 26)]), "+f"(o[((long long)0 + 27)]), "+f"(o[((long long)0 + 28)]), "+f"(o[((long long)0 + 29)]), "+f"(o[((long long)0 + 30)]), "+f"(o[((long long)0 + 31)]) : "r"(pf[((long long)12 + 0)]), "r"(pf[((long long)12 + 1)]), "r"(pf[((long long)12 + 2)]), "r"(pf[((long long)12 + 3)]), "l"(tgc_wgmma_desc(Vs_smem + (unsigned)((((kv_blocks - 1) % 2) * 8192) + 6144), 8192u, 1024u, 1u)));
+        /* s123 */ asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        /* s124 */ asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* s124 */ tgc_pin(s); tgc_pin(pf); tgc_pin(o);
     }
-    /* s116 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    /* s125 */ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     #pragma unroll
-    /* s117 */ for (long long lq = 0; lq < 2; lq += 1) {
-        /* s118 */ { // warp butterfly, lane ^ 1
+    /* s126 */ for (long long lq = 0; lq < 2; lq += 1) {
+        /* s127 */ { // warp butterfly, lane ^ 1
             unsigned tgc_o;
             asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;\n" : "=r"(tgc_o) : "r"(__float_as_uint(l_row[lq])));
             l_row[lq] = (l_row[lq] + __uint_as_float(tgc_o));
         }
-        /* s119 */ { // warp butterfly, lane ^ 2
+        /* s128 */ { // warp butterfly, lane ^ 2
             unsigned tgc_o;
             asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;\n" : "=r"(tgc_o) : "r"(__float_as_uint(l_row[lq])));
             l_row[lq] = (l_row[lq] + __uint_as_float(tgc_o));
         }
     }
     #pragma unroll
-    /* s120 */ for (long long on = 0; on < 32; on += 1) {
-        /* s121 */ o[on] = (o[on] / l_row[((on % 4) / 2)]);
+    /* s129 */ for (long long on = 0; on < 32; on += 1) {
+        /* s130 */ o[on] = (o[on] / l_row[((on % 4) / 2)]);
     }
     #pragma unroll
-    /* s122 */ for (long long st = 0; st < 8; st += 1) {
+    /* s131 */ for (long long st = 0; st < 8; st += 1) {
         #pragma unroll
-        /* s123 */ for (long long sh = 0; sh < 2; sh += 1) {
-            /* s124 */ if ((((m0 + (warp * 16)) + g) + (sh * 8)) < 64) asm volatile("st.global.b32 [%0], %1;\n" :: "l"(O + (((batch1 * 4096) + ((((m0 + (warp * 16)) + g) + (sh * 8)) * 64)) + ((st * 8) + (t4 * 2)))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(o[(((st * 4) + (sh * 2)) + 0)]), tgc_f32_to_f16(o[(((st * 4) + (sh * 2)) + 1)]))) : "memory");
+        /* s132 */ for (long long sh = 0; sh < 2; sh += 1) {
+            /* s133 */ if ((((m0 + (warp * 16)) + g) + (sh * 8)) < 64) asm volatile("st.global.b32 [%0], %1;\n" :: "l"(O + (((batch1 * 4096) + ((((m0 + (warp * 16)) + g) + (sh * 8)) * 64)) + ((st * 8) + (t4 * 2)))), "r"(tgc_pack_b16x2(tgc_f32_to_f16(o[(((st * 4) + (sh * 2)) + 0)]), tgc_f32_to_f16(o[(((st * 4) + (sh * 2)) + 1)]))) : "memory");
         }
     }
 }
